@@ -1,0 +1,26 @@
+"""jurybox.judges: how one judge is asked and how a jury decides.
+
+Jury files (judges, models, sampling, reasoning, aggregation + quorum), backends that turn
+prompts into raw outputs and logprobs, answer parsing with score distributions, and the Jury
+that fans items out to its judges and aggregates their votes into verdicts.
+"""
+
+from .jury import Jury, MissingInputs, decide, votes_from_generation
+from .models import ModelNotAvailable
+from .spec import Aggregation, JudgeSpec, JurySpec, Reasoning, Sampling, list_juries, load_jury_spec, provenance
+
+__all__ = [
+    "Aggregation",
+    "JudgeSpec",
+    "Jury",
+    "JurySpec",
+    "MissingInputs",
+    "ModelNotAvailable",
+    "Reasoning",
+    "Sampling",
+    "decide",
+    "list_juries",
+    "load_jury_spec",
+    "provenance",
+    "votes_from_generation",
+]

@@ -1,0 +1,1 @@
+"""Judge backends: each turns prompts into raw outputs and token logprobs."""

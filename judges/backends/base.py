@@ -1,0 +1,68 @@
+"""What a backend does: turn prompts into raw outputs and token logprobs. Nothing else.
+
+Prompt rendering, parsing and score distributions live in jurybox.judges and are shared by every
+backend, so a judgment means the same thing whichever engine produced it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Request:
+    messages: list[Message]
+    schema: dict[str, Any]
+
+
+class TokenStep:
+    """One generated token: where it starts in the answer text, its text, and the top
+    alternatives at that position (appended text -> logprob), computed only when asked for."""
+
+    __slots__ = ("offset", "text", "_top", "_make_top")
+
+    def __init__(
+        self,
+        offset: int,
+        text: str,
+        top: Mapping[str, float] | Callable[[], Mapping[str, float]],
+    ) -> None:
+        self.offset = offset
+        self.text = text
+        if callable(top):
+            self._top, self._make_top = None, top
+        else:
+            self._top, self._make_top = top, None
+
+    @property
+    def top(self) -> Mapping[str, float]:
+        if self._top is None:
+            assert self._make_top is not None
+            self._top = self._make_top()
+        return self._top
+
+
+@dataclass
+class Generation:
+    """A backend's output for one request: the answer text (after any reasoning), or an error."""
+
+    text: str = ""
+    steps: list[TokenStep] = field(default_factory=list)
+    reasoning: str | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+    latency_s: float = 0.0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Backend(Protocol):
+    name: str
+
+    def generate(self, requests: list[Request]) -> list[Generation]: ...
+
+    def close(self) -> None: ...

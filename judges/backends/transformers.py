@@ -1,0 +1,271 @@
+"""The transformers backend: local generation on CPU or GPU, constrained by xgrammar.
+
+Why xgrammar: it compiles a JSON schema against the tokenizer once and masks logits with a
+bitmask per step (fast on CPU), it ships a transformers LogitsProcessor, and it is the default
+structured-output engine of vLLM, so both backends constrain judges the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..models import materialize, resolve
+from .base import Generation, Request, TokenStep
+
+if TYPE_CHECKING:
+    from ..spec import JudgeSpec
+
+
+class JudgeConfigError(ValueError):
+    """A judge spec that cannot work with its model (e.g. chat prompts for a model without a chat
+    template)."""
+
+
+def _plain_prompt(messages: list[dict[str, str]]) -> str:
+    # Base models have no chat template: frame the rubric as a document that ends where the
+    # JSON answer begins.
+    body = "\n\n".join(m["content"] for m in messages)
+    return f"{body}\n\nJSON answer: "
+
+
+class _Recorder:
+    """Wraps the grammar's logits processor and keeps the top-k logprobs of the masked
+    distribution at each step, before temperature or top-p warp it: that is the judge's
+    probability over the allowed answers."""
+
+    def __init__(self, inner: Any, k: int) -> None:
+        self.inner = inner
+        self.k = k
+        self.steps: list[tuple[Any, Any]] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.inner is not None:
+            scores = self.inner(input_ids, scores)
+        logprobs = torch.log_softmax(scores.float(), dim=-1)
+        values, ids = logprobs.topk(self.k, dim=-1)
+        self.steps.append((values.cpu(), ids.cpu()))
+        return scores
+
+
+class TransformersBackend:
+    def __init__(self, spec: JudgeSpec) -> None:
+        import torch
+        import xgrammar
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        self.spec = spec
+        self.name = spec.name
+        source = materialize(resolve(spec.model, spec.revision))
+        self.device = spec.device if spec.device != "auto" else (
+            "cuda" if torch.cuda.is_available() else "cpu"
+        )
+        dtype = {
+            "auto": torch.bfloat16 if self.device.startswith("cuda") else torch.float32,
+            "float32": torch.float32,
+            "bfloat16": torch.bfloat16,
+            "float16": torch.float16,
+        }[spec.dtype]
+        self.tokenizer = AutoTokenizer.from_pretrained(source.directory, revision=source.revision)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            source.directory, revision=source.revision, dtype=dtype
+        ).to(self.device)
+        self.model.eval()
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if spec.prompt_format == "chat" and not self.tokenizer.chat_template:
+            raise JudgeConfigError(
+                f"judge {spec.name}: model {spec.model} has no chat template; "
+                "set prompt_format: plain in the jury file"
+            )
+        config = self.model.config
+        text_config = getattr(config, "get_text_config", lambda: config)()
+        self.max_len = spec.max_model_len or getattr(text_config, "max_position_embeddings", 2048)
+        vocab_size = text_config.vocab_size
+        self._info = xgrammar.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab_size)
+        self._compiler = xgrammar.GrammarCompiler(self._info)
+        self._grammars: dict[str, Any] = {}
+        eos = self.model.generation_config.eos_token_id
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
+        self._stop_ids = sorted(set(eos) | set(self._info.stop_token_ids))
+
+    # -- prompts ---------------------------------------------------------------------------------
+
+    def prompt_text(self, messages: list[dict[str, str]]) -> str:
+        if self.spec.prompt_format == "plain":
+            return _plain_prompt(messages)
+        return self.tokenizer.apply_chat_template(
+            messages,
+            add_generation_prompt=True,
+            tokenize=False,
+            **self.spec.reasoning.template_kwargs,
+        )
+
+    def grammar(self, schema: dict[str, Any]) -> Any:
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            self._grammars[key] = self._compiler.compile_json_schema(key, any_whitespace=False)
+        return self._grammars[key]
+
+    # -- generation ------------------------------------------------------------------------------
+
+    def _generate(
+        self,
+        prompts: list[str],
+        max_new_tokens: int,
+        processor: Any = None,
+        stop_strings: list[str] | None = None,
+    ) -> tuple[list[list[int]], list[str]]:
+        """Generate for a batch; returns each row's new token ids (up to its stop) and why it
+        ended ("stop" or "length")."""
+        import torch
+
+        s = self.spec.sampling
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=max_new_tokens,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self._stop_ids,
+        )
+        if s.temperature > 0:
+            kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=0)
+            if s.seed is not None:
+                torch.manual_seed(s.seed)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if processor is not None:
+            kwargs["logits_processor"] = [processor]
+        if stop_strings:
+            kwargs.update(stop_strings=stop_strings, tokenizer=self.tokenizer)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, **kwargs)
+        width = enc["input_ids"].shape[1]
+        rows, reasons = [], []
+        stops = set(self._stop_ids)
+        for seq in out[:, width:].tolist():
+            ids = []
+            reason = "length"
+            for t in seq:
+                if t in stops:
+                    reason = "stop"
+                    break
+                ids.append(t)
+            if reason == "length" and stop_strings and len(ids) < max_new_tokens:
+                reason = "stop"  # a stop string ended it (rest is padding)
+                while ids and ids[-1] == self.tokenizer.pad_token_id:
+                    ids.pop()
+            rows.append(ids)
+            reasons.append(reason)
+        return rows, reasons
+
+    def _steps(self, ids: list[int], recorder: _Recorder, row: int) -> tuple[str, list[TokenStep]]:
+        decode = self.tokenizer.decode
+        steps: list[TokenStep] = []
+        prev = ""
+        for t in range(len(ids)):
+            text = decode(ids[: t + 1])
+            values, alt_ids = recorder.steps[t][0][row], recorder.steps[t][1][row]
+            prefix_ids = ids[:t]
+
+            def top(prefix_ids=prefix_ids, prev=prev, values=values, alt_ids=alt_ids):
+                out: dict[str, float] = {}
+                for lp, alt in zip(values.tolist(), alt_ids.tolist()):
+                    if lp == -math.inf:
+                        continue
+                    appended = decode(prefix_ids + [alt])[len(prev):]
+                    out[appended] = float(math.log(math.exp(out[appended]) + math.exp(lp))) if appended in out else lp
+                return out
+
+            steps.append(TokenStep(len(prev), text[len(prev):], top))
+            prev = text
+        return prev, steps
+
+    def _think(self, prompts: list[str]) -> list[tuple[str | None, str | None, str]]:
+        """Reasoning phase: (reasoning text, error, prompt for the answer phase) per prompt."""
+        r = self.spec.reasoning
+        rows, reasons = self._generate(prompts, r.budget_tokens, stop_strings=[r.end])
+        out = []
+        for prompt, ids, why in zip(prompts, rows, reasons):
+            text = self.tokenizer.decode(ids, skip_special_tokens=False)
+            cut = text.find(r.end)
+            if cut < 0:
+                error = (
+                    f"thinking budget of {r.budget_tokens} tokens exhausted before {r.end!r}"
+                    if why == "length"
+                    else f"judge stopped without closing its reasoning with {r.end!r}"
+                )
+                out.append((text, error, prompt))
+                continue
+            thought = text[: cut + len(r.end)]
+            reasoning = thought[: cut].removeprefix(r.start).strip()
+            out.append((reasoning, None, prompt + thought + "\n\n"))
+        return out
+
+    def _answer(self, prompts: list[str], schemas: list[dict[str, Any]]) -> list[Generation]:
+        import xgrammar.contrib.hf
+
+        grammars = [self.grammar(s) for s in schemas]
+        recorder = _Recorder(xgrammar.contrib.hf.LogitsProcessor(grammars), self.spec.top_logprobs)
+        rows, reasons = self._generate(prompts, self.spec.sampling.max_tokens, recorder)
+        results = []
+        for row, (ids, why) in enumerate(zip(rows, reasons)):
+            text, steps = self._steps(ids, recorder, row)
+            results.append(
+                Generation(text=text, steps=steps, finish_reason=why, output_tokens=len(ids))
+            )
+        return results
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        prompts = [self.prompt_text(r.messages) for r in requests]
+        lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+        budget = self.spec.sampling.max_tokens
+        if self.spec.reasoning.mode == "think":
+            budget += self.spec.reasoning.budget_tokens
+        results: list[Generation | None] = [None] * len(requests)
+        runnable = []
+        for i, n in enumerate(lengths):
+            if n + budget > self.max_len:
+                results[i] = Generation(
+                    error=f"prompt is {n} tokens; with up to {budget} new tokens it exceeds the "
+                    f"{self.max_len}-token context of judge {self.name}",
+                    prompt_tokens=n,
+                )
+            else:
+                runnable.append(i)
+        # Similar lengths together waste less padding.
+        runnable.sort(key=lambda i: lengths[i])
+        size = self.spec.batch_size
+        for start in range(0, len(runnable), size):
+            batch = runnable[start : start + size]
+            began = time.perf_counter()
+            batch_prompts = [prompts[i] for i in batch]
+            thoughts: list[tuple[str | None, str | None, str]] = [(None, None, p) for p in batch_prompts]
+            if self.spec.reasoning.mode == "think":
+                thoughts = self._think(batch_prompts)
+            go = [k for k, (_, err, _) in enumerate(thoughts) if err is None]
+            answers = self._answer([thoughts[k][2] for k in go], [requests[batch[k]].schema for k in go]) if go else []
+            by_k = dict(zip(go, answers))
+            elapsed = time.perf_counter() - began
+            for k, i in enumerate(batch):
+                reasoning, error, _ = thoughts[k]
+                gen = by_k.get(k) or Generation(error=error)
+                gen.reasoning = reasoning
+                gen.latency_s = elapsed
+                gen.prompt_tokens = lengths[i]
+                results[i] = gen
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        import gc
+
+        del self.model
+        gc.collect()

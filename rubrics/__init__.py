@@ -1,0 +1,27 @@
+"""jurybox.rubrics: the contract every other part speaks.
+
+Rubrics (criteria, scales, prompt template, formula), the items they judge, and the votes and
+verdicts judging produces; YAML loading with errors that name the file and field.
+"""
+
+from .formula import Formula
+from .loading import DefinitionError, list_rubrics, load_rubric
+from .models import Criterion, CriterionResult, Item, Level, Rubric, Scale, Verdict, Vote
+from .prompts import output_schema, render_messages
+
+__all__ = [
+    "Criterion",
+    "CriterionResult",
+    "DefinitionError",
+    "Formula",
+    "Item",
+    "Level",
+    "Rubric",
+    "Scale",
+    "Verdict",
+    "Vote",
+    "list_rubrics",
+    "load_rubric",
+    "output_schema",
+    "render_messages",
+]

@@ -1,0 +1,89 @@
+"""Rubric-level formulas such as MIRAGE's ``(2*accuracy + relevance + completeness + parsimony) / 20``.
+
+Expressions are parsed with :mod:`ast` and only arithmetic on criterion names and numbers is
+allowed, so a rubric file can never run code.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Mapping
+from functools import cached_property
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+def _check(node: ast.AST) -> None:
+    if isinstance(node, ast.Expression):
+        _check(node.body)
+    elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        _check(node.left)
+        _check(node.right)
+    elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        _check(node.operand)
+    elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        pass
+    elif isinstance(node, ast.Name):
+        pass
+    else:
+        raise ValueError(
+            f"unsupported element {ast.dump(node)[:60]!r}: only + - * /, numbers, parentheses "
+            "and criterion names are allowed"
+        )
+
+
+def _eval(node: ast.AST, values: Mapping[str, float]) -> float:
+    if isinstance(node, ast.Expression):
+        return _eval(node.body, values)
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)](_eval(node.left, values), _eval(node.right, values))
+    if isinstance(node, ast.UnaryOp):
+        return _UNARY[type(node.op)](_eval(node.operand, values))
+    if isinstance(node, ast.Constant):
+        return float(node.value)
+    assert isinstance(node, ast.Name)
+    return float(values[node.id])
+
+
+class Formula(BaseModel):
+    """A named arithmetic expression over criterion scores, with an optional rounding."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    expression: str
+    digits: int | None = None
+
+    @field_validator("expression")
+    @classmethod
+    def _parse(cls, text: str) -> str:
+        try:
+            tree = ast.parse(text, mode="eval")
+        except SyntaxError as exc:
+            raise ValueError(f"cannot parse formula {text!r}: {exc.msg}") from None
+        _check(tree)
+        return text
+
+    @cached_property
+    def _tree(self) -> ast.Expression:
+        return ast.parse(self.expression, mode="eval")
+
+    @property
+    def names(self) -> list[str]:
+        return sorted({n.id for n in ast.walk(self._tree) if isinstance(n, ast.Name)})
+
+    def evaluate(self, scores: Mapping[str, float | None]) -> float | None:
+        """The formula's value, or None when any criterion it uses is unscored."""
+        if any(scores.get(n) is None for n in self.names):
+            return None
+        value = _eval(self._tree, scores)  # type: ignore[arg-type]
+        return round(value, self.digits) if self.digits is not None else value

@@ -1,0 +1,339 @@
+"""The contract every part of jurybox speaks: rubrics, the items they judge, votes and verdicts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .formula import Formula
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Level(BaseModel):
+    """One point of a scale: the number it counts as, an optional label, and what it means."""
+
+    model_config = _FROZEN
+
+    value: float
+    label: str | None = None
+    description: str = ""
+
+
+class Scale(BaseModel):
+    """The values a criterion may take.
+
+    Either an integer range (``min``/``max``, a description per level in ``levels``) or named
+    labels (``labels``: label -> value, e.g. yes: 1, no: 0). A judge answers an integer for a
+    range and one of the label strings for a labelled scale.
+    """
+
+    model_config = _FROZEN
+
+    min: int | None = None
+    max: int | None = None
+    levels: dict[int, str] = Field(default_factory=dict)
+    labels: dict[str, float] = Field(default_factory=dict)
+    label_descriptions: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _quoted_labels(cls, labels: Any) -> Any:
+        if isinstance(labels, dict):
+            unquoted = [k for k in labels if isinstance(k, bool)]
+            if unquoted:
+                raise ValueError(
+                    f"label {unquoted[0]!r} is a YAML boolean: quote yes/no/on/off labels, "
+                    'e.g. labels: {"yes": 1, "no": 0}'
+                )
+        return labels
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Scale:
+        has_range = self.min is not None or self.max is not None
+        if has_range and self.labels:
+            raise ValueError("a scale is either a range (min/max) or labels, not both")
+        if not has_range and not self.labels:
+            raise ValueError("a scale needs min and max (an integer range) or labels")
+        if has_range:
+            if self.min is None or self.max is None:
+                raise ValueError("a range scale needs both min and max")
+            if self.max <= self.min:
+                raise ValueError(f"max ({self.max}) must be greater than min ({self.min})")
+            if self.max - self.min > 100:
+                raise ValueError("a range scale may have at most 101 points")
+            outside = sorted(k for k in self.levels if not self.min <= k <= self.max)
+            if outside:
+                raise ValueError(f"levels {outside} lie outside {self.min}..{self.max}")
+        else:
+            if len(self.labels) < 2:
+                raise ValueError("a labelled scale needs at least two labels")
+            firsts = [lab[:1].lower() for lab in self.labels]
+            if any(not lab.strip() for lab in self.labels):
+                raise ValueError("labels must be non-empty")
+            # The expected score is read from the first token of the label; labels that begin
+            # alike would make that token ambiguous.
+            if len(set(firsts)) != len(firsts):
+                raise ValueError(
+                    f"labels {list(self.labels)} must start with different letters "
+                    "(the score distribution is read at the label's first token)"
+                )
+            unknown = sorted(set(self.label_descriptions) - set(self.labels))
+            if unknown:
+                raise ValueError(f"label_descriptions name unknown labels {unknown}")
+        return self
+
+    @property
+    def is_labelled(self) -> bool:
+        return bool(self.labels)
+
+    @property
+    def points(self) -> list[Level]:
+        if self.labels:
+            return [
+                Level(value=v, label=k, description=self.label_descriptions.get(k, ""))
+                for k, v in self.labels.items()
+            ]
+        assert self.min is not None and self.max is not None
+        return [
+            Level(value=v, description=self.levels.get(v, "")) for v in range(self.min, self.max + 1)
+        ]
+
+    @property
+    def values(self) -> list[float]:
+        return [p.value for p in self.points]
+
+    @property
+    def low(self) -> float:
+        return min(self.values)
+
+    @property
+    def high(self) -> float:
+        return max(self.values)
+
+    def json_schema(self) -> dict[str, Any]:
+        if self.labels:
+            return {"type": "string", "enum": list(self.labels)}
+        return {"type": "integer", "enum": [int(v) for v in self.values]}
+
+    def answer_texts(self) -> dict[str, float]:
+        """The text a judge writes for each point (what follows the JSON key), mapped to its value."""
+        if self.labels:
+            return dict(self.labels)
+        return {str(int(v)): float(v) for v in self.values}
+
+    def to_value(self, answer: Any) -> float:
+        """Map a parsed answer onto the scale, or raise ValueError saying what was expected."""
+        if self.labels:
+            if isinstance(answer, str):
+                for label, value in self.labels.items():
+                    if answer.strip().lower() == label.lower():
+                        return value
+            raise ValueError(f"{answer!r} is not one of {list(self.labels)}")
+        if isinstance(answer, bool) or not isinstance(answer, (int, float, str)):
+            raise ValueError(f"{answer!r} is not an integer in {self.min}..{self.max}")
+        try:
+            number = float(answer)
+        except ValueError:
+            raise ValueError(f"{answer!r} is not an integer in {self.min}..{self.max}") from None
+        if not math.isfinite(number) or number != int(number):
+            raise ValueError(f"{answer!r} is not an integer in {self.min}..{self.max}")
+        assert self.min is not None and self.max is not None
+        if not self.min <= number <= self.max:
+            raise ValueError(f"{answer!r} is outside the scale {self.min}..{self.max}")
+        return number
+
+    def label_of(self, value: float) -> str | None:
+        for label, v in self.labels.items():
+            if v == value:
+                return label
+        return None
+
+    def describe(self) -> str:
+        """Human-readable scale for prompts."""
+        lines = []
+        for p in self.points:
+            name = f'"{p.label}"' if p.label is not None else str(int(p.value))
+            lines.append(f"  {name}: {p.description}" if p.description else f"  {name}")
+        return "\n".join(lines)
+
+
+class Criterion(BaseModel):
+    model_config = _FROZEN
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    description: str
+    scale: Scale
+    weight: float = 1.0
+
+
+class Rubric(BaseModel):
+    """A set of criteria, the inputs they need, how judges are asked, and an optional formula."""
+
+    model_config = _FROZEN
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    version: str = "1"
+    inputs: list[str] = Field(default_factory=lambda: ["question", "response"])
+    optional_inputs: list[str] = Field(default_factory=list)
+    mode: Literal["joint", "per_criterion"] = "joint"
+    system: str = ""
+    template: str
+    criteria: list[Criterion] = Field(min_length=1)
+    formula: Formula | None = None
+
+    @field_validator("inputs", "optional_inputs")
+    @classmethod
+    def _identifiers(cls, names: list[str]) -> list[str]:
+        bad = [n for n in names if not n.isidentifier()]
+        if bad:
+            raise ValueError(f"input names must be identifiers, got {bad}")
+        return names
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Rubric:
+        names = [c.name for c in self.criteria]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"criteria names repeat: {dupes}")
+        if "id" in self.inputs:
+            raise ValueError("'id' is not a judged input")
+        if self.formula is not None:
+            unknown = sorted(set(self.formula.names) - set(names))
+            if unknown:
+                raise ValueError(f"formula {self.formula.expression!r} names unknown criteria {unknown}")
+            if self.formula.name in names:
+                raise ValueError(f"formula name {self.formula.name!r} clashes with a criterion")
+        # Fail at load time, not on the first item, if the template does not render.
+        from .prompts import check_template
+
+        check_template(self)
+        return self
+
+    def criterion(self, name: str) -> Criterion:
+        for c in self.criteria:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def criterion_names(self) -> list[str]:
+        return [c.name for c in self.criteria]
+
+    def calls(self) -> list[list[Criterion]]:
+        """The criteria each judge call scores: all at once (joint) or one per call."""
+        if self.mode == "joint":
+            return [list(self.criteria)]
+        return [[c] for c in self.criteria]
+
+
+class Item(BaseModel):
+    """One thing to judge. Fields beyond the core ones (entity names, goals ...) live in ``extra``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    question: str | None = None
+    response: str | None = None
+    reference: str | None = None
+    context: str | None = None
+    images: list[str] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        """Every field by name, as rubric templates see them."""
+        out = dict(self.extra)
+        out.update(
+            question=self.question,
+            response=self.response,
+            reference=self.reference,
+            context=self.context,
+            images=self.images,
+        )
+        return out
+
+    def missing(self, rubric: Rubric) -> list[str]:
+        values = self.fields()
+        return [n for n in rubric.inputs if values.get(n) in (None, "", [])]
+
+
+class Vote(BaseModel):
+    """One judge's score for one criterion of one item, or why there is none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    judge: str
+    criterion: str
+    score: float | None = None
+    label: str | None = None
+    expected: float | None = None
+    distribution: dict[str, float] | None = None
+    error: str | None = None
+    latency_s: float | None = None
+    raw: str | None = None
+    reasoning: str | None = None
+
+    @model_validator(mode="after")
+    def _scored_or_explained(self) -> Vote:
+        if (self.score is None) == (self.error is None):
+            raise ValueError("a vote has either a score or an error, exactly one")
+        return self
+
+    @property
+    def scored(self) -> bool:
+        return self.score is not None
+
+
+class CriterionResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    score: float | None
+    n_votes: int
+    n_scored: int
+    std: float | None = None
+    range: float | None = None
+    reason: str | None = None
+
+
+class Verdict(BaseModel):
+    """The jury's decision on one item."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    status: Literal["scored", "unscored"]
+    rubric: str
+    jury: str
+    provenance: str
+    scores: dict[str, float | None]
+    criteria: dict[str, CriterionResult]
+    votes: list[Vote]
+    reasons: list[str] = Field(default_factory=list)
+
+    def to_record(self, keep_raw: bool = False) -> dict[str, Any]:
+        """The JSON line written for this verdict."""
+        votes = []
+        for v in self.votes:
+            d = v.model_dump(exclude_none=False)
+            if not keep_raw and v.scored:
+                d.pop("raw")
+            if not keep_raw:
+                d.pop("reasoning")
+            votes.append(d)
+        return {
+            "id": self.id,
+            "status": self.status,
+            "rubric": self.rubric,
+            "jury": self.jury,
+            "provenance": self.provenance,
+            "scores": self.scores,
+            "reasons": self.reasons,
+            "disagreement": {
+                name: {"n": r.n_scored, "std": r.std, "range": r.range}
+                for name, r in self.criteria.items()
+            },
+            "votes": votes,
+        }

@@ -1,0 +1,95 @@
+"""Prompt rendering: one rubric template, rendered the same way by every execution layer.
+
+Templates are Jinja2 in a sandbox with strict undefined variables, so a typo in a rubric file
+fails when the rubric loads rather than producing a prompt with a hole in it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+if TYPE_CHECKING:
+    from .models import Criterion, Item, Rubric
+
+Message = dict[str, str]
+
+
+@lru_cache(maxsize=1)
+def _env() -> ImmutableSandboxedEnvironment:
+    return ImmutableSandboxedEnvironment(
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+@lru_cache(maxsize=256)
+def _compile(source: str) -> jinja2.Template:
+    return _env().from_string(source)
+
+
+def output_format(criteria: list[Criterion]) -> str:
+    """The instruction that tells the judge which JSON object to answer with."""
+    slots = []
+    for c in criteria:
+        if c.scale.is_labelled:
+            allowed = " or ".join(f'"{label}"' for label in c.scale.labels)
+        else:
+            allowed = f"integer {c.scale.min}-{c.scale.max}"
+        slots.append(f'"{c.name}": <{allowed}>')
+    return "Answer with only this JSON object, filled in: {" + ", ".join(slots) + "}"
+
+
+def output_schema(criteria: list[Criterion]) -> dict[str, Any]:
+    """The JSON schema a constrained judge must follow: one property per criterion, in order."""
+    return {
+        "type": "object",
+        "properties": {c.name: c.scale.json_schema() for c in criteria},
+        "required": [c.name for c in criteria],
+        "additionalProperties": False,
+    }
+
+
+def render_messages(rubric: Rubric, item: Item, criteria: list[Criterion]) -> list[Message]:
+    context = dict(item.fields())
+    for name in (*rubric.inputs, *rubric.optional_inputs):
+        context.setdefault(name, None)
+    context.update(
+        id=item.id,
+        criteria=criteria,
+        rubric=rubric,
+        output_format=output_format(criteria),
+    )
+    user = _compile(rubric.template).render(context).strip()
+    messages: list[Message] = []
+    if rubric.system.strip():
+        messages.append({"role": "system", "content": _compile(rubric.system).render(context).strip()})
+    messages.append({"role": "user", "content": user})
+    return messages
+
+
+def check_template(rubric: Rubric) -> None:
+    """Render the rubric once with placeholder inputs; raise ValueError naming what is wrong."""
+    from .models import Item
+
+    names = set(rubric.inputs) | set(rubric.optional_inputs)
+    core = {"question", "response", "reference", "context"}
+    sample = Item(
+        id="check",
+        **{n: f"<{n}>" for n in names & core},
+        extra={n: f"<{n}>" for n in names - core - {"images"}},
+    )
+    try:
+        for call in rubric.calls():
+            render_messages(rubric, sample, call)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ValueError(f"template syntax error on line {exc.lineno}: {exc.message}") from None
+    except jinja2.UndefinedError as exc:
+        raise ValueError(
+            f"template uses {exc.message}; declare it under inputs or optional_inputs"
+        ) from None
