@@ -1,0 +1,129 @@
+# ruff: noqa: F401  (the TYPE_CHECKING imports exist for static tools only)
+"""jurybox.calibration: agreement statistics, calibration maps and prediction-powered estimates.
+
+Statistics (vectorised numpy; undefined results are ``Stat(value=None, reason=...)``, never
+NaN): :func:`krippendorff_alpha`, :func:`fleiss_kappa`, :func:`cohen_kappa`, :func:`gwet_ac`,
+:func:`spearman`, :func:`kendall`, :func:`pearson`, :func:`exact_agreement`,
+:func:`adjacent_agreement`, :func:`bootstrap_ci`.
+
+Judges vs humans: :func:`load_human_labels` (file format in :mod:`.data`),
+:func:`load_judge_output`, :func:`join`, :func:`agreement_report`, :func:`fit_calibration` /
+:class:`CalibrationMap`, :func:`ppi_mean` / :func:`prediction_powered_mean`.
+
+Names resolve lazily, so ``import jurybox.calibration`` stays cheap (no scipy/sklearn until a
+function needs them; never torch, ray or vllm).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    # statistics
+    "krippendorff_alpha": "alpha",
+    "cohen_kappa": "kappa",
+    "fleiss_kappa": "kappa",
+    "gwet_ac": "kappa",
+    "agreement_weights": "kappa",
+    "pearson": "agreement",
+    "spearman": "agreement",
+    "kendall": "agreement",
+    "exact_agreement": "agreement",
+    "adjacent_agreement": "agreement",
+    "mean_absolute_error": "agreement",
+    "mean_difference": "agreement",
+    "bootstrap_ci": "bootstrap",
+    "Stat": "results",
+    # data
+    "CriterionScale": "data",
+    "HumanLabels": "data",
+    "JudgeOutput": "data",
+    "Joined": "data",
+    "CriterionData": "data",
+    "load_human_labels": "data",
+    "load_judge_output": "data",
+    "human_labels_from_rows": "data",
+    "judge_output_from_records": "data",
+    "join": "data",
+    "scales_from": "data",
+    # calibration
+    "IsotonicCalibrator": "maps",
+    "OrdinalCalibrator": "maps",
+    "CalibrationMap": "calibration_map",
+    "fit_calibration": "calibration_map",
+    "dawid_skene": "dawid_skene",
+    "DawidSkeneResult": "dawid_skene",
+    # estimates and reports
+    "ppi_mean": "ppi",
+    "prediction_powered_mean": "ppi",
+    "PPIEstimate": "ppi",
+    "agreement_report": "report",
+    "AgreementReport": "report",
+    "simulate_judging": "synthetic",
+    # errors
+    "CalibrationError": "errors",
+    "InputDataError": "errors",
+    "JoinError": "errors",
+    "UndefinedStatisticError": "errors",
+    "ProvenanceMismatchError": "errors",
+    "NotFittedError": "errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # static tools see real imports
+    from .agreement import (
+        adjacent_agreement,
+        exact_agreement,
+        kendall,
+        mean_absolute_error,
+        mean_difference,
+        pearson,
+        spearman,
+    )
+    from .alpha import krippendorff_alpha
+    from .bootstrap import bootstrap_ci
+    from .calibration_map import CalibrationMap, fit_calibration
+    from .data import (
+        CriterionData,
+        CriterionScale,
+        HumanLabels,
+        Joined,
+        JudgeOutput,
+        human_labels_from_rows,
+        join,
+        judge_output_from_records,
+        load_human_labels,
+        load_judge_output,
+        scales_from,
+    )
+    from .dawid_skene import DawidSkeneResult, dawid_skene
+    from .errors import (
+        CalibrationError,
+        InputDataError,
+        JoinError,
+        NotFittedError,
+        ProvenanceMismatchError,
+        UndefinedStatisticError,
+    )
+    from .kappa import agreement_weights, cohen_kappa, fleiss_kappa, gwet_ac
+    from .maps import IsotonicCalibrator, OrdinalCalibrator
+    from .ppi import PPIEstimate, ppi_mean, prediction_powered_mean
+    from .report import AgreementReport, agreement_report
+    from .results import Stat
+    from .synthetic import simulate_judging

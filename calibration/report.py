@@ -1,0 +1,265 @@
+"""``agreement_report``: judges against humans (and each other), every number with a bootstrap CI.
+
+For each criterion the report holds
+
+* human-human: Krippendorff's alpha among the human raters (the ceiling a judge can reach);
+* judge-human: each judge, and the jury's aggregated score, against the human consensus
+  (per-item mean of the human ratings; snapped to the nearest scale value where a statistic
+  needs categories);
+* judge-judge: every pair of judges, and alpha across all judges.
+
+CIs resample items (percentile bootstrap). ``to_dict()`` is the ``--json`` form, ``to_text()``
+the terminal table, ``to_html()`` a self-contained page with inline SVG plots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .agreement import (
+    adjacent_agreement,
+    exact_agreement,
+    kendall,
+    mean_absolute_error,
+    mean_difference,
+    pearson,
+    spearman,
+)
+from .alpha import krippendorff_alpha
+from .bootstrap import bootstrap_ci
+from .data import CriterionData, HumanLabels, Joined, JudgeOutput, ValueKind, join
+from .kappa import cohen_kappa, gwet_ac
+from .results import Stat
+
+JURY = "jury"
+_TABLE_STATS_NUMERIC = ("alpha", "qwk", "spearman", "exact", "adjacent", "mae")
+_TABLE_STATS_CATEGORICAL = ("alpha", "kappa", "ac1", "exact")
+
+
+@dataclass
+class CriterionAgreement:
+    criterion: str
+    scale: list[float]
+    categorical: bool
+    n_items: int
+    human_raters: list[str]
+    human_human: dict[str, Stat]
+    judge_human: dict[str, dict[str, Stat]]
+    judge_judge: dict[str, dict[str, Stat]]
+    judges_alpha: Stat | None
+    missing: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scale": self.scale, "categorical": self.categorical, "n_items": self.n_items,
+            "human_raters": self.human_raters,
+            "human_human": {k: s.to_dict() for k, s in self.human_human.items()},
+            "judge_human": {j: {k: s.to_dict() for k, s in d.items()}
+                            for j, d in self.judge_human.items()},
+            "judge_judge": {p: {k: s.to_dict() for k, s in d.items()}
+                            for p, d in self.judge_judge.items()},
+            "judges_alpha": self.judges_alpha.to_dict() if self.judges_alpha else None,
+            "missing_values": self.missing,
+        }
+
+
+@dataclass
+class AgreementReport:
+    criteria: dict[str, CriterionAgreement]
+    join_summary: dict[str, Any]
+    join_text: str
+    value: str
+    confidence: float
+    n_resamples: int
+    sources: dict[str, str]
+    joined: Joined | None = None  # kept for plots; not part of to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sources": self.sources, "value": self.value, "confidence": self.confidence,
+            "n_resamples": self.n_resamples, "join": self.join_summary,
+            "criteria": {c: a.to_dict() for c, a in self.criteria.items()},
+        }
+
+    def to_text(self) -> str:
+        pct = int(round(self.confidence * 100))
+        lines = [f"Agreement ({self.value}; {pct}% bootstrap CIs over items, "
+                 f"{self.n_resamples} resamples)", f"join: {self.join_text}"]
+        for name, crit in self.criteria.items():
+            lines.append("")
+            lines.append(f"{name}  (scale {_scale_text(crit.scale)}; {crit.n_items} items; "
+                         f"{len(crit.human_raters)} human raters)")
+            for key, stat in crit.human_human.items():
+                lines.append(f"  human-human {key}: {stat.format()}")
+            keys = _TABLE_STATS_CATEGORICAL if crit.categorical else _TABLE_STATS_NUMERIC
+            lines.extend("  " + row for row in _table("judge-human", keys, crit.judge_human))
+            if crit.judge_judge:
+                lines.extend("  " + row for row in _table("judge-judge", ("alpha", "spearman",
+                                                                       "exact"),
+                                                         crit.judge_judge))
+            if crit.judges_alpha is not None:
+                lines.append(f"  all judges {crit.judges_alpha.name}: "
+                             f"{crit.judges_alpha.format()}")
+            if any(crit.missing.values()):
+                miss = ", ".join(f"{j} {n}" for j, n in crit.missing.items() if n)
+                lines.append(f"  missing values (unscored votes / no value) on labelled items: "
+                             f"{miss}")
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        from .html import render_report
+
+        return render_report(self)
+
+    def write_html(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(self.to_html(), encoding="utf-8")
+        return path
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+
+def _scale_text(scale: list[float]) -> str:
+    vals = [f"{v:g}" for v in scale]
+    return ",".join(vals) if len(vals) <= 6 else f"{vals[0]}..{vals[-1]}"
+
+
+def _table(title: str, keys: tuple[str, ...], rows: dict[str, dict[str, Stat]]) -> list[str]:
+    width = max([len(title)] + [len(r) for r in rows]) + 2
+    head = title.ljust(width) + "n".rjust(5) + "".join(k.rjust(22) for k in keys)
+    out = [head]
+    for name, stats in rows.items():
+        n = max((s.n for s in stats.values()), default=0)
+        cells = []
+        for k in keys:
+            s = stats.get(k)
+            if s is None:
+                cells.append("-".rjust(22))
+            elif s.value is None:
+                cells.append("undefined".rjust(22))
+            elif s.ci is None:
+                cells.append(f"{s.value:.3f}".rjust(22))
+            else:
+                cells.append(f"{s.value:.3f} [{s.ci[0]:.2f},{s.ci[1]:.2f}]".rjust(22))
+        out.append(name.ljust(width) + str(n).rjust(5) + "".join(cells))
+    undefined = [(name, k, s.reason) for name, stats in rows.items() for k, s in stats.items()
+                 if s.value is None]
+    for name, k, reason in undefined[:8]:
+        out.append(f"  note: {name} {k} undefined: {reason}")
+    return out
+
+
+# ---------------------------------------------------------------------- statistics bundles
+
+
+def _step(scale: list[float]) -> float:
+    return float(np.min(np.diff(scale))) if len(scale) > 1 else 1.0
+
+
+def judge_human_stats(crit: CriterionData) -> Callable[..., dict[str, Stat]]:
+    """Statistic bundle comparing one score vector with the human consensus (mean, snapped)."""
+    scale = list(crit.scale.values)
+    step = _step(scale)
+
+    if crit.categorical:
+        def categorical(x: np.ndarray, h_ref: np.ndarray, h_mean: np.ndarray) -> dict[str, Stat]:
+            xs = crit.scale.snap(x)
+            return {
+                "alpha": krippendorff_alpha(np.vstack([xs, h_ref]), "nominal"),
+                "kappa": cohen_kappa(xs, h_ref, labels=scale),
+                "ac1": gwet_ac(np.vstack([xs, h_ref]), "identity", categories=scale),
+                "exact": exact_agreement(xs, h_ref),
+                "mae": mean_absolute_error(x, h_mean),
+            }
+        return categorical
+
+    def numeric(x: np.ndarray, h_ref: np.ndarray, h_mean: np.ndarray) -> dict[str, Stat]:
+        xs = crit.scale.snap(x)
+        return {
+            "alpha": krippendorff_alpha(np.vstack([x, h_mean]), "interval"),
+            "qwk": cohen_kappa(xs, h_ref, weights="quadratic", labels=scale),
+            "spearman": spearman(x, h_mean),
+            "kendall": kendall(x, h_mean),
+            "pearson": pearson(x, h_mean),
+            "exact": exact_agreement(xs, h_ref),
+            "adjacent": adjacent_agreement(xs, h_ref, tolerance=step),
+            "mae": mean_absolute_error(x, h_mean),
+            "bias": mean_difference(x, h_mean),
+        }
+    return numeric
+
+
+def judge_judge_stats(crit: CriterionData) -> Callable[..., dict[str, Stat]]:
+    level = "nominal" if crit.categorical else "interval"
+
+    def pair(a: np.ndarray, b: np.ndarray) -> dict[str, Stat]:
+        out = {"alpha": krippendorff_alpha(np.vstack([a, b]), level),
+               "exact": exact_agreement(crit.scale.snap(a), crit.scale.snap(b))}
+        if not crit.categorical:
+            out["spearman"] = spearman(a, b)
+        return out
+    return pair
+
+
+def _criterion_agreement(crit: CriterionData, boot: dict[str, Any]) -> CriterionAgreement:
+    level = "nominal" if crit.categorical else "interval"
+    human_human: dict[str, Stat] = {}
+    if crit.human.shape[0] >= 2:
+        human_human[f"alpha[{level}]"] = bootstrap_ci(
+            lambda h: krippendorff_alpha(h, level), crit.human, **boot)
+
+    h_mean = crit.human_mean
+    h_ref = crit.human_reference
+    labelled = ~np.isnan(h_mean)
+    fn = judge_human_stats(crit)
+    judge_human: dict[str, dict[str, Stat]] = {}
+    missing: dict[str, int] = {}
+    systems = dict(crit.judges)
+    systems[JURY] = crit.jury
+    for name, x in systems.items():
+        missing[name] = int((np.isnan(x) & labelled).sum())
+        keep = labelled & ~np.isnan(x)
+        judge_human[name] = bootstrap_ci(fn, x[keep], h_ref[keep], h_mean[keep], **boot)
+
+    judge_judge: dict[str, dict[str, Stat]] = {}
+    pair_fn = judge_judge_stats(crit)
+    for a, b in combinations(sorted(crit.judges), 2):
+        xa, xb = crit.judges[a], crit.judges[b]
+        keep = ~(np.isnan(xa) | np.isnan(xb))
+        judge_judge[f"{a} | {b}"] = bootstrap_ci(pair_fn, xa[keep], xb[keep], **boot)
+    judges_alpha = None
+    if len(crit.judges) >= 2:
+        mat = np.vstack([crit.judges[j] for j in sorted(crit.judges)])
+        judges_alpha = bootstrap_ci(lambda m: krippendorff_alpha(m, level), mat, **boot)
+    return CriterionAgreement(crit.criterion, list(crit.scale.values), crit.categorical,
+                              int(labelled.sum()), crit.human_raters, human_human, judge_human,
+                              judge_judge, judges_alpha, missing)
+
+
+def agreement_report(human_labels: HumanLabels | str | Path,
+                     judge_output: JudgeOutput | str | Path, *, scales: Any = None,
+                     value: ValueKind = "score", criteria: list[str] | None = None,
+                     n_resamples: int = 1000, confidence: float = 0.95,
+                     seed: int | None = 0) -> AgreementReport:
+    """Judge-human, jury-human, human-human and judge-judge agreement with bootstrap CIs.
+
+    ``human_labels`` / ``judge_output`` are paths (or loaded objects); ``scales`` is a rubric or
+    {criterion: values} (inferred from the observed values when omitted); ``value`` picks each
+    vote's ``score`` or logprob-``expected`` score.
+    """
+    joined = join(human_labels, judge_output, scales=scales, value=value, criteria=criteria)
+    boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
+    crits = {name: _criterion_agreement(data, boot) for name, data in joined.criteria.items()}
+    sources = {
+        "human_labels": getattr(human_labels, "source", str(human_labels)),
+        "judge_output": getattr(judge_output, "source", str(judge_output)),
+    }
+    return AgreementReport(crits, joined.summary.to_dict(), joined.summary.describe(), value,
+                           confidence, n_resamples, sources, joined)

@@ -1,0 +1,85 @@
+"""The value type every statistic returns.
+
+A statistic that cannot be computed for the data at hand (alpha on a constant column, a
+correlation with one unit) returns ``Stat(value=None, reason=...)`` rather than ``nan``: NaN
+prints as a number and silently poisons means, which the design forbids.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UndefinedStatisticError
+
+
+@dataclass(frozen=True)
+class Stat:
+    """One statistic: its value (``None`` when undefined, with ``reason``) and its sample size."""
+
+    name: str
+    value: float | None
+    n: int = 0
+    reason: str | None = None
+    ci: tuple[float, float] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def defined(self) -> bool:
+        return self.value is not None
+
+    def __float__(self) -> float:
+        if self.value is None:
+            raise UndefinedStatisticError(f"{self.name} is undefined: {self.reason}")
+        return self.value
+
+    def with_ci(self, ci: tuple[float, float] | None, **details: Any) -> Stat:
+        return Stat(self.name, self.value, self.n, self.reason, ci, {**self.details, **details})
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "value": self.value, "defined": self.defined,
+                               "n": self.n}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.ci is not None:
+            out["ci"] = [self.ci[0], self.ci[1]]
+        if self.details:
+            out["details"] = _jsonable(self.details)
+        return out
+
+    def format(self, digits: int = 3) -> str:
+        if self.value is None:
+            return f"undefined ({self.reason})"
+        text = f"{self.value:.{digits}f}"
+        if self.ci is not None:
+            text += f" [{self.ci[0]:.{digits}f}, {self.ci[1]:.{digits}f}]"
+        return text
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.format()} (n={self.n})"
+
+
+def defined(name: str, value: float, n: int, **details: Any) -> Stat:
+    """A defined statistic; a non-finite value here is a bug upstream, so it is caught loudly."""
+    value = float(value)
+    if not math.isfinite(value):
+        return undefined(name, n, f"non-finite result {value!r}", **details)
+    return Stat(name, value, n, None, None, details)
+
+
+def undefined(name: str, n: int, reason: str, **details: Any) -> Stat:
+    return Stat(name, None, n, reason, None, details)
+
+
+def _jsonable(obj: Any) -> Any:
+    """Plain JSON types only (numpy scalars and arrays become Python numbers and lists)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
