@@ -1,0 +1,138 @@
+"""The summary at the end of a bulk run, computed from the output records (so a resumed run
+summarises everything judged, not only what this invocation added)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from jurybox.calibration import krippendorff_alpha
+from jurybox.rubrics import Rubric
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
+    """Mean with a Student-t confidence interval; no interval from fewer than two values."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return None, None
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, None
+    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
+    if sem == 0.0:
+        return mean, (mean, mean)
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * sem
+    return mean, (mean - half, mean + half)
+
+
+@dataclass
+class CriterionSummary:
+    name: str
+    n_scored: int
+    n_unscored: int
+    mean: float | None
+    ci: tuple[float, float] | None
+    judge_agreement: dict[str, Any] | None = None
+
+
+@dataclass
+class Summary:
+    items: int
+    scored: int
+    unscored: int
+    criteria: list[CriterionSummary]
+    judges: dict[str, dict[str, Any]]
+    rejected_rows: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "items": self.items,
+            "scored": self.scored,
+            "unscored": self.unscored,
+            "rejected_rows": self.rejected_rows,
+            "criteria": [c.__dict__ for c in self.criteria],
+            "judges": self.judges,
+        }
+
+
+def summarize(records: Sequence[dict[str, Any]], rubric: Rubric, rejected_rows: int = 0) -> Summary:
+    names = list(rubric.criterion_names)
+    if rubric.formula is not None:
+        names.append(rubric.formula.name)
+    labelled = {c.name for c in rubric.criteria if c.scale.is_labelled}
+    criteria = []
+    judges: dict[str, dict[str, Any]] = defaultdict(lambda: {"votes": 0, "unscored": 0, "reasons": Counter()})
+    # votes[criterion][judge][item index] -> score
+    grid: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for i, rec in enumerate(records):
+        for vote in rec.get("votes", []):
+            j = judges[vote["judge"]]
+            j["votes"] += 1
+            if vote.get("score") is None:
+                j["unscored"] += 1
+                j["reasons"][_reason_kind(vote.get("error") or "")] += 1
+            else:
+                grid[vote["criterion"]][vote["judge"]][i] = vote["score"]
+    for name in names:
+        values = [r["scores"].get(name) for r in records]
+        scored = [v for v in values if v is not None]
+        mean, ci = mean_ci(scored)
+        agreement = None
+        by_judge = grid.get(name)
+        if by_judge and len(by_judge) >= 2:
+            matrix = np.full((len(by_judge), len(records)), np.nan)
+            for row, scores in enumerate(by_judge.values()):
+                for col, v in scores.items():
+                    matrix[row, col] = v
+            level = "nominal" if name in labelled else "interval"
+            stat = krippendorff_alpha(matrix, level)
+            agreement = {"statistic": f"krippendorff_alpha[{level}]", "value": stat.value,
+                         "reason": stat.reason, "units": stat.n}
+        criteria.append(CriterionSummary(name, len(scored), len(values) - len(scored), mean, ci, agreement))
+    n_scored = sum(1 for r in records if r.get("status") == "scored")
+    judge_rows = {
+        k: {"votes": v["votes"], "unscored": v["unscored"],
+            "top_reasons": [f"{reason} ({n})" for reason, n in v["reasons"].most_common(3)]}
+        for k, v in judges.items()
+    }
+    return Summary(len(records), n_scored, len(records) - n_scored, criteria, judge_rows, rejected_rows)
+
+
+def _reason_kind(error: str) -> str:
+    """Group unscored-vote reasons by their first clause (item-specific detail dropped)."""
+    return error.split(":")[0][:80] or "unknown"
+
+
+def render(summary: Summary, console: Any) -> None:
+    """Print the summary as rich tables."""
+    from rich.table import Table
+
+    t = Table(title=f"{summary.items} items: {summary.scored} scored, {summary.unscored} unscored"
+              + (f"; {summary.rejected_rows} rows rejected" if summary.rejected_rows else ""))
+    for col in ("criterion", "n", "mean", "95% CI", "unscored", "judge agreement (alpha)"):
+        t.add_column(col, justify="left" if col == "criterion" else "right")
+    for c in summary.criteria:
+        ci = f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]" if c.ci else "-"
+        mean = f"{c.mean:.3f}" if c.mean is not None else "-"
+        if c.judge_agreement is None:
+            agree = "-"
+        elif c.judge_agreement["value"] is None:
+            agree = f"undefined: {c.judge_agreement['reason']}"
+        else:
+            agree = f"{c.judge_agreement['value']:.3f}"
+        t.add_row(c.name, str(c.n_scored), mean, ci, str(c.n_unscored), agree)
+    console.print(t)
+    if summary.judges:
+        j = Table(title="judges")
+        for col in ("judge", "votes", "unscored", "most common reasons"):
+            j.add_column(col)
+        for name, row in summary.judges.items():
+            j.add_row(name, str(row["votes"]), str(row["unscored"]), "; ".join(row["top_reasons"]) or "-")
+        console.print(j)

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_jury():
+    """The real tiny jury (SmolLM2 + Gemma 3 through transformers), loaded once per session."""
+    from jurybox.judges import Jury
+
+    jury = Jury.load("tiny")
+    jury.load_backends()
+    yield jury
+    jury.close()

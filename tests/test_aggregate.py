@@ -1,0 +1,136 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from jurybox.judges import Jury, JurySpec, decide, provenance
+from jurybox.judges.aggregate import aggregate_criterion
+from jurybox.judges.backends.base import Generation
+from jurybox.rubrics import Item, Vote, load_rubric
+
+
+def jury(method="mean", quorum=1, n=3, weights=None, **agg):
+    judges = [{"name": f"j{i}", "model": "org/m", "weight": (weights or [1] * n)[i]} for i in range(n)]
+    return JurySpec.model_validate({"name": "t", "judges": judges,
+                                    "aggregation": {"method": method, "quorum": quorum, **agg}})
+
+
+def votes(*scores, criterion="accuracy"):
+    return [
+        Vote(judge=f"j{i}", criterion=criterion, error="failed") if s is None
+        else Vote(judge=f"j{i}", criterion=criterion, score=s)
+        for i, s in enumerate(scores)
+    ]
+
+
+@pytest.mark.parametrize("method,scores,expected", [
+    ("mean", (1, 2, 4), 7 / 3),
+    ("median", (1, 2, 4), 2.0),
+    ("majority", (3, 3, 1), 3.0),
+    ("trimmed", (0, 2, 2, 4), stats.trim_mean([0, 2, 2, 4], 0.25)),
+])
+def test_rules(method, scores, expected):
+    r = aggregate_criterion("accuracy", votes(*scores), jury(method, n=len(scores)))
+    assert r.score == pytest.approx(expected)
+    assert r.std == pytest.approx(np.std(scores)) and r.range == max(scores) - min(scores)
+
+
+def test_weighted_mean_uses_judge_weights_renormalised_over_scored_votes():
+    spec = jury("weighted", weights=[1, 3, 2])
+    assert aggregate_criterion("accuracy", votes(0, 4, 1), spec).score == pytest.approx((0 + 12 + 2) / 6)
+    assert aggregate_criterion("accuracy", votes(0, 4, None), spec).score == pytest.approx(12 / 4)
+
+
+def test_majority_tie_is_unscored_not_guessed():
+    r = aggregate_criterion("accuracy", votes(1, 2), jury("majority", n=2))
+    assert r.score is None and "tie between 1, 2" in r.reason
+
+
+def test_unscored_votes_count_against_quorum_and_never_as_zero():
+    spec = jury("mean", quorum=2)
+    r = aggregate_criterion("accuracy", votes(4, None, None), spec)
+    assert r.score is None and r.n_scored == 1 and "below quorum: 1 of 3" in r.reason
+    r = aggregate_criterion("accuracy", votes(4, 2, None), spec)
+    assert r.score == 3.0  # not (4 + 2 + 0) / 3
+
+
+@pytest.mark.parametrize("quorum,count", [(1, 1), (3, 3), ("all", 3), (0.5, 2), (1.0, 3), (0.34, 2)])
+def test_quorum_forms(quorum, count):
+    assert jury(quorum=quorum).quorum_count() == count
+
+
+def test_quorum_larger_than_jury_is_refused():
+    with pytest.raises(ValueError, match="quorum 4 is larger than the jury"):
+        jury(quorum=4)
+
+
+def test_expected_scores_can_be_aggregated():
+    spec = jury("mean", n=2, use="expected")
+    vs = [Vote(judge="j0", criterion="accuracy", score=3, expected=2.5),
+          Vote(judge="j1", criterion="accuracy", score=1, expected=None)]
+    assert aggregate_criterion("accuracy", vs, spec).score == pytest.approx((2.5 + 1) / 2)
+
+
+def test_verdict_unscored_when_a_criterion_misses_quorum_and_formula_is_none():
+    rubric = load_rubric("mirage-mg")
+    spec = jury(quorum=2, n=2)
+    vs = [v for c in rubric.criterion_names for v in votes(3, 3 if c != "parsimony" else None, criterion=c)]
+    verdict = decide(rubric, spec, provenance(rubric, spec), "x", vs)
+    assert verdict.status == "unscored"
+    assert verdict.scores["parsimony"] is None and verdict.scores["weighted_sum"] is None
+    assert verdict.scores["accuracy"] == 3.0
+    assert any("parsimony: below quorum" in r for r in verdict.reasons)
+
+
+class FakeBackend:
+    """Scripted outputs, for testing the jury's fan-out and bookkeeping (not judging)."""
+
+    def __init__(self, name, outputs):
+        self.name, self.outputs, self.seen = name, list(outputs), []
+
+    def generate(self, requests):
+        self.seen.extend(requests)
+        return [self.outputs.pop(0) for _ in requests]
+
+    def close(self):
+        pass
+
+
+def test_jury_fans_out_and_records_failures_as_unscored_votes():
+    rubric = load_rubric("general")
+    spec = jury(n=2, quorum=1)
+    ok = '{"accuracy": 4, "relevance": 3, "completeness": 2, "parsimony": 1}'
+    backends = {
+        "j0": FakeBackend("j0", [Generation(text=ok), Generation(text="I cannot grade this.")]),
+        "j1": FakeBackend("j1", [Generation(error="prompt is 9000 tokens"), Generation(text=ok)]),
+    }
+    items = [Item(id=str(i), question="q", response="r", reference="a") for i in range(2)]
+    v0, v1 = Jury(spec, backends).score(rubric, items)
+    assert len(backends["j0"].seen) == 2 and backends["j0"].seen[0].schema["required"][0] == "accuracy"
+    assert v0.scores["accuracy"] == 4.0 and v0.status == "scored"
+    failed = [v for v in v0.votes if v.judge == "j1"]
+    assert all(v.score is None and v.error == "prompt is 9000 tokens" for v in failed)
+    unparsed = [v for v in v1.votes if v.judge == "j0"]
+    assert all(v.score is None and "no answer for" in v.error for v in unparsed)
+    assert v1.scores["parsimony"] == 1.0
+
+
+def test_per_criterion_rubric_makes_one_call_per_criterion(tmp_path):
+    rubric = load_rubric("general").model_copy(update={"mode": "per_criterion"})
+    spec = jury(n=1)
+    outs = [Generation(text='{"%s": 2}' % c) for c in rubric.criterion_names]
+    backend = FakeBackend("j0", outs)
+    (verdict,) = Jury(spec, {"j0": backend}).score(rubric, [Item(id="1", question="q", response="r", reference="a")])
+    assert [r.schema["required"] for r in backend.seen] == [[c] for c in rubric.criterion_names]
+    assert verdict.scores == {c: 2.0 for c in rubric.criterion_names}
+
+
+def test_provenance_changes_with_what_the_verdict_depends_on():
+    rubric = load_rubric("general")
+    base = provenance(rubric, jury())
+    assert provenance(rubric, jury()) == base
+    assert provenance(rubric, jury(method="median")) != base
+    other = rubric.model_copy(update={"template": rubric.template + " "})
+    assert provenance(other, jury()) != base
+    hotter = JurySpec.model_validate({**jury().model_dump(), "judges": [
+        {**j.model_dump(), "sampling": {"temperature": 0.7}} for j in jury().judges]})
+    assert provenance(rubric, hotter) != base

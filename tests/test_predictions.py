@@ -1,0 +1,86 @@
+import json
+
+import pandas as pd
+import pytest
+
+from jurybox.rubrics import load_rubric
+from jurybox.serving.predictions import PredictionsError, read_predictions
+
+RUBRIC = load_rubric("general")
+
+
+def row(i, **kw):
+    base = {"id": f"r{i}", "question": "q?", "response": "an answer", "reference": "the answer"}
+    base.update(kw)
+    return base
+
+
+def test_jsonl_bad_rows_are_reported_and_the_rest_is_read(tmp_path):
+    p = tmp_path / "p.jsonl"
+    lines = [
+        json.dumps(row(1)).encode(),
+        b'{"id": "r2", "question": ',                                     # malformed
+        json.dumps(row(3, response="x" * 200_000)).encode(),              # too long
+        json.dumps(row(4, reference=None)).encode(),                      # missing reference
+        b'{"id": "r5", "question": "caf\xe9", "response": "a", "reference": "b"}',  # latin-1 byte
+        json.dumps(row(1)).encode(),                                      # duplicate id
+        b"[1, 2]",                                                        # not an object
+        json.dumps(row(8, response={"text": "nested"})).encode(),         # wrong type
+        b"",
+        json.dumps(row(9, id=9)).encode(),                                # numeric id is fine
+    ]
+    p.write_bytes(b"\n".join(lines) + b"\n")
+    res = read_predictions(p, RUBRIC)
+    assert [it.id for it in res.items] == ["r1", "9"]
+    errors = {e.row: e for e in res.errors}
+    assert set(errors) == {2, 3, 4, 5, 6, 7, 8}
+    assert "invalid JSON" in errors[2].message
+    assert errors[3].field == "response" and "200,000 characters" in errors[3].message
+    assert errors[4].field == "reference" and "rubric general needs it" in errors[4].message
+    assert "not valid UTF-8 (byte 0xe9" in errors[5].message
+    assert errors[6].field == "id" and "duplicate id 'r1' (first seen at row 1)" in errors[6].message
+    assert "expected a JSON object" in errors[7].message
+    assert errors[8].field == "response" and "expected text, got dict" in errors[8].message
+    assert str(errors[3]).startswith("row 3, field 'response':")
+
+
+def test_empty_file_and_missing_column_are_file_errors(tmp_path):
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("\n \n")
+    with pytest.raises(PredictionsError, match="empty"):
+        read_predictions(empty, RUBRIC)
+    p = tmp_path / "p.jsonl"
+    p.write_text(json.dumps({"id": "1", "question": "q", "answer": "a", "reference": "r"}) + "\n")
+    with pytest.raises(PredictionsError, match=r"no column 'response'.*--map response=COLUMN"):
+        read_predictions(p, RUBRIC)
+    res = read_predictions(p, RUBRIC, {"response": "answer"})
+    assert res.items[0].response == "a" and "answer" not in res.items[0].extra
+
+
+def test_csv_tsv_parquet_and_json_list(tmp_path):
+    rows = [row(1, entity_name="beetle"), row(2)]
+    pd.DataFrame(rows).to_csv(tmp_path / "p.csv", index=False)
+    pd.DataFrame(rows).to_csv(tmp_path / "p.tsv", index=False, sep="\t")
+    pd.DataFrame(rows).to_parquet(tmp_path / "p.parquet")
+    (tmp_path / "p.json").write_text(json.dumps(rows))
+    for name in ("p.csv", "p.tsv", "p.parquet", "p.json"):
+        res = read_predictions(tmp_path / name, RUBRIC)
+        assert [it.id for it in res.items] == ["r1", "r2"], name
+        assert res.items[0].extra["entity_name"] == "beetle", name
+        assert res.items[0].question == "q?"
+
+
+def test_csv_non_utf8_field_names_row_and_field(tmp_path):
+    p = tmp_path / "p.csv"
+    p.write_bytes(b"id,question,response,reference\nr1,q,ok,ref\nr2,q,caf\xe9,ref\n")
+    res = read_predictions(p, RUBRIC)
+    assert [it.id for it in res.items] == ["r1"]
+    (e,) = res.errors
+    assert e.row == 3 and e.field == "response" and "UTF-8" in e.message
+
+
+def test_unknown_extension(tmp_path):
+    p = tmp_path / "p.txt"
+    p.write_text("x")
+    with pytest.raises(PredictionsError, match="unknown file type '.txt'"):
+        read_predictions(p, RUBRIC)

@@ -1,0 +1,49 @@
+import json
+
+import pytest
+
+from jurybox.serving.results import ResultsError, ResultsFile
+
+
+def rec(i, prov="p1"):
+    return {"id": f"r{i}", "provenance": prov, "status": "scored", "scores": {}}
+
+
+def test_append_and_resume(tmp_path):
+    out = tmp_path / "o.jsonl"
+    with ResultsFile(out, "p1") as f:
+        assert f.done() == set()
+        f.append([rec(1), rec(2)])
+    with ResultsFile(out, "p1") as f:
+        assert f.done() == {"r1", "r2"}
+        f.append([rec(3)])
+    assert [json.loads(l)["id"] for l in out.read_text().splitlines()] == ["r1", "r2", "r3"]
+
+
+def test_incomplete_last_line_from_a_killed_run_is_removed(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text(json.dumps(rec(1)) + "\n" + json.dumps(rec(2))[:17])
+    with ResultsFile(out, "p1") as f:
+        assert f.repaired and f.done() == {"r1"}
+        f.append([rec(2)])
+    lines = out.read_text().splitlines()
+    assert [json.loads(l)["id"] for l in lines] == ["r1", "r2"]
+
+
+def test_other_provenance_or_foreign_file_is_refused_untouched(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text(json.dumps(rec(1, "other")) + "\n")
+    with pytest.raises(ResultsError, match="different rubric/jury configuration"):
+        ResultsFile(out, "p1").__enter__()
+    foreign = tmp_path / "f.jsonl"
+    foreign.write_text('{"hello": 1}\n')
+    with pytest.raises(ResultsError, match="line 1 is not a jurybox result"):
+        ResultsFile(foreign, "p1").__enter__()
+    assert foreign.read_text() == '{"hello": 1}\n'
+
+
+def test_two_runs_cannot_write_one_file(tmp_path):
+    out = tmp_path / "o.jsonl"
+    with ResultsFile(out, "p1"):
+        with pytest.raises(ResultsError, match="another jurybox run"):
+            ResultsFile(out, "p1").__enter__()

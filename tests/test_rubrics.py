@@ -1,0 +1,118 @@
+import textwrap
+
+import pytest
+
+from jurybox.rubrics import DefinitionError, Item, Scale, list_rubrics, load_rubric, output_schema, render_messages
+from jurybox.rubrics.formula import Formula
+
+
+def write(tmp_path, text, name="r.yaml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+GOOD = """
+    inputs: [question, response]
+    template: "{{ question }} {{ response }} {{ output_format }}"
+    criteria:
+      - name: accuracy
+        description: right?
+        scale: {min: 0, max: 4}
+"""
+
+
+def test_shipped_rubrics_load_with_mirage_scales():
+    assert {"general", "mirage-mg", "mirage-id", "mirage-mmmt"} <= set(list_rubrics())
+    mg = load_rubric("mirage-mg")
+    assert mg.criterion_names == ["accuracy", "relevance", "completeness", "parsimony"]
+    assert all(c.scale.values == [0, 1, 2, 3, 4] for c in mg.criteria)
+    # MIRAGE's weighted sum: (2*accuracy + relevance + completeness + parsimony) / 20
+    assert mg.formula.evaluate({"accuracy": 4, "relevance": 3, "completeness": 2, "parsimony": 1}) == 0.7
+    assert mg.formula.evaluate({"accuracy": 4, "relevance": 4, "completeness": 4, "parsimony": 4}) == 1.0
+    ident = load_rubric("mirage-id")
+    assert ident.criterion("identification_accuracy").scale.values == [0, 1]
+    assert ident.criterion("reasoning_accuracy").scale.values == [0, 1, 2, 3, 4]
+    mmmt = load_rubric("mirage-mmmt")
+    assert mmmt.criterion("spurious").scale.labels == {"yes": 1, "no": 0}
+    assert mmmt.criterion("decision_accuracy").scale.values == [0, 1]
+
+
+def test_formula_missing_criterion_gives_none_not_a_number():
+    mg = load_rubric("mirage-mg")
+    assert mg.formula.evaluate({"accuracy": 4, "relevance": None, "completeness": 2, "parsimony": 1}) is None
+
+
+@pytest.mark.parametrize("expr", ["__import__('os').system('x')", "accuracy ** 2", "max(accuracy, 1)", "accuracy.real"])
+def test_formula_rejects_anything_but_arithmetic(expr):
+    with pytest.raises(ValueError):
+        Formula(name="f", expression=expr)
+
+
+def test_rubric_error_names_file_field_and_expectation(tmp_path):
+    p = write(tmp_path, """
+        inputs: [question, response]
+        template: "{{ question }}"
+        criteria:
+          - name: accuracy
+            description: right?
+            scale: {min: 0, max: four}
+    """, "broken.yaml")
+    with pytest.raises(DefinitionError) as info:
+        load_rubric(p)
+    msg = str(info.value)
+    assert "broken.yaml" in msg
+    assert "criteria[0].scale.max" in msg
+    assert "integer" in msg and "four" in msg
+
+
+def test_rubric_errors_for_scale_formula_template_and_yaml(tmp_path):
+    cases = {
+        "max (2) must be greater than min (4)": GOOD.replace("{min: 0, max: 4}", "{min: 4, max: 2}"),
+        "names unknown criteria ['relevance']": GOOD + "    formula: {name: f, expression: accuracy + relevance}\n",
+        "template uses 'entity_name' is undefined": GOOD.replace("{{ response }}", "{{ entity_name }}"),
+        "must start with different letters": GOOD.replace("{min: 0, max: 4}", '{labels: {"yes": 1, "yeah": 0}}'),
+        "quote yes/no/on/off labels": GOOD.replace("{min: 0, max: 4}", "{labels: {yes: 1, no: 0}}"),
+        "invalid YAML": "criteria: [\n",
+    }
+    for expected, text in cases.items():
+        with pytest.raises(DefinitionError, match=None) as info:
+            load_rubric(write(tmp_path, text))
+        assert expected in str(info.value), (expected, str(info.value))
+
+
+def test_unknown_rubric_name_lists_shipped_ones():
+    with pytest.raises(DefinitionError, match="unknown rubric 'nope'.*mirage-mg"):
+        load_rubric("nope")
+
+
+def test_output_schema_and_prompt():
+    r = load_rubric("mirage-mmmt")
+    schema = output_schema(r.criteria)
+    assert schema["required"] == r.criterion_names
+    assert schema["properties"]["spurious"] == {"type": "string", "enum": ["yes", "no"]}
+    assert schema["properties"]["known_accuracy"] == {"type": "integer", "enum": [0, 1, 2, 3, 4]}
+    item = Item(id="1", context="user: hi", response="Where?", reference="Where is it?",
+                extra={"decision": "<Clarify>", "known_goal": ["plant: tomato"]})
+    msgs = render_messages(r, item, r.criteria)
+    assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user"
+    text = msgs[1]["content"]
+    assert "plant: tomato" in text and "<Clarify>" in text and '"spurious": <"yes" or "no">' in text
+
+
+def test_scale_maps_answers_and_refuses_out_of_scale():
+    s = Scale(min=0, max=4)
+    assert s.to_value(3) == 3 and s.to_value("2") == 2
+    for bad in (5, -1, 2.5, True, "x", None):
+        with pytest.raises(ValueError):
+            s.to_value(bad)
+    labels = Scale(labels={"yes": 1, "no": 0})
+    assert labels.to_value("Yes") == 1 and labels.label_of(0) == "no"
+    with pytest.raises(ValueError, match="not one of"):
+        labels.to_value("maybe")
+
+
+def test_item_missing_inputs():
+    r = load_rubric("mirage-id")
+    assert Item(id="1", question="q", response="r").missing(r) == ["entity_name"]
+    assert Item(id="1", question="q", response="r", extra={"entity_name": "x"}).missing(r) == []

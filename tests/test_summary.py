@@ -1,0 +1,33 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from jurybox.rubrics import load_rubric
+from jurybox.serving.summary import mean_ci, summarize
+
+
+def test_mean_ci_matches_scipy_t_interval():
+    x = np.array([0.0, 1, 2, 2, 3, 4, 4, 4])
+    mean, (lo, hi) = mean_ci(x)
+    ref = stats.ttest_1samp(x, 0).confidence_interval(0.95)
+    assert mean == pytest.approx(x.mean())
+    assert (lo, hi) == pytest.approx((ref.low, ref.high))
+    assert mean_ci([2.0]) == (2.0, None) and mean_ci([]) == (None, None)
+
+
+def test_summary_counts_unscored_and_measures_judge_agreement():
+    rubric = load_rubric("general")
+    names = rubric.criterion_names
+    records = []
+    for i, (a, b) in enumerate([(0, 0), (2, 2), (4, 3), (1, None)]):
+        votes = [{"judge": "a", "criterion": c, "score": a} for c in names]
+        votes += [{"judge": "b", "criterion": c, "score": b, "error": None if b is not None else "boom: x"} for c in names]
+        scores = {c: (a + b) / 2 if b is not None else None for c in names}
+        records.append({"id": str(i), "status": "scored" if b is not None else "unscored", "scores": scores, "votes": votes})
+    s = summarize(records, rubric)
+    assert (s.items, s.scored, s.unscored) == (4, 3, 1)
+    acc = s.criteria[0]
+    assert acc.n_scored == 3 and acc.n_unscored == 1 and acc.mean == pytest.approx(np.mean([0, 2, 3.5]))
+    assert acc.judge_agreement["value"] == pytest.approx(
+        __import__("krippendorff").alpha(np.array([[0, 2, 4, 1], [0, 2, 3, np.nan]]), level_of_measurement="interval"))
+    assert s.judges["b"]["unscored"] == 4 and s.judges["b"]["top_reasons"] == ["boom (4)"]
