@@ -23,7 +23,7 @@ models_app = typer.Typer(help="The judge models: list what juries need, fetch th
                          no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 
@@ -223,6 +223,12 @@ def models_list(jury: Annotated[str, typer.Option(help="Jury whose models to che
             out.print(f"{j.name}: {j.model} -> {where}", highlight=False)
         except ModelNotAvailable as exc:
             out.print(f"{j.name}: [red]missing[/] {exc}", highlight=False)
+
+
+from .cli_calibration import agree, calibrate  # noqa: E402  (own module: one concern per file)
+
+app.command()(agree)
+app.command()(calibrate)
 
 
 def main() -> None:  # pragma: no cover - console entry

