@@ -338,6 +338,7 @@ def judge_output_from_records(records: Sequence[Mapping[str, Any]],
                               provenance: str | None = None,
                               source: str = "<memory>") -> JudgeOutput:
     recs = [dict(r) for r in records]
+    _check_records(recs, source)
     missing_id = [i for i, r in enumerate(recs, start=1) if r.get("id") is None]
     if missing_id:
         raise InputDataError(f"{source}: {len(missing_id)} records without 'id' "
@@ -358,6 +359,43 @@ def judge_output_from_records(records: Sequence[Mapping[str, Any]],
         raise InputDataError(f"{source}: {len(dup)} ids appear more than once, e.g. "
                              f"{dup[:_EXAMPLES]}")
     return JudgeOutput(recs, source)
+
+
+def _check_records(recs: list[dict[str, Any]], source: str) -> None:
+    """Shape of each verdict record, so a malformed file is named by line and field rather
+    than failing later as a bare KeyError/ValueError deep inside a statistic."""
+    problems: list[str] = []
+
+    def number(x: Any) -> bool:
+        return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+    for n, rec in enumerate(recs, start=1):
+        where = f"line {n} (id {rec.get('id')!r})"
+        scores = rec.get("scores")
+        if scores is not None and not isinstance(scores, Mapping):
+            problems.append(f"{where} scores: expected an object, got {scores!r:.40}")
+        elif scores:
+            problems += [f"{where} scores.{k}: {v!r:.40} is not a number or null"
+                         for k, v in scores.items() if not number(v)]
+        votes = rec.get("votes")
+        if votes is None:
+            continue
+        if not isinstance(votes, list):
+            problems.append(f"{where} votes: expected a list, got {votes!r:.40}")
+            continue
+        for k, vote in enumerate(votes):
+            if not isinstance(vote, Mapping):
+                problems.append(f"{where} votes[{k}]: expected an object, got {vote!r:.40}")
+                continue
+            problems += [f"{where} votes[{k}]: no {key!r}" for key in ("judge", "criterion")
+                         if vote.get(key) is None]
+            problems += [f"{where} votes[{k}].{key}: {vote[key]!r:.40} is not a number or null"
+                         for key in ("score", "expected") if not number(vote.get(key))]
+        if len(problems) >= _EXAMPLES:
+            break
+    if problems:
+        raise InputDataError(f"{source}: not jurybox judge output: "
+                             + "; ".join(problems[:_EXAMPLES]))
 
 
 # --------------------------------------------------------------------------- join

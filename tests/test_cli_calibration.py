@@ -1,0 +1,415 @@
+"""`jurybox agree` and `jurybox calibrate` (and `judge --calibration`) from the command line.
+
+Fast tests run on synthetic verdicts from ``simulate_judging``; the ``models`` tests judge
+examples/mirage_mg.jsonl once per session with the real tiny jury and use that file.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from jurybox.calibration import CalibrationMap, simulate_judging
+from jurybox.serving.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+HUMAN_EXAMPLE = EXAMPLES / "mirage_mg.human.jsonl"
+
+SYNTHETIC_RUBRIC = """\
+description: synthetic rubric matching jurybox.calibration.simulate_judging
+inputs: [question, response]
+template: "{{ question }} {{ response }} {{ output_format }}"
+criteria:
+  - name: accuracy
+    description: how accurate
+    scale: {min: 0, max: 4}
+  - name: supported
+    description: is it supported
+    scale:
+      labels: {"yes": 1, "no": 0}
+"""
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def invoke(*args: Any) -> Any:
+    """Run the CLI; a Python exception (a traceback for the user) fails the test."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert "Traceback" not in result.output
+    return result
+
+
+def strict_json(text: str) -> Any:
+    """Parse JSON, refusing NaN/Infinity (which json.loads accepts by default)."""
+    def no_constants(name: str) -> Any:
+        raise AssertionError(f"JSON output contains {name}")
+    return json.loads(text, parse_constant=no_constants)
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> dict[str, Any]:
+    """30 synthetic verdicts (3 judges), 2 human raters, and a rubric file with their scales."""
+    records, humans = simulate_judging(30, seed=3)
+    rubric = tmp_path / "synthetic.yaml"
+    rubric.write_text(SYNTHETIC_RUBRIC)
+    return {
+        "records": records, "humans": humans, "dir": tmp_path, "rubric": rubric,
+        "judged": write_jsonl(tmp_path / "judged.jsonl", records),
+        "human": write_jsonl(tmp_path / "human.jsonl", humans),
+    }
+
+
+def agree(s: dict[str, Any], *extra: Any, human: Path | None = None,
+          judged: Path | None = None) -> Any:
+    return invoke("agree", human or s["human"], judged or s["judged"], "--rubric", s["rubric"],
+                  "--resamples", 100, *extra)
+
+
+# --------------------------------------------------------------------------- agree
+
+
+def test_agree_prints_a_table_per_criterion(synthetic: dict[str, Any]) -> None:
+    result = agree(synthetic)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for text in ("accuracy", "supported", "human-human", "judge-human", "judge-judge",
+                 "harsh", "lenient", "noisy", "jury", "30 items joined"):
+        assert text in out
+    assert "nan" not in out.lower()
+
+
+def test_agree_json_has_every_comparison_with_cis(synthetic: dict[str, Any]) -> None:
+    result = agree(synthetic, "--json")
+    assert result.exit_code == 0, result.output
+    data = strict_json(result.stdout)
+    assert {"criteria", "join", "value", "rubric", "provenance", "warnings"} <= set(data)
+    assert data["rubric"] == "synthetic" and data["provenance"] == "prov-test"
+    assert data["join"]["n_joined"] == 30
+    acc = data["criteria"]["accuracy"]
+    assert acc["scale"] == [0, 1, 2, 3, 4] and not acc["categorical"]
+    assert set(acc["judge_human"]) == {"harsh", "lenient", "noisy", "jury"}
+    alpha = acc["judge_human"]["jury"]["alpha"]
+    assert alpha["defined"] and len(alpha["ci"]) == 2
+    assert "alpha[interval]" in acc["human_human"]
+    assert len(acc["judge_judge"]) == 3 and acc["judges_alpha"]["defined"]
+    assert data["criteria"]["supported"]["categorical"]
+    assert "kappa" in data["criteria"]["supported"]["judge_human"]["jury"]
+
+
+def test_agree_level_applies_to_every_alpha(synthetic: dict[str, Any]) -> None:
+    data = strict_json(agree(synthetic, "--json", "--level", "ordinal").stdout)
+    acc = data["criteria"]["accuracy"]
+    assert list(acc["human_human"]) == ["alpha[ordinal]"]
+    assert acc["judge_human"]["harsh"]["alpha"]["name"] == "krippendorff_alpha[ordinal]"
+    assert all(p["alpha"]["name"] == "krippendorff_alpha[ordinal]"
+               for p in acc["judge_judge"].values())
+    assert acc["judges_alpha"]["name"] == "krippendorff_alpha[ordinal]"
+    assert data["level"] == "ordinal"
+
+
+def test_agree_writes_an_html_report(synthetic: dict[str, Any]) -> None:
+    page = synthetic["dir"] / "report.html"
+    result = agree(synthetic, "--html", page)
+    assert result.exit_code == 0, result.output
+    html = page.read_text()
+    assert "<svg" in html and "accuracy" in html and "nan" not in html.lower()
+
+
+def test_ids_that_do_not_join_are_counted_and_named(synthetic: dict[str, Any]) -> None:
+    humans = synthetic["humans"] + [{"id": "extra-1", "rater": "h0", "accuracy": 2},
+                                    {"id": "extra-2", "rater": "h0", "accuracy": 3}]
+    human = write_jsonl(synthetic["dir"] / "more.jsonl", humans)
+    judged = write_jsonl(synthetic["dir"] / "fewer.jsonl", synthetic["records"][:-1])
+    result = agree(synthetic, "--json", human=human, judged=judged)
+    assert result.exit_code == 0, result.output
+    assert "3 labelled ids have no verdict: q29, extra-1, extra-2" in result.stderr
+    data = strict_json(result.stdout)
+    assert data["join"]["human_only"] == {"count": 3, "first": ["q29", "extra-1", "extra-2"]}
+    assert data["join"]["n_joined"] == 29
+    assert any("no verdict" in w for w in data["warnings"])
+
+
+def test_nothing_joins_is_an_error(synthetic: dict[str, Any]) -> None:
+    humans = [dict(r, id="other-" + r["id"]) for r in synthetic["humans"]]
+    result = agree(synthetic, human=write_jsonl(synthetic["dir"] / "other.jsonl", humans))
+    assert result.exit_code == 2
+    assert "no ids in common" in result.stderr and "other.jsonl" in result.stderr
+
+
+def test_label_off_the_scale_names_file_row_and_field(synthetic: dict[str, Any]) -> None:
+    humans = copy.deepcopy(synthetic["humans"])
+    humans[2]["accuracy"] = 7
+    result = agree(synthetic, human=write_jsonl(synthetic["dir"] / "bad.jsonl", humans))
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert "bad.jsonl" in message and "row 3" in message and "'accuracy'" in message
+    assert "not on the scale" in message
+
+
+def test_label_that_is_not_a_label_of_the_scale(synthetic: dict[str, Any]) -> None:
+    humans = copy.deepcopy(synthetic["humans"])
+    humans[0]["supported"] = "maybe"
+    humans[4]["accuracy"] = "good"
+    result = agree(synthetic, human=write_jsonl(synthetic["dir"] / "bad.jsonl", humans))
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert "2 bad values" in message and "'maybe' is not a label" in message
+    assert "row 5" in message and "'good' is not a number" in message
+
+
+def test_malformed_verdicts_name_the_line_and_field(synthetic: dict[str, Any]) -> None:
+    records = copy.deepcopy(synthetic["records"])
+    records[3]["votes"][0]["score"] = "high"
+    judged = write_jsonl(synthetic["dir"] / "bad-judged.jsonl", records)
+    result = agree(synthetic, judged=judged)
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert "bad-judged.jsonl" in message and "line 4" in message
+    assert "votes[0].score: 'high' is not a number" in message
+    (synthetic["dir"] / "not-json.jsonl").write_text("{\"id\": 1}\nnot json\n")
+    result = agree(synthetic, judged=synthetic["dir"] / "not-json.jsonl")
+    assert result.exit_code == 2 and "line 2 is not JSON" in result.stderr
+
+
+def test_single_rater_makes_human_agreement_undefined(synthetic: dict[str, Any]) -> None:
+    records, humans = simulate_judging(30, n_humans=1, seed=3)
+    human = write_jsonl(synthetic["dir"] / "one.jsonl", humans)
+    result = agree(synthetic, human=human)
+    assert result.exit_code == 0, result.output
+    assert "human-human alpha[interval]: undefined (needs at least 2 human raters" in \
+        result.stdout
+    data = strict_json(agree(synthetic, "--json", human=human).stdout)
+    stat = data["criteria"]["accuracy"]["human_human"]["alpha[interval]"]
+    assert stat["value"] is None and "h0" in stat["reason"]
+    assert data["criteria"]["accuracy"]["judge_human"]["jury"]["alpha"]["defined"]
+
+
+def test_constant_columns_are_undefined_with_a_reason(synthetic: dict[str, Any]) -> None:
+    records = copy.deepcopy(synthetic["records"])
+    for rec in records:
+        rec["scores"]["accuracy"] = 2.0
+        for vote in rec["votes"]:
+            if vote["criterion"] == "accuracy":
+                vote["score"] = 2.0
+    humans = [dict(r, accuracy=3) for r in synthetic["humans"]]
+    judged = write_jsonl(synthetic["dir"] / "const.jsonl", records)
+    human = write_jsonl(synthetic["dir"] / "const-h.jsonl", humans)
+    result = agree(synthetic, judged=judged, human=human)
+    assert result.exit_code == 0, result.output
+    assert "nan" not in result.stdout.lower()
+    assert "human-human alpha[interval]: undefined (all pairable values are identical" in \
+        result.stdout
+    assert "harsh | lenient alpha undefined: all pairable values are identical" in result.stdout
+    data = strict_json(agree(synthetic, "--json", judged=judged, human=human).stdout)
+    spearman = data["criteria"]["accuracy"]["judge_human"]["jury"]["spearman"]
+    assert spearman["value"] is None and spearman["defined"] is False and spearman["reason"]
+
+
+def test_without_a_loadable_rubric_scales_are_inferred_with_a_warning(
+        synthetic: dict[str, Any]) -> None:
+    result = invoke("agree", synthetic["human"], synthetic["judged"], "--resamples", 50)
+    assert result.exit_code == 0, result.output
+    assert "rubric 'synthetic'" in result.stderr and "--rubric" in result.stderr
+
+
+def test_unknown_rubric_and_missing_file_are_errors(synthetic: dict[str, Any]) -> None:
+    result = invoke("agree", synthetic["human"], synthetic["judged"], "--rubric", "no-such")
+    assert result.exit_code == 2 and "unknown rubric 'no-such'" in result.stderr
+    result = invoke("agree", synthetic["dir"] / "missing.jsonl", synthetic["judged"])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    binary = synthetic["dir"] / "binary.jsonl"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    result = invoke("agree", synthetic["human"], binary)
+    assert result.exit_code == 2 and "binary.jsonl: not UTF-8 text" in result.stderr
+    result = invoke("calibrate", binary, synthetic["judged"], "-o", synthetic["dir"] / "m.json")
+    assert result.exit_code == 2 and "binary.jsonl: not UTF-8 text" in result.stderr
+
+
+def test_a_rubric_that_does_not_match_is_reported(synthetic: dict[str, Any]) -> None:
+    result = invoke("agree", synthetic["human"], synthetic["judged"], "--rubric", "mirage-mg",
+                    "--resamples", 50)
+    assert result.exit_code == 0, result.output
+    assert "differs from the rubric the verdicts name (synthetic)" in result.stderr
+    assert "not in rubric mirage-mg" in result.stderr
+
+
+def test_mixed_configurations_need_a_provenance(synthetic: dict[str, Any]) -> None:
+    records = copy.deepcopy(synthetic["records"])
+    for rec in records[:5]:
+        rec["provenance"] = "other"
+    judged = write_jsonl(synthetic["dir"] / "mixed.jsonl", records)
+    result = agree(synthetic, judged=judged)
+    assert result.exit_code == 2 and "--provenance" in result.stderr
+    result = agree(synthetic, "--provenance", "prov-test", "--json", judged=judged)
+    assert result.exit_code == 0, result.output
+    assert strict_json(result.stdout)["join"]["n_joined"] == 25
+
+
+# --------------------------------------------------------------------------- calibrate
+
+
+def test_calibrate_writes_a_map_with_the_provenance(synthetic: dict[str, Any]) -> None:
+    path = synthetic["dir"] / "map.yaml"
+    result = invoke("calibrate", synthetic["human"], synthetic["judged"], "--rubric",
+                    synthetic["rubric"], "--out", path)
+    assert result.exit_code == 0, result.output
+    assert "5-fold CV on 30 items" in result.stdout and "MAE" in result.stdout
+    assert "helps" in result.stdout or "no clear improvement" in result.stdout
+    assert f"wrote {path}" in " ".join(result.stderr.split())
+    cmap = CalibrationMap.load(path)
+    assert cmap.provenance_ == "prov-test"
+    assert set(cmap.criteria) == {"accuracy", "supported"}
+    assert cmap.fitted_on_["judge_output"] == str(synthetic["judged"])
+    assert cmap.fitted_on_["rubric"] == "synthetic"
+    calibrated = cmap.apply_to_record(synthetic["records"][0])["calibrated"]
+    assert 0 <= calibrated["accuracy"] <= 4
+
+
+def test_calibrate_options_and_json(synthetic: dict[str, Any]) -> None:
+    path = synthetic["dir"] / "map.json"
+    result = invoke("calibrate", synthetic["human"], synthetic["judged"], "-r",
+                    synthetic["rubric"], "-o", path, "--method", "ordinal", "--value",
+                    "expected", "--output", "round", "--folds", 3, "-c", "accuracy", "--json")
+    assert result.exit_code == 0, result.output
+    data = strict_json(result.stdout)
+    assert data["provenance"] == "prov-test" and data["criteria"] == ["accuracy"]
+    assert data["params"] == {"method": "ordinal", "output": "round", "value": "expected",
+                              "cv_folds": 3, "seed": 0}
+    cv = data["cross_validation"]["accuracy"]
+    assert cv["folds"] == 3 and {"before", "after", "improvement", "helps"} <= set(cv)
+    cmap = CalibrationMap.load(path)
+    assert cmap.method == "ordinal" and cmap.value == "expected"
+    value = cmap.apply_to_record(synthetic["records"][1])["calibrated"]["accuracy"]
+    assert value in (0, 1, 2, 3, 4)
+
+
+def test_calibrate_with_constant_judges_suggests_expected(synthetic: dict[str, Any]) -> None:
+    records = copy.deepcopy(synthetic["records"])
+    for rec in records:
+        for vote in rec["votes"]:
+            if vote["criterion"] == "accuracy":
+                vote["score"] = 0.0
+    judged = write_jsonl(synthetic["dir"] / "const.jsonl", records)
+    path = synthetic["dir"] / "map.yaml"
+    result = invoke("calibrate", synthetic["human"], judged, "-r", synthetic["rubric"],
+                    "-c", "accuracy", "-o", path)
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert "no judge has two distinct scores" in message and "--value expected" in message
+    assert not path.exists()
+    result = invoke("calibrate", synthetic["human"], judged, "-r", synthetic["rubric"],
+                    "-c", "accuracy", "-o", path, "--value", "expected")
+    assert result.exit_code == 0, result.output
+
+
+def test_calibrate_bad_labels_exit_2(synthetic: dict[str, Any]) -> None:
+    humans = copy.deepcopy(synthetic["humans"])
+    humans[0]["accuracy"] = -1
+    human = write_jsonl(synthetic["dir"] / "bad.jsonl", humans)
+    result = invoke("calibrate", human, synthetic["judged"], "-r", synthetic["rubric"], "-o",
+                    synthetic["dir"] / "m.yaml")
+    assert result.exit_code == 2 and "row 1" in result.stderr
+
+
+def test_judge_refuses_a_map_fitted_for_another_configuration(
+        synthetic: dict[str, Any]) -> None:
+    path = synthetic["dir"] / "map.yaml"
+    assert invoke("calibrate", synthetic["human"], synthetic["judged"], "-r",
+                  synthetic["rubric"], "-o", path).exit_code == 0
+    # The check runs before any model loads, so this is fast.
+    result = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury",
+                    "tiny", "--out", synthetic["dir"] / "out.jsonl", "--calibration", path)
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert "fitted for provenance prov-test" in message and "--force-calibration" in message
+    assert not (synthetic["dir"] / "out.jsonl").exists()
+    (synthetic["dir"] / "junk.yaml").write_text("format: something-else\n")
+    result = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury",
+                    "tiny", "--out", synthetic["dir"] / "out.jsonl", "--calibration",
+                    synthetic["dir"] / "junk.yaml")
+    assert result.exit_code == 2 and "not a jurybox calibration map" in result.stderr
+
+
+def test_example_human_labels_are_on_the_mirage_mg_scale() -> None:
+    from jurybox.calibration import load_human_labels
+    from jurybox.rubrics import load_rubric
+
+    labels = load_human_labels(HUMAN_EXAMPLE, scales=load_rubric("mirage-mg"))
+    examples = [json.loads(line)["id"] for line in (EXAMPLES / "mirage_mg.jsonl").open()]
+    assert sorted(set(labels.ids)) == sorted(examples)
+    assert sorted(set(labels.raters)) == ["expert_a", "expert_b"]
+    assert labels.criteria == ["accuracy", "relevance", "completeness", "parsimony"]
+
+
+# --------------------------------------------------------------------------- real judging
+
+
+@pytest.fixture(scope="session")
+def real_judged(tiny_jury: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/mirage_mg.jsonl judged once by the real tiny jury."""
+    from jurybox.rubrics import load_rubric
+    from jurybox.serving.bulk import judge_file
+
+    out = tmp_path_factory.mktemp("real") / "mirage_mg.judged.jsonl"
+    report = judge_file(EXAMPLES / "mirage_mg.jsonl", load_rubric("mirage-mg"), tiny_jury, out)
+    assert report.judged == 6
+    return out
+
+
+@pytest.mark.models
+def test_agree_on_real_verdicts(real_judged: Path, tiny_jury: Any) -> None:
+    result = invoke("agree", HUMAN_EXAMPLE, real_judged, "--resamples", 200)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "6 items joined" in out and "nan" not in out.lower()
+    for name in ("accuracy", "relevance", "completeness", "parsimony", "jury",
+                 *(j.name for j in tiny_jury.spec.judges)):
+        assert name in out
+    data = strict_json(invoke("agree", HUMAN_EXAMPLE, real_judged, "--json", "--value",
+                              "expected", "--resamples", 200).stdout)
+    from jurybox.rubrics import load_rubric
+
+    assert data["provenance"] == tiny_jury.provenance(load_rubric("mirage-mg"))
+    assert data["rubric"] == "mirage-mg" and data["value"] == "expected"
+    hh = data["criteria"]["accuracy"]["human_human"]["alpha[interval]"]
+    assert hh["value"] > 0.8  # the two example raters mostly agree
+
+
+@pytest.mark.models
+def test_calibrate_then_judge_with_the_map(real_judged: Path, tiny_jury: Any, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "map.yaml"
+    # The tiny judges' scores barely vary; their logprob-expected scores do.
+    result = invoke("calibrate", HUMAN_EXAMPLE, real_judged, "--value", "expected", "-o", path)
+    assert result.exit_code == 0, result.output
+    prov = json.loads(real_judged.read_text().splitlines()[0])["provenance"]
+    cmap = CalibrationMap.load(path)
+    assert cmap.provenance_ == prov
+    assert cmap.criteria == ["accuracy", "relevance", "completeness", "parsimony"]
+
+    import jurybox.judges
+
+    monkeypatch.setattr(jurybox.judges, "Jury", lambda spec: tiny_jury)  # reuse loaded models
+    out = tmp_path / "calibrated.jsonl"
+    result = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury",
+                    "tiny", "--limit", 2, "--out", out, "--calibration", path, "--quiet")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 2
+    for rec in records:
+        assert rec["provenance"] == prov
+        assert set(rec["calibrated"]) == set(cmap.criteria)
+        for name, value in rec["calibrated"].items():
+            if rec["scores"][name] is not None:
+                assert value is not None and 0 <= value <= 4
