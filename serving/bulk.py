@@ -57,12 +57,14 @@ def judge_file(
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
     keep_raw: bool = False,
     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    calibration: str | None = None,
     progress: Callable[[int, int], Any] | None = None,
 ) -> RunReport:
     """Judge every valid row of ``predictions`` not yet in ``out``.
 
     ``progress(done, total)`` is called as items complete; ``transform`` may add fields (e.g.
-    calibrated scores) to each record before it is written.
+    calibrated scores) to each record before it is written, and ``calibration`` names the map it
+    applies, so that one output file never mixes calibrated and uncalibrated records.
     """
     began = time.perf_counter()
     out = Path(out)
@@ -70,7 +72,7 @@ def judge_file(
     items = read.items[:limit] if limit is not None else read.items
     prov = jury.provenance(rubric)
     interrupted = False
-    with ResultsFile(out, prov) as results:
+    with ResultsFile(out, prov, calibration) as results:
         done = results.done()
         todo = [it for it in items if it.id not in done]
         already = len(items) - len(todo)
@@ -81,6 +83,7 @@ def judge_file(
             "jury": jury.spec.model_dump(mode="json"),
             "provenance": prov,
             "mapping": dict(mapping or {}),
+            "calibration": calibration,
             "limit": limit,
             "rows": read.rows,
             "rejected_rows": [str(e) for e in read.errors],
@@ -98,7 +101,7 @@ def judge_file(
                 verdicts = jury.score(rubric, chunk)
                 records = [v.to_record(keep_raw=keep_raw) for v in verdicts]
                 if transform is not None:
-                    records = [transform(r) for r in records]
+                    records = [{**transform(r), "calibration": calibration} for r in records]
                 results.append(records)
                 judged += len(chunk)
                 if progress is not None:

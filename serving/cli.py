@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from functools import partial
 import subprocess
@@ -95,6 +96,7 @@ def judge(
         raise fail(str(exc)) from None
     target = out_path or Path(f"{predictions.stem}.{rubric_def.name}.judged.jsonl")
     transform = None
+    calibration_id = None
     if calibration is not None:
         from jurybox.calibration import CalibrationMap
         from jurybox.judges import provenance
@@ -110,6 +112,7 @@ def judge(
                 f"jury give {expected}; refit it, or pass --force-calibration to apply it anyway"
             )
         transform = partial(cmap.apply_to_record, force=force_calibration)
+        calibration_id = f"{calibration.name}:{hashlib.sha256(calibration.read_bytes()).hexdigest()[:12]}"
 
     bar = None
 
@@ -127,7 +130,7 @@ def judge(
             predictions, rubric_def, Jury(spec), target,
             mapping=mapping, limit=limit, chunk_size=chunk_size,
             max_field_chars=max_field_chars, keep_raw=keep_raw,
-            transform=transform, progress=progress,
+            transform=transform, calibration=calibration_id, progress=progress,
         )
     except (PredictionsError, ResultsError, ModelNotAvailable) as exc:
         raise fail(str(exc)) from None

@@ -21,9 +21,10 @@ class ResultsError(RuntimeError):
 
 
 class ResultsFile:
-    def __init__(self, path: str | Path, provenance: str) -> None:
+    def __init__(self, path: str | Path, provenance: str, calibration: str | None = None) -> None:
         self.path = Path(path)
         self.provenance = provenance
+        self.calibration = calibration
         self.records: dict[str, dict[str, Any]] = {}
         self.repaired = False
         self._fh = None
@@ -73,6 +74,12 @@ class ResultsFile:
                     f"{self.path}: line {n} was judged with a different rubric/jury configuration "
                     f"(provenance {prov}, this run {self.provenance}); choose another --out so "
                     "results of different configurations do not mix"
+                )
+            if record.get("calibration") != self.calibration:
+                raise ResultsError(
+                    f"{self.path}: line {n} was written with calibration map "
+                    f"{record.get('calibration')}, this run uses {self.calibration}; choose "
+                    "another --out so calibrated and uncalibrated results do not mix"
                 )
             self.records[str(item_id)] = record
 

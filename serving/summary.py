@@ -96,6 +96,13 @@ def summarize(records: Sequence[dict[str, Any]], rubric: Rubric, rejected_rows: 
             agreement = {"statistic": f"krippendorff_alpha[{level}]", "value": stat.value,
                          "reason": stat.reason, "units": stat.n}
         criteria.append(CriterionSummary(name, len(scored), len(values) - len(scored), mean, ci, agreement))
+    if any("calibrated" in r for r in records):
+        for name in rubric.criterion_names:
+            values = [(r.get("calibrated") or {}).get(name) for r in records]
+            scored = [v for v in values if v is not None]
+            mean, ci = mean_ci(scored)
+            criteria.append(CriterionSummary(f"{name} (calibrated)", len(scored),
+                                             len(values) - len(scored), mean, ci))
     n_scored = sum(1 for r in records if r.get("status") == "scored")
     judge_rows = {
         k: {"votes": v["votes"], "unscored": v["unscored"],

@@ -47,3 +47,11 @@ def test_two_runs_cannot_write_one_file(tmp_path):
     with ResultsFile(out, "p1"):
         with pytest.raises(ResultsError, match="another jurybox run"):
             ResultsFile(out, "p1").__enter__()
+
+
+def test_calibrated_and_uncalibrated_records_do_not_mix(tmp_path):
+    out = tmp_path / "o.jsonl"
+    with ResultsFile(out, "p1") as f:
+        f.append([rec(1)])
+    with pytest.raises(ResultsError, match="calibration map None, this run uses m.yaml:abc"):
+        ResultsFile(out, "p1", calibration="m.yaml:abc").__enter__()

@@ -31,3 +31,14 @@ def test_summary_counts_unscored_and_measures_judge_agreement():
     assert acc.judge_agreement["value"] == pytest.approx(
         __import__("krippendorff").alpha(np.array([[0, 2, 4, 1], [0, 2, 3, np.nan]]), level_of_measurement="interval"))
     assert s.judges["b"]["unscored"] == 4 and s.judges["b"]["top_reasons"] == ["boom (4)"]
+
+
+def test_summary_adds_calibrated_rows_when_records_have_them():
+    rubric = load_rubric("general")
+    records = [{"id": str(i), "status": "scored", "scores": {c: 0.0 for c in rubric.criterion_names},
+                "calibrated": {c: (v if c == "accuracy" else None) for c in rubric.criterion_names},
+                "votes": []} for i, v in enumerate([2.0, 3.0, 4.0])]
+    s = summarize(records, rubric)
+    row = next(c for c in s.criteria if c.name == "accuracy (calibrated)")
+    assert row.mean == pytest.approx(3.0) and row.n_scored == 3
+    assert next(c for c in s.criteria if c.name == "parsimony (calibrated)").n_unscored == 3
