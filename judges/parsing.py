@@ -18,6 +18,9 @@ from jurybox.rubrics import Criterion
 from .backends.base import TokenStep
 
 _DECODER = json.JSONDecoder()
+# Share of a position's probability that may fall on tokens we cannot tie to one scale point
+# before the distribution is declared unknown.
+UNATTRIBUTED_TOLERANCE = 0.01
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,14 @@ def _value_position(text: str, start: int, name: str) -> int | None:
     return m.end() if m else None
 
 
-_LOOSE = r'["\']?{name}["\']?\s*[:=]\s*["\']?([A-Za-z]+|-?\d+(?:\.\d+)?)'
+# "name: value" in free text. The name must stand alone (accuracy, not reasoning_accuracy) and
+# the value must end (a cut-off "1" of "10" is no answer).
+_LOOSE = r'(?<![\w])["\']?{name}["\']?\s*[:=]\s*["\']?([A-Za-z]+|-?\d+(?:\.\d+)?)(?![\w.])'
 
 
-def parse_answers(text: str, criteria: list[Criterion]) -> dict[str, Answer]:
+def parse_answers(text: str, criteria: list[Criterion], complete: bool = True) -> dict[str, Answer]:
+    """Each criterion's answer. ``complete=False`` (the output was cut at max_tokens) accepts only
+    whole JSON objects: free-text matches near a cut could be half a number."""
     names = [c.name for c in criteria]
     objects = [(at, obj) for at, obj in _json_objects(text) if any(n in obj for n in names)]
     answers: dict[str, Answer] = {}
@@ -67,7 +74,7 @@ def parse_answers(text: str, criteria: list[Criterion]) -> dict[str, Answer]:
                 break
         else:
             hits = list(re.finditer(_LOOSE.format(name=re.escape(c.name)), text, re.IGNORECASE))
-            if hits:
+            if hits and complete:
                 raw, position = hits[-1].group(1), hits[-1].start(1)
         if raw is None:
             snippet = text.strip()[-80:] or "(empty output)"
@@ -88,9 +95,10 @@ def score_distribution(
     """Probability over the scale's points at the token where the answer's value begins.
 
     Each alternative token at that position is attributed to the scale point it spells (it may
-    also carry the surrounding punctuation, e.g. ``' 3'`` or ``'3,'``). Alternatives that could
-    start several points (``'1'`` on a 0-10 scale) make the distribution unknowable from one
-    token: then None, never a guess.
+    also carry the surrounding punctuation, e.g. ``' 3'`` or ``'3,'``). When the mass cannot be
+    attributed (an alternative could start several points, like ``'1'`` on a 0-10 scale, or
+    stops short of the value, like a bare quote) beyond a trace, the distribution is unknowable
+    from one token: then None, never a guess.
     """
     if position is None or not steps:
         return None
@@ -99,24 +107,29 @@ def score_distribution(
         return None
     prefix = step.text[: position - step.offset]
     answers = criterion.scale.answer_texts()
+    lowered = {a.lower(): a for a in answers}
     mass: dict[str, float] = {}
+    unattributed = 0.0
     for alt, logprob in step.top.items():
         if not alt.startswith(prefix):
-            continue
-        rest = alt[len(prefix) :]
-        if not rest:
-            continue
+            continue  # diverges before the value: another answer shape, not a score
+        p = math.exp(logprob)
+        rest = alt[len(prefix) :].lower()
         matches = [
             a
-            for a in answers
-            if a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum())
+            for a in lowered
+            if rest and (a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))
         ]
-        if len(matches) > 1:
-            return None
-        if matches:
-            mass[matches[0]] = mass.get(matches[0], 0.0) + math.exp(logprob)
+        if len(matches) == 1:
+            key = lowered[matches[0]]
+            mass[key] = mass.get(key, 0.0) + p
+        else:
+            unattributed += p
     total = sum(mass.values())
-    if total <= 0.0:
+    chosen = next((a for a in lowered if step.text[len(prefix) :].lower().startswith(a)), None)
+    if total <= 0.0 or unattributed > UNATTRIBUTED_TOLERANCE * (total + unattributed):
+        return None
+    if chosen is not None and mass.get(lowered[chosen], 0.0) == 0.0:
         return None
     return {a: mass.get(a, 0.0) / total for a in answers}
 

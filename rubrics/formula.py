@@ -82,8 +82,12 @@ class Formula(BaseModel):
         return sorted({n.id for n in ast.walk(self._tree) if isinstance(n, ast.Name)})
 
     def evaluate(self, scores: Mapping[str, float | None]) -> float | None:
-        """The formula's value, or None when any criterion it uses is unscored."""
+        """The formula's value, or None when any criterion it uses is unscored or it divides by
+        zero."""
         if any(scores.get(n) is None for n in self.names):
             return None
-        value = _eval(self._tree, scores)  # type: ignore[arg-type]
+        try:
+            value = _eval(self._tree, scores)  # type: ignore[arg-type]
+        except ZeroDivisionError:
+            return None
         return round(value, self.digits) if self.digits is not None else value

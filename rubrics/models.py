@@ -80,6 +80,8 @@ class Scale(BaseModel):
                     f"labels {list(self.labels)} must start with different letters "
                     "(the score distribution is read at the label's first token)"
                 )
+            if len(set(self.labels.values())) != len(self.labels):
+                raise ValueError(f"labels {self.labels} must have distinct values")
             unknown = sorted(set(self.label_descriptions) - set(self.labels))
             if unknown:
                 raise ValueError(f"label_descriptions name unknown labels {unknown}")
@@ -256,8 +258,14 @@ class Item(BaseModel):
         return out
 
     def missing(self, rubric: Rubric) -> list[str]:
+        """Inputs the rubric needs that this item lacks. An empty *response* is not missing: a
+        model that answered nothing gets judged for it, and stays in the denominator. An empty
+        list is a value (e.g. no missing goals)."""
         values = self.fields()
-        return [n for n in rubric.inputs if values.get(n) in (None, "", [])]
+        return [
+            n for n in rubric.inputs
+            if values.get(n) is None or (n != "response" and values.get(n) == "")
+        ]
 
 
 class Vote(BaseModel):
@@ -320,8 +328,6 @@ class Verdict(BaseModel):
             d = v.model_dump(exclude_none=False)
             if not keep_raw and v.scored:
                 d.pop("raw")
-            if not keep_raw:
-                d.pop("reasoning")
             votes.append(d)
         return {
             "id": self.id,

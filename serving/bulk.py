@@ -3,6 +3,7 @@ chunks, append each chunk's verdicts, summarise."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -13,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from jurybox.judges import Jury
-from jurybox.rubrics import Rubric
+from jurybox.rubrics import Item, Rubric
 
 from .predictions import DEFAULT_MAX_FIELD_CHARS, RowError, read_predictions
-from .results import ResultsFile
+from .results import ResultsError, ResultsFile
 from .summary import Summary, summarize
 
 
@@ -32,6 +33,12 @@ class RunReport:
     seconds: float
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+
+
+def input_hash(item: Item) -> str:
+    """Identity of what was judged, so a resumed run notices changed predictions or --map."""
+    blob = json.dumps(item.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def manifest_path(out: Path) -> Path:
@@ -72,8 +79,16 @@ def judge_file(
     items = read.items[:limit] if limit is not None else read.items
     prov = jury.provenance(rubric)
     interrupted = False
+    hashes = {it.id: input_hash(it) for it in items}
     with ResultsFile(out, prov, calibration) as results:
         done = results.done()
+        changed = [i for i in done if i in hashes and results.records[i].get("input") != hashes[i]]
+        if changed:
+            raise ResultsError(
+                f"{out}: {len(changed)} item(s) already there were judged from different input "
+                f"(e.g. {', '.join(changed[:3])}): the predictions or --map changed since; "
+                "choose another --out"
+            )
         todo = [it for it in items if it.id not in done]
         already = len(items) - len(todo)
         manifest = {
@@ -99,7 +114,7 @@ def judge_file(
             for start in range(0, len(todo), chunk_size):
                 chunk = todo[start : start + chunk_size]
                 verdicts = jury.score(rubric, chunk)
-                records = [v.to_record(keep_raw=keep_raw) for v in verdicts]
+                records = [{**v.to_record(keep_raw=keep_raw), "input": hashes[v.id]} for v in verdicts]
                 if transform is not None:
                     records = [{**transform(r), "calibration": calibration} for r in records]
                 results.append(records)

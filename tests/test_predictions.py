@@ -84,3 +84,28 @@ def test_unknown_extension(tmp_path):
     p.write_text("x")
     with pytest.raises(PredictionsError, match="unknown file type '.txt'"):
         read_predictions(p, RUBRIC)
+
+
+def test_empty_response_is_judged_not_dropped(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in [row(1, response=""), row(2, response=None), row(3)]) + "\n")
+    res = read_predictions(p, RUBRIC)
+    assert [(it.id, it.response) for it in res.items] == [("r1", ""), ("r2", ""), ("r3", "an answer")]
+    assert res.errors == []
+
+
+def test_csv_long_multiline_fields_and_row_numbers(tmp_path):
+    p = tmp_path / "p.csv"
+    long = "word " * 40_000  # 200,000 characters: over the csv module's default field limit
+    pd.DataFrame([row(1, response="line one\nline two\nline three"), row(2, response=long), row(3)]).to_csv(p, index=False)
+    res = read_predictions(p, RUBRIC)
+    assert [it.id for it in res.items] == ["r1", "r3"]
+    (e,) = res.errors
+    # The header is line 1, r1 spans lines 2-4, so r2 starts on line 5.
+    assert (e.row, e.field) == (5, "response") and "200,000 characters" in e.message
+
+
+def test_jsonl_with_a_byte_order_mark(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps(row(1)).encode() + b"\n")
+    assert [it.id for it in read_predictions(p, RUBRIC).items] == ["r1"]

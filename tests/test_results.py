@@ -35,11 +35,39 @@ def test_other_provenance_or_foreign_file_is_refused_untouched(tmp_path):
     out.write_text(json.dumps(rec(1, "other")) + "\n")
     with pytest.raises(ResultsError, match="different rubric/jury configuration"):
         ResultsFile(out, "p1").__enter__()
+    assert out.read_text() == json.dumps(rec(1, "other")) + "\n"
     foreign = tmp_path / "f.jsonl"
     foreign.write_text('{"hello": 1}\n')
     with pytest.raises(ResultsError, match="line 1 is not a jurybox result"):
         ResultsFile(foreign, "p1").__enter__()
     assert foreign.read_text() == '{"hello": 1}\n'
+    # Predictions passed as --out by mistake, without a final newline: not one byte is cut.
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text('{"id": "1", "question": "q"}\n{"question": "q2", "id": "2"}')
+    before = preds.read_bytes()
+    with pytest.raises(ResultsError, match="not a jurybox result"):
+        ResultsFile(preds, "p1").__enter__()
+    assert preds.read_bytes() == before
+    single = tmp_path / "single.jsonl"
+    single.write_text('{"question": "only line, no newline"}')
+    with pytest.raises(ResultsError, match="last line is not a jurybox result"):
+        ResultsFile(single, "p1").__enter__()
+    assert single.read_text() == '{"question": "only line, no newline"}'
+
+
+def test_a_failed_open_releases_the_lock(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text(json.dumps(rec(1, "other")) + "\n")
+    for _ in range(2):  # the second attempt must not report "another jurybox run"
+        with pytest.raises(ResultsError, match="different rubric/jury"):
+            ResultsFile(out, "p1").__enter__()
+
+
+def test_a_run_killed_during_its_first_write_resumes(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text(json.dumps(rec(1))[:20])
+    with ResultsFile(out, "p1") as f:
+        assert f.repaired and f.done() == set()
 
 
 def test_two_runs_cannot_write_one_file(tmp_path):

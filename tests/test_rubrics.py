@@ -116,3 +116,23 @@ def test_item_missing_inputs():
     r = load_rubric("mirage-id")
     assert Item(id="1", question="q", response="r").missing(r) == ["entity_name"]
     assert Item(id="1", question="q", response="r", extra={"entity_name": "x"}).missing(r) == []
+
+
+def test_empty_response_and_empty_lists_are_values_not_missing():
+    mmmt = load_rubric("mirage-mmmt")
+    item = Item(id="1", context="user: hi", response="", reference="ok", extra={
+        "decision": "<Respond>", "known_goal": ["plant: tomato"], "missing_goal": []})
+    assert item.missing(mmmt) == []
+    assert Item(id="1", context="", response="x", reference="r", extra={
+        "decision": "<Respond>", "known_goal": [], "missing_goal": []}).missing(mmmt) == ["context"]
+
+
+def test_formula_dividing_by_zero_is_none():
+    f = Formula(name="ratio", expression="accuracy / relevance")
+    assert f.evaluate({"accuracy": 2, "relevance": 0}) is None
+    assert f.evaluate({"accuracy": 2, "relevance": 4}) == 0.5
+
+
+def test_labels_must_have_distinct_values():
+    with pytest.raises(ValueError, match="distinct values"):
+        Scale(labels={"good": 1, "fine": 1, "bad": 0})

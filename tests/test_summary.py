@@ -21,7 +21,7 @@ def test_summary_counts_unscored_and_measures_judge_agreement():
     records = []
     for i, (a, b) in enumerate([(0, 0), (2, 2), (4, 3), (1, None)]):
         votes = [{"judge": "a", "criterion": c, "score": a} for c in names]
-        votes += [{"judge": "b", "criterion": c, "score": b, "error": None if b is not None else "boom: x"} for c in names]
+        votes += [{"judge": "b", "criterion": c, "score": b, "error": None if b is not None else f"prompt is {900 + i} tokens: 'x{i}'"} for c in names]
         scores = {c: (a + b) / 2 if b is not None else None for c in names}
         records.append({"id": str(i), "status": "scored" if b is not None else "unscored", "scores": scores, "votes": votes})
     s = summarize(records, rubric)
@@ -30,7 +30,7 @@ def test_summary_counts_unscored_and_measures_judge_agreement():
     assert acc.n_scored == 3 and acc.n_unscored == 1 and acc.mean == pytest.approx(np.mean([0, 2, 3.5]))
     assert acc.judge_agreement["value"] == pytest.approx(
         __import__("krippendorff").alpha(np.array([[0, 2, 4, 1], [0, 2, 3, np.nan]]), level_of_measurement="interval"))
-    assert s.judges["b"]["unscored"] == 4 and s.judges["b"]["top_reasons"] == ["boom (4)"]
+    assert s.judges["b"]["unscored"] == 4 and s.judges["b"]["top_reasons"] == ["prompt is N tokens (4)"]
 
 
 def test_summary_adds_calibrated_rows_when_records_have_them():

@@ -12,6 +12,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..models import materialize, resolve
 from .base import Generation, Request, TokenStep
 
@@ -86,6 +88,9 @@ class TransformersBackend:
                 f"judge {spec.name}: model {spec.model} has no chat template; "
                 "set prompt_format: plain in the jury file"
             )
+        tok = self.tokenizer
+        adds_bos = tok.bos_token is not None and tok("x").input_ids[:1] == [tok.bos_token_id]
+        self._bos = tok.bos_token if adds_bos else ""
         config = self.model.config
         text_config = getattr(config, "get_text_config", lambda: config)()
         self.max_len = spec.max_model_len or getattr(text_config, "max_position_embeddings", 2048)
@@ -101,7 +106,9 @@ class TransformersBackend:
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
         if self.spec.prompt_format == "plain":
-            return _plain_prompt(messages)
+            # Prompts are tokenized without special tokens (chat templates write their own), so a
+            # plain prompt gets the BOS the tokenizer would normally add: Gemma degrades without.
+            return self._bos + _plain_prompt(messages)
         return self.tokenizer.apply_chat_template(
             messages,
             add_generation_prompt=True,
@@ -182,7 +189,7 @@ class TransformersBackend:
                     if lp == -math.inf:
                         continue
                     appended = decode(prefix_ids + [alt])[len(prev):]
-                    out[appended] = float(math.log(math.exp(out[appended]) + math.exp(lp))) if appended in out else lp
+                    out[appended] = float(np.logaddexp(out[appended], lp)) if appended in out else lp
                 return out
 
             steps.append(TokenStep(len(prev), text[len(prev):], top))
@@ -262,7 +269,8 @@ class TransformersBackend:
                 gen.latency_s = elapsed
                 gen.prompt_tokens = lengths[i]
                 results[i] = gen
-        return [r for r in results if r is not None]
+        assert all(r is not None for r in results)
+        return results  # type: ignore[return-value]
 
     def close(self) -> None:
         import gc
