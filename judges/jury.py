@@ -26,6 +26,14 @@ def make_backend(spec: JudgeSpec) -> Backend:
         from .backends.transformers import TransformersBackend
 
         return TransformersBackend(spec)
+    if spec.backend == "vllm":
+        from .backends.vllm import VLLMBackend
+
+        return VLLMBackend(spec)
+    if spec.backend == "openai":
+        from .backends.openai import OpenAIBackend
+
+        return OpenAIBackend(spec)
     raise ValueError(f"judge {spec.name}: unknown backend {spec.backend!r}")
 
 

@@ -18,7 +18,7 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 # Bump when code-side prompt text (output instructions, plain-prompt framing) changes: it is part
 # of what a verdict depends on, so it is part of the provenance hash.
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 
 Method = Literal["mean", "median", "majority", "trimmed", "weighted"]
 
@@ -61,7 +61,7 @@ class JudgeSpec(BaseModel):
         "shipped as a Python package",
     )
     revision: str | None = None
-    backend: Literal["transformers"] = "transformers"
+    backend: Literal["transformers", "vllm", "openai"] = "transformers"
     prompt_format: Literal["chat", "plain"] = "chat"
     sampling: Sampling = Sampling()
     reasoning: Reasoning = Reasoning()
@@ -71,6 +71,32 @@ class JudgeSpec(BaseModel):
     max_model_len: int | None = Field(None, ge=16)
     batch_size: int = Field(8, ge=1)
     top_logprobs: int = Field(20, ge=1, le=100)
+    # vllm: the engine's share of the accelerator's memory (on CPU, of RAM, process included), or
+    # an explicit KV-cache size, which takes precedence; several judges on one GPU need shares
+    # that add up to less than 1. enforce_eager skips graph capture / compilation (faster start).
+    gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
+    kv_cache_gib: float | None = Field(None, gt=0.0)
+    enforce_eager: bool = False
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # openai: an OpenAI-compatible server (vllm serve, SGLang, a hosted API). ``model`` is the
+    # name the server knows the model by. The key is read from the environment variable named
+    # here (never from the jury file); base_url defaults to $OPENAI_BASE_URL.
+    base_url: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = Field(8, ge=1)
+    timeout_s: float = Field(120.0, gt=0.0)
+    max_retries: int = Field(4, ge=0)
+    # Constrain the answer with the rubric's JSON schema (response_format / structured_outputs):
+    # "auto" falls back to unconstrained output plus regex parsing when the server rejects it.
+    structured_outputs: Literal["auto", "on", "off"] = "auto"
+
+
+# Where and how fast a judge runs, not what it answers: left out of the provenance hash, so
+# moving a judge to another server or memory share keeps its verdicts and calibration maps valid.
+EXECUTION_ONLY = frozenset(
+    {"gpu_memory_utilization", "kv_cache_gib", "enforce_eager", "base_url", "api_key_env",
+     "concurrency", "timeout_s", "max_retries"}
+)
 
 
 class Aggregation(BaseModel):
@@ -130,7 +156,11 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
     (model, revision, sampling, reasoning), aggregation, and the code-side prompt version."""
     payload = {
         "rubric": rubric.model_dump(mode="json"),
-        "jury": jury.model_dump(mode="json", exclude={"name", "description"}),
+        "jury": jury.model_dump(
+            mode="json",
+            exclude={"name": True, "description": True,
+                     "judges": {"__all__": set(EXECUTION_ONLY)}},
+        ),
         "prompt_version": PROMPT_VERSION,
     }
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))

@@ -119,7 +119,10 @@ class TransformersBackend:
     def grammar(self, schema: dict[str, Any]) -> Any:
         key = json.dumps(schema, sort_keys=True)
         if key not in self._grammars:
-            self._grammars[key] = self._compiler.compile_json_schema(key, any_whitespace=False)
+            # Compile the schema as written: its property order is the order the judge answers in.
+            self._grammars[key] = self._compiler.compile_json_schema(
+                json.dumps(schema), any_whitespace=False
+            )
         return self._grammars[key]
 
     # -- generation ------------------------------------------------------------------------------

