@@ -5,13 +5,14 @@ prompts into raw outputs and logprobs, answer parsing with score distributions, 
 that fans items out to its judges and aggregates their votes into verdicts.
 """
 
-from .jury import Jury, MissingInputs, decide, votes_from_generation
+from .jury import Jury, JudgeFailed, MissingInputs, decide, votes_from_generation
 from .models import ModelNotAvailable
 from .spec import Aggregation, JudgeSpec, JurySpec, Reasoning, Sampling, list_juries, load_jury_spec, provenance
 
 __all__ = [
     "Aggregation",
     "JudgeSpec",
+    "JudgeFailed",
     "Jury",
     "JurySpec",
     "MissingInputs",

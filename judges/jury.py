@@ -13,12 +13,17 @@ from jurybox.rubrics import Criterion, Item, Rubric, Verdict, Vote, output_schem
 
 from .aggregate import aggregate_criterion
 from .backends.base import Backend, Generation, Request
+from .models import ModelNotAvailable
 from .parsing import expected_score, parse_answers, score_distribution
 from .spec import JudgeSpec, JurySpec, load_jury_spec, provenance
 
 
 class MissingInputs(ValueError):
     """Items that lack fields the rubric needs."""
+
+
+class JudgeFailed(RuntimeError):
+    """A judge could not judge a batch at all; nothing of the batch is recorded."""
 
 
 def make_backend(spec: JudgeSpec) -> Backend:
@@ -48,7 +53,7 @@ def votes_from_generation(
                  raw=gen.text or None, reasoning=reasoning)
             for c in criteria
         ]
-    answers = parse_answers(gen.text, criteria)
+    answers = parse_answers(gen.text, criteria, complete=gen.finish_reason != "length")
     votes = []
     for c in criteria:
         a = answers[c.name]
@@ -144,18 +149,44 @@ class Jury:
                 f"{len(missing)} item(s) lack inputs the rubric {rubric.name} needs ({shown})"
             )
         calls = rubric.calls()
-        requests = [
-            Request(render_messages(rubric, item, criteria), output_schema(criteria))
-            for item in items
-            for criteria in calls
-        ]
+        requests: list[Request | None] = []
+        render_errors: dict[int, str] = {}
+        for item in items:
+            for criteria in calls:
+                try:
+                    requests.append(
+                        Request(render_messages(rubric, item, criteria), output_schema(criteria))
+                    )
+                except Exception as exc:  # a template that fails on this item's values
+                    render_errors[len(requests)] = f"prompt could not be rendered: {exc}"
+                    requests.append(None)
+        runnable = [k for k, r in enumerate(requests) if r is not None]
         votes: list[list[Vote]] = [[] for _ in items]
         for judge in self.spec.judges:
-            generations = self.backend(judge).generate(requests)
+            generations: dict[int, Generation] = {
+                k: Generation(error=message) for k, message in render_errors.items()
+            }
+            batch = [requests[k] for k in runnable]
+            # A backend reports per-prompt trouble as Generation errors; an exception means the
+            # judge as a whole failed (out of memory, server gone). Writing that down as unscored
+            # votes would make a rerun skip these items, so it stops the run instead.
+            try:
+                outputs = self.backend(judge).generate(batch) if batch else []  # type: ignore[arg-type]
+            except (ModelNotAvailable, JudgeFailed):
+                raise
+            except Exception as exc:
+                raise JudgeFailed(f"judge {judge.name} failed: {type(exc).__name__}: {exc}") from exc
+            if len(outputs) != len(batch):
+                raise JudgeFailed(
+                    f"judge {judge.name}: backend returned {len(outputs)} outputs for {len(batch)} prompts"
+                )
+            generations.update(zip(runnable, outputs))
             keep = judge.reasoning.keep
-            for k, gen in enumerate(generations):
+            for k in range(len(requests)):
                 item_index, call_index = divmod(k, len(calls))
-                votes[item_index].extend(votes_from_generation(judge.name, calls[call_index], gen, keep))
+                votes[item_index].extend(
+                    votes_from_generation(judge.name, calls[call_index], generations[k], keep)
+                )
             if on_judge_done is not None:
                 on_judge_done(judge.name, len(items))
         prov = self.provenance(rubric)

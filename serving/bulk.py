@@ -123,6 +123,10 @@ def judge_file(
                     progress(already + judged, len(items))
         except KeyboardInterrupt:
             interrupted = True
+        except BaseException as exc:
+            write_manifest(out, {**manifest, "status": "failed", "error": str(exc),
+                                 "finished": datetime.now(timezone.utc).isoformat()})
+            raise
         ids = {it.id for it in items}
         records = [r for k, r in results.records.items() if k in ids]
         repaired = results.repaired

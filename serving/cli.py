@@ -61,7 +61,7 @@ def judge(
     out_path: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output JSONL, one verdict per item. Re-running with the same --out judges only the items not yet in it. Default: PREDICTIONS stem + .RUBRIC.judged.jsonl.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Judge only the first N valid items of the file.", min=1)] = None,
     map_: Annotated[list[str], typer.Option("--map", "-m", help="Read a field from another column: FIELD=COLUMN (repeatable), e.g. --map reference=answer.")] = [],
-    chunk_size: Annotated[int, typer.Option(help="Items judged (and written) per step.", min=1)] = 16,
+    chunk_size: Annotated[Optional[int], typer.Option(help="Items judged (and written) per step. Default: 16 with transformers judges, 256 with vLLM/OpenAI judges (whose engines batch continuously).", min=1)] = None,
     max_field_chars: Annotated[int, typer.Option(help="Reject rows with a longer field.", min=1)] = 100_000,
     keep_raw: Annotated[bool, typer.Option(help="Keep each judge's raw output in every vote; by default only unscored votes keep it. (Reasoning text is kept when the jury sets reasoning.keep.)")] = False,
     calibration: Annotated[Optional[Path], typer.Option(help="Calibration map (from `jurybox calibrate`) to apply: adds `calibrated` scores.")] = None,
@@ -77,7 +77,7 @@ def judge(
     """
     from tqdm import tqdm
 
-    from jurybox.judges import Jury, ModelNotAvailable, load_jury_spec
+    from jurybox.judges import JudgeFailed, Jury, ModelNotAvailable, load_jury_spec
     from jurybox.rubrics import DefinitionError, load_rubric
 
     from jurybox.judges.backends.transformers import JudgeConfigError
@@ -97,6 +97,14 @@ def judge(
     except DefinitionError as exc:
         raise fail(str(exc)) from None
     target = out_path or Path(f"{predictions.stem}.{rubric_def.name}.judged.jsonl")
+    if chunk_size is None:
+        chunk_size = 16 if all(j.backend == "transformers" for j in spec.judges) else 256
+    for j in spec.judges:
+        if j.backend != "openai" and "/" in j.model and not j.revision and not Path(j.model).exists() \
+                and not j.model.startswith("pypi:"):
+            err.print(f"[yellow]warning:[/] judge {j.name}: {j.model} has no pinned revision; the "
+                      "provenance hash cannot tell hub updates of its weights apart (set revision:)",
+                      highlight=False)
     transform = None
     calibration_id = None
     if calibration is not None:
@@ -136,6 +144,9 @@ def judge(
         )
     except (PredictionsError, ResultsError, ModelNotAvailable, JudgeConfigError) as exc:
         raise fail(str(exc)) from None
+    except JudgeFailed as exc:
+        raise fail(f"{exc}\nitems judged before this are saved in {target}; "
+                   "run the same command again to resume", code=1) from None
     except OSError as exc:  # e.g. a hub model that cannot be downloaded here
         raise fail(f"cannot load a judge model: {exc}") from None
     finally:

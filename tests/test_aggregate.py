@@ -53,7 +53,7 @@ def test_unscored_votes_count_against_quorum_and_never_as_zero():
     assert r.score == 3.0  # not (4 + 2 + 0) / 3
 
 
-@pytest.mark.parametrize("quorum,count", [(1, 1), (3, 3), ("all", 3), (0.5, 2), (1.0, 3), (0.34, 2)])
+@pytest.mark.parametrize("quorum,count", [(1, 1), (3, 3), ("all", 3), (0.5, 2), (0.99, 3), (0.34, 2)])
 def test_quorum_forms(quorum, count):
     assert jury(quorum=quorum).quorum_count() == count
 
@@ -134,3 +134,57 @@ def test_provenance_changes_with_what_the_verdict_depends_on():
     hotter = JurySpec.model_validate({**jury().model_dump(), "judges": [
         {**j.model_dump(), "sampling": {"temperature": 0.7}} for j in jury().judges]})
     assert provenance(rubric, hotter) != base
+
+
+def test_an_item_whose_prompt_cannot_render_is_unscored_and_the_rest_judged():
+    rubric = load_rubric("general").model_copy(update={"template": "{{ question }} {{ response }} {{ reference }} {{ context.upper() }}"})
+    ok = '{"accuracy": 4, "relevance": 3, "completeness": 2, "parsimony": 1}'
+    backend = FakeBackend("j0", [Generation(text=ok)])
+    items = [Item(id="bad", question="q", response="r", reference="a"),  # no context: None.upper()
+             Item(id="good", question="q", response="r", reference="a", context="c")]
+    bad, good = Jury(jury(n=1), {"j0": backend}).score(rubric, items)
+    assert len(backend.seen) == 1
+    assert bad.status == "unscored" and all("prompt could not be rendered" in v.error for v in bad.votes)
+    assert good.status == "scored"
+
+
+def test_a_backend_that_fails_or_loses_outputs_stops_the_run():
+    from jurybox.judges import JudgeFailed
+
+    items = [Item(id=str(i), question="q", response="r", reference="a") for i in range(3)]
+    short = FakeBackend("j0", [Generation(text="{}")] * 2)
+    short.generate = lambda requests: [Generation(text="{}")] * 2
+    with pytest.raises(JudgeFailed, match="returned 2 outputs for 3 prompts"):
+        Jury(jury(n=1), {"j0": short}).score(load_rubric("general"), items)
+
+    class Broken(FakeBackend):
+        def generate(self, requests):
+            raise MemoryError("out of memory")
+
+    with pytest.raises(JudgeFailed, match="judge j0 failed: MemoryError: out of memory"):
+        Jury(jury(n=1), {"j0": Broken("j0", [])}).score(load_rubric("general"), items)
+
+
+def test_execution_settings_do_not_change_provenance_but_weights_do(tmp_path):
+    rubric = load_rubric("general")
+    base = jury()
+    moved = JurySpec.model_validate({**base.model_dump(), "judges": [
+        {**j.model_dump(), "batch_size": 32, "device": "cuda:1", "reasoning": {"keep": True}} for j in base.judges]})
+    assert provenance(rubric, moved) == provenance(rubric, base)
+    pinned = JurySpec.model_validate({**base.model_dump(), "judges": [
+        {**j.model_dump(), "revision": "abc123"} for j in base.judges]})
+    assert provenance(rubric, pinned) != provenance(rubric, base)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"weights v1")
+    local = JurySpec.model_validate({**base.model_dump(), "judges": [
+        {**j.model_dump(), "model": str(gguf)} for j in base.judges]})
+    before = provenance(rubric, local)
+    gguf.write_bytes(b"weights v2")
+    assert provenance(rubric, local) != before
+
+
+def test_majority_on_expected_scores_and_a_quorum_of_1_0_are_refused():
+    with pytest.raises(ValueError, match="majority voting needs the judges' chosen scores"):
+        jury("majority", use="expected")
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        jury(quorum=1.0)
