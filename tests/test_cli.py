@@ -56,9 +56,15 @@ def test_unusable_files_exit_2_before_loading_any_model(tmp_path):
     empty.write_text("")
     r = invoke("judge", empty, "--rubric", "general", "--jury", "tiny", "--out", tmp_path / "o.jsonl")
     assert r.exit_code == 2 and "empty" in r.output
-    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-id", "--jury", "tiny",
+    # A jury whose model does not exist: reaching the model would fail differently.
+    jury = tmp_path / "ghost.yaml"
+    jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n")
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-id", "--jury", jury,
                "--out", tmp_path / "o.jsonl")
     assert r.exit_code == 2 and "no column 'entity_name'" in r.output
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", jury,
+               "--out", tmp_path / "o2.jsonl")
+    assert r.exit_code == 2 and "GGUF file /nonexistent/model.gguf does not exist" in r.output
 
 
 def run_cli(*args, **kw):

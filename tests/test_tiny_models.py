@@ -111,6 +111,9 @@ def test_sampling_with_a_seed_is_reproducible(tiny_jury):
     spec = spec_with(sampling={"temperature": 1.0, "max_tokens": 96, "seed": 7})
     jury = reuse(tiny_jury, spec)
     rubric = load_rubric("general")
-    first = [v.score for v in jury.score(rubric, ITEMS)[0].votes]
-    second = [v.score for v in jury.score(rubric, ITEMS)[0].votes]
-    assert first == second
+    def outcome():
+        return [(v.score, v.expected, v.raw) for v in jury.score(rubric, ITEMS)[0].votes]
+
+    first = outcome()
+    assert first == outcome()
+    assert all(raw for _, _, raw in first)
