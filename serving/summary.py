@@ -133,7 +133,7 @@ def render(summary: Summary, console: Any) -> None:
         if c.judge_agreement is None:
             agree = "-"
         elif c.judge_agreement["value"] is None:
-            agree = f"undefined: {c.judge_agreement['reason']}"
+            agree = f"undefined: {c.judge_agreement['reason'].split(' (')[0]}"
         else:
             agree = f"{c.judge_agreement['value']:.3f}"
         t.add_row(c.name, str(c.n_scored), mean, ci, str(c.n_unscored), agree)

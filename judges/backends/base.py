@@ -18,6 +18,24 @@ class JudgeConfigError(ValueError):
     not fit its model (e.g. chat prompts for a model without a chat template)."""
 
 
+def require_chat_template(spec: Any, tokenizer: Any) -> None:
+    if spec.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
+        raise JudgeConfigError(
+            f"judge {spec.name}: model {spec.model} has no chat template; "
+            "set prompt_format: plain in the jury file"
+        )
+
+
+def bos_prefix(tokenizer: Any) -> str:
+    """The BOS text a plain prompt needs. Prompts are tokenized without special tokens (chat
+    templates write their own), so a plain prompt must carry the BOS the tokenizer would
+    normally add: Gemma degrades badly without it."""
+    adds_bos = tokenizer.bos_token is not None and (
+        tokenizer("x").input_ids[:1] == [tokenizer.bos_token_id]
+    )
+    return tokenizer.bos_token if adds_bos else ""
+
+
 @dataclass(frozen=True)
 class Request:
     messages: list[Message]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..models import materialize, resolve
-from .base import Generation, JudgeConfigError, Request, TokenStep
+from .base import Generation, Request, TokenStep, bos_prefix, require_chat_template
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
@@ -78,14 +78,8 @@ class TransformersBackend:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        if spec.prompt_format == "chat" and not self.tokenizer.chat_template:
-            raise JudgeConfigError(
-                f"judge {spec.name}: model {spec.model} has no chat template; "
-                "set prompt_format: plain in the jury file"
-            )
-        tok = self.tokenizer
-        adds_bos = tok.bos_token is not None and tok("x").input_ids[:1] == [tok.bos_token_id]
-        self._bos = tok.bos_token if adds_bos else ""
+        require_chat_template(spec, self.tokenizer)
+        self._bos = bos_prefix(self.tokenizer)
         config = self.model.config
         text_config = getattr(config, "get_text_config", lambda: config)()
         self.max_len = spec.max_model_len or getattr(text_config, "max_position_embeddings", 2048)
@@ -101,8 +95,6 @@ class TransformersBackend:
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
         if self.spec.prompt_format == "plain":
-            # Prompts are tokenized without special tokens (chat templates write their own), so a
-            # plain prompt gets the BOS the tokenizer would normally add: Gemma degrades without.
             return self._bos + _plain_prompt(messages)
         return self.tokenizer.apply_chat_template(
             messages,

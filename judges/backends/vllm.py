@@ -29,7 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..models import materialize, resolve
-from .base import Generation, JudgeConfigError, Request, TokenStep
+from .base import Generation, JudgeConfigError, Request, TokenStep, bos_prefix, require_chat_template
 from .transformers import _plain_prompt
 
 if TYPE_CHECKING:
@@ -126,17 +126,12 @@ class VLLMBackend:
         self.llm = LLM(**engine_kwargs(spec, source.directory, source.revision))
         self.engine = self.llm.llm_engine
         self.tokenizer = self.llm.get_tokenizer()
-        if spec.prompt_format == "chat" and not getattr(self.tokenizer, "chat_template", None):
+        try:
+            require_chat_template(spec, self.tokenizer)
+        except JudgeConfigError:
             self.close()
-            raise JudgeConfigError(
-                f"judge {spec.name}: model {spec.model} has no chat template; "
-                "set prompt_format: plain in the jury file"
-            )
-        # As in the transformers backend: prompts are tokenized without special tokens (chat
-        # templates write their own), so a plain prompt carries the BOS the tokenizer would add.
-        tok = self.tokenizer
-        adds_bos = tok.bos_token is not None and tok("x").input_ids[:1] == [tok.bos_token_id]
-        self._bos = tok.bos_token if adds_bos else ""
+            raise
+        self._bos = bos_prefix(self.tokenizer)
         self.max_len = self.engine.model_config.max_model_len
         eos = getattr(self.engine.model_config.hf_config, "eos_token_id", None)
         eos = [eos] if isinstance(eos, int) else list(eos or [])
