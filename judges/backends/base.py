@@ -36,6 +36,22 @@ def bos_prefix(tokenizer: Any) -> str:
     return tokenizer.bos_token if adds_bos else ""
 
 
+def plain_prompt(messages: list[Message]) -> str:
+    # Base models have no chat template: frame the rubric as a document that ends where the
+    # JSON answer begins.
+    body = "\n\n".join(m["content"] for m in messages)
+    return f"{body}\n\nJSON answer: "
+
+
+def prompt_text(spec: Any, tokenizer: Any, bos: str, messages: list[Message]) -> str:
+    """The exact text a judge is given, the same for every backend that tokenizes locally."""
+    if spec.prompt_format == "plain":
+        return bos + plain_prompt(messages)
+    return tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, **spec.reasoning.template_kwargs
+    )
+
+
 @dataclass(frozen=True)
 class Request:
     messages: list[Message]

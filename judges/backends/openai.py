@@ -34,7 +34,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from .base import Generation, Request, TokenStep
+from .base import Generation, Request, TokenStep, plain_prompt
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
@@ -51,12 +51,6 @@ class ServerError(RuntimeError):
         super().__init__(f"HTTP {status}: {body[:500]}")
         self.status = status
         self.body = body
-
-
-def _plain_prompt(messages: list[dict[str, str]]) -> str:
-    from .transformers import _plain_prompt as plain
-
-    return plain(messages)
 
 
 def steps_from_chat_logprobs(content: list[dict[str, Any]]) -> tuple[str, list[TokenStep]]:
@@ -145,7 +139,7 @@ class OpenAIBackend:
             if self.want_logprobs:
                 body.update(logprobs=True, top_logprobs=min(self.spec.top_logprobs, 20))
         else:
-            body["prompt"] = _plain_prompt(request.messages)
+            body["prompt"] = plain_prompt(request.messages)
             if self.want_logprobs:
                 body["logprobs"] = self.spec.top_logprobs
         if self.constrain:

@@ -15,17 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..models import materialize, resolve
-from .base import Generation, Request, TokenStep, bos_prefix, require_chat_template
+from .base import Generation, Request, TokenStep, bos_prefix, prompt_text, require_chat_template
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
-
-
-def _plain_prompt(messages: list[dict[str, str]]) -> str:
-    # Base models have no chat template: frame the rubric as a document that ends where the
-    # JSON answer begins.
-    body = "\n\n".join(m["content"] for m in messages)
-    return f"{body}\n\nJSON answer: "
 
 
 class _Recorder:
@@ -94,14 +87,7 @@ class TransformersBackend:
     # -- prompts ---------------------------------------------------------------------------------
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
-        if self.spec.prompt_format == "plain":
-            return self._bos + _plain_prompt(messages)
-        return self.tokenizer.apply_chat_template(
-            messages,
-            add_generation_prompt=True,
-            tokenize=False,
-            **self.spec.reasoning.template_kwargs,
-        )
+        return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def grammar(self, schema: dict[str, Any]) -> Any:
         key = json.dumps(schema, sort_keys=True)

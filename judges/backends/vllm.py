@@ -29,8 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..models import materialize, resolve
-from .base import Generation, JudgeConfigError, Request, TokenStep, bos_prefix, require_chat_template
-from .transformers import _plain_prompt
+from .base import Generation, JudgeConfigError, Request, TokenStep, bos_prefix, prompt_text, require_chat_template
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
@@ -141,14 +140,7 @@ class VLLMBackend:
     # -- prompts ---------------------------------------------------------------------------------
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
-        if self.spec.prompt_format == "plain":
-            return self._bos + _plain_prompt(messages)
-        return self.tokenizer.apply_chat_template(
-            messages,
-            add_generation_prompt=True,
-            tokenize=False,
-            **self.spec.reasoning.template_kwargs,
-        )
+        return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def _encode(self, texts: list[str]) -> list[list[int]]:
         return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else []
