@@ -76,12 +76,7 @@ class CriterionMap:
             if judge not in values:
                 continue
             x = np.asarray(values[judge], dtype=float)
-            voted = ~np.isnan(x)
-            code = np.abs(np.nan_to_num(x)[:, None] - scale).argmin(axis=1)
-            off = voted & ~np.isclose(scale[code], np.nan_to_num(x))
-            if off.any():
-                raise InputDataError(f"judge {judge!r} gave {np.unique(x[off]).tolist()} for "
-                                     f"{self.criterion!r}, not on the scale {scale.tolist()}")
+            code, voted = _scale_codes(x, scale, judge, self.criterion)
             log_post += np.where(voted[:, None], np.log(conf[:, code].T), 0.0)
             any_vote |= voted
         log_post -= log_post.max(axis=1, keepdims=True)
@@ -330,6 +325,19 @@ def fit_calibration(human_labels: HumanLabels | str | Path,
 # ---------------------------------------------------------------------- fitting internals
 
 
+def _scale_codes(x: np.ndarray, scale: np.ndarray, judge: str, criterion: str
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Index of each judge value on the scale, and which items the judge voted on; a value off
+    the scale is an error, never snapped to the nearest point."""
+    voted = ~np.isnan(x)
+    code = np.abs(np.nan_to_num(x)[:, None] - scale).argmin(axis=1)
+    off = voted & ~np.isclose(scale[code], np.nan_to_num(x))
+    if off.any():
+        raise InputDataError(f"judge {judge!r} gave values {np.unique(x[off]).tolist()} on "
+                             f"{criterion!r}, not on the scale {scale.tolist()}")
+    return code, voted
+
+
 def _pairs(judge: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(judge value, human rating) for every human rating of an item the judge scored."""
     x = np.broadcast_to(judge, human.shape)
@@ -401,13 +409,7 @@ def _fit_categorical(data: CriterionData) -> CriterionMap:
     judges = list(data.judges)
     codes = np.full((len(judges), len(data.ids)), -1)
     for r, judge in enumerate(judges):
-        x = data.judges[judge]
-        voted = ~np.isnan(x)
-        code = np.abs(np.nan_to_num(x)[:, None] - scale).argmin(axis=1)
-        off = voted & ~np.isclose(scale[code], np.nan_to_num(x))
-        if off.any():
-            raise InputDataError(f"judge {judge!r} gave values {np.unique(x[off]).tolist()} on "
-                                 f"{data.criterion!r}, not on the scale {scale.tolist()}")
+        code, voted = _scale_codes(data.judges[judge], scale, judge, data.criterion)
         codes[r, voted] = code[voted]
     # Human truth as class proportions per item (several humans -> a soft label).
     human_codes = np.abs(np.nan_to_num(data.human)[..., None] - scale).argmin(axis=-1)

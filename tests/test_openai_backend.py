@@ -17,7 +17,7 @@ import pytest
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.base import Request
 from jurybox.rubrics import load_rubric, output_schema, render_messages
-from judging_helpers import ITEMS
+from judging_helpers import ITEMS, check_scored_vote
 
 httpx = pytest.importorskip("httpx", reason="the openai backend needs httpx")
 
@@ -200,13 +200,6 @@ def server(tmp_path_factory):
                 proc.wait()
 
 
-def check_scored_vote(vote):
-    assert vote.error is None, vote.error
-    assert vote.score in (0, 1, 2, 3, 4)
-    assert vote.distribution is not None and abs(sum(vote.distribution.values()) - 1) < 1e-6
-    assert vote.distribution[str(int(vote.score))] > 0
-
-
 @pytest.mark.vllm
 @pytest.mark.models
 @requires_vllm
@@ -217,14 +210,14 @@ class TestVllmServe:
         for verdict in verdicts:
             assert verdict.status == "scored"
             for vote in verdict.votes:
-                check_scored_vote(vote)
+                check_scored_vote(vote, [0, 1, 2, 3, 4])
                 assert set(json.loads(vote.raw)) == set(rubric.criterion_names)
 
     def test_plain_prompt_through_completions(self, server):
         verdicts = Jury(judge(server, prompt_format="plain")).score(load_rubric("general"), ITEMS)
         for verdict in verdicts:
             for vote in verdict.votes:
-                check_scored_vote(vote)
+                check_scored_vote(vote, [0, 1, 2, 3, 4])
 
     def test_greedy_answers_repeat(self, server):
         jury = Jury(judge(server))
