@@ -2,8 +2,9 @@
 
 Human labels file
 -----------------
-JSONL (one object per line) or CSV (header row), chosen by extension (``.jsonl``/``.json`` vs
-``.csv``/``.tsv``). Columns:
+Any row file jurybox reads (:mod:`jurybox.rubrics.rows`, chosen by extension): JSONL (one
+object per line), a JSON list, CSV/TSV with a header row (a UTF-8 byte order mark, as Excel
+writes, is fine) or Parquet. Rows are numbered as an editor shows them. Columns:
 
 * ``id`` (required): the item id, matching ``id`` in the judge output.
 * ``rater`` (optional): who labelled the row. Several rows with the same id are several human
@@ -32,8 +33,6 @@ The JSONL written by ``jurybox judge``: one verdict per line with ``id``, ``stat
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,6 +41,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+
+from jurybox.rubrics.errors import InputError
 
 from .errors import InputDataError, JoinError
 
@@ -144,18 +145,52 @@ def load_human_labels(path: str | Path, scales: Any = None,
     ``criteria`` restricts which columns are read as criteria (others are ignored and listed).
     """
     path = Path(path)
-    rows = _read_rows(path)
-    return human_labels_from_rows(rows, scales=scales, criteria=criteria, source=str(path))
+    return _human_labels(_numbered_rows(path), scales, criteria, str(path))
 
 
 def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None,
                            criteria: Iterable[str] | None = None,
                            source: str = "<memory>") -> HumanLabels:
+    """Human labels from in-memory rows (row numbers in messages count from 1)."""
+    return _human_labels(list(enumerate(rows, start=1)), scales, criteria, source)
+
+
+def _numbered_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """Every row of a labels or verdicts file through the one row reader; a bad row is an error
+    naming its row, since statistics on a silently shortened file would mislead."""
+    from jurybox.rubrics.rows import RowError, read_rows
+
+    rows, errors = [], []
+    try:
+        for n, row in read_rows(path):
+            if isinstance(row, RowError):
+                errors.append(row)
+            else:
+                rows.append((n, row))
+    except InputError as exc:
+        raise InputDataError(str(exc)) from None
+    if errors:
+        first = errors[0]
+        if first.kind == "encoding":
+            raise InputDataError(f"{path}: not UTF-8 text (row {first.row}: {first.message})")
+        if first.kind == "syntax":
+            raise InputDataError(f"{path}: line {first.row} is not JSON ({first.message})")
+        raise InputDataError(f"{path}: {_count(len(errors), 'bad row')}; first: "
+                             + "; ".join(str(e) for e in errors[:_EXAMPLES]))
+    return rows
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
+                  criteria: Iterable[str] | None, source: str) -> HumanLabels:
     if not rows:
         raise InputDataError(f"{source}: no rows")
     scale_map = scales_from(scales)
     columns: list[str] = []
-    for row in rows:
+    for _, row in rows:
         for k in row:
             if k not in columns:
                 columns.append(k)
@@ -175,8 +210,7 @@ def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None
     problems: list[str] = []
     n_problems = 0
     values = {c: np.full(len(rows), np.nan) for c in crit_cols}
-    for i, row in enumerate(rows):
-        line = i + 2 if source.endswith((".csv", ".tsv")) else i + 1
+    for line, row in rows:
         item = row.get("id")
         if item is None or str(item).strip() == "":
             n_problems += 1
@@ -197,7 +231,8 @@ def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None
                 if len(problems) < _EXAMPLES:
                     problems.append(f"row {line} (id {item!r}) column {c!r}: {exc}")
     if n_problems:
-        raise InputDataError(f"{source}: {n_problems} bad values; first: " + "; ".join(problems))
+        raise InputDataError(f"{source}: {_count(n_problems, 'bad value')}; first: "
+                             + "; ".join(problems))
     values = {c: v[: len(ids)] for c, v in values.items()}
     dup = [k for k, n in Counter(zip(ids, raters)).items() if n > 1]
     if dup:
@@ -232,37 +267,6 @@ def _parse_value(raw: Any, scale: CriterionScale | None) -> float:
     if scale is not None and not any(math.isclose(value, v) for v in scale.values):
         raise ValueError(f"{value:g} is not on the scale {list(scale.values)}")
     return value
-
-
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        raise InputDataError(f"{path}: no such file")
-    suffix = path.suffix.lower()
-    if suffix in (".csv", ".tsv"):
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-            rows = [dict(r) for r in reader]
-        for i, r in enumerate(rows):
-            if None in r:
-                raise InputDataError(f"{path}: row {i + 2} has more cells than the header")
-        return rows
-    return _read_jsonl(path)
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputDataError(f"{path}: line {n} is not JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise InputDataError(f"{path}: line {n} is not a JSON object")
-            rows.append(obj)
-    return rows
 
 
 # --------------------------------------------------------------------------- judge output
@@ -331,7 +335,8 @@ class JudgeOutput:
 def load_judge_output(path: str | Path, provenance: str | None = None) -> JudgeOutput:
     """Read ``jurybox judge`` JSONL. Mixed provenances are an error unless one is chosen."""
     path = Path(path)
-    return judge_output_from_records(_read_jsonl(path), provenance=provenance, source=str(path))
+    records = [row for _, row in _numbered_rows(path)]
+    return judge_output_from_records(records, provenance=provenance, source=str(path))
 
 
 def judge_output_from_records(records: Sequence[Mapping[str, Any]],
@@ -365,6 +370,12 @@ def _check_records(recs: list[dict[str, Any]], source: str) -> None:
     """Shape of each verdict record, so a malformed file is named by line and field rather
     than failing later as a bare KeyError/ValueError deep inside a statistic."""
     problems: list[str] = []
+    if recs and not {"scores", "votes", "provenance"} & set(recs[0]):
+        raise InputDataError(
+            f"{source} is not jurybox judge output: its first row has no scores, votes or "
+            f"provenance (its fields: {sorted(recs[0])[:12]}); pass the file `jurybox judge` "
+            "wrote (its --out), and the human labels as the other file"
+        )
 
     def number(x: Any) -> bool:
         return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))

@@ -1,21 +1,24 @@
 """Exceptions raised by jurybox.calibration.
 
-Each is a ``ValueError`` subclass where the cause is bad input, so callers that already catch
-``ValueError`` (the CLI, the HTTP layer) turn them into a clear message rather than a traceback.
+Each belongs to jurybox's one error family (:mod:`jurybox.rubrics.errors`): bad input is an
+``InputError`` (a ``ValueError``), so the CLI and the HTTP layer turn it into a clear message
+(exit code 2, HTTP 4xx) rather than a traceback.
 """
 
 from __future__ import annotations
 
+from jurybox.rubrics.errors import InputError, JuryboxError
 
-class CalibrationError(Exception):
+
+class CalibrationError(JuryboxError):
     """Base class for every error raised by jurybox.calibration."""
 
 
-class InputDataError(CalibrationError, ValueError):
+class InputDataError(CalibrationError, InputError):
     """Input data is malformed: wrong shape, values off the scale, mixed types, unreadable file."""
 
 
-class UndefinedStatisticError(CalibrationError, ValueError):
+class UndefinedStatisticError(CalibrationError, InputError):
     """A statistic has no value for this data (e.g. alpha when every rating is identical).
 
     Raised only when a caller forces an undefined :class:`~jurybox.calibration.Stat` into a
@@ -27,7 +30,7 @@ class JoinError(InputDataError):
     """Human labels and judge output do not join on ``id`` (nothing in common, duplicates)."""
 
 
-class ProvenanceMismatchError(CalibrationError, ValueError):
+class ProvenanceMismatchError(CalibrationError, InputError):
     """A calibration map was applied to verdicts from a different jury/rubric configuration."""
 
     def __init__(self, expected: str, found: str | None) -> None:
@@ -39,5 +42,5 @@ class ProvenanceMismatchError(CalibrationError, ValueError):
         )
 
 
-class NotFittedError(CalibrationError, ValueError):
+class NotFittedError(CalibrationError, InputError):
     """A calibrator or map was used before ``fit``."""

@@ -93,6 +93,25 @@ def test_judge_output_mixed_provenance_and_duplicates(tmp_path: Path) -> None:
         load_judge_output(bad)
 
 
+def test_labels_from_excel_csv_json_lists_and_jsonl_with_blank_lines(tmp_path: Path) -> None:
+    bom = tmp_path / "excel.csv"
+    bom.write_bytes(b"\xef\xbb\xbfid,accuracy\r\nq1,3\r\nq2,4\r\n")
+    assert load_human_labels(bom).ids == ["q1", "q2"]
+    listed = tmp_path / "h.json"
+    listed.write_text(json.dumps([{"id": "q1", "accuracy": 3}, {"id": "q2", "accuracy": 1}]))
+    assert load_human_labels(listed).values["accuracy"].tolist() == [3.0, 1.0]
+    gaps = tmp_path / "gaps.jsonl"
+    gaps.write_text('{"id": "q1", "accuracy": 1}\n\n\n{"id": "q2", "accuracy": 9}\n')
+    with pytest.raises(InputDataError, match=r"1 bad value; first: row 4 \(id 'q2'\)"):
+        load_human_labels(gaps, scales={"accuracy": [0, 1, 2, 3, 4]})
+
+
+def test_predictions_passed_where_verdicts_belong_are_named_as_such(tmp_path: Path) -> None:
+    preds = _write_jsonl(tmp_path / "p.jsonl", [{"id": "q1", "question": "q", "response": "a"}])
+    with pytest.raises(InputDataError, match="is not jurybox judge output"):
+        load_judge_output(preds)
+
+
 def test_join_reports_unjoined_ids_and_keeps_unscored_votes_missing(tmp_path: Path) -> None:
     out = _write_jsonl(tmp_path / "o.jsonl", [_record("q1"), _record("q2", acc=None),
                                               _record("q3")])

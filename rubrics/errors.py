@@ -1,0 +1,36 @@
+"""One error family for all of jurybox, so the command line and the HTTP service map errors in
+one place.
+
+* :class:`InputError`: what the user gave is wrong (a definition file, a prediction row, a
+  label, an option, a request field). Exit code 2 on the command line, HTTP 4xx in the service.
+  It carries the ``field`` at fault where there is one, so callers never parse messages.
+* :class:`ExecutionError`: the input was fine but running it failed (a judge crashed, a server
+  went away, a model ran out of memory). Exit code 1, HTTP 503: trying again may work.
+"""
+
+from __future__ import annotations
+
+
+class JuryboxError(Exception):
+    """Base of every error jurybox raises on purpose."""
+
+    exit_code = 1
+    http_status = 500
+
+
+class InputError(JuryboxError, ValueError):
+    """Bad input, phrased for the user; ``field`` names the field at fault, if any."""
+
+    exit_code = 2
+    http_status = 422
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ExecutionError(JuryboxError, RuntimeError):
+    """Running failed although the input was valid."""
+
+    exit_code = 1
+    http_status = 503

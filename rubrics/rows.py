@@ -1,0 +1,301 @@
+"""One reader for every row file jurybox takes: prediction files, human labels and judge output,
+as JSONL, a JSON list, CSV/TSV or Parquet.
+
+Rows stream: a file is never held in memory whole. A bad row never stops the file: it comes
+back as a :class:`RowError` naming the row (and field, where one is at fault) and saying what
+was expected. Problems that make the whole file unreadable (unknown type, a directory, no rows,
+a JSON list saved as .jsonl) raise :class:`FileFormatError` saying what the file looks like.
+
+Rows are numbered the way an editor shows them: by line for JSONL and CSV/TSV (blank lines
+count; a multi-line CSV record by the line it starts on), by record for JSON lists and Parquet.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+FORMATS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+BOM = b"\xef\xbb\xbf"
+
+
+class FileFormatError(InputError):
+    """The file as a whole cannot be read as rows."""
+
+
+@dataclass(frozen=True)
+class RowError:
+    row: int  # 1-based line (JSONL, CSV) or record (JSON list, Parquet) number
+    field: str | None
+    message: str
+    # What is wrong: "encoding" (not UTF-8), "syntax" (not JSON), "shape" (not an object, cells
+    # not matching the header, a key twice) or "value" (a field's value, found by the caller).
+    kind: str = "value"
+
+    def __str__(self) -> str:
+        where = f"row {self.row}" + (f", field {self.field!r}" if self.field else "")
+        return f"{where}: {self.message}"
+
+
+Row = tuple[int, "dict[str, Any] | RowError"]
+
+
+def file_format(path: str | Path) -> str:
+    """The format of a row file by its name; a clear error for directories and other types."""
+    path = Path(path)
+    if path.is_dir():
+        raise FileFormatError(f"{path} is a directory; expected a file "
+                              f"({', '.join(sorted(FORMATS))})")
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise FileFormatError(
+            f"{path}: unknown file type {path.suffix!r}; expected one of {sorted(FORMATS)}"
+        )
+    if not path.is_file():
+        raise FileFormatError(f"{path}: no such file")
+    return fmt
+
+
+def read_rows(path: str | Path) -> Iterator[Row]:
+    """``(row number, record or RowError)`` for every row of ``path``, streamed."""
+    path = Path(path)
+    fmt = file_format(path)
+    reader = {"jsonl": _jsonl, "json": _json, "csv": _csv, "tsv": _csv, "parquet": _parquet}[fmt]
+    count = 0
+    for row in reader(path, fmt):
+        count += 1
+        yield row
+    if count == 0:
+        raise FileFormatError(f"{path}: the file is empty (no rows)")
+
+
+# ------------------------------------------------------------------------------------ JSON
+
+
+class _Object(dict):
+    """A JSON object that remembers keys it saw twice (json keeps only the last value)."""
+
+    duplicates: list[str]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object()
+    dupes = []
+    for key, value in pairs:
+        if key in obj and key not in dupes:
+            dupes.append(key)
+        obj[key] = value
+        if isinstance(value, _Object) and value.duplicates:
+            dupes += [f"{key}.{d}" for d in value.duplicates]
+    obj.duplicates = dupes
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object)
+
+
+def _record(n: int, value: Any) -> Row:
+    if not isinstance(value, dict):
+        return n, RowError(n, None, f"expected a JSON object, got {_json_type(value)}", "shape")
+    if isinstance(value, _Object) and value.duplicates:
+        key = value.duplicates[0]
+        return n, RowError(n, key, f"the key {key!r} appears more than once in this object; "
+                                   "which value is meant is unclear", "shape")
+    return n, _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def _bad_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})"
+
+
+def _jsonl(path: Path, fmt: str) -> Iterator[Row]:
+    first = True
+    with path.open("rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            if n == 1:
+                line = line.removeprefix(BOM)
+            if not line.strip():
+                continue
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield n, RowError(n, None, _bad_utf8(exc), "encoding")
+                first = False
+                continue
+            try:
+                value = _DECODER.decode(text)
+            except json.JSONDecodeError as exc:
+                if first:
+                    _not_jsonl(path, text.strip())
+                yield n, RowError(n, None, f"invalid JSON: {exc.msg} at column {exc.colno}", "syntax")
+                first = False
+                continue
+            first = False
+            yield _record(n, value)
+
+
+def _not_jsonl(path: Path, first_line: str) -> None:
+    """A first line that is not a JSON value but starts a JSON document: the whole file is
+    one pretty-printed document, not JSON Lines."""
+    if first_line.startswith("["):
+        raise FileFormatError(
+            f"{path}: this looks like a JSON list (it starts with '['), not JSON Lines (one "
+            "object per line, which .jsonl means); name it .json, or write one object per line"
+        )
+    if first_line == "{" or (first_line.startswith("{") and first_line.endswith((",", "{", "["))):
+        raise FileFormatError(
+            f"{path}: line 1 is not a whole JSON object; this looks like pretty-printed JSON. "
+            "A .jsonl file needs one complete object per line (name a JSON list .json)"
+        )
+
+
+def _json(path: Path, fmt: str) -> Iterator[Row]:
+    data = path.read_bytes().removeprefix(BOM)
+    if not data.strip():
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise FileFormatError(f"{path}: line {line}: {_bad_utf8(exc)}") from None
+    try:
+        records = _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        first = text.lstrip().split("\n", 1)[0]
+        if exc.msg == "Extra data" and _is_object(first):
+            raise FileFormatError(
+                f"{path}: this looks like JSON Lines (one object per line), not one JSON "
+                "document (which .json means); name it .jsonl"
+            ) from None
+        raise FileFormatError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
+                              f"{exc.msg}") from None
+    if isinstance(records, dict) and len(records) == 1 and isinstance(next(iter(records.values())), list):
+        records = next(iter(records.values()))  # {"data": [...]}
+    if not isinstance(records, list):
+        raise FileFormatError(f"{path}: expected a JSON list of objects, got {_json_type(records)}"
+                              " (for one object per line, name the file .jsonl)")
+    for n, record in enumerate(records, start=1):
+        yield _record(n, record)
+
+
+def _is_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+# ------------------------------------------------------------------------------------- CSV
+
+
+def _csv(path: Path, fmt: str) -> Iterator[Row]:
+    # Long answers are normal here; callers limit field length, not the csv module's 128 KiB.
+    csv.field_size_limit(sys.maxsize)
+    # surrogateescape keeps undecodable bytes visible per field instead of failing the file.
+    with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+        reader = csv.reader(fh, delimiter="\t" if fmt == "tsv" else ",")
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            dupes = sorted({h for h in header if header.count(h) > 1})
+            if dupes:
+                raise FileFormatError(f"{path}: the header names {dupes} more than once")
+            start = reader.line_num + 1
+            for cells in reader:
+                n, start = start, reader.line_num + 1  # a record by the line it starts on
+                if not cells:
+                    continue  # a blank line
+                if len(cells) > len(header):
+                    yield n, RowError(n, None, f"{len(cells) - len(header)} more value(s) than "
+                                               f"the {len(header)} header columns", "shape")
+                    continue
+                if len(cells) < len(header):
+                    missing = header[len(cells):]
+                    yield n, RowError(n, missing[0], f"the row has {len(cells)} of the "
+                                                     f"{len(header)} header columns (no value "
+                                                     f"for {', '.join(missing[:5])})", "shape")
+                    continue
+                bad = next((h for h, v in zip(header, cells) if _has_surrogates(v)), None)
+                if bad is not None:
+                    yield n, RowError(n, bad, "not valid UTF-8", "encoding")
+                    continue
+                yield n, {h: (v if v != "" else None) for h, v in zip(header, cells)}
+        except csv.Error as exc:
+            raise FileFormatError(f"{path}: CSV error in the record starting at line "
+                                  f"{reader.line_num}: {exc}") from None
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+# --------------------------------------------------------------------------------- Parquet
+
+
+def _parquet(path: Path, fmt: str) -> Iterator[Row]:
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for unreadable files
+        raise FileFormatError(f"{path}: cannot read as Parquet: {exc}") from None
+    n = 0
+    for batch in parquet.iter_batches(batch_size=4096):
+        for record in batch.to_pylist():
+            n += 1
+            try:
+                yield n, {k: _text_bytes(v, k) for k, v in record.items()}
+            except _BadBytes as exc:
+                yield n, RowError(n, exc.field, exc.message, "encoding")
+
+
+class _BadBytes(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        self.field, self.message = field, message
+
+
+def _text_bytes(value: Any, field: str) -> Any:
+    """Binary cells hold text in most Parquet writers: decode them, or say which is not UTF-8."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _BadBytes(field, _bad_utf8(exc)) from None
+    if isinstance(value, list):
+        return [_text_bytes(v, field) for v in value]
+    if isinstance(value, dict):
+        return {k: _text_bytes(v, f"{field}.{k}") for k, v in value.items()}
+    return value
