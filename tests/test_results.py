@@ -2,11 +2,16 @@ import json
 
 import pytest
 
-from jurybox.serving.results import ResultsError, ResultsFile
+from jurybox.serving.results import ResultsError, ResultsFile, write_manifest
 
 
 def rec(i, prov="p1"):
     return {"id": f"r{i}", "provenance": prov, "status": "scored", "scores": {}}
+
+
+def test_a_directory_as_out_is_a_clear_error(tmp_path):
+    with pytest.raises(ResultsError, match="is a directory"):
+        ResultsFile(tmp_path, "p1").__enter__()
 
 
 def test_append_and_resume(tmp_path):
@@ -50,9 +55,57 @@ def test_other_provenance_or_foreign_file_is_refused_untouched(tmp_path):
     assert preds.read_bytes() == before
     single = tmp_path / "single.jsonl"
     single.write_text('{"question": "only line, no newline"}')
-    with pytest.raises(ResultsError, match="last line is not a jurybox result"):
+    with pytest.raises(ResultsError, match="not a jurybox result"):
         ResultsFile(single, "p1").__enter__()
     assert single.read_text() == '{"question": "only line, no newline"}'
+
+
+@pytest.mark.parametrize("content", [
+    '{"id": "keep-me", "note": "important"}',   # looks like the start of a torn record
+    '{"id": "keep-me"',
+    '{"id',
+])
+def test_a_one_line_file_that_is_not_ours_is_never_truncated(tmp_path, content):
+    precious = tmp_path / "precious.json"
+    precious.write_text(content)
+    with pytest.raises(ResultsError, match="not a jurybox result"):
+        ResultsFile(precious, "p1").__enter__()
+    assert precious.read_text() == content
+
+
+@pytest.mark.parametrize("cut", [1, 2, 4, 7, 20])
+def test_a_torn_write_cut_at_any_byte_is_repaired(tmp_path, cut):
+    line = json.dumps(rec(2))
+    out = tmp_path / "o.jsonl"
+    out.write_text(json.dumps(rec(1)) + "\n" + line[:cut])
+    with ResultsFile(out, "p1") as f:
+        assert f.repaired and f.done() == {"r1"}
+    assert out.read_text() == json.dumps(rec(1)) + "\n"
+    # With no complete line, the manifest of the run that was killed says whose file it is.
+    first = tmp_path / "first.jsonl"
+    first.write_text(line[:cut])
+    write_manifest(first, {"jurybox": "0", "provenance": "p1", "status": "running"})
+    with ResultsFile(first, "p1") as f:
+        assert f.repaired and f.done() == set()
+    assert first.read_text() == ""
+
+
+def test_a_torn_tail_after_our_lines_that_is_not_a_record_prefix_is_refused(tmp_path):
+    out = tmp_path / "o.jsonl"
+    content = json.dumps(rec(1)) + "\n" + '{"other": 1'
+    out.write_text(content)
+    with pytest.raises(ResultsError, match="the last line is not a jurybox result"):
+        ResultsFile(out, "p1").__enter__()
+    assert out.read_text() == content
+
+
+def test_a_manifest_of_another_configuration_does_not_claim_the_file(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": "r')
+    write_manifest(out, {"jurybox": "0", "provenance": "other", "status": "running"})
+    with pytest.raises(ResultsError, match="different rubric/jury configuration"):
+        ResultsFile(out, "p1").__enter__()
+    assert out.read_text() == '{"id": "r'
 
 
 def test_a_failed_open_releases_the_lock(tmp_path):
@@ -66,6 +119,7 @@ def test_a_failed_open_releases_the_lock(tmp_path):
 def test_a_run_killed_during_its_first_write_resumes(tmp_path):
     out = tmp_path / "o.jsonl"
     out.write_text(json.dumps(rec(1))[:20])
+    write_manifest(out, {"jurybox": "0", "provenance": "p1", "status": "running"})
     with ResultsFile(out, "p1") as f:
         assert f.repaired and f.done() == set()
 
