@@ -1,56 +1,36 @@
-"""Reading prediction files (JSONL, JSON list, CSV/TSV, Parquet) into Items.
+"""Prediction files (JSONL, JSON list, CSV/TSV, Parquet) as Items to judge.
 
-A bad row never stops the file: it becomes a RowError that names the row and field and says what
-was expected, and the other rows are judged. Problems that make the whole file unusable (no
-rows, a column the rubric needs that no row has) raise PredictionsError.
+Rows come from the one row reader (:mod:`jurybox.rubrics.rows`). A bad row never stops the file:
+it becomes a RowError that names the row and field and says what was expected, and the other
+rows are judged. Problems that make the whole file unusable (no rows, a column the rubric needs
+that no row has, a --map naming a field nothing reads) raise PredictionsError.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.rows import FileFormatError, RowError, read_rows
 
 CORE_TEXT = ("question", "response", "reference", "context")
-FORMATS = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
+CORE_FIELDS = ("id", *CORE_TEXT, "images")
 DEFAULT_MAX_FIELD_CHARS = 100_000
 
 
-class PredictionsError(ValueError):
+class PredictionsError(InputError):
     """The file as a whole cannot be judged."""
 
 
-class FieldError(ValueError):
+class FieldError(InputError):
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
+        super().__init__(f"{field}: {message}", field=field)
         self.message = message
-
-
-@dataclass(frozen=True)
-class RowError:
-    row: int  # 1-based line (JSONL, CSV) or record (JSON list, Parquet) number
-    field: str | None
-    message: str
-
-    def __str__(self) -> str:
-        where = f"row {self.row}" + (f", field {self.field!r}" if self.field else "")
-        return f"{where}: {self.message}"
 
 
 @dataclass
@@ -59,128 +39,16 @@ class ReadResult:
     errors: list[RowError] = field(default_factory=list)
     rows: int = 0
     columns: list[str] = field(default_factory=list)
+    empty_responses: int = 0
 
 
-def _bad_utf8(exc: UnicodeDecodeError) -> str:
-    return f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})"
-
-
-def _jsonl(data: bytes) -> Iterator[tuple[int, dict | RowError]]:
-    for n, line in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield n, RowError(n, None, _bad_utf8(exc))
-            continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            yield n, RowError(n, None, f"invalid JSON: {exc.msg} at column {exc.colno}")
-            continue
-        if not isinstance(record, dict):
-            yield n, RowError(n, None, f"expected a JSON object, got {type(record).__name__}")
-            continue
-        yield n, record
-
-
-def _json(data: bytes, path: Path) -> Iterator[tuple[int, dict | RowError]]:
-    try:
-        records = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise PredictionsError(f"{path}: line {line}: {_bad_utf8(exc)}") from None
-    except json.JSONDecodeError as exc:
-        raise PredictionsError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    if isinstance(records, dict) and len(records) == 1 and isinstance(next(iter(records.values())), list):
-        records = next(iter(records.values()))  # {"data": [...]}
-    if not isinstance(records, list):
-        raise PredictionsError(f"{path}: expected a JSON list of objects (or use .jsonl)")
-    for n, record in enumerate(records, start=1):
-        if isinstance(record, dict):
-            yield n, record
-        else:
-            yield n, RowError(n, None, f"expected a JSON object, got {type(record).__name__}")
-
-
-def _csv(data: bytes, delimiter: str) -> Iterator[tuple[int, dict | RowError]]:
-    # surrogateescape keeps undecodable bytes visible per field instead of failing the file.
-    text = data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
-    # Long answers are normal here; --max-field-chars, not the csv module's 128 KiB, limits them.
-    csv.field_size_limit(sys.maxsize)
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    try:
-        reader.fieldnames  # reads the header, so line_num counts from it
-        while True:
-            n = reader.line_num + 1  # a record is numbered by the line it starts on
-            try:
-                record = next(reader)
-            except StopIteration:
-                break
-            if None in record:
-                yield n, RowError(n, None, f"{len(record[None])} more value(s) than header columns")
-                continue
-            bad = next((k for k, v in record.items() if v is not None and _has_surrogates(v)), None)
-            if bad is not None:
-                yield n, RowError(n, bad, "not valid UTF-8")
-                continue
-            yield n, {k: (None if v in ("", None) else v) for k, v in record.items()}
-    except csv.Error as exc:
-        raise PredictionsError(f"CSV error in the record starting at line {n}: {exc}") from None
-
-
-def _has_surrogates(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _parquet(path: Path) -> Iterator[tuple[int, dict | RowError]]:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:  # pyarrow raises several types for unreadable files
-        raise PredictionsError(f"{path}: cannot read as Parquet: {exc}") from None
-    for n, record in enumerate(table.to_pylist(), start=1):
-        yield n, record
-
-
-def raw_records(path: Path) -> tuple[str, Iterator[tuple[int, dict | RowError]]]:
-    fmt = FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        raise PredictionsError(
-            f"{path}: unknown file type {path.suffix!r}; expected one of {sorted(FORMATS)}"
-        )
-    if not path.is_file():
-        raise PredictionsError(f"{path}: no such file")
-    if fmt == "parquet":
-        return fmt, _parquet(path)
-    data = path.read_bytes()
-    if not data.strip():
-        raise PredictionsError(f"{path}: the file is empty; there is nothing to judge")
-    if fmt == "jsonl":
-        return fmt, _jsonl(data)
-    if fmt == "json":
-        return fmt, _json(data, path)
-    return fmt, _csv(data, "\t" if fmt == "tsv" else ",")
-
-
-def _text(value: Any, name: str) -> str | None:
+def _text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, float) and value != value:  # NaN from Parquet/pandas
         return None
     if isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return str(value)
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(_bad_utf8(exc)) from None
     raise ValueError(f"expected text, got {type(value).__name__}")
 
 
@@ -201,13 +69,23 @@ def _images(value: Any) -> list[str]:
     raise ValueError("expected a list of image paths")
 
 
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 def to_item(
     record: Mapping[str, Any],
     mapping: Mapping[str, str],
     rubric: Rubric,
-    max_field_chars: int,
+    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
+    allow_empty: bool = False,
 ) -> Item:
-    """One record as an Item; raises FieldError naming the first field at fault."""
+    """One record as an Item; raises FieldError naming the first field at fault.
+
+    Every input the rubric needs must hold text: a missing, null, empty or whitespace-only value
+    is rejected. An empty ``response`` is what a model may really have produced: with
+    ``allow_empty`` it is judged (and counted), otherwise rejected like any other empty field.
+    """
     values = dict(record)
     for target, column in mapping.items():
         values[target] = record.get(column)
@@ -216,7 +94,7 @@ def to_item(
 
     raw_id = values.pop("id", None)
     try:
-        item_id = _text(raw_id, "id")
+        item_id = _text(raw_id)
     except ValueError as exc:
         raise FieldError("id", str(exc)) from None
     if item_id is None or not item_id.strip():
@@ -224,18 +102,22 @@ def to_item(
     fields: dict[str, Any] = {}
     for name in CORE_TEXT:
         try:
-            fields[name] = _text(values.pop(name, None), name)
+            fields[name] = _text(values.pop(name, None))
         except ValueError as exc:
             raise FieldError(name, str(exc)) from None
-    if fields["response"] is None and "response" in rubric.inputs:
-        # The column exists (checked per file) but this model gave no answer: judge it as empty
-        # rather than drop the item, which would quietly raise the benchmark mean.
-        fields["response"] = ""
     try:
         images = _images(values.pop("images", None))
     except ValueError as exc:
         raise FieldError("images", str(exc)) from None
     extra = {k: v for k, v in values.items() if v is not None}
+    for name in rubric.inputs:
+        value = fields.get(name, extra.get(name))
+        if name == "response" and allow_empty and isinstance(value, str):
+            continue
+        if _blank(value):
+            what = "missing" if value is None else "empty"
+            hint = " (judge empty answers with --allow-empty)" if name == "response" else ""
+            raise FieldError(name, f"{what}, but the rubric {rubric.name} needs it{hint}")
     for name, value in [*fields.items(), *extra.items()]:
         if isinstance(value, str) and len(value) > max_field_chars:
             raise FieldError(
@@ -243,11 +125,51 @@ def to_item(
                 f"{len(value):,} characters, more than the limit of {max_field_chars:,} "
                 "(raise it with --max-field-chars if the judges' context allows)",
             )
-    item = Item(id=item_id.strip(), images=images, extra=extra, **fields)
-    missing = item.missing(rubric)
-    if missing:
-        raise FieldError(missing[0], f"empty, but the rubric {rubric.name} needs it")
-    return item
+    return Item(id=item_id.strip(), images=images, extra=extra, **fields)
+
+
+def check_mapping(mapping: Mapping[str, str], rubric: Rubric) -> None:
+    """A --map target must be a field something reads: a core field or a rubric input."""
+    known = [*CORE_FIELDS, *rubric.inputs, *rubric.optional_inputs]
+    for target, column in mapping.items():
+        if target not in known:
+            raise PredictionsError(
+                f"--map {target}={column}: no part of the rubric {rubric.name} reads a field "
+                f"{target!r}; map one of {sorted(set(known))}",
+                field=target,
+            )
+
+
+def iter_predictions(
+    path: str | Path,
+    rubric: Rubric,
+    mapping: Mapping[str, str] | None = None,
+    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
+    allow_empty: bool = False,
+) -> Iterator[tuple[int, Item | RowError]]:
+    """``(row number, Item or RowError)`` per row. Duplicate ids are row errors (the first
+    wins), so only the ids seen so far are kept in memory."""
+    mapping = dict(mapping or {})
+    check_mapping(mapping, rubric)
+    seen: dict[str, int] = {}
+    columns: dict[str, None] = {}
+    for n, record in read_rows(path):
+        if isinstance(record, RowError):
+            yield n, record
+            continue
+        columns.update(dict.fromkeys(record))
+        try:
+            item = to_item(record, mapping, rubric, max_field_chars, allow_empty)
+        except FieldError as exc:
+            yield n, RowError(n, exc.field, exc.message)
+            continue
+        if item.id in seen:
+            yield n, RowError(n, "id", f"duplicate id {item.id!r} (first seen at row {seen[item.id]})")
+            continue
+        seen[item.id] = n
+        yield n, item
+    if columns:
+        _check_columns(Path(path), columns, mapping, rubric)
 
 
 def read_predictions(
@@ -255,49 +177,37 @@ def read_predictions(
     rubric: Rubric,
     mapping: Mapping[str, str] | None = None,
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
+    allow_empty: bool = False,
 ) -> ReadResult:
-    path = Path(path)
-    mapping = dict(mapping or {})
-    _, records = raw_records(path)
+    """Every row of a prediction file, as Items and RowErrors."""
     result = ReadResult(items=[])
-    seen: dict[str, int] = {}
-    columns: dict[str, None] = {}
-    for n, record in records:
-        result.rows += 1
-        if isinstance(record, RowError):
-            result.errors.append(record)
-            continue
-        columns.update(dict.fromkeys(record))
-        try:
-            item = to_item(record, mapping, rubric, max_field_chars)
-        except FieldError as exc:
-            result.errors.append(RowError(n, exc.field, exc.message))
-            continue
-        if item.id in seen:
-            result.errors.append(
-                RowError(n, "id", f"duplicate id {item.id!r} (first seen at row {seen[item.id]})")
-            )
-            continue
-        seen[item.id] = n
-        result.items.append(item)
-    result.columns = list(columns)
-    if result.rows == 0:
-        raise PredictionsError(f"{path}: no rows; there is nothing to judge")
-    _check_columns(path, result, mapping, rubric)
+    try:
+        for _, row in iter_predictions(path, rubric, mapping, max_field_chars, allow_empty):
+            result.rows += 1
+            if isinstance(row, RowError):
+                result.errors.append(row)
+            else:
+                result.items.append(row)
+                if not (row.response or "").strip():
+                    result.empty_responses += 1
+    except FileFormatError as exc:
+        raise PredictionsError(str(exc)) from None
     return result
 
 
-def _check_columns(path: Path, result: ReadResult, mapping: Mapping[str, str], rubric: Rubric) -> None:
-    """A field the rubric needs that no row has is a file-level mistake (wrong column name), not
-    a row-level one: say so once, with the columns that do exist."""
-    if not result.columns:
-        return
-    present = set(result.columns)
-    for name in ("id", *rubric.inputs):
+def _check_columns(path: Path, columns: Mapping[str, Any], mapping: Mapping[str, str],
+                   rubric: Rubric) -> None:
+    """A field the rubric needs, or a column a --map names, that no row has is a file-level
+    mistake (a wrong column name), not a row-level one: say so once, with the columns that do
+    exist."""
+    present = set(columns)
+    for name in ("id", *rubric.inputs, *mapping):
         column = mapping.get(name, name)
         if column not in present:
             hint = f"--map {name}=COLUMN" if name not in mapping else f"check --map {name}={column}"
+            what = f"the rubric {rubric.name} needs {name!r}" if name not in mapping else \
+                f"--map {name}={column} names it"
             raise PredictionsError(
-                f"{path}: no column {column!r} (the rubric {rubric.name} needs {name!r}); "
-                f"columns are {sorted(present)}; use {hint}"
+                f"{path}: no column {column!r} ({what}); columns are {sorted(present)}; "
+                f"use {hint}", field=name,
             )

@@ -86,12 +86,88 @@ def test_unknown_extension(tmp_path):
         read_predictions(p, RUBRIC)
 
 
-def test_empty_response_is_judged_not_dropped(tmp_path):
+def test_missing_or_empty_required_fields_are_rejected_by_row_and_field(tmp_path):
     p = tmp_path / "p.jsonl"
-    p.write_text("\n".join(json.dumps(r) for r in [row(1, response=""), row(2, response=None), row(3)]) + "\n")
+    rows = [row(1, response=""), row(2, response=None), row(3), row(4, reference="   "),
+            row(5, response=" \n ")]
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     res = read_predictions(p, RUBRIC)
-    assert [(it.id, it.response) for it in res.items] == [("r1", ""), ("r2", ""), ("r3", "an answer")]
-    assert res.errors == []
+    assert [it.id for it in res.items] == ["r3"]
+    errors = {e.row: (e.field, e.message) for e in res.errors}
+    assert errors[1] == ("response", "empty, but the rubric general needs it "
+                                     "(judge empty answers with --allow-empty)")
+    assert errors[2][0] == "response" and errors[2][1].startswith("missing, but")
+    assert errors[4] == ("reference", "empty, but the rubric general needs it")
+    assert errors[5][0] == "response"
+    # An empty answer is what a model may really have given: judged only when asked, and counted.
+    res = read_predictions(p, RUBRIC, allow_empty=True)
+    assert [(it.id, it.response) for it in res.items] == [("r1", ""), ("r3", "an answer"),
+                                                         ("r5", " \n ")]
+    assert res.empty_responses == 2
+    assert {e.row for e in res.errors} == {2, 4}  # null is no answer at all; reference is needed
+
+
+def test_csv_row_with_too_few_cells_is_rejected(tmp_path):
+    p = tmp_path / "p.csv"
+    p.write_text("id,question,response,reference\nr1,q,a,ref\nr2,q,a\n\nr3,q,a,ref\n")
+    res = read_predictions(p, RUBRIC)
+    assert [it.id for it in res.items] == ["r1", "r3"]
+    (e,) = res.errors
+    assert (e.row, e.field) == (3, "reference") and "3 of the 4 header columns" in e.message
+
+
+def test_parquet_binary_column_with_bad_bytes_is_a_row_error(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "id": ["r1", "r2"], "question": ["q", "q"], "response": ["a", "b"], "reference": ["r", "r"],
+        "notes": pa.array([b"fine", b"caf\xe9"], pa.binary()),
+    })
+    pq.write_table(table, tmp_path / "p.parquet")
+    res = read_predictions(tmp_path / "p.parquet", RUBRIC)
+    assert [it.id for it in res.items] == ["r1"] and res.items[0].extra["notes"] == "fine"
+    (e,) = res.errors
+    assert (e.row, e.field) == (2, "notes") and "not valid UTF-8" in e.message
+    from jurybox.serving.bulk import input_hash
+
+    assert len(input_hash(res.items[0])) == 16
+
+
+def test_json_row_with_a_duplicate_key_is_rejected(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text('{"id": "r1", "id": "r9", "question": "q", "response": "a", "reference": "r"}\n'
+                 + json.dumps(row(2)) + "\n")
+    res = read_predictions(p, RUBRIC)
+    assert [it.id for it in res.items] == ["r2"]
+    (e,) = res.errors
+    assert (e.row, e.field) == (1, "id") and "appears more than once" in e.message
+
+
+def test_map_to_a_field_nothing_reads_is_refused(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text(json.dumps(row(1)) + "\n")
+    with pytest.raises(PredictionsError, match="--map nosuchfield=question: no part of the rubric"):
+        read_predictions(p, RUBRIC, {"nosuchfield": "question"})
+    with pytest.raises(PredictionsError, match="no column 'ctx'"):
+        read_predictions(p, RUBRIC, {"context": "ctx"})
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("list.jsonl", '[\n  {"id": "r1"},\n  {"id": "r2"}\n]\n', "looks like a JSON list"),
+    ("pretty.jsonl", '{\n  "id": "r1",\n  "question": "q"\n}\n', "looks like pretty-printed JSON"),
+    ("lines.json", '{"id": "r1"}\n{"id": "r2"}\n', "looks like JSON Lines"),
+])
+def test_a_file_in_the_wrong_format_says_what_it_looks_like(tmp_path, name, content, message):
+    p = tmp_path / name
+    p.write_text(content)
+    with pytest.raises(PredictionsError, match=message):
+        read_predictions(p, RUBRIC)
+
+
+def test_a_directory_is_not_an_unknown_file_type(tmp_path):
+    with pytest.raises(PredictionsError, match="is a directory; expected a file"):
+        read_predictions(tmp_path, RUBRIC)
 
 
 def test_csv_long_multiline_fields_and_row_numbers(tmp_path):
