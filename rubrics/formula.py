@@ -7,6 +7,7 @@ allowed, so a rubric file can never run code.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from collections.abc import Mapping
 from functools import cached_property
@@ -82,12 +83,19 @@ class Formula(BaseModel):
         return sorted({n.id for n in ast.walk(self._tree) if isinstance(n, ast.Name)})
 
     def evaluate(self, scores: Mapping[str, float | None]) -> float | None:
-        """The formula's value, or None when any criterion it uses is unscored or it divides by
-        zero."""
-        if any(scores.get(n) is None for n in self.names):
-            return None
+        """The formula's value, or None when any criterion it uses is unscored or it is
+        undefined for these scores (a division by zero)."""
+        return self.explain(scores)[0]
+
+    def explain(self, scores: Mapping[str, float | None]) -> tuple[float | None, str | None]:
+        """``(value, None)``, or ``(None, why there is no value)``."""
+        unscored = [n for n in self.names if scores.get(n) is None]
+        if unscored:
+            return None, f"{', '.join(unscored)} unscored"
         try:
             value = _eval(self._tree, scores)  # type: ignore[arg-type]
         except ZeroDivisionError:
-            return None
-        return round(value, self.digits) if self.digits is not None else value
+            return None, f"{self.expression} divides by zero for these scores"
+        if not math.isfinite(value):
+            return None, f"{self.expression} is not finite for these scores"
+        return (round(value, self.digits) if self.digits is not None else value), None

@@ -10,12 +10,16 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from .errors import InputError
 from .models import Rubric
 
 M = TypeVar("M", bound=BaseModel)
 
 
-class DefinitionError(ValueError):
+_PLURAL = {"jury": "juries"}
+
+
+class DefinitionError(InputError):
     """A rubric or jury file that cannot be used, with every problem found in it."""
 
 
@@ -74,7 +78,8 @@ def resolve_definition(name_or_path: str | Path, library: Path, kind: str) -> Pa
         return shipped
     known = sorted(p.stem for p in library.glob("*.yaml"))
     raise DefinitionError(
-        f"unknown {kind} {str(name_or_path)!r}: not a file, and not one of the shipped {kind}s {known}"
+        f"unknown {kind} {str(name_or_path)!r}: not a file, and not one of the shipped "
+        f"{_PLURAL.get(kind, kind + 's')} {known}"
     )
 
 

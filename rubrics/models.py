@@ -168,7 +168,18 @@ class Criterion(BaseModel):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     description: str
     scale: Scale
-    weight: float = 1.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_weight(cls, data: Any) -> Any:
+        # A weight here would be accepted and silently ignored: weights belong in the formula,
+        # where they are stated and used.
+        if isinstance(data, dict) and "weight" in data:
+            raise ValueError(
+                "criteria have no weight: state weights in the rubric's formula, e.g. "
+                "formula: {name: weighted_sum, expression: (2*accuracy + relevance) / 3}"
+            )
+        return data
 
 
 class Rubric(BaseModel):

@@ -6,10 +6,12 @@ fails when the rubric loads rather than producing a prompt with a hole in it.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 if TYPE_CHECKING:
@@ -90,6 +92,14 @@ def check_template(rubric: Rubric) -> None:
     except jinja2.TemplateSyntaxError as exc:
         raise ValueError(f"template syntax error on line {exc.lineno}: {exc.message}") from None
     except jinja2.UndefinedError as exc:
-        raise ValueError(
-            f"template uses {exc.message}; declare it under inputs or optional_inputs"
-        ) from None
+        name = re.match(r"'([^']+)' is undefined", exc.message or "")
+        if name:
+            raise ValueError(
+                f"template uses {name[1]!r}, which is not an input of the rubric; declare it "
+                "under inputs or optional_inputs"
+            ) from None
+        raise ValueError(f"template fails to render: {exc.message}") from None
+    except SecurityError as exc:
+        raise ValueError(f"template does something the sandbox forbids: {exc}") from None
+    except Exception as exc:  # e.g. {{ 1/0 }}: any error a template expression raises
+        raise ValueError(f"template fails to render: {type(exc).__name__}: {exc}") from None

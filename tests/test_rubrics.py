@@ -70,9 +70,14 @@ def test_rubric_errors_for_scale_formula_template_and_yaml(tmp_path):
     cases = {
         "max (2) must be greater than min (4)": GOOD.replace("{min: 0, max: 4}", "{min: 4, max: 2}"),
         "names unknown criteria ['relevance']": GOOD + "    formula: {name: f, expression: accuracy + relevance}\n",
-        "template uses 'entity_name' is undefined": GOOD.replace("{{ response }}", "{{ entity_name }}"),
+        "template uses 'entity_name', which is not an input of the rubric": GOOD.replace("{{ response }}", "{{ entity_name }}"),
         "must start with different letters": GOOD.replace("{min: 0, max: 4}", '{labels: {"yes": 1, "yeah": 0}}'),
         "quote yes/no/on/off labels": GOOD.replace("{min: 0, max: 4}", "{labels: {yes: 1, no: 0}}"),
+        "template fails to render: ZeroDivisionError": GOOD.replace("{{ response }}", "{{ 1/0 }}"),
+        "template does something the sandbox forbids": GOOD.replace(
+            "{{ response }}", "{{ ''.__class__.__mro__ }}"),
+        "criteria have no weight: state weights in the rubric's formula": GOOD.replace(
+            "description: right?", "description: right?\n        weight: -2"),
         "invalid YAML": "criteria: [\n",
     }
     for expected, text in cases.items():
