@@ -43,7 +43,7 @@ def raw_judgments(backend, prompts: list[str], schema: dict) -> list[str]:
     texts: list[str] = [""] * len(prompts)
     tok, model = backend.tokenizer, backend.model
     grammar = backend.grammar(schema)
-    size = backend.spec.batch_size
+    size = backend.spec.execution.batch_size
     for start in range(0, len(order), size):
         batch = order[start : start + size]
         enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -78,8 +78,8 @@ def main() -> None:
     schema = output_schema(rubric.criteria)
     prompts = [backend.prompt_text(render_messages(rubric, it, rubric.criteria)) for it in batch]
 
-    raw_judgments(backend, prompts[: backend.spec.batch_size], schema)  # warm-up, both paths
-    jury.score(rubric, batch[: backend.spec.batch_size])
+    raw_judgments(backend, prompts[: backend.spec.execution.batch_size], schema)  # warm-up, both paths
+    jury.score(rubric, batch[: backend.spec.execution.batch_size])
     raw_t, jb_t = [], []
     for r in range(args.rounds):
         t = time.perf_counter()

@@ -5,7 +5,17 @@ prompts into raw outputs and logprobs, answer parsing with score distributions, 
 that fans items out to its judges and aggregates their votes into verdicts.
 """
 
-from .jury import Jury, JudgeFailed, MissingInputs, decide, votes_from_generation
+from .judging import (
+    JudgeFailed,
+    MissingInputs,
+    Requests,
+    decide,
+    decide_verdicts,
+    judge_votes,
+    render_requests,
+    votes_from_generation,
+)
+from .jury import Jury
 from .models import ModelNotAvailable
 from .spec import Aggregation, JudgeSpec, JurySpec, Reasoning, Sampling, list_juries, load_jury_spec, provenance
 
@@ -19,7 +29,11 @@ __all__ = [
     "ModelNotAvailable",
     "Reasoning",
     "Sampling",
+    "Requests",
     "decide",
+    "decide_verdicts",
+    "judge_votes",
+    "render_requests",
     "list_juries",
     "load_jury_spec",
     "provenance",

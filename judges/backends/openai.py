@@ -34,7 +34,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from .base import Generation, Request, TokenStep, plain_prompt
+from .base import Generation, JudgeConfigError, Request, TokenStep, plain_prompt
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
@@ -101,17 +101,18 @@ class OpenAIBackend:
 
         self.spec = spec
         self.name = spec.name
-        base = spec.base_url or os.environ.get("OPENAI_BASE_URL")
+        base = spec.execution.base_url or os.environ.get("OPENAI_BASE_URL")
         if not base:
-            raise ValueError(
+            raise JudgeConfigError(
                 f"judge {spec.name}: backend openai needs base_url in the jury file or "
                 "OPENAI_BASE_URL in the environment (e.g. http://127.0.0.1:8000/v1)"
             )
         self.base_url = base.rstrip("/")
-        key_var = spec.api_key_env or "OPENAI_API_KEY"
+        key_var = spec.execution.api_key_env or "OPENAI_API_KEY"
         key = os.environ.get(key_var)
-        if spec.api_key_env and not key:
-            raise ValueError(f"judge {spec.name}: environment variable {spec.api_key_env} is not set")
+        if spec.execution.api_key_env and not key:
+            raise JudgeConfigError(
+                f"judge {spec.name}: environment variable {spec.execution.api_key_env} is not set")
         self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.chat = spec.prompt_format == "chat"
         # What the server accepts, learned from its refusals (structured_outputs: auto).
@@ -174,7 +175,7 @@ class OpenAIBackend:
                 error, retry_after, again = exc, None, True
             if not again:
                 raise error
-            if attempt >= self.spec.max_retries:
+            if attempt >= self.spec.execution.max_retries:
                 raise RuntimeError(f"gave up after {attempt + 1} attempts: {_describe(error)}") from error
             if retry_after is None:  # exponential backoff with jitter: 0.25-0.5 s, 0.5-1 s, ...
                 retry_after = min(30.0, 0.5 * 2**attempt) * (0.5 + random.random() / 2)
@@ -261,11 +262,11 @@ class OpenAIBackend:
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
         import httpx
 
-        n = self.spec.concurrency
+        n = self.spec.execution.concurrency
         limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
         gate = asyncio.Semaphore(n)
         async with httpx.AsyncClient(
-            timeout=self.spec.timeout_s, limits=limits, transport=self.transport
+            timeout=self.spec.execution.timeout_s, limits=limits, transport=self.transport
         ) as client:
             return list(await asyncio.gather(*(self._one(client, gate, r) for r in requests)))
 

@@ -29,7 +29,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..models import materialize, resolve
-from .base import Generation, JudgeConfigError, Request, TokenStep, bos_prefix, prompt_text, require_chat_template
+from .base import (
+    Generation,
+    JudgeConfigError,
+    Request,
+    TokenStep,
+    bos_prefix,
+    length_error,
+    prompt_text,
+    require_chat_template,
+)
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
@@ -47,16 +56,16 @@ def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) 
         seed=spec.sampling.seed if spec.sampling.seed is not None else 0,
         max_logprobs=max(20, spec.top_logprobs),
         enable_prefix_caching=True,
-        enforce_eager=spec.enforce_eager,
+        enforce_eager=spec.execution.enforce_eager,
         # Same grammar engine and whitespace rule as the transformers backend.
         structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
     )
     if spec.max_model_len is not None:
         kwargs["max_model_len"] = spec.max_model_len
-    if spec.gpu_memory_utilization is not None:
-        kwargs["gpu_memory_utilization"] = spec.gpu_memory_utilization
-    if spec.kv_cache_gib is not None:
-        kwargs["kv_cache_memory_bytes"] = int(spec.kv_cache_gib * (1 << 30))
+    if spec.execution.gpu_memory_utilization is not None:
+        kwargs["gpu_memory_utilization"] = spec.execution.gpu_memory_utilization
+    if spec.execution.kv_cache_gib is not None:
+        kwargs["kv_cache_memory_bytes"] = int(spec.execution.kv_cache_gib * (1 << 30))
     kwargs.update(spec.engine_kwargs)
     return kwargs
 
@@ -132,6 +141,9 @@ class VLLMBackend:
             raise
         self._bos = bos_prefix(self.tokenizer)
         self.max_len = self.engine.model_config.max_model_len
+        from vllm.platforms import current_platform
+
+        self._on_cpu = current_platform.is_cpu()
         eos = getattr(self.engine.model_config.hf_config, "eos_token_id", None)
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self._enders = set(self.tokenizer.all_special_ids) | set(eos)
@@ -193,7 +205,6 @@ class VLLMBackend:
         think = self.spec.reasoning.mode == "think"
         prompts = [self.prompt_text(r.messages) for r in requests]
         prompt_ids = self._encode(prompts)
-        budget = self.spec.sampling.max_tokens + (self.spec.reasoning.budget_tokens if think else 0)
         results: list[Generation | None] = [None] * len(requests)
         reasoning: list[str | None] = [None] * len(requests)
         began: dict[int, float] = {}
@@ -212,12 +223,9 @@ class VLLMBackend:
 
         think_params = self._think_params() if think else None
         for i, ids in enumerate(prompt_ids):
-            n = len(ids)
-            if n + budget > self.max_len:
-                results[i] = Generation(
-                    error=f"prompt is {n} tokens; with up to {budget} new tokens it exceeds the "
-                    f"{self.max_len}-token context of judge {self.name}",
-                )
+            error = length_error(self.spec, len(ids), self.max_len, self._on_cpu)
+            if error is not None:
+                results[i] = Generation(error=error)
                 continue
             began[i] = time.perf_counter()
             if think:
