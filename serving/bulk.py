@@ -11,14 +11,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jurybox.judges import Jury
+from jurybox.judges import Jury, JurySpec, provenance
 from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics.errors import InputError
 
 from .predictions import DEFAULT_MAX_FIELD_CHARS, RowError, read_predictions
-from .results import ResultsError, ResultsFile
+from .results import ResultsError, ResultsFile, write_manifest
 from .summary import Summary, summarize
+
+if TYPE_CHECKING:
+    from jurybox.calibration import CalibrationMap
 
 
 @dataclass
@@ -35,21 +39,45 @@ class RunReport:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """A calibration map applied while judging, and the identity its records carry, so that one
+    results file never mixes calibrated and uncalibrated records (or two maps)."""
+
+    map: CalibrationMap
+    identity: str
+    force: bool = False
+
+    def apply(self, record: dict[str, Any], rubric: Rubric) -> dict[str, Any]:
+        calibrated = self.map.apply_to_record(record, force=self.force, formula=rubric.formula)
+        return {**calibrated, "calibration": self.identity}
+
+
+def load_calibration(path: str | Path, rubric: Rubric, jury: JurySpec, force: bool = False
+                     ) -> Calibration:
+    """Load a map for judging with this rubric and jury; a map fitted for another
+    configuration is refused unless ``force``."""
+    from jurybox.calibration import CalibrationMap
+
+    path = Path(path)
+    try:
+        cmap = CalibrationMap.load(path)
+        content = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    expected = provenance(rubric, jury)
+    if cmap.provenance_ != expected and not force:
+        raise InputError(
+            f"{path} was fitted for provenance {cmap.provenance_}, but this rubric and jury give "
+            f"{expected}; refit it, or pass --force-calibration to apply it anyway"
+        )
+    return Calibration(cmap, f"{path.name}:{hashlib.sha256(content).hexdigest()[:12]}", force)
+
+
 def input_hash(item: Item) -> str:
     """Identity of what was judged, so a resumed run notices changed predictions or --map."""
     blob = json.dumps(item.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def manifest_path(out: Path) -> Path:
-    return out.with_name(out.name + ".manifest.json")
-
-
-def write_manifest(out: Path, payload: dict[str, Any]) -> None:
-    path = manifest_path(out)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    tmp.replace(path)
 
 
 def judge_file(
@@ -60,27 +88,31 @@ def judge_file(
     *,
     mapping: Mapping[str, str] | None = None,
     limit: int | None = None,
-    chunk_size: int = 16,
+    chunk_size: int | None = None,
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
     keep_raw: bool = False,
-    transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    calibration: str | None = None,
+    allow_empty: bool = False,
+    calibration: Calibration | None = None,
     progress: Callable[[int, int], Any] | None = None,
 ) -> RunReport:
     """Judge every valid row of ``predictions`` not yet in ``out``.
 
-    ``progress(done, total)`` is called as items complete; ``transform`` may add fields (e.g.
-    calibrated scores) to each record before it is written, and ``calibration`` names the map it
-    applies, so that one output file never mixes calibrated and uncalibrated records.
+    ``progress(done, total)`` is called as items complete; ``calibration`` adds calibrated
+    scores to each record before it is written. ``chunk_size`` defaults to the jury's (items
+    judged and written per step).
     """
     began = time.perf_counter()
     out = Path(out)
-    read = read_predictions(predictions, rubric, mapping, max_field_chars)
+    if out.exists() and Path(predictions).exists() and out.resolve() == Path(predictions).resolve():
+        raise ResultsError(f"--out {out} is the predictions file itself; choose another --out")
+    read = read_predictions(predictions, rubric, mapping, max_field_chars, allow_empty)
     items = read.items[:limit] if limit is not None else read.items
     prov = jury.provenance(rubric)
+    chunk_size = chunk_size or jury.spec.default_chunk_size
     interrupted = False
     hashes = {it.id: input_hash(it) for it in items}
-    with ResultsFile(out, prov, calibration) as results:
+    calibration_id = calibration.identity if calibration is not None else None
+    with ResultsFile(out, prov, calibration_id) as results:
         done = results.done()
         changed = [i for i in done if i in hashes and results.records[i].get("input") != hashes[i]]
         if changed:
@@ -98,9 +130,10 @@ def judge_file(
             "jury": jury.spec.model_dump(mode="json"),
             "provenance": prov,
             "mapping": dict(mapping or {}),
-            "calibration": calibration,
+            "calibration": calibration_id,
             "limit": limit,
             "rows": read.rows,
+            "allow_empty": allow_empty,
             "rejected_rows": [str(e) for e in read.errors],
             "started": datetime.now(timezone.utc).isoformat(),
         }
@@ -115,8 +148,8 @@ def judge_file(
                 chunk = todo[start : start + chunk_size]
                 verdicts = jury.score(rubric, chunk)
                 records = [{**v.to_record(keep_raw=keep_raw), "input": hashes[v.id]} for v in verdicts]
-                if transform is not None:
-                    records = [{**transform(r), "calibration": calibration} for r in records]
+                if calibration is not None:
+                    records = [calibration.apply(r, rubric) for r in records]
                 results.append(records)
                 judged += len(chunk)
                 if progress is not None:
@@ -130,7 +163,8 @@ def judge_file(
         ids = {it.id for it in items}
         records = [r for k, r in results.records.items() if k in ids]
         repaired = results.repaired
-    summary = summarize(records, rubric, rejected_rows=len(read.errors))
+    summary = summarize(records, rubric, rejected_rows=len(read.errors),
+                        empty_responses=read.empty_responses)
     write_manifest(
         out,
         {

@@ -50,6 +50,7 @@ class Summary:
     criteria: list[CriterionSummary]
     judges: dict[str, dict[str, Any]]
     rejected_rows: int = 0
+    empty_responses: int = 0
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,12 +59,14 @@ class Summary:
             "scored": self.scored,
             "unscored": self.unscored,
             "rejected_rows": self.rejected_rows,
+            "empty_responses": self.empty_responses,
             "criteria": [c.__dict__ for c in self.criteria],
             "judges": self.judges,
         }
 
 
-def summarize(records: Sequence[dict[str, Any]], rubric: Rubric, rejected_rows: int = 0) -> Summary:
+def summarize(records: Sequence[dict[str, Any]], rubric: Rubric, rejected_rows: int = 0,
+              empty_responses: int = 0) -> Summary:
     names = list(rubric.criterion_names)
     if rubric.formula is not None:
         names.append(rubric.formula.name)
@@ -110,13 +113,16 @@ def summarize(records: Sequence[dict[str, Any]], rubric: Rubric, rejected_rows: 
             "top_reasons": [f"{reason} ({n})" for reason, n in v["reasons"].most_common(3)]}
         for k, v in judges.items()
     }
-    return Summary(len(records), n_scored, len(records) - n_scored, criteria, judge_rows, rejected_rows)
+    return Summary(len(records), n_scored, len(records) - n_scored, criteria, judge_rows,
+                   rejected_rows, empty_responses)
 
 
 def _reason_kind(error: str) -> str:
-    """Group unscored-vote reasons: numbers and quoted judge output are item-specific detail."""
-    kind = re.sub(r"\d+", "N", error.split(": '")[0].split(': "')[0])
-    return kind[:90] or "unknown"
+    """Group unscored-vote reasons: numbers and quoted judge output are item-specific detail.
+    Digits inside names (smollm2-135m, gemma3) are not numbers and stay."""
+    kind = re.sub(r"(?<![A-Za-z_])\d+(?:\.\d+)?(?![A-Za-z_\d])", "N",
+                  error.split(": '")[0].split(': "')[0])
+    return kind[:120] or "unknown"
 
 
 def render(summary: Summary, console: Any) -> None:
@@ -124,7 +130,9 @@ def render(summary: Summary, console: Any) -> None:
     from rich.table import Table
 
     t = Table(title=f"{summary.items} items: {summary.scored} scored, {summary.unscored} unscored"
-              + (f"; {summary.rejected_rows} rows rejected" if summary.rejected_rows else ""))
+              + (f"; {summary.rejected_rows} rows rejected" if summary.rejected_rows else "")
+              + (f"; {summary.empty_responses} empty responses judged"
+                 if summary.empty_responses else ""))
     for col in ("criterion", "n", "mean", "95% CI", "unscored", "judge agreement (alpha)"):
         t.add_column(col, justify="left" if col == "criterion" else "right")
     for c in summary.criteria:

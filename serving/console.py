@@ -1,0 +1,63 @@
+"""What every ``jurybox`` command shares: the consoles, how an error becomes a message and an
+exit code (one place, from the error family), and JSON output without NaN."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from jurybox.rubrics.errors import JuryboxError
+
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``error: message`` to stderr; the caller raises the returned Exit."""
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    return typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)
+
+
+def note(message: str) -> None:
+    err.print(message, highlight=False, markup=False)
+
+
+@contextmanager
+def reported(hint: str | None = None) -> Iterator[None]:
+    """Turn jurybox errors into ``error: ...`` and their exit code (input 2, execution 1);
+    ``hint`` is added to execution errors (e.g. how to resume)."""
+    try:
+        yield
+    except JuryboxError as exc:
+        message = str(exc)
+        if hint and exc.exit_code != 2:
+            message += f"\n{hint}"
+        raise fail(message, exc.exit_code) from None
+
+
+def dumps(payload: Any) -> str:
+    """JSON with undefined values as null: never NaN or Infinity."""
+    return json.dumps(_finite(payload), indent=2, allow_nan=False, default=str)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
+        return _finite(obj.tolist())
+    return obj
