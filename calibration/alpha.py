@@ -17,15 +17,25 @@ level reduces the pair sums to O(n) or O(n log n) work:
   So ordinal alpha is interval alpha on mid-ranks: one sort.
 * nominal: sum_{i != j} [a_i != a_j] = |S|^2 - sum_v n_v^2, so only value counts (overall and
   per unit) are needed: one sort of (unit, value) pairs.
-* ratio: delta = ((a - b)/(a + b))^2 = 1 - 4ab/(a + b)^2 for a, b > 0, and
-  4ab/(a+b)^2 = 4 * integral_0^inf t * (a e^{-ta}) (b e^{-tb}) dt, so
-  sum_{i,j} 4 a_i a_j/(a_i + a_j)^2 = 4 * integral_0^inf t F(t)^2 dt, F(t) = sum_i a_i e^{-t a_i}:
-  a one-dimensional integral of a separable function. In s = log t every pair contributes a
-  smooth bump of fixed shape, so the trapezoid rule on a uniform s grid converges spectrally
-  (step 0.25 gives ~1e-14 relative error per pair); cost O(n * nodes) with ~100-300 nodes.
-  Within-unit sums use direct rater pairs when there are few raters, else the same integral
-  with per-unit ``bincount``. Zeros are handled exactly (delta(0, b) = 1, delta(0, 0) = 0 as in
-  the ``krippendorff`` package); negative values are not ratio data and are rejected.
+* ratio: delta = ((a - b)/(a + b))^2. Write a = c + x with c the smallest value (so x >= 0)
+  and use 1/(a + b)^2 = integral_0^inf t e^{-t(a + b)} dt:
+
+      sum_{i,j} delta_ij = integral_0^inf t e^{-2ct} sum_{i,j} (x_i - x_j)^2 w_i w_j dt,
+      w_i = e^{-t x_i},   sum_{i,j} (x_i - x_j)^2 w_i w_j = 2 W S,
+
+  with W = sum_i w_i and S = sum_i w_i (x_i - mu)^2 about the weighted mean mu: at each node a
+  weighted variance, computed in two passes. Every term is a sum of non-negative parts, so
+  nothing cancels: scores sharing a large offset (1e9 + 1..4) keep full precision, which the
+  form n(n-1) - sum 4ab/(a + b)^2 (a sum of terms near 1 subtracted from n(n-1)) lost. In
+  s = log t every pair contributes a smooth bump of fixed shape, so the trapezoid rule on a
+  uniform s grid converges spectrally (step 0.25 gives ~1e-14 relative error per pair); cost
+  O(n * nodes) with ~100-300 nodes. Within-unit sums use direct rater pairs when there are few
+  raters, else the same integral per unit (about each unit's own smallest value) with
+  ``bincount``. Zeros need no special case (delta(0, b) = 1, delta(0, 0) = 0 as in the
+  ``krippendorff`` package); negative values are not ratio data and are rejected.
+
+Fewer than two pairable units leave alpha undefined: with one unit D_o = D_e by construction
+(alpha would be 0 whatever the ratings), so that 0 says nothing about agreement.
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ LEVELS: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
 _RATIO_DIRECT_MAX_RATERS = 24
 _RATIO_STEP = 0.25          # trapezoid step in log t; see module docstring for the error bound
 _CHUNK_ELEMENTS = 1 << 22   # cap on temporaries (~32 MiB of float64) in chunked loops
+_LOG_U_CAP = np.log(800.0)  # u = t x beyond 800 has e^{-u} = 0 in float64; cap before squaring
 
 
 def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
@@ -54,7 +65,8 @@ def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
     ``level`` is required (``nominal``, ``ordinal``, ``interval`` or ``ratio``): the
     ``krippendorff`` package silently defaults to interval, a common source of wrong numbers.
     Nominal data may also be given as strings (``None``/NaN missing). Returns an undefined
-    :class:`Stat` (with a reason) when no unit has two ratings or all pairable values are equal.
+    :class:`Stat` (with a reason) when fewer than two units have two ratings, or all pairable
+    values are equal.
     """
     if level not in LEVELS:
         raise InputDataError(f"level must be one of {LEVELS}; got {level!r}")
@@ -71,6 +83,11 @@ def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
     n_units = int(pairable.sum())
     if n_units == 0:
         return undefined(name, 0, "no unit has two or more ratings")
+    if n_units == 1:
+        # One unit's pairs are also all the pairs, so D_o = D_e and alpha = 0 for any ratings.
+        return undefined(name, 1, "only 1 unit has two or more ratings; alpha needs at least 2 "
+                         "(with one unit it is 0 whatever the ratings)",
+                         n_values=int(m_all[pairable].sum()))
     sub = data[:, pairable]
     sub_mask = mask[:, pairable]
     m = m_all[pairable].astype(float)
@@ -168,48 +185,76 @@ def _nominal_sums(values: np.ndarray, unit: np.ndarray, m: np.ndarray,
 
 def _ratio_sums(sub: np.ndarray, sub_mask: np.ndarray, values: np.ndarray, unit: np.ndarray,
                 m: np.ndarray, n_units: int) -> tuple[float, float]:
-    scale = values.max()
-    a = values / scale  # ratio delta is scale-free; (0, 1] keeps exp() in range
-    positive = a > 0
-    n = a.size
-    z = float(n - positive.sum())
-    p = float(positive.sum())
-    grid = _ratio_grid(a[positive])
-    kernel_total = _kernel_sum(a[positive], grid)
-    expected = (n * (n - 1.0) - z * (z - 1.0)) - (kernel_total - p)
-
+    # Ratio delta is scale-free; scaling by a power of two (exact) puts the values in [0, 1),
+    # which keeps exp() in range without rounding any difference.
+    shift = -int(np.frexp(values.max())[1])
+    a = np.ldexp(values, shift)
+    low = float(a.min())
+    grid = _ratio_grid(a)
+    # Offsets from the smallest value: exact for values within a factor 2 of it (Sterbenz), so
+    # a shared offset costs no precision.
+    expected = float(np.sum(_delta_sums(np.ldexp(values - values.min(), shift),
+                                        np.zeros(values.size, dtype=np.int64),
+                                        np.array([low]), grid)))
     if sub.shape[0] <= _RATIO_DIRECT_MAX_RATERS:
-        within_pairs = _ratio_within_direct(sub / scale, sub_mask)
+        within_pairs = _ratio_within_direct(np.ldexp(sub, shift), sub_mask)
     else:
-        within_pairs = _ratio_within_quadrature(a, positive, unit, n_units, grid)
+        unit_low = np.full(n_units, np.inf)
+        np.minimum.at(unit_low, unit, a)
+        within_pairs = _delta_sums(a - unit_low[unit], unit, unit_low, grid)
     within = float(np.sum(within_pairs / (m - 1.0)))
     return within, expected
 
 
-def _ratio_grid(pos: np.ndarray) -> np.ndarray:
-    """log-t nodes covering every pair bump a_i a_j t^2 exp(-t (a_i + a_j)).
+def _ratio_grid(a: np.ndarray) -> np.ndarray:
+    """log-t nodes covering every pair bump (a_i + a_j)^2 t^2 exp(-t (a_i + a_j)).
 
     In s' = s + log(a_i + a_j) each bump is exp(2 s' - e^{s'}), negligible (< 1e-15 of its peak)
-    outside s' in [-18, 4]; pair sums lie in [2 min a, 2 max a].
+    outside s' in [-18, 4]. Pairs that disagree have a_i + a_j in [min positive a, 2 max a]
+    (a zero pairs with a positive value).
     """
-    lo = -np.log(2.0 * pos.max()) - 18.0
-    hi = -np.log(2.0 * pos.min()) + 4.0
+    lo = -np.log(2.0 * a.max()) - 18.0
+    hi = -np.log(a[a > 0].min()) + 4.0
     return np.arange(lo, hi + _RATIO_STEP, _RATIO_STEP)
 
 
-def _kernel_sum(pos: np.ndarray, grid: np.ndarray) -> float:
-    """sum_{i,j} 4 a_i a_j / (a_i + a_j)^2 (diagonal included) by the log-t trapezoid rule.
+def _delta_sums(x: np.ndarray, group: np.ndarray, low: np.ndarray,
+                grid: np.ndarray) -> np.ndarray:
+    """Per group g: sum_{i != j in g} delta(low_g + x_i, low_g + x_j), by the log-t trapezoid rule.
 
-    t F(t) = sum_i g(t a_i) with g(u) = u e^{-u}; u is formed as exp(s + log a) so values
-    spanning hundreds of orders of magnitude neither overflow nor underflow into NaN.
+    ``x`` >= 0 are offsets from the group's smallest value ``low[g]``. At node t the integrand
+    is t^2 e^{-2 low t} * 2 W S (module docstring); with u = t x and w = e^{-u} that is
+    e^{-2 low t} * 2 * sum w * sum w (u - mean_w u)^2. u is formed as exp(s + log x), and capped
+    where w underflows to 0 anyway, so values spanning hundreds of orders of magnitude neither
+    overflow nor turn into NaN.
     """
-    log_a = np.log(pos)
-    total = 0.0
-    step = max(1, _CHUNK_ELEMENTS // max(pos.size, 1))
-    for start in range(0, grid.size, step):  # loop over quadrature nodes, never over units
-        u = np.exp(np.minimum(np.add.outer(grid[start:start + step], log_a), 700.0))
-        total += float(np.sum(np.sum(u * np.exp(-u), axis=1) ** 2))
-    return 4.0 * _RATIO_STEP * total
+    n_groups = low.size
+    positive = x > 0
+    log_x, pos_group = np.log(x[positive]), group[positive]
+    n_low = np.bincount(group[~positive], minlength=n_groups).astype(float)  # u = 0, w = 1
+    log_low = np.log(low, out=np.full(n_groups, -np.inf), where=low > 0)
+    total = np.zeros(n_groups)
+    if n_groups == 1:  # one group: vectorise over a block of nodes at a time
+        step = max(1, _CHUNK_ELEMENTS // max(log_x.size, 1))
+        for start in range(0, grid.size, step):  # loop over quadrature nodes, never over units
+            s = grid[start:start + step]
+            u = np.exp(np.minimum(s[:, None] + log_x[None, :], _LOG_U_CAP))
+            w = np.exp(-u)
+            weight = n_low[0] + w.sum(axis=1)
+            mean = (w * u).sum(axis=1) / weight
+            spread = n_low[0] * mean**2 + (w * (u - mean[:, None]) ** 2).sum(axis=1)
+            total[0] += float(np.sum(np.exp(-2.0 * np.exp(s + log_low[0])) * weight * spread))
+    else:
+        for s in grid:  # loop over quadrature nodes, vectorised over values and groups
+            u = np.exp(np.minimum(s + log_x, _LOG_U_CAP))
+            w = np.exp(-u)
+            weight = n_low + np.bincount(pos_group, weights=w, minlength=n_groups)
+            mean = np.divide(np.bincount(pos_group, weights=w * u, minlength=n_groups), weight,
+                             out=np.zeros(n_groups), where=weight > 0)
+            spread = n_low * mean**2 + np.bincount(pos_group, weights=w * (u - mean[pos_group])
+                                                   ** 2, minlength=n_groups)
+            total += np.exp(-2.0 * np.exp(s + log_low)) * weight * spread
+    return 2.0 * _RATIO_STEP * total
 
 
 def _ratio_within_direct(sub: np.ndarray, sub_mask: np.ndarray) -> np.ndarray:
@@ -225,17 +270,3 @@ def _ratio_within_direct(sub: np.ndarray, sub_mask: np.ndarray) -> np.ndarray:
         d = np.divide(a - b, total, out=np.zeros_like(b), where=total != 0)
         out += 2.0 * np.sum(np.where(both, d * d, 0.0), axis=0)
     return out
-
-
-def _ratio_within_quadrature(a: np.ndarray, positive: np.ndarray, unit: np.ndarray,
-                             n_units: int, grid: np.ndarray) -> np.ndarray:
-    m = np.bincount(unit, minlength=n_units).astype(float)
-    p = np.bincount(unit, weights=positive.astype(float), minlength=n_units)
-    z = m - p
-    log_a, pos_unit = np.log(a[positive]), unit[positive]
-    kernel = np.zeros(n_units)
-    for s in grid:  # loop over quadrature nodes, vectorised over values and units
-        u = np.exp(np.minimum(s + log_a, 700.0))
-        kernel += np.bincount(pos_unit, weights=u * np.exp(-u), minlength=n_units) ** 2
-    kernel *= 4.0 * _RATIO_STEP
-    return (m * (m - 1.0) - z * (z - 1.0)) - (kernel - p)

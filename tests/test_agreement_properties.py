@@ -43,10 +43,12 @@ def sparse_matrix(draw: st.DrawFn, continuous: bool) -> np.ndarray:
 
 
 def _pairable_variation(data: np.ndarray) -> bool:
+    """Alpha is defined: two or more pairable units (the package returns 0 for one) and
+    some variation among their values."""
     m = (~np.isnan(data)).sum(axis=0)
     pairable = data[:, m >= 2]
     vals = pairable[~np.isnan(pairable)]
-    return vals.size > 0 and np.ptp(vals) > 0
+    return pairable.shape[1] >= 2 and np.ptp(vals) > 0
 
 
 @pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
@@ -68,6 +70,34 @@ def test_alpha_matches_krippendorff_package(level: str, continuous: bool) -> Non
         assert ours.value == pytest.approx(theirs, rel=1e-9, abs=1e-9)
 
     check()
+
+
+@pytest.mark.parametrize("offset", [1e3, 1e6, 1e9, 1e12])
+def test_ratio_alpha_with_a_large_common_offset_matches_package(offset: float) -> None:
+    # Ratio delta on scores sharing a large offset is tiny ((1/2e9)^2 at 1e9); the expected
+    # disagreement used to be n(n-1) minus a sum of terms near 1, which cancelled.
+    @SETTINGS
+    @given(sparse_matrix(continuous=True), st.booleans())
+    def check(data: np.ndarray, discrete: bool) -> None:
+        data = (np.round(data / 250.0) if discrete else data) + offset
+        assume(_pairable_variation(data))
+        theirs = krippendorff.alpha(reliability_data=data, level_of_measurement="ratio")
+        ours = krippendorff_alpha(data, "ratio")
+        assert ours.value == pytest.approx(theirs, rel=1e-8, abs=1e-8)
+
+    check()
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3, 1e6, 1e9, 1e12])
+def test_ratio_many_raters_with_offset_matches_package(offset: float) -> None:
+    # > 24 raters: within-unit sums come from the per-unit quadrature, centred per unit.
+    rng = np.random.default_rng(int(offset) % 97)
+    for _ in range(5):
+        data = np.round(rng.gamma(2.0, 2.0, size=(30, 10)), 1) + offset
+        data[rng.random(data.shape) < 0.3] = np.nan
+        theirs = krippendorff.alpha(reliability_data=data, level_of_measurement="ratio")
+        assert krippendorff_alpha(data, "ratio").value == pytest.approx(theirs, rel=1e-8,
+                                                                        abs=1e-8)
 
 
 def test_ratio_many_raters_quadrature_path_matches_package() -> None:
