@@ -19,13 +19,16 @@ import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from .data import CriterionData, CriterionScale, HumanLabels, JudgeOutput, ValueKind, join
 from .errors import InputDataError, NotFittedError, ProvenanceMismatchError
 from .maps import CALIBRATORS, Output, calibrator_from_dict
+
+if TYPE_CHECKING:  # rubrics stays out of `import jurybox.calibration`
+    from jurybox.rubrics import Formula
 
 FORMAT = "jurybox.calibration_map/1"
 Method = Literal["isotonic", "ordinal"]
@@ -43,6 +46,7 @@ class CriterionMap:
     priors: np.ndarray | None = None
     confusion: dict[str, np.ndarray] = field(default_factory=dict)
     n_items: int = 0
+    notes: list[str] = field(default_factory=list)  # fit warnings (e.g. EM not converged)
 
     def predict(self, values: dict[str, np.ndarray], output: str) -> np.ndarray:
         """Calibrated jury value per item from each judge's raw values (NaN = no vote)."""
@@ -150,6 +154,8 @@ class CalibrationMap:
                 self.criteria_[name] = _fit_criterion(data, self._params())
             except InputDataError as exc:
                 self.notes_.append(f"{name}: not calibrated ({exc})")
+                continue
+            self.notes_.extend(f"{name}: {note}" for note in self.criteria_[name].notes)
         if not self.criteria_:
             raise InputDataError("no criterion could be calibrated: " + "; ".join(self.notes_))
         self.cv_ = {name: _cross_validate(data, self._params())
@@ -193,11 +199,15 @@ class CalibrationMap:
         values = {j: np.atleast_1d(np.asarray(v, dtype=float)) for j, v in judge_values.items()}
         return self.criteria_[criterion].predict(values, self.output)
 
-    def apply_to_record(self, record: dict[str, Any], force: bool = False) -> dict[str, Any]:
+    def apply_to_record(self, record: dict[str, Any], force: bool = False, *,
+                        formula: Formula | None = None) -> dict[str, Any]:
         """A copy of a ``jurybox judge`` record with ``"calibrated": {criterion: value}`` added.
 
         Original scores are kept. A criterion the jury left unscored (below quorum) stays
-        ``None``; so does one where no calibrated judge voted.
+        ``None``; so does one where no calibrated judge voted. ``formula`` (the rubric's, e.g.
+        MIRAGE's weighted sum) is evaluated on the calibrated values and stored under its name;
+        it is ``None`` when a criterion it uses has no calibrated value (not calibrated by this
+        map, or unscored): raw and calibrated scores are never mixed.
         """
         self._check_fitted()
         found = record.get("provenance")
@@ -218,13 +228,15 @@ class CalibrationMap:
                         values[str(vote["judge"])] = np.array([float(x)])
             pred = cmap.predict(values, self.output) if values else np.array([np.nan])
             calibrated[name] = None if np.isnan(pred[0]) else float(pred[0])
+        if formula is not None:
+            calibrated[formula.name] = formula.evaluate(dict(calibrated))
         out = dict(record)
         out["calibrated"] = calibrated
         return out
 
-    def apply_to_records(self, records: list[dict[str, Any]], force: bool = False
-                         ) -> list[dict[str, Any]]:
-        return [self.apply_to_record(r, force=force) for r in records]
+    def apply_to_records(self, records: list[dict[str, Any]], force: bool = False, *,
+                         formula: Formula | None = None) -> list[dict[str, Any]]:
+        return [self.apply_to_record(r, force=force, formula=formula) for r in records]
 
     # ------------------------------------------------------------------ persistence
 
@@ -351,7 +363,32 @@ def _folds(n: int, k: int, seed: int) -> np.ndarray:
     return rng.permutation(np.arange(n) % k)
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _check_human_variation(data: CriterionData) -> None:
+    """Refuse human labels that are all the same value.
+
+    Every calibrator fitted on them maps any judge score to that value, which scores perfectly
+    against those same labels in cross-validation ("MAE 3.0 -> 0.0, calibration helps") while
+    carrying no information, and human-human agreement is undefined. Nothing to calibrate to.
+    """
+    labels = data.human[~np.isnan(data.human)]
+    if labels.size == 0 or np.ptp(labels) > 0:
+        return
+    value = float(labels[0])
+    names = [k for k, v in data.scale.labels.items() if v == value]
+    shown = f"{names[0]!r}" if names else f"{value:g}"
+    which = (f"the only human label on {data.criterion!r} is {shown}" if labels.size == 1 else
+             f"all {labels.size} human labels on {data.criterion!r} are {shown}")
+    raise InputDataError(f"{which}: with no variation to learn from, a map would give every "
+                         f"item {shown} (and human-human agreement is undefined); label items "
+                         f"that differ, or leave this criterion out")
+
+
 def _fit_criterion(data: CriterionData, params: dict[str, Any]) -> CriterionMap:
+    _check_human_variation(data)
     if data.categorical:
         return _fit_categorical(data)
     scale = list(data.scale.values)
@@ -421,8 +458,11 @@ def _fit_categorical(data: CriterionData) -> CriterionMap:
     fit = dawid_skene(codes, k, truth=truth)
     confusion = {j: fit.confusion[r] for r, j in enumerate(judges)}
     n_items = int((~np.isnan(truth).any(axis=1)).sum())
+    notes = [] if fit.converged else [
+        f"Dawid-Skene EM did not converge in {_plural(fit.n_iter, 'step')} (its parameters "
+        f"were still moving), so the judges' confusion matrices and calibrated labels may be off"]
     return CriterionMap(data.criterion, data.scale, "categorical", priors=fit.priors,
-                        confusion=confusion, n_items=n_items)
+                        confusion=confusion, n_items=n_items, notes=notes)
 
 
 def _subset(data: CriterionData, idx: np.ndarray) -> CriterionData:
@@ -437,7 +477,8 @@ def _cross_validate(data: CriterionData, params: dict[str, Any]) -> dict[str, An
     Numeric criteria compare with the human mean (MAE, RMSE, bias, Spearman, interval alpha);
     labelled criteria compare the jury's label and the calibrated posterior mode with the human
     majority (accuracy, Cohen's kappa). ``improvement`` is the paired bootstrap CI of the MAE
-    reduction (numeric) or accuracy gain (labelled); ``helps`` is true when it excludes 0.
+    reduction (numeric) or accuracy gain (labelled); ``helps`` is true when it lies above 0,
+    ``hurts`` when it lies below 0 (calibrated values are further from the humans).
     """
     from .agreement import exact_agreement, mean_absolute_error, mean_difference, spearman
     from .alpha import krippendorff_alpha
@@ -448,7 +489,8 @@ def _cross_validate(data: CriterionData, params: dict[str, Any]) -> dict[str, An
     usable = np.nonzero(~np.isnan(human_mean))[0]
     k = min(params["cv_folds"], usable.size)
     if usable.size < 4 or k < 2:
-        return {"skipped": f"only {usable.size} labelled items; need at least 4 for CV"}
+        return {"skipped": f"only {_plural(int(usable.size), 'labelled item')}; need at "
+                           f"least 4 for CV"}
     fold = _folds(usable.size, k, params["seed"])
     output = "round" if data.categorical else params["output"]
     after = np.full(len(data.ids), np.nan)
@@ -506,6 +548,7 @@ def _cross_validate(data: CriterionData, params: dict[str, Any]) -> dict[str, An
     result["improvement"] = {"metric": metric, "value": gain.value,
                              "ci": list(gain.ci) if gain.ci else None}
     result["helps"] = bool(gain.ci is not None and gain.ci[0] > 0)
+    result["hurts"] = bool(gain.ci is not None and gain.ci[1] < 0)
     per_judge = {}
     for j, x in data.judges.items():
         ok = ~(np.isnan(x) | np.isnan(after_judge[j]) | np.isnan(human_mean))
@@ -516,6 +559,28 @@ def _cross_validate(data: CriterionData, params: dict[str, Any]) -> dict[str, An
                                                               - human_mean[ok])))}
     result["per_judge"] = per_judge
     return result
+
+
+def cv_verdict(cv: dict[str, Any]) -> Literal["helps", "hurts", "unclear", "skipped"]:
+    """What one criterion's cross-validation says: the improvement CI lies above 0 (helps),
+    below 0 (hurts), or straddles it (unclear). Read from the CI, so maps saved before the
+    ``hurts`` flag existed get the same answer."""
+    if "before" not in cv:
+        return "skipped"
+    ci = (cv.get("improvement") or {}).get("ci")
+    if ci and ci[0] > 0:
+        return "helps"
+    if ci and ci[1] < 0:
+        return "hurts"
+    return "unclear"
+
+
+_VERDICT_TEXT = {
+    "helps": "calibration helps",
+    "hurts": "calibration hurts (calibrated values are further from the humans); do not apply "
+             "it",
+    "unclear": "no clear improvement",
+}
 
 
 def format_cv(cv: dict[str, Any]) -> list[str]:
@@ -533,8 +598,9 @@ def format_cv(cv: dict[str, Any]) -> list[str]:
     gain = cv["improvement"]
     ci = gain["ci"]
     ci_text = f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
-    verdict = "calibration helps" if cv["helps"] else "no clear improvement"
-    lines = [f"{cv['folds']}-fold CV on {cv['n_items']} items (jury vs {cv['target']}):"]
+    verdict = _VERDICT_TEXT[cv_verdict(cv)]
+    lines = [f"{cv['folds']}-fold CV on {_plural(cv['n_items'], 'item')} (jury vs "
+             f"{cv['target']}):"]
     if "accuracy" in b:
         lines.append(f"  accuracy {val(b['accuracy'])} -> {val(a['accuracy'])}   kappa "
                      f"{val(b['kappa'])} -> {val(a['kappa'])}")

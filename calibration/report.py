@@ -90,11 +90,12 @@ class AgreementReport:
     def to_text(self) -> str:
         pct = int(round(self.confidence * 100))
         lines = [f"Agreement ({self.value}; {pct}% bootstrap CIs over items, "
-                 f"{self.n_resamples} resamples)", f"join: {self.join_text}"]
+                 f"{_plural(self.n_resamples, 'resample')})", f"join: {self.join_text}"]
         for name, crit in self.criteria.items():
             lines.append("")
-            lines.append(f"{name}  (scale {_scale_text(crit.scale)}; {crit.n_items} items; "
-                         f"{len(crit.human_raters)} human raters)")
+            lines.append(f"{name}  (scale {_scale_text(crit.scale)}; "
+                         f"{_plural(crit.n_items, 'item')}; "
+                         f"{_plural(len(crit.human_raters), 'human rater')})")
             for key, stat in crit.human_human.items():
                 lines.append(f"  human-human {key}: {stat.format()}")
             keys = _TABLE_STATS_CATEGORICAL if crit.categorical else _TABLE_STATS_NUMERIC
@@ -124,6 +125,10 @@ class AgreementReport:
 
     def __str__(self) -> str:
         return self.to_text()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _scale_text(scale: list[float]) -> str:

@@ -170,6 +170,7 @@ def calibrate(
     refuses it for any other rubric/jury configuration.
     """
     from jurybox.calibration import CalibrationMap, InputDataError
+    from jurybox.calibration.calibration_map import cv_verdict
 
     try:
         output, rubric_def, notes = load_inputs(judged, rubric, provenance)
@@ -190,10 +191,19 @@ def calibrate(
                            rubric=rubric_def.name if rubric_def else None)
     notes += join_notes(cmap.fitted_on_.get("join", {}))
     notes += list(cmap.notes_)
+    hurts = []
     for name, cv in cmap.cv_.items():
-        if "before" not in cv:
+        verdict = cv_verdict(cv)
+        if verdict == "skipped":
             notes.append(f"{name}: no cross-validated check ({cv.get('skipped', 'no result')})")
-        elif not cv.get("helps"):
+        elif verdict == "hurts":
+            hurts.append(name)
+            gain = cv["improvement"]
+            lo, hi = gain["ci"]
+            notes.append(f"{name}: calibration hurts: the cross-validated {gain['metric']} is "
+                         f"{gain['value']:+.3f} [{lo:+.3f}, {hi:+.3f}], below 0 (the jury's "
+                         f"own scores are closer to the humans); do not apply the map to {name}")
+        elif verdict == "unclear":
             notes.append(f"{name}: cross-validation shows no clear improvement; applying the "
                          f"map may not be worth it")
     try:
@@ -215,8 +225,18 @@ def calibrate(
     rubric_arg = rubric or (rubric_def.name if rubric_def else "RUBRIC")
     apply = (f"jurybox judge PREDICTIONS --rubric {rubric_arg} "
              f"--jury {jury or 'JURY'} --calibration {out}")
-    err.print(f"wrote {out} (provenance {cmap.provenance_}); apply it with: {apply}",
-              highlight=False, markup=False)
+    wrote = f"wrote {out} (provenance {cmap.provenance_})"
+    others = [c for c in cmap.criteria if c not in hurts]
+    if not hurts:
+        advice = f"apply it with: {apply}"
+    elif not others:
+        advice = (f"applying it is not recommended: calibration hurts on "
+                  f"{'every criterion' if len(hurts) > 1 else hurts[0]}")
+    else:
+        keep = " ".join(f"-c {c}" for c in others)
+        advice = (f"calibration hurts on {', '.join(hurts)}, so refit with only the others "
+                  f"({keep}) before applying it with: {apply}")
+    err.print(f"{wrote}; {advice}", highlight=False, markup=False)
 
 
 # --------------------------------------------------------------------------- shared
@@ -317,11 +337,13 @@ def _relevel(crit: Any, data: Any, level: str, boot: dict[str, Any]) -> None:
 def join_notes(summary: dict[str, Any]) -> list[str]:
     """Warnings for ids that did not join and columns that were not used."""
     notes = []
-    for key, what in (("human_only", "labelled ids have no verdict"),
-                      ("judge_only", "judged ids have no human label")):
+    for key, one, many in (
+            ("human_only", "labelled id has no verdict", "labelled ids have no verdict"),
+            ("judge_only", "judged id has no human label", "judged ids have no human label")):
         part = summary.get(key) or {}
         if part.get("count"):
             more = ", ..." if part["count"] > len(part["first"]) else ""
+            what = one if part["count"] == 1 else many
             notes.append(f"{part['count']} {what}: {', '.join(part['first'])}{more}")
     if summary.get("ignored_columns"):
         notes.append(f"ignored label columns (not judged criteria): "

@@ -68,6 +68,47 @@ def test_apply_to_record_adds_calibrated_and_keeps_scores(fitted: CalibrationMap
     assert fitted.apply_to_record(below_quorum)["calibrated"]["accuracy"] is None
 
 
+def test_apply_to_record_computes_the_rubric_formula_on_calibrated_values(
+        fitted: CalibrationMap, synthetic) -> None:  # noqa: ANN001
+    from jurybox.rubrics import Formula
+
+    recs, _ = synthetic
+    rec = next(r for r in recs if r["scores"]["accuracy"] is not None)
+    formula = Formula(name="weighted_sum", expression="(2 * accuracy + supported) / 9")
+    cal = fitted.apply_to_record(rec, formula=formula)["calibrated"]
+    assert cal["weighted_sum"] == pytest.approx((2 * cal["accuracy"] + cal["supported"]) / 9)
+    assert "weighted_sum" not in rec["scores"]
+    # A criterion the formula needs is unscored or not in the map: no value, no raw mixed in.
+    below_quorum = dict(rec, scores={"accuracy": None, "supported": 1.0})
+    assert fitted.apply_to_record(below_quorum, formula=formula)["calibrated"][
+        "weighted_sum"] is None
+    other = Formula(name="total", expression="accuracy + relevance")
+    assert fitted.apply_to_record(rec, formula=other)["calibrated"]["total"] is None
+    out = fitted.apply_to_records([rec], formula=formula)[0]["calibrated"]
+    assert out["weighted_sum"] == pytest.approx(cal["weighted_sum"])
+
+
+def test_dawid_skene_non_convergence_is_a_note(synthetic,  # noqa: ANN001
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    module = sys.modules["jurybox.calibration.dawid_skene"]
+    real = module.dawid_skene
+    monkeypatch.setattr(module, "dawid_skene",
+                        lambda *a, **k: real(*a, **{**k, "max_iter": 1, "tol": 0.0}))
+    recs, humans = synthetic
+    # Items without a human label on `supported` are not clamped, so EM has work to do.
+    humans = [{k: v for k, v in h.items() if k != "supported" or int(h["id"][1:]) % 3}
+              for h in humans]
+    cmap = fit_calibration(human_labels_from_rows(humans), judge_output_from_records(recs),
+                           scales=SCALES)
+    prefix = "supported: Dawid-Skene EM did not converge in 1 step "
+    notes = [n for n in cmap.notes_ if n.startswith(prefix)]
+    assert notes, cmap.notes_
+    assert "did not converge" in cmap.describe()
+    assert not any("accuracy" in n and "converge" in n for n in cmap.notes_)
+
+
 def test_calibrated_value_is_weighted_mean_of_judge_maps(fitted: CalibrationMap) -> None:
     cmap = fitted.criteria_["accuracy"]
     raw = {"harsh": 1.0, "compressed": 3.0}  # noisy did not vote

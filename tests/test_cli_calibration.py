@@ -195,6 +195,17 @@ def test_single_rater_makes_human_agreement_undefined(synthetic: dict[str, Any])
     assert data["criteria"]["accuracy"]["judge_human"]["jury"]["alpha"]["defined"]
 
 
+def test_counts_of_one_are_singular(synthetic: dict[str, Any]) -> None:
+    _, humans = simulate_judging(30, n_humans=1, seed=3)
+    humans.append({"id": "extra-1", "rater": "h0", "accuracy": 2})
+    result = agree(synthetic, "--resamples", 1,
+                   human=write_jsonl(synthetic["dir"] / "one.jsonl", humans))
+    assert result.exit_code == 0, result.output
+    assert "1 human rater)" in result.stdout and "1 human raters" not in result.stdout
+    assert "1 resample)" in result.stdout
+    assert "1 labelled id has no verdict: extra-1" in " ".join(result.stderr.split())
+
+
 def test_constant_columns_are_undefined_with_a_reason(synthetic: dict[str, Any]) -> None:
     records = copy.deepcopy(synthetic["records"])
     for rec in records:
@@ -311,6 +322,53 @@ def test_calibrate_with_constant_judges_suggests_expected(synthetic: dict[str, A
     result = invoke("calibrate", synthetic["human"], judged, "-r", synthetic["rubric"],
                     "-c", "accuracy", "-o", path, "--value", "expected")
     assert result.exit_code == 0, result.output
+
+
+def test_calibrate_refuses_constant_human_labels(synthetic: dict[str, Any]) -> None:
+    # Every human says 3: a map fitted on that is the constant 3, which cross-validates to
+    # "MAE 3.000 -> 0.000, calibration helps" while human-human agreement is undefined.
+    humans = [dict(r, accuracy=3) for r in synthetic["humans"]]
+    human = write_jsonl(synthetic["dir"] / "const-h.jsonl", humans)
+    path = synthetic["dir"] / "map.yaml"
+    result = invoke("calibrate", human, synthetic["judged"], "-r", synthetic["rubric"],
+                    "-c", "accuracy", "-o", path)
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert "all 60 human labels on 'accuracy' are 3" in message
+    assert "no variation" in message and "helps" not in result.output
+    assert not path.exists()
+    # With another criterion to calibrate, the map is written without the constant one, loudly.
+    result = invoke("calibrate", human, synthetic["judged"], "-r", synthetic["rubric"],
+                    "-o", path)
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert "accuracy: not calibrated (all 60 human labels on 'accuracy' are 3" in message
+    assert CalibrationMap.load(path).criteria == ["supported"]
+
+
+def test_calibrate_says_when_calibration_hurts(synthetic: dict[str, Any]) -> None:
+    # The jury's scores equal the (single) human's labels, so any map fitted on the individual
+    # judges' noisy votes can only move the jury away from the humans.
+    records, humans = simulate_judging(30, n_humans=1, seed=3)
+    label = {h["id"]: h["accuracy"] for h in humans}
+    for rec in records:
+        rec["scores"]["accuracy"] = label[rec["id"]]
+    judged = write_jsonl(synthetic["dir"] / "exact-jury.jsonl", records)
+    human = write_jsonl(synthetic["dir"] / "one-h.jsonl", humans)
+    path = synthetic["dir"] / "map.yaml"
+    result = invoke("calibrate", human, judged, "-r", synthetic["rubric"], "-c", "accuracy",
+                    "-o", path)
+    assert result.exit_code == 0, result.output
+    assert "calibration hurts" in result.stdout and "helps" not in result.stdout
+    assert "no clear improvement" not in result.stdout
+    message = " ".join(result.stderr.split())
+    assert "accuracy: calibration hurts: the cross-validated MAE reduction is -" in message
+    assert "do not apply the map to accuracy" in message
+    assert "applying it is not recommended" in message and "apply it with" not in message
+    cv = strict_json(invoke("calibrate", human, judged, "-r", synthetic["rubric"], "-c",
+                            "accuracy", "-o", path, "--json").stdout)["cross_validation"]
+    assert cv["accuracy"]["hurts"] and not cv["accuracy"]["helps"]
+    assert cv["accuracy"]["improvement"]["ci"][1] < 0
 
 
 def test_calibrate_bad_labels_exit_2(synthetic: dict[str, Any]) -> None:
