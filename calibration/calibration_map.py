@@ -293,11 +293,22 @@ class CalibrationMap:
         path = Path(path)
         if not path.exists():
             raise InputDataError(f"{path}: no such file")
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputDataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                                 "not a calibration map") from None
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
-            data = yaml.safe_load(text)
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
+                raise InputDataError(f"{path}:{where} invalid YAML "
+                                     f"({getattr(exc, 'problem', None) or exc}); not a "
+                                     "calibration map") from None
         else:
             try:
                 data = json.loads(text)

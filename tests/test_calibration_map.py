@@ -151,6 +151,14 @@ def test_load_rejects_foreign_files(tmp_path: Path) -> None:
         CalibrationMap.load(p)
     with pytest.raises(NotFittedError):
         CalibrationMap().apply_to_record({})
+    broken = tmp_path / "m.yaml"
+    broken.write_text("format: jurybox.calibration_map/1\ncriteria: [\n")
+    with pytest.raises(InputDataError, match=r"m.yaml: line 3, column 1: invalid YAML"):
+        CalibrationMap.load(broken)
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(b"\x89PNG\xff")
+    with pytest.raises(InputDataError, match="not UTF-8 text"):
+        CalibrationMap.load(binary)
 
 
 def test_ordinal_method_and_round_output(synthetic) -> None:  # noqa: ANN001
