@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+
+from jurybox.rubrics import VerdictRecord
 
 from .data import CriterionData, CriterionScale, HumanLabels, JudgeOutput, ValueKind, join
 from .errors import InputDataError, NotFittedError, ProvenanceMismatchError
@@ -199,7 +202,7 @@ class CalibrationMap:
         values = {j: np.atleast_1d(np.asarray(v, dtype=float)) for j, v in judge_values.items()}
         return self.criteria_[criterion].predict(values, self.output)
 
-    def apply_to_record(self, record: dict[str, Any], force: bool = False, *,
+    def apply_to_record(self, record: dict[str, Any] | VerdictRecord, force: bool = False, *,
                         formula: Formula | None = None) -> dict[str, Any]:
         """A copy of a ``jurybox judge`` record with ``"calibrated": {criterion: value}`` added.
 
@@ -210,31 +213,30 @@ class CalibrationMap:
         map, or unscored): raw and calibrated scores are never mixed.
         """
         self._check_fitted()
-        found = record.get("provenance")
-        if found != self.provenance_ and not force:
-            raise ProvenanceMismatchError(self.provenance_, found)
-        scores = record.get("scores") or {}
+        rec = VerdictRecord.from_record(record)
+        if rec.provenance != self.provenance_ and not force:
+            raise ProvenanceMismatchError(self.provenance_, rec.provenance)
         calibrated: dict[str, float | None] = {}
         for name, cmap in self.criteria_.items():
-            if scores.get(name) is None:
+            if rec.scores.get(name) is None:
                 calibrated[name] = None
                 continue
             values: dict[str, np.ndarray] = {}
             field_name = "score" if cmap.kind == "categorical" else self.value
-            for vote in record.get("votes") or []:
-                if vote.get("criterion") == name and vote.get("error") is None:
-                    x = vote.get(field_name)
+            for vote in rec.votes:
+                if vote.criterion == name and vote.scored:
+                    x = getattr(vote, field_name)
                     if x is not None:
-                        values[str(vote["judge"])] = np.array([float(x)])
+                        values[vote.judge] = np.array([float(x)])
             pred = cmap.predict(values, self.output) if values else np.array([np.nan])
             calibrated[name] = None if np.isnan(pred[0]) else float(pred[0])
         if formula is not None:
             calibrated[formula.name] = formula.evaluate(dict(calibrated))
-        out = dict(record)
+        out = dict(record) if isinstance(record, Mapping) else rec.to_dict()
         out["calibrated"] = calibrated
         return out
 
-    def apply_to_records(self, records: list[dict[str, Any]], force: bool = False, *,
+    def apply_to_records(self, records: list[dict[str, Any] | VerdictRecord], force: bool = False, *,
                          formula: Formula | None = None) -> list[dict[str, Any]]:
         return [self.apply_to_record(r, force=force, formula=formula) for r in records]
 

@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from jurybox.rubrics import VerdictRecord
 from jurybox.rubrics.errors import InputError
 
 from .errors import InputDataError, JoinError
@@ -276,42 +277,36 @@ def _parse_value(raw: Any, scale: CriterionScale | None) -> float:
 class JudgeOutput:
     """Verdict records from ``jurybox judge``, one per id, all from a single provenance."""
 
-    records: list[dict[str, Any]]
+    records: list[VerdictRecord]
     source: str = "<memory>"
 
     @property
     def ids(self) -> list[str]:
-        return [str(r["id"]) for r in self.records]
+        return [r.id for r in self.records]
 
     @property
     def provenance(self) -> str | None:
-        return self.records[0].get("provenance") if self.records else None
+        return self.records[0].provenance if self.records else None
 
     @property
     def judges(self) -> list[str]:
-        return sorted({str(v["judge"]) for r in self.records for v in r.get("votes") or []})
+        return sorted({v.judge for r in self.records for v in r.votes})
 
     @property
     def criteria(self) -> list[str]:
-        seen: list[str] = []
-        for r in self.records:
-            for v in r.get("votes") or []:
-                if v.get("criterion") not in seen:
-                    seen.append(v["criterion"])
-        return seen
+        return list(dict.fromkeys(v.criterion for r in self.records for v in r.votes))
 
     def categorical_criteria(self) -> set[str]:
         """Criteria whose votes carry a ``label`` (labelled scales such as yes/no)."""
-        return {v["criterion"] for r in self.records for v in r.get("votes") or []
-                if v.get("label") is not None}
+        return {v.criterion for r in self.records for v in r.votes if v.label is not None}
 
     def label_maps(self) -> dict[str, dict[str, float]]:
         """criterion -> {label: value} as the judges' votes used them (e.g. yes -> 1)."""
         out: dict[str, dict[str, float]] = {}
         for r in self.records:
-            for v in r.get("votes") or []:
-                if v.get("label") is not None and v.get("score") is not None:
-                    out.setdefault(v["criterion"], {})[str(v["label"])] = float(v["score"])
+            for v in r.votes:
+                if v.label is not None and v.score is not None:
+                    out.setdefault(v.criterion, {})[v.label] = float(v.score)
         return out
 
     def judge_values(self, criterion: str, value: ValueKind = "score") -> dict[str, np.ndarray]:
@@ -319,38 +314,57 @@ class JudgeOutput:
         index = {j: i for i, j in enumerate(self.judges)}
         out = np.full((len(index), len(self.records)), np.nan)
         for col, rec in enumerate(self.records):
-            for v in rec.get("votes") or []:
-                if v.get("criterion") != criterion or v.get("error") is not None:
+            for v in rec.votes:
+                if v.criterion != criterion or not v.scored:
                     continue
-                x = v.get(value)
+                x = getattr(v, value)
                 if x is not None:
-                    out[index[str(v["judge"])], col] = float(x)
+                    out[index[v.judge], col] = float(x)
         return {j: out[i] for j, i in index.items()}
 
     def jury_values(self, criterion: str) -> np.ndarray:
-        vals = [(r.get("scores") or {}).get(criterion) for r in self.records]
+        vals = [r.scores.get(criterion) for r in self.records]
         return np.array([np.nan if v is None else float(v) for v in vals])
 
 
 def load_judge_output(path: str | Path, provenance: str | None = None) -> JudgeOutput:
-    """Read ``jurybox judge`` JSONL. Mixed provenances are an error unless one is chosen."""
+    """Read ``jurybox judge`` output. Mixed provenances are an error unless one is chosen."""
     path = Path(path)
-    records = [row for _, row in _numbered_rows(path)]
-    return judge_output_from_records(records, provenance=provenance, source=str(path))
+    rows = _numbered_rows(path)
+    return _judge_output([(f"line {n}", row) for n, row in rows], provenance, str(path))
 
 
-def judge_output_from_records(records: Sequence[Mapping[str, Any]],
+def judge_output_from_records(records: Sequence[Mapping[str, Any] | VerdictRecord],
                               provenance: str | None = None,
                               source: str = "<memory>") -> JudgeOutput:
-    recs = [dict(r) for r in records]
-    _check_records(recs, source)
-    missing_id = [i for i, r in enumerate(recs, start=1) if r.get("id") is None]
-    if missing_id:
-        raise InputDataError(f"{source}: {len(missing_id)} records without 'id' "
-                             f"(lines {missing_id[:_EXAMPLES]})")
-    provs = Counter(r.get("provenance") for r in recs)
+    return _judge_output([(f"record {n}", r) for n, r in enumerate(records, start=1)],
+                         provenance, source)
+
+
+def _judge_output(rows: Sequence[tuple[str, Any]], provenance: str | None,
+                  source: str) -> JudgeOutput:
+    """Every record read through the one record model, so a malformed file is named by line and
+    field rather than failing later as a bare KeyError deep inside a statistic."""
+    if rows and isinstance(rows[0][1], Mapping) and not {"scores", "votes", "provenance"} & set(rows[0][1]):
+        raise InputDataError(
+            f"{source} is not jurybox judge output: its first row has no scores, votes or "
+            f"provenance (its fields: {sorted(rows[0][1])[:12]}); pass the file `jurybox judge` "
+            "wrote (its --out), and the human labels as the other file"
+        )
+    recs: list[VerdictRecord] = []
+    problems: list[str] = []
+    for where, row in rows:
+        try:
+            recs.append(VerdictRecord.from_record(row, where))
+        except InputError as exc:
+            problems.append(str(exc))
+            if len(problems) >= _EXAMPLES:
+                break
+    if problems:
+        raise InputDataError(f"{source}: not jurybox judge output: " + "; ".join(problems))
+    provs = Counter(r.provenance for r in recs)
     if provenance is not None:
-        recs = [r for r in recs if r.get("provenance") == provenance]
+        recs = [r for r in recs if r.provenance == provenance]
         if not recs:
             raise InputDataError(f"{source}: no records with provenance {provenance!r} "
                                  f"(found {dict(provs)})")
@@ -359,54 +373,11 @@ def judge_output_from_records(records: Sequence[Mapping[str, Any]],
             f"{source}: records come from {len(provs)} configurations (provenance counts "
             f"{dict(provs)}); pass provenance=... to pick one"
         )
-    dup = [k for k, n in Counter(str(r["id"]) for r in recs).items() if n > 1]
+    dup = [k for k, n in Counter(r.id for r in recs).items() if n > 1]
     if dup:
         raise InputDataError(f"{source}: {len(dup)} ids appear more than once, e.g. "
                              f"{dup[:_EXAMPLES]}")
     return JudgeOutput(recs, source)
-
-
-def _check_records(recs: list[dict[str, Any]], source: str) -> None:
-    """Shape of each verdict record, so a malformed file is named by line and field rather
-    than failing later as a bare KeyError/ValueError deep inside a statistic."""
-    problems: list[str] = []
-    if recs and not {"scores", "votes", "provenance"} & set(recs[0]):
-        raise InputDataError(
-            f"{source} is not jurybox judge output: its first row has no scores, votes or "
-            f"provenance (its fields: {sorted(recs[0])[:12]}); pass the file `jurybox judge` "
-            "wrote (its --out), and the human labels as the other file"
-        )
-
-    def number(x: Any) -> bool:
-        return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
-
-    for n, rec in enumerate(recs, start=1):
-        where = f"line {n} (id {rec.get('id')!r})"
-        scores = rec.get("scores")
-        if scores is not None and not isinstance(scores, Mapping):
-            problems.append(f"{where} scores: expected an object, got {scores!r:.40}")
-        elif scores:
-            problems += [f"{where} scores.{k}: {v!r:.40} is not a number or null"
-                         for k, v in scores.items() if not number(v)]
-        votes = rec.get("votes")
-        if votes is None:
-            continue
-        if not isinstance(votes, list):
-            problems.append(f"{where} votes: expected a list, got {votes!r:.40}")
-            continue
-        for k, vote in enumerate(votes):
-            if not isinstance(vote, Mapping):
-                problems.append(f"{where} votes[{k}]: expected an object, got {vote!r:.40}")
-                continue
-            problems += [f"{where} votes[{k}]: no {key!r}" for key in ("judge", "criterion")
-                         if vote.get(key) is None]
-            problems += [f"{where} votes[{k}].{key}: {vote[key]!r:.40} is not a number or null"
-                         for key in ("score", "expected") if not number(vote.get(key))]
-        if len(problems) >= _EXAMPLES:
-            break
-    if problems:
-        raise InputDataError(f"{source}: not jurybox judge output: "
-                             + "; ".join(problems[:_EXAMPLES]))
 
 
 # --------------------------------------------------------------------------- join

@@ -6,19 +6,32 @@ verdicts judging produces; YAML loading with errors that name the file and field
 
 from .formula import Formula
 from .loading import DefinitionError, list_rubrics, load_rubric
-from .models import Criterion, CriterionResult, Item, Level, Rubric, Scale, Verdict, Vote
+from .models import (
+    Criterion,
+    CriterionResult,
+    Disagreement,
+    Item,
+    Level,
+    Rubric,
+    Scale,
+    Verdict,
+    VerdictRecord,
+    Vote,
+)
 from .prompts import output_schema, render_messages
 
 __all__ = [
     "Criterion",
     "CriterionResult",
     "DefinitionError",
+    "Disagreement",
     "Formula",
     "Item",
     "Level",
     "Rubric",
     "Scale",
     "Verdict",
+    "VerdictRecord",
     "Vote",
     "list_rubrics",
     "load_rubric",

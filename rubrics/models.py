@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .errors import InputError
 from .formula import Formula
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -332,25 +333,108 @@ class Verdict(BaseModel):
     votes: list[Vote]
     reasons: list[str] = Field(default_factory=list)
 
+    def record(self, keep_raw: bool = False) -> VerdictRecord:
+        """This verdict as written. Scored votes drop the judge's raw output unless
+        ``keep_raw``; unscored ones keep it, as the evidence of what went wrong."""
+        votes = self.votes if keep_raw else [
+            v.model_copy(update={"raw": None}) if v.scored else v for v in self.votes]
+        return VerdictRecord(
+            id=self.id,
+            status=self.status,
+            rubric=self.rubric,
+            jury=self.jury,
+            provenance=self.provenance,
+            scores=self.scores,
+            reasons=self.reasons,
+            disagreement={name: Disagreement(n=r.n_scored, std=r.std, range=r.range)
+                          for name, r in self.criteria.items()},
+            votes=votes,
+        )
+
     def to_record(self, keep_raw: bool = False) -> dict[str, Any]:
-        """The JSON line written for this verdict."""
-        votes = []
-        for v in self.votes:
-            d = v.model_dump(exclude_none=False)
-            if not keep_raw and v.scored:
-                d.pop("raw")
-            votes.append(d)
-        return {
-            "id": self.id,
-            "status": self.status,
-            "rubric": self.rubric,
-            "jury": self.jury,
-            "provenance": self.provenance,
-            "scores": self.scores,
-            "reasons": self.reasons,
-            "disagreement": {
-                name: {"n": r.n_scored, "std": r.std, "range": r.range}
-                for name, r in self.criteria.items()
-            },
-            "votes": votes,
-        }
+        """The JSON line written for this verdict (:class:`VerdictRecord` as data)."""
+        return self.record(keep_raw).to_dict()
+
+
+class Disagreement(BaseModel):
+    """How far the judges were apart on one criterion of one item."""
+
+    model_config = ConfigDict(frozen=True)
+
+    n: int = Field(description="Scored votes on the criterion.")
+    std: float | None = Field(None, description="Standard deviation of the scored votes.")
+    range: float | None = Field(None, description="Highest minus lowest scored vote.")
+
+
+class VerdictRecord(BaseModel):
+    """A verdict as written: one line of a results file, one verdict of the HTTP API.
+
+    :meth:`Verdict.to_record` writes it; every reader (resume, summary, agreement, calibration)
+    reads it back through :meth:`from_record`, which names the field at fault when a line is not
+    a verdict.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(description="The item's id.")
+    status: Literal["scored", "unscored"] = Field(
+        description="scored: every criterion (and the formula) has a value; unscored: see reasons.")
+    rubric: str = Field(description="The rubric's name.")
+    jury: str = Field(description="The jury's name.")
+    provenance: str = Field(description="Hash of rubric, judges, weights and aggregation.")
+    scores: dict[str, float | None] = Field(
+        description="Per criterion (and the rubric's formula): the jury's score, or null.")
+    reasons: list[str] = Field(default_factory=list, description="Why a score is null.")
+    disagreement: dict[str, Disagreement] = Field(default_factory=dict)
+    votes: list[Vote] = Field(default_factory=list, description="Every judge's vote per criterion.")
+    input: str | None = Field(None, description="Hash of the judged input (bulk runs).")
+    calibrated: dict[str, float | None] | None = Field(
+        None, description="Calibrated scores, when a calibration map was applied.")
+    calibration: str | None = Field(None, description="The calibration map applied (file:hash).")
+
+    @classmethod
+    def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
+        """Read a record (a parsed JSON line); InputError naming ``where`` and the field."""
+        if isinstance(record, cls):
+            return record
+        try:
+            return cls.model_validate(record)
+        except ValidationError as exc:
+            ident = record.get("id") if isinstance(record, dict) else None
+            at = f"{where} (id {ident!r})" if ident is not None else where
+            problems = [_problem(err) for err in exc.errors(include_url=False)[:5]]
+            first = exc.errors(include_url=False)[0]
+            raise InputError(f"{at}: not a jurybox verdict: " + "; ".join(problems),
+                             field=_location(first["loc"])) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON-ready data: the optional fields only when set, and a scored vote's ``raw``
+        only when kept."""
+        data = self.model_dump(mode="json", exclude={
+            k for k in ("input", "calibrated", "calibration") if getattr(self, k) is None})
+        for vote in data["votes"]:
+            if vote["raw"] is None and vote["score"] is not None:
+                del vote["raw"]
+        return data
+
+
+def _location(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(record)"
+
+
+def _problem(err: dict) -> str:
+    where = _location(err["loc"])
+    kind = err["type"]
+    got = err.get("input")
+    if kind == "missing":
+        return f"{where}: missing"
+    if kind in ("float_parsing", "float_type"):
+        return f"{where}: {got!r:.40} is not a number or null"
+    if kind in ("dict_type", "model_type"):
+        return f"{where}: expected an object, got {got!r:.40}"
+    if kind == "list_type":
+        return f"{where}: expected a list, got {got!r:.40}"
+    return f"{where}: {err['msg'].removeprefix('Value error, ')}"

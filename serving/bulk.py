@@ -114,7 +114,7 @@ def judge_file(
     calibration_id = calibration.identity if calibration is not None else None
     with ResultsFile(out, prov, calibration_id) as results:
         done = results.done()
-        changed = [i for i in done if i in hashes and results.records[i].get("input") != hashes[i]]
+        changed = [i for i in done if i in hashes and results.records[i].input != hashes[i]]
         if changed:
             raise ResultsError(
                 f"{out}: {len(changed)} item(s) already there were judged from different input "

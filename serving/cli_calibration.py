@@ -212,7 +212,7 @@ def calibrate(
         raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
     for note in notes:
         warn(note)
-    jury = output.records[0].get("jury") if output.records else None
+    jury = output.records[0].jury if output.records else None
     if json_out:
         typer.echo(dumps({
             "map": str(out), "provenance": cmap.provenance_,
@@ -255,7 +255,7 @@ def load_inputs(judged: Path, rubric: str | None, provenance: str | None
     if not output.records:
         raise InputProblem(f"{judged}: no verdicts")
     notes: list[str] = []
-    named = sorted({str(r["rubric"]) for r in output.records if r.get("rubric")})
+    named = sorted({r.rubric for r in output.records})
     if rubric is not None:
         try:
             rubric_def = load_rubric(rubric)

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from jurybox.rubrics import VerdictRecord
 from jurybox.rubrics.errors import InputError
 
 # Every record is written as one line that starts with these bytes; a line torn by a kill is
@@ -51,23 +52,12 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
     return None
 
 
-def is_result(record: Any) -> bool:
-    """Whether a parsed line has the shape of a verdict record written by jurybox."""
-    return (
-        isinstance(record, dict)
-        and isinstance(record.get("id"), str)
-        and isinstance(record.get("provenance"), str)
-        and record.get("status") in ("scored", "unscored")
-        and isinstance(record.get("scores"), dict)
-    )
-
-
 class ResultsFile:
     def __init__(self, path: str | Path, provenance: str, calibration: str | None = None) -> None:
         self.path = Path(path)
         self.provenance = provenance
         self.calibration = calibration
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, VerdictRecord] = {}
         self.repaired = False
         self._fh = None
 
@@ -115,13 +105,11 @@ class ResultsFile:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                record = None
-            if not is_result(record):
-                raise self._foreign(f"line {n}")
-            self._check(f"line {n}", record["provenance"], record.get("calibration"))
-            self.records[record["id"]] = record
+                record = VerdictRecord.from_record(json.loads(line))
+            except (ValueError, UnicodeDecodeError):  # not JSON, or not a verdict
+                raise self._foreign(f"line {n}") from None
+            self._check(f"line {n}", record.provenance, record.calibration)
+            self.records[record.id] = record
         tail = data[end:]
         if not tail:
             return
@@ -162,6 +150,6 @@ class ResultsFile:
         for record in records:
             line = json.dumps({"id": record["id"], **record}, ensure_ascii=False, allow_nan=False) + "\n"
             self._fh.write(line.encode("utf-8"))
-            self.records[str(record["id"])] = record
+            self.records[str(record["id"])] = VerdictRecord.from_record(record)
         self._fh.flush()
         os.fsync(self._fh.fileno())

@@ -14,7 +14,7 @@ import numpy as np
 from scipy import stats
 
 from jurybox.calibration import krippendorff_alpha
-from jurybox.rubrics import Rubric
+from jurybox.rubrics import Rubric, VerdictRecord
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
@@ -65,8 +65,9 @@ class Summary:
         }
 
 
-def summarize(records: Sequence[dict[str, Any]], rubric: Rubric, rejected_rows: int = 0,
-              empty_responses: int = 0) -> Summary:
+def summarize(records: Sequence[VerdictRecord | dict[str, Any]], rubric: Rubric,
+              rejected_rows: int = 0, empty_responses: int = 0) -> Summary:
+    records = [VerdictRecord.from_record(r, f"record {n}") for n, r in enumerate(records, 1)]
     names = list(rubric.criterion_names)
     if rubric.formula is not None:
         names.append(rubric.formula.name)
@@ -76,16 +77,16 @@ def summarize(records: Sequence[dict[str, Any]], rubric: Rubric, rejected_rows: 
     # votes[criterion][judge][item index] -> score
     grid: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for i, rec in enumerate(records):
-        for vote in rec.get("votes", []):
-            j = judges[vote["judge"]]
+        for vote in rec.votes:
+            j = judges[vote.judge]
             j["votes"] += 1
-            if vote.get("score") is None:
+            if vote.score is None:
                 j["unscored"] += 1
-                j["reasons"][_reason_kind(vote.get("error") or "")] += 1
+                j["reasons"][_reason_kind(vote.error or "")] += 1
             else:
-                grid[vote["criterion"]][vote["judge"]][i] = vote["score"]
+                grid[vote.criterion][vote.judge][i] = vote.score
     for name in names:
-        values = [r["scores"].get(name) for r in records]
+        values = [r.scores.get(name) for r in records]
         scored = [v for v in values if v is not None]
         mean, ci = mean_ci(scored)
         agreement = None
@@ -100,14 +101,15 @@ def summarize(records: Sequence[dict[str, Any]], rubric: Rubric, rejected_rows: 
             agreement = {"statistic": f"krippendorff_alpha[{level}]", "value": stat.value,
                          "reason": stat.reason, "units": stat.n}
         criteria.append(CriterionSummary(name, len(scored), len(values) - len(scored), mean, ci, agreement))
-    if any("calibrated" in r for r in records):
-        for name in rubric.criterion_names:
-            values = [(r.get("calibrated") or {}).get(name) for r in records]
+    if any(r.calibrated is not None for r in records):
+        calibrated = [name for name in names if any(name in (r.calibrated or {}) for r in records)]
+        for name in calibrated:
+            values = [(r.calibrated or {}).get(name) for r in records]
             scored = [v for v in values if v is not None]
             mean, ci = mean_ci(scored)
             criteria.append(CriterionSummary(f"{name} (calibrated)", len(scored),
                                              len(values) - len(scored), mean, ci))
-    n_scored = sum(1 for r in records if r.get("status") == "scored")
+    n_scored = sum(1 for r in records if r.status == "scored")
     judge_rows = {
         k: {"votes": v["votes"], "unscored": v["unscored"],
             "top_reasons": [f"{reason} ({n})" for reason, n in v["reasons"].most_common(3)]}

@@ -6,7 +6,8 @@ from jurybox.serving.results import ResultsError, ResultsFile, write_manifest
 
 
 def rec(i, prov="p1"):
-    return {"id": f"r{i}", "provenance": prov, "status": "scored", "scores": {}}
+    return {"id": f"r{i}", "provenance": prov, "status": "scored", "scores": {},
+            "rubric": "general", "jury": "t"}
 
 
 def test_a_directory_as_out_is_a_clear_error(tmp_path):

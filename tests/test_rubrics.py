@@ -141,3 +141,28 @@ def test_formula_dividing_by_zero_is_none():
 def test_labels_must_have_distinct_values():
     with pytest.raises(ValueError, match="distinct values"):
         Scale(labels={"good": 1, "fine": 1, "bad": 0})
+
+
+def test_a_verdict_record_reads_back_exactly_as_written():
+    from jurybox.rubrics import CriterionResult, Verdict, VerdictRecord, Vote
+    from jurybox.rubrics.errors import InputError
+
+    votes = [Vote(judge="a", criterion="accuracy", score=3, expected=2.8,
+                  distribution={"3": 0.8, "2": 0.2}, raw='{"accuracy": 3}', latency_s=0.5),
+             Vote(judge="b", criterion="accuracy", error="no answer", raw="blah")]
+    verdict = Verdict(id="q1", status="scored", rubric="general", jury="tiny", provenance="p",
+                      scores={"accuracy": 3.0}, votes=votes,
+                      criteria={"accuracy": CriterionResult(score=3.0, n_votes=2, n_scored=1,
+                                                            std=0.0, range=0.0)})
+    for keep_raw in (False, True):
+        record = verdict.to_record(keep_raw=keep_raw)
+        assert VerdictRecord.from_record(record).to_dict() == record
+    record = verdict.to_record()
+    assert "raw" not in record["votes"][0] and record["votes"][1]["raw"] == "blah"
+    assert list(record) == ["id", "status", "rubric", "jury", "provenance", "scores", "reasons",
+                            "disagreement", "votes"]
+    broken = {**record, "votes": [{**record["votes"][0], "score": "high"}]}
+    with pytest.raises(InputError, match=r"line 4 \(id 'q1'\): not a jurybox verdict: "
+                                         r"votes\[0\].score: 'high' is not a number") as info:
+        VerdictRecord.from_record(broken, "line 4")
+    assert info.value.field == "votes[0].score"

@@ -5,6 +5,8 @@ from scipy import stats
 from jurybox.rubrics import load_rubric
 from jurybox.serving.summary import mean_ci, summarize
 
+PROVENANCE = {"rubric": "general", "jury": "t", "provenance": "p"}
+
 
 def test_mean_ci_matches_scipy_t_interval():
     x = np.array([0.0, 1, 2, 2, 3, 4, 4, 4])
@@ -23,7 +25,8 @@ def test_summary_counts_unscored_and_measures_judge_agreement():
         votes = [{"judge": "a", "criterion": c, "score": a} for c in names]
         votes += [{"judge": "b", "criterion": c, "score": b, "error": None if b is not None else f"prompt is {900 + i} tokens: 'x{i}'"} for c in names]
         scores = {c: (a + b) / 2 if b is not None else None for c in names}
-        records.append({"id": str(i), "status": "scored" if b is not None else "unscored", "scores": scores, "votes": votes})
+        records.append({"id": str(i), "status": "scored" if b is not None else "unscored",
+                        "scores": scores, "votes": votes, **PROVENANCE})
     s = summarize(records, rubric)
     assert (s.items, s.scored, s.unscored) == (4, 3, 1)
     acc = s.criteria[0]
@@ -36,6 +39,7 @@ def test_summary_counts_unscored_and_measures_judge_agreement():
 def test_summary_adds_calibrated_rows_when_records_have_them():
     rubric = load_rubric("general")
     records = [{"id": str(i), "status": "scored", "scores": {c: 0.0 for c in rubric.criterion_names},
+                **PROVENANCE,
                 "calibrated": {c: (v if c == "accuracy" else None) for c in rubric.criterion_names},
                 "votes": []} for i, v in enumerate([2.0, 3.0, 4.0])]
     s = summarize(records, rubric)
