@@ -36,7 +36,6 @@ _EXPORTS: dict[str, str] = {
     "bootstrap_ci": "bootstrap",
     "Stat": "results",
     # data
-    "CriterionScale": "data",
     "HumanLabels": "data",
     "JudgeOutput": "data",
     "Joined": "data",
@@ -101,7 +100,6 @@ if TYPE_CHECKING:  # static tools see real imports
     from .calibration_map import CalibrationMap, fit_calibration
     from .data import (
         CriterionData,
-        CriterionScale,
         HumanLabels,
         Joined,
         JudgeOutput,

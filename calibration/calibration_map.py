@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from jurybox.rubrics import VerdictRecord
+from jurybox.rubrics import Scale, VerdictRecord
 
-from .data import CriterionData, CriterionScale, HumanLabels, JudgeOutput, ValueKind, join
+from .data import CriterionData, HumanLabels, JudgeOutput, ValueKind, join
 from .errors import InputDataError, NotFittedError, ProvenanceMismatchError
 from .maps import CALIBRATORS, Output, calibrator_from_dict
 
@@ -42,7 +42,7 @@ class CriterionMap:
     """The learned map for one criterion (see module docstring)."""
 
     criterion: str
-    scale: CriterionScale
+    scale: Scale
     kind: Literal["numeric", "categorical"]
     calibrators: dict[str, Any] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
@@ -93,7 +93,7 @@ class CriterionMap:
         return np.where(any_vote, out, np.nan)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "scale": self.scale.to_dict(),
+        out: dict[str, Any] = {"kind": self.kind, "scale": self.scale.compact(),
                                "n_items": self.n_items}
         if self.kind == "numeric":
             out["weights"] = dict(self.weights)
@@ -107,7 +107,7 @@ class CriterionMap:
 
     @classmethod
     def from_dict(cls, criterion: str, d: dict[str, Any]) -> CriterionMap:
-        scale = CriterionScale.from_any(d["scale"])
+        scale = Scale.coerce(d["scale"])
         if d["kind"] == "numeric":
             cals = {j: calibrator_from_dict(c) for j, c in d["judges"].items()}
             weights = {j: float(w) for j, w in d["weights"].items()}

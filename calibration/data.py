@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from jurybox.rubrics import VerdictRecord
+from jurybox.rubrics import Scale, VerdictRecord
 from jurybox.rubrics.errors import InputError
 
 from .errors import InputDataError, JoinError
@@ -55,54 +55,17 @@ _EXAMPLES = 10
 # --------------------------------------------------------------------------- scales
 
 
-@dataclass(frozen=True)
-class CriterionScale:
-    """The values a criterion may take, and label names for labelled scales (yes -> 1)."""
-
-    values: tuple[float, ...]
-    labels: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def categorical(self) -> bool:
-        return bool(self.labels)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"values": list(self.values)}
-        if self.labels:
-            out["labels"] = dict(self.labels)
-        return out
-
-    @classmethod
-    def from_any(cls, spec: Any) -> CriterionScale:
-        """From a list of values, {"values": [...], "labels": {...}}, or a rubric Scale."""
-        if isinstance(spec, CriterionScale):
-            return spec
-        if hasattr(spec, "values") and hasattr(spec, "labels") and not isinstance(spec, Mapping):
-            labels = {str(k): float(v) for k, v in dict(spec.labels).items()}
-            return cls(tuple(sorted(float(v) for v in spec.values)), labels)
-        if isinstance(spec, Mapping):
-            labels = {str(k): float(v) for k, v in dict(spec.get("labels", {})).items()}
-            values = spec.get("values") or sorted(labels.values())
-            return cls(tuple(sorted(float(v) for v in values)), labels)
-        values = [float(v) for v in spec]
-        if len(values) < 2 or len(set(values)) != len(values):
-            raise InputDataError(f"a scale needs at least two distinct values; got {values}")
-        return cls(tuple(sorted(values)))
-
-    def snap(self, x: np.ndarray) -> np.ndarray:
-        """Nearest scale value (ties to the lower one); NaN stays NaN."""
-        vals = np.asarray(self.values)
-        idx = np.abs(np.asarray(x, dtype=float)[..., None] - vals).argmin(axis=-1)
-        return np.where(np.isnan(x), np.nan, vals[idx])
-
-
-def scales_from(spec: Any) -> dict[str, CriterionScale]:
-    """Scales per criterion from a rubric (anything with ``.criteria``) or a mapping."""
+def scales_from(spec: Any) -> dict[str, Scale]:
+    """Scales per criterion from a rubric (anything with ``.criteria``) or a mapping of
+    criterion -> Scale, list of values, or scale fields (``{"labels": {"yes": 1, "no": 0}}``)."""
     if spec is None:
         return {}
     if hasattr(spec, "criteria"):
-        return {c.name: CriterionScale.from_any(c.scale) for c in spec.criteria}
-    return {str(k): CriterionScale.from_any(v) for k, v in dict(spec).items()}
+        return {c.name: c.scale for c in spec.criteria}
+    try:
+        return {str(k): Scale.coerce(v) for k, v in dict(spec).items()}
+    except (ValueError, TypeError) as exc:
+        raise InputDataError(f"not a scale: {exc}") from None
 
 
 # --------------------------------------------------------------------------- human labels
@@ -242,31 +205,23 @@ def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
     return HumanLabels(ids, raters, values, source, extra)
 
 
-def _parse_value(raw: Any, scale: CriterionScale | None) -> float:
+def _parse_value(raw: Any, scale: Scale | None) -> float:
+    """A human label as a number: empty and null are missing (NaN); otherwise the scale's own
+    parser (the one judges' answers go through), or any finite number without a scale."""
     if raw is None or (isinstance(raw, str) and raw.strip() == ""):
         return math.nan
+    if isinstance(raw, float) and math.isnan(raw):
+        return raw
+    if scale is not None:
+        return scale.parse(raw)
     if isinstance(raw, bool):
         raise ValueError(f"{raw!r} is a boolean; write the scale value (e.g. 1/0) or label")
-    if isinstance(raw, (int, float)):
-        value = float(raw)
-        if math.isnan(value):
-            return value
-    else:
-        text = str(raw).strip()
-        try:
-            value = float(text)
-        except ValueError:
-            if scale is not None and scale.labels:
-                lookup = {k.lower(): v for k, v in scale.labels.items()}
-                if text.lower() in lookup:
-                    return lookup[text.lower()]
-                raise ValueError(f"{text!r} is not a label of the scale "
-                                 f"{list(scale.labels)}") from None
-            raise ValueError(f"{text!r} is not a number") from None
+    try:
+        value = float(raw.strip() if isinstance(raw, str) else raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{raw!r} is not a number") from None
     if not math.isfinite(value):
         raise ValueError(f"{raw!r} is not finite")
-    if scale is not None and not any(math.isclose(value, v) for v in scale.values):
-        raise ValueError(f"{value:g} is not on the scale {list(scale.values)}")
     return value
 
 
@@ -426,7 +381,7 @@ class CriterionData:
     human_raters: list[str]
     judges: dict[str, np.ndarray]     # judge -> items
     jury: np.ndarray                  # the jury's aggregated score (NaN below quorum)
-    scale: CriterionScale
+    scale: Scale
     categorical: bool
 
     @property
@@ -473,7 +428,7 @@ def join(human: HumanLabels | str | Path, judged: JudgeOutput | str | Path, *,
         # Without a rubric, labelled criteria still map "yes"/"no" the way the judges' votes did.
         for crit, labels in judged.label_maps().items():
             if crit not in scale_map and len(labels) >= 2:
-                scale_map[crit] = CriterionScale(tuple(sorted(set(labels.values()))), labels)
+                scale_map[crit] = Scale(labels=labels)
         human = load_human_labels(human, scales=scale_map, criteria=judged_criteria)
 
     human_ids = list(dict.fromkeys(human.ids))
@@ -500,7 +455,7 @@ def join(human: HumanLabels | str | Path, judged: JudgeOutput | str | Path, *,
         if c not in human.criteria:
             continue
         mat, raters = human.matrix(c, joined_ids)
-        is_categorical = c in categorical or (c in scale_map and scale_map[c].categorical)
+        is_categorical = c in categorical or (c in scale_map and scale_map[c].is_labelled)
         # A labelled criterion has no meaningful expected score: its votes are the labels.
         judges = judged.judge_values(c, "score" if is_categorical else value)
         jury = judged.jury_values(c)
@@ -509,14 +464,14 @@ def join(human: HumanLabels | str | Path, judged: JudgeOutput | str | Path, *,
             jury = jury[cols]
         scale = scale_map.get(c) or _infer_scale(mat, judges, value)
         out[c] = CriterionData(c, joined_ids, mat, raters, judges, jury, scale,
-                               is_categorical or scale.categorical)
+                               is_categorical or scale.is_labelled)
     if not out:
         raise JoinError(f"no criterion is in both files: humans have {human.criteria}, "
                         f"judges have {judged_criteria}")
     return Joined(out, summary, judged.provenance, value)
 
 
-def _infer_scale(human: np.ndarray, judges: dict[str, np.ndarray], value: str) -> CriterionScale:
+def _infer_scale(human: np.ndarray, judges: dict[str, np.ndarray], value: str) -> Scale:
     """Without a rubric, the scale is the set of observed human (and judge score) values."""
     observed = [human[~np.isnan(human)]]
     if value == "score":
@@ -524,4 +479,4 @@ def _infer_scale(human: np.ndarray, judges: dict[str, np.ndarray], value: str) -
     vals = np.unique(np.concatenate(observed))
     if vals.size < 2:
         vals = np.unique(np.concatenate([vals, vals + 1.0]))  # degenerate: keep a 2-point scale
-    return CriterionScale(tuple(float(v) for v in vals))
+    return Scale(values=[float(v) for v in vals])

@@ -31,9 +31,10 @@ from .agreement import (
     pearson,
     spearman,
 )
-from .alpha import krippendorff_alpha
+from .alpha import LEVELS, krippendorff_alpha
 from .bootstrap import bootstrap_ci
 from .data import CriterionData, HumanLabels, Joined, JudgeOutput, ValueKind, join
+from .errors import InputDataError
 from .kappa import cohen_kappa, gwet_ac
 from .results import Stat
 
@@ -168,16 +169,34 @@ def _step(scale: list[float]) -> float:
     return float(np.min(np.diff(scale))) if len(scale) > 1 else 1.0
 
 
-def judge_human_stats(crit: CriterionData) -> Callable[..., dict[str, Stat]]:
+def default_level(crit: CriterionData) -> str:
+    """Krippendorff's level when none is asked for: nominal for labelled scales, else interval."""
+    return "nominal" if crit.categorical else "interval"
+
+
+def _alpha_of(crit: CriterionData, level: str) -> Callable[[np.ndarray], Stat]:
+    """Alpha at ``level`` on raters x items values; nominal compares values snapped to the scale."""
+    def alpha(m: np.ndarray) -> Stat:
+        return krippendorff_alpha(crit.scale.snap(m) if level == "nominal" else m, level)
+    return alpha
+
+
+def judge_human_stats(crit: CriterionData, level: str | None = None
+                      ) -> Callable[..., dict[str, Stat]]:
     """Statistic bundle comparing one score vector with the human consensus (mean, snapped)."""
     scale = list(crit.scale.values)
     step = _step(scale)
+    level = level or default_level(crit)
+    alpha = _alpha_of(crit, level)
+
+    def alpha_vs_humans(x: np.ndarray, h_ref: np.ndarray, h_mean: np.ndarray) -> Stat:
+        return alpha(np.vstack([x, h_ref if level == "nominal" else h_mean]))
 
     if crit.categorical:
         def categorical(x: np.ndarray, h_ref: np.ndarray, h_mean: np.ndarray) -> dict[str, Stat]:
             xs = crit.scale.snap(x)
             return {
-                "alpha": krippendorff_alpha(np.vstack([xs, h_ref]), "nominal"),
+                "alpha": alpha_vs_humans(x, h_ref, h_mean),
                 "kappa": cohen_kappa(xs, h_ref, labels=scale),
                 "ac1": gwet_ac(np.vstack([xs, h_ref]), "identity", categories=scale),
                 "exact": exact_agreement(xs, h_ref),
@@ -188,7 +207,7 @@ def judge_human_stats(crit: CriterionData) -> Callable[..., dict[str, Stat]]:
     def numeric(x: np.ndarray, h_ref: np.ndarray, h_mean: np.ndarray) -> dict[str, Stat]:
         xs = crit.scale.snap(x)
         return {
-            "alpha": krippendorff_alpha(np.vstack([x, h_mean]), "interval"),
+            "alpha": alpha_vs_humans(x, h_ref, h_mean),
             "qwk": cohen_kappa(xs, h_ref, weights="quadratic", labels=scale),
             "spearman": spearman(x, h_mean),
             "kendall": kendall(x, h_mean),
@@ -201,11 +220,12 @@ def judge_human_stats(crit: CriterionData) -> Callable[..., dict[str, Stat]]:
     return numeric
 
 
-def judge_judge_stats(crit: CriterionData) -> Callable[..., dict[str, Stat]]:
-    level = "nominal" if crit.categorical else "interval"
+def judge_judge_stats(crit: CriterionData, level: str | None = None
+                      ) -> Callable[..., dict[str, Stat]]:
+    alpha = _alpha_of(crit, level or default_level(crit))
 
     def pair(a: np.ndarray, b: np.ndarray) -> dict[str, Stat]:
-        out = {"alpha": krippendorff_alpha(np.vstack([a, b]), level),
+        out = {"alpha": alpha(np.vstack([a, b])),
                "exact": exact_agreement(crit.scale.snap(a), crit.scale.snap(b))}
         if not crit.categorical:
             out["spearman"] = spearman(a, b)
@@ -213,17 +233,24 @@ def judge_judge_stats(crit: CriterionData) -> Callable[..., dict[str, Stat]]:
     return pair
 
 
-def _criterion_agreement(crit: CriterionData, boot: dict[str, Any]) -> CriterionAgreement:
-    level = "nominal" if crit.categorical else "interval"
-    human_human: dict[str, Stat] = {}
-    if crit.human.shape[0] >= 2:
-        human_human[f"alpha[{level}]"] = bootstrap_ci(
-            lambda h: krippendorff_alpha(h, level), crit.human, **boot)
+def _criterion_agreement(crit: CriterionData, boot: dict[str, Any], level: str
+                         ) -> CriterionAgreement:
+    level = default_level(crit) if level == "auto" else level
+    alpha = _alpha_of(crit, level)
+    n_raters = crit.human.shape[0]
+    if n_raters >= 2:
+        human_human = {f"alpha[{level}]": bootstrap_ci(alpha, crit.human, **boot)}
+    else:
+        who = f" ({', '.join(crit.human_raters)})" if crit.human_raters else ""
+        human_human = {f"alpha[{level}]": Stat(
+            f"krippendorff_alpha[{level}]", None, int((~np.isnan(crit.human_mean)).sum()),
+            f"needs at least 2 human raters; the labels have {n_raters}{who} for "
+            f"{crit.criterion}")}
 
     h_mean = crit.human_mean
     h_ref = crit.human_reference
     labelled = ~np.isnan(h_mean)
-    fn = judge_human_stats(crit)
+    fn = judge_human_stats(crit, level)
     judge_human: dict[str, dict[str, Stat]] = {}
     missing: dict[str, int] = {}
     systems = dict(crit.judges)
@@ -234,7 +261,7 @@ def _criterion_agreement(crit: CriterionData, boot: dict[str, Any]) -> Criterion
         judge_human[name] = bootstrap_ci(fn, x[keep], h_ref[keep], h_mean[keep], **boot)
 
     judge_judge: dict[str, dict[str, Stat]] = {}
-    pair_fn = judge_judge_stats(crit)
+    pair_fn = judge_judge_stats(crit, level)
     for a, b in combinations(sorted(crit.judges), 2):
         xa, xb = crit.judges[a], crit.judges[b]
         keep = ~(np.isnan(xa) | np.isnan(xb))
@@ -242,7 +269,7 @@ def _criterion_agreement(crit: CriterionData, boot: dict[str, Any]) -> Criterion
     judges_alpha = None
     if len(crit.judges) >= 2:
         mat = np.vstack([crit.judges[j] for j in sorted(crit.judges)])
-        judges_alpha = bootstrap_ci(lambda m: krippendorff_alpha(m, level), mat, **boot)
+        judges_alpha = bootstrap_ci(alpha, mat, **boot)
     return CriterionAgreement(crit.criterion, list(crit.scale.values), crit.categorical,
                               int(labelled.sum()), crit.human_raters, human_human, judge_human,
                               judge_judge, judges_alpha, missing)
@@ -251,17 +278,21 @@ def _criterion_agreement(crit: CriterionData, boot: dict[str, Any]) -> Criterion
 def agreement_report(human_labels: HumanLabels | str | Path,
                      judge_output: JudgeOutput | str | Path, *, scales: Any = None,
                      value: ValueKind = "score", criteria: list[str] | None = None,
-                     n_resamples: int = 1000, confidence: float = 0.95,
+                     level: str = "auto", n_resamples: int = 1000, confidence: float = 0.95,
                      seed: int | None = 0) -> AgreementReport:
     """Judge-human, jury-human, human-human and judge-judge agreement with bootstrap CIs.
 
     ``human_labels`` / ``judge_output`` are paths (or loaded objects); ``scales`` is a rubric or
     {criterion: values} (inferred from the observed values when omitted); ``value`` picks each
-    vote's ``score`` or logprob-``expected`` score.
+    vote's ``score`` or logprob-``expected`` score; ``level`` is Krippendorff's level for every
+    alpha in the report (``auto``: nominal for labelled scales, interval otherwise).
     """
+    if level != "auto" and level not in LEVELS:
+        raise InputDataError(f"level must be 'auto' or one of {LEVELS}; got {level!r}")
     joined = join(human_labels, judge_output, scales=scales, value=value, criteria=criteria)
     boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
-    crits = {name: _criterion_agreement(data, boot) for name, data in joined.criteria.items()}
+    crits = {name: _criterion_agreement(data, boot, level)
+             for name, data in joined.criteria.items()}
     sources = {
         "human_labels": getattr(human_labels, "source", str(human_labels)),
         "judge_output": getattr(judge_output, "source", str(judge_output)),

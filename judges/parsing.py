@@ -81,7 +81,7 @@ def parse_answers(text: str, criteria: list[Criterion], complete: bool = True) -
             answers[c.name] = Answer(error=f"no answer for {c.name!r} in the judge's output: {snippet!r}")
             continue
         try:
-            value = c.scale.to_value(raw)
+            value = c.scale.parse(raw)
         except ValueError as exc:
             answers[c.name] = Answer(error=f"{c.name}: {exc}")
             continue

@@ -24,20 +24,24 @@ class Level(BaseModel):
 
 
 class Scale(BaseModel):
-    """The values a criterion may take.
+    """The values a criterion (or a human label column) may take. One of three kinds:
 
-    Either an integer range (``min``/``max``, a description per level in ``levels``) or named
-    labels (``labels``: label -> value, e.g. yes: 1, no: 0). A judge answers an integer for a
-    range and one of the label strings for a labelled scale.
+    * an integer range: ``min``/``max``, with a description per level in ``levels``;
+    * named labels: ``labels`` maps label -> value (e.g. yes: 1, no: 0);
+    * explicit numbers: ``values`` lists the points (e.g. [0, 0.5, 1]).
+
+    A judge answers a number of the scale, or one of the label strings. :meth:`parse` reads a
+    judge's answer and a human's label alike.
     """
 
-    model_config = _FROZEN
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     min: int | None = None
     max: int | None = None
     levels: dict[int, str] = Field(default_factory=dict)
     labels: dict[str, float] = Field(default_factory=dict)
     label_descriptions: dict[str, str] = Field(default_factory=dict)
+    explicit: list[float] = Field(default_factory=list, alias="values")
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -54,10 +58,11 @@ class Scale(BaseModel):
     @model_validator(mode="after")
     def _one_kind(self) -> Scale:
         has_range = self.min is not None or self.max is not None
-        if has_range and self.labels:
-            raise ValueError("a scale is either a range (min/max) or labels, not both")
-        if not has_range and not self.labels:
-            raise ValueError("a scale needs min and max (an integer range) or labels")
+        kinds = sum([has_range, bool(self.labels), bool(self.explicit)])
+        if kinds > 1:
+            raise ValueError("a scale is a range (min/max), labels or values: one of them")
+        if kinds == 0:
+            raise ValueError("a scale needs min and max (an integer range), labels, or values")
         if has_range:
             if self.min is None or self.max is None:
                 raise ValueError("a range scale needs both min and max")
@@ -68,6 +73,11 @@ class Scale(BaseModel):
             outside = sorted(k for k in self.levels if not self.min <= k <= self.max)
             if outside:
                 raise ValueError(f"levels {outside} lie outside {self.min}..{self.max}")
+        elif self.explicit:
+            if len(set(self.explicit)) != len(self.explicit) or len(self.explicit) < 2:
+                raise ValueError(f"values {self.explicit} must be at least two distinct numbers")
+            if not all(math.isfinite(v) for v in self.explicit):
+                raise ValueError(f"values {self.explicit} must be finite")
         else:
             if len(self.labels) < 2:
                 raise ValueError("a labelled scale needs at least two labels")
@@ -88,6 +98,18 @@ class Scale(BaseModel):
                 raise ValueError(f"label_descriptions name unknown labels {unknown}")
         return self
 
+    @classmethod
+    def coerce(cls, spec: Any) -> Scale:
+        """A scale from a Scale, a list of values, or a mapping (a scale's fields; also the
+        ``{"values": [...], "labels": {...}}`` form of older calibration maps)."""
+        if isinstance(spec, Scale):
+            return spec
+        if isinstance(spec, dict):
+            if spec.get("labels"):
+                return cls(labels=spec["labels"])
+            return cls.model_validate(spec)
+        return cls(explicit=[float(v) for v in spec])
+
     @property
     def is_labelled(self) -> bool:
         return bool(self.labels)
@@ -99,6 +121,8 @@ class Scale(BaseModel):
                 Level(value=v, label=k, description=self.label_descriptions.get(k, ""))
                 for k, v in self.labels.items()
             ]
+        if self.explicit:
+            return [Level(value=v) for v in sorted(self.explicit)]
         assert self.min is not None and self.max is not None
         return [
             Level(value=v, description=self.levels.get(v, "")) for v in range(self.min, self.max + 1)
@@ -106,7 +130,8 @@ class Scale(BaseModel):
 
     @property
     def values(self) -> list[float]:
-        return [p.value for p in self.points]
+        """The scale's numbers, ascending."""
+        return sorted(p.value for p in self.points)
 
     @property
     def low(self) -> float:
@@ -116,37 +141,72 @@ class Scale(BaseModel):
     def high(self) -> float:
         return max(self.values)
 
+    def compact(self) -> dict[str, Any]:
+        """The scale without descriptions, as stored in calibration maps."""
+        if self.labels:
+            return {"labels": dict(self.labels)}
+        if self.explicit:
+            return {"values": self.values}
+        return {"min": self.min, "max": self.max}
+
+    def short(self) -> str:
+        if self.labels:
+            return str(list(self.labels))
+        if self.explicit:
+            return str([_number(v) for v in self.values])
+        return f"{self.min}..{self.max}"
+
     def json_schema(self) -> dict[str, Any]:
         if self.labels:
             return {"type": "string", "enum": list(self.labels)}
+        if self.explicit:
+            return {"type": "number", "enum": [_number(v) for v in self.values]}
         return {"type": "integer", "enum": [int(v) for v in self.values]}
 
     def answer_texts(self) -> dict[str, float]:
         """The text a judge writes for each point (what follows the JSON key), mapped to its value."""
         if self.labels:
             return dict(self.labels)
-        return {str(int(v)): float(v) for v in self.values}
+        return {str(_number(v)): float(v) for v in self.values}
 
-    def to_value(self, answer: Any) -> float:
-        """Map a parsed answer onto the scale, or raise ValueError saying what was expected."""
-        if self.labels:
-            if isinstance(answer, str):
-                for label, value in self.labels.items():
-                    if answer.strip().lower() == label.lower():
-                        return value
-            raise ValueError(f"{answer!r} is not one of {list(self.labels)}")
-        if isinstance(answer, bool) or not isinstance(answer, (int, float, str)):
-            raise ValueError(f"{answer!r} is not an integer in {self.min}..{self.max}")
-        try:
-            number = float(answer)
-        except ValueError:
-            raise ValueError(f"{answer!r} is not an integer in {self.min}..{self.max}") from None
-        if not math.isfinite(number) or number != int(number):
-            raise ValueError(f"{answer!r} is not an integer in {self.min}..{self.max}")
-        assert self.min is not None and self.max is not None
-        if not self.min <= number <= self.max:
-            raise ValueError(f"{answer!r} is outside the scale {self.min}..{self.max}")
-        return number
+    def parse(self, raw: Any) -> float:
+        """A judge's answer or a human's label as a value of this scale: a number, a numeric
+        string, or a label in any case. ValueError says what was expected."""
+        if isinstance(raw, bool):
+            raise ValueError(f"{raw!r} is a boolean; write the scale value (e.g. 1/0) or label")
+        if isinstance(raw, str):
+            text = raw.strip()
+            for label, value in self.labels.items():
+                if text.lower() == label.lower():
+                    return value
+            try:
+                number = float(text)
+            except ValueError:
+                if self.labels:
+                    raise ValueError(f"{text!r} is not a label of the scale (not one of "
+                                     f"{list(self.labels)})") from None
+                raise ValueError(f"{text!r} is not a number") from None
+        elif isinstance(raw, (int, float)):
+            number = float(raw)
+        else:
+            raise ValueError(f"{raw!r} is not a value of the scale {self.short()}")
+        if not math.isfinite(number):
+            raise ValueError(f"{raw!r} is not finite")
+        for v in self.values:
+            if math.isclose(number, v, rel_tol=1e-9, abs_tol=1e-9):
+                return v
+        if self.min is not None and self.max is not None and not self.min <= number <= self.max:
+            raise ValueError(f"{raw!r} is not on the scale (outside the scale {self.short()})")
+        raise ValueError(f"{raw!r} is not on the scale {self.short()}")
+
+    def snap(self, x: Any) -> Any:
+        """Nearest scale value for each number of an array (ties to the lower); NaN stays NaN."""
+        import numpy as np
+
+        vals = np.asarray(self.values, dtype=float)
+        x = np.asarray(x, dtype=float)
+        idx = np.abs(x[..., None] - vals).argmin(axis=-1)
+        return np.where(np.isnan(x), np.nan, vals[idx])
 
     def label_of(self, value: float) -> str | None:
         for label, v in self.labels.items():
@@ -161,6 +221,10 @@ class Scale(BaseModel):
             name = f'"{p.label}"' if p.label is not None else str(int(p.value))
             lines.append(f"  {name}: {p.description}" if p.description else f"  {name}")
         return "\n".join(lines)
+
+
+def _number(v: float) -> int | float:
+    return int(v) if float(v).is_integer() else v
 
 
 class Criterion(BaseModel):

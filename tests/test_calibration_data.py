@@ -146,7 +146,7 @@ def test_join_infers_categorical_from_vote_labels() -> None:
     joined = join(human_labels_from_rows(humans), judge_output_from_records(recs))
     assert joined.criteria["supported"].categorical
     assert not joined.criteria["accuracy"].categorical
-    assert joined.criteria["accuracy"].scale.values == (0.0, 1.0, 2.0, 3.0, 4.0)
+    assert joined.criteria["accuracy"].scale.values == [0.0, 1.0, 2.0, 3.0, 4.0]
 
 
 def test_human_yes_no_labels_map_through_judge_votes_without_a_rubric(tmp_path: Path) -> None:

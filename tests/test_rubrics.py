@@ -107,14 +107,14 @@ def test_output_schema_and_prompt():
 
 def test_scale_maps_answers_and_refuses_out_of_scale():
     s = Scale(min=0, max=4)
-    assert s.to_value(3) == 3 and s.to_value("2") == 2
+    assert s.parse(3) == 3 and s.parse("2") == 2
     for bad in (5, -1, 2.5, True, "x", None):
         with pytest.raises(ValueError):
-            s.to_value(bad)
+            s.parse(bad)
     labels = Scale(labels={"yes": 1, "no": 0})
-    assert labels.to_value("Yes") == 1 and labels.label_of(0) == "no"
+    assert labels.parse("Yes") == 1 and labels.label_of(0) == "no"
     with pytest.raises(ValueError, match="not one of"):
-        labels.to_value("maybe")
+        labels.parse("maybe")
 
 
 def test_item_missing_inputs():
