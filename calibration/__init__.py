@@ -46,6 +46,8 @@ _EXPORTS: dict[str, str] = {
     "judge_output_from_records": "data",
     "join": "data",
     "scales_from": "data",
+    "rubric_for": "data",
+    "join_warnings": "data",
     # calibration
     "IsotonicCalibrator": "maps",
     "OrdinalCalibrator": "maps",
@@ -108,6 +110,8 @@ if TYPE_CHECKING:  # static tools see real imports
         judge_output_from_records,
         load_human_labels,
         load_judge_output,
+        join_warnings,
+        rubric_for,
         scales_from,
     )
     from .dawid_skene import DawidSkeneResult, dawid_skene

@@ -181,7 +181,7 @@ class CalibrationMap:
 
     def _params(self) -> dict[str, Any]:
         return {"method": self.method, "output": self.output, "cv_folds": self.cv_folds,
-                "seed": self.seed}
+                "seed": self.seed, "value": self.value}
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "criteria_"):
@@ -318,6 +318,32 @@ class CalibrationMap:
                 raise InputDataError(f"{path}: not JSON ({exc.msg})") from None
         return cls.from_dict(data, source=str(path))
 
+    def hurting(self) -> list[str]:
+        """Criteria whose cross-validation shows calibration moves values away from humans."""
+        self._check_fitted()
+        return [name for name, cv in self.cv_.items() if cv_verdict(cv) == "hurts"]
+
+    def warnings(self) -> list[str]:
+        """What a user should know before applying the map: criteria not calibrated, fits that
+        did not converge, and each criterion's cross-validated verdict when it is not 'helps'."""
+        self._check_fitted()
+        notes = list(self.notes_)
+        for name, cv in self.cv_.items():
+            verdict = cv_verdict(cv)
+            if verdict == "skipped":
+                notes.append(f"{name}: no cross-validated check ({cv.get('skipped', 'no result')})")
+            elif verdict == "hurts":
+                gain = cv["improvement"]
+                lo, hi = gain["ci"]
+                notes.append(f"{name}: calibration hurts: the cross-validated {gain['metric']} is "
+                             f"{gain['value']:+.3f} [{lo:+.3f}, {hi:+.3f}], below 0 (the jury's "
+                             f"own scores are closer to the humans); do not apply the map to "
+                             f"{name}")
+            elif verdict == "unclear":
+                notes.append(f"{name}: cross-validation shows no clear improvement; applying the "
+                             f"map may not be worth it")
+        return notes
+
     def describe(self) -> str:
         """A readable summary: per criterion the map kind, weights and the CV verdict."""
         self._check_fitted()
@@ -416,8 +442,11 @@ def _fit_criterion(data: CriterionData, params: dict[str, Any]) -> CriterionMap:
         cals[judge] = CALIBRATORS[params["method"]](scale, output="clip").fit(xs, ys)
         mse[judge] = _oof_mse(x, data.human, human_mean, scale, params)
     if not cals:
+        hint = ("; the judges give (nearly) constant scores, so try their logprob-expected "
+                "scores (value 'expected', --value expected) if the verdicts have them"
+                if params.get("value") == "score" else "")
         raise InputDataError(f"no judge has two distinct scores paired with human labels on "
-                             f"{data.criterion!r}")
+                             f"{data.criterion!r}{hint}")
     inv = {j: 1.0 / max(m, 1e-6) for j, m in mse.items()}
     total = sum(inv.values())
     weights = {j: v / total for j, v in inv.items()}

@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from jurybox.rubrics import Scale, VerdictRecord
+from jurybox.rubrics import Rubric, Scale, VerdictRecord
 from jurybox.rubrics.errors import InputError
 
 from .errors import InputDataError, JoinError
@@ -326,13 +326,49 @@ def _judge_output(rows: Sequence[tuple[str, Any]], provenance: str | None,
     elif len(provs) > 1:
         raise InputDataError(
             f"{source}: records come from {len(provs)} configurations (provenance counts "
-            f"{dict(provs)}); pass provenance=... to pick one"
+            f"{dict(provs)}); choose one with the provenance option (--provenance HASH)",
+            field="provenance",
         )
     dup = [k for k, n in Counter(r.id for r in recs).items() if n > 1]
     if dup:
         raise InputDataError(f"{source}: {len(dup)} ids appear more than once, e.g. "
                              f"{dup[:_EXAMPLES]}")
     return JudgeOutput(recs, source)
+
+
+def rubric_for(output: JudgeOutput, rubric: str | Path | None = None
+               ) -> tuple[Rubric | None, list[str]]:
+    """The rubric whose scales validate human labels for these verdicts: the one given, else the
+    one the verdicts name; and warnings when there is none or it does not fit."""
+    from jurybox.rubrics import DefinitionError, load_rubric
+
+    notes: list[str] = []
+    named = sorted({r.rubric for r in output.records})
+    rubric_def: Rubric | None = None
+    if rubric is not None:
+        rubric_def = load_rubric(rubric)
+        if named and rubric_def.name not in named:
+            notes.append(f"the rubric {rubric_def.name} given differs from the rubric the "
+                         f"verdicts name ({', '.join(named)}); its scales are used")
+    else:
+        reason = ("the verdicts name no rubric" if not named else
+                  f"the verdicts name several rubrics ({', '.join(named)})" if len(named) > 1
+                  else None)
+        if reason is None:
+            try:
+                rubric_def = load_rubric(named[0])
+            except DefinitionError:
+                reason = (f"rubric {named[0]!r} named in {output.source} is neither shipped nor "
+                          "a file")
+        if rubric_def is None:
+            notes.append(f"{reason}: scales are inferred from the observed values, so labels "
+                         f"off the scale go unnoticed; name the rubric (--rubric NAME_OR_FILE)")
+    if rubric_def is not None:
+        unscaled = [c for c in output.criteria if c not in rubric_def.criterion_names]
+        if unscaled:
+            notes.append(f"criteria {unscaled} are not in rubric {rubric_def.name}; their scales "
+                         f"are inferred from the observed values")
+    return rubric_def, notes
 
 
 # --------------------------------------------------------------------------- join
@@ -355,6 +391,10 @@ class JoinSummary:
             "human_criteria_not_judged": self.human_criteria_not_judged,
         }
 
+    def warnings(self) -> list[str]:
+        """Ids that did not join and columns that were not used."""
+        return join_warnings(self.to_dict())
+
     def describe(self) -> str:
         parts = [f"{self.n_joined} items joined"]
         if self.human_only:
@@ -369,6 +409,23 @@ class JoinSummary:
             parts.append("human criteria not in judge output: "
                          + ", ".join(self.human_criteria_not_judged))
         return "; ".join(parts)
+
+
+def join_warnings(summary: Mapping[str, Any]) -> list[str]:
+    """Warnings from a join summary (:meth:`JoinSummary.to_dict`, as reports and maps keep it)."""
+    notes = []
+    for key, one, many in (
+            ("human_only", "labelled id has no verdict", "labelled ids have no verdict"),
+            ("judge_only", "judged id has no human label", "judged ids have no human label")):
+        part = summary.get(key) or {}
+        if part.get("count"):
+            more = ", ..." if part["count"] > len(part["first"]) else ""
+            what = one if part["count"] == 1 else many
+            notes.append(f"{part['count']} {what}: {', '.join(part['first'])}{more}")
+    if summary.get("ignored_columns"):
+        notes.append(f"ignored label columns (not judged criteria): "
+                     f"{', '.join(summary['ignored_columns'])}")
+    return notes
 
 
 @dataclass

