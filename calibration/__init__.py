@@ -34,7 +34,7 @@ _EXPORTS: dict[str, str] = {
     "mean_absolute_error": "agreement",
     "mean_difference": "agreement",
     "bootstrap_ci": "bootstrap",
-    "Stat": "results",
+    "Stat": "stat",
     # data
     "HumanLabels": "data",
     "JudgeOutput": "data",
@@ -49,8 +49,8 @@ _EXPORTS: dict[str, str] = {
     "rubric_for": "data",
     "join_warnings": "data",
     # calibration
-    "IsotonicCalibrator": "maps",
-    "OrdinalCalibrator": "maps",
+    "IsotonicCalibrator": "calibrators",
+    "OrdinalCalibrator": "calibrators",
     "CalibrationMap": "calibration_map",
     "fit_calibration": "calibration_map",
     "dawid_skene": "dawid_skene",
@@ -124,8 +124,8 @@ if TYPE_CHECKING:  # static tools see real imports
         UndefinedStatisticError,
     )
     from .kappa import agreement_weights, cohen_kappa, fleiss_kappa, gwet_ac
-    from .maps import IsotonicCalibrator, OrdinalCalibrator
+    from .calibrators import IsotonicCalibrator, OrdinalCalibrator
     from .ppi import PPIEstimate, ppi_mean, prediction_powered_mean
     from .report import AgreementReport, agreement_report
-    from .results import Stat
+    from .stat import Stat
     from .synthetic import simulate_judging

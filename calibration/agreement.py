@@ -12,7 +12,7 @@ import numpy as np
 
 from ._arrays import as_float_vector
 from .errors import InputDataError
-from .results import Stat, defined, undefined
+from .stat import Stat, defined, undefined
 
 
 def paired(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -46,7 +46,7 @@ import numpy as np
 
 from ._arrays import as_float_matrix
 from .errors import InputDataError
-from .results import Stat, defined, undefined
+from .stat import Stat, defined, undefined
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputDataError
-from .results import Stat, defined
+from .stat import Stat, defined
 
 StatisticFn = Callable[..., "Stat | float | Mapping[str, Stat | float]"]
 

@@ -28,7 +28,7 @@ from jurybox.rubrics import Scale, VerdictRecord
 
 from .data import CriterionData, HumanLabels, JudgeOutput, ValueKind, join
 from .errors import InputDataError, NotFittedError, ProvenanceMismatchError
-from .maps import CALIBRATORS, Output, calibrator_from_dict
+from .calibrators import CALIBRATORS, Output, calibrator_from_dict
 
 if TYPE_CHECKING:  # rubrics stays out of `import jurybox.calibration`
     from jurybox.rubrics import Formula

@@ -24,7 +24,7 @@ import numpy as np
 
 from ._arrays import as_float_matrix, as_float_vector
 from .errors import InputDataError
-from .results import Stat, defined, undefined
+from .stat import Stat, defined, undefined
 
 Weights = Literal["identity", "linear", "quadratic"]
 

@@ -36,7 +36,7 @@ from .bootstrap import bootstrap_ci
 from .data import CriterionData, HumanLabels, Joined, JudgeOutput, ValueKind, join
 from .errors import InputDataError
 from .kappa import cohen_kappa, gwet_ac
-from .results import Stat
+from .stat import Stat
 
 JURY = "jury"
 _TABLE_STATS_NUMERIC = ("alpha", "qwk", "spearman", "exact", "adjacent", "mae")

@@ -16,7 +16,7 @@ from .judging import (
     votes_from_generation,
 )
 from .jury import Jury
-from .models import ModelNotAvailable
+from .weights import ModelNotAvailable
 from .spec import Aggregation, JudgeSpec, JurySpec, Reasoning, Sampling, list_juries, load_jury_spec, provenance
 
 __all__ = [

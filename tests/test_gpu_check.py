@@ -1,4 +1,4 @@
-"""bench/gpu_check.py in its tiny-shape mode on the CPU, so the GPU check cannot rot between the
+"""perf/gpu_check.py in its tiny-shape mode on the CPU, so the GPU check cannot rot between the
 sessions that have a GPU: same script, same code path, toy sizes of the same architectures."""
 
 import json
@@ -15,11 +15,11 @@ pytestmark = pytest.mark.models  # reads the tiny jury's SmolLM2 tokenizer
 
 def test_gpu_check_runs_the_small_gpu_architectures_at_toy_size():
     from jurybox.judges import load_jury_spec
-    from jurybox.judges.models import resolve
+    from jurybox.judges.weights import resolve
 
     resolve(load_jury_spec("tiny").judges[0].model)  # a missing model fails the test: CI installs it
     run = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--tiny", "--items", "3",
+        [sys.executable, str(ROOT / "perf" / "gpu_check.py"), "--tiny", "--items", "3",
          "--batch-size", "2", "--device", "cpu"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )

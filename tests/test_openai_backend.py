@@ -164,7 +164,7 @@ def server(tmp_path_factory):
     """`vllm serve` of SmolLM2 on a free 127.0.0.1 port; always terminated."""
     if not HAS_VLLM:
         pytest.skip("vLLM is not installed")
-    from jurybox.judges.models import materialize, resolve
+    from jurybox.judges.weights import materialize, resolve
 
     source = materialize(resolve(Jury.load("tiny").spec.judges[0].model))  # a missing model fails the test: CI installs it
     port = free_port()

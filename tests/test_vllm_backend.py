@@ -32,7 +32,7 @@ requires_vllm = pytest.mark.skipif(
 def smol_tokenizer():
     from transformers import AutoTokenizer
 
-    from jurybox.judges.models import materialize, resolve
+    from jurybox.judges.weights import materialize, resolve
 
     source = materialize(resolve(Jury.load("tiny").spec.judges[0].model))  # a missing model fails the test: CI installs it
     return AutoTokenizer.from_pretrained(source.directory)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..models import materialize, resolve
+from ..weights import materialize, resolve
 from .base import (
     Generation,
     Request,

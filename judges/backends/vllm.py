@@ -28,7 +28,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..models import materialize, resolve
+from ..weights import materialize, resolve
 from .base import (
     Generation,
     JudgeConfigError,

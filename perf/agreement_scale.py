@@ -8,7 +8,7 @@ Each measurement runs in its own subprocess (time with ``perf_counter``; peak me
 ``krippendorff`` runs under a wall-clock timeout and an address-space cap, and is reported as
 "did not finish" past either.
 
-    python bench/agreement_scale.py [--timeout 60] [--mem-gb 12] [--sizes 1000,10000,...]
+    python perf/agreement_scale.py [--timeout 60] [--mem-gb 12] [--sizes 1000,10000,...]
 """
 
 from __future__ import annotations

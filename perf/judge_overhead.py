@@ -5,7 +5,7 @@ same batching; jurybox additionally renders prompts, records logprobs, reads ans
 distributions, and aggregates verdicts. Rounds alternate (raw, jurybox, raw, ...) so machine
 noise hits both alike; the ratio of medians is reported. Target: <= 1.10.
 
-    python bench/judge_overhead.py [--items 32] [--rounds 3] [--judge smollm2-135m]
+    python perf/judge_overhead.py [--items 32] [--rounds 3] [--judge smollm2-135m]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ The prefix cache is reset before each timed pass, so no pass reuses another's pr
 warm-up first compiles the grammar and fills allocator pools. Prints items/s and the ratios
 jurybox/raw (target >= 0.90) and jurybox/serial (target >= 5).
 
-    python bench/judge_throughput.py [--items 200] [--jury tiny-vllm] [--judge smollm2-135m]
+    python perf/judge_throughput.py [--items 200] [--jury tiny-vllm] [--judge smollm2-135m]
 """
 
 from __future__ import annotations

