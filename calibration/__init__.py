@@ -36,18 +36,18 @@ _EXPORTS: dict[str, str] = {
     "bootstrap_ci": "bootstrap",
     "Stat": "stat",
     # data
-    "HumanLabels": "data",
-    "JudgeOutput": "data",
-    "Joined": "data",
-    "CriterionData": "data",
-    "load_human_labels": "data",
-    "load_judge_output": "data",
-    "human_labels_from_rows": "data",
-    "judge_output_from_records": "data",
-    "join": "data",
-    "scales_from": "data",
-    "rubric_for": "data",
-    "join_warnings": "data",
+    "HumanLabels": "labels",
+    "JudgeOutput": "verdicts",
+    "Joined": "joined",
+    "CriterionData": "joined",
+    "load_human_labels": "labels",
+    "load_judge_output": "verdicts",
+    "human_labels_from_rows": "labels",
+    "judge_output_from_records": "verdicts",
+    "join": "joined",
+    "scales_from": "labels",
+    "rubric_for": "verdicts",
+    "join_warnings": "joined",
     # calibration
     "IsotonicCalibrator": "calibrators",
     "OrdinalCalibrator": "calibrators",
@@ -100,20 +100,9 @@ if TYPE_CHECKING:  # static tools see real imports
     from .alpha import krippendorff_alpha
     from .bootstrap import bootstrap_ci
     from .calibration_map import CalibrationMap, fit_calibration
-    from .data import (
-        CriterionData,
-        HumanLabels,
-        Joined,
-        JudgeOutput,
-        human_labels_from_rows,
-        join,
-        judge_output_from_records,
-        load_human_labels,
-        load_judge_output,
-        join_warnings,
-        rubric_for,
-        scales_from,
-    )
+    from .joined import CriterionData, Joined, join, join_warnings
+    from .labels import HumanLabels, human_labels_from_rows, load_human_labels, scales_from
+    from .verdicts import JudgeOutput, judge_output_from_records, load_judge_output, rubric_for
     from .dawid_skene import DawidSkeneResult, dawid_skene
     from .errors import (
         CalibrationError,

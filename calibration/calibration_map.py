@@ -26,7 +26,9 @@ import numpy as np
 
 from jurybox.rubrics import Scale, VerdictRecord
 
-from .data import CriterionData, HumanLabels, JudgeOutput, ValueKind, join
+from .joined import CriterionData, join
+from .labels import HumanLabels
+from .verdicts import JudgeOutput, ValueKind
 from .errors import InputDataError, NotFittedError, ProvenanceMismatchError
 from .calibrators import CALIBRATORS, Output, calibrator_from_dict
 

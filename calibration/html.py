@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .data import CriterionData
+    from .joined import CriterionData
     from .report import AgreementReport, CriterionAgreement
 
 _CSS = """

@@ -128,7 +128,8 @@ def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str
     :class:`CalibrationMap` is given. Items the jury left unscored are excluded and counted in
     ``notes`` (no zero-filling); humans' per-item mean is the label.
     """
-    from .data import JudgeOutput, join, load_judge_output
+    from .joined import join
+    from .verdicts import JudgeOutput, load_judge_output
 
     judged = judge_output if isinstance(judge_output, JudgeOutput) else load_judge_output(
         judge_output)

@@ -33,7 +33,9 @@ from .agreement import (
 )
 from .alpha import LEVELS, krippendorff_alpha
 from .bootstrap import bootstrap_ci
-from .data import CriterionData, HumanLabels, Joined, JudgeOutput, ValueKind, join
+from .joined import CriterionData, Joined, join
+from .labels import HumanLabels
+from .verdicts import JudgeOutput, ValueKind
 from .errors import InputDataError
 from .kappa import cohen_kappa, gwet_ac
 from .stat import Stat

@@ -1,6 +1,6 @@
 """``jurybox agree`` and ``jurybox calibrate``: judges against human labels, from the shell.
 
-Both read a human labels file (format in :mod:`jurybox.calibration.data`) and the JSONL written
+Both read a human labels file (format in :mod:`jurybox.calibration.labels`) and the JSONL written
 by ``jurybox judge``, join them on ``id`` and take each criterion's scale from the rubric the
 verdicts name (``--rubric`` overrides it), so labels off the scale are rejected rather than
 silently widening it. Bad input ends with exit code 2 and a message naming the file, row and
