@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

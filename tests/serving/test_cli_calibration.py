@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from jurybox.calibration import CalibrationMap, simulate_judging
 from jurybox.serving.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 HUMAN_EXAMPLE = EXAMPLES / "mirage_mg.human.jsonl"
 
