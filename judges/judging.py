@@ -84,17 +84,41 @@ def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[
     exception means the judge as a whole failed (out of memory, server gone): writing that down
     as unscored votes would make a rerun skip these items, so it raises JudgeFailed instead.
     """
-    runnable = requests.runnable
-    batch = [requests.requests[k] for k in runnable]
+    batch = [requests.requests[k] for k in requests.runnable]
     try:
         outputs = backend.generate(batch) if batch else []  # type: ignore[arg-type]
     except JuryboxError:
         raise
     except Exception as exc:
         raise JudgeFailed(f"judge {judge.name} failed: {type(exc).__name__}: {exc}") from exc
-    if len(outputs) != len(batch):
+    return _votes(judge, requests, outputs)
+
+
+async def ajudge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[list[Vote]]:
+    """:func:`judge_votes` for an event loop: the backend's ``agenerate`` when it has one (the
+    async vLLM engine, the OpenAI client), else its ``generate`` in a worker thread."""
+    import asyncio
+
+    batch = [requests.requests[k] for k in requests.runnable]
+    try:
+        if not batch:
+            outputs = []
+        elif hasattr(backend, "agenerate"):
+            outputs = await backend.agenerate(batch)  # type: ignore[attr-defined]
+        else:
+            outputs = await asyncio.to_thread(backend.generate, batch)  # type: ignore[arg-type]
+    except JuryboxError:
+        raise
+    except Exception as exc:
+        raise JudgeFailed(f"judge {judge.name} failed: {type(exc).__name__}: {exc}") from exc
+    return _votes(judge, requests, outputs)
+
+
+def _votes(judge: JudgeSpec, requests: Requests, outputs: Sequence[Generation]) -> list[list[Vote]]:
+    runnable = requests.runnable
+    if len(outputs) != len(runnable):
         raise JudgeFailed(
-            f"judge {judge.name}: backend returned {len(outputs)} outputs for {len(batch)} prompts"
+            f"judge {judge.name}: backend returned {len(outputs)} outputs for {len(runnable)} prompts"
         )
     generations: dict[int, Generation] = {k: Generation(error=e) for k, e in requests.errors.items()}
     generations.update(zip(runnable, outputs))
@@ -105,6 +129,13 @@ def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[
         votes[item].extend(votes_from_generation(
             judge.name, list(requests.calls[call]), generations[k], judge.reasoning.keep))
     return votes
+
+
+def unscored_votes(judge: str, requests: Requests, reason: str) -> list[list[Vote]]:
+    """Every vote of one judge on ``requests`` unscored for the same reason (a judge that could
+    not answer at all, e.g. its replica died): the quorum decides what the verdicts become."""
+    return [[Vote(judge=judge, criterion=c.name, error=reason)
+             for call in requests.calls for c in call] for _ in requests.item_ids]
 
 
 def votes_from_generation(

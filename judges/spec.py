@@ -84,6 +84,40 @@ class Execution(BaseModel):
     timeout_s: float = Field(120.0, gt=0.0, description="openai: seconds per request.")
     max_retries: int = Field(4, ge=0, description="openai: retries of transient failures (408, "
                              "429, 5xx, timeouts).")
+    tensor_parallel_size: int = Field(1, ge=1, description="vllm: GPUs one engine spans (tensor "
+                                      "parallelism); under Ray Serve, a placement group of that "
+                                      "many GPU bundles per replica.")
+    # Ray (the scoring service, the Ray engine): what one replica of this judge reserves, and
+    # how many replicas serve it.
+    num_gpus: float = Field(0.0, ge=0.0, description="Ray: GPUs one replica reserves (a fraction "
+                            "shares a GPU; with tensor_parallel_size > 1, per bundle: 1).")
+    num_cpus: float = Field(1.0, ge=0.0, description="Ray: CPUs one replica reserves.")
+    replicas: int | tuple[int, int] = Field(1, description="Ray: replicas of this judge, or "
+                                            "[min, max] to autoscale between.")
+    target_ongoing_requests: float = Field(
+        2.0, gt=0.0, description="Ray Serve autoscaling: requests in flight per replica to aim "
+        "for (more scale up, fewer scale down).")
+    max_ongoing_requests: int = Field(8, ge=1, description="Ray Serve: requests one replica "
+                                      "takes at once; beyond it they wait in the caller's queue.")
+
+    @model_validator(mode="after")
+    def _fits(self) -> Execution:
+        if isinstance(self.replicas, tuple):
+            low, high = self.replicas
+            if not 1 <= low <= high:
+                raise ValueError(f"replicas [min, max] needs 1 <= min <= max, got {list(self.replicas)}")
+        elif self.replicas < 1:
+            raise ValueError("replicas must be at least 1")
+        if self.tensor_parallel_size > 1 and self.num_gpus not in (0.0, 1.0):
+            raise ValueError("with tensor_parallel_size > 1 every bundle takes a whole GPU; "
+                             "set num_gpus: 1 (or leave it out)")
+        share = self.gpu_memory_utilization
+        if share is not None and 0.0 < self.num_gpus < 1.0 and share >= self.num_gpus:
+            raise ValueError(
+                f"gpu_memory_utilization {share} must stay below the replica's GPU fraction "
+                f"num_gpus {self.num_gpus}: vLLM does not know about the fraction, and judges "
+                "sharing the GPU would run out of memory")
+        return self
 
 
 class JudgeSpec(BaseModel):

@@ -397,6 +397,25 @@ class Verdict(BaseModel):
     votes: list[Vote]
     reasons: list[str] = Field(default_factory=list)
 
+    @classmethod
+    def from_record(cls, record: VerdictRecord) -> Verdict:
+        """The verdict a record was written from (what a record does not keep, such as the raw
+        output of scored votes, stays unset)."""
+        reasons = {}
+        for reason in record.reasons:
+            name, _, why = reason.partition(": ")
+            reasons.setdefault(name, why)
+        criteria = {}
+        for name, spread in record.disagreement.items():
+            criteria[name] = CriterionResult(
+                score=record.scores.get(name),
+                n_votes=sum(1 for v in record.votes if v.criterion == name),
+                n_scored=spread.n, std=spread.std, range=spread.range,
+                reason=reasons.get(name))
+        return cls(id=record.id, status=record.status, rubric=record.rubric, jury=record.jury,
+                   provenance=record.provenance, scores=record.scores, criteria=criteria,
+                   votes=record.votes, reasons=record.reasons)
+
     def record(self, keep_raw: bool = False) -> VerdictRecord:
         """This verdict as written. Scored votes drop the judge's raw output unless
         ``keep_raw``; unscored ones keep it, as the evidence of what went wrong."""

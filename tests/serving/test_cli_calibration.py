@@ -467,7 +467,14 @@ def test_calibrate_then_judge_with_the_map(real_judged: Path, tiny_jury: Any, tm
     assert len(records) == 2
     for rec in records:
         assert rec["provenance"] == prov
-        assert set(rec["calibrated"]) == set(cmap.criteria)
-        for name, value in rec["calibrated"].items():
+        # Every calibrated criterion, and MIRAGE's weighted sum computed on the calibrated values.
+        assert set(rec["calibrated"]) == set(cmap.criteria) | {"weighted_sum"}
+        for name in cmap.criteria:
+            value = rec["calibrated"][name]
             if rec["scores"][name] is not None:
                 assert value is not None and 0 <= value <= 4
+        calibrated = rec["calibrated"]
+        if all(calibrated[c] is not None for c in cmap.criteria):
+            expected = (2 * calibrated["accuracy"] + calibrated["relevance"]
+                        + calibrated["completeness"] + calibrated["parsimony"]) / 20
+            assert calibrated["weighted_sum"] == pytest.approx(round(expected, 4))

@@ -1,0 +1,103 @@
+"""Building the scoring service as a Ray Serve application: one deployment per judge (sized from
+the jury file's execution settings) and the ingress. The same builder serves ``jurybox serve``,
+``serve run jurybox.serving.builder:build_jury_app jury=tiny`` and a config file for ``serve
+deploy`` or a KubeRay RayService (``jurybox serve --print-config``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jurybox.judges import JudgeSpec, JurySpec
+
+from .config import ServiceConfig
+
+APP_NAME = "jurybox"
+INGRESS = "JuryIngress"
+IMPORT_PATH = "jurybox.serving.builder:build_jury_app"
+
+
+def judge_deployment_name(judge: str) -> str:
+    return f"judge-{judge}"
+
+
+def judge_options(judge: JudgeSpec) -> dict[str, Any]:
+    """Ray Serve options for one judge's deployment, from its execution settings."""
+    ex = judge.execution
+    options: dict[str, Any] = {
+        "name": judge_deployment_name(judge.name),
+        "max_ongoing_requests": ex.max_ongoing_requests,
+        # Loading a model takes a while; a slow first health check is not a dead replica.
+        "health_check_period_s": 10,
+        "health_check_timeout_s": 60,
+        "graceful_shutdown_timeout_s": 60,
+    }
+    if isinstance(ex.replicas, tuple):
+        low, high = ex.replicas
+        options["autoscaling_config"] = {"min_replicas": low, "max_replicas": high,
+                                         "initial_replicas": low,
+                                         "target_ongoing_requests": ex.target_ongoing_requests}
+    else:
+        options["num_replicas"] = ex.replicas
+    if judge.backend == "vllm" and ex.tensor_parallel_size > 1:
+        # The replica itself and its first vLLM worker share bundle 0; each further worker
+        # takes one GPU bundle, all on one node.
+        tp = ex.tensor_parallel_size
+        options["ray_actor_options"] = {"num_cpus": ex.num_cpus, "num_gpus": 0}
+        options["placement_group_bundles"] = [{"CPU": ex.num_cpus, "GPU": 1}] + [
+            {"GPU": 1} for _ in range(tp - 1)]
+        options["placement_group_strategy"] = "STRICT_PACK"
+    else:
+        options["ray_actor_options"] = {"num_cpus": ex.num_cpus, "num_gpus": ex.num_gpus}
+    return options
+
+
+def ingress_options(config: ServiceConfig) -> dict[str, Any]:
+    limits = config.limits
+    # Our own gate answers 429 before Serve would queue: let every request reach it.
+    ongoing = limits.max_concurrent + limits.max_queued + 8
+    return {
+        "name": INGRESS,
+        "num_replicas": 1,
+        "max_ongoing_requests": ongoing,
+        "max_queued_requests": ongoing,
+        "ray_actor_options": {"num_cpus": 0.5},
+    }
+
+
+def build_jury_app(args: dict[str, Any]) -> Any:
+    """The Serve application for ``args`` (the fields of :class:`ServiceConfig`). Everything is
+    validated here: a bad jury, rubric or calibration map fails the deploy, not a request."""
+    from ray import serve
+
+    from .deployments import JudgeServer
+    from .ingress import JuryIngress, app
+
+    config = args if isinstance(args, ServiceConfig) else ServiceConfig.model_validate(args)
+    plan = config.load()
+    spec = plan.jury_spec()
+    judge_cls = serve.deployment(JudgeServer)
+    judges = {j.name: judge_cls.options(**judge_options(j)).bind(j.model_dump(mode="json"))
+              for j in spec.judges}
+    ingress_cls = serve.deployment(serve.ingress(app)(JuryIngress))
+    return ingress_cls.options(**ingress_options(config)).bind(plan.model_dump(mode="json"),
+                                                               judges)
+
+
+def serve_config(config: ServiceConfig, host: str = "0.0.0.0", port: int = 8000) -> dict[str, Any]:
+    """A Ray Serve config file (``serve deploy``, KubeRay's ``serveConfigV2``) for ``config``:
+    per-judge resources, replicas and autoscaling, placement bundles for tensor parallelism."""
+    plan = config.load()  # validate now, as the cluster will
+    spec: JurySpec = plan.jury_spec()
+    deployments = [ingress_options(config)] + [judge_options(j) for j in spec.judges]
+    return {
+        "proxy_location": "EveryNode",
+        "http_options": {"host": host, "port": port,
+                         "request_timeout_s": config.limits.request_timeout_s + 30},
+        "applications": [{
+            "name": APP_NAME,
+            "route_prefix": "/",
+            "import_path": IMPORT_PATH,
+            "args": config.model_dump(mode="json", exclude_defaults=True),
+            "deployments": deployments,
+        }],
+    }

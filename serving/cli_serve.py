@@ -1,0 +1,127 @@
+"""``jurybox serve``: run the scoring service in the foreground on a local or joined Ray."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .console import fail, note, reported
+
+
+def serve(
+    jury: Annotated[str, typer.Option("--jury", "-j", help="Shipped jury name or a jury YAML file.", show_default=False)],
+    rubrics: Annotated[list[Path], typer.Option("--rubrics", help="Rubric YAML file or directory of them, served beside the shipped rubrics (repeatable).", show_default=False)] = [],
+    calibration: Annotated[list[Path], typer.Option("--calibration", help="Calibration map (from `jurybox calibrate`) to apply to the verdicts of the rubric it was fitted for (repeatable).", show_default=False)] = [],
+    host: Annotated[str, typer.Option(help="Address the HTTP server listens on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port the HTTP server listens on.")] = 8000,
+    token_env: Annotated[Optional[str], typer.Option("--token-env", help="Environment variable holding a token: every /v1 call must then send `Authorization: Bearer <token>`.", show_default=False)] = None,
+    address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray).", show_default=False)] = None,
+    cors_origin: Annotated[list[str], typer.Option("--cors-origin", help="Allow this browser origin (CORS is off unless given; repeatable).", show_default=False)] = [],
+    max_items: Annotated[int, typer.Option(help="Most items in one request (413 beyond).", min=1)] = 256,
+    max_concurrent: Annotated[int, typer.Option(help="Requests scored at once; their items go to the judges together.", min=1)] = 4,
+    max_queued: Annotated[int, typer.Option(help="Requests waiting for a slot; beyond, 429 with Retry-After.", min=0)] = 16,
+    request_timeout: Annotated[float, typer.Option(help="Seconds one request may take, waiting included (504 beyond).", min=1)] = 600.0,
+    startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for every judge to load before giving up.", min=1)] = 900.0,
+    print_config: Annotated[bool, typer.Option("--print-config", help="Print a Ray Serve config file (YAML) for `serve deploy` or a KubeRay RayService, and exit.")] = False,
+) -> None:
+    """Serve the jury over HTTP: one Ray Serve deployment per judge and a validating ingress.
+
+    POST /v1/score with {"rubric": NAME or an inline rubric, "items": [...]} returns one
+    verdict per item, exactly as `jurybox judge` writes them. OpenAPI at /openapi.json, docs at
+    /docs, health at /healthz, Prometheus metrics at /metrics. Runs until Ctrl-C or SIGTERM,
+    then shuts the application down.
+    """
+    from .config import Limits, ServiceConfig
+
+    with reported():
+        config = ServiceConfig(
+            jury=jury, rubrics=[str(p) for p in rubrics], calibration=[str(p) for p in calibration],
+            token_env=token_env, cors_origins=cors_origin,
+            limits=Limits(max_items=max_items, max_concurrent=max_concurrent,
+                          max_queued=max_queued, request_timeout_s=request_timeout),
+        )
+        if print_config:
+            import yaml
+
+            from .builder import serve_config
+
+            typer.echo(yaml.safe_dump(serve_config(config, port=port), sort_keys=False))
+            return
+        plan = config.load()
+    _run(config, plan, host, port, address or os.environ.get("RAY_ADDRESS"), startup_timeout)
+
+
+def _run(config, plan, host: str, port: int, address: str | None, startup_timeout: float) -> None:
+    import ray
+    from ray import serve
+
+    from .builder import APP_NAME, build_jury_app, judge_deployment_name
+
+    spec = plan.jury_spec()
+    own_ray = address is None
+    if own_ray:
+        # Logical CPUs: each replica reserves its num_cpus; a small machine must not stall
+        # deploying a jury whose replicas together ask for more CPUs than it has.
+        wanted = sum(j.execution.num_cpus * _max_replicas(j) for j in spec.judges) + 2
+        ray.init(num_cpus=max(os.cpu_count() or 1, int(wanted + 0.999)), include_dashboard=False,
+                 logging_level="WARNING")
+    else:
+        ray.init(address=address, logging_level="WARNING")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        serve.start(http_options={"host": host, "port": port,
+                                  "request_timeout_s": config.limits.request_timeout_s + 30},
+                    logging_config=_QUIET)
+        with reported():
+            app = build_jury_app(config)
+        serve.run_many([serve.RunTarget(app, name=APP_NAME, route_prefix="/",
+                                        logging_config=_QUIET)],
+                       wait_for_applications_running=False)
+        note(f"starting jury {spec.name}: {', '.join(j.name for j in spec.judges)} ...")
+        began = time.monotonic()
+        pending = {judge_deployment_name(j.name): j.name for j in spec.judges}
+        pending["JuryIngress"] = "ingress"
+        while pending and not stop.is_set():
+            status = serve.status().applications.get(APP_NAME)
+            deployments = status.deployments if status else {}
+            for name in list(pending):
+                d = deployments.get(name)
+                if d is None:
+                    continue
+                if d.status == "HEALTHY":
+                    note(f"{pending.pop(name)} ready ({time.monotonic() - began:.0f} s)")
+                elif d.status in ("DEPLOY_FAILED", "UNHEALTHY") and d.message:
+                    raise fail(f"{pending[name]} could not start: {d.message}", code=1)
+            if time.monotonic() - began > startup_timeout:
+                raise fail(f"still not ready after {startup_timeout:.0f} s: "
+                           f"{', '.join(pending.values())} (raise --startup-timeout if loading "
+                           "the models takes longer here)", code=1)
+            stop.wait(1.0)
+        if not stop.is_set():
+            note(f"jurybox is serving jury {spec.name} at http://{host}:{port} "
+                 f"(docs: http://{host}:{port}/docs); Ctrl-C to stop")
+        while not stop.is_set():
+            stop.wait(1.0)
+        note("shutting down ...")
+    finally:
+        try:
+            serve.shutdown()
+        finally:
+            if own_ray:
+                ray.shutdown()
+
+
+_QUIET = {"log_level": "WARNING", "enable_access_log": False}
+
+
+def _max_replicas(judge) -> int:
+    replicas = judge.execution.replicas
+    return replicas[1] if isinstance(replicas, tuple) else replicas

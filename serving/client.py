@@ -1,0 +1,155 @@
+"""A Python client of the scoring service, and a jury that judges through it.
+
+>>> client = Client("http://127.0.0.1:8000", token=os.environ.get("JURYBOX_TOKEN"))
+>>> verdicts = client.score("mirage-mg", [Item(id="1", question="...", response="...",
+...                                            reference="...")])
+
+``Client.score`` returns the same :class:`~jurybox.rubrics.Verdict` objects as ``Jury.score``.
+:class:`RemoteJury` gives the bulk runner (``jurybox judge --url``) the same interface as a
+local :class:`~jurybox.judges.Jury`, so a prediction file judged through the service gets the
+same output file, resume and summary.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from jurybox.judges import JurySpec
+from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord
+from jurybox.rubrics.errors import ExecutionError, InputError
+
+RubricArg = str | Rubric | dict[str, Any]
+
+
+class ServiceError(ExecutionError):
+    """The service could not answer (unreachable, overloaded past our retries, timed out)."""
+
+
+class Client:
+    """The HTTP API as Python calls. Bad requests raise InputError naming the field; a busy
+    service (429) is retried after its Retry-After, up to ``retries`` times."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 900.0,
+                 retries: int = 5) -> None:
+        import httpx
+
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self.retries = retries
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, payload: Any = None) -> Any:
+        import httpx
+
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.request(method, path, json=payload)
+            except httpx.HTTPError as exc:
+                raise ServiceError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from None
+            if response.status_code == 429 and attempt < self.retries:
+                time.sleep(float(response.headers.get("retry-after", "1")))
+                continue
+            break
+        if response.status_code < 400:
+            return response.json()
+        try:
+            error = response.json()["error"]
+        except (ValueError, KeyError, TypeError):
+            error = {"message": response.text[:300], "field": None}
+        message = f"{self.url}{path}: HTTP {response.status_code}: {error.get('message')}"
+        if 400 <= response.status_code < 500 and response.status_code != 429:
+            raise InputError(message, field=error.get("field"))
+        raise ServiceError(message)
+
+    # -- the API ---------------------------------------------------------------------------------
+
+    def score_records(self, rubric: RubricArg, items: Sequence[Item | dict[str, Any]],
+                      allow_empty: bool = False) -> list[dict[str, Any]]:
+        """The verdicts as written (the fields of a ``jurybox judge`` output line)."""
+        payload = {"rubric": _rubric_ref(rubric), "items": [_item(it) for it in items],
+                   "allow_empty": allow_empty}
+        return self._call("POST", "/v1/score", payload)["verdicts"]
+
+    def score(self, rubric: RubricArg, items: Sequence[Item | dict[str, Any]],
+              allow_empty: bool = False) -> list[Verdict]:
+        """One verdict per item, in order, as ``Jury.score`` gives them."""
+        return [Verdict.from_record(VerdictRecord.from_record(r))
+                for r in self.score_records(rubric, items, allow_empty)]
+
+    def provenance(self, rubric: RubricArg) -> dict[str, Any]:
+        return self._call("POST", "/v1/provenance", {"rubric": _rubric_ref(rubric)})
+
+    def jury(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/jury")
+
+    def rubrics(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/v1/rubrics")["rubrics"]
+
+    def health(self) -> dict[str, Any]:
+        import httpx
+
+        try:
+            return self._http.get("/healthz").json()
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"{self.url}/healthz: {type(exc).__name__}: {exc}") from None
+
+
+class RemoteJury:
+    """A jury that judges through a running service, with the interface the bulk runner uses."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        info = client.jury()
+        self.spec = JurySpec.model_validate(info["spec"])
+        self.max_items = int(info.get("max_items") or 64)
+
+    @property
+    def default_chunk_size(self) -> int:
+        return min(32, self.max_items)
+
+    def provenance(self, rubric: Rubric) -> str:
+        return self.client.provenance(rubric)["provenance"]
+
+    def service_calibration(self, rubric: Rubric) -> str | None:
+        """The calibration map the service applies to this rubric's verdicts, if any."""
+        return self.client.provenance(rubric).get("calibration")
+
+    def load_backends(self) -> None:
+        health = self.client.health()
+        if health.get("status") != "ok":
+            down = {j: s for j, s in (health.get("judges") or {}).items() if s != "ok"}
+            raise ServiceError(f"{self.client.url}: not every judge can answer: {down}")
+
+    def score_records(self, rubric: Rubric, items: Sequence[Item], allow_empty: bool = True
+                      ) -> list[dict[str, Any]]:
+        return self.client.score_records(rubric, items, allow_empty=allow_empty)
+
+    def score(self, rubric: Rubric, items: Sequence[Item]) -> list[Verdict]:
+        return self.client.score(rubric, items, allow_empty=True)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _rubric_ref(rubric: RubricArg) -> str | dict[str, Any]:
+    if isinstance(rubric, Rubric):
+        return rubric.model_dump(mode="json", by_alias=True)
+    return rubric
+
+
+def _item(item: Item | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(item, dict):
+        return item
+    fields = {k: v for k, v in item.fields().items() if v is not None and v != []}
+    return {"id": item.id, **fields}

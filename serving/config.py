@@ -1,0 +1,123 @@
+"""The scoring service's configuration, validated when the application is built (a bad jury,
+rubric or calibration map fails the deploy, never a request), and turned into the plain data
+the deployments receive, so a cluster needs none of the files the driver read."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jurybox.judges import JurySpec, load_jury_spec, provenance
+from jurybox.rubrics import Rubric, list_rubrics, load_rubric
+from jurybox.rubrics.errors import InputError
+
+
+class Limits(BaseModel):
+    """What one request may ask for, and how much work the service takes on at once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_body_bytes: int = Field(8 << 20, ge=1024, description="Largest request body (413 "
+                                "beyond).")
+    max_items: int = Field(256, ge=1, description="Most items in one request (413 beyond).")
+    max_field_chars: int = Field(100_000, ge=1, description="Longest item field (422 beyond).")
+    max_concurrent: int = Field(4, ge=1, description="Requests one ingress replica scores at "
+                                "once; their items go to the judges together.")
+    max_queued: int = Field(16, ge=0, description="Requests waiting for a slot; beyond, the "
+                            "answer is 429 with Retry-After instead of unbounded latency.")
+    request_timeout_s: float = Field(600.0, gt=0.0, description="Deadline of one request, "
+                                     "queueing included (504 beyond).")
+
+
+class ServiceConfig(BaseModel):
+    """Arguments of :func:`jurybox.serving.builder.build_jury_app` (and of ``jurybox serve``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    jury: str = Field(description="Shipped jury name or jury YAML file.")
+    rubrics: list[str] = Field(default_factory=list, description="Rubric YAML files, or "
+                               "directories of them, served beside the shipped rubrics.")
+    calibration: list[str] = Field(default_factory=list, description="Calibration maps (from "
+                                   "`jurybox calibrate`) applied to the verdicts of the rubric "
+                                   "each was fitted for.")
+    token_env: str | None = Field(None, description="Environment variable holding the bearer "
+                                  "token every /v1 call must present (never the token itself).")
+    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS "
+                                    "(none: CORS off).")
+    limits: Limits = Field(default_factory=Limits)
+    health_timeout_s: float = Field(10.0, gt=0.0, description="How long /healthz waits for a "
+                                    "judge to answer.")
+
+    def load(self) -> ServicePlan:
+        """Everything the deployments need, checked now."""
+        spec = load_jury_spec(self.jury)
+        rubrics = {name: load_rubric(name) for name in list_rubrics()}
+        for path in self.rubrics:
+            for file in _rubric_files(Path(path)):
+                rubric = load_rubric(file)
+                rubrics[rubric.name] = rubric
+        provenances = {name: provenance(r, spec) for name, r in rubrics.items()}
+        maps = []
+        for path in self.calibration:
+            maps.append(_calibration(Path(path), provenances))
+        if self.token_env is not None and not os.environ.get(self.token_env):
+            raise InputError(f"--token-env {self.token_env}: the environment variable is not set "
+                             "(or empty); set it to the token clients must send",
+                             field="token_env")
+        return ServicePlan(
+            jury=spec.model_dump(mode="json"),
+            rubrics={n: r.model_dump(mode="json", by_alias=True) for n, r in rubrics.items()},
+            calibration=maps,
+            token_env=self.token_env,
+            cors_origins=list(self.cors_origins),
+            limits=self.limits,
+            health_timeout_s=self.health_timeout_s,
+        )
+
+
+class ServicePlan(BaseModel):
+    """The validated configuration as plain data (what crosses to the cluster)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    jury: dict[str, Any]
+    rubrics: dict[str, dict[str, Any]]
+    calibration: list[dict[str, Any]]
+    token_env: str | None
+    cors_origins: list[str]
+    limits: Limits
+    health_timeout_s: float
+
+    def jury_spec(self) -> JurySpec:
+        return JurySpec.model_validate(self.jury)
+
+    def rubric_objects(self) -> dict[str, Rubric]:
+        return {n: Rubric.model_validate(r) for n, r in self.rubrics.items()}
+
+
+def _rubric_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+        if not files:
+            raise InputError(f"--rubrics {path}: no .yaml rubric files in the directory",
+                             field="rubrics")
+        return files
+    return [path]
+
+
+def _calibration(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
+    from jurybox.calibration import CalibrationMap
+
+    cmap = CalibrationMap.load(path)
+    fits = sorted(name for name, p in provenances.items() if p == cmap.provenance_)
+    if not fits:
+        raise InputError(
+            f"--calibration {path}: fitted for provenance {cmap.provenance_}, which no rubric "
+            "this service knows has with this jury; add the rubric it was fitted for with "
+            "--rubrics, or refit the map", field="calibration")
+    identity = f"{path.name}:{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
+    return {"identity": identity, "map": cmap.to_dict(), "rubrics": fits}

@@ -1,0 +1,110 @@
+"""One Ray Serve deployment per judge: a replica loads the judge's model once and answers
+``votes(requests)``, the judging path's second piece, so answers are parsed where the judge runs
+and only votes travel back.
+
+vLLM judges run on vLLM's async engine, which batches every request of every client
+continuously; transformers judges (not thread-safe, one generate at a time) have the requests
+that arrive together merged into one batch (``serve.batch``); OpenAI-compatible judges are async
+clients already. Why not Ray Serve LLM's ``LLMServer``: called through a handle it answers with
+OpenAI payloads (top-k alternatives detokenized, forbidden tokens as -9999, token ids as
+strings), where the judging code reads vLLM's own outputs: the score distribution at the answer
+position, ``detokenize=False`` and the two-phase reasoning continuing from token ids. Holding
+vLLM's ``AsyncLLM`` here keeps one code path with ``jurybox judge`` on vLLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from jurybox.judges import JudgeSpec, Requests, ajudge_votes
+from jurybox.judges.backends.base import Backend, Generation, Request
+from jurybox.rubrics import Vote
+
+BackendFactory = Callable[[JudgeSpec], Backend]
+
+
+def service_backend(spec: JudgeSpec) -> Backend:
+    """The backend a judge runs on inside the service."""
+    if spec.backend == "vllm":
+        from jurybox.judges.backends.vllm import AsyncVLLMBackend
+
+        # Tensor parallelism inside a Serve replica runs vLLM's workers as Ray actors in the
+        # replica's placement group.
+        tp = spec.execution.tensor_parallel_size
+        return AsyncVLLMBackend(spec, distributed_executor_backend="ray" if tp > 1 else None)
+    from jurybox.judges.jury import make_backend
+
+    backend = make_backend(spec)
+    return backend if hasattr(backend, "agenerate") else _Batched(backend)
+
+
+class _Batched:
+    """A synchronous backend behind an async call: the prompts of requests that arrive while
+    one generate runs are merged into the next, which runs in a worker thread."""
+
+    def __init__(self, backend: Backend, max_wait_s: float = 0.01) -> None:
+        self.backend = backend
+        self.name = backend.name
+        self._lock = asyncio.Lock()
+        self._waiting: list[tuple[list[Request], asyncio.Future]] = []
+        self._max_wait_s = max_wait_s
+
+    async def agenerate(self, requests: list[Request]) -> list[Generation]:
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((requests, future))
+        async with self._lock:
+            if not future.done():
+                await asyncio.sleep(self._max_wait_s)  # let concurrent calls join the batch
+                batch, self._waiting = self._waiting, []
+                prompts = [r for reqs, _ in batch for r in reqs]
+                try:
+                    outputs = await asyncio.to_thread(self.backend.generate, prompts)
+                except BaseException as exc:
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                else:
+                    start = 0
+                    for reqs, fut in batch:
+                        if not fut.done():
+                            fut.set_result(outputs[start:start + len(reqs)])
+                        start += len(reqs)
+        return await future
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        return self.backend.generate(requests)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class JudgeServer:
+    """One judge: its backend, built once per replica (``backend_factory`` replaces it in
+    tests, as Ray Serve LLM takes an ``engine_cls``)."""
+
+    def __init__(self, spec: dict[str, Any], backend_factory: BackendFactory | None = None) -> None:
+        self.spec = JudgeSpec.model_validate(spec)
+        self.backend = (backend_factory or service_backend)(self.spec)
+
+    async def votes(self, requests: Requests) -> list[list[Vote]]:
+        """This judge's votes on every item of ``requests`` (see ``judge_votes``)."""
+        return await ajudge_votes(self.spec, self.backend, requests)
+
+    async def ping(self) -> str:
+        return "ok"
+
+    async def check_health(self) -> None:
+        """Ray Serve's health check: a judge whose engine died is restarted."""
+        engine = getattr(self.backend, "engine", None)
+        if engine is not None and hasattr(engine, "check_health"):
+            await engine.check_health()
+
+    def __del__(self) -> None:
+        backend = self.__dict__.get("backend")
+        if backend is not None:
+            try:
+                backend.close()
+            except Exception:  # shutting down: nothing left to report to
+                pass

@@ -1,0 +1,64 @@
+"""One mapping from errors to HTTP answers: every error leaves the service as a JSON body
+``{"error": {"type", "message", "field"}}`` with a 4xx for bad requests and a 5xx only when the
+service itself cannot answer. Nothing else in the service chooses a status code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
+
+
+class HTTPProblem(Exception):
+    """An answer other than 200, raised anywhere in a request's handling."""
+
+    def __init__(self, status: int, kind: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message, self.field = status, kind, message, field
+        self.headers = headers or {}
+
+
+def problem_for(exc: BaseException) -> HTTPProblem:
+    """The HTTP answer for an exception (the one place that decides)."""
+    if isinstance(exc, HTTPProblem):
+        return exc
+    if isinstance(exc, InputError):
+        return HTTPProblem(422, "invalid_request", str(exc), exc.field)
+    if isinstance(exc, ExecutionError):
+        return HTTPProblem(503, "unavailable", str(exc))
+    if isinstance(exc, JuryboxError):
+        return HTTPProblem(exc.http_status, "internal", str(exc))
+    return HTTPProblem(500, "internal", f"{type(exc).__name__}: the service failed on this "
+                                        "request; see its log")
+
+
+def body(problem: HTTPProblem) -> dict[str, Any]:
+    return {"error": {"type": problem.kind, "message": problem.message, "field": problem.field}}
+
+
+def validation_field(loc: tuple) -> str | None:
+    """``("body", "items", 2, "reference")`` -> ``items[2].reference``."""
+    parts = [p for p in loc if p not in ("body", "query", "path")]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or None
+
+
+def validation_problem(errors: list[dict[str, Any]]) -> HTTPProblem:
+    """A FastAPI/pydantic validation failure as one 422 naming the first field at fault."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    field = validation_field(tuple(first.get("loc", ())))
+    shown = []
+    for err in errors[:5]:
+        where = validation_field(tuple(err.get("loc", ()))) or "request"
+        shown.append(f"{where}: {str(err.get('msg', 'invalid')).removeprefix('Value error, ')}")
+    if first.get("type") == "json_invalid":
+        return HTTPProblem(400, "invalid_request", "the body is not valid JSON: "
+                           + str(first.get("ctx", {}).get("error", first.get("msg"))), None)
+    if tuple(first.get("loc", ())) == ("body",) and first.get("type") in (
+            "model_attributes_type", "dict_type", "missing"):
+        return HTTPProblem(400, "invalid_request", "the body must be a JSON object (sent with "
+                           "Content-Type: application/json)", None)
+    return HTTPProblem(422, "invalid_request", "; ".join(shown), field)

@@ -1,0 +1,416 @@
+"""The scoring service's front door (a FastAPI app served by a Ray Serve deployment): it
+validates a request, renders the prompts, asks every judge deployment for its votes at once (a
+jury's latency is its slowest judge, not the sum) and decides the verdicts: the judging path of
+``jurybox judge``, with the service only moving items in and verdicts out.
+
+Around that: bearer-token auth on /v1, limits on body size, items and field length, a bounded
+queue (429 with Retry-After when full), a per-request deadline (504), /healthz, Prometheus
+/metrics, and one JSON error shape for everything (:mod:`jurybox.serving.errors`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import math
+import os
+import time
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from jurybox.judges import decide_verdicts, provenance, render_requests, unscored_votes
+from jurybox.rubrics import Rubric
+from jurybox.rubrics.loading import format_validation_error
+
+from .bulk import Calibration, input_hash
+from .config import ServicePlan
+from .errors import HTTPProblem, body, problem_for, validation_problem
+from .predictions import FieldError, to_item
+from .protocol import (
+    ErrorResponse,
+    Health,
+    JudgeInfo,
+    JuryInfo,
+    ProvenanceRequest,
+    ProvenanceResponse,
+    RubricList,
+    RubricSummary,
+    ScoreRequest,
+    ScoreResponse,
+)
+
+API_VERSION = "1"
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 429, 503, 504)}
+
+app = FastAPI(
+    title="jurybox",
+    version=API_VERSION,
+    description="Score long-form answers with a jury of LLM judges against explicit rubrics. "
+                "POST /v1/score with a rubric and items; every verdict has exactly the fields of "
+                "a `jurybox judge` output line.",
+)
+
+
+def _json(problem: HTTPProblem) -> JSONResponse:
+    return JSONResponse(body(problem), status_code=problem.status, headers=problem.headers)
+
+
+@app.exception_handler(HTTPProblem)
+async def _on_problem(request: Request, exc: HTTPProblem) -> JSONResponse:
+    return _json(exc)
+
+
+@app.exception_handler(RequestValidationError)
+async def _on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    return _json(validation_problem(list(exc.errors())))
+
+
+@app.exception_handler(StarletteHTTPException)
+async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    kind = {401: "unauthorized", 404: "not_found", 413: "too_large"}.get(exc.status_code,
+                                                                        "invalid_request")
+    detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+    if exc.status_code == 400 and "parsing the body" in detail:
+        detail = "the body could not be read as JSON (is it UTF-8?)"
+    return _json(HTTPProblem(exc.status_code, kind, detail, headers=getattr(exc, "headers", None)))
+
+
+@app.exception_handler(Exception)
+async def _on_error(request: Request, exc: Exception) -> JSONResponse:
+    return _json(problem_for(exc))
+
+
+# The ingress of this process (one per replica). Serve ships the app to the replica by value,
+# so state set on the module's `app` would not reach the app that serves; the middleware and the
+# ingress meet here instead.
+_CURRENT: JuryIngress | None = None
+
+
+@app.middleware("http")
+async def _guard(request: Request, call_next: Any) -> Response:
+    """CORS, auth and body size before anything reads the body; metrics for every answer."""
+    ingress = _CURRENT
+    began = time.perf_counter()
+    origin = request.headers.get("origin")
+    allowed = ingress is not None and origin is not None and origin in ingress.plan.cors_origins
+    if allowed and request.method == "OPTIONS" and "access-control-request-method" in request.headers:
+        response: Response = Response(status_code=204, headers={
+            "Access-Control-Allow-Methods": "GET, POST",
+            "Access-Control-Allow-Headers": request.headers.get(
+                "access-control-request-headers", "authorization, content-type"),
+            "Access-Control-Max-Age": "600"})
+    else:
+        response = await _checked(ingress, request, call_next)
+    if allowed:
+        response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Vary"] = "Origin"
+    if ingress is not None:
+        ingress.metrics.observe(request.url.path, response.status_code,
+                                time.perf_counter() - began)
+    return response
+
+
+async def _checked(ingress: JuryIngress | None, request: Request, call_next: Any) -> Response:
+    if ingress is None:
+        return await call_next(request)
+    if request.url.path.startswith("/v1/") and ingress.token is not None:
+        given = request.headers.get("authorization", "")
+        expected = f"Bearer {ingress.token}"
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
+                                     "(Authorization: Bearer <token>)",
+                                     headers={"WWW-Authenticate": "Bearer"}))
+    limit = ingress.limits.max_body_bytes
+    length = request.headers.get("content-length")
+    too_large = HTTPProblem(413, "too_large", f"the request body is larger than the service's "
+                            f"limit of {limit} bytes (max_body_bytes)")
+    if length is not None and length.isdigit() and int(length) > limit:
+        return _json(too_large)
+    if length is None and request.method in ("POST", "PUT", "PATCH"):
+        if len(await request.body()) > limit:  # chunked upload: measured once read
+            return _json(too_large)
+    return await call_next(request)
+
+
+class Metrics:
+    """Prometheus metrics of one ingress replica (served at /metrics)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter("jurybox_requests", "HTTP requests by route and status",
+                                ["route", "status"], registry=self.registry)
+        self.latency = Histogram("jurybox_request_seconds", "Request latency in seconds",
+                                 ["route"], registry=self.registry,
+                                 buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
+                                          600))
+        self.votes = Counter("jurybox_votes", "Votes returned, by judge", ["judge"],
+                             registry=self.registry)
+        self.unscored = Counter("jurybox_unscored_votes", "Unscored votes by judge and reason",
+                                ["judge", "reason"], registry=self.registry)
+        self.queue = Gauge("jurybox_queue_depth", "Score requests waiting or being scored",
+                           registry=self.registry)
+
+    def observe(self, path: str, status: int, seconds: float) -> None:
+        route = path if path in ("/v1/score", "/v1/provenance", "/healthz", "/metrics",
+                                 "/v1/jury", "/v1/rubrics") else "other"
+        self.requests.labels(route, str(status)).inc()
+        self.latency.labels(route).observe(seconds)
+
+    def count_votes(self, records: list[dict[str, Any]]) -> None:
+        from .summary import _reason_kind
+
+        for record in records:
+            for vote in record["votes"]:
+                self.votes.labels(vote["judge"]).inc()
+                if vote["score"] is None:
+                    self.unscored.labels(vote["judge"], _reason_kind(vote["error"] or "")).inc()
+
+    def text(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+class Gate:
+    """At most ``concurrent`` requests scored and ``queued`` waiting; a request beyond that is
+    told to come back (429 with Retry-After) instead of waiting without bound."""
+
+    def __init__(self, concurrent: int, queued: int, gauge: Any) -> None:
+        self.slots = asyncio.Semaphore(concurrent)
+        self.concurrent, self.queued = concurrent, queued
+        self.waiting = self.active = 0
+        self.seconds = 1.0  # moving average of a request's scoring time, for Retry-After
+        self.gauge = gauge
+
+    def retry_after(self) -> int:
+        return int(min(60, max(1, math.ceil(self.seconds * (self.waiting + 1) / self.concurrent))))
+
+    async def __aenter__(self) -> Gate:
+        if self.slots.locked() and self.waiting >= self.queued:
+            raise HTTPProblem(429, "overloaded", f"the service is busy ({self.active} requests "
+                              f"scoring, {self.waiting} waiting); retry later",
+                              headers={"Retry-After": str(self.retry_after())})
+        self.waiting += 1
+        self.gauge.set(self.waiting + self.active)
+        try:
+            await self.slots.acquire()
+        finally:
+            self.waiting -= 1
+        self.active += 1
+        self.gauge.set(self.waiting + self.active)
+        self._began = time.perf_counter()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.active -= 1
+        self.slots.release()
+        self.gauge.set(self.waiting + self.active)
+        self.seconds = 0.8 * self.seconds + 0.2 * (time.perf_counter() - self._began)
+
+
+class JuryIngress:
+    """The ingress deployment's class (see :func:`jurybox.serving.builder.build_jury_app`)."""
+
+    def __init__(self, plan: dict[str, Any], judges: dict[str, Any]) -> None:
+        self.plan = ServicePlan.model_validate(plan)
+        self.jury = self.plan.jury_spec()
+        self.rubrics = self.plan.rubric_objects()
+        self.limits = self.plan.limits
+        self.judges = judges  # judge name -> DeploymentHandle
+        self.token = os.environ.get(self.plan.token_env) if self.plan.token_env else None
+        if self.plan.token_env and not self.token:
+            raise RuntimeError(f"the environment variable {self.plan.token_env} holding the "
+                               "service's token is not set where the ingress runs")
+        self.provenances = {name: provenance(r, self.jury) for name, r in self.rubrics.items()}
+        self.calibrations: dict[str, Calibration] = {}
+        from jurybox.calibration import CalibrationMap
+
+        for entry in self.plan.calibration:
+            cmap = CalibrationMap.from_dict(entry["map"], source=entry["identity"])
+            self.calibrations[cmap.provenance_] = Calibration(cmap, entry["identity"])
+        self.metrics = Metrics()
+        self.gate = Gate(self.limits.max_concurrent, self.limits.max_queued, self.metrics.queue)
+        global _CURRENT
+        _CURRENT = self
+
+    # -- the judging path ----------------------------------------------------------------------
+
+    def _rubric(self, ref: str | dict[str, Any]) -> Rubric:
+        if isinstance(ref, str):
+            if ref not in self.rubrics:
+                raise HTTPProblem(422, "invalid_request", f"unknown rubric {ref!r}; this service "
+                                  f"knows {sorted(self.rubrics)} (or send an inline rubric)",
+                                  "rubric")
+            return self.rubrics[ref]
+        try:
+            return Rubric.model_validate(ref)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise HTTPProblem(422, "invalid_request",
+                              format_validation_error("inline rubric", exc),
+                              "rubric" + (f".{where}" if where else "")) from None
+
+    def _provenance(self, rubric: Rubric) -> str:
+        self.jury.check_rubric(rubric)
+        known = self.rubrics.get(rubric.name)
+        if known is not None and known == rubric:
+            return self.provenances[rubric.name]
+        return provenance(rubric, self.jury)
+
+    async def _votes_of(self, judge: str, requests: Any, deadline: float) -> Any:
+        """One judge's votes; a replica that dies is asked once more (Serve routes the retry to
+        a live or restarted replica); a judge that still cannot answer gives unscored votes
+        saying why, and the quorum decides."""
+        from ray.exceptions import RayActorError
+        from ray.serve.exceptions import BackPressureError
+
+        handle = self.judges[judge]
+        reason = "no answer"
+        for _ in range(2):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            try:
+                return await asyncio.wait_for(handle.votes.remote(requests), left)
+            except BackPressureError as exc:
+                raise HTTPProblem(429, "overloaded", f"judge {judge} is busy; retry later",
+                                  headers={"Retry-After": str(int(exc.retry_after_s or 5))}) from None
+            except RayActorError as exc:
+                reason = f"its replica died ({type(exc).__name__})"
+                continue
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                reason = _short(exc)
+                break
+        return unscored_votes(judge, requests, f"judge {judge} could not answer: {reason}")
+
+    async def _score(self, request: ScoreRequest) -> list[dict[str, Any]]:
+        limits = self.limits
+        if len(request.items) > limits.max_items:
+            raise HTTPProblem(413, "too_large", f"{len(request.items)} items; this service takes "
+                              f"at most {limits.max_items} per request (max_items)", "items")
+        if not request.items:
+            raise HTTPProblem(422, "invalid_request", "items is empty; send at least one item",
+                              "items")
+        rubric = self._rubric(request.rubric)
+        prov = self._provenance(rubric)
+        items, seen = [], {}
+        for i, raw in enumerate(request.items):
+            try:
+                item = to_item(raw.model_dump(exclude_none=True), {}, rubric,
+                               limits.max_field_chars, request.allow_empty)
+            except FieldError as exc:
+                raise HTTPProblem(422, "invalid_request", f"items[{i}].{exc.field}: "
+                                  f"{exc.message}", f"items[{i}].{exc.field}") from None
+            if item.id in seen:
+                raise HTTPProblem(422, "invalid_request", f"items[{i}].id: duplicate id "
+                                  f"{item.id!r} (also items[{seen[item.id]}])", f"items[{i}].id")
+            seen[item.id] = i
+            items.append(item)
+        deadline = time.monotonic() + limits.request_timeout_s
+        async with self.gate:
+            requests = render_requests(rubric, items)
+            votes = await asyncio.gather(
+                *(self._votes_of(j.name, requests, deadline) for j in self.jury.judges))
+        verdicts = decide_verdicts(rubric, self.jury, prov, requests.item_ids, votes)
+        records = [{**v.to_record(), "input": input_hash(item)} for v, item in zip(verdicts, items)]
+        calibration = self.calibrations.get(prov)
+        if calibration is not None:
+            records = [calibration.apply(r, rubric) for r in records]
+        self.metrics.count_votes(records)
+        return records
+
+    # -- routes --------------------------------------------------------------------------------
+
+    @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS,
+              summary="Judge items with the jury")
+    async def score(self, request: ScoreRequest) -> JSONResponse:
+        try:
+            records = await asyncio.wait_for(self._score(request), self.limits.request_timeout_s)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise HTTPProblem(504, "timeout", f"the request took longer than the service's "
+                              f"deadline of {self.limits.request_timeout_s:g} s "
+                              "(request_timeout_s); retry with fewer items") from None
+        return JSONResponse({"verdicts": records})
+
+    @app.post("/v1/provenance", response_model=ProvenanceResponse, responses=ERRORS,
+              summary="The provenance hash verdicts of a rubric and this jury carry")
+    async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
+        rubric = self._rubric(request.rubric)
+        prov = self._provenance(rubric)
+        calibration = self.calibrations.get(prov)
+        return ProvenanceResponse(rubric=rubric.name, provenance=prov,
+                                  calibration=calibration.identity if calibration else None)
+
+    @app.get("/v1/rubrics", response_model=RubricList, responses=ERRORS,
+             summary="The rubrics this service knows")
+    async def list_rubrics(self) -> RubricList:
+        return RubricList(rubrics=[
+            RubricSummary(name=n, description=r.description, inputs=r.inputs,
+                          criteria=r.criterion_names,
+                          formula=r.formula.name if r.formula else None)
+            for n, r in sorted(self.rubrics.items())])
+
+    @app.get("/v1/rubrics/{name}", responses=ERRORS, summary="One rubric, in full")
+    async def get_rubric(self, name: str) -> JSONResponse:
+        if name not in self.rubrics:
+            raise HTTPProblem(404, "not_found", f"unknown rubric {name!r}; this service knows "
+                              f"{sorted(self.rubrics)}", "name")
+        return JSONResponse(self.rubrics[name].model_dump(mode="json", by_alias=True))
+
+    @app.get("/v1/jury", response_model=JuryInfo, responses=ERRORS,
+             summary="The jury: judges, aggregation, provenance per rubric")
+    async def jury_info(self) -> JuryInfo:
+        return JuryInfo(
+            name=self.jury.name, description=self.jury.description,
+            judges=[JudgeInfo(name=j.name, model=j.model, revision=j.revision, backend=j.backend,
+                              weight=j.weight, temperature=j.sampling.temperature,
+                              reasoning=j.reasoning.mode) for j in self.jury.judges],
+            aggregation=self.jury.aggregation,
+            provenance=dict(sorted(self.provenances.items())),
+            calibration={n: self.calibrations[p].identity for n, p in self.provenances.items()
+                         if p in self.calibrations},
+            max_items=self.limits.max_items,
+            spec=self.jury.model_dump(mode="json"),
+        )
+
+    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}},
+             summary="200 when every judge can answer; 503 naming those that cannot")
+    async def healthz(self) -> JSONResponse:
+        states = await asyncio.gather(*(self._judge_state(j.name) for j in self.jury.judges))
+        judges = dict(zip((j.name for j in self.jury.judges), states))
+        ok = all(s == "ok" for s in judges.values())
+        return JSONResponse(Health(status="ok" if ok else "unavailable", judges=judges).model_dump(),
+                            status_code=200 if ok else 503)
+
+    async def _judge_state(self, judge: str) -> str:
+        try:
+            await asyncio.wait_for(self.judges[judge].ping.remote(), self.plan.health_timeout_s)
+            return "ok"
+        except asyncio.TimeoutError:
+            return f"no answer within {self.plan.health_timeout_s:g} s (loading, or overloaded)"
+        except Exception as exc:
+            return _short(exc)
+
+    @app.get("/metrics", summary="Prometheus metrics of this ingress replica")
+    async def metrics_text(self) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(self.metrics.text(), media_type=CONTENT_TYPE_LATEST)
+
+
+def _short(exc: BaseException) -> str:
+    """An exception from another process, in one line (Ray wraps remote tracebacks)."""
+    cause = getattr(exc, "cause", None) or exc
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[-1] if text else ''}"[:300]

@@ -1,0 +1,109 @@
+"""The HTTP API's request, response and error models. They are the API's documentation: FastAPI
+turns them (and their ``Field`` descriptions) into the OpenAPI schema at ``/openapi.json``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jurybox.judges.spec import Aggregation
+from jurybox.rubrics import VerdictRecord
+
+RubricRef = str | dict[str, Any]
+RUBRIC_HELP = ("A rubric the service knows, by name (see GET /v1/rubrics), or an inline rubric: an "
+               "object with the fields of a rubric YAML file (criteria, template, inputs, ...).")
+
+
+class ScoreItem(BaseModel):
+    """One thing to judge: the fields of a prediction-file row. Fields beyond these are
+    available to rubrics by name (e.g. entity_name for mirage-id)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str | int = Field(description="The item's id, unique within the request.")
+    question: str | None = Field(None, description="What the model was asked.")
+    response: str | None = Field(None, description="The model's answer, to be judged.")
+    reference: str | None = Field(None, description="The expert (gold) answer, where the rubric "
+                                  "compares with one.")
+    context: str | None = Field(None, description="Further context (dialogue, location...).")
+    images: list[str] | str | None = Field(None, description="Image paths (listed in prompts).")
+
+
+class ScoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rubric: RubricRef = Field(description=RUBRIC_HELP)
+    items: list[ScoreItem] = Field(description="The items to judge, at most the service's "
+                                   "max_items; verdicts come back in the same order.")
+    allow_empty: bool = Field(False, description="Judge items whose response is empty (a model "
+                              "that answered nothing) instead of refusing them.")
+
+
+class ScoreResponse(BaseModel):
+    verdicts: list[VerdictRecord] = Field(description="One verdict per item, in order: exactly "
+                                          "the fields of a `jurybox judge` output line.")
+
+
+class ProvenanceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rubric: RubricRef = Field(description=RUBRIC_HELP)
+
+
+class ProvenanceResponse(BaseModel):
+    rubric: str = Field(description="The rubric's name.")
+    provenance: str = Field(description="The hash verdicts of this rubric and jury carry.")
+    calibration: str | None = Field(None, description="The calibration map the service applies "
+                                    "to this rubric's verdicts (file:hash), if any.")
+
+
+class ErrorDetail(BaseModel):
+    type: Literal["invalid_request", "unauthorized", "not_found", "too_large", "overloaded",
+                  "timeout", "unavailable", "internal"] = Field(description="What kind of error.")
+    message: str = Field(description="What is wrong, and what was expected.")
+    field: str | None = Field(None, description="The request field at fault, e.g. "
+                              "items[2].reference, when there is one.")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class RubricSummary(BaseModel):
+    name: str
+    description: str
+    inputs: list[str] = Field(description="Item fields the rubric needs.")
+    criteria: list[str]
+    formula: str | None = Field(None, description="The rubric-level formula's name, if any.")
+
+
+class RubricList(BaseModel):
+    rubrics: list[RubricSummary]
+
+
+class JudgeInfo(BaseModel):
+    name: str
+    model: str
+    revision: str | None
+    backend: str
+    weight: float
+    temperature: float
+    reasoning: str = Field(description="off, or think (the judge reasons before answering).")
+
+
+class JuryInfo(BaseModel):
+    name: str
+    description: str
+    judges: list[JudgeInfo]
+    aggregation: Aggregation
+    provenance: dict[str, str] = Field(description="Per rubric the service knows: the provenance "
+                                       "hash its verdicts carry.")
+    calibration: dict[str, str] = Field(description="Per rubric: the calibration map applied.")
+    max_items: int = Field(description="Most items one score request may hold.")
+    spec: dict[str, Any] = Field(description="The jury file as the service loaded it.")
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    judges: dict[str, str] = Field(description="Per judge: ok, or why it cannot answer.")

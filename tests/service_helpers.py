@@ -1,0 +1,85 @@
+"""Starting the real scoring service (real Ray, real Serve, real HTTP on 127.0.0.1) for a test
+module, and the checks the service tests share."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from contextlib import contextmanager
+
+import httpx
+
+QUIET = {"log_level": "WARNING", "enable_access_log": False}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running_service(config, env: dict[str, str] | None = None, ready_timeout: float = 900.0):
+    """Serve ``config`` (a ServiceConfig) until the block ends; yields the base URL."""
+    import ray
+    from ray import serve
+
+    from jurybox.serving.builder import APP_NAME, build_jury_app
+
+    old = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})  # before ray.init: replicas inherit the environment
+    port = free_port()
+    # Logical CPUs: two judge replicas, the ingress and Serve's actors on a 2-core machine.
+    ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING")
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=QUIET)
+        serve.run(build_jury_app(config), name=APP_NAME, route_prefix="/", logging_config=QUIET)
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, ready_timeout)
+        yield url
+    finally:
+        try:
+            serve.shutdown()
+        finally:
+            ray.shutdown()
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def wait_healthy(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = httpx.get(f"{url}/healthz", timeout=30)
+            if last.status_code == 200:
+                return
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(2)
+    raise AssertionError(f"service not healthy within {timeout} s: {last!r}")
+
+
+def comparable(record: dict) -> dict:
+    """A verdict record without what legitimately differs between two runs of the same greedy
+    judges in different processes: latency, and float noise in the expected scores and
+    distributions (checked with a tolerance by :func:`assert_same_verdicts`)."""
+    out = {k: v for k, v in record.items() if k != "votes"}
+    out["votes"] = [{k: v for k, v in vote.items()
+                     if k not in ("latency_s", "expected", "distribution")}
+                    for vote in record["votes"]]
+    return out
+
+
+def assert_same_verdicts(got: list[dict], want: list[dict], tolerance: float = 1e-3) -> None:
+    assert [comparable(r) for r in got] == [comparable(r) for r in want]
+    for a, b in zip(got, want):
+        for va, vb in zip(a["votes"], b["votes"]):
+            if vb.get("expected") is None:
+                assert va.get("expected") is None
+            else:
+                assert abs(va["expected"] - vb["expected"]) < tolerance, (va, vb)

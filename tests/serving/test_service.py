@@ -1,0 +1,253 @@
+"""The scoring service for real: Ray, Ray Serve and HTTP on 127.0.0.1 with the tiny jury on the
+CPU, started once for this module. Verdicts over HTTP equal `jurybox judge`'s; auth, limits,
+overload, health, metrics, the OpenAPI contract (fuzzed), the Python client, `judge --url`, and
+a judge replica killed mid-request."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from jurybox.rubrics import load_rubric
+from jurybox.serving.config import Limits, ServiceConfig
+
+from judging_helpers import ITEMS
+from service_helpers import assert_same_verdicts, running_service, wait_healthy
+
+pytestmark = pytest.mark.models
+
+TOKEN_ENV = "JURYBOX_TEST_TOKEN"
+TOKEN = "s3cret-token-for-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+LIMITS = Limits(max_body_bytes=64 * 1024, max_items=4, max_field_chars=5000,
+                max_concurrent=1, max_queued=1, request_timeout_s=600)
+ROWS = [{"id": it.id, "question": it.question, "response": it.response,
+         "reference": it.reference} for it in ITEMS]
+JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def service():
+    config = ServiceConfig(jury="tiny", token_env=TOKEN_ENV, limits=LIMITS,
+                           cors_origins=["http://labelling.example"])
+    with running_service(config, env={TOKEN_ENV: TOKEN}) as url:
+        yield url
+
+
+def post(url, path, payload=None, headers=AUTH, **kw):
+    return httpx.post(f"{url}{path}", json=payload, headers=headers, timeout=600, **kw)
+
+
+def test_verdicts_over_http_equal_jurybox_judge(service, tiny_jury, tmp_path):
+    from jurybox.serving.bulk import judge_file
+
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    out = tmp_path / "local.jsonl"
+    judge_file(preds, load_rubric("mirage-mg"), tiny_jury, out)
+    local = [json.loads(line) for line in out.read_text().splitlines()]
+    r = post(service, "/v1/score", {"rubric": "mirage-mg", "items": ROWS})
+    assert r.status_code == 200, r.text
+    remote = r.json()["verdicts"]
+    assert [v["id"] for v in remote] == ["good", "bad"]
+    assert_same_verdicts(remote, local)  # same scores, votes, provenance and input hash
+    # An inline rubric is judged like the same rubric by name.
+    inline = load_rubric("mirage-mg").model_dump(mode="json", by_alias=True)
+    r2 = post(service, "/v1/score", {"rubric": inline, "items": ROWS[:1]})
+    assert r2.status_code == 200 and r2.json()["verdicts"][0]["provenance"] == local[0]["provenance"]
+
+
+def test_python_client_and_judge_url_give_the_same_verdicts(service, tiny_jury, tmp_path):
+    from jurybox.serving import Client
+
+    rubric = load_rubric("general")
+    with Client(service, token=TOKEN) as client:
+        verdicts = client.score(rubric, ITEMS)
+        assert client.jury()["name"] == "tiny"
+    local = tiny_jury.score(rubric, ITEMS)
+    assert [v.scores for v in verdicts] == [v.scores for v in local]
+    assert [v.provenance for v in verdicts] == [v.provenance for v in local]
+    assert [v.criteria["accuracy"].n_votes for v in verdicts] == [2, 2]
+    # `jurybox judge --url`: the same output file, resume and summary as in-process.
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    out = tmp_path / "remote.jsonl"
+    env = {**os.environ, "JURYBOX_TOKEN": TOKEN}
+    args = ["judge", preds, "--rubric", "general", "--url", service, "--out", out, "--quiet"]
+    first = subprocess.run([*JURYBOX, *map(str, args)], capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "2 judged now, 0 already in" in first.stderr and "2 items" in first.stdout
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["scores"] for r in records] == [v.scores for v in local]
+    again = subprocess.run([*JURYBOX, *map(str, args)], capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert again.returncode == 0 and "0 judged now, 2 already in" in again.stderr
+
+
+def test_auth_is_required_and_the_token_never_echoed(service):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        r = post(service, "/v1/score", {"rubric": "general", "items": ROWS}, headers=headers)
+        assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized"
+        assert TOKEN not in r.text
+    assert httpx.get(f"{service}/v1/jury", timeout=30).status_code == 401
+    assert httpx.get(f"{service}/v1/jury", headers=AUTH, timeout=30).status_code == 200
+    assert httpx.get(f"{service}/healthz", timeout=60).status_code == 200  # no token needed
+
+
+@pytest.mark.parametrize("payload,status,field,message", [
+    ({"rubric": "nope", "items": ROWS}, 422, "rubric", "unknown rubric 'nope'"),
+    ({"rubric": "general", "items": []}, 422, "items", "items is empty"),
+    ({"rubric": "general", "items": ROWS * 3}, 413, "items", "at most 4 per request"),
+    ({"rubric": "general", "items": [{**ROWS[0], "response": "x" * 6000}]}, 422,
+     "items[0].response", "more than the limit of 5,000"),
+    ({"rubric": "general", "items": [ROWS[0], ROWS[0]]}, 422, "items[1].id", "duplicate id"),
+    ({"rubric": "general", "items": [{**ROWS[0], "reference": "  "}]}, 422,
+     "items[0].reference", "empty"),
+    ({"rubric": "general", "items": [{**ROWS[0], "question": ["a list"]}]}, 422,
+     "items[0].question", "valid string"),
+    ({"rubric": "general"}, 422, "items", "Field required"),
+    ({"rubric": {"name": "x", "template": "{{ q }}"}, "items": ROWS}, 422, "rubric.criteria",
+     "criteria"),
+    ({"rubric": "general", "items": ROWS, "surprise": 1}, 422, "surprise", "Extra inputs"),
+])
+def test_bad_requests_get_a_4xx_naming_the_field(service, payload, status, field, message):
+    r = post(service, "/v1/score", payload)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert error["field"] == field and message in error["message"], error
+
+
+def test_cors_only_for_the_origins_asked_for(service):
+    ui = {"Origin": "http://labelling.example", "Access-Control-Request-Method": "POST",
+          "Access-Control-Request-Headers": "authorization, content-type"}
+    r = httpx.options(f"{service}/v1/score", headers=ui)
+    assert r.status_code == 204
+    assert r.headers["access-control-allow-origin"] == "http://labelling.example"
+    r = httpx.get(f"{service}/v1/jury", headers={**AUTH, "Origin": "http://labelling.example"})
+    assert r.headers["access-control-allow-origin"] == "http://labelling.example"
+    r = httpx.get(f"{service}/v1/jury", headers={**AUTH, "Origin": "http://elsewhere.example"})
+    assert "access-control-allow-origin" not in r.headers
+
+
+def test_bodies_that_are_not_json_too_large_or_not_utf8(service):
+    url = f"{service}/v1/score"
+    r = httpx.post(url, content=b"{not json", headers={**AUTH, "content-type": "application/json"})
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+    r = httpx.post(url, content=b'{"rubric": "caf\xe9"}',
+                   headers={**AUTH, "content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request"
+    r = httpx.post(url, content=b"x" * (65 * 1024), headers={**AUTH, "content-type": "application/json"})
+    assert r.status_code == 413 and "limit of 65536 bytes" in r.json()["error"]["message"]
+    r = httpx.get(f"{service}/v1/rubrics/nope", headers=AUTH)
+    assert r.status_code == 404 and r.json()["error"]["field"] == "name"
+
+
+def test_a_burst_beyond_the_queue_gets_429_with_retry_after(service):
+    results = []
+
+    def one():
+        results.append(post(service, "/v1/score", {"rubric": "general", "items": ROWS[:1]}))
+
+    threads = [threading.Thread(target=one) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = sorted(r.status_code for r in results)
+    assert codes.count(429) >= 2 and codes.count(200) >= 1, codes  # 1 scoring + 1 queued
+    busy = next(r for r in results if r.status_code == 429)
+    assert int(busy.headers["retry-after"]) >= 1 and busy.json()["error"]["type"] == "overloaded"
+
+
+def test_rubrics_jury_health_metrics_and_openapi(service):
+    rubrics = httpx.get(f"{service}/v1/rubrics", headers=AUTH).json()["rubrics"]
+    assert {"general", "mirage-mg"} <= {r["name"] for r in rubrics}
+    full = httpx.get(f"{service}/v1/rubrics/mirage-mg", headers=AUTH).json()
+    assert full["formula"]["name"] == "weighted_sum"
+    jury = httpx.get(f"{service}/v1/jury", headers=AUTH).json()
+    assert [j["name"] for j in jury["judges"]] == ["smollm2-135m", "gemma3-270m"]
+    from jurybox.judges import load_jury_spec, provenance
+
+    assert jury["provenance"]["general"] == provenance(load_rubric("general"), load_jury_spec("tiny"))
+    health = httpx.get(f"{service}/healthz", timeout=60)
+    assert health.status_code == 200
+    assert health.json() == {"status": "ok", "judges": {"smollm2-135m": "ok", "gemma3-270m": "ok"}}
+    metrics = httpx.get(f"{service}/metrics").text
+    assert 'jurybox_requests_total{route="/v1/score",status="200"}' in metrics
+    assert 'jurybox_votes_total{judge="smollm2-135m"}' in metrics
+    assert "jurybox_request_seconds_bucket" in metrics and "jurybox_queue_depth" in metrics
+    schema = httpx.get(f"{service}/openapi.json").json()
+    assert "/v1/score" in schema["paths"] and "/healthz" in schema["paths"]
+    assert httpx.get(f"{service}/docs").status_code == 200
+
+
+def test_the_api_fuzzed_against_its_own_openapi_schema_never_answers_5xx(service):
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+
+    schema = schemathesis.openapi.from_url(f"{service}/openapi.json")
+    failures = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @settings(max_examples=25, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=operation.as_strategy())
+        def check(case):
+            response = case.call(base_url=service, headers=AUTH, timeout=600)
+            if response.status_code >= 500:
+                failures.append((case.method, case.path, response.status_code, response.text[:200]))
+
+        check()
+    assert failures == []
+
+
+def test_a_judge_replica_killed_mid_request_ends_every_request(service):
+    import psutil
+
+    def replica_pids():
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            title = " ".join(p.info["cmdline"] or [])  # Ray names its workers ray::...
+            if title.startswith("ray::") and "judge-smollm2-135m" in title:
+                found.append(p.pid)
+        return found
+
+    (pid,) = replica_pids()
+    results = []
+
+    def one():
+        results.append(post(service, "/v1/score", {"rubric": "general", "items": ROWS}))
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    os.kill(pid, signal.SIGKILL)
+    for t in threads:
+        t.join(timeout=900)
+    assert len(results) == 2 and not any(t.is_alive() for t in threads)
+    for r in results:
+        assert r.status_code in (200, 429), r.text
+        if r.status_code == 200:
+            for verdict in r.json()["verdicts"]:
+                for vote in verdict["votes"]:
+                    if vote["judge"] == "smollm2-135m" and vote["score"] is None:
+                        assert "could not answer" in vote["error"]
+    # Serve restarts the replica; then the service answers fully again.
+    wait_healthy(service, 900)
+    r = post(service, "/v1/score", {"rubric": "general", "items": ROWS[:1]})
+    assert r.status_code == 200
+    assert all(v["error"] is None or "could not answer" not in v["error"]
+               for v in r.json()["verdicts"][0]["votes"])
+    assert replica_pids() and replica_pids() != [pid]

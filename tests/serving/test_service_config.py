@@ -1,0 +1,85 @@
+"""The service's configuration: validated at build time, and the Ray Serve config files for the
+shipped juries (which cannot run here) checked for what a cluster needs."""
+
+import pytest
+
+from jurybox.judges import load_jury_spec
+from jurybox.rubrics.errors import InputError
+from jurybox.serving.builder import judge_options, serve_config
+from jurybox.serving.config import ServiceConfig
+
+
+def test_the_config_file_is_a_valid_serve_deploy_config():
+    from ray.serve.schema import ServeDeploySchema
+
+    for jury in ("tiny", "tiny-vllm", "small-gpu", "mirage"):
+        config = serve_config(ServiceConfig(jury=jury), port=8000)
+        ServeDeploySchema.model_validate(config)  # what `serve deploy` and KubeRay accept
+        (app,) = config["applications"]
+        assert app["import_path"] == "jurybox.serving.builder:build_jury_app"
+        assert app["args"] == {"jury": jury}
+        names = [d["name"] for d in app["deployments"]]
+        spec = load_jury_spec(jury)
+        assert names == ["JuryIngress"] + [f"judge-{j.name}" for j in spec.judges]
+        for d in app["deployments"][1:]:
+            assert "num_replicas" in d or d["autoscaling_config"]["target_ongoing_requests"] > 0
+
+
+def test_the_mirage_panel_places_each_judge_on_its_own_gpus():
+    app = serve_config(ServiceConfig(jury="mirage"))["applications"][0]
+    by_name = {d["name"]: d for d in app["deployments"]}
+    expected_tp = {"judge-deepseek-r1-distill-llama-70b": 4, "judge-qwen3-32b": 2}
+    for name, tp in expected_tp.items():
+        bundles = by_name[name]["placement_group_bundles"]
+        assert len(bundles) == tp and all(b["GPU"] == 1 for b in bundles)
+        assert by_name[name]["placement_group_strategy"] == "STRICT_PACK"
+        assert by_name[name]["ray_actor_options"]["num_gpus"] == 0  # the bundles hold the GPUs
+    phi = by_name["judge-phi-4-reasoning"]
+    assert "placement_group_bundles" not in phi and phi["ray_actor_options"]["num_gpus"] == 1
+    gpus = sum(len(by_name[n]["placement_group_bundles"]) for n in expected_tp) + 1
+    assert gpus == 7  # one 8-GPU node holds the panel, as the README says
+
+
+def test_small_gpu_judges_share_one_gpu_with_memory_below_their_fractions():
+    spec = load_jury_spec("small-gpu")
+    options = [judge_options(j) for j in spec.judges]
+    fractions = [o["ray_actor_options"]["num_gpus"] for o in options]
+    assert 0 < sum(fractions) <= 1.0 and all(0 < f < 1 for f in fractions)
+    for judge, fraction in zip(spec.judges, fractions):
+        assert judge.execution.gpu_memory_utilization < fraction
+
+
+def test_a_memory_share_above_the_gpu_fraction_is_refused():
+    with pytest.raises(ValueError, match="must stay below the replica's GPU fraction"):
+        load_jury_spec("small-gpu").judges[0].model_validate(
+            {"name": "x", "model": "org/m", "backend": "vllm",
+             "gpu_memory_utilization": 0.5, "num_gpus": 0.3})
+
+
+def test_bad_configuration_fails_the_build_not_a_request(tmp_path, monkeypatch):
+    with pytest.raises(InputError, match="unknown jury 'nope'"):
+        ServiceConfig(jury="nope").load()
+    monkeypatch.delenv("JURYBOX_NO_SUCH_TOKEN", raising=False)
+    with pytest.raises(InputError, match="JURYBOX_NO_SUCH_TOKEN: the environment variable is "
+                                         "not set") as info:
+        ServiceConfig(jury="tiny", token_env="JURYBOX_NO_SUCH_TOKEN").load()
+    assert info.value.field == "token_env"
+    with pytest.raises(InputError, match="no .yaml rubric files"):
+        ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).load()
+    from jurybox.calibration import simulate_judging
+    from jurybox.calibration import fit_calibration, human_labels_from_rows, judge_output_from_records
+
+    recs, humans = simulate_judging(40)
+    cmap = fit_calibration(human_labels_from_rows(humans), judge_output_from_records(recs))
+    cmap.save(tmp_path / "m.yaml")
+    with pytest.raises(InputError, match="which no rubric this service knows"):
+        ServiceConfig(jury="tiny", calibration=[str(tmp_path / "m.yaml")]).load()
+
+
+def test_extra_rubrics_are_served_by_name(tmp_path):
+    (tmp_path / "mine.yaml").write_text(
+        "inputs: [question, response]\n"
+        'template: "{{ question }} {{ response }} {{ output_format }}"\n'
+        "criteria:\n  - {name: ok, description: fine, scale: {min: 0, max: 1}}\n")
+    plan = ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).load()
+    assert "mine" in plan.rubrics and "mirage-mg" in plan.rubrics
