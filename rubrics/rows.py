@@ -1,5 +1,6 @@
 """One reader for every row file jurybox takes: prediction files, human labels and judge output,
-as JSONL, a JSON list, CSV/TSV or Parquet.
+as JSONL, a JSON list, CSV/TSV or Parquet; one file, a directory of them (e.g. the shards of a
+bulk run) or a glob.
 
 Rows stream: a file is never held in memory whole. A bad row never stops the file: it comes
 back as a :class:`RowError` naming the row (and field, where one is at fault) and saying what
@@ -46,21 +47,25 @@ class RowError:
     # What is wrong: "encoding" (not UTF-8), "syntax" (not JSON), "shape" (not an object, cells
     # not matching the header, a key twice) or "value" (a field's value, found by the caller).
     kind: str = "value"
+    file: str | None = None  # set when rows come from several files
 
     def __str__(self) -> str:
-        where = f"row {self.row}" + (f", field {self.field!r}" if self.field else "")
+        where = (f"{self.file}: " if self.file else "") + f"row {self.row}"
+        where += f", field {self.field!r}" if self.field else ""
         return f"{where}: {self.message}"
+
+
+# Parquet columns that hold JSON text (nested values such as a verdict's votes), named in the
+# file's schema metadata under this key, are decoded back into values when read.
+JSON_COLUMNS_KEY = b"jurybox.json_columns"
 
 
 Row = tuple[int, "dict[str, Any] | RowError"]
 
 
 def file_format(path: str | Path) -> str:
-    """The format of a row file by its name; a clear error for directories and other types."""
+    """The format of a row file by its name; a clear error for other types."""
     path = Path(path)
-    if path.is_dir():
-        raise FileFormatError(f"{path} is a directory; expected a file "
-                              f"({', '.join(sorted(FORMATS))})")
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise FileFormatError(
@@ -71,17 +76,71 @@ def file_format(path: str | Path) -> str:
     return fmt
 
 
-def read_rows(path: str | Path) -> Iterator[Row]:
-    """``(row number, record or RowError)`` for every row of ``path``, streamed."""
-    path = Path(path)
-    fmt = file_format(path)
-    reader = {"jsonl": _jsonl, "json": _json, "csv": _csv, "tsv": _csv, "parquet": _parquet}[fmt]
+def row_files(source: str | Path) -> list[Path]:
+    """The files behind ``source``: itself, the row files of a directory (sorted; hidden and
+    temporary files aside), or the files a glob pattern matches."""
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")
+                       and p.suffix.lower() in FORMATS)
+        if not files:
+            raise FileFormatError(f"{path} is a directory with no row files "
+                                  f"({', '.join(sorted(FORMATS))})")
+        return files
+    if any(ch in str(source) for ch in "*?[") and not path.exists():
+        import glob
+
+        files = sorted(Path(p) for p in glob.glob(str(source), recursive=True) if Path(p).is_file())
+        if not files:
+            raise FileFormatError(f"{source}: no file matches the pattern")
+        return files
+    return [path]
+
+
+def read_rows(source: str | Path) -> Iterator[Row]:
+    """``(row number, record or RowError)`` for every row of a file, directory or glob, streamed.
+    Rows of several files are numbered within their file, and their errors name the file."""
+    for _, n, row in read_rows_from(source):
+        yield n, row
+
+
+def read_rows_from(source: str | Path) -> Iterator[tuple[str | None, int, dict[str, Any] | RowError]]:
+    """:func:`read_rows` with the file each row comes from (None when ``source`` is one file),
+    for callers that find row errors of their own."""
+    files = row_files(source)
     count = 0
-    for row in reader(path, fmt):
-        count += 1
-        yield row
+    for path in files:
+        label = path.name if len(files) > 1 else None
+        fmt = file_format(path)
+        reader = {"jsonl": _jsonl, "json": _json, "csv": _csv, "tsv": _csv,
+                  "parquet": _parquet}[fmt]
+        for n, row in reader(path, fmt):
+            count += 1
+            if label is not None and isinstance(row, RowError):
+                row = RowError(row.row, row.field, row.message, row.kind, label)
+            yield label, n, row
     if count == 0:
-        raise FileFormatError(f"{path}: the file is empty (no rows)")
+        what = "the file is empty" if len(files) == 1 else "the files are empty"
+        raise FileFormatError(f"{source}: {what} (no rows)")
+
+
+def count_rows(source: str | Path) -> int | None:
+    """About how many rows ``source`` holds, cheaply (lines of text files, Parquet metadata), for
+    progress bars; None where only reading everything would tell (a JSON list)."""
+    total = 0
+    for path in row_files(source):
+        fmt = file_format(path)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            total += pq.ParquetFile(path).metadata.num_rows
+        elif fmt == "json":
+            return None
+        else:
+            with path.open("rb") as fh:
+                lines = sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b""))
+            total += max(0, lines - (fmt in ("csv", "tsv")))
+    return total
 
 
 # ------------------------------------------------------------------------------------ JSON
@@ -272,14 +331,25 @@ def _parquet(path: Path, fmt: str) -> Iterator[Row]:
         parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for unreadable files
         raise FileFormatError(f"{path}: cannot read as Parquet: {exc}") from None
+    metadata = parquet.schema_arrow.metadata or {}
+    json_columns = [c for c in metadata.get(JSON_COLUMNS_KEY, b"").decode().split(",") if c]
     n = 0
     for batch in parquet.iter_batches(batch_size=4096):
         for record in batch.to_pylist():
             n += 1
             try:
-                yield n, {k: _text_bytes(v, k) for k, v in record.items()}
+                row = {k: _text_bytes(v, k) for k, v in record.items()}
             except _BadBytes as exc:
                 yield n, RowError(n, exc.field, exc.message, "encoding")
+                continue
+            try:
+                for column in json_columns:
+                    if isinstance(row.get(column), str):
+                        row[column] = json.loads(row[column])
+            except json.JSONDecodeError as exc:
+                yield n, RowError(n, column, f"invalid JSON in a JSON column: {exc.msg}", "syntax")
+                continue
+            yield n, row
 
 
 class _BadBytes(Exception):

@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # noqa: F401  (static tools see real imports)
     from .builder import build_jury_app
     from .bulk import judge_file
     from .client import Client, RemoteJury

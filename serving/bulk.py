@@ -1,12 +1,12 @@
-"""Bulk offline judging of a prediction file, in-process: read, skip what is done, judge in
-chunks, append each chunk's verdicts, summarise."""
+"""Bulk offline judging of a prediction file, in-process, streaming: read rows, skip what is
+done, judge in chunks, append each chunk's verdicts, summarise from what was written."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import version
@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from jurybox.judges import Jury, JurySpec, provenance
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.rows import count_rows, file_format, row_files
 
-from .predictions import DEFAULT_MAX_FIELD_CHARS, RowError, read_predictions
-from .results import ResultsError, ResultsFile, write_manifest
+from .predictions import DEFAULT_MAX_FIELD_CHARS, RowError, check_mapping, iter_predictions
+from .results import ResultsDir, ResultsError, open_results, write_manifest
 from .summary import Summary, summarize
 
 if TYPE_CHECKING:
@@ -31,12 +32,16 @@ class RunReport:
     total_items: int
     already_done: int
     judged: int
-    row_errors: list[RowError]
+    row_errors: list[RowError]  # the first MAX_LISTED_ERRORS; n_row_errors counts them all
     summary: Summary
     repaired_tail: bool
     seconds: float
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    n_row_errors: int = 0
+
+
+MAX_LISTED_ERRORS = 1000  # rejected rows listed in the report and manifest (all are counted)
 
 
 @dataclass(frozen=True)
@@ -93,88 +98,92 @@ def judge_file(
     keep_raw: bool = False,
     allow_empty: bool = False,
     calibration: Calibration | None = None,
-    progress: Callable[[int, int], Any] | None = None,
+    progress: Callable[[int, int | None], Any] | None = None,
+    format: str | None = None,
+    shard_size: int | None = None,
 ) -> RunReport:
-    """Judge every valid row of ``predictions`` not yet in ``out``.
+    """Judge every valid row of ``predictions`` (a file, directory or glob) not yet in ``out``
+    (a ``.jsonl`` file, or a directory of JSONL/Parquet shards: ``format``).
 
-    ``progress(done, total)`` is called as items complete; ``calibration`` adds calibrated
-    scores to each record before it is written. ``chunk_size`` defaults to the jury's (items
-    judged and written per step).
+    Streams: rows are read, judged ``chunk_size`` at a time (default: the jury's) and appended
+    chunk by chunk; resuming keeps only ids and input hashes, and the summary is computed from
+    the output as it is read back, so memory does not grow with the file. ``progress(done,
+    total)`` is called as items complete (``total`` is an estimate, or None when unknown);
+    ``calibration`` adds calibrated scores to each record before it is written.
     """
     began = time.perf_counter()
     out = Path(out)
     if out.exists() and Path(predictions).exists() and out.resolve() == Path(predictions).resolve():
         raise ResultsError(f"--out {out} is the predictions file itself; choose another --out")
-    read = read_predictions(predictions, rubric, mapping, max_field_chars, allow_empty)
-    items = read.items[:limit] if limit is not None else read.items
     prov = jury.provenance(rubric)
     remote = hasattr(jury, "score_records")  # a RemoteJury: the service writes the records
     chunk_size = chunk_size or getattr(jury, "default_chunk_size", jury.spec.default_chunk_size)
-    interrupted = False
-    hashes = {it.id: input_hash(it) for it in items}
     calibration_id = calibration.identity if calibration is not None else (
         jury.service_calibration(rubric) if remote else None)
-    with ResultsFile(out, prov, calibration_id) as results:
-        done = results.done()
-        changed = [i for i in done if i in hashes and results.records[i].input != hashes[i]]
-        if changed:
-            raise ResultsError(
-                f"{out}: {len(changed)} item(s) already there were judged from different input "
-                f"(e.g. {', '.join(changed[:3])}): the predictions or --map changed since; "
-                "choose another --out"
-            )
-        todo = [it for it in items if it.id not in done]
-        already = len(items) - len(todo)
+    reading = dict(mapping=mapping, max_field_chars=max_field_chars, allow_empty=allow_empty)
+    # Mistakes in the options or the file's name fail before --out is opened.
+    check_mapping(dict(mapping or {}), rubric)
+    for path in row_files(predictions):
+        file_format(path)
+    with open_results(out, prov, calibration_id, format, shard_size) as results:
+        if results.inputs:
+            check_unchanged(predictions, rubric, results.inputs, limit, **reading)
+        rows = RowStream(predictions, rubric, limit, **reading)
+        total = count_rows(predictions)
+        total = min(total, limit) if total is not None and limit is not None else total
         manifest = {
             "jurybox": version("jurybox"),
             "predictions": str(Path(predictions).resolve()),
-            "rubric": rubric.model_dump(mode="json"),
+            "rubric": rubric.model_dump(mode="json", by_alias=True),
             "jury": jury.spec.model_dump(mode="json"),
             "provenance": prov,
             "mapping": dict(mapping or {}),
             "calibration": calibration_id,
             "limit": limit,
-            "rows": read.rows,
             "allow_empty": allow_empty,
-            "rejected_rows": [str(e) for e in read.errors],
+            "out_format": results.format if isinstance(results, ResultsDir) else "jsonl file",
             "started": datetime.now(timezone.utc).isoformat(),
         }
         write_manifest(out, {**manifest, "status": "running"})
-        if progress is not None:
-            progress(already, len(items))
-        judged = 0
+        done = results.done()
+        already = judged = 0
+        interrupted = False
         try:
-            if todo:
-                jury.load_backends()
-            for start in range(0, len(todo), chunk_size):
-                chunk = todo[start : start + chunk_size]
-                if remote:
-                    records = jury.score_records(rubric, chunk)
-                else:
-                    verdicts = jury.score(rubric, chunk)
-                    records = [{**v.to_record(keep_raw=keep_raw), "input": hashes[v.id]}
-                               for v in verdicts]
-                    if calibration is not None:
-                        records = [calibration.apply(r, rubric) for r in records]
-                results.append(records)
-                judged += len(chunk)
+            loaded = False
+            for chunk, skipped in rows.chunks(done, chunk_size):
+                already += skipped
+                if chunk and not loaded:
+                    jury.load_backends()
+                    loaded = True
+                if chunk:
+                    if remote:
+                        records = jury.score_records(rubric, chunk)
+                    else:
+                        verdicts = jury.score(rubric, chunk)
+                        records = [{**v.to_record(keep_raw=keep_raw), "input": input_hash(it)}
+                                   for v, it in zip(verdicts, chunk)]
+                        if calibration is not None:
+                            records = [calibration.apply(r, rubric) for r in records]
+                    results.append(records)
+                    judged += len(chunk)
                 if progress is not None:
-                    progress(already + judged, len(items))
+                    progress(already + judged, total)
         except KeyboardInterrupt:
             interrupted = True
         except BaseException as exc:
-            write_manifest(out, {**manifest, "status": "failed", "error": str(exc),
+            write_manifest(out, {**manifest, **rows.counts(), "status": "failed",
+                                 "error": str(exc),
                                  "finished": datetime.now(timezone.utc).isoformat()})
             raise
-        ids = {it.id for it in items}
-        records = [r for k, r in results.records.items() if k in ids]
         repaired = results.repaired
-    summary = summarize(records, rubric, rejected_rows=len(read.errors),
-                        empty_responses=read.empty_responses)
+    wanted = rows.ids
+    summary = summarize((r for r in results.iter_records() if r.id in wanted), rubric,
+                        rejected_rows=rows.n_errors, empty_responses=rows.empty)
     write_manifest(
         out,
         {
             **manifest,
+            **rows.counts(),
             "status": "interrupted" if interrupted else "complete",
             "finished": datetime.now(timezone.utc).isoformat(),
             "summary": summary.to_dict(),
@@ -182,12 +191,80 @@ def judge_file(
     )
     return RunReport(
         out=out,
-        total_items=len(items),
+        total_items=len(rows.ids),
         already_done=already,
         judged=judged,
-        row_errors=read.errors,
+        row_errors=rows.errors,
         summary=summary,
         repaired_tail=repaired,
         seconds=time.perf_counter() - began,
         interrupted=interrupted,
+        n_row_errors=rows.n_errors,
     )
+
+
+class RowStream:
+    """The valid items of a prediction file, read once, in chunks; it keeps only the ids (and
+    the first rejected rows) as it goes."""
+
+    def __init__(self, predictions: str | Path, rubric: Rubric, limit: int | None, **reading: Any
+                 ) -> None:
+        self._rows = iter_predictions(predictions, rubric, **reading)
+        self.limit = limit
+        self.ids: set[str] = set()
+        self.errors: list[RowError] = []
+        self.n_errors = 0
+        self.rows = 0
+        self.empty = 0
+
+    def chunks(self, done: set[str], size: int) -> Iterator[tuple[list[Item], int]]:
+        """``(items to judge, items skipped as already done)``, at most ``size`` items a chunk."""
+        chunk: list[Item] = []
+        skipped = 0
+        for _, row in self._rows:
+            self.rows += 1
+            if isinstance(row, RowError):
+                self.n_errors += 1
+                if len(self.errors) < MAX_LISTED_ERRORS:
+                    self.errors.append(row)
+                continue
+            if self.limit is not None and len(self.ids) >= self.limit:
+                continue  # keep reading: rejected rows are still counted
+            self.ids.add(row.id)
+            if not (row.response or "").strip():
+                self.empty += 1
+            if row.id in done:
+                skipped += 1
+                continue
+            chunk.append(row)
+            if len(chunk) >= size:
+                yield chunk, skipped
+                chunk, skipped = [], 0
+        if chunk or skipped:
+            yield chunk, skipped
+
+    def counts(self) -> dict[str, Any]:
+        return {"rows": self.rows, "items": len(self.ids), "rejected": self.n_errors,
+                "rejected_rows": [str(e) for e in self.errors]}
+
+
+def check_unchanged(predictions: str | Path, rubric: Rubric, written: Mapping[str, str | None],
+                    limit: int | None, **reading: Any) -> None:
+    """Refuse to resume when items already written were judged from different input (changed
+    predictions or --map): checked before anything is judged, in one pass over the rows."""
+    changed = []
+    valid = 0
+    for _, row in iter_predictions(predictions, rubric, **reading):
+        if isinstance(row, RowError):
+            continue
+        valid += 1
+        if limit is not None and valid > limit:
+            break
+        if row.id in written and written[row.id] != input_hash(row):
+            changed.append(row.id)
+    if changed:
+        raise ResultsError(
+            f"{len(changed)} item(s) already written were judged from different input "
+            f"(e.g. {', '.join(changed[:3])}): the predictions or --map changed since; "
+            "choose another --out"
+        )

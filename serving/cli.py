@@ -48,10 +48,14 @@ def parse_map(pairs: list[str]) -> dict[str, str]:
 
 @app.command()
 def judge(
-    predictions: Annotated[Path, typer.Argument(help="Prediction file: .jsonl, .json (list), .csv, .tsv or .parquet.", show_default=False)],
+    predictions: Annotated[str, typer.Argument(help="Prediction file (.jsonl, .json list, .csv, .tsv or .parquet), a directory of them, or a quoted glob such as 'preds/*.parquet'.", show_default=False)],
     rubric: Annotated[str, typer.Option("--rubric", "-r", help="Shipped rubric name (see `jurybox rubrics`) or a rubric YAML file.", show_default=False)],
     jury: Annotated[Optional[str], typer.Option("--jury", "-j", help="Shipped jury name (see `jurybox juries`) or a jury YAML file. Default: tiny on CPU, small-gpu with a GPU.", show_default=False)] = None,
-    out_path: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output JSONL, one verdict per item. Re-running with the same --out judges only the items not yet in it. Default: PREDICTIONS stem + .RUBRIC.judged.jsonl.", show_default=False)] = None,
+    out_path: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output: a .jsonl file (one verdict per line), or a directory (a path without a suffix) of JSONL or Parquet shards (--format). Re-running with the same --out judges only the items not yet in it. Default: PREDICTIONS stem + .RUBRIC.judged.jsonl.", show_default=False)] = None,
+    out_format: Annotated[Optional[str], typer.Option("--format", help="Shards of a directory --out: jsonl (default) or parquet.", show_default=False)] = None,
+    shard_size: Annotated[Optional[int], typer.Option(help="Verdicts per shard of a directory --out (default 1000; a shard is also written at least every 30 s, and with --engine ray after every batch).", min=1, show_default=False)] = None,
+    engine: Annotated[str, typer.Option(help="local: judge in this process; ray: a Ray Data pipeline (one stage per judge) on a local Ray or the cluster of --address.")] = "local",
+    address: Annotated[Optional[str], typer.Option(help="With --engine ray: the Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).", show_default=False)] = None,
     limit: Annotated[Optional[int], typer.Option(help="Judge only the first N valid items of the file.", min=1, show_default=False)] = None,
     map_: Annotated[list[str], typer.Option("--map", "-m", help="Read a field from another column: FIELD=COLUMN (repeatable), e.g. --map reference=answer.", show_default=False)] = [],
     chunk_size: Annotated[Optional[int], typer.Option(help="Items judged (and written) per step. Default: 16 with transformers judges, 256 with vLLM/OpenAI judges (whose engines batch continuously).", min=1, show_default=False)] = None,
@@ -79,6 +83,8 @@ def judge(
     from .bulk import judge_file, load_calibration
     from .summary import render
 
+    if engine not in ("local", "ray"):
+        raise fail(f"--engine {engine}: expected local or ray")
     mapping = parse_map(map_)
     with reported():
         rubric_def = load_rubric(rubric)
@@ -101,13 +107,13 @@ def judge(
             judges = Jury(spec)
             cmap = load_calibration(calibration, rubric_def, spec, force_calibration) \
                 if calibration is not None else None
-    target = out_path or Path(f"{predictions.stem}.{rubric_def.name}.judged.jsonl")
+    target = out_path or Path(f"{Path(predictions).stem}.{rubric_def.name}.judged.jsonl")
     for message in unpinned_warnings(spec.judges):
         warn(message)
 
     bar = None
 
-    def progress(done: int, total: int) -> None:
+    def progress(done: int, total: int | None) -> None:
         nonlocal bar
         if quiet:
             return
@@ -120,12 +126,20 @@ def judge(
         with reported(f"items judged before this are saved in {target}; run the same command "
                       "again to resume"):
             try:
-                report = judge_file(
-                    predictions, rubric_def, judges, target,
-                    mapping=mapping, limit=limit, chunk_size=chunk_size,
-                    max_field_chars=max_field_chars, keep_raw=keep_raw, allow_empty=allow_empty,
-                    calibration=cmap, progress=progress,
-                )
+                common = dict(mapping=mapping, limit=limit, max_field_chars=max_field_chars,
+                              keep_raw=keep_raw, allow_empty=allow_empty, calibration=cmap,
+                              progress=progress, format=out_format)
+                if engine == "ray":
+                    if url is not None:
+                        raise fail("--engine ray and --url are two ways to judge: pick one")
+                    from .ray_engine import judge_with_ray
+
+                    report = judge_with_ray(predictions, rubric_def, spec, target,
+                                            address=address or os.environ.get("RAY_ADDRESS"),
+                                            shard_size=shard_size, **common)
+                else:
+                    report = judge_file(predictions, rubric_def, judges, target,
+                                        chunk_size=chunk_size, shard_size=shard_size, **common)
             except OSError as exc:  # e.g. a hub model that cannot be downloaded here
                 raise fail(f"cannot load a judge model: {exc}") from None
     finally:
@@ -133,18 +147,20 @@ def judge(
             bar.close()
     for e in report.row_errors[:20]:
         err.print(f"[yellow]skipped[/] {predictions}: {e}", highlight=False)
-    if len(report.row_errors) > 20:
-        note(f"... and {len(report.row_errors) - 20} more rejected rows (all listed in "
-             f"{target.name}.manifest.json)")
+    if report.n_row_errors > 20:
+        note(f"... and {report.n_row_errors - 20} more rejected rows (the first "
+             f"{len(report.row_errors)} listed in {target.name}.manifest.json)")
+    for line in report.notes:
+        note(line)
     if report.repaired_tail:
         note(f"removed an incomplete last line from {target} (left by an interrupted run)")
     render(report.summary, out)
     note(f"{report.judged} judged now, {report.already_done} already in {target}, "
-         f"{len(report.row_errors)} rows rejected; {report.seconds:.1f} s")
+         f"{report.n_row_errors} rows rejected; {report.seconds:.1f} s")
     if report.interrupted:
         raise fail(f"interrupted; run the same command again to resume ({target})", code=130)
     if report.total_items == 0:
-        raise fail(f"no row of {predictions} could be judged (all {len(report.row_errors)} rejected)")
+        raise fail(f"no row of {predictions} could be judged (all {report.n_row_errors} rejected)")
 
 
 @app.command("rubrics")

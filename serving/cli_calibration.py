@@ -30,8 +30,9 @@ HumanArg = Annotated[Path, typer.Argument(
          "per id = several raters) and one column per criterion (scale value or label).",
     exists=True, dir_okay=False, show_default=False)]
 JudgedArg = Annotated[Path, typer.Argument(
-    help="Verdicts written by `jurybox judge` (JSONL), joined with the labels on id.",
-    exists=True, dir_okay=False, show_default=False)]
+    help="Verdicts written by `jurybox judge` (a JSONL file, or a directory of its shards), "
+         "joined with the labels on id.",
+    exists=True, show_default=False)]
 RubricOpt = Annotated[Optional[str], typer.Option(
     "--rubric", "-r",
     help="Rubric name or YAML file giving each criterion's scale. Default: the rubric named in "

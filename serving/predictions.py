@@ -16,7 +16,7 @@ from typing import Any
 
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.rows import FileFormatError, RowError, read_rows
+from jurybox.rubrics.rows import FileFormatError, RowError, read_rows_from
 
 CORE_TEXT = ("question", "response", "reference", "context")
 CORE_FIELDS = ("id", *CORE_TEXT, "images")
@@ -151,9 +151,9 @@ def iter_predictions(
     wins), so only the ids seen so far are kept in memory."""
     mapping = dict(mapping or {})
     check_mapping(mapping, rubric)
-    seen: dict[str, int] = {}
+    seen: dict[str, str] = {}
     columns: dict[str, None] = {}
-    for n, record in read_rows(path):
+    for file, n, record in read_rows_from(path):
         if isinstance(record, RowError):
             yield n, record
             continue
@@ -161,12 +161,13 @@ def iter_predictions(
         try:
             item = to_item(record, mapping, rubric, max_field_chars, allow_empty)
         except FieldError as exc:
-            yield n, RowError(n, exc.field, exc.message)
+            yield n, RowError(n, exc.field, exc.message, file=file)
             continue
         if item.id in seen:
-            yield n, RowError(n, "id", f"duplicate id {item.id!r} (first seen at row {seen[item.id]})")
+            yield n, RowError(n, "id", f"duplicate id {item.id!r} (first seen at {seen[item.id]})",
+                              file=file)
             continue
-        seen[item.id] = n
+        seen[item.id] = f"{file}: row {n}" if file else f"row {n}"
         yield n, item
     if columns:
         _check_columns(Path(path), columns, mapping, rubric)

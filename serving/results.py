@@ -1,12 +1,15 @@
-"""The output file of a bulk run: one JSON line per judged item, appended as items complete, and
-its manifest (``OUT.manifest.json``: configuration, status, rejected rows, summary).
+"""Where a bulk run writes its verdicts: one JSONL file appended line by line, or a directory of
+JSONL or Parquet shards; beside either, a manifest (``OUT.manifest.json``: configuration, status,
+rejected rows, summary).
 
-A file is taken for a jurybox results file only when its first complete line is a jurybox
-result, or, while it has no complete line yet, when its manifest says so. Anything else is
-refused and left exactly as it is. A run killed mid-write leaves at most one incomplete last
-line, cut at any byte; the next run removes it before it appends, and items already there (same
-id, same provenance) are not judged again. So a killed run resumes with nothing lost and
-nothing duplicated. A lock keeps two runs from writing the same file at once.
+Only jurybox's own output is ever appended to. A file is taken for a results file when its first
+complete line is a jurybox verdict or, while it has no complete line yet, when its manifest says
+so; a directory when its manifest says so (or it is empty). Anything else is refused and left
+exactly as it is. A run killed mid-write leaves at most one incomplete last line of the file (cut
+at any byte), which the next run removes, or a hidden temporary shard, which it deletes: shards
+appear only whole, by rename. Items already written (same id, same provenance) are not judged
+again, so a killed run resumes with nothing lost and nothing duplicated. Resuming keeps only the
+ids and input hashes in memory, never the records. A lock keeps two runs from writing at once.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterable
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +29,13 @@ from jurybox.rubrics.errors import InputError
 # Every record is written as one line that starts with these bytes; a line torn by a kill is
 # a prefix of such a line.
 RECORD_START = b'{"id": '
+SHARD_FORMATS = ("jsonl", "parquet")
+# Verdict fields stored as JSON text in Parquet shards (nested and shaped per rubric/jury).
+PARQUET_JSON_COLUMNS = ("votes", "disagreement")
 
 
 class ResultsError(InputError):
-    """The output file cannot be appended to safely."""
+    """The output cannot be appended to safely."""
 
 
 def manifest_path(out: Path) -> Path:
@@ -52,13 +60,117 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
     return None
 
 
-class ResultsFile:
-    def __init__(self, path: str | Path, provenance: str, calibration: str | None = None) -> None:
-        self.path = Path(path)
+def open_results(out: str | Path, provenance: str, calibration: str | None = None,
+                 format: str | None = None, shard_size: int | None = None) -> Results:
+    """The results of ``out``: a ``.jsonl`` file, or a directory of shards (a directory that
+    exists, a path without a suffix, or any path with ``format='parquet'``)."""
+    out = Path(out)
+    if format is not None and format not in SHARD_FORMATS:
+        raise ResultsError(f"--format {format}: expected one of {list(SHARD_FORMATS)}",
+                           field="format")
+    if out.is_dir() or (not out.suffix and not out.exists()):
+        return ResultsDir(out, provenance, calibration, format or "jsonl", shard_size or 1000)
+    if out.suffix.lower() == ".parquet" or format == "parquet":
+        raise ResultsError(f"--out {out}: Parquet output is a directory of shards; give a "
+                           "directory (a path without a suffix)", field="out")
+    return ResultsFile(out, provenance, calibration)
+
+
+class Results(ABC):
+    """What both kinds of output share: the lock, ownership and configuration checks, and the
+    ids (with input hashes) already written."""
+
+    def __init__(self, path: Path, provenance: str, calibration: str | None) -> None:
+        self.path = path
         self.provenance = provenance
         self.calibration = calibration
-        self.records: dict[str, VerdictRecord] = {}
+        self.inputs: dict[str, str | None] = {}  # id -> input hash, for resume checks
         self.repaired = False
+        self._lock = None
+
+    def _acquire(self, lock_path: Path) -> None:
+        self._lock = open(lock_path, "a+b")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            self._lock = None
+            raise ResultsError(f"{self.path}: another jurybox run is writing this output") from None
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def _foreign(self, what: str) -> ResultsError:
+        return ResultsError(
+            f"{self.path}: {what} is not a jurybox result; refusing to touch output this tool "
+            "did not write (choose another --out)"
+        )
+
+    def _check(self, where: str, provenance: str, calibration: str | None) -> None:
+        if provenance != self.provenance:
+            raise ResultsError(
+                f"{self.path}: {where} was judged with a different rubric/jury configuration "
+                f"(provenance {provenance}, this run {self.provenance}); choose another --out so "
+                "results of different configurations do not mix"
+            )
+        if calibration != self.calibration:
+            raise ResultsError(
+                f"{self.path}: {where} was written with calibration map {calibration}, this run "
+                f"uses {self.calibration}; choose another --out so calibrated and uncalibrated "
+                "results do not mix"
+            )
+
+    def _note(self, where: str, record: dict[str, Any], first: bool) -> None:
+        """Take one written record into account. The first proves the output is jurybox's
+        (full validation); the rest need only what resuming reads."""
+        if first:
+            try:
+                VerdictRecord.from_record(record)
+            except InputError:
+                raise self._foreign(where) from None
+        elif not (isinstance(record, dict) and isinstance(record.get("id"), str)
+                  and isinstance(record.get("provenance"), str)):
+            raise self._foreign(where)
+        self._check(where, record["provenance"], record.get("calibration"))
+        self.inputs[record["id"]] = record.get("input")
+
+    def done(self) -> set[str]:
+        return set(self.inputs)
+
+    @abstractmethod
+    def __enter__(self) -> Results: ...
+
+    @abstractmethod
+    def __exit__(self, *exc: object) -> None: ...
+
+    @abstractmethod
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        """Write records durably (or, for shards, buffer them until a shard is full)."""
+
+    def iter_records(self) -> Iterator[VerdictRecord]:
+        """Every record written, streamed from disk (for the summary)."""
+        from jurybox.rubrics.rows import RowError, read_rows
+
+        if not any(self._files()):
+            return
+        for n, row in read_rows(self.path):
+            if isinstance(row, RowError):
+                raise ResultsError(f"{self.path}: {row}")
+            yield VerdictRecord.from_record(row, f"row {n}")
+
+    @abstractmethod
+    def _files(self) -> Iterator[Path]:
+        """The files holding the records written so far."""
+
+
+class ResultsFile(Results):
+    """One JSONL file, appended line by line."""
+
+    def __init__(self, path: str | Path, provenance: str, calibration: str | None = None) -> None:
+        super().__init__(Path(path), provenance, calibration)
         self._fh = None
 
     def __enter__(self) -> ResultsFile:
@@ -88,32 +200,28 @@ class ResultsFile:
         self._fh.close()
         self._fh = None
 
-    def _foreign(self, what: str) -> ResultsError:
-        return ResultsError(
-            f"{self.path}: {what} is not a jurybox result; refusing to touch a file this tool "
-            "did not write (choose another --out)"
-        )
-
     def _load(self) -> None:
+        """Check every complete line before touching anything (a file this tool did not write,
+        say the predictions passed as --out, must be left exactly as it is), line by line."""
         assert self._fh is not None
         self._fh.seek(0)
-        data = self._fh.read()
-        end = data.rfind(b"\n") + 1
-        # Check every complete line before touching anything: a file this tool did not write
-        # (say, the predictions themselves passed as --out) must be left exactly as it is.
-        for n, line in enumerate(data[:end].split(b"\n"), start=1):
+        end = 0
+        tail = b""
+        for n, line in enumerate(self._fh, start=1):
+            if not line.endswith(b"\n"):
+                tail = line
+                break
+            end += len(line)
             if not line.strip():
                 continue
             try:
-                record = VerdictRecord.from_record(json.loads(line))
-            except (ValueError, UnicodeDecodeError):  # not JSON, or not a verdict
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
                 raise self._foreign(f"line {n}") from None
-            self._check(f"line {n}", record.provenance, record.calibration)
-            self.records[record.id] = record
-        tail = data[end:]
+            self._note(f"line {n}", record, first=not self.inputs)
         if not tail:
             return
-        if not self.records:
+        if not self.inputs:
             # No complete line says whose file this is: only the manifest of a run that was
             # killed during its first write can.
             manifest = read_manifest(self.path)
@@ -127,29 +235,154 @@ class ResultsFile:
         self._fh.truncate(end)
         self.repaired = True
 
-    def _check(self, where: str, provenance: str, calibration: str | None) -> None:
-        if provenance != self.provenance:
-            raise ResultsError(
-                f"{self.path}: {where} was judged with a different rubric/jury configuration "
-                f"(provenance {provenance}, this run {self.provenance}); choose another --out so "
-                "results of different configurations do not mix"
-            )
-        if calibration != self.calibration:
-            raise ResultsError(
-                f"{self.path}: {where} was written with calibration map {calibration}, this run "
-                f"uses {self.calibration}; choose another --out so calibrated and uncalibrated "
-                "results do not mix"
-            )
-
-    def done(self) -> set[str]:
-        return set(self.records)
-
     def append(self, records: Iterable[dict[str, Any]]) -> None:
         """Write records, each as one line in one write, and make them durable."""
         assert self._fh is not None
         for record in records:
             line = json.dumps({"id": record["id"], **record}, ensure_ascii=False, allow_nan=False) + "\n"
             self._fh.write(line.encode("utf-8"))
-            self.records[str(record["id"])] = VerdictRecord.from_record(record)
+            self.inputs[str(record["id"])] = record.get("input")
         self._fh.flush()
         os.fsync(self._fh.fileno())
+
+    def _files(self) -> Iterator[Path]:
+        if self.path.is_file() and self.path.stat().st_size:
+            yield self.path
+
+
+class ResultsDir(Results):
+    """A directory of shards (``part-000001.jsonl`` or ``.parquet``), each written whole: records
+    are buffered and written ``shard_size`` at a time (and at the end) to a hidden temporary
+    file that is renamed into place, so a reader never sees half a shard."""
+
+    # A slow run still persists what it judged at least this often (a shard per interval).
+    FLUSH_EVERY_S = 30.0
+
+    def __init__(self, path: str | Path, provenance: str, calibration: str | None = None,
+                 format: str = "jsonl", shard_size: int = 1000) -> None:
+        super().__init__(Path(path), provenance, calibration)
+        self.format = format
+        self.shard_size = shard_size
+        self._buffer: list[dict[str, Any]] = []
+        self._next = 1
+        self._flushed = time.monotonic()
+
+    def __enter__(self) -> ResultsDir:
+        if self.path.exists() and not self.path.is_dir():
+            raise ResultsError(f"--out {self.path} is a file; a directory of shards was asked for")
+        self.path.mkdir(parents=True, exist_ok=True)
+        entries = [p for p in self.path.iterdir() if p.name != ".lock"]
+        if entries and read_manifest(self.path) is None:  # before anything is written in it
+            raise self._foreign("the directory has no jurybox manifest beside it, so its content")
+        self._acquire(self.path / ".lock")
+        try:
+            self._load()
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if exc[0] is None or issubclass(exc[0], KeyboardInterrupt):
+                self.flush()  # what was judged is kept, also when interrupted
+        finally:
+            self._release()
+
+    def _load(self) -> None:
+        for p in (p for p in self.path.iterdir() if p.name != ".lock"):
+            if p.name.startswith(".part-") and p.name.endswith(".tmp"):
+                p.unlink()  # a shard a killed run did not finish: its items are judged again
+                self.repaired = True
+            elif not (p.name.startswith("part-") and p.suffix[1:] in SHARD_FORMATS):
+                raise self._foreign(f"{p.name} in the directory")
+        shards = sorted(self._files())
+        formats = {p.suffix[1:] for p in shards}
+        if formats and formats != {self.format}:
+            raise ResultsError(f"{self.path}: holds {', '.join(sorted(formats))} shards; this run "
+                               f"writes {self.format} (pass --format {formats.pop()})")
+        for shard in shards:
+            self._next = max(self._next, int(shard.stem.removeprefix("part-")) + 1)
+            for n, record in enumerate(_shard_ids(shard), start=1):
+                self._note(f"{shard.name} row {n}", record, first=not self.inputs)
+
+    def _files(self) -> Iterator[Path]:
+        return (p for p in sorted(self.path.glob("part-*")) if p.suffix[1:] in SHARD_FORMATS)
+
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        for record in records:
+            self._buffer.append(record)
+            self.inputs[str(record["id"])] = record.get("input")
+            if len(self._buffer) >= self.shard_size:
+                self.flush()
+        if self._buffer and time.monotonic() - self._flushed >= self.FLUSH_EVERY_S:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered records as one new shard, whole or not at all."""
+        if not self._buffer:
+            return
+        name = f"part-{self._next:06d}.{self.format}"
+        tmp = self.path / f".{name}.tmp"
+        if self.format == "jsonl":
+            with tmp.open("wb") as fh:
+                for record in self._buffer:
+                    fh.write((json.dumps({"id": record["id"], **record}, ensure_ascii=False,
+                                         allow_nan=False) + "\n").encode("utf-8"))
+                fh.flush()
+                os.fsync(fh.fileno())
+        else:
+            _write_parquet(tmp, self._buffer)
+        tmp.rename(self.path / name)
+        dir_fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the rename itself survives a crash
+        finally:
+            os.close(dir_fd)
+        self._next += 1
+        self._buffer = []
+        self._flushed = time.monotonic()
+
+
+def _write_parquet(path: Path, records: list[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jurybox.rubrics.rows import JSON_COLUMNS_KEY
+
+    rows = []
+    for record in records:
+        row = dict(record)
+        for column in PARQUET_JSON_COLUMNS:
+            if column in row:
+                row[column] = json.dumps(row[column], ensure_ascii=False, allow_nan=False)
+        rows.append(row)
+    table = pa.Table.from_pylist(rows)
+    table = table.replace_schema_metadata({JSON_COLUMNS_KEY: ",".join(PARQUET_JSON_COLUMNS)})
+    with path.open("wb") as fh:
+        pq.write_table(table, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _shard_ids(shard: Path) -> Iterator[Any]:
+    """What resuming needs of each record of a shard: the first record in full (to check it is
+    a verdict), then id, provenance, calibration and input only."""
+    if shard.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        from jurybox.rubrics.rows import RowError, read_rows
+
+        first = next(row for _, row in read_rows(shard))
+        yield None if isinstance(first, RowError) else first
+        names = pq.ParquetFile(shard).schema_arrow.names
+        columns = [c for c in ("id", "provenance", "calibration", "input") if c in names]
+        yield from pq.read_table(shard, columns=columns).to_pylist()[1:]
+        return
+    with shard.open("rb") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    yield None

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,18 +66,33 @@ class Summary:
         }
 
 
-def summarize(records: Sequence[VerdictRecord | dict[str, Any]], rubric: Rubric,
+def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
               rejected_rows: int = 0, empty_responses: int = 0) -> Summary:
-    records = [VerdictRecord.from_record(r, f"record {n}") for n, r in enumerate(records, 1)]
+    """The summary of verdict records, read once as a stream: per item it keeps a few numbers
+    (scores, judges' votes) in flat arrays, never the records."""
     names = list(rubric.criterion_names)
     if rubric.formula is not None:
         names.append(rubric.formula.name)
     labelled = {c.name for c in rubric.criteria if c.scale.is_labelled}
-    criteria = []
     judges: dict[str, dict[str, Any]] = defaultdict(lambda: {"votes": 0, "unscored": 0, "reasons": Counter()})
-    # votes[criterion][judge][item index] -> score
-    grid: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    for i, rec in enumerate(records):
+    scores = {name: array("d") for name in names}
+    calibrated: dict[str, array] = {}
+    # votes[criterion][judge] -> that judge's score per item (NaN: no scored vote)
+    grid: dict[str, dict[str, array]] = defaultdict(dict)
+    n = n_scored = 0
+    for n, raw in enumerate(records, start=1):
+        rec = VerdictRecord.from_record(raw, f"record {n}")
+        n_scored += rec.status == "scored"
+        for name in names:
+            scores[name].append(_number(rec.scores.get(name)))
+        if rec.calibrated is not None:
+            for name in names:
+                if name in rec.calibrated:
+                    column = calibrated.setdefault(name, array("d", [math.nan] * (n - 1)))
+                    column.append(_number(rec.calibrated[name]))
+        for column in calibrated.values():
+            if len(column) < n:
+                column.append(math.nan)
         for vote in rec.votes:
             j = judges[vote.judge]
             j["votes"] += 1
@@ -84,39 +100,44 @@ def summarize(records: Sequence[VerdictRecord | dict[str, Any]], rubric: Rubric,
                 j["unscored"] += 1
                 j["reasons"][_reason_kind(vote.error or "")] += 1
             else:
-                grid[vote.criterion][vote.judge][i] = vote.score
+                column = grid[vote.criterion].setdefault(vote.judge, array("d", [math.nan] * (n - 1)))
+                column.append(vote.score)
+        for by_judge in grid.values():
+            for column in by_judge.values():
+                if len(column) < n:
+                    column.append(math.nan)
+    criteria = []
     for name in names:
-        values = [r.scores.get(name) for r in records]
-        scored = [v for v in values if v is not None]
+        values = np.frombuffer(scores[name], dtype=float) if n else np.empty(0)
+        scored = values[~np.isnan(values)]
         mean, ci = mean_ci(scored)
         agreement = None
         by_judge = grid.get(name)
         if by_judge and len(by_judge) >= 2:
-            matrix = np.full((len(by_judge), len(records)), np.nan)
-            for row, scores in enumerate(by_judge.values()):
-                for col, v in scores.items():
-                    matrix[row, col] = v
+            matrix = np.vstack([np.frombuffer(c, dtype=float) for c in by_judge.values()])
             level = "nominal" if name in labelled else "interval"
             stat = krippendorff_alpha(matrix, level)
             agreement = {"statistic": f"krippendorff_alpha[{level}]", "value": stat.value,
                          "reason": stat.reason, "units": stat.n}
-        criteria.append(CriterionSummary(name, len(scored), len(values) - len(scored), mean, ci, agreement))
-    if any(r.calibrated is not None for r in records):
-        calibrated = [name for name in names if any(name in (r.calibrated or {}) for r in records)]
-        for name in calibrated:
-            values = [(r.calibrated or {}).get(name) for r in records]
-            scored = [v for v in values if v is not None]
-            mean, ci = mean_ci(scored)
-            criteria.append(CriterionSummary(f"{name} (calibrated)", len(scored),
-                                             len(values) - len(scored), mean, ci))
-    n_scored = sum(1 for r in records if r.status == "scored")
+        criteria.append(CriterionSummary(name, int(scored.size), n - int(scored.size), mean, ci,
+                                         agreement))
+    for name, column in calibrated.items():
+        values = np.frombuffer(column, dtype=float)
+        scored = values[~np.isnan(values)]
+        mean, ci = mean_ci(scored)
+        criteria.append(CriterionSummary(f"{name} (calibrated)", int(scored.size),
+                                         n - int(scored.size), mean, ci))
     judge_rows = {
         k: {"votes": v["votes"], "unscored": v["unscored"],
-            "top_reasons": [f"{reason} ({n})" for reason, n in v["reasons"].most_common(3)]}
+            "top_reasons": [f"{reason} ({c})" for reason, c in v["reasons"].most_common(3)]}
         for k, v in judges.items()
     }
-    return Summary(len(records), n_scored, len(records) - n_scored, criteria, judge_rows,
-                   rejected_rows, empty_responses)
+    return Summary(n, n_scored, n - n_scored, criteria, judge_rows, rejected_rows,
+                   empty_responses)
+
+
+def _number(value: float | None) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _reason_kind(error: str) -> str:

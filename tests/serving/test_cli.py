@@ -94,10 +94,18 @@ def test_out_never_wipes_a_file_jurybox_did_not_write(tmp_path):
 
 
 def test_misleading_inputs_get_messages_that_say_what_is_wrong(tmp_path):
-    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny", "-o", tmp_path)
-    assert r.exit_code == 2 and "is a directory; give the path of a results file" in r.output
-    r = invoke("judge", tmp_path, "-r", "mirage-mg", "-j", "tiny", "-o", tmp_path / "o.jsonl")
-    assert r.exit_code == 2 and "is a directory; expected a file" in r.output
+    # A directory as --out is a directory of shards: only ever one jurybox wrote (or an empty one).
+    foreign = tmp_path / "somebody-elses"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny", "-o", foreign)
+    assert r.exit_code == 2 and "has no jurybox manifest beside it" in r.output
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny",
+               "-o", tmp_path / "o.parquet")
+    assert r.exit_code == 2 and "Parquet output is a directory of shards" in r.output
+    r = invoke("judge", foreign, "-r", "mirage-mg", "-j", "tiny", "-o", tmp_path / "o.jsonl")
+    assert r.exit_code == 2 and "is a directory with no row files" in r.output
     r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny",
                "-o", tmp_path / "o.jsonl", "--map", "nosuchfield=question")
     assert r.exit_code == 2 and "--map nosuchfield=question: no part of the rubric" in r.output

@@ -165,9 +165,16 @@ def test_a_file_in_the_wrong_format_says_what_it_looks_like(tmp_path, name, cont
         read_predictions(p, RUBRIC)
 
 
-def test_a_directory_is_not_an_unknown_file_type(tmp_path):
-    with pytest.raises(PredictionsError, match="is a directory; expected a file"):
+def test_a_directory_or_glob_is_read_as_one_file_and_an_empty_one_is_named(tmp_path):
+    with pytest.raises(PredictionsError, match="is a directory with no row files"):
         read_predictions(tmp_path, RUBRIC)
+    (tmp_path / "a.jsonl").write_text(json.dumps(row(1)) + "\n" + json.dumps(row(2)) + "\n")
+    pd.DataFrame([row(3), row(1)]).to_parquet(tmp_path / "b.parquet")
+    for source in (tmp_path, str(tmp_path / "*.*")):
+        res = read_predictions(source, RUBRIC)
+        assert [it.id for it in res.items] == ["r1", "r2", "r3"]
+        (dup,) = res.errors  # ids repeat across the files too
+        assert str(dup).startswith("b.parquet: row 2, field 'id': duplicate id 'r1'")
 
 
 def test_csv_long_multiline_fields_and_row_numbers(tmp_path):

