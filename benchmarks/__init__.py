@@ -1,1 +1,135 @@
-"""jurybox.benchmarks."""
+"""jurybox.benchmarks: benchmark packs. A benchmark's own files and a model's predictions in,
+the paper's table out, with jurybox's judging and statistics.
+
+>>> from jurybox.benchmarks import run_benchmark
+>>> report = run_benchmark("microvqa", data="microvqa.json", predictions="preds.jsonl")
+>>> report.metrics["accuracy"].value, report.to_dict()["accuracy_by_task"]
+
+Packs (:data:`PACKS`): ``mirage-mmst``, ``mirage-mmmt``, ``microvqa``, ``mir``, ``mrmr``. Each
+pack's module documents its input fields, its metrics and how it differs from the benchmark's
+public evaluator: :mod:`.mirage`, :mod:`.microvqa`, :mod:`.mir`, :mod:`.mrmr`. The shared
+pieces: :mod:`.extraction` (which option a response chose), :mod:`.report` (metrics with CIs,
+tables, ``--json`` and Markdown), :mod:`.judging` (how a pack asks a jury), :mod:`.data`
+(strict reading of data and predictions).
+
+Judged packs take a ``judge`` (:data:`.judging.Judge`); ``jury=`` a loaded
+:class:`jurybox.judges.Jury` judges in memory (:func:`jury_judge`), and ``jurybox bench`` judges
+through the resumable bulk runner.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from jurybox.rubrics.errors import InputError
+
+if TYPE_CHECKING:  # static tools see real imports; at run time names resolve on first use
+    from .extraction import Choice, extract_choice, letter_labels, number_labels
+    from .judging import Judge, Judged, jury_judge
+    from .report import BenchReport, Metric, Table
+
+# Resolved lazily, so the command line can list the packs without importing numpy.
+_EXPORTS = {
+    "Choice": "extraction", "extract_choice": "extraction", "letter_labels": "extraction",
+    "number_labels": "extraction", "Judge": "judging", "Judged": "judging",
+    "jury_judge": "judging", "BenchReport": "report", "Metric": "report", "Table": "report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A benchmark pack: its name, what it needs, and the function that evaluates it."""
+
+    name: str
+    summary: str
+    jury: Literal["required", "optional"]
+    options: tuple[str, ...]  # keyword options beyond data, predictions, judge and limit
+    target: str  # "module:function", imported on first use
+
+    @property
+    def evaluate(self) -> Callable[..., BenchReport]:
+        module, function = self.target.split(":")
+        return getattr(importlib.import_module(f".{module}", __name__), function)
+
+
+PACKS: dict[str, Pack] = {p.name: p for p in (
+    Pack("mirage-mmst", "MIRAGE single-turn (Standard or Contextual): ID accuracy, reasoning, "
+         "MG means and weighted sum, judged", "required", ("subset", "unscored"),
+         "mirage:evaluate_mmst"),
+    Pack("mirage-mmmt", "MIRAGE multi-turn clarify-or-respond: decision accuracy, goal scores, "
+         "spurious and perfect shares, judged", "required", ("unscored",),
+         "mirage:evaluate_mmmt"),
+    Pack("microvqa", "MicroVQA multiple choice: accuracy overall and per task, unparseable "
+         "share; a jury reads unparseable answers", "optional", (), "microvqa:evaluate"),
+    Pack("mir", "MIR multi-image multiple choice: accuracy overall and per group; a jury judges "
+         "the reasoning steps", "optional", ("unscored", "groups"), "mir:evaluate"),
+    Pack("mrmr", "MRMR retrieval: nDCG@10 and Hit@1 of a run; a jury grades relevance against "
+         "the qrels", "optional", ("queries", "corpus", "depth"), "mrmr:evaluate"),
+)}
+
+
+def get_pack(name: str) -> Pack:
+    try:
+        return PACKS[name]
+    except KeyError:
+        raise InputError(f"unknown benchmark {name!r}; one of {', '.join(PACKS)}",
+                         field="name") from None
+
+
+def run_benchmark(name: str, data: str | Path, predictions: str | Path, *,
+                  judge: Judge | None = None, jury: Any = None, limit: int | None = None,
+                  **options: Any) -> BenchReport:
+    """Evaluate ``predictions`` on benchmark ``name``'s ``data``.
+
+    ``judge`` (a :data:`Judge`) or ``jury`` (a loaded :class:`jurybox.judges.Jury`, judged in
+    memory) is required by the MIRAGE packs and optional for the others; ``options`` are the
+    pack's own (``subset``, ``unscored``, ``queries``, ``corpus``, ``depth``, ``groups``).
+    """
+    pack = get_pack(name)
+    unknown = sorted(set(options) - set(pack.options))
+    if unknown:
+        takes = ", ".join(pack.options) or "none"
+        raise InputError(f"{name} takes no option {', '.join(unknown)} (its options: {takes})",
+                         field=unknown[0])
+    if judge is None and jury is not None:
+        from .judging import jury_judge
+
+        judge = jury_judge(jury)
+    if judge is None and pack.jury == "required":
+        raise InputError(f"{name} is judged by a jury: pass one (--jury NAME, or judge=/jury=)",
+                         field="jury")
+    return pack.evaluate(data, predictions, judge=judge, limit=limit,
+                         **{k: v for k, v in options.items() if v is not None})
+
+
+__all__ = [
+    "PACKS",
+    "BenchReport",
+    "Choice",
+    "Judge",
+    "Judged",
+    "Metric",
+    "Pack",
+    "Table",
+    "extract_choice",
+    "get_pack",
+    "jury_judge",
+    "letter_labels",
+    "number_labels",
+    "run_benchmark",
+]
+
+

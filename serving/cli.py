@@ -263,11 +263,13 @@ def models_list(jury: Annotated[str, typer.Option(help="Jury whose models to che
 
 
 from .cli_calibration import agree, calibrate  # noqa: E402  (own module: one concern per file)
+from .cli_bench import bench  # noqa: E402
 from .cli_serve import serve  # noqa: E402
 
 app.command()(agree)
 app.command()(calibrate)
 app.command()(serve)
+app.command()(bench)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -1,0 +1,265 @@
+"""What a benchmark pack reports: metrics with CIs and how every item was counted, the paper-style
+tables, and the ``--json`` / Markdown forms.
+
+A :class:`Metric` is one number (a share in 0..1 or a mean score) with its 95% CI, its
+denominator, and a sentence saying how unanswered and unscored items entered it. Items never
+leave a denominator silently: :func:`mean_metric` counts unanswered items as 0 (a model that said
+nothing earns nothing) and unscored ones (the jury gave no verdict) as the caller's policy says,
+and the metric says which.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+Kind = Literal["share", "score"]
+UnscoredPolicy = Literal["exclude", "zero"]
+CONFIDENCE = 0.95
+RESAMPLES = 1000
+
+
+class Missing(Enum):
+    """Why an item has no value for a metric."""
+
+    UNANSWERED = "unanswered"  # no prediction, or an empty response
+    UNSCORED = "unscored"  # the jury gave no verdict (below quorum, judge failure)
+    NOT_APPLICABLE = "not applicable"  # the metric does not apply to this item
+
+
+UNANSWERED = Missing.UNANSWERED
+UNSCORED = Missing.UNSCORED
+NOT_APPLICABLE = Missing.NOT_APPLICABLE
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One reported number. ``value`` is None when undefined, and ``reason`` says why."""
+
+    value: float | None
+    ci: tuple[float, float] | None = None
+    n: int = 0
+    kind: Kind = "score"
+    digits: int = 2
+    counted: str = ""
+    reason: str | None = None
+
+    def cell(self, with_ci: bool = True) -> str:
+        """The value as a table shows it: shares in %, scores with their digits."""
+        if self.value is None:
+            return "n/a"
+        scale, digits = (100.0, 1) if self.kind == "share" else (1.0, self.digits)
+        text = f"{self.value * scale:.{digits}f}"
+        if with_ci and self.ci is not None:
+            text += f" [{self.ci[0] * scale:.{digits}f}, {self.ci[1] * scale:.{digits}f}]"
+        return text
+
+
+def undefined(reason: str, kind: Kind = "score", digits: int = 2) -> Metric:
+    return Metric(None, kind=kind, digits=digits, reason=reason)
+
+
+def mean_metric(
+    values: Sequence[float | Missing],
+    *,
+    kind: Kind = "score",
+    digits: int = 2,
+    unanswered: float | None = 0.0,
+    unscored: UnscoredPolicy = "exclude",
+    wrong: str = "0",
+) -> Metric:
+    """The mean of per-item values with a percentile-bootstrap CI over items.
+
+    ``unanswered`` is the value an unanswered item counts as (None: left out, and said so);
+    ``unscored`` says whether items without a verdict are left out or count as 0; ``wrong`` is
+    how the counting sentence names a 0 ("wrong" for accuracies).
+    """
+    numbers: list[float] = []
+    n_unanswered = n_unscored = 0
+    for v in values:
+        if v is UNANSWERED:
+            n_unanswered += 1
+            if unanswered is not None:
+                numbers.append(unanswered)
+        elif v is UNSCORED:
+            n_unscored += 1
+            if unscored == "zero":
+                numbers.append(0.0)
+        elif v is NOT_APPLICABLE:
+            continue
+        else:
+            numbers.append(float(v))
+    parts = []
+    if n_unanswered:
+        how = f"counted as {wrong}" if unanswered is not None else "left out"
+        parts.append(f"{n_unanswered} unanswered {how}")
+    if n_unscored:
+        how = f"counted as {wrong}" if unscored == "zero" else "left out of the mean"
+        parts.append(f"{n_unscored} unscored {how}")
+    counted = "; ".join(parts)
+    if not numbers:
+        return Metric(None, kind=kind, digits=digits, counted=counted, reason="no item has a value")
+    return Metric(float(np.mean(numbers)), _ci(numbers), len(numbers), kind, digits, counted)
+
+
+def _ci(numbers: Sequence[float]) -> tuple[float, float] | None:
+    if len(numbers) < 2:
+        return None
+    from jurybox.calibration import bootstrap_ci
+
+    stat = bootstrap_ci(_mean, np.asarray(numbers, dtype=float), n_resamples=RESAMPLES,
+                        confidence=CONFIDENCE, seed=0)
+    return stat.ci
+
+
+def _mean(x: np.ndarray) -> float:
+    return float(x.mean())
+
+
+def by_group(values: Sequence[float | Missing], groups: Sequence[str], order: Sequence[str] = (),
+             **kwargs: Any) -> dict[str, Metric]:
+    """:func:`mean_metric` per group, groups in ``order`` first, then as they appear."""
+    names = [g for g in order if g in set(groups)] + [g for g in dict.fromkeys(groups)
+                                                       if g not in order]
+    return {g: mean_metric([v for v, k in zip(values, groups) if k == g], **kwargs) for g in names}
+
+
+@dataclass
+class Table:
+    """A table in the paper's layout: one row per system (the jury, each judge, a model)."""
+
+    title: str
+    columns: list[str]
+    rows: list[tuple[str, list[Metric | None]]]
+
+    def markdown(self, with_ci: bool = True) -> str:
+        head = ["", *self.columns]
+        lines = [f"**{self.title}**", "", "| " + " | ".join(head) + " |",
+                 "|" + "|".join(["---"] + ["---:"] * len(self.columns)) + "|"]
+        for label, cells in self.rows:
+            shown = [c.cell(with_ci) if c is not None else "" for c in cells]
+            lines.append("| " + " | ".join([label, *shown]) + " |")
+        return "\n".join(lines)
+
+
+@dataclass
+class BenchReport:
+    """A benchmark run: metrics (one key each in ``--json``), per-judge metrics, tables, the ids
+    behind the counts, notes, and per-item artifacts kept with ``--out``."""
+
+    benchmark: str
+    title: str
+    metrics: dict[str, Metric | dict[str, Metric]]
+    counts: dict[str, int] = field(default_factory=dict)
+    judges: dict[str, dict[str, Metric | dict[str, Metric]]] = field(default_factory=dict)
+    lists: dict[str, list[str]] = field(default_factory=dict)
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """One key per metric (shares as fractions in 0..1), then their CIs, denominators and
+        counting sentences, the counts, the listed ids, per-judge metrics and notes."""
+        out: dict[str, Any] = {"benchmark": self.benchmark, **self.counts}
+        out.update({k: _values(m) for k, m in self.metrics.items()})
+        out.update(self.lists)
+        out.update(self.extra)
+        out["ci"] = {k: _field(m, "ci") for k, m in self.metrics.items()}
+        out["n"] = {k: _field(m, "n") for k, m in self.metrics.items()}
+        out["counted"] = _nonempty({k: _field(m, "counted") for k, m in self.metrics.items()})
+        out["undefined"] = _nonempty({k: _field(m, "reason") for k, m in self.metrics.items()})
+        if self.judges:
+            out["judges"] = {j: {k: _values(m) for k, m in ms.items()}
+                             for j, ms in self.judges.items()}
+        out["notes"] = list(self.notes)
+        return _finite(out)
+
+    def to_markdown(self) -> str:
+        counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.counts.items())
+        parts = [f"## {self.title}", "", counts, ""]
+        for table in self.tables:
+            parts += [table.markdown(), ""]
+        parts.append(f"Values with {int(CONFIDENCE * 100)}% percentile-bootstrap CIs over items; "
+                     "shares in %.")
+        counted = _flatten({k: _field(m, "counted") for k, m in self.metrics.items()})
+        if counted:
+            parts += ["", "How items were counted:"]
+            parts += [f"- {k}: {v}" for k, v in counted.items() if v]
+        reasons = _flatten({k: _field(m, "reason") for k, m in self.metrics.items()})
+        if reasons:
+            parts += ["", "Not reported:"]
+            parts += [f"- {k}: {v}" for k, v in reasons.items() if v]
+        if self.notes:
+            parts += ["", "Notes:"] + [f"- {n}" for n in self.notes]
+        return "\n".join(parts).rstrip() + "\n"
+
+    def save(self, directory: str | Path) -> list[Path]:
+        """Write ``report.md``, ``report.json`` and each artifact as ``NAME.jsonl``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        written = [directory / "report.md", directory / "report.json"]
+        written[0].write_text(self.to_markdown(), encoding="utf-8")
+        written[1].write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n",
+                              encoding="utf-8")
+        for name, rows in self.artifacts.items():
+            path = directory / f"{name}.jsonl"
+            with path.open("w", encoding="utf-8") as fh:
+                for row in rows:
+                    fh.write(json.dumps(_finite(row), ensure_ascii=False, allow_nan=False) + "\n")
+            written.append(path)
+        return written
+
+
+def _values(m: Metric | Mapping[str, Metric]) -> Any:
+    if isinstance(m, Metric):
+        return m.value
+    return {k: _values(v) for k, v in m.items()}
+
+
+def _field(m: Metric | Mapping[str, Metric], name: str) -> Any:
+    if isinstance(m, Metric):
+        value = getattr(m, name)
+        return list(value) if isinstance(value, tuple) else value
+    return {k: _field(v, name) for k, v in m.items()}
+
+
+def _nonempty(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the entries with something to say (nested mappings kept where any entry has)."""
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, Mapping):
+            v = _nonempty(v)
+        if v:
+            out[k] = v
+    return out
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        key = f"{prefix}[{k}]" if prefix else k
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key))
+        elif v:
+            out[key] = v
+    return out
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, np.generic):
+        return _finite(obj.item())
+    return obj
