@@ -6,6 +6,7 @@ enter as numbers: they only count against the quorum.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -61,27 +62,56 @@ def vote_value(vote: Vote, agg: Aggregation) -> float | None:
     return vote.score
 
 
+def _small(values: list[float]) -> tuple[float, float, float] | None:
+    """Mean, standard deviation and range of one or two finite values, computed with exactly
+    the floating-point operations numpy does for them (sum from 0.0, divide, squared deviations
+    summed, divide, square root), so the results are identical to the last bit; None for other
+    counts or non-finite values (numpy then). Juries of one or two judges are common, and
+    numpy's per-call overhead on such tiny arrays was ~20 us per criterion, most of deciding."""
+    if not 1 <= len(values) <= 2 or not all(math.isfinite(v) for v in values):
+        return None
+    n = len(values)
+    total = 0.0
+    for v in values:
+        total += v
+    mean = total / n
+    squares = 0.0
+    for v in values:
+        d = v - mean
+        squares += d * d
+    return mean, math.sqrt(squares / n), max(values) - min(values)
+
+
 def aggregate_criterion(criterion: str, votes: Sequence[Vote], jury: JurySpec) -> CriterionResult:
     """Combine the votes of all judges on one criterion of one item."""
     agg = jury.aggregation
     weight_of = {j.name: j.weight for j in jury.judges}
     scored = [(vote_value(v, agg), weight_of[v.judge]) for v in votes if v.scored]
-    values = np.array([v for v, _ in scored], dtype=float)
-    weights = np.array([w for _, w in scored], dtype=float)
-    n = len(values)
-    spread = {
-        "std": float(values.std(ddof=0)) if n else None,
-        "range": float(values.max() - values.min()) if n else None,
-    }
+    n = len(scored)
+    small = _small([v for v, _ in scored])
+    if small is not None:
+        mean, std, range_ = small
+    else:
+        mean = None
+        values = np.array([v for v, _ in scored], dtype=float)
+        std = float(values.std(ddof=0)) if n else None
+        range_ = float(values.max() - values.min()) if n else None
     need = jury.quorum_count()
     if n < need:
         return CriterionResult(
             score=None,
             n_votes=len(votes),
             n_scored=n,
+            std=std,
+            range=range_,
             reason=f"below quorum: {n} of {len(votes)} judges scored {criterion}, {need} needed",
-            **spread,
         )
     method = agg.methods.get(criterion, agg.method)
-    score, reason = RULES[method](values, weights, agg)
-    return CriterionResult(score=score, n_votes=len(votes), n_scored=n, reason=reason, **spread)
+    if method == "mean" and mean is not None:
+        score, reason = mean, None
+    else:
+        values = np.array([v for v, _ in scored], dtype=float)
+        weights = np.array([w for _, w in scored], dtype=float)
+        score, reason = RULES[method](values, weights, agg)
+    return CriterionResult(score=score, n_votes=len(votes), n_scored=n, std=std, range=range_,
+                           reason=reason)

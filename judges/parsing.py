@@ -7,10 +7,11 @@ structured outputs) may ramble; the fallback takes the *last* answer they give, 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jurybox.rubrics import Criterion
@@ -46,15 +47,110 @@ def _json_objects(text: str) -> list[tuple[int, dict]]:
     return found
 
 
+@functools.lru_cache(maxsize=1024)
+def _key_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(r'"' + re.escape(name) + r'"\s*:\s*"?')
+
+
 def _value_position(text: str, start: int, name: str) -> int | None:
     """Offset of the first character of the value of key ``name`` in the object at ``start``."""
-    m = re.compile(r'"' + re.escape(name) + r'"\s*:\s*"?').search(text, start)
+    m = _key_pattern(name).search(text, start)
     return m.end() if m else None
 
 
 # "name: value" in free text. The name must stand alone (accuracy, not reasoning_accuracy) and
 # the value must end (a cut-off "1" of "10" is no answer).
 _LOOSE = r'(?<![\w])["\']?{name}["\']?\s*[:=]\s*["\']?([A-Za-z]+|-?\d+(?:\.\d+)?)(?![\w.])'
+
+
+@functools.lru_cache(maxsize=1024)
+def _loose_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(_LOOSE.format(name=re.escape(name)), re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _ScaleTexts:
+    """What reading answers needs from a criterion's scale, computed once per criterion: a
+    Scale's points are rebuilt (as validated models) on every access, which cost ~40 us per
+    answer read here."""
+
+    scale: Any  # the criterion's Scale
+    answers: dict[str, float]  # Scale.answer_texts()
+    lowered: dict[str, str]  # lower-cased answer text -> answer text
+    parsed: dict[Any, float]  # Scale.parse of the answers a judge usually writes
+    labels: dict[float, str | None]  # Scale.label_of of each value
+    # (prefix of the value in its token, alternative token's text) -> the answer text the
+    # alternative spells, None (none or several), or _DIVERGES: the same few pairs recur at
+    # every score position of every answer, so each is worked out once
+    attributed: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, criterion: Criterion) -> _ScaleTexts:
+        scale = criterion.scale
+        answers = scale.answer_texts()
+        parsed: dict[Any, float] = {}
+        for key in (*answers, *answers.values()):
+            try:
+                parsed[key] = scale.parse(key)
+            except ValueError:  # not expected of a scale's own points; Scale.parse will say
+                pass
+        return cls(scale, answers, {a.lower(): a for a in answers}, parsed,
+                   {v: scale.label_of(v) for v in parsed.values()})
+
+    def parse(self, raw: Any) -> float:
+        """``Scale.parse(raw)``."""
+        # Only exact int/float/str keys: True == 1 and 1.0 == 1 would hit the table for a bool,
+        # which Scale.parse refuses; anything else goes to Scale.parse and its error messages.
+        if type(raw) in (int, float, str):
+            value = self.parsed.get(raw)
+            if value is not None:
+                return value
+        return self.scale.parse(raw)
+
+    def label_of(self, value: float) -> str | None:
+        """``Scale.label_of(value)``."""
+        return self.labels[value] if value in self.labels else self.scale.label_of(value)
+
+    def attribute(self, prefix: str, alt: str) -> Any:
+        """The answer text an alternative token spells where the value begins (it may carry
+        punctuation after it, e.g. '3,'); None when it fits no answer or several (e.g. '1' on a
+        0-10 scale); _DIVERGES when it departs from the value's prefix (another answer shape)."""
+        found = self.attributed.get((prefix, alt), _MISSING)
+        if found is not _MISSING:
+            return found
+        if not alt.startswith(prefix):
+            found = _DIVERGES
+        else:
+            rest = alt[len(prefix) :].lower()
+            matches = [
+                a
+                for a in self.lowered
+                if rest and (a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))
+            ]
+            found = self.lowered[matches[0]] if len(matches) == 1 else None
+        if len(self.attributed) < 65536:  # bounded: alternatives are tokens of one vocabulary
+            self.attributed[(prefix, alt)] = found
+        return found
+
+
+_MISSING = object()
+_DIVERGES = object()
+
+
+# Criteria are frozen and long-lived (a rubric's), but pydantic models are neither hashable nor
+# weak-referenceable: key by identity and keep the criterion alive beside its entry, so an id
+# is never reused while its entry exists.
+_SCALE_TEXTS: dict[int, tuple[Criterion, _ScaleTexts]] = {}
+
+
+def _scale_texts(criterion: Criterion) -> _ScaleTexts:
+    entry = _SCALE_TEXTS.get(id(criterion))
+    if entry is None or entry[0] is not criterion:
+        if len(_SCALE_TEXTS) >= 4096:
+            _SCALE_TEXTS.clear()
+        entry = (criterion, _ScaleTexts.of(criterion))
+        _SCALE_TEXTS[id(criterion)] = entry
+    return entry[1]
 
 
 def parse_answers(text: str, criteria: list[Criterion], complete: bool = True) -> dict[str, Answer]:
@@ -73,19 +169,20 @@ def parse_answers(text: str, criteria: list[Criterion], complete: bool = True) -
                 position = _value_position(text, at, c.name)
                 break
         else:
-            hits = list(re.finditer(_LOOSE.format(name=re.escape(c.name)), text, re.IGNORECASE))
+            hits = list(_loose_pattern(c.name).finditer(text))
             if hits and complete:
                 raw, position = hits[-1].group(1), hits[-1].start(1)
         if raw is None:
             snippet = text.strip()[-80:] or "(empty output)"
             answers[c.name] = Answer(error=f"no answer for {c.name!r} in the judge's output: {snippet!r}")
             continue
+        texts = _scale_texts(c)
         try:
-            value = c.scale.parse(raw)
+            value = texts.parse(raw)
         except ValueError as exc:
             answers[c.name] = Answer(error=f"{c.name}: {exc}")
             continue
-        answers[c.name] = Answer(value=value, label=c.scale.label_of(value), position=position)
+        answers[c.name] = Answer(value=value, label=texts.label_of(value), position=position)
     return answers
 
 
@@ -102,26 +199,22 @@ def score_distribution(
     """
     if position is None or not steps:
         return None
-    step = next((s for s in steps if s.offset <= position < s.offset + len(s.text)), None)
-    if step is None:
+    for step in steps:
+        if step.offset <= position < step.offset + len(step.text):
+            break
+    else:
         return None
     prefix = step.text[: position - step.offset]
-    answers = criterion.scale.answer_texts()
-    lowered = {a.lower(): a for a in answers}
+    texts = _scale_texts(criterion)
+    answers, lowered = texts.answers, texts.lowered
     mass: dict[str, float] = {}
     unattributed = 0.0
     for alt, logprob in step.top.items():
-        if not alt.startswith(prefix):
+        key = texts.attribute(prefix, alt)
+        if key is _DIVERGES:
             continue  # diverges before the value: another answer shape, not a score
         p = math.exp(logprob)
-        rest = alt[len(prefix) :].lower()
-        matches = [
-            a
-            for a in lowered
-            if rest and (a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))
-        ]
-        if len(matches) == 1:
-            key = lowered[matches[0]]
+        if key is not None:
             mass[key] = mass.get(key, 0.0) + p
         else:
             unattributed += p
@@ -137,5 +230,5 @@ def score_distribution(
 def expected_score(criterion: Criterion, distribution: dict[str, float] | None) -> float | None:
     if distribution is None:
         return None
-    values = criterion.scale.answer_texts()
+    values = _scale_texts(criterion).answers
     return float(sum(values[a] * p for a, p in distribution.items()))

@@ -6,7 +6,9 @@ backend, so a judgment means the same thing whichever engine produced it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -79,6 +81,171 @@ def length_error(spec: Any, n_tokens: int, context: int, on_cpu: bool) -> str | 
     return None
 
 
+def encode_prompts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """``tokenizer(texts, add_special_tokens=False)["input_ids"]``: each prompt's token ids.
+
+    A fast tokenizer called through transformers also computes character offsets and builds a
+    BatchEncoding; on a ~550-token judge prompt that is 25-45% of the time, so when that call
+    would do nothing but ``encode_batch`` (no padding, truncation or special-token splitting
+    set, no overridden encoding), the tokenizers library's ``encode_batch_fast`` (the same ids,
+    no offsets) is called directly.
+    """
+    if not texts:
+        return []
+    backend = _plain_backend(tokenizer)
+    if (
+        backend is None
+        or backend.padding is not None
+        or backend.truncation is not None
+        or backend.encode_special_tokens != bool(getattr(tokenizer, "split_special_tokens", False))
+        or not hasattr(backend, "encode_batch_fast")
+    ):
+        return list(tokenizer(texts, add_special_tokens=False)["input_ids"])
+    return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+
+
+def _plain_backend(tokenizer: Any) -> Any:
+    """The tokenizers-library tokenizer behind a transformers fast tokenizer whose encoding and
+    decoding are transformers' own (not overridden by its class), else None."""
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:  # another transformers layout: keep its calls
+        return None
+    if not isinstance(tokenizer, TokenizersBackend):
+        return None
+    if hasattr(tokenizer, "_switch_to_input_mode"):  # encoder-decoder modes change the backend
+        return None
+    cls = type(tokenizer)
+    own = (
+        ("__call__", PreTrainedTokenizerBase),
+        ("decode", PreTrainedTokenizerBase),
+        ("_encode_plus", TokenizersBackend),
+        ("_decode", TokenizersBackend),
+    )
+    if any(getattr(cls, name, None) is not getattr(base, name, None) for name, base in own):
+        return None
+    return getattr(tokenizer, "backend_tokenizer", None)
+
+
+_WINDOW = 8  # tokens of left context when detokenizing one token (enough for any merge)
+
+
+class Detokenizer:
+    """``tokenizer.decode(ids, skip_special_tokens=False)``, memoized.
+
+    Reading an answer decodes a few dozen short id windows per judgment (each token's text, and
+    the alternatives at score positions); through ``tokenizer.decode`` each costs ~20 us, mostly
+    the Python wrapper. Constrained answers repeat the same windows (the JSON keys, the scale's
+    points), so a memo answers nearly all of them; misses go to the Rust decoder directly when
+    that is what ``decode`` does (a fast tokenizer without Python-side clean-up). Decoding is a
+    pure function of the ids, so the memo changes no result.
+    """
+
+    def __init__(self, tokenizer: Any, cache_size: int = 1 << 16) -> None:
+        self.tokenizer = tokenizer
+        raw = _rust_decode(tokenizer)
+        if raw is None:
+            def raw(ids: tuple[int, ...]) -> str:
+                return tokenizer.decode(list(ids), skip_special_tokens=False)
+        # Bounded memos (thread-safe): decoded id tuples, one token's text after its window,
+        # a whole answer's pieces, the alternatives' texts after a prefix.
+        self._cached = functools.lru_cache(maxsize=cache_size)(raw)
+        self._piece = functools.lru_cache(maxsize=cache_size)(self._window_piece)
+        self._pieces = functools.lru_cache(maxsize=cache_size)(self._all_pieces)
+        self.appended = functools.lru_cache(maxsize=cache_size)(self._appended)
+
+    def __call__(self, ids: Sequence[int]) -> str:
+        return self._cached(tuple(ids))
+
+    def _window_piece(self, window: tuple[int, ...]) -> str:
+        if len(window) == 1:
+            return self._cached(window)
+        return self._cached(window)[len(self._cached(window[:-1])) :]
+
+    def _appended(self, prefix: tuple[int, ...], alternatives: tuple[int, ...]) -> tuple[str, ...]:
+        """The text each alternative token would add after ``prefix`` (memoized as
+        ``appended``: at a score position the prefix and the allowed tokens repeat)."""
+        prev = len(self._cached(prefix))
+        return tuple(self._cached(prefix + (alt,))[prev:] for alt in alternatives)
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        """The text each token adds, such that the pieces join to ``decode(ids)``.
+
+        Each token is decoded with a few tokens of left context (linear, not quadratic, in the
+        length); when a tokenizer's merges defeat the window, every prefix is decoded instead.
+        """
+        return list(self._pieces(tuple(ids)))
+
+    def _all_pieces(self, ids: tuple[int, ...]) -> tuple[str, ...]:
+        piece = self._piece
+        pieces = tuple(piece(ids[max(0, t - _WINDOW) : t + 1]) for t in range(len(ids)))
+        if "".join(pieces) == self._cached(ids):
+            return pieces
+        texts = [""] + [self._cached(ids[: t + 1]) for t in range(len(ids))]
+        return tuple(texts[t + 1][len(texts[t]) :] for t in range(len(ids)))
+
+
+def _rust_decode(tokenizer: Any) -> Callable[[tuple[int, ...]], str] | None:
+    """The tokenizers-library decode that ``tokenizer.decode`` ends in, when nothing else
+    happens on the way (no clean-up of spaces, no overridden decode); else None."""
+    backend = _plain_backend(tokenizer)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
+        return None
+    decode = backend.decode
+
+    def raw(ids: tuple[int, ...]) -> str:
+        return decode(ids, skip_special_tokens=False)
+
+    return raw
+
+
+class _Alternatives:
+    """The top alternatives at each position of one answer, as appended text -> logprob,
+    decoded on first use. One per answer rather than a closure per token: a batch of answers
+    keeps all its steps alive at once, and fewer objects mean less garbage-collector work."""
+
+    __slots__ = ("decode", "ids", "logprobs")
+
+    def __init__(self, decode: Detokenizer, ids: list[int], logprobs: Any) -> None:
+        self.decode = decode
+        self.ids = ids
+        self.logprobs = logprobs
+
+    def __call__(self, t: int) -> dict[str, float]:
+        logprobs = self.logprobs
+        position = logprobs[t] if logprobs is not None and t < len(logprobs) else None
+        out: dict[str, float] = {}
+        if not position:
+            return out
+        texts = self.decode.appended(tuple(self.ids[:t]), tuple(position))
+        for (alt, lp), appended in zip(position.items(), texts):
+            value = lp.logprob if hasattr(lp, "logprob") else float(lp)
+            if value == -math.inf or math.isnan(value):
+                continue
+            # Alternatives that read the same (different ids, same text) add up.
+            out[appended] = (
+                math.log(math.exp(out[appended]) + math.exp(value)) if appended in out else value
+            )
+        return out
+
+
+def steps_from_logprobs(
+    decode: Detokenizer, ids: list[int], logprobs: Any
+) -> tuple[str, list[TokenStep]]:
+    """Answer text and TokenSteps from generated ids and per-position logprobs (``{token_id:
+    logprob}``, or vLLM's ``{token_id: Logprob}``; tokens the grammar forbids carry -inf and are
+    left out). The same result as the vLLM backend's own version, at a fraction of the cost."""
+    pieces = decode.pieces(ids)
+    alternatives = _Alternatives(decode, list(ids), logprobs)
+    steps: list[TokenStep] = []
+    offset = 0
+    for t, piece in enumerate(pieces):
+        steps.append(TokenStep(offset, piece, alternatives, t))
+        offset += len(piece)
+    return "".join(pieces), steps
+
+
 @dataclass(frozen=True)
 class Request:
     messages: list[Message]
@@ -87,18 +254,22 @@ class Request:
 
 class TokenStep:
     """One generated token: where it starts in the answer text, its text, and the top
-    alternatives at that position (appended text -> logprob), computed only when asked for."""
+    alternatives at that position (appended text -> logprob), computed only when asked for:
+    ``top`` is the mapping, or a function that makes it (called with ``index`` when one is
+    given, so one function can serve every step of an answer)."""
 
-    __slots__ = ("offset", "text", "_top", "_make_top")
+    __slots__ = ("offset", "text", "_top", "_make_top", "_index")
 
     def __init__(
         self,
         offset: int,
         text: str,
-        top: Mapping[str, float] | Callable[[], Mapping[str, float]],
+        top: Mapping[str, float] | Callable[..., Mapping[str, float]],
+        index: int | None = None,
     ) -> None:
         self.offset = offset
         self.text = text
+        self._index = index
         if callable(top):
             self._top, self._make_top = None, top
         else:
@@ -108,7 +279,7 @@ class TokenStep:
     def top(self) -> Mapping[str, float]:
         if self._top is None:
             assert self._make_top is not None
-            self._top = self._make_top()
+            self._top = self._make_top() if self._index is None else self._make_top(self._index)
         return self._top
 
 
