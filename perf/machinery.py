@@ -157,7 +157,7 @@ class GCTimer:
 
 
 def run(n_items: int, warmup: int, chunk: int, recording_path: Path, profile: Path | None = None,
-        freeze: bool = False, vllm_today: bool = False) -> dict:
+        freeze: bool = False) -> dict:
     """The whole path over ``n_items`` (after ``warmup`` items not counted); seconds per stage."""
     from jurybox.judges import Jury, decide_verdicts, judge_votes, render_requests
     from jurybox.judges.backends.replay import Recording, ReplayBackend
@@ -168,7 +168,7 @@ def run(n_items: int, warmup: int, chunk: int, recording_path: Path, profile: Pa
     recording = Recording.load(recording_path)
     rubric = load_rubric(recording.rubric)
     spec = Jury.load("tiny").spec
-    backends = {j.name: ReplayBackend(j, recording, vllm_today=vllm_today) for j in spec.judges}
+    backends = {j.name: ReplayBackend(j, recording) for j in spec.judges}
     jury = Jury(spec, backends)
     prov = jury.provenance(rubric)
     base = [Item.model_validate(d) for d in recording.items]
@@ -261,10 +261,6 @@ def main() -> None:
     ap.add_argument("--recording", type=Path, default=RECORDING)
     ap.add_argument("--record", action="store_true", help="re-record the generations and exit")
     ap.add_argument("--profile", type=Path, help="write a cProfile of one pass here")
-    ap.add_argument("--vllm-today", action="store_true",
-                    help="tokenize and detokenize as judges/backends/vllm.py does today "
-                    "(tokenizer(...), tokenizer.decode, its own steps_from_logprobs) instead of "
-                    "the helpers of judges/backends/base.py")
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() after loading and warm-up, as vLLM's server does")
     args = ap.parse_args()
@@ -276,20 +272,18 @@ def main() -> None:
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
     pin(cpu)
     if args.profile:
-        run(args.items, args.warmup, args.chunk, args.recording, args.profile, args.gc_freeze,
-            args.vllm_today)
+        run(args.items, args.warmup, args.chunk, args.recording, args.profile, args.gc_freeze)
         print(f"wrote {args.profile} (python -m pstats {args.profile})")
         return
-    rounds = [run(args.items, args.warmup, args.chunk, args.recording, freeze=args.gc_freeze,
-                  vllm_today=args.vllm_today) for _ in range(args.rounds)]
+    rounds = [run(args.items, args.warmup, args.chunk, args.recording, freeze=args.gc_freeze)
+              for _ in range(args.rounds)]
     rounds.sort(key=lambda t: t["total"])
     median = rounds[len(rounds) // 2]
     judges = median["judges"]
     print(f"jurybox machinery, rubric {RUBRIC}, tiny jury replayed, CPU {cpu} of "
           f"{os.cpu_count()}, Python {platform.python_version()}; chunk {args.chunk}; "
           f"{median['matched']:.0%} of prompts replayed their own recording"
-          + ("; gc frozen after warm-up" if args.gc_freeze else "")
-          + ("; tokenizing as backends/vllm.py today" if args.vllm_today else ""))
+          + ("; gc frozen after warm-up" if args.gc_freeze else ""))
     print("rounds, fastest first (judgments/s): " + ", ".join(
         f"{args.items * judges / t['total']:,.0f}" for t in rounds))
     print(report(median, args.items, judges))

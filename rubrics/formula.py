@@ -78,7 +78,7 @@ class Formula(BaseModel):
     def _tree(self) -> ast.Expression:
         return ast.parse(self.expression, mode="eval")
 
-    @property
+    @cached_property
     def names(self) -> list[str]:
         return sorted({n.id for n in ast.walk(self._tree) if isinstance(n, ast.Name)})
 

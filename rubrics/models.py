@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import (
@@ -122,7 +123,9 @@ class Scale(BaseModel):
     def is_labelled(self) -> bool:
         return bool(self.labels)
 
-    @property
+    # Scales are frozen: what is derived from them is computed once (rendering and parsing ask
+    # for it for every item).
+    @cached_property
     def points(self) -> list[Level]:
         if self.labels:
             return [
@@ -136,7 +139,7 @@ class Scale(BaseModel):
             Level(value=v, description=self.levels.get(v, "")) for v in range(self.min, self.max + 1)
         ]
 
-    @property
+    @cached_property
     def values(self) -> list[float]:
         """The scale's numbers, ascending."""
         return sorted(p.value for p in self.points)
@@ -224,9 +227,13 @@ class Scale(BaseModel):
 
     def describe(self) -> str:
         """Human-readable scale for prompts."""
+        return self.description_text
+
+    @cached_property
+    def description_text(self) -> str:
         lines = []
         for p in self.points:
-            name = f'"{p.label}"' if p.label is not None else str(int(p.value))
+            name = f'"{p.label}"' if p.label is not None else str(_number(p.value))
             lines.append(f"  {name}: {p.description}" if p.description else f"  {name}")
         return "\n".join(lines)
 

@@ -35,6 +35,16 @@ def _compile(source: str) -> jinja2.Template:
     return _env().from_string(source)
 
 
+@lru_cache(maxsize=256)
+def _static(source: str) -> str | None:
+    """A template that uses no variable, rendered; None when it uses one."""
+    from jinja2 import meta
+
+    if meta.find_undeclared_variables(_env().parse(source)):
+        return None
+    return _compile(source).render().strip()
+
+
 def output_format(criteria: list[Criterion]) -> str:
     """The instruction that tells the judge which JSON object to answer with."""
     slots = []
@@ -70,7 +80,10 @@ def render_messages(rubric: Rubric, item: Item, criteria: list[Criterion]) -> li
     user = _compile(rubric.template).render(context).strip()
     messages: list[Message] = []
     if rubric.system.strip():
-        messages.append({"role": "system", "content": _compile(rubric.system).render(context).strip()})
+        system = _static(rubric.system)  # most system prompts name no variable: render them once
+        if system is None:
+            system = _compile(rubric.system).render(context).strip()
+        messages.append({"role": "system", "content": system})
     messages.append({"role": "user", "content": user})
     return messages
 

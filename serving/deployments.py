@@ -85,8 +85,11 @@ class JudgeServer:
     tests, as Ray Serve LLM takes an ``engine_cls``)."""
 
     def __init__(self, spec: dict[str, Any], backend_factory: BackendFactory | None = None) -> None:
+        from jurybox.judges.jury import settle_after_loading
+
         self.spec = JudgeSpec.model_validate(spec)
         self.backend = (backend_factory or service_backend)(self.spec)
+        settle_after_loading()
 
     async def votes(self, requests: Requests) -> list[list[Vote]]:
         """This judge's votes on every item of ``requests`` (see ``judge_votes``)."""

@@ -126,9 +126,10 @@ class _Judge:
     @property
     def backend(self) -> Any:
         if self._backend is None:
-            from jurybox.judges.jury import make_backend
+            from jurybox.judges.jury import make_backend, settle_after_loading
 
             self._backend = (self._factory or make_backend)(self.spec)
+            settle_after_loading()
         return self._backend
 
     def __call__(self, batch: Any) -> dict[str, Any]:

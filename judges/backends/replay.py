@@ -6,9 +6,7 @@ text and token steps are built from the recorded token ids and per-position top-
 the vLLM backend builds them from its outputs (``steps_from_logprobs`` with the judge's
 tokenizer), so detokenizing costs what it costs there. Tokenizing and detokenizing use the
 shared helpers of ``backends.base`` (``encode_prompts``, ``Detokenizer``,
-``steps_from_logprobs``); ``vllm_today=True`` uses instead what ``backends/vllm.py`` calls
-today (``tokenizer(...)``, ``tokenizer.decode`` and its own ``steps_from_logprobs``): the same
-ids, texts and steps, at a higher cost. That makes it the yardstick for jurybox's own work per judgment
+``steps_from_logprobs``), as the vLLM backend does. That makes it the yardstick for jurybox's own work per judgment
 (``perf/machinery.py``), and a fixture that runs the real judging path in tests without a model.
 
 A recording (``perf/data/*.json.gz``, written by ``python perf/machinery.py --record``) holds,
@@ -138,7 +136,7 @@ class ReplayBackend:
     """
 
     def __init__(self, spec: JudgeSpec, recording: Recording, tokenizer: Any = None,
-                 context: int = 1 << 20, vllm_today: bool = False) -> None:
+                 context: int = 1 << 20) -> None:
         if spec.name not in recording.judges or not recording.judges[spec.name]:
             raise ValueError(f"the recording has no generations of judge {spec.name}")
         self.spec = spec
@@ -155,19 +153,6 @@ class ReplayBackend:
         self._steps = steps_from_logprobs
         self._decode: Any = Detokenizer(self.tokenizer)
         self._encode = functools.partial(encode_prompts, self.tokenizer)
-        if vllm_today:
-            from . import vllm
-
-            self._steps = vllm.steps_from_logprobs
-            self._decode = self._plain_decode
-            self._encode = self._plain_encode
-
-    # As VLLMBackend._encode and ._decode do today (vllm_today=True).
-    def _plain_encode(self, texts: list[str]) -> list[list[int]]:
-        return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else []
-
-    def _plain_decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)

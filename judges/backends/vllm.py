@@ -24,27 +24,27 @@ Choices, and why:
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from typing import TYPE_CHECKING, Any
 
 from ..weights import materialize, resolve
 from .base import (
+    Detokenizer,
     Generation,
     JudgeConfigError,
     Request,
-    TokenStep,
     bos_prefix,
+    encode_prompts,
     length_error,
     prompt_text,
     require_chat_template,
+    steps_from_logprobs,
 )
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
 
 _DTYPES = {"auto": "auto", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
-_WINDOW = 8  # tokens of left context when detokenizing one token (enough for any merge)
 
 
 def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) -> dict[str, Any]:
@@ -72,54 +72,6 @@ def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) 
     return kwargs
 
 
-def token_pieces(decode: Any, ids: list[int]) -> list[str]:
-    """The text each token adds, such that the pieces join to ``decode(ids)``.
-
-    Decodes each token with a few tokens of left context (linear, not quadratic, in the length);
-    falls back to decoding every prefix when a tokenizer's merges defeat the window.
-    """
-    pieces = []
-    for t in range(len(ids)):
-        left = ids[max(0, t - _WINDOW) : t]
-        pieces.append(decode(left + [ids[t]])[len(decode(left)) :] if left else decode([ids[t]]))
-    if "".join(pieces) == decode(ids):
-        return pieces
-    pieces, prev = [], ""
-    for t in range(len(ids)):
-        text = decode(ids[: t + 1])
-        pieces.append(text[len(prev) :])
-        prev = text
-    return pieces
-
-
-def steps_from_logprobs(decode: Any, ids: list[int], logprobs: Any) -> tuple[str, list[TokenStep]]:
-    """Answer text and TokenSteps from generated ids and vLLM's per-position logprobs
-    (``{token_id: Logprob}``; tokens the grammar forbids carry -inf and are left out)."""
-    pieces = token_pieces(decode, ids)
-    steps: list[TokenStep] = []
-    offset = 0
-    for t, piece in enumerate(pieces):
-        prefix_ids = ids[:t]
-
-        def top(t=t, prefix_ids=prefix_ids) -> dict[str, float]:
-            prev = decode(prefix_ids)
-            out: dict[str, float] = {}
-            position = logprobs[t] if logprobs is not None and t < len(logprobs) else None
-            for alt, lp in (position or {}).items():
-                value = lp.logprob if hasattr(lp, "logprob") else float(lp)
-                if value == -math.inf or math.isnan(value):
-                    continue
-                appended = decode(prefix_ids + [alt])[len(prev) :]
-                out[appended] = (
-                    math.log(math.exp(out[appended]) + math.exp(value)) if appended in out else value
-                )
-            return out
-
-        steps.append(TokenStep(offset, piece, top))
-        offset += len(piece)
-    return "".join(pieces), steps
-
-
 def _require_vllm(spec: JudgeSpec) -> None:
     try:
         import vllm  # noqa: F401
@@ -141,6 +93,7 @@ class _VLLMJudge:
         self.tokenizer = tokenizer
         require_chat_template(spec, tokenizer)
         self._bos = bos_prefix(tokenizer)
+        self._decode = Detokenizer(tokenizer)
         self.max_len = model_config.max_model_len
         self._on_cpu = current_platform.is_cpu()
         eos = getattr(model_config.hf_config, "eos_token_id", None)
@@ -154,10 +107,7 @@ class _VLLMJudge:
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def _encode(self, texts: list[str]) -> list[list[int]]:
-        return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else []
-
-    def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=False)
+        return encode_prompts(self.tokenizer, texts)
 
     # -- sampling parameters ---------------------------------------------------------------------
 

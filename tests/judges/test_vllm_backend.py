@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jurybox.judges import Jury, JurySpec
-from jurybox.judges.backends.vllm import steps_from_logprobs, token_pieces
+from jurybox.judges.backends.base import Detokenizer, steps_from_logprobs
 from jurybox.judges.parsing import parse_answers, score_distribution
 from jurybox.rubrics import Item, load_rubric
 from judging_helpers import ITEMS, check_scored_vote
@@ -39,17 +39,17 @@ def smol_tokenizer():
 
 
 def test_token_pieces_join_to_the_decoded_text(smol_tokenizer):
-    decode = lambda ids: smol_tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+    decode = Detokenizer(smol_tokenizer)
     text = '{"accuracy": 3, "relevance": 4, "spurious": "no"} — écrit à 10 °C'
     ids = smol_tokenizer(text, add_special_tokens=False)["input_ids"]
-    pieces = token_pieces(decode, ids)
+    pieces = decode.pieces(ids)
     assert len(pieces) == len(ids) and "".join(pieces) == decode(ids)
 
 
 def test_steps_from_logprobs_give_the_score_distribution(smol_tokenizer):
     """vLLM's per-position {token_id: logprob} (with -inf for tokens the grammar forbids) becomes
     TokenSteps that the shared parser turns into a distribution over the scale."""
-    decode = lambda ids: smol_tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+    decode = Detokenizer(smol_tokenizer)
     text = '{"accuracy": 3}'
     ids = smol_tokenizer(text, add_special_tokens=False)["input_ids"]
     digit = {d: smol_tokenizer.convert_tokens_to_ids(str(d)) for d in range(5)}
