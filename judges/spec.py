@@ -27,10 +27,12 @@ Method = Literal["mean", "median", "majority", "trimmed", "weighted"]
 class Sampling(BaseModel):
     model_config = _FROZEN
 
-    temperature: float = Field(0.0, ge=0.0, le=5.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(256, ge=1)
-    seed: int | None = 0
+    temperature: float = Field(0.0, ge=0.0, le=5.0, description="0: greedy (the same answer "
+                               "every time); above 0 the judge samples.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling cut-off.")
+    max_tokens: int = Field(256, ge=1, description="Tokens the answer may take (after any "
+                            "thinking).")
+    seed: int | None = Field(0, description="Sampling seed (reproducible sampled answers).")
 
 
 class Reasoning(BaseModel):
@@ -43,13 +45,17 @@ class Reasoning(BaseModel):
 
     model_config = _FROZEN
 
-    mode: Literal["off", "think"] = "off"
-    start: str = "<think>"
-    end: str = "</think>"
-    budget_tokens: int = Field(4096, ge=1)
-    keep: bool = False
-    # Extra variables for the model's chat template (e.g. Qwen3's enable_thinking).
-    template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    mode: Literal["off", "think"] = Field("off", description="think: reason freely first, then "
+                                          "answer under the rubric's schema.")
+    start: str = Field("<think>", description="Where the judge's reasoning starts.")
+    end: str = Field("</think>", description="Where it ends; the answer follows.")
+    budget_tokens: int = Field(4096, ge=1, description="Most tokens of reasoning; a judge that "
+                               "does not finish within them gives an unscored vote.")
+    keep: bool = Field(False, description="Keep the reasoning text in the votes (not part of "
+                       "the provenance hash).")
+    template_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra variables "
+                                            "for the model's chat template (e.g. Qwen3's "
+                                            "enable_thinking).")
 
 
 class Execution(BaseModel):
@@ -180,15 +186,18 @@ class JudgeSpec(BaseModel):
 class Aggregation(BaseModel):
     model_config = _FROZEN
 
-    method: Method = "mean"
-    # Per-criterion overrides, e.g. {spurious: majority}.
-    methods: dict[str, Method] = Field(default_factory=dict)
-    # Proportion cut from each end for "trimmed" (scipy.stats.trim_mean semantics).
-    trim: float = Field(0.25, ge=0.0, lt=0.5)
-    # Minimum scored votes per criterion: a count, a fraction of the jury, or "all".
-    quorum: int | float | Literal["all"] = 1
-    # Aggregate the chosen scores, or the logprob-expected scores where a judge has them.
-    use: Literal["score", "expected"] = "score"
+    method: Method = Field("mean", description="How the judges' votes on a criterion combine: "
+                           "mean, median, majority (a tie is unscored), trimmed, weighted.")
+    methods: dict[str, Method] = Field(default_factory=dict, description="Per-criterion "
+                                       "overrides, e.g. {spurious: majority}.")
+    trim: float = Field(0.25, ge=0.0, lt=0.5, description="Share cut from each end for "
+                        "trimmed (scipy.stats.trim_mean).")
+    quorum: int | float | Literal["all"] = Field(
+        1, description="Scored votes a criterion needs: a count, a fraction of the jury, or all; "
+        "below it the criterion is unscored.")
+    use: Literal["score", "expected"] = Field(
+        "score", description="Combine the chosen scores, or the logprob-expected scores where a "
+        "judge has them.")
 
     @field_validator("quorum", mode="before")
     @classmethod

@@ -186,15 +186,48 @@ def rubrics_cmd(
 
 
 @app.command("juries")
-def juries_cmd() -> None:
-    """List the shipped juries and their judges."""
+def juries_cmd(
+    name: Annotated[Optional[str], typer.Argument(help="Show this jury (shipped name or YAML file): every judge's settings, what each means, and the aggregation.", show_default=False)] = None,
+) -> None:
+    """List the shipped juries and their judges, or show one in full."""
     from jurybox.judges import list_juries, load_jury_spec
 
-    for n in list_juries():
-        spec = load_jury_spec(n)
-        judges = ", ".join(f"{j.name} ({j.model})" for j in spec.judges)
-        out.print(f"[bold]{n}[/]: {judges}\n  aggregation {spec.aggregation.method}, quorum "
-                  f"{spec.aggregation.quorum}", highlight=False)
+    if name is None:
+        for n in list_juries():
+            spec = load_jury_spec(n)
+            judges = ", ".join(f"{j.name} ({j.model})" for j in spec.judges)
+            out.print(f"[bold]{n}[/]: {judges}\n  aggregation {spec.aggregation.method}, quorum "
+                      f"{spec.aggregation.quorum}", highlight=False)
+        return
+    spec = _jury(name)
+    out.print(f"[bold]{spec.name}[/]: {spec.description}", highlight=False)
+    for judge in spec.judges:
+        out.print(f"\n[bold]judge {judge.name}[/]", highlight=False)
+        for line in _described(judge, skip={"name", "execution"}):
+            out.print(line, highlight=False)
+        out.print("  execution (not part of the provenance hash):", highlight=False)
+        for line in _described(judge.execution, indent="    "):
+            out.print(line, highlight=False)
+    out.print("\n[bold]aggregation[/]", highlight=False)
+    for line in _described(spec.aggregation):
+        out.print(line, highlight=False)
+
+
+def _described(model, skip: set[str] = frozenset(), indent: str = "  ") -> list[str]:
+    """Each field of a settings model: its value, and what it means (its Field description)."""
+    from rich.markup import escape
+
+    lines = []
+    for field, info in type(model).model_fields.items():
+        if field in skip:
+            continue
+        value = getattr(model, field)
+        shown = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+        text = f"{indent}{field}: {shown}"
+        if info.description:
+            text += f"  [dim]# {escape(info.description)}[/]"
+        lines.append(text)
+    return lines
 
 
 def _interactive() -> bool:

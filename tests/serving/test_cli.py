@@ -38,6 +38,10 @@ def test_list_rubrics_and_juries():
     shown = invoke("rubrics", "mirage-mg").output
     assert "weighted_sum" in shown and "parsimony" in shown
     assert "smollm2-135m" in invoke("juries").output
+    shown = invoke("juries", "tiny-vllm").output
+    assert "execution (not part of the provenance hash)" in shown
+    assert "kv_cache_gib: 1.0" in shown and "explicit KV-cache size" in shown
+    assert "quorum: 1" in shown and "Scored votes a criterion needs" in shown
 
 
 @pytest.mark.parametrize("args,message", [
