@@ -91,6 +91,10 @@ def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool) -
 
     rubric = load_rubric("mirage-mg")
     spec = load_jury_spec(jury_name)
+    if replay:  # no model to fill: batches as large as a vLLM judge's, in both engines
+        spec = spec.model_copy(update={"judges": [
+            j.model_copy(update={"execution": j.execution.model_copy(update={"batch_size": 256})})
+            for j in spec.judges]})
     first: list[float] = []
 
     def progress(done: int, total: int | None) -> None:
@@ -104,7 +108,7 @@ def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool) -
 
             backends = {j.name: replay_factory(j) for j in spec.judges} if replay else None
             report = judge_file(predictions, rubric, Jury(spec, backends), out, format="jsonl",
-                                progress=progress)
+                                progress=progress, chunk_size=256 if replay else None)
         else:
             from jurybox.serving.ray_engine import judge_with_ray
 

@@ -1,7 +1,9 @@
 """Items and checks shared by the tests that run real judges (transformers, vLLM, OpenAI)."""
 
 import math
+from typing import Any
 
+from jurybox.judges.backends.base import TokenStep
 from jurybox.rubrics import Item
 
 QUESTION = "What causes brown rings on tomato leaves after rain?"
@@ -22,3 +24,54 @@ def check_scored_vote(vote, scale_values):
     # The chosen answer had non-zero probability under the judge's own distribution.
     key = vote.label if vote.label is not None else str(int(vote.score))
     assert vote.distribution[key] > 0
+
+
+# The vLLM backend's token pieces and steps as first written (decode through the tokenizer's
+# Python wrapper, a closure per token): the reference the shared fast path must equal.
+def reference_token_pieces(decode: Any, ids: list[int]) -> list[str]:
+    """The text each token adds, such that the pieces join to ``decode(ids)``.
+
+    Decodes each token with a few tokens of left context (linear, not quadratic, in the length);
+    falls back to decoding every prefix when a tokenizer's merges defeat the window.
+    """
+    pieces = []
+    for t in range(len(ids)):
+        left = ids[max(0, t - 8) : t]
+        pieces.append(decode(left + [ids[t]])[len(decode(left)) :] if left else decode([ids[t]]))
+    if "".join(pieces) == decode(ids):
+        return pieces
+    pieces, prev = [], ""
+    for t in range(len(ids)):
+        text = decode(ids[: t + 1])
+        pieces.append(text[len(prev) :])
+        prev = text
+    return pieces
+
+
+def reference_steps_from_logprobs(decode: Any, ids: list[int], logprobs: Any
+                                   ) -> tuple[str, list[TokenStep]]:
+    """Answer text and TokenSteps from generated ids and vLLM's per-position logprobs
+    (``{token_id: Logprob}``; tokens the grammar forbids carry -inf and are left out)."""
+    pieces = reference_token_pieces(decode, ids)
+    steps: list[TokenStep] = []
+    offset = 0
+    for t, piece in enumerate(pieces):
+        prefix_ids = ids[:t]
+
+        def top(t=t, prefix_ids=prefix_ids) -> dict[str, float]:
+            prev = decode(prefix_ids)
+            out: dict[str, float] = {}
+            position = logprobs[t] if logprobs is not None and t < len(logprobs) else None
+            for alt, lp in (position or {}).items():
+                value = lp.logprob if hasattr(lp, "logprob") else float(lp)
+                if value == -math.inf or math.isnan(value):
+                    continue
+                appended = decode(prefix_ids + [alt])[len(prev) :]
+                out[appended] = (
+                    math.log(math.exp(out[appended]) + math.exp(value)) if appended in out else value
+                )
+            return out
+
+        steps.append(TokenStep(offset, piece, top))
+        offset += len(piece)
+    return "".join(pieces), steps

@@ -75,6 +75,11 @@ def comparable(record: dict) -> dict:
     return out
 
 
+# vLLM on a CPU is not bit-stable across processes: the same greedy answers, but logprobs that
+# moved the expected scores by up to 0.09 between two processes of one CI run (2 cores).
+VLLM_EXPECTED_TOLERANCE = 0.15
+
+
 def assert_same_verdicts(got: list[dict], want: list[dict], tolerance: float = 1e-3) -> None:
     assert [comparable(r) for r in got] == [comparable(r) for r in want]
     for a, b in zip(got, want):

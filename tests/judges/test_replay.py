@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from jurybox.judges import Jury, decide_verdicts, judge_votes, render_requests
-from jurybox.judges.backends import vllm
+from judging_helpers import reference_steps_from_logprobs
 from jurybox.judges.backends.base import Detokenizer, encode_prompts, steps_from_logprobs
 from jurybox.judges.backends.replay import Recording, ReplayBackend
 from jurybox.rubrics import Item, Verdict, VerdictRecord, load_rubric
@@ -77,7 +77,7 @@ def test_replayed_votes_are_the_recorded_answers(replay, recording, items):
 
 
 def test_steps_are_the_vllm_backend_s_steps(replay, recording):
-    """The shared detokenizing helpers give what backends/vllm.py's own functions give:
+    """The shared detokenizing helpers give what the vLLM backend's first functions gave:
     the same text, token pieces and top alternatives, on every recorded answer and on random
     token sequences (special tokens, byte tokens, split characters)."""
     spec, backends = replay
@@ -97,7 +97,7 @@ def test_steps_are_the_vllm_backend_s_steps(replay, recording):
                                 for i in ids]))
         for ids, logprobs in cases:
             text, steps = steps_from_logprobs(detok, ids, logprobs)
-            ref_text, ref_steps = vllm.steps_from_logprobs(plain, ids, logprobs)
+            ref_text, ref_steps = reference_steps_from_logprobs(plain, ids, logprobs)
             assert text == ref_text
             assert [(s.offset, s.text) for s in steps] == [(s.offset, s.text) for s in ref_steps]
             assert [s.top for s in steps] == [s.top for s in ref_steps]

@@ -47,6 +47,18 @@ def post(url, path, payload=None, headers=AUTH, **kw):
     return httpx.post(f"{url}{path}", json=payload, headers=headers, timeout=600, **kw)
 
 
+def test_a_judge_that_cannot_load_stops_startup_with_its_error(tmp_path):
+    from service_helpers import free_port
+
+    jury = tmp_path / "ghost.yaml"
+    jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n")
+    run = subprocess.run([*JURYBOX, "serve", "--jury", str(jury), "--port", str(free_port()),
+                          "--startup-timeout", "400"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "ghost could not start" in run.stderr
+    assert "GGUF file /nonexistent/model.gguf does not exist" in run.stderr
+
+
 def test_verdicts_over_http_equal_jurybox_judge(service, tiny_jury, tmp_path):
     from jurybox.serving.bulk import judge_file
 

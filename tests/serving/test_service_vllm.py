@@ -15,7 +15,7 @@ import pytest
 from jurybox.serving.config import ServiceConfig
 
 from judging_helpers import ITEMS
-from service_helpers import assert_same_verdicts, running_service
+from service_helpers import VLLM_EXPECTED_TOLERANCE, assert_same_verdicts, running_service
 
 pytestmark = [
     pytest.mark.vllm,
@@ -50,7 +50,7 @@ def test_verdicts_equal_jurybox_judge_on_vllm(service, tmp_path):
         capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     local = [json.loads(line) for line in out.read_text().splitlines()]
-    assert_same_verdicts(remote, local)
+    assert_same_verdicts(remote, local, VLLM_EXPECTED_TOLERANCE)
 
 
 def test_concurrent_clients_are_batched_by_one_engine_per_judge(service):
