@@ -11,7 +11,6 @@ and the metric says which.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+
+from jurybox.calibration.stat import jsonable
 
 Kind = Literal["share", "score"]
 UnscoredPolicy = Literal["exclude", "zero"]
@@ -180,7 +181,7 @@ class BenchReport:
             out["judges"] = {j: {k: _values(m) for k, m in ms.items()}
                              for j, ms in self.judges.items()}
         out["notes"] = list(self.notes)
-        return _finite(out)
+        return jsonable(out)
 
     def to_markdown(self) -> str:
         counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.counts.items())
@@ -213,7 +214,7 @@ class BenchReport:
             path = directory / f"{name}.jsonl"
             with path.open("w", encoding="utf-8") as fh:
                 for row in rows:
-                    fh.write(json.dumps(_finite(row), ensure_ascii=False, allow_nan=False) + "\n")
+                    fh.write(json.dumps(jsonable(row), ensure_ascii=False, allow_nan=False) + "\n")
             written.append(path)
         return written
 
@@ -251,15 +252,3 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         elif v:
             out[key] = v
     return out
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, np.generic):
-        return _finite(obj.item())
-    return obj

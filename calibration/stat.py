@@ -45,7 +45,7 @@ class Stat:
         if self.ci is not None:
             out["ci"] = [self.ci[0], self.ci[1]]
         if self.details:
-            out["details"] = _jsonable(self.details)
+            out["details"] = jsonable(self.details)
         return out
 
     def format(self, digits: int = 3) -> str:
@@ -72,14 +72,16 @@ def undefined(name: str, n: int, reason: str, **details: Any) -> Stat:
     return Stat(name, None, n, reason, None, details)
 
 
-def _jsonable(obj: Any) -> Any:
-    """Plain JSON types only (numpy scalars and arrays become Python numbers and lists)."""
+def jsonable(obj: Any) -> Any:
+    """Plain JSON types only: numpy scalars and arrays become Python numbers and lists, and an
+    undefined number (NaN, infinity) becomes null, never a number. Every JSON jurybox prints
+    or writes goes through this."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if hasattr(obj, "tolist"):
-        return _jsonable(obj.tolist())
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
+        return jsonable(obj.tolist())
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj

@@ -4,7 +4,6 @@ exit code (one place, from the error family), and JSON output without NaN."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -50,16 +49,6 @@ def reported(hint: str | None = None) -> Iterator[None]:
 
 def dumps(payload: Any) -> str:
     """JSON with undefined values as null: never NaN or Infinity."""
-    return json.dumps(_finite(payload), indent=2, allow_nan=False, default=str)
+    from jurybox.calibration.stat import jsonable
 
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
-        return _finite(obj.tolist())
-    return obj
+    return json.dumps(jsonable(payload), indent=2, allow_nan=False, default=str)

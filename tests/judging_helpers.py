@@ -75,3 +75,34 @@ def reference_steps_from_logprobs(decode: Any, ids: list[int], logprobs: Any
         steps.append(TokenStep(offset, piece, top))
         offset += len(piece)
     return "".join(pieces), steps
+
+
+def reference_distribution(criterion, steps, position):
+    """score_distribution as first written (no caches)."""
+    if position is None or not steps:
+        return None
+    step = next((s for s in steps if s.offset <= position < s.offset + len(s.text)), None)
+    if step is None:
+        return None
+    prefix = step.text[: position - step.offset]
+    answers = criterion.scale.answer_texts()
+    lowered = {a.lower(): a for a in answers}
+    mass, unattributed = {}, 0.0
+    for alt, logprob in step.top.items():
+        if not alt.startswith(prefix):
+            continue
+        p = math.exp(logprob)
+        rest = alt[len(prefix):].lower()
+        matches = [a for a in lowered if rest and (
+            a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))]
+        if len(matches) == 1:
+            mass[lowered[matches[0]]] = mass.get(lowered[matches[0]], 0.0) + p
+        else:
+            unattributed += p
+    total = sum(mass.values())
+    chosen = next((a for a in lowered if step.text[len(prefix):].lower().startswith(a)), None)
+    if total <= 0.0 or unattributed > 0.01 * (total + unattributed):
+        return None
+    if chosen is not None and mass.get(lowered[chosen], 0.0) == 0.0:
+        return None
+    return {a: mass.get(a, 0.0) / total for a in answers}

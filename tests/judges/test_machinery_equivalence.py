@@ -8,7 +8,6 @@ votes, against numpy), writing records (built directly, against VerdictRecord.to
 
 from __future__ import annotations
 
-from typing import Any
 
 import json
 import math
@@ -22,7 +21,11 @@ from jurybox.judges.aggregate import RULES, _small, aggregate_criterion
 from jurybox.judges.backends.base import Detokenizer, TokenStep, steps_from_logprobs
 from jurybox.judges.parsing import _scale_texts, parse_answers, score_distribution
 from jurybox.rubrics import Criterion, CriterionResult, Scale, Verdict, Vote
-from judging_helpers import reference_steps_from_logprobs, reference_token_pieces
+from judging_helpers import (
+    reference_distribution,
+    reference_steps_from_logprobs,
+    reference_token_pieces,
+)
 
 RANGE = Criterion(name="accuracy", description="", scale=Scale(min=0, max=4))
 WIDE = Criterion(name="overall", description="", scale=Scale(min=0, max=10))
@@ -108,37 +111,6 @@ def test_cached_scale_texts_read_answers_as_the_scale_does(criterion):
         value = texts.parse(raw)
         assert value == expected and type(value) is type(expected)
         assert texts.label_of(value) == criterion.scale.label_of(value)
-
-
-def reference_distribution(criterion, steps, position):
-    """score_distribution as first written (no caches)."""
-    if position is None or not steps:
-        return None
-    step = next((s for s in steps if s.offset <= position < s.offset + len(s.text)), None)
-    if step is None:
-        return None
-    prefix = step.text[: position - step.offset]
-    answers = criterion.scale.answer_texts()
-    lowered = {a.lower(): a for a in answers}
-    mass, unattributed = {}, 0.0
-    for alt, logprob in step.top.items():
-        if not alt.startswith(prefix):
-            continue
-        p = math.exp(logprob)
-        rest = alt[len(prefix):].lower()
-        matches = [a for a in lowered if rest and (
-            a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))]
-        if len(matches) == 1:
-            mass[lowered[matches[0]]] = mass.get(lowered[matches[0]], 0.0) + p
-        else:
-            unattributed += p
-    total = sum(mass.values())
-    chosen = next((a for a in lowered if step.text[len(prefix):].lower().startswith(a)), None)
-    if total <= 0.0 or unattributed > 0.01 * (total + unattributed):
-        return None
-    if chosen is not None and mass.get(lowered[chosen], 0.0) == 0.0:
-        return None
-    return {a: mass.get(a, 0.0) / total for a in answers}
 
 
 ALTERNATIVES = [" 0", " 1", " 2", " 3", " 4", " 10", "1", "3,", "4}", '"', ' "', "\n", " ", "yes",

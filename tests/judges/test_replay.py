@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from jurybox.judges import Jury, decide_verdicts, judge_votes, render_requests
-from judging_helpers import reference_steps_from_logprobs
+from judging_helpers import reference_distribution, reference_steps_from_logprobs
 from jurybox.judges.backends.base import Detokenizer, encode_prompts, steps_from_logprobs
 from jurybox.judges.backends.replay import Recording, ReplayBackend
 from jurybox.rubrics import Item, Verdict, VerdictRecord, load_rubric
@@ -106,29 +106,6 @@ def test_steps_are_the_vllm_backend_s_steps(replay, recording):
 # -- the whole path against a straightforward reference ------------------------------------------
 
 
-def reference_distribution(criterion, steps, position):
-    """score_distribution as first written: the scale's texts read afresh for every answer."""
-    step = next(s for s in steps if s.offset <= position < s.offset + len(s.text))
-    prefix = step.text[: position - step.offset]
-    answers = criterion.scale.answer_texts()
-    lowered = {a.lower(): a for a in answers}
-    mass, unattributed = {}, 0.0
-    for alt, logprob in step.top.items():
-        if not alt.startswith(prefix):
-            continue
-        p = math.exp(logprob)
-        rest = alt[len(prefix):].lower()
-        matches = [a for a in lowered if rest and (
-            a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))]
-        if len(matches) == 1:
-            mass[lowered[matches[0]]] = mass.get(lowered[matches[0]], 0.0) + p
-        else:
-            unattributed += p
-    total = sum(mass.values())
-    assert total > 0 and unattributed <= 0.01 * (total + unattributed)
-    return {a: mass.get(a, 0.0) / total for a in answers}
-
-
 def reference_record(rubric, jury, prov, item_id, generations):
     """One item's verdict record, computed plainly: json.loads for the answer, the scale's
     own parse, numpy for mean and spread, VerdictRecord for the record."""
@@ -139,6 +116,7 @@ def reference_record(rubric, jury, prov, item_id, generations):
             score = c.scale.parse(answer[c.name])
             position = gen.text.index(f'"{c.name}": ') + len(f'"{c.name}": ')
             dist = reference_distribution(c, gen.steps, position)
+            assert dist is not None
             expected = float(sum(c.scale.answer_texts()[a] * p for a, p in dist.items()))
             votes.append({"judge": judge, "criterion": c.name, "score": score, "label": None,
                           "expected": expected, "distribution": dist, "error": None,
