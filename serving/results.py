@@ -284,8 +284,11 @@ class ResultsDir(Results):
 
     def __exit__(self, *exc: object) -> None:
         try:
-            if exc[0] is None or issubclass(exc[0], KeyboardInterrupt):
-                self.flush()  # what was judged is kept, also when interrupted
+            self.flush()  # every buffered verdict is whole: kept, also when the run failed
+        except Exception:
+            if exc[0] is None:
+                raise
+            # the run's own error is the one to report; these verdicts are judged again
         finally:
             self._release()
 
