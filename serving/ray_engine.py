@@ -46,7 +46,7 @@ from .bulk import (
     input_hash,
 )
 from .predictions import DEFAULT_MAX_FIELD_CHARS, RowError, check_mapping, iter_predictions
-from .results import ResultsDir, open_results, write_manifest
+from .results import ResultsDir, ResultsError, open_results, write_manifest
 from .summary import summarize
 
 
@@ -237,6 +237,8 @@ def judge_with_ray(
 
     began = time.perf_counter()
     out = Path(out)
+    if out.exists() and Path(predictions).exists() and out.resolve() == Path(predictions).resolve():
+        raise ResultsError(f"--out {out} is the predictions file itself; choose another --out")
     check_mapping(dict(mapping or {}), rubric)
     files = row_files(predictions)
     for path in files:
