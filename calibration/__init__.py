@@ -8,7 +8,8 @@ NaN): :func:`krippendorff_alpha`, :func:`fleiss_kappa`, :func:`cohen_kappa`, :fu
 
 Judges vs humans: :func:`load_human_labels` (file format in :mod:`.data`),
 :func:`load_judge_output`, :func:`join`, :func:`agreement_report`, :func:`fit_calibration` /
-:class:`CalibrationMap`, :func:`ppi_mean` / :func:`prediction_powered_mean`.
+:class:`CalibrationMap`, :func:`fit_cascade` (cascade thresholds with a guarantee),
+:func:`ppi_mean` / :func:`prediction_powered_mean`.
 
 Names resolve lazily, so ``import jurybox.calibration`` stays cheap (no scipy/sklearn until a
 function needs them; never torch, ray or vllm).
@@ -54,6 +55,11 @@ _EXPORTS: dict[str, str] = {
     "CalibrationMap": "calibration_map",
     "fit_calibration": "calibration_map",
     "dawid_skene": "dawid_skene",
+    "fit_cascade": "cascade",
+    "fit_threshold": "cascade",
+    "CascadeFit": "cascade",
+    "CascadeTargetError": "cascade",
+    "CascadeSimulation": "synthetic",
     "DawidSkeneResult": "dawid_skene",
     # estimates and reports
     "ppi_mean": "ppi",
@@ -100,6 +106,7 @@ if TYPE_CHECKING:  # static tools see real imports
     from .alpha import krippendorff_alpha
     from .bootstrap import bootstrap_ci
     from .calibration_map import CalibrationMap, fit_calibration
+    from .cascade import CascadeFit, CascadeTargetError, fit_cascade, fit_threshold
     from .joined import CriterionData, Joined, join, join_warnings
     from .labels import HumanLabels, human_labels_from_rows, load_human_labels, scales_from
     from .verdicts import JudgeOutput, judge_output_from_records, load_judge_output, rubric_for
@@ -117,4 +124,4 @@ if TYPE_CHECKING:  # static tools see real imports
     from .ppi import PPIEstimate, ppi_mean, prediction_powered_mean
     from .report import AgreementReport, agreement_report
     from .stat import Stat
-    from .synthetic import simulate_judging
+    from .synthetic import CascadeSimulation, simulate_judging

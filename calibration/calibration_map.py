@@ -176,16 +176,7 @@ class CalibrationMap:
 
     def save(self, path: str | Path) -> Path:
         """Write YAML (``.yaml``/``.yml``) or JSON (anything else); both are human-readable."""
-        path = Path(path)
-        data = self.to_dict()
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
-        else:
-            text = json.dumps(data, indent=2) + "\n"
-        path.write_text(text, encoding="utf-8")
-        return path
+        return write_document(self.to_dict(), path)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "<dict>") -> CalibrationMap:
@@ -290,3 +281,19 @@ def fit_calibration(human_labels: HumanLabels | str | Path,
     return CalibrationMap(method=method, output=output, value=value, cv_folds=cv_folds,
                           seed=seed).fit(human_labels, judge_output, scales=scales,
                                          criteria=criteria, provenance=provenance)
+
+
+def write_document(data: dict[str, Any], path: str | Path) -> Path:
+    """Write YAML (``.yaml``/``.yml``) or JSON (anything else); both are human-readable."""
+    from .stat import jsonable
+
+    path = Path(path)
+    data = jsonable(data)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    else:
+        text = json.dumps(data, indent=2) + "\n"
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -77,3 +77,92 @@ def simulate_judging(n_items: int = 200, *, n_humans: int = 2, labelled: int | N
                 row["supported"] = float(truth_bin[i] != flip)
             humans.append(row)
     return records, humans
+
+
+class CascadeSimulation:
+    """Two-stage cascade with known truth: a cheap, overconfident judge, then a stronger panel.
+
+    Items are easy (share ``easy_share``) or hard. The cheap judge's confidence is
+    Beta(``easy_conf``) on easy items and Beta(``hard_conf``) on hard ones, and it is right with
+    probability ``confidence ** overconfidence`` (above 1: it is surer than it should be). The
+    panel is right with probability ``panel_easy`` / ``panel_hard``, independently. The
+    population agreement of the cascade at any threshold is computed exactly (by quadrature), so
+    a fitted threshold's true agreement is known.
+    """
+
+    def __init__(self, *, easy_share: float = 0.7, easy_conf: tuple[float, float] = (12.0, 1.0),
+                 hard_conf: tuple[float, float] = (3.0, 2.0), overconfidence: float = 2.0,
+                 panel_easy: float = 0.97, panel_hard: float = 0.85) -> None:
+        self.easy_share = easy_share
+        self.conf = {"easy": easy_conf, "hard": hard_conf}
+        self.overconfidence = overconfidence
+        self.panel = {"easy": panel_easy, "hard": panel_hard}
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(confidence, agrees), each 2 stages x ``n`` items."""
+        easy = rng.random(n) < self.easy_share
+        conf = np.where(easy, rng.beta(*self.conf["easy"], n), rng.beta(*self.conf["hard"], n))
+        cheap_right = rng.random(n) < conf ** self.overconfidence
+        panel_right = rng.random(n) < np.where(easy, self.panel["easy"], self.panel["hard"])
+        return np.vstack([conf, np.ones(n)]), np.vstack([cheap_right, panel_right])
+
+    def agreement(self, threshold: float) -> float:
+        """Population agreement of the cascade that trusts the cheap judge at ``threshold``."""
+        from scipy import integrate, stats
+
+        total = 0.0
+        for kind, share in (("easy", self.easy_share), ("hard", 1.0 - self.easy_share)):
+            a, b = self.conf[kind]
+            t = min(max(threshold, 0.0), 1.0) if np.isfinite(threshold) else 1.0
+            exits = stats.beta.sf(t, a, b) if np.isfinite(threshold) else 0.0
+            right_when_exiting = integrate.quad(
+                lambda c, a=a, b=b: c ** self.overconfidence * stats.beta.pdf(c, a, b), t, 1.0,
+                epsabs=1e-12, epsrel=1e-10)[0] if exits > 0 else 0.0
+            total += share * (right_when_exiting + (1.0 - exits) * self.panel[kind])
+        return float(total)
+
+    def expected_calls(self, threshold: float, stage_calls: tuple[float, float] = (1, 3)) -> float:
+        """Judge calls per item of the cascade (the cheap judge on every item, the panel on the
+        items it escalates)."""
+        from scipy import stats
+
+        if not np.isfinite(threshold):
+            return float(sum(stage_calls))
+        exits = sum(share * stats.beta.sf(threshold, *self.conf[kind]) for kind, share in
+                    (("easy", self.easy_share), ("hard", 1.0 - self.easy_share)))
+        return float(stage_calls[0] + (1.0 - exits) * stage_calls[1])
+
+
+def simulate_cascade_verdicts(n_items: int = 300, *, sure_share: float = 0.6,
+                              panel_accuracy: float = 0.97, seed: int = 0
+                              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                         list[dict[str, Any]]]:
+    """(cheap-stage records, panel records, human label rows) on a 1-3 ``accuracy`` scale.
+
+    The cheap judge (``small``) is sure (probability 0.995 on its answer) and right on
+    ``sure_share`` of the items; elsewhere it is unsure (0.5) and right 40% of the time. The
+    panel (``big1``, ``big2``, agreeing) is right with probability ``panel_accuracy``.
+    """
+    rng = np.random.default_rng(seed)
+
+    def record(i: int, jury: str, prov: str, votes: list[tuple[str, int, dict[str, float]]],
+               score: int) -> dict[str, Any]:
+        return {"id": f"i{i}", "status": "scored", "rubric": "cascade-test", "jury": jury,
+                "provenance": prov, "scores": {"accuracy": score},
+                "votes": [{"judge": j, "criterion": "accuracy", "score": s, "distribution": d}
+                          for j, s, d in votes]}
+
+    cheap, panel, humans = [], [], []
+    for i, y in enumerate(rng.integers(1, 4, n_items)):
+        y = int(y)
+        sure = rng.random() < sure_share
+        guess = y if (sure or rng.random() < 0.4) else y % 3 + 1
+        p = 0.995 if sure else 0.5
+        dist = {str(v): (p if v == guess else (1 - p) / 2) for v in (1, 2, 3)}
+        cheap.append(record(i, "cheap", "prov-cheap", [("small", guess, dist)], guess))
+        right = y if rng.random() < panel_accuracy else y % 3 + 1
+        onehot = {str(v): float(v == right) for v in (1, 2, 3)}
+        panel.append(record(i, "panel", "prov-panel",
+                            [("big1", right, onehot), ("big2", right, onehot)], right))
+        humans.append({"id": f"i{i}", "accuracy": y})
+    return cheap, panel, humans

@@ -136,6 +136,20 @@ def calibrate(
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print the fit (provenance, criteria, cross-validation) as JSON.")] = False,
     seed: SeedOpt = 0,
+    cascade: Annotated[list[Path], typer.Option(
+        "--cascade", help="Fit cascade thresholds instead of a map: JUDGED holds the first "
+                          "stage's verdicts, each --cascade FILE the next stage's (same items; "
+                          "the last is the full panel).",
+        exists=True, show_default=False)] = [],
+    target_agreement: Annotated[Optional[float], typer.Option(
+        help="With --cascade: the agreement with humans the cascade must reach (0-1).",
+        min=0.0, max=1.0, show_default=False)] = None,
+    risk: Annotated[float, typer.Option(
+        help="With --cascade: the allowed probability that the cascade's true agreement is "
+             "below the target.", min=0.0, max=1.0)] = 0.1,
+    tolerance: Annotated[float, typer.Option(
+        help="With --cascade: a verdict agrees with the humans when within this distance of "
+             "their consensus (0: exactly).", min=0.0)] = 0.0,
 ) -> None:
     """Fit a calibration map from human labels and judge verdicts, and show whether it helps.
 
@@ -145,9 +159,21 @@ def calibrate(
     alpha, with a bootstrap CI of the improvement) says whether applying the map is worth it.
     The map records the provenance hash of the verdicts, and `jurybox judge --calibration`
     refuses it for any other rubric/jury configuration.
+
+    With --cascade, fits the confidence threshold of a cascade (a cheap stage first, the rest
+    escalated) so that with probability at least 1 - risk its agreement with the humans is at
+    least --target-agreement, and reports the share each stage decides and the judge calls
+    saved; a target the labels cannot support is refused.
     """
     from jurybox.calibration import CalibrationMap, join_warnings
 
+    if cascade:
+        if target_agreement is None:
+            raise fail("--cascade needs --target-agreement (e.g. 0.9)")
+        return _calibrate_cascade(human, [judged, *cascade], out, rubric, criterion,
+                                  target_agreement, risk, tolerance, json_out)
+    if target_agreement is not None:
+        raise fail("--target-agreement is for --cascade (the verdicts of each next stage)")
     with reported():
         output, rubric_def, notes = load_inputs(judged, rubric, provenance)
         cmap = CalibrationMap(method=method, output=output_kind, value=value, cv_folds=folds,
@@ -189,6 +215,31 @@ def calibrate(
         advice = (f"calibration hurts on {', '.join(hurts)}, so refit with only the others "
                   f"({keep}) before applying it with: {apply}")
     note(f"{wrote}; {advice}")
+
+
+def _calibrate_cascade(human: Path, stages: list[Path], out: Path, rubric: str | None,
+                       criterion: list[str], target: float, risk: float, tolerance: float,
+                       json_out: bool) -> None:
+    from jurybox.calibration.calibration_map import write_document
+    from jurybox.calibration.cascade import cascade_document, describe, fit_cascade
+
+    with reported():
+        loaded = [load_inputs(path, rubric, None) for path in stages]
+        outputs = [output for output, _, _ in loaded]
+        rubric_def = next((r for _, r, _ in loaded if r is not None), None)
+        fit, data = fit_cascade(human, outputs, target_agreement=target, risk=risk,
+                                scales=rubric_def, criteria=criterion or None,
+                                tolerance=tolerance)
+        document = cascade_document(fit, data, outputs, tolerance,
+                                    {"human_labels": str(human)})
+    for message in dict.fromkeys(m for _, _, notes in loaded for m in notes):
+        warn(message)
+    try:
+        write_document(document, out)
+    except OSError as exc:
+        raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
+    typer.echo(dumps(document) if json_out else describe(fit, data))
+    note(f"wrote {out}")
 
 
 # --------------------------------------------------------------------------- shared

@@ -478,3 +478,73 @@ def test_calibrate_then_judge_with_the_map(real_judged: Path, tiny_jury: Any, tm
             expected = (2 * calibrated["accuracy"] + calibrated["relevance"]
                         + calibrated["completeness"] + calibrated["parsimony"]) / 20
             assert calibrated["weighted_sum"] == pytest.approx(round(expected, 4))
+
+
+# --------------------------------------------------------------------------- calibrate --cascade
+
+
+CASCADE_RUBRIC = """\
+description: one criterion on 1-3 (the cascade tests' synthetic verdicts)
+inputs: [question, response]
+template: "{{ question }} {{ response }} {{ output_format }}"
+criteria:
+  - name: accuracy
+    description: how accurate
+    scale: {min: 1, max: 3}
+"""
+
+
+@pytest.fixture
+def cascade_files(tmp_path: Path) -> dict[str, Path]:
+    from jurybox.calibration.synthetic import simulate_cascade_verdicts
+
+    cheap, panel, humans = simulate_cascade_verdicts(300, seed=3)
+    rubric = tmp_path / "cascade-test.yaml"
+    rubric.write_text(CASCADE_RUBRIC)
+    return {"cheap": write_jsonl(tmp_path / "cheap.jsonl", cheap),
+            "panel": write_jsonl(tmp_path / "panel.jsonl", panel),
+            "human": write_jsonl(tmp_path / "human.jsonl", humans), "rubric": rubric}
+
+
+def test_calibrate_cascade_writes_thresholds_and_reports_savings(cascade_files, tmp_path):
+    import yaml
+
+    out = tmp_path / "cascade.yaml"
+    f = cascade_files
+    result = invoke("calibrate", f["human"], f["cheap"], "--cascade", f["panel"],
+                    "--target-agreement", "0.85", "--risk", "0.1", "-r", f["rubric"], "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "stage 1 (small): decides" in result.output
+    assert "saved" in result.output
+    doc = yaml.safe_load(out.read_text())
+    assert doc["kind"] == "cascade"
+    first, last = doc["stages"]
+    assert first["judges"] == ["small"] and last["judges"] == ["big1", "big2"]
+    assert 0.5 < first["threshold"] <= 0.995 and last["threshold"] is None
+    assert first["provenance"] == "prov-cheap"
+    assert doc["guarantee"] == {"target_agreement": 0.85, "risk": 0.1, "method": (
+        "fixed-sequence exact binomial test (Learn then Test)")}
+    assert doc["expected"]["agreement_lower_bound"] >= 0.85
+    assert doc["path"][0]["threshold"] is None  # the walk starts with the panel on every item
+    result = invoke("calibrate", f["human"], f["cheap"], "--cascade", f["panel"],
+                    "--target-agreement", "0.85", "-r", f["rubric"], "-o", out, "--json")
+    assert strict_json(result.stdout)["stages"][0]["threshold"] == first["threshold"]
+
+
+def test_calibrate_cascade_refuses_a_target_the_labels_cannot_support(cascade_files, tmp_path):
+    f = cascade_files
+    out = tmp_path / "cascade.yaml"
+    result = invoke("calibrate", f["human"], f["cheap"], "--cascade", f["panel"],
+                    "--target-agreement", "0.99", "-r", f["rubric"], "-o", out)
+    assert result.exit_code == 2
+    assert "cannot support agreement 0.99 at risk 0.1" in result.output
+    assert not out.exists()
+
+
+def test_calibrate_cascade_options_belong_together(cascade_files, tmp_path):
+    f = cascade_files
+    out = tmp_path / "x.yaml"
+    result = invoke("calibrate", f["human"], f["cheap"], "--cascade", f["panel"], "-o", out)
+    assert result.exit_code == 2 and "--cascade needs --target-agreement" in result.output
+    result = invoke("calibrate", f["human"], f["cheap"], "--target-agreement", "0.9", "-o", out)
+    assert result.exit_code == 2 and "--target-agreement is for --cascade" in result.output
