@@ -35,7 +35,7 @@ fixed sequence (a path chosen before seeing labels) possible without splitting `
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,7 @@ import numpy as np
 
 from .errors import InputDataError
 from .joined import join
-from .labels import HumanLabels, load_human_labels, scales_from
+from .labels import HumanLabels
 from .verdicts import JudgeOutput
 
 #: Thresholds tried, in this order after ``inf``: fixed before any data is seen (a requirement of
@@ -189,141 +189,103 @@ def fit_threshold(confidence: np.ndarray, agrees: np.ndarray, *, target_agreemen
     )
 
 
-# --------------------------------------------------------------------------- from verdict files
-
-
-def record_confidence(record: Any, criterion: str, scale: Any, tolerance: float = 0.0) -> float:
-    """One stage's confidence in its verdict on one criterion (defined in the module docstring)."""
-    value = record.scores.get(criterion)
-    if value is None:
-        return 0.0
-    verdict = float(scale.snap(value))
-    pooled: dict[float, float] = {}
-    votes = [v for v in record.votes if v.criterion == criterion and v.scored]
-    if not votes:
-        return 0.0
-    for vote in votes:
-        if not vote.distribution:
-            return 0.0
-        for answer, p in vote.distribution.items():
-            point = scale.parse(answer)
-            pooled[point] = pooled.get(point, 0.0) + p / len(votes)
-    return float(sum(p for point, p in pooled.items() if abs(point - verdict) <= tolerance + 1e-9))
+# --------------------------------------------------------------------------- from a jury's verdicts
 
 
 @dataclass
 class CascadeData:
-    """Labelled items judged by every stage: per stage, its confidence and its agreement."""
+    """Labelled items judged by every judge of a cascaded jury: per stage, its confidence
+    (-1 where the stage's verdict is unscored: such a verdict never settles an item) and
+    whether its verdict agrees with the humans."""
 
     ids: list[str]
     confidence: np.ndarray           # stages x items
     agrees: np.ndarray               # stages x items
-    stage_judges: list[list[str]]    # each stage's judges
-    stage_calls: list[int]           # judges each stage adds (not run by an earlier stage)
+    stage_judges: list[list[str]]    # the judges each stage adds
     criteria: list[str]
     excluded: dict[str, int]         # why labelled items were left out, with counts
 
 
-def cascade_data(human: HumanLabels | str, stages: Sequence[JudgeOutput], *, scales: Any = None,
-                 criteria: Iterable[str] | None = None, tolerance: float = 0.0) -> CascadeData:
-    """Join human labels with each stage's verdicts (``jurybox judge`` output of each stage's
-    jury on the same labelled items) and compute every stage's confidence and agreement."""
-    if len(stages) < 2:
-        raise InputDataError("a cascade needs the verdicts of at least two stages")
-    if tolerance < 0:
-        raise InputDataError(f"tolerance must be 0 or more; got {tolerance}")
-    scale_map = scales_from(scales)
-    wanted = list(criteria) if criteria else None
-    joined = [join(human, out, scales=scales, criteria=wanted) for out in stages]
-    common = [set(j.criteria) for j in joined]
-    names = [c for c in joined[-1].criteria if all(c in s for s in common)]
-    if not names:
-        raise InputDataError("no criterion is labelled by the humans and judged by every stage")
-    ids = [i for i in joined[0].criteria[names[0]].ids
-           if all(i in set(j.criteria[names[0]].ids) for j in joined[1:])]
-    excluded = {"not judged by every stage": len(set().union(
-        *(set(j.criteria[names[0]].ids) for j in joined))) - len(ids)}
-    # The human consensus per criterion (the same whichever stage it was joined with).
-    first = joined[0].criteria
-    reference = {}
-    for c in names:
-        pos = {k: n for n, k in enumerate(first[c].ids)}
-        reference[c] = first[c].human_reference[[pos[i] for i in ids]]
-    labelled = np.all([~np.isnan(reference[c]) for c in names], axis=0) if ids else np.array([])
-    excluded["a chosen criterion has no human label"] = int((~labelled).sum()) if ids else 0
+def cascade_data(human: HumanLabels | str | Any, output: JudgeOutput, rubric: Any,
+                 jury: Any) -> CascadeData:
+    """Each stage's verdict on each labelled item, recomputed from the votes of the stage's
+    judges and every earlier stage's exactly as a cascaded run decides it, with its confidence
+    and its agreement with the human consensus (within ``jury.confidence.tolerance`` on every
+    criterion of ``jury.confidence.criteria``, default all)."""
+    from jurybox.judges import decide
+    from jurybox.judges.cascade import confidence
+
+    if not jury.stages:
+        raise InputDataError(f"jury {jury.name} has no stages: declare them (each with the "
+                             "judges it adds) to fit a cascade")
+    jury.check_rubric(rubric)
+    unfitted = jury.unfitted()
+    missing = [j.name for j in jury.judges if j.name not in output.judges]
+    if missing:
+        raise InputDataError(
+            f"{output.source}: no votes from {missing}: a cascade is fitted on items every judge "
+            f"of the jury judged (run `jurybox judge` with the jury's stages left without "
+            "thresholds, which judges every item with every judge)")
+    from jurybox.judges import provenance
+
+    expected = provenance(rubric, unfitted)
+    if output.provenance != expected:
+        raise InputDataError(
+            f"{output.source}: these verdicts come from another configuration (provenance "
+            f"{output.provenance}) than the jury {jury.name} with the rubric {rubric.name} "
+            f"without thresholds ({expected}): judge the labelled items with this jury "
+            "and rubric", field="provenance")
+    tolerance = jury.confidence.tolerance
+    scales = {c.name: c.scale for c in rubric.criteria}
+    names = list(jury.confidence.criteria or scales)
+    joined = join(human, output, scales=rubric, criteria=names)
+    lacking = [c for c in names if c not in joined.criteria]
+    if lacking:
+        raise InputDataError(f"the human labels have no {lacking}: the cascade's agreement is "
+                             f"measured on {names} (the jury's confidence.criteria)")
+    ids = joined.criteria[names[0]].ids
+    reference = np.vstack([joined.criteria[c].human_reference for c in names])
+    labelled = ~np.isnan(reference).any(axis=0)
+    excluded = {"a criterion of the cascade has no human label": int((~labelled).sum())}
     ids = [i for i, keep in zip(ids, labelled) if keep]
-    reference = {c: r[labelled] for c, r in reference.items()} if ids else reference
-    conf = np.ones((len(stages), len(ids)))
-    agrees = np.ones((len(stages), len(ids)), dtype=bool)
-    for k, (out, jn) in enumerate(zip(stages, joined)):
-        records = {r.id: r for r in out.records}
-        for c in names:
-            scale = scale_map.get(c) or jn.criteria[c].scale
-            verdict = np.array([np.nan if records[i].scores.get(c) is None
-                                else float(records[i].scores[c]) for i in ids])
-            snapped = scale.snap(verdict) if ids else verdict
-            agrees[k] &= ~np.isnan(snapped) & (np.abs(snapped - reference[c]) <= tolerance + 1e-9)
-            conf[k] = np.minimum(conf[k], [record_confidence(records[i], c, scale, tolerance)
-                                           for i in ids])
-    judges = [out.judges for out in stages]
-    seen: set[str] = set()
-    calls = []
-    for js in judges:
-        calls.append(len(set(js) - seen))
-        seen |= set(js)
-    if any(c == 0 for c in calls[1:]):
-        raise InputDataError("every stage after the first must add at least one judge "
-                             f"(stages' judges: {judges})")
-    return CascadeData(ids, conf, agrees, judges, calls, names,
+    reference = reference[:, labelled]
+    records = {r.id: r for r in output.records}
+    n_stages = len(jury.stages)
+    stage_juries = [unfitted.stage_jury(k) for k in range(n_stages - 1)] + [unfitted]
+    conf = np.zeros((n_stages, len(ids)))
+    agrees = np.zeros((n_stages, len(ids)), dtype=bool)
+    for col, item in enumerate(ids):
+        record = records[item]
+        for k, stage_jury in enumerate(stage_juries):
+            members = {j.name for j in stage_jury.judges}
+            verdict = decide(rubric, stage_jury, record.provenance, item,
+                             [v for v in record.votes if v.judge in members])
+            values = np.array([np.nan if verdict.scores.get(c) is None
+                               else float(scales[c].snap(verdict.scores[c])) for c in names])
+            agrees[k, col] = bool(np.all(np.abs(values - reference[:, col]) <= tolerance + 1e-9))
+            conf[k, col] = (confidence(verdict, scales, names, tolerance)
+                            if verdict.status == "scored" else -1.0)
+    return CascadeData(ids, conf, agrees, [list(s.judges) for s in jury.stages], names,
                        {k: v for k, v in excluded.items() if v})
 
 
-def fit_cascade(human: HumanLabels | str, stages: Sequence[JudgeOutput], *, target_agreement: float,
-                risk: float, scales: Any = None, criteria: Iterable[str] | None = None,
-                tolerance: float = 0.0, grid: Iterable[float] = DEFAULT_GRID
-                ) -> tuple[CascadeFit, CascadeData]:
-    """Fit the cascade threshold from human labels and each stage's verdicts on the same items."""
-    if not isinstance(human, HumanLabels):
-        scale_map = scales_from(scales)
-        for out in stages:  # labelled criteria map "yes"/"no" as the judges' votes did
-            for crit, labels in out.label_maps().items():
-                if crit not in scale_map and len(labels) >= 2:
-                    from jurybox.rubrics import Scale
-
-                    scale_map[crit] = Scale(labels=labels)
-        human = load_human_labels(human, scales=scale_map or None,
-                                  criteria={c for out in stages for c in out.criteria})
-    data = cascade_data(human, stages, scales=scales, criteria=criteria, tolerance=tolerance)
+def fit_cascade(human: HumanLabels | str | Any, output: JudgeOutput, rubric: Any, jury: Any, *,
+                target_agreement: float, risk: float, grid: Iterable[float] = DEFAULT_GRID
+                ) -> tuple[CascadeFit, CascadeData, Any]:
+    """Fit a cascaded jury's threshold on human labels and its verdicts on the labelled items
+    (every judge on every item). Returns the fit, the per-stage data and the jury with its
+    stages' thresholds set (what ``jurybox judge`` then runs), or None for the jury when no
+    early exit can be certified (the whole jury is what meets the target)."""
+    data = cascade_data(human, output, rubric, jury)
     fit = fit_threshold(data.confidence, data.agrees, target_agreement=target_agreement,
-                        risk=risk, stage_calls=data.stage_calls,
-                        baseline_calls=len(data.stage_judges[-1]), grid=grid)
-    return fit, data
-
-
-def cascade_document(fit: CascadeFit, data: CascadeData, stages: Sequence[JudgeOutput],
-                     tolerance: float, sources: Mapping[str, str]) -> dict[str, Any]:
-    """What ``jurybox calibrate --cascade`` writes: the thresholds and their evidence."""
-    threshold = None if math.isinf(fit.threshold) else fit.threshold
-    return {
-        "kind": "cascade",
-        "stages": [
-            {"jury": out.records[0].jury if out.records else None,
-             "provenance": out.provenance, "judges": judges, "adds_calls": calls,
-             "threshold": threshold if k < len(stages) - 1 else None,
-             "decided_share": share, "verdicts": out.source}
-            for k, (out, judges, calls, share) in enumerate(
-                zip(stages, data.stage_judges, data.stage_calls, fit.decided_share))
-        ],
-        "criteria": data.criteria, "tolerance": tolerance,
-        "confidence": "pooled score-distribution mass of the stage's verdict within tolerance, "
-                      "minimum over criteria",
-        "guarantee": {"target_agreement": fit.target_agreement, "risk": fit.risk,
-                      "method": "fixed-sequence exact binomial test (Learn then Test)"},
-        "fitted_on": {"n": fit.n, "excluded": data.excluded, **sources},
-        "expected": {k: v for k, v in fit.to_dict().items()
-                     if k not in ("threshold", "target_agreement", "risk", "path")},
-        "path": fit.path,
-    }
+                        risk=risk, stage_calls=[len(j) for j in data.stage_judges],
+                        baseline_calls=len(jury.judges), grid=grid)
+    if math.isinf(fit.threshold):
+        return fit, data, None  # no early exit is certified: the cascade would save nothing
+    fitted = jury.model_copy(update={"stages": [
+        s.model_copy(update={"threshold": fit.threshold if k < len(jury.stages) - 1 else None})
+        for k, s in enumerate(jury.stages)]})
+    return fit, data, fitted
 
 
 def describe(fit: CascadeFit, data: CascadeData) -> str:
@@ -338,10 +300,10 @@ def describe(fit: CascadeFit, data: CascadeData) -> str:
         f"{1 - fit.risk:g} (on items like these)",
     ]
     for k, (judges, share) in enumerate(zip(data.stage_judges, fit.decided_share), start=1):
-        lines.append(f"  stage {k} ({', '.join(judges)}): decides {share:.1%} of items")
+        lines.append(f"  stage {k} (adds {', '.join(judges)}): decides {share:.1%} of items")
     lines += [
         f"  agreement on the labelled items: cascade {fit.agreement:.3f} "
-        f"(lower bound {fit.agreement_lower_bound:.3f}), last stage on every item "
+        f"(lower bound {fit.agreement_lower_bound:.3f}), whole jury on every item "
         f"{fit.full_agreement:.3f}",
         f"  judge calls per item: {fit.calls_per_item:.2f} of {fit.full_calls_per_item:g} "
         f"({fit.calls_saved:.1%} saved)",

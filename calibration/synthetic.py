@@ -133,36 +133,31 @@ class CascadeSimulation:
         return float(stage_calls[0] + (1.0 - exits) * stage_calls[1])
 
 
-def simulate_cascade_verdicts(n_items: int = 300, *, sure_share: float = 0.6,
-                              panel_accuracy: float = 0.97, seed: int = 0
-                              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
-                                         list[dict[str, Any]]]:
-    """(cheap-stage records, panel records, human label rows) on a 1-3 ``accuracy`` scale.
+def simulate_cascade_verdicts(n_items: int = 300, *, provenance: str = "prov-test",
+                              sure_share: float = 0.6, panel_accuracy: float = 0.97,
+                              seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(verdict records, human label rows) of a jury ``small`` + ``big1`` + ``big2`` on a 1-3
+    ``accuracy`` scale, every judge on every item (what a cascade is fitted on).
 
-    The cheap judge (``small``) is sure (probability 0.995 on its answer) and right on
-    ``sure_share`` of the items; elsewhere it is unsure (0.5) and right 40% of the time. The
-    panel (``big1``, ``big2``, agreeing) is right with probability ``panel_accuracy``.
+    ``small`` is sure (probability 0.995 on its answer) and right on ``sure_share`` of the
+    items; elsewhere it is unsure (0.5) and right 40% of the time. ``big1`` and ``big2`` agree,
+    sure, and are right with probability ``panel_accuracy``.
     """
     rng = np.random.default_rng(seed)
-
-    def record(i: int, jury: str, prov: str, votes: list[tuple[str, int, dict[str, float]]],
-               score: int) -> dict[str, Any]:
-        return {"id": f"i{i}", "status": "scored", "rubric": "cascade-test", "jury": jury,
-                "provenance": prov, "scores": {"accuracy": score},
-                "votes": [{"judge": j, "criterion": "accuracy", "score": s, "distribution": d}
-                          for j, s, d in votes]}
-
-    cheap, panel, humans = [], [], []
+    records, humans = [], []
     for i, y in enumerate(rng.integers(1, 4, n_items)):
         y = int(y)
         sure = rng.random() < sure_share
         guess = y if (sure or rng.random() < 0.4) else y % 3 + 1
         p = 0.995 if sure else 0.5
-        dist = {str(v): (p if v == guess else (1 - p) / 2) for v in (1, 2, 3)}
-        cheap.append(record(i, "cheap", "prov-cheap", [("small", guess, dist)], guess))
+        cheap = {str(v): (p if v == guess else (1 - p) / 2) for v in (1, 2, 3)}
         right = y if rng.random() < panel_accuracy else y % 3 + 1
         onehot = {str(v): float(v == right) for v in (1, 2, 3)}
-        panel.append(record(i, "panel", "prov-panel",
-                            [("big1", right, onehot), ("big2", right, onehot)], right))
+        votes = [("small", guess, cheap), ("big1", right, onehot), ("big2", right, onehot)]
+        records.append({
+            "id": f"i{i}", "status": "scored", "rubric": "cascade-test", "jury": "cascade",
+            "provenance": provenance, "scores": {"accuracy": (guess + 2 * right) / 3},
+            "votes": [{"judge": j, "criterion": "accuracy", "score": s, "distribution": d}
+                      for j, s, d in votes]})
         humans.append({"id": f"i{i}", "accuracy": y})
-    return cheap, panel, humans
+    return records, humans

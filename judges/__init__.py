@@ -17,12 +17,28 @@ from .judging import (
     unscored_votes,
     votes_from_generation,
 )
+from .cascade import Steps, confidence
 from .jury import Jury
 from .weights import ModelNotAvailable
-from .spec import Aggregation, JudgeSpec, JurySpec, Reasoning, Sampling, list_juries, load_jury_spec, provenance
+from .spec import (
+    Aggregation,
+    Confidence,
+    JudgeSpec,
+    JurySpec,
+    Reasoning,
+    Sampling,
+    Stage,
+    list_juries,
+    load_jury_spec,
+    provenance,
+)
 
 __all__ = [
     "Aggregation",
+    "Confidence",
+    "Stage",
+    "Steps",
+    "confidence",
     "JudgeSpec",
     "JudgeFailed",
     "Jury",

@@ -51,6 +51,21 @@ class Requests:
     def runnable(self) -> list[int]:
         return [k for k, r in enumerate(self.requests) if r is not None]
 
+    def subset(self, items: Sequence[int]) -> Requests:
+        """The requests of the items at positions ``items`` (a cascade's open items)."""
+        if len(items) == len(self.item_ids):
+            return self
+        n_calls = len(self.calls)
+        requests: list[Request | None] = []
+        errors: dict[int, str] = {}
+        for i in items:
+            for k in range(i * n_calls, (i + 1) * n_calls):
+                if k in self.errors:
+                    errors[len(requests)] = self.errors[k]
+                requests.append(self.requests[k])
+        return Requests(tuple(self.item_ids[i] for i in items), self.calls, tuple(requests),
+                        errors)
+
 
 def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
     """Render every judge call of ``rubric`` for each item; raise MissingInputs for items that

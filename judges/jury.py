@@ -13,7 +13,8 @@ from pathlib import Path
 from jurybox.rubrics import Item, Rubric, Verdict
 
 from .backends.base import Backend
-from .judging import decide_verdicts, judge_votes, render_requests
+from .cascade import Steps
+from .judging import judge_votes, render_requests
 from .spec import JudgeSpec, JurySpec, load_jury_spec, provenance
 
 
@@ -78,15 +79,20 @@ class Jury:
         items: Sequence[Item],
         on_judge_done: Callable[[str, int], None] | None = None,
     ) -> list[Verdict]:
-        """Judge ``items`` with every judge and return one verdict per item, in order."""
+        """Judge ``items`` and return one verdict per item, in order: every judge on every item,
+        or, for a cascaded jury, each stage's judges on the items earlier stages left open (a
+        judge no item reaches never loads)."""
         prov = self.provenance(rubric)
-        requests = render_requests(rubric, items)
-        votes = []
-        for judge in self.spec.judges:
-            votes.append(judge_votes(judge, self.backend(judge), requests))
-            if on_judge_done is not None:
-                on_judge_done(judge.name, len(items))
-        return decide_verdicts(rubric, self.spec, prov, requests.item_ids, votes)
+        steps = Steps(rubric, self.spec, prov, render_requests(rubric, items))
+        while (step := steps.next()) is not None:
+            judges, requests = step
+            votes = []
+            for judge in judges:
+                votes.append(judge_votes(judge, self.backend(judge), requests))
+                if on_judge_done is not None:
+                    on_judge_done(judge.name, len(requests.item_ids))
+            steps.add(votes)
+        return steps.verdicts()
 
     def close(self) -> None:
         for backend in self._backends.values():

@@ -224,6 +224,31 @@ class Aggregation(BaseModel):
         return self
 
 
+class Stage(BaseModel):
+    """One stage of a cascaded jury: the judges it adds, and the confidence it needs to decide."""
+
+    model_config = _FROZEN
+
+    judges: list[str] = Field(min_length=1, description="The judges this stage adds (names from "
+                              "`judges`); the stage's verdict combines them with every earlier "
+                              "stage's judges.")
+    threshold: float | None = Field(
+        None, ge=0.0, le=1.0, description="An item leaves the cascade here when the stage's "
+        "confidence reaches this (every stage but the last; fit it with `jurybox calibrate "
+        "--cascade`).")
+
+
+class Confidence(BaseModel):
+    """How a stage's confidence in its verdict is measured."""
+
+    model_config = _FROZEN
+
+    criteria: list[str] | None = Field(None, description="Criteria the confidence is taken over "
+                                       "(its minimum); default every criterion of the rubric.")
+    tolerance: float = Field(0.0, ge=0.0, description="Confidence is the pooled probability of "
+                             "scores within this distance of the stage's verdict.")
+
+
 class JurySpec(BaseModel):
     model_config = _FROZEN
 
@@ -231,6 +256,13 @@ class JurySpec(BaseModel):
     description: str = ""
     judges: list[JudgeSpec] = Field(min_length=1)
     aggregation: Aggregation = Aggregation()
+    stages: list[Stage] = Field(
+        default_factory=list, description="A cascade: cheap judges first, the rest only for "
+        "items they are not confident about. Every judge in exactly one stage; the last stage's "
+        "verdict is the whole jury's. Without thresholds (not fitted yet) every judge judges "
+        "every item.")
+    confidence: Confidence = Field(Confidence(), description="How a stage's confidence is "
+                                   "measured (the pooled score distributions of its judges).")
 
     @model_validator(mode="after")
     def _consistent(self) -> JurySpec:
@@ -241,7 +273,33 @@ class JurySpec(BaseModel):
         q = self.aggregation.quorum
         if isinstance(q, int) and not isinstance(q, bool) and q > len(self.judges):
             raise ValueError(f"quorum {q} is larger than the jury ({len(self.judges)} judges)")
+        if self.stages:
+            self._check_stages(names)
         return self
+
+    def _check_stages(self, names: list[str]) -> None:
+        if len(self.stages) < 2:
+            raise ValueError("a cascade needs at least two stages (one stage is the jury itself)")
+        placed = [n for stage in self.stages for n in stage.judges]
+        unknown = sorted(set(placed) - set(names))
+        if unknown:
+            raise ValueError(f"stages name judges the jury does not have: {unknown} "
+                             f"(its judges: {names})")
+        twice = sorted({n for n in placed if placed.count(n) > 1})
+        if twice:
+            raise ValueError(f"judges {twice} are in more than one stage")
+        missing = [n for n in names if n not in placed]
+        if missing:
+            raise ValueError(f"judges {missing} are in no stage: every judge belongs to one")
+        set_ = [s.threshold is not None for s in self.stages[:-1]]
+        if any(set_) and not all(set_):
+            k = set_.index(False) + 1
+            raise ValueError(f"stage {k} needs a threshold (the confidence at which its verdict "
+                             "is final): every stage but the last has one, or none does (not "
+                             "fitted yet: `jurybox calibrate --cascade` fits them)")
+        if self.stages[-1].threshold is not None:
+            raise ValueError("the last stage takes no threshold: it decides every item that "
+                             "reaches it")
 
     def check_rubric(self, rubric: Rubric) -> None:
         """Refuse a rubric this jury's settings do not fit (e.g. methods for absent criteria)."""
@@ -252,6 +310,36 @@ class JurySpec(BaseModel):
                 f"{rubric.name} does not have (its criteria: {rubric.criterion_names})",
                 field=f"aggregation.methods.{unknown[0]}",
             )
+        unknown = sorted(set(self.confidence.criteria or ()) - set(rubric.criterion_names))
+        if unknown:
+            raise InputError(
+                f"jury {self.name}: confidence.criteria names {unknown}, which the rubric "
+                f"{rubric.name} does not have (its criteria: {rubric.criterion_names})",
+                field="confidence.criteria")
+
+    @property
+    def cascaded(self) -> bool:
+        """Judged in stages: stages with their thresholds (without thresholds, the stages are
+        waiting to be fitted and every judge judges every item)."""
+        return bool(self.stages) and self.stages[0].threshold is not None
+
+    def unfitted(self) -> JurySpec:
+        """This jury with its stages' thresholds cleared: what judges the items a cascade's
+        thresholds are fitted on (every judge on every item)."""
+        return self.model_copy(update={"stages": [s.model_copy(update={"threshold": None})
+                                                  for s in self.stages]})
+
+    def stage_jury(self, k: int) -> JurySpec:
+        """The jury of stage ``k`` (0-based): its judges and every earlier stage's, the same
+        aggregation (a quorum count larger than the stage is the whole stage)."""
+        keep = {n for stage in self.stages[: k + 1] for n in stage.judges}
+        judges = [j for j in self.judges if j.name in keep]
+        aggregation = self.aggregation
+        q = aggregation.quorum
+        if isinstance(q, int) and not isinstance(q, bool) and q > len(judges):
+            aggregation = aggregation.model_copy(update={"quorum": len(judges)})
+        return self.model_copy(update={"judges": judges, "aggregation": aggregation,
+                                       "stages": []})
 
     @property
     def default_chunk_size(self) -> int:
@@ -277,11 +365,15 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
 
     # The execution block as a whole; and reasoning.keep, which changes what is stored, not judged.
     excluded: dict = {"execution": True, "reasoning": {"keep"}}
+    # A cascade changes verdicts, so its stages are part of the hash; a jury without one hashes
+    # as before cascades existed.
+    plain = set() if jury.stages else {"stages", "confidence"}
     payload = {
         "rubric": rubric.model_dump(mode="json"),
         "jury": jury.model_dump(
             mode="json",
-            exclude={"name": True, "description": True, "judges": {"__all__": excluded}},
+            exclude={"name": True, "description": True, "judges": {"__all__": excluded},
+                     **{k: True for k in plain}},
         ),
         "weights": [weights_identity(j.model, j.revision, j.backend) for j in jury.judges],
         "prompt_version": PROMPT_VERSION,

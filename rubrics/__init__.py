@@ -15,6 +15,7 @@ from .models import (
     Rubric,
     Scale,
     Verdict,
+    StageDecision,
     VerdictRecord,
     Vote,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "Rubric",
     "Scale",
     "Verdict",
+    "StageDecision",
     "VerdictRecord",
     "Vote",
     "list_rubrics",

@@ -397,6 +397,20 @@ class CriterionResult(BaseModel):
     reason: str | None = None
 
 
+class StageDecision(BaseModel):
+    """Which stage of a cascaded jury decided an item, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: int = Field(ge=1, description="The deciding stage (1 = the first).")
+    of: int = Field(ge=2, description="The cascade's number of stages.")
+    confidence: float | None = Field(
+        None, description="The stage's confidence in its verdict (pooled score-distribution "
+        "mass, minimum over criteria); null for the last stage, which decides regardless.")
+    threshold: float | None = Field(None, description="The confidence the stage needed.")
+    reason: str = Field(description="Why this stage decided.")
+
+
 class Verdict(BaseModel):
     """The jury's decision on one item."""
 
@@ -411,6 +425,7 @@ class Verdict(BaseModel):
     criteria: dict[str, CriterionResult]
     votes: list[Vote]
     reasons: list[str] = Field(default_factory=list)
+    stage: StageDecision | None = None
 
     @classmethod
     def from_record(cls, record: VerdictRecord) -> Verdict:
@@ -429,7 +444,7 @@ class Verdict(BaseModel):
                 reason=reasons.get(name))
         return cls(id=record.id, status=record.status, rubric=record.rubric, jury=record.jury,
                    provenance=record.provenance, scores=record.scores, criteria=criteria,
-                   votes=record.votes, reasons=record.reasons)
+                   votes=record.votes, reasons=record.reasons, stage=record.stage)
 
     def record(self, keep_raw: bool = False) -> VerdictRecord:
         """This verdict as written. Scored votes drop the judge's raw output unless
@@ -447,6 +462,7 @@ class Verdict(BaseModel):
             disagreement={name: Disagreement(n=r.n_scored, std=r.std, range=r.range)
                           for name, r in self.criteria.items()},
             votes=votes,
+            stage=self.stage,
         )
 
     def to_record(self, keep_raw: bool = False) -> dict[str, Any]:
@@ -460,7 +476,7 @@ class Verdict(BaseModel):
             # A scored vote keeps its raw output only when asked (VerdictRecord.to_dict's rule).
             if vote["score"] is not None and (not keep_raw or vote["raw"] is None):
                 del vote["raw"]
-        return {
+        record = {
             "id": self.id,
             "status": self.status,
             "rubric": self.rubric,
@@ -472,6 +488,9 @@ class Verdict(BaseModel):
                              for name, r in self.criteria.items()},
             "votes": votes,
         }
+        if self.stage is not None:
+            record["stage"] = self.stage.model_dump(mode="json")
+        return record
 
 
 _VOTES = TypeAdapter(list[Vote])
@@ -512,6 +531,8 @@ class VerdictRecord(BaseModel):
     calibrated: dict[str, float | None] | None = Field(
         None, description="Calibrated scores, when a calibration map was applied.")
     calibration: str | None = Field(None, description="The calibration map applied (file:hash).")
+    stage: StageDecision | None = Field(
+        None, description="A cascaded jury's deciding stage and why (absent without stages).")
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
@@ -532,7 +553,7 @@ class VerdictRecord(BaseModel):
         """As JSON-ready data: the optional fields only when set, and a scored vote's ``raw``
         only when kept."""
         data = self.model_dump(mode="json", exclude={
-            k for k in ("input", "calibrated", "calibration") if getattr(self, k) is None})
+            k for k in ("input", "calibrated", "calibration", "stage") if getattr(self, k) is None})
         for vote in data["votes"]:
             if vote["raw"] is None and vote["score"] is not None:
                 del vote["raw"]

@@ -104,6 +104,9 @@ def judge(
             if jury is None:
                 note(f"jury: {jury_name} (default; pass --jury to choose)")
             spec = load_jury_spec(jury_name)
+            if spec.stages and not spec.cascaded:
+                note(f"jury {spec.name}: its stages have no thresholds yet, so every judge "
+                     "judges every item (what `jurybox calibrate --cascade` fits them on)")
             judges = Jury(spec)
             cmap = load_calibration(calibration, rubric_def, spec, force_calibration) \
                 if calibration is not None else None

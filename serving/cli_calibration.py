@@ -136,20 +136,21 @@ def calibrate(
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print the fit (provenance, criteria, cross-validation) as JSON.")] = False,
     seed: SeedOpt = 0,
-    cascade: Annotated[list[Path], typer.Option(
-        "--cascade", help="Fit cascade thresholds instead of a map: JUDGED holds the first "
-                          "stage's verdicts, each --cascade FILE the next stage's (same items; "
-                          "the last is the full panel).",
-        exists=True, show_default=False)] = [],
+    cascade: Annotated[bool, typer.Option(
+        "--cascade", help="Fit the thresholds of a cascaded jury (--jury, with stages) instead "
+                          "of a map: JUDGED holds that jury's verdicts on the labelled items, "
+                          "every judge on every item (its stages without thresholds); --out "
+                          "gets the jury with its thresholds.")] = False,
+    jury: Annotated[Optional[str], typer.Option(
+        "--jury", "-j", help="With --cascade: the jury (name or YAML file) whose stages to fit.",
+        show_default=False)] = None,
     target_agreement: Annotated[Optional[float], typer.Option(
-        help="With --cascade: the agreement with humans the cascade must reach (0-1).",
+        help="With --cascade: the agreement with the human consensus the cascade must reach "
+             "(share of items within the jury's confidence.tolerance on every criterion).",
         min=0.0, max=1.0, show_default=False)] = None,
     risk: Annotated[float, typer.Option(
         help="With --cascade: the allowed probability that the cascade's true agreement is "
              "below the target.", min=0.0, max=1.0)] = 0.1,
-    tolerance: Annotated[float, typer.Option(
-        help="With --cascade: a verdict agrees with the humans when within this distance of "
-             "their consensus (0: exactly).", min=0.0)] = 0.0,
 ) -> None:
     """Fit a calibration map from human labels and judge verdicts, and show whether it helps.
 
@@ -160,20 +161,21 @@ def calibrate(
     The map records the provenance hash of the verdicts, and `jurybox judge --calibration`
     refuses it for any other rubric/jury configuration.
 
-    With --cascade, fits the confidence threshold of a cascade (a cheap stage first, the rest
-    escalated) so that with probability at least 1 - risk its agreement with the humans is at
-    least --target-agreement, and reports the share each stage decides and the judge calls
-    saved; a target the labels cannot support is refused.
+    With --cascade, fits the confidence threshold of a cascaded jury (cheap stages first, the
+    rest escalated) so that with probability at least 1 - risk its agreement with the humans is
+    at least --target-agreement, reports the share each stage decides and the judge calls saved,
+    and writes the jury with its thresholds; a target the labels cannot support is refused.
     """
     from jurybox.calibration import CalibrationMap, join_warnings
 
     if cascade:
-        if target_agreement is None:
-            raise fail("--cascade needs --target-agreement (e.g. 0.9)")
-        return _calibrate_cascade(human, [judged, *cascade], out, rubric, criterion,
-                                  target_agreement, risk, tolerance, json_out)
-    if target_agreement is not None:
-        raise fail("--target-agreement is for --cascade (the verdicts of each next stage)")
+        if target_agreement is None or jury is None:
+            raise fail("--cascade needs --jury (the jury with stages) and --target-agreement "
+                       "(e.g. 0.9)")
+        return _calibrate_cascade(human, judged, out, rubric, jury, target_agreement, risk,
+                                  json_out)
+    if target_agreement is not None or jury is not None:
+        raise fail("--target-agreement and --jury are for --cascade (fitting a cascaded jury)")
     with reported():
         output, rubric_def, notes = load_inputs(judged, rubric, provenance)
         cmap = CalibrationMap(method=method, output=output_kind, value=value, cv_folds=folds,
@@ -217,29 +219,47 @@ def calibrate(
     note(f"{wrote}; {advice}")
 
 
-def _calibrate_cascade(human: Path, stages: list[Path], out: Path, rubric: str | None,
-                       criterion: list[str], target: float, risk: float, tolerance: float,
-                       json_out: bool) -> None:
-    from jurybox.calibration.calibration_map import write_document
-    from jurybox.calibration.cascade import cascade_document, describe, fit_cascade
+def _calibrate_cascade(human: Path, judged: Path, out: Path, rubric: str | None, jury_ref: str,
+                       target: float, risk: float, json_out: bool) -> None:
+    import yaml
+
+    from jurybox.calibration.cascade import describe, fit_cascade
+    from jurybox.judges import load_jury_spec
+    from jurybox.rubrics.errors import InputError
 
     with reported():
-        loaded = [load_inputs(path, rubric, None) for path in stages]
-        outputs = [output for output, _, _ in loaded]
-        rubric_def = next((r for _, r, _ in loaded if r is not None), None)
-        fit, data = fit_cascade(human, outputs, target_agreement=target, risk=risk,
-                                scales=rubric_def, criteria=criterion or None,
-                                tolerance=tolerance)
-        document = cascade_document(fit, data, outputs, tolerance,
-                                    {"human_labels": str(human)})
-    for message in dict.fromkeys(m for _, _, notes in loaded for m in notes):
+        output, rubric_def, notes = load_inputs(judged, rubric, None)
+        if rubric_def is None:
+            raise InputError("--cascade needs the rubric the verdicts were judged with "
+                             "(--rubric NAME_OR_FILE)")
+        jury = load_jury_spec(jury_ref)
+        fit, data, fitted = fit_cascade(human, output, rubric_def, jury,
+                                        target_agreement=target, risk=risk)
+    for message in notes:
         warn(message)
+    if json_out:
+        typer.echo(dumps({"jury": jury.name, "rubric": rubric_def.name, **fit.to_dict(),
+                          "stage_judges": data.stage_judges, "criteria": data.criteria,
+                          "excluded": data.excluded, "out": str(out) if fitted else None}))
+    else:
+        typer.echo(describe(fit, data))
+    if fitted is None:
+        note("no threshold lets an earlier stage decide while keeping the guarantee: the whole "
+             f"jury on every item is what meets it; {out} was not written")
+        return
+    summary = (f"thresholds fitted by `jurybox calibrate --cascade` on {fit.n} labelled items "
+               f"({human.name}): agreement >= {target:g} with probability >= {1 - risk:g}; "
+               f"expected judge calls saved {fit.calls_saved:.1%}")
+    fitted = fitted.model_copy(update={"description": (
+        f"{jury.description.strip()}\n{summary}" if jury.description.strip() else summary)})
+    text = yaml.safe_dump(fitted.model_dump(mode="json", exclude_defaults=True),
+                          sort_keys=False, width=100)
     try:
-        write_document(document, out)
+        out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
-    typer.echo(dumps(document) if json_out else describe(fit, data))
-    note(f"wrote {out}")
+    note(f"wrote {out}; judge with it: jurybox judge PREDICTIONS --rubric "
+         f"{rubric or rubric_def.name} --jury {out}")
 
 
 # --------------------------------------------------------------------------- shared

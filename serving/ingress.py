@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from jurybox.judges import decide_verdicts, provenance, render_requests, unscored_votes
+from jurybox.judges import Steps, provenance, render_requests, unscored_votes
 from jurybox.rubrics import Rubric
 from jurybox.rubrics.loading import format_validation_error
 
@@ -319,10 +319,14 @@ class JuryIngress:
             items.append(item)
         deadline = time.monotonic() + limits.request_timeout_s
         async with self.gate:
-            requests = render_requests(rubric, items)
-            votes = await asyncio.gather(
-                *(self._votes_of(j.name, requests, deadline) for j in self.jury.judges))
-        verdicts = decide_verdicts(rubric, self.jury, prov, requests.item_ids, votes)
+            # Every judge of a step at once; a cascaded jury's later stages get only the items
+            # the earlier ones left open.
+            steps = Steps(rubric, self.jury, prov, render_requests(rubric, items))
+            while (step := steps.next()) is not None:
+                judges, requests = step
+                steps.add(await asyncio.gather(
+                    *(self._votes_of(j.name, requests, deadline) for j in judges)))
+        verdicts = steps.verdicts()
         records = [{**v.to_record(), "input": input_hash(item)} for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
         if calibration is not None:

@@ -4,7 +4,9 @@ machine.
     read (the one row reader, one task per input file; bad rows become error rows)
       -> render (the rubric's prompts per item)
       -> one stage per judge (an actor pool holding the judge's backend, sized from the jury
-         file: replicas, GPU share, CPUs; each adds that judge's votes, parsed where it runs)
+         file: replicas, GPU share, CPUs; each adds that judge's votes, parsed where it runs);
+         for a cascaded jury the judges stage by stage, each stage followed by a gate that
+         settles the items it is confident about (later judges skip them: ``judges.cascade``)
       -> decide (verdict records, calibrated when a map is given)
       -> the driver writes them (shards of a directory, or a JSONL file)
 
@@ -76,7 +78,9 @@ def _row(id: str = "", item: str = "", input: str = "", error: str = "", skipped
 
 
 def _judged(batch: dict[str, list[Any]]) -> list[int]:
-    return [i for i, item in enumerate(batch["item"]) if item]
+    """The rows still to judge: items, less those an earlier cascade stage settled."""
+    settled = batch.get("settled") or [b""] * len(batch["item"])
+    return [i for i, (item, done) in enumerate(zip(batch["item"], settled)) if item and not done]
 
 
 def _lists(batch: Any) -> dict[str, list[Any]]:
@@ -106,6 +110,36 @@ class _Render:
                                          {j - k * n_calls: requests.errors[j]
                                           for j in own if j in requests.errors}))
         batch["requests"] = blobs
+        batch["settled"] = [b""] * len(blobs)  # a cascade stage's final verdict, pickled
+        batch["confidence"] = [""] * len(blobs)  # earlier stages' confidences (JSON)
+        return batch
+
+
+class _Gate:
+    """After a cascade stage's judges: the items the stage settles get their verdict (the later
+    judges skip them); the others go on with the stage's confidence noted."""
+
+    def __init__(self, rubric: dict[str, Any], jury: dict[str, Any], prov: str, k: int) -> None:
+        self.rubric = Rubric.model_validate(rubric)
+        self.jury = JurySpec.model_validate(jury)
+        self.prov, self.k = prov, k
+        members = {n for stage in self.jury.stages[: k + 1] for n in stage.judges}
+        self.columns = [f"votes_{j}" for j, judge in enumerate(self.jury.judges)
+                        if judge.name in members]
+
+    def __call__(self, batch: Any) -> dict[str, Any]:
+        from jurybox.judges.cascade import settle
+
+        batch = _lists(batch)
+        for i in _judged(batch):
+            votes = [v for column in self.columns for v in pickle.loads(batch[column][i])]
+            earlier = json.loads(batch["confidence"][i] or "[]")
+            verdict, conf = settle(self.rubric, self.jury, self.prov, self.k, batch["id"][i],
+                                   votes, earlier)
+            if verdict is None:
+                batch["confidence"][i] = json.dumps([*earlier, conf])
+            else:
+                batch["settled"][i] = pickle.dumps(verdict)
         return batch
 
 
@@ -170,17 +204,22 @@ class _Decide:
             self.calibration = Calibration(CalibrationMap.from_dict(cmap), identity, force)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
-        from jurybox.judges import decide_verdicts
+        from jurybox.judges.cascade import settle
 
         batch = _lists(batch)
-        rows = _judged(batch)
         records = [""] * len(batch["item"])
-        if rows:
-            ids = [batch["id"][i] for i in rows]
-            votes = [[pickle.loads(batch[f"votes_{j}"][i]) for i in rows]
-                     for j in range(len(self.jury.judges))]
-            verdicts = decide_verdicts(self.rubric, self.jury, self.prov, ids, votes)
-            for i, verdict in zip(rows, verdicts):
+        last = max(len(self.jury.stages) - 1, 0)
+        for i, item in enumerate(batch["item"]):
+            if not item:
+                continue
+            if batch["settled"][i]:
+                verdict = pickle.loads(batch["settled"][i])
+            else:
+                votes = [v for j in range(len(self.jury.judges))
+                         for v in pickle.loads(batch[f"votes_{j}"][i])]
+                verdict, _ = settle(self.rubric, self.jury, self.prov, last, batch["id"][i],
+                                    votes, json.loads(batch["confidence"][i] or "[]"))
+            if verdict is not None:
                 record = {**verdict.to_record(keep_raw=self.keep_raw), "input": batch["input"][i]}
                 if self.calibration is not None:
                     record = self.calibration.apply(record, self.rubric)
@@ -341,10 +380,19 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
     light = {"compute": ray.data.ActorPoolStrategy(size=1), "num_cpus": 0.25, "batch_size": step,
              "batch_format": "pandas"}
     ds = ds.map_batches(_Render, fn_constructor_args=(rubric_data,), **light)
-    for k, judge in enumerate(jury.judges):
-        ds = ds.map_batches(_Judge, fn_constructor_args=(rubric_data, judge.model_dump(mode="json"),
-                                                         f"votes_{k}", backend_factory),
-                            batch_format="pandas", **_pool(judge))
+    # One stage per judge; a cascaded jury's judges stage by stage, each stage followed by a
+    # gate that settles the items it is confident about (the later judges skip them).
+    index = {j.name: k for k, j in enumerate(jury.judges)}
+    stages = [s.judges for s in jury.stages] if jury.cascaded else [list(index)]
+    for s, names in enumerate(stages):
+        for name in names:
+            judge = jury.judges[index[name]]
+            ds = ds.map_batches(_Judge, fn_constructor_args=(
+                rubric_data, judge.model_dump(mode="json"), f"votes_{index[name]}",
+                backend_factory), batch_format="pandas", **_pool(judge))
+        if s < len(stages) - 1:
+            ds = ds.map_batches(_Gate, fn_constructor_args=(
+                rubric_data, jury.model_dump(mode="json"), prov, s), **light)
     cal = None if calibration is None else (calibration.map.to_dict(), calibration.identity,
                                             calibration.force)
     return ds.map_batches(_Decide, fn_constructor_args=(rubric_data, jury.model_dump(mode="json"),

@@ -53,6 +53,7 @@ class Summary:
     rejected_rows: int = 0
     empty_responses: int = 0
     notes: list[str] = field(default_factory=list)
+    stages: dict[int, int] = field(default_factory=dict)  # cascaded juries: items per stage
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +64,8 @@ class Summary:
             "empty_responses": self.empty_responses,
             "criteria": [c.__dict__ for c in self.criteria],
             "judges": self.judges,
+            **({"stages": {str(k): v for k, v in sorted(self.stages.items())}}
+               if self.stages else {}),
         }
 
 
@@ -80,16 +83,20 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
     # votes[criterion][judge] -> that judge's score per item (NaN: no scored vote)
     grid: dict[str, dict[str, array]] = defaultdict(dict)
     n = n_scored = 0
+    stages: Counter[int] = Counter()
     for n, raw in enumerate(records, start=1):
         rec = VerdictRecord.from_record(raw, f"record {n}")
         n_scored += rec.status == "scored"
+        if rec.stage is not None:
+            stages[rec.stage.stage] += 1
         for name in names:
             scores[name].append(_number(rec.scores.get(name)))
         if rec.calibrated is not None:
             for name in names:
                 if name in rec.calibrated:
-                    column = calibrated.setdefault(name, array("d", [math.nan] * (n - 1)))
-                    column.append(_number(rec.calibrated[name]))
+                    if name not in calibrated:  # (not setdefault: its default is built each call)
+                        calibrated[name] = array("d", [math.nan]) * (n - 1)
+                    calibrated[name].append(_number(rec.calibrated[name]))
         for column in calibrated.values():
             if len(column) < n:
                 column.append(math.nan)
@@ -100,8 +107,10 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
                 j["unscored"] += 1
                 j["reasons"][_reason_kind(vote.error or "")] += 1
             else:
-                column = grid[vote.criterion].setdefault(vote.judge, array("d", [math.nan] * (n - 1)))
-                column.append(vote.score)
+                by_judge = grid[vote.criterion]
+                if vote.judge not in by_judge:
+                    by_judge[vote.judge] = array("d", [math.nan]) * (n - 1)
+                by_judge[vote.judge].append(vote.score)
         for by_judge in grid.values():
             for column in by_judge.values():
                 if len(column) < n:
@@ -133,7 +142,7 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
         for k, v in judges.items()
     }
     return Summary(n, n_scored, n - n_scored, criteria, judge_rows, rejected_rows,
-                   empty_responses)
+                   empty_responses, stages=dict(stages))
 
 
 def _number(value: float | None) -> float:
@@ -169,6 +178,10 @@ def render(summary: Summary, console: Any) -> None:
             agree = f"{c.judge_agreement['value']:.3f}"
         t.add_row(c.name, str(c.n_scored), mean, ci, str(c.n_unscored), agree)
     console.print(t)
+    if summary.stages:
+        console.print("cascade: " + ", ".join(
+            f"stage {k} decided {v} item{'s' if v != 1 else ''} ({v / summary.items:.0%})"
+            for k, v in sorted(summary.stages.items())), highlight=False)
     if summary.judges:
         j = Table(title="judges")
         for col in ("judge", "votes", "unscored", "most common reasons"):

@@ -494,47 +494,61 @@ criteria:
 """
 
 
+CASCADE_JURY = """\
+description: a cheap judge first, two big ones for the rest
+judges:
+  - {name: small, model: org/small}
+  - {name: big1, model: org/big1}
+  - {name: big2, model: org/big2}
+stages:
+  - judges: [small]
+  - judges: [big1, big2]
+"""
+
+
 @pytest.fixture
 def cascade_files(tmp_path: Path) -> dict[str, Path]:
     from jurybox.calibration.synthetic import simulate_cascade_verdicts
+    from jurybox.judges import load_jury_spec, provenance
+    from jurybox.rubrics import load_rubric
 
-    cheap, panel, humans = simulate_cascade_verdicts(300, seed=3)
     rubric = tmp_path / "cascade-test.yaml"
     rubric.write_text(CASCADE_RUBRIC)
-    return {"cheap": write_jsonl(tmp_path / "cheap.jsonl", cheap),
-            "panel": write_jsonl(tmp_path / "panel.jsonl", panel),
-            "human": write_jsonl(tmp_path / "human.jsonl", humans), "rubric": rubric}
+    jury = tmp_path / "cascade.yaml"
+    jury.write_text(CASCADE_JURY)
+    prov = provenance(load_rubric(rubric), load_jury_spec(jury))
+    records, humans = simulate_cascade_verdicts(300, provenance=prov, seed=3)
+    return {"judged": write_jsonl(tmp_path / "judged.jsonl", records),
+            "human": write_jsonl(tmp_path / "human.jsonl", humans), "rubric": rubric,
+            "jury": jury}
 
 
-def test_calibrate_cascade_writes_thresholds_and_reports_savings(cascade_files, tmp_path):
-    import yaml
+def test_calibrate_cascade_writes_the_fitted_jury(cascade_files, tmp_path):
+    from jurybox.judges import load_jury_spec
 
-    out = tmp_path / "cascade.yaml"
+    out = tmp_path / "fitted.yaml"
     f = cascade_files
-    result = invoke("calibrate", f["human"], f["cheap"], "--cascade", f["panel"],
+    result = invoke("calibrate", f["human"], f["judged"], "--cascade", "--jury", f["jury"],
                     "--target-agreement", "0.85", "--risk", "0.1", "-r", f["rubric"], "-o", out)
     assert result.exit_code == 0, result.output
-    assert "stage 1 (small): decides" in result.output
-    assert "saved" in result.output
-    doc = yaml.safe_load(out.read_text())
-    assert doc["kind"] == "cascade"
-    first, last = doc["stages"]
-    assert first["judges"] == ["small"] and last["judges"] == ["big1", "big2"]
-    assert 0.5 < first["threshold"] <= 0.995 and last["threshold"] is None
-    assert first["provenance"] == "prov-cheap"
-    assert doc["guarantee"] == {"target_agreement": 0.85, "risk": 0.1, "method": (
-        "fixed-sequence exact binomial test (Learn then Test)")}
-    assert doc["expected"]["agreement_lower_bound"] >= 0.85
-    assert doc["path"][0]["threshold"] is None  # the walk starts with the panel on every item
-    result = invoke("calibrate", f["human"], f["cheap"], "--cascade", f["panel"],
+    assert "stage 1 (adds small): decides" in result.output
+    assert "saved" in result.output and f"judge with it: jurybox judge" in result.output
+    fitted = load_jury_spec(out)
+    original = load_jury_spec(f["jury"])
+    assert fitted.cascaded and 0.5 < fitted.stages[0].threshold <= 0.995
+    assert fitted.unfitted().judges == original.judges
+    assert "agreement >= 0.85 with probability >= 0.9" in fitted.description
+    result = invoke("calibrate", f["human"], f["judged"], "--cascade", "-j", f["jury"],
                     "--target-agreement", "0.85", "-r", f["rubric"], "-o", out, "--json")
-    assert strict_json(result.stdout)["stages"][0]["threshold"] == first["threshold"]
+    doc = strict_json(result.stdout)
+    assert doc["threshold"] == fitted.stages[0].threshold and doc["risk"] == 0.1
+    assert doc["path"][0]["threshold"] is None  # the walk starts with the whole jury
 
 
 def test_calibrate_cascade_refuses_a_target_the_labels_cannot_support(cascade_files, tmp_path):
     f = cascade_files
-    out = tmp_path / "cascade.yaml"
-    result = invoke("calibrate", f["human"], f["cheap"], "--cascade", f["panel"],
+    out = tmp_path / "fitted.yaml"
+    result = invoke("calibrate", f["human"], f["judged"], "--cascade", "-j", f["jury"],
                     "--target-agreement", "0.99", "-r", f["rubric"], "-o", out)
     assert result.exit_code == 2
     assert "cannot support agreement 0.99 at risk 0.1" in result.output
@@ -544,7 +558,7 @@ def test_calibrate_cascade_refuses_a_target_the_labels_cannot_support(cascade_fi
 def test_calibrate_cascade_options_belong_together(cascade_files, tmp_path):
     f = cascade_files
     out = tmp_path / "x.yaml"
-    result = invoke("calibrate", f["human"], f["cheap"], "--cascade", f["panel"], "-o", out)
-    assert result.exit_code == 2 and "--cascade needs --target-agreement" in result.output
-    result = invoke("calibrate", f["human"], f["cheap"], "--target-agreement", "0.9", "-o", out)
-    assert result.exit_code == 2 and "--target-agreement is for --cascade" in result.output
+    result = invoke("calibrate", f["human"], f["judged"], "--cascade", "-o", out)
+    assert result.exit_code == 2 and "--cascade needs --jury" in result.output
+    result = invoke("calibrate", f["human"], f["judged"], "--target-agreement", "0.9", "-o", out)
+    assert result.exit_code == 2 and "are for --cascade" in result.output

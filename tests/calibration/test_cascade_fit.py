@@ -16,11 +16,10 @@ from jurybox.calibration.cascade import (
     decided_stage,
     fit_cascade,
     fit_threshold,
-    record_confidence,
 )
 from jurybox.calibration.errors import InputDataError
 from jurybox.calibration.synthetic import CascadeSimulation, simulate_cascade_verdicts
-from jurybox.rubrics import Scale
+from jurybox.rubrics import Rubric, Scale
 
 
 def test_binomial_p_value_is_the_binomial_lower_tail():
@@ -125,8 +124,12 @@ def _record(i, jury, votes, score, prov):
             "votes": votes}
 
 
-def test_record_confidence_pools_the_judges_distributions():
+def test_confidence_pools_the_judges_distributions():
+    from jurybox.judges.cascade import confidence
     from jurybox.rubrics import VerdictRecord
+
+    def record_confidence(rec, criterion, scale, tolerance=0.0):
+        return confidence(rec, {criterion: scale}, [criterion], tolerance)
 
     scale = Scale(min=1, max=3)
     rec = VerdictRecord.model_validate(_record(0, "j", [
@@ -142,22 +145,62 @@ def test_record_confidence_pools_the_judges_distributions():
     assert record_confidence(unscored, "accuracy", scale) == 0.0
 
 
+RUBRIC = Rubric.model_validate({
+    "name": "cascade-test", "inputs": ["question", "response"],
+    "template": "{{ question }} {{ response }} {{ output_format }}",
+    "criteria": [{"name": "accuracy", "description": "how accurate",
+                  "scale": {"min": 1, "max": 3}}],
+})
+
+
+def cascade_jury(threshold=None):
+    from jurybox.judges import JurySpec
+
+    return JurySpec.model_validate({
+        "name": "cascade", "judges": [{"name": n, "model": "org/m"}
+                                      for n in ("small", "big1", "big2")],
+        "stages": [{"judges": ["small"], "threshold": threshold}, {"judges": ["big1", "big2"]}]})
+
+
 def test_fit_cascade_from_verdicts_and_labels():
-    cheap, panel, humans = simulate_cascade_verdicts(300, seed=3)
-    humans.append({"id": "unjudged", "accuracy": 1})
-    stages = [judge_output_from_records(cheap), judge_output_from_records(panel[:-5])]
+    from jurybox.judges import provenance
+
+    jury = cascade_jury()
+    records, humans = simulate_cascade_verdicts(300, provenance=provenance(RUBRIC, jury), seed=3)
+    humans = humans[:-5] + [{"id": "unjudged", "accuracy": 1}]
     labels = human_labels_from_rows(humans)
-    fit, data = fit_cascade(labels, stages, target_agreement=0.85, risk=0.1,
-                            scales={"accuracy": [1, 2, 3]})
+    fit, data, fitted = fit_cascade(labels, judge_output_from_records(records), RUBRIC, jury,
+                                    target_agreement=0.85, risk=0.1)
     assert data.stage_judges == [["small"], ["big1", "big2"]]
-    assert data.stage_calls == [1, 2]
-    assert data.excluded == {"not judged by every stage": 5}
     assert fit.n == 295
     assert 0.5 < fit.threshold <= 0.995  # trusted where it is sure (0.995), not when unsure
     # The cheap judge decides exactly the items it is sure about.
-    sure = [r["id"] for r in cheap[:295] if r["votes"][0]["distribution"][str(
-        r["votes"][0]["score"])] > 0.9]
+    sure = [r for r in records[:295] if max(r["votes"][0]["distribution"].values()) > 0.9]
     assert fit.decided_share[0] == pytest.approx(len(sure) / 295)
     assert fit.agreement >= 0.85
     assert fit.calls_per_item == pytest.approx(1 + 2 * fit.decided_share[1])
-    assert fit.full_calls_per_item == 2
+    assert fit.full_calls_per_item == 3
+    assert fitted.stages[0].threshold == fit.threshold and fitted.stages[1].threshold is None
+    assert fitted.cascaded and fitted.unfitted() == jury
+    # The fit decides as the fitted jury will: each labelled item's stage-1 verdict settles it
+    # exactly when the walk of a cascaded run would.
+    from jurybox.judges.cascade import settle
+
+    for record, conf in zip(records[:295], data.confidence[0]):
+        votes = [v for v in judge_output_from_records([record]).records[0].votes
+                 if v.judge == "small"]
+        verdict, _ = settle(RUBRIC, fitted, "p", 0, record["id"], votes)
+        assert (verdict is not None) == (conf >= fit.threshold)
+
+
+def test_fit_cascade_refuses_verdicts_of_another_configuration_or_missing_judges():
+    jury = cascade_jury()
+    records, humans = simulate_cascade_verdicts(50, provenance="something-else")
+    with pytest.raises(InputDataError, match="another configuration"):
+        fit_cascade(human_labels_from_rows(humans), judge_output_from_records(records), RUBRIC,
+                    jury, target_agreement=0.8, risk=0.1)
+    for r in records:
+        r["votes"] = r["votes"][:2]
+    with pytest.raises(InputDataError, match=r"no votes from \['big2'\]"):
+        fit_cascade(human_labels_from_rows(humans), judge_output_from_records(records), RUBRIC,
+                    jury, target_agreement=0.8, risk=0.1)
