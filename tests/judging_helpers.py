@@ -106,3 +106,39 @@ def reference_distribution(criterion, steps, position):
     if chosen is not None and mass.get(lowered[chosen], 0.0) == 0.0:
         return None
     return {a: mass.get(a, 0.0) / total for a in answers}
+
+
+def tiny_cascade(threshold=None):
+    """The tiny jury as a cascade: SmolLM2 first, Gemma 3 for the items it is unsure about."""
+    from jurybox.judges import JurySpec, load_jury_spec
+
+    return JurySpec.model_validate({**load_jury_spec("tiny").model_dump(), "stages": [
+        {"judges": ["smollm2-135m"], "threshold": threshold}, {"judges": ["gemma3-270m"]}]})
+
+
+def stage_one_confidences(records, rubric, jury):
+    """id -> the first stage's confidence, from verdict records holding every judge's votes."""
+    from jurybox.judges import decide
+    from jurybox.judges.cascade import confidence
+    from jurybox.rubrics import VerdictRecord
+
+    stage = jury.unfitted().stage_jury(0)
+    members = {j.name for j in stage.judges}
+    scales = {c.name: c.scale for c in rubric.criteria}
+    out = {}
+    for raw in records:
+        rec = VerdictRecord.from_record(raw)
+        verdict = decide(rubric, stage, rec.provenance, rec.id,
+                         [v for v in rec.votes if v.judge in members])
+        out[rec.id] = confidence(verdict, scales, list(scales)) if verdict.status == "scored" \
+            else -1.0
+    return out
+
+
+def split_threshold(confidences):
+    """A threshold in the widest gap between the confidences: some items leave at stage 1,
+    some go on, and no item sits near the threshold (floating noise cannot move it across)."""
+    values = sorted(set(confidences.values()))
+    assert len(values) >= 2, f"every item has the same confidence {values}: nothing to split"
+    gap, low = max((b - a, a) for a, b in zip(values, values[1:]))
+    return low + gap / 2

@@ -69,6 +69,8 @@ def comparable(record: dict) -> dict:
     judges in different processes: latency, and float noise in the expected scores and
     distributions (checked with a tolerance by :func:`assert_same_verdicts`)."""
     out = {k: v for k, v in record.items() if k != "votes"}
+    if "stage" in out:  # a cascade's confidence is float noise too (its reason quotes it)
+        out["stage"] = {k: v for k, v in out["stage"].items() if k not in ("confidence", "reason")}
     out["votes"] = [{k: v for k, v in vote.items()
                      if k not in ("latency_s", "expected", "distribution")}
                     for vote in record["votes"]]
@@ -83,6 +85,8 @@ VLLM_EXPECTED_TOLERANCE = 0.15
 def assert_same_verdicts(got: list[dict], want: list[dict], tolerance: float = 1e-3) -> None:
     assert [comparable(r) for r in got] == [comparable(r) for r in want]
     for a, b in zip(got, want):
+        if (a.get("stage") or {}).get("confidence") is not None:
+            assert abs(a["stage"]["confidence"] - b["stage"]["confidence"]) < tolerance
         for va, vb in zip(a["votes"], b["votes"]):
             if vb.get("expected") is None:
                 assert va.get("expected") is None

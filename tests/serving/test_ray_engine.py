@@ -54,6 +54,27 @@ def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, tmp_path):
     assert (again.judged, again.already_done) == (0, 6)
 
 
+def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(tiny_jury, tmp_path):
+    from jurybox.judges import Jury
+    from jurybox.serving.bulk import judge_file
+    from jurybox.serving.ray_engine import judge_with_ray
+
+    from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
+
+    rubric = load_rubric("mirage-mg")
+    every = tmp_path / "every.jsonl"
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(tiny_cascade(), tiny_jury._backends),
+               every)
+    confidences = stage_one_confidences(written(every), rubric, tiny_cascade())
+    cascade = tiny_cascade(split_threshold(confidences))
+    local = tmp_path / "local.jsonl"
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(cascade, tiny_jury._backends), local)
+    report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, cascade, tmp_path / "ray")
+    stages = report.summary.stages
+    assert stages and stages.get(1) and stages.get(2)  # both stages decided items
+    assert_same_verdicts(written(tmp_path / "ray"), written(local))
+
+
 def test_a_killed_driver_resumes_with_every_item_exactly_once(tmp_path):
     rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
     preds = tmp_path / "p.jsonl"
