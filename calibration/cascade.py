@@ -282,8 +282,10 @@ def fit_cascade(human: HumanLabels | str | Any, output: JudgeOutput, rubric: Any
                         baseline_calls=len(jury.judges), grid=grid)
     if math.isinf(fit.threshold):
         return fit, data, None  # no early exit is certified: the cascade would save nothing
+    reach = 1.0 - np.concatenate([[0.0], np.cumsum(fit.decided_share)[:-1]])
     fitted = jury.model_copy(update={"stages": [
-        s.model_copy(update={"threshold": fit.threshold if k < len(jury.stages) - 1 else None})
+        s.model_copy(update={"threshold": fit.threshold if k < len(jury.stages) - 1 else None,
+                             "expected_reach": round(float(reach[k]), 4)})
         for k, s in enumerate(jury.stages)]})
     return fit, data, fitted
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from jurybox.rubrics import Item, Rubric, Verdict
+from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 
 from .backends.base import Backend
+from .cache import VerdictCache
 from .cascade import Steps
 from .judging import judge_votes, render_requests
 from .spec import JudgeSpec, JurySpec, load_jury_spec, provenance
@@ -51,13 +52,16 @@ class Jury:
     >>> verdicts = jury.score(load_rubric("general"), items)
     """
 
-    def __init__(self, spec: JurySpec, backends: dict[str, Backend] | None = None) -> None:
+    def __init__(self, spec: JurySpec, backends: dict[str, Backend] | None = None,
+                 cache: VerdictCache | None = None) -> None:
         self.spec = spec
         self._backends: dict[str, Backend] = dict(backends or {})
+        self.cache = cache
+        self.cache_hits = 0
 
     @classmethod
-    def load(cls, name_or_path: str | Path) -> Jury:
-        return cls(load_jury_spec(name_or_path))
+    def load(cls, name_or_path: str | Path, cache: VerdictCache | None = None) -> Jury:
+        return cls(load_jury_spec(name_or_path), cache=cache)
 
     def backend(self, judge: JudgeSpec) -> Backend:
         if judge.name not in self._backends:
@@ -81,8 +85,27 @@ class Jury:
     ) -> list[Verdict]:
         """Judge ``items`` and return one verdict per item, in order: every judge on every item,
         or, for a cascaded jury, each stage's judges on the items earlier stages left open (a
-        judge no item reaches never loads)."""
+        judge no item reaches never loads). With a cache, items judged before with the same
+        configuration get their cached verdict and are not judged again."""
         prov = self.provenance(rubric)
+        keys = [input_hash(it) for it in items] if self.cache is not None else []
+        cached = self.cache.get(prov, keys) if self.cache is not None else {}
+        self.cache_hits += len(cached)
+        todo = [k for k in range(len(items)) if not cached or keys[k] not in cached]
+        fresh = self._judge(rubric, prov, [items[k] for k in todo], on_judge_done)
+        if self.cache is not None and fresh:
+            self.cache.put(prov, [(keys[k], v) for k, v in zip(todo, fresh)])
+        if not cached:
+            return fresh
+        out = [cached.get(key) for key in keys]
+        for k, verdict in zip(todo, fresh):
+            out[k] = verdict
+        return out  # type: ignore[return-value]
+
+    def _judge(self, rubric: Rubric, prov: str, items: Sequence[Item],
+               on_judge_done: Callable[[str, int], None] | None) -> list[Verdict]:
+        if not items:
+            return []
         steps = Steps(rubric, self.spec, prov, render_requests(rubric, items))
         while (step := steps.next()) is not None:
             judges, requests = step
@@ -98,3 +121,5 @@ class Jury:
         for backend in self._backends.values():
             backend.close()
         self._backends.clear()
+        if self.cache is not None:
+            self.cache.close()

@@ -236,6 +236,10 @@ class Stage(BaseModel):
         None, ge=0.0, le=1.0, description="An item leaves the cascade here when the stage's "
         "confidence reaches this (every stage but the last; fit it with `jurybox calibrate "
         "--cascade`).")
+    expected_reach: float | None = Field(
+        None, ge=0.0, le=1.0, description="Share of items expected to reach this stage, as "
+        "measured when its thresholds were fitted (informational: `jurybox judge --estimate` "
+        "uses it; not part of the provenance).")
 
 
 class Confidence(BaseModel):
@@ -326,7 +330,8 @@ class JurySpec(BaseModel):
     def unfitted(self) -> JurySpec:
         """This jury with its stages' thresholds cleared: what judges the items a cascade's
         thresholds are fitted on (every judge on every item)."""
-        return self.model_copy(update={"stages": [s.model_copy(update={"threshold": None})
+        cleared = {"threshold": None, "expected_reach": None}
+        return self.model_copy(update={"stages": [s.model_copy(update=cleared)
                                                   for s in self.stages]})
 
     def stage_jury(self, k: int) -> JurySpec:
@@ -365,6 +370,7 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
 
     # The execution block as a whole; and reasoning.keep, which changes what is stored, not judged.
     excluded: dict = {"execution": True, "reasoning": {"keep"}}
+    stage_info = {"stages": {"__all__": {"expected_reach"}}} if jury.stages else {}
     # A cascade changes verdicts, so its stages are part of the hash; a jury without one hashes
     # as before cascades existed.
     plain = set() if jury.stages else {"stages", "confidence"}
@@ -373,7 +379,7 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
         "jury": jury.model_dump(
             mode="json",
             exclude={"name": True, "description": True, "judges": {"__all__": excluded},
-                     **{k: True for k in plain}},
+                     **{k: True for k in plain}, **stage_info},
         ),
         "weights": [weights_identity(j.model, j.revision, j.backend) for j in jury.judges],
         "prompt_version": PROMPT_VERSION,

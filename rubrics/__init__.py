@@ -18,6 +18,7 @@ from .models import (
     StageDecision,
     VerdictRecord,
     Vote,
+    input_hash,
 )
 from .prompts import output_schema, render_messages
 
@@ -35,6 +36,7 @@ __all__ = [
     "StageDecision",
     "VerdictRecord",
     "Vote",
+    "input_hash",
     "list_rubrics",
     "load_rubric",
     "output_schema",

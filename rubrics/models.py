@@ -560,6 +560,16 @@ class VerdictRecord(BaseModel):
         return data
 
 
+def input_hash(item: Item) -> str:
+    """Identity of what was judged (every field of the item, its id included): a resumed run
+    notices changed predictions or --map by it, and the verdict cache is keyed by it."""
+    import hashlib
+    import json
+
+    blob = json.dumps(item.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def _location(loc: tuple) -> str:
     out = ""
     for part in loc:

@@ -4,7 +4,6 @@ done, judge in chunks, append each chunk's verdicts, summarise from what was wri
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jurybox.judges import Jury, JurySpec, provenance
-from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics import Item, Rubric, input_hash
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.rows import count_rows, file_format, row_files
 
@@ -77,12 +76,6 @@ def load_calibration(path: str | Path, rubric: Rubric, jury: JurySpec, force: bo
             f"{expected}; refit it, or pass --force-calibration to apply it anyway"
         )
     return Calibration(cmap, f"{path.name}:{hashlib.sha256(content).hexdigest()[:12]}", force)
-
-
-def input_hash(item: Item) -> str:
-    """Identity of what was judged, so a resumed run notices changed predictions or --map."""
-    blob = json.dumps(item.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def judge_file(
@@ -152,7 +145,9 @@ def judge_file(
             loaded = False
             for chunk, skipped in rows.chunks(done, chunk_size):
                 already += skipped
-                if chunk and not loaded:
+                # Models load at the first chunk with anything to judge: a run whose items
+                # are all in the verdict cache loads none.
+                if chunk and not loaded and _needs_judging(jury, rubric, chunk):
                     jury.load_backends()
                     loaded = True
                 if chunk:
@@ -177,6 +172,12 @@ def judge_file(
             raise
         repaired = results.repaired
     wanted = rows.ids
+    notes = []
+    if getattr(jury, "cache", None) is not None:
+        hits = jury.cache_hits
+        notes.append(f"verdict cache: {hits} of {judged} item(s) judged before with this "
+                     f"configuration, taken from {jury.cache.path}" if hits else
+                     f"verdict cache: no item judged before ({jury.cache.path})")
     summary = summarize((r for r in results.iter_records() if r.id in wanted), rubric,
                         rejected_rows=rows.n_errors, empty_responses=rows.empty)
     write_manifest(
@@ -198,6 +199,7 @@ def judge_file(
         summary=summary,
         repaired_tail=repaired,
         seconds=time.perf_counter() - began,
+        notes=notes,
         interrupted=interrupted,
         n_row_errors=rows.n_errors,
     )
@@ -246,6 +248,14 @@ class RowStream:
     def counts(self) -> dict[str, Any]:
         return {"rows": self.rows, "items": len(self.ids), "rejected": self.n_errors,
                 "rejected_rows": [str(e) for e in self.errors]}
+
+
+def _needs_judging(jury: Any, rubric: Rubric, chunk: list[Item]) -> bool:
+    cache = getattr(jury, "cache", None)
+    if cache is None:
+        return True
+    found = cache.get(jury.provenance(rubric), [input_hash(it) for it in chunk])
+    return len(found) < len(chunk)
 
 
 def check_unchanged(predictions: str | Path, rubric: Rubric, written: Mapping[str, str | None],

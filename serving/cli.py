@@ -66,6 +66,8 @@ def judge(
     force_calibration: Annotated[bool, typer.Option("--force-calibration", help="Apply the calibration map even if it was fitted for another rubric/jury configuration.")] = False,
     url: Annotated[Optional[str], typer.Option("--url", help="Judge through a running `jurybox serve` at this URL instead of loading the jury here (same output file, resume and summary). The token, if the service wants one, is read from $JURYBOX_TOKEN.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge every item even if this configuration judged it before (and store nothing). By default verdicts are cached by configuration and input (see `jurybox cache`).")] = False,
+    estimate: Annotated[bool, typer.Option("--estimate", help="Print what the run would take (items to judge after --out and the cache, judge calls, prompt tokens by the judges' own tokenizers where available, output-token budget; for a cascade the calls expected per stage) without loading a model or writing anything.")] = False,
 ) -> None:
     """Judge a prediction file with a jury and write one verdict per item.
 
@@ -107,12 +109,23 @@ def judge(
             if spec.stages and not spec.cascaded:
                 note(f"jury {spec.name}: its stages have no thresholds yet, so every judge "
                      "judges every item (what `jurybox calibrate --cascade` fits them on)")
-            judges = Jury(spec)
+            cache = None
+            from jurybox.judges import cache as verdict_cache
+
+            if not no_cache and engine == "local" and verdict_cache.enabled():
+                cache = verdict_cache.VerdictCache()
+            judges = Jury(spec, cache=cache)
             cmap = load_calibration(calibration, rubric_def, spec, force_calibration) \
                 if calibration is not None else None
     target = out_path or Path(f"{Path(predictions).stem}.{rubric_def.name}.judged.jsonl")
     for message in unpinned_warnings(spec.judges):
         warn(message)
+    if estimate:
+        if url is not None:
+            raise fail("--estimate counts what this machine's judges would do: drop --url")
+        _print_estimate(predictions, rubric_def, spec, target, mapping, limit, max_field_chars,
+                        allow_empty, getattr(judges, "cache", None))
+        return
 
     bar = None
 
@@ -164,6 +177,73 @@ def judge(
         raise fail(f"interrupted; run the same command again to resume ({target})", code=130)
     if report.total_items == 0:
         raise fail(f"no row of {predictions} could be judged (all {report.n_row_errors} rejected)")
+
+
+def _print_estimate(predictions, rubric, spec, target, mapping, limit, max_field_chars,
+                    allow_empty, cache) -> None:
+    from rich.table import Table
+
+    from .estimate import estimate
+
+    with reported():
+        est = estimate(predictions, rubric, spec, target, mapping=mapping, limit=limit,
+                       max_field_chars=max_field_chars, allow_empty=allow_empty, cache=cache)
+    t = Table(title=f"{est.items} items: {est.already_done} already in {target}, {est.cached} "
+                    f"in the verdict cache, {est.to_judge} to judge"
+                    + (f"; {est.rejected_rows} rows rejected" if est.rejected_rows else ""))
+    for col in ("judge", "stage", "calls", "expected calls", "prompt tokens", "output budget",
+                "tokens counted by"):
+        t.add_column(col, justify="left" if col in ("judge", "tokens counted by") else "right")
+    for j in est.judges:
+        t.add_row(j.name, str(j.stage or "-"), f"{j.calls:,}",
+                  "-" if j.expected_calls is None else f"{j.expected_calls:,.0f}",
+                  f"{j.prompt_tokens:,}", f"{j.output_budget:,}", j.tokens_by)
+    out.print(t)
+    for line in est.notes:
+        note(line)
+    note(f"{est.calls_per_item} call(s) per item and judge (rubric {rubric.name}); nothing was "
+         "judged or written")
+
+
+cache_app = typer.Typer(help="The verdict cache: verdicts by configuration and input, so "
+                             "judging an item again costs nothing.", no_args_is_help=True,
+                        rich_markup_mode=None)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("stats")
+def cache_stats(
+    json_out: Annotated[bool, typer.Option("--json", help="As JSON.")] = False,
+) -> None:
+    """Where the cache is, how many verdicts it holds (per jury) and its size bound."""
+    from jurybox.judges.cache import VerdictCache
+
+    from .console import dumps
+
+    with reported():
+        stats = VerdictCache().stats()
+    if json_out:
+        out.print(dumps(stats.to_dict()), highlight=False)
+        return
+    out.print(f"{stats.path}: {stats.entries:,} verdicts, {stats.bytes / 2**20:.1f} MiB of "
+              f"{stats.max_bytes / 2**20:.0f} MiB (least recently used evicted beyond it; "
+              "$JURYBOX_CACHE_MAX_BYTES sets it)", highlight=False)
+    for jury_name, count in stats.by_jury.items():
+        out.print(f"  {jury_name}: {count:,}", highlight=False)
+
+
+@cache_app.command("clear")
+def cache_clear(
+    provenance: Annotated[Optional[str], typer.Option(help="Only the verdicts of this provenance hash.", show_default=False)] = None,
+    jury: Annotated[Optional[str], typer.Option("--jury", "-j", help="Only the verdicts of this jury (its name).", show_default=False)] = None,
+) -> None:
+    """Delete cached verdicts (all, or those of one configuration or jury)."""
+    from jurybox.judges.cache import VerdictCache
+
+    with reported():
+        cache = VerdictCache()
+        deleted = cache.clear(provenance=provenance, jury=jury)
+    note(f"deleted {deleted:,} cached verdict(s) from {cache.path}")
 
 
 @app.command("rubrics")

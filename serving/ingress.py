@@ -25,10 +25,10 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from jurybox.judges import Steps, provenance, render_requests, unscored_votes
-from jurybox.rubrics import Rubric
+from jurybox.rubrics import Rubric, input_hash
 from jurybox.rubrics.loading import format_validation_error
 
-from .bulk import Calibration, input_hash
+from .bulk import Calibration
 from .config import ServicePlan
 from .errors import HTTPProblem, body, problem_for, validation_problem
 from .predictions import FieldError, to_item

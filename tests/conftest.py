@@ -9,6 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests judge for real: a verdict cached by an earlier test (or run) would stand in for judging.
+# The cache's own tests turn it on with a file of their own.
+os.environ["JURYBOX_VERDICT_CACHE"] = "off"
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,186 @@
+"""The verdict cache: judging the same item with the same configuration again costs nothing.
+
+Verdicts are keyed by (provenance hash, input hash): the provenance covers everything a verdict
+depends on (rubric, judges, weights, aggregation, cascade, prompt version) and the input hash
+every field of the item, its id included, so a changed item or configuration is a miss and
+never returns another's verdict. A hit gives back the very verdict judged before (same scores,
+votes, latencies), so its record is identical.
+
+The store is SQLite (Python's standard library, so nothing to install or run): one file, safe
+for several processes at once (write-ahead log, a single writer at a time, readers never see a
+half-written row), and fast keyed lookups for a chunk of items in one query. It lives in
+``$JURYBOX_VERDICT_CACHE`` or ``~/.cache/jurybox/verdicts.sqlite`` (``$JURYBOX_CACHE`` moves the
+folder; ``off`` turns the cache off, as ``--no-cache`` does) and is bounded: past ``max_bytes``
+(default 1 GiB, ``$JURYBOX_CACHE_MAX_BYTES``) the least recently used verdicts are evicted.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jurybox.rubrics import Verdict
+
+DEFAULT_MAX_BYTES = 1 << 30
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS verdicts (
+    provenance TEXT NOT NULL,
+    input TEXT NOT NULL,
+    jury TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    used REAL NOT NULL,
+    PRIMARY KEY (provenance, input)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS verdicts_used ON verdicts (used);
+"""
+
+
+def enabled() -> bool:
+    """False when ``$JURYBOX_VERDICT_CACHE`` is ``off``."""
+    return os.environ.get("JURYBOX_VERDICT_CACHE", "").strip().lower() != "off"
+
+
+def default_path() -> Path:
+    explicit = os.environ.get("JURYBOX_VERDICT_CACHE")
+    if explicit:
+        return Path(explicit)
+    from .weights import cache_dir
+
+    return cache_dir() / "verdicts.sqlite"
+
+
+@dataclass
+class CacheStats:
+    path: str
+    entries: int
+    bytes: int
+    max_bytes: int
+    by_jury: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class VerdictCache:
+    """Verdicts by (provenance, input hash) in a bounded SQLite file."""
+
+    def __init__(self, path: str | Path | None = None, max_bytes: int | None = None) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        env = os.environ.get("JURYBOX_CACHE_MAX_BYTES")
+        self.max_bytes = max_bytes if max_bytes is not None else (
+            int(env) if env else DEFAULT_MAX_BYTES)
+        if self.max_bytes < 0:
+            raise ValueError(f"max_bytes must be 0 or more, got {self.max_bytes}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None,
+                                   check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def get(self, provenance: str, inputs: Sequence[str]) -> dict[str, Verdict]:
+        """The cached verdicts among ``inputs`` (input hashes), by input hash."""
+        found: dict[str, Verdict] = {}
+        now = time.time()
+        for start in range(0, len(inputs), 500):  # SQLite's bound-parameter limit
+            part = list(inputs[start:start + 500])
+            marks = ",".join("?" * len(part))
+            rows = self._db.execute(
+                f"SELECT input, verdict FROM verdicts WHERE provenance = ? AND input IN ({marks})",
+                [provenance, *part]).fetchall()
+            for key, blob in rows:
+                found[key] = Verdict.model_validate_json(blob)
+            if rows:
+                self._db.execute(
+                    f"UPDATE verdicts SET used = ? WHERE provenance = ? AND input IN "
+                    f"({','.join('?' * len(rows))})", [now, provenance, *(k for k, _ in rows)])
+        return found
+
+    def contains(self, provenance: str, inputs: Sequence[str]) -> set[str]:
+        """Which of ``inputs`` are cached (without touching their last use)."""
+        found: set[str] = set()
+        for start in range(0, len(inputs), 500):
+            part = list(inputs[start:start + 500])
+            rows = self._db.execute(
+                f"SELECT input FROM verdicts WHERE provenance = ? AND input IN "
+                f"({','.join('?' * len(part))})", [provenance, *part]).fetchall()
+            found.update(key for (key,) in rows)
+        return found
+
+    def put(self, provenance: str, entries: Iterable[tuple[str, Verdict]]) -> None:
+        """Store verdicts (input hash, verdict); then evict the least recently used past the
+        size bound."""
+        now = time.time()
+        rows = []
+        for key, verdict in entries:
+            blob = verdict.model_dump_json()
+            rows.append((provenance, key, verdict.jury, blob, len(blob), now))
+        if not rows:
+            return
+        with self._transaction():
+            self._db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?)", rows)
+            self._evict()
+
+    def _evict(self) -> None:
+        (total,) = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM verdicts").fetchone()
+        if total <= self.max_bytes:
+            return
+        goal = int(self.max_bytes * 0.9)  # some room, so the next chunk does not evict again
+        cut, running = None, total
+        for used, size in self._db.execute("SELECT used, size FROM verdicts ORDER BY used"):
+            running -= size
+            cut = used
+            if running <= goal:
+                break
+        if cut is not None:
+            self._db.execute("DELETE FROM verdicts WHERE used <= ?", (cut,))
+
+    def stats(self) -> CacheStats:
+        entries, size = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM verdicts").fetchone()
+        by_jury = dict(self._db.execute(
+            "SELECT jury, COUNT(*) FROM verdicts GROUP BY jury ORDER BY COUNT(*) DESC"))
+        return CacheStats(str(self.path), entries, size, self.max_bytes, by_jury)
+
+    def clear(self, provenance: str | None = None, jury: str | None = None) -> int:
+        """Delete every verdict (or those of one provenance or jury); returns how many."""
+        where, args = [], []
+        if provenance is not None:
+            where.append("provenance = ?")
+            args.append(provenance)
+        if jury is not None:
+            where.append("jury = ?")
+            args.append(jury)
+        sql = "DELETE FROM verdicts" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._transaction():
+            deleted = self._db.execute(sql, args).rowcount
+        if not where:
+            self._db.execute("VACUUM")
+        return deleted
+
+    def _transaction(self) -> Any:
+        db = self._db
+
+        class _Tx:
+            def __enter__(self) -> None:
+                db.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self, kind: Any, *_: Any) -> None:
+                db.execute("ROLLBACK" if kind is not None else "COMMIT")
+
+        return _Tx()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __getstate__(self) -> dict[str, Any]:  # a connection cannot travel; the path can
+        return {"path": self.path, "max_bytes": self.max_bytes}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], state["max_bytes"])  # type: ignore[misc]
