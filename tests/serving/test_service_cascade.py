@@ -1,0 +1,44 @@
+"""A cascaded jury behind the scoring service: the same verdicts, stage by stage, as the jury
+in-process (the cascade lives in the jury: ``judges.cascade.Steps`` in both)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from jurybox.judges import Jury
+from jurybox.rubrics import load_rubric
+from jurybox.serving.bulk import judge_file
+from jurybox.serving.config import ServiceConfig
+
+from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
+from service_helpers import assert_same_verdicts, running_service
+
+pytestmark = pytest.mark.models
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_service_runs_a_cascaded_jury_as_the_library_does(tiny_jury, tmp_path):
+    rubric = load_rubric("mirage-mg")
+    every = tmp_path / "every.jsonl"
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(tiny_cascade(), tiny_jury._backends),
+               every)
+    rows = [json.loads(line) for line in every.read_text().splitlines()]
+    cascade = tiny_cascade(split_threshold(stage_one_confidences(rows, rubric, tiny_cascade())))
+    local = tmp_path / "local.jsonl"
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(cascade, tiny_jury._backends), local)
+    want = [json.loads(line) for line in local.read_text().splitlines()]
+    assert {r["stage"]["stage"] for r in want} == {1, 2}
+
+    jury_file = tmp_path / "tiny-cascade.yaml"
+    jury_file.write_text(yaml.safe_dump(cascade.model_dump(mode="json")))
+    items = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
+    with running_service(ServiceConfig(jury=str(jury_file))) as url:
+        r = httpx.post(f"{url}/v1/score", json={"rubric": "mirage-mg", "items": items},
+                       timeout=600)
+    assert r.status_code == 200, r.text
+    assert_same_verdicts(r.json()["verdicts"], want)
