@@ -246,7 +246,8 @@ def cascade_data(human: HumanLabels | str | Any, output: JudgeOutput, rubric: An
     ids = joined.criteria[names[0]].ids
     reference = np.vstack([joined.criteria[c].human_reference for c in names])
     labelled = ~np.isnan(reference).any(axis=0)
-    excluded = {"a criterion of the cascade has no human label": int((~labelled).sum())}
+    excluded = {"a criterion of the cascade has no human label": int((~labelled).sum()),
+                "labelled but not in the verdicts": len(joined.summary.human_only)}
     ids = [i for i, keep in zip(ids, labelled) if keep]
     reference = reference[:, labelled]
     records = {r.id: r for r in output.records}

@@ -172,6 +172,7 @@ def test_fit_cascade_from_verdicts_and_labels():
     fit, data, fitted = fit_cascade(labels, judge_output_from_records(records), RUBRIC, jury,
                                     target_agreement=0.85, risk=0.1)
     assert data.stage_judges == [["small"], ["big1", "big2"]]
+    assert data.excluded == {"labelled but not in the verdicts": 1}
     assert fit.n == 295
     assert 0.5 < fit.threshold <= 0.995  # trusted where it is sure (0.995), not when unsure
     # The cheap judge decides exactly the items it is sure about.
