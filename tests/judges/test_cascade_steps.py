@@ -185,3 +185,15 @@ def test_confidence_criteria_must_be_the_rubrics():
     spec = cascade(confidence={"criteria": ["nope"]})
     with pytest.raises(InputError, match=r"confidence.criteria names \['nope'\]"):
         spec.check_rubric(RUBRIC)
+
+
+def test_the_example_cascade_is_the_tiny_jury_in_two_stages():
+    from pathlib import Path
+
+    from jurybox.judges import load_jury_spec
+
+    example = load_jury_spec(Path(__file__).resolve().parents[2] / "examples" / "tiny-cascade.yaml")
+    tiny = load_jury_spec("tiny")
+    assert example.judges == tiny.judges and example.aggregation == tiny.aggregation
+    assert [s.judges for s in example.stages] == [["smollm2-135m"], ["gemma3-270m"]]
+    assert not example.cascaded  # thresholds are to be fitted
