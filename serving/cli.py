@@ -294,6 +294,16 @@ def juries_cmd(
     out.print("\n[bold]aggregation[/]", highlight=False)
     for line in _described(spec.aggregation):
         out.print(line, highlight=False)
+    if spec.stages:
+        state = "" if spec.cascaded else " (no thresholds yet: every judge judges every item)"
+        out.print(f"\n[bold]stages[/]{state}", highlight=False)
+        for k, stage in enumerate(spec.stages, start=1):
+            out.print(f"  stage {k}", highlight=False)
+            for line in _described(stage, indent="    "):
+                out.print(line, highlight=False)
+        out.print("[bold]confidence[/]", highlight=False)
+        for line in _described(spec.confidence):
+            out.print(line, highlight=False)
 
 
 def _described(model, skip: set[str] = frozenset(), indent: str = "  ") -> list[str]:
