@@ -8,8 +8,10 @@
    closures over a tokenizer or an engine.
 3. :func:`decide_verdicts`: the verdicts from every judge's votes (aggregation, quorum, formula).
 
-``Jury.score`` is these three in a row; the bulk runner, the HTTP service and the Ray stages call
-the same functions, so a verdict means the same thing however it was produced.
+``Jury.score`` is these three in a row, walked by :class:`jurybox.judges.cascade.Steps` (which
+also runs a cascaded jury stage by stage, deciding each item with :func:`decide`); the bulk
+runner, the HTTP service and the Ray stages call the same functions, so a verdict means the
+same thing however it was produced.
 """
 
 from __future__ import annotations

@@ -458,7 +458,7 @@ def test_calibrate_then_judge_with_the_map(real_judged: Path, tiny_jury: Any, tm
 
     import jurybox.judges
 
-    monkeypatch.setattr(jurybox.judges, "Jury", lambda spec: tiny_jury)  # reuse loaded models
+    monkeypatch.setattr(jurybox.judges, "Jury", lambda spec, **_: tiny_jury)  # the loaded models
     out = tmp_path / "calibrated.jsonl"
     result = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury",
                     "tiny", "--limit", 2, "--out", out, "--calibration", path, "--quiet")
