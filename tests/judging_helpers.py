@@ -142,3 +142,19 @@ def split_threshold(confidences):
     assert len(values) >= 2, f"every item has the same confidence {values}: nothing to split"
     gap, low = max((b - a, a) for a, b in zip(values, values[1:]))
     return low + gap / 2
+
+
+def one_criterion_rubric(name: str = "one", top: int = 5):
+    """A rubric with a single criterion, ``accuracy`` on 1..``top`` (scripted-judge tests)."""
+    from jurybox.rubrics import Rubric
+
+    return Rubric.model_validate({
+        "name": name, "inputs": ["question", "response"],
+        "template": "{{ question }} {{ response }} {{ output_format }}",
+        "criteria": [{"name": "accuracy", "description": "how accurate",
+                      "scale": {"min": 1, "max": top}}],
+    })
+
+
+#: What a judge writes before its ``accuracy`` score (scripted generations).
+ACCURACY_PREFIX = '{"accuracy": '

@@ -19,7 +19,9 @@ from jurybox.calibration.cascade import (
 )
 from jurybox.calibration.errors import InputDataError
 from jurybox.calibration.synthetic import CascadeSimulation, simulate_cascade_verdicts
-from jurybox.rubrics import Rubric, Scale
+from jurybox.rubrics import Scale
+
+from judging_helpers import one_criterion_rubric
 
 
 def test_binomial_p_value_is_the_binomial_lower_tail():
@@ -145,12 +147,7 @@ def test_confidence_pools_the_judges_distributions():
     assert record_confidence(unscored, "accuracy", scale) == 0.0
 
 
-RUBRIC = Rubric.model_validate({
-    "name": "cascade-test", "inputs": ["question", "response"],
-    "template": "{{ question }} {{ response }} {{ output_format }}",
-    "criteria": [{"name": "accuracy", "description": "how accurate",
-                  "scale": {"min": 1, "max": 3}}],
-})
+RUBRIC = one_criterion_rubric("cascade-test", top=3)
 
 
 def cascade_jury(threshold=None):

@@ -11,16 +11,13 @@ from pydantic import ValidationError
 
 from jurybox.judges import Jury, JurySpec, Steps, decide, provenance, render_requests
 from jurybox.judges.backends.base import Generation, TokenStep
-from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics import Item
 from jurybox.rubrics.errors import InputError
 
-RUBRIC = Rubric.model_validate({
-    "name": "one", "inputs": ["question", "response"],
-    "template": "{{ question }} {{ response }} {{ output_format }}",
-    "criteria": [{"name": "accuracy", "description": "how accurate",
-                  "scale": {"min": 1, "max": 5}}],
-})
-PREFIX = '{"accuracy": '
+from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
+
+RUBRIC = one_criterion_rubric()
+PREFIX = ACCURACY_PREFIX
 
 
 def answer(score: int, p: float) -> Generation:

@@ -13,15 +13,12 @@ import pytest
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.base import Generation, TokenStep
 from jurybox.judges.cache import VerdictCache
-from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics import Item
 
-RUBRIC = Rubric.model_validate({
-    "name": "one", "inputs": ["question", "response"],
-    "template": "{{ question }} {{ response }} {{ output_format }}",
-    "criteria": [{"name": "accuracy", "description": "how accurate",
-                  "scale": {"min": 1, "max": 5}}],
-})
-PREFIX = '{"accuracy": '
+from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
+
+RUBRIC = one_criterion_rubric()
+PREFIX = ACCURACY_PREFIX
 
 
 class Counting:
