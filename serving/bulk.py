@@ -254,8 +254,8 @@ def _needs_judging(jury: Any, rubric: Rubric, chunk: list[Item]) -> bool:
     cache = getattr(jury, "cache", None)
     if cache is None:
         return True
-    found = cache.get(jury.provenance(rubric), [input_hash(it) for it in chunk])
-    return len(found) < len(chunk)
+    found = cache.contains(jury.provenance(rubric), [input_hash(it) for it in chunk])
+    return len(found) < len(chunk)  # (a membership test: Jury.score reads the verdicts)
 
 
 def check_unchanged(predictions: str | Path, rubric: Rubric, written: Mapping[str, str | None],
