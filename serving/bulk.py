@@ -17,7 +17,8 @@ from jurybox.rubrics import Item, Rubric, input_hash
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.rows import count_rows, file_format, row_files
 
-from .predictions import DEFAULT_MAX_FIELD_CHARS, RowError, check_mapping, iter_predictions
+from .predictions import (DEFAULT_MAX_FIELD_CHARS, IdIndex, RowError, check_mapping,
+                          iter_predictions)
 from .results import ResultsDir, ResultsError, open_results, write_manifest
 from .summary import Summary, summarize
 
@@ -171,14 +172,13 @@ def judge_file(
                                  "finished": datetime.now(timezone.utc).isoformat()})
             raise
         repaired = results.repaired
-    wanted = rows.ids
     notes = []
     if getattr(jury, "cache", None) is not None:
         hits = jury.cache_hits
         notes.append(f"verdict cache: {hits} of {judged} item(s) judged before with this "
                      f"configuration, taken from {jury.cache.path}" if hits else
                      f"verdict cache: no item judged before ({jury.cache.path})")
-    summary = summarize((r for r in results.iter_records() if r.id in wanted), rubric,
+    summary = summarize((r for r in results.iter_records() if r.id in rows), rubric,
                         rejected_rows=rows.n_errors, empty_responses=rows.empty)
     write_manifest(
         out,
@@ -192,7 +192,7 @@ def judge_file(
     )
     return RunReport(
         out=out,
-        total_items=len(rows.ids),
+        total_items=rows.items,
         already_done=already,
         judged=judged,
         row_errors=rows.errors,
@@ -206,18 +206,23 @@ def judge_file(
 
 
 class RowStream:
-    """The valid items of a prediction file, read once, in chunks; it keeps only the ids (and
-    the first rejected rows) as it goes."""
+    """The valid items of a prediction file, read once, in chunks; it keeps only the ids (one
+    index, shared with the reader's duplicate check) and the first rejected rows as it goes.
+    ``id in stream``: whether the id is one of this run's items (within ``limit``)."""
 
     def __init__(self, predictions: str | Path, rubric: Rubric, limit: int | None, **reading: Any
                  ) -> None:
-        self._rows = iter_predictions(predictions, rubric, **reading)
+        self._ids = IdIndex()
+        self._rows = iter_predictions(predictions, rubric, ids=self._ids, **reading)
         self.limit = limit
-        self.ids: set[str] = set()
+        self.items = 0
         self.errors: list[RowError] = []
         self.n_errors = 0
         self.rows = 0
         self.empty = 0
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._ids
 
     def chunks(self, done: set[str], size: int) -> Iterator[tuple[list[Item], int]]:
         """``(items to judge, items skipped as already done)``, at most ``size`` items a chunk."""
@@ -230,9 +235,11 @@ class RowStream:
                 if len(self.errors) < MAX_LISTED_ERRORS:
                     self.errors.append(row)
                 continue
-            if self.limit is not None and len(self.ids) >= self.limit:
+            if self.limit is not None and self.items >= self.limit:
                 continue  # keep reading: rejected rows are still counted
-            self.ids.add(row.id)
+            self.items += 1
+            if self.items == self.limit:
+                self._ids.mark(row.id)
             if not (row.response or "").strip():
                 self.empty += 1
             if row.id in done:
@@ -246,7 +253,7 @@ class RowStream:
             yield chunk, skipped
 
     def counts(self) -> dict[str, Any]:
-        return {"rows": self.rows, "items": len(self.ids), "rejected": self.n_errors,
+        return {"rows": self.rows, "items": self.items, "rejected": self.n_errors,
                 "rejected_rows": [str(e) for e in self.errors]}
 
 

@@ -140,18 +140,60 @@ def check_mapping(mapping: Mapping[str, str], rubric: Rubric) -> None:
             )
 
 
+class IdIndex:
+    """Every valid id read so far and where it was first seen, kept small: one dict from the
+    id to an int (the file's number and the row), since a run over a million rows keeps a
+    million of them (a location string per id, or a second set, would double that). Positions
+    grow in reading order, so "among the first N items" is one comparison (see ``mark``)."""
+
+    ROW_BITS = 40
+
+    def __init__(self) -> None:
+        self._at: dict[str, int] = {}
+        self._files: list[str | None] = []
+        self._bound: int | None = None
+
+    def add(self, item_id: str, file: str | None, row: int) -> str | None:
+        """Record ``item_id``; if it was seen before, return where (and record nothing)."""
+        first = self._at.get(item_id)
+        if first is not None:
+            return self.where(first)
+        if not self._files or self._files[-1] != file:
+            self._files.append(file)
+        self._at[item_id] = ((len(self._files) - 1) << self.ROW_BITS) | row
+        return None
+
+    def where(self, position: int) -> str:
+        file, row = self._files[position >> self.ROW_BITS], position & ((1 << self.ROW_BITS) - 1)
+        return f"{file}: row {row}" if file else f"row {row}"
+
+    def mark(self, item_id: str) -> None:
+        """Note ``item_id`` as the last one a run takes (``--limit``): later ids are read (for
+        duplicates) but are not the run's (``in`` says False)."""
+        self._bound = self._at[item_id]
+
+    def __contains__(self, item_id: object) -> bool:
+        position = self._at.get(item_id)  # type: ignore[call-overload]
+        return position is not None and (self._bound is None or position <= self._bound)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+
 def iter_predictions(
     path: str | Path,
     rubric: Rubric,
     mapping: Mapping[str, str] | None = None,
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
     allow_empty: bool = False,
+    ids: IdIndex | None = None,
 ) -> Iterator[tuple[int, Item | RowError]]:
     """``(row number, Item or RowError)`` per row. Duplicate ids are row errors (the first
-    wins), so only the ids seen so far are kept in memory."""
+    wins), so the ids seen so far are kept in memory (in ``ids``, when the caller wants them
+    afterwards)."""
     mapping = dict(mapping or {})
     check_mapping(mapping, rubric)
-    seen: dict[str, str] = {}
+    seen = IdIndex() if ids is None else ids
     columns: dict[str, None] = {}
     for file, n, record in read_rows_from(path):
         if isinstance(record, RowError):
@@ -163,11 +205,11 @@ def iter_predictions(
         except FieldError as exc:
             yield n, RowError(n, exc.field, exc.message, file=file)
             continue
-        if item.id in seen:
-            yield n, RowError(n, "id", f"duplicate id {item.id!r} (first seen at {seen[item.id]})",
+        first = seen.add(item.id, file, n)
+        if first is not None:
+            yield n, RowError(n, "id", f"duplicate id {item.id!r} (first seen at {first})",
                               file=file)
             continue
-        seen[item.id] = f"{file}: row {n}" if file else f"row {n}"
         yield n, item
     if columns:
         _check_columns(Path(path), columns, mapping, rubric)

@@ -84,7 +84,9 @@ class Results(ABC):
         self.path = path
         self.provenance = provenance
         self.calibration = calibration
-        self.inputs: dict[str, str | None] = {}  # id -> input hash, for resume checks
+        # id -> input hash of what was written before this run (resume checks); what this run
+        # appends is not added: a million-row run would hold a million hashes for nothing.
+        self.inputs: dict[str, str | None] = {}
         self.repaired = False
         self._lock = None
 
@@ -241,7 +243,6 @@ class ResultsFile(Results):
         for record in records:
             line = json.dumps({"id": record["id"], **record}, ensure_ascii=False, allow_nan=False) + "\n"
             self._fh.write(line.encode("utf-8"))
-            self.inputs[str(record["id"])] = record.get("input")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
@@ -315,7 +316,6 @@ class ResultsDir(Results):
     def append(self, records: Iterable[dict[str, Any]]) -> None:
         for record in records:
             self._buffer.append(record)
-            self.inputs[str(record["id"])] = record.get("input")
             if len(self._buffer) >= self.shard_size:
                 self.flush()
         if self._buffer and time.monotonic() - self._flushed >= self.FLUSH_EVERY_S:

@@ -175,6 +175,7 @@ def test_a_directory_or_glob_is_read_as_one_file_and_an_empty_one_is_named(tmp_p
         assert [it.id for it in res.items] == ["r1", "r2", "r3"]
         (dup,) = res.errors  # ids repeat across the files too
         assert str(dup).startswith("b.parquet: row 2, field 'id': duplicate id 'r1'")
+        assert "(first seen at a.jsonl: row 1)" in str(dup)
 
 
 def test_csv_long_multiline_fields_and_row_numbers(tmp_path):
@@ -192,3 +193,24 @@ def test_jsonl_with_a_byte_order_mark(tmp_path):
     p = tmp_path / "p.jsonl"
     p.write_bytes(b"\xef\xbb\xbf" + json.dumps(row(1)).encode() + b"\n")
     assert [it.id for it in read_predictions(p, RUBRIC).items] == ["r1"]
+
+
+def test_a_run_keeps_one_id_index_and_limit_is_a_position_in_it(tmp_path):
+    """RowStream: ids within --limit are the run's; later rows are still checked for duplicates
+    (and a duplicate of a row past the limit names where it was first seen)."""
+    from jurybox.serving.bulk import RowStream
+
+    p = tmp_path / "p.jsonl"
+    ids = [1, 2, 3, 4, 2, 5, 4]
+    p.write_text("".join(json.dumps(row(i)) + "\n" for i in ids))
+    stream = RowStream(p, RUBRIC, limit=3)
+    judged = [it.id for chunk, _ in stream.chunks(set(), 2) for it in chunk]
+    assert judged == ["r1", "r2", "r3"]
+    assert [i for i in ("r1", "r2", "r3", "r4", "r5", "r9") if i in stream] == ["r1", "r2", "r3"]
+    assert stream.counts()["items"] == 3 and stream.rows == 7
+    assert [str(e) for e in stream.errors] == [
+        "row 5, field 'id': duplicate id 'r2' (first seen at row 2)",
+        "row 7, field 'id': duplicate id 'r4' (first seen at row 4)"]
+    unlimited = RowStream(p, RUBRIC, limit=None)
+    assert [it.id for chunk, _ in unlimited.chunks({"r2"}, 10) for it in chunk] == ["r1", "r3", "r4", "r5"]
+    assert all(f"r{i}" in unlimited for i in range(1, 6)) and unlimited.items == 5
