@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import version
@@ -19,7 +19,7 @@ from jurybox.rubrics.rows import count_rows, file_format, row_files
 
 from .predictions import (DEFAULT_MAX_FIELD_CHARS, IdIndex, RowError, check_mapping,
                           iter_predictions)
-from .results import ResultsDir, ResultsError, open_results, write_manifest
+from .results import Results, ResultsDir, ResultsError, open_results, write_manifest
 from .summary import Summary, summarize
 
 if TYPE_CHECKING:
@@ -172,13 +172,15 @@ def judge_file(
                                  "finished": datetime.now(timezone.utc).isoformat()})
             raise
         repaired = results.repaired
+    left_out = earlier_not_ours(results, rows)
+    rows.forget_ids()  # (the summary's arrays are not held alongside the id index)
     notes = []
     if getattr(jury, "cache", None) is not None:
         hits = jury.cache_hits
         notes.append(f"verdict cache: {hits} of {judged} item(s) judged before with this "
                      f"configuration, taken from {jury.cache.path}" if hits else
                      f"verdict cache: no item judged before ({jury.cache.path})")
-    summary = summarize((r for r in results.iter_records() if r.id in rows), rubric,
+    summary = summarize((r for r in results.iter_records() if r.id not in left_out), rubric,
                         rejected_rows=rows.n_errors, empty_responses=rows.empty)
     write_manifest(
         out,
@@ -212,7 +214,7 @@ class RowStream:
 
     def __init__(self, predictions: str | Path, rubric: Rubric, limit: int | None, **reading: Any
                  ) -> None:
-        self._ids = IdIndex()
+        self._ids: IdIndex | None = IdIndex()
         self._rows = iter_predictions(predictions, rubric, ids=self._ids, **reading)
         self.limit = limit
         self.items = 0
@@ -222,7 +224,13 @@ class RowStream:
         self.empty = 0
 
     def __contains__(self, item_id: object) -> bool:
+        if self._ids is None:
+            raise RuntimeError("RowStream: the ids were forgotten (forget_ids)")
         return item_id in self._ids
+
+    def forget_ids(self) -> None:
+        """Drop the id index once the rows are read (the counts stay)."""
+        self._ids = None
 
     def chunks(self, done: set[str], size: int) -> Iterator[tuple[list[Item], int]]:
         """``(items to judge, items skipped as already done)``, at most ``size`` items a chunk."""
@@ -239,7 +247,7 @@ class RowStream:
                 continue  # keep reading: rejected rows are still counted
             self.items += 1
             if self.items == self.limit:
-                self._ids.mark(row.id)
+                self._ids.mark(row.id)  # type: ignore[union-attr]
             if not (row.response or "").strip():
                 self.empty += 1
             if row.id in done:
@@ -255,6 +263,14 @@ class RowStream:
     def counts(self) -> dict[str, Any]:
         return {"rows": self.rows, "items": self.items, "rejected": self.n_errors,
                 "rejected_rows": [str(e) for e in self.errors]}
+
+
+def earlier_not_ours(results: Results, ours: Container[str]) -> set[str]:
+    """Ids written to ``results`` before this run that are not among its items (an earlier run
+    with a larger --limit, rows removed since): the summary leaves them out. Every record this
+    run wrote is its own, so only the earlier ids are looked at, and the caller can drop its id
+    index before the output is read back for the summary."""
+    return {i for i in results.inputs if i not in ours}
 
 
 def _needs_judging(jury: Any, rubric: Rubric, chunk: list[Item]) -> bool:

@@ -45,6 +45,7 @@ from .bulk import (
     Calibration,
     RunReport,
     check_unchanged,
+    earlier_not_ours,
     input_hash,
 )
 from .predictions import DEFAULT_MAX_FIELD_CHARS, RowError, check_mapping, iter_predictions
@@ -327,7 +328,9 @@ def judge_with_ray(
                                      "finished": datetime.now(timezone.utc).isoformat()})
                 raise _failure(exc) from None
             repaired = results.repaired
-        summary = summarize((r for r in results.iter_records() if r.id in state.ids), rubric,
+        left_out = earlier_not_ours(results, state.ids)
+        state.ids = set()  # not held alongside the summary's arrays
+        summary = summarize((r for r in results.iter_records() if r.id not in left_out), rubric,
                             rejected_rows=state.n_errors, empty_responses=state.empty)
         notes = [f"judge {j.name}: {state.throughput(k):.2f} judgments/s per actor"
                  for k, j in enumerate(jury.judges) if state.busy.get(k, 0.0) > 0]
@@ -335,7 +338,7 @@ def judge_with_ray(
                              "status": "interrupted" if state.interrupted else "complete",
                              "finished": datetime.now(timezone.utc).isoformat(),
                              "summary": summary.to_dict(), "throughput": notes})
-        return RunReport(out=out, total_items=len(state.ids), already_done=state.already,
+        return RunReport(out=out, total_items=state.items, already_done=state.already,
                          judged=state.judged, row_errors=state.errors, summary=summary,
                          repaired_tail=repaired, seconds=time.perf_counter() - began,
                          interrupted=state.interrupted, notes=notes, n_row_errors=state.n_errors)
@@ -405,6 +408,7 @@ class _Run:
     def __init__(self, total: int | None) -> None:
         self.total = total
         self.ids: set[str] = set()
+        self.items = 0
         self.errors: list[str] = []
         self.n_errors = self.already = self.judged = self.empty = 0
         self.busy: dict[int, float] = {}
@@ -422,6 +426,7 @@ class _Run:
                 self._error(f"duplicate id {item_id!r} (in more than one input file)")
                 continue
             self.ids.add(item_id)
+            self.items += 1
             if batch["skipped"][i]:
                 self.already += 1
                 continue
@@ -442,7 +447,7 @@ class _Run:
         return self.counted.get(k, 0) / self.busy[k] if self.busy.get(k) else 0.0
 
     def counts(self) -> dict[str, Any]:
-        return {"items": len(self.ids), "rejected": self.n_errors,
+        return {"items": self.items, "rejected": self.n_errors,
                 "rejected_rows": list(self.errors)}
 
 
