@@ -217,6 +217,8 @@ class RowStream:
         self._ids: IdIndex | None = IdIndex()
         self._rows = iter_predictions(predictions, rubric, ids=self._ids, **reading)
         self.limit = limit
+        if limit == 0:
+            self._ids.mark(None)
         self.items = 0
         self.errors: list[RowError] = []
         self.n_errors = 0

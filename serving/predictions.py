@@ -167,17 +167,14 @@ class IdIndex:
         file, row = self._files[position >> self.ROW_BITS], position & ((1 << self.ROW_BITS) - 1)
         return f"{file}: row {row}" if file else f"row {row}"
 
-    def mark(self, item_id: str) -> None:
-        """Note ``item_id`` as the last one a run takes (``--limit``): later ids are read (for
-        duplicates) but are not the run's (``in`` says False)."""
-        self._bound = self._at[item_id]
+    def mark(self, item_id: str | None) -> None:
+        """Note ``item_id`` as the last one a run takes (``--limit``; None: it takes none): later
+        ids are read (for duplicates) but are not the run's (``in`` says False)."""
+        self._bound = -1 if item_id is None else self._at[item_id]
 
     def __contains__(self, item_id: object) -> bool:
         position = self._at.get(item_id)  # type: ignore[call-overload]
         return position is not None and (self._bound is None or position <= self._bound)
-
-    def __len__(self) -> int:
-        return len(self._at)
 
 
 def iter_predictions(

@@ -214,3 +214,6 @@ def test_a_run_keeps_one_id_index_and_limit_is_a_position_in_it(tmp_path):
     unlimited = RowStream(p, RUBRIC, limit=None)
     assert [it.id for chunk, _ in unlimited.chunks({"r2"}, 10) for it in chunk] == ["r1", "r3", "r4", "r5"]
     assert all(f"r{i}" in unlimited for i in range(1, 6)) and unlimited.items == 5
+    none = RowStream(p, RUBRIC, limit=0)
+    assert [it.id for chunk, _ in none.chunks(set(), 10) for it in chunk] == []
+    assert "r1" not in none and none.items == 0 and none.n_errors == 2
