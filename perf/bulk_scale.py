@@ -13,7 +13,10 @@
    apart, as the time to the first verdict).
 
     python perf/bulk_scale.py [--sizes 1000,10000,100000,1000000] [--engines local,ray]
-                              [--vllm-sizes 200,2000] [--skip-vllm]
+                              [--vllm-sizes 200,2000] [--skip-vllm] [--trace FILE]
+
+``--trace FILE`` appends, every 10 s of each replay run, the PSS of every process of the run
+(pid and what Ray runs in it), the shared memory and the items written: which process grows.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Self
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = ROOT / "perf" / "data" / "tiny-mirage-mg.json.gz"
@@ -59,10 +63,16 @@ class PeakRSS:
     each) and of their PSS (every 2 s; a shared page split among the processes sharing it, so
     the sum is the memory the run actually holds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, trace: str | None = None, progress: list[int] | None = None) -> None:
         import psutil
 
         self.me = psutil.Process()
+        # --trace: every 10 s a JSON line of the PSS of each process (its pid and what it runs:
+        # driver, raylet, a stage's actor...), shared memory and items written, to see which
+        # one grows.
+        self.trace = open(trace, "a") if trace else None  # noqa: SIM115
+        self.progress = progress if progress is not None else [0]
+        self.began = time.perf_counter()
         self.peak = 0
         self.peak_pss = 0
         self.peak_own = 0  # this process alone (the driver, for Ray)
@@ -77,13 +87,24 @@ class PeakRSS:
         tick = 0
         while not self._stop.is_set():
             total = pss = 0
+            kinds: dict[str, float] = {}
             for p in [self.me, *self.me.children(recursive=True)]:
                 try:
                     total += p.memory_info().rss
                     if tick % 10 == 0:
-                        pss += p.memory_full_info().pss
+                        own = p.memory_full_info().pss
+                        pss += own
+                        if self.trace is not None and tick % 50 == 0:
+                            kind = "driver" if p.pid == self.me.pid else _kind(p)
+                            kinds[f"{p.pid} {kind}"] = own / 2**20
                 except psutil.Error:
                     pass
+            if kinds:
+                self.trace.write(json.dumps({
+                    "s": round(time.perf_counter() - self.began, 1), "items": self.progress[0],
+                    "shm_mb": round((psutil.virtual_memory().shared - self.shm_at_start) / 2**20),
+                    "pss_mb": {k: round(v) for k, v in sorted(kinds.items())}}) + "\n")
+                self.trace.flush()
             self.peak = max(self.peak, total)
             self.peak_pss = max(self.peak_pss, pss)
             try:
@@ -94,16 +115,29 @@ class PeakRSS:
             tick += 1
             self._stop.wait(0.2)
 
-    def __enter__(self) -> PeakRSS:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        if self.trace is not None:
+            self.trace.close()
 
 
-def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool) -> None:
+def _kind(p) -> str:
+    """A process's kind for the trace: Ray sets its workers' titles to what they run."""
+    words = " ".join(p.cmdline()[:1]) or p.name()
+    words = words.split("/")[-1]
+    for prefix in ("ray::MapWorker(", "ray::"):
+        if words.startswith(prefix):
+            words = words[len(prefix):].rstrip(")")
+    return words[:60]
+
+
+def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool,
+        trace: str | None = None) -> None:
     """One timed run (in a fresh process); prints a JSON line."""
     from jurybox.judges import Jury, load_jury_spec
     from jurybox.rubrics import load_rubric
@@ -115,12 +149,17 @@ def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool) -
             j.model_copy(update={"execution": j.execution.model_copy(update={"batch_size": 256})})
             for j in spec.judges]})
     first: list[float] = []
+    written = [0]
 
     def progress(done: int, total: int | None) -> None:
+        written[0] = done
         if done and not first:
             first.append(time.perf_counter())
 
-    with PeakRSS() as mem:
+    if trace:
+        with open(trace, "a") as fh:
+            fh.write(json.dumps({"run": engine, "predictions": predictions}) + "\n")
+    with PeakRSS(trace, written) as mem:
         began = time.perf_counter()
         if engine == "local":
             from jurybox.serving.bulk import judge_file
@@ -141,12 +180,13 @@ def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool) -
                       "peak_own_mb": mem.peak_own / 2**20, "peak_shm_mb": mem.peak_shm / 2**20}))
 
 
-def run(engine: str, predictions: Path, jury: str, replay: bool) -> dict:
+def run(engine: str, predictions: Path, jury: str, replay: bool, trace: str | None = None
+        ) -> dict:
     with tempfile.TemporaryDirectory(dir=predictions.parent) as tmp:
         out = Path(tmp) / "out"
         cmd = [sys.executable, __file__, "--one", engine, str(predictions), str(out), jury,
-               "replay" if replay else "model"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+               "replay" if replay else "model", trace or ""]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(f"{engine} failed:\n{done.stderr[-3000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
@@ -154,9 +194,9 @@ def run(engine: str, predictions: Path, jury: str, replay: bool) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--one":
-        _, _, engine, predictions, out, jury, mode = sys.argv
+        _, _, engine, predictions, out, jury, mode, trace = sys.argv
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        one(engine, predictions, out, jury, mode == "replay")
+        one(engine, predictions, out, jury, mode == "replay", trace or None)
         return
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,6 +204,9 @@ def main() -> None:
     ap.add_argument("--engines", default="local,ray")
     ap.add_argument("--vllm-sizes", default="200,2000")
     ap.add_argument("--skip-vllm", action="store_true")
+    ap.add_argument("--trace", metavar="FILE", help="append, every 10 s of each replay run, the "
+                    "PSS of each process (pid and what it runs), shared memory and items written "
+                    "(JSON lines)")
     args = ap.parse_args()
     engines = args.engines.split(",")
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs; rubric mirage-mg, jury tiny "
@@ -177,7 +220,7 @@ def main() -> None:
             preds = tmp / f"p{n}.jsonl"
             write_predictions(preds, n)
             for engine in engines:
-                r = run(engine, preds, "tiny", replay=True)
+                r = run(engine, preds, "tiny", replay=True, trace=args.trace)
                 print(f"{n:>9} {engine:>6} {r['seconds']:>9.1f} {n / r['seconds']:>9.1f} "
                       f"{r['seconds'] / n * 1e6:>8.0f} {r['peak_rss_mb']:>8.0f} "
                       f"{r['peak_pss_mb']:>8.0f} {r['peak_own_mb']:>8.0f} "
