@@ -22,11 +22,18 @@ from .spec import JudgeSpec, JurySpec, load_jury_spec, provenance
 def settle_after_loading() -> None:
     """Move everything alive now (the models, tokenizers, compiled grammars) out of the cyclic
     garbage collector's view, as vLLM's server does after loading: its passes over millions of
-    long-lived objects otherwise cost ~100 us per judgment (perf/RESULTS.md, machinery)."""
+    long-lived objects otherwise cost ~100 us per judgment (perf/RESULTS.md, machinery).
+
+    At exit they are handed back (``gc.unfreeze``): frozen objects are never collected, so
+    extension modules would see their objects outlive the interpreter (triton's nanobind
+    bindings, imported by torch, then print dozens of "nanobind: leaked ..." lines)."""
+    import atexit
     import gc
 
     gc.collect()
     gc.freeze()
+    atexit.unregister(gc.unfreeze)  # once, however often a process loads models
+    atexit.register(gc.unfreeze)
 
 
 def make_backend(spec: JudgeSpec) -> Backend:

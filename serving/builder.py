@@ -70,7 +70,7 @@ def build_jury_app(args: dict[str, Any]) -> Any:
     from ray import serve
 
     from .deployments import JudgeServer
-    from .ingress import JuryIngress, app
+    from .ingress import JuryIngress
 
     config = args if isinstance(args, ServiceConfig) else ServiceConfig.model_validate(args)
     plan = config.load()
@@ -78,7 +78,9 @@ def build_jury_app(args: dict[str, Any]) -> Any:
     judge_cls = serve.deployment(JudgeServer)
     judges = {j.name: judge_cls.options(**judge_options(j)).bind(j.model_dump(mode="json"))
               for j in spec.judges}
-    ingress_cls = serve.deployment(serve.ingress(app)(JuryIngress))
+    # Late-bound ingress: the replica builds its FastAPI app after __init__
+    # (JuryIngress.__serve_build_asgi_app__), so no route is a rewritten method.
+    ingress_cls = serve.deployment(serve.ingress()(JuryIngress))
     return ingress_cls.options(**ingress_options(config)).bind(plan.model_dump(mode="json"),
                                                                judges)
 

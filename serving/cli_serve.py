@@ -24,6 +24,8 @@ def serve(
     address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray).", show_default=False)] = None,
     cors_origin: Annotated[list[str], typer.Option("--cors-origin", help="Allow this browser origin (CORS is off unless given; repeatable).", show_default=False)] = [],
     max_items: Annotated[int, typer.Option(help="Most items in one request (413 beyond).", min=1)] = 256,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body in bytes (413 beyond).", min=1024)] = 8 << 20,
+    max_field_chars: Annotated[int, typer.Option(help="Longest item field in characters (422 beyond).", min=1)] = 100_000,
     max_concurrent: Annotated[int, typer.Option(help="Requests scored at once; their items go to the judges together.", min=1)] = 4,
     max_queued: Annotated[int, typer.Option(help="Requests waiting for a slot; beyond, 429 with Retry-After.", min=0)] = 16,
     request_timeout: Annotated[float, typer.Option(help="Seconds one request may take, waiting included (504 beyond).", min=1)] = 600.0,
@@ -43,7 +45,8 @@ def serve(
         config = ServiceConfig(
             jury=jury, rubrics=[str(p) for p in rubrics], calibration=[str(p) for p in calibration],
             token_env=token_env, cors_origins=cors_origin,
-            limits=Limits(max_items=max_items, max_concurrent=max_concurrent,
+            limits=Limits(max_items=max_items, max_body_bytes=max_body_bytes,
+                          max_field_chars=max_field_chars, max_concurrent=max_concurrent,
                           max_queued=max_queued, request_timeout_s=request_timeout),
         )
         if print_config:

@@ -48,94 +48,13 @@ from .protocol import (
 API_VERSION = "1"
 ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 429, 503, 504)}
 
-app = FastAPI(
-    title="jurybox",
-    version=API_VERSION,
-    description="Score long-form answers with a jury of LLM judges against explicit rubrics. "
-                "POST /v1/score with a rubric and items; every verdict has exactly the fields of "
-                "a `jurybox judge` output line.",
-)
+DESCRIPTION = ("Score long-form answers with a jury of LLM judges against explicit rubrics. "
+               "POST /v1/score with a rubric and items; every verdict has exactly the fields of "
+               "a `jurybox judge` output line.")
 
 
 def _json(problem: HTTPProblem) -> JSONResponse:
     return JSONResponse(body(problem), status_code=problem.status, headers=problem.headers)
-
-
-@app.exception_handler(HTTPProblem)
-async def _on_problem(request: Request, exc: HTTPProblem) -> JSONResponse:
-    return _json(exc)
-
-
-@app.exception_handler(RequestValidationError)
-async def _on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-    return _json(validation_problem(list(exc.errors())))
-
-
-@app.exception_handler(StarletteHTTPException)
-async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-    kind = {401: "unauthorized", 404: "not_found", 413: "too_large"}.get(exc.status_code,
-                                                                        "invalid_request")
-    detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-    if exc.status_code == 400 and "parsing the body" in detail:
-        detail = "the body could not be read as JSON (is it UTF-8?)"
-    return _json(HTTPProblem(exc.status_code, kind, detail, headers=getattr(exc, "headers", None)))
-
-
-@app.exception_handler(Exception)
-async def _on_error(request: Request, exc: Exception) -> JSONResponse:
-    return _json(problem_for(exc))
-
-
-# The ingress of this process (one per replica). Serve ships the app to the replica by value,
-# so state set on the module's `app` would not reach the app that serves; the middleware and the
-# ingress meet here instead.
-_CURRENT: JuryIngress | None = None
-
-
-@app.middleware("http")
-async def _guard(request: Request, call_next: Any) -> Response:
-    """CORS, auth and body size before anything reads the body; metrics for every answer."""
-    ingress = _CURRENT
-    began = time.perf_counter()
-    origin = request.headers.get("origin")
-    allowed = ingress is not None and origin is not None and origin in ingress.plan.cors_origins
-    if allowed and request.method == "OPTIONS" and "access-control-request-method" in request.headers:
-        response: Response = Response(status_code=204, headers={
-            "Access-Control-Allow-Methods": "GET, POST",
-            "Access-Control-Allow-Headers": request.headers.get(
-                "access-control-request-headers", "authorization, content-type"),
-            "Access-Control-Max-Age": "600"})
-    else:
-        response = await _checked(ingress, request, call_next)
-    if allowed:
-        response.headers["Access-Control-Allow-Origin"] = origin
-        response.headers["Vary"] = "Origin"
-    if ingress is not None:
-        ingress.metrics.observe(request.url.path, response.status_code,
-                                time.perf_counter() - began)
-    return response
-
-
-async def _checked(ingress: JuryIngress | None, request: Request, call_next: Any) -> Response:
-    if ingress is None:
-        return await call_next(request)
-    if request.url.path.startswith("/v1/") and ingress.token is not None:
-        given = request.headers.get("authorization", "")
-        expected = f"Bearer {ingress.token}"
-        if not hmac.compare_digest(given.encode(), expected.encode()):
-            return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
-                                     "(Authorization: Bearer <token>)",
-                                     headers={"WWW-Authenticate": "Bearer"}))
-    limit = ingress.limits.max_body_bytes
-    length = request.headers.get("content-length")
-    too_large = HTTPProblem(413, "too_large", f"the request body is larger than the service's "
-                            f"limit of {limit} bytes (max_body_bytes)")
-    if length is not None and length.isdigit() and int(length) > limit:
-        return _json(too_large)
-    if length is None and request.method in ("POST", "PUT", "PATCH"):
-        if len(await request.body()) > limit:  # chunked upload: measured once read
-            return _json(too_large)
-    return await call_next(request)
 
 
 class Metrics:
@@ -238,8 +157,11 @@ class JuryIngress:
             self.calibrations[cmap.provenance_] = Calibration(cmap, entry["identity"])
         self.metrics = Metrics()
         self.gate = Gate(self.limits.max_concurrent, self.limits.max_queued, self.metrics.queue)
-        global _CURRENT
-        _CURRENT = self
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        """Ray Serve calls this in the replica, after ``__init__``: the app is built there,
+        around this ingress (see :func:`build_app`)."""
+        return build_app(self)
 
     # -- the judging path ----------------------------------------------------------------------
 
@@ -334,10 +256,8 @@ class JuryIngress:
         self.metrics.count_votes(records)
         return records
 
-    # -- routes --------------------------------------------------------------------------------
+    # -- what the routes answer (see build_app) ----------------------------------------------
 
-    @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS,
-              summary="Judge items with the jury")
     async def score(self, request: ScoreRequest) -> JSONResponse:
         try:
             records = await asyncio.wait_for(self._score(request), self.limits.request_timeout_s)
@@ -347,8 +267,6 @@ class JuryIngress:
                               "(request_timeout_s); retry with fewer items") from None
         return JSONResponse({"verdicts": records})
 
-    @app.post("/v1/provenance", response_model=ProvenanceResponse, responses=ERRORS,
-              summary="The provenance hash verdicts of a rubric and this jury carry")
     async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
         rubric = self._rubric(request.rubric)
         prov = self._provenance(rubric)
@@ -356,8 +274,6 @@ class JuryIngress:
         return ProvenanceResponse(rubric=rubric.name, provenance=prov,
                                   calibration=calibration.identity if calibration else None)
 
-    @app.get("/v1/rubrics", response_model=RubricList, responses=ERRORS,
-             summary="The rubrics this service knows")
     async def list_rubrics(self) -> RubricList:
         return RubricList(rubrics=[
             RubricSummary(name=n, description=r.description, inputs=r.inputs,
@@ -365,15 +281,12 @@ class JuryIngress:
                           formula=r.formula.name if r.formula else None)
             for n, r in sorted(self.rubrics.items())])
 
-    @app.get("/v1/rubrics/{name}", responses=ERRORS, summary="One rubric, in full")
     async def get_rubric(self, name: str) -> JSONResponse:
         if name not in self.rubrics:
             raise HTTPProblem(404, "not_found", f"unknown rubric {name!r}; this service knows "
                               f"{sorted(self.rubrics)}", "name")
         return JSONResponse(self.rubrics[name].model_dump(mode="json", by_alias=True))
 
-    @app.get("/v1/jury", response_model=JuryInfo, responses=ERRORS,
-             summary="The jury: judges, aggregation, provenance per rubric")
     async def jury_info(self) -> JuryInfo:
         return JuryInfo(
             name=self.jury.name, description=self.jury.description,
@@ -388,8 +301,6 @@ class JuryIngress:
             spec=self.jury.model_dump(mode="json"),
         )
 
-    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}},
-             summary="200 when every judge can answer; 503 naming those that cannot")
     async def healthz(self) -> JSONResponse:
         states = await asyncio.gather(*(self._judge_state(j.name) for j in self.jury.judges))
         judges = dict(zip((j.name for j in self.jury.judges), states))
@@ -406,7 +317,6 @@ class JuryIngress:
         except Exception as exc:
             return _short(exc)
 
-    @app.get("/metrics", summary="Prometheus metrics of this ingress replica")
     async def metrics_text(self) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -418,3 +328,112 @@ def _short(exc: BaseException) -> str:
     cause = getattr(exc, "cause", None) or exc
     text = str(cause).strip().splitlines()
     return f"{type(cause).__name__}: {text[-1] if text else ''}"[:300]
+
+
+def build_app(ingress: JuryIngress) -> FastAPI:
+    """The HTTP app of one ingress replica: plain FastAPI routes that call ``ingress``.
+
+    The routes are closures over the ingress, not methods decorated with ``@app.get``: Ray
+    Serve's class-based view rewrites such methods' signatures, and with FastAPI >= 0.137 the
+    rewritten routes ask every caller for a ``self`` query parameter (422 on every route). An
+    app built here, in the replica, depends on nothing but FastAPI's public API."""
+    app = FastAPI(title="jurybox", version=API_VERSION, description=DESCRIPTION)
+
+    @app.exception_handler(HTTPProblem)
+    async def _on_problem(request: Request, exc: HTTPProblem) -> JSONResponse:
+        return _json(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _json(validation_problem(list(exc.errors())))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {401: "unauthorized", 404: "not_found", 413: "too_large"}.get(exc.status_code,
+                                                                            "invalid_request")
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 400 and "parsing the body" in detail:
+            detail = "the body could not be read as JSON (is it UTF-8?)"
+        return _json(HTTPProblem(exc.status_code, kind, detail,
+                                 headers=getattr(exc, "headers", None)))
+
+    @app.exception_handler(Exception)
+    async def _on_error(request: Request, exc: Exception) -> JSONResponse:
+        return _json(problem_for(exc))
+
+    @app.middleware("http")
+    async def _guard(request: Request, call_next: Any) -> Response:
+        """CORS, auth and body size before anything reads the body; metrics for every answer."""
+        began = time.perf_counter()
+        origin = request.headers.get("origin")
+        allowed = origin is not None and origin in ingress.plan.cors_origins
+        if (allowed and request.method == "OPTIONS"
+                and "access-control-request-method" in request.headers):
+            response: Response = Response(status_code=204, headers={
+                "Access-Control-Allow-Methods": "GET, POST",
+                "Access-Control-Allow-Headers": request.headers.get(
+                    "access-control-request-headers", "authorization, content-type"),
+                "Access-Control-Max-Age": "600"})
+        else:
+            response = await _checked(ingress, request, call_next)
+        if allowed:
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Vary"] = "Origin"
+        ingress.metrics.observe(request.url.path, response.status_code,
+                                time.perf_counter() - began)
+        return response
+
+    @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS,
+              summary="Judge items with the jury")
+    async def score(request: ScoreRequest) -> JSONResponse:
+        return await ingress.score(request)
+
+    @app.post("/v1/provenance", response_model=ProvenanceResponse, responses=ERRORS,
+              summary="The provenance hash verdicts of a rubric and this jury carry")
+    async def provenance_of(request: ProvenanceRequest) -> ProvenanceResponse:
+        return await ingress.provenance_of(request)
+
+    @app.get("/v1/rubrics", response_model=RubricList, responses=ERRORS,
+             summary="The rubrics this service knows")
+    async def list_rubrics() -> RubricList:
+        return await ingress.list_rubrics()
+
+    @app.get("/v1/rubrics/{name}", responses=ERRORS, summary="One rubric, in full")
+    async def get_rubric(name: str) -> JSONResponse:
+        return await ingress.get_rubric(name)
+
+    @app.get("/v1/jury", response_model=JuryInfo, responses=ERRORS,
+             summary="The jury: judges, aggregation, provenance per rubric")
+    async def jury_info() -> JuryInfo:
+        return await ingress.jury_info()
+
+    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}},
+             summary="200 when every judge can answer; 503 naming those that cannot")
+    async def healthz() -> JSONResponse:
+        return await ingress.healthz()
+
+    @app.get("/metrics", summary="Prometheus metrics of this ingress replica")
+    async def metrics_text() -> Response:
+        return await ingress.metrics_text()
+
+    return app
+
+
+async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Response:
+    if request.url.path.startswith("/v1/") and ingress.token is not None:
+        given = request.headers.get("authorization", "")
+        expected = f"Bearer {ingress.token}"
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
+                                     "(Authorization: Bearer <token>)",
+                                     headers={"WWW-Authenticate": "Bearer"}))
+    limit = ingress.limits.max_body_bytes
+    length = request.headers.get("content-length")
+    too_large = HTTPProblem(413, "too_large", f"the request body is larger than the service's "
+                            f"limit of {limit} bytes (max_body_bytes)")
+    if length is not None and length.isdigit() and int(length) > limit:
+        return _json(too_large)
+    if length is None and request.method in ("POST", "PUT", "PATCH"):
+        if len(await request.body()) > limit:  # chunked upload: measured once read
+            return _json(too_large)
+    return await call_next(request)

@@ -4,9 +4,13 @@ module, and the checks the service tests share."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -50,10 +54,39 @@ def running_service(config, env: dict[str, str] | None = None, ready_timeout: fl
                     os.environ[k] = v
 
 
-def wait_healthy(url: str, timeout: float) -> None:
+@contextmanager
+def serving_as_users_do(args: list[str], log: Path, env: dict[str, str] | None = None,
+                        ready_timeout: float = 900.0):
+    """``jurybox serve ARGS --port P`` in its own process, started by the installed console
+    script as the README says, until the block ends (then Ctrl-C, as a user stops it); yields
+    the base URL. Its output goes to ``log``."""
+    port = free_port()
+    jurybox = Path(sys.executable).with_name("jurybox")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(jurybox), "serve", *args, "--port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, ready_timeout, proc, log)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None,
+                 log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            output = log.read_text(errors="replace")[-3000:] if log else ""
+            raise AssertionError(f"jurybox serve exited with {proc.returncode}:\n{output}")
         try:
             last = httpx.get(f"{url}/healthz", timeout=30)
             if last.status_code == 200:

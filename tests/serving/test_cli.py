@@ -177,6 +177,11 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
     second = run_cli("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny", "--out", out)
     assert second.returncode == 0, second.stderr
     assert "4 judged now, 2 already in" in second.stderr
+    # A clean exit: the run's last word is its own (triton, loaded by torch, used to print
+    # dozens of "nanobind: leaked ..." lines at exit after the models were gc-frozen).
+    for run in (first, second):
+        assert "nanobind" not in run.stderr and "leaked" not in run.stderr, run.stderr[-3000:]
+    assert second.stderr.rstrip().splitlines()[-1].startswith("4 judged now"), second.stderr[-500:]
     recs = records(out)
     assert sorted(r["id"] for r in recs) == [f"mg-00{i}" for i in range(1, 7)]
     for r in recs:

@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from jurybox.rubrics import load_rubric
-from jurybox.serving.config import Limits, ServiceConfig
+from jurybox.serving.config import Limits
 
 from judging_helpers import ITEMS
-from service_helpers import assert_same_verdicts, running_service, wait_healthy
+from service_helpers import assert_same_verdicts, serving_as_users_do, wait_healthy
 
 pytestmark = pytest.mark.models
 
@@ -36,10 +36,15 @@ JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
 
 @pytest.fixture(scope="module")
-def service():
-    config = ServiceConfig(jury="tiny", token_env=TOKEN_ENV, limits=LIMITS,
-                           cors_origins=["http://labelling.example"])
-    with running_service(config, env={TOKEN_ENV: TOKEN}) as url:
+def service(tmp_path_factory):
+    """The service as a user starts it: `jurybox serve` in its own process."""
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    args = ["--jury", "tiny", "--token-env", TOKEN_ENV, "--cors-origin", "http://labelling.example",
+            "--max-body-bytes", str(LIMITS.max_body_bytes), "--max-items", str(LIMITS.max_items),
+            "--max-field-chars", str(LIMITS.max_field_chars),
+            "--max-concurrent", str(LIMITS.max_concurrent), "--max-queued", str(LIMITS.max_queued),
+            "--request-timeout", str(LIMITS.request_timeout_s)]
+    with serving_as_users_do(args, log, env={TOKEN_ENV: TOKEN}) as url:
         yield url
 
 
@@ -200,6 +205,13 @@ def test_rubrics_jury_health_metrics_and_openapi(service):
     assert "jurybox_request_seconds_bucket" in metrics and "jurybox_queue_depth" in metrics
     schema = httpx.get(f"{service}/openapi.json").json()
     assert "/v1/score" in schema["paths"] and "/healthz" in schema["paths"]
+    # Each route asks for what it declares and nothing else (FastAPI >= 0.137 under Serve's
+    # class-based view made every route require a `self` query parameter).
+    parameters = {f"{method.upper()} {path}": [p["name"] for p in op.get("parameters", [])]
+                  for path, ops in schema["paths"].items() for method, op in ops.items()}
+    assert parameters == {"POST /v1/score": [], "POST /v1/provenance": [], "GET /v1/rubrics": [],
+                          "GET /v1/rubrics/{name}": ["name"], "GET /v1/jury": [],
+                          "GET /healthz": [], "GET /metrics": []}, parameters
     assert httpx.get(f"{service}/docs").status_code == 200
 
 
