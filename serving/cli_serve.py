@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -66,6 +67,9 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
 
     from .builder import APP_NAME, build_jury_app, judge_deployment_name
 
+    # Serve's driver-side INFO lines ("Started Serve", "Deleting app") say nothing the notes
+    # below do not; warnings still show.
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)
     spec = plan.jury_spec()
     own_ray = address is None
     if own_ray:
@@ -116,7 +120,11 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
         note("shutting down ...")
     finally:
         try:
-            serve.shutdown()
+            # Only this application goes (its replicas stop gracefully): on a joined cluster
+            # other applications keep running, and Serve's own actors go with a Ray this
+            # process started. (serve.shutdown() also made Ray print a failed
+            # ServeController.graceful_shutdown task at every Ctrl-C.)
+            serve.delete(APP_NAME)
         finally:
             if own_ray:
                 ray.shutdown()
