@@ -42,36 +42,60 @@ def service_backend(spec: JudgeSpec) -> Backend:
 
 class _Batched:
     """A synchronous backend behind an async call: the prompts of requests that arrive while
-    one generate runs are merged into the next, which runs in a worker thread."""
+    one generate runs are merged into the next, which runs in a worker thread.
+
+    Each caller gets its own outputs or its own error, never a neighbour's: a batch whose
+    generate raises is run again request by request, so a request the backend cannot take
+    fails alone; a caller that stops waiting (its client left, its deadline passed) cancels
+    only its own wait, and a request nobody waits for any more is not generated. The batches
+    run in a task of their own, so no caller's cancellation reaches them."""
 
     def __init__(self, backend: Backend, max_wait_s: float = 0.01) -> None:
         self.backend = backend
         self.name = backend.name
-        self._lock = asyncio.Lock()
         self._waiting: list[tuple[list[Request], asyncio.Future]] = []
         self._max_wait_s = max_wait_s
+        self._runner: asyncio.Task | None = None
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self._waiting.append((requests, future))
-        async with self._lock:
-            if not future.done():
+        if self._runner is None or self._runner.done():
+            self._runner = loop.create_task(self._run())
+        return await future  # cancelling the caller cancels this future alone
+
+    async def _run(self) -> None:
+        try:
+            while self._waiting:
                 await asyncio.sleep(self._max_wait_s)  # let concurrent calls join the batch
-                batch, self._waiting = self._waiting, []
-                prompts = [r for reqs, _ in batch for r in reqs]
-                try:
-                    outputs = await asyncio.to_thread(self.backend.generate, prompts)
-                except BaseException as exc:
-                    for _, fut in batch:
-                        if not fut.done():
-                            fut.set_exception(exc)
-                else:
-                    start = 0
-                    for reqs, fut in batch:
-                        if not fut.done():
-                            fut.set_result(outputs[start:start + len(reqs)])
-                        start += len(reqs)
-        return await future
+                batch = [(reqs, fut) for reqs, fut in self._waiting if not fut.done()]
+                self._waiting = []
+                if batch:
+                    await self._generate(batch)
+        except asyncio.CancelledError:  # the replica is stopping: nobody is left unanswered
+            for _, fut in self._waiting:
+                if not fut.done():
+                    fut.set_exception(RuntimeError("the judge replica is stopping"))
+            raise
+
+    async def _generate(self, batch: list[tuple[list[Request], asyncio.Future]]) -> None:
+        prompts = [r for reqs, _ in batch for r in reqs]
+        try:
+            outputs = await asyncio.to_thread(self.backend.generate, prompts)
+        except Exception as exc:
+            if len(batch) > 1:
+                for one in batch:  # alone, so that only the request at fault fails
+                    if not one[1].done():
+                        await self._generate([one])
+            elif not batch[0][1].done():
+                batch[0][1].set_exception(exc)
+            return
+        start = 0
+        for reqs, fut in batch:
+            if not fut.done():
+                fut.set_result(outputs[start:start + len(reqs)])
+            start += len(reqs)
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         return self.backend.generate(requests)

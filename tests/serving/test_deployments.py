@@ -1,8 +1,10 @@
 """A judge deployment's class with a backend passed in (as Ray Serve LLM takes an engine_cls):
 the votes it returns are the judging path's, and a synchronous backend's concurrent calls are
-merged into one generate."""
+merged into one generate, each caller getting its own outputs or its own error."""
 
 import asyncio
+import threading
+import time
 
 from jurybox.judges import render_requests
 from jurybox.judges.backends.base import Generation
@@ -72,3 +74,85 @@ def test_a_failing_generate_fails_every_call_of_its_batch():
 
     results = asyncio.run(two())
     assert all(isinstance(r, MemoryError) for r in results)
+
+
+class Poisoned(Recording):
+    """Fails a whole generate when any prompt holds a lone surrogate, as a tokenizer does."""
+
+    def generate(self, requests):
+        self.calls.append(len(requests))
+        if any("\ud800" in m["content"] for r in requests for m in r.messages):
+            raise TypeError("TextEncodeInput must be Union[TextInputSequence, ...]")
+        return [Generation(text=ANSWER) for _ in requests]
+
+
+def test_a_neighbour_the_backend_cannot_take_fails_alone():
+    backend = Poisoned()
+    batched = _Batched(backend)
+    good = render_requests(load_rubric("mirage-mg"), ITEMS[:2]).requests
+    bad = render_requests(load_rubric("mirage-mg"),
+                          [Item(id="x", question="q", response="\ud800", reference="a")]).requests
+
+    async def two():
+        return await asyncio.gather(batched.agenerate(list(good)), batched.agenerate(list(bad)),
+                                    return_exceptions=True)
+
+    mine, theirs = asyncio.run(two())
+    assert [g.text for g in mine] == [ANSWER, ANSWER]
+    assert isinstance(theirs, TypeError)
+    assert backend.calls == [3, 2, 1]  # the batch, then each request alone
+
+
+class Slow(Recording):
+    """A generate that takes a while, counting how many run at once."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds, self.running, self.most = seconds, 0, 0
+        self.lock = threading.Lock()
+
+    def generate(self, requests):
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(self.seconds)
+        with self.lock:
+            self.running -= 1
+        return super().generate(requests)
+
+
+def test_a_neighbour_that_leaves_does_not_cancel_the_batch_or_start_a_second_generate():
+    backend = Slow(0.5)
+    batched = _Batched(backend)
+    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+
+    async def scenario():
+        # Theirs came first (before, the call that came first ran the batch for everyone).
+        theirs = asyncio.create_task(batched.agenerate(list(requests[1:2])))
+        mine = asyncio.create_task(batched.agenerate(list(requests[:1])))
+        await asyncio.sleep(0.2)  # both in the running generate
+        theirs.cancel()  # their client left
+        late = asyncio.create_task(batched.agenerate(list(requests[2:])))
+        return await mine, await late, theirs
+
+    mine, late, theirs = asyncio.run(scenario())
+    assert theirs.cancelled()
+    assert [g.text for g in mine] == [ANSWER] and [g.text for g in late] == [ANSWER]
+    assert backend.most == 1  # never two generates side by side
+    assert backend.calls == [2, 1]
+
+
+def test_a_request_nobody_waits_for_any_more_is_not_generated():
+    backend = Recording()
+    batched = _Batched(backend, max_wait_s=0.2)
+    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+
+    async def scenario():
+        gone = asyncio.create_task(batched.agenerate(list(requests[:2])))
+        mine = asyncio.create_task(batched.agenerate(list(requests[2:])))
+        await asyncio.sleep(0.05)
+        gone.cancel()  # before the batch starts
+        return await mine
+
+    assert [g.text for g in asyncio.run(scenario())] == [ANSWER]
+    assert backend.calls == [1]
