@@ -14,7 +14,6 @@ from .judging import (
     decide_verdicts,
     judge_votes,
     render_requests,
-    unscored_votes,
     votes_from_generation,
 )
 from .cascade import Steps, confidence
@@ -53,7 +52,6 @@ __all__ = [
     "decide_verdicts",
     "judge_votes",
     "render_requests",
-    "unscored_votes",
     "list_juries",
     "load_jury_spec",
     "provenance",

@@ -148,13 +148,6 @@ def _votes(judge: JudgeSpec, requests: Requests, outputs: Sequence[Generation]) 
     return votes
 
 
-def unscored_votes(judge: str, requests: Requests, reason: str) -> list[list[Vote]]:
-    """Every vote of one judge on ``requests`` unscored for the same reason (a judge that could
-    not answer at all, e.g. its replica died): the quorum decides what the verdicts become."""
-    return [[Vote(judge=judge, criterion=c.name, error=reason)
-             for call in requests.calls for c in call] for _ in requests.item_ids]
-
-
 def votes_from_generation(
     judge: str, criteria: list[Criterion], gen: Generation, keep_reasoning: bool = False
 ) -> list[Vote]:

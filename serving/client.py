@@ -29,7 +29,9 @@ class ServiceError(ExecutionError):
 
 class Client:
     """The HTTP API as Python calls. Bad requests raise InputError naming the field; a busy
-    service (429) is retried after its Retry-After, up to ``retries`` times."""
+    service (429) or a judge that could not answer (503) is retried after its Retry-After, up to
+    ``retries`` times, then raises ServiceError (``judge --url`` then stops, as in-process,
+    having written nothing for the items it could not get verdicts for)."""
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 900.0,
                  retries: int = 5) -> None:
@@ -57,7 +59,7 @@ class Client:
                 response = self._http.request(method, path, json=payload)
             except httpx.HTTPError as exc:
                 raise ServiceError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from None
-            if response.status_code == 429 and attempt < self.retries:
+            if response.status_code in (429, 503) and attempt < self.retries:
                 time.sleep(float(response.headers.get("retry-after", "1")))
                 continue
             break

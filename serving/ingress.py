@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from jurybox.judges import Steps, provenance, render_requests, unscored_votes
+from jurybox.judges import Steps, provenance, render_requests
 from jurybox.rubrics import Rubric, input_hash
 from jurybox.rubrics.loading import format_validation_error
 
@@ -46,6 +46,9 @@ from .protocol import (
 )
 
 API_VERSION = "1"
+# What a 503 for a judge that could not answer tells the client to wait (Serve restarts a dead
+# replica; a tiny model reloads in seconds, a large one in about a minute).
+RETRY_AFTER_UNAVAILABLE_S = 10
 ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 429, 503, 504)}
 
 DESCRIPTION = ("Score long-form answers with a jury of LLM judges against explicit rubrics. "
@@ -190,8 +193,10 @@ class JuryIngress:
 
     async def _votes_of(self, judge: str, requests: Any, deadline: float) -> Any:
         """One judge's votes; a replica that dies is asked once more (Serve routes the retry to
-        a live or restarted replica); a judge that still cannot answer gives unscored votes
-        saying why, and the quorum decides."""
+        a live or restarted replica). A judge that still cannot answer fails the request with
+        a retryable 503, never with votes: as in-process (``JudgeFailed``), an infrastructure
+        failure is no verdict, so a client (``judge --url``) writes nothing and a rerun retries.
+        """
         from ray.exceptions import RayActorError
         from ray.serve.exceptions import BackPressureError
 
@@ -214,7 +219,9 @@ class JuryIngress:
             except Exception as exc:
                 reason = _short(exc)
                 break
-        return unscored_votes(judge, requests, f"judge {judge} could not answer: {reason}")
+        raise HTTPProblem(503, "unavailable", f"judge {judge} could not answer: {reason}; "
+                          "nothing was scored, retry later",
+                          headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)})
 
     async def _score(self, request: ScoreRequest) -> list[dict[str, Any]]:
         limits = self.limits
