@@ -231,12 +231,15 @@ class JuryIngress:
         if not request.items:
             raise HTTPProblem(422, "invalid_request", "items is empty; send at least one item",
                               "items")
+        _refuse_lone_surrogates(request.rubric, "rubric")
         rubric = self._rubric(request.rubric)
         prov = self._provenance(rubric)
         items, seen = [], {}
         for i, raw in enumerate(request.items):
+            fields = raw.model_dump(exclude_none=True)
+            _refuse_lone_surrogates(fields, f"items[{i}]")
             try:
-                item = to_item(raw.model_dump(exclude_none=True), {}, rubric,
+                item = to_item(fields, {}, rubric,
                                limits.max_field_chars, request.allow_empty)
             except FieldError as exc:
                 raise HTTPProblem(422, "invalid_request", f"items[{i}].{exc.field}: "
@@ -328,6 +331,28 @@ class JuryIngress:
         from prometheus_client import CONTENT_TYPE_LATEST
 
         return Response(self.metrics.text(), media_type=CONTENT_TYPE_LATEST)
+
+
+def _refuse_lone_surrogates(value: Any, where: str) -> None:
+    """422 naming the first string (key or value, at any depth) that holds a lone surrogate: JSON
+    may escape one (``"\\ud800"``), but it is no Unicode text, so no tokenizer, hash or output
+    file could take it. Checked before anything is judged, and without recursion."""
+    stack = [(value, where)]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise HTTPProblem(422, "invalid_request", f"{path}: holds a lone surrogate "
+                                  f"({node[exc.start]!r} at character {exc.start}), which is not "
+                                  "valid Unicode text; send UTF-8 text", path) from None
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                stack.append((key, path))
+                stack.append((child, f"{path}.{key}"))
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}[{k}]") for k, child in enumerate(node))
 
 
 def _short(exc: BaseException) -> str:

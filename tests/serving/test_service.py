@@ -144,6 +144,21 @@ def test_bad_requests_get_a_4xx_naming_the_field(service, payload, status, field
     assert error["field"] == field and message in error["message"], error
 
 
+@pytest.mark.parametrize("change,field", [
+    ({"response": "Early \ud800 blight"}, "items[0].response"),
+    ({"id": "\udcff"}, "items[0].id"),
+    ({"notes": {"by": ["ok", {"who": "\ud800"}]}}, "items[0].notes.by[1].who"),
+])
+def test_a_lone_surrogate_anywhere_in_an_item_is_a_422_naming_it(service, change, field):
+    # json.dumps escapes the surrogate (\ud800), as any JSON client may send it.
+    body = json.dumps({"rubric": "general", "items": [{**ROWS[0], **change}]})
+    r = httpx.post(f"{service}/v1/score", content=body, timeout=60,
+                   headers={**AUTH, "content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"] == field and "lone surrogate" in error["message"], error
+
+
 def test_cors_only_for_the_origins_asked_for(service):
     ui = {"Origin": "http://labelling.example", "Access-Control-Request-Method": "POST",
           "Access-Control-Request-Headers": "authorization, content-type"}

@@ -89,7 +89,9 @@ def test_a_poisoned_neighbour_leaves_my_request_fully_scored(service):
     assert vote_errors(mine.json()["verdicts"]) == vote_errors(want)
     assert_same_verdicts(mine.json()["verdicts"], want)
     assert results["busy"].status_code == 200
-    # The poisoned request itself fails, and says so: never a 200 of unscored votes.
+    # The poisoned request itself fails, and says so: never a 200 of unscored votes. (The
+    # ingress now refuses lone surrogates before any judge sees them, 422; the batch's own
+    # isolation, for what a judge cannot take, is tested in test_deployments.py.)
     poison = results["neighbour"]
     assert poison.status_code in (422, 503) and "error" in poison.json(), poison.text
 
