@@ -15,15 +15,13 @@ scores, no leak report or traceback at exit). Exits 1 naming every step that fai
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # service_helpers: `jurybox serve` as a user starts it
 JURYBOX = str(Path(sys.executable).with_name("jurybox"))
 EXAMPLE = ROOT / "examples" / "mirage_mg.jsonl"
 NOISE = ("nanobind", "leaked", "Traceback")
@@ -81,65 +79,33 @@ def agree(work: Path) -> str:
     return "a JSON report"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve(work: Path) -> str:
     import httpx
 
-    port, token = free_port(), "smoke-token"
-    log = work / "serve.log"
-    env = {**os.environ, "JURYBOX_TOKEN": token}
-    with open(log, "wb") as sink:
-        proc = subprocess.Popen([JURYBOX, "serve", "--jury", "tiny", "--port", str(port),
-                                 "--token-env", "JURYBOX_TOKEN"], stdout=sink,
-                                stderr=subprocess.STDOUT, env=env)
-    url, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
+    from service_helpers import serving_as_users_do
+
+    token, log = "smoke-token", work / "serve.log"
+    auth = {"Authorization": f"Bearer {token}"}
     try:
-        # Ready as the user sees it: `jurybox serve` says it is serving (every deployment
-        # healthy); from then on /healthz must answer 200 (the proxy may take a moment to
-        # route to the new application).
-        deadline = time.monotonic() + 900
-        while "jurybox is serving" not in log.read_text(errors="replace"):
-            check(proc.poll() is None, f"jurybox serve exited {proc.returncode}",
-                  log.read_text(errors="replace"))
-            check(time.monotonic() < deadline, "jurybox serve not serving within 900 s",
-                  log.read_text(errors="replace"))
-            time.sleep(1)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                health = httpx.get(f"{url}/healthz", timeout=30)
-                if health.status_code == 200 or time.monotonic() > deadline:
-                    break
-            except httpx.HTTPError:
-                check(time.monotonic() < deadline, "no answer from /healthz")
-            time.sleep(1)
-        check(health.status_code == 200, f"GET /healthz: {health.status_code}", health.text)
-        for path in ("/metrics", "/v1/rubrics", "/v1/rubrics/mirage-mg", "/v1/jury"):
-            r = httpx.get(f"{url}{path}", headers=auth, timeout=60)
-            check(r.status_code == 200, f"GET {path}: {r.status_code}", r.text)
-        r = httpx.post(f"{url}/v1/score", headers=auth, timeout=600,
-                       json={"rubric": "mirage-mg", "items": [README_ITEM]})
-        check(r.status_code == 200, f"POST /v1/score (the README's example): {r.status_code}", r.text)
-        (verdict,) = r.json()["verdicts"]
-        check(verdict["id"] == "1" and any(v["score"] is not None for v in verdict["votes"]),
-              "the README's example got no scored vote", r.text)
-        r = httpx.post(f"{url}/v1/score", timeout=60, json={"rubric": "mirage-mg", "items": []})
-        check(r.status_code == 401, f"POST /v1/score without the token: {r.status_code}", r.text)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    text = log.read_text(errors="replace")
-    check(proc.returncode == 0, f"jurybox serve exited {proc.returncode} after Ctrl-C", text)
-    clean_exit(text, "jurybox serve", "shutting down ...")
+        with serving_as_users_do(["--jury", "tiny", "--token-env", "JURYBOX_TOKEN"], log,
+                                 env={"JURYBOX_TOKEN": token}) as url:
+            for path in ("/healthz", "/metrics", "/v1/rubrics", "/v1/rubrics/mirage-mg",
+                         "/v1/jury"):
+                r = httpx.get(f"{url}{path}", headers=auth, timeout=60)
+                check(r.status_code == 200, f"GET {path}: {r.status_code}", r.text)
+            r = httpx.post(f"{url}/v1/score", headers=auth, timeout=600,
+                           json={"rubric": "mirage-mg", "items": [README_ITEM]})
+            check(r.status_code == 200, f"POST /v1/score (the README's example): "
+                  f"{r.status_code}", r.text)
+            (verdict,) = r.json()["verdicts"]
+            check(verdict["id"] == "1" and any(v["score"] is not None for v in verdict["votes"]),
+                  "the README's example got no scored vote", r.text)
+            r = httpx.post(f"{url}/v1/score", timeout=60, json={"rubric": "mirage-mg", "items": []})
+            check(r.status_code == 401, f"POST /v1/score without the token: {r.status_code}",
+                  r.text)
+    except AssertionError as exc:  # from the helper: it did not start, or exited badly
+        raise Failed(str(exc)) from None
+    clean_exit(log.read_text(errors="replace"), "jurybox serve", "shutting down ...")
     return "healthz, metrics, rubrics, jury and the README's example answered 200"
 
 

@@ -58,8 +58,9 @@ def running_service(config, env: dict[str, str] | None = None, ready_timeout: fl
 def serving_as_users_do(args: list[str], log: Path, env: dict[str, str] | None = None,
                         ready_timeout: float = 900.0):
     """``jurybox serve ARGS --port P`` in its own process, started by the installed console
-    script as the README says, until the block ends (then Ctrl-C, as a user stops it); yields
-    the base URL. Its output goes to ``log``."""
+    script as the README says, until the block ends (then Ctrl-C, as a user stops it, after
+    which it must exit 0); yields the base URL. Its output goes to ``log``. (.ci/smoke.py uses
+    it too.)"""
     port = free_port()
     jurybox = Path(sys.executable).with_name("jurybox")
     with open(log, "wb") as out:
@@ -84,6 +85,8 @@ def serving_as_users_do(args: list[str], log: Path, env: dict[str, str] | None =
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    assert proc.returncode == 0, f"jurybox serve exited {proc.returncode} after Ctrl-C:\n" + \
+        log.read_text(errors="replace")[-3000:]
 
 
 def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None,
