@@ -66,6 +66,7 @@ class _Batched:
         return await future  # cancelling the caller cancels this future alone
 
     async def _run(self) -> None:
+        batch: list[tuple[list[Request], asyncio.Future]] = []
         try:
             while self._waiting:
                 await asyncio.sleep(self._max_wait_s)  # let concurrent calls join the batch
@@ -74,7 +75,7 @@ class _Batched:
                 if batch:
                     await self._generate(batch)
         except asyncio.CancelledError:  # the replica is stopping: nobody is left unanswered
-            for _, fut in self._waiting:
+            for _, fut in batch + self._waiting:  # the batch in flight and those waiting
                 if not fut.done():
                     fut.set_exception(RuntimeError("the judge replica is stopping"))
             raise
