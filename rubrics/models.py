@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from functools import cached_property
 from typing import Any, Literal
 
@@ -289,7 +290,7 @@ class Rubric(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Rubric:
         names = [c.name for c in self.criteria]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(n for n, k in Counter(names).items() if k > 1)  # linear: names may be many
         if dupes:
             raise ValueError(f"criteria names repeat: {dupes}")
         if "id" in self.inputs:

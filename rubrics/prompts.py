@@ -6,6 +6,7 @@ fails when the rubric loads rather than producing a prompt with a hole in it.
 
 from __future__ import annotations
 
+import math
 import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -20,9 +21,37 @@ if TYPE_CHECKING:
 Message = dict[str, str]
 
 
+# The most characters (or list elements) one ``*`` in a template may make, and the most digits of
+# one ``**``: a template is a prompt, and a prompt of millions of characters is no prompt.
+MAX_PRODUCT = 1_000_000
+MAX_POWER_DIGITS = 1_000
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """The sandbox, with ``*`` and ``**`` bounded. Intercepting them also keeps Jinja from
+    folding them at compile time: ``{{ 'x' * 10**9 }}`` would otherwise be computed when the
+    template compiles, and kept in the compiled template's constants."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int):
+                    if len(seq) * times > MAX_PRODUCT:
+                        raise SecurityError(f"a repetition of {len(seq) * times} elements; "
+                                            f"templates may make at most {MAX_PRODUCT}")
+        elif operator == "**" and isinstance(left, int) and isinstance(right, int):
+            digits = abs(right) * math.log10(abs(left)) if abs(left) > 1 else 0
+            if digits > MAX_POWER_DIGITS:
+                raise SecurityError(f"a power of about {digits:.0f} digits; templates may make "
+                                    f"at most {MAX_POWER_DIGITS}")
+        return super().call_binop(context, operator, left, right)
+
+
 @lru_cache(maxsize=1)
 def _env() -> ImmutableSandboxedEnvironment:
-    return ImmutableSandboxedEnvironment(
+    return _Sandbox(
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -25,6 +25,19 @@ class Limits(BaseModel):
                                 "beyond).")
     max_items: int = Field(256, ge=1, description="Most items in one request (413 beyond).")
     max_field_chars: int = Field(100_000, ge=1, description="Longest item field (422 beyond).")
+    max_judge_calls: int = Field(2048, ge=1, description="Most judge calls one request may "
+                                 "buy: items x calls per item (one, or one per criterion for a "
+                                 "per-criterion rubric); 413 beyond.")
+    max_criteria: int = Field(32, ge=1, description="Most criteria of an inline rubric (413 "
+                              "beyond).")
+    max_scale_points: int = Field(101, ge=2, description="Most labels, values or levels of one "
+                                  "scale of an inline rubric (413 beyond).")
+    max_template_chars: int = Field(50_000, ge=100, description="Longest template plus system "
+                                    "prompt of an inline rubric (413 beyond).")
+    max_render_s: float = Field(10.0, gt=0.0, description="Time an inline rubric may take to "
+                                "validate and render a request's prompts (422 beyond).")
+    max_nesting: int = Field(20, ge=2, description="Deepest nesting of lists and objects in an "
+                             "item or inline rubric (422 beyond).")
     max_concurrent: int = Field(4, ge=1, description="Requests one ingress replica scores at "
                                 "once; their items go to the judges together.")
     max_queued: int = Field(16, ge=0, description="Requests waiting for a slot; beyond, the "

@@ -15,11 +15,18 @@ vLLM's ``AsyncLLM`` here keeps one code path with ``jurybox judge`` on vLLM.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from jurybox.judges import JudgeSpec, Requests, ajudge_votes
-from jurybox.judges.backends.base import Backend, Generation, Request
+from jurybox.judges.backends.base import (
+    Backend,
+    Generation,
+    GenerationCancelled,
+    Request,
+    takes_cancel_check,
+)
 from jurybox.rubrics import Vote
 
 BackendFactory = Callable[[JudgeSpec], Backend]
@@ -48,7 +55,11 @@ class _Batched:
     generate raises is run again request by request, so a request the backend cannot take
     fails alone; a caller that stops waiting (its client left, its deadline passed) cancels
     only its own wait, and a request nobody waits for any more is not generated. The batches
-    run in a task of their own, so no caller's cancellation reaches them."""
+    run in a task of their own, so no caller's cancellation reaches them: a batch with one
+    caller still waiting runs to its end. Once every caller of the running batch has left, a
+    backend that can stop early (``generate(..., cancelled=...)``) is told to, so an abandoned
+    generate does not hold the judge while new requests wait (a deadline or
+    ``max_concurrent`` would mean nothing if it did)."""
 
     def __init__(self, backend: Backend, max_wait_s: float = 0.01) -> None:
         self.backend = backend
@@ -56,6 +67,8 @@ class _Batched:
         self._waiting: list[tuple[list[Request], asyncio.Future]] = []
         self._max_wait_s = max_wait_s
         self._runner: asyncio.Task | None = None
+        self._cancellable = takes_cancel_check(backend)
+        self._generating = 0  # generates running in a worker thread (0 or 1)
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
         loop = asyncio.get_running_loop()
@@ -83,7 +96,12 @@ class _Batched:
     async def _generate(self, batch: list[tuple[list[Request], asyncio.Future]]) -> None:
         prompts = [r for reqs, _ in batch for r in reqs]
         try:
-            outputs = await asyncio.to_thread(self.backend.generate, prompts)
+            outputs = await self._generate_while_awaited(batch, prompts)
+        except GenerationCancelled as exc:  # every caller left: nobody to answer or to rerun
+            for _, fut in batch:
+                if not fut.done():  # cannot happen (it stops only once all are done); no hang
+                    fut.set_exception(exc)
+            return
         except Exception as exc:
             if len(batch) > 1:
                 for one in batch:  # alone, so that only the request at fault fails
@@ -97,6 +115,43 @@ class _Batched:
             if not fut.done():
                 fut.set_result(outputs[start:start + len(reqs)])
             start += len(reqs)
+
+    async def _generate_while_awaited(
+        self, batch: list[tuple[list[Request], asyncio.Future]], prompts: list[Request]
+    ) -> list[Generation]:
+        """The backend's generate in a worker thread, with a cancel check that turns True once
+        every caller of ``batch`` has stopped waiting (their futures are cancelled: a caller
+        that is answered is answered after the generate). The check is a ``threading.Event``
+        set on the event loop, since the worker thread reads it."""
+        if not self._cancellable:
+            self._generating += 1
+            try:
+                return await asyncio.to_thread(self.backend.generate, prompts)
+            finally:
+                self._generating -= 1
+        nobody_waits = threading.Event()
+
+        def left(_: asyncio.Future) -> None:
+            if all(fut.done() for _, fut in batch):
+                nobody_waits.set()
+
+        for _, fut in batch:
+            fut.add_done_callback(left)
+        self._generating += 1
+        try:
+            return await asyncio.to_thread(self.backend.generate, prompts,
+                                           cancelled=nobody_waits.is_set)
+        except asyncio.CancelledError:  # the replica is stopping: its callers are failed
+            nobody_waits.set()
+            raise
+        finally:
+            self._generating -= 1
+            for _, fut in batch:
+                fut.remove_done_callback(left)
+
+    def busy(self) -> bool:
+        """Whether a generate is running (in the worker thread) right now."""
+        return self._generating > 0
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         return self.backend.generate(requests)
@@ -122,6 +177,12 @@ class JudgeServer:
 
     async def ping(self) -> str:
         return "ok"
+
+    async def busy(self) -> bool:
+        """Whether this replica's judge is generating right now: after every client of a
+        request has left or timed out, it must not be for long (see ``_Batched``)."""
+        busy = getattr(self.backend, "busy", None)
+        return bool(busy()) if busy is not None else False
 
     async def check_health(self) -> None:
         """Ray Serve's health check: a judge whose engine died is restarted."""

@@ -18,6 +18,9 @@ class HTTPProblem(Exception):
         self.status, self.kind, self.message, self.field = status, kind, message, field
         self.headers = headers or {}
 
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in a worker process, answered here
+        return HTTPProblem, (self.status, self.kind, self.message, self.field, self.headers)
+
 
 def problem_for(exc: BaseException) -> HTTPProblem:
     """The HTTP answer for an exception (the one place that decides)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import math
 import os
 import time
@@ -21,17 +22,15 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from jurybox.judges import Steps, provenance, render_requests
+from jurybox.judges import Steps, provenance
 from jurybox.rubrics import Rubric, input_hash
-from jurybox.rubrics.loading import format_validation_error
 
+from .admission import Prepared, Workers, inline_rubric, prepare
 from .bulk import Calibration
 from .config import ServicePlan
 from .errors import HTTPProblem, body, problem_for, validation_problem
-from .predictions import FieldError, to_item
 from .protocol import (
     ErrorResponse,
     Health,
@@ -44,6 +43,8 @@ from .protocol import (
     ScoreRequest,
     ScoreResponse,
 )
+
+logger = logging.getLogger("jurybox.serving")
 
 API_VERSION = "1"
 # What a 503 for a judge that could not answer tells the client to wait (Serve restarts a dead
@@ -160,6 +161,13 @@ class JuryIngress:
             self.calibrations[cmap.provenance_] = Calibration(cmap, entry["identity"])
         self.metrics = Metrics()
         self.gate = Gate(self.limits.max_concurrent, self.limits.max_queued, self.metrics.queue)
+        self.workers = Workers()  # inline rubrics are validated and rendered there
+        self.workers.start()
+
+    def __del__(self) -> None:
+        workers = self.__dict__.get("workers")
+        if workers is not None:
+            workers.close()
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         """Ray Serve calls this in the replica, after ``__init__``: the app is built there,
@@ -168,21 +176,35 @@ class JuryIngress:
 
     # -- the judging path ----------------------------------------------------------------------
 
-    def _rubric(self, ref: str | dict[str, Any]) -> Rubric:
+    def _named(self, name: str) -> Rubric:
+        if name not in self.rubrics:
+            raise HTTPProblem(422, "invalid_request", f"unknown rubric {name!r}; this service "
+                              f"knows {sorted(self.rubrics)} (or send an inline rubric)",
+                              "rubric")
+        return self.rubrics[name]
+
+    async def _rubric(self, ref: str | dict[str, Any]) -> Rubric:
         if isinstance(ref, str):
-            if ref not in self.rubrics:
-                raise HTTPProblem(422, "invalid_request", f"unknown rubric {ref!r}; this service "
-                                  f"knows {sorted(self.rubrics)} (or send an inline rubric)",
-                                  "rubric")
-            return self.rubrics[ref]
-        try:
-            return Rubric.model_validate(ref)
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise HTTPProblem(422, "invalid_request",
-                              format_validation_error("inline rubric", exc),
-                              "rubric" + (f".{where}" if where else "")) from None
+            return self._named(ref)
+        return await self.workers.run(self.limits.max_render_s, inline_rubric, ref, self.limits)
+
+    async def _prepare(self, request: ScoreRequest) -> Prepared:
+        """The request's rubric, items and prompts (see :mod:`jurybox.serving.admission`): the
+        operator's rubrics in a thread, a client's inline rubric in a worker process; never on
+        the event loop, which keeps answering every other route meanwhile."""
+        limits = self.limits
+        if len(request.items) > limits.max_items:
+            raise HTTPProblem(413, "too_large", f"{len(request.items)} items; this service takes "
+                              f"at most {limits.max_items} per request (max_items)", "items")
+        if not request.items:
+            raise HTTPProblem(422, "invalid_request", "items is empty; send at least one item",
+                              "items")
+        raw = [item.model_dump(exclude_none=True) for item in request.items]
+        if isinstance(request.rubric, str):
+            return await asyncio.to_thread(prepare, self._named(request.rubric), raw, limits,
+                                           request.allow_empty)
+        return await self.workers.run(limits.max_render_s, prepare, request.rubric, raw, limits,
+                                      request.allow_empty)
 
     def _provenance(self, rubric: Rubric) -> str:
         self.jury.check_rubric(rubric)
@@ -223,41 +245,17 @@ class JuryIngress:
                           "nothing was scored, retry later",
                           headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)})
 
-    async def _score(self, request: ScoreRequest) -> list[dict[str, Any]]:
-        limits = self.limits
-        if len(request.items) > limits.max_items:
-            raise HTTPProblem(413, "too_large", f"{len(request.items)} items; this service takes "
-                              f"at most {limits.max_items} per request (max_items)", "items")
-        if not request.items:
-            raise HTTPProblem(422, "invalid_request", "items is empty; send at least one item",
-                              "items")
-        _refuse_lone_surrogates(request.rubric, "rubric")
-        rubric = self._rubric(request.rubric)
+    async def _score(self, request: ScoreRequest, deadline: float) -> list[dict[str, Any]]:
+        rubric, items, requests = await self._prepare(request)
         prov = self._provenance(rubric)
-        items, seen = [], {}
-        for i, raw in enumerate(request.items):
-            fields = raw.model_dump(exclude_none=True)
-            _refuse_lone_surrogates(fields, f"items[{i}]")
-            try:
-                item = to_item(fields, {}, rubric,
-                               limits.max_field_chars, request.allow_empty)
-            except FieldError as exc:
-                raise HTTPProblem(422, "invalid_request", f"items[{i}].{exc.field}: "
-                                  f"{exc.message}", f"items[{i}].{exc.field}") from None
-            if item.id in seen:
-                raise HTTPProblem(422, "invalid_request", f"items[{i}].id: duplicate id "
-                                  f"{item.id!r} (also items[{seen[item.id]}])", f"items[{i}].id")
-            seen[item.id] = i
-            items.append(item)
-        deadline = time.monotonic() + limits.request_timeout_s
         async with self.gate:
             # Every judge of a step at once; a cascaded jury's later stages get only the items
             # the earlier ones left open.
-            steps = Steps(rubric, self.jury, prov, render_requests(rubric, items))
+            steps = Steps(rubric, self.jury, prov, requests)
             while (step := steps.next()) is not None:
-                judges, requests = step
+                judges, open_requests = step
                 steps.add(await asyncio.gather(
-                    *(self._votes_of(j.name, requests, deadline) for j in judges)))
+                    *(self._votes_of(j.name, open_requests, deadline) for j in judges)))
         verdicts = steps.verdicts()
         records = [{**v.to_record(), "input": input_hash(item)} for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
@@ -269,8 +267,10 @@ class JuryIngress:
     # -- what the routes answer (see build_app) ----------------------------------------------
 
     async def score(self, request: ScoreRequest) -> JSONResponse:
+        timeout = self.limits.request_timeout_s
         try:
-            records = await asyncio.wait_for(self._score(request), self.limits.request_timeout_s)
+            records = await asyncio.wait_for(self._score(request, time.monotonic() + timeout),
+                                             timeout)
         except (asyncio.TimeoutError, TimeoutError):
             raise HTTPProblem(504, "timeout", f"the request took longer than the service's "
                               f"deadline of {self.limits.request_timeout_s:g} s "
@@ -278,7 +278,7 @@ class JuryIngress:
         return JSONResponse({"verdicts": records})
 
     async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
-        rubric = self._rubric(request.rubric)
+        rubric = await self._rubric(request.rubric)
         prov = self._provenance(rubric)
         calibration = self.calibrations.get(prov)
         return ProvenanceResponse(rubric=rubric.name, provenance=prov,
@@ -333,28 +333,6 @@ class JuryIngress:
         return Response(self.metrics.text(), media_type=CONTENT_TYPE_LATEST)
 
 
-def _refuse_lone_surrogates(value: Any, where: str) -> None:
-    """422 naming the first string (key or value, at any depth) that holds a lone surrogate: JSON
-    may escape one (``"\\ud800"``), but it is no Unicode text, so no tokenizer, hash or output
-    file could take it. Checked before anything is judged, and without recursion."""
-    stack = [(value, where)]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, str):
-            try:
-                node.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise HTTPProblem(422, "invalid_request", f"{path}: holds a lone surrogate "
-                                  f"({node[exc.start]!r} at character {exc.start}), which is not "
-                                  "valid Unicode text; send UTF-8 text", path) from None
-        elif isinstance(node, dict):
-            for key, child in node.items():
-                stack.append((key, path))
-                stack.append((child, f"{path}.{key}"))
-        elif isinstance(node, list):
-            stack.extend((child, f"{path}[{k}]") for k, child in enumerate(node))
-
-
 def _short(exc: BaseException) -> str:
     """An exception from another process, in one line (Ray wraps remote tracebacks)."""
     cause = getattr(exc, "cause", None) or exc
@@ -385,13 +363,10 @@ def build_app(ingress: JuryIngress) -> FastAPI:
                                                                             "invalid_request")
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
         if exc.status_code == 400 and "parsing the body" in detail:
-            detail = "the body could not be read as JSON (is it UTF-8?)"
+            detail = ("the body could not be read as JSON: it must be UTF-8 JSON, with no value "
+                      "nested beyond the parser's depth and no integer over 4,300 digits")
         return _json(HTTPProblem(exc.status_code, kind, detail,
                                  headers=getattr(exc, "headers", None)))
-
-    @app.exception_handler(Exception)
-    async def _on_error(request: Request, exc: Exception) -> JSONResponse:
-        return _json(problem_for(exc))
 
     @app.middleware("http")
     async def _guard(request: Request, call_next: Any) -> Response:
@@ -407,7 +382,11 @@ def build_app(ingress: JuryIngress) -> FastAPI:
                     "access-control-request-headers", "authorization, content-type"),
                 "Access-Control-Max-Age": "600"})
         else:
-            response = await _checked(ingress, request, call_next)
+            try:
+                response = await _checked(ingress, request, call_next)
+            except Exception as exc:  # answered here, so that /metrics counts the 500 too
+                logger.exception("%s %s failed", request.method, request.url.path)
+                response = _json(problem_for(exc))
         if allowed:
             response.headers["Access-Control-Allow-Origin"] = origin
             response.headers["Vary"] = "Origin"
@@ -453,9 +432,10 @@ def build_app(ingress: JuryIngress) -> FastAPI:
 
 async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Response:
     if request.url.path.startswith("/v1/") and ingress.token is not None:
-        given = request.headers.get("authorization", "")
-        expected = f"Bearer {ingress.token}"
-        if not hmac.compare_digest(given.encode(), expected.encode()):
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        # The scheme is case-insensitive (RFC 7235); the token is compared in constant time.
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                                 ingress.token.encode()):
             return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
                                      "(Authorization: Bearer <token>)",
                                      headers={"WWW-Authenticate": "Bearer"}))
@@ -466,6 +446,12 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
     if length is not None and length.isdigit() and int(length) > limit:
         return _json(too_large)
     if length is None and request.method in ("POST", "PUT", "PATCH"):
-        if len(await request.body()) > limit:  # chunked upload: measured once read
-            return _json(too_large)
+        # A chunked upload: counted as it arrives, refused at the limit, never read whole.
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return _json(too_large)
+            chunks.append(chunk)
+        request._body = b"".join(chunks)  # what the route reads (Starlette replays it)
     return await call_next(request)

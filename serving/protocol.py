@@ -3,14 +3,14 @@ turns them (and their ``Field`` descriptions) into the OpenAPI schema at ``/open
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from jurybox.judges.spec import Aggregation
 from jurybox.rubrics import VerdictRecord
 
-RubricRef = str | dict[str, Any]
+RubricRef = Annotated[str, Field(min_length=1)] | dict[str, Any]
 RUBRIC_HELP = ("A rubric the service knows, by name (see GET /v1/rubrics), or an inline rubric: an "
                "object with the fields of a rubric YAML file (criteria, template, inputs, ...).")
 
@@ -21,7 +21,8 @@ class ScoreItem(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    id: str | int = Field(description="The item's id, unique within the request.")
+    id: StrictStr | StrictInt = Field(description="The item's id, unique within the request "
+                                      "(a string or an integer; true or 1.5 is refused).")
     question: str | None = Field(None, description="What the model was asked.")
     response: str | None = Field(None, description="The model's answer, to be judged.")
     reference: str | None = Field(None, description="The expert (gold) answer, where the rubric "
@@ -34,8 +35,9 @@ class ScoreRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rubric: RubricRef = Field(description=RUBRIC_HELP)
-    items: list[ScoreItem] = Field(description="The items to judge, at most the service's "
-                                   "max_items; verdicts come back in the same order.")
+    items: list[ScoreItem] = Field(min_length=1, description="The items to judge, at least "
+                                   "one and at most the service's max_items; verdicts come back "
+                                   "in the same order.")
     allow_empty: bool = Field(False, description="Judge items whose response is empty (a model "
                               "that answered nothing) instead of refusing them.")
 

@@ -112,18 +112,24 @@ def test_python_client_and_judge_url_give_the_same_verdicts(service, tiny_jury, 
 
 
 def test_auth_is_required_and_the_token_never_echoed(service):
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
+                    {"Authorization": f"Basic {TOKEN}"}, {"Authorization": f"Bearer {TOKEN}x"}):
         r = post(service, "/v1/score", {"rubric": "general", "items": ROWS}, headers=headers)
         assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized"
         assert TOKEN not in r.text
     assert httpx.get(f"{service}/v1/jury", timeout=30).status_code == 401
     assert httpx.get(f"{service}/v1/jury", headers=AUTH, timeout=30).status_code == 200
+    # The scheme is case-insensitive (RFC 7235).
+    lower = {"Authorization": f"bearer {TOKEN}"}
+    assert httpx.get(f"{service}/v1/jury", headers=lower, timeout=30).status_code == 200
     assert httpx.get(f"{service}/healthz", timeout=60).status_code == 200  # no token needed
 
 
 @pytest.mark.parametrize("payload,status,field,message", [
     ({"rubric": "nope", "items": ROWS}, 422, "rubric", "unknown rubric 'nope'"),
-    ({"rubric": "general", "items": []}, 422, "items", "items is empty"),
+    ({"rubric": "general", "items": []}, 422, "items", "at least 1 item"),
+    ({"rubric": "general", "items": [{**ROWS[0], "id": True}]}, 422, "items[0].id", "string"),
+    ({"rubric": "", "items": ROWS}, 422, "rubric", "at least 1 character"),
     ({"rubric": "general", "items": ROWS * 3}, 413, "items", "at most 4 per request"),
     ({"rubric": "general", "items": [{**ROWS[0], "response": "x" * 6000}]}, 422,
      "items[0].response", "more than the limit of 5,000"),

@@ -5,7 +5,11 @@ The transformers judges merge the requests that arrive together into one generat
 that keeps a judge busy first makes the next two requests queue up and share a batch: one of
 them the request under test, the other a neighbour that poisons the batch (text the tokenizer
 refuses) or whose client leaves while the batch runs. The request under test must get exactly
-the verdicts it gets alone."""
+the verdicts it gets alone.
+
+And no request may buy unbounded work or memory: judge calls and inline rubrics have limits,
+a client's template runs in a worker process under the request's deadline, and a chunked body
+is counted as it streams."""
 
 from __future__ import annotations
 
@@ -30,13 +34,18 @@ def item(id_: str, response: str) -> dict:
     return {"id": id_, "question": QUESTION, "response": response, "reference": REFERENCE}
 
 
+DEADLINE_S = 40.0
 MINE = item("mine", "Early blight, a fungal disease; remove infected leaves.")
 BUSY = item("busy", "Probably a virus, or too much water; hard to say without a photo.")
 
 
 @pytest.fixture(scope="module")
 def service():
-    config = ServiceConfig(jury="tiny", limits=Limits(max_concurrent=4, max_queued=8))
+    # A deadline short enough to wait for, and a render budget beyond it, so that a slow
+    # template meets the deadline (504), not the budget (422, tested in test_admission.py).
+    config = ServiceConfig(jury="tiny", limits=Limits(
+        max_concurrent=4, max_queued=8, request_timeout_s=DEADLINE_S, max_render_s=600,
+        max_judge_calls=8, max_body_bytes=8 << 20))
     with running_service(config) as url:
         yield url
 
@@ -109,3 +118,116 @@ def test_a_neighbour_whose_client_leaves_leaves_my_request_fully_scored(service)
     # And the service goes on as before.
     again, _ = alone(service)
     assert_same_verdicts(again, want)
+
+
+def criterion(name: str) -> dict:
+    return {"name": name, "description": f"How {name} the answer is.", "scale": {"min": 1, "max": 5}}
+
+
+def inline(template: str, n_criteria: int = 1, mode: str = "joint") -> dict:
+    return {"name": "inline", "mode": mode, "template": template,
+            "criteria": [criterion(f"c{k}") for k in range(n_criteria)]}
+
+
+def score_with(url: str, rubric, items: list[dict], timeout: float = 600) -> httpx.Response:
+    return httpx.post(f"{url}/v1/score", json={"rubric": rubric, "items": items}, timeout=timeout)
+
+
+def assert_problem(r: httpx.Response, status: int, field: str, *words: str) -> None:
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert error["field"] == field and all(w in error["message"] for w in words), error
+
+
+def test_a_ten_thousand_criterion_inline_rubric_is_refused_naming_the_limit(service):
+    r = score_with(service, inline("{{ question }} {{ output_format }}", 10_000, "per_criterion"),
+                   [MINE], timeout=60)
+    assert_problem(r, 413, "rubric.criteria", "10000 criteria", "max_criteria")
+
+
+def test_judge_calls_per_request_are_bounded(service):
+    # 3 items x 4 criteria judged one per call = 12 judge calls, beyond this service's 8.
+    items = [item(f"i{k}", "Early blight.") for k in range(3)]
+    r = score_with(service, inline("{{ question }} {{ response }} {{ output_format }}", 4,
+                                   "per_criterion"), items, timeout=60)
+    assert_problem(r, 413, "items", "12 judge calls", "max_judge_calls")
+
+
+@pytest.mark.parametrize("depth", [50, 500])
+def test_deeply_nested_extra_fields_are_a_422(service, depth):
+    nested: dict = {}
+    inner = nested
+    for _ in range(depth):
+        inner["k"] = {}
+        inner = inner["k"]
+    r = score(service, [{**MINE, "notes": nested}], timeout=60)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"].startswith("items[0].notes.k") and "max_nesting" in error["message"]
+
+
+def test_a_huge_constant_in_a_template_is_refused_not_computed(service):
+    r = score_with(service, inline("{{ question }}{{ 'x' * 10**10 }} {{ output_format }}"),
+                   [MINE], timeout=60)
+    assert_problem(r, 422, "rubric", "repetition of 10000000000", "at most 1000000")
+
+
+def test_a_slow_template_gets_our_504_at_the_deadline_while_healthz_answers(service):
+    slow = inline("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}"
+                  "{% endfor %}{{ question }} {{ output_format }}")
+    result: dict = {}
+
+    def send():
+        began = time.monotonic()
+        result["r"] = score_with(service, slow, [MINE], timeout=DEADLINE_S + 60)
+        result["s"] = time.monotonic() - began
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    health = []
+    while sender.is_alive():
+        began = time.monotonic()
+        h = httpx.get(f"{service}/healthz", timeout=30)
+        health.append((h.status_code, time.monotonic() - began))
+        time.sleep(2)
+    sender.join()
+    r = result["r"]
+    assert r.status_code == 504 and r.json()["error"]["type"] == "timeout", r.text
+    assert DEADLINE_S - 1 <= result["s"] < DEADLINE_S + 15, result["s"]  # ours, not Ray's 408
+    # The event loop kept answering: /healthz throughout, each answer within seconds.
+    assert len(health) >= 5 and all(code == 200 for code, _ in health), health
+    assert max(seconds for _, seconds in health) < 10, health
+    # The worker that ran the template was killed; the next inline rubric renders and scores.
+    ok = score_with(service, inline("{{ question }} {{ response }} {{ output_format }}"), [MINE])
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["verdicts"][0]["status"] == "scored"
+
+
+def ingress_rss() -> int:
+    import psutil
+
+    (ingress,) = [p for p in psutil.process_iter(["cmdline"])
+                  if "JuryIngress" in " ".join(p.info["cmdline"] or [])]
+    return ingress.memory_info().rss
+
+
+def test_a_chunked_hundred_megabyte_body_is_refused_as_it_streams(service):
+    before = ingress_rss()
+    sent = 0
+
+    def body():
+        nonlocal sent
+        chunk = b"x" * (1 << 20)
+        for _ in range(100):
+            sent += len(chunk)
+            yield chunk
+
+    try:  # no Content-Length: httpx sends a generator chunked
+        r = httpx.post(f"{service}/v1/score", content=body(), timeout=120,
+                       headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "max_body_bytes" in r.json()["error"]["message"], r.text
+    except httpx.TransportError:
+        pass  # the service answered 413 and closed while the client was still sending
+    grown = ingress_rss() - before
+    assert grown < 16 << 20, f"the ingress grew by {grown / 2**20:.0f} MiB"
+    assert score(service, [MINE]).status_code == 200  # and it goes on as before

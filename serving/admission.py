@@ -1,0 +1,245 @@
+"""What a score request must pass before any judge sees it, and where that work runs.
+
+:func:`prepare` turns a request's rubric and items into the judges' requests: text that is
+Unicode, nesting within bounds, items as ``jurybox judge`` reads them, a number of judge calls
+within the service's limit, every prompt rendered. It is linear in the request's size.
+
+A rubric the service knows is the operator's: its requests are prepared in a thread, off the
+event loop. An inline rubric is the client's, and its template is code: it is checked against the
+size limits before it is even parsed, then validated and rendered in a worker process
+(:class:`Workers`) with a time budget and a memory cap, so a template that loops for hours or
+builds a huge string costs one killed worker, never a stalled route or the ingress's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from jurybox.judges import Requests, render_requests
+from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.loading import format_validation_error
+
+from .config import Limits
+from .errors import HTTPProblem, problem_for
+from .predictions import FieldError, to_item
+
+# Address space of a worker that validates and renders inline rubrics: Python with pydantic and
+# Jinja takes about 300 MB of it; a template that wants more fails alone (MemoryError).
+WORKER_MEMORY_BYTES = 2 << 30
+
+Prepared = tuple[Rubric, list[Item], Requests]
+
+
+def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], limits: Limits,
+            allow_empty: bool) -> Prepared:
+    """The rubric, the items and every judge call's prompt; an :class:`HTTPProblem` naming the
+    field (or limit) at fault otherwise."""
+    try:
+        if isinstance(rubric, dict):
+            rubric = _inline_rubric(rubric, limits)
+        calls = len(rubric.calls())
+        if len(raw_items) * calls > limits.max_judge_calls:
+            raise HTTPProblem(413, "too_large", f"{len(raw_items)} items x {calls} judge calls "
+                              f"per item (rubric {rubric.name}) = {len(raw_items) * calls} judge "
+                              f"calls; this service takes at most {limits.max_judge_calls} per "
+                              "request (max_judge_calls): send fewer items", "items")
+        items: list[Item] = []
+        seen: dict[str, int] = {}
+        for i, fields in enumerate(raw_items):
+            check_text(fields, f"items[{i}]", limits.max_nesting)
+            try:
+                item = to_item(fields, {}, rubric, limits.max_field_chars, allow_empty)
+            except FieldError as exc:
+                raise HTTPProblem(422, "invalid_request", f"items[{i}].{exc.field}: "
+                                  f"{exc.message}", f"items[{i}].{exc.field}") from None
+            if item.id in seen:
+                raise HTTPProblem(422, "invalid_request", f"items[{i}].id: duplicate id "
+                                  f"{item.id!r} (also items[{seen[item.id]}])", f"items[{i}].id")
+            seen[item.id] = i
+            items.append(item)
+        return rubric, items, render_requests(rubric, items)
+    except InputError as exc:  # e.g. items lacking an input the rubric needs
+        raise problem_for(exc) from None
+    except MemoryError:
+        raise _OUT_OF_MEMORY from None
+
+
+def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
+    """An inline rubric, validated (in a worker: see :class:`Workers`)."""
+    try:
+        return _inline_rubric(ref, limits)
+    except MemoryError:
+        raise _OUT_OF_MEMORY from None
+
+
+_OUT_OF_MEMORY = HTTPProblem(422, "invalid_request", "the inline rubric's template needs more "
+                             "memory than the service allows a template", "rubric.template")
+
+
+def _inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
+    check_text(ref, "rubric", limits.max_nesting)
+    check_rubric_size(ref, limits)
+    try:
+        return Rubric.model_validate(ref)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise HTTPProblem(422, "invalid_request", format_validation_error("inline rubric", exc),
+                          "rubric" + (f".{where}" if where else "")) from None
+
+
+def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
+    """413 naming the limit when an inline rubric is larger than the service takes: checked on
+    the raw request, before validating or compiling anything of it."""
+    template = sum(len(ref[k]) for k in ("template", "system") if isinstance(ref.get(k), str))
+    if template > limits.max_template_chars:
+        raise HTTPProblem(413, "too_large", f"the inline rubric's template and system prompt "
+                          f"have {template} characters; this service takes at most "
+                          f"{limits.max_template_chars} (max_template_chars)", "rubric.template")
+    criteria = ref.get("criteria")
+    if not isinstance(criteria, list):
+        return  # validation says what is wrong
+    if len(criteria) > limits.max_criteria:
+        raise HTTPProblem(413, "too_large", f"the inline rubric has {len(criteria)} criteria; "
+                          f"this service takes at most {limits.max_criteria} (max_criteria)",
+                          "rubric.criteria")
+    for k, criterion in enumerate(criteria):
+        scale = criterion.get("scale") if isinstance(criterion, dict) else None
+        points = max((len(scale.get(key) or ()) for key in ("labels", "values", "levels")),
+                     default=0) if isinstance(scale, dict) else (
+            len(scale) if isinstance(scale, list) else 0)
+        if points > limits.max_scale_points:
+            raise HTTPProblem(413, "too_large", f"rubric.criteria[{k}].scale has {points} "
+                              f"points; this service takes at most {limits.max_scale_points} "
+                              "per scale (max_scale_points)", f"rubric.criteria[{k}].scale")
+
+
+def check_text(value: Any, where: str, max_nesting: int) -> None:
+    """422 naming the first string (key or value, at any depth) that holds a lone surrogate, or
+    the first value nested deeper than ``max_nesting``. JSON may escape a lone surrogate
+    (``"\\ud800"``), but it is no Unicode text, so no tokenizer, hash or output file could take
+    it. Iterative, so no depth makes it recurse."""
+    stack = [(value, where, 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise HTTPProblem(422, "invalid_request", f"{path}: holds a lone surrogate "
+                                  f"({node[exc.start]!r} at character {exc.start}), which is not "
+                                  "valid Unicode text; send UTF-8 text", path) from None
+        elif isinstance(node, (dict, list)):
+            if depth >= max_nesting:
+                raise HTTPProblem(422, "invalid_request", f"{path}: nested more than "
+                                  f"{max_nesting} levels deep; this service takes at most "
+                                  f"{max_nesting} (max_nesting)", path)
+            if isinstance(node, dict):
+                for key, child in node.items():
+                    stack.append((key, path, depth))
+                    stack.append((child, f"{path}.{key}", depth + 1))
+            else:
+                stack.extend((child, f"{path}[{k}]", depth + 1) for k, child in enumerate(node))
+
+
+class Workers:
+    """Worker processes for what a client's template may make slow or large, each doing one call
+    at a time. A call past its time budget, or whose caller stopped waiting, kills its worker
+    (nothing else stops a Jinja loop), and a fresh one takes its place; no other call is
+    touched. Workers are plain subprocesses speaking pickles over their stdin and stdout, not
+    ``multiprocessing`` ones, which would re-run the ingress process's main module (Ray's
+    worker) in every child."""
+
+    def __init__(self, workers: int = 2) -> None:
+        self._slots = asyncio.Semaphore(workers)
+        self._idle = [_Worker()]  # one started now, so that a first inline rubric need not wait
+
+    async def run(self, budget_s: float, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a worker (``fn`` importable by name); what it raises is raised
+        here; :class:`HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies."""
+        async with self._slots:
+            worker = self._idle.pop() if self._idle else _Worker()
+            try:
+                ok, value = await asyncio.wait_for(asyncio.to_thread(worker.call, fn, args),
+                                                   budget_s)
+            except asyncio.TimeoutError:
+                worker.kill()
+                raise HTTPProblem(422, "invalid_request", f"the inline rubric's template took "
+                                  f"longer than {budget_s:g} s to render (max_render_s)",
+                                  "rubric.template") from None
+            except BaseException as exc:  # cancelled (deadline, client left), or it died
+                worker.kill()
+                if isinstance(exc, (EOFError, OSError)):
+                    raise HTTPProblem(422, "invalid_request", "the inline rubric could not be "
+                                      "rendered: the worker rendering it died (out of memory?)",
+                                      "rubric") from None
+                raise
+            self._idle.append(worker)
+            if ok:
+                return value
+            raise value
+
+    def close(self) -> None:
+        for worker in self._idle:
+            worker.kill()
+        self._idle = []
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from jurybox.serving.admission import serve_worker; "
+             "serve_worker()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        _send(self.proc.stdin, (fn, args))
+        return _receive(self.proc.stdout)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def _send(stream: IO[bytes], value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(len(data).to_bytes(8, "big") + data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("the worker process ended")
+    return pickle.loads(stream.read(int.from_bytes(head, "big")))
+
+
+def serve_worker() -> None:
+    """A worker's loop: ``(fn, args)`` in, ``(True, result)`` or ``(False, exception)`` out,
+    until its stdin closes. Its address space is capped, so a template that would build a huge
+    string fails with MemoryError here instead of growing the ingress."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing printed may break the protocol
+    while True:
+        try:
+            fn, args = _receive(requests)
+        except EOFError:
+            return
+        try:
+            answer: tuple[bool, Any] = (True, fn(*args))
+        except HTTPProblem as exc:
+            answer = (False, exc)
+        except BaseException as exc:  # the ingress sees it as the 500 it would be in-process
+            answer = (False, RuntimeError(f"{type(exc).__name__}: {exc}"))
+        _send(answers, answer)
