@@ -7,6 +7,7 @@ backend, so a judgment means the same thing whichever engine produced it.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -297,9 +298,34 @@ class Generation:
     output_tokens: int = 0
 
 
+# Asked by a long generate between its steps: True once nobody waits for its outputs any more.
+CancelCheck = Callable[[], bool]
+
+
+class GenerationCancelled(Exception):
+    """A generate stopped early because its cancel check said that nobody waits for it any more
+    (every client of its batch left, or passed its deadline). Not a failure of the judge: there
+    is nobody to report to, and a generation cut off mid-answer is no answer, so none is
+    returned."""
+
+
 class Backend(Protocol):
+    """``generate`` may also take ``cancelled`` (a :data:`CancelCheck`, keyword, default None)
+    when the backend can stop a running generate: it then raises GenerationCancelled soon after
+    the check turns True. A backend that cannot stop early takes only the requests (see
+    :func:`takes_cancel_check`)."""
+
     name: str
 
     def generate(self, requests: list[Request]) -> list[Generation]: ...
 
     def close(self) -> None: ...
+
+
+def takes_cancel_check(backend: Any) -> bool:
+    """Whether ``backend.generate`` takes a ``cancelled`` check (a backend that cannot stop a
+    running generate, or a test's fake, takes only the requests)."""
+    try:
+        return "cancelled" in inspect.signature(backend.generate).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False

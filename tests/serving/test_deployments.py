@@ -7,7 +7,7 @@ import threading
 import time
 
 from jurybox.judges import render_requests
-from jurybox.judges.backends.base import Generation
+from jurybox.judges.backends.base import Generation, GenerationCancelled
 from jurybox.rubrics import Item, load_rubric
 from jurybox.serving.deployments import JudgeServer, _Batched
 
@@ -156,3 +156,115 @@ def test_a_request_nobody_waits_for_any_more_is_not_generated():
 
     assert [g.text for g in asyncio.run(scenario())] == [ANSWER]
     assert backend.calls == [1]
+
+
+class Stoppable(Recording):
+    """A generate that runs until the test lets it finish, or stops (GenerationCancelled) as
+    soon as its cancel check is True, as the transformers backend does between steps. It keeps
+    each generate's check so the test can read what it says."""
+
+    def __init__(self):
+        super().__init__()
+        self.started = threading.Event()
+        self.finish = threading.Event()
+        self.checks, self.stopped = [], []
+
+    def generate(self, requests, cancelled=None):
+        self.calls.append(len(requests))
+        self.checks.append(cancelled)
+        self.started.set()
+        deadline = time.monotonic() + 60  # only so that a broken _Batched fails, not hangs
+        while not self.finish.is_set() and time.monotonic() < deadline:
+            if cancelled():
+                self.stopped.append(True)
+                raise GenerationCancelled("cancelled")
+            time.sleep(0.002)
+        self.stopped.append(False)
+        return [Generation(text=ANSWER) for _ in requests]
+
+
+async def settle():
+    """Let the event loop run the callbacks of what was just cancelled."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_the_cancel_check_stays_false_while_one_caller_still_waits():
+    backend = Stoppable()
+    batched = _Batched(backend)
+    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+
+    async def scenario():
+        theirs = asyncio.create_task(batched.agenerate(list(requests[:1])))
+        mine = asyncio.create_task(batched.agenerate(list(requests[1:2])))
+        assert await asyncio.to_thread(backend.started.wait, 30)  # both in one generate
+        assert batched.busy()
+        check = backend.checks[0]
+        assert check() is False
+        theirs.cancel()  # their client left; mine still waits
+        await settle()
+        said = check()
+        backend.finish.set()
+        return said, await mine
+
+    said, mine = asyncio.run(scenario())
+    assert said is False
+    assert [g.text for g in mine] == [ANSWER]
+    assert backend.calls == [2] and backend.stopped == [False]
+    assert not batched.busy()
+
+
+def test_a_batch_every_caller_left_stops_and_nobody_is_rerun():
+    backend = Stoppable()
+    batched = _Batched(backend)
+    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+
+    async def scenario():
+        callers = [asyncio.create_task(batched.agenerate(list(requests[k:k + 1])))
+                   for k in (0, 1)]
+        assert await asyncio.to_thread(backend.started.wait, 30)
+        check = backend.checks[0]
+        callers[0].cancel()
+        await settle()
+        one_left = check()
+        callers[1].cancel()  # the last caller leaves (its deadline passed)
+        await settle()
+        all_left = check()
+        await batched._runner  # the generate stops and the runner ends, failing nobody
+        busy_after = batched.busy()
+        backend.finish.set()
+        later = await batched.agenerate(list(requests[2:]))  # the judge takes new work
+        return one_left, all_left, busy_after, callers, later
+
+    one_left, all_left, busy_after, callers, later = asyncio.run(scenario())
+    assert (one_left, all_left) == (False, True)
+    assert all(c.cancelled() for c in callers)
+    assert backend.stopped[0] is True  # stopped by its check, not finished
+    assert not busy_after
+    assert [g.text for g in later] == [ANSWER]
+    assert backend.calls == [2, 1]  # no rerun request by request of the cancelled batch
+
+
+def test_a_backend_without_a_cancel_check_is_called_as_before():
+    backend = Recording()  # generate(requests) only
+    batched = _Batched(backend)
+    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+    assert [g.text for g in asyncio.run(batched.agenerate(list(requests[:2])))] == [ANSWER] * 2
+    assert backend.calls == [2]
+
+
+def test_a_stopping_replica_stops_the_generate_in_flight():
+    backend = Stoppable()
+    batched = _Batched(backend)
+    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+
+    async def scenario():
+        mine = asyncio.create_task(batched.agenerate(list(requests[:1])))
+        assert await asyncio.to_thread(backend.started.wait, 30)
+        batched._runner.cancel()  # as Serve stopping the replica cancels its tasks
+        result = await asyncio.gather(mine, return_exceptions=True)
+        return result[0], backend.checks[0]()
+
+    error, check = asyncio.run(scenario())
+    assert isinstance(error, RuntimeError) and "stopping" in str(error)
+    assert check is True
