@@ -16,7 +16,9 @@ import numpy as np
 
 from ..weights import materialize, resolve
 from .base import (
+    CancelCheck,
     Generation,
+    GenerationCancelled,
     Request,
     TokenStep,
     bos_prefix,
@@ -50,6 +52,30 @@ class _Recorder:
         values, ids = logprobs.topk(self.k, dim=-1)
         self.steps.append((values.cpu(), ids.cpu()))
         return scores
+
+
+class _StopWhenCancelled:
+    """A stopping criterion that ends every row of a generate once ``cancelled()`` is True, and
+    remembers that it did: ``model.generate`` cannot be interrupted, but it asks its stopping
+    criteria after every new token (``StoppingCriteriaList`` ORs the per-row bool tensors they
+    return), so an abandoned batch stops within one decoding step rather than running to its
+    ``max_new_tokens``."""
+
+    def __init__(self, cancelled: CancelCheck) -> None:
+        self.cancelled = cancelled
+        self.fired = False
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        stop = self.fired or bool(self.cancelled())
+        self.fired = stop
+        return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
+
+
+def _stop_if_cancelled(cancelled: CancelCheck | None) -> None:
+    if cancelled is not None and cancelled():
+        raise GenerationCancelled("nobody waits for this generate any more")
 
 
 class TransformersBackend:
@@ -116,10 +142,13 @@ class TransformersBackend:
         max_new_tokens: int,
         processor: Any = None,
         stop_strings: list[str] | None = None,
+        cancelled: CancelCheck | None = None,
     ) -> tuple[list[list[int]], list[str]]:
         """Generate for a batch; returns each row's new token ids (up to its stop) and why it
-        ended ("stop" or "length")."""
+        ended ("stop" or "length"). Raises GenerationCancelled, never rows cut short, when
+        ``cancelled()`` turns True during the generate."""
         import torch
+        from transformers import StoppingCriteriaList
 
         s = self.spec.sampling
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -142,8 +171,13 @@ class TransformersBackend:
             kwargs["logits_processor"] = [processor]
         if stop_strings:
             kwargs.update(stop_strings=stop_strings, tokenizer=self.tokenizer)
+        stopper = _StopWhenCancelled(cancelled) if cancelled is not None else None
+        if stopper is not None:
+            kwargs["stopping_criteria"] = StoppingCriteriaList([stopper])
         with torch.inference_mode():
             out = self.model.generate(**enc, **kwargs)
+        if stopper is not None and stopper.fired:  # the rows end where it stopped: no answers
+            raise GenerationCancelled("nobody waits for this generate any more")
         width = enc["input_ids"].shape[1]
         rows, reasons = [], []
         stops = set(self._stop_ids)
@@ -185,10 +219,13 @@ class TransformersBackend:
             prev = text
         return prev, steps
 
-    def _think(self, prompts: list[str]) -> list[tuple[str | None, str | None, str]]:
+    def _think(
+        self, prompts: list[str], cancelled: CancelCheck | None = None
+    ) -> list[tuple[str | None, str | None, str]]:
         """Reasoning phase: (reasoning text, error, prompt for the answer phase) per prompt."""
         r = self.spec.reasoning
-        rows, reasons = self._generate(prompts, r.budget_tokens, stop_strings=[r.end])
+        rows, reasons = self._generate(prompts, r.budget_tokens, stop_strings=[r.end],
+                                       cancelled=cancelled)
         out = []
         for prompt, ids, why in zip(prompts, rows, reasons):
             text = self.tokenizer.decode(ids, skip_special_tokens=False)
@@ -206,12 +243,18 @@ class TransformersBackend:
             out.append((reasoning, None, prompt + thought + "\n\n"))
         return out
 
-    def _answer(self, prompts: list[str], schemas: list[dict[str, Any]]) -> list[Generation]:
+    def _answer(
+        self,
+        prompts: list[str],
+        schemas: list[dict[str, Any]],
+        cancelled: CancelCheck | None = None,
+    ) -> list[Generation]:
         import xgrammar.contrib.hf
 
         grammars = [self.grammar(s) for s in schemas]
         recorder = _Recorder(xgrammar.contrib.hf.LogitsProcessor(grammars), self.spec.top_logprobs)
-        rows, reasons = self._generate(prompts, self.spec.sampling.max_tokens, recorder)
+        rows, reasons = self._generate(prompts, self.spec.sampling.max_tokens, recorder,
+                                       cancelled=cancelled)
         results = []
         for row, (ids, why) in enumerate(zip(rows, reasons)):
             text, steps = self._steps(ids, recorder, row)
@@ -220,7 +263,13 @@ class TransformersBackend:
             )
         return results
 
-    def generate(self, requests: list[Request]) -> list[Generation]:
+    def generate(
+        self, requests: list[Request], cancelled: CancelCheck | None = None
+    ) -> list[Generation]:
+        """Every request's generation, in order. ``cancelled`` (the scoring service passes one)
+        is asked before each sub-batch, between the thinking and answering phases and after
+        every new token: once it is True, the generate stops and raises GenerationCancelled,
+        so a batch that every client has given up on does not keep the judge busy."""
         prompts = [self.prompt_text(r.messages) for r in requests]
         lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
         results: list[Generation | None] = [None] * len(requests)
@@ -240,10 +289,13 @@ class TransformersBackend:
             began = time.perf_counter()
             batch_prompts = [prompts[i] for i in batch]
             thoughts: list[tuple[str | None, str | None, str]] = [(None, None, p) for p in batch_prompts]
+            _stop_if_cancelled(cancelled)
             if self.spec.reasoning.mode == "think":
-                thoughts = self._think(batch_prompts)
+                thoughts = self._think(batch_prompts, cancelled)
+                _stop_if_cancelled(cancelled)
             go = [k for k, (_, err, _) in enumerate(thoughts) if err is None]
-            answers = self._answer([thoughts[k][2] for k in go], [requests[batch[k]].schema for k in go]) if go else []
+            answers = self._answer([thoughts[k][2] for k in go],
+                                   [requests[batch[k]].schema for k in go], cancelled) if go else []
             by_k = dict(zip(go, answers))
             elapsed = time.perf_counter() - began
             for k, i in enumerate(batch):
