@@ -162,7 +162,6 @@ class JuryIngress:
         self.metrics = Metrics()
         self.gate = Gate(self.limits.max_concurrent, self.limits.max_queued, self.metrics.queue)
         self.workers = Workers()  # inline rubrics are validated and rendered there
-        self.workers.start()
 
     def __del__(self) -> None:
         workers = self.__dict__.get("workers")

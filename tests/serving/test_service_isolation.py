@@ -45,7 +45,7 @@ def service():
     # template meets the deadline (504), not the budget (422, tested in test_admission.py).
     config = ServiceConfig(jury="tiny", limits=Limits(
         max_concurrent=4, max_queued=8, request_timeout_s=DEADLINE_S, max_render_s=600,
-        max_judge_calls=8, max_body_bytes=8 << 20))
+        max_judge_calls=8, max_body_bytes=2 << 20))
     with running_service(config) as url:
         yield url
 
@@ -212,22 +212,21 @@ def ingress_rss() -> int:
 
 
 def test_a_chunked_hundred_megabyte_body_is_refused_as_it_streams(service):
-    before = ingress_rss()
-    sent = 0
-
     def body():
-        nonlocal sent
         chunk = b"x" * (1 << 20)
         for _ in range(100):
-            sent += len(chunk)
             yield chunk
 
-    try:  # no Content-Length: httpx sends a generator chunked
-        r = httpx.post(f"{service}/v1/score", content=body(), timeout=120,
-                       headers={"content-type": "application/json"})
-        assert r.status_code == 413 and "max_body_bytes" in r.json()["error"]["message"], r.text
-    except httpx.TransportError:
-        pass  # the service answered 413 and closed while the client was still sending
+    before = ingress_rss()
+    for _ in range(2):  # and a second one costs no more: nothing of the first is kept
+        try:  # no Content-Length: httpx sends a generator chunked
+            r = httpx.post(f"{service}/v1/score", content=body(), timeout=120,
+                           headers={"content-type": "application/json"})
+            assert r.status_code == 413 and "max_body_bytes" in r.json()["error"]["message"], r.text
+        except httpx.TransportError:
+            pass  # the service answered 413 and closed while the client was still sending
     grown = ingress_rss() - before
-    assert grown < 16 << 20, f"the ingress grew by {grown / 2**20:.0f} MiB"
+    # The body was read up to the 2 MiB limit; the rest is what Ray Serve's replica pulls from
+    # its proxy in the background while the 413 is on its way (ASGIReceiveProxy), never 100 MB.
+    assert grown < 16 << 20, f"the ingress grew by {grown / 2**20:.1f} MiB"
     assert score(service, [MINE]).status_code == 200  # and it goes on as before
