@@ -305,11 +305,26 @@ class AsyncVLLMBackend(_VLLMJudge):
             raise
 
     async def _run(self, rid: str, ids: list[int], params: Any) -> Any:
+        """One request's final output. A caller that stops waiting (its client left, its
+        deadline passed: the scoring service cancels ``votes``) cancels this consumer, and vLLM
+        then aborts the request in the engine itself (``AsyncLLM.generate`` catches
+        CancelledError and aborts), except while the request is still being added: it has no
+        output queue yet, so nothing is aborted and the engine would generate it for nobody.
+        Aborting by our own id again closes that gap (a no-op for a request already gone)."""
+        import asyncio
+
         from vllm.inputs import TokensPrompt
 
         final = None
-        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params, rid):
-            final = out
+        try:
+            async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params, rid):
+                final = out
+        except asyncio.CancelledError:
+            try:
+                await self.engine.abort(rid)
+            except Exception:  # an engine shutting down has nothing left to abort
+                pass
+            raise
         return final
 
     async def _one(self, call: int, i: int, request: Request, ids: list[int]) -> Generation:
@@ -348,6 +363,10 @@ class AsyncVLLMBackend(_VLLMJudge):
         import asyncio
 
         return asyncio.run(self.agenerate(requests))
+
+    def busy(self) -> bool:
+        """Whether the engine holds requests not yet finished (nor aborted)."""
+        return self.engine.get_num_unfinished_requests() > 0
 
     def close(self) -> None:
         engine = self.__dict__.pop("engine", None)

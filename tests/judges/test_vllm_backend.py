@@ -110,6 +110,48 @@ def reuse(loaded, spec):
     return Jury(spec, {backend.name: backend})
 
 
+class StuckEngine:
+    """An AsyncLLM stand-in whose requests never finish, recording what is aborted."""
+
+    def __init__(self):
+        import asyncio
+
+        self.started, self.aborted = asyncio.Event(), []
+
+    async def generate(self, prompt, params, request_id):
+        import asyncio
+
+        self.started.set()
+        await asyncio.Event().wait()  # until the consumer is cancelled
+        yield None
+
+    async def abort(self, request_id):
+        self.aborted.append(request_id)
+
+
+@pytest.mark.vllm
+@requires_vllm
+def test_a_cancelled_caller_aborts_its_request_in_the_engine():
+    """Cancelling ``votes`` (its client left, its deadline passed) cancels the consumer of
+    ``engine.generate``; the request is aborted by its id, whatever vLLM did on its side."""
+    import asyncio
+
+    from jurybox.judges.backends.vllm import AsyncVLLMBackend
+
+    backend = AsyncVLLMBackend.__new__(AsyncVLLMBackend)
+    backend.engine = StuckEngine()
+
+    async def scenario():
+        task = asyncio.create_task(backend._run("judge-0-0-answer", [1, 2, 3], None))
+        await backend.engine.started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert backend.engine.aborted == ["judge-0-0-answer"]
+
+
 @pytest.mark.vllm
 @pytest.mark.models
 @requires_vllm
