@@ -69,6 +69,7 @@ class _Batched:
         self._runner: asyncio.Task | None = None
         self._cancellable = takes_cancel_check(backend)
         self._generating = 0  # generates running in a worker thread (0 or 1)
+        self.generated = self.cancelled = 0  # generates that ran to their end; that stopped
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
         loop = asyncio.get_running_loop()
@@ -98,6 +99,7 @@ class _Batched:
         try:
             outputs = await self._generate_while_awaited(batch, prompts)
         except GenerationCancelled as exc:  # every caller left: nobody to answer or to rerun
+            self.cancelled += 1
             for _, fut in batch:
                 if not fut.done():  # cannot happen (it stops only once all are done); no hang
                     fut.set_exception(exc)
@@ -110,6 +112,7 @@ class _Batched:
             elif not batch[0][1].done():
                 batch[0][1].set_exception(exc)
             return
+        self.generated += 1
         start = 0
         for reqs, fut in batch:
             if not fut.done():
@@ -178,11 +181,15 @@ class JudgeServer:
     async def ping(self) -> str:
         return "ok"
 
-    async def busy(self) -> bool:
-        """Whether this replica's judge is generating right now: after every client of a
-        request has left or timed out, it must not be for long (see ``_Batched``)."""
+    async def activity(self) -> dict[str, Any]:
+        """What this replica's judge is doing: ``busy``, whether it is generating now (after
+        every client of a request has left or passed its deadline, not for long), and for a
+        merged-batch judge how many generates ran to their end (``generated``) or were stopped
+        because nobody waited for them any more (``cancelled``); None where not counted."""
         busy = getattr(self.backend, "busy", None)
-        return bool(busy()) if busy is not None else False
+        return {"busy": bool(busy()) if busy is not None else False,
+                "generated": getattr(self.backend, "generated", None),
+                "cancelled": getattr(self.backend, "cancelled", None)}
 
     async def check_health(self) -> None:
         """Ray Serve's health check: a judge whose engine died is restarted."""

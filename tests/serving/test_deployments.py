@@ -43,6 +43,7 @@ def test_votes_from_a_passed_in_backend():
         assert {(v.criterion, v.score) for v in per_item} == {
             ("accuracy", 3), ("relevance", 2), ("completeness", 1), ("parsimony", 4)}
     assert asyncio.run(server.ping()) == "ok"
+    assert asyncio.run(server.activity()) == {"busy": False, "generated": 1, "cancelled": 0}
 
 
 def test_concurrent_calls_share_one_generate_and_get_their_own_outputs():
@@ -212,6 +213,7 @@ def test_the_cancel_check_stays_false_while_one_caller_still_waits():
     assert [g.text for g in mine] == [ANSWER]
     assert backend.calls == [2] and backend.stopped == [False]
     assert not batched.busy()
+    assert (batched.cancelled, batched.generated) == (0, 1)
 
 
 def test_a_batch_every_caller_left_stops_and_nobody_is_rerun():
@@ -243,6 +245,7 @@ def test_a_batch_every_caller_left_stops_and_nobody_is_rerun():
     assert not busy_after
     assert [g.text for g in later] == [ANSWER]
     assert backend.calls == [2, 1]  # no rerun request by request of the cancelled batch
+    assert (batched.cancelled, batched.generated) == (1, 1)
 
 
 def test_a_backend_without_a_cancel_check_is_called_as_before():
