@@ -113,9 +113,9 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
                           "rubric.criteria")
     for k, criterion in enumerate(criteria):
         scale = criterion.get("scale") if isinstance(criterion, dict) else None
-        points = max((len(scale.get(key) or ()) for key in ("labels", "values", "levels")),
-                     default=0) if isinstance(scale, dict) else (
-            len(scale) if isinstance(scale, list) else 0)
+        parts = [scale.get(key) for key in ("labels", "values", "levels")] if isinstance(
+            scale, dict) else [scale]
+        points = max((len(p) for p in parts if isinstance(p, (list, dict))), default=0)
         if points > limits.max_scale_points:
             raise HTTPProblem(413, "too_large", f"rubric.criteria[{k}].scale has {points} "
                               f"points; this service takes at most {limits.max_scale_points} "

@@ -60,7 +60,7 @@ class Client:
             except httpx.HTTPError as exc:
                 raise ServiceError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from None
             if response.status_code in (429, 503) and attempt < self.retries:
-                time.sleep(float(response.headers.get("retry-after", "1")))
+                time.sleep(_retry_after(response.headers.get("retry-after")))
                 continue
             break
         if response.status_code < 400:
@@ -70,6 +70,9 @@ class Client:
         except (ValueError, KeyError, TypeError):
             error = {"message": response.text[:300], "field": None}
         message = f"{self.url}{path}: HTTP {response.status_code}: {error.get('message')}"
+        if response.status_code in (401, 403):  # not the input's fault: the token's
+            raise ServiceError(f"{message} (give the service's token with token=..., or "
+                               "JURYBOX_TOKEN for jurybox judge --url)")
         if 400 <= response.status_code < 500 and response.status_code != 429:
             raise InputError(message, field=error.get("field"))
         raise ServiceError(message)
@@ -98,6 +101,13 @@ class Client:
     def rubrics(self) -> list[dict[str, Any]]:
         return self._call("GET", "/v1/rubrics")["rubrics"]
 
+    def rubric(self, name: str) -> dict[str, Any] | None:
+        """The service's rubric ``name`` in full; None if it knows none by that name."""
+        try:
+            return self._call("GET", f"/v1/rubrics/{name}")
+        except InputError:
+            return None
+
     def health(self) -> dict[str, Any]:
         import httpx
 
@@ -115,6 +125,8 @@ class RemoteJury:
         info = client.jury()
         self.spec = JurySpec.model_validate(info["spec"])
         self.max_items = int(info.get("max_items") or 64)
+        self.max_judge_calls = int(info.get("max_judge_calls") or self.max_items)
+        self._refs: dict[str, str | dict[str, Any]] = {}
 
     @property
     def default_chunk_size(self) -> int:
@@ -133,15 +145,38 @@ class RemoteJury:
             down = {j: s for j, s in (health.get("judges") or {}).items() if s != "ok"}
             raise ServiceError(f"{self.client.url}: not every judge can answer: {down}")
 
+    def _ref(self, rubric: Rubric) -> str | dict[str, Any]:
+        """The rubric by name when the service holds the very same one (it then needs no
+        validating or rendering in a worker), else inline."""
+        if rubric.name not in self._refs:
+            inline = _rubric_ref(rubric)
+            self._refs[rubric.name] = (rubric.name if self.client.rubric(rubric.name) == inline
+                                       else inline)
+        return self._refs[rubric.name]
+
     def score_records(self, rubric: Rubric, items: Sequence[Item], allow_empty: bool = True
                       ) -> list[dict[str, Any]]:
-        return self.client.score_records(rubric, items, allow_empty=allow_empty)
+        # As many items per request as the service's limit on judge calls allows.
+        per = max(1, min(self.max_items, self.max_judge_calls // len(rubric.calls())))
+        ref = self._ref(rubric)
+        return [record for start in range(0, len(items), per)
+                for record in self.client.score_records(ref, items[start:start + per],
+                                                        allow_empty=allow_empty)]
 
     def score(self, rubric: Rubric, items: Sequence[Item]) -> list[Verdict]:
-        return self.client.score(rubric, items, allow_empty=True)
+        return [Verdict.from_record(VerdictRecord.from_record(r))
+                for r in self.score_records(rubric, items)]
 
     def close(self) -> None:
         self.client.close()
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds to wait from a Retry-After header (seconds; an HTTP date counts as 5)."""
+    try:
+        return min(60.0, max(0.0, float(value or 1)))
+    except ValueError:
+        return 5.0
 
 
 def _rubric_ref(rubric: RubricArg) -> str | dict[str, Any]:

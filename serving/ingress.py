@@ -50,7 +50,7 @@ API_VERSION = "1"
 # What a 503 for a judge that could not answer tells the client to wait (Serve restarts a dead
 # replica; a tiny model reloads in seconds, a large one in about a minute).
 RETRY_AFTER_UNAVAILABLE_S = 10
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 429, 503, 504)}
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 411, 413, 422, 429, 503, 504)}
 
 DESCRIPTION = ("Score long-form answers with a jury of LLM judges against explicit rubrics. "
                "POST /v1/score with a rubric and items; every verdict has exactly the fields of "
@@ -307,6 +307,7 @@ class JuryIngress:
             calibration={n: self.calibrations[p].identity for n, p in self.provenances.items()
                          if p in self.calibrations},
             max_items=self.limits.max_items,
+            max_judge_calls=self.limits.max_judge_calls,
             spec=self.jury.model_dump(mode="json"),
         )
 
@@ -346,7 +347,19 @@ def build_app(ingress: JuryIngress) -> FastAPI:
     Serve's class-based view rewrites such methods' signatures, and with FastAPI >= 0.137 the
     rewritten routes ask every caller for a ``self`` query parameter (422 on every route). An
     app built here, in the replica, depends on nothing but FastAPI's public API."""
-    app = FastAPI(title="jurybox", version=API_VERSION, description=DESCRIPTION)
+    from fastapi import Security
+    from fastapi.security import HTTPBearer
+    from fastapi_offline import FastAPIOffline
+
+    # /docs and /redoc with their assets served here, not from a CDN: they work offline.
+    app = FastAPIOffline(title="jurybox", version=API_VERSION, description=DESCRIPTION,
+                         static_url="/docs-assets")
+    # The token check is the middleware's (_checked); this only documents the scheme, so that
+    # /docs asks for the token and "Try it out" sends it.
+    v1: dict[str, Any] = {"dependencies": [Security(HTTPBearer(auto_error=False))]
+                          if ingress.token is not None else []}
+
+    _contract(app, ingress)
 
     @app.exception_handler(HTTPProblem)
     async def _on_problem(request: Request, exc: HTTPProblem) -> JSONResponse:
@@ -393,26 +406,27 @@ def build_app(ingress: JuryIngress) -> FastAPI:
                                 time.perf_counter() - began)
         return response
 
-    @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS,
+    @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS, **v1,
               summary="Judge items with the jury")
     async def score(request: ScoreRequest) -> JSONResponse:
         return await ingress.score(request)
 
-    @app.post("/v1/provenance", response_model=ProvenanceResponse, responses=ERRORS,
+    @app.post("/v1/provenance", response_model=ProvenanceResponse, responses=ERRORS, **v1,
               summary="The provenance hash verdicts of a rubric and this jury carry")
     async def provenance_of(request: ProvenanceRequest) -> ProvenanceResponse:
         return await ingress.provenance_of(request)
 
-    @app.get("/v1/rubrics", response_model=RubricList, responses=ERRORS,
+    @app.get("/v1/rubrics", response_model=RubricList, responses=ERRORS, **v1,
              summary="The rubrics this service knows")
     async def list_rubrics() -> RubricList:
         return await ingress.list_rubrics()
 
-    @app.get("/v1/rubrics/{name}", responses=ERRORS, summary="One rubric, in full")
+    @app.get("/v1/rubrics/{name}", responses={**ERRORS, 404: {"model": ErrorResponse}}, **v1,
+             summary="One rubric, in full")
     async def get_rubric(name: str) -> JSONResponse:
         return await ingress.get_rubric(name)
 
-    @app.get("/v1/jury", response_model=JuryInfo, responses=ERRORS,
+    @app.get("/v1/jury", response_model=JuryInfo, responses=ERRORS, **v1,
              summary="The jury: judges, aggregation, provenance per rubric")
     async def jury_info() -> JuryInfo:
         return await ingress.jury_info()
@@ -422,11 +436,46 @@ def build_app(ingress: JuryIngress) -> FastAPI:
     async def healthz() -> JSONResponse:
         return await ingress.healthz()
 
-    @app.get("/metrics", summary="Prometheus metrics of this ingress replica")
+    @app.get("/metrics", summary="Prometheus metrics of this ingress replica",
+             response_class=Response, responses={200: {
+                 "description": "Prometheus text exposition format",
+                 "content": {"text/plain": {"schema": {"type": "string"}}}}})
     async def metrics_text() -> Response:
         return await ingress.metrics_text()
 
     return app
+
+
+def _contract(app: FastAPI, ingress: JuryIngress) -> None:
+    """The OpenAPI document says what this service takes: the names of its rubrics, the
+    fields of an inline rubric, and its limits. What it cannot say (the rubric decides which item
+    fields are required; a template must render) is a 422 naming the field."""
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = plain()
+        models = schema["components"]["schemas"]
+        inline = Rubric.model_json_schema(by_alias=True,
+                                          ref_template="#/components/schemas/{model}")
+        models.update(inline.pop("$defs", {}))
+        limits = ingress.limits
+        inline["properties"]["template"]["maxLength"] = limits.max_template_chars
+        inline["properties"]["criteria"]["maxItems"] = limits.max_criteria
+        models["InlineRubric"] = inline
+        for name in ("ScoreRequest", "ProvenanceRequest"):
+            models[name]["properties"]["rubric"]["anyOf"] = [
+                {"type": "string", "enum": sorted(ingress.rubrics)},
+                {"$ref": "#/components/schemas/InlineRubric"}]
+        models["ScoreRequest"]["properties"]["items"]["maxItems"] = limits.max_items
+        for field in ("question", "response", "reference", "context"):
+            models["ScoreItem"]["properties"][field]["anyOf"][0]["maxLength"] = (
+                limits.max_field_chars)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Response:
@@ -445,12 +494,11 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
     if length is not None and length.isdigit() and int(length) > limit:
         return _json(too_large)
     if length is None and request.method in ("POST", "PUT", "PATCH"):
-        # A chunked upload: counted as it arrives, refused at the limit, never read whole.
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                return _json(too_large)
-            chunks.append(chunk)
-        request._body = b"".join(chunks)  # what the route reads (Starlette replays it)
+        # A chunked upload is refused before any of it is read: Ray Serve's replica pulls a
+        # request's body from its proxy eagerly, whatever the app reads, so a stream counted
+        # up to the limit would still have buffered all that arrived meanwhile (100 MB: +155
+        # MB in the ingress). Every JSON client sends Content-Length.
+        return _json(HTTPProblem(411, "invalid_request", "the request has no Content-Length "
+                                 "(a chunked body); send the body with its Content-Length, "
+                                 f"at most {limit} bytes (max_body_bytes)"))
     return await call_next(request)

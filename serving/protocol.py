@@ -103,6 +103,8 @@ class JuryInfo(BaseModel):
                                        "hash its verdicts carry.")
     calibration: dict[str, str] = Field(description="Per rubric: the calibration map applied.")
     max_items: int = Field(description="Most items one score request may hold.")
+    max_judge_calls: int = Field(description="Most judge calls one score request may buy (items "
+                                 "x calls per item of its rubric).")
     spec: dict[str, Any] = Field(description="The jury file as the service loaded it.")
 
 

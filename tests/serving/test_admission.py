@@ -57,11 +57,18 @@ def test_a_known_rubric_and_good_items_become_the_judges_requests():
      "rubric.criteria[0].scale", ["102 points", "max_scale_points"]),
     (inline(criteria=[criterion("a", {"labels": {f"l{k}": k for k in range(200)}})]),
      "rubric.criteria[0].scale", ["200 points"]),
+    (inline(criteria=[criterion("a", [0.5] * 102)]), "rubric.criteria[0].scale", ["102 points"]),
 ])
 def test_inline_rubrics_beyond_the_size_limits_are_413_naming_the_limit(rubric, field, words):
     got = problem(lambda: prepare(rubric, [ITEM], LIMITS, False))
     assert got.status == 413 and got.field == field, got.message
     assert all(w in got.message for w in words), got.message
+
+
+@pytest.mark.parametrize("scale", [{"levels": 1.5, "labels": None}, 7, "1-5", {"values": "x"}])
+def test_a_malformed_scale_is_a_422_from_validation_not_a_crash_of_the_size_check(scale):
+    got = problem(lambda: prepare(inline(criteria=[criterion("a", scale)]), [ITEM], LIMITS, False))
+    assert got.status == 422 and got.field.startswith("rubric.criteria"), got.message
 
 
 def test_ten_thousand_criteria_are_refused_before_any_is_validated():
