@@ -30,6 +30,8 @@ def serve(
     max_concurrent: Annotated[int, typer.Option(help="Requests scored at once; their items go to the judges together.", min=1)] = 4,
     max_queued: Annotated[int, typer.Option(help="Requests waiting for a slot; beyond, 429 with Retry-After.", min=0)] = 16,
     request_timeout: Annotated[float, typer.Option(help="Seconds one request may take, waiting included (504 beyond).", min=1)] = 600.0,
+    max_judge_calls: Annotated[int, typer.Option(help="Most judge calls one request may buy: items x calls per item of its rubric (413 beyond).", min=1)] = 2048,
+    drain_timeout: Annotated[float, typer.Option(help="On Ctrl-C or SIGTERM: seconds to let requests in flight finish (new ones get 503) before stopping; a second Ctrl-C stops at once.", min=0)] = 30.0,
     startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for every judge to load before giving up.", min=1)] = 900.0,
     print_config: Annotated[bool, typer.Option("--print-config", help="Print a Ray Serve config file (YAML) for `serve deploy` or a KubeRay RayService, and exit.")] = False,
 ) -> None:
@@ -48,7 +50,8 @@ def serve(
             token_env=token_env, cors_origins=cors_origin,
             limits=Limits(max_items=max_items, max_body_bytes=max_body_bytes,
                           max_field_chars=max_field_chars, max_concurrent=max_concurrent,
-                          max_queued=max_queued, request_timeout_s=request_timeout),
+                          max_queued=max_queued, request_timeout_s=request_timeout,
+                          max_judge_calls=max_judge_calls),
         )
         if print_config:
             import yaml
@@ -58,14 +61,16 @@ def serve(
             typer.echo(yaml.safe_dump(serve_config(config, port=port), sort_keys=False))
             return
         plan = config.load()
-    _run(config, plan, host, port, address or os.environ.get("RAY_ADDRESS"), startup_timeout)
+    _run(config, plan, host, port, address or os.environ.get("RAY_ADDRESS"), startup_timeout,
+         drain_timeout)
 
 
-def _run(config, plan, host: str, port: int, address: str | None, startup_timeout: float) -> None:
+def _run(config, plan, host: str, port: int, address: str | None, startup_timeout: float,
+         drain_timeout: float = 30.0) -> None:
     import ray
     from ray import serve
 
-    from .builder import APP_NAME, build_jury_app, judge_deployment_name
+    from .builder import APP_NAME, INGRESS, build_jury_app, judge_deployment_name
 
     # Serve's driver-side INFO lines ("Started Serve", "Deleting app") say nothing the notes
     # below do not; warnings still show.
@@ -81,8 +86,15 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
     else:
         ray.init(address=address, logging_level="WARNING")
     stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        if stop.is_set():  # a second Ctrl-C: stop now, whatever is in flight
+            raise KeyboardInterrupt
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
+    serving = False
     try:
         serve.start(http_options={"host": host, "port": port,
                                   "request_timeout_s": config.limits.request_timeout_s + 30},
@@ -113,10 +125,13 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
                            "the models takes longer here)", code=1)
             stop.wait(1.0)
         if not stop.is_set():
+            serving = True
             note(f"jurybox is serving jury {spec.name} at http://{host}:{port} "
                  f"(docs: http://{host}:{port}/docs); Ctrl-C to stop")
         while not stop.is_set():
             stop.wait(1.0)
+        if serving:
+            _drain(serve.get_deployment_handle(INGRESS, app_name=APP_NAME), drain_timeout)
         note("shutting down ...")
     finally:
         try:
@@ -131,6 +146,22 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
 
 
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}
+
+
+def _drain(ingress, timeout_s: float) -> None:
+    """Let the requests in flight finish (at most ``timeout_s``) while new ones get 503."""
+    note(f"finishing the requests in flight (at most {timeout_s:g} s; Ctrl-C again to stop "
+         "now) ...")
+    try:
+        left = ingress.drain.remote(timeout_s).result(timeout_s=timeout_s + 30)
+    except KeyboardInterrupt:
+        note("stopping now")
+        return
+    except Exception as exc:  # the ingress is gone already: nothing in flight to wait for
+        note(f"could not drain the ingress ({type(exc).__name__}); stopping")
+        return
+    if left:
+        note(f"{left} request(s) still in flight after {timeout_s:g} s; stopping them")
 
 
 def _max_replicas(judge) -> int:

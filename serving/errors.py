@@ -4,6 +4,7 @@ service itself cannot answer. Nothing else in the service chooses a status code.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
@@ -40,9 +41,15 @@ def body(problem: HTTPProblem) -> dict[str, Any]:
     return {"error": {"type": problem.kind, "message": problem.message, "field": problem.field}}
 
 
+# How pydantic names the member of a union that failed (``items.0.id.str``): no field of ours.
+_UNION_MEMBER = re.compile(r"^(str|int|float|bool|none|constrained-str|(dict|list|function-\w+)"
+                           r"\[.*\])$")
+
+
 def validation_field(loc: tuple) -> str | None:
     """``("body", "items", 2, "reference")`` -> ``items[2].reference``."""
-    parts = [p for p in loc if p not in ("body", "query", "path")]
+    parts = [p for p in loc if p not in ("body", "query", "path")
+             and not (isinstance(p, str) and _UNION_MEMBER.match(p))]
     out = ""
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))

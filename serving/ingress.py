@@ -162,6 +162,8 @@ class JuryIngress:
         self.metrics = Metrics()
         self.gate = Gate(self.limits.max_concurrent, self.limits.max_queued, self.metrics.queue)
         self.workers = Workers()  # inline rubrics are validated and rendered there
+        self.in_flight = 0  # score requests being answered
+        self.draining = False  # set on shutdown: new score requests get 503
 
     def __del__(self) -> None:
         workers = self.__dict__.get("workers")
@@ -227,16 +229,20 @@ class JuryIngress:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
+            response = handle.votes.remote(requests)
             try:
-                return await asyncio.wait_for(handle.votes.remote(requests), left)
+                return await asyncio.wait_for(response, left)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                # Past the deadline, or the client left: stop the judge's work too (awaiting
+                # no more does not cancel it), so none runs beside the next request's.
+                response.cancel()
+                raise
             except BackPressureError as exc:
                 raise HTTPProblem(429, "overloaded", f"judge {judge} is busy; retry later",
                                   headers={"Retry-After": str(int(exc.retry_after_s or 5))}) from None
             except RayActorError as exc:
                 reason = f"its replica died ({type(exc).__name__})"
                 continue
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                raise
             except Exception as exc:
                 reason = _short(exc)
                 break
@@ -267,6 +273,7 @@ class JuryIngress:
 
     async def score(self, request: ScoreRequest) -> JSONResponse:
         timeout = self.limits.request_timeout_s
+        self.in_flight += 1
         try:
             records = await asyncio.wait_for(self._score(request, time.monotonic() + timeout),
                                              timeout)
@@ -274,7 +281,19 @@ class JuryIngress:
             raise HTTPProblem(504, "timeout", f"the request took longer than the service's "
                               f"deadline of {self.limits.request_timeout_s:g} s "
                               "(request_timeout_s); retry with fewer items") from None
+        finally:
+            self.in_flight -= 1
         return JSONResponse({"verdicts": records})
+
+    async def drain(self, timeout_s: float) -> int:
+        """Take no new score requests (503 with Retry-After) and wait, at most ``timeout_s``,
+        for those in flight to finish; returns how many are still in flight (``jurybox serve``
+        calls it on Ctrl-C, before it deletes the application)."""
+        self.draining = True
+        deadline = time.monotonic() + timeout_s
+        while self.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return self.in_flight
 
     async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
         rubric = await self._rubric(request.rubric)
@@ -487,6 +506,10 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
             return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
                                      "(Authorization: Bearer <token>)",
                                      headers={"WWW-Authenticate": "Bearer"}))
+    if ingress.draining and request.url.path == "/v1/score":
+        return _json(HTTPProblem(503, "unavailable", "the service is shutting down; retry "
+                                 "later (or at another replica)",
+                                 headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)}))
     limit = ingress.limits.max_body_bytes
     length = request.headers.get("content-length")
     too_large = HTTPProblem(413, "too_large", f"the request body is larger than the service's "

@@ -306,3 +306,40 @@ def test_a_judge_replica_killed_mid_request_ends_every_request(service):
     assert all(v["error"] is None or "could not answer" not in v["error"]
                for v in r.json()["verdicts"][0]["votes"])
     assert replica_pids() and replica_pids() != [pid]
+
+
+def test_ctrl_c_finishes_the_requests_in_flight_and_refuses_new_ones(service):
+    """Last in this module: it stops the module's service (the fixture then finds it stopped,
+    and still requires exit 0)."""
+    import psutil
+
+    port = service.rsplit(":", 1)[1]
+    (serve_proc,) = [p for p in psutil.process_iter(["cmdline"])
+                     if "serve" in (p.info["cmdline"] or []) and port in (p.info["cmdline"] or [])]
+    results: dict = {}
+
+    def in_flight():
+        results["in flight"] = post(service, "/v1/score", {"rubric": "general", "items": ROWS})
+
+    sender = threading.Thread(target=in_flight)
+    sender.start()
+    time.sleep(1.0)  # the request is being judged
+    serve_proc.send_signal(signal.SIGINT)
+    refused = None
+    for _ in range(50):  # while it drains, a new request is told to come back
+        time.sleep(0.2)
+        try:
+            r = post(service, "/v1/score", {"rubric": "general", "items": ROWS[:1]})
+        except httpx.HTTPError:
+            break
+        if r.status_code == 503:
+            refused = r
+            break
+    sender.join(timeout=600)
+    r = results["in flight"]
+    assert r.status_code == 200, r.text
+    assert [v["status"] for v in r.json()["verdicts"]] == ["scored"] * len(ROWS)
+    assert refused is not None, "no new request was refused while draining"
+    assert "shutting down" in refused.json()["error"]["message"]
+    assert "retry-after" in refused.headers
+    serve_proc.wait(timeout=120)
