@@ -62,7 +62,7 @@ class ServiceConfig(BaseModel):
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS "
                                     "(none: CORS off).")
     limits: Limits = Field(default_factory=Limits)
-    health_timeout_s: float = Field(10.0, gt=0.0, description="How long /healthz waits for a "
+    health_timeout_s: float = Field(3.0, gt=0.0, description="How long /healthz waits for a "
                                     "judge to answer.")
 
     def load(self) -> ServicePlan:

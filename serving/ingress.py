@@ -235,7 +235,10 @@ class JuryIngress:
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 # Past the deadline, or the client left: stop the judge's work too (awaiting
                 # no more does not cancel it), so none runs beside the next request's.
-                response.cancel()
+                try:
+                    response.cancel()
+                except Exception:  # its routing failed at this very moment: nothing to stop
+                    pass
                 raise
             except BackPressureError as exc:
                 raise HTTPProblem(429, "overloaded", f"judge {judge} is busy; retry later",
@@ -259,8 +262,8 @@ class JuryIngress:
             steps = Steps(rubric, self.jury, prov, requests)
             while (step := steps.next()) is not None:
                 judges, open_requests = step
-                steps.add(await asyncio.gather(
-                    *(self._votes_of(j.name, open_requests, deadline) for j in judges)))
+                steps.add(await _all(
+                    [self._votes_of(j.name, open_requests, deadline) for j in judges]))
         verdicts = steps.verdicts()
         records = [{**v.to_record(), "input": input_hash(item)} for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
@@ -339,9 +342,11 @@ class JuryIngress:
 
     async def _judge_state(self, judge: str) -> str:
         try:
-            await asyncio.wait_for(self.judges[judge].ping.remote(), self.plan.health_timeout_s)
+            response = self.judges[judge].ping.remote()
+            await asyncio.wait_for(response, self.plan.health_timeout_s)
             return "ok"
         except asyncio.TimeoutError:
+            response.cancel()
             return f"no answer within {self.plan.health_timeout_s:g} s (loading, or overloaded)"
         except Exception as exc:
             return _short(exc)
@@ -350,6 +355,18 @@ class JuryIngress:
         from prometheus_client import CONTENT_TYPE_LATEST
 
         return Response(self.metrics.text(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _all(calls: list[Any]) -> list[Any]:
+    """Every judge's answer; when one fails the request (503, 429), the others' calls are
+    cancelled, at the judges too, instead of judging on for a request that has failed."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
 
 
 def _short(exc: BaseException) -> str:
