@@ -29,8 +29,8 @@ class ServiceError(ExecutionError):
 
 class Client:
     """The HTTP API as Python calls. Bad requests raise InputError naming the field; a busy
-    service (429) or a judge that could not answer (503) is retried after its Retry-After, up to
-    ``retries`` times, then raises ServiceError (``judge --url`` then stops, as in-process,
+    service (429), a judge that could not answer (503) or a dead ingress replica (Ray's own 5xx)
+    is retried after its Retry-After (else 1 s), up to ``retries`` times, then raises ServiceError (``judge --url`` then stops, as in-process,
     having written nothing for the items it could not get verdicts for)."""
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 900.0,
@@ -59,7 +59,7 @@ class Client:
                 response = self._http.request(method, path, json=payload)
             except httpx.HTTPError as exc:
                 raise ServiceError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from None
-            if response.status_code in (429, 503) and attempt < self.retries:
+            if _retryable(response) and attempt < self.retries:
                 time.sleep(_retry_after(response.headers.get("retry-after")))
                 continue
             break
@@ -169,6 +169,20 @@ class RemoteJury:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _retryable(response: Any) -> bool:
+    """Busy (429), a judge that could not answer (503), or a 5xx that is not the service's own
+    JSON answer: Ray Serve's proxy answering for an ingress replica that died (Serve restarts
+    it). A 500 or 504 of the service's own is not retried: the same request would fail again."""
+    if response.status_code in (429, 503):
+        return True
+    if response.status_code >= 500:
+        try:
+            return "error" not in response.json()
+        except ValueError:
+            return True
+    return False
 
 
 def _retry_after(value: str | None) -> float:
