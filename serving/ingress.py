@@ -433,8 +433,13 @@ def build_app(ingress: JuryIngress) -> FastAPI:
             try:
                 response = await _checked(ingress, request, call_next)
             except Exception as exc:  # answered here, so that /metrics counts the 500 too
-                logger.exception("%s %s failed", request.method, request.url.path)
-                response = _json(problem_for(exc))
+                if isinstance(exc, RuntimeError) and str(exc) == "No response returned.":
+                    # Starlette's word for a request whose client left (its handler was
+                    # cancelled): no failure of ours; counted as nginx's 499.
+                    response = Response(status_code=499)
+                else:
+                    logger.exception("%s %s failed", request.method, request.url.path)
+                    response = _json(problem_for(exc))
         if allowed:
             response.headers["Access-Control-Allow-Origin"] = origin
             response.headers["Vary"] = "Origin"

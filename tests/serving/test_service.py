@@ -49,6 +49,16 @@ def service(tmp_path_factory):
         yield url
 
 
+def serve_process(url: str):
+    """The `jurybox serve` process listening at ``url``."""
+    import psutil
+
+    port = url.rsplit(":", 1)[1]
+    (proc,) = [p for p in psutil.process_iter(["cmdline"])
+               if "serve" in (p.info["cmdline"] or []) and port in (p.info["cmdline"] or [])]
+    return proc
+
+
 def post(url, path, payload=None, headers=AUTH, **kw):
     return httpx.post(f"{url}{path}", json=payload, headers=headers, timeout=600, **kw)
 
@@ -264,15 +274,11 @@ def test_schemathesis_with_every_check_finds_nothing(service, tmp_path):
 
 
 def test_a_judge_replica_killed_mid_request_ends_every_request(service):
-    import psutil
-
     def replica_pids():
-        found = []
-        for p in psutil.process_iter(["cmdline"]):
-            title = " ".join(p.info["cmdline"] or [])  # Ray names its workers ray::...
-            if title.startswith("ray::") and "judge-smollm2-135m" in title:
-                found.append(p.pid)
-        return found
+        # This module's service's Ray workers are descendants of its `jurybox serve` (Ray names
+        # its workers ray::...), whatever else runs on the machine.
+        return [p.pid for p in serve_process(service).children(recursive=True)
+                if "judge-smollm2-135m" in " ".join(p.cmdline())]
 
     (pid,) = replica_pids()
     results = []
@@ -311,11 +317,7 @@ def test_a_judge_replica_killed_mid_request_ends_every_request(service):
 def test_ctrl_c_finishes_the_requests_in_flight_and_refuses_new_ones(service):
     """Last in this module: it stops the module's service (the fixture then finds it stopped,
     and still requires exit 0)."""
-    import psutil
-
-    port = service.rsplit(":", 1)[1]
-    (serve_proc,) = [p for p in psutil.process_iter(["cmdline"])
-                     if "serve" in (p.info["cmdline"] or []) and port in (p.info["cmdline"] or [])]
+    serve_proc = serve_process(service)
     results: dict = {}
 
     def in_flight():

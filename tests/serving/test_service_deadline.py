@@ -40,7 +40,10 @@ JUDGES = [j.name for j in Jury.load("tiny").spec.judges]
 
 @pytest.fixture(scope="module")
 def service():
-    config = ServiceConfig(jury="tiny", limits=Limits(request_timeout_s=DEADLINE_S))
+    # A render budget beyond the deadline, so that a slow template meets the deadline (504),
+    # not the budget (a 422, tested in test_admission.py).
+    config = ServiceConfig(jury="tiny", limits=Limits(request_timeout_s=DEADLINE_S,
+                                                      max_render_s=600))
     with running_service(config) as url:
         yield url
 
@@ -140,3 +143,43 @@ def test_a_client_that_leaves_stops_the_judges(service):
     # with it, so no 504 was ever answered (to nobody) for this request.
     assert timeouts(service) == timeouts_before
     assert_the_next_request_scores(service)
+
+
+def inline(template: str) -> dict:
+    return {"name": "inline", "template": template, "criteria": [
+        {"name": "accuracy", "description": "How accurate.", "scale": {"min": 1, "max": 5}}]}
+
+
+def inline_score(url: str, rubric: dict, timeout: float = 600) -> httpx.Response:
+    return httpx.post(f"{url}/v1/score", json={"rubric": rubric, "items": LIGHT}, timeout=timeout)
+
+
+def test_a_slow_template_gets_our_504_at_the_deadline_while_healthz_answers(service):
+    slow = inline("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}"
+                  "{% endfor %}{{ question }} {{ output_format }}")
+    result: dict = {}
+
+    def send():
+        began = time.monotonic()
+        result["r"] = inline_score(service, slow, timeout=DEADLINE_S + 60)
+        result["s"] = time.monotonic() - began
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    health = []
+    while sender.is_alive():
+        began = time.monotonic()
+        h = httpx.get(f"{service}/healthz", timeout=30)
+        health.append((h.status_code, time.monotonic() - began))
+        time.sleep(2)
+    sender.join()
+    r = result["r"]
+    assert r.status_code == 504 and r.json()["error"]["type"] == "timeout", r.text
+    assert DEADLINE_S - 1 <= result["s"] < DEADLINE_S + 15, result["s"]  # ours, not Ray's 408
+    # The event loop kept answering: /healthz throughout, each answer within seconds.
+    assert len(health) >= 5 and all(code == 200 for code, _ in health), health
+    assert max(seconds for _, seconds in health) < 10, health
+    # The worker that ran the template was killed; the next inline rubric renders and scores.
+    ok = inline_score(service, inline("{{ question }} {{ response }} {{ output_format }}"))
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["verdicts"][0]["status"] == "scored"

@@ -8,8 +8,8 @@ refuses) or whose client leaves while the batch runs. The request under test mus
 the verdicts it gets alone.
 
 And no request may buy unbounded work or memory: judge calls and inline rubrics have limits,
-a client's template runs in a worker process under the request's deadline, and a chunked body
-is counted as it streams."""
+and a chunked body is refused before it is read. (A slow template meeting the deadline is in
+test_service_deadline.py, whose service has a short one.)"""
 
 from __future__ import annotations
 
@@ -38,18 +38,14 @@ def item(id_: str, response: str) -> dict:
     return {"id": id_, "question": QUESTION, "response": response, "reference": REFERENCE}
 
 
-DEADLINE_S = 40.0
 MINE = item("mine", "Early blight, a fungal disease; remove infected leaves.")
 BUSY = item("busy", "Probably a virus, or too much water; hard to say without a photo.")
 
 
 @pytest.fixture(scope="module")
 def service():
-    # A deadline short enough to wait for, and a render budget beyond it, so that a slow
-    # template meets the deadline (504), not the budget (422, tested in test_admission.py).
     config = ServiceConfig(jury="tiny", limits=Limits(
-        max_concurrent=4, max_queued=8, request_timeout_s=DEADLINE_S, max_render_s=600,
-        max_judge_calls=8, max_body_bytes=2 << 20))
+        max_concurrent=4, max_queued=8, max_judge_calls=8, max_body_bytes=2 << 20))
     with running_service(config) as url:
         yield url
 
@@ -176,44 +172,19 @@ def test_a_huge_constant_in_a_template_is_refused_not_computed(service):
     assert_problem(r, 422, "rubric", "repetition of 10000000000", "at most 1000000")
 
 
-def test_a_slow_template_gets_our_504_at_the_deadline_while_healthz_answers(service):
-    slow = inline("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}"
-                  "{% endfor %}{{ question }} {{ output_format }}")
-    result: dict = {}
-
-    def send():
-        began = time.monotonic()
-        result["r"] = score_with(service, slow, [MINE], timeout=DEADLINE_S + 60)
-        result["s"] = time.monotonic() - began
-
-    sender = threading.Thread(target=send)
-    sender.start()
-    health = []
-    while sender.is_alive():
-        began = time.monotonic()
-        h = httpx.get(f"{service}/healthz", timeout=30)
-        health.append((h.status_code, time.monotonic() - began))
-        time.sleep(2)
-    sender.join()
-    r = result["r"]
-    assert r.status_code == 504 and r.json()["error"]["type"] == "timeout", r.text
-    assert DEADLINE_S - 1 <= result["s"] < DEADLINE_S + 15, result["s"]  # ours, not Ray's 408
-    # The event loop kept answering: /healthz throughout, each answer within seconds.
-    assert len(health) >= 5 and all(code == 200 for code, _ in health), health
-    assert max(seconds for _, seconds in health) < 10, health
-    # The worker that ran the template was killed; the next inline rubric renders and scores.
-    ok = score_with(service, inline("{{ question }} {{ response }} {{ output_format }}"), [MINE])
-    assert ok.status_code == 200, ok.text
-    assert ok.json()["verdicts"][0]["status"] == "scored"
-
-
 def replica_pid(deployment: str) -> int:
     """The pid of the one replica of ``deployment`` of this module's service (whose Ray the
     test process started: its workers are our descendants)."""
     import psutil
 
-    (pid,) = [p.pid for p in psutil.Process().children(recursive=True)
-              if f"ServeReplica:jurybox:{deployment}" in " ".join(p.cmdline())]
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if f"ServeReplica:jurybox:{deployment}" in " ".join(p.cmdline()):
+                found.append(p.pid)
+        except psutil.Error:  # a worker that ended (a zombie until Ray reaps it)
+            pass
+    (pid,) = found
     return pid
 
 
