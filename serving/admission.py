@@ -69,7 +69,7 @@ def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], li
     except InputError as exc:  # e.g. items lacking an input the rubric needs
         raise problem_for(exc) from None
     except MemoryError:
-        raise _OUT_OF_MEMORY from None
+        raise _out_of_memory() from None
 
 
 def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
@@ -77,11 +77,12 @@ def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
     try:
         return _inline_rubric(ref, limits)
     except MemoryError:
-        raise _OUT_OF_MEMORY from None
+        raise _out_of_memory() from None
 
 
-_OUT_OF_MEMORY = HTTPProblem(422, "invalid_request", "the inline rubric's template needs more "
-                             "memory than the service allows a template", "rubric.template")
+def _out_of_memory() -> HTTPProblem:
+    return HTTPProblem(422, "invalid_request", "the inline rubric's template needs more memory "
+                       "than the service allows a template", "rubric.template")
 
 
 def _inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:

@@ -126,12 +126,6 @@ class _Batched:
         every caller of ``batch`` has stopped waiting (their futures are cancelled: a caller
         that is answered is answered after the generate). The check is a ``threading.Event``
         set on the event loop, since the worker thread reads it."""
-        if not self._cancellable:
-            self._generating += 1
-            try:
-                return await asyncio.to_thread(self.backend.generate, prompts)
-            finally:
-                self._generating -= 1
         nobody_waits = threading.Event()
 
         def left(_: asyncio.Future) -> None:
@@ -140,10 +134,10 @@ class _Batched:
 
         for _, fut in batch:
             fut.add_done_callback(left)
+        check = {"cancelled": nobody_waits.is_set} if self._cancellable else {}
         self._generating += 1
         try:
-            return await asyncio.to_thread(self.backend.generate, prompts,
-                                           cancelled=nobody_waits.is_set)
+            return await asyncio.to_thread(self.backend.generate, prompts, **check)
         except asyncio.CancelledError:  # the replica is stopping: its callers are failed
             nobody_waits.set()
             raise

@@ -124,8 +124,7 @@ class Slow(Recording):
 
 def test_a_neighbour_that_leaves_does_not_cancel_the_batch_or_start_a_second_generate():
     backend = Slow(0.5)
-    batched = _Batched(backend)
-    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+    batched, requests = batched_over(backend)
 
     async def scenario():
         # Theirs came first (before, the call that came first ran the batch for everyone).
@@ -184,6 +183,11 @@ class Stoppable(Recording):
         return [Generation(text=ANSWER) for _ in requests]
 
 
+def batched_over(backend):
+    """``backend`` behind ``_Batched``, and the rendered requests of ITEMS."""
+    return _Batched(backend), render_requests(load_rubric("mirage-mg"), ITEMS).requests
+
+
 async def settle():
     """Let the event loop run the callbacks of what was just cancelled."""
     for _ in range(5):
@@ -192,8 +196,7 @@ async def settle():
 
 def test_the_cancel_check_stays_false_while_one_caller_still_waits():
     backend = Stoppable()
-    batched = _Batched(backend)
-    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+    batched, requests = batched_over(backend)
 
     async def scenario():
         theirs = asyncio.create_task(batched.agenerate(list(requests[:1])))
@@ -218,8 +221,7 @@ def test_the_cancel_check_stays_false_while_one_caller_still_waits():
 
 def test_a_batch_every_caller_left_stops_and_nobody_is_rerun():
     backend = Stoppable()
-    batched = _Batched(backend)
-    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+    batched, requests = batched_over(backend)
 
     async def scenario():
         callers = [asyncio.create_task(batched.agenerate(list(requests[k:k + 1])))
@@ -250,16 +252,14 @@ def test_a_batch_every_caller_left_stops_and_nobody_is_rerun():
 
 def test_a_backend_without_a_cancel_check_is_called_as_before():
     backend = Recording()  # generate(requests) only
-    batched = _Batched(backend)
-    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+    batched, requests = batched_over(backend)
     assert [g.text for g in asyncio.run(batched.agenerate(list(requests[:2])))] == [ANSWER] * 2
     assert backend.calls == [2]
 
 
 def test_a_stopping_replica_stops_the_generate_in_flight():
     backend = Stoppable()
-    batched = _Batched(backend)
-    requests = render_requests(load_rubric("mirage-mg"), ITEMS).requests
+    batched, requests = batched_over(backend)
 
     async def scenario():
         mine = asyncio.create_task(batched.agenerate(list(requests[:1])))
