@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 
 def versions(path: str) -> dict[str, str]:
     found = {}
-    for line in open(path, encoding="utf-8"):
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
         line = line.split("#", 1)[0].strip()
         if "==" in line:
             name, version = line.split("==", 1)

@@ -81,7 +81,6 @@ def agree(work: Path) -> str:
 
 def serve(work: Path) -> str:
     import httpx
-
     from service_helpers import serving_as_users_do
 
     token, log = "smoke-token", work / "serve.log"

@@ -64,9 +64,7 @@ def read_items(path: str | Path) -> list[mcq.McqItem]:
             raise InputError(f"{path} row {n}: choices must be a list of at least two option "
                              f"texts, got {choices!r:.60}", field="choices")
         gold = r["correct_index"]
-        if isinstance(gold, str) and gold.strip().isdigit():
-            gold = int(gold)
-        elif isinstance(gold, float) and gold.is_integer():
+        if (isinstance(gold, str) and gold.strip().isdigit()) or (isinstance(gold, float) and gold.is_integer()):
             gold = int(gold)
         if isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < len(choices):
             raise InputError(f"{path} row {n}: correct_index must be a 0-based index into the "

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from jurybox.rubrics import Item, load_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.rows import FORMATS

@@ -106,10 +106,8 @@ if TYPE_CHECKING:  # static tools see real imports
     from .alpha import krippendorff_alpha
     from .bootstrap import bootstrap_ci
     from .calibration_map import CalibrationMap, fit_calibration
+    from .calibrators import IsotonicCalibrator, OrdinalCalibrator
     from .cascade import CascadeFit, CascadeTargetError, fit_cascade, fit_threshold
-    from .joined import CriterionData, Joined, join, join_warnings
-    from .labels import HumanLabels, human_labels_from_rows, load_human_labels, scales_from
-    from .verdicts import JudgeOutput, judge_output_from_records, load_judge_output, rubric_for
     from .dawid_skene import DawidSkeneResult, dawid_skene
     from .errors import (
         CalibrationError,
@@ -119,9 +117,11 @@ if TYPE_CHECKING:  # static tools see real imports
         ProvenanceMismatchError,
         UndefinedStatisticError,
     )
+    from .joined import CriterionData, Joined, join, join_warnings
     from .kappa import agreement_weights, cohen_kappa, fleiss_kappa, gwet_ac
-    from .calibrators import IsotonicCalibrator, OrdinalCalibrator
+    from .labels import HumanLabels, human_labels_from_rows, load_human_labels, scales_from
     from .ppi import PPIEstimate, ppi_mean, prediction_powered_mean
     from .report import AgreementReport, agreement_report
     from .stat import Stat
     from .synthetic import CascadeSimulation, simulate_judging
+    from .verdicts import JudgeOutput, judge_output_from_records, load_judge_output, rubric_for

@@ -29,7 +29,7 @@ figcaption{font-size:12px;color:#555;text-align:center}
 
 
 def render_report(report: AgreementReport) -> str:
-    pct = int(round(report.confidence * 100))
+    pct = round(report.confidence * 100)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>jurybox agreement</title>",
         f"<style>{_CSS}</style></head><body>",
@@ -47,7 +47,7 @@ def render_report(report: AgreementReport) -> str:
     return "\n".join(parts)
 
 
-def _fmt(stat) -> str:  # noqa: ANN001 - Stat, kept loose to avoid an import cycle
+def _fmt(stat) -> str:
     if stat is None:
         return "-"
     if stat.value is None:

@@ -59,7 +59,7 @@ class PPIEstimate:
         }
 
     def __str__(self) -> str:
-        c = int(round(self.confidence * 100))
+        c = round(self.confidence * 100)
         return (f"PPI++ mean {self.estimate:.4f} [{self.ci[0]:.4f}, {self.ci[1]:.4f}] ({c}% CI, "
                 f"lambda={self.lam:.3f}, n={self.n_labeled} labelled, N={self.n_unlabeled} "
                 f"unlabelled); human-only {self.classical_estimate:.4f} "

@@ -33,12 +33,12 @@ from .agreement import (
 )
 from .alpha import LEVELS, krippendorff_alpha
 from .bootstrap import bootstrap_ci
-from .joined import CriterionData, Joined, join
-from .labels import HumanLabels
-from .verdicts import JudgeOutput, ValueKind
 from .errors import InputDataError
+from .joined import CriterionData, Joined, join
 from .kappa import cohen_kappa, gwet_ac
+from .labels import HumanLabels
 from .stat import Stat
+from .verdicts import JudgeOutput, ValueKind
 
 JURY = "jury"
 _TABLE_STATS_NUMERIC = ("alpha", "qwk", "spearman", "exact", "adjacent", "mae")
@@ -91,7 +91,7 @@ class AgreementReport:
         }
 
     def to_text(self) -> str:
-        pct = int(round(self.confidence * 100))
+        pct = round(self.confidence * 100)
         lines = [f"Agreement ({self.value}; {pct}% bootstrap CIs over items, "
                  f"{_plural(self.n_resamples, 'resample')})", f"join: {self.join_text}"]
         for name, crit in self.criteria.items():

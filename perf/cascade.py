@@ -22,6 +22,7 @@ import argparse
 import math
 
 import numpy as np
+
 from jurybox.calibration.cascade import CascadeTargetError, fit_threshold
 from jurybox.calibration.synthetic import CascadeSimulation
 

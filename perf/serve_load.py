@@ -76,11 +76,11 @@ def main() -> None:
     args = ap.parse_args()
 
     from judge_throughput import make_items
+    from service_helpers import running_service
 
     from jurybox.judges import Jury
     from jurybox.rubrics import load_rubric
     from jurybox.serving.config import Limits, ServiceConfig
-    from service_helpers import running_service
 
     items = make_items(args.items)
     rubric = load_rubric("mirage-mg")

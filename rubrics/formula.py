@@ -31,9 +31,7 @@ def _check(node: ast.AST) -> None:
         _check(node.right)
     elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         _check(node.operand)
-    elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        pass
-    elif isinstance(node, ast.Name):
+    elif (isinstance(node, ast.Constant) and type(node.value) in (int, float)) or isinstance(node, ast.Name):
         pass
     else:
         raise ValueError(

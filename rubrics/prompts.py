@@ -37,10 +37,10 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int):
-                    if len(seq) * times > MAX_PRODUCT:
-                        raise SecurityError(f"a repetition of {len(seq) * times} elements; "
-                                            f"templates may make at most {MAX_PRODUCT}")
+                if (isinstance(seq, (str, list, tuple)) and isinstance(times, int)
+                        and len(seq) * times > MAX_PRODUCT):
+                    raise SecurityError(f"a repetition of {len(seq) * times} elements; "
+                                        f"templates may make at most {MAX_PRODUCT}")
         elif operator == "**" and isinstance(left, int) and isinstance(right, int):
             digits = abs(right) * math.log10(abs(left)) if abs(left) > 1 else 0
             if digits > MAX_POWER_DIGITS:

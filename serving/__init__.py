@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {"Client": "client", "RemoteJury": "client", "build_jury_app": "builder",
             "ServiceConfig": "config", "judge_file": "bulk"}
-__all__ = sorted(_EXPORTS)
+__all__ = ["Client", "RemoteJury", "ServiceConfig", "build_jury_app", "judge_file"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
-if TYPE_CHECKING:  # noqa: F401  (static tools see real imports)
+if TYPE_CHECKING:
     from .builder import build_jury_app
     from .bulk import judge_file
     from .client import Client, RemoteJury

@@ -171,7 +171,7 @@ class Workers:
             try:
                 ok, value = await asyncio.wait_for(asyncio.to_thread(worker.call, fn, args),
                                                    budget_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 worker.kill()
                 raise HTTPProblem(422, "invalid_request", f"the inline rubric's template took "
                                   f"longer than {budget_s:g} s to render (max_render_s)",

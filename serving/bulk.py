@@ -7,7 +7,7 @@ import hashlib
 import time
 from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,8 +17,7 @@ from jurybox.rubrics import Item, Rubric, input_hash
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.rows import count_rows, file_format, row_files
 
-from .predictions import (DEFAULT_MAX_FIELD_CHARS, IdIndex, RowError, check_mapping,
-                          iter_predictions)
+from .predictions import DEFAULT_MAX_FIELD_CHARS, IdIndex, RowError, check_mapping, iter_predictions
 from .results import Results, ResultsDir, ResultsError, open_results, write_manifest
 from .summary import Summary, summarize
 
@@ -136,7 +135,7 @@ def judge_file(
             "limit": limit,
             "allow_empty": allow_empty,
             "out_format": results.format if isinstance(results, ResultsDir) else "jsonl file",
-            "started": datetime.now(timezone.utc).isoformat(),
+            "started": datetime.now(UTC).isoformat(),
         }
         write_manifest(out, {**manifest, "status": "running"})
         done = results.done()
@@ -169,7 +168,7 @@ def judge_file(
         except BaseException as exc:
             write_manifest(out, {**manifest, **rows.counts(), "status": "failed",
                                  "error": str(exc),
-                                 "finished": datetime.now(timezone.utc).isoformat()})
+                                 "finished": datetime.now(UTC).isoformat()})
             raise
         repaired = results.repaired
     left_out = earlier_not_ours(results, rows)
@@ -188,7 +187,7 @@ def judge_file(
             **manifest,
             **rows.counts(),
             "status": "interrupted" if interrupted else "complete",
-            "finished": datetime.now(timezone.utc).isoformat(),
+            "finished": datetime.now(UTC).isoformat(),
             "summary": summary.to_dict(),
         },
     )

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -50,21 +50,21 @@ def parse_map(pairs: list[str]) -> dict[str, str]:
 def judge(
     predictions: Annotated[str, typer.Argument(help="Prediction file (.jsonl, .json list, .csv, .tsv or .parquet), a directory of them, or a quoted glob such as 'preds/*.parquet'.", show_default=False)],
     rubric: Annotated[str, typer.Option("--rubric", "-r", help="Shipped rubric name (see `jurybox rubrics`) or a rubric YAML file.", show_default=False)],
-    jury: Annotated[Optional[str], typer.Option("--jury", "-j", help="Shipped jury name (see `jurybox juries`) or a jury YAML file. Default: tiny on CPU, small-gpu with a GPU.", show_default=False)] = None,
-    out_path: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output: a .jsonl file (one verdict per line), or a directory (a path without a suffix) of JSONL or Parquet shards (--format). Re-running with the same --out judges only the items not yet in it. Default: PREDICTIONS stem + .RUBRIC.judged.jsonl.", show_default=False)] = None,
-    out_format: Annotated[Optional[str], typer.Option("--format", help="Shards of a directory --out: jsonl (default) or parquet.", show_default=False)] = None,
-    shard_size: Annotated[Optional[int], typer.Option(help="Verdicts per shard of a directory --out (default 1000; a shard is also written at least every 30 s, and with --engine ray after every batch).", min=1, show_default=False)] = None,
+    jury: Annotated[str | None, typer.Option("--jury", "-j", help="Shipped jury name (see `jurybox juries`) or a jury YAML file. Default: tiny on CPU, small-gpu with a GPU.", show_default=False)] = None,
+    out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Output: a .jsonl file (one verdict per line), or a directory (a path without a suffix) of JSONL or Parquet shards (--format). Re-running with the same --out judges only the items not yet in it. Default: PREDICTIONS stem + .RUBRIC.judged.jsonl.", show_default=False)] = None,
+    out_format: Annotated[str | None, typer.Option("--format", help="Shards of a directory --out: jsonl (default) or parquet.", show_default=False)] = None,
+    shard_size: Annotated[int | None, typer.Option(help="Verdicts per shard of a directory --out (default 1000; a shard is also written at least every 30 s, and with --engine ray after every batch).", min=1, show_default=False)] = None,
     engine: Annotated[str, typer.Option(help="local: judge in this process; ray: a Ray Data pipeline (one stage per judge) on a local Ray or the cluster of --address.")] = "local",
-    address: Annotated[Optional[str], typer.Option(help="With --engine ray: the Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).", show_default=False)] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Judge only the first N valid items of the file.", min=1, show_default=False)] = None,
+    address: Annotated[str | None, typer.Option(help="With --engine ray: the Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).", show_default=False)] = None,
+    limit: Annotated[int | None, typer.Option(help="Judge only the first N valid items of the file.", min=1, show_default=False)] = None,
     map_: Annotated[list[str], typer.Option("--map", "-m", help="Read a field from another column: FIELD=COLUMN (repeatable), e.g. --map reference=answer.", show_default=False)] = [],
-    chunk_size: Annotated[Optional[int], typer.Option(help="Items judged (and written) per step. Default: 16 with transformers judges, 256 with vLLM/OpenAI judges (whose engines batch continuously).", min=1, show_default=False)] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="Items judged (and written) per step. Default: 16 with transformers judges, 256 with vLLM/OpenAI judges (whose engines batch continuously).", min=1, show_default=False)] = None,
     max_field_chars: Annotated[int, typer.Option(help="Reject rows with a longer field.", min=1)] = 100_000,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Judge rows whose response is empty (a model that answered nothing) instead of rejecting them; the summary counts them.")] = False,
     keep_raw: Annotated[bool, typer.Option("--keep-raw", help="Keep each judge's raw output in every vote; by default only unscored votes keep it. (Reasoning text is kept when the jury sets reasoning.keep.)")] = False,
-    calibration: Annotated[Optional[Path], typer.Option(help="Calibration map (from `jurybox calibrate`) to apply: adds `calibrated` scores.", show_default=False)] = None,
+    calibration: Annotated[Path | None, typer.Option(help="Calibration map (from `jurybox calibrate`) to apply: adds `calibrated` scores.", show_default=False)] = None,
     force_calibration: Annotated[bool, typer.Option("--force-calibration", help="Apply the calibration map even if it was fitted for another rubric/jury configuration.")] = False,
-    url: Annotated[Optional[str], typer.Option("--url", help="Judge through a running `jurybox serve` at this URL instead of loading the jury here (same output file, resume and summary). The token, if the service wants one, is read from $JURYBOX_TOKEN.", show_default=False)] = None,
+    url: Annotated[str | None, typer.Option("--url", help="Judge through a running `jurybox serve` at this URL instead of loading the jury here (same output file, resume and summary). The token, if the service wants one, is read from $JURYBOX_TOKEN.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge every item even if this configuration judged it before (and store nothing). By default verdicts are cached by configuration and input (see `jurybox cache`).")] = False,
     estimate: Annotated[bool, typer.Option("--estimate", help="Print what the run would take (items to judge after --out and the cache, judge calls, prompt tokens by the judges' own tokenizers where available, output-token budget; for a cascade the calls expected per stage) without loading a model or writing anything.")] = False,
@@ -234,8 +234,8 @@ def cache_stats(
 
 @cache_app.command("clear")
 def cache_clear(
-    provenance: Annotated[Optional[str], typer.Option(help="Only the verdicts of this provenance hash.", show_default=False)] = None,
-    jury: Annotated[Optional[str], typer.Option("--jury", "-j", help="Only the verdicts of this jury (its name).", show_default=False)] = None,
+    provenance: Annotated[str | None, typer.Option(help="Only the verdicts of this provenance hash.", show_default=False)] = None,
+    jury: Annotated[str | None, typer.Option("--jury", "-j", help="Only the verdicts of this jury (its name).", show_default=False)] = None,
 ) -> None:
     """Delete cached verdicts (all, or those of one configuration or jury)."""
     from jurybox.judges.cache import VerdictCache
@@ -248,7 +248,7 @@ def cache_clear(
 
 @app.command("rubrics")
 def rubrics_cmd(
-    name: Annotated[Optional[str], typer.Argument(help="Show this rubric's criteria and scales.", show_default=False)] = None,
+    name: Annotated[str | None, typer.Argument(help="Show this rubric's criteria and scales.", show_default=False)] = None,
 ) -> None:
     """List the shipped rubrics, or show one."""
     from jurybox.rubrics import list_rubrics, load_rubric
@@ -270,7 +270,7 @@ def rubrics_cmd(
 
 @app.command("juries")
 def juries_cmd(
-    name: Annotated[Optional[str], typer.Argument(help="Show this jury (shipped name or YAML file): every judge's settings, what each means, and the aggregation.", show_default=False)] = None,
+    name: Annotated[str | None, typer.Argument(help="Show this jury (shipped name or YAML file): every judge's settings, what each means, and the aggregation.", show_default=False)] = None,
 ) -> None:
     """List the shipped juries and their judges, or show one in full."""
     from jurybox.judges import list_juries, load_jury_spec
@@ -388,8 +388,8 @@ def models_list(jury: Annotated[str, typer.Option(help="Jury whose models to che
             out.print(f"{j.name}: [red]missing[/] {exc}", highlight=False)
 
 
-from .cli_calibration import agree, calibrate  # noqa: E402  (own module: one concern per file)
 from .cli_bench import bench  # noqa: E402
+from .cli_calibration import agree, calibrate  # noqa: E402  (own module: one concern per file)
 from .cli_serve import serve  # noqa: E402
 
 app.command()(agree)

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -110,12 +110,12 @@ def bench(
         "--predictions", "-p", help="The model's predictions: rows with id and response "
                                     "(MRMR: the run, {query_id: {doc_id: score}} or TREC).",
         show_default=False)],
-    jury: Annotated[Optional[str], typer.Option(
+    jury: Annotated[str | None, typer.Option(
         "--jury", "-j", help="Jury name or YAML file. The MIRAGE packs always judge (default: "
                              "tiny on CPU, small-gpu with a GPU); for microvqa and mir it adds "
                              "the judge fallback for unparseable answers (and mir's reasoning "
                              "steps), for mrmr relevance grading.", show_default=False)] = None,
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Directory for the judged records (rerunning resumes), the table "
                             "(report.md, report.json) and per-item results. Default when a "
                             "jury judges: PREDICTIONS stem + .NAME.bench.", file_okay=False,
@@ -123,26 +123,26 @@ def bench(
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print one JSON object, one key per metric (shares as fractions in "
                        "0..1), instead of the table.")] = False,
-    limit: Annotated[Optional[int], typer.Option(
+    limit: Annotated[int | None, typer.Option(
         help="Trial run: only the first N items (MRMR: queries); the table says so.", min=1,
         show_default=False)] = None,
-    subset: Annotated[Optional[Literal["auto", "standard", "contextual"]], typer.Option(
+    subset: Annotated[Literal["auto", "standard", "contextual"] | None, typer.Option(
         help="mirage-mmst: the Standard or Contextual set (MG only). Default: auto, from the "
              "data's fields.", show_default=False)] = None,
-    unscored: Annotated[Optional[Literal["exclude", "zero"]], typer.Option(
+    unscored: Annotated[Literal["exclude", "zero"] | None, typer.Option(
         help="Judged metrics: leave items the jury could not score out of the mean (exclude, "
              "the default) or count them as 0; the table says how many either way.",
         show_default=False)] = None,
-    queries: Annotated[Optional[Path], typer.Option(
+    queries: Annotated[Path | None, typer.Option(
         help="mrmr: the query file (id, category, task, text): per-category and per-task "
              "metrics, and the query texts for grading.", show_default=False)] = None,
-    corpus: Annotated[Optional[Path], typer.Option(
+    corpus: Annotated[Path | None, typer.Option(
         help="mrmr: the corpus file (id, text), for relevance grading.",
         show_default=False)] = None,
-    depth: Annotated[Optional[int], typer.Option(
+    depth: Annotated[int | None, typer.Option(
         help="mrmr grading: grade the run's top N documents per query (and the qrels' own); "
              "default 10.", min=1, show_default=False)] = None,
-    chunk_size: Annotated[Optional[int], typer.Option(
+    chunk_size: Annotated[int | None, typer.Option(
         help="Items judged (and written) per step; default: the jury's.", min=1,
         show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -203,9 +203,10 @@ def bench(
 def _judge(name: str, jury: str | None, out: Path | None, predictions: Path,
            chunk_size: int | None, quiet: bool, bars: dict[str, Any]
            ) -> tuple[ResumableJudge, Path]:
+    from tqdm import tqdm
+
     from jurybox.judges import load_jury_spec
     from jurybox.judges.weights import unpinned_warnings
-    from tqdm import tqdm
 
     from .cli import default_jury  # here: cli imports this module
 

@@ -10,7 +10,7 @@ field; partial joins and undefined statistics are reported, never hidden or prin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -33,7 +33,7 @@ JudgedArg = Annotated[Path, typer.Argument(
     help="Verdicts written by `jurybox judge` (a JSONL file, or a directory of its shards), "
          "joined with the labels on id.",
     exists=True, show_default=False)]
-RubricOpt = Annotated[Optional[str], typer.Option(
+RubricOpt = Annotated[str | None, typer.Option(
     "--rubric", "-r",
     help="Rubric name or YAML file giving each criterion's scale. Default: the rubric named in "
          "the verdicts.")]
@@ -43,7 +43,7 @@ ValueOpt = Annotated[ValueChoice, typer.Option(
 CriterionOpt = Annotated[list[str], typer.Option(
     "--criterion", "-c", help="Only this criterion (repeatable). Default: every judged "
                               "criterion the labels file has.")]
-ProvenanceOpt = Annotated[Optional[str], typer.Option(
+ProvenanceOpt = Annotated[str | None, typer.Option(
     help="Use only the verdicts with this provenance hash (for a file holding several "
          "rubric/jury configurations).")]
 SeedOpt = Annotated[int, typer.Option(help="Random seed (bootstrap resamples, CV folds).")]
@@ -63,7 +63,7 @@ def agree(
     criterion: CriterionOpt = [],
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print the results as JSON (stdout) instead of the table.")] = False,
-    html: Annotated[Optional[Path], typer.Option(
+    html: Annotated[Path | None, typer.Option(
         help="Also write a self-contained HTML report with plots (alpha forest plot, confusion "
              "matrices, reliability diagrams) to this file.", dir_okay=False)] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples per CI.", min=1)] = 1000,
@@ -141,10 +141,10 @@ def calibrate(
                           "of a map: JUDGED holds that jury's verdicts on the labelled items, "
                           "every judge on every item (its stages without thresholds); --out "
                           "gets the jury with its thresholds.")] = False,
-    jury: Annotated[Optional[str], typer.Option(
+    jury: Annotated[str | None, typer.Option(
         "--jury", "-j", help="With --cascade: the jury (name or YAML file) whose stages to fit.",
         show_default=False)] = None,
-    target_agreement: Annotated[Optional[float], typer.Option(
+    target_agreement: Annotated[float | None, typer.Option(
         help="With --cascade: the agreement with the human consensus the cascade must reach "
              "(share of items within the jury's confidence.tolerance on every criterion).",
         min=0.0, max=1.0, show_default=False)] = None,

@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,8 +21,8 @@ def serve(
     calibration: Annotated[list[Path], typer.Option("--calibration", help="Calibration map (from `jurybox calibrate`) to apply to the verdicts of the rubric it was fitted for (repeatable).", show_default=False)] = [],
     host: Annotated[str, typer.Option(help="Address the HTTP server listens on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port the HTTP server listens on.")] = 8000,
-    token_env: Annotated[Optional[str], typer.Option("--token-env", help="Environment variable holding a token: every /v1 call must then send `Authorization: Bearer <token>`.", show_default=False)] = None,
-    address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray).", show_default=False)] = None,
+    token_env: Annotated[str | None, typer.Option("--token-env", help="Environment variable holding a token: every /v1 call must then send `Authorization: Bearer <token>`.", show_default=False)] = None,
+    address: Annotated[str | None, typer.Option(help="Join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray).", show_default=False)] = None,
     cors_origin: Annotated[list[str], typer.Option("--cors-origin", help="Allow this browser origin (CORS is off unless given; repeatable).", show_default=False)] = [],
     max_items: Annotated[int, typer.Option(help="Most items in one request (413 beyond).", min=1)] = 256,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body in bytes (413 beyond).", min=1024)] = 8 << 20,

@@ -183,8 +183,12 @@ class _TokenCounter:
             return None, f"{approx} (no local tokenizer: {type(exc).__name__})"
 
     def add(self, requests: Any) -> None:
-        from jurybox.judges.backends.base import bos_prefix, encode_prompts, plain_prompt, \
-            prompt_text
+        from jurybox.judges.backends.base import (
+            bos_prefix,
+            encode_prompts,
+            plain_prompt,
+            prompt_text,
+        )
 
         live = [r for r in requests.requests if r is not None]
         if self.tokenizer is None:

@@ -232,7 +232,7 @@ class JuryIngress:
             response = handle.votes.remote(requests)
             try:
                 return await asyncio.wait_for(response, left)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+            except (TimeoutError, asyncio.CancelledError):
                 # Past the deadline, or the client left: stop the judge's work too (awaiting
                 # no more does not cancel it), so none runs beside the next request's.
                 try:
@@ -280,7 +280,7 @@ class JuryIngress:
         try:
             records = await asyncio.wait_for(self._score(request, time.monotonic() + timeout),
                                              timeout)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             raise HTTPProblem(504, "timeout", f"the request took longer than the service's "
                               f"deadline of {self.limits.request_timeout_s:g} s "
                               "(request_timeout_s); retry with fewer items") from None
@@ -345,7 +345,7 @@ class JuryIngress:
             response = self.judges[judge].ping.remote()
             await asyncio.wait_for(response, self.plan.health_timeout_s)
             return "ok"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             response.cancel()
             return f"no answer within {self.plan.health_timeout_s:g} s (loading, or overloaded)"
         except Exception as exc:

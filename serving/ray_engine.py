@@ -31,8 +31,8 @@ import os
 import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from functools import partial
-from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -304,7 +304,7 @@ def judge_with_ray(
                 "mapping": dict(mapping or {}), "calibration": calibration_id, "limit": limit,
                 "allow_empty": allow_empty,
                 "out_format": results.format if isinstance(results, ResultsDir) else "jsonl file",
-                "started": datetime.now(timezone.utc).isoformat(),
+                "started": datetime.now(UTC).isoformat(),
             }
             write_manifest(out, {**manifest, "status": "running"})
             state = _Run(total=min(count_rows(predictions) or 0, limit or 10**18) or None)
@@ -325,7 +325,7 @@ def judge_with_ray(
             except BaseException as exc:
                 write_manifest(out, {**manifest, **state.counts(), "status": "failed",
                                      "error": _stage_error(exc),
-                                     "finished": datetime.now(timezone.utc).isoformat()})
+                                     "finished": datetime.now(UTC).isoformat()})
                 raise _failure(exc) from None
             repaired = results.repaired
         left_out = earlier_not_ours(results, state.ids)
@@ -336,7 +336,7 @@ def judge_with_ray(
                  for k, j in enumerate(jury.judges) if state.busy.get(k, 0.0) > 0]
         write_manifest(out, {**manifest, **state.counts(),
                              "status": "interrupted" if state.interrupted else "complete",
-                             "finished": datetime.now(timezone.utc).isoformat(),
+                             "finished": datetime.now(UTC).isoformat(),
                              "summary": summary.to_dict(), "throughput": notes})
         return RunReport(out=out, total_items=state.items, already_done=state.already,
                          judged=state.judged, row_errors=state.errors, summary=summary,

@@ -91,7 +91,7 @@ class Results(ABC):
         self._lock = None
 
     def _acquire(self, lock_path: Path) -> None:
-        self._lock = open(lock_path, "a+b")
+        self._lock = open(lock_path, "a+b")  # noqa: SIM115 (held for the run: the lock is the open file)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter, defaultdict
 from array import array
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any

@@ -1,5 +1,6 @@
 """Items and checks shared by the tests that run real judges (transformers, vLLM, OpenAI)."""
 
+import itertools
 import math
 from typing import Any
 
@@ -140,7 +141,7 @@ def split_threshold(confidences):
     some go on, and no item sits near the threshold (floating noise cannot move it across)."""
     values = sorted(set(confidences.values()))
     assert len(values) >= 2, f"every item has the same confidence {values}: nothing to split"
-    gap, low = max((b - a, a) for a, b in zip(values, values[1:]))
+    gap, low = max((b - a, a) for a, b in itertools.pairwise(values))
     return low + gap / 2
 
 

@@ -220,7 +220,7 @@ class _Alternatives:
         if not position:
             return out
         texts = self.decode.appended(tuple(self.ids[:t]), tuple(position))
-        for (alt, lp), appended in zip(position.items(), texts):
+        for lp, appended in zip(position.values(), texts):
             value = lp.logprob if hasattr(lp, "logprob") else float(lp)
             if value == -math.inf or math.isnan(value):
                 continue
@@ -259,7 +259,7 @@ class TokenStep:
     ``top`` is the mapping, or a function that makes it (called with ``index`` when one is
     given, so one function can serve every step of an answer)."""
 
-    __slots__ = ("offset", "text", "_top", "_make_top", "_index")
+    __slots__ = ("_index", "_make_top", "_top", "offset", "text")
 
     def __init__(
         self,

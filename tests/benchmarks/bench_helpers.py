@@ -12,6 +12,7 @@ from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.base import Generation
 from jurybox.rubrics import VerdictRecord
 
+
 def scripted_judge(votes: dict[str, dict[str, dict[str, float | None]]], calls: list | None = None):
     """A Judge whose verdicts are ``votes[item id][judge][criterion]`` (None: an unscored
     vote), aggregated by the mean with quorum 1, the rubric's formula on top. Items not in

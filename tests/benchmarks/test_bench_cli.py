@@ -5,13 +5,12 @@ import json
 
 import pytest
 import typer
+from bench_helpers import RuleBackend, bottom_of, rule_jury, top_of
 from typer.testing import CliRunner
 
 from jurybox.benchmarks import PACKS
 from jurybox.serving import cli_bench
 from jurybox.serving.cli_bench import bench
-
-from bench_helpers import RuleBackend, bottom_of, rule_jury, top_of
 
 # Registered as serving/cli.py registers it: app.command()(bench), beside other commands.
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)

@@ -3,6 +3,7 @@ two digits or letters in any case, answers by option text, and no answer read fr
 public evaluators' rules are run beside ours on the cases they get wrong."""
 
 import pytest
+from bench_helpers import public_microvqa, public_mir
 
 from jurybox.benchmarks.extraction import (
     extract_choice,
@@ -10,8 +11,6 @@ from jurybox.benchmarks.extraction import (
     number_labels,
     parse_label,
 )
-
-from bench_helpers import public_microvqa, public_mir
 
 CELL_OPTIONS = ["Mitochondrial fusion", "Mitochondrial fission", "Increased mitochondrial biogenesis",
                 "Mitophagy inhibition", "Loss of the nuclear envelope"]

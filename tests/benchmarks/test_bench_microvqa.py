@@ -4,11 +4,10 @@ fallback reported apart, and bad input named by file, row and field."""
 import json
 
 import pytest
+from bench_helpers import public_microvqa, scripted_judge
 
 from jurybox.benchmarks import microvqa, run_benchmark
 from jurybox.rubrics.errors import InputError
-
-from bench_helpers import public_microvqa, scripted_judge
 
 
 def run(examples, **kwargs):

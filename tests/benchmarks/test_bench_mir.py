@@ -5,11 +5,10 @@ judged against the five reference steps."""
 import json
 
 import pytest
+from bench_helpers import scripted_judge
 
 from jurybox.benchmarks import mir
 from jurybox.rubrics.errors import InputError
-
-from bench_helpers import scripted_judge
 
 STEPS = ("summary", "caption", "text2img", "img2img", "conclusion")
 

@@ -5,11 +5,10 @@ and MMMT's decisions and goals."""
 import json
 
 import pytest
+from bench_helpers import scripted_judge
 
 from jurybox.benchmarks import mirage, run_benchmark
 from jurybox.rubrics.errors import InputError
-
-from bench_helpers import scripted_judge
 
 ID = ("identification_accuracy", "reasoning_accuracy")
 MG = ("accuracy", "relevance", "completeness", "parsimony")

@@ -6,11 +6,10 @@ import json
 import math
 
 import pytest
+from bench_helpers import scripted_judge
 
 from jurybox.benchmarks import mrmr
 from jurybox.rubrics.errors import InputError
-
-from bench_helpers import scripted_judge
 
 QRELS = {
     "q1": {"d1": 3, "d2": 2, "d3": 1, "d4": 0, "d12": 2},

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+
 from jurybox.calibration import (
     InputDataError,
     Stat,
@@ -112,7 +113,7 @@ def test_gwet_single_rater_and_single_category() -> None:
 
 
 @pytest.mark.parametrize("fn", [pearson, spearman, kendall])
-def test_correlation_constant_input_undefined(fn) -> None:  # noqa: ANN001
+def test_correlation_constant_input_undefined(fn) -> None:
     result = fn([1, 1, 1, 1], [1, 2, 3, 4])
     assert isinstance(result, Stat) and not result.defined
     assert "constant" in result.reason

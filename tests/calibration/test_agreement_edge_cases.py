@@ -8,6 +8,9 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+from sklearn.metrics import cohen_kappa_score
+from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
 from jurybox.calibration import (
     agreement_weights,
     cohen_kappa,
@@ -15,8 +18,6 @@ from jurybox.calibration import (
     gwet_ac,
     krippendorff_alpha,
 )
-from sklearn.metrics import cohen_kappa_score
-from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 nan = np.nan
 

@@ -15,6 +15,9 @@ import scipy.stats
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sklearn.metrics import cohen_kappa_score
+from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
 from jurybox.calibration import (
     cohen_kappa,
     fleiss_kappa,
@@ -23,8 +26,6 @@ from jurybox.calibration import (
     pearson,
     spearman,
 )
-from sklearn.metrics import cohen_kappa_score
-from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from jurybox.calibration import cohen_kappa, fleiss_kappa, gwet_ac, krippendorff_alpha
 
 nan = np.nan

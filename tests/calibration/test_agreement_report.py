@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from jurybox.calibration import agreement_report, cohen_kappa, krippendorff_alpha, simulate_judging
 
 
@@ -23,14 +24,14 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def report(files):  # noqa: ANN001, ANN201
+def report(files):
     hum, out = files
     return agreement_report(hum, out, scales={"accuracy": [0, 1, 2, 3, 4],
                                               "supported": {"labels": {"yes": 1, "no": 0}}},
                             n_resamples=200)
 
 
-def test_structure_and_values_match_direct_computation(report, files) -> None:  # noqa: ANN001
+def test_structure_and_values_match_direct_computation(report, files) -> None:
     acc = report.criteria["accuracy"]
     assert acc.n_items == 80 and acc.human_raters == ["h0", "h1"]
     assert set(acc.judge_human) == {"harsh", "lenient", "noisy", "jury"}
@@ -48,12 +49,12 @@ def test_structure_and_values_match_direct_computation(report, files) -> None:  
     assert acc.missing["harsh"] > 0  # unscored votes on labelled items are counted
 
 
-def test_to_dict_is_plain_json(report) -> None:  # noqa: ANN001
+def test_to_dict_is_plain_json(report) -> None:
     text = json.dumps(report.to_dict(), allow_nan=False)
     assert '"judge_only"' in text and '"ci"' in text
 
 
-def test_text_table(report) -> None:  # noqa: ANN001
+def test_text_table(report) -> None:
     text = report.to_text()
     assert "human-human alpha[interval]" in text
     assert "judge-human" in text and "jury" in text and "judge-judge" in text
@@ -61,7 +62,7 @@ def test_text_table(report) -> None:  # noqa: ANN001
     assert not re.search(r"\bnan\b", text, re.IGNORECASE)
 
 
-def test_html_has_inline_svg_plots(report, tmp_path: Path) -> None:  # noqa: ANN001
+def test_html_has_inline_svg_plots(report, tmp_path: Path) -> None:
     path = report.write_html(tmp_path / "r.html")
     html = path.read_text()
     assert html.count("<svg") >= 1 + 2 * 4 * 2  # forest + (confusion, reliability) x systems

@@ -8,6 +8,7 @@ import tracemalloc
 import krippendorff
 import numpy as np
 import pytest
+
 from jurybox.calibration import krippendorff_alpha
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from jurybox.calibration import InputDataError, dawid_skene
 from jurybox.calibration.dawid_skene import posterior_from_votes
 

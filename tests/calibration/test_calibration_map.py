@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from jurybox.calibration import (
     CalibrationMap,
     InputDataError,
@@ -32,7 +33,7 @@ def synthetic() -> tuple[list[dict], list[dict]]:
 
 
 @pytest.fixture(scope="module")
-def fitted(synthetic) -> CalibrationMap:  # noqa: ANN001
+def fitted(synthetic) -> CalibrationMap:
     recs, humans = synthetic
     return fit_calibration(human_labels_from_rows(humans), judge_output_from_records(recs),
                            scales=SCALES)
@@ -57,7 +58,7 @@ def test_weights_favour_the_reliable_judge(fitted: CalibrationMap) -> None:
 
 
 def test_apply_to_record_adds_calibrated_and_keeps_scores(fitted: CalibrationMap,
-                                                          synthetic) -> None:  # noqa: ANN001
+                                                          synthetic) -> None:
     recs, _ = synthetic
     rec = next(r for r in recs if r["scores"]["accuracy"] is not None)
     out = fitted.apply_to_record(rec)
@@ -69,7 +70,7 @@ def test_apply_to_record_adds_calibrated_and_keeps_scores(fitted: CalibrationMap
 
 
 def test_apply_to_record_computes_the_rubric_formula_on_calibrated_values(
-        fitted: CalibrationMap, synthetic) -> None:  # noqa: ANN001
+        fitted: CalibrationMap, synthetic) -> None:
     from jurybox.rubrics import Formula
 
     recs, _ = synthetic
@@ -88,7 +89,7 @@ def test_apply_to_record_computes_the_rubric_formula_on_calibrated_values(
     assert out["weighted_sum"] == pytest.approx(cal["weighted_sum"])
 
 
-def test_dawid_skene_non_convergence_is_a_note(synthetic,  # noqa: ANN001
+def test_dawid_skene_non_convergence_is_a_note(synthetic,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
@@ -119,7 +120,7 @@ def test_calibrated_value_is_weighted_mean_of_judge_maps(fitted: CalibrationMap)
 
 
 def test_provenance_mismatch_is_an_error_unless_forced(fitted: CalibrationMap,
-                                                       synthetic) -> None:  # noqa: ANN001
+                                                       synthetic) -> None:
     recs, _ = synthetic
     other = dict(recs[0], provenance="someone-else")
     with pytest.raises(ProvenanceMismatchError, match="prov-test"):
@@ -128,7 +129,7 @@ def test_provenance_mismatch_is_an_error_unless_forced(fitted: CalibrationMap,
 
 
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
-def test_save_load_roundtrip(fitted: CalibrationMap, synthetic, tmp_path: Path,  # noqa: ANN001
+def test_save_load_roundtrip(fitted: CalibrationMap, synthetic, tmp_path: Path,
                              suffix: str) -> None:
     recs, _ = synthetic
     path = fitted.save(tmp_path / f"map{suffix}")
@@ -161,7 +162,7 @@ def test_load_rejects_foreign_files(tmp_path: Path) -> None:
         CalibrationMap.load(binary)
 
 
-def test_ordinal_method_and_round_output(synthetic) -> None:  # noqa: ANN001
+def test_ordinal_method_and_round_output(synthetic) -> None:
     recs, humans = synthetic
     cmap = fit_calibration(human_labels_from_rows(humans), judge_output_from_records(recs),
                            scales=SCALES, method="ordinal", output="round")
@@ -177,14 +178,14 @@ def test_describe_is_readable(fitted: CalibrationMap) -> None:
     assert not re.search(r"\bnan\b", text, re.IGNORECASE)
 
 
-def test_missing_provenance_is_an_error(synthetic) -> None:  # noqa: ANN001
+def test_missing_provenance_is_an_error(synthetic) -> None:
     recs, humans = synthetic
     bare = [dict(r, provenance=None) for r in recs]
     with pytest.raises(InputDataError, match="provenance"):
         fit_calibration(human_labels_from_rows(humans), judge_output_from_records(bare))
 
 
-def test_prediction_powered_mean_from_files(synthetic, tmp_path: Path,  # noqa: ANN001
+def test_prediction_powered_mean_from_files(synthetic, tmp_path: Path,
                                             fitted: CalibrationMap) -> None:
     recs, humans = synthetic
     est = prediction_powered_mean(human_labels_from_rows(humans),

@@ -7,6 +7,7 @@ from statistics import NormalDist
 
 import numpy as np
 import pytest
+
 from jurybox.calibration import InputDataError, ppi_mean
 
 

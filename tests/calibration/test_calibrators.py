@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from sklearn.isotonic import IsotonicRegression
+
 from jurybox.calibration import (
     InputDataError,
     IsotonicCalibrator,
@@ -13,7 +15,6 @@ from jurybox.calibration import (
     OrdinalCalibrator,
 )
 from jurybox.calibration.calibrators import calibrator_from_dict
-from sklearn.isotonic import IsotonicRegression
 
 SCALE = [0, 1, 2, 3, 4]
 
@@ -77,7 +78,7 @@ def test_ordinal_unused_scale_point_stays_finite() -> None:
 
 
 @pytest.mark.parametrize("cls", [IsotonicCalibrator, OrdinalCalibrator])
-def test_roundtrip_through_plain_json(cls) -> None:  # noqa: ANN001
+def test_roundtrip_through_plain_json(cls) -> None:
     x, y = _judge_vs_human(seed=5)
     cal = cls(SCALE).fit(x, y)
     restored = calibrator_from_dict(json.loads(json.dumps(cal.to_dict())))

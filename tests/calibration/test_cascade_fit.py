@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from judging_helpers import one_criterion_rubric
+
 from jurybox.calibration import human_labels_from_rows, judge_output_from_records
 from jurybox.calibration.cascade import (
     DEFAULT_GRID,
@@ -20,8 +22,6 @@ from jurybox.calibration.cascade import (
 from jurybox.calibration.errors import InputDataError
 from jurybox.calibration.synthetic import CascadeSimulation, simulate_cascade_verdicts
 from jurybox.rubrics import Scale
-
-from judging_helpers import one_criterion_rubric
 
 
 def test_binomial_p_value_is_the_binomial_lower_tail():

@@ -117,11 +117,11 @@ def test_jury_fans_out_and_records_failures_as_unscored_votes():
 def test_per_criterion_rubric_makes_one_call_per_criterion(tmp_path):
     rubric = load_rubric("general").model_copy(update={"mode": "per_criterion"})
     spec = jury(n=1)
-    outs = [Generation(text='{"%s": 2}' % c) for c in rubric.criterion_names]
+    outs = [Generation(text=f'{{"{c}": 2}}') for c in rubric.criterion_names]
     backend = FakeBackend("j0", outs)
     (verdict,) = Jury(spec, {"j0": backend}).score(rubric, [Item(id="1", question="q", response="r", reference="a")])
     assert [r.schema["required"] for r in backend.seen] == [[c] for c in rubric.criterion_names]
-    assert verdict.scores == {c: 2.0 for c in rubric.criterion_names}
+    assert verdict.scores == dict.fromkeys(rubric.criterion_names, 2.0)
 
 
 def test_provenance_changes_with_what_the_verdict_depends_on():

@@ -4,11 +4,11 @@ the generate raises GenerationCancelled instead of returning answers cut short. 
 counted as the model's forward passes, never timed."""
 
 import pytest
+from judging_helpers import ITEMS
 
 from jurybox.judges import Jury, render_requests
 from jurybox.judges.backends.base import GenerationCancelled
 from jurybox.rubrics import load_rubric
-from judging_helpers import ITEMS
 
 pytestmark = pytest.mark.models
 

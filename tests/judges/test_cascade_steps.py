@@ -7,14 +7,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 from pydantic import ValidationError
 
 from jurybox.judges import Jury, JurySpec, Steps, decide, provenance, render_requests
 from jurybox.judges.backends.base import Generation, TokenStep
 from jurybox.rubrics import Item
 from jurybox.rubrics.errors import InputError
-
-from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 
 RUBRIC = one_criterion_rubric()
 PREFIX = ACCURACY_PREFIX
@@ -67,7 +66,7 @@ def test_items_leave_at_the_first_confident_stage():
     big = {"sure": answer(1, 1.0), "unsure": answer(3, 0.8), "x": answer(5, 0.9)}
     backends = {"small": small, "big1": Scripted(big), "big2": Scripted(big)}
     spec = cascade()
-    sure, unsure, x = Jury(spec, backends).score(RUBRIC, items("sure", "unsure", "x"))
+    sure, unsure, _ = Jury(spec, backends).score(RUBRIC, items("sure", "unsure", "x"))
     assert small.asked == ["sure", "unsure", "x"]
     assert backends["big1"].asked == ["unsure", "x"]  # the confident item never reached them
     assert sure.scores == {"accuracy": 4.0}

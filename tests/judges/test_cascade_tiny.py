@@ -9,14 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
+from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
 from typer.testing import CliRunner
 
 from jurybox.judges import Jury, decide
 from jurybox.rubrics import VerdictRecord, load_rubric
 from jurybox.serving.bulk import judge_file
 from jurybox.serving.cli import app
-
-from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
 
 pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -7,11 +7,10 @@ import multiprocessing
 import pickle
 
 import pytest
+from judging_helpers import ITEMS
 
 from jurybox.judges import decide_verdicts, judge_votes, render_requests
 from jurybox.rubrics import load_rubric
-
-from judging_helpers import ITEMS
 
 pytestmark = pytest.mark.models
 

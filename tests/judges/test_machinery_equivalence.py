@@ -8,24 +8,23 @@ votes, against numpy), writing records (built directly, against VerdictRecord.to
 
 from __future__ import annotations
 
-
 import json
 import math
 import random
 
 import numpy as np
 import pytest
+from judging_helpers import (
+    reference_distribution,
+    reference_steps_from_logprobs,
+    reference_token_pieces,
+)
 
 from jurybox.judges import JurySpec
 from jurybox.judges.aggregate import RULES, _small, aggregate_criterion
 from jurybox.judges.backends.base import Detokenizer, TokenStep, steps_from_logprobs
 from jurybox.judges.parsing import _scale_texts, parse_answers, score_distribution
 from jurybox.rubrics import Criterion, CriterionResult, Scale, Verdict, Vote
-from judging_helpers import (
-    reference_distribution,
-    reference_steps_from_logprobs,
-    reference_token_pieces,
-)
 
 RANGE = Criterion(name="accuracy", description="", scale=Scale(min=0, max=4))
 WIDE = Criterion(name="overall", description="", scale=Scale(min=0, max=10))

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from judging_helpers import ITEMS, check_scored_vote
 
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.base import Request
 from jurybox.rubrics import load_rubric, output_schema, render_messages
-from judging_helpers import ITEMS, check_scored_vote
 
 httpx = pytest.importorskip("httpx", reason="the openai backend needs httpx")
 

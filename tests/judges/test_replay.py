@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from judging_helpers import reference_distribution, reference_steps_from_logprobs
 
 from jurybox.judges import Jury, decide_verdicts, judge_votes, render_requests
-from judging_helpers import reference_distribution, reference_steps_from_logprobs
 from jurybox.judges.backends.base import Detokenizer, encode_prompts, steps_from_logprobs
 from jurybox.judges.backends.replay import Recording, ReplayBackend
 from jurybox.rubrics import Item, Verdict, VerdictRecord, load_rubric

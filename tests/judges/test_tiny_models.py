@@ -1,10 +1,10 @@
 """The real tiny models (SmolLM2-135M-Instruct, Gemma-3-270M) through the transformers backend."""
 
 import pytest
+from judging_helpers import ITEMS, check_scored_vote
 
 from jurybox.judges import Jury, JurySpec
 from jurybox.rubrics import Item, load_rubric
-from judging_helpers import ITEMS, check_scored_vote
 
 pytestmark = pytest.mark.models
 

@@ -9,13 +9,12 @@ import math
 import pickle
 
 import pytest
+from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.base import Generation, TokenStep
 from jurybox.judges.cache import VerdictCache
 from jurybox.rubrics import Item
-
-from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 
 RUBRIC = one_criterion_rubric()
 PREFIX = ACCURACY_PREFIX

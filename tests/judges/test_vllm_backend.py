@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from judging_helpers import ITEMS, check_scored_vote
 
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.base import Detokenizer, steps_from_logprobs
 from jurybox.judges.parsing import parse_answers, score_distribution
 from jurybox.rubrics import Item, load_rubric
-from judging_helpers import ITEMS, check_scored_vote
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HAS_VLLM = importlib.util.find_spec("vllm") is not None

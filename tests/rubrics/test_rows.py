@@ -40,14 +40,14 @@ def test_row_numbers_count_blank_lines_and_headers(tmp_path):
 def test_bad_rows_name_what_is_wrong(tmp_path):
     c = tmp_path / "r.csv"
     c.write_bytes(b"id,x,y\na,1,2\nb,1\nc,1,2,3\nd,caf\xe9,2\n")
-    got = {n: r for n, r in rows(c)}
+    got = dict(rows(c))
     assert got[2] == {"id": "a", "x": "1", "y": "2"}
     assert (got[3].field, got[3].kind) == ("y", "shape") and "2 of the 3 header columns" in got[3].message
     assert got[4].kind == "shape" and "1 more value(s)" in got[4].message
     assert (got[5].field, got[5].kind) == ("x", "encoding")
     j = tmp_path / "r.jsonl"
     j.write_text('{"id": "a", "id": "b"}\n[1]\n{"n": {"k": 1, "k": 2}}\n')
-    got = {n: r for n, r in rows(j)}
+    got = dict(rows(j))
     assert got[1].field == "id" and "appears more than once" in got[1].message
     assert "expected a JSON object, got a list" in got[2].message
     assert got[3].field == "n.k"

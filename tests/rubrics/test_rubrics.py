@@ -2,7 +2,15 @@ import textwrap
 
 import pytest
 
-from jurybox.rubrics import DefinitionError, Item, Scale, list_rubrics, load_rubric, output_schema, render_messages
+from jurybox.rubrics import (
+    DefinitionError,
+    Item,
+    Scale,
+    list_rubrics,
+    load_rubric,
+    output_schema,
+    render_messages,
+)
 from jurybox.rubrics.formula import Formula
 
 

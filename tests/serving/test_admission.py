@@ -164,7 +164,7 @@ def test_workers_bound_a_templates_time_and_memory_and_recover():
             ok, failed = await asyncio.gather(good, bad, return_exceptions=True)
             assert isinstance(failed, HTTPProblem) and failed.status == 422, failed
             assert "MemoryError" in failed.message or "memory" in failed.message, failed.message
-            rubric, items, requests = ok
+            rubric, _, requests = ok
             assert rubric.name == "inline" and "Early blight." in str(requests.requests[0])
             # A caller that stops waiting (deadline, client gone) kills the worker too.
             task = asyncio.ensure_future(workers.run(600, prepare, SLOW, [ITEM], LIMITS, False))

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import re
 
+from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
+
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.base import Generation, TokenStep
 from jurybox.serving.bulk import judge_file
-
-from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 
 RUBRIC = one_criterion_rubric()
 SPEC = JurySpec.model_validate({"name": "j", "judges": [{"name": "a", "model": "org/not-a-model"}]})

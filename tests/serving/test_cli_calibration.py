@@ -183,7 +183,7 @@ def test_malformed_verdicts_name_the_line_and_field(synthetic: dict[str, Any]) -
 
 
 def test_single_rater_makes_human_agreement_undefined(synthetic: dict[str, Any]) -> None:
-    records, humans = simulate_judging(30, n_humans=1, seed=3)
+    _, humans = simulate_judging(30, n_humans=1, seed=3)
     human = write_jsonl(synthetic["dir"] / "one.jsonl", humans)
     result = agree(synthetic, human=human)
     assert result.exit_code == 0, result.output
@@ -532,7 +532,7 @@ def test_calibrate_cascade_writes_the_fitted_jury(cascade_files, tmp_path):
                     "--target-agreement", "0.85", "--risk", "0.1", "-r", f["rubric"], "-o", out)
     assert result.exit_code == 0, result.output
     assert "stage 1 (adds small): decides" in result.output
-    assert "saved" in result.output and f"judge with it: jurybox judge" in result.output
+    assert "saved" in result.output and "judge with it: jurybox judge" in result.output
     fitted = load_jury_spec(out)
     original = load_jury_spec(f["jury"])
     assert fitted.cascaded and 0.5 < fitted.stages[0].threshold <= 0.995

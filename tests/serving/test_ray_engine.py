@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from service_helpers import VLLM_EXPECTED_TOLERANCE, assert_same_verdicts
 
 from jurybox.judges import load_jury_spec
 from jurybox.rubrics import load_rubric
-
-from service_helpers import VLLM_EXPECTED_TOLERANCE, assert_same_verdicts
 
 pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -55,11 +54,11 @@ def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, tmp_path):
 
 
 def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(tiny_jury, tmp_path):
+    from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
+
     from jurybox.judges import Jury
     from jurybox.serving.bulk import judge_file
     from jurybox.serving.ray_engine import judge_with_ray
-
-    from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
 
     rubric = load_rubric("mirage-mg")
     every = tmp_path / "every.jsonl"

@@ -23,7 +23,7 @@ def test_append_and_resume(tmp_path):
     with ResultsFile(out, "p1") as f:
         assert f.done() == {"r1", "r2"}
         f.append([rec(3)])
-    assert [json.loads(l)["id"] for l in out.read_text().splitlines()] == ["r1", "r2", "r3"]
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["r1", "r2", "r3"]
 
 
 def test_incomplete_last_line_from_a_killed_run_is_removed(tmp_path):
@@ -33,7 +33,7 @@ def test_incomplete_last_line_from_a_killed_run_is_removed(tmp_path):
         assert f.repaired and f.done() == {"r1"}
         f.append([rec(2)])
     lines = out.read_text().splitlines()
-    assert [json.loads(l)["id"] for l in lines] == ["r1", "r2"]
+    assert [json.loads(line)["id"] for line in lines] == ["r1", "r2"]
 
 
 def test_other_provenance_or_foreign_file_is_refused_untouched(tmp_path):
@@ -127,9 +127,8 @@ def test_a_run_killed_during_its_first_write_resumes(tmp_path):
 
 def test_two_runs_cannot_write_one_file(tmp_path):
     out = tmp_path / "o.jsonl"
-    with ResultsFile(out, "p1"):
-        with pytest.raises(ResultsError, match="another jurybox run"):
-            ResultsFile(out, "p1").__enter__()
+    with ResultsFile(out, "p1"), pytest.raises(ResultsError, match="another jurybox run"):
+        ResultsFile(out, "p1").__enter__()
 
 
 def test_calibrated_and_uncalibrated_records_do_not_mix(tmp_path):

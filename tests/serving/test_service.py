@@ -17,12 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from judging_helpers import ITEMS
+from service_helpers import assert_same_verdicts, serving_as_users_do, wait_healthy
 
 from jurybox.rubrics import load_rubric
 from jurybox.serving.config import Limits
-
-from judging_helpers import ITEMS
-from service_helpers import assert_same_verdicts, serving_as_users_do, wait_healthy
 
 pytestmark = pytest.mark.models
 

@@ -9,14 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
+from service_helpers import assert_same_verdicts, running_service
 
 from jurybox.judges import Jury
 from jurybox.rubrics import load_rubric
 from jurybox.serving.bulk import judge_file
 from jurybox.serving.config import ServiceConfig
-
-from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
-from service_helpers import assert_same_verdicts, running_service
 
 pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -66,8 +66,12 @@ def test_bad_configuration_fails_the_build_not_a_request(tmp_path, monkeypatch):
     assert info.value.field == "token_env"
     with pytest.raises(InputError, match="no .yaml rubric files"):
         ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).load()
-    from jurybox.calibration import simulate_judging
-    from jurybox.calibration import fit_calibration, human_labels_from_rows, judge_output_from_records
+    from jurybox.calibration import (
+        fit_calibration,
+        human_labels_from_rows,
+        judge_output_from_records,
+        simulate_judging,
+    )
 
     recs, humans = simulate_judging(40)
     cmap = fit_calibration(human_labels_from_rows(humans), judge_output_from_records(recs))

@@ -18,11 +18,10 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
+from service_helpers import running_service
 
 from jurybox.judges import Jury
 from jurybox.serving.config import Limits, ServiceConfig
-
-from service_helpers import running_service
 
 pytestmark = pytest.mark.models
 

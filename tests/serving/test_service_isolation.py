@@ -23,10 +23,9 @@ import time
 
 import httpx
 import pytest
+from service_helpers import assert_same_verdicts, running_service, wait_healthy
 
 from jurybox.serving.config import Limits, ServiceConfig
-
-from service_helpers import assert_same_verdicts, running_service, wait_healthy
 
 pytestmark = pytest.mark.models
 

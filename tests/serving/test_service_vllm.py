@@ -11,11 +11,10 @@ import threading
 
 import httpx
 import pytest
-
-from jurybox.serving.config import ServiceConfig
-
 from judging_helpers import ITEMS
 from service_helpers import VLLM_EXPECTED_TOLERANCE, assert_same_verdicts, running_service
+
+from jurybox.serving.config import ServiceConfig
 
 pytestmark = [
     pytest.mark.vllm,

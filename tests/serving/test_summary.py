@@ -24,7 +24,7 @@ def test_summary_counts_unscored_and_measures_judge_agreement():
     for i, (a, b) in enumerate([(0, 0), (2, 2), (4, 3), (1, None)]):
         votes = [{"judge": "a", "criterion": c, "score": a} for c in names]
         votes += [{"judge": "b", "criterion": c, "score": b, "error": None if b is not None else f"prompt is {900 + i} tokens: 'x{i}'"} for c in names]
-        scores = {c: (a + b) / 2 if b is not None else None for c in names}
+        scores = dict.fromkeys(names, (a + b) / 2 if b is not None else None)
         records.append({"id": str(i), "status": "scored" if b is not None else "unscored",
                         "scores": scores, "votes": votes, **PROVENANCE})
     s = summarize(records, rubric)
@@ -38,7 +38,7 @@ def test_summary_counts_unscored_and_measures_judge_agreement():
 
 def test_summary_adds_calibrated_rows_when_records_have_them():
     rubric = load_rubric("general")
-    records = [{"id": str(i), "status": "scored", "scores": {c: 0.0 for c in rubric.criterion_names},
+    records = [{"id": str(i), "status": "scored", "scores": dict.fromkeys(rubric.criterion_names, 0.0),
                 **PROVENANCE,
                 "calibrated": {c: (v if c == "accuracy" else None) for c in rubric.criterion_names},
                 "votes": []} for i, v in enumerate([2.0, 3.0, 4.0])]
