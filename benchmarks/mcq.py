@@ -21,7 +21,7 @@ from jurybox.rubrics import Item, load_rubric
 from .data import Predictions
 from .extraction import Choice, extract_choice
 from .judging import Judge, Judged
-from .report import UNANSWERED, Metric, Missing, Table, by_group, mean_metric
+from .report import UNANSWERED, Metric, MetricOptions, Missing, Table, by_group, mean_metric
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def mcq_metrics(outcomes: Sequence[McqOutcome], order: Sequence[str], judged: bo
     """accuracy, accuracy by group (``accuracy_by_<by>``), unparseable and unanswered shares;
     with a judge, the same accuracies with the fallback and the share still unparseable."""
     groups = [o.item.group for o in outcomes]
-    share = {"kind": "share", "wrong": "wrong"}
+    share: MetricOptions = {"kind": "share", "wrong": "wrong"}
     correct = [o.correct for o in outcomes]
     metrics: dict[str, Any] = {
         "accuracy": mean_metric(correct, **share),

@@ -59,7 +59,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from jurybox.rubrics import Item, load_rubric
 from jurybox.rubrics.errors import InputError
@@ -80,6 +80,7 @@ from .report import (
     UNSCORED,
     BenchReport,
     Metric,
+    Metrics,
     Missing,
     Table,
     UnscoredPolicy,
@@ -108,7 +109,8 @@ def _mmst_items(path: str | Path, subset: Subset) -> tuple[list[tuple[str, Item,
     rows = read_records(path, "MIRAGE MMST data")
     contextual = subset == "contextual" or (subset == "auto" and any(
         "location_related" in r or "time_related" in r for _, r in rows))
-    out, unknown = [], {}
+    out: list[tuple[str, Item, int]] = []
+    unknown: dict[str, int] = {}
     for n, r in rows:
         require(path, n, r, ("id", "question", "answer", "category"), "MIRAGE MMST data")
         item_id = text_id(path, n, r["id"])
@@ -219,10 +221,11 @@ def evaluate_mmst(data: str | Path, predictions: str | Path, *, judge: Judge,
     return BenchReport(
         benchmark="mirage-mmst",
         title=f"MIRAGE-MMST {which.capitalize()} ({len(routed)} items)",
-        metrics=metrics,
+        # Only read from here on, so these Metric-only dicts stand for Metrics (dict is invariant).
+        metrics=cast(Metrics, metrics),
         counts={"items": len(routed), "id_items": len(sets["id"]), "mg_items": len(sets["mg"]),
                 "unanswered": len(all_unanswered), "unscored": len(unscored_ids)},
-        judges=judges,
+        judges=cast("dict[str, Metrics]", judges),
         lists={"unanswered_ids": all_unanswered, "unscored_ids": unscored_ids},
         tables=[Table(f"MIRAGE-MMST {which.capitalize()}", list(columns.values()), rows)],
         notes=notes,
@@ -316,13 +319,13 @@ def evaluate_mmmt(data: str | Path, predictions: str | Path, *, judge: Judge,
     unanswered = set(ids) - {it.id for it in answered}
     plain = {it.id: plain_decision(preds.get(it.id).fields, preds.get(it.id).response or "")  # type: ignore[union-attr]
              for it, _ in items if it.id not in unanswered}
-    gold = {it.id: g for it, g in items}
+    gold_of = {it.id: g for it, g in items}
 
     def metrics_for(judge_name: str | None) -> dict[str, Metric]:
         def values(c: str) -> list[float | Missing]:
             return item_values(ids, unanswered, judged, c, judge=judge_name, rubric=rubric)
         judged_decision = values("decision_accuracy")
-        decision = [float(plain[i] == gold[i]) if plain.get(i) is not None else v
+        decision = [float(plain[i] == gold_of[i]) if plain.get(i) is not None else v
                     for i, v in zip(ids, judged_decision)]
         out = {"decision_accuracy": mean_metric(decision, kind="share", unscored=unscored,
                                                 wrong="wrong")}
@@ -366,18 +369,19 @@ def evaluate_mmmt(data: str | Path, predictions: str | Path, *, judge: Judge,
     return BenchReport(
         benchmark="mirage-mmmt",
         title=f"MIRAGE-MMMT ({len(items)} items, {'decomp' if goals else 'direct'})",
-        metrics=metrics,
+        # Only read from here on, so these Metric-only dicts stand for Metrics (dict is invariant).
+        metrics=cast(Metrics, metrics),
         counts={"items": len(items), "answered": len(answered),
                 "clarify": sum(1 for _, g in items if g == "Clarify"),
                 "respond": sum(1 for _, g in items if g == "Respond"),
                 "decisions_from_predictions": n_plain,
                 "decisions_judged": len(plain) - n_plain,
                 "unanswered": len(unanswered), "unscored": len(unscored_ids)},
-        judges=judges,
+        judges=cast("dict[str, Metrics]", judges),
         lists={"unanswered_ids": sorted(unanswered), "unscored_ids": unscored_ids},
         tables=[Table("MIRAGE-MMMT", list(columns.values()), rows_)],
         notes=notes,
-        artifacts={"items": [{**_item_row("mmmt", i, unanswered, judged), "gold": gold[i],
+        artifacts={"items": [{**_item_row("mmmt", i, unanswered, judged), "gold": gold_of[i],
                               "decision": plain.get(i)} for i in ids]},
     )
 

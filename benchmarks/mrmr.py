@@ -54,7 +54,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -64,7 +64,16 @@ from jurybox.rubrics.rows import FORMATS
 
 from .data import EXAMPLES, limited, plural, read_records, text_id
 from .judging import Judge, Judged
-from .report import BenchReport, Metric, Table, by_group, mean_metric, undefined
+from .report import (
+    BenchReport,
+    Kind,
+    Metric,
+    MetricOptions,
+    Table,
+    by_group,
+    mean_metric,
+    undefined,
+)
 
 NAME = "mrmr"
 K_NDCG = 10
@@ -262,7 +271,7 @@ def evaluate(data: str | Path, predictions: str | Path, *, queries: str | Path |
     no_relevant = [q for q in qids if not any(v > 0 for v in qrels[q].values())]
     extra_queries = [q for q in run if q not in qrels]
 
-    share = {"kind": "share"}
+    share: MetricOptions = {"kind": "share"}
     metrics: dict[str, Any] = {"ndcg@10": mean_metric(ndcg, **share),
                                "hit@1": mean_metric(hit, **share)}
     if missing:
@@ -350,7 +359,7 @@ def _grade(report: BenchReport, qids: Sequence[str], qrels: Scores,
     judged = judge("mrmr-relevance", rubric, items) if items else Judged({})
     human = {f"{q}::{d}": (1.0 if qrels[q].get(d, 0.0) > 0 else 0.0, d in qrels[q])
              for q, d in pairs}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for item in items:
         record = judged.records.get(item.id)
         q, d = item.id.split("::", 1)
@@ -385,11 +394,12 @@ def _grade(report: BenchReport, qids: Sequence[str], qrels: Scores,
     report.tables.append(Table(
         "Relevance grading vs human qrels (rubric mrmr-relevance)",
         ["kappa", "AC1", "exact agreement (%)"],
-        [(name, [(report.metrics if name == "jury" else report.judges[name])[k]
+        # Each is one Metric, set just above (not a per-group dict of them).
+        [(name, [cast(Metric, (report.metrics if name == "jury" else report.judges[name])[k])
                  for k in ("grading_kappa", "grading_ac1", "grading_exact")]) for name in order]))
     report.notes.append("grading: human label = qrel score above 0; documents the qrels do not "
                         "list count as irrelevant, as nDCG counts them")
 
 
-def _metric(stat: Any, kind: str) -> Metric:
-    return Metric(stat.value, stat.ci, stat.n, kind, 3, "", stat.reason)  # type: ignore[arg-type]
+def _metric(stat: Any, kind: Kind) -> Metric:
+    return Metric(stat.value, stat.ci, stat.n, kind, 3, "", stat.reason)

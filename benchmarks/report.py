@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal, TypedDict
 
 import numpy as np
 
@@ -35,9 +35,9 @@ class Missing(Enum):
     NOT_APPLICABLE = "not applicable"  # the metric does not apply to this item
 
 
-UNANSWERED = Missing.UNANSWERED
-UNSCORED = Missing.UNSCORED
-NOT_APPLICABLE = Missing.NOT_APPLICABLE
+UNANSWERED: Final = Missing.UNANSWERED
+UNSCORED: Final = Missing.UNSCORED
+NOT_APPLICABLE: Final = Missing.NOT_APPLICABLE
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,20 @@ class Metric:
         if with_ci and self.ci is not None:
             text += f" [{self.ci[0] * scale:.{digits}f}, {self.ci[1] * scale:.{digits}f}]"
         return text
+
+
+# A report's metrics by key: one Metric, or one per group (``accuracy_by_task``).
+Metrics = dict[str, Metric | dict[str, Metric]]
+
+
+class MetricOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`mean_metric`, for a set of them passed as ``**options``."""
+
+    kind: Kind
+    digits: int
+    unanswered: float | None
+    unscored: UnscoredPolicy
+    wrong: str
 
 
 def undefined(reason: str, kind: Kind = "score", digits: int = 2) -> Metric:
@@ -138,7 +152,7 @@ class Table:
 
     title: str
     columns: list[str]
-    rows: list[tuple[str, list[Metric | None]]]
+    rows: Sequence[tuple[str, Sequence[Metric | None]]]
 
     def markdown(self, with_ci: bool = True) -> str:
         head = ["", *self.columns]
@@ -157,9 +171,9 @@ class BenchReport:
 
     benchmark: str
     title: str
-    metrics: dict[str, Metric | dict[str, Metric]]
+    metrics: Metrics
     counts: dict[str, int] = field(default_factory=dict)
-    judges: dict[str, dict[str, Metric | dict[str, Metric]]] = field(default_factory=dict)
+    judges: dict[str, Metrics] = field(default_factory=dict)
     lists: dict[str, list[str]] = field(default_factory=dict)
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

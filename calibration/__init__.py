@@ -6,10 +6,13 @@ NaN): :func:`krippendorff_alpha`, :func:`fleiss_kappa`, :func:`cohen_kappa`, :fu
 :func:`spearman`, :func:`kendall`, :func:`pearson`, :func:`exact_agreement`,
 :func:`adjacent_agreement`, :func:`bootstrap_ci`.
 
-Judges vs humans: :func:`load_human_labels` (file format in :mod:`.data`),
+Judges vs humans: :func:`load_human_labels` (file format in :mod:`.labels`),
 :func:`load_judge_output`, :func:`join`, :func:`agreement_report`, :func:`fit_calibration` /
-:class:`CalibrationMap`, :func:`fit_cascade` (cascade thresholds with a guarantee),
-:func:`ppi_mean` / :func:`prediction_powered_mean`.
+:class:`CalibrationMap`, :func:`fit_threshold` (a cascade's threshold with a guarantee; fitting
+a jury's cascade from its verdicts is :mod:`jurybox.serving.runs.cascade_fit`, since it needs the
+judges), :func:`ppi_mean` / :func:`prediction_powered_mean`.
+
+Imports nothing of ``jurybox.judges`` or ``jurybox.serving``: only ``jurybox.rubrics``.
 
 Names resolve lazily, so ``import jurybox.calibration`` stays cheap (no scipy/sklearn until a
 function needs them; never torch, ray or vllm).
@@ -55,10 +58,9 @@ _EXPORTS: dict[str, str] = {
     "CalibrationMap": "calibration_map",
     "fit_calibration": "calibration_map",
     "dawid_skene": "dawid_skene",
-    "fit_cascade": "cascade",
-    "fit_threshold": "cascade",
-    "CascadeFit": "cascade",
-    "CascadeTargetError": "cascade",
+    "fit_threshold": "cascade_threshold",
+    "CascadeFit": "cascade_threshold",
+    "CascadeTargetError": "cascade_threshold",
     "CascadeSimulation": "synthetic",
     "DawidSkeneResult": "dawid_skene",
     # estimates and reports
@@ -107,7 +109,7 @@ if TYPE_CHECKING:  # static tools see real imports
     from .bootstrap import bootstrap_ci
     from .calibration_map import CalibrationMap, fit_calibration
     from .calibrators import IsotonicCalibrator, OrdinalCalibrator
-    from .cascade import CascadeFit, CascadeTargetError, fit_cascade, fit_threshold
+    from .cascade_threshold import CascadeFit, CascadeTargetError, fit_threshold
     from .dawid_skene import DawidSkeneResult, dawid_skene
     from .errors import (
         CalibrationError,

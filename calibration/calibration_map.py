@@ -264,6 +264,7 @@ class CalibrationMap:
                 w = ", ".join(f"{j}={x:.2f}" for j, x in cmap.weights.items())
                 lines.append(f"  {name}: {self.method} per judge; jury weights {w}")
             else:
+                assert cmap.priors is not None  # a categorical map always has its priors
                 acc = ", ".join(f"{j}={float(np.dot(cmap.priors, np.diag(m))):.2f}"
                                 for j, m in cmap.confusion.items())
                 lines.append(f"  {name}: Dawid-Skene; judge accuracy {acc}")

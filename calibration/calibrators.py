@@ -211,7 +211,8 @@ def _category_probs(theta: np.ndarray, beta: float, z: np.ndarray) -> np.ndarray
     return np.clip(np.diff(cum, axis=-1), 0.0, 1.0)
 
 
-CALIBRATORS = {"isotonic": IsotonicCalibrator, "ordinal": OrdinalCalibrator}
+CALIBRATORS: dict[str, type[IsotonicCalibrator] | type[OrdinalCalibrator]] = {
+    "isotonic": IsotonicCalibrator, "ordinal": OrdinalCalibrator}
 
 
 def calibrator_from_dict(d: dict[str, Any]) -> IsotonicCalibrator | OrdinalCalibrator:

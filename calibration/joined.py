@@ -181,4 +181,4 @@ def _infer_scale(human: np.ndarray, judges: dict[str, np.ndarray], value: str) -
     vals = np.unique(np.concatenate(observed))
     if vals.size < 2:
         vals = np.unique(np.concatenate([vals, vals + 1.0]))  # degenerate: keep a 2-point scale
-    return Scale(values=[float(v) for v in vals])
+    return Scale(explicit=[float(v) for v in vals])

@@ -30,7 +30,7 @@ Weights = Literal["identity", "linear", "quadratic"]
 
 
 def agreement_weights(q: int, weights: str | None,
-                      values: Sequence[float] | None = None) -> np.ndarray:
+                      values: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
     """q x q agreement weights (1 on the diagonal, 0 for the farthest categories).
 
     Distances are between positions 0..q-1 (Cohen, scikit-learn), or between ``values`` (one

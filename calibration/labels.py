@@ -129,7 +129,7 @@ def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
 
     ids: list[str] = []
     raters: list[str] = []
-    per_id = Counter()
+    per_id: Counter[str] = Counter()
     problems: list[str] = []
     n_problems = 0
     values = {c: np.full(len(rows), np.nan) for c in crit_cols}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from .agreement import (
     pearson,
     spearman,
 )
-from .alpha import LEVELS, krippendorff_alpha
+from .alpha import LEVELS, Level, krippendorff_alpha
 from .bootstrap import bootstrap_ci
 from .errors import InputDataError
 from .joined import CriterionData, Joined, join
@@ -171,19 +171,19 @@ def _step(scale: list[float]) -> float:
     return float(np.min(np.diff(scale))) if len(scale) > 1 else 1.0
 
 
-def default_level(crit: CriterionData) -> str:
+def default_level(crit: CriterionData) -> Level:
     """Krippendorff's level when none is asked for: nominal for labelled scales, else interval."""
     return "nominal" if crit.categorical else "interval"
 
 
-def _alpha_of(crit: CriterionData, level: str) -> Callable[[np.ndarray], Stat]:
+def _alpha_of(crit: CriterionData, level: Level) -> Callable[[np.ndarray], Stat]:
     """Alpha at ``level`` on raters x items values; nominal compares values snapped to the scale."""
     def alpha(m: np.ndarray) -> Stat:
         return krippendorff_alpha(crit.scale.snap(m) if level == "nominal" else m, level)
     return alpha
 
 
-def judge_human_stats(crit: CriterionData, level: str | None = None
+def judge_human_stats(crit: CriterionData, level: Level | None = None
                       ) -> Callable[..., dict[str, Stat]]:
     """Statistic bundle comparing one score vector with the human consensus (mean, snapped)."""
     scale = list(crit.scale.values)
@@ -222,7 +222,7 @@ def judge_human_stats(crit: CriterionData, level: str | None = None
     return numeric
 
 
-def judge_judge_stats(crit: CriterionData, level: str | None = None
+def judge_judge_stats(crit: CriterionData, level: Level | None = None
                       ) -> Callable[..., dict[str, Stat]]:
     alpha = _alpha_of(crit, level or default_level(crit))
 
@@ -235,7 +235,7 @@ def judge_judge_stats(crit: CriterionData, level: str | None = None
     return pair
 
 
-def _criterion_agreement(crit: CriterionData, boot: dict[str, Any], level: str
+def _criterion_agreement(crit: CriterionData, boot: dict[str, Any], level: Level | Literal["auto"]
                          ) -> CriterionAgreement:
     level = default_level(crit) if level == "auto" else level
     alpha = _alpha_of(crit, level)
@@ -293,7 +293,8 @@ def agreement_report(human_labels: HumanLabels | str | Path,
         raise InputDataError(f"level must be 'auto' or one of {LEVELS}; got {level!r}")
     joined = join(human_labels, judge_output, scales=scales, value=value, criteria=criteria)
     boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
-    crits = {name: _criterion_agreement(data, boot, level)
+    checked = cast("Level | Literal['auto']", level)  # checked against LEVELS above
+    crits = {name: _criterion_agreement(data, boot, checked)
              for name, data in joined.criteria.items()}
     sources = {
         "human_labels": getattr(human_labels, "source", str(human_labels)),

@@ -5,7 +5,7 @@ prompts into raw outputs and logprobs, answer parsing with score distributions, 
 that fans items out to its judges and aggregates their votes into verdicts.
 """
 
-from .cascade import Steps, confidence
+from .cascade import StagePlan, Steps, confidence
 from .judging import (
     JudgeFailed,
     MissingInputs,
@@ -45,6 +45,7 @@ __all__ = [
     "Requests",
     "Sampling",
     "Stage",
+    "StagePlan",
     "Steps",
     "ajudge_votes",
     "confidence",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 from scipy import stats
@@ -86,9 +87,13 @@ def aggregate_criterion(criterion: str, votes: Sequence[Vote], jury: JurySpec) -
     """Combine the votes of all judges on one criterion of one item."""
     agg = jury.aggregation
     weight_of = {j.name: j.weight for j in jury.judges}
-    scored = [(vote_value(v, agg), weight_of[v.judge]) for v in votes if v.scored]
+    # A scored vote always has a value (vote_value is None only for unscored votes).
+    scored = [(cast(float, vote_value(v, agg)), weight_of[v.judge]) for v in votes if v.scored]
     n = len(scored)
     small = _small([v for v, _ in scored])
+    mean: float | None
+    std: float | None
+    range_: float | None
     if small is not None:
         mean, std, range_ = small
     else:
@@ -107,6 +112,7 @@ def aggregate_criterion(criterion: str, votes: Sequence[Vote], jury: JurySpec) -
             reason=f"below quorum: {n} of {len(votes)} judges scored {criterion}, {need} needed",
         )
     method = agg.methods.get(criterion, agg.method)
+    score: float | None
     if method == "mean" and mean is not None:
         score, reason = mean, None
     else:

@@ -11,15 +11,18 @@ that verdict; otherwise the next stage adds its judges and decides in the same w
 stage decides with the whole jury, exactly as a jury without stages would. Every verdict of a
 cascaded jury says which stage decided it and why (``Verdict.stage``).
 
-:class:`Steps` is the one implementation of that walk: it says which judges to run next on which
-items and takes their votes back, so ``Jury.score`` (in-process), the HTTP service and the Ray
-engine run cascades the same way, each with its own way of calling judges. A jury without
-stages is a single step with every judge.
+:class:`StagePlan` is the one statement of that walk (which judges each stage runs, and how an
+item's votes so far settle it after a stage); :class:`Steps` walks it for a batch of rendered
+requests (``Jury.score`` in-process, the HTTP service), and the Ray engine walks it as a pipeline
+(one map per judge, a gate after each stage but the last, then the last stage's decision), so
+every engine runs a cascade the same way, each with its own way of calling judges. A jury
+without stages is a single stage with every judge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from jurybox.rubrics import Rubric, StageDecision, Verdict, Vote
@@ -60,6 +63,40 @@ def _criterion_confidence(verdict: Any, criterion: str, scale: Any, tolerance: f
     return mass / len(votes)
 
 
+@dataclass(frozen=True)
+class StagePlan:
+    """A jury's stages: the judges each adds, in order (one stage with every judge for a jury
+    without stages), and how the votes gathered so far settle an item after stage ``k``."""
+
+    jury: JurySpec
+    stages: tuple[tuple[JudgeSpec, ...], ...]
+
+    @classmethod
+    def of(cls, jury: JurySpec) -> StagePlan:
+        by_name = {j.name: j for j in jury.judges}
+        names = [s.judges for s in jury.stages] if jury.cascaded else [[j.name for j in jury.judges]]
+        return cls(jury, tuple(tuple(by_name[n] for n in stage) for stage in names))
+
+    @property
+    def last(self) -> int:
+        """The index of the last stage (which decides every item that reaches it)."""
+        return len(self.stages) - 1
+
+    def members(self, k: int) -> list[JudgeSpec]:
+        """The judges whose votes an item has after stage ``k``: stages 0..k, in jury order."""
+        names = {j.name for stage in self.stages[: k + 1] for j in stage}
+        return [j for j in self.jury.judges if j.name in names]
+
+    def settle(self, rubric: Rubric, prov: str, k: int, item_id: str,
+               votes_by_judge: Mapping[str, Sequence[Vote]], earlier: Sequence[float] = ()
+               ) -> tuple[Verdict | None, float | None]:
+        """:func:`settle` after stage ``k`` with the votes of every judge run so far (by judge
+        name; gathered in the jury's judge order, as a jury without stages decides)."""
+        votes = [v for j in self.jury.judges if j.name in votes_by_judge
+                 for v in votes_by_judge[j.name]]
+        return settle(rubric, self.jury, prov, k, item_id, votes, earlier)
+
+
 class Steps:
     """The walk through a jury's stages for one batch of rendered requests.
 
@@ -72,9 +109,7 @@ class Steps:
 
     def __init__(self, rubric: Rubric, jury: JurySpec, prov: str, requests: Requests) -> None:
         self.rubric, self.jury, self.prov, self.requests = rubric, jury, prov, requests
-        by_name = {j.name: j for j in jury.judges}
-        stages = [s.judges for s in jury.stages] if jury.cascaded else [[j.name for j in jury.judges]]
-        self._stages = [[by_name[n] for n in names] for names in stages]
+        self.plan = StagePlan.of(jury)
         self._k = 0
         self._open = list(range(len(requests.item_ids)))
         self._votes: dict[str, list[list[Vote]]] = {}
@@ -83,13 +118,13 @@ class Steps:
 
     def next(self) -> tuple[list[JudgeSpec], Requests] | None:
         """The judges to run next and the requests of the items still open; None when done."""
-        if not self._open or self._k >= len(self._stages):
+        if not self._open or self._k > self.plan.last:
             return None
-        return self._stages[self._k], self.requests.subset(self._open)
+        return list(self.plan.stages[self._k]), self.requests.subset(self._open)
 
     def add(self, votes_by_judge: Sequence[Sequence[Sequence[Vote]]]) -> None:
         """The votes of the judges :meth:`next` named (in its order) on the open items."""
-        judges = self._stages[self._k]
+        judges = self.plan.stages[self._k]
         if len(votes_by_judge) != len(judges):
             raise JudgeFailed(f"votes from {len(votes_by_judge)} judges for a stage of "
                               f"{len(judges)}")
@@ -104,10 +139,9 @@ class Steps:
                 column[i] = list(votes)
         still_open = []
         for i in self._open:
-            votes = [v for j in self.jury.judges if j.name in self._votes
-                     for v in self._votes[j.name][i]]
-            verdict, conf = settle(self.rubric, self.jury, self.prov, self._k,
-                                   self.requests.item_ids[i], votes, self._confidence[i])
+            verdict, conf = self.plan.settle(
+                self.rubric, self.prov, self._k, self.requests.item_ids[i],
+                {name: column[i] for name, column in self._votes.items()}, self._confidence[i])
             if verdict is None:
                 self._confidence[i].append(conf)  # type: ignore[arg-type]
                 still_open.append(i)

@@ -101,9 +101,9 @@ def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[
     exception means the judge as a whole failed (out of memory, server gone): writing that down
     as unscored votes would make a rerun skip these items, so it raises JudgeFailed instead.
     """
-    batch = [requests.requests[k] for k in requests.runnable]
+    batch = [r for r in requests.requests if r is not None]  # those of requests.runnable
     try:
-        outputs = backend.generate(batch) if batch else []  # type: ignore[arg-type]
+        outputs = backend.generate(batch) if batch else []
     except JuryboxError:
         raise
     except Exception as exc:
@@ -116,14 +116,14 @@ async def ajudge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -
     async vLLM engine, the OpenAI client), else its ``generate`` in a worker thread."""
     import asyncio
 
-    batch = [requests.requests[k] for k in requests.runnable]
+    batch = [r for r in requests.requests if r is not None]  # those of requests.runnable
     try:
         if not batch:
             outputs = []
         elif hasattr(backend, "agenerate"):
-            outputs = await backend.agenerate(batch)  # type: ignore[attr-defined]
+            outputs = await backend.agenerate(batch)
         else:
-            outputs = await asyncio.to_thread(backend.generate, batch)  # type: ignore[arg-type]
+            outputs = await asyncio.to_thread(backend.generate, batch)
     except JuryboxError:
         raise
     except Exception as exc:

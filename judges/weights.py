@@ -220,7 +220,8 @@ def materialize(source: ModelSource) -> ModelSource:
         source.directory, gguf_file=source.gguf_file, dtype=torch.bfloat16
     )
     # The weights are already dequantized; drop the GGUF quantizer state so they can be saved.
-    model.hf_quantizer = None
+    # torch types a Module's unknown attributes as Tensor | Module; hf_quantizer is not one.
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     partial = target.with_name(target.name + f".partial-{os.getpid()}")

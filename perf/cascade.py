@@ -7,7 +7,7 @@ easy and 85% of hard items (93.4% overall). The population agreement of the casc
 threshold is computed exactly, so each fitted threshold's true agreement is known.
 
 For each labelled-set size and target: the threshold is fitted ``--reps`` times on fresh labelled
-sets (``jurybox.calibration.cascade.fit_threshold``, risk ``--risk``), and the table gives the mean
+sets (``jurybox.calibration.cascade_threshold.fit_threshold``, risk ``--risk``), and the table gives the mean
 true agreement of the fitted cascades, the share of fits meeting the target (the guarantee says at
 least 1 - risk), the refusals (target not supportable from that sample), the share of items the
 cheap judge decides, and the judge calls saved against the panel alone on every item (3 calls per
@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from jurybox.calibration.cascade import CascadeTargetError, fit_threshold
+from jurybox.calibration.cascade_threshold import CascadeTargetError, fit_threshold
 from jurybox.calibration.synthetic import CascadeSimulation
 
 

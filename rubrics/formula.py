@@ -9,18 +9,22 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
+from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
 }
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
 
 
 def _check(node: ast.AST) -> None:
@@ -48,7 +52,7 @@ def _eval(node: ast.AST, values: Mapping[str, float]) -> float:
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_eval(node.operand, values))
     if isinstance(node, ast.Constant):
-        return float(node.value)
+        return float(cast(float, node.value))  # _check lets only int and float constants in
     assert isinstance(node, ast.Name)
     return float(values[node.id])
 
@@ -91,7 +95,8 @@ class Formula(BaseModel):
         if unscored:
             return None, f"{', '.join(unscored)} unscored"
         try:
-            value = _eval(self._tree, scores)  # type: ignore[arg-type]
+            # Every name the formula uses was checked above to have a score (not None).
+            value = _eval(self._tree, cast(Mapping[str, float], scores))
         except ZeroDivisionError:
             return None, f"{self.expression} divides by zero for these scores"
         if not math.isfinite(value):

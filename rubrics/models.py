@@ -16,6 +16,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from .errors import InputError
 from .formula import Formula
@@ -432,7 +433,7 @@ class Verdict(BaseModel):
     def from_record(cls, record: VerdictRecord) -> Verdict:
         """The verdict a record was written from (what a record does not keep, such as the raw
         output of scored votes, stays unset)."""
-        reasons = {}
+        reasons: dict[str, str] = {}
         for reason in record.reasons:
             name, _, why = reason.partition(": ")
             reasons.setdefault(name, why)
@@ -578,7 +579,7 @@ def _location(loc: tuple) -> str:
     return out or "(record)"
 
 
-def _problem(err: dict) -> str:
+def _problem(err: ErrorDetails) -> str:
     where = _location(err["loc"])
     kind = err["type"]
     got = err.get("input")

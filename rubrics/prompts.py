@@ -123,9 +123,10 @@ def check_template(rubric: Rubric) -> None:
 
     names = set(rubric.inputs) | set(rubric.optional_inputs)
     core = {"question", "response", "reference", "context"}
+    placeholders: dict[str, Any] = {n: f"<{n}>" for n in names & core}
     sample = Item(
         id="check",
-        **{n: f"<{n}>" for n in names & core},
+        **placeholders,
         extra={n: f"<{n}>" for n in names - core - {"images"}},
     )
     try:

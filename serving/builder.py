@@ -5,11 +5,14 @@ deploy`` or a KubeRay RayService (``jurybox serve --print-config``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jurybox.judges import JudgeSpec, JurySpec
 
 from .config import ServiceConfig
+
+if TYPE_CHECKING:
+    from ray.serve import Deployment
 
 APP_NAME = "jurybox"
 INGRESS = "JuryIngress"
@@ -75,12 +78,13 @@ def build_jury_app(args: dict[str, Any]) -> Any:
     config = args if isinstance(args, ServiceConfig) else ServiceConfig.model_validate(args)
     plan = config.load()
     spec = plan.jury_spec()
-    judge_cls = serve.deployment(JudgeServer)
+    # serve.deployment(cls) is a Deployment; Ray annotates only its decorator-factory form.
+    judge_cls = cast("Deployment", serve.deployment(JudgeServer))
     judges = {j.name: judge_cls.options(**judge_options(j)).bind(j.model_dump(mode="json"))
               for j in spec.judges}
     # Late-bound ingress: the replica builds its FastAPI app after __init__
     # (JuryIngress.__serve_build_asgi_app__), so no route is a rewritten method.
-    ingress_cls = serve.deployment(serve.ingress()(JuryIngress))
+    ingress_cls = cast("Deployment", serve.deployment(serve.ingress()(JuryIngress)))
     return ingress_cls.options(**ingress_options(config)).bind(plan.model_dump(mode="json"),
                                                                judges)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Container, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -17,6 +17,7 @@ from jurybox.rubrics import Item, Rubric, input_hash
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.rows import count_rows, file_format, row_files
 
+from .client import RemoteJury
 from .predictions import DEFAULT_MAX_FIELD_CHARS, IdIndex, RowError, check_mapping, iter_predictions
 from .results import Results, ResultsDir, ResultsError, open_results, write_manifest
 from .summary import Summary, summarize
@@ -31,7 +32,9 @@ class RunReport:
     total_items: int
     already_done: int
     judged: int
-    row_errors: list[RowError]  # the first MAX_LISTED_ERRORS; n_row_errors counts them all
+    # The first MAX_LISTED_ERRORS; n_row_errors counts them all. The Ray engine lists them as
+    # text (its rows come back from the workers as text; a duplicate id has no row number).
+    row_errors: Sequence[RowError | str]
     summary: Summary
     repaired_tail: bool
     seconds: float
@@ -81,7 +84,7 @@ def load_calibration(path: str | Path, rubric: Rubric, jury: JurySpec, force: bo
 def judge_file(
     predictions: str | Path,
     rubric: Rubric,
-    jury: Jury,
+    jury: Jury | RemoteJury,
     out: str | Path,
     *,
     mapping: Mapping[str, str] | None = None,
@@ -109,10 +112,11 @@ def judge_file(
     if out.exists() and Path(predictions).exists() and out.resolve() == Path(predictions).resolve():
         raise ResultsError(f"--out {out} is the predictions file itself; choose another --out")
     prov = jury.provenance(rubric)
-    remote = hasattr(jury, "score_records")  # a RemoteJury: the service writes the records
-    chunk_size = chunk_size or getattr(jury, "default_chunk_size", jury.spec.default_chunk_size)
+    remote = jury if isinstance(jury, RemoteJury) else None  # the service writes the records
+    chunk_size = chunk_size or (remote.default_chunk_size if remote is not None
+                                else jury.spec.default_chunk_size)
     calibration_id = calibration.identity if calibration is not None else (
-        jury.service_calibration(rubric) if remote else None)
+        remote.service_calibration(rubric) if remote is not None else None)
     reading = dict(mapping=mapping, max_field_chars=max_field_chars, allow_empty=allow_empty)
     # Mistakes in the options or the file's name fail before --out is opened.
     check_mapping(dict(mapping or {}), rubric)
@@ -151,8 +155,8 @@ def judge_file(
                     jury.load_backends()
                     loaded = True
                 if chunk:
-                    if remote:
-                        records = jury.score_records(rubric, chunk)
+                    if remote is not None:
+                        records = remote.score_records(rubric, chunk)
                     else:
                         verdicts = jury.score(rubric, chunk)
                         records = [{**v.to_record(keep_raw=keep_raw), "input": input_hash(it)}
@@ -174,7 +178,7 @@ def judge_file(
     left_out = earlier_not_ours(results, rows)
     rows.forget_ids()  # (the summary's arrays are not held alongside the id index)
     notes = []
-    if getattr(jury, "cache", None) is not None:
+    if isinstance(jury, Jury) and jury.cache is not None:  # (a RemoteJury has no cache here)
         hits = jury.cache_hits
         notes.append(f"verdict cache: {hits} of {judged} item(s) judged before with this "
                      f"configuration, taken from {jury.cache.path}" if hits else

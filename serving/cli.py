@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Container
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypedDict
 
 import typer
 
 from .console import err, fail, note, out, reported, warn
+
+if TYPE_CHECKING:
+    from .bulk import Calibration
 
 app = typer.Typer(
     name="jurybox",
@@ -44,6 +48,19 @@ def parse_map(pairs: list[str]) -> dict[str, str]:
             raise fail(f"--map expects FIELD=COLUMN (e.g. --map response=model_answer), got {pair!r}")
         mapping[field.strip()] = column.strip()
     return mapping
+
+
+class _RunOptions(TypedDict):
+    """The options of ``judge`` that both engines take (``judge_file``, ``judge_with_ray``)."""
+
+    mapping: dict[str, str]
+    limit: int | None
+    max_field_chars: int
+    keep_raw: bool
+    allow_empty: bool
+    calibration: Calibration | None
+    progress: Callable[[int, int | None], None]
+    format: str | None
 
 
 @app.command()
@@ -97,7 +114,8 @@ def judge(
                            "--keep-raw")
             from .client import Client, RemoteJury
 
-            judges = RemoteJury(Client(url, token=os.environ.get("JURYBOX_TOKEN")))
+            judges: Jury | RemoteJury = RemoteJury(
+                Client(url, token=os.environ.get("JURYBOX_TOKEN")))
             spec = judges.spec
             note(f"jury: {spec.name} at {url}")
             cmap = None
@@ -142,9 +160,9 @@ def judge(
         with reported(f"items judged before this are saved in {target}; run the same command "
                       "again to resume"):
             try:
-                common = dict(mapping=mapping, limit=limit, max_field_chars=max_field_chars,
-                              keep_raw=keep_raw, allow_empty=allow_empty, calibration=cmap,
-                              progress=progress, format=out_format)
+                common = _RunOptions(mapping=mapping, limit=limit, max_field_chars=max_field_chars,
+                                     keep_raw=keep_raw, allow_empty=allow_empty, calibration=cmap,
+                                     progress=progress, format=out_format)
                 if engine == "ray":
                     if url is not None:
                         raise fail("--engine ray and --url are two ways to judge: pick one")
@@ -306,7 +324,7 @@ def juries_cmd(
             out.print(line, highlight=False)
 
 
-def _described(model, skip: set[str] = frozenset(), indent: str = "  ") -> list[str]:
+def _described(model, skip: Container[str] = frozenset(), indent: str = "  ") -> list[str]:
     """Each field of a settings model: its value, and what it means (its Field description)."""
     from rich.markup import escape
 

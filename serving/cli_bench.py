@@ -37,7 +37,7 @@ class ResumableJudge:
     keeping every judged set in ``out_dir``."""
 
     def __init__(self, jury: Jury, out_dir: Path, chunk_size: int | None = None,
-                 progress: Callable[[str, int, int], Any] | None = None) -> None:
+                 progress: Callable[[str, int, int | None], Any] | None = None) -> None:
         self.jury = jury
         self.out_dir = Path(out_dir)
         self.chunk_size = chunk_size
@@ -46,6 +46,7 @@ class ResumableJudge:
     def __call__(self, task: str, rubric: Rubric, items: Sequence[Item]) -> Judged:
         from jurybox.benchmarks import Judged
         from jurybox.calibration import load_judge_output
+        from jurybox.rubrics.rows import RowError
 
         from .bulk import judge_file
 
@@ -54,7 +55,7 @@ class ResumableJudge:
         target = self.out_dir / f"{task}.judged.jsonl"
         _write_items(source, items)
 
-        def progress(done: int, total: int) -> None:
+        def progress(done: int, total: int | None) -> None:
             if self.progress is not None:
                 self.progress(task, done, total)
 
@@ -68,7 +69,7 @@ class ResumableJudge:
             records = {r.id: r for r in load_judge_output(target).records if r.id in wanted}
         # The runner numbers rejected rows by line; line n of the items file is items[n - 1].
         failed = {items[e.row - 1].id: f"rejected by the runner: {e}" for e in report.row_errors
-                  if 0 < e.row <= len(items)}
+                  if isinstance(e, RowError) and 0 < e.row <= len(items)}
         return Judged(records, failed)
 
 
@@ -221,7 +222,7 @@ def _judge(name: str, jury: str | None, out: Path | None, predictions: Path,
     if out is None:
         note(f"judged records go to {target} (rerun the same command to resume; --out to choose)")
 
-    def progress(task: str, done: int, total: int) -> None:
+    def progress(task: str, done: int, total: int | None) -> None:
         if quiet:
             return
         bar = bars.get(task)

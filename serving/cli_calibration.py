@@ -10,7 +10,7 @@ field; partial joins and undefined statistics are reported, never hidden or prin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -181,9 +181,11 @@ def calibrate(
         cmap = CalibrationMap(method=method, output=output_kind, value=value, cv_folds=folds,
                               seed=seed)
         cmap.fit(human, output, scales=rubric_def, criteria=criterion or None)
-    cmap.fitted_on_.update(human_labels=str(human), judge_output=str(judged),
-                           rubric=rubric_def.name if rubric_def else None)
-    notes += join_warnings(cmap.fitted_on_.get("join", {}))
+    # (CalibrationMap leaves fitted_on_ unannotated, so mypy infers its values from fit()'s)
+    fitted_on: dict[str, Any] = cmap.fitted_on_
+    fitted_on.update(human_labels=str(human), judge_output=str(judged),
+                     rubric=rubric_def.name if rubric_def else None)
+    notes += join_warnings(fitted_on.get("join", {}))
     notes += cmap.warnings()
     hurts = cmap.hurting()
     try:
@@ -223,9 +225,10 @@ def _calibrate_cascade(human: Path, judged: Path, out: Path, rubric: str | None,
                        target: float, risk: float, json_out: bool) -> None:
     import yaml
 
-    from jurybox.calibration.cascade import describe, fit_cascade
     from jurybox.judges import load_jury_spec
     from jurybox.rubrics.errors import InputError
+
+    from .runs.cascade_fit import describe, fit_cascade
 
     with reported():
         output, rubric_def, notes = load_inputs(judged, rubric, None)

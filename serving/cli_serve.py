@@ -81,10 +81,11 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
         # Logical CPUs: each replica reserves its num_cpus; a small machine must not stall
         # deploying a jury whose replicas together ask for more CPUs than it has.
         wanted = sum(j.execution.num_cpus * _max_replicas(j) for j in spec.judges) + 2
+        # Ray annotates logging_level as int but takes a level name (its own default is "info").
         ray.init(num_cpus=max(os.cpu_count() or 1, int(wanted + 0.999)), include_dashboard=False,
-                 logging_level="WARNING")
+                 logging_level="WARNING")  # type: ignore[arg-type]
     else:
-        ray.init(address=address, logging_level="WARNING")
+        ray.init(address=address, logging_level="WARNING")  # type: ignore[arg-type]  # as above
     stop = threading.Event()
 
     def on_signal(*_: object) -> None:

@@ -58,7 +58,7 @@ def validation_field(loc: tuple) -> str | None:
 
 def validation_problem(errors: list[dict[str, Any]]) -> HTTPProblem:
     """A FastAPI/pydantic validation failure as one 422 naming the first field at fault."""
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    first: dict[str, Any] = errors[0] if errors else {"loc": (), "msg": "invalid request"}
     field = validation_field(tuple(first.get("loc", ())))
     shown = []
     for err in errors[:5]:

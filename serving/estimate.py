@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from jurybox.judges import JudgeSpec, JurySpec, provenance, render_requests
-from jurybox.rubrics import Rubric, input_hash
+from jurybox.rubrics import Item, Rubric, input_hash
 from jurybox.rubrics.rows import RowError
 
 from .predictions import DEFAULT_MAX_FIELD_CHARS, iter_predictions
@@ -69,7 +69,7 @@ def estimate(predictions: str | Path, rubric: Rubric, jury: JurySpec, out: str |
     counters = {j.name: _TokenCounter(j) for j in jury.judges}
     n_items = rejected = already = cached = 0
     remaining = 0
-    chunk = []
+    chunk: list[Item] = []
 
     def flush() -> None:
         nonlocal cached, remaining
@@ -160,7 +160,7 @@ class _TokenCounter:
         self.judge = judge
         self.tokens = 0
         self.tokenizer, self.how = self._load()
-        self._bos = None
+        self._bos: str | None = None
 
     def _load(self) -> tuple[Any, str]:
         approx = f"approximation: characters / {CHARS_PER_TOKEN}"

@@ -50,7 +50,8 @@ API_VERSION = "1"
 # What a 503 for a judge that could not answer tells the client to wait (Serve restarts a dead
 # replica; a tiny model reloads in seconds, a large one in about a minute).
 RETRY_AFTER_UNAVAILABLE_S = 10
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 411, 413, 422, 429, 503, 504)}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 401, 411, 413, 422, 429, 503, 504)}
 
 DESCRIPTION = ("Score long-form answers with a jury of LLM judges against explicit rubrics. "
                "POST /v1/score with a rubric and items; every verdict has exactly the fields of "
@@ -441,6 +442,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
                     logger.exception("%s %s failed", request.method, request.url.path)
                     response = _json(problem_for(exc))
         if allowed:
+            assert origin is not None  # (allowed: the request named an origin)
             response.headers["Access-Control-Allow-Origin"] = origin
             response.headers["Vary"] = "Origin"
         ingress.metrics.observe(request.url.path, response.status_code,

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jurybox.judges import JurySpec, provenance
 from jurybox.rubrics import Rubric
@@ -51,6 +51,11 @@ from .bulk import (
 from .predictions import DEFAULT_MAX_FIELD_CHARS, RowError, check_mapping, iter_predictions
 from .results import ResultsDir, ResultsError, open_results, write_manifest
 from .summary import summarize
+
+if TYPE_CHECKING:
+    from ray.data import Dataset
+
+    from jurybox.judges.backends.base import Backend
 
 
 def _read_file(row: dict[str, Any], rubric: dict[str, Any], reading: dict[str, Any],
@@ -156,7 +161,7 @@ class _Judge:
         self.spec = JudgeSpec.model_validate(spec)
         self.column = column
         self._factory = backend_factory
-        self._backend = None
+        self._backend: Backend | None = None
 
     @property
     def backend(self) -> Any:
@@ -351,13 +356,15 @@ def _init_ray(address: str | None, jury: JurySpec) -> None:
     import ray
 
     if address:
-        ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+        # Ray annotates logging_level as int but takes a level name (its own default is "info").
+        ray.init(address=address, logging_level="WARNING",  # type: ignore[arg-type]
+                 log_to_driver=False)
         return
     # A local Ray: logical CPUs enough for every judge's actors and the light stages.
     wanted = sum(j.execution.num_cpus * (j.execution.replicas[1] if isinstance(
         j.execution.replicas, tuple) else j.execution.replicas) for j in jury.judges) + 4
     ray.init(num_cpus=max(os.cpu_count() or 1, int(wanted + 0.999)), include_dashboard=False,
-             logging_level="WARNING", log_to_driver=False)
+             logging_level="WARNING", log_to_driver=False)  # type: ignore[arg-type]  # as above
 
 
 def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
@@ -372,8 +379,9 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     rubric_data = rubric.model_dump(mode="json", by_alias=True)
     labels = [p.name if len(files) > 1 else None for p in files]
-    ds = ray.data.from_items([{"file": str(p), "label": label} for p, label in zip(files, labels)],
-                             override_num_blocks=len(files))
+    ds: Dataset = ray.data.from_items(
+        [{"file": str(p), "label": label} for p, label in zip(files, labels)],
+        override_num_blocks=len(files))
     ds = ds.flat_map(partial(_read_file, rubric=rubric_data, reading=reading, done=done,
                              allowed=allowed), num_cpus=0.25)
     # Blocks (and batches) no larger than a judge's batch, so verdicts stream out, and are

@@ -21,7 +21,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from jurybox.rubrics import VerdictRecord
 from jurybox.rubrics.errors import InputError
@@ -88,7 +88,7 @@ class Results(ABC):
         # appends is not added: a million-row run would hold a million hashes for nothing.
         self.inputs: dict[str, str | None] = {}
         self.repaired = False
-        self._lock = None
+        self._lock: IO[bytes] | None = None
 
     def _acquire(self, lock_path: Path) -> None:
         self._lock = open(lock_path, "a+b")  # noqa: SIM115 (held for the run: the lock is the open file)
@@ -173,7 +173,7 @@ class ResultsFile(Results):
 
     def __init__(self, path: str | Path, provenance: str, calibration: str | None = None) -> None:
         super().__init__(Path(path), provenance, calibration)
-        self._fh = None
+        self._fh: IO[bytes] | None = None
 
     def __enter__(self) -> ResultsFile:
         if self.path.is_dir():

@@ -9,7 +9,7 @@ from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
@@ -121,10 +121,10 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
         scored = values[~np.isnan(values)]
         mean, ci = mean_ci(scored)
         agreement = None
-        by_judge = grid.get(name)
-        if by_judge and len(by_judge) >= 2:
-            matrix = np.vstack([np.frombuffer(c, dtype=float) for c in by_judge.values()])
-            level = "nominal" if name in labelled else "interval"
+        judged = grid.get(name)
+        if judged and len(judged) >= 2:
+            matrix = np.vstack([np.frombuffer(c, dtype=float) for c in judged.values()])
+            level: Literal["nominal", "interval"] = "nominal" if name in labelled else "interval"
             stat = krippendorff_alpha(matrix, level)
             agreement = {"statistic": f"krippendorff_alpha[{level}]", "value": stat.value,
                          "reason": stat.reason, "units": stat.n}

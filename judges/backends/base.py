@@ -261,6 +261,9 @@ class TokenStep:
 
     __slots__ = ("_index", "_make_top", "_top", "offset", "text")
 
+    _top: Mapping[str, float] | None
+    _make_top: Callable[..., Mapping[str, float]] | None
+
     def __init__(
         self,
         offset: int,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -28,6 +28,8 @@ from .base import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..spec import JudgeSpec
 
 PREFILL_CHUNK_TOKENS = 1024
@@ -102,7 +104,7 @@ class TransformersBackend:
         self.tokenizer = AutoTokenizer.from_pretrained(source.directory, revision=source.revision)
         self.model = AutoModelForCausalLM.from_pretrained(
             source.directory, revision=source.revision, dtype=dtype
-        ).to(self.device)
+        ).to(self.device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) hides self
         self.model.eval()
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -111,7 +113,8 @@ class TransformersBackend:
         self._bos = bos_prefix(self.tokenizer)
         config = self.model.config
         text_config = getattr(config, "get_text_config", lambda: config)()
-        self.max_len = spec.max_model_len or getattr(text_config, "max_position_embeddings", 2048)
+        context: int = getattr(text_config, "max_position_embeddings", 2048)
+        self.max_len = spec.max_model_len or context
         vocab_size = text_config.vocab_size
         self._info = xgrammar.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab_size)
         self._compiler = xgrammar.GrammarCompiler(self._info)
@@ -198,7 +201,8 @@ class TransformersBackend:
         return rows, reasons
 
     def _steps(self, ids: list[int], recorder: _Recorder, row: int) -> tuple[str, list[TokenStep]]:
-        decode = self.tokenizer.decode
+        # A list of ids decodes to one str (transformers types decode as str | list[str]).
+        decode = cast("Callable[..., str]", self.tokenizer.decode)
         steps: list[TokenStep] = []
         prev = ""
         for t in range(len(ids)):
@@ -226,9 +230,9 @@ class TransformersBackend:
         r = self.spec.reasoning
         rows, reasons = self._generate(prompts, r.budget_tokens, stop_strings=[r.end],
                                        cancelled=cancelled)
-        out = []
+        out: list[tuple[str | None, str | None, str]] = []
         for prompt, ids, why in zip(prompts, rows, reasons):
-            text = self.tokenizer.decode(ids, skip_special_tokens=False)
+            text = cast(str, self.tokenizer.decode(ids, skip_special_tokens=False))  # ids: one str
             cut = text.find(r.end)
             if cut < 0:
                 error = (

@@ -10,18 +10,18 @@ import pytest
 from judging_helpers import one_criterion_rubric
 
 from jurybox.calibration import human_labels_from_rows, judge_output_from_records
-from jurybox.calibration.cascade import (
+from jurybox.calibration.cascade_threshold import (
     DEFAULT_GRID,
     CascadeTargetError,
     agreement_lower_bound,
     binomial_p_value,
     decided_stage,
-    fit_cascade,
     fit_threshold,
 )
 from jurybox.calibration.errors import InputDataError
 from jurybox.calibration.synthetic import CascadeSimulation, simulate_cascade_verdicts
 from jurybox.rubrics import Scale
+from jurybox.serving.runs.cascade_fit import fit_cascade
 
 
 def test_binomial_p_value_is_the_binomial_lower_tail():

@@ -1,0 +1,20 @@
+# Tasks for working on jurybox (CONTRIBUTING.md). Run inside the virtual environment.
+.PHONY: check test test-fast lint types imports
+
+check:  ## ruff, mypy and the import contract (what CI runs before the tests)
+	bash .ci/check
+
+test:  ## the whole suite (real tiny models, Ray, the service): ~36 min on 2 cores
+	python -m pytest -q
+
+test-fast:  ## everything but the real models and vLLM: ~1 min
+	python -m pytest -q -m "not models and not vllm"
+
+lint:
+	ruff check .
+
+types:
+	mypy
+
+imports:
+	PYTHONPATH=.typecheck lint-imports
