@@ -162,13 +162,13 @@ def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool,
     with PeakRSS(trace, written) as mem:
         began = time.perf_counter()
         if engine == "local":
-            from jurybox.serving.bulk import judge_file
+            from jurybox.serving.runs.local import judge_file
 
             backends = {j.name: replay_factory(j) for j in spec.judges} if replay else None
             report = judge_file(predictions, rubric, Jury(spec, backends), out, format="jsonl",
                                 progress=progress, chunk_size=256 if replay else None)
         else:
-            from jurybox.serving.ray_engine import judge_with_ray
+            from jurybox.serving.runs.ray import judge_with_ray
 
             report = judge_with_ray(predictions, rubric, spec, out, format="jsonl",
                                     backend_factory=replay_factory if replay else None,

@@ -80,7 +80,7 @@ def main() -> None:
 
     from jurybox.judges import Jury
     from jurybox.rubrics import load_rubric
-    from jurybox.serving.config import Limits, ServiceConfig
+    from jurybox.serving.service.config import Limits, ServiceConfig
 
     items = make_items(args.items)
     rubric = load_rubric("mirage-mg")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-_EXPORTS = {"Client": "client", "RemoteJury": "client", "build_jury_app": "builder",
-            "ServiceConfig": "config", "judge_file": "bulk"}
+_EXPORTS = {"Client": "service.client", "RemoteJury": "service.client",
+            "build_jury_app": "service.builder", "ServiceConfig": "service.config",
+            "judge_file": "runs.local"}
 __all__ = ["Client", "RemoteJury", "ServiceConfig", "build_jury_app", "judge_file"]
 
 
@@ -23,7 +24,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from .builder import build_jury_app
-    from .bulk import judge_file
-    from .client import Client, RemoteJury
-    from .config import ServiceConfig
+    from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.service.builder import build_jury_app
+    from jurybox.serving.service.client import Client, RemoteJury
+    from jurybox.serving.service.config import ServiceConfig

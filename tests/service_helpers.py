@@ -29,7 +29,7 @@ def running_service(config, env: dict[str, str] | None = None, ready_timeout: fl
     import ray
     from ray import serve
 
-    from jurybox.serving.builder import APP_NAME, build_jury_app
+    from jurybox.serving.service.builder import APP_NAME, build_jury_app
 
     old = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})  # before ray.init: replicas inherit the environment

@@ -9,8 +9,8 @@ from bench_helpers import RuleBackend, bottom_of, rule_jury, top_of
 from typer.testing import CliRunner
 
 from jurybox.benchmarks import PACKS
-from jurybox.serving import cli_bench
-from jurybox.serving.cli_bench import bench
+from jurybox.serving.cli import bench as cli_bench
+from jurybox.serving.cli.bench import bench
 
 # Registered as serving/cli.py registers it: app.command()(bench), beside other commands.
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)

@@ -9,7 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from jurybox.benchmarks import jury_judge, run_benchmark
-from jurybox.serving import cli_bench
+from jurybox.serving.cli import bench as cli_bench
 
 pytestmark = pytest.mark.models
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from jurybox.judges import Jury, decide
 from jurybox.rubrics import VerdictRecord, load_rubric
-from jurybox.serving.bulk import judge_file
 from jurybox.serving.cli import app
+from jurybox.serving.runs.local import judge_file
 
 pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -1,4 +1,4 @@
-"""What a score request must pass before a judge sees it (jurybox.serving.admission), without
+"""What a score request must pass before a judge sees it (jurybox.serving.service.admission), without
 Ray: the limits, the checks of text and nesting, and the worker processes that validate and
 render a client's inline rubric under a time budget and a memory cap. The same paths on the
 real service are in test_service_isolation.py."""
@@ -15,9 +15,9 @@ from starlette.testclient import TestClient
 
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.prompts import _compile
-from jurybox.serving.admission import Workers, check_text, inline_rubric, prepare
-from jurybox.serving.config import Limits
-from jurybox.serving.errors import HTTPProblem
+from jurybox.serving.service.admission import Workers, check_text, inline_rubric, prepare
+from jurybox.serving.service.config import Limits
+from jurybox.serving.service.errors import HTTPProblem
 
 LIMITS = Limits()
 ITEM = {"id": "a", "question": "Why brown rings?", "response": "Early blight.",
@@ -181,7 +181,7 @@ def test_workers_bound_a_templates_time_and_memory_and_recover():
 
 
 def test_a_500_is_json_and_counted_in_metrics():
-    from jurybox.serving.ingress import Metrics, build_app
+    from jurybox.serving.service.ingress import Metrics, build_app
 
     async def broken():
         raise RuntimeError("boom")

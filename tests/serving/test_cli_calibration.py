@@ -417,7 +417,7 @@ def test_example_human_labels_are_on_the_mirage_mg_scale() -> None:
 def real_judged(tiny_jury: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """examples/mirage_mg.jsonl judged once by the real tiny jury."""
     from jurybox.rubrics import load_rubric
-    from jurybox.serving.bulk import judge_file
+    from jurybox.serving.runs.local import judge_file
 
     out = tmp_path_factory.mktemp("real") / "mirage_mg.judged.jsonl"
     report = judge_file(EXAMPLES / "mirage_mg.jsonl", load_rubric("mirage-mg"), tiny_jury, out)

@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 from jurybox.rubrics.errors import InputError
-from jurybox.serving import client as client_module
-from jurybox.serving.client import Client, ServiceError
+from jurybox.serving.service import client as client_module
+from jurybox.serving.service.client import Client, ServiceError
 
 VERDICTS = {"verdicts": []}
 

@@ -9,7 +9,7 @@ import time
 from jurybox.judges import render_requests
 from jurybox.judges.backends.base import Generation, GenerationCancelled
 from jurybox.rubrics import Item, load_rubric
-from jurybox.serving.deployments import JudgeServer, _Batched
+from jurybox.serving.service.deployments import JudgeServer, _Batched
 
 ITEMS = [Item(id=str(i), question="q", response="r", reference="a") for i in range(3)]
 ANSWER = '{"accuracy": 3, "relevance": 2, "completeness": 1, "parsimony": 4}'

@@ -14,7 +14,7 @@ from jurybox.judges import JurySpec
 from jurybox.judges.cache import VerdictCache
 from jurybox.rubrics import input_hash, load_rubric
 from jurybox.serving.cli import app
-from jurybox.serving.estimate import estimate
+from jurybox.serving.runs.estimate import estimate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -51,7 +51,7 @@ def test_items_done_cached_and_rejected_are_left_out(tmp_path, monkeypatch):
     out = tmp_path / "out.jsonl"
     out.write_text(json.dumps({"id": rows[0]["id"], "provenance": prov}) + "\n")
     cache = VerdictCache(tmp_path / "c.sqlite")
-    from jurybox.serving.predictions import read_predictions
+    from jurybox.serving.runs.predictions import read_predictions
 
     items = read_predictions(preds, rubric).items
     from jurybox.rubrics import Verdict  # a stored verdict by hand: no judging here

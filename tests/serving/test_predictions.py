@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from jurybox.rubrics import load_rubric
-from jurybox.serving.predictions import PredictionsError, read_predictions
+from jurybox.serving.runs.predictions import PredictionsError, read_predictions
 
 RUBRIC = load_rubric("general")
 
@@ -129,7 +129,7 @@ def test_parquet_binary_column_with_bad_bytes_is_a_row_error(tmp_path):
     assert [it.id for it in res.items] == ["r1"] and res.items[0].extra["notes"] == "fine"
     (e,) = res.errors
     assert (e.row, e.field) == (2, "notes") and "not valid UTF-8" in e.message
-    from jurybox.serving.bulk import input_hash
+    from jurybox.serving.runs.local import input_hash
 
     assert len(input_hash(res.items[0])) == 16
 
@@ -198,7 +198,7 @@ def test_jsonl_with_a_byte_order_mark(tmp_path):
 def test_a_run_keeps_one_id_index_and_limit_is_a_position_in_it(tmp_path):
     """RowStream: ids within --limit are the run's; later rows are still checked for duplicates
     (and a duplicate of a row past the limit names where it was first seen)."""
-    from jurybox.serving.bulk import RowStream
+    from jurybox.serving.runs.local import RowStream
 
     p = tmp_path / "p.jsonl"
     ids = [1, 2, 3, 4, 2, 5, 4]

@@ -32,8 +32,8 @@ def written(out: Path) -> list[dict]:
 
 
 def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, tmp_path):
-    from jurybox.serving.bulk import judge_file
-    from jurybox.serving.ray_engine import judge_with_ray
+    from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.runs.ray import judge_with_ray
 
     rubric = load_rubric("mirage-mg")
     local = tmp_path / "local.jsonl"
@@ -57,8 +57,8 @@ def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(tiny_jury, tmp_p
     from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
 
     from jurybox.judges import Jury
-    from jurybox.serving.bulk import judge_file
-    from jurybox.serving.ray_engine import judge_with_ray
+    from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.runs.ray import judge_with_ray
 
     rubric = load_rubric("mirage-mg")
     every = tmp_path / "every.jsonl"

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from jurybox.serving.results import ResultsError, ResultsFile, write_manifest
+from jurybox.serving.runs.results import ResultsError, ResultsFile, write_manifest
 
 
 def rec(i, prov="p1"):
@@ -145,7 +145,7 @@ def test_a_directory_of_shards_reads_like_one_file_in_agree_and_resume(tmp_path,
 
     from jurybox.calibration import load_judge_output, simulate_judging
     from jurybox.serving.cli import app
-    from jurybox.serving.results import ResultsDir, open_results
+    from jurybox.serving.runs.results import ResultsDir, open_results
 
     records, humans = simulate_judging(30)
     records = [{**r, "input": f"h{i}"} for i, r in enumerate(records)]

@@ -21,7 +21,7 @@ from judging_helpers import ITEMS
 from service_helpers import assert_same_verdicts, serving_as_users_do, wait_healthy
 
 from jurybox.rubrics import load_rubric
-from jurybox.serving.config import Limits
+from jurybox.serving.service.config import Limits
 
 pytestmark = pytest.mark.models
 
@@ -75,7 +75,7 @@ def test_a_judge_that_cannot_load_stops_startup_with_its_error(tmp_path):
 
 
 def test_verdicts_over_http_equal_jurybox_judge(service, tiny_jury, tmp_path):
-    from jurybox.serving.bulk import judge_file
+    from jurybox.serving.runs.local import judge_file
 
     preds = tmp_path / "p.jsonl"
     preds.write_text("".join(json.dumps(r) + "\n" for r in ROWS))

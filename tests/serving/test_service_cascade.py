@@ -14,8 +14,8 @@ from service_helpers import assert_same_verdicts, running_service
 
 from jurybox.judges import Jury
 from jurybox.rubrics import load_rubric
-from jurybox.serving.bulk import judge_file
-from jurybox.serving.config import ServiceConfig
+from jurybox.serving.runs.local import judge_file
+from jurybox.serving.service.config import ServiceConfig
 
 pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

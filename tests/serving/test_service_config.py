@@ -5,8 +5,8 @@ import pytest
 
 from jurybox.judges import load_jury_spec
 from jurybox.rubrics.errors import InputError
-from jurybox.serving.builder import judge_options, serve_config
-from jurybox.serving.config import ServiceConfig
+from jurybox.serving.service.builder import judge_options, serve_config
+from jurybox.serving.service.config import ServiceConfig
 
 
 def test_the_config_file_is_a_valid_serve_deploy_config():
@@ -16,7 +16,7 @@ def test_the_config_file_is_a_valid_serve_deploy_config():
         config = serve_config(ServiceConfig(jury=jury), port=8000)
         ServeDeploySchema.model_validate(config)  # what `serve deploy` and KubeRay accept
         (app,) = config["applications"]
-        assert app["import_path"] == "jurybox.serving.builder:build_jury_app"
+        assert app["import_path"] == "jurybox.serving.service.builder:build_jury_app"
         assert app["args"] == {"jury": jury}
         names = [d["name"] for d in app["deployments"]]
         spec = load_jury_spec(jury)

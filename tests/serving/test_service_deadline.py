@@ -21,7 +21,7 @@ import pytest
 from service_helpers import running_service
 
 from jurybox.judges import Jury
-from jurybox.serving.config import Limits, ServiceConfig
+from jurybox.serving.service.config import Limits, ServiceConfig
 
 pytestmark = pytest.mark.models
 
@@ -55,7 +55,7 @@ def activity() -> dict[str, dict]:
     """Every judge's ``activity()`` (one replica each), through its Serve handle."""
     from ray import serve
 
-    from jurybox.serving.builder import APP_NAME, judge_deployment_name
+    from jurybox.serving.service.builder import APP_NAME, judge_deployment_name
 
     return {j: serve.get_deployment_handle(judge_deployment_name(j), app_name=APP_NAME)
             .activity.remote().result(timeout_s=60) for j in JUDGES}

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from service_helpers import assert_same_verdicts, running_service, wait_healthy
 
-from jurybox.serving.config import Limits, ServiceConfig
+from jurybox.serving.service.config import Limits, ServiceConfig
 
 pytestmark = pytest.mark.models
 

@@ -14,7 +14,7 @@ import pytest
 from judging_helpers import ITEMS
 from service_helpers import VLLM_EXPECTED_TOLERANCE, assert_same_verdicts, running_service
 
-from jurybox.serving.config import ServiceConfig
+from jurybox.serving.service.config import ServiceConfig
 
 pytestmark = [
     pytest.mark.vllm,

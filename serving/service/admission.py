@@ -26,10 +26,9 @@ from jurybox.judges import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.loading import format_validation_error
-
-from .config import Limits
-from .errors import HTTPProblem, problem_for
-from .predictions import FieldError, to_item
+from jurybox.serving.runs.predictions import FieldError, to_item
+from jurybox.serving.service.config import Limits
+from jurybox.serving.service.errors import HTTPProblem, problem_for
 
 # Address space of a worker that validates and renders inline rubrics: Python with pydantic and
 # Jinja takes about 300 MB of it; a template that wants more fails alone (MemoryError).
@@ -197,7 +196,7 @@ class Workers:
 class _Worker:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from jurybox.serving.admission import serve_worker; "
+            [sys.executable, "-c", "from jurybox.serving.service.admission import serve_worker; "
              "serve_worker()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:

@@ -2,7 +2,7 @@
 
 The command parses options and prints; the packs are :mod:`jurybox.benchmarks`. Where a pack
 needs a jury, the items are judged through the bulk runner of ``jurybox judge``
-(:func:`jurybox.serving.bulk.judge_file`), so a killed run resumes: each judged set is written
+(:func:`jurybox.serving.runs.local.judge_file`), so a killed run resumes: each judged set is written
 to ``OUT/TASK.items.jsonl`` (exactly what the judges see) and judged into
 ``OUT/TASK.judged.jsonl`` with its manifest.
 """
@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from jurybox.benchmarks import PACKS
-
-from .console import dumps, fail, note, reported, warn
+from jurybox.serving.cli.console import dumps, fail, note, reported, warn
 
 if TYPE_CHECKING:
     from jurybox.benchmarks import Judged
@@ -47,8 +46,7 @@ class ResumableJudge:
         from jurybox.benchmarks import Judged
         from jurybox.calibration import load_judge_output
         from jurybox.rubrics.rows import RowError
-
-        from .bulk import judge_file
+        from jurybox.serving.runs.local import judge_file
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         source = self.out_dir / f"{task}.items.jsonl"
@@ -208,8 +206,7 @@ def _judge(name: str, jury: str | None, out: Path | None, predictions: Path,
 
     from jurybox.judges import load_jury_spec
     from jurybox.judges.weights import unpinned_warnings
-
-    from .cli import default_jury  # here: cli imports this module
+    from jurybox.serving.cli.console import default_jury
 
     jury_name = jury or default_jury()
     if jury is None:

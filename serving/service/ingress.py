@@ -5,7 +5,7 @@ jury's latency is its slowest judge, not the sum) and decides the verdicts: the 
 
 Around that: bearer-token auth on /v1, limits on body size, items and field length, a bounded
 queue (429 with Retry-After when full), a per-request deadline (504), /healthz, Prometheus
-/metrics, and one JSON error shape for everything (:mod:`jurybox.serving.errors`).
+/metrics, and one JSON error shape for everything (:mod:`jurybox.serving.service.errors`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from jurybox.judges import Steps, provenance
 from jurybox.rubrics import Rubric, input_hash
-
-from .admission import Prepared, Workers, inline_rubric, prepare
-from .bulk import Calibration
-from .config import ServicePlan
-from .errors import HTTPProblem, body, problem_for, validation_problem
-from .protocol import (
+from jurybox.serving.runs.local import Calibration
+from jurybox.serving.service.admission import Prepared, Workers, inline_rubric, prepare
+from jurybox.serving.service.config import ServicePlan
+from jurybox.serving.service.errors import HTTPProblem, body, problem_for, validation_problem
+from jurybox.serving.service.protocol import (
     ErrorResponse,
     Health,
     JudgeInfo,
@@ -89,7 +88,7 @@ class Metrics:
         self.latency.labels(route).observe(seconds)
 
     def count_votes(self, records: list[dict[str, Any]]) -> None:
-        from .summary import _reason_kind
+        from jurybox.serving.runs.summary import _reason_kind
 
         for record in records:
             for vote in record["votes"]:
@@ -141,7 +140,7 @@ class Gate:
 
 
 class JuryIngress:
-    """The ingress deployment's class (see :func:`jurybox.serving.builder.build_jury_app`)."""
+    """The ingress deployment's class (see :func:`jurybox.serving.service.builder.build_jury_app`)."""
 
     def __init__(self, plan: dict[str, Any], judges: dict[str, Any]) -> None:
         self.plan = ServicePlan.model_validate(plan)
@@ -191,7 +190,7 @@ class JuryIngress:
         return await self.workers.run(self.limits.max_render_s, inline_rubric, ref, self.limits)
 
     async def _prepare(self, request: ScoreRequest) -> Prepared:
-        """The request's rubric, items and prompts (see :mod:`jurybox.serving.admission`): the
+        """The request's rubric, items and prompts (see :mod:`jurybox.serving.service.admission`): the
         operator's rubrics in a thread, a client's inline rubric in a worker process; never on
         the event loop, which keeps answering every other route meanwhile."""
         limits = self.limits

@@ -47,7 +47,7 @@ class Limits(BaseModel):
 
 
 class ServiceConfig(BaseModel):
-    """Arguments of :func:`jurybox.serving.builder.build_jury_app` (and of ``jurybox serve``)."""
+    """Arguments of :func:`jurybox.serving.service.builder.build_jury_app` (and of ``jurybox serve``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

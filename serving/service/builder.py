@@ -1,6 +1,6 @@
 """Building the scoring service as a Ray Serve application: one deployment per judge (sized from
 the jury file's execution settings) and the ingress. The same builder serves ``jurybox serve``,
-``serve run jurybox.serving.builder:build_jury_app jury=tiny`` and a config file for ``serve
+``serve run jurybox.serving.service.builder:build_jury_app jury=tiny`` and a config file for ``serve
 deploy`` or a KubeRay RayService (``jurybox serve --print-config``)."""
 
 from __future__ import annotations
@@ -8,15 +8,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from jurybox.judges import JudgeSpec, JurySpec
-
-from .config import ServiceConfig
+from jurybox.serving.service.config import ServiceConfig
 
 if TYPE_CHECKING:
     from ray.serve import Deployment
 
 APP_NAME = "jurybox"
 INGRESS = "JuryIngress"
-IMPORT_PATH = "jurybox.serving.builder:build_jury_app"
+IMPORT_PATH = "jurybox.serving.service.builder:build_jury_app"
 
 
 def judge_deployment_name(judge: str) -> str:
@@ -72,8 +71,8 @@ def build_jury_app(args: dict[str, Any]) -> Any:
     validated here: a bad jury, rubric or calibration map fails the deploy, not a request."""
     from ray import serve
 
-    from .deployments import JudgeServer
-    from .ingress import JuryIngress
+    from jurybox.serving.service.deployments import JudgeServer
+    from jurybox.serving.service.ingress import JuryIngress
 
     config = args if isinstance(args, ServiceConfig) else ServiceConfig.model_validate(args)
     plan = config.load()

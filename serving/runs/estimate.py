@@ -20,8 +20,7 @@ from typing import Any
 from jurybox.judges import JudgeSpec, JurySpec, provenance, render_requests
 from jurybox.rubrics import Item, Rubric, input_hash
 from jurybox.rubrics.rows import RowError
-
-from .predictions import DEFAULT_MAX_FIELD_CHARS, iter_predictions
+from jurybox.serving.runs.predictions import DEFAULT_MAX_FIELD_CHARS, iter_predictions
 
 CHARS_PER_TOKEN = 4
 _CHUNK = 256

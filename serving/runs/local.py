@@ -16,11 +16,22 @@ from jurybox.judges import Jury, JurySpec, provenance
 from jurybox.rubrics import Item, Rubric, input_hash
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.rows import count_rows, file_format, row_files
-
-from .client import RemoteJury
-from .predictions import DEFAULT_MAX_FIELD_CHARS, IdIndex, RowError, check_mapping, iter_predictions
-from .results import Results, ResultsDir, ResultsError, open_results, write_manifest
-from .summary import Summary, summarize
+from jurybox.serving.runs.predictions import (
+    DEFAULT_MAX_FIELD_CHARS,
+    IdIndex,
+    RowError,
+    check_mapping,
+    iter_predictions,
+)
+from jurybox.serving.runs.results import (
+    Results,
+    ResultsDir,
+    ResultsError,
+    open_results,
+    write_manifest,
+)
+from jurybox.serving.runs.summary import Summary, summarize
+from jurybox.serving.service.client import RemoteJury
 
 if TYPE_CHECKING:
     from jurybox.calibration import CalibrationMap

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from jurybox.rubrics.errors import JuryboxError
+
+if TYPE_CHECKING:
+    from jurybox.judges import JurySpec
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -52,3 +55,31 @@ def dumps(payload: Any) -> str:
     from jurybox.calibration.stat import jsonable
 
     return json.dumps(jsonable(payload), indent=2, allow_nan=False, default=str)
+
+
+def default_jury() -> str:
+    """``tiny`` (CPU, offline) unless a GPU is present."""
+    try:
+        import torch
+
+        return "small-gpu" if torch.cuda.is_available() else "tiny"
+    except ImportError:
+        return "tiny"
+
+
+def parse_map(pairs: list[str]) -> dict[str, str]:
+    mapping = {}
+    for pair in pairs:
+        field, sep, column = pair.partition("=")
+        if not sep or not field.strip() or not column.strip():
+            raise fail(f"--map expects FIELD=COLUMN (e.g. --map response=model_answer), got {pair!r}")
+        mapping[field.strip()] = column.strip()
+    return mapping
+
+
+def load_jury(name: str) -> JurySpec:
+    """A jury file by name or path, its errors printed as the command's error."""
+    from jurybox.judges import load_jury_spec
+
+    with reported():
+        return load_jury_spec(name)

@@ -39,8 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from jurybox.judges import JurySpec, provenance
 from jurybox.rubrics import Rubric
-
-from .bulk import (
+from jurybox.serving.runs.local import (
     MAX_LISTED_ERRORS,
     Calibration,
     RunReport,
@@ -48,9 +47,14 @@ from .bulk import (
     earlier_not_ours,
     input_hash,
 )
-from .predictions import DEFAULT_MAX_FIELD_CHARS, RowError, check_mapping, iter_predictions
-from .results import ResultsDir, ResultsError, open_results, write_manifest
-from .summary import summarize
+from jurybox.serving.runs.predictions import (
+    DEFAULT_MAX_FIELD_CHARS,
+    RowError,
+    check_mapping,
+    iter_predictions,
+)
+from jurybox.serving.runs.results import ResultsDir, ResultsError, open_results, write_manifest
+from jurybox.serving.runs.summary import summarize
 
 if TYPE_CHECKING:
     from ray.data import Dataset

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from .console import dumps, fail, note, reported, warn
+from jurybox.serving.cli.console import dumps, fail, note, reported, warn
 
 if TYPE_CHECKING:
     from jurybox.calibration import JudgeOutput
@@ -227,8 +227,7 @@ def _calibrate_cascade(human: Path, judged: Path, out: Path, rubric: str | None,
 
     from jurybox.judges import load_jury_spec
     from jurybox.rubrics.errors import InputError
-
-    from .runs.cascade_fit import describe, fit_cascade
+    from jurybox.serving.runs.cascade_fit import describe, fit_cascade
 
     with reported():
         output, rubric_def, notes = load_inputs(judged, rubric, None)

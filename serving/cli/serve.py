@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from .console import fail, note, reported
+from jurybox.serving.cli.console import fail, note, reported
 
 
 def serve(
@@ -42,7 +42,7 @@ def serve(
     /docs, health at /healthz, Prometheus metrics at /metrics. Runs until Ctrl-C or SIGTERM,
     then shuts the application down.
     """
-    from .config import Limits, ServiceConfig
+    from jurybox.serving.service.config import Limits, ServiceConfig
 
     with reported():
         config = ServiceConfig(
@@ -56,7 +56,7 @@ def serve(
         if print_config:
             import yaml
 
-            from .builder import serve_config
+            from jurybox.serving.service.builder import serve_config
 
             typer.echo(yaml.safe_dump(serve_config(config, port=port), sort_keys=False))
             return
@@ -70,7 +70,12 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
     import ray
     from ray import serve
 
-    from .builder import APP_NAME, INGRESS, build_jury_app, judge_deployment_name
+    from jurybox.serving.service.builder import (
+        APP_NAME,
+        INGRESS,
+        build_jury_app,
+        judge_deployment_name,
+    )
 
     # Serve's driver-side INFO lines ("Started Serve", "Deleting app") say nothing the notes
     # below do not; warnings still show.
