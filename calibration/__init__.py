@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "IsotonicCalibrator": "calibrators",
     "OrdinalCalibrator": "calibrators",
     "CalibrationMap": "calibration_map",
+    "AppliedCalibration": "calibration_map",
     "fit_calibration": "calibration_map",
     "dawid_skene": "dawid_skene",
     "fit_threshold": "cascade_threshold",
@@ -107,7 +108,7 @@ if TYPE_CHECKING:  # static tools see real imports
     )
     from .alpha import krippendorff_alpha
     from .bootstrap import bootstrap_ci
-    from .calibration_map import CalibrationMap, fit_calibration
+    from .calibration_map import AppliedCalibration, CalibrationMap, fit_calibration
     from .calibrators import IsotonicCalibrator, OrdinalCalibrator
     from .cascade_threshold import CascadeFit, CascadeTargetError, fit_threshold
     from .dawid_skene import DawidSkeneResult, dawid_skene

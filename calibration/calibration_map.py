@@ -16,14 +16,17 @@ Cross-validated before/after agreement (``cv_``) tells whether calibration helps
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from jurybox.rubrics import VerdictRecord
+from jurybox.rubrics import Rubric, VerdictRecord
+from jurybox.rubrics.errors import InputError
 
 from .calibrators import CALIBRATORS, Output
 from .crossval import cross_validate, cv_verdict, format_cv
@@ -33,7 +36,7 @@ from .joined import join
 from .labels import HumanLabels
 from .verdicts import JudgeOutput, ValueKind
 
-if TYPE_CHECKING:  # rubrics stays out of `import jurybox.calibration`
+if TYPE_CHECKING:
     from jurybox.rubrics import Formula
 
 FORMAT = "jurybox.calibration_map/1"
@@ -47,6 +50,11 @@ class CalibrationMap:
     >>> cmap.save("accuracy-map.yaml"); cmap = CalibrationMap.load("accuracy-map.yaml")
     >>> cmap.apply_to_record(verdict)["calibrated"]
     """
+
+    # Set by fit / from_dict / load: the configuration it was fitted for, and (load) the file's
+    # identity that calibrated records carry (from_dict: its ``source``).
+    provenance_: str
+    identity_: str
 
     def __init__(self, method: Method = "isotonic", output: Output = "clip",
                  value: ValueKind = "score", cv_folds: int = 5, seed: int = 0) -> None:
@@ -69,6 +77,7 @@ class CalibrationMap:
             raise InputDataError("the judge output records carry no provenance; pass "
                                  "provenance=... so the map can refuse other configurations")
         self.provenance_ = prov
+        self.identity_ = "<fitted, not loaded from a file>"
         self.criteria_: dict[str, CriterionMap] = {}
         self.notes_: list[str] = []
         for name, data in joined.criteria.items():
@@ -198,6 +207,7 @@ class CalibrationMap:
         self.cv_ = d.get("cross_validation", {})
         self.fitted_on_ = d.get("fitted_on", {})
         self.notes_ = list(d.get("notes", []))
+        self.identity_ = source
         return self
 
     @classmethod
@@ -205,8 +215,9 @@ class CalibrationMap:
         path = Path(path)
         if not path.exists():
             raise InputDataError(f"{path}: no such file")
+        content = path.read_bytes()
         try:
-            text = path.read_text(encoding="utf-8")
+            text = content.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputDataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                                  "not a calibration map") from None
@@ -226,7 +237,26 @@ class CalibrationMap:
                 data = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise InputDataError(f"{path}: not JSON ({exc.msg})") from None
-        return cls.from_dict(data, source=str(path))
+        cmap = cls.from_dict(data, source=str(path))
+        cmap.identity_ = file_identity(path, content)
+        return cmap
+
+    @classmethod
+    def load_for(cls, path: str | Path, provenance: str, force: bool = False
+                 ) -> AppliedCalibration:
+        """A map to apply while judging the configuration ``provenance`` (of a rubric and
+        jury): a map fitted for another configuration is refused unless ``force``."""
+        path = Path(path)
+        try:
+            cmap = cls.load(path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if cmap.provenance_ != provenance and not force:
+            raise InputError(
+                f"{path} was fitted for provenance {cmap.provenance_}, but this rubric and jury "
+                f"give {provenance}; refit it, or pass --force-calibration to apply it anyway"
+            )
+        return AppliedCalibration(cmap, cmap.identity_, force)
 
     def hurting(self) -> list[str]:
         """Criteria whose cross-validation shows calibration moves values away from humans."""
@@ -271,6 +301,27 @@ class CalibrationMap:
             lines.extend("    " + line for line in format_cv(self.cv_.get(name, {})))
         lines.extend(f"  note: {n}" for n in self.notes_)
         return "\n".join(lines)
+
+
+def file_identity(path: Path, content: bytes) -> str:
+    """What a calibration map's records carry to say which map calibrated them: the file's
+    name and the start of the SHA-256 of its bytes (a refit map is another identity)."""
+    return f"{path.name}:{hashlib.sha256(content).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class AppliedCalibration:
+    """A calibration map applied while judging, and the identity its records carry, so that one
+    results file never mixes calibrated and uncalibrated records (or two maps)."""
+
+    map: CalibrationMap
+    identity: str
+    force: bool = False
+
+    def apply(self, record: dict[str, Any], rubric: Rubric) -> dict[str, Any]:
+        """The record with its calibrated scores (and the rubric's formula over them)."""
+        calibrated = self.map.apply_to_record(record, force=self.force, formula=rubric.formula)
+        return {**calibrated, "calibration": self.identity}
 
 
 def fit_calibration(human_labels: HumanLabels | str | Path,

@@ -232,3 +232,12 @@ def expected_score(criterion: Criterion, distribution: dict[str, float] | None) 
         return None
     values = _scale_texts(criterion).answers
     return float(sum(values[a] * p for a, p in distribution.items()))
+
+
+def reason_kind(error: str) -> str:
+    """An unscored vote's reason without its item-specific detail (numbers, quoted judge
+    output), so that reasons can be counted by kind (the run summary, the service's metrics).
+    Digits inside names (smollm2-135m, gemma3) are not numbers and stay."""
+    kind = re.sub(r"(?<![A-Za-z_])\d+(?:\.\d+)?(?![A-Za-z_\d])", "N",
+                  error.split(": '")[0].split(': "')[0])
+    return kind[:120] or "unknown"

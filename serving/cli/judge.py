@@ -24,7 +24,7 @@ from jurybox.serving.cli.console import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from jurybox.serving.runs.local import Calibration
+    from jurybox.calibration import AppliedCalibration
 
 
 class _RunOptions(TypedDict):
@@ -35,7 +35,7 @@ class _RunOptions(TypedDict):
     max_field_chars: int
     keep_raw: bool
     allow_empty: bool
-    calibration: Calibration | None
+    calibration: AppliedCalibration | None
     progress: Callable[[int, int | None], None]
     format: str | None
 
@@ -71,10 +71,11 @@ def judge(
     """
     from tqdm import tqdm
 
+    from jurybox.calibration import CalibrationMap
     from jurybox.judges import Jury, load_jury_spec
     from jurybox.judges.weights import unpinned_warnings
     from jurybox.rubrics import load_rubric
-    from jurybox.serving.runs.local import judge_file, load_calibration
+    from jurybox.serving.runs.local import judge_file
     from jurybox.serving.runs.summary import render
 
     if engine not in ("local", "ray"):
@@ -108,8 +109,8 @@ def judge(
             if not no_cache and engine == "local" and verdict_cache.enabled():
                 cache = verdict_cache.VerdictCache()
             judges = Jury(spec, cache=cache)
-            cmap = load_calibration(calibration, rubric_def, spec, force_calibration) \
-                if calibration is not None else None
+            cmap = CalibrationMap.load_for(calibration, judges.provenance(rubric_def),
+                                           force_calibration) if calibration is not None else None
     target = out_path or Path(f"{Path(predictions).stem}.{rubric_def.name}.judged.jsonl")
     for message in unpinned_warnings(spec.judges):
         warn(message)

@@ -3,7 +3,6 @@ done, judge in chunks, append each chunk's verdicts, summarise from what was wri
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,9 +11,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jurybox.judges import Jury, JurySpec, provenance
+from jurybox.judges import Jury
 from jurybox.rubrics import Item, Rubric, input_hash
-from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.rows import count_rows, file_format, row_files
 from jurybox.serving.runs.predictions import (
     DEFAULT_MAX_FIELD_CHARS,
@@ -34,7 +32,7 @@ from jurybox.serving.runs.summary import Summary, summarize
 from jurybox.serving.service.client import RemoteJury
 
 if TYPE_CHECKING:
-    from jurybox.calibration import CalibrationMap
+    from jurybox.calibration import AppliedCalibration
 
 
 @dataclass
@@ -57,41 +55,6 @@ class RunReport:
 MAX_LISTED_ERRORS = 1000  # rejected rows listed in the report and manifest (all are counted)
 
 
-@dataclass(frozen=True)
-class Calibration:
-    """A calibration map applied while judging, and the identity its records carry, so that one
-    results file never mixes calibrated and uncalibrated records (or two maps)."""
-
-    map: CalibrationMap
-    identity: str
-    force: bool = False
-
-    def apply(self, record: dict[str, Any], rubric: Rubric) -> dict[str, Any]:
-        calibrated = self.map.apply_to_record(record, force=self.force, formula=rubric.formula)
-        return {**calibrated, "calibration": self.identity}
-
-
-def load_calibration(path: str | Path, rubric: Rubric, jury: JurySpec, force: bool = False
-                     ) -> Calibration:
-    """Load a map for judging with this rubric and jury; a map fitted for another
-    configuration is refused unless ``force``."""
-    from jurybox.calibration import CalibrationMap
-
-    path = Path(path)
-    try:
-        cmap = CalibrationMap.load(path)
-        content = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    expected = provenance(rubric, jury)
-    if cmap.provenance_ != expected and not force:
-        raise InputError(
-            f"{path} was fitted for provenance {cmap.provenance_}, but this rubric and jury give "
-            f"{expected}; refit it, or pass --force-calibration to apply it anyway"
-        )
-    return Calibration(cmap, f"{path.name}:{hashlib.sha256(content).hexdigest()[:12]}", force)
-
-
 def judge_file(
     predictions: str | Path,
     rubric: Rubric,
@@ -104,7 +67,7 @@ def judge_file(
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
     keep_raw: bool = False,
     allow_empty: bool = False,
-    calibration: Calibration | None = None,
+    calibration: AppliedCalibration | None = None,
     progress: Callable[[int, int | None], Any] | None = None,
     format: str | None = None,
     shard_size: int | None = None,

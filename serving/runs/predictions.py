@@ -8,7 +8,6 @@ that no row has, a --map naming a field nothing reads) raise PredictionsError.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,21 +15,12 @@ from typing import Any
 
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.items import CORE_FIELDS, DEFAULT_MAX_FIELD_CHARS, FieldError, to_item
 from jurybox.rubrics.rows import FileFormatError, RowError, read_rows_from
-
-CORE_TEXT = ("question", "response", "reference", "context")
-CORE_FIELDS = ("id", *CORE_TEXT, "images")
-DEFAULT_MAX_FIELD_CHARS = 100_000
 
 
 class PredictionsError(InputError):
     """The file as a whole cannot be judged."""
-
-
-class FieldError(InputError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}", field=field)
-        self.message = message
 
 
 @dataclass
@@ -40,92 +30,6 @@ class ReadResult:
     rows: int = 0
     columns: list[str] = field(default_factory=list)
     empty_responses: int = 0
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, float) and value != value:  # NaN from Parquet/pandas
-        return None
-    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        return str(value)
-    raise ValueError(f"expected text, got {type(value).__name__}")
-
-
-def _images(value: Any) -> list[str]:
-    if value in (None, ""):
-        return []
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped.startswith("["):
-            try:
-                value = json.loads(stripped)
-            except json.JSONDecodeError:
-                raise ValueError("expected a list of image paths") from None
-        else:
-            return [stripped]
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise ValueError("expected a list of image paths")
-
-
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
-
-
-def to_item(
-    record: Mapping[str, Any],
-    mapping: Mapping[str, str],
-    rubric: Rubric,
-    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
-    allow_empty: bool = False,
-) -> Item:
-    """One record as an Item; raises FieldError naming the first field at fault.
-
-    Every input the rubric needs must hold text: a missing, null, empty or whitespace-only value
-    is rejected. An empty ``response`` is what a model may really have produced: with
-    ``allow_empty`` it is judged (and counted), otherwise rejected like any other empty field.
-    """
-    values = dict(record)
-    for target, column in mapping.items():
-        values[target] = record.get(column)
-    for column in set(mapping.values()) - set(mapping):
-        values.pop(column, None)
-
-    raw_id = values.pop("id", None)
-    try:
-        item_id = _text(raw_id)
-    except ValueError as exc:
-        raise FieldError("id", str(exc)) from None
-    if item_id is None or not item_id.strip():
-        raise FieldError("id", "missing item id")
-    fields: dict[str, Any] = {}
-    for name in CORE_TEXT:
-        try:
-            fields[name] = _text(values.pop(name, None))
-        except ValueError as exc:
-            raise FieldError(name, str(exc)) from None
-    try:
-        images = _images(values.pop("images", None))
-    except ValueError as exc:
-        raise FieldError("images", str(exc)) from None
-    extra = {k: v for k, v in values.items() if v is not None}
-    for name in rubric.inputs:
-        value = fields.get(name, extra.get(name))
-        if name == "response" and allow_empty and isinstance(value, str):
-            continue
-        if _blank(value):
-            what = "missing" if value is None else "empty"
-            hint = " (judge empty answers with --allow-empty)" if name == "response" else ""
-            raise FieldError(name, f"{what}, but the rubric {rubric.name} needs it{hint}")
-    for name, value in [*fields.items(), *extra.items()]:
-        if isinstance(value, str) and len(value) > max_field_chars:
-            raise FieldError(
-                name,
-                f"{len(value):,} characters, more than the limit of {max_field_chars:,} "
-                "(raise it with --max-field-chars if the judges' context allows)",
-            )
-    return Item(id=item_id.strip(), images=images, extra=extra, **fields)
 
 
 def check_mapping(mapping: Mapping[str, str], rubric: Rubric) -> None:

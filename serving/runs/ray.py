@@ -41,7 +41,6 @@ from jurybox.judges import JurySpec, provenance
 from jurybox.rubrics import Rubric
 from jurybox.serving.runs.local import (
     MAX_LISTED_ERRORS,
-    Calibration,
     RunReport,
     check_unchanged,
     earlier_not_ours,
@@ -59,6 +58,7 @@ from jurybox.serving.runs.summary import summarize
 if TYPE_CHECKING:
     from ray.data import Dataset
 
+    from jurybox.calibration import AppliedCalibration
     from jurybox.judges.backends.base import Backend
 
 
@@ -208,10 +208,10 @@ class _Decide:
         self.prov, self.keep_raw = prov, keep_raw
         self.calibration = None
         if calibration is not None:
-            from jurybox.calibration import CalibrationMap
+            from jurybox.calibration import AppliedCalibration, CalibrationMap
 
             cmap, identity, force = calibration
-            self.calibration = Calibration(CalibrationMap.from_dict(cmap), identity, force)
+            self.calibration = AppliedCalibration(CalibrationMap.from_dict(cmap), identity, force)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
         from jurybox.judges.cascade import settle
@@ -270,7 +270,7 @@ def judge_with_ray(
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
     keep_raw: bool = False,
     allow_empty: bool = False,
-    calibration: Calibration | None = None,
+    calibration: AppliedCalibration | None = None,
     progress: Callable[[int, int | None], Any] | None = None,
     format: str | None = None,
     shard_size: int | None = None,
@@ -373,7 +373,7 @@ def _init_ray(address: str | None, jury: JurySpec) -> None:
 
 def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
               reading: dict[str, Any], done: set[str], allowed: set[str] | None,
-              keep_raw: bool, calibration: Calibration | None,
+              keep_raw: bool, calibration: AppliedCalibration | None,
               backend_factory: Callable[[Any], Any] | None = None) -> Any:
     import ray
 

@@ -4,7 +4,6 @@ summarises everything judged, not only what this invocation added)."""
 from __future__ import annotations
 
 import math
-import re
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -15,6 +14,7 @@ import numpy as np
 from scipy import stats
 
 from jurybox.calibration import krippendorff_alpha
+from jurybox.judges.parsing import reason_kind
 from jurybox.rubrics import Rubric, VerdictRecord
 
 
@@ -105,7 +105,7 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
             j["votes"] += 1
             if vote.score is None:
                 j["unscored"] += 1
-                j["reasons"][_reason_kind(vote.error or "")] += 1
+                j["reasons"][reason_kind(vote.error or "")] += 1
             else:
                 by_judge = grid[vote.criterion]
                 if vote.judge not in by_judge:
@@ -147,14 +147,6 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
 
 def _number(value: float | None) -> float:
     return math.nan if value is None else float(value)
-
-
-def _reason_kind(error: str) -> str:
-    """Group unscored-vote reasons: numbers and quoted judge output are item-specific detail.
-    Digits inside names (smollm2-135m, gemma3) are not numbers and stay."""
-    kind = re.sub(r"(?<![A-Za-z_])\d+(?:\.\d+)?(?![A-Za-z_\d])", "N",
-                  error.split(": '")[0].split(': "')[0])
-    return kind[:120] or "unknown"
 
 
 def render(summary: Summary, console: Any) -> None:

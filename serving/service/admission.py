@@ -25,8 +25,8 @@ from pydantic import ValidationError
 from jurybox.judges import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.items import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
-from jurybox.serving.runs.predictions import FieldError, to_item
 from jurybox.serving.service.config import Limits
 from jurybox.serving.service.errors import HTTPProblem, problem_for
 

@@ -4,7 +4,6 @@ the deployments receive, so a cluster needs none of the files the driver read.""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -132,5 +131,4 @@ def _calibration(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
             f"--calibration {path}: fitted for provenance {cmap.provenance_}, which no rubric "
             "this service knows has with this jury; add the rubric it was fitted for with "
             "--rubrics, or refit the map", field="calibration")
-    identity = f"{path.name}:{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
-    return {"identity": identity, "map": cmap.to_dict(), "rubrics": fits}
+    return {"identity": cmap.identity_, "map": cmap.to_dict(), "rubrics": fits}

@@ -26,7 +26,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from jurybox.judges import Steps, provenance
 from jurybox.rubrics import Rubric, input_hash
-from jurybox.serving.runs.local import Calibration
 from jurybox.serving.service.admission import Prepared, Workers, inline_rubric, prepare
 from jurybox.serving.service.config import ServicePlan
 from jurybox.serving.service.errors import HTTPProblem, body, problem_for, validation_problem
@@ -88,13 +87,13 @@ class Metrics:
         self.latency.labels(route).observe(seconds)
 
     def count_votes(self, records: list[dict[str, Any]]) -> None:
-        from jurybox.serving.runs.summary import _reason_kind
+        from jurybox.judges.parsing import reason_kind
 
         for record in records:
             for vote in record["votes"]:
                 self.votes.labels(vote["judge"]).inc()
                 if vote["score"] is None:
-                    self.unscored.labels(vote["judge"], _reason_kind(vote["error"] or "")).inc()
+                    self.unscored.labels(vote["judge"], reason_kind(vote["error"] or "")).inc()
 
     def text(self) -> bytes:
         from prometheus_client import generate_latest
@@ -153,12 +152,12 @@ class JuryIngress:
             raise RuntimeError(f"the environment variable {self.plan.token_env} holding the "
                                "service's token is not set where the ingress runs")
         self.provenances = {name: provenance(r, self.jury) for name, r in self.rubrics.items()}
-        self.calibrations: dict[str, Calibration] = {}
-        from jurybox.calibration import CalibrationMap
+        self.calibrations: dict[str, AppliedCalibration] = {}
+        from jurybox.calibration import AppliedCalibration, CalibrationMap
 
         for entry in self.plan.calibration:
             cmap = CalibrationMap.from_dict(entry["map"], source=entry["identity"])
-            self.calibrations[cmap.provenance_] = Calibration(cmap, entry["identity"])
+            self.calibrations[cmap.provenance_] = AppliedCalibration(cmap, entry["identity"])
         self.metrics = Metrics()
         self.gate = Gate(self.limits.max_concurrent, self.limits.max_queued, self.metrics.queue)
         self.workers = Workers()  # inline rubrics are validated and rendered there

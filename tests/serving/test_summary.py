@@ -49,7 +49,7 @@ def test_summary_adds_calibrated_rows_when_records_have_them():
 
 
 def test_reason_groups_keep_judge_names_with_digits():
-    from jurybox.serving.runs.summary import _reason_kind
+    from jurybox.judges.parsing import reason_kind as _reason_kind
 
     kind = _reason_kind("prompt is 31000 tokens; it exceeds the 8192-token context of judge "
                         "gemma3-270m")
