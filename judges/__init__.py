@@ -17,7 +17,7 @@ from .judging import (
     render_requests,
     votes_from_generation,
 )
-from .jury import Jury
+from .jury import Jury, JuryLike
 from .spec import (
     Aggregation,
     Confidence,
@@ -38,6 +38,7 @@ __all__ = [
     "JudgeFailed",
     "JudgeSpec",
     "Jury",
+    "JuryLike",
     "JurySpec",
     "MissingInputs",
     "ModelNotAvailable",

@@ -16,15 +16,17 @@ folder; ``off`` turns the cache off, as ``--no-cache`` does) and is bounded: pas
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from jurybox.rubrics import Verdict
+from jurybox.rubrics import Item, Verdict, input_hash
 
 DEFAULT_MAX_BYTES = 1 << 30
 _SCHEMA = """
@@ -67,8 +69,22 @@ class CacheStats:
         return dict(self.__dict__)
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _serialized(method: _F) -> _F:
+    """One call at a time on the cache's connection (the scoring service calls it from worker
+    threads; a connection must not run two statements or transactions at once)."""
+    @functools.wraps(method)
+    def call(self: VerdictCache, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return call  # type: ignore[return-value]
+
+
 class VerdictCache:
-    """Verdicts by (provenance, input hash) in a bounded SQLite file."""
+    """Verdicts by (provenance, input hash) in a bounded SQLite file; safe to share between
+    threads and processes."""
 
     def __init__(self, path: str | Path | None = None, max_bytes: int | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
@@ -78,12 +94,14 @@ class VerdictCache:
         if self.max_bytes < 0:
             raise ValueError(f"max_bytes must be 0 or more, got {self.max_bytes}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None,
                                    check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
 
+    @_serialized
     def get(self, provenance: str, inputs: Sequence[str]) -> dict[str, Verdict]:
         """The cached verdicts among ``inputs`` (input hashes), by input hash."""
         found: dict[str, Verdict] = {}
@@ -102,6 +120,7 @@ class VerdictCache:
                     f"({','.join('?' * len(rows))})", [now, provenance, *(k for k, _ in rows)])
         return found
 
+    @_serialized
     def contains(self, provenance: str, inputs: Sequence[str]) -> set[str]:
         """Which of ``inputs`` are cached (without touching their last use)."""
         found: set[str] = set()
@@ -113,6 +132,7 @@ class VerdictCache:
             found.update(key for (key,) in rows)
         return found
 
+    @_serialized
     def put(self, provenance: str, entries: Iterable[tuple[str, Verdict]]) -> None:
         """Store verdicts (input hash, verdict); then evict the least recently used past the
         size bound."""
@@ -141,6 +161,7 @@ class VerdictCache:
         if cut is not None:
             self._db.execute("DELETE FROM verdicts WHERE used <= ?", (cut,))
 
+    @_serialized
     def stats(self) -> CacheStats:
         entries, size = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM verdicts").fetchone()
@@ -148,6 +169,7 @@ class VerdictCache:
             "SELECT jury, COUNT(*) FROM verdicts GROUP BY jury ORDER BY COUNT(*) DESC"))
         return CacheStats(str(self.path), entries, size, self.max_bytes, by_jury)
 
+    @_serialized
     def clear(self, provenance: str | None = None, jury: str | None = None) -> int:
         """Delete every verdict (or those of one provenance or jury); returns how many."""
         where, args = [], []
@@ -184,3 +206,41 @@ class VerdictCache:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"], state["max_bytes"])  # type: ignore[misc]
+
+
+@dataclass
+class CacheLookup:
+    """A chunk of items looked up in the verdict cache (the shared step of every way of
+    judging: before rendering, look the chunk up; after deciding, :meth:`store` the rest).
+    ``found``: the cached verdicts by position; ``todo``: the positions still to judge."""
+
+    cache: VerdictCache | None
+    provenance: str
+    keys: list[str]
+    found: dict[int, Verdict]
+    todo: list[int]
+
+    @classmethod
+    def of(cls, cache: VerdictCache | None, provenance: str, items: Sequence[Item]
+           ) -> CacheLookup:
+        """Look ``items`` up (with no cache, every item is to judge)."""
+        if cache is None:
+            return cls(None, provenance, [], {}, list(range(len(items))))
+        keys = [input_hash(it) for it in items]
+        cached = cache.get(provenance, keys)
+        found = {k: cached[key] for k, key in enumerate(keys) if key in cached}
+        return cls(cache, provenance, keys, found,
+                   [k for k in range(len(items)) if k not in found])
+
+    def store(self, fresh: Sequence[Verdict]) -> None:
+        """Store the verdicts just judged (one per position of ``todo``, in order)."""
+        if self.cache is not None and fresh:
+            self.cache.put(self.provenance, [(self.keys[k], v) for k, v in zip(self.todo, fresh)])
+
+    def merged(self, fresh: Sequence[Verdict]) -> list[Verdict]:
+        """Every verdict of the chunk in order: the cached ones and ``fresh`` (for ``todo``)."""
+        if len(fresh) != len(self.todo):
+            raise RuntimeError(f"{len(fresh)} verdicts for {len(self.todo)} items to judge")
+        out = dict(self.found)
+        out.update(zip(self.todo, fresh))
+        return [out[k] for k in range(len(out))]

@@ -23,7 +23,7 @@ from jurybox.rubrics import Criterion, Item, Rubric, Verdict, Vote, output_schem
 from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 
 from .aggregate import aggregate_criterion
-from .backends.base import Backend, Generation, Request
+from .backends.base import AsyncBackend, Backend, Generation, Request
 from .parsing import expected_score, parse_answers, score_distribution
 from .spec import JudgeSpec, JurySpec
 
@@ -67,6 +67,26 @@ class Requests:
                 requests.append(self.requests[k])
         return Requests(tuple(self.item_ids[i] for i in items), self.calls, tuple(requests),
                         errors)
+
+    def split(self) -> list[Requests]:
+        """One Requests per item (what a pipeline carries row by row); :meth:`join` undoes it."""
+        return [self.subset([i]) for i in range(len(self.item_ids))]
+
+    @classmethod
+    def join(cls, parts: Sequence[Requests]) -> Requests:
+        """The requests of ``parts`` (same rubric calls) as one batch, in order."""
+        if not parts:
+            raise ValueError("Requests.join needs at least one part")
+        calls = parts[0].calls
+        requests: list[Request | None] = []
+        errors: dict[int, str] = {}
+        for part in parts:
+            if part.calls != calls:
+                raise ValueError("Requests.join: the parts were rendered for different calls")
+            errors.update({len(requests) + k: e for k, e in part.errors.items()})
+            requests.extend(part.requests)
+        return cls(tuple(i for part in parts for i in part.item_ids), calls, tuple(requests),
+                   errors)
 
 
 def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
@@ -120,7 +140,7 @@ async def ajudge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -
     try:
         if not batch:
             outputs = []
-        elif hasattr(backend, "agenerate"):
+        elif isinstance(backend, AsyncBackend):
             outputs = await backend.agenerate(batch)
         else:
             outputs = await asyncio.to_thread(backend.generate, batch)

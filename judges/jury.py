@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 
 from .backends.base import Backend
-from .cache import VerdictCache
+from .cache import CacheLookup, VerdictCache
 from .cascade import Steps
 from .judging import judge_votes, render_requests
 from .spec import JudgeSpec, JurySpec, load_jury_spec, provenance
@@ -52,6 +53,46 @@ def make_backend(spec: JudgeSpec) -> Backend:
     raise ValueError(f"judge {spec.name}: unknown backend {spec.backend!r}")
 
 
+class JuryLike(Protocol):
+    """What a bulk run needs of a jury: :class:`Jury` judges here; the scoring service's
+    client (``jurybox.serving.service.client.RemoteJury``) judges through a running service,
+    whose records arrive made (and calibrated by its maps)."""
+
+    spec: JurySpec
+    cache: VerdictCache | None
+    cache_hits: int
+
+    @property
+    def default_chunk_size(self) -> int:
+        """How many items to judge at a time."""
+        ...
+
+    def provenance(self, rubric: Rubric) -> str:
+        """The provenance hash its verdicts with ``rubric`` carry."""
+        ...
+
+    def records_calibration(self, rubric: Rubric) -> str | None:
+        """The calibration map the records it returns already carry (None: uncalibrated)."""
+        ...
+
+    def needs_judging(self, rubric: Rubric, items: Sequence[Item]) -> bool:
+        """Whether scoring ``items`` would ask a judge (False when all are in the cache)."""
+        ...
+
+    def load_backends(self) -> None:
+        """Make the judges ready (load the models; check the service can answer)."""
+        ...
+
+    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False
+                      ) -> list[dict[str, Any]]:
+        """One verdict record per item, in order, with its input hash."""
+        ...
+
+    def close(self) -> None:
+        """Release the judges (and the cache)."""
+        ...
+
+
 class Jury:
     """A loaded jury. Backends (the models) load on first use and stay loaded.
 
@@ -68,21 +109,44 @@ class Jury:
 
     @classmethod
     def load(cls, name_or_path: str | Path, cache: VerdictCache | None = None) -> Jury:
+        """A shipped jury by name, or a jury file (its judges' models load on first use)."""
         return cls(load_jury_spec(name_or_path), cache=cache)
 
+    @property
+    def default_chunk_size(self) -> int:
+        return self.spec.default_chunk_size
+
     def backend(self, judge: JudgeSpec) -> Backend:
+        """The judge's backend, made (its model loaded) on first use."""
         if judge.name not in self._backends:
             self._backends[judge.name] = make_backend(judge)
         return self._backends[judge.name]
 
     def load_backends(self) -> None:
+        """Load every judge's model now (a run loads them before its first chunk)."""
         for judge in self.spec.judges:
             self.backend(judge)
         settle_after_loading()
 
     def provenance(self, rubric: Rubric) -> str:
+        """The provenance hash of this jury with ``rubric`` (checked to fit together)."""
         self.spec.check_rubric(rubric)
         return provenance(rubric, self.spec)
+
+    def records_calibration(self, rubric: Rubric) -> str | None:
+        return None  # records made here are calibrated by the run, if at all
+
+    def needs_judging(self, rubric: Rubric, items: Sequence[Item]) -> bool:
+        if self.cache is None:
+            return bool(items)
+        found = self.cache.contains(self.provenance(rubric), [input_hash(it) for it in items])
+        return len(found) < len(items)  # (a membership test: score reads the verdicts)
+
+    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False
+                      ) -> list[dict[str, Any]]:
+        """:meth:`score` as verdict records (what a results file holds), with input hashes."""
+        return [{**v.to_record(keep_raw=keep_raw), "input": input_hash(it)}
+                for v, it in zip(self.score(rubric, items), items)]
 
     def score(
         self,
@@ -95,19 +159,11 @@ class Jury:
         judge no item reaches never loads). With a cache, items judged before with the same
         configuration get their cached verdict and are not judged again."""
         prov = self.provenance(rubric)
-        keys = [input_hash(it) for it in items] if self.cache is not None else []
-        cached = self.cache.get(prov, keys) if self.cache is not None else {}
-        self.cache_hits += len(cached)
-        todo = [k for k in range(len(items)) if not cached or keys[k] not in cached]
-        fresh = self._judge(rubric, prov, [items[k] for k in todo], on_judge_done)
-        if self.cache is not None and fresh:
-            self.cache.put(prov, [(keys[k], v) for k, v in zip(todo, fresh)])
-        if not cached:
-            return fresh
-        out = [cached.get(key) for key in keys]
-        for k, verdict in zip(todo, fresh):
-            out[k] = verdict
-        return out  # type: ignore[return-value]
+        lookup = CacheLookup.of(self.cache, prov, items)
+        self.cache_hits += len(lookup.found)
+        fresh = self._judge(rubric, prov, [items[k] for k in lookup.todo], on_judge_done)
+        lookup.store(fresh)
+        return lookup.merged(fresh)
 
     def _judge(self, rubric: Rubric, prov: str, items: Sequence[Item],
                on_judge_done: Callable[[str, int], None] | None) -> list[Verdict]:

@@ -11,7 +11,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from jurybox.rubrics.errors import InputError
 
@@ -332,3 +332,11 @@ def takes_cancel_check(backend: Any) -> bool:
         return "cancelled" in inspect.signature(backend.generate).parameters
     except (AttributeError, TypeError, ValueError):
         return False
+
+
+@runtime_checkable
+class AsyncBackend(Backend, Protocol):
+    """A backend that can generate on an event loop (the async vLLM engine, the OpenAI
+    client; the scoring service wraps the others in a batching thread)."""
+
+    async def agenerate(self, requests: list[Request]) -> list[Generation]: ...

@@ -72,7 +72,7 @@ def judge(
     from tqdm import tqdm
 
     from jurybox.calibration import CalibrationMap
-    from jurybox.judges import Jury, load_jury_spec
+    from jurybox.judges import Jury, JuryLike, load_jury_spec
     from jurybox.judges.weights import unpinned_warnings
     from jurybox.rubrics import load_rubric
     from jurybox.serving.runs.local import judge_file
@@ -90,7 +90,7 @@ def judge(
                            "--keep-raw")
             from jurybox.serving.service.client import Client, RemoteJury
 
-            judges: Jury | RemoteJury = RemoteJury(
+            judges: JuryLike = RemoteJury(
                 Client(url, token=os.environ.get("JURYBOX_TOKEN")))
             spec = judges.spec
             note(f"jury: {spec.name} at {url}")
@@ -106,7 +106,7 @@ def judge(
             cache = None
             from jurybox.judges import cache as verdict_cache
 
-            if not no_cache and engine == "local" and verdict_cache.enabled():
+            if not no_cache and verdict_cache.enabled():
                 cache = verdict_cache.VerdictCache()
             judges = Jury(spec, cache=cache)
             cmap = CalibrationMap.load_for(calibration, judges.provenance(rubric_def),
@@ -118,7 +118,7 @@ def judge(
         if url is not None:
             raise fail("--estimate counts what this machine's judges would do: drop --url")
         _print_estimate(predictions, rubric_def, spec, target, mapping, limit, max_field_chars,
-                        allow_empty, getattr(judges, "cache", None))
+                        allow_empty, judges.cache)
         return
 
     bar = None
@@ -146,7 +146,8 @@ def judge(
 
                     report = judge_with_ray(predictions, rubric_def, spec, target,
                                             address=address or os.environ.get("RAY_ADDRESS"),
-                                            shard_size=shard_size, **common)
+                                            shard_size=shard_size, cache=judges.cache,
+                                            **common)
                 else:
                     report = judge_file(predictions, rubric_def, judges, target,
                                         chunk_size=chunk_size, shard_size=shard_size, **common)
@@ -184,15 +185,27 @@ def _print_estimate(predictions, rubric, spec, target, mapping, limit, max_field
                        max_field_chars=max_field_chars, allow_empty=allow_empty, cache=cache)
     t = Table(title=f"{est.items} items: {est.already_done} already in {target}, {est.cached} "
                     f"in the verdict cache, {est.to_judge} to judge"
-                    + (f"; {est.rejected_rows} rows rejected" if est.rejected_rows else ""))
-    for col in ("judge", "stage", "calls", "expected calls", "prompt tokens", "output budget",
-                "tokens counted by"):
-        t.add_column(col, justify="left" if col in ("judge", "tokens counted by") else "right")
+                    + (f"; {est.rejected_rows} rows rejected" if est.rejected_rows else ""),
+              show_footer=True)
+    cascaded = any(j.expected_calls is not None for j in est.judges)
+    expected = sum(j.expected_calls or 0 for j in est.judges)
+    t.add_column("judge", "total", no_wrap=True)
+    t.add_column("stage", "", justify="right")
+    t.add_column("calls", f"{sum(j.calls for j in est.judges):,}", justify="right")
+    if cascaded:
+        t.add_column("expected", f"{expected:,.0f}", justify="right")
+    t.add_column("prompt tokens", f"{sum(j.prompt_tokens for j in est.judges):,}",
+                 justify="right")
+    t.add_column("output budget", f"{sum(j.output_budget for j in est.judges):,}",
+                 justify="right")
     for j in est.judges:
-        t.add_row(j.name, str(j.stage or "-"), f"{j.calls:,}",
-                  "-" if j.expected_calls is None else f"{j.expected_calls:,.0f}",
-                  f"{j.prompt_tokens:,}", f"{j.output_budget:,}", j.tokens_by)
+        row = [j.name, str(j.stage or "-"), f"{j.calls:,}"]
+        if cascaded:
+            row.append("-" if j.expected_calls is None else f"{j.expected_calls:,.0f}")
+        t.add_row(*row, f"{j.prompt_tokens:,}", f"{j.output_budget:,}")
     out.print(t)
+    for j in est.judges:
+        note(f"{j.name}: prompt tokens counted by {j.tokens_by}")
     for line in est.notes:
         note(line)
     note(f"{est.calls_per_item} call(s) per item and judge (rubric {rubric.name}); nothing was "

@@ -31,6 +31,7 @@ def serve(
     max_queued: Annotated[int, typer.Option(help="Requests waiting for a slot; beyond, 429 with Retry-After.", min=0)] = 16,
     request_timeout: Annotated[float, typer.Option(help="Seconds one request may take, waiting included (504 beyond).", min=1)] = 600.0,
     max_judge_calls: Annotated[int, typer.Option(help="Most judge calls one request may buy: items x calls per item of its rubric (413 beyond).", min=1)] = 2048,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge every item, even one this configuration judged before (by default the verdict cache answers those; see `jurybox cache`).")] = False,
     drain_timeout: Annotated[float, typer.Option(help="On Ctrl-C or SIGTERM: seconds to let requests in flight finish (new ones get 503) before stopping; a second Ctrl-C stops at once.", min=0)] = 30.0,
     startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for every judge to load before giving up.", min=1)] = 900.0,
     print_config: Annotated[bool, typer.Option("--print-config", help="Print a Ray Serve config file (YAML) for `serve deploy` or a KubeRay RayService, and exit.")] = False,
@@ -42,10 +43,13 @@ def serve(
     /docs, health at /healthz, Prometheus metrics at /metrics. Runs until Ctrl-C or SIGTERM,
     then shuts the application down.
     """
+    from jurybox.judges import cache as verdict_cache
     from jurybox.serving.service.config import Limits, ServiceConfig
 
     with reported():
+        use_cache = not no_cache and verdict_cache.enabled()
         config = ServiceConfig(
+            verdict_cache=str(verdict_cache.default_path()) if use_cache else None,
             jury=jury, rubrics=[str(p) for p in rubrics], calibration=[str(p) for p in calibration],
             token_env=token_env, cors_origins=cors_origin,
             limits=Limits(max_items=max_items, max_body_bytes=max_body_bytes,

@@ -25,35 +25,26 @@ the project's results store already does for the local engine.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
 from functools import partial
-from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jurybox.judges import JurySpec, provenance
-from jurybox.rubrics import Rubric
-from jurybox.serving.runs.local import (
-    MAX_LISTED_ERRORS,
-    RunReport,
-    check_unchanged,
-    earlier_not_ours,
-    input_hash,
-)
-from jurybox.serving.runs.predictions import (
-    DEFAULT_MAX_FIELD_CHARS,
-    RowError,
-    check_mapping,
-    iter_predictions,
-)
-from jurybox.serving.runs.results import ResultsDir, ResultsError, open_results, write_manifest
-from jurybox.serving.runs.summary import summarize
+from jurybox.judges import JudgeSpec, JurySpec, StagePlan, provenance
+from jurybox.judges.cache import CacheLookup, VerdictCache
+from jurybox.rubrics import Item, Rubric, Verdict, Vote, input_hash
+from jurybox.rubrics.items import DEFAULT_MAX_FIELD_CHARS
+from jurybox.serving.runs.predictions import RowError, iter_predictions
+from jurybox.serving.runs.results import ResultsDir
+from jurybox.serving.runs.run import Run, RunReport, Tally
+
+CACHE_CHUNK = 256  # items the driver looks up in the verdict cache at a time
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -63,34 +54,50 @@ if TYPE_CHECKING:
 
 
 def _read_file(row: dict[str, Any], rubric: dict[str, Any], reading: dict[str, Any],
-               done: set[str], allowed: set[str] | None) -> Iterator[dict[str, Any]]:
+               done: set[str], allowed: set[str] | None, cached: set[str]
+               ) -> Iterator[dict[str, Any]]:
     """One input file through the one row reader: an item to judge, an error row, or a row
-    already written (skipped, but its id counts for the summary)."""
+    already written (skipped, but its id counts for the summary) or answered from the verdict
+    cache by the driver (judged, but not here)."""
     rubric_def = Rubric.model_validate(rubric)
     label = row["label"]
-    for _, got in iter_predictions(Path(row["file"]), rubric_def, **reading):
+    for n, got in iter_predictions(Path(row["file"]), rubric_def, **reading):
         if isinstance(got, RowError):
             error = RowError(got.row, got.field, got.message, got.kind, label or got.file)
-            yield _row(error=str(error))
+            yield _row(error=json.dumps(dataclasses.asdict(error)))
         elif allowed is not None and got.id not in allowed:
             continue
         elif got.id in done:
-            yield _row(id=got.id, skipped=True)
+            yield _row(got.id, n, label, skipped=True)
+        elif got.id in cached:
+            yield _row(got.id, n, label, cached=True, empty=not (got.response or "").strip())
         else:
-            yield _row(id=got.id, item=got.model_dump_json(), input=input_hash(got),
+            yield _row(got.id, n, label, item=got.model_dump_json(), input=input_hash(got),
                        empty=not (got.response or "").strip())
 
 
-def _row(id: str = "", item: str = "", input: str = "", error: str = "", skipped: bool = False,
-         empty: bool = False) -> dict[str, Any]:
-    return {"id": id, "item": item, "input": input, "error": error, "skipped": skipped,
-            "empty": empty}
+def _row(id: str = "", row: int = 0, file: str | None = None, item: str = "", input: str = "",
+         error: str = "", skipped: bool = False, cached: bool = False, empty: bool = False
+         ) -> dict[str, Any]:
+    return {"id": id, "row": row, "file": file or "", "item": item, "input": input,
+            "error": error, "skipped": skipped, "cached": cached, "empty": empty}
 
 
 def _judged(batch: dict[str, list[Any]]) -> list[int]:
     """The rows still to judge: items, less those an earlier cascade stage settled."""
     settled = batch.get("settled") or [b""] * len(batch["item"])
     return [i for i, (item, done) in enumerate(zip(batch["item"], settled)) if item and not done]
+
+
+def _column(jury: JurySpec, judge: JudgeSpec) -> str:
+    """The column that carries a judge's votes (pickled, one list per item)."""
+    return f"votes_{[j.name for j in jury.judges].index(judge.name)}"
+
+
+def _votes(batch: dict[str, list[Any]], i: int, plan: StagePlan, k: int
+           ) -> dict[str, list[Vote]]:
+    """Row ``i``'s votes after stage ``k``: those of every judge run so far, by name."""
+    return {j.name: pickle.loads(batch[_column(plan.jury, j)][i]) for j in plan.members(k)}
 
 
 def _lists(batch: Any) -> dict[str, list[Any]]:
@@ -110,15 +117,10 @@ class _Render:
         batch = _lists(batch)
         rows = _judged(batch)
         items = [Item.model_validate_json(batch["item"][i]) for i in rows]
-        requests = render_requests(self.rubric, items) if items else None
         blobs = [b""] * len(batch["item"])
-        if requests is not None:
-            n_calls = len(requests.calls)
-            for k, i in enumerate(rows):
-                own = range(k * n_calls, (k + 1) * n_calls)
-                blobs[i] = pickle.dumps(([requests.requests[j] for j in own],
-                                         {j - k * n_calls: requests.errors[j]
-                                          for j in own if j in requests.errors}))
+        if items:  # each row carries its own item's requests
+            for i, own in zip(rows, render_requests(self.rubric, items).split()):
+                blobs[i] = pickle.dumps(own)
         batch["requests"] = blobs
         batch["settled"] = [b""] * len(blobs)  # a cascade stage's final verdict, pickled
         batch["confidence"] = [""] * len(blobs)  # earlier stages' confidences (JSON)
@@ -131,21 +133,15 @@ class _Gate:
 
     def __init__(self, rubric: dict[str, Any], jury: dict[str, Any], prov: str, k: int) -> None:
         self.rubric = Rubric.model_validate(rubric)
-        self.jury = JurySpec.model_validate(jury)
+        self.plan = StagePlan.of(JurySpec.model_validate(jury))
         self.prov, self.k = prov, k
-        members = {n for stage in self.jury.stages[: k + 1] for n in stage.judges}
-        self.columns = [f"votes_{j}" for j, judge in enumerate(self.jury.judges)
-                        if judge.name in members]
 
     def __call__(self, batch: Any) -> dict[str, Any]:
-        from jurybox.judges.cascade import settle
-
         batch = _lists(batch)
         for i in _judged(batch):
-            votes = [v for column in self.columns for v in pickle.loads(batch[column][i])]
             earlier = json.loads(batch["confidence"][i] or "[]")
-            verdict, conf = settle(self.rubric, self.jury, self.prov, self.k, batch["id"][i],
-                                   votes, earlier)
+            verdict, conf = self.plan.settle(self.rubric, self.prov, self.k, batch["id"][i],
+                                             _votes(batch, i, self.plan, self.k), earlier)
             if verdict is None:
                 batch["confidence"][i] = json.dumps([*earlier, conf])
             else:
@@ -157,11 +153,10 @@ class _Judge:
     """One judge's stage: its backend is built once per actor, at its first item (a rerun with
     nothing left to judge loads no model)."""
 
-    def __init__(self, rubric: dict[str, Any], spec: dict[str, Any], column: str,
+    def __init__(self, spec: dict[str, Any], column: str,
                  backend_factory: Callable[[Any], Any] | None = None) -> None:
         from jurybox.judges import JudgeSpec
 
-        self.rubric = Rubric.model_validate(rubric)
         self.spec = JudgeSpec.model_validate(spec)
         self.column = column
         self._factory = backend_factory
@@ -181,18 +176,11 @@ class _Judge:
 
         batch = _lists(batch)
         rows = _judged(batch)
-        calls = tuple(tuple(c) for c in self.rubric.calls())
-        requests: list[Any] = []
-        errors: dict[int, str] = {}
-        for i in rows:
-            own, own_errors = pickle.loads(batch["requests"][i])
-            errors.update({len(requests) + j: e for j, e in own_errors.items()})
-            requests.extend(own)
         votes_out = [b""] * len(batch["item"])
         began = time.perf_counter()
         if rows:
-            ids = tuple(batch["id"][i] for i in rows)
-            votes = judge_votes(self.spec, self.backend, Requests(ids, calls, tuple(requests), errors))
+            requests = Requests.join([pickle.loads(batch["requests"][i]) for i in rows])
+            votes = judge_votes(self.spec, self.backend, requests)
             for i, per_item in zip(rows, votes):
                 votes_out[i] = pickle.dumps(per_item)
         batch[self.column] = votes_out
@@ -202,10 +190,10 @@ class _Judge:
 
 class _Decide:
     def __init__(self, rubric: dict[str, Any], jury: dict[str, Any], prov: str, keep_raw: bool,
-                 calibration: tuple[dict[str, Any], str, bool] | None) -> None:
+                 calibration: tuple[dict[str, Any], str, bool] | None, store: bool) -> None:
         self.rubric = Rubric.model_validate(rubric)
-        self.jury = JurySpec.model_validate(jury)
-        self.prov, self.keep_raw = prov, keep_raw
+        self.plan = StagePlan.of(JurySpec.model_validate(jury))
+        self.prov, self.keep_raw, self.store = prov, keep_raw, store
         self.calibration = None
         if calibration is not None:
             from jurybox.calibration import AppliedCalibration, CalibrationMap
@@ -214,30 +202,30 @@ class _Decide:
             self.calibration = AppliedCalibration(CalibrationMap.from_dict(cmap), identity, force)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
-        from jurybox.judges.cascade import settle
-
         batch = _lists(batch)
         records = [""] * len(batch["item"])
-        last = max(len(self.jury.stages) - 1, 0)
+        verdicts = [""] * len(batch["item"])  # for the driver's verdict cache
+        last = self.plan.last
         for i, item in enumerate(batch["item"]):
             if not item:
                 continue
             if batch["settled"][i]:
                 verdict = pickle.loads(batch["settled"][i])
             else:
-                votes = [v for j in range(len(self.jury.judges))
-                         for v in pickle.loads(batch[f"votes_{j}"][i])]
-                verdict, _ = settle(self.rubric, self.jury, self.prov, last, batch["id"][i],
-                                    votes, json.loads(batch["confidence"][i] or "[]"))
+                verdict, _ = self.plan.settle(self.rubric, self.prov, last, batch["id"][i],
+                                              _votes(batch, i, self.plan, last),
+                                              json.loads(batch["confidence"][i] or "[]"))
             if verdict is not None:
+                if self.store:
+                    verdicts[i] = verdict.model_dump_json()
                 record = {**verdict.to_record(keep_raw=self.keep_raw), "input": batch["input"][i]}
                 if self.calibration is not None:
                     record = self.calibration.apply(record, self.rubric)
                 records[i] = json.dumps(record, ensure_ascii=False, allow_nan=False)
         # What the driver needs; the prompts and pickled votes stay behind.
-        keep = ["id", "error", "skipped", "empty"] + [f"votes_{j}_s"
-                                                      for j in range(len(self.jury.judges))]
-        return {**{k: batch[k] for k in keep}, "record": records}
+        keep = ["id", "row", "file", "input", "error", "skipped", "cached", "empty"] + [
+            f"{_column(self.plan.jury, j)}_s" for j in self.plan.jury.judges]
+        return {**{k: batch[k] for k in keep}, "record": records, "verdict": verdicts}
 
 
 def _pool(spec: Any) -> dict[str, Any]:
@@ -275,85 +263,92 @@ def judge_with_ray(
     format: str | None = None,
     shard_size: int | None = None,
     backend_factory: Callable[[Any], Any] | None = None,
+    cache: VerdictCache | None = None,
 ) -> RunReport:
     """Judge every valid row of ``predictions`` not yet in ``out`` on a Ray cluster (see the
     module docstring). Returns the same report as the local engine, with per-judge
     throughput in its notes. ``backend_factory(judge_spec)`` replaces the judges' backends
-    (benchmarks, tests), as a Jury takes backends passed in."""
+    (benchmarks, tests), as a Jury takes backends passed in. With a verdict ``cache`` the
+    driver answers the items it holds (they never enter the pipeline) and stores the rest."""
     import ray
 
-    from jurybox.rubrics.rows import count_rows, file_format, row_files
+    from jurybox.rubrics.rows import count_rows
 
-    began = time.perf_counter()
-    out = Path(out)
-    if out.exists() and Path(predictions).exists() and out.resolve() == Path(predictions).resolve():
-        raise ResultsError(f"--out {out} is the predictions file itself; choose another --out")
-    check_mapping(dict(mapping or {}), rubric)
-    files = row_files(predictions)
-    for path in files:
-        file_format(path)
     jury.check_rubric(rubric)
     prov = provenance(rubric, jury)
-    calibration_id = calibration.identity if calibration is not None else None
-    reading = dict(mapping=dict(mapping or {}), max_field_chars=max_field_chars,
-                   allow_empty=allow_empty)
+    run = Run(predictions, rubric, out, jury=jury, provenance=prov,
+              calibration=calibration.identity if calibration is not None else None,
+              mapping=mapping, limit=limit, max_field_chars=max_field_chars,
+              allow_empty=allow_empty, format=format, shard_size=shard_size, engine="ray")
     started_ray = not ray.is_initialized()
     if started_ray:
         _init_ray(address, jury)
+    state = _Driver(total=min(count_rows(predictions) or 0, limit or 10**18) or None)
+    judging = False
     try:
-        with open_results(out, prov, calibration_id, format, shard_size) as results:
-            if results.inputs:
-                check_unchanged(predictions, rubric, results.inputs, limit, **reading)
-            allowed = _first_ids(predictions, rubric, limit, reading) if limit else None
-            manifest = {
-                "jurybox": version("jurybox"), "engine": "ray",
-                "predictions": str(Path(predictions).resolve()),
-                "rubric": rubric.model_dump(mode="json", by_alias=True),
-                "jury": jury.model_dump(mode="json"), "provenance": prov,
-                "mapping": dict(mapping or {}), "calibration": calibration_id, "limit": limit,
-                "allow_empty": allow_empty,
-                "out_format": results.format if isinstance(results, ResultsDir) else "jsonl file",
-                "started": datetime.now(UTC).isoformat(),
-            }
-            write_manifest(out, {**manifest, "status": "running"})
-            state = _Run(total=min(count_rows(predictions) or 0, limit or 10**18) or None)
+        with run.writing(state, describe=_stage_error) as results:
+            allowed = _first_ids(predictions, rubric, limit, run.reading) if limit else None
             done = results.done()
-            try:
-                for batch in _pipeline(files, rubric, jury, prov, reading, done, allowed,
-                                       keep_raw, calibration, backend_factory
-                                       ).iter_batches(batch_size=None):
-                    records = state.take(batch, len(jury.judges))
-                    if records:
-                        results.append(records)
-                        if isinstance(results, ResultsDir):
-                            results.flush()  # a shard per batch: progress survives the driver
-                    if progress is not None:
-                        progress(state.already + state.judged, state.total)
-            except KeyboardInterrupt:
-                state.interrupted = True
-            except BaseException as exc:
-                write_manifest(out, {**manifest, **state.counts(), "status": "failed",
-                                     "error": _stage_error(exc),
-                                     "finished": datetime.now(UTC).isoformat()})
-                raise _failure(exc) from None
-            repaired = results.repaired
-        left_out = earlier_not_ours(results, state.ids)
-        state.ids = set()  # not held alongside the summary's arrays
-        summary = summarize((r for r in results.iter_records() if r.id not in left_out), rubric,
-                            rejected_rows=state.n_errors, empty_responses=state.empty)
-        notes = [f"judge {j.name}: {state.throughput(k):.2f} judgments/s per actor"
-                 for k, j in enumerate(jury.judges) if state.busy.get(k, 0.0) > 0]
-        write_manifest(out, {**manifest, **state.counts(),
-                             "status": "interrupted" if state.interrupted else "complete",
-                             "finished": datetime.now(UTC).isoformat(),
-                             "summary": summary.to_dict(), "throughput": notes})
-        return RunReport(out=out, total_items=state.items, already_done=state.already,
-                         judged=state.judged, row_errors=state.errors, summary=summary,
-                         repaired_tail=repaired, seconds=time.perf_counter() - began,
-                         interrupted=state.interrupted, notes=notes, n_row_errors=state.n_errors)
+            cached = (set() if cache is None else
+                      _answer_from_cache(run, cache, done, allowed, keep_raw, calibration))
+            judging = True
+            for batch in _pipeline(run.files, rubric, jury, prov, run.reading, done, allowed,
+                                   cached, keep_raw, calibration, backend_factory,
+                                   store=cache is not None).iter_batches(batch_size=None):
+                records, verdicts = state.take(batch, jury)
+                if records:
+                    results.append(records)
+                    if isinstance(results, ResultsDir):
+                        results.flush()  # a shard per batch: progress survives the driver
+                if cache is not None and verdicts:
+                    cache.put(prov, verdicts)
+                if progress is not None:
+                    progress(state.already + state.judged, state.total)
+    except BaseException as exc:
+        if not judging or isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _failure(exc) from None
     finally:
         if started_ray:
             ray.shutdown()
+    notes = [f"judge {j.name}: {state.throughput(k):.2f} judgments/s per actor"
+             for k, j in enumerate(jury.judges) if state.busy.get(k, 0.0) > 0]
+    return run.finish(state, notes, cache=cache.path if cache is not None else None,
+                      throughput=notes)
+
+
+def _answer_from_cache(run: Run, cache: VerdictCache, done: set[str], allowed: set[str] | None,
+                       keep_raw: bool, calibration: AppliedCalibration | None) -> set[str]:
+    """The driver's lookup, in one pass over the rows (the reader's, so duplicates are the
+    reader's too): the run's items whose verdict the cache holds are written here, and their
+    ids returned, for the read stage to mark them answered (they never enter the pipeline)."""
+    answered: set[str] = set()
+    chunk: list[Item] = []
+
+    def answer() -> None:
+        lookup = CacheLookup.of(cache, run.provenance, chunk)
+        records = [{**lookup.found[k].to_record(keep_raw=keep_raw), "input": lookup.keys[k]}
+                   for k in sorted(lookup.found)]
+        if calibration is not None:
+            records = [calibration.apply(r, run.rubric) for r in records]
+        if records:
+            run.results.append(records)
+            answered.update(r["id"] for r in records)
+        chunk.clear()
+
+    for _, row in iter_predictions(run.predictions, run.rubric, **run.reading):
+        if isinstance(row, RowError) or row.id in done:
+            continue
+        if allowed is not None and row.id not in allowed:
+            continue
+        chunk.append(row)
+        if len(chunk) >= CACHE_CHUNK:
+            answer()
+    if chunk:
+        answer()
+    if answered and isinstance(run.results, ResultsDir):
+        run.results.flush()
+    return answered
 
 
 def _init_ray(address: str | None, jury: JurySpec) -> None:
@@ -373,8 +368,8 @@ def _init_ray(address: str | None, jury: JurySpec) -> None:
 
 def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
               reading: dict[str, Any], done: set[str], allowed: set[str] | None,
-              keep_raw: bool, calibration: AppliedCalibration | None,
-              backend_factory: Callable[[Any], Any] | None = None) -> Any:
+              cached: set[str], keep_raw: bool, calibration: AppliedCalibration | None,
+              backend_factory: Callable[[Any], Any] | None = None, store: bool = False) -> Any:
     import ray
 
     ctx = ray.data.DataContext.get_current()
@@ -387,7 +382,7 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
         [{"file": str(p), "label": label} for p, label in zip(files, labels)],
         override_num_blocks=len(files))
     ds = ds.flat_map(partial(_read_file, rubric=rubric_data, reading=reading, done=done,
-                             allowed=allowed), num_cpus=0.25)
+                             allowed=allowed, cached=cached), num_cpus=0.25)
     # Blocks (and batches) no larger than a judge's batch, so verdicts stream out, and are
     # written, as the judges finish batches, not once a whole file is judged.
     step = min(_pool(j)["batch_size"] for j in jury.judges)
@@ -397,45 +392,44 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
     ds = ds.map_batches(_Render, fn_constructor_args=(rubric_data,), **light)
     # One stage per judge; a cascaded jury's judges stage by stage, each stage followed by a
     # gate that settles the items it is confident about (the later judges skip them).
-    index = {j.name: k for k, j in enumerate(jury.judges)}
-    stages = [s.judges for s in jury.stages] if jury.cascaded else [list(index)]
-    for s, names in enumerate(stages):
-        for name in names:
-            judge = jury.judges[index[name]]
+    plan = StagePlan.of(jury)
+    for s, judges in enumerate(plan.stages):
+        for judge in judges:
             ds = ds.map_batches(_Judge, fn_constructor_args=(
-                rubric_data, judge.model_dump(mode="json"), f"votes_{index[name]}",
-                backend_factory), batch_format="pandas", **_pool(judge))
-        if s < len(stages) - 1:
+                judge.model_dump(mode="json"), _column(jury, judge), backend_factory),
+                batch_format="pandas", **_pool(judge))
+        if s < plan.last:
             ds = ds.map_batches(_Gate, fn_constructor_args=(
                 rubric_data, jury.model_dump(mode="json"), prov, s), **light)
     cal = None if calibration is None else (calibration.map.to_dict(), calibration.identity,
                                             calibration.force)
     return ds.map_batches(_Decide, fn_constructor_args=(rubric_data, jury.model_dump(mode="json"),
-                                                        prov, keep_raw, cal), **light)
+                                                        prov, keep_raw, cal, store), **light)
 
 
-class _Run:
-    """What the driver counts as batches come out of the pipeline."""
+class _Driver(Tally):
+    """What the driver counts as batches come out of the pipeline (and each judge's busy
+    time, for its throughput)."""
 
     def __init__(self, total: int | None) -> None:
-        self.total = total
         self.ids: set[str] = set()
-        self.items = 0
-        self.errors: list[str] = []
-        self.n_errors = self.already = self.judged = self.empty = 0
+        super().__init__(self.ids, count_rows=False)
+        self.total = total
         self.busy: dict[int, float] = {}
         self.counted: dict[int, int] = {}
-        self.interrupted = False
 
-    def take(self, batch: dict[str, Any], n_judges: int) -> list[dict[str, Any]]:
-        records = []
+    def take(self, batch: dict[str, Any], jury: JurySpec
+             ) -> tuple[list[dict[str, Any]], list[tuple[str, Verdict]]]:
+        """The records to write and the fresh verdicts (by input hash) of one batch."""
+        records, verdicts = [], []
         for i in range(len(batch["id"])):
             if batch["error"][i]:
-                self._error(str(batch["error"][i]))
+                self.error(RowError(**json.loads(batch["error"][i])))
                 continue
             item_id = str(batch["id"][i])
             if item_id in self.ids:  # the same id in two input files: written once
-                self._error(f"duplicate id {item_id!r} (in more than one input file)")
+                self.error(RowError(int(batch["row"][i]), "id", f"duplicate id {item_id!r} (in "
+                                    "more than one input file)", file=batch["file"][i] or None))
                 continue
             self.ids.add(item_id)
             self.items += 1
@@ -443,24 +437,20 @@ class _Run:
                 self.already += 1
                 continue
             self.empty += int(batch["empty"][i])
-            records.append(json.loads(batch["record"][i]))
             self.judged += 1
-            for k in range(n_judges):
-                self.busy[k] = self.busy.get(k, 0.0) + float(batch[f"votes_{k}_s"][i])
+            if batch["cached"][i]:  # written by the driver from the verdict cache
+                self.cached += 1
+                continue
+            records.append(json.loads(batch["record"][i]))
+            if batch["verdict"][i]:
+                verdicts.append((batch["input"][i], Verdict.model_validate_json(batch["verdict"][i])))
+            for k, judge in enumerate(jury.judges):
+                self.busy[k] = self.busy.get(k, 0.0) + float(batch[f"{_column(jury, judge)}_s"][i])
                 self.counted[k] = self.counted.get(k, 0) + 1
-        return records
-
-    def _error(self, message: str) -> None:
-        self.n_errors += 1
-        if len(self.errors) < MAX_LISTED_ERRORS:
-            self.errors.append(message)
+        return records, verdicts
 
     def throughput(self, k: int) -> float:
         return self.counted.get(k, 0) / self.busy[k] if self.busy.get(k) else 0.0
-
-    def counts(self) -> dict[str, Any]:
-        return {"items": self.items, "rejected": self.n_errors,
-                "rejected_rows": list(self.errors)}
 
 
 def _first_ids(predictions: str | Path, rubric: Rubric, limit: int, reading: dict[str, Any]

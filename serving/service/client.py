@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jurybox.judges import JurySpec
+from jurybox.judges.cache import VerdictCache
 from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord
 from jurybox.rubrics.errors import ExecutionError, InputError
 
@@ -118,7 +119,12 @@ class Client:
 
 
 class RemoteJury:
-    """A jury that judges through a running service, with the interface the bulk runner uses."""
+    """A jury that judges through a running service (:class:`jurybox.judges.JuryLike`, what a
+    bulk run needs of a jury). The service keeps its own verdict cache, if any; this side has
+    none."""
+
+    cache: VerdictCache | None = None
+    cache_hits = 0
 
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -135,9 +141,12 @@ class RemoteJury:
     def provenance(self, rubric: Rubric) -> str:
         return self.client.provenance(rubric)["provenance"]
 
-    def service_calibration(self, rubric: Rubric) -> str | None:
+    def records_calibration(self, rubric: Rubric) -> str | None:
         """The calibration map the service applies to this rubric's verdicts, if any."""
         return self.client.provenance(rubric).get("calibration")
+
+    def needs_judging(self, rubric: Rubric, items: Sequence[Item]) -> bool:
+        return bool(items)  # (the service's own cache answers what it can)
 
     def load_backends(self) -> None:
         health = self.client.health()
@@ -154,8 +163,9 @@ class RemoteJury:
                                        else inline)
         return self._refs[rubric.name]
 
-    def score_records(self, rubric: Rubric, items: Sequence[Item], allow_empty: bool = True
-                      ) -> list[dict[str, Any]]:
+    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False,
+                      allow_empty: bool = True) -> list[dict[str, Any]]:
+        """The service's records (``keep_raw`` is the service's to decide: it returns none)."""
         # As many items per request as the service's limit on judge calls allows.
         per = max(1, min(self.max_items, self.max_judge_calls // len(rubric.calls())))
         ref = self._ref(rubric)

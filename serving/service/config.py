@@ -63,6 +63,9 @@ class ServiceConfig(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     health_timeout_s: float = Field(3.0, gt=0.0, description="How long /healthz waits for a "
                                     "judge to answer.")
+    verdict_cache: str | None = Field(None, description="SQLite file of the verdict cache "
+                                      "(items judged before with the same configuration are "
+                                      "answered from it, touching no judge); None: no cache.")
 
     def load(self) -> ServicePlan:
         """Everything the deployments need, checked now."""
@@ -88,6 +91,7 @@ class ServiceConfig(BaseModel):
             cors_origins=list(self.cors_origins),
             limits=self.limits,
             health_timeout_s=self.health_timeout_s,
+            verdict_cache=self.verdict_cache,
         )
 
 
@@ -103,6 +107,7 @@ class ServicePlan(BaseModel):
     cors_origins: list[str]
     limits: Limits
     health_timeout_s: float
+    verdict_cache: str | None = None
 
     def jury_spec(self) -> JurySpec:
         return JurySpec.model_validate(self.jury)

@@ -21,6 +21,7 @@ from typing import Any
 
 from jurybox.judges import JudgeSpec, Requests, ajudge_votes
 from jurybox.judges.backends.base import (
+    AsyncBackend,
     Backend,
     Generation,
     GenerationCancelled,
@@ -44,7 +45,7 @@ def service_backend(spec: JudgeSpec) -> Backend:
     from jurybox.judges.jury import make_backend
 
     backend = make_backend(spec)
-    return backend if hasattr(backend, "agenerate") else _Batched(backend)
+    return backend if isinstance(backend, AsyncBackend) else _Batched(backend)
 
 
 class _Batched:

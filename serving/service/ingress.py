@@ -25,7 +25,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from jurybox.judges import Steps, provenance
-from jurybox.rubrics import Rubric, input_hash
+from jurybox.judges.cache import CacheLookup, VerdictCache
+from jurybox.rubrics import Rubric, Verdict, input_hash
 from jurybox.serving.service.admission import Prepared, Workers, inline_rubric, prepare
 from jurybox.serving.service.config import ServicePlan
 from jurybox.serving.service.errors import HTTPProblem, body, problem_for, validation_problem
@@ -79,6 +80,12 @@ class Metrics:
                                 ["judge", "reason"], registry=self.registry)
         self.queue = Gauge("jurybox_queue_depth", "Score requests waiting or being scored",
                            registry=self.registry)
+        self.judge_calls = Counter("jurybox_judge_requests", "Requests sent to a judge "
+                                   "deployment (each with the prompts of a request's open items)",
+                                   ["judge"], registry=self.registry)
+        self.cache = Counter("jurybox_verdict_cache", "Items looked up in the verdict cache, "
+                             "by result (hit: answered from it; miss: judged)", ["result"],
+                             registry=self.registry)
 
     def observe(self, path: str, status: int, seconds: float) -> None:
         route = path if path in ("/v1/score", "/v1/provenance", "/healthz", "/metrics",
@@ -159,6 +166,8 @@ class JuryIngress:
             cmap = CalibrationMap.from_dict(entry["map"], source=entry["identity"])
             self.calibrations[cmap.provenance_] = AppliedCalibration(cmap, entry["identity"])
         self.metrics = Metrics()
+        self.cache = (VerdictCache(self.plan.verdict_cache)
+                      if self.plan.verdict_cache is not None else None)
         self.gate = Gate(self.limits.max_concurrent, self.limits.max_queued, self.metrics.queue)
         self.workers = Workers()  # inline rubrics are validated and rendered there
         self.in_flight = 0  # score requests being answered
@@ -228,6 +237,7 @@ class JuryIngress:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
+            self.metrics.judge_calls.labels(judge).inc()
             response = handle.votes.remote(requests)
             try:
                 return await asyncio.wait_for(response, left)
@@ -255,15 +265,25 @@ class JuryIngress:
     async def _score(self, request: ScoreRequest, deadline: float) -> list[dict[str, Any]]:
         rubric, items, requests = await self._prepare(request)
         prov = self._provenance(rubric)
-        async with self.gate:
-            # Every judge of a step at once; a cascaded jury's later stages get only the items
-            # the earlier ones left open.
-            steps = Steps(rubric, self.jury, prov, requests)
-            while (step := steps.next()) is not None:
-                judges, open_requests = step
-                steps.add(await _all(
-                    [self._votes_of(j.name, open_requests, deadline) for j in judges]))
-        verdicts = steps.verdicts()
+        # Items judged before with this configuration are answered from the verdict cache;
+        # only the others go to the judges (none at all when every item is cached).
+        lookup = await asyncio.to_thread(CacheLookup.of, self.cache, prov, items)
+        if self.cache is not None:
+            self.metrics.cache.labels("hit").inc(len(lookup.found))
+            self.metrics.cache.labels("miss").inc(len(lookup.todo))
+        fresh: list[Verdict] = []
+        if lookup.todo:
+            async with self.gate:
+                # Every judge of a step at once; a cascaded jury's later stages get only the
+                # items the earlier ones left open.
+                steps = Steps(rubric, self.jury, prov, requests.subset(lookup.todo))
+                while (step := steps.next()) is not None:
+                    judges, open_requests = step
+                    steps.add(await _all(
+                        [self._votes_of(j.name, open_requests, deadline) for j in judges]))
+            fresh = steps.verdicts()
+            await asyncio.to_thread(lookup.store, fresh)
+        verdicts = lookup.merged(fresh)
         records = [{**v.to_record(), "input": input_hash(item)} for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
         if calibration is not None:

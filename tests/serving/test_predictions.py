@@ -129,7 +129,7 @@ def test_parquet_binary_column_with_bad_bytes_is_a_row_error(tmp_path):
     assert [it.id for it in res.items] == ["r1"] and res.items[0].extra["notes"] == "fine"
     (e,) = res.errors
     assert (e.row, e.field) == (2, "notes") and "not valid UTF-8" in e.message
-    from jurybox.serving.runs.local import input_hash
+    from jurybox.rubrics import input_hash
 
     assert len(input_hash(res.items[0])) == 16
 

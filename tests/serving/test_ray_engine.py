@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from service_helpers import VLLM_EXPECTED_TOLERANCE, assert_same_verdicts
 
-from jurybox.judges import load_jury_spec
-from jurybox.rubrics import load_rubric
+from jurybox.judges import load_jury_spec, provenance
+from jurybox.judges.cache import VerdictCache
+from jurybox.rubrics import input_hash, load_rubric
+from jurybox.serving.runs.predictions import read_predictions
 
 pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -38,9 +40,15 @@ def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, tmp_path):
     rubric = load_rubric("mirage-mg")
     local = tmp_path / "local.jsonl"
     judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, tiny_jury, local)
+    cache = VerdictCache(tmp_path / "verdicts.sqlite")
     report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec("tiny"),
-                            tmp_path / "ray", format="parquet")
+                            tmp_path / "ray", format="parquet", cache=cache)
     assert report.judged == 6 and report.summary.items == 6 and not report.interrupted
+    # The driver stored every fresh verdict in the cache (none came from it).
+    items = read_predictions(EXAMPLES / "mirage_mg.jsonl", rubric).items
+    prov = provenance(rubric, load_jury_spec("tiny"))
+    assert cache.contains(prov, [input_hash(it) for it in items]) == {input_hash(it) for it in items}
+    assert report.cached == 0 and "verdict cache: no item judged before" in report.notes[0]
     assert any("judgments/s" in note for note in report.notes)  # per-judge throughput
     shards = sorted(p.name for p in (tmp_path / "ray").iterdir() if not p.name.startswith("."))
     assert shards and all(s.startswith("part-") and s.endswith(".parquet") for s in shards)
@@ -51,6 +59,32 @@ def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, tmp_path):
     again = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec("tiny"),
                            tmp_path / "ray", format="parquet")
     assert (again.judged, again.already_done) == (0, 6)
+
+
+def _no_judge(spec):
+    raise AssertionError(f"judge {spec.name} was asked, but every item is in the verdict cache")
+
+
+def test_the_ray_engine_answers_cached_items_without_asking_a_judge(tiny_jury, tmp_path):
+    """Items the verdict cache holds are answered by the driver and never enter the pipeline:
+    no judge's backend is even made (the factory would fail the run)."""
+    import ray.cloudpickle
+
+    from jurybox.judges import Jury
+    from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.runs.ray import judge_with_ray
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _no_judge, to the actors
+    rubric = load_rubric("mirage-mg")
+    cache = VerdictCache(tmp_path / "verdicts.sqlite")
+    local = tmp_path / "local.jsonl"
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(tiny_jury.spec, tiny_jury._backends,
+                                                          cache=cache), local)
+    report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec("tiny"),
+                            tmp_path / "ray.jsonl", cache=cache, backend_factory=_no_judge)
+    assert (report.judged, report.cached, report.summary.items) == (6, 6, 6)
+    assert "verdict cache: 6 of 6 item(s) judged before" in report.notes[0]
+    assert written(tmp_path / "ray.jsonl") == written(local)  # the very records
 
 
 def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(tiny_jury, tmp_path):

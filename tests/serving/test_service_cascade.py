@@ -36,8 +36,24 @@ def test_the_service_runs_a_cascaded_jury_as_the_library_does(tiny_jury, tmp_pat
     jury_file = tmp_path / "tiny-cascade.yaml"
     jury_file.write_text(yaml.safe_dump(cascade.model_dump(mode="json")))
     items = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
-    with running_service(ServiceConfig(jury=str(jury_file))) as url:
+    config = ServiceConfig(jury=str(jury_file), verdict_cache=str(tmp_path / "cache.sqlite"))
+    with running_service(config) as url:
         r = httpx.post(f"{url}/v1/score", json={"rubric": "mirage-mg", "items": items},
                        timeout=600)
+        asked = judge_requests(httpx.get(f"{url}/metrics").text)
+        # The same items again: every one from the verdict cache, no judge asked.
+        again = httpx.post(f"{url}/v1/score", json={"rubric": "mirage-mg", "items": items},
+                           timeout=600)
+        metrics = httpx.get(f"{url}/metrics").text
     assert r.status_code == 200, r.text
     assert_same_verdicts(r.json()["verdicts"], want)
+    assert again.status_code == 200 and again.json()["verdicts"] == r.json()["verdicts"]
+    assert sum(asked.values()) >= 2 and judge_requests(metrics) == asked
+    assert 'jurybox_verdict_cache_total{result="hit"} 6.0' in metrics
+    assert 'jurybox_verdict_cache_total{result="miss"} 6.0' in metrics
+
+
+def judge_requests(metrics: str) -> dict[str, float]:
+    """``jurybox_judge_requests_total`` by judge, from /metrics."""
+    return {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+            if line.startswith("jurybox_judge_requests_total{")}
