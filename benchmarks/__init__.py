@@ -61,6 +61,7 @@ class Pack:
 
     @property
     def evaluate(self) -> Callable[..., BenchReport]:
+        """The pack's evaluate function, imported from ``target`` on first use."""
         module, function = self.target.split(":")
         return getattr(importlib.import_module(f".{module}", __name__), function)
 
@@ -82,6 +83,7 @@ PACKS: dict[str, Pack] = {p.name: p for p in (
 
 
 def get_pack(name: str) -> Pack:
+    """The pack named ``name``; an InputError listing the packs for an unknown one."""
     try:
         return PACKS[name]
     except KeyError:

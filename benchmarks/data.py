@@ -87,6 +87,7 @@ class Prediction:
 
     @property
     def answered(self) -> bool:
+        """Whether the response has any text besides whitespace."""
         return bool(self.response and self.response.strip())
 
 
@@ -103,6 +104,7 @@ class Predictions:
         return p if p is not None and p.answered else None
 
     def unanswered(self, ids: Iterable[str]) -> list[str]:
+        """The ids among ``ids`` with no answered prediction, in their order."""
         return [i for i in ids if self.get(i) is None]
 
 
@@ -146,10 +148,13 @@ def read_predictions(path: str | Path, data_ids: Collection[str], *, data_path: 
 
 
 def limited(items: Sequence[Any], limit: int | None) -> list[Any]:
+    """The first ``limit`` items (all of them when ``limit`` is None); an InputError for a limit
+    below 1."""
     if limit is not None and limit < 1:
         raise InputError(f"limit must be at least 1, got {limit}", field="limit")
     return list(items[:limit] if limit is not None else items)
 
 
 def plural(n: int, noun: str) -> str:
+    """``n`` and ``noun``, with an ``s`` unless ``n`` is 1: ``plural(2, "row")`` is ``"2 rows"``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")

@@ -75,14 +75,17 @@ class Choice:
 
     @property
     def parsed(self) -> bool:
+        """Whether the response named one of the item's options (status ``answered``)."""
         return self.status == "answered"
 
 
 def number_labels(n: int) -> list[str]:
+    """Option labels ``1`` to ``n``, as MicroVQA numbers its options."""
     return [str(i) for i in range(1, n + 1)]
 
 
 def letter_labels(n: int) -> list[str]:
+    """Option labels ``A`` onwards, ``n`` of them, as MIR letters its options."""
     return [chr(ord("A") + i) for i in range(n)]
 
 

@@ -53,7 +53,7 @@ def jury_judge(jury: _Scores, chunk_size: int = 16,
         records: dict[str, VerdictRecord] = {}
         for start in range(0, len(items), chunk_size):
             for verdict in jury.score(rubric, list(items[start:start + chunk_size])):
-                records[verdict.id] = verdict.record()
+                records[verdict.id] = verdict.verdict_record()
             if progress is not None:
                 progress(task, min(start + chunk_size, len(items)), len(items))
         return Judged(records)

@@ -26,6 +26,9 @@ from .report import UNANSWERED, Metric, MetricOptions, Missing, Table, by_group,
 
 @dataclass(frozen=True)
 class McqItem:
+    """One multiple-choice item: its question, option labels and texts, the 0-based index of the
+    right option, its group (task or scenario group) and its row in the data file."""
+
     id: str
     question: str
     labels: list[str]
@@ -46,12 +49,17 @@ class McqItem:
 
 @dataclass
 class McqOutcome:
+    """What was read from one item's response: the rules' choice (None when unanswered) and the
+    jury's fallback reading of an unparseable one."""
+
     item: McqItem
     choice: Choice | None  # None: unanswered
     fallback: Choice | None = None  # the jury's reading of an unparseable response
 
     @property
     def correct(self) -> float | Missing:
+        """1.0 when the rules' choice is the right option, else 0.0; UNANSWERED without a
+        prediction."""
         if self.choice is None:
             return UNANSWERED
         return float(self.choice.parsed and self.choice.index == self.item.gold)
@@ -65,6 +73,7 @@ class McqOutcome:
 
     @property
     def correct_with_fallback(self) -> float | Missing:
+        """As :attr:`correct`, for :attr:`final` (the jury's reading where the rules found none)."""
         final = self.final
         if final is None:
             return UNANSWERED
@@ -72,6 +81,7 @@ class McqOutcome:
 
 
 def extract_all(items: Sequence[McqItem], predictions: Predictions) -> list[McqOutcome]:
+    """One outcome per item, in order: the rules' choice from its prediction, None if unanswered."""
     outcomes = []
     for item in items:
         p = predictions.get(item.id)
@@ -148,6 +158,8 @@ def _share(values: Sequence[float], what: str) -> Metric:
 
 def mcq_table(title: str, metrics: dict[str, Any], names: dict[str, str], judged: bool,
               by: str) -> Table:
+    """The paper-style accuracy table: overall, each group (shown by ``names``) and the unparseable
+    share, with a row for the judge fallback when ``judged``."""
     groups = list(metrics[f"accuracy_by_{by}"])
     columns = ["Overall", *[names.get(g, g) for g in groups], "Unparseable"]
     rows = [("accuracy (%)", [metrics["accuracy"], *[metrics[f"accuracy_by_{by}"][g]
@@ -178,6 +190,7 @@ def item_rows(outcomes: Sequence[McqOutcome], group_name: str) -> list[dict[str,
 
 
 def counts(outcomes: Sequence[McqOutcome]) -> dict[str, int]:
+    """Items, answered items, unparseable items and, when a fallback ran, those the jury read."""
     out = {
         "items": len(outcomes),
         "answered": sum(o.choice is not None for o in outcomes),
@@ -190,8 +203,10 @@ def counts(outcomes: Sequence[McqOutcome]) -> dict[str, int]:
 
 
 def unanswered_ids(outcomes: Sequence[McqOutcome]) -> list[str]:
+    """The ids of the items without an answered prediction."""
     return [o.item.id for o in outcomes if o.choice is None]
 
 
 def unparseable_ids(outcomes: Sequence[McqOutcome]) -> list[str]:
+    """The ids of the answered items whose response the rules could not read."""
     return [o.item.id for o in outcomes if o.choice is not None and not o.choice.parsed]

@@ -49,6 +49,9 @@ TASKS = {"1": "expert image understanding", "2": "hypothesis generation",
 
 
 def read_items(path: str | Path) -> list[mcq.McqItem]:
+    """The MicroVQA items of ``path``, options numbered from 1; an InputError naming the row for
+    a missing field, bad choices, a ``correct_index`` out of range, a task not 1-3 or a repeated
+    id."""
     items: list[mcq.McqItem] = []
     for n, r in read_records(path, "MicroVQA data"):
         require(path, n, r, ("key_question", "question", "choices", "correct_index", "task"),

@@ -217,6 +217,8 @@ def _add(out: Scores, qid: str, did: str, score: float, where: str, what: str) -
 
 
 def read_queries(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Query rows by id (``id``, else ``query_id``); an InputError for a row without one or a
+    repeated id."""
     out: dict[str, dict[str, Any]] = {}
     for n, r in read_records(path, "MRMR queries"):
         key = "id" if r.get("id") is not None else "query_id"

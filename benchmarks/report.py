@@ -78,6 +78,7 @@ class MetricOptions(TypedDict, total=False):
 
 
 def undefined(reason: str, kind: Kind = "score", digits: int = 2) -> Metric:
+    """A metric with no value, ``reason`` saying why."""
     return Metric(None, kind=kind, digits=digits, reason=reason)
 
 
@@ -155,6 +156,8 @@ class Table:
     rows: Sequence[tuple[str, Sequence[Metric | None]]]
 
     def markdown(self, with_ci: bool = True) -> str:
+        """The table in Markdown, its title in bold; cells show their CIs unless ``with_ci`` is
+        False."""
         head = ["", *self.columns]
         lines = [f"**{self.title}**", "", "| " + " | ".join(head) + " |",
                  "|" + "|".join(["---"] + ["---:"] * len(self.columns)) + "|"]
@@ -198,6 +201,8 @@ class BenchReport:
         return jsonable(out)
 
     def to_markdown(self) -> str:
+        """The report in Markdown: title, counts, tables, then how items were counted, the metrics
+        not reported and the notes."""
         counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.counts.items())
         parts = [f"## {self.title}", "", counts, ""]
         for table in self.tables:

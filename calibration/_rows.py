@@ -15,6 +15,7 @@ EXAMPLES = 10  # problems shown in one message
 
 
 def count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, with an ``s`` unless ``n`` is 1: ``count(2, "row")`` is ``"2 rows"``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 

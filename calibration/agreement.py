@@ -49,6 +49,7 @@ def _average_ranks(x: np.ndarray) -> np.ndarray:
 
 
 def pearson(a: Any, b: Any) -> Stat:
+    """Pearson's r on the paired scores; undefined below 3 pairs or when one rater is constant."""
     x, y = paired(a, b)
     return _correlation_precheck("pearson", x, y) or defined("pearson", _pearson_r(x, y), x.size)
 
@@ -90,6 +91,7 @@ def adjacent_agreement(a: Any, b: Any, tolerance: float = 1.0) -> Stat:
 
 
 def mean_absolute_error(a: Any, b: Any) -> Stat:
+    """Mean absolute difference between the paired scores (``mae``); undefined with no pairs."""
     x, y = paired(a, b)
     if x.size == 0:
         return undefined("mae", 0, "no paired ratings")

@@ -69,6 +69,10 @@ class CalibrationMap:
     def fit(self, human_labels: HumanLabels | str | Path, judge_output: JudgeOutput | str | Path,
             *, scales: Any = None, criteria: list[str] | None = None,
             provenance: str | None = None) -> CalibrationMap:
+        """Fit a map per criterion on ``human_labels`` joined with ``judge_output`` and
+        cross-validate it; returns self. A criterion that cannot be fitted is skipped with a note;
+        InputDataError when none can, or when the records carry no provenance and ``provenance`` is
+        not given."""
         self._check_params()
         joined = join(human_labels, judge_output, scales=scales, value=self.value,
                       criteria=criteria)
@@ -119,6 +123,7 @@ class CalibrationMap:
 
     @property
     def criteria(self) -> list[str]:
+        """The calibrated criteria; NotFittedError before ``fit`` or ``load``."""
         self._check_fitted()
         return list(self.criteria_)
 
@@ -166,11 +171,14 @@ class CalibrationMap:
 
     def apply_to_records(self, records: list[dict[str, Any] | VerdictRecord], force: bool = False, *,
                          formula: Formula | None = None) -> list[dict[str, Any]]:
+        """:meth:`apply_to_record` on each record, in order."""
         return [self.apply_to_record(r, force=force, formula=formula) for r in records]
 
     # ------------------------------------------------------------------ persistence
 
     def to_dict(self) -> dict[str, Any]:
+        """The map as plain data (the file :meth:`save` writes): format, provenance, parameters,
+        what it was fitted on, the per-criterion maps, cross-validation and notes."""
         self._check_fitted()
         return {
             "format": FORMAT,
@@ -189,6 +197,8 @@ class CalibrationMap:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "<dict>") -> CalibrationMap:
+        """A map from :meth:`to_dict`'s data; InputDataError naming ``source`` when it is not a
+        calibration map, has no provenance, bad parameters or a malformed criteria section."""
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise InputDataError(f"{source}: not a jurybox calibration map (expected "
                                  f"format: {FORMAT})")
@@ -212,6 +222,9 @@ class CalibrationMap:
 
     @classmethod
     def load(cls, path: str | Path) -> CalibrationMap:
+        """A map read from a YAML (``.yaml``/``.yml``) or JSON file, its identity taken from the
+        file; InputDataError for a missing file, text that is not UTF-8 or does not parse, or not a
+        map."""
         path = Path(path)
         if not path.exists():
             raise InputDataError(f"{path}: no such file")

@@ -52,6 +52,8 @@ class IsotonicCalibrator:
         self.increasing = increasing
 
     def fit(self, x: Any, y: Any) -> IsotonicCalibrator:
+        """Fit on judge scores ``x`` and human values ``y`` (pairs with a NaN left out); returns
+        self. InputDataError for a bad ``output``, unequal lengths or fewer than 2 pairs."""
         from sklearn.isotonic import IsotonicRegression  # lazy: sklearn import is ~1 s
 
         if self.output not in ("clip", "round"):
@@ -66,6 +68,8 @@ class IsotonicCalibrator:
         return self
 
     def predict(self, x: Any) -> np.ndarray:
+        """The calibrated values of ``x`` on the human scale (NaN stays NaN); NotFittedError before
+        ``fit``."""
         if not hasattr(self, "x_thresholds_"):
             raise NotFittedError("IsotonicCalibrator is not fitted; call fit(x, y) first")
         x_ = np.asarray(x, dtype=float)
@@ -78,6 +82,7 @@ class IsotonicCalibrator:
         return np.where(np.isnan(x_), np.nan, pred)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fitted calibrator as plain data: its parameters and the isotonic thresholds."""
         return {"kind": self.kind, "scale": [float(v) for v in self.scale],
                 "output": self.output, "increasing": self.increasing,
                 "x": self.x_thresholds_.tolist(), "y": self.y_thresholds_.tolist(),
@@ -85,6 +90,8 @@ class IsotonicCalibrator:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> IsotonicCalibrator:
+        """A fitted calibrator from :meth:`to_dict`'s data; InputDataError when ``x`` and ``y`` are
+        empty or differ in length."""
         self = cls(d["scale"], d.get("output", "clip"), d.get("increasing", True))
         self.x_thresholds_ = np.asarray(d["x"], dtype=float)
         self.y_thresholds_ = np.asarray(d["y"], dtype=float)
@@ -110,6 +117,9 @@ class OrdinalCalibrator:
         self.l2 = l2
 
     def fit(self, x: Any, y: Any) -> OrdinalCalibrator:
+        """Fit on judge scores ``x`` and human values ``y`` (pairs with a NaN left out); returns
+        self. InputDataError for a bad ``output``, unequal lengths, fewer than 2 pairs or a human
+        value off the scale."""
         from scipy.optimize import minimize  # lazy
 
         if self.output not in ("clip", "round"):
@@ -168,12 +178,16 @@ class OrdinalCalibrator:
         return self
 
     def predict_proba(self, x: Any) -> np.ndarray:
+        """The probability of each scale value (in ascending order) for each score in ``x``, on a
+        last axis; NotFittedError before ``fit``."""
         if not hasattr(self, "thresholds_"):
             raise NotFittedError("OrdinalCalibrator is not fitted; call fit(x, y) first")
         z = (np.asarray(x, dtype=float) - self.center_) / self.spread_
         return _category_probs(self.thresholds_, self.coef_, z)
 
     def predict(self, x: Any) -> np.ndarray:
+        """The calibrated values of ``x``: the expected human value (``clip``) or the most probable
+        scale value (``round``); NaN stays NaN."""
         x_ = np.asarray(x, dtype=float)
         scale = np.asarray(sorted(self.scale), dtype=float)
         probs = self.predict_proba(np.nan_to_num(x_))
@@ -184,6 +198,8 @@ class OrdinalCalibrator:
         return np.where(np.isnan(x_), np.nan, pred)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fitted calibrator as plain data: its parameters, thresholds, slope and
+        standardisation."""
         return {"kind": self.kind, "scale": [float(v) for v in self.scale],
                 "output": self.output, "l2": self.l2,
                 "thresholds": self.thresholds_.tolist(), "coef": self.coef_,
@@ -192,6 +208,8 @@ class OrdinalCalibrator:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OrdinalCalibrator:
+        """A fitted calibrator from :meth:`to_dict`'s data; InputDataError unless there is one
+        threshold fewer than scale values."""
         self = cls(d["scale"], d.get("output", "clip"), d.get("l2", 1e-3))
         self.thresholds_ = np.asarray(d["thresholds"], dtype=float)
         self.coef_ = float(d["coef"])
@@ -216,6 +234,8 @@ CALIBRATORS: dict[str, type[IsotonicCalibrator] | type[OrdinalCalibrator]] = {
 
 
 def calibrator_from_dict(d: dict[str, Any]) -> IsotonicCalibrator | OrdinalCalibrator:
+    """The calibrator a ``to_dict`` result describes, by its ``kind``; InputDataError for an unknown
+    kind."""
     kind = d.get("kind")
     if kind not in CALIBRATORS:
         raise InputDataError(f"unknown calibrator kind {kind!r} (expected {list(CALIBRATORS)})")

@@ -96,6 +96,7 @@ class CascadeFit:
         return 1.0 - self.calls_per_item / self.full_calls_per_item
 
     def to_dict(self) -> dict[str, Any]:
+        """The fit as plain data, with :attr:`calls_saved`; an infinite threshold is None."""
         return {
             "threshold": None if math.isinf(self.threshold) else self.threshold,
             "target_agreement": self.target_agreement, "risk": self.risk, "n": self.n,

@@ -28,6 +28,9 @@ from .errors import InputDataError
 
 @dataclass(frozen=True)
 class DawidSkeneResult:
+    """A Dawid-Skene fit: posteriors over the true classes, per-rater confusion matrices, class
+    priors, and how the EM went."""
+
     posteriors: np.ndarray   # items x classes
     confusion: np.ndarray    # raters x true class x given class
     priors: np.ndarray       # classes
@@ -37,6 +40,7 @@ class DawidSkeneResult:
 
     @property
     def labels(self) -> np.ndarray:
+        """The most probable class of each item."""
         return self.posteriors.argmax(axis=1)
 
     def accuracy(self) -> np.ndarray:

@@ -73,6 +73,8 @@ class CriterionMap:
         return np.where(any_vote, out, np.nan)
 
     def to_dict(self) -> dict[str, Any]:
+        """The map as plain data: kind, scale and item count, then weights and per-judge calibrators
+        (numeric) or the Dawid-Skene priors and confusion matrices (categorical)."""
         out: dict[str, Any] = {"kind": self.kind, "scale": self.scale.compact(),
                                "n_items": self.n_items}
         if self.kind == "numeric":
@@ -87,6 +89,8 @@ class CriterionMap:
 
     @classmethod
     def from_dict(cls, criterion: str, d: dict[str, Any]) -> CriterionMap:
+        """The map for ``criterion`` from :meth:`to_dict`'s data; InputDataError for an unknown kind
+        or weights that do not match the judges."""
         scale = Scale.coerce(d["scale"])
         if d["kind"] == "numeric":
             cals = {j: calibrator_from_dict(c) for j, c in d["judges"].items()}
@@ -148,6 +152,9 @@ def _check_human_variation(data: CriterionData) -> None:
 
 
 def fit_criterion(data: CriterionData, params: dict[str, Any]) -> CriterionMap:
+    """The map for one criterion: Dawid-Skene for a categorical one, else a calibrator per judge
+    (``params["method"]``) weighted by inverse out-of-fold squared error. InputDataError when the
+    human labels do not vary or no judge has two distinct scores paired with them."""
     _check_human_variation(data)
     if data.categorical:
         return _fit_categorical(data)
@@ -229,6 +236,7 @@ def _fit_categorical(data: CriterionData) -> CriterionMap:
 
 
 def subset(data: CriterionData, idx: np.ndarray) -> CriterionData:
+    """``data`` restricted to the items at positions ``idx``."""
     return CriterionData(data.criterion, [data.ids[i] for i in idx], data.human[:, idx],
                          data.human_raters, {j: v[idx] for j, v in data.judges.items()},
                          data.jury[idx], data.scale, data.categorical)

@@ -29,6 +29,7 @@ figcaption{font-size:12px;color:#555;text-align:center}
 
 
 def render_report(report: AgreementReport) -> str:
+    """The report as one self-contained HTML page: per criterion its tables and inline SVG plots."""
     pct = round(report.confidence * 100)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>jurybox agreement</title>",

@@ -21,6 +21,8 @@ from .verdicts import JudgeOutput, ValueKind, load_judge_output
 
 @dataclass
 class JoinSummary:
+    """How a join went: the ids joined, the ids only one side has, and the columns not used."""
+
     n_joined: int
     human_only: list[str]      # ids with human labels but no judge record
     judge_only: list[str]      # ids judged but never labelled
@@ -28,6 +30,7 @@ class JoinSummary:
     human_criteria_not_judged: list[str]
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary as plain data, each list of unjoined ids as its count and first few ids."""
         return {
             "n_joined": self.n_joined,
             "human_only": {"count": len(self.human_only), "first": self.human_only[:_EXAMPLES]},
@@ -41,6 +44,7 @@ class JoinSummary:
         return join_warnings(self.to_dict())
 
     def describe(self) -> str:
+        """The summary as one line of text, with a few example ids."""
         parts = [f"{self.n_joined} items joined"]
         if self.human_only:
             parts.append(f"{len(self.human_only)} labelled ids have no judge record "
@@ -88,6 +92,7 @@ class CriterionData:
 
     @property
     def human_mean(self) -> np.ndarray:
+        """Per item, the mean of the human ratings (NaN where no human rated it)."""
         with np.errstate(invalid="ignore"):
             counts = (~np.isnan(self.human)).sum(axis=0)
             sums = np.nansum(self.human, axis=0)
@@ -101,6 +106,9 @@ class CriterionData:
 
 @dataclass
 class Joined:
+    """The result of :func:`join`: per-criterion data, the join summary, the verdicts' provenance
+    and which vote value was used."""
+
     criteria: dict[str, CriterionData]
     summary: JoinSummary
     provenance: str | None

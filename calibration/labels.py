@@ -71,6 +71,7 @@ class HumanLabels:
 
     @property
     def criteria(self) -> list[str]:
+        """The labelled criteria."""
         return list(self.values)
 
     def matrix(self, criterion: str, ids: Sequence[str]) -> tuple[np.ndarray, list[str]]:

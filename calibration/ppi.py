@@ -48,6 +48,8 @@ class PPIEstimate:
         return (self.ci[1] - self.ci[0]) / classical if classical > 0 else math.nan
 
     def to_dict(self) -> dict[str, Any]:
+        """The estimate as plain data, with the CI width against the human-only CI (None when
+        undefined)."""
         ratio = self.width_ratio
         return {
             "estimate": self.estimate, "ci": list(self.ci), "lambda": self.lam,

@@ -47,6 +47,9 @@ _TABLE_STATS_CATEGORICAL = ("alpha", "kappa", "ac1", "exact")
 
 @dataclass
 class CriterionAgreement:
+    """Agreement on one criterion: human-human, each judge and the jury against humans, judge pairs,
+    and per system how many labelled items it has no value for."""
+
     criterion: str
     scale: list[float]
     categorical: bool
@@ -59,6 +62,7 @@ class CriterionAgreement:
     missing: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The criterion's statistics as plain data (its part of the ``--json`` form)."""
         return {
             "scale": self.scale, "categorical": self.categorical, "n_items": self.n_items,
             "human_raters": self.human_raters,
@@ -74,6 +78,9 @@ class CriterionAgreement:
 
 @dataclass
 class AgreementReport:
+    """What :func:`agreement_report` returns: per-criterion agreement, the join, and the settings
+    and sources it was computed with."""
+
     criteria: dict[str, CriterionAgreement]
     join_summary: dict[str, Any]
     join_text: str
@@ -84,6 +91,7 @@ class AgreementReport:
     joined: Joined | None = None  # kept for plots; not part of to_dict()
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as plain data (the ``--json`` form); the joined data is left out."""
         return {
             "sources": self.sources, "value": self.value, "confidence": self.confidence,
             "n_resamples": self.n_resamples, "join": self.join_summary,
@@ -91,6 +99,7 @@ class AgreementReport:
         }
 
     def to_text(self) -> str:
+        """The report as terminal tables, one block per criterion."""
         pct = round(self.confidence * 100)
         lines = [f"Agreement ({self.value}; {pct}% bootstrap CIs over items, "
                  f"{_plural(self.n_resamples, 'resample')})", f"join: {self.join_text}"]
@@ -117,11 +126,13 @@ class AgreementReport:
         return "\n".join(lines)
 
     def to_html(self) -> str:
+        """The report as a self-contained HTML page (:func:`.html.render_report`)."""
         from .html import render_report
 
         return render_report(self)
 
     def write_html(self, path: str | Path) -> Path:
+        """Write :meth:`to_html` to ``path``; returns the path."""
         path = Path(path)
         path.write_text(self.to_html(), encoding="utf-8")
         return path
@@ -224,6 +235,8 @@ def judge_human_stats(crit: CriterionData, level: Level | None = None
 
 def judge_judge_stats(crit: CriterionData, level: Level | None = None
                       ) -> Callable[..., dict[str, Stat]]:
+    """Statistic bundle comparing two judges' score vectors: alpha, exact agreement and, on numeric
+    scales, Spearman."""
     alpha = _alpha_of(crit, level or default_level(crit))
 
     def pair(a: np.ndarray, b: np.ndarray) -> dict[str, Stat]:

@@ -27,6 +27,7 @@ class Stat:
 
     @property
     def defined(self) -> bool:
+        """Whether the statistic has a value."""
         return self.value is not None
 
     def __float__(self) -> float:
@@ -35,9 +36,11 @@ class Stat:
         return self.value
 
     def with_ci(self, ci: tuple[float, float] | None, **details: Any) -> Stat:
+        """A copy with ``ci`` set and ``details`` added."""
         return Stat(self.name, self.value, self.n, self.reason, ci, {**self.details, **details})
 
     def to_dict(self) -> dict[str, Any]:
+        """The statistic as plain data; ``reason``, ``ci`` and ``details`` only where set."""
         out: dict[str, Any] = {"name": self.name, "value": self.value, "defined": self.defined,
                                "n": self.n}
         if self.reason is not None:
@@ -49,6 +52,7 @@ class Stat:
         return out
 
     def format(self, digits: int = 3) -> str:
+        """The value with ``digits`` decimals and its CI, or ``undefined (reason)``."""
         if self.value is None:
             return f"undefined ({self.reason})"
         text = f"{self.value:.{digits}f}"
@@ -69,6 +73,7 @@ def defined(name: str, value: float, n: int, **details: Any) -> Stat:
 
 
 def undefined(name: str, n: int, reason: str, **details: Any) -> Stat:
+    """A statistic with no value, ``reason`` saying why."""
     return Stat(name, None, n, reason, None, details)
 
 

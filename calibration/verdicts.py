@@ -37,18 +37,23 @@ class JudgeOutput:
 
     @property
     def ids(self) -> list[str]:
+        """The records' ids, in order."""
         return [r.id for r in self.records]
 
     @property
     def provenance(self) -> str | None:
+        """The first record's provenance, which loading makes every record's (None without
+        records)."""
         return self.records[0].provenance if self.records else None
 
     @property
     def judges(self) -> list[str]:
+        """The judges that voted, sorted."""
         return sorted({v.judge for r in self.records for v in r.votes})
 
     @property
     def criteria(self) -> list[str]:
+        """The criteria voted on, in order of first appearance."""
         return list(dict.fromkeys(v.criterion for r in self.records for v in r.votes))
 
     def categorical_criteria(self) -> set[str]:
@@ -78,6 +83,7 @@ class JudgeOutput:
         return {j: out[i] for j, i in index.items()}
 
     def jury_values(self, criterion: str) -> np.ndarray:
+        """The jury's aggregated score on ``criterion`` per record (NaN where it has none)."""
         vals = [r.scores.get(criterion) for r in self.records]
         return np.array([np.nan if v is None else float(v) for v in vals])
 
@@ -92,6 +98,7 @@ def load_judge_output(path: str | Path, provenance: str | None = None) -> JudgeO
 def judge_output_from_records(records: Sequence[Mapping[str, Any] | VerdictRecord],
                               provenance: str | None = None,
                               source: str = "<memory>") -> JudgeOutput:
+    """As :func:`load_judge_output`, for records in memory (mappings or VerdictRecords)."""
     return _judge_output([(f"record {n}", r) for n, r in enumerate(records, start=1)],
                          provenance, source)
 

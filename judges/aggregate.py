@@ -56,6 +56,8 @@ RULES: dict[str, Rule] = {
 
 
 def vote_value(vote: Vote, agg: Aggregation) -> float | None:
+    """The number a vote adds to its criterion: its expected score when the jury combines expected
+    scores and the vote has one, else its score; None for an unscored vote."""
     if not vote.scored:
         return None
     if agg.use == "expected" and vote.expected is not None:

@@ -49,6 +49,8 @@ def enabled() -> bool:
 
 
 def default_path() -> Path:
+    """The cache file: ``$JURYBOX_VERDICT_CACHE`` when set, else ``verdicts.sqlite`` in jurybox's
+    cache folder (``$JURYBOX_CACHE`` or ``~/.cache/jurybox``, made if missing)."""
     explicit = os.environ.get("JURYBOX_VERDICT_CACHE")
     if explicit:
         return Path(explicit)
@@ -59,6 +61,9 @@ def default_path() -> Path:
 
 @dataclass
 class CacheStats:
+    """What a cache holds: its file, how many verdicts and their size in bytes, the size bound,
+    and the verdict count per jury."""
+
     path: str
     entries: int
     bytes: int
@@ -66,6 +71,7 @@ class CacheStats:
     by_jury: dict[str, int]
 
     def to_dict(self) -> dict[str, Any]:
+        """The stats as a plain dict, by field name."""
         return dict(self.__dict__)
 
 
@@ -163,6 +169,7 @@ class VerdictCache:
 
     @_serialized
     def stats(self) -> CacheStats:
+        """The cache's current :class:`CacheStats` (juries listed by most verdicts first)."""
         entries, size = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM verdicts").fetchone()
         by_jury = dict(self._db.execute(
@@ -199,6 +206,7 @@ class VerdictCache:
         return _Tx()
 
     def close(self) -> None:
+        """Close the SQLite connection."""
         self._db.close()
 
     def __getstate__(self) -> dict[str, Any]:  # a connection cannot travel; the path can

@@ -73,6 +73,8 @@ class StagePlan:
 
     @classmethod
     def of(cls, jury: JurySpec) -> StagePlan:
+        """The plan of ``jury``: each stage's judges by name, or a single stage with every judge
+        when the jury is not cascaded."""
         by_name = {j.name: j for j in jury.judges}
         names = [s.judges for s in jury.stages] if jury.cascaded else [[j.name for j in jury.judges]]
         return cls(jury, tuple(tuple(by_name[n] for n in stage) for stage in names))
@@ -151,6 +153,8 @@ class Steps:
         self._k += 1
 
     def verdicts(self) -> list[Verdict]:
+        """One verdict per request's item, in order; JudgeFailed if some item has none yet (not
+        every step's votes were added)."""
         missing = [self.requests.item_ids[i] for i, v in enumerate(self._verdicts) if v is None]
         if missing:
             raise JudgeFailed(f"no verdict yet for {len(missing)} item(s), e.g. {missing[:3]}: "

@@ -51,6 +51,7 @@ class Requests:
 
     @property
     def runnable(self) -> list[int]:
+        """The positions in ``requests`` whose prompt rendered (not None), ascending."""
         return [k for k, r in enumerate(self.requests) if r is not None]
 
     def subset(self, items: Sequence[int]) -> Requests:

@@ -20,7 +20,7 @@ from .judging import judge_votes, render_requests
 from .spec import JudgeSpec, JurySpec, load_jury_spec, provenance
 
 
-def settle_after_loading() -> None:
+def freeze_loaded_objects() -> None:
     """Move everything alive now (the models, tokenizers, compiled grammars) out of the cyclic
     garbage collector's view, as vLLM's server does after loading: its passes over millions of
     long-lived objects otherwise cost ~100 us per judgment (perf/RESULTS.md, machinery).
@@ -38,6 +38,8 @@ def settle_after_loading() -> None:
 
 
 def make_backend(spec: JudgeSpec) -> Backend:
+    """A new backend for the judge, of the kind its ``backend`` names (``transformers``,
+    ``vllm`` or ``openai``); ValueError for any other."""
     if spec.backend == "transformers":
         from .backends.transformers import TransformersBackend
 
@@ -114,6 +116,7 @@ class Jury:
 
     @property
     def default_chunk_size(self) -> int:
+        """How many items to judge at a time: the jury spec's ``default_chunk_size``."""
         return self.spec.default_chunk_size
 
     def backend(self, judge: JudgeSpec) -> Backend:
@@ -126,7 +129,7 @@ class Jury:
         """Load every judge's model now (a run loads them before its first chunk)."""
         for judge in self.spec.judges:
             self.backend(judge)
-        settle_after_loading()
+        freeze_loaded_objects()
 
     def provenance(self, rubric: Rubric) -> str:
         """The provenance hash of this jury with ``rubric`` (checked to fit together)."""
@@ -134,9 +137,12 @@ class Jury:
         return provenance(rubric, self.spec)
 
     def records_calibration(self, rubric: Rubric) -> str | None:
+        """Always None: records made here carry no calibration."""
         return None  # records made here are calibrated by the run, if at all
 
     def needs_judging(self, rubric: Rubric, items: Sequence[Item]) -> bool:
+        """Whether scoring ``items`` would ask a judge: some item is not in the cache (any item
+        at all, without a cache)."""
         if self.cache is None:
             return bool(items)
         found = self.cache.contains(self.provenance(rubric), [input_hash(it) for it in items])
@@ -145,7 +151,7 @@ class Jury:
     def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False
                       ) -> list[dict[str, Any]]:
         """:meth:`score` as verdict records (what a results file holds), with input hashes."""
-        return [{**v.to_record(keep_raw=keep_raw), "input": input_hash(it)}
+        return [v.to_record(keep_raw, input=input_hash(it))
                 for v, it in zip(self.score(rubric, items), items)]
 
     def score(
@@ -181,6 +187,7 @@ class Jury:
         return steps.verdicts()
 
     def close(self) -> None:
+        """Close and drop every loaded backend, and close the cache if there is one."""
         for backend in self._backends.values():
             backend.close()
         self._backends.clear()

@@ -228,6 +228,8 @@ def score_distribution(
 
 
 def expected_score(criterion: Criterion, distribution: dict[str, float] | None) -> float | None:
+    """The mean scale value under ``distribution`` (from :func:`score_distribution`); None without a
+    distribution."""
     if distribution is None:
         return None
     values = _scale_texts(criterion).answers

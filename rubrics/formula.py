@@ -82,6 +82,7 @@ class Formula(BaseModel):
 
     @cached_property
     def names(self) -> list[str]:
+        """The criterion names the expression uses, sorted."""
         return sorted({n.id for n in ast.walk(self._tree) if isinstance(n, ast.Name)})
 
     def evaluate(self, scores: Mapping[str, float | None]) -> float | None:

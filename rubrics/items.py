@@ -18,6 +18,9 @@ DEFAULT_MAX_FIELD_CHARS = 100_000
 
 
 class FieldError(InputError):
+    """A record field that cannot make an Item: ``field`` names it, ``message`` says what is
+    wrong."""
+
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}", field=field)
         self.message = message

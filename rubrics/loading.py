@@ -31,6 +31,9 @@ def _where(loc: tuple) -> str:
 
 
 def format_validation_error(source: str, exc: ValidationError) -> str:
+    """A pydantic ValidationError as text: ``source`` and the number of problems, then one line per
+    problem with its location, the message and (except for missing fields and value errors) the
+    input it got."""
     lines = [f"{source}: {exc.error_count()} problem(s)"]
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -43,6 +46,9 @@ def format_validation_error(source: str, exc: ValidationError) -> str:
 
 
 def load_definition(path: Path, model: type[M], kind: str) -> M:
+    """A ``model`` validated from the YAML file ``path``, its ``name`` defaulting to the file's
+    stem; DefinitionError naming the file for text that is not UTF-8, invalid YAML, a document that
+    is not a mapping, or every problem validation finds."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -84,6 +90,7 @@ def resolve_definition(name_or_path: str | Path, library: Path, kind: str) -> Pa
 
 
 def list_rubrics() -> list[str]:
+    """The names of the shipped rubrics, sorted."""
     return sorted(p.stem for p in _library().glob("*.yaml"))
 
 

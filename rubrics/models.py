@@ -123,12 +123,15 @@ class Scale(BaseModel):
 
     @property
     def is_labelled(self) -> bool:
+        """Whether the scale is named labels (a judge answers a label string, not a number)."""
         return bool(self.labels)
 
     # Scales are frozen: what is derived from them is computed once (rendering and parsing ask
     # for it for every item).
     @cached_property
     def points(self) -> list[Level]:
+        """Every point of the scale as a :class:`Level`: labels in their given order, explicit
+        values ascending, or each integer of the range with its level description."""
         if self.labels:
             return [
                 Level(value=v, label=k, description=self.label_descriptions.get(k, ""))
@@ -148,10 +151,12 @@ class Scale(BaseModel):
 
     @property
     def low(self) -> float:
+        """The scale's lowest value."""
         return min(self.values)
 
     @property
     def high(self) -> float:
+        """The scale's highest value."""
         return max(self.values)
 
     def compact(self) -> dict[str, Any]:
@@ -163,6 +168,7 @@ class Scale(BaseModel):
         return {"min": self.min, "max": self.max}
 
     def short(self) -> str:
+        """A brief form for messages: the label list, the value list, or ``min..max``."""
         if self.labels:
             return str(list(self.labels))
         if self.explicit:
@@ -170,6 +176,8 @@ class Scale(BaseModel):
         return f"{self.min}..{self.max}"
 
     def json_schema(self) -> dict[str, Any]:
+        """The JSON schema of an answer on this scale: an ``enum`` of the label strings, of the
+        numbers, or of the range's integers."""
         if self.labels:
             return {"type": "string", "enum": list(self.labels)}
         if self.explicit:
@@ -222,6 +230,7 @@ class Scale(BaseModel):
         return np.where(np.isnan(x), np.nan, vals[idx])
 
     def label_of(self, value: float) -> str | None:
+        """The label whose value equals ``value``; None if there is none (or no labels)."""
         for label, v in self.labels.items():
             if v == value:
                 return label
@@ -233,6 +242,8 @@ class Scale(BaseModel):
 
     @cached_property
     def description_text(self) -> str:
+        """The text :meth:`describe` returns: one indented line per point, a quoted label or the
+        number, followed by its description when it has one."""
         lines = []
         for p in self.points:
             name = f'"{p.label}"' if p.label is not None else str(_number(p.value))
@@ -245,6 +256,9 @@ def _number(v: float) -> int | float:
 
 
 class Criterion(BaseModel):
+    """One thing a rubric scores: a lowercase identifier name, what it means, and its scale. It
+    takes no weight (weights go in the rubric's formula)."""
+
     model_config = _FROZEN
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
@@ -309,6 +323,7 @@ class Rubric(BaseModel):
         return self
 
     def criterion(self, name: str) -> Criterion:
+        """The criterion called ``name``; KeyError if the rubric has none."""
         for c in self.criteria:
             if c.name == name:
                 return c
@@ -316,6 +331,7 @@ class Rubric(BaseModel):
 
     @property
     def criterion_names(self) -> list[str]:
+        """The criteria's names, in rubric order."""
         return [c.name for c in self.criteria]
 
     def calls(self) -> list[list[Criterion]]:
@@ -385,10 +401,14 @@ class Vote(BaseModel):
 
     @property
     def scored(self) -> bool:
+        """Whether the vote has a score (otherwise it has an error)."""
         return self.score is not None
 
 
 class CriterionResult(BaseModel):
+    """The jury's result on one criterion of one item: the score (None when there is none, with
+    ``reason`` saying why), how many votes were cast and scored, and their spread."""
+
     model_config = ConfigDict(frozen=True)
 
     score: float | None
@@ -448,9 +468,10 @@ class Verdict(BaseModel):
                    provenance=record.provenance, scores=record.scores, criteria=criteria,
                    votes=record.votes, reasons=record.reasons, stage=record.stage)
 
-    def record(self, keep_raw: bool = False) -> VerdictRecord:
-        """This verdict as written. Scored votes drop the judge's raw output unless
-        ``keep_raw``; unscored ones keep it, as the evidence of what went wrong."""
+    def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
+        """This verdict as written, as a :class:`VerdictRecord`. Scored votes drop the judge's
+        raw output unless ``keep_raw``; unscored ones keep it, as the evidence of what went
+        wrong."""
         votes = self.votes if keep_raw else [
             v.model_copy(update={"raw": None}) if v.scored else v for v in self.votes]
         return VerdictRecord(
@@ -467,9 +488,10 @@ class Verdict(BaseModel):
             stage=self.stage,
         )
 
-    def to_record(self, keep_raw: bool = False) -> dict[str, Any]:
+    def to_record(self, keep_raw: bool = False, input: str | None = None) -> dict[str, Any]:
         """The JSON line written for this verdict (:class:`VerdictRecord` as data): the same
-        data as ``self.record(keep_raw).to_dict()``, built directly. This runs once per judged
+        data as ``self.verdict_record(keep_raw).to_dict()`` (plus ``input``, the judged
+        input's hash, when given), built directly. This runs once per judged
         item; copying every vote and validating a VerdictRecord only to dump it again cost ~4x
         more. A verdict's fields were validated when it was made (it is frozen), so the record's
         fields are copies of them; the votes go through pydantic's own serializer."""
@@ -492,6 +514,8 @@ class Verdict(BaseModel):
         }
         if self.stage is not None:
             record["stage"] = self.stage.model_dump(mode="json")
+        if input is not None:
+            record["input"] = input
         return record
 
 

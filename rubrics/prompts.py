@@ -97,6 +97,9 @@ def output_schema(criteria: list[Criterion]) -> dict[str, Any]:
 
 
 def render_messages(rubric: Rubric, item: Item, criteria: list[Criterion]) -> list[Message]:
+    """The chat messages a judge gets for ``item`` on ``criteria``: the rubric's system prompt (when
+    it has one) and its template, rendered with the item's fields, the criteria and the output
+    format."""
     context = dict(item.fields())
     for name in (*rubric.inputs, *rubric.optional_inputs):
         context.setdefault(name, None)

@@ -41,6 +41,9 @@ class FileFormatError(InputError):
 
 @dataclass(frozen=True)
 class RowError:
+    """A row that could not be read, in place of its record: the row number, the field at fault (if
+    one is), what is wrong, its kind, and the file when rows come from several."""
+
     row: int  # 1-based line (JSONL, CSV) or record (JSON list, Parquet) number
     field: str | None
     message: str

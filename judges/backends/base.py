@@ -24,6 +24,8 @@ class JudgeConfigError(InputError):
 
 
 def require_chat_template(spec: Any, tokenizer: Any) -> None:
+    """JudgeConfigError when the judge asks for chat prompts and ``tokenizer`` has no chat
+    template."""
     if spec.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
         raise JudgeConfigError(
             f"judge {spec.name}: model {spec.model} has no chat template; "
@@ -42,6 +44,8 @@ def bos_prefix(tokenizer: Any) -> str:
 
 
 def plain_prompt(messages: list[Message]) -> str:
+    """The messages framed as one document for a base model (``prompt_format: plain``), ending where
+    the JSON answer begins."""
     # Base models have no chat template: frame the rubric as a document that ends where the
     # JSON answer begins.
     body = "\n\n".join(m["content"] for m in messages)
@@ -249,6 +253,9 @@ def steps_from_logprobs(
 
 @dataclass(frozen=True)
 class Request:
+    """One prompt for a backend: the rubric's chat messages and the JSON schema the answer
+    follows."""
+
     messages: list[Message]
     schema: dict[str, Any]
 
@@ -281,6 +288,8 @@ class TokenStep:
 
     @property
     def top(self) -> Mapping[str, float]:
+        """The top alternatives at this position (appended text -> logprob), made on first access
+        when the step was given a function."""
         if self._top is None:
             assert self._make_top is not None
             self._top = self._make_top() if self._index is None else self._make_top(self._index)
@@ -320,9 +329,14 @@ class Backend(Protocol):
 
     name: str
 
-    def generate(self, requests: list[Request]) -> list[Generation]: ...
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        """One Generation per request, in order. Trouble with one prompt is that generation's
+        ``error`` (an unscored vote); an exception means the judge as a whole failed."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the backend holds (its model, engine or connections)."""
+        ...
 
 
 def takes_cancel_check(backend: Any) -> bool:
@@ -339,4 +353,6 @@ class AsyncBackend(Backend, Protocol):
     """A backend that can generate on an event loop (the async vLLM engine, the OpenAI
     client; the scoring service wraps the others in a batching thread)."""
 
-    async def agenerate(self, requests: list[Request]) -> list[Generation]: ...
+    async def agenerate(self, requests: list[Request]) -> list[Generation]:
+        """As ``generate``, awaited on the caller's event loop."""
+        ...

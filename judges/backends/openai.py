@@ -47,6 +47,8 @@ _MASKED = -9999.0  # vLLM's JSON stand-in for a -inf logprob
 
 
 class ServerError(RuntimeError):
+    """A response other than 200 from the server, with its HTTP ``status`` and ``body``."""
+
     def __init__(self, status: int, body: str) -> None:
         super().__init__(f"HTTP {status}: {body[:500]}")
         self.status = status
@@ -96,6 +98,9 @@ def align_steps(text: str, full: str, steps: list[TokenStep]) -> list[TokenStep]
 
 
 class OpenAIBackend:
+    """A judge behind an OpenAI-compatible server (see the module docstring). JudgeConfigError at
+    construction without a base URL, or when ``api_key_env`` names an unset variable."""
+
     def __init__(self, spec: JudgeSpec) -> None:
         import httpx  # noqa: F401  (fail at load, not at the first request)
 
@@ -123,6 +128,8 @@ class OpenAIBackend:
     # -- request bodies --------------------------------------------------------------------------
 
     def body(self, request: Request) -> dict[str, Any]:
+        """The JSON body posted for ``request``: the judge's sampling, messages (chat) or plain
+        prompt, logprobs and the answer's schema, as far as the server has not refused them."""
         s, r = self.spec.sampling, self.spec.reasoning
         think = r.mode == "think"
         body: dict[str, Any] = {
@@ -260,6 +267,8 @@ class OpenAIBackend:
     # -- the Backend contract --------------------------------------------------------------------
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
+        """One Generation per request, in order, at most ``concurrency`` requests in flight; a
+        request that fails is a Generation with an error."""
         import httpx
 
         n = self.spec.execution.concurrency
@@ -271,6 +280,8 @@ class OpenAIBackend:
             return list(await asyncio.gather(*(self._one(client, gate, r) for r in requests)))
 
     def generate(self, requests: list[Request]) -> list[Generation]:
+        """:meth:`agenerate` run to completion; from inside a running event loop it runs on its own
+        loop in a thread."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -282,6 +293,7 @@ class OpenAIBackend:
             return pool.submit(asyncio.run, self.agenerate(requests)).result()
 
     def close(self) -> None:
+        """Nothing to release: each call opens and closes its own HTTP client."""
         pass
 
 

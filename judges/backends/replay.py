@@ -54,6 +54,7 @@ class RecordedGeneration:
     text: str  # what the recording backend decoded: a check, never used as the answer
 
     def to_json(self) -> dict[str, Any]:
+        """The generation as plain JSON data (each position's logprobs as two parallel lists)."""
         return {
             "item": self.item,
             "prompt_ids": list(self.prompt_ids),
@@ -66,6 +67,7 @@ class RecordedGeneration:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RecordedGeneration:
+        """A generation from :meth:`to_json`'s data."""
         return cls(
             item=data["item"],
             prompt_ids=tuple(data["prompt_ids"]),
@@ -87,6 +89,7 @@ class Recording:
     produced_by: str = ""
 
     def save(self, path: str | Path) -> None:
+        """Write the recording as gzipped JSON; the same recording gives the same bytes."""
         payload = {
             "format": FORMAT,
             "produced_by": self.produced_by,
@@ -101,6 +104,7 @@ class Recording:
 
     @classmethod
     def load(cls, path: str | Path) -> Recording:
+        """A recording read from a file :meth:`save` wrote; ValueError when it is not one."""
         with gzip.open(path, "rb") as fh:
             data = json.loads(fh.read())
         if data.get("format") != FORMAT:
@@ -155,6 +159,7 @@ class ReplayBackend:
         self._encode = functools.partial(encode_prompts, self.tokenizer)
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
+        """The exact text the judge is given for ``messages`` (chat template or plain framing)."""
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def _pick(self, ids: list[int]) -> RecordedGeneration:
@@ -167,6 +172,8 @@ class ReplayBackend:
         return found
 
     def generate(self, requests: list[Request]) -> list[Generation]:
+        """One Generation per request, in order, from the recording: a prompt too long for the judge
+        gets an error instead."""
         clock = time.perf_counter
         t0 = clock()
         prompts = [self.prompt_text(r.messages) for r in requests]
@@ -194,4 +201,5 @@ class ReplayBackend:
         return out
 
     def close(self) -> None:
+        """Nothing to release."""
         pass

@@ -81,6 +81,9 @@ def _stop_if_cancelled(cancelled: CancelCheck | None) -> None:
 
 
 class TransformersBackend:
+    """A judge's model run locally by transformers (on ``execution.device``), its answers
+    constrained to the rubric's schema by xgrammar; the model loads at construction."""
+
     def __init__(self, spec: JudgeSpec) -> None:
         import torch
         import xgrammar
@@ -126,9 +129,12 @@ class TransformersBackend:
     # -- prompts ---------------------------------------------------------------------------------
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
+        """The exact text the judge is given for ``messages`` (chat template or plain framing)."""
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def grammar(self, schema: dict[str, Any]) -> Any:
+        """The xgrammar grammar for ``schema``, compiled once per schema with its property order
+        kept."""
         key = json.dumps(schema, sort_keys=True)
         if key not in self._grammars:
             # Compile the schema as written: its property order is the order the judge answers in.
@@ -313,6 +319,7 @@ class TransformersBackend:
         return results  # type: ignore[return-value]
 
     def close(self) -> None:
+        """Drop the model and collect garbage, so its memory can be freed."""
         import gc
 
         del self.model

@@ -209,6 +209,9 @@ class VLLMBackend(_VLLMJudge):
     # -- generation ------------------------------------------------------------------------------
 
     def generate(self, requests: list[Request]) -> list[Generation]:
+        """One Generation per request, in order, all submitted to the engine at once (reasoning
+        judges think, then answer); a request the engine refuses or a prompt too long is that item's
+        error."""
         from vllm.inputs import TokensPrompt
 
         think = self.spec.reasoning.mode == "think"
@@ -270,6 +273,7 @@ class VLLMBackend(_VLLMJudge):
         return final
 
     def close(self) -> None:
+        """Shut the engine down and drop it, so its memory can be freed."""
         import gc
 
         llm = self.__dict__.pop("llm", None)
@@ -352,6 +356,8 @@ class AsyncVLLMBackend(_VLLMJudge):
         return gen
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
+        """One Generation per request, in order, all run concurrently in the engine; a request the
+        engine refuses or a prompt too long is that item's error."""
         import asyncio
 
         call = next(self._ids)
@@ -360,6 +366,7 @@ class AsyncVLLMBackend(_VLLMJudge):
             *(self._one(call, i, r, ids) for i, (r, ids) in enumerate(zip(requests, prompt_ids)))))
 
     def generate(self, requests: list[Request]) -> list[Generation]:
+        """:meth:`agenerate` run on a new event loop (``asyncio.run``), for a caller outside one."""
         import asyncio
 
         return asyncio.run(self.agenerate(requests))
@@ -369,6 +376,7 @@ class AsyncVLLMBackend(_VLLMJudge):
         return self.engine.get_num_unfinished_requests() > 0
 
     def close(self) -> None:
+        """Shut the engine down."""
         engine = self.__dict__.pop("engine", None)
         if engine is not None:
             engine.shutdown()

@@ -28,10 +28,12 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def warn(message: str) -> None:
+    """Print ``warning: message`` to stderr (the message is not read as Rich markup)."""
     err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)
 
 
 def note(message: str) -> None:
+    """Print ``message`` to stderr as it is (no Rich markup)."""
     err.print(message, highlight=False, markup=False)
 
 
@@ -68,6 +70,8 @@ def default_jury() -> str:
 
 
 def parse_map(pairs: list[str]) -> dict[str, str]:
+    """``--map FIELD=COLUMN`` pairs as ``{field: column}`` (both stripped; a later pair for a
+    field wins); a malformed pair prints an error and raises the Exit of :func:`fail`."""
     mapping = {}
     for pair in pairs:
         field, sep, column = pair.partition("=")

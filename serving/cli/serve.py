@@ -64,7 +64,7 @@ def serve(
 
             typer.echo(yaml.safe_dump(serve_config(config, port=port), sort_keys=False))
             return
-        plan = config.load()
+        plan = config.resolve()
     _run(config, plan, host, port, address or os.environ.get("RAY_ADDRESS"), startup_timeout,
          drain_timeout)
 

@@ -28,6 +28,9 @@ _CHUNK = 256
 
 @dataclass
 class JudgeEstimate:
+    """One judge's share of an estimate: its stage (1-based; None without stages), calls, prompt
+    tokens and output-token budget."""
+
     name: str
     stage: int | None
     calls: int                      # at most (every item that remains reaches this judge)
@@ -37,11 +40,15 @@ class JudgeEstimate:
     output_budget: int              # most tokens the judge may generate over these calls
 
     def to_dict(self) -> dict[str, Any]:
+        """The estimate's fields as a dict."""
         return dict(self.__dict__)
 
 
 @dataclass
 class Estimate:
+    """What a run would cost: items read (after ``limit``), rows rejected, items already in the
+    output or the cache, items left to judge, calls per item, per-judge estimates and notes."""
+
     items: int
     rejected_rows: int
     already_done: int
@@ -52,6 +59,7 @@ class Estimate:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The estimate as plain data, each judge's estimate as a dict."""
         return {**{k: v for k, v in self.__dict__.items() if k != "judges"},
                 "judges": [j.to_dict() for j in self.judges]}
 

@@ -25,10 +25,12 @@ class PredictionsError(InputError):
 
 @dataclass
 class ReadResult:
+    """What :func:`read_predictions` read: the Items, a RowError per rejected row, how many rows
+    there were, and how many items have an empty response."""
+
     items: list[Item]
     errors: list[RowError] = field(default_factory=list)
     rows: int = 0
-    columns: list[str] = field(default_factory=list)
     empty_responses: int = 0
 
 
@@ -68,6 +70,8 @@ class IdIndex:
         return None
 
     def where(self, position: int) -> str:
+        """Where the id at ``position`` (a value of the index) was first seen: ``FILE: row N``, or
+        ``row N`` when rows come from no named file."""
         file, row = self._files[position >> self.ROW_BITS], position & ((1 << self.ROW_BITS) - 1)
         return f"{file}: row {row}" if file else f"row {row}"
 

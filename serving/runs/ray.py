@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from jurybox.judges import JudgeSpec, JurySpec, StagePlan, provenance
 from jurybox.judges.cache import CacheLookup, VerdictCache
 from jurybox.rubrics import Item, Rubric, Verdict, Vote, input_hash
+from jurybox.rubrics.errors import last_line
 from jurybox.rubrics.items import DEFAULT_MAX_FIELD_CHARS
 from jurybox.serving.runs.predictions import RowError, iter_predictions
 from jurybox.serving.runs.results import ResultsDir
@@ -127,7 +128,7 @@ class _Render:
         return batch
 
 
-class _Gate:
+class _Settle:
     """After a cascade stage's judges: the items the stage settles get their verdict (the later
     judges skip them); the others go on with the stage's confidence noted."""
 
@@ -165,10 +166,10 @@ class _Judge:
     @property
     def backend(self) -> Any:
         if self._backend is None:
-            from jurybox.judges.jury import make_backend, settle_after_loading
+            from jurybox.judges.jury import freeze_loaded_objects, make_backend
 
             self._backend = (self._factory or make_backend)(self.spec)
-            settle_after_loading()
+            freeze_loaded_objects()
         return self._backend
 
     def __call__(self, batch: Any) -> dict[str, Any]:
@@ -218,7 +219,7 @@ class _Decide:
             if verdict is not None:
                 if self.store:
                     verdicts[i] = verdict.model_dump_json()
-                record = {**verdict.to_record(keep_raw=self.keep_raw), "input": batch["input"][i]}
+                record = verdict.to_record(self.keep_raw, input=batch["input"][i])
                 if self.calibration is not None:
                     record = self.calibration.apply(record, self.rubric)
                 records[i] = json.dumps(record, ensure_ascii=False, allow_nan=False)
@@ -286,7 +287,7 @@ def judge_with_ray(
     state = _Driver(total=min(count_rows(predictions) or 0, limit or 10**18) or None)
     judging = False
     try:
-        with run.writing(state, describe=_stage_error) as results:
+        with run.writing(state, describe=last_line) as results:
             allowed = _first_ids(predictions, rubric, limit, run.reading) if limit else None
             done = results.done()
             cached = (set() if cache is None else
@@ -327,7 +328,7 @@ def _answer_from_cache(run: Run, cache: VerdictCache, done: set[str], allowed: s
 
     def answer() -> None:
         lookup = CacheLookup.of(cache, run.provenance, chunk)
-        records = [{**lookup.found[k].to_record(keep_raw=keep_raw), "input": lookup.keys[k]}
+        records = [lookup.found[k].to_record(keep_raw, input=lookup.keys[k])
                    for k in sorted(lookup.found)]
         if calibration is not None:
             records = [calibration.apply(r, run.rubric) for r in records]
@@ -399,7 +400,7 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
                 judge.model_dump(mode="json"), _column(jury, judge), backend_factory),
                 batch_format="pandas", **_pool(judge))
         if s < plan.last:
-            ds = ds.map_batches(_Gate, fn_constructor_args=(
+            ds = ds.map_batches(_Settle, fn_constructor_args=(
                 rubric_data, jury.model_dump(mode="json"), prov, s), **light)
     cal = None if calibration is None else (calibration.map.to_dict(), calibration.identity,
                                             calibration.force)
@@ -465,11 +466,6 @@ def _first_ids(predictions: str | Path, rubric: Rubric, limit: int, reading: dic
     return ids
 
 
-def _stage_error(exc: BaseException) -> str:
-    text = str(getattr(exc, "cause", None) or exc).strip().splitlines()
-    return text[-1] if text else type(exc).__name__
-
-
 def _failure(exc: BaseException) -> BaseException:
     """A stage that failed as a whole stops the job with its error (a jurybox error as itself)."""
     from jurybox.judges import JudgeFailed
@@ -480,4 +476,4 @@ def _failure(exc: BaseException) -> BaseException:
         return cause
     if isinstance(exc, JuryboxError):
         return exc
-    return JudgeFailed(f"the Ray pipeline failed: {_stage_error(exc)}")
+    return JudgeFailed(f"the Ray pipeline failed: {last_line(exc)}")

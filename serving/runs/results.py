@@ -39,10 +39,13 @@ class ResultsError(InputError):
 
 
 def manifest_path(out: Path) -> Path:
+    """The manifest's path beside ``out``: ``OUT.manifest.json``."""
     return out.with_name(out.name + ".manifest.json")
 
 
 def write_manifest(out: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` as JSON to the manifest beside ``out``, through a temporary file renamed
+    into place, so a reader never sees half a manifest."""
     path = manifest_path(out)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
@@ -140,6 +143,8 @@ class Results(ABC):
         self.inputs[record["id"]] = record.get("input")
 
     def done(self) -> set[str]:
+        """The ids written before this run (loaded on entering), which a resumed run does not judge
+        again."""
         return set(self.inputs)
 
     @abstractmethod
@@ -314,6 +319,8 @@ class ResultsDir(Results):
         return (p for p in sorted(self.path.glob("part-*")) if p.suffix[1:] in SHARD_FORMATS)
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
+        """Buffer ``records``, writing a shard each time ``shard_size`` are buffered, and what is
+        left once ``FLUSH_EVERY_S`` have passed since the last shard."""
         for record in records:
             self._buffer.append(record)
             if len(self._buffer) >= self.shard_size:

@@ -35,6 +35,10 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None,
 
 @dataclass
 class CriterionSummary:
+    """One row of the summary: a criterion (or formula, or calibrated value), its scored and
+    unscored items, the mean of the scored ones with its CI, and the judges' agreement
+    (Krippendorff's alpha, where two or more judges voted on it)."""
+
     name: str
     n_scored: int
     n_unscored: int
@@ -45,6 +49,10 @@ class CriterionSummary:
 
 @dataclass
 class Summary:
+    """The summary of a bulk run: items scored and unscored, per-criterion rows, per judge its
+    votes, unscored votes and their commonest reasons, rejected rows, empty responses judged and,
+    for a cascade, items decided per stage."""
+
     items: int
     scored: int
     unscored: int
@@ -56,6 +64,7 @@ class Summary:
     stages: dict[int, int] = field(default_factory=dict)  # cascaded juries: items per stage
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary as plain data (``stages`` only for a cascade; the notes left out)."""
         return {
             "items": self.items,
             "scored": self.scored,

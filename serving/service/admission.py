@@ -188,6 +188,7 @@ class Workers:
             raise value
 
     def close(self) -> None:
+        """Kill the idle worker processes (one busy with a call is not among them)."""
         for worker in self._idle:
             worker.kill()
         self._idle = []

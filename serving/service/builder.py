@@ -19,6 +19,7 @@ IMPORT_PATH = "jurybox.serving.service.builder:build_jury_app"
 
 
 def judge_deployment_name(judge: str) -> str:
+    """The Serve deployment of the judge named ``judge``."""
     return f"judge-{judge}"
 
 
@@ -54,6 +55,8 @@ def judge_options(judge: JudgeSpec) -> dict[str, Any]:
 
 
 def ingress_options(config: ServiceConfig) -> dict[str, Any]:
+    """Ray Serve options for the ingress deployment: one replica (its gate and /metrics are
+    per replica), let every request through to the gate, which answers 429 itself."""
     limits = config.limits
     # Our own gate answers 429 before Serve would queue: let every request reach it.
     ongoing = limits.max_concurrent + limits.max_queued + 8
@@ -75,7 +78,7 @@ def build_jury_app(args: dict[str, Any]) -> Any:
     from jurybox.serving.service.ingress import JuryIngress
 
     config = args if isinstance(args, ServiceConfig) else ServiceConfig.model_validate(args)
-    plan = config.load()
+    plan = config.resolve()
     spec = plan.jury_spec()
     # serve.deployment(cls) is a Deployment; Ray annotates only its decorator-factory form.
     judge_cls = cast("Deployment", serve.deployment(JudgeServer))
@@ -91,7 +94,7 @@ def build_jury_app(args: dict[str, Any]) -> Any:
 def serve_config(config: ServiceConfig, host: str = "0.0.0.0", port: int = 8000) -> dict[str, Any]:
     """A Ray Serve config file (``serve deploy``, KubeRay's ``serveConfigV2``) for ``config``:
     per-judge resources, replicas and autoscaling, placement bundles for tensor parallelism."""
-    plan = config.load()  # validate now, as the cluster will
+    plan = config.resolve()  # validate now, as the cluster will
     spec: JurySpec = plan.jury_spec()
     deployments = [ingress_options(config)] + [judge_options(j) for j in spec.judges]
     return {

@@ -50,6 +50,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        """Close the HTTP connection."""
         self._http.close()
 
     def _call(self, method: str, path: str, payload: Any = None) -> Any:
@@ -94,12 +95,17 @@ class Client:
                 for r in self.score_records(rubric, items, allow_empty)]
 
     def provenance(self, rubric: RubricArg) -> dict[str, Any]:
+        """POST /v1/provenance: the rubric's name, the provenance hash of its verdicts with the
+        service's jury, and the calibration map applied to them (None when none is)."""
         return self._call("POST", "/v1/provenance", {"rubric": _rubric_ref(rubric)})
 
     def jury(self) -> dict[str, Any]:
+        """GET /v1/jury: the service's judges, aggregation, provenances, calibration maps, limits
+        and jury file."""
         return self._call("GET", "/v1/jury")
 
     def rubrics(self) -> list[dict[str, Any]]:
+        """GET /v1/rubrics: a summary of each rubric the service knows."""
         return self._call("GET", "/v1/rubrics")["rubrics"]
 
     def rubric(self, name: str) -> dict[str, Any] | None:
@@ -110,6 +116,8 @@ class Client:
             return None
 
     def health(self) -> dict[str, Any]:
+        """GET /healthz as it answers (also when a judge cannot answer), without retries;
+        ServiceError when the service cannot be reached."""
         import httpx
 
         try:
@@ -136,9 +144,11 @@ class RemoteJury:
 
     @property
     def default_chunk_size(self) -> int:
+        """Items per judging step: 32, or the service's ``max_items`` when that is fewer."""
         return min(32, self.max_items)
 
     def provenance(self, rubric: Rubric) -> str:
+        """The provenance hash the service's verdicts with ``rubric`` carry."""
         return self.client.provenance(rubric)["provenance"]
 
     def records_calibration(self, rubric: Rubric) -> str | None:
@@ -146,9 +156,12 @@ class RemoteJury:
         return self.client.provenance(rubric).get("calibration")
 
     def needs_judging(self, rubric: Rubric, items: Sequence[Item]) -> bool:
+        """True whenever there are items: the service's own cache, if any, answers what it can."""
         return bool(items)  # (the service's own cache answers what it can)
 
     def load_backends(self) -> None:
+        """Check that every judge of the service can answer (GET /healthz); ServiceError naming
+        those that cannot."""
         health = self.client.health()
         if health.get("status") != "ok":
             down = {j: s for j, s in (health.get("judges") or {}).items() if s != "ok"}
@@ -174,10 +187,12 @@ class RemoteJury:
                                                         allow_empty=allow_empty)]
 
     def score(self, rubric: Rubric, items: Sequence[Item]) -> list[Verdict]:
+        """One verdict per item, in order, judged by the service."""
         return [Verdict.from_record(VerdictRecord.from_record(r))
                 for r in self.score_records(rubric, items)]
 
     def close(self) -> None:
+        """Close the client's connection."""
         self.client.close()
 
 

@@ -67,7 +67,7 @@ class ServiceConfig(BaseModel):
                                       "(items judged before with the same configuration are "
                                       "answered from it, touching no judge); None: no cache.")
 
-    def load(self) -> ServicePlan:
+    def resolve(self) -> ResolvedConfig:
         """Everything the deployments need, checked now."""
         spec = load_jury_spec(self.jury)
         rubrics = {name: load_rubric(name) for name in list_rubrics()}
@@ -83,7 +83,7 @@ class ServiceConfig(BaseModel):
             raise InputError(f"--token-env {self.token_env}: the environment variable is not set "
                              "(or empty); set it to the token clients must send",
                              field="token_env")
-        return ServicePlan(
+        return ResolvedConfig(
             jury=spec.model_dump(mode="json"),
             rubrics={n: r.model_dump(mode="json", by_alias=True) for n, r in rubrics.items()},
             calibration=maps,
@@ -95,7 +95,7 @@ class ServiceConfig(BaseModel):
         )
 
 
-class ServicePlan(BaseModel):
+class ResolvedConfig(BaseModel):
     """The validated configuration as plain data (what crosses to the cluster)."""
 
     model_config = ConfigDict(frozen=True)
@@ -110,9 +110,11 @@ class ServicePlan(BaseModel):
     verdict_cache: str | None = None
 
     def jury_spec(self) -> JurySpec:
+        """The jury, validated back into a :class:`JurySpec`."""
         return JurySpec.model_validate(self.jury)
 
     def rubric_objects(self) -> dict[str, Rubric]:
+        """The rubrics by name, validated back into :class:`Rubric` objects."""
         return {n: Rubric.model_validate(r) for n, r in self.rubrics.items()}
 
 

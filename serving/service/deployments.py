@@ -163,17 +163,18 @@ class JudgeServer:
     tests, as Ray Serve LLM takes an ``engine_cls``)."""
 
     def __init__(self, spec: dict[str, Any], backend_factory: BackendFactory | None = None) -> None:
-        from jurybox.judges.jury import settle_after_loading
+        from jurybox.judges.jury import freeze_loaded_objects
 
         self.spec = JudgeSpec.model_validate(spec)
         self.backend = (backend_factory or service_backend)(self.spec)
-        settle_after_loading()
+        freeze_loaded_objects()
 
     async def votes(self, requests: Requests) -> list[list[Vote]]:
         """This judge's votes on every item of ``requests`` (see ``judge_votes``)."""
         return await ajudge_votes(self.spec, self.backend, requests)
 
     async def ping(self) -> str:
+        """``"ok"``: the replica answers (the ingress's /healthz asks every judge)."""
         return "ok"
 
     async def activity(self) -> dict[str, Any]:

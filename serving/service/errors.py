@@ -38,6 +38,7 @@ def problem_for(exc: BaseException) -> HTTPProblem:
 
 
 def body(problem: HTTPProblem) -> dict[str, Any]:
+    """The JSON body of ``problem``: ``{"error": {"type", "message", "field"}}``."""
     return {"error": {"type": problem.kind, "message": problem.message, "field": problem.field}}
 
 

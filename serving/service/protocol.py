@@ -32,6 +32,8 @@ class ScoreItem(BaseModel):
 
 
 class ScoreRequest(BaseModel):
+    """The body of POST /v1/score: a rubric and the items to judge with it."""
+
     model_config = ConfigDict(extra="forbid")
 
     rubric: RubricRef = Field(description=RUBRIC_HELP)
@@ -43,17 +45,24 @@ class ScoreRequest(BaseModel):
 
 
 class ScoreResponse(BaseModel):
+    """The answer to POST /v1/score: one verdict per item of the request, in its order."""
+
     verdicts: list[VerdictRecord] = Field(description="One verdict per item, in order: exactly "
                                           "the fields of a `jurybox judge` output line.")
 
 
 class ProvenanceRequest(BaseModel):
+    """The body of POST /v1/provenance: the rubric whose provenance with this jury is asked for."""
+
     model_config = ConfigDict(extra="forbid")
 
     rubric: RubricRef = Field(description=RUBRIC_HELP)
 
 
 class ProvenanceResponse(BaseModel):
+    """The answer to POST /v1/provenance: the hash verdicts of this rubric and jury carry, and the
+    calibration map applied to them, if any."""
+
     rubric: str = Field(description="The rubric's name.")
     provenance: str = Field(description="The hash verdicts of this rubric and jury carry.")
     calibration: str | None = Field(None, description="The calibration map the service applies "
@@ -61,6 +70,9 @@ class ProvenanceResponse(BaseModel):
 
 
 class ErrorDetail(BaseModel):
+    """What went wrong with a request: the kind of error, a message, and the field at fault when
+    there is one."""
+
     type: Literal["invalid_request", "unauthorized", "not_found", "too_large", "overloaded",
                   "timeout", "unavailable", "internal"] = Field(description="What kind of error.")
     message: str = Field(description="What is wrong, and what was expected.")
@@ -69,10 +81,14 @@ class ErrorDetail(BaseModel):
 
 
 class ErrorResponse(BaseModel):
+    """The body of every error answer."""
+
     error: ErrorDetail
 
 
 class RubricSummary(BaseModel):
+    """One rubric the service knows: its name, description, inputs, criteria and formula."""
+
     name: str
     description: str
     inputs: list[str] = Field(description="Item fields the rubric needs.")
@@ -81,10 +97,15 @@ class RubricSummary(BaseModel):
 
 
 class RubricList(BaseModel):
+    """The answer to GET /v1/rubrics: a summary of each rubric the service knows."""
+
     rubrics: list[RubricSummary]
 
 
 class JudgeInfo(BaseModel):
+    """One judge of the service's jury: its model, backend, weight, temperature and reasoning
+    mode."""
+
     name: str
     model: str
     revision: str | None
@@ -95,6 +116,9 @@ class JudgeInfo(BaseModel):
 
 
 class JuryInfo(BaseModel):
+    """The answer to GET /v1/jury: the judges, the aggregation, each rubric's provenance and
+    calibration map, the request limits, and the jury file as loaded."""
+
     name: str
     description: str
     judges: list[JudgeInfo]
@@ -109,5 +133,8 @@ class JuryInfo(BaseModel):
 
 
 class Health(BaseModel):
+    """The answer to GET /healthz: ``ok`` when every judge can answer (else ``unavailable``), and
+    each judge's state."""
+
     status: Literal["ok", "unavailable"]
     judges: dict[str, str] = Field(description="Per judge: ok, or why it cannot answer.")

@@ -229,7 +229,7 @@ def test_records_are_the_verdict_record_s_data():
                       "spurious": CriterionResult(score=1, n_votes=1, n_scored=1, std=None)},
             reasons=rnd.choice([[], ["accuracy: below quorum"]]))
         for keep_raw in (False, True):
-            expected = verdict.record(keep_raw).to_dict()
+            expected = verdict.verdict_record(keep_raw).to_dict()
             record = verdict.to_record(keep_raw)
             assert record == expected
             assert json.dumps(record) == json.dumps(expected)  # key order and number types too

@@ -162,6 +162,6 @@ def test_records_survive_the_round_trip(replay, recording, items):
     for verdict in decide_verdicts(rubric, spec, jury.provenance(rubric), requests.item_ids, votes):
         for keep_raw in (False, True):
             record = verdict.to_record(keep_raw=keep_raw)
-            assert record == verdict.record(keep_raw).to_dict()
+            assert record == verdict.verdict_record(keep_raw).to_dict()
             again = Verdict.from_record(VerdictRecord.from_record(json.loads(json.dumps(record))))
             assert again.to_record(keep_raw=keep_raw) == record

@@ -58,14 +58,14 @@ def test_a_memory_share_above_the_gpu_fraction_is_refused():
 
 def test_bad_configuration_fails_the_build_not_a_request(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="unknown jury 'nope'"):
-        ServiceConfig(jury="nope").load()
+        ServiceConfig(jury="nope").resolve()
     monkeypatch.delenv("JURYBOX_NO_SUCH_TOKEN", raising=False)
     with pytest.raises(InputError, match="JURYBOX_NO_SUCH_TOKEN: the environment variable is "
                                          "not set") as info:
-        ServiceConfig(jury="tiny", token_env="JURYBOX_NO_SUCH_TOKEN").load()
+        ServiceConfig(jury="tiny", token_env="JURYBOX_NO_SUCH_TOKEN").resolve()
     assert info.value.field == "token_env"
     with pytest.raises(InputError, match="no .yaml rubric files"):
-        ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).load()
+        ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).resolve()
     from jurybox.calibration import (
         fit_calibration,
         human_labels_from_rows,
@@ -77,7 +77,7 @@ def test_bad_configuration_fails_the_build_not_a_request(tmp_path, monkeypatch):
     cmap = fit_calibration(human_labels_from_rows(humans), judge_output_from_records(recs))
     cmap.save(tmp_path / "m.yaml")
     with pytest.raises(InputError, match="which no rubric this service knows"):
-        ServiceConfig(jury="tiny", calibration=[str(tmp_path / "m.yaml")]).load()
+        ServiceConfig(jury="tiny", calibration=[str(tmp_path / "m.yaml")]).resolve()
 
 
 def test_extra_rubrics_are_served_by_name(tmp_path):
@@ -85,5 +85,5 @@ def test_extra_rubrics_are_served_by_name(tmp_path):
         "inputs: [question, response]\n"
         'template: "{{ question }} {{ response }} {{ output_format }}"\n'
         "criteria:\n  - {name: ok, description: fine, scale: {min: 0, max: 1}}\n")
-    plan = ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).load()
+    plan = ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).resolve()
     assert "mine" in plan.rubrics and "mirage-mg" in plan.rubrics

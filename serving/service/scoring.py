@@ -1,0 +1,381 @@
+"""The scoring service without HTTP: a request's rubric and items admitted, looked up in the
+verdict cache, the rest sent to every judge deployment at once (a jury's latency is its slowest
+judge, not the sum) and decided: the judging path of ``jurybox judge``, with the service only
+moving items in and verdicts out. Around it: a bounded queue (:class:`Gate`: 429 with
+Retry-After when full), a per-request deadline (504) that cancels the judges' work too,
+health, Prometheus metrics and a graceful drain. The HTTP routes are
+:mod:`jurybox.serving.service.ingress`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from typing import Any
+
+from jurybox.judges import Steps, provenance
+from jurybox.judges.cache import CacheLookup, VerdictCache
+from jurybox.rubrics import Rubric, Verdict, input_hash
+from jurybox.rubrics.errors import last_line
+from jurybox.serving.service.admission import Prepared, Workers, inline_rubric, prepare
+from jurybox.serving.service.config import ResolvedConfig
+from jurybox.serving.service.errors import HTTPProblem
+from jurybox.serving.service.protocol import (
+    Health,
+    JudgeInfo,
+    JuryInfo,
+    ProvenanceRequest,
+    ProvenanceResponse,
+    RubricList,
+    RubricSummary,
+    ScoreRequest,
+)
+
+# What a 503 for a judge that could not answer tells the client to wait (Serve restarts a dead
+# replica; a tiny model reloads in seconds, a large one in about a minute).
+RETRY_AFTER_UNAVAILABLE_S = 10
+
+class Metrics:
+    """Prometheus metrics of one ingress replica (served at /metrics)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter("jurybox_requests", "HTTP requests by route and status",
+                                ["route", "status"], registry=self.registry)
+        self.latency = Histogram("jurybox_request_seconds", "Request latency in seconds",
+                                 ["route"], registry=self.registry,
+                                 buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
+                                          600))
+        self.votes = Counter("jurybox_votes", "Votes returned, by judge", ["judge"],
+                             registry=self.registry)
+        self.unscored = Counter("jurybox_unscored_votes", "Unscored votes by judge and reason",
+                                ["judge", "reason"], registry=self.registry)
+        self.queue = Gauge("jurybox_queue_depth", "Score requests waiting or being scored",
+                           registry=self.registry)
+        self.judge_calls = Counter("jurybox_judge_requests", "Requests sent to a judge "
+                                   "deployment (each with the prompts of a request's open items)",
+                                   ["judge"], registry=self.registry)
+        self.cache = Counter("jurybox_verdict_cache", "Items looked up in the verdict cache, "
+                             "by result (hit: answered from it; miss: judged)", ["result"],
+                             registry=self.registry)
+
+    def observe(self, path: str, status: int, seconds: float) -> None:
+        """Count one answered request by route and status and record its latency; a path that is
+        not one of the fixed routes (``/v1/rubrics/{name}`` included) counts as ``other``."""
+        route = path if path in ("/v1/score", "/v1/provenance", "/healthz", "/metrics",
+                                 "/v1/jury", "/v1/rubrics") else "other"
+        self.requests.labels(route, str(status)).inc()
+        self.latency.labels(route).observe(seconds)
+
+    def count_votes(self, records: list[dict[str, Any]]) -> None:
+        """Count the votes of verdict records by judge, and the unscored ones by judge and kind
+        of reason."""
+        from jurybox.judges.parsing import reason_kind
+
+        for record in records:
+            for vote in record["votes"]:
+                self.votes.labels(vote["judge"]).inc()
+                if vote["score"] is None:
+                    self.unscored.labels(vote["judge"], reason_kind(vote["error"] or "")).inc()
+
+    def text(self) -> bytes:
+        """Every metric in Prometheus's text exposition format."""
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+class Gate:
+    """At most ``concurrent`` requests scored and ``queued`` waiting; a request beyond that is
+    told to come back (429 with Retry-After) instead of waiting without bound."""
+
+    def __init__(self, concurrent: int, queued: int, gauge: Any) -> None:
+        self.slots = asyncio.Semaphore(concurrent)
+        self.concurrent, self.queued = concurrent, queued
+        self.waiting = self.active = 0
+        self.seconds = 1.0  # moving average of a request's scoring time, for Retry-After
+        self.gauge = gauge
+
+    def retry_after(self) -> int:
+        """Seconds a refused request is told to wait: the average scoring time times the queue
+        ahead of it over ``concurrent``, rounded up, between 1 and 60."""
+        return int(min(60, max(1, math.ceil(self.seconds * (self.waiting + 1) / self.concurrent))))
+
+    async def __aenter__(self) -> Gate:
+        if self.slots.locked() and self.waiting >= self.queued:
+            raise HTTPProblem(429, "overloaded", f"the service is busy ({self.active} requests "
+                              f"scoring, {self.waiting} waiting); retry later",
+                              headers={"Retry-After": str(self.retry_after())})
+        self.waiting += 1
+        self.gauge.set(self.waiting + self.active)
+        try:
+            await self.slots.acquire()
+        finally:
+            self.waiting -= 1
+        self.active += 1
+        self.gauge.set(self.waiting + self.active)
+        self._began = time.perf_counter()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.active -= 1
+        self.slots.release()
+        self.gauge.set(self.waiting + self.active)
+        self.seconds = 0.8 * self.seconds + 0.2 * (time.perf_counter() - self._began)
+
+
+class ScoringService:
+    """What the scoring service does, without HTTP: each route of the ingress
+    (:func:`jurybox.serving.service.ingress.build_app`) calls one method and only turns its
+    answer into a response. Errors are :class:`HTTPProblem`, the one error shape."""
+
+    def __init__(self, plan: dict[str, Any], judges: dict[str, Any]) -> None:
+        self.plan = ResolvedConfig.model_validate(plan)
+        self.jury = self.plan.jury_spec()
+        self.rubrics = self.plan.rubric_objects()
+        self.limits = self.plan.limits
+        self.judges = judges  # judge name -> DeploymentHandle
+        self.token = os.environ.get(self.plan.token_env) if self.plan.token_env else None
+        if self.plan.token_env and not self.token:
+            raise RuntimeError(f"the environment variable {self.plan.token_env} holding the "
+                               "service's token is not set where the ingress runs")
+        self.provenances = {name: provenance(r, self.jury) for name, r in self.rubrics.items()}
+        self.calibrations: dict[str, AppliedCalibration] = {}
+        from jurybox.calibration import AppliedCalibration, CalibrationMap
+
+        for entry in self.plan.calibration:
+            cmap = CalibrationMap.from_dict(entry["map"], source=entry["identity"])
+            self.calibrations[cmap.provenance_] = AppliedCalibration(cmap, entry["identity"])
+        self.metrics = Metrics()
+        self.cache = (VerdictCache(self.plan.verdict_cache)
+                      if self.plan.verdict_cache is not None else None)
+        self.gate = Gate(self.limits.max_concurrent, self.limits.max_queued, self.metrics.queue)
+        self.workers = Workers()  # inline rubrics are validated and rendered there
+        self.in_flight = 0  # score requests being answered
+        self.draining = False  # set on shutdown: new score requests get 503
+
+    def __del__(self) -> None:
+        workers = self.__dict__.get("workers")
+        if workers is not None:
+            workers.close()
+
+    # -- the judging path ----------------------------------------------------------------------
+
+    def _named(self, name: str) -> Rubric:
+        if name not in self.rubrics:
+            raise HTTPProblem(422, "invalid_request", f"unknown rubric {name!r}; this service "
+                              f"knows {sorted(self.rubrics)} (or send an inline rubric)",
+                              "rubric")
+        return self.rubrics[name]
+
+    async def _rubric(self, ref: str | dict[str, Any]) -> Rubric:
+        if isinstance(ref, str):
+            return self._named(ref)
+        return await self.workers.run(self.limits.max_render_s, inline_rubric, ref, self.limits)
+
+    async def _prepare(self, request: ScoreRequest) -> Prepared:
+        """The request's rubric, items and prompts (see :mod:`jurybox.serving.service.admission`): the
+        operator's rubrics in a thread, a client's inline rubric in a worker process; never on
+        the event loop, which keeps answering every other route meanwhile."""
+        limits = self.limits
+        if len(request.items) > limits.max_items:
+            raise HTTPProblem(413, "too_large", f"{len(request.items)} items; this service takes "
+                              f"at most {limits.max_items} per request (max_items)", "items")
+        if not request.items:
+            raise HTTPProblem(422, "invalid_request", "items is empty; send at least one item",
+                              "items")
+        raw = [item.model_dump(exclude_none=True) for item in request.items]
+        if isinstance(request.rubric, str):
+            return await asyncio.to_thread(prepare, self._named(request.rubric), raw, limits,
+                                           request.allow_empty)
+        return await self.workers.run(limits.max_render_s, prepare, request.rubric, raw, limits,
+                                      request.allow_empty)
+
+    def _provenance(self, rubric: Rubric) -> str:
+        self.jury.check_rubric(rubric)
+        known = self.rubrics.get(rubric.name)
+        if known is not None and known == rubric:
+            return self.provenances[rubric.name]
+        return provenance(rubric, self.jury)
+
+    async def _votes_of(self, judge: str, requests: Any, deadline: float) -> Any:
+        """One judge's votes; a replica that dies is asked once more (Serve routes the retry to
+        a live or restarted replica). A judge that still cannot answer fails the request with
+        a retryable 503, never with votes: as in-process (``JudgeFailed``), an infrastructure
+        failure is no verdict, so a client (``judge --url``) writes nothing and a rerun retries.
+        """
+        from ray.exceptions import RayActorError
+        from ray.serve.exceptions import BackPressureError
+
+        handle = self.judges[judge]
+        reason = "no answer"
+        for _ in range(2):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self.metrics.judge_calls.labels(judge).inc()
+            response = handle.votes.remote(requests)
+            try:
+                return await asyncio.wait_for(response, left)
+            except (TimeoutError, asyncio.CancelledError):
+                # Past the deadline, or the client left: stop the judge's work too (awaiting
+                # no more does not cancel it), so none runs beside the next request's.
+                try:
+                    response.cancel()
+                except Exception:  # its routing failed at this very moment: nothing to stop
+                    pass
+                raise
+            except BackPressureError as exc:
+                raise HTTPProblem(429, "overloaded", f"judge {judge} is busy; retry later",
+                                  headers={"Retry-After": str(int(exc.retry_after_s or 5))}) from None
+            except RayActorError as exc:
+                reason = f"its replica died ({type(exc).__name__})"
+                continue
+            except Exception as exc:
+                reason = _short(exc)
+                break
+        raise HTTPProblem(503, "unavailable", f"judge {judge} could not answer: {reason}; "
+                          "nothing was scored, retry later",
+                          headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)})
+
+    async def _score(self, request: ScoreRequest, deadline: float) -> list[dict[str, Any]]:
+        rubric, items, requests = await self._prepare(request)
+        prov = self._provenance(rubric)
+        # Items judged before with this configuration are answered from the verdict cache;
+        # only the others go to the judges (none at all when every item is cached).
+        lookup = await asyncio.to_thread(CacheLookup.of, self.cache, prov, items)
+        if self.cache is not None:
+            self.metrics.cache.labels("hit").inc(len(lookup.found))
+            self.metrics.cache.labels("miss").inc(len(lookup.todo))
+        fresh: list[Verdict] = []
+        if lookup.todo:
+            async with self.gate:
+                # Every judge of a step at once; a cascaded jury's later stages get only the
+                # items the earlier ones left open.
+                steps = Steps(rubric, self.jury, prov, requests.subset(lookup.todo))
+                while (step := steps.next()) is not None:
+                    judges, open_requests = step
+                    steps.add(await _all(
+                        [self._votes_of(j.name, open_requests, deadline) for j in judges]))
+            fresh = steps.verdicts()
+            await asyncio.to_thread(lookup.store, fresh)
+        verdicts = lookup.merged(fresh)
+        records = [v.to_record(input=input_hash(item)) for v, item in zip(verdicts, items)]
+        calibration = self.calibrations.get(prov)
+        if calibration is not None:
+            records = [calibration.apply(r, rubric) for r in records]
+        self.metrics.count_votes(records)
+        return records
+
+    # -- what the routes answer (see build_app) ----------------------------------------------
+
+    async def score(self, request: ScoreRequest) -> list[dict[str, Any]]:
+        """POST /v1/score: ``{"verdicts": [...]}``, one record per item (calibrated when a map
+        applies); 504 past ``request_timeout_s``."""
+        timeout = self.limits.request_timeout_s
+        self.in_flight += 1
+        try:
+            records = await asyncio.wait_for(self._score(request, time.monotonic() + timeout),
+                                             timeout)
+        except TimeoutError:
+            raise HTTPProblem(504, "timeout", f"the request took longer than the service's "
+                              f"deadline of {self.limits.request_timeout_s:g} s "
+                              "(request_timeout_s); retry with fewer items") from None
+        finally:
+            self.in_flight -= 1
+        return records
+
+    async def drain(self, timeout_s: float) -> int:
+        """Take no new score requests (503 with Retry-After) and wait, at most ``timeout_s``,
+        for those in flight to finish; returns how many are still in flight (``jurybox serve``
+        calls it on Ctrl-C, before it deletes the application)."""
+        self.draining = True
+        deadline = time.monotonic() + timeout_s
+        while self.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return self.in_flight
+
+    async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
+        """POST /v1/provenance: the provenance hash of the rubric (named or inline) with this
+        jury, and the calibration map applied to its verdicts, if any."""
+        rubric = await self._rubric(request.rubric)
+        prov = self._provenance(rubric)
+        calibration = self.calibrations.get(prov)
+        return ProvenanceResponse(rubric=rubric.name, provenance=prov,
+                                  calibration=calibration.identity if calibration else None)
+
+    async def list_rubrics(self) -> RubricList:
+        """GET /v1/rubrics: a summary of each rubric the service knows, by name."""
+        return RubricList(rubrics=[
+            RubricSummary(name=n, description=r.description, inputs=r.inputs,
+                          criteria=r.criterion_names,
+                          formula=r.formula.name if r.formula else None)
+            for n, r in sorted(self.rubrics.items())])
+
+    async def get_rubric(self, name: str) -> dict[str, Any]:
+        """GET /v1/rubrics/{name}: the rubric in full; 404 for a name the service does not know."""
+        if name not in self.rubrics:
+            raise HTTPProblem(404, "not_found", f"unknown rubric {name!r}; this service knows "
+                              f"{sorted(self.rubrics)}", "name")
+        return self.rubrics[name].model_dump(mode="json", by_alias=True)
+
+    async def jury_info(self) -> JuryInfo:
+        """GET /v1/jury: the judges, aggregation and spec, each rubric's provenance and
+        calibration, and the ``max_items`` and ``max_judge_calls`` limits."""
+        return JuryInfo(
+            name=self.jury.name, description=self.jury.description,
+            judges=[JudgeInfo(name=j.name, model=j.model, revision=j.revision, backend=j.backend,
+                              weight=j.weight, temperature=j.sampling.temperature,
+                              reasoning=j.reasoning.mode) for j in self.jury.judges],
+            aggregation=self.jury.aggregation,
+            provenance=dict(sorted(self.provenances.items())),
+            calibration={n: self.calibrations[p].identity for n, p in self.provenances.items()
+                         if p in self.calibrations},
+            max_items=self.limits.max_items,
+            max_judge_calls=self.limits.max_judge_calls,
+            spec=self.jury.model_dump(mode="json"),
+        )
+
+    async def healthz(self) -> Health:
+        """GET /healthz: every judge's state (pinged at once); 200 when all are ``ok``, else 503."""
+        states = await asyncio.gather(*(self._judge_state(j.name) for j in self.jury.judges))
+        judges = dict(zip((j.name for j in self.jury.judges), states))
+        ok = all(s == "ok" for s in judges.values())
+        return Health(status="ok" if ok else "unavailable", judges=judges)
+
+    async def _judge_state(self, judge: str) -> str:
+        try:
+            response = self.judges[judge].ping.remote()
+            await asyncio.wait_for(response, self.plan.health_timeout_s)
+            return "ok"
+        except TimeoutError:
+            response.cancel()
+            return f"no answer within {self.plan.health_timeout_s:g} s (loading, or overloaded)"
+        except Exception as exc:
+            return _short(exc)
+
+    async def metrics_text(self) -> bytes:
+        """GET /metrics: this replica's metrics as Prometheus text."""
+        return self.metrics.text()
+
+
+async def _all(calls: list[Any]) -> list[Any]:
+    """Every judge's answer; when one fails the request (503, 429), the others' calls are
+    cancelled, at the judges too, instead of judging on for a request that has failed."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
+
+
+def _short(exc: BaseException) -> str:
+    """An exception from another process, in one line, with its type."""
+    cause = getattr(exc, "cause", None) or exc
+    return f"{type(cause).__name__}: {last_line(exc)}"[:300]
