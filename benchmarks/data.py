@@ -108,8 +108,8 @@ class Predictions:
         return [i for i in ids if self.get(i) is None]
 
 
-def read_predictions(path: str | Path, data_ids: Collection[str], *, data_path: str | Path,
-                     response: str = "response") -> Predictions:
+def read_model_answers(path: str | Path, data_ids: Collection[str], *, data_path: str | Path,
+                       response: str = "response") -> Predictions:
     """Prediction rows (``id``, ``response``, any other fields) for the data's ids.
 
     A null or empty response is unanswered; a response that is not text (a list, an object)

@@ -38,7 +38,7 @@ from typing import Any
 from jurybox.rubrics.errors import InputError
 
 from . import mcq
-from .data import limited, read_predictions, read_records, require, text_id, unique_ids
+from .data import limited, read_model_answers, read_records, require, text_id, unique_ids
 from .extraction import number_labels
 from .judging import Judge
 from .report import BenchReport
@@ -91,7 +91,7 @@ def evaluate(data: str | Path, predictions: str | Path, *, judge: Judge | None =
              limit: int | None = None) -> BenchReport:
     """MicroVQA accuracy overall and per task; ``judge`` adds the judge fallback."""
     all_items = read_items(data)
-    preds = read_predictions(predictions, [it.id for it in all_items], data_path=data)
+    preds = read_model_answers(predictions, [it.id for it in all_items], data_path=data)
     items = limited(all_items, limit)
     outcomes = mcq.extract_all(items, preds)
     if judge is not None:

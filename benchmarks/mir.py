@@ -50,7 +50,7 @@ from .data import (
     Predictions,
     limited,
     plural,
-    read_predictions,
+    read_model_answers,
     read_records,
     require,
     text_id,
@@ -198,7 +198,7 @@ def evaluate(data: str | Path, predictions: str | Path, *, judge: Judge | None =
     """MIR accuracy overall and per group; with ``judge``, the judge fallback for unparseable
     answers and the step-by-step reasoning scores (``mir-steps``)."""
     all_items, notes = read_items(data, groups)
-    preds = read_predictions(predictions, [it.id for it in all_items], data_path=data)
+    preds = read_model_answers(predictions, [it.id for it in all_items], data_path=data)
     items = limited(all_items, limit)
     if limit is not None and limit < len(all_items):
         notes.append(f"trial run: the first {len(items)} of {len(all_items)} items")

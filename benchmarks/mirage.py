@@ -67,7 +67,7 @@ from jurybox.rubrics.errors import InputError
 from .data import (
     EXAMPLES,
     limited,
-    read_predictions,
+    read_model_answers,
     read_records,
     require,
     text_id,
@@ -154,7 +154,7 @@ def evaluate_mmst(data: str | Path, predictions: str | Path, *, judge: Judge,
         raise InputError(f"subset must be auto, standard or contextual, got {subset!r}",
                          field="subset")
     routed, which = _mmst_items(data, subset)
-    preds = read_predictions(predictions, [it.id for _, it, _ in routed], data_path=data)
+    preds = read_model_answers(predictions, [it.id for _, it, _ in routed], data_path=data)
     n_all = len(routed)
     routed = limited(routed, limit)
     sets: dict[str, list[Item]] = {"id": [], "mg": []}
@@ -308,7 +308,7 @@ def evaluate_mmmt(data: str | Path, predictions: str | Path, *, judge: Judge,
                            images=[str(i) for i in ([images] if isinstance(images, str) else images)],
                            extra=extra), gold))
     unique_ids(data, [(n, it.id) for (n, _), (it, _) in zip(rows, items)])
-    preds = read_predictions(predictions, [it.id for it, _ in items], data_path=data)
+    preds = read_model_answers(predictions, [it.id for it, _ in items], data_path=data)
     n_all = len(items)
     items = limited(items, limit)
     rubric = load_rubric("mirage-mmmt")

@@ -96,10 +96,21 @@ class JuryLike(Protocol):
 
 
 class Jury:
-    """A loaded jury. Backends (the models) load on first use and stay loaded.
+    """A loaded jury. Backends (the models) load on first use and stay loaded; with a
+    ``cache`` (:class:`~jurybox.judges.cache.VerdictCache`), items judged before with the same
+    configuration are answered from it.
 
-    >>> jury = Jury.load("tiny")
-    >>> verdicts = jury.score(load_rubric("general"), items)
+    Example (after ``jurybox models fetch --jury tiny``)::
+
+        from jurybox.judges import Jury
+        from jurybox.rubrics import Item, load_rubric
+
+        jury = Jury.load("tiny")
+        item = Item(id="q1", question="What causes brown rings on tomato leaves?",
+                    response="Early blight, a fungal disease.",
+                    reference="Early blight (Alternaria); remove infected leaves.")
+        (verdict,) = jury.score(load_rubric("general"), [item])
+        verdict.status, verdict.scores  # "scored" or "unscored", a score per criterion
     """
 
     def __init__(self, spec: JurySpec, backends: dict[str, Backend] | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
@@ -128,6 +129,53 @@ class Execution(BaseModel):
                 "sharing the GPU would run out of memory")
         return self
 
+    # -- what Ray reserves for this judge (the scoring service and the Ray engine alike) -----
+
+    @property
+    def max_replicas(self) -> int:
+        """The most replicas this judge may have (``replicas``, or its autoscaling maximum)."""
+        return self.replicas[1] if isinstance(self.replicas, tuple) else self.replicas
+
+    @property
+    def gpus_per_replica(self) -> float:
+        """GPUs one replica takes: one per tensor-parallel shard, else ``num_gpus``."""
+        return float(self.tensor_parallel_size) if self.tensor_parallel_size > 1 else self.num_gpus
+
+    def serve_options(self) -> dict[str, Any]:
+        """Ray Serve deployment options: replicas (or autoscaling), requests per replica, and
+        resources (a tensor-parallel vLLM engine gets a placement group of GPU bundles)."""
+        options: dict[str, Any] = {"max_ongoing_requests": self.max_ongoing_requests}
+        if isinstance(self.replicas, tuple):
+            low, high = self.replicas
+            options["autoscaling_config"] = {"min_replicas": low, "max_replicas": high,
+                                             "initial_replicas": low,
+                                             "target_ongoing_requests": self.target_ongoing_requests}
+        else:
+            options["num_replicas"] = self.replicas
+        if self.tensor_parallel_size > 1:
+            # The replica itself and its first worker share bundle 0; each further worker
+            # takes one GPU bundle, all on one node.
+            options["ray_actor_options"] = {"num_cpus": self.num_cpus, "num_gpus": 0}
+            options["placement_group_bundles"] = [{"CPU": self.num_cpus, "GPU": 1}] + [
+                {"GPU": 1} for _ in range(self.tensor_parallel_size - 1)]
+            options["placement_group_strategy"] = "STRICT_PACK"
+        else:
+            options["ray_actor_options"] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+        return options
+
+    def actor_pool_options(self) -> dict[str, Any]:
+        """Ray Data ``map_batches`` resources for an actor pool of this judge: pool size (fixed,
+        or ``[min, max]``) and what each actor reserves (``compute`` is built by the caller,
+        which imports Ray)."""
+        options: dict[str, Any] = {"num_cpus": self.num_cpus}
+        if isinstance(self.replicas, tuple):
+            options["pool"] = {"min_size": self.replicas[0], "max_size": self.replicas[1]}
+        else:
+            options["pool"] = {"size": self.replicas}
+        if self.gpus_per_replica:
+            options["num_gpus"] = self.gpus_per_replica
+        return options
+
 
 class JudgeSpec(BaseModel):
     """One judge: which model, how it is asked, how much its vote weighs, and (in ``execution``)
@@ -184,6 +232,13 @@ class JudgeSpec(BaseModel):
             return data  # the field's own validation reports it
         rest = {k: v for k, v in data.items() if k not in flat}
         return {**rest, "execution": {**block, **flat}}
+
+    @model_validator(mode="after")
+    def _tensor_parallel_is_vllm(self) -> JudgeSpec:
+        if self.execution.tensor_parallel_size > 1 and self.backend != "vllm":
+            raise ValueError(f"judge {self.name}: tensor_parallel_size is a vllm setting; "
+                             f"the {self.backend} backend runs on one device")
+        return self
 
 
 class Aggregation(BaseModel):
@@ -354,6 +409,13 @@ class JurySpec(BaseModel):
             aggregation = aggregation.model_copy(update={"quorum": len(judges)})
         return self.model_copy(update={"judges": judges, "aggregation": aggregation,
                                        "stages": []})
+
+    def ray_cpus(self, light: float) -> int:
+        """Logical CPUs a local Ray needs to start every replica of every judge (each reserves
+        its ``num_cpus``) plus ``light`` for the other actors, and at least the machine's own:
+        a small machine must not stall with replicas waiting for CPUs it has not declared."""
+        wanted = sum(j.execution.num_cpus * j.execution.max_replicas for j in self.judges)
+        return max(os.cpu_count() or 1, math.ceil(wanted + light))
 
     @property
     def default_chunk_size(self) -> int:

@@ -87,11 +87,9 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
     spec = plan.jury_spec()
     own_ray = address is None
     if own_ray:
-        # Logical CPUs: each replica reserves its num_cpus; a small machine must not stall
-        # deploying a jury whose replicas together ask for more CPUs than it has.
-        wanted = sum(j.execution.num_cpus * _max_replicas(j) for j in spec.judges) + 2
+        # Logical CPUs for every judge replica and the ingress (JurySpec.ray_cpus).
         # Ray annotates logging_level as int but takes a level name (its own default is "info").
-        ray.init(num_cpus=max(os.cpu_count() or 1, int(wanted + 0.999)), include_dashboard=False,
+        ray.init(num_cpus=spec.ray_cpus(light=2), include_dashboard=False,
                  logging_level="WARNING")  # type: ignore[arg-type]
     else:
         ray.init(address=address, logging_level="WARNING")  # type: ignore[arg-type]  # as above
@@ -172,8 +170,3 @@ def _drain(ingress, timeout_s: float) -> None:
         return
     if left:
         note(f"{left} request(s) still in flight after {timeout_s:g} s; stopping them")
-
-
-def _max_replicas(judge) -> int:
-    replicas = judge.execution.replicas
-    return replicas[1] if isinstance(replicas, tuple) else replicas

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -229,21 +228,13 @@ class _Decide:
         return {**{k: batch[k] for k in keep}, "record": records, "verdict": verdicts}
 
 
-def _pool(spec: Any) -> dict[str, Any]:
+def _pool(spec: JudgeSpec) -> dict[str, Any]:
     """Actor-pool options for one judge's stage, from its execution settings."""
     import ray
 
-    ex = spec.execution
-    if isinstance(ex.replicas, tuple):
-        compute = ray.data.ActorPoolStrategy(min_size=ex.replicas[0], max_size=ex.replicas[1])
-    else:
-        compute = ray.data.ActorPoolStrategy(size=ex.replicas)
-    options: dict[str, Any] = {"compute": compute, "num_cpus": ex.num_cpus,
-                               "batch_size": spec.execution.batch_size
-                               if spec.backend == "transformers" else 256}
-    gpus = ex.tensor_parallel_size if ex.tensor_parallel_size > 1 else ex.num_gpus
-    if gpus:
-        options["num_gpus"] = gpus
+    options = spec.execution.actor_pool_options()
+    options["compute"] = ray.data.ActorPoolStrategy(**options.pop("pool"))
+    options["batch_size"] = spec.execution.batch_size if spec.backend == "transformers" else 256
     return options
 
 
@@ -361,10 +352,8 @@ def _init_ray(address: str | None, jury: JurySpec) -> None:
                  log_to_driver=False)
         return
     # A local Ray: logical CPUs enough for every judge's actors and the light stages.
-    wanted = sum(j.execution.num_cpus * (j.execution.replicas[1] if isinstance(
-        j.execution.replicas, tuple) else j.execution.replicas) for j in jury.judges) + 4
-    ray.init(num_cpus=max(os.cpu_count() or 1, int(wanted + 0.999)), include_dashboard=False,
-             logging_level="WARNING", log_to_driver=False)  # type: ignore[arg-type]  # as above
+    ray.init(num_cpus=jury.ray_cpus(light=4), include_dashboard=False,
+             logging_level="WARNING", log_to_driver=False)  # type: ignore[arg-type]  # a name
 
 
 def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,

@@ -25,33 +25,14 @@ def judge_deployment_name(judge: str) -> str:
 
 def judge_options(judge: JudgeSpec) -> dict[str, Any]:
     """Ray Serve options for one judge's deployment, from its execution settings."""
-    ex = judge.execution
-    options: dict[str, Any] = {
+    return {
         "name": judge_deployment_name(judge.name),
-        "max_ongoing_requests": ex.max_ongoing_requests,
+        **judge.execution.serve_options(),
         # Loading a model takes a while; a slow first health check is not a dead replica.
         "health_check_period_s": 10,
         "health_check_timeout_s": 60,
         "graceful_shutdown_timeout_s": 60,
     }
-    if isinstance(ex.replicas, tuple):
-        low, high = ex.replicas
-        options["autoscaling_config"] = {"min_replicas": low, "max_replicas": high,
-                                         "initial_replicas": low,
-                                         "target_ongoing_requests": ex.target_ongoing_requests}
-    else:
-        options["num_replicas"] = ex.replicas
-    if judge.backend == "vllm" and ex.tensor_parallel_size > 1:
-        # The replica itself and its first vLLM worker share bundle 0; each further worker
-        # takes one GPU bundle, all on one node.
-        tp = ex.tensor_parallel_size
-        options["ray_actor_options"] = {"num_cpus": ex.num_cpus, "num_gpus": 0}
-        options["placement_group_bundles"] = [{"CPU": ex.num_cpus, "GPU": 1}] + [
-            {"GPU": 1} for _ in range(tp - 1)]
-        options["placement_group_strategy"] = "STRICT_PACK"
-    else:
-        options["ray_actor_options"] = {"num_cpus": ex.num_cpus, "num_gpus": ex.num_gpus}
-    return options
 
 
 def ingress_options(config: ServiceConfig) -> dict[str, Any]:

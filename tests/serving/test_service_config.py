@@ -49,6 +49,31 @@ def test_small_gpu_judges_share_one_gpu_with_memory_below_their_fractions():
         assert judge.execution.gpu_memory_utilization < fraction
 
 
+def test_the_service_and_the_ray_engine_reserve_the_same_resources_for_a_judge():
+    """One mapping from a judge's execution settings to Ray resources (Execution's methods):
+    a Serve replica and a Ray Data actor of the same judge take the same GPUs and CPUs."""
+    for jury in ("mirage", "small-gpu", "tiny"):
+        for judge in load_jury_spec(jury).judges:
+            ex = judge.execution
+            serve, pool = ex.serve_options(), ex.actor_pool_options()
+            bundles = serve.get("placement_group_bundles")
+            serve_gpus = (sum(b.get("GPU", 0) for b in bundles) if bundles
+                          else serve["ray_actor_options"]["num_gpus"])
+            assert pool.get("num_gpus", 0) == serve_gpus == ex.gpus_per_replica
+            assert pool["num_cpus"] == ex.num_cpus
+            assert ex.max_replicas == (serve["autoscaling_config"]["max_replicas"]
+                                       if "autoscaling_config" in serve else serve["num_replicas"])
+    mirage = load_jury_spec("mirage")
+    assert mirage.ray_cpus(light=2) >= sum(j.execution.num_cpus * j.execution.max_replicas
+                                           for j in mirage.judges) + 2
+
+
+def test_tensor_parallelism_outside_vllm_is_refused():
+    with pytest.raises(ValueError, match="tensor_parallel_size is a vllm setting"):
+        load_jury_spec("tiny").judges[0].model_validate(
+            {"name": "x", "model": "org/m", "backend": "transformers", "tensor_parallel_size": 2})
+
+
 def test_a_memory_share_above_the_gpu_fraction_is_refused():
     with pytest.raises(ValueError, match="must stay below the replica's GPU fraction"):
         load_jury_spec("small-gpu").judges[0].model_validate(
