@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypedDict
+from typing import Annotated
 
 import typer
 
@@ -20,24 +20,6 @@ from jurybox.serving.cli.console import (
     reported,
     warn,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from jurybox.calibration import AppliedCalibration
-
-
-class _RunOptions(TypedDict):
-    """The options of ``judge`` that both engines take (``judge_file``, ``judge_with_ray``)."""
-
-    mapping: dict[str, str]
-    limit: int | None
-    max_field_chars: int
-    keep_raw: bool
-    allow_empty: bool
-    calibration: AppliedCalibration | None
-    progress: Callable[[int, int | None], None]
-    format: str | None
 
 
 def judge(
@@ -76,6 +58,7 @@ def judge(
     from jurybox.judges.weights import unpinned_warnings
     from jurybox.rubrics import load_rubric
     from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.runs.run import RunOptions
     from jurybox.serving.runs.summary import render
 
     if engine not in ("local", "ray"):
@@ -136,9 +119,9 @@ def judge(
         with reported(f"items judged before this are saved in {target}; run the same command "
                       "again to resume"):
             try:
-                common = _RunOptions(mapping=mapping, limit=limit, max_field_chars=max_field_chars,
-                                     keep_raw=keep_raw, allow_empty=allow_empty, calibration=cmap,
-                                     progress=progress, format=out_format)
+                common = RunOptions(mapping=mapping, limit=limit, max_field_chars=max_field_chars,
+                                    keep_raw=keep_raw, allow_empty=allow_empty, calibration=cmap,
+                                    progress=progress, format=out_format, shard_size=shard_size)
                 if engine == "ray":
                     if url is not None:
                         raise fail("--engine ray and --url are two ways to judge: pick one")
@@ -146,11 +129,10 @@ def judge(
 
                     report = judge_with_ray(predictions, rubric_def, spec, target,
                                             address=address or os.environ.get("RAY_ADDRESS"),
-                                            shard_size=shard_size, cache=judges.cache,
-                                            **common)
+                                            cache=judges.cache, **common)
                 else:
                     report = judge_file(predictions, rubric_def, judges, target,
-                                        chunk_size=chunk_size, shard_size=shard_size, **common)
+                                        chunk_size=chunk_size, **common)
             except OSError as exc:  # e.g. a hub model that cannot be downloaded here
                 raise fail(f"cannot load a judge model: {exc}") from None
     finally:

@@ -4,59 +4,34 @@ itself (checks, results, manifest, summary) is :class:`jurybox.serving.runs.run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Unpack
 
 from jurybox.judges import JuryLike
 from jurybox.rubrics import Item, Rubric
-from jurybox.rubrics.items import DEFAULT_MAX_FIELD_CHARS
 from jurybox.rubrics.rows import count_rows
 from jurybox.serving.runs.predictions import IdIndex, RowError, iter_predictions
-from jurybox.serving.runs.run import Run, RunReport, Tally
-
-if TYPE_CHECKING:
-    from jurybox.calibration import AppliedCalibration
+from jurybox.serving.runs.run import Run, RunOptions, RunReport, Tally
 
 
-def judge_file(
-    predictions: str | Path,
-    rubric: Rubric,
-    jury: JuryLike,
-    out: str | Path,
-    *,
-    mapping: Mapping[str, str] | None = None,
-    limit: int | None = None,
-    chunk_size: int | None = None,
-    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
-    keep_raw: bool = False,
-    allow_empty: bool = False,
-    calibration: AppliedCalibration | None = None,
-    progress: Callable[[int, int | None], Any] | None = None,
-    format: str | None = None,
-    shard_size: int | None = None,
-) -> RunReport:
+def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str | Path, *,
+               chunk_size: int | None = None, **options: Unpack[RunOptions]) -> RunReport:
     """Judge every valid row of ``predictions`` (a file, directory or glob) not yet in ``out``
     (a ``.jsonl`` file, or a directory of JSONL/Parquet shards: ``format``) with ``jury``
-    (a :class:`~jurybox.judges.Jury` here, or a scoring service's ``RemoteJury``).
+    (a :class:`~jurybox.judges.Jury` here, or a scoring service's ``RemoteJury``); the
+    options are :class:`~jurybox.serving.runs.run.RunOptions`.
 
     Streams: rows are read, judged ``chunk_size`` at a time (default: the jury's) and appended
     chunk by chunk; resuming keeps only ids and input hashes, and the summary is computed from
-    the output as it is read back, so memory does not grow with the file. ``progress(done,
-    total)`` is called as items complete (``total`` is an estimate, or None when unknown);
-    ``calibration`` adds calibrated scores to each record before it is written.
+    the output as it is read back, so memory does not grow with the file.
     """
-    prov = jury.provenance(rubric)
+    run = Run(predictions, rubric, out, jury=jury.spec, provenance=jury.provenance(rubric),
+              records_calibration=jury.records_calibration(rubric), **options)
     chunk_size = chunk_size or jury.default_chunk_size
-    calibration_id = (calibration.identity if calibration is not None
-                      else jury.records_calibration(rubric))
-    run = Run(predictions, rubric, out, jury=jury.spec, provenance=prov,
-              calibration=calibration_id, mapping=mapping, limit=limit,
-              max_field_chars=max_field_chars, allow_empty=allow_empty, format=format,
-              shard_size=shard_size)
-    rows = RowStream(predictions, rubric, limit, **run.reading)
+    rows = RowStream(predictions, rubric, run.limit, **run.reading)
     total = count_rows(predictions)
-    total = min(total, limit) if total is not None and limit is not None else total
+    total = min(total, run.limit) if total is not None and run.limit is not None else total
     hits_before = jury.cache_hits
     with run.writing(rows) as results:
         done = results.done()
@@ -69,16 +44,15 @@ def judge_file(
                 jury.load_backends()
                 loaded = True
             if chunk:
-                records = jury.score_records(rubric, chunk, keep_raw=keep_raw)
-                if calibration is not None:
-                    records = [calibration.apply(r, rubric) for r in records]
+                records = jury.score_records(rubric, chunk, keep_raw=run.keep_raw)
+                if run.applied is not None:
+                    records = [run.applied.apply(r, rubric) for r in records]
                 results.append(records)
                 rows.judged += len(chunk)
                 rows.cached = jury.cache_hits - hits_before
-            if progress is not None:
-                progress(rows.already + rows.judged, total)
-    cache = jury.cache.path if jury.cache is not None else None
-    return run.finish(rows, [], cache=cache)
+            if run.progress is not None:
+                run.progress(rows.already + rows.judged, total)
+    return run.finish(rows, [], cache=jury.cache.path if jury.cache is not None else None)
 
 
 class RowStream(Tally):

@@ -30,19 +30,18 @@ import json
 import logging
 import pickle
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from jurybox.judges import JudgeSpec, JurySpec, StagePlan, provenance
 from jurybox.judges.cache import CacheLookup, VerdictCache
 from jurybox.rubrics import Item, Rubric, Verdict, Vote, input_hash
 from jurybox.rubrics.errors import last_line
-from jurybox.rubrics.items import DEFAULT_MAX_FIELD_CHARS
 from jurybox.serving.runs.predictions import RowError, iter_predictions
 from jurybox.serving.runs.results import ResultsDir
-from jurybox.serving.runs.run import Run, RunReport, Tally
+from jurybox.serving.runs.run import Run, RunOptions, RunReport, Tally
 
 CACHE_CHUNK = 256  # items the driver looks up in the verdict cache at a time
 
@@ -238,40 +237,24 @@ def _pool(spec: JudgeSpec) -> dict[str, Any]:
     return options
 
 
-def judge_with_ray(
-    predictions: str | Path,
-    rubric: Rubric,
-    jury: JurySpec,
-    out: str | Path,
-    *,
-    address: str | None = None,
-    mapping: Mapping[str, str] | None = None,
-    limit: int | None = None,
-    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
-    keep_raw: bool = False,
-    allow_empty: bool = False,
-    calibration: AppliedCalibration | None = None,
-    progress: Callable[[int, int | None], Any] | None = None,
-    format: str | None = None,
-    shard_size: int | None = None,
-    backend_factory: Callable[[Any], Any] | None = None,
-    cache: VerdictCache | None = None,
-) -> RunReport:
+def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out: str | Path, *,
+                   address: str | None = None,
+                   backend_factory: Callable[[Any], Any] | None = None,
+                   cache: VerdictCache | None = None, **options: Unpack[RunOptions]) -> RunReport:
     """Judge every valid row of ``predictions`` not yet in ``out`` on a Ray cluster (see the
-    module docstring). Returns the same report as the local engine, with per-judge
-    throughput in its notes. ``backend_factory(judge_spec)`` replaces the judges' backends
-    (benchmarks, tests), as a Jury takes backends passed in. With a verdict ``cache`` the
-    driver answers the items it holds (they never enter the pipeline) and stores the rest."""
+    module docstring; the options are :class:`~jurybox.serving.runs.run.RunOptions`). Returns
+    the same report as the local engine, with per-judge throughput in its notes.
+    ``backend_factory(judge_spec)`` replaces the judges' backends (benchmarks, tests), as a
+    Jury takes backends passed in. With a verdict ``cache`` the driver answers the items it
+    holds (they never enter the pipeline) and stores the rest."""
     import ray
 
     from jurybox.rubrics.rows import count_rows
 
     jury.check_rubric(rubric)
     prov = provenance(rubric, jury)
-    run = Run(predictions, rubric, out, jury=jury, provenance=prov,
-              calibration=calibration.identity if calibration is not None else None,
-              mapping=mapping, limit=limit, max_field_chars=max_field_chars,
-              allow_empty=allow_empty, format=format, shard_size=shard_size, engine="ray")
+    run = Run(predictions, rubric, out, jury=jury, provenance=prov, engine="ray", **options)
+    limit, keep_raw, calibration = run.limit, run.keep_raw, run.applied
     started_ray = not ray.is_initialized()
     if started_ray:
         _init_ray(address, jury)
@@ -294,8 +277,8 @@ def judge_with_ray(
                         results.flush()  # a shard per batch: progress survives the driver
                 if cache is not None and verdicts:
                     cache.put(prov, verdicts)
-                if progress is not None:
-                    progress(state.already + state.judged, state.total)
+                if run.progress is not None:
+                    run.progress(state.already + state.judged, state.total)
     except BaseException as exc:
         if not judging or isinstance(exc, KeyboardInterrupt):
             raise

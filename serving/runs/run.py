@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from jurybox.judges import JurySpec
 from jurybox.rubrics import Rubric, input_hash
+from jurybox.rubrics.items import DEFAULT_MAX_FIELD_CHARS
 from jurybox.rubrics.rows import RowError, file_format, row_files
 from jurybox.serving.runs.predictions import check_mapping, iter_predictions
 from jurybox.serving.runs.results import (
@@ -32,6 +33,9 @@ from jurybox.serving.runs.results import (
     write_manifest,
 )
 from jurybox.serving.runs.summary import Summary, summarize
+
+if TYPE_CHECKING:
+    from jurybox.calibration import AppliedCalibration
 
 MAX_LISTED_ERRORS = 1000  # rejected rows listed in the report and manifest (all are counted)
 
@@ -88,17 +92,42 @@ class Tally:
                 "rejected_rows": [str(e) for e in self.errors]}
 
 
+class RunOptions(TypedDict, total=False):
+    """The options of a run that both engines take (``judge_file``, ``judge_with_ray``), all
+    optional: ``mapping`` (field -> column, ``--map``), ``limit`` (the first N valid items),
+    ``max_field_chars`` (longer fields reject the row), ``keep_raw`` (scored votes keep the
+    judge's raw output), ``allow_empty`` (judge empty responses), ``calibration`` (a map
+    applied to every record), ``progress(done, total)`` (called as items complete; ``total``
+    an estimate, or None), ``format`` and ``shard_size`` (of a results directory)."""
+
+    mapping: Mapping[str, str] | None
+    limit: int | None
+    max_field_chars: int
+    keep_raw: bool
+    allow_empty: bool
+    calibration: AppliedCalibration | None
+    progress: Callable[[int, int | None], Any] | None
+    format: str | None
+    shard_size: int | None
+
+
 class Run:
     """One run of ``predictions`` (a file, directory or glob) into ``out``; see the module
-    docstring. ``provenance`` and ``calibration`` (the identity of the map the records carry)
-    key the results store; ``engine`` is recorded in the manifest."""
+    docstring. ``provenance`` and the calibration its records carry (``options``'
+    ``calibration``, else ``records_calibration``: a service's map) key the results store;
+    ``engine`` is recorded in the manifest."""
 
     def __init__(self, predictions: str | Path, rubric: Rubric, out: str | Path, *,
-                 jury: JurySpec, provenance: str, calibration: str | None,
-                 mapping: Mapping[str, str] | None, limit: int | None, max_field_chars: int,
-                 allow_empty: bool, format: str | None, shard_size: int | None,
-                 engine: str | None = None) -> None:
+                 jury: JurySpec, provenance: str, records_calibration: str | None = None,
+                 engine: str | None = None, **options: Unpack[RunOptions]) -> None:
         self.began = time.perf_counter()
+        mapping, limit = options.get("mapping"), options.get("limit")
+        allow_empty = options.get("allow_empty", False)
+        max_field_chars = options.get("max_field_chars", DEFAULT_MAX_FIELD_CHARS)
+        self.keep_raw = options.get("keep_raw", False)
+        self.applied = options.get("calibration")  # applied to each record by the engine
+        self.progress = options.get("progress")
+        calibration = self.applied.identity if self.applied is not None else records_calibration
         self.predictions, self.rubric, self.out = predictions, rubric, Path(out)
         if (self.out.exists() and Path(predictions).exists()
                 and self.out.resolve() == Path(predictions).resolve()):
@@ -114,7 +143,8 @@ class Run:
         self.reading: dict[str, Any] = {"mapping": self.mapping,
                                         "max_field_chars": max_field_chars,
                                         "allow_empty": allow_empty}
-        self.format, self.shard_size, self.engine = format, shard_size, engine
+        self.format, self.shard_size = options.get("format"), options.get("shard_size")
+        self.engine = engine
         self.manifest: dict[str, Any] = {}
         self.interrupted = self.repaired = False
         self._results: Results | None = None
