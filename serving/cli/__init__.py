@@ -34,5 +34,6 @@ app.add_typer(catalog.cache_app, name="cache")
 
 
 def main() -> None:  # pragma: no cover - console entry
+    """The ``jurybox`` console script."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     app()

@@ -247,8 +247,10 @@ class ScoringService:
         prov = self._provenance(rubric)
         # Items judged before with this configuration are answered from the verdict cache;
         # only the others go to the judges (none at all when every item is cached).
-        lookup = await asyncio.to_thread(CacheLookup.of, self.cache, prov, items)
-        if self.cache is not None:
+        if self.cache is None:
+            lookup = CacheLookup.of(None, prov, items)  # every item to judge
+        else:
+            lookup = await asyncio.to_thread(CacheLookup.of, self.cache, prov, items)
             self.metrics.cache.labels("hit").inc(len(lookup.found))
             self.metrics.cache.labels("miss").inc(len(lookup.todo))
         fresh: list[Verdict] = []
@@ -262,7 +264,8 @@ class ScoringService:
                     steps.add(await _all(
                         [self._votes_of(j.name, open_requests, deadline) for j in judges]))
             fresh = steps.verdicts()
-            await asyncio.to_thread(lookup.store, fresh)
+            if self.cache is not None:
+                await asyncio.to_thread(lookup.store, fresh)
         verdicts = lookup.merged(fresh)
         records = [v.to_record(input=input_hash(item)) for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
