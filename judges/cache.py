@@ -138,15 +138,20 @@ class VerdictCache:
             found.update(key for (key,) in rows)
         return found
 
-    @_serialized
     def put(self, provenance: str, entries: Iterable[tuple[str, Verdict]]) -> None:
         """Store verdicts (input hash, verdict); then evict the least recently used past the
         size bound."""
+        entries = list(entries)
+        if entries:  # (one provenance is one jury's)
+            self.put_json(provenance, entries[0][1].jury,
+                          [(key, verdict.model_dump_json()) for key, verdict in entries])
+
+    @_serialized
+    def put_json(self, provenance: str, jury: str, entries: Iterable[tuple[str, str]]) -> None:
+        """:meth:`put` for verdicts already as JSON (``Verdict.model_dump_json``) of the jury
+        named ``jury``, as the Ray engine's driver receives them: stored as they are."""
         now = time.time()
-        rows = []
-        for key, verdict in entries:
-            blob = verdict.model_dump_json()
-            rows.append((provenance, key, verdict.jury, blob, len(blob), now))
+        rows = [(provenance, key, jury, blob, len(blob), now) for key, blob in entries]
         if not rows:
             return
         with self._transaction():
@@ -249,6 +254,8 @@ class CacheLookup:
         """Every verdict of the chunk in order: the cached ones and ``fresh`` (for ``todo``)."""
         if len(fresh) != len(self.todo):
             raise RuntimeError(f"{len(fresh)} verdicts for {len(self.todo)} items to judge")
+        if not self.found:
+            return list(fresh)
         out = dict(self.found)
         out.update(zip(self.todo, fresh))
         return [out[k] for k in range(len(out))]

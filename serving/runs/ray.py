@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from jurybox.judges import JudgeSpec, JurySpec, StagePlan, provenance
 from jurybox.judges.cache import CacheLookup, VerdictCache
-from jurybox.rubrics import Item, Rubric, Verdict, Vote, input_hash
+from jurybox.rubrics import Item, Rubric, Vote, input_hash
 from jurybox.rubrics.errors import last_line
 from jurybox.serving.runs.predictions import RowError, iter_predictions
 from jurybox.serving.runs.results import ResultsDir
@@ -93,10 +93,14 @@ def _column(jury: JurySpec, judge: JudgeSpec) -> str:
     return f"votes_{[j.name for j in jury.judges].index(judge.name)}"
 
 
-def _votes(batch: dict[str, list[Any]], i: int, plan: StagePlan, k: int
-           ) -> dict[str, list[Vote]]:
-    """Row ``i``'s votes after stage ``k``: those of every judge run so far, by name."""
-    return {j.name: pickle.loads(batch[_column(plan.jury, j)][i]) for j in plan.members(k)}
+def _members(plan: StagePlan, k: int) -> dict[str, str]:
+    """The judges run by the end of stage ``k``, by name, and their votes' columns."""
+    return {j.name: _column(plan.jury, j) for j in plan.members(k)}
+
+
+def _votes(batch: dict[str, list[Any]], i: int, columns: dict[str, str]) -> dict[str, list[Vote]]:
+    """Row ``i``'s votes in ``columns`` (judge name -> column), by judge name."""
+    return {name: pickle.loads(batch[column][i]) for name, column in columns.items()}
 
 
 def _lists(batch: Any) -> dict[str, list[Any]]:
@@ -134,13 +138,14 @@ class _Settle:
         self.rubric = Rubric.model_validate(rubric)
         self.plan = StagePlan.of(JurySpec.model_validate(jury))
         self.prov, self.k = prov, k
+        self.columns = _members(self.plan, k)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
         batch = _lists(batch)
         for i in _judged(batch):
             earlier = json.loads(batch["confidence"][i] or "[]")
             verdict, conf = self.plan.settle(self.rubric, self.prov, self.k, batch["id"][i],
-                                             _votes(batch, i, self.plan, self.k), earlier)
+                                             _votes(batch, i, self.columns), earlier)
             if verdict is None:
                 batch["confidence"][i] = json.dumps([*earlier, conf])
             else:
@@ -193,6 +198,7 @@ class _Decide:
         self.rubric = Rubric.model_validate(rubric)
         self.plan = StagePlan.of(JurySpec.model_validate(jury))
         self.prov, self.keep_raw, self.store = prov, keep_raw, store
+        self.columns = _members(self.plan, self.plan.last)
         self.calibration = None
         if calibration is not None:
             from jurybox.calibration import AppliedCalibration, CalibrationMap
@@ -212,7 +218,7 @@ class _Decide:
                 verdict = pickle.loads(batch["settled"][i])
             else:
                 verdict, _ = self.plan.settle(self.rubric, self.prov, last, batch["id"][i],
-                                              _votes(batch, i, self.plan, last),
+                                              _votes(batch, i, self.columns),
                                               json.loads(batch["confidence"][i] or "[]"))
             if verdict is not None:
                 if self.store:
@@ -276,7 +282,7 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
                     if isinstance(results, ResultsDir):
                         results.flush()  # a shard per batch: progress survives the driver
                 if cache is not None and verdicts:
-                    cache.put(prov, verdicts)
+                    cache.put_json(prov, jury.name, verdicts)
                 if run.progress is not None:
                     run.progress(state.already + state.judged, state.total)
     except BaseException as exc:
@@ -392,9 +398,11 @@ class _Driver(Tally):
         self.counted: dict[int, int] = {}
 
     def take(self, batch: dict[str, Any], jury: JurySpec
-             ) -> tuple[list[dict[str, Any]], list[tuple[str, Verdict]]]:
-        """The records to write and the fresh verdicts (by input hash) of one batch."""
+             ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+        """The records to write and the fresh verdicts (input hash, verdict JSON) of one
+        batch."""
         records, verdicts = [], []
+        seconds = [f"{_column(jury, judge)}_s" for judge in jury.judges]
         for i in range(len(batch["id"])):
             if batch["error"][i]:
                 self.error(RowError(**json.loads(batch["error"][i])))
@@ -416,9 +424,9 @@ class _Driver(Tally):
                 continue
             records.append(json.loads(batch["record"][i]))
             if batch["verdict"][i]:
-                verdicts.append((batch["input"][i], Verdict.model_validate_json(batch["verdict"][i])))
-            for k, judge in enumerate(jury.judges):
-                self.busy[k] = self.busy.get(k, 0.0) + float(batch[f"{_column(jury, judge)}_s"][i])
+                verdicts.append((batch["input"][i], batch["verdict"][i]))
+            for k, column in enumerate(seconds):
+                self.busy[k] = self.busy.get(k, 0.0) + float(batch[column][i])
                 self.counted[k] = self.counted.get(k, 0) + 1
         return records, verdicts
 
