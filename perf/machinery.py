@@ -162,7 +162,7 @@ def run(n_items: int, warmup: int, chunk: int, recording_path: Path, profile: Pa
     from jurybox.judges import Jury, decide_verdicts, judge_votes, render_requests
     from jurybox.judges.backends.replay import Recording, ReplayBackend
     from jurybox.rubrics import Item, load_rubric
-    from jurybox.serving.runs.local import input_hash
+    from jurybox.rubrics import input_hash
     from jurybox.serving.runs.results import ResultsFile
 
     recording = Recording.load(recording_path)
