@@ -161,8 +161,7 @@ def run(n_items: int, warmup: int, chunk: int, recording_path: Path, profile: Pa
     """The whole path over ``n_items`` (after ``warmup`` items not counted); seconds per stage."""
     from jurybox.judges import Jury, decide_verdicts, judge_votes, render_requests
     from jurybox.judges.backends.replay import Recording, ReplayBackend
-    from jurybox.rubrics import Item, load_rubric
-    from jurybox.rubrics import input_hash
+    from jurybox.rubrics import Item, input_hash, load_rubric
     from jurybox.serving.runs.results import ResultsFile
 
     recording = Recording.load(recording_path)
