@@ -31,6 +31,7 @@ def serve(
     max_queued: Annotated[int, typer.Option(help="Requests waiting for a slot; beyond, 429 with Retry-After.", min=0)] = 16,
     request_timeout: Annotated[float, typer.Option(help="Seconds one request may take, waiting included (504 beyond).", min=1)] = 600.0,
     max_judge_calls: Annotated[int, typer.Option(help="Most judge calls one request may buy: items x calls per item of its rubric (413 beyond).", min=1)] = 2048,
+    ingress_replicas: Annotated[int | None, typer.Option(help="Replicas of the ingress: when one dies, the others answer meanwhile and a client's retry reaches them (--max-concurrent and --max-queued are shared out among them). Default: 2 where this machine has at least 8 CPUs, else 1.", min=1, show_default=False)] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge every item, even one this configuration judged before (by default the verdict cache answers those; see `jurybox cache`).")] = False,
     drain_timeout: Annotated[float, typer.Option(help="On Ctrl-C or SIGTERM: seconds to let requests in flight finish (new ones get 503) before stopping; a second Ctrl-C stops at once.", min=0)] = 30.0,
     startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for every judge to load before giving up.", min=1)] = 900.0,
@@ -51,7 +52,7 @@ def serve(
         config = ServiceConfig(
             verdict_cache=str(verdict_cache.default_path()) if use_cache else None,
             jury=jury, rubrics=[str(p) for p in rubrics], calibration=[str(p) for p in calibration],
-            token_env=token_env, cors_origins=cors_origin,
+            token_env=token_env, cors_origins=cors_origin, ingress_replicas=ingress_replicas,
             limits=Limits(max_items=max_items, max_body_bytes=max_body_bytes,
                           max_field_chars=max_field_chars, max_concurrent=max_concurrent,
                           max_queued=max_queued, request_timeout_s=request_timeout,
@@ -77,6 +78,7 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
     from jurybox.serving.service.builder import (
         APP_NAME,
         INGRESS,
+        INGRESS_CPUS,
         build_jury_app,
         judge_deployment_name,
     )
@@ -87,9 +89,11 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
     spec = plan.jury_spec()
     own_ray = address is None
     if own_ray:
-        # Logical CPUs for every judge replica and the ingress (JurySpec.ray_cpus).
-        # Ray annotates logging_level as int but takes a level name (its own default is "info").
-        ray.init(num_cpus=spec.ray_cpus(light=2), include_dashboard=False,
+        # Logical CPUs for every judge replica, the ingress replicas and Serve's own actors
+        # (JurySpec.ray_cpus). Ray annotates logging_level as int but takes a level name (its
+        # own default is "info").
+        ray.init(num_cpus=spec.ray_cpus(light=1.5 + INGRESS_CPUS * plan.ingress_replicas),
+                 include_dashboard=False,
                  logging_level="WARNING")  # type: ignore[arg-type]
     else:
         ray.init(address=address, logging_level="WARNING")  # type: ignore[arg-type]  # as above
@@ -115,7 +119,8 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
         note(f"starting jury {spec.name}: {', '.join(j.name for j in spec.judges)} ...")
         began = time.monotonic()
         pending = {judge_deployment_name(j.name): j.name for j in spec.judges}
-        pending["JuryIngress"] = "ingress"
+        pending[INGRESS] = ("ingress" if plan.ingress_replicas == 1
+                            else f"ingress ({plan.ingress_replicas} replicas)")
         while pending and not stop.is_set():
             status = serve.status().applications.get(APP_NAME)
             deployments = status.deployments if status else {}

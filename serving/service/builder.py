@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from jurybox.judges import JudgeSpec, JurySpec
-from jurybox.serving.service.config import ServiceConfig
+from jurybox.serving.service.config import AUTO_INGRESS_REPLICAS, ServiceConfig
 
 if TYPE_CHECKING:
     from ray.serve import Deployment
@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 APP_NAME = "jurybox"
 INGRESS = "JuryIngress"
 IMPORT_PATH = "jurybox.serving.service.builder:build_jury_app"
+# The ingress replicas' shared state: a deployment actor of the ingress, by this name.
+STATE_ACTOR = "ingress-state"
+STATE_CLASS = "jurybox.serving.service.shared:IngressState"
+INGRESS_CPUS = 0.5  # logical CPUs reserved per ingress replica
 
 
 def judge_deployment_name(judge: str) -> str:
@@ -35,18 +39,21 @@ def judge_options(judge: JudgeSpec) -> dict[str, Any]:
     }
 
 
-def ingress_options(config: ServiceConfig) -> dict[str, Any]:
-    """Ray Serve options for the ingress deployment: one replica (its gate and /metrics are
-    per replica), let every request through to the gate, which answers 429 itself."""
+def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
+    """Ray Serve options for the ingress deployment: ``replicas`` replicas sharing their
+    metrics and drain through a deployment actor (:mod:`jurybox.serving.service.shared`); every
+    request is let through to the replica's gate, which answers 429 itself."""
     limits = config.limits
     # Our own gate answers 429 before Serve would queue: let every request reach it.
     ongoing = limits.max_concurrent + limits.max_queued + 8
     return {
         "name": INGRESS,
-        "num_replicas": 1,
+        "num_replicas": replicas,
         "max_ongoing_requests": ongoing,
         "max_queued_requests": ongoing,
-        "ray_actor_options": {"num_cpus": 0.5},
+        "ray_actor_options": {"num_cpus": INGRESS_CPUS},
+        "deployment_actors": [{"name": STATE_ACTOR, "actor_class": STATE_CLASS,
+                               "actor_options": {"num_cpus": 0}}],
     }
 
 
@@ -54,6 +61,7 @@ def build_jury_app(args: dict[str, Any]) -> Any:
     """The Serve application for ``args`` (the fields of :class:`ServiceConfig`). Everything is
     validated here: a bad jury, rubric or calibration map fails the deploy, not a request."""
     from ray import serve
+    from ray.serve.config import DeploymentActorConfig
 
     from jurybox.serving.service.deployments import JudgeServer
     from jurybox.serving.service.ingress import JuryIngress
@@ -68,8 +76,10 @@ def build_jury_app(args: dict[str, Any]) -> Any:
     # Late-bound ingress: the replica builds its FastAPI app after __init__
     # (JuryIngress.__serve_build_asgi_app__), so no route is a rewritten method.
     ingress_cls = cast("Deployment", serve.deployment(serve.ingress()(JuryIngress)))
-    return ingress_cls.options(**ingress_options(config)).bind(plan.model_dump(mode="json"),
-                                                               judges)
+    options = ingress_options(config, plan.ingress_replicas)
+    options["deployment_actors"] = [DeploymentActorConfig(**actor)
+                                    for actor in options["deployment_actors"]]
+    return ingress_cls.options(**options).bind(plan.model_dump(mode="json"), judges)
 
 
 def serve_config(config: ServiceConfig, host: str = "0.0.0.0", port: int = 8000) -> dict[str, Any]:
@@ -77,7 +87,9 @@ def serve_config(config: ServiceConfig, host: str = "0.0.0.0", port: int = 8000)
     per-judge resources, replicas and autoscaling, placement bundles for tensor parallelism."""
     plan = config.resolve()  # validate now, as the cluster will
     spec: JurySpec = plan.jury_spec()
-    deployments = [ingress_options(config)] + [judge_options(j) for j in spec.judges]
+    # A cluster has the CPUs for two ingress replicas, whatever this machine has.
+    replicas = config.ingress_replicas or min(AUTO_INGRESS_REPLICAS, config.limits.max_concurrent)
+    deployments = [ingress_options(config, replicas)] + [judge_options(j) for j in spec.judges]
     return {
         "proxy_location": "EveryNode",
         "http_options": {"host": host, "port": port,

@@ -12,6 +12,7 @@ same output file, resume and summary.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord
 from jurybox.rubrics.errors import ExecutionError, InputError
 
 RubricArg = str | Rubric | dict[str, Any]
+logger = logging.getLogger("jurybox.serving.client")
 
 
 class ServiceError(ExecutionError):
@@ -62,7 +64,10 @@ class Client:
             except httpx.HTTPError as exc:
                 raise ServiceError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from None
             if _retryable(response) and attempt < self.retries:
-                time.sleep(_retry_after(response.headers.get("retry-after")))
+                wait = _retry_after(response.headers.get("retry-after"))
+                logger.info("%s %s: HTTP %d; retrying in %g s (%d of %d)", method, path,
+                            response.status_code, wait, attempt + 1, self.retries)
+                time.sleep(wait)
                 continue
             break
         if response.status_code < 400:

@@ -14,6 +14,10 @@ from jurybox.judges import JurySpec, load_jury_spec, provenance
 from jurybox.rubrics import Rubric, list_rubrics, load_rubric
 from jurybox.rubrics.errors import InputError
 
+# The ingress replicas a machine with enough CPUs starts by default (see ServiceConfig).
+AUTO_INGRESS_REPLICAS = 2
+AUTO_INGRESS_MIN_CPUS = 8
+
 
 class Limits(BaseModel):
     """What one request may ask for, and how much work the service takes on at once."""
@@ -37,10 +41,12 @@ class Limits(BaseModel):
                                 "validate and render a request's prompts (422 beyond).")
     max_nesting: int = Field(20, ge=2, description="Deepest nesting of lists and objects in an "
                              "item or inline rubric (422 beyond).")
-    max_concurrent: int = Field(4, ge=1, description="Requests one ingress replica scores at "
-                                "once; their items go to the judges together.")
-    max_queued: int = Field(16, ge=0, description="Requests waiting for a slot; beyond, the "
-                            "answer is 429 with Retry-After instead of unbounded latency.")
+    max_concurrent: int = Field(4, ge=1, description="Requests the service scores at once (each "
+                                "ingress replica takes its share); their items go to the "
+                                "judges together.")
+    max_queued: int = Field(16, ge=0, description="Requests waiting for a slot (shared out as "
+                            "max_concurrent is); beyond, the answer is 429 with Retry-After "
+                            "instead of unbounded latency.")
     request_timeout_s: float = Field(600.0, gt=0.0, description="Deadline of one request, "
                                      "queueing included (504 beyond).")
 
@@ -66,6 +72,26 @@ class ServiceConfig(BaseModel):
     verdict_cache: str | None = Field(None, description="SQLite file of the verdict cache "
                                       "(items judged before with the same configuration are "
                                       "answered from it, touching no judge); None: no cache.")
+    ingress_replicas: int | None = Field(None, ge=1, description="Replicas of the ingress (a "
+                                         "request in flight on one that dies is retried by the "
+                                         "client at another, which answers meanwhile); None: "
+                                         f"{AUTO_INGRESS_REPLICAS} where this machine has at "
+                                         f"least {AUTO_INGRESS_MIN_CPUS} CPUs, else 1.")
+
+    def ingress_count(self) -> int:
+        """The ingress replicas to start: ``ingress_replicas``, or by default 2 on a machine
+        with the CPUs for them (never more than ``max_concurrent``: each replica scores at least
+        one request at once)."""
+        limits = self.limits
+        if self.ingress_replicas is None:
+            auto = AUTO_INGRESS_REPLICAS if (os.cpu_count() or 1) >= AUTO_INGRESS_MIN_CPUS else 1
+            return min(auto, limits.max_concurrent)
+        if self.ingress_replicas > limits.max_concurrent:
+            raise InputError(f"--ingress-replicas {self.ingress_replicas}: each ingress replica "
+                             "scores at least one request at once, so this needs "
+                             f"--max-concurrent {self.ingress_replicas} or more (it is "
+                             f"{limits.max_concurrent})", field="ingress_replicas")
+        return self.ingress_replicas
 
     def resolve(self) -> ResolvedConfig:
         """Everything the deployments need, checked now."""
@@ -92,6 +118,7 @@ class ServiceConfig(BaseModel):
             limits=self.limits,
             health_timeout_s=self.health_timeout_s,
             verdict_cache=self.verdict_cache,
+            ingress_replicas=self.ingress_count(),
         )
 
 
@@ -108,6 +135,7 @@ class ResolvedConfig(BaseModel):
     limits: Limits
     health_timeout_s: float
     verdict_cache: str | None = None
+    ingress_replicas: int = 1
 
     def jury_spec(self) -> JurySpec:
         """The jury, validated back into a :class:`JurySpec`."""

@@ -51,7 +51,33 @@ def _json(problem: HTTPProblem) -> JSONResponse:
 
 class JuryIngress(ScoringService):
     """The ingress deployment's class (see :func:`jurybox.serving.service.builder.build_jury_app`):
-    the scoring service with its HTTP app."""
+    the scoring service with its HTTP app, one of the deployment's replicas, which share their
+    metrics and drain through the deployment's actor (:mod:`jurybox.serving.service.shared`)."""
+
+    def __init__(self, plan: dict[str, Any], judges: dict[str, Any]) -> None:
+        from ray import serve
+
+        context = serve.get_replica_context()
+        super().__init__(plan, judges, replicas=context.world_size or 1,
+                         rank=context.rank.rank if context.rank is not None else 0,
+                         replica=context.replica_id.unique_id, state=self._shared_state)
+        self._state_handle: Any = None
+        self.start_reporting()  # Serve runs __init__ on the replica's event loop
+
+    def _shared_state(self) -> Any:
+        """The handle of the replicas' shared state, looked up again after a failure (Serve
+        restarts the actor under the same name)."""
+        from ray import serve
+
+        from jurybox.serving.service.builder import STATE_ACTOR
+
+        if self._state_handle is None:
+            self._state_handle = serve.get_deployment_actor(STATE_ACTOR)
+        return self._state_handle
+
+    def state_lost(self) -> None:
+        """Look the shared state's handle up again at the next call."""
+        self._state_handle = None
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         """Ray Serve calls this in the replica, after ``__init__``: the app is built there,
@@ -162,10 +188,11 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         health = await ingress.healthz()
         return JSONResponse(health.model_dump(), status_code=200 if health.status == "ok" else 503)
 
-    @app.get("/metrics", summary="Prometheus metrics of this ingress replica",
+    @app.get("/metrics", summary="Prometheus metrics of the service (every ingress replica's)",
              response_class=Response, responses={200: {
                  "description": "Prometheus text exposition format",
-                 "content": {"text/plain": {"schema": {"type": "string"}}}}})
+                 "content": {"text/plain": {"schema": {"type": "string"}}}},
+                 503: {"model": ErrorResponse}})
     async def metrics_text() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 

@@ -3,16 +3,19 @@ verdict cache, the rest sent to every judge deployment at once (a jury's latency
 judge, not the sum) and decided: the judging path of ``jurybox judge``, with the service only
 moving items in and verdicts out. Around it: a bounded queue (:class:`Gate`: 429 with
 Retry-After when full), a per-request deadline (504) that cancels the judges' work too,
-health, Prometheus metrics and a graceful drain. The HTTP routes are
+health, Prometheus metrics and a graceful drain, each shared with the other ingress replicas
+(:mod:`jurybox.serving.service.shared`). The HTTP routes are
 :mod:`jurybox.serving.service.ingress`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from jurybox.judges import Steps, provenance
@@ -33,12 +36,14 @@ from jurybox.serving.service.protocol import (
     ScoreRequest,
 )
 
+logger = logging.getLogger("jurybox.serving")
+
 # What a 503 for a judge that could not answer tells the client to wait (Serve restarts a dead
 # replica; a tiny model reloads in seconds, a large one in about a minute).
 RETRY_AFTER_UNAVAILABLE_S = 10
 
 class Metrics:
-    """Prometheus metrics of one ingress replica (served at /metrics)."""
+    """Prometheus metrics of one ingress replica (/metrics serves every replica's, summed)."""
 
     def __init__(self) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -131,9 +136,16 @@ class Gate:
 class ScoringService:
     """What the scoring service does, without HTTP: each route of the ingress
     (:func:`jurybox.serving.service.ingress.build_app`) calls one method and only turns its
-    answer into a response. Errors are :class:`HTTPProblem`, the one error shape."""
+    answer into a response. Errors are :class:`HTTPProblem`, the one error shape.
 
-    def __init__(self, plan: dict[str, Any], judges: dict[str, Any]) -> None:
+    One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its
+    share of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with
+    ``state`` (the handle of the replicas' :class:`~jurybox.serving.service.shared.IngressState`)
+    its metrics and drain are the whole service's, else its own."""
+
+    def __init__(self, plan: dict[str, Any], judges: dict[str, Any], *, replicas: int = 1,
+                 rank: int = 0, replica: str = "ingress",
+                 state: Callable[[], Any] | None = None) -> None:
         self.plan = ResolvedConfig.model_validate(plan)
         self.jury = self.plan.jury_spec()
         self.rubrics = self.plan.rubric_objects()
@@ -153,10 +165,14 @@ class ScoringService:
         self.metrics = Metrics()
         self.cache = (VerdictCache(self.plan.verdict_cache)
                       if self.plan.verdict_cache is not None else None)
-        self.gate = Gate(self.limits.max_concurrent, self.limits.max_queued, self.metrics.queue)
+        # (at least 1: a config file may ask for more replicas than max_concurrent)
+        self.gate = Gate(max(1, share(self.limits.max_concurrent, replicas, rank)),
+                         share(self.limits.max_queued, replicas, rank), self.metrics.queue)
         self.workers = Workers()  # inline rubrics are validated and rendered there
         self.in_flight = 0  # score requests being answered
         self.draining = False  # set on shutdown: new score requests get 503
+        self.replica, self._state = replica, state
+        self._reporter: asyncio.Task[None] | None = None
 
     def __del__(self) -> None:
         workers = self.__dict__.get("workers")
@@ -293,14 +309,71 @@ class ScoringService:
         return records
 
     async def drain(self, timeout_s: float) -> int:
-        """Take no new score requests (503 with Retry-After) and wait, at most ``timeout_s``,
-        for those in flight to finish; returns how many are still in flight (``jurybox serve``
-        calls it on Ctrl-C, before it deletes the application)."""
+        """Make every ingress replica take no new score requests (503 with Retry-After) and
+        wait, at most ``timeout_s``, for those in flight on any of them to finish; returns how
+        many are still in flight (``jurybox serve`` calls it on Ctrl-C, before it deletes the
+        application)."""
         self.draining = True
         deadline = time.monotonic() + timeout_s
+        if self._state is not None:
+            try:
+                return await self._drain_all(deadline)
+            except Exception as exc:  # no shared state to reach: drain this replica alone
+                self.state_lost()
+                logger.warning("drain: the other ingress replicas cannot be told (%s); "
+                               "draining this one", _short(exc))
         while self.in_flight and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         return self.in_flight
+
+    async def _drain_all(self, deadline: float) -> int:
+        assert self._state is not None
+        await self._state().drain.remote()
+        while True:
+            await self._report()
+            status = await self._state().status.remote()
+            # Done once every live replica has heard of the drain (so admits no more) and none
+            # has a request in flight.
+            if (status["all_know"] and not status["in_flight"]) or time.monotonic() >= deadline:
+                return int(status["in_flight"])
+            await asyncio.sleep(0.1)
+
+    # -- sharing with the other ingress replicas ---------------------------------------------
+
+    def start_reporting(self) -> None:
+        """Report to the shared state every ``REPORT_S`` seconds from now on (a no-op without
+        a shared state, outside an event loop, or when already reporting)."""
+        if self._state is None or self._reporter is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._reporter = loop.create_task(self._reporting())
+
+    def state_lost(self) -> None:
+        """A call to the shared state failed (a subclass holding its handle looks it up again)."""
+
+    async def _reporting(self) -> None:
+        from jurybox.serving.service.shared import REPORT_S
+
+        while True:
+            try:
+                await self._report()
+            except Exception as exc:  # the state restarting: the next report rebuilds it
+                self.state_lost()
+                logger.debug("report to the shared ingress state failed: %s", _short(exc))
+            await asyncio.sleep(REPORT_S)
+
+    async def _report(self) -> None:
+        """This replica's metrics and requests in flight to the shared state; learns from it
+        whether to drain."""
+        from jurybox.serving.service.shared import snapshot
+
+        assert self._state is not None
+        if await self._state().report.remote(self.replica, os.getpid(),
+                                             snapshot(self.metrics.registry), self.in_flight):
+            self.draining = True
 
     async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
         """POST /v1/provenance: the provenance hash of the rubric (named or inline) with this
@@ -362,8 +435,28 @@ class ScoringService:
             return _short(exc)
 
     async def metrics_text(self) -> bytes:
-        """GET /metrics: this replica's metrics as Prometheus text."""
-        return self.metrics.text()
+        """GET /metrics: the metrics of every ingress replica, summed, as Prometheus text
+        (this replica's alone without a shared state); 503 while the shared state cannot be
+        read (Serve restarting it)."""
+        from jurybox.serving.service.shared import render
+
+        if self._state is None:
+            return self.metrics.text()
+        try:
+            await self._report()  # this replica's counts as of now
+            families = await self._state().metrics.remote()
+        except Exception as exc:
+            self.state_lost()
+            raise HTTPProblem(503, "unavailable", "the metrics the ingress replicas share "
+                              f"cannot be read right now ({_short(exc)}); retry shortly",
+                              headers={"Retry-After": "2"}) from None
+        return render(families)
+
+
+def share(total: int, replicas: int, rank: int) -> int:
+    """Replica ``rank``'s share of ``total`` among ``replicas``: the shares add up to
+    ``total`` exactly (the first ``total % replicas`` replicas take one more)."""
+    return total // replicas + (1 if rank < total % replicas else 0)
 
 
 async def _all(calls: list[Any]) -> list[Any]:

@@ -1,7 +1,8 @@
 """The scoring service for real: Ray, Ray Serve and HTTP on 127.0.0.1 with the tiny jury on the
 CPU, started once for this module. Verdicts over HTTP equal `jurybox judge`'s; auth, limits,
-overload, health, metrics, the OpenAPI contract (fuzzed), the Python client, `judge --url`, and
-a judge replica killed mid-request."""
+overload, health, metrics, the OpenAPI contract (fuzzed), the Python client, `judge --url`, a
+judge replica and an ingress replica killed mid-request, and the drain on Ctrl-C. Two ingress
+replicas, as on a machine with the CPUs for them: the gate, metrics and drain are shared."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ TOKEN_ENV = "JURYBOX_TEST_TOKEN"
 TOKEN = "s3cret-token-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 LIMITS = Limits(max_body_bytes=64 * 1024, max_items=4, max_field_chars=5000,
-                max_concurrent=1, max_queued=1, request_timeout_s=600)
+                max_concurrent=2, max_queued=2, request_timeout_s=600)
+INGRESS_REPLICAS = 2  # each scores 1 request at once and queues 1
 ROWS = [{"id": it.id, "question": it.question, "response": it.response,
          "reference": it.reference} for it in ITEMS]
 JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
@@ -43,7 +45,8 @@ def service(tmp_path_factory):
             "--max-body-bytes", str(LIMITS.max_body_bytes), "--max-items", str(LIMITS.max_items),
             "--max-field-chars", str(LIMITS.max_field_chars),
             "--max-concurrent", str(LIMITS.max_concurrent), "--max-queued", str(LIMITS.max_queued),
-            "--request-timeout", str(LIMITS.request_timeout_s)]
+            "--request-timeout", str(LIMITS.request_timeout_s),
+            "--ingress-replicas", str(INGRESS_REPLICAS)]
     with serving_as_users_do(args, log, env={TOKEN_ENV: TOKEN}) as url:
         yield url
 
@@ -206,13 +209,14 @@ def test_a_burst_beyond_the_queue_gets_429_with_retry_after(service):
     def one():
         results.append(post(service, "/v1/score", {"rubric": "general", "items": ROWS[:1]}))
 
-    threads = [threading.Thread(target=one) for _ in range(5)]
+    threads = [threading.Thread(target=one) for _ in range(10)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     codes = sorted(r.status_code for r in results)
-    assert codes.count(429) >= 2 and codes.count(200) >= 1, codes  # 1 scoring + 1 queued
+    # Each of the 2 ingress replicas takes 1 scoring + 1 queued: at most 4 of the 10 get in.
+    assert codes.count(429) >= 6 and codes.count(200) >= 1, codes
     busy = next(r for r in results if r.status_code == 429)
     assert int(busy.headers["retry-after"]) >= 1 and busy.json()["error"]["type"] == "overloaded"
 
@@ -311,6 +315,76 @@ def test_a_judge_replica_killed_mid_request_ends_every_request(service):
     assert all(v["error"] is None or "could not answer" not in v["error"]
                for v in r.json()["verdicts"][0]["votes"])
     assert replica_pids() and replica_pids() != [pid]
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """Every sample on /metrics by name and sorted labels (parsed by prometheus_client)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics", timeout=60).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def ingress_in_flight(url: str) -> dict[int, float]:
+    """Score requests in flight per live ingress replica, by its process id."""
+    return {int(dict(labels)["pid"]): value for (name, labels), value in scrape(url).items()
+            if name == "jurybox_ingress_in_flight"}
+
+
+def test_metrics_are_the_whole_services_whichever_replica_answers(service):
+    key = ("jurybox_requests_total", (("route", "/v1/rubrics"), ("status", "200")))
+    time.sleep(1.5)  # every replica has reported what it answered so far
+    before = scrape(service).get(key, 0.0)
+    for _ in range(10):  # spread over both replicas by Serve's router
+        assert httpx.get(f"{service}/v1/rubrics", headers=AUTH).status_code == 200
+    time.sleep(1.5)
+    assert [scrape(service)[key] for _ in range(4)] == [before + 10] * 4
+    samples = scrape(service)
+    assert samples[("jurybox_ingress_replicas", ())] == INGRESS_REPLICAS
+    assert len(ingress_in_flight(service)) == INGRESS_REPLICAS
+
+
+def test_an_ingress_replica_killed_mid_request_costs_its_client_one_retry(service, caplog):
+    """The client whose request dies with its ingress replica gets Ray's plain 500 and asks
+    again; the other replica answers meanwhile, while Serve restarts the dead one."""
+    import logging
+
+    from jurybox.serving import Client
+
+    caplog.set_level(logging.INFO, logger="jurybox.serving.client")
+    result = {}
+
+    def score():
+        with Client(service, token=TOKEN) as client:
+            result["verdicts"] = client.score_records("general", ROWS)
+
+    sender = threading.Thread(target=score)
+    sender.start()
+    deadline = time.monotonic() + 60
+    while not (busy := [pid for pid, n in ingress_in_flight(service).items() if n]):
+        assert time.monotonic() < deadline, "the request never reached an ingress replica"
+        time.sleep(0.2)
+    (pid,) = busy
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    while True:  # the live replica answers at once (a restart takes 15 s or more)
+        try:
+            if httpx.get(f"{service}/healthz", timeout=30).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() - killed < 5, "no ingress replica answered while one restarted"
+        time.sleep(0.2)
+    sender.join(timeout=600)
+    assert [v["status"] for v in result["verdicts"]] == ["scored"] * len(ROWS)
+    retries = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert retries and "HTTP 500" in retries[0], retries
+    # Serve replaces the dead replica; the service has two again.
+    deadline = time.monotonic() + 300
+    while len(replicas := ingress_in_flight(service)) < INGRESS_REPLICAS or pid in replicas:
+        assert time.monotonic() < deadline, f"the ingress replica was not replaced: {replicas}"
+        time.sleep(1)
 
 
 def test_ctrl_c_finishes_the_requests_in_flight_and_refuses_new_ones(service):

@@ -112,3 +112,34 @@ def test_extra_rubrics_are_served_by_name(tmp_path):
         "criteria:\n  - {name: ok, description: fine, scale: {min: 0, max: 1}}\n")
     plan = ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).resolve()
     assert "mine" in plan.rubrics and "mirage-mg" in plan.rubrics
+
+
+def test_two_ingress_replicas_by_default_where_the_machine_has_the_cpus(monkeypatch):
+    from jurybox.serving.service import config as service_config
+    from jurybox.serving.service.config import Limits
+
+    monkeypatch.setattr(service_config.os, "cpu_count", lambda: 16)
+    assert ServiceConfig(jury="tiny").resolve().ingress_replicas == 2
+    # Each replica scores at least one request at once.
+    assert ServiceConfig(jury="tiny", limits=Limits(max_concurrent=1)).ingress_count() == 1
+    monkeypatch.setattr(service_config.os, "cpu_count", lambda: 2)
+    assert ServiceConfig(jury="tiny").resolve().ingress_replicas == 1
+    assert ServiceConfig(jury="tiny", ingress_replicas=3).resolve().ingress_replicas == 3
+    with pytest.raises(InputError, match="--max-concurrent 5 or more") as err:
+        ServiceConfig(jury="tiny", ingress_replicas=5).resolve()
+    assert err.value.field == "ingress_replicas"
+
+
+def test_the_config_file_starts_two_ingress_replicas_sharing_one_state_actor():
+    from ray.serve.schema import ServeDeploySchema
+
+    config = serve_config(ServiceConfig(jury="tiny"))
+    ingress = config["applications"][0]["deployments"][0]
+    assert ingress["num_replicas"] == 2  # a cluster has the CPUs, whatever this machine has
+    (actor,) = ingress["deployment_actors"]
+    assert actor["actor_class"] == "jurybox.serving.service.shared:IngressState"
+    parsed = ServeDeploySchema.model_validate(config)
+    (deployment,) = [d for d in parsed.applications[0].deployments if d.name == "JuryIngress"]
+    assert deployment.deployment_actors[0]["name"] == "ingress-state"
+    one = serve_config(ServiceConfig(jury="tiny", ingress_replicas=1))
+    assert one["applications"][0]["deployments"][0]["num_replicas"] == 1
