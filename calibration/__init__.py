@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "load_human_labels": "labels",
     "load_judge_output": "verdicts",
     "human_labels_from_rows": "labels",
+    "label_groups": "labels",
     "judge_output_from_records": "verdicts",
     "join": "joined",
     "scales_from": "labels",
@@ -122,7 +123,13 @@ if TYPE_CHECKING:  # static tools see real imports
     )
     from .joined import CriterionData, Joined, join, join_warnings
     from .kappa import agreement_weights, cohen_kappa, fleiss_kappa, gwet_ac
-    from .labels import HumanLabels, human_labels_from_rows, load_human_labels, scales_from
+    from .labels import (
+        HumanLabels,
+        human_labels_from_rows,
+        label_groups,
+        load_human_labels,
+        scales_from,
+    )
     from .ppi import PPIEstimate, ppi_mean, prediction_powered_mean
     from .report import AgreementReport, agreement_report
     from .stat import Stat

@@ -101,6 +101,28 @@ def load_human_labels(path: str | Path, scales: Any = None,
     return _human_labels(_numbered_rows(path), scales, criteria, str(path))
 
 
+def label_groups(path: str | Path, column: str) -> dict[str, str]:
+    """Each labelled item's group, from the labels file's ``column`` (a benchmark's task or
+    scenario, a domain): item id -> group. Rows without a value are left out; an item whose rows
+    name two groups, or a file without the column, is an error naming it."""
+    rows = _numbered_rows(Path(path))
+    if rows and not any(column in row for _, row in rows):
+        columns = sorted({k for _, row in rows for k in row})
+        raise InputDataError(f"{path}: no {column!r} column to group by (columns: {columns})",
+                             field=column)
+    groups: dict[str, str] = {}
+    for number, row in rows:
+        value = row.get(column)
+        if value is None or (isinstance(value, str) and not value.strip()) \
+                or (isinstance(value, float) and math.isnan(value)):
+            continue
+        item, group = str(row.get("id")), str(value).strip()
+        if groups.setdefault(item, group) != group:
+            raise InputDataError(f"{path}, row {number}: item {item!r} is in group {group!r} "
+                                 f"here and {groups[item]!r} on an earlier row", field=column)
+    return groups
+
+
 def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None,
                            criteria: Iterable[str] | None = None,
                            source: str = "<memory>") -> HumanLabels:

@@ -7,6 +7,7 @@ Items have a latent quality; humans rate it with noise; each judge rates a *dist
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -79,31 +80,62 @@ def simulate_judging(n_items: int = 200, *, n_humans: int = 2, labelled: int | N
     return records, humans
 
 
-class CascadeSimulation:
-    """Two-stage cascade with known truth: a cheap, overconfident judge, then a stronger panel.
+@dataclass(frozen=True)
+class ItemKind:
+    """One kind of item in a :class:`CascadeSimulation`: its share of the population, the
+    cheap judge's confidence on it (Beta(``conf``)), how often the cheap judge is right
+    (``confidence ** cheap_power``, or the fixed ``cheap_rate``) and the panel (``panel``)."""
 
-    Items are easy (share ``easy_share``) or hard. The cheap judge's confidence is
-    Beta(``easy_conf``) on easy items and Beta(``hard_conf``) on hard ones, and it is right with
-    probability ``confidence ** overconfidence`` (above 1: it is surer than it should be). The
-    panel is right with probability ``panel_easy`` / ``panel_hard``, independently. The
-    population agreement of the cascade at any threshold is computed exactly (by quadrature), so
-    a fitted threshold's true agreement is known.
+    share: float
+    conf: tuple[float, float]
+    panel: float
+    cheap_power: float = 1.0
+    cheap_rate: float | None = None
+
+    def cheap_right(self, c: Any) -> Any:
+        """Probability that the cheap judge is right at confidence ``c``."""
+        return c ** self.cheap_power if self.cheap_rate is None else c * 0.0 + self.cheap_rate
+
+
+class CascadeSimulation:
+    """Two-stage cascade with known truth: a cheap judge, then a stronger panel, on a mixture
+    of item kinds (:class:`ItemKind`).
+
+    The default: 70% easy and 30% hard items; the cheap judge is overconfident (right with
+    probability confidence^2; confidence Beta(12, 1) on easy items, Beta(3, 2) on hard ones);
+    the panel is right on 97% of easy and 85% of hard items. Its agreement curve falls
+    steadily as the threshold drops. :meth:`with_dip` is a population whose curve dips below
+    a target in one band of confidence and recovers below it. The population agreement of the
+    cascade at any threshold is computed exactly (by quadrature), so a fitted threshold's true
+    agreement is known.
     """
 
-    def __init__(self, *, easy_share: float = 0.7, easy_conf: tuple[float, float] = (12.0, 1.0),
-                 hard_conf: tuple[float, float] = (3.0, 2.0), overconfidence: float = 2.0,
-                 panel_easy: float = 0.97, panel_hard: float = 0.85) -> None:
-        self.easy_share = easy_share
-        self.conf = {"easy": easy_conf, "hard": hard_conf}
-        self.overconfidence = overconfidence
-        self.panel = {"easy": panel_easy, "hard": panel_hard}
+    def __init__(self, kinds: Sequence[ItemKind] | None = None) -> None:
+        self.kinds = tuple(kinds) if kinds is not None else (
+            ItemKind(0.7, (12.0, 1.0), panel=0.97, cheap_power=2.0),
+            ItemKind(0.3, (3.0, 2.0), panel=0.85, cheap_power=2.0))
+        total = sum(k.share for k in self.kinds)
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"the kinds' shares add up to {total}, not 1")
+
+    @classmethod
+    def with_dip(cls) -> CascadeSimulation:
+        """A cheap judge confident and wrong on one kind of item (8% of items, confidence about
+        0.975, right 10% of the time) and calibrated elsewhere, where it beats a weak panel: the
+        agreement curve (0.858 for the panel on every item) rises to 0.872 at threshold 0.99,
+        dips to 0.833 at 0.96 and recovers to 0.865 at 0.85."""
+        return cls([ItemKind(0.64, (12.0, 1.0), panel=0.8),
+                    ItemKind(0.08, (400.0, 10.0), panel=1.0, cheap_rate=0.1),
+                    ItemKind(0.28, (3.0, 2.0), panel=0.95)])
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """(confidence, agrees), each 2 stages x ``n`` items."""
-        easy = rng.random(n) < self.easy_share
-        conf = np.where(easy, rng.beta(*self.conf["easy"], n), rng.beta(*self.conf["hard"], n))
-        cheap_right = rng.random(n) < conf ** self.overconfidence
-        panel_right = rng.random(n) < np.where(easy, self.panel["easy"], self.panel["hard"])
+        u = rng.random(n)
+        kind = np.searchsorted(np.cumsum([k.share for k in self.kinds])[:-1], u, side="right")
+        conf = np.choose(kind, [rng.beta(*k.conf, n) for k in self.kinds])
+        right = np.choose(kind, [k.cheap_right(conf) for k in self.kinds])
+        cheap_right = rng.random(n) < right
+        panel_right = rng.random(n) < np.array([k.panel for k in self.kinds])[kind]
         return np.vstack([conf, np.ones(n)]), np.vstack([cheap_right, panel_right])
 
     def agreement(self, threshold: float) -> float:
@@ -111,25 +143,25 @@ class CascadeSimulation:
         from scipy import integrate, stats
 
         total = 0.0
-        for kind, share in (("easy", self.easy_share), ("hard", 1.0 - self.easy_share)):
-            a, b = self.conf[kind]
+        for kind in self.kinds:
+            a, b = kind.conf
             t = min(max(threshold, 0.0), 1.0) if np.isfinite(threshold) else 1.0
             exits = stats.beta.sf(t, a, b) if np.isfinite(threshold) else 0.0
             right_when_exiting = integrate.quad(
-                lambda c, a=a, b=b: c ** self.overconfidence * stats.beta.pdf(c, a, b), t, 1.0,
-                epsabs=1e-12, epsrel=1e-10)[0] if exits > 0 else 0.0
-            total += share * (right_when_exiting + (1.0 - exits) * self.panel[kind])
+                lambda c, a=a, b=b, kind=kind: kind.cheap_right(c) * stats.beta.pdf(c, a, b),
+                t, 1.0, epsabs=1e-12, epsrel=1e-10, limit=200)[0] if exits > 0 else 0.0
+            total += kind.share * (right_when_exiting + (1.0 - exits) * kind.panel)
         return float(total)
 
     def expected_calls(self, threshold: float, stage_calls: tuple[float, float] = (1, 3)) -> float:
         """Judge calls per item of the cascade (the cheap judge on every item, the panel on the
-        items it escalates)."""
+        items it escalates); the panel alone (``stage_calls[1]``) for ``threshold`` inf, which
+        is no cascade."""
         from scipy import stats
 
         if not np.isfinite(threshold):
-            return float(sum(stage_calls))
-        exits = sum(share * stats.beta.sf(threshold, *self.conf[kind]) for kind, share in
-                    (("easy", self.easy_share), ("hard", 1.0 - self.easy_share)))
+            return float(stage_calls[1])
+        exits = sum(k.share * stats.beta.sf(threshold, *k.conf) for k in self.kinds)
         return float(stage_calls[0] + (1.0 - exits) * stage_calls[1])
 
 

@@ -5,8 +5,9 @@ judges first. The stage's verdict combines its judges' votes as the jury would; 
 **confidence** is the pooled probability, over those judges' score distributions, of scores
 within ``confidence.tolerance`` of that verdict (snapped to the scale), the minimum over the
 criteria (``confidence.criteria``, default all). A criterion whose verdict is unscored, or one
-of whose scored votes has no distribution (an API without logprobs), gives confidence 0: a stage
-is trusted only on what it can measure. At or above the stage's threshold the item leaves with
+of whose scored votes has no distribution (an API without logprobs) or one that is not a
+probability distribution (NaN, negative, not summing to 1), gives confidence 0
+(:func:`confidence_and_reason` says which): a stage is trusted only on what it can measure. At or above the stage's threshold the item leaves with
 that verdict; otherwise the next stage adds its judges and decides in the same way, and the last
 stage decides with the whole jury, exactly as a jury without stages would. Every verdict of a
 cascaded jury says which stage decided it and why (``Verdict.stage``).
@@ -21,6 +22,7 @@ without stages is a single stage with every judge.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,32 +37,52 @@ def confidence(verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str],
                tolerance: float = 0.0) -> float:
     """A stage's confidence in its verdict: the minimum over ``criteria`` of the pooled
     probability of the scores within ``tolerance`` of the verdict. ``verdict`` is a Verdict or a
-    VerdictRecord (anything with ``scores`` and ``votes``); ``scales`` maps criteria to scales."""
+    VerdictRecord (anything with ``scores`` and ``votes``); ``scales`` maps criteria to scales.
+    0 where it cannot be measured (see :func:`confidence_and_reason`)."""
+    return confidence_and_reason(verdict, scales, criteria, tolerance)[0]
+
+
+def confidence_and_reason(verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str],
+                          tolerance: float = 0.0) -> tuple[float, str | None]:
+    """:func:`confidence`, and why it is 0 when it cannot be measured: a criterion's verdict is
+    unscored, or one of its scored votes has no score distribution (an API without logprobs) or
+    one that is not a probability distribution (NaN, negative, or not summing to 1: records from
+    a file or another tool can carry such)."""
     lowest = 1.0
     for criterion in criteria:
-        lowest = min(lowest, _criterion_confidence(verdict, criterion, scales[criterion],
-                                                   tolerance))
-        if lowest == 0.0:
-            break
-    return lowest
+        value, reason = _criterion_confidence(verdict, criterion, scales[criterion], tolerance)
+        if reason is not None:
+            return 0.0, reason
+        lowest = min(lowest, value)
+    return lowest, None
 
 
-def _criterion_confidence(verdict: Any, criterion: str, scale: Any, tolerance: float) -> float:
+# How far from 1 a distribution's probabilities may sum (rounding in a file) and still be one.
+_NORMALISED = 0.01
+
+
+def _criterion_confidence(verdict: Any, criterion: str, scale: Any,
+                          tolerance: float) -> tuple[float, str | None]:
     value = verdict.scores.get(criterion)
     if value is None:
-        return 0.0
+        return 0.0, f"{criterion}: the stage's verdict is unscored"
     decided = float(scale.snap(value))
     votes = [v for v in verdict.votes if v.criterion == criterion and v.scored]
     if not votes:
-        return 0.0
+        return 0.0, f"{criterion}: no scored vote"
     mass = 0.0
     for vote in votes:
         if not vote.distribution:
-            return 0.0
+            return 0.0, f"{criterion}: judge {vote.judge} has no score distribution"
+        probabilities = list(vote.distribution.values())
+        if not all(math.isfinite(p) and p >= 0.0 for p in probabilities) \
+                or abs(sum(probabilities) - 1.0) > _NORMALISED:
+            return 0.0, (f"{criterion}: judge {vote.judge}'s score distribution is not a "
+                         "probability distribution (NaN, negative, or not summing to 1)")
         for answer, p in vote.distribution.items():
             if abs(scale.parse(answer) - decided) <= tolerance + 1e-9:
                 mass += p
-    return mass / len(votes)
+    return mass / len(votes), None
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,16 @@ def calibrate(
     risk: Annotated[float, typer.Option(
         help="With --cascade: the allowed probability that the cascade's true agreement is "
              "below the target.", min=0.0, max=1.0)] = 0.1,
+    group: Annotated[str | None, typer.Option(
+        "--group", help="With --cascade: a column of HUMAN naming each item's group (a task, a "
+                        "scenario, a domain): report each group's agreement at the fitted "
+                        "threshold and warn where one is shown to fall below the target (the "
+                        "guarantee is over all items, not per group).", show_default=False)] = None,
+    by_group: Annotated[str | None, typer.Option(
+        "--by-group", help="With --cascade: fit one threshold per group of this column of HUMAN, "
+                           "each on its group's items at --risk split equally among the groups, "
+                           "so every group's guarantee holds at once; writes OUT.<group>.yaml "
+                           "per group.", show_default=False)] = None,
 ) -> None:
     """Fit a calibration map from human labels and judge verdicts, and show whether it helps.
 
@@ -163,8 +173,10 @@ def calibrate(
 
     With --cascade, fits the confidence threshold of a cascaded jury (cheap stages first, the
     rest escalated) so that with probability at least 1 - risk its agreement with the humans is
-    at least --target-agreement, reports the share each stage decides and the judge calls saved,
-    and writes the jury with its thresholds; a target the labels cannot support is refused.
+    at least --target-agreement, over items like the labelled ones as a whole (not per group;
+    --group COL shows each group, --by-group COL fits each on its own), reports in-sample the
+    share each stage decides and the judge calls saved, and writes the jury with its
+    thresholds; a target no threshold can be shown to reach is refused.
     """
     from jurybox.calibration import CalibrationMap, join_warnings
 
@@ -172,10 +184,17 @@ def calibrate(
         if target_agreement is None or jury is None:
             raise fail("--cascade needs --jury (the jury with stages) and --target-agreement "
                        "(e.g. 0.9)")
+        if group is not None and by_group is not None:
+            raise fail("--group reports the groups of one fit and --by-group fits one per group: "
+                       "give one of them")
+        if by_group is not None:
+            return _calibrate_cascade_by_group(human, judged, out, rubric, jury,
+                                               target_agreement, risk, json_out, by_group)
         return _calibrate_cascade(human, judged, out, rubric, jury, target_agreement, risk,
-                                  json_out)
-    if target_agreement is not None or jury is not None:
-        raise fail("--target-agreement and --jury are for --cascade (fitting a cascaded jury)")
+                                  json_out, group)
+    if target_agreement is not None or jury is not None or group or by_group:
+        raise fail("--target-agreement, --jury, --group and --by-group are for --cascade "
+                   "(fitting a cascaded jury)")
     with reported():
         output, rubric_def, notes = load_inputs(judged, rubric, provenance)
         cmap = CalibrationMap(method=method, output=output_kind, value=value, cv_folds=folds,
@@ -221,37 +240,108 @@ def calibrate(
     note(f"{wrote}; {advice}")
 
 
-def _calibrate_cascade(human: Path, judged: Path, out: Path, rubric: str | None, jury_ref: str,
-                       target: float, risk: float, json_out: bool) -> None:
-    import yaml
-
+def _cascade_inputs(judged: Path, rubric: str | None, jury_ref: str) -> tuple[Any, Any, Any, list[str]]:
     from jurybox.judges import load_jury_spec
     from jurybox.rubrics.errors import InputError
-    from jurybox.serving.runs.cascade_fit import describe, fit_cascade
+
+    output, rubric_def, notes = load_inputs(judged, rubric, None)
+    if rubric_def is None:
+        raise InputError("--cascade needs the rubric the verdicts were judged with "
+                         "(--rubric NAME_OR_FILE)")
+    return output, rubric_def, load_jury_spec(jury_ref), notes
+
+
+def _calibrate_cascade(human: Path, judged: Path, out: Path, rubric: str | None, jury_ref: str,
+                       target: float, risk: float, json_out: bool, group: str | None) -> None:
+    from jurybox.calibration import label_groups
+    from jurybox.serving.runs.cascade_fit import describe, fit_cascade, group_results
 
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, None)
-        if rubric_def is None:
-            raise InputError("--cascade needs the rubric the verdicts were judged with "
-                             "(--rubric NAME_OR_FILE)")
-        jury = load_jury_spec(jury_ref)
-        fit, data, fitted = fit_cascade(human, output, rubric_def, jury,
+        output, rubric_def, jury, notes = _cascade_inputs(judged, rubric, jury_ref)
+        groups = label_groups(human, group) if group is not None else None
+        fit, data, fitted = fit_cascade(human, output, rubric_def, jury, groups=groups,
                                         target_agreement=target, risk=risk)
     for message in notes:
         warn(message)
+    by_group = group_results(fit, data)
+    for g in by_group:
+        if g.below_target:
+            warn(f"group {g.group}: the cascade agrees with the humans on {g.agreement:.3f} of "
+                 f"its {g.n} labelled items (at most {g.upper_bound:.3f} with probability "
+                 f"{1 - risk:g}), below the target {target:g}: the guarantee is over all items, "
+                 f"not this group; --by-group {group} fits each group on its own")
     if json_out:
         typer.echo(dumps({"jury": jury.name, "rubric": rubric_def.name, **fit.to_dict(),
                           "stage_judges": data.stage_judges, "criteria": data.criteria,
-                          "excluded": data.excluded, "out": str(out) if fitted else None}))
+                          "excluded": data.excluded, "unmeasured": data.unmeasured,
+                          "groups": [g.to_dict() for g in by_group],
+                          "out": str(out) if fitted else None}))
     else:
         typer.echo(describe(fit, data))
     if fitted is None:
-        note("no threshold lets an earlier stage decide while keeping the guarantee: the whole "
-             f"jury on every item is what meets it; {out} was not written")
+        note("no threshold lets an earlier stage decide while keeping the guarantee and saving "
+             f"judge calls: the whole jury on every item is what meets it; {out} was not written")
         return
-    summary = (f"thresholds fitted by `jurybox calibrate --cascade` on {fit.n} labelled items "
-               f"({human.name}): agreement >= {target:g} with probability >= {1 - risk:g}; "
-               f"expected judge calls saved {fit.calls_saved:.1%}")
+    _write_fitted(fitted, jury, out, f"on {fit.n} labelled items ({human.name}): "
+                  f"{fit.certified}; judge calls saved on them {fit.calls_saved:.1%}")
+    note(f"wrote {out}; judge with it: jurybox judge PREDICTIONS --rubric "
+         f"{rubric or rubric_def.name} --jury {out}")
+
+
+def _calibrate_cascade_by_group(human: Path, judged: Path, out: Path, rubric: str | None,
+                                jury_ref: str, target: float, risk: float, json_out: bool,
+                                column: str) -> None:
+    import re
+
+    from jurybox.calibration import label_groups
+    from jurybox.serving.runs.cascade_fit import describe, fit_by_group
+
+    with reported():
+        output, rubric_def, jury, notes = _cascade_inputs(judged, rubric, jury_ref)
+        fits = fit_by_group(human, output, rubric_def, jury, label_groups(human, column),
+                            target_agreement=target, risk=risk)
+    for message in notes:
+        warn(message)
+    share = risk / len(fits)
+    report: dict[str, Any] = {}
+    texts = [f"{len(fits)} groups of {column}, each fitted on its own items at risk "
+             f"{risk:g} / {len(fits)} = {share:.4g}: with probability >= {1 - risk:g} every "
+             "group's cascade meets the target at once"]
+    written = []
+    for name, (fit, data, fitted, refused) in fits.items():
+        path = out.with_name(f"{out.stem}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}{out.suffix}")
+        if fit is None:
+            texts.append(f"group {name} ({len(data.ids)} labelled items): refused: {refused}")
+            report[name] = {"refused": refused, "n": len(data.ids), "out": None}
+            continue
+        texts.append(describe(fit, data, title=f"group {name}: cascade of "
+                                               f"{len(data.stage_judges)} stages on {fit.n} "
+                                               "labelled items",
+                              population=f"over the items of group {name}"))
+        report[name] = {**fit.to_dict(), "out": str(path) if fitted else None}
+        if fitted is not None:
+            _write_fitted(fitted, jury, path, f"for group {name} of {column}, on {fit.n} "
+                          f"labelled items ({human.name}): {fit.certified} (risk {risk:g} "
+                          f"split among {len(fits)} groups); judge calls saved on them "
+                          f"{fit.calls_saved:.1%}")
+            written.append(str(path))
+    if json_out:
+        typer.echo(dumps({"jury": jury.name, "rubric": rubric_def.name, "group_column": column,
+                          "risk": risk, "risk_per_group": share, "groups": report}))
+    else:
+        typer.echo("\n".join(texts))
+    if all(fit is None for fit, *_ in fits.values()):
+        raise fail("no group's target can be certified with its labels (see above); nothing "
+                   "was written")
+    note(f"wrote {', '.join(written) if written else 'nothing'} (a group without an early exit "
+         "that keeps its guarantee and saves calls is judged by the whole jury); judge each "
+         "group's items with its own jury file")
+
+
+def _write_fitted(fitted: Any, jury: Any, out: Path, what: str) -> None:
+    import yaml
+
+    summary = f"thresholds fitted by `jurybox calibrate --cascade` {what}"
     fitted = fitted.model_copy(update={"description": (
         f"{jury.description.strip()}\n{summary}" if jury.description.strip() else summary)})
     text = yaml.safe_dump(fitted.model_dump(mode="json", exclude_defaults=True),
@@ -260,8 +350,6 @@ def _calibrate_cascade(human: Path, judged: Path, out: Path, rubric: str | None,
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
-    note(f"wrote {out}; judge with it: jurybox judge PREDICTIONS --rubric "
-         f"{rubric or rubric_def.name} --jury {out}")
 
 
 # --------------------------------------------------------------------------- shared

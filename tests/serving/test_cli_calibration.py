@@ -562,3 +562,61 @@ def test_calibrate_cascade_options_belong_together(cascade_files, tmp_path):
     assert result.exit_code == 2 and "--cascade needs --jury" in result.output
     result = invoke("calibrate", f["human"], f["judged"], "--target-agreement", "0.9", "-o", out)
     assert result.exit_code == 2 and "are for --cascade" in result.output
+
+
+@pytest.fixture
+def grouped_cascade_files(cascade_files, tmp_path):
+    """The cascade files with a ``task`` column: ``trap`` (every 10th item, where the small
+    judge is sure and wrong) and ``plain``."""
+    import json
+
+    records = [json.loads(line) for line in cascade_files["judged"].read_text().splitlines()]
+    humans = [json.loads(line) for line in cascade_files["human"].read_text().splitlines()]
+    for i, (record, human) in enumerate(zip(records, humans)):
+        if i % 10 == 0:
+            wrong = human["accuracy"] % 3 + 1
+            record["votes"][0] = {"judge": "small", "criterion": "accuracy", "score": wrong,
+                                  "distribution": {str(v): 0.995 if v == wrong else 0.0025
+                                                   for v in (1, 2, 3)}}
+        human["task"] = "trap" if i % 10 == 0 else "plain"
+    return {**cascade_files, "judged": write_jsonl(tmp_path / "judged-g.jsonl", records),
+            "human": write_jsonl(tmp_path / "human-g.jsonl", humans)}
+
+
+def calibrate_grouped(f, out, *options):
+    """``calibrate --cascade`` on the grouped files at target 0.75, with ``options``."""
+    return invoke("calibrate", f["human"], f["judged"], "--cascade", "-j", f["jury"],
+                  "--target-agreement", "0.75", "-r", f["rubric"], "-o", out, *options)
+
+
+def test_calibrate_cascade_reports_each_group_and_warns_of_one_below_the_target(
+        grouped_cascade_files, tmp_path):
+    f, out = grouped_cascade_files, tmp_path / "fitted.yaml"
+    result = calibrate_grouped(f, out, "--group", "task")
+    assert result.exit_code == 0, result.output
+    assert "certified: agreement >= 0.75 with probability >= 0.9" in result.output
+    assert "in-sample" in result.output and "trap: 0.000 on 30 items" in result.output
+    assert "warning: group trap" in result.output and "--by-group task" in result.output
+    assert out.exists()
+    doc = strict_json(calibrate_grouped(f, out, "--group", "task", "--json").stdout)
+    assert {g["group"]: g["below_target"] for g in doc["groups"]} == {"plain": False,
+                                                                     "trap": True}
+    assert "agreement_lower_bound" not in doc and doc["in_sample_agreement"] >= 0.75
+
+
+def test_calibrate_cascade_by_group_writes_one_jury_per_certified_group(
+        grouped_cascade_files, tmp_path):
+    from jurybox.judges import load_jury_spec
+
+    f, out = grouped_cascade_files, tmp_path / "fitted.yaml"
+    result = calibrate_grouped(f, out, "--by-group", "task")
+    assert result.exit_code == 0, result.output
+    assert "each fitted on its own items at risk 0.1 / 2 = 0.05" in result.output
+    assert "group trap (30 labelled items): refused" in result.output
+    plain = load_jury_spec(tmp_path / "fitted.plain.yaml")
+    assert plain.cascaded and "for group plain of task" in plain.description
+    assert not (tmp_path / "fitted.trap.yaml").exists() and not out.exists()
+    result = calibrate_grouped(f, out, "--by-group", "task", "--group", "task")
+    assert result.exit_code == 2 and "give one of them" in result.output
+    result = calibrate_grouped(f, out, "--by-group", "domain")
+    assert result.exit_code == 2 and "no 'domain' column to group by" in result.output
