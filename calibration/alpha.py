@@ -104,7 +104,11 @@ def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
     elif level == "ordinal":
         within, expected = _interval_sums(_midranks(values), unit, m, n_units)
     elif level == "interval":
-        within, expected = _interval_sums(values, unit, m, n_units)
+        # Interval alpha does not change when every value is scaled alike; scaling by a power
+        # of two (exact) to at most 1 keeps squares of tiny values (1e-158) from underflowing
+        # to subnormals. (_ratio_sums scales in the same way.)
+        shift = -int(np.frexp(np.max(np.abs(values)))[1])
+        within, expected = _interval_sums(np.ldexp(values, shift), unit, m, n_units)
     else:
         within, expected = _ratio_sums(sub, sub_mask, values, unit, m, n_units)
 

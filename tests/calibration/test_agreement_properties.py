@@ -65,7 +65,12 @@ def test_alpha_matches_krippendorff_package(level: str, continuous: bool) -> Non
             assert not ours.defined and ours.reason
             return
         with np.errstate(all="ignore"):
-            theirs = krippendorff.alpha(reliability_data=data, level_of_measurement=level)
+            # Alpha does not change when every value is scaled alike: the package is asked
+            # about values scaled (exactly, by a power of two) to at most 1, where its own
+            # squares of tiny values (1e-160) do not underflow.
+            top = np.nanmax(np.abs(data))
+            scaled = np.ldexp(data, -int(np.frexp(top)[1])) if top > 0 else data
+            theirs = krippendorff.alpha(reliability_data=scaled, level_of_measurement=level)
         assume(np.isfinite(theirs))
         assert ours.defined
         assert ours.value == pytest.approx(theirs, rel=1e-9, abs=1e-9)
@@ -173,3 +178,17 @@ def _kendall_tau_b_bruteforce(a: np.ndarray, b: np.ndarray) -> float:
     ties_a = float(np.sum(da[iu] == 0))
     ties_b = float(np.sum(db[iu] == 0))
     return s / np.sqrt((n0 - ties_a) * (n0 - ties_b))
+
+
+@pytest.mark.parametrize("level", ["interval", "ratio"])
+def test_alpha_of_tiny_values_does_not_underflow(level: str) -> None:
+    # Found by the property test above: squares of 1.5e-158 are subnormal, and alpha came out
+    # -4.2e-8 instead of 0 (the package, on these values as given, errs too: -0.5000028 for
+    # the second matrix, whose alpha is -0.5). Alpha does not change when all values scale
+    # alike, so the package is asked about the values scaled to about 1.
+    for tiny, other in [(1.5269518981006657e-158, 0.0), (8.16305574e-160, None)]:
+        data = (np.array([[0.0, tiny], [tiny, tiny]]) if other is not None
+                else np.array([[0.0, 0.0], [tiny, tiny]]))
+        unit = np.ldexp(data, -int(np.frexp(tiny)[1]))  # the same values, scaled exactly
+        theirs = krippendorff.alpha(reliability_data=unit, level_of_measurement=level)
+        assert krippendorff_alpha(data, level).value == pytest.approx(theirs, abs=1e-12)
