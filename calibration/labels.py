@@ -23,6 +23,10 @@ Example (CSV)::
 Columns that are not criteria of the judge output (notes, timestamps) are ignored and listed
 in the join summary. Values off the scale, non-numeric values, duplicate (id, rater) rows and
 ids that do not join are reported with counts and examples, never silently dropped.
+
+A file written by ``jurybox label`` (:mod:`jurybox.calibration.label_store`) has the same
+columns plus ``labelled_at``, ``selection`` and, on undo and skip lines, ``undone`` or
+``skipped``; there a relabel is a newer line for the same (id, rater), and the latest wins.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from ._rows import count as _count
 from ._rows import numbered_rows as _numbered_rows
 from .errors import InputDataError
 
-_RESERVED = {"id", "rater"}
+# Not criteria: the item, the rater, and what a labelling session records beside the labels.
+_RESERVED = {"id", "rater", "labelled_at", "selection", "skipped", "undone"}
 
 
 def scales_from(spec: Any) -> dict[str, Scale]:
@@ -130,8 +135,27 @@ def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None
     return _human_labels(list(enumerate(rows, start=1)), scales, criteria, source)
 
 
+def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
+                   ) -> Sequence[tuple[int, Mapping[str, Any]]]:
+    """The rows of a labelling session's file (lines with ``labelled_at``, see
+    :mod:`jurybox.calibration.label_store`) as the session meant them: the latest line per
+    (id, rater) wins (a relabel appends one), and an undo or skip line leaves no label. Rows
+    without ``labelled_at`` (a spreadsheet) are taken as they are."""
+    if not any("labelled_at" in row for _, row in rows):
+        return rows
+
+    def key(row: Mapping[str, Any]) -> tuple[str, str]:
+        return str(row.get("id")), str(row.get("rater") or "")
+
+    last = {key(row): i for i, (_, row) in enumerate(rows) if "labelled_at" in row}
+    return [(n, row) for i, (n, row) in enumerate(rows)
+            if "labelled_at" not in row
+            or (last[key(row)] == i and not row.get("undone") and row.get("skipped") is None)]
+
+
 def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
                   criteria: Iterable[str] | None, source: str) -> HumanLabels:
+    rows = _latest_labels(rows)
     if not rows:
         raise InputDataError(f"{source}: no rows")
     scale_map = scales_from(scales)

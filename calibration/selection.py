@@ -1,0 +1,130 @@
+"""Which judged item a human labels next, and how far the labels so far have got.
+
+Goals (``jurybox label --goal``):
+
+- ``agreement`` (default): representative items for the per-criterion agreement of the jury with
+  the humans: a uniform random order of the judged items, fixed by a seed for the session (every
+  rater walks the same order), so the labelled items are a simple random sample and every
+  estimate weights them equally.
+- ``cascade``: the same uniform order, because a cascade's threshold is certified on labels drawn
+  at random from the items (:mod:`jurybox.calibration.cascade_threshold`): items chosen any other
+  way would void its guarantee.
+
+With ``overlap`` > 0, that share of a rater's items are items another rater labelled (the
+earliest in the order), so human-human agreement, the ceiling ``jurybox agree`` reports, is
+measured on them. Each choice is recorded with the label (``selection``: the strategy, and the
+inclusion probability, None for a uniform order, where it is the same for every item).
+
+Progress (:func:`progress`): per criterion, the share of labels on which the jury's verdict
+(snapped to the scale) equals the human's, with a 95% Clopper-Pearson interval; the goal is met
+when every criterion's interval half-width is at most the target width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import InputDataError
+
+GOALS = ("agreement", "cascade")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The item offered next, why, and what the label line records of it (``selection``)."""
+
+    id: str
+    why: str
+    selection: dict[str, Any]
+
+
+def labelled(line: Mapping[str, Any]) -> bool:
+    """A label line that holds labels (not an undo or a skip line)."""
+    return not line.get("undone") and line.get("skipped") is None
+
+
+class Selector:
+    """The order in which items are offered (see the module's text)."""
+
+    def __init__(self, ids: Sequence[str], goal: str = "agreement", *, seed: int = 0,
+                 overlap: float = 0.0) -> None:
+        if goal not in GOALS:
+            raise InputDataError(f"goal must be one of {list(GOALS)}; got {goal!r}")
+        if not 0.0 <= overlap <= 1.0:
+            raise InputDataError(f"overlap must be a share between 0 and 1; got {overlap}")
+        if not ids:
+            raise InputDataError("no judged item to label")
+        self.goal, self.overlap = goal, overlap
+        order = list(dict.fromkeys(ids))
+        np.random.default_rng(seed).shuffle(order)
+        self.order = order
+        self.position = {item: k for k, item in enumerate(order)}
+
+    def next(self, rater: str, latest: Mapping[tuple[str, str], Mapping[str, Any]]
+             ) -> Choice | None:
+        """The item ``rater`` labels next, given the latest line per (item, rater); None when
+        every item is labelled or skipped by this rater."""
+        seen = {item for (item, r), line in latest.items() if r == rater}
+        seen -= {item for (item, r), line in latest.items() if r == rater and line.get("undone")}
+        by_others = {item for (item, r), line in latest.items() if r != rater and labelled(line)}
+        mine = [item for (item, r), line in latest.items() if r == rater and labelled(line)]
+        shared = sum(item in by_others for item in mine)
+        overlap = [item for item in self.order if item in by_others and item not in seen]
+        fresh = [item for item in self.order
+                 if item not in seen and item not in by_others]
+        # Route a share of the rater's items to items others labelled.
+        if overlap and (not fresh or shared < self.overlap * (len(mine) + 1)):
+            item = overlap[0]
+            return Choice(item, "labelled by another rater too: human-human agreement is "
+                          "measured on such items", {"strategy": "overlap", "probability": None})
+        if not fresh:
+            return None
+        item = fresh[0]
+        k, n = self.position[item] + 1, len(self.order)
+        why = (f"item {k} of {n} in a uniform random order"
+               + (" (a cascade's guarantee needs labels chosen at random)"
+                  if self.goal == "cascade" else ""))
+        return Choice(item, why, {"strategy": "uniform", "probability": None})
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Two-sided Clopper-Pearson interval for ``k`` successes out of ``n``."""
+    from scipy.stats import beta
+
+    a = (1.0 - level) / 2.0
+    low = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1.0 - a, k + 1, n - k))
+    return low, high
+
+
+def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
+             jury_scores: Mapping[str, Mapping[str, float | None]], scales: Mapping[str, Any],
+             target_width: float | None, total: int) -> dict[str, Any]:
+    """How far the labels have got: counts (items labelled by anyone, lines per rater, items
+    left), and per criterion the jury's agreement with the human labels (exact, after snapping
+    the jury's score to the scale) with its 95% interval; ``goal_met`` when every criterion's
+    half-width is at most ``target_width``."""
+    lines = [line for line in latest.values() if labelled(line)]
+    items = {str(line["id"]) for line in lines}
+    by_rater: dict[str, int] = {}
+    for line in lines:
+        by_rater[str(line.get("rater", ""))] = by_rater.get(str(line.get("rater", "")), 0) + 1
+    estimates: dict[str, dict[str, float | int | None]] = {}
+    for criterion, scale in scales.items():
+        pairs = [(float(line[criterion]), jury_scores.get(str(line["id"]), {}).get(criterion))
+                 for line in lines if line.get(criterion) is not None]
+        pairs = [(h, j) for h, j in pairs if j is not None]
+        n = len(pairs)
+        agreed = sum(float(scale.snap(j)) == h for h, j in pairs)
+        low, high = clopper_pearson(agreed, n) if n else (0.0, 1.0)
+        estimates[criterion] = {"agreement": agreed / n if n else None, "low": low,
+                                "high": high, "half_width": (high - low) / 2, "n": n}
+    met = target_width is not None and all(e["half_width"] <= target_width  # type: ignore[operator]
+                                           for e in estimates.values())
+    return {"labelled_items": len(items), "labels_by_rater": by_rater,
+            "left": total - len(items), "total": total, "target_width": target_width,
+            "agreement": estimates, "goal_met": met}

@@ -1,0 +1,120 @@
+"""``jurybox label``: a local web page to label judged items, writing the human labels file that
+``jurybox agree`` and ``jurybox calibrate`` read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+
+from jurybox.serving.cli.console import fail, note, reported, warn
+
+if TYPE_CHECKING:
+    from jurybox.calibration.label_store import LabelStore
+    from jurybox.serving.labelling.app import LabellingSession
+
+Goal = Literal["agreement", "cascade"]
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def label(
+    items: Annotated[Path, typer.Argument(help="The predictions file that was judged (JSONL, CSV or Parquet): the text shown on the page.", exists=True, show_default=False)],
+    verdicts: Annotated[Path, typer.Argument(help="What `jurybox judge` wrote for it (a JSONL file, or a directory of its shards).", exists=True, show_default=False)],
+    labels: Annotated[Path, typer.Option("--labels", "-l", help="The human labels file to write (created, or appended to; one JSON line per label).", show_default=False)],
+    rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
+    rater: Annotated[str | None, typer.Option(help="Your name as a rater: every label carries it (the page asks when it is not in its address).", show_default=False)] = None,
+    goal: Annotated[Goal, typer.Option(help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) or `cascade` (fitting a cascade's threshold); both offer items in a uniform random order, which their estimates and guarantees need.")] = "agreement",
+    target_width: Annotated[float | None, typer.Option(help="Stop when every criterion's 95% interval of the jury's agreement is at most this half-width (e.g. 0.05); the page then says so.", min=0.0, max=1.0, show_default=False)] = None,
+    overlap: Annotated[float, typer.Option(help="Share of a rater's items that another rater labelled too, so that human-human agreement (the ceiling `jurybox agree` reports) is measured.", min=0.0, max=1.0)] = 0.0,
+    show_judges: Annotated[bool, typer.Option("--show-judges", help="Show the judges' votes before the item is labelled (by default they appear only after, beside the label).")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the random order (the same for every rater of the file).")] = 0,
+    host: Annotated[str, typer.Option(help="Address to listen on (another than this machine's own needs --token-env).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8400,
+    token_env: Annotated[str | None, typer.Option("--token-env", help="Environment variable holding a token the page and API calls must send (Authorization: Bearer).", show_default=False)] = None,
+) -> None:
+    """Label judged items in a web page: keyboard first, blind to the judges by default.
+
+    Open the address it prints. Each saved label is one line of --labels (fsync'd before the
+    page moves on), with the rater and how the item was chosen; a relabel, undo or skip appends
+    a newer line, which wins. The HTTP API the page uses (GET /api/next?rater=R, POST
+    /api/labels, POST /api/skip, POST /api/undo, GET /api/progress) serves other tools too.
+    """
+    import uvicorn
+
+    from jurybox.serving.labelling.app import build_app
+
+    with reported():
+        session, store = _session(items, verdicts, labels, rubric, goal, target_width, overlap,
+                                  show_judges, seed)
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env)
+        if not token:
+            store.close()
+            raise fail(f"--token-env {token_env}: the environment variable is not set (or empty)")
+    elif host not in _LOOPBACK:
+        store.close()
+        raise fail(f"--host {host} makes the page reachable from other machines: protect it "
+                   "with --token-env VAR (a token the page and API calls must send)")
+    address = f"http://{host}:{port}/" + (f"?rater={rater}" if rater else "")
+    note(f"labelling {len(session.items)} judged items of rubric {session.rubric.name} "
+         f"(goal: {goal}) into {labels}; open {address} (Ctrl-C stops; every saved label is "
+         "already on disk)")
+    try:
+        uvicorn.run(build_app(session, token), host=host, port=port, log_level="warning")
+    finally:
+        store.close()
+
+
+def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | None, goal: str,
+             target_width: float | None, overlap: float, show_judges: bool, seed: int
+             ) -> tuple[LabellingSession, LabelStore]:
+    """The session over the judged items of ``items_path`` and the labels file it appends to."""
+    from jurybox.calibration.label_store import LabelStore
+    from jurybox.calibration.selection import Selector
+    from jurybox.rubrics import input_hash
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.cli.calibration import load_inputs
+    from jurybox.serving.labelling.app import LabellingSession
+    from jurybox.serving.runs.predictions import read_predictions
+
+    output, rubric_def, notes = load_inputs(verdicts_path, rubric, None)
+    if rubric_def is None:
+        raise InputError("the verdicts name no rubric jurybox knows: give --rubric NAME_OR_FILE")
+    for message in notes:
+        warn(message)
+    read = read_predictions(items_path, rubric_def, allow_empty=True)
+    if read.errors:
+        first = read.errors[0]
+        warn(f"{items_path}: {len(read.errors)} row(s) could not be read and are not offered "
+             f"(first: row {first.row}, {first.field}: {first.message})")
+    verdicts = {r.id: r for r in output.records}
+    items = {}
+    for item in read.items:
+        record = verdicts.get(item.id)
+        if record is None:
+            continue
+        if record.input is not None and record.input != input_hash(item):
+            raise InputError(f"{items_path}: item {item.id!r} is not the text that was judged "
+                             f"({verdicts_path} holds a verdict on other text for it): label "
+                             "the predictions file the verdicts come from", field="id")
+        items[item.id] = item
+    if not items:
+        raise InputError(f"no item of {items_path} has a verdict in {verdicts_path}: give the "
+                         "predictions file and what `jurybox judge` wrote for it")
+    unjudged = len(read.items) - len(items)
+    if unjudged:
+        warn(f"{unjudged} item(s) of {items_path} have no verdict and are not offered")
+    store = LabelStore(labels)
+    if store.repaired:
+        note(f"{labels}: its last line was cut short by a crash (never saved) and is removed")
+    try:
+        selector = Selector(list(items), goal, seed=seed, overlap=overlap)
+        session = LabellingSession(items, {i: verdicts[i] for i in items}, rubric_def, store,
+                              selector, target_width=target_width, show_judges=show_judges)
+    except Exception:
+        store.close()
+        raise
+    return session, store
