@@ -41,9 +41,13 @@ def label(
     a newer line, which wins. The HTTP API the page uses (GET /api/next?rater=R, POST
     /api/labels, POST /api/skip, POST /api/undo, GET /api/progress) serves other tools too.
     """
-    import uvicorn
+    try:
+        import uvicorn
 
-    from jurybox.serving.labelling.app import build_app
+        from jurybox.serving.labelling.app import build_app
+    except ImportError as exc:
+        raise fail(f"jurybox label needs the label extra ({exc.name} is not installed): pip "
+                   "install -c locks/cpu.txt -e '.[label]'") from None
 
     with reported():
         session, store = _session(items, verdicts, labels, rubric, goal, target_width, overlap,

@@ -53,20 +53,22 @@ def browser():
 
 
 @contextmanager
-def labelling(judged: Path, labels: Path, port: int, *options: str, log: Path | None = None):
+def labelling(judged: Path, labels: Path, port: int, *options: str, log: Path | None = None,
+              env: dict[str, str] | None = None):
     """`jurybox label` in its own process until the block ends; yields (base URL, process)."""
     log = log or labels.with_suffix(".log")
     with open(log, "ab") as out:
         proc = subprocess.Popen([JURYBOX, "label", str(EXAMPLES), str(judged), "--labels",
                                  str(labels), "--port", str(port), *options],
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             assert proc.poll() is None, log.read_text()
             try:
-                if httpx.get(f"{url}/api/progress", timeout=5).status_code == 200:
+                if httpx.get(f"{url}/api/progress", timeout=5).status_code in (200, 401):
                     break
             except httpx.HTTPError:
                 pass
@@ -231,3 +233,20 @@ def test_the_api_refuses_bad_labels_naming_the_field_and_writes_nothing(judged, 
                                 capture_output=True, text=True, timeout=120)
         assert second.returncode == 2
         assert "being written by another labelling server" in second.stderr
+
+
+def test_a_token_guards_the_api_and_another_host_needs_one(judged, tmp_path):
+    labels = tmp_path / "human.jsonl"
+    with labelling(judged, labels, free_port(), "--token-env", "LABEL_TOKEN",
+                   env={"LABEL_TOKEN": "s3cret"}) as (url, _):
+        assert httpx.get(f"{url}/api/progress").status_code == 401
+        good = {"Authorization": "Bearer s3cret"}
+        assert httpx.get(f"{url}/api/progress", headers=good).status_code == 200
+        assert httpx.get(f"{url}/api/progress",
+                         headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert httpx.get(f"{url}/").status_code == 200  # the page asks for the token itself
+    exposed = subprocess.run([JURYBOX, "label", str(EXAMPLES), str(judged), "--labels",
+                              str(tmp_path / "other.jsonl"), "--host", "0.0.0.0",
+                              "--port", str(free_port())],
+                             capture_output=True, text=True, timeout=120)
+    assert exposed.returncode == 2 and "protect it with --token-env" in exposed.stderr

@@ -368,13 +368,14 @@ def test_an_ingress_replica_killed_mid_request_costs_its_client_one_retry(servic
     (pid,) = busy
     os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
-    while True:  # the live replica answers at once (a restart takes 15 s or more)
+    while True:  # the live replica answers at once (noticing the death and restarting the
+        # replica takes Serve 15 s or more; measured here: 0.2 s to the first 200)
         try:
             if httpx.get(f"{service}/healthz", timeout=30).status_code == 200:
                 break
         except httpx.HTTPError:
             pass
-        assert time.monotonic() - killed < 5, "no ingress replica answered while one restarted"
+        assert time.monotonic() - killed < 10, "no ingress replica answered while one restarted"
         time.sleep(0.2)
     sender.join(timeout=600)
     assert [v["status"] for v in result["verdicts"]] == ["scored"] * len(ROWS)
