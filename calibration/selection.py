@@ -128,3 +128,66 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
     return {"labelled_items": len(items), "labels_by_rater": by_rater,
             "left": total - len(items), "total": total, "target_width": target_width,
             "agreement": estimates, "goal_met": met}
+
+
+def half_width(agreed: int, n: int, level: float = 0.95) -> float:
+    """Half the width of the Clopper-Pearson interval for ``agreed`` of ``n``."""
+    low, high = clopper_pearson(agreed, n, level)
+    return (high - low) / 2.0
+
+
+def labels_needed(p: float, width: float, level: float = 0.95, cap: int = 1_000_000) -> int:
+    """The fewest labels at which an agreement rate ``p`` has a Clopper-Pearson interval of
+    half-width at most ``width`` (its agreements counted as ``round(p * n)``); ``cap`` when
+    even that many are not enough."""
+    if not 0.0 < width < 0.5:
+        raise InputDataError(f"the target width is a half-width between 0 and 0.5; got {width}")
+
+    def ok(n: int) -> bool:
+        return half_width(round(p * n), n, level) <= width
+
+    low, high = 1, 2
+    while not ok(high):
+        low, high = high, high * 2
+        if high >= cap:
+            return cap
+    while low < high:  # the half-width falls with n (up to rounding of p * n)
+        mid = (low + high) // 2
+        low, high = (mid + 1, high) if not ok(mid) else (low, mid)
+    return low
+
+
+def plan(latest: Mapping[tuple[str, str], Mapping[str, Any]],
+         jury_scores: Mapping[str, Mapping[str, float | None]],
+         votes: Mapping[str, Mapping[str, list[float]]], scales: Mapping[str, Any],
+         width: float) -> dict[str, dict[str, Any]]:
+    """How many labels each criterion needs for the jury's agreement to have a 95% interval of
+    half-width at most ``width``: from the labels so far (at their agreement, and the range over
+    its interval), or, before any label, from the verdicts alone (between the rate at which the
+    judges agree with the jury, a guess at the human rate, and the worst case 0.5).
+    ``votes``: per item and criterion, the judges' scores."""
+    now = progress(latest, jury_scores, scales, width, len(jury_scores))["agreement"]
+    out: dict[str, dict[str, Any]] = {}
+    for criterion, scale in scales.items():
+        e = now[criterion]
+        n = int(e["n"])
+        if n:
+            p = float(e["agreement"])
+            low, high = float(e["low"]), float(e["high"])
+            worst = 0.5 if low <= 0.5 <= high else min((low, high), key=lambda x: abs(x - 0.5))
+            best = max((low, high), key=lambda x: abs(x - 0.5))
+            basis = f"{n} label(s) so far (agreement {p:.3f} [{low:.3f}, {high:.3f}])"
+        else:
+            pairs = [(float(scale.snap(s)), float(scale.snap(v)))
+                     for item, by in votes.items() for v in by.get(criterion, [])
+                     if (s := jury_scores.get(item, {}).get(criterion)) is not None]
+            p = sum(a == b for a, b in pairs) / len(pairs) if pairs else 0.5
+            worst, best = 0.5, p
+            basis = (f"the verdicts alone (no label yet): the judges agree with the jury on "
+                     f"{p:.3f} of their votes, a guess at the human rate; the range runs to the "
+                     "worst case 0.5")
+        needed = labels_needed(p, width)
+        span = sorted((labels_needed(best, width), labels_needed(worst, width)))
+        out[criterion] = {"labelled": n, "needed": needed, "range": span,
+                          "further": max(0, needed - n), "basis": basis}
+    return out

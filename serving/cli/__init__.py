@@ -32,6 +32,7 @@ app.command()(serve.serve)
 app.command()(bench.bench)
 app.add_typer(catalog.models_app, name="models")
 app.add_typer(catalog.cache_app, name="cache")
+app.add_typer(label.labels_app, name="labels")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -122,3 +122,51 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
         store.close()
         raise
     return session, store
+
+
+labels_app = typer.Typer(help="Human labels: how many are still needed.", no_args_is_help=True)
+
+
+@labels_app.command("plan")
+def plan_cmd(
+    human: Annotated[Path, typer.Argument(help="The human labels file so far (need not exist yet: then the plan comes from the verdicts alone).", show_default=False)],
+    verdicts: Annotated[Path, typer.Argument(help="What `jurybox judge` wrote for the items.", exists=True, show_default=False)],
+    target_width: Annotated[float, typer.Option(help="The 95% interval half-width wanted for the jury's agreement with the humans, per criterion (e.g. 0.05).", min=0.0, max=0.5)],
+    rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """How many further labels each criterion needs to reach --target-width (goal agreement)."""
+    from jurybox.calibration.label_store import LabelStore
+    from jurybox.calibration.selection import plan
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.cli.calibration import load_inputs
+    from jurybox.serving.cli.console import dumps
+
+    with reported():
+        output, rubric_def, notes = load_inputs(verdicts, rubric, None)
+        if rubric_def is None:
+            raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
+        latest = {}
+        if human.exists():
+            store = LabelStore(human)
+            latest = store.latest()
+            store.close()
+        scales = {c.name: c.scale for c in rubric_def.criteria}
+        scores = {r.id: r.scores for r in output.records}
+        votes: dict[str, dict[str, list[float]]] = {}
+        for r in output.records:
+            for v in r.votes:
+                if v.score is not None:
+                    votes.setdefault(r.id, {}).setdefault(v.criterion, []).append(v.score)
+        result = plan(latest, scores, votes, scales, target_width)
+    for message in notes:
+        warn(message)
+    if json_out:
+        typer.echo(dumps({"target_width": target_width, "items": len(scores),
+                          "criteria": result}))
+        return
+    for criterion, row in result.items():
+        beyond = (f" (more than the {len(scores)} judged items)"
+                  if row["needed"] > len(scores) else "")
+        typer.echo(f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
+                   f"(range {row['range'][0]}-{row['range'][1]}){beyond}; from {row['basis']}")

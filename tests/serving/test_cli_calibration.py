@@ -620,3 +620,29 @@ def test_calibrate_cascade_by_group_writes_one_jury_per_certified_group(
     assert result.exit_code == 2 and "give one of them" in result.output
     result = calibrate_grouped(f, out, "--by-group", "domain")
     assert result.exit_code == 2 and "no 'domain' column to group by" in result.output
+
+
+# --------------------------------------------------------------------------- labels plan
+
+
+def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
+    from jurybox.calibration.label_store import LabelStore
+    from jurybox.calibration.selection import labels_needed
+
+    s = synthetic
+    human = tmp_path / "labelled.jsonl"
+    before = strict_json(invoke("labels", "plan", human, s["judged"], "--rubric", s["rubric"],
+                                "--target-width", "0.05", "--json").stdout)
+    assert before["items"] == 30 and not human.exists()
+    accuracy = before["criteria"]["accuracy"]
+    assert accuracy["labelled"] == 0 and "no label yet" in accuracy["basis"]
+    assert accuracy["range"][1] == labels_needed(0.5, 0.05)  # the worst case
+    store = LabelStore(human)
+    for row in s["humans"][:20]:  # 10 items, 2 raters each
+        store.append({"id": row["id"], "rater": row["rater"], "accuracy": row["accuracy"]})
+    store.close()
+    result = invoke("labels", "plan", human, s["judged"], "--rubric", s["rubric"],
+                    "--target-width", "0.05")
+    assert result.exit_code == 0, result.output
+    assert "accuracy: " in result.output and "20 label(s) so far" in result.output
+    assert "more than the 30 judged items" in result.output
