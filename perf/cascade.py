@@ -32,7 +32,6 @@ import argparse
 import math
 
 import numpy as np
-from scipy.stats import beta
 
 from jurybox.calibration.cascade_threshold import (
     DEFAULT_GRID,
@@ -40,18 +39,11 @@ from jurybox.calibration.cascade_threshold import (
     CascadeTargetError,
     fit_threshold,
 )
+from jurybox.calibration.selection import clopper_pearson
 from jurybox.calibration.synthetic import CascadeSimulation
 
 POPULATIONS = {"steady": (CascadeSimulation, "0.85,0.88,0.90,0.92"),
                "dip": (CascadeSimulation.with_dip, "0.83,0.84,0.85,0.86")}
-
-
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Two-sided Clopper-Pearson interval for k successes out of n."""
-    a = (1 - level) / 2
-    low = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
-    high = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
-    return low, high
 
 
 def main() -> None:
