@@ -27,6 +27,9 @@ ids that do not join are reported with counts and examples, never silently dropp
 A file written by ``jurybox label`` (:mod:`jurybox.calibration.label_store`) has the same
 columns plus ``labelled_at``, ``selection`` and, on undo and skip lines, ``undone`` or
 ``skipped``; there a relabel is a newer line for the same (id, rater), and the latest wins.
+Labels chosen for the benchmark mean (``selection.strategy`` ``benchmark-mean``) are refused
+here, with the reason: only the weighted estimate of :mod:`jurybox.calibration.active` is
+unbiased over them.
 """
 
 from __future__ import annotations
@@ -153,11 +156,35 @@ def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
             or (last[key(row)] == i and not row.get("undone") and row.get("skipped") is None)]
 
 
+def label_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a human labels file as its labelling session meant them (the latest line per
+    item and rater, no undo or skip line), for the benchmark-mean estimate
+    (:func:`jurybox.calibration.active.mean_estimates`)."""
+    return [dict(row) for _, row in _latest_labels(_numbered_rows(Path(path)))]
+
+
+def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
+    """Refuse labels chosen for the benchmark mean: statistics that weight every item alike
+    (agreement, calibration maps, cascades) would be biased towards the items the jury is unsure
+    of."""
+    active = [n for n, row in rows if isinstance(row.get("selection"), Mapping)
+              and row["selection"].get("strategy") == "benchmark-mean"]
+    if active:
+        raise InputDataError(
+            f"{source} holds {_count(len(active), 'label')} (the first on row {active[0]}) "
+            "chosen actively for the benchmark's mean (jurybox label --goal benchmark-mean): the items "
+            "the jury is unsure of are over-represented, so agreement, calibration and cascades "
+            "over them would be biased. Estimate the mean with `jurybox agree --ppi` (it weights "
+            "each label by its inclusion probability), and label with --goal agreement or "
+            "cascade (into another file) for these", field="selection")
+
+
 def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
                   criteria: Iterable[str] | None, source: str) -> HumanLabels:
     rows = _latest_labels(rows)
     if not rows:
         raise InputDataError(f"{source}: no rows")
+    _chosen_actively(rows, source)
     scale_map = scales_from(scales)
     columns: list[str] = []
     for _, row in rows:

@@ -6,6 +6,10 @@ Goals (``jurybox label --goal``):
   the humans: a uniform random order of the judged items, fixed by a seed for the session (every
   rater walks the same order), so the labelled items are a simple random sample and every
   estimate weights them equally.
+- ``benchmark-mean``: items chosen actively for the PPI++ estimate of the benchmark's mean score:
+  a uniform random visiting order in which each item is labelled with a probability that grows
+  with the square root of the jury's uncertainty on it (:mod:`jurybox.calibration.active`); the
+  estimate weights each label by that probability, so it stays unbiased.
 - ``cascade``: the same uniform order, because a cascade's threshold is certified on labels drawn
   at random from the items (:mod:`jurybox.calibration.cascade_threshold`): items chosen any other
   way would void its guarantee.
@@ -13,11 +17,14 @@ Goals (``jurybox label --goal``):
 With ``overlap`` > 0, that share of a rater's items are items another rater labelled (the
 earliest in the order), so human-human agreement, the ceiling ``jurybox agree`` reports, is
 measured on them. Each choice is recorded with the label (``selection``: the strategy, and the
-inclusion probability, None for a uniform order, where it is the same for every item).
+inclusion probability, None for a uniform order, where it is the same for every item; for
+benchmark-mean also the item's position in the visiting order, the pool's size and the seed).
 
 Progress (:func:`progress`): per criterion, the share of labels on which the jury's verdict
-(snapped to the scale) equals the human's, with a 95% Clopper-Pearson interval; the goal is met
-when every criterion's interval half-width is at most the target width.
+(snapped to the scale) equals the human's, with a 95% Clopper-Pearson interval (for
+benchmark-mean: the weighted PPI++ mean with its 95% interval instead); the goal is met when
+every criterion's interval half-width is at most the target width (for benchmark-mean, after at
+least ``MIN_MEAN_LABELS`` labels, where the normal approximation starts to hold).
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
+from . import active
 from .errors import InputDataError
 
-GOALS = ("agreement", "cascade")
+GOALS = ("agreement", "benchmark-mean", "cascade")
+MIN_MEAN_LABELS = 30
 
 
 @dataclass(frozen=True)
@@ -51,16 +60,29 @@ class Selector:
     """The order in which items are offered (see the module's text)."""
 
     def __init__(self, ids: Sequence[str], goal: str = "agreement", *, seed: int = 0,
-                 overlap: float = 0.0) -> None:
+                 overlap: float = 0.0, uncertainty: Mapping[str, float] | None = None) -> None:
         if goal not in GOALS:
             raise InputDataError(f"goal must be one of {list(GOALS)}; got {goal!r}")
         if not 0.0 <= overlap <= 1.0:
             raise InputDataError(f"overlap must be a share between 0 and 1; got {overlap}")
         if not ids:
             raise InputDataError("no judged item to label")
-        self.goal, self.overlap = goal, overlap
-        order = list(dict.fromkeys(ids))
-        np.random.default_rng(seed).shuffle(order)
+        self.goal, self.overlap, self.seed = goal, overlap, seed
+        unique = list(dict.fromkeys(ids))
+        rng = np.random.default_rng(seed)
+        self.probability: dict[str, float] = {}
+        self.chosen: set[str] | None = None  # benchmark-mean: the items whose coins came up
+        if goal == active.GOAL:
+            if uncertainty is None:
+                raise InputDataError("goal benchmark-mean needs each item's uncertainty")
+            pi = active.inclusion_probabilities([uncertainty[i] for i in unique])
+            design = active.Design.draw(pi, rng)
+            order = [unique[k] for k in design.order]
+            self.probability = dict(zip(order, map(float, design.pi)))
+            self.chosen = {item for item, c in zip(order, design.chosen) if c}
+        else:
+            order = unique
+            rng.shuffle(order)
         self.order = order
         self.position = {item: k for k, item in enumerate(order)}
 
@@ -75,7 +97,8 @@ class Selector:
         shared = sum(item in by_others for item in mine)
         overlap = [item for item in self.order if item in by_others and item not in seen]
         fresh = [item for item in self.order
-                 if item not in seen and item not in by_others]
+                 if item not in seen and item not in by_others
+                 and (self.chosen is None or item in self.chosen)]
         # Route a share of the rater's items to items others labelled.
         if overlap and (not fresh or shared < self.overlap * (len(mine) + 1)):
             item = overlap[0]
@@ -85,6 +108,13 @@ class Selector:
             return None
         item = fresh[0]
         k, n = self.position[item] + 1, len(self.order)
+        if self.chosen is not None:
+            p = self.probability[item]
+            return Choice(item, f"chosen for the benchmark mean: item {k} of {n} in a uniform "
+                          f"random visiting order, labelled with probability {p:.2f} (the more "
+                          "the jury is unsure of it, the likelier)",
+                          {"strategy": active.GOAL, "probability": p, "position": k - 1,
+                           "pool": n, "seed": self.seed})
         why = (f"item {k} of {n} in a uniform random order"
                + (" (a cascade's guarantee needs labels chosen at random)"
                   if self.goal == "cascade" else ""))
@@ -103,7 +133,8 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
              jury_scores: Mapping[str, Mapping[str, float | None]], scales: Mapping[str, Any],
-             target_width: float | None, total: int) -> dict[str, Any]:
+             target_width: float | None, total: int, goal: str = "agreement"
+             ) -> dict[str, Any]:
     """How far the labels have got: counts (items labelled by anyone, lines per rater, items
     left), and per criterion the jury's agreement with the human labels (exact, after snapping
     the jury's score to the scale) with its 95% interval; ``goal_met`` when every criterion's
@@ -123,11 +154,23 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
         low, high = clopper_pearson(agreed, n) if n else (0.0, 1.0)
         estimates[criterion] = {"agreement": agreed / n if n else None, "low": low,
                                 "high": high, "half_width": (high - low) / 2, "n": n}
-    met = target_width is not None and all(e["half_width"] <= target_width  # type: ignore[operator]
-                                           for e in estimates.values())
-    return {"labelled_items": len(items), "labels_by_rater": by_rater,
-            "left": total - len(items), "total": total, "target_width": target_width,
-            "agreement": estimates, "goal_met": met}
+    out: dict[str, Any] = {"labelled_items": len(items), "labels_by_rater": by_rater,
+                           "left": total - len(items), "total": total,
+                           "target_width": target_width}
+    if goal == active.GOAL:
+        # Agreement over actively chosen items would over-weight the uncertain ones: the goal's
+        # estimate is the weighted mean instead.
+        means = active.mean_estimates(lines, jury_scores, scales)
+        out["mean"] = {c: e.to_dict() if isinstance(e, active.MeanEstimate)
+                       else {"estimate": None, "reason": e} for c, e in means.items()}
+        out["goal_met"] = target_width is not None and all(
+            isinstance(e, active.MeanEstimate) and e.labelled >= MIN_MEAN_LABELS
+            and e.half_width <= target_width for e in means.values())
+        return out
+    out["agreement"] = estimates
+    out["goal_met"] = target_width is not None and all(
+        e["half_width"] <= target_width for e in estimates.values())  # type: ignore[operator]
+    return out
 
 
 def half_width(agreed: int, n: int, level: float = 0.95) -> float:

@@ -193,3 +193,64 @@ def simulate_cascade_verdicts(n_items: int = 300, *, provenance: str = "prov-tes
                       for j, s, d in votes]})
         humans.append({"id": f"i{i}", "accuracy": y})
     return records, humans
+
+
+@dataclass(frozen=True)
+class LabellingPool:
+    """A benchmark's judged items with known human truth, for simulating a labelling session on
+    a 0-4 scale: ``dist`` each item's predictive distribution (the jury's, calibrated: the
+    human label is drawn from it), ``score`` the jury's score (its mean), ``uncertainty`` what
+    :func:`jurybox.calibration.active.item_uncertainty` gives (its variance over the squared
+    range), ``human`` the labels."""
+
+    dist: np.ndarray
+    score: np.ndarray
+    uncertainty: np.ndarray
+    human: np.ndarray
+
+    VALUES = np.arange(5.0)
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator, n_items: int = 1000, *,
+             uncertain_share: float = 0.3, sure: float = 0.25, unsure: float = 1.2
+             ) -> LabellingPool:
+        """Items around a uniformly drawn mode, most sharply peaked (``sure``: the spread of the
+        distribution's exponential fall-off), ``uncertain_share`` broadly (``unsure``)."""
+        mode = rng.integers(0, 5, n_items)
+        spread = np.where(rng.random(n_items) < uncertain_share, unsure, sure)
+        w = np.exp(-np.abs(cls.VALUES[None, :] - mode[:, None]) / spread[:, None])
+        dist = w / w.sum(axis=1, keepdims=True)
+        mean = dist @ cls.VALUES
+        var = dist @ cls.VALUES**2 - mean**2
+        cdf = np.cumsum(dist, axis=1)
+        human = (rng.random(n_items)[:, None] > cdf).sum(axis=1).astype(float)
+        return cls(dist, mean, var / 16.0, np.minimum(human, 4.0))
+
+
+def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Generator, *,
+                            active: bool = True, min_labels: int = 30, step: int = 1,
+                            stop_after: int | None = None) -> dict[str, Any]:
+    """One labelling session for the benchmark mean, as ``jurybox label --goal benchmark-mean``
+    runs it (``active``; otherwise every item of the uniform order is labelled): labels in the
+    session's order until the 95% half-width is at most ``width`` (checked every ``step``
+    labels from ``min_labels`` on, as the page's progress does) or ``stop_after`` labels.
+    Returns the labels used, the estimate, its half-width and whether the CI covers the pool's
+    true mean."""
+    from .active import Design, inclusion_probabilities, weighted_mean, z_of
+
+    pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
+    design = Design.draw(pi, rng)
+    at = np.flatnonzero(design.chosen)
+    items = design.order[at]
+    z = z_of(0.95)
+    last = len(at) if stop_after is None else min(len(at), stop_after)
+    n, estimate, se = 0, float("nan"), float("inf")
+    for n in range(min(min_labels, last), last + 1, step):
+        got = items[:n]
+        estimate, se, *_ = weighted_mean(pool.score, pool.score[got], pool.human[got],
+                                         design.pi[at[:n]], int(at[n - 1]) + 1)
+        if stop_after is None and z * se <= width:
+            break
+    truth = float(pool.human.mean())
+    return {"labels": n, "estimate": estimate, "half_width": z * se,
+            "covered": abs(estimate - truth) <= z * se, "truth": truth}

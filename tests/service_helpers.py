@@ -135,3 +135,37 @@ def assert_same_verdicts(got: list[dict], want: list[dict], tolerance: float = 1
                 assert va.get("expected") is None
             else:
                 assert abs(va["expected"] - vb["expected"]) < tolerance, (va, vb)
+
+
+@contextmanager
+def labelling(items: Path, judged: Path, labels: Path, port: int, *options: str,
+              log: Path | None = None, env: dict[str, str] | None = None):
+    """`jurybox label` in its own process until the block ends; yields (base URL, process)."""
+    log = log or labels.with_suffix(".log")
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([str(Path(sys.executable).with_name("jurybox")), "label",
+                                 str(items), str(judged), "--labels", str(labels), "--port",
+                                 str(port), *options],
+                                stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{url}/api/progress", timeout=5).status_code in (200, 401):
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the labelling server did not start"
+            time.sleep(0.3)
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

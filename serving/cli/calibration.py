@@ -70,6 +70,12 @@ def agree(
     confidence: Annotated[float, typer.Option(help="CI level.", min=0.5, max=0.999)] = 0.95,
     provenance: ProvenanceOpt = None,
     seed: SeedOpt = 0,
+    ppi: Annotated[bool, typer.Option(
+        "--ppi", help="Instead of agreement: each criterion's benchmark mean (the mean human "
+                      "label over every judged item) by PPI++, the jury's scores on all items "
+                      "corrected by the labelled ones, with its CI; labels chosen actively "
+                      "(jurybox label --goal benchmark-mean) weighted by their inclusion "
+                      "probabilities, others taken as a simple random sample.")] = False,
 ) -> None:
     """Agreement between judges and human labels, with bootstrap CIs over items.
 
@@ -82,6 +88,9 @@ def agree(
     """
     from jurybox.calibration import agreement_report
 
+    if ppi:
+        _ppi(human, judged, rubric, provenance, criterion, confidence, json_out)
+        return
     with reported():
         output, rubric_def, notes = load_inputs(judged, rubric, provenance)
         report = agreement_report(human, output, scales=rubric_def, value=value,
@@ -109,6 +118,43 @@ def agree(
         typer.echo(dumps(payload))
     else:
         typer.echo(report.to_text())
+
+
+def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,
+         criteria: list[str], confidence: float, json_out: bool) -> None:
+    """``agree --ppi``: the benchmark mean per criterion (jurybox.calibration.active)."""
+    from jurybox.calibration.active import MeanEstimate, design_of, mean_estimates
+    from jurybox.calibration.labels import label_rows, scales_from
+    from jurybox.rubrics.errors import InputError
+
+    with reported():
+        output, rubric_def, notes = load_inputs(judged, rubric, provenance)
+        if rubric_def is None:
+            raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
+        scales = scales_from(rubric_def)
+        unknown = [c for c in criteria if c not in scales]
+        if unknown:
+            raise InputError(f"--criterion {unknown[0]}: not a criterion of {rubric_def.name} "
+                             f"({list(scales)})", field="criterion")
+        lines = [row for row in label_rows(human) if row.get("id") is not None]
+        pool = {r.id: r.scores for r in output.records}
+        strays = sum(str(row["id"]) not in pool for row in lines)
+        if strays:
+            notes.append(f"{strays} label row(s) name items without a verdict: left out")
+        result = mean_estimates(lines, pool, scales, confidence=confidence,
+                                criteria=criteria or None)
+    for message in notes:
+        warn(message)
+    if json_out:
+        typer.echo(dumps({"design": design_of(lines), "pool": len(pool),
+                          "confidence": confidence, "warnings": notes, "criteria": {
+                              c: e.to_dict() if isinstance(e, MeanEstimate) else
+                              {"estimate": None, "reason": e} for c, e in result.items()}}))
+        return
+    for c, e in result.items():
+        typer.echo(str(e) if isinstance(e, MeanEstimate) else f"{c}: undefined ({e})")
+        for message in e.notes if isinstance(e, MeanEstimate) else ():
+            typer.echo(f"  note: {message}")
 
 
 # --------------------------------------------------------------------------- calibrate

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from jurybox.calibration.label_store import LabelStore
     from jurybox.serving.labelling.app import LabellingSession
 
-Goal = Literal["agreement", "cascade"]
+Goal = Literal["agreement", "benchmark-mean", "cascade"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -25,8 +25,8 @@ def label(
     labels: Annotated[Path, typer.Option("--labels", "-l", help="The human labels file to write (created, or appended to; one JSON line per label).", show_default=False)],
     rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
     rater: Annotated[str | None, typer.Option(help="Your name as a rater: every label carries it (the page asks when it is not in its address).", show_default=False)] = None,
-    goal: Annotated[Goal, typer.Option(help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) or `cascade` (fitting a cascade's threshold); both offer items in a uniform random order, which their estimates and guarantees need.")] = "agreement",
-    target_width: Annotated[float | None, typer.Option(help="Stop when every criterion's 95% interval of the jury's agreement is at most this half-width (e.g. 0.05); the page then says so.", min=0.0, max=1.0, show_default=False)] = None,
+    goal: Annotated[Goal, typer.Option(help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the jury is unsure of them, and weights each label by its recorded probability.")] = "agreement",
+    target_width: Annotated[float | None, typer.Option(help="Stop when every criterion's 95% interval is at most this half-width: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1; after at least 30 labels); the page then says so.", min=0.0, show_default=False)] = None,
     overlap: Annotated[float, typer.Option(help="Share of a rater's items that another rater labelled too, so that human-human agreement (the ceiling `jurybox agree` reports) is measured.", min=0.0, max=1.0)] = 0.0,
     show_judges: Annotated[bool, typer.Option("--show-judges", help="Show the judges' votes before the item is labelled (by default they appear only after, beside the label).")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the random order (the same for every rater of the file).")] = 0,
@@ -115,7 +115,17 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
     if store.repaired:
         note(f"{labels}: its last line was cut short by a crash (never saved) and is removed")
     try:
-        selector = Selector(list(items), goal, seed=seed, overlap=overlap)
+        uncertainty = None
+        if goal == "benchmark-mean":
+            from jurybox.calibration.active import item_uncertainty
+
+            scales = {c.name: c.scale for c in rubric_def.criteria}
+            uncertainty = {i: item_uncertainty(verdicts[i], scales) for i in items}
+        elif target_width is not None and not 0 < target_width < 0.5:
+            raise InputError(f"--target-width {target_width}: for goal {goal} it is a half-width "
+                             "of an agreement rate, between 0 and 0.5", field="target_width")
+        selector = Selector(list(items), goal, seed=seed, overlap=overlap,
+                            uncertainty=uncertainty)
         session = LabellingSession(items, {i: verdicts[i] for i in items}, rubric_def, store,
                               selector, target_width=target_width, show_judges=show_judges)
     except Exception:
@@ -131,11 +141,12 @@ labels_app = typer.Typer(help="Human labels: how many are still needed.", no_arg
 def plan_cmd(
     human: Annotated[Path, typer.Argument(help="The human labels file so far (need not exist yet: then the plan comes from the verdicts alone).", show_default=False)],
     verdicts: Annotated[Path, typer.Argument(help="What `jurybox judge` wrote for the items.", exists=True, show_default=False)],
-    target_width: Annotated[float, typer.Option(help="The 95% interval half-width wanted for the jury's agreement with the humans, per criterion (e.g. 0.05).", min=0.0, max=0.5)],
+    target_width: Annotated[float, typer.Option(help="The 95% interval half-width wanted per criterion: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1).", min=0.0)],
+    goal: Annotated[Goal, typer.Option(help="The labelling goal (as for `jurybox label`): agreement and cascade plan the agreement's interval, benchmark-mean the mean's.")] = "agreement",
     rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
-    """How many further labels each criterion needs to reach --target-width (goal agreement)."""
+    """How many further labels each criterion needs to reach --target-width."""
     from jurybox.calibration.label_store import LabelStore
     from jurybox.calibration.selection import plan
     from jurybox.rubrics.errors import InputError
@@ -153,20 +164,59 @@ def plan_cmd(
             store.close()
         scales = {c.name: c.scale for c in rubric_def.criteria}
         scores = {r.id: r.scores for r in output.records}
-        votes: dict[str, dict[str, list[float]]] = {}
-        for r in output.records:
-            for v in r.votes:
-                if v.score is not None:
-                    votes.setdefault(r.id, {}).setdefault(v.criterion, []).append(v.score)
-        result = plan(latest, scores, votes, scales, target_width)
+        if goal == "benchmark-mean":
+            result = _plan_mean(output.records, latest, scales, target_width)
+        else:
+            if not 0 < target_width < 0.5:
+                raise InputError(f"--target-width {target_width}: for goal {goal} it is a "
+                                 "half-width of an agreement rate, between 0 and 0.5",
+                                 field="target_width")
+            votes: dict[str, dict[str, list[float]]] = {}
+            for r in output.records:
+                for v in r.votes:
+                    if v.score is not None:
+                        votes.setdefault(r.id, {}).setdefault(v.criterion, []).append(v.score)
+            result = plan(latest, scores, votes, scales, target_width)
     for message in notes:
         warn(message)
     if json_out:
-        typer.echo(dumps({"target_width": target_width, "items": len(scores),
+        typer.echo(dumps({"target_width": target_width, "goal": goal, "items": len(scores),
                           "criteria": result}))
         return
     for criterion, row in result.items():
+        if row["needed"] is None:
+            typer.echo(f"{criterion}: not reachable even with every item labelled; from "
+                       f"{row['basis']}")
+            continue
         beyond = (f" (more than the {len(scores)} judged items)"
                   if row["needed"] > len(scores) else "")
         typer.echo(f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
                    f"(range {row['range'][0]}-{row['range'][1]}){beyond}; from {row['basis']}")
+
+
+def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]],
+               scales: dict[str, Any], width: float) -> dict[str, dict[str, Any]]:
+    """``labels plan --goal benchmark-mean``: each item's inclusion probability as a session
+    would give it, and the jury's predictive variance per item and criterion."""
+    from jurybox.calibration.active import (
+        criterion_uncertainty,
+        design_of,
+        inclusion_probabilities,
+        item_uncertainty,
+        plan_mean,
+    )
+    from jurybox.calibration.selection import labelled
+
+    pool = {r.id: r.scores for r in records}
+    ids = list(pool)
+    pi = dict(zip(ids, map(float, inclusion_probabilities(
+        [item_uncertainty(r, scales) for r in records]))))
+    spreads: dict[str, dict[str, float | None]] = {}
+    for r in records:
+        for criterion, scale in scales.items():
+            u = criterion_uncertainty([v for v in r.votes if v.criterion == criterion], scale)
+            spreads.setdefault(r.id, {})[criterion] = (
+                None if u is None else u * float(scale.high - scale.low) ** 2)
+    lines = [line for line in latest.values() if labelled(line)]
+    return plan_mean(lines, pool, spreads, scales, width,
+                     pi if design_of(lines) == "active" or not lines else None)

@@ -131,7 +131,7 @@ class LabellingSession:
         """GET /api/progress (see :func:`jurybox.calibration.selection.progress`)."""
         scores = {i: v.scores for i, v in self.verdicts.items()}
         out = progress(self.store.latest(), scores, self.scales, self.target_width,
-                       len(self.selector.order))
+                       len(self.selector.order), self.selector.goal)
         out["goal"] = self.selector.goal
         return out
 

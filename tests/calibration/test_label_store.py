@@ -82,7 +82,7 @@ def test_items_come_in_one_uniform_order_and_overlap_routes_others_items():
     latest[(first.id, "ana")] = line(first.id, "ana", undone=True)
     assert selector.next("ana", latest).id == first.id
     with pytest.raises(InputDataError, match="goal must be one of"):
-        Selector(ids, goal="benchmark-mean")
+        Selector(ids, goal="benchmark-median")
 
 
 def test_progress_is_the_agreement_with_a_clopper_pearson_interval():

@@ -11,13 +11,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 from service_helpers import free_port
+from service_helpers import labelling as _labelling
 
 pytestmark = pytest.mark.models
 
@@ -52,37 +51,9 @@ def browser():
         browser.close()
 
 
-@contextmanager
-def labelling(judged: Path, labels: Path, port: int, *options: str, log: Path | None = None,
-              env: dict[str, str] | None = None):
-    """`jurybox label` in its own process until the block ends; yields (base URL, process)."""
-    log = log or labels.with_suffix(".log")
-    with open(log, "ab") as out:
-        proc = subprocess.Popen([JURYBOX, "label", str(EXAMPLES), str(judged), "--labels",
-                                 str(labels), "--port", str(port), *options],
-                                stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/api/progress", timeout=5).status_code in (200, 401):
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the labelling server did not start"
-            time.sleep(0.3)
-        yield url, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+def labelling(judged: Path, labels: Path, port: int, *options: str, **kw):
+    """`jurybox label` over the example predictions (service_helpers.labelling)."""
+    return _labelling(EXAMPLES, judged, labels, port, *options, **kw)
 
 
 def shown(page) -> str:

@@ -1,0 +1,343 @@
+"""Labels chosen actively for a benchmark's mean (``jurybox label --goal benchmark-mean``), and
+the weighted PPI++ estimate that stays unbiased under that choice.
+
+The design (active inference, Zrnic and Candes 2024, arXiv 2403.03208; sampling probability
+proportional to the square root of the predictor's uncertainty, arXiv 2506.07949):
+
+- every judged item gets an *uncertainty* ``u``: per criterion, the variance of the jury's
+  predictive distribution (the judges' score distributions mixed with equal weight, so the
+  judges' disagreement counts too; the spread of their scores where no judge has a
+  distribution), divided by the squared range of the scale, averaged over the criteria; an
+  item the jury left unscored is as uncertain as a score can be (0.25);
+- its *inclusion probability* ``pi = min(1, FLOOR + (1 - FLOOR) * sqrt(u) / q)``, ``q`` the
+  90th percentile of ``sqrt(u)`` over the items: the most uncertain tenth is always labelled,
+  and no item falls below ``FLOOR`` (which bounds the weights ``1 / pi``);
+- the items are *visited* in a uniform random order fixed by the seed, and each visited item is
+  labelled with probability ``pi`` (a coin, also fixed by the seed). The page offers the items
+  whose coins came up, in that order; a label line records the item's ``pi`` and its position
+  in the order.
+
+The estimate, for the mean of the human label over the pool of N judged items, after the first
+M items of the order are visited (M: one past the furthest labelled position)::
+
+    theta = lam * mean_N(f) + (1/M) * sum_{visited} xi/pi * (Y - lam * f)
+
+(``f`` the jury's score, ``xi`` 1 when labelled). Whatever ``lam`` and the jury's bias, it is
+unbiased: the visited items are a simple random sample of the pool and, given them, the coins
+are independent with known probabilities. Its variance (sampling of the visited items with the
+finite-population correction, plus the coins)::
+
+    V = (1 - M/N) s_d^2 / M + (1/N) * (1/M) * sum xi (1 - pi)/pi^2 (Y - lam f)^2
+
+with ``s_d^2`` the sample variance of ``d = xi/pi (Y - lam f)`` over the visited items; the CI is
+``theta +- z sqrt(V)``. ``lam`` minimises ``s_d^2`` (PPI++'s power tuning, clipped to [0, 1]).
+Labels from a uniform order (goals agreement and cascade, or a spreadsheet) are the same
+estimate with every visited item labelled (``pi = 1``, M the labelled items).
+
+Skipped items and chosen items not labelled yet count as not chosen (their count is reported):
+exact only when the reason for a skip has nothing to do with the label.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from .errors import InputDataError
+from .labels import _parse_value
+
+GOAL = "benchmark-mean"
+FLOOR = 0.1
+QUANTILE = 0.9
+#: An unscored item's uncertainty: the largest variance of a score on a range scaled to [0, 1].
+UNSCORED = 0.25
+
+
+def criterion_uncertainty(votes: Sequence[Any], scale: Any) -> float | None:
+    """The variance of the jury's predictive distribution on one criterion, over the squared
+    range of ``scale``: the scored votes' score distributions mixed with equal weight (a vote
+    without one is a point mass on its score); None without a scored vote."""
+    texts = scale.answer_texts()
+    span = float(scale.high - scale.low)
+    points: dict[float, float] = {}
+    scored = [v for v in votes if v.score is not None]
+    if not scored or span <= 0:
+        return None
+    for vote in scored:
+        dist = {float(texts[a]): p for a, p in (vote.distribution or {}).items() if a in texts}
+        total = sum(dist.values())
+        if not dist or total <= 0:
+            dist, total = {float(vote.score): 1.0}, 1.0
+        for value, p in dist.items():
+            points[value] = points.get(value, 0.0) + p / total / len(scored)
+    values, weights = np.array(list(points)), np.array(list(points.values()))
+    mean = float(np.sum(values * weights))
+    return float(np.sum(weights * (values - mean) ** 2)) / span**2
+
+
+def item_uncertainty(record: Any, scales: Mapping[str, Any]) -> float:
+    """An item's uncertainty (see the module's text) from its verdict record."""
+    per = []
+    for criterion, scale in scales.items():
+        u = criterion_uncertainty([v for v in record.votes if v.criterion == criterion], scale)
+        per.append(UNSCORED if u is None or record.scores.get(criterion) is None else u)
+    return float(np.mean(per)) if per else UNSCORED
+
+
+def inclusion_probabilities(uncertainty: Any, floor: float = FLOOR) -> np.ndarray:
+    """``pi`` per item from its uncertainty (see the module's text)."""
+    a = np.sqrt(np.clip(np.asarray(uncertainty, dtype=float), 0.0, None))
+    if a.size == 0:
+        raise InputDataError("no item to choose from")
+    q = float(np.quantile(a, QUANTILE))
+    if q <= 0:  # (nearly) every item certain: nothing to be active about
+        return np.ones_like(a)
+    return np.minimum(1.0, floor + (1.0 - floor) * a / q)
+
+
+@dataclass(frozen=True)
+class Design:
+    """The visiting order and the coins of a session (fixed by its seed): ``order`` lists item
+    indices; ``chosen[k]`` whether the k-th visited item is labelled; ``pi[k]`` its
+    probability."""
+
+    order: np.ndarray
+    pi: np.ndarray
+    chosen: np.ndarray
+
+    @classmethod
+    def draw(cls, pi: Any, rng: np.random.Generator) -> Design:
+        """A fresh order and coins for items with inclusion probabilities ``pi``."""
+        p = np.asarray(pi, dtype=float)
+        order = rng.permutation(p.size)
+        return cls(order, p[order], rng.random(p.size) < p[order])
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """The weighted PPI++ mean of a criterion's human label over the pool, with its CI."""
+
+    criterion: str
+    estimate: float
+    ci: tuple[float, float]
+    half_width: float
+    lam: float
+    labelled: int
+    visited: int
+    pool: int
+    judge_only_mean: float
+    design: str
+    confidence: float = 0.95
+    notes: tuple[str, ...] = field(default=())
+    #: The variance's two parts (module text): s_d^2 and the coins' mean term, for planning.
+    s2: float = math.nan
+    coins: float = math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        """The estimate as plain data."""
+        return {"criterion": self.criterion, "estimate": self.estimate, "ci": list(self.ci),
+                "half_width": self.half_width, "lambda": self.lam, "labelled": self.labelled,
+                "visited": self.visited, "pool": self.pool,
+                "judge_only_mean": self.judge_only_mean, "design": self.design,
+                "confidence": self.confidence, "notes": list(self.notes)}
+
+    def __str__(self) -> str:
+        c = round(self.confidence * 100)
+        return (f"{self.criterion}: mean {self.estimate:.4f} [{self.ci[0]:.4f}, "
+                f"{self.ci[1]:.4f}] ({c}% CI, half-width {self.half_width:.4f}; PPI++ lambda "
+                f"{self.lam:.2f}; {self.labelled} labelled of {self.visited} visited, pool "
+                f"{self.pool}, {self.design}); the jury alone: {self.judge_only_mean:.4f}")
+
+
+def weighted_mean(f_pool: Any, f: Any, y: Any, pi: Any, visited: int, *,
+                  confidence: float = 0.95, lam: float | None = None
+                  ) -> tuple[float, float, float, float, float]:
+    """(estimate, standard error, lambda, s_d^2, coins' term) of the pool's mean label (formulas in the module's
+    text). ``f_pool``: the jury's score on every item of the pool; ``f``, ``y``, ``pi``: the
+    labelled items' score, label and inclusion probability; ``visited``: M, the visited items
+    (labelled or not), at least as many as labelled."""
+    fp, f_, y_, p = (np.asarray(a, dtype=float) for a in (f_pool, f, y, pi))
+    n, m, big_n = y_.size, int(visited), fp.size
+    if n < 2:
+        raise InputDataError(f"need at least 2 labelled items; got {n}")
+    if not n <= m <= big_n:
+        raise InputDataError(f"the visited items ({m}) must be between the labelled ({n}) and "
+                             f"the pool ({big_n})")
+    if np.any((p <= 0) | (p > 1)) or np.isnan(p).any():
+        raise InputDataError("inclusion probabilities must be in (0, 1]")
+
+    def d(lam_: float) -> np.ndarray:  # the visited items' terms; the unlabelled ones are 0
+        out = np.zeros(m)
+        out[:n] = (y_ - lam_ * f_) / p
+        return out
+
+    if lam is None:
+        a, b = d(0.0), d(0.0) - d(1.0)  # d(lam) = a - lam * b
+        var_b = float(np.var(b, ddof=1))
+        lam = 0.0 if var_b <= 0 else float(np.clip(np.cov(a, b, ddof=1)[0, 1] / var_b, 0, 1))
+    terms = d(lam)
+    estimate = lam * float(fp.mean()) + float(terms.mean())
+    coins = float(np.sum((1.0 - p) / p**2 * (y_ - lam * f_) ** 2)) / m
+    s2 = float(np.var(terms, ddof=1))
+    variance = (1.0 - m / big_n) * s2 / m + coins / big_n
+    return estimate, math.sqrt(max(variance, 0.0)), float(lam), s2, coins
+
+
+def z_of(confidence: float) -> float:
+    """The two-sided normal quantile for ``confidence``."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def design_of(lines: Sequence[Mapping[str, Any]]) -> str:
+    """``active`` when any label line was chosen for the benchmark mean, else ``uniform``."""
+    return "active" if any(is_active(line) for line in lines) else "uniform"
+
+
+def is_active(line: Mapping[str, Any]) -> bool:
+    """A label line whose item was chosen actively (goal benchmark-mean)."""
+    selection = line.get("selection")
+    return isinstance(selection, Mapping) and selection.get("strategy") == GOAL
+
+
+def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
+                   scales: Mapping[str, Any], *, confidence: float = 0.95,
+                   criteria: Sequence[str] | None = None) -> dict[str, MeanEstimate | str]:
+    """Per criterion, the mean label over ``pool`` (item id -> the jury's score per criterion)
+    from label ``lines`` (the latest line per item and rater, labels only): weighted by the
+    recorded inclusion probabilities when the items were chosen actively, else a simple random
+    sample. A criterion that cannot be estimated gets the reason instead."""
+    active = design_of(lines) == "active"
+    if active and any(not is_active(line) and (line.get("selection") or {}).get("strategy")
+                      != "overlap" for line in lines):
+        raise InputDataError(
+            "the labels mix items chosen for the benchmark mean (goal benchmark-mean) with items "
+            "chosen another way; the weighted estimate needs one design: label each goal into "
+            "its own file")
+    positions: dict[str, int] = {}
+    probability: dict[str, float] = {}
+    for line in lines:
+        if active and is_active(line):
+            sel = line["selection"]
+            try:
+                positions[str(line["id"])] = int(sel["position"])
+                probability[str(line["id"])] = float(sel["probability"])
+            except (KeyError, TypeError, ValueError):
+                raise InputDataError(f"label line for item {line.get('id')!r}: its selection "
+                                     f"{sel!r} lacks the position or probability of an active "
+                                     "choice", field="selection") from None
+    out: dict[str, MeanEstimate | str] = {}
+    for criterion in criteria or list(scales):
+        notes: list[str] = []
+        human: dict[str, list[float]] = {}
+        for line in lines:
+            if str(line["id"]) not in pool:
+                continue
+            try:
+                value = _parse_value(line.get(criterion), scales.get(criterion))
+            except ValueError as exc:
+                raise InputDataError(f"item {line['id']!r}, {criterion}: {exc}",
+                                     field=criterion) from None
+            if not math.isnan(value):
+                human.setdefault(str(line["id"]), []).append(value)
+        scored = {i: s[criterion] for i, s in pool.items() if s.get(criterion) is not None}
+        unscored = len(pool) - len(scored)
+        if unscored:
+            notes.append(f"{unscored} item(s) the jury left unscored are not in the pool")
+        ids = [i for i in human if i in scored]
+        if len(human) > len(ids):
+            notes.append(f"{len(human) - len(ids)} labelled item(s) left out: the jury left "
+                         "them unscored")
+        if len(ids) < 2:
+            out[criterion] = f"{len(ids)} labelled item(s) with a jury score; need 2"
+            continue
+        f = np.array([scored[i] for i in ids])
+        y = np.array([np.mean(human[i]) for i in ids])
+        if active:
+            pi = np.array([probability[i] for i in ids])
+            visited = max(positions.values()) + 1
+            visited = min(max(visited, len(ids)), len(scored))
+        else:
+            pi, visited = np.ones(len(ids)), len(ids)
+        if visited >= len(scored) and not active:
+            notes.append("every item is labelled: the mean is exact")
+        estimate, se, lam, s2, coins = weighted_mean(list(scored.values()), f, y, pi, visited,
+                                          confidence=confidence)
+        hw = z_of(confidence) * se
+        if len(ids) < 30:
+            notes.append(f"only {len(ids)} labelled items: the normal-approximation CI may "
+                         "undercover")
+        out[criterion] = MeanEstimate(
+            criterion, estimate, (estimate - hw, estimate + hw), hw, lam, len(ids), visited,
+            len(scored), float(np.mean(list(scored.values()))),
+            "active (weighted by inclusion probabilities)" if active else "simple random sample",
+            confidence, tuple(notes), s2, coins)
+    return out
+
+
+def _visits_needed(s2: float, coins: float, pool: int, width: float, z: float) -> int | None:
+    """The fewest visited items M with z * sqrt((1 - M/N) s2 / M + coins / N) <= width; None
+    when even the whole pool is not enough."""
+    room = (width / z) ** 2 - coins / pool + s2 / pool
+    if room <= 0 or (width / z) ** 2 < coins / pool:
+        return None
+    return max(2, min(pool, math.ceil(s2 / room))) if s2 > 0 else 2
+
+
+def _labels_needed(s2: float, coins: float, pool: int, width: float, z: float, rate: float
+                   ) -> int | None:
+    """The labels among the visits :func:`_visits_needed` finds (``rate``: labelled per visit)."""
+    visits = _visits_needed(s2, coins, pool, width, z)
+    return None if visits is None else math.ceil(visits * rate)
+
+
+def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
+              spreads: Mapping[str, Mapping[str, float | None]], scales: Mapping[str, Any],
+              width: float, pi: Mapping[str, float] | None = None, *,
+              confidence: float = 0.95) -> dict[str, dict[str, Any]]:
+    """How many labels each criterion's mean needs for a CI half-width of at most ``width`` (in
+    the scale's units): from the labels so far (their variance, with the range over its 95%
+    chi-square interval), or, before any label, from the verdicts alone (``spreads``: per item
+    and criterion, the variance of the jury's predictive distribution, in squared scale units,
+    taken as the squared error of the jury's score; the range assumes it is off by a factor of
+    two either way). ``pi``: each item's inclusion probability (None: every visited item is
+    labelled, a uniform order); labels are counted as the visited items times the mean ``pi``."""
+    from scipy.stats import chi2
+
+    if width <= 0:
+        raise InputDataError(f"the target width must be positive; got {width}")
+    z = z_of(confidence)
+    now = mean_estimates(lines, pool, scales, confidence=confidence) if lines else {}
+    out: dict[str, dict[str, Any]] = {}
+    for criterion in scales:
+        scored = [i for i, s in pool.items() if s.get(criterion) is not None]
+        big_n = len(scored)
+        p = np.array([1.0 if pi is None else pi[i] for i in scored])
+        rate = float(p.mean()) if big_n else 1.0
+        e = now.get(criterion)
+        if isinstance(e, MeanEstimate):
+            n, m = e.labelled, e.visited
+            s2, coins = e.s2, e.coins
+            low_q, high_q = chi2.ppf([0.025, 0.975], max(1, n - 1)) / max(1, n - 1)
+            factors = (1 / high_q, 1 / low_q)
+            basis = (f"{n} label(s) so far (mean {e.estimate:.3f}, half-width "
+                     f"{e.half_width:.3f}); the range over the 95% interval of their variance")
+        else:
+            n, m = 0, 0
+            u = np.array([spreads.get(i, {}).get(criterion) or 0.0 for i in scored])
+            s2 = float(np.mean(u / p))
+            coins = float(np.mean((1 - p) / p * u))
+            factors = (0.5, 2.0)
+            basis = ("the verdicts alone (no label yet): the jury's own uncertainty taken as its "
+                     "error; the range assumes it is off by a factor of two either way")
+
+        needed, *span = (_labels_needed(s2 * k, coins * k, big_n, width, z, rate)
+                          for k in (1.0, *factors))
+        out[criterion] = {"labelled": n, "visited": m, "needed": needed, "range": span,
+                          "further": None if needed is None else max(0, needed - n),
+                          "basis": basis, "pool": big_n}
+    return out

@@ -1,0 +1,251 @@
+"""What each labelling goal's labels are good for, in simulated sessions (seeded, over pools of
+judged items with known human truth, 1,000 sessions per goal): `agreement`'s interval and
+`benchmark-mean`'s cover the pool's truth at the nominal rate, and a cascade fitted on `cascade`'s
+labels keeps its guarantee on the pool. For benchmark-mean also: the items' uncertainty and
+inclusion probabilities, the weighted PPI++ estimate against ppi-python, active against uniform
+choice, and the plan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jurybox.calibration import InputDataError, load_human_labels
+from jurybox.calibration.active import (
+    Design,
+    MeanEstimate,
+    criterion_uncertainty,
+    inclusion_probabilities,
+    item_uncertainty,
+    mean_estimates,
+    plan_mean,
+    weighted_mean,
+    z_of,
+)
+from jurybox.calibration.cascade_threshold import CascadeTargetError, fit_threshold
+from jurybox.calibration.selection import Selector, clopper_pearson, half_width, progress
+from jurybox.calibration.synthetic import (
+    CascadeSimulation,
+    LabellingPool,
+    simulate_mean_labelling,
+)
+from jurybox.rubrics import Scale, VerdictRecord
+
+SCALE = Scale.coerce([0, 1, 2, 3, 4])
+SCALES = {"accuracy": SCALE}
+
+
+def record(i, votes, score=2.0):
+    return VerdictRecord.model_validate({
+        "id": f"i{i}", "status": "scored", "rubric": "r", "jury": "j", "provenance": "p",
+        "scores": {"accuracy": score},
+        "votes": [{"judge": f"j{k}", "criterion": "accuracy", **v} for k, v in enumerate(votes)]})
+
+
+# --------------------------------------------------------------------------- the design
+
+
+def test_uncertainty_is_the_variance_of_the_judges_mixed_distributions_over_the_range():
+    a = {"score": 1.0, "distribution": {"1": 0.5, "2": 0.5}}
+    b = {"score": 3.0}  # no distribution: a point mass on its score
+    # The mixture puts 1/4, 1/4, 1/2 on 1, 2, 3: mean 2.25, E[x^2] 5.75, variance 0.6875.
+    got = criterion_uncertainty(record(0, [a, b]).votes, SCALE)
+    assert got == pytest.approx(0.6875 / 16)
+    assert item_uncertainty(record(0, [a, b]), SCALES) == pytest.approx(0.6875 / 16)
+    assert item_uncertainty(record(1, [a, b], score=None), SCALES) == 0.25  # unscored: maximal
+    # The simulated pools' uncertainty is the same quantity.
+    pool = LabellingPool.draw(np.random.default_rng(0), 5)
+    for k in range(5):
+        dist = {str(v): float(p) for v, p in enumerate(pool.dist[k])}
+        r = record(k, [{"score": float(pool.score[k]).__round__(), "distribution": dist}])
+        assert item_uncertainty(r, SCALES) == pytest.approx(pool.uncertainty[k])
+
+
+def test_inclusion_probabilities_grow_with_the_root_of_the_uncertainty_between_floor_and_one():
+    u = np.linspace(0, 0.25, 101)
+    pi = inclusion_probabilities(u)
+    assert pi[0] == pytest.approx(0.1) and np.all(np.diff(pi) >= 0)
+    assert np.all(pi[u >= np.quantile(u, 0.9)] == 1.0)  # the most uncertain tenth: always
+    mid = (pi > 0.1) & (pi < 1)
+    assert np.allclose((pi[mid] - 0.1) / np.sqrt(u[mid]), (pi[mid][0] - 0.1) / np.sqrt(u[mid][0]))
+    assert np.all(inclusion_probabilities(np.zeros(5)) == 1.0)  # nothing to be active about
+
+
+def test_the_selector_offers_only_chosen_items_in_the_visiting_order_and_records_the_choice():
+    ids = [f"i{k}" for k in range(200)]
+    u = dict(zip(ids, np.random.default_rng(3).random(200) * 0.2))
+    sel = Selector(ids, "benchmark-mean", seed=5, uncertainty=u)
+    again = Selector(ids, "benchmark-mean", seed=5, uncertainty=u)
+    assert sel.order == again.order and sel.chosen == again.chosen  # fixed by the seed
+    latest: dict = {}
+    offered = []
+    while (choice := sel.next("ann", latest)) is not None:
+        offered.append(choice)
+        latest[(choice.id, "ann")] = {"id": choice.id, "rater": "ann", "accuracy": 1,
+                                      "selection": choice.selection}
+    assert [c.id for c in offered] == [i for i in sel.order if i in sel.chosen]
+    positions = [c.selection["position"] for c in offered]
+    assert positions == sorted(positions) and len(offered) < 200
+    for c in offered:
+        assert c.selection["strategy"] == "benchmark-mean" and c.selection["pool"] == 200
+        assert c.selection["probability"] == pytest.approx(sel.probability[c.id])
+        assert 0.1 <= c.selection["probability"] <= 1
+    with pytest.raises(InputDataError, match="uncertainty"):
+        Selector(ids, "benchmark-mean")
+
+
+# --------------------------------------------------------------------------- the estimate
+
+
+def test_uniform_labels_give_the_ppi_python_interval_on_a_large_pool():
+    """With every visited item labelled and a pool far larger than the labels, the design-based
+    estimate is PPI++'s (the finite-population correction is then ~1)."""
+    from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+
+    rng = np.random.default_rng(7)
+    big_n, n = 200_000, 400
+    f = rng.normal(2, 1, big_n)
+    labelled = rng.choice(big_n, n, replace=False)
+    y = f[labelled] + 0.3 + rng.normal(0, 0.5, n)
+    est, se, *_ = weighted_mean(f, f[labelled], y, np.ones(n), n, lam=1.0)
+    rest = np.delete(f, labelled)
+    ref = float(np.asarray(ppi_mean_pointestimate(y, f[labelled], rest, lam=1.0)).ravel()[0])
+    low, high = (float(np.asarray(b).ravel()[0])
+                 for b in ppi_mean_ci(y, f[labelled], rest, alpha=0.05, lam=1.0))
+    assert est == pytest.approx(ref, abs=0.02 * se)
+    assert 2 * z_of(0.95) * se == pytest.approx(high - low, rel=0.01)
+
+
+def test_labels_from_the_session_file_mix_no_design_and_are_refused_by_unweighted_readers(
+        tmp_path):
+    pool = {f"i{k}": {"accuracy": float(k % 5)} for k in range(50)}
+    active = [{"id": f"i{k}", "rater": "ann", "accuracy": k % 5, "labelled_at": "t",
+               "selection": {"strategy": "benchmark-mean", "probability": 0.5,
+                             "position": 2 * k}} for k in range(10)]
+    got = mean_estimates(active, pool, SCALES)["accuracy"]
+    assert isinstance(got, MeanEstimate) and got.visited == 19 and "active" in got.design
+    uniform = {"id": "i40", "rater": "bob", "accuracy": 1, "labelled_at": "t",
+               "selection": {"strategy": "uniform", "probability": None}}
+    with pytest.raises(InputDataError, match="one design"):
+        mean_estimates([*active, uniform], pool, SCALES)
+    path = tmp_path / "labels.jsonl"
+    path.write_text("\n".join(__import__("json").dumps(line) for line in active) + "\n")
+    with pytest.raises(InputDataError, match=r"10 labels .* chosen actively .* agree --ppi"):
+        load_human_labels(path, scales=SCALES)
+    assert progress({(x["id"], "ann"): x for x in active}, pool, SCALES, 0.1, 50,
+                    "benchmark-mean")["mean"]["accuracy"]["labelled"] == 10
+
+
+# --------------------------------------------------------------------------- simulated sessions
+
+
+def _sessions(active, runs, seed, width=0.06):
+    rng = np.random.default_rng(seed)
+    return [simulate_mean_labelling(LabellingPool.draw(rng), width, rng, active=active, step=5)
+            for _ in range(runs)]
+
+
+@pytest.mark.parametrize("active", [True, False], ids=["active", "uniform"])
+def test_over_a_thousand_sessions_the_interval_covers_the_pool_mean_at_the_nominal_rate(active):
+    """Each session stops as the page does: at the first check where the half-width is at most
+    the target. The binomial interval on the coverage holds 0.95."""
+    runs = _sessions(active, 1000, seed=21 if active else 22)
+    covered = sum(r["covered"] for r in runs)
+    low, high = clopper_pearson(covered, len(runs))
+    assert low <= 0.95 <= high, (covered, len(runs))
+
+
+def test_active_choice_reaches_the_target_with_at_least_30_percent_fewer_labels():
+    """perf/labelling.py reports the ratio (perf/RESULTS.md)."""
+    active = np.median([r["labels"] for r in _sessions(True, 200, seed=31)])
+    uniform = np.median([r["labels"] for r in _sessions(False, 200, seed=32)])
+    assert active <= 0.7 * uniform, (active, uniform)
+
+
+def test_the_plan_from_the_first_labels_predicts_the_simulated_need_within_a_quarter():
+    """After 40 actively chosen labels, the plan for the target against the labels the same
+    session then needed (median ratio over 200 sessions)."""
+    rng = np.random.default_rng(41)
+    ratios = []
+    for _ in range(200):
+        pool = LabellingPool.draw(rng)
+        pi = inclusion_probabilities(pool.uncertainty)
+        seed = int(rng.integers(1 << 31))
+        design = Design.draw(pi, np.random.default_rng(seed))
+        at = np.flatnonzero(design.chosen)[:40]
+        ids = [f"i{k}" for k in range(pool.score.size)]
+        lines = [{"id": ids[k], "accuracy": float(pool.human[k]),
+                  "selection": {"strategy": "benchmark-mean", "probability": float(p),
+                                "position": int(j)}}
+                 for k, p, j in zip(design.order[at], design.pi[at], at)]
+        scores = {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}
+        planned = plan_mean(lines, scores, {}, SCALES, 0.06, dict(zip(ids, pi)))["accuracy"]
+        need = simulate_mean_labelling(pool, 0.06, np.random.default_rng(seed), step=1)
+        ratios.append(planned["needed"] / need["labels"])
+    assert 0.75 <= float(np.median(ratios)) <= 1.25, np.percentile(ratios, [10, 50, 90])
+
+
+def test_before_any_label_the_plan_comes_from_the_jurys_own_uncertainty():
+    rng = np.random.default_rng(51)
+    pool = LabellingPool.draw(rng)
+    ids = [f"i{k}" for k in range(pool.score.size)]
+    pi = dict(zip(ids, inclusion_probabilities(pool.uncertainty)))
+    spreads = {i: {"accuracy": float(u * 16)} for i, u in zip(ids, pool.uncertainty)}
+    scores = {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}
+    planned = plan_mean([], scores, spreads, SCALES, 0.06, pi)["accuracy"]
+    need = np.median([simulate_mean_labelling(pool, 0.06, rng, step=1)["labels"]
+                      for _ in range(50)])
+    assert planned["range"][0] <= planned["needed"] <= planned["range"][1]
+    assert 0.75 <= planned["needed"] / need <= 1.25, (planned, need)
+    assert "verdicts alone" in planned["basis"]
+    assert plan_mean([], scores, spreads, SCALES, 1e-4, pi)["accuracy"]["needed"] is None
+
+
+# --------------------------------------------------------------------------- the uniform goals
+
+
+def _order(n, seed, goal):
+    """The item indices in the order a session with ``goal`` offers them."""
+    sel = Selector([str(k) for k in range(n)], goal, seed=seed)
+    return np.array([int(i) for i in sel.order])
+
+
+def test_agreement_goal_over_a_thousand_sessions_its_interval_covers_the_pools_agreement():
+    """Each session labels in the Selector's order until the Clopper-Pearson half-width of the
+    jury's agreement is at most 0.06 (as the page's progress stops it); the pool's true rate
+    varies from session to session. Clopper-Pearson is conservative: the coverage is at least
+    the nominal 95% (its binomial interval reaches 0.95 or above)."""
+    rng = np.random.default_rng(61)
+    covered, runs = 0, 1000
+    for run in range(runs):
+        pool = rng.random(1500) < rng.uniform(0.55, 0.95)  # the jury agrees with the human
+        order = _order(pool.size, run, "agreement")
+        agreed = np.cumsum(pool[order])
+        n = next(n for n in range(20, pool.size + 1, 5)
+                 if half_width(int(agreed[n - 1]), n) <= 0.06)
+        low, high = clopper_pearson(int(agreed[n - 1]), n)
+        covered += low <= pool.mean() <= high
+    assert clopper_pearson(covered, runs)[1] >= 0.95, covered
+
+
+def test_cascade_goal_over_a_thousand_sessions_a_fitted_cascade_keeps_its_guarantee_on_the_pool():
+    """400 labels in the Selector's order from a pool of 3,000 items; the fitted cascade's
+    agreement on the whole pool reaches the target in at least 1 - risk of the sessions that
+    certify one (one-sided 95% Clopper-Pearson bound on the violation rate)."""
+    sim, rng = CascadeSimulation(), np.random.default_rng(71)
+    target, risk, violated, fitted = 0.9, 0.1, 0, 0
+    for run in range(1000):
+        conf, agrees = sim.sample(3000, rng)
+        labelled = _order(3000, run, "cascade")[:400]
+        try:
+            fit = fit_threshold(conf[:, labelled], agrees[:, labelled], target_agreement=target,
+                                risk=risk, stage_calls=[1, 3], baseline_calls=3)
+        except CascadeTargetError:
+            continue  # certifies nothing, so violates nothing
+        fitted += 1
+        decided = np.where(conf[0] >= fit.threshold, agrees[0], agrees[1])
+        violated += decided.mean() < target
+    assert fitted >= 500, fitted  # the simulation lets most sessions certify a cascade
+    from scipy.stats import beta
+
+    assert beta.ppf(0.95, violated + 1, 1000 - violated) <= risk, violated

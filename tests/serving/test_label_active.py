@@ -1,0 +1,108 @@
+"""`jurybox label --goal benchmark-mean` for real (its own process, real HTTP), over verdicts with
+known human truth (a simulated calibrated jury: labelling is what is tested here, the judging
+has its own tests), then what the file it writes is good for: `jurybox agree --ppi` weights it,
+`jurybox agree` and `calibrate` refuse it with the reason, `jurybox labels plan` plans it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from service_helpers import free_port, labelling
+
+from jurybox.calibration.synthetic import LabellingPool
+
+JURYBOX = str(Path(sys.executable).with_name("jurybox"))
+CRITERIA = ["accuracy", "relevance", "completeness", "parsimony"]  # mirage-mg's, 0-4 each
+
+
+@pytest.fixture(scope="module")
+def benchmark(tmp_path_factory):
+    """300 predictions, their verdicts (two judges per criterion, each with its score
+    distribution) and each item's human truth per criterion."""
+    rng = np.random.default_rng(8)
+    folder = tmp_path_factory.mktemp("active")
+    pools = {c: LabellingPool.draw(rng, 300) for c in CRITERIA}
+    items, verdicts, truth = [], [], {}
+    for k in range(300):
+        item = f"q{k:03d}"
+        items.append({"id": item, "question": f"Question {k}?", "response": f"Answer {k}.",
+                      "reference": f"Reference {k}."})
+        votes = []
+        for c, pool in pools.items():
+            dist = {str(v): float(p) for v, p in enumerate(pool.dist[k])}
+            votes += [{"judge": j, "criterion": c, "score": float(np.argmax(pool.dist[k])),
+                       "distribution": dist} for j in ("a", "b")]
+        verdicts.append({"id": item, "status": "scored", "rubric": "mirage-mg", "jury": "sim",
+                         "provenance": "sim", "votes": votes,
+                         "scores": {c: float(pool.score[k]) for c, pool in pools.items()}})
+        truth[item] = {c: int(pool.human[k]) for c, pool in pools.items()}
+    (folder / "items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+    (folder / "judged.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
+    means = {c: float(pool.human.mean()) for c, pool in pools.items()}
+    return folder, truth, means
+
+
+def jurybox(*args):
+    return subprocess.run([JURYBOX, *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_active_labels_end_to_end(benchmark):
+    folder, truth, means = benchmark
+    items, judged, labels = folder / "items.jsonl", folder / "judged.jsonl", folder / "l.jsonl"
+    offered = []
+    server = labelling(items, judged, labels, free_port(), "--goal", "benchmark-mean",
+                       "--target-width", "0.3", "--seed", "3")
+    with server as (url, _), httpx.Client(base_url=url, timeout=30) as http:
+        while (got := http.get("/api/next", params={"rater": "ann"})).status_code == 200:
+            item = got.json()
+            assert "chosen for the benchmark mean" in item["why"], item["why"]
+            offered.append(item["id"])
+            saved = http.post("/api/labels", json={"id": item["id"], "rater": "ann",
+                                                   "labels": truth[item["id"]]})
+            assert saved.status_code == 200, saved.text
+            assert len(offered) <= 300
+        assert got.status_code == 204
+        done = http.get("/api/progress").json()
+    # The page stopped at the target: every criterion's mean within +-0.3, from 30 labels on.
+    assert done["goal_met"] and "agreement" not in done
+    assert len(offered) == len(set(offered)) >= 30
+    for c in CRITERIA:
+        assert done["mean"][c]["half_width"] <= 0.3 and done["mean"][c]["labelled"] >= 30
+    lines = [json.loads(line) for line in labels.read_text().splitlines()]
+    assert [line["id"] for line in lines] == offered
+    positions = [line["selection"]["position"] for line in lines]
+    assert positions == sorted(positions)
+    assert all(line["selection"]["strategy"] == "benchmark-mean"
+               and 0.1 <= line["selection"]["probability"] <= 1 for line in lines)
+
+    ppi = jurybox("agree", labels, judged, "--ppi", "--json")
+    assert ppi.returncode == 0, ppi.stderr
+    result = json.loads(ppi.stdout)
+    assert result["design"] == "active" and result["pool"] == 300
+    for c in CRITERIA:
+        e = result["criteria"][c]
+        assert e["labelled"] == len(lines) and e["visited"] == positions[-1] + 1
+        assert e["estimate"] == pytest.approx(done["mean"][c]["estimate"])
+        assert abs(e["estimate"] - means[c]) <= 4 * e["half_width"] / 1.96, (e, means[c])
+    text = jurybox("agree", labels, judged, "--ppi")
+    assert text.returncode == 0 and "accuracy: mean" in text.stdout, text.stderr
+
+    for refused in (jurybox("agree", labels, judged),
+                    jurybox("calibrate", labels, judged, "--out", folder / "map.json")):
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "chosen actively" in refused.stderr and "agree --ppi" in refused.stderr
+
+    plan = jurybox("labels", "plan", labels, judged, "--goal", "benchmark-mean",
+                   "--target-width", "0.1", "--json")
+    assert plan.returncode == 0, plan.stderr
+    for c, row in json.loads(plan.stdout)["criteria"].items():
+        assert row["labelled"] == len(lines) and row["further"] > 0, (c, row)
+    wrong = jurybox("labels", "plan", labels, judged, "--target-width", "0.7")
+    assert wrong.returncode == 2 and "between 0 and 0.5" in wrong.stderr
