@@ -29,8 +29,15 @@ finite-population correction, plus the coins)::
 
     V = (1 - M/N) s_d^2 / M + (1/N) * (1/M) * sum xi (1 - pi)/pi^2 (Y - lam f)^2
 
-with ``s_d^2`` the sample variance of ``d = xi/pi (Y - lam f)`` over the visited items; the CI is
-``theta +- z sqrt(V)``. ``lam`` minimises ``s_d^2`` (PPI++'s power tuning, clipped to [0, 1]).
+with ``s_d^2`` the sample variance of ``d = xi/pi (Y - lam f)`` over the visited items. The CI is
+``theta +- z sqrt(max(V, V_jury))``, where ``V_jury`` is the same variance as the jury's own
+distributions predict it (each item's label drawn from its predictive distribution: mean ``m``,
+variance ``v``; ``E d = m - lam f`` and ``E d^2 = (v + (m - lam f)^2) / pi`` over the whole pool):
+a calibrated or underconfident jury's labels cannot be less variable than that, and few labels
+often have not yet seen the jury's rare large errors (simulated, the empirical variance alone
+covered 82% of the time where the jury is sharp on every item, 95% with the floor;
+perf/RESULTS.md). An overconfident jury's empirical variance is the larger, and rules.
+``lam`` minimises ``s_d^2`` (PPI++'s power tuning, clipped to [0, 1]).
 Labels from a uniform order (goals agreement and cascade, or a spreadsheet) are the same
 estimate with every visited item labelled (``pi = 1``, M the labelled items).
 
@@ -58,15 +65,14 @@ QUANTILE = 0.9
 UNSCORED = 0.25
 
 
-def criterion_uncertainty(votes: Sequence[Any], scale: Any) -> float | None:
-    """The variance of the jury's predictive distribution on one criterion, over the squared
-    range of ``scale``: the scored votes' score distributions mixed with equal weight (a vote
-    without one is a point mass on its score); None without a scored vote."""
+def predictive(votes: Sequence[Any], scale: Any) -> tuple[float, float] | None:
+    """The mean and variance (in the scale's units) of the jury's predictive distribution on one
+    criterion: the scored votes' score distributions mixed with equal weight (a vote without
+    one is a point mass on its score); None without a scored vote."""
     texts = scale.answer_texts()
-    span = float(scale.high - scale.low)
     points: dict[float, float] = {}
     scored = [v for v in votes if v.score is not None]
-    if not scored or span <= 0:
+    if not scored:
         return None
     for vote in scored:
         dist = {float(texts[a]): p for a, p in (vote.distribution or {}).items() if a in texts}
@@ -77,7 +83,27 @@ def criterion_uncertainty(votes: Sequence[Any], scale: Any) -> float | None:
             points[value] = points.get(value, 0.0) + p / total / len(scored)
     values, weights = np.array(list(points)), np.array(list(points.values()))
     mean = float(np.sum(values * weights))
-    return float(np.sum(weights * (values - mean) ** 2)) / span**2
+    return mean, float(np.sum(weights * (values - mean) ** 2))
+
+
+def criterion_uncertainty(votes: Sequence[Any], scale: Any) -> float | None:
+    """The variance of the jury's predictive distribution on one criterion over the squared
+    range of ``scale`` (:func:`predictive`); None without a scored vote or range."""
+    got, span = predictive(votes, scale), float(scale.high - scale.low)
+    return None if got is None or span <= 0 else got[1] / span**2
+
+
+def pool_model(records: Sequence[Any], scales: Mapping[str, Any]
+               ) -> dict[str, dict[str, tuple[float, float] | None]]:
+    """Per item and criterion, the jury's predictive mean and variance (:func:`predictive`)."""
+    return {r.id: {c: predictive([v for v in r.votes if v.criterion == c], scale)
+                   for c, scale in scales.items()} for r in records}
+
+
+def pool_probabilities(records: Sequence[Any], scales: Mapping[str, Any]) -> dict[str, float]:
+    """Each item's inclusion probability, as a benchmark-mean session over ``records`` gives it."""
+    pi = inclusion_probabilities([item_uncertainty(r, scales) for r in records])
+    return {r.id: float(p) for r, p in zip(records, pi)}
 
 
 def item_uncertainty(record: Any, scales: Mapping[str, Any]) -> float:
@@ -155,12 +181,14 @@ class MeanEstimate:
 
 
 def weighted_mean(f_pool: Any, f: Any, y: Any, pi: Any, visited: int, *,
-                  confidence: float = 0.95, lam: float | None = None
+                  lam: float | None = None, model: tuple[Any, Any, Any] | None = None
                   ) -> tuple[float, float, float, float, float]:
-    """(estimate, standard error, lambda, s_d^2, coins' term) of the pool's mean label (formulas in the module's
-    text). ``f_pool``: the jury's score on every item of the pool; ``f``, ``y``, ``pi``: the
-    labelled items' score, label and inclusion probability; ``visited``: M, the visited items
-    (labelled or not), at least as many as labelled."""
+    """(estimate, standard error, lambda, s_d^2, coins' term) of the pool's mean label (formulas
+    in the module's text). ``f_pool``: the jury's score on every item of the pool; ``f``, ``y``,
+    ``pi``: the labelled items' score, label and inclusion probability; ``visited``: M, the
+    visited items (labelled or not), at least as many as labelled. ``model``: the jury's
+    predictive mean, variance and the inclusion probability of every item of the pool (aligned
+    with ``f_pool``), for the floor ``V_jury`` on the variance (None: no floor)."""
     fp, f_, y_, p = (np.asarray(a, dtype=float) for a in (f_pool, f, y, pi))
     n, m, big_n = y_.size, int(visited), fp.size
     if n < 2:
@@ -184,6 +212,12 @@ def weighted_mean(f_pool: Any, f: Any, y: Any, pi: Any, visited: int, *,
     estimate = lam * float(fp.mean()) + float(terms.mean())
     coins = float(np.sum((1.0 - p) / p**2 * (y_ - lam * f_) ** 2)) / m
     s2 = float(np.var(terms, ddof=1))
+    if model is not None:
+        mean, var, pi_pool = (np.asarray(a, dtype=float) for a in model)
+        bias = mean - lam * fp
+        second = var + bias**2
+        s2 = max(s2, float(np.mean(second / pi_pool) - np.mean(bias) ** 2))
+        coins = max(coins, float(np.mean((1.0 - pi_pool) / pi_pool * second)))
     variance = (1.0 - m / big_n) * s2 / m + coins / big_n
     return estimate, math.sqrt(max(variance, 0.0)), float(lam), s2, coins
 
@@ -206,11 +240,16 @@ def is_active(line: Mapping[str, Any]) -> bool:
 
 def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
                    scales: Mapping[str, Any], *, confidence: float = 0.95,
-                   criteria: Sequence[str] | None = None) -> dict[str, MeanEstimate | str]:
+                   criteria: Sequence[str] | None = None,
+                   model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
+                   probabilities: Mapping[str, float] | None = None
+                   ) -> dict[str, MeanEstimate | str]:
     """Per criterion, the mean label over ``pool`` (item id -> the jury's score per criterion)
     from label ``lines`` (the latest line per item and rater, labels only): weighted by the
     recorded inclusion probabilities when the items were chosen actively, else a simple random
-    sample. A criterion that cannot be estimated gets the reason instead."""
+    sample. ``model`` (:func:`pool_model`) and, for an active design, every item's inclusion
+    probability (:func:`pool_probabilities`) give the variance its floor (module text). A
+    criterion that cannot be estimated gets the reason instead."""
     active = design_of(lines) == "active"
     if active and any(not is_active(line) and (line.get("selection") or {}).get("strategy")
                       != "overlap" for line in lines):
@@ -265,8 +304,14 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             pi, visited = np.ones(len(ids)), len(ids)
         if visited >= len(scored) and not active:
             notes.append("every item is labelled: the mean is exact")
+        floor = None
+        if model is not None and (probabilities is not None or not active):
+            jury = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in scored]
+            floor = ([m for m, _ in jury], [v for _, v in jury],
+                     [probabilities.get(i, 1.0) if active and probabilities else 1.0
+                      for i in scored])
         estimate, se, lam, s2, coins = weighted_mean(list(scored.values()), f, y, pi, visited,
-                                          confidence=confidence)
+                                                     model=floor)
         hw = z_of(confidence) * se
         if len(ids) < 30:
             notes.append(f"only {len(ids)} labelled items: the normal-approximation CI may "
@@ -296,22 +341,23 @@ def _labels_needed(s2: float, coins: float, pool: int, width: float, z: float, r
 
 
 def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
-              spreads: Mapping[str, Mapping[str, float | None]], scales: Mapping[str, Any],
-              width: float, pi: Mapping[str, float] | None = None, *,
-              confidence: float = 0.95) -> dict[str, dict[str, Any]]:
+              model: Mapping[str, Mapping[str, tuple[float, float] | None]],
+              scales: Mapping[str, Any], width: float, pi: Mapping[str, float] | None = None,
+              *, confidence: float = 0.95) -> dict[str, dict[str, Any]]:
     """How many labels each criterion's mean needs for a CI half-width of at most ``width`` (in
     the scale's units): from the labels so far (their variance, with the range over its 95%
-    chi-square interval), or, before any label, from the verdicts alone (``spreads``: per item
-    and criterion, the variance of the jury's predictive distribution, in squared scale units,
+    chi-square interval), or, before any label, from the verdicts alone (``model``: per item
+    and criterion, the jury's predictive mean and variance, :func:`pool_model`, the variance
     taken as the squared error of the jury's score; the range assumes it is off by a factor of
-    two either way). ``pi``: each item's inclusion probability (None: every visited item is
+    two either way); the labels' variance never below what ``model`` predicts (module text). ``pi``: each item's inclusion probability (None: every visited item is
     labelled, a uniform order); labels are counted as the visited items times the mean ``pi``."""
     from scipy.stats import chi2
 
     if width <= 0:
         raise InputDataError(f"the target width must be positive; got {width}")
     z = z_of(confidence)
-    now = mean_estimates(lines, pool, scales, confidence=confidence) if lines else {}
+    now = mean_estimates(lines, pool, scales, confidence=confidence, model=model,
+                         probabilities=pi) if lines else {}
     out: dict[str, dict[str, Any]] = {}
     for criterion in scales:
         scored = [i for i, s in pool.items() if s.get(criterion) is not None]
@@ -328,7 +374,7 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
                      f"{e.half_width:.3f}); the range over the 95% interval of their variance")
         else:
             n, m = 0, 0
-            u = np.array([spreads.get(i, {}).get(criterion) or 0.0 for i in scored])
+            u = np.array([(model.get(i, {}).get(criterion) or (0.0, 0.0))[1] for i in scored])
             s2 = float(np.mean(u / p))
             coins = float(np.mean((1 - p) / p * u))
             factors = (0.5, 2.0)

@@ -5,7 +5,9 @@ Goals (``jurybox label --goal``):
 - ``agreement`` (default): representative items for the per-criterion agreement of the jury with
   the humans: a uniform random order of the judged items, fixed by a seed for the session (every
   rater walks the same order), so the labelled items are a simple random sample and every
-  estimate weights them equally.
+  estimate weights them equally. With ``stratify``: three strata by the jury's uncertainty,
+  random within each and interleaved in proportion to their sizes (proportional allocation),
+  so every prefix of the order is balanced across them and still self-weighting.
 - ``benchmark-mean``: items chosen actively for the PPI++ estimate of the benchmark's mean score:
   a uniform random visiting order in which each item is labelled with a probability that grows
   with the square root of the jury's uncertainty on it (:mod:`jurybox.calibration.active`); the
@@ -39,6 +41,7 @@ from . import active
 from .errors import InputDataError
 
 GOALS = ("agreement", "benchmark-mean", "cascade")
+STRATA = ("surest", "middle", "least sure")
 MIN_MEAN_LABELS = 30
 
 
@@ -60,7 +63,8 @@ class Selector:
     """The order in which items are offered (see the module's text)."""
 
     def __init__(self, ids: Sequence[str], goal: str = "agreement", *, seed: int = 0,
-                 overlap: float = 0.0, uncertainty: Mapping[str, float] | None = None) -> None:
+                 overlap: float = 0.0, uncertainty: Mapping[str, float] | None = None,
+                 stratify: bool = False) -> None:
         if goal not in GOALS:
             raise InputDataError(f"goal must be one of {list(GOALS)}; got {goal!r}")
         if not 0.0 <= overlap <= 1.0:
@@ -72,10 +76,20 @@ class Selector:
         rng = np.random.default_rng(seed)
         self.probability: dict[str, float] = {}
         self.chosen: set[str] | None = None  # benchmark-mean: the items whose coins came up
-        if goal == active.GOAL:
+        self.stratum: dict[str, str] = {}
+        if stratify and goal != "agreement":
+            raise InputDataError(f"stratify is for goal agreement; goal {goal} takes items "
+                                 "as its estimate needs them")
+        if (goal == active.GOAL or stratify) and uncertainty is None:
+            raise InputDataError(f"goal {goal}"
+                                 + (" stratified" if stratify else "")
+                                 + " needs each item's uncertainty")
+        if stratify:
+            order = self._stratified(unique, uncertainty or {}, rng)
+        elif goal == active.GOAL:
             if uncertainty is None:
                 raise InputDataError("goal benchmark-mean needs each item's uncertainty")
-            pi = active.inclusion_probabilities([uncertainty[i] for i in unique])
+            pi = active.inclusion_probabilities([(uncertainty or {})[i] for i in unique])
             design = active.Design.draw(pi, rng)
             order = [unique[k] for k in design.order]
             self.probability = dict(zip(order, map(float, design.pi)))
@@ -85,6 +99,23 @@ class Selector:
             rng.shuffle(order)
         self.order = order
         self.position = {item: k for k, item in enumerate(order)}
+
+    def _stratified(self, ids: list[str], uncertainty: Mapping[str, float],
+                    rng: np.random.Generator) -> list[str]:
+        """Three strata by the jury's uncertainty (its most sure, middle and least sure thirds),
+        a uniform random order within each, interleaved so that every prefix holds each stratum
+        in proportion to its size (proportional allocation: the labels stay self-weighting, so
+        every estimate's stratum weights are equal and the unweighted statistics unbiased)."""
+        ranked = sorted(ids, key=lambda i: (uncertainty[i], i))
+        keys = {}
+        for h, name in enumerate(STRATA):
+            members = ranked[h * len(ids) // 3:(h + 1) * len(ids) // 3]
+            rng.shuffle(members)
+            offset = rng.random()
+            for j, item in enumerate(members):
+                self.stratum[item] = name
+                keys[item] = (j + offset) / len(members)
+        return sorted(ids, key=lambda i: (keys[i], STRATA.index(self.stratum[i])))
 
     def next(self, rater: str, latest: Mapping[tuple[str, str], Mapping[str, Any]]
              ) -> Choice | None:
@@ -115,6 +146,11 @@ class Selector:
                           "the jury is unsure of it, the likelier)",
                           {"strategy": active.GOAL, "probability": p, "position": k - 1,
                            "pool": n, "seed": self.seed})
+        if self.stratum:
+            h = self.stratum[item]
+            return Choice(item, f"item {k} of {n}: random within the jury's {h} third by "
+                          "uncertainty, the thirds in proportion",
+                          {"strategy": "stratified", "probability": None, "stratum": h})
         why = (f"item {k} of {n} in a uniform random order"
                + (" (a cascade's guarantee needs labels chosen at random)"
                   if self.goal == "cascade" else ""))
@@ -133,8 +169,9 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
              jury_scores: Mapping[str, Mapping[str, float | None]], scales: Mapping[str, Any],
-             target_width: float | None, total: int, goal: str = "agreement"
-             ) -> dict[str, Any]:
+             target_width: float | None, total: int, goal: str = "agreement", *,
+             model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
+             probabilities: Mapping[str, float] | None = None) -> dict[str, Any]:
     """How far the labels have got: counts (items labelled by anyone, lines per rater, items
     left), and per criterion the jury's agreement with the human labels (exact, after snapping
     the jury's score to the scale) with its 95% interval; ``goal_met`` when every criterion's
@@ -160,7 +197,8 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
     if goal == active.GOAL:
         # Agreement over actively chosen items would over-weight the uncertain ones: the goal's
         # estimate is the weighted mean instead.
-        means = active.mean_estimates(lines, jury_scores, scales)
+        means = active.mean_estimates(lines, jury_scores, scales, model=model,
+                                      probabilities=probabilities)
         out["mean"] = {c: e.to_dict() if isinstance(e, active.MeanEstimate)
                        else {"estimate": None, "reason": e} for c, e in means.items()}
         out["goal_met"] = target_width is not None and all(

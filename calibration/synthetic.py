@@ -229,16 +229,19 @@ class LabellingPool:
 
 def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Generator, *,
                             active: bool = True, min_labels: int = 30, step: int = 1,
-                            stop_after: int | None = None) -> dict[str, Any]:
+                            stop_after: int | None = None, floor: bool = True
+                            ) -> dict[str, Any]:
     """One labelling session for the benchmark mean, as ``jurybox label --goal benchmark-mean``
     runs it (``active``; otherwise every item of the uniform order is labelled): labels in the
     session's order until the 95% half-width is at most ``width`` (checked every ``step``
-    labels from ``min_labels`` on, as the page's progress does) or ``stop_after`` labels.
+    labels from ``min_labels`` on, as the page's progress does) or ``stop_after`` labels;
+    ``floor``: the variance floored by the jury's own distributions, as jurybox estimates it.
     Returns the labels used, the estimate, its half-width and whether the CI covers the pool's
     true mean."""
     from .active import Design, inclusion_probabilities, weighted_mean, z_of
 
     pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
+    model = (pool.score, pool.uncertainty * 16.0, pi) if floor else None
     design = Design.draw(pi, rng)
     at = np.flatnonzero(design.chosen)
     items = design.order[at]
@@ -248,7 +251,7 @@ def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Ge
     for n in range(min(min_labels, last), last + 1, step):
         got = items[:n]
         estimate, se, *_ = weighted_mean(pool.score, pool.score[got], pool.human[got],
-                                         design.pi[at[:n]], int(at[n - 1]) + 1)
+                                         design.pi[at[:n]], int(at[n - 1]) + 1, model=model)
         if stop_after is None and z * se <= width:
             break
     truth = float(pool.human.mean())

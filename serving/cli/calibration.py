@@ -123,7 +123,13 @@ def agree(
 def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,
          criteria: list[str], confidence: float, json_out: bool) -> None:
     """``agree --ppi``: the benchmark mean per criterion (jurybox.calibration.active)."""
-    from jurybox.calibration.active import MeanEstimate, design_of, mean_estimates
+    from jurybox.calibration.active import (
+        MeanEstimate,
+        design_of,
+        mean_estimates,
+        pool_model,
+        pool_probabilities,
+    )
     from jurybox.calibration.labels import label_rows, scales_from
     from jurybox.rubrics.errors import InputError
 
@@ -141,8 +147,11 @@ def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,
         strays = sum(str(row["id"]) not in pool for row in lines)
         if strays:
             notes.append(f"{strays} label row(s) name items without a verdict: left out")
-        result = mean_estimates(lines, pool, scales, confidence=confidence,
-                                criteria=criteria or None)
+        active = design_of(lines) == "active"
+        result = mean_estimates(
+            lines, pool, scales, confidence=confidence, criteria=criteria or None,
+            model=pool_model(output.records, scales),
+            probabilities=pool_probabilities(output.records, scales) if active else None)
     for message in notes:
         warn(message)
     if json_out:

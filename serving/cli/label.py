@@ -27,6 +27,7 @@ def label(
     rater: Annotated[str | None, typer.Option(help="Your name as a rater: every label carries it (the page asks when it is not in its address).", show_default=False)] = None,
     goal: Annotated[Goal, typer.Option(help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the jury is unsure of them, and weights each label by its recorded probability.")] = "agreement",
     target_width: Annotated[float | None, typer.Option(help="Stop when every criterion's 95% interval is at most this half-width: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1; after at least 30 labels); the page then says so.", min=0.0, show_default=False)] = None,
+    stratify: Annotated[bool, typer.Option("--stratify", help="Goal agreement: offer items in three strata by the jury's uncertainty (its surest, middle and least sure thirds), random within each and in proportion to their sizes at every point, so even a few labels cover the items the jury is unsure of while the labels stay a representative (self-weighting) sample.")] = False,
     overlap: Annotated[float, typer.Option(help="Share of a rater's items that another rater labelled too, so that human-human agreement (the ceiling `jurybox agree` reports) is measured.", min=0.0, max=1.0)] = 0.0,
     show_judges: Annotated[bool, typer.Option("--show-judges", help="Show the judges' votes before the item is labelled (by default they appear only after, beside the label).")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the random order (the same for every rater of the file).")] = 0,
@@ -51,7 +52,7 @@ def label(
 
     with reported():
         session, store = _session(items, verdicts, labels, rubric, goal, target_width, overlap,
-                                  show_judges, seed)
+                                  show_judges, seed, stratify)
     token = None
     if token_env is not None:
         token = os.environ.get(token_env)
@@ -73,8 +74,8 @@ def label(
 
 
 def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | None, goal: str,
-             target_width: float | None, overlap: float, show_judges: bool, seed: int
-             ) -> tuple[LabellingSession, LabelStore]:
+             target_width: float | None, overlap: float, show_judges: bool, seed: int,
+             stratify: bool = False) -> tuple[LabellingSession, LabelStore]:
     """The session over the judged items of ``items_path`` and the labels file it appends to."""
     from jurybox.calibration.label_store import LabelStore
     from jurybox.calibration.selection import Selector
@@ -116,16 +117,16 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
         note(f"{labels}: its last line was cut short by a crash (never saved) and is removed")
     try:
         uncertainty = None
-        if goal == "benchmark-mean":
+        if goal == "benchmark-mean" or stratify:
             from jurybox.calibration.active import item_uncertainty
 
             scales = {c.name: c.scale for c in rubric_def.criteria}
             uncertainty = {i: item_uncertainty(verdicts[i], scales) for i in items}
-        elif target_width is not None and not 0 < target_width < 0.5:
+        if goal != "benchmark-mean" and target_width is not None and not 0 < target_width < 0.5:
             raise InputError(f"--target-width {target_width}: for goal {goal} it is a half-width "
                              "of an agreement rate, between 0 and 0.5", field="target_width")
         selector = Selector(list(items), goal, seed=seed, overlap=overlap,
-                            uncertainty=uncertainty)
+                            uncertainty=uncertainty, stratify=stratify)
         session = LabellingSession(items, {i: verdicts[i] for i in items}, rubric_def, store,
                               selector, target_width=target_width, show_judges=show_judges)
     except Exception:
@@ -197,26 +198,11 @@ def plan_cmd(
 def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]],
                scales: dict[str, Any], width: float) -> dict[str, dict[str, Any]]:
     """``labels plan --goal benchmark-mean``: each item's inclusion probability as a session
-    would give it, and the jury's predictive variance per item and criterion."""
-    from jurybox.calibration.active import (
-        criterion_uncertainty,
-        design_of,
-        inclusion_probabilities,
-        item_uncertainty,
-        plan_mean,
-    )
+    would give it, and the jury's predictive distribution per item and criterion."""
+    from jurybox.calibration.active import design_of, plan_mean, pool_model, pool_probabilities
     from jurybox.calibration.selection import labelled
 
-    pool = {r.id: r.scores for r in records}
-    ids = list(pool)
-    pi = dict(zip(ids, map(float, inclusion_probabilities(
-        [item_uncertainty(r, scales) for r in records]))))
-    spreads: dict[str, dict[str, float | None]] = {}
-    for r in records:
-        for criterion, scale in scales.items():
-            u = criterion_uncertainty([v for v in r.votes if v.criterion == criterion], scale)
-            spreads.setdefault(r.id, {})[criterion] = (
-                None if u is None else u * float(scale.high - scale.low) ** 2)
     lines = [line for line in latest.values() if labelled(line)]
-    return plan_mean(lines, pool, spreads, scales, width,
-                     pi if design_of(lines) == "active" or not lines else None)
+    active = design_of(lines) == "active" or not lines
+    return plan_mean(lines, {r.id: r.scores for r in records}, pool_model(records, scales),
+                     scales, width, pool_probabilities(records, scales) if active else None)

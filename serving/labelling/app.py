@@ -23,6 +23,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
+from jurybox.calibration.active import pool_model
 from jurybox.calibration.label_store import LabelStore
 from jurybox.calibration.selection import Choice, Selector, labelled, progress
 from jurybox.rubrics import Item, Rubric, VerdictRecord
@@ -48,6 +49,8 @@ class LabellingSession:
         self.store, self.selector = store, selector
         self.target_width, self.show_judges = target_width, show_judges
         self.scales = {c.name: c.scale for c in rubric.criteria}
+        # The jury's predictive distributions: the benchmark mean's variance floor.
+        self.model = pool_model(list(self.verdicts.values()), self.scales)
         self._offered: dict[str, Choice] = {}  # per rater: the item last offered, and why
         self._lock = threading.Lock()
 
@@ -131,7 +134,8 @@ class LabellingSession:
         """GET /api/progress (see :func:`jurybox.calibration.selection.progress`)."""
         scores = {i: v.scores for i, v in self.verdicts.items()}
         out = progress(self.store.latest(), scores, self.scales, self.target_width,
-                       len(self.selector.order), self.selector.goal)
+                       len(self.selector.order), self.selector.goal, model=self.model,
+                       probabilities=self.selector.probability)
         out["goal"] = self.selector.goal
         return out
 

@@ -53,7 +53,7 @@ def jurybox(*args):
                           timeout=300)
 
 
-def test_active_labels_end_to_end(benchmark):
+def test_active_labels_end_to_end(benchmark, browser):
     folder, truth, means = benchmark
     items, judged, labels = folder / "items.jsonl", folder / "judged.jsonl", folder / "l.jsonl"
     offered = []
@@ -68,6 +68,15 @@ def test_active_labels_end_to_end(benchmark):
                                                    "labels": truth[item["id"]]})
             assert saved.status_code == 200, saved.text
             assert len(offered) <= 300
+            if len(offered) == 12:  # what the page shows of it, in a real browser
+                page = browser.new_page(viewport={"width": 1100, "height": 900})
+                page.goto(f"{url}/?rater=ann")
+                page.wait_for_selector("#why:has-text('chosen for the benchmark mean')")
+                page.wait_for_selector("#estimate:has-text('from 12 labels')")
+                estimate = page.inner_text("#estimate")
+                assert all(f"{c}: mean" in estimate for c in CRITERIA), estimate
+                page.screenshot(path=str(folder / "page.png"), full_page=True)
+                page.close()
         assert got.status_code == 204
         done = http.get("/api/progress").json()
     # The page stopped at the target: every criterion's mean within +-0.3, from 30 labels on.
