@@ -197,8 +197,11 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
     if goal == active.GOAL:
         # Agreement over actively chosen items would over-weight the uncertain ones: the goal's
         # estimate is the weighted mean instead.
-        means = active.mean_estimates(lines, jury_scores, scales, model=model,
-                                      probabilities=probabilities)
+        try:
+            means: dict[str, active.MeanEstimate | str] = active.mean_estimates(
+                lines, jury_scores, scales, model=model, probabilities=probabilities)
+        except InputDataError as exc:  # e.g. labels for items a client chose itself
+            means = dict.fromkeys(scales, str(exc))
         out["mean"] = {c: e.to_dict() if isinstance(e, active.MeanEstimate)
                        else {"estimate": None, "reason": e} for c, e in means.items()}
         out["goal_met"] = target_width is not None and all(

@@ -203,7 +203,8 @@ class JudgeSpec(BaseModel):
                                  "thinking budget, then answer.")
     weight: float = Field(1.0, gt=0.0, description="The judge's weight in `weighted` aggregation.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weights' precision (auto: bfloat16 on a GPU, float32 on a CPU).")
+        "auto", description="Weights' precision (auto: bfloat16 on a GPU; on a CPU float32, "
+        "with vLLM bfloat16 where the CPU has it natively: avx512_bf16 or amx_bf16).")
     max_model_len: int | None = Field(None, ge=16, description="Context length to use (default: "
                                       "the model's).")
     top_logprobs: int = Field(20, ge=1, le=100, description="Alternatives read at each token, "

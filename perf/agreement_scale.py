@@ -110,6 +110,9 @@ def main() -> None:
     ap.add_argument("--extra-levels", default="ratio,ordinal,nominal",
                     help="levels timed for jurybox only at the largest size")
     args = ap.parse_args()
+    from jurybox.judges.cpu import cpu
+
+    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
     sizes = [int(s) for s in args.sizes.split(",")]
     for kind, title in (("continuous", "all values distinct"), ("discrete", "5-point scale 0..4")):
         print(f"interval alpha, 4 raters, {title}, 5% missing; krippendorff guard: "

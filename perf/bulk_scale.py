@@ -208,6 +208,9 @@ def main() -> None:
                     "PSS of each process (pid and what it runs), shared memory and items written "
                     "(JSON lines)")
     args = ap.parse_args()
+    from jurybox.judges.cpu import cpu
+
+    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
     engines = args.engines.split(",")
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs; rubric mirage-mg, jury tiny "
           "(2 judges)")

@@ -56,6 +56,9 @@ def main() -> None:
     ap.add_argument("--targets", default=None, help="targets for every population (default: "
                     "steady 0.85,0.88,0.90,0.92; dip 0.83,0.84,0.85,0.86)")
     args = ap.parse_args()
+    from jurybox.judges.cpu import cpu
+
+    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
     print(f"risk {args.risk}, {args.reps} labelled sets per row (the same sets for both "
           "procedures)")
     header = (f"{'population':>10} {'labelled':>8} {'target':>6} {'procedure':>14} "

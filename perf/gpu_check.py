@@ -206,6 +206,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--device", default=None)
     args = ap.parse_args()
+    from jurybox.judges.cpu import cpu
+
+    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
     report = run(args.items, args.tiny, args.tokenizer, args.batch_size, args.device)
     for name, r in report["judges"].items():
         print(f"{name:<30} {r['judgments_per_s']:>8.2f} judgments/s  ({r['scored_votes']}/{r['votes']} votes scored, "

@@ -67,6 +67,9 @@ def main() -> None:
     ap.add_argument("--judge", default="smollm2-135m", help="a judge of the tiny jury")
     ap.add_argument("--rubric", default="mirage-mg")
     args = ap.parse_args()
+    from jurybox.judges.cpu import cpu
+
+    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
 
     tiny = Jury.load("tiny")
     judge = next(j for j in tiny.spec.judges if j.name == args.judge)

@@ -56,6 +56,9 @@ def main() -> None:
     ap.add_argument("--judge", default=None, help="judge name in the jury (default: the first)")
     ap.add_argument("--rubric", default="mirage-mg")
     args = ap.parse_args()
+    from jurybox.judges.cpu import cpu
+
+    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
 
     import vllm
     from vllm.inputs import TokensPrompt

@@ -36,6 +36,9 @@ def main() -> None:
     parser.add_argument("--no-floor", action="store_true",
                         help="the labels' own variance only (no floor from the jury)")
     args = parser.parse_args()
+    from jurybox.judges.cpu import cpu
+
+    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
     print(f"{args.sessions} sessions per row and design; target half-width {args.width}; "
           "pools of 1,000 items on a 0-4 scale; variance "
           + ("from the labels alone" if args.no_floor else "floored by the jury's own"))

@@ -263,6 +263,9 @@ def main() -> None:
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() after loading and warm-up, as vLLM's server does")
     args = ap.parse_args()
+    from jurybox.judges.cpu import cpu
+
+    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
 
     if args.record:
         args.recording.parent.mkdir(parents=True, exist_ok=True)

@@ -74,6 +74,9 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--jury", default="tiny-vllm")
     args = ap.parse_args()
+    from jurybox.judges.cpu import cpu
+
+    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
 
     from judge_throughput import make_items
     from service_helpers import running_service

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests judge for real: a verdict cached by an earlier test (or run) would stand in for judging.
 # The cache's own tests turn it on with a file of their own.
 os.environ["JURYBOX_VERDICT_CACHE"] = "off"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The CPU the suite ran on, under its time (which depends on it: PLATFORM.md)."""
+    from jurybox.judges.cpu import cpu, vllm_cpu_dtype
+
+    terminalreporter.write_line(f"cpu: {cpu().describe()}; vLLM on CPU runs dtype auto as "
+                                f"{vllm_cpu_dtype('auto')}")
 
 
 @pytest.fixture(scope="session")

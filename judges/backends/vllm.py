@@ -44,7 +44,15 @@ from .base import (
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
 
-_DTYPES = {"auto": "auto", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+def engine_dtype(spec: JudgeSpec) -> str:
+    """The engine's precision for ``spec.dtype``: on a CPU, ``auto`` is bfloat16 only where the
+    CPU has it natively, else float32 (:mod:`jurybox.judges.cpu`: vLLM would take the weights'
+    bfloat16 and emulate it, far slower); on a GPU, vLLM's own choice."""
+    from vllm.platforms import current_platform
+
+    from ..cpu import vllm_cpu_dtype
+
+    return vllm_cpu_dtype(spec.dtype) if current_platform.is_cpu() else spec.dtype
 
 
 def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) -> dict[str, Any]:
@@ -52,7 +60,7 @@ def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) 
     kwargs: dict[str, Any] = dict(
         model=directory,
         revision=revision,
-        dtype=_DTYPES[spec.dtype],
+        dtype=engine_dtype(spec),
         seed=spec.sampling.seed if spec.sampling.seed is not None else 0,
         max_logprobs=max(20, spec.top_logprobs),
         enable_prefix_caching=True,

@@ -134,6 +134,10 @@ def test_labels_from_the_session_file_mix_no_design_and_are_refused_by_unweighte
         load_human_labels(path, scales=SCALES)
     assert progress({(x["id"], "ann"): x for x in active}, pool, SCALES, 0.1, 50,
                     "benchmark-mean")["mean"]["accuracy"]["labelled"] == 10
+    # The page's progress says why, rather than failing, when a client labelled its own pick.
+    mixed = progress({(x["id"], x["rater"]): x for x in [*active, uniform]}, pool, SCALES, 0.1,
+                     50, "benchmark-mean")
+    assert "one design" in mixed["mean"]["accuracy"]["reason"] and not mixed["goal_met"]
 
 
 # --------------------------------------------------------------------------- simulated sessions
