@@ -259,19 +259,26 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             "its own file")
     positions: dict[str, int] = {}
     probability: dict[str, float] = {}
+    sessions: set[int] = set()
     for line in lines:
         if active and is_active(line):
             sel = line["selection"]
             try:
                 positions[str(line["id"])] = int(sel["position"])
                 probability[str(line["id"])] = float(sel["probability"])
+                if isinstance(sel.get("pool"), int):
+                    sessions.add(sel["pool"])
             except (KeyError, TypeError, ValueError):
                 raise InputDataError(f"label line for item {line.get('id')!r}: its selection "
                                      f"{sel!r} lacks the position or probability of an active "
                                      "choice", field="selection") from None
+    stray = sorted(sessions - {len(pool)})
     out: dict[str, MeanEstimate | str] = {}
     for criterion in criteria or list(scales):
         notes: list[str] = []
+        if stray:
+            notes.append(f"the labelling session offered {stray[0]} items, the verdicts hold "
+                         f"{len(pool)}: the estimate is exact only for the session's items")
         human: dict[str, list[float]] = {}
         for line in lines:
             if str(line["id"]) not in pool:

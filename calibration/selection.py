@@ -87,8 +87,6 @@ class Selector:
         if stratify:
             order = self._stratified(unique, uncertainty or {}, rng)
         elif goal == active.GOAL:
-            if uncertainty is None:
-                raise InputDataError("goal benchmark-mean needs each item's uncertainty")
             pi = active.inclusion_probabilities([(uncertainty or {})[i] for i in unique])
             design = active.Design.draw(pi, rng)
             order = [unique[k] for k in design.order]
