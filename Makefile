@@ -4,10 +4,10 @@
 check:  ## ruff, mypy and the import contract (what CI runs before the tests)
 	bash .ci/check
 
-test:  ## the whole suite (real tiny models, Ray, the service): ~36 min on 2 cores
+test:  ## the whole suite (real tiny models, Ray, the service): ~48 min on 2 cores
 	python -m pytest -q
 
-test-fast:  ## everything but the real models and vLLM: ~1 min
+test-fast:  ## everything but the real models and vLLM: ~3 min
 	python -m pytest -q -m "not models and not vllm"
 
 lint:
