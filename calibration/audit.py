@@ -1,0 +1,203 @@
+"""Auditing judges for bias (``jurybox audit``): length and dependence, per judge and criterion.
+
+- **Length**: the Spearman correlation of a judge's score with the response's length, with a
+  percentile bootstrap CI over items, and the least-squares slope of the score per 100 length
+  units (tokens or words, as the caller measured them). With human labels, the same on the
+  judge's *error* (score minus the human mean), which separates "longer answers are better"
+  (the humans agree: the error does not grow with length) from "the judge likes length".
+- **Dependence**: the correlation of the judges' errors against the human mean and the
+  *effective number of independent judges*: the n_eff whose mean of independent errors is as variable as the jury's mean of its
+  correlated ones, ``n_eff = n^2 / sum_jk R_jk`` for the error correlation matrix R (n when the
+  errors are uncorrelated, 1 when they are one error), with a bootstrap CI over items. It needs
+  human labels: the judges' residuals around the jury's own (mean) score sum to zero, so they
+  are negatively correlated by construction (two judges': exactly -1) and say nothing about
+  shared errors; without labels it is undefined, with that reason.
+
+A finding is flagged when its CI excludes zero (length) or n_eff's CI lies below n
+(dependence), and said in plain words. Statistics the data cannot define (a constant column,
+fewer than 3 items) are :class:`~jurybox.calibration.stat.Stat` values with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .bootstrap import bootstrap_ci
+from .errors import InputDataError
+from .stat import Stat, defined, undefined
+
+MIN_ITEMS = 3
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> Stat:
+    """Pearson's correlation of the average ranks (scipy's spearmanr, without its overhead)."""
+    from scipy.stats import rankdata
+
+    if x.size < MIN_ITEMS:
+        return undefined("spearman", x.size, f"{x.size} item(s); need {MIN_ITEMS}")
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return undefined("spearman", x.size, "a constant column (every score, or every "
+                         "length, the same)")
+    rx, ry = rankdata(x) - (x.size + 1) / 2, rankdata(y) - (x.size + 1) / 2
+    return defined("spearman", float(rx @ ry / np.sqrt((rx @ rx) * (ry @ ry))), x.size)
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> Stat:
+    """The least-squares slope of ``y`` per 100 units of ``x``."""
+    if x.size < MIN_ITEMS or np.ptp(x) == 0:
+        return undefined("slope_per_100", x.size, "fewer than 3 items or every length the same")
+    dx = x - x.mean()
+    return defined("slope_per_100", float(100.0 * (dx @ (y - y.mean())) / (dx @ dx)), x.size)
+
+
+@dataclass(frozen=True)
+class LengthFinding:
+    """One judge's length bias on one criterion."""
+
+    judge: str
+    criterion: str
+    spearman: Stat
+    slope_per_100: Stat
+    error_spearman: Stat | None
+    error_slope_per_100: Stat | None
+    unit: str
+
+    @property
+    def flagged(self) -> bool:
+        """The score's (with humans: the error's) correlation with length excludes 0."""
+        stat = self.error_spearman if self.error_spearman is not None else self.spearman
+        return stat.ci is not None and (stat.ci[0] > 0 or stat.ci[1] < 0)
+
+    def words(self) -> str:
+        """The finding in plain words."""
+        stat = self.error_spearman if self.error_spearman is not None else self.spearman
+        if stat.value is None:
+            return f"{self.judge} on {self.criterion}: length bias undefined ({stat.reason})"
+        lo, hi = stat.ci or (float("nan"), float("nan"))
+        what = "its error (score minus the humans')" if self.error_spearman is not None \
+            else "its score"
+        if not self.flagged:
+            return (f"{self.judge} on {self.criterion}: no length bias found ({what} against "
+                    f"length: Spearman {stat.value:.2f} [{lo:.2f}, {hi:.2f}])")
+        way = "higher" if stat.value > 0 else "lower"
+        return (f"{self.judge} scores longer answers {way} on {self.criterion}"
+                + (" than the humans do" if self.error_spearman is not None else "")
+                + f": Spearman {stat.value:.2f} [{lo:.2f}, {hi:.2f}]")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The finding as plain data (the ``length`` entries of ``audit --json``)."""
+        def pair(s: Stat | None) -> tuple[float | None, list[float] | None]:
+            if s is None:
+                return None, None
+            return s.value, (list(s.ci) if s.ci else None)
+
+        rho, ci = pair(self.spearman)
+        slope, slope_ci = pair(self.slope_per_100)
+        e_rho, e_ci = pair(self.error_spearman)
+        e_slope, e_slope_ci = pair(self.error_slope_per_100)
+        return {"judge": self.judge, "criterion": self.criterion, "spearman": rho, "ci": ci,
+                "slope_per_100_tokens" if self.unit == "tokens" else "slope_per_100_words":
+                slope, "slope_ci": slope_ci, "error_spearman": e_rho, "error_ci": e_ci,
+                "error_slope_per_100": e_slope, "error_slope_ci": e_slope_ci,
+                "n": self.spearman.n, "length_unit": self.unit, "flagged": self.flagged,
+                "finding": self.words(),
+                "reason": self.spearman.reason if self.spearman.value is None else None}
+
+
+def length_bias(judge: str, criterion: str, score: Any, length: Any, human: Any = None, *,
+                unit: str = "words", n_resamples: int = 1000, confidence: float = 0.95,
+                seed: int = 0) -> LengthFinding:
+    """A judge's length bias on a criterion (module text). ``score``, ``length`` and
+    ``human`` (optional) are per item; items missing any of them are left out."""
+    s, n = np.asarray(score, dtype=float), np.asarray(length, dtype=float)
+    h = None if human is None else np.asarray(human, dtype=float)
+    if s.shape != n.shape or (h is not None and h.shape != s.shape):
+        raise InputDataError("score, length and human must have one value per item")
+    keep = ~np.isnan(s) & ~np.isnan(n) & (True if h is None else ~np.isnan(h))
+    s, n = s[keep], n[keep]
+
+    def stats(x: np.ndarray, y: np.ndarray) -> dict[str, Stat]:
+        return {"spearman": _spearman(x, y), "slope": _slope(x, y)}
+
+    raw = bootstrap_ci(stats, n, s, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    err = None if h is None else bootstrap_ci(stats, n, s - h[keep], n_resamples=n_resamples,
+                                              confidence=confidence, seed=seed)
+    return LengthFinding(judge, criterion, raw["spearman"], raw["slope"],
+                         None if err is None else err["spearman"],
+                         None if err is None else err["slope"], unit)
+
+
+def _n_eff(errors: np.ndarray) -> Stat:
+    """n^2 / sum of the error correlation matrix (judges x items)."""
+    k, m = errors.shape
+    if m < MIN_ITEMS:
+        return undefined("n_eff", m, f"{m} item(s) every judge scored; need {MIN_ITEMS}")
+    if np.any(np.ptp(errors, axis=1) == 0):
+        return undefined("n_eff", m, "a judge's errors are constant")
+    total = float(np.corrcoef(errors).sum())
+    if total <= 0:
+        return undefined("n_eff", m, "the errors' correlations sum to 0 or less")
+    return defined("n_eff", k * k / total, m)
+
+
+@dataclass(frozen=True)
+class Dependence:
+    """How independent a criterion's judges are."""
+
+    criterion: str
+    judges: list[str]
+    correlation: np.ndarray
+    n_eff: Stat
+    against: str
+
+    @property
+    def flagged(self) -> bool:
+        """n_eff's CI lies below the number of judges."""
+        return self.n_eff.ci is not None and self.n_eff.ci[1] < len(self.judges) - 1e-9
+
+    def words(self) -> str:
+        """The finding in plain words."""
+        k = len(self.judges)
+        if self.n_eff.value is None:
+            return f"{self.criterion}: dependence undefined ({self.n_eff.reason})"
+        lo, hi = self.n_eff.ci or (float("nan"), float("nan"))
+        mean_r = float((self.correlation.sum() - k) / (k * (k - 1))) if k > 1 else float("nan")
+        return (f"{self.criterion}: the {k} judges behave like {self.n_eff.value:.1f} "
+                f"[{lo:.1f}, {hi:.1f}] independent ones (mean correlation of their errors "
+                f"against {self.against}: {mean_r:.2f})"
+                + ("" if self.flagged else "; no dependence shown"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """As plain data."""
+        return {"criterion": self.criterion, "judges": self.judges,
+                "correlation": self.correlation.round(6).tolist(), "n_eff": self.n_eff.value,
+                "ci": list(self.n_eff.ci) if self.n_eff.ci else None, "n": self.n_eff.n,
+                "against": self.against, "flagged": self.flagged, "finding": self.words(),
+                "reason": self.n_eff.reason}
+
+
+def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
+               against: str = "the human mean", n_resamples: int = 1000,
+               confidence: float = 0.95, seed: int = 0) -> Dependence:
+    """The judges' error correlation and effective number (module text): ``scores`` judge ->
+    per-item scores, ``reference`` the human mean per item (None: no labels, undefined); items
+    some judge or the reference lacks are left out."""
+    judges = list(scores)
+    if len(judges) < 2:
+        raise InputDataError(f"{criterion}: dependence needs at least 2 judges")
+    if reference is None:
+        k = len(judges)
+        return Dependence(criterion, judges, np.full((k, k), np.nan), undefined(
+            "n_eff", 0, "no human labels for this criterion: the judges' residuals around the "
+            "jury's own score are negatively correlated by construction"), against)
+    ref = np.asarray(reference, dtype=float)
+    errors = np.vstack([np.asarray(scores[j], dtype=float) - ref for j in judges])
+    errors = errors[:, ~np.isnan(errors).any(axis=0)]
+    n_eff = bootstrap_ci(_n_eff, errors, n_resamples=n_resamples, confidence=confidence,
+                         seed=seed)
+    corr = np.corrcoef(errors) if errors.shape[1] >= 2 else np.full((len(judges),) * 2, np.nan)
+    return Dependence(criterion, judges, np.atleast_2d(corr), n_eff, against)

@@ -1,0 +1,99 @@
+"""``jurybox audit``: the judges' biases, per judge and criterion (jurybox.calibration.audit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from jurybox.serving.cli.calibration import JudgedArg, RubricOpt, load_inputs
+from jurybox.serving.cli.console import dumps, reported, warn
+
+
+def audit(
+    judged: JudgedArg,
+    predictions: Annotated[Path | None, typer.Option(
+        help="The predictions file that was judged: its responses' lengths (in words) for the "
+             "length audit.", exists=True, dir_okay=False, show_default=False)] = None,
+    human: Annotated[Path | None, typer.Option(
+        help="Human labels: the length audit then measures the judges' errors (score minus "
+             "the human mean) too; the dependence audit needs them (the judges' errors "
+             "against the humans).", exists=True, dir_okay=False, show_default=False)] = None,
+    rubric: RubricOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples per CI.", min=1)] = 1000,
+    seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
+) -> None:
+    """Audit the judges for bias, with bootstrap CIs over items, each finding in plain words.
+
+    Length (needs --predictions): per judge and criterion, the Spearman correlation of the score
+    with the response's length in words and the slope per 100 words; with --human, the same on
+    the judge's error, which separates "longer answers are better" from "the judge likes
+    length". Dependence: per criterion, the correlation of the judges' errors and the effective
+    number of independent judges (n^2 / the sum of the error correlation matrix; needs --human).
+    Position and
+    self-preference audits come with pairwise judging (not built yet).
+    """
+    import numpy as np
+
+    from jurybox.calibration.audit import dependence, length_bias
+    from jurybox.calibration.joined import join
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.runs.predictions import read_predictions
+
+    with reported():
+        output, rubric_def, notes = load_inputs(judged, rubric, None)
+        if predictions is None and human is None and len(output.judges) < 2:
+            raise InputError("nothing to audit: give --predictions (length) or a jury of at "
+                             "least two judges (dependence)")
+        ids = output.ids
+        lengths = None
+        if predictions is not None:
+            if rubric_def is None:
+                raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
+            read = read_predictions(predictions, rubric_def, allow_empty=True)
+            words = {item.id: len(str(item.fields().get("response") or "").split())
+                     for item in read.items}
+            missing = sum(i not in words for i in ids)
+            if missing:
+                notes.append(f"{missing} judged item(s) are not in {predictions}: left out of "
+                             "the length audit")
+            lengths = np.array([words.get(i, np.nan) for i in ids], dtype=float)
+        humans: dict[str, np.ndarray] = {}
+        if human is not None:
+            joined = join(human, output, scales=rubric_def)
+            notes += joined.summary.warnings()
+            position = {i: k for k, i in enumerate(ids)}
+            for criterion, data in joined.criteria.items():
+                column = np.full(len(ids), np.nan)
+                for item, value in zip(data.ids, data.human_mean):
+                    column[position[item]] = value
+                humans[criterion] = column
+        length: list[Any] = []
+        dependent: list[Any] = []
+        for criterion in output.criteria:
+            scores = output.judge_values(criterion)
+            reference = humans.get(criterion)
+            if lengths is not None:
+                for judge, values in scores.items():
+                    length.append(length_bias(judge, criterion, values, lengths, reference,
+                                              n_resamples=resamples, seed=seed))
+            if len(scores) >= 2:
+                dependent.append(dependence(criterion, scores, reference,
+                                            n_resamples=resamples, seed=seed))
+    for message in notes:
+        warn(message)
+    if json_out:
+        typer.echo(dumps({"length": [f.to_dict() for f in length],
+                          "dependence": [d.to_dict() for d in dependent],
+                          "length_unit": "words", "warnings": notes}))
+        return
+    if length:
+        typer.echo("Length (response length in words; the judge's tokenizer is not used yet):")
+        for finding in length:
+            typer.echo(("  ! " if finding.flagged else "    ") + finding.words())
+    if dependent:
+        typer.echo("Dependence:")
+        for d in dependent:
+            typer.echo(("  ! " if d.flagged else "    ") + d.words())

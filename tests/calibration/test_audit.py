@@ -1,0 +1,150 @@
+"""The audit's statistics on simulated judges of known bias (#23): a length slope, correlated
+errors with a known effective number of judges; the CIs cover the truth at close to the nominal
+rate over repetitions, and a judge without the bias is not flagged (its CI covers 0, or n)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from jurybox.calibration.audit import dependence, length_bias
+
+REPS, RESAMPLES, ITEMS = 150, 300, 200
+
+
+def _lengths(rng, n):
+    return rng.gamma(4.0, 60.0, n)  # words: mean 240
+
+
+def _biased(rng, n, slope=0.3):
+    """Humans ignore length; the judge adds ``slope`` points per 100 words."""
+    length = _lengths(rng, n)
+    human = 2.0 + rng.normal(0, 0.5, n)
+    return length, human, human + slope * length / 100 + rng.normal(0, 0.4, n)
+
+
+def test_a_length_biased_judge_is_found_and_its_intervals_cover_the_truth():
+    rng = np.random.default_rng(1)
+    big = _biased(rng, 200_000)
+    true_rho = spearmanr(big[0], big[2] - big[1]).statistic  # of the error with length
+    slope_cover = rho_cover = flagged = 0
+    for rep in range(REPS):
+        length, human, score = _biased(rng, ITEMS)
+        f = length_bias("j", "accuracy", score, length, human, n_resamples=RESAMPLES, seed=rep)
+        lo, hi = f.error_slope_per_100.ci
+        slope_cover += lo <= 0.3 <= hi
+        lo, hi = f.error_spearman.ci
+        rho_cover += lo <= true_rho <= hi
+        flagged += f.flagged
+    assert slope_cover / REPS >= 0.88 and rho_cover / REPS >= 0.88, (slope_cover, rho_cover)
+    assert flagged == REPS
+    assert "scores longer answers higher on accuracy than the humans do" in f.words()
+    out = f.to_dict()
+    assert out["slope_per_100_words"] == pytest.approx(f.slope_per_100.value)
+    assert out["ci"] == list(f.spearman.ci) and out["flagged"]
+
+
+def test_a_judge_that_follows_the_humans_is_not_flagged_even_when_longer_answers_are_better():
+    """Humans reward length; the judge tracks the humans: its score correlates with length, its
+    error does not (the CI covers 0 in about 95% of repetitions)."""
+    rng = np.random.default_rng(2)
+    covered = raw_flagged = 0
+    for rep in range(REPS):
+        length = _lengths(rng, ITEMS)
+        human = 1.0 + 0.5 * length / 100 + rng.normal(0, 0.5, ITEMS)
+        score = human + rng.normal(0, 0.4, ITEMS)
+        f = length_bias("j", "accuracy", score, length, human, n_resamples=RESAMPLES, seed=rep)
+        covered += not f.flagged
+        raw_flagged += f.spearman.ci[0] > 0
+    assert covered / REPS >= 0.88, covered
+    assert raw_flagged == REPS  # "longer answers are better" shows in the raw score
+    assert "no length bias found" in f.words()
+
+
+def _correlated(rng, k, rho, n):
+    shared = rng.normal(0, 1, n)
+    return [np.sqrt(rho) * shared + np.sqrt(1 - rho) * rng.normal(0, 1, n) for _ in range(k)]
+
+
+@pytest.mark.parametrize(("k", "rho"), [(4, 0.5), (6, 0.8), (3, 0.0)])
+def test_the_effective_number_of_judges_covers_the_truth(k, rho):
+    rng = np.random.default_rng(int(10 * k + 10 * rho))
+    truth = k * k / (k + k * (k - 1) * rho)
+    covered = flagged = 0
+    for rep in range(REPS):
+        human = rng.normal(2, 1, ITEMS)
+        errors = _correlated(rng, k, rho, ITEMS)
+        d = dependence("accuracy", {f"j{i}": human + e for i, e in enumerate(errors)}, human,
+                       n_resamples=RESAMPLES, seed=rep)
+        covered += d.n_eff.ci[0] <= truth <= d.n_eff.ci[1]
+        flagged += d.flagged
+    assert covered / REPS >= 0.88, (covered, truth)
+    if rho == 0:
+        assert flagged / REPS <= 0.12  # independent judges: n is inside the CI
+    else:
+        assert flagged == REPS
+    assert f"the {k} judges behave like" in d.words()
+
+
+def test_undefined_where_the_data_cannot_say():
+    f = length_bias("j", "accuracy", [1, 1, 1, 1], [10, 20, 30, 40])
+    assert f.spearman.value is None and "constant" in f.spearman.reason
+    assert "undefined" in f.words() and not f.flagged
+    d = dependence("accuracy", {"a": [1, 2], "b": [2, 3]}, [1, 1])
+    assert d.n_eff.value is None and "need 3" in d.n_eff.reason
+
+
+def test_spearman_and_slope_match_scipy_and_numpy_with_ties():
+    from jurybox.calibration.audit import _slope, _spearman
+
+    rng = np.random.default_rng(5)
+    x, y = rng.integers(0, 5, 80).astype(float), rng.normal(0, 1, 80)  # x heavily tied
+    assert _spearman(x, y).value == pytest.approx(spearmanr(x, y).statistic, abs=1e-12)
+    assert _slope(x, y).value == pytest.approx(np.polyfit(x / 100, y, 1)[0], rel=1e-10)
+
+
+def test_jurybox_audit_reports_a_length_biased_judge_and_the_dependence(tmp_path):
+    """`jurybox audit` over simulated verdicts (the statistics are what is tested; the judging
+    has its own tests): a judge adding 0.5 points per 100 words is flagged, one tracking the
+    humans is not, and the JSON has the documented shape."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from jurybox.serving.cli import app
+
+    rng = np.random.default_rng(9)
+    preds, verdicts, humans = [], [], []
+    for k in range(150):
+        words = int(rng.integers(20, 400))
+        human = float(np.clip(round(2 + rng.normal(0, 1)), 0, 4))
+        fair = float(np.clip(round(human + rng.normal(0, 0.5)), 0, 4))
+        long = float(np.clip(round(human + 0.5 * words / 100 - 1 + rng.normal(0, 0.5)), 0, 4))
+        preds.append({"id": f"q{k}", "question": "Q?", "reference": "R.",
+                      "response": " ".join(["word"] * words)})
+        votes = [{"judge": j, "criterion": c, "score": s} for c in ("accuracy", "relevance",
+                 "completeness", "parsimony") for j, s in (("fair", fair), ("long", long))]
+        verdicts.append({"id": f"q{k}", "status": "scored", "rubric": "mirage-mg",
+                         "jury": "sim", "provenance": "sim", "votes": votes,
+                         "scores": dict.fromkeys(("accuracy", "relevance", "completeness",
+                                                  "parsimony"), (fair + long) / 2)})
+        humans.append({"id": f"q{k}", "rater": "h", "accuracy": human})
+    for name, rows in (("p.jsonl", preds), ("v.jsonl", verdicts), ("h.jsonl", humans)):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(app, ["audit", str(tmp_path / "v.jsonl"), "--predictions",
+                                      str(tmp_path / "p.jsonl"), "--human",
+                                      str(tmp_path / "h.jsonl"), "--json", "--resamples", "300"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    accuracy = {f["judge"]: f for f in out["length"] if f["criterion"] == "accuracy"}
+    assert accuracy["long"]["flagged"] and accuracy["long"]["error_spearman"] > 0.3
+    assert not accuracy["fair"]["flagged"]
+    assert accuracy["long"]["ci"][0] <= accuracy["long"]["spearman"] <= accuracy["long"]["ci"][1]
+    assert "slope_per_100_words" in accuracy["long"] and out["length_unit"] == "words"
+    deps = {d["criterion"]: d for d in out["dependence"]}
+    assert deps["accuracy"]["against"] == "the human mean" and 1 <= deps["accuracy"]["n_eff"] <= 2
+    assert deps["relevance"]["n_eff"] is None and "no human labels" in deps["relevance"]["reason"]
+    text = CliRunner().invoke(app, ["audit", str(tmp_path / "v.jsonl"), "--predictions",
+                                    str(tmp_path / "p.jsonl"), "--resamples", "100"])
+    assert text.exit_code == 0 and "long scores longer answers higher on accuracy" in text.stdout
