@@ -216,7 +216,10 @@ def test_a_chunked_hundred_megabyte_body_is_refused_before_it_is_read(service):
         except httpx.TransportError:
             pass  # the service answered and closed while the client was still sending
     grown = ingress_rss() - before
-    assert grown < 4 << 20, f"the ingress grew by {grown / 2**20:.1f} MiB"
+    # Reading either body would cost 100 MiB; the bound leaves room for what the replica
+    # allocates meanwhile on its own (its metrics reports to the shared state every 0.5 s, the
+    # allocator's arenas): a clean-clone CI run measured 4.8 MiB, above the earlier 4 MiB bound.
+    assert grown < 16 << 20, f"the ingress grew by {grown / 2**20:.1f} MiB"
     assert score(service, [MINE]).status_code == 200  # and it goes on as before
 
 
