@@ -79,12 +79,7 @@ def serving_as_users_do(args: list[str], log: Path, env: dict[str, str] | None =
         wait_healthy(url, 60, proc, log)
         yield url
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        interrupt(proc, 120)
     assert proc.returncode == 0, f"jurybox serve exited {proc.returncode} after Ctrl-C:\n" + \
         log.read_text(errors="replace")[-3000:]
 
@@ -163,9 +158,14 @@ def labelling(items: Path, judged: Path, labels: Path, port: int, *options: str,
         yield url, proc
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            interrupt(proc, 30)
+
+
+def interrupt(proc: subprocess.Popen, timeout: float) -> None:
+    """Ctrl-C ``proc`` as a user would; killed if it has not exited within ``timeout`` s."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
