@@ -18,12 +18,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from jurybox.rubrics import Criterion, Item, Rubric, Verdict, Vote, output_schema, render_messages
+from jurybox.rubrics import (
+    Criterion,
+    Item,
+    Order,
+    Rubric,
+    Verdict,
+    Vote,
+    output_schema,
+    render_messages,
+)
 from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 
 from .aggregate import aggregate_criterion
 from .backends.base import AsyncBackend, Backend, Generation, Request
+from .pairwise import a_share, combine_orders, jury_p_a, winner_of
 from .parsing import expected_score, parse_answers, score_distribution
 from .spec import JudgeSpec, JurySpec
 
@@ -40,14 +51,20 @@ class JudgeFailed(ExecutionError):
 class Requests:
     """What every judge is asked about a batch of items.
 
-    ``requests[i * n_calls + c]`` is call ``c`` (the criteria ``calls[c]``) about item ``i``;
-    it is None where the prompt could not be rendered, and ``errors`` says why.
+    ``requests[i * n_calls + c]`` is call ``c`` (the criteria ``calls[c]``, the answers shown
+    in ``orders[c]`` for a pairwise rubric) about item ``i``; it is None where the prompt could
+    not be rendered, and ``errors`` says why.
     """
 
     item_ids: tuple[str, ...]
     calls: tuple[tuple[Criterion, ...], ...]
     requests: tuple[Request | None, ...]
     errors: Mapping[int, str] = field(default_factory=dict)
+    orders: tuple[Order | None, ...] = ()
+
+    def order(self, call: int) -> Order | None:
+        """The order of the answers in call ``call`` (None unless the rubric is pairwise)."""
+        return self.orders[call] if self.orders else None
 
     @property
     def runnable(self) -> list[int]:
@@ -67,7 +84,7 @@ class Requests:
                     errors[len(requests)] = self.errors[k]
                 requests.append(self.requests[k])
         return Requests(tuple(self.item_ids[i] for i in items), self.calls, tuple(requests),
-                        errors)
+                        errors, self.orders)
 
     def split(self) -> list[Requests]:
         """One Requests per item (what a pipeline carries row by row); :meth:`join` undoes it."""
@@ -78,16 +95,16 @@ class Requests:
         """The requests of ``parts`` (same rubric calls) as one batch, in order."""
         if not parts:
             raise ValueError("Requests.join needs at least one part")
-        calls = parts[0].calls
+        calls, orders = parts[0].calls, parts[0].orders
         requests: list[Request | None] = []
         errors: dict[int, str] = {}
         for part in parts:
-            if part.calls != calls:
+            if part.calls != calls or part.orders != orders:
                 raise ValueError("Requests.join: the parts were rendered for different calls")
             errors.update({len(requests) + k: e for k, e in part.errors.items()})
             requests.extend(part.requests)
         return cls(tuple(i for part in parts for i in part.item_ids), calls, tuple(requests),
-                   errors)
+                   errors, orders)
 
 
 def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
@@ -101,18 +118,22 @@ def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
         raise MissingInputs(
             f"{len(missing)} item(s) lack inputs the rubric {rubric.name} needs ({shown})"
         )
-    calls = tuple(tuple(c) for c in rubric.calls())
+    # A pairwise rubric asks every call twice: answers in the order A, B, then B, A.
+    pairs = [(tuple(c), o) for o in rubric.orders for c in rubric.calls()]
+    calls = tuple(c for c, _ in pairs)
     schemas = [output_schema(list(c)) for c in calls]
     requests: list[Request | None] = []
     errors: dict[int, str] = {}
     for item in items:
-        for criteria, schema in zip(calls, schemas):
+        for (criteria, order), schema in zip(pairs, schemas):
             try:
-                requests.append(Request(render_messages(rubric, item, list(criteria)), schema))
+                requests.append(Request(render_messages(rubric, item, list(criteria), order),
+                                        schema))
             except Exception as exc:  # a template that fails on this item's values
                 errors[len(requests)] = f"prompt could not be rendered: {exc}"
                 requests.append(None)
-    return Requests(tuple(it.id for it in items), calls, tuple(requests), errors)
+    orders = tuple(o for _, o in pairs) if rubric.pairwise else ()
+    return Requests(tuple(it.id for it in items), calls, tuple(requests), errors, orders)
 
 
 def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[list[Vote]]:
@@ -165,19 +186,23 @@ def _votes(judge: JudgeSpec, requests: Requests, outputs: Sequence[Generation]) 
     for k in range(len(requests.requests)):
         item, call = divmod(k, n_calls)
         votes[item].extend(votes_from_generation(
-            judge.name, list(requests.calls[call]), generations[k], judge.reasoning.keep))
+            judge.name, list(requests.calls[call]), generations[k], judge.reasoning.keep,
+            requests.order(call)))
     return votes
 
 
 def votes_from_generation(
-    judge: str, criteria: list[Criterion], gen: Generation, keep_reasoning: bool = False
+    judge: str, criteria: list[Criterion], gen: Generation, keep_reasoning: bool = False,
+    order: Order | None = None,
 ) -> list[Vote]:
-    """One vote per criterion of a judge call: a score, or the reason there is none."""
+    """One vote per criterion of a judge call: a score, or the reason there is none. In a
+    pairwise call (``order`` given) the score and expected score are A's share (1: A is better)
+    whatever position A was shown in; the label and distribution are the judge's own answer."""
     reasoning = gen.reasoning if keep_reasoning else None
     if gen.error is not None:
         return [
             Vote(judge=judge, criterion=c.name, error=gen.error, latency_s=gen.latency_s,
-                 raw=gen.text or None, reasoning=reasoning)
+                 raw=gen.text or None, reasoning=reasoning, order=order)
             for c in criteria
         ]
     answers = parse_answers(gen.text, criteria, complete=gen.finish_reason != "length")
@@ -189,20 +214,25 @@ def votes_from_generation(
             if gen.finish_reason == "length":
                 error = f"output cut at max_tokens ({gen.output_tokens} tokens): {error}"
             votes.append(Vote(judge=judge, criterion=c.name, error=error, latency_s=gen.latency_s,
-                              raw=gen.text, reasoning=reasoning))
+                              raw=gen.text, reasoning=reasoning, order=order))
             continue
         dist = score_distribution(c, gen.steps, a.position)
+        score, expected = a.value, expected_score(c, dist)
+        if order == "ba":  # the judge saw B first: its "first" is B
+            assert score is not None  # a parsed answer without an error has a value
+            score, expected = a_share(c, score), None if expected is None else 1.0 - expected
         votes.append(
             Vote(
                 judge=judge,
                 criterion=c.name,
-                score=a.value,
+                score=score,
                 label=a.label,
-                expected=expected_score(c, dist),
+                expected=expected,
                 distribution=dist,
                 latency_s=gen.latency_s,
                 raw=gen.text,
                 reasoning=reasoning,
+                order=order,
             )
         )
     return votes
@@ -235,17 +265,27 @@ def decide(rubric: Rubric, jury: JurySpec, prov: str, item_id: str, votes: list[
     scores: dict[str, float | None] = {}
     reasons = []
     for c in rubric.criteria:
-        result = aggregate_criterion(c.name, [v for v in votes if v.criterion == c.name], jury)
+        mine = [v for v in votes if v.criterion == c.name]
+        if rubric.pairwise:  # one vote per judge: its two orders, combined
+            mine = combine_orders(c, mine, rubric.inconsistent)
+        result = aggregate_criterion(c.name, mine, jury)
         criteria[c.name] = result
         scores[c.name] = result.score
         if result.score is None:
-            reasons.append(f"{c.name}: {result.reason}")
+            unscored = "; ".join(f"{v.judge}: {v.error}" for v in mine if not v.scored)
+            reasons.append(f"{c.name}: {result.reason}" + (f" ({unscored})" if rubric.pairwise
+                                                            and unscored else ""))
     if rubric.formula is not None:
         value, why = rubric.formula.explain(scores)
         scores[rubric.formula.name] = value
         if value is None and not reasons:
             # Every criterion is scored, yet the formula has no value: say so, never a silent null.
             reasons.append(f"{rubric.formula.name}: undefined ({why})")
+    pair: dict[str, Any] = {}
+    if rubric.pairwise:
+        overall = rubric.formula.name if rubric.formula is not None else rubric.criteria[0].name
+        pair = {"pairwise": True, "winner": winner_of(scores[overall]),
+                "p_a": jury_p_a(rubric, votes) if rubric.formula is None else None}
     return Verdict(
         id=item_id,
         status="scored" if not reasons else "unscored",
@@ -256,4 +296,5 @@ def decide(rubric: Rubric, jury: JurySpec, prov: str, item_id: str, votes: list[
         criteria=criteria,
         votes=votes,
         reasons=reasons,
+        **pair,
     )

@@ -449,7 +449,9 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
     # as before cascades existed.
     plain = set() if jury.stages else {"stages", "confidence"}
     payload = {
-        "rubric": rubric.model_dump(mode="json"),
+        # A rubric that compares no pairs hashes as before pairwise rubrics existed.
+        "rubric": rubric.model_dump(mode="json",
+                                    exclude=None if rubric.pairwise else {"inconsistent"}),
         "jury": jury.model_dump(
             mode="json",
             exclude={"name": True, "description": True, "judges": {"__all__": excluded},

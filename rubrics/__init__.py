@@ -7,22 +7,26 @@ verdicts judging produces; YAML loading with errors that name the file and field
 from .formula import Formula
 from .loading import DefinitionError, list_rubrics, load_rubric
 from .models import (
+    PAIR_FIELDS,
     Criterion,
     CriterionResult,
     Disagreement,
     Item,
     Level,
+    Order,
     Rubric,
     Scale,
     StageDecision,
     Verdict,
     VerdictRecord,
     Vote,
+    Winner,
     input_hash,
 )
 from .prompts import output_schema, render_messages
 
 __all__ = [
+    "PAIR_FIELDS",
     "Criterion",
     "CriterionResult",
     "DefinitionError",
@@ -30,12 +34,14 @@ __all__ = [
     "Formula",
     "Item",
     "Level",
+    "Order",
     "Rubric",
     "Scale",
     "StageDecision",
     "Verdict",
     "VerdictRecord",
     "Vote",
+    "Winner",
     "input_hash",
     "list_rubrics",
     "load_rubric",

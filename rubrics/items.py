@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.models import Item, Rubric
+from jurybox.rubrics.models import PAIR_FIELDS, Item, Rubric
 
 CORE_TEXT = ("question", "response", "reference", "context")
 CORE_FIELDS = ("id", *CORE_TEXT, "images")
@@ -96,11 +96,12 @@ def to_item(
     extra = {k: v for k, v in values.items() if v is not None}
     for name in rubric.inputs:
         value = fields.get(name, extra.get(name))
-        if name == "response" and allow_empty and isinstance(value, str):
+        answer = name in ("response", *PAIR_FIELDS)
+        if answer and allow_empty and isinstance(value, str):
             continue
         if _blank(value):
             what = "missing" if value is None else "empty"
-            hint = " (judge empty answers with --allow-empty)" if name == "response" else ""
+            hint = " (judge empty answers with --allow-empty)" if answer else ""
             raise FieldError(name, f"{what}, but the rubric {rubric.name} needs it{hint}")
     for name, value in [*fields.items(), *extra.items()]:
         if isinstance(value, str) and len(value) > max_field_chars:

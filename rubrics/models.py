@@ -23,6 +23,11 @@ from .formula import Formula
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
+# A pairwise item's two answers, and the orders a judge sees them in: "ab" (A first), "ba".
+PAIR_FIELDS = ("response_a", "response_b")
+Order = Literal["ab", "ba"]
+Winner = Literal["a", "b", "tie"]
+
 
 class Level(BaseModel):
     """One point of a scale: the number it counts as, an optional label, and what it means."""
@@ -288,7 +293,8 @@ class Rubric(BaseModel):
     version: str = "1"
     inputs: list[str] = Field(default_factory=lambda: ["question", "response"])
     optional_inputs: list[str] = Field(default_factory=list)
-    mode: Literal["joint", "per_criterion"] = "joint"
+    mode: Literal["joint", "per_criterion", "pairwise"] = "joint"
+    inconsistent: Literal["tie", "unscored"] = "tie"
     system: str = ""
     template: str
     criteria: list[Criterion] = Field(min_length=1)
@@ -310,6 +316,8 @@ class Rubric(BaseModel):
             raise ValueError(f"criteria names repeat: {dupes}")
         if "id" in self.inputs:
             raise ValueError("'id' is not a judged input")
+        if self.mode == "pairwise":
+            self._check_pairwise()
         if self.formula is not None:
             unknown = sorted(set(self.formula.names) - set(names))
             if unknown:
@@ -321,6 +329,41 @@ class Rubric(BaseModel):
 
         check_template(self)
         return self
+
+    def _check_pairwise(self) -> None:
+        lacking = [n for n in PAIR_FIELDS if n not in self.inputs]
+        if lacking:
+            raise ValueError(f"a pairwise rubric compares response_a with response_b: list "
+                             f"{lacking} under inputs")
+        for c in self.criteria:
+            values = c.scale.values
+            if (min(values), max(values)) != (0.0, 1.0) or any(
+                    not any(math.isclose(1 - v, w, abs_tol=1e-9) for w in values) for v in values):
+                raise ValueError(
+                    f"criterion {c.name}: a pairwise scale runs from 0 (the second answer is "
+                    "better) to 1 (the first is), symmetric about 0.5 so that swapping the "
+                    f"answers maps each point to another, e.g. labels {{first: 1, tie: 0.5, "
+                    f"second: 0}}; got {c.scale.short()}")
+        if len(self.criteria) > 1 and self.formula is None:
+            raise ValueError("a pairwise rubric with several criteria needs a formula: the "
+                             "winner is read from it (e.g. formula: {name: overall, expression: "
+                             "(accuracy + completeness) / 2})")
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether the rubric compares two answers (``mode: pairwise``)."""
+        return self.mode == "pairwise"
+
+    @property
+    def orders(self) -> tuple[Order | None, ...]:
+        """The orders every judge is shown each item in: a pairwise rubric's two (A first, then
+        B first), or none."""
+        return ("ab", "ba") if self.mode == "pairwise" else (None,)
+
+    @property
+    def judge_calls(self) -> int:
+        """Judge calls per item and judge: calls times orders."""
+        return len(self.calls()) * len(self.orders)
 
     def criterion(self, name: str) -> Criterion:
         """The criterion called ``name``; KeyError if the rubric has none."""
@@ -335,8 +378,9 @@ class Rubric(BaseModel):
         return [c.name for c in self.criteria]
 
     def calls(self) -> list[list[Criterion]]:
-        """The criteria each judge call scores: all at once (joint) or one per call."""
-        if self.mode == "joint":
+        """The criteria each judge call scores: all at once (joint, pairwise) or one per call
+        (a pairwise rubric asks each call in both :attr:`orders`)."""
+        if self.mode != "per_criterion":
             return [list(self.criteria)]
         return [[c] for c in self.criteria]
 
@@ -366,6 +410,12 @@ class Item(BaseModel):
         )
         return out
 
+    @property
+    def empty_answer(self) -> bool:
+        """Whether the answer judged is empty: the response, or either answer of a pair."""
+        answers = [self.extra.get(n) for n in PAIR_FIELDS if n in self.extra] or [self.response]
+        return any(not (a or "").strip() for a in answers if a is None or isinstance(a, str))
+
     def missing(self, rubric: Rubric) -> list[str]:
         """Inputs the rubric needs that this item lacks. An empty *response* is not missing: a
         model that answered nothing gets judged for it, and stays in the denominator. An empty
@@ -373,7 +423,8 @@ class Item(BaseModel):
         values = self.fields()
         return [
             n for n in rubric.inputs
-            if values.get(n) is None or (n != "response" and values.get(n) == "")
+            if values.get(n) is None
+            or (n not in ("response", *PAIR_FIELDS) and values.get(n) == "")
         ]
 
 
@@ -392,6 +443,7 @@ class Vote(BaseModel):
     latency_s: float | None = None
     raw: str | None = None
     reasoning: str | None = None
+    order: Order | None = None
 
     @model_validator(mode="after")
     def _scored_or_explained(self) -> Vote:
@@ -448,6 +500,9 @@ class Verdict(BaseModel):
     votes: list[Vote]
     reasons: list[str] = Field(default_factory=list)
     stage: StageDecision | None = None
+    pairwise: bool = False
+    winner: Winner | None = None
+    p_a: float | None = None
 
     @classmethod
     def from_record(cls, record: VerdictRecord) -> Verdict:
@@ -461,12 +516,14 @@ class Verdict(BaseModel):
         for name, spread in record.disagreement.items():
             criteria[name] = CriterionResult(
                 score=record.scores.get(name),
-                n_votes=sum(1 for v in record.votes if v.criterion == name),
+                n_votes=len({v.judge for v in record.votes if v.criterion == name}),
                 n_scored=spread.n, std=spread.std, range=spread.range,
                 reason=reasons.get(name))
         return cls(id=record.id, status=record.status, rubric=record.rubric, jury=record.jury,
                    provenance=record.provenance, scores=record.scores, criteria=criteria,
-                   votes=record.votes, reasons=record.reasons, stage=record.stage)
+                   votes=record.votes, reasons=record.reasons, stage=record.stage,
+                   pairwise="winner" in record.model_fields_set, winner=record.winner,
+                   p_a=record.p_a)
 
     def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
         """This verdict as written, as a :class:`VerdictRecord`. Scored votes drop the judge's
@@ -474,6 +531,7 @@ class Verdict(BaseModel):
         wrong."""
         votes = self.votes if keep_raw else [
             v.model_copy(update={"raw": None}) if v.scored else v for v in self.votes]
+        pair: dict[str, Any] = {"winner": self.winner, "p_a": self.p_a} if self.pairwise else {}
         return VerdictRecord(
             id=self.id,
             status=self.status,
@@ -486,6 +544,7 @@ class Verdict(BaseModel):
                           for name, r in self.criteria.items()},
             votes=votes,
             stage=self.stage,
+            **pair,
         )
 
     def to_record(self, keep_raw: bool = False, input: str | None = None) -> dict[str, Any]:
@@ -500,6 +559,8 @@ class Verdict(BaseModel):
             # A scored vote keeps its raw output only when asked (VerdictRecord.to_dict's rule).
             if vote["score"] is not None and (not keep_raw or vote["raw"] is None):
                 del vote["raw"]
+            if vote["order"] is None:
+                del vote["order"]
         record = {
             "id": self.id,
             "status": self.status,
@@ -514,6 +575,9 @@ class Verdict(BaseModel):
         }
         if self.stage is not None:
             record["stage"] = self.stage.model_dump(mode="json")
+        if self.pairwise:
+            record["winner"] = self.winner
+            record["p_a"] = self.p_a
         if input is not None:
             record["input"] = input
         return record
@@ -559,6 +623,12 @@ class VerdictRecord(BaseModel):
     calibration: str | None = Field(None, description="The calibration map applied (file:hash).")
     stage: StageDecision | None = Field(
         None, description="A cascaded jury's deciding stage and why (absent without stages).")
+    winner: Winner | None = Field(
+        None, description="Pairwise rubrics: the better answer, a (response_a), b or tie; null "
+        "with the reason in reasons (absent for other rubrics).")
+    p_a: float | None = Field(
+        None, description="Pairwise rubrics: the jury's probability that A is better (the "
+        "judges' answer distributions, both orders averaged); null without distributions.")
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
@@ -579,10 +649,13 @@ class VerdictRecord(BaseModel):
         """As JSON-ready data: the optional fields only when set, and a scored vote's ``raw``
         only when kept."""
         data = self.model_dump(mode="json", exclude={
-            k for k in ("input", "calibrated", "calibration", "stage") if getattr(self, k) is None})
+            k for k in ("input", "calibrated", "calibration", "stage") if getattr(self, k) is None}
+            | ({"winner", "p_a"} - self.model_fields_set))
         for vote in data["votes"]:
             if vote["raw"] is None and vote["score"] is not None:
                 del vote["raw"]
+            if vote["order"] is None:
+                del vote["order"]
         return data
 
 

@@ -96,13 +96,20 @@ def output_schema(criteria: list[Criterion]) -> dict[str, Any]:
     }
 
 
-def render_messages(rubric: Rubric, item: Item, criteria: list[Criterion]) -> list[Message]:
+def render_messages(rubric: Rubric, item: Item, criteria: list[Criterion],
+                    order: str | None = None) -> list[Message]:
     """The chat messages a judge gets for ``item`` on ``criteria``: the rubric's system prompt (when
     it has one) and its template, rendered with the item's fields, the criteria and the output
-    format."""
+    format. A pairwise rubric's template also sees ``first`` and ``second``: response_a and
+    response_b in ``order`` ("ab", the default, or "ba")."""
     context = dict(item.fields())
     for name in (*rubric.inputs, *rubric.optional_inputs):
         context.setdefault(name, None)
+    if rubric.pairwise:
+        first, second = context.get("response_a"), context.get("response_b")
+        if order == "ba":
+            first, second = second, first
+        context.update(first=first, second=second)
     context.update(
         id=item.id,
         criteria=criteria,
@@ -134,7 +141,8 @@ def check_template(rubric: Rubric) -> None:
     )
     try:
         for call in rubric.calls():
-            render_messages(rubric, sample, call)
+            for order in rubric.orders:
+                render_messages(rubric, sample, call, order)
     except jinja2.TemplateSyntaxError as exc:
         raise ValueError(f"template syntax error on line {exc.lineno}: {exc.message}") from None
     except jinja2.UndefinedError as exc:

@@ -106,7 +106,8 @@ def comparable(record: dict) -> dict:
     """A verdict record without what legitimately differs between two runs of the same greedy
     judges in different processes: latency, and float noise in the expected scores and
     distributions (checked with a tolerance by :func:`assert_same_verdicts`)."""
-    out = {k: v for k, v in record.items() if k != "votes"}
+    out = {k: v for k, v in record.items() if k not in ("votes", "p_a")}
+    out["p_a"] = "p_a" in record  # present (pairwise) or not; its value is float noise
     if "stage" in out:  # a cascade's confidence is float noise too (its reason quotes it)
         out["stage"] = {k: v for k, v in out["stage"].items() if k not in ("confidence", "reason")}
     out["votes"] = [{k: v for k, v in vote.items()
@@ -123,6 +124,8 @@ VLLM_EXPECTED_TOLERANCE = 0.15
 def assert_same_verdicts(got: list[dict], want: list[dict], tolerance: float = 1e-3) -> None:
     assert [comparable(r) for r in got] == [comparable(r) for r in want]
     for a, b in zip(got, want):
+        if a.get("p_a") is not None or b.get("p_a") is not None:
+            assert abs(a["p_a"] - b["p_a"]) < tolerance, (a["p_a"], b["p_a"])
         if (a.get("stage") or {}).get("confidence") is not None:
             assert abs(a["stage"]["confidence"] - b["stage"]["confidence"]) < tolerance
         for va, vb in zip(a["votes"], b["votes"]):

@@ -32,8 +32,9 @@ def audit(
     the judge's error, which separates "longer answers are better" from "the judge likes
     length". Dependence: per criterion, the correlation of the judges' errors and the effective
     number of independent judges (n^2 / the sum of the error correlation matrix; needs --human).
-    Position and
-    self-preference audits come with pairwise judging (not built yet).
+    Position (pairwise verdicts): per judge and criterion, P(it chose the answer shown first),
+    ties left out, with a Wilson CI (0.5 when unbiased), and the share of pairs whose two orders
+    disagreed. The self-preference audit is not built yet.
     """
     import numpy as np
 
@@ -43,7 +44,10 @@ def audit(
     from jurybox.serving.runs.predictions import read_predictions
 
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, None)
+        output, rubric_def, notes = load_inputs(judged, rubric, None, pairwise=True)
+        if "winner" in output.records[0].model_fields_set:
+            _audit_pairwise(output, json_out, predictions is not None or human is not None)
+            return
         if predictions is None and human is None and len(output.judges) < 2:
             raise InputError("nothing to audit: give --predictions (length) or a jury of at "
                              "least two judges (dependence)")
@@ -97,3 +101,36 @@ def audit(
         typer.echo("Dependence:")
         for d in dependent:
             typer.echo(("  ! " if d.flagged else "    ") + d.words())
+
+
+def _audit_pairwise(output: Any, json_out: bool, ignored: bool) -> None:
+    """The position audit of pairwise verdicts (length and dependence are not built for them)."""
+    from jurybox.calibration.preference import position_bias
+    from jurybox.judges.pairwise import side
+
+    chose: dict[tuple[str, str], list[int]] = {}
+    flipped: dict[tuple[str, str], list[bool]] = {}
+    for rec in output.records:
+        sides: dict[tuple[str, str], dict[str, int]] = {}
+        for v in rec.votes:
+            if v.score is None or v.order is None:
+                continue
+            key = (v.judge, v.criterion)
+            shown_first = side(v.score if v.order == "ab" else 1.0 - v.score)
+            chose.setdefault(key, []).append(-1 if shown_first == 0 else int(shown_first > 0))
+            sides.setdefault(key, {})[v.order] = side(v.score)
+        for key, by_order in sides.items():
+            if len(by_order) == 2:
+                flipped.setdefault(key, []).append(by_order["ab"] != by_order["ba"])
+    findings = [position_bias(judge, criterion, votes, flipped.get((judge, criterion), []))
+                for (judge, criterion), votes in chose.items()]
+    notes = ["pairwise verdicts: only the position audit is built for them (--predictions "
+             "and --human are not used)"] if ignored else []
+    for message in notes:
+        warn(message)
+    if json_out:
+        typer.echo(dumps({"position": [f.to_dict() for f in findings], "warnings": notes}))
+        return
+    typer.echo("Position (P(the answer shown first is chosen), ties left out; 95% Wilson CI):")
+    for f in findings:
+        typer.echo(("  ! " if f.flagged else "    ") + f.words())

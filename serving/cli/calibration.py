@@ -410,14 +410,20 @@ def _write_fitted(fitted: Any, jury: Any, out: Path, what: str) -> None:
 # --------------------------------------------------------------------------- shared
 
 
-def load_inputs(judged: Path, rubric: str | None, provenance: str | None
-                ) -> tuple[JudgeOutput, Rubric | None, list[str]]:
-    """The verdicts, the rubric whose scales validate the labels, and warnings to show."""
+def load_inputs(judged: Path, rubric: str | None, provenance: str | None,
+                pairwise: bool = False) -> tuple[JudgeOutput, Rubric | None, list[str]]:
+    """The verdicts, the rubric whose scales validate the labels, and warnings to show.
+    Pairwise verdicts are refused unless the caller reads them (``pairwise``)."""
     from jurybox.calibration import load_judge_output, rubric_for
     from jurybox.rubrics.errors import InputError
 
     output = load_judge_output(judged, provenance=provenance)
     if not output.records:
         raise InputError(f"{judged}: no verdicts")
+    if not pairwise and "winner" in output.records[0].model_fields_set:
+        raise InputError(f"{judged}: pairwise verdicts (two answers compared); agreement, "
+                         "calibration and labelling of pairwise verdicts against human "
+                         "preference labels are not built yet: `jurybox compare` and "
+                         "`jurybox audit` read them")
     rubric_def, notes = rubric_for(output, rubric)
     return output, rubric_def, notes

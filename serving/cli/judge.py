@@ -23,8 +23,9 @@ from jurybox.serving.cli.console import (
 
 
 def judge(
-    predictions: Annotated[str, typer.Argument(help="Prediction file (.jsonl, .json list, .csv, .tsv or .parquet), a directory of them, or a quoted glob such as 'preds/*.parquet'.", show_default=False)],
     rubric: Annotated[str, typer.Option("--rubric", "-r", help="Shipped rubric name (see `jurybox rubrics`) or a rubric YAML file.", show_default=False)],
+    predictions: Annotated[str | None, typer.Argument(help="Prediction file (.jsonl, .json list, .csv, .tsv or .parquet), a directory of them, or a quoted glob such as 'preds/*.parquet'. For a pairwise rubric, rows with response_a and response_b (or give --pairs instead).", show_default=False)] = None,
+    pairs: Annotated[tuple[str, str] | None, typer.Option("--pairs", help="Pairwise rubrics: two prediction files (one system each: id, question, response ...) paired by id; A is the first, B the second. The pairs are written beside --out (OUT.pairs.jsonl, with model_a/model_b from the files' stems, which `jurybox compare` reads).", show_default=False)] = None,
     jury: Annotated[str | None, typer.Option("--jury", "-j", help="Shipped jury name (see `jurybox juries`) or a jury YAML file. Default: tiny on CPU, small-gpu with a GPU.", show_default=False)] = None,
     out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Output: a .jsonl file (one verdict per line), or a directory (a path without a suffix) of JSONL or Parquet shards (--format). Re-running with the same --out judges only the items not yet in it. Default: PREDICTIONS stem + .RUBRIC.judged.jsonl.", show_default=False)] = None,
     out_format: Annotated[str | None, typer.Option("--format", help="Shards of a directory --out: jsonl (default) or parquet.", show_default=False)] = None,
@@ -63,9 +64,14 @@ def judge(
 
     if engine not in ("local", "ray"):
         raise fail(f"--engine {engine}: expected local or ray")
+    if (predictions is None) == (pairs is None):
+        raise fail("give a prediction file, or --pairs A B (two files to compare), one of them")
     mapping = parse_map(map_)
     with reported():
         rubric_def = load_rubric(rubric)
+        if pairs is not None and not rubric_def.pairwise:
+            raise fail(f"--pairs compares two answers: the rubric {rubric_def.name} is not "
+                       "pairwise (try --rubric pairwise; see `jurybox rubrics`)")
         if url is not None:
             if jury is not None or calibration is not None or keep_raw:
                 raise fail("--url judges with the service's jury and calibration maps, and the "
@@ -94,7 +100,21 @@ def judge(
             judges = Jury(spec, cache=cache)
             cmap = CalibrationMap.load_for(calibration, judges.provenance(rubric_def),
                                            force_calibration) if calibration is not None else None
-    target = out_path or Path(f"{Path(predictions).stem}.{rubric_def.name}.judged.jsonl")
+    if pairs is not None:
+        from jurybox.serving.runs.pairs import pair_names, write_pairs
+
+        names = pair_names(*pairs)
+        target = out_path or Path(f"{names[0]}-vs-{names[1]}.{rubric_def.name}.judged.jsonl")
+        with reported():
+            paired = write_pairs(*pairs, target.with_name(target.name + ".pairs.jsonl"), names)
+        predictions = str(paired.path)
+        note(f"pairs: {paired.pairs} ids in both files, A = {names[0]}, B = {names[1]} "
+             f"(written to {paired.path})")
+        for problem in paired.problems:
+            warn(problem)
+    else:
+        assert predictions is not None
+        target = out_path or Path(f"{Path(predictions).stem}.{rubric_def.name}.judged.jsonl")
     for message in unpinned_warnings(spec.judges):
         warn(message)
     if estimate:

@@ -107,7 +107,7 @@ def estimate(predictions: str | Path, rubric: Rubric, jury: JurySpec, out: str |
         if len(chunk) >= _CHUNK:
             flush()
     flush()
-    per_item = len(rubric.calls())
+    per_item = rubric.judge_calls
     stage_of = {n: k for k, s in enumerate(jury.stages, start=1) for n in s.judges} \
         if jury.stages else {}
     reach = {}

@@ -85,7 +85,7 @@ class RowStream(Tally):
             self.items += 1
             if self.items == self.limit:
                 self._index.mark(row.id)
-            if not (row.response or "").strip():
+            if row.empty_answer:
                 self.empty += 1
             if row.id in done:
                 skipped += 1

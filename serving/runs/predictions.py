@@ -136,7 +136,7 @@ def read_predictions(
                 result.errors.append(row)
             else:
                 result.items.append(row)
-                if not (row.response or "").strip():
+                if row.empty_answer:
                     result.empty_responses += 1
     except FileFormatError as exc:
         raise PredictionsError(str(exc)) from None

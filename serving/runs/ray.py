@@ -69,10 +69,10 @@ def _read_file(row: dict[str, Any], rubric: dict[str, Any], reading: dict[str, A
         elif got.id in done:
             yield _row(got.id, n, label, skipped=True)
         elif got.id in cached:
-            yield _row(got.id, n, label, cached=True, empty=not (got.response or "").strip())
+            yield _row(got.id, n, label, cached=True, empty=got.empty_answer)
         else:
             yield _row(got.id, n, label, item=got.model_dump_json(), input=input_hash(got),
-                       empty=not (got.response or "").strip())
+                       empty=got.empty_answer)
 
 
 def _row(id: str = "", row: int = 0, file: str | None = None, item: str = "", input: str = "",

@@ -14,6 +14,7 @@ import numpy as np
 from scipy import stats
 
 from jurybox.calibration import krippendorff_alpha
+from jurybox.judges.pairwise import inconsistent_judges
 from jurybox.judges.parsing import reason_kind
 from jurybox.rubrics import Rubric, VerdictRecord
 
@@ -62,6 +63,7 @@ class Summary:
     empty_responses: int = 0
     notes: list[str] = field(default_factory=list)
     stages: dict[int, int] = field(default_factory=dict)  # cascaded juries: items per stage
+    pairwise: dict[str, Any] | None = None  # pairwise rubrics: winners, inconsistent judges
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as plain data (``stages`` only for a cascade; the notes left out)."""
@@ -75,6 +77,7 @@ class Summary:
             "judges": self.judges,
             **({"stages": {str(k): v for k, v in sorted(self.stages.items())}}
                if self.stages else {}),
+            **({"pairwise": self.pairwise} if self.pairwise is not None else {}),
         }
 
 
@@ -93,6 +96,7 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
     grid: dict[str, dict[str, array]] = defaultdict(dict)
     n = n_scored = 0
     stages: Counter[int] = Counter()
+    pairs = PairTally(rubric)
     for n, raw in enumerate(records, start=1):
         rec = VerdictRecord.from_record(raw, f"record {n}")
         n_scored += rec.status == "scored"
@@ -109,6 +113,8 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
         for column in calibrated.values():
             if len(column) < n:
                 column.append(math.nan)
+        # A pairwise judge votes twice per criterion (both orders): its mean enters agreement.
+        cast_votes: dict[tuple[str, str], list[float]] = defaultdict(list)
         for vote in rec.votes:
             j = judges[vote.judge]
             j["votes"] += 1
@@ -116,10 +122,14 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
                 j["unscored"] += 1
                 j["reasons"][reason_kind(vote.error or "")] += 1
             else:
-                by_judge = grid[vote.criterion]
-                if vote.judge not in by_judge:
-                    by_judge[vote.judge] = array("d", [math.nan]) * (n - 1)
-                by_judge[vote.judge].append(vote.score)
+                cast_votes[vote.criterion, vote.judge].append(vote.score)
+        for (criterion, judge), got in cast_votes.items():
+            by_judge = grid[criterion]
+            if judge not in by_judge:
+                by_judge[judge] = array("d", [math.nan]) * (n - 1)
+            by_judge[judge].append(sum(got) / len(got))
+        if rubric.pairwise:
+            pairs.add(rec)
         for by_judge in grid.values():
             for column in by_judge.values():
                 if len(column) < n:
@@ -151,7 +161,37 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
         for k, v in judges.items()
     }
     return Summary(n, n_scored, n - n_scored, criteria, judge_rows, rejected_rows,
-                   empty_responses, stages=dict(stages))
+                   empty_responses, stages=dict(stages),
+                   pairwise=pairs.to_dict() if rubric.pairwise else None)
+
+
+class PairTally:
+    """A pairwise run's winners and, per judge, the pairs it answered in both orders and the
+    ones where the two orders disagreed (position bias)."""
+
+    def __init__(self, rubric: Rubric) -> None:
+        self.rubric = rubric
+        self.winners: Counter[str] = Counter()
+        self.both: Counter[str] = Counter()
+        self.flips: Counter[str] = Counter()
+
+    def add(self, rec: VerdictRecord) -> None:
+        self.winners[rec.winner or "none"] += 1
+        orders: dict[str, set[str]] = defaultdict(set)
+        for v in rec.votes:
+            if v.scored and v.criterion == self.rubric.criteria[0].name and v.order:
+                orders[v.judge].add(v.order)
+        for judge, seen in orders.items():
+            self.both[judge] += len(seen) == 2
+        for judge, criterion in inconsistent_judges(self.rubric, rec.votes):
+            if criterion == self.rubric.criteria[0].name:
+                self.flips[judge] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"winners": {k: self.winners.get(k, 0) for k in ("a", "b", "tie", "none")},
+                "criterion": self.rubric.criteria[0].name,
+                "judges": {j: {"both_orders": n, "inconsistent": self.flips.get(j, 0)}
+                           for j, n in self.both.items()}}
 
 
 def _number(value: float | None) -> float:
@@ -183,6 +223,18 @@ def render(summary: Summary, console: Any) -> None:
         console.print("cascade: " + ", ".join(
             f"stage {k} decided {v} item{'s' if v != 1 else ''} ({v / summary.items:.0%})"
             for k, v in sorted(summary.stages.items())), highlight=False)
+    if summary.pairwise is not None:
+        w = summary.pairwise["winners"]
+        console.print(
+            f"pairwise (a mean is A's share: 1 = A better, ties count half): A won {w['a']}, "
+            f"B won {w['b']}, tie {w['tie']}" + (f", no winner {w['none']}" if w["none"] else ""),
+            highlight=False)
+        for name, row in summary.pairwise["judges"].items():
+            if row["both_orders"]:
+                console.print(
+                    f"  {name}: inconsistent under order swap on {row['inconsistent']} of "
+                    f"{row['both_orders']} pairs ({row['inconsistent'] / row['both_orders']:.0%}"
+                    f"; {summary.pairwise['criterion']})", highlight=False)
     if summary.judges:
         j = Table(title="judges")
         for col in ("judge", "votes", "unscored", "most common reasons"):

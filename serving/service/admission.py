@@ -44,7 +44,7 @@ def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], li
     try:
         if isinstance(rubric, dict):
             rubric = _inline_rubric(rubric, limits)
-        calls = len(rubric.calls())
+        calls = rubric.judge_calls
         if len(raw_items) * calls > limits.max_judge_calls:
             raise HTTPProblem(413, "too_large", f"{len(raw_items)} items x {calls} judge calls "
                               f"per item (rubric {rubric.name}) = {len(raw_items) * calls} judge "

@@ -185,7 +185,7 @@ class RemoteJury:
                       allow_empty: bool = True) -> list[dict[str, Any]]:
         """The service's records (``keep_raw`` is the service's to decide: it returns none)."""
         # As many items per request as the service's limit on judge calls allows.
-        per = max(1, min(self.max_items, self.max_judge_calls // len(rubric.calls())))
+        per = max(1, min(self.max_items, self.max_judge_calls // rubric.judge_calls))
         ref = self._ref(rubric)
         return [record for start in range(0, len(items), per)
                 for record in self.client.score_records(ref, items[start:start + per],

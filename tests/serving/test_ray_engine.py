@@ -154,3 +154,23 @@ def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path):
                              capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, run.stderr[-3000:]
     assert_same_verdicts(written(out_ray), written(out_local), VLLM_EXPECTED_TOLERANCE)
+
+
+def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(tiny_jury, tmp_path):
+    """A pairwise rubric: both orders asked of every judge on Ray too, the same verdicts."""
+    from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.runs.ray import judge_with_ray
+
+    rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({
+        "id": r["id"], "question": r["question"], "response_a": r["response"],
+        "response_b": rows[-1 - k]["response"]}) + "\n" for k, r in enumerate(rows[:2])))
+    rubric = load_rubric("pairwise")
+    judge_file(pairs, rubric, tiny_jury, tmp_path / "local.jsonl")
+    report = judge_with_ray(pairs, rubric, load_jury_spec("tiny"), tmp_path / "ray.jsonl")
+    assert report.judged == 2
+    local, ray = written(tmp_path / "local.jsonl"), written(tmp_path / "ray.jsonl")
+    assert_same_verdicts(ray, local)
+    assert [r["winner"] for r in ray] == [r["winner"] for r in local]
+    assert all(sorted(v["order"] for v in r["votes"]) == ["ab", "ab", "ba", "ba"] for r in ray)

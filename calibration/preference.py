@@ -1,0 +1,240 @@
+"""Pairwise preferences: win rates, Bradley-Terry ratings and position bias, with CIs.
+
+A comparison is (system a, system b, A's share): 1 when a won, 0 when b won, 0.5 for a tie (a
+graded pairwise scale gives shares between). Ties count as half a win for each side, as in
+Chatbot Arena's ratings.
+
+* :func:`win_rates`: per pair of systems, the mean share of the first with a Student-t CI over
+  comparisons.
+* :func:`bradley_terry`: strengths p with P(i beats j) = p_i / (p_i + p_j), fitted by maximum
+  likelihood with Hunter's (2004) minorization-maximization iteration; reported on the Elo scale
+  (1000 + 400 log10 p, geometric mean of p = 1, so the ratings average 1000) with percentile
+  bootstrap CIs over comparisons. The estimate exists only when every split of the systems into
+  two groups has a win (or tie) each way across it (Ford 1957: the "beats" graph is strongly
+  connected); otherwise the ratings are undefined, with the reason.
+* :func:`position_bias`: a judge's probability of choosing the answer shown first (ties left
+  out; 0.5 when unbiased) with a Wilson interval, and its flip rate: the share of pairs whose two
+  orders point to different answers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+SCALE, BASE, INIT = 400.0, 10.0, 1000.0
+
+
+def _mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float | None, list[float] | None]:
+    if x.size == 0:
+        return None, None
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, None
+    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * sem if sem > 0 else 0.0
+    return mean, [mean - half, mean + half]
+
+
+def wilson(successes: int, n: int, level: float = 0.95) -> list[float] | None:
+    """Wilson score interval of a proportion; None from no trials."""
+    if n == 0:
+        return None
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+@dataclass
+class WinRate:
+    """How often ``a`` beat ``b`` (ties half) over ``n`` comparisons."""
+
+    a: str
+    b: str
+    n: int
+    rate: float | None
+    ci: list[float] | None
+    wins: int
+    losses: int
+    ties: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def words(self) -> str:
+        if self.rate is None:
+            return f"{self.a} vs {self.b}: no comparison"
+        ci = f" [{self.ci[0]:.3f}, {self.ci[1]:.3f}]" if self.ci else ""
+        return (f"{self.a} beats {self.b} {self.rate:.3f}{ci} of the time (ties half): "
+                f"{self.wins} wins, {self.ties} ties, {self.losses} losses in {self.n}")
+
+
+def win_rates(a: Sequence[str], b: Sequence[str], share: Sequence[float]) -> list[WinRate]:
+    """Per unordered pair of systems (in order of first appearance), the first's win rate."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for x, y, s in zip(a, b, share):
+        if (y, x) in groups:
+            groups[y, x].append(1.0 - s)
+        else:
+            groups.setdefault((x, y), []).append(float(s))
+    out = []
+    for (x, y), shares in groups.items():
+        v = np.array(shares)
+        rate, ci = _mean_ci(v)
+        out.append(WinRate(x, y, int(v.size), rate, ci, int((v > 0.5).sum()),
+                           int((v < 0.5).sum()), int((v == 0.5).sum())))
+    return out
+
+
+def _counts(i: np.ndarray, j: np.ndarray, s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    wins = np.zeros((k, k))  # wins[x, y]: x's share summed over its comparisons with y
+    np.add.at(wins, (i, j), s)
+    np.add.at(wins, (j, i), 1.0 - s)
+    return wins, wins + wins.T
+
+
+def _connected(wins: np.ndarray) -> bool:
+    """Whether the graph with an edge x -> y when x won some share against y is strongly
+    connected (every system reaches every other along wins, and back)."""
+    k = len(wins)
+    beat = wins > 0
+    for adjacency in (beat, beat.T):
+        seen = {0}
+        todo = [0]
+        while todo:
+            x = todo.pop()
+            for y in np.flatnonzero(adjacency[x]):
+                if int(y) not in seen:
+                    seen.add(int(y))
+                    todo.append(int(y))
+        if len(seen) < k:
+            return False
+    return True
+
+
+def _fit(wins: np.ndarray, games: np.ndarray, tol: float = 1e-10, max_iter: int = 10_000
+         ) -> np.ndarray:
+    """Hunter's MM iteration for the strengths (geometric mean 1)."""
+    k = len(wins)
+    p = np.ones(k)
+    total = wins.sum(axis=1)
+    for _ in range(max_iter):
+        denom = (games / (p[:, None] + p[None, :])).sum(axis=1)
+        new = total / denom
+        new /= math.exp(float(np.log(new).mean()))
+        if float(np.abs(np.log(new) - np.log(p)).max()) < tol:
+            return new
+        p = new
+    return p
+
+
+@dataclass
+class Ratings:
+    """Bradley-Terry ratings of ``systems`` on the Elo scale, each with its CI; ``rating`` is
+    None (and ``reason`` says why) when the maximum-likelihood estimate does not exist."""
+
+    systems: list[str]
+    n: int
+    rating: dict[str, float] | None
+    ci: dict[str, list[float] | None] = field(default_factory=dict)
+    strength: dict[str, float] | None = None
+    reason: str | None = None
+    resamples: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
+                  n_resamples: int = 1000, seed: int | None = 0, level: float = 0.95) -> Ratings:
+    """Bradley-Terry ratings from comparisons, with percentile bootstrap CIs (comparisons
+    resampled with replacement; resamples whose estimate does not exist are left out and
+    counted, and no CI is given when more than half are)."""
+    systems = list(dict.fromkeys([*a, *b]))
+    index = {name: k for k, name in enumerate(systems)}
+    i = np.array([index[x] for x in a], dtype=int)
+    j = np.array([index[y] for y in b], dtype=int)
+    s = np.asarray(share, dtype=float)
+    k, n = len(systems), len(s)
+    if k < 2:
+        return Ratings(systems, n, None, reason="fewer than two systems compared")
+    wins, games = _counts(i, j, s, k)
+    if not _connected(wins):
+        never = [systems[x] for x in range(k) if wins[:, x].sum() == 0]
+        why = (f"{', '.join(never)} never lost" if never else
+               "some group of systems never lost to the rest")
+        return Ratings(systems, n, None, reason=f"undefined: {why} (the maximum-likelihood "
+                       "ratings do not exist; compare more pairs)")
+    p = _fit(wins, games)
+    rating = INIT + SCALE * np.log(p) / math.log(BASE)
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_resamples):
+        pick = rng.integers(0, n, n)
+        w, g = _counts(i[pick], j[pick], s[pick], k)
+        if _connected(w):
+            draws.append(INIT + SCALE * np.log(_fit(w, g, tol=1e-8)) / math.log(BASE))
+    ci: dict[str, list[float] | None] = dict.fromkeys(systems)
+    if n_resamples and len(draws) >= n_resamples / 2:
+        lo, hi = np.quantile(np.array(draws), [(1 - level) / 2, (1 + level) / 2], axis=0)
+        ci = {name: [float(lo[x]), float(hi[x])] for x, name in enumerate(systems)}
+    return Ratings(systems, n, {name: float(rating[x]) for x, name in enumerate(systems)}, ci,
+                   {name: float(math.log(p[x])) for x, name in enumerate(systems)},
+                   resamples=len(draws))
+
+
+@dataclass
+class PositionBias:
+    """One judge's position bias on one criterion: P(it chose the answer shown first), ties
+    left out, and the share of pairs whose two orders disagreed."""
+
+    judge: str
+    criterion: str
+    n_votes: int
+    first: float | None
+    first_ci: list[float] | None
+    n_pairs: int
+    flip_rate: float | None
+    flip_ci: list[float] | None
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the CI of P(first) excludes 0.5."""
+        return self.first_ci is not None and not self.first_ci[0] <= 0.5 <= self.first_ci[1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "flagged": self.flagged}
+
+    def words(self) -> str:
+        if self.first is None or self.first_ci is None:
+            return f"{self.judge} ({self.criterion}): no vote chose an answer (all ties or none)"
+        lo, hi = self.first_ci
+        lean = ("prefers the answer shown first" if lo > 0.5 else
+                "prefers the answer shown second" if hi < 0.5 else "shows no position preference")
+        flips = (f"; its two orders disagree on {self.flip_rate:.1%} of {self.n_pairs} pairs"
+                 if self.flip_rate is not None else "")
+        return (f"{self.judge} {lean} ({self.criterion}): P(first) {self.first:.3f} "
+                f"[{lo:.3f}, {hi:.3f}] over {self.n_votes} votes{flips}")
+
+
+def position_bias(judge: str, criterion: str, chose_first: Sequence[int],
+                  pairs_flipped: Sequence[bool]) -> PositionBias:
+    """``chose_first``: per scored vote, 1 if the judge chose the first answer, 0 the second,
+    -1 a tie (left out); ``pairs_flipped``: per pair judged in both orders, whether they
+    disagreed."""
+    c = np.asarray(chose_first, dtype=int)
+    decided = c[c >= 0]
+    firsts = int(decided.sum())
+    flips = int(np.sum(pairs_flipped))
+    n_pairs = len(pairs_flipped)
+    return PositionBias(judge, criterion, int(decided.size),
+                        firsts / decided.size if decided.size else None,
+                        wilson(firsts, int(decided.size)), n_pairs,
+                        flips / n_pairs if n_pairs else None, wilson(flips, n_pairs))
