@@ -105,8 +105,13 @@ def judge(
 
         names = pair_names(*pairs)
         target = out_path or Path(f"{names[0]}-vs-{names[1]}.{rubric_def.name}.judged.jsonl")
+        pairs_file = target.with_name(target.name + ".pairs.jsonl")
+        if estimate:  # --estimate writes nothing beside the output
+            import tempfile
+
+            pairs_file = Path(tempfile.mkdtemp(prefix="jurybox-pairs-")) / pairs_file.name
         with reported():
-            paired = write_pairs(*pairs, target.with_name(target.name + ".pairs.jsonl"), names)
+            paired = write_pairs(*pairs, pairs_file, names)
         predictions = str(paired.path)
         note(f"pairs: {paired.pairs} ids in both files, A = {names[0]}, B = {names[1]} "
              f"(written to {paired.path})")
