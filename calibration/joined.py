@@ -134,6 +134,12 @@ def join(human: HumanLabels | str | Path, judged: JudgeOutput | str | Path, *,
         raise InputDataError(f"criteria {unknown} are not in the judge output "
                              f"(it has {judged_criteria})")
     scale_map = scales_from(scales)
+    inconsistent = getattr(scales, "inconsistent", "tie")
+    if judged.pairwise:  # a, b or tie: the judges' own labels are positions, not A or B
+        from jurybox.rubrics.pairwise import PREFERENCE
+
+        for crit in judged_criteria:
+            scale_map.setdefault(crit, Scale(labels=PREFERENCE))
     if not isinstance(human, HumanLabels):
         # Without a rubric, labelled criteria still map "yes"/"no" the way the judges' votes did.
         for crit, labels in judged.label_maps().items():
@@ -167,7 +173,7 @@ def join(human: HumanLabels | str | Path, judged: JudgeOutput | str | Path, *,
         mat, raters = human.matrix(c, joined_ids)
         is_categorical = c in categorical or (c in scale_map and scale_map[c].is_labelled)
         # A labelled criterion has no meaningful expected score: its votes are the labels.
-        judges = judged.judge_values(c, "score" if is_categorical else value)
+        judges = judged.judge_values(c, "score" if is_categorical else value, inconsistent)
         jury = judged.jury_values(c)
         if cols is not None:
             judges = {j: v[cols] for j, v in judges.items()}

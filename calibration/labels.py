@@ -60,6 +60,10 @@ def scales_from(spec: Any) -> dict[str, Scale]:
     if spec is None:
         return {}
     if hasattr(spec, "criteria"):
+        if getattr(spec, "pairwise", False):  # humans say a, b or tie, not the judges' positions
+            from jurybox.rubrics.pairwise import human_scale
+
+            return {c.name: human_scale(c) for c in spec.criteria}
         return {c.name: c.scale for c in spec.criteria}
     try:
         return {str(k): Scale.coerce(v) for k, v in dict(spec).items()}

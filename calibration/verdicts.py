@@ -69,12 +69,26 @@ class JudgeOutput:
                     out.setdefault(v.criterion, {})[v.label] = float(v.score)
         return out
 
-    def judge_values(self, criterion: str, value: ValueKind = "score") -> dict[str, np.ndarray]:
-        """judge -> per-record value (NaN where the vote is missing, unscored or lacks it)."""
+    @property
+    def pairwise(self) -> bool:
+        """Whether the records are pairwise verdicts (they carry a winner)."""
+        return bool(self.records) and "winner" in self.records[0].model_fields_set
+
+    def judge_values(self, criterion: str, value: ValueKind = "score",
+                     inconsistent: str = "tie") -> dict[str, np.ndarray]:
+        """judge -> per-record value (NaN where the vote is missing, unscored or lacks it). A
+        pairwise judge's two votes (both orders) count as one, combined as the jury combined
+        them (``inconsistent``: the rubric's rule for orders that disagree)."""
+        from jurybox.rubrics.pairwise import combine_orders
+
         index = {j: i for i, j in enumerate(self.judges)}
         out = np.full((len(index), len(self.records)), np.nan)
         for col, rec in enumerate(self.records):
-            for v in rec.votes:
+            votes = rec.votes
+            if self.pairwise:
+                votes = combine_orders(criterion, [v for v in votes if v.criterion == criterion],
+                                       inconsistent)
+            for v in votes:
                 if v.criterion != criterion or not v.scored:
                     continue
                 x = getattr(v, value)

@@ -31,10 +31,10 @@ from jurybox.rubrics import (
     render_messages,
 )
 from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
+from jurybox.rubrics.pairwise import a_share, combine_orders, jury_p_a, winner_of
 
 from .aggregate import aggregate_criterion
 from .backends.base import AsyncBackend, Backend, Generation, Request
-from .pairwise import a_share, combine_orders, jury_p_a, winner_of
 from .parsing import expected_score, parse_answers, score_distribution
 from .spec import JudgeSpec, JurySpec
 
@@ -267,7 +267,7 @@ def decide(rubric: Rubric, jury: JurySpec, prov: str, item_id: str, votes: list[
     for c in rubric.criteria:
         mine = [v for v in votes if v.criterion == c.name]
         if rubric.pairwise:  # one vote per judge: its two orders, combined
-            mine = combine_orders(c, mine, rubric.inconsistent)
+            mine = combine_orders(c.name, mine, rubric.inconsistent)
         result = aggregate_criterion(c.name, mine, jury)
         criteria[c.name] = result
         scores[c.name] = result.score

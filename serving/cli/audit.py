@@ -14,8 +14,9 @@ from jurybox.serving.cli.console import dumps, reported, warn
 def audit(
     judged: JudgedArg,
     predictions: Annotated[Path | None, typer.Option(
-        help="The predictions file that was judged: its responses' lengths (in words) for the "
-             "length audit, and the column naming each answer's model for self-preference.",
+        help="The predictions file that was judged: its responses' lengths (in each judge's "
+             "tokens where its tokenizer is on this machine, else words) for the length audit, "
+             "and the column naming each answer's model for self-preference.",
         exists=True, dir_okay=False, show_default=False)] = None,
     human: Annotated[Path | None, typer.Option(
         help="Human labels: the length audit then measures the judges' errors (score minus "
@@ -40,7 +41,8 @@ def audit(
     """Audit the judges for bias, with bootstrap CIs over items, each finding in plain words.
 
     Length (needs --predictions): per judge and criterion, the Spearman correlation of the score
-    with the response's length in words and the slope per 100 words; with --human, the same on
+    with the response's length in the judge's tokens (words where its tokenizer is not on this
+    machine) and the slope per 100; with --human, the same on
     the judge's error, which separates "longer answers are better" from "the judge likes
     length". Self-preference (needs --predictions with a model column): a judge's excess over
     the other judges on its own family's answers, minus the same on the others. Dependence: per
@@ -67,13 +69,14 @@ def audit(
                              "least two judges (dependence)")
         ids = output.ids
         lengths = None
+        token_lengths: dict[str, Any] = {}
         writers: dict[str, str] = {}
         if predictions is not None:
             if rubric_def is None:
                 raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
             read = read_predictions(predictions, rubric_def, allow_empty=True)
-            words = {item.id: len(str(item.fields().get("response") or "").split())
-                     for item in read.items}
+            texts = {item.id: str(item.fields().get("response") or "") for item in read.items}
+            words = {i: len(t.split()) for i, t in texts.items()}
             writers = {item.id: str(item.extra[model_column]) for item in read.items
                        if item.extra.get(model_column) is not None}
             missing = sum(i not in words for i in ids)
@@ -81,6 +84,10 @@ def audit(
                 notes.append(f"{missing} judged item(s) are not in {predictions}: left out of "
                              "the length audit")
             lengths = np.array([words.get(i, np.nan) for i in ids], dtype=float)
+            token_lengths, units = _token_lengths(judged, output.judges, ids, texts)
+            for judge, unit in units.items():
+                if unit != "tokens":
+                    notes.append(f"{judge}: lengths in words ({unit})")
         families = _families(judged, output.judges, parse_map(family, "--family"))
         humans: dict[str, np.ndarray] = {}
         if human is not None:
@@ -109,8 +116,11 @@ def audit(
             reference = humans.get(criterion)
             if lengths is not None:
                 for judge, values in scores.items():
-                    length.append(length_bias(judge, criterion, values, lengths, reference,
-                                              n_resamples=resamples, seed=seed))
+                    own = token_lengths.get(judge)
+                    length.append(length_bias(
+                        judge, criterion, values, lengths if own is None else own, reference,
+                        unit="words" if own is None else "tokens", n_resamples=resamples,
+                        seed=seed))
             if writers and len(scores) >= 2:
                 authored = {j: np.array([f.lower() in writers.get(i, "").lower() for i in ids])
                             for j, f in families.items()}
@@ -134,10 +144,12 @@ def audit(
         typer.echo(dumps({"length": [f.to_dict() for f in length],
                           "self_preference": [f.to_dict() for f in selfish],
                           "dependence": [d.to_dict() for d in dependent],
-                          "length_unit": "words", "families": families, "warnings": notes}))
+                          "length_unit": _unit(length), "families": families,
+                          "warnings": notes}))
         return
     if length:
-        typer.echo("Length (response length in words; the judge's tokenizer is not used yet):")
+        typer.echo(f"Length (the response's length in {_unit(length)}: tokens by each judge's "
+                   "own tokenizer where it is on this machine, else words):")
         for finding in length:
             typer.echo(("  ! " if finding.flagged else "    ") + finding.words())
     if selfish:
@@ -151,6 +163,43 @@ def audit(
             typer.echo(("  ! " if d.flagged else "    ") + d.words())
     if html is not None:
         typer.echo(f"wrote {html}")
+
+
+def _unit(findings: list[Any]) -> str:
+    units = {f.unit for f in findings}
+    return units.pop() if len(units) == 1 else "tokens and words"
+
+
+def _token_lengths(judged: Path, judges: list[str], ids: list[str], texts: dict[str, str]
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+    """judge -> the responses' lengths in its own tokenizer's tokens (per id, NaN where the id
+    has no response), for the judges whose tokenizer is on this machine (their models from the
+    run's manifest); and judge -> "tokens" or why words are used."""
+    import numpy as np
+
+    from jurybox.judges.weights import local_tokenizer
+    from jurybox.serving.runs.results import read_manifest
+
+    specs = {s.get("name"): s for s in ((read_manifest(judged) or {}).get("jury") or {})
+             .get("judges") or [] if isinstance(s, dict)}
+    lengths: dict[str, Any] = {}
+    units: dict[str, str] = {}
+    known = [i for i in ids if i in texts]
+    for judge in judges:
+        spec = specs.get(judge)
+        if spec is None or not spec.get("model"):
+            units[judge] = "its model is unknown: no manifest beside the verdicts"
+            continue
+        tokenizer, how = local_tokenizer(str(spec["model"]), spec.get("revision"),
+                                         str(spec.get("backend", "transformers")))
+        if tokenizer is None:
+            units[judge] = how
+            continue
+        counts = dict(zip(known, (len(x) for x in tokenizer(
+            [texts[i] for i in known], add_special_tokens=False)["input_ids"])))
+        lengths[judge] = np.array([counts.get(i, np.nan) for i in ids], dtype=float)
+        units[judge] = "tokens"
+    return lengths, units
 
 
 def _families(judged: Path, judges: list[str], given: dict[str, str]) -> dict[str, str]:
@@ -174,7 +223,7 @@ def _families(judged: Path, judges: list[str], given: dict[str, str]) -> dict[st
 def _audit_pairwise(output: Any, json_out: bool, html: Path | None, ignored: bool) -> None:
     """The position audit of pairwise verdicts (length and dependence are not built for them)."""
     from jurybox.calibration.preference import position_bias
-    from jurybox.judges.pairwise import side
+    from jurybox.rubrics.pairwise import side
 
     chose: dict[tuple[str, str], list[int]] = {}
     flipped: dict[tuple[str, str], list[bool]] = {}

@@ -92,7 +92,7 @@ def agree(
         _ppi(human, judged, rubric, provenance, criterion, confidence, json_out)
         return
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, provenance)
+        output, rubric_def, notes = load_inputs(judged, rubric, provenance, pairwise=True)
         report = agreement_report(human, output, scales=rubric_def, value=value,
                                   criteria=criterion or None, level=level,
                                   n_resamples=resamples, confidence=confidence, seed=seed)
@@ -251,7 +251,7 @@ def calibrate(
         raise fail("--target-agreement, --jury, --group and --by-group are for --cascade "
                    "(fitting a cascaded jury)")
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, provenance)
+        output, rubric_def, notes = load_inputs(judged, rubric, provenance, pairwise=True)
         cmap = CalibrationMap(method=method, output=output_kind, value=value, cv_folds=folds,
                               seed=seed)
         cmap.fit(human, output, scales=rubric_def, criteria=criterion or None)
@@ -420,10 +420,9 @@ def load_inputs(judged: Path, rubric: str | None, provenance: str | None,
     output = load_judge_output(judged, provenance=provenance)
     if not output.records:
         raise InputError(f"{judged}: no verdicts")
-    if not pairwise and "winner" in output.records[0].model_fields_set:
-        raise InputError(f"{judged}: pairwise verdicts (two answers compared); agreement, "
-                         "calibration and labelling of pairwise verdicts against human "
-                         "preference labels are not built yet: `jurybox compare` and "
-                         "`jurybox audit` read them")
+    if not pairwise and output.pairwise:
+        raise InputError(f"{judged}: pairwise verdicts (two answers compared); labelling "
+                         "them on the page is not built yet (`jurybox agree` and `calibrate` "
+                         "take human preference labels a/b/tie in a file)")
     rubric_def, notes = rubric_for(output, rubric)
     return output, rubric_def, notes

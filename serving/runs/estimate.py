@@ -170,24 +170,13 @@ class _TokenCounter:
         self._bos: str | None = None
 
     def _load(self) -> tuple[Any, str]:
-        approx = f"approximation: characters / {CHARS_PER_TOKEN}"
-        if self.judge.backend == "openai":
-            return None, f"{approx} (the judge's server tokenizes)"
-        try:
-            from transformers import AutoTokenizer
+        from jurybox.judges.weights import local_tokenizer
 
-            from jurybox.judges.weights import materialize, resolve
-
-            source = resolve(self.judge.model, self.judge.revision)
-            if source.is_local:
-                source = materialize(source)
-                return AutoTokenizer.from_pretrained(source.directory), \
-                    f"tokenizer of {self.judge.model}"
-            return AutoTokenizer.from_pretrained(self.judge.model, revision=self.judge.revision,
-                                                 local_files_only=True), \
-                f"tokenizer of {self.judge.model} (hub cache)"
-        except Exception as exc:  # not on this machine: say so, and approximate
-            return None, f"{approx} (no local tokenizer: {type(exc).__name__})"
+        tokenizer, how = local_tokenizer(self.judge.model, self.judge.revision,
+                                         self.judge.backend)
+        if tokenizer is None:
+            return None, f"approximation: characters / {CHARS_PER_TOKEN} ({how})"
+        return tokenizer, how
 
     def add(self, requests: Any) -> None:
         from jurybox.judges.backends.base import (

@@ -14,9 +14,9 @@ import numpy as np
 from scipy import stats
 
 from jurybox.calibration import krippendorff_alpha
-from jurybox.judges.pairwise import inconsistent_judges
 from jurybox.judges.parsing import reason_kind
 from jurybox.rubrics import Rubric, VerdictRecord
+from jurybox.rubrics.pairwise import inconsistent_judges
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from jurybox.judges import decide, load_jury_spec, provenance, render_requests
-from jurybox.judges.pairwise import combine_orders, jury_p_a, winner_of
 from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord, Vote, load_rubric
+from jurybox.rubrics.pairwise import combine_orders, jury_p_a, winner_of
 
 PAIR = Item(id="p1", question="Which fungicide?", extra={"response_a": "Copper, weekly.",
                                                          "response_b": "Water more."})
@@ -33,22 +33,22 @@ def test_every_item_is_asked_in_both_orders_with_the_answers_swapped():
 def test_a_consistent_judge_s_two_orders_average_and_an_inconsistent_one_is_a_tie_or_unscored():
     c = load_rubric("pairwise").criteria[0]
     # A first: "1" (A better, share 1); B first: "2" (the second, A, is better; share 1).
-    same = combine_orders(c, [vote("j", "ab", 1.0), vote("j", "ba", 1.0)], "tie")
+    same = combine_orders(c.name, [vote("j", "ab", 1.0), vote("j", "ba", 1.0)], "tie")
     assert [v.score for v in same] == [1.0]
     # "1" both times: A first then B first -> the judge always picks the first: inconsistent.
     flip = [vote("j", "ab", 1.0), vote("j", "ba", 0.0)]
-    assert combine_orders(c, flip, "tie")[0].score == 0.5
-    (unscored,) = combine_orders(c, flip, "unscored")
+    assert combine_orders(c.name, flip, "tie")[0].score == 0.5
+    (unscored,) = combine_orders(c.name, flip, "unscored")
     assert unscored.score is None and "inconsistent under order swap" in unscored.error
     assert "with A first it chose a, with B first b" in unscored.error
     # A tie one way and a win the other is inconsistent too; both ties are consistent.
-    assert combine_orders(c, [vote("j", "ab", 0.5), vote("j", "ba", 1.0)], "unscored")[0].error
-    assert combine_orders(c, [vote("j", "ab", 0.5), vote("j", "ba", 0.5)], "unscored")[0].score == 0.5
+    assert combine_orders(c.name, [vote("j", "ab", 0.5), vote("j", "ba", 1.0)], "unscored")[0].error
+    assert combine_orders(c.name, [vote("j", "ab", 0.5), vote("j", "ba", 0.5)], "unscored")[0].score == 0.5
     # One order unscored: the judge's vote is unscored, saying which order failed.
     bad = Vote(judge="j", criterion="better", error="no JSON object", order="ba")
-    (one,) = combine_orders(c, [vote("j", "ab", 1.0), bad], "tie")
+    (one,) = combine_orders(c.name, [vote("j", "ab", 1.0), bad], "tie")
     assert one.error == "with B first: no JSON object"
-    (alone,) = combine_orders(c, [vote("j", "ab", 1.0)], "tie")
+    (alone,) = combine_orders(c.name, [vote("j", "ab", 1.0)], "tie")
     assert "one order only" in alone.error
 
 

@@ -198,6 +198,26 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
     assert manifest["status"] == "complete" and manifest["provenance"] == recs[0]["provenance"]
     third = run_cli("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny", "--out", out)
     assert "0 judged now, 6 already in" in third.stderr and len(records(out)) == 6
+    # The length audit counts each judge's tokens with its own tokenizer (named in the
+    # manifest, on this machine after `jurybox models fetch`).
+    from transformers import AutoTokenizer
+
+    from jurybox.judges.weights import materialize, resolve
+
+    audit = run_cli("audit", out, "--predictions", EXAMPLES / "mirage_mg.jsonl", "--json",
+                    "--resamples", "50", "--human", EXAMPLES / "mirage_mg.human.jsonl")
+    assert audit.returncode == 0, audit.stderr
+    found = json.loads(audit.stdout)
+    assert found["length_unit"] == "tokens"
+    assert not any("in words" in w for w in found["warnings"]), found["warnings"]
+    smol = AutoTokenizer.from_pretrained(materialize(resolve(
+        manifest["jury"]["judges"][0]["model"])).directory)
+    rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
+    tokens = [len(smol(r["response"], add_special_tokens=False)["input_ids"]) for r in rows]
+    words = [len(r["response"].split()) for r in rows]
+    assert tokens != words  # the measure really is tokens
+    entry = next(f for f in found["length"] if f["judge"] == manifest["jury"]["judges"][0]["name"])
+    assert "slope_per_100_tokens" in entry and entry["length_unit"] == "tokens"
 
 
 @pytest.mark.models

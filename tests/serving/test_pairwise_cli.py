@@ -71,6 +71,18 @@ def test_judge_pairs_then_compare_and_audit(tmp_path):
     for judge, n in flips.items():
         assert position[judge]["n_pairs"] == 3 and position[judge]["flip_rate"] == n / 3
 
+    # Human preference labels (a, b, tie) with agree and calibrate.
+    (tmp_path / "pref.jsonl").write_text("".join(
+        json.dumps({"id": r["id"], "rater": "h", "better": label}) + "\n"
+        for r, label in zip(records, ["a", "b", "tie"])))
+    agree = jurybox("agree", "pref.jsonl", out, "--json", "--resamples", "50", cwd=tmp_path)
+    assert agree.returncode == 0, agree.stderr
+    better = json.loads(agree.stdout)["criteria"]["better"]
+    assert better["n_items"] == 3 and better["scale"] == [0.0, 0.5, 1.0]
+    calibrate = jurybox("calibrate", "pref.jsonl", out, "--out", "map.json", cwd=tmp_path)
+    assert calibrate.returncode == 0, calibrate.stderr
+    assert json.loads((tmp_path / "map.json").read_text())["provenance"] == records[0]["provenance"]
+
     # A rubric that is not pairwise is refused with --pairs, saying so.
     wrong = jurybox("judge", "--pairs", "long.jsonl", "short.jsonl", "--rubric", "general",
                     cwd=tmp_path)

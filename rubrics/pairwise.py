@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from jurybox.rubrics import Criterion, Rubric, Vote, Winner
+from .models import Criterion, Rubric, Scale, Vote, Winner
 
 EPS = 1e-9
+PREFERENCE = {"a": 1.0, "tie": 0.5, "b": 0.0}  # human preference labels, as A's share
 
 
 def a_share(criterion: Criterion, value: float) -> float:
@@ -54,8 +55,9 @@ def p_a_better(criterion: Criterion, vote: Vote) -> float | None:
     return mass
 
 
-def combine_orders(criterion: Criterion, votes: Sequence[Vote], inconsistent: str) -> list[Vote]:
-    """One vote per judge from its votes in both orders (the jury aggregates these)."""
+def combine_orders(criterion: str, votes: Sequence[Vote], inconsistent: str) -> list[Vote]:
+    """One vote per judge from its votes in both orders on ``criterion`` (the jury aggregates
+    these; agreement with humans compares them)."""
     by_judge: dict[str, dict[str | None, Vote]] = {}
     for v in votes:
         by_judge.setdefault(v.judge, {})[v.order] = v
@@ -63,13 +65,13 @@ def combine_orders(criterion: Criterion, votes: Sequence[Vote], inconsistent: st
     for judge, pair in by_judge.items():
         ab, ba = pair.get("ab"), pair.get("ba")
         if ab is None or ba is None:
-            out.append(Vote(judge=judge, criterion=criterion.name,
+            out.append(Vote(judge=judge, criterion=criterion,
                             error="asked in one order only (a pairwise vote needs both)"))
             continue
         failed = next((v for v in (ab, ba) if not v.scored), None)
         if failed is not None:
             first = "A" if failed.order == "ab" else "B"
-            out.append(Vote(judge=judge, criterion=criterion.name,
+            out.append(Vote(judge=judge, criterion=criterion,
                             error=f"with {first} first: {failed.error}"))
             continue
         assert ab.score is not None and ba.score is not None
@@ -80,12 +82,12 @@ def combine_orders(criterion: Criterion, votes: Sequence[Vote], inconsistent: st
             why = (f"inconsistent under order swap: with A first it chose "
                    f"{winner_of(ab.score)}, with B first {winner_of(ba.score)}")
             if inconsistent == "unscored":
-                out.append(Vote(judge=judge, criterion=criterion.name, error=why))
+                out.append(Vote(judge=judge, criterion=criterion, error=why))
             else:
-                out.append(Vote(judge=judge, criterion=criterion.name, score=0.5,
+                out.append(Vote(judge=judge, criterion=criterion, score=0.5,
                                 expected=expected, label="tie", raw=why))
             continue
-        out.append(Vote(judge=judge, criterion=criterion.name, score=(ab.score + ba.score) / 2,
+        out.append(Vote(judge=judge, criterion=criterion, score=(ab.score + ba.score) / 2,
                         expected=expected))
     return out
 
@@ -121,3 +123,13 @@ def inconsistent_judges(rubric: Rubric, votes: Sequence[Vote]) -> list[tuple[str
                     and ba.score is not None and side(ab.score) != side(ba.score)):
                 out.append((judge, c.name))
     return out
+
+
+def human_scale(criterion: Criterion) -> Scale:
+    """The scale human preference labels of a pairwise criterion are read on: ``a`` (A is
+    better, 1), ``tie`` (0.5) and ``b`` (0) for a scale of those points (ties optional), else
+    the criterion's numbers (A's share)."""
+    values = criterion.scale.values
+    if set(values) <= {0.0, 0.5, 1.0}:
+        return Scale(labels={k: v for k, v in PREFERENCE.items() if v in values})
+    return Scale(explicit=values)
