@@ -76,6 +76,12 @@ def agree(
                       "corrected by the labelled ones, with its CI; labels chosen actively "
                       "(jurybox label --goal benchmark-mean) weighted by their inclusion "
                       "probabilities, others taken as a simple random sample.")] = False,
+    length_control: Annotated[Path | None, typer.Option(
+        "--length-control", help="The predictions file that was judged: also report each "
+        "criterion's length-controlled jury score (the judges' length bias, fitted on the "
+        "human labels, removed; controlled to the reference answers' median length) and "
+        "whether it raises agreement with the humans under 5-fold cross-validation.",
+        exists=True, dir_okay=False, show_default=False)] = None,
 ) -> None:
     """Agreement between judges and human labels, with bootstrap CIs over items.
 
@@ -96,6 +102,8 @@ def agree(
         report = agreement_report(human, output, scales=rubric_def, value=value,
                                   criteria=criterion or None, level=level,
                                   n_resamples=resamples, confidence=confidence, seed=seed)
+        controls = _length_control(length_control, output, report, rubric_def, resamples,
+                                   confidence, seed) if length_control is not None else []
     notes += report.joined.summary.warnings() if report.joined else []
     for crit in report.criteria.values():
         if crit.n_items < _FEW_ITEMS:
@@ -115,9 +123,46 @@ def agree(
         payload = report.to_dict()
         payload.update(rubric=rubric_def.name if rubric_def else None,
                        provenance=output.provenance, level=level, warnings=notes)
+        if length_control is not None:
+            payload["length_control"] = [c.to_dict() for c in controls]
         typer.echo(dumps(payload))
     else:
         typer.echo(report.to_text())
+        if controls:
+            typer.echo("\nLength control (the jury's score, length in words):")
+            for c in controls:
+                typer.echo(("  + " if c.raises_agreement else "    ") + c.words())
+
+
+def _length_control(predictions: Path, output: Any, report: Any, rubric_def: Any,
+                    resamples: int, confidence: float, seed: int) -> list[Any]:
+    """``agree --length-control``: per criterion the length-controlled jury score."""
+    import numpy as np
+
+    from jurybox.calibration.length_control import length_control
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.runs.predictions import read_predictions
+
+    if rubric_def is None:
+        raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
+    if rubric_def.pairwise:
+        raise InputError("--length-control is for scored answers, not pairwise verdicts")
+    items = {it.id: it for it in read_predictions(predictions, rubric_def, allow_empty=True).items}
+    ids = output.ids
+    length = np.array([len(str(items[i].response or "").split()) if i in items else np.nan
+                       for i in ids], dtype=float)
+    references = [len(str(it.reference).split()) for it in items.values() if it.reference]
+    centre = float(np.median(references)) if references else None
+    position = {i: k for k, i in enumerate(ids)}
+    out = []
+    for name, data in (report.joined.criteria.items() if report.joined else []):
+        human = np.full(len(ids), np.nan)
+        for item, value in zip(data.ids, data.human_mean):
+            human[position[item]] = value
+        out.append(length_control(name, output.jury_values(name), length, human,
+                                  centre_length=centre, n_resamples=resamples,
+                                  confidence=confidence, seed=seed))
+    return out
 
 
 def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,
@@ -255,6 +300,8 @@ def calibrate(
         cmap = CalibrationMap(method=method, output=output_kind, value=value, cv_folds=folds,
                               seed=seed)
         cmap.fit(human, output, scales=rubric_def, criteria=criterion or None)
+        aggregations = _aggregations(human, output, rubric_def, cmap.criteria, value, folds,
+                                     seed, notes)
     # (CalibrationMap leaves fitted_on_ unannotated, so mypy infers its values from fit()'s)
     fitted_on: dict[str, Any] = cmap.fitted_on_
     fitted_on.update(human_labels=str(human), judge_output=str(judged),
@@ -274,10 +321,19 @@ def calibrate(
             "map": str(out), "provenance": cmap.provenance_,
             "rubric": rubric_def.name if rubric_def else None, "jury": jury,
             "params": cmap.to_dict()["params"], "criteria": cmap.criteria,
-            "cross_validation": cmap.cv_, "warnings": notes,
+            "cross_validation": cmap.cv_,
+            "aggregation": [a.to_dict() for a in aggregations], "warnings": notes,
         }))
     else:
         typer.echo(cmap.describe())
+        if aggregations:
+            typer.echo("jury aggregation (the raw scores, no map): the plain mean, weights from "
+                       "the judges' error covariance, Dawid-Skene")
+            for a in aggregations:
+                typer.echo(("  + " if a.better else "    ") + a.words())
+            if any(a.better for a in aggregations):
+                typer.echo("  (+: use the weights as each judge's `weight` with aggregation "
+                           "method `weighted` in the jury file)")
     rubric_arg = rubric or (rubric_def.name if rubric_def else "RUBRIC")
     apply = (f"jurybox judge PREDICTIONS --rubric {rubric_arg} "
              f"--jury {jury or 'JURY'} --calibration {out}")
@@ -293,6 +349,27 @@ def calibrate(
         advice = (f"calibration hurts on {', '.join(hurts)}, so refit with only the others "
                   f"({keep}) before applying it with: {apply}")
     note(f"{wrote}; {advice}")
+
+
+def _aggregations(human: Path, output: Any, rubric_def: Any, criteria: list[str], value: Any,
+                  folds: int, seed: int, notes: list[str]) -> list[Any]:
+    """``calibrate``'s comparison of jury aggregations, per criterion with two judges or more
+    (jurybox.calibration.aggregation); a criterion with too few items is noted, not fatal."""
+    from jurybox.calibration.aggregation import compare_aggregations
+    from jurybox.calibration.joined import join
+    from jurybox.rubrics.errors import InputError
+
+    if len(output.judges) < 2:
+        return []
+    joined = join(human, output, scales=rubric_def, criteria=criteria, value=value)
+    out = []
+    for name, data in joined.criteria.items():
+        try:
+            out.append(compare_aggregations(name, data.judges, data.human_mean, data.scale.values,
+                                            folds=folds, seed=seed))
+        except InputError as exc:
+            notes.append(f"jury aggregation not compared: {exc}")
+    return out
 
 
 def _cascade_inputs(judged: Path, rubric: str | None, jury_ref: str) -> tuple[Any, Any, Any, list[str]]:
