@@ -264,10 +264,13 @@ def decide(rubric: Rubric, jury: JurySpec, prov: str, item_id: str, votes: list[
     criteria = {}
     scores: dict[str, float | None] = {}
     reasons = []
+    flips = []
     for c in rubric.criteria:
         mine = [v for v in votes if v.criterion == c.name]
         if rubric.pairwise:  # one vote per judge: its two orders, combined
             mine = combine_orders(c.name, mine, rubric.inconsistent)
+            flips += [f"{v.judge} on {c.name}: {v.raw or v.error}" for v in mine
+                      if "inconsistent under order swap" in (v.raw or v.error or "")]
         result = aggregate_criterion(c.name, mine, jury)
         criteria[c.name] = result
         scores[c.name] = result.score
@@ -285,7 +288,8 @@ def decide(rubric: Rubric, jury: JurySpec, prov: str, item_id: str, votes: list[
     if rubric.pairwise:
         overall = rubric.formula.name if rubric.formula is not None else rubric.criteria[0].name
         pair = {"pairwise": True, "winner": winner_of(scores[overall]),
-                "p_a": jury_p_a(rubric, votes) if rubric.formula is None else None}
+                "p_a": jury_p_a(rubric, votes) if rubric.formula is None else None,
+                "inconsistent": flips}
     return Verdict(
         id=item_id,
         status="scored" if not reasons else "unscored",

@@ -503,6 +503,7 @@ class Verdict(BaseModel):
     pairwise: bool = False
     winner: Winner | None = None
     p_a: float | None = None
+    inconsistent: list[str] = Field(default_factory=list)
 
     @classmethod
     def from_record(cls, record: VerdictRecord) -> Verdict:
@@ -523,7 +524,7 @@ class Verdict(BaseModel):
                    provenance=record.provenance, scores=record.scores, criteria=criteria,
                    votes=record.votes, reasons=record.reasons, stage=record.stage,
                    pairwise="winner" in record.model_fields_set, winner=record.winner,
-                   p_a=record.p_a)
+                   p_a=record.p_a, inconsistent=record.inconsistent)
 
     def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
         """This verdict as written, as a :class:`VerdictRecord`. Scored votes drop the judge's
@@ -531,7 +532,8 @@ class Verdict(BaseModel):
         wrong."""
         votes = self.votes if keep_raw else [
             v.model_copy(update={"raw": None}) if v.scored else v for v in self.votes]
-        pair: dict[str, Any] = {"winner": self.winner, "p_a": self.p_a} if self.pairwise else {}
+        pair: dict[str, Any] = {"winner": self.winner, "p_a": self.p_a,
+                                "inconsistent": self.inconsistent} if self.pairwise else {}
         return VerdictRecord(
             id=self.id,
             status=self.status,
@@ -578,6 +580,7 @@ class Verdict(BaseModel):
         if self.pairwise:
             record["winner"] = self.winner
             record["p_a"] = self.p_a
+            record["inconsistent"] = list(self.inconsistent)
         if input is not None:
             record["input"] = input
         return record
@@ -629,6 +632,10 @@ class VerdictRecord(BaseModel):
     p_a: float | None = Field(
         None, description="Pairwise rubrics: the jury's probability that A is better (the "
         "judges' answer distributions, both orders averaged); null without distributions.")
+    inconsistent: list[str] = Field(
+        default_factory=list, description="Pairwise rubrics: each judge whose two orders "
+        "pointed to different answers, on which criterion, and what it chose in each (counted "
+        "as a tie or unscored, as the rubric says).")
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
@@ -650,7 +657,7 @@ class VerdictRecord(BaseModel):
         only when kept."""
         data = self.model_dump(mode="json", exclude={
             k for k in ("input", "calibrated", "calibration", "stage") if getattr(self, k) is None}
-            | ({"winner", "p_a"} - self.model_fields_set))
+            | ({"winner", "p_a", "inconsistent"} - self.model_fields_set))
         for vote in data["votes"]:
             if vote["raw"] is None and vote["score"] is not None:
                 del vote["raw"]

@@ -67,6 +67,9 @@ def test_the_verdict_has_a_winner_p_a_and_reasons():
     assert v.p_a == pytest.approx(((0.8 + 0.6) / 2 + (0.9 + 0.3) / 2) / 2)
     assert jury_p_a(rubric, votes) == v.p_a
     assert v.criteria["better"].n_votes == 2  # judges, not orders
+    # The inconsistent judge is named, with what it chose in each order.
+    assert v.inconsistent == [f"{jb} on better: inconsistent under order swap: with A first "
+                              "it chose a, with B first b"]
     record = v.to_record()
     assert record["winner"] == "a" and {vo["order"] for vo in record["votes"]} == {"ab", "ba"}
     back = VerdictRecord.from_record(record)
@@ -86,7 +89,7 @@ def test_records_of_other_rubrics_carry_no_pairwise_fields():
     votes = [Vote(judge=j.name, criterion=c.name, score=3) for j in spec.judges
              for c in rubric.criteria]
     record = decide(rubric, spec, provenance(rubric, spec), "x", votes).to_record()
-    assert "winner" not in record and "p_a" not in record
+    assert "winner" not in record and "p_a" not in record and "inconsistent" not in record
     assert all("order" not in v for v in record["votes"])
     assert VerdictRecord.from_record(record).to_dict() == record
 

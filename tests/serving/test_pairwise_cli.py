@@ -49,6 +49,9 @@ def test_judge_pairs_then_compare_and_audit(tmp_path):
         for j in ("smollm2-135m", "gemma3-270m")}
     for judge, n in flips.items():
         assert f"{judge}: inconsistent under order swap on {n} of 3 pairs" in run.stdout
+    for rec in records:  # each verdict names its inconsistent judges
+        flipped = {j for j in flips if len({v["score"] for v in rec["votes"] if v["judge"] == j}) > 1}
+        assert {x.split(" on ")[0] for x in rec["inconsistent"]} == flipped
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
     assert manifest["summary"]["pairwise"]["judges"]["gemma3-270m"]["inconsistent"] == \
         flips["gemma3-270m"]
