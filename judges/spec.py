@@ -379,6 +379,11 @@ class JurySpec(BaseModel):
                 f"{rubric.name} does not have (its criteria: {rubric.criterion_names})",
                 field=f"aggregation.methods.{unknown[0]}",
             )
+        if self.cascaded and rubric.pairwise:
+            raise InputError(
+                f"jury {self.name} is a cascade, and cascades do not judge pairwise rubrics yet "
+                f"({rubric.name}: a stage's confidence is read per vote, and a pairwise judge "
+                "votes twice, once per order); use a jury without stages", field="stages")
         unknown = sorted(set(self.confidence.criteria or ()) - set(rubric.criterion_names))
         if unknown:
             raise InputError(

@@ -342,8 +342,8 @@ class Rubric(BaseModel):
                 raise ValueError(
                     f"criterion {c.name}: a pairwise scale runs from 0 (the second answer is "
                     "better) to 1 (the first is), symmetric about 0.5 so that swapping the "
-                    f"answers maps each point to another, e.g. labels {{first: 1, tie: 0.5, "
-                    f"second: 0}}; got {c.scale.short()}")
+                    'answers maps each point to another, e.g. labels {"1": 1, "tie": 0.5, '
+                    f'"2": 0}}; got {c.scale.short()}')
         if len(self.criteria) > 1 and self.formula is None:
             raise ValueError("a pairwise rubric with several criteria needs a formula: the "
                              "winner is read from it (e.g. formula: {name: overall, expression: "

@@ -126,3 +126,17 @@ def test_the_shipped_pairwise_rubrics_load_and_other_rubrics_hash_as_before():
     pairwise = load_rubric("pairwise")
     assert provenance(pairwise.model_copy(update={"inconsistent": "unscored"}), spec) != \
         provenance(pairwise, spec)
+
+
+def test_a_cascaded_jury_refuses_a_pairwise_rubric_saying_why():
+    from jurybox.judges import load_jury_spec as load
+    from jurybox.rubrics.errors import InputError
+
+    unfitted = load("examples/tiny-cascade.yaml")
+    first = unfitted.stages[0].model_copy(update={"threshold": 0.9})
+    spec = unfitted.model_copy(update={"stages": [first, *unfitted.stages[1:]]})
+    assert spec.cascaded
+    unfitted.check_rubric(load_rubric("pairwise"))  # unfitted stages judge like a plain jury
+    with pytest.raises(InputError, match="cascades do not judge pairwise rubrics yet"):
+        spec.check_rubric(load_rubric("pairwise"))
+    spec.check_rubric(load_rubric("general"))  # other rubrics as before
