@@ -412,8 +412,11 @@ class Item(BaseModel):
 
     @property
     def empty_answer(self) -> bool:
-        """Whether the answer judged is empty: the response, or either answer of a pair."""
-        answers = [self.extra.get(n) for n in PAIR_FIELDS if n in self.extra] or [self.response]
+        """Whether the answer judged is empty: the response, or (an item without one) either
+        answer of a pair."""
+        answers: list[Any] = [self.response]
+        if self.response is None and any(n in self.extra for n in PAIR_FIELDS):
+            answers = [self.extra.get(n) for n in PAIR_FIELDS]
         return any(not (a or "").strip() for a in answers if a is None or isinstance(a, str))
 
     def missing(self, rubric: Rubric) -> list[str]:
