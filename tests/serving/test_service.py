@@ -124,6 +124,27 @@ def test_python_client_and_judge_url_give_the_same_verdicts(service, tiny_jury, 
     assert again.returncode == 0 and "0 judged now, 2 already in" in again.stderr
 
 
+def test_pairs_over_http_get_the_local_verdicts(service, tiny_jury):
+    """A pairwise rubric over HTTP: both orders asked of every judge, the same verdicts (and
+    winner) as in-process; a pair lacking response_b is a 422 naming it."""
+    from jurybox.rubrics import Item
+
+    pairs = [{"id": "p1", "question": ROWS[0]["question"], "response_a": ROWS[0]["response"],
+              "response_b": ROWS[1]["response"]}]
+    r = post(service, "/v1/score", {"rubric": "pairwise", "items": pairs})
+    assert r.status_code == 200, r.text
+    (remote,) = r.json()["verdicts"]
+    (local,) = tiny_jury.score(load_rubric("pairwise"), [Item(
+        id="p1", question=pairs[0]["question"],
+        extra={k: pairs[0][k] for k in ("response_a", "response_b")})])
+    assert remote["scores"] == local.scores and remote["winner"] == local.winner
+    assert remote["p_a"] == pytest.approx(local.p_a, abs=1e-3)  # float noise across processes
+    assert sorted(v["order"] for v in remote["votes"]) == ["ab", "ab", "ba", "ba"]
+    bad = post(service, "/v1/score", {"rubric": "pairwise", "items": [
+        {k: v for k, v in pairs[0].items() if k != "response_b"}]})
+    assert bad.status_code == 422 and "response_b" in bad.text
+
+
 def test_auth_is_required_and_the_token_never_echoed(service):
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
                     {"Authorization": f"Basic {TOKEN}"}, {"Authorization": f"Bearer {TOKEN}x"}):
@@ -420,23 +441,3 @@ def test_ctrl_c_finishes_the_requests_in_flight_and_refuses_new_ones(service):
     assert "retry-after" in refused.headers
     serve_proc.wait(timeout=120)
 
-
-def test_pairs_over_http_get_the_local_verdicts(service, tiny_jury):
-    """A pairwise rubric over HTTP: both orders asked of every judge, the same verdicts (and
-    winner) as in-process; a pair lacking response_b is a 422 naming it."""
-    from jurybox.rubrics import Item
-
-    pairs = [{"id": "p1", "question": ROWS[0]["question"], "response_a": ROWS[0]["response"],
-              "response_b": ROWS[1]["response"]}]
-    r = post(service, "/v1/score", {"rubric": "pairwise", "items": pairs})
-    assert r.status_code == 200, r.text
-    (remote,) = r.json()["verdicts"]
-    (local,) = tiny_jury.score(load_rubric("pairwise"), [Item(
-        id="p1", question=pairs[0]["question"],
-        extra={k: pairs[0][k] for k in ("response_a", "response_b")})])
-    assert remote["scores"] == local.scores and remote["winner"] == local.winner
-    assert remote["p_a"] == pytest.approx(local.p_a, abs=1e-3)  # float noise across processes
-    assert sorted(v["order"] for v in remote["votes"]) == ["ab", "ab", "ba", "ba"]
-    bad = post(service, "/v1/score", {"rubric": "pairwise", "items": [
-        {k: v for k, v in pairs[0].items() if k != "response_b"}]})
-    assert bad.status_code == 422 and "response_b" in bad.text
