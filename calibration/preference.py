@@ -27,18 +27,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .stat import mean_ci
+
 SCALE, BASE, INIT = 400.0, 10.0, 1000.0
-
-
-def _mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float | None, list[float] | None]:
-    if x.size == 0:
-        return None, None
-    mean = float(x.mean())
-    if x.size < 2:
-        return mean, None
-    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
-    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * sem if sem > 0 else 0.0
-    return mean, [mean - half, mean + half]
 
 
 def wilson(successes: int, n: int, level: float = 0.95) -> list[float] | None:
@@ -87,7 +78,8 @@ def win_rates(a: Sequence[str], b: Sequence[str], share: Sequence[float]) -> lis
     out = []
     for (x, y), shares in groups.items():
         v = np.array(shares)
-        rate, ci = _mean_ci(v)
+        rate, interval = mean_ci(v)
+        ci = list(interval) if interval is not None else None
         out.append(WinRate(x, y, int(v.size), rate, ci, int((v > 0.5).sum()),
                            int((v < 0.5).sum()), int((v == 0.5).sum())))
     return out

@@ -90,3 +90,21 @@ def jsonable(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+def mean_ci(values: Any, level: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
+    """Mean with a Student-t confidence interval; no interval from fewer than two values."""
+    import numpy as np
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return None, None
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, None
+    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
+    if sem == 0.0:
+        return mean, (mean, mean)
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * sem
+    return mean, (mean - half, mean + half)

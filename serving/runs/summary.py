@@ -6,32 +6,17 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats
 
 from jurybox.calibration import krippendorff_alpha
+from jurybox.calibration.stat import mean_ci
 from jurybox.judges.parsing import reason_kind
 from jurybox.rubrics import Rubric, VerdictRecord
 from jurybox.rubrics.pairwise import inconsistent_judges
-
-
-def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
-    """Mean with a Student-t confidence interval; no interval from fewer than two values."""
-    x = np.asarray(values, dtype=float)
-    if x.size == 0:
-        return None, None
-    mean = float(x.mean())
-    if x.size < 2:
-        return mean, None
-    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
-    if sem == 0.0:
-        return mean, (mean, mean)
-    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * sem
-    return mean, (mean - half, mean + half)
 
 
 @dataclass
