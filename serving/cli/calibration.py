@@ -136,33 +136,17 @@ def agree(
 
 def _length_control(predictions: Path, output: Any, report: Any, rubric_def: Any,
                     resamples: int, confidence: float, seed: int) -> list[Any]:
-    """``agree --length-control``: per criterion the length-controlled jury score."""
-    import numpy as np
-
-    from jurybox.calibration.length_control import length_control
+    """``agree --length-control``: per criterion the length-controlled jury score, fitted on
+    the human labels the report joined."""
     from jurybox.rubrics.errors import InputError
-    from jurybox.serving.runs.predictions import read_predictions
+    from jurybox.serving.runs.lengths import length_controls
 
     if rubric_def is None:
         raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
-    if rubric_def.pairwise:
-        raise InputError("--length-control is for scored answers, not pairwise verdicts")
-    items = {it.id: it for it in read_predictions(predictions, rubric_def, allow_empty=True).items}
-    ids = output.ids
-    length = np.array([len(str(items[i].response or "").split()) if i in items else np.nan
-                       for i in ids], dtype=float)
-    references = [len(str(it.reference).split()) for it in items.values() if it.reference]
-    centre = float(np.median(references)) if references else None
-    position = {i: k for k, i in enumerate(ids)}
-    out = []
-    for name, data in (report.joined.criteria.items() if report.joined else []):
-        human = np.full(len(ids), np.nan)
-        for item, value in zip(data.ids, data.human_mean):
-            human[position[item]] = value
-        out.append(length_control(name, output.jury_values(name), length, human,
-                                  centre_length=centre, n_resamples=resamples,
-                                  confidence=confidence, seed=seed))
-    return out
+    if report.joined is None:
+        return []
+    return length_controls(predictions, output, rubric_def, human=report.joined,
+                           resamples=resamples, confidence=confidence, seed=seed)
 
 
 def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,

@@ -43,6 +43,8 @@ def judge(
     url: Annotated[str | None, typer.Option("--url", help="Judge through a running `jurybox serve` at this URL instead of loading the jury here (same output file, resume and summary). The token, if the service wants one, is read from $JURYBOX_TOKEN.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge every item even if this configuration judged it before (and store nothing). By default verdicts are cached by configuration and input (see `jurybox cache`).")] = False,
+    length_control: Annotated[bool, typer.Option("--length-control", help="Add to the summary each criterion's length-controlled score beside the raw one (the jury's score with the part explained by the answer's length in words removed, at the reference answers' median length; AlpacaEval-style). Fitted on the human labels of --human, with whether it raises agreement under 5-fold cross-validation; without them on the scores themselves, which assumes quality does not grow with length.")] = False,
+    human: Annotated[Path | None, typer.Option("--human", help="With --length-control: human labels (JSONL/CSV: id, rater, one column per criterion) to fit the length bias on.", exists=True, dir_okay=False, show_default=False)] = None,
     estimate: Annotated[bool, typer.Option("--estimate", help="Print what the run would take (items to judge after --out and the cache, judge calls, prompt tokens by the judges' own tokenizers where available, output-token budget; for a cascade the calls expected per stage) without loading a model or writing anything.")] = False,
 ) -> None:
     """Judge a prediction file with a jury and write one verdict per item.
@@ -66,9 +68,14 @@ def judge(
         raise fail(f"--engine {engine}: expected local or ray")
     if (predictions is None) == (pairs is None):
         raise fail("give a prediction file, or --pairs A B (two files to compare), one of them")
+    if human is not None and not length_control:
+        raise fail("--human is the labels --length-control fits on: add --length-control")
     mapping = parse_map(map_)
     with reported():
         rubric_def = load_rubric(rubric)
+        if length_control and rubric_def.pairwise:
+            raise fail("--length-control is for scored answers, not pairwise verdicts (a "
+                       "pairwise judge's length preference is in `jurybox audit`)")
         if pairs is not None and not rubric_def.pairwise:
             raise fail(f"--pairs compares two answers: the rubric {rubric_def.name} is not "
                        "pairwise (try --rubric pairwise; see `jurybox rubrics`)")
@@ -146,7 +153,8 @@ def judge(
             try:
                 common = RunOptions(mapping=mapping, limit=limit, max_field_chars=max_field_chars,
                                     keep_raw=keep_raw, allow_empty=allow_empty, calibration=cmap,
-                                    progress=progress, format=out_format, shard_size=shard_size)
+                                    progress=progress, format=out_format, shard_size=shard_size,
+                                    length_control=length_control, human=human)
                 if engine == "ray":
                     if url is not None:
                         raise fail("--engine ray and --url are two ways to judge: pick one")

@@ -109,6 +109,8 @@ class RunOptions(TypedDict, total=False):
     progress: Callable[[int, int | None], Any] | None
     format: str | None
     shard_size: int | None
+    length_control: bool
+    human: str | Path | None
 
 
 class Run:
@@ -144,6 +146,7 @@ class Run:
                                         "max_field_chars": max_field_chars,
                                         "allow_empty": allow_empty}
         self.format, self.shard_size = options.get("format"), options.get("shard_size")
+        self.length_control, self.human = options.get("length_control", False), options.get("human")
         self.engine = engine
         self.manifest: dict[str, Any] = {}
         self.interrupted = self.repaired = False
@@ -209,6 +212,8 @@ class Run:
         summary = summarize((r for r in self.results.iter_records() if r.id not in left_out),
                             self.rubric, rejected_rows=tally.n_errors,
                             empty_responses=tally.empty)
+        if self.length_control:
+            notes = [*notes, *self._length_control(summary, left_out)]
         write_manifest(self.out, {
             **self.manifest, **tally.counts(),
             "status": "interrupted" if self.interrupted else "complete",
@@ -220,6 +225,23 @@ class Run:
                          repaired_tail=self.repaired, seconds=time.perf_counter() - self.began,
                          interrupted=self.interrupted, notes=notes, n_row_errors=tally.n_errors,
                          cached=tally.cached)
+
+    def _length_control(self, summary: Summary, left_out: Container[str]) -> list[str]:
+        """Add the length-controlled scores to ``summary``; what kept them out, as notes (the
+        run's verdicts are written whatever happens here)."""
+        from jurybox.calibration import judge_output_from_records
+        from jurybox.rubrics.errors import InputError
+        from jurybox.serving.runs.lengths import length_controls
+
+        records = [r for r in self.results.iter_records() if r.id not in left_out]
+        try:
+            output = judge_output_from_records(records, source=str(self.out))
+            controls = length_controls(self.predictions, output, self.rubric, human=self.human,
+                                       mapping=self.mapping)
+        except InputError as exc:
+            return [f"no length-controlled scores: {exc}"]
+        summary.length_control = [c.to_dict() for c in controls]
+        return []
 
 
 def earlier_not_ours(results: Results, ours: Container[str]) -> set[str]:

@@ -49,6 +49,7 @@ class Summary:
     notes: list[str] = field(default_factory=list)
     stages: dict[int, int] = field(default_factory=dict)  # cascaded juries: items per stage
     pairwise: dict[str, Any] | None = None  # pairwise rubrics: winners, inconsistent judges
+    length_control: list[dict[str, Any]] | None = None  # judge --length-control
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as plain data (``stages`` only for a cascade; the notes left out)."""
@@ -63,6 +64,8 @@ class Summary:
             **({"stages": {str(k): v for k, v in sorted(self.stages.items())}}
                if self.stages else {}),
             **({"pairwise": self.pairwise} if self.pairwise is not None else {}),
+            **({"length_control": self.length_control}
+               if self.length_control is not None else {}),
         }
 
 
@@ -220,6 +223,11 @@ def render(summary: Summary, console: Any) -> None:
                     f"  {name}: inconsistent under order swap on {row['inconsistent']} of "
                     f"{row['both_orders']} pairs ({row['inconsistent'] / row['both_orders']:.0%}"
                     f"; {summary.pairwise['criterion']})", highlight=False)
+    if summary.length_control:
+        console.print("length control (the jury's score, length in words):", highlight=False)
+        for row in summary.length_control:
+            console.print(("  + " if row["raises_agreement"] else "    ") + row["finding"],
+                          highlight=False, markup=False)
     if summary.judges:
         j = Table(title="judges")
         for col in ("judge", "votes", "unscored", "most common reasons"):

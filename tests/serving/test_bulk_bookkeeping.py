@@ -61,3 +61,46 @@ def test_the_summary_covers_this_run_s_items_only(tmp_path):
     assert (changed.total_items, changed.already_done, changed.judged) == (3, 2, 1)
     assert changed.summary.items == 3 and changed.summary.criteria[0].mean == 3.0
     assert len(out.read_text().splitlines()) == 6  # nothing rewritten, nothing lost
+
+
+def test_length_controlled_scores_in_the_run_s_summary(tmp_path):
+    """`judge --length-control` (the run's option): the summary's controlled score is the one
+    length_control gives on the written scores and the responses' word counts, fitted on the
+    human labels when given; too few items is a note, and the verdicts are written anyway."""
+    import numpy as np
+    import pytest
+
+    from jurybox.calibration.length_control import length_control
+
+    rng = np.random.default_rng(2)
+    digits = rng.integers(1, 6, 40)
+    words = (digits * 6 + rng.integers(0, 20, 40)).astype(int)  # the longer, the higher scored
+    preds, out = tmp_path / "p.jsonl", tmp_path / "o.jsonl"
+    preds.write_text("".join(json.dumps({"id": f"i{k}", "question": "q", "response": " ".join(
+        [f"s{d}", *["word"] * (n - 1)])}) + "\n" for k, (d, n) in enumerate(zip(digits, words))))
+    human = np.clip(digits - (words > 25), 1, 5)  # the humans like length less than the judge
+    labels = tmp_path / "h.jsonl"
+    labels.write_text("".join(json.dumps({"id": f"i{k}", "rater": "r", "accuracy": int(h)}) + "\n"
+                              for k, h in enumerate(human)))
+    report = judge_file(preds, RUBRIC, Jury(SPEC, {"a": ByDigit()}), out, length_control=True,
+                        human=labels)
+    (row,) = report.summary.length_control
+    want = length_control("accuracy", digits, words, human)
+    assert row["criterion"] == "accuracy" and row["n"] == 40
+    assert row["slope_per_log_length"] == pytest.approx(want.slope_per_log_length)
+    assert row["controlled_mean"] == pytest.approx(want.controlled_mean)
+    assert row["raw_mean"] == pytest.approx(report.summary.criteria[0].mean)
+    assert row["cv_gain_ci"] == pytest.approx(want.cv_gain_ci) and row["folds"] == 5
+    manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
+    assert manifest["summary"]["length_control"] == report.summary.length_control
+    # Without labels: the scores' own slope, said to assume quality ignores length.
+    bare = judge_file(preds, RUBRIC, Jury(SPEC, {"a": ByDigit()}), out, length_control=True)
+    (row,) = bare.summary.length_control
+    assert row["raises_agreement"] is None and "assumes quality" in row["fitted_on"]
+    assert row["slope_per_log_length"] == pytest.approx(
+        np.polyfit(np.log1p(words), digits, 1)[0])
+    # Too few items for a fit: the run ends as usual, saying why there is no control.
+    few = judge_file(preds, RUBRIC, Jury(SPEC, {"a": ByDigit()}), tmp_path / "few.jsonl",
+                     length_control=True, limit=4)
+    assert few.summary.length_control is None and few.judged == 4
+    assert any("no length-controlled scores" in n and "needs 10" in n for n in few.notes)

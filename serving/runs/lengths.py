@@ -1,0 +1,59 @@
+"""Length-controlled jury scores for a judged file (``jurybox judge --length-control`` in the
+run's summary, ``jurybox agree --length-control``): the answers' lengths read from the
+predictions that were judged, the correction itself in :mod:`jurybox.calibration.length_control`.
+
+Lengths are in words (every judge's tokenizer would give a different length per judge, and the
+correction is the jury's). The answers are controlled to the reference answers' median length
+when the items have references, so systems judged on the same items are controlled alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jurybox.calibration import HumanLabels, JudgeOutput
+from jurybox.calibration.joined import Joined, join
+from jurybox.calibration.length_control import LengthControl, length_control
+from jurybox.rubrics import Rubric
+from jurybox.rubrics.errors import InputError
+from jurybox.serving.runs.predictions import read_predictions
+
+
+def length_controls(predictions: str | Path, output: JudgeOutput, rubric: Rubric, *,
+                    human: HumanLabels | Joined | str | Path | None = None,
+                    mapping: Mapping[str, str] | None = None, resamples: int = 1000,
+                    confidence: float = 0.95, seed: int = 0) -> list[LengthControl]:
+    """Per criterion the length-controlled jury score of ``output`` (verdicts of the items in
+    ``predictions``): fitted on the judges' errors against ``human`` labels (a file, or labels
+    already joined with ``output``), with whether it
+    raises agreement under cross-validation, where labels are given; else on the scores
+    themselves (which assumes quality does not grow with length, as each result says)."""
+    if rubric.pairwise:
+        raise InputError("length control is for scored answers, not pairwise verdicts (a "
+                         "pairwise judge's length preference is in `jurybox audit`)")
+    items = {it.id: it for it in
+             read_predictions(predictions, rubric, mapping, allow_empty=True).items}
+    ids = output.ids
+    length = np.array([len(str(items[i].response or "").split()) if i in items else np.nan
+                       for i in ids], dtype=float)
+    references = [len(str(it.reference).split()) for it in items.values() if it.reference]
+    centre = float(np.median(references)) if references else None
+    common: dict[str, Any] = {"centre_length": centre, "n_resamples": resamples,
+                              "confidence": confidence, "seed": seed}
+    if human is None:
+        return [length_control(name, output.jury_values(name), length, **common)
+                for name in output.criteria]
+    joined = human if isinstance(human, Joined) else join(human, output, scales=rubric)
+    position = {i: k for k, i in enumerate(ids)}
+    out = []
+    for name, data in joined.criteria.items():
+        labels = np.full(len(ids), np.nan)
+        for item, value in zip(data.ids, data.human_mean):
+            labels[position[item]] = value
+        out.append(length_control(name, output.jury_values(name), length, labels, **common))
+    return out
+
