@@ -197,6 +197,12 @@ class Jury:
             steps.add(votes)
         return steps.verdicts()
 
+    def notes(self) -> list[str]:
+        """What the loaded backends say a run should know (e.g. a tokenizer that cannot split
+        the prompts' shared beginning exactly)."""
+        return [note for b in self._backends.values()
+                if (note := getattr(getattr(b, "encoder", None), "note", None))]
+
     def close(self) -> None:
         """Close and drop every loaded backend, and close the cache if there is one."""
         for backend in self._backends.values():

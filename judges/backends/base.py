@@ -11,7 +11,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from jurybox.rubrics.errors import InputError
 
@@ -107,6 +107,107 @@ def encode_prompts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     ):
         return list(tokenizer(texts, add_special_tokens=False)["input_ids"])
     return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    text: str  # the prompts' shared beginning, tokenized once
+    ids: list[int]
+    key: str  # ``text`` and the characters after it it was checked with (the context at the cut)
+
+
+class PromptEncoder:
+    """:func:`encode_prompts` with the prompts' shared beginning (a rubric's preamble: system
+    prompt, instructions, criteria) tokenized once and only each prompt's own part per prompt.
+
+    Joining the ids of two texts equals tokenizing them together only where the tokenizer's
+    pre-tokenizer and merges never cross the cut, which depends on the tokenizer and on the
+    characters around it. So a split is learned from prompts and checked on them: the shared
+    beginning of the prompts that matched no known split (and of the known split that shares
+    most with them) is cut at a line start or a line end, candidates tried from the latest, and
+    one is kept only if prefix + rest gives exactly the ids of each of those whole prompts. A
+    later prompt uses a split when it begins with its prefix followed by the ``GUARD``
+    characters the split was checked with; any other prompt is tokenized whole and splits are
+    learned again from it, the prompts grouped by their first characters (so a prefix first
+    learned from one item shrinks to what the items share, and a judge serving several rubrics
+    keeps a prefix per rubric). Where no candidate is ever exact the encoder
+    tokenizes whole prompts from then on, and says so in ``note``.
+    """
+
+    MIN_PREFIX = 256  # characters: a shorter shared beginning is not worth the check
+    GUARD = 16  # characters after the cut that must match what the split was checked with
+    CANDIDATES = 4  # cut positions tried per learning
+    KEEP = 8  # prefixes kept (a judge serving several rubrics)
+
+    def __init__(self, tokenizer: Any, name: str = "") -> None:
+        self.tokenizer = tokenizer
+        self.name = name
+        self.prefixes: list[_Prefix] = []
+        self.exact: bool | None = None  # None: not checked yet
+        self.note: str | None = None
+        self.split = 0  # prompts tokenized as a known prefix + their own part
+
+    def __call__(self, texts: list[str]) -> list[list[int]]:
+        if self.exact is False or not texts:
+            return encode_prompts(self.tokenizer, texts)
+        out: list[list[int] | None] = [None] * len(texts)
+        split: list[tuple[int, _Prefix]] = []
+        for i, text in enumerate(texts):
+            found = next((p for p in self.prefixes if text.startswith(p.key)), None)
+            if found is not None:
+                split.append((i, found))
+        if split:
+            rests = encode_prompts(self.tokenizer,
+                                   [texts[i][len(p.text):] for i, p in split])
+            for (i, p), rest in zip(split, rests):
+                out[i] = p.ids + rest
+            self.split += len(split)
+        if len(split) < len(texts):
+            alone = [i for i, ids in enumerate(out) if ids is None]
+            whole = encode_prompts(self.tokenizer, [texts[i] for i in alone])
+            for i, ids in zip(alone, whole):
+                out[i] = ids
+            groups: dict[str, list[int]] = {}  # by their first characters (rubrics differ there)
+            for k, i in enumerate(alone):
+                groups.setdefault(texts[i][: self.MIN_PREFIX + self.GUARD], []).append(k)
+            for group in groups.values():
+                self._learn([texts[alone[k]] for k in group], [whole[k] for k in group])
+        return cast("list[list[int]]", out)
+
+    def _learn(self, texts: list[str], whole: list[list[int]]) -> None:
+        shared = _shared_start(texts)
+        near = max(self.prefixes, default=None,  # the known prefix sharing most with these
+                   key=lambda p: len(_shared_start([shared, p.key])))
+        if near is not None:
+            both = _shared_start([shared, near.key])
+            if len(both) >= self.MIN_PREFIX + self.GUARD:
+                shared = both  # shrink it to what they share
+            else:
+                near = None
+        first = texts[0]
+        cuts = [c for c in range(len(shared) - self.GUARD, self.MIN_PREFIX - 1, -1)
+                if (first[c - 1] == "\n") != (first[c] == "\n")
+                and not first[c - 1 if first[c] == "\n" else c].isspace()]
+        for cut in cuts[: self.CANDIDATES]:
+            ids = encode_prompts(self.tokenizer, [first[:cut]])[0]
+            rests = encode_prompts(self.tokenizer, [t[cut:] for t in texts])
+            if all(ids + rest == w for rest, w in zip(rests, whole)):
+                self.prefixes = [_Prefix(first[:cut], ids, first[: cut + self.GUARD]),
+                                 *(p for p in self.prefixes if p is not near)][: self.KEEP]
+                self.exact = True
+                return
+        if cuts and self.exact is None:  # never exact for this tokenizer: whole prompts now on
+            self.exact = False
+            self.note = (f"judge {self.name}: its tokenizer does not split the prompts' shared "
+                         "beginning exactly (prefix + item ids differ from the whole prompt's), "
+                         "so whole prompts are tokenized")
+
+
+def _shared_start(texts: list[str]) -> str:
+    """The texts' longest common beginning, character by character."""
+    import os.path
+
+    return os.path.commonprefix(texts)  # noqa: RUF071 (strings, not paths)
 
 
 def _plain_backend(tokenizer: Any) -> Any:

@@ -5,7 +5,7 @@ as the local backends do it (``prompt_text`` with the judge's own tokenizer), an
 text and token steps are built from the recorded token ids and per-position top-k logprobs as
 the vLLM backend builds them from its outputs (``steps_from_logprobs`` with the judge's
 tokenizer), so detokenizing costs what it costs there. Tokenizing and detokenizing use the
-shared helpers of ``backends.base`` (``encode_prompts``, ``Detokenizer``,
+shared helpers of ``backends.base`` (``PromptEncoder``, ``Detokenizer``,
 ``steps_from_logprobs``), as the vLLM backend does. That makes it the yardstick for jurybox's own work per judgment
 (``perf/machinery.py``), and a fixture that runs the real judging path in tests without a model.
 
@@ -16,7 +16,6 @@ backend decoded, and the top-k ``{token id: logprob}`` at each answer position.
 
 from __future__ import annotations
 
-import functools
 import gzip
 import json
 import time
@@ -27,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 from .base import (
     Detokenizer,
     Generation,
+    PromptEncoder,
     Request,
     bos_prefix,
-    encode_prompts,
     length_error,
     prompt_text,
     require_chat_template,
@@ -156,7 +155,7 @@ class ReplayBackend:
         self.timings = {"prompt": 0.0, "tokenize": 0.0, "steps": 0.0}
         self._steps = steps_from_logprobs
         self._decode: Any = Detokenizer(self.tokenizer)
-        self._encode = functools.partial(encode_prompts, self.tokenizer)
+        self.encoder = PromptEncoder(self.tokenizer, spec.name)
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
         """The exact text the judge is given for ``messages`` (chat template or plain framing)."""
@@ -178,7 +177,7 @@ class ReplayBackend:
         t0 = clock()
         prompts = [self.prompt_text(r.messages) for r in requests]
         t1 = clock()
-        prompt_ids = self._encode(prompts)
+        prompt_ids = self.encoder(prompts)
         t2 = clock()
         out = []
         for ids in prompt_ids:

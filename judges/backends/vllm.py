@@ -32,6 +32,7 @@ from .base import (
     Detokenizer,
     Generation,
     JudgeConfigError,
+    PromptEncoder,
     Request,
     bos_prefix,
     encode_prompts,
@@ -102,6 +103,7 @@ class _VLLMJudge:
         require_chat_template(spec, tokenizer)
         self._bos = bos_prefix(tokenizer)
         self._decode = Detokenizer(tokenizer)
+        self.encoder = PromptEncoder(tokenizer, spec.name)
         self.max_len = model_config.max_model_len
         self._on_cpu = current_platform.is_cpu()
         eos = getattr(model_config.hf_config, "eos_token_id", None)
@@ -115,7 +117,7 @@ class _VLLMJudge:
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def _encode(self, texts: list[str]) -> list[list[int]]:
-        return encode_prompts(self.tokenizer, texts)
+        return self.encoder(texts)
 
     # -- sampling parameters ---------------------------------------------------------------------
 
@@ -170,7 +172,7 @@ class _VLLMJudge:
             )
             return text, Generation(error=error), []
         thought = text[: cut + len(r.end)]
-        answer_ids = ids + self._encode([thought + "\n\n"])[0]
+        answer_ids = ids + encode_prompts(self.tokenizer, [thought + "\n\n"])[0]
         reasoning = thought[:cut].removeprefix(r.start).strip()
         if len(answer_ids) + self.spec.sampling.max_tokens > self.max_len:
             return reasoning, Generation(

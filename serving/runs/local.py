@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Unpack
 
-from jurybox.judges import JuryLike
+from jurybox.judges import Jury, JuryLike
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.rows import count_rows
 from jurybox.serving.runs.predictions import IdIndex, RowError, iter_predictions
@@ -52,7 +52,8 @@ def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str
                 rows.cached = jury.cache_hits - hits_before
             if run.progress is not None:
                 run.progress(rows.already + rows.judged, total)
-    return run.finish(rows, [], cache=jury.cache.path if jury.cache is not None else None)
+    notes = jury.notes() if isinstance(jury, Jury) else []
+    return run.finish(rows, notes, cache=jury.cache.path if jury.cache is not None else None)
 
 
 class RowStream(Tally):

@@ -235,3 +235,82 @@ def test_records_are_the_verdict_record_s_data():
             assert json.dumps(record) == json.dumps(expected)  # key order and number types too
             record["votes"][0]["judge"] = "changed"  # a copy: the verdict is not touched
             assert verdict.votes[0].judge != "changed"
+
+
+# -- tokenizing prompts: the shared beginning once --------------------------------------------
+
+
+def _prompts(n: int, seed: int) -> list[str]:
+    """Prompts of two rubrics over the examples' answers, some with answers that begin or end
+    with whitespace or newlines (the characters that decide a pre-tokenizer's cut)."""
+    from jurybox.judges import render_requests
+    from jurybox.rubrics import Item, load_rubric
+
+    rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
+    rnd = random.Random(seed)
+    texts = []
+    for rubric in (load_rubric("mirage-mg"), load_rubric("general")):
+        items = []
+        for k in range(n):
+            row = rnd.choice(rows)
+            edge = rnd.choice(["", " ", "\n", "\n\n", "  \n"])
+            response = rnd.choice([edge + row["response"], row["response"] + edge, "é" + row["response"]])
+            items.append(Item(id=f"i{k}", question=row["question"], reference=row["reference"],
+                              response=response))
+        texts += ["\n".join(m["content"] for m in r.messages)
+                  for r in render_requests(rubric, items).requests]
+    rnd.shuffle(texts)
+    return texts
+
+
+def _trained_bpe(texts, pre_tokenized: bool):
+    """A real BPE tokenizer (the tokenizers library behind transformers) trained on the prompts:
+    byte-level with GPT-2's pre-tokenizer, or with none, so that its merges cross line breaks."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    alphabet = []
+    if pre_tokenized:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+    tok.train_from_iterator(texts * 3, trainers.BpeTrainer(vocab_size=2000, show_progress=False,
+                                                           initial_alphabet=alphabet))
+    return PreTrainedTokenizerFast(tokenizer_object=tok)
+
+
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_shared_prefix_tokenized_once_gives_the_whole_prompts_ids(seed):
+    from jurybox.judges.backends.base import PromptEncoder, encode_prompts
+
+    texts = _prompts(24, seed)
+    tok = _trained_bpe(texts, pre_tokenized=True)
+    want = encode_prompts(tok, texts)
+    encoder = PromptEncoder(tok, "toy")
+    rnd = random.Random(seed)
+    got, start = [], 0
+    while start < len(texts):  # batches of 1 to 9 prompts, the two rubrics mixed
+        size = rnd.randint(1, 9)
+        got += encoder(texts[start : start + size])
+        start += size
+    assert got == want
+    assert encoder.exact and encoder.note is None
+    assert encoder.split >= len(texts) // 2  # the split is really used
+    assert len(encoder.prefixes) == 2  # one per rubric, shrunk to what its prompts share
+    assert all(p.ids == encode_prompts(tok, [p.text])[0] for p in encoder.prefixes)
+
+
+def test_a_tokenizer_whose_merges_cross_the_cut_takes_whole_prompts():
+    from jurybox.judges.backends.base import PromptEncoder, encode_prompts
+
+    texts = _prompts(12, 0)
+    tok = _trained_bpe(texts, pre_tokenized=False)  # no pre-tokenizer: merges span lines
+    encoder = PromptEncoder(tok, "toy")
+    got = [ids for k in range(0, len(texts), 4) for ids in encoder(texts[k : k + 4])]
+    assert got == encode_prompts(tok, texts)
+    assert encoder.exact is False and encoder.split == 0 and not encoder.prefixes
+    assert "judge toy" in encoder.note and "whole prompts are tokenized" in encoder.note

@@ -165,3 +165,27 @@ def test_records_survive_the_round_trip(replay, recording, items):
             assert record == verdict.verdict_record(keep_raw).to_dict()
             again = Verdict.from_record(VerdictRecord.from_record(json.loads(json.dumps(record))))
             assert again.to_record(keep_raw=keep_raw) == record
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_both_tiny_tokenizers_split_the_shared_prefix_exactly(replay, seed):
+    """The prefix path (``PromptEncoder``) with the tiny judges' own tokenizers and prompt
+    framing (SmolLM2's chat template, Gemma's plain prompt): the whole prompts' ids, in
+    batches of any size, two rubrics mixed, answers edged with whitespace."""
+    from test_machinery_equivalence import _prompts
+
+    from jurybox.judges.backends.base import PromptEncoder
+
+    spec, backends = replay
+    for judge in spec.judges:
+        backend = backends[judge.name]
+        texts = [backend.prompt_text([{"role": "user", "content": t}]) for t in _prompts(20, seed)]
+        encoder = PromptEncoder(backend.tokenizer, judge.name)
+        rnd = random.Random(seed)
+        got, start = [], 0
+        while start < len(texts):
+            size = rnd.randint(1, 12)
+            got += encoder(texts[start : start + size])
+            start += size
+        assert got == encode_prompts(backend.tokenizer, texts), judge.name
+        assert encoder.exact and encoder.split >= len(texts) // 2, (judge.name, encoder.split)
