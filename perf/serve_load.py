@@ -2,20 +2,38 @@
 
 1. offline: the jury judges N items in-process (``Jury.score``, the same path as ``jurybox
    judge``), engines loaded first and not timed;
-2. service: ``jurybox serve``'s application with the same jury; a second process sends the same
-   N items as R requests (N/R items each) from C concurrent clients over HTTP on 127.0.0.1.
+2. service: ``jurybox serve``'s application with the same jury (Ray Serve, the ingress, one
+   deployment per judge); a second process sends the same N items as R requests (N/R items
+   each) from C concurrent clients over HTTP on 127.0.0.1;
+3. with ``--latency-requests L``: before that, the same client process sends L requests of
+   ``--per-request`` items one after another (one client), for the latency alone.
 
-Prints both throughputs and their ratio (target: service/offline >= 0.7), and the latency the
-service adds to a request over the engines' own time (request latency minus the longest
-generation among its votes, the time the judges themselves needed), at p50 and p99.
+Prints both throughputs and their ratio (target: service/offline >= 0.7 on an engine), and the
+latency the service adds to a request over the judges' own time (request latency minus the
+longest ``latency_s`` among its votes, the time the judges themselves needed), at p50 and p99:
+of the sequential requests when there are any, else of the concurrent ones.
+
+``--backend engine`` (the default) runs the real models of ``--jury`` (``tiny-vllm``).
+``--backend replay`` measures the service's own overhead without a model: the ``tiny`` jury's
+judges (their real tokenizers) on one :class:`~jurybox.judges.backends.replay.ReplayBackend` each,
+built from ``perf/data/tiny-mirage-mg.json.gz``, offline and in the service's judge replicas
+alike (``build_jury_app(..., backend_factory=...)``), on the recorded items cycled with fresh
+ids, so every prompt replays its own recording. A replayed vote's ``latency_s`` is 0: the added
+latency is then the whole request, the backends' tokenizing and detokenizing (which the offline
+path pays too) included. Targets on 2 cores: p50 <= 15 ms, p99 <= 50 ms, throughput >= 0.6.
+Both modes check that the service's verdicts equal the offline ones (latency aside).
 
     python perf/serve_load.py [--items 200] [--per-request 8] [--clients 8] [--jury tiny-vllm]
+    python perf/serve_load.py --backend replay [--items 1600] [--latency-requests 250] [--json]
+
+``--json``: one JSON object of every number, as the last line of stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -25,38 +43,82 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "perf"))
 sys.path.insert(0, str(ROOT / "tests"))
+RECORDING = ROOT / "perf" / "data" / "tiny-mirage-mg.json.gz"
+RUBRIC = "mirage-mg"
 
+# Reads {"url", "phases": [{"rows", "per_request", "clients", "keep"}]} on stdin; prints, per
+# phase, its wall time, each request's (seconds, longest vote latency_s), and with "keep" the
+# verdicts in the rows' order.
 CLIENT = r"""
 import asyncio, json, sys, time
 import httpx
 
-url, per_request, clients = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rows = json.loads(sys.stdin.read())
-batches = [rows[i:i + per_request] for i in range(0, len(rows), per_request)]
+job = json.loads(sys.stdin.read())
+url = job["url"]
+
+async def phase(http, rows, per_request, clients, keep):
+    batches = [rows[i:i + per_request] for i in range(0, len(rows), per_request)]
+    queue = asyncio.Queue()
+    for k, b in enumerate(batches):
+        queue.put_nowait((k, b))
+    results, verdicts = [], [None] * len(batches)
+
+    async def worker():
+        while not queue.empty():
+            k, batch = queue.get_nowait()
+            began = time.perf_counter()
+            r = await http.post(url + "/v1/score", json={"rubric": job["rubric"], "items": batch})
+            took = time.perf_counter() - began
+            r.raise_for_status()
+            got = r.json()["verdicts"]
+            engine = max(v["latency_s"] or 0.0 for verdict in got for v in verdict["votes"])
+            results.append((took, engine))
+            if keep:
+                verdicts[k] = got
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    wall = time.perf_counter() - began
+    out = {"wall": wall, "requests": results}
+    if keep:
+        out["verdicts"] = [v for part in verdicts for v in part]
+    return out
 
 async def main():
-    queue = asyncio.Queue()
-    for b in batches:
-        queue.put_nowait(b)
-    results = []
     async with httpx.AsyncClient(timeout=1800) as http:
-        async def worker():
-            while not queue.empty():
-                batch = queue.get_nowait()
-                began = time.perf_counter()
-                r = await http.post(url + "/v1/score", json={"rubric": "mirage-mg", "items": batch})
-                took = time.perf_counter() - began
-                r.raise_for_status()
-                engine = max(v["latency_s"] or 0.0 for verdict in r.json()["verdicts"]
-                             for v in verdict["votes"])
-                results.append((took, engine))
-        began = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(clients)))
-        wall = time.perf_counter() - began
-    print(json.dumps({"wall": wall, "requests": results}))
+        return [await phase(http, p["rows"], p["per_request"], p["clients"], p.get("keep"))
+                for p in job["phases"]]
 
-asyncio.run(main())
+print(json.dumps(asyncio.run(main())))
 """
+
+
+def replay_factory(spec):  # pickled by value into the judge replicas (this is __main__)
+    from jurybox.judges.backends.replay import Recording, ReplayBackend
+
+    return ReplayBackend(spec, Recording.load(RECORDING))
+
+
+def replay_items(n: int, tag: str) -> list:
+    """``n`` items cycling through the recorded ones, with fresh ids (each replays its own)."""
+    from jurybox.judges.backends.replay import Recording
+    from jurybox.rubrics import Item
+
+    base = [Item.model_validate(d) for d in Recording.load(RECORDING).items]
+    return [base[i % len(base)].model_copy(update={"id": f"{tag}{i:06d}"}) for i in range(n)]
+
+
+def row(item) -> dict:
+    """An item as a request's JSON object (a prediction-file row: extra fields at the top)."""
+    out = {k: v for k, v in item.model_dump(mode="json").items()
+           if k != "extra" and v not in (None, [], {})}
+    out.update(item.extra or {})
+    return out
+
+
+def timeless(record: dict) -> dict:
+    """A verdict record without its votes' latencies (all that two runs may differ in)."""
+    return {**record, "votes": [{k: v for k, v in vote.items() if k != "latency_s"}
+                                for vote in record["votes"]]}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -69,56 +131,117 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--items", type=int, default=200)
+    ap.add_argument("--backend", choices=("engine", "replay"), default="engine")
+    ap.add_argument("--items", type=int, default=None,
+                    help="items of the concurrent run (default: 200; 1600 with replay)")
+    ap.add_argument("--latency-requests", type=int, default=None,
+                    help="sequential requests from one client first (default: 0; 250 with "
+                    "replay)")
     ap.add_argument("--per-request", type=int, default=8)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--jury", default="tiny-vllm")
+    ap.add_argument("--jury", default=None,
+                    help="the jury (default: tiny-vllm; replay: tiny, whose judges were recorded)")
+    ap.add_argument("--json", action="store_true",
+                    help="print one JSON object of the results as the last line of stdout")
     args = ap.parse_args()
+    replay = args.backend == "replay"
+    n_items = args.items if args.items is not None else (1600 if replay else 200)
+    n_sequential = (args.latency_requests if args.latency_requests is not None
+                    else (250 if replay else 0))
+    jury_name = args.jury or ("tiny" if replay else "tiny-vllm")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # before any tokenizer loads
     from jurybox.judges.cpu import cpu
 
-    print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
+    cpu_text = cpu().describe()
+    print(f"cpu: {cpu_text}", flush=True)  # results depend on it
 
-    from judge_throughput import make_items
-    from service_helpers import running_service
+    from service_helpers import assert_same_verdicts, running_service
 
     from jurybox.judges import Jury
-    from jurybox.rubrics import load_rubric
+    from jurybox.rubrics import input_hash, load_rubric
     from jurybox.serving.service.config import Limits, ServiceConfig
 
-    items = make_items(args.items)
-    rubric = load_rubric("mirage-mg")
+    rubric = load_rubric(RUBRIC)
+    if replay:
+        items = replay_items(n_items, "c")
+        sequential = replay_items(n_sequential * args.per_request, "s")
+        spec = Jury.load(jury_name).spec
+        jury = Jury(spec, {j.name: replay_factory(j) for j in spec.judges})
+    else:
+        from judge_throughput import make_items
 
-    jury = Jury.load(args.jury)
-    jury.load_backends()
-    jury.score(rubric, items[:4])  # warm-up: grammar compiled, pools filled
+        items = make_items(n_items)
+        sequential = [it.model_copy(update={"id": f"s-{it.id}"})
+                      for it in make_items(n_sequential * args.per_request)]
+        jury = Jury.load(jury_name)
+        jury.load_backends()
+    jury.score(rubric, items[:4])  # warm-up: grammar compiled, pools filled, caches warm
     began = time.perf_counter()
-    jury.score(rubric, items)
+    offline_verdicts = jury.score(rubric, items)
     offline = time.perf_counter() - began
+    want = [v.to_record(input=input_hash(it)) for v, it in zip(offline_verdicts, items)]
     jury.close()
 
-    rows = [{"id": it.id, "question": it.question, "response": it.response,
-             "reference": it.reference} for it in items]
-    limits = Limits(max_concurrent=args.clients, max_queued=args.clients, max_items=args.items)
-    with running_service(ServiceConfig(jury=args.jury, limits=limits)) as url:
-        warm = [{**r, "id": f"warm-{r['id']}"} for r in rows[:4]]
+    limits = Limits(max_concurrent=args.clients, max_queued=args.clients,
+                    max_items=max(256, args.per_request))
+    phases = []
+    if sequential:
+        phases.append({"rows": [row(it) for it in sequential], "per_request": args.per_request,
+                       "clients": 1})
+    phases.append({"rows": [row(it) for it in items], "per_request": args.per_request,
+                   "clients": args.clients, "keep": True})
+    with running_service(ServiceConfig(jury=jury_name, limits=limits),
+                         backend_factory=replay_factory if replay else None) as url:
         import httpx
 
-        httpx.post(f"{url}/v1/score", json={"rubric": "mirage-mg", "items": warm},
-                   timeout=1800).raise_for_status()
-        run = subprocess.run([sys.executable, "-c", CLIENT, url, str(args.per_request),
-                              str(args.clients)], input=json.dumps(rows), capture_output=True,
-                             text=True, check=True)
-    load = json.loads(run.stdout)
+        warm = [{**r, "id": f"warm-{r['id']}"} for r in phases[-1]["rows"][:args.per_request]]
+        for _ in range(5 if replay else 1):
+            httpx.post(f"{url}/v1/score", json={"rubric": RUBRIC, "items": warm},
+                       timeout=1800).raise_for_status()
+        run = subprocess.run([sys.executable, "-c", CLIENT],
+                             input=json.dumps({"url": url, "rubric": RUBRIC, "phases": phases}),
+                             capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            raise SystemExit(f"the client failed:\n{run.stderr[-3000:]}")
+    *first, load = json.loads(run.stdout)
+    got = load.pop("verdicts")
+    if replay:  # deterministic: the very same records, latency aside
+        assert [timeless(r) for r in got] == [timeless(r) for r in want], "verdicts differ"
+    else:
+        assert_same_verdicts(got, want, tolerance=0.15)
     served = load["wall"]
-    added = [took - engine for took, engine in load["requests"]]
-    print(f"machine: {platform.processor() or platform.machine()}, "
-          f"{__import__('os').cpu_count()} CPUs; jury {args.jury}; {args.items} items, "
+    timed = first[0]["requests"] if first else load["requests"]
+    added = [took - engine for took, engine in timed]
+    result = {
+        "p50_added_ms": percentile(added, 0.5) * 1000,
+        "p99_added_ms": percentile(added, 0.99) * 1000,
+        "mean_added_ms": sum(added) / len(added) * 1000,
+        "latency_of": f"{len(timed)} requests from " + (
+            "one client, one after another" if first else f"{args.clients} clients"),
+        "throughput_ratio": offline / served,
+        "offline_items_per_s": n_items / offline,
+        "service_items_per_s": n_items / served,
+        "items": n_items,
+        "per_request": args.per_request,
+        "clients": args.clients,
+        "latency_requests": len(first[0]["requests"]) if first else 0,
+        "backend": args.backend,
+        "jury": jury_name,
+        "verdicts_equal_offline": True,
+        "cpu": cpu_text,
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+    }
+    print(f"machine: {result['machine']}; jury {jury_name} ({args.backend}); {n_items} items, "
           f"{len(load['requests'])} requests of {args.per_request} from {args.clients} clients")
-    print(f"offline   {args.items / offline:7.2f} items/s ({offline:.1f} s)")
-    print(f"service   {args.items / served:7.2f} items/s ({served:.1f} s)")
-    print(f"service/offline throughput = {offline / served:.3f}  (target >= 0.7)")
-    print(f"latency added by the service over the engines' own time: "
-          f"p50 {percentile(added, 0.5) * 1000:.0f} ms, p99 {percentile(added, 0.99) * 1000:.0f} ms")
+    print(f"offline   {n_items / offline:7.2f} items/s ({offline:.1f} s)")
+    print(f"service   {n_items / served:7.2f} items/s ({served:.1f} s)")
+    print(f"service/offline throughput = {offline / served:.3f}  (target >= "
+          f"{0.6 if replay else 0.7})")
+    print(f"latency added by the service over the judges' own time ({result['latency_of']}): "
+          f"p50 {result['p50_added_ms']:.1f} ms, p99 {result['p99_added_ms']:.1f} ms")
+    print("the service's verdicts equal the offline ones")
+    if args.json:
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -24,8 +24,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_service(config, env: dict[str, str] | None = None, ready_timeout: float = 900.0):
-    """Serve ``config`` (a ServiceConfig) until the block ends; yields the base URL."""
+def running_service(config, env: dict[str, str] | None = None, ready_timeout: float = 900.0,
+                    backend_factory=None):
+    """Serve ``config`` (a ServiceConfig) until the block ends; yields the base URL.
+    ``backend_factory`` replaces the judges' backends (see ``build_jury_app``)."""
     import ray
     from ray import serve
 
@@ -38,7 +40,7 @@ def running_service(config, env: dict[str, str] | None = None, ready_timeout: fl
     ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING")
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=QUIET)
-        serve.run(build_jury_app(config), name=APP_NAME, route_prefix="/", logging_config=QUIET)
+        serve.run(build_jury_app(config, backend_factory), name=APP_NAME, route_prefix="/", logging_config=QUIET)
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, ready_timeout)
         yield url

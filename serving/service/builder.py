@@ -5,6 +5,7 @@ deploy`` or a KubeRay RayService (``jurybox serve --print-config``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from jurybox.judges import JudgeSpec, JurySpec
@@ -57,9 +58,15 @@ def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
     }
 
 
-def build_jury_app(args: dict[str, Any]) -> Any:
+def build_jury_app(args: dict[str, Any] | ServiceConfig,
+                   backend_factory: Callable[[JudgeSpec], Any] | None = None) -> Any:
     """The Serve application for ``args`` (the fields of :class:`ServiceConfig`). Everything is
-    validated here: a bad jury, rubric or calibration map fails the deploy, not a request."""
+    validated here: a bad jury, rubric or calibration map fails the deploy, not a request.
+
+    ``backend_factory(judge_spec)`` replaces every judge's backend (benchmarks and tests: e.g.
+    ``perf/serve_load.py --backend replay``, as ``judge_with_ray`` takes one); it travels to the
+    judge replicas pickled (by value when defined in ``__main__``). Not a config field: no
+    config file or ``jurybox serve`` option can reach it."""
     from ray import serve
     from ray.serve.config import DeploymentActorConfig
 
@@ -71,7 +78,9 @@ def build_jury_app(args: dict[str, Any]) -> Any:
     spec = plan.jury_spec()
     # serve.deployment(cls) is a Deployment; Ray annotates only its decorator-factory form.
     judge_cls = cast("Deployment", serve.deployment(JudgeServer))
-    judges = {j.name: judge_cls.options(**judge_options(j)).bind(j.model_dump(mode="json"))
+    extra = () if backend_factory is None else (backend_factory,)
+    judges = {j.name: judge_cls.options(**judge_options(j)).bind(j.model_dump(mode="json"),
+                                                                 *extra)
               for j in spec.judges}
     # Late-bound ingress: the replica builds its FastAPI app after __init__
     # (JuryIngress.__serve_build_asgi_app__), so no route is a rewritten method.

@@ -44,7 +44,12 @@ def service_backend(spec: JudgeSpec) -> Backend:
         return AsyncVLLMBackend(spec, distributed_executor_backend="ray" if tp > 1 else None)
     from jurybox.judges.jury import make_backend
 
-    backend = make_backend(spec)
+    return served(make_backend(spec))
+
+
+def served(backend: Backend) -> Backend:
+    """``backend`` as a judge replica runs it: an async one as it is, a synchronous one behind
+    :class:`_Batched` (concurrent requests merged into one generate in a worker thread)."""
     return backend if isinstance(backend, AsyncBackend) else _Batched(backend)
 
 
@@ -160,13 +165,15 @@ class _Batched:
 
 class JudgeServer:
     """One judge: its backend, built once per replica (``backend_factory`` replaces it in
-    tests, as Ray Serve LLM takes an ``engine_cls``)."""
+    tests and benchmarks, as Ray Serve LLM takes an ``engine_cls``; a synchronous backend it
+    makes is run as the service runs one, see :func:`served`)."""
 
     def __init__(self, spec: dict[str, Any], backend_factory: BackendFactory | None = None) -> None:
         from jurybox.judges.jury import freeze_loaded_objects
 
         self.spec = JudgeSpec.model_validate(spec)
-        self.backend = (backend_factory or service_backend)(self.spec)
+        self.backend = (served(backend_factory(self.spec)) if backend_factory is not None
+                        else service_backend(self.spec))
         freeze_loaded_objects()
 
     async def votes(self, requests: Requests) -> list[list[Vote]]:
