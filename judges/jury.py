@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 
-from .backends.base import Backend
+from .backends.base import Backend, backend_note
 from .cache import CacheLookup, VerdictCache
 from .cascade import Steps
 from .judging import judge_votes, render_requests
@@ -200,8 +200,7 @@ class Jury:
     def notes(self) -> list[str]:
         """What the loaded backends say a run should know (e.g. a tokenizer that cannot split
         the prompts' shared beginning exactly)."""
-        return [note for b in self._backends.values()
-                if (note := getattr(getattr(b, "encoder", None), "note", None))]
+        return [note for b in self._backends.values() if (note := backend_note(b))]
 
     def close(self) -> None:
         """Close and drop every loaded backend, and close the cache if there is one."""

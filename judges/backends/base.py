@@ -116,6 +116,12 @@ class _Prefix:
     key: str  # ``text`` and the characters after it it was checked with (the context at the cut)
 
 
+def backend_note(backend: object) -> str | None:
+    """What a loaded backend says a run should know, or None: its :class:`PromptEncoder`'s
+    note (a tokenizer that cannot split the prompts' shared beginning exactly)."""
+    return getattr(getattr(backend, "encoder", None), "note", None)
+
+
 class PromptEncoder:
     """:func:`encode_prompts` with the prompts' shared beginning (a rubric's preamble: system
     prompt, instructions, criteria) tokenized once and only each prompt's own part per prompt.

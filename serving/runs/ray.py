@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from jurybox.judges import JudgeSpec, JurySpec, StagePlan, provenance
+from jurybox.judges.backends.base import backend_note
 from jurybox.judges.cache import CacheLookup, VerdictCache
 from jurybox.rubrics import Item, Rubric, Vote, input_hash
 from jurybox.rubrics.errors import last_line
@@ -189,6 +190,8 @@ class _Judge:
                 votes_out[i] = pickle.dumps(per_item)
         batch[self.column] = votes_out
         batch[f"{self.column}_s"] = [(time.perf_counter() - began) / max(len(rows), 1)] * len(votes_out)
+        # What the backend says the run should know (the local engine's Jury.notes()).
+        batch[f"{self.column}_note"] = [backend_note(self._backend) or ""] * len(votes_out)
         return batch
 
 
@@ -229,7 +232,8 @@ class _Decide:
                 records[i] = json.dumps(record, ensure_ascii=False, allow_nan=False)
         # What the driver needs; the prompts and pickled votes stay behind.
         keep = ["id", "row", "file", "input", "error", "skipped", "cached", "empty"] + [
-            f"{_column(self.plan.jury, j)}_s" for j in self.plan.jury.judges]
+            f"{_column(self.plan.jury, j)}{end}" for j in self.plan.jury.judges
+            for end in ("_s", "_note")]
         return {**{k: batch[k] for k in keep}, "record": records, "verdict": verdicts}
 
 
@@ -292,10 +296,10 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
     finally:
         if started_ray:
             ray.shutdown()
-    notes = [f"judge {j.name}: {state.throughput(k):.2f} judgments/s per actor"
-             for k, j in enumerate(jury.judges) if state.busy.get(k, 0.0) > 0]
-    return run.finish(state, notes, cache=cache.path if cache is not None else None,
-                      throughput=notes)
+    throughput = [f"judge {j.name}: {state.throughput(k):.2f} judgments/s per actor"
+                  for k, j in enumerate(jury.judges) if state.busy.get(k, 0.0) > 0]
+    return run.finish(state, [*throughput, *state.notes],
+                      cache=cache.path if cache is not None else None, throughput=throughput)
 
 
 def _answer_from_cache(run: Run, cache: VerdictCache, done: set[str], allowed: set[str] | None,
@@ -396,13 +400,14 @@ class _Driver(Tally):
         self.total = total
         self.busy: dict[int, float] = {}
         self.counted: dict[int, int] = {}
+        self.notes: dict[str, None] = {}  # the judges' backends' notes, in order, once each
 
     def take(self, batch: dict[str, Any], jury: JurySpec
              ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
         """The records to write and the fresh verdicts (input hash, verdict JSON) of one
         batch."""
         records, verdicts = [], []
-        seconds = [f"{_column(jury, judge)}_s" for judge in jury.judges]
+        columns = [_column(jury, judge) for judge in jury.judges]
         for i in range(len(batch["id"])):
             if batch["error"][i]:
                 self.error(RowError(**json.loads(batch["error"][i])))
@@ -425,9 +430,11 @@ class _Driver(Tally):
             records.append(json.loads(batch["record"][i]))
             if batch["verdict"][i]:
                 verdicts.append((batch["input"][i], batch["verdict"][i]))
-            for k, column in enumerate(seconds):
-                self.busy[k] = self.busy.get(k, 0.0) + float(batch[column][i])
+            for k, column in enumerate(columns):
+                self.busy[k] = self.busy.get(k, 0.0) + float(batch[f"{column}_s"][i])
                 self.counted[k] = self.counted.get(k, 0) + 1
+                if note := batch[f"{column}_note"][i]:
+                    self.notes[note] = None
         return records, verdicts
 
     def throughput(self, k: int) -> float:

@@ -67,7 +67,7 @@ class _Batched:
     generate does not hold the judge while new requests wait (a deadline or
     ``max_concurrent`` would mean nothing if it did)."""
 
-    def __init__(self, backend: Backend, max_wait_s: float = 0.01) -> None:
+    def __init__(self, backend: Backend, max_wait_s: float = 0.0) -> None:
         self.backend = backend
         self.name = backend.name
         self._waiting: list[tuple[list[Request], asyncio.Future]] = []
@@ -89,7 +89,10 @@ class _Batched:
         batch: list[tuple[list[Request], asyncio.Future]] = []
         try:
             while self._waiting:
-                await asyncio.sleep(self._max_wait_s)  # let concurrent calls join the batch
+                # Let calls made together join the batch: one turn of the event loop, by
+                # default (a fixed wait would delay every lone request by as much; under load
+                # the next batch gathers while one generates).
+                await asyncio.sleep(self._max_wait_s)
                 batch = [(reqs, fut) for reqs, fut in self._waiting if not fut.done()]
                 self._waiting = []
                 if batch:

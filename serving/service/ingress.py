@@ -15,6 +15,8 @@ import logging
 import time
 from typing import Any
 
+import msgspec
+import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -43,6 +45,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 DESCRIPTION = ("Score long-form answers with a jury of LLM judges against explicit rubrics. "
                "POST /v1/score with a rubric and items; every verdict has exactly the fields of "
                "a `jurybox judge` output line.")
+
+
+def _plain(value: Any) -> Any:
+    """What msgspec cannot encode itself: numpy scalars, as their Python values."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+_encode = msgspec.json.Encoder(enc_hook=_plain).encode
 
 
 def _json(problem: HTTPProblem) -> JSONResponse:
@@ -159,8 +171,11 @@ def build_app(ingress: JuryIngress) -> FastAPI:
 
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS, **v1,
               summary="Judge items with the jury")
-    async def score(request: ScoreRequest) -> JSONResponse:
-        return JSONResponse({"verdicts": await ingress.score(request)})
+    async def score(request: ScoreRequest) -> Response:
+        # Encoded once, by msgspec (json.dumps took ~1.3 ms of an 8-item answer); a NaN would
+        # be null here, where Starlette's JSONResponse refuses it.
+        return Response(_encode({"verdicts": await ingress.score(request)}),
+                        media_type="application/json")
 
     @app.post("/v1/provenance", response_model=ProvenanceResponse, responses=ERRORS, **v1,
               summary="The provenance hash verdicts of a rubric and this jury carry")

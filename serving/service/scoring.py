@@ -11,6 +11,7 @@ health, Prometheus metrics and a graceful drain, each shared with the other ingr
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import math
 import os
@@ -81,11 +82,17 @@ class Metrics:
         of reason."""
         from jurybox.judges.parsing import reason_kind
 
+        votes: collections.Counter[str] = collections.Counter()
+        unscored: collections.Counter[tuple[str, str]] = collections.Counter()
         for record in records:
             for vote in record["votes"]:
-                self.votes.labels(vote["judge"]).inc()
+                votes[vote["judge"]] += 1
                 if vote["score"] is None:
-                    self.unscored.labels(vote["judge"], reason_kind(vote["error"] or "")).inc()
+                    unscored[vote["judge"], reason_kind(vote["error"] or "")] += 1
+        for judge, n in votes.items():  # one metric update per label, not per vote
+            self.votes.labels(judge).inc(n)
+        for (judge, kind), n in unscored.items():
+            self.unscored.labels(judge, kind).inc(n)
 
     def text(self) -> bytes:
         """Every metric in Prometheus's text exposition format."""

@@ -108,6 +108,52 @@ def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(tiny_jury, tmp_p
     assert_same_verdicts(written(tmp_path / "ray"), written(local))
 
 
+class _Noting:
+    """A scripted judge (the same answer to every prompt) whose prompt encoder fell back to
+    whole prompts, as a tokenizer that cannot split the prompts' shared beginning makes it
+    (``PromptEncoder``, tested in tests/judges/test_machinery_equivalence.py): what is under
+    test here is that the run says so, not the judging."""
+
+    ANSWER = '{"accuracy": 3, "relevance": 4, "completeness": 2, "parsimony": 5}'
+
+    def __init__(self, spec):
+        from types import SimpleNamespace
+
+        self.name = spec.name
+        self.encoder = SimpleNamespace(note=f"judge {spec.name}: whole prompts are tokenized")
+
+    def generate(self, requests):
+        from jurybox.judges.backends.base import Generation
+
+        return [Generation(text=self.ANSWER) for _ in requests]
+
+    def close(self):
+        pass
+
+
+def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(tmp_path):
+    import ray.cloudpickle
+
+    from jurybox.judges import Jury
+    from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.runs.ray import judge_with_ray
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _Noting, to the actors
+    rubric, spec = load_rubric("mirage-mg"), load_jury_spec("tiny")
+    local = judge_file(EXAMPLES / "mirage_mg.jsonl", rubric,
+                       Jury(spec, {j.name: _Noting(j) for j in spec.judges}),
+                       tmp_path / "local.jsonl")
+    on_ray = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, spec, tmp_path / "ray.jsonl",
+                            backend_factory=_Noting)
+    want = [f"judge {j.name}: whole prompts are tokenized" for j in spec.judges]
+    for report in (local, on_ray):
+        assert report.judged == 6 and report.summary.items == 6
+        assert sorted(n for n in report.notes if "whole prompts" in n) == sorted(want)  # once each
+    assert written(tmp_path / "ray.jsonl") == written(tmp_path / "local.jsonl")
+    manifest = json.loads((tmp_path / "ray.jsonl.manifest.json").read_text())
+    assert all("whole prompts" not in n for n in manifest["throughput"])  # throughput alone
+
+
 def test_a_killed_driver_resumes_with_every_item_exactly_once(tmp_path):
     rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
     preds = tmp_path / "p.jsonl"
