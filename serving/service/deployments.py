@@ -4,7 +4,7 @@ and only votes travel back.
 
 vLLM judges run on vLLM's async engine, which batches every request of every client
 continuously; transformers judges (not thread-safe, one generate at a time) have the requests
-that arrive together merged into one batch (``serve.batch``); OpenAI-compatible judges are async
+that arrive together merged into one batch (:class:`_Batched`); OpenAI-compatible judges are async
 clients already. Why not Ray Serve LLM's ``LLMServer``: called through a handle it answers with
 OpenAI payloads (top-k alternatives detokenized, forbidden tokens as -9999, token ids as
 strings), where the judging code reads vLLM's own outputs: the score distribution at the answer
