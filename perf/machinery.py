@@ -10,6 +10,7 @@ with a per-stage breakdown. Target (#24): >= 2,500 judgments/s per core.
 
     python perf/machinery.py [--items 2000] [--warmup 300] [--cpu 0]
     python perf/machinery.py --whole-prompts  # every prompt tokenized whole, to compare
+    python perf/machinery.py --prefix-only    # the shared beginning once, the ending per prompt
     python perf/machinery.py --json      # and the median round as one JSON object, last line
     python perf/machinery.py --record    # re-record perf/data/tiny-mirage-mg.json.gz
 
@@ -159,7 +160,7 @@ class GCTimer:
 
 
 def run(n_items: int, warmup: int, chunk: int, recording_path: Path, profile: Path | None = None,
-        freeze: bool = False, whole: bool = False) -> dict:
+        freeze: bool = False, whole: bool = False, prefix_only: bool = False) -> dict:
     """The whole path over ``n_items`` (after ``warmup`` items not counted); seconds per stage."""
     from jurybox.judges import Jury, decide_verdicts, judge_votes, render_requests
     from jurybox.judges.backends.replay import Recording, ReplayBackend
@@ -177,6 +178,9 @@ def run(n_items: int, warmup: int, chunk: int, recording_path: Path, profile: Pa
 
         for b in backends.values():
             b.encoder = functools.partial(encode_prompts, b.tokenizer)  # type: ignore[assignment]
+    elif prefix_only:  # the path before the shared ending was tokenized once
+        for b in backends.values():
+            b.encoder.exact_end = False
     jury = Jury(spec, backends)
     prov = jury.provenance(rubric)
     base = [Item.model_validate(d) for d in recording.items]
@@ -274,6 +278,9 @@ def main() -> None:
     ap.add_argument("--whole-prompts", action="store_true",
                     help="tokenize every prompt whole (the path before the shared prefix was "
                          "tokenized once), to compare")
+    ap.add_argument("--prefix-only", action="store_true",
+                    help="tokenize the shared beginning once but each prompt's ending with it "
+                         "(the path before the shared ending was tokenized once), to compare")
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() after loading and warm-up, as vLLM's server does")
     args = ap.parse_args()
@@ -289,11 +296,12 @@ def main() -> None:
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
     pin(cpu)
     if args.profile:
-        run(args.items, args.warmup, args.chunk, args.recording, args.profile, args.gc_freeze)
+        run(args.items, args.warmup, args.chunk, args.recording, args.profile, args.gc_freeze,
+            args.whole_prompts, args.prefix_only)
         print(f"wrote {args.profile} (python -m pstats {args.profile})")
         return
     rounds = [run(args.items, args.warmup, args.chunk, args.recording, freeze=args.gc_freeze,
-                  whole=args.whole_prompts)
+                  whole=args.whole_prompts, prefix_only=args.prefix_only)
               for _ in range(args.rounds)]
     rounds.sort(key=lambda t: t["total"])
     median = rounds[len(rounds) // 2]
@@ -302,7 +310,8 @@ def main() -> None:
           f"{os.cpu_count()}, Python {platform.python_version()}; chunk {args.chunk}; "
           f"{median['matched']:.0%} of prompts replayed their own recording"
           + ("; gc frozen after warm-up" if args.gc_freeze else "")
-          + ("; whole prompts tokenized" if args.whole_prompts else ""))
+          + ("; whole prompts tokenized" if args.whole_prompts else "")
+          + ("; shared ending tokenized per prompt" if args.prefix_only else ""))
     print("rounds, fastest first (judgments/s): " + ", ".join(
         f"{args.items * judges / t['total']:,.0f}" for t in rounds))
     print(report(median, args.items, judges))
@@ -319,6 +328,7 @@ def main() -> None:
                                  "generate.steps", "parse", "decide", "write", "gc")},
             "items": args.items, "judges": judges, "chunk": args.chunk,
             "gc_frozen": args.gc_freeze, "whole_prompts": args.whole_prompts,
+            "prefix_only": args.prefix_only,
             "replayed": median["matched"], "target": TARGET, "cpu": describe,
         }))
 

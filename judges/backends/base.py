@@ -116,6 +116,13 @@ class _Prefix:
     key: str  # ``text`` and the characters after it it was checked with (the context at the cut)
 
 
+@dataclass(frozen=True)
+class _Suffix:
+    text: str  # the prompts' shared ending, tokenized once
+    ids: list[int]
+    key: str  # the characters before it it was checked with (the context at the cut) and ``text``
+
+
 def backend_note(backend: object) -> str | None:
     """What a loaded backend says a run should know, or None: its :class:`PromptEncoder`'s
     note (a tokenizer that cannot split the prompts' shared beginning exactly)."""
@@ -124,52 +131,71 @@ def backend_note(backend: object) -> str | None:
 
 class PromptEncoder:
     """:func:`encode_prompts` with the prompts' shared beginning (a rubric's preamble: system
-    prompt, instructions, criteria) tokenized once and only each prompt's own part per prompt.
+    prompt, instructions, criteria) and shared ending (the answer format, the chat template's
+    turn) tokenized once, and only each prompt's own part (the item) per prompt.
 
     Joining the ids of two texts equals tokenizing them together only where the tokenizer's
     pre-tokenizer and merges never cross the cut, which depends on the tokenizer and on the
     characters around it. So a split is learned from prompts and checked on them: the shared
-    beginning of the prompts that matched no known split (and of the known split that shares
+    beginning of the prompts that matched no known prefix (and of the known prefix that shares
     most with them) is cut at a line start or a line end, candidates tried from the latest, and
     one is kept only if prefix + rest gives exactly the ids of each of those whole prompts. A
-    later prompt uses a split when it begins with its prefix followed by the ``GUARD``
-    characters the split was checked with; any other prompt is tokenized whole and splits are
-    learned again from it, the prompts grouped by their first characters (so a prefix first
-    learned from one item shrinks to what the items share, and a judge serving several rubrics
-    keeps a prefix per rubric). Where no candidate is ever exact the encoder
-    tokenizes whole prompts from then on, and says so in ``note``.
+    later prompt uses a prefix when it begins with it followed by the ``GUARD`` characters it
+    was checked with; any other prompt is tokenized whole and prefixes are learned again from
+    it, the prompts grouped by their first characters (so a prefix first learned from one item
+    shrinks to what the items share, and a judge serving several rubrics keeps a prefix per
+    rubric). Where no candidate is ever exact the encoder tokenizes whole prompts from then on,
+    and says so in ``note``.
+
+    The shared ending is learned the same way from the end of the prompts that matched no known
+    suffix, with one difference: what comes before it is the item's own text (the client's
+    response), so its cut must have ``GUARD`` characters of the shared ending before it (fixed
+    text, e.g. ``"Answer with only"``), and is tried at word and line boundaries from the
+    earliest. A prompt uses a suffix when it ends with those characters and the suffix, after
+    its prefix's guard. A tokenizer that never splits the ending exactly tokenizes it with each
+    item (the results are the same either way; only the speed differs).
     """
 
     MIN_PREFIX = 256  # characters: a shorter shared beginning is not worth the check
-    GUARD = 16  # characters after the cut that must match what the split was checked with
+    MIN_SUFFIX = 64  # characters: a shorter shared ending is not worth the check
+    GUARD = 16  # characters beyond the cut that must match what the split was checked with
     CANDIDATES = 4  # cut positions tried per learning
-    KEEP = 8  # prefixes kept (a judge serving several rubrics)
+    KEEP = 8  # prefixes (and suffixes) kept (a judge serving several rubrics)
 
     def __init__(self, tokenizer: Any, name: str = "") -> None:
         self.tokenizer = tokenizer
         self.name = name
         self.prefixes: list[_Prefix] = []
+        self.suffixes: list[_Suffix] = []
         self.exact: bool | None = None  # None: not checked yet
+        self.exact_end: bool | None = None  # the same for the shared ending
         self.note: str | None = None
         self.split = 0  # prompts tokenized as a known prefix + their own part
+        self.split_end = 0  # of those, prompts whose known suffix was not tokenized again
+        self._unsplit: set[str] = set()  # endings no cut was exact for: not tried again
+        self._seen: dict[str, tuple[str, list[int]]] = {}  # a lone prompt (and ids) per ending
 
     def __call__(self, texts: list[str]) -> list[list[int]]:
         if self.exact is False or not texts:
             return encode_prompts(self.tokenizer, texts)
         out: list[list[int] | None] = [None] * len(texts)
-        split: list[tuple[int, _Prefix]] = []
+        cuts: list[tuple[int, _Prefix, _Suffix | None]] = []
         for i, text in enumerate(texts):
-            found = next((p for p in self.prefixes if text.startswith(p.key)), None)
-            if found is not None:
-                split.append((i, found))
-        if split:
-            rests = encode_prompts(self.tokenizer,
-                                   [texts[i][len(p.text):] for i, p in split])
-            for (i, p), rest in zip(split, rests):
-                out[i] = p.ids + rest
-            self.split += len(split)
-        if len(split) < len(texts):
-            alone = [i for i, ids in enumerate(out) if ids is None]
+            p = next((p for p in self.prefixes if text.startswith(p.key)), None)
+            if p is not None:
+                s = next((s for s in self.suffixes
+                          if text.endswith(s.key) and len(text) - len(s.key) >= len(p.key)), None)
+                cuts.append((i, p, s))
+        if cuts:
+            middles = encode_prompts(self.tokenizer, [
+                texts[i][len(p.text) : len(texts[i]) - (0 if s is None else len(s.text))]
+                for i, p, s in cuts])
+            for (i, p, s), middle in zip(cuts, middles):
+                out[i] = p.ids + middle + s.ids if s is not None else p.ids + middle
+            self.split += len(cuts)
+            self.split_end += sum(s is not None for _, _, s in cuts)
+        alone = [i for i, ids in enumerate(out) if ids is None]
+        if alone:
             whole = encode_prompts(self.tokenizer, [texts[i] for i in alone])
             for i, ids in zip(alone, whole):
                 out[i] = ids
@@ -178,7 +204,13 @@ class PromptEncoder:
                 groups.setdefault(texts[i][: self.MIN_PREFIX + self.GUARD], []).append(k)
             for group in groups.values():
                 self._learn([texts[alone[k]] for k in group], [whole[k] for k in group])
-        return cast("list[list[int]]", out)
+        done = cast("list[list[int]]", out)
+        if self.exact and self.exact_end is not False:
+            ended = {i for i, _, s in cuts if s is not None}
+            rest = [i for i in range(len(texts)) if i not in ended]
+            if rest:
+                self._learn_end([texts[i] for i in rest], [done[i] for i in rest])
+        return done
 
     def _learn(self, texts: list[str], whole: list[list[int]]) -> None:
         shared = _shared_start(texts)
@@ -207,6 +239,69 @@ class PromptEncoder:
             self.note = (f"judge {self.name}: its tokenizer does not split the prompts' shared "
                          "beginning exactly (prefix + item ids differ from the whole prompt's), "
                          "so whole prompts are tokenized")
+
+    def _learn_end(self, texts: list[str], whole: list[list[int]]) -> None:
+        """A suffix for ``texts`` (whose ids are ``whole``), checked on them, as :meth:`_learn`
+        learns a prefix; tried once per call for the prompts that had none. A lone prompt whose
+        ending shares too little with a known suffix is kept until another with the same last
+        characters comes (alone, its shared ending would be its own text)."""
+        groups: dict[str, list[int]] = {}  # by their last characters (rubrics differ there)
+        for k, text in enumerate(texts):
+            groups.setdefault(text[-(self.MIN_SUFFIX + self.GUARD):], []).append(k)
+        for end, group in groups.items():
+            if end in self._unsplit:
+                continue
+            gtexts, gwhole = [texts[k] for k in group], [whole[k] for k in group]
+            seen = self._seen.pop(end, None)
+            if seen is not None and seen[0] not in gtexts:
+                gtexts.append(seen[0])
+                gwhole.append(seen[1])
+            # Not into a known prefix (with its guard) of any of them.
+            starts = [next((p for p in self.prefixes if t.startswith(p.key)), None) for t in gtexts]
+            room = min(len(t) - (0 if p is None else len(p.key)) for t, p in zip(gtexts, starts))
+            shared = _shared_start([t[::-1] for t in gtexts])[:room]
+            near = max(self.suffixes, default=None,  # the known suffix sharing most with these
+                       key=lambda s: len(_shared_start([shared, s.key[::-1]])))
+            if near is not None:
+                both = _shared_start([shared, near.key[::-1]])
+                if len(both) >= self.MIN_SUFFIX + self.GUARD:
+                    shared = both
+                else:
+                    near = None
+            if len(gtexts) == 1 and near is None:
+                if len(self._seen) >= 64:
+                    self._seen.clear()
+                self._seen[end] = (gtexts[0], gwhole[0])
+                continue
+            first = gtexts[0]
+            n = len(first)
+            # A cut at n - m leaves m characters of shared ending, GUARD of them before the cut;
+            # at a word boundary (the cut before a space) or a line boundary.
+            cuts = [n - m for m in range(len(shared) - self.GUARD, self.MIN_SUFFIX - 1, -1)
+                    if (not first[n - m - 1].isspace() and first[n - m] == " ")
+                    or ((first[n - m - 1] == "\n") != (first[n - m] == "\n")
+                        and not first[n - m - 1 if first[n - m] == "\n" else n - m].isspace())]
+            for cut in cuts[: self.CANDIDATES]:
+                m = n - cut
+                ids = encode_prompts(self.tokenizer, [first[cut:]])[0]
+                # Checked as it will be used: a known prefix's ids, the middle's, the suffix's.
+                heads = encode_prompts(self.tokenizer, [
+                    t[0 if p is None else len(p.text) : len(t) - m] for t, p in zip(gtexts, starts)])
+                if all((head if p is None else p.ids + head) + ids == want
+                       for p, head, want in zip(starts, heads, gwhole)):
+                    self.suffixes = [_Suffix(first[cut:], ids, first[cut - self.GUARD :]),
+                                     *(s for s in self.suffixes if s is not near)][: self.KEEP]
+                    self.exact_end = True
+                    break
+            else:
+                if not cuts:
+                    continue
+                if self.exact_end is None:
+                    self.exact_end = False  # never exact: endings are tokenized with each item
+                    return
+                if len(self._unsplit) >= 1024:
+                    self._unsplit.clear()
+                self._unsplit.add(end)
 
 
 def _shared_start(texts: list[str]) -> str:

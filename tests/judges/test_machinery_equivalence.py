@@ -302,6 +302,24 @@ def test_a_shared_prefix_tokenized_once_gives_the_whole_prompts_ids(seed):
     assert encoder.split >= len(texts) // 2  # the split is really used
     assert len(encoder.prefixes) == 2  # one per rubric, shrunk to what its prompts share
     assert all(p.ids == encode_prompts(tok, [p.text])[0] for p in encoder.prefixes)
+    # The shared ending (the answer format) too, learned from what the prompts share.
+    assert encoder.exact_end and encoder.split_end >= len(texts) // 2
+    assert all(s.ids == encode_prompts(tok, [s.text])[0] for s in encoder.suffixes)
+    assert all(sum(t.endswith(s.key) for t in texts) > 1 for s in encoder.suffixes)
+
+
+def test_one_prompt_at_a_time_learns_only_a_shared_ending():
+    """The service's one-item requests: a lone prompt's whole tail is not taken for a shared
+    ending (it holds the item's own text); the next prompt of its rubric shows what is shared."""
+    from jurybox.judges.backends.base import PromptEncoder, encode_prompts
+
+    texts = _prompts(10, 1)
+    tok = _trained_bpe(texts, pre_tokenized=True)
+    encoder = PromptEncoder(tok, "toy")
+    got = [encoder([t])[0] for t in texts]
+    assert got == encode_prompts(tok, texts)
+    assert encoder.exact and encoder.exact_end and encoder.split_end >= len(texts) // 2
+    assert all(sum(t.endswith(s.key) for t in texts) > 1 for s in encoder.suffixes)
 
 
 def test_a_tokenizer_whose_merges_cross_the_cut_takes_whole_prompts():
@@ -314,3 +332,24 @@ def test_a_tokenizer_whose_merges_cross_the_cut_takes_whole_prompts():
     assert got == encode_prompts(tok, texts)
     assert encoder.exact is False and encoder.split == 0 and not encoder.prefixes
     assert "judge toy" in encoder.note and "whole prompts are tokenized" in encoder.note
+
+
+def test_a_tokenizer_whose_merges_cross_words_tokenizes_the_ending_with_each_item():
+    """Merges that cross spaces but not lines: the beginning (cut at a line) splits exactly,
+    the ending (whose cut must fall inside one line of fixed text) never does, so each prompt's
+    ending is tokenized with its item: the same ids, and the beginning still saved."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from jurybox.judges.backends.base import PromptEncoder, encode_prompts
+
+    texts = _prompts(12, 0)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.Split("\n", behavior="isolated")
+    bpe.train_from_iterator(texts * 3, trainers.BpeTrainer(vocab_size=2000, show_progress=False))
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe)
+    encoder = PromptEncoder(tok, "toy")
+    got = [ids for k in range(0, len(texts), 4) for ids in encoder(texts[k : k + 4])]
+    assert got == encode_prompts(tok, texts)
+    assert encoder.exact and encoder.split >= len(texts) // 2 and encoder.note is None
+    assert encoder.exact_end is False and encoder.split_end == 0 and not encoder.suffixes

@@ -168,10 +168,11 @@ def test_records_survive_the_round_trip(replay, recording, items):
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_both_tiny_tokenizers_split_the_shared_prefix_exactly(replay, seed):
-    """The prefix path (``PromptEncoder``) with the tiny judges' own tokenizers and prompt
-    framing (SmolLM2's chat template, Gemma's plain prompt): the whole prompts' ids, in
-    batches of any size, two rubrics mixed, answers edged with whitespace."""
+def test_both_tiny_tokenizers_split_the_shared_beginning_and_ending_exactly(replay, seed):
+    """The split path (``PromptEncoder``: the shared beginning and ending once) with the tiny
+    judges' own tokenizers and prompt framing (SmolLM2's chat template, Gemma's plain prompt):
+    the whole prompts' ids, in batches of any size, two rubrics mixed, answers edged with
+    whitespace."""
     from test_machinery_equivalence import _prompts
 
     from jurybox.judges.backends.base import PromptEncoder
@@ -189,3 +190,4 @@ def test_both_tiny_tokenizers_split_the_shared_prefix_exactly(replay, seed):
             start += size
         assert got == encode_prompts(backend.tokenizer, texts), judge.name
         assert encoder.exact and encoder.split >= len(texts) // 2, (judge.name, encoder.split)
+        assert encoder.exact_end and encoder.split_end >= len(texts) // 2, judge.name
