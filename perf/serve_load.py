@@ -23,8 +23,16 @@ latency is then the whole request, the backends' tokenizing and detokenizing (wh
 path pays too) included. Targets on 2 cores: p50 <= 15 ms, p99 <= 50 ms, throughput >= 0.6.
 Both modes check that the service's verdicts equal the offline ones (latency aside).
 
+``--floor`` (with replay) then measures what Ray Serve itself costs for the same shape, with the
+same client: the same deployments (the ingress's replicas and Ray options, one deployment per
+judge, the replicas' Serve settings) serving a FastAPI ingress that decodes the request, sends
+its items to every judge through their handles at once, and answers with each judge's canned
+votes (the size of real ones), encoded once; no validation, rendering, tokenizing, parsing or
+deciding. The service's added latency minus this floor is what jurybox's own code adds.
+
     python perf/serve_load.py [--items 200] [--per-request 8] [--clients 8] [--jury tiny-vllm]
     python perf/serve_load.py --backend replay [--items 1600] [--latency-requests 250] [--json]
+    python perf/serve_load.py --backend replay --floor --json
 
 ``--json``: one JSON object of every number, as the last line of stdout.
 """
@@ -128,6 +136,96 @@ def percentile(values: list[float], q: float) -> float:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
+class FloorJudge:
+    """A judge deployment of the floor: what a vote list weighs, without judging."""
+
+    def __init__(self, judge: str, criteria: list[str]) -> None:
+        dist = {str(k): 0.2 for k in range(5)}
+        self.vote = [{"judge": judge, "criterion": c, "score": 2.0, "label": "2",
+                      "expected": 2.0, "distribution": dist, "error": None, "latency_s": 0.0,
+                      "raw": '{"accuracy": 2, "relevance": 2, "completeness": 2, "parsimony": 2}'}
+                     for c in criteria]
+
+    async def votes(self, items: list) -> list:
+        return [self.vote for _ in items]
+
+
+class FloorIngress:
+    """The floor's ingress: the request's items to every judge at once, their votes back."""
+
+    def __init__(self, judges: dict) -> None:
+        self.judges = judges
+
+    def __serve_build_asgi_app__(self):
+        import asyncio
+
+        import msgspec
+        from fastapi import FastAPI
+        from starlette.responses import JSONResponse, Response
+
+        async def score(request):  # a plain Starlette endpoint: nothing for FastAPI to inject
+            items = msgspec.json.decode(await request.body())["items"]
+            votes = await asyncio.gather(*(h.votes.remote(items) for h in self.judges.values()))
+            verdicts = [{"id": it.get("id"), "votes": [v for per in votes for v in per[i]]}
+                        for i, it in enumerate(items)]
+            return Response(msgspec.json.encode({"verdicts": verdicts}),
+                            media_type="application/json")
+
+        async def healthz(request):
+            return JSONResponse({"status": "ok"})
+
+        app = FastAPI()
+        app.add_route("/v1/score", score, methods=["POST"])
+        app.add_route("/healthz", healthz, methods=["GET"])
+        return app
+
+
+def run_floor(config, criteria: list[str], phases: list[dict]) -> list[dict]:
+    """``phases`` sent by the client to the floor app deployed as ``config``'s service is."""
+    import ray
+    from ray import serve
+    from service_helpers import QUIET, free_port, wait_healthy
+
+    from jurybox.serving.service.builder import ingress_options, judge_options
+
+    plan = config.resolve()
+    spec = plan.jury_spec()
+    judges = {j.name: serve.deployment(FloorJudge).options(**judge_options(j))
+              .bind(j.name, criteria) for j in spec.judges}
+    options = ingress_options(config, plan.ingress_replicas)
+    options.pop("deployment_actors")  # the ingress's shared state: jurybox's, not Serve's
+    app = serve.deployment(serve.ingress()(FloorIngress)).options(**options).bind(judges)
+    port = free_port()
+    ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING")
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=QUIET)
+        serve.run(app, name="floor", route_prefix="/", logging_config=QUIET)
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, 300)
+        return client(url, phases, warm=5)
+    finally:
+        try:
+            serve.shutdown()
+        finally:
+            ray.shutdown()
+
+
+def client(url: str, phases: list[dict], warm: int) -> list[dict]:
+    """The client process's results for ``phases``, after ``warm`` warm-up requests."""
+    import httpx
+
+    rows = [{**r, "id": f"warm-{r['id']}"} for r in phases[-1]["rows"][:phases[-1]["per_request"]]]
+    for _ in range(warm):
+        httpx.post(f"{url}/v1/score", json={"rubric": RUBRIC, "items": rows},
+                   timeout=1800).raise_for_status()
+    run = subprocess.run([sys.executable, "-c", CLIENT],
+                         input=json.dumps({"url": url, "rubric": RUBRIC, "phases": phases}),
+                         capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise SystemExit(f"the client failed:\n{run.stderr[-3000:]}")
+    return json.loads(run.stdout)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -141,10 +239,15 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--jury", default=None,
                     help="the jury (default: tiny-vllm; replay: tiny, whose judges were recorded)")
+    ap.add_argument("--floor", action="store_true",
+                    help="with replay: also measure Ray Serve's own floor for the same "
+                    "deployments and client (no judging), and jurybox's share above it")
     ap.add_argument("--json", action="store_true",
                     help="print one JSON object of the results as the last line of stdout")
     args = ap.parse_args()
     replay = args.backend == "replay"
+    if args.floor and not replay:
+        ap.error("--floor goes with --backend replay (a model's time would drown it)")
     n_items = args.items if args.items is not None else (1600 if replay else 200)
     n_sequential = (args.latency_requests if args.latency_requests is not None
                     else (250 if replay else 0))
@@ -190,20 +293,9 @@ def main() -> None:
                        "clients": 1})
     phases.append({"rows": [row(it) for it in items], "per_request": args.per_request,
                    "clients": args.clients, "keep": True})
-    with running_service(ServiceConfig(jury=jury_name, limits=limits),
-                         backend_factory=replay_factory if replay else None) as url:
-        import httpx
-
-        warm = [{**r, "id": f"warm-{r['id']}"} for r in phases[-1]["rows"][:args.per_request]]
-        for _ in range(5 if replay else 1):
-            httpx.post(f"{url}/v1/score", json={"rubric": RUBRIC, "items": warm},
-                       timeout=1800).raise_for_status()
-        run = subprocess.run([sys.executable, "-c", CLIENT],
-                             input=json.dumps({"url": url, "rubric": RUBRIC, "phases": phases}),
-                             capture_output=True, text=True, check=False)
-        if run.returncode != 0:
-            raise SystemExit(f"the client failed:\n{run.stderr[-3000:]}")
-    *first, load = json.loads(run.stdout)
+    config = ServiceConfig(jury=jury_name, limits=limits)
+    with running_service(config, backend_factory=replay_factory if replay else None) as url:
+        *first, load = client(url, phases, warm=5 if replay else 1)
     got = load.pop("verdicts")
     if replay:  # deterministic: the very same records, latency aside
         assert [timeless(r) for r in got] == [timeless(r) for r in want], "verdicts differ"
@@ -240,6 +332,23 @@ def main() -> None:
     print(f"latency added by the service over the judges' own time ({result['latency_of']}): "
           f"p50 {result['p50_added_ms']:.1f} ms, p99 {result['p99_added_ms']:.1f} ms")
     print("the service's verdicts equal the offline ones")
+    if args.floor:
+        *floor_first, floor_load = run_floor(config, [c.name for c in rubric.criteria],
+                                               [{**p, "keep": False} for p in phases])
+        floor_timed = floor_first[0]["requests"] if floor_first else floor_load["requests"]
+        floor = [took for took, _ in floor_timed]
+        result.update({
+            "floor_p50_ms": percentile(floor, 0.5) * 1000,
+            "floor_p99_ms": percentile(floor, 0.99) * 1000,
+            "floor_items_per_s": n_items / floor_load["wall"],
+            "p50_above_floor_ms": (percentile(added, 0.5) - percentile(floor, 0.5)) * 1000,
+            "p99_above_floor_ms": (percentile(added, 0.99) - percentile(floor, 0.99)) * 1000,
+        })
+        print(f"Ray Serve's floor, the same deployments without judging: p50 "
+              f"{result['floor_p50_ms']:.1f} ms, p99 {result['floor_p99_ms']:.1f} ms, "
+              f"{result['floor_items_per_s']:.1f} items/s with {args.clients} clients")
+        print(f"jurybox above the floor: p50 {result['p50_above_floor_ms']:.1f} ms, p99 "
+              f"{result['p99_above_floor_ms']:.1f} ms")
     if args.json:
         print(json.dumps(result))
 

@@ -172,8 +172,8 @@ class PromptEncoder:
         self.note: str | None = None
         self.split = 0  # prompts tokenized as a known prefix + their own part
         self.split_end = 0  # of those, prompts whose known suffix was not tokenized again
-        self._unsplit: set[str] = set()  # endings no cut was exact for: not tried again
-        self._seen: dict[str, tuple[str, list[int]]] = {}  # a lone prompt (and ids) per ending
+        self._unsplit: set[tuple[str, str]] = set()  # endings not split: not tried again
+        self._seen: dict[tuple[str, str], tuple[str, list[int]]] = {}  # a lone prompt per ending
 
     def __call__(self, texts: list[str]) -> list[list[int]]:
         if self.exact is False or not texts:
@@ -245,9 +245,13 @@ class PromptEncoder:
         learns a prefix; tried once per call for the prompts that had none. A lone prompt whose
         ending shares too little with a known suffix is kept until another with the same last
         characters comes (alone, its shared ending would be its own text)."""
-        groups: dict[str, list[int]] = {}  # by their last characters (rubrics differ there)
+        # Grouped by their known prefix (a rubric's) and their last characters: rubrics whose
+        # answer formats end alike share those, and each has an ending of its own.
+        groups: dict[tuple[str, str], list[int]] = {}
         for k, text in enumerate(texts):
-            groups.setdefault(text[-(self.MIN_SUFFIX + self.GUARD):], []).append(k)
+            p = next((p for p in self.prefixes if text.startswith(p.key)), None)
+            end = ("" if p is None else p.text, text[-(self.MIN_SUFFIX + self.GUARD):])
+            groups.setdefault(end, []).append(k)
         for end, group in groups.items():
             if end in self._unsplit:
                 continue
@@ -294,14 +298,13 @@ class PromptEncoder:
                     self.exact_end = True
                     break
             else:
-                if not cuts:
-                    continue
-                if self.exact_end is None:
+                if cuts and self.exact_end is None:
                     self.exact_end = False  # never exact: endings are tokenized with each item
                     return
-                if len(self._unsplit) >= 1024:
-                    self._unsplit.clear()
-                self._unsplit.add(end)
+                if cuts or end[0]:  # no cut exact, or none in one rubric's ending: not again
+                    if len(self._unsplit) >= 1024:
+                        self._unsplit.clear()
+                    self._unsplit.add(end)
 
 
 def _shared_start(texts: list[str]) -> str:

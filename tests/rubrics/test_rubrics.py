@@ -174,3 +174,26 @@ def test_a_verdict_record_reads_back_exactly_as_written():
                                          r"votes\[0\].score: 'high' is not a number") as info:
         VerdictRecord.from_record(broken, "line 4")
     assert info.value.field == "votes[0].score"
+
+
+def test_the_sandbox_s_kept_answers_are_jinja_s():
+    """The sandbox keeps its answer per (type, attribute name): asked again, for safe and
+    refused attributes of the objects a template sees, it answers as Jinja's own sandbox."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from jurybox.rubrics.prompts import _env
+
+    r = load_rubric("mirage-mg")
+    c = r.criteria[0]
+    jinja = ImmutableSandboxedEnvironment()
+    cases = [(c, "name"), (c, "scale"), (c.scale, "describe"), (c, "__class__"), (c, "_x"),
+             ([1], "append"), ([1], "index"), ({}, "clear"), ({}, "keys"), ({1}, "add"),
+             ("s", "upper"), ("s", "__mro__"), (str, "mro"), (len, "__self__"),
+             (c.scale.describe, "__func__"), ((x for x in []), "gi_frame")]
+    for _ in range(2):
+        for obj, attr in cases:
+            value = getattr(obj, attr, None)
+            assert _env().is_safe_attribute(obj, attr, value) == \
+                jinja.is_safe_attribute(obj, attr, value), (obj, attr)
+    assert not _env().is_safe_attribute([1], "append", None)
+    assert _env().is_safe_attribute(c, "name", c.name)
