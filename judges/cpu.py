@@ -6,6 +6,12 @@ bfloat16 is native only with ``avx512_bf16`` or ``amx_bf16``; elsewhere vLLM on 
 (converting every value to float32 and back), which is far slower than float32 itself, so a
 judge on vLLM with ``dtype: auto`` runs in bfloat16 only where it is native
 (:func:`vllm_cpu_dtype`).
+
+vLLM on CPU also pins each engine's compute threads by default (``VLLM_CPU_OMP_THREADS_BIND=auto``:
+every core but one, the same cores for every engine). A jury runs one engine per judge on the
+same machine, so every engine's threads land on the same cores while the others idle: on 2 cores
+both tiny judges computed on core 0. jurybox's engines on a CPU leave their threads to the
+operating system instead (:data:`VLLM_CPU_ENV`), unless the environment says otherwise.
 """
 
 from __future__ import annotations
@@ -66,6 +72,12 @@ def cpu() -> CPU:
     flags = set(fields.get("flags", "").split())
     model = fields.get("model name") or platform.processor() or platform.machine()
     return CPU(model, cores, "avx512f" in flags, "avx512_bf16" in flags, "amx_bf16" in flags)
+
+
+# Set (where not set already) before a vLLM engine starts on a CPU: its worker's threads unpinned,
+# so the engines of a jury spread over the cores. Measured with the tiny vLLM jury, 40 items
+# on 2 cores (perf/RESULTS.md): 36.7 s pinned ("auto"), 28.5 and 32.2 s unpinned.
+VLLM_CPU_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 
 
 def vllm_cpu_dtype(requested: str) -> str:

@@ -56,6 +56,21 @@ def engine_dtype(spec: JudgeSpec) -> str:
     return vllm_cpu_dtype(spec.dtype) if current_platform.is_cpu() else spec.dtype
 
 
+def cpu_engine_environment() -> None:
+    """On a CPU, the environment a vLLM engine starts with (:data:`~jurybox.judges.cpu.VLLM_CPU_ENV`:
+    its threads not pinned to the cores every other engine of the jury is pinned to), where the
+    environment does not already say; read by the engine's processes as they start."""
+    import os
+
+    from vllm.platforms import current_platform
+
+    from ..cpu import VLLM_CPU_ENV
+
+    if current_platform.is_cpu():
+        for name, value in VLLM_CPU_ENV.items():
+            os.environ.setdefault(name, value)
+
+
 def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) -> dict[str, Any]:
     """The ``vllm.LLM`` arguments for a judge (also used by the throughput benchmark)."""
     kwargs: dict[str, Any] = dict(
@@ -208,6 +223,7 @@ class VLLMBackend(_VLLMJudge):
         from vllm import LLM
 
         source = materialize(resolve(spec.model, spec.revision))
+        cpu_engine_environment()
         self.llm = LLM(**engine_kwargs(spec, source.directory, source.revision))
         self.engine = self.llm.llm_engine
         try:
@@ -311,6 +327,7 @@ class AsyncVLLMBackend(_VLLMJudge):
             kwargs["structured_outputs_config"])
         if distributed_executor_backend is not None:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
+        cpu_engine_environment()
         self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
         try:
             self._setup(spec, self.engine.get_tokenizer(), self.engine.model_config)

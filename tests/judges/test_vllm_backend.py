@@ -99,6 +99,41 @@ def smol_vllm():
     backend.close()
 
 
+@pytest.mark.vllm
+@requires_vllm
+def test_the_engine_s_threads_may_run_on_every_core(smol_vllm):
+    """vLLM on CPU pins an engine's compute threads to the same cores for every engine
+    (``VLLM_CPU_OMP_THREADS_BIND=auto``: on 2 cores, every judge's on core 0); jurybox's engines
+    leave them to the operating system, so a jury's engines spread over the cores."""
+    import os
+
+    import psutil
+
+    workers = [p for p in psutil.Process().children(recursive=True)
+               if "Worker" in " ".join(p.cmdline()) or "Worker" in p.name()]
+    assert workers, [p.name() for p in psutil.Process().children(recursive=True)]
+    for worker in workers:
+        for thread in worker.threads():
+            assert os.sched_getaffinity(thread.id) == os.sched_getaffinity(0), worker.name()
+
+
+@pytest.mark.vllm
+@requires_vllm
+def test_a_user_s_own_thread_binding_for_vllm_stands(monkeypatch):
+    """The unpinned default is only a default: a binding the environment sets is kept."""
+    import os
+
+    from jurybox.judges.backends.vllm import cpu_engine_environment
+    from jurybox.judges.cpu import VLLM_CPU_ENV
+
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0|1")
+    cpu_engine_environment()
+    assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND")
+    cpu_engine_environment()
+    assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == VLLM_CPU_ENV["VLLM_CPU_OMP_THREADS_BIND"]
+
+
 def reuse(loaded, spec):
     """A jury over the already-loaded engine with another judge spec."""
     from jurybox.judges.backends.vllm import VLLMBackend
