@@ -247,21 +247,22 @@ class PromptEncoder:
         characters comes (alone, its shared ending would be its own text)."""
         # Grouped by their known prefix (a rubric's) and their last characters: rubrics whose
         # answer formats end alike share those, and each has an ending of its own.
+        prefix_of = [next((p for p in self.prefixes if t.startswith(p.key)), None) for t in texts]
         groups: dict[tuple[str, str], list[int]] = {}
-        for k, text in enumerate(texts):
-            p = next((p for p in self.prefixes if text.startswith(p.key)), None)
+        for k, (text, p) in enumerate(zip(texts, prefix_of)):
             end = ("" if p is None else p.text, text[-(self.MIN_SUFFIX + self.GUARD):])
             groups.setdefault(end, []).append(k)
         for end, group in groups.items():
             if end in self._unsplit:
                 continue
             gtexts, gwhole = [texts[k] for k in group], [whole[k] for k in group]
+            starts = [prefix_of[k] for k in group]
             seen = self._seen.pop(end, None)
             if seen is not None and seen[0] not in gtexts:
                 gtexts.append(seen[0])
                 gwhole.append(seen[1])
+                starts.append(starts[0])  # the same prefix: that is its group's key
             # Not into a known prefix (with its guard) of any of them.
-            starts = [next((p for p in self.prefixes if t.startswith(p.key)), None) for t in gtexts]
             room = min(len(t) - (0 if p is None else len(p.key)) for t, p in zip(gtexts, starts))
             shared = _shared_start([t[::-1] for t in gtexts])[:room]
             near = max(self.suffixes, default=None,  # the known suffix sharing most with these
