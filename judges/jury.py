@@ -39,7 +39,7 @@ def freeze_loaded_objects() -> None:
 
 def make_backend(spec: JudgeSpec) -> Backend:
     """A new backend for the judge, of the kind its ``backend`` names (``transformers``,
-    ``vllm`` or ``openai``); ValueError for any other."""
+    ``vllm``, ``openai``, or ``replay`` for tests and benchmarks); ValueError for any other."""
     if spec.backend == "transformers":
         from .backends.transformers import TransformersBackend
 
@@ -52,6 +52,10 @@ def make_backend(spec: JudgeSpec) -> Backend:
         from .backends.openai import OpenAIBackend
 
         return OpenAIBackend(spec)
+    if spec.backend == "replay":
+        from .backends.replay import replay_backend
+
+        return replay_backend(spec)
     raise ValueError(f"judge {spec.name}: unknown backend {spec.backend!r}")
 
 

@@ -192,9 +192,10 @@ class JudgeSpec(BaseModel):
     )
     revision: str | None = Field(None, description="Hub revision (commit) to pin the weights; "
                                  "without one the provenance hash cannot tell updates apart.")
-    backend: Literal["transformers", "vllm", "openai"] = Field(
-        "transformers", description="transformers (local, CPU or GPU), vllm (local engine), or "
-        "openai (an OpenAI-compatible server).")
+    backend: Literal["transformers", "vllm", "openai", "replay"] = Field(
+        "transformers", description="transformers (local, CPU or GPU), vllm (local engine), "
+        "openai (an OpenAI-compatible server), or replay (recorded answers of a real judge, "
+        "for tests and benchmarks: engine_kwargs.recording names the recordings).")
     prompt_format: Literal["chat", "plain"] = Field(
         "chat", description="chat: the model's chat template; plain: the rubric as a document, "
         "for base models.")
@@ -211,7 +212,8 @@ class JudgeSpec(BaseModel):
                               "for the score distribution.")
     engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="vllm: further "
                                           "engine arguments (part of the provenance: some, like "
-                                          "quantization, change answers).")
+                                          "quantization, change answers); replay: recording "
+                                          "(paths) and delay_s.")
     structured_outputs: Literal["auto", "on", "off"] = Field(
         "auto", description="openai: constrain the answer with the rubric's JSON schema; auto "
         "falls back to free text parsed for the last answer when the server refuses it.")
@@ -427,7 +429,8 @@ class JurySpec(BaseModel):
     def default_chunk_size(self) -> int:
         """Items per judging step: small for transformers (each step is a padded batch), large
         for vLLM and servers, whose engines batch continuously across everything submitted."""
-        return 16 if all(j.backend == "transformers" for j in self.judges) else 256
+        in_process = ("transformers", "replay")  # replay stands in for transformers in tests
+        return 16 if all(j.backend in in_process for j in self.judges) else 256
 
     def quorum_count(self) -> int:
         """The quorum as a count of scored votes: every judge for ``all``, a fraction of the jury

@@ -72,44 +72,16 @@ def recorded_items() -> list:
 
 def record(path: Path) -> None:
     """Judge the items with the tiny jury's transformers backends, keeping token ids and top-k
-    logprobs: the same recorder the backend uses for score distributions, here kept raw."""
-    import math
-
-    import xgrammar.contrib.hf
-
-    from jurybox.judges import Jury, render_requests
-    from jurybox.judges.backends.replay import RecordedGeneration, Recording
-    from jurybox.judges.backends.transformers import _Recorder
+    logprobs (``jurybox.judges.backends.replay.record``)."""
+    from jurybox.judges import Jury
+    from jurybox.judges.backends.replay import Recording
+    from jurybox.judges.backends.replay import record as record_generations
     from jurybox.rubrics import load_rubric
 
-    rubric = load_rubric(RUBRIC)
     items = recorded_items()
-    requests = render_requests(rubric, items)
     jury = Jury.load("tiny")
-    judges: dict[str, list[RecordedGeneration]] = {}
-    for judge in jury.spec.judges:
-        backend = jury.backend(judge)
-        tok = backend.tokenizer
-        gens: list[RecordedGeneration] = []
-        size = judge.execution.batch_size
-        for start in range(0, len(items), size):
-            batch = requests.requests[start : start + size]
-            prompts = [backend.prompt_text(r.messages) for r in batch]
-            grammars = [backend.grammar(r.schema) for r in batch]
-            recorder = _Recorder(xgrammar.contrib.hf.LogitsProcessor(grammars), judge.top_logprobs)
-            rows, reasons = backend._generate(prompts, judge.sampling.max_tokens, recorder)
-            prompt_ids = tok(prompts, add_special_tokens=False)["input_ids"]
-            for row, (ids, why) in enumerate(zip(rows, reasons)):
-                logprobs = []
-                for t in range(len(ids)):
-                    values, alts = recorder.steps[t][0][row].tolist(), recorder.steps[t][1][row].tolist()
-                    logprobs.append({a: v for a, v in zip(alts, values) if v != -math.inf})
-                gens.append(RecordedGeneration(
-                    item=items[start + row].id, prompt_ids=tuple(prompt_ids[row]), output_ids=ids,
-                    logprobs=logprobs, finish_reason=why,
-                    text=tok.decode(ids, skip_special_tokens=False)))
-            print(f"{judge.name}: {len(gens)}/{len(items)}", file=sys.stderr)
-        judges[judge.name] = gens
+    judges = record_generations(jury, load_rubric(RUBRIC), items,
+                                lambda line: print(line, file=sys.stderr))
     jury.close()
     Recording(
         rubric=RUBRIC,

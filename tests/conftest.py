@@ -34,6 +34,28 @@ def tiny_jury():
     jury.close()
 
 
+@pytest.fixture(scope="session")
+def replay_jury(tmp_path_factory) -> Path:
+    """A jury file of the tiny jury's judges replaying their recorded real answers
+    (``judging_helpers.write_replay_jury``): for tests of plumbing, where the model is not the
+    subject. Each real path keeps its own end-to-end test on the real models."""
+    from judging_helpers import write_replay_jury
+
+    return write_replay_jury(tmp_path_factory.mktemp("replay") / "tiny-replay.yaml")
+
+
+@pytest.fixture(scope="session")
+def replay_tiny(replay_jury):
+    """The replay jury (``replay_jury``) loaded once per session: in-process judging without
+    a model's time."""
+    from jurybox.judges import Jury
+
+    jury = Jury.load(replay_jury)
+    jury.load_backends()
+    yield jury
+    jury.close()
+
+
 # --------------------------------------------------------------------------- the session's end
 # A clean-clone CI run (03c8bfd) passed every test ("751 passed") and then the pytest process died
 # of SIGSEGV while the interpreter finalized (exit 139, so nothing landed): a C extension (torch,

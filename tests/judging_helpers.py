@@ -2,6 +2,7 @@
 
 import itertools
 import math
+from pathlib import Path
 from typing import Any
 
 from jurybox.judges.backends.base import TokenStep
@@ -159,3 +160,27 @@ def one_criterion_rubric(name: str = "one", top: int = 5):
 
 #: What a judge writes before its ``accuracy`` score (scripted generations).
 ACCURACY_PREFIX = '{"accuracy": '
+
+
+# --------------------------------------------------------------------------- the replay jury
+RECORDING = Path(__file__).resolve().parent / "data" / "tiny-recorded.json.gz"
+
+
+def write_replay_jury(path: Path, delay_s: float = 0.0, judges: tuple[str, ...] = ()) -> Path:
+    """A jury file at ``path``: the tiny jury's judges (or those named in ``judges``) answering
+    with their recorded real answers (tests/data/tiny-recorded.json.gz) instead of running the
+    models: the real judging path and the judges' real tokenizers, without a model's time.
+    ``delay_s`` makes every generate take that long (for deadline and cancellation tests)."""
+    import yaml
+
+    from jurybox.judges import load_jury_spec
+
+    spec = load_jury_spec("tiny").model_dump(mode="json", exclude_defaults=True)
+    kwargs: dict[str, Any] = {"recording": [str(RECORDING)]}
+    if delay_s:
+        kwargs["delay_s"] = delay_s
+    spec["judges"] = [{**j, "backend": "replay", "engine_kwargs": kwargs}
+                      for j in spec["judges"] if not judges or j["name"] in judges]
+    spec["description"] = "The tiny jury's recorded answers (tests/data/record.py), for tests."
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path

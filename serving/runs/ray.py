@@ -243,7 +243,8 @@ def _pool(spec: JudgeSpec) -> dict[str, Any]:
 
     options = spec.execution.actor_pool_options()
     options["compute"] = ray.data.ActorPoolStrategy(**options.pop("pool"))
-    options["batch_size"] = spec.execution.batch_size if spec.backend == "transformers" else 256
+    options["batch_size"] = (spec.execution.batch_size if spec.backend in ("transformers", "replay")
+                             else 256)
     return options
 
 
