@@ -1,5 +1,7 @@
 """The judging path in pieces: render, one judge's votes, decide. Run by hand, with votes crossing
-a process boundary, it gives the verdicts ``Jury.score`` gives."""
+a process boundary, it gives the verdicts ``Jury.score`` gives. The judges are the tiny jury's
+recorded real answers (the replay jury: real tokenizers and distributions): the pieces and the
+process boundary are the subject, not the models (tested in test_tiny_models.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ def comparable(verdict):
     return record
 
 
-def test_pieces_by_hand_across_processes_give_the_jury_s_verdicts(tiny_jury):
+def test_pieces_by_hand_across_processes_give_the_jury_s_verdicts(replay_tiny):
+    tiny_jury = replay_tiny
     rubric = load_rubric("mirage-mg")
     whole = tiny_jury.score(rubric, ITEMS)
 

@@ -108,7 +108,7 @@ def test_sampling_with_a_seed_is_reproducible(tiny_jury):
     jury = reuse(tiny_jury, spec)
     rubric = load_rubric("general")
     def outcome():
-        return [(v.score, v.expected, v.raw) for v in jury.score(rubric, ITEMS)[0].votes]
+        return [(v.score, v.expected, v.raw) for v in jury.score(rubric, ITEMS[:1])[0].votes]
 
     first = outcome()
     assert first == outcome()
