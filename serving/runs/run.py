@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Container, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -159,13 +159,24 @@ class Run:
             raise RuntimeError("Run.results before Run.writing()")
         return self._results
 
+    def check_columns(self) -> None:
+        """Read rows until the first valid item: a column the rubric or ``--map`` needs that no
+        row has is then said (PredictionsError) before anything is written. Reads one row of a
+        usable file; the whole file when none of its rows is an item."""
+        with closing(iter_predictions(self.predictions, self.rubric, **self.reading)) as rows:
+            for _, row in rows:
+                if not isinstance(row, RowError):
+                    return
+
     @contextmanager
     def writing(self, tally: Tally, describe: Callable[[BaseException], str] = str
                 ) -> Iterator[Results]:
         """Open the results store (refusing to resume from changed input) and write the
         running manifest. A KeyboardInterrupt inside ends the run as interrupted (what was
         written stays); any other exception writes a failed manifest (``describe`` gives its
-        text) and propagates."""
+        text) and propagates. A file the rubric cannot read (a column no row has) fails before
+        ``out`` is touched."""
+        self.check_columns()
         with open_results(self.out, self.provenance, self.calibration, self.format,
                           self.shard_size) as results:
             self._results = results

@@ -69,6 +69,8 @@ def test_unusable_files_exit_2_before_loading_any_model(tmp_path):
     r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-id", "--jury", jury,
                "--out", tmp_path / "o.jsonl")
     assert r.exit_code == 2 and "no column 'entity_name'" in r.output
+    # A refused run leaves nothing behind: no empty output, no failed manifest (#36).
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl", "ghost.yaml"]
     r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", jury,
                "--out", tmp_path / "o2.jsonl")
     assert r.exit_code == 2 and "GGUF file /nonexistent/model.gguf does not exist" in r.output
