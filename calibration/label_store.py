@@ -50,26 +50,8 @@ class LabelStore:
 
     def _read(self) -> None:
         self._fh.seek(0)
-        data = self._fh.read()
-        end = data.rfind(b"\n") + 1
-        tail = data[end:]
-        for number, raw in enumerate(data[:end].splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise InputDataError(f"{self.path}, line {number}: not a JSON line; a labels "
-                                     "file holds one JSON object per line") from None
-            if not isinstance(line, dict) or "id" not in line:
-                raise InputDataError(f"{self.path}, line {number}: a label line is a JSON "
-                                     "object with an id")
-            self._lines.append(line)
-        if tail:
-            # A write torn by a kill is a prefix of a label line (never acknowledged): cut it.
-            if not (LINE_START.startswith(tail) or tail.startswith(LINE_START)):
-                raise InputDataError(f"{self.path}: its last line is neither a label nor a label "
-                                     "cut short; is this a labels file?")
+        self._lines, end = _parse(self.path, self._fh.read())
+        if end is not None:  # a write torn by a kill (never acknowledged): cut it
             self._fh.truncate(end)
             self.repaired = True
 
@@ -80,10 +62,7 @@ class LabelStore:
 
     def latest(self) -> dict[tuple[str, str], dict[str, Any]]:
         """The latest line per (item id, rater): what the readers take."""
-        out: dict[tuple[str, str], dict[str, Any]] = {}
-        for line in self._lines:
-            out[(str(line["id"]), str(line.get("rater", "")))] = line
-        return out
+        return _latest(self._lines)
 
     def append(self, line: dict[str, Any]) -> dict[str, Any]:
         """Write ``line`` (with ``labelled_at`` added) as one line in one write and make it
@@ -102,6 +81,47 @@ class LabelStore:
         """Close the file and release the lock."""
         self._fh.close()
         self._lock.close()
+
+
+def read_latest(path: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The latest line per (item id, rater) of the labels file at ``path`` as it is on disk,
+    for a reader: no lock (a labelling server may be writing it), nothing repaired (a torn
+    last line, which no server acknowledged, is left out)."""
+    path = Path(path)
+    return _latest(_parse(path, path.read_bytes())[0])
+
+
+def _latest(lines: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in lines:
+        out[(str(line["id"]), str(line.get("rater", "")))] = line
+    return out
+
+
+def _parse(path: Path, data: bytes) -> tuple[list[dict[str, Any]], int | None]:
+    """The label lines of ``data`` (a labels file's bytes), and where a torn last line starts
+    (None when there is none)."""
+    end = data.rfind(b"\n") + 1
+    tail = data[end:]
+    lines = []
+    for number, raw in enumerate(data[:end].splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise InputDataError(f"{path}, line {number}: not a JSON line; a labels "
+                                 "file holds one JSON object per line") from None
+        if not isinstance(line, dict) or "id" not in line:
+            raise InputDataError(f"{path}, line {number}: a label line is a JSON "
+                                 "object with an id")
+        lines.append(line)
+    if not tail:
+        return lines, None
+    if not (LINE_START.startswith(tail) or tail.startswith(LINE_START)):
+        raise InputDataError(f"{path}: its last line is neither a label nor a label "
+                             "cut short; is this a labels file?")
+    return lines, end
 
 
 def _locked(path: Path) -> IO[str]:

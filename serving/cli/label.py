@@ -148,7 +148,7 @@ def plan_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many further labels each criterion needs to reach --target-width."""
-    from jurybox.calibration.label_store import LabelStore
+    from jurybox.calibration.label_store import read_latest
     from jurybox.calibration.selection import plan
     from jurybox.rubrics.errors import InputError
     from jurybox.serving.cli.calibration import load_inputs
@@ -158,11 +158,8 @@ def plan_cmd(
         output, rubric_def, notes = load_inputs(verdicts, rubric, None)
         if rubric_def is None:
             raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
-        latest = {}
-        if human.exists():
-            store = LabelStore(human)
-            latest = store.latest()
-            store.close()
+        # Read as it is on disk, without the writer's lock: a labelling page may be open on it.
+        latest = read_latest(human) if human.exists() else {}
         scales = {c.name: c.scale for c in rubric_def.criteria}
         scores = {r.id: r.scores for r in output.records}
         if goal == "benchmark-mean":

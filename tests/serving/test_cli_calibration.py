@@ -645,9 +645,15 @@ def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
     store = LabelStore(human)
     for row in s["humans"][:20]:  # 10 items, 2 raters each
         store.append({"id": row["id"], "rater": row["rater"], "accuracy": row["accuracy"]})
-    store.close()
+    # Asked while a labelling server still writes the file (holds its lock) and a label is
+    # half-written: the plan reads what is on disk and leaves the file as it is (#36).
+    with open(human, "ab") as f:
+        f.write(b'{"id": "x", "ra')
+    on_disk = human.read_bytes()
     result = invoke("labels", "plan", human, s["judged"], "--rubric", s["rubric"],
                     "--target-width", "0.05")
+    store.close()
+    assert human.read_bytes() == on_disk
     assert result.exit_code == 0, result.output
     assert "accuracy: " in result.output and "20 label(s) so far" in result.output
     assert "more than the 30 judged items" in result.output
