@@ -138,13 +138,15 @@ def assert_same_verdicts(got: list[dict], want: list[dict], tolerance: float = 1
 
 
 @contextmanager
-def labelling(items: Path, judged: Path, labels: Path, port: int, *options: str,
+def labelling(items: Path | None, judged: Path, labels: Path, port: int, *options: str,
               log: Path | None = None, env: dict[str, str] | None = None):
-    """`jurybox label` in its own process until the block ends; yields (base URL, process)."""
+    """`jurybox label` in its own process until the block ends; yields (base URL, process).
+    ``items`` None: `jurybox label VERDICTS`, the items from the verdicts' manifest."""
     log = log or labels.with_suffix(".log")
     with open(log, "ab") as out:
         proc = subprocess.Popen([str(Path(sys.executable).with_name("jurybox")), "label",
-                                 str(items), str(judged), "--labels", str(labels), "--port",
+                                 *([str(items)] if items is not None else []), str(judged),
+                                 "--labels", str(labels), "--port",
                                  str(port), *options],
                                 stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, **(env or {})})

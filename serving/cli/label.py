@@ -20,8 +20,7 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def label(
-    items: Annotated[Path, typer.Argument(help="The predictions file that was judged (JSONL, CSV or Parquet): the text shown on the page.", exists=True, show_default=False)],
-    verdicts: Annotated[Path, typer.Argument(help="What `jurybox judge` wrote for it (a JSONL file, or a directory of its shards).", exists=True, show_default=False)],
+    paths: Annotated[list[Path], typer.Argument(metavar="[ITEMS] VERDICTS", help="VERDICTS: what `jurybox judge` wrote (a JSONL file, or a directory of its shards). ITEMS, before it: the predictions file that was judged (JSONL, CSV or Parquet), whose text the page shows; by default the one its manifest names.", exists=True, show_default=False)],
     labels: Annotated[Path, typer.Option("--labels", "-l", help="The human labels file to write (created, or appended to; one JSON line per label).", show_default=False)],
     rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
     rater: Annotated[str | None, typer.Option(help="Your name as a rater: every label carries it (the page asks when it is not in its address).", show_default=False)] = None,
@@ -50,7 +49,13 @@ def label(
         raise fail(f"jurybox label needs the label extra ({exc.name} is not installed): pip "
                    "install -c locks/cpu.txt -e '.[label]'") from None
 
+    from jurybox.rubrics.errors import InputError
+
     with reported():
+        if len(paths) > 2:
+            raise InputError(f"{len(paths)} files given: label takes [ITEMS] VERDICTS",
+                             field="items")
+        items, verdicts = paths if len(paths) == 2 else (_judged_from(paths[0]), paths[0])
         session, store = _session(items, verdicts, labels, rubric, goal, target_width, overlap,
                                   show_judges, seed, stratify)
     token = None
@@ -71,6 +76,24 @@ def label(
         uvicorn.run(build_app(session, token), host=host, port=port, log_level="warning")
     finally:
         store.close()
+
+
+def _judged_from(verdicts: Path) -> Path:
+    """The predictions file the manifest beside ``verdicts`` says they were judged from."""
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.runs.results import read_manifest
+
+    manifest = read_manifest(verdicts)
+    if manifest is None or not manifest.get("predictions"):
+        raise InputError(f"{verdicts}: no manifest names the predictions file it was judged "
+                         "from: give it first (jurybox label ITEMS VERDICTS)", field="items")
+    items = Path(manifest["predictions"])
+    if not items.exists():
+        raise InputError(f"{verdicts} was judged from {items} (its manifest says), which is "
+                         "not there any more: give the predictions file first (jurybox label "
+                         "ITEMS VERDICTS)", field="items")
+    note(f"items: {items} (named in the manifest of {verdicts})")
+    return items
 
 
 def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | None, goal: str,

@@ -279,3 +279,19 @@ def test_bad_rows_are_reported_and_the_rest_is_judged(tmp_path, smol_jury):
     assert "4 rows rejected" in r.stderr
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
     assert len(manifest["rejected_rows"]) == 4
+
+
+def test_label_takes_the_items_from_the_verdicts_manifest_and_says_when_they_moved(tmp_path):
+    """`jurybox label VERDICTS`: the predictions file is the one the manifest names (the page
+    test labels that way); one that is gone is named, with what to do (#36)."""
+    verdicts = tmp_path / "judged.jsonl"
+    verdicts.write_text("")
+    verdicts.with_name("judged.jsonl.manifest.json").write_text(
+        json.dumps({"jurybox": "0.1.0", "provenance": "0123456789abcdef",
+                    "predictions": str(tmp_path / "moved.jsonl")}))
+    r = invoke("label", verdicts, "--labels", tmp_path / "h.jsonl")
+    assert r.exit_code == 2, r.output
+    assert "moved.jsonl (its manifest says), which is not there any more" in r.output
+    assert "jurybox label ITEMS VERDICTS" in r.output and not (tmp_path / "h.jsonl").exists()
+    r = invoke("label", verdicts, verdicts, verdicts, "--labels", tmp_path / "h.jsonl")
+    assert r.exit_code == 2 and "label takes [ITEMS] VERDICTS" in r.output

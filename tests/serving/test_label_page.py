@@ -39,8 +39,9 @@ def judged(tmp_path_factory, replay_jury) -> Path:
 
 
 def labelling(judged: Path, labels: Path, port: int, *options: str, **kw):
-    """`jurybox label` over the example predictions (service_helpers.labelling)."""
-    return _labelling(EXAMPLES, judged, labels, port, *options, **kw)
+    """`jurybox label VERDICTS` over the example predictions (service_helpers.labelling): the
+    predictions file is the one the verdicts' manifest names (#36)."""
+    return _labelling(None, judged, labels, port, *options, **kw)
 
 
 def shown(page) -> str:
