@@ -46,8 +46,8 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> Stat:
     if x.size < MIN_ITEMS:
         return undefined("spearman", x.size, f"{x.size} item(s); need {MIN_ITEMS}")
     if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return undefined("spearman", x.size, "a constant column (every score, or every "
-                         "length, the same)")
+        return undefined("spearman", x.size, "a constant column: every score, or every "
+                         "length, is the same")
     rx, ry = rankdata(x) - (x.size + 1) / 2, rankdata(y) - (x.size + 1) / 2
     return defined("spearman", float(rx @ ry / np.sqrt((rx @ rx) * (ry @ ry))), x.size)
 

@@ -13,6 +13,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -222,9 +223,17 @@ def materialize(source: ModelSource) -> ModelSource:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source.directory, gguf_file=source.gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(
-        source.directory, gguf_file=source.gguf_file, dtype=torch.bfloat16
-    )
+    # transformers warns that packed GGUF weights compute fastest in float32; here they are
+    # dequantized once to be saved, never computed with: its advice does not apply (#36).
+    gguf_log = logging.getLogger("transformers.quantizers.quantizer_gguf")
+    level = gguf_log.level
+    gguf_log.setLevel(logging.ERROR)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source.directory, gguf_file=source.gguf_file, dtype=torch.bfloat16
+        )
+    finally:
+        gguf_log.setLevel(level)
     # The weights are already dequantized; drop the GGUF quantizer state so they can be saved.
     # torch types a Module's unknown attributes as Tensor | Module; hf_quantizer is not one.
     model.hf_quantizer = None  # type: ignore[assignment]
