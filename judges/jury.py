@@ -7,6 +7,7 @@ verdicts out.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -85,13 +86,16 @@ class JuryLike(Protocol):
         """Whether scoring ``items`` would ask a judge (False when all are in the cache)."""
         ...
 
-    def load_backends(self) -> None:
-        """Make the judges ready (load the models; check the service can answer)."""
+    def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
+        """Make the judges ready (load the models; check the service can answer);
+        ``on_loaded(what, seconds)`` as each is ready."""
         ...
 
-    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False
+    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False,
+                      on_progress: Callable[[float], None] | None = None
                       ) -> list[dict[str, Any]]:
-        """One verdict record per item, in order, with its input hash."""
+        """One verdict record per item, in order, with its input hash; ``on_progress(done)``
+        as the work advances (``done``: items' worth of it so far, up to ``len(items)``)."""
         ...
 
     def close(self) -> None:
@@ -140,10 +144,15 @@ class Jury:
             self._backends[judge.name] = make_backend(judge)
         return self._backends[judge.name]
 
-    def load_backends(self) -> None:
-        """Load every judge's model now (a run loads them before its first chunk)."""
+    def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
+        """Load every judge's model now (a run loads them before its first chunk);
+        ``on_loaded("judge NAME", seconds)`` after each."""
         for judge in self.spec.judges:
+            began = time.perf_counter()
+            loaded = judge.name in self._backends
             self.backend(judge)
+            if on_loaded is not None and not loaded:
+                on_loaded(f"judge {judge.name}", time.perf_counter() - began)
         freeze_loaded_objects()
 
     def provenance(self, rubric: Rubric) -> str:
@@ -163,11 +172,21 @@ class Jury:
         found = self.cache.contains(self.provenance(rubric), [input_hash(it) for it in items])
         return len(found) < len(items)  # (a membership test: score reads the verdicts)
 
-    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False
+    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False,
+                      on_progress: Callable[[float], None] | None = None
                       ) -> list[dict[str, Any]]:
-        """:meth:`score` as verdict records (what a results file holds), with input hashes."""
+        """:meth:`score` as verdict records (what a results file holds), with input hashes;
+        ``on_progress(done)`` after each judge's part: each judge's votes on an item count
+        as a 1/J share of it (J judges)."""
+        on_judge_done = None
+        if on_progress is not None:
+            share, done = 1.0 / len(self.spec.judges), [0.0]
+
+            def on_judge_done(name: str, n: int) -> None:
+                done[0] = min(len(items), done[0] + n * share)
+                on_progress(done[0])
         return [v.to_record(keep_raw, input=input_hash(it))
-                for v, it in zip(self.score(rubric, items), items)]
+                for v, it in zip(self.score(rubric, items, on_judge_done), items)]
 
     def score(
         self,

@@ -36,7 +36,7 @@ class ResumableJudge:
     keeping every judged set in ``out_dir``."""
 
     def __init__(self, jury: Jury, out_dir: Path, chunk_size: int | None = None,
-                 progress: Callable[[str, int, int | None], Any] | None = None) -> None:
+                 progress: Callable[[str, float, int | None], Any] | None = None) -> None:
         self.jury = jury
         self.out_dir = Path(out_dir)
         self.chunk_size = chunk_size
@@ -53,7 +53,7 @@ class ResumableJudge:
         target = self.out_dir / f"{task}.judged.jsonl"
         _write_items(source, items)
 
-        def progress(done: int, total: int | None) -> None:
+        def progress(done: float, total: int | None) -> None:
             if self.progress is not None:
                 self.progress(task, done, total)
 
@@ -219,12 +219,14 @@ def _judge(name: str, jury: str | None, out: Path | None, predictions: Path,
     if out is None:
         note(f"judged records go to {target} (rerun the same command to resume; --out to choose)")
 
-    def progress(task: str, done: int, total: int | None) -> None:
+    def progress(task: str, done: float, total: int | None) -> None:
         if quiet:
             return
         bar = bars.get(task)
         if bar is None:
-            bars[task] = tqdm(total=total, initial=done, unit="item", desc=task, file=sys.stderr)
+            bars[task] = tqdm(total=total, initial=done, unit="item", desc=task, file=sys.stderr,
+                              bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<"
+                                         "{remaining}, {rate_fmt}]")
         else:
             bar.update(done - bar.n)
 

@@ -138,14 +138,25 @@ def judge(
 
     bar = None
 
-    def progress(done: int, total: int | None) -> None:
+    def progress(done: float, total: int | None) -> None:
         nonlocal bar
         if quiet:
             return
         if bar is None:
-            bar = tqdm(total=total, initial=done, unit="item", desc="judging", file=sys.stderr)
+            # Fractional counts within a chunk (each judge's share of it) show as whole items.
+            bar = tqdm(total=total, initial=done, unit="item", desc="judging", file=sys.stderr,
+                       bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}, "
+                                  "{rate_fmt}]")
         else:
             bar.update(done - bar.n)
+
+    def notify(message: str) -> None:
+        if quiet:
+            return
+        if bar is not None:
+            bar.write(message, file=sys.stderr)
+        else:
+            note(message)
 
     try:
         with reported(f"items judged before this are saved in {target}; run the same command "
@@ -153,7 +164,7 @@ def judge(
             try:
                 common = RunOptions(mapping=mapping, limit=limit, max_field_chars=max_field_chars,
                                     keep_raw=keep_raw, allow_empty=allow_empty, calibration=cmap,
-                                    progress=progress, format=out_format, shard_size=shard_size,
+                                    progress=progress, notify=notify, format=out_format, shard_size=shard_size,
                                     length_control=length_control, human=human)
                 if engine == "ray":
                     if url is not None:

@@ -4,7 +4,7 @@ itself (checks, results, manifest, summary) is :class:`jurybox.serving.runs.run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -33,18 +33,22 @@ def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str
     total = count_rows(predictions)
     total = min(total, run.limit) if total is not None and run.limit is not None else total
     hits_before = jury.cache_hits
+    progress = run.progress
     with run.writing(rows) as results:
         done = results.done()
+        if progress is not None:
+            progress(0, total)  # the bar and its clock start with the run
         loaded = False
         for chunk, skipped in rows.chunks(done, chunk_size):
             rows.already += skipped
             # Models load at the first chunk with anything to judge: a run whose items are
             # all in the verdict cache loads none.
             if chunk and not loaded and jury.needs_judging(rubric, chunk):
-                jury.load_backends()
+                jury.load_backends(_loaded_note(run.notify))
                 loaded = True
             if chunk:
-                records = jury.score_records(rubric, chunk, keep_raw=run.keep_raw)
+                records = jury.score_records(rubric, chunk, keep_raw=run.keep_raw,
+                                             on_progress=_within(progress, rows, total))
                 if run.applied is not None:
                     records = [run.applied.apply(r, rubric) for r in records]
                 results.append(records)
@@ -54,6 +58,22 @@ def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str
                 run.progress(rows.already + rows.judged, total)
     notes = jury.notes() if isinstance(jury, Jury) else []
     return run.finish(rows, notes, cache=jury.cache.path if jury.cache is not None else None)
+
+
+def _within(progress: Callable[[float, int | None], Any] | None, rows: Tally,
+            total: int | None) -> Callable[[float], None] | None:
+    """``on_progress`` for one chunk: its share done, counted after what came before it."""
+    if progress is None:
+        return None
+    base = rows.already + rows.judged
+    return lambda part: progress(base + part, total)
+
+
+def _loaded_note(notify: Callable[[str], Any] | None) -> Callable[[str, float], None] | None:
+    """``on_loaded`` for ``load_backends``: says each judge is ready, with its time."""
+    if notify is None:
+        return None
+    return lambda what, seconds: notify(f"{what} ready in {seconds:.1f} s")
 
 
 class RowStream(Tally):

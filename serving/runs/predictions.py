@@ -8,7 +8,7 @@ that no row has, a --map naming a field nothing reads) raise PredictionsError.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +92,7 @@ def iter_predictions(
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
     allow_empty: bool = False,
     ids: IdIndex | None = None,
-) -> Iterator[tuple[int, Item | RowError]]:
+) -> Generator[tuple[int, Item | RowError]]:
     """``(row number, Item or RowError)`` per row. Duplicate ids are row errors (the first
     wins), so the ids seen so far are kept in memory (in ``ids``, when the caller wants them
     afterwards)."""

@@ -278,6 +278,11 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
             cached = (set() if cache is None else
                       _answer_from_cache(run, cache, done, allowed, keep_raw, calibration))
             judging = True
+            if run.progress is not None:
+                run.progress(0, state.total)  # the bar and its clock start with the run
+            if run.notify is not None:
+                run.notify(f"Ray Data: {len(jury.judges)} judge stage(s) starting; each actor "
+                           "loads its judge before the first batch")
             for batch in _pipeline(run.files, rubric, jury, prov, run.reading, done, allowed,
                                    cached, keep_raw, calibration, backend_factory,
                                    store=cache is not None).iter_batches(batch_size=None):

@@ -97,8 +97,10 @@ class RunOptions(TypedDict, total=False):
     optional: ``mapping`` (field -> column, ``--map``), ``limit`` (the first N valid items),
     ``max_field_chars`` (longer fields reject the row), ``keep_raw`` (scored votes keep the
     judge's raw output), ``allow_empty`` (judge empty responses), ``calibration`` (a map
-    applied to every record), ``progress(done, total)`` (called as items complete; ``total``
-    an estimate, or None), ``format`` and ``shard_size`` (of a results directory)."""
+    applied to every record), ``progress(done, total)`` (called when the run starts and as
+    the work advances: ``done`` items' worth, fractional within a chunk; ``total`` an estimate,
+    or None), ``notify(message)`` (what the run is doing meanwhile: each judge loaded, with its
+    time), ``format`` and ``shard_size`` (of a results directory)."""
 
     mapping: Mapping[str, str] | None
     limit: int | None
@@ -106,7 +108,8 @@ class RunOptions(TypedDict, total=False):
     keep_raw: bool
     allow_empty: bool
     calibration: AppliedCalibration | None
-    progress: Callable[[int, int | None], Any] | None
+    progress: Callable[[float, int | None], Any] | None
+    notify: Callable[[str], Any] | None
     format: str | None
     shard_size: int | None
     length_control: bool
@@ -129,6 +132,7 @@ class Run:
         self.keep_raw = options.get("keep_raw", False)
         self.applied = options.get("calibration")  # applied to each record by the engine
         self.progress = options.get("progress")
+        self.notify = options.get("notify")
         calibration = self.applied.identity if self.applied is not None else records_calibration
         self.predictions, self.rubric, self.out = predictions, rubric, Path(out)
         if (self.out.exists() and Path(predictions).exists()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from jurybox.judges import JurySpec
@@ -164,13 +164,16 @@ class RemoteJury:
         """True whenever there are items: the service's own cache, if any, answers what it can."""
         return bool(items)  # (the service's own cache answers what it can)
 
-    def load_backends(self) -> None:
+    def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
         """Check that every judge of the service can answer (GET /healthz); ServiceError naming
-        those that cannot."""
+        those that cannot; ``on_loaded(the service's URL, seconds)`` when it can."""
+        began = time.perf_counter()
         health = self.client.health()
         if health.get("status") != "ok":
             down = {j: s for j, s in (health.get("judges") or {}).items() if s != "ok"}
             raise ServiceError(f"{self.client.url}: not every judge can answer: {down}")
+        if on_loaded is not None:
+            on_loaded(f"the service at {self.client.url}", time.perf_counter() - began)
 
     def _ref(self, rubric: Rubric) -> str | dict[str, Any]:
         """The rubric by name when the service holds the very same one (it then needs no
@@ -182,14 +185,20 @@ class RemoteJury:
         return self._refs[rubric.name]
 
     def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False,
+                      on_progress: Callable[[float], None] | None = None,
                       allow_empty: bool = True) -> list[dict[str, Any]]:
-        """The service's records (``keep_raw`` is the service's to decide: it returns none)."""
+        """The service's records (``keep_raw`` is the service's to decide: it returns none);
+        ``on_progress(items done)`` after each request."""
         # As many items per request as the service's limit on judge calls allows.
         per = max(1, min(self.max_items, self.max_judge_calls // rubric.judge_calls))
         ref = self._ref(rubric)
-        return [record for start in range(0, len(items), per)
-                for record in self.client.score_records(ref, items[start:start + per],
-                                                        allow_empty=allow_empty)]
+        records: list[dict[str, Any]] = []
+        for start in range(0, len(items), per):
+            records += self.client.score_records(ref, items[start:start + per],
+                                                 allow_empty=allow_empty)
+            if on_progress is not None:
+                on_progress(len(records))
+        return records
 
     def score(self, rubric: Rubric, items: Sequence[Item]) -> list[Verdict]:
         """One verdict per item, in order, judged by the service."""

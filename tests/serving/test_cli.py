@@ -277,6 +277,8 @@ def test_bad_rows_are_reported_and_the_rest_is_judged(tmp_path, smol_jury):
     assert "row 4: not valid UTF-8" in r.stderr
     assert "row 5, field 'reference': empty" in r.stderr
     assert "4 rows rejected" in r.stderr
+    # The bar (rate and all) and the judge's loading, said as they happen (#36).
+    assert "judge smollm2-135m ready in" in r.stderr and "item/s" in r.stderr, r.stderr
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
     assert len(manifest["rejected_rows"]) == 4
 
@@ -295,3 +297,32 @@ def test_label_takes_the_items_from_the_verdicts_manifest_and_says_when_they_mov
     assert "jurybox label ITEMS VERDICTS" in r.output and not (tmp_path / "h.jsonl").exists()
     r = invoke("label", verdicts, verdicts, verdicts, "--labels", tmp_path / "h.jsonl")
     assert r.exit_code == 2 and "label takes [ITEMS] VERDICTS" in r.output
+
+
+@pytest.mark.models
+def test_progress_advances_per_judge_within_each_chunk_and_says_when_judges_are_ready(
+        replay_jury, tmp_path):
+    """The bar starts with the run (its clock too), moves as each judge finishes its part of a
+    chunk, and ends at the item count; each judge's loading is said with its time (#36). The
+    replay jury: the run's plumbing is the subject."""
+    from jurybox.judges import Jury
+    from jurybox.rubrics import load_rubric
+    from jurybox.serving.runs.local import judge_file
+
+    calls, notes = [], []
+    jury = Jury.load(replay_jury)
+    try:
+        report = judge_file(EXAMPLES / "mirage_mg.jsonl", load_rubric("mirage-mg"), jury,
+                            tmp_path / "o.jsonl", chunk_size=2,
+                            progress=lambda done, total: calls.append((done, total)),
+                            notify=notes.append)
+    finally:
+        jury.close()
+    assert report.judged == 6
+    assert calls[0] == (0, 6) and calls[-1] == (6, 6)
+    done = [d for d, _ in calls]
+    assert done == sorted(done)
+    # Three chunks of two items, two judges: a half-chunk step after the first judge of each.
+    assert [1.0, 3.0, 5.0] == [d for d in done if d % 2 == 1]
+    assert [n.split(" ready in ")[0] for n in notes] == ["judge smollm2-135m", "judge gemma3-270m"]
+    assert all(n.endswith(" s") for n in notes)
