@@ -4,8 +4,10 @@ A comparison is (system a, system b, A's share): 1 when a won, 0 when b won, 0.5
 graded pairwise scale gives shares between). Ties count as half a win for each side, as in
 Chatbot Arena's ratings.
 
-* :func:`win_rates`: per pair of systems, the mean share of the first with a Student-t CI over
-  comparisons.
+* :func:`win_rates`: per pair of systems, the mean share of the first with a Clopper-Pearson
+  interval on the shares' sum (:func:`share_interval`): inside [0, 1], never zero-width, and
+  conservative with ties, whose half shares vary less than a win or a loss (a Student-t
+  interval on 0 / 0.5 / 1 shares left [0, 1] and undercovered at small n).
 * :func:`bradley_terry`: strengths p with P(i beats j) = p_i / (p_i + p_j), fitted by maximum
   likelihood with Hunter's (2004) minorization-maximization iteration; reported on the Elo scale
   (1000 + 400 log10 p, geometric mean of p = 1, so the ratings average 1000) with percentile
@@ -26,8 +28,6 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
-
-from .stat import mean_ci
 
 SCALE, BASE, INIT = 400.0, 10.0, 1000.0
 
@@ -67,6 +67,22 @@ class WinRate:
                 f"{self.wins} wins, {self.ties} ties, {self.losses} losses in {self.n}")
 
 
+def share_interval(shares: Sequence[float], level: float = 0.95) -> list[float] | None:
+    """Clopper-Pearson interval of the mean of shares in [0, 1] (a win 1, a tie 0.5, a loss 0,
+    or graded shares): the exact binomial interval at ``sum(shares)`` successes of ``n``, read
+    from the beta quantiles, which take a fractional count. Shares vary at most as wins and
+    losses do (the binomial is the widest law on [0, 1] with a given mean), so ties make it
+    conservative. None from no shares."""
+    v = np.asarray(shares, dtype=float)
+    n = v.size
+    if n == 0:
+        return None
+    x, alpha = float(v.sum()), 1.0 - level
+    low = 0.0 if x <= 0 else float(stats.beta.ppf(alpha / 2, x, n - x + 1))
+    high = 1.0 if x >= n else float(stats.beta.ppf(1 - alpha / 2, x + 1, n - x))
+    return [low, high]
+
+
 def win_rates(a: Sequence[str], b: Sequence[str], share: Sequence[float]) -> list[WinRate]:
     """Per unordered pair of systems (in order of first appearance), the first's win rate."""
     groups: dict[tuple[str, str], list[float]] = {}
@@ -78,9 +94,8 @@ def win_rates(a: Sequence[str], b: Sequence[str], share: Sequence[float]) -> lis
     out = []
     for (x, y), shares in groups.items():
         v = np.array(shares)
-        rate, interval = mean_ci(v)
-        ci = list(interval) if interval is not None else None
-        out.append(WinRate(x, y, int(v.size), rate, ci, int((v > 0.5).sum()),
+        out.append(WinRate(x, y, int(v.size), float(v.mean()), share_interval(v),
+                           int((v > 0.5).sum()),
                            int((v < 0.5).sum()), int((v == 0.5).sum())))
     return out
 
