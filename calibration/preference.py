@@ -67,7 +67,7 @@ class WinRate:
                 f"{self.wins} wins, {self.ties} ties, {self.losses} losses in {self.n}")
 
 
-def share_interval(shares: Sequence[float], level: float = 0.95) -> list[float] | None:
+def share_interval(shares: Sequence[float] | np.ndarray, level: float = 0.95) -> list[float] | None:
     """Clopper-Pearson interval of the mean of shares in [0, 1] (a win 1, a tie 0.5, a loss 0,
     or graded shares): the exact binomial interval at ``sum(shares)`` successes of ``n``, read
     from the beta quantiles, which take a fractional count. Shares vary at most as wins and

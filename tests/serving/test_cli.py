@@ -323,6 +323,6 @@ def test_progress_advances_per_judge_within_each_chunk_and_says_when_judges_are_
     done = [d for d, _ in calls]
     assert done == sorted(done)
     # Three chunks of two items, two judges: a half-chunk step after the first judge of each.
-    assert [1.0, 3.0, 5.0] == [d for d in done if d % 2 == 1]
+    assert [d for d in done if d % 2 == 1] == [1.0, 3.0, 5.0]
     assert [n.split(" ready in ")[0] for n in notes] == ["judge smollm2-135m", "judge gemma3-270m"]
     assert all(n.endswith(" s") for n in notes)
