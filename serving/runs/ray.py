@@ -166,14 +166,17 @@ class _Judge:
         self.column = column
         self._factory = backend_factory
         self._backend: Backend | None = None
+        self._load_s = 0.0  # the load's seconds, until a batch has carried them to the driver
 
     @property
     def backend(self) -> Any:
         if self._backend is None:
             from jurybox.judges.jury import freeze_loaded_objects, make_backend
 
+            began = time.perf_counter()
             self._backend = (self._factory or make_backend)(self.spec)
             freeze_loaded_objects()
+            self._load_s = time.perf_counter() - began
         return self._backend
 
     def __call__(self, batch: Any) -> dict[str, Any]:
@@ -192,6 +195,10 @@ class _Judge:
         batch[f"{self.column}_s"] = [(time.perf_counter() - began) / max(len(rows), 1)] * len(votes_out)
         # What the backend says the run should know (the local engine's Jury.notes()).
         batch[f"{self.column}_note"] = [backend_note(self._backend) or ""] * len(votes_out)
+        # How long this actor took to load its judge, on the batch that loaded it (the driver
+        # says so, as the local engine does).
+        batch[f"{self.column}_load"] = [self._load_s] * len(votes_out)
+        self._load_s = 0.0
         return batch
 
 
@@ -233,7 +240,7 @@ class _Decide:
         # What the driver needs; the prompts and pickled votes stay behind.
         keep = ["id", "row", "file", "input", "error", "skipped", "cached", "empty"] + [
             f"{_column(self.plan.jury, j)}{end}" for j in self.plan.jury.judges
-            for end in ("_s", "_note")]
+            for end in ("_s", "_note", "_load")]
         return {**{k: batch[k] for k in keep}, "record": records, "verdict": verdicts}
 
 
@@ -282,11 +289,15 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
                 run.progress(0, state.total)  # the bar and its clock start with the run
             if run.notify is not None:
                 run.notify(f"Ray Data: {len(jury.judges)} judge stage(s) starting; each actor "
-                           "loads its judge before the first batch")
+                           "loads its judge at its first batch (said as the batch arrives)")
             for batch in _pipeline(run.files, rubric, jury, prov, run.reading, done, allowed,
                                    cached, keep_raw, calibration, backend_factory,
                                    store=cache is not None).iter_batches(batch_size=None):
                 records, verdicts = state.take(batch, jury)
+                if run.notify is not None:
+                    for name, seconds in state.loaded:
+                        run.notify(f"judge {name} ready in {seconds:.1f} s (a Ray actor)")
+                state.loaded.clear()
                 if records:
                     results.append(records)
                     if isinstance(results, ResultsDir):
@@ -407,6 +418,7 @@ class _Driver(Tally):
         self.busy: dict[int, float] = {}
         self.counted: dict[int, int] = {}
         self.notes: dict[str, None] = {}  # the judges' backends' notes, in order, once each
+        self.loaded: dict[tuple[str, float], None] = {}  # (judge, seconds) an actor loaded it in
 
     def take(self, batch: dict[str, Any], jury: JurySpec
              ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
@@ -441,6 +453,8 @@ class _Driver(Tally):
                 self.counted[k] = self.counted.get(k, 0) + 1
                 if note := batch[f"{column}_note"][i]:
                     self.notes[note] = None
+                if load := float(batch[f"{column}_load"][i]):
+                    self.loaded[(jury.judges[k].name, load)] = None
         return records, verdicts
 
     def throughput(self, k: int) -> float:

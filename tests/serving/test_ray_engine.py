@@ -261,8 +261,13 @@ def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(replay_tin
         "response_b": rows[-1 - k]["response"]}) + "\n" for k, r in enumerate(rows[:2])))
     rubric = load_rubric("pairwise")
     judge_file(pairs, rubric, replay_tiny, tmp_path / "local.jsonl")
-    report = judge_with_ray(pairs, rubric, load_jury_spec(replay_jury), tmp_path / "ray.jsonl")
+    notes: list[str] = []
+    report = judge_with_ray(pairs, rubric, load_jury_spec(replay_jury), tmp_path / "ray.jsonl",
+                            notify=notes.append)
     assert report.judged == 2
+    # Each judge's actor says how long it took to load its judge, as the local engine does (#36).
+    ready = sorted(n.split(" ready in ")[0] for n in notes if " ready in " in n)
+    assert ready == ["judge gemma3-270m", "judge smollm2-135m"], notes
     local, ray = written(tmp_path / "local.jsonl"), written(tmp_path / "ray.jsonl")
     assert_same_verdicts(ray, local)
     assert [r["winner"] for r in ray] == [r["winner"] for r in local]
