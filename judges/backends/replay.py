@@ -10,10 +10,10 @@ shared helpers of ``backends.base`` (``PromptEncoder``, ``Detokenizer``,
 (``perf/machinery.py``), and a fixture that runs the real judging path in tests without a model.
 
 A recording (``perf/data/*.json.gz``, written by ``python perf/machinery.py --record``;
-``tests/data/*.json.gz``, written by ``python tests/data/record.py``) holds, per judge, the prompt
-token ids, the answer's token ids, why it ended, the text the recording backend decoded, the
-top-k ``{token id: logprob}`` at each answer position, and a digest of the JSON schema the answer
-followed.
+``tests/data/*.json.gz``, written by ``python tests/data/record.py``) holds, per judge, the
+prompt token ids, the answer's token ids, why it ended, the text the recording backend decoded,
+the top-k ``{token id: logprob}`` at each answer position, and a digest of the JSON schema the
+answer followed.
 
 A jury file names it as a judge's backend (the judge's ``model`` gives the tokenizer)::
 
