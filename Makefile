@@ -4,11 +4,11 @@
 check:  ## ruff, mypy and the import contract (what CI runs before the tests)
 	bash .ci/check
 
-test:  ## the whole suite (real tiny models, Ray, the service): ~50 min on 2 cores
+test:  ## the whole suite (real tiny models, Ray, the service): ~22 min on 2 cores
 	python -m pytest -q --durations=40
 
-test-fast:  ## everything but the real models and vLLM: ~3 min
-	python -m pytest -q -m "not models and not vllm"
+test-fast:  ## everything but the real models and vLLM, on two workers: ~80 s on 2 cores
+	python -m pytest -q -n 2 -m "not models and not vllm"
 
 lint:
 	ruff check .

@@ -52,12 +52,43 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> Stat:
     return defined("spearman", float(rx @ ry / np.sqrt((rx @ rx) * (ry @ ry))), x.size)
 
 
+def _spearman_batch(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`_spearman` of each row (resample) of ``x`` and ``y``; NaN where undefined."""
+    from scipy.stats import rankdata
+
+    n = x.shape[-1]
+    if n < MIN_ITEMS:
+        return np.full(x.shape[0], np.nan)
+    rx, ry = rankdata(x, axis=-1) - (n + 1) / 2, rankdata(y, axis=-1) - (n + 1) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (rx * ry).sum(-1) / np.sqrt((rx * rx).sum(-1) * (ry * ry).sum(-1))
+    return np.where((np.ptp(x, axis=-1) == 0) | (np.ptp(y, axis=-1) == 0), np.nan, rho)
+
+
 def _slope(x: np.ndarray, y: np.ndarray) -> Stat:
     """The least-squares slope of ``y`` per 100 units of ``x``."""
     if x.size < MIN_ITEMS or np.ptp(x) == 0:
         return undefined("slope_per_100", x.size, "fewer than 3 items or every length the same")
     dx = x - x.mean()
     return defined("slope_per_100", float(100.0 * (dx @ (y - y.mean())) / (dx @ dx)), x.size)
+
+
+def _slope_batch(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`_slope` of each row (resample); NaN where undefined."""
+    dx = x - x.mean(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = 100.0 * (dx * (y - y.mean(axis=-1, keepdims=True))).sum(-1) / (dx * dx).sum(-1)
+    if x.shape[-1] < MIN_ITEMS:
+        return np.full(x.shape[0], np.nan)
+    return np.where(np.ptp(x, axis=-1) == 0, np.nan, slope)
+
+
+def _length_stats(x: np.ndarray, y: np.ndarray) -> dict[str, Stat]:
+    return {"spearman": _spearman(x, y), "slope": _slope(x, y)}
+
+
+def _length_stats_batch(x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    return {"spearman": _spearman_batch(x, y), "slope": _slope_batch(x, y)}
 
 
 @dataclass(frozen=True)
@@ -125,13 +156,10 @@ def length_bias(judge: str, criterion: str, score: Any, length: Any, human: Any 
         raise InputDataError("score, length and human must have one value per item")
     keep = ~np.isnan(s) & ~np.isnan(n) & (True if h is None else ~np.isnan(h))
     s, n = s[keep], n[keep]
-
-    def stats(x: np.ndarray, y: np.ndarray) -> dict[str, Stat]:
-        return {"spearman": _spearman(x, y), "slope": _slope(x, y)}
-
-    raw = bootstrap_ci(stats, n, s, n_resamples=n_resamples, confidence=confidence, seed=seed)
-    err = None if h is None else bootstrap_ci(stats, n, s - h[keep], n_resamples=n_resamples,
-                                              confidence=confidence, seed=seed)
+    options: dict[str, Any] = {"n_resamples": n_resamples, "confidence": confidence,
+                               "seed": seed, "batched": _length_stats_batch}
+    raw = bootstrap_ci(_length_stats, n, s, **options)
+    err = None if h is None else bootstrap_ci(_length_stats, n, s - h[keep], **options)
     return LengthFinding(judge, criterion, raw["spearman"], raw["slope"],
                          None if err is None else err["spearman"],
                          None if err is None else err["slope"], unit)
@@ -148,6 +176,19 @@ def _n_eff(errors: np.ndarray) -> Stat:
     if total <= 0:
         return undefined("n_eff", m, "the errors' correlations sum to 0 or less")
     return defined("n_eff", k * k / total, m)
+
+
+def _n_eff_batch(errors: np.ndarray) -> np.ndarray:
+    """:func:`_n_eff` of each resample (resamples x judges x items); NaN where undefined."""
+    b, k, m = errors.shape
+    if m < MIN_ITEMS:
+        return np.full(b, np.nan)
+    centred = errors - errors.mean(axis=-1, keepdims=True)
+    norm = np.sqrt((centred * centred).sum(-1, keepdims=True))
+    constant = (np.ptp(errors, axis=-1) == 0).any(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = ((centred / norm).sum(axis=1) ** 2).sum(-1)  # the correlations' sum
+        return np.where(constant | ~(total > 0), np.nan, k * k / total)
 
 
 @dataclass(frozen=True)
@@ -204,7 +245,7 @@ def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
     errors = np.vstack([np.asarray(scores[j], dtype=float) - ref for j in judges])
     errors = errors[:, ~np.isnan(errors).any(axis=0)]
     n_eff = bootstrap_ci(_n_eff, errors, n_resamples=n_resamples, confidence=confidence,
-                         seed=seed)
+                         seed=seed, batched=_n_eff_batch)
     corr = np.corrcoef(errors) if errors.shape[1] >= 2 else np.full((len(judges),) * 2, np.nan)
     return Dependence(criterion, judges, np.atleast_2d(corr), n_eff, against)
 
@@ -248,6 +289,40 @@ def _self_effect(scores: np.ndarray, authored: np.ndarray, target: int) -> Stat:
                          "belongs to, or a third judge")
     coef = np.linalg.lstsq(design, within.ravel(), rcond=None)[0]
     return defined("self_preference", float(coef[k - 1 + selfish.index(target)]), n)
+
+
+def _self_effect_batch(scores: np.ndarray, authored: np.ndarray, target: int) -> np.ndarray:
+    """:func:`_self_effect` of each resample (resamples x judges x items); NaN where
+    undefined. Resamples are grouped by which judges' families wrote any answer (the design's
+    columns); each group is solved by one batched SVD."""
+    b, k, n = scores.shape
+    out = np.full(b, np.nan)
+    own = authored[:, target]
+    usable = own.any(axis=-1) & ~own.all(axis=-1)
+    wrote_any = np.asarray(authored.any(axis=-1))
+    within = scores - scores.mean(axis=1, keepdims=True)
+    judge_columns = []
+    for m in range(1, k):
+        dummy = np.zeros((k, n))
+        dummy[m] = 1.0
+        judge_columns.append(dummy - dummy.mean(axis=0))
+    for key in {tuple(row) for row in wrote_any[usable]}:
+        rows = np.flatnonzero(usable & (wrote_any == key).all(axis=1))
+        selfish = [m for m in range(k) if key[m]]
+        columns = [np.broadcast_to(c, (rows.size, k, n)) for c in judge_columns]
+        for m in selfish:
+            flag = np.zeros((rows.size, k, n))
+            flag[:, m] = authored[rows, m]
+            columns.append(flag - flag.mean(axis=1, keepdims=True))
+        design = np.stack([c.reshape(rows.size, k * n) for c in columns], axis=-1)
+        u, sv, vt = np.linalg.svd(design, full_matrices=False)
+        tol = sv.max(axis=-1, keepdims=True) * max(design.shape[1:]) * np.finfo(float).eps
+        full = (sv > tol).all(axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            uy = np.einsum("bip,bi->bp", u, within[rows].reshape(rows.size, k * n)) / sv
+        coef = np.einsum("bqp,bq->bp", vt, uy)
+        out[rows] = np.where(full, coef[:, k - 1 + selfish.index(target)], np.nan)
+    return out
 
 
 @dataclass(frozen=True)
@@ -315,6 +390,7 @@ def self_preference(judge: str, criterion: str, scores: Mapping[str, Any],
     values, wrote = values[:, keep], wrote[:, keep]
     target = names.index(judge)
     effect = bootstrap_ci(lambda y, a: _self_effect(y, a, target), values, wrote,
-                          n_resamples=n_resamples, confidence=confidence, seed=seed)
+                          n_resamples=n_resamples, confidence=confidence, seed=seed,
+                          batched=lambda y, a: _self_effect_batch(y, a, target))
     own = wrote[target]
     return SelfPreference(judge, criterion, family, int(own.sum()), int((~own).sum()), effect)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 SCALE, BASE, INIT = 400.0, 10.0, 1000.0
 
@@ -78,8 +78,8 @@ def share_interval(shares: Sequence[float] | np.ndarray, level: float = 0.95) ->
     if n == 0:
         return None
     x, alpha = float(v.sum()), 1.0 - level
-    low = 0.0 if x <= 0 else float(stats.beta.ppf(alpha / 2, x, n - x + 1))
-    high = 1.0 if x >= n else float(stats.beta.ppf(1 - alpha / 2, x + 1, n - x))
+    low = 0.0 if x <= 0 else float(special.betaincinv(x, n - x + 1, alpha / 2))  # beta.ppf
+    high = 1.0 if x >= n else float(special.betaincinv(x + 1, n - x, 1 - alpha / 2))
     return [low, high]
 
 
@@ -101,45 +101,49 @@ def win_rates(a: Sequence[str], b: Sequence[str], share: Sequence[float]) -> lis
 
 
 def _counts(i: np.ndarray, j: np.ndarray, s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    wins = np.zeros((k, k))  # wins[x, y]: x's share summed over its comparisons with y
-    np.add.at(wins, (i, j), s)
-    np.add.at(wins, (j, i), 1.0 - s)
-    return wins, wins + wins.T
+    """Wins and games of comparisons ``(i, j, s)``: ``wins[x, y]`` is x's share summed over
+    its comparisons with y. With a leading axis of resamples (one row each), one pair of
+    matrices per resample."""
+    rows = i.shape[0] if i.ndim == 2 else 1
+    base = (np.arange(rows) * k * k)[:, None] if i.ndim == 2 else 0
+    size = rows * k * k
+    wins = (np.bincount(np.ravel(base + i * k + j), np.ravel(s), size)
+            + np.bincount(np.ravel(base + j * k + i), np.ravel(1.0 - s), size))
+    wins = wins.reshape(*i.shape[:-1], k, k)
+    return wins, wins + np.swapaxes(wins, -1, -2)
 
 
-def _connected(wins: np.ndarray) -> bool:
+def _connected(wins: np.ndarray) -> np.ndarray:
     """Whether the graph with an edge x -> y when x won some share against y is strongly
-    connected (every system reaches every other along wins, and back)."""
-    k = len(wins)
-    beat = wins > 0
-    for adjacency in (beat, beat.T):
-        seen = {0}
-        todo = [0]
-        while todo:
-            x = todo.pop()
-            for y in np.flatnonzero(adjacency[x]):
-                if int(y) not in seen:
-                    seen.add(int(y))
-                    todo.append(int(y))
-        if len(seen) < k:
-            return False
-    return True
+    connected (every system reaches every other along wins, and back), for each wins matrix
+    along the leading axes: the reachability matrix, squared until it covers every path,
+    must be all True."""
+    k = wins.shape[-1]
+    reach = ((wins > 0) | np.eye(k, dtype=bool)).astype(float)
+    for _ in range(max(1, math.ceil(math.log2(k)))):
+        reach = (reach @ reach > 0).astype(float)
+    return np.asarray(reach.all(axis=(-1, -2)))
 
 
-def _fit(wins: np.ndarray, games: np.ndarray, tol: float = 1e-10, max_iter: int = 10_000
-         ) -> np.ndarray:
-    """Hunter's MM iteration for the strengths (geometric mean 1)."""
-    k = len(wins)
-    p = np.ones(k)
-    total = wins.sum(axis=1)
+def _fit(wins: np.ndarray, games: np.ndarray, tol: float = 1e-10, max_iter: int = 10_000,
+         start: np.ndarray | None = None) -> np.ndarray:
+    """Hunter's MM iteration for the strengths (geometric mean 1), from ``start`` (default
+    all 1; the bootstrap starts at the full data's strengths). With a leading axis of
+    resamples, each row's strengths, each row stopping when it converges."""
+    batch = wins.ndim == 3
+    w, g = (wins, games) if batch else (wins[None], games[None])
+    p = np.ones(w.shape[:2]) if start is None else np.broadcast_to(start, w.shape[:2]).copy()
+    total = w.sum(axis=2)
+    todo = np.arange(len(w))
     for _ in range(max_iter):
-        denom = (games / (p[:, None] + p[None, :])).sum(axis=1)
-        new = total / denom
-        new /= math.exp(float(np.log(new).mean()))
-        if float(np.abs(np.log(new) - np.log(p)).max()) < tol:
-            return new
-        p = new
-    return p
+        q = p[todo]
+        new = total[todo] / (g[todo] / (q[:, :, None] + q[:, None, :])).sum(axis=2)
+        new /= np.exp(np.log(new).mean(axis=1, keepdims=True))
+        p[todo] = new
+        todo = todo[np.abs(np.log(new) - np.log(q)).max(axis=1) >= tol]
+        if not todo.size:
+            break
+    return p if batch else p[0]
 
 
 @dataclass
@@ -182,12 +186,15 @@ def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
     p = _fit(wins, games)
     rating = INIT + SCALE * np.log(p) / math.log(BASE)
     rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(n_resamples):
-        pick = rng.integers(0, n, n)
+    draws: list[np.ndarray] = []
+    chunk = max(1, 2_000_000 // max(n, k * k))  # resamples held at once
+    for first in range(0, n_resamples, chunk):
+        pick = np.stack([rng.integers(0, n, n) for _ in range(min(chunk, n_resamples - first))])
         w, g = _counts(i[pick], j[pick], s[pick], k)
-        if _connected(w):
-            draws.append(INIT + SCALE * np.log(_fit(w, g, tol=1e-8)) / math.log(BASE))
+        ok = _connected(w)
+        if ok.any():
+            fitted = _fit(w[ok], g[ok], tol=1e-8, start=p)
+            draws.extend(INIT + SCALE * np.log(fitted) / math.log(BASE))
     ci: dict[str, list[float] | None] = dict.fromkeys(systems)
     if n_resamples and len(draws) >= n_resamples / 2:
         lo, hi = np.quantile(np.array(draws), [(1 - level) / 2, (1 + level) / 2], axis=0)

@@ -227,3 +227,41 @@ def test_two_judges_rating_only_each_other_s_families_cannot_be_told_apart():
     authored = {"q": family == "qwen", "l": family == "llama"}
     f = self_preference("q", "accuracy", scores, authored, "qwen", n_resamples=200)
     assert f.flagged and f.effect.ci[0] <= 0.5 <= f.effect.ci[1]
+
+
+def test_each_batched_statistic_gives_the_one_resample_forms_intervals():
+    """The audit's statistics are bootstrapped many resamples at a time (``batched``); the
+    resamples drawn are the same, so the intervals and the count of undefined resamples equal
+    the one-resample loop's, including where some resamples are undefined (a tied, short
+    column; a family that some resamples miss)."""
+    from jurybox.calibration import audit
+    from jurybox.calibration.bootstrap import bootstrap_ci
+
+    def both(statistic, batched, *data):
+        loop = bootstrap_ci(statistic, *data, n_resamples=400, seed=3)
+        fast = bootstrap_ci(statistic, *data, n_resamples=400, seed=3, batched=batched)
+        for key in loop if isinstance(loop, dict) else [None]:
+            a, b = (loop, fast) if key is None else (loop[key], fast[key])
+            assert a.ci == pytest.approx(b.ci, abs=1e-12), key
+            assert a.details == b.details, key
+        return loop
+
+    rng = np.random.default_rng(4)
+    x, y = rng.gamma(4, 60, 60), rng.normal(0, 1, 60)
+    both(audit._length_stats, audit._length_stats_batch, x, y)
+    tied = both(audit._length_stats, audit._length_stats_batch, np.array([1.0, 1, 1, 2, 3]),
+                np.array([0.0, 0, 1, 0, 1]))
+    assert tied["spearman"].details["n_resamples_undefined"] > 0
+    errors = np.vstack(_correlated(rng, 4, 0.5, 50))
+    both(audit._n_eff, audit._n_eff_batch, errors)
+    few = both(audit._n_eff, audit._n_eff_batch, np.array([[0.0, 1, 0, 1], [1.0, 1, 0, 2]]))
+    assert few.details["n_resamples_undefined"] > 0
+    scores, family = _families(rng, 40, 0.4)
+    values = np.vstack(list(scores.values()))
+    rare = np.zeros(40, bool)
+    rare[:2] = True  # phi wrote 2 answers: many resamples have none of them
+    wrote = np.vstack([family == "qwen", np.zeros(40, bool), rare])
+    for target in (0, 2):
+        got = both(lambda v, a, t=target: audit._self_effect(v, a, t),
+                   lambda v, a, t=target: audit._self_effect_batch(v, a, t), values, wrote)
+    assert got.details["n_resamples_undefined"] > 0

@@ -28,6 +28,7 @@ from jurybox.calibration.synthetic import (
     CascadeSimulation,
     LabellingPool,
     simulate_mean_labelling,
+    weighted_mean_path,
 )
 from jurybox.rubrics import Scale, VerdictRecord
 
@@ -147,6 +148,28 @@ def _sessions(active, runs, seed, width=0.06, share=0.3, floor=True):
     rng = np.random.default_rng(seed)
     return [simulate_mean_labelling(LabellingPool.draw(rng, uncertain_share=share), width, rng,
                                     active=active, step=5, floor=floor) for _ in range(runs)]
+
+
+@pytest.mark.parametrize("floor", [True, False])
+@pytest.mark.parametrize("active", [True, False])
+def test_the_simulations_running_sums_are_weighted_mean_after_every_label(active, floor):
+    """The simulated sessions below take weighted_mean after each label from running sums
+    (weighted_mean_path); here they are weighted_mean itself, label by label."""
+    rng = np.random.default_rng(7 + active + 2 * floor)
+    pool = LabellingPool.draw(rng, 400)
+    pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(400)
+    model = (pool.score, pool.uncertainty * 16.0, pi) if floor else None
+    design = Design.draw(pi, rng)
+    at = np.flatnonzero(design.chosen)
+    items = design.order[at]
+    estimates, ses = weighted_mean_path(pool.score, pool.score[items], pool.human[items],
+                                        design.pi[at], at + 1, model=model)
+    assert np.isnan(estimates[0]) and np.isnan(ses[0])
+    for n in range(2, len(at) + 1):
+        estimate, se, *_ = weighted_mean(pool.score, pool.score[items[:n]],
+                                         pool.human[items[:n]], design.pi[at[:n]],
+                                         int(at[n - 1]) + 1, model=model)
+        assert (estimates[n - 1], ses[n - 1]) == pytest.approx((estimate, se), rel=1e-9), n
 
 
 def _coverage(runs):
