@@ -9,10 +9,17 @@ judge and criterion (position, for pairwise verdicts: :mod:`jurybox.calibration.
 - **Dependence**: the correlation of the judges' errors against the human mean and the
   *effective number of independent judges*: the n_eff whose mean of independent errors is as variable as the jury's mean of its
   correlated ones, ``n_eff = n^2 / sum_jk R_jk`` for the error correlation matrix R (n when the
-  errors are uncorrelated, 1 when they are one error), with a bootstrap CI over items. It needs
-  human labels: the judges' residuals around the jury's own (mean) score sum to zero, so they
-  are negatively correlated by construction (two judges': exactly -1) and say nothing about
-  shared errors; without labels it is undefined, with that reason.
+  errors are uncorrelated, 1 when they are one error; never reported above n), with a bootstrap
+  CI over items. It needs human labels: the judges' residuals around the jury's own (mean)
+  score sum to zero, so they are negatively correlated by construction (two judges': exactly
+  -1) and say nothing about shared errors; without labels it is undefined, with that reason.
+  The human mean has noise of its own, and that noise is in every judge's error alike: it adds
+  the same variance ``v`` to every entry of the errors' covariance and makes independent
+  judges look alike (4 independent judges read as 1.6 with rater noise as large as theirs).
+  ``v`` is measured on items labelled by two or more raters (the pooled within-item variance
+  ``s^2``; ``v = s^2 * mean(1 / raters per item)``) and subtracted before R is formed, inside
+  every bootstrap resample. With one rater per item ``v`` cannot be measured: n_eff is
+  undefined, and the uncorrected number is given beside the reason as what it is.
 
 - **Self-preference**: when each answer names the model that wrote it, the points a judge adds
   to answers of its own model family: its coefficient in ``score = item + judge + effect *
@@ -165,41 +172,70 @@ def length_bias(judge: str, criterion: str, score: Any, length: Any, human: Any 
                          None if err is None else err["slope"], unit)
 
 
-def _n_eff(errors: np.ndarray) -> Stat:
-    """n^2 / sum of the error correlation matrix (judges x items)."""
-    k, m = errors.shape
-    if m < MIN_ITEMS:
-        return undefined("n_eff", m, f"{m} item(s) every judge scored; need {MIN_ITEMS}")
-    if np.any(np.ptp(errors, axis=1) == 0):
-        return undefined("n_eff", m, "a judge's errors are constant")
-    total = float(np.corrcoef(errors).sum())
-    if total <= 0:
-        return undefined("n_eff", m, "the errors' correlations sum to 0 or less")
-    return defined("n_eff", k * k / total, m)
+def _noise_terms(raters: np.ndarray) -> np.ndarray:
+    """Per item (raters x items in, NaN where a rater did not label): the sum of squared
+    deviations of its labels from their mean, its labels less one, and 1 / its labels: the
+    pooled within-item variance is ``sum(row 0) / sum(row 1)``, and the variance of an item's
+    human mean that noise of that size adds is it times ``row 2``."""
+    counts = np.sum(~np.isnan(raters), axis=0)
+    mean = np.nanmean(raters, axis=0)
+    squares = np.nansum((raters - mean) ** 2, axis=0)
+    return np.vstack([squares, counts - 1.0, 1.0 / counts])
 
 
-def _n_eff_batch(errors: np.ndarray) -> np.ndarray:
-    """:func:`_n_eff` of each resample (resamples x judges x items); NaN where undefined."""
+def _n_eff_batch(errors: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """n_eff of each resample (resamples x judges x items; ``noise``: resamples x 3 x items of
+    :func:`_noise_terms`, all 0 for no correction); NaN where undefined. The errors'
+    covariance less the variance the humans' noise adds to every entry alike, as a
+    correlation matrix R; ``min(k, k^2 / sum R)``."""
     b, k, m = errors.shape
     if m < MIN_ITEMS:
         return np.full(b, np.nan)
     centred = errors - errors.mean(axis=-1, keepdims=True)
-    norm = np.sqrt((centred * centred).sum(-1, keepdims=True))
-    constant = (np.ptp(errors, axis=-1) == 0).any(axis=-1)
+    cov = centred @ np.swapaxes(centred, -1, -2) / (m - 1)
+    sums = noise.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        total = ((centred / norm).sum(axis=1) ** 2).sum(-1)  # the correlations' sum
-        return np.where(constant | ~(total > 0), np.nan, k * k / total)
+        shared = np.where(sums[:, 1] > 0, sums[:, 0] / sums[:, 1], 0.0) * noise[:, 2].mean(-1)
+        shared = np.where(noise[:, 2].any(-1) & ~(sums[:, 1] > 0), np.nan, shared)
+        cov = cov - shared[:, None, None]
+        var = np.diagonal(cov, axis1=-2, axis2=-1)
+        total = (cov / np.sqrt(var[:, :, None] * var[:, None, :])).sum(axis=(-1, -2))
+        # Uncorrected, R is a sample correlation matrix and its sum is 0 only when the errors
+        # sum to a constant (undefined). Corrected, a sum at or below 0 is the noise's
+        # estimate overshooting on judges that look independent: n_eff is n.
+        beyond = np.where(shared > 0, float(k), np.nan)
+        value = np.where(total > 1e-9 * k, np.minimum(k, k * k / total), beyond)
+        return np.where((var > 0).all(axis=-1), value, np.nan)
+
+
+def _n_eff(errors: np.ndarray, noise: np.ndarray) -> Stat:
+    """:func:`_n_eff_batch` of one sample (judges x items), with the reason where undefined."""
+    m = errors.shape[1]
+    if m < MIN_ITEMS:
+        return undefined("n_eff", m, f"{m} item(s) every judge scored; need {MIN_ITEMS}")
+    if noise[2].any() and noise[1].sum() <= 0:
+        return undefined("n_eff", m, "no item labelled by two or more raters")
+    value = float(_n_eff_batch(errors[None], noise[None])[0])
+    if np.isnan(value):
+        return undefined("n_eff", m, "a judge's errors vary no more than the humans' noise "
+                         "explains, or the errors sum to a constant")
+    return defined("n_eff", value, m)
 
 
 @dataclass(frozen=True)
 class Dependence:
-    """How independent a criterion's judges are."""
+    """How independent a criterion's judges are. ``n_eff`` has the human raters' noise taken
+    out (``noise``: the variance it adds to each item's human mean); with one rater per item
+    it is undefined and ``uncorrected`` holds the number without the correction, which the
+    humans' noise pulls down."""
 
     criterion: str
     judges: list[str]
     correlation: np.ndarray
     n_eff: Stat
     against: str
+    noise: float | None = None
+    uncorrected: Stat | None = None
 
     @property
     def flagged(self) -> bool:
@@ -210,44 +246,75 @@ class Dependence:
         """The finding in plain words."""
         k = len(self.judges)
         if self.n_eff.value is None:
-            return f"{self.criterion}: dependence undefined ({self.n_eff.reason})"
+            text = f"{self.criterion}: dependence undefined ({self.n_eff.reason})"
+            if self.uncorrected is not None and self.uncorrected.value is not None:
+                text += (f"; without that correction the {k} judges behave like "
+                         f"{self.uncorrected.format(1)} independent ones, which the humans' "
+                         "noise pulls down (it is in every judge's error alike): not a finding")
+            return text
         lo, hi = self.n_eff.ci or (float("nan"), float("nan"))
         mean_r = float((self.correlation.sum() - k) / (k * (k - 1))) if k > 1 else float("nan")
+        noise = "" if not self.noise else ", the human raters' noise taken out"
         return (f"{self.criterion}: the {k} judges behave like {self.n_eff.value:.1f} "
                 f"[{lo:.1f}, {hi:.1f}] independent ones (mean correlation of their errors "
-                f"against {self.against}: {mean_r:.2f})"
+                f"against {self.against}{noise}: {mean_r:.2f})"
                 + ("" if self.flagged else "; no dependence shown"))
 
     def to_dict(self) -> dict[str, Any]:
         """As plain data."""
+        bound = self.uncorrected
         return {"criterion": self.criterion, "judges": self.judges,
                 "correlation": self.correlation.round(6).tolist(), "n_eff": self.n_eff.value,
                 "ci": list(self.n_eff.ci) if self.n_eff.ci else None, "n": self.n_eff.n,
-                "against": self.against, "flagged": self.flagged, "finding": self.words(),
-                "reason": self.n_eff.reason}
+                "against": self.against, "noise_variance": self.noise,
+                "uncorrected_n_eff": None if bound is None else bound.value,
+                "uncorrected_ci": list(bound.ci) if bound and bound.ci else None,
+                "flagged": self.flagged, "finding": self.words(), "reason": self.n_eff.reason}
+
+
+ONE_RATER = ("one human label per item: the raters' own noise is in every judge's error alike "
+             "and cannot be told from an error the judges share; label some items by two "
+             "raters")
 
 
 def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
                against: str = "the human mean", n_resamples: int = 1000,
                confidence: float = 0.95, seed: int = 0) -> Dependence:
     """The judges' error correlation and effective number (module text): ``scores`` judge ->
-    per-item scores, ``reference`` the human mean per item (None: no labels, undefined); items
-    some judge or the reference lacks are left out."""
+    per-item scores; ``reference`` the human labels, raters x items (NaN where a rater did
+    not label an item), or one label per item (then the humans' noise cannot be estimated and
+    n_eff is undefined, with the uncorrected number beside it); None: no labels, undefined.
+    Items some judge or every rater lacks are left out."""
     judges = list(scores)
-    if len(judges) < 2:
+    k = len(judges)
+    if k < 2:
         raise InputDataError(f"{criterion}: dependence needs at least 2 judges")
     if reference is None:
-        k = len(judges)
         return Dependence(criterion, judges, np.full((k, k), np.nan), undefined(
             "n_eff", 0, "no human labels for this criterion: the judges' residuals around the "
             "jury's own score are negatively correlated by construction"), against)
-    ref = np.asarray(reference, dtype=float)
-    errors = np.vstack([np.asarray(scores[j], dtype=float) - ref for j in judges])
-    errors = errors[:, ~np.isnan(errors).any(axis=0)]
-    n_eff = bootstrap_ci(_n_eff, errors, n_resamples=n_resamples, confidence=confidence,
-                         seed=seed, batched=_n_eff_batch)
-    corr = np.corrcoef(errors) if errors.shape[1] >= 2 else np.full((len(judges),) * 2, np.nan)
-    return Dependence(criterion, judges, np.atleast_2d(corr), n_eff, against)
+    raters = np.atleast_2d(np.asarray(reference, dtype=float))
+    values = np.vstack([np.asarray(scores[j], dtype=float) for j in judges])
+    if raters.shape[1] != values.shape[1]:
+        raise InputDataError("reference must have one column per item")
+    keep = ~np.isnan(values).any(axis=0) & ~np.isnan(raters).all(axis=0)
+    raters, values = raters[:, keep], values[:, keep]
+    noise = _noise_terms(raters) if raters.size else np.zeros((3, 0))
+    errors = values - (np.nanmean(raters, axis=0) if raters.size else 0.0)
+    options: dict[str, Any] = {"n_resamples": n_resamples, "confidence": confidence,
+                               "seed": seed, "batched": _n_eff_batch}
+    if noise[1].sum() > 0:
+        n_eff = bootstrap_ci(_n_eff, errors, noise, **options)
+        shared = float(noise[0].sum() / noise[1].sum() * noise[2].mean())
+        cov = np.cov(errors) - shared
+        var = np.diagonal(cov)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            corr = cov / np.sqrt(np.outer(var, var))
+        return Dependence(criterion, judges, np.atleast_2d(corr), n_eff, against, shared)
+    uncorrected = bootstrap_ci(_n_eff, errors, np.zeros_like(noise), **options)
+    corr = np.corrcoef(errors) if errors.shape[1] >= 2 else np.full((k, k), np.nan)
+    return Dependence(criterion, judges, np.atleast_2d(corr),
+                      undefined("n_eff", errors.shape[1], ONE_RATER), against, None, uncorrected)
 
 
 def family_of(model: str) -> str:

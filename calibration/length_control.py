@@ -50,6 +50,11 @@ class LengthControl:
     cv_gain_ci: list[float] | None = None
     folds: int = 0
     centre_length: float | None = None  # the length controlled to (None: the items' mean)
+    #: With human labels on some of the items: the means over those items alone (the slope is
+    #: fitted on them; ``raw_mean``/``controlled_mean`` are over every item of the run).
+    labelled: int | None = None
+    labelled_raw_mean: float | None = None
+    labelled_controlled_mean: float | None = None
 
     @property
     def raises_agreement(self) -> bool | None:
@@ -63,9 +68,13 @@ class LengthControl:
         """The result in plain words."""
         at = (f"at the reference answers' median length {self.centre_length:g}"
               if self.centre_length is not None else "at the answers' mean length")
-        head = (f"{self.criterion}: mean {self.raw_mean:.3f} raw, {self.controlled_mean:.3f} "
-                f"length-controlled ({at}; slope {self.slope_per_log_length:+.3f} per unit of "
-                f"log(1 + length), fitted on {self.fitted_on})")
+        head = (f"{self.criterion}: mean over the {self.n} items {self.raw_mean:.3f} raw, "
+                f"{self.controlled_mean:.3f} length-controlled ({at}; slope "
+                f"{self.slope_per_log_length:+.3f} per unit of log(1 + length), fitted on "
+                f"{self.fitted_on})")
+        if self.labelled is not None and self.labelled < self.n:
+            head += (f"; over the {self.labelled} labelled items alone {self.labelled_raw_mean:.3f} "
+                     f"raw, {self.labelled_controlled_mean:.3f} controlled")
         if self.cv_gain is None or self.cv_gain_ci is None:
             return head + "; no human labels, so whether it helps is not known"
         lo, hi = self.cv_gain_ci
@@ -86,14 +95,18 @@ def length_control(criterion: str, score: Any, length: Any, human: Any = None, *
                    n_resamples: int = 1000, confidence: float = 0.95,
                    seed: int = 0) -> LengthControl:
     """Fit the correction on every item with a score and a length (and a human label, when
-    ``human`` is given), and with labels cross-validate it (module text)."""
+    ``human`` is given), and with labels cross-validate it (module text). The means are over
+    every item with a score and a length, labelled or not (the run's items); with labels on
+    some of them, the labelled items' own means beside them."""
     s, n = np.asarray(score, dtype=float), np.asarray(length, dtype=float)
     h = None if human is None else np.asarray(human, dtype=float)
     if s.shape != n.shape or (h is not None and h.shape != s.shape):
         raise InputDataError("score, length and human must have one value per item")
-    keep = ~np.isnan(s) & ~np.isnan(n) & (True if h is None else ~np.isnan(h))
+    pool = ~np.isnan(s) & ~np.isnan(n)
+    keep = pool & (True if h is None else ~np.isnan(h))
+    s_pool, x_pool = s[pool], np.log1p(n[pool])
     s, x = s[keep], np.log1p(n[keep])
-    centre = float(np.log1p(centre_length)) if centre_length is not None else None
+    centre = float(np.log1p(centre_length)) if centre_length is not None else x_pool.mean()
     if s.size < MIN_ITEMS:
         raise InputDataError(f"{criterion}: {s.size} item(s) with a score and a length"
                              + (" and a human label" if h is not None else "")
@@ -102,8 +115,8 @@ def length_control(criterion: str, score: Any, length: Any, human: Any = None, *
         slope, fitted_on = _slope(x, s), "the scores themselves (no human labels: assumes " \
             "quality does not grow with length)"
         return LengthControl(criterion, int(s.size), slope, fitted_on, float(s.mean()),
-                             float((s - slope * (x - (x.mean() if centre is None else centre)))
-                                   .mean()), centre_length=centre_length)
+                             float((s - slope * (x - centre)).mean()),
+                             centre_length=centre_length)
     hk = h[keep]
     slope = _slope(x, s - hk)
     fitted_on = f"the jury's errors against {s.size} human-labelled items"
@@ -121,8 +134,9 @@ def length_control(criterion: str, score: Any, length: Any, human: Any = None, *
     draws = np.array([gain[rng.integers(0, gain.size, gain.size)].mean()
                       for _ in range(n_resamples)])
     lo, hi = np.quantile(draws, [(1 - confidence) / 2, (1 + confidence) / 2])
-    return LengthControl(criterion, int(s.size), slope, fitted_on, float(s.mean()),
-                         float((s - slope * (x - (x.mean() if centre is None else centre)))
-                               .mean()), float(raw_err.mean()), float(cv_err.mean()),
-                         float(gain.mean()), [float(lo), float(hi)], k,
-                         centre_length=centre_length)
+    return LengthControl(criterion, int(s_pool.size), slope, fitted_on, float(s_pool.mean()),
+                         float((s_pool - slope * (x_pool - centre)).mean()),
+                         float(raw_err.mean()), float(cv_err.mean()), float(gain.mean()),
+                         [float(lo), float(hi)], k, centre_length=centre_length,
+                         labelled=int(s.size), labelled_raw_mean=float(s.mean()),
+                         labelled_controlled_mean=float((s - slope * (x - centre)).mean()))

@@ -47,7 +47,9 @@ def audit(
     length". Self-preference (needs --predictions with a model column): a judge's excess over
     the other judges on its own family's answers, minus the same on the others. Dependence: per
     criterion, the correlation of the judges' errors and the effective number of independent
-    judges (n^2 / the sum of the error correlation matrix; needs --human). Position (pairwise
+    judges (n^2 / the sum of the error correlation matrix; needs --human, and items labelled
+    by two or more raters: their disagreement measures the humans' noise, which is in every
+    judge's error alike and is taken out). Position (pairwise
     verdicts): per judge and criterion, P(it chose the answer shown first), ties left out, with
     a Wilson CI (0.5 when unbiased), and the share of pairs whose two orders disagreed.
     """
@@ -95,10 +97,9 @@ def audit(
             notes += joined.summary.warnings()
             position = {i: k for k, i in enumerate(ids)}
             for criterion, data in joined.criteria.items():
-                column = np.full(len(ids), np.nan)
-                for item, value in zip(data.ids, data.human_mean):
-                    column[position[item]] = value
-                humans[criterion] = column
+                matrix = np.full((len(data.human_raters), len(ids)), np.nan)
+                matrix[:, [position[item] for item in data.ids]] = data.human
+                humans[criterion] = matrix  # raters x items
         length: list[Any] = []
         selfish: list[Any] = []
         dependent: list[Any] = []
@@ -113,7 +114,8 @@ def audit(
                          "audited (--model-column names the column of each answer's model)")
         for criterion in output.criteria:
             scores = output.judge_values(criterion)
-            reference = humans.get(criterion)
+            labels = humans.get(criterion)
+            reference = None if labels is None else _mean_label(labels)
             if lengths is not None:
                 for judge, values in scores.items():
                     own = token_lengths.get(judge)
@@ -130,7 +132,7 @@ def audit(
                                                        families[judge], n_resamples=resamples,
                                                        seed=seed))
             if len(scores) >= 2:
-                dependent.append(dependence(criterion, scores, reference,
+                dependent.append(dependence(criterion, scores, labels,
                                             n_resamples=resamples, seed=seed))
     for message in notes:
         warn(message)
@@ -163,6 +165,17 @@ def audit(
             typer.echo(("  ! " if d.flagged else "    ") + d.words())
     if html is not None:
         typer.echo(f"wrote {html}")
+
+
+def _mean_label(labels: Any) -> Any:
+    """Each item's mean human label (raters x items in; NaN where no rater labelled it)."""
+    import warnings
+
+    import numpy as np
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an unlabelled item's mean: NaN
+        return np.nanmean(labels, axis=0)
 
 
 def _unit(findings: list[Any]) -> str:

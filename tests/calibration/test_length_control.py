@@ -51,6 +51,29 @@ def test_the_slope_is_least_squares_on_the_error_and_the_centre_is_the_reference
     assert bare.slope_per_log_length == pytest.approx(np.polyfit(np.log1p(words), score, 1)[0])
 
 
+def test_with_labels_on_some_items_the_means_are_the_runs_and_the_labelled_ones_are_named():
+    """#42 item 3: 60 of 1,000 judged items labelled; the slope is fitted on the 60, the raw
+    and controlled means are over the 1,000 (they were over the 60), and the 60's own means
+    are reported beside them, named as such."""
+    rng = np.random.default_rng(9)
+    words, human, score = _jury(rng, 1000, 0.5)
+    labels = np.full(1000, np.nan)
+    labelled = rng.choice(1000, 60, replace=False)
+    labels[labelled] = human[labelled]
+    result = length_control("accuracy", score, words, labels, n_resamples=50)
+    x = np.log1p(words)
+    slope = np.polyfit(x[labelled], score[labelled] - human[labelled], 1)[0]
+    assert result.slope_per_log_length == pytest.approx(slope)
+    assert (result.n, result.labelled) == (1000, 60)
+    assert result.raw_mean == pytest.approx(score.mean())
+    assert result.controlled_mean == pytest.approx(np.mean(score - slope * (x - x.mean())))
+    assert result.labelled_raw_mean == pytest.approx(score[labelled].mean())
+    assert result.labelled_controlled_mean == pytest.approx(
+        np.mean(score[labelled] - slope * (x[labelled] - x.mean())))
+    assert "over the 1000 items" in result.words()
+    assert "over the 60 labelled items alone" in result.words()
+
+
 def test_jurybox_agree_length_control(tmp_path):
     from typer.testing import CliRunner
 
