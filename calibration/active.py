@@ -260,6 +260,7 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
     positions: dict[str, int] = {}
     probability: dict[str, float] = {}
     sessions: set[int] = set()
+    seeds: set[Any] = set()
     for line in lines:
         if active and is_active(line):
             sel = line["selection"]
@@ -268,11 +269,14 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
                 probability[str(line["id"])] = float(sel["probability"])
                 if isinstance(sel.get("pool"), int):
                     sessions.add(sel["pool"])
+                seeds.add(sel.get("seed"))
             except (KeyError, TypeError, ValueError):
                 raise InputDataError(f"label line for item {line.get('id')!r}: its selection "
                                      f"{sel!r} lacks the position or probability of an active "
                                      "choice", field="selection") from None
     stray = sorted(sessions - {len(pool)})
+    order = (_visiting_order(pool, positions, probabilities, seeds)
+             if active and positions and not stray else None)
     out: dict[str, MeanEstimate | str] = {}
     for criterion in criteria or list(scales):
         notes: list[str] = []
@@ -293,7 +297,8 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
         scored = {i: s[criterion] for i, s in pool.items() if s.get(criterion) is not None}
         unscored = len(pool) - len(scored)
         if unscored:
-            notes.append(f"{unscored} item(s) the jury left unscored are not in the pool")
+            notes.append(f"{unscored} item(s) the jury left unscored are not in the pool: the "
+                         f"estimate is the mean label over the {len(scored)} items it scored")
         ids = [i for i in human if i in scored]
         if len(human) > len(ids):
             notes.append(f"{len(human) - len(ids)} labelled item(s) left out: the jury left "
@@ -305,7 +310,17 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
         y = np.array([np.mean(human[i]) for i in ids])
         if active:
             pi = np.array([probability[i] for i in ids])
-            visited = max(positions.values()) + 1
+            # M counts the visited items of the pool: the scored ones (an unscored item visited
+            # is not in it; counting it biases the estimate towards the jury's mean).
+            reach = max(positions.values()) + 1
+            if order is not None:
+                visited = sum(i in scored for i in order[:reach])
+            else:
+                visited = round(reach * len(scored) / len(pool))
+                if unscored:
+                    notes.append("the visiting order could not be rebuilt from the labels' seed "
+                                 "and these verdicts: the scored items among the visited are "
+                                 "counted as their share of the pool")
             visited = min(max(visited, len(ids)), len(scored))
         else:
             pi, visited = np.ones(len(ids)), len(ids)
@@ -329,6 +344,25 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             "active (weighted by inclusion probabilities)" if active else "simple random sample",
             confidence, tuple(notes), s2, coins)
     return out
+
+
+def _visiting_order(pool: Mapping[str, Any], positions: Mapping[str, int],
+                    probabilities: Mapping[str, float] | None, seeds: set[Any]
+                    ) -> list[str] | None:
+    """The session's visiting order over ``pool`` (the items in the verdicts' order), rebuilt
+    as the labelling page drew it from the recorded seed and the items' inclusion
+    probabilities; None unless one seed is recorded and every labelled item sits at its
+    recorded position."""
+    if probabilities is None or len(seeds) != 1 or not isinstance(next(iter(seeds)), int):
+        return None
+    ids = list(pool)
+    if any(i not in probabilities for i in ids):
+        return None
+    design = Design.draw(np.array([probabilities[i] for i in ids]),
+                         np.random.default_rng(next(iter(seeds))))
+    order = [ids[k] for k in design.order]
+    ok = all(0 <= k < len(order) and order[k] == i for i, k in positions.items())
+    return order if ok else None
 
 
 def _visits_needed(s2: float, coins: float, pool: int, width: float, z: float) -> int | None:
