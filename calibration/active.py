@@ -33,10 +33,14 @@ with ``s_d^2`` the sample variance of ``d = xi/pi (Y - lam f)`` over the visited
 ``theta +- z sqrt(max(V, V_jury))``, where ``V_jury`` is the same variance as the jury's own
 distributions predict it (each item's label drawn from its predictive distribution: mean ``m``,
 variance ``v``; ``E d = m - lam f`` and ``E d^2 = (v + (m - lam f)^2) / pi`` over the whole pool):
-a calibrated or underconfident jury's labels cannot be less variable than that, and few labels
+a calibrated jury's labels are as variable as that on average, and few labels
 often have not yet seen the jury's rare large errors (simulated, the empirical variance alone
 covered 82% of the time where the jury is sharp on every item, 95% with the floor;
-perf/RESULTS.md). An overconfident jury's empirical variance is the larger, and rules.
+perf/RESULTS.md). An overconfident jury's empirical variance is the larger, and rules. An
+underconfident one (broad distributions, accurate means) would pay for labels it does not need
+(4.4 times as many, #43), so the floor is dropped once the labels show the distributions
+overstate the jury's errors: :func:`overstatement`, a one-sided 5% test whose variance is
+bounded so that a sharp jury's unseen rare errors cannot trigger it.
 ``lam`` minimises ``s_d^2`` (PPI++'s power tuning, clipped to [0, 1]).
 Labels from a uniform order (goals agreement and cascade, or a spreadsheet) are the same
 estimate with every visited item labelled (``pi = 1``, M the labelled items).
@@ -222,6 +226,28 @@ def weighted_mean(f_pool: Any, f: Any, y: Any, pi: Any, visited: int, *,
     return estimate, math.sqrt(max(variance, 0.0)), float(lam), s2, coins
 
 
+def overstatement(y: Any, mean: Any, var: Any, low: float, high: float) -> np.ndarray:
+    """After each label (prefixes of the labelled items, in order), the z statistic of "the
+    jury's distributions overstate its errors": the labels' squared distances from the jury's
+    predictive means against the sum of its predictive variances, over a bound on that sum's
+    standard deviation were the jury calibrated (each item's label drawn from its
+    distribution on [low, high]: ``Var (Y - m)^2 <= c v - v^2``, ``c`` the farthest end's
+    squared distance from ``m``; a bound, so rare large errors not seen yet do not make a
+    sharp jury look overstated). Below ``-OVERSTATED_Z``: the labels show the jury is better
+    than it says, and the floor is dropped (module text). NaN where the jury claims no
+    variance."""
+    y_, m, v = (np.asarray(a, dtype=float) for a in (y, mean, var))
+    far = np.maximum(m - low, high - m) ** 2
+    excess = np.cumsum((y_ - m) ** 2 - v)
+    spread = np.sqrt(np.cumsum(np.maximum(far * v - v**2, 0.0)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(spread > 0, excess / spread, np.nan)
+
+
+#: One-sided 5%: how far below 0 :func:`overstatement` must fall to drop the floor.
+OVERSTATED_Z = 1.6448536269514722
+
+
 def z_of(confidence: float) -> float:
     """The two-sided normal quantile for ``confidence``."""
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
@@ -332,6 +358,15 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             floor = ([m for m, _ in jury], [v for _, v in jury],
                      [probabilities.get(i, 1.0) if active and probabilities else 1.0
                       for i in scored])
+            scale = scales.get(criterion)
+            own = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in ids]
+            if scale is not None and overstatement(
+                    y, [m for m, _ in own], [v for _, v in own], float(scale.low),
+                    float(scale.high))[-1] < -OVERSTATED_Z:
+                floor = None
+                notes.append("the labels show the jury's distributions overstate its errors: "
+                             "the variance is the labels' own, without the floor from those "
+                             "distributions")
         estimate, se, lam, s2, coins = weighted_mean(list(scored.values()), f, y, pi, visited,
                                                      model=floor)
         hw = z_of(confidence) * se

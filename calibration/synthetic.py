@@ -212,10 +212,12 @@ class LabellingPool:
 
     @classmethod
     def draw(cls, rng: np.random.Generator, n_items: int = 1000, *,
-             uncertain_share: float = 0.3, sure: float = 0.25, unsure: float = 1.2
-             ) -> LabellingPool:
+             uncertain_share: float = 0.3, sure: float = 0.25, unsure: float = 1.2,
+             stated: float = 1.0) -> LabellingPool:
         """Items around a uniformly drawn mode, most sharply peaked (``sure``: the spread of the
-        distribution's exponential fall-off), ``uncertain_share`` broadly (``unsure``)."""
+        distribution's exponential fall-off), ``uncertain_share`` broadly (``unsure``).
+        ``stated``: the jury's stated variance over its distribution's (1: calibrated; above 1
+        an underconfident jury, its means as accurate)."""
         mode = rng.integers(0, 5, n_items)
         spread = np.where(rng.random(n_items) < uncertain_share, unsure, sure)
         w = np.exp(-np.abs(cls.VALUES[None, :] - mode[:, None]) / spread[:, None])
@@ -224,7 +226,7 @@ class LabellingPool:
         var = dist @ cls.VALUES**2 - mean**2
         cdf = np.cumsum(dist, axis=1)
         human = (rng.random(n_items)[:, None] > cdf).sum(axis=1).astype(float)
-        return cls(dist, mean, var / 16.0, np.minimum(human, 4.0))
+        return cls(dist, mean, stated * var / 16.0, np.minimum(human, 4.0))
 
 
 def weighted_mean_path(f_pool: Any, f: Any, y: Any, pi: Any, visited: Any, *,
@@ -283,7 +285,7 @@ def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Ge
     Returns the labels used, the estimate, its half-width and whether the CI covers the pool's
     true mean. The estimates are :func:`weighted_mean_path`'s (weighted_mean's, after each
     label)."""
-    from .active import Design, inclusion_probabilities, z_of
+    from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement, z_of
 
     pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
     model = (pool.score, pool.uncertainty * 16.0, pi) if floor else None
@@ -292,9 +294,14 @@ def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Ge
     items = design.order[at]
     z = z_of(0.95)
     last = len(at) if stop_after is None else min(len(at), stop_after)
-    estimates, ses = weighted_mean_path(pool.score, pool.score[items[:last]],
-                                        pool.human[items[:last]], design.pi[at[:last]],
-                                        at[:last] + 1, model=model)
+    got = items[:last]
+    path = (pool.score, pool.score[got], pool.human[got], design.pi[at[:last]], at[:last] + 1)
+    estimates, ses = weighted_mean_path(*path, model=model)
+    if model is not None:  # as mean_estimates: no floor once the labels show it overstated
+        _, bare = weighted_mean_path(*path)
+        over = overstatement(pool.human[got], pool.score[got], pool.uncertainty[got] * 16.0,
+                             0.0, 4.0)
+        ses = np.where(over < -OVERSTATED_Z, bare, ses)
     checks = np.arange(min(min_labels, last), last + 1, step)
     n = int(checks[-1]) if checks.size else 0
     if stop_after is None and checks.size:
