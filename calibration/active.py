@@ -63,6 +63,8 @@ from .errors import InputDataError
 from .labels import _parse_value
 
 GOAL = "benchmark-mean"
+#: The labels the page takes before it calls the goal met (the normal approximation's start).
+MIN_MEAN_LABELS = 30
 FLOOR = 0.1
 QUANTILE = 0.9
 #: An unscored item's uncertainty: the largest variance of a score on a range scaled to [0, 1].
@@ -370,7 +372,7 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
         estimate, se, lam, s2, coins = weighted_mean(list(scored.values()), f, y, pi, visited,
                                                      model=floor)
         hw = z_of(confidence) * se
-        if len(ids) < 30:
+        if len(ids) < MIN_MEAN_LABELS:
             notes.append(f"only {len(ids)} labelled items: the normal-approximation CI may "
                          "undercover")
         out[criterion] = MeanEstimate(
@@ -424,8 +426,10 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
     the scale's units): from the labels so far (their variance, with the range over its 95%
     chi-square interval), or, before any label, from the verdicts alone (``model``: per item
     and criterion, the jury's predictive mean and variance, :func:`pool_model`, the variance
-    taken as the squared error of the jury's score; the range assumes it is off by a factor of
-    two either way); the labels' variance never below what ``model`` predicts (module text). ``pi``: each item's inclusion probability (None: every visited item is
+    taken as the squared error of the jury's score: the count if the jury is calibrated, the
+    range from the page's minimum to labels as spread as the scale allows, since only labels
+    can show how calibrated it is); the labels' variance floored as the estimate floors it
+    (module text); never fewer than the page's minimum of labels. ``pi``: each item's inclusion probability (None: every visited item is
     labelled, a uniform order); labels are counted as the visited items times the mean ``pi``."""
     from scipy.stats import chi2
 
@@ -443,22 +447,24 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
         e = now.get(criterion)
         if isinstance(e, MeanEstimate):
             n, m = e.labelled, e.visited
-            s2, coins = e.s2, e.coins
             low_q, high_q = chi2.ppf([0.025, 0.975], max(1, n - 1)) / max(1, n - 1)
-            factors = (1 / high_q, 1 / low_q)
+            variances = [(e.s2 * k, e.coins * k) for k in (1.0, 1 / high_q, 1 / low_q)]
             basis = (f"{n} label(s) so far (mean {e.estimate:.3f}, half-width "
                      f"{e.half_width:.3f}); the range over the 95% interval of their variance")
         else:
             n, m = 0, 0
             u = np.array([(model.get(i, {}).get(criterion) or (0.0, 0.0))[1] for i in scored])
-            s2 = float(np.mean(u / p))
-            coins = float(np.mean((1 - p) / p * u))
-            factors = (0.5, 2.0)
-            basis = ("the verdicts alone (no label yet): the jury's own uncertainty taken as its "
-                     "error; the range assumes it is off by a factor of two either way")
-
-        needed, *span = (_labels_needed(s2 * k, coins * k, big_n, width, z, rate)
-                          for k in (1.0, *factors))
+            scale = scales[criterion]
+            widest = float(scale.high - scale.low) ** 2 / 4  # the most a label can vary
+            variances = [(float(np.mean(u / p)), float(np.mean((1 - p) / p * u))), (0.0, 0.0),
+                         (widest * float(np.mean(1 / p)), widest * float(np.mean((1 - p) / p)))]
+            basis = ("the verdicts alone (no label yet): the count if the jury's distributions "
+                     "are calibrated, which only labels can show; the range runs from the "
+                     f"page's minimum of {MIN_MEAN_LABELS} labels (a jury better than it says) "
+                     "to what labels as spread as the scale allows would need (a jury worse "
+                     "than it says: overconfident juries need many times the count)")
+        needed, *span = (None if got is None else max(MIN_MEAN_LABELS, got) for got in
+                         (_labels_needed(a, b, big_n, width, z, rate) for a, b in variances))
         out[criterion] = {"labelled": n, "visited": m, "needed": needed, "range": span,
                           "further": None if needed is None else max(0, needed - n),
                           "basis": basis, "pool": big_n}

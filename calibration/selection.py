@@ -42,7 +42,7 @@ from .errors import InputDataError
 
 GOALS = ("agreement", "benchmark-mean", "cascade")
 STRATA = ("surest", "middle", "least sure")
-MIN_MEAN_LABELS = 30
+MIN_MEAN_LABELS = active.MIN_MEAN_LABELS
 
 
 @dataclass(frozen=True)

@@ -211,8 +211,11 @@ def plan_cmd(
             continue
         beyond = (f" (more than the {len(scores)} judged items)"
                   if row["needed"] > len(scores) else "")
+        low, high = row["range"]
+        span = (f"{low}-{high}" if high is not None else
+                f"{low} to more than every judged item" if low is not None else "unknown")
         typer.echo(f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
-                   f"(range {row['range'][0]}-{row['range'][1]}){beyond}; from {row['basis']}")
+                   f"(range {span}){beyond}; from {row['basis']}")
 
 
 def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]],

@@ -338,10 +338,61 @@ def test_before_any_label_the_plan_comes_from_the_jurys_own_uncertainty():
     planned = plan_mean([], scores, model, SCALES, 0.06, pi)["accuracy"]
     need = np.median([simulate_mean_labelling(pool, 0.06, rng, step=1)["labels"]
                       for _ in range(50)])
-    assert planned["range"][0] <= planned["needed"] <= planned["range"][1]
+    assert planned["range"][0] <= planned["needed"] <= (planned["range"][1] or pool.score.size)
     assert 0.75 <= planned["needed"] / need <= 1.25, (planned, need)
     assert "verdicts alone" in planned["basis"]
     assert plan_mean([], scores, model, SCALES, 1e-4, pi)["accuracy"]["needed"] is None
+
+
+@pytest.mark.parametrize("stated", [0.1, 1.0, 4.0])
+def test_before_any_label_the_plan_says_what_it_cannot_know_and_counts_the_pages_minimum(stated):
+    """#43 item 2: before any label the plan for an overconfident jury (stating a tenth of
+    its errors' variance) said ~13 labels where ~200 were needed, and its "factor of two"
+    range held the need in 0% of runs. The count is still the calibrated jury's (labels alone
+    can show the calibration), said as such; the range runs from the page's minimum of 30 to
+    labels as spread as the scale allows (None: more than the pool), and it holds every
+    session's simulated need, calibrated, over- or underconfident; no plan is below 30."""
+    from jurybox.calibration.active import MIN_MEAN_LABELS
+
+    rng = np.random.default_rng(int(stated * 10))
+    needs, planned = [], {}
+    for _ in range(20):
+        pool = LabellingPool.draw(rng, 1000, stated=stated)
+        ids = [f"i{k}" for k in range(pool.score.size)]
+        pi = dict(zip(ids, inclusion_probabilities(pool.uncertainty)))
+        model = {i: {"accuracy": (float(s), float(u * 16))}
+                 for i, s, u in zip(ids, pool.score, pool.uncertainty)}
+        scores = {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}
+        planned = plan_mean([], scores, model, SCALES, 0.06, pi)["accuracy"]
+        need = simulate_mean_labelling(pool, 0.06, rng, step=1)["labels"]
+        needs.append(need)
+        assert planned["range"][0] == MIN_MEAN_LABELS <= need
+        assert need <= (planned["range"][1] or pool.score.size)
+        assert planned["needed"] >= MIN_MEAN_LABELS
+    assert "only labels can show" in planned["basis"]
+    if stated < 1:  # what the count cannot know: the overconfident jury needs several times it
+        assert np.median(needs) >= 3 * planned["needed"], (needs, planned)
+    easy = plan_mean([], scores, model, SCALES, 1.5, pi)["accuracy"]
+    assert easy["needed"] == easy["further"] == MIN_MEAN_LABELS  # it printed "0 more, 8 in all"
+
+
+def test_the_plans_upper_end_is_what_labels_as_spread_as_the_scale_allows_need():
+    """The range's upper end, checked where it is finite (a uniform order on a large pool): a
+    jury that says 2 on every item, sure of it, whose labels are 0 or 4 half the time each (the
+    widest spread on 0-4), needs about that many labels (the simulated median within 10%)."""
+    n_items = 50_000
+    ids = [f"i{k}" for k in range(n_items)]
+    scores = {i: {"accuracy": 2.0} for i in ids}
+    model = {i: {"accuracy": (2.0, 0.0)} for i in ids}
+    planned = plan_mean([], scores, model, SCALES, 0.1)["accuracy"]
+    rng = np.random.default_rng(4)
+    z, needs = z_of(0.95), []
+    for _ in range(200):
+        y = 4.0 * (rng.random(2000) < 0.5)
+        n = np.arange(2, 2001)
+        sd = np.sqrt([np.var(y[:k], ddof=1) for k in n] * (1 - n / n_items) / n)
+        needs.append(int(n[np.argmax((z * sd <= 0.1) & (n >= 30))]))
+    assert planned["range"][1] == pytest.approx(np.median(needs), rel=0.1), (planned, needs[:5])
 
 
 # --------------------------------------------------------------------------- the uniform goals
