@@ -32,9 +32,10 @@ from scipy import special, stats
 SCALE, BASE, INIT = 400.0, 10.0, 1000.0
 
 
-def wilson(successes: int, n: int, level: float = 0.95) -> list[float] | None:
-    """Wilson score interval of a proportion; None from no trials."""
-    if n == 0:
+def wilson(successes: float, n: float, level: float = 0.95) -> list[float] | None:
+    """Wilson score interval of a proportion (``n`` may be an effective, fractional count);
+    None from no trials."""
+    if n <= 0:
         return None
     z = float(stats.norm.ppf(0.5 + level / 2))
     p = successes / n
@@ -113,16 +114,31 @@ def _counts(i: np.ndarray, j: np.ndarray, s: np.ndarray, k: int) -> tuple[np.nda
     return wins, wins + np.swapaxes(wins, -1, -2)
 
 
+def _reach(edges: np.ndarray) -> np.ndarray:
+    """Which system reaches which along ``edges`` (boolean, k x k, with any leading axes),
+    itself included: the reachability matrix squared until it covers every path."""
+    k = edges.shape[-1]
+    reach = (edges | np.eye(k, dtype=bool)).astype(float)
+    for _ in range(max(1, math.ceil(math.log2(k)))):
+        reach = (reach @ reach > 0).astype(float)
+    return reach > 0
+
+
 def _connected(wins: np.ndarray) -> np.ndarray:
     """Whether the graph with an edge x -> y when x won some share against y is strongly
     connected (every system reaches every other along wins, and back), for each wins matrix
-    along the leading axes: the reachability matrix, squared until it covers every path,
-    must be all True."""
-    k = wins.shape[-1]
-    reach = ((wins > 0) | np.eye(k, dtype=bool)).astype(float)
-    for _ in range(max(1, math.ceil(math.log2(k)))):
-        reach = (reach @ reach > 0).astype(float)
-    return np.asarray(reach.all(axis=(-1, -2)))
+    along the leading axes."""
+    return np.asarray(_reach(wins > 0).all(axis=(-1, -2)))
+
+
+def _groups(games: np.ndarray) -> list[list[int]]:
+    """The groups of systems connected by comparisons (``games`` symmetric), in order."""
+    reach = _reach(games > 0)
+    groups: list[list[int]] = []
+    for x in range(len(games)):
+        if not any(x in g for g in groups):
+            groups.append([int(y) for y in np.flatnonzero(reach[x])])
+    return groups
 
 
 def _fit(wins: np.ndarray, games: np.ndarray, tol: float = 1e-10, max_iter: int = 10_000,
@@ -158,6 +174,8 @@ class Ratings:
     strength: dict[str, float] | None = None
     reason: str | None = None
     resamples: int = 0
+    #: Why the ratings have no CI, where they have none.
+    ci_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -178,8 +196,12 @@ def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
         return Ratings(systems, n, None, reason="fewer than two systems compared")
     wins, games = _counts(i, j, s, k)
     if not _connected(wins):
+        groups = _groups(games)
         never = [systems[x] for x in range(k) if wins[:, x].sum() == 0]
-        why = (f"{', '.join(never)} never lost" if never else
+        why = ("the systems fall into groups never compared with each other ("
+               + "; ".join(", ".join(systems[x] for x in g) for g in groups)
+               + "): compare pairs across them" if len(groups) > 1 else
+               f"{', '.join(never)} never lost" if never else
                "some group of systems never lost to the rest")
         return Ratings(systems, n, None, reason=f"undefined: {why} (the maximum-likelihood "
                        "ratings do not exist; compare more pairs)")
@@ -196,12 +218,22 @@ def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
             fitted = _fit(w[ok], g[ok], tol=1e-8, start=p)
             draws.extend(INIT + SCALE * np.log(fitted) / math.log(BASE))
     ci: dict[str, list[float] | None] = dict.fromkeys(systems)
-    if n_resamples and len(draws) >= n_resamples / 2:
+    no_ci: str | None = None
+    if not n_resamples:
+        no_ci = "no bootstrap resamples asked for"
+    elif len(draws) < n_resamples / 2:
+        no_ci = (f"{n_resamples - len(draws)} of {n_resamples} resamples had no estimate (some "
+               "system never lost in them): compare more pairs")
+    else:
         lo, hi = np.quantile(np.array(draws), [(1 - level) / 2, (1 + level) / 2], axis=0)
-        ci = {name: [float(lo[x]), float(hi[x])] for x, name in enumerate(systems)}
+        if np.all(hi - lo <= 1e-9):
+            no_ci = ("every resample gives the same ratings (every comparison a tie): the "
+                   "bootstrap cannot show their uncertainty")
+        else:
+            ci = {name: [float(lo[x]), float(hi[x])] for x, name in enumerate(systems)}
     return Ratings(systems, n, {name: float(rating[x]) for x, name in enumerate(systems)}, ci,
                    {name: float(math.log(p[x])) for x, name in enumerate(systems)},
-                   resamples=len(draws))
+                   resamples=len(draws), ci_reason=no_ci)
 
 
 @dataclass
@@ -238,17 +270,41 @@ class PositionBias:
                 f"[{lo:.3f}, {hi:.3f}] over {self.n_votes} votes{flips}")
 
 
+def clustered_wilson(hits: Any, clusters: Any, level: float = 0.95) -> list[float] | None:
+    """Wilson interval of a share of 0/1 ``hits`` that come in ``clusters`` (the votes on one
+    pair): the count shrunk by the design effect, the clusters' variance of the share (a
+    ratio estimate) over the binomial's, never below 1 (votes of one pair that lean alike are
+    worth less than independent ones; the interval is never narrower than independent votes'
+    would give). None from no hits."""
+    y = np.asarray(hits, dtype=float)
+    n = y.size
+    if n == 0:
+        return None
+    _, group = np.unique(np.asarray(clusters), return_inverse=True)
+    k = int(group.max()) + 1
+    p = float(y.mean())
+    per, size = np.bincount(group, y, k), np.bincount(group, minlength=k)
+    binomial = p * (1 - p) / n
+    clustered = (k / (k - 1) * float(np.sum((per - p * size) ** 2)) / n**2) if k > 1 else 0.0
+    deff = max(1.0, clustered / binomial) if binomial > 0 else 1.0
+    return wilson(p * n / deff, n / deff, level)
+
+
 def position_bias(judge: str, criterion: str, chose_first: Sequence[int],
-                  pairs_flipped: Sequence[bool]) -> PositionBias:
+                  pairs_flipped: Sequence[bool], pairs: Sequence[str] | None = None
+                  ) -> PositionBias:
     """``chose_first``: per scored vote, 1 if the judge chose the first answer, 0 the second,
     -1 a tie (left out); ``pairs_flipped``: per pair judged in both orders, whether they
-    disagreed."""
+    disagreed; ``pairs``: per vote, the pair it judged (the interval then counts a pair's
+    votes as one cluster, :func:`clustered_wilson`; None: every vote its own)."""
     c = np.asarray(chose_first, dtype=int)
-    decided = c[c >= 0]
+    keep = c >= 0
+    decided = c[keep]
     firsts = int(decided.sum())
     flips = int(np.sum(pairs_flipped))
     n_pairs = len(pairs_flipped)
+    cluster = np.arange(c.size) if pairs is None else np.asarray(pairs)
     return PositionBias(judge, criterion, int(decided.size),
                         firsts / decided.size if decided.size else None,
-                        wilson(firsts, int(decided.size)), n_pairs,
+                        clustered_wilson(decided, cluster[keep]), n_pairs,
                         flips / n_pairs if n_pairs else None, wilson(flips, n_pairs))

@@ -141,7 +141,8 @@ class Selector:
             p = self.probability[item]
             return Choice(item, f"chosen for the benchmark mean: item {k} of {n} in a uniform "
                           f"random visiting order, labelled with probability {p:.2f} (the more "
-                          "the jury is unsure of it, the likelier)",
+                          "the jury is unsure of it, the likelier: this saves labels where the "
+                          "jury's uncertainty is calibrated)",
                           {"strategy": active.GOAL, "probability": p, "position": k - 1,
                            "pool": n, "seed": self.seed})
         if self.stratum:

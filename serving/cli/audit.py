@@ -28,9 +28,10 @@ def audit(
              "audit; skipped when the column is absent).")] = "model",
     family: Annotated[list[str], typer.Option(
         "--family", help="A judge's model family, JUDGE=FAMILY (repeatable): an answer is the "
-        "judge's own family's when its model column contains FAMILY (any case). Default: the "
-        "leading letters of the judge's model name in the run's manifest (Qwen/Qwen3-8B -> "
-        "qwen).", show_default=False)] = [],
+        "judge's own family's when its model's family is FAMILY's: the leading letters of the "
+        "name, any case (Qwen3-8B and qwen3 are qwen; openai/o3-mini is o, not gemma's). "
+        "Default: the family of the judge's model in the run's manifest.",
+        show_default=False)] = [],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     html: Annotated[Path | None, typer.Option(
         "--html", help="Also write a self-contained HTML report, a plot per finding.",
@@ -55,7 +56,7 @@ def audit(
     """
     import numpy as np
 
-    from jurybox.calibration.audit import dependence, length_bias, self_preference
+    from jurybox.calibration.audit import dependence, family_of, length_bias, self_preference
     from jurybox.calibration.joined import join
     from jurybox.rubrics.errors import InputError
     from jurybox.serving.cli.console import parse_map
@@ -66,9 +67,10 @@ def audit(
         if "winner" in output.records[0].model_fields_set:
             _audit_pairwise(output, json_out, html, predictions is not None or human is not None)
             return
-        if predictions is None and human is None and len(output.judges) < 2:
+        if predictions is None and len(output.judges) < 2:
             raise InputError("nothing to audit: give --predictions (length) or a jury of at "
-                             "least two judges (dependence)")
+                             "least two judges (dependence" + (", which --human is for)"
+                                                               if human else ")"))
         ids = output.ids
         lengths = None
         token_lengths: dict[str, Any] = {}
@@ -124,8 +126,8 @@ def audit(
                         unit="words" if own is None else "tokens", n_resamples=resamples,
                         seed=seed))
             if writers and len(scores) >= 2:
-                authored = {j: np.array([f.lower() in writers.get(i, "").lower() for i in ids])
-                            for j, f in families.items()}
+                authored = {j: np.array([i in writers and family_of(writers[i]) == family_of(f)
+                                         for i in ids]) for j, f in families.items()}
                 for judge in scores:
                     if judge in families:
                         selfish.append(self_preference(judge, criterion, scores, authored,
@@ -239,6 +241,7 @@ def _audit_pairwise(output: Any, json_out: bool, html: Path | None, ignored: boo
     from jurybox.rubrics.pairwise import side
 
     chose: dict[tuple[str, str], list[int]] = {}
+    pair_of: dict[tuple[str, str], list[str]] = {}
     flipped: dict[tuple[str, str], list[bool]] = {}
     for rec in output.records:
         sides: dict[tuple[str, str], dict[str, int]] = {}
@@ -248,11 +251,13 @@ def _audit_pairwise(output: Any, json_out: bool, html: Path | None, ignored: boo
             key = (v.judge, v.criterion)
             shown_first = side(v.score if v.order == "ab" else 1.0 - v.score)
             chose.setdefault(key, []).append(-1 if shown_first == 0 else int(shown_first > 0))
+            pair_of.setdefault(key, []).append(rec.id)
             sides.setdefault(key, {})[v.order] = side(v.score)
         for key, by_order in sides.items():
             if len(by_order) == 2:
                 flipped.setdefault(key, []).append(by_order["ab"] != by_order["ba"])
-    findings = [position_bias(judge, criterion, votes, flipped.get((judge, criterion), []))
+    findings = [position_bias(judge, criterion, votes, flipped.get((judge, criterion), []),
+                              pair_of[(judge, criterion)])
                 for (judge, criterion), votes in chose.items()]
     notes = ["pairwise verdicts: only the position audit is built for them (--predictions "
              "and --human are not used)"] if ignored else []

@@ -78,8 +78,9 @@ def compare(
     if ratings.rating is None:
         typer.echo(f"Bradley-Terry ratings: {ratings.reason}")
         return
-    typer.echo(f"Bradley-Terry ratings (Elo scale, mean 1000; 95% bootstrap CI over "
-               f"{ratings.resamples} resamples):")
+    typer.echo("Bradley-Terry ratings (Elo scale, mean 1000; " + (
+        f"95% bootstrap CI over {ratings.resamples} resamples):" if ratings.ci_reason is None
+        else f"no CI: {ratings.ci_reason}):"))
     for name in sorted(ratings.rating, key=lambda s: -ratings.rating[s]):  # type: ignore[index]
         ci = ratings.ci.get(name)
         shown = f" [{ci[0]:.0f}, {ci[1]:.0f}]" if ci else ""

@@ -312,3 +312,55 @@ def test_each_batched_statistic_gives_the_one_resample_forms_intervals():
         got = both(lambda v, a, t=target: audit._self_effect(v, a, t),
                    lambda v, a, t=target: audit._self_effect_batch(v, a, t), values, wrote)
     assert got.details["n_resamples_undefined"] > 0
+
+
+def test_n_eff_is_never_above_the_number_of_judges():
+    """#43: errors correlated negatively made "3 judges behave like 9.0"."""
+    rng = np.random.default_rng(2)
+    true = rng.normal(2, 1, 300)
+    shared = rng.normal(0, 1, 300)
+    scores = {"a": true + shared, "b": true - shared, "c": true + rng.normal(0, 1, 300)}
+    labels = np.vstack([true, np.where(rng.random(300) < 0.3, true, np.nan)])
+    d = dependence("accuracy", scores, labels, n_resamples=100)
+    assert d.n_eff.value == 3 and d.n_eff.ci[1] <= 3 and not d.flagged
+
+
+def test_families_match_by_name_not_by_substring_and_one_judge_with_labels_is_refused(tmp_path):
+    """#43: family ``o`` (openai/o3-mini) matched google/gemma's answers by substring; a
+    single judge with --human and no --predictions exited 0 printing nothing."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from jurybox.serving.cli import app
+
+    rng = np.random.default_rng(4)
+    preds, verdicts = [], []
+    for k in range(90):
+        writer = ["openai/o3-mini", "google/gemma-3-270m", "meta/llama-3"][k % 3]
+        base = float(rng.integers(1, 4))
+        o = base + (1.0 if writer.startswith("openai") else 0.0)  # judge o likes its own
+        preds.append({"id": f"q{k}", "question": "Q?", "reference": "R.",
+                      "response": "an answer", "model": writer})
+        votes = [{"judge": j, "criterion": "accuracy", "score": s}
+                 for j, s in (("o", o), ("g", base), ("l", base + rng.normal(0, 0.3)))]
+        verdicts.append({"id": f"q{k}", "status": "scored", "rubric": "mirage-mg", "jury": "sim",
+                         "provenance": "sim", "votes": votes, "scores": {"accuracy": base}})
+    for name, rows in (("p.jsonl", preds), ("v.jsonl", verdicts)):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(app, [
+        "audit", str(tmp_path / "v.jsonl"), "--predictions", str(tmp_path / "p.jsonl"),
+        "--json", "--resamples", "100", "--family", "o=o", "--family", "g=gemma",
+        "--family", "l=llama"])
+    assert result.exit_code == 0, result.output
+    found = {f["judge"]: f for f in json.loads(result.stdout)["self_preference"]}
+    assert (found["o"]["n_own"], found["o"]["n_other"]) == (30, 60)  # not gemma's 30 too
+    assert found["o"]["flagged"] and not found["g"]["flagged"]
+
+    one = [{**v, "votes": v["votes"][:1]} for v in verdicts]
+    (tmp_path / "one.jsonl").write_text("".join(json.dumps(r) + "\n" for r in one))
+    (tmp_path / "h.jsonl").write_text("".join(
+        json.dumps({"id": f"q{k}", "rater": "h", "accuracy": 2}) + "\n" for k in range(90)))
+    refused = CliRunner().invoke(app, ["audit", str(tmp_path / "one.jsonl"), "--human",
+                                       str(tmp_path / "h.jsonl")])
+    assert refused.exit_code == 2 and "nothing to audit" in refused.output, refused.output
