@@ -327,14 +327,20 @@ def test_the_plan_from_the_first_labels_predicts_the_simulated_need_within_a_qua
     assert 0.75 <= float(np.median(ratios)) <= 1.25, np.percentile(ratios, [10, 50, 90])
 
 
-def test_before_any_label_the_plan_comes_from_the_jurys_own_uncertainty():
-    rng = np.random.default_rng(51)
-    pool = LabellingPool.draw(rng)
+def _plan_inputs(pool):
+    """A simulated pool as plan_mean takes it: scores, the jury's model, inclusion
+    probabilities, per item id."""
     ids = [f"i{k}" for k in range(pool.score.size)]
     pi = dict(zip(ids, inclusion_probabilities(pool.uncertainty)))
     model = {i: {"accuracy": (float(s), float(u * 16))}
              for i, s, u in zip(ids, pool.score, pool.uncertainty)}
-    scores = {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}
+    return {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}, model, pi
+
+
+def test_before_any_label_the_plan_comes_from_the_jurys_own_uncertainty():
+    rng = np.random.default_rng(51)
+    pool = LabellingPool.draw(rng)
+    scores, model, pi = _plan_inputs(pool)
     planned = plan_mean([], scores, model, SCALES, 0.06, pi)["accuracy"]
     need = np.median([simulate_mean_labelling(pool, 0.06, rng, step=1)["labels"]
                       for _ in range(50)])
@@ -358,11 +364,7 @@ def test_before_any_label_the_plan_says_what_it_cannot_know_and_counts_the_pages
     needs, planned = [], {}
     for _ in range(20):
         pool = LabellingPool.draw(rng, 1000, stated=stated)
-        ids = [f"i{k}" for k in range(pool.score.size)]
-        pi = dict(zip(ids, inclusion_probabilities(pool.uncertainty)))
-        model = {i: {"accuracy": (float(s), float(u * 16))}
-                 for i, s, u in zip(ids, pool.score, pool.uncertainty)}
-        scores = {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}
+        scores, model, pi = _plan_inputs(pool)
         planned = plan_mean([], scores, model, SCALES, 0.06, pi)["accuracy"]
         need = simulate_mean_labelling(pool, 0.06, rng, step=1)["labels"]
         needs.append(need)
