@@ -4,8 +4,9 @@
 check:  ## ruff, mypy and the import contract (what CI runs before the tests)
 	bash .ci/check
 
-test:  ## the whole suite (real tiny models, Ray, the service): ~22 min on 2 cores
-	python -m pytest -q --durations=40
+test:  ## the whole suite: the fast tier on two workers, then the real models, Ray and the services
+	python -m pytest -q -n 2 -m "not models and not vllm" --durations=20
+	python -m pytest -q -m "models or vllm" --durations=40
 
 test-fast:  ## everything but the real models and vLLM, on two workers: ~80 s on 2 cores
 	python -m pytest -q -n 2 -m "not models and not vllm"

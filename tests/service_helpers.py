@@ -112,10 +112,13 @@ def comparable(record: dict) -> dict:
     out["p_a"] = "p_a" in record  # present (pairwise) or not; its value is float noise
     if "stage" in out:  # a cascade's confidence is float noise too (its reason quotes it)
         out["stage"] = {k: v for k, v in out["stage"].items() if k not in ("confidence", "reason")}
-    out["votes"] = [{k: v for k, v in vote.items()
-                     if k not in ("latency_s", "expected", "distribution")}
-                    for vote in record["votes"]]
+    out["votes"] = [plain_vote(vote) for vote in record["votes"]]
     return out
+
+
+def plain_vote(vote: dict) -> dict:
+    """A vote without its latency and float noise (expected score, distribution)."""
+    return {k: v for k, v in vote.items() if k not in ("latency_s", "expected", "distribution")}
 
 
 # vLLM on a CPU is not bit-stable across processes: the same greedy answers, but logprobs that
@@ -130,11 +133,18 @@ def assert_same_verdicts(got: list[dict], want: list[dict], tolerance: float = 1
             assert abs(a["p_a"] - b["p_a"]) < tolerance, (a["p_a"], b["p_a"])
         if (a.get("stage") or {}).get("confidence") is not None:
             assert abs(a["stage"]["confidence"] - b["stage"]["confidence"]) < tolerance
-        for va, vb in zip(a["votes"], b["votes"]):
-            if vb.get("expected") is None:
-                assert va.get("expected") is None
-            else:
-                assert abs(va["expected"] - vb["expected"]) < tolerance, (va, vb)
+        assert_same_votes(a["votes"], b["votes"], tolerance)
+
+
+def assert_same_votes(got: list[dict], want: list[dict], tolerance: float = 1e-3) -> None:
+    """The same votes: equal but for latency and distribution, expected scores within
+    ``tolerance``."""
+    assert [plain_vote(v) for v in got] == [plain_vote(v) for v in want]
+    for va, vb in zip(got, want):
+        if vb.get("expected") is None:
+            assert va.get("expected") is None
+        else:
+            assert abs(va["expected"] - vb["expected"]) < tolerance, (va, vb)
 
 
 @contextmanager

