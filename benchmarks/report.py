@@ -19,7 +19,7 @@ from typing import Any, Final, Literal, TypedDict
 
 import numpy as np
 
-from jurybox.calibration.stat import jsonable
+from jurybox.calibration.stats.stat import jsonable
 
 Kind = Literal["share", "score"]
 UnscoredPolicy = Literal["exclude", "zero"]

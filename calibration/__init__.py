@@ -1,16 +1,21 @@
 # ruff: noqa: F401  (the TYPE_CHECKING imports exist for static tools only)
-"""jurybox.calibration: agreement statistics, calibration maps and prediction-powered estimates.
+"""jurybox.calibration: agreement statistics, human labels and verdicts, calibration maps,
+estimates from few labels, and audits, in rooms:
 
-Statistics (vectorised numpy; undefined results are ``Stat(value=None, reason=...)``, never
-NaN): :func:`krippendorff_alpha`, :func:`fleiss_kappa`, :func:`cohen_kappa`, :func:`gwet_ac`,
-:func:`spearman`, :func:`kendall`, :func:`pearson`, :func:`exact_agreement`,
-:func:`adjacent_agreement`, :func:`bootstrap_ci`.
-
-Judges vs humans: :func:`load_human_labels` (file format in :mod:`.labels`),
-:func:`load_judge_output`, :func:`join`, :func:`agreement_report`, :func:`fit_calibration` /
-:class:`CalibrationMap`, :func:`fit_threshold` (a cascade's threshold with a guarantee; fitting
-a jury's cascade from its verdicts is :mod:`jurybox.serving.runs.cascade_fit`, since it needs the
-judges), :func:`ppi_mean` / :func:`prediction_powered_mean`.
+- ``stats``: :func:`krippendorff_alpha`, :func:`fleiss_kappa`, :func:`cohen_kappa`,
+  :func:`gwet_ac`, :func:`spearman`, :func:`kendall`, :func:`pearson`,
+  :func:`exact_agreement`, :func:`adjacent_agreement`, :func:`bootstrap_ci`,
+  :func:`dawid_skene`, :class:`Stat` (vectorised numpy; undefined results are
+  ``Stat(value=None, reason=...)``, never NaN).
+- ``data``: :func:`load_human_labels` (file format in :mod:`.data.labels`; the labelling page's
+  file is :mod:`.data.label_store`), :func:`load_judge_output`, :func:`join`.
+- ``maps``: :func:`fit_calibration` / :class:`CalibrationMap`, the calibrators, judge weights.
+- ``estimates``: :func:`ppi_mean` / :func:`prediction_powered_mean`, actively chosen labels
+  (:mod:`.estimates.active`), which item next (:mod:`.estimates.selection`), :func:`fit_threshold`
+  (a cascade's threshold with a guarantee; fitting a jury's cascade from its verdicts is
+  :mod:`jurybox.serving.runs.cascade_fit`, since it needs the judges), the simulations.
+- ``audits``: bias audits, win rates and Bradley-Terry, length control.
+- ``reports``: :func:`agreement_report` and the pages.
 
 Imports nothing of ``jurybox.judges`` or ``jurybox.serving``: only ``jurybox.rubrics``.
 
@@ -25,53 +30,53 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
     # statistics
-    "krippendorff_alpha": "alpha",
-    "cohen_kappa": "kappa",
-    "fleiss_kappa": "kappa",
-    "gwet_ac": "kappa",
-    "agreement_weights": "kappa",
-    "pearson": "agreement",
-    "spearman": "agreement",
-    "kendall": "agreement",
-    "exact_agreement": "agreement",
-    "adjacent_agreement": "agreement",
-    "mean_absolute_error": "agreement",
-    "mean_difference": "agreement",
-    "bootstrap_ci": "bootstrap",
-    "Stat": "stat",
+    "krippendorff_alpha": "stats.alpha",
+    "cohen_kappa": "stats.kappa",
+    "fleiss_kappa": "stats.kappa",
+    "gwet_ac": "stats.kappa",
+    "agreement_weights": "stats.kappa",
+    "pearson": "stats.agreement",
+    "spearman": "stats.agreement",
+    "kendall": "stats.agreement",
+    "exact_agreement": "stats.agreement",
+    "adjacent_agreement": "stats.agreement",
+    "mean_absolute_error": "stats.agreement",
+    "mean_difference": "stats.agreement",
+    "bootstrap_ci": "stats.bootstrap",
+    "Stat": "stats.stat",
     # data
-    "HumanLabels": "labels",
-    "JudgeOutput": "verdicts",
-    "Joined": "joined",
-    "CriterionData": "joined",
-    "load_human_labels": "labels",
-    "load_judge_output": "verdicts",
-    "human_labels_from_rows": "labels",
-    "label_groups": "labels",
-    "judge_output_from_records": "verdicts",
-    "join": "joined",
-    "scales_from": "labels",
-    "rubric_for": "verdicts",
-    "join_warnings": "joined",
+    "HumanLabels": "data.labels",
+    "JudgeOutput": "data.verdicts",
+    "Joined": "data.joined",
+    "CriterionData": "data.joined",
+    "load_human_labels": "data.labels",
+    "load_judge_output": "data.verdicts",
+    "human_labels_from_rows": "data.labels",
+    "label_groups": "data.labels",
+    "judge_output_from_records": "data.verdicts",
+    "join": "data.joined",
+    "scales_from": "data.labels",
+    "rubric_for": "data.verdicts",
+    "join_warnings": "data.joined",
     # calibration
-    "IsotonicCalibrator": "calibrators",
-    "OrdinalCalibrator": "calibrators",
-    "CalibrationMap": "calibration_map",
-    "AppliedCalibration": "calibration_map",
-    "fit_calibration": "calibration_map",
-    "dawid_skene": "dawid_skene",
-    "fit_threshold": "cascade_threshold",
-    "CascadeFit": "cascade_threshold",
-    "CascadeTargetError": "cascade_threshold",
-    "CascadeSimulation": "synthetic",
-    "DawidSkeneResult": "dawid_skene",
+    "IsotonicCalibrator": "maps.calibrators",
+    "OrdinalCalibrator": "maps.calibrators",
+    "CalibrationMap": "maps.calibration_map",
+    "AppliedCalibration": "maps.calibration_map",
+    "fit_calibration": "maps.calibration_map",
+    "dawid_skene": "stats.dawid_skene",
+    "fit_threshold": "estimates.cascade_threshold",
+    "CascadeFit": "estimates.cascade_threshold",
+    "CascadeTargetError": "estimates.cascade_threshold",
+    "CascadeSimulation": "estimates.synthetic",
+    "DawidSkeneResult": "stats.dawid_skene",
     # estimates and reports
-    "ppi_mean": "ppi",
-    "prediction_powered_mean": "ppi",
-    "PPIEstimate": "ppi",
-    "agreement_report": "report",
-    "AgreementReport": "report",
-    "simulate_judging": "synthetic",
+    "ppi_mean": "estimates.ppi",
+    "prediction_powered_mean": "estimates.ppi",
+    "PPIEstimate": "estimates.ppi",
+    "agreement_report": "reports.report",
+    "AgreementReport": "reports.report",
+    "simulate_judging": "estimates.synthetic",
     # errors
     "CalibrationError": "errors",
     "InputDataError": "errors",
@@ -98,21 +103,15 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static tools see real imports
-    from .agreement import (
-        adjacent_agreement,
-        exact_agreement,
-        kendall,
-        mean_absolute_error,
-        mean_difference,
-        pearson,
-        spearman,
+    from .data.joined import CriterionData, Joined, join, join_warnings
+    from .data.labels import (
+        HumanLabels,
+        human_labels_from_rows,
+        label_groups,
+        load_human_labels,
+        scales_from,
     )
-    from .alpha import krippendorff_alpha
-    from .bootstrap import bootstrap_ci
-    from .calibration_map import AppliedCalibration, CalibrationMap, fit_calibration
-    from .calibrators import IsotonicCalibrator, OrdinalCalibrator
-    from .cascade_threshold import CascadeFit, CascadeTargetError, fit_threshold
-    from .dawid_skene import DawidSkeneResult, dawid_skene
+    from .data.verdicts import JudgeOutput, judge_output_from_records, load_judge_output, rubric_for
     from .errors import (
         CalibrationError,
         InputDataError,
@@ -121,17 +120,23 @@ if TYPE_CHECKING:  # static tools see real imports
         ProvenanceMismatchError,
         UndefinedStatisticError,
     )
-    from .joined import CriterionData, Joined, join, join_warnings
-    from .kappa import agreement_weights, cohen_kappa, fleiss_kappa, gwet_ac
-    from .labels import (
-        HumanLabels,
-        human_labels_from_rows,
-        label_groups,
-        load_human_labels,
-        scales_from,
+    from .estimates.cascade_threshold import CascadeFit, CascadeTargetError, fit_threshold
+    from .estimates.ppi import PPIEstimate, ppi_mean, prediction_powered_mean
+    from .estimates.synthetic import CascadeSimulation, simulate_judging
+    from .maps.calibration_map import AppliedCalibration, CalibrationMap, fit_calibration
+    from .maps.calibrators import IsotonicCalibrator, OrdinalCalibrator
+    from .reports.report import AgreementReport, agreement_report
+    from .stats.agreement import (
+        adjacent_agreement,
+        exact_agreement,
+        kendall,
+        mean_absolute_error,
+        mean_difference,
+        pearson,
+        spearman,
     )
-    from .ppi import PPIEstimate, ppi_mean, prediction_powered_mean
-    from .report import AgreementReport, agreement_report
-    from .stat import Stat
-    from .synthetic import CascadeSimulation, simulate_judging
-    from .verdicts import JudgeOutput, judge_output_from_records, load_judge_output, rubric_for
+    from .stats.alpha import krippendorff_alpha
+    from .stats.bootstrap import bootstrap_ci
+    from .stats.dawid_skene import DawidSkeneResult, dawid_skene
+    from .stats.kappa import agreement_weights, cohen_kappa, fleiss_kappa, gwet_ac
+    from .stats.stat import Stat

@@ -2,7 +2,7 @@
 the fallback procedure ``fit_threshold`` uses and the plain fixed sequence, side by side on the
 same labelled sets.
 
-Two populations (``jurybox.calibration.synthetic.CascadeSimulation``), each with exactly known
+Two populations (``jurybox.calibration.estimates.synthetic.CascadeSimulation``), each with exactly known
 agreement at every threshold, so each fitted threshold's true agreement is known:
 
 - ``steady``: 70% easy and 30% hard items; stage 1 is one cheap, overconfident judge (right with
@@ -33,14 +33,14 @@ import math
 
 import numpy as np
 
-from jurybox.calibration.cascade_threshold import (
+from jurybox.calibration.estimates.cascade_threshold import (
     DEFAULT_GRID,
     PROCEDURES,
     CascadeTargetError,
     fit_threshold,
 )
-from jurybox.calibration.selection import clopper_pearson
-from jurybox.calibration.synthetic import CascadeSimulation
+from jurybox.calibration.estimates.selection import clopper_pearson
+from jurybox.calibration.estimates.synthetic import CascadeSimulation
 
 POPULATIONS = {"steady": (CascadeSimulation, "0.85,0.88,0.90,0.92"),
                "dip": (CascadeSimulation.with_dip, "0.83,0.84,0.85,0.86")}

@@ -1,7 +1,7 @@
 """Labels needed for a benchmark's mean: active choice (``jurybox label --goal benchmark-mean``)
 against a uniform order, side by side on the same kinds of pools, in simulated sessions.
 
-Each pool (``jurybox.calibration.synthetic.LabellingPool``) has 1,000 judged items on a 0-4 scale
+Each pool (``jurybox.calibration.estimates.synthetic.LabellingPool``) has 1,000 judged items on a 0-4 scale
 with a calibrated jury: each item's human label is drawn from the jury's predictive
 distribution; a share of the items (``--uncertain``) have a broad distribution, the rest a
 sharp one (0 uncertain: every item alike, where active choice has nothing to exploit). Each
@@ -10,7 +10,7 @@ most ``--width`` (checked after every label from 30 on, as the page's progress d
 pool and order. Columns per design: the median labels used (and the 10th-90th percentiles), the
 coverage of the pool's true mean with its 95% Clopper-Pearson interval, and the ratio of the
 median labels, active over uniform. ``--no-floor``: the variance from the labels alone, without
-the floor the jury's own distributions give it (``jurybox.calibration.active``), to show why
+the floor the jury's own distributions give it (``jurybox.calibration.estimates.active``), to show why
 the floor is there.
 
     python perf/labelling.py [--sessions 1000] [--width 0.06] [--uncertain 0,0.1,0.3,0.5] [--no-floor]
@@ -22,8 +22,8 @@ import argparse
 
 import numpy as np
 
-from jurybox.calibration.selection import clopper_pearson
-from jurybox.calibration.synthetic import LabellingPool, simulate_mean_labelling
+from jurybox.calibration.estimates.selection import clopper_pearson
+from jurybox.calibration.estimates.synthetic import LabellingPool, simulate_mean_labelling
 
 
 def main() -> None:

@@ -325,9 +325,10 @@ class Rubric(BaseModel):
             if self.formula.name in names:
                 raise ValueError(f"formula name {self.formula.name!r} clashes with a criterion")
         # Fail at load time, not on the first item, if the template does not render.
-        from .prompts import check_template
+        from .prompts import check_template, placeholders
 
-        check_template(self)
+        fields, extra = placeholders(self)
+        check_template(self, Item(id="check", **fields, extra=extra))
         return self
 
     def _check_pairwise(self) -> None:

@@ -148,18 +148,19 @@ def render_messages(rubric: Rubric, item: Item, criteria: list[Criterion],
     return messages
 
 
-def check_template(rubric: Rubric) -> None:
-    """Render the rubric once with placeholder inputs; raise ValueError naming what is wrong."""
-    from .models import Item
-
+def placeholders(rubric: Rubric) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fields and the extra fields of an item with a placeholder for each of the rubric's
+    inputs, which :func:`check_template` renders."""
     names = set(rubric.inputs) | set(rubric.optional_inputs)
     core = {"question", "response", "reference", "context"}
-    placeholders: dict[str, Any] = {n: f"<{n}>" for n in names & core}
-    sample = Item(
-        id="check",
-        **placeholders,
-        extra={n: f"<{n}>" for n in names - core - {"images"}},
-    )
+    return ({n: f"<{n}>" for n in names & core},
+            {n: f"<{n}>" for n in names - core - {"images"}})
+
+
+def check_template(rubric: Rubric, sample: Item) -> None:
+    """Render the rubric once on ``sample`` (an item of :func:`placeholders`); raise ValueError
+    naming what is wrong. (The caller builds the item: this module names the models' types
+    for static tools only, so that models -> prompts is the only way the import goes.)"""
     try:
         for call in rubric.calls():
             for order in rubric.orders:

@@ -1,4 +1,4 @@
-"""``jurybox audit``: the judges' biases, per judge and criterion (jurybox.calibration.audit)."""
+"""``jurybox audit``: the judges' biases, per judge and criterion (jurybox.calibration.audits.audit)."""
 
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ def audit(
     """
     import numpy as np
 
-    from jurybox.calibration.audit import dependence, family_of, length_bias, self_preference
-    from jurybox.calibration.joined import join
+    from jurybox.calibration.audits.audit import dependence, family_of, length_bias, self_preference
+    from jurybox.calibration.data.joined import join
     from jurybox.rubrics.errors import InputError
     from jurybox.serving.cli.console import parse_map
     from jurybox.serving.runs.predictions import read_predictions
@@ -139,7 +139,7 @@ def audit(
     for message in notes:
         warn(message)
     if html is not None:
-        from jurybox.calibration.audit_html import render_audit
+        from jurybox.calibration.reports.audit_html import render_audit
 
         html.write_text(render_audit(judged.name, length=length, self_preference=selfish,
                                      dependence=dependent, position=[], notes=notes),
@@ -219,7 +219,7 @@ def _token_lengths(judged: Path, judges: list[str], ids: list[str], texts: dict[
 
 def _families(judged: Path, judges: list[str], given: dict[str, str]) -> dict[str, str]:
     """judge -> model family: --family, else from the judge's model in the run's manifest."""
-    from jurybox.calibration.audit import family_of
+    from jurybox.calibration.audits.audit import family_of
     from jurybox.rubrics.errors import InputError
     from jurybox.serving.runs.results import read_manifest
 
@@ -237,7 +237,7 @@ def _families(judged: Path, judges: list[str], given: dict[str, str]) -> dict[st
 
 def _audit_pairwise(output: Any, json_out: bool, html: Path | None, ignored: bool) -> None:
     """The position audit of pairwise verdicts (length and dependence are not built for them)."""
-    from jurybox.calibration.preference import position_bias
+    from jurybox.calibration.audits.preference import position_bias
     from jurybox.rubrics.pairwise import side
 
     chose: dict[tuple[str, str], list[int]] = {}
@@ -264,7 +264,7 @@ def _audit_pairwise(output: Any, json_out: bool, html: Path | None, ignored: boo
     for message in notes:
         warn(message)
     if html is not None:
-        from jurybox.calibration.audit_html import render_audit
+        from jurybox.calibration.reports.audit_html import render_audit
 
         html.write_text(render_audit(output.source, length=[], self_preference=[],
                                      dependence=[], position=findings, notes=notes),

@@ -1,6 +1,6 @@
 """``jurybox agree`` and ``jurybox calibrate``: judges against human labels, from the shell.
 
-Both read a human labels file (format in :mod:`jurybox.calibration.labels`) and the JSONL written
+Both read a human labels file (format in :mod:`jurybox.calibration.data.labels`) and the JSONL written
 by ``jurybox judge``, join them on ``id`` and take each criterion's scale from the rubric the
 verdicts name (``--rubric`` overrides it), so labels off the scale are rejected rather than
 silently widening it. Bad input ends with exit code 2 and a message naming the file, row and
@@ -151,15 +151,15 @@ def _length_control(predictions: Path, output: Any, report: Any, rubric_def: Any
 
 def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,
          criteria: list[str], confidence: float, json_out: bool) -> None:
-    """``agree --ppi``: the benchmark mean per criterion (jurybox.calibration.active)."""
-    from jurybox.calibration.active import (
+    """``agree --ppi``: the benchmark mean per criterion (jurybox.calibration.estimates.active)."""
+    from jurybox.calibration.data.labels import label_rows, scales_from
+    from jurybox.calibration.estimates.active import (
         MeanEstimate,
         design_of,
         mean_estimates,
         pool_model,
         pool_probabilities,
     )
-    from jurybox.calibration.labels import label_rows, scales_from
     from jurybox.rubrics.errors import InputError
 
     with reported():
@@ -338,9 +338,9 @@ def calibrate(
 def _aggregations(human: Path, output: Any, rubric_def: Any, criteria: list[str], value: Any,
                   folds: int, seed: int, notes: list[str]) -> list[Any]:
     """``calibrate``'s comparison of jury aggregations, per criterion with two judges or more
-    (jurybox.calibration.aggregation); a criterion with too few items is noted, not fatal."""
-    from jurybox.calibration.aggregation import compare_aggregations
-    from jurybox.calibration.joined import join
+    (jurybox.calibration.maps.aggregation); a criterion with too few items is noted, not fatal."""
+    from jurybox.calibration.data.joined import join
+    from jurybox.calibration.maps.aggregation import compare_aggregations
     from jurybox.rubrics.errors import InputError
 
     if len(output.judges) < 2:

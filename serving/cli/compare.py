@@ -30,7 +30,7 @@ def compare(
     average) with percentile bootstrap CIs over the comparisons. Verdicts without a winner
     (unscored) are left out and counted."""
     from jurybox.calibration import load_judge_output
-    from jurybox.calibration.preference import bradley_terry, win_rates
+    from jurybox.calibration.audits.preference import bradley_terry, win_rates
     from jurybox.rubrics.errors import InputError
 
     a: list[str] = []

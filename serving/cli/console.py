@@ -54,7 +54,7 @@ def reported(hint: str | None = None) -> Iterator[None]:
 
 def dumps(payload: Any) -> str:
     """JSON with undefined values as null: never NaN or Infinity."""
-    from jurybox.calibration.stat import jsonable
+    from jurybox.calibration.stats.stat import jsonable
 
     return json.dumps(jsonable(payload), indent=2, allow_nan=False, default=str)
 

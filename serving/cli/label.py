@@ -12,7 +12,7 @@ import typer
 from jurybox.serving.cli.console import fail, note, reported, warn
 
 if TYPE_CHECKING:
-    from jurybox.calibration.label_store import LabelStore
+    from jurybox.calibration.data.label_store import LabelStore
     from jurybox.serving.labelling.app import LabellingSession
 
 Goal = Literal["agreement", "benchmark-mean", "cascade"]
@@ -100,8 +100,8 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
              target_width: float | None, overlap: float, show_judges: bool, seed: int,
              stratify: bool = False) -> tuple[LabellingSession, LabelStore]:
     """The session over the judged items of ``items_path`` and the labels file it appends to."""
-    from jurybox.calibration.label_store import LabelStore
-    from jurybox.calibration.selection import Selector
+    from jurybox.calibration.data.label_store import LabelStore
+    from jurybox.calibration.estimates.selection import Selector
     from jurybox.rubrics import input_hash
     from jurybox.rubrics.errors import InputError
     from jurybox.serving.cli.calibration import load_inputs
@@ -141,7 +141,7 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
     try:
         uncertainty = None
         if goal == "benchmark-mean" or stratify:
-            from jurybox.calibration.active import item_uncertainty
+            from jurybox.calibration.estimates.active import item_uncertainty
 
             scales = {c.name: c.scale for c in rubric_def.criteria}
             uncertainty = {i: item_uncertainty(verdicts[i], scales) for i in items}
@@ -171,8 +171,8 @@ def plan_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many further labels each criterion needs to reach --target-width."""
-    from jurybox.calibration.label_store import read_latest
-    from jurybox.calibration.selection import plan
+    from jurybox.calibration.data.label_store import read_latest
+    from jurybox.calibration.estimates.selection import plan
     from jurybox.rubrics.errors import InputError
     from jurybox.serving.cli.calibration import load_inputs
     from jurybox.serving.cli.console import dumps
@@ -222,8 +222,13 @@ def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]]
                scales: dict[str, Any], width: float) -> dict[str, dict[str, Any]]:
     """``labels plan --goal benchmark-mean``: each item's inclusion probability as a session
     would give it, and the jury's predictive distribution per item and criterion."""
-    from jurybox.calibration.active import design_of, plan_mean, pool_model, pool_probabilities
-    from jurybox.calibration.selection import labelled
+    from jurybox.calibration.estimates.active import (
+        design_of,
+        plan_mean,
+        pool_model,
+        pool_probabilities,
+    )
+    from jurybox.calibration.estimates.selection import labelled
 
     lines = [line for line in latest.values() if labelled(line)]
     active = design_of(lines) == "active" or not lines

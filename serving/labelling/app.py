@@ -23,9 +23,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from jurybox.calibration.active import pool_model
-from jurybox.calibration.label_store import LabelStore
-from jurybox.calibration.selection import Choice, Selector, labelled, progress
+from jurybox.calibration.data.label_store import LabelStore
+from jurybox.calibration.estimates.active import pool_model
+from jurybox.calibration.estimates.selection import Choice, Selector, labelled, progress
 from jurybox.rubrics import Item, Rubric, VerdictRecord
 
 PAGE = Path(__file__).with_name("page.html")
@@ -131,7 +131,7 @@ class LabellingSession:
             return {"undone": last["id"], "progress": self.progress()}
 
     def progress(self) -> dict[str, Any]:
-        """GET /api/progress (see :func:`jurybox.calibration.selection.progress`)."""
+        """GET /api/progress (see :func:`jurybox.calibration.estimates.selection.progress`)."""
         scores = {i: v.scores for i, v in self.verdicts.items()}
         out = progress(self.store.latest(), scores, self.scales, self.target_width,
                        len(self.selector.order), self.selector.goal, model=self.model,

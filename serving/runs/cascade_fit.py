@@ -1,6 +1,6 @@
 """Fitting a cascaded jury on human labels: each stage's verdicts on the labelled items,
 recomputed from the votes exactly as a cascaded run decides them (:mod:`jurybox.judges.cascade`),
-then the threshold with a guarantee (:func:`jurybox.calibration.cascade_threshold.fit_threshold`, which
+then the threshold with a guarantee (:func:`jurybox.calibration.estimates.cascade_threshold.fit_threshold`, which
 knows nothing of juries). Here because it needs both: ``calibration`` imports nothing of
 ``judges`` (the stated import direction), so the glue lives above both.
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from jurybox.calibration import HumanLabels, JudgeOutput, join
-from jurybox.calibration.cascade_threshold import (
+from jurybox.calibration.errors import InputDataError
+from jurybox.calibration.estimates.cascade_threshold import (
     DEFAULT_GRID,
     UNSCORED,
     CascadeFit,
@@ -24,7 +25,6 @@ from jurybox.calibration.cascade_threshold import (
     decided_stage,
     fit_threshold,
 )
-from jurybox.calibration.errors import InputDataError
 from jurybox.judges import JurySpec, decide, provenance
 from jurybox.judges.cascade import confidence_and_reason
 from jurybox.rubrics import Rubric

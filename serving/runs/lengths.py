@@ -1,6 +1,6 @@
 """Length-controlled jury scores for a judged file (``jurybox judge --length-control`` in the
 run's summary, ``jurybox agree --length-control``): the answers' lengths read from the
-predictions that were judged, the correction itself in :mod:`jurybox.calibration.length_control`.
+predictions that were judged, the correction itself in :mod:`jurybox.calibration.audits.length_control`.
 
 Lengths are in words (every judge's tokenizer would give a different length per judge, and the
 correction is the jury's). The answers are controlled to the reference answers' median length
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from jurybox.calibration import HumanLabels, JudgeOutput
-from jurybox.calibration.joined import Joined, join
-from jurybox.calibration.length_control import LengthControl, length_control
+from jurybox.calibration.audits.length_control import LengthControl, length_control
+from jurybox.calibration.data.joined import Joined, join
 from jurybox.rubrics import Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.serving.runs.predictions import read_predictions

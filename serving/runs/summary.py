@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from jurybox.calibration import krippendorff_alpha
-from jurybox.calibration.stat import mean_ci
+from jurybox.calibration.stats.stat import mean_ci
 from jurybox.judges.parsing import reason_kind
 from jurybox.rubrics import Rubric, VerdictRecord
 from jurybox.rubrics.pairwise import inconsistent_judges

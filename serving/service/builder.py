@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from jurybox.judges import JudgeSpec, JurySpec
-from jurybox.serving.service.config import AUTO_INGRESS_REPLICAS, ServiceConfig
+from jurybox.serving.service.config import AUTO_INGRESS_REPLICAS, STATE_ACTOR, ServiceConfig
 
 if TYPE_CHECKING:
     from ray.serve import Deployment
@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 APP_NAME = "jurybox"
 INGRESS = "JuryIngress"
 IMPORT_PATH = "jurybox.serving.service.builder:build_jury_app"
-# The ingress replicas' shared state: a deployment actor of the ingress, by this name.
-STATE_ACTOR = "ingress-state"
 STATE_CLASS = "jurybox.serving.service.shared:IngressState"
 INGRESS_CPUS = 0.5  # logical CPUs reserved per ingress replica
 # How Ray Serve runs a replica's code (read by Serve in each replica process): on the replica's

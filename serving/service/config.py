@@ -17,6 +17,9 @@ from jurybox.rubrics.errors import InputError
 # The ingress replicas a machine with enough CPUs starts by default (see ServiceConfig).
 AUTO_INGRESS_REPLICAS = 2
 AUTO_INGRESS_MIN_CPUS = 8
+# The ingress replicas' shared state: a deployment actor of the ingress, by this name (the
+# builder declares it, the ingress looks it up).
+STATE_ACTOR = "ingress-state"
 
 
 class Limits(BaseModel):

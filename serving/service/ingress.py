@@ -81,7 +81,7 @@ class JuryIngress(ScoringService):
         restarts the actor under the same name)."""
         from ray import serve
 
-        from jurybox.serving.service.builder import STATE_ACTOR
+        from jurybox.serving.service.config import STATE_ACTOR
 
         if self._state_handle is None:
             self._state_handle = serve.get_deployment_actor(STATE_ACTOR)

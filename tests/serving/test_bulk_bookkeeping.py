@@ -70,7 +70,7 @@ def test_length_controlled_scores_in_the_run_s_summary(tmp_path):
     import numpy as np
     import pytest
 
-    from jurybox.calibration.length_control import length_control
+    from jurybox.calibration.audits.length_control import length_control
 
     rng = np.random.default_rng(2)
     digits = rng.integers(1, 6, 40)

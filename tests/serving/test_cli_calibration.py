@@ -513,7 +513,7 @@ stages:
 
 @pytest.fixture
 def cascade_files(tmp_path: Path) -> dict[str, Path]:
-    from jurybox.calibration.synthetic import simulate_cascade_verdicts
+    from jurybox.calibration.estimates.synthetic import simulate_cascade_verdicts
     from jurybox.judges import load_jury_spec, provenance
     from jurybox.rubrics import load_rubric
 
@@ -631,8 +631,8 @@ def test_calibrate_cascade_by_group_writes_one_jury_per_certified_group(
 
 
 def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
-    from jurybox.calibration.label_store import LabelStore
-    from jurybox.calibration.selection import labels_needed
+    from jurybox.calibration.data.label_store import LabelStore
+    from jurybox.calibration.estimates.selection import labels_needed
 
     s = synthetic
     human = tmp_path / "labelled.jsonl"

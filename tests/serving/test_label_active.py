@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from service_helpers import free_port, labelling
 
-from jurybox.calibration.synthetic import LabellingPool
+from jurybox.calibration.estimates.synthetic import LabellingPool
 
 JURYBOX = str(Path(sys.executable).with_name("jurybox"))
 CRITERIA = ["accuracy", "relevance", "completeness", "parsimony"]  # mirage-mg's, 0-4 each

@@ -1,0 +1,262 @@
+"""Human labels: loading, validation against each criterion's scale.
+
+Human labels file
+-----------------
+Any row file jurybox reads (:mod:`jurybox.rubrics.rows`, chosen by extension): JSONL (one
+object per line), a JSON list, CSV/TSV with a header row (a UTF-8 byte order mark, as Excel
+writes, is fine) or Parquet. Rows are numbered as an editor shows them. Columns:
+
+* ``id`` (required): the item id, matching ``id`` in the judge output.
+* ``rater`` (optional): who labelled the row. Several rows with the same id are several human
+  raters; without a ``rater`` column the n-th row of an id counts as rater ``r<n>``.
+* one column per criterion (e.g. ``accuracy``), holding a numeric value on the criterion's
+  scale, or a label of a labelled scale (``yes``/``no``, mapped through the scale). An empty
+  cell / ``null`` means "not labelled for this criterion" and stays missing.
+
+Example (CSV)::
+
+    id,rater,accuracy,relevance
+    q1,alice,3,4
+    q1,bob,2,4
+    q2,alice,4,
+
+Columns that are not criteria of the judge output (notes, timestamps) are ignored and listed
+in the join summary. Values off the scale, non-numeric values, duplicate (id, rater) rows and
+ids that do not join are reported with counts and examples, never silently dropped.
+
+A file written by ``jurybox label`` (:mod:`jurybox.calibration.data.label_store`) has the same
+columns plus ``labelled_at``, ``selection`` and, on undo and skip lines, ``undone`` or
+``skipped``; there a relabel is a newer line for the same (id, rater), and the latest wins.
+Labels chosen for the benchmark mean (``selection.strategy`` ``benchmark-mean``) are refused
+here, with the reason: only the weighted estimate of :mod:`jurybox.calibration.estimates.active` is
+unbiased over them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jurybox.rubrics import Scale
+
+from ..errors import InputDataError
+from ._rows import EXAMPLES as _EXAMPLES
+from ._rows import count as _count
+from ._rows import numbered_rows as _numbered_rows
+
+# Not criteria: the item, the rater, and what a labelling session records beside the labels.
+_RESERVED = {"id", "rater", "labelled_at", "selection", "skipped", "undone"}
+
+
+def scales_from(spec: Any) -> dict[str, Scale]:
+    """Scales per criterion from a rubric (anything with ``.criteria``) or a mapping of
+    criterion -> Scale, list of values, or scale fields (``{"labels": {"yes": 1, "no": 0}}``)."""
+    if spec is None:
+        return {}
+    if hasattr(spec, "criteria"):
+        if getattr(spec, "pairwise", False):  # humans say a, b or tie, not the judges' positions
+            from jurybox.rubrics.pairwise import human_scale
+
+            return {c.name: human_scale(c) for c in spec.criteria}
+        return {c.name: c.scale for c in spec.criteria}
+    try:
+        return {str(k): Scale.coerce(v) for k, v in dict(spec).items()}
+    except (ValueError, TypeError) as exc:
+        raise InputDataError(f"not a scale: {exc}") from None
+
+
+@dataclass
+class HumanLabels:
+    """Human ratings, one entry per (id, rater) row; ``values[c]`` is NaN where unlabelled."""
+
+    ids: list[str]
+    raters: list[str]
+    values: dict[str, np.ndarray]
+    source: str = "<memory>"
+    extra_columns: list[str] = field(default_factory=list)
+
+    @property
+    def criteria(self) -> list[str]:
+        """The labelled criteria."""
+        return list(self.values)
+
+    def matrix(self, criterion: str, ids: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+        """raters x items matrix for ``ids`` (NaN missing) and the rater names (rows)."""
+        raters = sorted(set(self.raters))
+        r_index = {r: i for i, r in enumerate(raters)}
+        i_index = {k: j for j, k in enumerate(ids)}
+        out = np.full((len(raters), len(ids)), np.nan)
+        col = self.values[criterion]
+        rows = [(r_index[r], i_index[i], v) for i, r, v in zip(self.ids, self.raters, col)
+                if i in i_index]
+        if rows:
+            ri, ii, vv = (np.array(x) for x in zip(*rows))
+            out[ri.astype(int), ii.astype(int)] = vv.astype(float)
+        keep = ~np.isnan(out).all(axis=1)  # drop raters who labelled none of these items
+        return out[keep], [r for r, k in zip(raters, keep) if k]
+
+
+def load_human_labels(path: str | Path, scales: Any = None,
+                      criteria: Iterable[str] | None = None) -> HumanLabels:
+    """Read a human labels file (JSONL or CSV; format in this module's docstring).
+
+    ``scales`` (a rubric or {criterion: values}) validates values and maps label names;
+    ``criteria`` restricts which columns are read as criteria (others are ignored and listed).
+    """
+    path = Path(path)
+    return _human_labels(_numbered_rows(path), scales, criteria, str(path))
+
+
+def label_groups(path: str | Path, column: str) -> dict[str, str]:
+    """Each labelled item's group, from the labels file's ``column`` (a benchmark's task or
+    scenario, a domain): item id -> group. Rows without a value are left out; an item whose rows
+    name two groups, or a file without the column, is an error naming it."""
+    rows = _numbered_rows(Path(path))
+    if rows and not any(column in row for _, row in rows):
+        columns = sorted({k for _, row in rows for k in row})
+        raise InputDataError(f"{path}: no {column!r} column to group by (columns: {columns})",
+                             field=column)
+    groups: dict[str, str] = {}
+    for number, row in rows:
+        value = row.get(column)
+        if value is None or (isinstance(value, str) and not value.strip()) \
+                or (isinstance(value, float) and math.isnan(value)):
+            continue
+        item, group = str(row.get("id")), str(value).strip()
+        if groups.setdefault(item, group) != group:
+            raise InputDataError(f"{path}, row {number}: item {item!r} is in group {group!r} "
+                                 f"here and {groups[item]!r} on an earlier row", field=column)
+    return groups
+
+
+def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None,
+                           criteria: Iterable[str] | None = None,
+                           source: str = "<memory>") -> HumanLabels:
+    """Human labels from in-memory rows (row numbers in messages count from 1)."""
+    return _human_labels(list(enumerate(rows, start=1)), scales, criteria, source)
+
+
+def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
+                   ) -> Sequence[tuple[int, Mapping[str, Any]]]:
+    """The rows of a labelling session's file (lines with ``labelled_at``, see
+    :mod:`jurybox.calibration.data.label_store`) as the session meant them: the latest line per
+    (id, rater) wins (a relabel appends one), and an undo or skip line leaves no label. Rows
+    without ``labelled_at`` (a spreadsheet) are taken as they are."""
+    if not any("labelled_at" in row for _, row in rows):
+        return rows
+
+    def key(row: Mapping[str, Any]) -> tuple[str, str]:
+        return str(row.get("id")), str(row.get("rater") or "")
+
+    last = {key(row): i for i, (_, row) in enumerate(rows) if "labelled_at" in row}
+    return [(n, row) for i, (n, row) in enumerate(rows)
+            if "labelled_at" not in row
+            or (last[key(row)] == i and not row.get("undone") and row.get("skipped") is None)]
+
+
+def label_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a human labels file as its labelling session meant them (the latest line per
+    item and rater, no undo or skip line), for the benchmark-mean estimate
+    (:func:`jurybox.calibration.estimates.active.mean_estimates`)."""
+    return [dict(row) for _, row in _latest_labels(_numbered_rows(Path(path)))]
+
+
+def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
+    """Refuse labels chosen for the benchmark mean: statistics that weight every item alike
+    (agreement, calibration maps, cascades) would be biased towards the items the jury is unsure
+    of."""
+    active = [n for n, row in rows if isinstance(row.get("selection"), Mapping)
+              and row["selection"].get("strategy") == "benchmark-mean"]
+    if active:
+        raise InputDataError(
+            f"{source} holds {_count(len(active), 'label')} (the first on row {active[0]}) "
+            "chosen actively for the benchmark's mean (jurybox label --goal benchmark-mean): the items "
+            "the jury is unsure of are over-represented, so agreement, calibration and cascades "
+            "over them would be biased. Estimate the mean with `jurybox agree --ppi` (it weights "
+            "each label by its inclusion probability), and label with --goal agreement or "
+            "cascade (into another file) for these", field="selection")
+
+
+def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
+                  criteria: Iterable[str] | None, source: str) -> HumanLabels:
+    rows = _latest_labels(rows)
+    if not rows:
+        raise InputDataError(f"{source}: no rows")
+    _chosen_actively(rows, source)
+    scale_map = scales_from(scales)
+    columns: list[str] = []
+    for _, row in rows:
+        for k in row:
+            if k not in columns:
+                columns.append(k)
+    if "id" not in columns:
+        raise InputDataError(f"{source}: no 'id' column (columns: {columns})")
+    wanted = list(criteria) if criteria is not None else [c for c in columns
+                                                          if c not in _RESERVED]
+    crit_cols = [c for c in columns if c in wanted and c not in _RESERVED]
+    extra = [c for c in columns if c not in _RESERVED and c not in crit_cols]
+    if not crit_cols:
+        raise InputDataError(f"{source}: no criterion columns (columns: {columns}; "
+                             f"expected some of {sorted(wanted)})")
+
+    ids: list[str] = []
+    raters: list[str] = []
+    per_id: Counter[str] = Counter()
+    problems: list[str] = []
+    n_problems = 0
+    values = {c: np.full(len(rows), np.nan) for c in crit_cols}
+    for line, row in rows:
+        item = row.get("id")
+        if item is None or str(item).strip() == "":
+            n_problems += 1
+            if len(problems) < _EXAMPLES:
+                problems.append(f"row {line}: empty id")
+            continue
+        item = str(item).strip()
+        per_id[item] += 1
+        rater = row.get("rater")
+        rater = f"r{per_id[item]}" if rater is None or str(rater).strip() == "" else str(rater)
+        ids.append(item)
+        raters.append(rater.strip())
+        for c in crit_cols:
+            try:
+                values[c][len(ids) - 1] = _parse_value(row.get(c), scale_map.get(c))
+            except ValueError as exc:
+                n_problems += 1
+                if len(problems) < _EXAMPLES:
+                    problems.append(f"row {line} (id {item!r}) column {c!r}: {exc}")
+    if n_problems:
+        raise InputDataError(f"{source}: {_count(n_problems, 'bad value')}; first: "
+                             + "; ".join(problems))
+    values = {c: v[: len(ids)] for c, v in values.items()}
+    dup = [k for k, n in Counter(zip(ids, raters)).items() if n > 1]
+    if dup:
+        raise InputDataError(f"{source}: {len(dup)} duplicate (id, rater) rows, e.g. "
+                             f"{dup[:_EXAMPLES]}")
+    return HumanLabels(ids, raters, values, source, extra)
+
+
+def _parse_value(raw: Any, scale: Scale | None) -> float:
+    """A human label as a number: empty and null are missing (NaN); otherwise the scale's own
+    parser (the one judges' answers go through), or any finite number without a scale."""
+    if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+        return math.nan
+    if isinstance(raw, float) and math.isnan(raw):
+        return raw
+    if scale is not None:
+        return scale.parse(raw)
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is a boolean; write the scale value (e.g. 1/0) or label")
+    try:
+        value = float(raw.strip() if isinstance(raw, str) else raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{raw!r} is not finite")
+    return value

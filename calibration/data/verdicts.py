@@ -1,0 +1,192 @@
+"""``jurybox judge`` output as data for statistics: every record read through the one record
+model (:class:`jurybox.rubrics.VerdictRecord`), one configuration at a time.
+
+Judge output
+------------
+The JSONL written by ``jurybox judge``: one verdict per line with ``id``, ``status``,
+``provenance``, ``scores`` (criterion -> aggregated score or null below quorum) and ``votes``
+(judge, criterion, score, label, expected, error).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from jurybox.rubrics import Rubric, VerdictRecord
+from jurybox.rubrics.errors import InputError
+
+from ..errors import InputDataError
+from ._rows import EXAMPLES as _EXAMPLES
+from ._rows import numbered_rows as _numbered_rows
+
+ValueKind = Literal["score", "expected"]
+
+
+@dataclass
+class JudgeOutput:
+    """Verdict records from ``jurybox judge``, one per id, all from a single provenance."""
+
+    records: list[VerdictRecord]
+    source: str = "<memory>"
+
+    @property
+    def ids(self) -> list[str]:
+        """The records' ids, in order."""
+        return [r.id for r in self.records]
+
+    @property
+    def provenance(self) -> str | None:
+        """The first record's provenance, which loading makes every record's (None without
+        records)."""
+        return self.records[0].provenance if self.records else None
+
+    @property
+    def judges(self) -> list[str]:
+        """The judges that voted, sorted."""
+        return sorted({v.judge for r in self.records for v in r.votes})
+
+    @property
+    def criteria(self) -> list[str]:
+        """The criteria voted on, in order of first appearance."""
+        return list(dict.fromkeys(v.criterion for r in self.records for v in r.votes))
+
+    def categorical_criteria(self) -> set[str]:
+        """Criteria whose votes carry a ``label`` (labelled scales such as yes/no)."""
+        return {v.criterion for r in self.records for v in r.votes if v.label is not None}
+
+    def label_maps(self) -> dict[str, dict[str, float]]:
+        """criterion -> {label: value} as the judges' votes used them (e.g. yes -> 1)."""
+        out: dict[str, dict[str, float]] = {}
+        for r in self.records:
+            for v in r.votes:
+                if v.label is not None and v.score is not None:
+                    out.setdefault(v.criterion, {})[v.label] = float(v.score)
+        return out
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether the records are pairwise verdicts (they carry a winner)."""
+        return bool(self.records) and "winner" in self.records[0].model_fields_set
+
+    def judge_values(self, criterion: str, value: ValueKind = "score",
+                     inconsistent: str = "tie") -> dict[str, np.ndarray]:
+        """judge -> per-record value (NaN where the vote is missing, unscored or lacks it). A
+        pairwise judge's two votes (both orders) count as one, combined as the jury combined
+        them (``inconsistent``: the rubric's rule for orders that disagree)."""
+        from jurybox.rubrics.pairwise import combine_orders
+
+        index = {j: i for i, j in enumerate(self.judges)}
+        out = np.full((len(index), len(self.records)), np.nan)
+        for col, rec in enumerate(self.records):
+            votes = rec.votes
+            if self.pairwise:
+                votes = combine_orders(criterion, [v for v in votes if v.criterion == criterion],
+                                       inconsistent)
+            for v in votes:
+                if v.criterion != criterion or not v.scored:
+                    continue
+                x = getattr(v, value)
+                if x is not None:
+                    out[index[v.judge], col] = float(x)
+        return {j: out[i] for j, i in index.items()}
+
+    def jury_values(self, criterion: str) -> np.ndarray:
+        """The jury's aggregated score on ``criterion`` per record (NaN where it has none)."""
+        vals = [r.scores.get(criterion) for r in self.records]
+        return np.array([np.nan if v is None else float(v) for v in vals])
+
+
+def load_judge_output(path: str | Path, provenance: str | None = None) -> JudgeOutput:
+    """Read ``jurybox judge`` output. Mixed provenances are an error unless one is chosen."""
+    path = Path(path)
+    rows = _numbered_rows(path)
+    return _judge_output([(f"line {n}", row) for n, row in rows], provenance, str(path))
+
+
+def judge_output_from_records(records: Sequence[Mapping[str, Any] | VerdictRecord],
+                              provenance: str | None = None,
+                              source: str = "<memory>") -> JudgeOutput:
+    """As :func:`load_judge_output`, for records in memory (mappings or VerdictRecords)."""
+    return _judge_output([(f"record {n}", r) for n, r in enumerate(records, start=1)],
+                         provenance, source)
+
+
+def _judge_output(rows: Sequence[tuple[str, Any]], provenance: str | None,
+                  source: str) -> JudgeOutput:
+    """Every record read through the one record model, so a malformed file is named by line and
+    field rather than failing later as a bare KeyError deep inside a statistic."""
+    if rows and isinstance(rows[0][1], Mapping) and not {"scores", "votes", "provenance"} & set(rows[0][1]):
+        raise InputDataError(
+            f"{source} is not jurybox judge output: its first row has no scores, votes or "
+            f"provenance (its fields: {sorted(rows[0][1])[:12]}); pass the file `jurybox judge` "
+            "wrote (its --out), and the human labels as the other file"
+        )
+    recs: list[VerdictRecord] = []
+    problems: list[str] = []
+    for where, row in rows:
+        try:
+            recs.append(VerdictRecord.from_record(row, where))
+        except InputError as exc:
+            problems.append(str(exc))
+            if len(problems) >= _EXAMPLES:
+                break
+    if problems:
+        raise InputDataError(f"{source}: not jurybox judge output: " + "; ".join(problems))
+    provs = Counter(r.provenance for r in recs)
+    if provenance is not None:
+        recs = [r for r in recs if r.provenance == provenance]
+        if not recs:
+            raise InputDataError(f"{source}: no records with provenance {provenance!r} "
+                                 f"(found {dict(provs)})")
+    elif len(provs) > 1:
+        raise InputDataError(
+            f"{source}: records come from {len(provs)} configurations (provenance counts "
+            f"{dict(provs)}); choose one with the provenance option (--provenance HASH)",
+            field="provenance",
+        )
+    dup = [k for k, n in Counter(r.id for r in recs).items() if n > 1]
+    if dup:
+        raise InputDataError(f"{source}: {len(dup)} ids appear more than once, e.g. "
+                             f"{dup[:_EXAMPLES]}")
+    return JudgeOutput(recs, source)
+
+
+def rubric_for(output: JudgeOutput, rubric: str | Path | None = None
+               ) -> tuple[Rubric | None, list[str]]:
+    """The rubric whose scales validate human labels for these verdicts: the one given, else the
+    one the verdicts name; and warnings when there is none or it does not fit."""
+    from jurybox.rubrics import DefinitionError, load_rubric
+
+    notes: list[str] = []
+    named = sorted({r.rubric for r in output.records})
+    rubric_def: Rubric | None = None
+    if rubric is not None:
+        rubric_def = load_rubric(rubric)
+        if named and rubric_def.name not in named:
+            notes.append(f"the rubric {rubric_def.name} given differs from the rubric the "
+                         f"verdicts name ({', '.join(named)}); its scales are used")
+    else:
+        reason = ("the verdicts name no rubric" if not named else
+                  f"the verdicts name several rubrics ({', '.join(named)})" if len(named) > 1
+                  else None)
+        if reason is None:
+            try:
+                rubric_def = load_rubric(named[0])
+            except DefinitionError:
+                reason = (f"rubric {named[0]!r} named in {output.source} is neither shipped nor "
+                          "a file")
+        if rubric_def is None:
+            notes.append(f"{reason}: scales are inferred from the observed values, so labels "
+                         f"off the scale go unnoticed; name the rubric (--rubric NAME_OR_FILE)")
+    if rubric_def is not None:
+        unscaled = [c for c in output.criteria if c not in rubric_def.criterion_names]
+        if unscaled:
+            notes.append(f"criteria {unscaled} are not in rubric {rubric_def.name}; their scales "
+                         f"are inferred from the observed values")
+    return rubric_def, notes

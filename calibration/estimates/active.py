@@ -1,0 +1,471 @@
+"""Labels chosen actively for a benchmark's mean (``jurybox label --goal benchmark-mean``), and
+the weighted PPI++ estimate that stays unbiased under that choice.
+
+The design (active inference, Zrnic and Candes 2024, arXiv 2403.03208; sampling probability
+proportional to the square root of the predictor's uncertainty, arXiv 2506.07949):
+
+- every judged item gets an *uncertainty* ``u``: per criterion, the variance of the jury's
+  predictive distribution (the judges' score distributions mixed with equal weight, so the
+  judges' disagreement counts too; the spread of their scores where no judge has a
+  distribution), divided by the squared range of the scale, averaged over the criteria; an
+  item the jury left unscored is as uncertain as a score can be (0.25);
+- its *inclusion probability* ``pi = min(1, FLOOR + (1 - FLOOR) * sqrt(u) / q)``, ``q`` the
+  90th percentile of ``sqrt(u)`` over the items: the most uncertain tenth is always labelled,
+  and no item falls below ``FLOOR`` (which bounds the weights ``1 / pi``);
+- the items are *visited* in a uniform random order fixed by the seed, and each visited item is
+  labelled with probability ``pi`` (a coin, also fixed by the seed). The page offers the items
+  whose coins came up, in that order; a label line records the item's ``pi`` and its position
+  in the order.
+
+The estimate, for the mean of the human label over the pool of N judged items, after the first
+M items of the order are visited (M: one past the furthest labelled position)::
+
+    theta = lam * mean_N(f) + (1/M) * sum_{visited} xi/pi * (Y - lam * f)
+
+(``f`` the jury's score, ``xi`` 1 when labelled). Whatever ``lam`` and the jury's bias, it is
+unbiased: the visited items are a simple random sample of the pool and, given them, the coins
+are independent with known probabilities. Its variance (sampling of the visited items with the
+finite-population correction, plus the coins)::
+
+    V = (1 - M/N) s_d^2 / M + (1/N) * (1/M) * sum xi (1 - pi)/pi^2 (Y - lam f)^2
+
+with ``s_d^2`` the sample variance of ``d = xi/pi (Y - lam f)`` over the visited items. The CI is
+``theta +- z sqrt(max(V, V_jury))``, where ``V_jury`` is the same variance as the jury's own
+distributions predict it (each item's label drawn from its predictive distribution: mean ``m``,
+variance ``v``; ``E d = m - lam f`` and ``E d^2 = (v + (m - lam f)^2) / pi`` over the whole pool):
+a calibrated jury's labels are as variable as that on average, and few labels
+often have not yet seen the jury's rare large errors (simulated, the empirical variance alone
+covered 82% of the time where the jury is sharp on every item, 95% with the floor;
+perf/RESULTS.md). An overconfident jury's empirical variance is the larger, and rules. An
+underconfident one (broad distributions, accurate means) would pay for labels it does not need
+(4.4 times as many, #43), so the floor is dropped once the labels show the distributions
+overstate the jury's errors: :func:`overstatement`, a one-sided 5% test whose variance is
+bounded so that a sharp jury's unseen rare errors cannot trigger it.
+``lam`` minimises ``s_d^2`` (PPI++'s power tuning, clipped to [0, 1]).
+Labels from a uniform order (goals agreement and cascade, or a spreadsheet) are the same
+estimate with every visited item labelled (``pi = 1``, M the labelled items).
+
+Skipped items and chosen items not labelled yet count as not chosen (their count is reported):
+exact only when the reason for a skip has nothing to do with the label.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from ..data.labels import _parse_value
+from ..errors import InputDataError
+
+GOAL = "benchmark-mean"
+#: The labels the page takes before it calls the goal met (the normal approximation's start).
+MIN_MEAN_LABELS = 30
+FLOOR = 0.1
+QUANTILE = 0.9
+#: An unscored item's uncertainty: the largest variance of a score on a range scaled to [0, 1].
+UNSCORED = 0.25
+
+
+def predictive(votes: Sequence[Any], scale: Any) -> tuple[float, float] | None:
+    """The mean and variance (in the scale's units) of the jury's predictive distribution on one
+    criterion: the scored votes' score distributions mixed with equal weight (a vote without
+    one is a point mass on its score); None without a scored vote."""
+    texts = scale.answer_texts()
+    points: dict[float, float] = {}
+    scored = [v for v in votes if v.score is not None]
+    if not scored:
+        return None
+    for vote in scored:
+        dist = {float(texts[a]): p for a, p in (vote.distribution or {}).items() if a in texts}
+        total = sum(dist.values())
+        if not dist or total <= 0:
+            dist, total = {float(vote.score): 1.0}, 1.0
+        for value, p in dist.items():
+            points[value] = points.get(value, 0.0) + p / total / len(scored)
+    values, weights = np.array(list(points)), np.array(list(points.values()))
+    mean = float(np.sum(values * weights))
+    return mean, float(np.sum(weights * (values - mean) ** 2))
+
+
+def criterion_uncertainty(votes: Sequence[Any], scale: Any) -> float | None:
+    """The variance of the jury's predictive distribution on one criterion over the squared
+    range of ``scale`` (:func:`predictive`); None without a scored vote or range."""
+    got, span = predictive(votes, scale), float(scale.high - scale.low)
+    return None if got is None or span <= 0 else got[1] / span**2
+
+
+def pool_model(records: Sequence[Any], scales: Mapping[str, Any]
+               ) -> dict[str, dict[str, tuple[float, float] | None]]:
+    """Per item and criterion, the jury's predictive mean and variance (:func:`predictive`)."""
+    return {r.id: {c: predictive([v for v in r.votes if v.criterion == c], scale)
+                   for c, scale in scales.items()} for r in records}
+
+
+def pool_probabilities(records: Sequence[Any], scales: Mapping[str, Any]) -> dict[str, float]:
+    """Each item's inclusion probability, as a benchmark-mean session over ``records`` gives it."""
+    pi = inclusion_probabilities([item_uncertainty(r, scales) for r in records])
+    return {r.id: float(p) for r, p in zip(records, pi)}
+
+
+def item_uncertainty(record: Any, scales: Mapping[str, Any]) -> float:
+    """An item's uncertainty (see the module's text) from its verdict record."""
+    per = []
+    for criterion, scale in scales.items():
+        u = criterion_uncertainty([v for v in record.votes if v.criterion == criterion], scale)
+        per.append(UNSCORED if u is None or record.scores.get(criterion) is None else u)
+    return float(np.mean(per)) if per else UNSCORED
+
+
+def inclusion_probabilities(uncertainty: Any, floor: float = FLOOR) -> np.ndarray:
+    """``pi`` per item from its uncertainty (see the module's text)."""
+    a = np.sqrt(np.clip(np.asarray(uncertainty, dtype=float), 0.0, None))
+    if a.size == 0:
+        raise InputDataError("no item to choose from")
+    q = float(np.quantile(a, QUANTILE))
+    if q <= 0:  # (nearly) every item certain: nothing to be active about
+        return np.ones_like(a)
+    return np.minimum(1.0, floor + (1.0 - floor) * a / q)
+
+
+@dataclass(frozen=True)
+class Design:
+    """The visiting order and the coins of a session (fixed by its seed): ``order`` lists item
+    indices; ``chosen[k]`` whether the k-th visited item is labelled; ``pi[k]`` its
+    probability."""
+
+    order: np.ndarray
+    pi: np.ndarray
+    chosen: np.ndarray
+
+    @classmethod
+    def draw(cls, pi: Any, rng: np.random.Generator) -> Design:
+        """A fresh order and coins for items with inclusion probabilities ``pi``."""
+        p = np.asarray(pi, dtype=float)
+        order = rng.permutation(p.size)
+        return cls(order, p[order], rng.random(p.size) < p[order])
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """The weighted PPI++ mean of a criterion's human label over the pool, with its CI."""
+
+    criterion: str
+    estimate: float
+    ci: tuple[float, float]
+    half_width: float
+    lam: float
+    labelled: int
+    visited: int
+    pool: int
+    judge_only_mean: float
+    design: str
+    confidence: float = 0.95
+    notes: tuple[str, ...] = field(default=())
+    #: The variance's two parts (module text): s_d^2 and the coins' mean term, for planning.
+    s2: float = math.nan
+    coins: float = math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        """The estimate as plain data."""
+        return {"criterion": self.criterion, "estimate": self.estimate, "ci": list(self.ci),
+                "half_width": self.half_width, "lambda": self.lam, "labelled": self.labelled,
+                "visited": self.visited, "pool": self.pool,
+                "judge_only_mean": self.judge_only_mean, "design": self.design,
+                "confidence": self.confidence, "notes": list(self.notes)}
+
+    def __str__(self) -> str:
+        c = round(self.confidence * 100)
+        return (f"{self.criterion}: mean {self.estimate:.4f} [{self.ci[0]:.4f}, "
+                f"{self.ci[1]:.4f}] ({c}% CI, half-width {self.half_width:.4f}; PPI++ lambda "
+                f"{self.lam:.2f}; {self.labelled} labelled of {self.visited} visited, pool "
+                f"{self.pool}, {self.design}); the jury alone: {self.judge_only_mean:.4f}")
+
+
+def weighted_mean(f_pool: Any, f: Any, y: Any, pi: Any, visited: int, *,
+                  lam: float | None = None, model: tuple[Any, Any, Any] | None = None
+                  ) -> tuple[float, float, float, float, float]:
+    """(estimate, standard error, lambda, s_d^2, coins' term) of the pool's mean label (formulas
+    in the module's text). ``f_pool``: the jury's score on every item of the pool; ``f``, ``y``,
+    ``pi``: the labelled items' score, label and inclusion probability; ``visited``: M, the
+    visited items (labelled or not), at least as many as labelled. ``model``: the jury's
+    predictive mean, variance and the inclusion probability of every item of the pool (aligned
+    with ``f_pool``), for the floor ``V_jury`` on the variance (None: no floor)."""
+    fp, f_, y_, p = (np.asarray(a, dtype=float) for a in (f_pool, f, y, pi))
+    n, m, big_n = y_.size, int(visited), fp.size
+    if n < 2:
+        raise InputDataError(f"need at least 2 labelled items; got {n}")
+    if not n <= m <= big_n:
+        raise InputDataError(f"the visited items ({m}) must be between the labelled ({n}) and "
+                             f"the pool ({big_n})")
+    if np.any((p <= 0) | (p > 1)) or np.isnan(p).any():
+        raise InputDataError("inclusion probabilities must be in (0, 1]")
+
+    def d(lam_: float) -> np.ndarray:  # the visited items' terms; the unlabelled ones are 0
+        out = np.zeros(m)
+        out[:n] = (y_ - lam_ * f_) / p
+        return out
+
+    if lam is None:
+        a, b = d(0.0), d(0.0) - d(1.0)  # d(lam) = a - lam * b
+        var_b = float(np.var(b, ddof=1))
+        lam = 0.0 if var_b <= 0 else float(np.clip(np.cov(a, b, ddof=1)[0, 1] / var_b, 0, 1))
+    terms = d(lam)
+    estimate = lam * float(fp.mean()) + float(terms.mean())
+    coins = float(np.sum((1.0 - p) / p**2 * (y_ - lam * f_) ** 2)) / m
+    s2 = float(np.var(terms, ddof=1))
+    if model is not None:
+        mean, var, pi_pool = (np.asarray(a, dtype=float) for a in model)
+        bias = mean - lam * fp
+        second = var + bias**2
+        s2 = max(s2, float(np.mean(second / pi_pool) - np.mean(bias) ** 2))
+        coins = max(coins, float(np.mean((1.0 - pi_pool) / pi_pool * second)))
+    variance = (1.0 - m / big_n) * s2 / m + coins / big_n
+    return estimate, math.sqrt(max(variance, 0.0)), float(lam), s2, coins
+
+
+def overstatement(y: Any, mean: Any, var: Any, low: float, high: float) -> np.ndarray:
+    """After each label (prefixes of the labelled items, in order), the z statistic of "the
+    jury's distributions overstate its errors": the labels' squared distances from the jury's
+    predictive means against the sum of its predictive variances, over a bound on that sum's
+    standard deviation were the jury calibrated (each item's label drawn from its
+    distribution on [low, high]: ``Var (Y - m)^2 <= c v - v^2``, ``c`` the farthest end's
+    squared distance from ``m``; a bound, so rare large errors not seen yet do not make a
+    sharp jury look overstated). Below ``-OVERSTATED_Z``: the labels show the jury is better
+    than it says, and the floor is dropped (module text). NaN where the jury claims no
+    variance."""
+    y_, m, v = (np.asarray(a, dtype=float) for a in (y, mean, var))
+    far = np.maximum(m - low, high - m) ** 2
+    excess = np.cumsum((y_ - m) ** 2 - v)
+    spread = np.sqrt(np.cumsum(np.maximum(far * v - v**2, 0.0)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(spread > 0, excess / spread, np.nan)
+
+
+#: One-sided 5%: how far below 0 :func:`overstatement` must fall to drop the floor.
+OVERSTATED_Z = 1.6448536269514722
+
+
+def z_of(confidence: float) -> float:
+    """The two-sided normal quantile for ``confidence``."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def design_of(lines: Sequence[Mapping[str, Any]]) -> str:
+    """``active`` when any label line was chosen for the benchmark mean, else ``uniform``."""
+    return "active" if any(is_active(line) for line in lines) else "uniform"
+
+
+def is_active(line: Mapping[str, Any]) -> bool:
+    """A label line whose item was chosen actively (goal benchmark-mean)."""
+    selection = line.get("selection")
+    return isinstance(selection, Mapping) and selection.get("strategy") == GOAL
+
+
+def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
+                   scales: Mapping[str, Any], *, confidence: float = 0.95,
+                   criteria: Sequence[str] | None = None,
+                   model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
+                   probabilities: Mapping[str, float] | None = None
+                   ) -> dict[str, MeanEstimate | str]:
+    """Per criterion, the mean label over ``pool`` (item id -> the jury's score per criterion)
+    from label ``lines`` (the latest line per item and rater, labels only): weighted by the
+    recorded inclusion probabilities when the items were chosen actively, else a simple random
+    sample. ``model`` (:func:`pool_model`) and, for an active design, every item's inclusion
+    probability (:func:`pool_probabilities`) give the variance its floor (module text). A
+    criterion that cannot be estimated gets the reason instead."""
+    active = design_of(lines) == "active"
+    if active and any(not is_active(line) and (line.get("selection") or {}).get("strategy")
+                      != "overlap" for line in lines):
+        raise InputDataError(
+            "the labels mix items chosen for the benchmark mean (goal benchmark-mean) with items "
+            "chosen another way; the weighted estimate needs one design: label each goal into "
+            "its own file")
+    positions: dict[str, int] = {}
+    probability: dict[str, float] = {}
+    sessions: set[int] = set()
+    seeds: set[Any] = set()
+    for line in lines:
+        if active and is_active(line):
+            sel = line["selection"]
+            try:
+                positions[str(line["id"])] = int(sel["position"])
+                probability[str(line["id"])] = float(sel["probability"])
+                if isinstance(sel.get("pool"), int):
+                    sessions.add(sel["pool"])
+                seeds.add(sel.get("seed"))
+            except (KeyError, TypeError, ValueError):
+                raise InputDataError(f"label line for item {line.get('id')!r}: its selection "
+                                     f"{sel!r} lacks the position or probability of an active "
+                                     "choice", field="selection") from None
+    stray = sorted(sessions - {len(pool)})
+    order = (_visiting_order(pool, positions, probabilities, seeds)
+             if active and positions and not stray else None)
+    out: dict[str, MeanEstimate | str] = {}
+    for criterion in criteria or list(scales):
+        notes: list[str] = []
+        if stray:
+            notes.append(f"the labelling session offered {stray[0]} items, the verdicts hold "
+                         f"{len(pool)}: the estimate is exact only for the session's items")
+        human: dict[str, list[float]] = {}
+        for line in lines:
+            if str(line["id"]) not in pool:
+                continue
+            try:
+                value = _parse_value(line.get(criterion), scales.get(criterion))
+            except ValueError as exc:
+                raise InputDataError(f"item {line['id']!r}, {criterion}: {exc}",
+                                     field=criterion) from None
+            if not math.isnan(value):
+                human.setdefault(str(line["id"]), []).append(value)
+        scored = {i: s[criterion] for i, s in pool.items() if s.get(criterion) is not None}
+        unscored = len(pool) - len(scored)
+        if unscored:
+            notes.append(f"{unscored} item(s) the jury left unscored are not in the pool: the "
+                         f"estimate is the mean label over the {len(scored)} items it scored")
+        ids = [i for i in human if i in scored]
+        if len(human) > len(ids):
+            notes.append(f"{len(human) - len(ids)} labelled item(s) left out: the jury left "
+                         "them unscored")
+        if len(ids) < 2:
+            out[criterion] = f"{len(ids)} labelled item(s) with a jury score; need 2"
+            continue
+        f = np.array([scored[i] for i in ids])
+        y = np.array([np.mean(human[i]) for i in ids])
+        if active:
+            pi = np.array([probability[i] for i in ids])
+            # M counts the visited items of the pool: the scored ones (an unscored item visited
+            # is not in it; counting it biases the estimate towards the jury's mean).
+            reach = max(positions.values()) + 1
+            if order is not None:
+                visited = sum(i in scored for i in order[:reach])
+            else:
+                visited = round(reach * len(scored) / len(pool))
+                if unscored:
+                    notes.append("the visiting order could not be rebuilt from the labels' seed "
+                                 "and these verdicts: the scored items among the visited are "
+                                 "counted as their share of the pool")
+            visited = min(max(visited, len(ids)), len(scored))
+        else:
+            pi, visited = np.ones(len(ids)), len(ids)
+        if visited >= len(scored) and not active:
+            notes.append("every item is labelled: the mean is exact")
+        floor = None
+        if model is not None and (probabilities is not None or not active):
+            jury = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in scored]
+            floor = ([m for m, _ in jury], [v for _, v in jury],
+                     [probabilities.get(i, 1.0) if active and probabilities else 1.0
+                      for i in scored])
+            scale = scales.get(criterion)
+            own = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in ids]
+            if scale is not None and overstatement(
+                    y, [m for m, _ in own], [v for _, v in own], float(scale.low),
+                    float(scale.high))[-1] < -OVERSTATED_Z:
+                floor = None
+                notes.append("the labels show the jury's distributions overstate its errors: "
+                             "the variance is the labels' own, without the floor from those "
+                             "distributions")
+        estimate, se, lam, s2, coins = weighted_mean(list(scored.values()), f, y, pi, visited,
+                                                     model=floor)
+        hw = z_of(confidence) * se
+        if len(ids) < MIN_MEAN_LABELS:
+            notes.append(f"only {len(ids)} labelled items: the normal-approximation CI may "
+                         "undercover")
+        out[criterion] = MeanEstimate(
+            criterion, estimate, (estimate - hw, estimate + hw), hw, lam, len(ids), visited,
+            len(scored), float(np.mean(list(scored.values()))),
+            "active (weighted by inclusion probabilities)" if active else "simple random sample",
+            confidence, tuple(notes), s2, coins)
+    return out
+
+
+def _visiting_order(pool: Mapping[str, Any], positions: Mapping[str, int],
+                    probabilities: Mapping[str, float] | None, seeds: set[Any]
+                    ) -> list[str] | None:
+    """The session's visiting order over ``pool`` (the items in the verdicts' order), rebuilt
+    as the labelling page drew it from the recorded seed and the items' inclusion
+    probabilities; None unless one seed is recorded and every labelled item sits at its
+    recorded position."""
+    if probabilities is None or len(seeds) != 1 or not isinstance(next(iter(seeds)), int):
+        return None
+    ids = list(pool)
+    if any(i not in probabilities for i in ids):
+        return None
+    design = Design.draw(np.array([probabilities[i] for i in ids]),
+                         np.random.default_rng(next(iter(seeds))))
+    order = [ids[k] for k in design.order]
+    ok = all(0 <= k < len(order) and order[k] == i for i, k in positions.items())
+    return order if ok else None
+
+
+def _visits_needed(s2: float, coins: float, pool: int, width: float, z: float) -> int | None:
+    """The fewest visited items M with z * sqrt((1 - M/N) s2 / M + coins / N) <= width; None
+    when even the whole pool is not enough."""
+    room = (width / z) ** 2 - coins / pool + s2 / pool
+    if room <= 0 or (width / z) ** 2 < coins / pool:
+        return None
+    return max(2, min(pool, math.ceil(s2 / room))) if s2 > 0 else 2
+
+
+def _labels_needed(s2: float, coins: float, pool: int, width: float, z: float, rate: float
+                   ) -> int | None:
+    """The labels among the visits :func:`_visits_needed` finds (``rate``: labelled per visit)."""
+    visits = _visits_needed(s2, coins, pool, width, z)
+    return None if visits is None else math.ceil(visits * rate)
+
+
+def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
+              model: Mapping[str, Mapping[str, tuple[float, float] | None]],
+              scales: Mapping[str, Any], width: float, pi: Mapping[str, float] | None = None,
+              *, confidence: float = 0.95) -> dict[str, dict[str, Any]]:
+    """How many labels each criterion's mean needs for a CI half-width of at most ``width`` (in
+    the scale's units): from the labels so far (their variance, with the range over its 95%
+    chi-square interval), or, before any label, from the verdicts alone (``model``: per item
+    and criterion, the jury's predictive mean and variance, :func:`pool_model`, the variance
+    taken as the squared error of the jury's score: the count if the jury is calibrated, the
+    range from the page's minimum to labels as spread as the scale allows, since only labels
+    can show how calibrated it is); the labels' variance floored as the estimate floors it
+    (module text); never fewer than the page's minimum of labels. ``pi``: each item's inclusion probability (None: every visited item is
+    labelled, a uniform order); labels are counted as the visited items times the mean ``pi``."""
+    from scipy.stats import chi2
+
+    if width <= 0:
+        raise InputDataError(f"the target width must be positive; got {width}")
+    z = z_of(confidence)
+    now = mean_estimates(lines, pool, scales, confidence=confidence, model=model,
+                         probabilities=pi) if lines else {}
+    out: dict[str, dict[str, Any]] = {}
+    for criterion in scales:
+        scored = [i for i, s in pool.items() if s.get(criterion) is not None]
+        big_n = len(scored)
+        p = np.array([1.0 if pi is None else pi[i] for i in scored])
+        rate = float(p.mean()) if big_n else 1.0
+        e = now.get(criterion)
+        if isinstance(e, MeanEstimate):
+            n, m = e.labelled, e.visited
+            low_q, high_q = chi2.ppf([0.025, 0.975], max(1, n - 1)) / max(1, n - 1)
+            variances = [(e.s2 * k, e.coins * k) for k in (1.0, 1 / high_q, 1 / low_q)]
+            basis = (f"{n} label(s) so far (mean {e.estimate:.3f}, half-width "
+                     f"{e.half_width:.3f}); the range over the 95% interval of their variance")
+        else:
+            n, m = 0, 0
+            u = np.array([(model.get(i, {}).get(criterion) or (0.0, 0.0))[1] for i in scored])
+            scale = scales[criterion]
+            widest = float(scale.high - scale.low) ** 2 / 4  # the most a label can vary
+            variances = [(float(np.mean(u / p)), float(np.mean((1 - p) / p * u))), (0.0, 0.0),
+                         (widest * float(np.mean(1 / p)), widest * float(np.mean((1 - p) / p)))]
+            basis = ("the verdicts alone (no label yet): the count if the jury's distributions "
+                     "are calibrated, which only labels can show; the range runs from the "
+                     f"page's minimum of {MIN_MEAN_LABELS} labels (a jury better than it says) "
+                     "to what labels as spread as the scale allows would need (a jury worse "
+                     "than it says: overconfident juries need many times the count)")
+        needed, *span = (None if got is None else max(MIN_MEAN_LABELS, got) for got in
+                         (_labels_needed(a, b, big_n, width, z, rate) for a, b in variances))
+        out[criterion] = {"labelled": n, "visited": m, "needed": needed, "range": span,
+                          "further": None if needed is None else max(0, needed - n),
+                          "basis": basis, "pool": big_n}
+    return out

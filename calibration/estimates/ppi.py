@@ -1,0 +1,163 @@
+"""Prediction-powered estimate of a benchmark mean (PPI++, Angelopoulos, Duchi & Zrnic 2023).
+
+Many items have a judge score f(X); a small random subset also has a human label Y. The
+estimate  theta = lam * mean(f(X_unlabelled)) + mean(Y - lam * f(X_labelled))  is unbiased for
+E[Y] for any lam, whatever the judge's bias: the labelled term measures and removes it. PPI++
+picks the lam that minimises the variance (clipped to [0, 1] as in ``ppi-python``):
+
+    lam = Cov(Y, f) / ((1 + n/N) * Var(f))
+
+and the CLT interval uses  sigma^2 = lam^2 Var(f_unlabelled)/N + Var(Y - lam f_labelled)/n.
+lam = 0 is the classical human-only interval; lam = 1 is plain PPI.
+
+The labelled subset must be a random sample of the items (the design assumption of PPI).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputDataError
+from ..stats._arrays import as_float_vector
+
+
+@dataclass(frozen=True)
+class PPIEstimate:
+    """A prediction-powered mean with its CI, next to the human-only and judge-only means."""
+
+    estimate: float
+    ci: tuple[float, float]
+    lam: float
+    n_labeled: int
+    n_unlabeled: int
+    confidence: float
+    classical_estimate: float
+    classical_ci: tuple[float, float]
+    judge_only_mean: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def width_ratio(self) -> float:
+        """CI width relative to the human-only CI (< 1 means the judge scores helped)."""
+        classical = self.classical_ci[1] - self.classical_ci[0]
+        return (self.ci[1] - self.ci[0]) / classical if classical > 0 else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        """The estimate as plain data, with the CI width against the human-only CI (None when
+        undefined)."""
+        ratio = self.width_ratio
+        return {
+            "estimate": self.estimate, "ci": list(self.ci), "lambda": self.lam,
+            "confidence": self.confidence, "n_labeled": self.n_labeled,
+            "n_unlabeled": self.n_unlabeled, "classical_estimate": self.classical_estimate,
+            "classical_ci": list(self.classical_ci), "judge_only_mean": self.judge_only_mean,
+            "ci_width_vs_classical": None if math.isnan(ratio) else ratio,
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        c = round(self.confidence * 100)
+        return (f"PPI++ mean {self.estimate:.4f} [{self.ci[0]:.4f}, {self.ci[1]:.4f}] ({c}% CI, "
+                f"lambda={self.lam:.3f}, n={self.n_labeled} labelled, N={self.n_unlabeled} "
+                f"unlabelled); human-only {self.classical_estimate:.4f} "
+                f"[{self.classical_ci[0]:.4f}, {self.classical_ci[1]:.4f}]; judge-only "
+                f"{self.judge_only_mean:.4f}")
+
+
+def ppi_lambda(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray) -> float:
+    """Power-tuning lam = Cov(Y, f) / ((1 + n/N) Var(f)), clipped to [0, 1]."""
+    n, big_n = y.size, yhat_unlabeled.size
+    cov = float(np.mean((y - y.mean()) * (yhat - yhat.mean())))
+    # Var(f) from all predictions, labelled and unlabelled (ppi-python does the same).
+    var_f = float(np.var(np.concatenate([yhat, yhat_unlabeled]), ddof=1))
+    if var_f <= 0:
+        return 0.0  # constant judge scores carry no information: fall back to human-only
+    return float(np.clip(cov / ((1.0 + n / big_n) * var_f), 0.0, 1.0))
+
+
+def ppi_mean(y: Any, yhat: Any, yhat_unlabeled: Any, *, confidence: float = 0.95,
+             lam: float | None = None) -> PPIEstimate:
+    """PPI++ mean of the human label from labelled pairs (y, yhat) and unlabelled judge scores.
+
+    ``lam=None`` tunes lambda (PPI++); pass 1.0 for plain PPI or 0.0 for the classical interval.
+    Inputs must be complete: drop unscored items explicitly (and report them) before calling.
+    """
+    y_ = as_float_vector(y, "y")
+    f = as_float_vector(yhat, "yhat")
+    fu = as_float_vector(yhat_unlabeled, "yhat_unlabeled")
+    if y_.size != f.size:
+        raise InputDataError(f"y and yhat differ in length ({y_.size} vs {f.size})")
+    for what, arr in (("y", y_), ("yhat", f), ("yhat_unlabeled", fu)):
+        if np.isnan(arr).any():
+            raise InputDataError(f"{what} has {int(np.isnan(arr).sum())} missing values; "
+                                 "exclude unscored/unlabelled items explicitly first")
+    if y_.size < 2:
+        raise InputDataError(f"need at least 2 labelled items; got {y_.size}")
+    if fu.size < 1:
+        raise InputDataError("need at least 1 unlabelled item")
+    if not 0 < confidence < 1:
+        raise InputDataError(f"confidence must be in (0, 1); got {confidence}")
+    n, big_n = y_.size, fu.size
+    lam_ = ppi_lambda(y_, f, fu) if lam is None else float(lam)
+    estimate = lam_ * float(fu.mean()) + float(np.mean(y_ - lam_ * f))
+    # ddof=0 variances, as in the ppi-python reference implementation.
+    sigma = math.sqrt(lam_**2 * float(np.var(fu)) / big_n + float(np.var(y_ - lam_ * f)) / n)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    classical = float(y_.mean())
+    classical_sigma = math.sqrt(float(np.var(y_)) / n)
+    notes = []
+    if n < 30:
+        notes.append(f"only {n} labelled items: the normal-approximation CI may undercover")
+    return PPIEstimate(
+        estimate=estimate, ci=(estimate - z * sigma, estimate + z * sigma), lam=lam_,
+        n_labeled=n, n_unlabeled=big_n, confidence=confidence, classical_estimate=classical,
+        classical_ci=(classical - z * classical_sigma, classical + z * classical_sigma),
+        judge_only_mean=float(np.concatenate([f, fu]).mean()), notes=tuple(notes),
+    )
+
+
+def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str, *,
+                            calibration: Any = None, scales: Any = None,
+                            confidence: float = 0.95, force: bool = False) -> PPIEstimate:
+    """PPI++ estimate of a criterion's benchmark mean from a judge file and human labels.
+
+    The judge-side value is the jury's aggregated score, or the calibrated score when a
+    :class:`CalibrationMap` is given. Items the jury left unscored are excluded and counted in
+    ``notes`` (no zero-filling); humans' per-item mean is the label.
+    """
+    from ..data.joined import join
+    from ..data.verdicts import JudgeOutput, load_judge_output
+
+    judged = judge_output if isinstance(judge_output, JudgeOutput) else load_judge_output(
+        judge_output)
+    joined = join(human_labels, judged, scales=scales, criteria=[criterion])
+    if criterion not in joined.criteria:
+        raise InputDataError(f"no human labels for criterion {criterion!r}")
+    if calibration is not None:
+        recs = [calibration.apply_to_record(r, force=force) for r in judged.records]
+        system = np.array([np.nan if r["calibrated"].get(criterion) is None
+                           else r["calibrated"][criterion] for r in recs], dtype=float)
+    else:
+        system = judged.jury_values(criterion)
+    data = joined.criteria[criterion]
+    human = dict(zip(data.ids, data.human_mean))
+    ids = judged.ids
+    labelled = np.array([i in human and not np.isnan(human[i]) for i in ids])
+    y = np.array([human[i] for i, lab in zip(ids, labelled) if lab])
+    scored = ~np.isnan(system)
+    notes = []
+    lab_unscored = int((labelled & ~scored).sum())
+    unl_unscored = int((~labelled & ~scored).sum())
+    if lab_unscored:
+        notes.append(f"{lab_unscored} labelled items excluded: the jury left them unscored")
+    if unl_unscored:
+        notes.append(f"{unl_unscored} unlabelled items excluded: the jury left them unscored")
+    keep_lab = scored[labelled]
+    est = ppi_mean(y[keep_lab], system[labelled & scored], system[~labelled & scored],
+                   confidence=confidence)
+    return PPIEstimate(**{**est.__dict__, "notes": est.notes + tuple(notes)})

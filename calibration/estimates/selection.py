@@ -1,0 +1,276 @@
+"""Which judged item a human labels next, and how far the labels so far have got.
+
+Goals (``jurybox label --goal``):
+
+- ``agreement`` (default): representative items for the per-criterion agreement of the jury with
+  the humans: a uniform random order of the judged items, fixed by a seed for the session (every
+  rater walks the same order), so the labelled items are a simple random sample and every
+  estimate weights them equally. With ``stratify``: three strata by the jury's uncertainty,
+  random within each and interleaved in proportion to their sizes (proportional allocation),
+  so every prefix of the order is balanced across them and still self-weighting.
+- ``benchmark-mean``: items chosen actively for the PPI++ estimate of the benchmark's mean score:
+  a uniform random visiting order in which each item is labelled with a probability that grows
+  with the square root of the jury's uncertainty on it (:mod:`jurybox.calibration.estimates.active`); the
+  estimate weights each label by that probability, so it stays unbiased.
+- ``cascade``: the same uniform order, because a cascade's threshold is certified on labels drawn
+  at random from the items (:mod:`jurybox.calibration.estimates.cascade_threshold`): items chosen any other
+  way would void its guarantee.
+
+With ``overlap`` > 0, that share of a rater's items are items another rater labelled (the
+earliest in the order), so human-human agreement, the ceiling ``jurybox agree`` reports, is
+measured on them. Each choice is recorded with the label (``selection``: the strategy, and the
+inclusion probability, None for a uniform order, where it is the same for every item; for
+benchmark-mean also the item's position in the visiting order, the pool's size and the seed).
+
+Progress (:func:`progress`): per criterion, the share of labels on which the jury's verdict
+(snapped to the scale) equals the human's, with a 95% Clopper-Pearson interval (for
+benchmark-mean: the weighted PPI++ mean with its 95% interval instead); the goal is met when
+every criterion's interval half-width is at most the target width (for benchmark-mean, after at
+least ``MIN_MEAN_LABELS`` labels, where the normal approximation starts to hold).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputDataError
+from . import active
+
+GOALS = ("agreement", "benchmark-mean", "cascade")
+STRATA = ("surest", "middle", "least sure")
+MIN_MEAN_LABELS = active.MIN_MEAN_LABELS
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The item offered next, why, and what the label line records of it (``selection``)."""
+
+    id: str
+    why: str
+    selection: dict[str, Any]
+
+
+def labelled(line: Mapping[str, Any]) -> bool:
+    """A label line that holds labels (not an undo or a skip line)."""
+    return not line.get("undone") and line.get("skipped") is None
+
+
+class Selector:
+    """The order in which items are offered (see the module's text)."""
+
+    def __init__(self, ids: Sequence[str], goal: str = "agreement", *, seed: int = 0,
+                 overlap: float = 0.0, uncertainty: Mapping[str, float] | None = None,
+                 stratify: bool = False) -> None:
+        if goal not in GOALS:
+            raise InputDataError(f"goal must be one of {list(GOALS)}; got {goal!r}")
+        if not 0.0 <= overlap <= 1.0:
+            raise InputDataError(f"overlap must be a share between 0 and 1; got {overlap}")
+        if not ids:
+            raise InputDataError("no judged item to label")
+        self.goal, self.overlap, self.seed = goal, overlap, seed
+        unique = list(dict.fromkeys(ids))
+        rng = np.random.default_rng(seed)
+        self.probability: dict[str, float] = {}
+        self.chosen: set[str] | None = None  # benchmark-mean: the items whose coins came up
+        self.stratum: dict[str, str] = {}
+        if stratify and goal != "agreement":
+            raise InputDataError(f"stratify is for goal agreement; goal {goal} takes items "
+                                 "as its estimate needs them")
+        if (goal == active.GOAL or stratify) and uncertainty is None:
+            raise InputDataError(f"goal {goal}"
+                                 + (" stratified" if stratify else "")
+                                 + " needs each item's uncertainty")
+        if stratify:
+            order = self._stratified(unique, uncertainty or {}, rng)
+        elif goal == active.GOAL:
+            pi = active.inclusion_probabilities([(uncertainty or {})[i] for i in unique])
+            design = active.Design.draw(pi, rng)
+            order = [unique[k] for k in design.order]
+            self.probability = dict(zip(order, map(float, design.pi)))
+            self.chosen = {item for item, c in zip(order, design.chosen) if c}
+        else:
+            order = unique
+            rng.shuffle(order)
+        self.order = order
+        self.position = {item: k for k, item in enumerate(order)}
+
+    def _stratified(self, ids: list[str], uncertainty: Mapping[str, float],
+                    rng: np.random.Generator) -> list[str]:
+        """Three strata by the jury's uncertainty (its most sure, middle and least sure thirds),
+        a uniform random order within each, interleaved so that every prefix holds each stratum
+        in proportion to its size (proportional allocation: the labels stay self-weighting, so
+        every estimate's stratum weights are equal and the unweighted statistics unbiased)."""
+        ranked = sorted(ids, key=lambda i: (uncertainty[i], i))
+        keys = {}
+        for h, name in enumerate(STRATA):
+            members = ranked[h * len(ids) // 3:(h + 1) * len(ids) // 3]
+            rng.shuffle(members)
+            offset = rng.random()
+            for j, item in enumerate(members):
+                self.stratum[item] = name
+                keys[item] = (j + offset) / len(members)
+        return sorted(ids, key=lambda i: (keys[i], STRATA.index(self.stratum[i])))
+
+    def next(self, rater: str, latest: Mapping[tuple[str, str], Mapping[str, Any]]
+             ) -> Choice | None:
+        """The item ``rater`` labels next, given the latest line per (item, rater); None when
+        every item is labelled or skipped by this rater."""
+        seen = {item for (item, r), line in latest.items() if r == rater}
+        seen -= {item for (item, r), line in latest.items() if r == rater and line.get("undone")}
+        by_others = {item for (item, r), line in latest.items() if r != rater and labelled(line)}
+        mine = [item for (item, r), line in latest.items() if r == rater and labelled(line)]
+        shared = sum(item in by_others for item in mine)
+        overlap = [item for item in self.order if item in by_others and item not in seen]
+        fresh = [item for item in self.order
+                 if item not in seen and item not in by_others
+                 and (self.chosen is None or item in self.chosen)]
+        # Route a share of the rater's items to items others labelled.
+        if overlap and (not fresh or shared < self.overlap * (len(mine) + 1)):
+            item = overlap[0]
+            return Choice(item, "labelled by another rater too: human-human agreement is "
+                          "measured on such items", {"strategy": "overlap", "probability": None})
+        if not fresh:
+            return None
+        item = fresh[0]
+        k, n = self.position[item] + 1, len(self.order)
+        if self.chosen is not None:
+            p = self.probability[item]
+            return Choice(item, f"chosen for the benchmark mean: item {k} of {n} in a uniform "
+                          f"random visiting order, labelled with probability {p:.2f} (the more "
+                          "the jury is unsure of it, the likelier: this saves labels where the "
+                          "jury's uncertainty is calibrated)",
+                          {"strategy": active.GOAL, "probability": p, "position": k - 1,
+                           "pool": n, "seed": self.seed})
+        if self.stratum:
+            h = self.stratum[item]
+            return Choice(item, f"item {k} of {n}: random within the jury's {h} third by "
+                          "uncertainty, the thirds in proportion",
+                          {"strategy": "stratified", "probability": None, "stratum": h})
+        why = (f"item {k} of {n} in a uniform random order"
+               + (" (a cascade's guarantee needs labels chosen at random)"
+                  if self.goal == "cascade" else ""))
+        return Choice(item, why, {"strategy": "uniform", "probability": None})
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Two-sided Clopper-Pearson interval for ``k`` successes out of ``n``."""
+    from scipy.special import betaincinv  # beta.ppf's function, without its overhead
+
+    a = (1.0 - level) / 2.0
+    low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, a))
+    high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1.0 - a))
+    return low, high
+
+
+def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
+             jury_scores: Mapping[str, Mapping[str, float | None]], scales: Mapping[str, Any],
+             target_width: float | None, total: int, goal: str = "agreement", *,
+             model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
+             probabilities: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """How far the labels have got: counts (items labelled by anyone, lines per rater, items
+    left), and per criterion the jury's agreement with the human labels (exact, after snapping
+    the jury's score to the scale) with its 95% interval; ``goal_met`` when every criterion's
+    half-width is at most ``target_width``."""
+    lines = [line for line in latest.values() if labelled(line)]
+    items = {str(line["id"]) for line in lines}
+    by_rater: dict[str, int] = {}
+    for line in lines:
+        by_rater[str(line.get("rater", ""))] = by_rater.get(str(line.get("rater", "")), 0) + 1
+    estimates: dict[str, dict[str, float | int | None]] = {}
+    for criterion, scale in scales.items():
+        pairs = [(float(line[criterion]), jury_scores.get(str(line["id"]), {}).get(criterion))
+                 for line in lines if line.get(criterion) is not None]
+        pairs = [(h, j) for h, j in pairs if j is not None]
+        n = len(pairs)
+        agreed = sum(float(scale.snap(j)) == h for h, j in pairs)
+        low, high = clopper_pearson(agreed, n) if n else (0.0, 1.0)
+        estimates[criterion] = {"agreement": agreed / n if n else None, "low": low,
+                                "high": high, "half_width": (high - low) / 2, "n": n}
+    out: dict[str, Any] = {"labelled_items": len(items), "labels_by_rater": by_rater,
+                           "left": total - len(items), "total": total,
+                           "target_width": target_width}
+    if goal == active.GOAL:
+        # Agreement over actively chosen items would over-weight the uncertain ones: the goal's
+        # estimate is the weighted mean instead.
+        try:
+            means: dict[str, active.MeanEstimate | str] = active.mean_estimates(
+                lines, jury_scores, scales, model=model, probabilities=probabilities)
+        except InputDataError as exc:  # e.g. labels for items a client chose itself
+            means = dict.fromkeys(scales, str(exc))
+        out["mean"] = {c: e.to_dict() if isinstance(e, active.MeanEstimate)
+                       else {"estimate": None, "reason": e} for c, e in means.items()}
+        out["goal_met"] = target_width is not None and all(
+            isinstance(e, active.MeanEstimate) and e.labelled >= MIN_MEAN_LABELS
+            and e.half_width <= target_width for e in means.values())
+        return out
+    out["agreement"] = estimates
+    out["goal_met"] = target_width is not None and all(
+        e["half_width"] <= target_width for e in estimates.values())  # type: ignore[operator]
+    return out
+
+
+def half_width(agreed: int, n: int, level: float = 0.95) -> float:
+    """Half the width of the Clopper-Pearson interval for ``agreed`` of ``n``."""
+    low, high = clopper_pearson(agreed, n, level)
+    return (high - low) / 2.0
+
+
+def labels_needed(p: float, width: float, level: float = 0.95, cap: int = 1_000_000) -> int:
+    """The fewest labels at which an agreement rate ``p`` has a Clopper-Pearson interval of
+    half-width at most ``width`` (its agreements counted as ``round(p * n)``); ``cap`` when
+    even that many are not enough."""
+    if not 0.0 < width < 0.5:
+        raise InputDataError(f"the target width is a half-width between 0 and 0.5; got {width}")
+
+    def ok(n: int) -> bool:
+        return half_width(round(p * n), n, level) <= width
+
+    low, high = 1, 2
+    while not ok(high):
+        low, high = high, high * 2
+        if high >= cap:
+            return cap
+    while low < high:  # the half-width falls with n (up to rounding of p * n)
+        mid = (low + high) // 2
+        low, high = (mid + 1, high) if not ok(mid) else (low, mid)
+    return low
+
+
+def plan(latest: Mapping[tuple[str, str], Mapping[str, Any]],
+         jury_scores: Mapping[str, Mapping[str, float | None]],
+         votes: Mapping[str, Mapping[str, list[float]]], scales: Mapping[str, Any],
+         width: float) -> dict[str, dict[str, Any]]:
+    """How many labels each criterion needs for the jury's agreement to have a 95% interval of
+    half-width at most ``width``: from the labels so far (at their agreement, and the range over
+    its interval), or, before any label, from the verdicts alone (between the rate at which the
+    judges agree with the jury, a guess at the human rate, and the worst case 0.5).
+    ``votes``: per item and criterion, the judges' scores."""
+    now = progress(latest, jury_scores, scales, width, len(jury_scores))["agreement"]
+    out: dict[str, dict[str, Any]] = {}
+    for criterion, scale in scales.items():
+        e = now[criterion]
+        n = int(e["n"])
+        if n:
+            p = float(e["agreement"])
+            low, high = float(e["low"]), float(e["high"])
+            worst = 0.5 if low <= 0.5 <= high else min((low, high), key=lambda x: abs(x - 0.5))
+            best = max((low, high), key=lambda x: abs(x - 0.5))
+            basis = f"{n} label(s) so far (agreement {p:.3f} [{low:.3f}, {high:.3f}])"
+        else:
+            pairs = [(float(scale.snap(s)), float(scale.snap(v)))
+                     for item, by in votes.items() for v in by.get(criterion, [])
+                     if (s := jury_scores.get(item, {}).get(criterion)) is not None]
+            p = sum(a == b for a, b in pairs) / len(pairs) if pairs else 0.5
+            worst, best = 0.5, p
+            basis = (f"the verdicts alone (no label yet): the judges agree with the jury on "
+                     f"{p:.3f} of their votes, a guess at the human rate; the range runs to the "
+                     "worst case 0.5")
+        needed = labels_needed(p, width)
+        span = sorted((labels_needed(best, width), labels_needed(worst, width)))
+        out[criterion] = {"labelled": n, "needed": needed, "range": span,
+                          "further": max(0, needed - n), "basis": basis}
+    return out

@@ -1,0 +1,4 @@
+"""Calibration maps fitted on human labels and applied when scoring: the calibrators
+(isotonic, ordinal), the per-criterion fit (:mod:`.fitting`), :class:`.calibration_map.CalibrationMap`
+(fit, save, load, apply), cross-validation (:mod:`.crossval`) and correlation-aware judge
+weights (:mod:`.aggregation`)."""

@@ -1,0 +1,364 @@
+"""Calibration maps fitted on human labels: per judge and criterion, combined into a jury value.
+
+A :class:`CalibrationMap` holds, for every criterion,
+
+* numeric scales: one calibrator per judge (isotonic or ordinal cumulative-logit) mapping the
+  judge's score onto the human scale, and jury weights proportional to each judge's inverse
+  out-of-fold error variance against the human mean (reliable judges count more);
+* labelled scales (yes/no, ...): a Dawid-Skene model (per-judge confusion matrices and class
+  priors) fitted with human labels clamped as truth; the jury value is the posterior.
+
+It records the provenance hash of the jury + rubric it was fitted for; applying it to verdicts
+of another configuration raises :class:`ProvenanceMismatchError` unless ``force=True``.
+Cross-validated before/after agreement (``cv_``) tells whether calibration helps at all.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from jurybox.rubrics import Rubric, VerdictRecord
+from jurybox.rubrics.errors import InputError
+
+from ..data.joined import join
+from ..data.labels import HumanLabels
+from ..data.verdicts import JudgeOutput, ValueKind
+from ..errors import InputDataError, NotFittedError, ProvenanceMismatchError
+from .calibrators import CALIBRATORS, Output
+from .crossval import cross_validate, cv_verdict, format_cv
+from .fitting import CriterionMap, fit_criterion
+
+if TYPE_CHECKING:
+    from jurybox.rubrics import Formula
+
+FORMAT = "jurybox.calibration_map/1"
+Method = Literal["isotonic", "ordinal"]
+
+
+class CalibrationMap:
+    """Per-judge calibration onto the human scale plus learned jury weights (sklearn style).
+
+    >>> cmap = CalibrationMap(method="isotonic").fit("humans.csv", "verdicts.jsonl")
+    >>> cmap.save("accuracy-map.yaml"); cmap = CalibrationMap.load("accuracy-map.yaml")
+    >>> cmap.apply_to_record(verdict)["calibrated"]
+    """
+
+    # Set by fit / from_dict / load: the configuration it was fitted for, and (load) the file's
+    # identity that calibrated records carry (from_dict: its ``source``).
+    provenance_: str
+    identity_: str
+
+    def __init__(self, method: Method = "isotonic", output: Output = "clip",
+                 value: ValueKind = "score", cv_folds: int = 5, seed: int = 0) -> None:
+        self.method = method
+        self.output = output
+        self.value = value
+        self.cv_folds = cv_folds
+        self.seed = seed
+
+    # ------------------------------------------------------------------ fit
+
+    def fit(self, human_labels: HumanLabels | str | Path, judge_output: JudgeOutput | str | Path,
+            *, scales: Any = None, criteria: list[str] | None = None,
+            provenance: str | None = None) -> CalibrationMap:
+        """Fit a map per criterion on ``human_labels`` joined with ``judge_output`` and
+        cross-validate it; returns self. A criterion that cannot be fitted is skipped with a note;
+        InputDataError when none can, or when the records carry no provenance and ``provenance`` is
+        not given."""
+        self._check_params()
+        joined = join(human_labels, judge_output, scales=scales, value=self.value,
+                      criteria=criteria)
+        prov = provenance or joined.provenance
+        if not isinstance(prov, str) or not prov:
+            raise InputDataError("the judge output records carry no provenance; pass "
+                                 "provenance=... so the map can refuse other configurations")
+        self.provenance_ = prov
+        self.identity_ = "<fitted, not loaded from a file>"
+        self.criteria_: dict[str, CriterionMap] = {}
+        self.notes_: list[str] = []
+        for name, data in joined.criteria.items():
+            try:
+                self.criteria_[name] = fit_criterion(data, self._params())
+            except InputDataError as exc:
+                self.notes_.append(f"{name}: not calibrated ({exc})")
+                continue
+            self.notes_.extend(f"{name}: {note}" for note in self.criteria_[name].notes)
+        if not self.criteria_:
+            raise InputDataError("no criterion could be calibrated: " + "; ".join(self.notes_))
+        self.cv_ = {name: cross_validate(data, self._params())
+                    for name, data in joined.criteria.items() if name in self.criteria_}
+        self.fitted_on_ = {
+            "join": joined.summary.to_dict(),
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        }
+        return self
+
+    def _check_params(self) -> None:
+        if self.method not in CALIBRATORS:
+            raise InputDataError(f"method must be one of {list(CALIBRATORS)}; got {self.method!r}")
+        if self.output not in ("clip", "round"):
+            raise InputDataError(f"output must be 'clip' or 'round'; got {self.output!r}")
+        if self.value not in ("score", "expected"):
+            raise InputDataError(f"value must be 'score' or 'expected'; got {self.value!r}")
+        if self.cv_folds < 2:
+            raise InputDataError(f"cv_folds must be at least 2; got {self.cv_folds}")
+
+    def _params(self) -> dict[str, Any]:
+        return {"method": self.method, "output": self.output, "cv_folds": self.cv_folds,
+                "seed": self.seed, "value": self.value}
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "criteria_"):
+            raise NotFittedError("CalibrationMap is not fitted; call fit(...) or load(path)")
+
+    # ------------------------------------------------------------------ apply
+
+    @property
+    def criteria(self) -> list[str]:
+        """The calibrated criteria; NotFittedError before ``fit`` or ``load``."""
+        self._check_fitted()
+        return list(self.criteria_)
+
+    def predict(self, criterion: str, judge_values: dict[str, Any]) -> np.ndarray:
+        """Calibrated jury values for arrays of raw judge values (judge -> per-item values)."""
+        self._check_fitted()
+        if criterion not in self.criteria_:
+            raise InputDataError(f"no map for criterion {criterion!r} (have {self.criteria})")
+        values = {j: np.atleast_1d(np.asarray(v, dtype=float)) for j, v in judge_values.items()}
+        return self.criteria_[criterion].predict(values, self.output)
+
+    def apply_to_record(self, record: dict[str, Any] | VerdictRecord, force: bool = False, *,
+                        formula: Formula | None = None) -> dict[str, Any]:
+        """A copy of a ``jurybox judge`` record with ``"calibrated": {criterion: value}`` added.
+
+        Original scores are kept. A criterion the jury left unscored (below quorum) stays
+        ``None``; so does one where no calibrated judge voted. ``formula`` (the rubric's, e.g.
+        MIRAGE's weighted sum) is evaluated on the calibrated values and stored under its name;
+        it is ``None`` when a criterion it uses has no calibrated value (not calibrated by this
+        map, or unscored): raw and calibrated scores are never mixed.
+        """
+        self._check_fitted()
+        rec = VerdictRecord.from_record(record)
+        if rec.provenance != self.provenance_ and not force:
+            raise ProvenanceMismatchError(self.provenance_, rec.provenance)
+        calibrated: dict[str, float | None] = {}
+        for name, cmap in self.criteria_.items():
+            if rec.scores.get(name) is None:
+                calibrated[name] = None
+                continue
+            values: dict[str, np.ndarray] = {}
+            field_name = "score" if cmap.kind == "categorical" else self.value
+            for vote in rec.votes:
+                if vote.criterion == name and vote.scored:
+                    x = getattr(vote, field_name)
+                    if x is not None:
+                        values[vote.judge] = np.array([float(x)])
+            pred = cmap.predict(values, self.output) if values else np.array([np.nan])
+            calibrated[name] = None if np.isnan(pred[0]) else float(pred[0])
+        if formula is not None:
+            calibrated[formula.name] = formula.evaluate(dict(calibrated))
+        out = dict(record) if isinstance(record, Mapping) else rec.to_dict()
+        out["calibrated"] = calibrated
+        return out
+
+    def apply_to_records(self, records: list[dict[str, Any] | VerdictRecord], force: bool = False, *,
+                         formula: Formula | None = None) -> list[dict[str, Any]]:
+        """:meth:`apply_to_record` on each record, in order."""
+        return [self.apply_to_record(r, force=force, formula=formula) for r in records]
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        """The map as plain data (the file :meth:`save` writes): format, provenance, parameters,
+        what it was fitted on, the per-criterion maps, cross-validation and notes."""
+        self._check_fitted()
+        return {
+            "format": FORMAT,
+            "provenance": self.provenance_,
+            "params": {"method": self.method, "output": self.output, "value": self.value,
+                       "cv_folds": self.cv_folds, "seed": self.seed},
+            "fitted_on": self.fitted_on_,
+            "criteria": {c: m.to_dict() for c, m in self.criteria_.items()},
+            "cross_validation": self.cv_,
+            "notes": list(self.notes_),
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write YAML (``.yaml``/``.yml``) or JSON (anything else); both are human-readable."""
+        return write_document(self.to_dict(), path)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "<dict>") -> CalibrationMap:
+        """A map from :meth:`to_dict`'s data; InputDataError naming ``source`` when it is not a
+        calibration map, has no provenance, bad parameters or a malformed criteria section."""
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise InputDataError(f"{source}: not a jurybox calibration map (expected "
+                                 f"format: {FORMAT})")
+        prov = d.get("provenance")
+        if not isinstance(prov, str) or not prov:
+            raise InputDataError(f"{source}: calibration map has no provenance string")
+        params = d.get("params", {})
+        self = cls(**{k: params[k] for k in ("method", "output", "value", "cv_folds", "seed")
+                      if k in params})
+        self._check_params()
+        self.provenance_ = prov
+        try:
+            self.criteria_ = {c: CriterionMap.from_dict(c, m) for c, m in d["criteria"].items()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputDataError(f"{source}: malformed criteria section ({exc!r})") from None
+        self.cv_ = d.get("cross_validation", {})
+        self.fitted_on_ = d.get("fitted_on", {})
+        self.notes_ = list(d.get("notes", []))
+        self.identity_ = source
+        return self
+
+    @classmethod
+    def load(cls, path: str | Path) -> CalibrationMap:
+        """A map read from a YAML (``.yaml``/``.yml``) or JSON file, its identity taken from the
+        file; InputDataError for a missing file, text that is not UTF-8 or does not parse, or not a
+        map."""
+        path = Path(path)
+        if not path.exists():
+            raise InputDataError(f"{path}: no such file")
+        content = path.read_bytes()
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputDataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                                 "not a calibration map") from None
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
+                raise InputDataError(f"{path}:{where} invalid YAML "
+                                     f"({getattr(exc, 'problem', None) or exc}); not a "
+                                     "calibration map") from None
+        else:
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputDataError(f"{path}: not JSON ({exc.msg})") from None
+        cmap = cls.from_dict(data, source=str(path))
+        cmap.identity_ = file_identity(path, content)
+        return cmap
+
+    @classmethod
+    def load_for(cls, path: str | Path, provenance: str, force: bool = False
+                 ) -> AppliedCalibration:
+        """A map to apply while judging the configuration ``provenance`` (of a rubric and
+        jury): a map fitted for another configuration is refused unless ``force``."""
+        path = Path(path)
+        try:
+            cmap = cls.load(path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if cmap.provenance_ != provenance and not force:
+            raise InputError(
+                f"{path} was fitted for provenance {cmap.provenance_}, but this rubric and jury "
+                f"give {provenance}; refit it, or pass --force-calibration to apply it anyway"
+            )
+        return AppliedCalibration(cmap, cmap.identity_, force)
+
+    def hurting(self) -> list[str]:
+        """Criteria whose cross-validation shows calibration moves values away from humans."""
+        self._check_fitted()
+        return [name for name, cv in self.cv_.items() if cv_verdict(cv) == "hurts"]
+
+    def warnings(self) -> list[str]:
+        """What a user should know before applying the map: criteria not calibrated, fits that
+        did not converge, and each criterion's cross-validated verdict when it is not 'helps'."""
+        self._check_fitted()
+        notes = list(self.notes_)
+        for name, cv in self.cv_.items():
+            verdict = cv_verdict(cv)
+            if verdict == "skipped":
+                notes.append(f"{name}: no cross-validated check ({cv.get('skipped', 'no result')})")
+            elif verdict == "hurts":
+                gain = cv["improvement"]
+                lo, hi = gain["ci"]
+                notes.append(f"{name}: calibration hurts: the cross-validated {gain['metric']} is "
+                             f"{gain['value']:+.3f} [{lo:+.3f}, {hi:+.3f}], below 0 (the jury's "
+                             f"own scores are closer to the humans); do not apply the map to "
+                             f"{name}")
+            elif verdict == "unclear":
+                notes.append(f"{name}: cross-validation shows no clear improvement; applying the "
+                             f"map may not be worth it")
+        return notes
+
+    def describe(self) -> str:
+        """A readable summary: per criterion the map kind, weights and the CV verdict."""
+        self._check_fitted()
+        lines = [f"calibration map for provenance {self.provenance_} "
+                 f"({self.method}, output={self.output}, value={self.value})"]
+        for name, cmap in self.criteria_.items():
+            if cmap.kind == "numeric":
+                w = ", ".join(f"{j}={x:.2f}" for j, x in cmap.weights.items())
+                lines.append(f"  {name}: {self.method} per judge; jury weights {w}")
+            else:
+                assert cmap.priors is not None  # a categorical map always has its priors
+                acc = ", ".join(f"{j}={float(np.dot(cmap.priors, np.diag(m))):.2f}"
+                                for j, m in cmap.confusion.items())
+                lines.append(f"  {name}: Dawid-Skene; judge accuracy {acc}")
+            lines.extend("    " + line for line in format_cv(self.cv_.get(name, {})))
+        lines.extend(f"  note: {n}" for n in self.notes_)
+        return "\n".join(lines)
+
+
+def file_identity(path: Path, content: bytes) -> str:
+    """What a calibration map's records carry to say which map calibrated them: the file's
+    name and the start of the SHA-256 of its bytes (a refit map is another identity)."""
+    return f"{path.name}:{hashlib.sha256(content).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class AppliedCalibration:
+    """A calibration map applied while judging, and the identity its records carry, so that one
+    results file never mixes calibrated and uncalibrated records (or two maps)."""
+
+    map: CalibrationMap
+    identity: str
+    force: bool = False
+
+    def apply(self, record: dict[str, Any], rubric: Rubric) -> dict[str, Any]:
+        """The record with its calibrated scores (and the rubric's formula over them)."""
+        calibrated = self.map.apply_to_record(record, force=self.force, formula=rubric.formula)
+        return {**calibrated, "calibration": self.identity}
+
+
+def fit_calibration(human_labels: HumanLabels | str | Path,
+                    judge_output: JudgeOutput | str | Path, *, method: Method = "isotonic",
+                    output: Output = "clip", value: ValueKind = "score", scales: Any = None,
+                    criteria: list[str] | None = None, provenance: str | None = None,
+                    cv_folds: int = 5, seed: int = 0) -> CalibrationMap:
+    """Fit a :class:`CalibrationMap` from a human labels file and a ``jurybox judge`` file."""
+    return CalibrationMap(method=method, output=output, value=value, cv_folds=cv_folds,
+                          seed=seed).fit(human_labels, judge_output, scales=scales,
+                                         criteria=criteria, provenance=provenance)
+
+
+def write_document(data: dict[str, Any], path: str | Path) -> Path:
+    """Write YAML (``.yaml``/``.yml``) or JSON (anything else); both are human-readable."""
+    from ..stats.stat import jsonable
+
+    path = Path(path)
+    data = jsonable(data)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    else:
+        text = json.dumps(data, indent=2) + "\n"
+    path.write_text(text, encoding="utf-8")
+    return path
