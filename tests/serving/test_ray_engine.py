@@ -55,10 +55,12 @@ def written(out: Path) -> list[dict]:
     return sorted((r.to_dict() for r in records), key=lambda r: r["id"])
 
 
-def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, local_ray, tmp_path):
-    """The module's one run of the real tiny judges (transformers) on Ray: the end-to-end real
-    path, models loaded and generating in Ray actors. The other in-process tests run the same
-    pipeline on the replay jury. Two items: the models' time is what this test costs."""
+def test_the_ray_engine_gives_the_local_engine_s_verdicts(replay_tiny, replay_jury, local_ray,
+                                                          tmp_path):
+    """The Ray pipeline (judges loaded in actors, shards, the cache, the manifest, a rerun)
+    gives the local engine's verdicts, on the replay jury. Real models in Ray actors:
+    test_the_ray_engine_runs_vllm_judges_as_actors below (vLLM), and CI's smoke test
+    (`jurybox judge --engine ray --jury tiny`, transformers: .ci/smoke.py)."""
     from jurybox.serving.runs.local import judge_file
     from jurybox.serving.runs.ray import judge_with_ray
 
@@ -66,14 +68,14 @@ def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, local_ray, 
     preds = tmp_path / "two.jsonl"
     preds.write_text("".join((EXAMPLES / "mirage_mg.jsonl").read_text().splitlines(True)[:2]))
     local = tmp_path / "local.jsonl"
-    judge_file(preds, rubric, tiny_jury, local)
+    judge_file(preds, rubric, replay_tiny, local)
     cache = VerdictCache(tmp_path / "verdicts.sqlite")
-    report = judge_with_ray(preds, rubric, load_jury_spec("tiny"),
-                            tmp_path / "ray", format="parquet", cache=cache)
+    spec = load_jury_spec(replay_jury)
+    report = judge_with_ray(preds, rubric, spec, tmp_path / "ray", format="parquet", cache=cache)
     assert report.judged == 2 and report.summary.items == 2 and not report.interrupted
     # The driver stored every fresh verdict in the cache (none came from it).
     items = read_predictions(preds, rubric).items
-    prov = provenance(rubric, load_jury_spec("tiny"))
+    prov = provenance(rubric, spec)
     assert (cache.contains(prov, [input_hash(it) for it in items])
             == {input_hash(it) for it in items})
     assert report.cached == 0 and "verdict cache: no item judged before" in report.notes[0]
@@ -84,8 +86,7 @@ def test_the_ray_engine_gives_the_local_engine_s_verdicts(tiny_jury, local_ray, 
     manifest = json.loads((tmp_path / "ray.manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["engine"] == "ray"
     # Rerun: nothing left to judge.
-    again = judge_with_ray(preds, rubric, load_jury_spec("tiny"),
-                           tmp_path / "ray", format="parquet")
+    again = judge_with_ray(preds, rubric, spec, tmp_path / "ray", format="parquet")
     assert (again.judged, again.already_done) == (0, 2)
 
 
