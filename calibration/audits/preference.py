@@ -15,7 +15,8 @@ Chatbot Arena's ratings.
   two groups has a win (or tie) each way across it (Ford 1957: the "beats" graph is strongly
   connected); otherwise the ratings are undefined, with the reason.
 * :func:`position_bias`: a judge's probability of choosing the answer shown first (ties left
-  out; 0.5 when unbiased) with a Wilson interval, and its flip rate: the share of pairs whose two
+  out; 0.5 when unbiased) with a Wilson interval that counts a pair's votes as one cluster
+  (:func:`clustered_wilson`), and its flip rate: the share of pairs whose two
   orders point to different answers.
 """
 
@@ -28,6 +29,8 @@ from typing import Any
 
 import numpy as np
 from scipy import special, stats
+
+from ..stats.bootstrap import resample_indices
 
 SCALE, BASE, INIT = 400.0, 10.0, 1000.0
 
@@ -211,7 +214,7 @@ def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
     draws: list[np.ndarray] = []
     chunk = max(1, 2_000_000 // max(n, k * k))  # resamples held at once
     for first in range(0, n_resamples, chunk):
-        pick = np.stack([rng.integers(0, n, n) for _ in range(min(chunk, n_resamples - first))])
+        pick = resample_indices(rng, n, min(chunk, n_resamples - first))
         w, g = _counts(i[pick], j[pick], s[pick], k)
         ok = _connected(w)
         if ok.any():
@@ -223,12 +226,12 @@ def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
         no_ci = "no bootstrap resamples asked for"
     elif len(draws) < n_resamples / 2:
         no_ci = (f"{n_resamples - len(draws)} of {n_resamples} resamples had no estimate (some "
-               "system never lost in them): compare more pairs")
+                 "system never lost in them): compare more pairs")
     else:
         lo, hi = np.quantile(np.array(draws), [(1 - level) / 2, (1 + level) / 2], axis=0)
         if np.all(hi - lo <= 1e-9):
             no_ci = ("every resample gives the same ratings (every comparison a tie): the "
-                   "bootstrap cannot show their uncertainty")
+                     "bootstrap cannot show their uncertainty")
         else:
             ci = {name: [float(lo[x]), float(hi[x])] for x, name in enumerate(systems)}
     return Ratings(systems, n, {name: float(rating[x]) for x, name in enumerate(systems)}, ci,

@@ -65,8 +65,7 @@ def bootstrap_ci(
         per_resample = max(1, sum(a.size for a in arrays))
         chunk = max(1, min(n_resamples, _BATCH_ELEMENTS // per_resample))
         for start in range(0, n_resamples, chunk):
-            idx = np.stack([rng.integers(0, n_units, size=n_units)
-                            for _ in range(min(chunk, n_resamples - start))])
+            idx = resample_indices(rng, n_units, min(chunk, n_resamples - start))
             sample = [np.moveaxis(np.take(a, idx, axis=ax), ax % a.ndim, 0)
                       for a, ax in zip(arrays, axes)]
             got = batched(*sample)
@@ -95,6 +94,12 @@ def bootstrap_ci(
             lo, hi = np.quantile(values, [tail, 1.0 - tail])
             out[key] = stat.with_ci((float(lo), float(hi)), **info)
     return _unwrap(out, point)
+
+
+def resample_indices(rng: np.random.Generator, n_units: int, count: int) -> np.ndarray:
+    """``count`` bootstrap resamples of ``n_units`` units (count x n_units indices), drawn one
+    resample at a time, so that a batched bootstrap draws what the one-resample loop does."""
+    return np.stack([rng.integers(0, n_units, size=n_units) for _ in range(count)])
 
 
 def _as_stats(result: Any) -> dict[str, Stat]:
