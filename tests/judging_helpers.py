@@ -165,19 +165,22 @@ ACCURACY_PREFIX = '{"accuracy": '
 
 # --------------------------------------------------------------------------- the replay jury
 RECORDING = Path(__file__).resolve().parent / "data" / "tiny-recorded.json.gz"
+BENCH_RECORDING = RECORDING.with_name("tiny-bench-recorded.json.gz")  # the packs' prompts
 
 
-def write_replay_jury(path: Path, delay_s: float = 0.0, judges: tuple[str, ...] = ()) -> Path:
+def write_replay_jury(path: Path, delay_s: float = 0.0, judges: tuple[str, ...] = (),
+                      recordings: tuple[Path, ...] = (RECORDING,)) -> Path:
     """A jury file at ``path``: the tiny jury's judges (or those named in ``judges``) answering
-    with their recorded real answers (tests/data/tiny-recorded.json.gz) instead of running the
-    models: the real judging path and the judges' real tokenizers, without a model's time.
-    ``delay_s`` makes every generate take that long (for deadline and cancellation tests)."""
+    with their recorded real answers (``recordings``: tests/data/tiny-recorded.json.gz unless
+    told) instead of running the models: the real judging path and the judges' real
+    tokenizers, without a model's time. ``delay_s`` makes every generate take that long (for
+    deadline and cancellation tests)."""
     import yaml
 
     from jurybox.judges import load_jury_spec
 
     spec = load_jury_spec("tiny").model_dump(mode="json", exclude_defaults=True)
-    kwargs: dict[str, Any] = {"recording": [str(RECORDING)]}
+    kwargs: dict[str, Any] = {"recording": [str(p) for p in recordings]}
     if delay_s:
         kwargs["delay_s"] = delay_s
     spec["judges"] = [{**j, "backend": "replay", "engine_kwargs": kwargs}

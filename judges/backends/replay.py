@@ -265,6 +265,7 @@ class ReplayBackend:
             self._by_schema.setdefault(g.schema, []).append(g)
         self.delay_s = delay_s
         self.replayed = 0  # requests answered by the recording of their own prompt
+        self.unrecorded = 0  # requests whose prompt was not recorded (answered by a checksum)
         self.timings = {"prompt": 0.0, "tokenize": 0.0, "steps": 0.0}
         self._steps = steps_from_logprobs
         self._decode: Any = Detokenizer(self.tokenizer)
@@ -280,6 +281,7 @@ class ReplayBackend:
         if found is not None:
             self.replayed += 1
             return found
+        self.unrecorded += 1
         same = self._by_schema.get(schema_digest(schema)) or self._recorded
         return same[zlib.crc32(repr(key).encode()) % len(same)]
 

@@ -1,30 +1,51 @@
-"""The judged packs end to end with the real tiny jury, on two or three items each. The tiny
-models are poor judges: these tests check that every path runs and every number is either on
-its scale or reported as undefined with a reason, not what the numbers are."""
+"""The judged packs end to end. The MIRAGE MMST pack from the command line runs on the real
+tiny jury (the packs' real path); the other packs run on the tiny jury's recorded real answers
+to exactly their prompts (``bench_jury``: tests/data/tiny-bench-recorded.json.gz, recorded from
+bench_cases.py by tests/data/record.py), which fails a test when one of its prompts was not
+recorded. The tiny models are poor judges: these tests check that every path runs and every
+number is either on its scale or reported as undefined with a reason, not what the numbers are."""
 
 import json
 
 import pytest
 import typer
+from bench_cases import microvqa, mir, mirage_mmmt, mrmr, subset
 from typer.testing import CliRunner
 
-from jurybox.benchmarks import jury_judge, run_benchmark
 from jurybox.serving.cli import bench as cli_bench
 
-pytestmark = pytest.mark.models
+
+@pytest.fixture(scope="module")
+def bench_jury(tmp_path_factory):
+    """The tiny jury's judges replaying their recorded answers to the packs' prompts; after
+    each test, every judge must have found every prompt it was asked in the recording (else
+    rerun ``python tests/data/record.py bench``)."""
+    from judging_helpers import BENCH_RECORDING, write_replay_jury
+
+    from jurybox.judges import Jury
+
+    path = write_replay_jury(tmp_path_factory.mktemp("bench") / "bench-replay.yaml",
+                             recordings=(BENCH_RECORDING,))
+    jury = Jury.load(path)
+    jury.load_backends()
+    yield jury
+    jury.close()
 
 
-def subset(examples, tmp_path, data_name, preds_name, keep):
-    """The data items at positions ``keep`` and their predictions, as files."""
-    items = json.loads((examples / data_name).read_text())
-    chosen = [items[i] for i in keep]
-    ids = {str(it.get("id", it.get("key_question"))) for it in chosen}
-    data = tmp_path / data_name
-    data.write_text(json.dumps(chosen))
-    lines = (examples / preds_name).read_text().splitlines()
-    preds = tmp_path / preds_name
-    preds.write_text("".join(line + "\n" for line in lines if json.loads(line)["id"] in ids))
-    return data, preds
+@pytest.fixture
+def replayed(bench_jury):
+    backends = [bench_jury.backend(j) for j in bench_jury.spec.judges]
+    before = [(b.replayed, b.unrecorded) for b in backends]
+    yield bench_jury
+    for backend, (replayed, unrecorded) in zip(backends, before):
+        assert backend.unrecorded == unrecorded, (
+            f"{backend.name}: {backend.unrecorded - unrecorded} prompts not in "
+            "tests/data/tiny-bench-recorded.json.gz: rerun python tests/data/record.py bench")
+        assert backend.replayed > replayed, f"{backend.name} was asked nothing"
+
+
+def keep(judge):
+    return judge
 
 
 def in_range_or_explained(data, key, low, high):
@@ -35,6 +56,7 @@ def in_range_or_explained(data, key, low, high):
         assert low <= value <= high, (key, value)
 
 
+@pytest.mark.models
 def test_mirage_mmst_from_the_command_line_judges_and_resumes(examples, tmp_path, tiny_jury,
                                                               monkeypatch):
     # one identification item, one management item
@@ -62,43 +84,38 @@ def test_mirage_mmst_from_the_command_line_judges_and_resumes(examples, tmp_path
     assert again.exit_code == 0 and json.loads(again.stdout)["weighted_sum"] == result["weighted_sum"]
 
 
-def test_mirage_mmmt(examples, tmp_path, tiny_jury):
-    data, preds = subset(examples, tmp_path, "mirage_mmmt_decomp.json",
-                         "mirage_mmmt.predictions.jsonl", [0, 1])
-    judge = cli_bench.ResumableJudge(tiny_jury, tmp_path / "out")
-    result = run_benchmark("mirage-mmmt", data, preds, judge=judge).to_dict()
+@pytest.mark.models
+def test_mirage_mmmt(examples, tmp_path, replayed):
+    result = mirage_mmmt(examples, tmp_path, replayed, keep).to_dict()
     assert result["decisions_from_predictions"] == 2  # both state their decision plainly
     assert result["decision_accuracy"] == 1.0
     for key in ("known_accuracy", "missing_coverage", "utterance_goal_relevance"):
         in_range_or_explained(result, key, 0, 4)
     in_range_or_explained(result, "perfect", 0, 1)
+    assert (tmp_path / "out").is_dir()  # judged through the resumable runner
 
 
-def test_microvqa_judge_fallback(examples, tiny_jury):
-    result = run_benchmark("microvqa", examples / "microvqa.json",
-                           examples / "microvqa.predictions.jsonl",
-                           jury=tiny_jury).to_dict()
+@pytest.mark.models
+def test_microvqa_judge_fallback(examples, tmp_path, replayed):
+    result = microvqa(examples, tmp_path, replayed, keep).to_dict()
     assert result["accuracy"] == pytest.approx(4 / 6)  # the rules' numbers do not move
     assert result["accuracy_with_fallback"] in (pytest.approx(4 / 6), pytest.approx(5 / 6))
     assert result["unparseable_after_fallback"] in (0.0, pytest.approx(1 / 6))
 
 
-def test_mir_steps_and_fallback(examples, tmp_path, tiny_jury):
+@pytest.mark.models
+def test_mir_steps_and_fallback(examples, tmp_path, replayed):
     # one parsed answer, one unparseable
-    data, preds = subset(examples, tmp_path, "mir.json", "mir.predictions.jsonl", [0, 4])
-    report = run_benchmark("mir", data, preds, judge=jury_judge(tiny_jury))
-    result = report.to_dict()
+    result = mir(examples, tmp_path, replayed, keep).to_dict()
     assert result["accuracy"] == 0.5
     for key in ("step_summary", "step_img2img", "step_conclusion"):
         in_range_or_explained(result, key, 0, 4)
     in_range_or_explained(result, "step_mean", 0, 4)
 
 
-def test_mrmr_relevance_grading(examples, tiny_jury):
-    report = run_benchmark("mrmr", examples / "mrmr.qrels.jsonl", examples / "mrmr.run.json",
-                           queries=examples / "mrmr.queries.jsonl",
-                           corpus=examples / "mrmr.corpus.jsonl", jury=tiny_jury, limit=1,
-                           depth=1)
+@pytest.mark.models
+def test_mrmr_relevance_grading(examples, tmp_path, replayed):
+    report = mrmr(examples, tmp_path, replayed, keep)
     result = report.to_dict()
     assert result["graded_pairs"] == 2  # knowledge-1's two qrels documents (one is the top-1)
     assert len(report.artifacts["jury_qrels"]) == 2

@@ -1,11 +1,17 @@
 """Record the tiny jury's real answers for the replay jury of the tests (``replay_jury`` in
-tests/conftest.py): ``python tests/data/record.py`` rewrites tests/data/tiny-recorded.json.gz.
+tests/conftest.py): ``python tests/data/record.py`` rewrites tests/data/tiny-recorded.json.gz
+and tests/data/tiny-bench-recorded.json.gz (``python tests/data/record.py bench`` only the
+second, ``plumbing`` only the first).
 
 The items are those the plumbing tests judge: the example predictions and the two items of
 tests/judging_helpers.py under the mirage-mg and general rubrics, and the pairs the pairwise
 tests build from them. A prompt that was not recorded still gets a real recorded answer of the
 same rubric (see ReplayBackend). Re-record after a change to a rubric, the prompt template or
 the tiny models (test_replay_jury.py fails when the recording no longer matches the prompts).
+
+The benchmark recording holds the prompts of the benchmark packs' runs in
+tests/benchmarks/bench_cases.py (each pack's own rubrics): test_bench_models.py runs them on a
+replay jury of this recording alone and fails when one of its prompts was not recorded.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 RECORDING = HERE / "tiny-recorded.json.gz"
+BENCH_RECORDING = HERE / "tiny-bench-recorded.json.gz"
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "benchmarks"))
 
 
 def example_rows() -> list[dict]:
@@ -55,12 +63,20 @@ def pairs() -> list:
             for n, (i, q, a, b) in enumerate(out)]
 
 
-def main() -> None:
-    from jurybox.judges import Jury
+def save(recordings: list, jury, path: Path) -> None:
+    from jurybox.judges.backends.replay import Recording
+
+    merged = Recording.merged(recordings)
+    merged.specs = {j.name: j.model_dump(mode="json") for j in jury.spec.judges}
+    merged.produced_by = "python tests/data/record.py (jurybox transformers backend, tiny jury)"
+    merged.save(path)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
+
+
+def record_plumbing(jury) -> None:
     from jurybox.judges.backends.replay import Recording, record
     from jurybox.rubrics import load_rubric
 
-    jury = Jury.load("tiny")
     recordings = []
     for rubric, items in (("mirage-mg", scored_items()), ("general", scored_items()),
                           ("pairwise", pairs())):
@@ -68,12 +84,50 @@ def main() -> None:
                         lambda line, r=rubric: print(f"{r}: {line}", file=sys.stderr))
         recordings.append(Recording(rubric=rubric, items=[it.model_dump(mode="json") for it in items],
                                     judges=judges))
+    save(recordings, jury, RECORDING)
+
+
+def record_bench(jury) -> None:
+    """Run each case of bench_cases.py with the real jury, keeping the rubric and items of
+    every judging call, then record the jury's answers to exactly those prompts."""
+    import tempfile
+
+    from bench_cases import CASES, EXAMPLES
+
+    from jurybox.judges.backends.replay import Recording, record
+
+    calls = []
+
+    def wrap(judge):
+        def keep(task, rubric, items):
+            calls.append((task, rubric, list(items)))
+            return judge(task, rubric, items)
+        return keep
+
+    for case in CASES.values():
+        with tempfile.TemporaryDirectory() as tmp:
+            case(EXAMPLES, Path(tmp), jury, wrap)
+    recordings = []
+    for task, rubric, items in calls:
+        judges = record(jury, rubric, items,
+                        lambda line, t=task: print(f"{t}: {line}", file=sys.stderr))
+        recordings.append(Recording(rubric=rubric.name, items=[it.model_dump(mode="json")
+                                                               for it in items], judges=judges))
+    save(recordings, jury, BENCH_RECORDING)
+
+
+def main() -> None:
+    from jurybox.judges import Jury
+
+    which = set(sys.argv[1:]) or {"plumbing", "bench"}
+    if which - {"plumbing", "bench"}:
+        sys.exit("usage: python tests/data/record.py [plumbing] [bench]")
+    jury = Jury.load("tiny")
+    if "plumbing" in which:
+        record_plumbing(jury)
+    if "bench" in which:
+        record_bench(jury)
     jury.close()
-    merged = Recording.merged(recordings)
-    merged.specs = {j.name: j.model_dump(mode="json") for j in jury.spec.judges}
-    merged.produced_by = "python tests/data/record.py (jurybox transformers backend, tiny jury)"
-    merged.save(RECORDING)
-    print(f"wrote {RECORDING} ({RECORDING.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
 
 
 if __name__ == "__main__":
