@@ -74,6 +74,65 @@ def vllm_judged(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def user_service_jury(tmp_path_factory) -> Path:
+    """The session service's jury: the replay jury with USER_SERVICE_DELAY_S per generate, and
+    prompts over USER_SERVICE_MAX_PROMPT_TOKENS unscored (the examples' prompts are about 600
+    tokens: a question of 4,000 characters makes an item unscored on purpose)."""
+    from judging_helpers import write_replay_jury
+    from service_helpers import USER_SERVICE_DELAY_S, USER_SERVICE_MAX_PROMPT_TOKENS
+
+    return write_replay_jury(tmp_path_factory.mktemp("user-service") / "tiny-replay.yaml",
+                             delay_s=USER_SERVICE_DELAY_S,
+                             max_prompt_tokens=USER_SERVICE_MAX_PROMPT_TOKENS)
+
+
+@pytest.fixture(scope="session")
+def user_service(tmp_path_factory, user_service_jury):
+    """`jurybox serve` as a user starts it (its own process), over the replay jury, with a
+    token, tight limits and two ingress replicas (service_helpers.USER_SERVICE_*): one per
+    session for test_service.py and the integrations' tests. The tests that use it run
+    together (pytest_collection_modifyitems), the Ctrl-C drain that stops it last."""
+    from service_helpers import (
+        USER_SERVICE_INGRESS_REPLICAS,
+        USER_SERVICE_TOKEN,
+        USER_SERVICE_TOKEN_ENV,
+        serving_as_users_do,
+        user_service_limits,
+    )
+
+    limits = user_service_limits()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    args = ["--jury", str(user_service_jury), "--token-env", USER_SERVICE_TOKEN_ENV,
+            "--cors-origin", "http://labelling.example",
+            "--max-body-bytes", str(limits.max_body_bytes), "--max-items", str(limits.max_items),
+            "--max-field-chars", str(limits.max_field_chars),
+            "--max-concurrent", str(limits.max_concurrent),
+            "--max-queued", str(limits.max_queued),
+            "--request-timeout", str(limits.request_timeout_s),
+            "--ingress-replicas", str(USER_SERVICE_INGRESS_REPLICAS)]
+    with serving_as_users_do(args, log, env={USER_SERVICE_TOKEN_ENV: USER_SERVICE_TOKEN}) as url:
+        yield url
+
+
+#: The test that stops the session's service (Ctrl-C): the last of those that use it.
+STOPS_USER_SERVICE = "test_ctrl_c_finishes_the_requests_in_flight_and_refuses_new_ones"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests on the session's service (``user_service``) run one after another, where the
+    first of them was, the one that stops it last: the service lives only as long as they
+    run, and none of them finds it stopped."""
+    users = [i for i in items if "user_service" in getattr(i, "fixturenames", ())]
+    if not users:
+        return
+    first = items.index(users[0])
+    rest = [i for i in items if i not in set(users)]
+    block = ([i for i in users if i.name != STOPS_USER_SERVICE]
+             + [i for i in users if i.name == STOPS_USER_SERVICE])
+    items[:] = rest[:first] + block + rest[first:]
+
+
 # --------------------------------------------------------------------------- the session's end
 # A clean-clone CI run (03c8bfd) passed every test ("751 passed") and then the pytest process died
 # of SIGSEGV while the interpreter finalized (exit 139, so nothing landed): a C extension (torch,

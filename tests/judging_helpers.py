@@ -169,12 +169,14 @@ BENCH_RECORDING = RECORDING.with_name("tiny-bench-recorded.json.gz")  # the pack
 
 
 def write_replay_jury(path: Path, delay_s: float = 0.0, judges: tuple[str, ...] = (),
-                      recordings: tuple[Path, ...] = (RECORDING,)) -> Path:
+                      recordings: tuple[Path, ...] = (RECORDING,),
+                      max_prompt_tokens: int | None = None) -> Path:
     """A jury file at ``path``: the tiny jury's judges (or those named in ``judges``) answering
     with their recorded real answers (``recordings``: tests/data/tiny-recorded.json.gz unless
     told) instead of running the models: the real judging path and the judges' real
     tokenizers, without a model's time. ``delay_s`` makes every generate take that long (for
-    deadline and cancellation tests)."""
+    deadline and cancellation tests). ``max_prompt_tokens``: longer prompts get an unscored
+    vote (a way to make an item unscored on purpose)."""
     import yaml
 
     from jurybox.judges import load_jury_spec
@@ -183,7 +185,8 @@ def write_replay_jury(path: Path, delay_s: float = 0.0, judges: tuple[str, ...] 
     kwargs: dict[str, Any] = {"recording": [str(p) for p in recordings]}
     if delay_s:
         kwargs["delay_s"] = delay_s
-    spec["judges"] = [{**j, "backend": "replay", "engine_kwargs": kwargs}
+    limit = {"max_prompt_tokens": max_prompt_tokens} if max_prompt_tokens else {}
+    spec["judges"] = [{**j, "backend": "replay", "engine_kwargs": kwargs, **limit}
                       for j in spec["judges"] if not judges or j["name"] in judges]
     spec["description"] = "The tiny jury's recorded answers (tests/data/record.py), for tests."
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

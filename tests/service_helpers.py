@@ -11,10 +11,31 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 QUIET = {"log_level": "WARNING", "enable_access_log": False}
+
+
+# The session's service (``user_service`` in tests/conftest.py): `jurybox serve` over the replay
+# jury, started as a user starts it, with a token, tight limits and two ingress replicas.
+USER_SERVICE_DELAY_S = 2.0  # each generate: long enough to kill a replica or stop it mid-request
+USER_SERVICE_TOKEN_ENV = "JURYBOX_TEST_TOKEN"
+USER_SERVICE_TOKEN = "s3cret-token-for-tests"
+USER_SERVICE_AUTH = {"Authorization": f"Bearer {USER_SERVICE_TOKEN}"}
+USER_SERVICE_INGRESS_REPLICAS = 2  # each scores 1 request at once and queues 1
+USER_SERVICE_MAX_PROMPT_TOKENS = 1024  # longer prompts are unscored votes (judges' prompts: ~600)
+#: A question that makes an item unscored on the session's service (its prompt over 1024 tokens).
+LONG_QUESTION = ("Please consider this long description of the field before answering. "
+                 * 60)[:4000] + " What is wrong with my tomatoes?"
+
+
+def user_service_limits() -> Any:
+    from jurybox.serving.service.config import Limits
+
+    return Limits(max_body_bytes=64 * 1024, max_items=4, max_field_chars=5000,
+                  max_concurrent=2, max_queued=2, request_timeout_s=600)
 
 
 def free_port() -> int:

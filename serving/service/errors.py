@@ -48,9 +48,12 @@ _UNION_MEMBER = re.compile(r"^(str|int|float|bool|none|constrained-str|(dict|lis
 
 
 def validation_field(loc: tuple) -> str | None:
-    """``("body", "items", 2, "reference")`` -> ``items[2].reference``."""
-    parts = [p for p in loc if p not in ("body", "query", "path")
-             and not (isinstance(p, str) and _UNION_MEMBER.match(p))]
+    """``("body", "items", 2, "reference")`` -> ``items[2].reference``: where the value was
+    (the body, the query string, the path: the first element only, so that a field named
+    ``query`` keeps its name) is left out."""
+    if loc and loc[0] in ("body", "query", "path", "header"):
+        loc = loc[1:]
+    parts = [p for p in loc if not (isinstance(p, str) and _UNION_MEMBER.match(p))]
     out = ""
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))

@@ -9,11 +9,13 @@ the OpenAPI contract, metrics for every answer, and one JSON error shape for eve
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -24,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from jurybox.rubrics import Rubric
 from jurybox.serving.service.errors import HTTPProblem, body, problem_for, validation_problem
+from jurybox.serving.service.openrlhf import OpenRLHFRequest, OpenRLHFResponse, reward_options
 from jurybox.serving.service.protocol import (
     ErrorResponse,
     Health,
@@ -177,6 +180,20 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         return Response(_encode({"verdicts": await ingress.score(request)}),
                         media_type="application/json")
 
+    @app.post("/v1/openrlhf/{rubric}", response_model=OpenRLHFResponse, responses=ERRORS,
+              **v1, summary="OpenRLHF's remote reward model (--reward.remote_url)")
+    async def openrlhf(rubric: str, request: OpenRLHFRequest, score: str | None = None,
+                       scale: Literal["unit", "raw"] = "unit", calibrated: bool = False,
+                       unscored: str = "error") -> Response:
+        """The jury's reward for each of OpenRLHF's samples (see
+        :mod:`jurybox.serving.service.openrlhf`): the rubric's formula (or ``score``), on
+        [0, 1] unless ``scale=raw``; an unscored sample is a 422 unless ``unscored`` gives
+        its reward. The token, where the service has one, in the URL:
+        ``http://jurybox:TOKEN@host:port/v1/openrlhf/RUBRIC``."""
+        reward = reward_options(score, scale, calibrated, unscored)
+        return Response(_encode(await ingress.openrlhf(rubric, request, reward)),
+                        media_type="application/json")
+
     @app.post("/v1/provenance", response_model=ProvenanceResponse, responses=ERRORS, **v1,
               summary="The provenance hash verdicts of a rubric and this jury carry")
     async def provenance_of(request: ProvenanceRequest) -> ProvenanceResponse:
@@ -239,6 +256,10 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
                 {"type": "string", "enum": sorted(ingress.rubrics)},
                 {"$ref": "#/components/schemas/InlineRubric"}]
         models["ScoreRequest"]["properties"]["items"]["maxItems"] = limits.max_items
+        models["OpenRLHFRequest"]["properties"]["query"]["maxItems"] = limits.max_items
+        for parameter in schema["paths"]["/v1/openrlhf/{rubric}"]["post"]["parameters"]:
+            if parameter["name"] == "rubric":
+                parameter["schema"]["enum"] = sorted(ingress.rubrics)
         for field in ("question", "response", "reference", "context"):
             models["ScoreItem"]["properties"][field]["anyOf"][0]["maxLength"] = (
                 limits.max_field_chars)
@@ -249,15 +270,14 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
 
 
 async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Response:
-    if request.url.path.startswith("/v1/") and ingress.token is not None:
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        # The scheme is case-insensitive (RFC 7235); the token is compared in constant time.
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                 ingress.token.encode()):
-            return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
-                                     "(Authorization: Bearer <token>)",
-                                     headers={"WWW-Authenticate": "Bearer"}))
-    if ingress.draining and request.url.path == "/v1/score":
+    given = _given_token(request.headers.get("authorization", ""))
+    if (request.url.path.startswith("/v1/") and ingress.token is not None
+            and not hmac.compare_digest(given, ingress.token.encode())):
+        return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
+                                 "(Authorization: Bearer <token>; a client that can only put "
+                                 "it in the URL: http://jurybox:<token>@host/...)",
+                                 headers={"WWW-Authenticate": "Bearer"}))
+    if ingress.draining and request.url.path.startswith(("/v1/score", "/v1/openrlhf/")):
         return _json(HTTPProblem(503, "unavailable", "the service is shutting down; retry "
                                  "later (or at another replica)",
                                  headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)}))
@@ -276,3 +296,19 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
                                  "(a chunked body); send the body with its Content-Length, "
                                  f"at most {limit} bytes (max_body_bytes)"))
     return await call_next(request)
+
+
+def _given_token(authorization: str) -> bytes:
+    """The token a request gives: ``Bearer <token>``, or Basic credentials whose password is
+    the token (what an HTTP client sends for ``http://user:<token>@host/...``, the only way
+    OpenRLHF's reward client can give one). The scheme is case-insensitive (RFC 7235)."""
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() == "bearer":
+        return given.strip().encode()
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(given.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return b""
+        return decoded.partition(b":")[2]
+    return b""

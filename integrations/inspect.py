@@ -1,0 +1,80 @@
+"""A jury as an Inspect AI scorer.
+
+>>> from inspect_ai import Task, task
+>>> from jurybox.integrations.inspect import jury_scorer
+>>> @task
+... def agronomy():
+...     return Task(dataset=..., solver=generate(),
+...                 scorer=jury_scorer(rubric="mirage-mg", url="http://127.0.0.1:8000"))
+
+Each sample's score holds every criterion of the rubric and its formula (a dict), each with
+Inspect's mean and stderr; its metadata holds the verdict (the judges' votes, reasons,
+provenance). The question is the sample's input, the response the model's completion, the
+reference the sample's target (when it has one). A criterion the jury could not score is NaN,
+which Inspect counts as unscored and leaves out of the metrics: never a 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from inspect_ai.scorer import Score, Target, mean, scorer, stderr
+from inspect_ai.solver import TaskState
+
+from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics.reward import RewardSpec, Scale
+
+from .core import JuryRewards
+
+
+@scorer(metrics={"*": [mean(), stderr()]}, name="jury")
+def jury_scorer(rubric: str | Rubric, url: str | None = None, jury: Any = None,
+                token_env: str = "JURYBOX_TOKEN", calibrated: bool = False, scale: Scale = "raw",
+                cache: bool = True, fields: Mapping[str, str] | None = None) -> Any:
+    """An Inspect scorer judging each sample with the jury: a running ``jurybox serve``
+    (``url``, its token from ``token_env``) or an in-process jury (``jury``). ``scale="raw"``
+    keeps the rubric's scales (``"unit"``: each on [0, 1]); ``calibrated=True`` scores with
+    the calibrated values of a service or run with a calibration map. ``fields`` maps item
+    fields to sample metadata keys (e.g. ``{"context": "dialogue"}``)."""
+    rewards = JuryRewards(rubric, url=url, jury=jury, token_env=token_env, cache=cache,
+                          reward=RewardSpec(calibrated=calibrated, scale=scale,
+                                            unscored="none",
+                                            score=_first_score(rubric)))
+    names = [c.name for c in rewards.rubric.criteria]
+    if rewards.rubric.formula is not None:
+        names.append(rewards.rubric.formula.name)
+    per_key = {n: rewards.spec.model_copy(update={"score": n}).bind(rewards.rubric)
+               for n in names}
+    extra = dict(fields or {})
+
+    async def score(state: TaskState, target: Target) -> Score:
+        values: dict[str, Any] = {"question": state.input_text,
+                                  "response": state.output.completion}
+        if target.text:
+            values["reference"] = target.text
+        for item_field, key in extra.items():
+            if key in (state.metadata or {}):
+                values[item_field] = str(state.metadata[key])
+        item = Item(id=str(state.sample_id), **values)
+        (record,) = await asyncio.to_thread(rewards.records, [item])
+        value = {n: _nan_if_none(reward.values([record])[0]) for n, reward in per_key.items()}
+        return Score(value=value, answer=state.output.completion,
+                     explanation="; ".join(record.get("reasons") or []) or None,
+                     metadata={"verdict": record})
+
+    return score
+
+
+def _first_score(rubric: str | Rubric) -> str:
+    """Any score of the rubric (the scorer binds one reward per score; this one is checked)."""
+    from jurybox.rubrics import load_rubric
+
+    loaded = load_rubric(rubric) if isinstance(rubric, str) else rubric
+    return loaded.formula.name if loaded.formula is not None else loaded.criteria[0].name
+
+
+def _nan_if_none(value: float | None) -> float:
+    return math.nan if value is None else value
