@@ -22,7 +22,7 @@ from typing import Any
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.reward import RewardSpec, Scale, Unscored
 
-from .core import JuryRewards
+from .core import JuryRewards, RewardStats
 
 RewardFunc = Callable[..., list[float | None]]
 
@@ -75,6 +75,7 @@ class _BatchMemo:
 def _function(memo: _BatchMemo, score: str, rewards: JuryRewards) -> RewardFunc:
     reward = rewards.spec.model_copy(update={"score": score}).bind(rewards.rubric)
     name = f"jury_{rewards.rubric.name.replace('-', '_')}_{score}"
+    stats = RewardStats()  # this function's rewards (requests: the shared JuryRewards')
 
     def jury_reward_fn(prompts: Sequence[Any], completions: Sequence[Any],
                        **kwargs: Any) -> list[float | None]:
@@ -85,14 +86,14 @@ def _function(memo: _BatchMemo, score: str, rewards: JuryRewards) -> RewardFunc:
         items = [rewards.item(i, row) for i, row in enumerate(rows)]
         records = memo.records_for(items)
         unscored = sum(reward.raw(r)[0] is None for r in records)
-        with rewards._lock:
-            rewards.stats.rows += len(records)
-            rewards.stats.unscored += unscored
+        stats.rows += len(records)
+        stats.unscored += unscored
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             log_metric(f"jurybox/{name}/unscored", float(unscored))
         return reward.values(records)
 
     jury_reward_fn.__name__ = jury_reward_fn.__qualname__ = name
-    jury_reward_fn.rewards = rewards  # type: ignore[attr-defined]  # stats and close()
+    jury_reward_fn.rewards = rewards  # type: ignore[attr-defined]  # requests and close()
+    jury_reward_fn.stats = stats  # type: ignore[attr-defined]
     return jury_reward_fn

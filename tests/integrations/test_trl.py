@@ -79,7 +79,7 @@ def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_sco
             assert math.isclose(logged[f"rewards/{name}/mean"], mean, abs_tol=1e-6)
             scored_seen += 1
     assert (unscored_seen, scored_seen) == (1, 1)
-    assert reward.rewards.stats.unscored == 2  # type: ignore[attr-defined]
+    assert reward.stats.unscored == 2 and reward.stats.rows == 4  # type: ignore[attr-defined]
     reward.rewards.close()  # type: ignore[attr-defined]
 
 
