@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from jurybox.rubrics import Item, Rubric, load_rubric
@@ -63,7 +63,6 @@ class RewardStats:
     rows: int = 0
     unscored: int = 0
     requests: int = 0
-    last_unscored: list[tuple[str, str]] = field(default_factory=list)  # (item, why)
 
     def as_dict(self) -> dict[str, int]:
         return {"rows": self.rows, "unscored": self.unscored, "requests": self.requests}
@@ -176,7 +175,6 @@ class JuryRewards:
         with self._lock:
             self.stats.rows += len(records)
             self.stats.unscored += len(missing)
-            self.stats.last_unscored = [(str(i), w) for i, w in missing]
         if missing:
             logger.warning("%d of %d rewards (%s) unscored, e.g. item %s: %s", len(missing),
                            len(records), self.reward.name, missing[0][0], missing[0][1])

@@ -85,7 +85,7 @@ def _function(memo: _BatchMemo, score: str, rewards: JuryRewards) -> RewardFunc:
                 for i, (p, c) in enumerate(zip(prompts, completions))]
         items = [rewards.item(i, row) for i, row in enumerate(rows)]
         records = memo.records_for(items)
-        unscored = sum(reward.raw(r)[0] is None for r in records)
+        unscored = reward.count_unscored(records)
         stats.rows += len(records)
         stats.unscored += unscored
         log_metric = kwargs.get("log_metric")

@@ -83,7 +83,7 @@ def items_of(request: OpenRLHFRequest) -> list[dict[str, Any]]:
 def answer(reward: Reward, records: list[dict[str, Any]]) -> dict[str, Any]:
     """OpenRLHF's answer for the verdicts; 422 naming the unscored items when the reward's
     unscored policy is an error (a missing reward is not a number OpenRLHF can use)."""
-    unscored = sum(reward.raw(r)[0] is None for r in records)
+    unscored = reward.count_unscored(records)
     try:
         values = reward.values(records)
     except UnscoredReward as exc:
