@@ -17,7 +17,7 @@ of the sequential requests when there are any, else of the concurrent ones.
 ``--backend replay`` measures the service's own overhead without a model: the ``tiny`` jury's
 judges (their real tokenizers) on one :class:`~jurybox.judges.backends.replay.ReplayBackend` each,
 built from ``perf/data/tiny-mirage-mg.json.gz``, offline and in the service's judge replicas
-alike (``build_jury_app(..., backend_factory=...)``), on the recorded items cycled with fresh
+alike (``jury_app(..., backend_factory=...)``), on the recorded items cycled with fresh
 ids, so every prompt replays its own recording. A replayed vote's ``latency_s`` is 0: the added
 latency is then the whole request, the backends' tokenizing and detokenizing (which the offline
 path pays too) included. Targets on 2 cores: p50 <= 15 ms, p99 <= 50 ms, throughput >= 0.6.

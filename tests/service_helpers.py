@@ -48,11 +48,11 @@ def free_port() -> int:
 def running_service(config, env: dict[str, str] | None = None, ready_timeout: float = 900.0,
                     backend_factory=None):
     """Serve ``config`` (a ServiceConfig) until the block ends; yields the base URL.
-    ``backend_factory`` replaces the judges' backends (see ``build_jury_app``)."""
+    ``backend_factory`` replaces the judges' backends (see ``jury_app``)."""
     import ray
     from ray import serve
 
-    from jurybox.serving.service.builder import APP_NAME, build_jury_app
+    from jurybox.serving.service.builder import APP_NAME, jury_app
 
     old = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})  # before ray.init: replicas inherit the environment
@@ -61,7 +61,7 @@ def running_service(config, env: dict[str, str] | None = None, ready_timeout: fl
     ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING")
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=QUIET)
-        serve.run(build_jury_app(config, backend_factory), name=APP_NAME, route_prefix="/", logging_config=QUIET)
+        serve.run(jury_app(config, backend_factory), name=APP_NAME, route_prefix="/", logging_config=QUIET)
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, ready_timeout)
         yield url

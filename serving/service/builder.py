@@ -73,8 +73,15 @@ def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
     }
 
 
-def build_jury_app(args: dict[str, Any] | ServiceConfig,
-                   backend_factory: Callable[[JudgeSpec], Any] | None = None) -> Any:
+def build_jury_app(args: dict[str, Any] | ServiceConfig) -> Any:
+    """The Serve application for ``args`` (the fields of :class:`ServiceConfig`): the builder a
+    config file's ``import_path`` names. One parameter, as Ray Serve requires of a builder that
+    takes a config's ``args`` (``serve deploy``, ``serve run ... jury=tiny``)."""
+    return jury_app(args)
+
+
+def jury_app(args: dict[str, Any] | ServiceConfig,
+             backend_factory: Callable[[JudgeSpec], Any] | None = None) -> Any:
     """The Serve application for ``args`` (the fields of :class:`ServiceConfig`). Everything is
     validated here: a bad jury, rubric or calibration map fails the deploy, not a request.
 

@@ -25,6 +25,19 @@ def test_the_config_file_is_a_valid_serve_deploy_config():
             assert "num_replicas" in d or d["autoscaling_config"]["target_ongoing_requests"] > 0
 
 
+def test_serve_builds_the_application_from_the_config_s_import_path_and_args():
+    """What `serve deploy` and `serve run` do with the config: Ray's own loader imports the
+    builder and calls it with the args (it takes builders of exactly one parameter)."""
+    from ray._common.utils import import_attr
+    from ray.serve import Application
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+
+    (app,) = serve_config(ServiceConfig(jury="tiny"))["applications"]
+    built = call_user_app_builder_with_args_if_necessary(import_attr(app["import_path"]),
+                                                         app["args"])
+    assert isinstance(built, Application)
+
+
 def test_the_mirage_panel_places_each_judge_on_its_own_gpus():
     app = serve_config(ServiceConfig(jury="mirage"))["applications"][0]
     by_name = {d["name"]: d for d in app["deployments"]}
