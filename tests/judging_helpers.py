@@ -166,6 +166,22 @@ ACCURACY_PREFIX = '{"accuracy": '
 # --------------------------------------------------------------------------- the replay jury
 RECORDING = Path(__file__).resolve().parent / "data" / "tiny-recorded.json.gz"
 BENCH_RECORDING = RECORDING.with_name("tiny-bench-recorded.json.gz")  # the packs' prompts
+# The leaderboard's three systems (leaderboard_systems) under mirage-mg.
+LEADERBOARD_RECORDING = RECORDING.with_name("tiny-leaderboard-recorded.json.gz")
+
+
+def leaderboard_systems() -> dict[str, list[dict[str, Any]]]:
+    """Three systems' predictions on the examples' items (examples/mirage_mg.jsonl): ``full``
+    the examples' own answers, ``brief`` each answer's first sentence, ``swapped`` each item
+    answered with the next item's answer (on the wrong question)."""
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "mirage_mg.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    brief = [{**r, "response": r["response"].split(". ")[0].rstrip(".") + "."} for r in rows]
+    swapped = [{**r, "response": rows[(k + 1) % len(rows)]["response"]}
+               for k, r in enumerate(rows)]
+    return {"full": rows, "brief": brief, "swapped": swapped}
 
 
 def write_replay_jury(path: Path, delay_s: float = 0.0, judges: tuple[str, ...] = (),

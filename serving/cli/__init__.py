@@ -1,7 +1,8 @@
 """The ``jurybox`` command line. Commands parse options and print; the work is in the library.
 
 One module per command group: ``judge`` (judge, --estimate), ``catalog`` (rubrics, juries,
-models, cache), ``calibration`` (agree, calibrate), ``audit``, ``compare``, ``label``, ``serve``, ``bench``;
+models, cache), ``calibration`` (agree, calibrate), ``audit``, ``compare``, ``leaderboard``, ``label``,
+``serve``, ``bench``;
 ``console`` holds what they share (printing, errors, option parsing).
 """
 
@@ -11,7 +12,17 @@ import os
 
 import typer
 
-from jurybox.serving.cli import audit, bench, calibration, catalog, compare, judge, label, serve
+from jurybox.serving.cli import (
+    audit,
+    bench,
+    calibration,
+    catalog,
+    compare,
+    judge,
+    label,
+    leaderboard,
+    serve,
+)
 
 app = typer.Typer(
     name="jurybox",
@@ -29,6 +40,7 @@ app.command()(calibration.agree)
 app.command()(calibration.calibrate)
 app.command()(audit.audit)
 app.command()(compare.compare)
+app.command()(leaderboard.leaderboard)
 app.command()(label.label)
 app.command()(serve.serve)
 app.command()(bench.bench)

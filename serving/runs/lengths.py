@@ -23,6 +23,16 @@ from jurybox.rubrics.errors import InputError
 from jurybox.serving.runs.predictions import read_predictions
 
 
+def answer_lengths(predictions: str | Path, rubric: Rubric,
+                   mapping: Mapping[str, str] | None = None) -> tuple[dict[str, float], float | None]:
+    """Each answer's length in words (item id -> length) in ``predictions``, and the length to
+    control to: the reference answers' median (None when the items have no reference)."""
+    items = read_predictions(predictions, rubric, mapping, allow_empty=True).items
+    lengths = {it.id: float(len(str(it.response or "").split())) for it in items}
+    references = [len(str(it.reference).split()) for it in items if it.reference]
+    return lengths, (float(np.median(references)) if references else None)
+
+
 def length_controls(predictions: str | Path, output: JudgeOutput, rubric: Rubric, *,
                     human: HumanLabels | Joined | str | Path | None = None,
                     mapping: Mapping[str, str] | None = None, resamples: int = 1000,
@@ -35,13 +45,9 @@ def length_controls(predictions: str | Path, output: JudgeOutput, rubric: Rubric
     if rubric.pairwise:
         raise InputError("length control is for scored answers, not pairwise verdicts (a "
                          "pairwise judge's length preference is in `jurybox audit`)")
-    items = {it.id: it for it in
-             read_predictions(predictions, rubric, mapping, allow_empty=True).items}
+    lengths, centre = answer_lengths(predictions, rubric, mapping)
     ids = output.ids
-    length = np.array([len(str(items[i].response or "").split()) if i in items else np.nan
-                       for i in ids], dtype=float)
-    references = [len(str(it.reference).split()) for it in items.values() if it.reference]
-    centre = float(np.median(references)) if references else None
+    length = np.array([lengths.get(i, np.nan) for i in ids], dtype=float)
     common: dict[str, Any] = {"centre_length": centre, "n_resamples": resamples,
                               "confidence": confidence, "seed": seed}
     if human is None:

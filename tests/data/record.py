@@ -1,7 +1,8 @@
 """Record the tiny jury's real answers for the replay jury of the tests (``replay_jury`` in
 tests/conftest.py): ``python tests/data/record.py`` rewrites tests/data/tiny-recorded.json.gz
-and tests/data/tiny-bench-recorded.json.gz (``python tests/data/record.py bench`` only the
-second, ``plumbing`` only the first).
+tests/data/tiny-bench-recorded.json.gz and tests/data/tiny-leaderboard-recorded.json.gz
+(``python tests/data/record.py bench`` only the second, ``plumbing`` only the first,
+``leaderboard`` only the third).
 
 The items are those the plumbing tests judge: the example predictions and the two items of
 tests/judging_helpers.py under the mirage-mg and general rubrics, and the pairs the pairwise
@@ -12,6 +13,8 @@ the tiny models (test_replay_jury.py fails when the recording no longer matches 
 The benchmark recording holds the prompts of the benchmark packs' runs in
 tests/benchmarks/bench_cases.py (each pack's own rubrics): test_bench_models.py runs them on a
 replay jury of this recording alone and fails when one of its prompts was not recorded.
+The leaderboard recording holds the three systems of ``judging_helpers.leaderboard_systems``
+under mirage-mg, which tests/serving/test_leaderboard_cli.py judges the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 RECORDING = HERE / "tiny-recorded.json.gz"
 BENCH_RECORDING = HERE / "tiny-bench-recorded.json.gz"
+LEADERBOARD_RECORDING = HERE / "tiny-leaderboard-recorded.json.gz"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "benchmarks"))
 
@@ -116,17 +120,44 @@ def record_bench(jury) -> None:
     save(recordings, jury, BENCH_RECORDING)
 
 
+def record_leaderboard(jury) -> None:
+    from judging_helpers import leaderboard_systems
+
+    from jurybox.judges.backends.replay import Recording, record
+    from jurybox.rubrics import load_rubric
+    from jurybox.serving.runs.predictions import read_predictions
+
+    rubric = load_rubric("mirage-mg")
+    recordings = []
+    import tempfile
+
+    for name, rows in leaderboard_systems().items():
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}.jsonl"
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+            items = read_predictions(path, rubric).items
+        judges = record(jury, rubric, items,
+                        lambda line, n=name: print(f"{n}: {line}", file=sys.stderr))
+        recordings.append(Recording(rubric=rubric.name,
+                                    items=[it.model_dump(mode="json") for it in items],
+                                    judges=judges))
+    save(recordings, jury, LEADERBOARD_RECORDING)
+
+
 def main() -> None:
     from jurybox.judges import Jury
 
-    which = set(sys.argv[1:]) or {"plumbing", "bench"}
-    if which - {"plumbing", "bench"}:
-        sys.exit("usage: python tests/data/record.py [plumbing] [bench]")
+    kinds = {"plumbing", "bench", "leaderboard"}
+    which = set(sys.argv[1:]) or kinds
+    if which - kinds:
+        sys.exit("usage: python tests/data/record.py [plumbing] [bench] [leaderboard]")
     jury = Jury.load("tiny")
     if "plumbing" in which:
         record_plumbing(jury)
     if "bench" in which:
         record_bench(jury)
+    if "leaderboard" in which:
+        record_leaderboard(jury)
     jury.close()
 
 

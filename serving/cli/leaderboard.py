@@ -1,0 +1,308 @@
+"""``jurybox leaderboard``: systems judged on the same items, compared with paired intervals
+(the statistics in :mod:`jurybox.calibration.reports.leaderboard`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from jurybox.serving.cli.console import dumps, out, reported, warn
+
+
+def leaderboard(
+    judged: Annotated[list[Path], typer.Argument(
+        help="Judged files (or directories of shards) of `jurybox judge`, one per system, all "
+             "judged on the same items with the same rubric and jury.", exists=True,
+        show_default=False)],
+    name: Annotated[list[str], typer.Option(
+        "--name", help="Each system's name, in the order of JUDGED (repeat). Default: the "
+                       "name of the predictions file its manifest names, else of the judged "
+                       "file.", show_default=False)] = [],
+    criterion: Annotated[str | None, typer.Option(
+        "--criterion", "-c", help="The score to rank on (a criterion or the formula). "
+                                  "Default: the rubric's formula, else its last criterion.",
+        show_default=False)] = None,
+    human: Annotated[list[str], typer.Option(
+        "--human", help="Human labels (JSONL/CSV: id, rater, one column per criterion, as "
+                        "`jurybox label` writes them) on some items of some systems: a file "
+                        "whose rows name their system in a `system` column, or SYSTEM=FILE "
+                        "for one system's labels (repeat). Adds each labelled system's "
+                        "PPI++ mean (as `jurybox agree --ppi`) and the pairs' corrected "
+                        "differences where both systems have labels on the same items.",
+        show_default=False)] = [],
+    length_control: Annotated[bool, typer.Option(
+        "--length-control", help="Add each system's length-controlled mean (the correction of "
+                                 "`jurybox judge --length-control`, lengths in words, at the "
+                                 "reference answers' median length) and whether the order "
+                                 "changes.")] = False,
+    predictions: Annotated[list[Path], typer.Option(
+        "--predictions", help="With --length-control: the predictions file each system was "
+                              "judged from (repeat, in the order of JUDGED). Default: the one "
+                              "its manifest names.", exists=True, dir_okay=False,
+        show_default=False)] = [],
+    allow_mixed: Annotated[bool, typer.Option(
+        "--allow-mixed", help="Compare systems judged with different rubrics or juries (by "
+                              "default refused: their scores are not on one footing).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="Also write the leaderboard as an HTML page: a forest plot of the "
+                       "means and the matrix of paired differences.", dir_okay=False,
+        show_default=False)] = None,
+    confidence: Annotated[float, typer.Option(help="Confidence of every interval.",
+                                              min=0.5, max=0.999)] = 0.95,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples of the rank intervals.",
+                                           min=100)] = 2000,
+    seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
+) -> None:
+    """Rank systems judged on the same items, with paired intervals and honest ties.
+
+    One row per system: per criterion and formula the mean over the items the jury scored
+    with its CI, the counts scored / unscored / missing, and the rank with a bootstrap rank
+    interval over items. Each pair of systems is compared on the items both scored (never
+    zero-filled): the mean difference with its paired t interval, Holm-adjusted over the pairs
+    of a criterion; systems sharing a letter are ones the data cannot separate. With --human,
+    the human-corrected (PPI++) means; with --length-control, the length-controlled ones."""
+    from jurybox.calibration import load_judge_output
+    from jurybox.calibration.data.labels import label_rows, scales_from
+    from jurybox.calibration.data.verdicts import rubric_for
+    from jurybox.calibration.reports.leaderboard import System
+    from jurybox.calibration.reports.leaderboard import leaderboard as build
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.runs.lengths import answer_lengths
+    from jurybox.serving.runs.results import read_manifest
+
+    notes: list[str] = []
+    with reported():
+        if name and len(name) != len(judged):
+            raise InputError(f"{len(name)} --name for {len(judged)} judged files: give one per "
+                             "file, in the same order", field="name")
+        if predictions and len(predictions) != len(judged):
+            raise InputError(f"{len(predictions)} --predictions for {len(judged)} judged "
+                             "files: give one per file, in the same order", field="predictions")
+        if predictions and not length_control:
+            raise InputError("--predictions gives the answers' lengths: add --length-control",
+                             field="predictions")
+        outputs = []
+        for path in judged:
+            output = load_judge_output(path)
+            if not output.records:
+                raise InputError(f"{path}: no verdicts")
+            if output.pairwise:
+                raise InputError(f"{path}: pairwise verdicts (two answers compared); rank "
+                                 "systems from those with `jurybox compare`")
+            outputs.append(output)
+        manifests = [read_manifest(path) for path in judged]
+        names = name or _default_names(judged, manifests)
+        mixed = _mixed(names, outputs, manifests)
+        if mixed and not allow_mixed:
+            raise InputError("the systems were not judged alike, so their scores are not on "
+                             f"one footing: {mixed}; judge them with one rubric and jury, or "
+                             "pass --allow-mixed")
+        if mixed:
+            notes.append(f"compared although not judged alike: {mixed}")
+        rubric_def, rubric_notes = rubric_for(outputs[0])
+        notes.extend(rubric_notes)
+        scales = scales_from(rubric_def) if rubric_def is not None else {}
+        criteria = _criteria(outputs, rubric_def)
+        labels = _labels(human, names, label_rows) if human else {}
+        lengths: dict[str, dict[str, float]] = {}
+        centre = None
+        if length_control:
+            if rubric_def is None:
+                raise InputError("the verdicts name no rubric jurybox knows, so their "
+                                 "predictions cannot be read for --length-control")
+            for k, system in enumerate(names):
+                source = predictions[k] if predictions else _manifest_predictions(
+                    judged[k], manifests[k])
+                got, reference = answer_lengths(source, rubric_def)
+                lengths[system] = got
+                centre = reference if centre is None else centre
+        board = build([System(n, o, labels.get(n), lengths.get(n) if length_control else None)
+                       for n, o in zip(names, outputs)], criteria, scales, rank_by=criterion,
+                      confidence=confidence, resamples=resamples, seed=seed,
+                      centre_length=centre)
+        board.notes[:0] = notes
+        if html is not None:
+            from jurybox.calibration.reports.leaderboard_html import render_leaderboard
+
+            html.write_text(render_leaderboard(board), encoding="utf-8")
+    for message in board.notes:
+        warn(message)
+    if json_out:
+        typer.echo(dumps(board.to_dict()))
+        return
+    render(board)
+    if html is not None:
+        out.print(f"wrote {html}", highlight=False, markup=False)
+
+
+def _default_names(judged: Sequence[Path], manifests: Sequence[Mapping[str, Any] | None]
+                   ) -> list[str]:
+    from jurybox.rubrics.errors import InputError
+
+    names = []
+    for path, manifest in zip(judged, manifests):
+        source = (manifest or {}).get("predictions")
+        names.append(Path(source).stem if isinstance(source, str) else path.stem)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"two systems would both be called {twice[0]!r} (the name of their "
+                         "predictions file): name each with --name, in the order of JUDGED",
+                         field="name")
+    return names
+
+
+def _mixed(names: Sequence[str], outputs: Sequence[Any],
+           manifests: Sequence[Mapping[str, Any] | None]) -> str:
+    """What differs between the systems' configurations, in words ("" when nothing does)."""
+    differences = []
+    first = outputs[0].provenance
+    for k in range(1, len(outputs)):
+        if outputs[k].provenance == first:
+            continue
+        what = []
+        a, b = manifests[0] or {}, manifests[k] or {}
+        for key, words in (("rubric", "the rubric"), ("jury", "the jury"),
+                           ("calibration", "the calibration map")):
+            if a.get(key) != b.get(key):
+                what.append(words + _named(a.get(key), b.get(key)))
+        differences.append(f"{names[k]} differs from {names[0]} in "
+                           + (" and ".join(what) if what else
+                              f"its configuration (provenance {outputs[k].provenance} vs "
+                              f"{first})"))
+    return "; ".join(differences)
+
+
+def _named(a: Any, b: Any) -> str:
+    def name(x: Any) -> str:
+        return str(x.get("name")) if isinstance(x, Mapping) and x.get("name") else "?"
+
+    return f" ({name(a)} vs {name(b)})" if name(a) != name(b) else ""
+
+
+def _criteria(outputs: Sequence[Any], rubric: Any) -> list[str]:
+    """The scores to show: the rubric's criteria and its formula, as the verdicts hold them."""
+    seen = list(dict.fromkeys(k for o in outputs for r in o.records for k in r.scores))
+    if rubric is None:
+        return seen
+    names = [c.name for c in rubric.criteria]
+    if rubric.formula is not None:
+        names.append(rubric.formula.name)
+    return [n for n in names if n in seen] or seen
+
+
+def _labels(options: Sequence[str], names: Sequence[str], read: Any
+            ) -> dict[str, list[dict[str, Any]]]:
+    """System name -> its label lines, from ``--human`` options (module help)."""
+    from jurybox.rubrics.errors import InputError
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for option in options:
+        system, _, rest = option.partition("=")
+        if rest and system in names:
+            out.setdefault(system, []).extend(read(Path(rest)))
+            continue
+        path = Path(option)
+        if not path.is_file():
+            raise InputError(f"--human {option}: no such file (SYSTEM=FILE takes one of "
+                             f"{list(names)})", field="human")
+        for row in read(path):
+            system = row.get("system")
+            if system is None:
+                raise InputError(f"--human {option}: item {row.get('id')!r} has no `system` "
+                                 "column naming the system it labels; add one, or give the "
+                                 "file as SYSTEM=FILE", field="system")
+            if str(system) not in names:
+                raise InputError(f"--human {option}: item {row.get('id')!r} names system "
+                                 f"{system!r}, not one of {list(names)}", field="system")
+            out.setdefault(str(system), []).append(row)
+    return out
+
+
+def _manifest_predictions(judged: Path, manifest: Mapping[str, Any] | None) -> Path:
+    from jurybox.rubrics.errors import InputError
+
+    source = (manifest or {}).get("predictions")
+    if not isinstance(source, str) or not Path(source).is_file():
+        raise InputError(f"{judged}: --length-control needs the answers, and its manifest names "
+                         f"no predictions file that exists here ({source!r}): give "
+                         "--predictions", field="predictions")
+    return Path(source)
+
+
+def render(board: Any) -> None:
+    """The leaderboard as rich tables within 80 columns."""
+    from rich.table import Table
+
+    pct = round(board.confidence * 100)
+    by = board.rank_by
+    t = Table(title=f"{len(board.systems)} systems on {board.items} items, ranked by {by} "
+                    f"({pct}% CIs)", title_justify="left")
+    t.add_column("rank", justify="right")
+    t.add_column("system")
+    t.add_column("mean [CI]", justify="right")
+    t.add_column("n/unsc/miss", justify="right")
+    t.add_column("group")
+    corrected = any("human_corrected" in s["criteria"][by] for s in board.systems)
+    controlled = board.length_control is not None
+    if corrected:
+        t.add_column("PPI++ mean", justify="right")
+    if controlled:
+        t.add_column("LC mean", justify="right")
+    for s in board.systems:
+        c = s["criteria"][by]
+        rank = "-" if s["rank"] is None else str(s["rank"])
+        if s["rank_ci"] is not None and s["rank_ci"][0] != s["rank_ci"][1]:
+            rank += f" ({s['rank_ci'][0]}-{s['rank_ci'][1]})"
+        row = [rank, s["name"], _mean_ci(c["mean"], c["ci"]),
+               f"{c['scored']}/{c['unscored']}/{c['missing']}", c["group"] or "-"]
+        if corrected:
+            h = c.get("human_corrected") or {}
+            row.append(_mean_ci(h.get("mean"), h.get("ci")) if h.get("mean") is not None
+                       else "-")
+        if controlled:
+            lc = c.get("length_controlled") or {}
+            row.append("-" if lc.get("mean") is None else f"{lc['mean']:.3f}")
+        t.add_row(*row)
+    out.print(t)
+    others = [c for c in board.criteria if c != by]
+    if others:
+        m = Table(title="every criterion: mean (rank)", title_justify="left")
+        m.add_column("system")
+        for c in board.criteria:
+            m.add_column(c[:12], justify="right")
+        for s in board.systems:
+            m.add_row(s["name"], *(_short(s["criteria"][c]) for c in board.criteria))
+        out.print(m)
+    pairs = [p for p in board.pairs if p["criterion"] == by]
+    if pairs:
+        p_table = Table(title=f"pairs on {by}: mean difference on shared items (* Holm-"
+                              f"significant)", title_justify="left")
+        for col in ("a - b", "difference [CI]", "shared", "p (Holm)"):
+            p_table.add_column(col, justify="left" if col == "a - b" else "right")
+        for p in pairs:
+            p_table.add_row(f"{p['a']} - {p['b']}", _mean_ci(p["difference"], p["ci"], sign=True),
+                            str(p["shared"]), ("-" if p["p_holm"] is None else
+                                               f"{p['p_holm']:.3g}") + (" *" if p["significant"]
+                                                                       else ""))
+        out.print(p_table)
+    if controlled:
+        changed = board.length_control[by]["order_changes"]
+        out.print(f"length control on {by}: the order "
+                  + ("changes" if changed else "does not change"), highlight=False)
+    out.print("Systems sharing a letter are not shown to differ; a rank interval (a-b)\n"
+              "is the bootstrap's over items.", highlight=False)
+
+
+def _mean_ci(mean: float | None, ci: Sequence[float] | None, sign: bool = False) -> str:
+    if mean is None:
+        return "-"
+    f = "+.3f" if sign else ".3f"
+    return f"{mean:{f}}" + (f" [{ci[0]:{f}}, {ci[1]:{f}}]" if ci else "")
+
+
+def _short(entry: Mapping[str, Any]) -> str:
+    return "-" if entry["mean"] is None else f"{entry['mean']:.2f} ({entry['rank']})"
