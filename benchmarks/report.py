@@ -271,3 +271,75 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         elif v:
             out[key] = v
     return out
+
+
+#: The metric a leaderboard of a pack's runs ranks on by default.
+PRIMARY = {"microvqa": "accuracy", "mir": "accuracy", "mrmr": "ndcg@10",
+           "mirage-mmst": "weighted_sum", "mirage-mmmt": "decision_accuracy"}
+
+
+@dataclass
+class ItemResults:
+    """A pack's per-item results read back from ``jurybox bench --out DIR``: metric -> item id
+    -> value (None: unscored, left out of means and counted), as the pack counts items (an
+    unanswered item is a wrong answer or a 0, as in its own means)."""
+
+    benchmark: str
+    values: dict[str, dict[str, float | None]]
+    source: str
+
+    @property
+    def primary(self) -> str:
+        """The metric to rank on: the pack's headline metric where this run has it."""
+        main = PRIMARY.get(self.benchmark)
+        return main if main in self.values else next(iter(self.values))
+
+
+def read_item_results(directory: str | Path) -> ItemResults:
+    """The per-item results in a ``jurybox bench --out`` directory (report.json and the items'
+    or queries' file): accuracy per item for MicroVQA and MIR (and with the jury's fallback
+    where it ran), nDCG@10 and Hit@1 per query for MRMR, and each jury score per item for the
+    MIRAGE packs (an unanswered item 0 on its rubric's criteria, an unscored one None)."""
+    from jurybox.rubrics import load_rubric
+    from jurybox.rubrics.errors import InputError
+
+    directory = Path(directory)
+    try:
+        report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+        benchmark = str(report["benchmark"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{directory}: not the output of `jurybox bench --out` (its "
+                         f"report.json: {exc})") from None
+    name = "queries.jsonl" if benchmark == "mrmr" else "items.jsonl"
+    path = directory / name
+    if not path.is_file():
+        raise InputError(f"{directory}: no per-item results ({name}); rerun jurybox bench "
+                         f"{benchmark} with --out {directory}")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    values: dict[str, dict[str, float | None]] = {}
+
+    def put(metric: str, item: str, value: float | None) -> None:
+        values.setdefault(metric, {})[item] = value
+
+    for row in rows:
+        if benchmark == "mrmr":
+            for metric in ("ndcg@10", "hit@1"):
+                put(metric, str(row["query_id"]), float(row[metric]))
+        elif "correct" in row:
+            put("accuracy", str(row["id"]), float(row["correct"]))
+            if "correct_with_fallback" in row:
+                put("accuracy_with_fallback", str(row["id"]), float(row["correct_with_fallback"]))
+        else:
+            rubric = load_rubric(row["rubric"])
+            names = [c.name for c in rubric.criteria] + (
+                [rubric.formula.name] if rubric.formula is not None else [])
+            scores = row.get("scores") or {}
+            for metric in names:
+                if row.get("status") == "unanswered":
+                    put(metric, str(row["id"]), 0.0)
+                else:
+                    got = scores.get(metric)
+                    put(metric, str(row["id"]), None if got is None else float(got))
+    if not values:
+        raise InputError(f"{path}: no item results")
+    return ItemResults(benchmark, values, str(directory))

@@ -39,19 +39,45 @@ from ..estimates.active import (
     pool_probabilities,
 )
 from ..estimates.ppi import ppi_mean
-from ..stats.paired import holm, letter_groups, paired_difference, rank_intervals, ranks_of
+from ..stats.paired import (
+    holm,
+    letter_groups,
+    paired_difference,
+    rank_intervals,
+    ranks_of,
+    wilson_ci,
+)
 from ..stats.stat import jsonable, mean_ci
 
 
 @dataclass
 class System:
-    """One system's verdicts, with its human label lines (``label_rows``) and answer lengths
-    (item id -> length in words) where given."""
+    """One system: its verdicts (``output``), or per-item values of other metrics (``values``:
+    criterion -> item id -> value, None where the item has none, e.g. a benchmark pack's
+    per-item results); with its human label lines (``label_rows``) and answer lengths (item id
+    -> length in words) where given (verdicts only)."""
 
     name: str
-    output: JudgeOutput
+    output: JudgeOutput | None = None
     labels: Sequence[Mapping[str, Any]] | None = None
     lengths: Mapping[str, float] | None = None
+    values: Mapping[str, Mapping[str, float | None]] | None = None
+    source: str | None = None
+
+    def scores(self, criterion: str) -> dict[str, float | None]:
+        """Item id -> this system's value on ``criterion`` (None: unscored), for every item
+        the criterion applies to here."""
+        if self.values is not None:
+            return dict(self.values.get(criterion, {}))
+        assert self.output is not None
+        return {r.id: r.scores.get(criterion) for r in self.output.records}
+
+    def ids(self) -> list[str]:
+        """Every item of this system."""
+        if self.values is not None:
+            return list(dict.fromkeys(i for by_item in self.values.values() for i in by_item))
+        assert self.output is not None
+        return self.output.ids
 
 
 @dataclass
@@ -98,11 +124,13 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
     if rank_by not in criteria:
         raise InputDataError(f"--criterion {rank_by}: not a score of these verdicts "
                              f"({list(criteria)})", field="criterion")
-    ids = list(dict.fromkeys(i for s in systems for i in s.output.ids))
+    if any(s.output is None and (s.labels or s.lengths) for s in systems):
+        raise InputDataError("human labels and length control need a system's verdicts")
+    ids = list(dict.fromkeys(i for s in systems for i in s.ids()))
     position = {i: k for k, i in enumerate(ids)}
     present = np.zeros((len(systems), len(ids)), dtype=bool)
-    for row, s in enumerate(systems):
-        present[row, [position[i] for i in s.output.ids]] = True
+    for k, s in enumerate(systems):
+        present[k, [position[i] for i in s.ids()]] = True
     notes: list[str] = []
     shared = int(present.all(axis=0).sum())
     if shared < len(ids):
@@ -111,26 +139,32 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
     alpha = 1.0 - confidence
     human = {s.name: _human_values(s, scales) for s in systems if s.labels}
     estimates = {s.name: _ppi_means(s, scales, confidence) for s in systems if s.labels}
-    lengths = (None if any(s.lengths is None for s in systems) else
-               np.array([[float(s.lengths.get(i, math.nan)) if s.lengths else math.nan
-                          for i in ids] for s in systems]))
-    rows: list[dict[str, Any]] = [{"name": s.name, "source": s.output.source, "criteria": {}}
-                                  for s in systems]
+    with_lengths = all(s.lengths is not None for s in systems)
+    rows: list[dict[str, Any]] = [
+        {"name": s.name, "source": s.source or (s.output.source if s.output else None),
+         "criteria": {}} for s in systems]
     pairs: list[dict[str, Any]] = []
-    lc: dict[str, Any] | None = {} if lengths is not None else None
+    lc: dict[str, Any] | None = {} if with_lengths else None
     for c_index, criterion in enumerate(criteria):
-        x = np.full((len(systems), len(ids)), np.nan)
-        for row, s in enumerate(systems):
-            x[row, [position[i] for i in s.output.ids]] = s.output.jury_values(criterion)
+        by_system = [s.scores(criterion) for s in systems]
+        # The items the criterion applies to (in any system), in the systems' order.
+        crit_ids = [i for i in ids if any(i in got for got in by_system)]
+        x = np.array([[np.nan if got.get(i) is None else float(got[i]) for i in crit_ids]
+                      for got in by_system]).reshape(len(systems), len(crit_ids))
+        here = np.array([[i in got for i in crit_ids] for got in by_system],
+                        dtype=bool).reshape(len(systems), len(crit_ids))
         ranks, rank_ci = rank_intervals(x, confidence=confidence, resamples=resamples,
                                         seed=seed + c_index)
+        # A share (every value 0 or 1: accuracies, yes/no criteria) gets Wilson's interval,
+        # which stays inside [0, 1] with few items; other means Student's t.
+        share = bool(np.isin(x[~np.isnan(x)], (0.0, 1.0)).all())
         for row, s in enumerate(systems):
             scored = x[row][~np.isnan(x[row])]
-            mean, ci = mean_ci(scored, confidence)
+            mean, ci = wilson_ci(scored, confidence) if share else mean_ci(scored, confidence)
             entry: dict[str, Any] = {
                 "mean": mean, "ci": list(ci) if ci else None, "scored": int(scored.size),
-                "unscored": int(present[row].sum() - scored.size),
-                "missing": int((~present[row]).sum()),
+                "unscored": int(here[row].sum() - scored.size),
+                "missing": int((~here[row]).sum()),
                 "rank": None if np.isnan(ranks[row]) else int(ranks[row]),
                 "rank_ci": None if np.isnan(rank_ci[row]).any() else
                 [int(rank_ci[row, 0]), int(rank_ci[row, 1])]}
@@ -150,7 +184,7 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
                 "p": diff.p}
             if human:
                 pair["human_corrected"] = _corrected_difference(
-                    systems[a], systems[b], x[a], x[b], ids, human, criterion, confidence)
+                    systems[a], systems[b], x[a], x[b], crit_ids, human, criterion, confidence)
             found.append(pair)
         adjusted = holm([p["p"] for p in found])
         different = np.zeros((len(systems), len(systems)), dtype=bool)
@@ -164,8 +198,10 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
         groups = letter_groups([_mean(r, criterion) for r in rows], different)
         for table_row, letters in zip(rows, groups):
             table_row["criteria"][criterion]["group"] = letters
-        if lc is not None and lengths is not None:
-            lc[criterion] = _length_controlled(systems, x, lengths, ids, human, criterion,
+        if lc is not None:
+            lengths = np.array([[float(s.lengths.get(i, math.nan)) if s.lengths else math.nan
+                                 for i in crit_ids] for s in systems])
+            lc[criterion] = _length_controlled(systems, x, lengths, crit_ids, human, criterion,
                                                centre_length, resamples, confidence, seed,
                                                rows)
     for table_row in rows:
@@ -185,7 +221,7 @@ def _mean(row: Mapping[str, Any], criterion: str) -> float:
 
 def _human_values(system: System, scales: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """criterion -> item id -> the mean of the raters' labels (items of this system only)."""
-    known = set(system.output.ids)
+    known = set(system.ids())
     got: dict[str, dict[str, list[float]]] = {}
     for line in system.labels or ():
         item = str(line.get("id"))
@@ -206,6 +242,7 @@ def _ppi_means(system: System, scales: Mapping[str, Any], confidence: float
                ) -> dict[str, MeanEstimate | str]:
     """Per criterion, the system's PPI++ mean as ``jurybox agree --ppi`` gives it."""
     lines = [line for line in system.labels or () if line.get("id") is not None]
+    assert system.output is not None
     records = system.output.records
     pool = {r.id: r.scores for r in records}
     active = design_of(lines) == "active"

@@ -7,6 +7,8 @@ suggest: most of an item's score is the item (its difficulty), which the differe
 - :func:`paired_difference`: the mean difference on the items both systems scored, with its
   Student-t interval and the paired t test's two-sided p-value (``scipy.stats.ttest_rel``'s).
   Items only one system scored are left out and counted, never filled in.
+- :func:`wilson_ci`: a share's mean (0/1 values: accuracies, yes/no criteria) with Wilson's
+  interval, inside [0, 1] even on few items.
 - :func:`holm`: Holm's step-down adjusted p-values (Holm 1979), which control the family-wise
   error over all pairs of a criterion.
 - :func:`rank_intervals`: each system's rank (1 = best; ties share the best rank) and a
@@ -69,6 +71,20 @@ def paired_difference(a: Any, b: Any, confidence: float = 0.95) -> PairedDiffere
         t = mean / (sd / math.sqrt(n))
         p = float(2.0 * stats.t.sf(abs(t), n - 1))
     return PairedDifference(mean, ci, p, n, only_a, only_b)
+
+
+def wilson_ci(values: Any, confidence: float = 0.95
+              ) -> tuple[float | None, tuple[float, float] | None]:
+    """The mean of 0/1 values (a share) with Wilson's score interval (Wilson 1927), which stays
+    inside [0, 1] where a t interval on few items does not; no interval without a value."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return None, None
+    from scipy import stats
+
+    n, k = int(x.size), round(float(x.sum()))
+    got = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return k / n, (float(got.low), float(got.high))
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:

@@ -15,7 +15,9 @@ from jurybox.serving.cli.console import dumps, out, reported, warn
 def leaderboard(
     judged: Annotated[list[Path], typer.Argument(
         help="Judged files (or directories of shards) of `jurybox judge`, one per system, all "
-             "judged on the same items with the same rubric and jury.", exists=True,
+             "judged on the same items with the same rubric and jury; or `jurybox bench --out` "
+             "directories, one per system, of one benchmark (its per-item results).",
+        exists=True,
         show_default=False)],
     name: Annotated[list[str], typer.Option(
         "--name", help="Each system's name, in the order of JUDGED (repeat). Default: the "
@@ -64,17 +66,13 @@ def leaderboard(
     interval over items. Each pair of systems is compared on the items both scored (never
     zero-filled): the mean difference with its paired t interval, Holm-adjusted over the pairs
     of a criterion; systems sharing a letter are ones the data cannot separate. With --human,
-    the human-corrected (PPI++) means; with --length-control, the length-controlled ones."""
-    from jurybox.calibration import load_judge_output
-    from jurybox.calibration.data.labels import label_rows, scales_from
-    from jurybox.calibration.data.verdicts import rubric_for
-    from jurybox.calibration.reports.leaderboard import System
-    from jurybox.calibration.reports.leaderboard import leaderboard as build
-    from jurybox.rubrics.errors import InputError
-    from jurybox.serving.runs.lengths import answer_lengths
-    from jurybox.serving.runs.results import read_manifest
+    the human-corrected (PPI++) means; with --length-control, the length-controlled ones.
 
-    notes: list[str] = []
+    Benchmark runs (`jurybox bench NAME ... --out DIR`, one per system) are compared the same
+    way on the pack's per-item results: accuracy for MicroVQA and MIR, nDCG@10 and Hit@1 for
+    MRMR, the jury's scores (the weighted sum first) for the MIRAGE packs."""
+    from jurybox.rubrics.errors import InputError
+
     with reported():
         if name and len(name) != len(judged):
             raise InputError(f"{len(name)} --name for {len(judged)} judged files: give one per "
@@ -85,46 +83,13 @@ def leaderboard(
         if predictions and not length_control:
             raise InputError("--predictions gives the answers' lengths: add --length-control",
                              field="predictions")
-        outputs = []
-        for path in judged:
-            output = load_judge_output(path)
-            if not output.records:
-                raise InputError(f"{path}: no verdicts")
-            if output.pairwise:
-                raise InputError(f"{path}: pairwise verdicts (two answers compared); rank "
-                                 "systems from those with `jurybox compare`")
-            outputs.append(output)
-        manifests = [read_manifest(path) for path in judged]
-        names = name or _default_names(judged, manifests)
-        mixed = _mixed(names, outputs, manifests)
-        if mixed and not allow_mixed:
-            raise InputError("the systems were not judged alike, so their scores are not on "
-                             f"one footing: {mixed}; judge them with one rubric and jury, or "
-                             "pass --allow-mixed")
-        if mixed:
-            notes.append(f"compared although not judged alike: {mixed}")
-        rubric_def, rubric_notes = rubric_for(outputs[0])
-        notes.extend(rubric_notes)
-        scales = scales_from(rubric_def) if rubric_def is not None else {}
-        criteria = _criteria(outputs, rubric_def)
-        labels = _labels(human, names, label_rows) if human else {}
-        lengths: dict[str, dict[str, float]] = {}
-        centre = None
-        if length_control:
-            if rubric_def is None:
-                raise InputError("the verdicts name no rubric jurybox knows, so their "
-                                 "predictions cannot be read for --length-control")
-            for k, system in enumerate(names):
-                source = predictions[k] if predictions else _manifest_predictions(
-                    judged[k], manifests[k])
-                got, reference = answer_lengths(source, rubric_def)
-                lengths[system] = got
-                centre = reference if centre is None else centre
-        board = build([System(n, o, labels.get(n), lengths.get(n) if length_control else None)
-                       for n, o in zip(names, outputs)], criteria, scales, rank_by=criterion,
-                      confidence=confidence, resamples=resamples, seed=seed,
-                      centre_length=centre)
-        board.notes[:0] = notes
+        benches = [path.is_dir() and (path / "report.json").is_file() for path in judged]
+        if any(benches):
+            board = _bench_board(judged, benches, name, criterion, human, length_control,
+                                 confidence, resamples, seed)
+        else:
+            board = _judged_board(judged, name, criterion, human, length_control, predictions,
+                                  allow_mixed, confidence, resamples, seed)
         if html is not None:
             from jurybox.calibration.reports.leaderboard_html import render_leaderboard
 
@@ -137,6 +102,95 @@ def leaderboard(
     render(board)
     if html is not None:
         out.print(f"wrote {html}", highlight=False, markup=False)
+
+
+def _bench_board(judged: Sequence[Path], benches: Sequence[bool], name: Sequence[str],
+                 criterion: str | None, human: Sequence[str], length_control: bool,
+                 confidence: float, resamples: int, seed: int) -> Any:
+    """The leaderboard of `jurybox bench --out` directories: each pack's per-item results."""
+    from jurybox.benchmarks.report import read_item_results
+    from jurybox.calibration.reports.leaderboard import System
+    from jurybox.calibration.reports.leaderboard import leaderboard as build
+    from jurybox.rubrics.errors import InputError
+
+    if not all(benches):
+        odd = next(p for p, b in zip(judged, benches) if not b)
+        raise InputError(f"{odd}: not a `jurybox bench --out` directory, while others are: "
+                         "compare benchmark runs with benchmark runs, judged files with judged "
+                         "files")
+    if human or length_control:
+        raise InputError("--human and --length-control take judged files, not benchmark runs")
+    results = [read_item_results(path) for path in judged]
+    kinds = sorted({r.benchmark for r in results})
+    if len(kinds) > 1:
+        raise InputError(f"the runs are of different benchmarks ({', '.join(kinds)}): compare "
+                         "runs of one benchmark")
+    names = list(name) or [path.name for path in judged]
+    metrics = list(dict.fromkeys(m for r in results for m in r.values))
+    board = build([System(n, values=r.values, source=r.source) for n, r in zip(names, results)],
+                  metrics, {}, rank_by=criterion or results[0].primary, confidence=confidence,
+                  resamples=resamples, seed=seed)
+    board.notes.insert(0, f"{kinds[0]}: per-item results of `jurybox bench`, counted as the pack "
+                          "counts them (an unanswered item is wrong or 0; an unscored one is "
+                          "left out and counted)")
+    return board
+
+
+def _judged_board(judged: Sequence[Path], name: Sequence[str], criterion: str | None,
+                  human: Sequence[str], length_control: bool, predictions: Sequence[Path],
+                  allow_mixed: bool, confidence: float, resamples: int, seed: int) -> Any:
+    """The leaderboard of judged files (module help)."""
+    from jurybox.calibration import load_judge_output
+    from jurybox.calibration.data.labels import label_rows, scales_from
+    from jurybox.calibration.data.verdicts import rubric_for
+    from jurybox.calibration.reports.leaderboard import System
+    from jurybox.calibration.reports.leaderboard import leaderboard as build
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.runs.lengths import answer_lengths
+    from jurybox.serving.runs.results import read_manifest
+
+    notes: list[str] = []
+    outputs = []
+    for path in judged:
+        output = load_judge_output(path)
+        if not output.records:
+            raise InputError(f"{path}: no verdicts")
+        if output.pairwise:
+            raise InputError(f"{path}: pairwise verdicts (two answers compared); rank "
+                             "systems from those with `jurybox compare`")
+        outputs.append(output)
+    manifests = [read_manifest(path) for path in judged]
+    names = list(name) or _default_names(judged, manifests)
+    mixed = _mixed(names, outputs, manifests)
+    if mixed and not allow_mixed:
+        raise InputError("the systems were not judged alike, so their scores are not on "
+                         f"one footing: {mixed}; judge them with one rubric and jury, or "
+                         "pass --allow-mixed")
+    if mixed:
+        notes.append(f"compared although not judged alike: {mixed}")
+    rubric_def, rubric_notes = rubric_for(outputs[0])
+    notes.extend(rubric_notes)
+    scales = scales_from(rubric_def) if rubric_def is not None else {}
+    criteria = _criteria(outputs, rubric_def)
+    labels = _labels(human, names, label_rows) if human else {}
+    lengths: dict[str, dict[str, float]] = {}
+    centre = None
+    if length_control:
+        if rubric_def is None:
+            raise InputError("the verdicts name no rubric jurybox knows, so their "
+                             "predictions cannot be read for --length-control")
+        for k, system in enumerate(names):
+            source = predictions[k] if predictions else _manifest_predictions(
+                judged[k], manifests[k])
+            got, reference = answer_lengths(source, rubric_def)
+            lengths[system] = got
+            centre = reference if centre is None else centre
+    board = build([System(n, o, labels.get(n), lengths.get(n) if length_control else None)
+                   for n, o in zip(names, outputs)], criteria, scales, rank_by=criterion,
+                  confidence=confidence, resamples=resamples, seed=seed,
+                  centre_length=centre)
+    board.notes[:0] = notes
+    return board
 
 
 def _default_names(judged: Sequence[Path], manifests: Sequence[Mapping[str, Any] | None]

@@ -170,3 +170,16 @@ def test_rank_intervals_cover_the_true_ranks():
         apart += intervals[3, 1] <= 2 and intervals[0, 0] >= 3
     assert (covered / 200 >= 0.904).all(), covered / 200
     assert apart / 200 >= 0.8, apart / 200
+
+
+def test_a_share_s_interval_is_statsmodels_wilson_interval():
+    from statsmodels.stats.proportion import proportion_confint
+
+    from jurybox.calibration.stats.paired import wilson_ci
+
+    for values in ([1, 1, 1, 1, 0, 1], [0, 0, 0], [1], [1, 0] * 40):
+        mean, ci = wilson_ci(values, 0.9)
+        want = proportion_confint(sum(values), len(values), alpha=0.1, method="wilson")
+        assert mean == pytest.approx(np.mean(values)) and ci == pytest.approx(want)
+        assert 0.0 <= ci[0] <= ci[1] <= 1.0
+    assert wilson_ci([]) == (None, None)
