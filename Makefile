@@ -1,5 +1,5 @@
 # Tasks for working on jurybox (CONTRIBUTING.md). Run inside the virtual environment.
-.PHONY: check test test-fast lint types imports
+.PHONY: check test test-fast lint types imports docs docs-serve
 
 check:  ## ruff, mypy and the import contract (what CI runs before the tests)
 	bash .ci/check
@@ -19,3 +19,9 @@ types:
 
 imports:
 	PYTHONPATH=.typecheck lint-imports
+
+docs:  ## the documentation site into site/ (strict: a broken link or reference fails)
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
+
+docs-serve:  ## the documentation site at http://127.0.0.1:8001, rebuilt on every change
+	NO_MKDOCS_2_WARNING=1 mkdocs serve -a 127.0.0.1:8001

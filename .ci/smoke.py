@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # service_helpers: `jurybox serve` as a
 JURYBOX = str(Path(sys.executable).with_name("jurybox"))
 EXAMPLE = ROOT / "examples" / "mirage_mg.jsonl"
 NOISE = ("nanobind", "leaked", "Traceback")
-# The README's curl example (section "Scoring service").
+# The curl example of docs/guides/service.md (and the README).
 README_ITEM = {"id": "1", "question": "What causes brown rings on tomato leaves?",
                "response": "Early blight.", "reference": "Early blight (Alternaria solani)."}
 

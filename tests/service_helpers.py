@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,23 @@ def serving_as_users_do(args: list[str], log: Path, env: dict[str, str] | None =
         interrupt(proc, 120)
     assert proc.returncode == 0, f"jurybox serve exited {proc.returncode} after Ctrl-C:\n" + \
         log.read_text(errors="replace")[-3000:]
+
+
+def killed_when(command: list[str], ready: Callable[[], bool], what: str,
+                env: dict[str, str] | None = None, timeout: float = 600.0) -> None:
+    """Start ``command``, wait until ``ready()`` (``what`` says what for the failure), then
+    SIGKILL it: a run killed mid-way, as a crash or an OOM kill leaves it."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + timeout
+        while not ready():
+            if time.time() > deadline:
+                raise AssertionError(f"no {what} within {timeout:.0f} s")
+            time.sleep(0.2)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None,

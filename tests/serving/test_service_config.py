@@ -50,7 +50,7 @@ def test_the_mirage_panel_places_each_judge_on_its_own_gpus():
     phi = by_name["judge-phi-4-reasoning"]
     assert "placement_group_bundles" not in phi and phi["ray_actor_options"]["num_gpus"] == 1
     gpus = sum(len(by_name[n]["placement_group_bundles"]) for n in expected_tp) + 1
-    assert gpus == 7  # one 8-GPU node holds the panel, as the README says
+    assert gpus == 7  # one 8-GPU node holds the panel, as docs/guides/service.md says
 
 
 def test_small_gpu_judges_share_one_gpu_with_memory_below_their_fractions():

