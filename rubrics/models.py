@@ -603,6 +603,16 @@ class Disagreement(BaseModel):
     range: float | None = Field(None, description="Highest minus lowest scored vote.")
 
 
+class Route(BaseModel):
+    """Where a verdict should go next: to a human, and why (``judge --route-width``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    to: Literal["human"] = Field(description="Who should look at the item.")
+    reasons: list[str] = Field(description="Why: each criterion whose interval is too wide or "
+                                           "missing.")
+
+
 class VerdictRecord(BaseModel):
     """A verdict as written: one line of a results file, one verdict of the HTTP API.
 
@@ -628,6 +638,13 @@ class VerdictRecord(BaseModel):
     calibrated: dict[str, float | None] | None = Field(
         None, description="Calibrated scores, when a calibration map was applied.")
     calibration: str | None = Field(None, description="The calibration map applied (file:hash).")
+    interval: dict[str, list[float] | None] | None = Field(
+        None, description="Per criterion, the conformal interval [low, high] that holds a "
+        "human's label with the map's probability (null where the jury did not score it), when "
+        "a conformal map was applied.")
+    route: Route | None = Field(
+        None, description="To a human, with the reasons, when an interval is wider than "
+        "--route-width (or missing).")
     stage: StageDecision | None = Field(
         None, description="A cascaded jury's deciding stage and why (absent without stages).")
     winner: Winner | None = Field(
@@ -660,7 +677,8 @@ class VerdictRecord(BaseModel):
         """As JSON-ready data: the optional fields only when set, and a scored vote's ``raw``
         only when kept."""
         data = self.model_dump(mode="json", exclude={
-            k for k in ("input", "calibrated", "calibration", "stage") if getattr(self, k) is None}
+            k for k in ("input", "calibrated", "calibration", "interval", "route", "stage")
+            if getattr(self, k) is None}
             | ({"winner", "p_a", "inconsistent"} - self.model_fields_set))
         for vote in data["votes"]:
             if vote["raw"] is None and vote["score"] is not None:

@@ -102,6 +102,25 @@ class JudgeOutput:
         return np.array([np.nan if v is None else float(v) for v in vals])
 
 
+def mixed_distribution(votes: Sequence[Any], scale: Any) -> dict[float, float] | None:
+    """The jury's predictive distribution on one criterion (scale value -> probability): the
+    scored votes' score distributions mixed with equal weight (a vote without one is a point
+    mass on its score); None without a scored vote."""
+    texts = scale.answer_texts()
+    points: dict[float, float] = {}
+    scored = [v for v in votes if v.score is not None]
+    if not scored:
+        return None
+    for vote in scored:
+        dist = {float(texts[a]): p for a, p in (vote.distribution or {}).items() if a in texts}
+        total = sum(dist.values())
+        if not dist or total <= 0:
+            dist, total = {float(vote.score): 1.0}, 1.0
+        for value, p in dist.items():
+            points[value] = points.get(value, 0.0) + p / total / len(scored)
+    return points
+
+
 def load_judge_output(path: str | Path, provenance: str | None = None) -> JudgeOutput:
     """Read ``jurybox judge`` output. Mixed provenances are an error unless one is chosen."""
     path = Path(path)

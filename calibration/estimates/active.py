@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from ..data.labels import _parse_value
+from ..data.verdicts import mixed_distribution
 from ..errors import InputDataError
 
 GOAL = "benchmark-mean"
@@ -73,20 +74,11 @@ UNSCORED = 0.25
 
 def predictive(votes: Sequence[Any], scale: Any) -> tuple[float, float] | None:
     """The mean and variance (in the scale's units) of the jury's predictive distribution on one
-    criterion: the scored votes' score distributions mixed with equal weight (a vote without
-    one is a point mass on its score); None without a scored vote."""
-    texts = scale.answer_texts()
-    points: dict[float, float] = {}
-    scored = [v for v in votes if v.score is not None]
-    if not scored:
+    criterion (:func:`jurybox.calibration.data.verdicts.mixed_distribution`); None without a
+    scored vote."""
+    points = mixed_distribution(votes, scale)
+    if points is None:
         return None
-    for vote in scored:
-        dist = {float(texts[a]): p for a, p in (vote.distribution or {}).items() if a in texts}
-        total = sum(dist.values())
-        if not dist or total <= 0:
-            dist, total = {float(vote.score): 1.0}, 1.0
-        for value, p in dist.items():
-            points[value] = points.get(value, 0.0) + p / total / len(scored)
     values, weights = np.array(list(points)), np.array(list(points.values()))
     mean = float(np.sum(values * weights))
     return mean, float(np.sum(weights * (values - mean) ** 2))

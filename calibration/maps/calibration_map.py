@@ -33,6 +33,7 @@ from ..data.labels import HumanLabels
 from ..data.verdicts import JudgeOutput, ValueKind
 from ..errors import InputDataError, NotFittedError, ProvenanceMismatchError
 from .calibrators import CALIBRATORS, Output
+from .conformal import ConformalMap
 from .crossval import cross_validate, cv_verdict, format_cv
 from .fitting import CriterionMap, fit_criterion
 
@@ -324,17 +325,63 @@ def file_identity(path: Path, content: bytes) -> str:
 
 @dataclass(frozen=True)
 class AppliedCalibration:
-    """A calibration map applied while judging, and the identity its records carry, so that one
-    results file never mixes calibrated and uncalibrated records (or two maps)."""
+    """A calibration map and/or a conformal map applied while judging, and the identity its
+    records carry, so that one results file never mixes calibrated and uncalibrated records
+    (or two maps). The conformal map adds each criterion's interval and, with
+    ``route_width``, sends items with wider intervals to a human."""
 
-    map: CalibrationMap
+    map: CalibrationMap | None
     identity: str
     force: bool = False
+    conformal: ConformalMap | None = None
+    route_width: float | None = None
 
     def apply(self, record: dict[str, Any], rubric: Rubric) -> dict[str, Any]:
-        """The record with its calibrated scores (and the rubric's formula over them)."""
-        calibrated = self.map.apply_to_record(record, force=self.force, formula=rubric.formula)
-        return {**calibrated, "calibration": self.identity}
+        """The record with its calibrated scores (and the rubric's formula over them), its
+        intervals and route."""
+        out = record
+        if self.map is not None:
+            out = self.map.apply_to_record(out, force=self.force, formula=rubric.formula)
+        if self.conformal is not None:
+            from ..data.labels import scales_from
+
+            out = self.conformal.apply_to_record(out, scales_from(rubric), self.route_width)
+        return {**out, "calibration": self.identity}
+
+    def to_wire(self) -> tuple[Any, ...]:
+        """Plain data for another process (the Ray engine's workers): :meth:`from_wire`."""
+        return (None if self.map is None else self.map.to_dict(), self.identity, self.force,
+                None if self.conformal is None else self.conformal.to_dict(), self.route_width)
+
+    @classmethod
+    def from_wire(cls, wire: tuple[Any, ...]) -> AppliedCalibration:
+        cmap, identity, force, conformal, width = wire
+        return cls(None if cmap is None else CalibrationMap.from_dict(cmap), identity, force,
+                   None if conformal is None else ConformalMap.from_dict(conformal), width)
+
+    @classmethod
+    def combine(cls, calibration: AppliedCalibration | None, conformal_path: str | Path | None,
+                provenance: str, force: bool = False,
+                route_width: float | None = None) -> AppliedCalibration | None:
+        """``calibration`` (if any) with the conformal map at ``conformal_path`` (if any),
+        which, like a calibration map, is refused for another configuration unless ``force``."""
+        if conformal_path is None:
+            return calibration
+        path = Path(conformal_path)
+        try:
+            content = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        conformal = ConformalMap.load(path)
+        if conformal.provenance != provenance and not force:
+            raise InputError(
+                f"{path} was fitted for provenance {conformal.provenance}, but this rubric and "
+                f"jury give {provenance}; refit it, or pass --force-calibration to apply it anyway")
+        identity = "conformal " + file_identity(path, content)
+        if calibration is None:
+            return cls(None, identity, force, conformal, route_width)
+        return cls(calibration.map, f"{calibration.identity} + {identity}", calibration.force,
+                   conformal, route_width)
 
 
 def fit_calibration(human_labels: HumanLabels | str | Path,

@@ -9,6 +9,7 @@ field; partial joins and undefined statistics are reported, never hidden or prin
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -198,6 +199,56 @@ def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,
 # --------------------------------------------------------------------------- calibrate
 
 
+def _calibrate_conformal(human: Path, judged: Path, out: Path, rubric: str | None,
+                         provenance: str | None, alpha: float, group: str | None,
+                         criteria: list[str], folds: int, seed: int, json_out: bool) -> None:
+    """``calibrate --conformal``: a conformal map (jurybox.calibration.maps.conformal)."""
+    from jurybox.calibration.data.labels import label_groups, label_rows, scales_from
+    from jurybox.calibration.maps.conformal import fit_conformal
+    from jurybox.rubrics.errors import InputError
+
+    with reported():
+        output, rubric_def, notes = load_inputs(judged, rubric, provenance)
+        if rubric_def is None:
+            raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
+        scales = scales_from(rubric_def)
+        unknown = [c for c in criteria if c not in scales]
+        if unknown:
+            raise InputError(f"--criterion {unknown[0]}: not a criterion of {rubric_def.name} "
+                             f"({list(scales)})", field="criterion")
+        if criteria:
+            scales = {c: scales[c] for c in criteria}
+        groups = label_groups(human, group) if group else None
+        cmap = fit_conformal(label_rows(human), output.records, scales, alpha=alpha,
+                             groups=groups, group_column=group, provenance=output.provenance,
+                             rubric=rubric_def.name, folds=folds, seed=seed)
+        cmap.save(out)
+    for name, row in cmap.report.items():
+        if "note" in row:
+            notes.append(f"{name}: {row['note']}")
+        for g, got in (row.get("cv_coverage_by_group") or {}).items():
+            if got["labelled"] < math.ceil(1 / alpha) - 1:
+                notes.append(f"{name}, group {g}: {got['labelled']} labelled items, too few to "
+                             f"check its {1 - alpha:.0%} coverage (its interval is the whole "
+                             "scale)")
+    for message in notes:
+        warn(message)
+    if json_out:
+        typer.echo(dumps({**cmap.to_dict(), "out": str(out), "warnings": notes}))
+        return
+    typer.echo(f"conformal map for {rubric_def.name}, alpha {alpha:g} (intervals hold a human's "
+               f"label with probability >= {1 - alpha:.0%}), written to {out}")
+    for name, row in cmap.report.items():
+        width = "-" if row["mean_width"] is None else f"{row['mean_width']:.2f}"
+        single = "-" if row["single_level_share"] is None else f"{row['single_level_share']:.0%}"
+        typer.echo(f"  {name}: {row['labelled']} labelled items; {row['cv_folds']}-fold "
+                   f"cross-validated coverage {row['cv_coverage']:.1%}; mean interval width "
+                   f"{width} over the judged items, a single level on {single}")
+        for g, got in (row.get("cv_coverage_by_group") or {}).items():
+            typer.echo(f"    group {g}: {got['labelled']} labelled, coverage "
+                       f"{got['coverage']:.1%}")
+
+
 def calibrate(
     human: HumanArg,
     judged: JudgedArg,
@@ -239,12 +290,23 @@ def calibrate(
         "--group", help="With --cascade: a column of HUMAN naming each item's group (a task, a "
                         "scenario, a domain): report each group's agreement at the fitted "
                         "threshold and warn where one is shown to fall below the target (the "
-                        "guarantee is over all items, not per group).", show_default=False)] = None,
+                        "guarantee is over all items, not per group). With --conformal: one "
+                        "threshold per group of that column, so that the coverage holds within "
+                        "each group.", show_default=False)] = None,
     by_group: Annotated[str | None, typer.Option(
         "--by-group", help="With --cascade: fit one threshold per group of this column of HUMAN, "
                            "each on its group's items at --risk split equally among the groups, "
                            "so every group's guarantee holds at once; writes OUT.<group>.yaml "
                            "per group.", show_default=False)] = None,
+    conformal: Annotated[bool, typer.Option(
+        "--conformal", help="Fit a conformal map instead: per criterion, the threshold that "
+                            "gives each judged item an interval of levels holding a human's "
+                            "label with probability at least 1 - alpha (apply it with `jurybox "
+                            "judge --conformal OUT`). With --group COL, one threshold per group "
+                            "of that column of HUMAN.")] = False,
+    alpha: Annotated[float, typer.Option(
+        help="With --conformal: the allowed probability that a human's label falls outside "
+             "an item's interval.", min=0.001, max=0.5)] = 0.1,
 ) -> None:
     """Fit a calibration map from human labels and judge verdicts, and show whether it helps.
 
@@ -264,6 +326,11 @@ def calibrate(
     """
     from jurybox.calibration import CalibrationMap, join_warnings
 
+    if conformal:
+        if cascade or by_group or target_agreement is not None or jury is not None:
+            raise fail("--conformal fits intervals, --cascade a cascaded jury: give one")
+        return _calibrate_conformal(human, judged, out, rubric, provenance, alpha, group,
+                                    criterion, folds, seed, json_out)
     if cascade:
         if target_agreement is None or jury is None:
             raise fail("--cascade needs --jury (the jury with stages) and --target-agreement "

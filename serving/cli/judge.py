@@ -39,7 +39,9 @@ def judge(
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Judge rows whose response is empty (a model that answered nothing) instead of rejecting them; the summary counts them.")] = False,
     keep_raw: Annotated[bool, typer.Option("--keep-raw", help="Keep each judge's raw output in every vote; by default only unscored votes keep it. (Reasoning text is kept when the jury sets reasoning.keep.)")] = False,
     calibration: Annotated[Path | None, typer.Option(help="Calibration map (from `jurybox calibrate`) to apply: adds `calibrated` scores.", show_default=False)] = None,
-    force_calibration: Annotated[bool, typer.Option("--force-calibration", help="Apply the calibration map even if it was fitted for another rubric/jury configuration.")] = False,
+    force_calibration: Annotated[bool, typer.Option("--force-calibration", help="Apply the calibration map (or the conformal map) even if it was fitted for another rubric/jury configuration.")] = False,
+    conformal: Annotated[Path | None, typer.Option("--conformal", help="Conformal map (from `jurybox calibrate --conformal`) to apply: adds each criterion's `interval`, the levels a human's label falls in with the map's probability.", show_default=False)] = None,
+    route_width: Annotated[float | None, typer.Option("--route-width", help="With --conformal: send an item to a human (`route` in its verdict, counted in the summary) when a criterion's interval is wider than this (in the scale's units; 0: anything but a single level) or missing.", min=0.0, show_default=False)] = None,
     url: Annotated[str | None, typer.Option("--url", help="Judge through a running `jurybox serve` at this URL instead of loading the jury here (same output file, resume and summary). The token, if the service wants one, is read from $JURYBOX_TOKEN.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge every item even if this configuration judged it before (and store nothing). By default verdicts are cached by configuration and input (see `jurybox cache`).")] = False,
@@ -56,7 +58,7 @@ def judge(
     """
     from tqdm import tqdm
 
-    from jurybox.calibration import CalibrationMap
+    from jurybox.calibration import AppliedCalibration, CalibrationMap
     from jurybox.judges import Jury, JuryLike, load_jury_spec
     from jurybox.judges.weights import unpinned_warnings
     from jurybox.rubrics import load_rubric
@@ -70,6 +72,8 @@ def judge(
         raise fail("give a prediction file, or --pairs A B (two files to compare), one of them")
     if human is not None and not length_control:
         raise fail("--human is the labels --length-control fits on: add --length-control")
+    if route_width is not None and conformal is None:
+        raise fail("--route-width routes by the conformal intervals: add --conformal MAP")
     mapping = parse_map(map_)
     with reported():
         rubric_def = load_rubric(rubric)
@@ -80,10 +84,10 @@ def judge(
             raise fail(f"--pairs compares two answers: the rubric {rubric_def.name} is not "
                        "pairwise (try --rubric pairwise; see `jurybox rubrics`)")
         if url is not None:
-            if jury is not None or calibration is not None or keep_raw:
+            if jury is not None or calibration is not None or conformal is not None or keep_raw:
                 raise fail("--url judges with the service's jury and calibration maps, and the "
-                           "service keeps no raw outputs: drop --jury, --calibration and "
-                           "--keep-raw")
+                           "service keeps no raw outputs: drop --jury, --calibration, "
+                           "--conformal and --keep-raw")
             from jurybox.serving.service.client import Client, RemoteJury
 
             judges: JuryLike = RemoteJury(
@@ -107,6 +111,8 @@ def judge(
             judges = Jury(spec, cache=cache)
             cmap = CalibrationMap.load_for(calibration, judges.provenance(rubric_def),
                                            force_calibration) if calibration is not None else None
+            cmap = AppliedCalibration.combine(cmap, conformal, judges.provenance(rubric_def),
+                                              force_calibration, route_width)
     if pairs is not None:
         from jurybox.serving.runs.pairs import pair_names, write_pairs
 

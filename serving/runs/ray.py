@@ -204,17 +204,16 @@ class _Judge:
 
 class _Decide:
     def __init__(self, rubric: dict[str, Any], jury: dict[str, Any], prov: str, keep_raw: bool,
-                 calibration: tuple[dict[str, Any], str, bool] | None, store: bool) -> None:
+                 calibration: tuple[Any, ...] | None, store: bool) -> None:
         self.rubric = Rubric.model_validate(rubric)
         self.plan = StagePlan.of(JurySpec.model_validate(jury))
         self.prov, self.keep_raw, self.store = prov, keep_raw, store
         self.columns = _members(self.plan, self.plan.last)
         self.calibration = None
         if calibration is not None:
-            from jurybox.calibration import AppliedCalibration, CalibrationMap
+            from jurybox.calibration import AppliedCalibration
 
-            cmap, identity, force = calibration
-            self.calibration = AppliedCalibration(CalibrationMap.from_dict(cmap), identity, force)
+            self.calibration = AppliedCalibration.from_wire(calibration)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
         batch = _lists(batch)
@@ -401,8 +400,7 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
         if s < plan.last:
             ds = ds.map_batches(_Settle, fn_constructor_args=(
                 rubric_data, jury.model_dump(mode="json"), prov, s), **light)
-    cal = None if calibration is None else (calibration.map.to_dict(), calibration.identity,
-                                            calibration.force)
+    cal = None if calibration is None else calibration.to_wire()
     return ds.map_batches(_Decide, fn_constructor_args=(rubric_data, jury.model_dump(mode="json"),
                                                         prov, keep_raw, cal, store), **light)
 

@@ -50,6 +50,9 @@ class Summary:
     stages: dict[int, int] = field(default_factory=dict)  # cascaded juries: items per stage
     pairwise: dict[str, Any] | None = None  # pairwise rubrics: winners, inconsistent judges
     length_control: list[dict[str, Any]] | None = None  # judge --length-control
+    #: judge --conformal: items with intervals, and those routed to a human (--route-width)
+    intervals: int = 0
+    routed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as plain data (``stages`` only for a cascade; the notes left out)."""
@@ -66,6 +69,7 @@ class Summary:
             **({"pairwise": self.pairwise} if self.pairwise is not None else {}),
             **({"length_control": self.length_control}
                if self.length_control is not None else {}),
+            **({"intervals": self.intervals, "routed": self.routed} if self.intervals else {}),
         }
 
 
@@ -82,12 +86,14 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
     calibrated: dict[str, array] = {}
     # votes[criterion][judge] -> that judge's score per item (NaN: no scored vote)
     grid: dict[str, dict[str, array]] = defaultdict(dict)
-    n = n_scored = 0
+    n = n_scored = with_intervals = routed = 0
     stages: Counter[int] = Counter()
     pairs = PairTally(rubric)
     for n, raw in enumerate(records, start=1):
         rec = VerdictRecord.from_record(raw, f"record {n}")
         n_scored += rec.status == "scored"
+        with_intervals += rec.interval is not None
+        routed += rec.route is not None
         if rec.stage is not None:
             stages[rec.stage.stage] += 1
         for name in names:
@@ -150,7 +156,8 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
     }
     return Summary(n, n_scored, n - n_scored, criteria, judge_rows, rejected_rows,
                    empty_responses, stages=dict(stages),
-                   pairwise=pairs.to_dict() if rubric.pairwise else None)
+                   pairwise=pairs.to_dict() if rubric.pairwise else None,
+                   intervals=with_intervals, routed=routed)
 
 
 class PairTally:
@@ -207,6 +214,9 @@ def render(summary: Summary, console: Any) -> None:
             agree = f"{c.judge_agreement['value']:.3f}"
         t.add_row(c.name, str(c.n_scored), mean, ci, str(c.n_unscored), agree)
     console.print(t)
+    if summary.intervals:
+        console.print(f"conformal intervals on {summary.intervals} items; routed to a human: "
+                      f"{summary.routed} ({summary.routed / summary.items:.0%})", highlight=False)
     if summary.stages:
         console.print("cascade: " + ", ".join(
             f"stage {k} decided {v} item{'s' if v != 1 else ''} ({v / summary.items:.0%})"

@@ -1,0 +1,368 @@
+"""Conformal intervals per item and criterion: "a human would give this item a level between 2
+and 4, with probability at least 90%", from the jury's own distributions, with a finite-sample
+guarantee (split conformal prediction; Vovk et al. 2005, Angelopoulos & Bates 2021; for LLM-judge
+scores on ordinal scales, arXiv 2509.18658).
+
+The set grows from the jury's predictive distribution on the criterion (the judges' score
+distributions mixed with equal weight, a point mass where a judge gave none:
+:func:`jurybox.calibration.data.verdicts.mixed_distribution`): it starts at the most probable
+level and adds, one at a time, the more probable of the two neighbouring levels (ties: the one
+nearer the distribution's mean, then the lower), so that it is always a run of contiguous levels.
+A level's *score* is the probability mass of the set just after it was added (plus a
+``1e-6``-per-step tie-break, so that levels the jury gives no mass are still ordered by how far
+the set had to grow). A labelled item's nonconformity is the largest score of its raters' labels
+(the set must hold every rater's label).
+
+From ``n`` labelled items, the threshold is the ``ceil((n + 1)(1 - alpha))``-th smallest
+nonconformity (the whole scale when that exceeds ``n``); an item's interval is every level whose
+score is at most the threshold. Whatever the jury's calibration, if the labelled items and the
+item are exchangeable, the interval holds a human's label with probability at least ``1 -
+alpha`` (and at most ``1 - alpha + 1/(n + 1)`` without ties), marginally over items: an
+overconfident jury gets wide intervals everywhere, not wrong ones. With groups (a task, a
+language), one threshold per group gives the guarantee within each group (Mondrian conformal).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputDataError
+
+#: The tie-break per step of the growing set (far below any probability that matters).
+STEP = 1e-6
+
+
+def level_scores(probabilities: Any, levels: Sequence[float]) -> np.ndarray:
+    """Each level's score (module text) for each row of ``probabilities`` (items x levels, the
+    levels ascending; rows summing to 1)."""
+    p = np.asarray(probabilities, dtype=float)
+    values = np.asarray(levels, dtype=float)
+    n, k = p.shape
+    rows = np.arange(n)
+    mean = p @ values
+    distance = np.abs(values[None, :] - mean[:, None])
+    start = np.argmax(p - 1e-12 * distance, axis=1)  # the most probable level, nearest the mean
+    scores = np.empty((n, k))
+    low, high = start.copy(), start.copy()
+    mass = p[rows, start]
+    scores[rows, start] = mass
+    for step in range(1, k):
+        can_left, can_right = low > 0, high < k - 1
+        left_p = np.where(can_left, p[rows, np.maximum(low - 1, 0)], -1.0)
+        right_p = np.where(can_right, p[rows, np.minimum(high + 1, k - 1)], -1.0)
+        left_d = distance[rows, np.maximum(low - 1, 0)]
+        right_d = distance[rows, np.minimum(high + 1, k - 1)]
+        go_left = can_left & ((left_p > right_p) | ((left_p == right_p) & (left_d <= right_d))
+                              | ~can_right)
+        added = np.where(go_left, low - 1, high + 1)
+        mass = mass + p[rows, added]
+        scores[rows, added] = mass + step * STEP
+        low = np.where(go_left, low - 1, low)
+        high = np.where(go_left, high, high + 1)
+    return scores
+
+
+def threshold(nonconformity: Any, alpha: float) -> float:
+    """The split-conformal threshold: the ``ceil((n + 1)(1 - alpha))``-th smallest score, or
+    infinity (the whole scale) when there are too few."""
+    s = np.sort(np.asarray(nonconformity, dtype=float))
+    if not 0 < alpha < 1:
+        raise InputDataError(f"alpha must be in (0, 1); got {alpha}")
+    rank = math.ceil((s.size + 1) * (1 - alpha))
+    return math.inf if rank > s.size else float(s[rank - 1])
+
+
+def intervals(scores: Any, levels: Sequence[float], cut: float) -> np.ndarray:
+    """``[low, high]`` per row: the levels whose score is at most ``cut`` (contiguous by
+    construction; the whole scale for an infinite cut)."""
+    s = np.asarray(scores, dtype=float)
+    values = np.asarray(levels, dtype=float)
+    inside = s <= cut
+    inside[np.arange(s.shape[0]), np.argmin(s, axis=1)] = True  # never empty
+    low = values[np.argmax(inside, axis=1)]
+    high = values[s.shape[1] - 1 - np.argmax(inside[:, ::-1], axis=1)]
+    return np.column_stack([low, high])
+
+
+@dataclass(frozen=True)
+class ConformalCriterion:
+    """One criterion's thresholds: overall and per group (group -> (threshold, labelled))."""
+
+    criterion: str
+    levels: tuple[float, ...]
+    threshold: float
+    labelled: int
+    groups: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def cut(self, group: str | None = None) -> float:
+        """The threshold for an item of ``group`` (the overall one for an unknown group)."""
+        if group is not None and group in self.groups:
+            return self.groups[group][0]
+        return self.threshold
+
+
+def fit_criterion(criterion: str, probabilities: Any, labels: Sequence[Sequence[float]],
+                  levels: Sequence[float], alpha: float,
+                  groups: Sequence[str | None] | None = None) -> ConformalCriterion:
+    """The thresholds from labelled items: the jury's distributions (items x levels) and each
+    item's raters' labels (values of ``levels``)."""
+    values = list(map(float, levels))
+    index = {v: k for k, v in enumerate(values)}
+    scores = level_scores(probabilities, values)
+    worst = np.empty(len(labels))
+    for row, item_labels in enumerate(labels):
+        try:
+            worst[row] = max(scores[row, index[float(y)]] for y in item_labels)
+        except KeyError as exc:
+            raise InputDataError(f"{criterion}: a label {exc.args[0]!r} is not a level of the "
+                                 f"scale {values}") from None
+        except ValueError:
+            raise InputDataError(f"{criterion}: a labelled item without a label") from None
+    by_group: dict[str, tuple[float, int]] = {}
+    if groups is not None:
+        for name in sorted({g for g in groups if g is not None}):
+            mine = worst[[g == name for g in groups]]
+            by_group[name] = (threshold(mine, alpha), int(mine.size))
+    return ConformalCriterion(criterion, tuple(values), threshold(worst, alpha), len(labels),
+                              by_group)
+
+
+def probability_rows(distributions: Sequence[Mapping[float, float] | None],
+                     levels: Sequence[float]) -> np.ndarray:
+    """Items x levels from per-item distributions (value -> probability; None: no row, NaN)."""
+    values = list(map(float, levels))
+    index = {v: k for k, v in enumerate(values)}
+    out = np.full((len(distributions), len(values)), np.nan)
+    for row, dist in enumerate(distributions):
+        if dist is None:
+            continue
+        out[row] = 0.0
+        for value, p in dist.items():
+            if float(value) in index:
+                out[row, index[float(value)]] += p
+        total = out[row].sum()
+        if total <= 0:
+            out[row] = np.nan
+        else:
+            out[row] /= total
+    return out
+
+
+@dataclass
+class ConformalMap:
+    """Conformal thresholds per criterion, fitted on human labels for one rubric and jury
+    configuration (``provenance``), with what cross-validation on those labels says of them
+    (``report``). :meth:`apply_to_record` gives a verdict its intervals and, with a
+    ``route_width``, sends an item with a wider (or no) interval to a human."""
+
+    alpha: float
+    criteria: dict[str, ConformalCriterion]
+    provenance: str | None = None
+    rubric: str | None = None
+    group_column: str | None = None
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "conformal", "alpha": self.alpha, "provenance": self.provenance,
+                "rubric": self.rubric, "group_column": self.group_column,
+                "criteria": {c: {"levels": list(k.levels), "threshold": _finite(k.threshold),
+                                 "labelled": k.labelled,
+                                 "groups": {g: {"threshold": _finite(t), "labelled": n}
+                                            for g, (t, n) in k.groups.items()}}
+                             for c, k in self.criteria.items()},
+                "report": self.report}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "the file") -> ConformalMap:
+        if not isinstance(data, Mapping) or data.get("kind") != "conformal":
+            raise InputDataError(f"{source} is not a conformal map (from `jurybox calibrate "
+                                 "--conformal`)")
+        try:
+            criteria = {
+                c: ConformalCriterion(c, tuple(map(float, k["levels"])), _threshold(k["threshold"]),
+                                      int(k["labelled"]),
+                                      {g: (_threshold(v["threshold"]), int(v["labelled"]))
+                                       for g, v in (k.get("groups") or {}).items()})
+                for c, k in data["criteria"].items()}
+            return cls(float(data["alpha"]), criteria, data.get("provenance"),
+                       data.get("rubric"), data.get("group_column"), dict(data.get("report") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputDataError(f"{source}: a malformed conformal map ({exc})") from None
+
+    def save(self, path: Any) -> Any:
+        """Write the map: YAML for ``.yaml``/``.yml``, JSON otherwise."""
+        import json
+        from pathlib import Path
+
+        import yaml
+
+        from ..stats.stat import jsonable
+
+        path, data = Path(path), jsonable(self.to_dict())
+        path.write_text(yaml.safe_dump(data, sort_keys=False) if path.suffix.lower() in
+                        (".yaml", ".yml") else json.dumps(data, indent=2) + "\n",
+                        encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: Any) -> ConformalMap:
+        from pathlib import Path
+
+        import yaml
+
+        text = Path(path).read_text(encoding="utf-8")
+        try:
+            data = yaml.safe_load(text)  # JSON is YAML too
+        except yaml.YAMLError as exc:
+            raise InputDataError(f"{path}: not YAML or JSON ({exc})") from None
+        return cls.from_dict(data, str(path))
+
+    def intervals_of(self, record: Any, scales: Mapping[str, Any],
+                     group: str | None = None) -> dict[str, list[float] | None]:
+        """criterion -> ``[low, high]`` for a verdict record (None where the jury gave no
+        scored vote on the criterion)."""
+        from ..data.verdicts import mixed_distribution
+
+        votes = record.votes if hasattr(record, "votes") else record.get("votes", [])
+        out: dict[str, list[float] | None] = {}
+        for name, fitted in self.criteria.items():
+            scale = scales.get(name)
+            mine = [_vote(v) for v in votes if _vote(v).criterion == name]
+            dist = mixed_distribution(mine, scale) if scale is not None else None
+            rows = probability_rows([dist], fitted.levels)
+            if np.isnan(rows).any():
+                out[name] = None
+                continue
+            got = intervals(level_scores(rows, fitted.levels), fitted.levels, fitted.cut(group))
+            out[name] = [float(got[0, 0]), float(got[0, 1])]
+        return out
+
+    def apply_to_record(self, record: dict[str, Any], scales: Mapping[str, Any],
+                        route_width: float | None = None,
+                        group: str | None = None) -> dict[str, Any]:
+        """The record with ``interval`` (criterion -> [low, high] or null) and, with a
+        ``route_width``, ``route`` (``{"to": "human", "reasons": [...]}``) where an interval
+        is wider than it or missing."""
+        got = self.intervals_of(record, scales, group)
+        out = {**record, "interval": got}
+        if route_width is not None:
+            reasons = [f"{c}: no interval (the jury did not score it)" if iv is None else
+                       f"{c}: interval [{iv[0]:g}, {iv[1]:g}] wider than {route_width:g}"
+                       for c, iv in got.items()
+                       if iv is None or iv[1] - iv[0] > route_width + 1e-12]
+            if reasons:
+                out["route"] = {"to": "human", "reasons": reasons}
+        return out
+
+
+def _vote(v: Any) -> Any:
+    from jurybox.rubrics import Vote
+
+    return v if isinstance(v, Vote) else Vote.model_validate(v)
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) else x
+
+
+def _threshold(x: Any) -> float:
+    return math.inf if x is None else float(x)
+
+
+def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
+                  scales: Mapping[str, Any], *, alpha: float = 0.1,
+                  groups: Mapping[str, str] | None = None, group_column: str | None = None,
+                  provenance: str | None = None, rubric: str | None = None,
+                  folds: int = 5, seed: int = 0) -> ConformalMap:
+    """A :class:`ConformalMap` from human label ``lines`` (``label_rows``) and the verdict
+    ``records`` of the labelled items (and others: every record counts towards the report's
+    widths). ``groups``: item id -> group, for per-group thresholds. The report holds, per
+    criterion, the labelled items used, the threshold, the mean width and single-level share
+    over all the records, and the coverage under ``folds``-fold cross-validation on the labels
+    (overall and per group)."""
+    from ..data.labels import _parse_value
+    from ..data.verdicts import mixed_distribution
+
+    by_id = {r.id: r for r in records}
+    criteria: dict[str, ConformalCriterion] = {}
+    report: dict[str, Any] = {}
+    rng = np.random.default_rng(seed)
+    for name, scale in scales.items():
+        labels: dict[str, list[float]] = {}
+        for line in lines:
+            item = str(line.get("id"))
+            if item not in by_id:
+                continue
+            try:
+                value = _parse_value(line.get(name), scale)
+            except ValueError as exc:
+                raise InputDataError(f"item {item!r}, {name}: {exc}", field=name) from None
+            if not math.isnan(value):
+                labels.setdefault(item, []).append(value)
+        if not labels:
+            continue
+        levels = [float(v) for v in scale.values]
+        dists = [mixed_distribution([v for v in by_id[i].votes if v.criterion == name], scale)
+                 for i in labels]
+        rows = probability_rows(dists, levels)
+        usable = ~np.isnan(rows).any(axis=1)
+        ids = [i for i, ok in zip(labels, usable) if ok]
+        if len(ids) < 2:
+            continue
+        item_groups = [groups.get(i) for i in ids] if groups else None
+        fitted = fit_criterion(name, rows[usable], [labels[i] for i in ids], levels, alpha,
+                               item_groups)
+        criteria[name] = fitted
+        all_rows = probability_rows(
+            [mixed_distribution([v for v in r.votes if v.criterion == name], scale)
+             for r in records], levels)
+        scored = ~np.isnan(all_rows).any(axis=1)
+        spans = np.diff(intervals(level_scores(all_rows[scored], levels), levels,
+                                  fitted.threshold)).ravel() if scored.any() else np.empty(0)
+        cv = _cross_validated(rows[usable], [labels[i] for i in ids], levels, alpha,
+                              item_groups, folds, rng)
+        report[name] = {
+            "labelled": len(ids), "left_out_unscored": int((~usable).sum()),
+            "threshold": _finite(fitted.threshold),
+            "mean_width": float(spans.mean()) if spans.size else None,
+            "single_level_share": float(np.mean(spans == 0)) if spans.size else None,
+            **cv}
+        if math.isinf(fitted.threshold):
+            report[name]["note"] = (f"{len(ids)} labelled items are too few for "
+                                    f"{1 - alpha:.0%} coverage: every interval is the whole "
+                                    f"scale (at least {math.ceil(1 / alpha) - 1} are needed)")
+    if not criteria:
+        raise InputDataError("no criterion has two labelled items the jury scored: nothing to "
+                             "fit")
+    return ConformalMap(alpha, criteria, provenance, rubric, group_column, report)
+
+
+def _cross_validated(rows: np.ndarray, labels: Sequence[Sequence[float]], levels: Sequence[float],
+                     alpha: float, groups: Sequence[str | None] | None, folds: int,
+                     rng: np.random.Generator) -> dict[str, Any]:
+    """Coverage of every rater's label under k-fold cross-validation (overall and per group:
+    each group's own threshold where groups are given)."""
+    n = rows.shape[0]
+    k = max(2, min(folds, n))
+    order = rng.permutation(n)
+    hit = np.zeros(n, dtype=bool)
+    for fold in np.array_split(order, k):
+        train = np.setdiff1d(order, fold)
+        fitted = fit_criterion("cv", rows[train], [labels[i] for i in train], levels, alpha,
+                               [groups[i] for i in train] if groups else None)
+        for i in fold:
+            cut = fitted.cut(groups[i] if groups else None)
+            got = intervals(level_scores(rows[[i]], levels), levels, cut)[0]
+            hit[i] = all(got[0] <= y <= got[1] for y in labels[i])
+    out: dict[str, Any] = {"cv_coverage": float(hit.mean()), "cv_folds": k}
+    if groups:
+        out["cv_coverage_by_group"] = {
+            g: {"coverage": float(hit[[x == g for x in groups]].mean()),
+                "labelled": int(sum(x == g for x in groups))}
+            for g in sorted({x for x in groups if x is not None})}
+    return out

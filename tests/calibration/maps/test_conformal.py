@@ -1,0 +1,154 @@
+"""Conformal intervals per item (jurybox.calibration.maps.conformal): the sets grow as the module
+says, and by simulation (1,000 repetitions per jury, 200 labelled items, 500 new ones, a 0-4
+scale, alpha 0.1) they hold the human's label at least 90% of the time and, where the scores are
+not tied in bulk, at most two points more: for a jury whose error grows with its own
+uncertainty, one whose uncertainty says nothing, and one that is confidently wrong on 3% of
+items (its distributions put 0.999 on its own score)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from jurybox.calibration.errors import InputDataError
+from jurybox.calibration.maps.conformal import (
+    fit_criterion,
+    intervals,
+    level_scores,
+    probability_rows,
+    threshold,
+)
+
+LEVELS = [0.0, 1.0, 2.0, 3.0, 4.0]
+ALPHA = 0.1
+
+
+def test_the_set_grows_from_the_mode_to_the_more_probable_neighbour():
+    p = np.array([[0.05, 0.1, 0.5, 0.3, 0.05]])
+    scores = level_scores(p, LEVELS)[0]
+    # 2 first (0.5), then 3 (0.3 > 0.1), then 1, then 0 and 4 (equal: the one nearer the mean)
+    order = np.argsort(scores)
+    assert list(order[:3]) == [2, 3, 1]
+    assert scores[2] == pytest.approx(0.5) and scores[3] == pytest.approx(0.8, abs=1e-5)
+    assert list(intervals(level_scores(p, LEVELS), LEVELS, 0.81)[0]) == [2.0, 3.0]
+    # A point mass: the set grows one level at a time around it, nearer the mean first.
+    point = level_scores(np.array([[0, 0, 0, 1.0, 0]]), LEVELS)[0]
+    assert np.argmin(point) == 3 and sorted(np.argsort(point)[1:3]) == [2, 4]
+    assert list(intervals(point[None, :], LEVELS, 1.0)[0]) == [3.0, 3.0]
+    assert list(intervals(point[None, :], LEVELS, math.inf)[0]) == [0.0, 4.0]
+
+
+def test_the_threshold_is_the_finite_sample_quantile():
+    s = np.arange(1, 20) / 20  # 19 scores
+    assert threshold(s, 0.1) == pytest.approx(s[17])  # ceil(20 * 0.9) = 18th
+    assert threshold(s[:5], 0.1) == math.inf  # too few for 90%: the whole scale
+    with pytest.raises(InputDataError, match="alpha"):
+        threshold(s, 1.5)
+
+
+def test_labels_off_the_scale_are_refused_naming_the_criterion():
+    with pytest.raises(InputDataError, match="accuracy: a label 2.5 is not a level"):
+        fit_criterion("accuracy", np.full((1, 5), 0.2), [[2.5]], LEVELS, ALPHA)
+
+
+def discretised(centre, spread):
+    """Items x levels: a normal around ``centre`` with sd ``spread``, on the levels."""
+    z = (np.array(LEVELS)[None, :] - centre[:, None]) / spread[:, None]
+    w = np.exp(-0.5 * z ** 2)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def draw(rng, p):
+    cumulative = p.cumsum(axis=1)
+    return np.array(LEVELS)[(rng.random(p.shape[0])[:, None] > cumulative).sum(axis=1)]
+
+
+def informative(rng, n):
+    """The human's label is drawn from the jury's own distribution: its error grows with its
+    uncertainty."""
+    p = discretised(rng.uniform(0, 4, n), rng.uniform(0.3, 1.5, n))
+    return p, draw(rng, p)
+
+
+def uninformative(rng, n):
+    """The jury's spread is unrelated to its error (the label is 1 sd of noise away)."""
+    truth = rng.uniform(0, 4, n)
+    p = discretised(truth, rng.uniform(0.2, 1.5, n))
+    return p, np.clip(np.round(truth + rng.normal(0, 1.0, n)), 0, 4)
+
+
+def overconfident(rng, n):
+    """0.999 on its own score; right on 97% of items, two levels off on the rest."""
+    label = rng.integers(0, 5, n).astype(float)
+    wrong = rng.random(n) < 0.03
+    own = np.where(wrong, np.where(label >= 2, label - 2, label + 2), label)
+    p = np.full((n, 5), 0.001 / 4)
+    p[np.arange(n), own.astype(int)] = 0.999
+    return p, label
+
+
+@pytest.mark.parametrize("jury,upper", [(informative, 0.92), (uninformative, 0.92),
+                                        (overconfident, 1.0)])
+def test_intervals_hold_the_label_at_the_nominal_rate(jury, upper):
+    # 1,000 repetitions x 500 new items: the mean coverage's Monte Carlo error is ~0.0005, so
+    # 0.9 - 0.005 only allows for that; the upper end is 1 - alpha + 2 points where the scores
+    # are continuous. The overconfident jury's single-level sets are exactly right on 97% of
+    # items (any smaller set is empty), so it covers 97%: above the nominal rate, not within it.
+    rng = np.random.default_rng(5)
+    covered, widths = [], []
+    for _ in range(1000):
+        p_cal, y_cal = jury(rng, 200)
+        fitted = fit_criterion("quality", p_cal, [[y] for y in y_cal], LEVELS, ALPHA)
+        p_new, y_new = jury(rng, 500)
+        got = intervals(level_scores(p_new, LEVELS), LEVELS, fitted.threshold)
+        covered.append(np.mean((got[:, 0] <= y_new) & (y_new <= got[:, 1])))
+        widths.append(np.mean(got[:, 1] - got[:, 0]))
+    coverage = float(np.mean(covered))
+    assert 0.895 <= coverage <= upper, coverage
+    if jury is informative:
+        # Sure items get narrow intervals, doubtful ones wide: the width follows the spread.
+        p_new, _ = informative(rng, 2000)
+        spread = np.sqrt(p_new @ np.square(LEVELS) - (p_new @ LEVELS) ** 2)
+        width = np.diff(intervals(level_scores(p_new, LEVELS), LEVELS, fitted.threshold)).ravel()
+        assert np.corrcoef(spread, width)[0, 1] > 0.5
+    if jury is overconfident:
+        assert np.mean(widths) < 0.1  # one level on nearly every item
+
+
+def test_per_group_thresholds_hold_within_each_group():
+    # Two tasks: the jury is sharp on one and poor on the other. One threshold overall
+    # undercovers the poor task; one per group covers each (1,000 repetitions).
+    rng = np.random.default_rng(6)
+    per_group = {"sharp": [], "poor": []}
+    pooled_poor = []
+    for _ in range(1000):
+        rows, labels, groups = [], [], []
+        for name, noise in (("sharp", 0.2), ("poor", 1.5)):
+            truth = rng.uniform(0, 4, 150)
+            rows.append(discretised(truth, np.full(150, 0.5)))
+            labels.append(np.clip(np.round(truth + rng.normal(0, noise, 150)), 0, 4))
+            groups += [name] * 150
+        p_all, y_all = np.vstack(rows), np.concatenate(labels)
+        cal = rng.random(300) < 0.5
+        fitted = fit_criterion("q", p_all[cal], [[y] for y in y_all[cal]], LEVELS, ALPHA,
+                               groups=[g for g, c in zip(groups, cal) if c])
+        scores = level_scores(p_all[~cal], LEVELS)
+        new_groups = [g for g, c in zip(groups, cal) if not c]
+        y_new = y_all[~cal]
+        for name in per_group:
+            mine = np.array([g == name for g in new_groups])
+            got = intervals(scores[mine], LEVELS, fitted.cut(name))
+            per_group[name].append(np.mean((got[:, 0] <= y_new[mine]) & (y_new[mine] <= got[:, 1])))
+            if name == "poor":
+                pooled = intervals(scores[mine], LEVELS, fitted.threshold)
+                pooled_poor.append(np.mean((pooled[:, 0] <= y_new[mine])
+                                           & (y_new[mine] <= pooled[:, 1])))
+    for name, got in per_group.items():
+        assert np.mean(got) >= 0.895, (name, np.mean(got))
+    assert np.mean(pooled_poor) < 0.85
+
+
+def test_probability_rows_normalise_and_mark_items_without_a_distribution():
+    rows = probability_rows([{0.0: 1.0, 1.0: 1.0}, None, {9.0: 1.0}], [0, 1, 2])
+    assert rows[0].tolist() == [0.5, 0.5, 0.0]
+    assert np.isnan(rows[1]).all() and np.isnan(rows[2]).all()
