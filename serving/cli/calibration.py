@@ -153,7 +153,7 @@ def _length_control(predictions: Path, output: Any, report: Any, rubric_def: Any
 def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,
          criteria: list[str], confidence: float, json_out: bool) -> None:
     """``agree --ppi``: the benchmark mean per criterion (jurybox.calibration.estimates.active)."""
-    from jurybox.calibration.data.labels import label_rows, scales_from
+    from jurybox.calibration.data.labels import label_rows
     from jurybox.calibration.estimates.active import (
         MeanEstimate,
         design_of,
@@ -161,17 +161,9 @@ def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,
         pool_model,
         pool_probabilities,
     )
-    from jurybox.rubrics.errors import InputError
 
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, provenance)
-        if rubric_def is None:
-            raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
-        scales = scales_from(rubric_def)
-        unknown = [c for c in criteria if c not in scales]
-        if unknown:
-            raise InputError(f"--criterion {unknown[0]}: not a criterion of {rubric_def.name} "
-                             f"({list(scales)})", field="criterion")
+        output, _, notes, scales = _scaled_inputs(judged, rubric, provenance, criteria)
         lines = [row for row in label_rows(human) if row.get("id") is not None]
         pool = {r.id: r.scores for r in output.records}
         strays = sum(str(row["id"]) not in pool for row in lines)
@@ -203,19 +195,11 @@ def _calibrate_conformal(human: Path, judged: Path, out: Path, rubric: str | Non
                          provenance: str | None, alpha: float, group: str | None,
                          criteria: list[str], folds: int, seed: int, json_out: bool) -> None:
     """``calibrate --conformal``: a conformal map (jurybox.calibration.maps.conformal)."""
-    from jurybox.calibration.data.labels import label_groups, label_rows, scales_from
+    from jurybox.calibration.data.labels import label_groups, label_rows
     from jurybox.calibration.maps.conformal import fit_conformal
-    from jurybox.rubrics.errors import InputError
 
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, provenance)
-        if rubric_def is None:
-            raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
-        scales = scales_from(rubric_def)
-        unknown = [c for c in criteria if c not in scales]
-        if unknown:
-            raise InputError(f"--criterion {unknown[0]}: not a criterion of {rubric_def.name} "
-                             f"({list(scales)})", field="criterion")
+        output, rubric_def, notes, scales = _scaled_inputs(judged, rubric, provenance, criteria)
         if criteria:
             scales = {c: scales[c] for c in criteria}
         groups = label_groups(human, group) if group else None
@@ -536,6 +520,24 @@ def _write_fitted(fitted: Any, jury: Any, out: Path, what: str) -> None:
 
 
 # --------------------------------------------------------------------------- shared
+
+
+def _scaled_inputs(judged: Path, rubric: str | None, provenance: str | None,
+                   criteria: list[str]) -> tuple[JudgeOutput, Rubric, list[str], dict[str, Any]]:
+    """:func:`load_inputs`, with the rubric required and its scales (``criteria`` checked
+    against them)."""
+    from jurybox.calibration.data.labels import scales_from
+    from jurybox.rubrics.errors import InputError
+
+    output, rubric_def, notes = load_inputs(judged, rubric, provenance)
+    if rubric_def is None:
+        raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
+    scales = scales_from(rubric_def)
+    unknown = [c for c in criteria if c not in scales]
+    if unknown:
+        raise InputError(f"--criterion {unknown[0]}: not a criterion of {rubric_def.name} "
+                         f"({list(scales)})", field="criterion")
+    return output, rubric_def, notes, scales
 
 
 def load_inputs(judged: Path, rubric: str | None, provenance: str | None,
