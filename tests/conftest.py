@@ -123,15 +123,52 @@ STOPS_USER_SERVICE = "test_ctrl_c_finishes_the_requests_in_flight_and_refuses_ne
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests on the session's service (``user_service``) run one after another, where the
     first of them was, the one that stops it last: the service lives only as long as they
-    run, and none of them finds it stopped."""
+    run, and none of them finds it stopped. So do the tests on the shared Ray
+    (``shared_ray``), which stops after the last of them."""
     users = [i for i in items if "user_service" in getattr(i, "fixturenames", ())]
-    if not users:
-        return
-    first = items.index(users[0])
-    rest = [i for i in items if i not in set(users)]
-    block = ([i for i in users if i.name != STOPS_USER_SERVICE]
-             + [i for i in users if i.name == STOPS_USER_SERVICE])
-    items[:] = rest[:first] + block + rest[first:]
+    if users:
+        first = items.index(users[0])
+        rest = [i for i in items if i not in set(users)]
+        block = ([i for i in users if i.name != STOPS_USER_SERVICE]
+                 + [i for i in users if i.name == STOPS_USER_SERVICE])
+        items[:] = rest[:first] + block + rest[first:]
+    on_ray = [i for i in items if "shared_ray" in getattr(i, "fixturenames", ())]
+    if on_ray:
+        first = items.index(on_ray[0])
+        rest = [i for i in items if i not in set(on_ray)]
+        items[:] = rest[:first] + on_ray + rest[first:]
+
+
+@pytest.fixture(scope="session")
+def shared_ray():
+    """One local Ray in this process for the modules that judge on it in-process (the Ray
+    engine's runs, the service modules' Serve applications, each deployed and deleted in
+    turn): they run one after another (pytest_collection_modifyitems) and the Ray stops after
+    the last of them (pytest_runtest_teardown), not at the session's end. 8 logical CPUs: more
+    than any jury here asks. A CLI in a subprocess never joins it (without RAY_ADDRESS or a
+    `ray start` cluster, ``ray.init()`` starts a Ray of its own)."""
+    import ray
+
+    if not ray.is_initialized():
+        # Ray annotates logging_level as int but takes a level name, as serving/runs/ray.py does.
+        ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING",
+                 log_to_driver=False)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """After the last test on the shared Ray (and its fixtures' teardown: the applications
+    deleted), stop it."""
+    yield
+    if "shared_ray" in getattr(item, "fixturenames", ()) and (
+            nextitem is None or "shared_ray" not in getattr(nextitem, "fixturenames", ())):
+        import ray
+
+        if ray.is_initialized():
+            from service_helpers import shutdown_shared_ray
+
+            shutdown_shared_ray()
 
 
 # --------------------------------------------------------------------------- the session's end

@@ -45,37 +45,69 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_SERVE_PORT: list[int] = []  # the shared Ray's Serve HTTP port, once started
+
+
 @contextmanager
 def running_service(config, env: dict[str, str] | None = None, ready_timeout: float = 900.0,
                     backend_factory=None):
     """Serve ``config`` (a ServiceConfig) until the block ends; yields the base URL.
-    ``backend_factory`` replaces the judges' backends (see ``jury_app``)."""
+    ``backend_factory`` replaces the judges' backends (see ``jury_app``).
+
+    On a Ray already running in this process (the tests' ``shared_ray``), Serve is started
+    once and each block deploys its application and deletes it at its end: a Ray and a Serve
+    started per module were seconds each. Otherwise (perf scripts) the block starts its own Ray
+    with ``env`` in the environment its replicas inherit, and stops it."""
     import ray
     from ray import serve
 
     from jurybox.serving.service.builder import APP_NAME, jury_app
 
+    shared = ray.is_initialized()
+    if shared and env:
+        raise ValueError("env reaches the replicas only through a Ray of the block's own")
     old = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})  # before ray.init: replicas inherit the environment
-    port = free_port()
-    # Logical CPUs: two judge replicas, the ingress and Serve's actors on a 2-core machine.
-    ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING")
+    if not shared:
+        # Logical CPUs: two judge replicas, the ingress and Serve's actors on a 2-core machine.
+        ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING")
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=QUIET)
-        serve.run(jury_app(config, backend_factory), name=APP_NAME, route_prefix="/", logging_config=QUIET)
-        url = f"http://127.0.0.1:{port}"
+        if not shared or not _SERVE_PORT:
+            _SERVE_PORT[:] = [free_port()]
+            serve.start(http_options={"host": "127.0.0.1", "port": _SERVE_PORT[0]},
+                        logging_config=QUIET)
+        serve.run(jury_app(config, backend_factory), name=APP_NAME, route_prefix="/",
+                  logging_config=QUIET)
+        url = f"http://127.0.0.1:{_SERVE_PORT[0]}"
         wait_healthy(url, ready_timeout)
         yield url
     finally:
         try:
-            serve.shutdown()
+            if shared:
+                serve.delete(APP_NAME)
+            else:
+                serve.shutdown()
         finally:
-            ray.shutdown()
+            if not shared:
+                _SERVE_PORT.clear()
+                ray.shutdown()
             for k, v in old.items():
                 if v is None:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+def shutdown_shared_ray() -> None:
+    """Stop the shared Ray (and its Serve, if one was started)."""
+    import ray
+
+    if _SERVE_PORT:
+        from ray import serve
+
+        serve.shutdown()
+        _SERVE_PORT.clear()
+    ray.shutdown()
 
 
 @contextmanager

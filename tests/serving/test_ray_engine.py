@@ -27,22 +27,12 @@ JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    """One local Ray for the module's in-process runs: ``judge_with_ray`` uses a running Ray
-    (and leaves it running) instead of starting and stopping its own, seconds each time. The
-    CLI runs in subprocesses start their own: a driver's local Ray is joined by no other
-    process (without RAY_ADDRESS or a ``ray start`` cluster, ``ray.init()`` starts a new one).
-    8 logical CPUs: more than any jury here asks (``JurySpec.ray_cpus``)."""
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        # Ray annotates logging_level as int but takes a level name, as serving/runs/ray.py does.
-        ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING",
-                 log_to_driver=False)
+def local_ray(shared_ray):
+    """The local Ray of the module's in-process runs: ``judge_with_ray`` uses a running Ray (and
+    leaves it running) instead of starting and stopping its own, seconds each time; it is the
+    session's ``shared_ray``, which the service modules' Serve applications use next. The CLI
+    runs in subprocesses start their own."""
     yield
-    if started:
-        ray.shutdown()
 
 
 def written(out: Path) -> list[dict]:

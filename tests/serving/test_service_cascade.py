@@ -23,7 +23,8 @@ pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_the_service_runs_a_cascaded_jury_as_the_library_does(replay_tiny, replay_jury, tmp_path):
+def test_the_service_runs_a_cascaded_jury_as_the_library_does(replay_tiny, replay_jury, tmp_path,
+                                                             shared_ray):
     rubric = load_rubric("mirage-mg")
     every = tmp_path / "every.jsonl"
     unfitted = tiny_cascade(base=replay_jury)

@@ -51,7 +51,7 @@ JUDGES = [j.name for j in load_jury_spec("tiny").judges]  # the replay jury's, b
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
+def service(tmp_path_factory, shared_ray):
     jury = write_replay_jury(tmp_path_factory.mktemp("jury") / "slow-replay.yaml",
                              delay_s=DELAY_S)
     # A render budget beyond the deadline, so that a slow template meets the deadline (504),

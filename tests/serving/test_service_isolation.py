@@ -54,7 +54,7 @@ DELAY_S = 3.0
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
+def service(tmp_path_factory, shared_ray):
     jury = write_replay_jury(tmp_path_factory.mktemp("jury") / "slow-replay.yaml",
                              delay_s=DELAY_S)
     config = ServiceConfig(jury=str(jury), limits=Limits(

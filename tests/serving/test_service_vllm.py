@@ -30,7 +30,7 @@ ROWS = [{"id": it.id, "question": it.question, "response": it.response,
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
+def service(tmp_path_factory, shared_ray):
     import yaml
 
     from jurybox.judges import load_jury_spec
