@@ -228,11 +228,12 @@ class ConformalMap:
         scored vote on the criterion)."""
         from ..data.verdicts import mixed_distribution
 
-        votes = record.votes if hasattr(record, "votes") else record.get("votes", [])
+        raw = record.votes if hasattr(record, "votes") else record.get("votes", [])
+        votes = [_vote(v) for v in raw]  # each vote read once, not once per criterion
         out: dict[str, list[float] | None] = {}
         for name, fitted in self.criteria.items():
             scale = scales.get(name)
-            mine = [_vote(v) for v in votes if _vote(v).criterion == name]
+            mine = [v for v in votes if v.criterion == name]
             dist = mixed_distribution(mine, scale) if scale is not None else None
             rows = probability_rows([dist], fitted.levels)
             if np.isnan(rows).any():
