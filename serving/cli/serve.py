@@ -66,8 +66,28 @@ def serve(
             typer.echo(yaml.safe_dump(serve_config(config, port=port), sort_keys=False))
             return
         plan = config.resolve()
+        if not (address or os.environ.get("RAY_ADDRESS")):
+            _check_models(plan.jury_spec())
     _run(config, plan, host, port, address or os.environ.get("RAY_ADDRESS"), startup_timeout,
          drain_timeout)
+
+
+def _check_models(spec) -> None:
+    """Before starting Ray: every judge's weights are where its jury says (a path that does not
+    exist, a model package not installed), so that a typo fails in a second with one line
+    rather than in each replica Serve starts. (Joining a cluster, the nodes' files count, not
+    this machine's: Serve reports those.)"""
+    from jurybox.judges.weights import ModelNotAvailable, resolve
+
+    missing = []
+    for judge in spec.judges:
+        if judge.backend in ("transformers", "vllm"):
+            try:
+                resolve(judge.model, judge.revision)
+            except ModelNotAvailable as exc:
+                missing.append(f"judge {judge.name}: {exc}")
+    if missing:
+        raise ModelNotAvailable("\n".join(missing))
 
 
 def _run(config, plan, host: str, port: int, address: str | None, startup_timeout: float,

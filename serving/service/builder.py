@@ -101,8 +101,12 @@ def jury_app(args: dict[str, Any] | ServiceConfig,
     # serve.deployment(cls) is a Deployment; Ray annotates only its decorator-factory form.
     judge_cls = cast("Deployment", serve.deployment(JudgeServer))
     extra = () if backend_factory is None else (backend_factory,)
-    judges = {j.name: judge_cls.options(**judge_options(j)).bind(j.model_dump(mode="json"),
-                                                                 *extra)
+    # A model that fails to load fails alike on a second try, and each try loads it again: the
+    # first failure of a judge's first start is the answer (Serve's default is 3 tries; a
+    # replica that dies once its judge has started is still replaced). Set here, not in
+    # judge_options: Serve's config files have no such field, and keep what the code sets.
+    judges = {j.name: judge_cls.options(**judge_options(j), max_constructor_retry_count=1)
+              .bind(j.model_dump(mode="json"), *extra)
               for j in spec.judges}
     # Late-bound ingress: the replica builds its FastAPI app after __init__
     # (JuryIngress.__serve_build_asgi_app__), so no route is a rewritten method.

@@ -76,15 +76,20 @@ def post(url, path, payload=None, headers=AUTH, **kw):
 
 
 def test_a_judge_that_cannot_load_stops_startup_with_its_error(tmp_path):
+    """A model file that is there but is no model: its replica fails in Serve, once (a second
+    try would fail alike), and startup stops with the loader's error."""
     from service_helpers import free_port
 
+    weights = tmp_path / "ghost.gguf"
+    weights.write_bytes(b"not a model" * 100)
     jury = tmp_path / "ghost.yaml"
-    jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n")
+    jury.write_text(f"judges:\n  - name: ghost\n    model: {weights}\n")
     run = subprocess.run([*JURYBOX, "serve", "--jury", str(jury), "--port", str(free_port()),
                           "--startup-timeout", "400"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stderr[-2000:]
     assert "ghost could not start" in run.stderr
-    assert "GGUF file /nonexistent/model.gguf does not exist" in run.stderr
+    assert "not a GGUF file" in run.stderr
+    assert run.stderr.count("Exception in Replica") <= 1, "Serve tried the broken judge again"
 
 
 def test_verdicts_over_http_equal_jurybox_judge(service, local_jury, tmp_path):

