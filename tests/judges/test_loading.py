@@ -1,8 +1,8 @@
-"""How a jury loads and releases its judges: side by side (a vLLM engine's start is mostly its
-processes spawning and importing), one at a time only for a vLLM engine on a GPU that sizes its
-KV cache from the memory it finds free. The backends here are stand-ins that record when they
-load and close: the loading order is the subject (real engines load side by side in the
-session's ``vllm_judged`` run)."""
+"""How a jury loads and releases its judges: vLLM engines side by side (an engine's start is
+mostly its processes spawning and importing), except on a GPU an engine that sizes its KV cache
+from the memory it finds free; other backends one after another. The backends here are
+stand-ins that record when they load and close: the loading order is the subject (real engines
+load side by side in the session's ``vllm_judged`` run)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import pytest
 import jurybox.judges.backends.vllm as vllm_backend
 import jurybox.judges.jury as jury_module
 from jurybox.judges import Jury, JurySpec
-from jurybox.judges.jury import loads_alone
+from jurybox.judges.jury import loads_side_by_side
 from jurybox.judges.spec import JudgeSpec
 
 
-def judge(name: str, backend: str = "transformers", **fields) -> JudgeSpec:
+def judge(name: str, backend: str = "vllm", **fields) -> JudgeSpec:
+    if backend == "vllm":
+        fields.setdefault("kv_cache_gib", 1.0)
     return JudgeSpec.model_validate({"name": name, "model": f"org/{name}", "backend": backend,
                                      **fields})
 
@@ -31,7 +33,13 @@ class StandIn:
         self.log.append(f"closed {self.spec.name}")
 
 
-def test_judges_load_side_by_side_and_close_side_by_side(monkeypatch):
+@pytest.fixture(autouse=True)
+def no_vllm_import(monkeypatch):
+    """(vLLM itself is imported before engines load side by side: not here, for stand-ins.)"""
+    monkeypatch.setattr(jury_module, "_import_vllm", lambda: None)
+
+
+def test_vllm_engines_load_side_by_side_and_close_side_by_side(monkeypatch):
     both_loading = threading.Barrier(2, timeout=10)  # broken unless the two load at once
     both_closing = threading.Barrier(2, timeout=10)
     log: list[str] = []
@@ -69,17 +77,24 @@ def test_a_judge_that_fails_to_load_leaves_the_others_loaded_to_be_closed(monkey
     assert log == ["closed fine"]
 
 
-def test_a_vllm_engine_that_measures_free_gpu_memory_loads_alone(monkeypatch):
+def test_what_loads_side_by_side(monkeypatch):
     monkeypatch.setattr(vllm_backend, "on_cpu", lambda: False)
-    measuring = judge("gpu", "vllm", gpu_memory_utilization=0.4)
-    assert loads_alone(measuring)
-    assert not loads_alone(judge("sized", "vllm", kv_cache_gib=2.0))
-    assert not loads_alone(judge("sized-by-kwargs", "vllm",
-                                 engine_kwargs={"kv_cache_memory_bytes": 1 << 30}))
-    assert not loads_alone(judge("hf"))
+    measuring = judge("gpu", gpu_memory_utilization=0.4, kv_cache_gib=None)
+    assert not loads_side_by_side(measuring)
+    assert loads_side_by_side(judge("sized", kv_cache_gib=2.0))
+    assert loads_side_by_side(judge("sized-by-kwargs", kv_cache_gib=None,
+                                    engine_kwargs={"kv_cache_memory_bytes": 1 << 30}))
+    assert not loads_side_by_side(judge("hf", "transformers"))
     monkeypatch.setattr(vllm_backend, "on_cpu", lambda: True)
-    assert not loads_alone(measuring)  # on a CPU the KV cache is a share of RAM, set up front
+    assert loads_side_by_side(measuring)  # on a CPU the KV cache is a share of RAM, set up front
 
+
+@pytest.mark.parametrize("judges", [
+    [judge("gpu", kv_cache_gib=None), judge("gpu2", kv_cache_gib=None)],
+    [judge("hf", "transformers"), judge("hf2", "transformers")],
+    [judge("hf", "transformers"), judge("sized")],  # one engine: nothing to load beside it
+], ids=["gpu-measuring", "transformers", "one-engine"])
+def test_the_others_load_one_after_another(monkeypatch, judges):
     monkeypatch.setattr(vllm_backend, "on_cpu", lambda: False)
     loading: list[str] = []
     at_once = threading.Lock()
@@ -95,6 +110,6 @@ def test_a_vllm_engine_that_measures_free_gpu_memory_loads_alone(monkeypatch):
             at_once.release()
 
     monkeypatch.setattr(jury_module, "make_backend", make)
-    jury = Jury(JurySpec(name="gpu", judges=[measuring, judge("gpu2", "vllm")]))
+    jury = Jury(JurySpec(name="one-by-one", judges=judges))
     jury.load_backends()
-    assert loading == ["gpu", "gpu2"]
+    assert loading == [j.name for j in judges]
