@@ -76,6 +76,54 @@ def vllm_judged(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def smol_vllm_jury(tmp_path_factory) -> Path:
+    """The tiny-vllm jury's SmolLM2 alone: the Ray engine's and the service's vLLM tests run
+    this one engine (a second would add its start and prove nothing the first does not; Gemma
+    on vLLM is ``vllm_judged``'s)."""
+    import yaml
+
+    from jurybox.judges import load_jury_spec
+
+    spec = load_jury_spec("tiny-vllm").model_dump(mode="json", exclude_defaults=True)
+    spec["judges"] = [j for j in spec["judges"] if j["name"] == "smollm2-135m"]
+    jury = tmp_path_factory.mktemp("smol-vllm") / "smol-vllm.yaml"
+    jury.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return jury
+
+
+@pytest.fixture(scope="session")
+def smol_vllm_conformal(tmp_path_factory, vllm_judged, smol_vllm_jury) -> Path:
+    """A conformal map (alpha 0.3) for ``smol_vllm_jury`` on mirage-mg, fitted by `jurybox
+    calibrate --conformal` on the examples' human labels and SmolLM2's real verdicts: its votes
+    in ``vllm_judged``, decided as the one-judge jury decides them (what the Ray engine and the
+    service give for the same items, within VLLM_EXPECTED_TOLERANCE)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from jurybox.judges import load_jury_spec, provenance
+    from jurybox.judges.judging import decide
+    from jurybox.rubrics import Verdict, VerdictRecord, load_rubric
+    from jurybox.serving.cli import app
+
+    spec, rubric = load_jury_spec(smol_vllm_jury), load_rubric("mirage-mg")
+    prov = provenance(rubric, spec)
+    folder = tmp_path_factory.mktemp("smol-conformal")
+    judged = folder / "smol.judged.jsonl"
+    with judged.open("w") as fh:
+        for line in vllm_judged.read_text().splitlines():
+            verdict = Verdict.from_record(VerdictRecord.from_record(json.loads(line)))
+            votes = [v for v in verdict.votes if v.judge == "smollm2-135m"]
+            fh.write(json.dumps(decide(rubric, spec, prov, verdict.id, votes).to_record()) + "\n")
+    out = folder / "smol.conformal.yaml"
+    got = CliRunner().invoke(app, ["calibrate", str(EXAMPLES / "mirage_mg.human.jsonl"),
+                                   str(judged), "--conformal", "--alpha", "0.3", "--out",
+                                   str(out)])
+    assert got.exit_code == 0, got.output
+    return out
+
+
+@pytest.fixture(scope="session")
 def user_service_jury(tmp_path_factory) -> Path:
     """The session service's jury: the replay jury with USER_SERVICE_DELAY_S per generate, and
     prompts over USER_SERVICE_MAX_PROMPT_TOKENS unscored (the examples' prompts are about 600

@@ -163,14 +163,34 @@ def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
 def label_rows(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a human labels file as its labelling session meant them (the latest line per
     item and rater, no undo or skip line), for the benchmark-mean estimate
-    (:func:`jurybox.calibration.estimates.active.mean_estimates`)."""
-    return [dict(row) for _, row in _latest_labels(_numbered_rows(Path(path)))]
+    (:func:`jurybox.calibration.estimates.active.mean_estimates`) and conformal maps; labels of
+    items routed for review are refused (:func:`_chosen_for_review`)."""
+    rows = _latest_labels(_numbered_rows(Path(path)))
+    _chosen_for_review(rows, str(path))
+    return [dict(row) for _, row in rows]
+
+
+def _chosen_for_review(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
+    """Refuse labels of items routed to a human for review: the items the jury is least sure
+    of, so every statistic over them (agreement, calibration and conformal maps, cascades,
+    means) would be biased."""
+    review = [n for n, row in rows if isinstance(row.get("selection"), Mapping)
+              and row["selection"].get("strategy") == "review"]
+    if review:
+        raise InputDataError(
+            f"{source} holds {_count(len(review), 'label')} (the first on row {review[0]}) of "
+            "items routed to a human for review (jurybox label --goal review): they are the "
+            "items the jury is least sure of, so agreement, calibration, cascades and means "
+            "over them would be biased. Use them for those items' verdicts, and label with "
+            "--goal agreement, cascade or benchmark-mean (into another file) for statistics",
+            field="selection")
 
 
 def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
     """Refuse labels chosen for the benchmark mean: statistics that weight every item alike
     (agreement, calibration maps, cascades) would be biased towards the items the jury is unsure
     of."""
+    _chosen_for_review(rows, source)
     active = [n for n, row in rows if isinstance(row.get("selection"), Mapping)
               and row["selection"].get("strategy") == "benchmark-mean"]
     if active:

@@ -277,23 +277,8 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             "the labels mix items chosen for the benchmark mean (goal benchmark-mean) with items "
             "chosen another way; the weighted estimate needs one design: label each goal into "
             "its own file")
-    positions: dict[str, int] = {}
-    probability: dict[str, float] = {}
-    sessions: set[int] = set()
-    seeds: set[Any] = set()
-    for line in lines:
-        if active and is_active(line):
-            sel = line["selection"]
-            try:
-                positions[str(line["id"])] = int(sel["position"])
-                probability[str(line["id"])] = float(sel["probability"])
-                if isinstance(sel.get("pool"), int):
-                    sessions.add(sel["pool"])
-                seeds.add(sel.get("seed"))
-            except (KeyError, TypeError, ValueError):
-                raise InputDataError(f"label line for item {line.get('id')!r}: its selection "
-                                     f"{sel!r} lacks the position or probability of an active "
-                                     "choice", field="selection") from None
+    positions, probability, sessions, seeds = _active_choices(lines) if active else ({}, {},
+                                                                                    set(), set())
     stray = sorted(sessions - {len(pool)})
     order = (_visiting_order(pool, positions, probabilities, seeds)
              if active and positions and not stray else None)
@@ -373,6 +358,100 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             "active (weighted by inclusion probabilities)" if active else "simple random sample",
             confidence, tuple(notes), s2, coins)
     return out
+
+
+def _active_choices(lines: Sequence[Mapping[str, Any]]
+                    ) -> tuple[dict[str, int], dict[str, float], set[int], set[Any]]:
+    """From the actively chosen label lines: each item's position in the visiting order and
+    its inclusion probability, the session sizes and the seeds they record."""
+    positions: dict[str, int] = {}
+    probability: dict[str, float] = {}
+    sessions: set[int] = set()
+    seeds: set[Any] = set()
+    for line in lines:
+        if is_active(line):
+            sel = line["selection"]
+            try:
+                positions[str(line["id"])] = int(sel["position"])
+                probability[str(line["id"])] = float(sel["probability"])
+                if isinstance(sel.get("pool"), int):
+                    sessions.add(sel["pool"])
+                seeds.add(sel.get("seed"))
+            except (KeyError, TypeError, ValueError):
+                raise InputDataError(f"label line for item {line.get('id')!r}: its selection "
+                                     f"{sel!r} lacks the position or probability of an active "
+                                     "choice", field="selection") from None
+    return positions, probability, sessions, seeds
+
+
+def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
+                   scales: Mapping[str, Any], probabilities: Mapping[str, float] | None,
+                   alpha: float = 0.05, horizon: float | None = None
+                   ) -> dict[str, dict[str, Any] | str]:
+    """Per criterion, a ``1 - alpha`` confidence sequence for the mean label over the items
+    the jury scored (:mod:`jurybox.calibration.stats.sequences`), valid at every number of
+    labels at once. The mean is the jury's mean over the pool (known) plus the mean of the
+    rectifier ``Y - f``; the sequence is the betting sequence for the latter, over the visited
+    items in the visiting order, of ``D = xi / pi * (Y - f)`` (0 for an item visited but not
+    chosen; each has the item's rectifier as its mean), scaled by the range the design allows
+    (``(low - f) / pi`` to ``(high - f) / pi`` over the pool). Where every item is labelled
+    with probability 1 (a uniform order) the values are the pool's own rectifiers, drawn
+    without replacement; otherwise they are treated as drawn with replacement (exact for a pool
+    much larger than the visits; checked by simulation on pools of 2,000). ``horizon``: the
+    visits the bets are tuned for. A criterion without a sequence gets the reason instead."""
+    from ..stats.sequences import betting_interval
+
+    active = design_of(lines) == "active"
+    positions, probability, _, seeds = _active_choices(lines) if active else ({}, {}, set(),
+                                                                               set())
+    order = (_visiting_order(pool, positions, probabilities, seeds)
+             if active and positions else None)
+    out: dict[str, dict[str, Any] | str] = {}
+    for criterion, scale in scales.items():
+        scored = {i: float(s[criterion]) for i, s in pool.items() if s.get(criterion) is not None}
+        human: dict[str, list[float]] = {}
+        for line in lines:
+            item = str(line["id"])
+            if item in scored and line.get(criterion) is not None:
+                value = _parse_value(line.get(criterion), scale)
+                if not math.isnan(value):
+                    human.setdefault(item, []).append(value)
+        y = {i: float(np.mean(v)) for i, v in human.items()}
+        if not y:
+            out[criterion] = "no label yet"
+            continue
+        if active and (order is None or probabilities is None):
+            out[criterion] = ("the visiting order cannot be rebuilt from the labels' seed and "
+                              "these verdicts: no confidence sequence")
+            continue
+        if order is not None and probabilities is not None:  # an active design
+            visited = [i for i in order[:max(positions.values()) + 1] if i in scored]
+            pi = {i: probability.get(i, probabilities[i]) for i in scored}
+        else:
+            visited, pi = list(y), dict.fromkeys(scored, 1.0)
+        d = [(y[i] - scored[i]) / pi[i] if i in y else 0.0 for i in visited]
+        rectifier_low, rectifier_high = rectifier_range(scored, pi, scale)
+        uniform = all(p == 1.0 for p in pi.values())
+        lo, hi = betting_interval(
+            [(v - rectifier_low) / (rectifier_high - rectifier_low) for v in d], alpha,
+            len(scored) if uniform else None, horizon)
+        known = float(np.mean(list(scored.values())))
+        width = rectifier_high - rectifier_low
+        lo = max(float(scale.low), known + rectifier_low + lo * width)
+        hi = min(float(scale.high), known + rectifier_low + hi * width)
+        out[criterion] = {"low": lo, "high": hi, "half_width": (hi - lo) / 2,
+                          "labelled": len(y), "visited": len(visited), "level": 1 - alpha}
+    return out
+
+
+def rectifier_range(scored: Mapping[str, float], pi: Mapping[str, float],
+                    scale: Any) -> tuple[float, float]:
+    """The least and greatest ``xi / pi * (Y - f)`` the design allows over the pool (0 among
+    them: an item visited but not chosen)."""
+    f = np.array([scored[i] for i in scored])
+    p = np.array([pi[i] for i in scored])
+    return (min(0.0, float(((float(scale.low) - f) / p).min())),
+            max(0.0, float(((float(scale.high) - f) / p).max())))
 
 
 def _visiting_order(pool: Mapping[str, Any], positions: Mapping[str, int],

@@ -15,6 +15,12 @@ Goals (``jurybox label --goal``):
 - ``cascade``: the same uniform order, because a cascade's threshold is certified on labels drawn
   at random from the items (:mod:`jurybox.calibration.estimates.cascade_threshold`): items chosen any other
   way would void its guarantee.
+- ``review``: the items a conformal map routed to a human (``jurybox judge --conformal MAP
+  --route-width W``: their interval was too wide to act on), the widest first, and only those.
+  A label line records ``strategy: review``: such items are the ones the jury is least sure of,
+  so agreement, calibration, cascades and means refuse these labels rather than be biased by
+  them (label another goal into another file for those); the page shows how many of the
+  routed items are reviewed, and the goal is met when all of them are.
 
 With ``overlap`` > 0, that share of a rater's items are items another rater labelled (the
 earliest in the order), so human-human agreement, the ceiling ``jurybox agree`` reports, is
@@ -22,11 +28,15 @@ measured on them. Each choice is recorded with the label (``selection``: the str
 inclusion probability, None for a uniform order, where it is the same for every item; for
 benchmark-mean also the item's position in the visiting order, the pool's size and the seed).
 
-Progress (:func:`progress`): per criterion, the share of labels on which the jury's verdict
-(snapped to the scale) equals the human's, with a 95% Clopper-Pearson interval (for
-benchmark-mean: the weighted PPI++ mean with its 95% interval instead); the goal is met when
-every criterion's interval half-width is at most the target width (for benchmark-mean, after at
-least ``MIN_MEAN_LABELS`` labels, where the normal approximation starts to hold).
+Progress (:func:`progress`): per criterion, the jury's agreement with the humans (the share of
+an item's labels that equal the jury's verdict snapped to the scale, averaged over the labelled
+items) with a 95% *confidence sequence* (:mod:`jurybox.calibration.stats.sequences`: the
+betting sequence for the mean of the pool's items, drawn without replacement in the session's
+uniform order), valid at every number of labels at once, so the page may show it after every
+label and stop on the first narrow one; for benchmark-mean, the weighted PPI++ mean, and the
+sequence for it (:func:`jurybox.calibration.estimates.active.mean_sequences`). The goal is met
+when every criterion's sequence has half-width at most the target width: no minimum number of
+labels, since the sequence is wide while the labels are few.
 """
 
 from __future__ import annotations
@@ -40,7 +50,8 @@ import numpy as np
 from ..errors import InputDataError
 from . import active
 
-GOALS = ("agreement", "benchmark-mean", "cascade")
+GOALS = ("agreement", "benchmark-mean", "cascade", "review")
+REVIEW = "review"
 STRATA = ("surest", "middle", "least sure")
 MIN_MEAN_LABELS = active.MIN_MEAN_LABELS
 
@@ -64,7 +75,7 @@ class Selector:
 
     def __init__(self, ids: Sequence[str], goal: str = "agreement", *, seed: int = 0,
                  overlap: float = 0.0, uncertainty: Mapping[str, float] | None = None,
-                 stratify: bool = False) -> None:
+                 stratify: bool = False, routed: Mapping[str, str] | None = None) -> None:
         if goal not in GOALS:
             raise InputDataError(f"goal must be one of {list(GOALS)}; got {goal!r}")
         if not 0.0 <= overlap <= 1.0:
@@ -84,7 +95,16 @@ class Selector:
             raise InputDataError(f"goal {goal}"
                                  + (" stratified" if stratify else "")
                                  + " needs each item's uncertainty")
-        if stratify:
+        self.routed = dict(routed or {})  # review: item -> why it was routed, in order
+        if goal == REVIEW and not self.routed:
+            raise InputDataError("goal review offers the items routed to a human, and no "
+                                 "verdict is: judge with --conformal MAP --route-width W first")
+        if goal == REVIEW and stratify:
+            raise InputDataError("stratify is for goal agreement; goal review takes the routed "
+                                 "items, widest interval first")
+        if goal == REVIEW:
+            order = [item for item in self.routed if item in set(unique)]
+        elif stratify:
             order = self._stratified(unique, uncertainty or {}, rng)
         elif goal == active.GOAL:
             pi = active.inclusion_probabilities([(uncertainty or {})[i] for i in unique])
@@ -137,6 +157,11 @@ class Selector:
             return None
         item = fresh[0]
         k, n = self.position[item] + 1, len(self.order)
+        if self.goal == REVIEW:
+            return Choice(item, f"routed to a human ({k} of {n}, the widest intervals first): "
+                          f"{self.routed[item]}",
+                          {"strategy": REVIEW, "probability": None,
+                           "route": self.routed[item]})
         if self.chosen is not None:
             p = self.probability[item]
             return Choice(item, f"chosen for the benchmark mean: item {k} of {n} in a uniform "
@@ -180,19 +205,18 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
     by_rater: dict[str, int] = {}
     for line in lines:
         by_rater[str(line.get("rater", ""))] = by_rater.get(str(line.get("rater", "")), 0) + 1
-    estimates: dict[str, dict[str, float | int | None]] = {}
-    for criterion, scale in scales.items():
-        pairs = [(float(line[criterion]), jury_scores.get(str(line["id"]), {}).get(criterion))
-                 for line in lines if line.get(criterion) is not None]
-        pairs = [(h, j) for h, j in pairs if j is not None]
-        n = len(pairs)
-        agreed = sum(float(scale.snap(j)) == h for h, j in pairs)
-        low, high = clopper_pearson(agreed, n) if n else (0.0, 1.0)
-        estimates[criterion] = {"agreement": agreed / n if n else None, "low": low,
-                                "high": high, "half_width": (high - low) / 2, "n": n}
+    estimates = {criterion: agreement_sequence(lines, jury_scores, criterion, scale,
+                                               target_width)
+                 for criterion, scale in scales.items()}
     out: dict[str, Any] = {"labelled_items": len(items), "labels_by_rater": by_rater,
                            "left": total - len(items), "total": total,
                            "target_width": target_width}
+    if goal == REVIEW:
+        # The routed items are the jury's least sure: no estimate over them stands for the
+        # pool. The goal is every routed item reviewed.
+        out["review"] = {"reviewed": len(items), "routed": total}
+        out["goal_met"] = len(items) >= total
+        return out
     if goal == active.GOAL:
         # Agreement over actively chosen items would over-weight the uncertain ones: the goal's
         # estimate is the weighted mean instead.
@@ -203,14 +227,54 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
             means = dict.fromkeys(scales, str(exc))
         out["mean"] = {c: e.to_dict() if isinstance(e, active.MeanEstimate)
                        else {"estimate": None, "reason": e} for c, e in means.items()}
+        sequences = active.mean_sequences(lines, jury_scores, scales, probabilities, ALPHA)
+        for criterion, got in sequences.items():
+            if isinstance(got, str):
+                out["mean"][criterion]["sequence"] = {"reason": got}
+            else:
+                out["mean"][criterion]["sequence"] = got
         out["goal_met"] = target_width is not None and all(
-            isinstance(e, active.MeanEstimate) and e.labelled >= MIN_MEAN_LABELS
-            and e.half_width <= target_width for e in means.values())
+            not isinstance(got, str) and got["half_width"] <= target_width
+            for got in sequences.values())
         return out
     out["agreement"] = estimates
     out["goal_met"] = target_width is not None and all(
-        e["half_width"] <= target_width for e in estimates.values())  # type: ignore[operator]
+        e["half_width"] <= target_width for e in estimates.values())
     return out
+
+
+#: The confidence sequences' level: 95%, at every number of labels at once.
+ALPHA = 0.05
+
+
+def horizon(width: float | None) -> float | None:
+    """The number of labels a sequence's bets are tuned for: what a fixed-sample interval
+    (Clopper-Pearson) needs for ``width`` at the widest agreement rate, 0.5; fixed before the
+    first label (the sequence stays valid at every count, and is tightest around it)."""
+    return None if width is None or not 0.0 < width < 0.5 else float(labels_needed(0.5, width))
+
+
+def agreement_sequence(lines: Sequence[Mapping[str, Any]],
+                       jury_scores: Mapping[str, Mapping[str, float | None]], criterion: str,
+                       scale: Any, target_width: float | None) -> dict[str, Any]:
+    """One criterion's agreement so far and its confidence sequence: each labelled item's
+    share of labels equal to the jury's snapped score, the items in the order they were first
+    labelled (the session's uniform order), the pool the items the jury scored on it."""
+    from ..stats.sequences import betting_interval
+
+    agreed: dict[str, list[float]] = {}
+    for line in lines:
+        human = line.get(criterion)
+        jury = jury_scores.get(str(line["id"]), {}).get(criterion)
+        if human is not None and jury is not None:
+            agreed.setdefault(str(line["id"]), []).append(
+                float(float(scale.snap(jury)) == float(human)))
+    values = [float(np.mean(v)) for v in agreed.values()]
+    pool = max(len(values), sum(s.get(criterion) is not None for s in jury_scores.values()))
+    low, high = betting_interval(values, ALPHA, pool, horizon(target_width))
+    return {"agreement": float(np.mean(values)) if values else None, "low": low, "high": high,
+            "half_width": (high - low) / 2, "n": len(values),
+            "labels": sum(len(v) for v in agreed.values()), "pool": pool}
 
 
 def half_width(agreed: int, n: int, level: float = 0.95) -> float:
@@ -244,22 +308,27 @@ def plan(latest: Mapping[tuple[str, str], Mapping[str, Any]],
          jury_scores: Mapping[str, Mapping[str, float | None]],
          votes: Mapping[str, Mapping[str, list[float]]], scales: Mapping[str, Any],
          width: float) -> dict[str, dict[str, Any]]:
-    """How many labels each criterion needs for the jury's agreement to have a 95% interval of
-    half-width at most ``width``: from the labels so far (at their agreement, and the range over
-    its interval), or, before any label, from the verdicts alone (between the rate at which the
-    judges agree with the jury, a guess at the human rate, and the worst case 0.5).
-    ``votes``: per item and criterion, the judges' scores."""
+    """How many labelled items each criterion needs for the page's confidence sequence of the
+    jury's agreement (:func:`progress`) to reach half-width ``width``: from the labels so far
+    (at their agreement, and the range over its sequence), or, before any label, from the
+    verdicts alone (between the rate at which the judges agree with the jury, a guess at the
+    human rate, and the worst case 0.5); beside it, what a fixed-sample Clopper-Pearson
+    interval would need (``fixed_sample``: valid only if the count is fixed in advance, not for
+    a labeller who stops on the first narrow interval). ``votes``: per item and criterion, the
+    judges' scores."""
+    if not 0.0 < width < 0.5:
+        raise InputDataError(f"the target width is a half-width between 0 and 0.5; got {width}")
     now = progress(latest, jury_scores, scales, width, len(jury_scores))["agreement"]
     out: dict[str, dict[str, Any]] = {}
     for criterion, scale in scales.items():
         e = now[criterion]
-        n = int(e["n"])
+        n, pool = int(e["n"]), int(e["pool"])
         if n:
             p = float(e["agreement"])
             low, high = float(e["low"]), float(e["high"])
             worst = 0.5 if low <= 0.5 <= high else min((low, high), key=lambda x: abs(x - 0.5))
             best = max((low, high), key=lambda x: abs(x - 0.5))
-            basis = f"{n} label(s) so far (agreement {p:.3f} [{low:.3f}, {high:.3f}])"
+            basis = f"{n} labelled item(s) so far (agreement {p:.3f} [{low:.3f}, {high:.3f}])"
         else:
             pairs = [(float(scale.snap(s)), float(scale.snap(v)))
                      for item, by in votes.items() for v in by.get(criterion, [])
@@ -269,8 +338,19 @@ def plan(latest: Mapping[tuple[str, str], Mapping[str, Any]],
             basis = (f"the verdicts alone (no label yet): the judges agree with the jury on "
                      f"{p:.3f} of their votes, a guess at the human rate; the range runs to the "
                      "worst case 0.5")
-        needed = labels_needed(p, width)
-        span = sorted((labels_needed(best, width), labels_needed(worst, width)))
+
+        needed, *span = (_sequence_needed(rate, width, pool) for rate in (p, best, worst))
+        span.sort()
         out[criterion] = {"labelled": n, "needed": needed, "range": span,
-                          "further": max(0, needed - n), "basis": basis}
+                          "further": max(0, needed - n), "basis": basis,
+                          "fixed_sample": min(labels_needed(p, width), pool or 1_000_000)}
     return out
+
+
+def _sequence_needed(rate: float, width: float, pool: int) -> int:
+    """Labelled items until the agreement's sequence reaches half-width ``width`` at ``rate``
+    (the whole pool when it does not before: there the agreement is known exactly)."""
+    from ..stats.sequences import labels_needed as sequence_needed
+
+    got = sequence_needed(rate, width, ALPHA, pool or None, horizon(width))
+    return pool if got is None else got

@@ -312,3 +312,57 @@ def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Ge
     truth = float(pool.human.mean())
     return {"labels": n, "estimate": estimate, "half_width": z * se,
             "covered": abs(estimate - truth) <= z * se, "truth": truth}
+
+
+def overconfident_pool(rng: np.random.Generator, n_items: int = 2000, *, wrong: float = 0.03,
+                       sure: float = 0.999) -> LabellingPool:
+    """A jury as LLM log-probabilities often make it (#41): ``sure`` of its own score on every
+    item, right on most, confidently wrong on a ``wrong`` share of them, and wrong the lenient
+    way, as LLM judges tend to be: its scores are 2 to 4, and where it is wrong the human's
+    label is two levels lower, so its mean is ``2 * wrong`` too high."""
+    values = LabellingPool.VALUES
+    score = rng.integers(2, 5, n_items)
+    dist = np.full((n_items, 5), (1.0 - sure) / 4.0)
+    dist[np.arange(n_items), score] = sure
+    human = score.astype(float)
+    off = np.flatnonzero(rng.random(n_items) < wrong)
+    human[off] = score[off] - 2
+    mean = dist @ values
+    var = dist @ values**2 - mean**2
+    return LabellingPool(dist, mean, var / 16.0, human)
+
+
+def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: bool = True,
+                     alpha: float = 0.05, width: float | None = None, grid: int = 400,
+                     horizon: float | None = None) -> dict[str, Any]:
+    """One labelling session for the benchmark mean with the page's confidence sequence
+    (:func:`jurybox.calibration.estimates.active.mean_sequences`: the betting sequence of the
+    terms ``f + xi / pi (Y - f)`` over the visiting order). ``covered``: the pool's true mean
+    stays inside the sequence over the whole visiting order (the truth's wealth never reaches
+    1/alpha: time-uniform, so covered at whatever label a labeller stops). With ``width``, also
+    the labels at which the sequence (on a grid of ``grid`` candidate means) first has
+    half-width at most ``width`` (None when it never does)."""
+    from ..stats.sequences import betting_cs, log_wealth
+    from .active import Design, inclusion_probabilities
+
+    pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
+    design = Design.draw(pi, rng)
+    f, y = pool.score[design.order], pool.human[design.order]
+    d = np.where(design.chosen, (y - f) / design.pi, 0.0)
+    low = min(0.0, float(((0.0 - pool.score) / pi).min()))
+    high = max(0.0, float(((4.0 - pool.score) / pi).max()))
+    x = (d - low) / (high - low)
+    uniform = bool(np.all(pi == 1.0))
+    population = pool.score.size if uniform else None
+    truth = float(np.mean(pool.human - pool.score))  # the mean rectifier
+    wealth = log_wealth(x, np.array([(truth - low) / (high - low)]), alpha, population,
+                        horizon)[0]
+    out: dict[str, Any] = {"covered": bool(np.all(wealth < np.log(1.0 / alpha))),
+                           "truth": float(pool.human.mean())}
+    if width is not None:
+        labelled = np.flatnonzero(design.chosen)  # the page looks after each label
+        lo, hi = betting_cs(x, alpha, population, horizon, grid=grid)
+        half = (hi - lo)[labelled] * (high - low) / 2.0
+        met = np.flatnonzero(half <= width)
+        out["labels"] = int(met[0]) + 1 if met.size else None
+    return out

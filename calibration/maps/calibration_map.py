@@ -323,6 +323,11 @@ def file_identity(path: Path, content: bytes) -> str:
     return f"{path.name}:{hashlib.sha256(content).hexdigest()[:12]}"
 
 
+def conformal_identity(path: Path, content: bytes) -> str:
+    """What records carry to say which conformal map gave their intervals."""
+    return "conformal " + file_identity(path, content)
+
+
 @dataclass(frozen=True)
 class AppliedCalibration:
     """A calibration map and/or a conformal map applied while judging, and the identity its
@@ -336,17 +341,29 @@ class AppliedCalibration:
     conformal: ConformalMap | None = None
     route_width: float | None = None
 
-    def apply(self, record: dict[str, Any], rubric: Rubric) -> dict[str, Any]:
+    def apply(self, record: dict[str, Any], rubric: Rubric, item: Any = None) -> dict[str, Any]:
         """The record with its calibrated scores (and the rubric's formula over them), its
-        intervals and route."""
+        intervals and route. ``item`` (the :class:`~jurybox.rubrics.Item` judged) gives the
+        group of a conformal map fitted per group: its field named by the map's
+        ``group_column`` (an item without it, or of a group the map has no threshold for, gets
+        the overall threshold)."""
         out = record
         if self.map is not None:
             out = self.map.apply_to_record(out, force=self.force, formula=rubric.formula)
         if self.conformal is not None:
             from ..data.labels import scales_from
 
-            out = self.conformal.apply_to_record(out, scales_from(rubric), self.route_width)
+            out = self.conformal.apply_to_record(out, scales_from(rubric), self.route_width,
+                                                 self.group_of(item))
         return {**out, "calibration": self.identity}
+
+    def group_of(self, item: Any) -> str | None:
+        """The conformal map's group of ``item`` (None: no groups, no item, or no value)."""
+        column = self.conformal.group_column if self.conformal is not None else None
+        if column is None or item is None:
+            return None
+        value = item.fields().get(column)
+        return None if value is None or value == "" else str(value)
 
     def to_wire(self) -> tuple[Any, ...]:
         """Plain data for another process (the Ray engine's workers): :meth:`from_wire`."""
@@ -377,7 +394,15 @@ class AppliedCalibration:
             raise InputError(
                 f"{path} was fitted for provenance {conformal.provenance}, but this rubric and "
                 f"jury give {provenance}; refit it, or pass --force-calibration to apply it anyway")
-        identity = "conformal " + file_identity(path, content)
+        return cls.joined(calibration, conformal, conformal_identity(path, content),
+                          route_width, force)
+
+    @classmethod
+    def joined(cls, calibration: AppliedCalibration | None, conformal: ConformalMap,
+               identity: str, route_width: float | None = None,
+               force: bool = False) -> AppliedCalibration:
+        """``calibration`` (if any) and a conformal map whose :func:`conformal_identity` is
+        ``identity``, applied together: the records carry both identities."""
         if calibration is None:
             return cls(None, identity, force, conformal, route_width)
         return cls(calibration.map, f"{calibration.identity} + {identity}", calibration.force,

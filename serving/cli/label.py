@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from jurybox.calibration.data.label_store import LabelStore
     from jurybox.serving.labelling.app import LabellingSession
 
-Goal = Literal["agreement", "benchmark-mean", "cascade"]
+Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -24,7 +24,7 @@ def label(
     labels: Annotated[Path, typer.Option("--labels", "-l", help="The human labels file to write (created, or appended to; one JSON line per label).", show_default=False)],
     rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
     rater: Annotated[str | None, typer.Option(help="Your name as a rater: every label carries it (the page asks when it is not in its address).", show_default=False)] = None,
-    goal: Annotated[Goal, typer.Option(help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the jury is unsure of them, and weights each label by its recorded probability (it saves labels where the jury's uncertainty is calibrated; a jury confidently wrong on some items can need more labels than a uniform order).")] = "agreement",
+    goal: Annotated[Goal, typer.Option(help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the jury is unsure of them, and weights each label by its recorded probability (it saves labels where the jury's uncertainty is calibrated; a jury confidently wrong on some items can need more labels than a uniform order); `review` offers only the items a conformal map routed to a human (`jurybox judge --conformal MAP --route-width W`), the widest interval first, recorded as such and refused by every statistic (they are the jury's least sure items). The progress shown is a confidence sequence, valid whenever the labelling stops.")] = "agreement",
     target_width: Annotated[float | None, typer.Option(help="Stop when every criterion's 95% interval is at most this half-width: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1; after at least 30 labels); the page then says so.", min=0.0, show_default=False)] = None,
     stratify: Annotated[bool, typer.Option("--stratify", help="Goal agreement: offer items in three strata by the jury's uncertainty (its surest, middle and least sure thirds), random within each and in proportion to their sizes at every point, so even a few labels cover the items the jury is unsure of while the labels stay a representative (self-weighting) sample.")] = False,
     overlap: Annotated[float, typer.Option(help="Share of a rater's items that another rater labelled too, so that human-human agreement (the ceiling `jurybox agree` reports) is measured.", min=0.0, max=1.0)] = 0.0,
@@ -148,8 +148,9 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
         if goal != "benchmark-mean" and target_width is not None and not 0 < target_width < 0.5:
             raise InputError(f"--target-width {target_width}: for goal {goal} it is a half-width "
                              "of an agreement rate, between 0 and 0.5", field="target_width")
+        routed = _routed(items, verdicts) if goal == "review" else None
         selector = Selector(list(items), goal, seed=seed, overlap=overlap,
-                            uncertainty=uncertainty, stratify=stratify)
+                            uncertainty=uncertainty, stratify=stratify, routed=routed)
         session = LabellingSession(items, {i: verdicts[i] for i in items}, rubric_def, store,
                               selector, target_width=target_width, show_judges=show_judges)
     except Exception:
@@ -166,7 +167,7 @@ def plan_cmd(
     human: Annotated[Path, typer.Argument(help="The human labels file so far (need not exist yet: then the plan comes from the verdicts alone).", show_default=False)],
     verdicts: Annotated[Path, typer.Argument(help="What `jurybox judge` wrote for the items.", exists=True, show_default=False)],
     target_width: Annotated[float, typer.Option(help="The 95% interval half-width wanted per criterion: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1).", min=0.0)],
-    goal: Annotated[Goal, typer.Option(help="The labelling goal (as for `jurybox label`): agreement and cascade plan the agreement's interval, benchmark-mean the mean's.")] = "agreement",
+    goal: Annotated[Goal, typer.Option(help="The labelling goal (as for `jurybox label`): agreement and cascade plan the agreement's confidence sequence, benchmark-mean the mean's interval (review has nothing to plan: it is the routed items).")] = "agreement",
     rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
@@ -185,6 +186,10 @@ def plan_cmd(
         latest = read_latest(human) if human.exists() else {}
         scales = {c.name: c.scale for c in rubric_def.criteria}
         scores = {r.id: r.scores for r in output.records}
+        if goal == "review":
+            raise InputError("goal review has nothing to plan: its labels are the routed items, "
+                             f"{sum(r.route is not None for r in output.records)} in "
+                             f"{verdicts}", field="goal")
         if goal == "benchmark-mean":
             result = _plan_mean(output.records, latest, scales, target_width)
         else:
@@ -214,8 +219,10 @@ def plan_cmd(
         low, high = row["range"]
         span = (f"{low}-{high}" if high is not None else
                 f"{low} to more than every judged item" if low is not None else "unknown")
+        fixed = (f"; a fixed-sample interval would need {row['fixed_sample']}, valid only for a "
+                 "count decided in advance" if row.get("fixed_sample") is not None else "")
         typer.echo(f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
-                   f"(range {span}){beyond}; from {row['basis']}")
+                   f"(range {span}){beyond}; from {row['basis']}{fixed}")
 
 
 def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]],
@@ -234,3 +241,16 @@ def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]]
     active = design_of(lines) == "active" or not lines
     return plan_mean(lines, {r.id: r.scores for r in records}, pool_model(records, scales),
                      scales, width, pool_probabilities(records, scales) if active else None)
+
+
+def _routed(items: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, str]:
+    """Goal review: the items whose verdict a conformal map routed to a human, widest interval
+    first (an item without an interval on a criterion counts as the widest), with the reasons."""
+    def widest(record: Any) -> float:
+        widths = [float("inf") if iv is None else iv[1] - iv[0]
+                  for iv in (record.interval or {}).values()]
+        return max(widths, default=float("inf"))
+
+    routed = [verdicts[i] for i in items if verdicts[i].route is not None]
+    routed.sort(key=lambda r: -widest(r))
+    return {r.id: "; ".join(r.route.reasons) for r in routed}

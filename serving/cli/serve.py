@@ -19,6 +19,8 @@ def serve(
     jury: Annotated[str, typer.Option("--jury", "-j", help="Shipped jury name or a jury YAML file.", show_default=False)],
     rubrics: Annotated[list[Path], typer.Option("--rubrics", help="Rubric YAML file or directory of them, served beside the shipped rubrics (repeatable).", show_default=False)] = [],
     calibration: Annotated[list[Path], typer.Option("--calibration", help="Calibration map (from `jurybox calibrate`) to apply to the verdicts of the rubric it was fitted for (repeatable).", show_default=False)] = [],
+    conformal: Annotated[list[Path], typer.Option("--conformal", help="Conformal map (from `jurybox calibrate --conformal`): the verdicts of the rubric it was fitted for carry each criterion's `interval` (repeatable, one per rubric).", show_default=False)] = [],
+    route_width: Annotated[float | None, typer.Option("--route-width", help="With --conformal: a verdict whose interval on a criterion is wider than this (in the scale's units; 0: anything but a single level) or missing carries `route` (to a human, with the reasons).", min=0.0, show_default=False)] = None,
     host: Annotated[str, typer.Option(help="Address the HTTP server listens on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port the HTTP server listens on.")] = 8000,
     token_env: Annotated[str | None, typer.Option("--token-env", help="Environment variable holding a token: every /v1 call must then send `Authorization: Bearer <token>`.", show_default=False)] = None,
@@ -52,6 +54,7 @@ def serve(
         config = ServiceConfig(
             verdict_cache=str(verdict_cache.default_path()) if use_cache else None,
             jury=jury, rubrics=[str(p) for p in rubrics], calibration=[str(p) for p in calibration],
+            conformal=[str(p) for p in conformal], route_width=route_width,
             token_env=token_env, cors_origins=cors_origin, ingress_replicas=ingress_replicas,
             limits=Limits(max_items=max_items, max_body_bytes=max_body_bytes,
                           max_field_chars=max_field_chars, max_concurrent=max_concurrent,

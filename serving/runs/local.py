@@ -50,7 +50,7 @@ def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str
                 records = jury.score_records(rubric, chunk, keep_raw=run.keep_raw,
                                              on_progress=_within(progress, rows, total))
                 if run.applied is not None:
-                    records = [run.applied.apply(r, rubric) for r in records]
+                    records = [run.applied.apply(r, rubric, it) for r, it in zip(records, chunk)]
                 results.append(records)
                 rows.judged += len(chunk)
                 rows.cached = jury.cache_hits - hits_before

@@ -234,7 +234,8 @@ class _Decide:
                     verdicts[i] = verdict.model_dump_json()
                 record = verdict.to_record(self.keep_raw, input=batch["input"][i])
                 if self.calibration is not None:
-                    record = self.calibration.apply(record, self.rubric)
+                    record = self.calibration.apply(record, self.rubric,
+                                                    Item.model_validate_json(item))
                 records[i] = json.dumps(record, ensure_ascii=False, allow_nan=False)
         # What the driver needs; the prompts and pickled votes stay behind.
         keep = ["id", "row", "file", "input", "error", "skipped", "cached", "empty"] + [
@@ -328,10 +329,10 @@ def _answer_from_cache(run: Run, cache: VerdictCache, done: set[str], allowed: s
 
     def answer() -> None:
         lookup = CacheLookup.of(cache, run.provenance, chunk)
-        records = [lookup.found[k].to_record(keep_raw, input=lookup.keys[k])
-                   for k in sorted(lookup.found)]
+        found = sorted(lookup.found)
+        records = [lookup.found[k].to_record(keep_raw, input=lookup.keys[k]) for k in found]
         if calibration is not None:
-            records = [calibration.apply(r, run.rubric) for r in records]
+            records = [calibration.apply(r, run.rubric, chunk[k]) for r, k in zip(records, found)]
         if records:
             run.results.append(records)
             answered.update(r["id"] for r in records)

@@ -65,6 +65,12 @@ class ServiceConfig(BaseModel):
     calibration: list[str] = Field(default_factory=list, description="Calibration maps (from "
                                    "`jurybox calibrate`) applied to the verdicts of the rubric "
                                    "each was fitted for.")
+    conformal: list[str] = Field(default_factory=list, description="Conformal maps (from "
+                                 "`jurybox calibrate --conformal`): the verdicts of the rubric "
+                                 "each was fitted for carry per-criterion intervals.")
+    route_width: float | None = Field(None, ge=0.0, description="With conformal maps: a verdict "
+                                      "whose interval on a criterion is wider than this (or "
+                                      "missing) carries route: to a human, with the reasons.")
     token_env: str | None = Field(None, description="Environment variable holding the bearer "
                                   "token every /v1 call must present (never the token itself).")
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS "
@@ -105,9 +111,13 @@ class ServiceConfig(BaseModel):
                 rubric = load_rubric(file)
                 rubrics[rubric.name] = rubric
         provenances = {name: provenance(r, spec) for name, r in rubrics.items()}
-        maps = []
-        for path in self.calibration:
-            maps.append(_calibration(Path(path), provenances))
+        maps = [_calibration(Path(path), provenances) for path in self.calibration]
+        conformal = [_conformal(Path(path), provenances) for path in self.conformal]
+        for kind, entries in (("--calibration", maps), ("--conformal", conformal)):
+            _one_per_rubric(kind, entries)
+        if self.route_width is not None and not conformal:
+            raise InputError("--route-width routes on conformal intervals: give --conformal MAP "
+                             "too", field="route_width")
         if self.token_env is not None and not os.environ.get(self.token_env):
             raise InputError(f"--token-env {self.token_env}: the environment variable is not set "
                              "(or empty); set it to the token clients must send",
@@ -116,6 +126,8 @@ class ServiceConfig(BaseModel):
             jury=spec.model_dump(mode="json"),
             rubrics={n: r.model_dump(mode="json", by_alias=True) for n, r in rubrics.items()},
             calibration=maps,
+            conformal=conformal,
+            route_width=self.route_width,
             token_env=self.token_env,
             cors_origins=list(self.cors_origins),
             limits=self.limits,
@@ -134,6 +146,8 @@ class ResolvedConfig(BaseModel):
     rubrics: dict[str, dict[str, Any]]
     calibration: list[dict[str, Any]]
     token_env: str | None
+    conformal: list[dict[str, Any]] = Field(default_factory=list)
+    route_width: float | None = None
     cors_origins: list[str]
     limits: Limits
     health_timeout_s: float
@@ -170,3 +184,33 @@ def _calibration(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
             "this service knows has with this jury; add the rubric it was fitted for with "
             "--rubrics, or refit the map", field="calibration")
     return {"identity": cmap.identity_, "map": cmap.to_dict(), "rubrics": fits}
+
+
+def _conformal(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
+    from jurybox.calibration.maps.calibration_map import conformal_identity
+    from jurybox.calibration.maps.conformal import ConformalMap
+
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"--conformal {path}: cannot read it: {exc.strerror or exc}",
+                         field="conformal") from None
+    cmap = ConformalMap.load(path)
+    fits = sorted(name for name, p in provenances.items() if p == cmap.provenance)
+    if not fits:
+        raise InputError(
+            f"--conformal {path}: fitted for provenance {cmap.provenance}, which no rubric this "
+            "service knows has with this jury; add the rubric it was fitted for with --rubrics, "
+            "or refit the map", field="conformal")
+    return {"identity": conformal_identity(path, content), "map": cmap.to_dict(), "rubrics": fits}
+
+
+def _one_per_rubric(option: str, entries: list[dict[str, Any]]) -> None:
+    """Two maps of one kind for the same rubric: which would apply is not for us to guess."""
+    seen: dict[str, str] = {}
+    for entry in entries:
+        for rubric in entry["rubrics"]:
+            if rubric in seen:
+                raise InputError(f"{option}: {seen[rubric]} and {entry['identity']} are both "
+                                 f"for rubric {rubric}; give one", field=option.lstrip("-"))
+            seen[rubric] = entry["identity"]

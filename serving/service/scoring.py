@@ -175,10 +175,16 @@ class ScoringService:
         self.provenances = {name: provenance(r, self.jury) for name, r in self.rubrics.items()}
         self.calibrations: dict[str, AppliedCalibration] = {}
         from jurybox.calibration import AppliedCalibration, CalibrationMap
+        from jurybox.calibration.maps.conformal import ConformalMap
 
         for entry in self.plan.calibration:
             cmap = CalibrationMap.from_dict(entry["map"], source=entry["identity"])
             self.calibrations[cmap.provenance_] = AppliedCalibration(cmap, entry["identity"])
+        for entry in self.plan.conformal:
+            conformal = ConformalMap.from_dict(entry["map"], source=entry["identity"])
+            prov = str(conformal.provenance)  # one a rubric has (ServiceConfig.resolve)
+            self.calibrations[prov] = AppliedCalibration.joined(
+                self.calibrations.get(prov), conformal, entry["identity"], self.plan.route_width)
         self.metrics = Metrics()
         self.cache = (VerdictCache(self.plan.verdict_cache)
                       if self.plan.verdict_cache is not None else None)
@@ -303,7 +309,7 @@ class ScoringService:
         records = [v.to_record(input=input_hash(item)) for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
         if calibration is not None:
-            records = [calibration.apply(r, rubric) for r in records]
+            records = [calibration.apply(r, rubric, it) for r, it in zip(records, items)]
         self.metrics.count_votes(records)
         return records
 

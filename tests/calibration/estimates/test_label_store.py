@@ -85,21 +85,24 @@ def test_items_come_in_one_uniform_order_and_overlap_routes_others_items():
         Selector(ids, goal="benchmark-median")
 
 
-def test_progress_is_the_agreement_with_a_clopper_pearson_interval():
-    from statsmodels.stats.proportion import proportion_confint
+def test_progress_is_the_agreement_with_its_confidence_sequence():
+    """The agreement over the labelled items, and the betting confidence sequence for the pool
+    of items the jury scored (jurybox.calibration.stats.sequences, tested there)."""
+    from jurybox.calibration.estimates.selection import ALPHA, horizon
+    from jurybox.calibration.stats.sequences import betting_interval
 
     rng = np.random.default_rng(0)
     scale = Scale(min=0, max=4)
-    jury = {f"i{k}": {"accuracy": float(rng.uniform(0, 4))} for k in range(60)}
+    jury = {f"i{k}": {"accuracy": float(rng.uniform(0, 4))} for k in range(80)}
     latest = {(i, "ana"): line(i, "ana", accuracy=float(round(s["accuracy"]) if k % 3 else 0))
-              for k, (i, s) in enumerate(jury.items())}
+              for k, (i, s) in enumerate(list(jury.items())[:60])}
     got = progress(latest, jury, {"accuracy": scale}, target_width=0.2, total=80)
-    agreed = sum(float(scale.snap(jury[i]["accuracy"])) == v["accuracy"]
-                 for (i, _), v in latest.items())
+    agreed = [float(float(scale.snap(jury[i]["accuracy"])) == v["accuracy"])
+              for (i, _), v in latest.items()]
     e = got["agreement"]["accuracy"]
-    assert e["n"] == 60 and e["agreement"] == pytest.approx(agreed / 60)
-    low, high = proportion_confint(agreed, 60, alpha=0.05, method="beta")
-    assert (e["low"], e["high"]) == pytest.approx((low, high))
+    assert e["n"] == 60 and e["pool"] == 80 and e["agreement"] == pytest.approx(np.mean(agreed))
+    assert (e["low"], e["high"]) == betting_interval(agreed, ALPHA, 80, horizon(0.2))
+    assert e["low"] <= e["agreement"] <= e["high"]
     assert got["labelled_items"] == 60 and got["left"] == 20
     assert got["goal_met"] == (e["half_width"] <= 0.2)
     assert clopper_pearson(0, 10)[0] == 0.0 and clopper_pearson(10, 10)[1] == 1.0
@@ -118,30 +121,23 @@ def test_labels_needed_is_the_first_count_whose_interval_is_narrow_enough():
 
 @pytest.mark.parametrize("p", [0.6, 0.8, 0.92])
 def test_the_plan_from_the_first_labels_predicts_the_simulated_need_within_a_quarter(p):
-    """Labels drawn one by one (the human agrees with the jury with probability p) until the
-    interval's half-width reaches 0.04: the plan made after the first 80 labels is within 25%
-    of the count really needed, over 300 simulated labelling runs (the median of the ratio,
-    and 80% of the runs within 35%)."""
-    from scipy.stats import beta
+    """A pool of 3,000 items whose jury agrees with the humans with probability p, labelled in
+    a uniform order until the page's confidence sequence has half-width 0.05: the plan made
+    after the first 80 labels is within 25% of the count really needed, over 40 simulated
+    labelling runs (the median of the ratio, and 80% of the runs within 35%)."""
+    from jurybox.calibration.estimates.selection import ALPHA, horizon, plan
+    from jurybox.calibration.stats.sequences import betting_cs
 
-    from jurybox.calibration.estimates.selection import plan
-
-    width, first, runs = 0.04, 80, 300
+    width, first, runs, pool = 0.05, 80, 40, 3000
     rng = np.random.default_rng(int(p * 100))
     scale = Scale(min=0, max=1)
-    m = np.arange(first, 4001)
+    jury = {f"i{j}": {"accuracy": 1.0} for j in range(pool)}
     ratios = []
     for _ in range(runs):
-        agrees = rng.random(4000) < p
-        # The simulated need: the first n whose Clopper-Pearson interval is narrow enough
-        # (computed here directly with scipy, for every n at once).
-        k = np.cumsum(agrees)[m - 1]
-        with np.errstate(all="ignore"):
-            low = np.where(k > 0, beta.ppf(0.025, k, m - k + 1), 0.0)
-            high = np.where(k < m, beta.ppf(0.975, k + 1, m - k), 1.0)
-        n = int(m[np.argmax((high - low) / 2 <= width)])
-        jury = {f"i{j}": {"accuracy": 1.0} for j in range(first)}
-        latest = {(f"i{j}", "ana"): line(f"i{j}", "ana", accuracy=1.0 if agrees[j] else 0.0)
+        agrees = (rng.random(pool) < p).astype(float)
+        low, high = betting_cs(agrees[:1000], ALPHA, pool, horizon(width))
+        n = int(np.argmax((high - low) / 2 <= width)) + 1  # the simulated need
+        latest = {(f"i{j}", "ana"): line(f"i{j}", "ana", accuracy=agrees[j])
                   for j in range(first)}
         predicted = plan(latest, jury, {}, {"accuracy": scale}, width)["accuracy"]["needed"]
         ratios.append(predicted / n)
@@ -151,12 +147,14 @@ def test_the_plan_from_the_first_labels_predicts_the_simulated_need_within_a_qua
 
 
 def test_before_any_label_the_plan_comes_from_the_verdicts_with_its_range():
-    from jurybox.calibration.estimates.selection import labels_needed, plan
+    from jurybox.calibration.estimates.selection import _sequence_needed, labels_needed, plan
 
     scale = Scale(min=0, max=4)
-    jury = {"a": {"accuracy": 3.2}, "b": {"accuracy": 1.0}}
-    votes = {"a": {"accuracy": [3.0, 4.0]}, "b": {"accuracy": [1.0, 1.0]}}  # 3 of 4 agree
-    got = plan({}, jury, votes, {"accuracy": scale}, 0.05)["accuracy"]
-    assert got["labelled"] == 0 and got["needed"] == labels_needed(0.75, 0.05)
-    assert got["range"] == [labels_needed(0.75, 0.05), labels_needed(0.5, 0.05)]
+    jury = {f"a{k}": {"accuracy": 3.2} for k in range(250)}
+    jury.update({f"b{k}": {"accuracy": 1.0} for k in range(250)})
+    votes = {i: {"accuracy": [3.0, 4.0] if i.startswith("a") else [1.0, 1.0]} for i in jury}
+    got = plan({}, jury, votes, {"accuracy": scale}, 0.05)["accuracy"]  # 3 of 4 votes agree
+    assert got["labelled"] == 0 and got["needed"] == _sequence_needed(0.75, 0.05, 500)
+    assert got["range"] == [_sequence_needed(0.75, 0.05, 500), _sequence_needed(0.5, 0.05, 500)]
+    assert got["fixed_sample"] == labels_needed(0.75, 0.05)
     assert "no label yet" in got["basis"]
