@@ -170,12 +170,17 @@ def label_rows(path: str | Path) -> list[dict[str, Any]]:
     return [dict(row) for _, row in rows]
 
 
+def _rows_chosen(rows: Sequence[tuple[int, Mapping[str, Any]]], strategy: str) -> list[int]:
+    """The row numbers of the label lines whose item was chosen by ``strategy``."""
+    return [n for n, row in rows if isinstance(row.get("selection"), Mapping)
+            and row["selection"].get("strategy") == strategy]
+
+
 def _chosen_for_review(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
     """Refuse labels of items routed to a human for review: the items the jury is least sure
     of, so every statistic over them (agreement, calibration and conformal maps, cascades,
     means) would be biased."""
-    review = [n for n, row in rows if isinstance(row.get("selection"), Mapping)
-              and row["selection"].get("strategy") == "review"]
+    review = _rows_chosen(rows, "review")
     if review:
         raise InputDataError(
             f"{source} holds {_count(len(review), 'label')} (the first on row {review[0]}) of "
@@ -191,8 +196,7 @@ def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str)
     (agreement, calibration maps, cascades) would be biased towards the items the jury is unsure
     of."""
     _chosen_for_review(rows, source)
-    active = [n for n, row in rows if isinstance(row.get("selection"), Mapping)
-              and row["selection"].get("strategy") == "benchmark-mean"]
+    active = _rows_chosen(rows, "benchmark-mean")
     if active:
         raise InputDataError(
             f"{source} holds {_count(len(active), 'label')} (the first on row {active[0]}) "

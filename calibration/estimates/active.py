@@ -64,7 +64,8 @@ from ..data.verdicts import mixed_distribution
 from ..errors import InputDataError
 
 GOAL = "benchmark-mean"
-#: The labels the page takes before it calls the goal met (the normal approximation's start).
+#: Where the fixed-sample interval's normal approximation starts to hold: its plan never asks
+#: fewer (the page itself stops on its confidence sequence, which needs no minimum).
 MIN_MEAN_LABELS = 30
 FLOOR = 0.1
 QUANTILE = 0.9
@@ -498,10 +499,12 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
     chi-square interval), or, before any label, from the verdicts alone (``model``: per item
     and criterion, the jury's predictive mean and variance, :func:`pool_model`, the variance
     taken as the squared error of the jury's score: the count if the jury is calibrated, the
-    range from the page's minimum to labels as spread as the scale allows, since only labels
-    can show how calibrated it is); the labels' variance floored as the estimate floors it
-    (module text); never fewer than the page's minimum of labels. ``pi``: each item's inclusion probability (None: every visited item is
-    labelled, a uniform order); labels are counted as the visited items times the mean ``pi``."""
+    range from the normal approximation's 30 labels to labels as spread as the scale allows,
+    since only labels can show how calibrated it is); the labels' variance floored as the
+    estimate floors it (module text); never fewer than those 30. ``pi``: each item's inclusion
+    probability (None: every visited item is labelled, a uniform order); labels are counted as
+    the visited items times the mean ``pi``. Beside it, ``sequence``: what the page's
+    confidence sequence needs (:func:`sequence_labels_needed`)."""
     from scipy.stats import chi2
 
     if width <= 0:
@@ -531,12 +534,71 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
                          (widest * float(np.mean(1 / p)), widest * float(np.mean((1 - p) / p)))]
             basis = ("the verdicts alone (no label yet): the count if the jury's distributions "
                      "are calibrated, which only labels can show; the range runs from the "
-                     f"page's minimum of {MIN_MEAN_LABELS} labels (a jury better than it says) "
+                     f"normal approximation's {MIN_MEAN_LABELS} labels (a jury better than it says) "
                      "to what labels as spread as the scale allows would need (a jury worse "
                      "than it says: overconfident juries need many times the count)")
         needed, *span = (None if got is None else max(MIN_MEAN_LABELS, got) for got in
                          (_labels_needed(a, b, big_n, width, z, rate) for a, b in variances))
+        jury = [model.get(i, {}).get(criterion) or (pool[i][criterion], 0.0) for i in scored]
+        sequence = sequence_labels_needed(
+            np.array([float(pool[i][criterion]) for i in scored]),
+            np.array([mv[0] for mv in jury]), np.array([mv[1] for mv in jury]), p,
+            scales[criterion], width) if big_n else None
         out[criterion] = {"labelled": n, "visited": m, "needed": needed, "range": span,
                           "further": None if needed is None else max(0, needed - n),
-                          "basis": basis, "pool": big_n}
+                          "basis": basis, "pool": big_n,
+                          "sequence": {"needed": sequence, "basis": SEQUENCE_PLAN_BASIS}}
     return out
+
+
+#: What :func:`sequence_labels_needed` assumes, as ``labels plan`` says it.
+SEQUENCE_PLAN_BASIS = ("the page's confidence sequence, in sessions simulated with labels "
+                       "drawn from the jury's own distributions: the count if they are "
+                       "calibrated (an overconfident jury needs more)")
+
+
+def sequence_labels_needed(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi: np.ndarray,
+                           scale: Any, width: float, *, runs: int = 15, seed: int = 0,
+                           alpha: float = 0.05) -> int | None:
+    """The median labels at which the page's sequence for the mean (:func:`mean_sequences`)
+    reaches half-width ``width``, over ``runs`` simulated sessions of the design (a visiting
+    order, coins with probabilities ``pi``), each item's label drawn from a normal with the
+    jury's predictive ``mean`` and ``var`` (:func:`_draw_labels`); None when the median session
+    does not get there within the pool."""
+    from ..stats.sequences import betting_cs
+
+    low, high = float(scale.low), float(scale.high)
+    d_low = min(0.0, float(((low - f) / pi).min()))
+    d_high = max(0.0, float(((high - f) / pi).max()))
+    uniform = bool(np.all(pi == 1.0))
+    rng = np.random.default_rng(seed)
+    needs = []
+    for _ in range(runs):
+        order = rng.permutation(f.size)
+        coins = rng.random(f.size) < pi[order]
+        y = _draw_labels(rng, mean[order], var[order], low, high)
+        d = np.where(coins, (y - f[order]) / pi[order], 0.0)
+        lo, hi = betting_cs((d - d_low) / (d_high - d_low), alpha,
+                            f.size if uniform else None)
+        met = np.flatnonzero((hi - lo)[coins] * (d_high - d_low) / 2 <= width)
+        needs.append(float(met[0] + 1) if met.size else math.inf)
+    median = float(np.median(needs))
+    return None if math.isinf(median) else int(median)
+
+
+
+def _draw_labels(rng: np.random.Generator, mean: np.ndarray, var: np.ndarray, low: float,
+                 high: float) -> np.ndarray:
+    """Labels on a scale of whole levels with the given means and variances: on the level
+    nearest the mean and its two neighbours where three points can hold them (a sharp jury's
+    rare errors a whole level off, as real labels are), else a normal rounded to the levels."""
+    k = np.clip(np.round(mean), low, high)
+    dm = mean - k
+    spread = np.maximum(var, 0.0) + dm**2
+    below, above = (spread - dm) / 2, (spread + dm) / 2
+    fits = ((below >= -1e-12) & (above >= -1e-12) & (below + above <= 1)
+            & ((k - 1 >= low) | (below <= 1e-12)) & ((k + 1 <= high) | (above <= 1e-12)))
+    u = rng.random(mean.size)
+    three = np.where(u < below, k - 1, np.where(u < below + above, k + 1, k))
+    rounded = np.clip(np.round(rng.normal(mean, np.sqrt(np.maximum(var, 0.0)))), low, high)
+    return np.where(fits, three, rounded)

@@ -53,7 +53,6 @@ from . import active
 GOALS = ("agreement", "benchmark-mean", "cascade", "review")
 REVIEW = "review"
 STRATA = ("surest", "middle", "least sure")
-MIN_MEAN_LABELS = active.MIN_MEAN_LABELS
 
 
 @dataclass(frozen=True)

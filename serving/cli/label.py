@@ -221,6 +221,12 @@ def plan_cmd(
                 f"{low} to more than every judged item" if low is not None else "unknown")
         fixed = (f"; a fixed-sample interval would need {row['fixed_sample']}, valid only for a "
                  "count decided in advance" if row.get("fixed_sample") is not None else "")
+        if isinstance(row.get("sequence"), dict):  # the mean: the plan above is fixed-sample
+            got = row["sequence"]["needed"]
+            fixed = ("; that is for a count decided in advance: the page's sequence (valid "
+                     "whenever you stop) needs "
+                     + (f"about {got}" if got is not None else "more than the pool holds")
+                     + f", from {row['sequence']['basis']}")
         typer.echo(f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
                    f"(range {span}){beyond}; from {row['basis']}{fixed}")
 

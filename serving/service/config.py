@@ -177,13 +177,8 @@ def _calibration(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
     from jurybox.calibration import CalibrationMap
 
     cmap = CalibrationMap.load(path)
-    fits = sorted(name for name, p in provenances.items() if p == cmap.provenance_)
-    if not fits:
-        raise InputError(
-            f"--calibration {path}: fitted for provenance {cmap.provenance_}, which no rubric "
-            "this service knows has with this jury; add the rubric it was fitted for with "
-            "--rubrics, or refit the map", field="calibration")
-    return {"identity": cmap.identity_, "map": cmap.to_dict(), "rubrics": fits}
+    return {"identity": cmap.identity_, "map": cmap.to_dict(),
+            "rubrics": _fitted_rubrics("--calibration", path, cmap.provenance_, provenances)}
 
 
 def _conformal(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
@@ -196,13 +191,21 @@ def _conformal(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
         raise InputError(f"--conformal {path}: cannot read it: {exc.strerror or exc}",
                          field="conformal") from None
     cmap = ConformalMap.load(path)
-    fits = sorted(name for name, p in provenances.items() if p == cmap.provenance)
+    return {"identity": conformal_identity(path, content), "map": cmap.to_dict(),
+            "rubrics": _fitted_rubrics("--conformal", path, cmap.provenance, provenances)}
+
+
+def _fitted_rubrics(option: str, path: Path, fitted: str | None,
+                    provenances: dict[str, str]) -> list[str]:
+    """The rubrics whose provenance with this jury is the one a map was fitted for (none: the
+    map is refused, saying what to do)."""
+    fits = sorted(name for name, p in provenances.items() if p == fitted)
     if not fits:
         raise InputError(
-            f"--conformal {path}: fitted for provenance {cmap.provenance}, which no rubric this "
-            "service knows has with this jury; add the rubric it was fitted for with --rubrics, "
-            "or refit the map", field="conformal")
-    return {"identity": conformal_identity(path, content), "map": cmap.to_dict(), "rubrics": fits}
+            f"{option} {path}: fitted for provenance {fitted}, which no rubric this service "
+            "knows has with this jury; add the rubric it was fitted for with --rubrics, or "
+            "refit the map", field=option.lstrip("-"))
+    return fits
 
 
 def _one_per_rubric(option: str, entries: list[dict[str, Any]]) -> None:

@@ -350,6 +350,26 @@ def test_before_any_label_the_plan_comes_from_the_jurys_own_uncertainty():
     assert plan_mean([], scores, model, SCALES, 1e-4, pi)["accuracy"]["needed"] is None
 
 
+def test_the_plan_for_the_page_s_sequence_predicts_its_simulated_need():
+    """The labels the page's confidence sequence needs (the page stops on it), planned before
+    any label from the jury's own distributions, are within 20% of the median need over 20
+    sessions on a pool whose labels are drawn from those distributions (a calibrated jury); a
+    uniform order needs fewer than the active choice under the sequence (perf/RESULTS.md)."""
+    from jurybox.calibration.estimates.synthetic import sequence_session
+
+    rng = np.random.default_rng(52)
+    pool = LabellingPool.draw(rng, 600)
+    scores, model, pi = _plan_inputs(pool)
+    planned = plan_mean([], scores, model, SCALES, 0.35, pi)["accuracy"]["sequence"]
+    need = np.median([sequence_session(pool, rng, width=0.35, grid=1000)["labels"] or np.inf
+                      for _ in range(20)])
+    assert planned["needed"] is not None and 0.8 <= planned["needed"] / need <= 1.2, (
+        planned, need)
+    assert "confidence sequence" in planned["basis"]
+    uniform = plan_mean([], scores, model, SCALES, 0.35, None)["accuracy"]["sequence"]
+    assert uniform["needed"] < planned["needed"]
+
+
 @pytest.mark.parametrize("stated", [0.1, 1.0, 4.0])
 def test_before_any_label_the_plan_says_what_it_cannot_know_and_counts_the_pages_minimum(stated):
     """#43 item 2: before any label the plan for an overconfident jury (stating a tenth of
