@@ -493,7 +493,7 @@ def _labels_needed(s2: float, coins: float, pool: int, width: float, z: float, r
 def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
               model: Mapping[str, Mapping[str, tuple[float, float] | None]],
               scales: Mapping[str, Any], width: float, pi: Mapping[str, float] | None = None,
-              *, confidence: float = 0.95) -> dict[str, dict[str, Any]]:
+              *, confidence: float = 0.95, sequence: bool = False) -> dict[str, dict[str, Any]]:
     """How many labels each criterion's mean needs for a CI half-width of at most ``width`` (in
     the scale's units): from the labels so far (their variance, with the range over its 95%
     chi-square interval), or, before any label, from the verdicts alone (``model``: per item
@@ -503,8 +503,9 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
     since only labels can show how calibrated it is); the labels' variance floored as the
     estimate floors it (module text); never fewer than those 30. ``pi``: each item's inclusion
     probability (None: every visited item is labelled, a uniform order); labels are counted as
-    the visited items times the mean ``pi``. Beside it, ``sequence``: what the page's
-    confidence sequence needs (:func:`sequence_labels_needed`)."""
+    the visited items times the mean ``pi``. With ``sequence``, beside it what the page's
+    confidence sequence needs (:func:`sequence_labels_needed`: simulated, about a second per
+    criterion)."""
     from scipy.stats import chi2
 
     if width <= 0:
@@ -539,15 +540,16 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
                      "than it says: overconfident juries need many times the count)")
         needed, *span = (None if got is None else max(MIN_MEAN_LABELS, got) for got in
                          (_labels_needed(a, b, big_n, width, z, rate) for a, b in variances))
-        jury = [model.get(i, {}).get(criterion) or (pool[i][criterion], 0.0) for i in scored]
-        sequence = sequence_labels_needed(
-            np.array([float(pool[i][criterion]) for i in scored]),
-            np.array([mv[0] for mv in jury]), np.array([mv[1] for mv in jury]), p,
-            scales[criterion], width) if big_n else None
         out[criterion] = {"labelled": n, "visited": m, "needed": needed, "range": span,
                           "further": None if needed is None else max(0, needed - n),
-                          "basis": basis, "pool": big_n,
-                          "sequence": {"needed": sequence, "basis": SEQUENCE_PLAN_BASIS}}
+                          "basis": basis, "pool": big_n}
+        if sequence and big_n:
+            jury = [model.get(i, {}).get(criterion) or (pool[i][criterion], 0.0)
+                    for i in scored]
+            out[criterion]["sequence"] = {"needed": sequence_labels_needed(
+                np.array([float(pool[i][criterion]) for i in scored]),
+                np.array([mv[0] for mv in jury]), np.array([mv[1] for mv in jury]), p,
+                scales[criterion], width), "basis": SEQUENCE_PLAN_BASIS}
     return out
 
 

@@ -246,7 +246,8 @@ def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]]
     lines = [line for line in latest.values() if labelled(line)]
     active = design_of(lines) == "active" or not lines
     return plan_mean(lines, {r.id: r.scores for r in records}, pool_model(records, scales),
-                     scales, width, pool_probabilities(records, scales) if active else None)
+                     scales, width, pool_probabilities(records, scales) if active else None,
+                     sequence=True)
 
 
 def _routed(items: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, str]:

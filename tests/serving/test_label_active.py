@@ -119,5 +119,6 @@ def test_active_labels_end_to_end(benchmark, browser):
     for c, row in json.loads(plan.stdout)["criteria"].items():
         assert row["labelled"] == len(lines), (c, row)
         assert row["further"] == max(0, row["needed"] - row["labelled"]), (c, row)
+        assert "confidence sequence" in row["sequence"]["basis"], row  # what the page needs
     wrong = jurybox("labels", "plan", labels, judged, "--target-width", "0.7")
     assert wrong.returncode == 2 and "between 0 and 0.5" in wrong.stderr

@@ -360,13 +360,14 @@ def test_the_plan_for_the_page_s_sequence_predicts_its_simulated_need():
     rng = np.random.default_rng(52)
     pool = LabellingPool.draw(rng, 600)
     scores, model, pi = _plan_inputs(pool)
-    planned = plan_mean([], scores, model, SCALES, 0.35, pi)["accuracy"]["sequence"]
+    planned = plan_mean([], scores, model, SCALES, 0.35, pi, sequence=True)["accuracy"]["sequence"]
     need = np.median([sequence_session(pool, rng, width=0.35, grid=1000)["labels"] or np.inf
                       for _ in range(20)])
     assert planned["needed"] is not None and 0.8 <= planned["needed"] / need <= 1.2, (
         planned, need)
     assert "confidence sequence" in planned["basis"]
-    uniform = plan_mean([], scores, model, SCALES, 0.35, None)["accuracy"]["sequence"]
+    uniform = plan_mean([], scores, model, SCALES, 0.35, None,
+                        sequence=True)["accuracy"]["sequence"]
     assert uniform["needed"] < planned["needed"]
 
 
