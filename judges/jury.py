@@ -54,14 +54,6 @@ def loads_side_by_side(spec: JudgeSpec) -> bool:
     return on_cpu()
 
 
-def _import_vllm() -> None:
-    """vLLM (and the transformers it loads) imported here, before engines start side by side
-    in threads: a module's first import from two threads at once can see it half made."""
-    from .backends.vllm import import_engine
-
-    import_engine()
-
-
 def make_backend(spec: JudgeSpec) -> Backend:
     """A new backend for the judge, of the kind its ``backend`` names (``transformers``,
     ``vllm``, ``openai``, or ``replay`` for tests and benchmarks); ValueError for any other."""
@@ -175,6 +167,8 @@ class Jury:
         others still load (and are closed with the jury) and its error is raised."""
         pending = [j for j in self.spec.judges if j.name not in self._backends]
         together = [j for j in pending if loads_side_by_side(j)]
+        if len(together) < 2:  # one engine has nothing to load beside
+            together = []
         alone = [j for j in pending if j not in together]
 
         def load(judge: JudgeSpec) -> tuple[Backend, float]:
@@ -187,8 +181,12 @@ class Jury:
                 on_loaded(f"judge {judge.name}", seconds)
 
         errors: list[BaseException] = []
-        if len(together) > 1:
-            _import_vllm()
+        if together:
+            # vLLM (and the transformers it loads) imported here first: a module's first
+            # import from two threads at once can see it half made.
+            from .backends.vllm import import_engine
+
+            import_engine()
             with ThreadPoolExecutor(max_workers=len(together)) as pool:
                 futures = {pool.submit(load, judge): judge for judge in together}
                 for future in as_completed(futures):
@@ -196,8 +194,6 @@ class Jury:
                         loaded(futures[future], *future.result())
                     except BaseException as exc:  # the others finish loading: close() frees them
                         errors.append(exc)
-        else:
-            alone = pending
         if errors:
             raise errors[0]
         for judge in alone:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,24 @@ def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
     return [(n, row) for i, (n, row) in enumerate(rows)
             if "labelled_at" not in row
             or (last[key(row)] == i and not row.get("undone") and row.get("skipped") is None)]
+
+
+def labels_by_item(lines: Sequence[Mapping[str, Any]], criterion: str, scale: Any,
+                    items: Container[str]) -> dict[str, list[float]]:
+    """The human labels of ``criterion`` per item of ``items`` (none where a line has none); a
+    value off the scale is an error naming the item and criterion."""
+    human: dict[str, list[float]] = {}
+    for line in lines:
+        item = str(line.get("id"))
+        if item not in items:
+            continue
+        try:
+            value = _parse_value(line.get(criterion), scale)
+        except ValueError as exc:
+            raise InputDataError(f"item {item!r}, {criterion}: {exc}", field=criterion) from None
+        if not math.isnan(value):
+            human.setdefault(item, []).append(value)
+    return human
 
 
 def label_rows(path: str | Path) -> list[dict[str, Any]]:

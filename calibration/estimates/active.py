@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.labels import _parse_value
+from ..data.labels import labels_by_item
 from ..data.verdicts import mixed_distribution
 from ..errors import InputDataError
 
@@ -289,17 +289,7 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
         if stray:
             notes.append(f"the labelling session offered {stray[0]} items, the verdicts hold "
                          f"{len(pool)}: the estimate is exact only for the session's items")
-        human: dict[str, list[float]] = {}
-        for line in lines:
-            if str(line["id"]) not in pool:
-                continue
-            try:
-                value = _parse_value(line.get(criterion), scales.get(criterion))
-            except ValueError as exc:
-                raise InputDataError(f"item {line['id']!r}, {criterion}: {exc}",
-                                     field=criterion) from None
-            if not math.isnan(value):
-                human.setdefault(str(line["id"]), []).append(value)
+        human = labels_by_item(lines, criterion, scales.get(criterion), pool)
         scored = {i: s[criterion] for i, s in pool.items() if s.get(criterion) is not None}
         unscored = len(pool) - len(scored)
         if unscored:
@@ -410,14 +400,8 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
     out: dict[str, dict[str, Any] | str] = {}
     for criterion, scale in scales.items():
         scored = {i: float(s[criterion]) for i, s in pool.items() if s.get(criterion) is not None}
-        human: dict[str, list[float]] = {}
-        for line in lines:
-            item = str(line["id"])
-            if item in scored and line.get(criterion) is not None:
-                value = _parse_value(line.get(criterion), scale)
-                if not math.isnan(value):
-                    human.setdefault(item, []).append(value)
-        y = {i: float(np.mean(v)) for i, v in human.items()}
+        y = {i: float(np.mean(v))
+             for i, v in labels_by_item(lines, criterion, scale, scored).items()}
         if not y:
             out[criterion] = "no label yet"
             continue
@@ -431,7 +415,9 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
         else:
             visited, pi = list(y), dict.fromkeys(scored, 1.0)
         d = [(y[i] - scored[i]) / pi[i] if i in y else 0.0 for i in visited]
-        rectifier_low, rectifier_high = rectifier_range(scored, pi, scale)
+        rectifier_low, rectifier_high = rectifier_range(
+            np.array(list(scored.values())), np.array([pi[i] for i in scored]),
+            float(scale.low), float(scale.high))
         uniform = all(p == 1.0 for p in pi.values())
         lo, hi = betting_interval(
             [(v - rectifier_low) / (rectifier_high - rectifier_low) for v in d], alpha,
@@ -445,14 +431,12 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
     return out
 
 
-def rectifier_range(scored: Mapping[str, float], pi: Mapping[str, float],
-                    scale: Any) -> tuple[float, float]:
-    """The least and greatest ``xi / pi * (Y - f)`` the design allows over the pool (0 among
-    them: an item visited but not chosen)."""
-    f = np.array([scored[i] for i in scored])
-    p = np.array([pi[i] for i in scored])
-    return (min(0.0, float(((float(scale.low) - f) / p).min())),
-            max(0.0, float(((float(scale.high) - f) / p).max())))
+def rectifier_range(f: np.ndarray, pi: np.ndarray, low: float, high: float
+                    ) -> tuple[float, float]:
+    """The least and greatest ``xi / pi * (Y - f)`` a design allows over a pool (jury scores
+    ``f``, inclusion probabilities ``pi``, labels in ``[low, high]``; 0 among them: an item
+    visited but not chosen)."""
+    return (min(0.0, float(((low - f) / pi).min())), max(0.0, float(((high - f) / pi).max())))
 
 
 def _visiting_order(pool: Mapping[str, Any], positions: Mapping[str, int],
@@ -564,14 +548,13 @@ def sequence_labels_needed(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi:
                            alpha: float = 0.05) -> int | None:
     """The median labels at which the page's sequence for the mean (:func:`mean_sequences`)
     reaches half-width ``width``, over ``runs`` simulated sessions of the design (a visiting
-    order, coins with probabilities ``pi``), each item's label drawn from a normal with the
-    jury's predictive ``mean`` and ``var`` (:func:`_draw_labels`); None when the median session
-    does not get there within the pool."""
+    order, coins with probabilities ``pi``), each item's label drawn with the jury's predictive
+    ``mean`` and ``var`` (:func:`_draw_labels`); None when the median session does not get
+    there within the pool."""
     from ..stats.sequences import betting_cs
 
     low, high = float(scale.low), float(scale.high)
-    d_low = min(0.0, float(((low - f) / pi).min()))
-    d_high = max(0.0, float(((high - f) / pi).max()))
+    d_low, d_high = rectifier_range(f, pi, low, high)
     uniform = bool(np.all(pi == 1.0))
     rng = np.random.default_rng(seed)
     needs = []
@@ -586,7 +569,6 @@ def sequence_labels_needed(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi:
         needs.append(float(met[0] + 1) if met.size else math.inf)
     median = float(np.median(needs))
     return None if math.isinf(median) else int(median)
-
 
 
 def _draw_labels(rng: np.random.Generator, mean: np.ndarray, var: np.ndarray, low: float,

@@ -41,6 +41,7 @@ labels, since the sequence is wide while the labels are few.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -204,9 +205,6 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
     by_rater: dict[str, int] = {}
     for line in lines:
         by_rater[str(line.get("rater", ""))] = by_rater.get(str(line.get("rater", "")), 0) + 1
-    estimates = {criterion: agreement_sequence(lines, jury_scores, criterion, scale,
-                                               target_width)
-                 for criterion, scale in scales.items()}
     out: dict[str, Any] = {"labelled_items": len(items), "labels_by_rater": by_rater,
                            "left": total - len(items), "total": total,
                            "target_width": target_width}
@@ -236,6 +234,9 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
             not isinstance(got, str) and got["half_width"] <= target_width
             for got in sequences.values())
         return out
+    estimates = {criterion: agreement_sequence(lines, jury_scores, criterion, scale,
+                                               target_width)
+                 for criterion, scale in scales.items()}
     out["agreement"] = estimates
     out["goal_met"] = target_width is not None and all(
         e["half_width"] <= target_width for e in estimates.values())
@@ -246,6 +247,7 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
 ALPHA = 0.05
 
 
+@functools.lru_cache(maxsize=64)  # asked per criterion after every label
 def horizon(width: float | None) -> float | None:
     """The number of labels a sequence's bets are tuned for: what a fixed-sample interval
     (Clopper-Pearson) needs for ``width`` at the widest agreement rate, 0.5; fixed before the

@@ -343,14 +343,13 @@ def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: b
     the labels at which the sequence (on a grid of ``grid`` candidate means) first has
     half-width at most ``width`` (None when it never does)."""
     from ..stats.sequences import betting_cs, log_wealth
-    from .active import Design, inclusion_probabilities
+    from .active import Design, inclusion_probabilities, rectifier_range
 
     pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
     design = Design.draw(pi, rng)
     f, y = pool.score[design.order], pool.human[design.order]
     d = np.where(design.chosen, (y - f) / design.pi, 0.0)
-    low = min(0.0, float(((0.0 - pool.score) / pi).min()))
-    high = max(0.0, float(((4.0 - pool.score) / pi).max()))
+    low, high = rectifier_range(pool.score, pi, 0.0, 4.0)
     x = (d - low) / (high - low)
     uniform = bool(np.all(pi == 1.0))
     population = pool.score.size if uniform else None

@@ -286,7 +286,7 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
     criterion, the labelled items used, the threshold, the mean width and single-level share
     over all the records, and the coverage under ``folds``-fold cross-validation on the labels
     (overall and per group)."""
-    from ..data.labels import _parse_value
+    from ..data.labels import labels_by_item
     from ..data.verdicts import mixed_distribution
 
     by_id = {r.id: r for r in records}
@@ -294,17 +294,7 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
     report: dict[str, Any] = {}
     rng = np.random.default_rng(seed)
     for name, scale in scales.items():
-        labels: dict[str, list[float]] = {}
-        for line in lines:
-            item = str(line.get("id"))
-            if item not in by_id:
-                continue
-            try:
-                value = _parse_value(line.get(name), scale)
-            except ValueError as exc:
-                raise InputDataError(f"item {item!r}, {name}: {exc}", field=name) from None
-            if not math.isnan(value):
-                labels.setdefault(item, []).append(value)
+        labels = labels_by_item(lines, name, scale, by_id)
         if not labels:
             continue
         levels = [float(v) for v in scale.values]

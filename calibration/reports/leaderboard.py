@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from ..audits.length_control import length_control
-from ..data.labels import _parse_value
 from ..data.verdicts import JudgeOutput
 from ..errors import InputDataError
 from ..estimates.active import (
     MeanEstimate,
     design_of,
+    labels_by_item,
     mean_estimates,
     pool_model,
     pool_probabilities,
@@ -222,20 +222,15 @@ def _mean(row: Mapping[str, Any], criterion: str) -> float:
 def _human_values(system: System, scales: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """criterion -> item id -> the mean of the raters' labels (items of this system only)."""
     known = set(system.ids())
-    got: dict[str, dict[str, list[float]]] = {}
-    for line in system.labels or ():
-        item = str(line.get("id"))
-        if item not in known:
-            continue
-        for criterion, scale in scales.items():
-            try:
-                value = _parse_value(line.get(criterion), scale)
-            except ValueError as exc:
-                raise InputDataError(f"{system.name}: item {item!r}, {criterion}: {exc}",
-                                     field=criterion) from None
-            if not math.isnan(value):
-                got.setdefault(criterion, {}).setdefault(item, []).append(value)
-    return {c: {i: float(np.mean(v)) for i, v in by_item.items()} for c, by_item in got.items()}
+    out: dict[str, dict[str, float]] = {}
+    for criterion, scale in scales.items():
+        try:
+            by_item = labels_by_item(system.labels or (), criterion, scale, known)
+        except InputDataError as exc:
+            raise InputDataError(f"{system.name}: {exc}", field=criterion) from None
+        if by_item:
+            out[criterion] = {i: float(np.mean(v)) for i, v in by_item.items()}
+    return out
 
 
 def _ppi_means(system: System, scales: Mapping[str, Any], confidence: float

@@ -142,13 +142,6 @@ def betting_interval(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
     return low, high
 
 
-def scaled(values: Sequence[float] | np.ndarray, low: float, high: float) -> np.ndarray:
-    """Values known to lie in ``[low, high]`` mapped onto [0, 1]."""
-    if not high > low:
-        raise ValueError(f"the values' range [{low}, {high}] is empty")
-    return np.clip((np.asarray(values, dtype=float) - low) / (high - low), 0.0, 1.0)
-
-
 def even_path(rate: float, n: int) -> np.ndarray:
     """``n`` values of 0 and 1 whose every prefix holds the share ``rate`` of ones as nearly as
     whole numbers allow: the typical path of an agreement rate, for planning."""

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 def import_engine() -> None:
     """Import vLLM's engine (and the transformers it uses) in the calling thread."""
-    import transformers  # noqa: F401
     from transformers import AutoTokenizer  # noqa: F401
     from vllm import LLM  # noqa: F401
 

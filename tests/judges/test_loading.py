@@ -36,7 +36,7 @@ class StandIn:
 @pytest.fixture(autouse=True)
 def no_vllm_import(monkeypatch):
     """(vLLM itself is imported before engines load side by side: not here, for stand-ins.)"""
-    monkeypatch.setattr(jury_module, "_import_vllm", lambda: None)
+    monkeypatch.setattr(vllm_backend, "import_engine", lambda: None)
 
 
 def test_vllm_engines_load_side_by_side_and_close_side_by_side(monkeypatch):

@@ -217,7 +217,7 @@ def test_the_page_s_mean_sequence_is_the_simulation_s():
     order = design.order[:chosen[-1] + 1]
     d = np.where(design.chosen[:chosen[-1] + 1],
                  (pool.human[order] - pool.score[order]) / design.pi[:chosen[-1] + 1], 0.0)
-    low, high = rectifier_range(dict(zip(ids, pool.score)), dict(zip(ids, pi)), scale)
+    low, high = rectifier_range(pool.score, pi, 0.0, 4.0)
     lo, hi = betting_interval((d - low) / (high - low), ALPHA)
     mean = pool.score.mean()
     assert row["low"] == pytest.approx(max(0.0, mean + low + lo * (high - low)))
