@@ -1,41 +1,74 @@
 """Rubric-level formulas such as MIRAGE's ``(2*accuracy + relevance + completeness + parsimony) / 20``.
 
 Expressions are parsed with :mod:`ast` and only arithmetic on criterion names and numbers is
-allowed, so a rubric file can never run code.
+allowed, so a rubric file can never run code. A formula is bounded (characters, then depth and
+size of its tree, checked without recursion) before anything walks it, since an inline rubric's
+formula is a client's text, and compiled once: evaluating it is one call per verdict.
 """
 
 from __future__ import annotations
 
 import ast
 import math
-import operator
-from collections.abc import Callable, Mapping
-from functools import cached_property
+from collections.abc import Mapping
+from functools import cached_property, lru_cache
+from types import CodeType
 from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-_BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-}
-_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
-    ast.USub: operator.neg,
-    ast.UAdd: operator.pos,
-}
+_BINARY = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+_UNARY = (ast.USub, ast.UAdd)
+
+
+# A formula is a weighted sum: MIRAGE's has 41 characters. These bounds leave room for a sum
+# over any rubric's criteria (a sum of n terms is n operations deep) and keep a client's formula
+# from costing more than microseconds per verdict, or a recursion anywhere.
+MAX_FORMULA_CHARS = 2_000
+MAX_FORMULA_DEPTH = 100
+MAX_FORMULA_NODES = 1_000
+
+
+def _bounded(text: str) -> ast.Expression:
+    """The formula's tree, or ValueError when it is longer, deeper or larger than a formula may
+    be (checked before any recursive walk: the parser's own limits would be a RecursionError)."""
+    if len(text) > MAX_FORMULA_CHARS:
+        raise ValueError(f"the formula has {len(text)} characters; a formula may have at most "
+                         f"{MAX_FORMULA_CHARS}")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"cannot parse formula {text[:80]!r}: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ValueError(f"the formula is nested too deeply; a formula may be at most "
+                         f"{MAX_FORMULA_DEPTH} operations deep") from None
+    nodes, stack = 0, [(cast(ast.AST, tree), 0)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_FORMULA_DEPTH or nodes > MAX_FORMULA_NODES:
+            raise ValueError(f"the formula is too large: at most {MAX_FORMULA_DEPTH} operations "
+                             f"deep and {MAX_FORMULA_NODES} elements")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return tree
 
 
 def _check(node: ast.AST) -> None:
     if isinstance(node, ast.Expression):
         _check(node.body)
-    elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, _BINARY):
         _check(node.left)
         _check(node.right)
-    elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, _UNARY):
         _check(node.operand)
-    elif (isinstance(node, ast.Constant) and type(node.value) in (int, float)) or isinstance(node, ast.Name):
+    elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        try:
+            finite = math.isfinite(float(cast(float, node.value)))
+        except OverflowError:  # an integer beyond any float
+            finite = False
+        if not finite:
+            raise ValueError(f"the number {str(node.value)[:20]} in the formula is not finite")
+    elif isinstance(node, ast.Name):
         pass
     else:
         raise ValueError(
@@ -44,17 +77,21 @@ def _check(node: ast.AST) -> None:
         )
 
 
-def _eval(node: ast.AST, values: Mapping[str, float]) -> float:
-    if isinstance(node, ast.Expression):
-        return _eval(node.body, values)
-    if isinstance(node, ast.BinOp):
-        return _BINARY[type(node.op)](_eval(node.left, values), _eval(node.right, values))
-    if isinstance(node, ast.UnaryOp):
-        return _UNARY[type(node.op)](_eval(node.operand, values))
-    if isinstance(node, ast.Constant):
-        return float(cast(float, node.value))  # _check lets only int and float constants in
-    assert isinstance(node, ast.Name)
-    return float(values[node.id])
+class _Floats(ast.NodeTransformer):
+    """Every number of a checked formula as a float, so that it computes in floats only (an
+    integer constant would make Python's exact integer arithmetic)."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        return ast.copy_location(ast.Constant(float(cast(float, node.value))), node)
+
+
+@lru_cache(maxsize=1024)
+def _compiled(expression: str) -> CodeType:
+    """A checked expression compiled once (only arithmetic on names and float numbers: see
+    :func:`_check`), evaluated with the scores as its only names. Kept here rather than on the
+    formula, which travels pickled (a code object cannot)."""
+    tree = ast.fix_missing_locations(_Floats().visit(_bounded(expression)))
+    return compile(tree, "<formula>", "eval")
 
 
 class Formula(BaseModel):
@@ -69,16 +106,12 @@ class Formula(BaseModel):
     @field_validator("expression")
     @classmethod
     def _parse(cls, text: str) -> str:
-        try:
-            tree = ast.parse(text, mode="eval")
-        except SyntaxError as exc:
-            raise ValueError(f"cannot parse formula {text!r}: {exc.msg}") from None
-        _check(tree)
+        _check(_bounded(text))
         return text
 
     @cached_property
     def _tree(self) -> ast.Expression:
-        return ast.parse(self.expression, mode="eval")
+        return _bounded(self.expression)
 
     @cached_property
     def names(self) -> list[str]:
@@ -97,7 +130,9 @@ class Formula(BaseModel):
             return None, f"{', '.join(unscored)} unscored"
         try:
             # Every name the formula uses was checked above to have a score (not None).
-            value = _eval(self._tree, cast(Mapping[str, float], scores))
+            value = float(eval(_compiled(self.expression),
+                               {"__builtins__": {}},
+                               {n: float(cast(float, scores[n])) for n in self.names}))
         except ZeroDivisionError:
             return None, f"{self.expression} divides by zero for these scores"
         if not math.isfinite(value):

@@ -1,4 +1,5 @@
 import textwrap
+import time
 
 import pytest
 
@@ -138,6 +139,35 @@ def test_empty_response_and_empty_lists_are_values_not_missing():
     assert item.missing(mmmt) == []
     assert Item(id="1", context="", response="x", reference="r", extra={
         "decision": "<Respond>", "known_goal": [], "missing_goal": []}).missing(mmmt) == ["context"]
+
+
+@pytest.mark.parametrize("expr,words", [
+    ("+".join(["accuracy"] * 2000), "characters"),  # 17 KB: a RecursionError (a 500) before
+    ("-" * 5000 + "accuracy", "characters"),
+    ("-" * 1500 + "accuracy", "deep"),  # within the characters, beyond the depth
+    ("+".join(["a"] * 999), "too large"),
+    ("(" * 300 + "a" + ")" * 300, "cannot parse"),  # the parser's own limit
+    ("1e400 * a", "not finite"),
+    ("9" * 400 + " * a", "not finite"),
+])
+def test_a_formula_is_bounded_before_anything_walks_it(expr, words):
+    # An inline rubric's formula is a client's text: each is refused with a ValueError (a 422
+    # at the service), quickly, never a RecursionError.
+    began = time.perf_counter()
+    with pytest.raises(ValueError, match=words):
+        Formula(name="f", expression=expr)
+    assert time.perf_counter() - began < 0.5
+
+
+def test_a_formula_over_every_criterion_a_rubric_may_have_is_accepted_and_exact():
+    names = [f"c{k}" for k in range(32)]
+    f = Formula(name="f", expression="(" + " + ".join(f"{k + 1}*{n}" for k, n in
+                                                      enumerate(names)) + ") / 528")
+    scores = {n: 2 for n in names}
+    assert f.evaluate(scores) == pytest.approx(2.0)
+    # Integer constants compute in floats: no exact big-integer arithmetic from a client.
+    assert Formula(name="g", expression="123456789 * 987654321 * c0").evaluate({"c0": 1}) == \
+        float(123456789) * 987654321
 
 
 def test_formula_dividing_by_zero_is_none():
