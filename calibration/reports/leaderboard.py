@@ -1,12 +1,19 @@
 """A leaderboard of systems judged on the same items (``jurybox leaderboard``).
 
-Per system and criterion (the rubric's criteria and its formulas): the mean over the items the
-jury scored with its Student-t interval, the counts scored / unscored / missing (an item another
-system has and this one lacks), and the rank with its bootstrap interval over items
-(:func:`jurybox.calibration.stats.paired.rank_intervals`). Per pair of systems: the mean
-difference on the items both scored, with its paired interval and p-value, Holm-adjusted over
-the pairs of the criterion; the systems the data cannot separate share a letter. Nothing is
-zero-filled: an item one system lacks is out of that system's mean and out of its pairs.
+Systems are ranked on **common ground**: per criterion, the items every ranked system scored
+(:class:`CommonGround`; a system with no scored item is not ranked). An item one system lacks
+(missing, or left unscored by the jury) is dropped from every system's ranked mean, and the
+board says how many were dropped and which system lacks them: ranking each system on its own
+items would rank systems on different items (one that lacks the hardest items looks better
+than it is). Per system and criterion (the rubric's criteria and its formulas): the mean over
+the common items with its Student-t interval (Wilson's for a share), its rank with the
+bootstrap interval over those items (:func:`jurybox.calibration.stats.paired.rank_intervals`),
+the counts scored / unscored / missing (an item another system has and this one lacks), and
+the mean over its own scored items (``own``: shown, never ranked). Per pair of systems: the
+mean difference on the common items, with its paired interval and p-value, Holm-adjusted over
+the pairs of the criterion, and where the pair shares more items than the common ground, its
+difference on every item both scored too (``both_scored``: shown, not used for the groups);
+the systems the data cannot separate share a letter. Nothing is zero-filled.
 
 With human labels (on some items of some systems): each labelled system's mean by PPI++, the
 estimator ``jurybox agree --ppi`` uses (:func:`jurybox.calibration.estimates.active.mean_estimates`,
@@ -82,7 +89,9 @@ class System:
 
 @dataclass
 class Leaderboard:
-    """The table as plain data (:meth:`to_dict` is ``jurybox leaderboard --json``)."""
+    """The table as plain data (:meth:`to_dict` is ``jurybox leaderboard --json``).
+    ``ranked_on``: per criterion, the common ground its ranks, groups and pairs are computed on
+    (:meth:`CommonGround.to_dict`)."""
 
     criteria: list[str]
     rank_by: str
@@ -92,15 +101,68 @@ class Leaderboard:
     pairs: list[dict[str, Any]]
     length_control: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    ranked_on: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"criteria": self.criteria, "rank_by": self.rank_by,
                          "confidence": self.confidence, "items": self.items,
-                         "systems": self.systems, "pairs": self.pairs,
-                         "length_control": self.length_control, "notes": self.notes})
+                         "ranked_on": self.ranked_on, "systems": self.systems,
+                         "pairs": self.pairs, "length_control": self.length_control,
+                         "notes": self.notes})
 
     def system(self, name: str) -> dict[str, Any]:
         return next(s for s in self.systems if s["name"] == name)
+
+
+@dataclass(frozen=True)
+class CommonGround:
+    """The items a criterion's ranking stands on: those every ranked system scored. ``ranked``:
+    per system, whether it scored any item (a system with none is not ranked and does not
+    shrink the ground); ``items``: per item, whether every ranked system scored it;
+    ``lacking``: per system, the items some ranked system scored that it did not (missing or
+    unscored): why items were dropped."""
+
+    names: tuple[str, ...]
+    ranked: np.ndarray
+    items: np.ndarray
+    scored_by_any: int
+    lacking: dict[str, int]
+
+    @classmethod
+    def of(cls, x: np.ndarray, names: Sequence[str]) -> CommonGround:
+        """The common ground of ``x`` (systems x items, NaN where a system has no score)."""
+        scored = ~np.isnan(x)
+        ranked = scored.any(axis=1)
+        anyone = scored[ranked].any(axis=0) if ranked.any() else np.zeros(x.shape[1], bool)
+        items = anyone & scored[ranked].all(axis=0) if ranked.any() else anyone
+        lacking = {n: int((anyone & ~scored[k]).sum()) for k, n in enumerate(names)
+                   if ranked[k] and (anyone & ~scored[k]).any()}
+        return cls(tuple(names), ranked, items, int(anyone.sum()), lacking)
+
+    @property
+    def size(self) -> int:
+        return int(self.items.sum())
+
+    @property
+    def dropped(self) -> int:
+        return self.scored_by_any - self.size
+
+    def to_dict(self) -> dict[str, Any]:
+        """``items`` (the common items), ``scored_by_any``, ``dropped``, ``lacking`` (system ->
+        dropped items it lacks) and ``unranked`` (systems without a scored item)."""
+        return {"items": self.size, "scored_by_any": self.scored_by_any,
+                "dropped": self.dropped, "lacking": dict(self.lacking),
+                "unranked": [n for n, r in zip(self.names, self.ranked) if not r]}
+
+    def words(self, criterion: str) -> str:
+        """Where the ranking of ``criterion`` stands, in words (for the notes)."""
+        if self.size == 0:
+            return (f"{criterion}: no item was scored for every system, so no system is "
+                    "ranked on it; each pair is compared on the items both scored")
+        who = ", ".join(f"{n} lacks {k}" for n, k in self.lacking.items())
+        return (f"{criterion}: ranks, rank intervals, groups and pairs are on the {self.size} "
+                f"items every system scored; {self.dropped} of {self.scored_by_any} dropped "
+                f"({who}); each system's mean over its own items is shown as `own`, not ranked")
 
 
 def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapping[str, Any],
@@ -108,10 +170,11 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
                 resamples: int = 2000, seed: int = 0,
                 centre_length: float | None = None) -> Leaderboard:
     """The leaderboard of ``systems`` on ``criteria`` (score names of their verdicts: criteria
-    with a scale in ``scales``, formulas without). ``rank_by`` orders the table (default: the
-    last of ``criteria``, the rubric's formula where it has one). Length control runs where every
-    system has lengths, controlled to ``centre_length`` (the reference answers' median length;
-    None: each system's own mean length)."""
+    with a scale in ``scales``, formulas without), ranked on common ground (module text).
+    ``rank_by`` orders the table (default: the last of ``criteria``, the rubric's formula where
+    it has one). Length control runs where every system has lengths, controlled to
+    ``centre_length`` (the reference answers' median length; None: each system's own mean
+    length), on the common items."""
     if len(systems) < 2:
         raise InputDataError(f"a leaderboard compares at least 2 systems; got {len(systems)}")
     names = [s.name for s in systems]
@@ -127,16 +190,7 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
     if any(s.output is None and (s.labels or s.lengths) for s in systems):
         raise InputDataError("human labels and length control need a system's verdicts")
     ids = list(dict.fromkeys(i for s in systems for i in s.ids()))
-    position = {i: k for k, i in enumerate(ids)}
-    present = np.zeros((len(systems), len(ids)), dtype=bool)
-    for k, s in enumerate(systems):
-        present[k, [position[i] for i in s.ids()]] = True
     notes: list[str] = []
-    shared = int(present.all(axis=0).sum())
-    if shared < len(ids):
-        notes.append(f"{len(ids) - shared} of {len(ids)} items are missing from some system: "
-                     "each pair is compared on the items both scored")
-    alpha = 1.0 - confidence
     human = {s.name: _human_values(s, scales) for s in systems if s.labels}
     estimates = {s.name: _ppi_means(s, scales, confidence) for s in systems if s.labels}
     with_lengths = all(s.lengths is not None for s in systems)
@@ -144,6 +198,7 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
         {"name": s.name, "source": s.source or (s.output.source if s.output else None),
          "criteria": {}} for s in systems]
     pairs: list[dict[str, Any]] = []
+    ranked_on: dict[str, dict[str, Any]] = {}
     lc: dict[str, Any] | None = {} if with_lengths else None
     for c_index, criterion in enumerate(criteria):
         by_system = [s.scores(criterion) for s in systems]
@@ -153,44 +208,23 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
                       for got in by_system]).reshape(len(systems), len(crit_ids))
         here = np.array([[i in got for i in crit_ids] for got in by_system],
                         dtype=bool).reshape(len(systems), len(crit_ids))
-        ranks, rank_ci = rank_intervals(x, confidence=confidence, resamples=resamples,
-                                        seed=seed + c_index)
-        # A share (every value 0 or 1: accuracies, yes/no criteria) gets Wilson's interval,
-        # which stays inside [0, 1] with few items; other means Student's t.
-        share = bool(np.isin(x[~np.isnan(x)], (0.0, 1.0)).all())
-        for row, s in enumerate(systems):
-            scored = x[row][~np.isnan(x[row])]
-            mean, ci = wilson_ci(scored, confidence) if share else mean_ci(scored, confidence)
-            entry: dict[str, Any] = {
-                "mean": mean, "ci": list(ci) if ci else None, "scored": int(scored.size),
-                "unscored": int(here[row].sum() - scored.size),
-                "missing": int((~here[row]).sum()),
-                "rank": None if np.isnan(ranks[row]) else int(ranks[row]),
-                "rank_ci": None if np.isnan(rank_ci[row]).any() else
-                [int(rank_ci[row, 0]), int(rank_ci[row, 1])]}
-            if human:
-                entry["human_corrected"] = _corrected_entry(estimates.get(s.name), criterion,
-                                                            scales)
-            rows[row]["criteria"][criterion] = entry
-        order = sorted(range(len(systems)),
-                       key=lambda k: (np.inf if np.isnan(ranks[k]) else -_mean(rows[k], criterion)))
-        found = []
-        for a, b in combinations(order, 2):
-            diff = paired_difference(x[a], x[b], confidence)
-            pair: dict[str, Any] = {
-                "a": names[a], "b": names[b], "criterion": criterion,
-                "difference": diff.difference, "ci": list(diff.ci) if diff.ci else None,
-                "shared": diff.shared, "only_a": diff.only_a, "only_b": diff.only_b,
-                "p": diff.p}
-            if human:
-                pair["human_corrected"] = _corrected_difference(
-                    systems[a], systems[b], x[a], x[b], crit_ids, human, criterion, confidence)
-            found.append(pair)
+        ground = CommonGround.of(x, names)
+        ranked_on[criterion] = ground.to_dict()
+        if ground.dropped or (ground.size == 0 and ground.ranked.sum() > 1):
+            notes.append(ground.words(criterion))
+        common = np.where(ground.items[None, :], x, np.nan)
+        _criterion_entries(rows, x, common, here, ground, criterion, confidence, resamples,
+                           seed + c_index)
+        if human:
+            for row, s in zip(rows, systems):
+                row["criteria"][criterion]["human_corrected"] = _corrected_entry(
+                    estimates.get(s.name), criterion, scales)
+        found = _pairs(systems, x, common, crit_ids, human, criterion, confidence, rows)
         adjusted = holm([p["p"] for p in found])
         different = np.zeros((len(systems), len(systems)), dtype=bool)
         for pair, p_holm in zip(found, adjusted):
             pair["p_holm"] = p_holm
-            pair["significant"] = p_holm is not None and p_holm < alpha
+            pair["significant"] = p_holm is not None and p_holm < 1.0 - confidence
             if pair["significant"]:
                 a, b = names.index(pair["a"]), names.index(pair["b"])
                 different[a, b] = different[b, a] = True
@@ -201,9 +235,9 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
         if lc is not None:
             lengths = np.array([[float(s.lengths.get(i, math.nan)) if s.lengths else math.nan
                                  for i in crit_ids] for s in systems])
-            lc[criterion] = _length_controlled(systems, x, lengths, crit_ids, human, criterion,
-                                               centre_length, resamples, confidence, seed,
-                                               rows)
+            lc[criterion] = _length_controlled(systems, common, lengths, crit_ids, human,
+                                               criterion, centre_length, resamples, confidence,
+                                               seed, rows)
     for table_row in rows:
         main = table_row["criteria"][rank_by]
         table_row.update(rank=main["rank"], rank_ci=main["rank_ci"], group=main["group"])
@@ -211,7 +245,67 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
     for s in systems:
         if human and s.name not in human:
             notes.append(f"{s.name}: no human labels, so no human-corrected mean")
-    return Leaderboard(list(criteria), rank_by, confidence, len(ids), rows, pairs, lc, notes)
+    return Leaderboard(list(criteria), rank_by, confidence, len(ids), rows, pairs, lc, notes,
+                       ranked_on)
+
+
+def _criterion_entries(rows: list[dict[str, Any]], x: np.ndarray, common: np.ndarray,
+                       here: np.ndarray, ground: CommonGround, criterion: str,
+                       confidence: float, resamples: int, seed: int) -> None:
+    """Each system's entry for ``criterion`` (into ``rows``): the ranked mean and rank on the
+    common items (``common``: ``x`` with every other item NaN), its own mean beside it."""
+    ranks = np.full(x.shape[0], np.nan)
+    rank_ci = np.full((x.shape[0], 2), np.nan)
+    if ground.size:
+        ranks, rank_ci = rank_intervals(x[:, ground.items], confidence=confidence,
+                                        resamples=resamples, seed=seed)
+    # A share (every value 0 or 1: accuracies, yes/no criteria) gets Wilson's interval, which
+    # stays inside [0, 1] with few items; other means Student's t.
+    share = bool(np.isin(x[~np.isnan(x)], (0.0, 1.0)).all())
+    interval = wilson_ci if share else mean_ci
+    for k, row in enumerate(rows):
+        scored = x[k][~np.isnan(x[k])]
+        on_common = common[k][~np.isnan(common[k])]
+        mean, ci = interval(on_common, confidence)
+        own_mean, own_ci = interval(scored, confidence)
+        row["criteria"][criterion] = {
+            "mean": mean, "ci": list(ci) if ci else None, "on": int(on_common.size),
+            "scored": int(scored.size), "unscored": int(here[k].sum() - scored.size),
+            "missing": int((~here[k]).sum()),
+            "rank": None if np.isnan(ranks[k]) else int(ranks[k]),
+            "rank_ci": None if np.isnan(rank_ci[k]).any() else
+            [int(rank_ci[k, 0]), int(rank_ci[k, 1])],
+            "own": {"mean": own_mean, "ci": list(own_ci) if own_ci else None,
+                    "scored": int(scored.size)}}
+
+
+def _pairs(systems: Sequence[System], x: np.ndarray, common: np.ndarray, crit_ids: Sequence[str],
+           human: Mapping[str, Mapping[str, Mapping[str, float]]], criterion: str,
+           confidence: float, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every pair of systems, better first (by rank, then mean): the paired difference on the
+    common items, and on every item both scored where that is more (``both_scored``)."""
+    names = [s.name for s in systems]
+    order = sorted(range(len(systems)),
+                   key=lambda k: (rows[k]["criteria"][criterion]["rank"] is None,
+                                  -np.nan_to_num(_mean(rows[k], criterion), nan=-np.inf)))
+    found = []
+    for a, b in combinations(order, 2):
+        diff = paired_difference(common[a], common[b], confidence)
+        both = paired_difference(x[a], x[b], confidence)
+        pair: dict[str, Any] = {
+            "a": names[a], "b": names[b], "criterion": criterion,
+            "difference": diff.difference, "ci": list(diff.ci) if diff.ci else None,
+            "shared": diff.shared, "only_a": both.only_a, "only_b": both.only_b, "p": diff.p}
+        if both.shared > diff.shared:
+            pair["both_scored"] = {"difference": both.difference,
+                                   "ci": list(both.ci) if both.ci else None,
+                                   "shared": both.shared, "p": both.p}
+        if human:
+            pair["human_corrected"] = _corrected_difference(
+                systems[a], systems[b], common[a], common[b], crit_ids, human, criterion,
+                confidence)
+        found.append(pair)
+    return found
 
 
 def _mean(row: Mapping[str, Any], criterion: str) -> float:

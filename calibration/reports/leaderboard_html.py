@@ -1,8 +1,11 @@
 """``jurybox leaderboard --html``: the leaderboard as one self-contained HTML page.
 
-Per criterion (the ranking one first): a forest plot (each system's mean as a dot and its CI as
-a bar, best first, with its rank interval and letters) and the matrix of paired differences
-(row minus column on the items both scored; Holm-significant cells coloured, the others grey).
+Per criterion (the ranking one first): the items its ranks stand on (the common ground: how many,
+how many dropped and which system lacks them), a forest plot (each system's mean on those items
+as a dot and its CI as a bar, best first, with its rank interval and letters), each system's
+mean over its own items where items were dropped (shown, not ranked), and the matrix of paired
+differences (row minus column on the common items; Holm-significant cells coloured, the others
+grey).
 """
 
 from __future__ import annotations
@@ -32,18 +35,57 @@ def render_leaderboard(board: Leaderboard) -> str:
     parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
              "<title>jurybox leaderboard</title>", f"<style>{_CSS}</style></head><body>",
              f"<h1>Leaderboard: {len(board.systems)} systems on {board.items} items</h1>",
-             f"<p>Ranked by <b>{escape(board.rank_by)}</b>. Means over the items the jury "
-             f"scored, {pct}% CIs; differences on the items both systems scored (paired t), "
-             "Holm-adjusted over the pairs of each criterion. Systems sharing a letter are not "
-             "shown to differ; the rank interval is the bootstrap's over items.</p>"]
+             f"<p>Ranked by <b>{escape(board.rank_by)}</b>. Per criterion, means, ranks and "
+             "paired differences are on the common ground: the items every ranked system "
+             f"scored ({pct}% CIs; paired t, Holm-adjusted over the pairs of each criterion). "
+             "Systems sharing a letter are not shown to differ; the rank interval is the "
+             "bootstrap's over those items.</p>"]
     for message in board.notes:
         parts.append(f"<p class='note'>note: {escape(message)}</p>")
     for criterion in order:
         parts.append(f"<h2 id='c-{escape(criterion)}'>{escape(criterion)}</h2>")
+        parts.append(_ground(board, criterion))
         parts.append(_forest(board, criterion))
+        parts.append(_own(board, criterion))
         parts.append(_matrix(board, criterion))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _ground(board: Leaderboard, criterion: str) -> str:
+    """The items the criterion's ranks stand on, in words."""
+    ground = board.ranked_on.get(criterion)
+    if ground is None:
+        return ""
+    if not ground["items"]:
+        return ("<p class='ground'>Ranked on no item: none was scored for every system, so no "
+                "system is ranked on this criterion.</p>")
+    text = f"Ranked on the <b>{ground['items']}</b> items every system scored"
+    if ground["dropped"]:
+        who = ", ".join(f"{escape(n)} lacks {k}" for n, k in ground["lacking"].items())
+        text += f"; {ground['dropped']} of {ground['scored_by_any']} dropped ({who})"
+    if ground["unranked"]:
+        text += "; not ranked (no scored item): " + ", ".join(map(escape, ground["unranked"]))
+    return f"<p class='ground'>{text}.</p>"
+
+
+def _own(board: Leaderboard, criterion: str) -> str:
+    """Each system's mean over its own scored items, where items were dropped: shown, not
+    ranked (the systems' own items differ)."""
+    ground = board.ranked_on.get(criterion)
+    if not ground or not ground["dropped"]:
+        return ""
+    html = ["<table class='own'><caption class='note'>each system's mean over its own scored "
+            "items: not ranked, the items differ</caption><tr><th class='name'>system</th>"
+            "<th>own items</th><th>mean [CI]</th></tr>"]
+    for s in board.systems:
+        own = s["criteria"][criterion]["own"]
+        ci = "" if own["ci"] is None else f" [{own['ci'][0]:.3f}, {own['ci'][1]:.3f}]"
+        mean = "-" if own["mean"] is None else f"{own['mean']:.3f}{ci}"
+        html.append(f"<tr><td class='name'>{escape(s['name'])}</td><td>{own['scored']}</td>"
+                    f"<td>{mean}</td></tr>")
+    html.append("</table>")
+    return "".join(html)
 
 
 def _forest(board: Leaderboard, criterion: str) -> str:
@@ -98,7 +140,7 @@ def _matrix(board: Leaderboard, criterion: str) -> str:
         if pair["criterion"] == criterion:
             cell[pair["a"], pair["b"]] = pair
     html = ["<table class='pairs'><caption class='note'>row minus column: mean difference "
-            "[CI], items both scored</caption><tr><th class='name'></th>"]
+            "[CI] on the common items</caption><tr><th class='name'></th>"]
     html += [f"<th>{escape(n)}</th>" for n in names]
     html.append("</tr>")
     for a in names:

@@ -61,9 +61,12 @@ def leaderboard(
 ) -> None:
     """Rank systems judged on the same items, with paired intervals and honest ties.
 
-    One row per system: per criterion and formula the mean over the items the jury scored
-    with its CI, the counts scored / unscored / missing, and the rank with a bootstrap rank
-    interval over items. Each pair of systems is compared on the items both scored (never
+    Ranks stand on common ground: per criterion, the items every system scored (an item one
+    system lacks, missing or unscored, is dropped from every system's ranked mean; the board
+    says how many and which system lacks them, and shows each system's mean over its own items
+    beside, never ranked). One row per system: per criterion and formula the mean over those
+    items with its CI, the counts scored / unscored / missing, and the rank with a bootstrap
+    rank interval over items. Each pair of systems is compared on the same items (never
     zero-filled): the mean difference with its paired t interval, Holm-adjusted over the pairs
     of a criterion; systems sharing a letter are ones the data cannot separate. With --human,
     the human-corrected (PPI++) means; with --length-control, the length-controlled ones.
@@ -293,8 +296,10 @@ def render(board: Any) -> None:
 
     pct = round(board.confidence * 100)
     by = board.rank_by
-    t = Table(title=f"{len(board.systems)} systems on {board.items} items, ranked by {by} "
-                    f"({pct}% CIs)", title_justify="left")
+    ground = board.ranked_on[by]
+    _say(f"{len(board.systems)} systems on {board.items} items, ranked by {by} on the "
+         f"{ground['items']} items every system scored ({pct}% CIs)")
+    t = Table()
     t.add_column("rank", justify="right")
     t.add_column("system")
     t.add_column("mean [CI]", justify="right")
@@ -322,6 +327,8 @@ def render(board: Any) -> None:
             row.append("-" if lc.get("mean") is None else f"{lc['mean']:.3f}")
         t.add_row(*row)
     out.print(t)
+    if ground["dropped"]:
+        _own_means(board, by)
     others = [c for c in board.criteria if c != by]
     if others:
         m = Table(title="every criterion: mean (rank)", title_justify="left")
@@ -333,7 +340,7 @@ def render(board: Any) -> None:
         out.print(m)
     pairs = [p for p in board.pairs if p["criterion"] == by]
     if pairs:
-        p_table = Table(title=f"pairs on {by}: mean difference on shared items (* Holm-"
+        p_table = Table(title=f"pairs on {by}: mean difference on those items (* Holm-"
                               f"significant)", title_justify="left")
         for col in ("a - b", "difference [CI]", "shared", "p (Holm)"):
             p_table.add_column(col, justify="left" if col == "a - b" else "right")
@@ -349,6 +356,32 @@ def render(board: Any) -> None:
                   + ("changes" if changed else "does not change"), highlight=False)
     out.print("Systems sharing a letter are not shown to differ; a rank interval (a-b)\n"
               "is the bootstrap's over items.", highlight=False)
+
+
+def _own_means(board: Any, by: str) -> None:
+    """Each system's mean over its own scored items, where the ranking dropped some: shown, not
+    ranked (each system's own items differ)."""
+    from rich.table import Table
+
+    ground = board.ranked_on[by]
+    who = ", ".join(f"{n} lacks {k}" for n, k in ground["lacking"].items())
+    _say(f"{ground['dropped']} of {ground['scored_by_any']} items dropped from the ranking "
+         f"({who}); each system's mean on its own items, not ranked:")
+    t = Table()
+    t.add_column("system")
+    t.add_column("own items", justify="right")
+    t.add_column("mean [CI]", justify="right")
+    for s in board.systems:
+        own = s["criteria"][by]["own"]
+        t.add_row(s["name"], str(own["scored"]), _mean_ci(own["mean"], own["ci"]))
+    out.print(t)
+
+
+def _say(text: str) -> None:
+    """A sentence wrapped within 80 columns (the console soft-wraps, so it is wrapped here)."""
+    import textwrap
+
+    out.print(textwrap.fill(text, 79), highlight=False, markup=False)
 
 
 def _mean_ci(mean: float | None, ci: Sequence[float] | None, sign: bool = False) -> str:

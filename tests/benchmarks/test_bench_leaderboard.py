@@ -81,3 +81,47 @@ def test_runs_of_different_benchmarks_or_kinds_are_refused(tmp_path):
     human = CliRunner().invoke(app, ["leaderboard", *map(str, runs.values()), "--human",
                                      str(judged)])
     assert human.exit_code == 2 and "take judged files, not benchmark runs" in human.output
+
+
+def test_a_run_on_fewer_items_is_ranked_on_the_items_both_runs_have(tmp_path):
+    """#52 defect 1 for benchmark runs: `full` answers all six items, right on the first four;
+    `subset` was run without the two items `full` gets wrong (a data file of four) and is right
+    on three of them. Each on its own items, `subset` (3/4) came before `full` (4/6); on the
+    four items both runs have, `full` (4/4) is first, and the board says two items were
+    dropped because `subset` lacks them."""
+    data = json.loads((EXAMPLES / "microvqa.json").read_text())
+    right = {str(d["key_question"]): d["correct_index"] + 1 for d in data}
+
+    def answers(ids, wrong):
+        picked = {i: right[i] % 2 + 1 if i in wrong else right[i] for i in ids}
+        return [{"id": i, "response": f"The answer is ({k})."} for i, k in picked.items()]
+
+    ids = list(right)
+    subset_data = tmp_path / "microvqa-4.json"
+    subset_data.write_text(json.dumps(data[:4]))
+    runs = {"full": bench(tmp_path, "full", EXAMPLES / "microvqa.json",
+                          answers(ids, {"105", "106"})),
+            "subset": bench(tmp_path, "subset", subset_data, answers(ids[:4], {"104"}))}
+    got = CliRunner().invoke(app, ["leaderboard", *map(str, runs.values()), "--name", "full",
+                                   "--name", "subset", "--json"])
+    assert got.exit_code == 0, got.output
+    board = json.loads(got.stdout)
+    first, second = board["systems"]
+    assert (first["name"], first["rank"]) == ("full", 1)
+    assert (second["name"], second["rank"]) == ("subset", 2)
+    assert board["ranked_on"]["accuracy"] == {"items": 4, "scored_by_any": 6, "dropped": 2,
+                                              "lacking": {"subset": 2}, "unranked": []}
+    assert first["criteria"]["accuracy"]["mean"] == 1.0
+    assert second["criteria"]["accuracy"]["mean"] == 0.75
+    # Each run's own number is still there, labelled: the pack's own accuracy.
+    for name, directory in runs.items():
+        report = json.loads((directory / "report.json").read_text())
+        system = next(s for s in board["systems"] if s["name"] == name)
+        assert system["criteria"]["accuracy"]["own"]["mean"] == pytest.approx(report["accuracy"])
+    text = CliRunner().invoke(app, ["leaderboard", *map(str, runs.values()), "--name", "full",
+                                    "--name", "subset"], env={"COLUMNS": "80"})
+    assert text.exit_code == 0, text.output
+    flat = " ".join(text.stdout.split())
+    assert "ranked by accuracy on the 4 items every system scored" in flat
+    assert "2 of 6 items dropped from the ranking (subset lacks 2)" in flat
+    assert max(len(line) for line in text.stdout.splitlines()) <= 80

@@ -60,14 +60,22 @@ def test_means_counts_pairs_and_holm_match_independent_computations():
                         resamples=500)
     ids = [f"q{k}" for k in range(40)]
     x = matrix(systems, ids)
+    # The common ground: q3, q5, q6, q7 each lack a score in one system.
+    common = np.all([~np.isnan(v) for v in x.values()], axis=0)
+    assert common.sum() == 36
     assert board.items == 40 and board.rank_by == "overall"
+    assert board.ranked_on["quality"] == {"items": 36, "scored_by_any": 40, "dropped": 4,
+                                          "lacking": {"small": 1, "medium": 1, "large": 2},
+                                          "unranked": []}
     for name, values in x.items():
         got = board.system(name)["criteria"]["quality"]
+        ranked = values[common]
+        assert got["mean"] == pytest.approx(ranked.mean()) and got["on"] == 36
+        half = stats.t.ppf(0.975, ranked.size - 1) * ranked.std(ddof=1) / math.sqrt(ranked.size)
+        assert got["ci"] == pytest.approx([ranked.mean() - half, ranked.mean() + half])
         scored = values[~np.isnan(values)]
-        assert got["mean"] == pytest.approx(scored.mean())
-        half = stats.t.ppf(0.975, scored.size - 1) * scored.std(ddof=1) / math.sqrt(scored.size)
-        assert got["ci"] == pytest.approx([scored.mean() - half, scored.mean() + half])
-        assert got["scored"] == scored.size
+        assert got["own"]["mean"] == pytest.approx(scored.mean())  # shown beside, not ranked
+        assert got["scored"] == got["own"]["scored"] == scored.size
         assert got["scored"] + got["unscored"] + got["missing"] == 40
     assert board.system("small")["criteria"]["quality"]["unscored"] == 1
     assert board.system("medium")["criteria"]["quality"]["missing"] == 1
@@ -78,12 +86,16 @@ def test_means_counts_pairs_and_holm_match_independent_computations():
     assert len(pairs) == 3
     for p in pairs:
         a, b = x[p["a"]], x[p["b"]]
-        both = ~np.isnan(a) & ~np.isnan(b)
-        assert p["shared"] == both.sum()  # never zero-filled: the shared items only
-        ref = stats.ttest_rel(a[both], b[both])
-        assert p["difference"] == pytest.approx(float(np.mean(a[both] - b[both])))
+        assert p["shared"] == 36  # the common items: never zero-filled, never other items
+        ref = stats.ttest_rel(a[common], b[common])
+        assert p["difference"] == pytest.approx(float(np.mean(a[common] - b[common])))
         assert p["ci"] == pytest.approx(list(ref.confidence_interval()))
         assert p["p"] == pytest.approx(ref.pvalue)
+        both = ~np.isnan(a) & ~np.isnan(b)  # every pair here shares more than the ground
+        ref = stats.ttest_rel(a[both], b[both])
+        assert p["both_scored"]["shared"] == both.sum() > 36
+        assert p["both_scored"]["p"] == pytest.approx(ref.pvalue)
+        assert p["both_scored"]["ci"] == pytest.approx(list(ref.confidence_interval()))
     want = multipletests([p["p"] for p in pairs], method="holm")[1]
     assert [p["p_holm"] for p in pairs] == pytest.approx(list(want))
     assert [p["significant"] for p in pairs] == [bool(w < 0.05) for w in want]
@@ -96,16 +108,65 @@ def test_means_counts_pairs_and_holm_match_independent_computations():
     assert by_name["large"]["criteria"]["quality"]["group"] == "a"
     assert [s["name"] for s in board.systems][-1] == "small"
     assert board.system("small")["rank"] == 3 and board.system("small")["rank_ci"] == [3, 3]
-    assert board.notes and "missing from some system" in board.notes[0]
+    assert any("quality: ranks, rank intervals, groups and pairs are on the 36 items every "
+               "system scored; 4 of 40 dropped (small lacks 1, medium lacks 1, large lacks 2)"
+               in n for n in board.notes), board.notes
+
+
+def test_systems_are_ranked_on_the_items_every_system_scored():
+    """#52 defect 1: B scores 0.2 below A on every item and lacks the 20 hardest of 200. Ranked
+    on each system's own items, B came first (mean 2.910 against 2.805, group "a") while its
+    own pair said B - A = -0.2, significant. On common ground A is first, B second, in
+    different groups; B's own mean is still shown, labelled, and the board says which items
+    were dropped and who lacks them."""
+    rng = np.random.default_rng(52)
+    ids = [f"q{k}" for k in range(200)]
+    a = np.concatenate([rng.uniform(0.0, 0.5, 20), rng.uniform(2.0, 4.0, 180)])  # 20 hard
+    b = a - 0.2
+    systems = [System("A", output(dict(zip(ids, map(float, a))), "A")),
+               System("B", output(dict(zip(ids[20:], map(float, b[20:]))), "B"))]
+    board = leaderboard(systems, ["quality"], SCALES, resamples=300)
+    first, second = board.systems
+    assert (first["name"], first["rank"], first["group"]) == ("A", 1, "a")
+    assert (second["name"], second["rank"], second["group"]) == ("B", 2, "b")
+    assert (first["rank_ci"], second["rank_ci"]) == ([1, 1], [2, 2])
+    assert board.ranked_on["quality"] == {"items": 180, "scored_by_any": 200, "dropped": 20,
+                                          "lacking": {"B": 20}, "unranked": []}
+    entry_a, entry_b = (s["criteria"]["quality"] for s in board.systems)
+    assert entry_a["mean"] == pytest.approx(a[20:].mean())
+    assert entry_b["mean"] == pytest.approx(b[20:].mean())
+    # Each system's mean over its own items, shown and labelled: B's is the higher.
+    assert entry_b["own"]["mean"] == pytest.approx(b[20:].mean())
+    assert entry_a["own"]["mean"] == pytest.approx(a.mean())
+    assert entry_a["own"]["mean"] < entry_b["own"]["mean"]
+    (pair,) = board.pairs
+    assert (pair["a"], pair["b"], pair["shared"]) == ("A", "B", 180)
+    assert pair["difference"] == pytest.approx(0.2) and pair["significant"]
+    assert "both_scored" not in pair  # two systems: the ground is the items both scored
+    assert "B lacks 20" in " ".join(board.notes)
+
+
+def test_a_system_without_any_score_is_not_ranked_and_does_not_shrink_the_ground():
+    ids = [f"q{k}" for k in range(10)]
+    systems = [System("x", output(dict(zip(ids, [1.0 + k % 3 for k in range(10)])))),
+               System("y", output(dict(zip(ids, [2.0 + k % 2 for k in range(10)])))),
+               System("none", output(dict.fromkeys(ids)))]
+    board = leaderboard(systems, ["quality"], SCALES, resamples=200)
+    assert board.ranked_on["quality"]["items"] == 10
+    assert board.ranked_on["quality"]["unranked"] == ["none"]
+    assert board.system("none")["rank"] is None and board.system("none")["group"] == ""
+    assert board.system("y")["rank"] == 1
 
 
 def test_the_json_holds_what_other_tools_read():
     systems = three_systems()
     board = leaderboard([System(n, output(s, n)) for n, s in systems.items()], ["quality"],
                         SCALES, resamples=200).to_dict()
+    # On which items the ranks are computed (#52), per criterion.
+    assert board["ranked_on"]["quality"]["items"] == 36
     for s in board["systems"]:
         assert {"name", "rank", "rank_ci", "criteria"} <= set(s)
-        assert {"mean", "ci", "scored", "unscored"} <= set(s["criteria"]["quality"])
+        assert {"mean", "ci", "on", "scored", "unscored", "own"} <= set(s["criteria"]["quality"])
     for p in board["pairs"]:
         assert {"a", "b", "criterion", "difference", "ci", "shared", "p_holm",
                 "significant"} <= set(p)
@@ -128,6 +189,10 @@ def test_a_system_with_no_shared_item_is_compared_on_nothing_not_on_zeros():
     (pair,) = board.pairs
     assert pair["shared"] == 0 and pair["difference"] is None and pair["significant"] is False
     assert board.system("y")["criteria"]["quality"]["missing"] == 2
+    # No common ground: nobody is ranked, and the board says why.
+    assert [s["rank"] for s in board.systems] == [None, None]
+    assert board.ranked_on["quality"]["items"] == 0
+    assert "no item was scored for every system" in " ".join(board.notes)
 
 
 def _biased_run(rng, n_items=200, n_labels=40):
@@ -217,5 +282,9 @@ def test_the_page_draws_every_criterion_and_marks_significant_pairs():
                         resamples=200)
     page = render_leaderboard(board)
     assert page.count("<svg class='forest'") == 2 and page.count("<table class='pairs'>") == 2
+    # On which items the ranks stand, per criterion, and the own-item means beside (#52).
+    assert page.count("Ranked on the <b>36</b> items every system scored; 4 of 40 dropped "
+                      "(small lacks 1, medium lacks 1, large lacks 2)") == 2
+    assert page.count("<table class='own'>") == 2
     significant = sum(p["significant"] for p in board.pairs)
     assert page.count("class='sig-pos'") + page.count("class='sig-neg'") == 2 * significant
