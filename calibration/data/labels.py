@@ -178,14 +178,24 @@ def labels_by_item(lines: Sequence[Mapping[str, Any]], criterion: str, scale: An
     return human
 
 
-def label_rows(path: str | Path) -> list[dict[str, Any]]:
+def label_rows(path: str | Path, *, active: bool = True) -> list[dict[str, Any]]:
     """The rows of a human labels file as its labelling session meant them (the latest line per
     item and rater, no undo or skip line), for the benchmark-mean estimate
     (:func:`jurybox.calibration.estimates.active.mean_estimates`) and conformal maps; labels of
-    items routed for review are refused (:func:`_chosen_for_review`)."""
+    items routed for review are refused (:func:`_chosen_for_review`), and with ``active``
+    False labels chosen actively for the benchmark mean too (:func:`_chosen_actively`: what
+    treats every labelled item alike, as a conformal map does)."""
     rows = _latest_labels(_numbered_rows(Path(path)))
-    _chosen_for_review(rows, str(path))
+    (_chosen_for_review if active else _chosen_actively)(rows, str(path))
     return [dict(row) for _, row in rows]
+
+
+def chosen_actively(lines: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The items of label ``lines`` chosen actively for the benchmark mean (``selection``
+    strategy ``benchmark-mean``): their inclusion probabilities differ, so they are not a
+    sample of the items alike."""
+    return [str(line.get("id")) for line in lines if isinstance(line.get("selection"), Mapping)
+            and line["selection"].get("strategy") == "benchmark-mean"]
 
 
 def _rows_chosen(rows: Sequence[tuple[int, Mapping[str, Any]]], strategy: str) -> list[int]:
@@ -219,10 +229,12 @@ def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str)
         raise InputDataError(
             f"{source} holds {_count(len(active), 'label')} (the first on row {active[0]}) "
             "chosen actively for the benchmark's mean (jurybox label --goal benchmark-mean): the items "
-            "the jury is unsure of are over-represented, so agreement, calibration and cascades "
-            "over them would be biased. Estimate the mean with `jurybox agree --ppi` (it weights "
-            "each label by its inclusion probability), and label with --goal agreement or "
-            "cascade (into another file) for these", field="selection")
+            "the jury is unsure of are over-represented and those it is sure of (where a "
+            "confidently wrong jury errs) under-represented, so agreement, calibration and "
+            "conformal maps and cascades over them would be biased. Estimate the mean with "
+            "`jurybox agree --ppi` (it weights each label by its inclusion probability), and "
+            "label with --goal agreement or cascade (into another file) for these",
+            field="selection")
 
 
 def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,

@@ -11,7 +11,10 @@ nearer the distribution's mean, then the lower), so that it is always a run of c
 A level's *score* is the probability mass of the set just after it was added (plus a
 ``1e-6``-per-step tie-break, so that levels the jury gives no mass are still ordered by how far
 the set had to grow). A labelled item's nonconformity is the largest score of its raters' labels
-(the set must hold every rater's label).
+(``cover="every-rater"``: the set must hold every rater's label), or the score of one of its
+raters' labels drawn at random (``cover="one-rater"``: the set holds a randomly chosen rater's
+label with probability at least ``1 - alpha``, narrower where raters disagree). With one rater
+per item the two are the same.
 
 From ``n`` labelled items, the threshold is the ``ceil((n + 1)(1 - alpha))``-th smallest
 nonconformity (the whole scale when that exceeds ``n``); an item's interval is every level whose
@@ -20,6 +23,17 @@ item are exchangeable, the interval holds a human's label with probability at le
 alpha`` (and at most ``1 - alpha + 1/(n + 1)`` without ties), marginally over items: an
 overconfident jury gets wide intervals everywhere, not wrong ones. With groups (a task, a
 language), one threshold per group gives the guarantee within each group (Mondrian conformal).
+
+The guarantee is marginal: over all items, not among those whose interval is narrow. The
+report therefore gives, by the same cross-validation, the coverage among the items a route
+width would keep (those whose interval is at most that wide: ``cv_by_route_width``), so the
+width is chosen knowing it (a jury confidently wrong on some items gives those items single
+levels that miss, and routing never sends them to a human).
+
+Labels must be a sample of the items alike: labels chosen actively for the benchmark mean
+(unequal inclusion probabilities) are refused (:func:`fit_conformal`): the items the jury is sure
+of are under-represented among them, so a threshold fitted on them undercovers new items while
+its own cross-validation, on the same kind of items, looks right.
 """
 
 from __future__ import annotations
@@ -35,6 +49,8 @@ from ..errors import InputDataError
 
 #: The tie-break per step of the growing set (far below any probability that matters).
 STEP = 1e-6
+#: What an interval covers with probability >= 1 - alpha where items have several raters.
+COVERS = ("every-rater", "one-rater")
 
 
 def level_scores(probabilities: Any, levels: Sequence[float]) -> np.ndarray:
@@ -106,23 +122,44 @@ class ConformalCriterion:
         return self.threshold
 
 
-def fit_criterion(criterion: str, probabilities: Any, labels: Sequence[Sequence[float]],
-                  levels: Sequence[float], alpha: float,
-                  groups: Sequence[str | None] | None = None) -> ConformalCriterion:
-    """The thresholds from labelled items: the jury's distributions (items x levels) and each
-    item's raters' labels (values of ``levels``)."""
-    values = list(map(float, levels))
-    index = {v: k for k, v in enumerate(values)}
-    scores = level_scores(probabilities, values)
-    worst = np.empty(len(labels))
+def label_scores(criterion: str, scores: np.ndarray, labels: Sequence[Sequence[float]],
+                 levels: Sequence[float]) -> list[np.ndarray]:
+    """Per labelled item, the scores (module text) of its raters' labels."""
+    index = {float(v): k for k, v in enumerate(levels)}
+    out = []
     for row, item_labels in enumerate(labels):
+        if not len(item_labels):
+            raise InputDataError(f"{criterion}: a labelled item without a label")
         try:
-            worst[row] = max(scores[row, index[float(y)]] for y in item_labels)
+            out.append(np.array([scores[row, index[float(y)]] for y in item_labels]))
         except KeyError as exc:
             raise InputDataError(f"{criterion}: a label {exc.args[0]!r} is not a level of the "
-                                 f"scale {values}") from None
-        except ValueError:
-            raise InputDataError(f"{criterion}: a labelled item without a label") from None
+                                 f"scale {list(map(float, levels))}") from None
+    return out
+
+
+def nonconformity(per_rater: Sequence[np.ndarray], cover: str,
+                  rng: np.random.Generator | None = None) -> np.ndarray:
+    """Each item's nonconformity from its raters' label scores: the largest (``every-rater``)
+    or one drawn at random (``one-rater``; ``rng`` fixes the draw)."""
+    if cover not in COVERS:
+        raise InputDataError(f"cover must be one of {list(COVERS)}; got {cover!r}")
+    if cover == "every-rater":
+        return np.array([float(s.max()) for s in per_rater])
+    rng = rng or np.random.default_rng(0)
+    return np.array([float(s[rng.integers(s.size)]) for s in per_rater])
+
+
+def fit_criterion(criterion: str, probabilities: Any, labels: Sequence[Sequence[float]],
+                  levels: Sequence[float], alpha: float,
+                  groups: Sequence[str | None] | None = None, *, cover: str = "every-rater",
+                  rng: np.random.Generator | None = None) -> ConformalCriterion:
+    """The thresholds from labelled items: the jury's distributions (items x levels) and each
+    item's raters' labels (values of ``levels``), covering every rater's label or a random
+    one's (``cover``, module text)."""
+    values = list(map(float, levels))
+    scores = level_scores(probabilities, values)
+    worst = nonconformity(label_scores(criterion, scores, labels, values), cover, rng)
     by_group: dict[str, tuple[float, int]] = {}
     if groups is not None:
         for name in sorted({g for g in groups if g is not None}):
@@ -166,9 +203,12 @@ class ConformalMap:
     rubric: str | None = None
     group_column: str | None = None
     report: dict[str, Any] = field(default_factory=dict)
+    #: What an interval holds with probability >= 1 - alpha (:data:`COVERS`).
+    cover: str = "every-rater"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "conformal", "alpha": self.alpha, "provenance": self.provenance,
+        return {"kind": "conformal", "alpha": self.alpha, "cover": self.cover,
+                "provenance": self.provenance,
                 "rubric": self.rubric, "group_column": self.group_column,
                 "criteria": {c: {"levels": list(k.levels), "threshold": _finite(k.threshold),
                                  "labelled": k.labelled,
@@ -190,7 +230,8 @@ class ConformalMap:
                                        for g, v in (k.get("groups") or {}).items()})
                 for c, k in data["criteria"].items()}
             return cls(float(data["alpha"]), criteria, data.get("provenance"),
-                       data.get("rubric"), data.get("group_column"), dict(data.get("report") or {}))
+                       data.get("rubric"), data.get("group_column"), dict(data.get("report") or {}),
+                       str(data.get("cover") or "every-rater"))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputDataError(f"{source}: a malformed conformal map ({exc})") from None
 
@@ -279,16 +320,29 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
                   scales: Mapping[str, Any], *, alpha: float = 0.1,
                   groups: Mapping[str, str] | None = None, group_column: str | None = None,
                   provenance: str | None = None, rubric: str | None = None,
-                  folds: int = 5, seed: int = 0) -> ConformalMap:
+                  folds: int = 5, seed: int = 0, cover: str = "every-rater") -> ConformalMap:
     """A :class:`ConformalMap` from human label ``lines`` (``label_rows``) and the verdict
     ``records`` of the labelled items (and others: every record counts towards the report's
-    widths). ``groups``: item id -> group, for per-group thresholds. The report holds, per
+    widths). ``groups``: item id -> group, for per-group thresholds; ``cover``: what an interval
+    holds where items have several raters (:data:`COVERS`, module text). The report holds, per
     criterion, the labelled items used, the threshold, the mean width and single-level share
-    over all the records, and the coverage under ``folds``-fold cross-validation on the labels
-    (overall and per group)."""
-    from ..data.labels import labels_by_item
+    over all the records, the coverage under ``folds``-fold cross-validation on the labels
+    (overall, per group, and among the items each route width would keep), and where items have
+    several raters what the other ``cover`` would give. Labels chosen actively for the
+    benchmark mean are refused (module text)."""
+    from ..data.labels import chosen_actively, labels_by_item
     from ..data.verdicts import mixed_distribution
 
+    active = chosen_actively(lines)
+    if active:
+        raise InputDataError(
+            f"{len(active)} label(s) (the first for item {active[0]!r}) were chosen actively for "
+            "the benchmark mean (jurybox label --goal benchmark-mean), with unequal "
+            "probabilities: the items the jury is sure of, where a confidently wrong jury errs, "
+            "are under-represented, so a threshold fitted on them undercovers new items while "
+            "its own cross-validation looks right. Fit the map on labels from a uniform order "
+            "(--goal agreement)", field="selection")
+    nonconformity([], cover)  # an unknown cover is refused before any work
     by_id = {r.id: r for r in records}
     criteria: dict[str, ConformalCriterion] = {}
     report: dict[str, Any] = {}
@@ -306,23 +360,31 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
         if len(ids) < 2:
             continue
         item_groups = [groups.get(i) for i in ids] if groups else None
-        fitted = fit_criterion(name, rows[usable], [labels[i] for i in ids], levels, alpha,
-                               item_groups)
+        item_labels = [labels[i] for i in ids]
+        fitted = fit_criterion(name, rows[usable], item_labels, levels, alpha, item_groups,
+                               cover=cover, rng=rng)
         criteria[name] = fitted
         all_rows = probability_rows(
             [mixed_distribution([v for v in r.votes if v.criterion == name], scale)
              for r in records], levels)
-        scored = ~np.isnan(all_rows).any(axis=1)
-        spans = np.diff(intervals(level_scores(all_rows[scored], levels), levels,
-                                  fitted.threshold)).ravel() if scored.any() else np.empty(0)
-        cv = _cross_validated(rows[usable], [labels[i] for i in ids], levels, alpha,
-                              item_groups, folds, rng)
+        all_rows = all_rows[~np.isnan(all_rows).any(axis=1)]
+        spans = _spans(all_rows, levels, fitted.threshold)
         report[name] = {
             "labelled": len(ids), "left_out_unscored": int((~usable).sum()),
+            "covers": cover, "raters_per_item": float(np.mean([len(y) for y in item_labels])),
             "threshold": _finite(fitted.threshold),
             "mean_width": float(spans.mean()) if spans.size else None,
             "single_level_share": float(np.mean(spans == 0)) if spans.size else None,
-            **cv}
+            **_cross_validated(rows[usable], item_labels, levels, alpha, item_groups, folds, rng,
+                               cover)}
+        if max(len(y) for y in item_labels) > 1:
+            other = COVERS[1 - COVERS.index(cover)]
+            refit = fit_criterion(name, rows[usable], item_labels, levels, alpha, cover=other,
+                                  rng=rng)
+            widths = _spans(all_rows, levels, refit.threshold)
+            report[name]["other_cover"] = {
+                "covers": other, "threshold": _finite(refit.threshold),
+                "mean_width": float(widths.mean()) if widths.size else None}
         if math.isinf(fitted.threshold):
             report[name]["note"] = (f"{len(ids)} labelled items are too few for "
                                     f"{1 - alpha:.0%} coverage: every interval is the whole "
@@ -330,30 +392,57 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
     if not criteria:
         raise InputDataError("no criterion has two labelled items the jury scored: nothing to "
                              "fit")
-    return ConformalMap(alpha, criteria, provenance, rubric, group_column, report)
+    return ConformalMap(alpha, criteria, provenance, rubric, group_column, report, cover)
+
+
+def _spans(rows: np.ndarray, levels: Sequence[float], cut: float) -> np.ndarray:
+    """The width of each row's interval at threshold ``cut``."""
+    if not rows.shape[0]:
+        return np.empty(0)
+    return np.diff(intervals(level_scores(rows, levels), levels, cut)).ravel()
 
 
 def _cross_validated(rows: np.ndarray, labels: Sequence[Sequence[float]], levels: Sequence[float],
                      alpha: float, groups: Sequence[str | None] | None, folds: int,
-                     rng: np.random.Generator) -> dict[str, Any]:
-    """Coverage of every rater's label under k-fold cross-validation (overall and per group:
-    each group's own threshold where groups are given)."""
+                     rng: np.random.Generator, cover: str = "every-rater") -> dict[str, Any]:
+    """Coverage under k-fold cross-validation: of every rater's label (``every-rater``) or of
+    a random rater's (``one-rater``: the share of an item's raters covered), overall, per group
+    (each group's own threshold where groups are given) and among the items each route width
+    would keep (``cv_by_route_width``: the held-out items whose interval is at most that wide;
+    the guarantee is marginal, so these can be covered less than 1 - alpha)."""
     n = rows.shape[0]
     k = max(2, min(folds, n))
     order = rng.permutation(n)
-    hit = np.zeros(n, dtype=bool)
+    hit = np.zeros(n)
+    width = np.zeros(n)
     for fold in np.array_split(order, k):
         train = np.setdiff1d(order, fold)
         fitted = fit_criterion("cv", rows[train], [labels[i] for i in train], levels, alpha,
-                               [groups[i] for i in train] if groups else None)
+                               [groups[i] for i in train] if groups else None, cover=cover,
+                               rng=rng)
         for i in fold:
             cut = fitted.cut(groups[i] if groups else None)
             got = intervals(level_scores(rows[[i]], levels), levels, cut)[0]
-            hit[i] = all(got[0] <= y <= got[1] for y in labels[i])
-    out: dict[str, Any] = {"cv_coverage": float(hit.mean()), "cv_folds": k}
+            inside = [got[0] <= y <= got[1] for y in labels[i]]
+            hit[i] = all(inside) if cover == "every-rater" else float(np.mean(inside))
+            width[i] = got[1] - got[0]
+    out: dict[str, Any] = {"cv_coverage": float(hit.mean()), "cv_folds": k,
+                           "cv_by_route_width": _by_route_width(hit, width, levels)}
     if groups:
         out["cv_coverage_by_group"] = {
             g: {"coverage": float(hit[[x == g for x in groups]].mean()),
                 "labelled": int(sum(x == g for x in groups))}
             for g in sorted({x for x in groups if x is not None})}
+    return out
+
+
+def _by_route_width(hit: np.ndarray, width: np.ndarray, levels: Sequence[float]
+                    ) -> list[dict[str, Any]]:
+    """Per route width W (each distance between levels, as ``--route-width W`` keeps an item
+    whose interval is at most W wide): the share of held-out items kept and their coverage."""
+    out = []
+    for w in sorted({float(v) - float(levels[0]) for v in levels}):
+        kept = width <= w + 1e-12
+        out.append({"route_width": w, "kept": float(kept.mean()),
+                    "coverage": float(hit[kept].mean()) if kept.any() else None})
     return out

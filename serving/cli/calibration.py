@@ -193,8 +193,10 @@ def _ppi(human: Path, judged: Path, rubric: str | None, provenance: str | None,
 
 def _calibrate_conformal(human: Path, judged: Path, out: Path, rubric: str | None,
                          provenance: str | None, alpha: float, group: str | None,
-                         criteria: list[str], folds: int, seed: int, json_out: bool) -> None:
-    """``calibrate --conformal``: a conformal map (jurybox.calibration.maps.conformal)."""
+                         criteria: list[str], folds: int, seed: int, json_out: bool,
+                         cover: str = "every-rater") -> None:
+    """``calibrate --conformal``: a conformal map (jurybox.calibration.maps.conformal); labels
+    chosen actively for the benchmark mean are refused (naming the row)."""
     from jurybox.calibration.data.labels import label_groups, label_rows
     from jurybox.calibration.maps.conformal import fit_conformal
 
@@ -203,9 +205,10 @@ def _calibrate_conformal(human: Path, judged: Path, out: Path, rubric: str | Non
         if criteria:
             scales = {c: scales[c] for c in criteria}
         groups = label_groups(human, group) if group else None
-        cmap = fit_conformal(label_rows(human), output.records, scales, alpha=alpha,
-                             groups=groups, group_column=group, provenance=output.provenance,
-                             rubric=rubric_def.name, folds=folds, seed=seed)
+        cmap = fit_conformal(label_rows(human, active=False), output.records, scales,
+                             alpha=alpha, groups=groups, group_column=group,
+                             provenance=output.provenance, rubric=rubric_def.name, folds=folds,
+                             seed=seed, cover=cover)
         cmap.save(out)
     for name, row in cmap.report.items():
         if "note" in row:
@@ -220,17 +223,34 @@ def _calibrate_conformal(human: Path, judged: Path, out: Path, rubric: str | Non
     if json_out:
         typer.echo(dumps({**cmap.to_dict(), "out": str(out), "warnings": notes}))
         return
-    typer.echo(f"conformal map for {rubric_def.name}, alpha {alpha:g} (intervals hold a human's "
-               f"label with probability >= {1 - alpha:.0%}), written to {out}")
+    whose = ("every rater's label" if cover == "every-rater" else
+             "the label of a rater chosen at random")
+    typer.echo(f"conformal map for {rubric_def.name}, alpha {alpha:g} (an item's interval holds "
+               f"{whose} with probability >= {1 - alpha:.0%}, over items: not among the narrow "
+               f"ones alone), written to {out}")
     for name, row in cmap.report.items():
-        width = "-" if row["mean_width"] is None else f"{row['mean_width']:.2f}"
-        single = "-" if row["single_level_share"] is None else f"{row['single_level_share']:.0%}"
-        typer.echo(f"  {name}: {row['labelled']} labelled items; {row['cv_folds']}-fold "
-                   f"cross-validated coverage {row['cv_coverage']:.1%}; mean interval width "
-                   f"{width} over the judged items, a single level on {single}")
-        for g, got in (row.get("cv_coverage_by_group") or {}).items():
-            typer.echo(f"    group {g}: {got['labelled']} labelled, coverage "
-                       f"{got['coverage']:.1%}")
+        _conformal_row(name, row)
+
+
+def _conformal_row(name: str, row: dict[str, Any]) -> None:
+    """One criterion of ``calibrate --conformal``'s report in words."""
+    width = "-" if row["mean_width"] is None else f"{row['mean_width']:.2f}"
+    single = "-" if row["single_level_share"] is None else f"{row['single_level_share']:.0%}"
+    typer.echo(f"  {name}: {row['labelled']} labelled items; {row['cv_folds']}-fold "
+               f"cross-validated coverage {row['cv_coverage']:.1%}; mean interval width "
+               f"{width} over the judged items, a single level on {single}")
+    for g, got in (row.get("cv_coverage_by_group") or {}).items():
+        typer.echo(f"    group {g}: {got['labelled']} labelled, coverage "
+                   f"{got['coverage']:.1%}")
+    other = row.get("other_cover")
+    if other is not None:
+        typer.echo(f"    {row['raters_per_item']:.1f} raters per item; --cover {other['covers']} "
+                   "would give a mean width of "
+                   + ("-" if other["mean_width"] is None else f"{other['mean_width']:.2f}"))
+    kept = "; ".join(f"W={r['route_width']:g}: {r['kept']:.0%} kept, covered "
+                     + ("-" if r["coverage"] is None else f"{r['coverage']:.1%}")
+                     for r in row["cv_by_route_width"])
+    typer.echo(f"    cross-validated, the items --route-width W keeps: {kept}")
 
 
 def calibrate(
@@ -291,6 +311,11 @@ def calibrate(
     alpha: Annotated[float, typer.Option(
         help="With --conformal: the allowed probability that a human's label falls outside "
              "an item's interval.", min=0.001, max=0.5)] = 0.1,
+    cover: Annotated[Literal["every-rater", "one-rater"], typer.Option(
+        help="With --conformal, where items have several raters: an interval holds every "
+             "rater's label (`every-rater`), or the label of a rater chosen at random "
+             "(`one-rater`: narrower where raters disagree), with probability >= 1 - alpha.")
+    ] = "every-rater",
 ) -> None:
     """Fit a calibration map from human labels and judge verdicts, and show whether it helps.
 
@@ -307,6 +332,11 @@ def calibrate(
     --group COL shows each group, --by-group COL fits each on its own), reports in-sample the
     share each stage decides and the judge calls saved, and writes the jury with its
     thresholds; a target no threshold can be shown to reach is refused.
+
+    With --conformal, fits per-item intervals of levels (split conformal) and reports their
+    cross-validated coverage: overall, per --group, and among the items each `jurybox judge
+    --route-width W` would keep (the guarantee is over all items, so the kept narrow ones can
+    be covered less). Labels chosen actively for the benchmark mean are refused.
     """
     from jurybox.calibration import CalibrationMap, join_warnings
 
@@ -314,7 +344,9 @@ def calibrate(
         if cascade or by_group or target_agreement is not None or jury is not None:
             raise fail("--conformal fits intervals, --cascade a cascaded jury: give one")
         return _calibrate_conformal(human, judged, out, rubric, provenance, alpha, group,
-                                    criterion, folds, seed, json_out)
+                                    criterion, folds, seed, json_out, cover)
+    if cover != "every-rater":
+        raise fail("--cover is for --conformal (what its intervals hold)")
     if cascade:
         if target_agreement is None or jury is None:
             raise fail("--cascade needs --jury (the jury with stages) and --target-agreement "

@@ -7,6 +7,7 @@ simulation in tests/calibration/maps/test_conformal.py."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -67,6 +68,67 @@ def test_calibrate_conformal_reports_cross_validated_coverage_per_criterion_and_
     mixed = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
                                      "--cascade", "--out", str(out)])
     assert mixed.exit_code == 2 and "give one" in mixed.output
+
+
+def test_calibrate_conformal_refuses_labels_chosen_for_the_benchmark_mean(tmp_path):
+    """#52 defect 3: labels chosen actively (jurybox label --goal benchmark-mean, unequal
+    inclusion probabilities) were accepted and taken as exchangeable, so the map undercovered
+    new items (0.80 at 0.90 nominal, tests/calibration/maps/test_conformal.py) while its own
+    cross-validation said 90%. Now refused, naming the row and the reason, as plain
+    `calibrate` refuses them."""
+    verdicts, human = synthetic(tmp_path, n=60)
+    rows = [json.loads(line) for line in human.read_text().splitlines()]
+    for k, row in enumerate(rows):
+        if k >= 10:
+            row["selection"] = {"strategy": "benchmark-mean", "probability": 0.4,
+                                "position": k, "pool": 60, "seed": 0}
+    human.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
+                                   "--out", str(tmp_path / "c.yaml")])
+    assert got.exit_code == 2, got.output
+    assert "50 labels (the first on row 11) chosen actively for the benchmark's mean" in got.output
+    assert "conformal maps" in got.output and not (tmp_path / "c.yaml").exists()
+
+
+def test_calibrate_conformal_says_what_it_covers_and_what_each_route_width_keeps(tmp_path):
+    """#52 item 5: the report says whose label an interval holds, offers the one-rater
+    guarantee where items have several raters (with the width it would give), and gives the
+    cross-validated coverage among the items each --route-width would keep."""
+    verdicts, human = synthetic(tmp_path, n=200)
+    rows = [json.loads(line) for line in human.read_text().splitlines()]
+    rng = np.random.default_rng(4)
+    second = [{**r, "rater": "g", **{c: int(np.clip(r[c] + rng.integers(-1, 2), 0, 4))
+                                     for c in CRITERIA}} for r in rows]
+    human.write_text("".join(json.dumps(r) + "\n" for r in rows + second))
+    runs = {}
+    for cover in ("every-rater", "one-rater"):
+        got = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
+                                       "--cover", cover, "--out", str(tmp_path / f"{cover}.json"),
+                                       "--json"])
+        assert got.exit_code == 0, got.output
+        runs[cover] = json.loads(got.stdout)
+        assert runs[cover]["cover"] == cover
+    for c in CRITERIA:
+        every, one = runs["every-rater"]["report"][c], runs["one-rater"]["report"][c]
+        assert every["covers"] == "every-rater" and every["raters_per_item"] == 2.0
+        # Each report gives the other guarantee's width, which the other fit has.
+        assert every["other_cover"]["covers"] == "one-rater"
+        assert every["other_cover"]["mean_width"] <= every["mean_width"]
+        assert one["mean_width"] <= every["mean_width"]
+        widths = every["cv_by_route_width"]
+        assert [w["route_width"] for w in widths] == [0.0, 1.0, 2.0, 3.0, 4.0]
+        assert widths[-1]["kept"] == 1.0
+        assert widths[-1]["coverage"] == pytest.approx(every["cv_coverage"])
+        assert all(a["kept"] <= b["kept"] for a, b in itertools.pairwise(widths))
+    text = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
+                                    "--out", str(tmp_path / "c.json")])
+    assert text.exit_code == 0, text.output
+    assert "holds every rater's label with probability >= 90%" in text.stdout
+    assert "--cover one-rater would give a mean width of" in text.stdout
+    assert "the items --route-width W keeps: W=0:" in text.stdout
+    wrong = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--cover",
+                                     "one-rater", "--out", str(tmp_path / "m.json")])
+    assert wrong.exit_code == 2 and "--cover is for --conformal" in wrong.output
 
 
 @pytest.fixture(scope="module")
