@@ -125,15 +125,35 @@ def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
     requests: list[Request | None] = []
     errors: dict[int, str] = {}
     for item in items:
+        text = item_text(item)
         for (criteria, order), schema in zip(pairs, schemas):
             try:
                 requests.append(Request(render_messages(rubric, item, list(criteria), order),
-                                        schema))
+                                        schema, text))
             except Exception as exc:  # a template that fails on this item's values
                 errors[len(requests)] = f"prompt could not be rendered: {exc}"
                 requests.append(None)
     orders = tuple(o for _, o in pairs) if rubric.pairwise else ()
     return Requests(tuple(it.id for it in items), calls, tuple(requests), errors, orders)
+
+
+def item_text(item: Item) -> tuple[str, ...]:
+    """Every string of an item that a template may render (its id and the strings of its fields,
+    at any depth), its images' paths aside: what a judge must read as text (see
+    :class:`jurybox.judges.backends.base.ControlTokens`)."""
+    out: list[str] = [item.id]
+    stack: list[Any] = [v for k, v in item.fields().items() if k != "images"]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if value:
+                out.append(value)
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return tuple(dict.fromkeys(out))
 
 
 def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[list[Vote]]:

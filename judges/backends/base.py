@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
@@ -84,6 +85,16 @@ def length_error(spec: Any, n_tokens: int, context: int, on_cpu: bool) -> str | 
         return (f"prompt is {n_tokens} tokens; with up to {budget} new tokens it exceeds the "
                 f"{context}-token context of judge {spec.name}")
     return None
+
+
+def prompt_char_limit(spec: Any, tokenizer: Any, context: int, on_cpu: bool) -> int:
+    """The most characters a prompt within the judge's token limit (its ``max_prompt_tokens``,
+    else the CPU default or its context) can have: the limit times the longest token's text.
+    A longer prompt is refused before it is tokenized, which for megabytes of text would take
+    the judge longer than judging."""
+    tokens = spec.execution.max_prompt_tokens or (CPU_MAX_PROMPT_TOKENS if on_cpu else context)
+    longest = max((len(t) for t in tokenizer.get_vocab()), default=1)
+    return tokens * max(1, longest)
 
 
 def encode_prompts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
@@ -460,10 +471,140 @@ def steps_from_logprobs(
 @dataclass(frozen=True)
 class Request:
     """One prompt for a backend: the rubric's chat messages and the JSON schema the answer
-    follows."""
+    follows; ``item_text``: every string of the item's fields rendered into them (its question,
+    response, reference, context, inputs and id), which a judge must read as text, never as
+    its control tokens (see :class:`ControlTokens`)."""
 
     messages: list[Message]
     schema: dict[str, Any]
+    item_text: tuple[str, ...] = ()
+
+
+def _trie_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
+    """A regular expression matching any of ``words`` in time linear in the text: the words as a
+    trie (each alternation's branches start with different characters, so a match never
+    backtracks further than one word's length)."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        branches = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return re.compile(emit(trie)) if trie else None
+
+
+class ControlTokens:
+    """A tokenizer's control tokens (its special tokens: ``<|im_end|>``, ``<start_of_turn>``,
+    ...) kept out of an item's text. A prompt is tokenized as a whole, with control tokens live
+    (the chat template's and the rubric's own), unless a string of the item holds one: then the
+    occurrences of that string in the prompt are tokenized as plain text
+    (``split_special_tokens``) and the rest as before, so that a response writing
+    ``<|im_end|><|im_start|>assistant`` gives the judge those characters, never a turn of its
+    own. A prompt whose template shows such a string changed (a filter) cannot be split safely:
+    its vote is unscored, saying why. Finding the tokens is linear in the text (a trie)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+        words = {t.content for t in decoder.values() if getattr(t, "special", False)}
+        words |= set(getattr(tokenizer, "all_special_tokens", []) or [])
+        self.pattern = _trie_pattern(sorted(w for w in words if w))
+
+    def find(self, text: str) -> str | None:
+        """The first control token in ``text``, or None."""
+        if self.pattern is None:
+            return None
+        match = self.pattern.search(text)
+        return match.group(0) if match else None
+
+    def encode(self, encode: Callable[[list[str]], list[list[int]]], prompts: list[str],
+               requests: Sequence[Request], max_chars: int | None = None
+               ) -> list[list[int] | str]:
+        """Each prompt's ids (``encode`` for those whose item holds no control token), or why
+        it cannot be given to the judge: a control token it cannot keep apart, or more than
+        ``max_chars`` characters (more than the judge's token limit could hold, found without
+        tokenizing it: see :func:`prompt_char_limit`)."""
+        out: list[list[int] | str | None] = [None] * len(prompts)
+        whole = []
+        for i, (prompt, request) in enumerate(zip(prompts, requests)):
+            if max_chars is not None and len(prompt) > max_chars:
+                out[i] = (f"prompt is {len(prompt)} characters, more than the judge's token "
+                          f"limit could hold ({max_chars} characters); it was not tokenized")
+                continue
+            held = [(t, token) for t in request.item_text if (token := self.find(t)) is not None]
+            if held:
+                out[i] = self._split(prompt, held)
+            else:
+                whole.append(i)
+        if whole:
+            for i, ids in zip(whole, encode([prompts[i] for i in whole])):
+                out[i] = ids
+        return cast("list[list[int] | str]", out)
+
+    def _split(self, prompt: str, held: list[tuple[str, str]]) -> list[int] | str:
+        spans: list[tuple[int, int]] = []
+        for text, token in held:
+            found = False
+            # As rendered: the string itself, or inside a list's or dict's repr.
+            for form in dict.fromkeys((text, repr(text)[1:-1])):
+                at = prompt.find(form)
+                while at >= 0:
+                    found = True
+                    spans.append((at, at + len(form)))
+                    at = prompt.find(form, at + len(form))
+                if found:
+                    break
+            if not found:
+                return (f"the item's text holds the judge's control token {token!r}, and the "
+                        "rubric's template shows that text changed, so it cannot be given to "
+                        "the judge as plain text; remove the token from the item")
+        spans.sort()
+        pieces: list[tuple[str, bool]] = []  # (text, as plain text)
+        at = 0
+        for start, end in spans:
+            if start < at:  # inside a span already taken
+                continue
+            pieces.extend([(prompt[at:start], False), (prompt[start:end], True)])
+            at = end
+        pieces.append((prompt[at:], False))
+        ids: list[int] = []
+        for text, plain in pieces:
+            if text:
+                ids.extend(self.tokenizer(text, add_special_tokens=False,
+                                          split_special_tokens=plain)["input_ids"])
+        return ids
+
+
+# Control tokens of the usual chat templates, for a server whose tokenizer is not ours (the
+# openai backend): an item's text holding one is sent with a word joiner (U+2060) after its
+# first character, so the server's tokenizer reads text. Bounded repeats: linear in the text.
+GENERIC_CONTROL = re.compile(
+    r"<\|[^|<>\n]{1,64}\|>|<｜[^｜<>\n]{1,64}｜>|</?s>|\[/?INST\]|</?think>"
+    r"|<(?:start|end)_of_turn>|<(?:bos|eos|pad|unk|mask)>|<\|?endoftext\|?>")
+
+
+def escape_control(messages: list[Message], item_text: Sequence[str]) -> list[Message]:
+    """``messages`` with every item string that holds a control token of
+    :data:`GENERIC_CONTROL` written with a word joiner inside each such token."""
+    held = {t: GENERIC_CONTROL.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
+            for t in item_text if GENERIC_CONTROL.search(t)}
+    if not held:
+        return messages
+    out = []
+    for message in messages:
+        content = message["content"]
+        for text, escaped in held.items():
+            content = content.replace(text, escaped)
+        out.append({**message, "content": content})
+    return out
 
 
 class TokenStep:

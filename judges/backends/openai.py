@@ -18,6 +18,10 @@ schedule), and httpx is one small dependency where ``openai`` pulls several.
 - Requests run concurrently (at most ``concurrency`` at once), each with ``timeout_s``; only
   transient failures (429, 5xx, timeouts, dropped connections) are retried, with exponential
   backoff and jitter (``Retry-After`` honoured); anything else is the vote's error at once.
+- An item's text is the judge's to read, never its control tokens: the server tokenizes with
+  its own tokenizer, so an item string holding one of the usual chat templates' control tokens
+  (``<|im_end|>``, ``<start_of_turn>``, ``[INST]``, ...) is sent with a word joiner (U+2060)
+  after its first character (:func:`~jurybox.judges.backends.base.escape_control`).
 - Reasoning judges: the server should run with a reasoning parser (``--reasoning-parser``), so the
   schema applies after the thinking and the thought comes back in ``reasoning``; without one,
   the thought is split off the content at ``reasoning.end``. The thinking budget is enforced as
@@ -34,7 +38,14 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from .base import Generation, JudgeConfigError, Request, TokenStep, plain_prompt
+from .base import (
+    Generation,
+    JudgeConfigError,
+    Request,
+    TokenStep,
+    escape_control,
+    plain_prompt,
+)
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
@@ -140,14 +151,16 @@ class OpenAIBackend:
         }
         if s.seed is not None:
             body["seed"] = s.seed
+        # The server's tokenizer reads control tokens in the text: an item's are escaped.
+        messages = escape_control(request.messages, request.item_text)
         if self.chat:
-            body["messages"] = request.messages
+            body["messages"] = messages
             if r.template_kwargs:
                 body["chat_template_kwargs"] = dict(r.template_kwargs)
             if self.want_logprobs:
                 body.update(logprobs=True, top_logprobs=min(self.spec.top_logprobs, 20))
         else:
-            body["prompt"] = plain_prompt(request.messages)
+            body["prompt"] = plain_prompt(messages)
             if self.want_logprobs:
                 body["logprobs"] = self.spec.top_logprobs
         if self.constrain:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import (
     CancelCheck,
+    ControlTokens,
     Detokenizer,
     Generation,
     GenerationCancelled,
@@ -48,6 +49,7 @@ from .base import (
     Request,
     bos_prefix,
     length_error,
+    prompt_char_limit,
     prompt_text,
     require_chat_template,
     steps_from_logprobs,
@@ -270,6 +272,9 @@ class ReplayBackend:
         self._steps = steps_from_logprobs
         self._decode: Any = Detokenizer(self.tokenizer)
         self.encoder = PromptEncoder(self.tokenizer, spec.name)
+        self.controls = ControlTokens(self.tokenizer)
+        # (a replay judge answers as the recorded judge would on a GPU: no CPU default)
+        self._max_chars = prompt_char_limit(spec, self.tokenizer, self.max_len, on_cpu=False)
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
         """The exact text the judge is given for ``messages`` (chat template or plain framing)."""
@@ -300,10 +305,13 @@ class ReplayBackend:
         t0 = clock()
         prompts = [self.prompt_text(r.messages) for r in requests]
         t1 = clock()
-        prompt_ids = self.encoder(prompts)
+        prompt_ids = self.controls.encode(self.encoder, prompts, requests, self._max_chars)
         t2 = clock()
-        out = []
+        out: list[Generation] = []
         for ids, request in zip(prompt_ids, requests):
+            if isinstance(ids, str):
+                out.append(Generation(error=ids))
+                continue
             error = length_error(self.spec, len(ids), self.max_len, on_cpu=False)
             if error is not None:
                 out.append(Generation(error=error, prompt_tokens=len(ids)))

@@ -17,12 +17,14 @@ import numpy as np
 from ..weights import materialize, resolve
 from .base import (
     CancelCheck,
+    ControlTokens,
     Generation,
     GenerationCancelled,
     Request,
     TokenStep,
     bos_prefix,
     length_error,
+    prompt_char_limit,
     prompt_text,
     require_chat_template,
 )
@@ -114,10 +116,13 @@ class TransformersBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         require_chat_template(spec, self.tokenizer)
         self._bos = bos_prefix(self.tokenizer)
+        self.controls = ControlTokens(self.tokenizer)
         config = self.model.config
         text_config = getattr(config, "get_text_config", lambda: config)()
         context: int = getattr(text_config, "max_position_embeddings", 2048)
         self.max_len = spec.max_model_len or context
+        self._max_chars = prompt_char_limit(spec, self.tokenizer, self.max_len,
+                                            self.device == "cpu")
         vocab_size = text_config.vocab_size
         self._info = xgrammar.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab_size)
         self._compiler = xgrammar.GrammarCompiler(self._info)
@@ -145,23 +150,26 @@ class TransformersBackend:
 
     # -- generation ------------------------------------------------------------------------------
 
+    def _encode(self, texts: list[str]) -> list[list[int]]:
+        return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"])
+
     def _generate(
         self,
-        prompts: list[str],
+        prompts: list[list[int]],
         max_new_tokens: int,
         processor: Any = None,
         stop_strings: list[str] | None = None,
         cancelled: CancelCheck | None = None,
     ) -> tuple[list[list[int]], list[str]]:
-        """Generate for a batch; returns each row's new token ids (up to its stop) and why it
-        ended ("stop" or "length"). Raises GenerationCancelled, never rows cut short, when
-        ``cancelled()`` turns True during the generate."""
+        """Generate for a batch of prompts (token ids); returns each row's new token ids (up to
+        its stop) and why it ended ("stop" or "length"). Raises GenerationCancelled, never rows
+        cut short, when ``cancelled()`` turns True during the generate."""
         import torch
         from transformers import StoppingCriteriaList
 
         s = self.spec.sampling
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        enc = {k: v.to(self.device) for k, v in enc.items()}
+        padded = self.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
+        enc = {k: v.to(self.device) for k, v in padded.items()}
         kwargs: dict[str, Any] = dict(
             max_new_tokens=max_new_tokens,
             pad_token_id=self.tokenizer.pad_token_id,
@@ -230,13 +238,14 @@ class TransformersBackend:
         return prev, steps
 
     def _think(
-        self, prompts: list[str], cancelled: CancelCheck | None = None
-    ) -> list[tuple[str | None, str | None, str]]:
-        """Reasoning phase: (reasoning text, error, prompt for the answer phase) per prompt."""
+        self, prompts: list[list[int]], cancelled: CancelCheck | None = None
+    ) -> list[tuple[str | None, str | None, list[int]]]:
+        """Reasoning phase: (reasoning text, error, prompt ids for the answer phase) per prompt:
+        the prompt's own ids and the thought's (as the vLLM backend continues)."""
         r = self.spec.reasoning
         rows, reasons = self._generate(prompts, r.budget_tokens, stop_strings=[r.end],
                                        cancelled=cancelled)
-        out: list[tuple[str | None, str | None, str]] = []
+        out: list[tuple[str | None, str | None, list[int]]] = []
         for prompt, ids, why in zip(prompts, rows, reasons):
             text = cast(str, self.tokenizer.decode(ids, skip_special_tokens=False))  # ids: one str
             cut = text.find(r.end)
@@ -250,12 +259,12 @@ class TransformersBackend:
                 continue
             thought = text[: cut + len(r.end)]
             reasoning = thought[: cut].removeprefix(r.start).strip()
-            out.append((reasoning, None, prompt + thought + "\n\n"))
+            out.append((reasoning, None, prompt + self._encode([thought + "\n\n"])[0]))
         return out
 
     def _answer(
         self,
-        prompts: list[str],
+        prompts: list[list[int]],
         schemas: list[dict[str, Any]],
         cancelled: CancelCheck | None = None,
     ) -> list[Generation]:
@@ -280,17 +289,22 @@ class TransformersBackend:
         is asked before each sub-batch, between the thinking and answering phases and after
         every new token: once it is True, the generate stops and raises GenerationCancelled,
         so a batch that every client has given up on does not keep the judge busy."""
-        prompts = [self.prompt_text(r.messages) for r in requests]
-        lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+        texts = [self.prompt_text(r.messages) for r in requests]
+        encoded = self.controls.encode(self._encode, texts, requests, self._max_chars)
+        prompts: dict[int, list[int]] = {}
         results: list[Generation | None] = [None] * len(requests)
-        runnable = []
         on_cpu = self.device == "cpu"
-        for i, n in enumerate(lengths):
-            error = length_error(self.spec, n, self.max_len, on_cpu)
+        for i, ids in enumerate(encoded):
+            if isinstance(ids, str):
+                results[i] = Generation(error=ids)
+                continue
+            error = length_error(self.spec, len(ids), self.max_len, on_cpu)
             if error is not None:
-                results[i] = Generation(error=error, prompt_tokens=n)
+                results[i] = Generation(error=error, prompt_tokens=len(ids))
             else:
-                runnable.append(i)
+                prompts[i] = ids
+        lengths = {i: len(ids) for i, ids in prompts.items()}
+        runnable = list(prompts)
         # Similar lengths together waste less padding.
         runnable.sort(key=lambda i: lengths[i])
         size = self.spec.execution.batch_size
@@ -298,7 +312,8 @@ class TransformersBackend:
             batch = runnable[start : start + size]
             began = time.perf_counter()
             batch_prompts = [prompts[i] for i in batch]
-            thoughts: list[tuple[str | None, str | None, str]] = [(None, None, p) for p in batch_prompts]
+            thoughts: list[tuple[str | None, str | None, list[int]]] = [
+                (None, None, p) for p in batch_prompts]
             _stop_if_cancelled(cancelled)
             if self.spec.reasoning.mode == "think":
                 thoughts = self._think(batch_prompts, cancelled)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..weights import materialize, resolve
 from .base import (
+    ControlTokens,
     Detokenizer,
     Generation,
     JudgeConfigError,
@@ -37,6 +38,7 @@ from .base import (
     bos_prefix,
     encode_prompts,
     length_error,
+    prompt_char_limit,
     prompt_text,
     require_chat_template,
     steps_from_logprobs,
@@ -128,8 +130,10 @@ class _VLLMJudge:
         self._bos = bos_prefix(tokenizer)
         self._decode = Detokenizer(tokenizer)
         self.encoder = PromptEncoder(tokenizer, spec.name)
+        self.controls = ControlTokens(tokenizer)
         self.max_len = model_config.max_model_len
         self._on_cpu = current_platform.is_cpu()
+        self._max_chars = prompt_char_limit(spec, tokenizer, self.max_len, self._on_cpu)
         eos = getattr(model_config.hf_config, "eos_token_id", None)
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self._enders = set(tokenizer.all_special_ids) | set(eos)
@@ -140,8 +144,11 @@ class _VLLMJudge:
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
-    def _encode(self, texts: list[str]) -> list[list[int]]:
-        return self.encoder(texts)
+    def _encode(self, requests: list[Request]) -> list[list[int] | str]:
+        """Each request's prompt ids, or why the judge is not given it (see
+        :class:`ControlTokens`)."""
+        prompts = [self.prompt_text(r.messages) for r in requests]
+        return self.controls.encode(self.encoder, prompts, requests, self._max_chars)
 
     # -- sampling parameters ---------------------------------------------------------------------
 
@@ -250,8 +257,7 @@ class VLLMBackend(_VLLMJudge):
         from vllm.inputs import TokensPrompt
 
         think = self.spec.reasoning.mode == "think"
-        prompts = [self.prompt_text(r.messages) for r in requests]
-        prompt_ids = self._encode(prompts)
+        prompt_ids = self._encode(requests)
         results: list[Generation | None] = [None] * len(requests)
         reasoning: list[str | None] = [None] * len(requests)
         began: dict[int, float] = {}
@@ -270,6 +276,9 @@ class VLLMBackend(_VLLMJudge):
 
         think_params = self._think_params() if think else None
         for i, ids in enumerate(prompt_ids):
+            if isinstance(ids, str):  # not given to the judge: why
+                results[i] = Generation(error=ids)
+                continue
             error = length_error(self.spec, len(ids), self.max_len, self._on_cpu)
             if error is not None:
                 results[i] = Generation(error=error)
@@ -287,7 +296,9 @@ class VLLMBackend(_VLLMJudge):
                         continue
                     i, phase = pending.pop(out.request_id)
                     if phase == "think":
-                        reasoning[i], results[i], answer_ids = self._after_thought(out, prompt_ids[i])
+                        ids = prompt_ids[i]
+                        assert not isinstance(ids, str)  # (only a prompt with ids was submitted)
+                        reasoning[i], results[i], answer_ids = self._after_thought(out, ids)
                         if results[i] is None:
                             submit(i, "answer", answer_ids, self._answer_params(requests[i].schema))
                     else:
@@ -301,7 +312,8 @@ class VLLMBackend(_VLLMJudge):
         for i, gen in enumerate(results):
             assert gen is not None
             gen.reasoning = reasoning[i]
-            gen.prompt_tokens = len(prompt_ids[i])
+            ids = prompt_ids[i]
+            gen.prompt_tokens = 0 if isinstance(ids, str) else len(ids)
             if i in began and i in ended:
                 gen.latency_s = ended[i] - began[i]
             final.append(gen)
@@ -367,7 +379,10 @@ class AsyncVLLMBackend(_VLLMJudge):
             raise
         return final
 
-    async def _one(self, call: int, i: int, request: Request, ids: list[int]) -> Generation:
+    async def _one(self, call: int, i: int, request: Request, ids: list[int] | str
+                   ) -> Generation:
+        if isinstance(ids, str):
+            return Generation(error=ids)
         error = length_error(self.spec, len(ids), self.max_len, self._on_cpu)
         if error is not None:
             return Generation(error=error, prompt_tokens=len(ids))
@@ -397,7 +412,7 @@ class AsyncVLLMBackend(_VLLMJudge):
         import asyncio
 
         call = next(self._ids)
-        prompt_ids = self._encode([self.prompt_text(r.messages) for r in requests])
+        prompt_ids = self._encode(requests)
         return list(await asyncio.gather(
             *(self._one(call, i, r, ids) for i, (r, ids) in enumerate(zip(requests, prompt_ids)))))
 
