@@ -1,10 +1,13 @@
 """What every adapter shares: items from a client's fields, verdicts from a running service or
-an in-process jury, and rewards from verdicts (:mod:`jurybox.rubrics.reward`).
+an in-process jury, rewards from verdicts (:mod:`jurybox.rubrics.reward`), and a verdict in a
+line for a trainer's or a harness's log (:func:`explain`).
 
 :class:`JuryRewards` is the whole of it: ``rewards(rows)`` judges a batch (split into as few
 requests as the service's limits allow, sent concurrently; an in-process jury judges it in
 one call, its verdict cache on) and returns one reward per row, with the count of unscored
-ones kept in ``stats`` and logged.
+ones kept in ``stats`` and each unscored sample logged with its cause. Every error it raises
+names jurybox, the sample (the label the adapter gives it: a batch position, verl's
+``extra_info.index``, Inspect's sample id) and the cause.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jurybox.rubrics import Item, Rubric, load_rubric
-from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 from jurybox.rubrics.reward import Reward, RewardSpec
 
 logger = logging.getLogger("jurybox.integrations")
@@ -46,14 +49,64 @@ def message_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+#: Conversation roles that instruct the policy rather than belong to the item being judged.
+INSTRUCTION_ROLES = ("system", "developer")
+
+
 def conversation_context(value: Any) -> str | None:
     """The turns of a conversation before its last one, as ``role: text`` lines (the item's
-    context); None for a plain string."""
+    context), without its system (or developer) turns: those instruct the policy being
+    trained, they are not part of what the judges should read as the item's context. None for
+    a plain string, or when no turn is left."""
     if isinstance(value, str) or not isinstance(value, Sequence) or len(value) < 2:
         return None
     lines = [f"{m.get('role', 'user')}: {message_text(m)}" for m in value[:-1]
-             if isinstance(m, Mapping)]
+             if isinstance(m, Mapping) and m.get("role") not in INSTRUCTION_ROLES]
     return "\n".join(lines) or None
+
+
+def short(text: str, limit: int = 300) -> str:
+    """``text`` in at most ``limit`` characters (an ellipsis where it was cut)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def explain(record: Mapping[str, Any]) -> str:
+    """A verdict in a line: each judge's scores (``smollm2-135m: accuracy 3, relevance 4``,
+    with the start of its reasoning where the verdict keeps one), then, where a score is
+    missing, why: the judges' own errors first (a prompt over their token limit, an answer
+    that could not be read), which is the cause, then the jury's reasons (below quorum),
+    which are its consequence. Inspect's explanation, TRL's completions table and verl's
+    ``reward_extra_info`` show it."""
+    scored: dict[str, list[str]] = {}
+    thoughts: dict[str, str] = {}
+    voted: dict[str, set[str]] = {}
+    failed: dict[tuple[str, str], list[str]] = {}
+    for vote in record.get("votes") or []:
+        judge, criterion = str(vote.get("judge")), str(vote.get("criterion"))
+        voted.setdefault(judge, set()).add(criterion)
+        if vote.get("error"):
+            crits = failed.setdefault((judge, str(vote["error"])), [])
+            if criterion not in crits:
+                crits.append(criterion)
+            continue
+        value = vote.get("label") or _number(vote.get("score"))
+        scored.setdefault(judge, []).append(f"{criterion} {value}")
+        if vote.get("reasoning") and judge not in thoughts:
+            thoughts[judge] = short(str(vote["reasoning"]), 200)
+    parts = [f"{judge}: {', '.join(scores)}"
+             + (f" (reasoning: {thoughts[judge]})" if judge in thoughts else "")
+             for judge, scores in scored.items()]
+    why = [f"{judge if set(crits) == voted[judge] else judge + ' on ' + ', '.join(crits)}: "
+           f"{error}" for (judge, error), crits in failed.items()]
+    why += list(record.get("reasons") or [])
+    if why:
+        parts.append("not scored: " + "; ".join(why))
+    return "; ".join(parts) or str(record.get("status", "no votes"))
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
 
 
 @dataclass
@@ -69,8 +122,8 @@ class RewardStats:
 
 
 class JuryRewards:
-    """Rewards from a jury: a running ``jurybox serve`` (``url``; the token from the
-    environment variable ``token_env``) or an in-process jury (``jury``: a name, a jury file
+    """Rewards from a jury: a running ``jurybox serve`` (``url``; its token ``token``, or from
+    the environment variable ``token_env``) or an in-process jury (``jury``: a name, a jury file
     or a loaded :class:`jurybox.judges.Jury`; its verdict cache on unless ``cache=False``).
 
     ``reward`` (a :class:`RewardSpec`, or its fields as keyword arguments) says which number
@@ -79,20 +132,28 @@ class JuryRewards:
     """
 
     def __init__(self, rubric: str | Rubric, *, url: str | None = None,
-                 token_env: str = "JURYBOX_TOKEN", jury: Any = None, cache: bool = True,
-                 reward: RewardSpec | None = None, fields: Mapping[str, str] | None = None,
-                 concurrency: int = 4, timeout: float = 900.0, **reward_fields: Any) -> None:
+                 token: str | None = None, token_env: str = "JURYBOX_TOKEN", jury: Any = None,
+                 cache: bool = True, reward: RewardSpec | None = None,
+                 fields: Mapping[str, str] | None = None, concurrency: int = 4,
+                 timeout: float = 900.0, **reward_fields: Any) -> None:
         if (url is None) == (jury is None):
-            raise InputError("give the jury as url= (a running jurybox serve) or jury= (a jury "
-                             "name, file or loaded Jury), one of the two", field="url")
+            raise InputError("jurybox: give the jury as url= (a running jurybox serve) or jury= "
+                             "(a jury name, file or loaded Jury), one of the two", field="url")
+        if token is not None and url is None:
+            raise InputError("jurybox: token= is the service's token; an in-process jury "
+                             "(jury=) takes none", field="token")
         if reward is not None and reward_fields:
-            raise InputError("give the reward as reward=RewardSpec(...) or as its fields "
-                             f"({', '.join(reward_fields)}), not both", field="reward")
+            raise InputError("jurybox: give the reward as reward=RewardSpec(...) or as its "
+                             f"fields ({', '.join(reward_fields)}), not both", field="reward")
+        unknown = sorted(set(reward_fields) - set(RewardSpec.model_fields))
+        if unknown:
+            raise InputError(f"jurybox: unknown option {unknown[0]!r} (the reward's fields: "
+                             f"{', '.join(RewardSpec.model_fields)})", field=unknown[0])
         self.spec = reward if reward is not None else RewardSpec(**reward_fields)
         unknown = sorted(set(fields or {}) - set(ITEM_FIELDS))
         if unknown:
-            raise InputError(f"fields maps item fields {ITEM_FIELDS}; {unknown} is not one",
-                             field="fields")
+            raise InputError(f"jurybox: fields maps item fields {ITEM_FIELDS}; {unknown} is not "
+                             "one", field="fields")
         self.fields = dict(fields or {})
         self.rubric = load_rubric(rubric) if isinstance(rubric, str) else rubric
         self.reward: Reward = self.spec.bind(self.rubric)
@@ -104,7 +165,8 @@ class JuryRewards:
         if url is not None:
             from jurybox.serving.service.client import Client, RemoteJury
 
-            token = os.environ.get(token_env) if token_env else None
+            if token is None and token_env:
+                token = os.environ.get(token_env)
             self._client = Client(url, token=token, timeout=timeout)
             self._jury: Any = RemoteJury(self._client)
             self._per_request = max(1, min(self._jury.max_items,
@@ -126,10 +188,11 @@ class JuryRewards:
 
     # -- items ----------------------------------------------------------------------------------
 
-    def item(self, index: int, row: Mapping[str, Any]) -> Item:
+    def item(self, index: int, row: Mapping[str, Any], sample: str | None = None) -> Item:
         """The item a client's row holds: ``question`` from its prompt (a conversation's last
-        turn; the turns before as ``context``), ``response`` from its completion, the others
-        from the columns ``fields`` names (by default the item field's own name)."""
+        turn; the turns before, but its system turns, as ``context``), ``response`` from its
+        completion, the others from the columns ``fields`` names (by default the item field's
+        own name). ``sample`` names the row in errors (default: ``row <index>``)."""
         prompt = row.get(self.fields.get("question", "prompt"), row.get("question"))
         completion = row.get(self.fields.get("response", "completion"), row.get("response"))
         values: dict[str, Any] = {"question": message_text(prompt),
@@ -141,43 +204,86 @@ class JuryRewards:
         ref_key = self.fields.get("reference", "reference")
         if ref_key in row and row[ref_key] is not None:
             values["reference"] = message_text(row[ref_key])
-        elif "reference" in self.rubric.inputs:
-            raise InputError(f"rubric {self.rubric.name} needs a reference: pass a column "
-                             f"{ref_key!r} (or map one with fields={{'reference': COLUMN}})",
-                             field=f"rows[{index}].{ref_key}")
-        return Item(id=str(index), **values)
+        where = {name: f"column {key!r} (name another with fields={{{name!r}: COLUMN}})"
+                 for name, key in (("question", self.fields.get("question", "prompt")),
+                                   ("reference", ref_key))}
+        return self.make_item(index, values, sample or f"row {index}", where)
+
+    def make_item(self, ident: int | str, values: Mapping[str, Any], sample: str,
+                  where: Mapping[str, str]) -> Item:
+        """An item of ``values`` (item fields), its id ``ident``; an InputError naming jurybox,
+        ``sample`` and where the client gives the field (``where``: item field -> a phrase)
+        when the question or reference the rubric needs is missing or empty. (An empty
+        response is judged: a policy that answered nothing gets the jury's verdict on that.)"""
+        for name in ("question", "reference"):
+            if name in self.rubric.inputs and not values.get(name):
+                got = "missing" if values.get(name) is None else "empty"
+                raise InputError(f"jurybox: {sample}: rubric {self.rubric.name} needs the "
+                                 f"{name}, and it is {got}: {where.get(name, name)}",
+                                 field=name)
+        return Item(id=str(ident), **{k: v for k, v in values.items() if v is not None})
 
     # -- judging --------------------------------------------------------------------------------
 
-    def records(self, items: Sequence[Item]) -> list[dict[str, Any]]:
-        """The verdict records of ``items``, in order (several requests at once to a service)."""
+    def records(self, items: Sequence[Item],
+                samples: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The verdict records of ``items``, in order (several requests at once to a service).
+        A jurybox error names jurybox and the samples (``samples``: one label per item; default
+        ``row <k>``): the one at fault where the service says which."""
         if not items:
             return []
+        labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(items))]
         if self._client is None:
             with self._lock:  # an in-process jury judges one batch at a time
                 self.stats.requests += 1
-                return self._jury.score_records(self.rubric, list(items))
-        chunks = [list(items[k:k + self._per_request])
-                  for k in range(0, len(items), self._per_request)]
+                return self._judged(list(items), labels)
+        per = self._per_request
+        chunks = [(list(items[k:k + per]), labels[k:k + per]) for k in range(0, len(items), per)]
         with self._lock:
             self.stats.requests += len(chunks)
         if self._pool is None or len(chunks) == 1:
-            return [r for chunk in chunks for r in self._jury.score_records(self.rubric, chunk)]
-        parts = list(self._pool.map(lambda c: self._jury.score_records(self.rubric, c), chunks))
+            return [r for chunk, named in chunks for r in self._judged(chunk, named)]
+        parts = list(self._pool.map(lambda c: self._judged(*c), chunks))
         return [r for part in parts for r in part]
 
-    def rewards_of(self, items: Sequence[Item]) -> tuple[list[float | None], list[dict[str, Any]]]:
-        """Judge ``items``; their rewards (the unscored policy applied: ``error`` raises
-        :class:`jurybox.rubrics.reward.UnscoredReward` after counting) and verdict records."""
-        records = self.records(items)
-        missing = [(r.get("id"), "; ".join(r.get("reasons") or []) or "unscored")
-                   for r in records if self.reward.raw(r)[0] is None]
+    def _judged(self, items: list[Item], samples: list[str]) -> list[dict[str, Any]]:
+        try:
+            return self._jury.score_records(self.rubric, items)
+        except JuryboxError as exc:
+            raise _naming(exc, samples) from exc
+
+    def log_unscored(self, records: Sequence[Mapping[str, Any]],
+                     samples: Sequence[str] | None = None,
+                     rewards: Reward | Sequence[Reward] | None = None) -> int:
+        """Count and log (one warning naming jurybox, the reward, and each sample with its
+        cause) the records with no number for ``rewards`` (default: this one's reward; with
+        several, a record missing any of them); how many."""
+        bound = [self.reward] if rewards is None else (
+            [rewards] if isinstance(rewards, Reward) else list(rewards))
+        labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(records))]
+        missing: list[tuple[str, str]] = []
+        for label, record in zip(labels, records):
+            why = next((w for value, w in (r.raw(record) for r in bound) if value is None), None)
+            if why is not None:
+                missing.append((label, why))
         with self._lock:
             self.stats.rows += len(records)
             self.stats.unscored += len(missing)
         if missing:
-            logger.warning("%d of %d rewards (%s) unscored, e.g. item %s: %s", len(missing),
-                           len(records), self.reward.name, missing[0][0], missing[0][1])
+            shown = "; ".join(f"{label}: {short(why)}" for label, why in missing[:5])
+            more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+            names = ", ".join(r.name for r in bound)
+            logger.warning("jurybox: %d of %d rewards (%s) unscored: %s%s", len(missing),
+                           len(records), names, shown, more)
+        return len(missing)
+
+    def rewards_of(self, items: Sequence[Item], samples: Sequence[str] | None = None
+                   ) -> tuple[list[float | None], list[dict[str, Any]]]:
+        """Judge ``items``; their rewards (the unscored policy applied: ``error`` raises
+        :class:`jurybox.rubrics.reward.UnscoredReward` after counting and logging) and verdict
+        records."""
+        records = self.records(items, samples)
+        self.log_unscored(records, samples)
         return self.reward.values(records), records
 
     def rewards(self, rows: Sequence[Mapping[str, Any]]) -> list[float | None]:
@@ -190,3 +296,20 @@ class JuryRewards:
             self._pool.shutdown(wait=False)
         if self._client is not None:
             self._client.close()
+
+
+def _naming(exc: JuryboxError, samples: Sequence[str]) -> JuryboxError:
+    """``exc`` with jurybox and the samples it concerns in its message: the one the service
+    names (``items[k]``) where it names one, else all of them."""
+    field = exc.field if isinstance(exc, InputError) else None
+    which = f"samples {', '.join(samples)}" if len(samples) > 1 else (samples or ["?"])[0]
+    if field is not None and field.startswith("items["):
+        k = field[len("items["):].split("]", 1)[0]
+        if k.isdigit() and int(k) < len(samples):
+            which = samples[int(k)]
+    message = f"jurybox could not judge {which}: {exc}"
+    if isinstance(exc, InputError):
+        return InputError(message, field=field)
+    if type(exc).__init__ is Exception.__init__:  # its own type (e.g. the client's ServiceError)
+        return type(exc)(message)
+    return ExecutionError(message) if isinstance(exc, ExecutionError) else JuryboxError(message)

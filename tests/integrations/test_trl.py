@@ -1,19 +1,27 @@
 """TRL: a real ``GRPOTrainer`` trains two steps on CPU, with the SmolLM2-135M copy that
 ``jurybox models fetch`` writes as its policy and the jury's rewards from the session's live
-service (``user_service``) as its reward function. The rewards TRL logs equal what /v1/score
-returns for the same items; an unscored item's reward is None, which TRL leaves out."""
+service (``user_service``) as its (async) reward function, on conversations with a system
+turn. The rewards TRL logs equal what /v1/score returns for the same items (the system turn is
+not judged as the item's context); an unscored item's reward is None, which TRL leaves out,
+and the trainer's log says why (a warning naming jurybox, the completion and the cause) as
+its completions table shows each verdict. Per-criterion rewards weighed by TRL's
+``reward_weights`` go through TRL's own scoring (``_generate_and_score_completions``, the
+first half of a training step): a completion missing one criterion is unscored for all of
+them, not a sum with a 0 in it."""
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pytest
-from service_helpers import LONG_QUESTION
+from service_helpers import LONG_QUESTION, USER_SERVICE_TOKEN
 
 pytestmark = pytest.mark.models
 
 REFERENCE = "Early blight (Alternaria solani): remove infected leaves, mulch, copper fungicide."
 SHORT = "What causes brown rings on tomato leaves after rain?"
+SYSTEM = "You are a plant doctor. Answer in one sentence; this instruction is not the question."
 
 
 def policy_directory() -> str:
@@ -24,69 +32,161 @@ def policy_directory() -> str:
     return materialize(resolve(smol.model)).directory
 
 
-def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_score, tmp_path):
-    from datasets import Dataset
+def grpo(tmp_path, reward_funcs, dataset, steps: int = 2, weights=None):
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
+
+    policy = policy_directory()
+    tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
+    args = GRPOConfig(output_dir=str(tmp_path / "grpo"), use_cpu=True, bf16=False, fp16=False,
+                      per_device_train_batch_size=2, num_generations=2,
+                      gradient_accumulation_steps=1, max_completion_length=8, max_steps=steps,
+                      logging_steps=1, report_to="none", save_strategy="no",
+                      gradient_checkpointing=False, learning_rate=1e-5, seed=0,
+                      reward_weights=weights)
+    return GRPOTrainer(model=policy, reward_funcs=reward_funcs, args=args,
+                       train_dataset=dataset, processing_class=tokenizer)
+
+
+def conversation(question: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+
+
+def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_score, tmp_path,
+                                                     caplog, monkeypatch):
+    from datasets import Dataset
 
     from jurybox.integrations.trl import jury_reward
     from jurybox.rubrics import load_rubric
     from jurybox.rubrics.reward import RewardSpec
 
     reward = jury_reward(url=user_service, rubric="mirage-mg", token_env=token,
-                         fields={"reference": "answer"})
+                         fields={"reference": "answer"}, asynchronous=True)
     calls: list[tuple[list, list, list, list]] = []
+    judged: list = []  # the items jurybox sent
+    rewards_of = reward.rewards  # type: ignore[attr-defined]
+    records = rewards_of.records
+    monkeypatch.setattr(rewards_of, "records",
+                        lambda items, samples=None: judged.extend(items) or records(items, samples))
 
-    def recorded(prompts, completions, **kwargs):
-        rewards = reward(prompts=prompts, completions=completions, **kwargs)
+    async def recorded(prompts, completions, **kwargs):
+        rewards = await reward(prompts=prompts, completions=completions, **kwargs)
         calls.append((list(prompts), list(completions), list(kwargs["answer"]), rewards))
         return rewards
 
     recorded.__name__ = reward.__name__  # the name TRL logs the reward under
     # One prompt per step (2 completions each): the short one is scored, the long one's
     # judge prompts are over the service's limit (unscored).
-    dataset = Dataset.from_dict({"prompt": [SHORT, LONG_QUESTION],
+    dataset = Dataset.from_dict({"prompt": [conversation(SHORT), conversation(LONG_QUESTION)],
                                  "answer": [REFERENCE, REFERENCE]})
-    policy = policy_directory()
-    tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
-    args = GRPOConfig(output_dir=str(tmp_path / "grpo"), use_cpu=True, bf16=False, fp16=False,
-                      per_device_train_batch_size=2, num_generations=2,
-                      gradient_accumulation_steps=1, max_completion_length=8, max_steps=2,
-                      logging_steps=1, report_to="none", save_strategy="no",
-                      gradient_checkpointing=False, learning_rate=1e-5, seed=0)
-    trainer = GRPOTrainer(model=policy, reward_funcs=[recorded], args=args,
-                          train_dataset=dataset, processing_class=tokenizer)
-    trainer.train()
+    trainer = grpo(tmp_path, [recorded], dataset)
+    with caplog.at_level(logging.WARNING, logger="jurybox.integrations"):
+        trainer.train()
 
     steps = [h for h in trainer.state.log_history if "loss" in h]
     assert len(steps) == 2 and len(calls) == 2
+    # The question is the user's turn; the system turn is the policy's instruction, not context.
+    assert {it.question for it in judged} == {SHORT, LONG_QUESTION}
+    assert all(it.context is None for it in judged)
     name = reward.__name__
     spec = RewardSpec(unscored="none").bind(load_rubric("mirage-mg"))
     unscored_seen = scored_seen = 0
     for logged, (prompts, completions, answers, rewards) in zip(steps, calls):
-        items = [{"id": str(k), "question": p, "response": c, "reference": a}
-                 for k, (p, c, a) in enumerate(zip(prompts, completions, answers))]
+        items = [{"id": str(k), "question": p[-1]["content"], "response": c[0]["content"],
+                  "reference": a} for k, (p, c, a) in enumerate(zip(prompts, completions, answers))]
         # What the service says of the same items, turned into rewards the same way.
         assert rewards == spec.values(v1_score("mirage-mg", items))
         assert logged[f"jurybox/{name}/unscored"] == sum(r is None for r in rewards)
         if all(r is None for r in rewards):  # TRL leaves the missing rewards out: no mean
-            assert prompts[0] == LONG_QUESTION
+            assert prompts[0][-1]["content"] == LONG_QUESTION
             assert logged[f"rewards/{name}/mean"] is None
             unscored_seen += 1
         else:
-            assert prompts[0] == SHORT and all(0.0 <= r <= 1.0 for r in rewards)
+            assert prompts[0][-1]["content"] == SHORT and all(0.0 <= r <= 1.0 for r in rewards)
             mean = sum(rewards) / len(rewards)
             assert math.isclose(logged[f"rewards/{name}/mean"], mean, abs_tol=1e-6)
             scored_seen += 1
     assert (unscored_seen, scored_seen) == (1, 1)
     assert reward.stats.unscored == 2 and reward.stats.rows == 4  # type: ignore[attr-defined]
-    reward.rewards.close()  # type: ignore[attr-defined]
+    # Why, in the trainer's log: jurybox, each unscored completion, the cause (#51: nothing).
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "jurybox.integrations"]
+    assert warning.startswith("jurybox: 2 of 2 rewards (mirage-mg.weighted_sum) unscored: "
+                              "completion 0 of the batch (prompt 'Please consider")
+    assert "completion 1 of the batch" in warning and "smollm2-135m: prompt is " in warning
+    # Each verdict in TRL's completions table (the last step's, as TRL keeps them).
+    column = list(trainer._logs["extra"][f"{name}/verdict"])
+    last = calls[-1][3]
+    assert len(column) == 2
+    for verdict, value in zip(column, last):
+        assert verdict.startswith("smollm2-135m: accuracy " if value is not None
+                                  else "not scored: smollm2-135m: prompt is ")
+    rewards_of.close()
 
 
-def test_the_rewards_of_one_batch_per_criterion_come_from_one_judging(user_service, token):
+#: A rubric of two criteria judged one by one: ``better`` answered from the replay jury's
+#: recorded answers of its schema, ``detail`` never (its prompt is over the service's limit).
+PARTIAL = {
+    "name": "trl-partial", "version": "1", "mode": "per_criterion",
+    "description": "Two criteria judged one by one, the second over the judges' token limit.",
+    "inputs": ["question", "response", "reference"], "optional_inputs": ["context"],
+    "system": "You are a strict grader.",
+    "template": "Criterion:\n{% for c in criteria %}- {{ c.name }}: {{ c.description }}\n"
+                "{{ c.scale.describe() }}\n{% endfor %}\nQuestion:\n{{ question }}\n"
+                "Reference:\n{{ reference }}\n\nResponse:\n{{ response }}\n\n{{ output_format }}",
+    "criteria": [
+        {"name": "better", "description": "Is the response better than the reference?",
+         "scale": {"labels": {"1": 1, "tie": 0.5, "2": 0}}},
+        {"name": "detail", "scale": {"min": 0, "max": 4},
+         "description": " ".join(["Count every concrete, actionable step the response gives: "
+                                  "what to do, when, with which product and how much."] * 60)}]}
+
+
+def test_per_criterion_rewards_of_a_completion_missing_one_are_all_none(user_service, tmp_path):
+    """#51: with ``per_criterion=True`` and ``reward_weights``, TRL's nansum made a missing
+    criterion a 0 in the completion's reward; now every criterion's reward is None for it and
+    TRL counts the completion unscorable (no reward, advantage 0). Beside a reward function of
+    another origin a None is refused, naming jurybox and the cause."""
+    import torch
+    from datasets import Dataset
+
+    from jurybox.integrations.trl import jury_reward
+    from jurybox.rubrics import Rubric
+    from jurybox.rubrics.errors import InputError
+
+    rubric = Rubric.model_validate(PARTIAL)
+    functions = jury_reward(url=user_service, rubric=rubric, token=USER_SERVICE_TOKEN,
+                            per_criterion=True, fields={"reference": "answer"})
+    assert [f.__name__ for f in functions] == ["jury_trl_partial_better", "jury_trl_partial_detail"]
+    dataset = Dataset.from_dict({"prompt": [SHORT], "answer": [REFERENCE]})
+    trainer = grpo(tmp_path, functions, dataset, steps=1, weights=[1.0, 1.0])
+    trainer.model.train()  # as in a training step (TRL keeps its metrics by mode)
+    out = trainer._generate_and_score_completions([dataset[0], dataset[0]])
+    metrics = trainer._metrics["train"]
+    assert math.isnan(metrics["reward"][-1])  # before: 1.0, better's 1 plus detail's "0"
+    assert math.isnan(metrics["rewards/jury_trl_partial_better/mean"][-1])
+    assert torch.equal(out["advantages"], torch.zeros(2))
+    (verdict, _) = trainer._logs["extra"]["jury_trl_partial/verdict"]
+    assert verdict.startswith("smollm2-135m: better 1; gemma3-270m: better 1; not scored: "
+                              "smollm2-135m on detail: prompt is ")
+    assert functions[0].rewards.stats.requests == 1  # type: ignore[attr-defined]
+
+    def length(completions, **kwargs):
+        return [float(len(c)) for c in completions]
+
+    mixed = grpo(tmp_path, [*functions, length], dataset, steps=1)
+    mixed.model.train()
+    with pytest.raises(InputError, match=r"^jurybox: TRL adds its 3 reward functions "
+                                         r"\(jury_trl_partial_better, jury_trl_partial_detail, "
+                                         r"length\) up with nansum"):
+        mixed._generate_and_score_completions([dataset[0], dataset[0]])
+    functions[0].rewards.close()  # type: ignore[attr-defined]
+
+
+def test_the_rewards_of_one_batch_per_criterion_come_from_one_judging(user_service):
     from jurybox.integrations.trl import jury_reward
 
-    functions = jury_reward(url=user_service, rubric="mirage-mg", token_env=token,
+    # token= is the service's token itself (#51: it was refused as a field of the reward).
+    functions = jury_reward(url=user_service, rubric="mirage-mg", token=USER_SERVICE_TOKEN,
                             per_criterion=True, scale="raw", fields={"reference": "answer"})
     names = [f.__name__ for f in functions]
     assert names == [f"jury_mirage_mg_{c}" for c in
@@ -102,4 +202,7 @@ def test_the_rewards_of_one_batch_per_criterion_come_from_one_judging(user_servi
     for k in range(2):
         total = 2 * accuracy[k] + relevance[k] + completeness[k] + parsimony[k]
         assert math.isclose(weighted[k], total / 20, abs_tol=1e-9)
+    # The same batch again (TRL's next step may repeat it) is judged again, not served stale.
+    functions[0](**batch)
+    assert stats.requests == 2
     functions[0].rewards.close()  # type: ignore[attr-defined]
