@@ -5,115 +5,244 @@
     +reward.custom_reward_function.reward_kwargs.url=http://127.0.0.1:8000
     +reward.custom_reward_function.reward_kwargs.rubric=mirage-mg
 
-verl's reward manager calls ``compute_score(data_source=, solution_str=, ground_truth=,
-extra_info=, **reward_kwargs)`` once per response (concurrently: it awaits this coroutine per
-row). The response is ``solution_str``, the reference ``ground_truth``; verl passes no prompt,
-so the question comes from ``extra_info["question"]`` (or the key ``fields`` names), which
-verl's data preprocessing scripts write. The result is ``{"score": reward, "unscored": 0 or
-1}``: verl averages each key into its metrics, so ``unscored`` is the share of unscored
-rewards. verl cannot take a missing reward: an unscored item stops the step
-(``unscored="error"``, the default) unless the config gives a value
-(``+reward.custom_reward_function.reward_kwargs.unscored=0.5``).
+verl 0.9.1's reward loop gives each reward worker a chunk of the batch and its reward manager
+(``naive`` by default; ``dapo``, ``gdpo``, ``rate_limited`` alike) awaits
+``compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **reward_kwargs)``
+for every response of the chunk at once. Nothing in that loop calls a batch function, so
+:func:`compute_score` is the batch path: the calls that arrive together (within
+``WINDOW_S`` of the first) are judged together, in as few requests as the service's limits
+allow. verl's ``remote`` reward manager runs the function in Ray worker processes of its own
+and refuses coroutines: name :func:`compute_score_sync` there
+(``reward.custom_reward_function.name=compute_score_sync``); it judges one response per call
+(each worker one at a time), so ``naive`` is the faster choice for a jury behind a service.
 
-``compute_score_batch`` is the batched form (lists in, a list out) for verl's batch reward
-manager, where a verl release offers one.
+verl passes no prompt, so the question comes from ``extra_info["question"]`` (or the key
+``reward_kwargs.fields.question`` names), which verl's data preprocessing scripts write; the
+reference is ``reward_model.ground_truth`` (or ``extra_info[fields.reference]``), the context
+``extra_info["context"]`` (or ``extra_info[fields.context]``).
+
+The result is ``{"score": reward, "jurybox_unscored": 0 or 1, "jurybox_<score>": ...,
+"jurybox_verdict": ...}``: verl keeps every key but ``score`` as the response's
+``reward_extra_info``: its validation metrics average each criterion's and the formula's value
+(on the reward's scale; None where the jury has none, which verl leaves out) and the share
+unscored, and its rollout dumps show each response's verdict in a line (every judge's scores,
+or why there are none).
+
+verl cannot take a missing reward (its reward manager writes every score into a tensor), so
+``unscored="none"`` is refused; by default (``unscored="error"``) an unscored response stops
+the step with an error naming jurybox, the sample (``extra_info.index``) and the cause;
+``+reward.custom_reward_function.reward_kwargs.unscored=0.5`` uses that value instead. The
+service's token comes from the environment variable ``token_env`` (``JURYBOX_TOKEN``) of the
+process that runs the function (verl prints its config, so a token there is refused).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.reward import Scale, Unscored
+from jurybox.rubrics.reward import Reward, Scale, Unscored, UnscoredReward
 
-from .core import JuryRewards
+from .core import JuryRewards, conversation_context, explain, message_text, short
+
+#: How long the first of the calls that arrive together waits for the others (seconds).
+WINDOW_S = 0.05
 
 _REWARDS: dict[tuple[Any, ...], JuryRewards] = {}
+_SCORES: dict[int, dict[str, Reward]] = {}
 _LOCK = threading.Lock()
+
+
+class VerlUnscored(UnscoredReward):
+    """A response verl cannot have a reward for: the jury did not score it and the reward's
+    unscored policy is ``error``."""
+
+    def __init__(self, sample: str, why: str) -> None:
+        RuntimeError.__init__(
+            self, f"jurybox: verl {sample} has no reward: {short(why)}. The reward's unscored "
+            "policy is 'error' (verl cannot take a missing reward): give "
+            "+reward.custom_reward_function.reward_kwargs.unscored=VALUE to use that value "
+            "instead")
+        self.unscored = [(sample, why)]
 
 
 def jury_rewards(*, rubric: str, url: str | None = None, jury: str | None = None,
                  token_env: str = "JURYBOX_TOKEN", score: str | None = None,
                  calibrated: bool = False, scale: Scale = "unit",
-                 unscored: Unscored = "error",
-                 fields: Mapping[str, str] | None = None) -> JuryRewards:
+                 unscored: Unscored = "error", fields: Mapping[str, str] | None = None,
+                 timeout: float = 900.0, concurrency: int = 4) -> JuryRewards:
     """The :class:`JuryRewards` of these options, made once per process (verl calls the
     reward function once per response)."""
+    if unscored == "none":
+        raise InputError("jurybox: verl cannot take a missing reward (its reward manager writes "
+                         "every score into a tensor, and a None fails there): give "
+                         "reward_kwargs.unscored=error (stop the step, the default) or a value "
+                         "to use instead", field="reward_kwargs.unscored")
+    fields = dict(fields or {})
+    if "response" in fields:
+        raise InputError("jurybox: verl gives the response as solution_str; fields maps "
+                         "question, reference and context", field="reward_kwargs.fields.response")
     key = (rubric, url, jury, token_env, score, calibrated, scale, unscored,
-           tuple(sorted((fields or {}).items())))
+           tuple(sorted(fields.items())), timeout, concurrency)
     with _LOCK:
         if key not in _REWARDS:
-            _REWARDS[key] = JuryRewards(rubric, url=url, jury=jury, token_env=token_env,
-                                        score=score, calibrated=calibrated, scale=scale,
-                                        unscored=unscored, fields=fields)
+            rewards = JuryRewards(rubric, url=url, jury=jury, token_env=token_env, score=score,
+                                  calibrated=calibrated, scale=scale, unscored=unscored,
+                                  fields=fields, timeout=timeout, concurrency=concurrency)
+            names = [c.name for c in rewards.rubric.criteria]
+            if rewards.rubric.formula is not None:
+                names.append(rewards.rubric.formula.name)
+            _SCORES[id(rewards)] = {
+                name: rewards.spec.model_copy(update={"score": name, "unscored": "none"})
+                .bind(rewards.rubric) for name in names}
+            _REWARDS[key] = rewards
         return _REWARDS[key]
 
 
-def _row(rewards: JuryRewards, solution_str: str, ground_truth: Any,
-         extra_info: Mapping[str, Any] | None) -> dict[str, Any]:
+def _sample(extra_info: Mapping[str, Any] | None) -> str:
+    index = (extra_info or {}).get("index")
+    return "sample without extra_info.index" if index is None \
+        else f"sample extra_info.index={index}"
+
+
+def _item(rewards: JuryRewards, sample: str, solution_str: str, ground_truth: Any,
+          extra_info: Mapping[str, Any] | None) -> Any:
     info = dict(extra_info or {})
     question_key = rewards.fields.get("question", "question")
-    if question_key not in info and "question" in rewards.rubric.inputs:
-        raise InputError(f"rubric {rewards.rubric.name} needs the question: verl passes none, "
-                         f"so put it in the dataset's extra_info[{question_key!r}] (or name the "
-                         "key with reward_kwargs.fields.question)", field=f"extra_info.{question_key}")
-    row: dict[str, Any] = {"prompt": info.get(question_key, ""), "completion": solution_str}
-    if isinstance(ground_truth, Mapping):  # some recipes keep a dict of gold fields
-        ground_truth = ground_truth.get("ground_truth", ground_truth.get("reference"))
-    if ground_truth not in (None, ""):
-        row[rewards.fields.get("reference", "reference")] = str(ground_truth)
+    question = info.get(question_key)
+    values: dict[str, Any] = {"question": message_text(question) if question is not None
+                              else None, "response": solution_str}
     context_key = rewards.fields.get("context", "context")
-    if context_key in info:
-        row[context_key] = info[context_key]
-    return row
+    context = info[context_key] if context_key in info else conversation_context(question)
+    if context is not None:
+        values["context"] = message_text(context)
+    if "reference" in rewards.fields:
+        reference, where = info.get(rewards.fields["reference"]), \
+            f"extra_info[{rewards.fields['reference']!r}]"
+    else:
+        reference, where = ground_truth, "reward_model.ground_truth"
+        if isinstance(reference, Mapping):  # some recipes keep a dict of gold fields
+            reference = reference.get("ground_truth", reference.get("reference"))
+    if reference not in (None, ""):
+        values["reference"] = message_text(reference)
+    return rewards.make_item(0, values, f"verl {sample}", {
+        "question": f"verl passes no prompt, so jurybox reads it from extra_info"
+                    f"[{question_key!r}] (or the key reward_kwargs.fields.question names)",
+        "reference": f"jurybox reads it from {where}"})
 
 
-def _result(value: float | None, unscored: bool) -> dict[str, Any]:
-    return {"score": value, "unscored": float(unscored)}
+def _result(rewards: JuryRewards, record: Mapping[str, Any], sample: str) -> dict[str, Any]:
+    value, why = rewards.reward.raw(record)
+    if value is None and rewards.spec.unscored == "error":
+        raise VerlUnscored(sample, why)
+    # the unscored policy applied ("none" is refused: verl cannot take it)
+    out: dict[str, Any] = {"score": rewards.reward.values([record])[0],
+                           "jurybox_unscored": float(value is None)}
+    for name, reward in _SCORES[id(rewards)].items():
+        out[f"jurybox_{name}"] = reward.values([record])[0]
+    out["jurybox_verdict"] = explain(record)
+    return out
 
 
 async def compute_score(data_source: str | None = None, solution_str: str = "",
                         ground_truth: Any = None, extra_info: Mapping[str, Any] | None = None,
                         **kwargs: Any) -> dict[str, Any]:
-    """verl's custom reward function: the jury's reward of one response (see the module
-    docstring); ``kwargs`` are the reward's options from ``reward_kwargs`` (``rubric`` and
-    ``url`` or ``jury`` at least)."""
+    """verl's custom reward function: the jury's reward of one response, judged together with
+    the others of its chunk (see the module docstring); ``kwargs`` are the reward's options
+    from ``reward_kwargs`` (``rubric`` and ``url`` or ``jury`` at least)."""
     rewards = jury_rewards(**_options(kwargs))
-    item = rewards.item(0, _row(rewards, solution_str, ground_truth, extra_info))
-    values, records = await asyncio.to_thread(rewards.rewards_of, [item])
-    return _result(values[0], rewards.reward.raw(records[0])[0] is None)
+    sample = _sample(extra_info)
+    item = _item(rewards, sample, solution_str, ground_truth, extra_info)
+    record = await _gatherer(rewards).judge(item, f"verl {sample}")
+    return _result(rewards, record, sample)
 
 
-def compute_score_batch(data_sources: Sequence[str] | None = None,
-                        solution_strs: Sequence[str] = (), ground_truths: Sequence[Any] = (),
-                        extra_infos: Sequence[Mapping[str, Any] | None] = (),
-                        **kwargs: Any) -> list[dict[str, Any]]:
-    """The batched form: one reward per response, all judged together (as few requests as the
-    service's limits allow)."""
+def compute_score_sync(data_source: str | None = None, solution_str: str = "",
+                       ground_truth: Any = None, extra_info: Mapping[str, Any] | None = None,
+                       **kwargs: Any) -> dict[str, Any]:
+    """:func:`compute_score` for verl's ``remote`` reward manager (it runs the function in Ray
+    worker processes of its own and refuses coroutines): one response, one request."""
     rewards = jury_rewards(**_options(kwargs))
-    infos = list(extra_infos) or [None] * len(solution_strs)
-    truths = list(ground_truths) or [None] * len(solution_strs)
-    items = [rewards.item(k, _row(rewards, s, g, e))
-             for k, (s, g, e) in enumerate(zip(solution_strs, truths, infos))]
-    values, records = rewards.rewards_of(items)
-    return [_result(v, rewards.reward.raw(r)[0] is None) for v, r in zip(values, records)]
+    sample = _sample(extra_info)
+    item = _item(rewards, sample, solution_str, ground_truth, extra_info)
+    (record,) = rewards.records([item], [f"verl {sample}"])
+    rewards.log_unscored([record], [f"verl {sample}"])
+    return _result(rewards, record, sample)
+
+
+class _Gatherer:
+    """The calls on one event loop with one reward that arrive within ``WINDOW_S`` of the
+    first of them, judged in one :meth:`JuryRewards.records` (which splits them into requests
+    the service takes); each call gets its own verdict, or the error of its request."""
+
+    def __init__(self, rewards: JuryRewards) -> None:
+        self.rewards = rewards
+        self.pending: list[tuple[Any, str, asyncio.Future[dict[str, Any]]]] = []
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def judge(self, item: Any, sample: str) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        if not self.pending:
+            loop.call_later(WINDOW_S, self._flush)
+        self.pending.append((item, sample, future))
+        return await future
+
+    def _flush(self) -> None:
+        batch, self.pending = self.pending, []
+        task = asyncio.get_running_loop().create_task(self._judge(batch))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _judge(self, batch: list[tuple[Any, str, asyncio.Future[dict[str, Any]]]]
+                     ) -> None:
+        items = [item.model_copy(update={"id": str(k)}) for k, (item, _, _) in enumerate(batch)]
+        samples = [sample for _, sample, _ in batch]
+        try:
+            records = await asyncio.to_thread(self.rewards.records, items, samples)
+            self.rewards.log_unscored(records, samples)
+        except Exception as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, _, future), record in zip(batch, records):
+            if not future.done():
+                future.set_result(record)
+
+
+_GATHERERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, _Gatherer]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _gatherer(rewards: JuryRewards) -> _Gatherer:
+    per_loop = _GATHERERS.setdefault(asyncio.get_running_loop(), {})
+    if id(rewards) not in per_loop:
+        per_loop[id(rewards)] = _Gatherer(rewards)
+    return per_loop[id(rewards)]
 
 
 _OPTIONS = ("rubric", "url", "jury", "token_env", "score", "calibrated", "scale", "unscored",
-            "fields")
+            "fields", "timeout", "concurrency")
 # What verl itself may add to the call (with a reward-model router), not ours to read.
 _VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 
 
 def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    if "token" in kwargs:
+        raise InputError("jurybox: reward_kwargs.token is refused (verl prints its config, "
+                         "token included): put the token in an environment variable of the "
+                         "reward workers and name it with reward_kwargs.token_env (default "
+                         "JURYBOX_TOKEN)", field="reward_kwargs.token")
     unknown = sorted(set(kwargs) - set(_OPTIONS) - set(_VERL_KWARGS))
     if unknown:
-        raise InputError(f"unknown reward_kwargs {unknown} (jurybox takes {', '.join(_OPTIONS)})",
-                         field=f"reward_kwargs.{unknown[0]}")
+        raise InputError(f"jurybox: unknown reward_kwargs {unknown} (jurybox takes "
+                         f"{', '.join(_OPTIONS)})", field=f"reward_kwargs.{unknown[0]}")
     if "rubric" not in kwargs:
-        raise InputError("reward_kwargs.rubric is required (and url or jury)",
+        raise InputError("jurybox: reward_kwargs.rubric is required (and url or jury)",
                          field="reward_kwargs.rubric")
     return {k: v for k, v in kwargs.items() if k in _OPTIONS}

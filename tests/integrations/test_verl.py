@@ -1,12 +1,16 @@
 """verl: its reward loop worker (``verl.experimental.reward_loop.RewardLoopWorker``, what each
-of verl's reward actors runs, here in this process without Ray) loads jurybox's reward function
-by path from the config, as a training run does (``reward.custom_reward_function.path=
+of verl's reward actors runs, here in this process) loads jurybox's reward function by path
+from the config, as a training run does (``reward.custom_reward_function.path=
 pkg://jurybox.integrations.verl``), and scores a small batch of responses (a ``DataProto`` of
-token ids) through verl's naive reward manager against the session's live service; verl's own
-``assemble_rm_scores`` puts each reward at its response's last token. The rewards equal
-/v1/score's for the same items. An unscored response stops the step (the default) or gets the
-value the config names. Where it stops on CPU: the rollout and the trainer around the reward
-path (vLLM/SGLang rollouts, FSDP) are not run here."""
+token ids) through verl's own reward managers against the session's live service: ``naive``
+(the default; its concurrent calls are judged together, in one request) and ``remote`` (a Ray
+worker process of its own, which takes only a synchronous function: ``compute_score_sync``).
+verl's own ``assemble_rm_scores`` puts each reward at its response's last token. The rewards
+equal /v1/score's for the same items; each response's ``reward_extra_info`` carries every
+criterion's score and its verdict in a line. An unscored response stops the step (the default)
+naming jurybox, the sample (``extra_info.index``) and the cause, or gets the value the config
+names; ``unscored=none``, which verl cannot take, is refused. Where it stops on CPU: the
+rollout and the trainer around the reward path (vLLM/SGLang rollouts, FSDP) are not run here."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ ROWS = [("What causes brown rings on tomato leaves after rain?",
          "Early blight, a fungal disease; remove the infected leaves."),
         ("What causes brown rings on tomato leaves after rain?", "Too much sun."),
         (LONG_QUESTION, "A fungus.")]
+CRITERIA = ("accuracy", "relevance", "completeness", "parsimony", "weighted_sum")
 
 
 def policy_directory() -> str:
@@ -30,7 +35,8 @@ def policy_directory() -> str:
     return materialize(resolve(smol.model)).directory
 
 
-def config(url: str, token_env: str, **reward_kwargs):
+def config(url: str, token_env: str, manager: str = "naive", name: str = "compute_score",
+           **reward_kwargs):
     from omegaconf import OmegaConf
 
     return OmegaConf.create({
@@ -38,18 +44,19 @@ def config(url: str, token_env: str, **reward_kwargs):
         "reward": {
             "num_workers": 1,
             "custom_reward_function": {
-                "path": "pkg://jurybox.integrations.verl", "name": "compute_score",
+                "path": "pkg://jurybox.integrations.verl", "name": name,
                 "reward_kwargs": {"url": url, "rubric": "mirage-mg", "token_env": token_env,
                                   **reward_kwargs}},
-            "reward_manager": {"source": "register", "name": "naive",
+            "reward_manager": {"source": "register", "name": manager,
                                "module": {"path": None, "name": "custom_reward_manager"}},
             "reward_model": {"enable": False},
         }})
 
 
-def batch(tokenizer, rows):
+def batch(tokenizer, rows, question_key: str = "question", first_index: int = 0):
     """A verl DataProto as its rollout leaves it: left-padded prompts, right-padded responses,
-    and each row's data_source, reward_model.ground_truth and extra_info (the question)."""
+    and each row's data_source, reward_model.ground_truth and extra_info (the question under
+    ``question_key`` and the row's index, as verl's preprocessing scripts write them)."""
     import numpy as np
     import torch
     from verl import DataProto
@@ -66,7 +73,9 @@ def batch(tokenizer, rows):
         non_tensors={"data_source": np.array(["mirage"] * len(rows), dtype=object),
                      "reward_model": np.array([{"ground_truth": REFERENCE} for _ in rows],
                                               dtype=object),
-                     "extra_info": np.array([{"question": q} for q, _ in rows], dtype=object)})
+                     "extra_info": np.array([{question_key: q, "index": first_index + k,
+                                              "split": "train"}
+                                             for k, (q, _) in enumerate(rows)], dtype=object)})
 
 
 def decoded(data, worker) -> list[str]:
@@ -77,50 +86,108 @@ def decoded(data, worker) -> list[str]:
             for k, n in enumerate(lengths)]
 
 
+def score(worker, data):
+    return worker.loop.run_until_complete(worker.compute_score_batch(data))
+
+
 def test_verl_s_reward_loop_scores_a_batch_with_the_jury(user_service, token, v1_score):
+    """The naive manager, the question under the key ``fields.question`` names (#51: it was
+    read from the wrong key, and the service answered ``items[0].question: empty``)."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
     from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+    from jurybox.integrations.verl import jury_rewards
     from jurybox.rubrics import load_rubric
-    from jurybox.rubrics.reward import RewardSpec, UnscoredReward
+    from jurybox.rubrics.reward import RewardSpec
 
-    worker = RewardLoopWorker(config(user_service, token, unscored=0.25))
-    data = batch(worker.input_tokenizer, ROWS)
-    outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
-    scores = [o["reward_score"] for o in outputs]
+    options = {"unscored": 0.25, "fields": {"question": "prompt_text"}}
+    worker = RewardLoopWorker(config(user_service, token, **options))
+    data = batch(worker.input_tokenizer, ROWS, question_key="prompt_text")
+    outputs = score(worker, data)
+    # The three concurrent calls were judged together: one request (the service takes 4 items).
+    rewards = jury_rewards(url=user_service, rubric="mirage-mg", token_env=token, **options)
+    assert rewards.stats.requests == 1 and rewards.stats.rows == 3
     records = v1_score("mirage-mg", [{"id": str(k), "question": q, "response": a,
                                       "reference": REFERENCE}
                                      for k, (q, a) in enumerate(zip([q for q, _ in ROWS],
                                                                     decoded(data, worker)))])
-    want = RewardSpec(unscored=0.25).bind(load_rubric("mirage-mg")).values(records)
+    rubric = load_rubric("mirage-mg")
+    want = RewardSpec(unscored=0.25).bind(rubric).values(records)
+    scores = [o["reward_score"] for o in outputs]
     assert scores == want and want[2] == 0.25  # the long question's response is unscored
-    assert [o["reward_extra_info"]["unscored"] for o in outputs] == [0.0, 0.0, 1.0]
+    infos = [o["reward_extra_info"] for o in outputs]
+    assert [i["jurybox_unscored"] for i in infos] == [0.0, 0.0, 1.0]
+    for c in CRITERIA:  # every criterion's score on the reward's scale, None where missing
+        assert [i[f"jurybox_{c}"] for i in infos] == \
+            RewardSpec(score=c, unscored="none").bind(rubric).values(records)
+    assert infos[0]["jurybox_verdict"].startswith("smollm2-135m: accuracy ")
+    # The cause, not its consequence: the judges' prompt over their limit before "below quorum".
+    assert infos[2]["jurybox_verdict"].startswith("not scored: smollm2-135m: prompt is ")
     tensor = RewardManagerBase.assemble_rm_scores(data, scores)
     lengths = data.batch["attention_mask"][:, -data.batch["responses"].shape[1]:].sum(-1)
     for k, n in enumerate(lengths.tolist()):
         assert tensor[k, n - 1].item() == pytest.approx(want[k])
         assert tensor[k].abs().sum().item() == pytest.approx(abs(want[k]))
 
-    # The default: an unscored response stops the step, naming it.
-    strict = RewardLoopWorker(config(user_service, token))
-    with pytest.raises(UnscoredReward, match="1 item\\(s\\) have no reward"):
-        strict.loop.run_until_complete(strict.compute_score_batch(batch(
-            strict.input_tokenizer, ROWS[2:])))
 
+def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token):
+    """Every error names the sample by its extra_info.index (#51: always "item 0"), and
+    ``unscored=none`` is refused before anything is judged (#51: it gave ``{"score": None}``
+    and verl's ``assemble_rm_scores`` failed on it)."""
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
-def test_the_batched_form_and_a_misspelt_option(user_service, token, v1_score):
-    from jurybox.integrations.verl import compute_score_batch
+    from jurybox.integrations.verl import VerlUnscored
     from jurybox.rubrics.errors import InputError
 
-    out = compute_score_batch(data_sources=["m", "m"], solution_strs=[a for _, a in ROWS[:2]],
-                              ground_truths=[REFERENCE, {"ground_truth": REFERENCE}],
-                              extra_infos=[{"question": q} for q, _ in ROWS[:2]],
-                              url=user_service, rubric="mirage-mg", token_env=token)
-    records = v1_score("mirage-mg", [{"id": str(k), "question": q, "response": a,
-                                      "reference": REFERENCE} for k, (q, a) in enumerate(ROWS[:2])])
-    assert [o["score"] for o in out] == [r["scores"]["weighted_sum"] for r in records]
-    with pytest.raises(InputError, match="unknown reward_kwargs \\['rubirc'\\]"):
-        compute_score_batch(solution_strs=["x"], rubirc="mirage-mg", url=user_service)
-    with pytest.raises(InputError, match="needs the question"):
-        compute_score_batch(solution_strs=["x"], ground_truths=[REFERENCE], extra_infos=[{}],
-                            url=user_service, rubric="mirage-mg", token_env=token)
+    strict = RewardLoopWorker(config(user_service, token))  # unscored=error, the default
+    with pytest.raises(VerlUnscored, match=r"^jurybox: verl sample extra_info\.index=7 has no "
+                                           r"reward: smollm2-135m: prompt is \d+ tokens"):
+        score(strict, batch(strict.input_tokenizer, ROWS[2:], first_index=7))
+    # The service refuses a response over its max_field_chars: the error names the sample.
+    too_long = [(ROWS[0][0], "Early blight. " * 400)]
+    with pytest.raises(InputError, match=r"^jurybox could not judge verl sample "
+                                         r"extra_info\.index=5: .*items\[0\]\.response"):
+        score(strict, batch(strict.input_tokenizer, too_long, first_index=5))
+    with pytest.raises(InputError, match=r"^jurybox: verl sample extra_info\.index=3: rubric "
+                                         r"mirage-mg needs the question, and it is missing: verl "
+                                         r"passes no prompt, so jurybox reads it from "
+                                         r"extra_info\['question'\]"):
+        score(strict, batch(strict.input_tokenizer, ROWS[:1], question_key="q", first_index=3))
+    for options, match in [
+            ({"unscored": "none"}, "verl cannot take a missing reward"),
+            ({"token": "s3cret"}, "reward_kwargs.token is refused"),
+            ({"rubirc": "mirage-mg"}, r"unknown reward_kwargs \['rubirc'\]")]:
+        worker = RewardLoopWorker(config(user_service, token, **options))
+        with pytest.raises(InputError, match=match):
+            score(worker, batch(worker.input_tokenizer, ROWS[:1]))
+
+
+def test_verl_s_remote_reward_manager_runs_the_synchronous_entry(user_service, token, v1_score):
+    """verl's remote manager (its own Ray worker process per reward worker) refuses a
+    coroutine (#51), and runs ``compute_score_sync``: the same rewards as the naive manager's."""
+    import tempfile
+
+    import ray
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    from jurybox.rubrics import load_rubric
+    from jurybox.rubrics.reward import RewardSpec
+
+    with pytest.raises(AssertionError, match="Async reward score is not supported"):
+        RewardLoopWorker(config(user_service, token, manager="remote"))
+    # Its own local Ray (the token fixture's variable inherited by its workers), stopped after.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING",
+             _temp_dir=tempfile.mkdtemp(prefix="verl-ray-", dir="/tmp"))
+    try:
+        worker = RewardLoopWorker(config(user_service, token, manager="remote",
+                                         name="compute_score_sync"))
+        data = batch(worker.input_tokenizer, ROWS[:1])
+        outputs = score(worker, data)
+    finally:
+        ray.shutdown()
+    records = v1_score("mirage-mg", [{"id": "0", "question": ROWS[0][0],
+                                      "response": decoded(data, worker)[0],
+                                      "reference": REFERENCE}])
+    want = RewardSpec().bind(load_rubric("mirage-mg")).values(records)
+    assert [o["reward_score"] for o in outputs] == want
+    assert [o["reward_extra_info"]["jurybox_weighted_sum"] for o in outputs] == want
