@@ -8,10 +8,13 @@
 ...                 scorer=jury_scorer(rubric="mirage-mg", url="http://127.0.0.1:8000"))
 
 Each sample's score holds every criterion of the rubric and its formula (a dict), each with
-Inspect's mean and stderr; its metadata holds the verdict (the judges' votes, reasons,
-provenance). The question is the sample's input, the response the model's completion, the
-reference the sample's target (when it has one). A criterion the jury could not score is NaN,
-which Inspect counts as unscored and leaves out of the metrics: never a 0.
+Inspect's mean and stderr, on [0, 1] by default as every jurybox reward (``scale="raw"``: the
+rubric's own scales); its explanation says what the judges gave (each judge's scores) or why
+there is no score (the judges' own errors first, e.g. a prompt over their token limit); its
+metadata holds the verdict (votes, reasons, provenance). The question is the sample's input,
+the response the model's completion, the reference the sample's target (when it has one). A
+criterion the jury could not score is NaN, which Inspect counts as unscored and leaves out of
+the metrics: never a 0.
 """
 
 from __future__ import annotations
@@ -24,25 +27,27 @@ from typing import Any
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
-from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics import Rubric
 from jurybox.rubrics.reward import RewardSpec, Scale
 
-from .core import JuryRewards
+from .core import JuryRewards, explain
 
 
 @scorer(metrics={"*": [mean(), stderr()]}, name="jury")
 def jury_scorer(rubric: str | Rubric, url: str | None = None, jury: Any = None,
-                token_env: str = "JURYBOX_TOKEN", calibrated: bool = False, scale: Scale = "raw",
-                cache: bool = True, fields: Mapping[str, str] | None = None) -> Any:
+                token: str | None = None, token_env: str = "JURYBOX_TOKEN",
+                calibrated: bool = False, scale: Scale = "unit", cache: bool = True,
+                fields: Mapping[str, str] | None = None) -> Any:
     """An Inspect scorer judging each sample with the jury: a running ``jurybox serve``
-    (``url``, its token from ``token_env``) or an in-process jury (``jury``). ``scale="raw"``
-    keeps the rubric's scales (``"unit"``: each on [0, 1]); ``calibrated=True`` scores with
-    the calibrated values of a service or run with a calibration map. ``fields`` maps item
-    fields to sample metadata keys (e.g. ``{"context": "dialogue"}``)."""
-    rewards = JuryRewards(rubric, url=url, jury=jury, token_env=token_env, cache=cache,
-                          reward=RewardSpec(calibrated=calibrated, scale=scale,
-                                            unscored="none",
-                                            score=_first_score(rubric)))
+    (``url``, its token ``token`` or from the environment variable ``token_env``) or an
+    in-process jury (``jury``). Every score on [0, 1] (``scale="unit"``, the default of every
+    jurybox reward; ``"raw"`` keeps the rubric's scales); ``calibrated=True`` scores with the
+    calibrated values of a service or run with a calibration map. ``fields`` maps item fields
+    to sample metadata keys (e.g. ``{"context": "dialogue"}``)."""
+    rewards = JuryRewards(rubric, url=url, jury=jury, token=token, token_env=token_env,
+                          cache=cache, reward=RewardSpec(calibrated=calibrated, scale=scale,
+                                                         unscored="none",
+                                                         score=_first_score(rubric)))
     names = [c.name for c in rewards.rubric.criteria]
     if rewards.rubric.formula is not None:
         names.append(rewards.rubric.formula.name)
@@ -58,11 +63,14 @@ def jury_scorer(rubric: str | Rubric, url: str | None = None, jury: Any = None,
         for item_field, key in extra.items():
             if key in (state.metadata or {}):
                 values[item_field] = str(state.metadata[key])
-        item = Item(id=str(state.sample_id), **values)
-        (record,) = await asyncio.to_thread(rewards.records, [item])
+        sample = f"Inspect sample {state.sample_id}"
+        item = rewards.make_item(str(state.sample_id), values, sample,
+                                 {"question": "the sample's input",
+                                  "reference": "the sample's target"})
+        (record,) = await asyncio.to_thread(rewards.records, [item], [sample])
+        rewards.log_unscored([record], [sample], list(per_key.values()))
         value = {n: _nan_if_none(reward.values([record])[0]) for n, reward in per_key.items()}
-        return Score(value=value, answer=state.output.completion,
-                     explanation="; ".join(record.get("reasons") or []) or None,
+        return Score(value=value, answer=state.output.completion, explanation=explain(record),
                      metadata={"verdict": record})
 
     return score
