@@ -1,0 +1,94 @@
+"""The client-only install (client/pyproject.toml, the distribution ``jurybox-client``): built
+from this repository's sources into a wheel, installed with its dependencies (the lock's
+versions) into a fresh virtual environment of the system's Python that has no torch, and used
+there as a trainer's environment uses it: TRL's reward function and verl's synchronous entry in
+URL mode against the session's live service give /v1/score's rewards. Nothing of the judges'
+model libraries is installed (#51: every install of jurybox pulled torch, transformers and
+xgrammar)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.models
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "transformers", "accelerate", "gguf", "xgrammar", "triton", "vllm", "ray")
+#: What the fresh environment runs: the adapters' URL mode, timed from a cold start.
+SCRIPT = """
+import json, os, sys, time
+began = time.perf_counter()
+from jurybox.integrations.trl import jury_reward
+from jurybox.integrations.verl import compute_score_sync
+import jurybox.serving.service.client  # what url= loads before its first request
+imported = time.perf_counter() - began
+url, question, response, reference = sys.argv[1:5]
+trl = jury_reward(url=url, rubric="mirage-mg", token_env="JURYBOX_TEST_TOKEN")
+verl = compute_score_sync(data_source="m", solution_str=response, ground_truth=reference,
+                          extra_info={"question": question, "index": 0}, url=url,
+                          rubric="mirage-mg", token_env="JURYBOX_TEST_TOKEN")
+print(json.dumps({"import_s": imported, "modules": sorted(sys.modules),
+                  "trl": trl(prompts=[question], completions=[response], reference=[reference]),
+                  "verl": verl["score"]}))
+"""
+
+
+def test_the_client_installs_without_torch_and_scores_through_the_service(
+        user_service, v1_score, tmp_path):
+    from service_helpers import USER_SERVICE_TOKEN, USER_SERVICE_TOKEN_ENV
+
+    from jurybox.rubrics import load_rubric
+    from jurybox.rubrics.reward import RewardSpec
+
+    client = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())["project"]
+    main = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert client["version"] == main["version"]
+    # Built from a copy of the sources it names (no build folder left in the work tree).
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("client", "rubrics", "judges", "serving", "integrations"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=ignore)
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "-w", str(wheels), str(source / "client")],
+                   check=True)
+    (wheel,) = wheels.glob("jurybox_client-*.whl")
+    # A fresh environment of the base Python (not this one's packages), pip from this one.
+    fresh = tmp_path / "fresh"
+    venv.EnvBuilder(with_pip=False).create(fresh)
+    python = fresh / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "-c", str(ROOT / "locks" / "cpu.txt"), str(wheel)], check=True)
+    listed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "list",
+                             "--format", "json"], check=True, capture_output=True, text=True)
+    installed = {p["name"].lower() for p in json.loads(listed.stdout)}
+    assert "jurybox-client" in installed and not installed & set(HEAVY), installed
+    site = next((fresh / "lib").glob("python3*/site-packages"))
+    size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
+    assert size < 300e6, size  # numpy and scipy are most of it (~240 MB measured)
+
+    item = {"question": "What causes brown rings on tomato leaves after rain?",
+            "response": "Early blight, a fungal disease.",
+            "reference": "Early blight (Alternaria solani)."}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env[USER_SERVICE_TOKEN_ENV] = USER_SERVICE_TOKEN
+    ran = subprocess.run([str(python), "-c", SCRIPT, user_service, item["question"],
+                          item["response"], item["reference"]], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert not {m.split(".")[0] for m in out["modules"]} & set(HEAVY)
+    (want,) = RewardSpec().bind(load_rubric("mirage-mg")).values(
+        v1_score("mirage-mg", [{"id": "0", **item}]))
+    assert out["trl"] == [want] and out["verl"] == want
+    print(f"jurybox-client: {size / 1e6:.0f} MB installed, adapters imported in "
+          f"{out['import_s']:.2f} s")
