@@ -62,6 +62,17 @@ import numpy as np
 from ..data.labels import labels_by_item
 from ..data.verdicts import mixed_distribution
 from ..errors import InputDataError
+from .rectified import (
+    NORMAL_DEPARTURES,
+    Terms,
+    asymptotic_bounds,
+    betting_bounds,
+    departures,
+    rectifier_range,
+    term_variance,
+)
+
+__all__ = ["NORMAL_DEPARTURES", "rectifier_range"]  # re-exported: the rectifiers' module
 
 GOAL = "benchmark-mean"
 #: Where the fixed-sample interval's normal approximation starts to hold: its plan never asks
@@ -162,19 +173,26 @@ class MeanEstimate:
     #: The variance's two parts (module text): s_d^2 and the coins' mean term, for planning.
     s2: float = math.nan
     coins: float = math.nan
+    #: Which interval ``ci`` is (:mod:`jurybox.calibration.estimates.rectified`): ``normal``
+    #: (PPI++'s), or ``betting`` (finite-sample, while too few labels depart from the jury).
+    interval: str = "normal"
+    #: The labelled items whose label is another level than the jury's score.
+    departures: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The estimate as plain data."""
         return {"criterion": self.criterion, "estimate": self.estimate, "ci": list(self.ci),
-                "half_width": self.half_width, "lambda": self.lam, "labelled": self.labelled,
+                "half_width": self.half_width, "interval": self.interval,
+                "departures": self.departures, "lambda": self.lam, "labelled": self.labelled,
                 "visited": self.visited, "pool": self.pool,
                 "judge_only_mean": self.judge_only_mean, "design": self.design,
                 "confidence": self.confidence, "notes": list(self.notes)}
 
     def __str__(self) -> str:
         c = round(self.confidence * 100)
+        kind = "PPI++" if self.interval == "normal" else "betting interval, PPI++"
         return (f"{self.criterion}: mean {self.estimate:.4f} [{self.ci[0]:.4f}, "
-                f"{self.ci[1]:.4f}] ({c}% CI, half-width {self.half_width:.4f}; PPI++ lambda "
+                f"{self.ci[1]:.4f}] ({c}% CI, half-width {self.half_width:.4f}; {kind} lambda "
                 f"{self.lam:.2f}; {self.labelled} labelled of {self.visited} visited, pool "
                 f"{self.pool}, {self.design}); the jury alone: {self.judge_only_mean:.4f}")
 
@@ -340,15 +358,59 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
         estimate, se, lam, s2, coins = weighted_mean(list(scored.values()), f, y, pi, visited,
                                                      model=floor)
         hw = z_of(confidence) * se
-        if len(ids) < MIN_MEAN_LABELS:
-            notes.append(f"only {len(ids)} labelled items: the normal-approximation CI may "
-                         "undercover")
+        ci, kind = (estimate - hw, estimate + hw), "normal"
+        scale = scales.get(criterion)
+        departed = departures(y, f, scale) if scale is not None else len(ids)
+        if departed < NORMAL_DEPARTURES and scale is not None:
+            terms = _session_terms(scored, dict(zip(ids, y)), scale,
+                                   dict(zip(ids, pi)) if active else None, probabilities,
+                                   order, positions, visited)
+            lo, hi = betting_bounds(terms, 1.0 - confidence, terms.d.size)
+            ci, kind = (min(lo, estimate), max(hi, estimate)), "betting"
+            hw = (ci[1] - ci[0]) / 2
+            notes.append(f"{_count(departed, 'labelled item')} of {len(ids)} depart from the "
+                         f"jury's score (another level): fewer than {NORMAL_DEPARTURES}, so the "
+                         "labels cannot show the jury's rare errors yet and the interval is the "
+                         "betting interval at this count (valid for any jury, wide while the "
+                         "labels are few), not the normal one")
         out[criterion] = MeanEstimate(
-            criterion, estimate, (estimate - hw, estimate + hw), hw, lam, len(ids), visited,
+            criterion, estimate, ci, hw, lam, len(ids), visited,
             len(scored), float(np.mean(list(scored.values()))),
             "active (weighted by inclusion probabilities)" if active else "simple random sample",
-            confidence, tuple(notes), s2, coins)
+            confidence, tuple(notes), s2, coins, kind, departed)
     return out
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _session_terms(scored: Mapping[str, float], y: Mapping[str, float], scale: Any,
+                   recorded: Mapping[str, float] | None,
+                   probabilities: Mapping[str, float] | None, order: Sequence[str] | None,
+                   positions: Mapping[str, int], visited: int) -> Terms:
+    """The rectifier terms of a session (:class:`jurybox.calibration.estimates.rectified.Terms`):
+    ``scored`` the pool's jury scores, ``y`` the labelled items' labels. A uniform design
+    (``recorded`` None): the labelled items in the order they were labelled. An active one
+    (``recorded``: each labelled item's inclusion probability): the visited items of the
+    session's ``order`` (rebuilt from its seed) or, where it cannot be rebuilt, the labelled
+    items at their recorded ``positions`` with the visits between them as 0, over ``visited``
+    visits of the pool's scored items."""
+    f_pool = np.array(list(scored.values()), dtype=float)
+    if recorded is None:
+        d = np.array([y[i] - scored[i] for i in y])
+        return Terms(d, f_pool, np.ones(f_pool.size), float(scale.low), float(scale.high))
+    pi_pool = np.array([recorded.get(i, (probabilities or {}).get(i, 1.0)) for i in scored])
+    if order is not None:
+        reach = max(positions.values()) + 1
+        seen = [i for i in order[:reach] if i in scored]
+        d = np.array([(y[i] - scored[i]) / recorded[i] if i in y else 0.0 for i in seen])
+    else:  # the labelled items in their visiting order, spread evenly over the visits
+        d = np.zeros(max(visited, len(y)))
+        ranked = sorted(y, key=lambda i: positions[i])
+        spots = np.linspace(0, d.size - 1, len(ranked)).round().astype(int)
+        d[spots] = [(y[i] - scored[i]) / recorded[i] for i in ranked]
+    return Terms(d, f_pool, pi_pool, float(scale.low), float(scale.high))
 
 
 def _active_choices(lines: Sequence[Mapping[str, Any]]
@@ -375,23 +437,40 @@ def _active_choices(lines: Sequence[Mapping[str, Any]]
     return positions, probability, sessions, seeds
 
 
+#: The sequences the page can show for the mean (:func:`mean_sequences`).
+SEQUENCES = ("betting", "asymptotic")
+
+
 def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
                    scales: Mapping[str, Any], probabilities: Mapping[str, float] | None,
-                   alpha: float = 0.05, horizon: float | None = None
+                   alpha: float = 0.05, horizon: float | None = None, *,
+                   method: str = "betting",
+                   model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None
                    ) -> dict[str, dict[str, Any] | str]:
     """Per criterion, a ``1 - alpha`` confidence sequence for the mean label over the items
     the jury scored (:mod:`jurybox.calibration.stats.sequences`), valid at every number of
     labels at once. The mean is the jury's mean over the pool (known) plus the mean of the
-    rectifier ``Y - f``; the sequence is the betting sequence for the latter, over the visited
-    items in the visiting order, of ``D = xi / pi * (Y - f)`` (0 for an item visited but not
-    chosen; each has the item's rectifier as its mean), scaled by the range the design allows
-    (``(low - f) / pi`` to ``(high - f) / pi`` over the pool). Where every item is labelled
-    with probability 1 (a uniform order) the values are the pool's own rectifiers, drawn
-    without replacement; otherwise they are treated as drawn with replacement (exact for a pool
-    much larger than the visits; checked by simulation on pools of 2,000). ``horizon``: the
-    visits the bets are tuned for. A criterion without a sequence gets the reason instead."""
-    from ..stats.sequences import betting_interval
+    rectifier ``Y - f``; the sequence is over the visited items in the visiting order, of
+    ``D = xi / pi * (Y - f)`` (0 for an item visited but not chosen; each has the item's
+    rectifier as its mean; :mod:`jurybox.calibration.estimates.rectified`). ``method``:
 
+    - ``betting`` (finite-sample): the betting sequence of the terms scaled by the range the
+      design allows (``(low - f) / pi`` to ``(high - f) / pi`` over the pool). Where every item
+      is labelled with probability 1 (a uniform order) the values are the pool's own
+      rectifiers, drawn without replacement; otherwise they are treated as drawn with
+      replacement (exact for a pool much larger than the visits; checked by simulation on
+      pools of 2,000). ``horizon``: the visits the bets are tuned for (None: every count).
+    - ``asymptotic``: the betting sequence until the labels hold ``NORMAL_DEPARTURES`` items
+      another level than the jury's, then the asymptotic sequence (Waudby-Smith et al. 2024)
+      of the terms, tuned for ``horizon`` visits (None: a tenth of the pool, at least 30), its
+      variance floored by what the jury's distributions (``model``, :func:`pool_model`)
+      predict unless the labels show they overstate it. Valid as the number of labels grows
+      (not in finite samples); the price of stopping at will is about 2.4 times the labels of
+      a fixed-sample interval instead of the betting sequence's 2.8-11 (perf/RESULTS.md).
+
+    A criterion without a sequence gets the reason instead."""
+    if method not in SEQUENCES:
+        raise InputDataError(f"the sequence must be one of {list(SEQUENCES)}; got {method!r}")
     active = design_of(lines) == "active"
     positions, probability, _, seeds = _active_choices(lines) if active else ({}, {}, set(),
                                                                                set())
@@ -409,34 +488,40 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             out[criterion] = ("the visiting order cannot be rebuilt from the labels' seed and "
                               "these verdicts: no confidence sequence")
             continue
-        if order is not None and probabilities is not None:  # an active design
-            visited = [i for i in order[:max(positions.values()) + 1] if i in scored]
-            pi = {i: probability.get(i, probabilities[i]) for i in scored}
+        recorded = ({i: probability.get(i, (probabilities or {})[i]) for i in scored}
+                    if active else None)
+        terms = _session_terms(scored, y, scale, recorded, probabilities, order, positions, 0)
+        departed = departures([y[i] for i in y], [scored[i] for i in y], scale)
+        shown = "betting"
+        if method == "asymptotic" and departed >= NORMAL_DEPARTURES:
+            shown = "asymptotic"
+            floor = _term_floor(model, criterion, scale, scored, y, terms)
+            lo, hi = asymptotic_bounds(terms, alpha, horizon or max(30.0, len(scored) / 10),
+                                       floor)
         else:
-            visited, pi = list(y), dict.fromkeys(scored, 1.0)
-        d = [(y[i] - scored[i]) / pi[i] if i in y else 0.0 for i in visited]
-        rectifier_low, rectifier_high = rectifier_range(
-            np.array(list(scored.values())), np.array([pi[i] for i in scored]),
-            float(scale.low), float(scale.high))
-        uniform = all(p == 1.0 for p in pi.values())
-        lo, hi = betting_interval(
-            [(v - rectifier_low) / (rectifier_high - rectifier_low) for v in d], alpha,
-            len(scored) if uniform else None, horizon)
-        known = float(np.mean(list(scored.values())))
-        width = rectifier_high - rectifier_low
-        lo = max(float(scale.low), known + rectifier_low + lo * width)
-        hi = min(float(scale.high), known + rectifier_low + hi * width)
+            lo, hi = betting_bounds(terms, alpha, horizon if method == "betting" else None)
         out[criterion] = {"low": lo, "high": hi, "half_width": (hi - lo) / 2,
-                          "labelled": len(y), "visited": len(visited), "level": 1 - alpha}
+                          "labelled": len(y), "visited": int(terms.d.size), "level": 1 - alpha,
+                          "method": shown, "departures": departed}
     return out
 
 
-def rectifier_range(f: np.ndarray, pi: np.ndarray, low: float, high: float
-                    ) -> tuple[float, float]:
-    """The least and greatest ``xi / pi * (Y - f)`` a design allows over a pool (jury scores
-    ``f``, inclusion probabilities ``pi``, labels in ``[low, high]``; 0 among them: an item
-    visited but not chosen)."""
-    return (min(0.0, float(((low - f) / pi).min())), max(0.0, float(((high - f) / pi).max())))
+def _term_floor(model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None,
+                criterion: str, scale: Any, scored: Mapping[str, float],
+                y: Mapping[str, float], terms: Terms) -> float:
+    """The asymptotic sequence's floor on the terms' variance: what the jury's distributions
+    predict (:func:`jurybox.calibration.estimates.rectified.term_variance`), unless there is no
+    model or the labels show the distributions overstate the jury's errors
+    (:func:`overstatement`, as the fixed-sample estimate drops its floor)."""
+    if model is None:
+        return 0.0
+    jury = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in scored]
+    own = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in y]
+    if overstatement([y[i] for i in y], [m for m, _ in own], [v for _, v in own],
+                     float(scale.low), float(scale.high))[-1] < -OVERSTATED_Z:
+        return 0.0
+    return max(0.0, term_variance([m for m, _ in jury], [v for _, v in jury], terms.f_pool,
+                                  terms.pi_pool))
 
 
 def _visiting_order(pool: Mapping[str, Any], positions: Mapping[str, int],

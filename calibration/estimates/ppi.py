@@ -11,6 +11,13 @@ and the CLT interval uses  sigma^2 = lam^2 Var(f_unlabelled)/N + Var(Y - lam f_l
 lam = 0 is the classical human-only interval; lam = 1 is plain PPI.
 
 The labelled subset must be a random sample of the items (the design assumption of PPI).
+
+Given the label scale's ends (``bounds``) and step, the interval follows the rule of
+:mod:`jurybox.calibration.estimates.rectified`: the normal interval once at least
+``NORMAL_DEPARTURES`` labelled items depart from the jury's score by half a step or more;
+before, the betting interval of the rectifiers ``Y - f`` at the labels' count (finite-sample,
+the labelled items a simple random sample of the pool of labelled and unlabelled items), which
+the normal approximation cannot replace while the labels have seen few of the jury's errors.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import numpy as np
 
 from ..errors import InputDataError
 from ..stats._arrays import as_float_vector
+from .rectified import NORMAL_DEPARTURES, Terms, betting_bounds, step_of
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,8 @@ class PPIEstimate:
     classical_ci: tuple[float, float]
     judge_only_mean: float
     notes: tuple[str, ...] = ()
+    #: ``normal`` (the CLT interval) or ``betting`` (module text).
+    interval: str = "normal"
 
     @property
     def width_ratio(self) -> float:
@@ -57,7 +67,7 @@ class PPIEstimate:
             "n_unlabeled": self.n_unlabeled, "classical_estimate": self.classical_estimate,
             "classical_ci": list(self.classical_ci), "judge_only_mean": self.judge_only_mean,
             "ci_width_vs_classical": None if math.isnan(ratio) else ratio,
-            "notes": list(self.notes),
+            "interval": self.interval, "notes": list(self.notes),
         }
 
     def __str__(self) -> str:
@@ -81,11 +91,15 @@ def ppi_lambda(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray) -> f
 
 
 def ppi_mean(y: Any, yhat: Any, yhat_unlabeled: Any, *, confidence: float = 0.95,
-             lam: float | None = None) -> PPIEstimate:
+             lam: float | None = None, bounds: tuple[float, float] | None = None,
+             step: float = 1.0) -> PPIEstimate:
     """PPI++ mean of the human label from labelled pairs (y, yhat) and unlabelled judge scores.
 
     ``lam=None`` tunes lambda (PPI++); pass 1.0 for plain PPI or 0.0 for the classical interval.
-    Inputs must be complete: drop unscored items explicitly (and report them) before calling.
+    ``bounds``: the least and greatest value a label or score can take, and ``step`` the
+    scale's step: the interval then follows the small-sample rule (module text); without them
+    it is the normal interval. Inputs must be complete: drop unscored items explicitly (and
+    report them) before calling.
     """
     y_ = as_float_vector(y, "y")
     f = as_float_vector(yhat, "yhat")
@@ -111,14 +125,27 @@ def ppi_mean(y: Any, yhat: Any, yhat_unlabeled: Any, *, confidence: float = 0.95
     classical = float(y_.mean())
     classical_sigma = math.sqrt(float(np.var(y_)) / n)
     notes = []
-    if n < 30:
+    ci, kind = (estimate - z * sigma, estimate + z * sigma), "normal"
+    departed = int(np.sum(np.abs(y_ - f) >= step / 2 - 1e-12))
+    if bounds is not None and departed < NORMAL_DEPARTURES:
+        low, high = (float(b) for b in bounds)
+        f_pool = np.concatenate([f, fu])
+        if any(np.any((v < low) | (v > high)) for v in (y_, f_pool)):
+            raise InputDataError(f"labels and scores must lie within {[low, high]}")
+        lo, hi = betting_bounds(Terms(y_ - f, f_pool, np.ones(f_pool.size), low, high),
+                                1.0 - confidence, n)
+        ci, kind = (min(lo, estimate), max(hi, estimate)), "betting"
+        notes.append(f"{departed} of {n} labelled items depart from the judge's score: fewer "
+                     f"than {NORMAL_DEPARTURES}, so the interval is the betting interval at this "
+                     "count (valid for any judge), not the normal one")
+    elif bounds is None and n < 30:
         notes.append(f"only {n} labelled items: the normal-approximation CI may undercover")
     return PPIEstimate(
-        estimate=estimate, ci=(estimate - z * sigma, estimate + z * sigma), lam=lam_,
+        estimate=estimate, ci=ci, lam=lam_,
         n_labeled=n, n_unlabeled=big_n, confidence=confidence, classical_estimate=classical,
         classical_ci=(classical - z * classical_sigma, classical + z * classical_sigma),
         judge_only_mean=float(np.concatenate([f, fu]).mean()), notes=tuple(notes),
-    )
+        interval=kind)
 
 
 def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str, *,
@@ -158,6 +185,8 @@ def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str
     if unl_unscored:
         notes.append(f"{unl_unscored} unlabelled items excluded: the jury left them unscored")
     keep_lab = scored[labelled]
+    scale = data.scale
     est = ppi_mean(y[keep_lab], system[labelled & scored], system[~labelled & scored],
-                   confidence=confidence)
+                   confidence=confidence, bounds=(float(scale.low), float(scale.high)),
+                   step=step_of(scale))
     return PPIEstimate(**{**est.__dict__, "notes": est.notes + tuple(notes)})

@@ -365,3 +365,51 @@ def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: b
         met = np.flatnonzero(half <= width)
         out["labels"] = int(met[0]) + 1 if met.size else None
     return out
+
+
+def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: Any, *,
+                         active: bool = True, confidence: float = 0.95) -> list[dict[str, Any]]:
+    """One labelling session for the benchmark mean, looked at once after each of ``counts``
+    labels (a count fixed in advance): the interval ``jurybox agree --ppi`` shows there
+    (:func:`jurybox.calibration.estimates.active.mean_estimates`: the normal interval once
+    ``NORMAL_DEPARTURES`` labels depart from the jury's score, else the betting interval at
+    that count; :mod:`jurybox.calibration.estimates.rectified`) beside the normal interval
+    alone (what it showed before #52). Per count: ``covered`` and ``half_width`` of each
+    (``normal_*`` the normal one's) and ``interval`` (which was shown). The normal path is
+    :func:`weighted_mean_path`'s (the floor and the overstatement test as mean_estimates);
+    tests check the whole against mean_estimates on the same labels."""
+    from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement, z_of
+    from .rectified import NORMAL_DEPARTURES, Terms, betting_bounds
+
+    pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
+    design = Design.draw(pi, rng)
+    at = np.flatnonzero(design.chosen)
+    last = min(int(np.max(counts)), at.size)
+    items = design.order[at[:last]]
+    model = (pool.score, pool.uncertainty * 16.0, pi)
+    path = (pool.score, pool.score[items], pool.human[items], design.pi[at[:last]],
+            at[:last] + 1)
+    estimates, ses = weighted_mean_path(*path, model=model)
+    _, bare = weighted_mean_path(*path)
+    over = overstatement(pool.human[items], pool.score[items], pool.uncertainty[items] * 16.0,
+                         0.0, 4.0)
+    ses = np.where(over < -OVERSTATED_Z, bare, ses)
+    departed = np.cumsum(np.abs(pool.human[items] - pool.score[items]) >= 0.5 - 1e-12)
+    truth, z = float(pool.human.mean()), z_of(confidence)
+    out = []
+    for n in (int(c) for c in counts if int(c) <= last):
+        estimate, half = float(estimates[n - 1]), z * float(ses[n - 1])
+        row = {"labels": n, "normal_covered": abs(estimate - truth) <= half,
+               "normal_half_width": half, "interval": "normal", "covered":
+               abs(estimate - truth) <= half, "half_width": half}
+        if departed[n - 1] < NORMAL_DEPARTURES:
+            visits = int(at[n - 1]) + 1
+            order = design.order[:visits]
+            d = np.where(design.chosen[:visits],
+                         (pool.human[order] - pool.score[order]) / design.pi[:visits], 0.0)
+            lo, hi = betting_bounds(Terms(d, pool.score, pi, 0.0, 4.0), 1.0 - confidence,
+                                    visits)
+            lo, hi = min(lo, estimate), max(hi, estimate)
+            row.update(interval="betting", covered=lo <= truth <= hi, half_width=(hi - lo) / 2)
+        out.append(row)
+    return out

@@ -46,6 +46,7 @@ from ..estimates.active import (
     pool_probabilities,
 )
 from ..estimates.ppi import ppi_mean
+from ..estimates.rectified import step_of
 from ..stats.paired import (
     holm,
     letter_groups,
@@ -219,7 +220,8 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
             for row, s in zip(rows, systems):
                 row["criteria"][criterion]["human_corrected"] = _corrected_entry(
                     estimates.get(s.name), criterion, scales)
-        found = _pairs(systems, x, common, crit_ids, human, criterion, confidence, rows)
+        found = _pairs(systems, x, common, crit_ids, human, criterion, confidence, rows,
+                       scales)
         adjusted = holm([p["p"] for p in found])
         different = np.zeros((len(systems), len(systems)), dtype=bool)
         for pair, p_holm in zip(found, adjusted):
@@ -281,7 +283,8 @@ def _criterion_entries(rows: list[dict[str, Any]], x: np.ndarray, common: np.nda
 
 def _pairs(systems: Sequence[System], x: np.ndarray, common: np.ndarray, crit_ids: Sequence[str],
            human: Mapping[str, Mapping[str, Mapping[str, float]]], criterion: str,
-           confidence: float, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+           confidence: float, rows: Sequence[Mapping[str, Any]], scales: Mapping[str, Any]
+           ) -> list[dict[str, Any]]:
     """Every pair of systems, better first (by rank, then mean): the paired difference on the
     common items, and on every item both scored where that is more (``both_scored``)."""
     names = [s.name for s in systems]
@@ -303,7 +306,7 @@ def _pairs(systems: Sequence[System], x: np.ndarray, common: np.ndarray, crit_id
         if human:
             pair["human_corrected"] = _corrected_difference(
                 systems[a], systems[b], common[a], common[b], crit_ids, human, criterion,
-                confidence)
+                confidence, scales.get(criterion))
         found.append(pair)
     return found
 
@@ -349,16 +352,20 @@ def _corrected_entry(estimates: Mapping[str, MeanEstimate | str] | None, criteri
     got = estimates.get(criterion)
     if not isinstance(got, MeanEstimate):
         return {"mean": None, "reason": got or "no labels on this criterion"}
-    return {"mean": got.estimate, "ci": list(got.ci), "labelled": got.labelled,
-            "design": got.design, "lambda": got.lam, "notes": list(got.notes)}
+    return {"mean": got.estimate, "ci": list(got.ci), "interval": got.interval,
+            "labelled": got.labelled, "pool": got.pool, "design": got.design,
+            "lambda": got.lam, "notes": list(got.notes)}
 
 
 def _corrected_difference(a: System, b: System, xa: np.ndarray, xb: np.ndarray,
                           ids: Sequence[str], human: Mapping[str, Mapping[str, Mapping[str, float]]],
-                          criterion: str, confidence: float) -> dict[str, Any]:
+                          criterion: str, confidence: float,
+                          scale: Any = None) -> dict[str, Any]:
     """PPI++ on the per-item differences: labelled where both systems have a label on the item
     (uniform designs: the intersection of two random samples is one), the jury's differences on
-    every item both scored."""
+    every item both scored; with the criterion's ``scale``, the small-sample rule of
+    :func:`jurybox.calibration.estimates.ppi.ppi_mean` (a difference lies within plus or minus
+    the scale's range)."""
     for s in (a, b):
         if s.name not in human:
             return {"difference": None, "reason": f"{s.name} has no human labels"}
@@ -376,9 +383,12 @@ def _corrected_difference(a: System, b: System, xa: np.ndarray, xb: np.ndarray,
                 "and an unlabelled item both scored"}
     y = np.array([ha[i] - hb[i] for i, lab in zip(ids, labelled) if lab])
     d = xa - xb
-    est = ppi_mean(y, d[labelled], d[both & ~labelled], confidence=confidence)
-    return {"difference": est.estimate, "ci": list(est.ci), "labelled": n,
-            "lambda": est.lam, "notes": list(est.notes)}
+    span = None if scale is None else float(scale.high - scale.low)
+    est = ppi_mean(y, d[labelled], d[both & ~labelled], confidence=confidence,
+                   bounds=None if span is None else (-span, span),
+                   step=1.0 if scale is None else step_of(scale))
+    return {"difference": est.estimate, "ci": list(est.ci), "interval": est.interval,
+            "labelled": n, "lambda": est.lam, "notes": list(est.notes)}
 
 
 def _length_controlled(systems: Sequence[System], x: np.ndarray, lengths: np.ndarray,

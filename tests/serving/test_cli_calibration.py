@@ -657,3 +657,38 @@ def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
     assert result.exit_code == 0, result.output
     assert "accuracy: " in result.output and "10 labelled item(s) so far" in result.output
     assert "a fixed-sample interval would need" in result.output
+
+
+def test_agree_ppi_gives_a_sharp_jury_the_betting_interval_while_few_labels_depart(
+        tmp_path: Path) -> None:
+    """#52 defect 2 through `agree --ppi`: a jury 0.999 sure of its score on every item and
+    wrong by two levels on 5% of 300 items, none among the 30 labelled ones. The normal interval
+    was the jury's own mean with zero width (the labels show no error and the jury claims none),
+    missing the mean label; with fewer than 5 labels departing from the jury, the interval is
+    now the betting interval at 30 labels, which holds it, and the output says why."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    score = rng.integers(2, 5, 300)
+    human = score.astype(float)
+    human[30 + rng.choice(270, 15, replace=False)] -= 2
+    rubric = tmp_path / "synthetic.yaml"
+    rubric.write_text(SYNTHETIC_RUBRIC)
+    records = [{"id": f"i{k}", "status": "scored", "rubric": "synthetic", "jury": "j",
+                "provenance": "p", "scores": {"accuracy": float(s)},
+                "votes": [{"judge": "a", "criterion": "accuracy", "score": float(s),
+                           "distribution": {str(v): 0.999 if v == s else 0.00025
+                                            for v in range(5)}}]}
+               for k, s in enumerate(score)]
+    judged = write_jsonl(tmp_path / "judged.jsonl", records)
+    labels = write_jsonl(tmp_path / "human.jsonl", [{"id": f"i{k}", "rater": "h",
+                                                      "accuracy": int(human[k])}
+                                                     for k in range(30)])
+    got = invoke("agree", labels, judged, "--rubric", rubric, "--ppi", "--json")
+    assert got.exit_code == 0, got.output
+    e = strict_json(got.stdout)["criteria"]["accuracy"]
+    truth = float(human.mean())
+    assert e["ci"][0] <= truth <= e["ci"][1] and e["ci"][1] - e["ci"][0] > 0.2, (e, truth)
+    assert e["interval"] == "betting" and e["departures"] == 0
+    text = invoke("agree", labels, judged, "--rubric", rubric, "--ppi")
+    assert "betting interval" in text.stdout and "depart from the jury's score" in text.stdout

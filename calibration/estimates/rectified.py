@@ -1,0 +1,129 @@
+"""The rectifier terms of a labelling design, and the intervals for a benchmark's mean that do
+not lean on the normal approximation when the labels cannot support it (#52).
+
+A benchmark's mean label is the jury's mean over the pool (known) plus the mean *rectifier*
+``Y - f`` (the human's label minus the jury's score). Over the items visited in a session's
+order, each term ``D = xi / pi * (Y - f)`` (``xi`` 1 when the item was labelled, ``pi`` its
+inclusion probability; 0 for an item visited but not chosen) has the pool's mean rectifier as
+its mean (:class:`Terms`).
+
+**When the normal interval is shown.** The normal (PPI++) interval estimates the rectifier's
+variance from the labels. A jury that is sure of itself and right on most items has rectifiers
+that are 0 on most items and large on a few; until the labels have seen some of those few, the
+estimated variance is near 0 and the interval covers far less than it says (a jury 0.999 sure
+and wrong on 3% of items: 61% at 30 labels, 91% at 100; #52). So the rule: the normal interval
+is shown once at least :data:`NORMAL_DEPARTURES` labelled items *depart* from the jury's score
+(by half a step of the scale or more: the human's label is another level than the jury's);
+before, the interval is the betting interval at the labels' count (:func:`betting_bounds`,
+:func:`jurybox.calibration.stats.sequences.betting_interval` with its bets tuned for that
+count): valid in finite samples for labels on a bounded scale whatever the jury, and wide when
+few labels cannot exclude rare errors, as it must be. The threshold was chosen by simulation
+(perf/fixed_sample.py: calibrated, underconfident and overconfident juries wrong on 1-10% of
+items, 30 to 200 labels, uniform and active designs; coverage at least 94% in every cell).
+
+**Anytime-valid sequences.** :func:`betting_bounds` over every visit is the page's betting
+sequence (finite-sample; its bets are truncated by the widest term the design allows, so
+importance weights up to ``1 / pi_min`` widen it many times over the terms' spread).
+:func:`asymptotic_bounds` is the asymptotic sequence (Waudby-Smith et al. 2024; width from the
+terms' own variance, so weights cost only what they add to it), shown under the same rule: the
+betting sequence until the labels hold :data:`NORMAL_DEPARTURES` departures, then the
+asymptotic one, its variance floored by what the jury's own distributions predict unless the
+labels show they overstate it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: The labelled items that must depart from the jury's score before the normal interval (or the
+#: asymptotic sequence) is shown (module text).
+NORMAL_DEPARTURES = 5
+
+
+def step_of(scale: Any) -> float:
+    """The smallest distance between two levels of ``scale``."""
+    values = np.asarray(sorted(scale.values), dtype=float)
+    return float(np.diff(values).min()) if values.size > 1 else 1.0
+
+
+def departures(y: Any, f: Any, scale: Any) -> int:
+    """How many labels ``y`` depart from the jury's scores ``f`` by half a step of ``scale``
+    or more (the human's level is another than the jury's)."""
+    gap = np.abs(np.asarray(y, dtype=float) - np.asarray(f, dtype=float))
+    return int(np.sum(gap >= step_of(scale) / 2 - 1e-12))
+
+
+def rectifier_range(f: np.ndarray, pi: np.ndarray, low: float, high: float
+                    ) -> tuple[float, float]:
+    """The least and greatest ``xi / pi * (Y - f)`` a design allows over a pool (jury scores
+    ``f``, inclusion probabilities ``pi``, labels in ``[low, high]``; 0 among them: an item
+    visited but not chosen)."""
+    return (min(0.0, float(((low - f) / pi).min())), max(0.0, float(((high - f) / pi).max())))
+
+
+@dataclass(frozen=True)
+class Terms:
+    """A session's rectifier terms ``d`` over its visited items, in the visiting order, with
+    the pool's jury scores and inclusion probabilities and the scale's ends. ``uniform``: every
+    item is labelled with probability 1 (the terms are the pool's rectifiers drawn without
+    replacement; otherwise they are treated as drawn with replacement)."""
+
+    d: np.ndarray
+    f_pool: np.ndarray
+    pi_pool: np.ndarray
+    low: float
+    high: float
+
+    @property
+    def uniform(self) -> bool:
+        return bool(np.all(self.pi_pool == 1.0))
+
+    @property
+    def known(self) -> float:
+        """The jury's mean over the pool."""
+        return float(self.f_pool.mean())
+
+    def bounded(self, lo: float, hi: float) -> tuple[float, float]:
+        """``[known + lo, known + hi]`` within the scale."""
+        return max(self.low, self.known + lo), min(self.high, self.known + hi)
+
+
+def betting_bounds(terms: Terms, alpha: float, horizon: float | None = None,
+                   ) -> tuple[float, float]:
+    """The mean's ``1 - alpha`` betting bounds after the last of ``terms`` (the rectifiers'
+    betting interval shifted by the jury's pool mean), its bets tuned for ``horizon`` visits
+    (None: for every count, the page's sequence; the count itself: a fixed-sample interval)."""
+    from ..stats.sequences import betting_interval
+
+    low, high = rectifier_range(terms.f_pool, terms.pi_pool, terms.low, terms.high)
+    width = high - low
+    lo, hi = betting_interval((terms.d - low) / width, alpha,
+                              terms.f_pool.size if terms.uniform else None, horizon)
+    return terms.bounded(low + lo * width, low + hi * width)
+
+
+def asymptotic_bounds(terms: Terms, alpha: float, horizon: float, variance_floor: float = 0.0
+                      ) -> tuple[float, float]:
+    """The mean's ``1 - alpha`` asymptotic-sequence bounds after the last of ``terms``
+    (:func:`jurybox.calibration.stats.sequences.asymptotic_cs`), tuned for ``horizon`` visits,
+    the terms' variance at least ``variance_floor``."""
+    from ..stats.sequences import asymptotic_cs
+
+    lo, hi = asymptotic_cs(terms.d, alpha, horizon, variance_floor)
+    if not np.isfinite(lo[-1]):
+        return terms.low, terms.high
+    return terms.bounded(float(lo[-1]), float(hi[-1]))
+
+
+def term_variance(mean: Sequence[float] | np.ndarray, var: Sequence[float] | np.ndarray,
+                  f: np.ndarray, pi: np.ndarray) -> float:
+    """The variance of a term ``D`` were the labels drawn from the jury's own predictive
+    distributions (``mean``, ``var`` per item of the pool): ``E D^2 - (E D)^2`` with
+    ``E D^2 = mean((var + (mean - f)^2) / pi)``: the floor on the asymptotic sequence's."""
+    m, v = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
+    bias = m - f
+    return float(np.mean((v + bias**2) / pi) - np.mean(bias) ** 2)
