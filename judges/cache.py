@@ -78,21 +78,40 @@ class CacheStats:
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+class CacheBusy(RuntimeError):
+    """The cache could not be read or written within its ``busy_s``: another process holds
+    the file's lock (a long write, ``jurybox cache clear``'s VACUUM), or other calls of this
+    one are queued ahead. The caller judges (or answers) without it."""
+
+
 def _serialized(method: _F) -> _F:
     """One call at a time on the cache's connection (the scoring service calls it from worker
-    threads; a connection must not run two statements or transactions at once)."""
+    threads; a connection must not run two statements or transactions at once), waiting at
+    most ``busy_s`` for it and for SQLite's lock (:class:`CacheBusy` beyond)."""
     @functools.wraps(method)
     def call(self: VerdictCache, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
+        if not self._lock.acquire(timeout=self.busy_s):
+            raise CacheBusy(f"the verdict cache {self.path} is busy (other calls queued for "
+                            f"more than {self.busy_s:g} s)")
+        try:
             return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            raise CacheBusy(f"the verdict cache {self.path} is locked by another process "
+                            f"for more than {self.busy_s:g} s ({exc})") from None
+        finally:
+            self._lock.release()
     return call  # type: ignore[return-value]
 
 
 class VerdictCache:
     """Verdicts by (provenance, input hash) in a bounded SQLite file; safe to share between
-    threads and processes."""
+    threads and processes. A call waits at most ``busy_s`` seconds for the file's lock
+    (:class:`CacheBusy` beyond): a bulk run can wait (60 s), the service must not."""
 
-    def __init__(self, path: str | Path | None = None, max_bytes: int | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, max_bytes: int | None = None,
+                 busy_s: float = 60.0) -> None:
         self.path = Path(path) if path is not None else default_path()
         env = os.environ.get("JURYBOX_CACHE_MAX_BYTES")
         self.max_bytes = max_bytes if max_bytes is not None else (
@@ -101,7 +120,8 @@ class VerdictCache:
             raise ValueError(f"max_bytes must be 0 or more, got {self.max_bytes}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None,
+        self.busy_s = busy_s
+        self._db = sqlite3.connect(self.path, timeout=busy_s, isolation_level=None,
                                    check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -215,10 +235,11 @@ class VerdictCache:
         self._db.close()
 
     def __getstate__(self) -> dict[str, Any]:  # a connection cannot travel; the path can
-        return {"path": self.path, "max_bytes": self.max_bytes}
+        return {"path": self.path, "max_bytes": self.max_bytes, "busy_s": self.busy_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["max_bytes"])  # type: ignore[misc]
+        self.__init__(state["path"], state["max_bytes"],  # type: ignore[misc]
+                      state.get("busy_s", 60.0))
 
 
 @dataclass

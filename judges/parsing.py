@@ -243,3 +243,39 @@ def reason_kind(error: str) -> str:
     kind = re.sub(r"(?<![A-Za-z_])\d+(?:\.\d+)?(?![A-Za-z_\d])", "N",
                   error.split(": '")[0].split(': "')[0])
     return kind[:120] or "unknown"
+
+
+# Why a vote or verdict has no score, as a closed set of codes (the service's metrics label
+# unscored votes with these, and OpenRLHF's logs number them by position): never the error's
+# own text, which can carry an item's text or a judge's output.
+REASON_CODES = ("scored", "below_quorum", "prompt_too_long", "output_cut", "thinking_budget",
+                "no_answer", "off_scale", "engine_refused", "judge_error", "control_token",
+                "render_failed", "formula_undefined", "other")
+
+# Phrases of the unscored reasons jurybox writes, first match wins (a reward's reason begins
+# with the failed vote's error, then the verdict's "below quorum").
+_REASON_PHRASES = (
+    ("prompt_too_long", ("tokens; with up to", "prompt is ", "prompt and reasoning are ",
+                         "characters, more than")),
+    ("output_cut", ("output cut at max_tokens",)),
+    ("thinking_budget", ("thinking budget of",)),
+    ("control_token", ("control token",)),
+    ("render_failed", ("prompt could not be rendered",)),
+    ("no_answer", ("no answer for",)),
+    ("off_scale", ("is not on the scale", "is not a value of the scale", "is not a label of",
+                   "is not a number", "is a boolean", "is not finite")),
+    ("engine_refused", ("vLLM refused the request", "vLLM ended the request")),
+    ("judge_error", (" failed: ", " at http", "HTTP ")),
+    ("formula_undefined", (": undefined (",)),
+    ("below_quorum", ("below quorum",)),
+)
+
+
+def reason_code(reason: str) -> str:
+    """The code of :data:`REASON_CODES` for an unscored vote's error or a verdict's reasons
+    (linear in the text: substring tests only)."""
+    head = reason[:2000]  # the phrases come first; an item's text may follow
+    for code, phrases in _REASON_PHRASES:
+        if any(p in head for p in phrases):
+            return code
+    return "other"

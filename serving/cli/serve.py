@@ -33,7 +33,12 @@ def serve(
     max_queued: Annotated[int, typer.Option(help="Requests waiting for a slot; beyond, 429 with Retry-After.", min=0)] = 16,
     request_timeout: Annotated[float, typer.Option(help="Seconds one request may take, waiting included (504 beyond).", min=1)] = 600.0,
     max_judge_calls: Annotated[int, typer.Option(help="Most judge calls one request may buy: items x calls per item of its rubric (413 beyond).", min=1)] = 2048,
+    max_prompt_chars: Annotated[int, typer.Option(help="Longest prompt a request may render for one judge call, in characters (413 beyond): a short inline template can render a huge one.", min=1000)] = 200_000,
+    max_request_prompt_chars: Annotated[int, typer.Option(help="Most prompt text one request may render in all, in characters (413 beyond).", min=1000)] = 16_000_000,
+    body_timeout: Annotated[float, typer.Option(help="Seconds a client may take to send a request's body (408 beyond): a body that trickles in holds a slot of the ingress.", min=0.1)] = 10.0,
+    max_client_requests: Annotated[int, typer.Option(help="Requests one client address may have open at once on an ingress replica (429 beyond).", min=1)] = 256,
     ingress_replicas: Annotated[int | None, typer.Option(help="Replicas of the ingress: when one dies, the others answer meanwhile and a client's retry reaches them (--max-concurrent and --max-queued are shared out among them). Default: 2 where this machine has at least 8 CPUs, else 1.", min=1, show_default=False)] = None,
+    openrlhf_unscored: Annotated[str | None, typer.Option("--openrlhf-unscored", help="The reward of an unscored sample on /v1/openrlhf/ when the URL does not give ?unscored=: a number (flagged in OpenRLHF's extra_logs), or error (a 422, which stops OpenRLHF's step). Without it the URL must say.", show_default=False)] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge every item, even one this configuration judged before (by default the verdict cache answers those; see `jurybox cache`).")] = False,
     drain_timeout: Annotated[float, typer.Option(help="On Ctrl-C or SIGTERM: seconds to let requests in flight finish (new ones get 503) before stopping; a second Ctrl-C stops at once.", min=0)] = 30.0,
     startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for every judge to load before giving up.", min=1)] = 900.0,
@@ -56,10 +61,13 @@ def serve(
             jury=jury, rubrics=[str(p) for p in rubrics], calibration=[str(p) for p in calibration],
             conformal=[str(p) for p in conformal], route_width=route_width,
             token_env=token_env, cors_origins=cors_origin, ingress_replicas=ingress_replicas,
+            openrlhf_unscored=openrlhf_unscored,
             limits=Limits(max_items=max_items, max_body_bytes=max_body_bytes,
                           max_field_chars=max_field_chars, max_concurrent=max_concurrent,
                           max_queued=max_queued, request_timeout_s=request_timeout,
-                          max_judge_calls=max_judge_calls),
+                          max_judge_calls=max_judge_calls, max_prompt_chars=max_prompt_chars,
+                          max_request_prompt_chars=max_request_prompt_chars,
+                          body_timeout_s=body_timeout, max_client_requests=max_client_requests),
         )
         if print_config:
             import yaml

@@ -14,10 +14,12 @@ builds a huge string costs one killed worker, never a stalled route or the ingre
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import pickle
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from pydantic import ValidationError
@@ -25,6 +27,7 @@ from pydantic import ValidationError
 from jurybox.judges import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.formula import MAX_FORMULA_CHARS
 from jurybox.rubrics.items import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
 from jurybox.serving.service.config import Limits
@@ -35,6 +38,7 @@ from jurybox.serving.service.errors import HTTPProblem, problem_for
 WORKER_MEMORY_BYTES = 2 << 30
 
 Prepared = tuple[Rubric, list[Item], Requests]
+READY = b"R"  # what a worker writes once it has imported what it needs
 
 
 def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], limits: Limits,
@@ -64,7 +68,9 @@ def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], li
                                   f"{item.id!r} (also items[{seen[item.id]}])", f"items[{i}].id")
             seen[item.id] = i
             items.append(item)
-        return rubric, items, render_requests(rubric, items)
+        requests = render_requests(rubric, items)
+        check_prompts(requests, limits)
+        return rubric, items, requests
     except InputError as exc:  # e.g. items lacking an input the rubric needs
         raise problem_for(exc) from None
     except MemoryError:
@@ -85,8 +91,7 @@ def _out_of_memory() -> HTTPProblem:
 
 
 def _inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
-    check_text(ref, "rubric", limits.max_nesting)
-    check_rubric_size(ref, limits)
+    check_inline(ref, limits)
     try:
         return Rubric.model_validate(ref)
     except ValidationError as exc:
@@ -104,6 +109,12 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
         raise HTTPProblem(413, "too_large", f"the inline rubric's template and system prompt "
                           f"have {template} characters; this service takes at most "
                           f"{limits.max_template_chars} (max_template_chars)", "rubric.template")
+    formula = ref.get("formula")
+    expression = formula.get("expression") if isinstance(formula, dict) else None
+    if isinstance(expression, str) and len(expression) > MAX_FORMULA_CHARS:
+        raise HTTPProblem(422, "invalid_request", f"the formula has {len(expression)} "
+                          f"characters; a formula may have at most {MAX_FORMULA_CHARS}",
+                          "rubric.formula.expression")
     criteria = ref.get("criteria")
     if not isinstance(criteria, list):
         return  # validation says what is wrong
@@ -122,15 +133,19 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
                               "per scale (max_scale_points)", f"rubric.criteria[{k}].scale")
 
 
-def check_text(value: Any, where: str, max_nesting: int) -> None:
+def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
     """422 naming the first string (key or value, at any depth) that holds a lone surrogate, or
-    the first value nested deeper than ``max_nesting``. JSON may escape a lone surrogate
-    (``"\\ud800"``), but it is no Unicode text, so no tokenizer, hash or output file could take
-    it. Iterative, so no depth makes it recurse."""
+    the first value nested deeper than ``max_nesting``; else the characters of every string and
+    the number of values (strings, numbers, keys, list entries) in ``value``. JSON may escape a
+    lone surrogate (``"\\ud800"``), but it is no Unicode text, so no tokenizer, hash or output
+    file could take it. Iterative, so no depth makes it recurse."""
+    chars = values = 0
     stack = [(value, where, 0)]
     while stack:
         node, path, depth = stack.pop()
+        values += 1
         if isinstance(node, str):
+            chars += len(node)
             try:
                 node.encode("utf-8")
             except UnicodeEncodeError as exc:
@@ -148,6 +163,74 @@ def check_text(value: Any, where: str, max_nesting: int) -> None:
                     stack.append((child, f"{path}.{key}", depth + 1))
             else:
                 stack.extend((child, f"{path}[{k}]", depth + 1) for k, child in enumerate(node))
+    return chars, values
+
+
+def check_inline(ref: dict[str, Any], limits: Limits) -> None:
+    """An inline rubric checked as raw data, before it is parsed, pickled or sent anywhere:
+    valid text, nesting, and its size in all (every name, description, label, version and
+    template: each is rendered into prompts or kept per request) and by part."""
+    chars, values = check_text(ref, "rubric", limits.max_nesting)
+    check_rubric_size(ref, limits)  # the specific limits first: they name the part at fault
+    if chars > limits.max_rubric_chars:
+        raise HTTPProblem(413, "too_large", f"the inline rubric has {chars} characters of text "
+                          f"in all; this service takes at most {limits.max_rubric_chars} "
+                          "(max_rubric_chars)", "rubric")
+    if values > limits.max_rubric_values:
+        raise HTTPProblem(413, "too_large", f"the inline rubric has {values} values (strings, "
+                          f"numbers, keys, list entries); this service takes at most "
+                          f"{limits.max_rubric_values} (max_rubric_values)", "rubric")
+
+
+def check_prompts(requests: Requests, limits: Limits) -> None:
+    """413 naming the item when a rendered prompt (one judge call's messages) is longer than
+    ``max_prompt_chars``, or the request's prompts together longer than
+    ``max_request_prompt_chars``: a short template can render a huge prompt, which no judge
+    should be asked to tokenize."""
+    n_calls = len(requests.calls)
+    total = 0
+    for k, request in enumerate(requests.requests):
+        if request is None:
+            continue
+        size = sum(len(m["content"]) for m in request.messages)
+        total += size
+        if size > limits.max_prompt_chars:
+            item = requests.item_ids[k // n_calls]
+            raise HTTPProblem(413, "too_large", f"item {item!r}: its prompt has {size} "
+                              f"characters; this service takes at most {limits.max_prompt_chars} "
+                              "per judge call (max_prompt_chars)", f"items[{k // n_calls}]")
+    if total > limits.max_request_prompt_chars:
+        raise HTTPProblem(413, "too_large", f"the request's prompts have {total} characters in "
+                          f"all; this service takes at most {limits.max_request_prompt_chars} "
+                          "(max_request_prompt_chars): send fewer items", "items")
+
+
+class Clients:
+    """Requests open per client address on one ingress replica: a client past ``limit`` is
+    refused (429) before anything of its request is read, so that a few clients that open
+    many slow requests cannot take every slot of the replica from the others."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def held(self, client: str) -> Iterator[bool]:
+        """True (and one more request counted for ``client`` until the block ends) when the
+        client has fewer than ``limit`` open; else False."""
+        n = self.open.get(client, 0)
+        if n >= self.limit:
+            yield False
+            return
+        self.open[client] = n + 1
+        try:
+            yield True
+        finally:
+            left = self.open[client] - 1
+            if left:
+                self.open[client] = left
+            else:
+                del self.open[client]
 
 
 class Workers:
@@ -158,34 +241,64 @@ class Workers:
     ``multiprocessing`` ones, which would re-run the ingress process's main module (Ray's
     worker) in every child."""
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, queued: int = 8) -> None:
         self._slots = asyncio.Semaphore(workers)
+        self.queued = queued  # calls that may wait for a worker; beyond, 429
+        self.waiting = 0
         self._idle = [_Worker()]  # one started now, so that a first inline rubric need not wait
 
     async def run(self, budget_s: float, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in a worker (``fn`` importable by name); what it raises is raised
-        here; :class:`HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies."""
-        async with self._slots:
-            worker = self._idle.pop() if self._idle else _Worker()
-            try:
-                ok, value = await asyncio.wait_for(asyncio.to_thread(worker.call, fn, args),
-                                                   budget_s)
-            except TimeoutError:
-                worker.kill()
-                raise HTTPProblem(422, "invalid_request", f"the inline rubric's template took "
-                                  f"longer than {budget_s:g} s to render (max_render_s)",
-                                  "rubric.template") from None
-            except BaseException as exc:  # cancelled (deadline, client left), or it died
-                worker.kill()
-                if isinstance(exc, (EOFError, OSError)):
-                    raise HTTPProblem(422, "invalid_request", "the inline rubric could not be "
-                                      "rendered: the worker rendering it died (out of memory?)",
-                                      "rubric") from None
-                raise
-            self._idle.append(worker)
-            if ok:
-                return value
-            raise value
+        here; :class:`HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies, 429
+        when every worker is busy and ``queued`` calls already wait for one."""
+        if self._slots.locked() and self.waiting >= self.queued:
+            raise HTTPProblem(429, "overloaded", f"every worker that renders inline rubrics is "
+                              f"busy and {self.waiting} requests wait for one; retry later (or "
+                              "name a rubric the service knows)",
+                              headers={"Retry-After": str(max(1, math.ceil(budget_s)))})
+        self.waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            return await self._call(budget_s, fn, args)
+        finally:
+            self._slots.release()
+
+    async def _call(self, budget_s: float, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        worker = self._idle.pop() if self._idle else _Worker()
+        try:
+            # A new worker imports what it needs first (seconds of CPU): not the call's time.
+            await asyncio.to_thread(worker.wait_ready)
+        except BaseException:
+            worker.kill()
+            raise
+        try:
+            ok, value = await asyncio.wait_for(asyncio.to_thread(worker.call, fn, args),
+                                               budget_s)
+        except TimeoutError:
+            self._replace(worker)
+            raise HTTPProblem(422, "invalid_request", f"the inline rubric's template took "
+                              f"longer than {budget_s:g} s to render (max_render_s)",
+                              "rubric.template") from None
+        except BaseException as exc:  # cancelled (deadline, client left), or it died
+            self._replace(worker)
+            if isinstance(exc, (EOFError, OSError)):
+                raise HTTPProblem(422, "invalid_request", "the inline rubric could not be "
+                                  "rendered: the worker rendering it died (out of memory?)",
+                                  "rubric") from None
+            raise
+        self._idle.append(worker)
+        if ok:
+            return value
+        raise value
+
+    def _replace(self, worker: _Worker) -> None:
+        """Kill ``worker`` and start its successor now, so that it has imported what it needs
+        (seconds of CPU) by the time the next inline rubric comes, not while that one waits."""
+        worker.kill()
+        self._idle.append(_Worker())
 
     def close(self) -> None:
         """Kill the idle worker processes (one busy with a call is not among them)."""
@@ -199,6 +312,15 @@ class _Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from jurybox.serving.service.admission import serve_worker; "
              "serve_worker()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.ready = False
+
+    def wait_ready(self) -> None:
+        """Block until the worker has imported what it needs (it says so with one byte)."""
+        if not self.ready:
+            assert self.proc.stdout is not None
+            if self.proc.stdout.read(1) != READY:
+                raise EOFError("the worker process ended while starting")
+            self.ready = True
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -232,6 +354,8 @@ def serve_worker() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing printed may break the protocol
+    answers.write(READY)  # (this module's imports are what rendering needs)
+    answers.flush()
     while True:
         try:
             fn, args = _receive(requests)

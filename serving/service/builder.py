@@ -19,6 +19,7 @@ INGRESS = "JuryIngress"
 IMPORT_PATH = "jurybox.serving.service.builder:build_jury_app"
 STATE_CLASS = "jurybox.serving.service.shared:IngressState"
 INGRESS_CPUS = 0.5  # logical CPUs reserved per ingress replica
+INGRESS_MAX_ONGOING = 1024  # requests one ingress replica holds open at once, at least
 # How Ray Serve runs a replica's code (read by Serve in each replica process): on the replica's
 # own event loop rather than a second one in a thread of its own, and a handle's router on that
 # loop too. The hops between the loops were about half of the ingress's CPU per request; with
@@ -60,8 +61,12 @@ def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
     metrics and drain through a deployment actor (:mod:`jurybox.serving.service.shared`); every
     request is let through to the replica's gate, which answers 429 itself."""
     limits = config.limits
-    # Our own gate answers 429 before Serve would queue: let every request reach it.
-    ongoing = limits.max_concurrent + limits.max_queued + 8
+    # Every request is let through to the replica, whose own checks refuse with a JSON error
+    # and Retry-After (the gate, a client's share, a body's time): Serve's own refusal is a
+    # plain-text 503 without Retry-After. Open requests cost the replica little (a slow body,
+    # /healthz, a request waiting at the gate), so the room is wide.
+    ongoing = max(INGRESS_MAX_ONGOING, 4 * limits.max_client_requests,
+                  limits.max_concurrent + limits.max_queued + 8)
     return {
         "name": INGRESS,
         "num_replicas": replicas,

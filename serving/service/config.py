@@ -4,11 +4,12 @@ the deployments receive, so a cluster needs none of the files the driver read.""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jurybox.judges import JurySpec, load_jury_spec, provenance
 from jurybox.rubrics import Rubric, list_rubrics, load_rubric
@@ -40,6 +41,18 @@ class Limits(BaseModel):
                                   "scale of an inline rubric (413 beyond).")
     max_template_chars: int = Field(50_000, ge=100, description="Longest template plus system "
                                     "prompt of an inline rubric (413 beyond).")
+    max_rubric_chars: int = Field(100_000, ge=1000, description="Most text in an inline rubric "
+                                  "in all: every name, description, label, version, template "
+                                  "and formula (413 beyond).")
+    max_rubric_values: int = Field(5_000, ge=100, description="Most values in an inline "
+                                   "rubric (strings, numbers, keys and list entries: inputs, "
+                                   "criteria, labels; 413 beyond).")
+    max_prompt_chars: int = Field(200_000, ge=1000, description="Longest prompt a request may "
+                                  "render for one judge call (413 beyond): about 50,000 "
+                                  "tokens.")
+    max_request_prompt_chars: int = Field(16_000_000, ge=1000, description="Most prompt text "
+                                          "one request may render in all, over its items and "
+                                          "calls (413 beyond).")
     max_render_s: float = Field(10.0, gt=0.0, description="Time an inline rubric may take to "
                                 "validate and render a request's prompts (422 beyond).")
     max_nesting: int = Field(20, ge=2, description="Deepest nesting of lists and objects in an "
@@ -52,6 +65,14 @@ class Limits(BaseModel):
                             "instead of unbounded latency.")
     request_timeout_s: float = Field(600.0, gt=0.0, description="Deadline of one request, "
                                      "queueing included (504 beyond).")
+    body_timeout_s: float = Field(10.0, gt=0.0, description="Time a client may take to send "
+                                  "a request's body once its headers arrived (408 beyond).")
+    max_client_requests: int = Field(256, ge=1, description="Requests one client address may "
+                                     "have open at once on an ingress replica, the open "
+                                     "routes included (429 beyond).")
+    max_render_queued: int = Field(8, ge=0, description="Inline-rubric requests waiting for a "
+                                   "render worker (each replica has two); beyond, 429 with "
+                                   "Retry-After.")
 
 
 class ServiceConfig(BaseModel):
@@ -73,6 +94,10 @@ class ServiceConfig(BaseModel):
                                       "missing) carries route: to a human, with the reasons.")
     token_env: str | None = Field(None, description="Environment variable holding the bearer "
                                   "token every /v1 call must present (never the token itself).")
+    openrlhf_unscored: str | None = Field(None, description="What an unscored sample's reward "
+                                          "is on /v1/openrlhf/ when its URL does not say: "
+                                          "'error' (a 422) or a number; None: the URL must "
+                                          "say (?unscored=).")
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS "
                                     "(none: CORS off).")
     limits: Limits = Field(default_factory=Limits)
@@ -86,6 +111,19 @@ class ServiceConfig(BaseModel):
                                          "client at another, which answers meanwhile); None: "
                                          f"{AUTO_INGRESS_REPLICAS} where this machine has at "
                                          f"least {AUTO_INGRESS_MIN_CPUS} CPUs, else 1.")
+
+    @field_validator("openrlhf_unscored")
+    @classmethod
+    def _policy(cls, value: str | None) -> str | None:
+        if value is None or value == "error":
+            return value
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"openrlhf_unscored {value!r}: give error or a number") from None
+        if not math.isfinite(number):
+            raise ValueError(f"openrlhf_unscored {value!r}: give a finite number")
+        return value
 
     def ingress_count(self) -> int:
         """The ingress replicas to start: ``ingress_replicas``, or by default 2 on a machine
@@ -129,6 +167,7 @@ class ServiceConfig(BaseModel):
             conformal=conformal,
             route_width=self.route_width,
             token_env=self.token_env,
+            openrlhf_unscored=self.openrlhf_unscored,
             cors_origins=list(self.cors_origins),
             limits=self.limits,
             health_timeout_s=self.health_timeout_s,
@@ -148,6 +187,7 @@ class ResolvedConfig(BaseModel):
     token_env: str | None
     conformal: list[dict[str, Any]] = Field(default_factory=list)
     route_width: float | None = None
+    openrlhf_unscored: str | None = None
     cors_origins: list[str]
     limits: Limits
     health_timeout_s: float

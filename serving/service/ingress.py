@@ -9,6 +9,7 @@ the OpenAPI contract, metrics for every answer, and one JSON error shape for eve
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
@@ -26,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from jurybox.rubrics import Rubric
 from jurybox.serving.service.errors import HTTPProblem, body, problem_for, validation_problem
-from jurybox.serving.service.openrlhf import OpenRLHFRequest, OpenRLHFResponse, reward_options
+from jurybox.serving.service.openrlhf import OpenRLHFRequest, OpenRLHFResponse, Options
 from jurybox.serving.service.protocol import (
     ErrorResponse,
     Health,
@@ -43,7 +44,7 @@ logger = logging.getLogger("jurybox.serving")
 
 API_VERSION = "1"
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 411, 413, 422, 429, 503, 504)}
+    code: {"model": ErrorResponse} for code in (400, 401, 408, 411, 413, 422, 429, 503, 504)}
 
 DESCRIPTION = ("Score long-form answers with a jury of LLM judges against explicit rubrics. "
                "POST /v1/score with a rubric and items; every verdict has exactly the fields of "
@@ -156,6 +157,9 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         else:
             try:
                 response = await _checked(ingress, request, call_next)
+            except asyncio.CancelledError:  # the client left and Serve cancelled the request
+                ingress.metrics.observe(request.url.path, 499, time.perf_counter() - began)
+                raise
             except Exception as exc:  # answered here, so that /metrics counts the 500 too
                 if isinstance(exc, RuntimeError) and str(exc) == "No response returned.":
                     # Starlette's word for a request whose client left (its handler was
@@ -182,16 +186,20 @@ def build_app(ingress: JuryIngress) -> FastAPI:
 
     @app.post("/v1/openrlhf/{rubric}", response_model=OpenRLHFResponse, responses=ERRORS,
               **v1, summary="OpenRLHF's remote reward model (--reward.remote_url)")
-    async def openrlhf(rubric: str, request: OpenRLHFRequest, score: str | None = None,
-                       scale: Literal["unit", "raw"] = "unit", calibrated: bool = False,
-                       unscored: str = "error") -> Response:
+    async def openrlhf(http: Request, rubric: str, request: OpenRLHFRequest,
+                       score: str | None = None, scale: Literal["unit", "raw"] = "unit",
+                       calibrated: bool = False, unscored: str | None = None,
+                       scores: Literal["reward", "agreement"] = "reward") -> Response:
         """The jury's reward for each of OpenRLHF's samples (see
         :mod:`jurybox.serving.service.openrlhf`): the rubric's formula (or ``score``), on
-        [0, 1] unless ``scale=raw``; an unscored sample is a 422 unless ``unscored`` gives
-        its reward. The token, where the service has one, in the URL:
-        ``http://jurybox:TOKEN@host:port/v1/openrlhf/RUBRIC``."""
-        reward = reward_options(score, scale, calibrated, unscored)
-        return Response(_encode(await ingress.openrlhf(rubric, request, reward)),
+        [0, 1] unless ``scale=raw``. ``unscored`` is required (here or as the service's
+        ``--openrlhf-unscored``): ``error`` (a 422: OpenRLHF's step then fails) or the
+        reward an unscored sample gets, flagged in ``extra_logs``. ``scores``: what
+        OpenRLHF's dynamic filter reads (the reward, or the jury's agreement). The token,
+        where the service has one, in the URL:
+        ``http://jurybox:TOKEN@host:port/v1/openrlhf/RUBRIC?unscored=0``."""
+        options = Options(score, scale, calibrated, unscored, scores)
+        return Response(await ingress.openrlhf(rubric, request, options, request_id(http)),
                         media_type="application/json")
 
     @app.post("/v1/provenance", response_model=ProvenanceResponse, responses=ERRORS, **v1,
@@ -270,32 +278,71 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
 
 
 async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Response:
-    given = _given_token(request.headers.get("authorization", ""))
-    if (request.url.path.startswith("/v1/") and ingress.token is not None
-            and not hmac.compare_digest(given, ingress.token.encode())):
-        return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
-                                 "(Authorization: Bearer <token>; a client that can only put "
-                                 "it in the URL: http://jurybox:<token>@host/...)",
-                                 headers={"WWW-Authenticate": "Bearer"}))
-    if ingress.draining and request.url.path.startswith(("/v1/score", "/v1/openrlhf/")):
-        return _json(HTTPProblem(503, "unavailable", "the service is shutting down; retry "
-                                 "later (or at another replica)",
-                                 headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)}))
-    limit = ingress.limits.max_body_bytes
-    length = request.headers.get("content-length")
-    too_large = HTTPProblem(413, "too_large", f"the request body is larger than the service's "
-                            f"limit of {limit} bytes (max_body_bytes)")
-    if length is not None and length.isdigit() and int(length) > limit:
-        return _json(too_large)
-    if length is None and request.method in ("POST", "PUT", "PATCH"):
-        # A chunked upload is refused before any of it is read: Ray Serve's replica pulls a
-        # request's body from its proxy eagerly, whatever the app reads, so a stream counted
-        # up to the limit would still have buffered all that arrived meanwhile (100 MB: +155
-        # MB in the ingress). Every JSON client sends Content-Length.
-        return _json(HTTPProblem(411, "invalid_request", "the request has no Content-Length "
-                                 "(a chunked body); send the body with its Content-Length, "
-                                 f"at most {limit} bytes (max_body_bytes)"))
-    return await call_next(request)
+    """The checks every request passes before its route runs, cheapest first, each refusal a
+    JSON error: one client's share of the replica, auth, drain, the body's size and the time
+    it may take to arrive."""
+    client = request.client.host if request.client is not None else ""
+    with ingress.clients.held(client) as admitted:
+        if not admitted:
+            limit = ingress.limits.max_client_requests
+            return _json(HTTPProblem(429, "overloaded", f"this client has {limit} requests open "
+                                     f"here already (max_client_requests); wait for them, or "
+                                     "send more items per request",
+                                     headers={"Retry-After": "1"}))
+        authorization = request.headers.getlist("authorization")
+        if len(authorization) > 1:
+            return _json(HTTPProblem(400, "invalid_request", "the request has "
+                                     f"{len(authorization)} Authorization headers; send one"))
+        given = _given_token(authorization[0] if authorization else "")
+        if (request.url.path.startswith("/v1/") and ingress.token is not None
+                and not hmac.compare_digest(given, ingress.token.encode())):
+            return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
+                                     "(Authorization: Bearer <token>; a client that can only "
+                                     "put it in the URL: http://jurybox:<token>@host/...)",
+                                     headers={"WWW-Authenticate": "Bearer"}))
+        if ingress.draining and request.url.path.startswith(("/v1/score", "/v1/openrlhf/")):
+            return _json(HTTPProblem(503, "unavailable", "the service is shutting down; retry "
+                                     "later (or at another replica)",
+                                     headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)}))
+        limit = ingress.limits.max_body_bytes
+        length = request.headers.get("content-length")
+        too_large = HTTPProblem(413, "too_large", f"the request body is larger than the "
+                                f"service's limit of {limit} bytes (max_body_bytes)")
+        if length is not None and length.isdigit() and int(length) > limit:
+            return _json(too_large)
+        if length is None and request.method in ("POST", "PUT", "PATCH"):
+            # A chunked upload is refused before any of it is read: Ray Serve's replica pulls
+            # a request's body from its proxy eagerly, whatever the app reads, so a stream
+            # counted up to the limit would still have buffered all that arrived meanwhile
+            # (100 MB: +155 MB in the ingress). Every JSON client sends Content-Length.
+            return _json(HTTPProblem(411, "invalid_request", "the request has no "
+                                     "Content-Length (a chunked body); send the body with its "
+                                     f"Content-Length, at most {limit} bytes (max_body_bytes)"))
+        if length is not None and request.method in ("POST", "PUT", "PATCH"):
+            # A body that trickles in holds a slot of the replica for as long as it takes:
+            # it must arrive within body_timeout_s (the route reads it again, from memory).
+            timeout = ingress.limits.body_timeout_s
+            try:
+                await asyncio.wait_for(request.body(), timeout)
+            except TimeoutError:
+                return _json(HTTPProblem(408, "timeout", f"the request body did not arrive "
+                                         f"within {timeout:g} s (body_timeout_s); send it at "
+                                         "once", headers={"Connection": "close"}))
+        return await call_next(request)
+
+
+def request_id(request: Request) -> str:
+    """The request's id for logs: the client's ``X-Request-ID``, else Ray Serve's own (what
+    Serve answers in ``x-request-id``), else empty."""
+    given = request.headers.get("x-request-id")
+    if given:
+        return given[:128]
+    try:
+        from ray import serve
+
+        return str(serve.context._get_serve_request_context().request_id)
+    except Exception:  # outside a Serve replica (tests, in-process)
+        return ""
 
 
 def _given_token(authorization: str) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
 import math
 import os
@@ -20,15 +21,23 @@ from collections.abc import Callable
 from typing import Any
 
 from jurybox.judges import Steps, provenance
-from jurybox.judges.cache import CacheLookup, VerdictCache
+from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
+from jurybox.judges.parsing import reason_code
 from jurybox.rubrics import Rubric, Verdict, input_hash
 from jurybox.rubrics.errors import InputError, last_line
-from jurybox.rubrics.reward import RewardSpec
+from jurybox.rubrics.reward import RewardSpec, Unscored
 from jurybox.serving.service import openrlhf
-from jurybox.serving.service.admission import Prepared, Workers, inline_rubric, prepare
+from jurybox.serving.service.admission import (
+    Clients,
+    Prepared,
+    Workers,
+    check_inline,
+    inline_rubric,
+    prepare,
+)
 from jurybox.serving.service.config import ResolvedConfig
 from jurybox.serving.service.errors import HTTPProblem
-from jurybox.serving.service.openrlhf import OpenRLHFRequest
+from jurybox.serving.service.openrlhf import Filter, OpenRLHFRequest, Options
 from jurybox.serving.service.protocol import (
     Health,
     JudgeInfo,
@@ -46,6 +55,11 @@ logger = logging.getLogger("jurybox.serving")
 # What a 503 for a judge that could not answer tells the client to wait (Serve restarts a dead
 # replica; a tiny model reloads in seconds, a large one in about a minute).
 RETRY_AFTER_UNAVAILABLE_S = 10
+# The longest a request waits for the verdict cache (another process writing or vacuuming the
+# file) before it judges, or answers, without it.
+CACHE_BUSY_S = 2.0
+# How long one answer of /healthz and /metrics (open routes) serves every caller.
+HEALTH_CACHE_S = 1.0
 
 class Metrics:
     """Prometheus metrics of one ingress replica (/metrics serves every replica's, summed)."""
@@ -62,7 +76,8 @@ class Metrics:
                                           600))
         self.votes = Counter("jurybox_votes", "Votes returned, by judge", ["judge"],
                              registry=self.registry)
-        self.unscored = Counter("jurybox_unscored_votes", "Unscored votes by judge and reason",
+        self.unscored = Counter("jurybox_unscored_votes", "Unscored votes by judge and reason "
+                                "(a code of jurybox.judges.parsing.REASON_CODES)",
                                 ["judge", "reason"], registry=self.registry)
         self.queue = Gauge("jurybox_queue_depth", "Score requests waiting or being scored",
                            registry=self.registry)
@@ -70,8 +85,9 @@ class Metrics:
                                    "deployment (each with the prompts of a request's open items)",
                                    ["judge"], registry=self.registry)
         self.cache = Counter("jurybox_verdict_cache", "Items looked up in the verdict cache, "
-                             "by result (hit: answered from it; miss: judged)", ["result"],
-                             registry=self.registry)
+                             "by result (hit: answered from it; miss: judged; skipped: judged "
+                             "or not stored, the cache being locked by another process)",
+                             ["result"], registry=self.registry)
 
     def observe(self, path: str, status: int, seconds: float) -> None:
         """Count one answered request by route and status and record its latency; a path that is
@@ -88,9 +104,9 @@ class Metrics:
         self.latency.labels(route).observe(seconds)
 
     def count_votes(self, records: list[dict[str, Any]]) -> None:
-        """Count the votes of verdict records by judge, and the unscored ones by judge and kind
-        of reason."""
-        from jurybox.judges.parsing import reason_kind
+        """Count the votes of verdict records by judge, and the unscored ones by judge and
+        reason code (a closed set: a reason's text can carry an item's)."""
+        from jurybox.judges.parsing import reason_code
 
         votes: collections.Counter[str] = collections.Counter()
         unscored: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -98,7 +114,7 @@ class Metrics:
             for vote in record["votes"]:
                 votes[vote["judge"]] += 1
                 if vote["score"] is None:
-                    unscored[vote["judge"], reason_kind(vote["error"] or "")] += 1
+                    unscored[vote["judge"], reason_code(vote["error"] or "")] += 1
         for judge, n in votes.items():  # one metric update per label, not per vote
             self.votes.labels(judge).inc(n)
         for (judge, kind), n in unscored.items():
@@ -186,16 +202,20 @@ class ScoringService:
             self.calibrations[prov] = AppliedCalibration.joined(
                 self.calibrations.get(prov), conformal, entry["identity"], self.plan.route_width)
         self.metrics = Metrics()
-        self.cache = (VerdictCache(self.plan.verdict_cache)
+        self.cache = (VerdictCache(self.plan.verdict_cache, busy_s=CACHE_BUSY_S)
                       if self.plan.verdict_cache is not None else None)
         # (at least 1: a config file may ask for more replicas than max_concurrent)
         self.gate = Gate(max(1, share(self.limits.max_concurrent, replicas, rank)),
                          share(self.limits.max_queued, replicas, rank), self.metrics.queue)
-        self.workers = Workers()  # inline rubrics are validated and rendered there
+        # Inline rubrics are validated and rendered there.
+        self.workers = Workers(queued=self.limits.max_render_queued)
+        self.clients = Clients(self.limits.max_client_requests)  # open requests per address
         self.in_flight = 0  # score requests being answered
         self.draining = False  # set on shutdown: new score requests get 503
         self.replica, self._state = replica, state
         self._reporter: asyncio.Task[None] | None = None
+        self._health = Shared(self._check_health, HEALTH_CACHE_S)
+        self._metrics_text = Shared(self._read_metrics, HEALTH_CACHE_S)
 
     def __del__(self) -> None:
         workers = self.__dict__.get("workers")
@@ -214,6 +234,7 @@ class ScoringService:
     async def _rubric(self, ref: str | dict[str, Any]) -> Rubric:
         if isinstance(ref, str):
             return self._named(ref)
+        await asyncio.to_thread(check_inline, ref, self.limits)  # before it is pickled
         return await self.workers.run(self.limits.max_render_s, inline_rubric, ref, self.limits)
 
     async def _prepare(self, request: ScoreRequest) -> Prepared:
@@ -231,6 +252,9 @@ class ScoringService:
         if isinstance(request.rubric, str):
             return await asyncio.to_thread(prepare, self._named(request.rubric), raw, limits,
                                            request.allow_empty)
+        # Checked here, before the request is pickled for a worker: a structure too deep for
+        # pickle would kill the worker (a 500), and the size bounds cost nothing to check.
+        await asyncio.to_thread(check_inline, request.rubric, limits)
         return await self.workers.run(limits.max_render_s, prepare, request.rubric, raw, limits,
                                       request.allow_empty)
 
@@ -286,12 +310,7 @@ class ScoringService:
         prov = self._provenance(rubric)
         # Items judged before with this configuration are answered from the verdict cache;
         # only the others go to the judges (none at all when every item is cached).
-        if self.cache is None:
-            lookup = CacheLookup.of(None, prov, items)  # every item to judge
-        else:
-            lookup = await asyncio.to_thread(CacheLookup.of, self.cache, prov, items)
-            self.metrics.cache.labels("hit").inc(len(lookup.found))
-            self.metrics.cache.labels("miss").inc(len(lookup.todo))
+        lookup = await self._looked_up(prov, items)
         fresh: list[Verdict] = []
         if lookup.todo:
             async with self.gate:
@@ -300,18 +319,50 @@ class ScoringService:
                 steps = Steps(rubric, self.jury, prov, requests.subset(lookup.todo))
                 while (step := steps.next()) is not None:
                     judges, open_requests = step
-                    steps.add(await _all(
-                        [self._votes_of(j.name, open_requests, deadline) for j in judges]))
-            fresh = steps.verdicts()
-            if self.cache is not None:
-                await asyncio.to_thread(lookup.store, fresh)
+                    votes = await _all(
+                        [self._votes_of(j.name, open_requests, deadline) for j in judges])
+                    # Deciding (aggregation, a client's formula) is CPU work: not on the loop.
+                    await asyncio.to_thread(steps.add, votes)
+            fresh = await asyncio.to_thread(steps.verdicts)
+            await self._stored(lookup, fresh)
+        records = await asyncio.to_thread(self._records, rubric, prov, lookup, fresh, items)
+        self.metrics.count_votes(records)
+        return records
+
+    def _records(self, rubric: Rubric, prov: str, lookup: CacheLookup, fresh: list[Verdict],
+                 items: list[Any]) -> list[dict[str, Any]]:
+        """The verdict records of a request, calibrated where a map applies (in a thread)."""
         verdicts = lookup.merged(fresh)
         records = [v.to_record(input=input_hash(item)) for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
         if calibration is not None:
             records = [calibration.apply(r, rubric, it) for r, it in zip(records, items)]
-        self.metrics.count_votes(records)
         return records
+
+    async def _looked_up(self, prov: str, items: list[Any]) -> CacheLookup:
+        """The items' cache lookup; every item to judge when the cache is busy (another
+        process holds its lock): a verdict never waits on the cache."""
+        if self.cache is None:
+            return CacheLookup.of(None, prov, items)  # every item to judge
+        try:
+            lookup = await asyncio.to_thread(CacheLookup.of, self.cache, prov, items)
+        except CacheBusy as exc:
+            logger.warning("verdict cache skipped for %d item(s): %s", len(items), exc)
+            self.metrics.cache.labels("skipped").inc(len(items))
+            return CacheLookup.of(None, prov, items)
+        self.metrics.cache.labels("hit").inc(len(lookup.found))
+        self.metrics.cache.labels("miss").inc(len(lookup.todo))
+        return lookup
+
+    async def _stored(self, lookup: CacheLookup, fresh: list[Verdict]) -> None:
+        """Store fresh verdicts in the cache, or skip it (saying so) when it is busy."""
+        if lookup.cache is None:
+            return
+        try:
+            await asyncio.to_thread(lookup.store, fresh)
+        except CacheBusy as exc:
+            logger.warning("verdict cache skipped: %d verdict(s) not stored: %s", len(fresh), exc)
+            self.metrics.cache.labels("skipped").inc(len(fresh))
 
     # -- what the routes answer (see build_app) ----------------------------------------------
 
@@ -332,23 +383,61 @@ class ScoringService:
         return records
 
     async def openrlhf(self, rubric: str, request: OpenRLHFRequest,
-                       reward: RewardSpec) -> dict[str, Any]:
+                       options: Options, request_id: str = "") -> bytes:
         """POST /v1/openrlhf/{rubric}: OpenRLHF's remote reward model (see
-        :mod:`jurybox.serving.service.openrlhf`), scored as /v1/score scores."""
+        :mod:`jurybox.serving.service.openrlhf`), scored as /v1/score scores; the answer as
+        JSON (a criterion without a value in ``extra_logs`` is NaN, which OpenRLHF's JSON
+        reader takes). A refused sample is logged here with the request's id: OpenRLHF drops
+        an error's body."""
+        try:
+            reward = openrlhf.reward_options(options.score, options.scale, options.calibrated,
+                                             options.unscored, self.plan.openrlhf_unscored)
+            return await self._openrlhf(rubric, request, reward, options.scores,
+                                        request_id or "-")
+        except HTTPProblem as exc:
+            problem = openrlhf.renamed(exc)
+            logger.warning("OpenRLHF request %s refused (%d %s): %s [field %s]",
+                           request_id or "-", problem.status, problem.kind,
+                           problem.message[:500], problem.field)
+            raise problem from None
+
+    async def _openrlhf(self, rubric_name: str, request: OpenRLHFRequest, reward: RewardSpec,
+                        scores: Filter, request_id: str) -> bytes:
         if reward.unscored == "none":
             raise HTTPProblem(422, "invalid_request", "unscored=none is not possible here: "
                               "OpenRLHF needs a number for every sample (give unscored=error "
                               "or a value)", "unscored")
+        rubric = self._named(rubric_name)
+        if reward.calibrated and self.provenances[rubric_name] not in self.calibrations:
+            raise HTTPProblem(422, "invalid_request", f"calibrated=true, but this service has "
+                              f"no calibration map for rubric {rubric_name} (start it with "
+                              "--calibration MAP)", "calibrated")
+        criteria_policy: Unscored = (reward.unscored if isinstance(reward.unscored, float)
+                                     else "none")
         try:
-            bound = reward.bind(self._named(rubric))
+            bound = reward.bind(rubric)
+            criteria = [RewardSpec(score=c.name, scale=reward.scale, calibrated=reward.calibrated,
+                                   unscored=criteria_policy).bind(rubric)
+                        for c in rubric.criteria]
         except InputError as exc:
             raise HTTPProblem(422, "invalid_request", str(exc), exc.field) from None
-        items = [ScoreItem.model_validate(item) for item in openrlhf.items_of(request)]
-        if not items:
+        limits = self.limits
+        raw = await asyncio.to_thread(openrlhf.items_of, request, limits.max_items,
+                                      limits.max_field_chars)
+        if not raw:
             raise HTTPProblem(422, "invalid_request", "query is empty; send at least one "
                               "sample", "query")
-        records = await self.score(ScoreRequest(rubric=rubric, items=items, allow_empty=True))
-        return openrlhf.answer(bound, records)
+        items = [ScoreItem.model_validate(item) for item in raw]
+        records = await self.score(ScoreRequest(rubric=rubric_name, items=items,
+                                                allow_empty=True))
+        spans = {c.name: c.scale.high - c.scale.low for c in rubric.criteria}
+        given = await asyncio.to_thread(openrlhf.answer, bound, criteria, records, spans, scores)
+        for k, record in enumerate(records):
+            value, why = bound.raw(record)
+            if value is None:
+                logger.warning("OpenRLHF request %s: sample %d unscored (%s), rewarded %s: %s",
+                               request_id, k, reason_code(why), reward.unscored, why[:300])
+        return json.dumps(given).encode()
 
     async def drain(self, timeout_s: float) -> int:
         """Make every ingress replica take no new score requests (503 with Retry-After) and
@@ -459,7 +548,13 @@ class ScoringService:
         )
 
     async def healthz(self) -> Health:
-        """GET /healthz: every judge's state (pinged at once); 200 when all are ``ok``, else 503."""
+        """GET /healthz: every judge's state (pinged at once); 200 when all are ``ok``, else 503.
+        One answer serves every caller for :data:`HEALTH_CACHE_S` (and callers that come while
+        the judges are pinged wait for that one ping): an open route that anyone may call in a
+        loop costs the judges at most one ping a second."""
+        return await self._health.get()
+
+    async def _check_health(self) -> Health:
         states = await asyncio.gather(*(self._judge_state(j.name) for j in self.jury.judges))
         judges = dict(zip((j.name for j in self.jury.judges), states))
         ok = all(s == "ok" for s in judges.values())
@@ -479,7 +574,10 @@ class ScoringService:
     async def metrics_text(self) -> bytes:
         """GET /metrics: the metrics of every ingress replica, summed, as Prometheus text
         (this replica's alone without a shared state); 503 while the shared state cannot be
-        read (Serve restarting it)."""
+        read (Serve restarting it). Shared by the callers of one second, as /healthz is."""
+        return await self._metrics_text.get()
+
+    async def _read_metrics(self) -> bytes:
         from jurybox.serving.service.shared import render
 
         if self._state is None:
@@ -493,6 +591,28 @@ class ScoringService:
                               f"cannot be read right now ({_short(exc)}); retry shortly",
                               headers={"Retry-After": "2"}) from None
         return render(families)
+
+
+class Shared:
+    """One answer of ``fetch`` for every caller within ``ttl_s`` seconds; callers that come
+    while it is being fetched await that fetch (which a caller's leaving does not cancel)."""
+
+    def __init__(self, fetch: Callable[[], Any], ttl_s: float) -> None:
+        self.fetch, self.ttl_s = fetch, ttl_s
+        self._value: tuple[float, Any] | None = None
+        self._task: asyncio.Future[Any] | None = None
+
+    async def get(self) -> Any:
+        if self._value is not None and time.monotonic() - self._value[0] < self.ttl_s:
+            return self._value[1]
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self.fetch())
+            self._task.add_done_callback(self._keep)
+        return await asyncio.shield(self._task)
+
+    def _keep(self, task: asyncio.Future[Any]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self._value = (time.monotonic(), task.result())
 
 
 def share(total: int, replicas: int, rank: int) -> int:

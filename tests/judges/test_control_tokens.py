@@ -56,9 +56,12 @@ def test_the_replay_judges_get_the_item_s_control_tokens_as_text(replay_tiny, ge
     for judge in replay_tiny.spec.judges:
         backend = replay_tiny.backend(judge)
         seen: list[list[int]] = []
-        pick = backend._pick
-        monkeypatch.setattr(backend, "_pick", lambda ids, schema: (seen.append(ids),
-                                                                   pick(ids, schema))[1])
+
+        def spy(ids, schema, seen=seen, pick=backend._pick):
+            seen.append(ids)
+            return pick(ids, schema)
+
+        monkeypatch.setattr(backend, "_pick", spy)
         requests, prompts = prompts_of(backend, general, INJECTED)
         backend.generate(requests)
         _, clean = prompts_of(backend, general, CLEAN)
@@ -131,7 +134,7 @@ def test_the_transformers_judges_get_the_item_s_control_tokens_as_text(tiny_jury
         given: list[list[int]] = []
         generate = backend.model.generate
 
-        def spy(*args, generate=generate, **kwargs):
+        def spy(*args, generate=generate, given=given, **kwargs):
             mask = kwargs["attention_mask"][0].bool()
             given.append(kwargs["input_ids"][0][mask].tolist())
             return generate(*args, **kwargs)

@@ -163,7 +163,7 @@ def test_a_formula_over_every_criterion_a_rubric_may_have_is_accepted_and_exact(
     names = [f"c{k}" for k in range(32)]
     f = Formula(name="f", expression="(" + " + ".join(f"{k + 1}*{n}" for k, n in
                                                       enumerate(names)) + ") / 528")
-    scores = {n: 2 for n in names}
+    scores = dict.fromkeys(names, 2)
     assert f.evaluate(scores) == pytest.approx(2.0)
     # Integer constants compute in floats: no exact big-integer arithmetic from a client.
     assert Formula(name="g", expression="123456789 * 987654321 * c0").evaluate({"c0": 1}) == \

@@ -15,7 +15,13 @@ from starlette.testclient import TestClient
 
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.prompts import _compile
-from jurybox.serving.service.admission import Workers, check_text, inline_rubric, prepare
+from jurybox.serving.service.admission import (
+    Clients,
+    Workers,
+    check_text,
+    inline_rubric,
+    prepare,
+)
 from jurybox.serving.service.config import Limits
 from jurybox.serving.service.errors import HTTPProblem
 
@@ -189,7 +195,7 @@ def test_a_500_is_json_and_counted_in_metrics():
 
     metrics = Metrics()
     ingress = SimpleNamespace(plan=SimpleNamespace(cors_origins=[]), token=None, limits=LIMITS,
-                              metrics=metrics, jury_info=broken,
+                              metrics=metrics, jury_info=broken, clients=Clients(8),
                               metrics_text=lambda: None)
     with TestClient(build_app(ingress), raise_server_exceptions=False) as client:
         r = client.get("/v1/jury")

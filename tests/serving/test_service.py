@@ -257,6 +257,69 @@ def test_a_burst_beyond_the_queue_gets_429_with_retry_after(service):
     assert int(busy.headers["retry-after"]) >= 1 and busy.json()["error"]["type"] == "overloaded"
 
 
+def test_slow_bodies_and_open_route_loops_leave_the_service_to_others(service):
+    """60 clients that send their bodies a byte at a time, and 30 that loop on /metrics without
+    a token (an open route), took Serve's slots: bystanders got Serve's plain-text 503
+    "Request dropped due to backpressure". Now the ingress holds them (its own checks refuse
+    in JSON: a body must arrive within body_timeout_s) and the bystander is served."""
+    import socket
+
+    host, port = service.removeprefix("http://").split(":")
+    head = (f"POST /v1/score HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nContent-Length: 1000\r\n\r\n").encode()
+    slow = []
+    for _ in range(60):
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        sock.sendall(head + b"{")
+        slow.append(sock)
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.wait(0.5):
+            for sock in slow:
+                try:
+                    sock.sendall(b" ")
+                except OSError:  # refused and closed by the service: done
+                    pass
+
+    def loop_metrics():
+        with httpx.Client(timeout=30) as c:
+            while not stop.is_set():
+                c.get(f"{service}/metrics")
+
+    threads = [threading.Thread(target=trickle)] + [
+        threading.Thread(target=loop_metrics) for _ in range(30)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1.0)
+        waits = []
+        for _ in range(8):
+            began = time.perf_counter()
+            r = httpx.get(f"{service}/healthz", timeout=30)
+            waits.append(time.perf_counter() - began)
+            assert r.status_code == 200, r.text
+            time.sleep(0.25)
+        r = httpx.post(f"{service}/v1/score", json={"rubric": "general", "items": ROWS[:1]},
+                       headers=AUTH, timeout=120)
+        assert r.status_code == 200, r.text
+        assert max(waits) < 1.0, waits
+        # The slow bodies are cut off at body_timeout_s, with the JSON error shape.
+        deadline = time.monotonic() + 30
+        answer = b""
+        slow[0].settimeout(30)
+        while b"}}" not in answer and time.monotonic() < deadline:
+            answer += slow[0].recv(4096) or b"}}"
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert b'"body_timeout_s' in answer or b"body_timeout_s" in answer, answer
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        for sock in slow:
+            sock.close()
+
+
 def test_rubrics_jury_health_metrics_and_openapi(service, jury_file):
     rubrics = httpx.get(f"{service}/v1/rubrics", headers=AUTH).json()["rubrics"]
     assert {"general", "mirage-mg"} <= {r["name"] for r in rubrics}
@@ -283,7 +346,7 @@ def test_rubrics_jury_health_metrics_and_openapi(service, jury_file):
                   for path, ops in schema["paths"].items() for method, op in ops.items()}
     assert parameters == {"POST /v1/score": [], "POST /v1/provenance": [], "GET /v1/rubrics": [],
                           "POST /v1/openrlhf/{rubric}": ["rubric", "score", "scale",
-                                                         "calibrated", "unscored"],
+                                                         "calibrated", "unscored", "scores"],
                           "GET /v1/rubrics/{name}": ["name"], "GET /v1/jury": [],
                           "GET /healthz": [], "GET /metrics": []}, parameters
     # The bearer scheme is documented, so /docs asks for the token.
