@@ -4,34 +4,63 @@
 OpenRLHF posts ``{"query": [...], "prompts": [...], "labels": [...]}`` to the URL given as
 ``--reward.remote_url`` exactly as given (no route appended), with no header but the JSON
 content type, and reads ``rewards`` (required), ``scores`` (the filter's score, else the
-rewards) and ``extra_logs`` (numbers it logs) from the answer. ``query`` is the prompt and
-the response decoded together, special tokens included; ``prompts`` the prompt as the policy
-saw it (chat template applied); ``labels`` the dataset's label column (``--data.label_key``;
-empty strings without one).
+rewards) and ``extra_logs`` (numbers it logs per sample) from the answer. ``query`` is the
+prompt and the response decoded together, special tokens included, where the prompt may have
+been cut from the left to fit ``max_len`` (the policy saw only its end); ``prompts`` the whole
+prompt as the dataset gave it (chat template applied); ``labels`` the dataset's label column
+(``--data.label_key``; empty strings without one).
 
 So jurybox answers ``POST /v1/openrlhf/{rubric}``: the item's question is the prompt, its
-response the query after the prompt (special tokens at its end dropped), its reference the
-label when there is one. The reward options are query parameters (``score``, ``scale``,
-``calibrated``, ``unscored``, as :class:`jurybox.rubrics.reward.RewardSpec`); the token, where
-the service has one, comes in the URL's credentials (``http://jurybox:TOKEN@host:8000/...``:
-OpenRLHF's HTTP client sends them as Basic auth). An unscored reward is an error by default
-(422, naming the items: OpenRLHF cannot take a missing reward, and its retries then stop the
-step) unless ``unscored`` gives a value.
+response the query after the prompt (or after the prompt's end that the query begins with),
+special tokens at its end dropped; its reference the label when there is one. The reward
+options are query parameters (``score``, ``scale``, ``calibrated``, ``unscored``, as
+:class:`jurybox.rubrics.reward.RewardSpec`; ``scores`` for OpenRLHF's filter); the token,
+where the service has one, comes in the URL's credentials (``http://jurybox:TOKEN@host:8000/
+...``: OpenRLHF's HTTP client sends them as Basic auth).
+
+What an unscored sample becomes has no default: OpenRLHF drops an error's body, retries and
+then fails the step far from the cause, so the URL (``?unscored=error`` or a number) or the
+service (``jurybox serve --openrlhf-unscored``) must say it. With a number, ``extra_logs``
+carries ``jurybox/unscored`` (0 or 1) and ``jurybox/unscored_reason`` (a code of
+:data:`jurybox.judges.parsing.REASON_CODES`, by position; 0 when scored) for every sample,
+which OpenRLHF logs beside its own metrics.
+
+Everything here is linear in the body's size: no regular expression runs on a client's text.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jurybox.judges.parsing import REASON_CODES, reason_code
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward
 
 from .errors import HTTPProblem
 
-# Special tokens a decoded query ends with (the response's end-of-sequence, any padding).
-_TRAILING_SPECIAL = re.compile(r"(?:\s*(?:<\|[^|<>]{1,40}\|>|</s>|<eos>|<pad>|<end_of_turn>))+\s*$")
+# Special tokens a decoded query may end with (the response's end-of-sequence, any padding):
+# the fixed ones, and any ``<|...|>`` of at most this many characters inside.
+_FIXED_SPECIAL = ("</s>", "<eos>", "<pad>", "<end_of_turn>", "<｜end▁of▁sentence｜>")
+_MAX_SPECIAL_NAME = 40
+# The least of a prompt's end that a query must begin with when the prompt was cut from the
+# left (fewer characters could match by chance).
+MIN_PROMPT_TAIL = 16
+
+Filter = Literal["reward", "agreement"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """The route's query parameters: the reward (:func:`reward_options`) and ``scores``."""
+
+    score: str | None = None
+    scale: Scale = "unit"
+    calibrated: bool = False
+    unscored: str | None = None
+    scores: Filter = "reward"
 
 
 class OpenRLHFRequest(BaseModel):
@@ -41,38 +70,106 @@ class OpenRLHFRequest(BaseModel):
 
     query: list[str] = Field(min_length=1, description="Prompt and response, decoded together "
                              "(special tokens included); at most the service's max_items.")
-    prompts: list[str] | None = Field(None, description="The prompts as the policy saw them.")
+    prompts: list[str] | None = Field(None, description="The prompts as the dataset gave "
+                                      "them (the query may begin with only their end).")
     labels: list[str | None] | None = Field(None, description="The dataset's labels (the "
                                             "reference), or empty strings.")
 
 
 class OpenRLHFResponse(BaseModel):
-    """What OpenRLHF reads: ``rewards`` per sample, ``scores`` (the same here) and
-    ``extra_logs`` (numbers; ``jurybox_unscored`` is the count of unscored rewards)."""
+    """What OpenRLHF reads: ``rewards`` per sample, ``scores`` (its filter's number: the
+    rewards, or the jury's agreement) and ``extra_logs`` (numbers it logs)."""
 
     rewards: list[float]
     scores: list[float]
-    extra_logs: dict[str, float]
+    extra_logs: dict[str, float | list[float]]
 
 
-def items_of(request: OpenRLHFRequest) -> list[dict[str, Any]]:
-    """The score request's items: question = prompt, response = the query after the prompt
-    (its trailing special tokens dropped), reference = the label (when not empty)."""
+def strip_trailing_special(text: str) -> str:
+    """``text`` without the special tokens (and whitespace) it ends with; linear in what it
+    strips, whatever the text."""
+    while True:
+        text = text.rstrip()
+        for token in _FIXED_SPECIAL:
+            if text.endswith(token):
+                text = text[: -len(token)]
+                break
+        else:
+            if not text.endswith("|>"):
+                return text
+            start = text.rfind("<|", max(0, len(text) - _MAX_SPECIAL_NAME - 4), len(text) - 2)
+            name = text[start + 2 : -2] if start >= 0 else ""
+            if not name or any(c in name for c in "|<>"):
+                return text
+            text = text[:start]
+
+
+def _longest_tail_prefix(prompt: str, query: str) -> int:
+    """The length of the longest end of ``prompt`` that ``query`` begins with (the prefix
+    function of ``query + NUL + prompt``, over code points: linear time)."""
+    head = query[: len(prompt)]
+    s = [ord(c) for c in head] + [-1] + [ord(c) for c in prompt]
+    pi = [0] * len(s)
+    for i in range(1, len(s)):
+        k = pi[i - 1]
+        while k and s[i] != s[k]:
+            k = pi[k - 1]
+        if s[i] == s[k]:
+            k += 1
+        pi[i] = k
+    return pi[-1]
+
+
+def response_of(query: str, prompt: str) -> str | None:
+    """The response in ``query``: what follows ``prompt``, or the end of ``prompt`` that the
+    query begins with when OpenRLHF cut the prompt from the left (a cut inside a character
+    decodes as U+FFFD: those are skipped); None when the query begins with neither."""
+    if query.startswith(prompt):
+        return query[len(prompt):]
+    rest = query.lstrip("\ufffd") if query[:4].count("\ufffd") else query
+    if len(rest) < len(query) - 3:  # more than a cut character's worth
+        return None
+    tail = _longest_tail_prefix(prompt, rest)
+    if tail < min(MIN_PROMPT_TAIL, len(prompt)):
+        return None
+    return rest[tail:]
+
+
+def items_of(request: OpenRLHFRequest, max_items: int, max_field_chars: int
+             ) -> list[dict[str, Any]]:
+    """The score request's items: question = prompt, response = the query after (the end of)
+    the prompt, its trailing special tokens dropped, reference = the label (when not empty).
+    The counts and lengths are checked before any text is looked at."""
     n = len(request.query)
+    if n > max_items:
+        raise HTTPProblem(413, "too_large", f"{n} samples; this service takes at most "
+                          f"{max_items} per request (max_items)", "query")
     for name in ("prompts", "labels"):
         given = getattr(request, name)
         if given is not None and len(given) != n:
             raise HTTPProblem(422, "invalid_request", f"{name} has {len(given)} entries and query "
                               f"{n}: OpenRLHF sends one of each per sample", name)
+    for name, texts, limit in (("query", request.query, 2 * max_field_chars),
+                               ("prompts", request.prompts or [], max_field_chars),
+                               ("labels", request.labels or [], max_field_chars)):
+        for k, text in enumerate(texts):
+            if text is not None and len(text) > limit:
+                raise HTTPProblem(422, "invalid_request", f"{name}[{k}] has {len(text)} "
+                                  f"characters; this service takes at most {limit} "
+                                  "(max_field_chars" + (", twice for prompt and response)"
+                                                        if name == "query" else ")"),
+                                  f"{name}[{k}]")
     items = []
     for k, query in enumerate(request.query):
         prompt = request.prompts[k] if request.prompts is not None else ""
-        if prompt and not query.startswith(prompt):
-            raise HTTPProblem(422, "invalid_request", "the query does not begin with its prompt: "
-                              "OpenRLHF's query is the prompt followed by the response",
+        response = response_of(query, prompt) if prompt else query
+        if response is None:
+            raise HTTPProblem(422, "invalid_request", "the query begins neither with its prompt "
+                              "nor with the prompt's end (OpenRLHF's query is the prompt, or "
+                              "its end when cut to max_len, followed by the response)",
                               f"query[{k}]")
-        response = _TRAILING_SPECIAL.sub("", query[len(prompt):])
-        item: dict[str, Any] = {"id": str(k), "question": prompt, "response": response}
+        item: dict[str, Any] = {"id": str(k), "question": prompt,
+                                "response": strip_trailing_special(response)}
         label = request.labels[k] if request.labels is not None else None
         if label:
             item["reference"] = label
@@ -80,30 +177,86 @@ def items_of(request: OpenRLHFRequest) -> list[dict[str, Any]]:
     return items
 
 
-def answer(reward: Reward, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """OpenRLHF's answer for the verdicts; 422 naming the unscored items when the reward's
-    unscored policy is an error (a missing reward is not a number OpenRLHF can use)."""
-    unscored = reward.count_unscored(records)
+# An item's field as OpenRLHF named it: a problem with items[k].response is one with query[k].
+_FIELDS = {"question": "prompts", "response": "query", "reference": "labels", "id": "query"}
+
+
+def renamed(problem: HTTPProblem) -> HTTPProblem:
+    """``problem`` with an item's field named as OpenRLHF's body names it (``items[0].response``
+    -> ``query[0]``), in its field and its message."""
+    field = problem.field or ""
+    if not field.startswith("items["):
+        return problem
+    index, _, rest = field[len("items["):].partition("]")
+    name = _FIELDS.get(rest.lstrip(".").split(".")[0].split("[")[0])
+    if name is None or not index.isdigit():
+        return problem
+    ours = f"{name}[{index}]"
+    return HTTPProblem(problem.status, problem.kind, problem.message.replace(field, ours), ours,
+                       problem.headers)
+
+
+def answer(reward: Reward, criteria: list[Reward], records: list[dict[str, Any]],
+           spans: dict[str, float], scores: Filter = "reward") -> dict[str, Any]:
+    """OpenRLHF's answer for the verdicts: the rewards; ``scores`` the rewards or the jury's
+    agreement (:func:`agreement`, for OpenRLHF's dynamic filter); ``extra_logs`` per sample:
+    ``jurybox/unscored``, ``jurybox/unscored_reason`` (the code's position in
+    :data:`REASON_CODES`, 0 when scored) and each criterion's reward (``jurybox/<criterion>``;
+    where it has none, the unscored value, or NaN when the policy is an error). A 422 naming
+    the unscored items when the reward's policy is an error."""
     try:
         values = reward.values(records)
     except UnscoredReward as exc:
-        raise HTTPProblem(422, "unscored", f"{exc} (as a query parameter here: "
-                          "?unscored=0.5)", "unscored") from None
-    numbers = [float(v) for v in values if v is not None]  # (unscored=none is refused before)
-    return {"rewards": numbers, "scores": numbers,
-            "extra_logs": {"jurybox_unscored": float(unscored)}}
+        raise HTTPProblem(422, "unscored", f"{exc} (the route's policy: ?unscored=error; give "
+                          "?unscored=<value> to train on)", "unscored") from None
+    rewards = [float(v) for v in values if v is not None]  # (unscored=none is refused before)
+    flags, reasons = [], []
+    for record in records:
+        raw, why = reward.raw(record)
+        flags.append(0.0 if raw is not None else 1.0)
+        reasons.append(0.0 if raw is not None else float(REASON_CODES.index(reason_code(why))))
+    logs: dict[str, float | list[float]] = {"jurybox/unscored": flags,
+                                            "jurybox/unscored_reason": reasons}
+    for each in criteria:
+        logs[f"jurybox/{each.score}"] = [math.nan if v is None else float(v)
+                                         for v in each.values(records)]
+    if len(records) == 1:  # OpenRLHF's one-sample requests: numbers, as it logs them
+        logs = {k: v[0] if isinstance(v, list) else v for k, v in logs.items()}
+    filtered = rewards if scores == "reward" else [agreement(r, spans) for r in records]
+    return {"rewards": rewards, "scores": filtered, "extra_logs": logs}
 
 
-def reward_options(score: str | None, scale: Scale, calibrated: bool, unscored: str) -> RewardSpec:
-    """The reward of the route's query parameters; 422 naming the parameter at fault."""
+def agreement(record: dict[str, Any], spans: dict[str, float]) -> float:
+    """1 minus the judges' mean spread on a verdict's criteria (each criterion's range of
+    votes over its scale's span ``spans[name]``): 1 when every judge gave the same scores, 0
+    for an unscored verdict."""
+    parts = [min(1.0, d["range"] / spans[name])
+             for name, d in (record.get("disagreement") or {}).items()
+             if d.get("range") is not None and spans.get(name)]
+    if record.get("status") != "scored" or not parts:
+        return 0.0
+    return 1.0 - sum(parts) / len(parts)
+
+
+def reward_options(score: str | None, scale: Scale, calibrated: bool, unscored: str | None,
+                   default: str | None = None) -> RewardSpec:
+    """The reward of the route's query parameters (``unscored`` from the URL, else the
+    service's ``default``); 422 naming the parameter at fault. No unscored policy at all is a
+    422 too: which number a failed judgment becomes is the user's choice, never ours."""
+    given = unscored if unscored is not None else default
+    if given is None:
+        raise HTTPProblem(422, "invalid_request", "say what an unscored sample's reward is: "
+                          "add ?unscored=<number> to --reward.remote_url (e.g. ?unscored=0), or "
+                          "?unscored=error to stop the step, or start the service with "
+                          "--openrlhf-unscored", "unscored")
     policy: Unscored = "error"
-    if unscored != "error":
+    if given != "error":
         try:
-            policy = float(unscored)
+            policy = float(given)
         except ValueError:
-            raise HTTPProblem(422, "invalid_request", f"unscored={unscored!r}: give error (the "
-                              "default: an unscored sample is a 422) or the number its reward "
-                              "should be (OpenRLHF needs a number for every sample)",
+            raise HTTPProblem(422, "invalid_request", f"unscored={given!r}: give error (an "
+                              "unscored sample is a 422) or the number its reward should be "
+                              "(OpenRLHF needs a number for every sample)",
                               "unscored") from None
     try:
         return RewardSpec(score=score, scale=scale, calibrated=calibrated, unscored=policy)
