@@ -2,7 +2,9 @@
 ``jurybox models fetch`` writes as its policy and the jury's rewards from the session's live
 service (``user_service``) as its (async) reward function, on conversations with a system
 turn. The rewards TRL logs equal what /v1/score returns for the same items (the system turn is
-not judged as the item's context); an unscored item's reward is None, which TRL leaves out,
+not judged as the item's context); an unscored item (its reference makes the judges' prompt
+longer than the service's limit, while the policy's prompt stays short: a long prompt made
+the policy's step take most of the test's time) has the reward None, which TRL leaves out,
 and the trainer's log says why (a warning naming jurybox, the completion and the cause) as
 its completions table shows each verdict. Per-criterion rewards weighed by TRL's
 ``reward_weights`` go through TRL's own scoring (``_generate_and_score_completions``, the
@@ -15,12 +17,15 @@ import logging
 import math
 
 import pytest
-from service_helpers import LONG_QUESTION, USER_SERVICE_TOKEN
+from service_helpers import USER_SERVICE_TOKEN
 
 pytestmark = pytest.mark.models
 
 REFERENCE = "Early blight (Alternaria solani): remove infected leaves, mulch, copper fungicide."
 SHORT = "What causes brown rings on tomato leaves after rain?"
+GARLIC = "When should I plant garlic in Ohio?"
+#: A reference that puts the judges' prompts over the session service's limit (1024 tokens).
+LONG_REFERENCE = "Plant it in mid-autumn. " + "Mulch it, water it and weed it. " * 110
 SYSTEM = "You are a plant doctor. Answer in one sentence; this instruction is not the question."
 
 
@@ -75,10 +80,10 @@ def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_sco
         return rewards
 
     recorded.__name__ = reward.__name__  # the name TRL logs the reward under
-    # One prompt per step (2 completions each): the short one is scored, the long one's
-    # judge prompts are over the service's limit (unscored).
-    dataset = Dataset.from_dict({"prompt": [conversation(SHORT), conversation(LONG_QUESTION)],
-                                 "answer": [REFERENCE, REFERENCE]})
+    # One prompt per step (2 completions each): the first is scored, the second's judge
+    # prompts are over the service's limit (its reference is long): unscored.
+    dataset = Dataset.from_dict({"prompt": [conversation(SHORT), conversation(GARLIC)],
+                                 "answer": [REFERENCE, LONG_REFERENCE]})
     trainer = grpo(tmp_path, [recorded], dataset)
     with caplog.at_level(logging.WARNING, logger="jurybox.integrations"):
         trainer.train()
@@ -86,7 +91,7 @@ def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_sco
     steps = [h for h in trainer.state.log_history if "loss" in h]
     assert len(steps) == 2 and len(calls) == 2
     # The question is the user's turn; the system turn is the policy's instruction, not context.
-    assert {it.question for it in judged} == {SHORT, LONG_QUESTION}
+    assert {it.question for it in judged} == {SHORT, GARLIC}
     assert all(it.context is None for it in judged)
     name = reward.__name__
     spec = RewardSpec(unscored="none").bind(load_rubric("mirage-mg"))
@@ -98,7 +103,7 @@ def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_sco
         assert rewards == spec.values(v1_score("mirage-mg", items))
         assert logged[f"jurybox/{name}/unscored"] == sum(r is None for r in rewards)
         if all(r is None for r in rewards):  # TRL leaves the missing rewards out: no mean
-            assert prompts[0][-1]["content"] == LONG_QUESTION
+            assert prompts[0][-1]["content"] == GARLIC
             assert logged[f"rewards/{name}/mean"] is None
             unscored_seen += 1
         else:
@@ -111,8 +116,9 @@ def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_sco
     # Why, in the trainer's log: jurybox, each unscored completion, the cause (#51: nothing).
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "jurybox.integrations"]
     assert warning.startswith("jurybox: 2 of 2 rewards (mirage-mg.weighted_sum) unscored: "
-                              "completion 0 of the batch (prompt 'Please consider")
-    assert "completion 1 of the batch" in warning and "smollm2-135m: prompt is " in warning
+                              f"completion 0 of the batch (prompt {GARLIC!r}): smollm2-135m: "
+                              "prompt is ")
+    assert f"; completion 1 of the batch (prompt {GARLIC!r}): smollm2-135m: prompt is " in warning
     # Each verdict in TRL's completions table (the last step's, as TRL keeps them).
     column = list(trainer._logs["extra"][f"{name}/verdict"])
     last = calls[-1][3]
