@@ -67,20 +67,24 @@ def test_the_client_installs_without_torch_and_scores_through_the_service(
     venv.EnvBuilder(with_pip=False).create(fresh)
     python = fresh / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                    "-c", str(ROOT / "locks" / "cpu.txt"), str(wheel)], check=True)
+                    "--no-compile", "-c", str(ROOT / "locks" / "cpu.txt"), str(wheel)],
+                   check=True)
     listed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "list",
                              "--format", "json"], check=True, capture_output=True, text=True)
     installed = {p["name"].lower() for p in json.loads(listed.stdout)}
     assert "jurybox-client" in installed and not installed & set(HEAVY), installed
     site = next((fresh / "lib").glob("python3*/site-packages"))
     size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
-    assert size < 300e6, size  # numpy and scipy are most of it (~240 MB measured)
+    assert size < 300e6, size  # numpy and scipy: most of 186 MB (237 MB with bytecode)
 
     item = {"question": "What causes brown rings on tomato leaves after rain?",
             "response": "Early blight, a fungal disease.",
             "reference": "Early blight (Alternaria solani)."}
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env[USER_SERVICE_TOKEN_ENV] = USER_SERVICE_TOKEN
+    # A first import writes the bytecode (pip was told not to), the script's is timed.
+    subprocess.run([str(python), "-c", "import jurybox.integrations.trl, jurybox.integrations."
+                    "verl, jurybox.serving.service.client"], cwd=tmp_path, env=env, check=True)
     ran = subprocess.run([str(python), "-c", SCRIPT, user_service, item["question"],
                           item["response"], item["reference"]], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
