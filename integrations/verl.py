@@ -9,9 +9,9 @@ verl 0.9.1's reward loop gives each reward worker a chunk of the batch and its r
 (``naive`` by default; ``dapo``, ``gdpo``, ``rate_limited`` alike) awaits
 ``compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **reward_kwargs)``
 for every response of the chunk at once. Nothing in that loop calls a batch function, so
-:func:`compute_score` is the batch path: the calls that arrive together (within
-``WINDOW_S`` of the first) are judged together, in as few requests as the service's limits
-allow. verl's ``remote`` reward manager runs the function in Ray worker processes of its own
+:func:`compute_score` is the batch path: the calls that arrive together (each within
+``GAP_S`` of the one before, all within ``WINDOW_S`` of the first) are judged together, in as
+few requests as the service's limits allow. verl's ``remote`` reward manager runs the function in Ray worker processes of its own
 and refuses coroutines: name :func:`compute_score_sync` there
 (``reward.custom_reward_function.name=compute_score_sync``); it judges one response per call
 (each worker one at a time), so ``naive`` is the faster choice for a jury behind a service.
@@ -49,7 +49,10 @@ from jurybox.rubrics.reward import Reward, Scale, Unscored, UnscoredReward
 
 from .core import JuryRewards, conversation_context, explain, message_text, short
 
-#: How long the first of the calls that arrive together waits for the others (seconds).
+#: The calls judged together: each within GAP_S of the one before (a quiet GAP_S ends the
+#: batch: e.g. a client that has only so many calls in flight), all within WINDOW_S of the
+#: first (seconds).
+GAP_S = 0.01
 WINDOW_S = 0.05
 
 _REWARDS: dict[tuple[Any, ...], JuryRewards] = {}
@@ -175,26 +178,35 @@ def compute_score_sync(data_source: str | None = None, solution_str: str = "",
 
 
 class _Gatherer:
-    """The calls on one event loop with one reward that arrive within ``WINDOW_S`` of the
-    first of them, judged in one :meth:`JuryRewards.records` (which splits them into requests
-    the service takes); each call gets its own verdict, or the error of its request."""
+    """The calls on one event loop with one reward that arrive together (see ``GAP_S``),
+    judged in one :meth:`JuryRewards.records` (which splits them into the requests the service
+    takes, several at once); each call gets its own verdict, or the error of its request."""
 
     def __init__(self, rewards: JuryRewards) -> None:
         self.rewards = rewards
         self.pending: list[tuple[Any, str, asyncio.Future[dict[str, Any]]]] = []
+        self.first = self.last = 0.0
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def judge(self, item: Any, sample: str) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self.last = loop.time()
         if not self.pending:
-            loop.call_later(WINDOW_S, self._flush)
+            self.first = self.last
+            loop.call_later(GAP_S, self._check)
         self.pending.append((item, sample, future))
         return await future
 
-    def _flush(self) -> None:
+    def _check(self) -> None:
+        """Judge the pending calls after a quiet GAP_S or WINDOW_S in all, else look again."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now - self.last < GAP_S and now - self.first < WINDOW_S:
+            loop.call_at(min(self.last + GAP_S, self.first + WINDOW_S), self._check)
+            return
         batch, self.pending = self.pending, []
-        task = asyncio.get_running_loop().create_task(self._judge(batch))
+        task = loop.create_task(self._judge(batch))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 

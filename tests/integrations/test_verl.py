@@ -90,15 +90,23 @@ def score(worker, data):
     return worker.loop.run_until_complete(worker.compute_score_batch(data))
 
 
-def test_verl_s_reward_loop_scores_a_batch_with_the_jury(user_service, token, v1_score):
+def test_verl_s_reward_loop_scores_a_batch_with_the_jury(user_service, token, v1_score,
+                                                         monkeypatch):
     """The naive manager, the question under the key ``fields.question`` names (#51: it was
     read from the wrong key, and the service answered ``items[0].question: empty``)."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
     from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+    from jurybox.integrations import verl
     from jurybox.integrations.verl import jury_rewards
     from jurybox.rubrics import load_rubric
     from jurybox.rubrics.reward import RewardSpec
+
+    # A quiet 10 ms ends a batch (50 ms at most); this machine, shared with other runs, may
+    # pause a thread longer between two of verl's decodes: wider here, so that the count of
+    # requests below is certain.
+    monkeypatch.setattr(verl, "GAP_S", 0.5)
+    monkeypatch.setattr(verl, "WINDOW_S", 2.0)
 
     options = {"unscored": 0.25, "fields": {"question": "prompt_text"}}
     worker = RewardLoopWorker(config(user_service, token, **options))
