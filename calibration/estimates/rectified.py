@@ -93,16 +93,18 @@ class Terms:
 
 
 def betting_bounds(terms: Terms, alpha: float, horizon: float | None = None,
-                   ) -> tuple[float, float]:
+                   grid: int | None = None) -> tuple[float, float]:
     """The mean's ``1 - alpha`` betting bounds after the last of ``terms`` (the rectifiers'
     betting interval shifted by the jury's pool mean), its bets tuned for ``horizon`` visits
-    (None: for every count, the page's sequence; the count itself: a fixed-sample interval)."""
-    from ..stats.sequences import betting_interval
+    (None: for every count, the page's sequence; the count itself: a fixed-sample interval);
+    ``grid``: candidate means per pass (None: the sequences' default; fewer round outwards)."""
+    from ..stats.sequences import GRID, betting_interval
 
     low, high = rectifier_range(terms.f_pool, terms.pi_pool, terms.low, terms.high)
     width = high - low
     lo, hi = betting_interval((terms.d - low) / width, alpha,
-                              terms.f_pool.size if terms.uniform else None, horizon)
+                              terms.f_pool.size if terms.uniform else None, horizon,
+                              grid or GRID)
     return terms.bounded(low + lo * width, low + hi * width)
 
 

@@ -11,7 +11,9 @@ Goals (``jurybox label --goal``):
 - ``benchmark-mean``: items chosen actively for the PPI++ estimate of the benchmark's mean score:
   a uniform random visiting order in which each item is labelled with a probability that grows
   with the square root of the jury's uncertainty on it (:mod:`jurybox.calibration.estimates.active`); the
-  estimate weights each label by that probability, so it stays unbiased.
+  estimate weights each label by that probability, so it stays unbiased. With ``design``
+  ``uniform`` (where the plan finds the active choice costs more labels under the page's
+  sequence), the uniform order of goal agreement instead, recorded as uniform.
 - ``cascade``: the same uniform order, because a cascade's threshold is certified on labels drawn
   at random from the items (:mod:`jurybox.calibration.estimates.cascade_threshold`): items chosen any other
   way would void its guarantee.
@@ -52,6 +54,8 @@ from ..errors import InputDataError
 from . import active
 
 GOALS = ("agreement", "benchmark-mean", "cascade", "review")
+#: How benchmark-mean chooses its items: actively (by the jury's uncertainty) or uniformly.
+DESIGNS = ("active", "uniform")
 REVIEW = "review"
 STRATA = ("surest", "middle", "least sure")
 
@@ -75,9 +79,16 @@ class Selector:
 
     def __init__(self, ids: Sequence[str], goal: str = "agreement", *, seed: int = 0,
                  overlap: float = 0.0, uncertainty: Mapping[str, float] | None = None,
-                 stratify: bool = False, routed: Mapping[str, str] | None = None) -> None:
+                 stratify: bool = False, routed: Mapping[str, str] | None = None,
+                 design: str = "active") -> None:
         if goal not in GOALS:
             raise InputDataError(f"goal must be one of {list(GOALS)}; got {goal!r}")
+        if design not in DESIGNS:
+            raise InputDataError(f"design must be one of {list(DESIGNS)}; got {design!r}")
+        if design == "uniform" and goal != active.GOAL:
+            raise InputDataError(f"design is for goal {active.GOAL}; goal {goal} takes items "
+                                 "as its estimate needs them")
+        self.design = design if goal == active.GOAL else "uniform"
         if not 0.0 <= overlap <= 1.0:
             raise InputDataError(f"overlap must be a share between 0 and 1; got {overlap}")
         if not ids:
@@ -91,7 +102,7 @@ class Selector:
         if stratify and goal != "agreement":
             raise InputDataError(f"stratify is for goal agreement; goal {goal} takes items "
                                  "as its estimate needs them")
-        if (goal == active.GOAL or stratify) and uncertainty is None:
+        if ((goal == active.GOAL and design == "active") or stratify) and uncertainty is None:
             raise InputDataError(f"goal {goal}"
                                  + (" stratified" if stratify else "")
                                  + " needs each item's uncertainty")
@@ -106,12 +117,12 @@ class Selector:
             order = [item for item in self.routed if item in set(unique)]
         elif stratify:
             order = self._stratified(unique, uncertainty or {}, rng)
-        elif goal == active.GOAL:
+        elif goal == active.GOAL and design == "active":
             pi = active.inclusion_probabilities([(uncertainty or {})[i] for i in unique])
-            design = active.Design.draw(pi, rng)
-            order = [unique[k] for k in design.order]
-            self.probability = dict(zip(order, map(float, design.pi)))
-            self.chosen = {item for item, c in zip(order, design.chosen) if c}
+            drawn = active.Design.draw(pi, rng)
+            order = [unique[k] for k in drawn.order]
+            self.probability = dict(zip(order, map(float, drawn.pi)))
+            self.chosen = {item for item, c in zip(order, drawn.chosen) if c}
         else:
             order = unique
             rng.shuffle(order)
@@ -177,7 +188,10 @@ class Selector:
                           {"strategy": "stratified", "probability": None, "stratum": h})
         why = (f"item {k} of {n} in a uniform random order"
                + (" (a cascade's guarantee needs labels chosen at random)"
-                  if self.goal == "cascade" else ""))
+                  if self.goal == "cascade" else "")
+               + (" (for the benchmark mean: the plan found a uniform order needs fewer labels "
+                  "than the active choice under the page's confidence sequence)"
+                  if self.goal == active.GOAL else ""))
         return Choice(item, why, {"strategy": "uniform", "probability": None})
 
 
@@ -195,11 +209,15 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
              jury_scores: Mapping[str, Mapping[str, float | None]], scales: Mapping[str, Any],
              target_width: float | None, total: int, goal: str = "agreement", *,
              model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
-             probabilities: Mapping[str, float] | None = None) -> dict[str, Any]:
+             probabilities: Mapping[str, float] | None = None,
+             sequence: str = "asymptotic") -> dict[str, Any]:
     """How far the labels have got: counts (items labelled by anyone, lines per rater, items
     left), and per criterion the jury's agreement with the human labels (exact, after snapping
     the jury's score to the scale) with its 95% interval; ``goal_met`` when every criterion's
-    half-width is at most ``target_width``."""
+    half-width is at most ``target_width``. For benchmark-mean, ``sequence`` is the mean's
+    sequence (:func:`jurybox.calibration.estimates.active.mean_sequences`), the asymptotic
+    one tuned for what the target width needs were the jury calibrated
+    (:func:`mean_horizons`)."""
     lines = [line for line in latest.values() if labelled(line)]
     items = {str(line["id"]) for line in lines}
     by_rater: dict[str, int] = {}
@@ -224,7 +242,12 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
             means = dict.fromkeys(scales, str(exc))
         out["mean"] = {c: e.to_dict() if isinstance(e, active.MeanEstimate)
                        else {"estimate": None, "reason": e} for c, e in means.items()}
-        sequences = active.mean_sequences(lines, jury_scores, scales, probabilities, ALPHA)
+        horizons = (mean_horizons(jury_scores, scales, model, probabilities, target_width)
+                    if sequence == "asymptotic" else {})
+        sequences = {c: active.mean_sequences(lines, jury_scores, {c: scale}, probabilities,
+                                              ALPHA, horizons.get(c), method=sequence,
+                                              model=model)[c]
+                     for c, scale in scales.items()}
         for criterion, got in sequences.items():
             if isinstance(got, str):
                 out["mean"][criterion]["sequence"] = {"reason": got}
@@ -245,6 +268,30 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
 
 #: The confidence sequences' level: 95%, at every number of labels at once.
 ALPHA = 0.05
+
+
+def mean_horizons(jury_scores: Mapping[str, Mapping[str, float | None]],
+                  scales: Mapping[str, Any],
+                  model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None,
+                  probabilities: Mapping[str, float] | None, width: float | None
+                  ) -> dict[str, float]:
+    """Per criterion, the visits the mean's asymptotic sequence is tuned for
+    (:func:`jurybox.calibration.estimates.active.mean_horizon`): fixed by the verdicts and the
+    target width before any label; none without a target or a model (the sequence's default)."""
+    if width is None or width <= 0 or model is None:
+        return {}
+    out = {}
+    for criterion in scales:
+        scored = [i for i, s in jury_scores.items() if s.get(criterion) is not None]
+        if not scored:
+            continue
+        jury = [model.get(i, {}).get(criterion) or (jury_scores[i][criterion], 0.0)
+                for i in scored]
+        pi = np.array([(probabilities or {}).get(i, 1.0) for i in scored])
+        out[criterion] = active.mean_horizon(
+            np.array([float(jury_scores[i][criterion] or 0.0) for i in scored]),
+            np.array([m for m, _ in jury]), np.array([v for _, v in jury]), pi, width)
+    return out
 
 
 @functools.lru_cache(maxsize=64)  # asked per criterion after every label

@@ -334,16 +334,21 @@ def overconfident_pool(rng: np.random.Generator, n_items: int = 2000, *, wrong: 
 
 def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: bool = True,
                      alpha: float = 0.05, width: float | None = None, grid: int = 400,
-                     horizon: float | None = None) -> dict[str, Any]:
+                     horizon: float | None = None, method: str = "betting") -> dict[str, Any]:
     """One labelling session for the benchmark mean with the page's confidence sequence
-    (:func:`jurybox.calibration.estimates.active.mean_sequences`: the betting sequence of the
-    terms ``f + xi / pi (Y - f)`` over the visiting order). ``covered``: the pool's true mean
-    stays inside the sequence over the whole visiting order (the truth's wealth never reaches
-    1/alpha: time-uniform, so covered at whatever label a labeller stops). With ``width``, also
-    the labels at which the sequence (on a grid of ``grid`` candidate means) first has
-    half-width at most ``width`` (None when it never does)."""
-    from ..stats.sequences import betting_cs, log_wealth
-    from .active import Design, inclusion_probabilities, rectifier_range
+    (:func:`jurybox.calibration.estimates.active.mean_sequences`: the sequence of the terms
+    ``f + xi / pi (Y - f)`` over the visiting order). ``covered``: the pool's true mean stays
+    inside the sequence over the whole visiting order (time-uniform, so covered at whatever
+    label a labeller stops). With ``width``, also the labels at which the sequence first has
+    half-width at most ``width`` (None when it never does; the betting sequence on a grid of
+    ``grid`` candidate means). ``method``: ``betting`` (the truth's wealth never reaches
+    1/alpha), or ``asymptotic`` (the betting sequence until NORMAL_DEPARTURES labels depart
+    from the jury's score, then the asymptotic sequence tuned for ``horizon`` visits, its
+    variance floored by the jury's distributions unless the labels show them overstated, as
+    mean_sequences shows it)."""
+    from ..stats.sequences import asymptotic_cs, betting_cs, log_wealth
+    from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement
+    from .rectified import NORMAL_DEPARTURES, rectifier_range, term_variance
 
     pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
     design = Design.draw(pi, rng)
@@ -354,17 +359,46 @@ def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: b
     uniform = bool(np.all(pi == 1.0))
     population = pool.score.size if uniform else None
     truth = float(np.mean(pool.human - pool.score))  # the mean rectifier
+    bet_horizon = horizon if method == "betting" else None
     wealth = log_wealth(x, np.array([(truth - low) / (high - low)]), alpha, population,
-                        horizon)[0]
-    out: dict[str, Any] = {"covered": bool(np.all(wealth < np.log(1.0 / alpha))),
-                           "truth": float(pool.human.mean())}
+                        bet_horizon)[0]
+    inside = wealth < np.log(1.0 / alpha)
+    gate = d.size  # the visit from which the asymptotic sequence is shown
+    if method == "asymptotic":
+        departed = np.cumsum(design.chosen & (np.abs(y - f) >= 0.5 - 1e-12))
+        gate = int(np.argmax(departed >= NORMAL_DEPARTURES)) if departed[-1] >= \
+            NORMAL_DEPARTURES else d.size
+        labelled = np.flatnonzero(design.chosen)
+        over = overstatement(y[labelled], f[labelled], pool.uncertainty[design.order][labelled]
+                             * 16.0, 0.0, 4.0)
+        so_far = np.cumsum(design.chosen)  # the floor as the labels so far decide it
+        dropped = np.where(so_far > 0, (over < -OVERSTATED_Z)[np.maximum(so_far - 1, 0)],
+                           False)
+        floor = term_variance(pool.score, pool.uncertainty * 16.0, pool.score, pi)
+        a_lo, a_hi = _asymptotic_path(d, alpha, horizon or max(30.0, d.size / 10), floor,
+                                      dropped, asymptotic_cs)
+        inside[gate:] = (a_lo[gate:] <= truth) & (truth <= a_hi[gate:])
+    out: dict[str, Any] = {"covered": bool(np.all(inside)), "truth": float(pool.human.mean())}
     if width is not None:
         labelled = np.flatnonzero(design.chosen)  # the page looks after each label
-        lo, hi = betting_cs(x, alpha, population, horizon, grid=grid)
-        half = (hi - lo)[labelled] * (high - low) / 2.0
-        met = np.flatnonzero(half <= width)
+        lo, hi = betting_cs(x, alpha, population, bet_horizon, grid=grid)
+        half = (hi - lo) * (high - low) / 2.0
+        if gate < d.size:
+            half[gate:] = (a_hi[gate:] - a_lo[gate:]) / 2.0
+        met = np.flatnonzero(half[labelled] <= width)
         out["labels"] = int(met[0]) + 1 if met.size else None
     return out
+
+
+def _asymptotic_path(d: np.ndarray, alpha: float, horizon: float, floor: float,
+                     dropped: np.ndarray, asymptotic_cs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The asymptotic sequence's bounds on the mean rectifier after each visit, its variance
+    floored at ``floor`` where the floor is not ``dropped``."""
+    lo, hi = asymptotic_cs(d, alpha, horizon, floor)
+    if dropped.any():
+        bare_lo, bare_hi = asymptotic_cs(d, alpha, horizon, 0.0)
+        lo, hi = np.where(dropped, bare_lo, lo), np.where(dropped, bare_hi, hi)
+    return lo, hi
 
 
 def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: Any, *,

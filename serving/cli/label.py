@@ -16,7 +16,17 @@ if TYPE_CHECKING:
     from jurybox.serving.labelling.app import LabellingSession
 
 Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
+SequenceKind = Literal["asymptotic", "betting"]
+DesignKind = Literal["auto", "active", "uniform"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_SEQUENCE_HELP = ("Goal benchmark-mean: the confidence sequence shown for the mean (valid "
+                  "whenever you stop). `asymptotic` (Waudby-Smith et al. 2024): about 2.5 times "
+                  "the labels of a fixed-sample interval, for active and uniform orders alike; "
+                  "valid as the labels grow (it is shown once 5 labels depart from the jury's "
+                  "score, before that the betting sequence), not exactly at every count. "
+                  "`betting`: valid in finite samples for labels on the scale, but its range "
+                  "grows with the active choice's weights (about 3 times the labels in a "
+                  "uniform order, 11 with the active choice).")
 
 
 def label(
@@ -25,7 +35,9 @@ def label(
     rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
     rater: Annotated[str | None, typer.Option(help="Your name as a rater: every label carries it (the page asks when it is not in its address).", show_default=False)] = None,
     goal: Annotated[Goal, typer.Option(help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the jury is unsure of them, and weights each label by its recorded probability (it saves labels where the jury's uncertainty is calibrated; a jury confidently wrong on some items can need more labels than a uniform order); `review` offers only the items a conformal map routed to a human (`jurybox judge --conformal MAP --route-width W`), the widest interval first, recorded as such and refused by every statistic (they are the jury's least sure items). The progress shown is a confidence sequence, valid whenever the labelling stops.")] = "agreement",
-    target_width: Annotated[float | None, typer.Option(help="Stop when every criterion's 95% interval is at most this half-width: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1; after at least 30 labels); the page then says so.", min=0.0, show_default=False)] = None,
+    target_width: Annotated[float | None, typer.Option(help="Stop when every criterion's 95% confidence sequence is at most this half-width: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1); the page then says so.", min=0.0, show_default=False)] = None,
+    sequence: Annotated[SequenceKind, typer.Option(help=_SEQUENCE_HELP)] = "asymptotic",
+    design: Annotated[DesignKind, typer.Option(help="Goal benchmark-mean: how items are chosen. `active`: by the jury's uncertainty (weighted by their probabilities); `uniform`: a uniform random order; `auto`: with --target-width, the one the plan finds needs fewer labels under --sequence (as `jurybox labels plan` compares them), else active.")] = "auto",
     stratify: Annotated[bool, typer.Option("--stratify", help="Goal agreement: offer items in three strata by the jury's uncertainty (its surest, middle and least sure thirds), random within each and in proportion to their sizes at every point, so even a few labels cover the items the jury is unsure of while the labels stay a representative (self-weighting) sample.")] = False,
     overlap: Annotated[float, typer.Option(help="Share of a rater's items that another rater labelled too, so that human-human agreement (the ceiling `jurybox agree` reports) is measured.", min=0.0, max=1.0)] = 0.0,
     show_judges: Annotated[bool, typer.Option("--show-judges", help="Show the judges' votes before the item is labelled (by default they appear only after, beside the label).")] = False,
@@ -57,7 +69,7 @@ def label(
                              field="items")
         items, verdicts = paths if len(paths) == 2 else (_judged_from(paths[0]), paths[0])
         session, store = _session(items, verdicts, labels, rubric, goal, target_width, overlap,
-                                  show_judges, seed, stratify)
+                                  show_judges, seed, stratify, sequence, design)
     token = None
     if token_env is not None:
         token = os.environ.get(token_env)
@@ -98,7 +110,8 @@ def _judged_from(verdicts: Path) -> Path:
 
 def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | None, goal: str,
              target_width: float | None, overlap: float, show_judges: bool, seed: int,
-             stratify: bool = False) -> tuple[LabellingSession, LabelStore]:
+             stratify: bool = False, sequence: str = "asymptotic", design: str = "active"
+             ) -> tuple[LabellingSession, LabelStore]:
     """The session over the judged items of ``items_path`` and the labels file it appends to."""
     from jurybox.calibration.data.label_store import LabelStore
     from jurybox.calibration.estimates.selection import Selector
@@ -149,14 +162,64 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
             raise InputError(f"--target-width {target_width}: for goal {goal} it is a half-width "
                              "of an agreement rate, between 0 and 0.5", field="target_width")
         routed = _routed(items, verdicts) if goal == "review" else None
+        if goal == "benchmark-mean":
+            design = _pick_design(design, [verdicts[i] for i in items], rubric_def,
+                                  target_width, sequence, store)
+        elif design != "auto":
+            raise InputError(f"--design is for goal benchmark-mean; goal {goal} takes items "
+                             "as its estimate needs them", field="design")
         selector = Selector(list(items), goal, seed=seed, overlap=overlap,
-                            uncertainty=uncertainty, stratify=stratify, routed=routed)
+                            uncertainty=uncertainty, stratify=stratify, routed=routed,
+                            design=design if goal == "benchmark-mean" else "active")
         session = LabellingSession(items, {i: verdicts[i] for i in items}, rubric_def, store,
-                              selector, target_width=target_width, show_judges=show_judges)
+                                   selector, target_width=target_width,
+                                   show_judges=show_judges, sequence=sequence)
     except Exception:
         store.close()
         raise
     return session, store
+
+
+def _pick_design(design: str, records: list[Any], rubric_def: Any, width: float | None,
+                 sequence: str, store: LabelStore) -> str:
+    """Goal benchmark-mean's design: as given, or (``auto``) the one the plan finds needs fewer
+    labels under ``sequence`` (every criterion's need, the largest compared); a file that
+    already holds labels keeps the design they were chosen by."""
+    from jurybox.calibration.estimates.active import (
+        design_of,
+        plan_mean,
+        pool_model,
+        pool_probabilities,
+    )
+    from jurybox.calibration.estimates.selection import labelled
+
+    lines = [line for line in store.latest().values() if labelled(line)]
+    if lines:
+        made = design_of(lines) if design == "auto" else design
+        if design_of(lines) != made:
+            warn(f"the labels file holds labels chosen {design_of(lines)}ly: a session mixing "
+                 "two designs cannot be estimated; label into another file")
+        return design_of(lines)
+    if design != "auto":
+        return design
+    if width is None:
+        note("--design auto without --target-width: the active choice (give a target width "
+             "to compare it with a uniform order)")
+        return "active"
+    scales = {c.name: c.scale for c in rubric_def.criteria}
+    plans = plan_mean([], {r.id: r.scores for r in records}, pool_model(records, scales),
+                      scales, width, pool_probabilities(records, scales), sequence=True,
+                      method=sequence, compare=True)
+    needs = {kind: max((row["designs"][kind] or float("inf") for row in plans.values()
+                        if "designs" in row), default=float("inf"))
+             for kind in ("active", "uniform")}
+    pick = "uniform" if needs["uniform"] < needs["active"] else "active"
+    for criterion, row in plans.items():
+        if "designs" in row:
+            note(f"{criterion}: {row['designs']['why']}")
+    note(f"--design auto: {pick} (the larger of the criteria's needs: active "
+         f"{needs['active']:g}, uniform {needs['uniform']:g} labels)")
+    return pick
 
 
 labels_app = typer.Typer(help="Human labels: how many are still needed.", no_args_is_help=True)
@@ -168,6 +231,7 @@ def plan_cmd(
     verdicts: Annotated[Path, typer.Argument(help="What `jurybox judge` wrote for the items.", exists=True, show_default=False)],
     target_width: Annotated[float, typer.Option(help="The 95% interval half-width wanted per criterion: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1).", min=0.0)],
     goal: Annotated[Goal, typer.Option(help="The labelling goal (as for `jurybox label`): agreement and cascade plan the agreement's confidence sequence, benchmark-mean the mean's interval (review has nothing to plan: it is the routed items).")] = "agreement",
+    sequence: Annotated[SequenceKind, typer.Option(help=_SEQUENCE_HELP)] = "asymptotic",
     rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
@@ -191,7 +255,7 @@ def plan_cmd(
                              f"{sum(r.route is not None for r in output.records)} in "
                              f"{verdicts}", field="goal")
         if goal == "benchmark-mean":
-            result = _plan_mean(output.records, latest, scales, target_width)
+            result = _plan_mean(output.records, latest, scales, target_width, sequence)
         else:
             if not 0 < target_width < 0.5:
                 raise InputError(f"--target-width {target_width}: for goal {goal} it is a "
@@ -223,18 +287,33 @@ def plan_cmd(
                  "count decided in advance" if row.get("fixed_sample") is not None else "")
         if isinstance(row.get("sequence"), dict):  # the mean: the plan above is fixed-sample
             got = row["sequence"]["needed"]
-            fixed = ("; that is for a count decided in advance: the page's sequence (valid "
-                     "whenever you stop) needs "
+            fixed = (f"; that is for a count decided in advance, with {_shown(row)}: the "
+                     f"page's {row['sequence']['method']} sequence (valid whenever you stop) "
+                     "needs "
                      + (f"about {got}" if got is not None else "more than the pool holds")
                      + f", from {row['sequence']['basis']}")
+            if "designs" in row:
+                fixed += f"; design: {row['designs']['pick']}, as {row['designs']['why']}"
         typer.echo(f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
                    f"(range {span}){beyond}; from {row['basis']}{fixed}")
 
 
+def _shown(row: dict[str, Any]) -> str:
+    """Which interval ``agree --ppi`` shows at the planned count, in words."""
+    if row["interval"] == "normal":
+        return "the normal interval (by then at least 5 labels are expected to depart from the "\
+               "jury's score)"
+    return ("the betting interval (fewer than 5 labels are expected to depart from the jury's "
+            "score, so the normal one cannot be trusted yet)")
+
+
 def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]],
-               scales: dict[str, Any], width: float) -> dict[str, dict[str, Any]]:
+               scales: dict[str, Any], width: float, sequence: str = "asymptotic"
+               ) -> dict[str, dict[str, Any]]:
     """``labels plan --goal benchmark-mean``: each item's inclusion probability as a session
-    would give it, and the jury's predictive distribution per item and criterion."""
+    would give it, and the jury's predictive distribution per item and criterion; before any
+    label, the active choice compared with a uniform order (which the page's --design auto
+    picks)."""
     from jurybox.calibration.estimates.active import (
         design_of,
         plan_mean,
@@ -247,7 +326,7 @@ def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]]
     active = design_of(lines) == "active" or not lines
     return plan_mean(lines, {r.id: r.scores for r in records}, pool_model(records, scales),
                      scales, width, pool_probabilities(records, scales) if active else None,
-                     sequence=True)
+                     sequence=True, method=sequence, compare=not lines)
 
 
 def _routed(items: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, str]:

@@ -44,10 +44,12 @@ class LabellingSession:
 
     def __init__(self, items: Mapping[str, Item], verdicts: Mapping[str, VerdictRecord],
                  rubric: Rubric, store: LabelStore, selector: Selector, *,
-                 target_width: float | None = None, show_judges: bool = False) -> None:
+                 target_width: float | None = None, show_judges: bool = False,
+                 sequence: str = "asymptotic") -> None:
         self.items, self.verdicts, self.rubric = dict(items), dict(verdicts), rubric
         self.store, self.selector = store, selector
         self.target_width, self.show_judges = target_width, show_judges
+        self.sequence = sequence  # the benchmark mean's confidence sequence (progress)
         self.scales = {c.name: c.scale for c in rubric.criteria}
         # The jury's predictive distributions: the benchmark mean's variance floor.
         self.model = pool_model(list(self.verdicts.values()), self.scales)
@@ -135,7 +137,7 @@ class LabellingSession:
         scores = {i: v.scores for i, v in self.verdicts.items()}
         out = progress(self.store.latest(), scores, self.scales, self.target_width,
                        len(self.selector.order), self.selector.goal, model=self.model,
-                       probabilities=self.selector.probability)
+                       probabilities=self.selector.probability, sequence=self.sequence)
         out["goal"] = self.selector.goal
         return out
 

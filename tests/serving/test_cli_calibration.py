@@ -666,6 +666,20 @@ def test_agree_ppi_gives_a_sharp_jury_the_betting_interval_while_few_labels_depa
     was the jury's own mean with zero width (the labels show no error and the jury claims none),
     missing the mean label; with fewer than 5 labels departing from the jury, the interval is
     now the betting interval at 30 labels, which holds it, and the output says why."""
+    rubric, judged, labels, human = _sharp_jury(tmp_path)
+    got = invoke("agree", labels, judged, "--rubric", rubric, "--ppi", "--json")
+    assert got.exit_code == 0, got.output
+    e = strict_json(got.stdout)["criteria"]["accuracy"]
+    truth = float(sum(human) / len(human))
+    assert e["ci"][0] <= truth <= e["ci"][1] and e["ci"][1] - e["ci"][0] > 0.2, (e, truth)
+    assert e["interval"] == "betting" and e["departures"] == 0
+    text = invoke("agree", labels, judged, "--rubric", rubric, "--ppi")
+    assert "betting interval" in text.stdout and "depart from the jury's score" in text.stdout
+
+
+def _sharp_jury(tmp_path: Path) -> tuple[Path, Path, Path, list[float]]:
+    """(rubric, verdicts, labels, every item's human label) of a jury 0.999 sure of its score
+    on each of 300 items and two levels too high on 15 of them, none among the 30 labelled."""
     import numpy as np
 
     rng = np.random.default_rng(3)
@@ -684,11 +698,29 @@ def test_agree_ppi_gives_a_sharp_jury_the_betting_interval_while_few_labels_depa
     labels = write_jsonl(tmp_path / "human.jsonl", [{"id": f"i{k}", "rater": "h",
                                                       "accuracy": int(human[k])}
                                                      for k in range(30)])
-    got = invoke("agree", labels, judged, "--rubric", rubric, "--ppi", "--json")
+    return rubric, judged, labels, [float(h) for h in human]
+
+
+def test_labels_plan_counts_the_interval_shown_and_picks_the_design(tmp_path: Path) -> None:
+    """#52: `labels plan --goal benchmark-mean` for a jury that claims to be sure of every item:
+    the headline is what the interval `agree --ppi` shows needs (the betting one: no label is
+    expected to depart from the jury's score), not the normal approximation's count; before
+    any label it compares the active choice with a uniform order under the page's sequence and
+    names the one it picks (what `jurybox label --design auto` uses)."""
+    rubric, judged, _, _ = _sharp_jury(tmp_path)
+    got = invoke("labels", "plan", tmp_path / "none.jsonl", judged, "--rubric", rubric,
+                 "--goal", "benchmark-mean", "--target-width", "0.3", "--json")
     assert got.exit_code == 0, got.output
-    e = strict_json(got.stdout)["criteria"]["accuracy"]
-    truth = float(human.mean())
-    assert e["ci"][0] <= truth <= e["ci"][1] and e["ci"][1] - e["ci"][0] > 0.2, (e, truth)
-    assert e["interval"] == "betting" and e["departures"] == 0
-    text = invoke("agree", labels, judged, "--rubric", rubric, "--ppi")
-    assert "betting interval" in text.stdout and "depart from the jury's score" in text.stdout
+    row = strict_json(got.stdout)["criteria"]["accuracy"]
+    assert row["interval"] == "betting" and row["needed"] > row["normal"], row
+    assert row["sequence"]["method"] == "asymptotic"
+    designs = row["designs"]
+    assert designs["pick"] in ("active", "uniform") and "sequence" in designs["why"]
+    args = ("labels", "plan", tmp_path / "none.jsonl", judged, "--rubric", rubric, "--goal",
+            "benchmark-mean", "--target-width", "0.3", "--sequence", "betting")
+    pick = strict_json(invoke(*args, "--json").stdout)["criteria"]["accuracy"]["designs"]["pick"]
+    text = invoke(*args)
+    assert text.exit_code == 0, text.output
+    flat = " ".join(text.stdout.split())
+    assert "with the betting interval" in flat and "page's betting sequence" in flat
+    assert f"design: {pick}, as under the page's betting sequence" in flat, flat

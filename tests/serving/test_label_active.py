@@ -58,7 +58,7 @@ def test_active_labels_end_to_end(benchmark, browser):
     items, judged, labels = folder / "items.jsonl", folder / "judged.jsonl", folder / "l.jsonl"
     offered = []
     server = labelling(items, judged, labels, free_port(), "--goal", "benchmark-mean",
-                       "--target-width", "0.8", "--seed", "3")
+                       "--target-width", "0.8", "--seed", "3", "--design", "active")
     with server as (url, _), httpx.Client(base_url=url, timeout=30) as http:
         while (got := http.get("/api/next", params={"rater": "ann"})).status_code == 200:
             item = got.json()

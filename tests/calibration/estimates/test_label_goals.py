@@ -360,26 +360,29 @@ def test_the_plan_for_the_page_s_sequence_predicts_its_simulated_need():
     rng = np.random.default_rng(52)
     pool = LabellingPool.draw(rng, 600)
     scores, model, pi = _plan_inputs(pool)
-    planned = plan_mean([], scores, model, SCALES, 0.35, pi, sequence=True)["accuracy"]["sequence"]
+    planned = plan_mean([], scores, model, SCALES, 0.35, pi, sequence=True,
+                        method="betting")["accuracy"]["sequence"]
     need = np.median([sequence_session(pool, rng, width=0.35, grid=1000)["labels"] or np.inf
                       for _ in range(20)])
     assert planned["needed"] is not None and 0.8 <= planned["needed"] / need <= 1.2, (
         planned, need)
     assert "confidence sequence" in planned["basis"]
-    uniform = plan_mean([], scores, model, SCALES, 0.35, None,
-                        sequence=True)["accuracy"]["sequence"]
+    uniform = plan_mean([], scores, model, SCALES, 0.35, None, sequence=True,
+                        method="betting")["accuracy"]["sequence"]
     assert uniform["needed"] < planned["needed"]
 
 
 @pytest.mark.parametrize("stated", [0.1, 1.0, 4.0])
-def test_before_any_label_the_plan_says_what_it_cannot_know_and_counts_the_pages_minimum(stated):
+def test_before_any_label_the_plan_says_what_it_cannot_know_and_counts_the_shown_interval(stated):
     """#43 item 2: before any label the plan for an overconfident jury (stating a tenth of
     its errors' variance) said ~13 labels where ~200 were needed, and its "factor of two"
     range held the need in 0% of runs. The count is still the calibrated jury's (labels alone
-    can show the calibration), said as such; the range runs from the page's minimum of 30 to
-    labels as spread as the scale allows (None: more than the pool), and it holds every
-    session's simulated need, calibrated, over- or underconfident; no plan is below 30."""
-    from jurybox.calibration.estimates.active import MIN_MEAN_LABELS
+    can show the calibration), said as such; the range runs from a jury better than it says to
+    labels that never depart from the jury (None: more than the pool), and it holds every
+    session's simulated need, calibrated, over- or underconfident. #52: no 30-label floor; the
+    count is the one the interval shown needs, so never a normal interval on fewer labels than
+    the departures it waits for."""
+    from jurybox.calibration.estimates.active import NORMAL_DEPARTURES
 
     rng = np.random.default_rng(int(stated * 10))
     needs, planned = [], {}
@@ -387,16 +390,36 @@ def test_before_any_label_the_plan_says_what_it_cannot_know_and_counts_the_pages
         pool = LabellingPool.draw(rng, 1000, stated=stated)
         scores, model, pi = _plan_inputs(pool)
         planned = plan_mean([], scores, model, SCALES, 0.06, pi)["accuracy"]
-        need = simulate_mean_labelling(pool, 0.06, rng, step=1)["labels"]
+        need = simulate_mean_labelling(pool, 0.06, rng, step=1, min_labels=2)["labels"]
         needs.append(need)
-        assert planned["range"][0] == MIN_MEAN_LABELS <= need
-        assert need <= (planned["range"][1] or pool.score.size)
-        assert planned["needed"] >= MIN_MEAN_LABELS
+        assert planned["range"][0] <= need <= (planned["range"][1] or pool.score.size)
+        assert planned["range"][0] <= planned["needed"]
     assert "only labels can show" in planned["basis"]
     if stated < 1:  # what the count cannot know: the overconfident jury needs several times it
         assert np.median(needs) >= 3 * planned["needed"], (needs, planned)
     easy = plan_mean([], scores, model, SCALES, 1.5, pi)["accuracy"]
-    assert easy["needed"] == easy["further"] == MIN_MEAN_LABELS  # it printed "0 more, 8 in all"
+    assert easy["normal"] < NORMAL_DEPARTURES  # the bare normal formula: a label or two
+    assert easy["needed"] >= NORMAL_DEPARTURES and easy["needed"] == easy["further"]
+
+
+def test_the_plan_s_count_is_what_the_shown_interval_needs_for_an_overconfident_jury():
+    """#52: for a jury 0.999 sure of its score and wrong on 3% of items, labels plan's headline
+    was the normal approximation's 30 labels, where the interval agree --ppi shows now (the
+    betting interval: no label departs from the jury yet) has a half-width of about 0.64, not
+    0.1. The plan now counts what the interval shown needs, saying it is the betting interval,
+    and at that count the median of 40 simulated sessions' intervals is within the target."""
+    from jurybox.calibration.estimates.synthetic import fixed_sample_session, overconfident_pool
+
+    rng = np.random.default_rng(61)
+    pool = overconfident_pool(rng, 2000)
+    scores, model, pi = _plan_inputs(pool)
+    planned = plan_mean([], scores, model, SCALES, 0.1, pi)["accuracy"]
+    assert planned["interval"] == "betting" and planned["needed"] > 100, planned
+    at = [fixed_sample_session(overconfident_pool(rng, 2000), rng, [planned["needed"]])[0]
+          for _ in range(40)]
+    assert np.median([r["half_width"] for r in at]) <= 0.1
+    early = [fixed_sample_session(overconfident_pool(rng, 2000), rng, [30])[0] for _ in range(40)]
+    assert np.median([r["half_width"] for r in early]) > 0.3  # the old headline's count
 
 
 def test_the_plans_upper_end_is_what_labels_as_spread_as_the_scale_allows_need():
@@ -498,3 +521,45 @@ def test_stratified_agreement_order_keeps_every_prefix_proportional_and_narrows_
     assert abs(np.mean(got[False]) - agrees.mean()) < 0.005
     # Theory: sqrt(within-third variance / total) = 0.84 for these rates.
     assert np.std(got[True]) < 0.93 * np.std(got[False]), (np.std(got[True]), np.std(got[False]))
+
+
+def test_the_plan_picks_the_design_that_needs_fewer_labels_under_the_page_s_sequence():
+    """#52 item 4: never the active choice where it costs more than a uniform order. Under the
+    betting sequence its weights 1/pi widen the range the bets must allow (on 2,000 items it
+    needed 822 labels against a uniform order's 337, perf/RESULTS.md): the plan picks uniform
+    and says why; under the asymptotic sequence, whose width follows the terms' variance, the
+    active choice keeps its advantage and is picked."""
+    rng = np.random.default_rng(52)
+    pool = LabellingPool.draw(rng, 400)
+    scores, model, pi = _plan_inputs(pool)
+    picks = {}
+    for method in ("betting", "asymptotic"):
+        row = plan_mean([], scores, model, SCALES, 0.4, pi, sequence=True, method=method,
+                        compare=True)["accuracy"]
+        got = row["designs"]
+        assert got["active"] == row["sequence"]["needed"] and got["uniform"] is not None
+        assert got["pick"] == min(("active", "uniform"),
+                                  key=lambda k: np.inf if got[k] is None else got[k])
+        picks[method] = got["pick"]
+        assert method in got["why"] and f"about {got['uniform']}" in got["why"]
+    assert picks == {"betting": "uniform", "asymptotic": "active"}, picks
+    # With labels already chosen one way, nothing is compared: the session keeps its design.
+    assert "designs" not in plan_mean([], scores, model, SCALES, 0.4, None, sequence=True,
+                                      compare=True)["accuracy"]
+
+
+def test_benchmark_mean_in_a_uniform_order_records_uniform_choices():
+    """#52 item 4: goal benchmark-mean with design uniform offers every item in a uniform order
+    (no uncertainty needed) and records the choice as uniform, so the estimate takes the labels
+    as a simple random sample; the design is refused for other goals."""
+    ids = [f"i{k}" for k in range(20)]
+    sel = Selector(ids, "benchmark-mean", seed=3, design="uniform")
+    choice = sel.next("r", {})
+    assert choice is not None and choice.selection == {"strategy": "uniform",
+                                                       "probability": None}
+    assert "a uniform order needs fewer labels" in choice.why
+    assert sorted(sel.order) == sorted(ids) and sel.chosen is None
+    with pytest.raises(InputDataError, match="design is for goal benchmark-mean"):
+        Selector(ids, "agreement", design="uniform")
+    with pytest.raises(InputDataError, match="design must be one of"):
+        Selector(ids, "benchmark-mean", design="stratified")
