@@ -22,7 +22,7 @@ from typing import Any
 
 from jurybox.rubrics import Item, Rubric, load_rubric
 from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
-from jurybox.rubrics.reward import Reward, RewardSpec
+from jurybox.rubrics.reward import Reward, RewardSpec, UnscoredReward
 
 logger = logging.getLogger("jurybox.integrations")
 
@@ -107,6 +107,18 @@ def explain(record: Mapping[str, Any]) -> str:
 
 def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
+class MissingRewards(UnscoredReward):
+    """Samples without a reward while the reward's unscored policy is ``error``, named as the
+    adapter names them (``missing``: sample, why), with what the user can do (``advice``)."""
+
+    def __init__(self, reward: str, missing: list[tuple[str, str]], advice: str) -> None:
+        shown = "; ".join(f"{sample}: {short(why)}" for sample, why in missing[:5])
+        more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+        RuntimeError.__init__(self, f"jurybox: {len(missing)} sample(s) have no {reward} reward: "
+                                    f"{shown}{more}. {advice}")
+        self.unscored = missing
 
 
 @dataclass

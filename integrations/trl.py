@@ -37,9 +37,9 @@ from typing import Any
 
 from jurybox.rubrics import Rubric, load_rubric
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored
+from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward
 
-from .core import JuryRewards, RewardStats, explain, message_text, short
+from .core import JuryRewards, MissingRewards, RewardStats, explain, message_text, short
 
 RewardFunc = Callable[..., Any]
 
@@ -106,9 +106,10 @@ class _Group:
         self._missing: list[bool] = []
 
     def batch(self, name: str, prompts: Sequence[Any], completions: Sequence[Any],
-              kwargs: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[bool]]:
-        """The batch's verdict records, and for each completion whether any of the group's
-        rewards is missing; judges the batch when ``name`` is the first function to ask."""
+              kwargs: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[bool], list[str]]:
+        """The batch's verdict records, for each completion whether any of the group's rewards
+        is missing, and the completions' names; judges the batch when ``name`` is the first
+        function to ask."""
         self._check_alone(kwargs.get("log_extra"))
         columns = {k: v for k, v in kwargs.items()
                    if isinstance(v, list) and len(v) == len(prompts)}
@@ -130,7 +131,7 @@ class _Group:
                     log_extra(self.column, [explain(r) for r in records])
                 self._key, self._records = key, records
             self._served.add(name)
-            return self._records, self._missing
+            return self._records, self._missing, samples
 
     def _check_alone(self, log_extra: Any) -> None:
         """Refuse a None reward beside reward functions of other origins: TRL's nansum would
@@ -163,8 +164,14 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
 
     def values(prompts: Sequence[Any], completions: Sequence[Any],
                **kwargs: Any) -> list[float | None]:
-        records, missing = group.batch(name, prompts, completions, kwargs)
-        out = reward.values(records)
+        records, missing, samples = group.batch(name, prompts, completions, kwargs)
+        try:
+            out = reward.values(records)
+        except UnscoredReward as exc:  # unscored="error": name the completions, not item ids
+            raise MissingRewards(reward.name, [(samples[int(i)], why) for i, why in exc.unscored],
+                                 "The reward's unscored policy is 'error': give jury_reward("
+                                 "unscored='none') (TRL leaves the completion out) or a value to "
+                                 "use instead") from None
         if not alone and reward.spec.unscored == "none":  # all of a completion's, or none
             out = [None if gone else value for value, gone in zip(out, missing)]
         unscored = sum(value is None for value in out) if reward.spec.unscored == "none" \

@@ -45,9 +45,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.reward import Reward, Scale, Unscored, UnscoredReward
+from jurybox.rubrics.reward import Reward, Scale, Unscored
 
-from .core import JuryRewards, conversation_context, explain, message_text, short
+from .core import JuryRewards, MissingRewards, conversation_context, explain, message_text
 
 #: The calls judged together: each within GAP_S of the one before (a quiet GAP_S ends the
 #: batch: e.g. a client that has only so many calls in flight), all within WINDOW_S of the
@@ -60,17 +60,15 @@ _SCORES: dict[int, dict[str, Reward]] = {}
 _LOCK = threading.Lock()
 
 
-class VerlUnscored(UnscoredReward):
+class VerlUnscored(MissingRewards):
     """A response verl cannot have a reward for: the jury did not score it and the reward's
     unscored policy is ``error``."""
 
-    def __init__(self, sample: str, why: str) -> None:
-        RuntimeError.__init__(
-            self, f"jurybox: verl {sample} has no reward: {short(why)}. The reward's unscored "
-            "policy is 'error' (verl cannot take a missing reward): give "
-            "+reward.custom_reward_function.reward_kwargs.unscored=VALUE to use that value "
-            "instead")
-        self.unscored = [(sample, why)]
+    def __init__(self, reward: str, sample: str, why: str) -> None:
+        super().__init__(reward, [(f"verl {sample}", why)], "The reward's unscored policy is "
+                         "'error' (verl cannot take a missing reward): give +reward."
+                         "custom_reward_function.reward_kwargs.unscored=VALUE to use that "
+                         "value instead")
 
 
 def jury_rewards(*, rubric: str, url: str | None = None, jury: str | None = None,
@@ -141,7 +139,7 @@ def _item(rewards: JuryRewards, sample: str, solution_str: str, ground_truth: An
 def _result(rewards: JuryRewards, record: Mapping[str, Any], sample: str) -> dict[str, Any]:
     value, why = rewards.reward.raw(record)
     if value is None and rewards.spec.unscored == "error":
-        raise VerlUnscored(sample, why)
+        raise VerlUnscored(rewards.reward.name, sample, why)
     # the unscored policy applied ("none" is refused: verl cannot take it)
     out: dict[str, Any] = {"score": rewards.reward.values([record])[0],
                            "jurybox_unscored": float(value is None)}

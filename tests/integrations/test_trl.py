@@ -155,6 +155,7 @@ def test_per_criterion_rewards_of_a_completion_missing_one_are_all_none(user_ser
     import torch
     from datasets import Dataset
 
+    from jurybox.integrations.core import MissingRewards
     from jurybox.integrations.trl import jury_reward
     from jurybox.rubrics import Rubric
     from jurybox.rubrics.errors import InputError
@@ -186,6 +187,15 @@ def test_per_criterion_rewards_of_a_completion_missing_one_are_all_none(user_ser
                                          r"length\) up with nansum"):
         mixed._generate_and_score_completions([dataset[0], dataset[0]])
     functions[0].rewards.close()  # type: ignore[attr-defined]
+    # unscored="error": the error names jurybox, the completion and the cause.
+    strict = jury_reward(url=user_service, rubric=rubric, token=USER_SERVICE_TOKEN,
+                         score="detail", unscored="error", fields={"reference": "answer"})
+    with pytest.raises(MissingRewards, match=r"^jurybox: 1 sample\(s\) have no trl-partial\."
+                                             r"detail reward: completion 0 of the batch \(prompt "
+                                             r"'What causes.*'\): smollm2-135m: prompt is \d+ "
+                                             r"tokens"):
+        strict(prompts=[SHORT], completions=["Early blight."], answer=[REFERENCE])
+    strict.rewards.close()  # type: ignore[attr-defined]
 
 
 def test_the_rewards_of_one_batch_per_criterion_come_from_one_judging(user_service):

@@ -148,8 +148,9 @@ def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token
     from jurybox.rubrics.errors import InputError
 
     strict = RewardLoopWorker(config(user_service, token))  # unscored=error, the default
-    with pytest.raises(VerlUnscored, match=r"^jurybox: verl sample extra_info\.index=7 has no "
-                                           r"reward: smollm2-135m: prompt is \d+ tokens"):
+    with pytest.raises(VerlUnscored, match=r"^jurybox: 1 sample\(s\) have no mirage-mg\."
+                                           r"weighted_sum reward: verl sample extra_info\.index"
+                                           r"=7: smollm2-135m: prompt is \d+ tokens"):
         score(strict, batch(strict.input_tokenizer, ROWS[2:], first_index=7))
     # The service refuses a response over its max_field_chars: the error names the sample.
     too_long = [(ROWS[0][0], "Early blight. " * 400)]
