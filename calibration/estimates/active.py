@@ -30,7 +30,9 @@ finite-population correction, plus the coins)::
     V = (1 - M/N) s_d^2 / M + (1/N) * (1/M) * sum xi (1 - pi)/pi^2 (Y - lam f)^2
 
 with ``s_d^2`` the sample variance of ``d = xi/pi (Y - lam f)`` over the visited items. The CI is
-``theta +- z sqrt(max(V, V_jury))``, where ``V_jury`` is the same variance as the jury's own
+``theta +- t sqrt(max(V, V_jury))`` (``t`` Student's quantile with the labels less one degrees
+of freedom: the variance is estimated; with the normal quantile an underconfident jury's
+intervals covered 94.8% at 50-200 labels, #52), where ``V_jury`` is the same variance as the jury's own
 distributions predict it (each item's label drawn from its predictive distribution: mean ``m``,
 variance ``v``; ``E d = m - lam f`` and ``E d^2 = (v + (m - lam f)^2) / pi`` over the whole pool):
 a calibrated jury's labels are as variable as that on average, and few labels
@@ -264,6 +266,13 @@ def z_of(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
+def t_of(confidence: float, df: int) -> float:
+    """The two-sided Student quantile for ``confidence`` with ``df`` degrees of freedom."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(max(1, df), 0.5 + confidence / 2.0))
+
+
 def design_of(lines: Sequence[Mapping[str, Any]]) -> str:
     """``active`` when any label line was chosen for the benchmark mean, else ``uniform``."""
     return "active" if any(is_active(line) for line in lines) else "uniform"
@@ -355,7 +364,7 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
                              "distributions")
         estimate, se, lam, s2, coins = weighted_mean(list(scored.values()), f, y, pi, visited,
                                                      model=floor)
-        hw = z_of(confidence) * se
+        hw = t_of(confidence, len(ids) - 1) * se
         ci, kind = (estimate - hw, estimate + hw), "normal"
         scale = scales.get(criterion)
         departed = departures(y, f, scale) if scale is not None else len(ids)
@@ -550,11 +559,19 @@ def _visits_needed(s2: float, coins: float, pool: int, width: float, z: float) -
     return max(2, min(pool, math.ceil(s2 / room))) if s2 > 0 else 2
 
 
-def _labels_needed(s2: float, coins: float, pool: int, width: float, z: float, rate: float
-                   ) -> int | None:
-    """The labels among the visits :func:`_visits_needed` finds (``rate``: labelled per visit)."""
-    visits = _visits_needed(s2, coins, pool, width, z)
-    return None if visits is None else math.ceil(visits * rate)
+def _labels_needed(s2: float, coins: float, pool: int, width: float, confidence: float,
+                   rate: float) -> int | None:
+    """The labels among the visits :func:`_visits_needed` finds (``rate``: labelled per visit),
+    with Student's quantile at that count (as the interval has it; two refinements from the
+    normal quantile's count settle it)."""
+    z, labels = z_of(confidence), None
+    for _ in range(3):
+        visits = _visits_needed(s2, coins, pool, width, z)
+        if visits is None:
+            return None
+        labels = math.ceil(visits * rate)
+        z = t_of(confidence, labels - 1)
+    return labels
 
 
 def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
@@ -582,7 +599,6 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
 
     if width <= 0:
         raise InputDataError(f"the target width must be positive; got {width}")
-    z = z_of(confidence)
     now = mean_estimates(lines, pool, scales, confidence=confidence, model=model,
                          probabilities=pi) if lines else {}
     out: dict[str, dict[str, Any]] = {}
@@ -625,7 +641,7 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
             # than it says); every one (labels as spread as the scale allows); none.
             model_rate = _departure_rate(mean, var, f, p, scale)
             departing = [model_rate, model_rate, 1.0, 0.0]
-        normal = [_labels_needed(a, b, big_n, width, z, rate) for a, b in variances]
+        normal = [_labels_needed(a, b, big_n, width, confidence, rate) for a, b in variances]
         betting = functools.cache(lambda f=f, p=p, scale=scale: _betting_count(
             f, p, scale, width, confidence))  # computed only where it is shown
         (needed, kind), *others = [_shown_count(c, share, betting)

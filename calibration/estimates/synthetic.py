@@ -407,12 +407,12 @@ def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: 
     labels (a count fixed in advance): the interval ``jurybox agree --ppi`` shows there
     (:func:`jurybox.calibration.estimates.active.mean_estimates`: the normal interval once
     ``NORMAL_DEPARTURES`` labels depart from the jury's score, else the betting interval at
-    that count; :mod:`jurybox.calibration.estimates.rectified`) beside the normal interval
-    alone (what it showed before #52). Per count: ``covered`` and ``half_width`` of each
+    that count; :mod:`jurybox.calibration.estimates.rectified`; Student's quantile) beside the
+    normal interval alone (what it showed before #52, with the normal quantile). Per count: ``covered`` and ``half_width`` of each
     (``normal_*`` the normal one's) and ``interval`` (which was shown). The normal path is
     :func:`weighted_mean_path`'s (the floor and the overstatement test as mean_estimates);
     tests check the whole against mean_estimates on the same labels."""
-    from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement, z_of
+    from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement, t_of, z_of
     from .rectified import NORMAL_DEPARTURES, Terms, betting_bounds
 
     pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
@@ -429,12 +429,13 @@ def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: 
                          0.0, 4.0)
     ses = np.where(over < -OVERSTATED_Z, bare, ses)
     departed = np.cumsum(np.abs(pool.human[items] - pool.score[items]) >= 0.5 - 1e-12)
-    truth, z = float(pool.human.mean()), z_of(confidence)
+    truth = float(pool.human.mean())
     out = []
     for n in (int(c) for c in counts if int(c) <= last):
-        estimate, half = float(estimates[n - 1]), z * float(ses[n - 1])
-        row = {"labels": n, "normal_covered": abs(estimate - truth) <= half,
-               "normal_half_width": half, "interval": "normal", "covered":
+        estimate, half = float(estimates[n - 1]), t_of(confidence, n - 1) * float(ses[n - 1])
+        before = z_of(confidence) * float(ses[n - 1])
+        row = {"labels": n, "normal_covered": abs(estimate - truth) <= before,
+               "normal_half_width": before, "interval": "normal", "covered":
                abs(estimate - truth) <= half, "half_width": half}
         if departed[n - 1] < NORMAL_DEPARTURES:
             visits = int(at[n - 1]) + 1
