@@ -74,9 +74,13 @@ def agree(
     ppi: Annotated[bool, typer.Option(
         "--ppi", help="Instead of agreement: each criterion's benchmark mean (the mean human "
                       "label over every judged item) by PPI++, the jury's scores on all items "
-                      "corrected by the labelled ones, with its CI; labels chosen actively "
-                      "(jurybox label --goal benchmark-mean) weighted by their inclusion "
-                      "probabilities, others taken as a simple random sample.")] = False,
+                      "corrected by the labelled ones, with its CI: the normal (Student) "
+                      "interval once 5 labelled items are another level than the jury's "
+                      "score, before that the betting interval at that count (valid for any "
+                      "jury; a sure jury's rare errors may not be among the labels yet); "
+                      "labels chosen actively (jurybox label --goal benchmark-mean) weighted by "
+                      "their inclusion probabilities, others taken as a simple random "
+                      "sample.")] = False,
     length_control: Annotated[Path | None, typer.Option(
         "--length-control", help="The predictions file that was judged: also report each "
         "criterion's length-controlled jury score (the judges' length bias, fitted on the "
