@@ -18,6 +18,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import WrapperDescriptorType
 from typing import Any
 
 from jurybox.rubrics import Item, Rubric, load_rubric
@@ -180,7 +181,12 @@ class JuryRewards:
             if token is None and token_env:
                 token = os.environ.get(token_env)
             self._client = Client(url, token=token, timeout=timeout)
-            self._jury: Any = RemoteJury(self._client)
+            try:
+                self._jury: Any = RemoteJury(self._client)
+            except JuryboxError as exc:  # unreachable, or the token refused: say whose
+                self._client.close()
+                raise _naming(exc, [], f"jurybox could not start the rewards ({url}, "
+                              f"token {'given' if token else 'none'})") from exc
             self._per_request = max(1, min(self._jury.max_items,
                                            self._jury.max_judge_calls // self.rubric.judge_calls))
         else:
@@ -310,18 +316,19 @@ class JuryRewards:
             self._client.close()
 
 
-def _naming(exc: JuryboxError, samples: Sequence[str]) -> JuryboxError:
+def _naming(exc: JuryboxError, samples: Sequence[str], doing: str | None = None
+            ) -> JuryboxError:
     """``exc`` with jurybox and the samples it concerns in its message: the one the service
-    names (``items[k]``) where it names one, else all of them."""
+    names (``items[k]``) where it names one, else all of them (or ``doing``, what failed)."""
     field = exc.field if isinstance(exc, InputError) else None
     which = f"samples {', '.join(samples)}" if len(samples) > 1 else (samples or ["?"])[0]
     if field is not None and field.startswith("items["):
         k = field[len("items["):].split("]", 1)[0]
         if k.isdigit() and int(k) < len(samples):
             which = samples[int(k)]
-    message = f"jurybox could not judge {which}: {exc}"
+    message = f"{doing}: {exc}" if doing else f"jurybox could not judge {which}: {exc}"
     if isinstance(exc, InputError):
         return InputError(message, field=field)
-    if type(exc).__init__ is Exception.__init__:  # its own type (e.g. the client's ServiceError)
-        return type(exc)(message)
+    if isinstance(type(exc).__init__, WrapperDescriptorType):  # an exception's own __init__:
+        return type(exc)(message)  # keep its type (e.g. the client's ServiceError)
     return ExecutionError(message) if isinstance(exc, ExecutionError) else JuryboxError(message)

@@ -4,7 +4,8 @@ from the config, as a training run does (``reward.custom_reward_function.path=
 pkg://jurybox.integrations.verl``), and scores a small batch of responses (a ``DataProto`` of
 token ids) through verl's own reward managers against the session's live service: ``naive``
 (the default; its concurrent calls are judged together, in one request) and ``remote`` (a Ray
-worker process of its own, which takes only a synchronous function: ``compute_score_sync``).
+worker process of its own, on a local Ray the test starts; it takes only a synchronous
+function: ``compute_score_sync``).
 verl's own ``assemble_rm_scores`` puts each reward at its response's last token. The rewards
 equal /v1/score's for the same items; each response's ``reward_extra_info`` carries every
 criterion's score and its verdict in a line. An unscored response stops the step (the default)
@@ -90,10 +91,15 @@ def score(worker, data):
     return worker.loop.run_until_complete(worker.compute_score_batch(data))
 
 
-def test_verl_s_reward_loop_scores_a_batch_with_the_jury(user_service, token, v1_score,
-                                                         monkeypatch):
+def test_verl_s_reward_managers_score_a_batch_with_the_jury(user_service, token, v1_score,
+                                                            monkeypatch):
     """The naive manager, the question under the key ``fields.question`` names (#51: it was
-    read from the wrong key, and the service answered ``items[0].question: empty``)."""
+    read from the wrong key, and the service answered ``items[0].question: empty``); then the
+    remote manager (its own Ray worker process per reward worker), which refuses a coroutine
+    (#51) and runs ``compute_score_sync``: the same reward."""
+    import tempfile
+
+    import ray
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
     from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
@@ -137,6 +143,19 @@ def test_verl_s_reward_loop_scores_a_batch_with_the_jury(user_service, token, v1
         assert tensor[k, n - 1].item() == pytest.approx(want[k])
         assert tensor[k].abs().sum().item() == pytest.approx(abs(want[k]))
 
+    with pytest.raises(AssertionError, match="Async reward score is not supported"):
+        RewardLoopWorker(config(user_service, token, manager="remote"))
+    # Its own local Ray (the token fixture's variable inherited by its workers), stopped after.
+    ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="WARNING",
+             _temp_dir=tempfile.mkdtemp(prefix="verl-ray-", dir="/tmp"))
+    try:
+        remote = RewardLoopWorker(config(user_service, token, manager="remote",
+                                         name="compute_score_sync"))
+        (output,) = score(remote, batch(remote.input_tokenizer, ROWS[:1]))
+    finally:
+        ray.shutdown()
+    assert output["reward_score"] == output["reward_extra_info"]["jurybox_weighted_sum"] == want[0]
+
 
 def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token):
     """Every error names the sample by its extra_info.index (#51: always "item 0"), and
@@ -146,6 +165,7 @@ def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token
 
     from jurybox.integrations.verl import VerlUnscored
     from jurybox.rubrics.errors import InputError
+    from jurybox.serving.service.client import ServiceError
 
     strict = RewardLoopWorker(config(user_service, token))  # unscored=error, the default
     with pytest.raises(VerlUnscored, match=r"^jurybox: 1 sample\(s\) have no mirage-mg\."
@@ -162,6 +182,10 @@ def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token
                                          r"passes no prompt, so jurybox reads it from "
                                          r"extra_info\['question'\]"):
         score(strict, batch(strict.input_tokenizer, ROWS[:1], question_key="q", first_index=3))
+    unreachable = RewardLoopWorker(config("http://127.0.0.1:9", token))
+    with pytest.raises(ServiceError, match=r"^jurybox could not start the rewards "
+                                           r"\(http://127\.0\.0\.1:9, token given\): "):
+        score(unreachable, batch(unreachable.input_tokenizer, ROWS[:1]))
     for options, match in [
             ({"unscored": "none"}, "verl cannot take a missing reward"),
             ({"token": "s3cret"}, "reward_kwargs.token is refused"),
@@ -169,34 +193,3 @@ def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token
         worker = RewardLoopWorker(config(user_service, token, **options))
         with pytest.raises(InputError, match=match):
             score(worker, batch(worker.input_tokenizer, ROWS[:1]))
-
-
-def test_verl_s_remote_reward_manager_runs_the_synchronous_entry(user_service, token, v1_score):
-    """verl's remote manager (its own Ray worker process per reward worker) refuses a
-    coroutine (#51), and runs ``compute_score_sync``: the same rewards as the naive manager's."""
-    import tempfile
-
-    import ray
-    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
-
-    from jurybox.rubrics import load_rubric
-    from jurybox.rubrics.reward import RewardSpec
-
-    with pytest.raises(AssertionError, match="Async reward score is not supported"):
-        RewardLoopWorker(config(user_service, token, manager="remote"))
-    # Its own local Ray (the token fixture's variable inherited by its workers), stopped after.
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING",
-             _temp_dir=tempfile.mkdtemp(prefix="verl-ray-", dir="/tmp"))
-    try:
-        worker = RewardLoopWorker(config(user_service, token, manager="remote",
-                                         name="compute_score_sync"))
-        data = batch(worker.input_tokenizer, ROWS[:1])
-        outputs = score(worker, data)
-    finally:
-        ray.shutdown()
-    records = v1_score("mirage-mg", [{"id": "0", "question": ROWS[0][0],
-                                      "response": decoded(data, worker)[0],
-                                      "reference": REFERENCE}])
-    want = RewardSpec().bind(load_rubric("mirage-mg")).values(records)
-    assert [o["reward_score"] for o in outputs] == want
-    assert [o["reward_extra_info"]["jurybox_weighted_sum"] for o in outputs] == want
