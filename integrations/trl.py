@@ -14,11 +14,11 @@ and the group's baseline (its advantage is 0): never a 0 that reads as "a bad an
 
 What TRL shows of it: each call logs ``jurybox/<name>/unscored`` (how many of the batch were
 unscored) through TRL's ``log_metric``, beside TRL's own ``rewards/<name>/mean``; each batch
-adds a ``<name>/verdict`` column to TRL's completions table (``log_extra``: every judge's
-scores, or why there are none), and a batch with unscored items logs one warning naming
-jurybox, each such completion and the cause (e.g. a prompt over the judges' token limit).
-``asynchronous=True`` gives async functions, which TRL runs concurrently with its other async
-reward functions.
+adds a ``<name>/verdict`` column (``jury_<rubric>/verdict`` for ``per_criterion``) to TRL's
+completions table (``log_extra``: every judge's scores, or why there are none), and a batch
+with unscored items logs one warning naming jurybox, each such completion and the cause (e.g.
+a prompt over the judges' token limit). ``asynchronous=True`` gives async functions, which
+TRL runs concurrently with its other async reward functions.
 
 TRL adds its reward functions up with ``nansum``, which counts a None as 0 beside numbers.
 So ``per_criterion=True`` (one function per criterion, to weigh with ``reward_weights``)
