@@ -72,6 +72,7 @@ from .rectified import (
     betting_bounds,
     departures,
     rectifier_range,
+    skew_allowance,
     term_variance,
 )
 
@@ -364,8 +365,12 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
                              "distributions")
         estimate, se, lam, s2, coins = weighted_mean(list(scored.values()), f, y, pi, visited,
                                                      model=floor)
-        hw = t_of(confidence, len(ids) - 1) * se
-        ci, kind = (estimate - hw, estimate + hw), "normal"
+        q = t_of(confidence, len(ids) - 1)
+        visits = np.zeros(visited)  # the visited items' terms (the unlabelled ones 0)
+        visits[:len(ids)] = (y - lam * f) / pi
+        down, up = skew_allowance(visits, q)
+        ci, kind = (estimate - (q + down) * se, estimate + (q + up) * se), "normal"
+        hw = (ci[1] - ci[0]) / 2
         scale = scales.get(criterion)
         departed = departures(y, f, scale) if scale is not None else len(ids)
         if departed < NORMAL_DEPARTURES and scale is not None:

@@ -17,7 +17,9 @@ Given the label scale's ends (``bounds``) and step, the interval follows the rul
 ``NORMAL_DEPARTURES`` labelled items depart from the jury's score by half a step or more;
 before, the betting interval of the rectifiers ``Y - f`` at the labels' count (finite-sample,
 the labelled items a simple random sample of the pool of labelled and unlabelled items), which
-the normal approximation cannot replace while the labels have seen few of the jury's errors.
+the normal approximation cannot replace while the labels have seen few of the jury's errors;
+after, the normal interval widened on the rectifiers' skewed side
+(:func:`jurybox.calibration.estimates.rectified.skew_allowance`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 
 from ..errors import InputDataError
 from ..stats._arrays import as_float_vector
-from .rectified import NORMAL_DEPARTURES, Terms, betting_bounds, step_of
+from .rectified import NORMAL_DEPARTURES, Terms, betting_bounds, skew_allowance, step_of
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,9 @@ def ppi_mean(y: Any, yhat: Any, yhat_unlabeled: Any, *, confidence: float = 0.95
         notes.append(f"{departed} of {n} labelled items depart from the judge's score: fewer "
                      f"than {NORMAL_DEPARTURES}, so the interval is the betting interval at this "
                      "count (valid for any judge), not the normal one")
+    elif bounds is not None:  # the normal interval, widened on the rectifiers' skewed side
+        down, up = skew_allowance(y_ - lam_ * f, z)
+        ci = (estimate - (z + down) * sigma, estimate + (z + up) * sigma)
     elif bounds is None and n < 30:
         notes.append(f"only {n} labelled items: the normal-approximation CI may undercover")
     return PPIEstimate(

@@ -405,46 +405,53 @@ def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: 
                          active: bool = True, confidence: float = 0.95) -> list[dict[str, Any]]:
     """One labelling session for the benchmark mean, looked at once after each of ``counts``
     labels (a count fixed in advance): the interval ``jurybox agree --ppi`` shows there
-    (:func:`jurybox.calibration.estimates.active.mean_estimates`: the normal interval once
-    ``NORMAL_DEPARTURES`` labels depart from the jury's score, else the betting interval at
-    that count; :mod:`jurybox.calibration.estimates.rectified`; Student's quantile) beside the
-    normal interval alone (what it showed before #52, with the normal quantile). Per count: ``covered`` and ``half_width`` of each
-    (``normal_*`` the normal one's) and ``interval`` (which was shown). The normal path is
-    :func:`weighted_mean_path`'s (the floor and the overstatement test as mean_estimates);
-    tests check the whole against mean_estimates on the same labels."""
-    from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement, t_of, z_of
-    from .rectified import NORMAL_DEPARTURES, Terms, betting_bounds
+    (:func:`jurybox.calibration.estimates.active.mean_estimates`: the normal interval, with
+    Student's quantile and widened on its skewed side, once ``NORMAL_DEPARTURES`` labels depart
+    from the jury's score, else the betting interval at that count;
+    :mod:`jurybox.calibration.estimates.rectified`) beside the normal interval alone (what it
+    showed before #52: the normal quantile, symmetric). Per count: ``covered`` and
+    ``half_width`` of each (``normal_*`` the one before) and ``interval`` (which was shown). The
+    estimate is :func:`weighted_mean`'s with the floor and the overstatement test as
+    mean_estimates takes them; tests check the whole against mean_estimates on the same
+    labels."""
+    from .active import (
+        OVERSTATED_Z,
+        Design,
+        inclusion_probabilities,
+        overstatement,
+        t_of,
+        weighted_mean,
+        z_of,
+    )
+    from .rectified import NORMAL_DEPARTURES, Terms, betting_bounds, skew_allowance
 
     pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
     design = Design.draw(pi, rng)
     at = np.flatnonzero(design.chosen)
-    last = min(int(np.max(counts)), at.size)
-    items = design.order[at[:last]]
-    model = (pool.score, pool.uncertainty * 16.0, pi)
-    path = (pool.score, pool.score[items], pool.human[items], design.pi[at[:last]],
-            at[:last] + 1)
-    estimates, ses = weighted_mean_path(*path, model=model)
-    _, bare = weighted_mean_path(*path)
-    over = overstatement(pool.human[items], pool.score[items], pool.uncertainty[items] * 16.0,
-                         0.0, 4.0)
-    ses = np.where(over < -OVERSTATED_Z, bare, ses)
-    departed = np.cumsum(np.abs(pool.human[items] - pool.score[items]) >= 0.5 - 1e-12)
     truth = float(pool.human.mean())
     out = []
-    for n in (int(c) for c in counts if int(c) <= last):
-        estimate, half = float(estimates[n - 1]), t_of(confidence, n - 1) * float(ses[n - 1])
-        before = z_of(confidence) * float(ses[n - 1])
+    for n in (int(c) for c in counts if int(c) <= at.size):
+        items, visits = design.order[at[:n]], int(at[n - 1]) + 1
+        f, y, p = pool.score[items], pool.human[items], design.pi[at[:n]]
+        over = overstatement(y, f, pool.uncertainty[items] * 16.0, 0.0, 4.0)[-1]
+        model = None if over < -OVERSTATED_Z else (pool.score, pool.uncertainty * 16.0, pi)
+        estimate, se, lam, *_ = weighted_mean(pool.score, f, y, p, visits, model=model)
+        q = t_of(confidence, n - 1)
+        terms = np.zeros(visits)
+        terms[:n] = (y - lam * f) / p
+        down, up = skew_allowance(terms, q)
+        lo, hi = estimate - (q + down) * se, estimate + (q + up) * se
+        before = z_of(confidence) * se
         row = {"labels": n, "normal_covered": abs(estimate - truth) <= before,
-               "normal_half_width": before, "interval": "normal", "covered":
-               abs(estimate - truth) <= half, "half_width": half}
-        if departed[n - 1] < NORMAL_DEPARTURES:
-            visits = int(at[n - 1]) + 1
+               "normal_half_width": before, "interval": "normal"}
+        if np.sum(np.abs(y - f) >= 0.5 - 1e-12) < NORMAL_DEPARTURES:
             order = design.order[:visits]
             d = np.where(design.chosen[:visits],
                          (pool.human[order] - pool.score[order]) / design.pi[:visits], 0.0)
             lo, hi = betting_bounds(Terms(d, pool.score, pi, 0.0, 4.0), 1.0 - confidence,
                                     visits)
             lo, hi = min(lo, estimate), max(hi, estimate)
-            row.update(interval="betting", covered=lo <= truth <= hi, half_width=(hi - lo) / 2)
+            row["interval"] = "betting"
+        row.update(covered=lo <= truth <= hi, half_width=(hi - lo) / 2)
         out.append(row)
     return out
