@@ -57,10 +57,11 @@ class Limits(BaseModel):
                                 "validate and render a request's prompts (422 beyond).")
     max_nesting: int = Field(20, ge=2, description="Deepest nesting of lists and objects in an "
                              "item or inline rubric (422 beyond).")
-    max_concurrent: int = Field(4, ge=1, description="Requests the service scores at once (each "
-                                "ingress replica takes its share); their items go to the "
-                                "judges together.")
-    max_queued: int = Field(16, ge=0, description="Requests waiting for a slot (shared out as "
+    max_concurrent: int = Field(4, ge=1, description="Batches the service judges at once (each "
+                                "ingress replica takes its share); a request that finds no "
+                                "free slot waits, and the requests of one rubric that wait "
+                                "together are judged together, in one call per judge.")
+    max_queued: int = Field(64, ge=0, description="Requests waiting for a slot (shared out as "
                             "max_concurrent is); beyond, the answer is 429 with Retry-After "
                             "instead of unbounded latency.")
     request_timeout_s: float = Field(600.0, gt=0.0, description="Deadline of one request, "

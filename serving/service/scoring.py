@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import functools
 import json
 import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from jurybox.judges import Steps, provenance
+from jurybox.judges import Requests, Steps, provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
 from jurybox.judges.parsing import reason_code
 from jurybox.rubrics import Rubric, Verdict, input_hash
@@ -128,42 +130,78 @@ class Metrics:
 
 
 class Gate:
-    """At most ``concurrent`` requests scored and ``queued`` waiting; a request beyond that is
-    told to come back (429 with Retry-After) instead of waiting without bound."""
+    """At most ``concurrent`` batches judged at once and ``queued`` requests waiting for a
+    slot; a request beyond that is told to come back (429 with Retry-After) instead of waiting
+    without bound. The requests that wait together are judged together (:class:`_Batch`)."""
 
     def __init__(self, concurrent: int, queued: int, gauge: Any) -> None:
         self.slots = asyncio.Semaphore(concurrent)
         self.concurrent, self.queued = concurrent, queued
         self.waiting = self.active = 0
-        self.seconds = 1.0  # moving average of a request's scoring time, for Retry-After
+        self.seconds = 1.0  # moving average of a batch's judging time, for Retry-After
         self.gauge = gauge
 
     def retry_after(self) -> int:
-        """Seconds a refused request is told to wait: the average scoring time times the queue
-        ahead of it over ``concurrent``, rounded up, between 1 and 60."""
-        return int(min(60, max(1, math.ceil(self.seconds * (self.waiting + 1) / self.concurrent))))
+        """Seconds a refused request is told to wait: the average judging time of a batch,
+        rounded up, between 1 and 60 (the requests waiting now are judged in the next
+        batches, together)."""
+        batches = 1 + self.waiting // max(1, self.queued)
+        return int(min(60, max(1, math.ceil(self.seconds * batches))))
 
-    async def __aenter__(self) -> Gate:
-        if self.slots.locked() and self.waiting >= self.queued:
-            raise HTTPProblem(429, "overloaded", f"the service is busy ({self.active} requests "
-                              f"scoring, {self.waiting} waiting); retry later",
+    def admit(self) -> None:
+        """Count one more request waiting; 429 when every slot is busy and the queue full."""
+        if self.waiting >= self.queued:
+            raise HTTPProblem(429, "overloaded", f"the service is busy ({self.active} batches "
+                              f"judging, {self.waiting} requests waiting); retry later",
                               headers={"Retry-After": str(self.retry_after())})
         self.waiting += 1
-        self.gauge.set(self.waiting + self.active)
-        try:
-            await self.slots.acquire()
-        finally:
-            self.waiting -= 1
-        self.active += 1
-        self.gauge.set(self.waiting + self.active)
-        self._began = time.perf_counter()
-        return self
+        self._show()
 
-    async def __aexit__(self, *exc: object) -> None:
-        self.active -= 1
-        self.slots.release()
+    def left(self, n: int = 1) -> None:
+        """``n`` requests stop waiting (judged now, or gone)."""
+        self.waiting -= n
+        self._show()
+
+    @contextlib.asynccontextmanager
+    async def slot(self, held: bool = False) -> AsyncIterator[None]:
+        """One batch judging, once a slot is free (``held``: taken already)."""
+        if not held:
+            await self.slots.acquire()
+        self.active += 1
+        self._show()
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.active -= 1
+            self.slots.release()
+            self._show()
+            self.seconds = 0.8 * self.seconds + 0.2 * (time.perf_counter() - began)
+
+    def _show(self) -> None:
         self.gauge.set(self.waiting + self.active)
-        self.seconds = 0.8 * self.seconds + 0.2 * (time.perf_counter() - self._began)
+
+
+class _Part:
+    """One request's share of a batch: its requests to judge, deadline and answer."""
+
+    def __init__(self, requests: Requests, deadline: float) -> None:
+        self.requests, self.deadline = requests, deadline
+        self.answer: asyncio.Future[list[Verdict]] = asyncio.get_running_loop().create_future()
+        self.waiting = True  # counted as waiting at the gate
+
+
+class _Batch:
+    """Requests of one rubric and jury (one provenance) that waited for a slot together, judged
+    in one walk through the jury's steps: one call per judge for all of them instead of one
+    each (a trainer's one-sample requests arrive by the dozen)."""
+
+    def __init__(self, rubric: Rubric, prov: str) -> None:
+        self.rubric, self.prov = rubric, prov
+        self.parts: list[_Part] = []
+        self.calls = 0  # judge calls per judge so far
+        self.started = False
+        self.task: asyncio.Future[None] | None = None
 
 
 class ScoringService:
@@ -207,6 +245,7 @@ class ScoringService:
         # (at least 1: a config file may ask for more replicas than max_concurrent)
         self.gate = Gate(max(1, share(self.limits.max_concurrent, replicas, rank)),
                          share(self.limits.max_queued, replicas, rank), self.metrics.queue)
+        self._open: dict[str, _Batch] = {}  # by provenance: the batch requests join
         # Inline rubrics are validated and rendered there.
         self.workers = Workers(queued=self.limits.max_render_queued)
         self.clients = Clients(self.limits.max_client_requests)  # open requests per address
@@ -215,7 +254,7 @@ class ScoringService:
         self.replica, self._state = replica, state
         self._reporter: asyncio.Task[None] | None = None
         self._health = Shared(self._check_health, HEALTH_CACHE_S)
-        self._metrics_text = Shared(self._read_metrics, HEALTH_CACHE_S)
+        self._metrics_text = Shared(self._read_metrics, 0.0)  # callers at once share a read
 
     def __del__(self) -> None:
         workers = self.__dict__.get("workers")
@@ -313,21 +352,124 @@ class ScoringService:
         lookup = await self._looked_up(prov, items)
         fresh: list[Verdict] = []
         if lookup.todo:
-            async with self.gate:
-                # Every judge of a step at once; a cascaded jury's later stages get only the
-                # items the earlier ones left open.
-                steps = Steps(rubric, self.jury, prov, requests.subset(lookup.todo))
-                while (step := steps.next()) is not None:
-                    judges, open_requests = step
-                    votes = await _all(
-                        [self._votes_of(j.name, open_requests, deadline) for j in judges])
-                    # Deciding (aggregation, a client's formula) is CPU work: not on the loop.
-                    await asyncio.to_thread(steps.add, votes)
-            fresh = await asyncio.to_thread(steps.verdicts)
+            fresh = await self._judged(rubric, prov, requests.subset(lookup.todo), deadline)
             await self._stored(lookup, fresh)
         records = await asyncio.to_thread(self._records, rubric, prov, lookup, fresh, items)
         self.metrics.count_votes(records)
         return records
+
+    async def _judged(self, rubric: Rubric, prov: str, requests: Requests,
+                      deadline: float) -> list[Verdict]:
+        """The verdicts of ``requests``: judged as soon as a slot is free, together with the
+        other requests of the same rubric that wait for one meanwhile (up to
+        ``max_judge_calls`` per batch)."""
+        part = _Part(requests, deadline)
+        batch = self._open.get(prov)
+        calls = len(requests.requests)
+        if batch is None and not self.gate.slots.locked():
+            # A free slot: judged at once, alone (as if no batching; nothing waits to join).
+            await self.gate.slots.acquire()  # (free: returns without waiting)
+            part.waiting = False
+            batch = _Batch(rubric, prov)
+            batch.task = asyncio.ensure_future(self._run_batch(batch, held=True))
+            batch.task.add_done_callback(functools.partial(self._unused_slot, batch))
+        else:
+            self.gate.admit()
+            if batch is None or batch.calls + calls > self.limits.max_judge_calls:
+                batch = self._open[prov] = _Batch(rubric, prov)
+                batch.task = asyncio.ensure_future(self._run_batch(batch))
+        batch.parts.append(part)
+        batch.calls += calls
+        try:
+            return await asyncio.shield(part.answer)
+        except asyncio.CancelledError:  # its client left, or its deadline passed
+            part.answer.cancel()
+            if part.waiting:
+                part.waiting = False
+                self.gate.left()
+            if batch.task is not None and all(p.answer.done() for p in batch.parts):
+                # Nobody waits for it: stop its judges' work too, and let no request join it.
+                if self._open.get(prov) is batch:
+                    del self._open[prov]
+                batch.task.cancel()
+            raise
+
+    def _unused_slot(self, batch: _Batch, _: object) -> None:
+        """A batch cancelled before it began gives back the slot it was given."""
+        if not batch.started:
+            self.gate.slots.release()
+
+    async def _run_batch(self, batch: _Batch, held: bool = False) -> None:
+        try:
+            async with self.gate.slot(held):
+                if self._open.get(batch.prov) is batch:
+                    del self._open[batch.prov]  # the next requests start a batch of their own
+                batch.started = True
+                waiting = [p for p in batch.parts if p.waiting]
+                for p in waiting:
+                    p.waiting = False
+                self.gate.left(len(waiting))
+                live = [p for p in batch.parts if not p.answer.done()]
+                if live:
+                    await self._answer(batch.rubric, batch.prov, live)
+        except BaseException as exc:
+            if self._open.get(batch.prov) is batch:
+                del self._open[batch.prov]
+            for p in batch.parts:
+                if p.waiting:
+                    p.waiting = False
+                    self.gate.left()
+                if not p.answer.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        p.answer.cancel()
+                    else:
+                        p.answer.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _answer(self, rubric: Rubric, prov: str, parts: list[_Part]) -> None:
+        """Judge ``parts`` together and give each its verdicts. If the batch fails (a judge
+        cannot take it), each part is judged alone, so that only the part at fault fails."""
+        deadline = max(p.deadline for p in parts)
+        joined = Requests.join([p.requests for p in parts]) if len(parts) > 1 \
+            else parts[0].requests
+        try:
+            verdicts = await self._steps(rubric, prov, joined, deadline)
+        except Exception as exc:
+            if len(parts) == 1:
+                raise
+            logger.info("a batch of %d requests failed (%s); judging each alone", len(parts),
+                        _short(exc))
+            for p in parts:
+                if p.answer.done():
+                    continue
+                try:
+                    alone = await self._steps(rubric, prov, p.requests, p.deadline)
+                except Exception as one:
+                    if not p.answer.done():
+                        p.answer.set_exception(one)
+                else:
+                    if not p.answer.done():
+                        p.answer.set_result(alone)
+            return
+        start = 0
+        for p in parts:
+            n = len(p.requests.item_ids)
+            if not p.answer.done():
+                p.answer.set_result(verdicts[start:start + n])
+            start += n
+
+    async def _steps(self, rubric: Rubric, prov: str, requests: Requests,
+                     deadline: float) -> list[Verdict]:
+        """Every judge of a step at once; a cascaded jury's later stages get only the items the
+        earlier ones left open."""
+        steps = Steps(rubric, self.jury, prov, requests)
+        while (step := steps.next()) is not None:
+            judges, open_requests = step
+            votes = await _all([self._votes_of(j.name, open_requests, deadline) for j in judges])
+            # Deciding (aggregation, a client's formula) is CPU work: not on the loop.
+            await asyncio.to_thread(steps.add, votes)
+        return steps.verdicts()
 
     def _records(self, rubric: Rubric, prov: str, lookup: CacheLookup, fresh: list[Verdict],
                  items: list[Any]) -> list[dict[str, Any]]:
@@ -574,7 +716,7 @@ class ScoringService:
     async def metrics_text(self) -> bytes:
         """GET /metrics: the metrics of every ingress replica, summed, as Prometheus text
         (this replica's alone without a shared state); 503 while the shared state cannot be
-        read (Serve restarting it). Shared by the callers of one second, as /healthz is."""
+        read (Serve restarting it). Callers that come while it is read share that reading."""
         return await self._metrics_text.get()
 
     async def _read_metrics(self) -> bytes:

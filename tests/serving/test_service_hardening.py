@@ -393,3 +393,90 @@ def test_a_body_that_trickles_in_is_cut_off(judges):
     r, slowest = run(main())
     assert r.status_code == 408 and "body_timeout_s" in r.text, r.text
     assert slowest < 1.0
+
+
+# -- one-sample requests judged together (#51 item 7) ------------------------------------------
+
+
+def items_of(n: int, prefix: str = "i") -> list[dict]:
+    return [{**ITEM, "id": f"{prefix}{k}", "response": f"Early blight, case {k}."}
+            for k in range(n)]
+
+
+def test_requests_that_wait_together_are_judged_together(judges):
+    async def main():
+        scoring = service(judges, limits={"max_concurrent": 1, "max_queued": 64})
+        async with client(scoring) as http:
+            alone = [(await http.post("/v1/score", json={"rubric": "general",
+                                                         "items": [it]})).json()["verdicts"]
+                     for it in items_of(3, "a")]
+            for handle in scoring.judges.values():
+                handle.counts.clear()
+            answers = await asyncio.gather(*(
+                http.post("/v1/score", json={"rubric": "general", "items": [it]})
+                for it in items_of(12)))
+            assert [r.status_code for r in answers] == [200] * 12
+            calls = [h.counts["votes"] for h in scoring.judges.values()]
+            return alone, [r.json()["verdicts"] for r in answers], calls
+
+    alone, together, calls = run(main())
+    # The first found the slot free and was judged alone; the other eleven waited for it, and
+    # were judged together: two calls per judge in all, where there were twelve.
+    assert calls == [2, 2], calls
+    assert [v[0]["id"] for v in together] == [f"i{k}" for k in range(12)]
+    for mine, want in zip(together[:3], alone):  # the same verdicts as judged alone
+        assert mine[0]["scores"] == want[0]["scores"] and mine[0]["votes"] == want[0]["votes"]
+
+
+def test_a_batch_a_judge_cannot_take_is_judged_request_by_request(judges):
+    async def main():
+        scoring = service(judges, limits={"max_concurrent": 1, "max_queued": 64,
+                                          "max_items": 8})
+        # One judge fails any call that holds the poisoned item, as a backend might.
+        handle = next(iter(scoring.judges.values()))
+        votes = handle.votes.fn
+
+        async def poisoned(requests):
+            if "poison" in requests.item_ids:
+                raise RuntimeError("the backend cannot take this item")
+            return await votes(requests)
+
+        handle.votes.fn = poisoned
+        try:
+            async with client(scoring) as http:
+                busy = asyncio.ensure_future(http.post("/v1/score", json={
+                    "rubric": "general", "items": items_of(1, "busy")}))
+                await asyncio.sleep(0.05)
+                poison, mine = await asyncio.gather(
+                    http.post("/v1/score", json={"rubric": "general",
+                                                 "items": [{**ITEM, "id": "poison"}]}),
+                    http.post("/v1/score", json={"rubric": "general",
+                                                 "items": items_of(1, "mine")}))
+                assert (await busy).status_code == 200
+                return poison, mine
+        finally:
+            handle.votes.fn = votes
+
+    poison, mine = run(main())
+    assert mine.status_code == 200 and mine.json()["verdicts"][0]["status"] == "scored", mine.text
+    assert poison.status_code == 503 and "could not answer" in poison.text, poison.text
+
+
+def test_a_batch_whose_clients_all_left_asks_no_judge(judges):
+    async def main():
+        scoring = service(judges, limits={"max_concurrent": 1, "max_queued": 64})
+        async with client(scoring) as http:
+            busy = asyncio.ensure_future(http.post("/v1/score", json={
+                "rubric": "general", "items": items_of(1, "busy")}))
+            await asyncio.sleep(0.05)
+            leavers = [asyncio.ensure_future(http.post("/v1/score", json={
+                "rubric": "general", "items": [it]})) for it in items_of(3, "gone")]
+            await asyncio.sleep(0.05)
+            for task in leavers:
+                task.cancel()
+            assert (await busy).status_code == 200
+            await asyncio.sleep(0.5)
+            return [h.counts["votes"] for h in scoring.judges.values()], scoring.gate.waiting
+
+    calls, waiting = run(main())
+    assert calls == [1, 1] and waiting == 0, (calls, waiting)

@@ -35,7 +35,7 @@ def test_merged_metrics_are_the_sums_of_the_replicas_and_parse_as_prometheus_tex
     for key, value in got.items():  # every merged sample is the sum of the replicas' own
         assert value == pytest.approx(mine.get(key, 0.0) + theirs.get(key, 0.0)), key
     assert got[("jurybox_requests_total", (("route", "/v1/score"), ("status", "200")))] == 7
-    assert got[("jurybox_unscored_votes_total", (("judge", "a"), ("reason", "no score")))] == 7
+    assert got[("jurybox_unscored_votes_total", (("judge", "a"), ("reason", "other")))] == 7
     assert got[("jurybox_request_seconds_count", (("route", "/v1/score"),))] == 7
     assert got[("jurybox_request_seconds_bucket", (("le", "0.25"), ("route", "/v1/score")))] == 3
     assert got[("jurybox_queue_depth", ())] == 3
