@@ -217,8 +217,11 @@ def _pick_design(design: str, records: list[Any], rubric_def: Any, width: float 
     for criterion, row in plans.items():
         if "designs" in row:
             note(f"{criterion}: {row['designs']['why']}")
+    def count(n: float) -> str:
+        return "more than the pool holds" if n == float("inf") else f"{n:g}"
+
     note(f"--design auto: {pick} (the larger of the criteria's needs: active "
-         f"{needs['active']:g}, uniform {needs['uniform']:g} labels)")
+         f"{count(needs['active'])}, uniform {count(needs['uniform'])} labels)")
     return pick
 
 

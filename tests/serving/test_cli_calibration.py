@@ -724,3 +724,40 @@ def test_labels_plan_counts_the_interval_shown_and_picks_the_design(tmp_path: Pa
     flat = " ".join(text.stdout.split())
     assert "with the betting interval" in flat and "page's betting sequence" in flat
     assert f"design: {pick}, as under the page's betting sequence" in flat, flat
+
+
+def test_label_design_auto_takes_the_plan_s_pick_and_a_labelled_file_keeps_its_own(
+        tmp_path: Path) -> None:
+    """#52 item 4, `jurybox label --goal benchmark-mean --design auto`: the design the plan
+    finds needs fewer labels under the page's sequence (on 200 items of a calibrated jury at
+    half-width 0.5: a uniform order under the betting sequence, the active choice under the
+    asymptotic one), the active choice without a target width, and the design of the labels a
+    file already holds (a session mixing two cannot be estimated)."""
+    import numpy as np
+
+    from jurybox.calibration.data.label_store import LabelStore
+    from jurybox.calibration.estimates.synthetic import LabellingPool
+    from jurybox.rubrics import VerdictRecord, load_rubric
+    from jurybox.serving.cli.label import _pick_design
+
+    rng = np.random.default_rng(8)
+    criteria = ["accuracy", "relevance", "completeness", "parsimony"]
+    pools = {c: LabellingPool.draw(rng, 200) for c in criteria}
+    records = [VerdictRecord.model_validate({
+        "id": f"q{k}", "status": "scored", "rubric": "mirage-mg", "jury": "sim",
+        "provenance": "sim", "scores": {c: float(pool.score[k]) for c, pool in pools.items()},
+        "votes": [{"judge": j, "criterion": c, "score": float(np.argmax(pool.dist[k])),
+                   "distribution": {str(v): float(p) for v, p in enumerate(pool.dist[k])}}
+                  for c, pool in pools.items() for j in ("a", "b")]}) for k in range(200)]
+    rubric = load_rubric("mirage-mg")
+    store = LabelStore(tmp_path / "l.jsonl")
+    try:
+        assert _pick_design("auto", records, rubric, 0.5, "betting", store) == "uniform"
+        assert _pick_design("auto", records, rubric, 0.5, "asymptotic", store) == "active"
+        assert _pick_design("auto", records, rubric, None, "betting", store) == "active"
+        assert _pick_design("active", records, rubric, 0.5, "betting", store) == "active"
+        store.append({"id": "q1", "rater": "r", "accuracy": 2,
+                      "selection": {"strategy": "uniform", "probability": None}})
+        assert _pick_design("active", records, rubric, 0.5, "betting", store) == "uniform"
+    finally:
+        store.close()
