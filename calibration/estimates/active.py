@@ -380,7 +380,7 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             lo, hi = betting_bounds(terms, 1.0 - confidence, terms.d.size)
             ci, kind = (min(lo, estimate), max(hi, estimate)), "betting"
             hw = (ci[1] - ci[0]) / 2
-            notes.append(f"{_count(departed, 'labelled item')} of {len(ids)} depart from the "
+            notes.append(f"{departed} of the {len(ids)} labelled items depart from the "
                          f"jury's score (another level): fewer than {NORMAL_DEPARTURES}, so the "
                          "labels cannot show the jury's rare errors yet and the interval is the "
                          "betting interval at this count (valid for any jury, wide while the "
@@ -391,10 +391,6 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             "active (weighted by inclusion probabilities)" if active else "simple random sample",
             confidence, tuple(notes), s2, coins, kind, departed)
     return out
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _session_terms(scored: Mapping[str, float], y: Mapping[str, float], scale: Any,
