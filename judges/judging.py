@@ -34,7 +34,7 @@ from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 from jurybox.rubrics.pairwise import a_share, combine_orders, jury_p_a, winner_of
 
 from .aggregate import aggregate_criterion
-from .backends.base import AsyncBackend, Backend, Generation, Request
+from .backends.protocol import AsyncBackend, Backend, Generation, Request
 from .parsing import expected_score, parse_answers, score_distribution
 from .spec import JudgeSpec, JurySpec
 

@@ -15,7 +15,9 @@ from typing import Any, Protocol
 
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 
-from .backends.base import Backend, backend_note
+from .backends.base import backend_note
+from .backends.protocol import Backend
+from .backends.registry import make_backend
 from .cache import CacheLookup, VerdictCache
 from .cascade import Steps
 from .judging import judge_votes, render_requests
@@ -52,28 +54,6 @@ def loads_side_by_side(spec: JudgeSpec) -> bool:
     from .backends.vllm import on_cpu
 
     return on_cpu()
-
-
-def make_backend(spec: JudgeSpec) -> Backend:
-    """A new backend for the judge, of the kind its ``backend`` names (``transformers``,
-    ``vllm``, ``openai``, or ``replay`` for tests and benchmarks); ValueError for any other."""
-    if spec.backend == "transformers":
-        from .backends.transformers import TransformersBackend
-
-        return TransformersBackend(spec)
-    if spec.backend == "vllm":
-        from .backends.vllm import VLLMBackend
-
-        return VLLMBackend(spec)
-    if spec.backend == "openai":
-        from .backends.openai import OpenAIBackend
-
-        return OpenAIBackend(spec)
-    if spec.backend == "replay":
-        from .backends.replay import replay_backend
-
-        return replay_backend(spec)
-    raise ValueError(f"judge {spec.name}: unknown backend {spec.backend!r}")
 
 
 class JuryLike(Protocol):
@@ -129,11 +109,11 @@ class Jury:
         from jurybox.judges import Jury
         from jurybox.rubrics import Item, load_rubric
 
-        jury = Jury.load("tiny")
         item = Item(id="q1", question="What causes brown rings on tomato leaves?",
                     response="Early blight, a fungal disease.",
                     reference="Early blight (Alternaria); remove infected leaves.")
-        (verdict,) = jury.score(load_rubric("general"), [item])
+        with Jury.load("tiny") as jury:  # closed (models released) at the end of the block
+            (verdict,) = jury.score(load_rubric("general"), [item])
         verdict.status, verdict.scores  # "scored" or "unscored", a score per criterion
     """
 
@@ -280,3 +260,9 @@ class Jury:
                 done.result()
         if self.cache is not None:
             self.cache.close()
+
+    def __enter__(self) -> Jury:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -16,7 +16,7 @@ from typing import Any
 
 from jurybox.rubrics import Criterion
 
-from .backends.base import TokenStep
+from .backends.protocol import TokenStep
 
 _DECODER = json.JSONDecoder()
 # Share of a position's probability that may fall on tokens we cannot tie to one scale point

@@ -192,10 +192,11 @@ class JudgeSpec(BaseModel):
     )
     revision: str | None = Field(None, description="Hub revision (commit) to pin the weights; "
                                  "without one the provenance hash cannot tell updates apart.")
-    backend: Literal["transformers", "vllm", "openai", "replay"] = Field(
+    backend: str = Field(
         "transformers", description="transformers (local, CPU or GPU), vllm (local engine), "
-        "openai (an OpenAI-compatible server), or replay (recorded answers of a real judge, "
-        "for tests and benchmarks: engine_kwargs.recording names the recordings).")
+        "openai (an OpenAI-compatible server), replay (recorded answers of a real judge, for "
+        "tests and benchmarks: engine_kwargs.recording names the recordings), or a backend a "
+        "package registers under the jurybox.backends entry point group.")
     prompt_format: Literal["chat", "plain"] = Field(
         "chat", description="chat: the model's chat template; plain: the rubric as a document, "
         "for base models.")
@@ -235,6 +236,17 @@ class JudgeSpec(BaseModel):
             return data  # the field's own validation reports it
         rest = {k: v for k, v in data.items() if k not in flat}
         return {**rest, "execution": {**block, **flat}}
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        from .backends.registry import backend_kind
+
+        try:
+            backend_kind(name)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        return name
 
     @model_validator(mode="after")
     def _tensor_parallel_is_vllm(self) -> JudgeSpec:
@@ -429,8 +441,9 @@ class JurySpec(BaseModel):
     def default_chunk_size(self) -> int:
         """Items per judging step: small for transformers (each step is a padded batch), large
         for vLLM and servers, whose engines batch continuously across everything submitted."""
-        in_process = ("transformers", "replay")  # replay stands in for transformers in tests
-        return 16 if all(j.backend in in_process for j in self.judges) else 256
+        from .backends.registry import backend_kind
+
+        return 16 if all(backend_kind(j.backend).batches for j in self.judges) else 256
 
     def quorum_count(self) -> int:
         """The quorum as a count of scored votes: every judge for ``all``, a fraction of the jury

@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from jurybox.judges.backends.base import TokenStep
+from jurybox.judges.backends.protocol import TokenStep
 from jurybox.rubrics import Item
 
 QUESTION = "What causes brown rings on tomato leaves after rain?"

@@ -1,27 +1,19 @@
-"""What a backend does: turn prompts into raw outputs and token logprobs. Nothing else.
-
-Prompt rendering, parsing and score distributions live in jurybox.judges and are shared by every
-backend, so a judgment means the same thing whichever engine produced it.
+"""What the local backends share (transformers, vLLM, replay: those that tokenize prompts
+themselves): prompt text, tokenizing with shared beginnings and endings done once, control
+tokens kept out of an item's text, detokenizing, and token steps from logprobs. The contract a
+backend fulfils is :mod:`jurybox.judges.backends.protocol`.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, cast, runtime_checkable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
-from jurybox.rubrics.errors import InputError
-
-Message = dict[str, str]
-
-
-class JudgeConfigError(InputError):
-    """A judge that cannot run as specified here: its backend is not installed, or its spec does
-    not fit its model (e.g. chat prompts for a model without a chat template)."""
+from .protocol import JudgeConfigError, Message, Request, TokenStep
 
 
 def require_chat_template(spec: Any, tokenizer: Any) -> None:
@@ -468,18 +460,6 @@ def steps_from_logprobs(
     return "".join(pieces), steps
 
 
-@dataclass(frozen=True)
-class Request:
-    """One prompt for a backend: the rubric's chat messages and the JSON schema the answer
-    follows; ``item_text``: every string of the item's fields rendered into them (its question,
-    response, reference, context, inputs and id), which a judge must read as text, never as
-    its control tokens (see :class:`ControlTokens`)."""
-
-    messages: list[Message]
-    schema: dict[str, Any]
-    item_text: tuple[str, ...] = ()
-
-
 def _trie_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
     """A regular expression matching any of ``words`` in time linear in the text: the words as a
     trie (each alternation's branches start with different characters, so a match never
@@ -605,101 +585,3 @@ def escape_control(messages: list[Message], item_text: Sequence[str]) -> list[Me
             content = content.replace(text, escaped)
         out.append({**message, "content": content})
     return out
-
-
-class TokenStep:
-    """One generated token: where it starts in the answer text, its text, and the top
-    alternatives at that position (appended text -> logprob), computed only when asked for:
-    ``top`` is the mapping, or a function that makes it (called with ``index`` when one is
-    given, so one function can serve every step of an answer)."""
-
-    __slots__ = ("_index", "_make_top", "_top", "offset", "text")
-
-    _top: Mapping[str, float] | None
-    _make_top: Callable[..., Mapping[str, float]] | None
-
-    def __init__(
-        self,
-        offset: int,
-        text: str,
-        top: Mapping[str, float] | Callable[..., Mapping[str, float]],
-        index: int | None = None,
-    ) -> None:
-        self.offset = offset
-        self.text = text
-        self._index = index
-        if callable(top):
-            self._top, self._make_top = None, top
-        else:
-            self._top, self._make_top = top, None
-
-    @property
-    def top(self) -> Mapping[str, float]:
-        """The top alternatives at this position (appended text -> logprob), made on first access
-        when the step was given a function."""
-        if self._top is None:
-            assert self._make_top is not None
-            self._top = self._make_top() if self._index is None else self._make_top(self._index)
-        return self._top
-
-
-@dataclass
-class Generation:
-    """A backend's output for one request: the answer text (after any reasoning), or an error."""
-
-    text: str = ""
-    steps: list[TokenStep] = field(default_factory=list)
-    reasoning: str | None = None
-    error: str | None = None
-    finish_reason: str | None = None
-    latency_s: float = 0.0
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-
-
-# Asked by a long generate between its steps: True once nobody waits for its outputs any more.
-CancelCheck = Callable[[], bool]
-
-
-class GenerationCancelled(Exception):
-    """A generate stopped early because its cancel check said that nobody waits for it any more
-    (every client of its batch left, or passed its deadline). Not a failure of the judge: there
-    is nobody to report to, and a generation cut off mid-answer is no answer, so none is
-    returned."""
-
-
-class Backend(Protocol):
-    """``generate`` may also take ``cancelled`` (a :data:`CancelCheck`, keyword, default None)
-    when the backend can stop a running generate: it then raises GenerationCancelled soon after
-    the check turns True. A backend that cannot stop early takes only the requests (see
-    :func:`takes_cancel_check`)."""
-
-    name: str
-
-    def generate(self, requests: list[Request]) -> list[Generation]:
-        """One Generation per request, in order. Trouble with one prompt is that generation's
-        ``error`` (an unscored vote); an exception means the judge as a whole failed."""
-        ...
-
-    def close(self) -> None:
-        """Release what the backend holds (its model, engine or connections)."""
-        ...
-
-
-def takes_cancel_check(backend: Any) -> bool:
-    """Whether ``backend.generate`` takes a ``cancelled`` check (a backend that cannot stop a
-    running generate, or a test's fake, takes only the requests)."""
-    try:
-        return "cancelled" in inspect.signature(backend.generate).parameters
-    except (AttributeError, TypeError, ValueError):
-        return False
-
-
-@runtime_checkable
-class AsyncBackend(Backend, Protocol):
-    """A backend that can generate on an event loop (the async vLLM engine, the OpenAI
-    client; the scoring service wraps the others in a batching thread)."""
-
-    async def agenerate(self, requests: list[Request]) -> list[Generation]:
-        """As ``generate``, awaited on the caller's event loop."""
-        ...

@@ -38,14 +38,8 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from .base import (
-    Generation,
-    JudgeConfigError,
-    Request,
-    TokenStep,
-    escape_control,
-    plain_prompt,
-)
+from .base import escape_control, plain_prompt
+from .protocol import CancelCheck, Generation, JudgeConfigError, Request, TokenStep
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
@@ -292,9 +286,11 @@ class OpenAIBackend:
         ) as client:
             return list(await asyncio.gather(*(self._one(client, gate, r) for r in requests)))
 
-    def generate(self, requests: list[Request]) -> list[Generation]:
+    def generate(self, requests: list[Request],
+                 cancelled: CancelCheck | None = None) -> list[Generation]:
         """:meth:`agenerate` run to completion; from inside a running event loop it runs on its own
-        loop in a thread."""
+        loop in a thread. (``cancelled`` is not asked: a caller that can cancel awaits
+        :meth:`agenerate`.)"""
         try:
             asyncio.get_running_loop()
         except RuntimeError:

@@ -39,14 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import (
-    CancelCheck,
     ControlTokens,
     Detokenizer,
-    Generation,
-    GenerationCancelled,
-    JudgeConfigError,
     PromptEncoder,
-    Request,
     bos_prefix,
     length_error,
     prompt_char_limit,
@@ -54,6 +49,7 @@ from .base import (
     require_chat_template,
     steps_from_logprobs,
 )
+from .protocol import CancelCheck, Generation, GenerationCancelled, JudgeConfigError, Request
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec

@@ -16,18 +16,14 @@ import numpy as np
 
 from ..weights import materialize, resolve
 from .base import (
-    CancelCheck,
     ControlTokens,
-    Generation,
-    GenerationCancelled,
-    Request,
-    TokenStep,
     bos_prefix,
     length_error,
     prompt_char_limit,
     prompt_text,
     require_chat_template,
 )
+from .protocol import CancelCheck, Generation, GenerationCancelled, Request, TokenStep
 
 if TYPE_CHECKING:
     from collections.abc import Callable

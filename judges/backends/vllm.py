@@ -31,10 +31,7 @@ from ..weights import materialize, resolve
 from .base import (
     ControlTokens,
     Detokenizer,
-    Generation,
-    JudgeConfigError,
     PromptEncoder,
-    Request,
     bos_prefix,
     encode_prompts,
     length_error,
@@ -43,6 +40,7 @@ from .base import (
     require_chat_template,
     steps_from_logprobs,
 )
+from .protocol import CancelCheck, Generation, GenerationCancelled, JudgeConfigError, Request
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
@@ -250,10 +248,12 @@ class VLLMBackend(_VLLMJudge):
 
     # -- generation ------------------------------------------------------------------------------
 
-    def generate(self, requests: list[Request]) -> list[Generation]:
+    def generate(self, requests: list[Request],
+                 cancelled: CancelCheck | None = None) -> list[Generation]:
         """One Generation per request, in order, all submitted to the engine at once (reasoning
         judges think, then answer); a request the engine refuses or a prompt too long is that item's
-        error."""
+        error. ``cancelled`` is asked after every engine step (GenerationCancelled once True:
+        the requests are aborted)."""
         from vllm.inputs import TokensPrompt
 
         think = self.spec.reasoning.mode == "think"
@@ -291,6 +291,8 @@ class VLLMBackend(_VLLMJudge):
 
         try:
             while pending:
+                if cancelled is not None and cancelled():
+                    raise GenerationCancelled(f"judge {self.name}: nobody waits for this generate")
                 for out in self.engine.step():
                     if not out.finished or out.request_id not in pending:
                         continue
@@ -416,8 +418,11 @@ class AsyncVLLMBackend(_VLLMJudge):
         return list(await asyncio.gather(
             *(self._one(call, i, r, ids) for i, (r, ids) in enumerate(zip(requests, prompt_ids)))))
 
-    def generate(self, requests: list[Request]) -> list[Generation]:
-        """:meth:`agenerate` run on a new event loop (``asyncio.run``), for a caller outside one."""
+    def generate(self, requests: list[Request],
+                 cancelled: CancelCheck | None = None) -> list[Generation]:
+        """:meth:`agenerate` run on a new event loop (``asyncio.run``), for a caller outside one
+        (which cannot cancel it: ``cancelled`` is not asked; the service awaits
+        :meth:`agenerate`, which stops when its caller is cancelled)."""
         import asyncio
 
         return asyncio.run(self.agenerate(requests))

@@ -88,11 +88,12 @@ def _check_models(spec) -> None:
     exist, a model package not installed), so that a typo fails in a second with one line
     rather than in each replica Serve starts. (Joining a cluster, the nodes' files count, not
     this machine's: Serve reports those.)"""
+    from jurybox.judges.backends.registry import backend_kind
     from jurybox.judges.weights import ModelNotAvailable, resolve
 
     missing = []
     for judge in spec.judges:
-        if judge.backend in ("transformers", "vllm"):
+        if backend_kind(judge.backend).weights:
             try:
                 resolve(judge.model, judge.revision)
             except ModelNotAvailable as exc:

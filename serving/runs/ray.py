@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ray.data import Dataset
 
     from jurybox.calibration import AppliedCalibration
-    from jurybox.judges.backends.base import Backend
+    from jurybox.judges.backends.protocol import Backend
 
 
 def _read_file(row: dict[str, Any], rubric: dict[str, Any], reading: dict[str, Any],
@@ -248,9 +248,11 @@ def _pool(spec: JudgeSpec) -> dict[str, Any]:
     """Actor-pool options for one judge's stage, from its execution settings."""
     import ray
 
+    from jurybox.judges.backends.registry import backend_kind
+
     options = spec.execution.actor_pool_options()
     options["compute"] = ray.data.ActorPoolStrategy(**options.pop("pool"))
-    options["batch_size"] = (spec.execution.batch_size if spec.backend in ("transformers", "replay")
+    options["batch_size"] = (spec.execution.batch_size if backend_kind(spec.backend).batches
                              else 256)
     return options
 

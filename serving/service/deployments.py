@@ -20,13 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from jurybox.judges import JudgeSpec, Requests, ajudge_votes
-from jurybox.judges.backends.base import (
+from jurybox.judges.backends.protocol import (
     AsyncBackend,
     Backend,
+    CancelCheck,
     Generation,
     GenerationCancelled,
     Request,
-    takes_cancel_check,
 )
 from jurybox.rubrics import Vote
 
@@ -42,7 +42,7 @@ def service_backend(spec: JudgeSpec) -> Backend:
         # replica's placement group.
         tp = spec.execution.tensor_parallel_size
         return AsyncVLLMBackend(spec, distributed_executor_backend="ray" if tp > 1 else None)
-    from jurybox.judges.jury import make_backend
+    from jurybox.judges.backends.registry import make_backend
 
     return served(make_backend(spec))
 
@@ -62,9 +62,9 @@ class _Batched:
     fails alone; a caller that stops waiting (its client left, its deadline passed) cancels
     only its own wait, and a request nobody waits for any more is not generated. The batches
     run in a task of their own, so no caller's cancellation reaches them: a batch with one
-    caller still waiting runs to its end. Once every caller of the running batch has left, a
-    backend that can stop early (``generate(..., cancelled=...)``) is told to, so an abandoned
-    generate does not hold the judge while new requests wait (a deadline or
+    caller still waiting runs to its end. Once every caller of the running batch has left, the
+    backend is told to stop (``generate(..., cancelled=...)``; one that can stops early), so an
+    abandoned generate does not hold the judge while new requests wait (a deadline or
     ``max_concurrent`` would mean nothing if it did)."""
 
     def __init__(self, backend: Backend, max_wait_s: float = 0.0) -> None:
@@ -73,7 +73,6 @@ class _Batched:
         self._waiting: list[tuple[list[Request], asyncio.Future]] = []
         self._max_wait_s = max_wait_s
         self._runner: asyncio.Task | None = None
-        self._cancellable = takes_cancel_check(backend)
         self._generating = 0  # generates running in a worker thread (0 or 1)
         self.generated = self.cancelled = 0  # generates that ran to their end; that stopped
 
@@ -143,10 +142,10 @@ class _Batched:
 
         for _, fut in batch:
             fut.add_done_callback(left)
-        check = {"cancelled": nobody_waits.is_set} if self._cancellable else {}
         self._generating += 1
         try:
-            return await asyncio.to_thread(self.backend.generate, prompts, **check)
+            return await asyncio.to_thread(self.backend.generate, prompts,
+                                           cancelled=nobody_waits.is_set)
         except asyncio.CancelledError:  # the replica is stopping: its callers are failed
             nobody_waits.set()
             raise
@@ -159,8 +158,9 @@ class _Batched:
         """Whether a generate is running (in the worker thread) right now."""
         return self._generating > 0
 
-    def generate(self, requests: list[Request]) -> list[Generation]:
-        return self.backend.generate(requests)
+    def generate(self, requests: list[Request],
+                 cancelled: CancelCheck | None = None) -> list[Generation]:
+        return self.backend.generate(requests, cancelled=cancelled)
 
     def close(self) -> None:
         self.backend.close()

@@ -9,7 +9,7 @@ import re
 
 from jurybox.benchmarks import Judged
 from jurybox.judges import Jury, JurySpec
-from jurybox.judges.backends.base import Generation
+from jurybox.judges.backends.protocol import Generation
 from jurybox.rubrics import VerdictRecord
 
 
@@ -53,7 +53,7 @@ class RuleBackend:
     def __init__(self, name, rule):
         self.name, self.rule, self.prompts = name, rule, []
 
-    def generate(self, requests):
+    def generate(self, requests, cancelled=None):
         out = []
         for r in requests:
             prompt = r.messages[-1]["content"]

@@ -132,7 +132,7 @@ def test_judged_records_go_to_a_default_directory(examples, tmp_path, jury, monk
 
 def test_an_interrupted_run_says_how_to_resume(examples, tmp_path, monkeypatch):
     class Stop(RuleBackend):
-        def generate(self, requests):
+        def generate(self, requests, cancelled=None):
             raise KeyboardInterrupt
 
     made = rule_jury(top_of)

@@ -4,7 +4,7 @@ from scipy import stats
 
 from jurybox.judges import Jury, JurySpec, decide, provenance
 from jurybox.judges.aggregate import aggregate_criterion
-from jurybox.judges.backends.base import Generation
+from jurybox.judges.backends.protocol import Generation
 from jurybox.rubrics import Item, Vote, load_rubric
 
 
@@ -87,7 +87,7 @@ class FakeBackend:
     def __init__(self, name, outputs):
         self.name, self.outputs, self.seen = name, list(outputs), []
 
-    def generate(self, requests):
+    def generate(self, requests, cancelled=None):
         self.seen.extend(requests)
         return [self.outputs.pop(0) for _ in requests]
 
@@ -158,7 +158,7 @@ def test_a_backend_that_fails_or_loses_outputs_stops_the_run():
         Jury(jury(n=1), {"j0": short}).score(load_rubric("general"), items)
 
     class Broken(FakeBackend):
-        def generate(self, requests):
+        def generate(self, requests, cancelled=None):
             raise MemoryError("out of memory")
 
     with pytest.raises(JudgeFailed, match="judge j0 failed: MemoryError: out of memory"):

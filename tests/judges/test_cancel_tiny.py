@@ -7,7 +7,7 @@ import pytest
 from judging_helpers import ITEMS
 
 from jurybox.judges import Jury, render_requests
-from jurybox.judges.backends.base import GenerationCancelled
+from jurybox.judges.backends.protocol import GenerationCancelled
 from jurybox.rubrics import load_rubric
 
 pytestmark = pytest.mark.models

@@ -11,7 +11,7 @@ from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 from pydantic import ValidationError
 
 from jurybox.judges import Jury, JurySpec, Steps, decide, provenance, render_requests
-from jurybox.judges.backends.base import Generation, TokenStep
+from jurybox.judges.backends.protocol import Generation, TokenStep
 from jurybox.rubrics import Item
 from jurybox.rubrics.errors import InputError
 
@@ -36,7 +36,7 @@ class Scripted:
     def __init__(self, answers: dict[str, Generation]) -> None:
         self.answers, self.asked = answers, []
 
-    def generate(self, requests):
+    def generate(self, requests, cancelled=None):
         out = []
         for request in requests:
             item = request.messages[-1]["content"].split()[0]

@@ -22,7 +22,8 @@ from judging_helpers import (
 
 from jurybox.judges import JurySpec
 from jurybox.judges.aggregate import RULES, _small, aggregate_criterion
-from jurybox.judges.backends.base import Detokenizer, TokenStep, steps_from_logprobs
+from jurybox.judges.backends.base import Detokenizer, steps_from_logprobs
+from jurybox.judges.backends.protocol import TokenStep
 from jurybox.judges.parsing import _scale_texts, parse_answers, score_distribution
 from jurybox.rubrics import Criterion, CriterionResult, Scale, Verdict, Vote
 

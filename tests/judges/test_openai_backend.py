@@ -16,7 +16,7 @@ import pytest
 from judging_helpers import ITEMS, check_scored_vote
 
 from jurybox.judges import Jury, JurySpec
-from jurybox.judges.backends.base import Request
+from jurybox.judges.backends.protocol import Request
 from jurybox.rubrics import load_rubric, output_schema, render_messages
 
 httpx = pytest.importorskip("httpx", reason="the openai backend needs httpx")

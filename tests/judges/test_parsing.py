@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from jurybox.judges.backends.base import TokenStep
+from jurybox.judges.backends.protocol import TokenStep
 from jurybox.judges.parsing import expected_score, parse_answers, score_distribution
 from jurybox.rubrics import Criterion, Scale
 

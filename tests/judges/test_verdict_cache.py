@@ -12,7 +12,7 @@ import pytest
 from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 
 from jurybox.judges import Jury, JurySpec
-from jurybox.judges.backends.base import Generation, TokenStep
+from jurybox.judges.backends.protocol import Generation, TokenStep
 from jurybox.judges.cache import VerdictCache
 from jurybox.rubrics import Item
 
@@ -26,7 +26,7 @@ class Counting:
     def __init__(self) -> None:
         self.asked = 0
 
-    def generate(self, requests):
+    def generate(self, requests, cancelled=None):
         self.asked += len(requests)
         top = {"3": math.log(0.8), "4": math.log(0.2)}
         steps = [TokenStep(0, PREFIX, {PREFIX: 0.0}), TokenStep(len(PREFIX), "3", top),

@@ -220,7 +220,7 @@ class TestEngine:
             reference.close()
 
     def test_score_positions_only_offer_tokens_the_grammar_allows(self, smol_vllm):
-        from jurybox.judges.backends.base import Request
+        from jurybox.judges.backends.protocol import Request
         from jurybox.rubrics import output_schema, render_messages
 
         rubric = load_rubric("general")

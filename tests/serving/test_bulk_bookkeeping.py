@@ -11,7 +11,7 @@ import re
 from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 
 from jurybox.judges import Jury, JurySpec
-from jurybox.judges.backends.base import Generation, TokenStep
+from jurybox.judges.backends.protocol import Generation, TokenStep
 from jurybox.serving.runs.local import judge_file
 
 RUBRIC = one_criterion_rubric()
@@ -21,7 +21,7 @@ SPEC = JurySpec.model_validate({"name": "j", "judges": [{"name": "a", "model": "
 class ByDigit:
     """Scores each item with the digit its response ends with."""
 
-    def generate(self, requests):
+    def generate(self, requests, cancelled=None):
         out = []
         for request in requests:
             prompt = " ".join(str(m["content"]) for m in request.messages)

@@ -7,7 +7,7 @@ import threading
 import time
 
 from jurybox.judges import render_requests
-from jurybox.judges.backends.base import Generation, GenerationCancelled
+from jurybox.judges.backends.protocol import Generation, GenerationCancelled
 from jurybox.rubrics import Item, load_rubric
 from jurybox.serving.service.deployments import JudgeServer, _Batched
 
@@ -21,7 +21,7 @@ class Recording:
     def __init__(self):
         self.calls = []
 
-    def generate(self, requests):
+    def generate(self, requests, cancelled=None):
         self.calls.append(len(requests))
         return [Generation(text=ANSWER) for _ in requests]
 
@@ -62,7 +62,7 @@ def test_concurrent_calls_share_one_generate_and_get_their_own_outputs():
 
 def test_a_failing_generate_fails_every_call_of_its_batch():
     class Broken(Recording):
-        def generate(self, requests):
+        def generate(self, requests, cancelled=None):
             raise MemoryError("out of memory")
 
     batched = _Batched(Broken())
@@ -80,7 +80,7 @@ def test_a_failing_generate_fails_every_call_of_its_batch():
 class Poisoned(Recording):
     """Fails a whole generate when any prompt holds a lone surrogate, as a tokenizer does."""
 
-    def generate(self, requests):
+    def generate(self, requests, cancelled=None):
         self.calls.append(len(requests))
         if any("\ud800" in m["content"] for r in requests for m in r.messages):
             raise TypeError("TextEncodeInput must be Union[TextInputSequence, ...]")
@@ -112,7 +112,7 @@ class Slow(Recording):
         self.seconds, self.running, self.most = seconds, 0, 0
         self.lock = threading.Lock()
 
-    def generate(self, requests):
+    def generate(self, requests, cancelled=None):
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)

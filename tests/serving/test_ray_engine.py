@@ -140,8 +140,8 @@ class _Noting:
         self.name = spec.name
         self.encoder = SimpleNamespace(note=f"judge {spec.name}: whole prompts are tokenized")
 
-    def generate(self, requests):
-        from jurybox.judges.backends.base import Generation
+    def generate(self, requests, cancelled=None):
+        from jurybox.judges.backends.protocol import Generation
 
         return [Generation(text=self.ANSWER) for _ in requests]
 
