@@ -11,18 +11,19 @@ verl 0.9.1's reward loop gives each reward worker a chunk of the batch and its r
 for every response of the chunk at once. Nothing in that loop calls a batch function, so
 :func:`compute_score` is the batch path: the calls that arrive together (each within
 ``GAP_S`` of the one before, all within ``WINDOW_S`` of the first) are judged together, in as
-few requests as the service's limits allow. verl's ``remote`` reward manager runs the function in Ray worker processes of its own
-and refuses coroutines: name :func:`compute_score_sync` there
-(``reward.custom_reward_function.name=compute_score_sync``); it judges one response per call
-(each worker one at a time), so ``naive`` is the faster choice for a jury behind a service.
+few requests as the service's limits allow. verl's ``remote`` reward manager runs the
+function in Ray worker processes of its own and refuses coroutines: name
+:func:`compute_score_sync` there (``reward.custom_reward_function.name=compute_score_sync``);
+it judges one response per call (each worker one at a time), so ``naive`` is the faster
+choice for a jury behind a service.
 
 verl passes no prompt, so the question comes from ``extra_info["question"]`` (or the key
 ``reward_kwargs.fields.question`` names), which verl's data preprocessing scripts write; the
 reference is ``reward_model.ground_truth`` (or ``extra_info[fields.reference]``), the context
 ``extra_info["context"]`` (or ``extra_info[fields.context]``).
 
-The result is ``{"score": reward, "jurybox_unscored": 0 or 1, "jurybox_<score>": ...,
-"jurybox_verdict": ...}``: verl keeps every key but ``score`` as the response's
+The result is ``{"score": reward, "jurybox/unscored": 0 or 1, "jurybox/<score>": ...,
+"jurybox/verdict": ...}``: verl keeps every key but ``score`` as the response's
 ``reward_extra_info``: its validation metrics average each criterion's and the formula's value
 (on the reward's scale; None where the jury has none, which verl leaves out) and the share
 unscored, and its rollout dumps show each response's verdict in a line (every judge's scores,
@@ -142,10 +143,10 @@ def _result(rewards: JuryRewards, record: Mapping[str, Any], sample: str) -> dic
         raise VerlUnscored(rewards.reward.name, sample, why)
     # the unscored policy applied ("none" is refused: verl cannot take it)
     out: dict[str, Any] = {"score": rewards.reward.values([record])[0],
-                           "jurybox_unscored": float(value is None)}
+                           "jurybox/unscored": float(value is None)}
     for name, reward in _SCORES[id(rewards)].items():
-        out[f"jurybox_{name}"] = reward.values([record])[0]
-    out["jurybox_verdict"] = explain(record)
+        out[f"jurybox/{name}"] = reward.values([record])[0]
+    out["jurybox/verdict"] = explain(record)
     return out
 
 

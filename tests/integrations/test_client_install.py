@@ -2,9 +2,9 @@
 from this repository's sources into a wheel, installed with its dependencies (the lock's
 versions) into a fresh virtual environment of the system's Python that has no torch, and used
 there as a trainer's environment uses it: the adapters import (verl's included), and TRL's
-reward function in URL mode against the session's live service gives /v1/score's reward. Nothing of the judges'
-model libraries is installed (#51: every install of jurybox pulled torch, transformers and
-xgrammar)."""
+reward function in URL mode against the session's live service gives /v1/score's reward.
+Nothing of the judges' model libraries is installed (#51: every install of jurybox pulled
+torch, transformers and xgrammar)."""
 
 from __future__ import annotations
 

@@ -130,13 +130,13 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(user_service, token,
     scores = [o["reward_score"] for o in outputs]
     assert scores == want and want[2] == 0.25  # the long question's response is unscored
     infos = [o["reward_extra_info"] for o in outputs]
-    assert [i["jurybox_unscored"] for i in infos] == [0.0, 0.0, 1.0]
+    assert [i["jurybox/unscored"] for i in infos] == [0.0, 0.0, 1.0]
     for c in CRITERIA:  # every criterion's score on the reward's scale, None where missing
-        assert [i[f"jurybox_{c}"] for i in infos] == \
+        assert [i[f"jurybox/{c}"] for i in infos] == \
             RewardSpec(score=c, unscored="none").bind(rubric).values(records)
-    assert infos[0]["jurybox_verdict"].startswith("smollm2-135m: accuracy ")
+    assert infos[0]["jurybox/verdict"].startswith("smollm2-135m: accuracy ")
     # The cause, not its consequence: the judges' prompt over their limit before "below quorum".
-    assert infos[2]["jurybox_verdict"].startswith("not scored: smollm2-135m: prompt is ")
+    assert infos[2]["jurybox/verdict"].startswith("not scored: smollm2-135m: prompt is ")
     tensor = RewardManagerBase.assemble_rm_scores(data, scores)
     lengths = data.batch["attention_mask"][:, -data.batch["responses"].shape[1]:].sum(-1)
     for k, n in enumerate(lengths.tolist()):
@@ -154,7 +154,8 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(user_service, token,
         (output,) = score(remote, batch(remote.input_tokenizer, ROWS[:1]))
     finally:
         ray.shutdown()
-    assert output["reward_score"] == output["reward_extra_info"]["jurybox_weighted_sum"] == want[0]
+    assert output["reward_score"] == want[0]
+    assert output["reward_extra_info"]["jurybox/weighted_sum"] == want[0]
 
 
 def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token):
