@@ -97,6 +97,7 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(user_service, token,
     read from the wrong key, and the service answered ``items[0].question: empty``); then the
     remote manager (its own Ray worker process per reward worker), which refuses a coroutine
     (#51) and runs ``compute_score_sync``: the same reward."""
+    import shutil
     import tempfile
 
     import ray
@@ -146,14 +147,16 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(user_service, token,
     with pytest.raises(AssertionError, match="Async reward score is not supported"):
         RewardLoopWorker(config(user_service, token, manager="remote"))
     # Its own local Ray (the token fixture's variable inherited by its workers), stopped after.
+    temp = tempfile.mkdtemp(prefix="verl-ray-", dir="/tmp")  # short: Ray's socket paths
     ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="WARNING",
-             _temp_dir=tempfile.mkdtemp(prefix="verl-ray-", dir="/tmp"))
+             _temp_dir=temp)
     try:
         remote = RewardLoopWorker(config(user_service, token, manager="remote",
                                          name="compute_score_sync"))
         (output,) = score(remote, batch(remote.input_tokenizer, ROWS[:1]))
     finally:
         ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
     assert output["reward_score"] == want[0]
     assert output["reward_extra_info"]["jurybox/weighted_sum"] == want[0]
 
