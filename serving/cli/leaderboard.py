@@ -297,8 +297,10 @@ def render(board: Any) -> None:
     pct = round(board.confidence * 100)
     by = board.rank_by
     ground = board.ranked_on[by]
-    _say(f"{len(board.systems)} systems on {board.items} items, ranked by {by} on the "
-         f"{ground['items']} items every system scored ({pct}% CIs)")
+    on = ("" if not ground["dropped"] and ground["items"] == board.items else
+          f" on the {ground['items']} items every system scored")  # else: on every item
+    _say(f"{len(board.systems)} systems on {board.items} items, ranked by {by}{on} "
+         f"({pct}% CIs)")
     t = Table()
     t.add_column("rank", justify="right")
     t.add_column("system")
