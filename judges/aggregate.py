@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 import numpy as np
-from scipy import stats
 
 from jurybox.rubrics import CriterionResult, Vote
 
@@ -30,6 +29,8 @@ def _median(values: np.ndarray, weights: np.ndarray, agg: Aggregation) -> tuple[
 
 
 def _trimmed(values: np.ndarray, weights: np.ndarray, agg: Aggregation) -> tuple[float | None, str | None]:
+    from scipy import stats  # here: importing scipy.stats takes half a second
+
     return float(stats.trim_mean(values, agg.trim)), None
 
 
