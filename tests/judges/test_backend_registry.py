@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +24,10 @@ JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
 
 def test_a_package_s_backend_judges_through_the_entry_point_group(tmp_path):
-    site = tmp_path / "site"
+    site, source = tmp_path / "site", tmp_path / "source"
+    shutil.copytree(EXAMPLE, source)  # (a build writes beside the sources)
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--no-index", "--target", str(site), str(EXAMPLE)],
+                    "--no-build-isolation", "--no-index", "--target", str(site), str(source)],
                    check=True, capture_output=True)
     out = tmp_path / "judged.jsonl"
     env = {**os.environ, "PYTHONPATH": str(site), "JURYBOX_VERDICT_CACHE": "off"}
