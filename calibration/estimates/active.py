@@ -33,7 +33,7 @@ with ``s_d^2`` the sample variance of ``d = xi/pi (Y - lam f)`` over the visited
 ``theta +- t sqrt(max(V, V_jury))`` (``t`` Student's quantile with the labels less one degrees
 of freedom: the variance is estimated; with the normal quantile an underconfident jury's
 intervals covered 94.8% at 50-200 labels, #52; widened on the skewed side and replaced by the
-betting interval while few labels depart from the jury, :mod:`.rectified`), where ``V_jury``
+betting interval while few labels depart from the jury: ``rectified``), where ``V_jury``
 is the same variance as the jury's own distributions predict it (each item's label drawn from
 its predictive distribution: mean ``m``,
 variance ``v``; ``E d = m - lam f`` and ``E d^2 = (v + (m - lam f)^2) / pi`` over the whole pool):
