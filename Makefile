@@ -18,7 +18,7 @@ types:
 	mypy
 
 imports:
-	PYTHONPATH=.typecheck lint-imports
+	PYTHONPATH=. lint-imports
 
 docs:  ## the documentation site into site/ (strict: a broken link or reference fails)
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict

@@ -1,6 +1,6 @@
 """No import circle in jurybox (#37): every runtime import between two of its modules goes one
 way. Imports under ``if TYPE_CHECKING:`` are left out: they never run (a page's renderer may
-name the types of the report that calls it). Run with PYTHONPATH=.typecheck (as .ci/check does),
+name the types of the report that calls it). Run with PYTHONPATH=. (as .ci/check does),
 so that grimp finds the package's folders; prints each circle and exits 1 where there is one."""
 
 from __future__ import annotations

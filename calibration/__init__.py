@@ -25,8 +25,9 @@ function needs them; never torch, ray or vllm).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jurybox._lazy import lazy
 
 _EXPORTS: dict[str, str] = {
     # statistics
@@ -89,17 +90,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # cache: later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy(__name__, {name: f".{module}" for name, module in _EXPORTS.items()})
 
 
 if TYPE_CHECKING:  # static tools see real imports

@@ -1,23 +1,15 @@
 """jurybox.judges: how one judge is asked and how a jury decides.
 
-Jury files (judges, models, sampling, reasoning, aggregation + quorum), backends that turn
-prompts into raw outputs and logprobs, answer parsing with score distributions, and the Jury
-that fans items out to its judges and aggregates their votes into verdicts.
+Jury files (judges, models, sampling, reasoning, aggregation + quorum) and the :class:`Jury`
+that fans items out to its judges and aggregates their votes into verdicts; the
+:class:`Backend` protocol a judge's engine follows (the shipped backends, and your own through
+:mod:`jurybox.judges.backends.registry`). The judging path's pieces, which every way of running
+calls, are :mod:`jurybox.judges.judging` and :mod:`jurybox.judges.cascade`.
 """
 
-from .cascade import StagePlan, Steps, confidence
-from .judging import (
-    JudgeFailed,
-    MissingInputs,
-    Requests,
-    ajudge_votes,
-    decide,
-    decide_verdicts,
-    judge_votes,
-    render_requests,
-    votes_from_generation,
-)
-from .jury import Jury, JuryLike
+from .backends.protocol import AsyncBackend, Backend
+from .judging import JudgeFailed, MissingInputs
+from .jury import Jury
 from .spec import (
     Aggregation,
     Confidence,
@@ -34,28 +26,19 @@ from .weights import ModelNotAvailable
 
 __all__ = [
     "Aggregation",
+    "AsyncBackend",
+    "Backend",
     "Confidence",
     "JudgeFailed",
     "JudgeSpec",
     "Jury",
-    "JuryLike",
     "JurySpec",
     "MissingInputs",
     "ModelNotAvailable",
     "Reasoning",
-    "Requests",
     "Sampling",
     "Stage",
-    "StagePlan",
-    "Steps",
-    "ajudge_votes",
-    "confidence",
-    "decide",
-    "decide_verdicts",
-    "judge_votes",
     "list_juries",
     "load_jury_spec",
     "provenance",
-    "render_requests",
-    "votes_from_generation",
 ]

@@ -134,8 +134,9 @@ class GCTimer:
 def run(n_items: int, warmup: int, chunk: int, recording_path: Path, profile: Path | None = None,
         freeze: bool = False, whole: bool = False, prefix_only: bool = False) -> dict:
     """The whole path over ``n_items`` (after ``warmup`` items not counted); seconds per stage."""
-    from jurybox.judges import Jury, decide_verdicts, judge_votes, render_requests
+    from jurybox.judges import Jury
     from jurybox.judges.backends.replay import Recording, ReplayBackend
+    from jurybox.judges.judging import decide_verdicts, judge_votes, render_requests
     from jurybox.rubrics import Item, input_hash, load_rubric
     from jurybox.serving.runs.results import ResultsFile
 

@@ -6,7 +6,9 @@ Names resolve lazily: ``import jurybox.serving`` pulls in neither Ray nor the ju
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jurybox._lazy import lazy
 
 _EXPORTS = {"Client": "service.client", "RemoteJury": "service.client",
             "build_jury_app": "service.builder", "ServiceConfig": "service.config",
@@ -14,13 +16,7 @@ _EXPORTS = {"Client": "service.client", "RemoteJury": "service.client",
 __all__ = ["Client", "RemoteJury", "ServiceConfig", "build_jury_app", "judge_file"]
 
 
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+__getattr__, __dir__ = lazy(__name__, {name: f".{module}" for name, module in _EXPORTS.items()})
 
 
 if TYPE_CHECKING:

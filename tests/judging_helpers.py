@@ -121,8 +121,8 @@ def tiny_cascade(threshold=None, base="tiny"):
 
 def stage_one_confidences(records, rubric, jury):
     """id -> the first stage's confidence, from verdict records holding every judge's votes."""
-    from jurybox.judges import decide
     from jurybox.judges.cascade import confidence
+    from jurybox.judges.judging import decide
     from jurybox.rubrics import VerdictRecord
 
     stage = jury.unfitted().stage_jury(0)

@@ -59,7 +59,8 @@ def judge(
     from tqdm import tqdm
 
     from jurybox.calibration import AppliedCalibration, CalibrationMap
-    from jurybox.judges import Jury, JuryLike, load_jury_spec
+    from jurybox.judges import Jury, load_jury_spec
+    from jurybox.judges.jury import JuryLike
     from jurybox.judges.weights import unpinned_warnings
     from jurybox.rubrics import load_rubric
     from jurybox.serving.runs.local import judge_file

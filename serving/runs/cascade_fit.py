@@ -25,8 +25,9 @@ from jurybox.calibration.estimates.cascade_threshold import (
     decided_stage,
     fit_threshold,
 )
-from jurybox.judges import JurySpec, decide, provenance
+from jurybox.judges import JurySpec, provenance
 from jurybox.judges.cascade import confidence_and_reason
+from jurybox.judges.judging import decide
 from jurybox.rubrics import Rubric
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jurybox.judges import JudgeSpec, JurySpec, provenance, render_requests
+from jurybox.judges import JudgeSpec, JurySpec, provenance
+from jurybox.judges.judging import render_requests
 from jurybox.rubrics import Item, Rubric, input_hash
 from jurybox.rubrics.rows import RowError
 from jurybox.serving.runs.predictions import DEFAULT_MAX_FIELD_CHARS, iter_predictions

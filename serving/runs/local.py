@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Unpack
 
-from jurybox.judges import Jury, JuryLike
+from jurybox.judges import Jury
+from jurybox.judges.jury import JuryLike
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.rows import count_rows
 from jurybox.serving.runs.predictions import IdIndex, RowError, iter_predictions

@@ -35,9 +35,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from jurybox.judges import JudgeSpec, JurySpec, StagePlan, provenance
+from jurybox.judges import JudgeSpec, JurySpec, provenance
 from jurybox.judges.backends.base import backend_note
 from jurybox.judges.cache import CacheLookup, VerdictCache
+from jurybox.judges.cascade import StagePlan
 from jurybox.rubrics import Item, Rubric, Vote, input_hash
 from jurybox.rubrics.errors import last_line
 from jurybox.serving.runs.predictions import RowError, iter_predictions
@@ -115,7 +116,7 @@ class _Render:
         self.rubric = Rubric.model_validate(rubric)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
-        from jurybox.judges import render_requests
+        from jurybox.judges.judging import render_requests
         from jurybox.rubrics import Item
 
         batch = _lists(batch)
@@ -180,7 +181,7 @@ class _Judge:
         return self._backend
 
     def __call__(self, batch: Any) -> dict[str, Any]:
-        from jurybox.judges import Requests, judge_votes
+        from jurybox.judges.judging import Requests, judge_votes
 
         batch = _lists(batch)
         rows = _judged(batch)

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from jurybox.judges import Requests, render_requests
+from jurybox.judges.judging import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.formula import MAX_FORMULA_CHARS

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from jurybox.judges import JudgeSpec, Requests, ajudge_votes
+from jurybox.judges import JudgeSpec
 from jurybox.judges.backends.protocol import (
     AsyncBackend,
     Backend,
@@ -28,6 +28,7 @@ from jurybox.judges.backends.protocol import (
     GenerationCancelled,
     Request,
 )
+from jurybox.judges.judging import Requests, ajudge_votes
 from jurybox.rubrics import Vote
 
 BackendFactory = Callable[[JudgeSpec], Backend]

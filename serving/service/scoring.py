@@ -22,8 +22,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from jurybox.judges import Requests, Steps, provenance
+from jurybox.judges import provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
+from jurybox.judges.cascade import Steps
+from jurybox.judges.judging import Requests
 from jurybox.judges.parsing import reason_code
 from jurybox.rubrics import Rubric, Verdict, input_hash
 from jurybox.rubrics.errors import InputError, last_line

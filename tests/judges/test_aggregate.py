@@ -2,9 +2,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jurybox.judges import Jury, JurySpec, decide, provenance
+from jurybox.judges import Jury, JurySpec, provenance
 from jurybox.judges.aggregate import aggregate_criterion
 from jurybox.judges.backends.protocol import Generation
+from jurybox.judges.judging import decide
 from jurybox.rubrics import Item, Vote, load_rubric
 
 

@@ -6,8 +6,9 @@ counted as the model's forward passes, never timed."""
 import pytest
 from judging_helpers import ITEMS
 
-from jurybox.judges import Jury, render_requests
+from jurybox.judges import Jury
 from jurybox.judges.backends.protocol import GenerationCancelled
+from jurybox.judges.judging import render_requests
 from jurybox.rubrics import load_rubric
 
 pytestmark = pytest.mark.models

@@ -10,8 +10,10 @@ import pytest
 from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
 from pydantic import ValidationError
 
-from jurybox.judges import Jury, JurySpec, Steps, decide, provenance, render_requests
+from jurybox.judges import Jury, JurySpec, provenance
 from jurybox.judges.backends.protocol import Generation, TokenStep
+from jurybox.judges.cascade import Steps
+from jurybox.judges.judging import decide, render_requests
 from jurybox.rubrics import Item
 from jurybox.rubrics.errors import InputError
 

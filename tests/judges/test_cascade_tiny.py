@@ -14,7 +14,8 @@ import pytest
 from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
 from typer.testing import CliRunner
 
-from jurybox.judges import Jury, decide
+from jurybox.judges import Jury
+from jurybox.judges.judging import decide
 from jurybox.rubrics import VerdictRecord, load_rubric
 from jurybox.serving.cli import app
 from jurybox.serving.runs.local import judge_file

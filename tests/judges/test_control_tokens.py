@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from jurybox.judges import render_requests
 from jurybox.judges.backends.base import ControlTokens, encode_prompts
+from jurybox.judges.judging import render_requests
 from jurybox.judges.parsing import reason_code
 from jurybox.rubrics import Item, Rubric, load_rubric
 

@@ -11,7 +11,7 @@ import pickle
 import pytest
 from judging_helpers import ITEMS
 
-from jurybox.judges import decide_verdicts, judge_votes, render_requests
+from jurybox.judges.judging import decide_verdicts, judge_votes, render_requests
 from jurybox.rubrics import load_rubric
 
 pytestmark = pytest.mark.models

@@ -244,7 +244,7 @@ def test_records_are_the_verdict_record_s_data():
 def _prompts(n: int, seed: int) -> list[str]:
     """Prompts of two rubrics over the examples' answers, some with answers that begin or end
     with whitespace or newlines (the characters that decide a pre-tokenizer's cut)."""
-    from jurybox.judges import render_requests
+    from jurybox.judges.judging import render_requests
     from jurybox.rubrics import Item, load_rubric
 
     rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from jurybox.judges import decide, load_jury_spec, provenance, render_requests
+from jurybox.judges import load_jury_spec, provenance
+from jurybox.judges.judging import decide, render_requests
 from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord, Vote, load_rubric
 from jurybox.rubrics.pairwise import combine_orders, jury_p_a, winner_of
 

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from judging_helpers import reference_distribution, reference_steps_from_logprobs
 
-from jurybox.judges import Jury, decide_verdicts, judge_votes, render_requests
+from jurybox.judges import Jury
 from jurybox.judges.backends.base import Detokenizer, encode_prompts, steps_from_logprobs
 from jurybox.judges.backends.replay import Recording, ReplayBackend
+from jurybox.judges.judging import decide_verdicts, judge_votes, render_requests
 from jurybox.rubrics import Item, Verdict, VerdictRecord, load_rubric
 
 pytestmark = pytest.mark.models

@@ -11,9 +11,10 @@ import time
 import pytest
 from judging_helpers import ITEMS, RECORDING, write_replay_jury
 
-from jurybox.judges import Jury, load_jury_spec, render_requests
+from jurybox.judges import Jury, load_jury_spec
 from jurybox.judges.backends.protocol import GenerationCancelled, JudgeConfigError
 from jurybox.judges.backends.replay import Recording, schema_digest
+from jurybox.judges.judging import render_requests
 from jurybox.judges.jury import make_backend
 from jurybox.rubrics import Item, load_rubric
 

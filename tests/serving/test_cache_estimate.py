@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jurybox.judges import Jury, render_requests
+from jurybox.judges import Jury
 from jurybox.judges.cache import VerdictCache
+from jurybox.judges.judging import render_requests
 from jurybox.rubrics import load_rubric
 from jurybox.serving.cli import app
 from jurybox.serving.runs.estimate import estimate

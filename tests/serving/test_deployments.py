@@ -6,8 +6,8 @@ import asyncio
 import threading
 import time
 
-from jurybox.judges import render_requests
 from jurybox.judges.backends.protocol import Generation, GenerationCancelled
+from jurybox.judges.judging import render_requests
 from jurybox.rubrics import Item, load_rubric
 from jurybox.serving.service.deployments import JudgeServer, _Batched
 

@@ -284,8 +284,7 @@ def test_confidence_pools_the_judges_distributions():
     (None, "has no score distribution"),
 ])
 def test_a_distribution_that_is_not_one_gives_confidence_zero_with_the_reason(distribution, why):
-    from jurybox.judges import confidence
-    from jurybox.judges.cascade import confidence_and_reason
+    from jurybox.judges.cascade import confidence, confidence_and_reason
     from jurybox.rubrics import VerdictRecord
 
     scale = Scale(min=1, max=3)
