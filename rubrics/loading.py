@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import InputError
-from .models import Rubric
+from .rubric import Rubric
 
 M = TypeVar("M", bound=BaseModel)
 

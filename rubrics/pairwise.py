@@ -14,7 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .models import Criterion, Rubric, Scale, Vote, Winner
+from .item import Winner
+from .rubric import Criterion, Rubric, Scale
+from .verdict import Vote
 
 EPS = 1e-9
 PREFERENCE = {"a": 1.0, "tie": 0.5, "b": 0.0}  # human preference labels, as A's share

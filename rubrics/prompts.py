@@ -9,14 +9,54 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .item import Item, Order
+
 if TYPE_CHECKING:
-    from .models import Criterion, Item, Rubric
+    from collections.abc import Sequence
+
+
+# What rendering reads of a rubric and its criteria (jurybox.rubrics.rubric's Rubric and
+# Criterion have it): the rubric's module validates a template by rendering it here, so these
+# types live on this side and the import goes one way, rubric -> prompts.
+class ScaleLike(Protocol):
+    @property
+    def is_labelled(self) -> bool: ...
+    @property
+    def labels(self) -> dict[str, float]: ...
+    @property
+    def min(self) -> int | None: ...
+    @property
+    def max(self) -> int | None: ...
+    def json_schema(self) -> dict[str, Any]: ...
+
+
+class CriterionLike(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def scale(self) -> ScaleLike: ...
+
+
+class RubricLike(Protocol):
+    @property
+    def inputs(self) -> list[str]: ...
+    @property
+    def optional_inputs(self) -> list[str]: ...
+    @property
+    def template(self) -> str: ...
+    @property
+    def system(self) -> str: ...
+    @property
+    def pairwise(self) -> bool: ...
+    @property
+    def orders(self) -> tuple[Order | None, ...]: ...
+    def calls(self) -> Sequence[Sequence[CriterionLike]]: ...
 
 Message = dict[str, str]
 
@@ -95,7 +135,7 @@ def _static(source: str) -> str | None:
     return _compile(source).render().strip()
 
 
-def output_format(criteria: list[Criterion]) -> str:
+def output_format(criteria: Sequence[CriterionLike]) -> str:
     """The instruction that tells the judge which JSON object to answer with."""
     slots = []
     for c in criteria:
@@ -107,7 +147,7 @@ def output_format(criteria: list[Criterion]) -> str:
     return "Answer with only this JSON object, filled in: {" + ", ".join(slots) + "}"
 
 
-def output_schema(criteria: list[Criterion]) -> dict[str, Any]:
+def output_schema(criteria: Sequence[CriterionLike]) -> dict[str, Any]:
     """The JSON schema a constrained judge must follow: one property per criterion, in order."""
     return {
         "type": "object",
@@ -117,7 +157,7 @@ def output_schema(criteria: list[Criterion]) -> dict[str, Any]:
     }
 
 
-def render_messages(rubric: Rubric, item: Item, criteria: list[Criterion],
+def render_messages(rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike],
                     order: str | None = None) -> list[Message]:
     """The chat messages a judge gets for ``item`` on ``criteria``: the rubric's system prompt (when
     it has one) and its template, rendered with the item's fields, the criteria and the output
@@ -148,7 +188,7 @@ def render_messages(rubric: Rubric, item: Item, criteria: list[Criterion],
     return messages
 
 
-def placeholders(rubric: Rubric) -> tuple[dict[str, Any], dict[str, Any]]:
+def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
     """The fields and the extra fields of an item with a placeholder for each of the rubric's
     inputs, which :func:`check_template` renders."""
     names = set(rubric.inputs) | set(rubric.optional_inputs)
@@ -157,10 +197,9 @@ def placeholders(rubric: Rubric) -> tuple[dict[str, Any], dict[str, Any]]:
             {n: f"<{n}>" for n in names - core - {"images"}})
 
 
-def check_template(rubric: Rubric, sample: Item) -> None:
+def check_template(rubric: RubricLike, sample: Item) -> None:
     """Render the rubric once on ``sample`` (an item of :func:`placeholders`); raise ValueError
-    naming what is wrong. (The caller builds the item: this module names the models' types
-    for static tools only, so that models -> prompts is the only way the import goes.)"""
+    naming what is wrong."""
     try:
         for call in rubric.calls():
             for order in rubric.orders:

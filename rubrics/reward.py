@@ -31,7 +31,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import InputError
-from .models import Rubric, VerdictRecord
+from .rubric import Rubric
+from .verdict import VerdictRecord
 
 Unscored = Literal["none", "error"] | float
 Scale = Literal["unit", "raw"]

@@ -1,4 +1,4 @@
-"""Self-contained HTML for an :class:`AgreementReport`: tables plus inline SVG, no plotting deps.
+"""Self-contained HTML for an agreement report (:class:`.report.AgreementReport`): tables plus inline SVG, no plotting deps.
 
 Per criterion: a forest plot of judge-human alpha with CIs (human-human alpha as the reference
 line), and per judge a score confusion matrix (judge vs human consensus) and a reliability
@@ -7,14 +7,52 @@ diagram (mean human score for each judge score, against the diagonal).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..data.joined import CriterionData
-    from .report import AgreementReport, CriterionAgreement
+    from ..data.joined import CriterionData, Joined
+    from ..stats.stat import Stat
+
+
+# What the page reads of an agreement report (report.py's AgreementReport and
+# CriterionAgreement have it): the report renders itself here, so these types live on this side
+# and the import goes one way, report -> html.
+class CriterionView(Protocol):
+    @property
+    def categorical(self) -> bool: ...
+    @property
+    def n_items(self) -> int: ...
+    @property
+    def human_raters(self) -> list[str]: ...
+    @property
+    def scale(self) -> list[float]: ...
+    @property
+    def human_human(self) -> Mapping[str, Stat]: ...
+    @property
+    def judge_human(self) -> Mapping[str, Mapping[str, Stat]]: ...
+    @property
+    def judge_judge(self) -> Mapping[str, Mapping[str, Stat]]: ...
+
+
+class ReportView(Protocol):
+    @property
+    def confidence(self) -> float: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def n_resamples(self) -> int: ...
+    @property
+    def sources(self) -> Mapping[str, str]: ...
+    @property
+    def join_text(self) -> str: ...
+    @property
+    def criteria(self) -> Mapping[str, CriterionView]: ...
+    @property
+    def joined(self) -> Joined | None: ...
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}
@@ -28,7 +66,7 @@ figcaption{font-size:12px;color:#555;text-align:center}
 """
 
 
-def render_report(report: AgreementReport) -> str:
+def render_report(report: ReportView) -> str:
     """The report as one self-contained HTML page: per criterion its tables and inline SVG plots."""
     pct = round(report.confidence * 100)
     parts = [
@@ -58,7 +96,7 @@ def _fmt(stat) -> str:
     return f"{stat.value:.3f} <small>[{stat.ci[0]:.2f}, {stat.ci[1]:.2f}]</small>"
 
 
-def _criterion_section(name: str, crit: CriterionAgreement, data: CriterionData | None) -> str:
+def _criterion_section(name: str, crit: CriterionView, data: CriterionData | None) -> str:
     keys = (["alpha", "kappa", "ac1", "exact", "mae"] if crit.categorical else
             ["alpha", "qwk", "spearman", "kendall", "pearson", "exact", "adjacent", "mae", "bias"])
     out = [f"<h2>{escape(name)}</h2>",

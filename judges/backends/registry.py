@@ -17,17 +17,18 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jurybox.rubrics.errors import InputError
 
 if TYPE_CHECKING:
-    from ..spec import JudgeSpec
     from .protocol import Backend
 
 ENTRY_POINTS = "jurybox.backends"
 
-Factory = Callable[["JudgeSpec"], "Backend"]
+# A factory takes the judge's JudgeSpec (jurybox.judges.spec, which validates its backend's name
+# against this registry: so the spec is not named here) and returns its backend.
+Factory = Callable[[Any], "Backend"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class BackendKind:
     weights: bool = False
     batches: bool = False
 
-    def make(self, spec: JudgeSpec) -> Backend:
+    def make(self, spec: Any) -> Backend:
         """A new backend for ``spec``."""
         factory = self.factory
         if isinstance(factory, str):
@@ -100,6 +101,6 @@ def backend_kind(name: str) -> BackendKind:
     return known[name]
 
 
-def make_backend(spec: JudgeSpec) -> Backend:
+def make_backend(spec: Any) -> Backend:
     """A new backend for the judge, of the kind its ``backend`` names."""
     return backend_kind(spec.backend).make(spec)

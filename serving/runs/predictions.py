@@ -15,7 +15,7 @@ from typing import Any
 
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.items import CORE_FIELDS, DEFAULT_MAX_FIELD_CHARS, FieldError, to_item
+from jurybox.rubrics.item_fields import CORE_FIELDS, DEFAULT_MAX_FIELD_CHARS, FieldError, to_item
 from jurybox.rubrics.rows import FileFormatError, RowError, read_rows_from
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from jurybox.judges import JurySpec
 from jurybox.rubrics import Rubric, input_hash
-from jurybox.rubrics.items import DEFAULT_MAX_FIELD_CHARS
+from jurybox.rubrics.item_fields import DEFAULT_MAX_FIELD_CHARS
 from jurybox.rubrics.rows import RowError, file_format, row_files
 from jurybox.serving.runs.predictions import check_mapping, iter_predictions
 from jurybox.serving.runs.results import (

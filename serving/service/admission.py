@@ -28,7 +28,7 @@ from jurybox.judges.judging import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.formula import MAX_FORMULA_CHARS
-from jurybox.rubrics.items import FieldError, to_item
+from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
 from jurybox.serving.service.config import Limits
 from jurybox.serving.service.errors import HTTPProblem, problem_for

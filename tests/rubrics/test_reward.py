@@ -7,8 +7,8 @@ import pytest
 
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.models import Rubric
 from jurybox.rubrics.reward import RewardSpec, UnscoredReward
+from jurybox.rubrics.rubric import Rubric
 
 
 def record(item_id: str, scores: dict, reasons=(), calibrated=None) -> dict:

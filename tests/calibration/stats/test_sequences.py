@@ -34,7 +34,7 @@ from jurybox.calibration.stats.sequences import (
     labels_needed,
     log_wealth,
 )
-from jurybox.rubrics.models import Scale
+from jurybox.rubrics.rubric import Scale
 
 RUNS = 1000
 FLOOR = 0.935

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.models import PAIR_FIELDS, Item, Rubric
+from jurybox.rubrics.item import PAIR_FIELDS, Item
+from jurybox.rubrics.rubric import Rubric
 
 CORE_TEXT = ("question", "response", "reference", "context")
 CORE_FIELDS = ("id", *CORE_TEXT, "images")

@@ -1,0 +1,290 @@
+"""What judging produces: each judge's vote per criterion, and the jury's verdict on an item
+with its record (one line of a results file, one verdict of the HTTP API)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic_core import ErrorDetails
+
+from .errors import InputError
+from .item import Order, Winner
+
+
+class Vote(BaseModel):
+    """One judge's score for one criterion of one item, or why there is none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    judge: str
+    criterion: str
+    score: float | None = None
+    label: str | None = None
+    expected: float | None = None
+    distribution: dict[str, float] | None = None
+    error: str | None = None
+    latency_s: float | None = None
+    raw: str | None = None
+    reasoning: str | None = None
+    order: Order | None = None
+
+    @model_validator(mode="after")
+    def _scored_or_explained(self) -> Vote:
+        if (self.score is None) == (self.error is None):
+            raise ValueError("a vote has either a score or an error, exactly one")
+        return self
+
+    @property
+    def scored(self) -> bool:
+        """Whether the vote has a score (otherwise it has an error)."""
+        return self.score is not None
+
+
+class CriterionResult(BaseModel):
+    """The jury's result on one criterion of one item: the score (None when there is none, with
+    ``reason`` saying why), how many votes were cast and scored, and their spread."""
+
+    model_config = ConfigDict(frozen=True)
+
+    score: float | None
+    n_votes: int
+    n_scored: int
+    std: float | None = None
+    range: float | None = None
+    reason: str | None = None
+
+
+class StageDecision(BaseModel):
+    """Which stage of a cascaded jury decided an item, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: int = Field(ge=1, description="The deciding stage (1 = the first).")
+    of: int = Field(ge=2, description="The cascade's number of stages.")
+    confidence: float | None = Field(
+        None, description="The stage's confidence in its verdict (pooled score-distribution "
+        "mass, minimum over criteria); null for the last stage, which decides regardless.")
+    threshold: float | None = Field(None, description="The confidence the stage needed.")
+    reason: str = Field(description="Why this stage decided.")
+
+
+class Verdict(BaseModel):
+    """The jury's decision on one item."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    status: Literal["scored", "unscored"]
+    rubric: str
+    jury: str
+    provenance: str
+    scores: dict[str, float | None]
+    criteria: dict[str, CriterionResult]
+    votes: list[Vote]
+    reasons: list[str] = Field(default_factory=list)
+    stage: StageDecision | None = None
+    pairwise: bool = False
+    winner: Winner | None = None
+    p_a: float | None = None
+    inconsistent: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def from_record(cls, record: VerdictRecord) -> Verdict:
+        """The verdict a record was written from (what a record does not keep, such as the raw
+        output of scored votes, stays unset)."""
+        reasons: dict[str, str] = {}
+        for reason in record.reasons:
+            name, _, why = reason.partition(": ")
+            reasons.setdefault(name, why)
+        criteria = {}
+        for name, spread in record.disagreement.items():
+            criteria[name] = CriterionResult(
+                score=record.scores.get(name),
+                n_votes=len({v.judge for v in record.votes if v.criterion == name}),
+                n_scored=spread.n, std=spread.std, range=spread.range,
+                reason=reasons.get(name))
+        return cls(id=record.id, status=record.status, rubric=record.rubric, jury=record.jury,
+                   provenance=record.provenance, scores=record.scores, criteria=criteria,
+                   votes=record.votes, reasons=record.reasons, stage=record.stage,
+                   pairwise="winner" in record.model_fields_set, winner=record.winner,
+                   p_a=record.p_a, inconsistent=record.inconsistent)
+
+    def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
+        """This verdict as written, as a :class:`VerdictRecord`. Scored votes drop the judge's
+        raw output unless ``keep_raw``; unscored ones keep it, as the evidence of what went
+        wrong."""
+        votes = self.votes if keep_raw else [
+            v.model_copy(update={"raw": None}) if v.scored else v for v in self.votes]
+        pair: dict[str, Any] = {"winner": self.winner, "p_a": self.p_a,
+                                "inconsistent": self.inconsistent} if self.pairwise else {}
+        return VerdictRecord(
+            id=self.id,
+            status=self.status,
+            rubric=self.rubric,
+            jury=self.jury,
+            provenance=self.provenance,
+            scores=self.scores,
+            reasons=self.reasons,
+            disagreement={name: Disagreement(n=r.n_scored, std=r.std, range=r.range)
+                          for name, r in self.criteria.items()},
+            votes=votes,
+            stage=self.stage,
+            **pair,
+        )
+
+    def to_record(self, keep_raw: bool = False, input: str | None = None) -> dict[str, Any]:
+        """The JSON line written for this verdict (:class:`VerdictRecord` as data): the same
+        data as ``self.verdict_record(keep_raw).to_dict()`` (plus ``input``, the judged
+        input's hash, when given), built directly. This runs once per judged
+        item; copying every vote and validating a VerdictRecord only to dump it again cost ~4x
+        more. A verdict's fields were validated when it was made (it is frozen), so the record's
+        fields are copies of them; the votes go through pydantic's own serializer."""
+        votes = _VOTES.dump_python(self.votes, mode="json")
+        for vote in votes:
+            # A scored vote keeps its raw output only when asked (VerdictRecord.to_dict's rule).
+            if vote["score"] is not None and (not keep_raw or vote["raw"] is None):
+                del vote["raw"]
+            if vote["order"] is None:
+                del vote["order"]
+        record = {
+            "id": self.id,
+            "status": self.status,
+            "rubric": self.rubric,
+            "jury": self.jury,
+            "provenance": self.provenance,
+            "scores": dict(self.scores),
+            "reasons": list(self.reasons),
+            "disagreement": {name: {"n": r.n_scored, "std": r.std, "range": r.range}
+                             for name, r in self.criteria.items()},
+            "votes": votes,
+        }
+        if self.stage is not None:
+            record["stage"] = self.stage.model_dump(mode="json")
+        if self.pairwise:
+            record["winner"] = self.winner
+            record["p_a"] = self.p_a
+            record["inconsistent"] = list(self.inconsistent)
+        if input is not None:
+            record["input"] = input
+        return record
+
+
+_VOTES = TypeAdapter(list[Vote])
+
+
+class Disagreement(BaseModel):
+    """How far the judges were apart on one criterion of one item."""
+
+    model_config = ConfigDict(frozen=True)
+
+    n: int = Field(description="Scored votes on the criterion.")
+    std: float | None = Field(None, description="Standard deviation of the scored votes.")
+    range: float | None = Field(None, description="Highest minus lowest scored vote.")
+
+
+class Route(BaseModel):
+    """Where a verdict should go next: to a human, and why (``judge --route-width``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    to: Literal["human"] = Field(description="Who should look at the item.")
+    reasons: list[str] = Field(description="Why: each criterion whose interval is too wide or "
+                                           "missing.")
+
+
+class VerdictRecord(BaseModel):
+    """A verdict as written: one line of a results file, one verdict of the HTTP API.
+
+    :meth:`Verdict.to_record` writes it; every reader (resume, summary, agreement, calibration)
+    reads it back through :meth:`from_record`, which names the field at fault when a line is not
+    a verdict.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(description="The item's id.")
+    status: Literal["scored", "unscored"] = Field(
+        description="scored: every criterion (and the formula) has a value; unscored: see reasons.")
+    rubric: str = Field(description="The rubric's name.")
+    jury: str = Field(description="The jury's name.")
+    provenance: str = Field(description="Hash of rubric, judges, weights and aggregation.")
+    scores: dict[str, float | None] = Field(
+        description="Per criterion (and the rubric's formula): the jury's score, or null.")
+    reasons: list[str] = Field(default_factory=list, description="Why a score is null.")
+    disagreement: dict[str, Disagreement] = Field(default_factory=dict)
+    votes: list[Vote] = Field(default_factory=list, description="Every judge's vote per criterion.")
+    input: str | None = Field(None, description="Hash of the judged input (bulk runs).")
+    calibrated: dict[str, float | None] | None = Field(
+        None, description="Calibrated scores, when a calibration map was applied.")
+    calibration: str | None = Field(None, description="The calibration map applied (file:hash).")
+    interval: dict[str, list[float] | None] | None = Field(
+        None, description="Per criterion, the conformal interval [low, high] that holds a "
+        "human's label with the map's probability (null where the jury did not score it), when "
+        "a conformal map was applied.")
+    route: Route | None = Field(
+        None, description="To a human, with the reasons, when an interval is wider than "
+        "--route-width (or missing).")
+    stage: StageDecision | None = Field(
+        None, description="A cascaded jury's deciding stage and why (absent without stages).")
+    winner: Winner | None = Field(
+        None, description="Pairwise rubrics: the better answer, a (response_a), b or tie; null "
+        "with the reason in reasons (absent for other rubrics).")
+    p_a: float | None = Field(
+        None, description="Pairwise rubrics: the jury's probability that A is better (the "
+        "judges' answer distributions, both orders averaged); null without distributions.")
+    inconsistent: list[str] = Field(
+        default_factory=list, description="Pairwise rubrics: each judge whose two orders "
+        "pointed to different answers, on which criterion, and what it chose in each (counted "
+        "as a tie or unscored, as the rubric says).")
+
+    @classmethod
+    def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
+        """Read a record (a parsed JSON line); InputError naming ``where`` and the field."""
+        if isinstance(record, cls):
+            return record
+        try:
+            return cls.model_validate(record)
+        except ValidationError as exc:
+            ident = record.get("id") if isinstance(record, dict) else None
+            at = f"{where} (id {ident!r})" if ident is not None else where
+            problems = [_problem(err) for err in exc.errors(include_url=False)[:5]]
+            first = exc.errors(include_url=False)[0]
+            raise InputError(f"{at}: not a jurybox verdict: " + "; ".join(problems),
+                             field=_location(first["loc"])) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON-ready data: the optional fields only when set, and a scored vote's ``raw``
+        only when kept."""
+        data = self.model_dump(mode="json", exclude={
+            k for k in ("input", "calibrated", "calibration", "interval", "route", "stage")
+            if getattr(self, k) is None}
+            | ({"winner", "p_a", "inconsistent"} - self.model_fields_set))
+        for vote in data["votes"]:
+            if vote["raw"] is None and vote["score"] is not None:
+                del vote["raw"]
+            if vote["order"] is None:
+                del vote["order"]
+        return data
+
+
+def _location(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(record)"
+
+
+def _problem(err: ErrorDetails) -> str:
+    where = _location(err["loc"])
+    kind = err["type"]
+    got = err.get("input")
+    if kind == "missing":
+        return f"{where}: missing"
+    if kind in ("float_parsing", "float_type"):
+        return f"{where}: {got!r:.40} is not a number or null"
+    if kind in ("dict_type", "model_type"):
+        return f"{where}: expected an object, got {got!r:.40}"
+    if kind == "list_type":
+        return f"{where}: expected a list, got {got!r:.40}"
+    return f"{where}: {err['msg'].removeprefix('Value error, ')}"
