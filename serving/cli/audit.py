@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.calibration import JudgedArg, RubricOpt, load_inputs
+from jurybox.serving.cli.calibration import JudgedArg, RubricOpt
 from jurybox.serving.cli.console import dumps, reported, warn
+from jurybox.serving.runs.inputs import load_inputs
 
 
 def audit(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from jurybox.serving.cli.console import dumps, fail, note, reported, warn
+from jurybox.serving.runs.inputs import load_inputs
 
 if TYPE_CHECKING:
     from jurybox.calibration import JudgeOutput
@@ -574,21 +575,3 @@ def _scaled_inputs(judged: Path, rubric: str | None, provenance: str | None,
         raise InputError(f"--criterion {unknown[0]}: not a criterion of {rubric_def.name} "
                          f"({list(scales)})", field="criterion")
     return output, rubric_def, notes, scales
-
-
-def load_inputs(judged: Path, rubric: str | None, provenance: str | None,
-                pairwise: bool = False) -> tuple[JudgeOutput, Rubric | None, list[str]]:
-    """The verdicts, the rubric whose scales validate the labels, and warnings to show.
-    Pairwise verdicts are refused unless the caller reads them (``pairwise``)."""
-    from jurybox.calibration import load_judge_output, rubric_for
-    from jurybox.rubrics.errors import InputError
-
-    output = load_judge_output(judged, provenance=provenance)
-    if not output.records:
-        raise InputError(f"{judged}: no verdicts")
-    if not pairwise and output.pairwise:
-        raise InputError(f"{judged}: pairwise verdicts (two answers compared); labelling "
-                         "them on the page is not built yet (`jurybox agree` and `calibrate` "
-                         "take human preference labels a/b/tie in a file)")
-    rubric_def, notes = rubric_for(output, rubric)
-    return output, rubric_def, notes

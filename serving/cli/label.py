@@ -13,7 +13,7 @@ from jurybox.serving.cli.console import fail, note, reported, warn
 
 if TYPE_CHECKING:
     from jurybox.calibration.data.label_store import LabelStore
-    from jurybox.serving.labelling.app import LabellingSession
+    from jurybox.serving.labelling.session import LabellingSession
 
 Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
 SequenceKind = Literal["asymptotic", "betting"]
@@ -117,8 +117,8 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
     from jurybox.calibration.estimates.selection import Selector
     from jurybox.rubrics import input_hash
     from jurybox.rubrics.errors import InputError
-    from jurybox.serving.cli.calibration import load_inputs
-    from jurybox.serving.labelling.app import LabellingSession
+    from jurybox.serving.labelling.session import LabellingSession
+    from jurybox.serving.runs.inputs import load_inputs
     from jurybox.serving.runs.predictions import read_predictions
 
     output, rubric_def, notes = load_inputs(verdicts_path, rubric, None)
@@ -242,8 +242,8 @@ def plan_cmd(
     from jurybox.calibration.data.label_store import read_latest
     from jurybox.calibration.estimates.selection import plan
     from jurybox.rubrics.errors import InputError
-    from jurybox.serving.cli.calibration import load_inputs
     from jurybox.serving.cli.console import dumps
+    from jurybox.serving.runs.inputs import load_inputs
 
     with reported():
         output, rubric_def, notes = load_inputs(verdicts, rubric, None)

@@ -30,8 +30,8 @@ from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.formula import MAX_FORMULA_CHARS
 from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
+from jurybox.serving.problems import HTTPProblem, problem_for
 from jurybox.serving.service.config import Limits
-from jurybox.serving.service.errors import HTTPProblem, problem_for
 
 # Address space of a worker that validates and renders inline rubrics: Python with pydantic and
 # Jinja takes about 300 MB of it; a template that wants more fails alone (MemoryError).

@@ -4,7 +4,7 @@ knows nothing of HTTP) and turn its answer into a response.
 
 Here: bearer-token auth on /v1, CORS, the body-size limit (counted before the body is read),
 the OpenAPI contract, metrics for every answer, and one JSON error shape for everything
-(:mod:`jurybox.serving.service.errors`).
+(:mod:`jurybox.serving.problems`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from jurybox.rubrics import Rubric
-from jurybox.serving.service.errors import HTTPProblem, body, problem_for, validation_problem
+from jurybox.serving.problems import HTTPProblem, body, problem_for, validation_problem
 from jurybox.serving.service.openrlhf import OpenRLHFRequest, OpenRLHFResponse, Options
 from jurybox.serving.service.protocol import (
     ErrorResponse,

@@ -38,8 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jurybox.judges.parsing import REASON_CODES, reason_code
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward
-
-from .errors import HTTPProblem
+from jurybox.serving.problems import HTTPProblem
 
 # Special tokens a decoded query may end with (the response's end-of-sequence, any padding):
 # the fixed ones, and any ``<|...|>`` of at most this many characters inside.

@@ -30,6 +30,7 @@ from jurybox.judges.parsing import reason_code
 from jurybox.rubrics import Rubric, Verdict, input_hash
 from jurybox.rubrics.errors import InputError, last_line
 from jurybox.rubrics.reward import RewardSpec, Unscored
+from jurybox.serving.problems import HTTPProblem
 from jurybox.serving.service import openrlhf
 from jurybox.serving.service.admission import (
     Clients,
@@ -40,7 +41,6 @@ from jurybox.serving.service.admission import (
     prepare,
 )
 from jurybox.serving.service.config import ResolvedConfig
-from jurybox.serving.service.errors import HTTPProblem
 from jurybox.serving.service.openrlhf import Filter, OpenRLHFRequest, Options
 from jurybox.serving.service.protocol import (
     Health,

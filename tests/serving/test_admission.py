@@ -23,7 +23,7 @@ from jurybox.serving.service.admission import (
     prepare,
 )
 from jurybox.serving.service.config import Limits
-from jurybox.serving.service.errors import HTTPProblem
+from jurybox.serving.problems import HTTPProblem
 
 LIMITS = Limits()
 ITEM = {"id": "a", "question": "Why brown rings?", "response": "Early blight.",

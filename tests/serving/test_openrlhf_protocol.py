@@ -13,7 +13,7 @@ import pytest
 from jurybox.judges.parsing import REASON_CODES, reason_code
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.service.errors import HTTPProblem, validation_field
+from jurybox.serving.problems import HTTPProblem, validation_field
 from jurybox.serving.service.openrlhf import (
     OpenRLHFRequest,
     answer,

@@ -1,6 +1,7 @@
-"""One mapping from errors to HTTP answers: every error leaves the service as a JSON body
-``{"error": {"type", "message", "field"}}`` with a 4xx for bad requests and a 5xx only when the
-service itself cannot answer. Nothing else in the service chooses a status code."""
+"""One mapping from errors to HTTP answers, for every HTTP surface of jurybox (the scoring
+service and the labelling page): every error leaves as a JSON body ``{"error": {"type",
+"message", "field"}}`` with a 4xx for bad requests and a 5xx only when the server itself cannot
+answer. Nothing else chooses a status code or writes that body."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 
 
 class HTTPProblem(Exception):
-    """An answer other than 200, raised anywhere in a request's handling."""
+    """An answer other than 200, raised anywhere in a request's handling: its status, its kind
+    (``type``: invalid_request, unauthorized, not_found, too_large, overloaded, timeout,
+    unscored, unavailable, internal), what is wrong and the field at fault."""
 
     def __init__(self, status: int, kind: str, message: str, field: str | None = None,
                  headers: dict[str, str] | None = None) -> None:

@@ -1,0 +1,183 @@
+"""A labelling session without HTTP: judged items, the rubric, the labels file and the order
+items are offered in; what each route of the page's API (:mod:`.app`) answers is one method
+here. A request it refuses is an :class:`~jurybox.serving.problems.HTTPProblem` naming the field
+at fault, and nothing is written for it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from jurybox.calibration.data.label_store import LabelStore
+from jurybox.calibration.estimates.active import pool_model
+from jurybox.calibration.estimates.selection import Choice, Selector, labelled, progress
+from jurybox.rubrics import Item, Rubric, VerdictRecord
+from jurybox.serving.problems import HTTPProblem
+
+
+def refused(status: int, message: str, field: str | None = None) -> HTTPProblem:
+    """The session's refusal: 404 for what is not there, else the request's fault."""
+    return HTTPProblem(status, "not_found" if status == 404 else "invalid_request", message,
+                       field)
+
+
+class LabellingSession:
+    """Judged items, the rubric, the labels file and the order items are offered in."""
+
+    def __init__(self, items: Mapping[str, Item], verdicts: Mapping[str, VerdictRecord],
+                 rubric: Rubric, store: LabelStore, selector: Selector, *,
+                 target_width: float | None = None, show_judges: bool = False,
+                 sequence: str = "asymptotic") -> None:
+        self.items, self.verdicts, self.rubric = dict(items), dict(verdicts), rubric
+        self.store, self.selector = store, selector
+        self.target_width, self.show_judges = target_width, show_judges
+        self.sequence = sequence  # the benchmark mean's confidence sequence (progress)
+        self.scales = {c.name: c.scale for c in rubric.criteria}
+        # The jury's predictive distributions: the benchmark mean's variance floor.
+        self.model = pool_model(list(self.verdicts.values()), self.scales)
+        self._offered: dict[str, Choice] = {}  # per rater: the item last offered, and why
+        self._lock = threading.Lock()
+
+    # -- what the routes answer ----------------------------------------------------------------
+
+    def next(self, rater: str) -> dict[str, Any] | None:
+        """The next item for ``rater``, or None when the goal is met or nothing is left."""
+        rater = _rater(rater)
+        with self._lock:
+            now = self.progress()
+            if now["goal_met"]:
+                return None
+            choice = self.selector.next(rater, self.store.latest())
+            if choice is None:
+                return None
+            self._offered[rater] = choice
+        item = self.items[choice.id]
+        out = {"id": item.id, "fields": {k: v for k, v in item.fields().items()
+                                         if k != "images" and v not in (None, "", [])},
+               "images": list(item.images), "criteria": self.criteria(), "why": choice.why,
+               "progress": now, "rubric": self.rubric.name}
+        if self.show_judges:
+            out["judges"] = self.judges(item.id)
+        return out
+
+    def save(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Save a rater's labels for an item; 4xx for an unknown id or criterion, a value off
+        its scale, a missing rater, or no label at all."""
+        item, rater = self._item(body), _rater(body.get("rater"))
+        raw = body.get("labels")
+        if not isinstance(raw, dict) or not raw:
+            raise refused(422, "labels must be an object with a value per criterion, e.g. "
+                             f'{{"{self.rubric.criteria[0].name}": ...}}', "labels")
+        values: dict[str, float | None] = {}
+        for criterion, value in raw.items():
+            if criterion not in self.scales:
+                raise refused(422, f"unknown criterion {criterion!r}; the rubric "
+                                 f"{self.rubric.name} has {list(self.scales)}",
+                                 f"labels.{criterion}")
+            if value is None:
+                values[criterion] = None
+                continue
+            try:
+                values[criterion] = self.scales[criterion].parse(value)
+            except ValueError as exc:
+                raise refused(422, str(exc), f"labels.{criterion}") from None
+        if all(v is None for v in values.values()):
+            raise refused(422, "no criterion has a value; skip the item instead", "labels")
+        with self._lock:
+            line = self.store.append({"id": item, "rater": rater, **values,
+                                      "selection": self._selection(rater, item)})
+            now = self.progress()
+        return {"saved": line, "judges": self.judges(item, values), "progress": now}
+
+    def skip(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Skip an item for a rater, with a reason; it is not offered to the rater again."""
+        item, rater = self._item(body), _rater(body.get("rater"))
+        reason = body.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise refused(422, "say why the item is skipped (reason)", "reason")
+        with self._lock:
+            line = self.store.append({"id": item, "rater": rater, "skipped": reason.strip(),
+                                      "selection": self._selection(rater, item)})
+            return {"skipped": line, "progress": self.progress()}
+
+    def undo(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Withdraw the rater's latest label (404 when there is none): the item is offered to
+        the rater again."""
+        rater = _rater(body.get("rater"))
+        with self._lock:
+            latest = self.store.latest()
+            mine = [line for line in self.store.lines if str(line.get("rater")) == rater
+                    and latest[(str(line["id"]), rater)] is line and labelled(line)]
+            if not mine:
+                raise refused(404, f"rater {rater!r} has no label to undo", "rater")
+            last = mine[-1]
+            self.store.append({"id": last["id"], "rater": rater, "undone": True})
+            return {"undone": last["id"], "progress": self.progress()}
+
+    def progress(self) -> dict[str, Any]:
+        """GET /api/progress (see :func:`jurybox.calibration.estimates.selection.progress`)."""
+        scores = {i: v.scores for i, v in self.verdicts.items()}
+        out = progress(self.store.latest(), scores, self.scales, self.target_width,
+                       len(self.selector.order), self.selector.goal, model=self.model,
+                       probabilities=self.selector.probability, sequence=self.sequence)
+        out["goal"] = self.selector.goal
+        return out
+
+    # -- pieces --------------------------------------------------------------------------------
+
+    def criteria(self) -> list[dict[str, Any]]:
+        """Every criterion with its scale's points (value, label, level description)."""
+        return [{"name": c.name, "description": c.description,
+                 "points": [{"value": p.value, "label": p.label, "description": p.description}
+                            for p in c.scale.points]}
+                for c in self.rubric.criteria]
+
+    def judges(self, item: str, human: Mapping[str, float | None] | None = None
+               ) -> dict[str, Any]:
+        """The jury's score and each judge's vote per criterion on ``item``, with whether the
+        jury disagrees with ``human`` (the rater's labels)."""
+        verdict = self.verdicts[item]
+        out: dict[str, Any] = {}
+        for criterion, scale in self.scales.items():
+            score = verdict.scores.get(criterion)
+            jury = None if score is None else float(scale.snap(score))
+            mine = None if human is None else human.get(criterion)
+            out[criterion] = {
+                "jury": jury,
+                "votes": {v.judge: v.score for v in verdict.votes if v.criterion == criterion},
+                "disagrees": mine is not None and jury is not None and jury != mine}
+        return out
+
+    def image(self, item: str, n: int) -> Path:
+        """The local file of image ``n`` of ``item`` (only files the judged items name)."""
+        images = self._item({"id": item}) and self.items[item].images
+        if not 0 <= n < len(images) or images[n].startswith(("http:", "https:", "data:")):
+            raise refused(404, f"item {item!r} has no local image {n}", "n")
+        path = Path(images[n])
+        if not path.is_file():
+            raise refused(404, f"image {n} of item {item!r} ({path}) is not a file here", "n")
+        return path
+
+    def _item(self, body: Mapping[str, Any]) -> str:
+        item = body.get("id")
+        if not isinstance(item, (str, int)) or str(item) not in self.items:
+            raise refused(422 if item is None else 404,
+                             "id is missing" if item is None else
+                             f"unknown item id {item!r}: not among the judged items", "id")
+        return str(item)
+
+    def _selection(self, rater: str, item: str) -> dict[str, Any]:
+        offered = self._offered.get(rater)
+        if offered is not None and offered.id == item:
+            return offered.selection
+        return {"strategy": "chosen by the client", "probability": None}
+
+
+def _rater(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise refused(422, "rater is missing: every label carries who gave it", "rater")
+    return value.strip()
+
+

@@ -1,0 +1,29 @@
+"""The judged verdicts a command reads beside human labels (agree, calibrate, label, audit):
+one loading, with the same refusals, for every command that needs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jurybox.calibration import JudgeOutput
+    from jurybox.rubrics import Rubric
+
+
+def load_inputs(judged: Path, rubric: str | None, provenance: str | None,
+                pairwise: bool = False) -> tuple[JudgeOutput, Rubric | None, list[str]]:
+    """The verdicts, the rubric whose scales validate the labels, and warnings to show.
+    Pairwise verdicts are refused unless the caller reads them (``pairwise``)."""
+    from jurybox.calibration import load_judge_output, rubric_for
+    from jurybox.rubrics.errors import InputError
+
+    output = load_judge_output(judged, provenance=provenance)
+    if not output.records:
+        raise InputError(f"{judged}: no verdicts")
+    if not pairwise and output.pairwise:
+        raise InputError(f"{judged}: pairwise verdicts (two answers compared); labelling "
+                         "them on the page is not built yet (`jurybox agree` and `calibrate` "
+                         "take human preference labels a/b/tie in a file)")
+    rubric_def, notes = rubric_for(output, rubric)
+    return output, rubric_def, notes
