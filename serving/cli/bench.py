@@ -206,7 +206,7 @@ def _judge(name: str, jury: str | None, out: Path | None, predictions: Path,
 
     from jurybox.judges import load_jury_spec
     from jurybox.judges.weights import unpinned_warnings
-    from jurybox.serving.cli.console import default_jury
+    from jurybox.serving.runs.plan import default_jury
 
     jury_name = jury or default_jury()
     if jury is None:

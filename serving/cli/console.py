@@ -59,16 +59,6 @@ def dumps(payload: Any) -> str:
     return json.dumps(jsonable(payload), indent=2, allow_nan=False, default=str)
 
 
-def default_jury() -> str:
-    """``tiny`` (CPU, offline) unless a GPU is present."""
-    try:
-        import torch
-
-        return "small-gpu" if torch.cuda.is_available() else "tiny"
-    except ImportError:
-        return "tiny"
-
-
 def parse_map(pairs: list[str], option: str = "--map") -> dict[str, str]:
     """``--map FIELD=COLUMN`` pairs as ``{field: column}`` (both stripped; a later pair for a
     field wins); a malformed pair prints an error and raises the Exit of :func:`fail`."""

@@ -3,7 +3,6 @@ scoring service), or ``--estimate`` of what that would cost."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +10,6 @@ from typing import Annotated
 import typer
 
 from jurybox.serving.cli.console import (
-    default_jury,
     err,
     fail,
     note,
@@ -58,89 +56,26 @@ def judge(
     """
     from tqdm import tqdm
 
-    from jurybox.calibration import AppliedCalibration, CalibrationMap
-    from jurybox.judges import Jury, load_jury_spec
-    from jurybox.judges.jury import JuryLike
-    from jurybox.judges.weights import unpinned_warnings
-    from jurybox.rubrics import load_rubric
-    from jurybox.serving.runs.local import judge_file
-    from jurybox.serving.runs.run import RunOptions
+    from jurybox.serving.runs.plan import RunPlan
     from jurybox.serving.runs.summary import render
 
-    if engine not in ("local", "ray"):
-        raise fail(f"--engine {engine}: expected local or ray")
-    if (predictions is None) == (pairs is None):
-        raise fail("give a prediction file, or --pairs A B (two files to compare), one of them")
-    if human is not None and not length_control:
-        raise fail("--human is the labels --length-control fits on: add --length-control")
-    if route_width is not None and conformal is None:
-        raise fail("--route-width routes by the conformal intervals: add --conformal MAP")
     mapping = parse_map(map_)
     with reported():
-        rubric_def = load_rubric(rubric)
-        if length_control and rubric_def.pairwise:
-            raise fail("--length-control is for scored answers, not pairwise verdicts (a "
-                       "pairwise judge's length preference is in `jurybox audit`)")
-        if pairs is not None and not rubric_def.pairwise:
-            raise fail(f"--pairs compares two answers: the rubric {rubric_def.name} is not "
-                       "pairwise (try --rubric pairwise; see `jurybox rubrics`)")
-        if url is not None:
-            if jury is not None or calibration is not None or conformal is not None or keep_raw:
-                raise fail("--url judges with the service's jury and calibration maps, and the "
-                           "service keeps no raw outputs: drop --jury, --calibration, "
-                           "--conformal and --keep-raw")
-            from jurybox.serving.service.client import Client, RemoteJury
-
-            judges: JuryLike = RemoteJury(
-                Client(url, token=os.environ.get("JURYBOX_TOKEN")))
-            spec = judges.spec
-            note(f"jury: {spec.name} at {url}")
-            cmap = None
-        else:
-            jury_name = jury or default_jury()
-            if jury is None:
-                note(f"jury: {jury_name} (default; pass --jury to choose)")
-            spec = load_jury_spec(jury_name)
-            if spec.stages and not spec.cascaded:
-                note(f"jury {spec.name}: its stages have no thresholds yet, so every judge "
-                     "judges every item (what `jurybox calibrate --cascade` fits them on)")
-            cache = None
-            from jurybox.judges import cache as verdict_cache
-
-            if not no_cache and verdict_cache.enabled():
-                cache = verdict_cache.VerdictCache()
-            judges = Jury(spec, cache=cache)
-            cmap = CalibrationMap.load_for(calibration, judges.provenance(rubric_def),
-                                           force_calibration) if calibration is not None else None
-            cmap = AppliedCalibration.combine(cmap, conformal, judges.provenance(rubric_def),
-                                              force_calibration, route_width)
-    if pairs is not None:
-        from jurybox.serving.runs.pairs import pair_names, write_pairs
-
-        names = pair_names(*pairs)
-        target = out_path or Path(f"{names[0]}-vs-{names[1]}.{rubric_def.name}.judged.jsonl")
-        pairs_file = target.with_name(target.name + ".pairs.jsonl")
-        if estimate:  # --estimate writes nothing beside the output
-            import tempfile
-
-            pairs_file = Path(tempfile.mkdtemp(prefix="jurybox-pairs-")) / pairs_file.name
-        with reported():
-            paired = write_pairs(*pairs, pairs_file, names)
-        predictions = str(paired.path)
-        note(f"pairs: {paired.pairs} ids in both files, A = {names[0]}, B = {names[1]} "
-             f"(written to {paired.path})")
-        for problem in paired.problems:
-            warn(problem)
-    else:
-        assert predictions is not None
-        target = out_path or Path(f"{Path(predictions).stem}.{rubric_def.name}.judged.jsonl")
-    for message in unpinned_warnings(spec.judges):
-        warn(message)
+        plan = RunPlan(rubric, predictions=predictions, pairs=pairs, jury=jury, url=url,
+                       out=out_path, engine=engine, address=address, mapping=mapping,
+                       limit=limit, chunk_size=chunk_size, max_field_chars=max_field_chars,
+                       allow_empty=allow_empty, keep_raw=keep_raw, calibration=calibration,
+                       conformal=conformal, force_calibration=force_calibration,
+                       route_width=route_width, length_control=length_control, human=human,
+                       cache=not no_cache, format=out_format, shard_size=shard_size)
+        plan.judges, plan.applied  # noqa: B018 (loaded now: their errors are the command's)
+    _said(plan)
+    target = plan.target
     if estimate:
-        if url is not None:
-            raise fail("--estimate counts what this machine's judges would do: drop --url")
-        _print_estimate(predictions, rubric_def, spec, target, mapping, limit, max_field_chars,
-                        allow_empty, judges.cache)
+        with reported():
+            est = plan.estimate()
+        _said(plan)
+        _print_estimate(est, plan.loaded_rubric, target)
         return
 
     bar = None
@@ -168,29 +103,13 @@ def judge(
     try:
         with reported(f"items judged before this are saved in {target}; run the same command "
                       "again to resume"):
-            try:
-                common = RunOptions(mapping=mapping, limit=limit, max_field_chars=max_field_chars,
-                                    keep_raw=keep_raw, allow_empty=allow_empty, calibration=cmap,
-                                    progress=progress, notify=notify, format=out_format, shard_size=shard_size,
-                                    length_control=length_control, human=human)
-                if engine == "ray":
-                    if url is not None:
-                        raise fail("--engine ray and --url are two ways to judge: pick one")
-                    from jurybox.serving.runs.ray import judge_with_ray
-
-                    report = judge_with_ray(predictions, rubric_def, spec, target,
-                                            address=address or os.environ.get("RAY_ADDRESS"),
-                                            cache=judges.cache, **common)
-                else:
-                    report = judge_file(predictions, rubric_def, judges, target,
-                                        chunk_size=chunk_size, **common)
-            except OSError as exc:  # e.g. a hub model that cannot be downloaded here
-                raise fail(f"cannot load a judge model: {exc}") from None
+            report = plan.run(progress, notify)
     finally:
         if bar is not None:
             bar.close()
+    _said(plan)
     for e in report.row_errors[:20]:
-        err.print(f"[yellow]skipped[/] {predictions}: {e}", highlight=False)
+        err.print(f"[yellow]skipped[/] {plan.predictions or target}: {e}", highlight=False)
     if report.n_row_errors > 20:
         note(f"... and {report.n_row_errors - 20} more rejected rows (the first "
              f"{len(report.row_errors)} listed in {target.name}.manifest.json)")
@@ -204,18 +123,23 @@ def judge(
     if report.interrupted:
         raise fail(f"interrupted; run the same command again to resume ({target})", code=130)
     if report.total_items == 0:
-        raise fail(f"no row of {predictions} could be judged (all {report.n_row_errors} rejected)")
+        raise fail(f"no row of {plan.predictions or target} could be judged (all "
+                   f"{report.n_row_errors} rejected)")
 
 
-def _print_estimate(predictions, rubric, spec, target, mapping, limit, max_field_chars,
-                    allow_empty, cache) -> None:
+def _said(plan) -> None:
+    """What the plan wants the user told (notes, then warnings), once each."""
+    for line in plan.notes:
+        note(line)
+    for line in plan.warnings:
+        warn(line)
+    plan.notes.clear()
+    plan.warnings.clear()
+
+
+def _print_estimate(est, rubric, target) -> None:
     from rich.table import Table
 
-    from jurybox.serving.runs.estimate import estimate
-
-    with reported():
-        est = estimate(predictions, rubric, spec, target, mapping=mapping, limit=limit,
-                       max_field_chars=max_field_chars, allow_empty=allow_empty, cache=cache)
     t = Table(title=f"{est.items} items: {est.already_done} already in {target}, {est.cached} "
                     f"in the verdict cache, {est.to_judge} to judge"
                     + (f"; {est.rejected_rows} rows rejected" if est.rejected_rows else ""),

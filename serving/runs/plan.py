@@ -1,0 +1,250 @@
+"""A judging run as ``jurybox judge`` plans it, for any caller: what to judge (a prediction
+file, or two systems' files as pairs), with which jury (loaded here, or a running service's),
+into which output, on which engine, with which maps; the rules between those choices checked
+once, here, so that a Python caller gets the same errors as the command line.
+
+>>> from jurybox.serving.runs.plan import RunPlan
+>>> plan = RunPlan(rubric="mirage-mg", predictions="examples/mirage_mg.jsonl", jury="tiny")
+>>> report = plan.run()          # or plan.estimate(): what it would take, judging nothing
+>>> report.summary, plan.notes   # the summary table's data; what the plan wants said
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from jurybox.judges.jury import JuryLike
+from jurybox.judges.spec import JurySpec
+from jurybox.rubrics import Rubric, load_rubric
+from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.item_fields import DEFAULT_MAX_FIELD_CHARS
+from jurybox.serving.runs.run import RunReport
+
+if TYPE_CHECKING:
+    from jurybox.calibration import AppliedCalibration
+    from jurybox.serving.runs.estimate import Estimate
+
+Engine = Literal["local", "ray"]
+
+
+def default_jury() -> str:
+    """``tiny`` (CPU, offline) unless a GPU is present: ``small-gpu``."""
+    try:
+        import torch
+
+        return "small-gpu" if torch.cuda.is_available() else "tiny"
+    except ImportError:
+        return "tiny"
+
+
+@dataclass
+class RunPlan:
+    """One judging run (see the module docstring); the fields are ``jurybox judge``'s options.
+    Constructing it checks how they fit together (an :class:`InputError` naming the option);
+    :meth:`run` and :meth:`estimate` load what they need. ``notes``: what a caller should tell
+    its user (the default jury chosen, the pairs written, unpinned model revisions, ...)."""
+
+    rubric: Rubric | str
+    predictions: str | None = None
+    pairs: tuple[str, str] | None = None
+    jury: str | None = None
+    url: str | None = None
+    token: str | None = None
+    out: Path | str | None = None
+    engine: Engine | str = "local"  # local or ray (checked)
+    address: str | None = None
+    mapping: Mapping[str, str] | None = None
+    limit: int | None = None
+    chunk_size: int | None = None
+    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
+    allow_empty: bool = False
+    keep_raw: bool = False
+    calibration: Path | str | None = None
+    conformal: Path | str | None = None
+    force_calibration: bool = False
+    route_width: float | None = None
+    length_control: bool = False
+    human: Path | str | None = None
+    cache: bool = True
+    format: str | None = None
+    shard_size: int | None = None
+    notes: list[str] = field(default_factory=list, init=False)
+    warnings: list[str] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        if self.engine not in ("local", "ray"):
+            raise InputError(f"--engine {self.engine}: expected local or ray", field="engine")
+        if (self.predictions is None) == (self.pairs is None):
+            raise InputError("give a prediction file, or --pairs A B (two files to compare), "
+                             "one of them", field="predictions")
+        if self.human is not None and not self.length_control:
+            raise InputError("--human is the labels --length-control fits on: add "
+                             "--length-control", field="human")
+        if self.route_width is not None and self.conformal is None:
+            raise InputError("--route-width routes by the conformal intervals: add --conformal "
+                             "MAP", field="route_width")
+        if self.url is not None:
+            if (self.jury is not None or self.calibration is not None
+                    or self.conformal is not None or self.keep_raw):
+                raise InputError("--url judges with the service's jury and calibration maps, "
+                                 "and the service keeps no raw outputs: drop --jury, "
+                                 "--calibration, --conformal and --keep-raw", field="url")
+            if self.engine == "ray":
+                raise InputError("--engine ray and --url are two ways to judge: pick one",
+                                 field="engine")
+        if isinstance(self.rubric, str):
+            self.rubric = load_rubric(self.rubric)
+        rubric = self.rubric
+        if self.length_control and rubric.pairwise:
+            raise InputError("--length-control is for scored answers, not pairwise verdicts (a "
+                             "pairwise judge's length preference is in `jurybox audit`)",
+                             field="length_control")
+        if self.pairs is not None and not rubric.pairwise:
+            raise InputError(f"--pairs compares two answers: the rubric {rubric.name} is not "
+                             "pairwise (try --rubric pairwise; see `jurybox rubrics`)",
+                             field="pairs")
+
+    # -- what the run is made of (loaded on first use) ---------------------------------------
+
+    @property
+    def loaded_rubric(self) -> Rubric:
+        """The rubric, loaded (a name or file is loaded when the plan is made)."""
+        assert isinstance(self.rubric, Rubric)
+        return self.rubric
+
+    @cached_property
+    def judges(self) -> JuryLike:
+        """The jury that judges: loaded here (models load when the run needs them), or the
+        service's at ``url``."""
+        from jurybox.judges.weights import unpinned_warnings
+
+        if self.url is not None:
+            from jurybox.serving.service.client import Client, RemoteJury
+
+            remote = RemoteJury(Client(self.url, token=self.token
+                                       if self.token is not None
+                                       else os.environ.get("JURYBOX_TOKEN")))
+            self.notes.append(f"jury: {remote.spec.name} at {self.url}")
+            jury: JuryLike = remote
+        else:
+            from jurybox.judges import Jury, load_jury_spec
+            from jurybox.judges import cache as verdict_cache
+
+            name = self.jury or default_jury()
+            if self.jury is None:
+                self.notes.append(f"jury: {name} (default; pass --jury to choose)")
+            spec = load_jury_spec(name)
+            if spec.stages and not spec.cascaded:
+                self.notes.append(f"jury {spec.name}: its stages have no thresholds yet, so "
+                                  "every judge judges every item (what `jurybox calibrate "
+                                  "--cascade` fits them on)")
+            cache = (verdict_cache.VerdictCache() if self.cache and verdict_cache.enabled()
+                     else None)
+            jury = Jury(spec, cache=cache)
+        self.warnings.extend(unpinned_warnings(jury.spec.judges))
+        return jury
+
+    @property
+    def spec(self) -> JurySpec:
+        """The jury's spec."""
+        return self.judges.spec
+
+    @cached_property
+    def applied(self) -> AppliedCalibration | None:
+        """The calibration and conformal maps every verdict gets (None without them), checked
+        against this rubric and jury."""
+        if self.url is not None:
+            return None
+        from jurybox.calibration import AppliedCalibration, CalibrationMap
+
+        prov = self.judges.provenance(self.loaded_rubric)
+        cmap = (CalibrationMap.load_for(Path(self.calibration), prov, self.force_calibration)
+                if self.calibration is not None else None)
+        return AppliedCalibration.combine(
+            cmap, Path(self.conformal) if self.conformal is not None else None, prov,
+            self.force_calibration, self.route_width)
+
+    @cached_property
+    def target(self) -> Path:
+        """The output: ``out``, else named after the predictions (or the pair) and rubric."""
+        if self.out is not None:
+            return Path(self.out)
+        name = self.loaded_rubric.name
+        if self.pairs is not None:
+            from jurybox.serving.runs.pairs import pair_names
+
+            a, b = pair_names(*self.pairs)
+            return Path(f"{a}-vs-{b}.{name}.judged.jsonl")
+        assert self.predictions is not None
+        return Path(f"{Path(self.predictions).stem}.{name}.judged.jsonl")
+
+    def _predictions(self, scratch: bool = False) -> str:
+        """The file to judge: the predictions, or the pairs written beside the output (into a
+        scratch folder when ``scratch``: an estimate writes nothing beside the output)."""
+        if self.pairs is None:
+            assert self.predictions is not None
+            return self.predictions
+        from jurybox.serving.runs.pairs import pair_names, write_pairs
+
+        names = pair_names(*self.pairs)
+        pairs_file = self.target.with_name(self.target.name + ".pairs.jsonl")
+        if scratch:
+            pairs_file = Path(tempfile.mkdtemp(prefix="jurybox-pairs-")) / pairs_file.name
+        paired = write_pairs(*self.pairs, pairs_file, names)
+        self.notes.append(f"pairs: {paired.pairs} ids in both files, A = {names[0]}, B = "
+                          f"{names[1]} (written to {paired.path})")
+        self.warnings.extend(paired.problems)
+        return str(paired.path)
+
+    # -- doing it ----------------------------------------------------------------------------
+
+    def run(self, progress: Callable[[float, int | None], Any] | None = None,
+            notify: Callable[[str], Any] | None = None) -> RunReport:
+        """Judge every item not yet in the output, on the plan's engine; the report of what
+        was done. ``progress(done, total)`` and ``notify(message)`` as
+        :class:`~jurybox.serving.runs.run.RunOptions` take them."""
+        judges, applied = self.judges, self.applied
+        predictions = self._predictions()
+        options: dict[str, Any] = dict(
+            mapping=self.mapping, limit=self.limit, max_field_chars=self.max_field_chars,
+            keep_raw=self.keep_raw, allow_empty=self.allow_empty, calibration=applied,
+            progress=progress, notify=notify, format=self.format, shard_size=self.shard_size,
+            length_control=self.length_control, human=self.human)
+        try:
+            if self.engine == "ray":
+                from jurybox.serving.runs.ray import judge_with_ray
+
+                return judge_with_ray(predictions, self.loaded_rubric, self.spec, self.target,
+                                      address=self.address or os.environ.get("RAY_ADDRESS"),
+                                      cache=judges.cache, **options)
+            from jurybox.serving.runs.local import judge_file
+
+            return judge_file(predictions, self.loaded_rubric, judges, self.target,
+                              chunk_size=self.chunk_size, **options)
+        except OSError as exc:  # e.g. a hub model that cannot be downloaded here
+            raise InputError(f"cannot load a judge model: {exc}") from None
+
+    def estimate(self) -> Estimate:
+        """What the run would take (items to judge after the output and the cache, judge calls,
+        prompt tokens, output budget), loading no model and writing nothing."""
+        if self.url is not None:
+            raise InputError("--estimate counts what this machine's judges would do: drop "
+                             "--url", field="url")
+        from jurybox.serving.runs.estimate import estimate
+
+        return estimate(self._predictions(scratch=True), self.loaded_rubric, self.spec,
+                        self.target, mapping=self.mapping, limit=self.limit,
+                        max_field_chars=self.max_field_chars, allow_empty=self.allow_empty,
+                        cache=self.judges.cache)
+
+    def close(self) -> None:
+        """Release the jury (its models and cache), if one was loaded."""
+        judges = self.__dict__.get("judges")
+        if judges is not None:
+            judges.close()
