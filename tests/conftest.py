@@ -17,7 +17,8 @@ os.environ["JURYBOX_VERDICT_CACHE"] = "off"
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The CPU the suite ran on, under its time (which depends on it: PLATFORM.md)."""
+    """The CPU the suite ran on, under its time (which depends on it: vLLM on a CPU without
+    AVX-512 or bf16 is several times slower; docs/guides/backends.md)."""
     from jurybox.judges.cpu import cpu, vllm_cpu_dtype
 
     terminalreporter.write_line(f"cpu: {cpu().describe()}; vLLM on CPU runs dtype auto as "
