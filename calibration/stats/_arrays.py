@@ -20,8 +20,10 @@ def as_float_matrix(data: Any, what: str = "reliability_data") -> np.ndarray:
 
 
 def as_float_vector(data: Any, what: str) -> np.ndarray:
-    """A 1-D float array with NaN for missing; InputDataError for another shape, non-numeric
-    values or infinities."""
+    """A 1-D float array with NaN for missing.
+
+    Raises InputDataError for another shape, non-numeric values or infinities.
+    """
     arr = _as_array(data, what)
     if arr.ndim != 1:
         raise InputDataError(f"{what} must be 1-D; got shape {arr.shape}")

@@ -49,20 +49,60 @@ def _average_ranks(x: np.ndarray) -> np.ndarray:
 
 
 def pearson(a: Any, b: Any) -> Stat:
-    """Pearson's r on the paired scores; undefined below 3 pairs or when one rater is constant."""
+    """Pearson's r on the paired scores; undefined below 3 pairs or when one rater is constant.
+
+    Args:
+        a: The first rater's scores, one per unit (NaN for missing).
+        b: The second rater's scores, aligned with ``a``.
+
+    Returns:
+        The correlation as a :class:`Stat` whose ``n`` is the number of pairs used.
+
+    Raises:
+        InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
+            or infinities.
+    """
     x, y = paired(a, b)
     return _correlation_precheck("pearson", x, y) or defined("pearson", _pearson_r(x, y), x.size)
 
 
 def spearman(a: Any, b: Any) -> Stat:
-    """Spearman's rho: Pearson correlation of average ranks (ties handled as scipy does)."""
+    """Spearman's rho: Pearson correlation of average ranks (ties handled as scipy does).
+
+    Undefined below 3 pairs or when one rater is constant.
+
+    Args:
+        a: The first rater's scores, one per unit (NaN for missing).
+        b: The second rater's scores, aligned with ``a``.
+
+    Returns:
+        The correlation as a :class:`Stat` whose ``n`` is the number of pairs used.
+
+    Raises:
+        InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
+            or infinities.
+    """
     x, y = paired(a, b)
     return _correlation_precheck("spearman", x, y) or defined(
         "spearman", _pearson_r(_average_ranks(x), _average_ranks(y)), x.size)
 
 
 def kendall(a: Any, b: Any) -> Stat:
-    """Kendall's tau-b (scipy.stats.kendalltau, O(n log n))."""
+    """Kendall's tau-b (scipy.stats.kendalltau, O(n log n)).
+
+    Undefined below 3 pairs or when one rater is constant.
+
+    Args:
+        a: The first rater's scores, one per unit (NaN for missing).
+        b: The second rater's scores, aligned with ``a``.
+
+    Returns:
+        The correlation as a :class:`Stat` whose ``n`` is the number of pairs used.
+
+    Raises:
+        InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
+            or infinities.
+    """
     x, y = paired(a, b)
     pre = _correlation_precheck("kendall", x, y)
     if pre is not None:
@@ -73,7 +113,20 @@ def kendall(a: Any, b: Any) -> Stat:
 
 
 def exact_agreement(a: Any, b: Any) -> Stat:
-    """Share of units where both raters gave the same score."""
+    """Share of units where both raters gave the same score.
+
+    Args:
+        a: The first rater's scores, one per unit (NaN for missing).
+        b: The second rater's scores, aligned with ``a``.
+
+    Returns:
+        The share as a :class:`Stat` whose ``n`` is the number of pairs used; undefined with no
+        pairs.
+
+    Raises:
+        InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
+            or infinities.
+    """
     x, y = paired(a, b)
     if x.size == 0:
         return undefined("exact_agreement", 0, "no paired ratings")
@@ -81,7 +134,21 @@ def exact_agreement(a: Any, b: Any) -> Stat:
 
 
 def adjacent_agreement(a: Any, b: Any, tolerance: float = 1.0) -> Stat:
-    """Share of units where the scores differ by at most ``tolerance`` (one scale step)."""
+    """Share of units where the scores differ by at most ``tolerance`` (one scale step).
+
+    Args:
+        a: The first rater's scores, one per unit (NaN for missing).
+        b: The second rater's scores, aligned with ``a``.
+        tolerance: The largest difference that still counts as agreeing (default: one step).
+
+    Returns:
+        The share as a :class:`Stat` whose ``n`` is the number of pairs used (``tolerance`` in
+        its ``details``); undefined with no pairs.
+
+    Raises:
+        InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
+            or infinities.
+    """
     x, y = paired(a, b)
     if x.size == 0:
         return undefined("adjacent_agreement", 0, "no paired ratings")
@@ -91,7 +158,19 @@ def adjacent_agreement(a: Any, b: Any, tolerance: float = 1.0) -> Stat:
 
 
 def mean_absolute_error(a: Any, b: Any) -> Stat:
-    """Mean absolute difference between the paired scores (``mae``); undefined with no pairs."""
+    """Mean absolute difference between the paired scores (``mae``); undefined with no pairs.
+
+    Args:
+        a: The first rater's scores, one per unit (NaN for missing).
+        b: The second rater's scores, aligned with ``a``.
+
+    Returns:
+        The error as a :class:`Stat` named ``mae`` whose ``n`` is the number of pairs used.
+
+    Raises:
+        InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
+            or infinities.
+    """
     x, y = paired(a, b)
     if x.size == 0:
         return undefined("mae", 0, "no paired ratings")
@@ -99,7 +178,20 @@ def mean_absolute_error(a: Any, b: Any) -> Stat:
 
 
 def mean_difference(a: Any, b: Any) -> Stat:
-    """Mean of a - b: the bias of rater a against rater b."""
+    """Mean of a - b: the bias of rater a against rater b.
+
+    Args:
+        a: The first rater's scores, one per unit (NaN for missing).
+        b: The second rater's scores, aligned with ``a``.
+
+    Returns:
+        The mean difference as a :class:`Stat` named ``bias`` whose ``n`` is the number of pairs
+        used; undefined with no pairs.
+
+    Raises:
+        InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
+            or infinities.
+    """
     x, y = paired(a, b)
     if x.size == 0:
         return undefined("bias", 0, "no paired ratings")

@@ -62,11 +62,22 @@ _LOG_U_CAP = np.log(800.0)  # u = t x beyond 800 has e^{-u} = 0 in float64; cap 
 def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
     """Krippendorff's alpha for raters x units data with NaN for missing ratings.
 
-    ``level`` is required (``nominal``, ``ordinal``, ``interval`` or ``ratio``): the
-    ``krippendorff`` package silently defaults to interval, a common source of wrong numbers.
-    Nominal data may also be given as strings (``None``/NaN missing). Returns an undefined
-    :class:`Stat` (with a reason) when fewer than two units have two ratings, or all pairable
-    values are equal.
+    ``level`` is required: the ``krippendorff`` package silently defaults to interval, a common
+    source of wrong numbers. Nominal data may also be given as strings (``None``/NaN missing).
+
+    Args:
+        reliability_data: Raters x units ratings, NaN (or ``None``) for missing.
+        level: The level of measurement: ``nominal``, ``ordinal``, ``interval`` or ``ratio``.
+
+    Returns:
+        The alpha as a :class:`Stat` whose ``n`` is the number of pairable units (the level, the
+        number of values and the observed and expected disagreement in its ``details``); an
+        undefined :class:`Stat` (with a reason) when fewer than two units have two ratings, or
+        all pairable values are equal.
+
+    Raises:
+        InputDataError: ``level`` is not one of the four, the data is ragged, not 2-D, or mixes
+            numbers with other values, or ratio data is negative.
     """
     if level not in LEVELS:
         raise InputDataError(f"level must be one of {LEVELS}; got {level!r}")

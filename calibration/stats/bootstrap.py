@@ -33,15 +33,33 @@ def bootstrap_ci(
     """Percentile bootstrap CI, resampling units (the same draw for every array in ``data``).
 
     ``statistic(*data)`` may return a :class:`Stat`, a float, or a mapping of names to either;
-    the result has the same shape with ``ci`` filled in. ``unit_axis`` says which axis of each
-    array indexes units (default -1: vectors, and raters x units matrices). Resamples on which
-    the statistic is undefined (e.g. a constant resample) are dropped and counted; if fewer than
-    ``min_defined`` of them are defined the CI is left empty rather than reported from a biased
-    remainder.
+    the result has the same shape with ``ci`` filled in. Resamples on which the statistic is
+    undefined (e.g. a constant resample) are dropped and counted; if fewer than ``min_defined`` of
+    them are defined the CI is left empty rather than reported from a biased remainder.
 
-    ``batched``, when given, computes the same statistic on many resamples at once (see
-    :data:`BatchedFn`); the resamples drawn are the same as without it, so it changes only the
-    speed (tests check each batched statistic against its one-resample form).
+    Args:
+        statistic: The statistic, called as ``statistic(*data)`` on the data and on each
+            resample.
+        *data: The arrays the statistic takes; every one is resampled with the same draw.
+        unit_axis: Which axis of each array indexes units, one for all or one per array
+            (default -1: vectors, and raters x units matrices).
+        n_resamples: How many resamples to draw.
+        confidence: The interval's coverage, in (0, 1).
+        seed: The random generator's seed (``None``: a fresh one each call).
+        min_defined: The least share of resamples that must be defined for an interval.
+        batched: When given, the same statistic computed on many resamples at once (see
+            :data:`BatchedFn`); the resamples drawn are the same as without it, so it changes only
+            the speed (tests check each batched statistic against its one-resample form).
+
+    Returns:
+        What ``statistic`` returns, as :class:`Stat` values (a float becomes one) with ``ci``
+        set (or ``None``) and the method, confidence and resample counts in their ``details``:
+        one :class:`Stat`, or a dict of them for a mapping.
+
+    Raises:
+        InputDataError: No data, ``confidence`` outside (0, 1), ``n_resamples`` below 1, a
+            ``unit_axis`` list of the wrong length, or arrays that disagree on the number of
+            units.
     """
     if not data:
         raise InputDataError("bootstrap_ci needs at least one data array")
@@ -97,8 +115,11 @@ def bootstrap_ci(
 
 
 def resample_indices(rng: np.random.Generator, n_units: int, count: int) -> np.ndarray:
-    """``count`` bootstrap resamples of ``n_units`` units (count x n_units indices), drawn one
-    resample at a time, so that a batched bootstrap draws what the one-resample loop does."""
+    """``count`` bootstrap resamples of ``n_units`` units (count x n_units indices).
+
+    They are drawn one resample at a time, so that a batched bootstrap draws what the one-resample
+    loop does.
+    """
     return np.stack([rng.integers(0, n_units, size=n_units) for _ in range(count)])
 
 

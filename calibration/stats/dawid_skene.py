@@ -28,8 +28,17 @@ from ..errors import InputDataError
 
 @dataclass(frozen=True)
 class DawidSkeneResult:
-    """A Dawid-Skene fit: posteriors over the true classes, per-rater confusion matrices, class
-    priors, and how the EM went."""
+    """A Dawid-Skene fit: posteriors, per-rater confusion matrices, class priors, how the EM went.
+
+    Attributes:
+        posteriors: Items x classes: each item's posterior over the true classes.
+        confusion: Raters x true class x given class: P(rater says l | true class k).
+        priors: The class priors, one per class.
+        n_iter: EM steps taken (a SQUAREM cycle takes three).
+        converged: False when ``max_iter`` was reached while parameters still moved by more than
+            ``tol``.
+        log_likelihood: The marginal log-likelihood of all labels under the fit.
+    """
 
     posteriors: np.ndarray   # items x classes
     confusion: np.ndarray    # raters x true class x given class
@@ -44,7 +53,11 @@ class DawidSkeneResult:
         return self.posteriors.argmax(axis=1)
 
     def accuracy(self) -> np.ndarray:
-        """Per-rater probability of giving the true class (prior-weighted confusion diagonal)."""
+        """Per-rater probability of giving the true class (prior-weighted confusion diagonal).
+
+        Returns:
+            One probability per rater.
+        """
         return np.einsum("k,rkk->r", self.priors, self.confusion)
 
 
@@ -52,11 +65,26 @@ def dawid_skene(labels: Any, n_classes: int, *, truth: Any = None, max_iter: int
                 tol: float = 1e-10, smoothing: float = 0.01) -> DawidSkeneResult:
     """Fit Dawid-Skene to ``labels`` (raters x items integer codes 0..K-1, -1 for missing).
 
-    ``truth`` (items x K rows of class probabilities, NaN rows for unknown) clamps the
-    posteriors of items with known truth. ``smoothing`` is a Dirichlet pseudo-count that keeps
-    confusion rows for rarely seen classes away from 0/1. The fit has converged when one EM
-    step moves no prior or confusion entry by more than ``tol``; ``max_iter`` caps the EM steps
-    (reaching it is reported as ``converged=False``, never silently).
+    The fit has converged when one EM step moves no prior or confusion entry by more than
+    ``tol``; reaching ``max_iter`` is reported as ``converged=False``, never silently.
+
+    Args:
+        labels: Raters x items class codes 0..K-1, -1 (or NaN) for missing.
+        n_classes: K, the number of classes.
+        truth: Items x K rows of class probabilities, NaN rows for unknown: clamps the posteriors
+            of items with known truth.
+        max_iter: The cap on EM steps.
+        tol: The largest change of a prior or confusion entry in one EM step that counts as
+            converged.
+        smoothing: A Dirichlet pseudo-count that keeps confusion rows for rarely seen classes away
+            from 0/1.
+
+    Returns:
+        The fit.
+
+    Raises:
+        InputDataError: ``labels`` are not a raters x items matrix of integer codes in
+            0..K-1 (or -1), ``max_iter`` is below 1, or ``truth`` is not items x K.
     """
     codes = np.asarray(labels)
     if codes.ndim != 2:
@@ -151,8 +179,10 @@ class _EM:
         return priors, counts / counts.sum(axis=2, keepdims=True)
 
     def e_step(self, theta: Params) -> tuple[np.ndarray, float]:
-        """Posteriors over true classes (clamped where truth is known), and the marginal
-        log-likelihood of all labels under ``theta``."""
+        """Posteriors over true classes, and the log-likelihood of all labels under ``theta``.
+
+        The posteriors are clamped where truth is known; the log-likelihood is the marginal one.
+        """
         post, _, norm = self._joint(theta)
         return post, float(norm.sum())
 
@@ -173,8 +203,11 @@ class _EM:
         return self.m_step(self._joint(theta)[0])
 
     def objective(self, theta: Params) -> float:
-        """What EM climbs: the log-likelihood of the labels, with the known classes of clamped
-        items, plus the Dirichlet smoothing's log-prior."""
+        """What EM climbs: the log-likelihood of the labels, plus the smoothing's log-prior.
+
+        The log-likelihood takes the known classes of clamped items; the log-prior is the Dirichlet
+        smoothing's.
+        """
         _, log_joint, norm = self._joint(theta)
         value = float(norm[~self.known].sum())
         if self.clamp is not None and self.known.any():

@@ -31,10 +31,23 @@ Weights = Literal["identity", "linear", "quadratic"]
 
 def agreement_weights(q: int, weights: str | None,
                       values: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
-    """q x q agreement weights (1 on the diagonal, 0 for the farthest categories).
+    """The q x q agreement weights (1 on the diagonal, 0 for the farthest categories).
 
     Distances are between positions 0..q-1 (Cohen, scikit-learn), or between ``values`` (one
     per category, as Gwet and irrCAC use) when given.
+
+    Args:
+        q: The number of categories.
+        weights: ``None`` (or ``"identity"``) for the identity, ``"linear"`` or ``"quadratic"``.
+        values: The categories' values, one per category, for distances between values rather
+            than positions.
+
+    Returns:
+        The q x q weight matrix.
+
+    Raises:
+        InputDataError: ``values`` are not ``q`` distinct numbers, or ``weights`` is another
+            name.
     """
     if weights in (None, "identity", "unweighted"):
         return np.eye(q)
@@ -87,9 +100,22 @@ def cohen_kappa(a: Any, b: Any, weights: str | None = None,
     """Cohen's kappa between two raters; weighted by category position when ``weights`` is set.
 
     Weights use *positions*, as scikit-learn's ``cohen_kappa_score`` does (not values, unlike
-    :func:`gwet_ac`): ``labels`` fixes the categories and their order; otherwise the observed
-    values sorted ascending. Pairs with a missing (NaN) rating are left out and the number used
-    is reported as ``n``. Undefined when both raters used one and the same category throughout.
+    :func:`gwet_ac`). Pairs with a missing (NaN) rating are left out and the number used is
+    reported as ``n``. Undefined when both raters used one and the same category throughout.
+
+    Args:
+        a: The first rater's ratings, one per unit (NaN for missing).
+        b: The second rater's ratings, aligned with ``a``.
+        weights: ``None`` for unweighted kappa, ``"linear"`` or ``"quadratic"``.
+        labels: The categories and their order (positions); otherwise the observed values sorted
+            ascending.
+
+    Returns:
+        The kappa as a :class:`Stat` (observed and expected agreement in its ``details``).
+
+    Raises:
+        InputDataError: ``a`` and ``b`` differ in length or hold non-numeric values, ``labels``
+            are not distinct numbers, or a rating is not among ``labels``.
     """
     name = "cohen_kappa" if weights in (None, "identity") else f"cohen_kappa[{weights}]"
     x = as_float_vector(a, "a")
@@ -127,6 +153,17 @@ def fleiss_kappa(table: Any) -> Stat:
 
     Every subject must have been rated by the same number of raters (Fleiss's design); for
     missing ratings use :func:`krippendorff_alpha` or :func:`gwet_ac` on raw ratings.
+
+    Args:
+        table: Subjects x categories: how many raters put each subject in each category.
+
+    Returns:
+        The kappa as a :class:`Stat` whose ``n`` is the number of subjects; undefined with no
+        subjects, fewer than 2 raters per subject, or every rating in one category.
+
+    Raises:
+        InputDataError: The table holds anything but non-negative integer counts, or its rows
+            differ in their number of raters.
     """
     name = "fleiss_kappa"
     counts = as_float_matrix(table, "table")
@@ -160,9 +197,22 @@ def gwet_ac(reliability_data: Any, weights: Weights = "identity",
     Follows Gwet (2014), Handbook of Inter-Rater Reliability, 4th ed., ch. 2-3 (as in irrCAC's
     ``gwet.ac1.raw``): percent agreement over units rated at least twice; chance agreement
     T_w/(q(q-1)) * sum_k pi_k(1 - pi_k) with pi_k averaged over every unit rated at least once.
-    ``categories`` lists all possible ratings (it matters: q enters chance agreement). AC2
-    weights use the category *values* (irrCAC's ``linear.weights``/``quadratic.weights``), so
+    AC2 weights use the category *values* (irrCAC's ``linear.weights``/``quadratic.weights``), so
     on [0, 1, 2, 10] a 2-vs-10 disagreement counts eight times a 1-vs-2 one (linear).
+
+    Args:
+        reliability_data: Raters x units ratings, NaN for missing.
+        weights: ``"identity"`` for AC1, ``"linear"`` or ``"quadratic"`` for AC2.
+        categories: All possible ratings (it matters: q enters chance agreement); otherwise the
+            observed values.
+
+    Returns:
+        The coefficient as a :class:`Stat` whose ``n`` is the number of units rated at least
+        twice (observed and expected agreement in its ``details``).
+
+    Raises:
+        InputDataError: The data is not 2-D, holds non-numeric values or infinities, or a rating
+            is not among ``categories``.
     """
     name = "gwet_ac1" if weights in ("identity", None) else f"gwet_ac2[{weights}]"
     data = as_float_matrix(reliability_data)

@@ -1,5 +1,7 @@
-"""Comparing systems scored on the same items: paired differences, Holm's correction, rank
-intervals and the groups of systems the data cannot separate.
+"""Comparing systems scored on the same items: paired differences, Holm, ranks and groups.
+
+Paired differences, Holm's correction, rank intervals and the groups of systems the data cannot
+separate.
 
 Two systems judged on the same items differ far more precisely than their two separate intervals
 suggest: most of an item's score is the item (its difficulty), which the difference cancels.
@@ -46,11 +48,13 @@ class PairedDifference:
 
 
 def paired_difference(a: Any, b: Any, confidence: float = 0.95) -> PairedDifference:
-    """Mean difference ``a - b`` (aligned per item, NaN where a system has no score) on the
-    items both scored, its t interval and the paired t test's p-value. Fewer than two shared
-    items: no interval and no p-value. Differences all equal: a zero-width interval, and the
-    exact two-sided sign test's p-value ``2 * 0.5**n`` (1 when they are all 0), where the t
-    test is undefined."""
+    """The mean difference ``a - b`` on the items both scored, its t interval and p-value.
+
+    ``a`` and ``b`` are aligned per item, NaN where a system has no score; the p-value is the
+    paired t test's. Fewer than two shared items: no interval and no p-value. Differences all
+    equal: a zero-width interval, and the exact two-sided sign test's p-value ``2 * 0.5**n`` (1
+    when they are all 0), where the t test is undefined.
+    """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
         raise InputDataError(f"a and b must be aligned per item ({x.shape} vs {y.shape})")
@@ -75,8 +79,11 @@ def paired_difference(a: Any, b: Any, confidence: float = 0.95) -> PairedDiffere
 
 def wilson_ci(values: Any, confidence: float = 0.95
               ) -> tuple[float | None, tuple[float, float] | None]:
-    """The mean of 0/1 values (a share) with Wilson's score interval (Wilson 1927), which stays
-    inside [0, 1] where a t interval on few items does not; no interval without a value."""
+    """The mean of 0/1 values (a share) with Wilson's score interval (Wilson 1927).
+
+    The interval stays inside [0, 1] where a t interval on few items does not; no interval without
+    a value.
+    """
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         return None, None
@@ -88,8 +95,10 @@ def wilson_ci(values: Any, confidence: float = 0.95
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
-    """Holm's step-down adjusted p-values, in the order given (None stays None and does not
-    count towards the family)."""
+    """Holm's step-down adjusted p-values, in the order given.
+
+    None stays None and does not count towards the family.
+    """
     index = [k for k, p in enumerate(pvalues) if p is not None]
     p = np.array([pvalues[k] for k in index], dtype=float)
     m = p.size
@@ -113,10 +122,13 @@ def ranks_of(means: Any) -> np.ndarray:
 
 def rank_intervals(scores: Any, *, confidence: float = 0.95, resamples: int = 2000,
                    seed: int = 0, batch: int = 500) -> tuple[np.ndarray, np.ndarray]:
-    """``(ranks, intervals)`` of systems (rows of ``scores``, items as columns, NaN where a
-    system has no score): the rank of each system's mean over its scored items, and the
-    percentile bootstrap interval of that rank over items resampled with replacement (a
-    resample where a system has no score leaves it out of that resample's ranks)."""
+    """``(ranks, intervals)`` of systems: each mean's rank and its bootstrap interval over items.
+
+    Systems are the rows of ``scores``, items its columns, NaN where a system has no score: the
+    rank of each system's mean over its scored items, and the percentile bootstrap interval of
+    that rank over items resampled with replacement (a resample where a system has no score
+    leaves it out of that resample's ranks).
+    """
     x = np.asarray(scores, dtype=float)
     if x.ndim != 2:
         raise InputDataError("scores must be a systems x items matrix")
@@ -150,10 +162,12 @@ def rank_intervals(scores: Any, *, confidence: float = 0.95, resamples: int = 20
 
 
 def letter_groups(means: Sequence[float], different: Any) -> list[str]:
-    """Letters per system (in the order given): systems sharing a letter are not shown to
-    differ. ``different[i][j]`` says whether systems i and j differ significantly. Each letter
-    is a maximal run of systems, in order of their means, no two of which differ; a system
-    whose mean is undefined (NaN) gets no letter."""
+    """Letters per system (in the order given): systems sharing a letter are not shown to differ.
+
+    ``different[i][j]`` says whether systems i and j differ significantly. Each letter is a
+    maximal run of systems, in order of their means, no two of which differ; a system whose mean
+    is undefined (NaN) gets no letter.
+    """
     m = np.asarray(means, dtype=float)
     diff = np.asarray(different, dtype=bool)
     order = [int(k) for k in np.argsort(-np.where(np.isnan(m), -np.inf, m), kind="stable")

@@ -1,5 +1,6 @@
-"""Confidence sequences: intervals that hold at every number of observations at once, so that a
-labeller may look after every label and stop whenever the interval is narrow enough.
+"""Confidence sequences: intervals that hold at every number of observations at once.
+
+A labeller may look after every label and stop whenever the interval is narrow enough.
 
 A fixed-sample interval (Clopper-Pearson, a t or normal interval) holds at the one sample size
 chosen in advance; looked at after every label and stopped on the first narrow one, it covers
@@ -48,13 +49,15 @@ GRID = 1000
 
 
 def predictable_bets(x: np.ndarray, alpha: float, horizon: float | None = None) -> np.ndarray:
-    """The bet sizes before each value (predictable: from the values before it only): the
-    predictable plug-in empirical-Bernstein bets, ``sqrt(2 log(1/alpha) / (t log(1+t)
-    sigma2_{t-1}))``, with the running variance regularised by one pseudo-observation of
-    variance 1/4 around a prior mean of 1/2 (confseq's ``lambda_predmix_eb``). With a
-    ``horizon`` (the number of values by which the interval should be narrow; confseq's
-    ``fixed_n``), ``t log(1+t)`` is that number instead: the sequence is tightest around it
-    and valid at every t all the same."""
+    """The bet sizes before each value (predictable: from the values before it only).
+
+    They are the predictable plug-in empirical-Bernstein bets, ``sqrt(2 log(1/alpha) / (t
+    log(1+t) sigma2_{t-1}))``, with the running variance regularised by one pseudo-observation of
+    variance 1/4 around a prior mean of 1/2 (confseq's ``lambda_predmix_eb``). With a ``horizon``
+    (the number of values by which the interval should be narrow; confseq's ``fixed_n``), ``t
+    log(1+t)`` is that number instead: the sequence is tightest around it and valid at every t all
+    the same.
+    """
     t = np.arange(1, x.size + 1)
     mu_hat = np.minimum((0.5 + np.cumsum(x)) / (t + 1), 1.0)
     sigma2 = (0.25 + np.cumsum((x - mu_hat) ** 2)) / (t + 1)
@@ -65,9 +68,11 @@ def predictable_bets(x: np.ndarray, alpha: float, horizon: float | None = None) 
 
 def log_wealth(x: np.ndarray, candidates: np.ndarray, alpha: float,
                population: int | None = None, horizon: float | None = None) -> np.ndarray:
-    """The log wealth after each value (columns) of the bets against each candidate mean
-    (rows): the hedged capital process (module text); +inf where a candidate is impossible
-    (without replacement: the values seen leave the unseen ones a mean outside [0, 1])."""
+    """The log wealth after each value (columns) of the bets against each candidate mean (rows).
+
+    The bets are the hedged capital process (module text); +inf where a candidate is impossible
+    (without replacement: the values seen leave the unseen ones a mean outside [0, 1]).
+    """
     t = np.arange(1, x.size + 1)
     bets = predictable_bets(x, alpha / 2.0, horizon)
     m = np.asarray(candidates, dtype=float)[:, None]
@@ -100,10 +105,12 @@ def _checked(values: Sequence[float] | np.ndarray, population: int | None) -> np
 def betting_cs(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
                population: int | None = None, horizon: float | None = None,
                grid: int = GRID) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper bounds after each of ``values`` (each in [0, 1]) of a ``1 - alpha``
-    confidence sequence for their mean (with ``population``: the mean of the finite population
-    of that size the values are drawn from without replacement), on a grid of candidate means
-    (rounded outwards), with the running intersection. See the module's text."""
+    """Lower and upper bounds after each of ``values`` of a ``1 - alpha`` confidence sequence.
+
+    Each value is in [0, 1]; the sequence is for their mean (with ``population``: the mean of the
+    finite population of that size the values are drawn from without replacement), on a grid of
+    candidate means (rounded outwards), with the running intersection. See the module's text.
+    """
     x = _checked(values, population)
     if x.size == 0:
         return np.zeros(0), np.zeros(0)
@@ -129,9 +136,11 @@ def betting_cs(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
 def betting_interval(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
                      population: int | None = None, horizon: float | None = None,
                      grid: int = GRID) -> tuple[float, float]:
-    """The sequence's interval after the last of ``values``, its bounds found to about
-    ``1 / grid**2`` (a grid, then a grid within each bound's cell), without the running
-    intersection (each time's set is valid alone): what a page shows after each label."""
+    """The sequence's interval after the last of ``values``: what a page shows after each label.
+
+    Its bounds are found to about ``1 / grid**2`` (a grid, then a grid within each bound's cell),
+    without the running intersection (each time's set is valid alone).
+    """
     x = _checked(values, population)
     if x.size == 0:
         return 0.0, 1.0
@@ -157,8 +166,11 @@ def betting_interval(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
 
 
 def even_path(rate: float, n: int) -> np.ndarray:
-    """``n`` values of 0 and 1 whose every prefix holds the share ``rate`` of ones as nearly as
-    whole numbers allow: the typical path of an agreement rate, for planning."""
+    """``n`` values of 0 and 1 whose every prefix holds the share ``rate`` of ones.
+
+    Every prefix holds that share as nearly as whole numbers allow: the typical path of an
+    agreement rate, for planning.
+    """
     k = np.floor(rate * np.arange(0, n + 1) + 0.5)
     return np.diff(k).clip(0.0, 1.0)
 
@@ -166,9 +178,12 @@ def even_path(rate: float, n: int) -> np.ndarray:
 def labels_needed(rate: float, width: float, alpha: float = 0.05,
                   population: int | None = None, horizon: float | None = None,
                   cap: int = 20_000) -> int | None:
-    """The first number of labels at which the confidence sequence of an agreement rate
-    ``rate`` (on :func:`even_path`) has half-width at most ``width``; None when ``cap`` labels
-    (or the whole population) are not enough."""
+    """The first number of labels at which an agreement rate's sequence is ``width`` wide or less.
+
+    That is, at which the confidence sequence of an agreement rate ``rate`` (on
+    :func:`even_path`) has half-width at most ``width``; None when ``cap`` labels (or the whole
+    population) are not enough.
+    """
     limit = cap if population is None else min(cap, population)
     n = min(256, limit)
     while True:  # the sequence's first n bounds depend on the first n values only
@@ -182,9 +197,11 @@ def labels_needed(rate: float, width: float, alpha: float = 0.05,
 
 
 def best_rho2(horizon: float, alpha: float = 0.05) -> float:
-    """The ``rho^2`` that makes :func:`asymptotic_margin` narrowest at ``t = horizon``: with
-    ``u = t rho^2``, the width is least where ``u = log(1 + u) + 2 log(1/alpha)``, that is
-    ``u = -W_{-1}(-alpha^2 / e) - 1`` (W the lower branch of Lambert's function)."""
+    """The ``rho^2`` that makes :func:`asymptotic_margin` narrowest at ``t = horizon``.
+
+    With ``u = t rho^2``, the width is least where ``u = log(1 + u) + 2 log(1/alpha)``, that is
+    ``u = -W_{-1}(-alpha^2 / e) - 1`` (W the lower branch of Lambert's function).
+    """
     from scipy.special import lambertw
 
     if horizon <= 0 or not 0 < alpha < 1:
@@ -195,9 +212,11 @@ def best_rho2(horizon: float, alpha: float = 0.05) -> float:
 
 
 def asymptotic_margin(t: np.ndarray | float, rho2: float, alpha: float = 0.05) -> np.ndarray:
-    """Robbins' two-sided normal-mixture boundary for a sum of ``t`` unit-variance values,
-    divided by ``t``: the half-width of the asymptotic sequence per unit of standard deviation
-    (the module's text)."""
+    """Robbins' two-sided normal-mixture boundary for a sum of ``t`` unit-variance values.
+
+    Divided by ``t``, it is the half-width of the asymptotic sequence per unit of standard
+    deviation (the module's text).
+    """
     tt = np.asarray(t, dtype=float)
     return np.sqrt(2.0 * (tt * rho2 + 1.0) / (tt**2 * rho2)
                    * np.log(np.sqrt(tt * rho2 + 1.0) / alpha))
@@ -206,10 +225,12 @@ def asymptotic_margin(t: np.ndarray | float, rho2: float, alpha: float = 0.05) -
 def asymptotic_cs(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
                   horizon: float = 100.0, variance_floor: float = 0.0
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper bounds after each of ``values`` of the ``1 - alpha`` asymptotic
-    confidence sequence for their mean (module text), narrowest around ``horizon`` values; the
-    running variance (``ddof=1``) is at least ``variance_floor``. Unbounded (infinite) after
-    the first value, where no variance is known."""
+    """Lower and upper bounds after each of ``values`` of the ``1 - alpha`` asymptotic sequence.
+
+    The asymptotic confidence sequence for their mean (module text), narrowest around ``horizon``
+    values; the running variance (``ddof=1``) is at least ``variance_floor``. Unbounded (infinite)
+    after the first value, where no variance is known.
+    """
     x = np.asarray(values, dtype=float)
     if not np.all(np.isfinite(x)):
         raise ValueError("an asymptotic confidence sequence needs finite values")

@@ -16,7 +16,18 @@ from ..errors import UndefinedStatisticError
 
 @dataclass(frozen=True)
 class Stat:
-    """One statistic: its value (``None`` when undefined, with ``reason``) and its sample size."""
+    """One statistic: its value (``None`` when undefined, with ``reason``) and its sample size.
+
+    Attributes:
+        name: What was computed (e.g. ``"pearson"``, ``"krippendorff_alpha[ordinal]"``).
+        value: The value, or ``None`` when the statistic is undefined for the data.
+        n: The sample size it was computed from (pairs, units or subjects, as the statistic
+            counts them).
+        reason: Why the value is undefined; ``None`` when it is defined.
+        ci: The confidence interval ``(low, high)``, or ``None`` when none was computed.
+        details: What else the statistic reports (observed and expected agreement, the
+            bootstrap's settings, ...).
+    """
 
     name: str
     value: float | None
@@ -36,11 +47,24 @@ class Stat:
         return self.value
 
     def with_ci(self, ci: tuple[float, float] | None, **details: Any) -> Stat:
-        """A copy with ``ci`` set and ``details`` added."""
+        """A copy with ``ci`` set and ``details`` added.
+
+        Args:
+            ci: The interval to set, or ``None`` for none.
+            **details: Entries added to the copy's ``details``.
+
+        Returns:
+            A new :class:`Stat`; this one is unchanged.
+        """
         return Stat(self.name, self.value, self.n, self.reason, ci, {**self.details, **details})
 
     def to_dict(self) -> dict[str, Any]:
-        """The statistic as plain data; ``reason``, ``ci`` and ``details`` only where set."""
+        """The statistic as plain data; ``reason``, ``ci`` and ``details`` only where set.
+
+        Returns:
+            A JSON-ready dict with ``name``, ``value``, ``defined`` and ``n``, and ``reason``,
+            ``ci`` (a two-item list) and ``details`` where set.
+        """
         out: dict[str, Any] = {"name": self.name, "value": self.value, "defined": self.defined,
                                "n": self.n}
         if self.reason is not None:
@@ -52,7 +76,14 @@ class Stat:
         return out
 
     def format(self, digits: int = 3) -> str:
-        """The value with ``digits`` decimals and its CI, or ``undefined (reason)``."""
+        """The value with ``digits`` decimals and its CI, or ``undefined (reason)``.
+
+        Args:
+            digits: Decimals shown for the value and the interval's bounds.
+
+        Returns:
+            The text, e.g. ``0.812 [0.750, 0.866]``.
+        """
         if self.value is None:
             return f"undefined ({self.reason})"
         text = f"{self.value:.{digits}f}"
@@ -78,9 +109,11 @@ def undefined(name: str, n: int, reason: str, **details: Any) -> Stat:
 
 
 def jsonable(obj: Any) -> Any:
-    """Plain JSON types only: numpy scalars and arrays become Python numbers and lists, and an
-    undefined number (NaN, infinity) becomes null, never a number. Every JSON jurybox prints
-    or writes goes through this."""
+    """The object in plain JSON types only, undefined numbers as null.
+
+    Numpy scalars and arrays become Python numbers and lists, and an undefined number (NaN,
+    infinity) becomes null, never a number. Every JSON jurybox prints or writes goes through this.
+    """
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
