@@ -1,6 +1,8 @@
-"""Reading a labels or verdicts file strictly: every row through the one row reader
-(:mod:`jurybox.rubrics.rows`), and a bad row is an error naming it, since statistics on a
-silently shortened file would mislead."""
+"""Reading a labels or verdicts file strictly, a bad row an error naming it.
+
+Every row goes through the one row reader (:mod:`jurybox.rubrics.rows`), and a bad row is an
+error naming it, since statistics on a silently shortened file would mislead.
+"""
 
 from __future__ import annotations
 

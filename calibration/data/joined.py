@@ -1,6 +1,9 @@
-"""Human labels joined with judge verdicts on ``id``: per criterion, the aligned human, judge
-and jury values that every agreement statistic and calibration map starts from. Ids that do not
-join are counted and named, never silently dropped."""
+"""Human labels joined with judge verdicts on ``id``, per criterion.
+
+Per criterion, the aligned human, judge and jury values that every agreement statistic and
+calibration map starts from. Ids that do not join are counted and named, never silently
+dropped.
+"""
 
 from __future__ import annotations
 
@@ -61,7 +64,15 @@ class JoinSummary:
 
 
 def join_warnings(summary: Mapping[str, Any]) -> list[str]:
-    """Warnings from a join summary (:meth:`JoinSummary.to_dict`, as reports and maps keep it)."""
+    """Warnings from a join summary (:meth:`JoinSummary.to_dict`, as reports and maps keep it).
+
+    Args:
+        summary: The summary as :meth:`JoinSummary.to_dict` writes it.
+
+    Returns:
+        One line per kind of id that did not join (with its count and first ids), and one for the
+        ignored label columns; empty when everything joined.
+    """
     notes = []
     for key, one, many in (
             ("human_only", "labelled id has no verdict", "labelled ids have no verdict"),
@@ -79,7 +90,18 @@ def join_warnings(summary: Mapping[str, Any]) -> list[str]:
 
 @dataclass
 class CriterionData:
-    """Everything needed to compare judges with humans on one criterion, aligned by item."""
+    """Everything needed to compare judges with humans on one criterion, aligned by item.
+
+    Attributes:
+        criterion: The criterion's name.
+        ids: The joined item ids, in the judge output's order (the columns below).
+        human: Human raters x items (NaN missing).
+        human_raters: The human raters' names, one per row of ``human``.
+        judges: Judge -> its value per item (NaN missing).
+        jury: The jury's aggregated score per item (NaN below quorum).
+        scale: The criterion's scale (the rubric's, or inferred from the observed values).
+        categorical: Whether the criterion is labelled (categories such as yes/no).
+    """
 
     criterion: str
     ids: list[str]
@@ -106,8 +128,14 @@ class CriterionData:
 
 @dataclass
 class Joined:
-    """The result of :func:`join`: per-criterion data, the join summary, the verdicts' provenance
-    and which vote value was used."""
+    """The result of :func:`join`: per-criterion data, the join summary, provenance and value.
+
+    Attributes:
+        criteria: Criterion -> its aligned data.
+        summary: How the join went: ids joined, ids only one side has, columns not used.
+        provenance: The verdicts' provenance (the jury and rubric configuration).
+        value: Which vote value was used: ``score`` or ``expected``.
+    """
 
     criteria: dict[str, CriterionData]
     summary: JoinSummary
@@ -120,8 +148,23 @@ def join(human: HumanLabels | str | Path, judged: JudgeOutput | str | Path, *,
          criteria: Iterable[str] | None = None) -> Joined:
     """Join human labels with judge output on ``id``; unjoined ids are counted, not dropped.
 
-    ``value`` picks each vote's ``score`` (the answer on the scale) or ``expected``
-    (logprob-expected, continuous). Raises :class:`JoinError` when nothing joins.
+    Args:
+        human: Human labels, or the path of a labels file (read with the judge output's criteria
+            and, without a rubric, the labels the judges' votes used).
+        judged: Judge output, or the path of a ``jurybox judge`` output file.
+        scales: A rubric or {criterion: scale} to validate the human labels with; otherwise each
+            criterion's scale is inferred from the observed values.
+        value: Which value of each vote: its ``score`` (the answer on the scale) or ``expected``
+            (logprob-expected, continuous).
+        criteria: The criteria to join (default: all the judge output has).
+
+    Returns:
+        The joined data per criterion, with the join summary.
+
+    Raises:
+        InputDataError: ``value`` is neither ``score`` nor ``expected``, a criterion asked for is
+            not in the judge output, or a file cannot be read.
+        JoinError: No id or no criterion is in both.
     """
     if value not in ("score", "expected"):
         raise InputDataError(f"value must be 'score' or 'expected'; got {value!r}")

@@ -1,6 +1,7 @@
-"""The human labels file a labelling session writes: the format ``jurybox agree`` and
-``jurybox calibrate`` read (one JSON line per item and rater, a key per criterion; see
-:mod:`jurybox.calibration.data.labels`), kept safe while it grows.
+"""The human labels file a labelling session writes, kept safe while it grows.
+
+It is the format ``jurybox agree`` and ``jurybox calibrate`` read (one JSON line per item and
+rater, a key per criterion; see :mod:`jurybox.calibration.data.labels`).
 
 Each label is one line, written in one write and fsync'd before it is acknowledged, so a server
 killed at any moment loses no label it said it saved; a last line torn by such a kill (never
@@ -12,7 +13,8 @@ item then has no label from that rater.
 
 Besides the criteria, each line records ``rater``, ``labelled_at`` (UTC, ISO 8601) and
 ``selection``: how its item was chosen (``{"strategy": ..., "probability": ...}``; see
-:mod:`jurybox.calibration.estimates.selection`), so that estimates can weight actively chosen items.
+:mod:`jurybox.calibration.estimates.selection`), so that estimates can weight actively chosen
+items.
 """
 
 from __future__ import annotations
@@ -65,8 +67,11 @@ class LabelStore:
         return _latest(self._lines)
 
     def append(self, line: dict[str, Any]) -> dict[str, Any]:
-        """Write ``line`` (with ``labelled_at`` added) as one line in one write and make it
-        durable before returning it."""
+        """Write ``line`` (with ``labelled_at`` added) as one line in one write, durable on return.
+
+        Returns:
+            The line as written.
+        """
         record = {"id": line["id"], **line,
                   "labelled_at": datetime.now(UTC).isoformat(timespec="seconds")}
         data = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
@@ -84,9 +89,11 @@ class LabelStore:
 
 
 def read_latest(path: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """The latest line per (item id, rater) of the labels file at ``path`` as it is on disk,
-    for a reader: no lock (a labelling server may be writing it), nothing repaired (a torn
-    last line, which no server acknowledged, is left out)."""
+    """The latest line per (item id, rater) of the labels file at ``path`` as it is on disk.
+
+    For a reader: no lock (a labelling server may be writing it), nothing repaired (a torn last
+    line, which no server acknowledged, is left out).
+    """
     path = Path(path)
     return _latest(_parse(path, path.read_bytes())[0])
 
@@ -99,8 +106,10 @@ def _latest(lines: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]
 
 
 def _parse(path: Path, data: bytes) -> tuple[list[dict[str, Any]], int | None]:
-    """The label lines of ``data`` (a labels file's bytes), and where a torn last line starts
-    (None when there is none)."""
+    """The label lines of ``data`` (a labels file's bytes), and where a torn last line starts.
+
+    Where it starts is None when there is none.
+    """
     end = data.rfind(b"\n") + 1
     tail = data[end:]
     lines = []

@@ -55,8 +55,18 @@ _RESERVED = {"id", "rater", "labelled_at", "selection", "skipped", "undone"}
 
 
 def scales_from(spec: Any) -> dict[str, Scale]:
-    """Scales per criterion from a rubric (anything with ``.criteria``) or a mapping of
-    criterion -> Scale, list of values, or scale fields (``{"labels": {"yes": 1, "no": 0}}``)."""
+    """Scales per criterion from a rubric or a mapping of criterion to scale.
+
+    Args:
+        spec: A rubric (anything with ``.criteria``), or a mapping of criterion -> Scale, list of
+            values, or scale fields (``{"labels": {"yes": 1, "no": 0}}``); ``None`` for none.
+
+    Returns:
+        Criterion -> its scale (a pairwise rubric's criteria: the humans' a, b or tie).
+
+    Raises:
+        InputDataError: A mapping's value is not a scale.
+    """
     if spec is None:
         return {}
     if hasattr(spec, "criteria"):
@@ -73,7 +83,15 @@ def scales_from(spec: Any) -> dict[str, Scale]:
 
 @dataclass
 class HumanLabels:
-    """Human ratings, one entry per (id, rater) row; ``values[c]`` is NaN where unlabelled."""
+    """Human ratings, one entry per (id, rater) row; ``values[c]`` is NaN where unlabelled.
+
+    Attributes:
+        ids: The item id of each row.
+        raters: The rater of each row.
+        values: Criterion -> its value on each row (NaN where unlabelled).
+        source: Where the labels came from (the file's path, or ``<memory>``).
+        extra_columns: Columns that are not criteria (ignored, and listed in the join summary).
+    """
 
     ids: list[str]
     raters: list[str]
@@ -87,7 +105,15 @@ class HumanLabels:
         return list(self.values)
 
     def matrix(self, criterion: str, ids: Sequence[str]) -> tuple[np.ndarray, list[str]]:
-        """raters x items matrix for ``ids`` (NaN missing) and the rater names (rows)."""
+        """Raters x items matrix for ``ids`` (NaN missing) and the rater names (rows).
+
+        Args:
+            criterion: The labelled criterion.
+            ids: The items, in the order of the matrix's columns.
+
+        Returns:
+            The matrix and its raters; raters who labelled none of ``ids`` are left out.
+        """
         raters = sorted(set(self.raters))
         r_index = {r: i for i, r in enumerate(raters)}
         i_index = {k: j for j, k in enumerate(ids)}
@@ -106,17 +132,41 @@ def load_human_labels(path: str | Path, scales: Any = None,
                       criteria: Iterable[str] | None = None) -> HumanLabels:
     """Read a human labels file (JSONL or CSV; format in this module's docstring).
 
-    ``scales`` (a rubric or {criterion: values}) validates values and maps label names;
-    ``criteria`` restricts which columns are read as criteria (others are ignored and listed).
+    Args:
+        path: The labels file (any row file jurybox reads, by extension).
+        scales: A rubric or {criterion: values} that validates values and maps label names.
+        criteria: Which columns are read as criteria (others are ignored and listed); default:
+            every column but ``id``, ``rater`` and what a labelling session records.
+
+    Returns:
+        The labels, a labelling session's relabels, undos and skips applied (the latest line per
+        id and rater wins).
+
+    Raises:
+        InputDataError: The file cannot be read or has a bad row, or there is no ``id`` column
+            or no criterion column, a value is off its scale or not a number, an (id, rater) row
+            is duplicated, or labels were chosen for review or for the benchmark mean.
     """
     path = Path(path)
     return _human_labels(_numbered_rows(path), scales, criteria, str(path))
 
 
 def label_groups(path: str | Path, column: str) -> dict[str, str]:
-    """Each labelled item's group, from the labels file's ``column`` (a benchmark's task or
-    scenario, a domain): item id -> group. Rows without a value are left out; an item whose rows
-    name two groups, or a file without the column, is an error naming it."""
+    """Each labelled item's group, from the labels file's ``column``: item id -> group.
+
+    A group is e.g. a benchmark's task or scenario, or a domain. Rows without a value are left out.
+
+    Args:
+        path: The labels file.
+        column: The column that names each item's group.
+
+    Returns:
+        Item id -> its group.
+
+    Raises:
+        InputDataError: The file cannot be read or has no ``column``, or an item's rows name two
+            groups.
+    """
     rows = _numbered_rows(Path(path))
     if rows and not any(column in row for _, row in rows):
         columns = sorted({k for _, row in rows for k in row})
@@ -138,16 +188,33 @@ def label_groups(path: str | Path, column: str) -> dict[str, str]:
 def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None,
                            criteria: Iterable[str] | None = None,
                            source: str = "<memory>") -> HumanLabels:
-    """Human labels from in-memory rows (row numbers in messages count from 1)."""
+    """Human labels from in-memory rows (row numbers in messages count from 1).
+
+    Args:
+        rows: The rows, as a labels file's (format in this module's docstring).
+        scales: A rubric or {criterion: values} that validates values and maps label names.
+        criteria: Which columns are read as criteria (others are ignored and listed).
+        source: What messages and the labels' ``source`` call the rows.
+
+    Returns:
+        The labels, as :func:`load_human_labels` reads them.
+
+    Raises:
+        InputDataError: There are no rows, no ``id`` column or no criterion column, a value is off
+            its scale or not a number, an (id, rater) row is duplicated, or labels were chosen for
+            review or for the benchmark mean.
+    """
     return _human_labels(list(enumerate(rows, start=1)), scales, criteria, source)
 
 
 def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
                    ) -> Sequence[tuple[int, Mapping[str, Any]]]:
-    """The rows of a labelling session's file (lines with ``labelled_at``, see
-    :mod:`jurybox.calibration.data.label_store`) as the session meant them: the latest line per
-    (id, rater) wins (a relabel appends one), and an undo or skip line leaves no label. Rows
-    without ``labelled_at`` (a spreadsheet) are taken as they are."""
+    """The rows of a labelling session's file as the session meant them.
+
+    Those are its lines with ``labelled_at`` (see :mod:`jurybox.calibration.data.label_store`): the
+    latest line per (id, rater) wins (a relabel appends one), and an undo or skip line leaves no
+    label. Rows without ``labelled_at`` (a spreadsheet) are taken as they are.
+    """
     if not any("labelled_at" in row for _, row in rows):
         return rows
 
@@ -162,8 +229,10 @@ def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
 
 def labels_by_item(lines: Sequence[Mapping[str, Any]], criterion: str, scale: Any,
                     items: Container[str]) -> dict[str, list[float]]:
-    """The human labels of ``criterion`` per item of ``items`` (none where a line has none); a
-    value off the scale is an error naming the item and criterion."""
+    """The human labels of ``criterion`` per item of ``items`` (none where a line has none).
+
+    A value off the scale is an error naming the item and criterion.
+    """
     human: dict[str, list[float]] = {}
     for line in lines:
         item = str(line.get("id"))
@@ -179,21 +248,25 @@ def labels_by_item(lines: Sequence[Mapping[str, Any]], criterion: str, scale: An
 
 
 def label_rows(path: str | Path, *, active: bool = True) -> list[dict[str, Any]]:
-    """The rows of a human labels file as its labelling session meant them (the latest line per
-    item and rater, no undo or skip line), for the benchmark-mean estimate
-    (:func:`jurybox.calibration.estimates.active.mean_estimates`) and conformal maps; labels of
-    items routed for review are refused (:func:`_chosen_for_review`), and with ``active``
-    False labels chosen actively for the benchmark mean too (:func:`_chosen_actively`: what
-    treats every labelled item alike, as a conformal map does)."""
+    """The rows of a human labels file as its labelling session meant them.
+
+    That is, the latest line per item and rater, no undo or skip line, for the benchmark-mean
+    estimate (:func:`jurybox.calibration.estimates.active.mean_estimates`) and conformal maps;
+    labels of items routed for review are refused (:func:`_chosen_for_review`), and with
+    ``active`` False labels chosen actively for the benchmark mean too (:func:`_chosen_actively`:
+    what treats every labelled item alike, as a conformal map does).
+    """
     rows = _latest_labels(_numbered_rows(Path(path)))
     (_chosen_for_review if active else _chosen_actively)(rows, str(path))
     return [dict(row) for _, row in rows]
 
 
 def chosen_actively(lines: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The items of label ``lines`` chosen actively for the benchmark mean (``selection``
-    strategy ``benchmark-mean``): their inclusion probabilities differ, so they are not a
-    sample of the items alike."""
+    """The items of label ``lines`` chosen actively for the benchmark mean.
+
+    Those are the lines whose ``selection`` strategy is ``benchmark-mean``: their inclusion
+    probabilities differ, so they are not a sample of the items alike.
+    """
     return [str(line.get("id")) for line in lines if isinstance(line.get("selection"), Mapping)
             and line["selection"].get("strategy") == "benchmark-mean"]
 
@@ -205,9 +278,11 @@ def _rows_chosen(rows: Sequence[tuple[int, Mapping[str, Any]]], strategy: str) -
 
 
 def _chosen_for_review(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
-    """Refuse labels of items routed to a human for review: the items the jury is least sure
-    of, so every statistic over them (agreement, calibration and conformal maps, cascades,
-    means) would be biased."""
+    """Refuse labels of items routed to a human for review.
+
+    They are the items the jury is least sure of, so every statistic over them (agreement,
+    calibration and conformal maps, cascades, means) would be biased.
+    """
     review = _rows_chosen(rows, "review")
     if review:
         raise InputDataError(
@@ -220,9 +295,11 @@ def _chosen_for_review(rows: Sequence[tuple[int, Mapping[str, Any]]], source: st
 
 
 def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
-    """Refuse labels chosen for the benchmark mean: statistics that weight every item alike
-    (agreement, calibration maps, cascades) would be biased towards the items the jury is unsure
-    of."""
+    """Refuse labels chosen for the benchmark mean (and those for review).
+
+    Statistics that weight every item alike (agreement, calibration maps, cascades) would be
+    biased towards the items the jury is unsure of.
+    """
     _chosen_for_review(rows, source)
     active = _rows_chosen(rows, "benchmark-mean")
     if active:
@@ -297,8 +374,11 @@ def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
 
 
 def _parse_value(raw: Any, scale: Scale | None) -> float:
-    """A human label as a number: empty and null are missing (NaN); otherwise the scale's own
-    parser (the one judges' answers go through), or any finite number without a scale."""
+    """A human label as a number: empty and null are missing (NaN).
+
+    Otherwise the scale's own parser (the one judges' answers go through), or any finite number
+    without a scale.
+    """
     if raw is None or (isinstance(raw, str) and raw.strip() == ""):
         return math.nan
     if isinstance(raw, float) and math.isnan(raw):

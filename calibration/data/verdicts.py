@@ -1,5 +1,6 @@
-"""``jurybox judge`` output as data for statistics: every record read through the one record
-model (:class:`jurybox.rubrics.VerdictRecord`), one configuration at a time.
+"""``jurybox judge`` output as data for statistics, one configuration at a time.
+
+Every record is read through the one record model (:class:`jurybox.rubrics.VerdictRecord`).
 
 Judge output
 ------------
@@ -30,7 +31,12 @@ ValueKind = Literal["score", "expected"]
 
 @dataclass
 class JudgeOutput:
-    """Verdict records from ``jurybox judge``, one per id, all from a single provenance."""
+    """Verdict records from ``jurybox judge``, one per id, all from a single provenance.
+
+    Attributes:
+        records: The verdict records, in the file's order.
+        source: Where the records came from (the file's path, or ``<memory>``).
+    """
 
     records: list[VerdictRecord]
     source: str = "<memory>"
@@ -42,8 +48,10 @@ class JudgeOutput:
 
     @property
     def provenance(self) -> str | None:
-        """The first record's provenance, which loading makes every record's (None without
-        records)."""
+        """The first record's provenance, which loading makes every record's.
+
+        None without records.
+        """
         return self.records[0].provenance if self.records else None
 
     @property
@@ -57,11 +65,19 @@ class JudgeOutput:
         return list(dict.fromkeys(v.criterion for r in self.records for v in r.votes))
 
     def categorical_criteria(self) -> set[str]:
-        """Criteria whose votes carry a ``label`` (labelled scales such as yes/no)."""
+        """Criteria whose votes carry a ``label`` (labelled scales such as yes/no).
+
+        Returns:
+            The criteria's names.
+        """
         return {v.criterion for r in self.records for v in r.votes if v.label is not None}
 
     def label_maps(self) -> dict[str, dict[str, float]]:
-        """criterion -> {label: value} as the judges' votes used them (e.g. yes -> 1)."""
+        """Criterion -> {label: value} as the judges' votes used them (e.g. yes -> 1).
+
+        Returns:
+            The labelled criteria's maps.
+        """
         out: dict[str, dict[str, float]] = {}
         for r in self.records:
             for v in r.votes:
@@ -76,9 +92,18 @@ class JudgeOutput:
 
     def judge_values(self, criterion: str, value: ValueKind = "score",
                      inconsistent: str = "tie") -> dict[str, np.ndarray]:
-        """judge -> per-record value (NaN where the vote is missing, unscored or lacks it). A
-        pairwise judge's two votes (both orders) count as one, combined as the jury combined
-        them (``inconsistent``: the rubric's rule for orders that disagree)."""
+        """Judge -> per-record value (NaN where the vote is missing, unscored or lacks it).
+
+        A pairwise judge's two votes (both orders) count as one, combined as the jury combined them.
+
+        Args:
+            criterion: The criterion.
+            value: Which value of each vote: ``score`` or ``expected`` (logprob-expected).
+            inconsistent: The rubric's rule for a pairwise judge's orders that disagree.
+
+        Returns:
+            Judge -> its value per record.
+        """
         from jurybox.rubrics.pairwise import combine_orders
 
         index = {j: i for i, j in enumerate(self.judges)}
@@ -97,15 +122,24 @@ class JudgeOutput:
         return {j: out[i] for j, i in index.items()}
 
     def jury_values(self, criterion: str) -> np.ndarray:
-        """The jury's aggregated score on ``criterion`` per record (NaN where it has none)."""
+        """The jury's aggregated score on ``criterion`` per record (NaN where it has none).
+
+        Args:
+            criterion: The criterion.
+
+        Returns:
+            One score per record.
+        """
         vals = [r.scores.get(criterion) for r in self.records]
         return np.array([np.nan if v is None else float(v) for v in vals])
 
 
 def mixed_distribution(votes: Sequence[Any], scale: Any) -> dict[float, float] | None:
-    """The jury's predictive distribution on one criterion (scale value -> probability): the
-    scored votes' score distributions mixed with equal weight (a vote without one is a point
-    mass on its score); None without a scored vote."""
+    """The jury's predictive distribution on one criterion (scale value -> probability).
+
+    It is the scored votes' score distributions mixed with equal weight (a vote without one is a
+    point mass on its score); None without a scored vote.
+    """
     texts = scale.answer_texts()
     points: dict[float, float] = {}
     scored = [v for v in votes if v.score is not None]
@@ -122,7 +156,20 @@ def mixed_distribution(votes: Sequence[Any], scale: Any) -> dict[float, float] |
 
 
 def load_judge_output(path: str | Path, provenance: str | None = None) -> JudgeOutput:
-    """Read ``jurybox judge`` output. Mixed provenances are an error unless one is chosen."""
+    """Read ``jurybox judge`` output. Mixed provenances are an error unless one is chosen.
+
+    Args:
+        path: The JSONL file ``jurybox judge`` wrote (its ``--out``).
+        provenance: The configuration to keep when the file holds several.
+
+    Returns:
+        The records, all of one provenance.
+
+    Raises:
+        InputDataError: The file cannot be read or is not judge output (a record named by line
+            and field), its records come from several configurations and none was chosen, no record
+            has the provenance chosen, or an id appears more than once.
+    """
     path = Path(path)
     rows = _numbered_rows(path)
     return _judge_output([(f"line {n}", row) for n, row in rows], provenance, str(path))
@@ -131,15 +178,31 @@ def load_judge_output(path: str | Path, provenance: str | None = None) -> JudgeO
 def judge_output_from_records(records: Sequence[Mapping[str, Any] | VerdictRecord],
                               provenance: str | None = None,
                               source: str = "<memory>") -> JudgeOutput:
-    """As :func:`load_judge_output`, for records in memory (mappings or VerdictRecords)."""
+    """As :func:`load_judge_output`, for records in memory (mappings or VerdictRecords).
+
+    Args:
+        records: The verdict records, as mappings or :class:`~jurybox.rubrics.VerdictRecord`.
+        provenance: The configuration to keep when the records hold several.
+        source: What messages and the output's ``source`` call the records.
+
+    Returns:
+        The records, all of one provenance.
+
+    Raises:
+        InputDataError: The records are not judge output (one named by number and field), come
+            from several configurations and none was chosen, no record has the provenance chosen,
+            or an id appears more than once.
+    """
     return _judge_output([(f"record {n}", r) for n, r in enumerate(records, start=1)],
                          provenance, source)
 
 
 def _judge_output(rows: Sequence[tuple[str, Any]], provenance: str | None,
                   source: str) -> JudgeOutput:
-    """Every record read through the one record model, so a malformed file is named by line and
-    field rather than failing later as a bare KeyError deep inside a statistic."""
+    """Every record read through the one record model, a malformed one named by line and field.
+
+    Named so rather than failing later as a bare KeyError deep inside a statistic.
+    """
     if rows and isinstance(rows[0][1], Mapping) and not {"scores", "votes", "provenance"} & set(rows[0][1]):
         raise InputDataError(
             f"{source} is not jurybox judge output: its first row has no scores, votes or "
@@ -178,8 +241,21 @@ def _judge_output(rows: Sequence[tuple[str, Any]], provenance: str | None,
 
 def rubric_for(output: JudgeOutput, rubric: str | Path | None = None
                ) -> tuple[Rubric | None, list[str]]:
-    """The rubric whose scales validate human labels for these verdicts: the one given, else the
-    one the verdicts name; and warnings when there is none or it does not fit."""
+    """The rubric whose scales validate human labels for these verdicts, and warnings.
+
+    The rubric is the one given, else the one the verdicts name; the warnings say when there is
+    none or it does not fit.
+
+    Args:
+        output: The judge output.
+        rubric: A shipped rubric's name or a rubric file; default: the one the verdicts name.
+
+    Returns:
+        The rubric (``None`` when there is none to load) and the warnings.
+
+    Raises:
+        DefinitionError: The rubric given cannot be loaded.
+    """
     from jurybox.rubrics import DefinitionError, load_rubric
 
     notes: list[str] = []
