@@ -1,5 +1,7 @@
-"""jurybox.serving: how jurybox runs: the command line, the bulk runner and its results file,
-the scoring service (Ray Serve + HTTP API) and its Python client.
+"""How jurybox runs: the command line, bulk runs, the scoring service and its client.
+
+``jurybox.serving`` holds the command line, the bulk runner and its results file, the scoring
+service (Ray Serve + HTTP API) and its Python client.
 
 Names resolve lazily: ``import jurybox.serving`` pulls in neither Ray nor the judges' models.
 """

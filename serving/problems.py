@@ -1,7 +1,10 @@
-"""One mapping from errors to HTTP answers, for every HTTP surface of jurybox (the scoring
-service and the labelling page): every error leaves as a JSON body ``{"error": {"type",
-"message", "field"}}`` with a 4xx for bad requests and a 5xx only when the server itself cannot
-answer. Nothing else chooses a status code or writes that body."""
+"""The one mapping from errors to HTTP answers, for every HTTP surface of jurybox.
+
+Every HTTP surface (the scoring service and the labelling page) answers errors through it: every
+error leaves as a JSON body ``{"error": {"type", "message", "field"}}`` with a 4xx for bad
+requests and a 5xx only when the server itself cannot answer. Nothing else chooses a status code
+or writes that body.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +15,18 @@ from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 
 
 class HTTPProblem(Exception):
-    """An answer other than 200, raised anywhere in a request's handling: its status, its kind
-    (``type``: invalid_request, unauthorized, not_found, too_large, overloaded, timeout,
-    unscored, unavailable, internal), what is wrong and the field at fault."""
+    """An answer other than 200, raised anywhere in a request's handling.
+
+    It holds its status, its kind, what is wrong and the field at fault.
+
+    Args:
+        status: The HTTP status code.
+        kind: The error's ``type``: invalid_request, unauthorized, not_found, too_large,
+            overloaded, timeout, unscored, unavailable, internal.
+        message: What is wrong, in words.
+        field: The field at fault, if any.
+        headers: Headers the answer carries (e.g. ``Retry-After``); none by default.
+    """
 
     def __init__(self, status: int, kind: str, message: str, field: str | None = None,
                  headers: dict[str, str] | None = None) -> None:
@@ -27,7 +39,15 @@ class HTTPProblem(Exception):
 
 
 def problem_for(exc: BaseException) -> HTTPProblem:
-    """The HTTP answer for an exception (the one place that decides)."""
+    """The HTTP answer for an exception (the one place that decides).
+
+    Args:
+        exc: The exception raised while handling a request.
+
+    Returns:
+        ``exc`` itself when it is an HTTPProblem; a 422 for an InputError, a 503 for an
+        ExecutionError, the error's own status for another jurybox error, else a 500.
+    """
     if isinstance(exc, HTTPProblem):
         return exc
     if isinstance(exc, InputError):
@@ -51,9 +71,12 @@ _UNION_MEMBER = re.compile(r"^(str|int|float|bool|none|constrained-str|(dict|lis
 
 
 def validation_field(loc: tuple) -> str | None:
-    """``("body", "items", 2, "reference")`` -> ``items[2].reference``: where the value was
-    (the body, the query string, the path: the first element only, so that a field named
-    ``query`` keeps its name) is left out."""
+    """The field a validation error's location points at, as a path (None: none).
+
+    ``("body", "items", 2, "reference")`` -> ``items[2].reference``: where the value was (the
+    body, the query string, the path: the first element only, so that a field named ``query``
+    keeps its name) is left out.
+    """
     if loc and loc[0] in ("body", "query", "path", "header"):
         loc = loc[1:]
     parts = [p for p in loc if not (isinstance(p, str) and _UNION_MEMBER.match(p))]

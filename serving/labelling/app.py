@@ -1,6 +1,8 @@
-"""A labelling session over judged items and its HTTP API (what the page uses; other tools may
-too). Every error is ``{"error": {"type", "message", "field"}}`` with a 4xx status naming the
-field at fault, and nothing is written for it.
+"""The HTTP API of a labelling session over judged items, and the page that uses it.
+
+The API is what the page uses; other tools may use it too. Every error is ``{"error": {"type",
+"message", "field"}}`` with a 4xx status naming the field at fault, and nothing is written for
+it.
 
 - ``GET /api/next?rater=R``: the next item for rater R (id, fields, images, criteria with their
   scales, why it was chosen, progress); 204 when the goal is met or nothing is left for R.
@@ -28,8 +30,15 @@ PAGE = Path(__file__).with_name("page.html")
 
 
 def build_app(session: LabellingSession, token: str | None = None) -> FastAPI:
-    """The FastAPI app of a session: the page at ``/`` and the API under ``/api`` (a bearer
-    ``token``, when given, is required on /api)."""
+    """The FastAPI app of a session: the page at ``/`` and the API under ``/api``.
+
+    Args:
+        session: The labelling session the routes answer from.
+        token: A bearer token required on /api (``?token=`` for images), or None for none.
+
+    Returns:
+        The app, ready for uvicorn.
+    """
     app = FastAPI(title="jurybox label", docs_url=None, redoc_url=None)
 
     def problem(exc: HTTPProblem) -> JSONResponse:

@@ -1,7 +1,10 @@
-"""A labelling session without HTTP: judged items, the rubric, the labels file and the order
-items are offered in; what each route of the page's API (:mod:`.app`) answers is one method
-here. A request it refuses is an :class:`~jurybox.serving.problems.HTTPProblem` naming the field
-at fault, and nothing is written for it."""
+"""A labelling session without HTTP, one method per route of the page's API.
+
+The session holds the judged items, the rubric, the labels file and the order items are offered
+in; what each route of the page's API (:mod:`.app`) answers is one method here. A request it
+refuses is an :class:`~jurybox.serving.problems.HTTPProblem` naming the field at fault, and
+nothing is written for it.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +27,19 @@ def refused(status: int, message: str, field: str | None = None) -> HTTPProblem:
 
 
 class LabellingSession:
-    """Judged items, the rubric, the labels file and the order items are offered in."""
+    """Judged items, the rubric, the labels file and the order items are offered in.
+
+    Args:
+        items: The judged items by id.
+        verdicts: The jury's verdict on each item, by id.
+        rubric: The rubric the items were judged with (its criteria are labelled).
+        store: The labels file, appended to.
+        selector: Which item each rater is offered next, and the labelling goal.
+        target_width: The width of the estimates' intervals at which labelling may stop.
+        show_judges: Whether the next item comes with the judges' votes (by default they are
+            shown only after the rater's label is saved).
+        sequence: The benchmark mean's confidence sequence, for the progress.
+    """
 
     def __init__(self, items: Mapping[str, Item], verdicts: Mapping[str, VerdictRecord],
                  rubric: Rubric, store: LabelStore, selector: Selector, *,
@@ -63,8 +78,19 @@ class LabellingSession:
         return out
 
     def save(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Save a rater's labels for an item; 4xx for an unknown id or criterion, a value off
-        its scale, a missing rater, or no label at all."""
+        """Save a rater's labels for an item.
+
+        Args:
+            body: The request's body: ``{"id", "rater", "labels": {criterion: value}}``.
+
+        Returns:
+            The line saved, the judges' votes on the item (with where the jury disagrees with
+            the rater) and the progress.
+
+        Raises:
+            HTTPProblem: A 4xx for an unknown id or criterion, a value off its scale, a missing
+                rater, or no label at all.
+        """
         item, rater = self._item(body), _rater(body.get("rater"))
         raw = body.get("labels")
         if not isinstance(raw, dict) or not raw:
@@ -103,8 +129,17 @@ class LabellingSession:
             return {"skipped": line, "progress": self.progress()}
 
     def undo(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Withdraw the rater's latest label (404 when there is none): the item is offered to
-        the rater again."""
+        """Withdraw the rater's latest label: the item is offered to the rater again.
+
+        Args:
+            body: The request's body: ``{"rater"}``.
+
+        Returns:
+            The id whose label was withdrawn and the progress.
+
+        Raises:
+            HTTPProblem: A 404 when the rater has no label to undo; a 422 without a rater.
+        """
         rater = _rater(body.get("rater"))
         with self._lock:
             latest = self.store.latest()
@@ -136,8 +171,11 @@ class LabellingSession:
 
     def judges(self, item: str, human: Mapping[str, float | None] | None = None
                ) -> dict[str, Any]:
-        """The jury's score and each judge's vote per criterion on ``item``, with whether the
-        jury disagrees with ``human`` (the rater's labels)."""
+        """The jury's score and each judge's vote per criterion on ``item``.
+
+        Each criterion also says whether the jury disagrees with ``human`` (the rater's
+        labels).
+        """
         verdict = self.verdicts[item]
         out: dict[str, Any] = {}
         for criterion, scale in self.scales.items():

@@ -1,8 +1,9 @@
-"""The leaderboard of systems a user has judged, as ``jurybox leaderboard`` builds it, for any
-caller: their judged files (or ``jurybox bench --out`` runs) read, each system named (by
-``names``, else by the predictions file its manifest names), configurations compared (systems
-judged with different rubrics or juries are refused unless ``allow_mixed``), human labels and
-answer lengths gathered, and the board computed
+"""The leaderboard of judged systems as ``jurybox leaderboard`` builds it, for any caller.
+
+The systems a user has judged: their judged files (or ``jurybox bench --out`` runs) are read,
+each system named (by ``names``, else by the predictions file its manifest names),
+configurations compared (systems judged with different rubrics or juries are refused unless
+``allow_mixed``), human labels and answer lengths gathered, and the board computed
 (:func:`jurybox.calibration.reports.leaderboard.leaderboard`).
 
 >>> from jurybox.serving.runs.board import board_of
@@ -25,9 +26,40 @@ def board_of(judged: Sequence[Path | str], *, names: Sequence[str] = (),
              length_control: bool = False, predictions: Sequence[Path | str] = (),
              allow_mixed: bool = False, confidence: float = 0.95, resamples: int = 2000,
              seed: int = 0) -> Leaderboard:
-    """The leaderboard of ``judged`` (one judged file, shard directory or bench run per
-    system); the options are ``jurybox leaderboard``'s (``human``: files whose rows name their
-    system, or ``SYSTEM=FILE``). An :class:`InputError` naming the option at fault."""
+    """The leaderboard of ``judged``, one judged file, shard directory or bench run per system.
+
+    The options are ``jurybox leaderboard``'s.
+
+    Args:
+        judged: One judged file (or directory of shards) of ``jurybox judge`` per system, all
+            judged on the same items with the same rubric and jury; or one ``jurybox bench
+            --out`` directory per system, of one benchmark.
+        names: Each system's name, in the order of ``judged``. Default: the name of the
+            predictions file its manifest names, else of the judged file.
+        criterion: The score to rank on (a criterion or the formula). Default: the rubric's
+            formula, else its last criterion (a bench run: the pack's primary metric).
+        human: Human labels on some items of some systems: files whose rows name their system
+            in a ``system`` column, or ``SYSTEM=FILE`` for one system's labels. Adds each
+            labelled system's PPI++ mean and the pairs' corrected differences.
+        length_control: Add each system's length-controlled mean and whether the order
+            changes.
+        predictions: With ``length_control``: the predictions file each system was judged
+            from, in the order of ``judged``. Default: the one its manifest names.
+        allow_mixed: Compare systems judged with different rubrics or juries (by default
+            refused: their scores are not on one footing).
+        confidence: Confidence of every interval.
+        resamples: Bootstrap resamples of the rank intervals.
+        seed: Random seed of the bootstrap.
+
+    Returns:
+        The leaderboard (``to_dict()`` for its data; its ``notes`` say what to tell the user).
+
+    Raises:
+        InputError: An option or file at fault (``field`` names the option where there is
+            one): counts of ``names`` or ``predictions`` that do not match ``judged``, files
+            without verdicts or with pairwise ones, systems not judged alike without
+            ``allow_mixed``, labels naming no system, bench runs mixed with judged files.
+    """
     paths = [Path(p) for p in judged]
     lengths_from = [Path(p) for p in predictions]
     if names and len(names) != len(paths):

@@ -1,8 +1,10 @@
-"""Fitting a cascaded jury on human labels: each stage's verdicts on the labelled items,
-recomputed from the votes exactly as a cascaded run decides them (:mod:`jurybox.judges.cascade`),
-then the threshold with a guarantee (:func:`jurybox.calibration.estimates.cascade_threshold.fit_threshold`, which
-knows nothing of juries). Here because it needs both: ``calibration`` imports nothing of
-``judges`` (the stated import direction), so the glue lives above both.
+"""Fitting a cascaded jury's threshold on human labels.
+
+Each stage's verdicts on the labelled items are recomputed from the votes exactly as a cascaded
+run decides them (:mod:`jurybox.judges.cascade`), then the threshold is fitted with a guarantee
+(:func:`jurybox.calibration.estimates.cascade_threshold.fit_threshold`, which knows nothing of
+juries). Here because it needs both: ``calibration`` imports nothing of ``judges`` (the stated
+import direction), so the glue lives above both.
 """
 
 from __future__ import annotations
@@ -33,9 +35,12 @@ from jurybox.rubrics import Rubric
 
 @dataclass
 class CascadeData:
-    """Labelled items judged by every judge of a cascaded jury: per stage, its confidence
-    (-1 where the stage's verdict is unscored: such a verdict never settles an item) and
-    whether its verdict agrees with the humans; each item's group, when asked for."""
+    """Labelled items judged by every judge of a cascaded jury, stage by stage.
+
+    Per stage, its confidence (-1 where the stage's verdict is unscored: such a verdict never
+    settles an item) and whether its verdict agrees with the humans; each item's group, when
+    asked for.
+    """
 
     ids: list[str]
     confidence: np.ndarray           # stages x items
@@ -57,8 +62,10 @@ class CascadeData:
 
 @dataclass
 class GroupResult:
-    """One group of the labelled items at a fitted threshold (in-sample numbers: the
-    guarantee is over the whole population, not per group)."""
+    """One group of the labelled items at a fitted threshold.
+
+    The numbers are in-sample: the guarantee is over the whole population, not per group.
+    """
 
     group: str
     n: int
@@ -76,11 +83,27 @@ class GroupResult:
 
 def cascade_data(human: HumanLabels | str | Path, output: JudgeOutput, rubric: Rubric,
                  jury: JurySpec, groups: Mapping[str, str] | None = None) -> CascadeData:
-    """Each stage's verdict on each labelled item, recomputed from the votes of the stage's
-    judges and every earlier stage's exactly as a cascaded run decides it, with its confidence
-    and its agreement with the human consensus (within ``jury.confidence.tolerance`` on every
-    criterion of ``jury.confidence.criteria``, default all). ``groups`` (item id -> group):
-    each item's group; an item without one is left out."""
+    """Each stage's verdict on each labelled item, with its confidence and agreement.
+
+    The verdicts are recomputed from the votes of the stage's judges and every earlier stage's
+    exactly as a cascaded run decides them; agreement with the human consensus is within
+    ``jury.confidence.tolerance`` on every criterion of ``jury.confidence.criteria`` (default
+    all).
+
+    Args:
+        human: The human labels (or their file).
+        output: The jury's verdicts on the labelled items, every judge on every item.
+        rubric: The rubric the items were judged with.
+        jury: The cascaded jury (its stages, without thresholds).
+        groups: Item id -> group: each item's group; an item without one is left out.
+
+    Returns:
+        The per-stage data.
+
+    Raises:
+        InputDataError: The jury has no stages, a judge has no votes, the verdicts come from
+            another configuration, or the labels lack a criterion the cascade measures.
+    """
     if not jury.stages:
         raise InputDataError(f"jury {jury.name} has no stages: declare them (each with the "
                              "judges it adds) to fit a cascade")
@@ -148,12 +171,28 @@ def fit_cascade(human: HumanLabels | str | Path, output: JudgeOutput, rubric: Ru
                 *, target_agreement: float, risk: float, grid: Iterable[float] = DEFAULT_GRID,
                 groups: Mapping[str, str] | None = None, data: CascadeData | None = None
                 ) -> tuple[CascadeFit, CascadeData, JurySpec | None]:
-    """Fit a cascaded jury's threshold on human labels and its verdicts on the labelled items
-    (every judge on every item). Returns the fit, the per-stage data and the jury with its
-    stages' thresholds set (what ``jurybox judge`` then runs), or None for the jury when no
-    early exit is both certified and cheaper than the whole jury alone. ``groups`` (item id
-    -> group) keeps each item's group in the data (see :func:`group_results`); ``data``: items
-    already gathered by :func:`cascade_data` (a subset of them, for one group's fit)."""
+    """Fit a cascaded jury's threshold on human labels and its verdicts on the labelled items.
+
+    The verdicts are every judge's on every item.
+
+    Args:
+        human: The human labels (or their file).
+        output: The jury's verdicts on the labelled items.
+        rubric: The rubric the items were judged with.
+        jury: The cascaded jury.
+        target_agreement: The agreement with the humans the cascade must keep.
+        risk: The probability allowed that the guarantee fails.
+        grid: The thresholds tried.
+        groups: Item id -> group: keeps each item's group in the data (see
+            :func:`group_results`).
+        data: Items already gathered by :func:`cascade_data` (a subset of them, for one
+            group's fit).
+
+    Returns:
+        The fit, the per-stage data and the jury with its stages' thresholds set (what
+        ``jurybox judge`` then runs), or None for the jury when no early exit is both
+        certified and cheaper than the whole jury alone.
+    """
     if data is None:
         data = cascade_data(human, output, rubric, jury, groups)
     fit = fit_threshold(data.confidence, data.agrees, target_agreement=target_agreement,
@@ -173,10 +212,15 @@ def fit_by_group(human: HumanLabels | str | Path, output: JudgeOutput, rubric: R
                  jury: JurySpec, groups: Mapping[str, str], *, target_agreement: float,
                  risk: float, grid: Iterable[float] = DEFAULT_GRID
                  ) -> dict[str, tuple[CascadeFit | None, CascadeData, JurySpec | None, str | None]]:
-    """One threshold per group, each fitted on the group's labelled items alone at ``risk``
-    split in equal parts among the groups (Bonferroni), so that with probability at least
-    1 - ``risk`` every group's cascade meets the target at once. Per group: its fit (None when
-    refused), data, fitted jury (None without an early exit) and the refusal's reason."""
+    """One threshold per group, each fitted on the group's labelled items alone.
+
+    Each is fitted at ``risk`` split in equal parts among the groups (Bonferroni), so that with
+    probability at least 1 - ``risk`` every group's cascade meets the target at once.
+
+    Returns:
+        Per group: its fit (None when refused), data, fitted jury (None without an early exit)
+        and the refusal's reason.
+    """
     data = cascade_data(human, output, rubric, jury, groups)
     assert data.groups is not None
     names = sorted(set(data.groups))
@@ -197,9 +241,11 @@ def fit_by_group(human: HumanLabels | str | Path, output: JudgeOutput, rubric: R
 
 
 def group_results(fit: CascadeFit, data: CascadeData) -> list[GroupResult]:
-    """Each group's in-sample agreement at the fitted threshold, with a Clopper-Pearson upper
-    bound at 1 - risk: a group whose bound is below the target is shown to fall short of it
-    (the guarantee is over the population of items, not per group)."""
+    """Each group's in-sample agreement at the fitted threshold, with an upper bound.
+
+    The bound is Clopper-Pearson's at 1 - risk: a group whose bound is below the target is shown
+    to fall short of it (the guarantee is over the population of items, not per group).
+    """
     if data.groups is None:
         return []
     stage = decided_stage(data.confidence, fit.threshold)
@@ -218,9 +264,11 @@ def group_results(fit: CascadeFit, data: CascadeData) -> list[GroupResult]:
 
 def describe(fit: CascadeFit, data: CascadeData, title: str | None = None,
              population: str = "over the whole population, not per group") -> str:
-    """Human-readable report of a fitted cascade: what is certified (``population``: over
-    which items), then in-sample numbers (labelled as such), each group's when the data has
-    groups, and what was left out."""
+    """Human-readable report of a fitted cascade.
+
+    It says what is certified (``population``: over which items), then in-sample numbers
+    (labelled as such), each group's when the data has groups, and what was left out.
+    """
     t = "none (the whole jury decides every item)" if math.isinf(fit.threshold) \
         else f"{fit.threshold:g}"
     criteria = ", ".join(data.criteria)

@@ -29,8 +29,10 @@ _CHUNK = 256
 
 @dataclass
 class JudgeEstimate:
-    """One judge's share of an estimate: its stage (1-based; None without stages), calls, prompt
-    tokens and output-token budget."""
+    """One judge's share of an estimate.
+
+    Its stage (1-based; None without stages), calls, prompt tokens and output-token budget.
+    """
 
     name: str
     stage: int | None
@@ -47,8 +49,11 @@ class JudgeEstimate:
 
 @dataclass
 class Estimate:
-    """What a run would cost: items read (after ``limit``), rows rejected, items already in the
-    output or the cache, items left to judge, calls per item, per-judge estimates and notes."""
+    """What a run would cost, counted before any model loads.
+
+    Items read (after ``limit``), rows rejected, items already in the output or the cache, items
+    left to judge, calls per item, per-judge estimates and notes.
+    """
 
     items: int
     rejected_rows: int
@@ -69,8 +74,24 @@ def estimate(predictions: str | Path, rubric: Rubric, jury: JurySpec, out: str |
              *, mapping: Mapping[str, str] | None = None, limit: int | None = None,
              max_field_chars: int = DEFAULT_MAX_FIELD_CHARS, allow_empty: bool = False,
              cache: Any = None) -> Estimate:
-    """The calls, prompt tokens and output budget a run of ``jury`` on ``predictions`` would
-    need; nothing is written and no model loads."""
+    """The calls, prompt tokens and output budget a run of ``jury`` on ``predictions`` needs.
+
+    Nothing is written and no model loads.
+
+    Args:
+        predictions: The prediction file, directory or glob a run would judge.
+        rubric: The rubric it would judge with.
+        jury: The jury that would judge.
+        out: The run's output: items already in it (with this configuration) are left out.
+        mapping: Field -> column (``--map``).
+        limit: Only the first N valid items.
+        max_field_chars: Longer fields reject the row.
+        allow_empty: Count items with an empty response as items to judge.
+        cache: The verdict cache: items in it are left out (None: no cache).
+
+    Returns:
+        The estimate.
+    """
     jury.check_rubric(rubric)
     prov = provenance(rubric, jury)
     done, notes = _done_ids(Path(out), prov) if out is not None else (set(), [])

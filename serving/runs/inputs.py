@@ -1,5 +1,8 @@
-"""The judged verdicts a command reads beside human labels (agree, calibrate, label, audit):
-one loading, with the same refusals, for every command that needs it."""
+"""The judged verdicts a command reads beside human labels, loaded one way for every command.
+
+Agree, calibrate, label and audit read them: one loading, with the same refusals, for every
+command that needs it.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,12 @@ if TYPE_CHECKING:
 def load_inputs(judged: Path, rubric: str | None, provenance: str | None,
                 pairwise: bool = False) -> tuple[JudgeOutput, Rubric | None, list[str]]:
     """The verdicts, the rubric whose scales validate the labels, and warnings to show.
-    Pairwise verdicts are refused unless the caller reads them (``pairwise``)."""
+
+    Pairwise verdicts are refused unless the caller reads them (``pairwise``).
+
+    Raises:
+        InputError: The file holds no verdicts, or pairwise ones the caller does not read.
+    """
     from jurybox.calibration import load_judge_output, rubric_for
     from jurybox.rubrics.errors import InputError
 

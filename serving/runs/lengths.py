@@ -1,6 +1,8 @@
-"""Length-controlled jury scores for a judged file (``jurybox judge --length-control`` in the
-run's summary, ``jurybox agree --length-control``): the answers' lengths read from the
-predictions that were judged, the correction itself in :mod:`jurybox.calibration.audits.length_control`.
+"""Length-controlled jury scores for a judged file, from the answers' lengths.
+
+Used by ``jurybox judge --length-control`` (in the run's summary) and ``jurybox agree
+--length-control``: the answers' lengths are read from the predictions that were judged, the
+correction itself is in :mod:`jurybox.calibration.audits.length_control`.
 
 Lengths are in words (every judge's tokenizer would give a different length per judge, and the
 correction is the jury's). The answers are controlled to the reference answers' median length
@@ -25,8 +27,12 @@ from jurybox.serving.runs.predictions import read_predictions
 
 def answer_lengths(predictions: str | Path, rubric: Rubric,
                    mapping: Mapping[str, str] | None = None) -> tuple[dict[str, float], float | None]:
-    """Each answer's length in words (item id -> length) in ``predictions``, and the length to
-    control to: the reference answers' median (None when the items have no reference)."""
+    """Each answer's length in words in ``predictions``, and the length to control to.
+
+    Returns:
+        Item id -> length, and the length to control to: the reference answers' median (None
+        when the items have no reference).
+    """
     items = read_predictions(predictions, rubric, mapping, allow_empty=True).items
     lengths = {it.id: float(len(str(it.response or "").split())) for it in items}
     references = [len(str(it.reference).split()) for it in items if it.reference]
@@ -37,11 +43,17 @@ def length_controls(predictions: str | Path, output: JudgeOutput, rubric: Rubric
                     human: HumanLabels | Joined | str | Path | None = None,
                     mapping: Mapping[str, str] | None = None, resamples: int = 1000,
                     confidence: float = 0.95, seed: int = 0) -> list[LengthControl]:
-    """Per criterion the length-controlled jury score of ``output`` (verdicts of the items in
-    ``predictions``): fitted on the judges' errors against ``human`` labels (a file, or labels
-    already joined with ``output``), with whether it
-    raises agreement under cross-validation, where labels are given; else on the scores
-    themselves (which assumes quality does not grow with length, as each result says)."""
+    """Per criterion, the length-controlled jury score of ``output``.
+
+    ``output`` holds the verdicts of the items in ``predictions``. Where labels are given, the
+    control is fitted on the judges' errors against ``human`` labels (a file, or labels already
+    joined with ``output``), with whether it raises agreement under cross-validation; else on
+    the scores themselves (which assumes quality does not grow with length, as each result
+    says).
+
+    Raises:
+        InputError: The rubric is pairwise.
+    """
     if rubric.pairwise:
         raise InputError("length control is for scored answers, not pairwise verdicts (a "
                          "pairwise judge's length preference is in `jurybox audit`)")

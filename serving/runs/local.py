@@ -1,6 +1,9 @@
-"""Bulk offline judging of a prediction file, in-process, streaming: read rows, skip what is
-done, judge in chunks, append each chunk's verdicts, summarise from what was written. The run
-itself (checks, results, manifest, summary) is :class:`jurybox.serving.runs.run.Run`."""
+"""The local engine: bulk offline judging of a prediction file, in-process, streaming.
+
+Read rows, skip what is done, judge in chunks, append each chunk's verdicts, summarise from what
+was written. The run itself (checks, results, manifest, summary) is
+:class:`jurybox.serving.runs.run.Run`.
+"""
 
 from __future__ import annotations
 
@@ -18,14 +21,34 @@ from jurybox.serving.runs.run import Run, RunOptions, RunReport, Tally
 
 def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str | Path, *,
                chunk_size: int | None = None, **options: Unpack[RunOptions]) -> RunReport:
-    """Judge every valid row of ``predictions`` (a file, directory or glob) not yet in ``out``
-    (a ``.jsonl`` file, or a directory of JSONL/Parquet shards: ``format``) with ``jury``
-    (a :class:`~jurybox.judges.Jury` here, or a scoring service's ``RemoteJury``); the
-    options are :class:`~jurybox.serving.runs.run.RunOptions`.
+    """Judge every valid row of ``predictions`` not yet in ``out`` with ``jury``, in-process.
 
     Streams: rows are read, judged ``chunk_size`` at a time (default: the jury's) and appended
     chunk by chunk; resuming keeps only ids and input hashes, and the summary is computed from
     the output as it is read back, so memory does not grow with the file.
+
+    Args:
+        predictions: The prediction file, a directory of them, or a glob.
+        rubric: The rubric to judge with.
+        jury: The jury: a :class:`~jurybox.judges.Jury` here, or a scoring service's
+            ``RemoteJury``.
+        out: The output: a ``.jsonl`` file, or a directory of JSONL/Parquet shards
+            (``format``). Items already in it are not judged again.
+        chunk_size: Items judged (and written) per step; default: the jury's.
+        **options: The run's options, :class:`~jurybox.serving.runs.run.RunOptions`.
+
+    Returns:
+        The report of what was done: counts, rejected rows, the summary of the output, notes.
+
+    Raises:
+        PredictionsError: The prediction file as a whole cannot be judged (no rows, a column
+            the rubric needs that no row has, a ``mapping`` naming a field nothing reads).
+        ResultsError: ``out`` cannot be appended to safely (not jurybox's output, another run
+            writing it, another configuration or changed input, the predictions file itself).
+        InputError: Other input at fault, e.g. a file in a format jurybox does not read, or a
+            judge model that is not installed (``ModelNotAvailable``).
+        JudgeFailed: A judge could not judge a chunk at all (what was written before stays).
+        ServiceError: With a ``RemoteJury``: the service could not answer.
     """
     run = Run(predictions, rubric, out, jury=jury.spec, provenance=jury.provenance(rubric),
               records_calibration=jury.records_calibration(rubric), **options)
@@ -78,10 +101,12 @@ def _loaded_note(notify: Callable[[str], Any] | None) -> Callable[[str, float], 
 
 
 class RowStream(Tally):
-    """The valid items of a prediction file, read once, in chunks, counted as they go by; it
-    keeps only the ids (one index, shared with the reader's duplicate check) and the first
+    """The valid items of a prediction file, read once, in chunks, counted as they go by.
+
+    It keeps only the ids (one index, shared with the reader's duplicate check) and the first
     rejected rows. ``id in stream``: whether the id is one of this run's items (within
-    ``limit``)."""
+    ``limit``).
+    """
 
     def __init__(self, predictions: str | Path, rubric: Rubric, limit: int | None, **reading: Any
                  ) -> None:

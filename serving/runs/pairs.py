@@ -29,8 +29,11 @@ class PairsError(InputError):
 
 @dataclass
 class Paired:
-    """What :func:`write_pairs` wrote: the file, the systems' names, the pairs, and what did
-    not pair (as plain sentences for the run's notes)."""
+    """What :func:`write_pairs` wrote.
+
+    The file, the systems' names, the pairs, and what did not pair (as plain sentences for the
+    run's notes).
+    """
 
     path: Path
     names: tuple[str, str]
@@ -76,7 +79,12 @@ def _listed(what: str, ids: list[str]) -> str:
 
 def write_pairs(a: str | Path, b: str | Path, out: str | Path,
                 names: tuple[str, str] | None = None) -> Paired:
-    """Pair ``a`` with ``b`` by id and write the pairs as JSONL to ``out`` (atomically)."""
+    """Pair ``a`` with ``b`` by id and write the pairs as JSONL to ``out`` (atomically).
+
+    Raises:
+        PairsError: A file has no ``response`` column, or no id is in both files with the same
+            question.
+    """
     names = names or pair_names(a, b)
     rows_a, problems_a = _rows(a)
     rows_b, problems_b = _rows(b)

@@ -1,7 +1,9 @@
-"""A judging run as ``jurybox judge`` plans it, for any caller: what to judge (a prediction
-file, or two systems' files as pairs), with which jury (loaded here, or a running service's),
-into which output, on which engine, with which maps; the rules between those choices checked
-once, here, so that a Python caller gets the same errors as the command line.
+"""A judging run as ``jurybox judge`` plans it, for any caller.
+
+What to judge (a prediction file, or two systems' files as pairs), with which jury (loaded here,
+or a running service's), into which output, on which engine, with which maps; the rules between
+those choices checked once, here, so that a Python caller gets the same errors as the command
+line.
 
 >>> from jurybox.serving.runs.plan import RunPlan
 >>> plan = RunPlan(rubric="mirage-mg", predictions="examples/mirage_mg.jsonl", jury="tiny")
@@ -34,7 +36,7 @@ Engine = Literal["local", "ray"]
 
 
 def default_jury() -> str:
-    """``tiny`` (CPU, offline) unless a GPU is present: ``small-gpu``."""
+    """The default jury's name: ``tiny`` (CPU, offline) unless a GPU is present: ``small-gpu``."""
     try:
         import torch
 
@@ -46,9 +48,66 @@ def default_jury() -> str:
 @dataclass
 class RunPlan:
     """One judging run (see the module docstring); the fields are ``jurybox judge``'s options.
+
     Constructing it checks how they fit together (an :class:`InputError` naming the option);
-    :meth:`run` and :meth:`estimate` load what they need. ``notes``: what a caller should tell
-    its user (the default jury chosen, the pairs written, unpinned model revisions, ...)."""
+    :meth:`run` and :meth:`estimate` load what they need. ``notes`` and ``warnings``: what a
+    caller should tell its user (the default jury chosen, the pairs written, unpinned model
+    revisions, ...).
+
+    Attributes:
+        rubric: A shipped rubric's name, a rubric YAML file, or a Rubric (a name or file is
+            loaded when the plan is made).
+        predictions: The prediction file (.jsonl, .json list, .csv, .tsv or .parquet), a
+            directory of them, or a glob; for a pairwise rubric, rows with ``response_a`` and
+            ``response_b``. Give it or ``pairs``, one of them.
+        pairs: Pairwise rubrics: two prediction files (one system each) paired by id, A the
+            first, B the second; the pairs are written beside the output
+            (``OUT.pairs.jsonl``).
+        jury: A shipped jury's name or a jury YAML file; default: ``tiny`` on CPU,
+            ``small-gpu`` with a GPU.
+        url: Judge through a running ``jurybox serve`` at this URL instead of loading the jury
+            here (with the service's jury and maps: no ``jury``, ``calibration``,
+            ``conformal`` or ``keep_raw`` beside it).
+        token: The service's bearer token; default: ``$JURYBOX_TOKEN``.
+        out: The output: a ``.jsonl`` file, or a directory (a path without a suffix) of
+            shards; items already in it are not judged again. Default: named after the
+            predictions (or the pair) and the rubric (``target``).
+        engine: ``local`` (judge in this process) or ``ray`` (a Ray Data pipeline, one stage
+            per judge).
+        address: With the ray engine: the Ray cluster to join (default: ``$RAY_ADDRESS``,
+            else a local Ray).
+        mapping: Field -> column (``--map``): read a field from another column.
+        limit: Judge only the first N valid items.
+        chunk_size: Items judged (and written) per step on the local engine; default: the
+            jury's.
+        max_field_chars: Rows with a longer field are rejected.
+        allow_empty: Judge rows whose response is empty instead of rejecting them.
+        keep_raw: Keep each judge's raw output in every vote (by default only unscored votes
+            keep it).
+        calibration: A calibration map (from ``jurybox calibrate``) applied to every verdict.
+        conformal: A conformal map (from ``jurybox calibrate --conformal``) applied to every
+            verdict.
+        force_calibration: Apply the maps even if they were fitted for another rubric/jury
+            configuration.
+        route_width: With ``conformal``: send an item to a human when a criterion's interval
+            is wider than this (in the scale's units; 0: anything but a single level) or
+            missing.
+        length_control: Add each criterion's length-controlled score to the summary (scored
+            rubrics only).
+        human: With ``length_control``: the human labels to fit the length bias on.
+        cache: Take verdicts this configuration judged before from the verdict cache, and
+            store new ones.
+        format: The shards of a directory output: ``jsonl`` (default) or ``parquet``.
+        shard_size: Verdicts per shard of a directory output (default 1000).
+        notes: What a caller should tell its user (the default jury chosen, the pairs written,
+            ...), added to as the plan is used.
+        warnings: What a caller should warn its user of (unpinned model revisions, rows that
+            did not pair, ...).
+
+    Raises:
+        InputError: The options do not fit together (``field`` names the option at fault),
+            or the rubric cannot be loaded.
+    """
 
     rubric: Rubric | str
     predictions: str | None = None
@@ -120,8 +179,10 @@ class RunPlan:
 
     @cached_property
     def judges(self) -> JuryLike:
-        """The jury that judges: loaded here (models load when the run needs them), or the
-        service's at ``url``."""
+        """The jury that judges: loaded here, or the service's at ``url``.
+
+        Models load when the run needs them.
+        """
         from jurybox.judges.weights import unpinned_warnings
 
         if self.url is not None:
@@ -157,8 +218,10 @@ class RunPlan:
 
     @cached_property
     def applied(self) -> AppliedCalibration | None:
-        """The calibration and conformal maps every verdict gets (None without them), checked
-        against this rubric and jury."""
+        """The calibration and conformal maps every verdict gets (None without them).
+
+        They are checked against this rubric and jury.
+        """
         if self.url is not None:
             return None
         from jurybox.calibration import AppliedCalibration, CalibrationMap
@@ -185,8 +248,11 @@ class RunPlan:
         return Path(f"{Path(self.predictions).stem}.{name}.judged.jsonl")
 
     def _predictions(self, scratch: bool = False) -> str:
-        """The file to judge: the predictions, or the pairs written beside the output (into a
-        scratch folder when ``scratch``: an estimate writes nothing beside the output)."""
+        """The file to judge: the predictions, or the pairs written beside the output.
+
+        The pairs go into a scratch folder when ``scratch``: an estimate writes nothing beside
+        the output.
+        """
         if self.pairs is None:
             assert self.predictions is not None
             return self.predictions
@@ -206,9 +272,24 @@ class RunPlan:
 
     def run(self, progress: Callable[[float, int | None], Any] | None = None,
             notify: Callable[[str], Any] | None = None) -> RunReport:
-        """Judge every item not yet in the output, on the plan's engine; the report of what
-        was done. ``progress(done, total)`` and ``notify(message)`` as
-        :class:`~jurybox.serving.runs.run.RunOptions` take them."""
+        """Judge every item not yet in the output, on the plan's engine.
+
+        Args:
+            progress: ``progress(done, total)``, as
+                :class:`~jurybox.serving.runs.run.RunOptions` takes it: called when the run
+                starts and as the work advances.
+            notify: ``notify(message)``, as :class:`~jurybox.serving.runs.run.RunOptions` takes
+                it: what the run is doing meanwhile.
+
+        Returns:
+            The report of what was done.
+
+        Raises:
+            InputError: The jury, maps, predictions or output cannot be used, or a judge model
+                cannot be loaded (see :func:`~jurybox.serving.runs.local.judge_file`).
+            ExecutionError: Judging failed although the input was valid (a judge could not
+                judge a chunk, the service could not answer).
+        """
         judges, applied = self.judges, self.applied
         predictions = self._predictions()
         options: dict[str, Any] = dict(
@@ -231,8 +312,16 @@ class RunPlan:
             raise InputError(f"cannot load a judge model: {exc}") from None
 
     def estimate(self) -> Estimate:
-        """What the run would take (items to judge after the output and the cache, judge calls,
-        prompt tokens, output budget), loading no model and writing nothing."""
+        """What the run would take, loading no model and writing nothing.
+
+        Returns:
+            The estimate: items to judge after the output and the cache, judge calls, prompt
+            tokens, output budget.
+
+        Raises:
+            InputError: The plan judges through a service (``url``), or its input cannot be
+                used.
+        """
         if self.url is not None:
             raise InputError("--estimate counts what this machine's judges would do: drop "
                              "--url", field="url")

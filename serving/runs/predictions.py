@@ -25,8 +25,11 @@ class PredictionsError(InputError):
 
 @dataclass
 class ReadResult:
-    """What :func:`read_predictions` read: the Items, a RowError per rejected row, how many rows
-    there were, and how many items have an empty response."""
+    """What :func:`read_predictions` read.
+
+    The Items, a RowError per rejected row, how many rows there were, and how many items have an
+    empty response.
+    """
 
     items: list[Item]
     errors: list[RowError] = field(default_factory=list)
@@ -35,7 +38,11 @@ class ReadResult:
 
 
 def check_mapping(mapping: Mapping[str, str], rubric: Rubric) -> None:
-    """A --map target must be a field something reads: a core field or a rubric input."""
+    """A --map target must be a field something reads: a core field or a rubric input.
+
+    Raises:
+        PredictionsError: A target no part of the rubric reads, naming it.
+    """
     known = [*CORE_FIELDS, *rubric.inputs, *rubric.optional_inputs]
     for target, column in mapping.items():
         if target not in known:
@@ -47,10 +54,13 @@ def check_mapping(mapping: Mapping[str, str], rubric: Rubric) -> None:
 
 
 class IdIndex:
-    """Every valid id read so far and where it was first seen, kept small: one dict from the
-    id to an int (the file's number and the row), since a run over a million rows keeps a
-    million of them (a location string per id, or a second set, would double that). Positions
-    grow in reading order, so "among the first N items" is one comparison (see ``mark``)."""
+    """Every valid id read so far and where it was first seen, kept small.
+
+    One dict from the id to an int (the file's number and the row), since a run over a million
+    rows keeps a million of them (a location string per id, or a second set, would double
+    that). Positions grow in reading order, so "among the first N items" is one comparison (see
+    ``mark``).
+    """
 
     ROW_BITS = 40
 
@@ -70,14 +80,19 @@ class IdIndex:
         return None
 
     def where(self, position: int) -> str:
-        """Where the id at ``position`` (a value of the index) was first seen: ``FILE: row N``, or
-        ``row N`` when rows come from no named file."""
+        """Where the id at ``position`` (a value of the index) was first seen.
+
+        Returns:
+            ``FILE: row N``, or ``row N`` when rows come from no named file.
+        """
         file, row = self._files[position >> self.ROW_BITS], position & ((1 << self.ROW_BITS) - 1)
         return f"{file}: row {row}" if file else f"row {row}"
 
     def mark(self, item_id: str | None) -> None:
-        """Note ``item_id`` as the last one a run takes (``--limit``; None: it takes none): later
-        ids are read (for duplicates) but are not the run's (``in`` says False)."""
+        """Note ``item_id`` as the last one a run takes (``--limit``; None: it takes none).
+
+        Later ids are read (for duplicates) but are not the run's (``in`` says False).
+        """
         self._bound = -1 if item_id is None else self._at[item_id]
 
     def __contains__(self, item_id: object) -> bool:
@@ -93,9 +108,15 @@ def iter_predictions(
     allow_empty: bool = False,
     ids: IdIndex | None = None,
 ) -> Generator[tuple[int, Item | RowError]]:
-    """``(row number, Item or RowError)`` per row. Duplicate ids are row errors (the first
-    wins), so the ids seen so far are kept in memory (in ``ids``, when the caller wants them
-    afterwards)."""
+    """``(row number, Item or RowError)`` per row of a prediction file.
+
+    Duplicate ids are row errors (the first wins), so the ids seen so far are kept in memory (in
+    ``ids``, when the caller wants them afterwards).
+
+    Raises:
+        PredictionsError: A --map naming a field nothing reads, or a column the rubric or a
+            --map needs that no row has (said once the rows are read).
+    """
     mapping = dict(mapping or {})
     check_mapping(mapping, rubric)
     seen = IdIndex() if ids is None else ids
@@ -145,9 +166,11 @@ def read_predictions(
 
 def _check_columns(path: Path, columns: Mapping[str, Any], mapping: Mapping[str, str],
                    rubric: Rubric) -> None:
-    """A field the rubric needs, or a column a --map names, that no row has is a file-level
-    mistake (a wrong column name), not a row-level one: say so once, with the columns that do
-    exist."""
+    """Refuse the file when a field the rubric needs, or a column a --map names, is in no row.
+
+    That is a file-level mistake (a wrong column name), not a row-level one: say so once, with
+    the columns that do exist.
+    """
     present = set(columns)
     for name in ("id", *rubric.inputs, *mapping):
         column = mapping.get(name, name)

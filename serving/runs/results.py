@@ -1,6 +1,8 @@
-"""Where a bulk run writes its verdicts: one JSONL file appended line by line, or a directory of
-JSONL or Parquet shards; beside either, a manifest (``OUT.manifest.json``: configuration, status,
-rejected rows, summary).
+"""Where a bulk run writes its verdicts: a JSONL file, or a directory of shards, and a manifest.
+
+The output is one JSONL file appended line by line, or a directory of JSONL or Parquet shards;
+beside either, a manifest (``OUT.manifest.json``: configuration, status, rejected rows,
+summary).
 
 Only jurybox's own output is ever appended to. A file is taken for a results file when its first
 complete line is a jurybox verdict or, while it has no complete line yet, when its manifest says
@@ -44,8 +46,10 @@ def manifest_path(out: Path) -> Path:
 
 
 def write_manifest(out: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` as JSON to the manifest beside ``out``, through a temporary file renamed
-    into place, so a reader never sees half a manifest."""
+    """Write ``payload`` as JSON to the manifest beside ``out``.
+
+    It goes through a temporary file renamed into place, so a reader never sees half a manifest.
+    """
     path = manifest_path(out)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
@@ -65,8 +69,14 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
 
 def open_results(out: str | Path, provenance: str, calibration: str | None = None,
                  format: str | None = None, shard_size: int | None = None) -> Results:
-    """The results of ``out``: a ``.jsonl`` file, or a directory of shards (a directory that
-    exists, a path without a suffix, or any path with ``format='parquet'``)."""
+    """The results store of ``out``: a ``.jsonl`` file, or a directory of shards.
+
+    A directory of shards is a directory that exists, a path without a suffix, or any path with
+    ``format='parquet'``.
+
+    Raises:
+        ResultsError: An unknown ``format``, or Parquet asked for in a file.
+    """
     out = Path(out)
     if format is not None and format not in SHARD_FORMATS:
         raise ResultsError(f"--format {format}: expected one of {list(SHARD_FORMATS)}",
@@ -80,8 +90,11 @@ def open_results(out: str | Path, provenance: str, calibration: str | None = Non
 
 
 class Results(ABC):
-    """What both kinds of output share: the lock, ownership and configuration checks, and the
-    ids (with input hashes) already written."""
+    """What both kinds of output share.
+
+    The lock, ownership and configuration checks, and the ids (with input hashes) already
+    written.
+    """
 
     def __init__(self, path: Path, provenance: str, calibration: str | None) -> None:
         self.path = path
@@ -129,8 +142,11 @@ class Results(ABC):
             )
 
     def _note(self, where: str, record: dict[str, Any], first: bool) -> None:
-        """Take one written record into account. The first proves the output is jurybox's
-        (full validation); the rest need only what resuming reads."""
+        """Take one written record into account.
+
+        The first proves the output is jurybox's (full validation); the rest need only what
+        resuming reads.
+        """
         if first:
             try:
                 VerdictRecord.from_record(record)
@@ -143,8 +159,10 @@ class Results(ABC):
         self.inputs[record["id"]] = record.get("input")
 
     def done(self) -> set[str]:
-        """The ids written before this run (loaded on entering), which a resumed run does not judge
-        again."""
+        """The ids written before this run (loaded on entering).
+
+        A resumed run does not judge them again.
+        """
         return set(self.inputs)
 
     @abstractmethod
@@ -208,8 +226,11 @@ class ResultsFile(Results):
         self._fh = None
 
     def _load(self) -> None:
-        """Check every complete line before touching anything (a file this tool did not write,
-        say the predictions passed as --out, must be left exactly as it is), line by line."""
+        """Check every complete line, line by line, before touching anything.
+
+        A file this tool did not write, say the predictions passed as --out, must be left
+        exactly as it is.
+        """
         assert self._fh is not None
         self._fh.seek(0)
         end = 0
@@ -257,9 +278,11 @@ class ResultsFile(Results):
 
 
 class ResultsDir(Results):
-    """A directory of shards (``part-000001.jsonl`` or ``.parquet``), each written whole: records
-    are buffered and written ``shard_size`` at a time (and at the end) to a hidden temporary
-    file that is renamed into place, so a reader never sees half a shard."""
+    """A directory of shards (``part-000001.jsonl`` or ``.parquet``), each written whole.
+
+    Records are buffered and written ``shard_size`` at a time (and at the end) to a hidden
+    temporary file that is renamed into place, so a reader never sees half a shard.
+    """
 
     # A slow run still persists what it judged at least this often (a shard per interval).
     FLUSH_EVERY_S = 30.0
@@ -319,8 +342,10 @@ class ResultsDir(Results):
         return (p for p in sorted(self.path.glob("part-*")) if p.suffix[1:] in SHARD_FORMATS)
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
-        """Buffer ``records``, writing a shard each time ``shard_size`` are buffered, and what is
-        left once ``FLUSH_EVERY_S`` have passed since the last shard."""
+        """Buffer ``records``, writing a shard each time ``shard_size`` are buffered.
+
+        What is left is written too once ``FLUSH_EVERY_S`` have passed since the last shard.
+        """
         for record in records:
             self._buffer.append(record)
             if len(self._buffer) >= self.shard_size:
@@ -376,8 +401,11 @@ def _write_parquet(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def _shard_ids(shard: Path) -> Iterator[Any]:
-    """What resuming needs of each record of a shard: the first record in full (to check it is
-    a verdict), then id, provenance, calibration and input only."""
+    """What resuming needs of each record of a shard.
+
+    The first record in full (to check it is a verdict), then id, provenance, calibration and
+    input only.
+    """
     if shard.suffix == ".parquet":
         import pyarrow.parquet as pq
 

@@ -42,7 +42,24 @@ MAX_LISTED_ERRORS = 1000  # rejected rows listed in the report and manifest (all
 
 @dataclass
 class RunReport:
-    """What a run did: counts, the first rejected rows, the summary of its output, notes."""
+    """What a run did: counts, the first rejected rows, the summary of its output, notes.
+
+    Attributes:
+        out: The output (a ``.jsonl`` file or a directory of shards).
+        total_items: The valid items of the run (within ``limit``).
+        already_done: Items already in the output before this run.
+        judged: Items judged by this run.
+        row_errors: The first rejected rows (at most MAX_LISTED_ERRORS; ``n_row_errors``
+            counts them all).
+        summary: The summary of the output (this run's items only).
+        repaired_tail: Whether what a killed run left half-written (an incomplete last line, a
+            temporary shard) was removed.
+        seconds: How long the run took.
+        interrupted: Whether the run was interrupted (what was written stays).
+        notes: What the run wants said (the verdict cache's hits, judges' notes, ...).
+        n_row_errors: Every rejected row, counted.
+        cached: Of ``judged``, the items whose verdict came from the verdict cache.
+    """
 
     out: Path
     total_items: int
@@ -59,9 +76,11 @@ class RunReport:
 
 
 class Tally:
-    """A run's counts as its rows go by. ``id in tally``: whether the id is one of this run's
-    items (``ids``: the engine's index of them, dropped by :meth:`forget_ids` before the
-    summary reads the output back)."""
+    """A run's counts as its rows go by.
+
+    ``id in tally``: whether the id is one of this run's items (``ids``: the engine's index of
+    them, dropped by :meth:`forget_ids` before the summary reads the output back).
+    """
 
     def __init__(self, ids: Container[str], count_rows: bool = True) -> None:
         self._ids: Container[str] | None = ids
@@ -93,14 +112,27 @@ class Tally:
 
 
 class RunOptions(TypedDict, total=False):
-    """The options of a run that both engines take (``judge_file``, ``judge_with_ray``), all
-    optional: ``mapping`` (field -> column, ``--map``), ``limit`` (the first N valid items),
-    ``max_field_chars`` (longer fields reject the row), ``keep_raw`` (scored votes keep the
-    judge's raw output), ``allow_empty`` (judge empty responses), ``calibration`` (a map
-    applied to every record), ``progress(done, total)`` (called when the run starts and as
-    the work advances: ``done`` items' worth, fractional within a chunk; ``total`` an estimate,
-    or None), ``notify(message)`` (what the run is doing meanwhile: each judge loaded, with its
-    time), ``format`` and ``shard_size`` (of a results directory)."""
+    """The options of a run that both engines take (``judge_file``, ``judge_with_ray``).
+
+    All are optional.
+
+    Attributes:
+        mapping: Field -> column (``--map``).
+        limit: Judge only the first N valid items.
+        max_field_chars: Longer fields reject the row.
+        keep_raw: Scored votes keep the judge's raw output.
+        allow_empty: Judge empty responses.
+        calibration: A map applied to every record.
+        progress: ``progress(done, total)``, called when the run starts and as the work
+            advances: ``done`` items' worth, fractional within a chunk; ``total`` an
+            estimate, or None.
+        notify: ``notify(message)``: what the run is doing meanwhile (each judge loaded, with
+            its time).
+        format: The format of a results directory's shards (jsonl or parquet).
+        shard_size: Verdicts per shard of a results directory.
+        length_control: Add the length-controlled scores to the summary.
+        human: The human labels the length control is fitted on.
+    """
 
     mapping: Mapping[str, str] | None
     limit: int | None
@@ -117,10 +149,12 @@ class RunOptions(TypedDict, total=False):
 
 
 class Run:
-    """One run of ``predictions`` (a file, directory or glob) into ``out``; see the module
-    docstring. ``provenance`` and the calibration its records carry (``options``'
-    ``calibration``, else ``records_calibration``: a service's map) key the results store;
-    ``engine`` is recorded in the manifest."""
+    """One run of ``predictions`` (a file, directory or glob) into ``out``.
+
+    See the module docstring. ``provenance`` and the calibration its records carry
+    (``options``' ``calibration``, else ``records_calibration``: a service's map) key the
+    results store; ``engine`` is recorded in the manifest.
+    """
 
     def __init__(self, predictions: str | Path, rubric: Rubric, out: str | Path, *,
                  jury: JurySpec, provenance: str, records_calibration: str | None = None,
@@ -164,9 +198,12 @@ class Run:
         return self._results
 
     def check_columns(self) -> None:
-        """Read rows until the first valid item: a column the rubric or ``--map`` needs that no
-        row has is then said (PredictionsError) before anything is written. Reads one row of a
-        usable file; the whole file when none of its rows is an item."""
+        """Read rows until the first valid item, to refuse a file the rubric cannot read.
+
+        A column the rubric or ``--map`` needs that no row has is then said (PredictionsError)
+        before anything is written. Reads one row of a usable file; the whole file when none of
+        its rows is an item.
+        """
         with closing(iter_predictions(self.predictions, self.rubric, **self.reading)) as rows:
             for _, row in rows:
                 if not isinstance(row, RowError):
@@ -175,11 +212,13 @@ class Run:
     @contextmanager
     def writing(self, tally: Tally, describe: Callable[[BaseException], str] = str
                 ) -> Iterator[Results]:
-        """Open the results store (refusing to resume from changed input) and write the
-        running manifest. A KeyboardInterrupt inside ends the run as interrupted (what was
-        written stays); any other exception writes a failed manifest (``describe`` gives its
-        text) and propagates. A file the rubric cannot read (a column no row has) fails before
-        ``out`` is touched."""
+        """Open the results store and write the running manifest.
+
+        Resuming from changed input is refused. A KeyboardInterrupt inside ends the run as
+        interrupted (what was written stays); any other exception writes a failed manifest
+        (``describe`` gives its text) and propagates. A file the rubric cannot read (a column
+        no row has) fails before ``out`` is touched.
+        """
         self.check_columns()
         with open_results(self.out, self.provenance, self.calibration, self.format,
                           self.shard_size) as results:
@@ -215,9 +254,12 @@ class Run:
 
     def finish(self, tally: Tally, notes: list[str], cache: str | Path | None = None,
                **manifest: Any) -> RunReport:
-        """The summary of the output (this run's items only), the final manifest (with
-        ``manifest``'s extra keys) and the report; ``cache``: the verdict cache the run
-        looked items up in, if any (the notes say how many came from it)."""
+        """Summarise the output, write the final manifest and return the run's report.
+
+        The summary is of this run's items only; the final manifest has ``manifest``'s extra
+        keys. ``cache``: the verdict cache the run looked items up in, if any (the notes say how
+        many came from it).
+        """
         left_out = earlier_not_ours(self.results, tally)
         tally.forget_ids()  # (the summary's arrays are not held alongside the id index)
         if cache is not None:
@@ -242,8 +284,10 @@ class Run:
                          cached=tally.cached)
 
     def _length_control(self, summary: Summary, left_out: Container[str]) -> list[str]:
-        """Add the length-controlled scores to ``summary``; what kept them out, as notes (the
-        run's verdicts are written whatever happens here)."""
+        """Add the length-controlled scores to ``summary``; what kept them out, as notes.
+
+        The run's verdicts are written whatever happens here.
+        """
         from jurybox.calibration import judge_output_from_records
         from jurybox.rubrics.errors import InputError
         from jurybox.serving.runs.lengths import length_controls
@@ -260,17 +304,25 @@ class Run:
 
 
 def earlier_not_ours(results: Results, ours: Container[str]) -> set[str]:
-    """Ids written to ``results`` before this run that are not among its items (an earlier run
-    with a larger --limit, rows removed since): the summary leaves them out. Every record this
-    run wrote is its own, so only the earlier ids are looked at, and the caller can drop its id
-    index before the output is read back for the summary."""
+    """Ids written to ``results`` before this run that are not among its items.
+
+    Those come from an earlier run with a larger --limit, or rows removed since: the summary
+    leaves them out. Every record this run wrote is its own, so only the earlier ids are looked
+    at, and the caller can drop its id index before the output is read back for the summary.
+    """
     return {i for i in results.inputs if i not in ours}
 
 
 def check_unchanged(predictions: str | Path, rubric: Rubric, written: Mapping[str, str | None],
                     limit: int | None, **reading: Any) -> None:
-    """Refuse to resume when items already written were judged from different input (changed
-    predictions or --map): checked before anything is judged, in one pass over the rows."""
+    """Refuse to resume when items already written were judged from different input.
+
+    Different input means changed predictions or --map: checked before anything is judged, in
+    one pass over the rows.
+
+    Raises:
+        ResultsError: Items already written were judged from different input.
+    """
     changed = []
     valid = 0
     for _, row in iter_predictions(predictions, rubric, **reading):

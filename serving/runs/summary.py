@@ -1,5 +1,8 @@
-"""The summary at the end of a bulk run, computed from the output records (so a resumed run
-summarises everything judged, not only what this invocation added)."""
+"""The summary at the end of a bulk run, computed from the output records.
+
+Computed from the output, a resumed run summarises everything judged, not only what this
+invocation added.
+"""
 
 from __future__ import annotations
 
@@ -21,9 +24,11 @@ from jurybox.rubrics.pairwise import inconsistent_judges
 
 @dataclass
 class CriterionSummary:
-    """One row of the summary: a criterion (or formula, or calibrated value), its scored and
-    unscored items, the mean of the scored ones with its CI, and the judges' agreement
-    (Krippendorff's alpha, where two or more judges voted on it)."""
+    """One row of the summary: a criterion (or formula, or calibrated value).
+
+    Its scored and unscored items, the mean of the scored ones with its CI, and the judges'
+    agreement (Krippendorff's alpha, where two or more judges voted on it).
+    """
 
     name: str
     n_scored: int
@@ -35,9 +40,12 @@ class CriterionSummary:
 
 @dataclass
 class Summary:
-    """The summary of a bulk run: items scored and unscored, per-criterion rows, per judge its
-    votes, unscored votes and their commonest reasons, rejected rows, empty responses judged and,
-    for a cascade, items decided per stage."""
+    """The summary of a bulk run.
+
+    Items scored and unscored, per-criterion rows, per judge its votes, unscored votes and their
+    commonest reasons, rejected rows, empty responses judged and, for a cascade, items decided
+    per stage.
+    """
 
     items: int
     scored: int
@@ -75,8 +83,19 @@ class Summary:
 
 def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
               rejected_rows: int = 0, empty_responses: int = 0) -> Summary:
-    """The summary of verdict records, read once as a stream: per item it keeps a few numbers
-    (scores, judges' votes) in flat arrays, never the records."""
+    """The summary of verdict records, read once as a stream.
+
+    Per item it keeps a few numbers (scores, judges' votes) in flat arrays, never the records.
+
+    Args:
+        records: The verdict records (or their dicts), streamed.
+        rubric: The rubric they were judged with.
+        rejected_rows: The rows the run rejected, for the summary's count.
+        empty_responses: The items with an empty response that were judged.
+
+    Returns:
+        The summary.
+    """
     names = list(rubric.criterion_names)
     if rubric.formula is not None:
         names.append(rubric.formula.name)
@@ -161,8 +180,11 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
 
 
 class PairTally:
-    """A pairwise run's winners and, per judge, the pairs it answered in both orders and the
-    ones where the two orders disagreed (position bias)."""
+    """A pairwise run's winners, and each judge's position bias.
+
+    Per judge, the pairs it answered in both orders and the ones where the two orders disagreed
+    (position bias).
+    """
 
     def __init__(self, rubric: Rubric) -> None:
         self.rubric = rubric
@@ -171,6 +193,7 @@ class PairTally:
         self.flips: Counter[str] = Counter()
 
     def add(self, rec: VerdictRecord) -> None:
+        """Count one verdict: its winner, per judge its orders and flips (first criterion)."""
         self.winners[rec.winner or "none"] += 1
         orders: dict[str, set[str]] = defaultdict(set)
         for v in rec.votes:
@@ -183,6 +206,7 @@ class PairTally:
                 self.flips[judge] += 1
 
     def to_dict(self) -> dict[str, Any]:
+        """The tally as plain data: the winners, the criterion counted, and per judge its pairs."""
         return {"winners": {k: self.winners.get(k, 0) for k in ("a", "b", "tie", "none")},
                 "criterion": self.rubric.criteria[0].name,
                 "judges": {j: {"both_orders": n, "inconsistent": self.flips.get(j, 0)}
