@@ -31,8 +31,10 @@ MIN_ITEMS = 10
 
 
 def error_weights(errors: np.ndarray) -> np.ndarray:
-    """The non-negative weights summing to 1 that minimise the mean squared error of the
-    weighted mean (``errors``: judges x items)."""
+    """The non-negative weights summing to 1 that minimise the weighted mean's squared error.
+
+    ``errors`` is judges x items; the error is that of the weighted mean of the judges' scores.
+    """
     k = errors.shape[0]
     second = errors @ errors.T / errors.shape[1]
     start = np.full(k, 1.0 / k)
@@ -48,8 +50,11 @@ def error_weights(errors: np.ndarray) -> np.ndarray:
 
 @dataclass
 class AggregationComparison:
-    """A criterion's aggregations compared: held-out mean absolute error of each against the
-    human mean, the weights fitted on every item, and the weights' gain over the plain mean."""
+    """A criterion's aggregations compared: held-out errors, weights, and the weights' gain.
+
+    The held-out mean absolute error of each aggregation against the human mean, the weights
+    fitted on every item, and the weights' gain over the plain mean.
+    """
 
     criterion: str
     judges: list[str]
@@ -97,9 +102,11 @@ def compare_aggregations(criterion: str, scores: Mapping[str, Any], human: Any,
                          scale: Sequence[float] | None = None, *, folds: int = 5,
                          n_resamples: int = 1000, confidence: float = 0.95,
                          seed: int = 0) -> AggregationComparison:
-    """The plain mean, the error-covariance weights and Dawid-Skene (when the scores are scale
-    points and ``scale`` is given) under k-fold cross-validation (module text). Items some
-    judge or the humans lack are left out."""
+    """The plain mean, the error-covariance weights and Dawid-Skene under k-fold cross-validation.
+
+    Dawid-Skene is compared when the scores are scale points and ``scale`` is given; the
+    cross-validation is the module text's. Items some judge or the humans lack are left out.
+    """
     judges = list(scores)
     if len(judges) < 2:
         raise InputDataError(f"{criterion}: comparing aggregations needs at least 2 judges")

@@ -50,6 +50,16 @@ class CalibrationMap:
     >>> cmap = CalibrationMap(method="isotonic").fit("humans.csv", "verdicts.jsonl")
     >>> cmap.save("accuracy-map.yaml"); cmap = CalibrationMap.load("accuracy-map.yaml")
     >>> cmap.apply_to_record(verdict)["calibrated"]
+
+    Args:
+        method: The calibrator per judge on numeric scales: ``isotonic`` or ``ordinal``
+            (cumulative logit).
+        output: ``"clip"`` for continuous values within the scale's range, or ``"round"`` for the
+            nearest scale value.
+        value: Which value of each vote is calibrated: ``score`` or ``expected``
+            (logprob-expected).
+        cv_folds: Folds of the cross-validation (at least 2).
+        seed: Seed of the folds and the bootstrap.
     """
 
     # Set by fit / from_dict / load: the configuration it was fitted for, and (load) the file's
@@ -70,10 +80,25 @@ class CalibrationMap:
     def fit(self, human_labels: HumanLabels | str | Path, judge_output: JudgeOutput | str | Path,
             *, scales: Any = None, criteria: list[str] | None = None,
             provenance: str | None = None) -> CalibrationMap:
-        """Fit a map per criterion on ``human_labels`` joined with ``judge_output`` and
-        cross-validate it; returns self. A criterion that cannot be fitted is skipped with a note;
-        InputDataError when none can, or when the records carry no provenance and ``provenance`` is
-        not given."""
+        """Fit a map per criterion on ``human_labels`` joined with ``judge_output``; cross-validate.
+
+        A criterion that cannot be fitted is skipped with a note.
+
+        Args:
+            human_labels: Human labels, or the path of a labels file.
+            judge_output: Judge output, or the path of a ``jurybox judge`` output file.
+            scales: A rubric or {criterion: scale} to validate the human labels with.
+            criteria: The criteria to fit (default: all the judge output has).
+            provenance: The configuration the map is for, when the records carry none.
+
+        Returns:
+            This map, fitted.
+
+        Raises:
+            InputDataError: A bad parameter, no criterion can be fitted, or the records carry no
+                provenance and ``provenance`` is not given (and the join's errors).
+            JoinError: Labels and verdicts have no id or criterion in common.
+        """
         self._check_params()
         joined = join(human_labels, judge_output, scales=scales, value=self.value,
                       criteria=criteria)
@@ -129,7 +154,19 @@ class CalibrationMap:
         return list(self.criteria_)
 
     def predict(self, criterion: str, judge_values: dict[str, Any]) -> np.ndarray:
-        """Calibrated jury values for arrays of raw judge values (judge -> per-item values)."""
+        """Calibrated jury values for arrays of raw judge values (judge -> per-item values).
+
+        Args:
+            criterion: The calibrated criterion.
+            judge_values: Judge -> its raw values per item (NaN where it did not vote).
+
+        Returns:
+            The calibrated jury value per item.
+
+        Raises:
+            InputDataError: The map has no such criterion.
+            NotFittedError: The map is neither fitted nor loaded.
+        """
         self._check_fitted()
         if criterion not in self.criteria_:
             raise InputDataError(f"no map for criterion {criterion!r} (have {self.criteria})")
@@ -140,11 +177,24 @@ class CalibrationMap:
                         formula: Formula | None = None) -> dict[str, Any]:
         """A copy of a ``jurybox judge`` record with ``"calibrated": {criterion: value}`` added.
 
-        Original scores are kept. A criterion the jury left unscored (below quorum) stays
-        ``None``; so does one where no calibrated judge voted. ``formula`` (the rubric's, e.g.
-        MIRAGE's weighted sum) is evaluated on the calibrated values and stored under its name;
-        it is ``None`` when a criterion it uses has no calibrated value (not calibrated by this
-        map, or unscored): raw and calibrated scores are never mixed.
+        Original scores are kept. A criterion the jury left unscored (below quorum) stays ``None``;
+        so does one where no calibrated judge voted.
+
+        Args:
+            record: The verdict record.
+            force: Apply the map even to a record of another configuration (provenance).
+            formula: The rubric's formula (e.g. MIRAGE's weighted sum), evaluated on the
+                calibrated values and stored under its name; it is ``None`` when a criterion it
+                uses has no calibrated value (not calibrated by this map, or unscored): raw and
+                calibrated scores are never mixed.
+
+        Returns:
+            The record as plain data with ``calibrated`` added.
+
+        Raises:
+            ProvenanceMismatchError: The record is of another configuration and ``force`` is not
+                set.
+            NotFittedError: The map is neither fitted nor loaded.
         """
         self._check_fitted()
         rec = VerdictRecord.from_record(record)
@@ -172,14 +222,37 @@ class CalibrationMap:
 
     def apply_to_records(self, records: list[dict[str, Any] | VerdictRecord], force: bool = False, *,
                          formula: Formula | None = None) -> list[dict[str, Any]]:
-        """:meth:`apply_to_record` on each record, in order."""
+        """:meth:`apply_to_record` on each record, in order.
+
+        Args:
+            records: The verdict records.
+            force: Apply the map even to records of another configuration (provenance).
+            formula: The rubric's formula, evaluated on the calibrated values.
+
+        Returns:
+            The records with ``calibrated`` added.
+
+        Raises:
+            ProvenanceMismatchError: A record is of another configuration and ``force`` is not
+                set.
+            NotFittedError: The map is neither fitted nor loaded.
+        """
         return [self.apply_to_record(r, force=force, formula=formula) for r in records]
 
     # ------------------------------------------------------------------ persistence
 
     def to_dict(self) -> dict[str, Any]:
-        """The map as plain data (the file :meth:`save` writes): format, provenance, parameters,
-        what it was fitted on, the per-criterion maps, cross-validation and notes."""
+        """The map as plain data (the file :meth:`save` writes).
+
+        It holds the format, provenance, parameters, what it was fitted on, the per-criterion maps,
+        cross-validation and notes.
+
+        Returns:
+            The data :meth:`from_dict` reads.
+
+        Raises:
+            NotFittedError: The map is neither fitted nor loaded.
+        """
         self._check_fitted()
         return {
             "format": FORMAT,
@@ -193,13 +266,34 @@ class CalibrationMap:
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write YAML (``.yaml``/``.yml``) or JSON (anything else); both are human-readable."""
+        """Write YAML (``.yaml``/``.yml``) or JSON (anything else); both are human-readable.
+
+        Args:
+            path: The file to write.
+
+        Returns:
+            The path written.
+
+        Raises:
+            NotFittedError: The map is neither fitted nor loaded.
+        """
         return write_document(self.to_dict(), path)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "<dict>") -> CalibrationMap:
-        """A map from :meth:`to_dict`'s data; InputDataError naming ``source`` when it is not a
-        calibration map, has no provenance, bad parameters or a malformed criteria section."""
+        """A map from :meth:`to_dict`'s data.
+
+        Args:
+            d: The data :meth:`to_dict` wrote.
+            source: What messages and the map's identity call the data.
+
+        Returns:
+            The map, fitted.
+
+        Raises:
+            InputDataError: Naming ``source``, when the data is not a calibration map, has no
+                provenance, bad parameters or a malformed criteria section.
+        """
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise InputDataError(f"{source}: not a jurybox calibration map (expected "
                                  f"format: {FORMAT})")
@@ -223,9 +317,17 @@ class CalibrationMap:
 
     @classmethod
     def load(cls, path: str | Path) -> CalibrationMap:
-        """A map read from a YAML (``.yaml``/``.yml``) or JSON file, its identity taken from the
-        file; InputDataError for a missing file, text that is not UTF-8 or does not parse, or not a
-        map."""
+        """A map read from a YAML (``.yaml``/``.yml``) or JSON file, its identity from the file.
+
+        Args:
+            path: The map's file.
+
+        Returns:
+            The map, fitted.
+
+        Raises:
+            InputDataError: A missing file, text that is not UTF-8 or does not parse, or not a map.
+        """
         path = Path(path)
         if not path.exists():
             raise InputDataError(f"{path}: no such file")
@@ -258,8 +360,23 @@ class CalibrationMap:
     @classmethod
     def load_for(cls, path: str | Path, provenance: str, force: bool = False
                  ) -> AppliedCalibration:
-        """A map to apply while judging the configuration ``provenance`` (of a rubric and
-        jury): a map fitted for another configuration is refused unless ``force``."""
+        """A map to apply while judging the configuration ``provenance`` (of a rubric and jury).
+
+        A map fitted for another configuration is refused unless ``force``.
+
+        Args:
+            path: The map's file.
+            provenance: The provenance of the rubric and jury about to judge.
+            force: Apply the map even though it was fitted for another configuration.
+
+        Returns:
+            The map with the identity its records will carry.
+
+        Raises:
+            InputError: The file cannot be read, or the map was fitted for another configuration and
+                ``force`` is not set.
+            InputDataError: The file is not a calibration map.
+        """
         path = Path(path)
         try:
             cmap = cls.load(path)
@@ -273,13 +390,29 @@ class CalibrationMap:
         return AppliedCalibration(cmap, cmap.identity_, force)
 
     def hurting(self) -> list[str]:
-        """Criteria whose cross-validation shows calibration moves values away from humans."""
+        """Criteria whose cross-validation shows calibration moves values away from humans.
+
+        Returns:
+            The criteria's names.
+
+        Raises:
+            NotFittedError: The map is neither fitted nor loaded.
+        """
         self._check_fitted()
         return [name for name, cv in self.cv_.items() if cv_verdict(cv) == "hurts"]
 
     def warnings(self) -> list[str]:
-        """What a user should know before applying the map: criteria not calibrated, fits that
-        did not converge, and each criterion's cross-validated verdict when it is not 'helps'."""
+        """What a user should know before applying the map.
+
+        Those are the criteria not calibrated, fits that did not converge, and each criterion's
+        cross-validated verdict when it is not 'helps'.
+
+        Returns:
+            One line per warning.
+
+        Raises:
+            NotFittedError: The map is neither fitted nor loaded.
+        """
         self._check_fitted()
         notes = list(self.notes_)
         for name, cv in self.cv_.items():
@@ -299,7 +432,14 @@ class CalibrationMap:
         return notes
 
     def describe(self) -> str:
-        """A readable summary: per criterion the map kind, weights and the CV verdict."""
+        """A readable summary: per criterion the map kind, weights and the CV verdict.
+
+        Returns:
+            The summary, one line per criterion and cross-validation line.
+
+        Raises:
+            NotFittedError: The map is neither fitted nor loaded.
+        """
         self._check_fitted()
         lines = [f"calibration map for provenance {self.provenance_} "
                  f"({self.method}, output={self.output}, value={self.value})"]
@@ -318,8 +458,11 @@ class CalibrationMap:
 
 
 def file_identity(path: Path, content: bytes) -> str:
-    """What a calibration map's records carry to say which map calibrated them: the file's
-    name and the start of the SHA-256 of its bytes (a refit map is another identity)."""
+    """What a calibration map's records carry to say which map calibrated them.
+
+    That is the file's name and the start of the SHA-256 of its bytes (a refit map is another
+    identity).
+    """
     return f"{path.name}:{hashlib.sha256(content).hexdigest()[:12]}"
 
 
@@ -330,10 +473,19 @@ def conformal_identity(path: Path, content: bytes) -> str:
 
 @dataclass(frozen=True)
 class AppliedCalibration:
-    """A calibration map and/or a conformal map applied while judging, and the identity its
-    records carry, so that one results file never mixes calibrated and uncalibrated records
-    (or two maps). The conformal map adds each criterion's interval and, with
-    ``route_width``, sends items with wider intervals to a human."""
+    """A calibration map and/or a conformal map applied while judging, with its records' identity.
+
+    The identity its records carry makes sure one results file never mixes calibrated and
+    uncalibrated records (or two maps). The conformal map adds each criterion's interval and, with
+    ``route_width``, sends items with wider intervals to a human.
+
+    Attributes:
+        map: The calibration map, or ``None`` for a conformal map alone.
+        identity: What each record carries under ``calibration``.
+        force: Whether the calibration map is applied to records of another configuration.
+        conformal: The conformal map, or ``None``.
+        route_width: The widest interval kept from a human; ``None``: no routing.
+    """
 
     map: CalibrationMap | None
     identity: str
@@ -342,11 +494,25 @@ class AppliedCalibration:
     route_width: float | None = None
 
     def apply(self, record: dict[str, Any], rubric: Rubric, item: Any = None) -> dict[str, Any]:
-        """The record with its calibrated scores (and the rubric's formula over them), its
-        intervals and route. ``item`` (the :class:`~jurybox.rubrics.Item` judged) gives the
-        group of a conformal map fitted per group: its field named by the map's
-        ``group_column`` (an item without it, or of a group the map has no threshold for, gets
-        the overall threshold)."""
+        """The record with its calibrated scores (and formula over them), intervals and route.
+
+        The formula is the rubric's.
+
+        Args:
+            record: The verdict record, as plain data.
+            rubric: The rubric judged (its formula and scales).
+            item: The :class:`~jurybox.rubrics.Item` judged: it gives the group of a conformal map
+                fitted per group, its field named by the map's ``group_column`` (an item without it,
+                or of a group the map has no threshold for, gets the overall threshold).
+
+        Returns:
+            The record with ``calibrated``, ``interval``, ``route`` where they apply, and
+            ``calibration`` (the identity).
+
+        Raises:
+            ProvenanceMismatchError: The record is of another configuration and ``force`` is not
+                set.
+        """
         out = record
         if self.map is not None:
             out = self.map.apply_to_record(out, force=self.force, formula=rubric.formula)
@@ -358,7 +524,14 @@ class AppliedCalibration:
         return {**out, "calibration": self.identity}
 
     def group_of(self, item: Any) -> str | None:
-        """The conformal map's group of ``item`` (None: no groups, no item, or no value)."""
+        """The conformal map's group of ``item`` (None: no groups, no item, or no value).
+
+        Args:
+            item: The item judged, or ``None``.
+
+        Returns:
+            The group's name, or ``None``.
+        """
         column = self.conformal.group_column if self.conformal is not None else None
         if column is None or item is None:
             return None
@@ -366,12 +539,24 @@ class AppliedCalibration:
         return None if value is None or value == "" else str(value)
 
     def to_wire(self) -> tuple[Any, ...]:
-        """Plain data for another process (the Ray engine's workers): :meth:`from_wire`."""
+        """Plain data for another process (the Ray engine's workers): :meth:`from_wire`.
+
+        Returns:
+            The maps as plain data, the identity, ``force`` and ``route_width``.
+        """
         return (None if self.map is None else self.map.to_dict(), self.identity, self.force,
                 None if self.conformal is None else self.conformal.to_dict(), self.route_width)
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...]) -> AppliedCalibration:
+        """The applied calibration :meth:`to_wire` sent.
+
+        Args:
+            wire: What :meth:`to_wire` returned.
+
+        Returns:
+            The applied calibration, its maps rebuilt.
+        """
         cmap, identity, force, conformal, width = wire
         return cls(None if cmap is None else CalibrationMap.from_dict(cmap), identity, force,
                    None if conformal is None else ConformalMap.from_dict(conformal), width)
@@ -380,8 +565,27 @@ class AppliedCalibration:
     def combine(cls, calibration: AppliedCalibration | None, conformal_path: str | Path | None,
                 provenance: str, force: bool = False,
                 route_width: float | None = None) -> AppliedCalibration | None:
-        """``calibration`` (if any) with the conformal map at ``conformal_path`` (if any),
-        which, like a calibration map, is refused for another configuration unless ``force``."""
+        """``calibration`` (if any) with the conformal map at ``conformal_path`` (if any).
+
+        The conformal map, like a calibration map, is refused for another configuration unless
+        ``force``.
+
+        Args:
+            calibration: The calibration map applied, or ``None``.
+            conformal_path: The conformal map's file, or ``None``.
+            provenance: The provenance of the rubric and jury about to judge.
+            force: Apply the conformal map even though it was fitted for another configuration.
+            route_width: The widest interval kept from a human; ``None``: no routing.
+
+        Returns:
+            ``calibration`` alone without a conformal map, else both applied together (``None`` when
+            neither).
+
+        Raises:
+            InputError: The conformal map's file cannot be read, or it was fitted for another
+                configuration and ``force`` is not set.
+            InputDataError: The file is not a conformal map.
+        """
         if conformal_path is None:
             return calibration
         path = Path(conformal_path)
@@ -401,8 +605,22 @@ class AppliedCalibration:
     def joined(cls, calibration: AppliedCalibration | None, conformal: ConformalMap,
                identity: str, route_width: float | None = None,
                force: bool = False) -> AppliedCalibration:
-        """``calibration`` (if any) and a conformal map whose :func:`conformal_identity` is
-        ``identity``, applied together: the records carry both identities."""
+        """``calibration`` (if any) and a conformal map, applied together.
+
+        The records carry both identities; the conformal map's :func:`conformal_identity` is
+        ``identity``.
+
+        Args:
+            calibration: The calibration map applied, or ``None``.
+            conformal: The conformal map.
+            identity: The conformal map's identity.
+            route_width: The widest interval kept from a human; ``None``: no routing.
+            force: Whether the maps are applied to records of another configuration (the calibration
+                map's own ``force`` wins when there is one).
+
+        Returns:
+            The two applied together.
+        """
         if calibration is None:
             return cls(None, identity, force, conformal, route_width)
         return cls(calibration.map, f"{calibration.identity} + {identity}", calibration.force,
@@ -414,7 +632,29 @@ def fit_calibration(human_labels: HumanLabels | str | Path,
                     output: Output = "clip", value: ValueKind = "score", scales: Any = None,
                     criteria: list[str] | None = None, provenance: str | None = None,
                     cv_folds: int = 5, seed: int = 0) -> CalibrationMap:
-    """Fit a :class:`CalibrationMap` from a human labels file and a ``jurybox judge`` file."""
+    """Fit a :class:`CalibrationMap` from a human labels file and a ``jurybox judge`` file.
+
+    Args:
+        human_labels: Human labels, or the path of a labels file.
+        judge_output: Judge output, or the path of a ``jurybox judge`` output file.
+        method: The calibrator per judge on numeric scales: ``isotonic`` or ``ordinal``.
+        output: ``"clip"`` for continuous values within the scale's range, or ``"round"`` for the
+            nearest scale value.
+        value: Which value of each vote is calibrated: ``score`` or ``expected``.
+        scales: A rubric or {criterion: scale} to validate the human labels with.
+        criteria: The criteria to fit (default: all the judge output has).
+        provenance: The configuration the map is for, when the records carry none.
+        cv_folds: Folds of the cross-validation (at least 2).
+        seed: Seed of the folds and the bootstrap.
+
+    Returns:
+        The fitted map.
+
+    Raises:
+        InputDataError: A bad parameter, no criterion can be fitted, or the records carry no
+            provenance and ``provenance`` is not given (and the join's errors).
+        JoinError: Labels and verdicts have no id or criterion in common.
+    """
     return CalibrationMap(method=method, output=output, value=value, cv_folds=cv_folds,
                           seed=seed).fit(human_labels, judge_output, scales=scales,
                                          criteria=criteria, provenance=provenance)

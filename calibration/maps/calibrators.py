@@ -39,8 +39,14 @@ def _finish(pred: np.ndarray, scale: np.ndarray, output: str) -> np.ndarray:
 class IsotonicCalibrator:
     """Monotone map from judge score to human scale (scikit-learn ``IsotonicRegression``).
 
-    ``scale`` is the human scale (output is clipped to its range; ``output="round"`` snaps to
-    its nearest value). Judge scores outside the training range map to the end values.
+    Judge scores outside the training range map to the end values.
+
+    Args:
+        scale: The human scale's values (output is clipped to its range).
+        output: ``"clip"`` to clip to the scale's range, or ``"round"`` to snap to its nearest
+            value.
+        increasing: Whether the map increases (``True``), decreases (``False``), or the direction
+            is chosen from the data (``"auto"``, as scikit-learn's).
     """
 
     kind = "isotonic"
@@ -52,8 +58,18 @@ class IsotonicCalibrator:
         self.increasing = increasing
 
     def fit(self, x: Any, y: Any) -> IsotonicCalibrator:
-        """Fit on judge scores ``x`` and human values ``y`` (pairs with a NaN left out); returns
-        self. InputDataError for a bad ``output``, unequal lengths or fewer than 2 pairs."""
+        """Fit on judge scores ``x`` and human values ``y`` (pairs with a NaN left out).
+
+        Args:
+            x: The judge's scores.
+            y: The human values, aligned with ``x``.
+
+        Returns:
+            This calibrator, fitted.
+
+        Raises:
+            InputDataError: A bad ``output``, unequal lengths or fewer than 2 pairs.
+        """
         from sklearn.isotonic import IsotonicRegression  # lazy: sklearn import is ~1 s
 
         if self.output not in ("clip", "round"):
@@ -68,8 +84,17 @@ class IsotonicCalibrator:
         return self
 
     def predict(self, x: Any) -> np.ndarray:
-        """The calibrated values of ``x`` on the human scale (NaN stays NaN); NotFittedError before
-        ``fit``."""
+        """The calibrated values of ``x`` on the human scale (NaN stays NaN).
+
+        Args:
+            x: Judge scores, any shape.
+
+        Returns:
+            The calibrated values, in the shape of ``x``.
+
+        Raises:
+            NotFittedError: Before ``fit``.
+        """
         if not hasattr(self, "x_thresholds_"):
             raise NotFittedError("IsotonicCalibrator is not fitted; call fit(x, y) first")
         x_ = np.asarray(x, dtype=float)
@@ -82,7 +107,11 @@ class IsotonicCalibrator:
         return np.where(np.isnan(x_), np.nan, pred)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fitted calibrator as plain data: its parameters and the isotonic thresholds."""
+        """The fitted calibrator as plain data: its parameters and the isotonic thresholds.
+
+        Returns:
+            The data :meth:`from_dict` reads.
+        """
         return {"kind": self.kind, "scale": [float(v) for v in self.scale],
                 "output": self.output, "increasing": self.increasing,
                 "x": self.x_thresholds_.tolist(), "y": self.y_thresholds_.tolist(),
@@ -90,8 +119,17 @@ class IsotonicCalibrator:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> IsotonicCalibrator:
-        """A fitted calibrator from :meth:`to_dict`'s data; InputDataError when ``x`` and ``y`` are
-        empty or differ in length."""
+        """A fitted calibrator from :meth:`to_dict`'s data.
+
+        Args:
+            d: The data :meth:`to_dict` wrote.
+
+        Returns:
+            The calibrator, fitted.
+
+        Raises:
+            InputDataError: ``x`` and ``y`` are empty or differ in length.
+        """
         self = cls(d["scale"], d.get("output", "clip"), d.get("increasing", True))
         self.x_thresholds_ = np.asarray(d["x"], dtype=float)
         self.y_thresholds_ = np.asarray(d["y"], dtype=float)
@@ -105,8 +143,13 @@ class OrdinalCalibrator:
     """Cumulative-logit (proportional odds) model: P(human <= k | s) = sigmoid(theta_k - beta*s).
 
     Fitted by maximum likelihood with a small ridge penalty (``l2``) that keeps thresholds
-    finite when a scale point is never used or the judge separates classes perfectly. Output is
-    the expected human value (``clip``) or the most probable scale value (``round``).
+    finite when a scale point is never used or the judge separates classes perfectly.
+
+    Args:
+        scale: The human scale's values.
+        output: ``"clip"`` for the expected human value, or ``"round"`` for the most probable
+            scale value.
+        l2: The ridge penalty's weight.
     """
 
     kind = "ordinal"
@@ -117,9 +160,19 @@ class OrdinalCalibrator:
         self.l2 = l2
 
     def fit(self, x: Any, y: Any) -> OrdinalCalibrator:
-        """Fit on judge scores ``x`` and human values ``y`` (pairs with a NaN left out); returns
-        self. InputDataError for a bad ``output``, unequal lengths, fewer than 2 pairs or a human
-        value off the scale."""
+        """Fit on judge scores ``x`` and human values ``y`` (pairs with a NaN left out).
+
+        Args:
+            x: The judge's scores.
+            y: The human values, aligned with ``x``, each a value of the scale.
+
+        Returns:
+            This calibrator, fitted.
+
+        Raises:
+            InputDataError: A bad ``output``, unequal lengths, fewer than 2 pairs or a human value
+                off the scale.
+        """
         from scipy.optimize import minimize  # lazy
 
         if self.output not in ("clip", "round"):
@@ -178,16 +231,37 @@ class OrdinalCalibrator:
         return self
 
     def predict_proba(self, x: Any) -> np.ndarray:
-        """The probability of each scale value (in ascending order) for each score in ``x``, on a
-        last axis; NotFittedError before ``fit``."""
+        """The probability of each scale value (in ascending order) for each score in ``x``.
+
+        Args:
+            x: Judge scores, any shape.
+
+        Returns:
+            The probabilities, on a last axis added to the shape of ``x``.
+
+        Raises:
+            NotFittedError: Before ``fit``.
+        """
         if not hasattr(self, "thresholds_"):
             raise NotFittedError("OrdinalCalibrator is not fitted; call fit(x, y) first")
         z = (np.asarray(x, dtype=float) - self.center_) / self.spread_
         return _category_probs(self.thresholds_, self.coef_, z)
 
     def predict(self, x: Any) -> np.ndarray:
-        """The calibrated values of ``x``: the expected human value (``clip``) or the most probable
-        scale value (``round``); NaN stays NaN."""
+        """The calibrated values of ``x``: the expected human value or the most probable one.
+
+        The expected human value with ``output="clip"``, the most probable scale value with
+        ``"round"``; NaN stays NaN.
+
+        Args:
+            x: Judge scores, any shape.
+
+        Returns:
+            The calibrated values, in the shape of ``x``.
+
+        Raises:
+            NotFittedError: Before ``fit``.
+        """
         x_ = np.asarray(x, dtype=float)
         scale = np.asarray(sorted(self.scale), dtype=float)
         probs = self.predict_proba(np.nan_to_num(x_))
@@ -198,8 +272,11 @@ class OrdinalCalibrator:
         return np.where(np.isnan(x_), np.nan, pred)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fitted calibrator as plain data: its parameters, thresholds, slope and
-        standardisation."""
+        """The fitted calibrator as plain data: parameters, thresholds, slope and standardisation.
+
+        Returns:
+            The data :meth:`from_dict` reads.
+        """
         return {"kind": self.kind, "scale": [float(v) for v in self.scale],
                 "output": self.output, "l2": self.l2,
                 "thresholds": self.thresholds_.tolist(), "coef": self.coef_,
@@ -208,8 +285,17 @@ class OrdinalCalibrator:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OrdinalCalibrator:
-        """A fitted calibrator from :meth:`to_dict`'s data; InputDataError unless there is one
-        threshold fewer than scale values."""
+        """A fitted calibrator from :meth:`to_dict`'s data.
+
+        Args:
+            d: The data :meth:`to_dict` wrote.
+
+        Returns:
+            The calibrator, fitted.
+
+        Raises:
+            InputDataError: Unless there is one threshold fewer than scale values.
+        """
         self = cls(d["scale"], d.get("output", "clip"), d.get("l2", 1e-3))
         self.thresholds_ = np.asarray(d["thresholds"], dtype=float)
         self.coef_ = float(d["coef"])
@@ -234,8 +320,10 @@ CALIBRATORS: dict[str, type[IsotonicCalibrator] | type[OrdinalCalibrator]] = {
 
 
 def calibrator_from_dict(d: dict[str, Any]) -> IsotonicCalibrator | OrdinalCalibrator:
-    """The calibrator a ``to_dict`` result describes, by its ``kind``; InputDataError for an unknown
-    kind."""
+    """The calibrator a ``to_dict`` result describes, by its ``kind``.
+
+    InputDataError for an unknown kind.
+    """
     kind = d.get("kind")
     if kind not in CALIBRATORS:
         raise InputDataError(f"unknown calibrator kind {kind!r} (expected {list(CALIBRATORS)})")

@@ -1,7 +1,9 @@
-"""Conformal intervals per item and criterion: "a human would give this item a level between 2
-and 4, with probability at least 90%", from the jury's own distributions, with a finite-sample
-guarantee (split conformal prediction; Vovk et al. 2005, Angelopoulos & Bates 2021; for LLM-judge
-scores on ordinal scales, arXiv 2509.18658).
+"""Conformal intervals per item and criterion, with a finite-sample guarantee.
+
+"A human would give this item a level between 2 and 4, with probability at least 90%", from
+the jury's own distributions, with a finite-sample guarantee (split conformal prediction; Vovk
+et al. 2005, Angelopoulos & Bates 2021; for LLM-judge scores on ordinal scales, arXiv
+2509.18658).
 
 The set grows from the jury's predictive distribution on the criterion (the judges' score
 distributions mixed with equal weight, a point mass where a judge gave none:
@@ -54,8 +56,10 @@ COVERS = ("every-rater", "one-rater")
 
 
 def level_scores(probabilities: Any, levels: Sequence[float]) -> np.ndarray:
-    """Each level's score (module text) for each row of ``probabilities`` (items x levels, the
-    levels ascending; rows summing to 1)."""
+    """Each level's score (module text) for each row of ``probabilities``.
+
+    ``probabilities`` is items x levels, the levels ascending, rows summing to 1.
+    """
     p = np.asarray(probabilities, dtype=float)
     values = np.asarray(levels, dtype=float)
     n, k = p.shape
@@ -84,8 +88,10 @@ def level_scores(probabilities: Any, levels: Sequence[float]) -> np.ndarray:
 
 
 def threshold(nonconformity: Any, alpha: float) -> float:
-    """The split-conformal threshold: the ``ceil((n + 1)(1 - alpha))``-th smallest score, or
-    infinity (the whole scale) when there are too few."""
+    """The split-conformal threshold: the ``ceil((n + 1)(1 - alpha))``-th smallest score.
+
+    Infinity (the whole scale) when there are too few.
+    """
     s = np.sort(np.asarray(nonconformity, dtype=float))
     if not 0 < alpha < 1:
         raise InputDataError(f"alpha must be in (0, 1); got {alpha}")
@@ -94,8 +100,10 @@ def threshold(nonconformity: Any, alpha: float) -> float:
 
 
 def intervals(scores: Any, levels: Sequence[float], cut: float) -> np.ndarray:
-    """``[low, high]`` per row: the levels whose score is at most ``cut`` (contiguous by
-    construction; the whole scale for an infinite cut)."""
+    """``[low, high]`` per row: the levels whose score is at most ``cut``.
+
+    Contiguous by construction; the whole scale for an infinite cut.
+    """
     s = np.asarray(scores, dtype=float)
     values = np.asarray(levels, dtype=float)
     inside = s <= cut
@@ -140,8 +148,11 @@ def label_scores(criterion: str, scores: np.ndarray, labels: Sequence[Sequence[f
 
 def nonconformity(per_rater: Sequence[np.ndarray], cover: str,
                   rng: np.random.Generator | None = None) -> np.ndarray:
-    """Each item's nonconformity from its raters' label scores: the largest (``every-rater``)
-    or one drawn at random (``one-rater``; ``rng`` fixes the draw)."""
+    """Each item's nonconformity from its raters' label scores: the largest, or one at random.
+
+    The largest with ``every-rater``, one drawn at random with ``one-rater`` (``rng`` fixes the
+    draw).
+    """
     if cover not in COVERS:
         raise InputDataError(f"cover must be one of {list(COVERS)}; got {cover!r}")
     if cover == "every-rater":
@@ -154,9 +165,11 @@ def fit_criterion(criterion: str, probabilities: Any, labels: Sequence[Sequence[
                   levels: Sequence[float], alpha: float,
                   groups: Sequence[str | None] | None = None, *, cover: str = "every-rater",
                   rng: np.random.Generator | None = None) -> ConformalCriterion:
-    """The thresholds from labelled items: the jury's distributions (items x levels) and each
-    item's raters' labels (values of ``levels``), covering every rater's label or a random
-    one's (``cover``, module text)."""
+    """The thresholds from labelled items: the jury's distributions and the raters' labels.
+
+    The distributions are items x levels; each item's raters' labels are values of ``levels``;
+    the intervals cover every rater's label or a random one's (``cover``, module text).
+    """
     values = list(map(float, levels))
     scores = level_scores(probabilities, values)
     worst = nonconformity(label_scores(criterion, scores, labels, values), cover, rng)
@@ -192,10 +205,12 @@ def probability_rows(distributions: Sequence[Mapping[float, float] | None],
 
 @dataclass
 class ConformalMap:
-    """Conformal thresholds per criterion, fitted on human labels for one rubric and jury
-    configuration (``provenance``), with what cross-validation on those labels says of them
-    (``report``). :meth:`apply_to_record` gives a verdict its intervals and, with a
-    ``route_width``, sends an item with a wider (or no) interval to a human."""
+    """Conformal thresholds per criterion, fitted on human labels for one rubric and jury.
+
+    The configuration is ``provenance``; ``report`` holds what cross-validation on those labels
+    says of the thresholds. :meth:`apply_to_record` gives a verdict its intervals and, with a
+    ``route_width``, sends an item with a wider (or no) interval to a human.
+    """
 
     alpha: float
     criteria: dict[str, ConformalCriterion]
@@ -207,6 +222,7 @@ class ConformalMap:
     cover: str = "every-rater"
 
     def to_dict(self) -> dict[str, Any]:
+        """The map as plain data (what :meth:`save` writes; infinite thresholds as null)."""
         return {"kind": "conformal", "alpha": self.alpha, "cover": self.cover,
                 "provenance": self.provenance,
                 "rubric": self.rubric, "group_column": self.group_column,
@@ -219,6 +235,10 @@ class ConformalMap:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "the file") -> ConformalMap:
+        """A map from :meth:`to_dict`'s data.
+
+        InputDataError naming ``source`` when it is not one.
+        """
         if not isinstance(data, Mapping) or data.get("kind") != "conformal":
             raise InputDataError(f"{source} is not a conformal map (from `jurybox calibrate "
                                  "--conformal`)")
@@ -252,6 +272,10 @@ class ConformalMap:
 
     @classmethod
     def load(cls, path: Any) -> ConformalMap:
+        """A map read from a YAML or JSON file.
+
+        InputDataError when it does not parse or is not a conformal map.
+        """
         from pathlib import Path
 
         import yaml
@@ -265,8 +289,10 @@ class ConformalMap:
 
     def intervals_of(self, record: Any, scales: Mapping[str, Any],
                      group: str | None = None) -> dict[str, list[float] | None]:
-        """criterion -> ``[low, high]`` for a verdict record (None where the jury gave no
-        scored vote on the criterion)."""
+        """Criterion -> ``[low, high]`` for a verdict record.
+
+        None where the jury gave no scored vote on the criterion.
+        """
         from ..data.verdicts import mixed_distribution
 
         raw = record.votes if hasattr(record, "votes") else record.get("votes", [])
@@ -287,9 +313,11 @@ class ConformalMap:
     def apply_to_record(self, record: dict[str, Any], scales: Mapping[str, Any],
                         route_width: float | None = None,
                         group: str | None = None) -> dict[str, Any]:
-        """The record with ``interval`` (criterion -> [low, high] or null) and, with a
-        ``route_width``, ``route`` (``{"to": "human", "reasons": [...]}``) where an interval
-        is wider than it or missing."""
+        """The record with ``interval`` and, with a ``route_width``, ``route``.
+
+        ``interval`` is criterion -> [low, high] or null; ``route`` (``{"to": "human", "reasons":
+        [...]}``) is added where an interval is wider than ``route_width`` or missing.
+        """
         got = self.intervals_of(record, scales, group)
         out = {**record, "interval": got}
         if route_width is not None:
@@ -321,15 +349,17 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
                   groups: Mapping[str, str] | None = None, group_column: str | None = None,
                   provenance: str | None = None, rubric: str | None = None,
                   folds: int = 5, seed: int = 0, cover: str = "every-rater") -> ConformalMap:
-    """A :class:`ConformalMap` from human label ``lines`` (``label_rows``) and the verdict
-    ``records`` of the labelled items (and others: every record counts towards the report's
-    widths). ``groups``: item id -> group, for per-group thresholds; ``cover``: what an interval
-    holds where items have several raters (:data:`COVERS`, module text). The report holds, per
-    criterion, the labelled items used, the threshold, the mean width and single-level share
-    over all the records, the coverage under ``folds``-fold cross-validation on the labels
-    (overall, per group, and among the items each route width would keep), and where items have
-    several raters what the other ``cover`` would give. Labels chosen actively for the
-    benchmark mean are refused (module text)."""
+    """A :class:`ConformalMap` from human label ``lines`` and the verdict ``records``.
+
+    ``lines`` are as ``label_rows`` gives them; ``records`` are those of the labelled items (and
+    others: every record counts towards the report's widths). ``groups``: item id -> group, for
+    per-group thresholds; ``cover``: what an interval holds where items have several raters
+    (:data:`COVERS`, module text). The report holds, per criterion, the labelled items used, the
+    threshold, the mean width and single-level share over all the records, the coverage under
+    ``folds``-fold cross-validation on the labels (overall, per group, and among the items each
+    route width would keep), and where items have several raters what the other ``cover`` would
+    give. Labels chosen actively for the benchmark mean are refused (module text).
+    """
     from ..data.labels import chosen_actively, labels_by_item
     from ..data.verdicts import mixed_distribution
 
@@ -405,11 +435,14 @@ def _spans(rows: np.ndarray, levels: Sequence[float], cut: float) -> np.ndarray:
 def _cross_validated(rows: np.ndarray, labels: Sequence[Sequence[float]], levels: Sequence[float],
                      alpha: float, groups: Sequence[str | None] | None, folds: int,
                      rng: np.random.Generator, cover: str = "every-rater") -> dict[str, Any]:
-    """Coverage under k-fold cross-validation: of every rater's label (``every-rater``) or of
-    a random rater's (``one-rater``: the share of an item's raters covered), overall, per group
-    (each group's own threshold where groups are given) and among the items each route width
-    would keep (``cv_by_route_width``: the held-out items whose interval is at most that wide;
-    the guarantee is marginal, so these can be covered less than 1 - alpha)."""
+    """Coverage under k-fold cross-validation, overall, per group and per route width.
+
+    The coverage is of every rater's label (``every-rater``) or of a random rater's
+    (``one-rater``: the share of an item's raters covered), overall, per group (each group's own
+    threshold where groups are given) and among the items each route width would keep
+    (``cv_by_route_width``: the held-out items whose interval is at most that wide; the guarantee
+    is marginal, so these can be covered less than 1 - alpha).
+    """
     n = rows.shape[0]
     k = max(2, min(folds, n))
     order = rng.permutation(n)
@@ -438,8 +471,11 @@ def _cross_validated(rows: np.ndarray, labels: Sequence[Sequence[float]], levels
 
 def _by_route_width(hit: np.ndarray, width: np.ndarray, levels: Sequence[float]
                     ) -> list[dict[str, Any]]:
-    """Per route width W (each distance between levels, as ``--route-width W`` keeps an item
-    whose interval is at most W wide): the share of held-out items kept and their coverage."""
+    """Per route width W: the share of held-out items kept and their coverage.
+
+    The widths are each distance between levels, as ``--route-width W`` keeps an item whose
+    interval is at most W wide.
+    """
     out = []
     for w in sorted({float(v) - float(levels[0]) for v in levels}):
         kept = width <= w + 1e-12

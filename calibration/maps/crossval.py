@@ -1,6 +1,8 @@
-"""Whether calibration helps: k-fold cross-validated agreement of the jury with the human
-consensus before and after calibration, with a bootstrap CI of the improvement, and the text
-that reports it."""
+"""Whether calibration helps: cross-validated agreement with humans before and after.
+
+K-fold cross-validated agreement of the jury with the human consensus before and after
+calibration, with a bootstrap CI of the improvement, and the text that reports it.
+"""
 
 from __future__ import annotations
 
@@ -105,9 +107,11 @@ def cross_validate(data: CriterionData, params: dict[str, Any]) -> dict[str, Any
 
 
 def cv_verdict(cv: dict[str, Any]) -> Literal["helps", "hurts", "unclear", "skipped"]:
-    """What one criterion's cross-validation says: the improvement CI lies above 0 (helps),
-    below 0 (hurts), or straddles it (unclear). Read from the CI, so maps saved before the
-    ``hurts`` flag existed get the same answer."""
+    """What one criterion's cross-validation says: helps, hurts, unclear (or skipped).
+
+    The improvement CI lies above 0 (helps), below 0 (hurts), or straddles it (unclear). Read from
+    the CI, so maps saved before the ``hurts`` flag existed get the same answer.
+    """
     if "before" not in cv:
         return "skipped"
     ci = (cv.get("improvement") or {}).get("ci")

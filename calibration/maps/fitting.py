@@ -1,6 +1,9 @@
-"""Fitting a calibration map's per-criterion parts: a calibrator per judge onto the human scale
-with jury weights from each judge's out-of-fold error (numeric scales), or a Dawid-Skene model
-with human labels clamped as truth (labelled scales)."""
+"""Fitting a calibration map's per-criterion parts.
+
+A calibrator per judge onto the human scale with jury weights from each judge's out-of-fold
+error (numeric scales), or a Dawid-Skene model with human labels clamped as truth (labelled
+scales).
+"""
 
 from __future__ import annotations
 
@@ -73,8 +76,11 @@ class CriterionMap:
         return np.where(any_vote, out, np.nan)
 
     def to_dict(self) -> dict[str, Any]:
-        """The map as plain data: kind, scale and item count, then weights and per-judge calibrators
-        (numeric) or the Dawid-Skene priors and confusion matrices (categorical)."""
+        """The map as plain data: kind, scale and item count, then the fitted model.
+
+        The model is the weights and per-judge calibrators (numeric) or the Dawid-Skene priors and
+        confusion matrices (categorical).
+        """
         out: dict[str, Any] = {"kind": self.kind, "scale": self.scale.compact(),
                                "n_items": self.n_items}
         if self.kind == "numeric":
@@ -89,8 +95,10 @@ class CriterionMap:
 
     @classmethod
     def from_dict(cls, criterion: str, d: dict[str, Any]) -> CriterionMap:
-        """The map for ``criterion`` from :meth:`to_dict`'s data; InputDataError for an unknown kind
-        or weights that do not match the judges."""
+        """The map for ``criterion`` from :meth:`to_dict`'s data.
+
+        InputDataError for an unknown kind or weights that do not match the judges.
+        """
         scale = Scale.coerce(d["scale"])
         if d["kind"] == "numeric":
             cals = {j: calibrator_from_dict(c) for j, c in d["judges"].items()}
@@ -107,8 +115,10 @@ class CriterionMap:
 
 def _scale_codes(x: np.ndarray, scale: np.ndarray, judge: str, criterion: str
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Index of each judge value on the scale, and which items the judge voted on; a value off
-    the scale is an error, never snapped to the nearest point."""
+    """Index of each judge value on the scale, and which items the judge voted on.
+
+    A value off the scale is an error, never snapped to the nearest point.
+    """
     voted = ~np.isnan(x)
     code = np.abs(np.nan_to_num(x)[:, None] - scale).argmin(axis=1)
     off = voted & ~np.isclose(scale[code], np.nan_to_num(x))
@@ -152,9 +162,12 @@ def _check_human_variation(data: CriterionData) -> None:
 
 
 def fit_criterion(data: CriterionData, params: dict[str, Any]) -> CriterionMap:
-    """The map for one criterion: Dawid-Skene for a categorical one, else a calibrator per judge
-    (``params["method"]``) weighted by inverse out-of-fold squared error. InputDataError when the
-    human labels do not vary or no judge has two distinct scores paired with them."""
+    """The map for one criterion: Dawid-Skene for a categorical one, else a calibrator per judge.
+
+    The calibrators (``params["method"]``) are weighted by inverse out-of-fold squared error.
+    InputDataError when the human labels do not vary or no judge has two distinct scores paired
+    with them.
+    """
     _check_human_variation(data)
     if data.categorical:
         return _fit_categorical(data)
