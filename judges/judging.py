@@ -28,10 +28,10 @@ from jurybox.rubrics import (
     Verdict,
     Vote,
     output_schema,
-    render_messages,
 )
 from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 from jurybox.rubrics.pairwise import a_share, combine_orders, jury_p_a, winner_of
+from jurybox.rubrics.prompts import render_prompt
 
 from .aggregate import aggregate_criterion
 from .backends.protocol import AsyncBackend, Backend, Generation, Request
@@ -110,7 +110,9 @@ class Requests:
 def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
     """Render every judge call of ``rubric`` for each item; raise MissingInputs for items that
     lack an input the rubric needs. A template that fails on one item's values makes that
-    item's votes unscored with the reason, not the batch fail."""
+    item's votes unscored with the reason, not the batch fail. An item holding its loaded
+    images (:meth:`Item.with_images`) gives every request of it those images, placed where the
+    template says (``{{ images_here }}``), for the judges that see images."""
     missing = {it.id: it.missing(rubric) for it in items}
     missing = {k: v for k, v in missing.items() if v}
     if missing:
@@ -126,10 +128,11 @@ def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
     errors: dict[int, str] = {}
     for item in items:
         text = item_text(item)
+        images = item.loaded_images
         for (criteria, order), schema in zip(pairs, schemas):
             try:
-                requests.append(Request(render_messages(rubric, item, list(criteria), order),
-                                        schema, text))
+                messages, place = render_prompt(rubric, item, list(criteria), order)
+                requests.append(Request(messages, schema, text, images, place))
             except Exception as exc:  # a template that fails on this item's values
                 errors[len(requests)] = f"prompt could not be rendered: {exc}"
                 requests.append(None)
@@ -173,6 +176,17 @@ def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[
     return _votes(judge, requests, outputs)
 
 
+def _seen(judge: JudgeSpec, requests: Requests) -> dict[int, list[str]]:
+    """The digests of the images each request showed ``judge`` (by position; none for a
+    text-only judge)."""
+    from .images import sees_images
+
+    if not any(r is not None and r.images for r in requests.requests) or not sees_images(judge):
+        return {}
+    return {k: [im.digest for im in r.images] for k, r in enumerate(requests.requests)
+            if r is not None and r.images}
+
+
 async def ajudge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[list[Vote]]:
     """:func:`judge_votes` for an event loop: the backend's ``agenerate`` when it has one (the
     async vLLM engine, the OpenAI client), else its ``generate`` in a worker thread."""
@@ -202,27 +216,29 @@ def _votes(judge: JudgeSpec, requests: Requests, outputs: Sequence[Generation]) 
     generations: dict[int, Generation] = {k: Generation(error=e) for k, e in requests.errors.items()}
     generations.update(zip(runnable, outputs))
     n_calls = len(requests.calls)
+    seen = _seen(judge, requests)
     votes: list[list[Vote]] = [[] for _ in requests.item_ids]
     for k in range(len(requests.requests)):
         item, call = divmod(k, n_calls)
         votes[item].extend(votes_from_generation(
             judge.name, list(requests.calls[call]), generations[k], judge.reasoning.keep,
-            requests.order(call)))
+            requests.order(call), seen.get(k)))
     return votes
 
 
 def votes_from_generation(
     judge: str, criteria: list[Criterion], gen: Generation, keep_reasoning: bool = False,
-    order: Order | None = None,
+    order: Order | None = None, images: list[str] | None = None,
 ) -> list[Vote]:
     """One vote per criterion of a judge call: a score, or the reason there is none. In a
     pairwise call (``order`` given) the score and expected score are A's share (1: A is better)
-    whatever position A was shown in; the label and distribution are the judge's own answer."""
+    whatever position A was shown in; the label and distribution are the judge's own answer.
+    ``images``: the digests of the images the judge was shown in the call."""
     reasoning = gen.reasoning if keep_reasoning else None
     if gen.error is not None:
         return [
             Vote(judge=judge, criterion=c.name, error=gen.error, latency_s=gen.latency_s,
-                 raw=gen.text or None, reasoning=reasoning, order=order)
+                 raw=gen.text or None, reasoning=reasoning, order=order, images=images)
             for c in criteria
         ]
     answers = parse_answers(gen.text, criteria, complete=gen.finish_reason != "length")
@@ -234,7 +250,7 @@ def votes_from_generation(
             if gen.finish_reason == "length":
                 error = f"output cut at max_tokens ({gen.output_tokens} tokens): {error}"
             votes.append(Vote(judge=judge, criterion=c.name, error=error, latency_s=gen.latency_s,
-                              raw=gen.text, reasoning=reasoning, order=order))
+                              raw=gen.text, reasoning=reasoning, order=order, images=images))
             continue
         dist = score_distribution(c, gen.steps, a.position)
         score, expected = a.value, expected_score(c, dist)
@@ -253,6 +269,7 @@ def votes_from_generation(
                 raw=gen.text,
                 reasoning=reasoning,
                 order=order,
+                images=images,
             )
         )
     return votes

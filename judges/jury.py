@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
+from jurybox.rubrics.images import Image, ImagePolicy
 
 from .backends.base import backend_note
 from .backends.protocol import Backend
 from .backends.registry import make_backend
 from .cache import CacheLookup, VerdictCache
 from .cascade import Steps
+from .images import image_notes
 from .judging import judge_votes, render_requests
 from .spec import JudgeSpec, JurySpec, load_jury_spec, provenance
 
@@ -118,16 +120,49 @@ class Jury:
     """
 
     def __init__(self, spec: JurySpec, backends: dict[str, Backend] | None = None,
-                 cache: VerdictCache | None = None) -> None:
+                 cache: VerdictCache | None = None, images: ImagePolicy | None = None) -> None:
         self.spec = spec
         self._backends: dict[str, Backend] = dict(backends or {})
         self.cache = cache
         self.cache_hits = 0
+        # Where the items' images are read from and their limits (for judges that see them).
+        self.images = images or ImagePolicy()
+        self._notes: dict[str, None] = {}  # what a run should know, once each, in order
+        self._loaded: dict[tuple[str, tuple[str, ...]], tuple[Image, ...]] = {}  # a few items'
 
     @classmethod
-    def load(cls, name_or_path: str | Path, cache: VerdictCache | None = None) -> Jury:
-        """A shipped jury by name, or a jury file (its judges' models load on first use)."""
-        return cls(load_jury_spec(name_or_path), cache=cache)
+    def load(cls, name_or_path: str | Path, cache: VerdictCache | None = None,
+             images: ImagePolicy | None = None) -> Jury:
+        """A shipped jury by name, or a jury file (its judges' models load on first use);
+        ``images``: where the items' images are read from, and their limits."""
+        return cls(load_jury_spec(name_or_path), cache=cache, images=images)
+
+    def with_images(self, items: Sequence[Item]) -> list[Item]:
+        """``items`` holding their loaded images where a judge of the jury sees images (else as
+        they are: no image is read, and a run says once that none is shown). The images of the
+        last items are kept, so that asking whether a chunk needs judging and judging it read
+        them once."""
+        from .images import jury_sees_images, load_item_images
+
+        if not any(it.images_pending for it in items):
+            return list(items)
+        if not jury_sees_images(self.spec):
+            self._notes[f"no judge of jury {self.spec.name} sees images (vision): the items' "
+                        "images were not read or shown; they were judged on their text"] = None
+            return list(items)
+        out = []
+        for it in items:
+            key = (it.id, tuple(it.images))
+            known = self._loaded.get(key)
+            if known is None:
+                (it,) = load_item_images([it], self.images)
+                if len(self._loaded) >= 4096:
+                    self._loaded.clear()
+                self._loaded[key] = it.loaded_images
+            elif it.images_pending:
+                it = it.with_images(known)
+            out.append(it)
+        return out
 
     @property
     def default_chunk_size(self) -> int:
@@ -194,6 +229,7 @@ class Jury:
         at all, without a cache)."""
         if self.cache is None:
             return bool(items)
+        items = self.with_images(items)
         found = self.cache.contains(self.provenance(rubric), [input_hash(it) for it in items])
         return len(found) < len(items)  # (a membership test: score reads the verdicts)
 
@@ -222,8 +258,10 @@ class Jury:
         """Judge ``items`` and return one verdict per item, in order: every judge on every item,
         or, for a cascaded jury, each stage's judges on the items earlier stages left open (a
         judge no item reaches never loads). With a cache, items judged before with the same
-        configuration get their cached verdict and are not judged again."""
+        configuration get their cached verdict and are not judged again. Items' images are
+        read (once, checked) when a judge sees images: :meth:`with_images`."""
         prov = self.provenance(rubric)
+        items = self.with_images(items)
         lookup = CacheLookup.of(self.cache, prov, items)
         self.cache_hits += len(lookup.found)
         fresh = self._judge(rubric, prov, [items[k] for k in lookup.todo], on_judge_done)
@@ -239,6 +277,8 @@ class Jury:
             judges, requests = step
             votes = []
             for judge in judges:
+                self._notes.update(dict.fromkeys(image_notes(judge, rubric.name,
+                                                             requests.requests)))
                 votes.append(judge_votes(judge, self.backend(judge), requests))
                 if on_judge_done is not None:
                     on_judge_done(judge.name, len(requests.item_ids))
@@ -247,8 +287,10 @@ class Jury:
 
     def notes(self) -> list[str]:
         """What the loaded backends say a run should know (e.g. a tokenizer that cannot split
-        the prompts' shared beginning exactly)."""
-        return [note for b in self._backends.values() if (note := backend_note(b))]
+        the prompts' shared beginning exactly), and what judging said of the items' images
+        (a text-only judge not shown them, a rubric with no place for them), once each."""
+        return [*(note for b in self._backends.values() if (note := backend_note(b))),
+                *self._notes]
 
     def close(self) -> None:
         """Close and drop every loaded backend (side by side: a vLLM engine's processes take

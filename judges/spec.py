@@ -215,6 +215,12 @@ class JudgeSpec(BaseModel):
                                           "engine arguments (part of the provenance: some, like "
                                           "quantization, change answers); replay: recording "
                                           "(paths) and delay_s.")
+    vision: bool | None = Field(
+        None, description="Whether the judge is shown the items' images: true (a "
+        "vision-language model: transformers loads it with its processor, vllm passes the "
+        "images as multi-modal data, openai sends them as image parts), false (text only: the "
+        "images are not shown, and a run says so once), or unset: as the model's own config "
+        "says (a config with a vision tower).")
     structured_outputs: Literal["auto", "on", "off"] = Field(
         "auto", description="openai: constrain the answer with the rubric's JSON schema; auto "
         "falls back to free text parsed for the last answer when the server refuses it.")
@@ -465,6 +471,8 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
 
     # The execution block as a whole; and reasoning.keep, which changes what is stored, not judged.
     excluded: dict = {"execution": True, "reasoning": {"keep"}}
+    # A judge whose vision is not set hashes as before the field existed.
+    unset = {k for k, j in enumerate(jury.judges) if j.vision is None}
     stage_info = {"stages": {"__all__": {"expected_reach"}}} if jury.stages else {}
     # A cascade changes verdicts, so its stages are part of the hash; a jury without one hashes
     # as before cascades existed.
@@ -475,7 +483,9 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
                                     exclude=None if rubric.pairwise else {"inconsistent"}),
         "jury": jury.model_dump(
             mode="json",
-            exclude={"name": True, "description": True, "judges": {"__all__": excluded},
+            exclude={"name": True, "description": True,
+                     "judges": {k: {**excluded, **({"vision": True} if k in unset else {})}
+                                for k in range(len(jury.judges))},
                      **dict.fromkeys(plain, True), **stage_info},
         ),
         "weights": [weights_identity(j.model, j.revision, j.backend) for j in jury.judges],

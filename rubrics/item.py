@@ -5,9 +5,12 @@ and it names neither."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+if TYPE_CHECKING:
+    from .images import Image
 
 # A pairwise item's two answers, and the orders a judge sees them in: "ab" (A first), "ba".
 PAIR_FIELDS = ("response_a", "response_b")
@@ -23,7 +26,13 @@ class NeedsInputs(Protocol):
 
 
 class Item(BaseModel):
-    """One thing to judge. Fields beyond the core ones (entity names, goals ...) live in ``extra``."""
+    """One thing to judge. Fields beyond the core ones (entity names, goals ...) live in ``extra``.
+
+    ``images`` are references (paths, ``file://``, ``data:`` or ``http(s)://`` URLs). Once they
+    are loaded (:meth:`with_images`, for a jury with judges that see images), the item holds the
+    checked images themselves (:attr:`loaded_images`: in this process and when pickled, never
+    in its JSON) and their digests in ``image_digests``, so the item's identity
+    (:func:`input_hash`, the verdict cache's key) is their content, not only their paths."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -34,18 +43,42 @@ class Item(BaseModel):
     context: str | None = None
     images: list[str] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
+    image_digests: list[str] = Field(default_factory=list, description="The digests of the "
+                                     "loaded images, in order (empty: not loaded).")
+    _loaded: tuple[Image, ...] = PrivateAttr(default=())
 
     def fields(self) -> dict[str, Any]:
-        """Every field by name, as rubric templates see them."""
+        """Every field by name, as rubric templates see them (an inline image, a ``data:`` URL,
+        as ``inline image N``, never its bytes)."""
         out = dict(self.extra)
         out.update(
             question=self.question,
             response=self.response,
             reference=self.reference,
             context=self.context,
-            images=self.images,
+            images=[f"inline image {k + 1}" if ref.startswith("data:") else ref
+                    for k, ref in enumerate(self.images)],
         )
         return out
+
+    def with_images(self, images: Sequence[Image]) -> Item:
+        """This item holding its loaded ``images`` (one per reference, in order)."""
+        if len(images) != len(self.images):
+            raise ValueError(f"item {self.id!r}: {len(images)} loaded images for "
+                             f"{len(self.images)} references")
+        out = self.model_copy(update={"image_digests": [im.digest for im in images]})
+        out._loaded = tuple(images)
+        return out
+
+    @property
+    def loaded_images(self) -> tuple[Image, ...]:
+        """The images :meth:`with_images` gave this item (empty when not loaded)."""
+        return self._loaded
+
+    @property
+    def images_pending(self) -> bool:
+        """Whether the item names images that it does not hold loaded."""
+        return bool(self.images) and len(self._loaded) != len(self.images)
 
     @property
     def empty_answer(self) -> bool:
@@ -69,10 +102,13 @@ class Item(BaseModel):
 
 
 def input_hash(item: Item) -> str:
-    """Identity of what was judged (every field of the item, its id included): a resumed run
-    notices changed predictions or --map by it, and the verdict cache is keyed by it."""
+    """Identity of what was judged (every field of the item, its id included, and the digests of
+    its loaded images): a resumed run notices changed predictions or --map by it, and the
+    verdict cache is keyed by it. An item whose images were not loaded (no judge sees them)
+    hashes as before images were loaded anywhere."""
     import hashlib
     import json
 
-    blob = json.dumps(item.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str)
+    data = item.model_dump(mode="json", exclude=None if item.image_digests else {"image_digests"})
+    blob = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

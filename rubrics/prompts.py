@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import secrets
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -157,13 +158,31 @@ def output_schema(criteria: Sequence[CriterionLike]) -> dict[str, Any]:
     }
 
 
+# The template variable that marks where a judge that sees images is shown the item's images.
+IMAGE_PLACE = "images_here"
+# Where in the messages the images go: (message index, character offset in its content).
+Place = tuple[int, int]
+
+
 def render_messages(rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike],
                     order: str | None = None) -> list[Message]:
     """The chat messages a judge gets for ``item`` on ``criteria``: the rubric's system prompt (when
     it has one) and its template, rendered with the item's fields, the criteria and the output
     format. A pairwise rubric's template also sees ``first`` and ``second``: response_a and
     response_b in ``order`` ("ab", the default, or "ba")."""
+    return render_prompt(rubric, item, criteria, order)[0]
+
+
+def render_prompt(rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike],
+                  order: str | None = None) -> tuple[list[Message], Place | None]:
+    """:func:`render_messages`, and where the template puts the item's images: the place of
+    its ``{{ images_here }}`` (the first, where it has several), or None when it has none. The
+    marker renders as nothing, so a judge that sees no images gets the messages as they would
+    be without it."""
+    # A mark no item can hold: it is new at every call.
+    mark = f"\x00{IMAGE_PLACE}-{secrets.token_hex(8)}\x00"
     context = dict(item.fields())
+    context[IMAGE_PLACE] = mark
     for name in (*rubric.inputs, *rubric.optional_inputs):
         context.setdefault(name, None)
     if rubric.pairwise:
@@ -185,7 +204,15 @@ def render_messages(rubric: RubricLike, item: Item, criteria: Sequence[Criterion
             system = _compile(rubric.system).render(context).strip()
         messages.append({"role": "system", "content": system})
     messages.append({"role": "user", "content": user})
-    return messages
+    place: Place | None = None
+    for k, message in enumerate(messages):
+        at = message["content"].find(mark)
+        if at < 0:
+            continue
+        if place is None:
+            place = (k, at)
+        message["content"] = message["content"].replace(mark, "")
+    return messages, place
 
 
 def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -193,6 +220,7 @@ def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
     inputs, which :func:`check_template` renders."""
     names = set(rubric.inputs) | set(rubric.optional_inputs)
     core = {"question", "response", "reference", "context"}
+    names.discard(IMAGE_PLACE)
     return ({n: f"<{n}>" for n in names & core},
             {n: f"<{n}>" for n in names - core - {"images"}})
 

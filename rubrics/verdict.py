@@ -28,6 +28,9 @@ class Vote(BaseModel):
     raw: str | None = None
     reasoning: str | None = None
     order: Order | None = None
+    images: list[str] | None = Field(
+        None, description="The digests of the item's images this judge was shown in this call "
+        "(absent: it was shown none, being text-only or the item having none).")
 
     @model_validator(mode="after")
     def _scored_or_explained(self) -> Vote:
@@ -147,6 +150,8 @@ class Verdict(BaseModel):
                 del vote["raw"]
             if vote["order"] is None:
                 del vote["order"]
+            if vote["images"] is None:
+                del vote["images"]
         record = {
             "id": self.id,
             "status": self.status,
@@ -265,6 +270,8 @@ class VerdictRecord(BaseModel):
                 del vote["raw"]
             if vote["order"] is None:
                 del vote["order"]
+            if vote["images"] is None:
+                del vote["images"]
         return data
 
 

@@ -54,6 +54,31 @@ def prompt_text(spec: Any, tokenizer: Any, bos: str, messages: list[Message]) ->
     )
 
 
+def vision_prompt_text(spec: Any, tokenizer: Any, request: Request,
+                       messages: list[Message] | None = None) -> str:
+    """The text a judge that sees images is given for ``request`` (``messages`` in place of
+    its own, e.g. escaped): the chat template over the messages as parts, an image part where
+    each image goes (the template writes the model's image placeholder there), the same for
+    every backend that tokenizes locally."""
+    from dataclasses import replace
+
+    from ..images import chat_parts
+
+    if messages is not None:
+        request = replace(request, messages=messages)
+    return tokenizer.apply_chat_template(
+        chat_parts(request), add_generation_prompt=True, tokenize=False,
+        **spec.reasoning.template_kwargs)
+
+
+def require_vision_chat(spec: Any) -> None:
+    """JudgeConfigError for a judge that sees images with plain prompts: images go into chat
+    messages, which a base model's plain framing has none of."""
+    if spec.prompt_format != "chat":
+        raise JudgeConfigError(f"judge {spec.name}: a judge that sees images (vision) needs "
+                               "prompt_format: chat; set vision: false to judge on text")
+
+
 # Prompt length beyond which a judge on a CPU refuses an item unless its jury file sets
 # max_prompt_tokens: attention over tens of thousands of tokens takes minutes and many GB there.
 CPU_MAX_PROMPT_TOKENS = 8192
@@ -504,6 +529,26 @@ class ControlTokens:
             return None
         match = self.pattern.search(text)
         return match.group(0) if match else None
+
+    def escape(self, messages: list[Message], item_text: Sequence[str]) -> list[Message]:
+        """``messages`` with each control token inside an item's strings written with a word
+        joiner (U+2060) after its first character, as :func:`escape_control` does for a
+        server: for prompts a model's processor tokenizes (a vision-language model's, with its
+        images), where the item's text cannot be tokenized apart."""
+        pattern = self.pattern
+        if pattern is None:
+            return messages
+        held = {t: pattern.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
+                for t in item_text if self.find(t) is not None}
+        if not held:
+            return messages
+        out = []
+        for message in messages:
+            content = message["content"]
+            for text, escaped in held.items():
+                content = content.replace(text, escaped)
+            out.append({**message, "content": content})
+        return out
 
     def encode(self, encode: Callable[[list[str]], list[list[int]]], prompts: list[str],
                requests: Sequence[Request], max_chars: int | None = None

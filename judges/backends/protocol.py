@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.images import Image
 
 Message = dict[str, str]
 
@@ -61,11 +62,19 @@ class Request:
     """One prompt for a backend: the rubric's chat messages and the JSON schema the answer
     follows; ``item_text``: every string of the item's fields rendered into them (its question,
     response, reference, context, inputs and id), which a judge must read as text, never as
-    its control tokens (see :class:`ControlTokens`)."""
+    its control tokens (see :class:`ControlTokens`).
+
+    ``images``: the item's images (content and digest), for a judge that sees images; a
+    text-only judge is given ``messages`` alone, as if there were none. ``image_place``: where
+    the rubric's template put them (message index, character offset: its ``{{ images_here
+    }}``), or None when it has no place for them: then they are the first parts of the last
+    user message (:func:`jurybox.judges.images.chat_parts`)."""
 
     messages: list[Message]
     schema: dict[str, Any]
     item_text: tuple[str, ...] = ()
+    images: tuple[Image, ...] = ()
+    image_place: tuple[int, int] | None = None
 
 
 class TokenStep:

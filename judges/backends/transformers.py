@@ -22,8 +22,17 @@ from .base import (
     prompt_char_limit,
     prompt_text,
     require_chat_template,
+    require_vision_chat,
+    vision_prompt_text,
 )
-from .protocol import CancelCheck, Generation, GenerationCancelled, Request, TokenStep
+from .protocol import (
+    CancelCheck,
+    Generation,
+    GenerationCancelled,
+    JudgeConfigError,
+    Request,
+    TokenStep,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -73,6 +82,23 @@ class _StopWhenCancelled:
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
 
+def _vision_processor(spec: JudgeSpec, directory: str, revision: str | None) -> Any:
+    """The model's processor, with an image processor (JudgeConfigError when it has none: a
+    judge set to see images whose model cannot)."""
+    from transformers import AutoProcessor
+
+    try:
+        processor = AutoProcessor.from_pretrained(directory, revision=revision)
+    except Exception as exc:
+        raise JudgeConfigError(f"judge {spec.name}: vision is on, but model {spec.model} has no "
+                               f"processor that takes images ({type(exc).__name__}: {exc}); "
+                               "set vision: false to judge on text") from None
+    if getattr(processor, "image_processor", None) is None or not hasattr(processor, "tokenizer"):
+        raise JudgeConfigError(f"judge {spec.name}: vision is on, but model {spec.model} has no "
+                               "image processor (a text-only model?); set vision: false")
+    return processor
+
+
 def _stop_if_cancelled(cancelled: CancelCheck | None) -> None:
     if cancelled is not None and cancelled():
         raise GenerationCancelled("nobody waits for this generate any more")
@@ -80,7 +106,14 @@ def _stop_if_cancelled(cancelled: CancelCheck | None) -> None:
 
 class TransformersBackend:
     """A judge's model run locally by transformers (on ``execution.device``), its answers
-    constrained to the rubric's schema by xgrammar; the model loads at construction."""
+    constrained to the rubric's schema by xgrammar; the model loads at construction.
+
+    A judge that sees images (:func:`~jurybox.judges.images.sees_images`) loads the model's
+    processor and its image-text-to-text class: a request with images is given to the
+    processor (the chat template's text with the images' placeholders, and the images), whose
+    token ids, image tokens included, and pixel tensors the model generates from; its other
+    requests go as text. Requests with images are batched when their pixel tensors have the
+    same shapes (the processor's per-image tensors stack along the batch)."""
 
     def __init__(self, spec: JudgeSpec) -> None:
         import torch
@@ -88,10 +121,15 @@ class TransformersBackend:
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
+        from ..images import sees_images
+
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         self.spec = spec
         self.name = spec.name
+        self.vision = sees_images(spec)
+        if self.vision:
+            require_vision_chat(spec)
         source = materialize(resolve(spec.model, spec.revision))
         self.device = spec.execution.device if spec.execution.device != "auto" else (
             "cuda" if torch.cuda.is_available() else "cpu"
@@ -102,10 +140,20 @@ class TransformersBackend:
             "bfloat16": torch.bfloat16,
             "float16": torch.float16,
         }[spec.dtype]
-        self.tokenizer = AutoTokenizer.from_pretrained(source.directory, revision=source.revision)
-        self.model = AutoModelForCausalLM.from_pretrained(
+        self.processor: Any = None
+        if self.vision:
+            self.processor = _vision_processor(spec, source.directory, source.revision)
+            self.tokenizer = self.processor.tokenizer
+            from transformers import AutoModelForImageTextToText
+
+            model_class: Any = AutoModelForImageTextToText
+        else:
+            self.tokenizer = AutoTokenizer.from_pretrained(source.directory,
+                                                           revision=source.revision)
+            model_class = AutoModelForCausalLM
+        self.model = model_class.from_pretrained(
             source.directory, revision=source.revision, dtype=dtype
-        ).to(self.device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) hides self
+        ).to(self.device)
         self.model.eval()
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -156,24 +204,30 @@ class TransformersBackend:
         processor: Any = None,
         stop_strings: list[str] | None = None,
         cancelled: CancelCheck | None = None,
+        pixels: list[dict[str, Any]] | None = None,
     ) -> tuple[list[list[int]], list[str]]:
-        """Generate for a batch of prompts (token ids); returns each row's new token ids (up to
-        its stop) and why it ended ("stop" or "length"). Raises GenerationCancelled, never rows
-        cut short, when ``cancelled()`` turns True during the generate."""
+        """Generate for a batch of prompts (token ids; ``pixels``: each row's image tensors,
+        for a judge that sees images); returns each row's new token ids (up to its stop) and
+        why it ended ("stop" or "length"). Raises GenerationCancelled, never rows cut short,
+        when ``cancelled()`` turns True during the generate."""
         import torch
         from transformers import StoppingCriteriaList
 
         s = self.spec.sampling
         padded = self.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
+        if pixels:  # one row's tensors per prompt, stacked along the batch
+            padded.update({k: torch.cat([row[k] for row in pixels]) for k in pixels[0]})
         enc = {k: v.to(self.device) for k, v in padded.items()}
         kwargs: dict[str, Any] = dict(
             max_new_tokens=max_new_tokens,
             pad_token_id=self.tokenizer.pad_token_id,
             eos_token_id=self._stop_ids,
-            # Long prompts are read in chunks: attention memory grows with chunk x prompt length,
-            # not prompt length squared (8k tokens on Gemma: +0 MB instead of +470 MB peak).
-            prefill_chunk_size=PREFILL_CHUNK_TOKENS,
         )
+        if not pixels:
+            # Long prompts are read in chunks: attention memory grows with chunk x prompt
+            # length, not prompt length squared (8k tokens on Gemma: +0 MB instead of +470 MB
+            # peak). (Not with images: the image tokens' features enter at the first step.)
+            kwargs["prefill_chunk_size"] = PREFILL_CHUNK_TOKENS
         if s.temperature > 0:
             kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=0)
             if s.seed is not None:
@@ -234,13 +288,14 @@ class TransformersBackend:
         return prev, steps
 
     def _think(
-        self, prompts: list[list[int]], cancelled: CancelCheck | None = None
+        self, prompts: list[list[int]], cancelled: CancelCheck | None = None,
+        pixels: list[dict[str, Any]] | None = None,
     ) -> list[tuple[str | None, str | None, list[int]]]:
         """Reasoning phase: (reasoning text, error, prompt ids for the answer phase) per prompt:
         the prompt's own ids and the thought's (as the vLLM backend continues)."""
         r = self.spec.reasoning
         rows, reasons = self._generate(prompts, r.budget_tokens, stop_strings=[r.end],
-                                       cancelled=cancelled)
+                                       cancelled=cancelled, pixels=pixels)
         out: list[tuple[str | None, str | None, list[int]]] = []
         for prompt, ids, why in zip(prompts, rows, reasons):
             text = cast(str, self.tokenizer.decode(ids, skip_special_tokens=False))  # ids: one str
@@ -263,13 +318,14 @@ class TransformersBackend:
         prompts: list[list[int]],
         schemas: list[dict[str, Any]],
         cancelled: CancelCheck | None = None,
+        pixels: list[dict[str, Any]] | None = None,
     ) -> list[Generation]:
         import xgrammar.contrib.hf
 
         grammars = [self.grammar(s) for s in schemas]
         recorder = _Recorder(xgrammar.contrib.hf.LogitsProcessor(grammars), self.spec.top_logprobs)
         rows, reasons = self._generate(prompts, self.spec.sampling.max_tokens, recorder,
-                                       cancelled=cancelled)
+                                       cancelled=cancelled, pixels=pixels)
         results = []
         for row, (ids, why) in enumerate(zip(rows, reasons)):
             text, steps = self._steps(ids, recorder, row)
@@ -285,8 +341,20 @@ class TransformersBackend:
         is asked before each sub-batch, between the thinking and answering phases and after
         every new token: once it is True, the generate stops and raises GenerationCancelled,
         so a batch that every client has given up on does not keep the judge busy."""
-        texts = [self.prompt_text(r.messages) for r in requests]
-        encoded = self.controls.encode(self._encode, texts, requests, self._max_chars)
+        seen = [i for i, r in enumerate(requests) if self.vision and r.images]
+        plain = [i for i in range(len(requests)) if not (self.vision and requests[i].images)]
+        texts = [self.prompt_text(requests[i].messages) for i in plain]
+        encoded: list[list[int] | str] = [""] * len(requests)
+        for i, ids in zip(plain, self.controls.encode(
+                self._encode, texts, [requests[i] for i in plain], self._max_chars)):
+            encoded[i] = ids
+        pixels: dict[int, dict[str, Any]] = {}
+        for i in seen:
+            got = self._vision_inputs(requests[i])
+            if isinstance(got, str):
+                encoded[i] = got
+            else:
+                encoded[i], pixels[i] = got
         prompts: dict[int, list[int]] = {}
         results: list[Generation | None] = [None] * len(requests)
         on_cpu = self.device == "cpu"
@@ -300,23 +368,31 @@ class TransformersBackend:
             else:
                 prompts[i] = ids
         lengths = {i: len(ids) for i, ids in prompts.items()}
-        runnable = list(prompts)
-        # Similar lengths together waste less padding.
-        runnable.sort(key=lambda i: lengths[i])
+        # Requests batch with those whose image tensors have the same shapes (text alone: none),
+        # and similar lengths together waste less padding.
+        shapes = {i: tuple((k, tuple(v.shape)) for k, v in sorted(pixels[i].items()))
+                  if i in pixels else () for i in prompts}
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i in sorted(prompts, key=lambda i: lengths[i]):
+            groups.setdefault(shapes[i], []).append(i)
         size = self.spec.execution.batch_size
-        for start in range(0, len(runnable), size):
-            batch = runnable[start : start + size]
+        batches = [group[start : start + size] for group in groups.values()
+                   for start in range(0, len(group), size)]
+        for batch in batches:
             began = time.perf_counter()
             batch_prompts = [prompts[i] for i in batch]
+            batch_pixels = [pixels[i] for i in batch] if batch[0] in pixels else None
             thoughts: list[tuple[str | None, str | None, list[int]]] = [
                 (None, None, p) for p in batch_prompts]
             _stop_if_cancelled(cancelled)
             if self.spec.reasoning.mode == "think":
-                thoughts = self._think(batch_prompts, cancelled)
+                thoughts = self._think(batch_prompts, cancelled, batch_pixels)
                 _stop_if_cancelled(cancelled)
             go = [k for k, (_, err, _) in enumerate(thoughts) if err is None]
             answers = self._answer([thoughts[k][2] for k in go],
-                                   [requests[batch[k]].schema for k in go], cancelled) if go else []
+                                   [requests[batch[k]].schema for k in go], cancelled,
+                                   [batch_pixels[k] for k in go] if batch_pixels else None
+                                   ) if go else []
             by_k = dict(zip(go, answers))
             elapsed = time.perf_counter() - began
             for k, i in enumerate(batch):
@@ -328,6 +404,27 @@ class TransformersBackend:
                 results[i] = gen
         assert all(r is not None for r in results)
         return results  # type: ignore[return-value]
+
+    def _vision_inputs(self, request: Request) -> tuple[list[int], dict[str, Any]] | str:
+        """A request with images as the processor makes it: its token ids (image tokens
+        included) and its image tensors; or why it cannot be given to the judge. The item's
+        text is escaped (:meth:`ControlTokens.escape`): the processor tokenizes the prompt as
+        a whole, so the item's strings cannot be tokenized apart."""
+        messages = self.controls.escape(request.messages, request.item_text)
+        text = vision_prompt_text(self.spec, self.tokenizer, request, messages)
+        if len(text) > self._max_chars:
+            return (f"prompt is {len(text)} characters, more than the judge's token limit could "
+                    f"hold ({self._max_chars} characters); it was not tokenized")
+        try:
+            images = [image.pil() for image in request.images]
+            enc = self.processor(text=[text], images=[images], return_tensors="pt")
+        except Exception as exc:  # an image the model's processor cannot take: this item's
+            digests = ", ".join(im.digest for im in request.images)
+            return (f"the judge's image processor could not take the item's images "
+                    f"({digests}): {type(exc).__name__}: {exc}")
+        ids = enc.pop("input_ids")[0].tolist()
+        enc.pop("attention_mask", None)
+        return ids, dict(enc)
 
     def close(self) -> None:
         """Drop the model and collect garbage, so its memory can be freed."""
