@@ -1,5 +1,7 @@
-"""Labels chosen actively for a benchmark's mean (``jurybox label --goal benchmark-mean``), and
-the weighted PPI++ estimate that stays unbiased under that choice.
+"""Labels chosen actively for a benchmark's mean, and the weighted PPI++ estimate over them.
+
+The labels are those of ``jurybox label --goal benchmark-mean``; the weighted estimate stays
+unbiased under that choice.
 
 The design (active inference, Zrnic and Candes 2024, arXiv 2403.03208; sampling probability
 proportional to the square root of the predictor's uncertainty, arXiv 2506.07949):
@@ -88,9 +90,11 @@ UNSCORED = 0.25
 
 
 def predictive(votes: Sequence[Any], scale: Any) -> tuple[float, float] | None:
-    """The mean and variance (in the scale's units) of the jury's predictive distribution on one
-    criterion (:func:`jurybox.calibration.data.verdicts.mixed_distribution`); None without a
-    scored vote."""
+    """The mean and variance (in the scale's units) of the jury's predictive distribution.
+
+    On one criterion (:func:`jurybox.calibration.data.verdicts.mixed_distribution`); None without
+    a scored vote.
+    """
     points = mixed_distribution(votes, scale)
     if points is None:
         return None
@@ -100,8 +104,11 @@ def predictive(votes: Sequence[Any], scale: Any) -> tuple[float, float] | None:
 
 
 def criterion_uncertainty(votes: Sequence[Any], scale: Any) -> float | None:
-    """The variance of the jury's predictive distribution on one criterion over the squared
-    range of ``scale`` (:func:`predictive`); None without a scored vote or range."""
+    """The variance of the jury's predictive distribution on one criterion over the squared range.
+
+    The range is ``scale``'s; the distribution :func:`predictive`'s. None without a scored vote or
+    range.
+    """
     got, span = predictive(votes, scale), float(scale.high - scale.low)
     return None if got is None or span <= 0 else got[1] / span**2
 
@@ -141,9 +148,11 @@ def inclusion_probabilities(uncertainty: Any, floor: float = FLOOR) -> np.ndarra
 
 @dataclass(frozen=True)
 class Design:
-    """The visiting order and the coins of a session (fixed by its seed): ``order`` lists item
-    indices; ``chosen[k]`` whether the k-th visited item is labelled; ``pi[k]`` its
-    probability."""
+    """The visiting order and the coins of a session (fixed by its seed).
+
+    ``order`` lists item indices; ``chosen[k]`` whether the k-th visited item is labelled;
+    ``pi[k]`` its probability.
+    """
 
     order: np.ndarray
     pi: np.ndarray
@@ -203,12 +212,14 @@ class MeanEstimate:
 def weighted_mean(f_pool: Any, f: Any, y: Any, pi: Any, visited: int, *,
                   lam: float | None = None, model: tuple[Any, Any, Any] | None = None
                   ) -> tuple[float, float, float, float, float]:
-    """(estimate, standard error, lambda, s_d^2, coins' term) of the pool's mean label (formulas
-    in the module's text). ``f_pool``: the jury's score on every item of the pool; ``f``, ``y``,
-    ``pi``: the labelled items' score, label and inclusion probability; ``visited``: M, the
-    visited items (labelled or not), at least as many as labelled. ``model``: the jury's
+    """(estimate, standard error, lambda, s_d^2, coins' term) of the pool's mean label.
+
+    The formulas are in the module's text. ``f_pool``: the jury's score on every item of the pool;
+    ``f``, ``y``, ``pi``: the labelled items' score, label and inclusion probability; ``visited``:
+    M, the visited items (labelled or not), at least as many as labelled. ``model``: the jury's
     predictive mean, variance and the inclusion probability of every item of the pool (aligned
-    with ``f_pool``), for the floor ``V_jury`` on the variance (None: no floor)."""
+    with ``f_pool``), for the floor ``V_jury`` on the variance (None: no floor).
+    """
     fp, f_, y_, p = (np.asarray(a, dtype=float) for a in (f_pool, f, y, pi))
     n, m, big_n = y_.size, int(visited), fp.size
     if n < 2:
@@ -243,15 +254,17 @@ def weighted_mean(f_pool: Any, f: Any, y: Any, pi: Any, visited: int, *,
 
 
 def overstatement(y: Any, mean: Any, var: Any, low: float, high: float) -> np.ndarray:
-    """After each label (prefixes of the labelled items, in order), the z statistic of "the
-    jury's distributions overstate its errors": the labels' squared distances from the jury's
-    predictive means against the sum of its predictive variances, over a bound on that sum's
-    standard deviation were the jury calibrated (each item's label drawn from its
-    distribution on [low, high]: ``Var (Y - m)^2 <= c v - v^2``, ``c`` the farthest end's
-    squared distance from ``m``; a bound, so rare large errors not seen yet do not make a
-    sharp jury look overstated). Below ``-OVERSTATED_Z``: the labels show the jury is better
-    than it says, and the floor is dropped (module text). NaN where the jury claims no
-    variance."""
+    """After each label, the z statistic of "the jury's distributions overstate its errors".
+
+    After each label means over prefixes of the labelled items, in order. The statistic is the
+    labels' squared distances from the jury's predictive means against the sum of its predictive
+    variances, over a bound on that sum's standard deviation were the jury calibrated (each
+    item's label drawn from its distribution on [low, high]: ``Var (Y - m)^2 <= c v - v^2``,
+    ``c`` the farthest end's squared distance from ``m``; a bound, so rare large errors not seen
+    yet do not make a sharp jury look overstated). Below ``-OVERSTATED_Z``: the labels show the
+    jury is better than it says, and the floor is dropped (module text). NaN where the jury
+    claims no variance.
+    """
     y_, m, v = (np.asarray(a, dtype=float) for a in (y, mean, var))
     far = np.maximum(m - low, high - m) ** 2
     excess = np.cumsum((y_ - m) ** 2 - v)
@@ -293,12 +306,15 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
                    model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
                    probabilities: Mapping[str, float] | None = None
                    ) -> dict[str, MeanEstimate | str]:
-    """Per criterion, the mean label over ``pool`` (item id -> the jury's score per criterion)
-    from label ``lines`` (the latest line per item and rater, labels only): weighted by the
-    recorded inclusion probabilities when the items were chosen actively, else a simple random
-    sample. ``model`` (:func:`pool_model`) and, for an active design, every item's inclusion
-    probability (:func:`pool_probabilities`) give the variance its floor (module text). A
-    criterion that cannot be estimated gets the reason instead."""
+    """Per criterion, the mean label over ``pool`` from label ``lines``, or why there is none.
+
+    ``pool`` is item id -> the jury's score per criterion; ``lines`` the latest line per item and
+    rater, labels only. The labels are weighted by the recorded inclusion probabilities when the
+    items were chosen actively, else a simple random sample. ``model`` (:func:`pool_model`) and,
+    for an active design, every item's inclusion probability (:func:`pool_probabilities`) give the
+    variance its floor (module text). A criterion that cannot be estimated gets the reason
+    instead.
+    """
     active = design_of(lines) == "active"
     if active and any(not is_active(line) and (line.get("selection") or {}).get("strategy")
                       != "overlap" for line in lines):
@@ -399,13 +415,15 @@ def _session_terms(scored: Mapping[str, float], y: Mapping[str, float], scale: A
                    recorded: Mapping[str, float] | None,
                    probabilities: Mapping[str, float] | None, order: Sequence[str] | None,
                    positions: Mapping[str, int], visited: int) -> Terms:
-    """The rectifier terms of a session (:class:`jurybox.calibration.estimates.rectified.Terms`):
+    """The rectifier terms of a session (:class:`jurybox.calibration.estimates.rectified.Terms`).
+
     ``scored`` the pool's jury scores, ``y`` the labelled items' labels. A uniform design
     (``recorded`` None): the labelled items in the order they were labelled. An active one
     (``recorded``: each labelled item's inclusion probability): the visited items of the
     session's ``order`` (rebuilt from its seed) or, where it cannot be rebuilt, the labelled
     items at their recorded ``positions`` with the visits between them as 0, over ``visited``
-    visits of the pool's scored items."""
+    visits of the pool's scored items.
+    """
     f_pool = np.array(list(scored.values()), dtype=float)
     if recorded is None:
         d = np.array([y[i] - scored[i] for i in y])
@@ -425,8 +443,11 @@ def _session_terms(scored: Mapping[str, float], y: Mapping[str, float], scale: A
 
 def _active_choices(lines: Sequence[Mapping[str, Any]]
                     ) -> tuple[dict[str, int], dict[str, float], set[int], set[Any]]:
-    """From the actively chosen label lines: each item's position in the visiting order and
-    its inclusion probability, the session sizes and the seeds they record."""
+    """Each item's position and inclusion probability, the session sizes and seeds recorded.
+
+    From the actively chosen label lines: each item's position in the visiting order and its
+    inclusion probability, the session sizes and the seeds they record.
+    """
     positions: dict[str, int] = {}
     probability: dict[str, float] = {}
     sessions: set[int] = set()
@@ -457,12 +478,14 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
                    method: str = "betting",
                    model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None
                    ) -> dict[str, dict[str, Any] | str]:
-    """Per criterion, a ``1 - alpha`` confidence sequence for the mean label over the items
-    the jury scored (:mod:`jurybox.calibration.stats.sequences`), valid at every number of
-    labels at once. The mean is the jury's mean over the pool (known) plus the mean of the
-    rectifier ``Y - f``; the sequence is over the visited items in the visiting order, of
-    ``D = xi / pi * (Y - f)`` (0 for an item visited but not chosen; each has the item's
-    rectifier as its mean; :mod:`jurybox.calibration.estimates.rectified`). ``method``:
+    """Per criterion, a ``1 - alpha`` confidence sequence for the mean label over the scored items.
+
+    The items are those the jury scored (:mod:`jurybox.calibration.stats.sequences`); the
+    sequence is valid at every number of labels at once. The mean is the jury's mean over the pool
+    (known) plus the mean of the rectifier ``Y - f``; the sequence is over the visited items in
+    the visiting order, of ``D = xi / pi * (Y - f)`` (0 for an item visited but not chosen; each
+    has the item's rectifier as its mean; :mod:`jurybox.calibration.estimates.rectified`).
+    ``method``:
 
     - ``betting`` (finite-sample): the betting sequence of the terms scaled by the range the
       design allows (``(low - f) / pi`` to ``(high - f) / pi`` over the pool). Where every item
@@ -478,7 +501,8 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
       (not in finite samples); the price of stopping at will is about 2.4 times the labels of
       a fixed-sample interval instead of the betting sequence's 2.8-11 (perf/RESULTS.md).
 
-    A criterion without a sequence gets the reason instead."""
+    A criterion without a sequence gets the reason instead.
+    """
     if method not in SEQUENCES:
         raise InputDataError(f"the sequence must be one of {list(SEQUENCES)}; got {method!r}")
     active = design_of(lines) == "active"
@@ -519,10 +543,12 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
 def _term_floor(model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None,
                 criterion: str, scale: Any, scored: Mapping[str, float],
                 y: Mapping[str, float], terms: Terms) -> float:
-    """The asymptotic sequence's floor on the terms' variance: what the jury's distributions
-    predict (:func:`jurybox.calibration.estimates.rectified.term_variance`), unless there is no
-    model or the labels show the distributions overstate the jury's errors
-    (:func:`overstatement`, as the fixed-sample estimate drops its floor)."""
+    """The asymptotic sequence's floor on the terms' variance: the jury's predicted one.
+
+    As :func:`jurybox.calibration.estimates.rectified.term_variance` predicts it from the jury's
+    distributions, unless there is no model or the labels show the distributions overstate the
+    jury's errors (:func:`overstatement`, as the fixed-sample estimate drops its floor).
+    """
     if model is None:
         return 0.0
     jury = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in scored]
@@ -537,10 +563,12 @@ def _term_floor(model: Mapping[str, Mapping[str, tuple[float, float] | None]] | 
 def _visiting_order(pool: Mapping[str, Any], positions: Mapping[str, int],
                     probabilities: Mapping[str, float] | None, seeds: set[Any]
                     ) -> list[str] | None:
-    """The session's visiting order over ``pool`` (the items in the verdicts' order), rebuilt
-    as the labelling page drew it from the recorded seed and the items' inclusion
-    probabilities; None unless one seed is recorded and every labelled item sits at its
-    recorded position."""
+    """The session's visiting order over ``pool``, rebuilt as the labelling page drew it.
+
+    ``pool`` holds the items in the verdicts' order; the order is drawn from the recorded seed and
+    the items' inclusion probabilities. None unless one seed is recorded and every labelled item
+    sits at its recorded position.
+    """
     if probabilities is None or len(seeds) != 1 or not isinstance(next(iter(seeds)), int):
         return None
     ids = list(pool)
@@ -554,8 +582,10 @@ def _visiting_order(pool: Mapping[str, Any], positions: Mapping[str, int],
 
 
 def _visits_needed(s2: float, coins: float, pool: int, width: float, z: float) -> int | None:
-    """The fewest visited items M with z * sqrt((1 - M/N) s2 / M + coins / N) <= width; None
-    when even the whole pool is not enough."""
+    """The fewest visited items M with z * sqrt((1 - M/N) s2 / M + coins / N) <= width.
+
+    None when even the whole pool is not enough.
+    """
     room = (width / z) ** 2 - coins / pool + s2 / pool
     if room <= 0 or (width / z) ** 2 < coins / pool:
         return None
@@ -564,9 +594,11 @@ def _visits_needed(s2: float, coins: float, pool: int, width: float, z: float) -
 
 def _labels_needed(s2: float, coins: float, pool: int, width: float, confidence: float,
                    rate: float) -> int | None:
-    """The labels among the visits :func:`_visits_needed` finds (``rate``: labelled per visit),
-    with Student's quantile at that count (as the interval has it; two refinements from the
-    normal quantile's count settle it)."""
+    """The labels among the visits :func:`_visits_needed` finds (``rate``: labelled per visit).
+
+    With Student's quantile at that count (as the interval has it; two refinements from the
+    normal quantile's count settle it).
+    """
     z, labels = z_of(confidence), None
     for _ in range(3):
         visits = _visits_needed(s2, coins, pool, width, z)
@@ -582,22 +614,24 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
               scales: Mapping[str, Any], width: float, pi: Mapping[str, float] | None = None,
               *, confidence: float = 0.95, sequence: bool = False, method: str = "asymptotic",
               compare: bool = False) -> dict[str, dict[str, Any]]:
-    """How many labels each criterion's mean needs for a CI half-width of at most ``width`` (in
-    the scale's units), for the interval ``jurybox agree --ppi`` shows (``needed``: the normal
-    interval once enough labels depart from the jury, else the betting interval at that count;
-    :mod:`jurybox.calibration.estimates.rectified`, :func:`_shown_count`). The normal interval's
-    count (``normal``) comes from the labels so far (their variance, with the range over its
-    95% chi-square interval), or, before any label, from the verdicts alone (``model``: per item
-    and criterion, the jury's predictive mean and variance, :func:`pool_model`, the variance
-    taken as the squared error of the jury's score: the count if the jury is calibrated, the
-    range from a jury exactly right on every item to labels as spread as the scale allows,
+    """How many labels each criterion's mean needs for a CI half-width of at most ``width``.
+
+    The width is in the scale's units, for the interval ``jurybox agree --ppi`` shows (``needed``:
+    the normal interval once enough labels depart from the jury, else the betting interval at that
+    count; :mod:`jurybox.calibration.estimates.rectified`, :func:`_shown_count`). The normal
+    interval's count (``normal``) comes from the labels so far (their variance, with the range
+    over its 95% chi-square interval), or, before any label, from the verdicts alone (``model``:
+    per item and criterion, the jury's predictive mean and variance, :func:`pool_model`, the
+    variance taken as the squared error of the jury's score: the count if the jury is calibrated,
+    the range from a jury exactly right on every item to labels as spread as the scale allows,
     since only labels can show how calibrated it is); the labels' variance floored as the
     estimate floors it (module text). ``pi``: each item's inclusion probability (None: every
     visited item is labelled, a uniform order); labels are counted as the visited items times
     the mean ``pi``. With ``sequence``, beside it what the page's confidence sequence
-    (``method``, :func:`mean_sequences`) needs (:func:`sequence_labels_needed`: simulated,
-    about a second per criterion); with ``compare`` too, that for an active and a uniform order
-    and which needs fewer (``designs``)."""
+    (``method``, :func:`mean_sequences`) needs (:func:`sequence_labels_needed`: simulated, about
+    a second per criterion); with ``compare`` too, that for an active and a uniform order and
+    which needs fewer (``designs``).
+    """
     from scipy.stats import chi2
 
     if width <= 0:
@@ -668,9 +702,11 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
 
 def _departure_rate(mean: np.ndarray, var: np.ndarray, f: np.ndarray, p: np.ndarray,
                     scale: Any, draws: int = 20, seed: int = 0) -> float:
-    """The share of labels another level than the jury's score, were they drawn from the
-    jury's own distributions (:func:`_draw_labels`), items weighted by how likely each is to be
-    labelled (``p``)."""
+    """The share of labels another level than the jury's score, were they drawn from it.
+
+    The labels drawn from the jury's own distributions (:func:`_draw_labels`), items weighted by
+    how likely each is to be labelled (``p``).
+    """
     from .rectified import step_of
 
     rng = np.random.default_rng(seed)
@@ -682,12 +718,14 @@ def _departure_rate(mean: np.ndarray, var: np.ndarray, f: np.ndarray, p: np.ndar
 
 def _betting_count(f: np.ndarray, p: np.ndarray, scale: Any, width: float, confidence: float,
                    seed: int = 0) -> int | None:
-    """The labels at which the betting interval at a fixed count (what is shown while too few
-    labels depart from the jury) has half-width at most ``width``, every label the level
-    nearest the jury's score (the best case for it: labels that depart bring the normal
-    interval sooner); found by doubling, then bisection, on one seeded session of the design,
-    on a grid of 250 candidate means (rounded outwards: a little above the page's count).
-    None when even every item labelled is not enough."""
+    """The labels at which the fixed-count betting interval has half-width at most ``width``.
+
+    That interval is what is shown while too few labels depart from the jury; every label is the
+    level nearest the jury's score (the best case for it: labels that depart bring the normal
+    interval sooner); found by doubling, then bisection, on one seeded session of the design, on a
+    grid of 250 candidate means (rounded outwards: a little above the page's count). None when
+    even every item labelled is not enough.
+    """
     low, high = float(scale.low), float(scale.high)
     design = Design.draw(p, np.random.default_rng(seed))
     fo = f[design.order]
@@ -717,11 +755,13 @@ def _betting_count(f: np.ndarray, p: np.ndarray, scale: Any, width: float, confi
 
 def _shown_count(normal: int | None, departing: float, betting: Callable[[], int | None]
                  ) -> tuple[int | None, str]:
-    """The labels at which the interval shown reaches the width, and which interval it is: the
-    normal interval's count where ``NORMAL_DEPARTURES`` labels are expected to depart from the
-    jury by then (at the share ``departing``); else the betting interval's count
-    (``betting()``), or the count at which those departures are expected (the normal interval
-    then), whichever is sooner."""
+    """The labels at which the interval shown reaches the width, and which interval it is.
+
+    The normal interval's count where ``NORMAL_DEPARTURES`` labels are expected to depart from the
+    jury by then (at the share ``departing``); else the betting interval's count (``betting()``),
+    or the count at which those departures are expected (the normal interval then), whichever is
+    sooner.
+    """
     expected = math.inf if departing <= 0 else math.ceil(NORMAL_DEPARTURES / departing)
     if normal is not None and normal >= expected:
         return normal, "normal"
@@ -732,9 +772,12 @@ def _shown_count(normal: int | None, departing: float, betting: Callable[[], int
 
 def _compare_designs(active: int | None, f: np.ndarray, mean: np.ndarray, var: np.ndarray,
                      p: np.ndarray, scale: Any, width: float, method: str) -> dict[str, Any]:
-    """Labels the page's sequence needs with the active choice (``active``, already planned)
-    and with a uniform order, and which to use: never the active choice where it costs more
-    (under the betting sequence its weights ``1 / pi`` widen the range the bets must allow)."""
+    """Labels the page's sequence needs with the active choice and with a uniform order, and which.
+
+    The active choice's count (``active``) is already planned. Never the active choice where it
+    costs more (under the betting sequence its weights ``1 / pi`` widen the range the bets must
+    allow).
+    """
     uniform = sequence_labels_needed(f, mean, var, np.ones(f.size), scale, width, method=method)
     cheaper_uniform = uniform is not None and (active is None or uniform < active)
     pick = "uniform" if cheaper_uniform else "active"
@@ -758,9 +801,11 @@ SEQUENCE_PLAN_BASIS = ("the page's confidence sequence, in sessions simulated wi
 
 def mean_horizon(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi: np.ndarray, width: float,
                  confidence: float = 0.95) -> float:
-    """The visits the asymptotic sequence is tuned for: what a fixed-sample interval needs for
-    half-width ``width`` were the labels drawn from the jury's own distributions (at least 30),
-    fixed before the first label."""
+    """The visits the asymptotic sequence is tuned for, fixed before the first label.
+
+    What a fixed-sample interval needs for half-width ``width`` were the labels drawn from the
+    jury's own distributions (at least 30).
+    """
     from .rectified import term_variance
 
     v = term_variance(mean, var, f, pi)
@@ -770,11 +815,13 @@ def mean_horizon(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi: np.ndarra
 def sequence_labels_needed(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi: np.ndarray,
                            scale: Any, width: float, *, runs: int = 15, seed: int = 0,
                            alpha: float = 0.05, method: str = "betting") -> int | None:
-    """The median labels at which the page's sequence for the mean (:func:`mean_sequences`,
-    ``method``) reaches half-width ``width``, over ``runs`` simulated sessions of the design (a
-    visiting order, coins with probabilities ``pi``), each item's label drawn with the jury's
-    predictive ``mean`` and ``var`` (:func:`_draw_labels`); None when the median session does
-    not get there within the pool."""
+    """The median labels at which the page's sequence for the mean reaches half-width ``width``.
+
+    The sequence is :func:`mean_sequences`' (``method``), over ``runs`` simulated sessions of the
+    design (a visiting order, coins with probabilities ``pi``), each item's label drawn with the
+    jury's predictive ``mean`` and ``var`` (:func:`_draw_labels`); None when the median session
+    does not get there within the pool.
+    """
     from ..stats.sequences import asymptotic_cs, betting_cs
     from .rectified import step_of, term_variance
 
@@ -807,9 +854,12 @@ def sequence_labels_needed(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi:
 
 def _draw_labels(rng: np.random.Generator, mean: np.ndarray, var: np.ndarray, low: float,
                  high: float) -> np.ndarray:
-    """Labels on a scale of whole levels with the given means and variances: on the level
-    nearest the mean and its two neighbours where three points can hold them (a sharp jury's
-    rare errors a whole level off, as real labels are), else a normal rounded to the levels."""
+    """Labels on a scale of whole levels with the given means and variances.
+
+    On the level nearest the mean and its two neighbours where three points can hold them (a
+    sharp jury's rare errors a whole level off, as real labels are), else a normal rounded to the
+    levels.
+    """
     k = np.clip(np.round(mean), low, high)
     dm = mean - k
     spread = np.maximum(var, 0.0) + dm**2

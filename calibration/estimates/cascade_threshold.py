@@ -88,17 +88,21 @@ class CascadeTargetError(InputDataError):
 
 
 def binomial_p_value(disagreements: int, n: int, alpha: float) -> float:
-    """Exact p-value of "disagreement rate > alpha" given ``disagreements`` out of ``n``:
-    ``P(Binomial(n, alpha) <= disagreements)`` (small when there are few disagreements)."""
+    """Exact p-value of "disagreement rate > alpha" given ``disagreements`` out of ``n``.
+
+    It is ``P(Binomial(n, alpha) <= disagreements)`` (small when there are few disagreements).
+    """
     from scipy.stats import binom
 
     return float(binom.cdf(disagreements, n, alpha))
 
 
 def agreement_lower_bound(agreements: int, n: int, risk: float) -> float:
-    """One-sided Clopper-Pearson lower bound on an agreement rate at confidence 1 - risk (valid
-    for a rate fixed before the labels are seen, such as the whole jury's; not for the rate of a
-    threshold the same labels chose)."""
+    """One-sided Clopper-Pearson lower bound on an agreement rate at confidence 1 - risk.
+
+    Valid for a rate fixed before the labels are seen, such as the whole jury's; not for the rate
+    of a threshold the same labels chose.
+    """
     from scipy.special import betaincinv  # beta.ppf's function, without its overhead
 
     if agreements <= 0:
@@ -116,9 +120,11 @@ def agreement_upper_bound(agreements: int, n: int, risk: float) -> float:
 
 
 def risk_shares(m: int, procedure: str = "fallback") -> np.ndarray:
-    """Each of ``m`` hypotheses' own share of the risk, in test order (``t = inf`` first): all of
-    it on the first for the fixed sequence; for the fallback procedure ``FIRST_SHARE`` on the first
-    and the rest in equal parts on ``RESTARTS`` positions spread evenly along the order."""
+    """Each of ``m`` hypotheses' own share of the risk, in test order (``t = inf`` first).
+
+    All of it on the first for the fixed sequence; for the fallback procedure ``FIRST_SHARE`` on
+    the first and the rest in equal parts on ``RESTARTS`` positions spread evenly along the order.
+    """
     if procedure not in PROCEDURES:
         raise InputDataError(f"procedure must be one of {list(PROCEDURES)}; got {procedure!r}")
     shares = np.zeros(m)
@@ -134,7 +140,22 @@ def risk_shares(m: int, procedure: str = "fallback") -> np.ndarray:
 
 @dataclass
 class CascadeFit:
-    """The chosen threshold, what it certifies, and what it does on the labelled items."""
+    """The chosen threshold, what it certifies, and what it does on the labelled items.
+
+    Attributes:
+        threshold: The chosen threshold; inf: no stage before the last may decide (no cascade).
+        target_agreement: The agreement with the humans certified.
+        risk: The probability that the true agreement is below the target nonetheless.
+        n: Labelled items the threshold was fitted on.
+        decided_share: Per stage: share of the labelled items it decides.
+        in_sample_agreement: The cascade's agreement, on the labels that chose it (not a bound).
+        full_in_sample_agreement: The whole jury's agreement on every labelled item.
+        calls_per_item: Judge calls per labelled item (one per judge run on it).
+        full_calls_per_item: Judge calls of the whole jury alone on every item (no cascade).
+        procedure: The testing procedure: ``fallback`` or ``fixed-sequence``.
+        path: Every threshold tested, in order: its disagreements, p-value, level and whether it
+            was rejected.
+    """
 
     threshold: float                 # inf: no stage before the last may decide (no cascade)
     target_agreement: float
@@ -156,13 +177,18 @@ class CascadeFit:
 
     @property
     def calls_saved(self) -> float:
-        """Share of the judge calls of the whole jury alone on every item that the cascade
-        saves on the labelled items (0 with no cascade)."""
+        """Share of the whole jury's judge calls that the cascade saves on the labelled items.
+
+        The whole jury alone on every item is the base; 0 with no cascade.
+        """
         return 1.0 - self.calls_per_item / self.full_calls_per_item
 
     def to_dict(self) -> dict[str, Any]:
-        """The fit as plain data, with :attr:`certified` and :attr:`calls_saved`; an infinite
-        threshold is None."""
+        """The fit as plain data, with :attr:`certified` and :attr:`calls_saved`.
+
+        Returns:
+            A JSON-ready dict of the fields; an infinite threshold is None.
+        """
         return {
             "threshold": None if math.isinf(self.threshold) else self.threshold,
             "target_agreement": self.target_agreement, "risk": self.risk,
@@ -177,8 +203,11 @@ class CascadeFit:
 
 
 def decided_stage(confidence: np.ndarray, threshold: float) -> np.ndarray:
-    """Per item, the stage that decides it: the first stage before the last whose confidence
-    reaches ``threshold``, else the last. ``confidence`` is stages x items (the last row unused)."""
+    """Per item, the stage that decides it.
+
+    That is the first stage before the last whose confidence reaches ``threshold``, else the last.
+    ``confidence`` is stages x items (the last row unused).
+    """
     n_stages = confidence.shape[0]
     early = confidence[:-1] >= threshold
     first = np.argmax(early, axis=0)
@@ -191,13 +220,31 @@ def fit_threshold(confidence: np.ndarray, agrees: np.ndarray, *, target_agreemen
                   procedure: str = "fallback") -> CascadeFit:
     """Choose the cascade threshold with a guarantee (see the module docstring).
 
-    ``confidence`` and ``agrees`` are stages x items: each stage's confidence on each labelled
-    item (in [0, 1], or -1 where the stage's verdict is unscored) and whether each stage's
-    verdict agrees with the humans (booleans, or 0/1). ``stage_calls[k]`` is the number of
-    judge calls stage ``k`` adds for an item that reaches it (default 1 each);
-    ``baseline_calls`` those of the whole jury alone on an item (default: every stage's).
-    Bad input is an :class:`InputDataError` naming the problem; :class:`CascadeTargetError`
-    when no threshold can be certified.
+    Args:
+        confidence: Stages x items: each stage's confidence on each labelled item (in [0, 1], or
+            -1 where the stage's verdict is unscored).
+        agrees: Stages x items: whether each stage's verdict agrees with the humans (booleans, or
+            0/1).
+        target_agreement: The agreement with the humans to certify, in (0, 1).
+        risk: The chance allowed that the true agreement is below the target, in (0, 1).
+        stage_calls: ``stage_calls[k]`` is the number of judge calls stage ``k`` adds for an item
+            that reaches it (default 1 each).
+        baseline_calls: The judge calls of the whole jury alone on an item (default: every
+            stage's).
+        grid: The thresholds tried after ``inf``, in order; fixed before any label is seen.
+        procedure: ``fallback`` or ``fixed-sequence`` (module text).
+
+    Returns:
+        The fit: of the thresholds certified, the one with the fewest judge calls on the labelled
+        items (the earlier on a tie).
+
+    Raises:
+        InputDataError: Bad input, naming the problem: ``target_agreement`` or ``risk`` outside
+            (0, 1), matrices that are not both stages x items, fewer than two stages or no item, a
+            confidence outside [0, 1] (and not -1), an agreement that is not a boolean, calls that
+            are not positive numbers, a grid threshold outside [0, 1], or an unknown
+            ``procedure``.
+        CascadeTargetError: No threshold can be certified.
     """
     confidence, agrees = _checked_matrices(confidence, agrees)
     n_stages, n = confidence.shape
@@ -258,8 +305,11 @@ def fit_threshold(confidence: np.ndarray, agrees: np.ndarray, *, target_agreemen
 
 
 def _checked_matrices(confidence: Any, agrees: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Both stages x items, the confidences in [0, 1] or the unscored sentinel -1 and the
-    agreements booleans (or 0/1), or an error naming the first bad entry and how many there are."""
+    """Both stages x items: the confidences in [0, 1] or -1, the agreements booleans (or 0/1).
+
+    -1 is the unscored sentinel; otherwise an error naming the first bad entry and how many there
+    are.
+    """
     try:
         conf = np.asarray(confidence, dtype=float)
     except (TypeError, ValueError):

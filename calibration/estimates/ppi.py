@@ -38,7 +38,21 @@ from .rectified import NORMAL_DEPARTURES, Terms, betting_bounds, skew_allowance,
 
 @dataclass(frozen=True)
 class PPIEstimate:
-    """A prediction-powered mean with its CI, next to the human-only and judge-only means."""
+    """A prediction-powered mean with its CI, next to the human-only and judge-only means.
+
+    Attributes:
+        estimate: The PPI++ estimate of the mean human label.
+        ci: Its confidence interval ``(low, high)``.
+        lam: The lambda used (0: human-only; 1: plain PPI).
+        n_labeled: Labelled items (with a human label and a judge score).
+        n_unlabeled: Unlabelled items (a judge score only).
+        confidence: The interval's coverage.
+        classical_estimate: The human-only mean of the labelled items.
+        classical_ci: The human-only (classical) normal interval.
+        judge_only_mean: The judges' mean over every item, labelled and unlabelled.
+        notes: What the caller should know (items excluded, the interval's kind, few labels).
+        interval: ``normal`` (the CLT interval) or ``betting`` (module text).
+    """
 
     estimate: float
     ci: tuple[float, float]
@@ -60,8 +74,13 @@ class PPIEstimate:
         return (self.ci[1] - self.ci[0]) / classical if classical > 0 else math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        """The estimate as plain data, with the CI width against the human-only CI (None when
-        undefined)."""
+        """The estimate as plain data, with the CI width against the human-only CI.
+
+        That width ratio is None when undefined.
+
+        Returns:
+            A JSON-ready dict of the fields (``lam`` as ``lambda``) and ``ci_width_vs_classical``.
+        """
         ratio = self.width_ratio
         return {
             "estimate": self.estimate, "ci": list(self.ci), "lambda": self.lam,
@@ -97,11 +116,26 @@ def ppi_mean(y: Any, yhat: Any, yhat_unlabeled: Any, *, confidence: float = 0.95
              step: float = 1.0) -> PPIEstimate:
     """PPI++ mean of the human label from labelled pairs (y, yhat) and unlabelled judge scores.
 
-    ``lam=None`` tunes lambda (PPI++); pass 1.0 for plain PPI or 0.0 for the classical interval.
-    ``bounds``: the least and greatest value a label or score can take, and ``step`` the
-    scale's step: the interval then follows the small-sample rule (module text); without them
-    it is the normal interval. Inputs must be complete: drop unscored items explicitly (and
-    report them) before calling.
+    Inputs must be complete: drop unscored items explicitly (and report them) before calling.
+
+    Args:
+        y: The human labels of the labelled items.
+        yhat: The judge's scores of the same items, aligned with ``y``.
+        yhat_unlabeled: The judge's scores of the unlabelled items.
+        confidence: The interval's coverage, in (0, 1).
+        lam: ``None`` tunes lambda (PPI++); 1.0 gives plain PPI, 0.0 the classical interval.
+        bounds: The least and greatest value a label or score can take; with ``step``, the
+            interval then follows the small-sample rule (module text); without them it is the
+            normal interval.
+        step: The scale's step (what departing from the judge's score by half a step means).
+
+    Returns:
+        The estimate, its interval, and the human-only and judge-only means beside it.
+
+    Raises:
+        InputDataError: ``y`` and ``yhat`` differ in length, a value is missing or not a number,
+            fewer than 2 labelled or no unlabelled items, ``confidence`` outside (0, 1), or a
+            label or score outside ``bounds``.
     """
     y_ = as_float_vector(y, "y")
     f = as_float_vector(yhat, "yhat")
@@ -158,9 +192,28 @@ def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str
                             confidence: float = 0.95, force: bool = False) -> PPIEstimate:
     """PPI++ estimate of a criterion's benchmark mean from a judge file and human labels.
 
-    The judge-side value is the jury's aggregated score, or the calibrated score when a
-    :class:`CalibrationMap` is given. Items the jury left unscored are excluded and counted in
-    ``notes`` (no zero-filling); humans' per-item mean is the label.
+    Items the jury left unscored are excluded and counted in ``notes`` (no zero-filling); humans'
+    per-item mean is the label.
+
+    Args:
+        human_labels: Human labels, or the path of a labels file.
+        judge_output: Judge output, or the path of a ``jurybox judge`` output file.
+        criterion: The criterion whose mean is estimated.
+        calibration: A :class:`CalibrationMap`: the judge-side value is then the calibrated score
+            instead of the jury's aggregated score.
+        scales: A rubric or {criterion: scale} to validate the human labels with.
+        confidence: The interval's coverage, in (0, 1).
+        force: Apply ``calibration`` even to records of another configuration.
+
+    Returns:
+        The estimate, with the excluded items counted in its ``notes``.
+
+    Raises:
+        InputDataError: No human labels for ``criterion``, a file cannot be read, or the
+            estimate's own input errors (:func:`ppi_mean`).
+        JoinError: Labels and verdicts have no id or criterion in common.
+        ProvenanceMismatchError: ``calibration`` was fitted for another configuration and
+            ``force`` is not set.
     """
     from ..data.joined import join
     from ..data.verdicts import JudgeOutput, load_judge_output

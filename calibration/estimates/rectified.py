@@ -1,5 +1,6 @@
-"""The rectifier terms of a labelling design, and the intervals for a benchmark's mean that do
-not lean on the normal approximation when the labels cannot support it (#52).
+"""The rectifier terms of a labelling design, and intervals for a benchmark's mean (#52).
+
+The intervals do not lean on the normal approximation when the labels cannot support it.
 
 A benchmark's mean label is the jury's mean over the pool (known) plus the mean *rectifier*
 ``Y - f`` (the human's label minus the jury's score). Over the items visited in a session's
@@ -59,16 +60,20 @@ def step_of(scale: Any) -> float:
 
 
 def departures(y: Any, f: Any, scale: Any) -> int:
-    """How many labels ``y`` depart from the jury's scores ``f`` by half a step of ``scale``
-    or more (the human's level is another than the jury's)."""
+    """How many labels ``y`` depart from the jury's scores ``f`` by half a step or more.
+
+    Half a step of ``scale`` or more: the human's level is another than the jury's.
+    """
     gap = np.abs(np.asarray(y, dtype=float) - np.asarray(f, dtype=float))
     return int(np.sum(gap >= step_of(scale) / 2 - 1e-12))
 
 
 def skew_allowance(terms: Any, z: float) -> tuple[float, float]:
-    """The standard errors to add below and above a normal interval of the mean of ``terms``
-    (module text): the Cornish-Fisher term ``g (2 z^2 + 1) / (6 sqrt(M))`` on the side the
-    terms are skewed to, 0 on the other and where they have no spread."""
+    """The standard errors to add below and above a normal interval of the mean of ``terms``.
+
+    That is (module text) the Cornish-Fisher term ``g (2 z^2 + 1) / (6 sqrt(M))`` on the side the
+    terms are skewed to, 0 on the other and where they have no spread.
+    """
     x = np.asarray(terms, dtype=float)
     centred = x - x.mean()
     m2 = float(np.mean(centred**2))
@@ -81,18 +86,22 @@ def skew_allowance(terms: Any, z: float) -> tuple[float, float]:
 
 def rectifier_range(f: np.ndarray, pi: np.ndarray, low: float, high: float
                     ) -> tuple[float, float]:
-    """The least and greatest ``xi / pi * (Y - f)`` a design allows over a pool (jury scores
-    ``f``, inclusion probabilities ``pi``, labels in ``[low, high]``; 0 among them: an item
-    visited but not chosen)."""
+    """The least and greatest ``xi / pi * (Y - f)`` a design allows over a pool.
+
+    The pool's jury scores are ``f``, its inclusion probabilities ``pi``, labels in ``[low,
+    high]``; 0 is among them: an item visited but not chosen.
+    """
     return (min(0.0, float(((low - f) / pi).min())), max(0.0, float(((high - f) / pi).max())))
 
 
 @dataclass(frozen=True)
 class Terms:
-    """A session's rectifier terms ``d`` over its visited items, in the visiting order, with
-    the pool's jury scores and inclusion probabilities and the scale's ends. ``uniform``: every
-    item is labelled with probability 1 (the terms are the pool's rectifiers drawn without
-    replacement; otherwise they are treated as drawn with replacement)."""
+    """A session's rectifier terms ``d`` over its visited items, in the visiting order.
+
+    With them, the pool's jury scores and inclusion probabilities and the scale's ends.
+    ``uniform``: every item is labelled with probability 1 (the terms are the pool's rectifiers
+    drawn without replacement; otherwise they are treated as drawn with replacement).
+    """
 
     d: np.ndarray
     f_pool: np.ndarray
@@ -102,6 +111,7 @@ class Terms:
 
     @property
     def uniform(self) -> bool:
+        """Whether every item is labelled with probability 1 (drawn without replacement)."""
         return bool(np.all(self.pi_pool == 1.0))
 
     @property
@@ -116,10 +126,13 @@ class Terms:
 
 def betting_bounds(terms: Terms, alpha: float, horizon: float | None = None,
                    grid: int | None = None) -> tuple[float, float]:
-    """The mean's ``1 - alpha`` betting bounds after the last of ``terms`` (the rectifiers'
-    betting interval shifted by the jury's pool mean), its bets tuned for ``horizon`` visits
-    (None: for every count, the page's sequence; the count itself: a fixed-sample interval);
-    ``grid``: candidate means per pass (None: the sequences' default; fewer round outwards)."""
+    """The mean's ``1 - alpha`` betting bounds after the last of ``terms``.
+
+    They are the rectifiers' betting interval shifted by the jury's pool mean, its bets tuned for
+    ``horizon`` visits (None: for every count, the page's sequence; the count itself: a
+    fixed-sample interval); ``grid``: candidate means per pass (None: the sequences' default;
+    fewer round outwards).
+    """
     from ..stats.sequences import GRID, betting_interval
 
     low, high = rectifier_range(terms.f_pool, terms.pi_pool, terms.low, terms.high)
@@ -132,9 +145,11 @@ def betting_bounds(terms: Terms, alpha: float, horizon: float | None = None,
 
 def asymptotic_bounds(terms: Terms, alpha: float, horizon: float, variance_floor: float = 0.0
                       ) -> tuple[float, float]:
-    """The mean's ``1 - alpha`` asymptotic-sequence bounds after the last of ``terms``
-    (:func:`jurybox.calibration.stats.sequences.asymptotic_cs`), tuned for ``horizon`` visits,
-    the terms' variance at least ``variance_floor``."""
+    """The mean's ``1 - alpha`` asymptotic-sequence bounds after the last of ``terms``.
+
+    The sequence is :func:`jurybox.calibration.stats.sequences.asymptotic_cs`, tuned for
+    ``horizon`` visits, the terms' variance at least ``variance_floor``.
+    """
     from ..stats.sequences import asymptotic_cs
 
     lo, hi = asymptotic_cs(terms.d, alpha, horizon, variance_floor)
@@ -145,9 +160,11 @@ def asymptotic_bounds(terms: Terms, alpha: float, horizon: float, variance_floor
 
 def term_variance(mean: Sequence[float] | np.ndarray, var: Sequence[float] | np.ndarray,
                   f: np.ndarray, pi: np.ndarray) -> float:
-    """The variance of a term ``D`` were the labels drawn from the jury's own predictive
-    distributions (``mean``, ``var`` per item of the pool): ``E D^2 - (E D)^2`` with
-    ``E D^2 = mean((var + (mean - f)^2) / pi)``: the floor on the asymptotic sequence's."""
+    """The variance of a term ``D`` were the labels drawn from the jury's own distributions.
+
+    The distributions' ``mean`` and ``var`` are per item of the pool: ``E D^2 - (E D)^2`` with
+    ``E D^2 = mean((var + (mean - f)^2) / pi)``: the floor on the asymptotic sequence's.
+    """
     m, v = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
     bias = m - f
     return float(np.mean((v + bias**2) / pi) - np.mean(bias) ** 2)

@@ -10,13 +10,14 @@ Goals (``jurybox label --goal``):
   so every prefix of the order is balanced across them and still self-weighting.
 - ``benchmark-mean``: items chosen actively for the PPI++ estimate of the benchmark's mean score:
   a uniform random visiting order in which each item is labelled with a probability that grows
-  with the square root of the jury's uncertainty on it (:mod:`jurybox.calibration.estimates.active`); the
-  estimate weights each label by that probability, so it stays unbiased. With ``design``
-  ``uniform`` (where the plan finds the active choice costs more labels under the page's
-  sequence), the uniform order of goal agreement instead, recorded as uniform.
+  with the square root of the jury's uncertainty on it
+  (:mod:`jurybox.calibration.estimates.active`); the estimate weights each label by that
+  probability, so it stays unbiased. With ``design`` ``uniform`` (where the plan finds the
+  active choice costs more labels under the page's sequence), the uniform order of goal
+  agreement instead, recorded as uniform.
 - ``cascade``: the same uniform order, because a cascade's threshold is certified on labels drawn
-  at random from the items (:mod:`jurybox.calibration.estimates.cascade_threshold`): items chosen any other
-  way would void its guarantee.
+  at random from the items (:mod:`jurybox.calibration.estimates.cascade_threshold`): items chosen
+  any other way would void its guarantee.
 - ``review``: the items a conformal map routed to a human (``jurybox judge --conformal MAP
   --route-width W``: their interval was too wide to act on), the widest first, and only those.
   A label line records ``strategy: review``: such items are the ones the jury is least sure of,
@@ -131,10 +132,13 @@ class Selector:
 
     def _stratified(self, ids: list[str], uncertainty: Mapping[str, float],
                     rng: np.random.Generator) -> list[str]:
-        """Three strata by the jury's uncertainty (its most sure, middle and least sure thirds),
-        a uniform random order within each, interleaved so that every prefix holds each stratum
-        in proportion to its size (proportional allocation: the labels stay self-weighting, so
-        every estimate's stratum weights are equal and the unweighted statistics unbiased)."""
+        """Three strata by the jury's uncertainty, random within each, interleaved in proportion.
+
+        The strata are its most sure, middle and least sure thirds, each in a uniform random order,
+        interleaved so that every prefix holds each stratum in proportion to its size (proportional
+        allocation: the labels stay self-weighting, so every estimate's stratum weights are equal
+        and the unweighted statistics unbiased).
+        """
         ranked = sorted(ids, key=lambda i: (uncertainty[i], i))
         keys = {}
         for h, name in enumerate(STRATA):
@@ -148,8 +152,10 @@ class Selector:
 
     def next(self, rater: str, latest: Mapping[tuple[str, str], Mapping[str, Any]]
              ) -> Choice | None:
-        """The item ``rater`` labels next, given the latest line per (item, rater); None when
-        every item is labelled or skipped by this rater."""
+        """The item ``rater`` labels next, given the latest line per (item, rater).
+
+        None when every item is labelled or skipped by this rater.
+        """
         seen = {item for (item, r), line in latest.items() if r == rater}
         seen -= {item for (item, r), line in latest.items() if r == rater and line.get("undone")}
         by_others = {item for (item, r), line in latest.items() if r != rater and labelled(line)}
@@ -211,13 +217,15 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
              model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
              probabilities: Mapping[str, float] | None = None,
              sequence: str = "asymptotic") -> dict[str, Any]:
-    """How far the labels have got: counts (items labelled by anyone, lines per rater, items
-    left), and per criterion the jury's agreement with the human labels (exact, after snapping
-    the jury's score to the scale) with its 95% interval; ``goal_met`` when every criterion's
-    half-width is at most ``target_width``. For benchmark-mean, ``sequence`` is the mean's
-    sequence (:func:`jurybox.calibration.estimates.active.mean_sequences`), the asymptotic
-    one tuned for what the target width needs were the jury calibrated
-    (:func:`mean_horizons`)."""
+    """How far the labels have got: counts, and per criterion the jury's agreement so far.
+
+    The counts are items labelled by anyone, lines per rater, items left; the agreement is the
+    jury's with the human labels (exact, after snapping the jury's score to the scale) with its
+    95% interval; ``goal_met`` when every criterion's half-width is at most ``target_width``. For
+    benchmark-mean, ``sequence`` is the mean's sequence
+    (:func:`jurybox.calibration.estimates.active.mean_sequences`), the asymptotic one tuned for
+    what the target width needs were the jury calibrated (:func:`mean_horizons`).
+    """
     lines = [line for line in latest.values() if labelled(line)]
     items = {str(line["id"]) for line in lines}
     by_rater: dict[str, int] = {}
@@ -275,9 +283,12 @@ def mean_horizons(jury_scores: Mapping[str, Mapping[str, float | None]],
                   model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None,
                   probabilities: Mapping[str, float] | None, width: float | None
                   ) -> dict[str, float]:
-    """Per criterion, the visits the mean's asymptotic sequence is tuned for
-    (:func:`jurybox.calibration.estimates.active.mean_horizon`): fixed by the verdicts and the
-    target width before any label; none without a target or a model (the sequence's default)."""
+    """Per criterion, the visits the mean's asymptotic sequence is tuned for.
+
+    As :func:`jurybox.calibration.estimates.active.mean_horizon` gives them: fixed by the verdicts
+    and the target width before any label; none without a target or a model (the sequence's
+    default).
+    """
     if width is None or width <= 0 or model is None:
         return {}
     out = {}
@@ -296,18 +307,23 @@ def mean_horizons(jury_scores: Mapping[str, Mapping[str, float | None]],
 
 @functools.lru_cache(maxsize=64)  # asked per criterion after every label
 def horizon(width: float | None) -> float | None:
-    """The number of labels a sequence's bets are tuned for: what a fixed-sample interval
-    (Clopper-Pearson) needs for ``width`` at the widest agreement rate, 0.5; fixed before the
-    first label (the sequence stays valid at every count, and is tightest around it)."""
+    """The number of labels a sequence's bets are tuned for, fixed before the first label.
+
+    It is what a fixed-sample interval (Clopper-Pearson) needs for ``width`` at the widest
+    agreement rate, 0.5 (the sequence stays valid at every count, and is tightest around it).
+    """
     return None if width is None or not 0.0 < width < 0.5 else float(labels_needed(0.5, width))
 
 
 def agreement_sequence(lines: Sequence[Mapping[str, Any]],
                        jury_scores: Mapping[str, Mapping[str, float | None]], criterion: str,
                        scale: Any, target_width: float | None) -> dict[str, Any]:
-    """One criterion's agreement so far and its confidence sequence: each labelled item's
-    share of labels equal to the jury's snapped score, the items in the order they were first
-    labelled (the session's uniform order), the pool the items the jury scored on it."""
+    """One criterion's agreement so far and its confidence sequence.
+
+    The values are each labelled item's share of labels equal to the jury's snapped score, the
+    items in the order they were first labelled (the session's uniform order), the pool the items
+    the jury scored on it.
+    """
     from ..stats.sequences import betting_interval
 
     agreed: dict[str, list[float]] = {}
@@ -332,9 +348,11 @@ def half_width(agreed: int, n: int, level: float = 0.95) -> float:
 
 
 def labels_needed(p: float, width: float, level: float = 0.95, cap: int = 1_000_000) -> int:
-    """The fewest labels at which an agreement rate ``p`` has a Clopper-Pearson interval of
-    half-width at most ``width`` (its agreements counted as ``round(p * n)``); ``cap`` when
-    even that many are not enough."""
+    """The fewest labels at which rate ``p`` has a narrow enough Clopper-Pearson interval.
+
+    For an agreement rate ``p``, narrow enough is half-width at most ``width`` (its agreements
+    counted as ``round(p * n)``); ``cap`` when even that many are not enough.
+    """
     if not 0.0 < width < 0.5:
         raise InputDataError(f"the target width is a half-width between 0 and 0.5; got {width}")
 
@@ -356,14 +374,16 @@ def plan(latest: Mapping[tuple[str, str], Mapping[str, Any]],
          jury_scores: Mapping[str, Mapping[str, float | None]],
          votes: Mapping[str, Mapping[str, list[float]]], scales: Mapping[str, Any],
          width: float) -> dict[str, dict[str, Any]]:
-    """How many labelled items each criterion needs for the page's confidence sequence of the
-    jury's agreement (:func:`progress`) to reach half-width ``width``: from the labels so far
-    (at their agreement, and the range over its sequence), or, before any label, from the
-    verdicts alone (between the rate at which the judges agree with the jury, a guess at the
-    human rate, and the worst case 0.5); beside it, what a fixed-sample Clopper-Pearson
-    interval would need (``fixed_sample``: valid only if the count is fixed in advance, not for
-    a labeller who stops on the first narrow interval). ``votes``: per item and criterion, the
-    judges' scores."""
+    """How many labelled items each criterion needs for the agreement's sequence to reach ``width``.
+
+    That is, for the page's confidence sequence of the jury's agreement (:func:`progress`) to
+    reach half-width ``width``: from the labels so far (at their agreement, and the range over its
+    sequence), or, before any label, from the verdicts alone (between the rate at which the judges
+    agree with the jury, a guess at the human rate, and the worst case 0.5); beside it, what a
+    fixed-sample Clopper-Pearson interval would need (``fixed_sample``: valid only if the count is
+    fixed in advance, not for a labeller who stops on the first narrow interval). ``votes``: per
+    item and criterion, the judges' scores.
+    """
     if not 0.0 < width < 0.5:
         raise InputDataError(f"the target width is a half-width between 0 and 0.5; got {width}")
     now = progress(latest, jury_scores, scales, width, len(jury_scores))["agreement"]
@@ -396,8 +416,10 @@ def plan(latest: Mapping[tuple[str, str], Mapping[str, Any]],
 
 
 def _sequence_needed(rate: float, width: float, pool: int) -> int:
-    """Labelled items until the agreement's sequence reaches half-width ``width`` at ``rate``
-    (the whole pool when it does not before: there the agreement is known exactly)."""
+    """Labelled items until the agreement's sequence reaches half-width ``width`` at ``rate``.
+
+    The whole pool when it does not before: there the agreement is known exactly.
+    """
     from ..stats.sequences import labels_needed as sequence_needed
 
     got = sequence_needed(rate, width, ALPHA, pool or None, horizon(width))

@@ -20,10 +20,27 @@ def simulate_judging(n_items: int = 200, *, n_humans: int = 2, labelled: int | N
                      scale: Sequence[float] = (0, 1, 2, 3, 4), label_criterion: bool = True,
                      unscored_rate: float = 0.0, provenance: str = "prov-test",
                      seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(judge records, human label rows). ``judges`` = (name, bias, slope, noise sd).
+    """Judge records and human label rows with known truth, for tests, examples and benchmarks.
+
+    ``judges`` = (name, bias, slope, noise sd).
 
     Criterion ``accuracy`` is on ``scale``; ``supported`` (when ``label_criterion``) is yes/no
-    on [0, 1]. The first ``labelled`` items (default: all) get ``n_humans`` human rows each.
+    on [0, 1].
+
+    Args:
+        n_items: Items judged.
+        n_humans: Human rows per labelled item.
+        labelled: The first ``labelled`` items get human rows (default: all).
+        judges: Each judge's (name, bias, slope, noise sd) of its distortion of the latent
+            quality.
+        scale: The ``accuracy`` scale's values.
+        label_criterion: Whether to add the yes/no criterion ``supported``.
+        unscored_rate: The chance that a judge's ``accuracy`` vote fails (a timeout, unscored).
+        provenance: The records' provenance.
+        seed: The random generator's seed.
+
+    Returns:
+        The verdict records (as ``jurybox judge`` writes them) and the human label rows.
     """
     rng = np.random.default_rng(seed)
     scale_arr = np.asarray(scale, dtype=float)
@@ -82,9 +99,12 @@ def simulate_judging(n_items: int = 200, *, n_humans: int = 2, labelled: int | N
 
 @dataclass(frozen=True)
 class ItemKind:
-    """One kind of item in a :class:`CascadeSimulation`: its share of the population, the
-    cheap judge's confidence on it (Beta(``conf``)), how often the cheap judge is right
-    (``confidence ** cheap_power``, or the fixed ``cheap_rate``) and the panel (``panel``)."""
+    """One kind of item in a :class:`CascadeSimulation`, its share and how the judges do on it.
+
+    Its share of the population, the cheap judge's confidence on it (Beta(``conf``)), how often
+    the cheap judge is right (``confidence ** cheap_power``, or the fixed ``cheap_rate``) and the
+    panel (``panel``).
+    """
 
     share: float
     conf: tuple[float, float]
@@ -98,16 +118,22 @@ class ItemKind:
 
 
 class CascadeSimulation:
-    """Two-stage cascade with known truth: a cheap judge, then a stronger panel, on a mixture
-    of item kinds (:class:`ItemKind`).
+    """Two-stage cascade with known truth: a cheap judge, then a stronger panel, on item kinds.
 
-    The default: 70% easy and 30% hard items; the cheap judge is overconfident (right with
-    probability confidence^2; confidence Beta(12, 1) on easy items, Beta(3, 2) on hard ones);
-    the panel is right on 97% of easy and 85% of hard items. Its agreement curve falls
-    steadily as the threshold drops. :meth:`with_dip` is a population whose curve dips below
-    a target in one band of confidence and recovers below it. The population agreement of the
-    cascade at any threshold is computed exactly (by quadrature), so a fitted threshold's true
-    agreement is known.
+    The kinds are a mixture of :class:`ItemKind`. The default: 70% easy and 30% hard items; the
+    cheap judge is overconfident (right with probability confidence^2; confidence Beta(12, 1) on
+    easy items, Beta(3, 2) on hard ones); the panel is right on 97% of easy and 85% of hard
+    items. Its agreement curve falls steadily as the threshold drops. :meth:`with_dip` is a
+    population whose curve dips below a target in one band of confidence and recovers below it.
+    The population agreement of the cascade at any threshold is computed exactly (by
+    quadrature), so a fitted threshold's true agreement is known.
+
+    Args:
+        kinds: The item kinds, their shares adding up to 1 (default: the easy and hard kinds
+            above).
+
+    Raises:
+        ValueError: The kinds' shares do not add up to 1.
     """
 
     def __init__(self, kinds: Sequence[ItemKind] | None = None) -> None:
@@ -120,16 +146,30 @@ class CascadeSimulation:
 
     @classmethod
     def with_dip(cls) -> CascadeSimulation:
-        """A cheap judge confident and wrong on one kind of item (8% of items, confidence about
-        0.975, right 10% of the time) and calibrated elsewhere, where it beats a weak panel: the
-        agreement curve (0.858 for the panel on every item) rises to 0.872 at threshold 0.99,
-        dips to 0.833 at 0.96 and recovers to 0.865 at 0.85."""
+        """A cheap judge confident and wrong on one kind of item, calibrated elsewhere.
+
+        The kind is 8% of items, confidence about 0.975, right 10% of the time; elsewhere the cheap
+        judge beats a weak panel: the agreement curve (0.858 for the panel on every item) rises to
+        0.872 at threshold 0.99, dips to 0.833 at 0.96 and recovers to 0.865 at 0.85.
+
+        Returns:
+            The simulation.
+        """
         return cls([ItemKind(0.64, (12.0, 1.0), panel=0.8),
                     ItemKind(0.08, (400.0, 10.0), panel=1.0, cheap_rate=0.1),
                     ItemKind(0.28, (3.0, 2.0), panel=0.95)])
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """(confidence, agrees), each 2 stages x ``n`` items."""
+        """(confidence, agrees), each 2 stages x ``n`` items.
+
+        Args:
+            n: Items to draw.
+            rng: The random generator.
+
+        Returns:
+            The stages' confidences (the panel's 1) and whether each stage agrees with the humans,
+            as :func:`fit_threshold` takes them.
+        """
         u = rng.random(n)
         kind = np.searchsorted(np.cumsum([k.share for k in self.kinds])[:-1], u, side="right")
         conf = np.choose(kind, [rng.beta(*k.conf, n) for k in self.kinds])
@@ -139,7 +179,14 @@ class CascadeSimulation:
         return np.vstack([conf, np.ones(n)]), np.vstack([cheap_right, panel_right])
 
     def agreement(self, threshold: float) -> float:
-        """Population agreement of the cascade that trusts the cheap judge at ``threshold``."""
+        """Population agreement of the cascade that trusts the cheap judge at ``threshold``.
+
+        Args:
+            threshold: The cascade's threshold (inf: the panel on every item).
+
+        Returns:
+            The exact agreement over the population (by quadrature).
+        """
         from scipy import integrate, stats
 
         total = 0.0
@@ -154,9 +201,18 @@ class CascadeSimulation:
         return float(total)
 
     def expected_calls(self, threshold: float, stage_calls: tuple[float, float] = (1, 3)) -> float:
-        """Judge calls per item of the cascade (the cheap judge on every item, the panel on the
-        items it escalates); the panel alone (``stage_calls[1]``) for ``threshold`` inf, which
-        is no cascade."""
+        """Judge calls per item of the cascade: the cheap judge on all, the panel on the rest.
+
+        The panel decides the items the cheap judge escalates; for ``threshold`` inf, which is no
+        cascade, the panel alone (``stage_calls[1]``).
+
+        Args:
+            threshold: The cascade's threshold.
+            stage_calls: The judge calls of the cheap judge and of the panel per item.
+
+        Returns:
+            The expected judge calls per item.
+        """
         from scipy import stats
 
         if not np.isfinite(threshold):
@@ -168,8 +224,9 @@ class CascadeSimulation:
 def simulate_cascade_verdicts(n_items: int = 300, *, provenance: str = "prov-test",
                               sure_share: float = 0.6, panel_accuracy: float = 0.97,
                               seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(verdict records, human label rows) of a jury ``small`` + ``big1`` + ``big2`` on a 1-3
-    ``accuracy`` scale, every judge on every item (what a cascade is fitted on).
+    """(verdict records, human label rows) of a jury ``small`` + ``big1`` + ``big2``.
+
+    On a 1-3 ``accuracy`` scale, every judge on every item (what a cascade is fitted on).
 
     ``small`` is sure (probability 0.995 on its answer) and right on ``sure_share`` of the
     items; elsewhere it is unsure (0.5) and right 40% of the time. ``big1`` and ``big2`` agree,
@@ -197,11 +254,13 @@ def simulate_cascade_verdicts(n_items: int = 300, *, provenance: str = "prov-tes
 
 @dataclass(frozen=True)
 class LabellingPool:
-    """A benchmark's judged items with known human truth, for simulating a labelling session on
-    a 0-4 scale: ``dist`` each item's predictive distribution (the jury's, calibrated: the
+    """A benchmark's judged items with known human truth, for simulating a labelling session.
+
+    On a 0-4 scale: ``dist`` each item's predictive distribution (the jury's, calibrated: the
     human label is drawn from it), ``score`` the jury's score (its mean), ``uncertainty`` what
-    :func:`jurybox.calibration.estimates.active.item_uncertainty` gives (its variance over the squared
-    range), ``human`` the labels."""
+    :func:`jurybox.calibration.estimates.active.item_uncertainty` gives (its variance over the
+    squared range), ``human`` the labels.
+    """
 
     dist: np.ndarray
     score: np.ndarray
@@ -214,10 +273,12 @@ class LabellingPool:
     def draw(cls, rng: np.random.Generator, n_items: int = 1000, *,
              uncertain_share: float = 0.3, sure: float = 0.25, unsure: float = 1.2,
              stated: float = 1.0) -> LabellingPool:
-        """Items around a uniformly drawn mode, most sharply peaked (``sure``: the spread of the
-        distribution's exponential fall-off), ``uncertain_share`` broadly (``unsure``).
-        ``stated``: the jury's stated variance over its distribution's (1: calibrated; above 1
-        an underconfident jury, its means as accurate)."""
+        """Items around a uniformly drawn mode, most sharply peaked, ``uncertain_share`` broadly.
+
+        ``sure`` is the spread of the distribution's exponential fall-off of the sharp ones,
+        ``unsure`` that of the broad ones. ``stated``: the jury's stated variance over its
+        distribution's (1: calibrated; above 1 an underconfident jury, its means as accurate).
+        """
         mode = rng.integers(0, 5, n_items)
         spread = np.where(rng.random(n_items) < uncertain_share, unsure, sure)
         w = np.exp(-np.abs(cls.VALUES[None, :] - mode[:, None]) / spread[:, None])
@@ -232,14 +293,15 @@ class LabellingPool:
 def weighted_mean_path(f_pool: Any, f: Any, y: Any, pi: Any, visited: Any, *,
                        model: tuple[Any, Any, Any] | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`jurybox.calibration.estimates.active.weighted_mean` after each label of a session at once:
-    the estimate and standard error with the first ``n`` labelled items for n = 1, 2, ...
-    (NaN at n = 1). ``f``, ``y``, ``pi``: the labelled items' score, label and inclusion
-    probability in labelling order; ``visited[n - 1]``: the items visited by the n-th label.
-    The same formulas written as running sums (each of weighted_mean's sums over the visited
-    items is a running sum over the labelled ones: the others' terms are 0), so a simulated
-    session costs one pass instead of one estimate per label; tests check it against
-    weighted_mean at every n."""
+    """:func:`jurybox.calibration.estimates.active.weighted_mean` after each label of a session.
+
+    All at once: the estimate and standard error with the first ``n`` labelled items for n = 1,
+    2, ... (NaN at n = 1). ``f``, ``y``, ``pi``: the labelled items' score, label and inclusion
+    probability in labelling order; ``visited[n - 1]``: the items visited by the n-th label. The
+    same formulas written as running sums (each of weighted_mean's sums over the visited items is
+    a running sum over the labelled ones: the others' terms are 0), so a simulated session costs
+    one pass instead of one estimate per label; tests check it against weighted_mean at every n.
+    """
     fp, f_, y_, p = (np.asarray(a, dtype=float) for a in (f_pool, f, y, pi))
     m = np.asarray(visited, dtype=float)
     big_n = fp.size
@@ -277,14 +339,16 @@ def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Ge
                             active: bool = True, min_labels: int = 30, step: int = 1,
                             stop_after: int | None = None, floor: bool = True
                             ) -> dict[str, Any]:
-    """One labelling session for the benchmark mean, as ``jurybox label --goal benchmark-mean``
-    runs it (``active``; otherwise every item of the uniform order is labelled): labels in the
-    session's order until the 95% half-width is at most ``width`` (checked every ``step``
-    labels from ``min_labels`` on, as the page's progress does) or ``stop_after`` labels;
-    ``floor``: the variance floored by the jury's own distributions, as jurybox estimates it.
-    Returns the labels used, the estimate, its half-width and whether the CI covers the pool's
-    true mean. The estimates are :func:`weighted_mean_path`'s (weighted_mean's, after each
-    label)."""
+    """One labelling session for the benchmark mean, as the labelling page runs it.
+
+    As ``jurybox label --goal benchmark-mean`` runs it with ``active``; otherwise every item of the
+    uniform order is labelled: labels in the session's order until the 95% half-width is at most
+    ``width`` (checked every ``step`` labels from ``min_labels`` on, as the page's progress does) or
+    ``stop_after`` labels; ``floor``: the variance floored by the jury's own distributions, as
+    jurybox estimates it. Returns the labels used, the estimate, its half-width and whether the CI
+    covers the pool's true mean. The estimates are :func:`weighted_mean_path`'s (weighted_mean's,
+    after each label).
+    """
     from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement, z_of
 
     pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
@@ -316,10 +380,13 @@ def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Ge
 
 def overconfident_pool(rng: np.random.Generator, n_items: int = 2000, *, wrong: float = 0.03,
                        sure: float = 0.999) -> LabellingPool:
-    """A jury as LLM log-probabilities often make it (#41): ``sure`` of its own score on every
-    item, right on most, confidently wrong on a ``wrong`` share of them, and wrong the lenient
-    way, as LLM judges tend to be: its scores are 2 to 4, and where it is wrong the human's
-    label is two levels lower, so its mean is ``2 * wrong`` too high."""
+    """A jury as LLM log-probabilities often make it (#41): sure, right on most, confidently wrong.
+
+    It is ``sure`` of its own score on every item, right on most, confidently wrong on a ``wrong``
+    share of them, and wrong the lenient way, as LLM judges tend to be: its scores are 2 to 4, and
+    where it is wrong the human's label is two levels lower, so its mean is ``2 * wrong`` too
+    high.
+    """
     values = LabellingPool.VALUES
     score = rng.integers(2, 5, n_items)
     dist = np.full((n_items, 5), (1.0 - sure) / 4.0)
@@ -335,17 +402,19 @@ def overconfident_pool(rng: np.random.Generator, n_items: int = 2000, *, wrong: 
 def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: bool = True,
                      alpha: float = 0.05, width: float | None = None, grid: int = 400,
                      horizon: float | None = None, method: str = "betting") -> dict[str, Any]:
-    """One labelling session for the benchmark mean with the page's confidence sequence
-    (:func:`jurybox.calibration.estimates.active.mean_sequences`: the sequence of the terms
-    ``f + xi / pi (Y - f)`` over the visiting order). ``covered``: the pool's true mean stays
-    inside the sequence over the whole visiting order (time-uniform, so covered at whatever
+    """One labelling session for the benchmark mean with the page's confidence sequence.
+
+    The sequence is :func:`jurybox.calibration.estimates.active.mean_sequences`: the sequence of
+    the terms ``f + xi / pi (Y - f)`` over the visiting order. ``covered``: the pool's true mean
+    stays inside the sequence over the whole visiting order (time-uniform, so covered at whatever
     label a labeller stops). With ``width``, also the labels at which the sequence first has
     half-width at most ``width`` (None when it never does; the betting sequence on a grid of
     ``grid`` candidate means). ``method``: ``betting`` (the truth's wealth never reaches
-    1/alpha), or ``asymptotic`` (the betting sequence until NORMAL_DEPARTURES labels depart
-    from the jury's score, then the asymptotic sequence tuned for ``horizon`` visits, its
-    variance floored by the jury's distributions unless the labels show them overstated, as
-    mean_sequences shows it)."""
+    1/alpha), or ``asymptotic`` (the betting sequence until NORMAL_DEPARTURES labels depart from
+    the jury's score, then the asymptotic sequence tuned for ``horizon`` visits, its variance
+    floored by the jury's distributions unless the labels show them overstated, as
+    mean_sequences shows it).
+    """
     from ..stats.sequences import asymptotic_cs, betting_cs, log_wealth
     from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement
     from .rectified import NORMAL_DEPARTURES, rectifier_range, term_variance
@@ -392,8 +461,10 @@ def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: b
 
 def _asymptotic_path(d: np.ndarray, alpha: float, horizon: float, floor: float,
                      dropped: np.ndarray, asymptotic_cs: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The asymptotic sequence's bounds on the mean rectifier after each visit, its variance
-    floored at ``floor`` where the floor is not ``dropped``."""
+    """The asymptotic sequence's bounds on the mean rectifier after each visit.
+
+    Its variance is floored at ``floor`` where the floor is not ``dropped``.
+    """
     lo, hi = asymptotic_cs(d, alpha, horizon, floor)
     if dropped.any():
         bare_lo, bare_hi = asymptotic_cs(d, alpha, horizon, 0.0)
@@ -403,8 +474,9 @@ def _asymptotic_path(d: np.ndarray, alpha: float, horizon: float, floor: float,
 
 def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: Any, *,
                          active: bool = True, confidence: float = 0.95) -> list[dict[str, Any]]:
-    """One labelling session for the benchmark mean, looked at once after each of ``counts``
-    labels (a count fixed in advance): the interval ``jurybox agree --ppi`` shows there
+    """One labelling session for the benchmark mean, looked at once after each of ``counts`` labels.
+
+    Each count is fixed in advance. The interval ``jurybox agree --ppi`` shows there
     (:func:`jurybox.calibration.estimates.active.mean_estimates`: the normal interval, with
     Student's quantile and widened on its skewed side, once ``NORMAL_DEPARTURES`` labels depart
     from the jury's score, else the betting interval at that count;
@@ -412,8 +484,8 @@ def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: 
     showed before #52: the normal quantile, symmetric). Per count: ``covered`` and
     ``half_width`` of each (``normal_*`` the one before) and ``interval`` (which was shown). The
     estimate is :func:`weighted_mean`'s with the floor and the overstatement test as
-    mean_estimates takes them; tests check the whole against mean_estimates on the same
-    labels."""
+    mean_estimates takes them; tests check the whole against mean_estimates on the same labels.
+    """
     from .active import (
         OVERSTATED_Z,
         Design,
