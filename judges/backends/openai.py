@@ -22,6 +22,10 @@ schedule), and httpx is one small dependency where ``openai`` pulls several.
   its own tokenizer, so an item string holding one of the usual chat templates' control tokens
   (``<|im_end|>``, ``<start_of_turn>``, ``[INST]``, ...) is sent with a word joiner (U+2060)
   after its first character (:func:`~jurybox.judges.backends.base.escape_control`).
+- A judge that sees images (``vision``) sends a request's images as ``image_url`` parts of the
+  chat message (``data:`` URLs: the server is never asked to fetch anything), where the
+  rubric's template placed them, else first in the user message; it needs ``prompt_format:
+  chat``.
 - Reasoning judges: the server should run with a reasoning parser (``--reasoning-parser``), so the
   schema applies after the thinking and the thought comes back in ``reasoning``; without one,
   the thought is split off the content at ``reasoning.end``. The thinking budget is enforced as
@@ -38,7 +42,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from .base import escape_control, plain_prompt
+from .base import escape_control, plain_prompt, require_vision_chat
 from .protocol import CancelCheck, Generation, JudgeConfigError, Request, TokenStep
 
 if TYPE_CHECKING:
@@ -109,8 +113,13 @@ class OpenAIBackend:
     def __init__(self, spec: JudgeSpec) -> None:
         import httpx  # noqa: F401  (fail at load, not at the first request)
 
+        from ..images import sees_images
+
         self.spec = spec
         self.name = spec.name
+        self.vision = sees_images(spec)
+        if self.vision:
+            require_vision_chat(spec)
         base = spec.execution.base_url or os.environ.get("OPENAI_BASE_URL")
         if not base:
             raise JudgeConfigError(
@@ -149,6 +158,14 @@ class OpenAIBackend:
         messages = escape_control(request.messages, request.item_text)
         if self.chat:
             body["messages"] = messages
+            if self.vision and request.images:
+                from dataclasses import replace
+
+                from ..images import chat_parts
+
+                body["messages"] = chat_parts(
+                    replace(request, messages=messages),
+                    lambda im: {"type": "image_url", "image_url": {"url": im.data_url()}})
             if r.template_kwargs:
                 body["chat_template_kwargs"] = dict(r.template_kwargs)
             if self.want_logprobs:

@@ -47,7 +47,9 @@ from .base import (
     prompt_char_limit,
     prompt_text,
     require_chat_template,
+    require_vision_chat,
     steps_from_logprobs,
+    vision_prompt_text,
 )
 from .protocol import CancelCheck, Generation, GenerationCancelled, JudgeConfigError, Request
 
@@ -68,6 +70,7 @@ class RecordedGeneration:
     finish_reason: str
     text: str  # what the recording backend decoded: a check, never used as the answer
     schema: str = ""  # schema_digest of the request's JSON schema ("" in older recordings)
+    images: tuple[str, ...] = ()  # the digests of the images the judge was shown
 
     def to_json(self) -> dict[str, Any]:
         """The generation as plain JSON data (each position's logprobs as two parallel lists)."""
@@ -82,6 +85,8 @@ class RecordedGeneration:
         }
         if self.schema:
             data["schema"] = self.schema
+        if self.images:
+            data["images"] = list(self.images)
         return data
 
     @classmethod
@@ -95,6 +100,7 @@ class RecordedGeneration:
             finish_reason=data["finish_reason"],
             text=data["text"],
             schema=data.get("schema", ""),
+            images=tuple(data.get("images", ())),
         )
 
 
@@ -196,11 +202,25 @@ def record(jury: Any, rubric: Any, items: list[Any],
         for start in range(0, len(owners), size):
             batch = [r for r in requests.requests[start : start + size] if r is not None]
             assert len(batch) == len(owners[start : start + size])
-            prompts = [backend.prompt_text(r.messages) for r in batch]
             grammars = [backend.grammar(r.schema) for r in batch]
             recorder = _Recorder(xgrammar.contrib.hf.LogitsProcessor(grammars), judge.top_logprobs)
-            rows, reasons = backend._generate(prompts, judge.sampling.max_tokens, recorder)
-            prompt_ids = tok(prompts, add_special_tokens=False)["input_ids"]
+            if getattr(backend, "vision", False) and any(r.images for r in batch):
+                if len(batch) != 1:
+                    raise ValueError(f"judge {judge.name}: record a judge that sees images with "
+                                     "batch_size: 1")
+                made = backend._vision_inputs(batch[0])
+                if isinstance(made, str):
+                    raise ValueError(made)
+                # The recorded prompt is the text's ids, with the images' placeholders (what
+                # a replay judge tokenizes); the model is given the processor's.
+                text = vision_prompt_text(judge, tok, batch[0])
+                prompt_ids = [tok(text, add_special_tokens=False)["input_ids"]]
+                rows, reasons = backend._generate([made[0]], judge.sampling.max_tokens,
+                                                  recorder, pixels=[made[1]])
+            else:
+                prompts = [backend.prompt_text(r.messages) for r in batch]
+                rows, reasons = backend._generate(prompts, judge.sampling.max_tokens, recorder)
+                prompt_ids = tok(prompts, add_special_tokens=False)["input_ids"]
             for row, (ids, why) in enumerate(zip(rows, reasons)):
                 logprobs = []
                 for t in range(len(ids)):
@@ -211,7 +231,9 @@ def record(jury: Any, rubric: Any, items: list[Any],
                     item=owners[start + row], prompt_ids=tuple(prompt_ids[row]), output_ids=ids,
                     logprobs=logprobs, finish_reason=why,
                     text=tok.decode(ids, skip_special_tokens=False),
-                    schema=schema_digest(batch[row].schema)))
+                    schema=schema_digest(batch[row].schema),
+                    images=tuple(im.digest for im in batch[row].images)
+                    if getattr(backend, "vision", False) else ()))
             log(f"{judge.name}: {len(gens)}/{len(owners)}")
         judges[judge.name] = gens
     return judges
@@ -238,8 +260,9 @@ def replay_backend(spec: JudgeSpec) -> ReplayBackend:
 class ReplayBackend:
     """Answers every request with a recorded generation of the judge ``spec.name``.
 
-    A request whose prompt tokens equal a recorded prompt's gets that recording's answer (so
-    replaying the recorded items gives the judge's real answers); any other request gets one
+    A request whose prompt tokens (and, for a judge that sees images, the digests of its images)
+    equal a recorded prompt's gets that recording's answer (so replaying the recorded items
+    gives the judge's real answers); any other request gets one
     of the generations recorded for the same answer schema (any recorded one where none was),
     chosen by a checksum of its prompt, so the same prompt gets the same answer in any process
     and order. ``timings`` adds up seconds spent per stage (``prompt``: chat template or plain
@@ -252,12 +275,17 @@ class ReplayBackend:
             raise ValueError(f"the recording has no generations of judge {spec.name}")
         self.spec = spec
         self.name = spec.name
+        from ..images import sees_images
+
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(spec)
         require_chat_template(spec, self.tokenizer)
+        self.vision = sees_images(spec)
+        if self.vision:
+            require_vision_chat(spec)
         self._bos = bos_prefix(self.tokenizer)
         self.max_len = spec.max_model_len or context
         self._recorded = recording.judges[spec.name]
-        self._by_prompt = {g.prompt_ids: g for g in self._recorded}
+        self._by_prompt = {(g.prompt_ids, g.images): g for g in self._recorded}
         self._by_schema: dict[str, list[RecordedGeneration]] = {}
         for g in self._recorded:
             self._by_schema.setdefault(g.schema, []).append(g)
@@ -276,15 +304,24 @@ class ReplayBackend:
         """The exact text the judge is given for ``messages`` (chat template or plain framing)."""
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
-    def _pick(self, ids: list[int], schema: dict[str, Any]) -> RecordedGeneration:
-        key = tuple(ids)
+    def prompt_of(self, request: Request) -> str:
+        """The text the judge is given for ``request``: with its images' placeholders when
+        the judge sees images and the request has them."""
+        if self.vision and request.images:
+            return vision_prompt_text(self.spec, self.tokenizer, request)
+        return self.prompt_text(request.messages)
+
+    def _pick(self, ids: list[int], request: Request) -> RecordedGeneration:
+        images = tuple(im.digest for im in request.images) if self.vision else ()
+        key = (tuple(ids), images)
         found = self._by_prompt.get(key)
         if found is not None:
             self.replayed += 1
             return found
         self.unrecorded += 1
-        same = self._by_schema.get(schema_digest(schema)) or self._recorded
-        return same[zlib.crc32(repr(key).encode()) % len(same)]
+        same = self._by_schema.get(schema_digest(request.schema)) or self._recorded
+        # (an unrecorded prompt without images is picked as before images were recorded)
+        return same[zlib.crc32(repr(key if images else key[0]).encode()) % len(same)]
 
     def generate(self, requests: list[Request],
                  cancelled: CancelCheck | None = None) -> list[Generation]:
@@ -299,7 +336,7 @@ class ReplayBackend:
                 time.sleep(min(left, 0.02))
         clock = time.perf_counter
         t0 = clock()
-        prompts = [self.prompt_text(r.messages) for r in requests]
+        prompts = [self.prompt_of(r) for r in requests]
         t1 = clock()
         prompt_ids = self.controls.encode(self.encoder, prompts, requests, self._max_chars)
         t2 = clock()
@@ -312,7 +349,7 @@ class ReplayBackend:
             if error is not None:
                 out.append(Generation(error=error, prompt_tokens=len(ids)))
                 continue
-            rec = self._pick(ids, request.schema)
+            rec = self._pick(ids, request)
             text, steps = self._steps(self._decode, rec.output_ids, rec.logprobs)
             out.append(Generation(
                 text=text,

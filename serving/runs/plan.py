@@ -30,6 +30,7 @@ from jurybox.serving.runs.run import RunReport
 
 if TYPE_CHECKING:
     from jurybox.calibration import AppliedCalibration
+    from jurybox.rubrics.images import ImagePolicy
     from jurybox.serving.runs.estimate import Estimate
 
 Engine = Literal["local", "ray"]
@@ -49,8 +50,8 @@ def default_jury() -> str:
 class RunPlan:
     """One judging run (see the module docstring); the fields are ``jurybox judge``'s options.
 
-    Constructing it checks how they fit together (an :class:`InputError` naming the option);
-    :meth:`run` and :meth:`estimate` load what they need. ``notes`` and ``warnings``: what a
+    Constructing it checks how they fit together (an ``InputError`` naming the option); ``run``
+    and ``estimate`` load what they need. ``notes`` and ``warnings``: what a
     caller should tell its user (the default jury chosen, the pairs written, unpinned model
     revisions, ...).
 
@@ -99,6 +100,9 @@ class RunPlan:
             store new ones.
         format: The shards of a directory output: ``jsonl`` (default) or ``parquet``.
         shard_size: Verdicts per shard of a directory output (default 1000).
+        image_root: Where the items' relative image paths are read from (default: the folder
+            of the predictions), for judges that see images.
+        allow_remote_images: Fetch the items' http(s) images (never by default).
         notes: What a caller should tell its user (the default jury chosen, the pairs written,
             ...), added to as the plan is used.
         warnings: What a caller should warn its user of (unpinned model revisions, rows that
@@ -131,6 +135,8 @@ class RunPlan:
     length_control: bool = False
     human: Path | str | None = None
     cache: bool = True
+    image_root: Path | str | None = None
+    allow_remote_images: bool = False
     format: str | None = None
     shard_size: int | None = None
     notes: list[str] = field(default_factory=list, init=False)
@@ -177,6 +183,23 @@ class RunPlan:
         assert isinstance(self.rubric, Rubric)
         return self.rubric
 
+    @property
+    def image_policy(self) -> ImagePolicy:
+        """Where the items' images are read from (``image_root``, else the predictions'
+        folder: a directory itself, a glob's folder) and whether http(s) images are fetched."""
+        from jurybox.rubrics.images import ImagePolicy
+
+        root = self.image_root
+        if root is None:
+            given = self.predictions or (self.pairs[0] if self.pairs else None)
+            if given is not None:
+                path = Path(given)
+                while any(c in path.name for c in "*?[") and path != path.parent:
+                    path = path.parent
+                root = path if path.is_dir() else path.parent
+        return ImagePolicy(root=None if root is None else str(root),
+                           allow_remote=self.allow_remote_images)
+
     @cached_property
     def judges(self) -> JuryLike:
         """The jury that judges: loaded here, or the service's at ``url``.
@@ -207,7 +230,7 @@ class RunPlan:
                                   "--cascade` fits them on)")
             cache = (verdict_cache.VerdictCache() if self.cache and verdict_cache.enabled()
                      else None)
-            jury = Jury(spec, cache=cache)
+            jury = Jury(spec, cache=cache, images=self.image_policy)
         self.warnings.extend(unpinned_warnings(jury.spec.judges))
         return jury
 
@@ -275,18 +298,18 @@ class RunPlan:
         """Judge every item not yet in the output, on the plan's engine.
 
         Args:
-            progress: ``progress(done, total)``, as
-                :class:`~jurybox.serving.runs.run.RunOptions` takes it: called when the run
-                starts and as the work advances.
-            notify: ``notify(message)``, as :class:`~jurybox.serving.runs.run.RunOptions` takes
-                it: what the run is doing meanwhile.
+            progress: ``progress(done, total)``, as ``RunOptions`` takes it: called when the run
+                starts and as the work advances (``done`` items' worth; ``total`` an estimate,
+                or None).
+            notify: ``notify(message)``, as ``RunOptions`` takes it: what the run is doing
+                meanwhile (each judge loaded, with its time).
 
         Returns:
             The report of what was done.
 
         Raises:
             InputError: The jury, maps, predictions or output cannot be used, or a judge model
-                cannot be loaded (see :func:`~jurybox.serving.runs.local.judge_file`).
+                cannot be loaded (see ``judge_file``).
             ExecutionError: Judging failed although the input was valid (a judge could not
                 judge a chunk, the service could not answer).
         """
@@ -303,7 +326,7 @@ class RunPlan:
 
                 return judge_with_ray(predictions, self.loaded_rubric, self.spec, self.target,
                                       address=self.address or os.environ.get("RAY_ADDRESS"),
-                                      cache=judges.cache, **options)
+                                      cache=judges.cache, images=self.image_policy, **options)
             from jurybox.serving.runs.local import judge_file
 
             return judge_file(predictions, self.loaded_rubric, judges, self.target,
@@ -316,7 +339,7 @@ class RunPlan:
 
         Returns:
             The estimate: items to judge after the output and the cache, judge calls, prompt
-            tokens, output budget.
+                tokens, output budget.
 
         Raises:
             InputError: The plan judges through a service (``url``), or its input cannot be

@@ -39,8 +39,10 @@ from jurybox.judges import JudgeSpec, JurySpec, provenance
 from jurybox.judges.backends.base import backend_note
 from jurybox.judges.cache import CacheLookup, VerdictCache
 from jurybox.judges.cascade import StagePlan
+from jurybox.judges.images import load_item_images
 from jurybox.rubrics import Item, Rubric, Vote, input_hash
 from jurybox.rubrics.errors import last_line
+from jurybox.rubrics.images import ImageError, ImagePolicy
 from jurybox.serving.runs.predictions import RowError, iter_predictions
 from jurybox.serving.runs.results import ResultsDir
 from jurybox.serving.runs.run import Run, RunOptions, RunReport, Tally
@@ -55,11 +57,13 @@ if TYPE_CHECKING:
 
 
 def _read_file(row: dict[str, Any], rubric: dict[str, Any], reading: dict[str, Any],
-               done: set[str], allowed: set[str] | None, cached: set[str]
-               ) -> Iterator[dict[str, Any]]:
+               done: set[str], allowed: set[str] | None, cached: set[str],
+               images: ImagePolicy | None = None) -> Iterator[dict[str, Any]]:
     """One input file through the one row reader: an item to judge, an error row, or a row
     already written (skipped, but its id counts for the summary) or answered from the verdict
-    cache by the driver (judged, but not here)."""
+    cache by the driver (judged, but not here). With ``images`` (a judge sees them) an item's
+    images are read here, where its file is read, and travel on with it by content (an
+    image that cannot be read or is over the limits makes its row an error row)."""
     rubric_def = Rubric.model_validate(rubric)
     label = row["label"]
     for n, got in iter_predictions(Path(row["file"]), rubric_def, **reading):
@@ -73,15 +77,28 @@ def _read_file(row: dict[str, Any], rubric: dict[str, Any], reading: dict[str, A
         elif got.id in cached:
             yield _row(got.id, n, label, cached=True, empty=got.empty_answer)
         else:
+            loaded = got
+            if images is not None and got.images_pending:
+                try:
+                    (loaded,) = load_item_images([got], images)
+                except ImageError as exc:
+                    error = RowError(n, exc.field or "images", str(exc), file=label or None)
+                    yield _row(error=json.dumps(dataclasses.asdict(error)))
+                    continue
             yield _row(got.id, n, label, item=got.model_dump_json(), input=input_hash(got),
-                       empty=got.empty_answer)
+                       empty=got.empty_answer, key=input_hash(loaded),
+                       images=pickle.dumps(loaded.loaded_images) if loaded.loaded_images
+                       else b"")
 
 
 def _row(id: str = "", row: int = 0, file: str | None = None, item: str = "", input: str = "",
-         error: str = "", skipped: bool = False, cached: bool = False, empty: bool = False
-         ) -> dict[str, Any]:
+         error: str = "", skipped: bool = False, cached: bool = False, empty: bool = False,
+         key: str = "", images: bytes = b"") -> dict[str, Any]:
+    # ``input``: the row's hash as read (resume checks it); ``key``: the verdict cache's key,
+    # the images' digests in; ``images``: the loaded images, pickled (content, not paths).
     return {"id": id, "row": row, "file": file or "", "item": item, "input": input,
-            "error": error, "skipped": skipped, "cached": cached, "empty": empty}
+            "error": error, "skipped": skipped, "cached": cached, "empty": empty,
+            "key": key or input, "images": images}
 
 
 def _judged(batch: dict[str, list[Any]]) -> list[int]:
@@ -122,6 +139,9 @@ class _Render:
         batch = _lists(batch)
         rows = _judged(batch)
         items = [Item.model_validate_json(batch["item"][i]) for i in rows]
+        items = [it.with_images(pickle.loads(batch["images"][i])) if batch["images"][i] else it
+                 for i, it in zip(rows, items)]
+        batch["images"] = [b""] * len(batch["item"])  # (they travel on in the requests)
         blobs = [b""] * len(batch["item"])
         if items:  # each row carries its own item's requests
             for i, own in zip(rows, render_requests(self.rubric, items).split()):
@@ -160,11 +180,12 @@ class _Judge:
     nothing left to judge loads no model)."""
 
     def __init__(self, spec: dict[str, Any], column: str,
-                 backend_factory: Callable[[Any], Any] | None = None) -> None:
+                 backend_factory: Callable[[Any], Any] | None = None, rubric_name: str = "") -> None:
         from jurybox.judges import JudgeSpec
 
         self.spec = JudgeSpec.model_validate(spec)
         self.column = column
+        self.rubric_name = rubric_name
         self._factory = backend_factory
         self._backend: Backend | None = None
         self._load_s = 0.0  # the load's seconds, until a batch has carried them to the driver
@@ -181,21 +202,26 @@ class _Judge:
         return self._backend
 
     def __call__(self, batch: Any) -> dict[str, Any]:
+        from jurybox.judges.images import image_notes
         from jurybox.judges.judging import Requests, judge_votes
 
         batch = _lists(batch)
         rows = _judged(batch)
         votes_out = [b""] * len(batch["item"])
         began = time.perf_counter()
+        notes: list[str] = []
         if rows:
             requests = Requests.join([pickle.loads(batch["requests"][i]) for i in rows])
+            notes = image_notes(self.spec, self.rubric_name, requests.requests)
             votes = judge_votes(self.spec, self.backend, requests)
             for i, per_item in zip(rows, votes):
                 votes_out[i] = pickle.dumps(per_item)
         batch[self.column] = votes_out
         batch[f"{self.column}_s"] = [(time.perf_counter() - began) / max(len(rows), 1)] * len(votes_out)
-        # What the backend says the run should know (the local engine's Jury.notes()).
-        batch[f"{self.column}_note"] = [backend_note(self._backend) or ""] * len(votes_out)
+        # What the backend says the run should know (the local engine's Jury.notes()), and
+        # what judging said of the items' images: one per line.
+        said = "\n".join(n for n in [backend_note(self._backend), *notes] if n)
+        batch[f"{self.column}_note"] = [said] * len(votes_out)
         # How long this actor took to load its judge, on the batch that loaded it (the driver
         # says so, as the local engine does).
         batch[f"{self.column}_load"] = [self._load_s] * len(votes_out)
@@ -239,7 +265,7 @@ class _Decide:
                                                     Item.model_validate_json(item))
                 records[i] = json.dumps(record, ensure_ascii=False, allow_nan=False)
         # What the driver needs; the prompts and pickled votes stay behind.
-        keep = ["id", "row", "file", "input", "error", "skipped", "cached", "empty"] + [
+        keep = ["id", "row", "file", "input", "key", "error", "skipped", "cached", "empty"] + [
             f"{_column(self.plan.jury, j)}{end}" for j in self.plan.jury.judges
             for end in ("_s", "_note", "_load")]
         return {**{k: batch[k] for k in keep}, "record": records, "verdict": verdicts}
@@ -261,19 +287,24 @@ def _pool(spec: JudgeSpec) -> dict[str, Any]:
 def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out: str | Path, *,
                    address: str | None = None,
                    backend_factory: Callable[[Any], Any] | None = None,
-                   cache: VerdictCache | None = None, **options: Unpack[RunOptions]) -> RunReport:
+                   cache: VerdictCache | None = None, images: ImagePolicy | None = None,
+                   **options: Unpack[RunOptions]) -> RunReport:
     """Judge every valid row of ``predictions`` not yet in ``out`` on a Ray cluster (see the
     module docstring; the options are :class:`~jurybox.serving.runs.run.RunOptions`). Returns
     the same report as the local engine, with per-judge throughput in its notes.
     ``backend_factory(judge_spec)`` replaces the judges' backends (benchmarks, tests), as a
     Jury takes backends passed in. With a verdict ``cache`` the driver answers the items it
-    holds (they never enter the pipeline) and stores the rest."""
+    holds (they never enter the pipeline) and stores the rest. ``images``: where the items'
+    images are read from and their limits (read where the rows are read, when a judge sees
+    images; the driver reads them too, for the cache's keys)."""
     import ray
 
+    from jurybox.judges.images import jury_sees_images
     from jurybox.rubrics.rows import count_rows
 
     jury.check_rubric(rubric)
     prov = provenance(rubric, jury)
+    images = (images or ImagePolicy()) if jury_sees_images(jury) else None
     run = Run(predictions, rubric, out, jury=jury, provenance=prov, engine="ray", **options)
     limit, keep_raw, calibration = run.limit, run.keep_raw, run.applied
     started_ray = not ray.is_initialized()
@@ -286,7 +317,8 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
             allowed = _first_ids(predictions, rubric, limit, run.reading) if limit else None
             done = results.done()
             cached = (set() if cache is None else
-                      _answer_from_cache(run, cache, done, allowed, keep_raw, calibration))
+                      _answer_from_cache(run, cache, done, allowed, keep_raw, calibration,
+                                         images))
             judging = True
             if run.progress is not None:
                 run.progress(0, state.total)  # the bar and its clock start with the run
@@ -295,7 +327,8 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
                            "loads its judge at its first batch (said as the batch arrives)")
             for batch in _pipeline(run.files, rubric, jury, prov, run.reading, done, allowed,
                                    cached, keep_raw, calibration, backend_factory,
-                                   store=cache is not None).iter_batches(batch_size=None):
+                                   store=cache is not None, images=images
+                                   ).iter_batches(batch_size=None):
                 records, verdicts = state.take(batch, jury)
                 if run.notify is not None:
                     for name, seconds in state.loaded:
@@ -323,30 +356,41 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
 
 
 def _answer_from_cache(run: Run, cache: VerdictCache, done: set[str], allowed: set[str] | None,
-                       keep_raw: bool, calibration: AppliedCalibration | None) -> set[str]:
+                       keep_raw: bool, calibration: AppliedCalibration | None,
+                       images: ImagePolicy | None = None) -> set[str]:
     """The driver's lookup, in one pass over the rows (the reader's, so duplicates are the
     reader's too): the run's items whose verdict the cache holds are written here, and their
     ids returned, for the read stage to mark them answered (they never enter the pipeline)."""
     answered: set[str] = set()
-    chunk: list[Item] = []
+    chunk: list[Item] = []  # images loaded (the digests are the cache's key)
+    read: list[Item] = []  # as read (their hash is the record's input)
 
     def answer() -> None:
         lookup = CacheLookup.of(cache, run.provenance, chunk)
         found = sorted(lookup.found)
-        records = [lookup.found[k].to_record(keep_raw, input=lookup.keys[k]) for k in found]
+        records = [lookup.found[k].to_record(keep_raw, input=input_hash(read[k]))
+                   for k in found]
         if calibration is not None:
             records = [calibration.apply(r, run.rubric, chunk[k]) for r, k in zip(records, found)]
         if records:
             run.results.append(records)
             answered.update(r["id"] for r in records)
         chunk.clear()
+        read.clear()
 
     for _, row in iter_predictions(run.predictions, run.rubric, **run.reading):
         if isinstance(row, RowError) or row.id in done:
             continue
         if allowed is not None and row.id not in allowed:
             continue
-        chunk.append(row)
+        loaded = row
+        if images is not None and row.images_pending:
+            try:
+                (loaded,) = load_item_images([row], images)
+            except ImageError:
+                continue  # the read stage makes it an error row
+        chunk.append(loaded)
+        read.append(row)
         if len(chunk) >= CACHE_CHUNK:
             answer()
     if chunk:
@@ -372,7 +416,8 @@ def _init_ray(address: str | None, jury: JurySpec) -> None:
 def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
               reading: dict[str, Any], done: set[str], allowed: set[str] | None,
               cached: set[str], keep_raw: bool, calibration: AppliedCalibration | None,
-              backend_factory: Callable[[Any], Any] | None = None, store: bool = False) -> Any:
+              backend_factory: Callable[[Any], Any] | None = None, store: bool = False,
+              images: ImagePolicy | None = None) -> Any:
     import ray
 
     ctx = ray.data.DataContext.get_current()
@@ -385,7 +430,7 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
         [{"file": str(p), "label": label} for p, label in zip(files, labels)],
         override_num_blocks=len(files))
     ds = ds.flat_map(partial(_read_file, rubric=rubric_data, reading=reading, done=done,
-                             allowed=allowed, cached=cached), num_cpus=0.25)
+                             allowed=allowed, cached=cached, images=images), num_cpus=0.25)
     # Blocks (and batches) no larger than a judge's batch, so verdicts stream out, and are
     # written, as the judges finish batches, not once a whole file is judged.
     step = min(_pool(j)["batch_size"] for j in jury.judges)
@@ -399,8 +444,8 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
     for s, judges in enumerate(plan.stages):
         for judge in judges:
             ds = ds.map_batches(_Judge, fn_constructor_args=(
-                judge.model_dump(mode="json"), _column(jury, judge), backend_factory),
-                batch_format="pandas", **_pool(judge))
+                judge.model_dump(mode="json"), _column(jury, judge), backend_factory,
+                rubric.name), batch_format="pandas", **_pool(judge))
         if s < plan.last:
             ds = ds.map_batches(_Settle, fn_constructor_args=(
                 rubric_data, jury.model_dump(mode="json"), prov, s), **light)
@@ -449,11 +494,11 @@ class _Driver(Tally):
                 continue
             records.append(json.loads(batch["record"][i]))
             if batch["verdict"][i]:
-                verdicts.append((batch["input"][i], batch["verdict"][i]))
+                verdicts.append((batch["key"][i], batch["verdict"][i]))
             for k, column in enumerate(columns):
                 self.busy[k] = self.busy.get(k, 0.0) + float(batch[f"{column}_s"][i])
                 self.counted[k] = self.counted.get(k, 0) + 1
-                if note := batch[f"{column}_note"][i]:
+                for note in filter(None, batch[f"{column}_note"][i].split("\n")):
                     self.notes[note] = None
                 if load := float(batch[f"{column}_load"][i]):
                     self.loaded[(jury.judges[k].name, load)] = None
