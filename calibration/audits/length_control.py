@@ -1,5 +1,6 @@
-"""Length-controlled scores: a jury's score with the part explained by the answer's length
-removed, in the spirit of AlpacaEval's length-controlled win rate (Dubois et al. 2024).
+"""Length-controlled scores: a jury's score with the part explained by the answer's length removed.
+
+In the spirit of AlpacaEval's length-controlled win rate (Dubois et al. 2024).
 
 With ``x = log(1 + length)``, a criterion's jury score ``s`` and the human mean ``h``, the
 judges' length bias is the least-squares slope ``b`` of the error ``s - h`` on ``x`` (what the
@@ -58,8 +59,10 @@ class LengthControl:
 
     @property
     def raises_agreement(self) -> bool | None:
-        """Whether the correction lowers the held-out error against the humans (CI above 0);
-        None without human labels."""
+        """Whether the correction lowers the held-out error against the humans (CI above 0).
+
+        None without human labels.
+        """
         if self.cv_gain_ci is None:
             return None
         return self.cv_gain_ci[0] > 0
@@ -94,10 +97,12 @@ def length_control(criterion: str, score: Any, length: Any, human: Any = None, *
                    centre_length: float | None = None, folds: int = 5,
                    n_resamples: int = 1000, confidence: float = 0.95,
                    seed: int = 0) -> LengthControl:
-    """Fit the correction on every item with a score and a length (and a human label, when
-    ``human`` is given), and with labels cross-validate it (module text). The means are over
-    every item with a score and a length, labelled or not (the run's items); with labels on
-    some of them, the labelled items' own means beside them."""
+    """Fit the length correction on the items, and with labels cross-validate it (module text).
+
+    The correction is fitted on every item with a score and a length (and a human label, when
+    ``human`` is given). The means are over every item with a score and a length, labelled or not
+    (the run's items); with labels on some of them, the labelled items' own means beside them.
+    """
     s, n = np.asarray(score, dtype=float), np.asarray(length, dtype=float)
     h = None if human is None else np.asarray(human, dtype=float)
     if s.shape != n.shape or (h is not None and h.shape != s.shape):

@@ -36,8 +36,10 @@ SCALE, BASE, INIT = 400.0, 10.0, 1000.0
 
 
 def wilson(successes: float, n: float, level: float = 0.95) -> list[float] | None:
-    """Wilson score interval of a proportion (``n`` may be an effective, fractional count);
-    None from no trials."""
+    """Wilson score interval of a proportion; None from no trials.
+
+    ``n`` may be an effective, fractional count.
+    """
     if n <= 0:
         return None
     z = float(stats.norm.ppf(0.5 + level / 2))
@@ -61,9 +63,11 @@ class WinRate:
     ties: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The win rate as plain data."""
         return dict(self.__dict__)
 
     def words(self) -> str:
+        """The win rate in plain words."""
         if self.rate is None:
             return f"{self.a} vs {self.b}: no comparison"
         ci = f" [{self.ci[0]:.3f}, {self.ci[1]:.3f}]" if self.ci else ""
@@ -72,11 +76,13 @@ class WinRate:
 
 
 def share_interval(shares: Sequence[float] | np.ndarray, level: float = 0.95) -> list[float] | None:
-    """Clopper-Pearson interval of the mean of shares in [0, 1] (a win 1, a tie 0.5, a loss 0,
-    or graded shares): the exact binomial interval at ``sum(shares)`` successes of ``n``, read
-    from the beta quantiles, which take a fractional count. Shares vary at most as wins and
-    losses do (the binomial is the widest law on [0, 1] with a given mean), so ties make it
-    conservative. None from no shares."""
+    """Clopper-Pearson interval of the mean of shares in [0, 1]; None from no shares.
+
+    A win is 1, a tie 0.5, a loss 0, or graded shares: the exact binomial interval at
+    ``sum(shares)`` successes of ``n``, read from the beta quantiles, which take a fractional
+    count. Shares vary at most as wins and losses do (the binomial is the widest law on [0, 1]
+    with a given mean), so ties make it conservative.
+    """
     v = np.asarray(shares, dtype=float)
     n = v.size
     if n == 0:
@@ -105,9 +111,11 @@ def win_rates(a: Sequence[str], b: Sequence[str], share: Sequence[float]) -> lis
 
 
 def _counts(i: np.ndarray, j: np.ndarray, s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Wins and games of comparisons ``(i, j, s)``: ``wins[x, y]`` is x's share summed over
-    its comparisons with y. With a leading axis of resamples (one row each), one pair of
-    matrices per resample."""
+    """Wins and games of comparisons ``(i, j, s)``.
+
+    ``wins[x, y]`` is x's share summed over its comparisons with y. With a leading axis of
+    resamples (one row each), one pair of matrices per resample.
+    """
     rows = i.shape[0] if i.ndim == 2 else 1
     base = (np.arange(rows) * k * k)[:, None] if i.ndim == 2 else 0
     size = rows * k * k
@@ -118,8 +126,11 @@ def _counts(i: np.ndarray, j: np.ndarray, s: np.ndarray, k: int) -> tuple[np.nda
 
 
 def _reach(edges: np.ndarray) -> np.ndarray:
-    """Which system reaches which along ``edges`` (boolean, k x k, with any leading axes),
-    itself included: the reachability matrix squared until it covers every path."""
+    """Which system reaches which along ``edges``, itself included.
+
+    ``edges`` is boolean, k x k, with any leading axes: the reachability matrix squared until it
+    covers every path.
+    """
     k = edges.shape[-1]
     reach = (edges | np.eye(k, dtype=bool)).astype(float)
     for _ in range(max(1, math.ceil(math.log2(k)))):
@@ -128,9 +139,11 @@ def _reach(edges: np.ndarray) -> np.ndarray:
 
 
 def _connected(wins: np.ndarray) -> np.ndarray:
-    """Whether the graph with an edge x -> y when x won some share against y is strongly
-    connected (every system reaches every other along wins, and back), for each wins matrix
-    along the leading axes."""
+    """Whether the graph of wins is strongly connected, for each wins matrix along the leading axes.
+
+    The graph has an edge x -> y when x won some share against y; strongly connected: every
+    system reaches every other along wins, and back.
+    """
     return np.asarray(_reach(wins > 0).all(axis=(-1, -2)))
 
 
@@ -146,9 +159,11 @@ def _groups(games: np.ndarray) -> list[list[int]]:
 
 def _fit(wins: np.ndarray, games: np.ndarray, tol: float = 1e-10, max_iter: int = 10_000,
          start: np.ndarray | None = None) -> np.ndarray:
-    """Hunter's MM iteration for the strengths (geometric mean 1), from ``start`` (default
-    all 1; the bootstrap starts at the full data's strengths). With a leading axis of
-    resamples, each row's strengths, each row stopping when it converges."""
+    """Hunter's MM iteration for the strengths (geometric mean 1).
+
+    From ``start`` (default all 1; the bootstrap starts at the full data's strengths). With a
+    leading axis of resamples, each row's strengths, each row stopping when it converges.
+    """
     batch = wins.ndim == 3
     w, g = (wins, games) if batch else (wins[None], games[None])
     p = np.ones(w.shape[:2]) if start is None else np.broadcast_to(start, w.shape[:2]).copy()
@@ -167,8 +182,11 @@ def _fit(wins: np.ndarray, games: np.ndarray, tol: float = 1e-10, max_iter: int 
 
 @dataclass
 class Ratings:
-    """Bradley-Terry ratings of ``systems`` on the Elo scale, each with its CI; ``rating`` is
-    None (and ``reason`` says why) when the maximum-likelihood estimate does not exist."""
+    """Bradley-Terry ratings of ``systems`` on the Elo scale, each with its CI.
+
+    ``rating`` is None (and ``reason`` says why) when the maximum-likelihood estimate does not
+    exist.
+    """
 
     systems: list[str]
     n: int
@@ -181,14 +199,17 @@ class Ratings:
     ci_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The ratings as plain data."""
         return dict(self.__dict__)
 
 
 def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
                   n_resamples: int = 1000, seed: int | None = 0, level: float = 0.95) -> Ratings:
-    """Bradley-Terry ratings from comparisons, with percentile bootstrap CIs (comparisons
-    resampled with replacement; resamples whose estimate does not exist are left out and
-    counted, and no CI is given when more than half are)."""
+    """Bradley-Terry ratings from comparisons, with percentile bootstrap CIs.
+
+    Comparisons are resampled with replacement; resamples whose estimate does not exist are left
+    out and counted, and no CI is given when more than half are.
+    """
     systems = list(dict.fromkeys([*a, *b]))
     index = {name: k for k, name in enumerate(systems)}
     i = np.array([index[x] for x in a], dtype=int)
@@ -241,8 +262,10 @@ def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
 
 @dataclass
 class PositionBias:
-    """One judge's position bias on one criterion: P(it chose the answer shown first), ties
-    left out, and the share of pairs whose two orders disagreed."""
+    """One judge's position bias on one criterion: P(it chose the answer shown first), and flips.
+
+    Ties are left out; flips are the share of pairs whose two orders disagreed.
+    """
 
     judge: str
     criterion: str
@@ -259,9 +282,11 @@ class PositionBias:
         return self.first_ci is not None and not self.first_ci[0] <= 0.5 <= self.first_ci[1]
 
     def to_dict(self) -> dict[str, Any]:
+        """The position bias as plain data, with whether it is flagged."""
         return {**self.__dict__, "flagged": self.flagged}
 
     def words(self) -> str:
+        """The position bias in plain words."""
         if self.first is None or self.first_ci is None:
             return f"{self.judge} ({self.criterion}): no vote chose an answer (all ties or none)"
         lo, hi = self.first_ci
@@ -274,11 +299,13 @@ class PositionBias:
 
 
 def clustered_wilson(hits: Any, clusters: Any, level: float = 0.95) -> list[float] | None:
-    """Wilson interval of a share of 0/1 ``hits`` that come in ``clusters`` (the votes on one
-    pair): the count shrunk by the design effect, the clusters' variance of the share (a
-    ratio estimate) over the binomial's, never below 1 (votes of one pair that lean alike are
-    worth less than independent ones; the interval is never narrower than independent votes'
-    would give). None from no hits."""
+    """Wilson interval of a share of 0/1 ``hits`` that come in ``clusters``; None from no hits.
+
+    A cluster is the votes on one pair: the count shrunk by the design effect, the clusters'
+    variance of the share (a ratio estimate) over the binomial's, never below 1 (votes of one pair
+    that lean alike are worth less than independent ones; the interval is never narrower than
+    independent votes' would give).
+    """
     y = np.asarray(hits, dtype=float)
     n = y.size
     if n == 0:
@@ -296,10 +323,13 @@ def clustered_wilson(hits: Any, clusters: Any, level: float = 0.95) -> list[floa
 def position_bias(judge: str, criterion: str, chose_first: Sequence[int],
                   pairs_flipped: Sequence[bool], pairs: Sequence[str] | None = None
                   ) -> PositionBias:
-    """``chose_first``: per scored vote, 1 if the judge chose the first answer, 0 the second,
+    """A judge's position bias on a criterion, from its votes and the pairs judged in both orders.
+
+    ``chose_first``: per scored vote, 1 if the judge chose the first answer, 0 the second,
     -1 a tie (left out); ``pairs_flipped``: per pair judged in both orders, whether they
     disagreed; ``pairs``: per vote, the pair it judged (the interval then counts a pair's
-    votes as one cluster, :func:`clustered_wilson`; None: every vote its own)."""
+    votes as one cluster, :func:`clustered_wilson`; None: every vote its own).
+    """
     c = np.asarray(chose_first, dtype=int)
     keep = c >= 0
     decided = c[keep]
