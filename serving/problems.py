@@ -46,7 +46,7 @@ def problem_for(exc: BaseException) -> HTTPProblem:
 
     Returns:
         ``exc`` itself when it is an HTTPProblem; a 422 for an InputError, a 503 for an
-        ExecutionError, the error's own status for another jurybox error, else a 500.
+            ExecutionError, the error's own status for another jurybox error, else a 500.
     """
     if isinstance(exc, HTTPProblem):
         return exc

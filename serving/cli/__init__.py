@@ -1,9 +1,9 @@
 """The ``jurybox`` command line. Commands parse options and print; the work is in the library.
 
 One module per command group: ``judge`` (judge, --estimate), ``catalog`` (rubrics, juries,
-models, cache), ``calibration`` (agree, calibrate), ``audit``, ``compare``, ``leaderboard``, ``label``,
-``serve``, ``bench``;
-``console`` holds what they share (printing, errors, option parsing).
+models, cache), ``calibration`` (agree, calibrate), ``audit``, ``compare``, ``leaderboard``,
+``label``, ``serve``, ``bench``; ``console`` holds what they share (printing, errors, option
+parsing).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``jurybox audit``: the judges' biases, per judge and criterion (jurybox.calibration.audits.audit)."""
+"""``jurybox audit``: the judges' biases, per judge and criterion.
+
+The statistics are in :mod:`jurybox.calibration.audits.audit`.
+"""
 
 from __future__ import annotations
 
@@ -188,9 +191,13 @@ def _unit(findings: list[Any]) -> str:
 
 def _token_lengths(judged: Path, judges: list[str], ids: list[str], texts: dict[str, str]
                    ) -> tuple[dict[str, Any], dict[str, str]]:
-    """judge -> the responses' lengths in its own tokenizer's tokens (per id, NaN where the id
-    has no response), for the judges whose tokenizer is on this machine (their models from the
-    run's manifest); and judge -> "tokens" or why words are used."""
+    """Each judge's lengths of the responses, in its own tokenizer's tokens.
+
+    Returns:
+        Judge -> the responses' lengths in its own tokenizer's tokens (per id, NaN where the id
+            has no response), for the judges whose tokenizer is on this machine (their models from
+            the run's manifest); and judge -> "tokens" or why words are used.
+    """
     import numpy as np
 
     from jurybox.judges.weights import local_tokenizer
@@ -219,7 +226,7 @@ def _token_lengths(judged: Path, judges: list[str], ids: list[str], texts: dict[
 
 
 def _families(judged: Path, judges: list[str], given: dict[str, str]) -> dict[str, str]:
-    """judge -> model family: --family, else from the judge's model in the run's manifest."""
+    """Judge -> model family: --family, else from the judge's model in the run's manifest."""
     from jurybox.calibration.audits.audit import family_of
     from jurybox.rubrics.errors import InputError
     from jurybox.serving.runs.results import read_manifest

@@ -32,8 +32,10 @@ class Interrupted(Exception):
 
 
 class ResumableJudge:
-    """A :data:`jurybox.benchmarks.Judge` that judges through the resumable bulk runner,
-    keeping every judged set in ``out_dir``."""
+    """A :data:`jurybox.benchmarks.Judge` that judges through the resumable bulk runner.
+
+    Every judged set is kept in ``out_dir``.
+    """
 
     def __init__(self, jury: Jury, out_dir: Path, chunk_size: int | None = None,
                  progress: Callable[[str, float, int | None], Any] | None = None) -> None:
@@ -43,6 +45,14 @@ class ResumableJudge:
         self.progress = progress
 
     def __call__(self, task: str, rubric: Rubric, items: Sequence[Item]) -> Judged:
+        """Judge ``task``'s items with ``rubric`` into ``OUT/TASK.judged.jsonl``, resuming.
+
+        Returns:
+            The verdicts of ``items``, and why each rejected item was rejected.
+
+        Raises:
+            Interrupted: Judging was interrupted (what was judged is saved).
+        """
         from jurybox.benchmarks import Judged
         from jurybox.calibration import load_judge_output
         from jurybox.rubrics.rows import RowError

@@ -1,8 +1,8 @@
 """``jurybox agree`` and ``jurybox calibrate``: judges against human labels, from the shell.
 
-Both read a human labels file (format in :mod:`jurybox.calibration.data.labels`) and the JSONL written
-by ``jurybox judge``, join them on ``id`` and take each criterion's scale from the rubric the
-verdicts name (``--rubric`` overrides it), so labels off the scale are rejected rather than
+Both read a human labels file (format in :mod:`jurybox.calibration.data.labels`) and the JSONL
+written by ``jurybox judge``, join them on ``id`` and take each criterion's scale from the rubric
+the verdicts name (``--rubric`` overrides it), so labels off the scale are rejected rather than
 silently widening it. Bad input ends with exit code 2 and a message naming the file, row and
 field; partial joins and undefined statistics are reported, never hidden or printed as nan.
 """
@@ -142,8 +142,10 @@ def agree(
 
 def _length_control(predictions: Path, output: Any, report: Any, rubric_def: Any,
                     resamples: int, confidence: float, seed: int) -> list[Any]:
-    """``agree --length-control``: per criterion the length-controlled jury score, fitted on
-    the human labels the report joined."""
+    """``agree --length-control``: per criterion the length-controlled jury score.
+
+    It is fitted on the human labels the report joined.
+    """
     from jurybox.rubrics.errors import InputError
     from jurybox.serving.runs.lengths import length_controls
 
@@ -200,8 +202,10 @@ def _calibrate_conformal(human: Path, judged: Path, out: Path, rubric: str | Non
                          provenance: str | None, alpha: float, group: str | None,
                          criteria: list[str], folds: int, seed: int, json_out: bool,
                          cover: str = "every-rater") -> None:
-    """``calibrate --conformal``: a conformal map (jurybox.calibration.maps.conformal); labels
-    chosen actively for the benchmark mean are refused (naming the row)."""
+    """``calibrate --conformal``: a conformal map (jurybox.calibration.maps.conformal).
+
+    Labels chosen actively for the benchmark mean are refused (naming the row).
+    """
     from jurybox.calibration.data.labels import label_groups, label_rows
     from jurybox.calibration.maps.conformal import fit_conformal
 
@@ -425,8 +429,11 @@ def calibrate(
 
 def _aggregations(human: Path, output: Any, rubric_def: Any, criteria: list[str], value: Any,
                   folds: int, seed: int, notes: list[str]) -> list[Any]:
-    """``calibrate``'s comparison of jury aggregations, per criterion with two judges or more
-    (jurybox.calibration.maps.aggregation); a criterion with too few items is noted, not fatal."""
+    """``calibrate``'s comparison of jury aggregations, per criterion with two judges or more.
+
+    The comparison is jurybox.calibration.maps.aggregation's; a criterion with too few items is
+    noted, not fatal.
+    """
     from jurybox.calibration.data.joined import join
     from jurybox.calibration.maps.aggregation import compare_aggregations
     from jurybox.rubrics.errors import InputError
@@ -561,8 +568,10 @@ def _write_fitted(fitted: Any, jury: Any, out: Path, what: str) -> None:
 
 def _scaled_inputs(judged: Path, rubric: str | None, provenance: str | None,
                    criteria: list[str]) -> tuple[JudgeOutput, Rubric, list[str], dict[str, Any]]:
-    """:func:`load_inputs`, with the rubric required and its scales (``criteria`` checked
-    against them)."""
+    """:func:`load_inputs`, with the rubric required and its scales.
+
+    ``criteria`` are checked against the scales.
+    """
     from jurybox.calibration.data.labels import scales_from
     from jurybox.rubrics.errors import InputError
 

@@ -25,10 +25,12 @@ def compare(
                                            min=0)] = 1000,
     seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
 ) -> None:
-    """Compare systems by pairwise verdicts: each pair's win rate (ties half) with a 95% CI,
-    and with three or more systems (or any two) Bradley-Terry ratings on the Elo scale (1000 on
-    average) with percentile bootstrap CIs over the comparisons. Verdicts without a winner
-    (unscored) are left out and counted."""
+    """Compare systems by pairwise verdicts: win rates and ratings.
+
+    Each pair's win rate (ties half) with a 95% CI, and with three or more systems (or any two)
+    Bradley-Terry ratings on the Elo scale (1000 on average) with percentile bootstrap CIs over
+    the comparisons. Verdicts without a winner (unscored) are left out and counted.
+    """
     from jurybox.calibration import load_judge_output
     from jurybox.calibration.audits.preference import bradley_terry, win_rates
     from jurybox.rubrics.errors import InputError

@@ -1,5 +1,8 @@
-"""What every ``jurybox`` command shares: the consoles, how an error becomes a message and an
-exit code (one place, from the error family), and JSON output without NaN."""
+"""What every ``jurybox`` command shares: consoles, error messages and exit codes, JSON output.
+
+The consoles, how an error becomes a message and an exit code (one place, from the error
+family), and JSON output without NaN.
+"""
 
 from __future__ import annotations
 
@@ -39,8 +42,11 @@ def note(message: str) -> None:
 
 @contextmanager
 def reported(hint: str | None = None) -> Iterator[None]:
-    """Turn jurybox errors into ``error: ...`` and their exit code (input 2, execution 1);
-    ``hint`` is added to execution errors (e.g. how to resume)."""
+    """Turn jurybox errors into ``error: ...`` and their exit code (input 2, execution 1).
+
+    ``hint`` is added to execution errors (e.g. how to resume). An OSError (a file that cannot
+    be read or written) becomes an error naming the file, with exit code 2.
+    """
     try:
         yield
     except JuryboxError as exc:
@@ -60,8 +66,11 @@ def dumps(payload: Any) -> str:
 
 
 def parse_map(pairs: list[str], option: str = "--map") -> dict[str, str]:
-    """``--map FIELD=COLUMN`` pairs as ``{field: column}`` (both stripped; a later pair for a
-    field wins); a malformed pair prints an error and raises the Exit of :func:`fail`."""
+    """``--map FIELD=COLUMN`` pairs as ``{field: column}`` (both stripped).
+
+    A later pair for a field wins; a malformed pair prints an error and raises the Exit of
+    :func:`fail`.
+    """
     mapping = {}
     for pair in pairs:
         field, sep, column = pair.partition("=")

@@ -1,5 +1,7 @@
-"""``jurybox label``: a local web page to label judged items, writing the human labels file that
-``jurybox agree`` and ``jurybox calibrate`` read."""
+"""``jurybox label``: a local web page to label judged items, and ``jurybox labels plan``.
+
+The page writes the human labels file that ``jurybox agree`` and ``jurybox calibrate`` read.
+"""
 
 from __future__ import annotations
 
@@ -182,9 +184,12 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
 
 def _pick_design(design: str, records: list[Any], rubric_def: Any, width: float | None,
                  sequence: str, store: LabelStore) -> str:
-    """Goal benchmark-mean's design: as given, or (``auto``) the one the plan finds needs fewer
-    labels under ``sequence`` (every criterion's need, the largest compared); a file that
-    already holds labels keeps the design they were chosen by."""
+    """Goal benchmark-mean's design: as given, or (``auto``) the one needing fewer labels.
+
+    ``auto`` picks the design the plan finds needs fewer labels under ``sequence`` (every
+    criterion's need, the largest compared); a file that already holds labels keeps the design
+    they were chosen by.
+    """
     from jurybox.calibration.estimates.active import (
         design_of,
         plan_mean,
@@ -313,10 +318,12 @@ def _shown(row: dict[str, Any]) -> str:
 def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]],
                scales: dict[str, Any], width: float, sequence: str = "asymptotic"
                ) -> dict[str, dict[str, Any]]:
-    """``labels plan --goal benchmark-mean``: each item's inclusion probability as a session
-    would give it, and the jury's predictive distribution per item and criterion; before any
-    label, the active choice compared with a uniform order (which the page's --design auto
-    picks)."""
+    """``labels plan --goal benchmark-mean``: the labels each criterion needs.
+
+    The plan uses each item's inclusion probability as a session would give it, and the jury's
+    predictive distribution per item and criterion; before any label, the active choice is
+    compared with a uniform order (which the page's --design auto picks).
+    """
     from jurybox.calibration.estimates.active import (
         design_of,
         plan_mean,
@@ -333,8 +340,10 @@ def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]]
 
 
 def _routed(items: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, str]:
-    """Goal review: the items whose verdict a conformal map routed to a human, widest interval
-    first (an item without an interval on a criterion counts as the widest), with the reasons."""
+    """Goal review: the items whose verdict a conformal map routed to a human, with the reasons.
+
+    Widest interval first (an item without an interval on a criterion counts as the widest).
+    """
     def widest(record: Any) -> float:
         widths = [float("inf") if iv is None else iv[1] - iv[0]
                   for iv in (record.interval or {}).values()]

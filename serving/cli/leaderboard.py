@@ -1,5 +1,7 @@
-"""``jurybox leaderboard``: systems judged on the same items, compared with paired intervals
-(the statistics in :mod:`jurybox.calibration.reports.leaderboard`)."""
+"""``jurybox leaderboard``: systems judged on the same items, compared with paired intervals.
+
+The statistics are in :mod:`jurybox.calibration.reports.leaderboard`.
+"""
 
 from __future__ import annotations
 
@@ -73,7 +75,8 @@ def leaderboard(
 
     Benchmark runs (`jurybox bench NAME ... --out DIR`, one per system) are compared the same
     way on the pack's per-item results: accuracy for MicroVQA and MIR, nDCG@10 and Hit@1 for
-    MRMR, the jury's scores (the weighted sum first) for the MIRAGE packs."""
+    MRMR, the jury's scores (the weighted sum first) for the MIRAGE packs.
+    """
     from jurybox.serving.runs.board import board_of
 
     with reported():
@@ -166,8 +169,10 @@ def render(board: Any) -> None:
 
 
 def _own_means(board: Any, by: str) -> None:
-    """Each system's mean over its own scored items, where the ranking dropped some: shown, not
-    ranked (each system's own items differ)."""
+    """Each system's mean over its own scored items, where the ranking dropped some.
+
+    Shown, not ranked (each system's own items differ).
+    """
     from rich.table import Table
 
     ground = board.ranked_on[by]

@@ -84,10 +84,15 @@ def serve(
 
 
 def _check_models(spec) -> None:
-    """Before starting Ray: every judge's weights are where its jury says (a path that does not
-    exist, a model package not installed), so that a typo fails in a second with one line
-    rather than in each replica Serve starts. (Joining a cluster, the nodes' files count, not
-    this machine's: Serve reports those.)"""
+    """Check, before starting Ray, that every judge's weights are where its jury says.
+
+    What fails is a path that does not exist or a model package not installed, so that a typo
+    fails in a second with one line rather than in each replica Serve starts. (Joining a
+    cluster, the nodes' files count, not this machine's: Serve reports those.)
+
+    Raises:
+        ModelNotAvailable: Every judge whose weights are missing, one line each.
+    """
     from jurybox.judges.backends.registry import backend_kind
     from jurybox.judges.weights import ModelNotAvailable, resolve
 

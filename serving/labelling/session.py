@@ -85,7 +85,7 @@ class LabellingSession:
 
         Returns:
             The line saved, the judges' votes on the item (with where the jury disagrees with
-            the rater) and the progress.
+                the rater) and the progress.
 
         Raises:
             HTTPProblem: A 4xx for an unknown id or criterion, a value off its scale, a missing

@@ -190,8 +190,8 @@ def fit_cascade(human: HumanLabels | str | Path, output: JudgeOutput, rubric: Ru
 
     Returns:
         The fit, the per-stage data and the jury with its stages' thresholds set (what
-        ``jurybox judge`` then runs), or None for the jury when no early exit is both
-        certified and cheaper than the whole jury alone.
+            ``jurybox judge`` then runs), or None for the jury when no early exit is both
+            certified and cheaper than the whole jury alone.
     """
     if data is None:
         data = cascade_data(human, output, rubric, jury, groups)
@@ -219,7 +219,7 @@ def fit_by_group(human: HumanLabels | str | Path, output: JudgeOutput, rubric: R
 
     Returns:
         Per group: its fit (None when refused), data, fitted jury (None without an early exit)
-        and the refusal's reason.
+            and the refusal's reason.
     """
     data = cascade_data(human, output, rubric, jury, groups)
     assert data.groups is not None

@@ -31,7 +31,7 @@ def answer_lengths(predictions: str | Path, rubric: Rubric,
 
     Returns:
         Item id -> length, and the length to control to: the reference answers' median (None
-        when the items have no reference).
+            when the items have no reference).
     """
     items = read_predictions(predictions, rubric, mapping, allow_empty=True).items
     lengths = {it.id: float(len(str(it.response or "").split())) for it in items}

@@ -51,9 +51,8 @@ class RunPlan:
     """One judging run (see the module docstring); the fields are ``jurybox judge``'s options.
 
     Constructing it checks how they fit together (an ``InputError`` naming the option); ``run``
-    and ``estimate`` load what they need. ``notes`` and ``warnings``: what a
-    caller should tell its user (the default jury chosen, the pairs written, unpinned model
-    revisions, ...).
+    and ``estimate`` load what they need. ``notes`` and ``warnings``: what a caller should tell
+    its user (the default jury chosen, the pairs written, unpinned model revisions, ...).
 
     Attributes:
         rubric: A shipped rubric's name, a rubric YAML file, or a Rubric (a name or file is
@@ -185,8 +184,11 @@ class RunPlan:
 
     @property
     def image_policy(self) -> ImagePolicy:
-        """Where the items' images are read from (``image_root``, else the predictions'
-        folder: a directory itself, a glob's folder) and whether http(s) images are fetched."""
+        """Where the items' images are read from, and whether http(s) images are fetched.
+
+        Images are read from ``image_root``, else the predictions' folder (a directory itself,
+        a glob's folder).
+        """
         from jurybox.rubrics.images import ImagePolicy
 
         root = self.image_root
