@@ -1,8 +1,9 @@
-"""Self-contained HTML for an agreement report (:class:`.report.AgreementReport`): tables plus inline SVG, no plotting deps.
+"""Self-contained HTML for an agreement report: tables plus inline SVG, no plotting deps.
 
-Per criterion: a forest plot of judge-human alpha with CIs (human-human alpha as the reference
-line), and per judge a score confusion matrix (judge vs human consensus) and a reliability
-diagram (mean human score for each judge score, against the diagonal).
+The report is :class:`.report.AgreementReport`. Per criterion: a forest plot of judge-human
+alpha with CIs (human-human alpha as the reference line), and per judge a score confusion matrix
+(judge vs human consensus) and a reliability diagram (mean human score for each judge score,
+against the diagonal).
 """
 
 from __future__ import annotations
@@ -22,37 +23,81 @@ if TYPE_CHECKING:
 # CriterionAgreement have it): the report renders itself here, so these types live on this side
 # and the import goes one way, report -> html.
 class CriterionView(Protocol):
+    """What the page reads of one criterion of an agreement report."""
+
     @property
-    def categorical(self) -> bool: ...
+    def categorical(self) -> bool:
+        """Whether the criterion is labelled (categories such as yes/no)."""
+        ...
+
     @property
-    def n_items(self) -> int: ...
+    def n_items(self) -> int:
+        """The labelled items compared."""
+        ...
+
     @property
-    def human_raters(self) -> list[str]: ...
+    def human_raters(self) -> list[str]:
+        """The human raters' names."""
+        ...
+
     @property
-    def scale(self) -> list[float]: ...
+    def scale(self) -> list[float]:
+        """The criterion's scale values."""
+        ...
+
     @property
-    def human_human(self) -> Mapping[str, Stat]: ...
+    def human_human(self) -> Mapping[str, Stat]:
+        """Agreement among the human raters, by statistic."""
+        ...
+
     @property
-    def judge_human(self) -> Mapping[str, Mapping[str, Stat]]: ...
+    def judge_human(self) -> Mapping[str, Mapping[str, Stat]]:
+        """Each judge's (and the jury's) agreement with the humans, by statistic."""
+        ...
+
     @property
-    def judge_judge(self) -> Mapping[str, Mapping[str, Stat]]: ...
+    def judge_judge(self) -> Mapping[str, Mapping[str, Stat]]:
+        """Each pair of judges' agreement, by statistic."""
+        ...
 
 
 class ReportView(Protocol):
+    """What the page reads of an agreement report."""
+
     @property
-    def confidence(self) -> float: ...
+    def confidence(self) -> float:
+        """The bootstrap intervals' coverage."""
+        ...
+
     @property
-    def value(self) -> str: ...
+    def value(self) -> str:
+        """Which vote value was compared: ``score`` or ``expected``."""
+        ...
+
     @property
-    def n_resamples(self) -> int: ...
+    def n_resamples(self) -> int:
+        """Bootstrap resamples per interval."""
+        ...
+
     @property
-    def sources(self) -> Mapping[str, str]: ...
+    def sources(self) -> Mapping[str, str]:
+        """Where the human labels and the judge output came from."""
+        ...
+
     @property
-    def join_text(self) -> str: ...
+    def join_text(self) -> str:
+        """The join summary as one line of text."""
+        ...
+
     @property
-    def criteria(self) -> Mapping[str, CriterionView]: ...
+    def criteria(self) -> Mapping[str, CriterionView]:
+        """Criterion -> what the page reads of it."""
+        ...
+
     @property
-    def joined(self) -> Joined | None: ...
+    def joined(self) -> Joined | None:
+        """The joined data, for the plots (None: no plots)."""
+        ...
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}

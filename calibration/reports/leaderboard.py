@@ -16,12 +16,13 @@ difference on every item both scored too (``both_scored``: shown, not used for t
 the systems the data cannot separate share a letter. Nothing is zero-filled.
 
 With human labels (on some items of some systems): each labelled system's mean by PPI++, the
-estimator ``jurybox agree --ppi`` uses (:func:`jurybox.calibration.estimates.active.mean_estimates`,
-uniform or actively chosen labels), beside the jury's; a pair's difference corrected the same
-way (PPI++ on the per-item differences) where both systems have labels on the same items from
-uniform designs. With answer lengths: each system's length-controlled mean (the correction of
-``jurybox judge --length-control``, :mod:`jurybox.calibration.audits.length_control`) beside the
-raw one, and whether the order changes.
+estimator ``jurybox agree --ppi`` uses
+(:func:`jurybox.calibration.estimates.active.mean_estimates`, uniform or actively chosen
+labels), beside the jury's; a pair's difference corrected the same way (PPI++ on the per-item
+differences) where both systems have labels on the same items from uniform designs. With answer
+lengths: each system's length-controlled mean (the correction of ``jurybox judge
+--length-control``, :mod:`jurybox.calibration.audits.length_control`) beside the raw one, and
+whether the order changes.
 """
 
 from __future__ import annotations
@@ -60,10 +61,13 @@ from ..stats.stat import jsonable, mean_ci
 
 @dataclass
 class System:
-    """One system: its verdicts (``output``), or per-item values of other metrics (``values``:
-    criterion -> item id -> value, None where the item has none, e.g. a benchmark pack's
-    per-item results); with its human label lines (``label_rows``) and answer lengths (item id
-    -> length in words) where given (verdicts only)."""
+    """One system: its verdicts, or per-item values of other metrics; with labels and lengths.
+
+    Its verdicts are ``output``; ``values`` are per-item values of other metrics (criterion -> item
+    id -> value, None where the item has none, e.g. a benchmark pack's per-item results); with its
+    human label lines (``label_rows``) and answer lengths (item id -> length in words) where given
+    (verdicts only).
+    """
 
     name: str
     output: JudgeOutput | None = None
@@ -73,8 +77,10 @@ class System:
     source: str | None = None
 
     def scores(self, criterion: str) -> dict[str, float | None]:
-        """Item id -> this system's value on ``criterion`` (None: unscored), for every item
-        the criterion applies to here."""
+        """Item id -> this system's value on ``criterion`` (None: unscored).
+
+        For every item the criterion applies to here.
+        """
         if self.values is not None:
             return dict(self.values.get(criterion, {}))
         assert self.output is not None
@@ -91,8 +97,10 @@ class System:
 @dataclass
 class Leaderboard:
     """The table as plain data (:meth:`to_dict` is ``jurybox leaderboard --json``).
+
     ``ranked_on``: per criterion, the common ground its ranks, groups and pairs are computed on
-    (:meth:`CommonGround.to_dict`)."""
+    (:meth:`CommonGround.to_dict`).
+    """
 
     criteria: list[str]
     rank_by: str
@@ -105,6 +113,7 @@ class Leaderboard:
     ranked_on: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The leaderboard as plain JSON data (``jurybox leaderboard --json``)."""
         return jsonable({"criteria": self.criteria, "rank_by": self.rank_by,
                          "confidence": self.confidence, "items": self.items,
                          "ranked_on": self.ranked_on, "systems": self.systems,
@@ -112,16 +121,19 @@ class Leaderboard:
                          "notes": self.notes})
 
     def system(self, name: str) -> dict[str, Any]:
+        """The row of the system named ``name``."""
         return next(s for s in self.systems if s["name"] == name)
 
 
 @dataclass(frozen=True)
 class CommonGround:
-    """The items a criterion's ranking stands on: those every ranked system scored. ``ranked``:
-    per system, whether it scored any item (a system with none is not ranked and does not
-    shrink the ground); ``items``: per item, whether every ranked system scored it;
+    """The items a criterion's ranking stands on: those every ranked system scored.
+
+    ``ranked``: per system, whether it scored any item (a system with none is not ranked and does
+    not shrink the ground); ``items``: per item, whether every ranked system scored it;
     ``lacking``: per system, the items some ranked system scored that it did not (missing or
-    unscored): why items were dropped."""
+    unscored): why items were dropped.
+    """
 
     names: tuple[str, ...]
     ranked: np.ndarray
@@ -142,15 +154,20 @@ class CommonGround:
 
     @property
     def size(self) -> int:
+        """The number of common items."""
         return int(self.items.sum())
 
     @property
     def dropped(self) -> int:
+        """The items some ranked system scored that are not common (dropped from the ranking)."""
         return self.scored_by_any - self.size
 
     def to_dict(self) -> dict[str, Any]:
-        """``items`` (the common items), ``scored_by_any``, ``dropped``, ``lacking`` (system ->
-        dropped items it lacks) and ``unranked`` (systems without a scored item)."""
+        """The common ground as plain data: the common items, and what was dropped and why.
+
+        ``items`` (the common items), ``scored_by_any``, ``dropped``, ``lacking`` (system -> dropped
+        items it lacks) and ``unranked`` (systems without a scored item).
+        """
         return {"items": self.size, "scored_by_any": self.scored_by_any,
                 "dropped": self.dropped, "lacking": dict(self.lacking),
                 "unranked": [n for n, r in zip(self.names, self.ranked) if not r]}
@@ -170,12 +187,14 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
                 *, rank_by: str | None = None, confidence: float = 0.95,
                 resamples: int = 2000, seed: int = 0,
                 centre_length: float | None = None) -> Leaderboard:
-    """The leaderboard of ``systems`` on ``criteria`` (score names of their verdicts: criteria
-    with a scale in ``scales``, formulas without), ranked on common ground (module text).
-    ``rank_by`` orders the table (default: the last of ``criteria``, the rubric's formula where
-    it has one). Length control runs where every system has lengths, controlled to
+    """The leaderboard of ``systems`` on ``criteria``, ranked on common ground (module text).
+
+    ``criteria`` are score names of their verdicts: criteria with a scale in ``scales``, formulas
+    without. ``rank_by`` orders the table (default: the last of ``criteria``, the rubric's formula
+    where it has one). Length control runs where every system has lengths, controlled to
     ``centre_length`` (the reference answers' median length; None: each system's own mean
-    length), on the common items."""
+    length), on the common items.
+    """
     if len(systems) < 2:
         raise InputDataError(f"a leaderboard compares at least 2 systems; got {len(systems)}")
     names = [s.name for s in systems]
@@ -254,8 +273,11 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
 def _criterion_entries(rows: list[dict[str, Any]], x: np.ndarray, common: np.ndarray,
                        here: np.ndarray, ground: CommonGround, criterion: str,
                        confidence: float, resamples: int, seed: int) -> None:
-    """Each system's entry for ``criterion`` (into ``rows``): the ranked mean and rank on the
-    common items (``common``: ``x`` with every other item NaN), its own mean beside it."""
+    """Each system's entry for ``criterion`` (into ``rows``): ranked mean and rank, own mean.
+
+    The ranked mean and rank are on the common items (``common``: ``x`` with every other item
+    NaN), its own mean beside it.
+    """
     ranks = np.full(x.shape[0], np.nan)
     rank_ci = np.full((x.shape[0], 2), np.nan)
     if ground.size:
@@ -285,8 +307,11 @@ def _pairs(systems: Sequence[System], x: np.ndarray, common: np.ndarray, crit_id
            human: Mapping[str, Mapping[str, Mapping[str, float]]], criterion: str,
            confidence: float, rows: Sequence[Mapping[str, Any]], scales: Mapping[str, Any]
            ) -> list[dict[str, Any]]:
-    """Every pair of systems, better first (by rank, then mean): the paired difference on the
-    common items, and on every item both scored where that is more (``both_scored``)."""
+    """Every pair of systems, better first (by rank, then mean), with their paired differences.
+
+    The paired difference on the common items, and on every item both scored where that is more
+    (``both_scored``).
+    """
     names = [s.name for s in systems]
     order = sorted(range(len(systems)),
                    key=lambda k: (rows[k]["criteria"][criterion]["rank"] is None,
@@ -317,7 +342,7 @@ def _mean(row: Mapping[str, Any], criterion: str) -> float:
 
 
 def _human_values(system: System, scales: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """criterion -> item id -> the mean of the raters' labels (items of this system only)."""
+    """Criterion -> item id -> the mean of the raters' labels (items of this system only)."""
     known = set(system.ids())
     out: dict[str, dict[str, float]] = {}
     for criterion, scale in scales.items():
@@ -361,11 +386,13 @@ def _corrected_difference(a: System, b: System, xa: np.ndarray, xb: np.ndarray,
                           ids: Sequence[str], human: Mapping[str, Mapping[str, Mapping[str, float]]],
                           criterion: str, confidence: float,
                           scale: Any = None) -> dict[str, Any]:
-    """PPI++ on the per-item differences: labelled where both systems have a label on the item
-    (uniform designs: the intersection of two random samples is one), the jury's differences on
-    every item both scored; with the criterion's ``scale``, the small-sample rule of
-    :func:`jurybox.calibration.estimates.ppi.ppi_mean` (a difference lies within plus or minus
-    the scale's range)."""
+    """PPI++ on the per-item differences of two systems.
+
+    Labelled where both systems have a label on the item (uniform designs: the intersection of two
+    random samples is one), the jury's differences on every item both scored; with the criterion's
+    ``scale``, the small-sample rule of :func:`jurybox.calibration.estimates.ppi.ppi_mean` (a
+    difference lies within plus or minus the scale's range).
+    """
     for s in (a, b):
         if s.name not in human:
             return {"difference": None, "reason": f"{s.name} has no human labels"}
@@ -396,8 +423,10 @@ def _length_controlled(systems: Sequence[System], x: np.ndarray, lengths: np.nda
                        criterion: str, centre_length: float | None, resamples: int,
                        confidence: float, seed: int, rows: list[dict[str, Any]]
                        ) -> dict[str, Any]:
-    """Each system's length-controlled mean on ``criterion`` (into its row) and whether the
-    order changes."""
+    """Each system's length-controlled mean on ``criterion``, and whether the order changes.
+
+    Each mean goes into the system's row.
+    """
     controlled = np.full(len(systems), np.nan)
     for k, s in enumerate(systems):
         labels = human.get(s.name, {}).get(criterion)

@@ -70,8 +70,10 @@ def _ground(board: Leaderboard, criterion: str) -> str:
 
 
 def _own(board: Leaderboard, criterion: str) -> str:
-    """Each system's mean over its own scored items, where items were dropped: shown, not
-    ranked (the systems' own items differ)."""
+    """Each system's mean over its own scored items, where items were dropped: shown, not ranked.
+
+    Not ranked because the systems' own items differ.
+    """
     ground = board.ranked_on.get(criterion)
     if not ground or not ground["dropped"]:
         return ""

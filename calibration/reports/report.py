@@ -47,8 +47,10 @@ _TABLE_STATS_CATEGORICAL = ("alpha", "kappa", "ac1", "exact")
 
 @dataclass
 class CriterionAgreement:
-    """Agreement on one criterion: human-human, each judge and the jury against humans, judge pairs,
-    and per system how many labelled items it has no value for."""
+    """Agreement on one criterion: human-human, judges and jury against humans, judge pairs.
+
+    And per system how many labelled items it has no value for.
+    """
 
     criterion: str
     scale: list[float]
@@ -78,8 +80,20 @@ class CriterionAgreement:
 
 @dataclass
 class AgreementReport:
-    """What :func:`agreement_report` returns: per-criterion agreement, the join, and the settings
-    and sources it was computed with."""
+    """What :func:`agreement_report` returns: per-criterion agreement, the join, settings, sources.
+
+    Attributes:
+        criteria: Criterion -> its agreement: human-human, each judge and the jury against the
+            humans, judge pairs, and the values missing per system.
+        join_summary: How the join went, as plain data (ids joined, ids only one side has, columns
+            not used).
+        join_text: The join summary as one line of text.
+        value: Which vote value was compared: ``score`` or ``expected``.
+        confidence: The bootstrap intervals' coverage.
+        n_resamples: Bootstrap resamples per interval.
+        sources: Where the human labels and the judge output came from.
+        joined: The joined data, kept for the page's plots (not part of :meth:`to_dict`).
+    """
 
     criteria: dict[str, CriterionAgreement]
     join_summary: dict[str, Any]
@@ -91,7 +105,11 @@ class AgreementReport:
     joined: Joined | None = None  # kept for plots; not part of to_dict()
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as plain data (the ``--json`` form); the joined data is left out."""
+        """The report as plain data (the ``--json`` form); the joined data is left out.
+
+        Returns:
+            The sources, settings, join summary and every criterion's statistics.
+        """
         return {
             "sources": self.sources, "value": self.value, "confidence": self.confidence,
             "n_resamples": self.n_resamples, "join": self.join_summary,
@@ -99,7 +117,11 @@ class AgreementReport:
         }
 
     def to_text(self) -> str:
-        """The report as terminal tables, one block per criterion."""
+        """The report as terminal tables, one block per criterion.
+
+        Returns:
+            The tables, with notes on undefined statistics and missing values.
+        """
         pct = round(self.confidence * 100)
         lines = [f"Agreement ({self.value}; {pct}% bootstrap CIs over items, "
                  f"{_plural(self.n_resamples, 'resample')})", f"join: {self.join_text}"]
@@ -126,13 +148,24 @@ class AgreementReport:
         return "\n".join(lines)
 
     def to_html(self) -> str:
-        """The report as a self-contained HTML page (:func:`.html.render_report`)."""
+        """The report as a self-contained HTML page (:func:`.html.render_report`).
+
+        Returns:
+            The page.
+        """
         from .html import render_report
 
         return render_report(self)
 
     def write_html(self, path: str | Path) -> Path:
-        """Write :meth:`to_html` to ``path``; returns the path."""
+        """Write :meth:`to_html` to ``path``; returns the path.
+
+        Args:
+            path: The file to write.
+
+        Returns:
+            The path written.
+        """
         path = Path(path)
         path.write_text(self.to_html(), encoding="utf-8")
         return path
@@ -235,8 +268,10 @@ def judge_human_stats(crit: CriterionData, level: Level | None = None
 
 def judge_judge_stats(crit: CriterionData, level: Level | None = None
                       ) -> Callable[..., dict[str, Stat]]:
-    """Statistic bundle comparing two judges' score vectors: alpha, exact agreement and, on numeric
-    scales, Spearman."""
+    """Statistic bundle comparing two judges' score vectors: alpha, exact agreement, Spearman.
+
+    Spearman on numeric scales only.
+    """
     alpha = _alpha_of(crit, level or default_level(crit))
 
     def pair(a: np.ndarray, b: np.ndarray) -> dict[str, Stat]:
@@ -297,10 +332,25 @@ def agreement_report(human_labels: HumanLabels | str | Path,
                      seed: int | None = 0) -> AgreementReport:
     """Judge-human, jury-human, human-human and judge-judge agreement with bootstrap CIs.
 
-    ``human_labels`` / ``judge_output`` are paths (or loaded objects); ``scales`` is a rubric or
-    {criterion: values} (inferred from the observed values when omitted); ``value`` picks each
-    vote's ``score`` or logprob-``expected`` score; ``level`` is Krippendorff's level for every
-    alpha in the report (``auto``: nominal for labelled scales, interval otherwise).
+    Args:
+        human_labels: Human labels, or the path of a labels file.
+        judge_output: Judge output, or the path of a ``jurybox judge`` output file.
+        scales: A rubric or {criterion: values}; inferred from the observed values when omitted.
+        value: Which value of each vote: its ``score`` or its logprob-``expected`` score.
+        criteria: The criteria to report (default: all the judge output has).
+        level: Krippendorff's level for every alpha in the report (``auto``: nominal for labelled
+            scales, interval otherwise).
+        n_resamples: Bootstrap resamples per interval.
+        confidence: The intervals' coverage.
+        seed: The bootstrap's seed (``None``: a fresh one).
+
+    Returns:
+        The report: per criterion every statistic with its CI, the join, settings and sources.
+
+    Raises:
+        InputDataError: ``level`` is not ``auto`` or a level, or a file cannot be read (and the
+            join's errors).
+        JoinError: Labels and verdicts have no id or criterion in common.
     """
     if level != "auto" and level not in LEVELS:
         raise InputDataError(f"level must be 'auto' or one of {LEVELS}; got {level!r}")
