@@ -1,5 +1,7 @@
 # ruff: noqa: F401  (the TYPE_CHECKING imports exist for static tools only)
-"""jurybox.calibration: agreement statistics, human labels and verdicts, calibration maps,
+"""Agreement statistics, human labels and verdicts, calibration maps, estimates and audits.
+
+jurybox.calibration holds agreement statistics, human labels and verdicts, calibration maps,
 estimates from few labels, and audits, in rooms:
 
 - ``stats``: :func:`krippendorff_alpha`, :func:`fleiss_kappa`, :func:`cohen_kappa`,

@@ -31,7 +31,12 @@ class JoinError(InputDataError):
 
 
 class ProvenanceMismatchError(CalibrationError, InputError):
-    """A calibration map was applied to verdicts from a different jury/rubric configuration."""
+    """A calibration map was applied to verdicts from a different jury/rubric configuration.
+
+    Args:
+        expected: The provenance the map was fitted for.
+        found: The record's provenance (``None`` when it has none).
+    """
 
     def __init__(self, expected: str, found: str | None) -> None:
         self.expected = expected
