@@ -41,7 +41,11 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}", re.ASCII)
 
 class ImageError(InputError):
     """An image that cannot be shown to a judge: missing, unreadable, not an image, of a format
-    not taken, or over a limit. The message names the item and the image."""
+    not taken, or over a limit (``too_large``). The message names the item and the image."""
+
+    def __init__(self, message: str, field: str | None = None, too_large: bool = False) -> None:
+        super().__init__(message, field=field)
+        self.too_large = too_large
 
 
 @dataclass(frozen=True)
@@ -125,8 +129,8 @@ def load_image(ref: str, policy: ImagePolicy = ImagePolicy(), *, item: str = "",
     ``item`` and ``where`` (e.g. ``images[1]``) and the reference otherwise."""
     at = f"item {item!r}: {where} {short_ref(ref)}" if item else f"{where} {short_ref(ref)}"
 
-    def fail(why: str) -> ImageError:
-        return ImageError(f"{at}: {why}", field=where)
+    def fail(why: str, too_large: bool = False) -> ImageError:
+        return ImageError(f"{at}: {why}", field=where, too_large=too_large)
 
     if not isinstance(ref, str) or not ref.strip():
         raise fail("empty image reference")
@@ -173,27 +177,28 @@ def _read(ref: str, policy: ImagePolicy, fail: Any) -> bytes:
     if not path.is_file():
         raise fail(f"not a file ({path})")
     if size > limit:
-        raise fail(f"{size:,} bytes, more than the limit of {limit:,}")
+        raise fail(f"{size:,} bytes, more than the limit of {limit:,}", True)
     try:
         with path.open("rb") as fh:
             data = fh.read(limit + 1)  # bounded, should the file grow meanwhile
     except OSError as exc:
         raise fail(f"cannot read it: {exc.strerror or exc}") from None
     if len(data) > limit:
-        raise fail(f"more than the limit of {limit:,} bytes")
+        raise fail(f"more than the limit of {limit:,} bytes", True)
     return data
 
 
 def _b64(text: str, limit: int, fail: Any) -> bytes:
     text = text.strip()
     if len(text) * 3 // 4 > limit + 2:  # checked before decoding anything
-        raise fail(f"about {len(text) * 3 // 4:,} bytes, more than the limit of {limit:,}")
+        raise fail(f"about {len(text) * 3 // 4:,} bytes, more than the limit of {limit:,}",
+                   True)
     try:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise fail("not valid base64") from None
     if len(data) > limit:
-        raise fail(f"{len(data):,} bytes, more than the limit of {limit:,}")
+        raise fail(f"{len(data):,} bytes, more than the limit of {limit:,}", True)
     return data
 
 
@@ -207,7 +212,7 @@ def _fetch(url: str, policy: ImagePolicy, fail: Any) -> bytes:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise fail(f"could not be fetched: {exc}") from None
     if len(data) > policy.max_bytes:
-        raise fail(f"more than the limit of {policy.max_bytes:,} bytes")
+        raise fail(f"more than the limit of {policy.max_bytes:,} bytes", True)
     return data
 
 
@@ -220,10 +225,10 @@ def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str 
     from PIL import UnidentifiedImageError
 
     if fail is None:
-        def fail(why: str) -> ImageError:
-            return ImageError(f"image: {why}", field="image")
+        def fail(why: str, too_large: bool = False) -> ImageError:
+            return ImageError(f"image: {why}", field="image", too_large=too_large)
     if len(data) > policy.max_bytes:
-        raise fail(f"{len(data):,} bytes, more than the limit of {policy.max_bytes:,}")
+        raise fail(f"{len(data):,} bytes, more than the limit of {policy.max_bytes:,}", True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", PIL.DecompressionBombWarning)
@@ -231,7 +236,7 @@ def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str 
     except UnidentifiedImageError:
         raise fail(f"not an image of a format taken here ({', '.join(policy.formats)})") from None
     except (PIL.DecompressionBombError, PIL.DecompressionBombWarning):
-        raise fail(f"its header declares more than {policy.max_pixels:,} pixels") from None
+        raise fail(f"its header declares more than {policy.max_pixels:,} pixels", True) from None
     except Exception as exc:  # a broken header
         raise fail(f"unreadable image: {type(exc).__name__}: {exc}") from None
     with opened:
@@ -240,10 +245,11 @@ def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str 
         if width < 1 or height < 1:
             raise fail(f"an image of {width}x{height} pixels")
         if max(width, height) > policy.max_side:
-            raise fail(f"{width}x{height} pixels; a side may have at most {policy.max_side:,}")
+            raise fail(f"{width}x{height} pixels; a side may have at most {policy.max_side:,}",
+                       True)
         if width * height > policy.max_pixels:
             raise fail(f"{width}x{height} = {width * height:,} pixels, more than the limit of "
-                       f"{policy.max_pixels:,}")
+                       f"{policy.max_pixels:,}", True)
         try:
             opened.load()  # decoded once: a truncated or corrupt file fails here
         except Exception as exc:
@@ -256,7 +262,7 @@ def load_images(refs: Sequence[str], policy: ImagePolicy = ImagePolicy(), *, ite
     """Every image of ``refs`` (an item's), loaded and checked; at most ``max_images``."""
     if len(refs) > policy.max_images:
         raise ImageError(f"item {item!r}: {len(refs)} images, more than the limit of "
-                         f"{policy.max_images} per item", field="images")
+                         f"{policy.max_images} per item", field="images", too_large=True)
     return tuple(load_image(ref, policy, item=item, where=f"images[{k}]")
                  for k, ref in enumerate(refs))
 

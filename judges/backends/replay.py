@@ -218,9 +218,10 @@ def record(jury: Any, rubric: Any, items: list[Any],
                 rows, reasons = backend._generate([made[0]], judge.sampling.max_tokens,
                                                   recorder, pixels=[made[1]])
             else:
-                prompts = [backend.prompt_text(r.messages) for r in batch]
-                rows, reasons = backend._generate(prompts, judge.sampling.max_tokens, recorder)
+                prompts = [vision_prompt_text(judge, tok, r) if getattr(backend, "vision", False)
+                           else backend.prompt_text(r.messages) for r in batch]
                 prompt_ids = tok(prompts, add_special_tokens=False)["input_ids"]
+                rows, reasons = backend._generate(prompt_ids, judge.sampling.max_tokens, recorder)
             for row, (ids, why) in enumerate(zip(rows, reasons)):
                 logprobs = []
                 for t in range(len(ids)):
@@ -306,8 +307,9 @@ class ReplayBackend:
 
     def prompt_of(self, request: Request) -> str:
         """The text the judge is given for ``request``: with its images' placeholders when
-        the judge sees images and the request has them."""
-        if self.vision and request.images:
+        the judge sees images and the request has them, as parts for a judge that sees
+        images."""
+        if self.vision:  # (a vision model's chat template takes every message as parts)
             return vision_prompt_text(self.spec, self.tokenizer, request)
         return self.prompt_text(request.messages)
 

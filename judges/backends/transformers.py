@@ -343,7 +343,9 @@ class TransformersBackend:
         so a batch that every client has given up on does not keep the judge busy."""
         seen = [i for i, r in enumerate(requests) if self.vision and r.images]
         plain = [i for i in range(len(requests)) if not (self.vision and requests[i].images)]
-        texts = [self.prompt_text(requests[i].messages) for i in plain]
+        # (a vision model's chat template takes every message as parts, images or not)
+        texts = [vision_prompt_text(self.spec, self.tokenizer, requests[i]) if self.vision
+                 else self.prompt_text(requests[i].messages) for i in plain]
         encoded: list[list[int] | str] = [""] * len(requests)
         for i, ids in zip(plain, self.controls.encode(
                 self._encode, texts, [requests[i] for i in plain], self._max_chars)):

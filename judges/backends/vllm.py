@@ -177,7 +177,8 @@ class _VLLMJudge:
         """Each request's prompt ids, or why the judge is not given it (see
         :class:`ControlTokens`); a request with images shown to the judge, with its images'
         placeholders (:meth:`_prompt`)."""
-        prompts = [vision_prompt_text(self.spec, self.tokenizer, r) if self._shows(r)
+        # (a vision model's chat template takes every message as parts, images or not)
+        prompts = [vision_prompt_text(self.spec, self.tokenizer, r) if self.vision
                    else self.prompt_text(r.messages) for r in requests]
         out = self.controls.encode(self.encoder, prompts, requests, self._max_chars)
         for i, r in enumerate(requests):

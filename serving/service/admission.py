@@ -28,10 +28,15 @@ from jurybox.judges.judging import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.formula import MAX_FORMULA_CHARS
+from jurybox.rubrics.images import ImageError, ImagePolicy, image_tokens, load_images
 from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
 from jurybox.serving.problems import HTTPProblem, problem_for
 from jurybox.serving.service.config import Limits
+
+# What one image token counts as against the prompt budgets (max_prompt_chars is "about 50,000
+# tokens" for 200,000 characters).
+CHARS_PER_IMAGE_TOKEN = 4
 
 # Address space of a worker that validates and renders inline rubrics: Python with pydantic and
 # Jinja takes about 300 MB of it; a template that wants more fails alone (MemoryError).
@@ -68,6 +73,7 @@ def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], li
                                   f"{item.id!r} (also items[{seen[item.id]}])", f"items[{i}].id")
             seen[item.id] = i
             items.append(item)
+        items = inline_images(items, limits)
         requests = render_requests(rubric, items)
         check_prompts(requests, limits)
         return rubric, items, requests
@@ -75,6 +81,42 @@ def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], li
         raise problem_for(exc) from None
     except MemoryError:
         raise _out_of_memory() from None
+
+
+def image_policy(limits: Limits) -> ImagePolicy:
+    """The images a request may carry: inline only (``data:`` URLs or base64: no file is read
+    and no URL fetched on a client's word), within the service's limits."""
+    return ImagePolicy(max_bytes=limits.max_image_bytes, max_pixels=limits.max_image_pixels,
+                       max_images=limits.max_images_per_item, inline_only=True)
+
+
+def inline_images(items: list[Item], limits: Limits) -> list[Item]:
+    """The items holding their images, decoded and checked (in the caller's thread or worker:
+    never on the event loop): 413 naming the image over a limit, or the request's images over
+    ``max_request_image_bytes`` in all; 422 naming one that is not an inline image or not an
+    image at all."""
+    policy = image_policy(limits)
+    total = 0
+    out = []
+    for i, item in enumerate(items):
+        if not item.images:
+            out.append(item)
+            continue
+        try:
+            images = load_images(item.images, policy, item=item.id)
+        except ImageError as exc:
+            where = f"items[{i}].{exc.field or 'images'}"
+            raise HTTPProblem(413 if exc.too_large else 422,
+                              "too_large" if exc.too_large else "invalid_request",
+                              f"{where}: {exc}", where) from None
+        total += sum(len(im.data) for im in images)
+        if total > limits.max_request_image_bytes:
+            raise HTTPProblem(413, "too_large", f"the request's images have more than {total:,} "
+                              "bytes in all; this service takes at most "
+                              f"{limits.max_request_image_bytes:,} (max_request_image_bytes)",
+                              f"items[{i}].images")
+        out.append(item.with_images(images))
+    return out
 
 
 def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
@@ -186,13 +228,15 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
     """413 naming the item when a rendered prompt (one judge call's messages) is longer than
     ``max_prompt_chars``, or the request's prompts together longer than
     ``max_request_prompt_chars``: a short template can render a huge prompt, which no judge
-    should be asked to tokenize."""
+    should be asked to tokenize. An image counts as its estimated tokens
+    (:func:`~jurybox.rubrics.images.image_tokens`) x :data:`CHARS_PER_IMAGE_TOKEN` characters."""
     n_calls = len(requests.calls)
     total = 0
     for k, request in enumerate(requests.requests):
         if request is None:
             continue
-        size = sum(len(m["content"]) for m in request.messages)
+        size = sum(len(m["content"]) for m in request.messages) + CHARS_PER_IMAGE_TOKEN * sum(
+            image_tokens(im.width, im.height) for im in request.images)
         total += size
         if size > limits.max_prompt_chars:
             item = requests.item_ids[k // n_calls]

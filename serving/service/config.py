@@ -53,6 +53,20 @@ class Limits(BaseModel):
     max_request_prompt_chars: int = Field(16_000_000, ge=1000, description="Most prompt text "
                                           "one request may render in all, over its items and "
                                           "calls (413 beyond).")
+    max_image_bytes: int = Field(4 << 20, ge=1024, description="Largest inline image of an "
+                                 "item, decoded from its base64 (413 beyond, checked before "
+                                 "decoding it).")
+    max_image_pixels: int = Field(16_777_216, ge=1024, description="Most pixels of one image "
+                                  "(width x height, read from its header before any pixel is "
+                                  "decoded: a decompression bomb is refused; 413 beyond).")
+    max_images_per_item: int = Field(8, ge=1, description="Most images of one item (413 "
+                                     "beyond).")
+    max_request_image_bytes: int = Field(6 << 20, ge=1024, description="Most image bytes one "
+                                         "request may carry in all (413 beyond). Each image "
+                                         "also counts against max_prompt_chars and "
+                                         "max_request_prompt_chars as its estimated tokens "
+                                         "(jurybox.rubrics.images.image_tokens) x 4 "
+                                         "characters, per judge call that shows it.")
     max_render_s: float = Field(10.0, gt=0.0, description="Time an inline rubric may take to "
                                 "validate and render a request's prompts (422 beyond).")
     max_nesting: int = Field(20, ge=2, description="Deepest nesting of lists and objects in an "
