@@ -158,3 +158,29 @@ def limited(items: Sequence[Any], limit: int | None) -> list[Any]:
 def plural(n: int, noun: str) -> str:
     """``n`` and ``noun``, with an ``s`` unless ``n`` is 1: ``plural(2, "row")`` is ``"2 rows"``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def image_paths(data: str | Path, images: Any) -> list[str]:
+    """A row's images (a path or a list of them) as references a judge can read: a relative
+    path is relative to the data file's folder (as the benchmarks ship them), a URL or an
+    absolute path as given."""
+    if images in (None, ""):
+        return []
+    if isinstance(images, str) and images.strip().startswith("["):
+        import json
+
+        images = json.loads(images)  # a list kept as JSON text (CSV)
+    if not isinstance(images, (str, list)) or not all(isinstance(i, str) for i in
+                                                      ([images] if isinstance(images, str)
+                                                       else images)):
+        raise InputError(f"{data}: images must be a path or a list of paths, got "
+                         f"{images!r:.60}", field="images")
+    listed = [images] if isinstance(images, str) else list(images)
+    base = Path(data).parent
+    out = []
+    for ref in map(str, listed):
+        if "://" in ref or ref.startswith("data:") or Path(ref).is_absolute():
+            out.append(ref)
+        else:
+            out.append(str(base / ref))
+    return out

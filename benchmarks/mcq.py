@@ -37,6 +37,7 @@ class McqItem:
     group: str
     row: int
     extra: dict[str, Any] = field(default_factory=dict)
+    images: list[str] = field(default_factory=list)  # shown to judges that see images
 
     def options_text(self) -> str:
         """The options as the judge sees them: numbered from 1, with the item's own labels
@@ -97,7 +98,7 @@ def judge_fallback(outcomes: Sequence[McqOutcome], predictions: Predictions, jud
     rubric = load_rubric("mcq-extract")
     items = [Item(id=o.item.id, question=o.item.question,
                   response=predictions.get(o.item.id).response,  # type: ignore[union-attr]
-                  extra={"options": o.item.options_text()})
+                  extra={"options": o.item.options_text()}, images=o.item.images)
              for o in todo]
     judged = judge(task, rubric, items) if items else Judged({})
     for o in todo:

@@ -8,7 +8,9 @@ Data: the items as a JSON list or JSONL (any format the row reader takes), one o
 * ``correct_index``: the correct option, **0-based** (option ``correct_index + 1`` in the prompt);
 * ``task``: 1 = expert image understanding, 2 = hypothesis generation, 3 = experiment proposal;
   ``task_str`` (optional) names it;
-* other fields (``key_image``, ``images_list``, ``correct_answer`` ...) are ignored.
+* ``images_list``: the item's microscopy images (paths relative to the data file's folder): a
+  judge that sees images is shown them when it reads an answer;
+* other fields (``key_image``, ``correct_answer`` ...) are ignored.
 
 Predictions: rows with ``id`` (= ``key_question``) and ``response`` (the model's full answer).
 
@@ -38,7 +40,15 @@ from typing import Any
 from jurybox.rubrics.errors import InputError
 
 from . import mcq
-from .data import limited, read_model_answers, read_records, require, text_id, unique_ids
+from .data import (
+    image_paths,
+    limited,
+    read_model_answers,
+    read_records,
+    require,
+    text_id,
+    unique_ids,
+)
 from .extraction import number_labels
 from .judging import Judge
 from .report import BenchReport
@@ -82,7 +92,8 @@ def read_items(path: str | Path) -> list[mcq.McqItem]:
         items.append(mcq.McqItem(
             id=text_id(path, n, r["key_question"], "key_question"), question=str(r["question"]),
             labels=number_labels(len(choices)), options=[str(c) for c in choices], gold=gold,
-            group=task, row=n, extra={"task_str": r.get("task_str")}))
+            group=task, row=n, extra={"task_str": r.get("task_str")},
+            images=image_paths(path, r.get("images_list"))))
     unique_ids(path, [(it.row, it.id) for it in items], "key_question")
     return items
 

@@ -66,6 +66,7 @@ from jurybox.rubrics.errors import InputError
 
 from .data import (
     EXAMPLES,
+    image_paths,
     limited,
     read_model_answers,
     read_records,
@@ -120,9 +121,7 @@ def _mmst_items(path: str | Path, subset: Subset) -> tuple[list[tuple[str, Item,
             continue
         if contextual:
             kind = "mg"
-        images = r.get("images") or []
-        if isinstance(images, str):
-            images = [images]
+        images = image_paths(path, r.get("images"))
         if kind == "id":
             if not str(r.get("entity_name") or "").strip():
                 raise InputError(f"{path} row {n}: identification item {item_id!r} has no "
@@ -134,7 +133,7 @@ def _mmst_items(path: str | Path, subset: Subset) -> tuple[list[tuple[str, Item,
             extra = {k: r.get(k) for k in ("meta_data_state", "meta_data_county",
                                            "meta_data_asked_time")}
         item = Item(id=item_id, question=str(r["question"]), reference=str(r["answer"]),
-                    images=[str(i) for i in images], extra={k: v for k, v in extra.items()
+                    images=images, extra={k: v for k, v in extra.items()
                                                             if v not in (None, "", [])})
         out.append((kind, item, n))
     if unknown:
@@ -302,10 +301,8 @@ def evaluate_mmmt(data: str | Path, predictions: str | Path, *, judge: Judge,
         extra = {"decision": f"<{gold}>",
                  "known_goal": _goal_list(data, n, r.get("known_goal"), "known_goal"),
                  "missing_goal": _goal_list(data, n, r.get("missing_goal"), "missing_goal")}
-        images = r.get("images") or []
         items.append((Item(id=text_id(data, n, r["id"]), context=str(r["dialog_context"]),
-                           reference=str(r["utterance"]),
-                           images=[str(i) for i in ([images] if isinstance(images, str) else images)],
+                           reference=str(r["utterance"]), images=image_paths(data, r.get("images")),
                            extra=extra), gold))
     unique_ids(data, [(n, it.id) for (n, _), (it, _) in zip(rows, items)])
     preds = read_model_answers(predictions, [it.id for it, _ in items], data_path=data)
