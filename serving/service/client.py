@@ -99,6 +99,12 @@ class Client:
         return [Verdict.from_record(VerdictRecord.from_record(r))
                 for r in self.score_records(rubric, items, allow_empty)]
 
+    def groups(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        """POST /v1/groups with ``payload`` (the fields of
+        :class:`jurybox.serving.service.protocol.GroupRequest`): each group's result, in
+        order."""
+        return self._call("POST", "/v1/groups", payload)["groups"]
+
     def provenance(self, rubric: RubricArg) -> dict[str, Any]:
         """POST /v1/provenance: the rubric's name, the provenance hash of its verdicts with the
         service's jury, and the calibration map applied to them (None when none is)."""

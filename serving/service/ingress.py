@@ -30,6 +30,8 @@ from jurybox.serving.problems import HTTPProblem, body, problem_for, validation_
 from jurybox.serving.service.openrlhf import OpenRLHFRequest, OpenRLHFResponse, Options
 from jurybox.serving.service.protocol import (
     ErrorResponse,
+    GroupRequest,
+    GroupResponse,
     Health,
     JuryInfo,
     ProvenanceRequest,
@@ -184,6 +186,18 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         return Response(_encode({"verdicts": await ingress.score(request)}),
                         media_type="application/json")
 
+    @app.post("/v1/groups", response_model=GroupResponse, responses=ERRORS, **v1,
+              summary="Reward groups of completions against each other (GRPO's groups)")
+    async def groups(request: GroupRequest) -> Response:
+        """Each group's completions rewarded against each other (see
+        :mod:`jurybox.judges.groups`): compared in pairs on a pairwise rubric, each pair in
+        both orders (round_robin, regular, swiss, anchor), scored together in one call per
+        judge (listwise), or scored alone (pointwise); each reward with the comparisons behind
+        it. The groups' completions count against max_items and the design's judge calls
+        against max_judge_calls, before any judge runs."""
+        return Response(_encode({"groups": await ingress.groups(request)}),
+                        media_type="application/json")
+
     @app.post("/v1/openrlhf/{rubric}", response_model=OpenRLHFResponse, responses=ERRORS,
               **v1, summary="OpenRLHF's remote reward model (--reward.remote_url)")
     async def openrlhf(http: Request, rubric: str, request: OpenRLHFRequest,
@@ -259,11 +273,15 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
         inline["properties"]["template"]["maxLength"] = limits.max_template_chars
         inline["properties"]["criteria"]["maxItems"] = limits.max_criteria
         models["InlineRubric"] = inline
-        for name in ("ScoreRequest", "ProvenanceRequest"):
+        for name in ("ScoreRequest", "ProvenanceRequest", "GroupRequest"):
             models[name]["properties"]["rubric"]["anyOf"] = [
                 {"type": "string", "enum": sorted(ingress.rubrics)},
                 {"$ref": "#/components/schemas/InlineRubric"}]
+        models["GroupRequest"]["properties"]["pointwise"]["anyOf"] = [
+            {"type": "string", "enum": sorted(ingress.rubrics)},
+            {"$ref": "#/components/schemas/InlineRubric"}, {"type": "null"}]
         models["ScoreRequest"]["properties"]["items"]["maxItems"] = limits.max_items
+        models["GroupRequest"]["properties"]["groups"]["maxItems"] = limits.max_items
         models["OpenRLHFRequest"]["properties"]["query"]["maxItems"] = limits.max_items
         for parameter in schema["paths"]["/v1/openrlhf/{rubric}"]["post"]["parameters"]:
             if parameter["name"] == "rubric":
@@ -300,7 +318,8 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
                                      "(Authorization: Bearer <token>; a client that can only "
                                      "put it in the URL: http://jurybox:<token>@host/...)",
                                      headers={"WWW-Authenticate": "Bearer"}))
-        if ingress.draining and request.url.path.startswith(("/v1/score", "/v1/openrlhf/")):
+        if ingress.draining and request.url.path.startswith(("/v1/score", "/v1/groups",
+                                                             "/v1/openrlhf/")):
             return _json(HTTPProblem(503, "unavailable", "the service is shutting down; retry "
                                      "later (or at another replica)",
                                      headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)}))

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
+from jurybox.judges.groups import GroupResult, GroupSpec
 from jurybox.judges.spec import Aggregation
 from jurybox.rubrics import VerdictRecord
 
@@ -140,3 +141,51 @@ class Health(BaseModel):
 
     status: Literal["ok", "unavailable"]
     judges: dict[str, str] = Field(description="Per judge: ok, or why it cannot answer.")
+
+
+class GroupIn(BaseModel):
+    """One prompt's completions: the item fields they share and the completions themselves.
+    Fields beyond these are available to rubrics by name, as a score item's are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: StrictStr | StrictInt = Field(description="The group's id, unique within the request.")
+    question: str | None = Field(None, description="What the model was asked.")
+    reference: str | None = Field(None, description="The expert (gold) answer, where a rubric "
+                                  "compares with one.")
+    context: str | None = Field(None, description="Further context (dialogue, location...).")
+    completions: list[str] = Field(min_length=1, description="The completions to reward "
+                                   "against each other (one: rewarded pointwise, which needs "
+                                   "the pointwise rubric).")
+
+
+class GroupRequest(BaseModel):
+    """The body of POST /v1/groups: groups of completions, the rubrics and the design."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rubric: RubricRef = Field(description="The design's rubric: a pairwise rubric for the "
+                              "comparing designs (round_robin, regular, swiss, anchor), a "
+                              "pointwise one for pointwise and listwise. " + RUBRIC_HELP)
+    pointwise: RubricRef | None = Field(None, description="The pointwise rubric: for the "
+                                        "anchor design (the median's completion), a mixed "
+                                        "reward (design.weight) and groups of one.")
+    design: GroupSpec = Field(default_factory=GroupSpec, description="How each group is "
+                              "judged and what its rewards are.")
+    score: str | None = Field(None, description="The pointwise reward's score: a criterion or "
+                              "the formula of the pointwise rubric (default: its formula).")
+    scale: Literal["unit", "raw"] = Field("unit", description="The pointwise reward on [0, 1] "
+                                          "(unit) or the rubric's scale (raw).")
+    groups: list[GroupIn] = Field(min_length=1, description="The groups; their completions "
+                                  "count against max_items, the design's judge calls against "
+                                  "max_judge_calls (413 beyond, before any judge runs).")
+    allow_empty: bool = Field(False, description="Judge empty completions instead of refusing "
+                              "them.")
+
+
+class GroupResponse(BaseModel):
+    """The answer to POST /v1/groups: one result per group, in order."""
+
+    groups: list[GroupResult] = Field(description="Each group's rewards, one per completion "
+                                      "in order, with the comparisons (or scores) behind "
+                                      "them.")

@@ -43,6 +43,7 @@ from jurybox.serving.service.admission import (
 from jurybox.serving.service.config import ResolvedConfig
 from jurybox.serving.service.openrlhf import Filter, OpenRLHFRequest, Options
 from jurybox.serving.service.protocol import (
+    GroupRequest,
     Health,
     JudgeInfo,
     JuryInfo,
@@ -97,8 +98,8 @@ class Metrics:
         """Count one answered request by route and status and record its latency; a path that is
         not one of the fixed routes (``/v1/rubrics/{name}`` included) counts as ``other``, one
         of OpenRLHF's rewards as ``/v1/openrlhf/{rubric}``."""
-        if path in ("/v1/score", "/v1/provenance", "/healthz", "/metrics", "/v1/jury",
-                    "/v1/rubrics"):
+        if path in ("/v1/score", "/v1/groups", "/v1/provenance", "/healthz", "/metrics",
+                    "/v1/jury", "/v1/rubrics"):
             route = path
         elif path.startswith("/v1/openrlhf/"):
             route = "/v1/openrlhf/{rubric}"
@@ -278,12 +279,14 @@ class ScoringService:
         await asyncio.to_thread(check_inline, ref, self.limits)  # before it is pickled
         return await self.workers.run(self.limits.max_render_s, inline_rubric, ref, self.limits)
 
-    async def _prepare(self, request: ScoreRequest) -> Prepared:
+    async def _prepare(self, request: ScoreRequest, limit_items: bool = True) -> Prepared:
         """The request's rubric, items and prompts (see :mod:`jurybox.serving.service.admission`): the
         operator's rubrics in a thread, a client's inline rubric in a worker process; never on
-        the event loop, which keeps answering every other route meanwhile."""
+        the event loop, which keeps answering every other route meanwhile. ``limit_items=False``:
+        a group request's round, whose items were bounded as the request's completions and
+        judge calls (:mod:`jurybox.serving.service.groups`)."""
         limits = self.limits
-        if len(request.items) > limits.max_items:
+        if limit_items and len(request.items) > limits.max_items:
             raise HTTPProblem(413, "too_large", f"{len(request.items)} items; this service takes "
                               f"at most {limits.max_items} per request (max_items)", "items")
         if not request.items:
@@ -346,8 +349,9 @@ class ScoringService:
                           "nothing was scored, retry later",
                           headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)})
 
-    async def _score(self, request: ScoreRequest, deadline: float) -> list[dict[str, Any]]:
-        rubric, items, requests = await self._prepare(request)
+    async def _score(self, request: ScoreRequest, deadline: float,
+                     limit_items: bool = True) -> list[dict[str, Any]]:
+        rubric, items, requests = await self._prepare(request, limit_items)
         prov = self._provenance(rubric)
         # Items judged before with this configuration are answered from the verdict cache;
         # only the others go to the judges (none at all when every item is cached).
@@ -525,6 +529,23 @@ class ScoringService:
         finally:
             self.in_flight -= 1
         return records
+
+    async def groups(self, request: GroupRequest) -> list[dict[str, Any]]:
+        """POST /v1/groups: ``{"groups": [...]}``, each group's rewards with the comparisons
+        behind them (:mod:`jurybox.serving.service.groups`); 504 past ``request_timeout_s``."""
+        from jurybox.serving.service.groups import score_groups
+
+        timeout = self.limits.request_timeout_s
+        self.in_flight += 1
+        try:
+            return await asyncio.wait_for(score_groups(self, request,
+                                                       time.monotonic() + timeout), timeout)
+        except TimeoutError:
+            raise HTTPProblem(504, "timeout", f"the request took longer than the service's "
+                              f"deadline of {timeout:g} s (request_timeout_s); retry with fewer "
+                              "groups or a design with fewer calls") from None
+        finally:
+            self.in_flight -= 1
 
     async def openrlhf(self, rubric: str, request: OpenRLHFRequest,
                        options: Options, request_id: str = "") -> bytes:
