@@ -33,19 +33,21 @@ app = typer.Typer(
     # Plain help wraps at any width; rich panels cut option names at 80 columns.
     rich_markup_mode=None,
 )
-app.command()(judge.judge)
+# Each command's line in `jurybox --help` (whole, where the first line of its help would be cut).
+app.command(short_help="Judge a prediction file: one verdict per item.")(judge.judge)
 app.command("rubrics")(catalog.rubrics_cmd)
-app.command("juries")(catalog.juries_cmd)
-app.command()(calibration.agree)
-app.command()(calibration.calibrate)
-app.command()(audit.audit)
+app.command("juries", short_help="List the shipped juries, or show one.")(catalog.juries_cmd)
+app.command(short_help="Agreement between judges and human labels.")(calibration.agree)
+app.command(short_help="Fit a calibration map from human labels.")(calibration.calibrate)
+app.command(short_help="Audit the judges for bias, in plain words.")(audit.audit)
 app.command()(compare.compare)
-app.command()(leaderboard.leaderboard)
-app.command()(label.label)
-app.command()(serve.serve)
-app.command()(bench.bench)
-app.add_typer(catalog.models_app, name="models")
-app.add_typer(catalog.cache_app, name="cache")
+app.command(short_help="Rank systems judged on the same items.")(leaderboard.leaderboard)
+app.command(short_help="Label judged items in a web page.")(label.label)
+app.command(short_help="Serve the jury over HTTP (Ray Serve).")(serve.serve)
+app.command(short_help="Score predictions on a benchmark pack.")(bench.bench)
+app.add_typer(catalog.models_app, name="models",
+              short_help="The judge models: list and fetch them.")
+app.add_typer(catalog.cache_app, name="cache", short_help="The verdict cache: show or clear it.")
 app.add_typer(label.labels_app, name="labels")
 
 
