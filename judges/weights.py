@@ -244,10 +244,11 @@ def materialize(source: ModelSource) -> ModelSource:
     if source.built is not None:
         target = Path(source.directory)
         if not _complete(target):
-            from .built_models import build
+            from .built_models import BUILT_MODELS, build
 
+            words = materialize(resolve(BUILT_MODELS[source.built]["tokenizer"]))
             target.parent.mkdir(parents=True, exist_ok=True)
-            build(source.built, target)
+            build(source.built, target, words.directory)
         return ModelSource(str(target))
     if source.gguf_file is None:
         return source
