@@ -1,9 +1,12 @@
 """jurybox.benchmarks: benchmark packs. A benchmark's own files and a model's predictions in,
 the paper's table out, with jurybox's judging and statistics.
 
->>> from jurybox.benchmarks import run_benchmark
->>> report = run_benchmark("microvqa", data="microvqa.json", predictions="preds.jsonl")
->>> report.metrics["accuracy"].value, report.to_dict()["accuracy_by_task"]
+```python
+from jurybox.benchmarks import run_benchmark
+
+report = run_benchmark("microvqa", data="microvqa.json", predictions="preds.jsonl")
+report.metrics["accuracy"].value, report.to_dict()["accuracy_by_task"]
+```
 
 Packs (:data:`PACKS`): ``mirage-mmst``, ``mirage-mmmt``, ``microvqa``, ``mir``, ``mrmr``. Each
 pack's module documents its input fields, its metrics and how it differs from the benchmark's

@@ -124,11 +124,13 @@ class StagePlan:
 class Steps:
     """The walk through a jury's stages for one batch of rendered requests.
 
-    >>> steps = Steps(rubric, jury, provenance, requests)
-    >>> while (step := steps.next()) is not None:
-    ...     judges, open_requests = step
-    ...     steps.add([judge_votes(j, backend_of(j), open_requests) for j in judges])
-    >>> verdicts = steps.verdicts()
+    ```python
+    steps = Steps(rubric, jury, provenance, requests)
+    while (step := steps.next()) is not None:
+        judges, open_requests = step
+        steps.add([judge_votes(j, backend_of(j), open_requests) for j in judges])
+    verdicts = steps.verdicts()
+    ```
     """
 
     def __init__(self, rubric: Rubric, jury: JurySpec, prov: str, requests: Requests) -> None:

@@ -36,10 +36,11 @@ META_KEYS = frozenset({"id", "rater", "labelled_at", "selection", "skipped", "un
 class LabelStore:
     """A labels file opened for appending by one labelling server (see the module's text).
 
-    >>> store = LabelStore("human.jsonl")
-    >>> store.append({"id": "7", "rater": "ana", "accuracy": 3, "selection": {...}})
-    >>> store.latest()[("7", "ana")]["accuracy"]
-    3
+    ```python
+    store = LabelStore("human.jsonl")
+    store.append({"id": "7", "rater": "ana", "accuracy": 3, "selection": {...}})
+    store.latest()[("7", "ana")]["accuracy"]  # 3
+    ```
     """
 
     def __init__(self, path: str | Path) -> None:

@@ -47,9 +47,12 @@ Method = Literal["isotonic", "ordinal"]
 class CalibrationMap:
     """Per-judge calibration onto the human scale plus learned jury weights (sklearn style).
 
-    >>> cmap = CalibrationMap(method="isotonic").fit("humans.csv", "verdicts.jsonl")
-    >>> cmap.save("accuracy-map.yaml"); cmap = CalibrationMap.load("accuracy-map.yaml")
-    >>> cmap.apply_to_record(verdict)["calibrated"]
+    ```python
+    cmap = CalibrationMap(method="isotonic").fit("humans.csv", "verdicts.jsonl")
+    cmap.save("accuracy-map.yaml")
+    cmap = CalibrationMap.load("accuracy-map.yaml")
+    cmap.apply_to_record(verdict)["calibrated"]
+    ```
 
     Args:
         method: The calibrator per judge on numeric scales: ``isotonic`` or ``ordinal``

@@ -5,6 +5,7 @@ The jury judges on the local engine, the Ray engine, or a scoring service.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -60,12 +61,22 @@ def judge(
     """
     from tqdm import tqdm
 
+    from jurybox.judges.jury import JuryLike
     from jurybox.serving.runs.plan import RunPlan
     from jurybox.serving.runs.summary import render
 
     mapping = parse_map(map_)
     with reported():
-        plan = RunPlan(rubric, predictions=predictions, pairs=pairs, jury=jury, url=url,
+        if url is not None and jury is not None:
+            raise fail("--url judges with the service's jury: drop --jury")
+        judges: str | JuryLike | None = jury
+        if url is not None:
+            from jurybox.serving.service.client import Client, RemoteJury
+
+            remote = RemoteJury(Client(url, token=os.environ.get("JURYBOX_TOKEN")))
+            note(f"jury: {remote.spec.name} at {url}")
+            judges = remote
+        plan = RunPlan(rubric, predictions=predictions, pairs=pairs, jury=judges,
                        out=out_path, engine=engine, address=address, mapping=mapping,
                        limit=limit, chunk_size=chunk_size, max_field_chars=max_field_chars,
                        allow_empty=allow_empty, keep_raw=keep_raw, calibration=calibration,

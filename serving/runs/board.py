@@ -6,9 +6,12 @@ configurations compared (systems judged with different rubrics or juries are ref
 ``allow_mixed``), human labels and answer lengths gathered, and the board computed
 (:func:`jurybox.calibration.reports.leaderboard.leaderboard`).
 
->>> from jurybox.serving.runs.board import board_of
->>> board = board_of(["a.judged.jsonl", "b.judged.jsonl"], names=["a", "b"])
->>> board.to_dict()["ranked_on"]     # the items the ranks stand on, per criterion
+```python
+from jurybox.serving.runs.board import board_of
+
+board = board_of(["a.judged.jsonl", "b.judged.jsonl"], names=["a", "b"])
+board.to_dict()["ranked_on"]     # the items the ranks stand on, per criterion
+```
 """
 
 from __future__ import annotations

@@ -5,10 +5,13 @@ or a running service's), into which output, on which engine, with which maps; th
 those choices checked once, here, so that a Python caller gets the same errors as the command
 line.
 
->>> from jurybox.serving.runs.plan import RunPlan
->>> plan = RunPlan(rubric="mirage-mg", predictions="examples/mirage_mg.jsonl", jury="tiny")
->>> report = plan.run()          # or plan.estimate(): what it would take, judging nothing
->>> report.summary, plan.notes   # the summary table's data; what the plan wants said
+```python
+from jurybox.serving.runs.plan import RunPlan
+
+plan = RunPlan(rubric="mirage-mg", predictions="examples/mirage_mg.jsonl", jury="tiny")
+report = plan.run()          # or plan.estimate(): what it would take, judging nothing
+report.summary, plan.notes   # the summary table's data; what the plan wants said
+```
 """
 
 from __future__ import annotations
@@ -63,12 +66,11 @@ class RunPlan:
         pairs: Pairwise rubrics: two prediction files (one system each) paired by id, A the
             first, B the second; the pairs are written beside the output
             (``OUT.pairs.jsonl``).
-        jury: A shipped jury's name or a jury YAML file; default: ``tiny`` on CPU,
-            ``small-gpu`` with a GPU.
-        url: Judge through a running ``jurybox serve`` at this URL instead of loading the jury
-            here (with the service's jury and maps: no ``jury``, ``calibration``,
-            ``conformal`` or ``keep_raw`` beside it).
-        token: The service's bearer token; default: ``$JURYBOX_TOKEN``.
+        jury: A shipped jury's name or a jury YAML file (default: ``tiny`` on CPU,
+            ``small-gpu`` with a GPU), or a jury already made: a loaded ``Jury``, or a
+            running service's (``RemoteJury(Client(url))``, what ``--url`` makes), which
+            judges with the service's jury and maps (so no ``calibration``, ``conformal``,
+            ``keep_raw`` or ray engine beside it).
         out: The output: a ``.jsonl`` file, or a directory (a path without a suffix) of
             shards; items already in it are not judged again. Default: named after the
             predictions (or the pair) and the rubric (``target``).
@@ -115,9 +117,7 @@ class RunPlan:
     rubric: Rubric | str
     predictions: str | None = None
     pairs: tuple[str, str] | None = None
-    jury: str | None = None
-    url: str | None = None
-    token: str | None = None
+    jury: str | JuryLike | None = None
     out: Path | str | None = None
     engine: Engine | str = "local"  # local or ray (checked)
     address: str | None = None
@@ -153,15 +153,14 @@ class RunPlan:
         if self.route_width is not None and self.conformal is None:
             raise InputError("--route-width routes by the conformal intervals: add --conformal "
                              "MAP", field="route_width")
-        if self.url is not None:
-            if (self.jury is not None or self.calibration is not None
-                    or self.conformal is not None or self.keep_raw):
-                raise InputError("--url judges with the service's jury and calibration maps, "
-                                 "and the service keeps no raw outputs: drop --jury, "
+        if self.served:
+            if self.calibration is not None or self.conformal is not None or self.keep_raw:
+                raise InputError("a service's jury (--url) judges with the service's "
+                                 "calibration maps, and the service keeps no raw outputs: drop "
                                  "--calibration, --conformal and --keep-raw", field="url")
             if self.engine == "ray":
-                raise InputError("--engine ray and --url are two ways to judge: pick one",
-                                 field="engine")
+                raise InputError("--engine ray and a service (--url) are two ways to judge: "
+                                 "pick one", field="engine")
         if isinstance(self.rubric, str):
             self.rubric = load_rubric(self.rubric)
         rubric = self.rubric
@@ -175,6 +174,13 @@ class RunPlan:
                              field="pairs")
 
     # -- what the run is made of (loaded on first use) ---------------------------------------
+
+    @property
+    def served(self) -> bool:
+        """Whether the jury is a running service's (a made jury that is not a ``Jury``)."""
+        from jurybox.judges import Jury
+
+        return self.jury is not None and not isinstance(self.jury, (str, Jury))
 
     @property
     def loaded_rubric(self) -> Rubric:
@@ -204,20 +210,14 @@ class RunPlan:
 
     @cached_property
     def judges(self) -> JuryLike:
-        """The jury that judges: loaded here, or the service's at ``url``.
+        """The jury that judges: the one given, or the one named, loaded here.
 
         Models load when the run needs them.
         """
         from jurybox.judges.weights import unpinned_warnings
 
-        if self.url is not None:
-            from jurybox.serving.service.client import Client, RemoteJury
-
-            remote = RemoteJury(Client(self.url, token=self.token
-                                       if self.token is not None
-                                       else os.environ.get("JURYBOX_TOKEN")))
-            self.notes.append(f"jury: {remote.spec.name} at {self.url}")
-            jury: JuryLike = remote
+        if self.jury is not None and not isinstance(self.jury, str):
+            jury: JuryLike = self.jury
         else:
             from jurybox.judges import Jury, load_jury_spec
             from jurybox.judges import cache as verdict_cache
@@ -247,7 +247,7 @@ class RunPlan:
 
         They are checked against this rubric and jury.
         """
-        if self.url is not None:
+        if self.served:
             return None
         from jurybox.calibration import AppliedCalibration, CalibrationMap
 
@@ -344,10 +344,10 @@ class RunPlan:
                 tokens, output budget.
 
         Raises:
-            InputError: The plan judges through a service (``url``), or its input cannot be
+            InputError: The plan judges through a service, or its input cannot be
                 used.
         """
-        if self.url is not None:
+        if self.served:
             raise InputError("--estimate counts what this machine's judges would do: drop "
                              "--url", field="url")
         from jurybox.serving.runs.estimate import estimate

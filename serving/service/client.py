@@ -1,8 +1,10 @@
 """A Python client of the scoring service, and a jury that judges through it.
 
->>> client = Client("http://127.0.0.1:8000", token=os.environ.get("JURYBOX_TOKEN"))
->>> verdicts = client.score("mirage-mg", [Item(id="1", question="...", response="...",
-...                                            reference="...")])
+```python
+client = Client("http://127.0.0.1:8000", token=os.environ.get("JURYBOX_TOKEN"))
+verdicts = client.score("mirage-mg", [Item(id="1", question="...", response="...",
+                                           reference="...")])
+```
 
 ``Client.score`` returns the same :class:`~jurybox.rubrics.Verdict` objects as ``Jury.score``.
 :class:`RemoteJury` gives the bulk runner (``jurybox judge --url``) the same interface as a
