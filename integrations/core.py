@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from types import WrapperDescriptorType
 from typing import Any
 
+from jurybox.judges.groups import Group, GroupJob, GroupResult, GroupSpec
+from jurybox.judges.resolution import ResolvedReward, Use
 from jurybox.rubrics import Item, Rubric, load_rubric
 from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 from jurybox.rubrics.reward import Reward, RewardSpec, UnscoredReward
@@ -140,15 +142,19 @@ class JuryRewards:
     or a loaded :class:`jurybox.judges.Jury`; its verdict cache on unless ``cache=False``).
 
     ``reward`` (a :class:`RewardSpec`, or its fields as keyword arguments) says which number
-    is the reward, on what range, and what an unscored item becomes. ``fields`` maps item
-    fields to the client's field names (``{"reference": "answer"}``).
+    is the reward, on what range, and what an unscored item becomes; ``use="expected"`` reads
+    it from the judges' expected scores where every scored vote has a distribution
+    (:mod:`jurybox.judges.resolution`; each record then says which scores it holds:
+    ``reward_scores``, and why the chosen ones stood: ``reward_note``). ``fields`` maps item
+    fields to the client's field names (``{"reference": "answer"}``). :meth:`group_results`
+    rewards groups of completions against each other (:mod:`jurybox.judges.groups`).
     """
 
     def __init__(self, rubric: str | Rubric, *, url: str | None = None,
                  token: str | None = None, token_env: str = "JURYBOX_TOKEN", jury: Any = None,
                  cache: bool = True, reward: RewardSpec | None = None,
                  fields: Mapping[str, str] | None = None, concurrency: int = 4,
-                 timeout: float = 900.0, **reward_fields: Any) -> None:
+                 timeout: float = 900.0, use: Use = "score", **reward_fields: Any) -> None:
         if (url is None) == (jury is None):
             raise InputError("jurybox: give the jury as url= (a running jurybox serve) or jury= "
                              "(a jury name, file or loaded Jury), one of the two", field="url")
@@ -169,6 +175,9 @@ class JuryRewards:
                              "one", field="fields")
         self.fields = dict(fields or {})
         self.rubric = load_rubric(rubric) if isinstance(rubric, str) else rubric
+        #: Other rubrics the items are judged with (a group reward's pointwise rubric): their
+        #: inputs are checked too (:meth:`make_item`).
+        self.also: tuple[Rubric, ...] = ()
         self.reward: Reward = self.spec.bind(self.rubric)
         self.stats = RewardStats()
         self.concurrency = max(1, concurrency)
@@ -201,6 +210,12 @@ class JuryRewards:
                 jury = Jury.load(os.fspath(jury), cache=cached)
             self._jury = jury
             self._per_request = 0
+        self._pool: ThreadPoolExecutor | None = None
+        try:
+            self.resolved = ResolvedReward.bind(self.spec, self.rubric, self._jury.spec, use)
+        except InputError:
+            self.close()
+            raise
         self._pool = (ThreadPoolExecutor(self.concurrency, thread_name_prefix="jurybox-reward")
                       if self.concurrency > 1 else None)
 
@@ -233,12 +248,13 @@ class JuryRewards:
         ``sample`` and where the client gives the field (``where``: item field -> a phrase)
         when the question or reference the rubric needs is missing or empty. (An empty
         response is judged: a policy that answered nothing gets the jury's verdict on that.)"""
-        for name in ("question", "reference"):
-            if name in self.rubric.inputs and not values.get(name):
-                got = "missing" if values.get(name) is None else "empty"
-                raise InputError(f"jurybox: {sample}: rubric {self.rubric.name} needs the "
-                                 f"{name}, and it is {got}: {where.get(name, name)}",
-                                 field=name)
+        for rubric in (self.rubric, *self.also):
+            for name in ("question", "reference"):
+                if name in rubric.inputs and not values.get(name):
+                    got = "missing" if values.get(name) is None else "empty"
+                    raise InputError(f"jurybox: {sample}: rubric {rubric.name} needs the "
+                                     f"{name}, and it is {got}: {where.get(name, name)}",
+                                     field=name)
         return Item(id=str(ident), **{k: v for k, v in values.items() if v is not None})
 
     # -- judging --------------------------------------------------------------------------------
@@ -254,15 +270,29 @@ class JuryRewards:
         if self._client is None:
             with self._lock:  # an in-process jury judges one batch at a time
                 self.stats.requests += 1
-                return self._judged(list(items), labels)
+                return self._resolved(self._judged(list(items), labels))
         per = self._per_request
         chunks = [(list(items[k:k + per]), labels[k:k + per]) for k in range(0, len(items), per)]
         with self._lock:
             self.stats.requests += len(chunks)
         if self._pool is None or len(chunks) == 1:
-            return [r for chunk, named in chunks for r in self._judged(chunk, named)]
+            return self._resolved([r for chunk, named in chunks
+                                   for r in self._judged(chunk, named)])
         parts = list(self._pool.map(lambda c: self._judged(*c), chunks))
-        return [r for part in parts for r in part]
+        return self._resolved([r for part in parts for r in part])
+
+    def _resolved(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The records as the reward reads them: with ``use="expected"``, decided again from
+        the judges' expected scores (each saying which scores it holds and why)."""
+        if self.resolved.use == "score":
+            return records
+        out = []
+        for record in records:
+            rec, used, note = self.resolved.record(record)
+            data = rec.to_dict() if not isinstance(rec, Mapping) else dict(rec)
+            data["reward_scores"], data["reward_note"] = used, note or None
+            out.append(data)
+        return out
 
     def _judged(self, items: list[Item], samples: list[str]) -> list[dict[str, Any]]:
         try:
@@ -307,6 +337,73 @@ class JuryRewards:
     def rewards(self, rows: Sequence[Mapping[str, Any]]) -> list[float | None]:
         """One reward per row of the client's fields (see :meth:`item`)."""
         return self.rewards_of([self.item(k, row) for k, row in enumerate(rows)])[0]
+
+    # -- groups -------------------------------------------------------------------------------
+
+    def group_results(self, groups: Sequence[Group], spec: GroupSpec,
+                      pointwise: Rubric | None = None, reward: RewardSpec | None = None
+                      ) -> list[GroupResult]:
+        """Each group's rewards, the completions of one prompt against each other
+        (:mod:`jurybox.judges.groups`; this one's rubric is the design's, ``pointwise`` the
+        pointwise rubric, ``reward`` the pointwise reward: by default this one's). Through a service:
+        ``POST /v1/groups``, as many groups per request as its limits allow (a group whose
+        design alone exceeds them is refused here, naming the limit, before any request); an
+        in-process jury judges them in one job."""
+        if not groups:
+            return []
+        point = reward if reward is not None else self.spec
+        job = GroupJob(spec, self.rubric, self._jury.spec, groups, pointwise, point)
+        if self._client is None:
+            from jurybox.judges.groups import judge_groups
+
+            with self._lock:
+                self.stats.requests += 1
+                return judge_groups(self._jury, job)
+        chunks = self._group_chunks(groups, [c.calls for c in job.costs()])
+        with self._lock:
+            self.stats.requests += len(chunks)
+
+        def send(chunk: list[Group]) -> list[GroupResult]:
+            payload = {"rubric": self._jury._ref(self.rubric),
+                       "pointwise": self._jury._ref(pointwise) if pointwise is not None else None,
+                       "design": spec.model_dump(mode="json"), "score": point.score,
+                       "scale": point.scale, "allow_empty": True,
+                       "groups": [{"id": g.key, **dict(g.fields),
+                                   "completions": list(g.completions)} for g in chunk]}
+            try:
+                answers = self._client.groups(payload)
+            except JuryboxError as exc:
+                raise _naming(exc, [f"group {g.key}" for g in chunk]) from exc
+            return [GroupResult.model_validate(a) for a in answers]
+
+        if self._pool is None or len(chunks) == 1:
+            return [r for chunk in chunks for r in send(chunk)]
+        return [r for part in self._pool.map(send, chunks) for r in part]
+
+    def _group_chunks(self, groups: Sequence[Group], calls: Sequence[int]) -> list[list[Group]]:
+        """Whole groups per request, within the service's max_items (completions) and
+        max_judge_calls (the design's calls); a group beyond them alone is an InputError."""
+        max_items, max_calls = self._jury.max_items, self._jury.max_judge_calls
+        chunks: list[list[Group]] = []
+        size = cost = 0
+        for group, n in zip(groups, calls):
+            k = len(group.completions)
+            if k > max_items or n > max_calls:
+                limit = (f"{k} completions; the service takes at most {max_items} per request "
+                         "(max_items)" if k > max_items else
+                         f"{n} judge calls per judge; the service takes at most {max_calls} per "
+                         "request (max_judge_calls)")
+                raise InputError(f"jurybox: group {group.key}: its design asks {limit}: give a "
+                                 "design with fewer calls (regular or swiss with a smaller "
+                                 "per_completion, anchor, listwise) or a smaller group",
+                                 field="design")
+            if chunks and size + k <= max_items and cost + n <= max_calls:
+                chunks[-1].append(group)
+                size, cost = size + k, cost + n
+            else:
+                chunks.append([group])
+                size, cost = k, n
+        return chunks
 
     def close(self) -> None:
         """Close the service connection (an in-process jury is the caller's to close)."""

@@ -31,15 +31,20 @@ your explicit choice of what a missing reward is worth).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
+from jurybox.judges.groups import Design, Group, GroupResult, GroupSpec
+from jurybox.judges.resolution import Use
 from jurybox.rubrics import Rubric, load_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward
 
 from .core import JuryRewards, MissingRewards, RewardStats, explain, message_text, short
+
+logger = logging.getLogger("jurybox.integrations")
 
 RewardFunc = Callable[..., Any]
 
@@ -50,32 +55,82 @@ def jury_reward(*, rubric: str | Rubric, url: str | None = None, jury: Any = Non
                 scale: Scale = "unit", unscored: Unscored = "none",
                 fields: Mapping[str, str] | None = None, cache: bool = True,
                 concurrency: int = 4, timeout: float = 900.0,
-                asynchronous: bool = False) -> RewardFunc | list[RewardFunc]:
+                asynchronous: bool = False, use: Use | None = None,
+                group: GroupSpec | str | None = None, pointwise: str | Rubric | None = None,
+                group_size: int | None = None, name: str | None = None
+                ) -> RewardFunc | list[RewardFunc]:
     """A TRL reward function: the jury's reward for each completion.
 
     ``url`` (a running ``jurybox serve``; its token ``token``, or from the environment
     variable ``token_env``) or ``jury`` (in process: a jury name, a jury file or a loaded
     Jury). ``score``, ``calibrated``, ``scale`` and ``unscored`` define the reward
     (:class:`jurybox.rubrics.reward.RewardSpec`; unscored ``"none"`` by default, which TRL
-    supports). ``per_criterion=True`` returns one function per criterion of the rubric (plus
-    the formula, if any), all from one judging of each batch: give TRL ``reward_weights`` to
-    combine them. ``fields`` maps item fields to dataset columns. ``asynchronous=True``: async
-    functions (TRL awaits them concurrently). ``timeout``: seconds per request to the service.
+    supports); ``use="expected"`` reads it from the judges' expected scores where every
+    judge gives a distribution (:mod:`jurybox.judges.resolution`; ``jurybox/<name>/expected``
+    logs the share that did). ``per_criterion=True`` returns one function per criterion of
+    the rubric (plus the formula, if any), all from one judging of each batch: give TRL
+    ``reward_weights`` to combine them. ``fields`` maps item fields to dataset columns.
+    ``asynchronous=True``: async functions (TRL awaits them concurrently). ``timeout``:
+    seconds per request to the service.
+
+    ``group`` (a :class:`jurybox.judges.groups.GroupSpec`, or a design's name) rewards each
+    prompt's completions against each other (GRPO's groups; see :func:`_group_function`):
+    ``rubric`` is then the design's (pairwise for round_robin, regular, swiss, anchor),
+    ``pointwise`` the pointwise rubric (the anchor's median, a mixed reward, groups of one),
+    ``score``/``scale`` its reward, ``use`` applies to the group's verdicts (by default the
+    spec's, ``expected``), and ``group_size`` is TRL's ``num_generations`` (by default read
+    from the trainer that calls the function; given, the calls per group are printed now).
+    ``name``: the group reward function's name in TRL's logs (default
+    ``jury_<rubric>_<design>``; two group rewards in one trainer need two names).
     """
     loaded = load_rubric(rubric) if isinstance(rubric, str) else rubric
+    if group is not None:
+        if per_criterion:
+            raise InputError("jurybox: per_criterion gives one reward function per criterion of "
+                             "a pointwise rubric; a group reward is one function (give one of "
+                             "the two)", field="per_criterion")
+        if isinstance(group, str):
+            designs = get_args(Design)
+            if group not in designs:
+                raise InputError(f"jurybox: group={group!r} is no design; the designs: "
+                                 f"{', '.join(designs)} (or a GroupSpec)", field="group")
+            spec = GroupSpec(design=group)  # type: ignore[arg-type]
+        else:
+            spec = group
+        if use is not None:
+            spec = spec.model_copy(update={"use": use})
+        scorer = load_rubric(pointwise) if isinstance(pointwise, str) else pointwise
+        point = RewardSpec(score=score, scale=scale, unscored="none")
+        try:
+            spec.check(loaded, scorer)
+            point.bind(scorer or loaded)  # checked now: the pointwise reward's score and range
+        except InputError as exc:
+            raise InputError(f"jurybox: {exc}", field=exc.field) from None
+        # (the transport's own reward: the design rubric's number, never read as a reward)
+        own = RewardSpec(scale="raw", unscored="none") if loaded.pairwise else point
+        rewards = JuryRewards(loaded, url=url, jury=jury, token=token, token_env=token_env,
+                              cache=cache, reward=own, fields=fields, concurrency=concurrency,
+                              timeout=timeout)
+        rewards.also = (scorer,) if scorer is not None else ()
+        return _group_function(rewards, spec, scorer, point, group_size, unscored,
+                               asynchronous, name)
+    if pointwise is not None or group_size is not None or name is not None:
+        raise InputError("jurybox: pointwise=, group_size= and name= are a group reward's: "
+                         "give group= too", field="group")
     if per_criterion and score is None and loaded.formula is None:
         score = loaded.criteria[0].name  # each function binds its own; this one is checked
     rewards = JuryRewards(loaded, url=url, jury=jury, token=token, token_env=token_env,
                           cache=cache, reward=RewardSpec(score=score, calibrated=calibrated,
                                                          scale=scale, unscored=unscored),
-                          fields=fields, concurrency=concurrency, timeout=timeout)
+                          fields=fields, concurrency=concurrency, timeout=timeout,
+                          use=use or "score")
     names = [rewards.reward.score]
     if per_criterion:
         names = [c.name for c in rewards.rubric.criteria]
         if rewards.rubric.formula is not None:
             names.append(rewards.rubric.formula.name)
-    group = _Group(rewards, names, per_criterion)
-    functions = [_function(group, name, asynchronous) for name in names]
+    batch = _Group(rewards, names, per_criterion)
+    functions = [_function(batch, name, asynchronous) for name in names]
     return functions if per_criterion else functions[0]
 
 
@@ -128,31 +183,52 @@ class _Group:
                 self.rewards.log_unscored(records, samples, rewards)
                 log_extra = kwargs.get("log_extra")
                 if callable(log_extra):
-                    log_extra(self.column, [explain(r) for r in records])
+                    log_extra(self.column, [explain(r) + _scores_used(r) for r in records])
                 self._key, self._records = key, records
             self._served.add(name)
             return self._records, self._missing, samples
 
     def _check_alone(self, log_extra: Any) -> None:
-        """Refuse a None reward beside reward functions of other origins: TRL's nansum would
-        count it as 0 there. TRL passes its own trainer's ``log_extra``; the functions it holds
-        beside this group's (or wrappers of them) are what TRL sums."""
-        trainer = getattr(log_extra, "__self__", None)
-        if self.rewards.spec.unscored != "none" or trainer is None:
-            return
-        from trl import GRPOTrainer, RLOOTrainer  # TRL is here: it called us
+        """Refuse a None reward beside reward functions of other origins (:func:`_alone`)."""
+        if self.rewards.spec.unscored == "none":
+            _alone(log_extra, [_function_name(self.rewards.rubric.name, n)
+                               for n in self.by_name])
 
-        if not isinstance(trainer, (GRPOTrainer, RLOOTrainer)):
-            return
-        theirs = list(trainer.reward_func_names)
-        if len(theirs) > len(self.by_name):
-            ours = [_function_name(self.rewards.rubric.name, n) for n in self.by_name]
-            raise InputError(
-                f"jurybox: TRL adds its {len(theirs)} reward functions ({', '.join(theirs)}) "
-                "up with nansum, which counts a missing reward as 0: a None from "
-                f"{', '.join(ours)} for an unscored completion would read there as a score of "
-                "0. Give jury_reward(unscored=...) the value a missing jury reward should "
-                "have, or make the jury's functions the trainer's only ones", field="unscored")
+
+def _scores_used(record: Mapping[str, Any]) -> str:
+    """What a reward read with ``use="expected"`` was read from, for the completions table."""
+    used = record.get("reward_scores")
+    if used is None:
+        return ""
+    note = record.get("reward_note")
+    return f" [reward from {used} scores" + (f": {note}]" if note else "]")
+
+
+def _trainer(log_extra: Any) -> Any:
+    """The TRL trainer whose ``log_extra`` TRL passed (a GRPO or RLOO trainer), or None."""
+    trainer = getattr(log_extra, "__self__", None)
+    if trainer is None:
+        return None
+    from trl import GRPOTrainer, RLOOTrainer  # TRL is here: it called us
+
+    return trainer if isinstance(trainer, (GRPOTrainer, RLOOTrainer)) else None
+
+
+def _alone(log_extra: Any, ours: list[str]) -> None:
+    """Refuse a None reward beside reward functions of other origins: TRL's nansum would
+    count it as 0 there. TRL passes its own trainer's ``log_extra``; the functions it holds
+    beside ``ours`` (or wrappers of them) are what TRL sums."""
+    trainer = _trainer(log_extra)
+    if trainer is None:
+        return
+    theirs = list(trainer.reward_func_names)
+    if len(theirs) > len(ours):
+        raise InputError(
+            f"jurybox: TRL adds its {len(theirs)} reward functions ({', '.join(theirs)}) "
+            "up with nansum, which counts a missing reward as 0: a None from "
+            f"{', '.join(ours)} for an unscored completion would read there as a score of "
+            "0. Give jury_reward(unscored=...) the value a missing jury reward should "
+            "have, or make the jury's functions the trainer's only ones", field="unscored")
 
 
 def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
@@ -181,6 +257,9 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             log_metric(f"jurybox/{name}/unscored", float(unscored))
+            if rewards.resolved.use == "expected" and records:
+                log_metric(f"jurybox/{name}/expected", sum(
+                    r.get("reward_scores") == "expected" for r in records) / len(records))
         return out
 
     if asynchronous:
@@ -194,3 +273,186 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
     function.rewards = rewards  # type: ignore[attr-defined]  # requests and close()
     function.stats = stats  # type: ignore[attr-defined]
     return function
+
+
+def _group_function(rewards: JuryRewards, spec: GroupSpec, pointwise: Rubric | None,
+                    point: RewardSpec, group_size: int | None, unscored: Unscored,
+                    asynchronous: bool, name: str | None = None) -> RewardFunc:
+    """The reward function of a group reward. TRL's ``RepeatSampler`` puts a prompt's
+    ``num_generations`` completions side by side in the batch (prompt indices ``[4, 4, 3, 3,
+    0, 0]``), and a process's reward function gets its slice of the generation batch (the
+    slice starts at ``process_index * len(prompts)``): each run of ``group_size`` completions
+    from a multiple of it is one prompt's group. That is checked, not assumed: completions of
+    one group with different prompts (or references), a batch that is not whole groups, or a
+    slice that splits a group between processes (make ``per_device_train_batch_size x
+    steps_per_generation`` a multiple of ``num_generations``) are InputErrors naming jurybox
+    and the fix.
+
+    Each call logs ``jurybox/<name>/unscored`` (completions without a reward, with a warning
+    naming each and the cause), ``/spread`` (the mean of the groups' reward standard
+    deviations), ``/zero_spread`` (the share of groups whose rewards all tie),
+    ``/calls_per_group`` (judge calls per judge and group the design plans) and ``/asked``
+    (those asked this call); ``<name>/reward`` in TRL's completions table says what each
+    reward came from. The calls per group are printed (and logged) before the first judging."""
+    rubric = rewards.rubric
+    name = name or f"jury_{rubric.name.replace('-', '_').replace('.', '_')}_{spec.design}"
+    stats = RewardStats()
+    announced: set[int] = set()
+
+    def announce(size: int) -> None:
+        if size in announced:
+            return
+        announced.add(size)
+        cost = spec.cost(size, rubric, pointwise)
+        judges = len(rewards._jury.spec.judges)
+        line = (f"jurybox: {name}: {cost.words}; {judges} judges: {cost.calls * judges} judge "
+                "calls per group")
+        print(line, flush=True)
+        logger.info(line)
+
+    if group_size is not None:
+        if group_size < 1:
+            raise InputError(f"jurybox: group_size must be 1 or more, got {group_size}",
+                             field="group_size")
+        announce(group_size)
+
+    def values(prompts: Sequence[Any], completions: Sequence[Any],
+               **kwargs: Any) -> list[float | None]:
+        log_extra = kwargs.get("log_extra")
+        if unscored == "none":
+            _alone(log_extra, [name])
+        trainer = _trainer(log_extra)
+        size = group_size or _generations(trainer)
+        if size is None:
+            raise InputError("jurybox: a group reward needs the group size: give jury_reward("
+                             "group_size=...) (TRL's num_generations), or let a GRPOTrainer "
+                             "call it", field="group_size")
+        n = len(prompts)
+        start = trainer.accelerator.process_index * n if trainer is not None else 0
+        if n % size or start % size:
+            where = (f"this process's slice starts at completion {start} of the generation "
+                     "batch, inside a group" if start % size else
+                     f"the batch has {n} completions, not a whole number of groups of {size}")
+            raise InputError(f"jurybox: {where}: TRL puts a prompt's num_generations "
+                             "completions side by side, and a group reward needs each group "
+                             "whole in one call (make per_device_train_batch_size x "
+                             "steps_per_generation a multiple of num_generations)",
+                             field="group_size")
+        announce(size)
+        columns = {k: v for k, v in kwargs.items() if isinstance(v, list) and len(v) == n}
+        rows = [{"prompt": p, "completion": c, **{k: v[i] for k, v in columns.items()}}
+                for i, (p, c) in enumerate(zip(prompts, completions))]
+        samples = [f"completion {k} of the batch (prompt {short(message_text(p), 60)!r})"
+                   for k, p in enumerate(prompts)]
+        items = [rewards.item(k, row, samples[k]) for k, row in enumerate(rows)]
+        groups: list[Group] = []
+        for g in range(n // size):
+            mine = items[g * size:(g + 1) * size]
+            shared = {k: v for k, v in mine[0].fields().items()
+                      if k != "response" and v is not None and v != []}
+            for k, it in enumerate(mine[1:], 1):
+                other = {f: v for f, v in it.fields().items()
+                         if f != "response" and v is not None and v != []}
+                if other != shared:
+                    field = next(f for f in (*shared, *other) if shared.get(f) != other.get(f))
+                    raise InputError(
+                        f"jurybox: completions {g * size}-{(g + 1) * size - 1} of the batch "
+                        f"should be one prompt's group of {size} (TRL's RepeatSampler puts a "
+                        f"prompt's num_generations completions side by side), but completion "
+                        f"{g * size + k} has another {field}", field="group_size")
+            groups.append(Group(f"prompt {(start + g * size) // size}", shared,
+                                [it.response or "" for it in mine]))
+        results = rewards.group_results(groups, spec, pointwise, point)
+        out, missing = _applied(results, samples, unscored, name)
+        with rewards._lock:
+            rewards.stats.rows += n
+            rewards.stats.unscored += len(missing)
+        stats.rows += n
+        stats.unscored += len(missing)
+        if missing:
+            shown = "; ".join(f"{label}: {short(why)}" for label, why in missing[:5])
+            more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+            logger.warning("jurybox: %d of %d rewards (%s) unscored: %s%s", len(missing), n,
+                           name, shown, more)
+        spreads = [r.spread for r in results if r.spread is not None]
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            log_metric(f"jurybox/{name}/unscored", float(len(missing)))
+            log_metric(f"jurybox/{name}/spread",
+                       float(sum(spreads) / len(spreads)) if spreads else float("nan"))
+            log_metric(f"jurybox/{name}/zero_spread",
+                       float(sum(s <= 1e-12 for s in spreads) / len(spreads)) if spreads
+                       else float("nan"))
+            log_metric(f"jurybox/{name}/calls_per_group",
+                       float(sum(r.calls for r in results) / len(results)))
+            log_metric(f"jurybox/{name}/asked", float(sum(r.asked for r in results)))
+        if callable(log_extra):
+            log_extra(f"{name}/reward", [explain_group(r, c) for r in results
+                                         for c in range(len(r.rewards))])
+        return out
+
+    if asynchronous:
+        async def jury_group_fn(prompts: Sequence[Any], completions: Sequence[Any],
+                                **kwargs: Any) -> list[float | None]:
+            return await asyncio.to_thread(values, prompts, completions, **kwargs)
+        function: RewardFunc = jury_group_fn
+    else:
+        function = values
+    function.__name__ = function.__qualname__ = name
+    function.rewards = rewards  # type: ignore[attr-defined]  # requests and close()
+    function.stats = stats  # type: ignore[attr-defined]
+    function.spec = spec  # type: ignore[attr-defined]
+    return function
+
+
+def _generations(trainer: Any) -> int | None:
+    """The trainer's group size now: ``num_generations`` while training, else its
+    ``num_generations_eval``."""
+    if trainer is None:
+        return None
+    training = bool(getattr(trainer.model, "training", True))
+    size = trainer.num_generations if training else trainer.num_generations_eval
+    return int(size) if size else None
+
+
+def _applied(results: Sequence[GroupResult], samples: Sequence[str], unscored: Unscored,
+             name: str) -> tuple[list[float | None], list[tuple[str, str]]]:
+    """The rewards with the unscored policy applied, and the completions without one (label,
+    why); ``unscored="error"`` raises :class:`MissingRewards` naming them."""
+    out: list[float | None] = []
+    missing: list[tuple[str, str]] = []
+    k = 0
+    for result in results:
+        for completion in result.completions:
+            if completion.reward is None:
+                missing.append((samples[k], completion.reason or "no reward"))
+                out.append(float(unscored) if isinstance(unscored, (int, float)) else None)
+            else:
+                out.append(completion.reward)
+            k += 1
+    if missing and unscored == "error":
+        raise MissingRewards(name, missing, "The reward's unscored policy is 'error': give "
+                             "jury_reward(unscored='none') (TRL leaves the completion out) or a "
+                             "value to use instead")
+    return out, missing
+
+
+def explain_group(result: GroupResult, k: int) -> str:
+    """What one completion's group reward came from, in a line (TRL's completions table)."""
+    c = result.completions[k]
+    if c.reward is None:
+        return f"no reward ({result.design}): {short(c.reason or 'unscored', 200)}"
+    parts = [f"reward {c.reward:.4g} ({result.design}"
+             + (f"; {result.fallback}" if result.fallback else "") + ")"]
+    if c.comparisons:
+        scored = [x for x in c.comparisons if x.share is not None]
+        wins = sum(x.winner == "this" for x in scored)
+        ties = sum(x.winner == "tie" for x in scored)
+        parts.append(f"{len(scored)} of {len(c.comparisons)} comparisons scored: {wins} won, "
+                     f"{ties} tied" + (f", win share {c.win_share:.3f}"
+                                       if c.win_share is not None else ""))
+    if c.pointwise is not None:
+        parts.append(f"pointwise {c.pointwise:.4g}")
+    if c.used is not None:
+        parts.append(f"from {c.used} scores" + (f" ({short(c.note, 120)})" if c.note else ""))
+    return "; ".join(parts)

@@ -9,7 +9,9 @@ and the trainer's log says why (a warning naming jurybox, the completion and the
 its completions table shows each verdict. Per-criterion rewards weighed by TRL's
 ``reward_weights`` go through TRL's own scoring (``_generate_and_score_completions``, the
 first half of a training step): a completion missing one criterion is unscored for all of
-them, not a sum with a 0 in it."""
+them, not a sum with a 0 in it. Group rewards (#54): the same trainer's two steps on each
+prompt's completions compared in pairs, through the service's POST /v1/groups and by an
+in-process jury at once; a group beyond the service's limits is refused before any request."""
 
 from __future__ import annotations
 
@@ -222,3 +224,111 @@ def test_the_rewards_of_one_batch_per_criterion_come_from_one_judging(user_servi
     functions[0](**batch)
     assert stats.requests == 2
     functions[0].rewards.close()  # type: ignore[attr-defined]
+
+
+def test_grpo_trains_two_steps_on_group_rewards_from_the_service_and_in_process(
+        user_service, token, replay_tiny, tmp_path, caplog, capsys, monkeypatch):
+    """#54: one GRPOTrainer, two steps, two group rewards: each prompt's two completions
+    compared in both orders on the pairwise rubric, through the session's ``jurybox serve``
+    (POST /v1/groups) and by the in-process replay jury. The calls per group are printed
+    before the first step; the rewards reach the trainer; within each group their spread is
+    not zero where the pointwise reward's is (the tiny jury's chosen scores tie); the service's
+    rewards equal the in-process ones where both judged; where the service's judges could
+    not (the second prompt's reference puts their prompts over its limit) the unscored count
+    is logged, with the cause, and the reward is the value the user gave."""
+    from datasets import Dataset
+
+    from jurybox.integrations.trl import jury_reward
+    from jurybox.rubrics import load_rubric
+    from jurybox.rubrics.reward import RewardSpec
+
+    remote = jury_reward(url=user_service, rubric="pairwise", group="round_robin", group_size=2,
+                         token_env=token, fields={"reference": "answer"}, unscored=0.5,
+                         asynchronous=True, name="service_groups")
+    local = jury_reward(jury=replay_tiny, rubric="pairwise", group="round_robin", group_size=2,
+                        fields={"reference": "answer"}, unscored=0.5, name="local_groups")
+    printed = capsys.readouterr().out
+    assert printed.count("2 judge calls per judge per group of 2 (round robin: 1 pair x 2 "
+                         "calls (both orders)); 2 judges: 4 judge calls per group") == 2
+    seen: list[tuple[list, list, list, list]] = []
+
+    async def recorded(prompts, completions, **kwargs):
+        rewards = await remote(prompts=prompts, completions=completions, **kwargs)
+        seen.append((list(prompts), [c[0]["content"] for c in completions],
+                     list(kwargs["answer"]), rewards))
+        return rewards
+
+    recorded.__name__ = remote.__name__
+    dataset = Dataset.from_dict({"prompt": [conversation(SHORT), conversation(GARLIC)],
+                                 "answer": [REFERENCE, LONG_REFERENCE]})
+    trainer = grpo(tmp_path, [recorded, local], dataset)
+    with caplog.at_level(logging.WARNING, logger="jurybox.integrations"):
+        trainer.train()
+
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(steps) == 2 and len(seen) == 2
+    pointwise = RewardSpec(unscored="none").bind(load_rubric("mirage-mg"))
+    unscored_steps = 0
+    for logged, (prompts, texts, answers, rewards) in zip(steps, seen):
+        assert texts[0] != texts[1]  # two different completions: a comparison was asked
+        for name in ("service_groups", "local_groups"):
+            assert logged[f"jurybox/{name}/calls_per_group"] == 2.0
+            assert logged[f"rewards/{name}/mean"] == pytest.approx(0.5)  # a pair's two sides
+        assert logged["jurybox/local_groups/unscored"] == 0.0
+        assert logged["jurybox/local_groups/zero_spread"] == 0.0
+        assert logged["jurybox/local_groups/spread"] > 0
+        items = [replay_tiny.score_records(load_rubric("mirage-mg"), [
+            local.rewards.item(k, {"prompt": p, "completion": t, "answer": a})])[0]  # type: ignore[attr-defined]
+            for k, (p, t, a) in enumerate(zip(prompts, texts, answers))]
+        assert len({pointwise.value(r) for r in items}) == 1  # the pointwise reward ties
+        in_process = local(prompts=prompts, completions=[[{"role": "assistant", "content": t}]
+                                                         for t in texts], answer=answers)
+        assert in_process[0] != in_process[1] and sum(in_process) == pytest.approx(1.0)
+        if prompts[0][-1]["content"] == GARLIC:  # over the service's prompt limit
+            assert rewards == [0.5, 0.5]
+            assert logged["jurybox/service_groups/unscored"] == 2.0
+            # no group with two rewards: no spread to log (TRL shows None)
+            assert logged["jurybox/service_groups/spread"] is None
+            unscored_steps += 1
+        else:
+            assert rewards == pytest.approx(in_process)
+            assert logged["jurybox/service_groups/unscored"] == 0.0
+            assert logged["jurybox/service_groups/spread"] == pytest.approx(
+                logged["jurybox/local_groups/spread"])
+    assert unscored_steps == 1
+    warnings = [r.getMessage() for r in caplog.records if r.name == "jurybox.integrations"]
+    (warning,) = [w for w in warnings if "unscored" in w]
+    assert warning.startswith("jurybox: 2 of 2 rewards (service_groups) unscored: completion 0 "
+                              f"of the batch (prompt {GARLIC!r}): all its comparisons "
+                              "unscored: ")
+    assert "prompt is " in warning and "tokens" in warning
+    assert remote.stats.unscored == 2 and local.stats.unscored == 0  # type: ignore[attr-defined]
+    for function in (remote, local):
+        function.rewards.close()  # type: ignore[attr-defined]
+
+
+def test_a_group_beyond_the_service_s_limits_is_refused_before_any_request(user_service, token):
+    """The session's service takes 4 items per request (max_items): a group of 6 is refused
+    on this side, naming the limit, before anything is sent; the route itself refuses it
+    too (413) and, without the token, answers 401."""
+    import httpx
+
+    from jurybox.integrations.trl import jury_reward
+    from jurybox.rubrics.errors import InputError
+
+    reward = jury_reward(url=user_service, rubric="pairwise", group="round_robin", group_size=6,
+                         token_env=token)
+    texts = [f"Answer {k}." for k in range(6)]
+    with pytest.raises(InputError, match=r"^jurybox: group prompt 0: its design asks 6 "
+                                         r"completions; the service takes at most 4 per request "
+                                         r"\(max_items\)") as caught:
+        reward(prompts=[SHORT] * 6, completions=texts)
+    assert caught.value.field == "design" and reward.rewards.stats.requests == 0  # type: ignore[attr-defined]
+    reward.rewards.close()  # type: ignore[attr-defined]
+    body = {"rubric": "pairwise", "groups": [{"id": "g", "question": SHORT,
+                                              "completions": texts}]}
+    assert httpx.post(f"{user_service}/v1/groups", json=body).status_code == 401
+    r = httpx.post(f"{user_service}/v1/groups", json=body,
+                   headers={"Authorization": f"Bearer {USER_SERVICE_TOKEN}"})
+    assert r.status_code == 413 and r.json()["error"]["field"] == "groups"
+    assert "(max_items)" in r.json()["error"]["message"]
