@@ -1,9 +1,9 @@
 """The ``jurybox`` command line. Commands parse options and print; the work is in the library.
 
 One module per command group: ``judge`` (judge, --estimate), ``catalog`` (rubrics, juries,
-models, cache), ``calibration`` (agree, calibrate), ``audit``, ``compare``, ``leaderboard``,
-``label``, ``serve``, ``bench``; ``console`` holds what they share (printing, errors, option
-parsing).
+models, cache), ``calibration`` (agree, calibrate), ``groups`` (agree-groups), ``audit``,
+``compare``, ``leaderboard``, ``label``, ``serve``, ``bench``; ``console`` holds what they
+share (printing, errors, option parsing).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from jurybox.serving.cli import (
     calibration,
     catalog,
     compare,
+    groups,
     judge,
     label,
     leaderboard,
@@ -38,6 +39,8 @@ app.command(short_help="Judge a prediction file: one verdict per item.")(judge.j
 app.command("rubrics")(catalog.rubrics_cmd)
 app.command("juries", short_help="List the shipped juries, or show one.")(catalog.juries_cmd)
 app.command(short_help="Agreement between judges and human labels.")(calibration.agree)
+app.command("agree-groups", short_help="Group rewards against human rankings of the groups."
+            )(groups.agree_groups)
 app.command(short_help="Fit a calibration map from human labels.")(calibration.calibrate)
 app.command(short_help="Audit the judges for bias, in plain words.")(audit.audit)
 app.command()(compare.compare)
