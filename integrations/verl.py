@@ -257,3 +257,89 @@ def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         raise InputError("jurybox: reward_kwargs.rubric is required (and url or jury)",
                          field="reward_kwargs.rubric")
     return {k: v for k, v in kwargs.items() if k in _OPTIONS}
+
+
+_GROUP_OPTIONS = ("design", "per_completion", "pointwise", "weight", "relative", "low", "high",
+                  "centred", "use", "group_key")
+
+
+def compute_group_scores(data_sources: Any = None, solution_strs: Any = (),
+                         ground_truths: Any = (), extra_infos: Any = (),
+                         **kwargs: Any) -> list[dict[str, Any]]:
+    """Group rewards for verl's batch reward manager (``verl.workers.reward_manager.batch.
+    BatchRewardManager``, which calls its function once with the whole batch): the responses
+    of one prompt (the same ``extra_info[group_key]``, by default ``index``, which verl's
+    preprocessing writes per dataset row and its rollouts repeat) are rewarded against each
+    other (:mod:`jurybox.judges.groups`). ``kwargs``: the reward's options as for
+    :func:`compute_score` (``rubric`` is the design's), and the group's: ``design`` (default
+    ``round_robin``), ``per_completion``, ``pointwise`` (the pointwise rubric), ``weight``,
+    ``relative``, ``low``, ``high``, ``centred``, ``use``, ``group_key``.
+
+    verl 0.9.1's trainer does not call it: its reward loop asks each reward manager for one
+    sample at a time (``run_single``), and the batch manager is not among the ones it loads
+    (see the integrations guide); this is for a loop of your own that calls the batch
+    manager. Each result is ``{"score", "jurybox/unscored", "jurybox/strength",
+    "jurybox/win_share", "jurybox/reward"}`` in the batch's order; an unscored response stops
+    the step by default (``unscored="error"``), naming it and the cause."""
+    from jurybox.judges.groups import Group, GroupSpec
+    from jurybox.rubrics import load_rubric
+    from jurybox.rubrics.reward import RewardSpec
+
+    group_options = {k: kwargs.pop(k) for k in list(kwargs) if k in _GROUP_OPTIONS}
+    key = group_options.pop("group_key", "index")
+    scorer_name = group_options.pop("pointwise", None)
+    # (the design rubric's own reward is never read: the pointwise one is ``point``)
+    options = {k: v for k, v in _options(kwargs).items() if k not in ("score", "scale")}
+    rewards = jury_rewards(**{**options, "unscored": "error"})
+    unscored = kwargs.get("unscored", "error")
+    if unscored == "none":
+        raise InputError("jurybox: verl cannot take a missing reward: give unscored=error or "
+                         "a value", field="reward_kwargs.unscored")
+    spec = GroupSpec(**group_options)
+    scorer = load_rubric(scorer_name) if scorer_name is not None else None
+    point = RewardSpec(score=kwargs.get("score"), scale=kwargs.get("scale", "unit"),
+                       unscored="none")
+    infos = list(extra_infos) if len(extra_infos) else [{} for _ in solution_strs]
+    truths = list(ground_truths) if len(ground_truths) else [None] * len(solution_strs)
+    samples = [_sample(info) for info in infos]
+    items = [_item(rewards, sample, text, truth, info)
+             for sample, text, truth, info in zip(samples, solution_strs, truths, infos)]
+    for sample, item in zip(samples, items):
+        lacking = [n for n in (scorer.inputs if scorer is not None else ())
+                   if n in ("question", "reference") and not getattr(item, n)]
+        if lacking:
+            raise InputError(f"jurybox: verl {sample}: the pointwise rubric {scorer_name} needs "
+                             f"the {lacking[0]}, and it is missing", field=lacking[0])
+    members: dict[str, list[int]] = {}
+    for k, info in enumerate(infos):
+        if key not in (info or {}):
+            raise InputError(f"jurybox: verl {samples[k]} has no extra_info[{key!r}]: the "
+                             "group reward finds a prompt's responses by it (name another key "
+                             "with reward_kwargs.group_key)", field="reward_kwargs.group_key")
+        members.setdefault(str(info[key]), []).append(k)
+    groups = []
+    for name, ks in members.items():
+        fields = {f: v for f, v in items[ks[0]].fields().items()
+                  if f != "response" and v is not None and v != []}
+        groups.append(Group(f"{key}={name}", fields, [items[k].response or "" for k in ks]))
+    results = rewards.group_results(groups, spec, scorer, point)
+    out: list[dict[str, Any]] = [{} for _ in items]
+    missing: list[tuple[str, str]] = []
+    for ks, result in zip(members.values(), results):
+        for k, completion in zip(ks, result.completions):
+            value = completion.reward
+            if value is None:
+                missing.append((f"verl {samples[k]}", completion.reason or "no reward"))
+            out[k] = {"score": value if value is not None else (
+                          float(unscored) if isinstance(unscored, (int, float)) else None),
+                      "jurybox/unscored": float(value is None),
+                      "jurybox/strength": completion.strength,
+                      "jurybox/win_share": completion.win_share,
+                      "jurybox/reward": (f"{result.design}: " + (
+                          f"{value:.4g}" if value is not None else completion.reason or ""))}
+    if missing and unscored == "error":
+        raise MissingRewards(f"{rewards.rubric.name} {spec.design}", missing,
+                             "The reward's unscored policy is 'error' (verl cannot take a "
+                             "missing reward): give reward_kwargs.unscored=VALUE to use that "
+                             "value instead")
+    return out
