@@ -681,10 +681,13 @@ class GroupJob:
                     term[c] = reading.value
                 else:
                     why[c] = reading.why if reading is not None else "not judged"
-        else:  # pointwise
+        else:  # pointwise: the term on [0, 1] whatever the reward's scale
+            assert self.point is not None
+            bound = self.point.reward
             for c, reading in enumerate(s.pointwise):
                 if reading is not None and reading.value is not None:
-                    term[c] = reading.value
+                    term[c] = reading.value if bound.spec.scale == "unit" else (
+                        (reading.value - bound.low) / (bound.high - bound.low))
                 else:
                     why[c] = reading.why if reading is not None else "not judged"
         term = rankings.scaled(term, spec.low, spec.high, spec.centred)

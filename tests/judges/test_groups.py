@@ -375,3 +375,16 @@ def test_the_replay_jury_s_groups_spread_under_expected_scores_where_chosen_ones
     assert chosen.spread == 0.0
     assert expected.spread > 0 and pairs.spread > 0
     assert len(set(pairs.rewards)) == 4
+
+
+def test_the_pointwise_design_s_term_is_on_the_unit_range_whatever_the_reward_s_scale():
+    jury = sim_jury(QUALITY)
+    groups = [Group("g", FIELDS, list(QUALITY))]
+    unit, raw = (judge_groups(jury, job(GroupSpec(design="pointwise", low=-1.0, high=1.0),
+                                        "general", groups, jury,
+                                        reward=RewardSpec(score="accuracy", scale=scale)))[0]
+                 for scale in ("unit", "raw"))
+    assert raw.rewards == pytest.approx(unit.rewards)
+    assert [c.pointwise for c in raw.completions] == pytest.approx(
+        [4 * c.pointwise for c in unit.completions])  # accuracy's 0-4 scale, raw
+    assert min(unit.rewards) >= -1.0 and max(unit.rewards) <= 1.0
