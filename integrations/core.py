@@ -203,10 +203,10 @@ class JuryRewards:
 
             if isinstance(jury, (str, os.PathLike)):
                 cached = None
-                if cache:
-                    from jurybox.judges.cache import VerdictCache
+                from jurybox.judges import cache as verdict_cache
 
-                    cached = VerdictCache()
+                if cache and verdict_cache.enabled():  # (JURYBOX_VERDICT_CACHE=off: none)
+                    cached = verdict_cache.VerdictCache()
                 jury = Jury.load(os.fspath(jury), cache=cached)
             self._jury = jury
             self._per_request = 0
