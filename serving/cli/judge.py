@@ -62,7 +62,7 @@ def judge(
     from tqdm import tqdm
 
     from jurybox.judges.jury import JuryLike
-    from jurybox.serving.runs.plan import RunPlan
+    from jurybox.serving.runs.plan import RunPlan, image_policy
     from jurybox.serving.runs.summary import render
 
     mapping = parse_map(map_)
@@ -73,7 +73,9 @@ def judge(
         if url is not None:
             from jurybox.serving.service.client import Client, RemoteJury
 
-            remote = RemoteJury(Client(url, token=os.environ.get("JURYBOX_TOKEN")))
+            images = image_policy(predictions or (pairs[0] if pairs else None), image_root,
+                                  allow_remote_images)  # (the items' files are read here)
+            remote = RemoteJury(Client(url, token=os.environ.get("JURYBOX_TOKEN")), images)
             note(f"jury: {remote.spec.name} at {url}")
             judges = remote
         plan = RunPlan(rubric, predictions=predictions, pairs=pairs, jury=judges,

@@ -39,6 +39,30 @@ if TYPE_CHECKING:
 Engine = Literal["local", "ray"]
 
 
+def image_policy(predictions: str | Path | None, root: str | Path | None = None,
+                 allow_remote: bool = False) -> ImagePolicy:
+    """Where the images of a prediction file's items are read from, and whether http(s)
+    images are fetched.
+
+    Args:
+        predictions: The prediction file, directory or glob.
+        root: The folder relative image paths are read from; default: the predictions'
+            folder (a directory itself, a glob's folder).
+        allow_remote: Fetch http(s) images (never by default).
+
+    Returns:
+        The image policy of a run over ``predictions``.
+    """
+    from jurybox.rubrics.images import ImagePolicy
+
+    if root is None and predictions is not None:
+        path = Path(predictions)
+        while any(c in path.name for c in "*?[") and path != path.parent:
+            path = path.parent
+        root = path if path.is_dir() else path.parent
+    return ImagePolicy(root=None if root is None else str(root), allow_remote=allow_remote)
+
+
 def default_jury() -> str:
     """The default jury's name: ``tiny`` (CPU, offline) unless a GPU is present: ``small-gpu``."""
     try:
@@ -195,18 +219,8 @@ class RunPlan:
         Images are read from ``image_root``, else the predictions' folder (a directory itself,
         a glob's folder).
         """
-        from jurybox.rubrics.images import ImagePolicy
-
-        root = self.image_root
-        if root is None:
-            given = self.predictions or (self.pairs[0] if self.pairs else None)
-            if given is not None:
-                path = Path(given)
-                while any(c in path.name for c in "*?[") and path != path.parent:
-                    path = path.parent
-                root = path if path.is_dir() else path.parent
-        return ImagePolicy(root=None if root is None else str(root),
-                           allow_remote=self.allow_remote_images)
+        return image_policy(self.predictions or (self.pairs[0] if self.pairs else None),
+                            self.image_root, self.allow_remote_images)
 
     @cached_property
     def judges(self) -> JuryLike:

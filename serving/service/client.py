@@ -21,8 +21,9 @@ from typing import Any
 
 from jurybox.judges import JurySpec
 from jurybox.judges.cache import VerdictCache
-from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord
+from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord, input_hash
 from jurybox.rubrics.errors import ExecutionError, InputError
+from jurybox.rubrics.images import ImagePolicy, is_inline, load_image
 
 RubricArg = str | Rubric | dict[str, Any]
 logger = logging.getLogger("jurybox.serving.client")
@@ -147,8 +148,10 @@ class RemoteJury:
     cache: VerdictCache | None = None
     cache_hits = 0
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, images: ImagePolicy | None = None) -> None:
         self.client = client
+        # Where the items' image files are read from (the service takes images inline only).
+        self.images = images
         info = client.jury()
         self.spec = JurySpec.model_validate(info["spec"])
         self.max_items = int(info.get("max_items") or 64)
@@ -202,11 +205,27 @@ class RemoteJury:
         ref = self._ref(rubric)
         records: list[dict[str, Any]] = []
         for start in range(0, len(items), per):
-            records += self.client.score_records(ref, items[start:start + per],
-                                                 allow_empty=allow_empty)
+            chunk = items[start:start + per]
+            got = self.client.score_records(ref, [self._inline(it) for it in chunk],
+                                            allow_empty=allow_empty)
+            for record, item in zip(got, chunk):
+                if item.images:  # the input as read here (the service saw it inline)
+                    record["input"] = input_hash(item)
+            records += got
             if on_progress is not None:
                 on_progress(len(records))
         return records
+
+    def _inline(self, item: Item) -> Item | dict[str, Any]:
+        """The item as the service takes it: its image files read here and sent inline (as
+        ``data:`` URLs); an image that cannot be read is an ImageError naming the item."""
+        if not item.images:
+            return item
+        policy = self.images or ImagePolicy()
+        refs = [ref if is_inline(ref) else
+                load_image(ref, policy, item=item.id, where=f"images[{k}]").data_url()
+                for k, ref in enumerate(item.images)]
+        return {**_item(item), "images": refs}
 
     def score(self, rubric: Rubric, items: Sequence[Item]) -> list[Verdict]:
         """One verdict per item, in order, judged by the service."""

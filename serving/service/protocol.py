@@ -29,7 +29,10 @@ class ScoreItem(BaseModel):
     reference: str | None = Field(None, description="The expert (gold) answer, where the rubric "
                                   "compares with one.")
     context: str | None = Field(None, description="Further context (dialogue, location...).")
-    images: list[str] | str | None = Field(None, description="Image paths (listed in prompts).")
+    images: list[str] | str | None = Field(None, description="The item's images, inline only: "
+                                           "data: URLs or base64 (a path or URL is refused: "
+                                           "the service reads no file on a client's word), "
+                                           "within the service's image limits.")
 
 
 class ScoreRequest(BaseModel):

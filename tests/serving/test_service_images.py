@@ -107,3 +107,29 @@ def test_a_bad_image_is_refused_naming_the_field(service, image, status, says):
     error = got.json()["error"]
     assert error["field"] == "items[1].images[0]" and says in error["message"], error
     assert json.dumps(error).count("base64,") <= 1  # an image is named, never echoed whole
+
+
+def test_judge_url_sends_the_items_image_files_inline(service, tmp_path):
+    """``jurybox judge --url``'s jury (a RemoteJury) reads the items' image files on the
+    client's side and sends them inline: the service, which reads no file, gives the verdict a
+    local run gives; the record's ``input`` is the item as read here (so a rerun resumes)."""
+    from starlette.testclient import TestClient
+
+    from jurybox.rubrics import input_hash
+    from jurybox.serving.runs.plan import image_policy
+    from jurybox.serving.service.client import Client, RemoteJury
+
+    jury, scoring = service
+    client = Client("http://jurybox")
+    client._http = TestClient(build_app(scoring), base_url="http://jurybox")
+    rows = [{**ROWS[0], "images": [LEAF.name]}]  # a path relative to the predictions' folder
+    remote = RemoteJury(client, image_policy(LEAF.parent / "predictions.jsonl"))
+    item = items(rows)[0]
+    (record,) = remote.score_records(load_rubric("mirage-id"), [item])
+    with Jury.load(jury) as local:
+        (here,) = local.score(load_rubric("mirage-id"), items(ROWS[:1]))
+    assert record["scores"] == here.scores and record["input"] == input_hash(item)
+    # A file that is not there is refused here, naming the item and the image.
+    gone = item.model_copy(update={"images": ["missing.png"]})
+    with pytest.raises(Exception, match=r"item 'v1': images\[0\] missing.png"):
+        remote.score_records(load_rubric("mirage-id"), [gone])
