@@ -128,20 +128,16 @@ def test_expected_wins_are_the_mean_bt_probability_against_the_others():
 # -- expected scores ---------------------------------------------------------------------------
 
 
-def test_expected_rewards_equal_a_jury_that_combines_expected_scores(replay_tiny, replay_jury):
-    """A verdict decided again from its votes' expected scores is what a jury file with
-    ``use: expected`` decides judging the same items (the tiny jury's recorded answers)."""
-    import yaml
-
+def test_expected_rewards_equal_a_jury_that_combines_expected_scores(replay_tiny):
+    """A verdict decided again from its votes' expected scores is what a jury with ``use:
+    expected`` decides judging the same items (the tiny jury's recorded answers, the same
+    judges' backends)."""
     rubric = load_rubric("mirage-mg")
     items = list(ITEMS)
     records = replay_tiny.score_records(rubric, items)
-    spec = yaml.safe_load(replay_jury.read_text())
-    spec["aggregation"] = {**spec.get("aggregation", {}), "use": "expected"}
-    path = replay_jury.with_name("tiny-replay-expected.yaml")
-    path.write_text(yaml.safe_dump(spec))
-    with Jury.load(path) as expected_jury:
-        want = expected_jury.score_records(rubric, items)
+    spec = replay_tiny.spec.model_copy(update={"aggregation": replay_tiny.spec.aggregation
+                                               .model_copy(update={"use": "expected"})})
+    want = Jury(spec, dict(replay_tiny._backends)).score_records(rubric, items)
     reward = ResolvedReward.bind(RewardSpec(), rubric, replay_tiny.spec, "expected")
     chosen = ResolvedReward.bind(RewardSpec(), rubric, replay_tiny.spec, "score")
     for record, other in zip(records, want):
