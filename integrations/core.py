@@ -380,6 +380,44 @@ class JuryRewards:
             return [r for chunk in chunks for r in send(chunk)]
         return [r for part in self._pool.map(send, chunks) for r in part]
 
+    def group_rewards(self, rows: Sequence[Mapping[str, Any]], key: str, spec: GroupSpec,
+                      pointwise: Rubric | None = None, reward: RewardSpec | None = None,
+                      size: int | None = None) -> tuple[list[float | None], list[GroupResult]]:
+        """Group rewards of a client's rows (see :meth:`item`), each row's group the value of
+        its column ``key`` (rows of one group need not be side by side): one reward per row, in
+        order, and each group's result (in order of first appearance). The rows of a group
+        must share every item field but the response (an InputError naming the row and the
+        field otherwise); ``size``: every group must have that many rows (an InputError naming
+        the group otherwise)."""
+        members: dict[Any, list[int]] = {}
+        for k, row in enumerate(rows):
+            if key not in row:
+                raise InputError(f"jurybox: row {k} has no column {key!r} (the group key)",
+                                 field="key")
+            members.setdefault(row[key], []).append(k)
+        items = [self.item(k, row) for k, row in enumerate(rows)]
+        groups: list[Group] = []
+        for name, ks in members.items():
+            if size is not None and len(ks) != size:
+                raise InputError(f"jurybox: group {key}={name!r} has {len(ks)} rows; every "
+                                 f"group should have {size}", field="size")
+            shared = {f: v for f, v in items[ks[0]].fields().items()
+                      if f != "response" and v is not None and v != []}
+            for k in ks[1:]:
+                other = {f: v for f, v in items[k].fields().items()
+                         if f != "response" and v is not None and v != []}
+                if other != shared:
+                    field = next(f for f in (*shared, *other) if shared.get(f) != other.get(f))
+                    raise InputError(f"jurybox: row {k} is in group {key}={name!r} with row "
+                                     f"{ks[0]} but has another {field}", field=field)
+            groups.append(Group(f"{key}={name}", shared, [items[k].response or "" for k in ks]))
+        results = self.group_results(groups, spec, pointwise, reward)
+        out: list[float | None] = [None] * len(rows)
+        for ks, result in zip(members.values(), results):
+            for k, value in zip(ks, result.rewards):
+                out[k] = value
+        return out, results
+
     def _group_chunks(self, groups: Sequence[Group], calls: Sequence[int]) -> list[list[Group]]:
         """Whole groups per request, within the service's max_items (completions) and
         max_judge_calls (the design's calls); a group beyond them alone is an InputError."""

@@ -157,3 +157,28 @@ def test_a_pointwise_reward_from_expected_scores_says_so(replay_tiny):
     assert log.metrics["jurybox/jury_mirage_mg_weighted_sum/expected"] == 1.0
     (column,) = log.extra.values()
     assert all(line.endswith("[reward from expected scores]") for line in column)
+
+
+def test_other_callers_group_rows_by_a_key_column():
+    """JuryRewards.group_rewards: a group per value of a column, its rows anywhere in the
+    batch; the rewards come back in the rows' order."""
+    from jurybox.integrations.core import JuryRewards
+
+    rewards = JuryRewards("pairwise", jury=sim_jury(QUALITY), reward=RewardSpec(scale="raw"))
+    rows = [{"prompt_id": 1, "prompt": QUESTION, "completion": "[poor]"},
+            {"prompt_id": 2, "prompt": OTHER, "completion": "[best]"},
+            {"prompt_id": 1, "prompt": QUESTION, "completion": "[best]"},
+            {"prompt_id": 2, "prompt": OTHER, "completion": "[worst]"}]
+    got, results = rewards.group_rewards(rows, "prompt_id", GroupSpec(), size=2)
+    assert [r.id for r in results] == ["prompt_id=1", "prompt_id=2"]
+    assert got[2] > got[0] and got[1] > got[3]
+    assert got == [results[0].rewards[0], results[1].rewards[0], results[0].rewards[1],
+                   results[1].rewards[1]]
+    with pytest.raises(InputError, match="group prompt_id=1 has 2 rows; every group should "
+                                         "have 3") as caught:
+        rewards.group_rewards(rows, "prompt_id", GroupSpec(), size=3)
+    assert caught.value.field == "size"
+    with pytest.raises(InputError, match="row 2 is in group prompt_id=1 with row 0 but has "
+                                         "another question"):
+        rewards.group_rewards([rows[0], rows[1], {**rows[2], "prompt": OTHER}],
+                              "prompt_id", GroupSpec())
