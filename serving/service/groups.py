@@ -123,9 +123,8 @@ async def score_groups(service: GroupScoring, request: GroupRequest, deadline: f
             return await _each(service, ask, request.allow_empty, deadline)
         if not ask.items:
             return []
-        items = [ScoreItem.model_validate(_raw(it)) for it in ask.items]
-        score = ScoreRequest(rubric=refs[id(ask.rubric)], items=items,
-                             allow_empty=request.allow_empty)
+        score = await asyncio.to_thread(_score_request, refs[id(ask.rubric)], ask.items,
+                                        request.allow_empty)
         return await service._score(score, deadline, limit_items=False)
 
     steps = job.run()
@@ -135,7 +134,15 @@ async def score_groups(service: GroupScoring, request: GroupRequest, deadline: f
         asks, results = await asyncio.to_thread(_step, steps, list(answers))
     logger.info("groups: %d groups, %d completions, %s design, %d judge calls per judge "
                 "planned", len(results), completions, request.design.design, calls)
-    return [r.model_dump(mode="json") for r in results]
+    return await asyncio.to_thread(lambda: [r.model_dump(mode="json") for r in results])
+
+
+def _score_request(ref: str | dict[str, Any], items: list[Item], allow_empty: bool
+                   ) -> ScoreRequest:
+    """An ask's items as a score request (in a thread: a round holds up to max_judge_calls
+    items)."""
+    return ScoreRequest(rubric=ref, items=[ScoreItem.model_validate(_raw(it)) for it in items],
+                        allow_empty=allow_empty)
 
 
 def _step(steps: Job, answers: list[Any] | None
@@ -159,8 +166,8 @@ async def _each(service: GroupScoring, ask: AskEach, allow_empty: bool, deadline
     limits = service.limits
     # The answers of a group are one field: each may take max_field_chars.
     widened = limits.model_copy(update={"max_field_chars": limits.max_field_chars * 26})
-    raw = [_raw(it) for it in ask.items]
-    _, _, requests = await asyncio.to_thread(prepare, ask.rubric, raw, widened, allow_empty)
+    _, _, requests = await asyncio.to_thread(
+        lambda: prepare(ask.rubric, [_raw(it) for it in ask.items], widened, allow_empty))
     prov = service._provenance(ask.rubric)
     judges = service.jury.judges
     n = len(ask.items) // ask.judges
