@@ -19,13 +19,15 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import WrapperDescriptorType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jurybox.judges.groups import Group, GroupJob, GroupResult, GroupSpec
-from jurybox.judges.resolution import ResolvedReward, Use
 from jurybox.rubrics import Item, Rubric, load_rubric
 from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 from jurybox.rubrics.reward import Reward, RewardSpec, UnscoredReward
+
+if TYPE_CHECKING:  # (jurybox.judges is imported when used: the adapters import light)
+    from jurybox.judges.groups import Group, GroupResult, GroupSpec
+    from jurybox.judges.resolution import Use
 
 logger = logging.getLogger("jurybox.integrations")
 
@@ -211,6 +213,8 @@ class JuryRewards:
             self._jury = jury
             self._per_request = 0
         self._pool: ThreadPoolExecutor | None = None
+        from jurybox.judges.resolution import ResolvedReward
+
         try:
             self.resolved = ResolvedReward.bind(self.spec, self.rubric, self._jury.spec, use)
         except InputError:
@@ -349,6 +353,8 @@ class JuryRewards:
         ``POST /v1/groups``, as many groups per request as its limits allow (a group whose
         design alone exceeds them is refused here, naming the limit, before any request); an
         in-process jury judges them in one job."""
+        from jurybox.judges.groups import GroupJob, GroupResult
+
         if not groups:
             return []
         point = reward if reward is not None else self.spec
@@ -389,6 +395,8 @@ class JuryRewards:
         must share every item field but the response (an InputError naming the row and the
         field otherwise); ``size``: every group must have that many rows (an InputError naming
         the group otherwise)."""
+        from jurybox.judges.groups import Group
+
         members: dict[Any, list[int]] = {}
         for k, row in enumerate(rows):
             if key not in row:

@@ -34,15 +34,17 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
-from jurybox.judges.groups import Design, Group, GroupResult, GroupSpec
-from jurybox.judges.resolution import Use
 from jurybox.rubrics import Rubric, load_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward
 
 from .core import JuryRewards, MissingRewards, RewardStats, explain, message_text, short
+
+if TYPE_CHECKING:  # (jurybox.judges is imported when used: the adapters import light)
+    from jurybox.judges.groups import GroupResult, GroupSpec
+    from jurybox.judges.resolution import Use
 
 logger = logging.getLogger("jurybox.integrations")
 
@@ -85,6 +87,8 @@ def jury_reward(*, rubric: str | Rubric, url: str | None = None, jury: Any = Non
     """
     loaded = load_rubric(rubric) if isinstance(rubric, str) else rubric
     if group is not None:
+        from jurybox.judges.groups import Design, GroupSpec
+
         if per_criterion:
             raise InputError("jurybox: per_criterion gives one reward function per criterion of "
                              "a pointwise rubric; a group reward is one function (give one of "
@@ -294,6 +298,8 @@ def _group_function(rewards: JuryRewards, spec: GroupSpec, pointwise: Rubric | N
     ``/calls_per_group`` (judge calls per judge and group the design plans) and ``/asked``
     (those asked this call); ``<name>/reward`` in TRL's completions table says what each
     reward came from. The calls per group are printed (and logged) before the first judging."""
+    from jurybox.judges.groups import Group
+
     rubric = rewards.rubric
     name = name or f"jury_{rubric.name.replace('-', '_').replace('.', '_')}_{spec.design}"
     stats = RewardStats()

@@ -51,8 +51,9 @@ def test_the_client_installs_without_torch_and_scores_through_the_service(
     # Built from a copy of the sources it names (no build folder left in the work tree).
     source = tmp_path / "source"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for folder in ("client", "rubrics", "judges", "serving", "integrations"):
-        shutil.copytree(ROOT / folder, source / folder, ignore=ignore)
+    # (jurybox/: the package's front, its links to the root folders kept as links)
+    for folder in ("client", "jurybox", "rubrics", "judges", "serving", "integrations"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=ignore, symlinks=True)
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                     "--no-build-isolation", "-w", str(wheels), str(source / "client")],
