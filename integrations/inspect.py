@@ -1,11 +1,14 @@
 """A jury as an Inspect AI scorer.
 
->>> from inspect_ai import Task, task
->>> from jurybox.integrations.inspect import jury_scorer
->>> @task
-... def agronomy():
-...     return Task(dataset=..., solver=generate(),
-...                 scorer=jury_scorer(rubric="mirage-mg", url="http://127.0.0.1:8000"))
+```python
+from inspect_ai import Task, task
+from jurybox.integrations.inspect import jury_scorer
+
+@task
+def agronomy():
+    return Task(dataset=..., solver=generate(),
+                scorer=jury_scorer(rubric="mirage-mg", url="http://127.0.0.1:8000"))
+```
 
 Each sample's score holds every criterion of the rubric and its formula (a dict), each with
 Inspect's mean and stderr, on [0, 1] by default as every jurybox reward (``scale="raw"``: the

@@ -1,10 +1,13 @@
 """A jury as the reward of TRL's trainers (``GRPOTrainer(reward_funcs=[...])``, and any TRL
 trainer that takes reward functions).
 
->>> from jurybox.integrations.trl import jury_reward
->>> reward = jury_reward(url="http://127.0.0.1:8000", rubric="mirage-mg",
-...                      fields={"reference": "answer"})          # the dataset's answer column
->>> trainer = GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=dataset, args=...)
+```python
+from jurybox.integrations.trl import jury_reward
+
+reward = jury_reward(url="http://127.0.0.1:8000", rubric="mirage-mg",
+                     fields={"reference": "answer"})          # the dataset's answer column
+trainer = GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=dataset, args=...)
+```
 
 TRL calls a reward function with the batch's ``prompts`` and ``completions`` (strings, or
 conversations: the question is the last turn, the turns before it but the system turns are the

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.prompts import _compile
+from jurybox.serving.problems import HTTPProblem
 from jurybox.serving.service.admission import (
     Clients,
     Workers,
@@ -23,7 +24,6 @@ from jurybox.serving.service.admission import (
     prepare,
 )
 from jurybox.serving.service.config import Limits
-from jurybox.serving.problems import HTTPProblem
 
 LIMITS = Limits()
 ITEM = {"id": "a", "question": "Why brown rings?", "response": "Early blight.",
