@@ -8,15 +8,15 @@ report = run_benchmark("microvqa", data="microvqa.json", predictions="preds.json
 report.metrics["accuracy"].value, report.to_dict()["accuracy_by_task"]
 ```
 
-Packs (:data:`PACKS`): ``mirage-mmst``, ``mirage-mmmt``, ``microvqa``, ``mir``, ``mrmr``. Each
+Packs (`PACKS`): ``mirage-mmst``, ``mirage-mmmt``, ``microvqa``, ``mir``, ``mrmr``. Each
 pack's module documents its input fields, its metrics and how it differs from the benchmark's
-public evaluator: :mod:`.mirage`, :mod:`.microvqa`, :mod:`.mir`, :mod:`.mrmr`. The shared
-pieces: :mod:`.extraction` (which option a response chose), :mod:`.report` (metrics with CIs,
-tables, ``--json`` and Markdown), :mod:`.judging` (how a pack asks a jury), :mod:`.data`
+public evaluator: `.mirage`, `.microvqa`, `.mir`, `.mrmr`. The shared
+pieces: `.extraction` (which option a response chose), `.report` (metrics with CIs,
+tables, ``--json`` and Markdown), `.judging` (how a pack asks a jury), `.data`
 (strict reading of data and predictions).
 
-Judged packs take a ``judge`` (:data:`.judging.Judge`); ``jury=`` a loaded
-:class:`jurybox.judges.Jury` judges in memory (:func:`jury_judge`), and ``jurybox bench`` judges
+Judged packs take a ``judge`` (`.judging.Judge`); ``jury=`` a loaded
+`jurybox.judges.Jury` judges in memory (`jury_judge`), and ``jurybox bench`` judges
 through the resumable bulk runner.
 """
 
@@ -94,7 +94,7 @@ def run_benchmark(name: str, data: str | Path, predictions: str | Path, *,
                   **options: Any) -> BenchReport:
     """Evaluate ``predictions`` on benchmark ``name``'s ``data``.
 
-    ``judge`` (a :data:`Judge`) or ``jury`` (a loaded :class:`jurybox.judges.Jury`, judged in
+    ``judge`` (a `Judge`) or ``jury`` (a loaded `jurybox.judges.Jury`, judged in
     memory) is required by the MIRAGE packs and optional for the others; ``options`` are the
     pack's own (``subset``, ``unscored``, ``queries``, ``corpus``, ``depth``, ``groups``).
     """

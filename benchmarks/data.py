@@ -1,6 +1,6 @@
 """Reading a benchmark's data file and a model's predictions, strictly.
 
-Both go through the one row reader (:mod:`jurybox.rubrics.rows`: JSONL, a JSON list, CSV/TSV,
+Both go through the one row reader (`jurybox.rubrics.rows`: JSONL, a JSON list, CSV/TSV,
 Parquet). A benchmark's numbers are only as good as its denominator, so a bad row, a missing
 field, a duplicate id or a prediction for an id the data does not have is an InputError naming
 the file, row and field, never a skipped row. A data item without a prediction (or with an empty

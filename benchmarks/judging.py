@@ -1,8 +1,8 @@
 """How a pack asks a jury, and how it reads the verdicts back as per-item values.
 
-A pack never runs models itself: it hands a :data:`Judge` the rubric and the items to judge and
-gets verdict records back. :func:`jury_judge` judges in memory with a loaded
-:class:`jurybox.judges.Jury`; the ``jurybox bench`` command passes one that goes through the
+A pack never runs models itself: it hands a `Judge` the rubric and the items to judge and
+gets verdict records back. `jury_judge` judges in memory with a loaded
+`jurybox.judges.Jury`; the ``jurybox bench`` command passes one that goes through the
 resumable bulk runner instead, so a killed run resumes (``jurybox.serving.cli.bench``). Either
 way a verdict means what it means everywhere in jurybox.
 """
@@ -46,7 +46,7 @@ class _Scores(Protocol):
 
 def jury_judge(jury: _Scores, chunk_size: int = 16,
                progress: Callable[[str, int, int], Any] | None = None) -> Judge:
-    """A :data:`Judge` that scores in memory with ``jury`` (a :class:`jurybox.judges.Jury`),
+    """A `Judge` that scores in memory with ``jury`` (a `jurybox.judges.Jury`),
     ``chunk_size`` items at a time; nothing is written, so nothing resumes."""
 
     def judge(task: str, rubric: Rubric, items: Sequence[Item]) -> Judged:

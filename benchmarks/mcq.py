@@ -1,5 +1,5 @@
 """Multiple-choice scoring shared by the MicroVQA and MIR packs: extract each response's answer
-by the rules of :mod:`.extraction`, optionally let a jury read the answers the rules cannot
+by the rules of `.extraction`, optionally let a jury read the answers the rules cannot
 (the ``mcq-extract`` rubric), and report accuracy overall and per group with the unparseable
 share.
 
@@ -74,7 +74,7 @@ class McqOutcome:
 
     @property
     def correct_with_fallback(self) -> float | Missing:
-        """As :attr:`correct`, for :attr:`final` (the jury's reading where the rules found none)."""
+        """As `correct`, for `final` (the jury's reading where the rules found none)."""
         final = self.final
         if final is None:
             return UNANSWERED

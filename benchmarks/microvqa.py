@@ -14,7 +14,7 @@ Data: the items as a JSON list or JSONL (any format the row reader takes), one o
 
 Predictions: rows with ``id`` (= ``key_question``) and ``response`` (the model's full answer).
 
-Scoring: the option a response commits to is read by :mod:`.extraction` (the last explicit
+Scoring: the option a response commits to is read by `.extraction` (the last explicit
 answer; "Answer: 3", "**(3)**", two-digit options, the option's text). A response with no
 explicit answer, or one naming no option, is unparseable: wrong, and in the denominator, as is
 an item without a prediction. With a jury, the ``mcq-extract`` rubric reads the unparseable

@@ -27,7 +27,7 @@ Predictions: rows with ``id`` and ``response``.
 Differences from the public evaluation and why: MIR has no official scorer; its suggested
 extraction takes the first, case-sensitive letter after "Option", so "Option A is wrong; option
 C is correct" reads as A and "the answer is (c)" as nothing. jurybox takes the last explicit
-answer, case-insensitively, or the option's text (:mod:`.extraction`); unparseable and
+answer, case-insensitively, or the option's text (`.extraction`); unparseable and
 unanswered items count as wrong and stay in the denominator; the judge fallback (``mcq-extract``)
 is reported separately. The step-by-step judging is ours: the public evaluation scores only
 the final option.

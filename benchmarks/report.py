@@ -1,9 +1,9 @@
 """What a benchmark pack reports: metrics with CIs and how every item was counted, the paper-style
 tables, and the ``--json`` / Markdown forms.
 
-A :class:`Metric` is one number (a share in 0..1 or a mean score) with its 95% CI, its
+A `Metric` is one number (a share in 0..1 or a mean score) with its 95% CI, its
 denominator, and a sentence saying how unanswered and unscored items entered it. Items never
-leave a denominator silently: :func:`mean_metric` counts unanswered items as 0 (a model that said
+leave a denominator silently: `mean_metric` counts unanswered items as 0 (a model that said
 nothing earns nothing) and unscored ones (the jury gave no verdict) as the caller's policy says,
 and the metric says which.
 """
@@ -68,7 +68,7 @@ Metrics = dict[str, Metric | dict[str, Metric]]
 
 
 class MetricOptions(TypedDict, total=False):
-    """The keyword arguments of :func:`mean_metric`, for a set of them passed as ``**options``."""
+    """The keyword arguments of `mean_metric`, for a set of them passed as ``**options``."""
 
     kind: Kind
     digits: int
@@ -141,7 +141,7 @@ def _mean(x: np.ndarray) -> float:
 
 def by_group(values: Sequence[float | Missing], groups: Sequence[str], order: Sequence[str] = (),
              **kwargs: Any) -> dict[str, Metric]:
-    """:func:`mean_metric` per group, groups in ``order`` first, then as they appear."""
+    """`mean_metric` per group, groups in ``order`` first, then as they appear."""
     names = [g for g in order if g in set(groups)] + [g for g in dict.fromkeys(groups)
                                                        if g not in order]
     return {g: mean_metric([v for v, k in zip(values, groups) if k == g], **kwargs) for g in names}

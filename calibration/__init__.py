@@ -4,20 +4,20 @@
 jurybox.calibration holds agreement statistics, human labels and verdicts, calibration maps,
 estimates from few labels, and audits, in rooms:
 
-- ``stats``: :func:`krippendorff_alpha`, :func:`fleiss_kappa`, :func:`cohen_kappa`,
-  :func:`gwet_ac`, :func:`spearman`, :func:`kendall`, :func:`pearson`,
-  :func:`exact_agreement`, :func:`adjacent_agreement`, :func:`bootstrap_ci`,
-  :func:`dawid_skene`, :class:`Stat` (vectorised numpy; undefined results are
+- ``stats``: `krippendorff_alpha`, `fleiss_kappa`, `cohen_kappa`,
+  `gwet_ac`, `spearman`, `kendall`, `pearson`,
+  `exact_agreement`, `adjacent_agreement`, `bootstrap_ci`,
+  `dawid_skene`, `Stat` (vectorised numpy; undefined results are
   ``Stat(value=None, reason=...)``, never NaN).
-- ``data``: :func:`load_human_labels` (file format in :mod:`.data.labels`; the labelling page's
-  file is :mod:`.data.label_store`), :func:`load_judge_output`, :func:`join`.
-- ``maps``: :func:`fit_calibration` / :class:`CalibrationMap`, the calibrators, judge weights.
-- ``estimates``: :func:`ppi_mean` / :func:`prediction_powered_mean`, actively chosen labels
-  (:mod:`.estimates.active`), which item next (:mod:`.estimates.selection`), :func:`fit_threshold`
+- ``data``: `load_human_labels` (file format in `.data.labels`; the labelling page's
+  file is `.data.label_store`), `load_judge_output`, `join`.
+- ``maps``: `fit_calibration` / `CalibrationMap`, the calibrators, judge weights.
+- ``estimates``: `ppi_mean` / `prediction_powered_mean`, actively chosen labels
+  (`.estimates.active`), which item next (`.estimates.selection`), `fit_threshold`
   (a cascade's threshold with a guarantee; fitting a jury's cascade from its verdicts is
-  :mod:`jurybox.serving.runs.cascade_fit`, since it needs the judges), the simulations.
+  `jurybox.serving.runs.cascade_fit`, since it needs the judges), the simulations.
 - ``audits``: bias audits, win rates and Bradley-Terry, length control.
-- ``reports``: :func:`agreement_report` and the pages.
+- ``reports``: `agreement_report` and the pages.
 
 Imports nothing of ``jurybox.judges`` or ``jurybox.serving``: only ``jurybox.rubrics``.
 

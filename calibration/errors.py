@@ -1,6 +1,6 @@
 """Exceptions raised by jurybox.calibration.
 
-Each belongs to jurybox's one error family (:mod:`jurybox.rubrics.errors`): bad input is an
+Each belongs to jurybox's one error family (`jurybox.rubrics.errors`): bad input is an
 ``InputError`` (a ``ValueError``), so the CLI and the HTTP layer turn it into a clear message
 (exit code 2, HTTP 4xx) rather than a traceback.
 """
@@ -21,7 +21,7 @@ class InputDataError(CalibrationError, InputError):
 class UndefinedStatisticError(CalibrationError, InputError):
     """A statistic has no value for this data (e.g. alpha when every rating is identical).
 
-    Raised only when a caller forces an undefined :class:`~jurybox.calibration.Stat` into a
+    Raised only when a caller forces an undefined `Stat` into a
     float; the statistics themselves return ``Stat(value=None, reason=...)`` instead.
     """
 

@@ -1,8 +1,8 @@
 """What every adapter shares: items from a client's fields, verdicts from a running service or
-an in-process jury, rewards from verdicts (:mod:`jurybox.rubrics.reward`), and a verdict in a
-line for a trainer's or a harness's log (:func:`explain`).
+an in-process jury, rewards from verdicts (`jurybox.rubrics.reward`), and a verdict in a
+line for a trainer's or a harness's log (`explain`).
 
-:class:`JuryRewards` is the whole of it: ``rewards(rows)`` judges a batch (split into as few
+`JuryRewards` is the whole of it: ``rewards(rows)`` judges a batch (split into as few
 requests as the service's limits allow, sent concurrently; an in-process jury judges it in
 one call, its verdict cache on) and returns one reward per row, with the count of unscored
 ones kept in ``stats`` and each unscored sample logged with its cause. Every error it raises
@@ -141,15 +141,15 @@ class RewardStats:
 class JuryRewards:
     """Rewards from a jury: a running ``jurybox serve`` (``url``; its token ``token``, or from
     the environment variable ``token_env``) or an in-process jury (``jury``: a name, a jury file
-    or a loaded :class:`jurybox.judges.Jury`; its verdict cache on unless ``cache=False``).
+    or a loaded `jurybox.judges.Jury`; its verdict cache on unless ``cache=False``).
 
-    ``reward`` (a :class:`RewardSpec`, or its fields as keyword arguments) says which number
+    ``reward`` (a `RewardSpec`, or its fields as keyword arguments) says which number
     is the reward, on what range, and what an unscored item becomes; ``use="expected"`` reads
     it from the judges' expected scores where every scored vote has a distribution
-    (:mod:`jurybox.judges.resolution`; each record then says which scores it holds:
+    (`jurybox.judges.resolution`; each record then says which scores it holds:
     ``reward_scores``, and why the chosen ones stood: ``reward_note``). ``fields`` maps item
-    fields to the client's field names (``{"reference": "answer"}``). :meth:`group_results`
-    rewards groups of completions against each other (:mod:`jurybox.judges.groups`).
+    fields to the client's field names (``{"reference": "answer"}``). `group_results`
+    rewards groups of completions against each other (`jurybox.judges.groups`).
     """
 
     def __init__(self, rubric: str | Rubric, *, url: str | None = None,
@@ -178,7 +178,7 @@ class JuryRewards:
         self.fields = dict(fields or {})
         self.rubric = load_rubric(rubric) if isinstance(rubric, str) else rubric
         #: Other rubrics the items are judged with (a group reward's pointwise rubric): their
-        #: inputs are checked too (:meth:`make_item`).
+        #: inputs are checked too (`make_item`).
         self.also: tuple[Rubric, ...] = ()
         self.reward: Reward = self.spec.bind(self.rubric)
         self.stats = RewardStats()
@@ -332,14 +332,14 @@ class JuryRewards:
     def rewards_of(self, items: Sequence[Item], samples: Sequence[str] | None = None
                    ) -> tuple[list[float | None], list[dict[str, Any]]]:
         """Judge ``items``; their rewards (the unscored policy applied: ``error`` raises
-        :class:`jurybox.rubrics.reward.UnscoredReward` after counting and logging) and verdict
+        `jurybox.rubrics.reward.UnscoredReward` after counting and logging) and verdict
         records."""
         records = self.records(items, samples)
         self.log_unscored(records, samples)
         return self.reward.values(records), records
 
     def rewards(self, rows: Sequence[Mapping[str, Any]]) -> list[float | None]:
-        """One reward per row of the client's fields (see :meth:`item`)."""
+        """One reward per row of the client's fields (see `item`)."""
         return self.rewards_of([self.item(k, row) for k, row in enumerate(rows)])[0]
 
     # -- groups -------------------------------------------------------------------------------
@@ -348,7 +348,7 @@ class JuryRewards:
                       pointwise: Rubric | None = None, reward: RewardSpec | None = None
                       ) -> list[GroupResult]:
         """Each group's rewards, the completions of one prompt against each other
-        (:mod:`jurybox.judges.groups`; this one's rubric is the design's, ``pointwise`` the
+        (`jurybox.judges.groups`; this one's rubric is the design's, ``pointwise`` the
         pointwise rubric, ``reward`` the pointwise reward: by default this one's). Through a service:
         ``POST /v1/groups``, as many groups per request as its limits allow (a group whose
         design alone exceeds them is refused here, naming the limit, before any request); an
@@ -389,7 +389,7 @@ class JuryRewards:
     def group_rewards(self, rows: Sequence[Mapping[str, Any]], key: str, spec: GroupSpec,
                       pointwise: Rubric | None = None, reward: RewardSpec | None = None,
                       size: int | None = None) -> tuple[list[float | None], list[GroupResult]]:
-        """Group rewards of a client's rows (see :meth:`item`), each row's group the value of
+        """Group rewards of a client's rows (see `item`), each row's group the value of
         its column ``key`` (rows of one group need not be side by side): one reward per row, in
         order, and each group's result (in order of first appearance). The rows of a group
         must share every item field but the response (an InputError naming the row and the

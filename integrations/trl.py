@@ -69,17 +69,17 @@ def jury_reward(*, rubric: str | Rubric, url: str | None = None, jury: Any = Non
     ``url`` (a running ``jurybox serve``; its token ``token``, or from the environment
     variable ``token_env``) or ``jury`` (in process: a jury name, a jury file or a loaded
     Jury). ``score``, ``calibrated``, ``scale`` and ``unscored`` define the reward
-    (:class:`jurybox.rubrics.reward.RewardSpec`; unscored ``"none"`` by default, which TRL
+    (`jurybox.rubrics.reward.RewardSpec`; unscored ``"none"`` by default, which TRL
     supports); ``use="expected"`` reads it from the judges' expected scores where every
-    judge gives a distribution (:mod:`jurybox.judges.resolution`; ``jurybox/<name>/expected``
+    judge gives a distribution (`jurybox.judges.resolution`; ``jurybox/<name>/expected``
     logs the share that did). ``per_criterion=True`` returns one function per criterion of
     the rubric (plus the formula, if any), all from one judging of each batch: give TRL
     ``reward_weights`` to combine them. ``fields`` maps item fields to dataset columns.
     ``asynchronous=True``: async functions (TRL awaits them concurrently). ``timeout``:
     seconds per request to the service.
 
-    ``group`` (a :class:`jurybox.judges.groups.GroupSpec`, or a design's name) rewards each
-    prompt's completions against each other (GRPO's groups; see :func:`_group_function`):
+    ``group`` (a `jurybox.judges.groups.GroupSpec`, or a design's name) rewards each
+    prompt's completions against each other (GRPO's groups; see `_group_function`):
     ``rubric`` is then the design's (pairwise for round_robin, regular, swiss, anchor),
     ``pointwise`` the pointwise rubric (the anchor's median, a mixed reward, groups of one),
     ``score``/``scale`` its reward, ``use`` applies to the group's verdicts (by default the
@@ -146,7 +146,7 @@ def _function_name(rubric: str, score: str) -> str:
 
 
 class _Group:
-    """The reward functions of one :func:`jury_reward` call. Each batch is judged once for all
+    """The reward functions of one `jury_reward` call. Each batch is judged once for all
     of them (the first function TRL calls judges it, the others read its verdicts), its
     verdicts go once to TRL's completions table and its unscored completions once to the log.
     With several functions (per criterion), a completion that any of them has no score for is
@@ -196,7 +196,7 @@ class _Group:
             return self._records, self._missing, samples
 
     def _check_alone(self, log_extra: Any) -> None:
-        """Refuse a None reward beside reward functions of other origins (:func:`_alone`)."""
+        """Refuse a None reward beside reward functions of other origins (`_alone`)."""
         if self.rewards.spec.unscored == "none":
             _alone(log_extra, [_function_name(self.rewards.rubric.name, n)
                                for n in self.by_name])
@@ -427,7 +427,7 @@ def _generations(trainer: Any) -> int | None:
 def _applied(results: Sequence[GroupResult], samples: Sequence[str], unscored: Unscored,
              name: str) -> tuple[list[float | None], list[tuple[str, str]]]:
     """The rewards with the unscored policy applied, and the completions without one (label,
-    why); ``unscored="error"`` raises :class:`MissingRewards` naming them."""
+    why); ``unscored="error"`` raises `MissingRewards` naming them."""
     out: list[float | None] = []
     missing: list[tuple[str, str]] = []
     k = 0

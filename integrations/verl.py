@@ -9,11 +9,11 @@ verl 0.9.1's reward loop gives each reward worker a chunk of the batch and its r
 (``naive`` by default; ``dapo``, ``gdpo``, ``rate_limited`` alike) awaits
 ``compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **reward_kwargs)``
 for every response of the chunk at once. Nothing in that loop calls a batch function, so
-:func:`compute_score` is the batch path: the calls that arrive together (each within
+`compute_score` is the batch path: the calls that arrive together (each within
 ``GAP_S`` of the one before, all within ``WINDOW_S`` of the first) are judged together, in as
 few requests as the service's limits allow. verl's ``remote`` reward manager runs the
 function in Ray worker processes of its own and refuses coroutines: name
-:func:`compute_score_sync` there (``reward.custom_reward_function.name=compute_score_sync``);
+`compute_score_sync` there (``reward.custom_reward_function.name=compute_score_sync``);
 it judges one response per call (each worker one at a time), so ``naive`` is the faster
 choice for a jury behind a service.
 
@@ -77,7 +77,7 @@ def jury_rewards(*, rubric: str, url: str | None = None, jury: str | None = None
                  calibrated: bool = False, scale: Scale = "unit",
                  unscored: Unscored = "error", fields: Mapping[str, str] | None = None,
                  timeout: float = 900.0, concurrency: int = 4) -> JuryRewards:
-    """The :class:`JuryRewards` of these options, made once per process (verl calls the
+    """The `JuryRewards` of these options, made once per process (verl calls the
     reward function once per response)."""
     if unscored == "none":
         raise InputError("jurybox: verl cannot take a missing reward (its reward manager writes "
@@ -166,7 +166,7 @@ async def compute_score(data_source: str | None = None, solution_str: str = "",
 def compute_score_sync(data_source: str | None = None, solution_str: str = "",
                        ground_truth: Any = None, extra_info: Mapping[str, Any] | None = None,
                        **kwargs: Any) -> dict[str, Any]:
-    """:func:`compute_score` for verl's ``remote`` reward manager (it runs the function in Ray
+    """`compute_score` for verl's ``remote`` reward manager (it runs the function in Ray
     worker processes of its own and refuses coroutines): one response, one request."""
     rewards = jury_rewards(**_options(kwargs))
     sample = _sample(extra_info)
@@ -178,7 +178,7 @@ def compute_score_sync(data_source: str | None = None, solution_str: str = "",
 
 class _Gatherer:
     """The calls on one event loop with one reward that arrive together (see ``GAP_S``),
-    judged in one :meth:`JuryRewards.records` (which splits them into the requests the service
+    judged in one `JuryRewards.records` (which splits them into the requests the service
     takes, several at once); each call gets its own verdict, or the error of its request."""
 
     def __init__(self, rewards: JuryRewards) -> None:
@@ -270,8 +270,8 @@ def compute_group_scores(data_sources: Any = None, solution_strs: Any = (),
     BatchRewardManager``, which calls its function once with the whole batch): the responses
     of one prompt (the same ``extra_info[group_key]``, by default ``index``, which verl's
     preprocessing writes per dataset row and its rollouts repeat) are rewarded against each
-    other (:mod:`jurybox.judges.groups`). ``kwargs``: the reward's options as for
-    :func:`compute_score` (``rubric`` is the design's), and the group's: ``design`` (default
+    other (`jurybox.judges.groups`). ``kwargs``: the reward's options as for
+    `compute_score` (``rubric`` is the design's), and the group's: ``design`` (default
     ``round_robin``), ``per_completion``, ``pointwise`` (the pointwise rubric), ``weight``,
     ``relative``, ``low``, ``high``, ``centred``, ``use``, ``group_key``.
 

@@ -1,10 +1,10 @@
 """jurybox.judges: how one judge is asked and how a jury decides.
 
-Jury files (judges, models, sampling, reasoning, aggregation + quorum) and the :class:`Jury`
+Jury files (judges, models, sampling, reasoning, aggregation + quorum) and the `Jury`
 that fans items out to its judges and aggregates their votes into verdicts; the
-:class:`Backend` protocol a judge's engine follows (the shipped backends, and your own through
-:mod:`jurybox.judges.backends.registry`). The judging path's pieces, which every way of running
-calls, are :mod:`jurybox.judges.judging` and :mod:`jurybox.judges.cascade`.
+`Backend` protocol a judge's engine follows (the shipped backends, and your own through
+`jurybox.judges.backends.registry`). The judging path's pieces, which every way of running
+calls, are `jurybox.judges.judging` and `jurybox.judges.cascade`.
 """
 
 from .backends.protocol import AsyncBackend, Backend

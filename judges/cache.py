@@ -87,7 +87,7 @@ class CacheBusy(RuntimeError):
 def _serialized(method: _F) -> _F:
     """One call at a time on the cache's connection (the scoring service calls it from worker
     threads; a connection must not run two statements or transactions at once), waiting at
-    most ``busy_s`` for it and for SQLite's lock (:class:`CacheBusy` beyond)."""
+    most ``busy_s`` for it and for SQLite's lock (`CacheBusy` beyond)."""
     @functools.wraps(method)
     def call(self: VerdictCache, *args: Any, **kwargs: Any) -> Any:
         if not self._lock.acquire(timeout=self.busy_s):
@@ -108,7 +108,7 @@ def _serialized(method: _F) -> _F:
 class VerdictCache:
     """Verdicts by (provenance, input hash) in a bounded SQLite file; safe to share between
     threads and processes. A call waits at most ``busy_s`` seconds for the file's lock
-    (:class:`CacheBusy` beyond): a bulk run can wait (60 s), the service must not."""
+    (`CacheBusy` beyond): a bulk run can wait (60 s), the service must not."""
 
     def __init__(self, path: str | Path | None = None, max_bytes: int | None = None,
                  busy_s: float = 60.0) -> None:
@@ -168,7 +168,7 @@ class VerdictCache:
 
     @_serialized
     def put_json(self, provenance: str, jury: str, entries: Iterable[tuple[str, str]]) -> None:
-        """:meth:`put` for verdicts already as JSON (``Verdict.model_dump_json``) of the jury
+        """`put` for verdicts already as JSON (``Verdict.model_dump_json``) of the jury
         named ``jury``, as the Ray engine's driver receives them: stored as they are."""
         now = time.time()
         rows = [(provenance, key, jury, blob, len(blob), now) for key, blob in entries]
@@ -194,7 +194,7 @@ class VerdictCache:
 
     @_serialized
     def stats(self) -> CacheStats:
-        """The cache's current :class:`CacheStats` (juries listed by most verdicts first)."""
+        """The cache's current `CacheStats` (juries listed by most verdicts first)."""
         entries, size = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM verdicts").fetchone()
         by_jury = dict(self._db.execute(
@@ -245,7 +245,7 @@ class VerdictCache:
 @dataclass
 class CacheLookup:
     """A chunk of items looked up in the verdict cache (the shared step of every way of
-    judging: before rendering, look the chunk up; after deciding, :meth:`store` the rest).
+    judging: before rendering, look the chunk up; after deciding, `store` the rest).
     ``found``: the cached verdicts by position; ``todo``: the positions still to judge."""
 
     cache: VerdictCache | None

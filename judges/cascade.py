@@ -1,19 +1,19 @@
 """Cascaded juries: the judges of a stage run only on the items earlier stages did not settle.
 
-A jury with ``stages`` (see :class:`~jurybox.judges.spec.Stage`) judges an item with stage 1's
+A jury with ``stages`` (see `Stage`) judges an item with stage 1's
 judges first. The stage's verdict combines its judges' votes as the jury would; its
 **confidence** is the pooled probability, over those judges' score distributions, of scores
 within ``confidence.tolerance`` of that verdict (snapped to the scale), the minimum over the
 criteria (``confidence.criteria``, default all). A criterion whose verdict is unscored, or one
 of whose scored votes has no distribution (an API without logprobs) or one that is not a
 probability distribution (NaN, negative, not summing to 1), gives confidence 0
-(:func:`confidence_and_reason` says which): a stage is trusted only on what it can measure. At or above the stage's threshold the item leaves with
+(`confidence_and_reason` says which): a stage is trusted only on what it can measure. At or above the stage's threshold the item leaves with
 that verdict; otherwise the next stage adds its judges and decides in the same way, and the last
 stage decides with the whole jury, exactly as a jury without stages would. Every verdict of a
 cascaded jury says which stage decided it and why (``Verdict.stage``).
 
-:class:`StagePlan` is the one statement of that walk (which judges each stage runs, and how an
-item's votes so far settle it after a stage); :class:`Steps` walks it for a batch of rendered
+`StagePlan` is the one statement of that walk (which judges each stage runs, and how an
+item's votes so far settle it after a stage); `Steps` walks it for a batch of rendered
 requests (``Jury.score`` in-process, the HTTP service), and the Ray engine walks it as a pipeline
 (one map per judge, a gate after each stage but the last, then the last stage's decision), so
 every engine runs a cascade the same way, each with its own way of calling judges. A jury
@@ -38,13 +38,13 @@ def confidence(verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str],
     """A stage's confidence in its verdict: the minimum over ``criteria`` of the pooled
     probability of the scores within ``tolerance`` of the verdict. ``verdict`` is a Verdict or a
     VerdictRecord (anything with ``scores`` and ``votes``); ``scales`` maps criteria to scales.
-    0 where it cannot be measured (see :func:`confidence_and_reason`)."""
+    0 where it cannot be measured (see `confidence_and_reason`)."""
     return confidence_and_reason(verdict, scales, criteria, tolerance)[0]
 
 
 def confidence_and_reason(verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str],
                           tolerance: float = 0.0) -> tuple[float, str | None]:
-    """:func:`confidence`, and why it is 0 when it cannot be measured: a criterion's verdict is
+    """`confidence`, and why it is 0 when it cannot be measured: a criterion's verdict is
     unscored, or one of its scored votes has no score distribution (an API without logprobs) or
     one that is not a probability distribution (NaN, negative, or not summing to 1: records from
     a file or another tool can carry such)."""
@@ -114,7 +114,7 @@ class StagePlan:
     def settle(self, rubric: Rubric, prov: str, k: int, item_id: str,
                votes_by_judge: Mapping[str, Sequence[Vote]], earlier: Sequence[float] = ()
                ) -> tuple[Verdict | None, float | None]:
-        """:func:`settle` after stage ``k`` with the votes of every judge run so far (by judge
+        """`settle` after stage ``k`` with the votes of every judge run so far (by judge
         name; gathered in the jury's judge order, as a jury without stages decides)."""
         votes = [v for j in self.jury.judges if j.name in votes_by_judge
                  for v in votes_by_judge[j.name]]
@@ -149,7 +149,7 @@ class Steps:
         return list(self.plan.stages[self._k]), self.requests.subset(self._open)
 
     def add(self, votes_by_judge: Sequence[Sequence[Sequence[Vote]]]) -> None:
-        """The votes of the judges :meth:`next` named (in its order) on the open items."""
+        """The votes of the judges `next` named (in its order) on the open items."""
         judges = self.plan.stages[self._k]
         if len(votes_by_judge) != len(judges):
             raise JudgeFailed(f"votes from {len(votes_by_judge)} judges for a stage of "

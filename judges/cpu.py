@@ -5,13 +5,13 @@ Xeon, an EPYC with or without AVX-512).
 bfloat16 is native only with ``avx512_bf16`` or ``amx_bf16``; elsewhere vLLM on CPU emulates it
 (converting every value to float32 and back), which is far slower than float32 itself, so a
 judge on vLLM with ``dtype: auto`` runs in bfloat16 only where it is native
-(:func:`vllm_cpu_dtype`).
+(`vllm_cpu_dtype`).
 
 vLLM on CPU also pins each engine's compute threads by default (``VLLM_CPU_OMP_THREADS_BIND=auto``:
 every core but one, the same cores for every engine). A jury runs one engine per judge on the
 same machine, so every engine's threads land on the same cores while the others idle: on 2 cores
 both tiny judges computed on core 0. jurybox's engines on a CPU leave their threads to the
-operating system instead (:data:`VLLM_CPU_ENV`), unless the environment says otherwise.
+operating system instead (`VLLM_CPU_ENV`), unless the environment says otherwise.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 them (the advantage of a completion is its reward minus its group's mean).
 
 A pointwise jury scores each completion alone, on a coarse scale: a group's rewards often tie
-(its spread is zero, and GRPO learns nothing from it). A :class:`GroupSpec` says how a group is
-judged instead (its calls per group: :meth:`GroupSpec.cost`):
+(its spread is zero, and GRPO learns nothing from it). A `GroupSpec` says how a group is
+judged instead (its calls per group: `GroupSpec.cost`):
 
 * ``pointwise``: each completion alone (``use="expected"``: from the judges' expected scores,
-  see :mod:`jurybox.judges.resolution`), the baseline;
+  see `jurybox.judges.resolution`), the baseline;
 * ``round_robin``, ``regular``, ``swiss``, ``anchor``: comparisons inside the group on a
   pairwise rubric, each pair judged in both orders (the swap is what makes it a comparison:
   a judge that always picks the first answer ties every pair), on every pair, on a random
@@ -14,7 +14,7 @@ judged instead (its calls per group: :meth:`GroupSpec.cost`):
   (completions of similar standing meet), or against one anchor (the completion with the
   group's median pointwise score); the reward is each completion's Bradley-Terry probability
   of beating a groupmate drawn at random (or its win share), ties half a win
-  (:mod:`jurybox.judges.rankings`);
+  (`jurybox.judges.rankings`);
 * ``listwise``: one prompt shows the whole group, the answers lettered in a shuffled order per
   judge and per call, and each judge scores every answer on the rubric in one call; the
   position effect is measured by the shuffle;
@@ -23,13 +23,13 @@ judged instead (its calls per group: :meth:`GroupSpec.cost`):
 
 The group's term is on [0, 1], mapped onto ``[low, high]`` and centred (minus the group's mean)
 when asked. A completion whose comparisons are all unscored gets no reward (None) and the
-reason; a group of one completion is rewarded pointwise, saying so (:attr:`GroupResult.fallback`).
+reason; a group of one completion is rewarded pointwise, saying so (`GroupResult.fallback`).
 
-The judging is :class:`GroupJob`'s: a generator of what to judge (:class:`Ask`: items every
+The judging is `GroupJob`'s: a generator of what to judge (`Ask`: items every
 judge judges, through a jury's usual path, verdict cache included: a pair is one item, its
 answers in a fixed order, so a pair asked in either order is one cache entry holding both
-orders; :class:`AskEach`: one item per judge, the listwise calls) that turns the verdicts into
-:class:`GroupResult`. :func:`judge_groups` runs it on an in-process jury; the scoring service's
+orders; `AskEach`: one item per judge, the listwise calls) that turns the verdicts into
+`GroupResult`. `judge_groups` runs it on an in-process jury; the scoring service's
 ``POST /v1/groups`` runs the same job on its judges.
 """
 
@@ -393,9 +393,9 @@ class _State:
 
 
 class GroupJob:
-    """The judging of ``groups`` under ``spec``: :meth:`run` is a generator of what to judge
-    (lists of :class:`Ask` / :class:`AskEach`, whose answers it is sent back in order) that
-    returns one :class:`GroupResult` per group. ``rubric`` is the design's (pairwise for the
+    """The judging of ``groups`` under ``spec``: `run` is a generator of what to judge
+    (lists of `Ask` / `AskEach`, whose answers it is sent back in order) that
+    returns one `GroupResult` per group. ``rubric`` is the design's (pairwise for the
     comparing designs), ``pointwise`` the pointwise rubric (the anchor's median, a mixed
     reward, groups of one), ``reward`` which number of a pointwise verdict is the reward
     (its ``unscored`` policy is the caller's to apply: here an unscored completion is None)."""
@@ -758,8 +758,8 @@ def drive(job: GroupJob, answer: Callable[[list[Ask | AskEach]], list[Any]]
 
 
 def judge_groups(jury: Any, job: GroupJob) -> list[GroupResult]:
-    """``job`` judged by an in-process :class:`jurybox.judges.Jury` (its verdict cache on, if
-    it has one): each :class:`Ask` through ``jury.score_records``, each :class:`AskEach`
+    """``job`` judged by an in-process `jurybox.judges.Jury` (its verdict cache on, if
+    it has one): each `Ask` through ``jury.score_records``, each `AskEach`
     through each judge's own backend."""
     from .judging import judge_votes, render_requests
 

@@ -1,10 +1,10 @@
 """Judges that see images: which judges do, the items' images loaded for them (once, checked:
-:mod:`jurybox.rubrics.images`), what a run says about images a judge is not shown, and a
+`jurybox.rubrics.images`), what a run says about images a judge is not shown, and a
 request as chat messages with image parts, which every backend that shows images builds its
 prompt from.
 
 A judge sees images when its jury entry says ``vision: true``, or says nothing and its model's
-config has a vision tower. Every judge is asked the same :class:`Request`: a text-only judge is
+config has a vision tower. Every judge is asked the same `Request`: a text-only judge is
 given its ``messages`` (the prompt it would get without images), a judge that sees images the
 same messages with the images placed where the rubric's template says (``{{ images_here }}``)
 or, where it says nothing, as the first parts of the last user message.
@@ -48,7 +48,7 @@ def jury_sees_images(jury: JurySpec) -> bool:
 
 def load_item_images(items: Sequence[Item], policy: ImagePolicy) -> list[Item]:
     """``items`` with their images loaded and checked (those that hold them already, or name
-    none, as they are); :class:`~jurybox.rubrics.images.ImageError` naming the item and the
+    none, as they are); `ImageError` naming the item and the
     image otherwise."""
     return [it.with_images(load_images(it.images, policy, item=it.id)) if it.images_pending
             else it for it in items]

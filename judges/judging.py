@@ -1,15 +1,15 @@
 """The judging path in three pieces, called by every way of running a jury.
 
-1. :func:`render_requests`: the prompts a rubric asks about a batch of items (one request per
+1. `render_requests`: the prompts a rubric asks about a batch of items (one request per
    item and judge call), or why an item's prompt could not be rendered.
-2. :func:`judge_votes`: one judge's votes on those requests, from its backend. Answers are
+2. `judge_votes`: one judge's votes on those requests, from its backend. Answers are
    parsed and score distributions read here, where the judge runs: what leaves this step is
    votes (plain, picklable data), never a backend's raw generations, whose token steps hold
    closures over a tokenizer or an engine.
-3. :func:`decide_verdicts`: the verdicts from every judge's votes (aggregation, quorum, formula).
+3. `decide_verdicts`: the verdicts from every judge's votes (aggregation, quorum, formula).
 
-``Jury.score`` is these three in a row, walked by :class:`jurybox.judges.cascade.Steps` (which
-also runs a cascaded jury stage by stage, deciding each item with :func:`decide`); the bulk
+``Jury.score`` is these three in a row, walked by `jurybox.judges.cascade.Steps` (which
+also runs a cascaded jury stage by stage, deciding each item with `decide`); the bulk
 runner, the HTTP service and the Ray stages call the same functions, so a verdict means the
 same thing however it was produced.
 """
@@ -87,7 +87,7 @@ class Requests:
                         errors, self.orders)
 
     def split(self) -> list[Requests]:
-        """One Requests per item (what a pipeline carries row by row); :meth:`join` undoes it."""
+        """One Requests per item (what a pipeline carries row by row); `join` undoes it."""
         return [self.subset([i]) for i in range(len(self.item_ids))]
 
     @classmethod
@@ -111,7 +111,7 @@ def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
     """Render every judge call of ``rubric`` for each item; raise MissingInputs for items that
     lack an input the rubric needs. A template that fails on one item's values makes that
     item's votes unscored with the reason, not the batch fail. An item holding its loaded
-    images (:meth:`Item.with_images`) gives every request of it those images, placed where the
+    images (`Item.with_images`) gives every request of it those images, placed where the
     template says (``{{ images_here }}``), for the judges that see images."""
     missing = {it.id: it.missing(rubric) for it in items}
     missing = {k: v for k, v in missing.items() if v}
@@ -143,7 +143,7 @@ def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
 def item_text(item: Item) -> tuple[str, ...]:
     """Every string of an item that a template may render (its id and the strings of its fields,
     at any depth), its images' paths aside: what a judge must read as text (see
-    :class:`jurybox.judges.backends.base.ControlTokens`)."""
+    `jurybox.judges.backends.base.ControlTokens`)."""
     out: list[str] = [item.id]
     stack: list[Any] = [v for k, v in item.fields().items() if k != "images"]
     while stack:
@@ -188,7 +188,7 @@ def _seen(judge: JudgeSpec, requests: Requests) -> dict[int, list[str]]:
 
 
 async def ajudge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[list[Vote]]:
-    """:func:`judge_votes` for an event loop: the backend's ``agenerate`` when it has one (the
+    """`judge_votes` for an event loop: the backend's ``agenerate`` when it has one (the
     async vLLM engine, the OpenAI client), else its ``generate`` in a worker thread."""
     import asyncio
 

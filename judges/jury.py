@@ -1,5 +1,5 @@
 """The jury: its judges' backends, loaded once, and ``score``, the judging path of
-:mod:`jurybox.judges.judging` run in-process.
+`jurybox.judges.judging` run in-process.
 
 The CLI, the HTTP service and Ray Data call the same pieces; they only move items in and
 verdicts out.
@@ -59,7 +59,7 @@ def loads_side_by_side(spec: JudgeSpec) -> bool:
 
 
 class JuryLike(Protocol):
-    """What a bulk run needs of a jury: :class:`Jury` judges here; the scoring service's
+    """What a bulk run needs of a jury: `Jury` judges here; the scoring service's
     client (``jurybox.serving.service.client.RemoteJury``) judges through a running service,
     whose records arrive made (and calibrated by its maps)."""
 
@@ -103,7 +103,7 @@ class JuryLike(Protocol):
 
 class Jury:
     """A loaded jury. Backends (the models) load on first use and stay loaded; with a
-    ``cache`` (:class:`~jurybox.judges.cache.VerdictCache`), items judged before with the same
+    ``cache`` (`VerdictCache`), items judged before with the same
     configuration are answered from it.
 
     Example (after ``jurybox models fetch --jury tiny``)::
@@ -177,7 +177,7 @@ class Jury:
 
     def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
         """Load every judge's model now (a run loads them before its first chunk): vLLM engines
-        side by side where they may (:func:`loads_side_by_side`), the others one after
+        side by side where they may (`loads_side_by_side`), the others one after
         another; ``on_loaded("judge NAME", seconds)`` as each is ready. Where one fails, the
         others still load (and are closed with the jury) and its error is raised."""
         pending = [j for j in self.spec.judges if j.name not in self._backends]
@@ -236,7 +236,7 @@ class Jury:
     def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False,
                       on_progress: Callable[[float], None] | None = None
                       ) -> list[dict[str, Any]]:
-        """:meth:`score` as verdict records (what a results file holds), with input hashes;
+        """`score` as verdict records (what a results file holds), with input hashes;
         ``on_progress(done)`` after each judge's part: each judge's votes on an item count
         as a 1/J share of it (J judges)."""
         on_judge_done = None
@@ -259,7 +259,7 @@ class Jury:
         or, for a cascaded jury, each stage's judges on the items earlier stages left open (a
         judge no item reaches never loads). With a cache, items judged before with the same
         configuration get their cached verdict and are not judged again. Items' images are
-        read (once, checked) when a judge sees images: :meth:`with_images`."""
+        read (once, checked) when a judge sees images: `with_images`."""
         prov = self.provenance(rubric)
         items = self.with_images(items)
         lookup = CacheLookup.of(self.cache, prov, items)

@@ -228,7 +228,7 @@ def score_distribution(
 
 
 def expected_score(criterion: Criterion, distribution: dict[str, float] | None) -> float | None:
-    """The mean scale value under ``distribution`` (from :func:`score_distribution`); None without a
+    """The mean scale value under ``distribution`` (from `score_distribution`); None without a
     distribution."""
     if distribution is None:
         return None
@@ -272,7 +272,7 @@ _REASON_PHRASES = (
 
 
 def reason_code(reason: str) -> str:
-    """The code of :data:`REASON_CODES` for an unscored vote's error or a verdict's reasons
+    """The code of `REASON_CODES` for an unscored vote's error or a verdict's reasons
     (linear in the text: substring tests only)."""
     head = reason[:2000]  # the phrases come first; an item's text may follow
     for code, phrases in _REASON_PHRASES:

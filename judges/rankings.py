@@ -4,21 +4,21 @@ on a stated range.
 
 A comparison is ``(i, j, share)``: completion i against completion j, ``share`` i's share of
 the win (1: i is better, 0: j is, 0.5: a tie; a jury's graded or expected share lies between).
-Ties count as half a win for each side, as in :mod:`jurybox.calibration.audits.preference`.
+Ties count as half a win for each side, as in `jurybox.calibration.audits.preference`.
 
-* **Designs** (:func:`round_robin`, :func:`regular`, :func:`swiss_round`, :func:`star`): every
+* **Designs** (`round_robin`, `regular`, `swiss_round`, `star`): every
   pair; a random r-regular design (each completion in exactly r comparisons, r - 1 for one
   when k x r is odd); one round of a Swiss-style tournament (completions of similar standing
   meet, no pair twice); every completion against one anchor.
-* **Strengths** (:func:`strengths`): Bradley-Terry, P(i beats j) = p_i / (p_i + p_j), fitted by
+* **Strengths** (`strengths`): Bradley-Terry, P(i beats j) = p_i / (p_i + p_j), fitted by
   Hunter's (2004) minorization-maximization iteration with ``prior`` virtual tie games per
   completion spread over its groupmates (so the estimate exists for any outcome, e.g. a
   completion that won every comparison, and a group the judges cannot separate gets equal
   strengths). With ``prior=0`` it is the maximum-likelihood fit of
-  :func:`jurybox.calibration.audits.preference.bradley_terry` (tested equal).
-* **Relative rewards** (:func:`relative`): a completion's Bradley-Terry probability of beating
+  `jurybox.calibration.audits.preference.bradley_terry` (tested equal).
+* **Relative rewards** (`relative`): a completion's Bradley-Terry probability of beating
   a groupmate drawn at random (``bradley_terry``), or the mean of its own shares
-  (``win_share``); both on [0, 1], then :func:`scaled` to ``[low, high]`` and centred (minus the
+  (``win_share``); both on [0, 1], then `scaled` to ``[low, high]`` and centred (minus the
   group's mean) when asked.
 """
 

@@ -5,12 +5,12 @@ smollm2's accuracy a 0 on the first three examples while its expected scores are
 and 0.521. The expected score (the probability-weighted mean over the scale, read from the
 judge's logprobs at its answer) keeps that resolution: G-Eval's reason for it, ties broken by
 the judge's own uncertainty. A jury file can combine expected scores always (``aggregation:
-use: expected``); :class:`ResolvedReward` makes it a choice of the reward instead
+use: expected``); `ResolvedReward` makes it a choice of the reward instead
 (``use="expected"``), per verdict: the verdict is decided again from its own votes with the
-jury's aggregation combining expected scores (:func:`jurybox.judges.judging.decide`: the same
+jury's aggregation combining expected scores (`jurybox.judges.judging.decide`: the same
 aggregation, quorum, formula and, for a pairwise rubric, both orders averaged), but only where
 every scored vote has a distribution; elsewhere the chosen scores stand and the reading says
-why (:attr:`Reading.used`, :attr:`Reading.note`).
+why (`Reading.used`, `Reading.note`).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def redecided(record: VerdictRecord | Mapping[str, Any], rubric: Rubric, jury: J
     """The verdict decided again from its votes with the jury combining expected scores, and
     ``""``; or the verdict as it was and why, when some scored vote has no expected score (a
     judge without logprobs, an answer whose distribution could not be read) or the jury
-    cannot combine them (:func:`expected_blocker`)."""
+    cannot combine them (`expected_blocker`)."""
     from .judging import decide
 
     rec = record if isinstance(record, VerdictRecord) else VerdictRecord.from_record(record)
@@ -77,7 +77,7 @@ def redecided(record: VerdictRecord | Mapping[str, Any], rubric: Rubric, jury: J
 
 @dataclass(frozen=True)
 class ResolvedReward:
-    """A :class:`~jurybox.rubrics.reward.Reward` read from chosen scores (``use="score"``, the
+    """A `Reward` read from chosen scores (``use="score"``, the
     verdict's own) or expected scores (``use="expected"``, see the module docstring)."""
 
     reward: Reward

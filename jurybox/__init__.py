@@ -9,12 +9,12 @@ is cheap::
         verdicts = jury.score(load_rubric("mirage-mg"), [Item(id="1", question="...",
                               response="...", reference="...")])
 
-Judging a whole prediction file resumably is :func:`judge_file`; a running ``jurybox serve`` is
-:class:`Client`; every error jurybox raises on purpose is a :class:`JuryboxError`
-(:class:`InputError` for bad input, :class:`ExecutionError` when a judge cannot run). The
-packages hold the rest: :mod:`jurybox.rubrics`, :mod:`jurybox.judges` (with the
-:class:`~jurybox.judges.Backend` protocol), :mod:`jurybox.calibration`,
-:mod:`jurybox.benchmarks`, :mod:`jurybox.serving`, :mod:`jurybox.integrations`.
+Judging a whole prediction file resumably is `judge_file`; a running ``jurybox serve`` is
+`Client`; every error jurybox raises on purpose is a `JuryboxError`
+(`InputError` for bad input, `ExecutionError` when a judge cannot run). The
+packages hold the rest: `jurybox.rubrics`, `jurybox.judges` (with the
+`Backend` protocol), `jurybox.calibration`,
+`jurybox.benchmarks`, `jurybox.serving`, `jurybox.integrations`.
 """
 
 from __future__ import annotations

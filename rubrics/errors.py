@@ -1,10 +1,10 @@
 """One error family for all of jurybox, so the command line and the HTTP service map errors in
 one place.
 
-* :class:`InputError`: what the user gave is wrong (a definition file, a prediction row, a
+* `InputError`: what the user gave is wrong (a definition file, a prediction row, a
   label, an option, a request field). Exit code 2 on the command line, HTTP 4xx in the service.
   It carries the ``field`` at fault where there is one, so callers never parse messages.
-* :class:`ExecutionError`: the input was fine but running it failed (a judge crashed, a server
+* `ExecutionError`: the input was fine but running it failed (a judge crashed, a server
   went away, a model ran out of memory). Exit code 1, HTTP 503: trying again may work.
 """
 

@@ -1,6 +1,6 @@
 """Rubric-level formulas such as MIRAGE's ``(2*accuracy + relevance + completeness + parsimony) / 20``.
 
-Expressions are parsed with :mod:`ast` and only arithmetic on criterion names and numbers is
+Expressions are parsed with `ast` and only arithmetic on criterion names and numbers is
 allowed, so a rubric file can never run code. A formula is bounded (characters, then depth and
 size of its tree, checked without recursion) before anything walks it, since an inline rubric's
 formula is a client's text, and compiled once: evaluating it is one call per verdict.
@@ -88,7 +88,7 @@ class _Floats(ast.NodeTransformer):
 @lru_cache(maxsize=1024)
 def _compiled(expression: str) -> CodeType:
     """A checked expression compiled once (only arithmetic on names and float numbers: see
-    :func:`_check`), evaluated with the scores as its only names. Kept here rather than on the
+    `_check`), evaluated with the scores as its only names. Kept here rather than on the
     formula, which travels pickled (a code object cannot)."""
     tree = ast.fix_missing_locations(_Floats().visit(_bounded(expression)))
     return compile(tree, "<formula>", "eval")

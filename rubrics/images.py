@@ -1,15 +1,15 @@
 """An item's images: where they come from, the checks they pass, and what a judge is shown.
 
-An image reference is a local path (relative ones against :attr:`ImagePolicy.root`), a
+An image reference is a local path (relative ones against `ImagePolicy.root`), a
 ``file://`` URL, a ``data:`` URL (base64), or an ``http(s)://`` URL, fetched only where the
-policy allows it (never by default). :func:`load_image` reads it once and checks it before any
+policy allows it (never by default). `load_image` reads it once and checks it before any
 pixel is decoded: the bytes are bounded (a file's size is read from the file system, a data
 URL's from its length, a download stops at the bound), the format is one of the policy's, and
 the width, height and pixel count in the image's header are bounded (a decompression bomb is
 refused before it is decoded); then it is decoded once, so a truncated or corrupt file is
 refused here, naming the item and the file, rather than failing inside a judge.
 
-What travels on is an :class:`Image`: the file's own bytes, their digest (sha256, its first 16
+What travels on is an `Image`: the file's own bytes, their digest (sha256, its first 16
 hex digits), format and size. Engines carry images by digest and content, never by a path the
 machine judging may not have. Pillow is imported only when an image is checked or decoded.
 """
@@ -125,7 +125,7 @@ def is_inline(ref: str) -> bool:
 
 def load_image(ref: str, policy: ImagePolicy = ImagePolicy(), *, item: str = "",
                where: str = "image") -> Image:
-    """Read and check one image (see the module docstring); :class:`ImageError` naming
+    """Read and check one image (see the module docstring); `ImageError` naming
     ``item`` and ``where`` (e.g. ``images[1]``) and the reference otherwise."""
     at = f"item {item!r}: {where} {short_ref(ref)}" if item else f"{where} {short_ref(ref)}"
 
@@ -217,7 +217,7 @@ def _fetch(url: str, policy: ImagePolicy, fail: Any) -> bytes:
 
 
 def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str = "") -> Image:
-    """``data`` as a checked :class:`Image`: a format of the policy's, its header's size within
+    """``data`` as a checked `Image`: a format of the policy's, its header's size within
     the bounds (read before any pixel is decoded), then decoded once."""
     import warnings
 

@@ -19,7 +19,7 @@ Winner = Literal["a", "b", "tie"]
 
 
 class NeedsInputs(Protocol):
-    """What :meth:`Item.missing` asks of a rubric: the inputs it needs."""
+    """What `Item.missing` asks of a rubric: the inputs it needs."""
 
     @property
     def inputs(self) -> Sequence[str]: ...
@@ -29,10 +29,10 @@ class Item(BaseModel):
     """One thing to judge. Fields beyond the core ones (entity names, goals ...) live in ``extra``.
 
     ``images`` are references (paths, ``file://``, ``data:`` or ``http(s)://`` URLs). Once they
-    are loaded (:meth:`with_images`, for a jury with judges that see images), the item holds the
-    checked images themselves (:attr:`loaded_images`: in this process and when pickled, never
+    are loaded (`with_images`, for a jury with judges that see images), the item holds the
+    checked images themselves (`loaded_images`: in this process and when pickled, never
     in its JSON) and their digests in ``image_digests``, so the item's identity
-    (:func:`input_hash`, the verdict cache's key) is their content, not only their paths."""
+    (`input_hash`, the verdict cache's key) is their content, not only their paths."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -72,7 +72,7 @@ class Item(BaseModel):
 
     @property
     def loaded_images(self) -> tuple[Image, ...]:
-        """The images :meth:`with_images` gave this item (empty when not loaded)."""
+        """The images `with_images` gave this item (empty when not loaded)."""
         return self._loaded
 
     @property

@@ -1,6 +1,6 @@
-"""One row of a prediction file or one item of an HTTP request as an :class:`Item`: the
+"""One row of a prediction file or one item of an HTTP request as an `Item`: the
 mapping of columns to fields, text checks, and the limit on a field's length. The bulk runs
-(:mod:`jurybox.serving.runs.predictions`) and the scoring service's admission call the same
+(`jurybox.serving.runs.predictions`) and the scoring service's admission call the same
 function, so a row means the same thing however it arrives."""
 
 from __future__ import annotations

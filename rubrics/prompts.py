@@ -175,7 +175,7 @@ def render_messages(rubric: RubricLike, item: Item, criteria: Sequence[Criterion
 
 def render_prompt(rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike],
                   order: str | None = None) -> tuple[list[Message], Place | None]:
-    """:func:`render_messages`, and where the template puts the item's images: the place of
+    """`render_messages`, and where the template puts the item's images: the place of
     its ``{{ images_here }}`` (the first, where it has several), or None when it has none. The
     marker renders as nothing, so a judge that sees no images gets the messages as they would
     be without it."""
@@ -217,7 +217,7 @@ def render_prompt(rubric: RubricLike, item: Item, criteria: Sequence[CriterionLi
 
 def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
     """The fields and the extra fields of an item with a placeholder for each of the rubric's
-    inputs, which :func:`check_template` renders."""
+    inputs, which `check_template` renders."""
     names = set(rubric.inputs) | set(rubric.optional_inputs)
     core = {"question", "response", "reference", "context"}
     names.discard(IMAGE_PLACE)
@@ -226,7 +226,7 @@ def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def check_template(rubric: RubricLike, sample: Item) -> None:
-    """Render the rubric once on ``sample`` (an item of :func:`placeholders`); raise ValueError
+    """Render the rubric once on ``sample`` (an item of `placeholders`); raise ValueError
     naming what is wrong."""
     try:
         for call in rubric.calls():

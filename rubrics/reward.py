@@ -9,7 +9,7 @@ becomes.
   formula's range over its criteria's scales, which must be linear in them, else state it with
   ``low``/``high``); ``scale="raw"`` leaves it on the rubric's scale.
 * **Unscored**: never a silent 0. ``unscored="none"`` gives ``None`` (a client that skips a
-  missing reward, as TRL does), ``unscored="error"`` raises :class:`UnscoredReward` (the step
+  missing reward, as TRL does), ``unscored="error"`` raises `UnscoredReward` (the step
   stops, naming the items and why), a number gives that number: the user's explicit choice.
 
 >>> from jurybox.rubrics import load_rubric
@@ -152,7 +152,7 @@ def _range(rubric: Rubric, score: str) -> tuple[float, float] | None:
 
 @dataclass(frozen=True)
 class Reward:
-    """A :class:`RewardSpec` bound to one rubric: :meth:`value` of a verdict."""
+    """A `RewardSpec` bound to one rubric: `value` of a verdict."""
 
     spec: RewardSpec
     rubric: str
@@ -192,7 +192,7 @@ class Reward:
     def values(self, records: Iterable[VerdictRecord | Mapping[str, Any]]
                ) -> list[float | None]:
         """The rewards of ``records``, in order; with ``unscored="error"`` one
-        :class:`UnscoredReward` naming every unscored item."""
+        `UnscoredReward` naming every unscored item."""
         out: list[float | None] = []
         missing: list[tuple[str, str]] = []
         for record in records:

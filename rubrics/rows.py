@@ -3,9 +3,9 @@ as JSONL, a JSON list, CSV/TSV or Parquet; one file, a directory of them (e.g. t
 bulk run) or a glob.
 
 Rows stream: a file is never held in memory whole. A bad row never stops the file: it comes
-back as a :class:`RowError` naming the row (and field, where one is at fault) and saying what
+back as a `RowError` naming the row (and field, where one is at fault) and saying what
 was expected. Problems that make the whole file unreadable (unknown type, a directory, no rows,
-a JSON list saved as .jsonl) raise :class:`FileFormatError` saying what the file looks like.
+a JSON list saved as .jsonl) raise `FileFormatError` saying what the file looks like.
 
 Rows are numbered the way an editor shows them: by line for JSONL and CSV/TSV (blank lines
 count; a multi-line CSV record by the line it starts on), by record for JSON lists and Parquet.
@@ -108,7 +108,7 @@ def read_rows(source: str | Path) -> Iterator[Row]:
 
 
 def read_rows_from(source: str | Path) -> Iterator[tuple[str | None, int, dict[str, Any] | RowError]]:
-    """:func:`read_rows` with the file each row comes from (None when ``source`` is one file),
+    """`read_rows` with the file each row comes from (None when ``source`` is one file),
     for callers that find row errors of their own."""
     files = row_files(source)
     count = 0

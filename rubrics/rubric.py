@@ -34,7 +34,7 @@ class Scale(BaseModel):
     * named labels: ``labels`` maps label -> value (e.g. yes: 1, no: 0);
     * explicit numbers: ``values`` lists the points (e.g. [0, 0.5, 1]).
 
-    A judge answers a number of the scale, or one of the label strings. :meth:`parse` reads a
+    A judge answers a number of the scale, or one of the label strings. `parse` reads a
     judge's answer and a human's label alike.
     """
 
@@ -123,7 +123,7 @@ class Scale(BaseModel):
     # for it for every item).
     @cached_property
     def points(self) -> list[Level]:
-        """Every point of the scale as a :class:`Level`: labels in their given order, explicit
+        """Every point of the scale as a `Level`: labels in their given order, explicit
         values ascending, or each integer of the range with its level description."""
         if self.labels:
             return [
@@ -235,7 +235,7 @@ class Scale(BaseModel):
 
     @cached_property
     def description_text(self) -> str:
-        """The text :meth:`describe` returns: one indented line per point, a quoted label or the
+        """The text `describe` returns: one indented line per point, a quoted label or the
         number, followed by its description when it has one."""
         lines = []
         for p in self.points:
@@ -366,7 +366,7 @@ class Rubric(BaseModel):
 
     def calls(self) -> list[list[Criterion]]:
         """The criteria each judge call scores: all at once (joint, pairwise) or one per call
-        (a pairwise rubric asks each call in both :attr:`orders`)."""
+        (a pairwise rubric asks each call in both `orders`)."""
         if self.mode != "per_criterion":
             return [list(self.criteria)]
         return [[c] for c in self.criteria]

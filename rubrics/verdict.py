@@ -114,7 +114,7 @@ class Verdict(BaseModel):
                    p_a=record.p_a, inconsistent=record.inconsistent)
 
     def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
-        """This verdict as written, as a :class:`VerdictRecord`. Scored votes drop the judge's
+        """This verdict as written, as a `VerdictRecord`. Scored votes drop the judge's
         raw output unless ``keep_raw``; unscored ones keep it, as the evidence of what went
         wrong."""
         votes = self.votes if keep_raw else [
@@ -137,7 +137,7 @@ class Verdict(BaseModel):
         )
 
     def to_record(self, keep_raw: bool = False, input: str | None = None) -> dict[str, Any]:
-        """The JSON line written for this verdict (:class:`VerdictRecord` as data): the same
+        """The JSON line written for this verdict (`VerdictRecord` as data): the same
         data as ``self.verdict_record(keep_raw).to_dict()`` (plus ``input``, the judged
         input's hash, when given), built directly. This runs once per judged
         item; copying every vote and validating a VerdictRecord only to dump it again cost ~4x
@@ -201,8 +201,8 @@ class Route(BaseModel):
 class VerdictRecord(BaseModel):
     """A verdict as written: one line of a results file, one verdict of the HTTP API.
 
-    :meth:`Verdict.to_record` writes it; every reader (resume, summary, agreement, calibration)
-    reads it back through :meth:`from_record`, which names the field at fault when a line is not
+    `Verdict.to_record` writes it; every reader (resume, summary, agreement, calibration)
+    reads it back through `from_record`, which names the field at fault when a line is not
     a verdict.
     """
 

@@ -1,7 +1,7 @@
 """Auditing judges for bias (``jurybox audit``): length, self-preference and dependence.
 
 Per judge and criterion (position, for pairwise verdicts:
-:mod:`jurybox.calibration.audits.preference`).
+`jurybox.calibration.audits.preference`).
 
 - **Length**: the Spearman correlation of a judge's score with the response's length, with a
   percentile bootstrap CI over items, and the least-squares slope of the score per 100 length
@@ -31,7 +31,7 @@ Per judge and criterion (position, for pairwise verdicts:
 
 A finding is flagged when its CI excludes zero (length, self-preference) or n_eff's CI lies
 below n (dependence), and said in plain words. Statistics the data cannot define (a constant
-column, fewer than 3 items) are :class:`~jurybox.calibration.stats.stat.Stat` values with the
+column, fewer than 3 items) are `Stat` values with the
 reason.
 """
 
@@ -64,7 +64,7 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> Stat:
 
 
 def _spearman_batch(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """:func:`_spearman` of each row (resample) of ``x`` and ``y``; NaN where undefined."""
+    """`_spearman` of each row (resample) of ``x`` and ``y``; NaN where undefined."""
     from scipy.stats import rankdata
 
     n = x.shape[-1]
@@ -85,7 +85,7 @@ def _slope(x: np.ndarray, y: np.ndarray) -> Stat:
 
 
 def _slope_batch(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """:func:`_slope` of each row (resample); NaN where undefined."""
+    """`_slope` of each row (resample); NaN where undefined."""
     dx = x - x.mean(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         slope = 100.0 * (dx * (y - y.mean(axis=-1, keepdims=True))).sum(-1) / (dx * dx).sum(-1)
@@ -196,7 +196,7 @@ def _noise_terms(raters: np.ndarray) -> np.ndarray:
 def _n_eff_batch(errors: np.ndarray, noise: np.ndarray) -> np.ndarray:
     """n_eff of each resample (resamples x judges x items); NaN where undefined.
 
-    ``noise``: resamples x 3 x items of :func:`_noise_terms`, all 0 for no correction. The errors'
+    ``noise``: resamples x 3 x items of `_noise_terms`, all 0 for no correction. The errors'
     covariance less the variance the humans' noise adds to every entry alike, as a correlation
     matrix R; ``min(k, k^2 / sum R)``.
     """
@@ -221,7 +221,7 @@ def _n_eff_batch(errors: np.ndarray, noise: np.ndarray) -> np.ndarray:
 
 
 def _n_eff(errors: np.ndarray, noise: np.ndarray) -> Stat:
-    """:func:`_n_eff_batch` of one sample (judges x items), with the reason where undefined."""
+    """`_n_eff_batch` of one sample (judges x items), with the reason where undefined."""
     m = errors.shape[1]
     if m < MIN_ITEMS:
         return undefined("n_eff", m, f"{m} item(s) every judge scored; need {MIN_ITEMS}")
@@ -379,7 +379,7 @@ def _self_effect(scores: np.ndarray, authored: np.ndarray, target: int) -> Stat:
 
 
 def _self_effect_batch(scores: np.ndarray, authored: np.ndarray, target: int) -> np.ndarray:
-    """:func:`_self_effect` of each resample (resamples x judges x items); NaN where undefined.
+    """`_self_effect` of each resample (resamples x judges x items); NaN where undefined.
 
     Resamples are grouped by which judges' families wrote any answer (the design's columns); each
     group is solved by one batched SVD.

@@ -4,19 +4,19 @@ A comparison is (system a, system b, A's share): 1 when a won, 0 when b won, 0.5
 graded pairwise scale gives shares between). Ties count as half a win for each side, as in
 Chatbot Arena's ratings.
 
-* :func:`win_rates`: per pair of systems, the mean share of the first with a Clopper-Pearson
-  interval on the shares' sum (:func:`share_interval`): inside [0, 1], never zero-width, and
+* `win_rates`: per pair of systems, the mean share of the first with a Clopper-Pearson
+  interval on the shares' sum (`share_interval`): inside [0, 1], never zero-width, and
   conservative with ties, whose half shares vary less than a win or a loss (a Student-t
   interval on 0 / 0.5 / 1 shares left [0, 1] and undercovered at small n).
-* :func:`bradley_terry`: strengths p with P(i beats j) = p_i / (p_i + p_j), fitted by maximum
+* `bradley_terry`: strengths p with P(i beats j) = p_i / (p_i + p_j), fitted by maximum
   likelihood with Hunter's (2004) minorization-maximization iteration; reported on the Elo scale
   (1000 + 400 log10 p, geometric mean of p = 1, so the ratings average 1000) with percentile
   bootstrap CIs over comparisons. The estimate exists only when every split of the systems into
   two groups has a win (or tie) each way across it (Ford 1957: the "beats" graph is strongly
   connected); otherwise the ratings are undefined, with the reason.
-* :func:`position_bias`: a judge's probability of choosing the answer shown first (ties left
+* `position_bias`: a judge's probability of choosing the answer shown first (ties left
   out; 0.5 when unbiased) with a Wilson interval that counts a pair's votes as one cluster
-  (:func:`clustered_wilson`), and its flip rate: the share of pairs whose two
+  (`clustered_wilson`), and its flip rate: the share of pairs whose two
   orders point to different answers.
 """
 
@@ -328,7 +328,7 @@ def position_bias(judge: str, criterion: str, chose_first: Sequence[int],
     ``chose_first``: per scored vote, 1 if the judge chose the first answer, 0 the second,
     -1 a tie (left out); ``pairs_flipped``: per pair judged in both orders, whether they
     disagreed; ``pairs``: per vote, the pair it judged (the interval then counts a pair's
-    votes as one cluster, :func:`clustered_wilson`; None: every vote its own).
+    votes as one cluster, `clustered_wilson`; None: every vote its own).
     """
     c = np.asarray(chose_first, dtype=int)
     keep = c >= 0

@@ -1,6 +1,6 @@
 """Human labels and judges' verdicts as data, and their join per criterion.
 
-The labels file format and its reader (:mod:`.labels`), the labelling page's append-only file
-(:mod:`.label_store`), judged files (:mod:`.verdicts`), and the join of the two per criterion
-(:mod:`.joined`). Imports only the statistics room and jurybox.rubrics.
+The labels file format and its reader (`.labels`), the labelling page's append-only file
+(`.label_store`), judged files (`.verdicts`), and the join of the two per criterion
+(`.joined`). Imports only the statistics room and jurybox.rubrics.
 """

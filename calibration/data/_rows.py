@@ -1,6 +1,6 @@
 """Reading a labels or verdicts file strictly, a bad row an error naming it.
 
-Every row goes through the one row reader (:mod:`jurybox.rubrics.rows`), and a bad row is an
+Every row goes through the one row reader (`jurybox.rubrics.rows`), and a bad row is an
 error naming it, since statistics on a silently shortened file would mislead.
 """
 

@@ -64,10 +64,10 @@ class JoinSummary:
 
 
 def join_warnings(summary: Mapping[str, Any]) -> list[str]:
-    """Warnings from a join summary (:meth:`JoinSummary.to_dict`, as reports and maps keep it).
+    """Warnings from a join summary (`JoinSummary.to_dict`, as reports and maps keep it).
 
     Args:
-        summary: The summary as :meth:`JoinSummary.to_dict` writes it.
+        summary: The summary as `JoinSummary.to_dict` writes it.
 
     Returns:
         One line per kind of id that did not join (with its count and first ids), and one for the
@@ -128,7 +128,7 @@ class CriterionData:
 
 @dataclass
 class Joined:
-    """The result of :func:`join`: per-criterion data, the join summary, provenance and value.
+    """The result of `join`: per-criterion data, the join summary, provenance and value.
 
     Attributes:
         criteria: Criterion -> its aligned data.

@@ -1,7 +1,7 @@
 """The human labels file a labelling session writes, kept safe while it grows.
 
 It is the format ``jurybox agree`` and ``jurybox calibrate`` read (one JSON line per item and
-rater, a key per criterion; see :mod:`jurybox.calibration.data.labels`).
+rater, a key per criterion; see `jurybox.calibration.data.labels`).
 
 Each label is one line, written in one write and fsync'd before it is acknowledged, so a server
 killed at any moment loses no label it said it saved; a last line torn by such a kill (never
@@ -13,7 +13,7 @@ item then has no label from that rater.
 
 Besides the criteria, each line records ``rater``, ``labelled_at`` (UTC, ISO 8601) and
 ``selection``: how its item was chosen (``{"strategy": ..., "probability": ...}``; see
-:mod:`jurybox.calibration.estimates.selection`), so that estimates can weight actively chosen
+`jurybox.calibration.estimates.selection`), so that estimates can weight actively chosen
 items.
 """
 

@@ -2,7 +2,7 @@
 
 Human labels file
 -----------------
-Any row file jurybox reads (:mod:`jurybox.rubrics.rows`, chosen by extension): JSONL (one
+Any row file jurybox reads (`jurybox.rubrics.rows`, chosen by extension): JSONL (one
 object per line), a JSON list, CSV/TSV with a header row (a UTF-8 byte order mark, as Excel
 writes, is fine) or Parquet. Rows are numbered as an editor shows them. Columns:
 
@@ -24,11 +24,11 @@ Columns that are not criteria of the judge output (notes, timestamps) are ignore
 in the join summary. Values off the scale, non-numeric values, duplicate (id, rater) rows and
 ids that do not join are reported with counts and examples, never silently dropped.
 
-A file written by ``jurybox label`` (:mod:`jurybox.calibration.data.label_store`) has the same
+A file written by ``jurybox label`` (`jurybox.calibration.data.label_store`) has the same
 columns plus ``labelled_at``, ``selection`` and, on undo and skip lines, ``undone`` or
 ``skipped``; there a relabel is a newer line for the same (id, rater), and the latest wins.
 Labels chosen for the benchmark mean (``selection.strategy`` ``benchmark-mean``) are refused
-here, with the reason: only the weighted estimate of :mod:`jurybox.calibration.estimates.active` is
+here, with the reason: only the weighted estimate of `jurybox.calibration.estimates.active` is
 unbiased over them.
 """
 
@@ -197,7 +197,7 @@ def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None
         source: What messages and the labels' ``source`` call the rows.
 
     Returns:
-        The labels, as :func:`load_human_labels` reads them.
+        The labels, as `load_human_labels` reads them.
 
     Raises:
         InputDataError: There are no rows, no ``id`` column or no criterion column, a value is off
@@ -211,7 +211,7 @@ def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
                    ) -> Sequence[tuple[int, Mapping[str, Any]]]:
     """The rows of a labelling session's file as the session meant them.
 
-    Those are its lines with ``labelled_at`` (see :mod:`jurybox.calibration.data.label_store`): the
+    Those are its lines with ``labelled_at`` (see `jurybox.calibration.data.label_store`): the
     latest line per (id, rater) wins (a relabel appends one), and an undo or skip line leaves no
     label. Rows without ``labelled_at`` (a spreadsheet) are taken as they are.
     """
@@ -251,9 +251,9 @@ def label_rows(path: str | Path, *, active: bool = True) -> list[dict[str, Any]]
     """The rows of a human labels file as its labelling session meant them.
 
     That is, the latest line per item and rater, no undo or skip line, for the benchmark-mean
-    estimate (:func:`jurybox.calibration.estimates.active.mean_estimates`) and conformal maps;
-    labels of items routed for review are refused (:func:`_chosen_for_review`), and with
-    ``active`` False labels chosen actively for the benchmark mean too (:func:`_chosen_actively`:
+    estimate (`jurybox.calibration.estimates.active.mean_estimates`) and conformal maps;
+    labels of items routed for review are refused (`_chosen_for_review`), and with
+    ``active`` False labels chosen actively for the benchmark mean too (`_chosen_actively`:
     what treats every labelled item alike, as a conformal map does).
     """
     rows = _latest_labels(_numbered_rows(Path(path)))

@@ -1,6 +1,6 @@
 """``jurybox judge`` output as data for statistics, one configuration at a time.
 
-Every record is read through the one record model (:class:`jurybox.rubrics.VerdictRecord`).
+Every record is read through the one record model (`jurybox.rubrics.VerdictRecord`).
 
 Judge output
 ------------
@@ -178,10 +178,10 @@ def load_judge_output(path: str | Path, provenance: str | None = None) -> JudgeO
 def judge_output_from_records(records: Sequence[Mapping[str, Any] | VerdictRecord],
                               provenance: str | None = None,
                               source: str = "<memory>") -> JudgeOutput:
-    """As :func:`load_judge_output`, for records in memory (mappings or VerdictRecords).
+    """As `load_judge_output`, for records in memory (mappings or VerdictRecords).
 
     Args:
-        records: The verdict records, as mappings or :class:`~jurybox.rubrics.VerdictRecord`.
+        records: The verdict records, as mappings or `VerdictRecord`.
         provenance: The configuration to keep when the records hold several.
         source: What messages and the output's ``source`` call the records.
 

@@ -45,7 +45,7 @@ covered 82% of the time where the jury is sharp on every item, 95% with the floo
 perf/RESULTS.md). An overconfident jury's empirical variance is the larger, and rules. An
 underconfident one (broad distributions, accurate means) would pay for labels it does not need
 (4.4 times as many, #43), so the floor is dropped once the labels show the distributions
-overstate the jury's errors: :func:`overstatement`, a one-sided 5% test whose variance is
+overstate the jury's errors: `overstatement`, a one-sided 5% test whose variance is
 bounded so that a sharp jury's unseen rare errors cannot trigger it.
 ``lam`` minimises ``s_d^2`` (PPI++'s power tuning, clipped to [0, 1]).
 Labels from a uniform order (goals agreement and cascade, or a spreadsheet) are the same
@@ -92,7 +92,7 @@ UNSCORED = 0.25
 def predictive(votes: Sequence[Any], scale: Any) -> tuple[float, float] | None:
     """The mean and variance (in the scale's units) of the jury's predictive distribution.
 
-    On one criterion (:func:`jurybox.calibration.data.verdicts.mixed_distribution`); None without
+    On one criterion (`jurybox.calibration.data.verdicts.mixed_distribution`); None without
     a scored vote.
     """
     points = mixed_distribution(votes, scale)
@@ -106,7 +106,7 @@ def predictive(votes: Sequence[Any], scale: Any) -> tuple[float, float] | None:
 def criterion_uncertainty(votes: Sequence[Any], scale: Any) -> float | None:
     """The variance of the jury's predictive distribution on one criterion over the squared range.
 
-    The range is ``scale``'s; the distribution :func:`predictive`'s. None without a scored vote or
+    The range is ``scale``'s; the distribution `predictive`'s. None without a scored vote or
     range.
     """
     got, span = predictive(votes, scale), float(scale.high - scale.low)
@@ -115,7 +115,7 @@ def criterion_uncertainty(votes: Sequence[Any], scale: Any) -> float | None:
 
 def pool_model(records: Sequence[Any], scales: Mapping[str, Any]
                ) -> dict[str, dict[str, tuple[float, float] | None]]:
-    """Per item and criterion, the jury's predictive mean and variance (:func:`predictive`)."""
+    """Per item and criterion, the jury's predictive mean and variance (`predictive`)."""
     return {r.id: {c: predictive([v for v in r.votes if v.criterion == c], scale)
                    for c, scale in scales.items()} for r in records}
 
@@ -185,7 +185,7 @@ class MeanEstimate:
     #: The variance's two parts (module text): s_d^2 and the coins' mean term, for planning.
     s2: float = math.nan
     coins: float = math.nan
-    #: Which interval ``ci`` is (:mod:`jurybox.calibration.estimates.rectified`): ``normal``
+    #: Which interval ``ci`` is (`jurybox.calibration.estimates.rectified`): ``normal``
     #: (PPI++'s), or ``betting`` (finite-sample, while too few labels depart from the jury).
     interval: str = "normal"
     #: The labelled items whose label is another level than the jury's score.
@@ -273,7 +273,7 @@ def overstatement(y: Any, mean: Any, var: Any, low: float, high: float) -> np.nd
         return np.where(spread > 0, excess / spread, np.nan)
 
 
-#: One-sided 5%: how far below 0 :func:`overstatement` must fall to drop the floor.
+#: One-sided 5%: how far below 0 `overstatement` must fall to drop the floor.
 OVERSTATED_Z = 1.6448536269514722
 
 
@@ -310,8 +310,8 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
 
     ``pool`` is item id -> the jury's score per criterion; ``lines`` the latest line per item and
     rater, labels only. The labels are weighted by the recorded inclusion probabilities when the
-    items were chosen actively, else a simple random sample. ``model`` (:func:`pool_model`) and,
-    for an active design, every item's inclusion probability (:func:`pool_probabilities`) give the
+    items were chosen actively, else a simple random sample. ``model`` (`pool_model`) and,
+    for an active design, every item's inclusion probability (`pool_probabilities`) give the
     variance its floor (module text). A criterion that cannot be estimated gets the reason
     instead.
     """
@@ -415,7 +415,7 @@ def _session_terms(scored: Mapping[str, float], y: Mapping[str, float], scale: A
                    recorded: Mapping[str, float] | None,
                    probabilities: Mapping[str, float] | None, order: Sequence[str] | None,
                    positions: Mapping[str, int], visited: int) -> Terms:
-    """The rectifier terms of a session (:class:`jurybox.calibration.estimates.rectified.Terms`).
+    """The rectifier terms of a session (`jurybox.calibration.estimates.rectified.Terms`).
 
     ``scored`` the pool's jury scores, ``y`` the labelled items' labels. A uniform design
     (``recorded`` None): the labelled items in the order they were labelled. An active one
@@ -468,7 +468,7 @@ def _active_choices(lines: Sequence[Mapping[str, Any]]
     return positions, probability, sessions, seeds
 
 
-#: The sequences the page can show for the mean (:func:`mean_sequences`).
+#: The sequences the page can show for the mean (`mean_sequences`).
 SEQUENCES = ("betting", "asymptotic")
 
 
@@ -480,11 +480,11 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
                    ) -> dict[str, dict[str, Any] | str]:
     """Per criterion, a ``1 - alpha`` confidence sequence for the mean label over the scored items.
 
-    The items are those the jury scored (:mod:`jurybox.calibration.stats.sequences`); the
+    The items are those the jury scored (`jurybox.calibration.stats.sequences`); the
     sequence is valid at every number of labels at once. The mean is the jury's mean over the pool
     (known) plus the mean of the rectifier ``Y - f``; the sequence is over the visited items in
     the visiting order, of ``D = xi / pi * (Y - f)`` (0 for an item visited but not chosen; each
-    has the item's rectifier as its mean; :mod:`jurybox.calibration.estimates.rectified`).
+    has the item's rectifier as its mean; `jurybox.calibration.estimates.rectified`).
     ``method``:
 
     - ``betting`` (finite-sample): the betting sequence of the terms scaled by the range the
@@ -496,7 +496,7 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
     - ``asymptotic``: the betting sequence until the labels hold ``NORMAL_DEPARTURES`` items
       another level than the jury's, then the asymptotic sequence (Waudby-Smith et al. 2024)
       of the terms, tuned for ``horizon`` visits (None: a tenth of the pool, at least 30), its
-      variance floored by what the jury's distributions (``model``, :func:`pool_model`)
+      variance floored by what the jury's distributions (``model``, `pool_model`)
       predict unless the labels show they overstate it. Valid as the number of labels grows
       (not in finite samples); the price of stopping at will is about 2.4 times the labels of
       a fixed-sample interval instead of the betting sequence's 2.8-11 (perf/RESULTS.md).
@@ -545,9 +545,9 @@ def _term_floor(model: Mapping[str, Mapping[str, tuple[float, float] | None]] | 
                 y: Mapping[str, float], terms: Terms) -> float:
     """The asymptotic sequence's floor on the terms' variance: the jury's predicted one.
 
-    As :func:`jurybox.calibration.estimates.rectified.term_variance` predicts it from the jury's
+    As `jurybox.calibration.estimates.rectified.term_variance` predicts it from the jury's
     distributions, unless there is no model or the labels show the distributions overstate the
-    jury's errors (:func:`overstatement`, as the fixed-sample estimate drops its floor).
+    jury's errors (`overstatement`, as the fixed-sample estimate drops its floor).
     """
     if model is None:
         return 0.0
@@ -594,7 +594,7 @@ def _visits_needed(s2: float, coins: float, pool: int, width: float, z: float) -
 
 def _labels_needed(s2: float, coins: float, pool: int, width: float, confidence: float,
                    rate: float) -> int | None:
-    """The labels among the visits :func:`_visits_needed` finds (``rate``: labelled per visit).
+    """The labels among the visits `_visits_needed` finds (``rate``: labelled per visit).
 
     With Student's quantile at that count (as the interval has it; two refinements from the
     normal quantile's count settle it).
@@ -618,17 +618,17 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
 
     The width is in the scale's units, for the interval ``jurybox agree --ppi`` shows (``needed``:
     the normal interval once enough labels depart from the jury, else the betting interval at that
-    count; :mod:`jurybox.calibration.estimates.rectified`, :func:`_shown_count`). The normal
+    count; `jurybox.calibration.estimates.rectified`, `_shown_count`). The normal
     interval's count (``normal``) comes from the labels so far (their variance, with the range
     over its 95% chi-square interval), or, before any label, from the verdicts alone (``model``:
-    per item and criterion, the jury's predictive mean and variance, :func:`pool_model`, the
+    per item and criterion, the jury's predictive mean and variance, `pool_model`, the
     variance taken as the squared error of the jury's score: the count if the jury is calibrated,
     the range from a jury exactly right on every item to labels as spread as the scale allows,
     since only labels can show how calibrated it is); the labels' variance floored as the
     estimate floors it (module text). ``pi``: each item's inclusion probability (None: every
     visited item is labelled, a uniform order); labels are counted as the visited items times
     the mean ``pi``. With ``sequence``, beside it what the page's confidence sequence
-    (``method``, :func:`mean_sequences`) needs (:func:`sequence_labels_needed`: simulated, about
+    (``method``, `mean_sequences`) needs (`sequence_labels_needed`: simulated, about
     a second per criterion); with ``compare`` too, that for an active and a uniform order and
     which needs fewer (``designs``).
     """
@@ -704,7 +704,7 @@ def _departure_rate(mean: np.ndarray, var: np.ndarray, f: np.ndarray, p: np.ndar
                     scale: Any, draws: int = 20, seed: int = 0) -> float:
     """The share of labels another level than the jury's score, were they drawn from it.
 
-    The labels drawn from the jury's own distributions (:func:`_draw_labels`), items weighted by
+    The labels drawn from the jury's own distributions (`_draw_labels`), items weighted by
     how likely each is to be labelled (``p``).
     """
     from .rectified import step_of
@@ -793,7 +793,7 @@ def _compare_designs(active: int | None, f: np.ndarray, mean: np.ndarray, var: n
     return {"active": active, "uniform": uniform, "pick": pick, "why": why}
 
 
-#: What :func:`sequence_labels_needed` assumes, as ``labels plan`` says it.
+#: What `sequence_labels_needed` assumes, as ``labels plan`` says it.
 SEQUENCE_PLAN_BASIS = ("the page's confidence sequence, in sessions simulated with labels "
                        "drawn from the jury's own distributions: the count if they are "
                        "calibrated (an overconfident jury needs more)")
@@ -817,9 +817,9 @@ def sequence_labels_needed(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi:
                            alpha: float = 0.05, method: str = "betting") -> int | None:
     """The median labels at which the page's sequence for the mean reaches half-width ``width``.
 
-    The sequence is :func:`mean_sequences`' (``method``), over ``runs`` simulated sessions of the
+    The sequence is `mean_sequences`' (``method``), over ``runs`` simulated sessions of the
     design (a visiting order, coins with probabilities ``pi``), each item's label drawn with the
-    jury's predictive ``mean`` and ``var`` (:func:`_draw_labels`); None when the median session
+    jury's predictive ``mean`` and ``var`` (`_draw_labels`); None when the median session
     does not get there within the pool.
     """
     from ..stats.sequences import asymptotic_cs, betting_cs

@@ -48,7 +48,7 @@ plain fixed sequence (stop at the first threshold not rejected), kept for compar
 
 What the fit reports besides the guarantee are **in-sample** numbers: the cascade's agreement
 on the labelled items that chose the threshold is not a bound (it is biased upwards by the
-choice). A **refusal** (:class:`CascadeTargetError`) means that no threshold, the whole jury
+choice). A **refusal** (`CascadeTargetError`) means that no threshold, the whole jury
 alone included, could be shown to reach the target with these labels; not that no cascade
 reaches it. All stages share one threshold: a one-parameter path is what lets the order of the
 tests be fixed before the labels are seen.
@@ -184,7 +184,7 @@ class CascadeFit:
         return 1.0 - self.calls_per_item / self.full_calls_per_item
 
     def to_dict(self) -> dict[str, Any]:
-        """The fit as plain data, with :attr:`certified` and :attr:`calls_saved`.
+        """The fit as plain data, with `certified` and `calls_saved`.
 
         Returns:
             A JSON-ready dict of the fields; an infinite threshold is None.

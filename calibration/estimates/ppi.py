@@ -13,13 +13,13 @@ lam = 0 is the classical human-only interval; lam = 1 is plain PPI.
 The labelled subset must be a random sample of the items (the design assumption of PPI).
 
 Given the label scale's ends (``bounds``) and step, the interval follows the rule of
-:mod:`jurybox.calibration.estimates.rectified`: the normal interval once at least
+`jurybox.calibration.estimates.rectified`: the normal interval once at least
 ``NORMAL_DEPARTURES`` labelled items depart from the jury's score by half a step or more;
 before, the betting interval of the rectifiers ``Y - f`` at the labels' count (finite-sample,
 the labelled items a simple random sample of the pool of labelled and unlabelled items), which
 the normal approximation cannot replace while the labels have seen few of the jury's errors;
 after, the normal interval widened on the rectifiers' skewed side
-(:func:`jurybox.calibration.estimates.rectified.skew_allowance`).
+(`jurybox.calibration.estimates.rectified.skew_allowance`).
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str
         human_labels: Human labels, or the path of a labels file.
         judge_output: Judge output, or the path of a ``jurybox judge`` output file.
         criterion: The criterion whose mean is estimated.
-        calibration: A :class:`CalibrationMap`: the judge-side value is then the calibrated score
+        calibration: A `CalibrationMap`: the judge-side value is then the calibrated score
             instead of the jury's aggregated score.
         scales: A rubric or {criterion: scale} to validate the human labels with.
         confidence: The interval's coverage, in (0, 1).
@@ -210,7 +210,7 @@ def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str
 
     Raises:
         InputDataError: No human labels for ``criterion``, a file cannot be read, or the
-            estimate's own input errors (:func:`ppi_mean`).
+            estimate's own input errors (`ppi_mean`).
         JoinError: Labels and verdicts have no id or criterion in common.
         ProvenanceMismatchError: ``calibration`` was fitted for another configuration and
             ``force`` is not set.

@@ -6,17 +6,17 @@ A benchmark's mean label is the jury's mean over the pool (known) plus the mean 
 ``Y - f`` (the human's label minus the jury's score). Over the items visited in a session's
 order, each term ``D = xi / pi * (Y - f)`` (``xi`` 1 when the item was labelled, ``pi`` its
 inclusion probability; 0 for an item visited but not chosen) has the pool's mean rectifier as
-its mean (:class:`Terms`).
+its mean (`Terms`).
 
 **When the normal interval is shown.** The normal (PPI++) interval estimates the rectifier's
 variance from the labels. A jury that is sure of itself and right on most items has rectifiers
 that are 0 on most items and large on a few; until the labels have seen some of those few, the
 estimated variance is near 0 and the interval covers far less than it says (a jury 0.999 sure
 and wrong on 3% of items: 61% at 30 labels, 91% at 100; #52). So the rule: the normal interval
-is shown once at least :data:`NORMAL_DEPARTURES` labelled items *depart* from the jury's score
+is shown once at least `NORMAL_DEPARTURES` labelled items *depart* from the jury's score
 (by half a step of the scale or more: the human's label is another level than the jury's);
-before, the interval is the betting interval at the labels' count (:func:`betting_bounds`,
-:func:`jurybox.calibration.stats.sequences.betting_interval` with its bets tuned for that
+before, the interval is the betting interval at the labels' count (`betting_bounds`,
+`jurybox.calibration.stats.sequences.betting_interval` with its bets tuned for that
 count): valid in finite samples for labels on a bounded scale whatever the jury, and wide when
 few labels cannot exclude rare errors, as it must be. The threshold was chosen by simulation
 (perf/fixed_sample.py: calibrated, underconfident and overconfident juries wrong on 1-10% of
@@ -28,14 +28,14 @@ standard errors (``g`` the terms' sample skewness over the ``M`` visits; Hall 19
 removal of skewness by transformation", JRSS-B 54): a jury wrong on 10% of items, sure of
 itself, has rectifiers skewed enough (``g`` about -3) that the symmetric interval covered 93% at
 200 labels; the allowance brings it to 95-96% for 1-8% more width, 1-5% for a calibrated jury
-(:func:`skew_allowance`).
+(`skew_allowance`).
 
-**Anytime-valid sequences.** :func:`betting_bounds` over every visit is the page's betting
+**Anytime-valid sequences.** `betting_bounds` over every visit is the page's betting
 sequence (finite-sample; its bets are truncated by the widest term the design allows, so
 importance weights up to ``1 / pi_min`` widen it many times over the terms' spread).
-:func:`asymptotic_bounds` is the asymptotic sequence (Waudby-Smith et al. 2024; width from the
+`asymptotic_bounds` is the asymptotic sequence (Waudby-Smith et al. 2024; width from the
 terms' own variance, so weights cost only what they add to it), shown under the same rule: the
-betting sequence until the labels hold :data:`NORMAL_DEPARTURES` departures, then the
+betting sequence until the labels hold `NORMAL_DEPARTURES` departures, then the
 asymptotic one, its variance floored by what the jury's own distributions predict unless the
 labels show they overstate it.
 """
@@ -147,7 +147,7 @@ def asymptotic_bounds(terms: Terms, alpha: float, horizon: float, variance_floor
                       ) -> tuple[float, float]:
     """The mean's ``1 - alpha`` asymptotic-sequence bounds after the last of ``terms``.
 
-    The sequence is :func:`jurybox.calibration.stats.sequences.asymptotic_cs`, tuned for
+    The sequence is `jurybox.calibration.stats.sequences.asymptotic_cs`, tuned for
     ``horizon`` visits, the terms' variance at least ``variance_floor``.
     """
     from ..stats.sequences import asymptotic_cs

@@ -11,12 +11,12 @@ Goals (``jurybox label --goal``):
 - ``benchmark-mean``: items chosen actively for the PPI++ estimate of the benchmark's mean score:
   a uniform random visiting order in which each item is labelled with a probability that grows
   with the square root of the jury's uncertainty on it
-  (:mod:`jurybox.calibration.estimates.active`); the estimate weights each label by that
+  (`jurybox.calibration.estimates.active`); the estimate weights each label by that
   probability, so it stays unbiased. With ``design`` ``uniform`` (where the plan finds the
   active choice costs more labels under the page's sequence), the uniform order of goal
   agreement instead, recorded as uniform.
 - ``cascade``: the same uniform order, because a cascade's threshold is certified on labels drawn
-  at random from the items (:mod:`jurybox.calibration.estimates.cascade_threshold`): items chosen
+  at random from the items (`jurybox.calibration.estimates.cascade_threshold`): items chosen
   any other way would void its guarantee.
 - ``review``: the items a conformal map routed to a human (``jurybox judge --conformal MAP
   --route-width W``: their interval was too wide to act on), the widest first, and only those.
@@ -31,13 +31,13 @@ measured on them. Each choice is recorded with the label (``selection``: the str
 inclusion probability, None for a uniform order, where it is the same for every item; for
 benchmark-mean also the item's position in the visiting order, the pool's size and the seed).
 
-Progress (:func:`progress`): per criterion, the jury's agreement with the humans (the share of
+Progress (`progress`): per criterion, the jury's agreement with the humans (the share of
 an item's labels that equal the jury's verdict snapped to the scale, averaged over the labelled
-items) with a 95% *confidence sequence* (:mod:`jurybox.calibration.stats.sequences`: the
+items) with a 95% *confidence sequence* (`jurybox.calibration.stats.sequences`: the
 betting sequence for the mean of the pool's items, drawn without replacement in the session's
 uniform order), valid at every number of labels at once, so the page may show it after every
 label and stop on the first narrow one; for benchmark-mean, the weighted PPI++ mean, and the
-sequence for it (:func:`jurybox.calibration.estimates.active.mean_sequences`). The goal is met
+sequence for it (`jurybox.calibration.estimates.active.mean_sequences`). The goal is met
 when every criterion's sequence has half-width at most the target width: no minimum number of
 labels, since the sequence is wide while the labels are few.
 """
@@ -223,8 +223,8 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
     jury's with the human labels (exact, after snapping the jury's score to the scale) with its
     95% interval; ``goal_met`` when every criterion's half-width is at most ``target_width``. For
     benchmark-mean, ``sequence`` is the mean's sequence
-    (:func:`jurybox.calibration.estimates.active.mean_sequences`), the asymptotic one tuned for
-    what the target width needs were the jury calibrated (:func:`mean_horizons`).
+    (`jurybox.calibration.estimates.active.mean_sequences`), the asymptotic one tuned for
+    what the target width needs were the jury calibrated (`mean_horizons`).
     """
     lines = [line for line in latest.values() if labelled(line)]
     items = {str(line["id"]) for line in lines}
@@ -285,7 +285,7 @@ def mean_horizons(jury_scores: Mapping[str, Mapping[str, float | None]],
                   ) -> dict[str, float]:
     """Per criterion, the visits the mean's asymptotic sequence is tuned for.
 
-    As :func:`jurybox.calibration.estimates.active.mean_horizon` gives them: fixed by the verdicts
+    As `jurybox.calibration.estimates.active.mean_horizon` gives them: fixed by the verdicts
     and the target width before any label; none without a target or a model (the sequence's
     default).
     """
@@ -376,7 +376,7 @@ def plan(latest: Mapping[tuple[str, str], Mapping[str, Any]],
          width: float) -> dict[str, dict[str, Any]]:
     """How many labelled items each criterion needs for the agreement's sequence to reach ``width``.
 
-    That is, for the page's confidence sequence of the jury's agreement (:func:`progress`) to
+    That is, for the page's confidence sequence of the jury's agreement (`progress`) to
     reach half-width ``width``: from the labels so far (at their agreement, and the range over its
     sequence), or, before any label, from the verdicts alone (between the rate at which the judges
     agree with the jury, a guess at the human rate, and the worst case 0.5); beside it, what a

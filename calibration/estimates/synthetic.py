@@ -99,7 +99,7 @@ def simulate_judging(n_items: int = 200, *, n_humans: int = 2, labelled: int | N
 
 @dataclass(frozen=True)
 class ItemKind:
-    """One kind of item in a :class:`CascadeSimulation`, its share and how the judges do on it.
+    """One kind of item in a `CascadeSimulation`, its share and how the judges do on it.
 
     Its share of the population, the cheap judge's confidence on it (Beta(``conf``)), how often
     the cheap judge is right (``confidence ** cheap_power``, or the fixed ``cheap_rate``) and the
@@ -120,10 +120,10 @@ class ItemKind:
 class CascadeSimulation:
     """Two-stage cascade with known truth: a cheap judge, then a stronger panel, on item kinds.
 
-    The kinds are a mixture of :class:`ItemKind`. The default: 70% easy and 30% hard items; the
+    The kinds are a mixture of `ItemKind`. The default: 70% easy and 30% hard items; the
     cheap judge is overconfident (right with probability confidence^2; confidence Beta(12, 1) on
     easy items, Beta(3, 2) on hard ones); the panel is right on 97% of easy and 85% of hard
-    items. Its agreement curve falls steadily as the threshold drops. :meth:`with_dip` is a
+    items. Its agreement curve falls steadily as the threshold drops. `with_dip` is a
     population whose curve dips below a target in one band of confidence and recovers below it.
     The population agreement of the cascade at any threshold is computed exactly (by
     quadrature), so a fitted threshold's true agreement is known.
@@ -168,7 +168,7 @@ class CascadeSimulation:
 
         Returns:
             The stages' confidences (the panel's 1) and whether each stage agrees with the humans,
-            as :func:`fit_threshold` takes them.
+            as `fit_threshold` takes them.
         """
         u = rng.random(n)
         kind = np.searchsorted(np.cumsum([k.share for k in self.kinds])[:-1], u, side="right")
@@ -258,7 +258,7 @@ class LabellingPool:
 
     On a 0-4 scale: ``dist`` each item's predictive distribution (the jury's, calibrated: the
     human label is drawn from it), ``score`` the jury's score (its mean), ``uncertainty`` what
-    :func:`jurybox.calibration.estimates.active.item_uncertainty` gives (its variance over the
+    `jurybox.calibration.estimates.active.item_uncertainty` gives (its variance over the
     squared range), ``human`` the labels.
     """
 
@@ -293,7 +293,7 @@ class LabellingPool:
 def weighted_mean_path(f_pool: Any, f: Any, y: Any, pi: Any, visited: Any, *,
                        model: tuple[Any, Any, Any] | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`jurybox.calibration.estimates.active.weighted_mean` after each label of a session.
+    """`jurybox.calibration.estimates.active.weighted_mean` after each label of a session.
 
     All at once: the estimate and standard error with the first ``n`` labelled items for n = 1,
     2, ... (NaN at n = 1). ``f``, ``y``, ``pi``: the labelled items' score, label and inclusion
@@ -346,7 +346,7 @@ def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Ge
     ``width`` (checked every ``step`` labels from ``min_labels`` on, as the page's progress does) or
     ``stop_after`` labels; ``floor``: the variance floored by the jury's own distributions, as
     jurybox estimates it. Returns the labels used, the estimate, its half-width and whether the CI
-    covers the pool's true mean. The estimates are :func:`weighted_mean_path`'s (weighted_mean's,
+    covers the pool's true mean. The estimates are `weighted_mean_path`'s (weighted_mean's,
     after each label).
     """
     from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement, z_of
@@ -404,7 +404,7 @@ def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: b
                      horizon: float | None = None, method: str = "betting") -> dict[str, Any]:
     """One labelling session for the benchmark mean with the page's confidence sequence.
 
-    The sequence is :func:`jurybox.calibration.estimates.active.mean_sequences`: the sequence of
+    The sequence is `jurybox.calibration.estimates.active.mean_sequences`: the sequence of
     the terms ``f + xi / pi (Y - f)`` over the visiting order. ``covered``: the pool's true mean
     stays inside the sequence over the whole visiting order (time-uniform, so covered at whatever
     label a labeller stops). With ``width``, also the labels at which the sequence first has
@@ -477,13 +477,13 @@ def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: 
     """One labelling session for the benchmark mean, looked at once after each of ``counts`` labels.
 
     Each count is fixed in advance. The interval ``jurybox agree --ppi`` shows there
-    (:func:`jurybox.calibration.estimates.active.mean_estimates`: the normal interval, with
+    (`jurybox.calibration.estimates.active.mean_estimates`: the normal interval, with
     Student's quantile and widened on its skewed side, once ``NORMAL_DEPARTURES`` labels depart
     from the jury's score, else the betting interval at that count;
-    :mod:`jurybox.calibration.estimates.rectified`) beside the normal interval alone (what it
+    `jurybox.calibration.estimates.rectified`) beside the normal interval alone (what it
     showed before #52: the normal quantile, symmetric). Per count: ``covered`` and
     ``half_width`` of each (``normal_*`` the one before) and ``interval`` (which was shown). The
-    estimate is :func:`weighted_mean`'s with the floor and the overstatement test as
+    estimate is `weighted_mean`'s with the floor and the overstatement test as
     mean_estimates takes them; tests check the whole against mean_estimates on the same labels.
     """
     from .active import (

@@ -9,7 +9,7 @@ keeps it): without the sign constraint the closed form ``M^-1 1 / (1' M^-1 1)``,
 variance combination of correlated estimates; the constraint keeps the result a weighted mean
 (``aggregation: {method: weighted}`` with each judge's ``weight`` in a jury file).
 
-:func:`compare_aggregations` fits the weights on k-1 folds of the labelled items and compares
+`compare_aggregations` fits the weights on k-1 folds of the labelled items and compares
 each held-out item's absolute error against the human mean: the plain mean, the weighted mean,
 and Dawid-Skene's most probable scale point (fitted on the judges' answers alone, without the
 human labels, so nothing leaks); the mean gain of the weights over the plain mean has a

@@ -1,6 +1,6 @@
 """Calibration maps fitted on human labels: per judge and criterion, combined into a jury value.
 
-A :class:`CalibrationMap` holds, for every criterion,
+A `CalibrationMap` holds, for every criterion,
 
 * numeric scales: one calibrator per judge (isotonic or ordinal cumulative-logit) mapping the
   judge's score onto the human scale, and jury weights proportional to each judge's inverse
@@ -9,7 +9,7 @@ A :class:`CalibrationMap` holds, for every criterion,
   priors) fitted with human labels clamped as truth; the jury value is the posterior.
 
 It records the provenance hash of the jury + rubric it was fitted for; applying it to verdicts
-of another configuration raises :class:`ProvenanceMismatchError` unless ``force=True``.
+of another configuration raises `ProvenanceMismatchError` unless ``force=True``.
 Cross-validated before/after agreement (``cv_``) tells whether calibration helps at all.
 """
 
@@ -225,7 +225,7 @@ class CalibrationMap:
 
     def apply_to_records(self, records: list[dict[str, Any] | VerdictRecord], force: bool = False, *,
                          formula: Formula | None = None) -> list[dict[str, Any]]:
-        """:meth:`apply_to_record` on each record, in order.
+        """`apply_to_record` on each record, in order.
 
         Args:
             records: The verdict records.
@@ -245,13 +245,13 @@ class CalibrationMap:
     # ------------------------------------------------------------------ persistence
 
     def to_dict(self) -> dict[str, Any]:
-        """The map as plain data (the file :meth:`save` writes).
+        """The map as plain data (the file `save` writes).
 
         It holds the format, provenance, parameters, what it was fitted on, the per-criterion maps,
         cross-validation and notes.
 
         Returns:
-            The data :meth:`from_dict` reads.
+            The data `from_dict` reads.
 
         Raises:
             NotFittedError: The map is neither fitted nor loaded.
@@ -284,10 +284,10 @@ class CalibrationMap:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "<dict>") -> CalibrationMap:
-        """A map from :meth:`to_dict`'s data.
+        """A map from `to_dict`'s data.
 
         Args:
-            d: The data :meth:`to_dict` wrote.
+            d: The data `to_dict` wrote.
             source: What messages and the map's identity call the data.
 
         Returns:
@@ -504,7 +504,7 @@ class AppliedCalibration:
         Args:
             record: The verdict record, as plain data.
             rubric: The rubric judged (its formula and scales).
-            item: The :class:`~jurybox.rubrics.Item` judged: it gives the group of a conformal map
+            item: The `Item` judged: it gives the group of a conformal map
                 fitted per group, its field named by the map's ``group_column`` (an item without it,
                 or of a group the map has no threshold for, gets the overall threshold).
 
@@ -542,7 +542,7 @@ class AppliedCalibration:
         return None if value is None or value == "" else str(value)
 
     def to_wire(self) -> tuple[Any, ...]:
-        """Plain data for another process (the Ray engine's workers): :meth:`from_wire`.
+        """Plain data for another process (the Ray engine's workers): `from_wire`.
 
         Returns:
             The maps as plain data, the identity, ``force`` and ``route_width``.
@@ -552,10 +552,10 @@ class AppliedCalibration:
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...]) -> AppliedCalibration:
-        """The applied calibration :meth:`to_wire` sent.
+        """The applied calibration `to_wire` sent.
 
         Args:
-            wire: What :meth:`to_wire` returned.
+            wire: What `to_wire` returned.
 
         Returns:
             The applied calibration, its maps rebuilt.
@@ -610,7 +610,7 @@ class AppliedCalibration:
                force: bool = False) -> AppliedCalibration:
         """``calibration`` (if any) and a conformal map, applied together.
 
-        The records carry both identities; the conformal map's :func:`conformal_identity` is
+        The records carry both identities; the conformal map's `conformal_identity` is
         ``identity``.
 
         Args:
@@ -635,7 +635,7 @@ def fit_calibration(human_labels: HumanLabels | str | Path,
                     output: Output = "clip", value: ValueKind = "score", scales: Any = None,
                     criteria: list[str] | None = None, provenance: str | None = None,
                     cv_folds: int = 5, seed: int = 0) -> CalibrationMap:
-    """Fit a :class:`CalibrationMap` from a human labels file and a ``jurybox judge`` file.
+    """Fit a `CalibrationMap` from a human labels file and a ``jurybox judge`` file.
 
     Args:
         human_labels: Human labels, or the path of a labels file.

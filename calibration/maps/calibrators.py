@@ -110,7 +110,7 @@ class IsotonicCalibrator:
         """The fitted calibrator as plain data: its parameters and the isotonic thresholds.
 
         Returns:
-            The data :meth:`from_dict` reads.
+            The data `from_dict` reads.
         """
         return {"kind": self.kind, "scale": [float(v) for v in self.scale],
                 "output": self.output, "increasing": self.increasing,
@@ -119,10 +119,10 @@ class IsotonicCalibrator:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> IsotonicCalibrator:
-        """A fitted calibrator from :meth:`to_dict`'s data.
+        """A fitted calibrator from `to_dict`'s data.
 
         Args:
-            d: The data :meth:`to_dict` wrote.
+            d: The data `to_dict` wrote.
 
         Returns:
             The calibrator, fitted.
@@ -275,7 +275,7 @@ class OrdinalCalibrator:
         """The fitted calibrator as plain data: parameters, thresholds, slope and standardisation.
 
         Returns:
-            The data :meth:`from_dict` reads.
+            The data `from_dict` reads.
         """
         return {"kind": self.kind, "scale": [float(v) for v in self.scale],
                 "output": self.output, "l2": self.l2,
@@ -285,10 +285,10 @@ class OrdinalCalibrator:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OrdinalCalibrator:
-        """A fitted calibrator from :meth:`to_dict`'s data.
+        """A fitted calibrator from `to_dict`'s data.
 
         Args:
-            d: The data :meth:`to_dict` wrote.
+            d: The data `to_dict` wrote.
 
         Returns:
             The calibrator, fitted.

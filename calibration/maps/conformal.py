@@ -7,7 +7,7 @@ et al. 2005, Angelopoulos & Bates 2021; for LLM-judge scores on ordinal scales, 
 
 The set grows from the jury's predictive distribution on the criterion (the judges' score
 distributions mixed with equal weight, a point mass where a judge gave none:
-:func:`jurybox.calibration.data.verdicts.mixed_distribution`): it starts at the most probable
+`jurybox.calibration.data.verdicts.mixed_distribution`): it starts at the most probable
 level and adds, one at a time, the more probable of the two neighbouring levels (ties: the one
 nearer the distribution's mean, then the lower), so that it is always a run of contiguous levels.
 A level's *score* is the probability mass of the set just after it was added (plus a
@@ -33,7 +33,7 @@ width is chosen knowing it (a jury confidently wrong on some items gives those i
 levels that miss, and routing never sends them to a human).
 
 Labels must be a sample of the items alike: labels chosen actively for the benchmark mean
-(unequal inclusion probabilities) are refused (:func:`fit_conformal`): the items the jury is sure
+(unequal inclusion probabilities) are refused (`fit_conformal`): the items the jury is sure
 of are under-represented among them, so a threshold fitted on them undercovers new items while
 its own cross-validation, on the same kind of items, looks right.
 """
@@ -208,7 +208,7 @@ class ConformalMap:
     """Conformal thresholds per criterion, fitted on human labels for one rubric and jury.
 
     The configuration is ``provenance``; ``report`` holds what cross-validation on those labels
-    says of the thresholds. :meth:`apply_to_record` gives a verdict its intervals and, with a
+    says of the thresholds. `apply_to_record` gives a verdict its intervals and, with a
     ``route_width``, sends an item with a wider (or no) interval to a human.
     """
 
@@ -218,11 +218,11 @@ class ConformalMap:
     rubric: str | None = None
     group_column: str | None = None
     report: dict[str, Any] = field(default_factory=dict)
-    #: What an interval holds with probability >= 1 - alpha (:data:`COVERS`).
+    #: What an interval holds with probability >= 1 - alpha (`COVERS`).
     cover: str = "every-rater"
 
     def to_dict(self) -> dict[str, Any]:
-        """The map as plain data (what :meth:`save` writes; infinite thresholds as null)."""
+        """The map as plain data (what `save` writes; infinite thresholds as null)."""
         return {"kind": "conformal", "alpha": self.alpha, "cover": self.cover,
                 "provenance": self.provenance,
                 "rubric": self.rubric, "group_column": self.group_column,
@@ -235,7 +235,7 @@ class ConformalMap:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "the file") -> ConformalMap:
-        """A map from :meth:`to_dict`'s data.
+        """A map from `to_dict`'s data.
 
         InputDataError naming ``source`` when it is not one.
         """
@@ -349,12 +349,12 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
                   groups: Mapping[str, str] | None = None, group_column: str | None = None,
                   provenance: str | None = None, rubric: str | None = None,
                   folds: int = 5, seed: int = 0, cover: str = "every-rater") -> ConformalMap:
-    """A :class:`ConformalMap` from human label ``lines`` and the verdict ``records``.
+    """A `ConformalMap` from human label ``lines`` and the verdict ``records``.
 
     ``lines`` are as ``label_rows`` gives them; ``records`` are those of the labelled items (and
     others: every record counts towards the report's widths). ``groups``: item id -> group, for
     per-group thresholds; ``cover``: what an interval holds where items have several raters
-    (:data:`COVERS`, module text). The report holds, per criterion, the labelled items used, the
+    (`COVERS`, module text). The report holds, per criterion, the labelled items used, the
     threshold, the mean width and single-level share over all the records, the coverage under
     ``folds``-fold cross-validation on the labels (overall, per group, and among the items each
     route width would keep), and where items have several raters what the other ``cover`` would

@@ -95,7 +95,7 @@ class CriterionMap:
 
     @classmethod
     def from_dict(cls, criterion: str, d: dict[str, Any]) -> CriterionMap:
-        """The map for ``criterion`` from :meth:`to_dict`'s data.
+        """The map for ``criterion`` from `to_dict`'s data.
 
         InputDataError for an unknown kind or weights that do not match the judges.
         """

@@ -1,7 +1,7 @@
 """A jury's group rewards against human rankings of the same groups (``jurybox agree-groups``).
 
 The jury's side is a JSONL file of group results, one per line, as ``POST /v1/groups`` answers
-them and :class:`jurybox.judges.groups.GroupResult` dumps them: at least ``{"id", "rewards"}``
+them and `jurybox.judges.groups.GroupResult` dumps them: at least ``{"id", "rewards"}``
 (``rewards``: one per completion, in order, null when unscored). The humans' side is a JSONL
 file whose lines give, for a group ``id``, either
 
@@ -11,7 +11,7 @@ file whose lines give, for a group ``id``, either
   (several lines per group, as many as were labelled).
 
 A ranking gives both statistics (its tau, and every pair it orders); preferences give the pair
-agreement only. :func:`jurybox.calibration.stats.ranking.group_agreement` computes them, with
+agreement only. `jurybox.calibration.stats.ranking.group_agreement` computes them, with
 intervals over groups.
 """
 

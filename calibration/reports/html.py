@@ -1,6 +1,6 @@
 """Self-contained HTML for an agreement report: tables plus inline SVG, no plotting deps.
 
-The report is :class:`.report.AgreementReport`. Per criterion: a forest plot of judge-human
+The report is `.report.AgreementReport`. Per criterion: a forest plot of judge-human
 alpha with CIs (human-human alpha as the reference line), and per judge a score confusion matrix
 (judge vs human consensus) and a reliability diagram (mean human score for each judge score,
 against the diagonal).

@@ -1,13 +1,13 @@
 """A leaderboard of systems judged on the same items (``jurybox leaderboard``).
 
 Systems are ranked on **common ground**: per criterion, the items every ranked system scored
-(:class:`CommonGround`; a system with no scored item is not ranked). An item one system lacks
+(`CommonGround`; a system with no scored item is not ranked). An item one system lacks
 (missing, or left unscored by the jury) is dropped from every system's ranked mean, and the
 board says how many were dropped and which system lacks them: ranking each system on its own
 items would rank systems on different items (one that lacks the hardest items looks better
 than it is). Per system and criterion (the rubric's criteria and its formulas): the mean over
 the common items with its Student-t interval (Wilson's for a share), its rank with the
-bootstrap interval over those items (:func:`jurybox.calibration.stats.paired.rank_intervals`),
+bootstrap interval over those items (`jurybox.calibration.stats.paired.rank_intervals`),
 the counts scored / unscored / missing (an item another system has and this one lacks), and
 the mean over its own scored items (``own``: shown, never ranked). Per pair of systems: the
 mean difference on the common items, with its paired interval and p-value, Holm-adjusted over
@@ -17,11 +17,11 @@ the systems the data cannot separate share a letter. Nothing is zero-filled.
 
 With human labels (on some items of some systems): each labelled system's mean by PPI++, the
 estimator ``jurybox agree --ppi`` uses
-(:func:`jurybox.calibration.estimates.active.mean_estimates`, uniform or actively chosen
+(`jurybox.calibration.estimates.active.mean_estimates`, uniform or actively chosen
 labels), beside the jury's; a pair's difference corrected the same way (PPI++ on the per-item
 differences) where both systems have labels on the same items from uniform designs. With answer
 lengths: each system's length-controlled mean (the correction of ``jurybox judge
---length-control``, :mod:`jurybox.calibration.audits.length_control`) beside the raw one, and
+--length-control``, `jurybox.calibration.audits.length_control`) beside the raw one, and
 whether the order changes.
 """
 
@@ -96,10 +96,10 @@ class System:
 
 @dataclass
 class Leaderboard:
-    """The table as plain data (:meth:`to_dict` is ``jurybox leaderboard --json``).
+    """The table as plain data (`to_dict` is ``jurybox leaderboard --json``).
 
     ``ranked_on``: per criterion, the common ground its ranks, groups and pairs are computed on
-    (:meth:`CommonGround.to_dict`).
+    (`CommonGround.to_dict`).
     """
 
     criteria: list[str]
@@ -390,7 +390,7 @@ def _corrected_difference(a: System, b: System, xa: np.ndarray, xb: np.ndarray,
 
     Labelled where both systems have a label on the item (uniform designs: the intersection of two
     random samples is one), the jury's differences on every item both scored; with the criterion's
-    ``scale``, the small-sample rule of :func:`jurybox.calibration.estimates.ppi.ppi_mean` (a
+    ``scale``, the small-sample rule of `jurybox.calibration.estimates.ppi.ppi_mean` (a
     difference lies within plus or minus the scale's range).
     """
     for s in (a, b):

@@ -80,7 +80,7 @@ class CriterionAgreement:
 
 @dataclass
 class AgreementReport:
-    """What :func:`agreement_report` returns: per-criterion agreement, the join, settings, sources.
+    """What `agreement_report` returns: per-criterion agreement, the join, settings, sources.
 
     Attributes:
         criteria: Criterion -> its agreement: human-human, each judge and the jury against the
@@ -92,7 +92,7 @@ class AgreementReport:
         confidence: The bootstrap intervals' coverage.
         n_resamples: Bootstrap resamples per interval.
         sources: Where the human labels and the judge output came from.
-        joined: The joined data, kept for the page's plots (not part of :meth:`to_dict`).
+        joined: The joined data, kept for the page's plots (not part of `to_dict`).
     """
 
     criteria: dict[str, CriterionAgreement]
@@ -148,7 +148,7 @@ class AgreementReport:
         return "\n".join(lines)
 
     def to_html(self) -> str:
-        """The report as a self-contained HTML page (:func:`.html.render_report`).
+        """The report as a self-contained HTML page (`.html.render_report`).
 
         Returns:
             The page.
@@ -158,7 +158,7 @@ class AgreementReport:
         return render_report(self)
 
     def write_html(self, path: str | Path) -> Path:
-        """Write :meth:`to_html` to ``path``; returns the path.
+        """Write `to_html` to ``path``; returns the path.
 
         Args:
             path: The file to write.

@@ -56,7 +56,7 @@ def pearson(a: Any, b: Any) -> Stat:
         b: The second rater's scores, aligned with ``a``.
 
     Returns:
-        The correlation as a :class:`Stat` whose ``n`` is the number of pairs used.
+        The correlation as a `Stat` whose ``n`` is the number of pairs used.
 
     Raises:
         InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
@@ -76,7 +76,7 @@ def spearman(a: Any, b: Any) -> Stat:
         b: The second rater's scores, aligned with ``a``.
 
     Returns:
-        The correlation as a :class:`Stat` whose ``n`` is the number of pairs used.
+        The correlation as a `Stat` whose ``n`` is the number of pairs used.
 
     Raises:
         InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
@@ -97,7 +97,7 @@ def kendall(a: Any, b: Any) -> Stat:
         b: The second rater's scores, aligned with ``a``.
 
     Returns:
-        The correlation as a :class:`Stat` whose ``n`` is the number of pairs used.
+        The correlation as a `Stat` whose ``n`` is the number of pairs used.
 
     Raises:
         InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
@@ -120,7 +120,7 @@ def exact_agreement(a: Any, b: Any) -> Stat:
         b: The second rater's scores, aligned with ``a``.
 
     Returns:
-        The share as a :class:`Stat` whose ``n`` is the number of pairs used; undefined with no
+        The share as a `Stat` whose ``n`` is the number of pairs used; undefined with no
         pairs.
 
     Raises:
@@ -142,7 +142,7 @@ def adjacent_agreement(a: Any, b: Any, tolerance: float = 1.0) -> Stat:
         tolerance: The largest difference that still counts as agreeing (default: one step).
 
     Returns:
-        The share as a :class:`Stat` whose ``n`` is the number of pairs used (``tolerance`` in
+        The share as a `Stat` whose ``n`` is the number of pairs used (``tolerance`` in
         its ``details``); undefined with no pairs.
 
     Raises:
@@ -165,7 +165,7 @@ def mean_absolute_error(a: Any, b: Any) -> Stat:
         b: The second rater's scores, aligned with ``a``.
 
     Returns:
-        The error as a :class:`Stat` named ``mae`` whose ``n`` is the number of pairs used.
+        The error as a `Stat` named ``mae`` whose ``n`` is the number of pairs used.
 
     Raises:
         InputDataError: ``a`` and ``b`` differ in length, are not 1-D, or hold non-numeric values
@@ -185,7 +185,7 @@ def mean_difference(a: Any, b: Any) -> Stat:
         b: The second rater's scores, aligned with ``a``.
 
     Returns:
-        The mean difference as a :class:`Stat` named ``bias`` whose ``n`` is the number of pairs
+        The mean difference as a `Stat` named ``bias`` whose ``n`` is the number of pairs
         used; undefined with no pairs.
 
     Raises:

@@ -70,9 +70,9 @@ def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
         level: The level of measurement: ``nominal``, ``ordinal``, ``interval`` or ``ratio``.
 
     Returns:
-        The alpha as a :class:`Stat` whose ``n`` is the number of pairable units (the level, the
+        The alpha as a `Stat` whose ``n`` is the number of pairable units (the level, the
         number of values and the observed and expected disagreement in its ``details``); an
-        undefined :class:`Stat` (with a reason) when fewer than two units have two ratings, or
+        undefined `Stat` (with a reason) when fewer than two units have two ratings, or
         all pairable values are equal.
 
     Raises:

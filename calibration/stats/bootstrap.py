@@ -32,7 +32,7 @@ def bootstrap_ci(
 ) -> Any:
     """Percentile bootstrap CI, resampling units (the same draw for every array in ``data``).
 
-    ``statistic(*data)`` may return a :class:`Stat`, a float, or a mapping of names to either;
+    ``statistic(*data)`` may return a `Stat`, a float, or a mapping of names to either;
     the result has the same shape with ``ci`` filled in. Resamples on which the statistic is
     undefined (e.g. a constant resample) are dropped and counted; if fewer than ``min_defined`` of
     them are defined the CI is left empty rather than reported from a biased remainder.
@@ -48,13 +48,13 @@ def bootstrap_ci(
         seed: The random generator's seed (``None``: a fresh one each call).
         min_defined: The least share of resamples that must be defined for an interval.
         batched: When given, the same statistic computed on many resamples at once (see
-            :data:`BatchedFn`); the resamples drawn are the same as without it, so it changes only
+            `BatchedFn`); the resamples drawn are the same as without it, so it changes only
             the speed (tests check each batched statistic against its one-resample form).
 
     Returns:
-        What ``statistic`` returns, as :class:`Stat` values (a float becomes one) with ``ci``
+        What ``statistic`` returns, as `Stat` values (a float becomes one) with ``ci``
         set (or ``None``) and the method, confidence and resample counts in their ``details``:
-        one :class:`Stat`, or a dict of them for a mapping.
+        one `Stat`, or a dict of them for a mapping.
 
     Raises:
         InputDataError: No data, ``confidence`` outside (0, 1), ``n_resamples`` below 1, a

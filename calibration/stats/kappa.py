@@ -2,10 +2,10 @@
 
 Weighted statistics follow two conventions, each matching its reference implementation:
 
-* :func:`cohen_kappa` weighs category *positions* 0..q-1 (Cohen 1968, Fleiss, Levin & Paik 2003,
+* `cohen_kappa` weighs category *positions* 0..q-1 (Cohen 1968, Fleiss, Levin & Paik 2003,
   scikit-learn's ``cohen_kappa_score``): linear 1 - |k-l|/(q-1), quadratic 1 - ((k-l)/(q-1))^2,
   with positions in the order of ``labels`` (default: sorted values).
-* :func:`gwet_ac` weighs category *values* (Gwet 2014, ch. 3; irrCAC): linear
+* `gwet_ac` weighs category *values* (Gwet 2014, ch. 3; irrCAC): linear
   1 - |v_k - v_l|/(v_max - v_min), quadratic 1 - ((v_k - v_l)/(v_max - v_min))^2.
 
 For an evenly spaced scale such as 0..4 the two coincide; on an uneven one such as [0, 1, 2, 10]
@@ -100,7 +100,7 @@ def cohen_kappa(a: Any, b: Any, weights: str | None = None,
     """Cohen's kappa between two raters; weighted by category position when ``weights`` is set.
 
     Weights use *positions*, as scikit-learn's ``cohen_kappa_score`` does (not values, unlike
-    :func:`gwet_ac`). Pairs with a missing (NaN) rating are left out and the number used is
+    `gwet_ac`). Pairs with a missing (NaN) rating are left out and the number used is
     reported as ``n``. Undefined when both raters used one and the same category throughout.
 
     Args:
@@ -111,7 +111,7 @@ def cohen_kappa(a: Any, b: Any, weights: str | None = None,
             ascending.
 
     Returns:
-        The kappa as a :class:`Stat` (observed and expected agreement in its ``details``).
+        The kappa as a `Stat` (observed and expected agreement in its ``details``).
 
     Raises:
         InputDataError: ``a`` and ``b`` differ in length or hold non-numeric values, ``labels``
@@ -152,13 +152,13 @@ def fleiss_kappa(table: Any) -> Stat:
     """Fleiss' (1971) kappa from a subjects x categories table of rater counts.
 
     Every subject must have been rated by the same number of raters (Fleiss's design); for
-    missing ratings use :func:`krippendorff_alpha` or :func:`gwet_ac` on raw ratings.
+    missing ratings use `krippendorff_alpha` or `gwet_ac` on raw ratings.
 
     Args:
         table: Subjects x categories: how many raters put each subject in each category.
 
     Returns:
-        The kappa as a :class:`Stat` whose ``n`` is the number of subjects; undefined with no
+        The kappa as a `Stat` whose ``n`` is the number of subjects; undefined with no
         subjects, fewer than 2 raters per subject, or every rating in one category.
 
     Raises:
@@ -207,7 +207,7 @@ def gwet_ac(reliability_data: Any, weights: Weights = "identity",
             observed values.
 
     Returns:
-        The coefficient as a :class:`Stat` whose ``n`` is the number of units rated at least
+        The coefficient as a `Stat` whose ``n`` is the number of units rated at least
         twice (observed and expected agreement in its ``details``).
 
     Raises:

@@ -6,17 +6,17 @@ separate.
 Two systems judged on the same items differ far more precisely than their two separate intervals
 suggest: most of an item's score is the item (its difficulty), which the difference cancels.
 
-- :func:`paired_difference`: the mean difference on the items both systems scored, with its
+- `paired_difference`: the mean difference on the items both systems scored, with its
   Student-t interval and the paired t test's two-sided p-value (``scipy.stats.ttest_rel``'s).
   Items only one system scored are left out and counted, never filled in.
-- :func:`wilson_ci`: a share's mean (0/1 values: accuracies, yes/no criteria) with Wilson's
+- `wilson_ci`: a share's mean (0/1 values: accuracies, yes/no criteria) with Wilson's
   interval, inside [0, 1] even on few items.
-- :func:`holm`: Holm's step-down adjusted p-values (Holm 1979), which control the family-wise
+- `holm`: Holm's step-down adjusted p-values (Holm 1979), which control the family-wise
   error over all pairs of a criterion.
-- :func:`rank_intervals`: each system's rank (1 = best; ties share the best rank) and a
+- `rank_intervals`: each system's rank (1 = best; ties share the best rank) and a
   percentile bootstrap interval of its rank over resampled items, as Chatbot Arena's rank
   intervals.
-- :func:`letter_groups`: the systems in order of their means, each with letters; systems that
+- `letter_groups`: the systems in order of their means, each with letters; systems that
   share a letter are not shown to differ (the "lines" display of ordered means).
 """
 

@@ -3,13 +3,13 @@ rankings of the same groups: Kendall's tau-b per group, averaged over groups, an
 human pairwise preferences the jury's order agrees with, each with a percentile bootstrap
 interval over groups (a group's completions are judged together, so the group is the unit).
 
-* :func:`kendall_tau_b`: tau-b of one group (ties in either ranking corrected for, as
+* `kendall_tau_b`: tau-b of one group (ties in either ranking corrected for, as
   ``scipy.stats.kendalltau`` computes it, which the tests check it against); undefined
   (None) with fewer than two completions or a ranking that ties them all.
-* :func:`pair_agreement_counts`: per human preference (completion i over j, or a tie), 1 when
+* `pair_agreement_counts`: per human preference (completion i over j, or a tie), 1 when
   the jury's rewards order them the same way, 0.5 when the jury ties them, 0 otherwise; human
   ties are left out and counted.
-* :func:`group_agreement`: both over groups, with their intervals.
+* `group_agreement`: both over groups, with their intervals.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ chosen in advance; looked at after every label and stopped on the first narrow o
 less than it says (optional stopping). A confidence sequence ``[l_t, u_t]`` holds with
 probability ``1 - alpha`` simultaneously for every t, so the stopping rule cannot break it.
 
-:func:`betting_cs` is the betting confidence sequence for the mean of values in [0, 1]
+`betting_cs` is the betting confidence sequence for the mean of values in [0, 1]
 (Waudby-Smith and Ramdas 2023, "Estimating means of bounded random variables by betting",
 JRSS-B 86(1), arXiv 2010.09686): for each candidate mean ``m`` a gambler bets on the next value
 being above or below it; ``m`` leaves the sequence once the wealth of the bets against it
@@ -23,12 +23,12 @@ number of observations; with few values it is wide, as it should be.
 
 The running intersection is taken, so the interval never widens as labels come in.
 
-:func:`asymptotic_cs` is the asymptotic confidence sequence of Waudby-Smith, Arbour, Sinha,
+`asymptotic_cs` is the asymptotic confidence sequence of Waudby-Smith, Arbour, Sinha,
 Kennedy and Ramdas ("Time-uniform central limit theory and asymptotic confidence sequences",
 Annals of Statistics 52(6), 2024, Theorem 2.2, arXiv 2103.06476): the running mean plus or
 minus the running standard deviation times Robbins' two-sided normal-mixture boundary,
 ``sqrt(2 (t rho^2 + 1) / (t^2 rho^2) * log(sqrt(t rho^2 + 1) / alpha))``, with ``rho^2`` chosen
-to make it narrowest at a planned number of values (:func:`best_rho2`). It is to the betting
+to make it narrowest at a planned number of values (`best_rho2`). It is to the betting
 sequence what the normal interval is to an exact one: it needs no bound on the values, only a
 finite variance, and holds at every t at once *asymptotically* (as the number of values grows;
 the paper's time-uniform central limit theorem), so early on, or for values whose rare large
@@ -181,7 +181,7 @@ def labels_needed(rate: float, width: float, alpha: float = 0.05,
     """The first number of labels at which an agreement rate's sequence is ``width`` wide or less.
 
     That is, at which the confidence sequence of an agreement rate ``rate`` (on
-    :func:`even_path`) has half-width at most ``width``; None when ``cap`` labels (or the whole
+    `even_path`) has half-width at most ``width``; None when ``cap`` labels (or the whole
     population) are not enough.
     """
     limit = cap if population is None else min(cap, population)
@@ -197,7 +197,7 @@ def labels_needed(rate: float, width: float, alpha: float = 0.05,
 
 
 def best_rho2(horizon: float, alpha: float = 0.05) -> float:
-    """The ``rho^2`` that makes :func:`asymptotic_margin` narrowest at ``t = horizon``.
+    """The ``rho^2`` that makes `asymptotic_margin` narrowest at ``t = horizon``.
 
     With ``u = t rho^2``, the width is least where ``u = log(1 + u) + 2 log(1/alpha)``, that is
     ``u = -W_{-1}(-alpha^2 / e) - 1`` (W the lower branch of Lambert's function).

@@ -54,7 +54,7 @@ class Stat:
             **details: Entries added to the copy's ``details``.
 
         Returns:
-            A new :class:`Stat`; this one is unchanged.
+            A new `Stat`; this one is unchanged.
         """
         return Stat(self.name, self.value, self.n, self.reason, ci, {**self.details, **details})
 

@@ -1,7 +1,7 @@
 """What the local backends share (transformers, vLLM, replay: those that tokenize prompts
 themselves): prompt text, tokenizing with shared beginnings and endings done once, control
 tokens kept out of an item's text, detokenizing, and token steps from logprobs. The contract a
-backend fulfils is :mod:`jurybox.judges.backends.protocol`.
+backend fulfils is `jurybox.judges.backends.protocol`.
 """
 
 from __future__ import annotations
@@ -152,13 +152,13 @@ class _Suffix:
 
 
 def backend_note(backend: object) -> str | None:
-    """What a loaded backend says a run should know, or None: its :class:`PromptEncoder`'s
+    """What a loaded backend says a run should know, or None: its `PromptEncoder`'s
     note (a tokenizer that cannot split the prompts' shared beginning exactly)."""
     return getattr(getattr(backend, "encoder", None), "note", None)
 
 
 class PromptEncoder:
-    """:func:`encode_prompts` with the prompts' shared beginning (a rubric's preamble: system
+    """`encode_prompts` with the prompts' shared beginning (a rubric's preamble: system
     prompt, instructions, criteria) and shared ending (the answer format, the chat template's
     turn) tokenized once, and only each prompt's own part (the item) per prompt.
 
@@ -269,7 +269,7 @@ class PromptEncoder:
                          "so whole prompts are tokenized")
 
     def _learn_end(self, texts: list[str], whole: list[list[int]]) -> None:
-        """A suffix for ``texts`` (whose ids are ``whole``), checked on them, as :meth:`_learn`
+        """A suffix for ``texts`` (whose ids are ``whole``), checked on them, as `_learn`
         learns a prefix; tried once per call for the prompts that had none. A lone prompt whose
         ending shares too little with a known suffix is kept until another with the same last
         characters comes (alone, its shared ending would be its own text)."""
@@ -532,7 +532,7 @@ class ControlTokens:
 
     def escape(self, messages: list[Message], item_text: Sequence[str]) -> list[Message]:
         """``messages`` with each control token inside an item's strings written with a word
-        joiner (U+2060) after its first character, as :func:`escape_control` does for a
+        joiner (U+2060) after its first character, as `escape_control` does for a
         server: for prompts a model's processor tokenizes (a vision-language model's, with its
         images), where the item's text cannot be tokenized apart."""
         pattern = self.pattern
@@ -556,7 +556,7 @@ class ControlTokens:
         """Each prompt's ids (``encode`` for those whose item holds no control token), or why
         it cannot be given to the judge: a control token it cannot keep apart, or more than
         ``max_chars`` characters (more than the judge's token limit could hold, found without
-        tokenizing it: see :func:`prompt_char_limit`)."""
+        tokenizing it: see `prompt_char_limit`)."""
         out: list[list[int] | str | None] = [None] * len(prompts)
         whole = []
         for i, (prompt, request) in enumerate(zip(prompts, requests)):
@@ -618,7 +618,7 @@ GENERIC_CONTROL = re.compile(
 
 def escape_control(messages: list[Message], item_text: Sequence[str]) -> list[Message]:
     """``messages`` with every item string that holds a control token of
-    :data:`GENERIC_CONTROL` written with a word joiner inside each such token."""
+    `GENERIC_CONTROL` written with a word joiner inside each such token."""
     held = {t: GENERIC_CONTROL.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
             for t in item_text if GENERIC_CONTROL.search(t)}
     if not held:

@@ -21,7 +21,7 @@ schedule), and httpx is one small dependency where ``openai`` pulls several.
 - An item's text is the judge's to read, never its control tokens: the server tokenizes with
   its own tokenizer, so an item string holding one of the usual chat templates' control tokens
   (``<|im_end|>``, ``<start_of_turn>``, ``[INST]``, ...) is sent with a word joiner (U+2060)
-  after its first character (:func:`~jurybox.judges.backends.base.escape_control`).
+  after its first character (`escape_control`).
 - A judge that sees images (``vision``) sends a request's images as ``image_url`` parts of the
   chat message (``data:`` URLs: the server is never asked to fetch anything), where the
   rubric's template placed them, else first in the user message; it needs ``prompt_format:
@@ -305,9 +305,9 @@ class OpenAIBackend:
 
     def generate(self, requests: list[Request],
                  cancelled: CancelCheck | None = None) -> list[Generation]:
-        """:meth:`agenerate` run to completion; from inside a running event loop it runs on its own
+        """`agenerate` run to completion; from inside a running event loop it runs on its own
         loop in a thread. (``cancelled`` is not asked: a caller that can cancel awaits
-        :meth:`agenerate`.)"""
+        `agenerate`.)"""
         try:
             asyncio.get_running_loop()
         except RuntimeError:

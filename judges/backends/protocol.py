@@ -1,10 +1,10 @@
 """The contract of a judge backend: what turns a judge's prompts into raw outputs and token
 logprobs. Nothing else: rendering prompts, parsing answers and score distributions are the
-judging path's (:mod:`jurybox.judges.judging`), shared by every backend, so a judgment means the
+judging path's (`jurybox.judges.judging`), shared by every backend, so a judgment means the
 same thing whichever engine produced it.
 
 A backend is any object with this shape. Register your own under a name (see
-:mod:`jurybox.judges.backends.registry`: :func:`~jurybox.judges.backends.registry.register`,
+`jurybox.judges.backends.registry`: `register`,
 or the ``jurybox.backends`` entry point group of a package) and a jury file's
 ``backend: <name>`` uses it.
 """
@@ -25,11 +25,11 @@ CancelCheck = Callable[[], bool]
 
 
 class Backend(Protocol):
-    """A judge's engine: one :class:`Generation` per :class:`Request`, in order.
+    """A judge's engine: one `Generation` per `Request`, in order.
 
     ``cancelled``, when given, is asked between the generate's steps: once it returns True
     (every caller of the batch left, or passed its deadline) the backend raises
-    :class:`GenerationCancelled` soon after, instead of finishing outputs nobody reads. A
+    `GenerationCancelled` soon after, instead of finishing outputs nobody reads. A
     backend that cannot stop early ignores it.
     """
 
@@ -62,13 +62,13 @@ class Request:
     """One prompt for a backend: the rubric's chat messages and the JSON schema the answer
     follows; ``item_text``: every string of the item's fields rendered into them (its question,
     response, reference, context, inputs and id), which a judge must read as text, never as
-    its control tokens (see :class:`ControlTokens`).
+    its control tokens (see `ControlTokens`).
 
     ``images``: the item's images (content and digest), for a judge that sees images; a
     text-only judge is given ``messages`` alone, as if there were none. ``image_place``: where
     the rubric's template put them (message index, character offset: its ``{{ images_here
     }}``), or None when it has no place for them: then they are the first parts of the last
-    user message (:func:`jurybox.judges.images.chat_parts`)."""
+    user message (`jurybox.judges.images.chat_parts`)."""
 
     messages: list[Message]
     schema: dict[str, Any]

@@ -1,9 +1,9 @@
 """Backends by name: what a jury file's ``backend:`` may say.
 
 The shipped backends are here; a package adds its own under the ``jurybox.backends`` entry point
-group (``name = "package.module:factory"``), and a program with :func:`register`. A factory
-takes the judge's :class:`~jurybox.judges.spec.JudgeSpec` and returns a
-:class:`~jurybox.judges.backends.protocol.Backend`. A backend is imported only when a judge
+group (``name = "package.module:factory"``), and a program with `register`. A factory
+takes the judge's `JudgeSpec` and returns a
+`Backend`. A backend is imported only when a judge
 uses it, so naming a kind whose libraries are missing fails at load, saying which.
 
 >>> from jurybox.judges.backends.registry import kinds

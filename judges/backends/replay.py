@@ -91,7 +91,7 @@ class RecordedGeneration:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RecordedGeneration:
-        """A generation from :meth:`to_json`'s data."""
+        """A generation from `to_json`'s data."""
         return cls(
             item=data["item"],
             prompt_ids=tuple(data["prompt_ids"]),
@@ -136,7 +136,7 @@ class Recording:
 
     @classmethod
     def load(cls, path: str | Path) -> Recording:
-        """A recording read from a file :meth:`save` wrote; ValueError when it is not one."""
+        """A recording read from a file `save` wrote; ValueError when it is not one."""
         with gzip.open(path, "rb") as fh:
             data = json.loads(fh.read())
         if data.get("format") != FORMAT:
@@ -180,7 +180,7 @@ def record(jury: Any, rubric: Any, items: list[Any],
            log: Callable[[str], None] = lambda line: None) -> dict[str, list[RecordedGeneration]]:
     """Judge ``items`` under ``rubric`` with ``jury``'s transformers backends, keeping each
     answer's token ids and top-k logprobs (the same recorder the backend reads score
-    distributions from, here kept raw): the generations a :class:`Recording` holds."""
+    distributions from, here kept raw): the generations a `Recording` holds."""
     import math
 
     import xgrammar.contrib.hf

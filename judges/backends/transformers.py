@@ -108,7 +108,7 @@ class TransformersBackend:
     """A judge's model run locally by transformers (on ``execution.device``), its answers
     constrained to the rubric's schema by xgrammar; the model loads at construction.
 
-    A judge that sees images (:func:`~jurybox.judges.images.sees_images`) loads the model's
+    A judge that sees images (`sees_images`) loads the model's
     processor and its image-text-to-text class: a request with images is given to the
     processor (the chat template's text with the images' placeholders, and the images), whose
     token ids, image tokens included, and pixel tensors the model generates from; its other
@@ -410,7 +410,7 @@ class TransformersBackend:
     def _vision_inputs(self, request: Request) -> tuple[list[int], dict[str, Any]] | str:
         """A request with images as the processor makes it: its token ids (image tokens
         included) and its image tensors; or why it cannot be given to the judge. The item's
-        text is escaped (:meth:`ControlTokens.escape`): the processor tokenizes the prompt as
+        text is escaped (`ControlTokens.escape`): the processor tokenizes the prompt as
         a whole, so the item's strings cannot be tokenized apart."""
         messages = self.controls.escape(request.messages, request.item_text)
         text = vision_prompt_text(self.spec, self.tokenizer, request, messages)

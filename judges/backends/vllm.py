@@ -24,7 +24,7 @@ Choices, and why:
   images as ``multi_modal_data``: vLLM's own processor expands each placeholder into the
   image's tokens, so the prompt is tokenized as every other (an item's text kept apart from
   the control tokens). The engine takes at most ``limit_mm_per_prompt`` images a prompt
-  (:data:`DEFAULT_IMAGES_PER_PROMPT` unless the jury file's ``engine_kwargs`` says); an item
+  (`DEFAULT_IMAGES_PER_PROMPT` unless the jury file's ``engine_kwargs`` says); an item
   with more is that item's unscored vote, saying so.
 """
 
@@ -74,7 +74,7 @@ def on_cpu() -> bool:
 
 def engine_dtype(spec: JudgeSpec) -> str:
     """The engine's precision for ``spec.dtype``: on a CPU, ``auto`` is bfloat16 only where the
-    CPU has it natively, else float32 (:mod:`jurybox.judges.cpu`: vLLM would take the weights'
+    CPU has it natively, else float32 (`jurybox.judges.cpu`: vLLM would take the weights'
     bfloat16 and emulate it, far slower); on a GPU, vLLM's own choice."""
     from ..cpu import vllm_cpu_dtype
 
@@ -82,7 +82,7 @@ def engine_dtype(spec: JudgeSpec) -> str:
 
 
 def cpu_engine_environment() -> None:
-    """On a CPU, the environment a vLLM engine starts with (:data:`~jurybox.judges.cpu.VLLM_CPU_ENV`:
+    """On a CPU, the environment a vLLM engine starts with (`VLLM_CPU_ENV`:
     its threads not pinned to the cores every other engine of the jury is pinned to), where the
     environment does not already say; read by the engine's processes as they start."""
     import os
@@ -175,8 +175,8 @@ class _VLLMJudge:
 
     def _encode(self, requests: list[Request]) -> list[list[int] | str]:
         """Each request's prompt ids, or why the judge is not given it (see
-        :class:`ControlTokens`); a request with images shown to the judge, with its images'
-        placeholders (:meth:`_prompt`)."""
+        `ControlTokens`); a request with images shown to the judge, with its images'
+        placeholders (`_prompt`)."""
         # (a vision model's chat template takes every message as parts, images or not)
         prompts = [vision_prompt_text(self.spec, self.tokenizer, r) if self.vision
                    else self.prompt_text(r.messages) for r in requests]
@@ -391,7 +391,7 @@ class VLLMBackend(_VLLMJudge):
 class AsyncVLLMBackend(_VLLMJudge):
     """vLLM's async engine (``AsyncLLM``): every call of every client goes into one engine, which
     batches them continuously (the scoring service). ``agenerate`` is the call; prompts, the
-    two-phase reasoning and the reading of outputs are the same as :class:`VLLMBackend`'s."""
+    two-phase reasoning and the reading of outputs are the same as `VLLMBackend`'s."""
 
     def __init__(self, spec: JudgeSpec, distributed_executor_backend: str | None = None) -> None:
         _require_vllm(spec)
@@ -480,9 +480,9 @@ class AsyncVLLMBackend(_VLLMJudge):
 
     def generate(self, requests: list[Request],
                  cancelled: CancelCheck | None = None) -> list[Generation]:
-        """:meth:`agenerate` run on a new event loop (``asyncio.run``), for a caller outside one
+        """`agenerate` run on a new event loop (``asyncio.run``), for a caller outside one
         (which cannot cancel it: ``cancelled`` is not asked; the service awaits
-        :meth:`agenerate`, which stops when its caller is cancelled)."""
+        `agenerate`, which stops when its caller is cancelled)."""
         import asyncio
 
         return asyncio.run(self.agenerate(requests))

@@ -1,6 +1,6 @@
 """``jurybox audit``: the judges' biases, per judge and criterion.
 
-The statistics are in :mod:`jurybox.calibration.audits.audit`.
+The statistics are in `jurybox.calibration.audits.audit`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``jurybox bench``: a benchmark's own files and a model's predictions in, the paper's table out.
 
-The command parses options and prints; the packs are :mod:`jurybox.benchmarks`. Where a pack
+The command parses options and prints; the packs are `jurybox.benchmarks`. Where a pack
 needs a jury, the items are judged through the bulk runner of ``jurybox judge``
-(:func:`jurybox.serving.runs.local.judge_file`), so a killed run resumes: each judged set is written
+(`jurybox.serving.runs.local.judge_file`), so a killed run resumes: each judged set is written
 to ``OUT/TASK.items.jsonl`` (exactly what the judges see) and judged into
 ``OUT/TASK.judged.jsonl`` with its manifest.
 """
@@ -32,7 +32,7 @@ class Interrupted(Exception):
 
 
 class ResumableJudge:
-    """A :data:`jurybox.benchmarks.Judge` that judges through the resumable bulk runner.
+    """A `jurybox.benchmarks.Judge` that judges through the resumable bulk runner.
 
     Every judged set is kept in ``out_dir``.
     """

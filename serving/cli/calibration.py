@@ -1,6 +1,6 @@
 """``jurybox agree`` and ``jurybox calibrate``: judges against human labels, from the shell.
 
-Both read a human labels file (format in :mod:`jurybox.calibration.data.labels`) and the JSONL
+Both read a human labels file (format in `jurybox.calibration.data.labels`) and the JSONL
 written by ``jurybox judge``, join them on ``id`` and take each criterion's scale from the rubric
 the verdicts name (``--rubric`` overrides it), so labels off the scale are rejected rather than
 silently widening it. Bad input ends with exit code 2 and a message naming the file, row and
@@ -568,7 +568,7 @@ def _write_fitted(fitted: Any, jury: Any, out: Path, what: str) -> None:
 
 def _scaled_inputs(judged: Path, rubric: str | None, provenance: str | None,
                    criteria: list[str]) -> tuple[JudgeOutput, Rubric, list[str], dict[str, Any]]:
-    """:func:`load_inputs`, with the rubric required and its scales.
+    """`load_inputs`, with the rubric required and its scales.
 
     ``criteria`` are checked against the scales.
     """

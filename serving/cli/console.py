@@ -69,7 +69,7 @@ def parse_map(pairs: list[str], option: str = "--map") -> dict[str, str]:
     """``--map FIELD=COLUMN`` pairs as ``{field: column}`` (both stripped).
 
     A later pair for a field wins; a malformed pair prints an error and raises the Exit of
-    :func:`fail`.
+    `fail`.
     """
     mapping = {}
     for pair in pairs:

@@ -1,6 +1,6 @@
 """``jurybox leaderboard``: systems judged on the same items, compared with paired intervals.
 
-The statistics are in :mod:`jurybox.calibration.reports.leaderboard`.
+The statistics are in `jurybox.calibration.reports.leaderboard`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A labelling session without HTTP, one method per route of the page's API.
 
 The session holds the judged items, the rubric, the labels file and the order items are offered
-in; what each route of the page's API (:mod:`.app`) answers is one method here. A request it
-refuses is an :class:`~jurybox.serving.problems.HTTPProblem` naming the field at fault, and
+in; what each route of the page's API (`.app`) answers is one method here. A request it
+refuses is an `HTTPProblem` naming the field at fault, and
 nothing is written for it.
 """
 
@@ -152,7 +152,7 @@ class LabellingSession:
             return {"undone": last["id"], "progress": self.progress()}
 
     def progress(self) -> dict[str, Any]:
-        """GET /api/progress (see :func:`jurybox.calibration.estimates.selection.progress`)."""
+        """GET /api/progress (see `jurybox.calibration.estimates.selection.progress`)."""
         scores = {i: v.scores for i, v in self.verdicts.items()}
         out = progress(self.store.latest(), scores, self.scales, self.target_width,
                        len(self.selector.order), self.selector.goal, model=self.model,

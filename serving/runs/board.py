@@ -4,7 +4,7 @@ The systems a user has judged: their judged files (or ``jurybox bench --out`` ru
 each system named (by ``names``, else by the predictions file its manifest names),
 configurations compared (systems judged with different rubrics or juries are refused unless
 ``allow_mixed``), human labels and answer lengths gathered, and the board computed
-(:func:`jurybox.calibration.reports.leaderboard.leaderboard`).
+(`jurybox.calibration.reports.leaderboard.leaderboard`).
 
 ```python
 from jurybox.serving.runs.board import board_of

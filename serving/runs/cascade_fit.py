@@ -1,8 +1,8 @@
 """Fitting a cascaded jury's threshold on human labels.
 
 Each stage's verdicts on the labelled items are recomputed from the votes exactly as a cascaded
-run decides them (:mod:`jurybox.judges.cascade`), then the threshold is fitted with a guarantee
-(:func:`jurybox.calibration.estimates.cascade_threshold.fit_threshold`, which knows nothing of
+run decides them (`jurybox.judges.cascade`), then the threshold is fitted with a guarantee
+(`jurybox.calibration.estimates.cascade_threshold.fit_threshold`, which knows nothing of
 juries). Here because it needs both: ``calibration`` imports nothing of ``judges`` (the stated
 import direction), so the glue lives above both.
 """
@@ -184,8 +184,8 @@ def fit_cascade(human: HumanLabels | str | Path, output: JudgeOutput, rubric: Ru
         risk: The probability allowed that the guarantee fails.
         grid: The thresholds tried.
         groups: Item id -> group: keeps each item's group in the data (see
-            :func:`group_results`).
-        data: Items already gathered by :func:`cascade_data` (a subset of them, for one
+            `group_results`).
+        data: Items already gathered by `cascade_data` (a subset of them, for one
             group's fit).
 
     Returns:

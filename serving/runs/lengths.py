@@ -2,7 +2,7 @@
 
 Used by ``jurybox judge --length-control`` (in the run's summary) and ``jurybox agree
 --length-control``: the answers' lengths are read from the predictions that were judged, the
-correction itself is in :mod:`jurybox.calibration.audits.length_control`.
+correction itself is in `jurybox.calibration.audits.length_control`.
 
 Lengths are in words (every judge's tokenizer would give a different length per judge, and the
 correction is the jury's). The answers are controlled to the reference answers' median length

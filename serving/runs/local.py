@@ -2,7 +2,7 @@
 
 Read rows, skip what is done, judge in chunks, append each chunk's verdicts, summarise from what
 was written. The run itself (checks, results, manifest, summary) is
-:class:`jurybox.serving.runs.run.Run`.
+`jurybox.serving.runs.run.Run`.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ class PairsError(InputError):
 
 @dataclass
 class Paired:
-    """What :func:`write_pairs` wrote.
+    """What `write_pairs` wrote.
 
     The file, the systems' names, the pairs, and what did not pair (as plain sentences for the
     run's notes).

@@ -1,6 +1,6 @@
 """Prediction files (JSONL, JSON list, CSV/TSV, Parquet) as Items to judge.
 
-Rows come from the one row reader (:mod:`jurybox.rubrics.rows`). A bad row never stops the file:
+Rows come from the one row reader (`jurybox.rubrics.rows`). A bad row never stops the file:
 it becomes a RowError that names the row and field and says what was expected, and the other
 rows are judged. Problems that make the whole file unusable (no rows, a column the rubric needs
 that no row has, a --map naming a field nothing reads) raise PredictionsError.
@@ -25,7 +25,7 @@ class PredictionsError(InputError):
 
 @dataclass
 class ReadResult:
-    """What :func:`read_predictions` read.
+    """What `read_predictions` read.
 
     The Items, a RowError per rejected row, how many rows there were, and how many items have an
     empty response.

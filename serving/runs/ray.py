@@ -12,7 +12,7 @@ machine.
 
 The stages stream concurrently, so a jury of three judges on three GPU shares keeps all three
 busy. Prompts, parsing, aggregation and the record are the judging path of the local engine
-(:mod:`jurybox.judges.judging`): on the same items with greedy decoding, the same verdicts.
+(`jurybox.judges.judging`): on the same items with greedy decoding, the same verdicts.
 
 Exactly once: the driver is the only writer, and each shard appears whole (renamed into place)
 or not at all. A rerun after a crash, a killed driver or a lost worker reads the ids already
@@ -290,7 +290,7 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
                    cache: VerdictCache | None = None, images: ImagePolicy | None = None,
                    **options: Unpack[RunOptions]) -> RunReport:
     """Judge every valid row of ``predictions`` not yet in ``out`` on a Ray cluster (see the
-    module docstring; the options are :class:`~jurybox.serving.runs.run.RunOptions`). Returns
+    module docstring; the options are `RunOptions`). Returns
     the same report as the local engine, with per-judge throughput in its notes.
     ``backend_factory(judge_spec)`` replaces the judges' backends (benchmarks, tests), as a
     Jury takes backends passed in. With a verdict ``cache`` the driver answers the items it

@@ -1,12 +1,12 @@
 """One bulk run over a prediction file, whichever engine judges it.
 
-A :class:`Run` is everything a run is apart from how chunks get judged: the checks made before
+A `Run` is everything a run is apart from how chunks get judged: the checks made before
 anything is opened (``--out`` is not the predictions, the ``--map`` and the files' formats), the
 results store and the check that resumed items were judged from the same input, the manifest
-(running, then failed, interrupted or complete), the counts (:class:`Tally`), the summary read
-back from what was written and the :class:`RunReport`. The local engine
-(:mod:`jurybox.serving.runs.local`) and the Ray engine (:mod:`jurybox.serving.runs.ray`) each
-open a Run, write what they judge into ``run.results`` and call :meth:`Run.finish`.
+(running, then failed, interrupted or complete), the counts (`Tally`), the summary read
+back from what was written and the `RunReport`. The local engine
+(`jurybox.serving.runs.local`) and the Ray engine (`jurybox.serving.runs.ray`) each
+open a Run, write what they judge into ``run.results`` and call `Run.finish`.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Tally:
     """A run's counts as its rows go by.
 
     ``id in tally``: whether the id is one of this run's items (``ids``: the engine's index of
-    them, dropped by :meth:`forget_ids` before the summary reads the output back).
+    them, dropped by `forget_ids` before the summary reads the output back).
     """
 
     def __init__(self, ids: Container[str], count_rows: bool = True) -> None:
@@ -192,7 +192,7 @@ class Run:
 
     @property
     def results(self) -> Results:
-        """The results store, while :meth:`writing` is open (and after, to read back)."""
+        """The results store, while `writing` is open (and after, to read back)."""
         if self._results is None:
             raise RuntimeError("Run.results before Run.writing()")
         return self._results

@@ -1,13 +1,13 @@
 """What a score request must pass before any judge sees it, and where that work runs.
 
-:func:`prepare` turns a request's rubric and items into the judges' requests: text that is
+`prepare` turns a request's rubric and items into the judges' requests: text that is
 Unicode, nesting within bounds, items as ``jurybox judge`` reads them, a number of judge calls
 within the service's limit, every prompt rendered. It is linear in the request's size.
 
 A rubric the service knows is the operator's: its requests are prepared in a thread, off the
 event loop. An inline rubric is the client's, and its template is code: it is checked against the
 size limits before it is even parsed, then validated and rendered in a worker process
-(:class:`Workers`) with a time budget and a memory cap, so a template that loops for hours or
+(`Workers`) with a time budget and a memory cap, so a template that loops for hours or
 builds a huge string costs one killed worker, never a stalled route or the ingress's memory.
 """
 
@@ -48,7 +48,7 @@ READY = b"R"  # what a worker writes once it has imported what it needs
 
 def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], limits: Limits,
             allow_empty: bool) -> Prepared:
-    """The rubric, the items and every judge call's prompt; an :class:`HTTPProblem` naming the
+    """The rubric, the items and every judge call's prompt; an `HTTPProblem` naming the
     field (or limit) at fault otherwise."""
     try:
         if isinstance(rubric, dict):
@@ -120,7 +120,7 @@ def inline_images(items: list[Item], limits: Limits) -> list[Item]:
 
 
 def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
-    """An inline rubric, validated (in a worker: see :class:`Workers`)."""
+    """An inline rubric, validated (in a worker: see `Workers`)."""
     try:
         return _inline_rubric(ref, limits)
     except MemoryError:
@@ -229,7 +229,7 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
     ``max_prompt_chars``, or the request's prompts together longer than
     ``max_request_prompt_chars``: a short template can render a huge prompt, which no judge
     should be asked to tokenize. An image counts as its estimated tokens
-    (:func:`~jurybox.rubrics.images.image_tokens`) x :data:`CHARS_PER_IMAGE_TOKEN` characters."""
+    (`image_tokens`) x `CHARS_PER_IMAGE_TOKEN` characters."""
     n_calls = len(requests.calls)
     total = 0
     for k, request in enumerate(requests.requests):
@@ -293,7 +293,7 @@ class Workers:
 
     async def run(self, budget_s: float, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in a worker (``fn`` importable by name); what it raises is raised
-        here; :class:`HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies, 429
+        here; `HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies, 429
         when every worker is busy and ``queued`` calls already wait for one."""
         if self._slots.locked() and self.waiting >= self.queued:
             raise HTTPProblem(429, "overloaded", f"every worker that renders inline rubrics is "

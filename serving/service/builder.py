@@ -36,7 +36,7 @@ def judge_deployment_name(judge: str) -> str:
 
 
 def _in_replica_env(actor_options: dict[str, Any]) -> dict[str, Any]:
-    """``actor_options`` with :data:`REPLICA_ENV` in its runtime environment."""
+    """``actor_options`` with `REPLICA_ENV` in its runtime environment."""
     runtime_env = actor_options.get("runtime_env", {})
     return {**actor_options, "runtime_env": {
         **runtime_env, "env_vars": {**REPLICA_ENV, **runtime_env.get("env_vars", {})}}}
@@ -58,7 +58,7 @@ def judge_options(judge: JudgeSpec) -> dict[str, Any]:
 
 def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
     """Ray Serve options for the ingress deployment: ``replicas`` replicas sharing their
-    metrics and drain through a deployment actor (:mod:`jurybox.serving.service.shared`); every
+    metrics and drain through a deployment actor (`jurybox.serving.service.shared`); every
     request is let through to the replica's gate, which answers 429 itself."""
     limits = config.limits
     # Every request is let through to the replica, whose own checks refuse with a JSON error
@@ -79,7 +79,7 @@ def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
 
 
 def build_jury_app(args: dict[str, Any] | ServiceConfig) -> Any:
-    """The Serve application for ``args`` (the fields of :class:`ServiceConfig`): the builder a
+    """The Serve application for ``args`` (the fields of `ServiceConfig`): the builder a
     config file's ``import_path`` names. One parameter, as Ray Serve requires of a builder that
     takes a config's ``args`` (``serve deploy``, ``serve run ... jury=tiny``)."""
     return jury_app(args)
@@ -87,7 +87,7 @@ def build_jury_app(args: dict[str, Any] | ServiceConfig) -> Any:
 
 def jury_app(args: dict[str, Any] | ServiceConfig,
              backend_factory: Callable[[JudgeSpec], Any] | None = None) -> Any:
-    """The Serve application for ``args`` (the fields of :class:`ServiceConfig`). Everything is
+    """The Serve application for ``args`` (the fields of `ServiceConfig`). Everything is
     validated here: a bad jury, rubric or calibration map fails the deploy, not a request.
 
     ``backend_factory(judge_spec)`` replaces every judge's backend (benchmarks and tests: e.g.

@@ -6,9 +6,9 @@ verdicts = client.score("mirage-mg", [Item(id="1", question="...", response="...
                                            reference="...")])
 ```
 
-``Client.score`` returns the same :class:`~jurybox.rubrics.Verdict` objects as ``Jury.score``.
-:class:`RemoteJury` gives the bulk runner (``jurybox judge --url``) the same interface as a
-local :class:`~jurybox.judges.Jury`, so a prediction file judged through the service gets the
+``Client.score`` returns the same `Verdict` objects as ``Jury.score``.
+`RemoteJury` gives the bulk runner (``jurybox judge --url``) the same interface as a
+local `Jury`, so a prediction file judged through the service gets the
 same output file, resume and summary.
 """
 
@@ -104,7 +104,7 @@ class Client:
 
     def groups(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
         """POST /v1/groups with ``payload`` (the fields of
-        :class:`jurybox.serving.service.protocol.GroupRequest`): each group's result, in
+        `jurybox.serving.service.protocol.GroupRequest`): each group's result, in
         order."""
         return self._call("POST", "/v1/groups", payload)["groups"]
 
@@ -141,7 +141,7 @@ class Client:
 
 
 class RemoteJury:
-    """A jury that judges through a running service (:class:`jurybox.judges.JuryLike`, what a
+    """A jury that judges through a running service (`jurybox.judges.JuryLike`, what a
     bulk run needs of a jury). The service keeps its own verdict cache, if any; this side has
     none."""
 

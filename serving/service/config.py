@@ -91,7 +91,7 @@ class Limits(BaseModel):
 
 
 class ServiceConfig(BaseModel):
-    """Arguments of :func:`jurybox.serving.service.builder.build_jury_app` (and of ``jurybox serve``)."""
+    """Arguments of `jurybox.serving.service.builder.build_jury_app` (and of ``jurybox serve``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -210,11 +210,11 @@ class ResolvedConfig(BaseModel):
     ingress_replicas: int = 1
 
     def jury_spec(self) -> JurySpec:
-        """The jury, validated back into a :class:`JurySpec`."""
+        """The jury, validated back into a `JurySpec`."""
         return JurySpec.model_validate(self.jury)
 
     def rubric_objects(self) -> dict[str, Rubric]:
-        """The rubrics by name, validated back into :class:`Rubric` objects."""
+        """The rubrics by name, validated back into `Rubric` objects."""
         return {n: Rubric.model_validate(r) for n, r in self.rubrics.items()}
 
 

@@ -4,7 +4,7 @@ and only votes travel back.
 
 vLLM judges run on vLLM's async engine, which batches every request of every client
 continuously; transformers judges (not thread-safe, one generate at a time) have the requests
-that arrive together merged into one batch (:class:`_Batched`); OpenAI-compatible judges are async
+that arrive together merged into one batch (`_Batched`); OpenAI-compatible judges are async
 clients already. Why not Ray Serve LLM's ``LLMServer``: called through a handle it answers with
 OpenAI payloads (top-k alternatives detokenized, forbidden tokens as -9999, token ids as
 strings), where the judging code reads vLLM's own outputs: the score distribution at the answer
@@ -50,7 +50,7 @@ def service_backend(spec: JudgeSpec) -> Backend:
 
 def served(backend: Backend) -> Backend:
     """``backend`` as a judge replica runs it: an async one as it is, a synchronous one behind
-    :class:`_Batched` (concurrent requests merged into one generate in a worker thread)."""
+    `_Batched` (concurrent requests merged into one generate in a worker thread)."""
     return backend if isinstance(backend, AsyncBackend) else _Batched(backend)
 
 
@@ -170,7 +170,7 @@ class _Batched:
 class JudgeServer:
     """One judge: its backend, built once per replica (``backend_factory`` replaces it in
     tests and benchmarks, as Ray Serve LLM takes an ``engine_cls``; a synchronous backend it
-    makes is run as the service runs one, see :func:`served`)."""
+    makes is run as the service runs one, see `served`)."""
 
     def __init__(self, spec: dict[str, Any], backend_factory: BackendFactory | None = None) -> None:
         from jurybox.judges.jury import freeze_loaded_objects

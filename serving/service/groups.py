@@ -1,9 +1,9 @@
-"""``POST /v1/groups``: group rewards (:mod:`jurybox.judges.groups`) judged by the service's
+"""``POST /v1/groups``: group rewards (`jurybox.judges.groups`) judged by the service's
 jury, each completion's reward answered with the comparisons behind it.
 
 The request passes what a score request passes (auth, the body's size, draining: the
 ingress's checks) and its own bounds before any judge runs: its completions count against
-``max_items``, and every group's planned judge calls (:meth:`GroupSpec.cost`: a round robin
+``max_items``, and every group's planned judge calls (`GroupSpec.cost`: a round robin
 of 8 is 56 per judge) against ``max_judge_calls``; beyond either, a 413 naming the limit.
 Then the job's asks go the way of ``/v1/score`` (prepared off the event loop, an inline
 rubric in a worker process; the verdict cache; judged together with the other requests that
@@ -34,7 +34,7 @@ logger = logging.getLogger("jurybox.serving")
 
 class GroupScoring(Protocol):
     """What the group route uses of the scoring service
-    (:class:`jurybox.serving.service.scoring.ScoringService`, which calls it)."""
+    (`jurybox.serving.service.scoring.ScoringService`, which calls it)."""
 
     limits: Limits
     jury: JurySpec

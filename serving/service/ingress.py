@@ -1,10 +1,10 @@
 """The scoring service's front door: a FastAPI app served by a Ray Serve deployment, whose
-routes each call one method of :class:`~jurybox.serving.service.scoring.ScoringService` (which
+routes each call one method of `ScoringService` (which
 knows nothing of HTTP) and turn its answer into a response.
 
 Here: bearer-token auth on /v1, CORS, the body-size limit (counted before the body is read),
 the OpenAPI contract, metrics for every answer, and one JSON error shape for everything
-(:mod:`jurybox.serving.problems`).
+(`jurybox.serving.problems`).
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ def _json(problem: HTTPProblem) -> JSONResponse:
 
 
 class JuryIngress(ScoringService):
-    """The ingress deployment's class (see :func:`jurybox.serving.service.builder.build_jury_app`):
+    """The ingress deployment's class (see `jurybox.serving.service.builder.build_jury_app`):
     the scoring service with its HTTP app, one of the deployment's replicas, which share their
-    metrics and drain through the deployment's actor (:mod:`jurybox.serving.service.shared`)."""
+    metrics and drain through the deployment's actor (`jurybox.serving.service.shared`)."""
 
     def __init__(self, plan: dict[str, Any], judges: dict[str, Any]) -> None:
         from ray import serve
@@ -99,7 +99,7 @@ class JuryIngress(ScoringService):
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         """Ray Serve calls this in the replica, after ``__init__``: the app is built there,
-        around this ingress (see :func:`build_app`)."""
+        around this ingress (see `build_app`)."""
         return build_app(self)
 
 
@@ -190,7 +190,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
               summary="Reward groups of completions against each other (GRPO's groups)")
     async def groups(request: GroupRequest) -> Response:
         """Each group's completions rewarded against each other (see
-        :mod:`jurybox.judges.groups`): compared in pairs on a pairwise rubric, each pair in
+        `jurybox.judges.groups`): compared in pairs on a pairwise rubric, each pair in
         both orders (round_robin, regular, swiss, anchor), scored together in one call per
         judge (listwise), or scored alone (pointwise); each reward with the comparisons behind
         it. The groups' completions count against max_items and the design's judge calls
@@ -205,7 +205,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
                        calibrated: bool = False, unscored: str | None = None,
                        scores: Literal["reward", "agreement"] = "reward") -> Response:
         """The jury's reward for each of OpenRLHF's samples (see
-        :mod:`jurybox.serving.service.openrlhf`): the rubric's formula (or ``score``), on
+        `jurybox.serving.service.openrlhf`): the rubric's formula (or ``score``), on
         [0, 1] unless ``scale=raw``. ``unscored`` is required (here or as the service's
         ``--openrlhf-unscored``): ``error`` (a 422: OpenRLHF's step then fails) or the
         reward an unscored sample gets, flagged in ``extra_logs``. ``scores``: what

@@ -14,7 +14,7 @@ So jurybox answers ``POST /v1/openrlhf/{rubric}``: the item's question is the pr
 response the query after the prompt (or after the prompt's end that the query begins with),
 special tokens at its end dropped; its reference the label when there is one. The reward
 options are query parameters (``score``, ``scale``, ``calibrated``, ``unscored``, as
-:class:`jurybox.rubrics.reward.RewardSpec`; ``scores`` for OpenRLHF's filter); the token,
+`jurybox.rubrics.reward.RewardSpec`; ``scores`` for OpenRLHF's filter); the token,
 where the service has one, comes in the URL's credentials (``http://jurybox:TOKEN@host:8000/
 ...``: OpenRLHF's HTTP client sends them as Basic auth).
 
@@ -22,7 +22,7 @@ What an unscored sample becomes has no default: OpenRLHF drops an error's body, 
 then fails the step far from the cause, so the URL (``?unscored=error`` or a number) or the
 service (``jurybox serve --openrlhf-unscored``) must say it. With a number, ``extra_logs``
 carries ``jurybox/unscored`` (0 or 1) and ``jurybox/unscored_reason`` (a code of
-:data:`jurybox.judges.parsing.REASON_CODES`, by position; 0 when scored) for every sample,
+`jurybox.judges.parsing.REASON_CODES`, by position; 0 when scored) for every sample,
 which OpenRLHF logs beside its own metrics.
 
 Everything here is linear in the body's size: no regular expression runs on a client's text.
@@ -53,7 +53,7 @@ Filter = Literal["reward", "agreement"]
 
 @dataclass(frozen=True)
 class Options:
-    """The route's query parameters: the reward (:func:`reward_options`) and ``scores``."""
+    """The route's query parameters: the reward (`reward_options`) and ``scores``."""
 
     score: str | None = None
     scale: Scale = "unit"
@@ -198,9 +198,9 @@ def renamed(problem: HTTPProblem) -> HTTPProblem:
 def answer(reward: Reward, criteria: list[Reward], records: list[dict[str, Any]],
            spans: dict[str, float], scores: Filter = "reward") -> dict[str, Any]:
     """OpenRLHF's answer for the verdicts: the rewards; ``scores`` the rewards or the jury's
-    agreement (:func:`agreement`, for OpenRLHF's dynamic filter); ``extra_logs`` per sample:
+    agreement (`agreement`, for OpenRLHF's dynamic filter); ``extra_logs`` per sample:
     ``jurybox/unscored``, ``jurybox/unscored_reason`` (the code's position in
-    :data:`REASON_CODES`, 0 when scored) and each criterion's reward (``jurybox/<criterion>``;
+    `REASON_CODES`, 0 when scored) and each criterion's reward (``jurybox/<criterion>``;
     where it has none, the unscored value, or NaN when the policy is an error). A 422 naming
     the unscored items when the reward's policy is an error."""
     try:

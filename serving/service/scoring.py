@@ -1,11 +1,11 @@
 """The scoring service without HTTP: a request's rubric and items admitted, looked up in the
 verdict cache, the rest sent to every judge deployment at once (a jury's latency is its slowest
 judge, not the sum) and decided: the judging path of ``jurybox judge``, with the service only
-moving items in and verdicts out. Around it: a bounded queue (:class:`Gate`: 429 with
+moving items in and verdicts out. Around it: a bounded queue (`Gate`: 429 with
 Retry-After when full), a per-request deadline (504) that cancels the judges' work too,
 health, Prometheus metrics and a graceful drain, each shared with the other ingress replicas
-(:mod:`jurybox.serving.service.shared`). The HTTP routes are
-:mod:`jurybox.serving.service.ingress`.
+(`jurybox.serving.service.shared`). The HTTP routes are
+`jurybox.serving.service.ingress`.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class Metrics:
 class Gate:
     """At most ``concurrent`` batches judged at once and ``queued`` requests waiting for a
     slot; a request beyond that is told to come back (429 with Retry-After) instead of waiting
-    without bound. The requests that wait together are judged together (:class:`_Batch`)."""
+    without bound. The requests that wait together are judged together (`_Batch`)."""
 
     def __init__(self, concurrent: int, queued: int, gauge: Any) -> None:
         self.slots = asyncio.Semaphore(concurrent)
@@ -209,12 +209,12 @@ class _Batch:
 
 class ScoringService:
     """What the scoring service does, without HTTP: each route of the ingress
-    (:func:`jurybox.serving.service.ingress.build_app`) calls one method and only turns its
-    answer into a response. Errors are :class:`HTTPProblem`, the one error shape.
+    (`jurybox.serving.service.ingress.build_app`) calls one method and only turns its
+    answer into a response. Errors are `HTTPProblem`, the one error shape.
 
     One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its
     share of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with
-    ``state`` (the handle of the replicas' :class:`~jurybox.serving.service.shared.IngressState`)
+    ``state`` (the handle of the replicas' `IngressState`)
     its metrics and drain are the whole service's, else its own."""
 
     def __init__(self, plan: dict[str, Any], judges: dict[str, Any], *, replicas: int = 1,
@@ -280,11 +280,11 @@ class ScoringService:
         return await self.workers.run(self.limits.max_render_s, inline_rubric, ref, self.limits)
 
     async def _prepare(self, request: ScoreRequest, limit_items: bool = True) -> Prepared:
-        """The request's rubric, items and prompts (see :mod:`jurybox.serving.service.admission`): the
+        """The request's rubric, items and prompts (see `jurybox.serving.service.admission`): the
         operator's rubrics in a thread, a client's inline rubric in a worker process; never on
         the event loop, which keeps answering every other route meanwhile. ``limit_items=False``:
         a group request's round, whose items were bounded as the request's completions and
-        judge calls (:mod:`jurybox.serving.service.groups`)."""
+        judge calls (`jurybox.serving.service.groups`)."""
         limits = self.limits
         if limit_items and len(request.items) > limits.max_items:
             raise HTTPProblem(413, "too_large", f"{len(request.items)} items; this service takes "
@@ -532,7 +532,7 @@ class ScoringService:
 
     async def groups(self, request: GroupRequest) -> list[dict[str, Any]]:
         """POST /v1/groups: ``{"groups": [...]}``, each group's rewards with the comparisons
-        behind them (:mod:`jurybox.serving.service.groups`); 504 past ``request_timeout_s``."""
+        behind them (`jurybox.serving.service.groups`); 504 past ``request_timeout_s``."""
         from jurybox.serving.service.groups import score_groups
 
         timeout = self.limits.request_timeout_s
@@ -550,7 +550,7 @@ class ScoringService:
     async def openrlhf(self, rubric: str, request: OpenRLHFRequest,
                        options: Options, request_id: str = "") -> bytes:
         """POST /v1/openrlhf/{rubric}: OpenRLHF's remote reward model (see
-        :mod:`jurybox.serving.service.openrlhf`), scored as /v1/score scores; the answer as
+        `jurybox.serving.service.openrlhf`), scored as /v1/score scores; the answer as
         JSON (a criterion without a value in ``extra_logs`` is NaN, which OpenRLHF's JSON
         reader takes). A refused sample is logged here with the request's id: OpenRLHF drops
         an error's body."""
@@ -714,7 +714,7 @@ class ScoringService:
 
     async def healthz(self) -> Health:
         """GET /healthz: every judge's state (pinged at once); 200 when all are ``ok``, else 503.
-        One answer serves every caller for :data:`HEALTH_CACHE_S` (and callers that come while
+        One answer serves every caller for `HEALTH_CACHE_S` (and callers that come while
         the judges are pinged wait for that one ping): an open route that anyone may call in a
         loop costs the judges at most one ping a second."""
         return await self._health.get()

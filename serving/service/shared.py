@@ -1,8 +1,8 @@
 """What the ingress replicas share: their metrics, their requests in flight and the drain flag.
 
 Each ingress replica keeps its own Prometheus registry and gate (its share of
-``max_concurrent``); every :data:`REPORT_S` seconds, and at every scrape, it reports a snapshot
-of its registry and its requests in flight to :class:`IngressState`, one actor per ingress
+``max_concurrent``); every `REPORT_S` seconds, and at every scrape, it reports a snapshot
+of its registry and its requests in flight to `IngressState`, one actor per ingress
 deployment that Ray Serve starts, restarts and deletes with it (a *deployment actor*). So
 ``GET /metrics`` on any replica answers for the whole service (counters summed over every
 replica that ever reported, a dead one's included, so that they never go down when a replica is
@@ -72,7 +72,7 @@ def render(families: list[Family]) -> bytes:
 
 class SharedState:
     """The ingress replicas' shared state (see the module's text), run as the actor
-    :data:`IngressState`. Kept in memory: when Serve restarts the actor, the replicas' next
+    `IngressState`. Kept in memory: when Serve restarts the actor, the replicas' next
     reports rebuild it (a dead replica's counts are then gone: Prometheus sees a counter
     reset)."""
 
@@ -104,7 +104,7 @@ class SharedState:
                 "all_know": since is not None and all(t > since for t, _ in alive.values())}
 
     def metrics(self) -> list[Family]:
-        """Every replica's metrics, merged (see :func:`merge`), with the live replicas: how
+        """Every replica's metrics, merged (see `merge`), with the live replicas: how
         many, and each one's score requests in flight (by replica id and process)."""
         now = time.monotonic()
         alive = {r: n for r, (t, _, n) in self.reports.items() if now - t < ALIVE_S}
