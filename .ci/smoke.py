@@ -26,8 +26,12 @@ JURYBOX = str(Path(sys.executable).with_name("jurybox"))
 EXAMPLE = ROOT / "examples" / "mirage_mg.jsonl"
 NOISE = ("nanobind", "leaked", "Traceback")
 # The curl example of docs/guides/service.md (and the README).
-README_ITEM = {"id": "1", "question": "What causes brown rings on tomato leaves?",
-               "response": "Early blight.", "reference": "Early blight (Alternaria solani)."}
+README_ITEM = {
+    "id": "1",
+    "question": "What causes brown rings on tomato leaves?",
+    "response": "Early blight.",
+    "reference": "Early blight (Alternaria solani).",
+}
 
 
 class Failed(Exception):
@@ -43,7 +47,9 @@ def judged(out: Path, n: int, stderr: str) -> None:
     records = [json.loads(line) for line in out.read_text().splitlines()]
     check(len(records) == n, f"{len(records)} records in {out.name}, expected {n}", stderr)
     votes = [v for r in records for v in r["votes"]]
-    check(any(v["score"] is not None for v in votes), "no vote has a score", json.dumps(votes)[:2000])
+    check(
+        any(v["score"] is not None for v in votes), "no vote has a score", json.dumps(votes)[:2000]
+    )
     for v in votes:
         check(v["score"] is not None or v["error"], f"unscored vote without an error: {v}")
 
@@ -53,25 +59,57 @@ def clean_exit(text: str, what: str, last: str) -> None:
     found = [word for word in NOISE if word in text]
     check(not found, f"{what} printed {found} (a leak report or traceback)", text)
     lines = [line for line in text.splitlines() if line.strip()]
-    check(bool(lines) and lines[-1].startswith(last),
-          f"{what} printed something after its last line {last!r}", text)
+    check(
+        bool(lines) and lines[-1].startswith(last),
+        f"{what} printed something after its last line {last!r}",
+        text,
+    )
 
 
 def judge(work: Path, engine: str, n: int) -> str:
     out = work / f"{engine}.jsonl"
-    run = subprocess.run([JURYBOX, "judge", str(EXAMPLE), "--rubric", "mirage-mg", "--jury", "tiny",
-                          "--out", str(out), "--limit", str(n), "--no-cache", "--engine", engine],
-                         capture_output=True, text=True, timeout=1200)
-    check(run.returncode == 0, f"jurybox judge --engine {engine} exited {run.returncode}", run.stderr)
+    run = subprocess.run(
+        [
+            JURYBOX,
+            "judge",
+            str(EXAMPLE),
+            "--rubric",
+            "mirage-mg",
+            "--jury",
+            "tiny",
+            "--out",
+            str(out),
+            "--limit",
+            str(n),
+            "--no-cache",
+            "--engine",
+            engine,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    check(
+        run.returncode == 0, f"jurybox judge --engine {engine} exited {run.returncode}", run.stderr
+    )
     judged(out, n, run.stderr)
     clean_exit(run.stderr, f"jurybox judge --engine {engine}", f"{n} judged now")
     return f"{n} items judged"
 
 
 def agree(work: Path) -> str:
-    run = subprocess.run([JURYBOX, "agree", str(EXAMPLE.with_suffix(".human.jsonl")),
-                          str(work / "local.jsonl"), "--json"],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            JURYBOX,
+            "agree",
+            str(EXAMPLE.with_suffix(".human.jsonl")),
+            str(work / "local.jsonl"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     check(run.returncode == 0, f"jurybox agree exited {run.returncode}", run.stderr)
     json.loads(run.stdout)
     found = [word for word in NOISE if word in run.stderr]
@@ -86,22 +124,39 @@ def serve(work: Path) -> str:
     token, log = "smoke-token", work / "serve.log"
     auth = {"Authorization": f"Bearer {token}"}
     try:
-        with serving_as_users_do(["--jury", "tiny", "--token-env", "JURYBOX_TOKEN"], log,
-                                 env={"JURYBOX_TOKEN": token}) as url:
-            for path in ("/healthz", "/metrics", "/v1/rubrics", "/v1/rubrics/mirage-mg",
-                         "/v1/jury"):
+        with serving_as_users_do(
+            ["--jury", "tiny", "--token-env", "JURYBOX_TOKEN"], log, env={"JURYBOX_TOKEN": token}
+        ) as url:
+            for path in (
+                "/healthz",
+                "/metrics",
+                "/v1/rubrics",
+                "/v1/rubrics/mirage-mg",
+                "/v1/jury",
+            ):
                 r = httpx.get(f"{url}{path}", headers=auth, timeout=60)
                 check(r.status_code == 200, f"GET {path}: {r.status_code}", r.text)
-            r = httpx.post(f"{url}/v1/score", headers=auth, timeout=600,
-                           json={"rubric": "mirage-mg", "items": [README_ITEM]})
-            check(r.status_code == 200, f"POST /v1/score (the README's example): "
-                  f"{r.status_code}", r.text)
+            r = httpx.post(
+                f"{url}/v1/score",
+                headers=auth,
+                timeout=600,
+                json={"rubric": "mirage-mg", "items": [README_ITEM]},
+            )
+            check(
+                r.status_code == 200,
+                f"POST /v1/score (the README's example): {r.status_code}",
+                r.text,
+            )
             (verdict,) = r.json()["verdicts"]
-            check(verdict["id"] == "1" and any(v["score"] is not None for v in verdict["votes"]),
-                  "the README's example got no scored vote", r.text)
+            check(
+                verdict["id"] == "1" and any(v["score"] is not None for v in verdict["votes"]),
+                "the README's example got no scored vote",
+                r.text,
+            )
             r = httpx.post(f"{url}/v1/score", timeout=60, json={"rubric": "mirage-mg", "items": []})
-            check(r.status_code == 401, f"POST /v1/score without the token: {r.status_code}",
-                  r.text)
+            check(
+                r.status_code == 401, f"POST /v1/score without the token: {r.status_code}", r.text
+            )
     except AssertionError as exc:  # from the helper: it did not start, or exited badly
         raise Failed(str(exc)) from None
     clean_exit(log.read_text(errors="replace"), "jurybox serve", "shutting down ...")
@@ -115,10 +170,12 @@ def main() -> int:
     work = Path(sys.argv[1])
     work.mkdir(parents=True, exist_ok=True)
     failed = []
-    for name, step in (("judge (local engine)", lambda: judge(work, "local", 3)),
-                       ("agree", lambda: agree(work)),
-                       ("judge (Ray engine)", lambda: judge(work, "ray", 2)),
-                       ("serve", lambda: serve(work))):
+    for name, step in (
+        ("judge (local engine)", lambda: judge(work, "local", 3)),
+        ("agree", lambda: agree(work)),
+        ("judge (Ray engine)", lambda: judge(work, "ray", 2)),
+        ("serve", lambda: serve(work)),
+    ):
         began = time.monotonic()
         try:
             said = step()

@@ -38,9 +38,16 @@ if TYPE_CHECKING:  # static tools see real imports; at run time names resolve on
 
 # Resolved lazily, so the command line can list the packs without importing numpy.
 _EXPORTS = {
-    "Choice": "extraction", "extract_choice": "extraction", "letter_labels": "extraction",
-    "number_labels": "extraction", "Judge": "judging", "Judged": "judging",
-    "jury_judge": "judging", "BenchReport": "report", "Metric": "report", "Table": "report",
+    "Choice": "extraction",
+    "extract_choice": "extraction",
+    "letter_labels": "extraction",
+    "number_labels": "extraction",
+    "Judge": "judging",
+    "Judged": "judging",
+    "jury_judge": "judging",
+    "BenchReport": "report",
+    "Metric": "report",
+    "Table": "report",
 }
 
 
@@ -64,20 +71,50 @@ class Pack:
         return getattr(importlib.import_module(f".{module}", __name__), function)
 
 
-PACKS: dict[str, Pack] = {p.name: p for p in (
-    Pack("mirage-mmst", "MIRAGE single-turn (Standard or Contextual): ID accuracy, reasoning, "
-         "MG means and weighted sum, judged", "required", ("subset", "unscored"),
-         "mirage:evaluate_mmst"),
-    Pack("mirage-mmmt", "MIRAGE multi-turn clarify-or-respond: decision accuracy, goal scores, "
-         "spurious and perfect shares, judged", "required", ("unscored",),
-         "mirage:evaluate_mmmt"),
-    Pack("microvqa", "MicroVQA multiple choice: accuracy overall and per task, unparseable "
-         "share; a jury reads unparseable answers", "optional", (), "microvqa:evaluate"),
-    Pack("mir", "MIR multi-image multiple choice: accuracy overall and per group; a jury judges "
-         "the reasoning steps", "optional", ("unscored", "groups"), "mir:evaluate"),
-    Pack("mrmr", "MRMR retrieval: nDCG@10 and Hit@1 of a run; a jury grades relevance against "
-         "the qrels", "optional", ("queries", "corpus", "depth"), "mrmr:evaluate"),
-)}
+PACKS: dict[str, Pack] = {
+    p.name: p
+    for p in (
+        Pack(
+            "mirage-mmst",
+            "MIRAGE single-turn (Standard or Contextual): ID accuracy, reasoning, "
+            "MG means and weighted sum, judged",
+            "required",
+            ("subset", "unscored"),
+            "mirage:evaluate_mmst",
+        ),
+        Pack(
+            "mirage-mmmt",
+            "MIRAGE multi-turn clarify-or-respond: decision accuracy, goal scores, "
+            "spurious and perfect shares, judged",
+            "required",
+            ("unscored",),
+            "mirage:evaluate_mmmt",
+        ),
+        Pack(
+            "microvqa",
+            "MicroVQA multiple choice: accuracy overall and per task, unparseable "
+            "share; a jury reads unparseable answers",
+            "optional",
+            (),
+            "microvqa:evaluate",
+        ),
+        Pack(
+            "mir",
+            "MIR multi-image multiple choice: accuracy overall and per group; a jury judges "
+            "the reasoning steps",
+            "optional",
+            ("unscored", "groups"),
+            "mir:evaluate",
+        ),
+        Pack(
+            "mrmr",
+            "MRMR retrieval: nDCG@10 and Hit@1 of a run; a jury grades relevance against the qrels",
+            "optional",
+            ("queries", "corpus", "depth"),
+            "mrmr:evaluate",
+        ),
+    )
+}
 
 
 def get_pack(name: str) -> Pack:
@@ -85,13 +122,21 @@ def get_pack(name: str) -> Pack:
     try:
         return PACKS[name]
     except KeyError:
-        raise InputError(f"unknown benchmark {name!r}; one of {', '.join(PACKS)}",
-                         field="name") from None
+        raise InputError(
+            f"unknown benchmark {name!r}; one of {', '.join(PACKS)}", field="name"
+        ) from None
 
 
-def run_benchmark(name: str, data: str | Path, predictions: str | Path, *,
-                  judge: Judge | None = None, jury: Any = None, limit: int | None = None,
-                  **options: Any) -> BenchReport:
+def run_benchmark(
+    name: str,
+    data: str | Path,
+    predictions: str | Path,
+    *,
+    judge: Judge | None = None,
+    jury: Any = None,
+    limit: int | None = None,
+    **options: Any,
+) -> BenchReport:
     """Evaluate ``predictions`` on benchmark ``name``'s ``data``.
 
     ``judge`` (a `Judge`) or ``jury`` (a loaded `jurybox.judges.Jury`, judged in
@@ -102,17 +147,24 @@ def run_benchmark(name: str, data: str | Path, predictions: str | Path, *,
     unknown = sorted(set(options) - set(pack.options))
     if unknown:
         takes = ", ".join(pack.options) or "none"
-        raise InputError(f"{name} takes no option {', '.join(unknown)} (its options: {takes})",
-                         field=unknown[0])
+        raise InputError(
+            f"{name} takes no option {', '.join(unknown)} (its options: {takes})", field=unknown[0]
+        )
     if judge is None and jury is not None:
         from .judging import jury_judge
 
         judge = jury_judge(jury)
     if judge is None and pack.jury == "required":
-        raise InputError(f"{name} is judged by a jury: pass one (--jury NAME, or judge=/jury=)",
-                         field="jury")
-    return pack.evaluate(data, predictions, judge=judge, limit=limit,
-                         **{k: v for k, v in options.items() if v is not None})
+        raise InputError(
+            f"{name} is judged by a jury: pass one (--jury NAME, or judge=/jury=)", field="jury"
+        )
+    return pack.evaluate(
+        data,
+        predictions,
+        judge=judge,
+        limit=limit,
+        **{k: v for k, v in options.items() if v is not None},
+    )
 
 
 __all__ = [
@@ -131,5 +183,3 @@ __all__ = [
     "number_labels",
     "run_benchmark",
 ]
-
-

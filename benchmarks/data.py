@@ -34,19 +34,24 @@ def read_records(path: str | Path, what: str) -> list[Row]:
             rows.append((n, record))
     if errors:
         shown = "; ".join(str(e) for e in errors[:EXAMPLES])
-        raise InputError(f"{path} ({what}): {plural(len(errors), 'unreadable row')}: {shown}",
-                         field=errors[0].field)
+        raise InputError(
+            f"{path} ({what}): {plural(len(errors), 'unreadable row')}: {shown}",
+            field=errors[0].field,
+        )
     return rows
 
 
-def require(path: str | Path, n: int, record: Mapping[str, Any], names: Iterable[str],
-            what: str) -> None:
+def require(
+    path: str | Path, n: int, record: Mapping[str, Any], names: Iterable[str], what: str
+) -> None:
     """Every field in ``names`` is present and not null, or an InputError naming the first."""
     for name in names:
         if record.get(name) is None:
             present = ", ".join(sorted(record)[:12])
-            raise InputError(f"{path} row {n}: no field {name!r} (the {what} needs it; this row "
-                             f"has {present})", field=name)
+            raise InputError(
+                f"{path} row {n}: no field {name!r} (the {what} needs it; this row has {present})",
+                field=name,
+            )
 
 
 def text_id(path: str | Path, n: int, value: Any, name: str = "id") -> str:
@@ -54,8 +59,9 @@ def text_id(path: str | Path, n: int, value: Any, name: str = "id") -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         if isinstance(value, float) and value.is_integer():
             return str(int(value))
-        raise InputError(f"{path} row {n}: {name} must be text or an integer, got {value!r:.40}",
-                         field=name)
+        raise InputError(
+            f"{path} row {n}: {name} must be text or an integer, got {value!r:.40}", field=name
+        )
     text = str(value).strip()
     if not text:
         raise InputError(f"{path} row {n}: empty {name}", field=name)
@@ -72,8 +78,11 @@ def unique_ids(path: str | Path, ids: Sequence[tuple[int, str]], name: str = "id
         else:
             first[i] = n
     if repeats:
-        raise InputError(f"{path}: {plural(len(repeats), 'duplicate ' + name)}: "
-                         + ", ".join(repeats[:EXAMPLES]), field=name)
+        raise InputError(
+            f"{path}: {plural(len(repeats), 'duplicate ' + name)}: "
+            + ", ".join(repeats[:EXAMPLES]),
+            field=name,
+        )
 
 
 @dataclass(frozen=True)
@@ -108,8 +117,13 @@ class Predictions:
         return [i for i in ids if self.get(i) is None]
 
 
-def read_model_answers(path: str | Path, data_ids: Collection[str], *, data_path: str | Path,
-                       response: str = "response") -> Predictions:
+def read_model_answers(
+    path: str | Path,
+    data_ids: Collection[str],
+    *,
+    data_path: str | Path,
+    response: str = "response",
+) -> Predictions:
     """Prediction rows (``id``, ``response``, any other fields) for the data's ids.
 
     A null or empty response is unanswered; a response that is not text (a list, an object)
@@ -123,27 +137,38 @@ def read_model_answers(path: str | Path, data_ids: Collection[str], *, data_path
     unknown: list[str] = []
     for n, record in read_records(path, "predictions"):
         if "id" not in record or record["id"] is None:
-            raise InputError(f"{path} row {n}: no field 'id' (each prediction needs the id of "
-                             f"the item it answers; fields here: {', '.join(sorted(record)[:12])})",
-                             field="id")
+            raise InputError(
+                f"{path} row {n}: no field 'id' (each prediction needs the id of "
+                f"the item it answers; fields here: {', '.join(sorted(record)[:12])})",
+                field="id",
+            )
         if response not in record:
-            raise InputError(f"{path} row {n}: no field {response!r} (the model's answer; use "
-                             "null or \"\" for an item it did not answer)", field=response)
+            raise InputError(
+                f"{path} row {n}: no field {response!r} (the model's answer; use "
+                'null or "" for an item it did not answer)',
+                field=response,
+            )
         item_id = text_id(path, n, record["id"])
         text = record[response]
         if isinstance(text, bool) or not (text is None or isinstance(text, (str, int, float))):
-            raise InputError(f"{path} row {n}: {response} must be text, got {type(text).__name__}",
-                             field=response)
+            raise InputError(
+                f"{path} row {n}: {response} must be text, got {type(text).__name__}",
+                field=response,
+            )
         ids.append((n, item_id))
         if item_id not in known:
             unknown.append(f"{item_id!r} (row {n})")
-        by_id.setdefault(item_id, Prediction(item_id, None if text is None else str(text), n,
-                                             dict(record)))
+        by_id.setdefault(
+            item_id, Prediction(item_id, None if text is None else str(text), n, dict(record))
+        )
     unique_ids(path, ids)
     if unknown:
-        raise InputError(f"{path}: {plural(len(unknown), 'prediction')} for ids that {data_path} "
-                         f"does not have: {', '.join(unknown[:EXAMPLES])} (wrong data file, or "
-                         "ids written differently?)", field="id")
+        raise InputError(
+            f"{path}: {plural(len(unknown), 'prediction')} for ids that {data_path} "
+            f"does not have: {', '.join(unknown[:EXAMPLES])} (wrong data file, or "
+            "ids written differently?)",
+            field="id",
+        )
     return Predictions(path, by_id)
 
 
@@ -170,11 +195,12 @@ def image_paths(data: str | Path, images: Any) -> list[str]:
         import json
 
         images = json.loads(images)  # a list kept as JSON text (CSV)
-    if not isinstance(images, (str, list)) or not all(isinstance(i, str) for i in
-                                                      ([images] if isinstance(images, str)
-                                                       else images)):
-        raise InputError(f"{data}: images must be a path or a list of paths, got "
-                         f"{images!r:.60}", field="images")
+    if not isinstance(images, (str, list)) or not all(
+        isinstance(i, str) for i in ([images] if isinstance(images, str) else images)
+    ):
+        raise InputError(
+            f"{data}: images must be a path or a list of paths, got {images!r:.60}", field="images"
+        )
     listed = [images] if isinstance(images, str) else list(images)
     base = Path(data).parent
     out = []

@@ -38,18 +38,22 @@ Status = Literal["answered", "none", "invalid"]
 _F = r"[\s*_`]*"  # whitespace and markdown emphasis between words
 _OPTION_WORD = rf"(?:(?:option|choice){_F}(?:number|no\.?)?{_F})?"
 _CUES = re.compile(
-    "|".join([
-        # "answer is", "answer:", "answer would be", "final answer is:", "answer to this question is"
-        (rf"\banswer\b(?:\s+to\s+(?:this|the)\s+question)?{_F}"
-         rf"(?:(?:is|would\s+be|will\s+be|should\s+be|must\s+be)\b{_F}[:=\-–—]?|[:=\-–—])"
-         rf"{_F}{_OPTION_WORD}"),
-        # "the correct option is", "best choice:"
-        rf"\b(?:correct|right|best)\s+(?:option|choice)(?:\s+is\b|{_F}[:=])\s*{_F}{_OPTION_WORD}",
-        # "I choose", "I'd pick", "I will go with"
-        rf"\bi(?:\s+would|\s+will|'ll|'d)?\s+(?:choose|select|pick|go\s+with)\b{_F}{_OPTION_WORD}",
-        r"<answer>\s*",
-        r"\\boxed\{\s*",
-    ]),
+    "|".join(
+        [
+            # "answer is", "answer:", "answer would be", "final answer is:", "answer to this question is"
+            (
+                rf"\banswer\b(?:\s+to\s+(?:this|the)\s+question)?{_F}"
+                rf"(?:(?:is|would\s+be|will\s+be|should\s+be|must\s+be)\b{_F}[:=\-–—]?|[:=\-–—])"
+                rf"{_F}{_OPTION_WORD}"
+            ),
+            # "the correct option is", "best choice:"
+            rf"\b(?:correct|right|best)\s+(?:option|choice)(?:\s+is\b|{_F}[:=])\s*{_F}{_OPTION_WORD}",
+            # "I choose", "I'd pick", "I will go with"
+            rf"\bi(?:\s+would|\s+will|'ll|'d)?\s+(?:choose|select|pick|go\s+with)\b{_F}{_OPTION_WORD}",
+            r"<answer>\s*",
+            r"\\boxed\{\s*",
+        ]
+    ),
     re.IGNORECASE,
 )
 _NUMBER = re.compile(rf"[(\[{{]?{_F}(\d{{1,2}})(?!\d){_F}[)\]}}]?")
@@ -89,8 +93,9 @@ def letter_labels(n: int) -> list[str]:
     return [chr(ord("A") + i) for i in range(n)]
 
 
-def extract_choice(response: str | None, labels: Sequence[str], options: Sequence[str] = ()
-                   ) -> Choice:
+def extract_choice(
+    response: str | None, labels: Sequence[str], options: Sequence[str] = ()
+) -> Choice:
     """The option ``response`` answers: ``labels`` are the options' labels (all numbers or
     all letters), ``options`` their texts (optional, for answers given by text)."""
     if not response or not response.strip():
@@ -107,7 +112,7 @@ def extract_choice(response: str | None, labels: Sequence[str], options: Sequenc
     for cue in _CUES.finditer(response):
         at = cue.end()
         label = _label_at(response, at, numeric, index_of)
-        evidence = response[cue.start(): min(len(response), at + 40)].split("\n")[0]
+        evidence = response[cue.start() : min(len(response), at + 40)].split("\n")[0]
         if label is not None and _key(label, numeric) in index_of:
             add(at, label, evidence)
             continue
@@ -118,8 +123,9 @@ def extract_choice(response: str | None, labels: Sequence[str], options: Sequenc
             add(at, label, evidence)
     for m in _AFTER.finditer(response):
         label = m.group("label").strip("()[] \t")
-        if label.isdigit() == numeric and (numeric or label.isupper() or
-                                           m.group("label").startswith(("(", "["))):
+        if label.isdigit() == numeric and (
+            numeric or label.isupper() or m.group("label").startswith(("(", "["))
+        ):
             add(m.start("label"), label, m.group(0))
     bold = [m for m in _BOLD.finditer(response) if m.group("label").isdigit() == numeric]
     if len({_key(m.group("label"), numeric) for m in bold}) == 1:
@@ -141,16 +147,21 @@ def _label_at(text: str, at: int, numeric: bool, index_of: dict[str, int]) -> st
     """The option label that starts at ``at`` (after a cue), if any."""
     if numeric:
         m = _NUMBER.match(text, at)
-        if m is None or re.match(r"[.,]\d", text[m.end(1):m.end(1) + 2]):
+        if m is None or re.match(r"[.,]\d", text[m.end(1) : m.end(1) + 2]):
             return None  # "3.5", "1,000": a number, not an option
         return m.group(1)
     m = _LETTER.match(text, at)
     if m is None:
         return None
     opened, emphasis, letter, closed = m.group(1), m.group(2), m.group(3), m.group(4)
-    after = text[m.end(3):]
-    set_off = bool(opened or closed or "*" in emphasis or "_" in emphasis
-                   or re.match(r"[\s*_`]*(?:[.,;:!?]|$)", after))
+    after = text[m.end(3) :]
+    set_off = bool(
+        opened
+        or closed
+        or "*" in emphasis
+        or "_" in emphasis
+        or re.match(r"[\s*_`]*(?:[.,;:!?]|$)", after)
+    )
     if letter.islower() and not set_off:
         return None  # "the answer is a bird"
     if letter.upper() not in index_of and not set_off and re.match(r"\s+[a-z]", after):
@@ -182,8 +193,13 @@ def _text_choice(after: str, options: Sequence[str]) -> int | None:
     return best
 
 
-def _whole(response: str, labels: Sequence[str], options: Sequence[str], numeric: bool,
-           index_of: dict[str, int]) -> Choice | None:
+def _whole(
+    response: str,
+    labels: Sequence[str],
+    options: Sequence[str],
+    numeric: bool,
+    index_of: dict[str, int],
+) -> Choice | None:
     """A response that is nothing but a label or an option's text."""
     bare = response.strip().strip("*_`\"' \t\n.:")
     m = re.fullmatch(r"[(\[]?\s*(\d{1,2}|[A-Za-z])\s*[)\]]?\.?", bare)

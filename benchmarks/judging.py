@@ -44,15 +44,16 @@ class _Scores(Protocol):
     def score(self, rubric: Rubric, items: Sequence[Item]) -> Sequence[Any]: ...
 
 
-def jury_judge(jury: _Scores, chunk_size: int = 16,
-               progress: Callable[[str, int, int], Any] | None = None) -> Judge:
+def jury_judge(
+    jury: _Scores, chunk_size: int = 16, progress: Callable[[str, int, int], Any] | None = None
+) -> Judge:
     """A `Judge` that scores in memory with ``jury`` (a `jurybox.judges.Jury`),
     ``chunk_size`` items at a time; nothing is written, so nothing resumes."""
 
     def judge(task: str, rubric: Rubric, items: Sequence[Item]) -> Judged:
         records: dict[str, VerdictRecord] = {}
         for start in range(0, len(items), chunk_size):
-            for verdict in jury.score(rubric, list(items[start:start + chunk_size])):
+            for verdict in jury.score(rubric, list(items[start : start + chunk_size])):
                 records[verdict.id] = verdict.verdict_record()
             if progress is not None:
                 progress(task, min(start + chunk_size, len(items)), len(items))
@@ -74,8 +75,11 @@ def item_values(
     from that judge's votes when ``criterion`` is the rubric's formula), UNANSWERED, or UNSCORED
     when there is no verdict or no score."""
     out: list[float | Missing] = []
-    formula = rubric.formula if rubric is not None and rubric.formula is not None \
-        and rubric.formula.name == criterion else None
+    formula = (
+        rubric.formula
+        if rubric is not None and rubric.formula is not None and rubric.formula.name == criterion
+        else None
+    )
     for i in ids:
         if i in unanswered:
             out.append(UNANSWERED)
@@ -90,22 +94,28 @@ def item_values(
             votes = {v.criterion: v.score for v in record.votes if v.judge == judge}
             value = formula.evaluate(votes)
         else:
-            value = next((v.score for v in record.votes
-                          if v.judge == judge and v.criterion == criterion), None)
+            value = next(
+                (v.score for v in record.votes if v.judge == judge and v.criterion == criterion),
+                None,
+            )
         out.append(UNSCORED if value is None else float(value))
     return out
 
 
-def unscored_reasons(ids: Sequence[str], unanswered: set[str], judged: Judged,
-                     limit: int = 3) -> list[str]:
+def unscored_reasons(
+    ids: Sequence[str], unanswered: set[str], judged: Judged, limit: int = 3
+) -> list[str]:
     """A few reasons why items have no verdict, for the notes."""
     reasons: list[str] = []
     for i in ids:
         if i in unanswered:
             continue
         record = judged.records.get(i)
-        why = judged.failed.get(i) if record is None else (
-            "; ".join(record.reasons) if record.status == "unscored" else None)
+        why = (
+            judged.failed.get(i)
+            if record is None
+            else ("; ".join(record.reasons) if record.status == "unscored" else None)
+        )
         if why:
             reasons.append(f"{i}: {why if record is not None else 'no verdict: ' + why}")
         if len(reasons) >= limit:

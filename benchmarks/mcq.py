@@ -45,7 +45,8 @@ class McqItem:
         numbered = [lab == str(i) for i, lab in enumerate(self.labels, start=1)]
         return "\n".join(
             f"{i}. {opt}" if same else f"{i}. ({lab}) {opt}"
-            for i, (lab, opt, same) in enumerate(zip(self.labels, self.options, numbered), start=1))
+            for i, (lab, opt, same) in enumerate(zip(self.labels, self.options, numbered), start=1)
+        )
 
 
 @dataclass
@@ -91,15 +92,22 @@ def extract_all(items: Sequence[McqItem], predictions: Predictions) -> list[McqO
     return outcomes
 
 
-def judge_fallback(outcomes: Sequence[McqOutcome], predictions: Predictions, judge: Judge,
-                   task: str) -> Judged:
+def judge_fallback(
+    outcomes: Sequence[McqOutcome], predictions: Predictions, judge: Judge, task: str
+) -> Judged:
     """Ask the jury which option each unparseable response chose (``mcq-extract``)."""
     todo = [o for o in outcomes if o.choice is not None and not o.choice.parsed]
     rubric = load_rubric("mcq-extract")
-    items = [Item(id=o.item.id, question=o.item.question,
-                  response=predictions.get(o.item.id).response,  # type: ignore[union-attr]
-                  extra={"options": o.item.options_text()}, images=o.item.images)
-             for o in todo]
+    items = [
+        Item(
+            id=o.item.id,
+            question=o.item.question,
+            response=predictions.get(o.item.id).response,  # type: ignore[union-attr]
+            extra={"options": o.item.options_text()},
+            images=o.item.images,
+        )
+        for o in todo
+    ]
     judged = judge(task, rubric, items) if items else Judged({})
     for o in todo:
         record = judged.records.get(o.item.id)
@@ -122,8 +130,9 @@ def _judge_choice(value: float | None, item: McqItem, has_verdict: bool) -> Choi
     return Choice(None, "invalid", str(k), evidence=f"jury: option {k} of {len(item.labels)}")
 
 
-def mcq_metrics(outcomes: Sequence[McqOutcome], order: Sequence[str], judged: bool, by: str
-                ) -> dict[str, Metric | dict[str, Metric]]:
+def mcq_metrics(
+    outcomes: Sequence[McqOutcome], order: Sequence[str], judged: bool, by: str
+) -> dict[str, Metric | dict[str, Metric]]:
     """accuracy, accuracy by group (``accuracy_by_<by>``), unparseable and unanswered shares;
     with a judge, the same accuracies with the fallback and the share still unparseable."""
     groups = [o.item.group for o in outcomes]
@@ -132,20 +141,24 @@ def mcq_metrics(outcomes: Sequence[McqOutcome], order: Sequence[str], judged: bo
     metrics: dict[str, Any] = {
         "accuracy": mean_metric(correct, **share),
         f"accuracy_by_{by}": by_group(correct, groups, order, **share),
-        "unparseable": _share([_unparseable(o.choice) for o in outcomes],
-                              "share of all items whose response has no readable answer "
-                              "(no explicit answer, or one naming no option)"),
-        "unanswered": _share([float(o.choice is None) for o in outcomes],
-                             "share of all items with no prediction or an empty response"),
+        "unparseable": _share(
+            [_unparseable(o.choice) for o in outcomes],
+            "share of all items whose response has no readable answer "
+            "(no explicit answer, or one naming no option)",
+        ),
+        "unanswered": _share(
+            [float(o.choice is None) for o in outcomes],
+            "share of all items with no prediction or an empty response",
+        ),
     }
     if judged:
         with_fallback = [o.correct_with_fallback for o in outcomes]
         metrics["accuracy_with_fallback"] = mean_metric(with_fallback, **share)
-        metrics[f"accuracy_by_{by}_with_fallback"] = by_group(with_fallback, groups, order,
-                                                              **share)
+        metrics[f"accuracy_by_{by}_with_fallback"] = by_group(with_fallback, groups, order, **share)
         metrics["unparseable_after_fallback"] = _share(
             [_unparseable(o.final) for o in outcomes],
-            "share of all items whose answer neither the rules nor the jury could read")
+            "share of all items whose answer neither the rules nor the jury could read",
+        )
     return metrics
 
 
@@ -157,19 +170,34 @@ def _share(values: Sequence[float], what: str) -> Metric:
     return dataclasses.replace(mean_metric(values, kind="share"), counted=what)
 
 
-def mcq_table(title: str, metrics: dict[str, Any], names: dict[str, str], judged: bool,
-              by: str) -> Table:
+def mcq_table(
+    title: str, metrics: dict[str, Any], names: dict[str, str], judged: bool, by: str
+) -> Table:
     """The paper-style accuracy table: overall, each group (shown by ``names``) and the unparseable
     share, with a row for the judge fallback when ``judged``."""
     groups = list(metrics[f"accuracy_by_{by}"])
     columns = ["Overall", *[names.get(g, g) for g in groups], "Unparseable"]
-    rows = [("accuracy (%)", [metrics["accuracy"], *[metrics[f"accuracy_by_{by}"][g]
-                                                       for g in groups], metrics["unparseable"]])]
+    rows = [
+        (
+            "accuracy (%)",
+            [
+                metrics["accuracy"],
+                *[metrics[f"accuracy_by_{by}"][g] for g in groups],
+                metrics["unparseable"],
+            ],
+        )
+    ]
     if judged:
-        rows.append(("with judge fallback (%)", [
-            metrics["accuracy_with_fallback"],
-            *[metrics[f"accuracy_by_{by}_with_fallback"][g] for g in groups],
-            metrics["unparseable_after_fallback"]]))
+        rows.append(
+            (
+                "with judge fallback (%)",
+                [
+                    metrics["accuracy_with_fallback"],
+                    *[metrics[f"accuracy_by_{by}_with_fallback"][g] for g in groups],
+                    metrics["unparseable_after_fallback"],
+                ],
+            )
+        )
     return Table(title, columns, rows)
 
 
@@ -178,15 +206,26 @@ def item_rows(outcomes: Sequence[McqOutcome], group_name: str) -> list[dict[str,
     rows = []
     for o in outcomes:
         c, f = o.choice, o.fallback
-        rows.append({
-            "id": o.item.id, group_name: o.item.group, "gold": o.item.labels[o.item.gold],
-            "status": "unanswered" if c is None else c.status,
-            "answer": c.label if c is not None else None,
-            "evidence": c.evidence if c is not None else None,
-            "correct": o.correct == 1.0,
-            **({"jury_answer": f.label, "jury_status": f.status,
-                "correct_with_fallback": o.correct_with_fallback == 1.0} if f is not None else {}),
-        })
+        rows.append(
+            {
+                "id": o.item.id,
+                group_name: o.item.group,
+                "gold": o.item.labels[o.item.gold],
+                "status": "unanswered" if c is None else c.status,
+                "answer": c.label if c is not None else None,
+                "evidence": c.evidence if c is not None else None,
+                "correct": o.correct == 1.0,
+                **(
+                    {
+                        "jury_answer": f.label,
+                        "jury_status": f.status,
+                        "correct_with_fallback": o.correct_with_fallback == 1.0,
+                    }
+                    if f is not None
+                    else {}
+                ),
+            }
+        )
     return rows
 
 
@@ -198,8 +237,7 @@ def counts(outcomes: Sequence[McqOutcome]) -> dict[str, int]:
         "unparseable_items": sum(o.choice is not None and not o.choice.parsed for o in outcomes),
     }
     if any(o.fallback is not None for o in outcomes):
-        out["judge_extracted"] = sum(o.fallback is not None and o.fallback.parsed
-                                     for o in outcomes)
+        out["judge_extracted"] = sum(o.fallback is not None and o.fallback.parsed for o in outcomes)
     return out
 
 

@@ -54,8 +54,11 @@ from .judging import Judge
 from .report import BenchReport
 
 NAME = "microvqa"
-TASKS = {"1": "expert image understanding", "2": "hypothesis generation",
-         "3": "experiment proposal"}
+TASKS = {
+    "1": "expert image understanding",
+    "2": "hypothesis generation",
+    "3": "experiment proposal",
+}
 
 
 def read_items(path: str | Path) -> list[mcq.McqItem]:
@@ -64,42 +67,75 @@ def read_items(path: str | Path) -> list[mcq.McqItem]:
     id."""
     items: list[mcq.McqItem] = []
     for n, r in read_records(path, "MicroVQA data"):
-        require(path, n, r, ("key_question", "question", "choices", "correct_index", "task"),
-                "MicroVQA data")
+        require(
+            path,
+            n,
+            r,
+            ("key_question", "question", "choices", "correct_index", "task"),
+            "MicroVQA data",
+        )
         choices = r["choices"]
         if isinstance(choices, str) and choices.strip().startswith("["):
             try:
                 choices = json.loads(choices)  # a list kept as JSON text (CSV)
             except ValueError:
                 pass
-        if not isinstance(choices, list) or len(choices) < 2 or not all(
-                isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in choices):
-            raise InputError(f"{path} row {n}: choices must be a list of at least two option "
-                             f"texts, got {choices!r:.60}", field="choices")
+        if (
+            not isinstance(choices, list)
+            or len(choices) < 2
+            or not all(
+                isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in choices
+            )
+        ):
+            raise InputError(
+                f"{path} row {n}: choices must be a list of at least two option "
+                f"texts, got {choices!r:.60}",
+                field="choices",
+            )
         gold = r["correct_index"]
-        if (isinstance(gold, str) and gold.strip().isdigit()) or (isinstance(gold, float) and gold.is_integer()):
+        if (isinstance(gold, str) and gold.strip().isdigit()) or (
+            isinstance(gold, float) and gold.is_integer()
+        ):
             gold = int(gold)
         if isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < len(choices):
-            raise InputError(f"{path} row {n}: correct_index must be a 0-based index into the "
-                             f"{len(choices)} choices (0..{len(choices) - 1}), got {gold!r}",
-                             field="correct_index")
+            raise InputError(
+                f"{path} row {n}: correct_index must be a 0-based index into the "
+                f"{len(choices)} choices (0..{len(choices) - 1}), got {gold!r}",
+                field="correct_index",
+            )
         task = str(r["task"]).strip()
         task = task.removesuffix(".0")
         if task not in TASKS:
-            raise InputError(f"{path} row {n}: task must be 1, 2 or 3 (expert image "
-                             f"understanding, hypothesis generation, experiment proposal), got "
-                             f"{r['task']!r}", field="task")
-        items.append(mcq.McqItem(
-            id=text_id(path, n, r["key_question"], "key_question"), question=str(r["question"]),
-            labels=number_labels(len(choices)), options=[str(c) for c in choices], gold=gold,
-            group=task, row=n, extra={"task_str": r.get("task_str")},
-            images=image_paths(path, r.get("images_list"))))
+            raise InputError(
+                f"{path} row {n}: task must be 1, 2 or 3 (expert image "
+                f"understanding, hypothesis generation, experiment proposal), got "
+                f"{r['task']!r}",
+                field="task",
+            )
+        items.append(
+            mcq.McqItem(
+                id=text_id(path, n, r["key_question"], "key_question"),
+                question=str(r["question"]),
+                labels=number_labels(len(choices)),
+                options=[str(c) for c in choices],
+                gold=gold,
+                group=task,
+                row=n,
+                extra={"task_str": r.get("task_str")},
+                images=image_paths(path, r.get("images_list")),
+            )
+        )
     unique_ids(path, [(it.row, it.id) for it in items], "key_question")
     return items
 
 
-def evaluate(data: str | Path, predictions: str | Path, *, judge: Judge | None = None,
-             limit: int | None = None) -> BenchReport:
+def evaluate(
+    data: str | Path,
+    predictions: str | Path,
+    *,
+    judge: Judge | None = None,
+    limit: int | None = None,
+) -> BenchReport:
     """MicroVQA accuracy overall and per task; ``judge`` adds the judge fallback."""
     all_items = read_items(data)
     preds = read_model_answers(predictions, [it.id for it in all_items], data_path=data)
@@ -117,15 +153,19 @@ def evaluate(data: str | Path, predictions: str | Path, *, judge: Judge | None =
     if limit is not None and limit < len(all_items):
         notes.append(f"trial run: the first {len(items)} of {len(all_items)} items")
     if judged:
-        notes.append("accuracy_with_fallback: the jury (rubric mcq-extract) read the answers of "
-                     "unparseable responses; the headline accuracy uses the extraction rules only")
+        notes.append(
+            "accuracy_with_fallback: the jury (rubric mcq-extract) read the answers of "
+            "unparseable responses; the headline accuracy uses the extraction rules only"
+        )
     return BenchReport(
         benchmark=NAME,
         title=f"MicroVQA ({len(items)} items)",
         metrics=metrics,
         counts=mcq.counts(outcomes),
-        lists={"unanswered_ids": mcq.unanswered_ids(outcomes),
-               "unparseable_ids": mcq.unparseable_ids(outcomes)},
+        lists={
+            "unanswered_ids": mcq.unanswered_ids(outcomes),
+            "unparseable_ids": mcq.unparseable_ids(outcomes),
+        },
         tables=[mcq.mcq_table("MicroVQA accuracy by task", metrics, names, judged, by="task")],
         notes=notes,
         extra={"task_names": {k: names[k] for k in TASKS}},

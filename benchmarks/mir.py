@@ -68,13 +68,52 @@ UNKNOWN = "unknown"
 
 # Keywords of sub-scenario names per group (our assumption; see the module docstring).
 _KEYWORDS = {
-    "spatial": ("spatial", "perspective", "scale", "3d", "three dimensional", "geometry",
-                "multi view", "multiview", "viewpoint", "projection", "position", "direction",
-                "depth", "distance", "layout"),
-    "sequential": ("sequential", "temporal", "sequence", "order", "motion", "movement",
-                   "cooking", "process", "procedure", "video", "frame", "time"),
-    "analytical": ("analytical", "analysis", "analytic", "chart", "diagram", "table", "graph",
-                   "plot", "statistic", "infographic", "logic", "math", "puzzle"),
+    "spatial": (
+        "spatial",
+        "perspective",
+        "scale",
+        "3d",
+        "three dimensional",
+        "geometry",
+        "multi view",
+        "multiview",
+        "viewpoint",
+        "projection",
+        "position",
+        "direction",
+        "depth",
+        "distance",
+        "layout",
+    ),
+    "sequential": (
+        "sequential",
+        "temporal",
+        "sequence",
+        "order",
+        "motion",
+        "movement",
+        "cooking",
+        "process",
+        "procedure",
+        "video",
+        "frame",
+        "time",
+    ),
+    "analytical": (
+        "analytical",
+        "analysis",
+        "analytic",
+        "chart",
+        "diagram",
+        "table",
+        "graph",
+        "plot",
+        "statistic",
+        "infographic",
+        "logic",
+        "math",
+        "puzzle",
+    ),
 }
 _ALIASES = {"temporal": "sequential", "analysis": "analytical", "analytic": "analytical"}
 
@@ -83,13 +122,18 @@ def group_of(name: str) -> str | None:
     """The group a sub-scenario name belongs to, by keyword; None when no or several groups
     match."""
     words = " " + re.sub(r"[^a-z0-9]+", " ", name.lower().replace("-", " ")).strip() + " "
-    hits = {g for g, keys in _KEYWORDS.items() for k in keys if f" {k} " in words
-            or words.strip().startswith(k)}
+    hits = {
+        g
+        for g, keys in _KEYWORDS.items()
+        for k in keys
+        if f" {k} " in words or words.strip().startswith(k)
+    }
     return hits.pop() if len(hits) == 1 else None
 
 
-def read_items(path: str | Path, groups: Mapping[str, str] | None = None
-               ) -> tuple[list[mcq.McqItem], list[str]]:
+def read_items(
+    path: str | Path, groups: Mapping[str, str] | None = None
+) -> tuple[list[mcq.McqItem], list[str]]:
     """The questions, and notes on how groups were assigned."""
     items: list[mcq.McqItem] = []
     bad_gold: list[str] = []
@@ -108,18 +152,32 @@ def read_items(path: str | Path, groups: Mapping[str, str] | None = None
         if group == UNKNOWN and scenario:
             unplaced[scenario] = None
         steps = {s: _step_text(r.get(s)) for s in STEPS}
-        items.append(mcq.McqItem(item_id, str(r["question"]), labels, options, gold or 0, group,
-                                 n, {"scenario": scenario, "steps": steps}))
+        items.append(
+            mcq.McqItem(
+                item_id,
+                str(r["question"]),
+                labels,
+                options,
+                gold or 0,
+                group,
+                n,
+                {"scenario": scenario, "steps": steps},
+            )
+        )
     if bad_gold:
         raise InputError(
             f"{path}: {plural(len(bad_gold), 'item')} whose correct option cannot be told "
             f"({', '.join(bad_gold[:EXAMPLES])}): the conclusion names no option; add an "
-            "'answer' field (an option letter)", field="answer")
+            "'answer' field (an option letter)",
+            field="answer",
+        )
     unique_ids(path, [(it.row, it.id) for it in items])
     notes = []
     if unplaced:
-        notes.append(f"sub-scenarios not placed in a group (reported as '{UNKNOWN}'): "
-                     f"{', '.join(list(unplaced)[:12])}; add a 'group' field to the data")
+        notes.append(
+            f"sub-scenarios not placed in a group (reported as '{UNKNOWN}'): "
+            f"{', '.join(list(unplaced)[:12])}; add a 'group' field to the data"
+        )
     return items, notes
 
 
@@ -131,23 +189,34 @@ def _options(path: str | Path, n: int, raw: Any) -> tuple[list[str], list[str]]:
             pass
     if isinstance(raw, Mapping):
         labels = [str(k).strip().strip("().").upper() for k in raw]
-        if not all(len(lab) == 1 and lab.isalpha() for lab in labels) or len(set(labels)) != len(labels):
-            raise InputError(f"{path} row {n}: options given as a dict need single-letter keys "
-                             f"(A, B, ...), got {list(raw)[:8]}", field="options")
+        if not all(len(lab) == 1 and lab.isalpha() for lab in labels) or len(set(labels)) != len(
+            labels
+        ):
+            raise InputError(
+                f"{path} row {n}: options given as a dict need single-letter keys "
+                f"(A, B, ...), got {list(raw)[:8]}",
+                field="options",
+            )
         texts = [str(v) for v in raw.values()]
     elif isinstance(raw, list) and all(isinstance(v, (str, int, float)) for v in raw):
         labels, texts = letter_labels(len(raw)), [str(v) for v in raw]
         if len(raw) > 26:
-            raise InputError(f"{path} row {n}: {len(raw)} options; at most 26 (A-Z)",
-                             field="options")
+            raise InputError(
+                f"{path} row {n}: {len(raw)} options; at most 26 (A-Z)", field="options"
+            )
     else:
-        raise InputError(f"{path} row {n}: options must be a list of texts or a dict from "
-                         f"letter to text, got {raw!r:.60}", field="options")
+        raise InputError(
+            f"{path} row {n}: options must be a list of texts or a dict from "
+            f"letter to text, got {raw!r:.60}",
+            field="options",
+        )
     if len(texts) < 2:
         raise InputError(f"{path} row {n}: fewer than two options", field="options")
     # "A. the red cube" -> "the red cube": the label is not part of the option's text
-    texts = [re.sub(rf"^\s*\(?{lab}\s*[).:]\s+", "", t, flags=re.IGNORECASE)
-             for lab, t in zip(labels, texts)]
+    texts = [
+        re.sub(rf"^\s*\(?{lab}\s*[).:]\s+", "", t, flags=re.IGNORECASE)
+        for lab, t in zip(labels, texts)
+    ]
     return labels, texts
 
 
@@ -165,14 +234,17 @@ def _gold(r: Mapping[str, Any], labels: list[str], options: list[str]) -> int | 
     return choice.index if choice.parsed else None
 
 
-def _group(path: str | Path, n: int, r: Mapping[str, Any], scenario: str | None,
-           groups: Mapping[str, str]) -> str:
+def _group(
+    path: str | Path, n: int, r: Mapping[str, Any], scenario: str | None, groups: Mapping[str, str]
+) -> str:
     if r.get("group") not in (None, ""):
         g = str(r["group"]).strip().lower()
         g = _ALIASES.get(g, g)
         if g not in GROUPS:
-            raise InputError(f"{path} row {n}: group must be one of {', '.join(GROUPS)}, got "
-                             f"{r['group']!r}", field="group")
+            raise InputError(
+                f"{path} row {n}: group must be one of {', '.join(GROUPS)}, got {r['group']!r}",
+                field="group",
+            )
         return g
     if scenario is None:
         return UNKNOWN
@@ -192,9 +264,15 @@ def _step_text(value: Any) -> str | None:
     return text or None
 
 
-def evaluate(data: str | Path, predictions: str | Path, *, judge: Judge | None = None,
-             limit: int | None = None, unscored: UnscoredPolicy = "exclude",
-             groups: Mapping[str, str] | None = None) -> BenchReport:
+def evaluate(
+    data: str | Path,
+    predictions: str | Path,
+    *,
+    judge: Judge | None = None,
+    limit: int | None = None,
+    unscored: UnscoredPolicy = "exclude",
+    groups: Mapping[str, str] | None = None,
+) -> BenchReport:
     """MIR accuracy overall and per group; with ``judge``, the judge fallback for unparseable
     answers and the step-by-step reasoning scores (``mir-steps``)."""
     all_items, notes = read_items(data, groups)
@@ -211,59 +289,83 @@ def evaluate(data: str | Path, predictions: str | Path, *, judge: Judge | None =
     if judge is not None:
         mcq.judge_fallback(outcomes, preds, judge, "mir-extract")
         step_metrics, judges, step_table, step_notes = _judge_steps(
-            data, items, preds, judge, unscored)
+            data, items, preds, judge, unscored
+        )
         notes += step_notes
     metrics.update(mcq.mcq_metrics(outcomes, order, judged, by="group"))
     scenarios = [o.item.extra["scenario"] for o in outcomes]
     if any(scenarios):
         correct = [o.correct for o in outcomes]
         metrics["accuracy_by_scenario"] = by_group(
-            correct, [s or UNKNOWN for s in scenarios], kind="share", wrong="wrong")
+            correct, [s or UNKNOWN for s in scenarios], kind="share", wrong="wrong"
+        )
     tables.append(mcq.mcq_table("MIR accuracy by group", metrics, {}, judged, by="group"))
     if judge is not None:
         metrics.update(step_metrics)
         tables.append(step_table)
-        notes.append("accuracy_with_fallback: the jury (rubric mcq-extract) read the answers of "
-                     "unparseable responses; the headline accuracy uses the extraction rules only")
+        notes.append(
+            "accuracy_with_fallback: the jury (rubric mcq-extract) read the answers of "
+            "unparseable responses; the headline accuracy uses the extraction rules only"
+        )
     return BenchReport(
         benchmark=NAME,
         title=f"MIR ({len(items)} items)",
         metrics=metrics,
         counts=mcq.counts(outcomes),
         judges=judges,
-        lists={"unanswered_ids": mcq.unanswered_ids(outcomes),
-               "unparseable_ids": mcq.unparseable_ids(outcomes)},
+        lists={
+            "unanswered_ids": mcq.unanswered_ids(outcomes),
+            "unparseable_ids": mcq.unparseable_ids(outcomes),
+        },
         tables=tables,
         notes=notes,
         artifacts={"items": mcq.item_rows(outcomes, "group")},
     )
 
 
-def _judge_steps(data: str | Path, items: Sequence[mcq.McqItem], preds: Predictions,
-                 judge: Judge, unscored: UnscoredPolicy
-                 ) -> tuple[dict[str, Metric], dict[str, dict[str, Metric]], Table, list[str]]:
+def _judge_steps(
+    data: str | Path,
+    items: Sequence[mcq.McqItem],
+    preds: Predictions,
+    judge: Judge,
+    unscored: UnscoredPolicy,
+) -> tuple[dict[str, Metric], dict[str, dict[str, Metric]], Table, list[str]]:
     rubric = load_rubric("mir-steps")
     for it in items:
         lacking = [s for s in STEPS if not it.extra["steps"].get(s)]
         if lacking:
-            raise InputError(f"{data} row {it.row}: no reference step {lacking[0]!r}; judging "
-                             f"the reasoning needs all five ({', '.join(STEPS)})",
-                             field=lacking[0])
+            raise InputError(
+                f"{data} row {it.row}: no reference step {lacking[0]!r}; judging "
+                f"the reasoning needs all five ({', '.join(STEPS)})",
+                field=lacking[0],
+            )
     answered = [it for it in items if preds.get(it.id) is not None]
-    judge_items = [Item(id=it.id, question=it.question, response=preds.get(it.id).response,  # type: ignore[union-attr]
-                        extra={**it.extra["steps"], "options": "\n".join(
-                            f"{lab}. {opt}" for lab, opt in zip(it.labels, it.options))})
-                   for it in answered]
+    judge_items = [
+        Item(
+            id=it.id,
+            question=it.question,
+            response=preds.get(it.id).response,  # type: ignore[union-attr]
+            extra={
+                **it.extra["steps"],
+                "options": "\n".join(f"{lab}. {opt}" for lab, opt in zip(it.labels, it.options)),
+            },
+        )
+        for it in answered
+    ]
     judged = judge("mir-steps", rubric, judge_items) if judge_items else Judged({})
     ids = [it.id for it in items]
     unanswered = {it.id for it in items} - {it.id for it in answered}
     names = [*STEPS, "step_mean"]
 
     def step_metrics(judge_name: str | None) -> dict[str, Metric]:
-        return {f"step_{s}" if s != "step_mean" else s: mean_metric(
-                    item_values(ids, unanswered, judged, s, judge=judge_name, rubric=rubric),
-                    unscored=unscored, digits=2 if s != "step_mean" else 3)
-                for s in names}
+        return {
+            f"step_{s}" if s != "step_mean" else s: mean_metric(
+                item_values(ids, unanswered, judged, s, judge=judge_name, rubric=rubric),
+                unscored=unscored,
+                digits=2 if s != "step_mean" else 3,
+            )
+            for s in names
+        }
 
     metrics = step_metrics(None)
     judges = {j: step_metrics(j) for j in judged.judges()}
@@ -273,4 +375,9 @@ def _judge_steps(data: str | Path, items: Sequence[mcq.McqItem], preds: Predicti
     reasons = unscored_reasons(ids, unanswered, judged)
     if reasons:
         notes.append("unscored step verdicts, e.g. " + "; ".join(reasons))
-    return metrics, judges, Table("MIR reasoning steps (0-4, rubric mir-steps)", columns, rows), notes
+    return (
+        metrics,
+        judges,
+        Table("MIR reasoning steps (0-4, rubric mir-steps)", columns, rows),
+        notes,
+    )

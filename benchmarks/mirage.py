@@ -108,8 +108,9 @@ def route(category: str) -> str | None:
 
 def _mmst_items(path: str | Path, subset: Subset) -> tuple[list[tuple[str, Item, int]], str]:
     rows = read_records(path, "MIRAGE MMST data")
-    contextual = subset == "contextual" or (subset == "auto" and any(
-        "location_related" in r or "time_related" in r for _, r in rows))
+    contextual = subset == "contextual" or (
+        subset == "auto" and any("location_related" in r or "time_related" in r for _, r in rows)
+    )
     out: list[tuple[str, Item, int]] = []
     unknown: dict[str, int] = {}
     for n, r in rows:
@@ -124,34 +125,57 @@ def _mmst_items(path: str | Path, subset: Subset) -> tuple[list[tuple[str, Item,
         images = image_paths(path, r.get("images"))
         if kind == "id":
             if not str(r.get("entity_name") or "").strip():
-                raise InputError(f"{path} row {n}: identification item {item_id!r} has no "
-                                 "entity_name (the ID judges grade against it)",
-                                 field="entity_name")
-            extra = {k: r.get(k) for k in ("entity_name", "entity_scientific_name",
-                                           "entity_common_names", "entity_type")}
+                raise InputError(
+                    f"{path} row {n}: identification item {item_id!r} has no "
+                    "entity_name (the ID judges grade against it)",
+                    field="entity_name",
+                )
+            extra = {
+                k: r.get(k)
+                for k in (
+                    "entity_name",
+                    "entity_scientific_name",
+                    "entity_common_names",
+                    "entity_type",
+                )
+            }
         else:
-            extra = {k: r.get(k) for k in ("meta_data_state", "meta_data_county",
-                                           "meta_data_asked_time")}
-        item = Item(id=item_id, question=str(r["question"]), reference=str(r["answer"]),
-                    images=images, extra={k: v for k, v in extra.items()
-                                                            if v not in (None, "", [])})
+            extra = {
+                k: r.get(k) for k in ("meta_data_state", "meta_data_county", "meta_data_asked_time")
+            }
+        item = Item(
+            id=item_id,
+            question=str(r["question"]),
+            reference=str(r["answer"]),
+            images=images,
+            extra={k: v for k, v in extra.items() if v not in (None, "", [])},
+        )
         out.append((kind, item, n))
     if unknown:
         shown = ", ".join(f"{c!r} (row {n})" for c, n in list(unknown.items())[:EXAMPLES])
-        raise InputError(f"{path}: categories that are neither identification nor management/"
-                         f"guidance: {shown}", field="category")
+        raise InputError(
+            f"{path}: categories that are neither identification nor management/guidance: {shown}",
+            field="category",
+        )
     unique_ids(path, [(n, it.id) for _, it, n in out])
     return out, "contextual" if contextual else "standard"
 
 
-def evaluate_mmst(data: str | Path, predictions: str | Path, *, judge: Judge,
-                  subset: Subset = "auto", limit: int | None = None,
-                  unscored: UnscoredPolicy = "exclude") -> BenchReport:
+def evaluate_mmst(
+    data: str | Path,
+    predictions: str | Path,
+    *,
+    judge: Judge,
+    subset: Subset = "auto",
+    limit: int | None = None,
+    unscored: UnscoredPolicy = "exclude",
+) -> BenchReport:
     """MIRAGE-MMST (Standard or Contextual): ID accuracy and reasoning, MG means and weighted
     sum, for the jury and each judge."""
     if subset not in ("auto", "standard", "contextual"):
-        raise InputError(f"subset must be auto, standard or contextual, got {subset!r}",
-                         field="subset")
+        raise InputError(
+            f"subset must be auto, standard or contextual, got {subset!r}", field="subset"
+        )
     routed, which = _mmst_items(data, subset)
     preds = read_model_answers(predictions, [it.id for _, it, _ in routed], data_path=data)
     n_all = len(routed)
@@ -163,8 +187,11 @@ def evaluate_mmst(data: str | Path, predictions: str | Path, *, judge: Judge,
     judged: dict[str, Judged] = {}
     unanswered: dict[str, set[str]] = {}
     for kind, items in sets.items():
-        answered = [it.model_copy(update={"response": preds.get(it.id).response})  # type: ignore[union-attr]
-                    for it in items if preds.get(it.id) is not None]
+        answered = [
+            it.model_copy(update={"response": preds.get(it.id).response})  # type: ignore[union-attr]
+            for it in items
+            if preds.get(it.id) is not None
+        ]
         unanswered[kind] = {it.id for it in items} - {it.id for it in answered}
         task = f"mirage-{kind}"
         judged[kind] = judge(task, rubrics[kind], answered) if answered else Judged({})
@@ -179,11 +206,15 @@ def evaluate_mmst(data: str | Path, predictions: str | Path, *, judge: Judge,
             out["id_accuracy"] = undefined("no identification items", "share")
             out["reasoning"] = undefined("no identification items")
         else:
+
             def values(c: str) -> list[float | Missing]:
-                return item_values(ids, unanswered["id"], judged["id"], c, judge=judge_name,
-                                   rubric=rubrics["id"])
-            out["id_accuracy"] = mean_metric(values("identification_accuracy"), kind="share",
-                                             unscored=unscored, wrong="wrong")
+                return item_values(
+                    ids, unanswered["id"], judged["id"], c, judge=judge_name, rubric=rubrics["id"]
+                )
+
+            out["id_accuracy"] = mean_metric(
+                values("identification_accuracy"), kind="share", unscored=unscored, wrong="wrong"
+            )
             out["reasoning"] = mean_metric(values("reasoning_accuracy"), unscored=unscored)
         ids = [it.id for it in sets["mg"]]
         for c in (*MG, "weighted_sum"):
@@ -191,18 +222,27 @@ def evaluate_mmst(data: str | Path, predictions: str | Path, *, judge: Judge,
             if not ids:
                 out[key] = undefined("no management/guidance items")
                 continue
-            out[key] = mean_metric(item_values(ids, unanswered["mg"], judged["mg"], c,
-                                               judge=judge_name, rubric=rubrics["mg"]),
-                                   unscored=unscored, digits=4 if c == "weighted_sum" else 2)
+            out[key] = mean_metric(
+                item_values(
+                    ids, unanswered["mg"], judged["mg"], c, judge=judge_name, rubric=rubrics["mg"]
+                ),
+                unscored=unscored,
+                digits=4 if c == "weighted_sum" else 2,
+            )
         return out
 
     metrics = metrics_for(None)
     judge_names = list(dict.fromkeys([*judged["id"].judges(), *judged["mg"].judges()]))
     judges = {j: metrics_for(j) for j in judge_names}
-    columns = {"id_accuracy": "ID accuracy (%)", "reasoning": "Reasoning (0-4)",
-               "mg_accuracy": "Accuracy", "mg_relevance": "Relevance",
-               "mg_completeness": "Completeness", "mg_parsimony": "Parsimony",
-               "weighted_sum": "Weighted sum"}
+    columns = {
+        "id_accuracy": "ID accuracy (%)",
+        "reasoning": "Reasoning (0-4)",
+        "mg_accuracy": "Accuracy",
+        "mg_relevance": "Relevance",
+        "mg_completeness": "Completeness",
+        "mg_parsimony": "Parsimony",
+        "weighted_sum": "Weighted sum",
+    }
     if which == "contextual":
         columns = {k: v for k, v in columns.items() if k not in ("id_accuracy", "reasoning")}
     rows = [("jury", [metrics[k] for k in columns])]
@@ -215,21 +255,35 @@ def evaluate_mmst(data: str | Path, predictions: str | Path, *, judge: Judge,
         if reasons:
             notes.append(f"unscored {kind.upper()} verdicts, e.g. " + "; ".join(reasons))
     all_unanswered = sorted(unanswered["id"] | unanswered["mg"])
-    unscored_ids = [it.id for kind in sets for it in sets[kind]
-                    if it.id not in unanswered[kind] and not _fully_scored(judged[kind], it.id)]
+    unscored_ids = [
+        it.id
+        for kind in sets
+        for it in sets[kind]
+        if it.id not in unanswered[kind] and not _fully_scored(judged[kind], it.id)
+    ]
     return BenchReport(
         benchmark="mirage-mmst",
         title=f"MIRAGE-MMST {which.capitalize()} ({len(routed)} items)",
         # Only read from here on, so these Metric-only dicts stand for Metrics (dict is invariant).
         metrics=cast(Metrics, metrics),
-        counts={"items": len(routed), "id_items": len(sets["id"]), "mg_items": len(sets["mg"]),
-                "unanswered": len(all_unanswered), "unscored": len(unscored_ids)},
+        counts={
+            "items": len(routed),
+            "id_items": len(sets["id"]),
+            "mg_items": len(sets["mg"]),
+            "unanswered": len(all_unanswered),
+            "unscored": len(unscored_ids),
+        },
         judges=cast("dict[str, Metrics]", judges),
         lists={"unanswered_ids": all_unanswered, "unscored_ids": unscored_ids},
         tables=[Table(f"MIRAGE-MMST {which.capitalize()}", list(columns.values()), rows)],
         notes=notes,
-        artifacts={"items": [_item_row(kind, it.id, unanswered[kind], judged[kind])
-                             for kind in sets for it in sets[kind]]},
+        artifacts={
+            "items": [
+                _item_row(kind, it.id, unanswered[kind], judged[kind])
+                for kind in sets
+                for it in sets[kind]
+            ]
+        },
     )
 
 
@@ -240,8 +294,11 @@ def _fully_scored(judged: Judged, item_id: str) -> bool:
 
 def _item_row(kind: str, item_id: str, unanswered: set[str], judged: Judged) -> dict[str, Any]:
     record = judged.records.get(item_id)
-    status = "unanswered" if item_id in unanswered else (
-        record.status if record is not None else "unscored")
+    status = (
+        "unanswered"
+        if item_id in unanswered
+        else (record.status if record is not None else "unscored")
+    )
     row: dict[str, Any] = {"id": item_id, "rubric": f"mirage-{kind}", "status": status}
     if record is not None:
         row["scores"] = record.scores
@@ -255,8 +312,13 @@ def _item_row(kind: str, item_id: str, unanswered: set[str], judged: Judged) -> 
 # ---------------------------------------------------------------------------------- MMMT
 
 
-_DECISIONS = {"clarify": "Clarify", "respond": "Respond", "response": "Respond",
-              "ask for clarification": "Clarify", "clarification": "Clarify"}
+_DECISIONS = {
+    "clarify": "Clarify",
+    "respond": "Respond",
+    "response": "Respond",
+    "ask for clarification": "Clarify",
+    "clarification": "Clarify",
+}
 _TAG = re.compile(r"<\s*(clarify|respond)\s*>", re.IGNORECASE)
 
 
@@ -281,82 +343,138 @@ def plain_decision(prediction_fields: Mapping[str, Any], response: str) -> str |
     return None
 
 
-def evaluate_mmmt(data: str | Path, predictions: str | Path, *, judge: Judge,
-                  limit: int | None = None, unscored: UnscoredPolicy = "exclude") -> BenchReport:
+def evaluate_mmmt(
+    data: str | Path,
+    predictions: str | Path,
+    *,
+    judge: Judge,
+    limit: int | None = None,
+    unscored: UnscoredPolicy = "exclude",
+) -> BenchReport:
     """MIRAGE-MMMT: decision accuracy, goal scores, spurious and perfect shares."""
     rows = read_records(data, "MIRAGE MMMT data")
     has_goals = ["known_goal" in r and "missing_goal" in r for _, r in rows]
     if any(has_goals) and not all(has_goals):
         n = rows[has_goals.index(False)][0]
-        raise InputError(f"{data} row {n}: no known_goal/missing_goal, which other rows have "
-                         "(a mix of the direct and decomp files?)", field="known_goal")
+        raise InputError(
+            f"{data} row {n}: no known_goal/missing_goal, which other rows have "
+            "(a mix of the direct and decomp files?)",
+            field="known_goal",
+        )
     goals = all(has_goals)
     items: list[tuple[Item, str]] = []
     for n, r in rows:
         require(data, n, r, ("id", "dialog_context", "decision", "utterance"), "MIRAGE MMMT data")
         gold = decision_of(r["decision"])
         if gold is None:
-            raise InputError(f"{data} row {n}: decision must be <Clarify> or <Respond>, got "
-                             f"{r['decision']!r:.40}", field="decision")
-        extra = {"decision": f"<{gold}>",
-                 "known_goal": _goal_list(data, n, r.get("known_goal"), "known_goal"),
-                 "missing_goal": _goal_list(data, n, r.get("missing_goal"), "missing_goal")}
-        items.append((Item(id=text_id(data, n, r["id"]), context=str(r["dialog_context"]),
-                           reference=str(r["utterance"]), images=image_paths(data, r.get("images")),
-                           extra=extra), gold))
+            raise InputError(
+                f"{data} row {n}: decision must be <Clarify> or <Respond>, got "
+                f"{r['decision']!r:.40}",
+                field="decision",
+            )
+        extra = {
+            "decision": f"<{gold}>",
+            "known_goal": _goal_list(data, n, r.get("known_goal"), "known_goal"),
+            "missing_goal": _goal_list(data, n, r.get("missing_goal"), "missing_goal"),
+        }
+        items.append(
+            (
+                Item(
+                    id=text_id(data, n, r["id"]),
+                    context=str(r["dialog_context"]),
+                    reference=str(r["utterance"]),
+                    images=image_paths(data, r.get("images")),
+                    extra=extra,
+                ),
+                gold,
+            )
+        )
     unique_ids(data, [(n, it.id) for (n, _), (it, _) in zip(rows, items)])
     preds = read_model_answers(predictions, [it.id for it, _ in items], data_path=data)
     n_all = len(items)
     items = limited(items, limit)
     rubric = load_rubric("mirage-mmmt")
-    answered = [it.model_copy(update={"response": preds.get(it.id).response})  # type: ignore[union-attr]
-                for it, _ in items if preds.get(it.id) is not None]
+    answered = [
+        it.model_copy(update={"response": preds.get(it.id).response})  # type: ignore[union-attr]
+        for it, _ in items
+        if preds.get(it.id) is not None
+    ]
     judged = judge("mirage-mmmt", rubric, answered) if answered else Judged({})
     ids = [it.id for it, _ in items]
     unanswered = set(ids) - {it.id for it in answered}
-    plain = {it.id: plain_decision(preds.get(it.id).fields, preds.get(it.id).response or "")  # type: ignore[union-attr]
-             for it, _ in items if it.id not in unanswered}
+    plain = {
+        it.id: plain_decision(preds.get(it.id).fields, preds.get(it.id).response or "")  # type: ignore[union-attr]
+        for it, _ in items
+        if it.id not in unanswered
+    }
     gold_of = {it.id: g for it, g in items}
 
     def metrics_for(judge_name: str | None) -> dict[str, Metric]:
         def values(c: str) -> list[float | Missing]:
             return item_values(ids, unanswered, judged, c, judge=judge_name, rubric=rubric)
+
         judged_decision = values("decision_accuracy")
-        decision = [float(plain[i] == gold_of[i]) if plain.get(i) is not None else v
-                    for i, v in zip(ids, judged_decision)]
-        out = {"decision_accuracy": mean_metric(decision, kind="share", unscored=unscored,
-                                                wrong="wrong")}
+        decision = [
+            float(plain[i] == gold_of[i]) if plain.get(i) is not None else v
+            for i, v in zip(ids, judged_decision)
+        ]
+        out = {
+            "decision_accuracy": mean_metric(
+                decision, kind="share", unscored=unscored, wrong="wrong"
+            )
+        }
         no_goals = "the direct file has no known_goal/missing_goal; use decomp_test.json"
-        known, missing, relevance = (values(c) for c in
-                                     ("known_accuracy", "missing_coverage", "utterance_goal_relevance"))
+        known, missing, relevance = (
+            values(c) for c in ("known_accuracy", "missing_coverage", "utterance_goal_relevance")
+        )
         spurious = values("spurious")
-        out["known_accuracy"] = mean_metric(known, unscored=unscored) if goals else undefined(no_goals)
-        out["missing_coverage"] = mean_metric(missing, unscored=unscored) if goals else undefined(no_goals)
+        out["known_accuracy"] = (
+            mean_metric(known, unscored=unscored) if goals else undefined(no_goals)
+        )
+        out["missing_coverage"] = (
+            mean_metric(missing, unscored=unscored) if goals else undefined(no_goals)
+        )
         out["utterance_goal_relevance"] = mean_metric(relevance, unscored=unscored)
         out["spurious"] = mean_metric(
-            [NOT_APPLICABLE if v is UNANSWERED else v for v in spurious], kind="share",
-            unscored=unscored)
+            [NOT_APPLICABLE if v is UNANSWERED else v for v in spurious],
+            kind="share",
+            unscored=unscored,
+        )
         if unanswered:
-            out["spurious"] = _with_note(out["spurious"], f"{len(unanswered)} unanswered left "
-                                                          "out (nothing asserted)")
+            out["spurious"] = _with_note(
+                out["spurious"], f"{len(unanswered)} unanswered left out (nothing asserted)"
+            )
         perfect = [_perfect(k, m, r, s) for k, m, r, s in zip(known, missing, relevance, spurious)]
-        out["perfect"] = (mean_metric(perfect, kind="share", unscored=unscored, wrong="0")
-                          if goals else undefined(no_goals, "share"))
+        out["perfect"] = (
+            mean_metric(perfect, kind="share", unscored=unscored, wrong="0")
+            if goals
+            else undefined(no_goals, "share")
+        )
         return out
 
     metrics = metrics_for(None)
     judges = {j: metrics_for(j) for j in judged.judges()}
-    columns = {"decision_accuracy": "Decision acc. (%)", "known_accuracy": "Known acc.",
-               "missing_coverage": "Missing cov.", "utterance_goal_relevance": "Goal relevance",
-               "spurious": "Spurious (%)", "perfect": "Perfect (%)"}
+    columns = {
+        "decision_accuracy": "Decision acc. (%)",
+        "known_accuracy": "Known acc.",
+        "missing_coverage": "Missing cov.",
+        "utterance_goal_relevance": "Goal relevance",
+        "spurious": "Spurious (%)",
+        "perfect": "Perfect (%)",
+    }
     rows_ = [("jury", [metrics[k] for k in columns])]
     rows_ += [(j, [m[k] for k in columns]) for j, m in judges.items()]
-    notes = ["decomp file (goals read from known_goal / missing_goal)" if goals else
-             "direct file: no gold goals, so known_accuracy, missing_coverage and perfect are "
-             "not reported"]
+    notes = [
+        "decomp file (goals read from known_goal / missing_goal)"
+        if goals
+        else "direct file: no gold goals, so known_accuracy, missing_coverage and perfect are "
+        "not reported"
+    ]
     n_plain = sum(1 for v in plain.values() if v is not None)
-    notes.append(f"decisions: {n_plain} read from the predictions, {len(plain) - n_plain} "
-                 "judged (decision_accuracy of the jury; a split jury gives a fraction)")
+    notes.append(
+        f"decisions: {n_plain} read from the predictions, {len(plain) - n_plain} "
+        "judged (decision_accuracy of the jury; a split jury gives a fraction)"
+    )
     if limit is not None and limit < n_all:
         notes.append(f"trial run: the first {len(items)} of {n_all} items")
     reasons = unscored_reasons(ids, unanswered, judged)
@@ -368,18 +486,30 @@ def evaluate_mmmt(data: str | Path, predictions: str | Path, *, judge: Judge,
         title=f"MIRAGE-MMMT ({len(items)} items, {'decomp' if goals else 'direct'})",
         # Only read from here on, so these Metric-only dicts stand for Metrics (dict is invariant).
         metrics=cast(Metrics, metrics),
-        counts={"items": len(items), "answered": len(answered),
-                "clarify": sum(1 for _, g in items if g == "Clarify"),
-                "respond": sum(1 for _, g in items if g == "Respond"),
-                "decisions_from_predictions": n_plain,
-                "decisions_judged": len(plain) - n_plain,
-                "unanswered": len(unanswered), "unscored": len(unscored_ids)},
+        counts={
+            "items": len(items),
+            "answered": len(answered),
+            "clarify": sum(1 for _, g in items if g == "Clarify"),
+            "respond": sum(1 for _, g in items if g == "Respond"),
+            "decisions_from_predictions": n_plain,
+            "decisions_judged": len(plain) - n_plain,
+            "unanswered": len(unanswered),
+            "unscored": len(unscored_ids),
+        },
         judges=cast("dict[str, Metrics]", judges),
         lists={"unanswered_ids": sorted(unanswered), "unscored_ids": unscored_ids},
         tables=[Table("MIRAGE-MMMT", list(columns.values()), rows_)],
         notes=notes,
-        artifacts={"items": [{**_item_row("mmmt", i, unanswered, judged), "gold": gold_of[i],
-                              "decision": plain.get(i)} for i in ids]},
+        artifacts={
+            "items": [
+                {
+                    **_item_row("mmmt", i, unanswered, judged),
+                    "gold": gold_of[i],
+                    "decision": plain.get(i),
+                }
+                for i in ids
+            ]
+        },
     )
 
 
@@ -392,8 +522,9 @@ def _goal_list(path: str | Path, n: int, value: Any, name: str) -> list[str]:
         return [str(v) for v in value]
     if isinstance(value, Mapping):
         return [f"{k}: {v}" for k, v in value.items()]
-    raise InputError(f"{path} row {n}: {name} must be a list of facts, got {value!r:.40}",
-                     field=name)
+    raise InputError(
+        f"{path} row {n}: {name} must be a list of facts, got {value!r:.40}", field=name
+    )
 
 
 def _perfect(*values: float | Missing) -> float | Missing:

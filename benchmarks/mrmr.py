@@ -140,14 +140,20 @@ def _nested_json(path: Path, what: str) -> Scores | None:
         raise InputError(f"{path}: not UTF-8 text") from None
     except ValueError as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or (len(data) == 1 and isinstance(next(iter(data.values())), list)):
+    if not isinstance(data, dict) or (
+        len(data) == 1 and isinstance(next(iter(data.values())), list)
+    ):
         return None
     out: Scores = {}
     for qid, docs in data.items():
         if not isinstance(docs, dict):
-            raise InputError(f"{path}: {what} entry {qid!r} must map doc ids to scores, got "
-                             f"{docs!r:.40}", field=str(qid))
-        out[str(qid)] = {str(d): _score(s, f"{path}: {what} {qid!r} -> {d!r}") for d, s in docs.items()}
+            raise InputError(
+                f"{path}: {what} entry {qid!r} must map doc ids to scores, got {docs!r:.40}",
+                field=str(qid),
+            )
+        out[str(qid)] = {
+            str(d): _score(s, f"{path}: {what} {qid!r} -> {d!r}") for d, s in docs.items()
+        }
     if not out:
         raise InputError(f"{path}: the {what} is empty")
     return out
@@ -161,8 +167,10 @@ def _from_rows(path: Path, what: str) -> Scores:
         did = _field(path, n, r, _DOC_FIELDS, what)
         raw = next((r[f] for f in _SCORE_FIELDS if r.get(f) is not None), None)
         if raw is None:
-            raise InputError(f"{path} row {n}: no 'score' ({what} rows are query_id, corpus_id, "
-                             "score)", field="score")
+            raise InputError(
+                f"{path} row {n}: no 'score' ({what} rows are query_id, corpus_id, score)",
+                field="score",
+            )
         _add(out, qid, did, _score(raw, f"{path} row {n}: score"), f"{path} row {n}", what)
     return out
 
@@ -179,9 +187,11 @@ def _from_trec(path: Path, what: str, columns: int) -> Scores:
         if not parts or parts[0].startswith("#"):
             continue
         if len(parts) != columns:
-            raise InputError(f"{path} line {n}: {len(parts)} columns; a TREC {what} line is "
-                             f"'{form}' ({columns} columns). For JSON/JSONL/CSV, name the file "
-                             ".json/.jsonl/.csv")
+            raise InputError(
+                f"{path} line {n}: {len(parts)} columns; a TREC {what} line is "
+                f"'{form}' ({columns} columns). For JSON/JSONL/CSV, name the file "
+                ".json/.jsonl/.csv"
+            )
         qid, did = parts[0], parts[2]
         score = parts[3] if columns == 4 else parts[4]
         _add(out, qid, did, _score(score, f"{path} line {n}"), f"{path} line {n}", what)
@@ -194,8 +204,11 @@ def _field(path: Path, n: int, r: Mapping[str, Any], names: Sequence[str], what:
     for name in names:
         if r.get(name) is not None:
             return text_id(path, n, r[name], name)
-    raise InputError(f"{path} row {n}: no {names[0]!r} ({what} rows are query_id, corpus_id, "
-                     f"score; this row has {', '.join(sorted(r)[:8])})", field=names[0])
+    raise InputError(
+        f"{path} row {n}: no {names[0]!r} ({what} rows are query_id, corpus_id, "
+        f"score; this row has {', '.join(sorted(r)[:8])})",
+        field=names[0],
+    )
 
 
 def _score(raw: Any, where: str) -> float:
@@ -204,8 +217,9 @@ def _score(raw: Any, where: str) -> float:
     except (TypeError, ValueError):
         value = math.nan
     if not math.isfinite(value):
-        raise InputError(f"{where}: the score must be a finite number, got {raw!r:.40}",
-                         field="score")
+        raise InputError(
+            f"{where}: the score must be a finite number, got {raw!r:.40}", field="score"
+        )
     return value
 
 
@@ -251,18 +265,27 @@ def _corpus_texts(path: str | Path, wanted: set[str]) -> dict[str, str]:
 # ------------------------------------------------------------------------------ the pack
 
 
-def evaluate(data: str | Path, predictions: str | Path, *, queries: str | Path | None = None,
-             corpus: str | Path | None = None, judge: Judge | None = None,
-             limit: int | None = None, depth: int = K_NDCG) -> BenchReport:
+def evaluate(
+    data: str | Path,
+    predictions: str | Path,
+    *,
+    queries: str | Path | None = None,
+    corpus: str | Path | None = None,
+    judge: Judge | None = None,
+    limit: int | None = None,
+    depth: int = K_NDCG,
+) -> BenchReport:
     """nDCG@10 and Hit@1 of the run ``predictions`` against the qrels ``data``; per category
     and task with ``queries``; relevance grading and agreement with ``judge``."""
     qrels = read_qrels(data)
     run = read_run(predictions)
     query_rows = read_queries(queries) if queries is not None else {}
     if judge is not None and (queries is None or corpus is None):
-        raise InputError("relevance grading needs the query texts (queries=, --queries FILE) and "
-                         "the document texts (corpus=, --corpus FILE)",
-                         field="queries" if queries is None else "corpus")
+        raise InputError(
+            "relevance grading needs the query texts (queries=, --queries FILE) and "
+            "the document texts (corpus=, --corpus FILE)",
+            field="queries" if queries is None else "corpus",
+        )
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}", field="depth")
     qids = limited(list(qrels), limit)
@@ -274,14 +297,21 @@ def evaluate(data: str | Path, predictions: str | Path, *, queries: str | Path |
     extra_queries = [q for q in run if q not in qrels]
 
     share: MetricOptions = {"kind": "share"}
-    metrics: dict[str, Any] = {"ndcg@10": mean_metric(ndcg, **share),
-                               "hit@1": mean_metric(hit, **share)}
+    metrics: dict[str, Any] = {
+        "ndcg@10": mean_metric(ndcg, **share),
+        "hit@1": mean_metric(hit, **share),
+    }
     if missing:
         counted = f"{plural(len(missing), 'query')} missing from the run scored 0"
         metrics = {k: dataclasses.replace(m, counted=counted) for k, m in metrics.items()}
     notes: list[str] = []
-    tables = [Table("MRMR retrieval (x100)", ["nDCG@10", "Hit@1"],
-                    [("overall", [metrics["ndcg@10"], metrics["hit@1"]])])]
+    tables = [
+        Table(
+            "MRMR retrieval (x100)",
+            ["nDCG@10", "Hit@1"],
+            [("overall", [metrics["ndcg@10"], metrics["hit@1"]])],
+        )
+    ]
     if query_rows:
         for field in ("task", "category"):
             if not any(query_rows.get(q, {}).get(field) for q in qids):
@@ -289,21 +319,34 @@ def evaluate(data: str | Path, predictions: str | Path, *, queries: str | Path |
             groups = [str(query_rows.get(q, {}).get(field) or UNKNOWN) for q in qids]
             by_ndcg = metrics[f"ndcg@10_by_{field}"] = by_group(ndcg, groups, **share)
             by_hit = metrics[f"hit@1_by_{field}"] = by_group(hit, groups, **share)
-            tables.append(Table(f"by {field} (x100)", ["nDCG@10", "Hit@1"],
-                                [(g, [by_ndcg[g], by_hit[g]]) for g in by_ndcg]))
+            tables.append(
+                Table(
+                    f"by {field} (x100)",
+                    ["nDCG@10", "Hit@1"],
+                    [(g, [by_ndcg[g], by_hit[g]]) for g in by_ndcg],
+                )
+            )
         absent = [q for q in qids if q not in query_rows]
         if absent:
-            notes.append(f"{plural(len(absent), 'query')} of the qrels not in the query file "
-                         f"(grouped '{UNKNOWN}'): {', '.join(absent[:EXAMPLES])}")
+            notes.append(
+                f"{plural(len(absent), 'query')} of the qrels not in the query file "
+                f"(grouped '{UNKNOWN}'): {', '.join(absent[:EXAMPLES])}"
+            )
     if missing:
-        notes.append(f"{plural(len(missing), 'query')} of the qrels missing from the run, "
-                     f"scored 0: {', '.join(missing[:EXAMPLES])}")
+        notes.append(
+            f"{plural(len(missing), 'query')} of the qrels missing from the run, "
+            f"scored 0: {', '.join(missing[:EXAMPLES])}"
+        )
     if no_relevant:
-        notes.append(f"{plural(len(no_relevant), 'query')} whose qrels list no relevant "
-                     "document score 0 (as trec_eval does)")
+        notes.append(
+            f"{plural(len(no_relevant), 'query')} whose qrels list no relevant "
+            "document score 0 (as trec_eval does)"
+        )
     if extra_queries:
-        notes.append(f"{plural(len(extra_queries), 'run query')} not in the qrels, ignored: "
-                     f"{', '.join(extra_queries[:EXAMPLES])}")
+        notes.append(
+            f"{plural(len(extra_queries), 'run query')} not in the qrels, ignored: "
+            f"{', '.join(extra_queries[:EXAMPLES])}"
+        )
     if limit is not None and limit < len(qrels):
         notes.append(f"trial run: the first {len(qids)} of {len(qrels)} queries")
     notes.append("ranking: higher score first, ties by doc id ascending")
@@ -311,15 +354,26 @@ def evaluate(data: str | Path, predictions: str | Path, *, queries: str | Path |
         benchmark=NAME,
         title=f"MRMR ({len(qids)} queries)",
         metrics=metrics,
-        counts={"queries": len(qids), "run_queries": len(run),
-                "missing_query_count": len(missing)},
+        counts={"queries": len(qids), "run_queries": len(run), "missing_query_count": len(missing)},
         lists={"missing_queries": missing},
         tables=tables,
         notes=notes,
-        artifacts={"queries": [{"query_id": q, "ndcg@10": n, "hit@1": h, "in_run": q in run,
-                                **({f: query_rows.get(q, {}).get(f) for f in ("task", "category")}
-                                   if query_rows else {})}
-                               for q, n, h in zip(qids, ndcg, hit)]},
+        artifacts={
+            "queries": [
+                {
+                    "query_id": q,
+                    "ndcg@10": n,
+                    "hit@1": h,
+                    "in_run": q in run,
+                    **(
+                        {f: query_rows.get(q, {}).get(f) for f in ("task", "category")}
+                        if query_rows
+                        else {}
+                    ),
+                }
+                for q, n, h in zip(qids, ndcg, hit)
+            ]
+        },
     )
     if judge is not None:
         assert corpus is not None
@@ -327,16 +381,24 @@ def evaluate(data: str | Path, predictions: str | Path, *, queries: str | Path |
     return report
 
 
-def _pairs(qids: Sequence[str], qrels: Scores, ranked: Mapping[str, list[str]], depth: int
-           ) -> Iterator[tuple[str, str]]:
+def _pairs(
+    qids: Sequence[str], qrels: Scores, ranked: Mapping[str, list[str]], depth: int
+) -> Iterator[tuple[str, str]]:
     for q in qids:
         for d in dict.fromkeys([*qrels[q], *ranked.get(q, [])[:depth]]):
             yield q, d
 
 
-def _grade(report: BenchReport, qids: Sequence[str], qrels: Scores,
-           ranked: Mapping[str, list[str]], query_rows: Mapping[str, Mapping[str, Any]],
-           corpus: str | Path, judge: Judge, depth: int) -> None:
+def _grade(
+    report: BenchReport,
+    qids: Sequence[str],
+    qrels: Scores,
+    ranked: Mapping[str, list[str]],
+    query_rows: Mapping[str, Mapping[str, Any]],
+    corpus: str | Path,
+    judge: Judge,
+    depth: int,
+) -> None:
     from jurybox.calibration import (
         agreement_report,
         human_labels_from_rows,
@@ -356,31 +418,45 @@ def _grade(report: BenchReport, qids: Sequence[str], qrels: Scores,
         extra.update({f: str(query[f]) for f in ("instruction", "task") if query.get(f)})
         items.append(Item(id=f"{q}::{d}", extra=extra))
     if skipped:
-        report.notes.append(f"{plural(len(skipped), 'pair')} not graded: the query or document "
-                            f"has no text (e.g. {', '.join(skipped[:3])})")
+        report.notes.append(
+            f"{plural(len(skipped), 'pair')} not graded: the query or document "
+            f"has no text (e.g. {', '.join(skipped[:3])})"
+        )
     judged = judge("mrmr-relevance", rubric, items) if items else Judged({})
-    human = {f"{q}::{d}": (1.0 if qrels[q].get(d, 0.0) > 0 else 0.0, d in qrels[q])
-             for q, d in pairs}
+    human = {
+        f"{q}::{d}": (1.0 if qrels[q].get(d, 0.0) > 0 else 0.0, d in qrels[q]) for q, d in pairs
+    }
     rows: list[dict[str, Any]] = []
     for item in items:
         record = judged.records.get(item.id)
         q, d = item.id.split("::", 1)
-        rows.append({"query_id": q, "corpus_id": d,
-                     "jury": record.scores.get("relevance") if record is not None else None,
-                     "human": qrels[q].get(d), "in_qrels": human[item.id][1]})
+        rows.append(
+            {
+                "query_id": q,
+                "corpus_id": d,
+                "jury": record.scores.get("relevance") if record is not None else None,
+                "human": qrels[q].get(d),
+                "in_qrels": human[item.id][1],
+            }
+        )
     report.artifacts["jury_qrels"] = rows
     unjudged_relevant = sum(1 for r in rows if not r["in_qrels"] and (r["jury"] or 0) > 0.5)
-    report.counts.update(graded_pairs=len(items), ungraded_pairs=len(skipped),
-                         unlisted_pairs=sum(1 for r in rows if not r["in_qrels"]),
-                         jury_relevant_unlisted=unjudged_relevant)
+    report.counts.update(
+        graded_pairs=len(items),
+        ungraded_pairs=len(skipped),
+        unlisted_pairs=sum(1 for r in rows if not r["in_qrels"]),
+        jury_relevant_unlisted=unjudged_relevant,
+    )
     records = [judged.records[i.id] for i in items if i.id in judged.records]
     if not records:
         report.metrics["grading_kappa"] = undefined("no pair was graded")
         return
-    labels = human_labels_from_rows([{"id": i, "relevance": v} for i, (v, _) in human.items()
-                                     if i in judged.records], scales=rubric, source="qrels")
-    agreement = agreement_report(labels, judge_output_from_records(records), scales=rubric,
-                                 seed=0)
+    labels = human_labels_from_rows(
+        [{"id": i, "relevance": v} for i, (v, _) in human.items() if i in judged.records],
+        scales=rubric,
+        source="qrels",
+    )
+    agreement = agreement_report(labels, judge_output_from_records(records), scales=rubric, seed=0)
     crit = agreement.criteria.get("relevance")
     report.extra["grading_agreement"] = agreement.to_dict()
     if crit is None:
@@ -393,14 +469,27 @@ def _grade(report: BenchReport, qids: Sequence[str], qrels: Scores,
         target["grading_ac1"] = _metric(stats["ac1"], "score")
         target["grading_exact"] = _metric(stats["exact"], "share")
     order = ["jury", *[j for j in systems if j != "jury"]]
-    report.tables.append(Table(
-        "Relevance grading vs human qrels (rubric mrmr-relevance)",
-        ["kappa", "AC1", "exact agreement (%)"],
-        # Each is one Metric, set just above (not a per-group dict of them).
-        [(name, [cast(Metric, (report.metrics if name == "jury" else report.judges[name])[k])
-                 for k in ("grading_kappa", "grading_ac1", "grading_exact")]) for name in order]))
-    report.notes.append("grading: human label = qrel score above 0; documents the qrels do not "
-                        "list count as irrelevant, as nDCG counts them")
+    report.tables.append(
+        Table(
+            "Relevance grading vs human qrels (rubric mrmr-relevance)",
+            ["kappa", "AC1", "exact agreement (%)"],
+            # Each is one Metric, set just above (not a per-group dict of them).
+            [
+                (
+                    name,
+                    [
+                        cast(Metric, (report.metrics if name == "jury" else report.judges[name])[k])
+                        for k in ("grading_kappa", "grading_ac1", "grading_exact")
+                    ],
+                )
+                for name in order
+            ],
+        )
+    )
+    report.notes.append(
+        "grading: human label = qrel score above 0; documents the qrels do not "
+        "list count as irrelevant, as nDCG counts them"
+    )
 
 
 def _metric(stat: Any, kind: Kind) -> Metric:

@@ -130,8 +130,13 @@ def _ci(numbers: Sequence[float]) -> tuple[float, float] | None:
         return None
     from jurybox.calibration import bootstrap_ci
 
-    stat = bootstrap_ci(_mean, np.asarray(numbers, dtype=float), n_resamples=RESAMPLES,
-                        confidence=CONFIDENCE, seed=0)
+    stat = bootstrap_ci(
+        _mean,
+        np.asarray(numbers, dtype=float),
+        n_resamples=RESAMPLES,
+        confidence=CONFIDENCE,
+        seed=0,
+    )
     return stat.ci
 
 
@@ -139,11 +144,16 @@ def _mean(x: np.ndarray) -> float:
     return float(x.mean())
 
 
-def by_group(values: Sequence[float | Missing], groups: Sequence[str], order: Sequence[str] = (),
-             **kwargs: Any) -> dict[str, Metric]:
+def by_group(
+    values: Sequence[float | Missing],
+    groups: Sequence[str],
+    order: Sequence[str] = (),
+    **kwargs: Any,
+) -> dict[str, Metric]:
     """`mean_metric` per group, groups in ``order`` first, then as they appear."""
-    names = [g for g in order if g in set(groups)] + [g for g in dict.fromkeys(groups)
-                                                       if g not in order]
+    names = [g for g in order if g in set(groups)] + [
+        g for g in dict.fromkeys(groups) if g not in order
+    ]
     return {g: mean_metric([v for v, k in zip(values, groups) if k == g], **kwargs) for g in names}
 
 
@@ -159,8 +169,12 @@ class Table:
         """The table in Markdown, its title in bold; cells show their CIs unless ``with_ci`` is
         False."""
         head = ["", *self.columns]
-        lines = [f"**{self.title}**", "", "| " + " | ".join(head) + " |",
-                 "|" + "|".join(["---"] + ["---:"] * len(self.columns)) + "|"]
+        lines = [
+            f"**{self.title}**",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join(["---"] + ["---:"] * len(self.columns)) + "|",
+        ]
         for label, cells in self.rows:
             shown = [c.cell(with_ci) if c is not None else "" for c in cells]
             lines.append("| " + " | ".join([label, *shown]) + " |")
@@ -195,8 +209,9 @@ class BenchReport:
         out["counted"] = _nonempty({k: _field(m, "counted") for k, m in self.metrics.items()})
         out["undefined"] = _nonempty({k: _field(m, "reason") for k, m in self.metrics.items()})
         if self.judges:
-            out["judges"] = {j: {k: _values(m) for k, m in ms.items()}
-                             for j, ms in self.judges.items()}
+            out["judges"] = {
+                j: {k: _values(m) for k, m in ms.items()} for j, ms in self.judges.items()
+            }
         out["notes"] = list(self.notes)
         return jsonable(out)
 
@@ -207,8 +222,10 @@ class BenchReport:
         parts = [f"## {self.title}", "", counts, ""]
         for table in self.tables:
             parts += [table.markdown(), ""]
-        parts.append(f"Values with {int(CONFIDENCE * 100)}% percentile-bootstrap CIs over items; "
-                     "shares in %.")
+        parts.append(
+            f"Values with {int(CONFIDENCE * 100)}% percentile-bootstrap CIs over items; "
+            "shares in %."
+        )
         counted = _flatten({k: _field(m, "counted") for k, m in self.metrics.items()})
         if counted:
             parts += ["", "How items were counted:"]
@@ -227,8 +244,9 @@ class BenchReport:
         directory.mkdir(parents=True, exist_ok=True)
         written = [directory / "report.md", directory / "report.json"]
         written[0].write_text(self.to_markdown(), encoding="utf-8")
-        written[1].write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n",
-                              encoding="utf-8")
+        written[1].write_text(
+            json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8"
+        )
         for name, rows in self.artifacts.items():
             path = directory / f"{name}.jsonl"
             with path.open("w", encoding="utf-8") as fh:
@@ -274,8 +292,13 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 #: The metric a leaderboard of a pack's runs ranks on by default.
-PRIMARY = {"microvqa": "accuracy", "mir": "accuracy", "mrmr": "ndcg@10",
-           "mirage-mmst": "weighted_sum", "mirage-mmmt": "decision_accuracy"}
+PRIMARY = {
+    "microvqa": "accuracy",
+    "mir": "accuracy",
+    "mrmr": "ndcg@10",
+    "mirage-mmst": "weighted_sum",
+    "mirage-mmmt": "decision_accuracy",
+}
 
 
 @dataclass
@@ -308,13 +331,16 @@ def read_item_results(directory: str | Path) -> ItemResults:
         report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
         benchmark = str(report["benchmark"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{directory}: not the output of `jurybox bench --out` (its "
-                         f"report.json: {exc})") from None
+        raise InputError(
+            f"{directory}: not the output of `jurybox bench --out` (its report.json: {exc})"
+        ) from None
     name = "queries.jsonl" if benchmark == "mrmr" else "items.jsonl"
     path = directory / name
     if not path.is_file():
-        raise InputError(f"{directory}: no per-item results ({name}); rerun jurybox bench "
-                         f"{benchmark} with --out {directory}")
+        raise InputError(
+            f"{directory}: no per-item results ({name}); rerun jurybox bench "
+            f"{benchmark} with --out {directory}"
+        )
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     values: dict[str, dict[str, float | None]] = {}
 
@@ -332,7 +358,8 @@ def read_item_results(directory: str | Path) -> ItemResults:
         else:
             rubric = load_rubric(row["rubric"])
             names = [c.name for c in rubric.criteria] + (
-                [rubric.formula.name] if rubric.formula is not None else [])
+                [rubric.formula.name] if rubric.formula is not None else []
+            )
             scores = row.get("scores") or {}
             for metric in names:
                 if row.get("status") == "unanswered":

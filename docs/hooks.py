@@ -15,8 +15,12 @@ from typing import Any
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    for marker, render in (("cli", _cli), ("http", _http), ("verdict", _verdict),
-                           ("rubric", _rubric)):
+    for marker, render in (
+        ("cli", _cli),
+        ("http", _http),
+        ("verdict", _verdict),
+        ("rubric", _rubric),
+    ):
         tag = f"<!-- generated: {marker} -->"
         if tag in markdown:
             markdown = markdown.replace(tag, render())
@@ -34,8 +38,9 @@ def _cli() -> str:
 
     def walk(command: Any, path: list[str], parent: Any) -> None:
         # Typer carries its own copy of click: the command's own Context class.
-        ctx = command.context_class(command, info_name=path[-1], parent=parent,
-                                    terminal_width=100, max_content_width=100)
+        ctx = command.context_class(
+            command, info_name=path[-1], parent=parent, terminal_width=100, max_content_width=100
+        )
         if len(path) > 1:
             parts.append(f"{'#' * min(len(path), 4)} `{' '.join(path)}`\n")
             parts.append("```text\n" + command.get_help(ctx).rstrip() + "\n```\n")
@@ -57,9 +62,13 @@ def _openapi() -> dict[str, Any]:
     from jurybox.serving.service.ingress import build_app
     from jurybox.serving.service.scoring import Metrics
 
-    ingress = SimpleNamespace(plan=SimpleNamespace(cors_origins=[]), token=b"token",
-                              limits=Limits(), metrics=Metrics(),
-                              rubrics=dict.fromkeys(list_rubrics()))
+    ingress = SimpleNamespace(
+        plan=SimpleNamespace(cors_origins=[]),
+        token=b"token",
+        limits=Limits(),
+        metrics=Metrics(),
+        rubrics=dict.fromkeys(list_rubrics()),
+    )
     return build_app(ingress).openapi()  # type: ignore[arg-type]
 
 
@@ -79,16 +88,18 @@ def _http() -> str:
             body = (op.get("requestBody") or {}).get("content", {}).get("application/json", {})
             ref = (body.get("schema") or {}).get("$ref")
             if ref:
-                parts.append(f"Request body: `{ref.rsplit('/', 1)[-1]}` (in the document "
-                             "below).\n")
-            codes = ", ".join(f"{code} ({r.get('description', '')})"
-                              for code, r in op.get("responses", {}).items())
+                parts.append(f"Request body: `{ref.rsplit('/', 1)[-1]}` (in the document below).\n")
+            codes = ", ".join(
+                f"{code} ({r.get('description', '')})"
+                for code, r in op.get("responses", {}).items()
+            )
             if codes:
                 parts.append(f"Responses: {codes}.\n")
     parts.append('??? note "The OpenAPI document (`GET /openapi.json`)"\n')
     document = json.dumps(schema, indent=2)
-    parts.append("    ```json\n" + "\n".join("    " + line for line in document.splitlines())
-                 + "\n    ```\n")
+    parts.append(
+        "    ```json\n" + "\n".join("    " + line for line in document.splitlines()) + "\n    ```\n"
+    )
     return "\n".join(parts)
 
 
@@ -97,8 +108,10 @@ def _fields(model: Any) -> str:
     rows = ["| field | type | required | description |", "|---|---|---|---|"]
     required = set(schema.get("required", []))
     for name, prop in schema.get("properties", {}).items():
-        rows.append(f"| `{name}` | {_type(prop)} | {'yes' if name in required else ''} | "
-                    f"{(prop.get('description') or '').replace('|', '/').strip()} |")
+        rows.append(
+            f"| `{name}` | {_type(prop)} | {'yes' if name in required else ''} | "
+            f"{(prop.get('description') or '').replace('|', '/').strip()} |"
+        )
     return "\n".join(rows) + "\n"
 
 

@@ -65,15 +65,18 @@ def conversation_context(value: Any) -> str | None:
     a plain string, or when no turn is left."""
     if isinstance(value, str) or not isinstance(value, Sequence) or len(value) < 2:
         return None
-    lines = [f"{m.get('role', 'user')}: {message_text(m)}" for m in value[:-1]
-             if isinstance(m, Mapping) and m.get("role") not in INSTRUCTION_ROLES]
+    lines = [
+        f"{m.get('role', 'user')}: {message_text(m)}"
+        for m in value[:-1]
+        if isinstance(m, Mapping) and m.get("role") not in INSTRUCTION_ROLES
+    ]
     return "\n".join(lines) or None
 
 
 def short(text: str, limit: int = 300) -> str:
     """``text`` in at most ``limit`` characters (an ellipsis where it was cut)."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def explain(record: Mapping[str, Any]) -> str:
@@ -99,11 +102,15 @@ def explain(record: Mapping[str, Any]) -> str:
         scored.setdefault(judge, []).append(f"{criterion} {value}")
         if vote.get("reasoning") and judge not in thoughts:
             thoughts[judge] = short(str(vote["reasoning"]), 200)
-    parts = [f"{judge}: {', '.join(scores)}"
-             + (f" (reasoning: {thoughts[judge]})" if judge in thoughts else "")
-             for judge, scores in scored.items()]
-    why = [f"{judge if set(crits) == voted[judge] else judge + ' on ' + ', '.join(crits)}: "
-           f"{error}" for (judge, error), crits in failed.items()]
+    parts = [
+        f"{judge}: {', '.join(scores)}"
+        + (f" (reasoning: {thoughts[judge]})" if judge in thoughts else "")
+        for judge, scores in scored.items()
+    ]
+    why = [
+        f"{judge if set(crits) == voted[judge] else judge + ' on ' + ', '.join(crits)}: {error}"
+        for (judge, error), crits in failed.items()
+    ]
     why += list(record.get("reasons") or [])
     if why:
         parts.append("not scored: " + "; ".join(why))
@@ -121,8 +128,10 @@ class MissingRewards(UnscoredReward):
     def __init__(self, reward: str, missing: list[tuple[str, str]], advice: str) -> None:
         shown = "; ".join(f"{sample}: {short(why)}" for sample, why in missing[:5])
         more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
-        RuntimeError.__init__(self, f"jurybox: {len(missing)} sample(s) have no {reward} reward: "
-                                    f"{shown}{more}. {advice}")
+        RuntimeError.__init__(
+            self,
+            f"jurybox: {len(missing)} sample(s) have no {reward} reward: {shown}{more}. {advice}",
+        )
         self.unscored = missing
 
 
@@ -152,29 +161,53 @@ class JuryRewards:
     rewards groups of completions against each other (`jurybox.judges.groups`).
     """
 
-    def __init__(self, rubric: str | Rubric, *, url: str | None = None,
-                 token: str | None = None, token_env: str = "JURYBOX_TOKEN", jury: Any = None,
-                 cache: bool = True, reward: RewardSpec | None = None,
-                 fields: Mapping[str, str] | None = None, concurrency: int = 4,
-                 timeout: float = 900.0, use: Use = "score", **reward_fields: Any) -> None:
+    def __init__(
+        self,
+        rubric: str | Rubric,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        token_env: str = "JURYBOX_TOKEN",
+        jury: Any = None,
+        cache: bool = True,
+        reward: RewardSpec | None = None,
+        fields: Mapping[str, str] | None = None,
+        concurrency: int = 4,
+        timeout: float = 900.0,
+        use: Use = "score",
+        **reward_fields: Any,
+    ) -> None:
         if (url is None) == (jury is None):
-            raise InputError("jurybox: give the jury as url= (a running jurybox serve) or jury= "
-                             "(a jury name, file or loaded Jury), one of the two", field="url")
+            raise InputError(
+                "jurybox: give the jury as url= (a running jurybox serve) or jury= "
+                "(a jury name, file or loaded Jury), one of the two",
+                field="url",
+            )
         if token is not None and url is None:
-            raise InputError("jurybox: token= is the service's token; an in-process jury "
-                             "(jury=) takes none", field="token")
+            raise InputError(
+                "jurybox: token= is the service's token; an in-process jury (jury=) takes none",
+                field="token",
+            )
         if reward is not None and reward_fields:
-            raise InputError("jurybox: give the reward as reward=RewardSpec(...) or as its "
-                             f"fields ({', '.join(reward_fields)}), not both", field="reward")
+            raise InputError(
+                "jurybox: give the reward as reward=RewardSpec(...) or as its "
+                f"fields ({', '.join(reward_fields)}), not both",
+                field="reward",
+            )
         unknown = sorted(set(reward_fields) - set(RewardSpec.model_fields))
         if unknown:
-            raise InputError(f"jurybox: unknown option {unknown[0]!r} (the reward's fields: "
-                             f"{', '.join(RewardSpec.model_fields)})", field=unknown[0])
+            raise InputError(
+                f"jurybox: unknown option {unknown[0]!r} (the reward's fields: "
+                f"{', '.join(RewardSpec.model_fields)})",
+                field=unknown[0],
+            )
         self.spec = reward if reward is not None else RewardSpec(**reward_fields)
         unknown = sorted(set(fields or {}) - set(ITEM_FIELDS))
         if unknown:
-            raise InputError(f"jurybox: fields maps item fields {ITEM_FIELDS}; {unknown} is not "
-                             "one", field="fields")
+            raise InputError(
+                f"jurybox: fields maps item fields {ITEM_FIELDS}; {unknown} is not one",
+                field="fields",
+            )
         self.fields = dict(fields or {})
         self.rubric = load_rubric(rubric) if isinstance(rubric, str) else rubric
         #: Other rubrics the items are judged with (a group reward's pointwise rubric): their
@@ -196,10 +229,15 @@ class JuryRewards:
                 self._jury: Any = RemoteJury(self._client)
             except JuryboxError as exc:  # unreachable, or the token refused: say whose
                 self._client.close()
-                raise _naming(exc, [], f"jurybox could not start the rewards ({url}, "
-                              f"token {'given' if token else 'none'})") from exc
-            self._per_request = max(1, min(self._jury.max_items,
-                                           self._jury.max_judge_calls // self.rubric.judge_calls))
+                raise _naming(
+                    exc,
+                    [],
+                    f"jurybox could not start the rewards ({url}, "
+                    f"token {'given' if token else 'none'})",
+                ) from exc
+            self._per_request = max(
+                1, min(self._jury.max_items, self._jury.max_judge_calls // self.rubric.judge_calls)
+            )
         else:
             from jurybox.judges import Jury
 
@@ -220,8 +258,11 @@ class JuryRewards:
         except InputError:
             self.close()
             raise
-        self._pool = (ThreadPoolExecutor(self.concurrency, thread_name_prefix="jurybox-reward")
-                      if self.concurrency > 1 else None)
+        self._pool = (
+            ThreadPoolExecutor(self.concurrency, thread_name_prefix="jurybox-reward")
+            if self.concurrency > 1
+            else None
+        )
 
     # -- items ----------------------------------------------------------------------------------
 
@@ -232,8 +273,10 @@ class JuryRewards:
         own name). ``sample`` names the row in errors (default: ``row <index>``)."""
         prompt = row.get(self.fields.get("question", "prompt"), row.get("question"))
         completion = row.get(self.fields.get("response", "completion"), row.get("response"))
-        values: dict[str, Any] = {"question": message_text(prompt),
-                                  "response": message_text(completion)}
+        values: dict[str, Any] = {
+            "question": message_text(prompt),
+            "response": message_text(completion),
+        }
         context_key = self.fields.get("context", "context")
         context = row.get(context_key) if context_key in row else conversation_context(prompt)
         if context is not None:
@@ -241,13 +284,18 @@ class JuryRewards:
         ref_key = self.fields.get("reference", "reference")
         if ref_key in row and row[ref_key] is not None:
             values["reference"] = message_text(row[ref_key])
-        where = {name: f"column {key!r} (name another with fields={{{name!r}: COLUMN}})"
-                 for name, key in (("question", self.fields.get("question", "prompt")),
-                                   ("reference", ref_key))}
+        where = {
+            name: f"column {key!r} (name another with fields={{{name!r}: COLUMN}})"
+            for name, key in (
+                ("question", self.fields.get("question", "prompt")),
+                ("reference", ref_key),
+            )
+        }
         return self.make_item(index, values, sample or f"row {index}", where)
 
-    def make_item(self, ident: int | str, values: Mapping[str, Any], sample: str,
-                  where: Mapping[str, str]) -> Item:
+    def make_item(
+        self, ident: int | str, values: Mapping[str, Any], sample: str, where: Mapping[str, str]
+    ) -> Item:
         """An item of ``values`` (item fields), its id ``ident``; an InputError naming jurybox,
         ``sample`` and where the client gives the field (``where``: item field -> a phrase)
         when the question or reference the rubric needs is missing or empty. (An empty
@@ -256,15 +304,18 @@ class JuryRewards:
             for name in ("question", "reference"):
                 if name in rubric.inputs and not values.get(name):
                     got = "missing" if values.get(name) is None else "empty"
-                    raise InputError(f"jurybox: {sample}: rubric {rubric.name} needs the "
-                                     f"{name}, and it is {got}: {where.get(name, name)}",
-                                     field=name)
+                    raise InputError(
+                        f"jurybox: {sample}: rubric {rubric.name} needs the "
+                        f"{name}, and it is {got}: {where.get(name, name)}",
+                        field=name,
+                    )
         return Item(id=str(ident), **{k: v for k, v in values.items() if v is not None})
 
     # -- judging --------------------------------------------------------------------------------
 
-    def records(self, items: Sequence[Item],
-                samples: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    def records(
+        self, items: Sequence[Item], samples: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
         """The verdict records of ``items``, in order (several requests at once to a service).
         A jurybox error names jurybox and the samples (``samples``: one label per item; default
         ``row <k>``): the one at fault where the service says which."""
@@ -276,12 +327,15 @@ class JuryRewards:
                 self.stats.requests += 1
                 return self._resolved(self._judged(list(items), labels))
         per = self._per_request
-        chunks = [(list(items[k:k + per]), labels[k:k + per]) for k in range(0, len(items), per)]
+        chunks = [
+            (list(items[k : k + per]), labels[k : k + per]) for k in range(0, len(items), per)
+        ]
         with self._lock:
             self.stats.requests += len(chunks)
         if self._pool is None or len(chunks) == 1:
-            return self._resolved([r for chunk, named in chunks
-                                   for r in self._judged(chunk, named)])
+            return self._resolved(
+                [r for chunk, named in chunks for r in self._judged(chunk, named)]
+            )
         parts = list(self._pool.map(lambda c: self._judged(*c), chunks))
         return self._resolved([r for part in parts for r in part])
 
@@ -304,14 +358,20 @@ class JuryRewards:
         except JuryboxError as exc:
             raise _naming(exc, samples) from exc
 
-    def log_unscored(self, records: Sequence[Mapping[str, Any]],
-                     samples: Sequence[str] | None = None,
-                     rewards: Reward | Sequence[Reward] | None = None) -> int:
+    def log_unscored(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        samples: Sequence[str] | None = None,
+        rewards: Reward | Sequence[Reward] | None = None,
+    ) -> int:
         """Count and log (one warning naming jurybox, the reward, and each sample with its
         cause) the records with no number for ``rewards`` (default: this one's reward; with
         several, a record missing any of them); how many."""
-        bound = [self.reward] if rewards is None else (
-            [rewards] if isinstance(rewards, Reward) else list(rewards))
+        bound = (
+            [self.reward]
+            if rewards is None
+            else ([rewards] if isinstance(rewards, Reward) else list(rewards))
+        )
         labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(records))]
         missing: list[tuple[str, str]] = []
         for label, record in zip(labels, records):
@@ -325,12 +385,19 @@ class JuryRewards:
             shown = "; ".join(f"{label}: {short(why)}" for label, why in missing[:5])
             more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
             names = ", ".join(r.name for r in bound)
-            logger.warning("jurybox: %d of %d rewards (%s) unscored: %s%s", len(missing),
-                           len(records), names, shown, more)
+            logger.warning(
+                "jurybox: %d of %d rewards (%s) unscored: %s%s",
+                len(missing),
+                len(records),
+                names,
+                shown,
+                more,
+            )
         return len(missing)
 
-    def rewards_of(self, items: Sequence[Item], samples: Sequence[str] | None = None
-                   ) -> tuple[list[float | None], list[dict[str, Any]]]:
+    def rewards_of(
+        self, items: Sequence[Item], samples: Sequence[str] | None = None
+    ) -> tuple[list[float | None], list[dict[str, Any]]]:
         """Judge ``items``; their rewards (the unscored policy applied: ``error`` raises
         `jurybox.rubrics.reward.UnscoredReward` after counting and logging) and verdict
         records."""
@@ -344,9 +411,13 @@ class JuryRewards:
 
     # -- groups -------------------------------------------------------------------------------
 
-    def group_results(self, groups: Sequence[Group], spec: GroupSpec,
-                      pointwise: Rubric | None = None, reward: RewardSpec | None = None
-                      ) -> list[GroupResult]:
+    def group_results(
+        self,
+        groups: Sequence[Group],
+        spec: GroupSpec,
+        pointwise: Rubric | None = None,
+        reward: RewardSpec | None = None,
+    ) -> list[GroupResult]:
         """Each group's rewards, the completions of one prompt against each other
         (`jurybox.judges.groups`; this one's rubric is the design's, ``pointwise`` the
         pointwise rubric, ``reward`` the pointwise reward: by default this one's). Through a service:
@@ -370,12 +441,18 @@ class JuryRewards:
             self.stats.requests += len(chunks)
 
         def send(chunk: list[Group]) -> list[GroupResult]:
-            payload = {"rubric": self._jury._ref(self.rubric),
-                       "pointwise": self._jury._ref(pointwise) if pointwise is not None else None,
-                       "design": spec.model_dump(mode="json"), "score": point.score,
-                       "scale": point.scale, "allow_empty": True,
-                       "groups": [{"id": g.key, **dict(g.fields),
-                                   "completions": list(g.completions)} for g in chunk]}
+            payload = {
+                "rubric": self._jury._ref(self.rubric),
+                "pointwise": self._jury._ref(pointwise) if pointwise is not None else None,
+                "design": spec.model_dump(mode="json"),
+                "score": point.score,
+                "scale": point.scale,
+                "allow_empty": True,
+                "groups": [
+                    {"id": g.key, **dict(g.fields), "completions": list(g.completions)}
+                    for g in chunk
+                ],
+            }
             try:
                 answers = self._client.groups(payload)
             except JuryboxError as exc:
@@ -386,9 +463,15 @@ class JuryRewards:
             return [r for chunk in chunks for r in send(chunk)]
         return [r for part in self._pool.map(send, chunks) for r in part]
 
-    def group_rewards(self, rows: Sequence[Mapping[str, Any]], key: str, spec: GroupSpec,
-                      pointwise: Rubric | None = None, reward: RewardSpec | None = None,
-                      size: int | None = None) -> tuple[list[float | None], list[GroupResult]]:
+    def group_rewards(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        key: str,
+        spec: GroupSpec,
+        pointwise: Rubric | None = None,
+        reward: RewardSpec | None = None,
+        size: int | None = None,
+    ) -> tuple[list[float | None], list[GroupResult]]:
         """Group rewards of a client's rows (see `item`), each row's group the value of
         its column ``key`` (rows of one group need not be side by side): one reward per row, in
         order, and each group's result (in order of first appearance). The rows of a group
@@ -400,24 +483,37 @@ class JuryRewards:
         members: dict[Any, list[int]] = {}
         for k, row in enumerate(rows):
             if key not in row:
-                raise InputError(f"jurybox: row {k} has no column {key!r} (the group key)",
-                                 field="key")
+                raise InputError(
+                    f"jurybox: row {k} has no column {key!r} (the group key)", field="key"
+                )
             members.setdefault(row[key], []).append(k)
         items = [self.item(k, row) for k, row in enumerate(rows)]
         groups: list[Group] = []
         for name, ks in members.items():
             if size is not None and len(ks) != size:
-                raise InputError(f"jurybox: group {key}={name!r} has {len(ks)} rows; every "
-                                 f"group should have {size}", field="size")
-            shared = {f: v for f, v in items[ks[0]].fields().items()
-                      if f != "response" and v is not None and v != []}
+                raise InputError(
+                    f"jurybox: group {key}={name!r} has {len(ks)} rows; every "
+                    f"group should have {size}",
+                    field="size",
+                )
+            shared = {
+                f: v
+                for f, v in items[ks[0]].fields().items()
+                if f != "response" and v is not None and v != []
+            }
             for k in ks[1:]:
-                other = {f: v for f, v in items[k].fields().items()
-                         if f != "response" and v is not None and v != []}
+                other = {
+                    f: v
+                    for f, v in items[k].fields().items()
+                    if f != "response" and v is not None and v != []
+                }
                 if other != shared:
                     field = next(f for f in (*shared, *other) if shared.get(f) != other.get(f))
-                    raise InputError(f"jurybox: row {k} is in group {key}={name!r} with row "
-                                     f"{ks[0]} but has another {field}", field=field)
+                    raise InputError(
+                        f"jurybox: row {k} is in group {key}={name!r} with row "
+                        f"{ks[0]} but has another {field}",
+                        field=field,
+                    )
             groups.append(Group(f"{key}={name}", shared, [items[k].response or "" for k in ks]))
         results = self.group_results(groups, spec, pointwise, reward)
         out: list[float | None] = [None] * len(rows)
@@ -435,14 +531,19 @@ class JuryRewards:
         for group, n in zip(groups, calls):
             k = len(group.completions)
             if k > max_items or n > max_calls:
-                limit = (f"{k} completions; the service takes at most {max_items} per request "
-                         "(max_items)" if k > max_items else
-                         f"{n} judge calls per judge; the service takes at most {max_calls} per "
-                         "request (max_judge_calls)")
-                raise InputError(f"jurybox: group {group.key}: its design asks {limit}: give a "
-                                 "design with fewer calls (regular or swiss with a smaller "
-                                 "per_completion, anchor, listwise) or a smaller group",
-                                 field="design")
+                limit = (
+                    f"{k} completions; the service takes at most {max_items} per request "
+                    "(max_items)"
+                    if k > max_items
+                    else f"{n} judge calls per judge; the service takes at most {max_calls} per "
+                    "request (max_judge_calls)"
+                )
+                raise InputError(
+                    f"jurybox: group {group.key}: its design asks {limit}: give a "
+                    "design with fewer calls (regular or swiss with a smaller "
+                    "per_completion, anchor, listwise) or a smaller group",
+                    field="design",
+                )
             if chunks and size + k <= max_items and cost + n <= max_calls:
                 chunks[-1].append(group)
                 size, cost = size + k, cost + n
@@ -459,14 +560,13 @@ class JuryRewards:
             self._client.close()
 
 
-def _naming(exc: JuryboxError, samples: Sequence[str], doing: str | None = None
-            ) -> JuryboxError:
+def _naming(exc: JuryboxError, samples: Sequence[str], doing: str | None = None) -> JuryboxError:
     """``exc`` with jurybox and the samples it concerns in its message: the one the service
     names (``items[k]``) where it names one, else all of them (or ``doing``, what failed)."""
     field = exc.field if isinstance(exc, InputError) else None
     which = f"samples {', '.join(samples)}" if len(samples) > 1 else (samples or ["?"])[0]
     if field is not None and field.startswith("items["):
-        k = field[len("items["):].split("]", 1)[0]
+        k = field[len("items[") :].split("]", 1)[0]
         if k.isdigit() and int(k) < len(samples):
             which = samples[int(k)]
     message = f"{doing}: {exc}" if doing else f"jurybox could not judge {which}: {exc}"

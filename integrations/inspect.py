@@ -37,44 +37,63 @@ from .core import JuryRewards, explain
 
 
 @scorer(metrics={"*": [mean(), stderr()]}, name="jury")
-def jury_scorer(rubric: str | Rubric, url: str | None = None, jury: Any = None,
-                token: str | None = None, token_env: str = "JURYBOX_TOKEN",
-                calibrated: bool = False, scale: Scale = "unit", cache: bool = True,
-                fields: Mapping[str, str] | None = None) -> Any:
+def jury_scorer(
+    rubric: str | Rubric,
+    url: str | None = None,
+    jury: Any = None,
+    token: str | None = None,
+    token_env: str = "JURYBOX_TOKEN",
+    calibrated: bool = False,
+    scale: Scale = "unit",
+    cache: bool = True,
+    fields: Mapping[str, str] | None = None,
+) -> Any:
     """An Inspect scorer judging each sample with the jury: a running ``jurybox serve``
     (``url``, its token ``token`` or from the environment variable ``token_env``) or an
     in-process jury (``jury``). Every score on [0, 1] (``scale="unit"``, the default of every
     jurybox reward; ``"raw"`` keeps the rubric's scales); ``calibrated=True`` scores with the
     calibrated values of a service or run with a calibration map. ``fields`` maps item fields
     to sample metadata keys (e.g. ``{"context": "dialogue"}``)."""
-    rewards = JuryRewards(rubric, url=url, jury=jury, token=token, token_env=token_env,
-                          cache=cache, reward=RewardSpec(calibrated=calibrated, scale=scale,
-                                                         unscored="none",
-                                                         score=_first_score(rubric)))
+    rewards = JuryRewards(
+        rubric,
+        url=url,
+        jury=jury,
+        token=token,
+        token_env=token_env,
+        cache=cache,
+        reward=RewardSpec(
+            calibrated=calibrated, scale=scale, unscored="none", score=_first_score(rubric)
+        ),
+    )
     names = [c.name for c in rewards.rubric.criteria]
     if rewards.rubric.formula is not None:
         names.append(rewards.rubric.formula.name)
-    per_key = {n: rewards.spec.model_copy(update={"score": n}).bind(rewards.rubric)
-               for n in names}
+    per_key = {n: rewards.spec.model_copy(update={"score": n}).bind(rewards.rubric) for n in names}
     extra = dict(fields or {})
 
     async def score(state: TaskState, target: Target) -> Score:
-        values: dict[str, Any] = {"question": state.input_text,
-                                  "response": state.output.completion}
+        values: dict[str, Any] = {"question": state.input_text, "response": state.output.completion}
         if target.text:
             values["reference"] = target.text
         for item_field, key in extra.items():
             if key in (state.metadata or {}):
                 values[item_field] = str(state.metadata[key])
         sample = f"Inspect sample {state.sample_id}"
-        item = rewards.make_item(str(state.sample_id), values, sample,
-                                 {"question": "the sample's input",
-                                  "reference": "the sample's target"})
+        item = rewards.make_item(
+            str(state.sample_id),
+            values,
+            sample,
+            {"question": "the sample's input", "reference": "the sample's target"},
+        )
         (record,) = await asyncio.to_thread(rewards.records, [item], [sample])
         rewards.log_unscored([record], [sample], list(per_key.values()))
         value = {n: _nan_if_none(reward.values([record])[0]) for n, reward in per_key.items()}
-        return Score(value=value, answer=state.output.completion, explanation=explain(record),
-                     metadata={"verdict": record})
+        return Score(
+            value=value,
+            answer=state.output.completion,
+            explanation=explain(record),
+            metadata={"verdict": record},
+        )
 
     return score
 

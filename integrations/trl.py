@@ -54,16 +54,29 @@ logger = logging.getLogger("jurybox.integrations")
 RewardFunc = Callable[..., Any]
 
 
-def jury_reward(*, rubric: str | Rubric, url: str | None = None, jury: Any = None,
-                token: str | None = None, token_env: str = "JURYBOX_TOKEN",
-                per_criterion: bool = False, score: str | None = None, calibrated: bool = False,
-                scale: Scale = "unit", unscored: Unscored = "none",
-                fields: Mapping[str, str] | None = None, cache: bool = True,
-                concurrency: int = 4, timeout: float = 900.0,
-                asynchronous: bool = False, use: Use | None = None,
-                group: GroupSpec | str | None = None, pointwise: str | Rubric | None = None,
-                group_size: int | None = None, name: str | None = None
-                ) -> RewardFunc | list[RewardFunc]:
+def jury_reward(
+    *,
+    rubric: str | Rubric,
+    url: str | None = None,
+    jury: Any = None,
+    token: str | None = None,
+    token_env: str = "JURYBOX_TOKEN",
+    per_criterion: bool = False,
+    score: str | None = None,
+    calibrated: bool = False,
+    scale: Scale = "unit",
+    unscored: Unscored = "none",
+    fields: Mapping[str, str] | None = None,
+    cache: bool = True,
+    concurrency: int = 4,
+    timeout: float = 900.0,
+    asynchronous: bool = False,
+    use: Use | None = None,
+    group: GroupSpec | str | None = None,
+    pointwise: str | Rubric | None = None,
+    group_size: int | None = None,
+    name: str | None = None,
+) -> RewardFunc | list[RewardFunc]:
     """A TRL reward function: the jury's reward for each completion.
 
     ``url`` (a running ``jurybox serve``; its token ``token``, or from the environment
@@ -93,14 +106,20 @@ def jury_reward(*, rubric: str | Rubric, url: str | None = None, jury: Any = Non
         from jurybox.judges.groups import Design, GroupSpec
 
         if per_criterion:
-            raise InputError("jurybox: per_criterion gives one reward function per criterion of "
-                             "a pointwise rubric; a group reward is one function (give one of "
-                             "the two)", field="per_criterion")
+            raise InputError(
+                "jurybox: per_criterion gives one reward function per criterion of "
+                "a pointwise rubric; a group reward is one function (give one of "
+                "the two)",
+                field="per_criterion",
+            )
         if isinstance(group, str):
             designs = get_args(Design)
             if group not in designs:
-                raise InputError(f"jurybox: group={group!r} is no design; the designs: "
-                                 f"{', '.join(designs)} (or a GroupSpec)", field="group")
+                raise InputError(
+                    f"jurybox: group={group!r} is no design; the designs: "
+                    f"{', '.join(designs)} (or a GroupSpec)",
+                    field="group",
+                )
             spec = GroupSpec(design=group)  # type: ignore[arg-type]
         else:
             spec = group
@@ -115,22 +134,42 @@ def jury_reward(*, rubric: str | Rubric, url: str | None = None, jury: Any = Non
             raise InputError(f"jurybox: {exc}", field=exc.field) from None
         # (the transport's own reward: the design rubric's number, never read as a reward)
         own = RewardSpec(scale="raw", unscored="none") if loaded.pairwise else point
-        rewards = JuryRewards(loaded, url=url, jury=jury, token=token, token_env=token_env,
-                              cache=cache, reward=own, fields=fields, concurrency=concurrency,
-                              timeout=timeout)
+        rewards = JuryRewards(
+            loaded,
+            url=url,
+            jury=jury,
+            token=token,
+            token_env=token_env,
+            cache=cache,
+            reward=own,
+            fields=fields,
+            concurrency=concurrency,
+            timeout=timeout,
+        )
         rewards.also = (scorer,) if scorer is not None else ()
-        return _group_function(rewards, spec, scorer, point, group_size, unscored,
-                               asynchronous, name)
+        return _group_function(
+            rewards, spec, scorer, point, group_size, unscored, asynchronous, name
+        )
     if pointwise is not None or group_size is not None or name is not None:
-        raise InputError("jurybox: pointwise=, group_size= and name= are a group reward's: "
-                         "give group= too", field="group")
+        raise InputError(
+            "jurybox: pointwise=, group_size= and name= are a group reward's: give group= too",
+            field="group",
+        )
     if per_criterion and score is None and loaded.formula is None:
         score = loaded.criteria[0].name  # each function binds its own; this one is checked
-    rewards = JuryRewards(loaded, url=url, jury=jury, token=token, token_env=token_env,
-                          cache=cache, reward=RewardSpec(score=score, calibrated=calibrated,
-                                                         scale=scale, unscored=unscored),
-                          fields=fields, concurrency=concurrency, timeout=timeout,
-                          use=use or "score")
+    rewards = JuryRewards(
+        loaded,
+        url=url,
+        jury=jury,
+        token=token,
+        token_env=token_env,
+        cache=cache,
+        reward=RewardSpec(score=score, calibrated=calibrated, scale=scale, unscored=unscored),
+        fields=fields,
+        concurrency=concurrency,
+        timeout=timeout,
+        use=use or "score",
+    )
     names = [rewards.reward.score]
     if per_criterion:
         names = [c.name for c in rewards.rubric.criteria]
@@ -157,28 +196,42 @@ class _Group:
         self.rewards = rewards
         self.by_name: dict[str, Reward] = {
             name: rewards.spec.model_copy(update={"score": name}).bind(rewards.rubric)
-            for name in names}
+            for name in names
+        }
         slug = rewards.rubric.name.replace("-", "_")
-        self.column = (f"jury_{slug}/verdict" if per_criterion
-                       else f"{_function_name(rewards.rubric.name, names[0])}/verdict")
+        self.column = (
+            f"jury_{slug}/verdict"
+            if per_criterion
+            else f"{_function_name(rewards.rubric.name, names[0])}/verdict"
+        )
         self._lock = threading.Lock()
         self._key: tuple[Any, ...] | None = None
         self._served: set[str] = set()
         self._records: list[dict[str, Any]] = []
         self._missing: list[bool] = []
 
-    def batch(self, name: str, prompts: Sequence[Any], completions: Sequence[Any],
-              kwargs: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[bool], list[str]]:
+    def batch(
+        self,
+        name: str,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        kwargs: Mapping[str, Any],
+    ) -> tuple[list[dict[str, Any]], list[bool], list[str]]:
         """The batch's verdict records, for each completion whether any of the group's rewards
         is missing, and the completions' names; judges the batch when ``name`` is the first
         function to ask."""
         self._check_alone(kwargs.get("log_extra"))
-        columns = {k: v for k, v in kwargs.items()
-                   if isinstance(v, list) and len(v) == len(prompts)}
-        rows = [{"prompt": p, "completion": c, **{k: v[i] for k, v in columns.items()}}
-                for i, (p, c) in enumerate(zip(prompts, completions))]
-        samples = [f"completion {k} of the batch (prompt {short(message_text(p), 60)!r})"
-                   for k, p in enumerate(prompts)]
+        columns = {
+            k: v for k, v in kwargs.items() if isinstance(v, list) and len(v) == len(prompts)
+        }
+        rows = [
+            {"prompt": p, "completion": c, **{k: v[i] for k, v in columns.items()}}
+            for i, (p, c) in enumerate(zip(prompts, completions))
+        ]
+        samples = [
+            f"completion {k} of the batch (prompt {short(message_text(p), 60)!r})"
+            for k, p in enumerate(prompts)
+        ]
         items = [self.rewards.item(k, row, samples[k]) for k, row in enumerate(rows)]
         key = tuple((it.question, it.response, it.reference, it.context) for it in items)
         with self._lock:
@@ -198,8 +251,7 @@ class _Group:
     def _check_alone(self, log_extra: Any) -> None:
         """Refuse a None reward beside reward functions of other origins (`_alone`)."""
         if self.rewards.spec.unscored == "none":
-            _alone(log_extra, [_function_name(self.rewards.rubric.name, n)
-                               for n in self.by_name])
+            _alone(log_extra, [_function_name(self.rewards.rubric.name, n) for n in self.by_name])
 
 
 def _scores_used(record: Mapping[str, Any]) -> str:
@@ -235,7 +287,9 @@ def _alone(log_extra: Any, ours: list[str]) -> None:
             "up with nansum, which counts a missing reward as 0: a None from "
             f"{', '.join(ours)} for an unscored completion would read there as a score of "
             "0. Give jury_reward(unscored=...) the value a missing jury reward should "
-            "have, or make the jury's functions the trainer's only ones", field="unscored")
+            "have, or make the jury's functions the trainer's only ones",
+            field="unscored",
+        )
 
 
 def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
@@ -245,34 +299,46 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
     alone = len(group.by_name) == 1
     stats = RewardStats()  # this function's rewards (requests: the shared JuryRewards')
 
-    def values(prompts: Sequence[Any], completions: Sequence[Any],
-               **kwargs: Any) -> list[float | None]:
+    def values(
+        prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    ) -> list[float | None]:
         records, missing, samples = group.batch(name, prompts, completions, kwargs)
         try:
             out = reward.values(records)
         except UnscoredReward as exc:  # unscored="error": name the completions, not item ids
-            raise MissingRewards(reward.name, [(samples[int(i)], why) for i, why in exc.unscored],
-                                 "The reward's unscored policy is 'error': give jury_reward("
-                                 "unscored='none') (TRL leaves the completion out) or a value to "
-                                 "use instead") from None
+            raise MissingRewards(
+                reward.name,
+                [(samples[int(i)], why) for i, why in exc.unscored],
+                "The reward's unscored policy is 'error': give jury_reward("
+                "unscored='none') (TRL leaves the completion out) or a value to "
+                "use instead",
+            ) from None
         if not alone and reward.spec.unscored == "none":  # all of a completion's, or none
             out = [None if gone else value for value, gone in zip(out, missing)]
-        unscored = sum(value is None for value in out) if reward.spec.unscored == "none" \
+        unscored = (
+            sum(value is None for value in out)
+            if reward.spec.unscored == "none"
             else reward.count_unscored(records)
+        )
         stats.rows += len(records)
         stats.unscored += unscored
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             log_metric(f"jurybox/{name}/unscored", float(unscored))
             if rewards.resolved.use == "expected" and records:
-                log_metric(f"jurybox/{name}/expected", sum(
-                    r.get("reward_scores") == "expected" for r in records) / len(records))
+                log_metric(
+                    f"jurybox/{name}/expected",
+                    sum(r.get("reward_scores") == "expected" for r in records) / len(records),
+                )
         return out
 
     if asynchronous:
-        async def jury_reward_fn(prompts: Sequence[Any], completions: Sequence[Any],
-                                 **kwargs: Any) -> list[float | None]:
+
+        async def jury_reward_fn(
+            prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+        ) -> list[float | None]:
             return await asyncio.to_thread(values, prompts, completions, **kwargs)
+
         function: RewardFunc = jury_reward_fn
     else:
         function = values
@@ -282,9 +348,16 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
     return function
 
 
-def _group_function(rewards: JuryRewards, spec: GroupSpec, pointwise: Rubric | None,
-                    point: RewardSpec, group_size: int | None, unscored: Unscored,
-                    asynchronous: bool, name: str | None = None) -> RewardFunc:
+def _group_function(
+    rewards: JuryRewards,
+    spec: GroupSpec,
+    pointwise: Rubric | None,
+    point: RewardSpec,
+    group_size: int | None,
+    unscored: Unscored,
+    asynchronous: bool,
+    name: str | None = None,
+) -> RewardFunc:
     """The reward function of a group reward. TRL's ``RepeatSampler`` puts a prompt's
     ``num_generations`` completions side by side in the batch (prompt indices ``[4, 4, 3, 3,
     0, 0]``), and a process's reward function gets its slice of the generation batch (the
@@ -314,63 +387,92 @@ def _group_function(rewards: JuryRewards, spec: GroupSpec, pointwise: Rubric | N
         announced.add(size)
         cost = spec.cost(size, rubric, pointwise)
         judges = len(rewards._jury.spec.judges)
-        line = (f"jurybox: {name}: {cost.words}; {judges} judges: {cost.calls * judges} judge "
-                "calls per group")
+        line = (
+            f"jurybox: {name}: {cost.words}; {judges} judges: {cost.calls * judges} judge "
+            "calls per group"
+        )
         print(line, flush=True)
         logger.info(line)
 
     if group_size is not None:
         if group_size < 1:
-            raise InputError(f"jurybox: group_size must be 1 or more, got {group_size}",
-                             field="group_size")
+            raise InputError(
+                f"jurybox: group_size must be 1 or more, got {group_size}", field="group_size"
+            )
         announce(group_size)
 
-    def values(prompts: Sequence[Any], completions: Sequence[Any],
-               **kwargs: Any) -> list[float | None]:
+    def values(
+        prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    ) -> list[float | None]:
         log_extra = kwargs.get("log_extra")
         if unscored == "none":
             _alone(log_extra, [name])
         trainer = _trainer(log_extra)
         size = group_size or _generations(trainer)
         if size is None:
-            raise InputError("jurybox: a group reward needs the group size: give jury_reward("
-                             "group_size=...) (TRL's num_generations), or let a GRPOTrainer "
-                             "call it", field="group_size")
+            raise InputError(
+                "jurybox: a group reward needs the group size: give jury_reward("
+                "group_size=...) (TRL's num_generations), or let a GRPOTrainer "
+                "call it",
+                field="group_size",
+            )
         n = len(prompts)
         start = trainer.accelerator.process_index * n if trainer is not None else 0
         if n % size or start % size:
-            where = (f"this process's slice starts at completion {start} of the generation "
-                     "batch, inside a group" if start % size else
-                     f"the batch has {n} completions, not a whole number of groups of {size}")
-            raise InputError(f"jurybox: {where}: TRL puts a prompt's num_generations "
-                             "completions side by side, and a group reward needs each group "
-                             "whole in one call (make per_device_train_batch_size x "
-                             "steps_per_generation a multiple of num_generations)",
-                             field="group_size")
+            where = (
+                f"this process's slice starts at completion {start} of the generation "
+                "batch, inside a group"
+                if start % size
+                else f"the batch has {n} completions, not a whole number of groups of {size}"
+            )
+            raise InputError(
+                f"jurybox: {where}: TRL puts a prompt's num_generations "
+                "completions side by side, and a group reward needs each group "
+                "whole in one call (make per_device_train_batch_size x "
+                "steps_per_generation a multiple of num_generations)",
+                field="group_size",
+            )
         announce(size)
         columns = {k: v for k, v in kwargs.items() if isinstance(v, list) and len(v) == n}
-        rows = [{"prompt": p, "completion": c, **{k: v[i] for k, v in columns.items()}}
-                for i, (p, c) in enumerate(zip(prompts, completions))]
-        samples = [f"completion {k} of the batch (prompt {short(message_text(p), 60)!r})"
-                   for k, p in enumerate(prompts)]
+        rows = [
+            {"prompt": p, "completion": c, **{k: v[i] for k, v in columns.items()}}
+            for i, (p, c) in enumerate(zip(prompts, completions))
+        ]
+        samples = [
+            f"completion {k} of the batch (prompt {short(message_text(p), 60)!r})"
+            for k, p in enumerate(prompts)
+        ]
         items = [rewards.item(k, row, samples[k]) for k, row in enumerate(rows)]
         groups: list[Group] = []
         for g in range(n // size):
-            mine = items[g * size:(g + 1) * size]
-            shared = {k: v for k, v in mine[0].fields().items()
-                      if k != "response" and v is not None and v != []}
+            mine = items[g * size : (g + 1) * size]
+            shared = {
+                k: v
+                for k, v in mine[0].fields().items()
+                if k != "response" and v is not None and v != []
+            }
             for k, it in enumerate(mine[1:], 1):
-                other = {f: v for f, v in it.fields().items()
-                         if f != "response" and v is not None and v != []}
+                other = {
+                    f: v
+                    for f, v in it.fields().items()
+                    if f != "response" and v is not None and v != []
+                }
                 if other != shared:
                     field = next(f for f in (*shared, *other) if shared.get(f) != other.get(f))
                     raise InputError(
                         f"jurybox: completions {g * size}-{(g + 1) * size - 1} of the batch "
                         f"should be one prompt's group of {size} (TRL's RepeatSampler puts a "
                         f"prompt's num_generations completions side by side), but completion "
-                        f"{g * size + k} has another {field}", field="group_size")
-            groups.append(Group(f"prompt {(start + g * size) // size}", shared,
-                                [it.response or "" for it in mine]))
+                        f"{g * size + k} has another {field}",
+                        field="group_size",
+                    )
+            groups.append(
+                Group(
+                    f"prompt {(start + g * size) // size}",
+                    shared,
+                    [it.response or "" for it in mine],
+                )
+            )
         results = rewards.group_results(groups, spec, pointwise, point)
         out, missing = _applied(results, samples, unscored, name)
         with rewards._lock:
@@ -381,29 +483,40 @@ def _group_function(rewards: JuryRewards, spec: GroupSpec, pointwise: Rubric | N
         if missing:
             shown = "; ".join(f"{label}: {short(why)}" for label, why in missing[:5])
             more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
-            logger.warning("jurybox: %d of %d rewards (%s) unscored: %s%s", len(missing), n,
-                           name, shown, more)
+            logger.warning(
+                "jurybox: %d of %d rewards (%s) unscored: %s%s", len(missing), n, name, shown, more
+            )
         spreads = [r.spread for r in results if r.spread is not None]
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             log_metric(f"jurybox/{name}/unscored", float(len(missing)))
-            log_metric(f"jurybox/{name}/spread",
-                       float(sum(spreads) / len(spreads)) if spreads else float("nan"))
-            log_metric(f"jurybox/{name}/zero_spread",
-                       float(sum(s <= 1e-12 for s in spreads) / len(spreads)) if spreads
-                       else float("nan"))
-            log_metric(f"jurybox/{name}/calls_per_group",
-                       float(sum(r.calls for r in results) / len(results)))
+            log_metric(
+                f"jurybox/{name}/spread",
+                float(sum(spreads) / len(spreads)) if spreads else float("nan"),
+            )
+            log_metric(
+                f"jurybox/{name}/zero_spread",
+                float(sum(s <= 1e-12 for s in spreads) / len(spreads)) if spreads else float("nan"),
+            )
+            log_metric(
+                f"jurybox/{name}/calls_per_group",
+                float(sum(r.calls for r in results) / len(results)),
+            )
             log_metric(f"jurybox/{name}/asked", float(sum(r.asked for r in results)))
         if callable(log_extra):
-            log_extra(f"{name}/reward", [explain_group(r, c) for r in results
-                                         for c in range(len(r.rewards))])
+            log_extra(
+                f"{name}/reward",
+                [explain_group(r, c) for r in results for c in range(len(r.rewards))],
+            )
         return out
 
     if asynchronous:
-        async def jury_group_fn(prompts: Sequence[Any], completions: Sequence[Any],
-                                **kwargs: Any) -> list[float | None]:
+
+        async def jury_group_fn(
+            prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+        ) -> list[float | None]:
             return await asyncio.to_thread(values, prompts, completions, **kwargs)
+
         function: RewardFunc = jury_group_fn
     else:
         function = values
@@ -424,8 +537,9 @@ def _generations(trainer: Any) -> int | None:
     return int(size) if size else None
 
 
-def _applied(results: Sequence[GroupResult], samples: Sequence[str], unscored: Unscored,
-             name: str) -> tuple[list[float | None], list[tuple[str, str]]]:
+def _applied(
+    results: Sequence[GroupResult], samples: Sequence[str], unscored: Unscored, name: str
+) -> tuple[list[float | None], list[tuple[str, str]]]:
     """The rewards with the unscored policy applied, and the completions without one (label,
     why); ``unscored="error"`` raises `MissingRewards` naming them."""
     out: list[float | None] = []
@@ -440,9 +554,13 @@ def _applied(results: Sequence[GroupResult], samples: Sequence[str], unscored: U
                 out.append(completion.reward)
             k += 1
     if missing and unscored == "error":
-        raise MissingRewards(name, missing, "The reward's unscored policy is 'error': give "
-                             "jury_reward(unscored='none') (TRL leaves the completion out) or a "
-                             "value to use instead")
+        raise MissingRewards(
+            name,
+            missing,
+            "The reward's unscored policy is 'error': give "
+            "jury_reward(unscored='none') (TRL leaves the completion out) or a "
+            "value to use instead",
+        )
     return out, missing
 
 
@@ -451,15 +569,19 @@ def explain_group(result: GroupResult, k: int) -> str:
     c = result.completions[k]
     if c.reward is None:
         return f"no reward ({result.design}): {short(c.reason or 'unscored', 200)}"
-    parts = [f"reward {c.reward:.4g} ({result.design}"
-             + (f"; {result.fallback}" if result.fallback else "") + ")"]
+    parts = [
+        f"reward {c.reward:.4g} ({result.design}"
+        + (f"; {result.fallback}" if result.fallback else "")
+        + ")"
+    ]
     if c.comparisons:
         scored = [x for x in c.comparisons if x.share is not None]
         wins = sum(x.winner == "this" for x in scored)
         ties = sum(x.winner == "tie" for x in scored)
-        parts.append(f"{len(scored)} of {len(c.comparisons)} comparisons scored: {wins} won, "
-                     f"{ties} tied" + (f", win share {c.win_share:.3f}"
-                                       if c.win_share is not None else ""))
+        parts.append(
+            f"{len(scored)} of {len(c.comparisons)} comparisons scored: {wins} won, "
+            f"{ties} tied" + (f", win share {c.win_share:.3f}" if c.win_share is not None else "")
+        )
     if c.pointwise is not None:
         parts.append(f"pointwise {c.pointwise:.4g}")
     if c.used is not None:

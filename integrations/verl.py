@@ -66,75 +66,134 @@ class VerlUnscored(MissingRewards):
     unscored policy is ``error``."""
 
     def __init__(self, reward: str, sample: str, why: str) -> None:
-        super().__init__(reward, [(f"verl {sample}", why)], "The reward's unscored policy is "
-                         "'error' (verl cannot take a missing reward): give +reward."
-                         "custom_reward_function.reward_kwargs.unscored=VALUE to use that "
-                         "value instead")
+        super().__init__(
+            reward,
+            [(f"verl {sample}", why)],
+            "The reward's unscored policy is "
+            "'error' (verl cannot take a missing reward): give +reward."
+            "custom_reward_function.reward_kwargs.unscored=VALUE to use that "
+            "value instead",
+        )
 
 
-def jury_rewards(*, rubric: str, url: str | None = None, jury: str | None = None,
-                 token_env: str = "JURYBOX_TOKEN", score: str | None = None,
-                 calibrated: bool = False, scale: Scale = "unit",
-                 unscored: Unscored = "error", fields: Mapping[str, str] | None = None,
-                 timeout: float = 900.0, concurrency: int = 4) -> JuryRewards:
+def jury_rewards(
+    *,
+    rubric: str,
+    url: str | None = None,
+    jury: str | None = None,
+    token_env: str = "JURYBOX_TOKEN",
+    score: str | None = None,
+    calibrated: bool = False,
+    scale: Scale = "unit",
+    unscored: Unscored = "error",
+    fields: Mapping[str, str] | None = None,
+    timeout: float = 900.0,
+    concurrency: int = 4,
+) -> JuryRewards:
     """The `JuryRewards` of these options, made once per process (verl calls the
     reward function once per response)."""
     if unscored == "none":
-        raise InputError("jurybox: verl cannot take a missing reward (its reward manager writes "
-                         "every score into a tensor, and a None fails there): give "
-                         "reward_kwargs.unscored=error (stop the step, the default) or a value "
-                         "to use instead", field="reward_kwargs.unscored")
+        raise InputError(
+            "jurybox: verl cannot take a missing reward (its reward manager writes "
+            "every score into a tensor, and a None fails there): give "
+            "reward_kwargs.unscored=error (stop the step, the default) or a value "
+            "to use instead",
+            field="reward_kwargs.unscored",
+        )
     fields = dict(fields or {})
     if "response" in fields:
-        raise InputError("jurybox: verl gives the response as solution_str; fields maps "
-                         "question, reference and context", field="reward_kwargs.fields.response")
-    key = (rubric, url, jury, token_env, score, calibrated, scale, unscored,
-           tuple(sorted(fields.items())), timeout, concurrency)
+        raise InputError(
+            "jurybox: verl gives the response as solution_str; fields maps "
+            "question, reference and context",
+            field="reward_kwargs.fields.response",
+        )
+    key = (
+        rubric,
+        url,
+        jury,
+        token_env,
+        score,
+        calibrated,
+        scale,
+        unscored,
+        tuple(sorted(fields.items())),
+        timeout,
+        concurrency,
+    )
     with _LOCK:
         if key not in _REWARDS:
-            rewards = JuryRewards(rubric, url=url, jury=jury, token_env=token_env, score=score,
-                                  calibrated=calibrated, scale=scale, unscored=unscored,
-                                  fields=fields, timeout=timeout, concurrency=concurrency)
+            rewards = JuryRewards(
+                rubric,
+                url=url,
+                jury=jury,
+                token_env=token_env,
+                score=score,
+                calibrated=calibrated,
+                scale=scale,
+                unscored=unscored,
+                fields=fields,
+                timeout=timeout,
+                concurrency=concurrency,
+            )
             names = [c.name for c in rewards.rubric.criteria]
             if rewards.rubric.formula is not None:
                 names.append(rewards.rubric.formula.name)
             _SCORES[id(rewards)] = {
-                name: rewards.spec.model_copy(update={"score": name, "unscored": "none"})
-                .bind(rewards.rubric) for name in names}
+                name: rewards.spec.model_copy(update={"score": name, "unscored": "none"}).bind(
+                    rewards.rubric
+                )
+                for name in names
+            }
             _REWARDS[key] = rewards
         return _REWARDS[key]
 
 
 def _sample(extra_info: Mapping[str, Any] | None) -> str:
     index = (extra_info or {}).get("index")
-    return "sample without extra_info.index" if index is None \
-        else f"sample extra_info.index={index}"
+    return (
+        "sample without extra_info.index" if index is None else f"sample extra_info.index={index}"
+    )
 
 
-def _item(rewards: JuryRewards, sample: str, solution_str: str, ground_truth: Any,
-          extra_info: Mapping[str, Any] | None) -> Any:
+def _item(
+    rewards: JuryRewards,
+    sample: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None,
+) -> Any:
     info = dict(extra_info or {})
     question_key = rewards.fields.get("question", "question")
     question = info.get(question_key)
-    values: dict[str, Any] = {"question": message_text(question) if question is not None
-                              else None, "response": solution_str}
+    values: dict[str, Any] = {
+        "question": message_text(question) if question is not None else None,
+        "response": solution_str,
+    }
     context_key = rewards.fields.get("context", "context")
     context = info[context_key] if context_key in info else conversation_context(question)
     if context is not None:
         values["context"] = message_text(context)
     if "reference" in rewards.fields:
-        reference, where = info.get(rewards.fields["reference"]), \
-            f"extra_info[{rewards.fields['reference']!r}]"
+        reference, where = (
+            info.get(rewards.fields["reference"]),
+            f"extra_info[{rewards.fields['reference']!r}]",
+        )
     else:
         reference, where = ground_truth, "reward_model.ground_truth"
         if isinstance(reference, Mapping):  # some recipes keep a dict of gold fields
             reference = reference.get("ground_truth", reference.get("reference"))
     if reference not in (None, ""):
         values["reference"] = message_text(reference)
-    return rewards.make_item(0, values, f"verl {sample}", {
-        "question": f"verl passes no prompt, so jurybox reads it from extra_info"
-                    f"[{question_key!r}] (or the key reward_kwargs.fields.question names)",
-        "reference": f"jurybox reads it from {where}"})
+    return rewards.make_item(
+        0,
+        values,
+        f"verl {sample}",
+        {
+            "question": f"verl passes no prompt, so jurybox reads it from extra_info"
+            f"[{question_key!r}] (or the key reward_kwargs.fields.question names)",
+            "reference": f"jurybox reads it from {where}",
+        },
+    )
 
 
 def _result(rewards: JuryRewards, record: Mapping[str, Any], sample: str) -> dict[str, Any]:
@@ -142,17 +201,23 @@ def _result(rewards: JuryRewards, record: Mapping[str, Any], sample: str) -> dic
     if value is None and rewards.spec.unscored == "error":
         raise VerlUnscored(rewards.reward.name, sample, why)
     # the unscored policy applied ("none" is refused: verl cannot take it)
-    out: dict[str, Any] = {"score": rewards.reward.values([record])[0],
-                           "jurybox/unscored": float(value is None)}
+    out: dict[str, Any] = {
+        "score": rewards.reward.values([record])[0],
+        "jurybox/unscored": float(value is None),
+    }
     for name, reward in _SCORES[id(rewards)].items():
         out[f"jurybox/{name}"] = reward.values([record])[0]
     out["jurybox/verdict"] = explain(record)
     return out
 
 
-async def compute_score(data_source: str | None = None, solution_str: str = "",
-                        ground_truth: Any = None, extra_info: Mapping[str, Any] | None = None,
-                        **kwargs: Any) -> dict[str, Any]:
+async def compute_score(
+    data_source: str | None = None,
+    solution_str: str = "",
+    ground_truth: Any = None,
+    extra_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """verl's custom reward function: the jury's reward of one response, judged together with
     the others of its chunk (see the module docstring); ``kwargs`` are the reward's options
     from ``reward_kwargs`` (``rubric`` and ``url`` or ``jury`` at least)."""
@@ -163,9 +228,13 @@ async def compute_score(data_source: str | None = None, solution_str: str = "",
     return _result(rewards, record, sample)
 
 
-def compute_score_sync(data_source: str | None = None, solution_str: str = "",
-                       ground_truth: Any = None, extra_info: Mapping[str, Any] | None = None,
-                       **kwargs: Any) -> dict[str, Any]:
+def compute_score_sync(
+    data_source: str | None = None,
+    solution_str: str = "",
+    ground_truth: Any = None,
+    extra_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """`compute_score` for verl's ``remote`` reward manager (it runs the function in Ray
     worker processes of its own and refuses coroutines): one response, one request."""
     rewards = jury_rewards(**_options(kwargs))
@@ -209,8 +278,7 @@ class _Gatherer:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _judge(self, batch: list[tuple[Any, str, asyncio.Future[dict[str, Any]]]]
-                     ) -> None:
+    async def _judge(self, batch: list[tuple[Any, str, asyncio.Future[dict[str, Any]]]]) -> None:
         items = [item.model_copy(update={"id": str(k)}) for k, (item, _, _) in enumerate(batch)]
         samples = [sample for _, sample, _ in batch]
         try:
@@ -226,8 +294,9 @@ class _Gatherer:
                 future.set_result(record)
 
 
-_GATHERERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, _Gatherer]] = \
+_GATHERERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, _Gatherer]] = (
     weakref.WeakKeyDictionary()
+)
 
 
 def _gatherer(rewards: JuryRewards) -> _Gatherer:
@@ -237,35 +306,67 @@ def _gatherer(rewards: JuryRewards) -> _Gatherer:
     return per_loop[id(rewards)]
 
 
-_OPTIONS = ("rubric", "url", "jury", "token_env", "score", "calibrated", "scale", "unscored",
-            "fields", "timeout", "concurrency")
+_OPTIONS = (
+    "rubric",
+    "url",
+    "jury",
+    "token_env",
+    "score",
+    "calibrated",
+    "scale",
+    "unscored",
+    "fields",
+    "timeout",
+    "concurrency",
+)
 # What verl itself may add to the call (with a reward-model router), not ours to read.
 _VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 
 
 def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if "token" in kwargs:
-        raise InputError("jurybox: reward_kwargs.token is refused (verl prints its config, "
-                         "token included): put the token in an environment variable of the "
-                         "reward workers and name it with reward_kwargs.token_env (default "
-                         "JURYBOX_TOKEN)", field="reward_kwargs.token")
+        raise InputError(
+            "jurybox: reward_kwargs.token is refused (verl prints its config, "
+            "token included): put the token in an environment variable of the "
+            "reward workers and name it with reward_kwargs.token_env (default "
+            "JURYBOX_TOKEN)",
+            field="reward_kwargs.token",
+        )
     unknown = sorted(set(kwargs) - set(_OPTIONS) - set(_VERL_KWARGS))
     if unknown:
-        raise InputError(f"jurybox: unknown reward_kwargs {unknown} (jurybox takes "
-                         f"{', '.join(_OPTIONS)})", field=f"reward_kwargs.{unknown[0]}")
+        raise InputError(
+            f"jurybox: unknown reward_kwargs {unknown} (jurybox takes {', '.join(_OPTIONS)})",
+            field=f"reward_kwargs.{unknown[0]}",
+        )
     if "rubric" not in kwargs:
-        raise InputError("jurybox: reward_kwargs.rubric is required (and url or jury)",
-                         field="reward_kwargs.rubric")
+        raise InputError(
+            "jurybox: reward_kwargs.rubric is required (and url or jury)",
+            field="reward_kwargs.rubric",
+        )
     return {k: v for k, v in kwargs.items() if k in _OPTIONS}
 
 
-_GROUP_OPTIONS = ("design", "per_completion", "pointwise", "weight", "relative", "low", "high",
-                  "centred", "use", "group_key")
+_GROUP_OPTIONS = (
+    "design",
+    "per_completion",
+    "pointwise",
+    "weight",
+    "relative",
+    "low",
+    "high",
+    "centred",
+    "use",
+    "group_key",
+)
 
 
-def compute_group_scores(data_sources: Any = None, solution_strs: Any = (),
-                         ground_truths: Any = (), extra_infos: Any = (),
-                         **kwargs: Any) -> list[dict[str, Any]]:
+def compute_group_scores(
+    data_sources: Any = None,
+    solution_strs: Any = (),
+    ground_truths: Any = (),
+    extra_infos: Any = (),
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
     """Group rewards for verl's batch reward manager (``verl.workers.reward_manager.batch.
     BatchRewardManager``, which calls its function once with the whole batch): the responses
     of one prompt (the same ``extra_info[group_key]``, by default ``index``, which verl's
@@ -293,34 +394,51 @@ def compute_group_scores(data_sources: Any = None, solution_strs: Any = (),
     rewards = jury_rewards(**{**options, "unscored": "error"})
     unscored = kwargs.get("unscored", "error")
     if unscored == "none":
-        raise InputError("jurybox: verl cannot take a missing reward: give unscored=error or "
-                         "a value", field="reward_kwargs.unscored")
+        raise InputError(
+            "jurybox: verl cannot take a missing reward: give unscored=error or a value",
+            field="reward_kwargs.unscored",
+        )
     spec = GroupSpec(**group_options)
     scorer = load_rubric(scorer_name) if scorer_name is not None else None
-    point = RewardSpec(score=kwargs.get("score"), scale=kwargs.get("scale", "unit"),
-                       unscored="none")
+    point = RewardSpec(
+        score=kwargs.get("score"), scale=kwargs.get("scale", "unit"), unscored="none"
+    )
     infos = list(extra_infos) if len(extra_infos) else [{} for _ in solution_strs]
     truths = list(ground_truths) if len(ground_truths) else [None] * len(solution_strs)
     samples = [_sample(info) for info in infos]
-    items = [_item(rewards, sample, text, truth, info)
-             for sample, text, truth, info in zip(samples, solution_strs, truths, infos)]
+    items = [
+        _item(rewards, sample, text, truth, info)
+        for sample, text, truth, info in zip(samples, solution_strs, truths, infos)
+    ]
     for sample, item in zip(samples, items):
-        lacking = [n for n in (scorer.inputs if scorer is not None else ())
-                   if n in ("question", "reference") and not getattr(item, n)]
+        lacking = [
+            n
+            for n in (scorer.inputs if scorer is not None else ())
+            if n in ("question", "reference") and not getattr(item, n)
+        ]
         if lacking:
-            raise InputError(f"jurybox: verl {sample}: the pointwise rubric {scorer_name} needs "
-                             f"the {lacking[0]}, and it is missing", field=lacking[0])
+            raise InputError(
+                f"jurybox: verl {sample}: the pointwise rubric {scorer_name} needs "
+                f"the {lacking[0]}, and it is missing",
+                field=lacking[0],
+            )
     members: dict[str, list[int]] = {}
     for k, info in enumerate(infos):
         if key not in (info or {}):
-            raise InputError(f"jurybox: verl {samples[k]} has no extra_info[{key!r}]: the "
-                             "group reward finds a prompt's responses by it (name another key "
-                             "with reward_kwargs.group_key)", field="reward_kwargs.group_key")
+            raise InputError(
+                f"jurybox: verl {samples[k]} has no extra_info[{key!r}]: the "
+                "group reward finds a prompt's responses by it (name another key "
+                "with reward_kwargs.group_key)",
+                field="reward_kwargs.group_key",
+            )
         members.setdefault(str(info[key]), []).append(k)
     groups = []
     for name, ks in members.items():
-        fields = {f: v for f, v in items[ks[0]].fields().items()
-                  if f != "response" and v is not None and v != []}
+        fields = {
+            f: v
+            for f, v in items[ks[0]].fields().items()
+            if f != "response" and v is not None and v != []
+        }
         groups.append(Group(f"{key}={name}", fields, [items[k].response or "" for k in ks]))
     results = rewards.group_results(groups, spec, scorer, point)
     out: list[dict[str, Any]] = [{} for _ in items]
@@ -330,16 +448,24 @@ def compute_group_scores(data_sources: Any = None, solution_strs: Any = (),
             value = completion.reward
             if value is None:
                 missing.append((f"verl {samples[k]}", completion.reason or "no reward"))
-            out[k] = {"score": value if value is not None else (
-                          float(unscored) if isinstance(unscored, (int, float)) else None),
-                      "jurybox/unscored": float(value is None),
-                      "jurybox/strength": completion.strength,
-                      "jurybox/win_share": completion.win_share,
-                      "jurybox/reward": (f"{result.design}: " + (
-                          f"{value:.4g}" if value is not None else completion.reason or ""))}
+            out[k] = {
+                "score": value
+                if value is not None
+                else (float(unscored) if isinstance(unscored, (int, float)) else None),
+                "jurybox/unscored": float(value is None),
+                "jurybox/strength": completion.strength,
+                "jurybox/win_share": completion.win_share,
+                "jurybox/reward": (
+                    f"{result.design}: "
+                    + (f"{value:.4g}" if value is not None else completion.reason or "")
+                ),
+            }
     if missing and unscored == "error":
-        raise MissingRewards(f"{rewards.rubric.name} {spec.design}", missing,
-                             "The reward's unscored policy is 'error' (verl cannot take a "
-                             "missing reward): give reward_kwargs.unscored=VALUE to use that "
-                             "value instead")
+        raise MissingRewards(
+            f"{rewards.rubric.name} {spec.design}",
+            missing,
+            "The reward's unscored policy is 'error' (verl cannot take a "
+            "missing reward): give reward_kwargs.unscored=VALUE to use that "
+            "value instead",
+        )
     return out

@@ -20,25 +20,35 @@ from .spec import Aggregation, JurySpec
 Rule = Callable[[np.ndarray, np.ndarray, Aggregation], tuple[float | None, str | None]]
 
 
-def _mean(values: np.ndarray, weights: np.ndarray, agg: Aggregation) -> tuple[float | None, str | None]:
+def _mean(
+    values: np.ndarray, weights: np.ndarray, agg: Aggregation
+) -> tuple[float | None, str | None]:
     return float(values.mean()), None
 
 
-def _median(values: np.ndarray, weights: np.ndarray, agg: Aggregation) -> tuple[float | None, str | None]:
+def _median(
+    values: np.ndarray, weights: np.ndarray, agg: Aggregation
+) -> tuple[float | None, str | None]:
     return float(np.median(values)), None
 
 
-def _trimmed(values: np.ndarray, weights: np.ndarray, agg: Aggregation) -> tuple[float | None, str | None]:
+def _trimmed(
+    values: np.ndarray, weights: np.ndarray, agg: Aggregation
+) -> tuple[float | None, str | None]:
     from scipy import stats  # here: importing scipy.stats takes half a second
 
     return float(stats.trim_mean(values, agg.trim)), None
 
 
-def _weighted(values: np.ndarray, weights: np.ndarray, agg: Aggregation) -> tuple[float | None, str | None]:
+def _weighted(
+    values: np.ndarray, weights: np.ndarray, agg: Aggregation
+) -> tuple[float | None, str | None]:
     return float(np.average(values, weights=weights)), None
 
 
-def _majority(values: np.ndarray, weights: np.ndarray, agg: Aggregation) -> tuple[float | None, str | None]:
+def _majority(
+    values: np.ndarray, weights: np.ndarray, agg: Aggregation
+) -> tuple[float | None, str | None]:
     counts = Counter(values.tolist()).most_common()
     top = [v for v, n in counts if n == counts[0][1]]
     if len(top) > 1:
@@ -122,5 +132,6 @@ def aggregate_criterion(criterion: str, votes: Sequence[Vote], jury: JurySpec) -
         values = np.array([v for v, _ in scored], dtype=float)
         weights = np.array([w for _, w in scored], dtype=float)
         score, reason = RULES[method](values, weights, agg)
-    return CriterionResult(score=score, n_votes=len(votes), n_scored=n, std=std, range=range_,
-                           reason=reason)
+    return CriterionResult(
+        score=score, n_votes=len(votes), n_scored=n, std=std, range=range_, reason=reason
+    )

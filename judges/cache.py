@@ -88,20 +88,26 @@ def _serialized(method: _F) -> _F:
     """One call at a time on the cache's connection (the scoring service calls it from worker
     threads; a connection must not run two statements or transactions at once), waiting at
     most ``busy_s`` for it and for SQLite's lock (`CacheBusy` beyond)."""
+
     @functools.wraps(method)
     def call(self: VerdictCache, *args: Any, **kwargs: Any) -> Any:
         if not self._lock.acquire(timeout=self.busy_s):
-            raise CacheBusy(f"the verdict cache {self.path} is busy (other calls queued for "
-                            f"more than {self.busy_s:g} s)")
+            raise CacheBusy(
+                f"the verdict cache {self.path} is busy (other calls queued for "
+                f"more than {self.busy_s:g} s)"
+            )
         try:
             return method(self, *args, **kwargs)
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise
-            raise CacheBusy(f"the verdict cache {self.path} is locked by another process "
-                            f"for more than {self.busy_s:g} s ({exc})") from None
+            raise CacheBusy(
+                f"the verdict cache {self.path} is locked by another process "
+                f"for more than {self.busy_s:g} s ({exc})"
+            ) from None
         finally:
             self._lock.release()
+
     return call  # type: ignore[return-value]
 
 
@@ -110,19 +116,22 @@ class VerdictCache:
     threads and processes. A call waits at most ``busy_s`` seconds for the file's lock
     (`CacheBusy` beyond): a bulk run can wait (60 s), the service must not."""
 
-    def __init__(self, path: str | Path | None = None, max_bytes: int | None = None,
-                 busy_s: float = 60.0) -> None:
+    def __init__(
+        self, path: str | Path | None = None, max_bytes: int | None = None, busy_s: float = 60.0
+    ) -> None:
         self.path = Path(path) if path is not None else default_path()
         env = os.environ.get("JURYBOX_CACHE_MAX_BYTES")
-        self.max_bytes = max_bytes if max_bytes is not None else (
-            int(env) if env else DEFAULT_MAX_BYTES)
+        self.max_bytes = (
+            max_bytes if max_bytes is not None else (int(env) if env else DEFAULT_MAX_BYTES)
+        )
         if self.max_bytes < 0:
             raise ValueError(f"max_bytes must be 0 or more, got {self.max_bytes}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self.busy_s = busy_s
-        self._db = sqlite3.connect(self.path, timeout=busy_s, isolation_level=None,
-                                   check_same_thread=False)
+        self._db = sqlite3.connect(
+            self.path, timeout=busy_s, isolation_level=None, check_same_thread=False
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
@@ -133,17 +142,20 @@ class VerdictCache:
         found: dict[str, Verdict] = {}
         now = time.time()
         for start in range(0, len(inputs), 500):  # SQLite's bound-parameter limit
-            part = list(inputs[start:start + 500])
+            part = list(inputs[start : start + 500])
             marks = ",".join("?" * len(part))
             rows = self._db.execute(
                 f"SELECT input, verdict FROM verdicts WHERE provenance = ? AND input IN ({marks})",
-                [provenance, *part]).fetchall()
+                [provenance, *part],
+            ).fetchall()
             for key, blob in rows:
                 found[key] = Verdict.model_validate_json(blob)
             if rows:
                 self._db.execute(
                     f"UPDATE verdicts SET used = ? WHERE provenance = ? AND input IN "
-                    f"({','.join('?' * len(rows))})", [now, provenance, *(k for k, _ in rows)])
+                    f"({','.join('?' * len(rows))})",
+                    [now, provenance, *(k for k, _ in rows)],
+                )
         return found
 
     @_serialized
@@ -151,10 +163,12 @@ class VerdictCache:
         """Which of ``inputs`` are cached (without touching their last use)."""
         found: set[str] = set()
         for start in range(0, len(inputs), 500):
-            part = list(inputs[start:start + 500])
+            part = list(inputs[start : start + 500])
             rows = self._db.execute(
                 f"SELECT input FROM verdicts WHERE provenance = ? AND input IN "
-                f"({','.join('?' * len(part))})", [provenance, *part]).fetchall()
+                f"({','.join('?' * len(part))})",
+                [provenance, *part],
+            ).fetchall()
             found.update(key for (key,) in rows)
         return found
 
@@ -163,8 +177,11 @@ class VerdictCache:
         size bound."""
         entries = list(entries)
         if entries:  # (one provenance is one jury's)
-            self.put_json(provenance, entries[0][1].jury,
-                          [(key, verdict.model_dump_json()) for key, verdict in entries])
+            self.put_json(
+                provenance,
+                entries[0][1].jury,
+                [(key, verdict.model_dump_json()) for key, verdict in entries],
+            )
 
     @_serialized
     def put_json(self, provenance: str, jury: str, entries: Iterable[tuple[str, str]]) -> None:
@@ -196,9 +213,13 @@ class VerdictCache:
     def stats(self) -> CacheStats:
         """The cache's current `CacheStats` (juries listed by most verdicts first)."""
         entries, size = self._db.execute(
-            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM verdicts").fetchone()
-        by_jury = dict(self._db.execute(
-            "SELECT jury, COUNT(*) FROM verdicts GROUP BY jury ORDER BY COUNT(*) DESC"))
+            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM verdicts"
+        ).fetchone()
+        by_jury = dict(
+            self._db.execute(
+                "SELECT jury, COUNT(*) FROM verdicts GROUP BY jury ORDER BY COUNT(*) DESC"
+            )
+        )
         return CacheStats(str(self.path), entries, size, self.max_bytes, by_jury)
 
     @_serialized
@@ -238,8 +259,11 @@ class VerdictCache:
         return {"path": self.path, "max_bytes": self.max_bytes, "busy_s": self.busy_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["max_bytes"],  # type: ignore[misc]
-                      state.get("busy_s", 60.0))
+        self.__init__(  # type: ignore[misc]
+            state["path"],
+            state["max_bytes"],
+            state.get("busy_s", 60.0),
+        )
 
 
 @dataclass
@@ -255,16 +279,14 @@ class CacheLookup:
     todo: list[int]
 
     @classmethod
-    def of(cls, cache: VerdictCache | None, provenance: str, items: Sequence[Item]
-           ) -> CacheLookup:
+    def of(cls, cache: VerdictCache | None, provenance: str, items: Sequence[Item]) -> CacheLookup:
         """Look ``items`` up (with no cache, every item is to judge)."""
         if cache is None:
             return cls(None, provenance, [], {}, list(range(len(items))))
         keys = [input_hash(it) for it in items]
         cached = cache.get(provenance, keys)
         found = {k: cached[key] for k, key in enumerate(keys) if key in cached}
-        return cls(cache, provenance, keys, found,
-                   [k for k in range(len(items)) if k not in found])
+        return cls(cache, provenance, keys, found, [k for k in range(len(items)) if k not in found])
 
     def store(self, fresh: Sequence[Verdict]) -> None:
         """Store the verdicts just judged (one per position of ``todo``, in order)."""

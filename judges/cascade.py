@@ -33,8 +33,9 @@ from .judging import JudgeFailed, Requests, decide
 from .spec import JudgeSpec, JurySpec
 
 
-def confidence(verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str],
-               tolerance: float = 0.0) -> float:
+def confidence(
+    verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str], tolerance: float = 0.0
+) -> float:
     """A stage's confidence in its verdict: the minimum over ``criteria`` of the pooled
     probability of the scores within ``tolerance`` of the verdict. ``verdict`` is a Verdict or a
     VerdictRecord (anything with ``scores`` and ``votes``); ``scales`` maps criteria to scales.
@@ -42,8 +43,9 @@ def confidence(verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str],
     return confidence_and_reason(verdict, scales, criteria, tolerance)[0]
 
 
-def confidence_and_reason(verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str],
-                          tolerance: float = 0.0) -> tuple[float, str | None]:
+def confidence_and_reason(
+    verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str], tolerance: float = 0.0
+) -> tuple[float, str | None]:
     """`confidence`, and why it is 0 when it cannot be measured: a criterion's verdict is
     unscored, or one of its scored votes has no score distribution (an API without logprobs) or
     one that is not a probability distribution (NaN, negative, or not summing to 1: records from
@@ -61,8 +63,9 @@ def confidence_and_reason(verdict: Any, scales: Mapping[str, Any], criteria: Ite
 _NORMALISED = 0.01
 
 
-def _criterion_confidence(verdict: Any, criterion: str, scale: Any,
-                          tolerance: float) -> tuple[float, str | None]:
+def _criterion_confidence(
+    verdict: Any, criterion: str, scale: Any, tolerance: float
+) -> tuple[float, str | None]:
     value = verdict.scores.get(criterion)
     if value is None:
         return 0.0, f"{criterion}: the stage's verdict is unscored"
@@ -75,10 +78,14 @@ def _criterion_confidence(verdict: Any, criterion: str, scale: Any,
         if not vote.distribution:
             return 0.0, f"{criterion}: judge {vote.judge} has no score distribution"
         probabilities = list(vote.distribution.values())
-        if not all(math.isfinite(p) and p >= 0.0 for p in probabilities) \
-                or abs(sum(probabilities) - 1.0) > _NORMALISED:
-            return 0.0, (f"{criterion}: judge {vote.judge}'s score distribution is not a "
-                         "probability distribution (NaN, negative, or not summing to 1)")
+        if (
+            not all(math.isfinite(p) and p >= 0.0 for p in probabilities)
+            or abs(sum(probabilities) - 1.0) > _NORMALISED
+        ):
+            return 0.0, (
+                f"{criterion}: judge {vote.judge}'s score distribution is not a "
+                "probability distribution (NaN, negative, or not summing to 1)"
+            )
         for answer, p in vote.distribution.items():
             if abs(scale.parse(answer) - decided) <= tolerance + 1e-9:
                 mass += p
@@ -98,7 +105,9 @@ class StagePlan:
         """The plan of ``jury``: each stage's judges by name, or a single stage with every judge
         when the jury is not cascaded."""
         by_name = {j.name: j for j in jury.judges}
-        names = [s.judges for s in jury.stages] if jury.cascaded else [[j.name for j in jury.judges]]
+        names = (
+            [s.judges for s in jury.stages] if jury.cascaded else [[j.name for j in jury.judges]]
+        )
         return cls(jury, tuple(tuple(by_name[n] for n in stage) for stage in names))
 
     @property
@@ -111,13 +120,20 @@ class StagePlan:
         names = {j.name for stage in self.stages[: k + 1] for j in stage}
         return [j for j in self.jury.judges if j.name in names]
 
-    def settle(self, rubric: Rubric, prov: str, k: int, item_id: str,
-               votes_by_judge: Mapping[str, Sequence[Vote]], earlier: Sequence[float] = ()
-               ) -> tuple[Verdict | None, float | None]:
+    def settle(
+        self,
+        rubric: Rubric,
+        prov: str,
+        k: int,
+        item_id: str,
+        votes_by_judge: Mapping[str, Sequence[Vote]],
+        earlier: Sequence[float] = (),
+    ) -> tuple[Verdict | None, float | None]:
         """`settle` after stage ``k`` with the votes of every judge run so far (by judge
         name; gathered in the jury's judge order, as a jury without stages decides)."""
-        votes = [v for j in self.jury.judges if j.name in votes_by_judge
-                 for v in votes_by_judge[j.name]]
+        votes = [
+            v for j in self.jury.judges if j.name in votes_by_judge for v in votes_by_judge[j.name]
+        ]
         return settle(rubric, self.jury, prov, k, item_id, votes, earlier)
 
 
@@ -152,12 +168,15 @@ class Steps:
         """The votes of the judges `next` named (in its order) on the open items."""
         judges = self.plan.stages[self._k]
         if len(votes_by_judge) != len(judges):
-            raise JudgeFailed(f"votes from {len(votes_by_judge)} judges for a stage of "
-                              f"{len(judges)}")
+            raise JudgeFailed(
+                f"votes from {len(votes_by_judge)} judges for a stage of {len(judges)}"
+            )
         for judge, per_item in zip(judges, votes_by_judge):
             if len(per_item) != len(self._open):
-                raise JudgeFailed(f"judge {judge.name}: votes for {len(per_item)} items, "
-                                  f"expected {len(self._open)}")
+                raise JudgeFailed(
+                    f"judge {judge.name}: votes for {len(per_item)} items, "
+                    f"expected {len(self._open)}"
+                )
             if judge.name not in self._votes:
                 self._votes[judge.name] = [[] for _ in self.requests.item_ids]
             column = self._votes[judge.name]
@@ -166,8 +185,13 @@ class Steps:
         still_open = []
         for i in self._open:
             verdict, conf = self.plan.settle(
-                self.rubric, self.prov, self._k, self.requests.item_ids[i],
-                {name: column[i] for name, column in self._votes.items()}, self._confidence[i])
+                self.rubric,
+                self.prov,
+                self._k,
+                self.requests.item_ids[i],
+                {name: column[i] for name, column in self._votes.items()},
+                self._confidence[i],
+            )
             if verdict is None:
                 self._confidence[i].append(conf)  # type: ignore[arg-type]
                 still_open.append(i)
@@ -181,13 +205,22 @@ class Steps:
         every step's votes were added)."""
         missing = [self.requests.item_ids[i] for i, v in enumerate(self._verdicts) if v is None]
         if missing:
-            raise JudgeFailed(f"no verdict yet for {len(missing)} item(s), e.g. {missing[:3]}: "
-                              "every step's votes must be added")
+            raise JudgeFailed(
+                f"no verdict yet for {len(missing)} item(s), e.g. {missing[:3]}: "
+                "every step's votes must be added"
+            )
         return list(self._verdicts)  # type: ignore[arg-type]
 
 
-def settle(rubric: Rubric, jury: JurySpec, prov: str, k: int, item_id: str, votes: list[Vote],
-           earlier: Sequence[float] = ()) -> tuple[Verdict | None, float | None]:
+def settle(
+    rubric: Rubric,
+    jury: JurySpec,
+    prov: str,
+    k: int,
+    item_id: str,
+    votes: list[Vote],
+    earlier: Sequence[float] = (),
+) -> tuple[Verdict | None, float | None]:
     """The verdict on one item after stage ``k`` (0-based) from the votes of its judges and
     every earlier stage's, and the stage's confidence. The verdict is final at the last stage
     (or for a jury without stages), else only when the confidence reaches the stage's threshold;
@@ -198,17 +231,28 @@ def settle(rubric: Rubric, jury: JurySpec, prov: str, k: int, item_id: str, vote
     if k == n - 1:
         verdict = decide(rubric, jury, prov, item_id, votes)
         shown = ", ".join(f"{c:.4g}" for c in earlier)
-        why = (f"no earlier stage reached its threshold (their confidence: {shown}); the last "
-               "stage decides every item that reaches it")
+        why = (
+            f"no earlier stage reached its threshold (their confidence: {shown}); the last "
+            "stage decides every item that reaches it"
+        )
         return verdict.model_copy(update={"stage": StageDecision(stage=n, of=n, reason=why)}), None
     verdict = decide(rubric, jury.stage_jury(k), prov, item_id, votes)
     threshold = jury.stages[k].threshold
     assert threshold is not None  # JurySpec checks it
     scales = {c.name: c.scale for c in rubric.criteria}
-    conf = confidence(verdict, scales, jury.confidence.criteria or list(scales),
-                      jury.confidence.tolerance)
+    conf = confidence(
+        verdict, scales, jury.confidence.criteria or list(scales), jury.confidence.tolerance
+    )
     if verdict.status != "scored" or conf < threshold:
         return None, conf  # an unscored stage verdict always goes on
-    return verdict.model_copy(update={"stage": StageDecision(
-        stage=k + 1, of=n, confidence=conf, threshold=threshold,
-        reason=f"confidence {conf:.4g} reached the stage's threshold {threshold:g}")}), conf
+    return verdict.model_copy(
+        update={
+            "stage": StageDecision(
+                stage=k + 1,
+                of=n,
+                confidence=conf,
+                threshold=threshold,
+                reason=f"confidence {conf:.4g} reached the stage's threshold {threshold:g}",
+            )
+        }
+    ), conf

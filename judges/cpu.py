@@ -39,16 +39,24 @@ class CPU:
 
     def describe(self) -> str:
         """One line, e.g. ``AMD EPYC 9R14 (2 cores; AVX-512: yes, bf16: native (avx512_bf16))``."""
-        kinds = [k for k, on in (("avx512_bf16", self.avx512_bf16), ("amx_bf16", self.amx_bf16))
-                 if on]
+        kinds = [
+            k for k, on in (("avx512_bf16", self.avx512_bf16), ("amx_bf16", self.amx_bf16)) if on
+        ]
         bf16 = f"native ({', '.join(kinds)})" if kinds else "emulated"
-        return (f"{self.model} ({self.cores} cores; AVX-512: {'yes' if self.avx512 else 'no'}, "
-                f"bf16: {bf16})")
+        return (
+            f"{self.model} ({self.cores} cores; AVX-512: {'yes' if self.avx512 else 'no'}, "
+            f"bf16: {bf16})"
+        )
 
     def to_dict(self) -> dict[str, object]:
         """The CPU as plain data (for a benchmark's JSON)."""
-        return {"model": self.model, "cores": self.cores, "avx512": self.avx512,
-                "avx512_bf16": self.avx512_bf16, "amx_bf16": self.amx_bf16}
+        return {
+            "model": self.model,
+            "cores": self.cores,
+            "avx512": self.avx512,
+            "avx512_bf16": self.avx512_bf16,
+            "amx_bf16": self.amx_bf16,
+        }
 
 
 @cache
@@ -57,8 +65,9 @@ def cpu() -> CPU:
     flags)."""
     import os
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:

@@ -68,99 +68,169 @@ class GroupSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    design: Design = Field("round_robin", description="pointwise, round_robin, regular, swiss, "
-                           "anchor or listwise.")
-    per_completion: int = Field(3, ge=1, le=64, description="regular and swiss: comparisons "
-                                "per completion (Swiss rounds); at least the group's size "
-                                "minus one is the round robin.")
-    relative: Relative = Field("bradley_terry", description="The comparisons' term: "
-                               "bradley_terry (the completion's Bradley-Terry probability of "
-                               "beating a groupmate drawn at random) or win_share (its mean "
-                               "share, ties half).")
-    low: float = Field(0.0, description="The group term's value for the worst completion "
-                       "possible (its [0, 1] mapped onto [low, high]).")
+    design: Design = Field(
+        "round_robin", description="pointwise, round_robin, regular, swiss, anchor or listwise."
+    )
+    per_completion: int = Field(
+        3,
+        ge=1,
+        le=64,
+        description="regular and swiss: comparisons "
+        "per completion (Swiss rounds); at least the group's size "
+        "minus one is the round robin.",
+    )
+    relative: Relative = Field(
+        "bradley_terry",
+        description="The comparisons' term: "
+        "bradley_terry (the completion's Bradley-Terry probability of "
+        "beating a groupmate drawn at random) or win_share (its mean "
+        "share, ties half).",
+    )
+    low: float = Field(
+        0.0,
+        description="The group term's value for the worst completion "
+        "possible (its [0, 1] mapped onto [low, high]).",
+    )
     high: float = Field(1.0, description="The group term's value for the best.")
     centred: bool = Field(False, description="Subtract the group's mean from the group term.")
-    weight: float | None = Field(None, description="Mixed: the reward is the pointwise reward "
-                                 "plus weight x the group term (a pointwise rubric needed); "
-                                 "None: the group term alone.")
-    use: Use = Field("expected", description="Read verdicts from the judges' expected scores "
-                     "where every scored vote has a distribution (else their chosen scores, "
-                     "said per completion), or from their chosen scores (score).")
-    prior: float = Field(1.0, gt=0.0, le=1000.0, description="bradley_terry: virtual tie games "
-                         "per completion, spread over its groupmates (the estimate exists for "
-                         "any outcome; a larger prior pulls strengths together).")
-    seed: int = Field(0, description="Seeds the random designs, Swiss pairings and listwise "
-                      "orders, with each group's content (the same group, the same calls).")
+    weight: float | None = Field(
+        None,
+        description="Mixed: the reward is the pointwise reward "
+        "plus weight x the group term (a pointwise rubric needed); "
+        "None: the group term alone.",
+    )
+    use: Use = Field(
+        "expected",
+        description="Read verdicts from the judges' expected scores "
+        "where every scored vote has a distribution (else their chosen scores, "
+        "said per completion), or from their chosen scores (score).",
+    )
+    prior: float = Field(
+        1.0,
+        gt=0.0,
+        le=1000.0,
+        description="bradley_terry: virtual tie games "
+        "per completion, spread over its groupmates (the estimate exists for "
+        "any outcome; a larger prior pulls strengths together).",
+    )
+    seed: int = Field(
+        0,
+        description="Seeds the random designs, Swiss pairings and listwise "
+        "orders, with each group's content (the same group, the same calls).",
+    )
 
     @model_validator(mode="after")
     def _sensible(self) -> GroupSpec:
         if not math.isfinite(self.low) or not math.isfinite(self.high) or self.high <= self.low:
-            raise ValueError(f"the group term's range [{self.low}, {self.high}] must be finite "
-                             "and high above low")
+            raise ValueError(
+                f"the group term's range [{self.low}, {self.high}] must be finite "
+                "and high above low"
+            )
         if self.weight is not None and not math.isfinite(self.weight):
             raise ValueError("weight must be a finite number (or None)")
         if self.weight is not None and self.design == "pointwise":
-            raise ValueError("weight mixes the pointwise reward with a group term; the "
-                             "pointwise design has none (give another design, or no weight)")
+            raise ValueError(
+                "weight mixes the pointwise reward with a group term; the "
+                "pointwise design has none (give another design, or no weight)"
+            )
         return self
 
     def check(self, rubric: Rubric, pointwise: Rubric | None) -> None:
         """An InputError naming the field when ``rubric`` (the design's) or ``pointwise`` (the
         pointwise rubric, for the anchor, a mixed reward and groups of one) does not fit."""
         if self.design in COMPARING and not rubric.pairwise:
-            raise InputError(f"the {self.design} design compares completions in pairs: it needs "
-                             f"a pairwise rubric (mode: pairwise, e.g. pairwise or "
-                             f"general-pairwise); {rubric.name} is not one", field="rubric")
+            raise InputError(
+                f"the {self.design} design compares completions in pairs: it needs "
+                f"a pairwise rubric (mode: pairwise, e.g. pairwise or "
+                f"general-pairwise); {rubric.name} is not one",
+                field="rubric",
+            )
         if self.design not in COMPARING and rubric.pairwise:
-            raise InputError(f"the {self.design} design scores each completion: it needs a "
-                             f"pointwise rubric; {rubric.name} is pairwise (give a comparing "
-                             "design: round_robin, regular, swiss or anchor)", field="rubric")
+            raise InputError(
+                f"the {self.design} design scores each completion: it needs a "
+                f"pointwise rubric; {rubric.name} is pairwise (give a comparing "
+                "design: round_robin, regular, swiss or anchor)",
+                field="rubric",
+            )
         if pointwise is not None and pointwise.pairwise:
-            raise InputError(f"the pointwise rubric {pointwise.name} is pairwise; give one that "
-                             "scores a single response", field="pointwise")
+            raise InputError(
+                f"the pointwise rubric {pointwise.name} is pairwise; give one that "
+                "scores a single response",
+                field="pointwise",
+            )
         if pointwise is None and self.design == "anchor":
-            raise InputError("the anchor design compares every completion with the one of "
-                             "median pointwise score: give the pointwise rubric that scores "
-                             "them", field="pointwise")
+            raise InputError(
+                "the anchor design compares every completion with the one of "
+                "median pointwise score: give the pointwise rubric that scores "
+                "them",
+                field="pointwise",
+            )
         if pointwise is None and self.weight is not None:
-            raise InputError("a mixed reward (weight) adds the pointwise reward: give the "
-                             "pointwise rubric", field="pointwise")
+            raise InputError(
+                "a mixed reward (weight) adds the pointwise reward: give the pointwise rubric",
+                field="pointwise",
+            )
 
     def cost(self, k: int, rubric: Rubric, pointwise: Rubric | None = None) -> GroupCost:
         """The judge calls (each judge's) one group of ``k`` completions takes: at most, as
         identical completions are a tie without a call."""
-        scorer = pointwise if pointwise is not None else (
-            rubric if self.design in ("pointwise", "listwise") else None)
+        scorer = (
+            pointwise
+            if pointwise is not None
+            else (rubric if self.design in ("pointwise", "listwise") else None)
+        )
         if k == 1:
-            return GroupCost("pointwise", 1, 0, scorer.judge_calls if scorer else 0, 0,
-                             "one completion: rewarded pointwise")
+            return GroupCost(
+                "pointwise",
+                1,
+                0,
+                scorer.judge_calls if scorer else 0,
+                0,
+                "one completion: rewarded pointwise",
+            )
         r = min(self.per_completion, k - 1)
-        pairs = {"round_robin": k * (k - 1) // 2, "regular": k * (k - 1) // 2 if r >= k - 1
-                 else k * r // 2, "swiss": r * (k // 2), "anchor": k - 1}.get(self.design, 0)
+        pairs = {
+            "round_robin": k * (k - 1) // 2,
+            "regular": k * (k - 1) // 2 if r >= k - 1 else k * r // 2,
+            "swiss": r * (k // 2),
+            "anchor": k - 1,
+        }.get(self.design, 0)
         point = 0
         if self.design in ("pointwise", "anchor") or self.weight is not None:
             assert scorer is not None  # (check: these need one)
             point = k * scorer.judge_calls
         compare = pairs * rubric.judge_calls
         listwise = 1 if self.design == "listwise" else 0
-        return GroupCost(self.design, k, pairs, point, compare + listwise,
-                         self._words(k, r, pairs, rubric, point, compare, listwise))
+        return GroupCost(
+            self.design,
+            k,
+            pairs,
+            point,
+            compare + listwise,
+            self._words(k, r, pairs, rubric, point, compare, listwise),
+        )
 
-    def _words(self, k: int, r: int, pairs: int, rubric: Rubric, point: int, compare: int,
-               listwise: int) -> str:
+    def _words(
+        self, k: int, r: int, pairs: int, rubric: Rubric, point: int, compare: int, listwise: int
+    ) -> str:
         per = rubric.judge_calls
         plural = "pair" if pairs == 1 else "pairs"
-        orders = (f"{pairs} {plural} x {per} calls (both orders)" if per == 2
-                  else f"{pairs} {plural} x {per} calls ({per // 2} per order)")
-        design = {"round_robin": f"round robin: {orders}",
-                  "regular": f"{r}-regular design: {orders}",
-                  "swiss": f"{r} Swiss rounds: {orders}",
-                  "anchor": f"against the median's anchor: {orders}",
-                  "listwise": "listwise: the whole group in one call",
-                  "pointwise": ""}[self.design]
-        parts = [p for p in (design, f"{point} pointwise calls ({k} completions)"
-                             if point else "") if p]
+        orders = (
+            f"{pairs} {plural} x {per} calls (both orders)"
+            if per == 2
+            else f"{pairs} {plural} x {per} calls ({per // 2} per order)"
+        )
+        design = {
+            "round_robin": f"round robin: {orders}",
+            "regular": f"{r}-regular design: {orders}",
+            "swiss": f"{r} Swiss rounds: {orders}",
+            "anchor": f"against the median's anchor: {orders}",
+            "listwise": "listwise: the whole group in one call",
+            "pointwise": "",
+        }[self.design]
+        parts = [
+            p for p in (design, f"{point} pointwise calls ({k} completions)" if point else "") if p
+        ]
         total = point + compare + listwise
         return f"{total} judge calls per judge per group of {k} ({'; '.join(parts)})"
 
@@ -201,17 +271,24 @@ class Comparison(BaseModel):
     """One comparison behind a completion's reward, from that completion's side."""
 
     other: int = Field(description="The other completion's position in the group.")
-    share: float | None = Field(description="This completion's share of the win: 1 better, 0 "
-                                "worse, 0.5 a tie (a graded or expected share between); null "
-                                "when unscored.")
+    share: float | None = Field(
+        description="This completion's share of the win: 1 better, 0 "
+        "worse, 0.5 a tie (a graded or expected share between); null "
+        "when unscored."
+    )
     winner: Literal["this", "other", "tie"] | None = Field(
-        None, description="Which answer the jury found better (null when unscored).")
-    used: Use | None = Field(None, description="expected or score: what the share was read "
-                             "from.")
-    reason: str | None = Field(None, description="Why the comparison is unscored, or why its "
-                               "chosen scores stood where expected ones were asked for.")
-    inconsistent: list[str] = Field(default_factory=list, description="Judges whose two "
-                                    "orders pointed to different answers (counted as a tie).")
+        None, description="Which answer the jury found better (null when unscored)."
+    )
+    used: Use | None = Field(None, description="expected or score: what the share was read from.")
+    reason: str | None = Field(
+        None,
+        description="Why the comparison is unscored, or why its "
+        "chosen scores stood where expected ones were asked for.",
+    )
+    inconsistent: list[str] = Field(
+        default_factory=list,
+        description="Judges whose two orders pointed to different answers (counted as a tie).",
+    )
     judged: bool = Field(True, description="False for identical answers: a tie, not asked.")
 
 
@@ -220,18 +297,28 @@ class CompletionReward(BaseModel):
 
     reward: float | None = Field(description="The reward (null when it has none: see reason).")
     reason: str | None = Field(None, description="Why it has no reward.")
-    pointwise: float | None = Field(None, description="Its pointwise reward, where the design "
-                                    "asked for one.")
-    term: float | None = Field(None, description="The group term: relative value, listwise "
-                               "score or pointwise score on [low, high], centred as asked.")
-    strength: float | None = Field(None, description="Bradley-Terry log-strength (mean 0 in "
-                                   "the group).")
-    win_share: float | None = Field(None, description="Mean share over its scored "
-                                    "comparisons (ties half).")
-    used: Use | None = Field(None, description="expected when every verdict behind it was read "
-                             "from expected scores, else score.")
-    note: str | None = Field(None, description="Why chosen scores stood where expected ones "
-                             "were asked for.")
+    pointwise: float | None = Field(
+        None, description="Its pointwise reward, where the design asked for one."
+    )
+    term: float | None = Field(
+        None,
+        description="The group term: relative value, listwise "
+        "score or pointwise score on [low, high], centred as asked.",
+    )
+    strength: float | None = Field(
+        None, description="Bradley-Terry log-strength (mean 0 in the group)."
+    )
+    win_share: float | None = Field(
+        None, description="Mean share over its scored comparisons (ties half)."
+    )
+    used: Use | None = Field(
+        None,
+        description="expected when every verdict behind it was read "
+        "from expected scores, else score.",
+    )
+    note: str | None = Field(
+        None, description="Why chosen scores stood where expected ones were asked for."
+    )
     comparisons: list[Comparison] = Field(default_factory=list)
 
 
@@ -243,19 +330,26 @@ class GroupResult(BaseModel):
     rewards: list[float | None] = Field(description="One reward per completion, in order.")
     completions: list[CompletionReward]
     calls: int = Field(description="Judge calls per judge the design plans for the group.")
-    asked: int = Field(description="Judge calls per judge actually asked (identical answers "
-                       "and repeated items are not asked twice; cached ones count).")
-    fallback: str | None = Field(None, description="Why the group was judged otherwise than "
-                                 "asked (a group of one: pointwise).")
+    asked: int = Field(
+        description="Judge calls per judge actually asked (identical answers "
+        "and repeated items are not asked twice; cached ones count)."
+    )
+    fallback: str | None = Field(
+        None,
+        description="Why the group was judged otherwise than asked (a group of one: pointwise).",
+    )
     position_effect: list[float | None] | None = Field(
-        None, description="Listwise: per position shown (first letter first), the mean score "
-        "there minus the call's mean (on [0, 1]); the shuffle makes it the position's effect.")
+        None,
+        description="Listwise: per position shown (first letter first), the mean score "
+        "there minus the call's mean (on [0, 1]); the shuffle makes it the position's effect.",
+    )
 
     @property
     def unscored(self) -> list[tuple[int, str]]:
         """The completions without a reward and why."""
-        return [(k, c.reason or "no reward") for k, c in enumerate(self.completions)
-                if c.reward is None]
+        return [
+            (k, c.reason or "no reward") for k, c in enumerate(self.completions) if c.reward is None
+        ]
 
     @property
     def spread(self) -> float | None:
@@ -308,9 +402,11 @@ def _item(ident: str, fields: Mapping[str, Any], **more: Any) -> Item:
     return Item(id=ident, response=response, extra=extra, **core)
 
 
-LISTWISE_SYSTEM = (" You are shown several answers to the same question, each under a letter. "
-                   "Judge each answer on its own merits: its letter and its position say "
-                   "nothing about it.")
+LISTWISE_SYSTEM = (
+    " You are shown several answers to the same question, each under a letter. "
+    "Judge each answer on its own merits: its letter and its position say "
+    "nothing about it."
+)
 LISTWISE_TEMPLATE = """\
 {% if context %}
 Context:
@@ -346,23 +442,40 @@ def listwise_rubric(base: Rubric, k: int) -> Rubric:
     (``a_accuracy``, ``b_accuracy``, ...), all in one call, the answers in the item's
     ``answers`` field (lettered text)."""
     if not 2 <= k <= len(LETTERS):
-        raise InputError(f"a listwise call shows 2 to {len(LETTERS)} answers (one letter "
-                         f"each); this group has {k}", field="completions")
-    criteria = [Criterion(name=f"{letter.lower()}_{c.name}",
-                          description=f"{c.name}: {c.description}", scale=c.scale)
-                for letter in LETTERS[:k] for c in base.criteria]
+        raise InputError(
+            f"a listwise call shows 2 to {len(LETTERS)} answers (one letter "
+            f"each); this group has {k}",
+            field="completions",
+        )
+    criteria = [
+        Criterion(
+            name=f"{letter.lower()}_{c.name}",
+            description=f"{c.name}: {c.description}",
+            scale=c.scale,
+        )
+        for letter in LETTERS[:k]
+        for c in base.criteria
+    ]
     others = [n for n in base.inputs if n not in ("question", "response")]
     try:
-        return Rubric(name=f"{base.name}.listwise{k}", description=f"{base.name}, {k} answers "
-                      "at once", version=base.version, inputs=["question", "answers", *others],
-                      optional_inputs=[n for n in base.optional_inputs if n != "response"],
-                      mode="joint", system=(base.system + LISTWISE_SYSTEM).strip(),
-                      template=LISTWISE_TEMPLATE.replace("@N@", str(len(base.criteria))),
-                      criteria=criteria)
+        return Rubric(
+            name=f"{base.name}.listwise{k}",
+            description=f"{base.name}, {k} answers at once",
+            version=base.version,
+            inputs=["question", "answers", *others],
+            optional_inputs=[n for n in base.optional_inputs if n != "response"],
+            mode="joint",
+            system=(base.system + LISTWISE_SYSTEM).strip(),
+            template=LISTWISE_TEMPLATE.replace("@N@", str(len(base.criteria))),
+            criteria=criteria,
+        )
     except ValidationError as exc:  # e.g. a system prompt that names the response
         first = exc.errors(include_url=False)[0]
-        raise InputError(f"rubric {base.name} cannot be asked listwise: "
-                         f"{first['msg'].removeprefix('Value error, ')}", field="rubric") from None
+        raise InputError(
+            f"rubric {base.name} cannot be asked listwise: "
+            f"{first['msg'].removeprefix('Value error, ')}",
+            field="rubric",
+        ) from None
 
 
 @dataclass
@@ -400,55 +513,90 @@ class GroupJob:
     reward, groups of one), ``reward`` which number of a pointwise verdict is the reward
     (its ``unscored`` policy is the caller's to apply: here an unscored completion is None)."""
 
-    def __init__(self, spec: GroupSpec, rubric: Rubric, jury: JurySpec,
-                 groups: Sequence[Group], pointwise: Rubric | None = None,
-                 reward: RewardSpec | None = None) -> None:
+    def __init__(
+        self,
+        spec: GroupSpec,
+        rubric: Rubric,
+        jury: JurySpec,
+        groups: Sequence[Group],
+        pointwise: Rubric | None = None,
+        reward: RewardSpec | None = None,
+    ) -> None:
         spec.check(rubric, pointwise)
         self.spec, self.rubric, self.jury, self.pointwise_rubric = spec, rubric, jury, pointwise
         self.groups = list(groups)
         if spec.design == "listwise" and jury.stages:
-            raise InputError("a cascaded jury decides item by item, stage by stage; the "
-                             "listwise design asks each judge its own order: give a jury "
-                             "without stages", field="design")
+            raise InputError(
+                "a cascaded jury decides item by item, stage by stage; the "
+                "listwise design asks each judge its own order: give a jury "
+                "without stages",
+                field="design",
+            )
         base = (reward or RewardSpec()).model_copy(update={"unscored": "none"})
-        self.scorer = pointwise if pointwise is not None else (
-            rubric if spec.design in ("pointwise", "listwise") else None)
-        self.point = (ResolvedReward.bind(base, self.scorer, jury, spec.use)
-                      if self.scorer is not None else None)
+        self.scorer = (
+            pointwise
+            if pointwise is not None
+            else (rubric if spec.design in ("pointwise", "listwise") else None)
+        )
+        self.point = (
+            ResolvedReward.bind(base, self.scorer, jury, spec.use)
+            if self.scorer is not None
+            else None
+        )
         # A pairwise verdict's number: its formula (or only criterion), A's share on [0, 1].
-        self.share = (ResolvedReward.bind(RewardSpec(scale="raw", unscored="none"), rubric, jury,
-                                          spec.use) if rubric.pairwise else None)
-        self.listed = (ResolvedReward.bind(base.model_copy(update={"scale": "unit"}), rubric,
-                                           jury, spec.use)
-                       if spec.design == "listwise" else None)
+        self.share = (
+            ResolvedReward.bind(RewardSpec(scale="raw", unscored="none"), rubric, jury, spec.use)
+            if rubric.pairwise
+            else None
+        )
+        self.listed = (
+            ResolvedReward.bind(base.model_copy(update={"scale": "unit"}), rubric, jury, spec.use)
+            if spec.design == "listwise"
+            else None
+        )
         for g, group in enumerate(self.groups):
             k = len(group.completions)
             if k == 0:
-                raise InputError(f"group {group.key} has no completions",
-                                 field=f"groups[{g}].completions")
+                raise InputError(
+                    f"group {group.key} has no completions", field=f"groups[{g}].completions"
+                )
             if k == 1 and self.point is None:
-                raise InputError(f"group {group.key} has one completion: a group of one is "
-                                 "rewarded pointwise, which needs a pointwise rubric (give "
-                                 "pointwise=)", field=f"groups[{g}].completions")
+                raise InputError(
+                    f"group {group.key} has one completion: a group of one is "
+                    "rewarded pointwise, which needs a pointwise rubric (give "
+                    "pointwise=)",
+                    field=f"groups[{g}].completions",
+                )
             if spec.design == "listwise" and k > len(LETTERS):
-                raise InputError(f"group {group.key} has {k} completions; a listwise call "
-                                 f"shows at most {len(LETTERS)}",
-                                 field=f"groups[{g}].completions")
+                raise InputError(
+                    f"group {group.key} has {k} completions; a listwise call "
+                    f"shows at most {len(LETTERS)}",
+                    field=f"groups[{g}].completions",
+                )
 
     def costs(self) -> list[GroupCost]:
         """Each group's planned judge calls per judge."""
-        return [self.spec.cost(len(g.completions), self.rubric, self.pointwise_rubric)
-                for g in self.groups]
+        return [
+            self.spec.cost(len(g.completions), self.rubric, self.pointwise_rubric)
+            for g in self.groups
+        ]
 
     # -- the job -------------------------------------------------------------------------------
 
     def run(self) -> Job:
         """The generator (see the class docstring)."""
         spec = self.spec
-        states = [_State(g, group, len(group.completions),
-                         np.random.default_rng([spec.seed, int(digest(
-                             dict(group.fields), list(group.completions))[:12], 16)]))
-                  for g, group in enumerate(self.groups)]
+        states = [
+            _State(
+                g,
+                group,
+                len(group.completions),
+                np.random.default_rng(
+                    [spec.seed, int(digest(dict(group.fields), list(group.completions))[:12], 16)]
+                ),
+            )
+            for g, group in enumerate(self.groups)
+        ]
         for s in states:
             s.fallback = s.k == 1
             s.pointwise = [None] * s.k
@@ -475,18 +623,19 @@ class GroupJob:
                 pairs = {}
                 for s in rest:
                     if round_ < s.k - 1:
-                        found = rankings.swiss_round(s.k, self._standing(s), set(s.compared),
-                                                     s.rng)
+                        found = rankings.swiss_round(s.k, self._standing(s), set(s.compared), s.rng)
                         if found:
                             pairs[s.index] = found
                 if not pairs:
                     break
-                yield from self._asked([self._pair_ask(
-                    [s for s in rest if s.index in pairs], pairs)])
+                yield from self._asked(
+                    [self._pair_ask([s for s in rest if s.index in pairs], pairs)]
+                )
         return [self._result(s) for s in states]
 
-    def _asked(self, asks: list[tuple[Ask | AskEach, Callable[[Any], None]]]
-               ) -> Generator[list[Ask | AskEach], list[Any], None]:
+    def _asked(
+        self, asks: list[tuple[Ask | AskEach, Callable[[Any], None]]]
+    ) -> Generator[list[Ask | AskEach], list[Any], None]:
         answers = yield [ask for ask, _ in asks]
         for (_, read), answer in zip(asks, answers):
             read(answer)
@@ -509,8 +658,9 @@ class GroupJob:
 
     # -- asks and their answers ----------------------------------------------------------------
 
-    def _pointwise_ask(self, states: list[_State]
-                       ) -> tuple[Ask, Callable[[Sequence[Mapping[str, Any]]], None]]:
+    def _pointwise_ask(
+        self, states: list[_State]
+    ) -> tuple[Ask, Callable[[Sequence[Mapping[str, Any]]], None]]:
         scorer, point = self.scorer, self.point
         assert scorer is not None and point is not None
         items: dict[str, Item] = {}
@@ -531,8 +681,9 @@ class GroupJob:
 
         return Ask(scorer, list(items.values())), read
 
-    def _pair_ask(self, states: list[_State], pairs: Mapping[int, list[tuple[int, int]]]
-                  ) -> tuple[Ask, Callable[[Sequence[Mapping[str, Any]]], None]]:
+    def _pair_ask(
+        self, states: list[_State], pairs: Mapping[int, list[tuple[int, int]]]
+    ) -> tuple[Ask, Callable[[Sequence[Mapping[str, Any]]], None]]:
         """The comparisons ``pairs[g]`` of each group, as items whose answers are in a fixed
         order (the lesser text first): a pair asked again, in either order, is the same item."""
         share = self.share
@@ -544,16 +695,16 @@ class GroupJob:
             for a, b in pairs.get(s.index, []):
                 ta, tb = texts[a], texts[b]
                 if ta == tb:  # identical answers: a tie, asked of no judge
-                    s.compared[a, b] = _Read(0.5, None, "identical answers: a tie, not judged",
-                                             judged=False)
+                    s.compared[a, b] = _Read(
+                        0.5, None, "identical answers: a tie, not judged", judged=False
+                    )
                     continue
                 first, second = (ta, tb) if ta < tb else (tb, ta)
                 ident = "pair-" + digest(dict(s.group.fields), first, second)
                 ids.append((s, a, b, ident, ta == first))
                 if ident not in items:
                     s.asked += self.rubric.judge_calls
-                    items[ident] = _item(ident, s.group.fields, response_a=first,
-                                         response_b=second)
+                    items[ident] = _item(ident, s.group.fields, response_a=first, response_b=second)
 
         def read(records: Sequence[Mapping[str, Any]]) -> None:
             by_id = {str(r["id"]): r for r in records}
@@ -569,8 +720,9 @@ class GroupJob:
 
         return Ask(self.rubric, list(items.values())), read
 
-    def _listwise_ask(self, states: list[_State]
-                      ) -> tuple[AskEach, Callable[[tuple[str, Sequence[Any]]], None]]:
+    def _listwise_ask(
+        self, states: list[_State]
+    ) -> tuple[AskEach, Callable[[tuple[str, Sequence[Any]]], None]]:
         """One listwise call per judge and group (all groups of one size: one rubric)."""
         judges = len(self.jury.judges)
         items: list[Item] = []
@@ -581,8 +733,9 @@ class GroupJob:
             for j in range(judges):
                 order = [int(x) for x in s.rng.permutation(s.k)]
                 orders[s.index, j] = order
-                answers = "\n\n".join(f"Answer {LETTERS[p]}:\n{s.group.completions[c]}"
-                                       for p, c in enumerate(order))
+                answers = "\n\n".join(
+                    f"Answer {LETTERS[p]}:\n{s.group.completions[c]}" for p, c in enumerate(order)
+                )
                 ident = f"list-{group_id}-{j}"
                 items.append(_item(ident, s.group.fields, answers=answers))
 
@@ -591,8 +744,12 @@ class GroupJob:
 
         return AskEach(listwise_rubric(self.rubric, states[0].k), items, judges), read
 
-    def _read_listwise(self, states: list[_State], orders: Mapping[tuple[int, int], list[int]],
-                       answer: tuple[str, Sequence[Any]]) -> None:
+    def _read_listwise(
+        self,
+        states: list[_State],
+        orders: Mapping[tuple[int, int], list[int]],
+        answer: tuple[str, Sequence[Any]],
+    ) -> None:
         from .judging import decide
 
         listed = self.listed
@@ -611,13 +768,13 @@ class GroupJob:
                     for p, c in enumerate(order):
                         vote = by_name.get(f"{LETTERS[p].lower()}_{name}")
                         if vote is None:
-                            vote = Vote(judge=judge.name, criterion=name,
-                                        error="no vote for its letter")
+                            vote = Vote(
+                                judge=judge.name, criterion=name, error="no vote for its letter"
+                            )
                         mine[c].append(vote.model_copy(update={"criterion": name}))
                         if vote.score is not None:
                             scale = scales[name]
-                            values.append((p, (vote.score - scale.low)
-                                           / (scale.high - scale.low)))
+                            values.append((p, (vote.score - scale.low) / (scale.high - scale.low)))
                     if len(values) > 1:
                         mean = sum(v for _, v in values) / len(values)
                         for p, v in values:
@@ -629,8 +786,9 @@ class GroupJob:
     def _anchor(self, s: _State) -> int | None:
         """The completion of median pointwise reward (the lower of the middle two), ties by
         position; None when none has one."""
-        known = sorted((r.value, c) for c, r in enumerate(s.pointwise)
-                       if r is not None and r.value is not None)
+        known = sorted(
+            (r.value, c) for c, r in enumerate(s.pointwise) if r is not None and r.value is not None
+        )
         return known[(len(known) - 1) // 2][1] if known else None
 
     # -- results -------------------------------------------------------------------------------
@@ -651,13 +809,23 @@ class GroupJob:
             reading = s.pointwise[0]
             assert reading is not None
             assert self.scorer is not None
-            done = CompletionReward(reward=reading.value, reason=reading.why or None,
-                                    pointwise=reading.value, used=reading.used,
-                                    note=reading.note or None)
-            return GroupResult(id=s.group.key, design="pointwise", rewards=[reading.value],
-                               completions=[done], calls=cost.calls, asked=s.asked,
-                               fallback=f"a group of one completion is rewarded pointwise "
-                                        f"({self.scorer.name}); nothing to compare it with")
+            done = CompletionReward(
+                reward=reading.value,
+                reason=reading.why or None,
+                pointwise=reading.value,
+                used=reading.used,
+                note=reading.note or None,
+            )
+            return GroupResult(
+                id=s.group.key,
+                design="pointwise",
+                rewards=[reading.value],
+                completions=[done],
+                calls=cost.calls,
+                asked=s.asked,
+                fallback=f"a group of one completion is rewarded pointwise "
+                f"({self.scorer.name}); nothing to compare it with",
+            )
         term = np.full(s.k, np.nan)
         theta = np.full(s.k, np.nan)
         shares = np.full(s.k, np.nan)
@@ -665,16 +833,26 @@ class GroupJob:
         if spec.design in COMPARING:
             i, j, share = self._scored(s)
             if i:
-                term, theta, shares = rankings.relative(s.k, i, j, share, spec.relative,
-                                                        spec.prior)
+                term, theta, shares = rankings.relative(s.k, i, j, share, spec.relative, spec.prior)
             for c in range(s.k):
                 if math.isnan(term[c]):
                     mine = [r for (a, b), r in s.compared.items() if c in (a, b)]
-                    why[c] = ("all its comparisons unscored: " + "; ".join(
-                        dict.fromkeys(r.reason or "unscored" for r in mine))) if mine else (
-                        "no comparison: " + (
-                            "no completion of the group has a pointwise score to choose the "
-                            "anchor" if spec.design == "anchor" else "none asked"))
+                    why[c] = (
+                        (
+                            "all its comparisons unscored: "
+                            + "; ".join(dict.fromkeys(r.reason or "unscored" for r in mine))
+                        )
+                        if mine
+                        else (
+                            "no comparison: "
+                            + (
+                                "no completion of the group has a pointwise score to choose the "
+                                "anchor"
+                                if spec.design == "anchor"
+                                else "none asked"
+                            )
+                        )
+                    )
         elif spec.design == "listwise":
             for c, reading in enumerate(s.listed):
                 if reading is not None and reading.value is not None:
@@ -686,8 +864,11 @@ class GroupJob:
             bound = self.point.reward
             for c, reading in enumerate(s.pointwise):
                 if reading is not None and reading.value is not None:
-                    term[c] = reading.value if bound.spec.scale == "unit" else (
-                        (reading.value - bound.low) / (bound.high - bound.low))
+                    term[c] = (
+                        reading.value
+                        if bound.spec.scale == "unit"
+                        else ((reading.value - bound.low) / (bound.high - bound.low))
+                    )
                 else:
                     why[c] = reading.why if reading is not None else "not judged"
         term = rankings.scaled(term, spec.low, spec.high, spec.centred)
@@ -704,25 +885,43 @@ class GroupJob:
             reward, reason = own, why[c]
             if spec.weight is not None and spec.design != "pointwise":
                 if point_value is None:
-                    reward, reason = None, "no pointwise reward: " + (
-                        point.why if point is not None else "not judged")
+                    reward, reason = (
+                        None,
+                        "no pointwise reward: "
+                        + (point.why if point is not None else "not judged"),
+                    )
                 elif own is not None:
                     reward = point_value + spec.weight * own
-            comparisons = [self._comparison(c, a, b, r) for (a, b), r in sorted(s.compared.items())
-                           if c in (a, b)]
-            completions.append(CompletionReward(
-                reward=reward, reason=reason if reward is None else None,
-                pointwise=point_value, term=own,
-                strength=None if math.isnan(theta[c]) else float(theta[c]),
-                win_share=None if math.isnan(shares[c]) else float(shares[c]),
-                used=used, note="; ".join(dict.fromkeys(notes)) or None,
-                comparisons=comparisons))
+            comparisons = [
+                self._comparison(c, a, b, r)
+                for (a, b), r in sorted(s.compared.items())
+                if c in (a, b)
+            ]
+            completions.append(
+                CompletionReward(
+                    reward=reward,
+                    reason=reason if reward is None else None,
+                    pointwise=point_value,
+                    term=own,
+                    strength=None if math.isnan(theta[c]) else float(theta[c]),
+                    win_share=None if math.isnan(shares[c]) else float(shares[c]),
+                    used=used,
+                    note="; ".join(dict.fromkeys(notes)) or None,
+                    comparisons=comparisons,
+                )
+            )
         effect = None
         if spec.design == "listwise":
             effect = [float(np.mean(v)) if v else None for v in s.position]
-        return GroupResult(id=s.group.key, design=spec.design,
-                           rewards=[c.reward for c in completions], completions=completions,
-                           calls=cost.calls, asked=s.asked, position_effect=effect)
+        return GroupResult(
+            id=s.group.key,
+            design=spec.design,
+            rewards=[c.reward for c in completions],
+            completions=completions,
+            calls=cost.calls,
+            asked=s.asked,
+            position_effect=effect,
+        )
 
     def _readings(self, s: _State, c: int) -> list[tuple[Use, str]]:
         out: list[tuple[Use, str]] = []
@@ -741,12 +940,18 @@ class GroupJob:
         winner: Literal["this", "other", "tie"] | None = None
         if share is not None:
             winner = "this" if share > 0.5 + 1e-9 else "other" if share < 0.5 - 1e-9 else "tie"
-        return Comparison(other=other, share=share, winner=winner, used=read.used,
-                          reason=read.reason, inconsistent=read.inconsistent, judged=read.judged)
+        return Comparison(
+            other=other,
+            share=share,
+            winner=winner,
+            used=read.used,
+            reason=read.reason,
+            inconsistent=read.inconsistent,
+            judged=read.judged,
+        )
 
 
-def drive(job: GroupJob, answer: Callable[[list[Ask | AskEach]], list[Any]]
-          ) -> list[GroupResult]:
+def drive(job: GroupJob, answer: Callable[[list[Ask | AskEach]], list[Any]]) -> list[GroupResult]:
     """Run ``job`` to its results, ``answer`` judging each list of asks."""
     steps = job.run()
     try:
@@ -771,8 +976,14 @@ def judge_groups(jury: Any, job: GroupJob) -> list[GroupResult]:
                 continue
             requests = render_requests(ask.rubric, ask.items)
             n = len(ask.items) // ask.judges
-            votes = [judge_votes(judge, jury.backend(judge), requests.subset(
-                [g * ask.judges + j for g in range(n)])) for j, judge in enumerate(jury.spec.judges)]
+            votes = [
+                judge_votes(
+                    judge,
+                    jury.backend(judge),
+                    requests.subset([g * ask.judges + j for g in range(n)]),
+                )
+                for j, judge in enumerate(jury.spec.judges)
+            ]
             out.append((jury.provenance(ask.rubric), votes))
         return out
 

@@ -50,12 +50,15 @@ def load_item_images(items: Sequence[Item], policy: ImagePolicy) -> list[Item]:
     """``items`` with their images loaded and checked (those that hold them already, or name
     none, as they are); `ImageError` naming the item and the
     image otherwise."""
-    return [it.with_images(load_images(it.images, policy, item=it.id)) if it.images_pending
-            else it for it in items]
+    return [
+        it.with_images(load_images(it.images, policy, item=it.id)) if it.images_pending else it
+        for it in items
+    ]
 
 
-def image_notes(judge: JudgeSpec, rubric_name: str, requests: Sequence[Request | None]
-                ) -> list[str]:
+def image_notes(
+    judge: JudgeSpec, rubric_name: str, requests: Sequence[Request | None]
+) -> list[str]:
     """What a run should say once about ``judge`` and the items' images in ``requests``: a
     text-only judge asked about items with images (judged on their text), or a judge that sees
     images given a rubric with no place for them (shown first in the user message)."""
@@ -63,12 +66,16 @@ def image_notes(judge: JudgeSpec, rubric_name: str, requests: Sequence[Request |
     if not with_images:
         return []
     if not sees_images(judge):
-        return [f"judge {judge.name} does not see images (vision: false, or a text-only "
-                "model): the items' images were not shown to it; it judged their text"]
+        return [
+            f"judge {judge.name} does not see images (vision: false, or a text-only "
+            "model): the items' images were not shown to it; it judged their text"
+        ]
     if any(r.image_place is None for r in with_images):
-        return [f"rubric {rubric_name} has no place for images in its template "
-                f"({{{{ {IMAGE_PLACE} }}}}): judge {judge.name} was shown each item's images "
-                "as the first parts of the user message"]
+        return [
+            f"rubric {rubric_name} has no place for images in its template "
+            f"({{{{ {IMAGE_PLACE} }}}}): judge {judge.name} was shown each item's images "
+            "as the first parts of the user message"
+        ]
     return []
 
 
@@ -78,6 +85,7 @@ def chat_parts(request: Request, image_part: Any = None) -> list[dict[str, Any]]
     template placed them (``request.image_place``), else first in the last user message.
     ``image_part(image)`` makes an image's part (default ``{"type": "image"}``, the processor
     being given the pixels separately)."""
+
     def part(k: int) -> dict[str, Any]:
         return image_part(request.images[k]) if image_part is not None else {"type": "image"}
 
@@ -91,7 +99,7 @@ def chat_parts(request: Request, image_part: Any = None) -> list[dict[str, Any]]
         if place is None or k != place[0] or not request.images:
             out.append({"role": message["role"], "content": [{"type": "text", "text": text}]})
             continue
-        before, after = text[: place[1]], text[place[1]:]
+        before, after = text[: place[1]], text[place[1] :]
         parts: list[dict[str, Any]] = [{"type": "text", "text": before}] if before else []
         parts += [part(i) for i in range(len(request.images))]
         if after:

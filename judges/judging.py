@@ -83,8 +83,9 @@ class Requests:
                 if k in self.errors:
                     errors[len(requests)] = self.errors[k]
                 requests.append(self.requests[k])
-        return Requests(tuple(self.item_ids[i] for i in items), self.calls, tuple(requests),
-                        errors, self.orders)
+        return Requests(
+            tuple(self.item_ids[i] for i in items), self.calls, tuple(requests), errors, self.orders
+        )
 
     def split(self) -> list[Requests]:
         """One Requests per item (what a pipeline carries row by row); `join` undoes it."""
@@ -103,8 +104,13 @@ class Requests:
                 raise ValueError("Requests.join: the parts were rendered for different calls")
             errors.update({len(requests) + k: e for k, e in part.errors.items()})
             requests.extend(part.requests)
-        return cls(tuple(i for part in parts for i in part.item_ids), calls, tuple(requests),
-                   errors, orders)
+        return cls(
+            tuple(i for part in parts for i in part.item_ids),
+            calls,
+            tuple(requests),
+            errors,
+            orders,
+        )
 
 
 def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
@@ -183,8 +189,11 @@ def _seen(judge: JudgeSpec, requests: Requests) -> dict[int, list[str]]:
 
     if not any(r is not None and r.images for r in requests.requests) or not sees_images(judge):
         return {}
-    return {k: [im.digest for im in r.images] for k, r in enumerate(requests.requests)
-            if r is not None and r.images}
+    return {
+        k: [im.digest for im in r.images]
+        for k, r in enumerate(requests.requests)
+        if r is not None and r.images
+    }
 
 
 async def ajudge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[list[Vote]]:
@@ -213,22 +222,35 @@ def _votes(judge: JudgeSpec, requests: Requests, outputs: Sequence[Generation]) 
         raise JudgeFailed(
             f"judge {judge.name}: backend returned {len(outputs)} outputs for {len(runnable)} prompts"
         )
-    generations: dict[int, Generation] = {k: Generation(error=e) for k, e in requests.errors.items()}
+    generations: dict[int, Generation] = {
+        k: Generation(error=e) for k, e in requests.errors.items()
+    }
     generations.update(zip(runnable, outputs))
     n_calls = len(requests.calls)
     seen = _seen(judge, requests)
     votes: list[list[Vote]] = [[] for _ in requests.item_ids]
     for k in range(len(requests.requests)):
         item, call = divmod(k, n_calls)
-        votes[item].extend(votes_from_generation(
-            judge.name, list(requests.calls[call]), generations[k], judge.reasoning.keep,
-            requests.order(call), seen.get(k)))
+        votes[item].extend(
+            votes_from_generation(
+                judge.name,
+                list(requests.calls[call]),
+                generations[k],
+                judge.reasoning.keep,
+                requests.order(call),
+                seen.get(k),
+            )
+        )
     return votes
 
 
 def votes_from_generation(
-    judge: str, criteria: list[Criterion], gen: Generation, keep_reasoning: bool = False,
-    order: Order | None = None, images: list[str] | None = None,
+    judge: str,
+    criteria: list[Criterion],
+    gen: Generation,
+    keep_reasoning: bool = False,
+    order: Order | None = None,
+    images: list[str] | None = None,
 ) -> list[Vote]:
     """One vote per criterion of a judge call: a score, or the reason there is none. In a
     pairwise call (``order`` given) the score and expected score are A's share (1: A is better)
@@ -237,8 +259,16 @@ def votes_from_generation(
     reasoning = gen.reasoning if keep_reasoning else None
     if gen.error is not None:
         return [
-            Vote(judge=judge, criterion=c.name, error=gen.error, latency_s=gen.latency_s,
-                 raw=gen.text or None, reasoning=reasoning, order=order, images=images)
+            Vote(
+                judge=judge,
+                criterion=c.name,
+                error=gen.error,
+                latency_s=gen.latency_s,
+                raw=gen.text or None,
+                reasoning=reasoning,
+                order=order,
+                images=images,
+            )
             for c in criteria
         ]
     answers = parse_answers(gen.text, criteria, complete=gen.finish_reason != "length")
@@ -249,8 +279,18 @@ def votes_from_generation(
             error = a.error
             if gen.finish_reason == "length":
                 error = f"output cut at max_tokens ({gen.output_tokens} tokens): {error}"
-            votes.append(Vote(judge=judge, criterion=c.name, error=error, latency_s=gen.latency_s,
-                              raw=gen.text, reasoning=reasoning, order=order, images=images))
+            votes.append(
+                Vote(
+                    judge=judge,
+                    criterion=c.name,
+                    error=error,
+                    latency_s=gen.latency_s,
+                    raw=gen.text,
+                    reasoning=reasoning,
+                    order=order,
+                    images=images,
+                )
+            )
             continue
         dist = score_distribution(c, gen.steps, a.position)
         score, expected = a.value, expected_score(c, dist)
@@ -285,13 +325,22 @@ def decide_verdicts(
     """One verdict per item from every judge's votes (``votes_by_judge[j][i]``: judge j's
     votes on item i, in the jury's judge order)."""
     if len(votes_by_judge) != len(jury.judges):
-        raise JudgeFailed(f"votes from {len(votes_by_judge)} judges for a jury of {len(jury.judges)}")
+        raise JudgeFailed(
+            f"votes from {len(votes_by_judge)} judges for a jury of {len(jury.judges)}"
+        )
     for judge, per_item in zip(jury.judges, votes_by_judge):
         if len(per_item) != len(item_ids):
-            raise JudgeFailed(f"judge {judge.name}: votes for {len(per_item)} items, "
-                              f"expected {len(item_ids)}")
+            raise JudgeFailed(
+                f"judge {judge.name}: votes for {len(per_item)} items, expected {len(item_ids)}"
+            )
     return [
-        decide(rubric, jury, provenance, item_id, [v for per_item in votes_by_judge for v in per_item[i]])
+        decide(
+            rubric,
+            jury,
+            provenance,
+            item_id,
+            [v for per_item in votes_by_judge for v in per_item[i]],
+        )
         for i, item_id in enumerate(item_ids)
     ]
 
@@ -306,15 +355,20 @@ def decide(rubric: Rubric, jury: JurySpec, prov: str, item_id: str, votes: list[
         mine = [v for v in votes if v.criterion == c.name]
         if rubric.pairwise:  # one vote per judge: its two orders, combined
             mine = combine_orders(c.name, mine, rubric.inconsistent)
-            flips += [f"{v.judge} on {c.name}: {v.raw or v.error}" for v in mine
-                      if "inconsistent under order swap" in (v.raw or v.error or "")]
+            flips += [
+                f"{v.judge} on {c.name}: {v.raw or v.error}"
+                for v in mine
+                if "inconsistent under order swap" in (v.raw or v.error or "")
+            ]
         result = aggregate_criterion(c.name, mine, jury)
         criteria[c.name] = result
         scores[c.name] = result.score
         if result.score is None:
             unscored = "; ".join(f"{v.judge}: {v.error}" for v in mine if not v.scored)
-            reasons.append(f"{c.name}: {result.reason}" + (f" ({unscored})" if rubric.pairwise
-                                                            and unscored else ""))
+            reasons.append(
+                f"{c.name}: {result.reason}"
+                + (f" ({unscored})" if rubric.pairwise and unscored else "")
+            )
     if rubric.formula is not None:
         value, why = rubric.formula.explain(scores)
         scores[rubric.formula.name] = value
@@ -324,9 +378,12 @@ def decide(rubric: Rubric, jury: JurySpec, prov: str, item_id: str, votes: list[
     pair: dict[str, Any] = {}
     if rubric.pairwise:
         overall = rubric.formula.name if rubric.formula is not None else rubric.criteria[0].name
-        pair = {"pairwise": True, "winner": winner_of(scores[overall]),
-                "p_a": jury_p_a(rubric, votes) if rubric.formula is None else None,
-                "inconsistent": flips}
+        pair = {
+            "pairwise": True,
+            "winner": winner_of(scores[overall]),
+            "p_a": jury_p_a(rubric, votes) if rubric.formula is None else None,
+            "inconsistent": flips,
+        }
     return Verdict(
         id=item_id,
         status="scored" if not reasons else "unscored",

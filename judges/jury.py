@@ -89,9 +89,13 @@ class JuryLike(Protocol):
         ``on_loaded(what, seconds)`` as each is ready."""
         ...
 
-    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False,
-                      on_progress: Callable[[float], None] | None = None
-                      ) -> list[dict[str, Any]]:
+    def score_records(
+        self,
+        rubric: Rubric,
+        items: Sequence[Item],
+        keep_raw: bool = False,
+        on_progress: Callable[[float], None] | None = None,
+    ) -> list[dict[str, Any]]:
         """One verdict record per item, in order, with its input hash; ``on_progress(done)``
         as the work advances (``done``: items' worth of it so far, up to ``len(items)``)."""
         ...
@@ -119,8 +123,13 @@ class Jury:
         verdict.status, verdict.scores  # "scored" or "unscored", a score per criterion
     """
 
-    def __init__(self, spec: JurySpec, backends: dict[str, Backend] | None = None,
-                 cache: VerdictCache | None = None, images: ImagePolicy | None = None) -> None:
+    def __init__(
+        self,
+        spec: JurySpec,
+        backends: dict[str, Backend] | None = None,
+        cache: VerdictCache | None = None,
+        images: ImagePolicy | None = None,
+    ) -> None:
         self.spec = spec
         self._backends: dict[str, Backend] = dict(backends or {})
         self.cache = cache
@@ -131,8 +140,12 @@ class Jury:
         self._loaded: dict[tuple[str, tuple[str, ...]], tuple[Image, ...]] = {}  # a few items'
 
     @classmethod
-    def load(cls, name_or_path: str | Path, cache: VerdictCache | None = None,
-             images: ImagePolicy | None = None) -> Jury:
+    def load(
+        cls,
+        name_or_path: str | Path,
+        cache: VerdictCache | None = None,
+        images: ImagePolicy | None = None,
+    ) -> Jury:
         """A shipped jury by name, or a jury file (its judges' models load on first use);
         ``images``: where the items' images are read from, and their limits."""
         return cls(load_jury_spec(name_or_path), cache=cache, images=images)
@@ -147,8 +160,10 @@ class Jury:
         if not any(it.images_pending for it in items):
             return list(items)
         if not jury_sees_images(self.spec):
-            self._notes[f"no judge of jury {self.spec.name} sees images (vision): the items' "
-                        "images were not read or shown; they were judged on their text"] = None
+            self._notes[
+                f"no judge of jury {self.spec.name} sees images (vision): the items' "
+                "images were not read or shown; they were judged on their text"
+            ] = None
             return list(items)
         out = []
         for it in items:
@@ -233,9 +248,13 @@ class Jury:
         found = self.cache.contains(self.provenance(rubric), [input_hash(it) for it in items])
         return len(found) < len(items)  # (a membership test: score reads the verdicts)
 
-    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False,
-                      on_progress: Callable[[float], None] | None = None
-                      ) -> list[dict[str, Any]]:
+    def score_records(
+        self,
+        rubric: Rubric,
+        items: Sequence[Item],
+        keep_raw: bool = False,
+        on_progress: Callable[[float], None] | None = None,
+    ) -> list[dict[str, Any]]:
         """`score` as verdict records (what a results file holds), with input hashes;
         ``on_progress(done)`` after each judge's part: each judge's votes on an item count
         as a 1/J share of it (J judges)."""
@@ -246,8 +265,11 @@ class Jury:
             def on_judge_done(name: str, n: int) -> None:
                 done[0] = min(len(items), done[0] + n * share)
                 on_progress(done[0])
-        return [v.to_record(keep_raw, input=input_hash(it))
-                for v, it in zip(self.score(rubric, items, on_judge_done), items)]
+
+        return [
+            v.to_record(keep_raw, input=input_hash(it))
+            for v, it in zip(self.score(rubric, items, on_judge_done), items)
+        ]
 
     def score(
         self,
@@ -268,8 +290,13 @@ class Jury:
         lookup.store(fresh)
         return lookup.merged(fresh)
 
-    def _judge(self, rubric: Rubric, prov: str, items: Sequence[Item],
-               on_judge_done: Callable[[str, int], None] | None) -> list[Verdict]:
+    def _judge(
+        self,
+        rubric: Rubric,
+        prov: str,
+        items: Sequence[Item],
+        on_judge_done: Callable[[str, int], None] | None,
+    ) -> list[Verdict]:
         if not items:
             return []
         steps = Steps(rubric, self.spec, prov, render_requests(rubric, items))
@@ -277,8 +304,9 @@ class Jury:
             judges, requests = step
             votes = []
             for judge in judges:
-                self._notes.update(dict.fromkeys(image_notes(judge, rubric.name,
-                                                             requests.requests)))
+                self._notes.update(
+                    dict.fromkeys(image_notes(judge, rubric.name, requests.requests))
+                )
                 votes.append(judge_votes(judge, self.backend(judge), requests))
                 if on_judge_done is not None:
                     on_judge_done(judge.name, len(requests.item_ids))
@@ -289,8 +317,7 @@ class Jury:
         """What the loaded backends say a run should know (e.g. a tokenizer that cannot split
         the prompts' shared beginning exactly), and what judging said of the items' images
         (a text-only judge not shown them, a rubric with no place for them), once each."""
-        return [*(note for b in self._backends.values() if (note := backend_note(b))),
-                *self._notes]
+        return [*(note for b in self._backends.values() if (note := backend_note(b))), *self._notes]
 
     def close(self) -> None:
         """Close and drop every loaded backend (side by side: a vLLM engine's processes take

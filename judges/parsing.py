@@ -94,8 +94,13 @@ class _ScaleTexts:
                 parsed[key] = scale.parse(key)
             except ValueError:  # not expected of a scale's own points; Scale.parse will say
                 pass
-        return cls(scale, answers, {a.lower(): a for a in answers}, parsed,
-                   {v: scale.label_of(v) for v in parsed.values()})
+        return cls(
+            scale,
+            answers,
+            {a.lower(): a for a in answers},
+            parsed,
+            {v: scale.label_of(v) for v in parsed.values()},
+        )
 
     def parse(self, raw: Any) -> float:
         """``Scale.parse(raw)``."""
@@ -125,7 +130,8 @@ class _ScaleTexts:
             matches = [
                 a
                 for a in self.lowered
-                if rest and (a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))
+                if rest
+                and (a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))
             ]
             found = self.lowered[matches[0]] if len(matches) == 1 else None
         if len(self.attributed) < 65536:  # bounded: alternatives are tokens of one vocabulary
@@ -174,7 +180,9 @@ def parse_answers(text: str, criteria: list[Criterion], complete: bool = True) -
                 raw, position = hits[-1].group(1), hits[-1].start(1)
         if raw is None:
             snippet = text.strip()[-80:] or "(empty output)"
-            answers[c.name] = Answer(error=f"no answer for {c.name!r} in the judge's output: {snippet!r}")
+            answers[c.name] = Answer(
+                error=f"no answer for {c.name!r} in the judge's output: {snippet!r}"
+            )
             continue
         texts = _scale_texts(c)
         try:
@@ -240,30 +248,54 @@ def reason_kind(error: str) -> str:
     """An unscored vote's reason without its item-specific detail (numbers, quoted judge
     output), so that reasons can be counted by kind (the run summary, the service's metrics).
     Digits inside names (smollm2-135m, gemma3) are not numbers and stay."""
-    kind = re.sub(r"(?<![A-Za-z_])\d+(?:\.\d+)?(?![A-Za-z_\d])", "N",
-                  error.split(": '")[0].split(': "')[0])
+    kind = re.sub(
+        r"(?<![A-Za-z_])\d+(?:\.\d+)?(?![A-Za-z_\d])", "N", error.split(": '")[0].split(': "')[0]
+    )
     return kind[:120] or "unknown"
 
 
 # Why a vote or verdict has no score, as a closed set of codes (the service's metrics label
 # unscored votes with these, and OpenRLHF's logs number them by position): never the error's
 # own text, which can carry an item's text or a judge's output.
-REASON_CODES = ("scored", "below_quorum", "prompt_too_long", "output_cut", "thinking_budget",
-                "no_answer", "off_scale", "engine_refused", "judge_error", "control_token",
-                "render_failed", "formula_undefined", "other")
+REASON_CODES = (
+    "scored",
+    "below_quorum",
+    "prompt_too_long",
+    "output_cut",
+    "thinking_budget",
+    "no_answer",
+    "off_scale",
+    "engine_refused",
+    "judge_error",
+    "control_token",
+    "render_failed",
+    "formula_undefined",
+    "other",
+)
 
 # Phrases of the unscored reasons jurybox writes, first match wins (a reward's reason begins
 # with the failed vote's error, then the verdict's "below quorum").
 _REASON_PHRASES = (
-    ("prompt_too_long", ("tokens; with up to", "prompt is ", "prompt and reasoning are ",
-                         "characters, more than")),
+    (
+        "prompt_too_long",
+        ("tokens; with up to", "prompt is ", "prompt and reasoning are ", "characters, more than"),
+    ),
     ("output_cut", ("output cut at max_tokens",)),
     ("thinking_budget", ("thinking budget of",)),
     ("control_token", ("control token",)),
     ("render_failed", ("prompt could not be rendered",)),
     ("no_answer", ("no answer for",)),
-    ("off_scale", ("is not on the scale", "is not a value of the scale", "is not a label of",
-                   "is not a number", "is a boolean", "is not finite")),
+    (
+        "off_scale",
+        (
+            "is not on the scale",
+            "is not a value of the scale",
+            "is not a label of",
+            "is not a number",
+            "is a boolean",
+            "is not finite",
+        ),
+    ),
     ("engine_refused", ("vLLM refused the request", "vLLM ended the request")),
     ("judge_error", (" failed: ", " at http", "HTTP ")),
     ("formula_undefined", (": undefined (",)),

@@ -65,8 +65,9 @@ def star(k: int, anchor: int) -> list[Pair]:
     return [_pair(anchor, i) for i in range(k) if i != anchor]
 
 
-def swiss_round(k: int, standing: Sequence[float], played: set[Pair],
-                rng: np.random.Generator) -> list[Pair]:
+def swiss_round(
+    k: int, standing: Sequence[float], played: set[Pair], rng: np.random.Generator
+) -> list[Pair]:
     """One round of a Swiss-style tournament: completions sorted by ``standing`` (best first,
     ties in random order) meet the next one below them they have not met yet; a completion
     with no such opponent left sits the round out (as does the last one of an odd count)."""
@@ -88,9 +89,15 @@ def _pair(i: int | np.integer, j: int | np.integer) -> Pair:
     return (a, b) if a < b else (b, a)
 
 
-def strengths(k: int, i: Sequence[int], j: Sequence[int], share: Sequence[float],
-              prior: float = 1.0, tol: float = 1e-10, max_iter: int = 10_000
-              ) -> np.ndarray:
+def strengths(
+    k: int,
+    i: Sequence[int],
+    j: Sequence[int],
+    share: Sequence[float],
+    prior: float = 1.0,
+    tol: float = 1e-10,
+    max_iter: int = 10_000,
+) -> np.ndarray:
     """Bradley-Terry log-strengths of ``k`` completions (mean 0 over those compared; NaN for a
     completion in no comparison) from comparisons ``(i[t], j[t], share[t])``: Hunter's MM
     iteration with ``prior`` virtual tie games per compared completion, spread evenly over
@@ -118,8 +125,10 @@ def strengths(k: int, i: Sequence[int], j: Sequence[int], share: Sequence[float]
         virtual = (prior / (m - 1)) * (1.0 - np.eye(m))
         w, g = w + virtual / 2, g + virtual
     elif not _beats_connected(w):
-        raise ValueError("the maximum-likelihood strengths do not exist: some group of "
-                         "completions never lost to the rest (give a prior)")
+        raise ValueError(
+            "the maximum-likelihood strengths do not exist: some group of "
+            "completions never lost to the rest (give a prior)"
+        )
     total = w.sum(axis=1)
     p = np.ones(m)
     for _ in range(max_iter):
@@ -142,8 +151,7 @@ def _beats_connected(wins: np.ndarray) -> bool:
     return bool(reach.all())
 
 
-def win_shares(k: int, i: Sequence[int], j: Sequence[int], share: Sequence[float]
-               ) -> np.ndarray:
+def win_shares(k: int, i: Sequence[int], j: Sequence[int], share: Sequence[float]) -> np.ndarray:
     """Each completion's mean share over its comparisons (ties half); NaN without one."""
     ii, jj = np.asarray(i, dtype=int), np.asarray(j, dtype=int)
     s = np.asarray(share, dtype=float)
@@ -168,9 +176,14 @@ def expected_wins(theta: np.ndarray) -> np.ndarray:
     return out
 
 
-def relative(k: int, i: Sequence[int], j: Sequence[int], share: Sequence[float],
-             kind: Relative = "bradley_terry", prior: float = 1.0
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def relative(
+    k: int,
+    i: Sequence[int],
+    j: Sequence[int],
+    share: Sequence[float],
+    kind: Relative = "bradley_terry",
+    prior: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per completion: its relative value on [0, 1] (``kind``), its Bradley-Terry
     log-strength and its win share; NaN for a completion in no comparison."""
     theta = strengths(k, i, j, share, prior)
@@ -179,8 +192,9 @@ def relative(k: int, i: Sequence[int], j: Sequence[int], share: Sequence[float],
     return value, theta, shares
 
 
-def scaled(values: np.ndarray, low: float = 0.0, high: float = 1.0,
-           centred: bool = False) -> np.ndarray:
+def scaled(
+    values: np.ndarray, low: float = 0.0, high: float = 1.0, centred: bool = False
+) -> np.ndarray:
     """``values`` on [0, 1] mapped onto [low, high]; centred: minus their mean (NaN left out)."""
     out = low + (high - low) * np.asarray(values, dtype=float)
     if centred and np.any(~np.isnan(out)):

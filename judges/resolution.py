@@ -44,15 +44,18 @@ def expected_blocker(jury: JurySpec) -> str | None:
     """Why this jury's verdicts cannot be decided from expected scores (None: they can)."""
     agg = jury.aggregation
     if "majority" in (agg.method, *agg.methods.values()):
-        return ("the jury votes by majority, which needs chosen scores (expected scores are "
-                "continuous and almost never tie into a majority)")
+        return (
+            "the jury votes by majority, which needs chosen scores (expected scores are "
+            "continuous and almost never tie into a majority)"
+        )
     if jury.stages:
         return "a cascaded jury's verdict is its deciding stage's, read as it was decided"
     return None
 
 
-def redecided(record: VerdictRecord | Mapping[str, Any], rubric: Rubric, jury: JurySpec
-              ) -> tuple[VerdictRecord, str]:
+def redecided(
+    record: VerdictRecord | Mapping[str, Any], rubric: Rubric, jury: JurySpec
+) -> tuple[VerdictRecord, str]:
     """The verdict decided again from its votes with the jury combining expected scores, and
     ``""``; or the verdict as it was and why, when some scored vote has no expected score (a
     judge without logprobs, an answer whose distribution could not be read) or the jury
@@ -65,12 +68,14 @@ def redecided(record: VerdictRecord | Mapping[str, Any], rubric: Rubric, jury: J
         return rec, blocked
     lacking = next((v for v in rec.votes if v.scored and v.expected is None), None)
     if lacking is not None:
-        return rec, (f"{lacking.judge} gave no distribution on {lacking.criterion} (its "
-                     "chosen score stands)")
+        return rec, (
+            f"{lacking.judge} gave no distribution on {lacking.criterion} (its chosen score stands)"
+        )
     if not any(v.scored for v in rec.votes):
         return rec, ""
-    expected = jury.model_copy(update={"aggregation": jury.aggregation.model_copy(
-        update={"use": "expected"})})
+    expected = jury.model_copy(
+        update={"aggregation": jury.aggregation.model_copy(update={"use": "expected"})}
+    )
     verdict = decide(rubric, expected, rec.provenance, rec.id, list(rec.votes))
     return verdict.verdict_record().model_copy(update={"input": rec.input}), ""
 
@@ -86,17 +91,21 @@ class ResolvedReward:
     use: Use = "score"
 
     @classmethod
-    def bind(cls, spec: RewardSpec, rubric: Rubric, jury: JurySpec, use: Use = "score"
-             ) -> ResolvedReward:
+    def bind(
+        cls, spec: RewardSpec, rubric: Rubric, jury: JurySpec, use: Use = "score"
+    ) -> ResolvedReward:
         """``spec`` on ``rubric`` and ``jury``; an InputError naming the field when the
         reward cannot be read from expected scores (a calibrated one: the map was fitted on
         the verdicts as decided)."""
         if use not in ("score", "expected"):
             raise InputError(f"use must be 'score' or 'expected', got {use!r}", field="use")
         if use == "expected" and spec.calibrated:
-            raise InputError("use='expected' reads the judges' expected scores; a calibrated "
-                             "reward reads the calibration map's value of the verdict as "
-                             "decided: give one of the two", field="use")
+            raise InputError(
+                "use='expected' reads the judges' expected scores; a calibrated "
+                "reward reads the calibration map's value of the verdict as "
+                "decided: give one of the two",
+                field="use",
+            )
         return cls(spec.bind(rubric), rubric, jury, use)
 
     @property
@@ -104,8 +113,9 @@ class ResolvedReward:
         """The reward's name for logs, with ``(expected)`` when it reads expected scores."""
         return self.reward.name + (" (expected)" if self.use == "expected" else "")
 
-    def record(self, record: VerdictRecord | Mapping[str, Any]
-               ) -> tuple[VerdictRecord | Mapping[str, Any], Use, str]:
+    def record(
+        self, record: VerdictRecord | Mapping[str, Any]
+    ) -> tuple[VerdictRecord | Mapping[str, Any], Use, str]:
         """The verdict the reward reads (decided again from expected scores where asked and
         possible), which scores it holds and why the chosen ones stood, if they did."""
         if self.use == "score":
@@ -125,4 +135,6 @@ class ResolvedReward:
     def unit(self, raw: float) -> float:
         """A raw value on the reward's scale (``unit``: mapped onto [0, 1])."""
         reward = self.reward
-        return raw if reward.spec.scale == "raw" else (raw - reward.low) / (reward.high - reward.low)
+        return (
+            raw if reward.spec.scale == "raw" else (raw - reward.low) / (reward.high - reward.low)
+        )

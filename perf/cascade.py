@@ -42,48 +42,75 @@ from jurybox.calibration.estimates.cascade_threshold import (
 from jurybox.calibration.estimates.selection import clopper_pearson
 from jurybox.calibration.estimates.synthetic import CascadeSimulation
 
-POPULATIONS = {"steady": (CascadeSimulation, "0.85,0.88,0.90,0.92"),
-               "dip": (CascadeSimulation.with_dip, "0.83,0.84,0.85,0.86")}
+POPULATIONS = {
+    "steady": (CascadeSimulation, "0.85,0.88,0.90,0.92"),
+    "dip": (CascadeSimulation.with_dip, "0.83,0.84,0.85,0.86"),
+}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--risk", type=float, default=0.1)
     ap.add_argument("--sizes", default="500,2000")
     ap.add_argument("--populations", default="steady,dip")
-    ap.add_argument("--targets", default=None, help="targets for every population (default: "
-                    "steady 0.85,0.88,0.90,0.92; dip 0.83,0.84,0.85,0.86)")
+    ap.add_argument(
+        "--targets",
+        default=None,
+        help="targets for every population (default: "
+        "steady 0.85,0.88,0.90,0.92; dip 0.83,0.84,0.85,0.86)",
+    )
     args = ap.parse_args()
     from jurybox.judges.cpu import cpu
 
     print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
-    print(f"risk {args.risk}, {args.reps} labelled sets per row (the same sets for both "
-          "procedures)")
-    header = (f"{'population':>10} {'labelled':>8} {'target':>6} {'procedure':>14} "
-              f"{'met [95% CI]':>21} {'refused':>7} {'true agr':>8} {'cheap decides':>13} "
-              f"{'calls saved':>11} {'cost saved*':>11}")
+    print(
+        f"risk {args.risk}, {args.reps} labelled sets per row (the same sets for both procedures)"
+    )
+    header = (
+        f"{'population':>10} {'labelled':>8} {'target':>6} {'procedure':>14} "
+        f"{'met [95% CI]':>21} {'refused':>7} {'true agr':>8} {'cheap decides':>13} "
+        f"{'calls saved':>11} {'cost saved*':>11}"
+    )
     for name in args.populations.split(","):
         make, targets = POPULATIONS[name]
         sim = make()
         truth = {t: sim.agreement(t) for t in (math.inf, *DEFAULT_GRID)}
         calls = {t: sim.expected_calls(t) for t in (math.inf, *DEFAULT_GRID)}
-        print(f"\n{name}: panel on every item: agreement {truth[math.inf]:.4f}, 3 judge calls "
-              f"per item; best agreement of any threshold {max(truth.values()):.4f}")
+        print(
+            f"\n{name}: panel on every item: agreement {truth[math.inf]:.4f}, 3 judge calls "
+            f"per item; best agreement of any threshold {max(truth.values()):.4f}"
+        )
         print(header)
         for n in (int(s) for s in args.sizes.split(",")):
             for target in (float(t) for t in (args.targets or targets).split(",")):
                 rng = np.random.default_rng(0)
-                rows = {p: {"met": 0, "refused": 0, "agreement": [], "decided": 0.0,
-                            "saved": 0.0, "cost": 0.0} for p in PROCEDURES}
+                rows = {
+                    p: {
+                        "met": 0,
+                        "refused": 0,
+                        "agreement": [],
+                        "decided": 0.0,
+                        "saved": 0.0,
+                        "cost": 0.0,
+                    }
+                    for p in PROCEDURES
+                }
                 for _ in range(args.reps):
                     conf, agrees = sim.sample(n, rng)
                     for procedure, row in rows.items():
                         try:
-                            fit = fit_threshold(conf, agrees, target_agreement=target,
-                                                risk=args.risk, stage_calls=[1, 3],
-                                                baseline_calls=3, procedure=procedure)
+                            fit = fit_threshold(
+                                conf,
+                                agrees,
+                                target_agreement=target,
+                                risk=args.risk,
+                                stage_calls=[1, 3],
+                                baseline_calls=3,
+                                procedure=procedure,
+                            )
                         except CascadeTargetError:
                             row["refused"] += 1
                             row["met"] += 1  # nothing is certified, so nothing false is
@@ -101,10 +128,12 @@ def main() -> None:
                     low, high = clopper_pearson(row["met"], args.reps)
                     met = f"{row['met'] / args.reps:.1%} [{low:.1%}, {high:.1%}]"
                     agr = f"{np.mean(row['agreement']):.4f}" if row["agreement"] else "-"
-                    print(f"{name:>10} {n:>8} {target:>6.2f} {procedure:>14} {met:>21} "
-                          f"{row['refused']:>7} {agr:>8} {row['decided'] / args.reps:>13.1%} "
-                          f"{row['saved'] / args.reps:>11.1%} {row['cost'] / args.reps:>11.1%}",
-                          flush=True)
+                    print(
+                        f"{name:>10} {n:>8} {target:>6.2f} {procedure:>14} {met:>21} "
+                        f"{row['refused']:>7} {agr:>8} {row['decided'] / args.reps:>13.1%} "
+                        f"{row['saved'] / args.reps:>11.1%} {row['cost'] / args.reps:>11.1%}",
+                        flush=True,
+                    )
     print("\n* cost saved when a cheap-judge call costs 1/10 of a panel judge's call")
 
 

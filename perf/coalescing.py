@@ -34,16 +34,21 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--items", type=int, default=512, help="items per timed pass")
     ap.add_argument("--clients", type=int, default=64, help="one-sample clients at once")
     ap.add_argument("--batch", type=int, default=16, help="items per request of the batches")
     ap.add_argument("--rounds", type=int, default=3, help="alternating passes per shape")
-    ap.add_argument("--unmerged", action="store_true", help="also the one-sample shape with a "
-                    "slot for every client (nothing merged)")
-    ap.add_argument("--floor", action="store_true", help="also Ray Serve's own floor for the "
-                    "one-sample shape")
+    ap.add_argument(
+        "--unmerged",
+        action="store_true",
+        help="also the one-sample shape with a slot for every client (nothing merged)",
+    )
+    ap.add_argument(
+        "--floor", action="store_true", help="also Ray Serve's own floor for the one-sample shape"
+    )
     args = ap.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from serve_load import client, replay_factory, replay_items, row, run_floor
@@ -64,8 +69,13 @@ def main() -> None:
         for _ in range(args.rounds):
             for per_request, clients in ((1, args.clients), (args.batch, batch_clients)):
                 tag = f"r{next(counter)}-"
-                out.append({"rows": [row(it) for it in replay_items(args.items, tag)],
-                            "per_request": per_request, "clients": clients})
+                out.append(
+                    {
+                        "rows": [row(it) for it in replay_items(args.items, tag)],
+                        "per_request": per_request,
+                        "clients": clients,
+                    }
+                )
         return out
 
     with running_service(config, backend_factory=replay_factory) as url:
@@ -78,25 +88,42 @@ def main() -> None:
     print(f"{args.batch} items per request, {batch_clients} clients   {many:7.1f} items/s")
     print(f"one-sample / batches = {one / many:.3f}  (target >= 0.5)")
     if args.unmerged:
-        wide = Limits(max_items=limits.max_items, max_concurrent=args.clients,
-                      max_queued=2 * args.clients)
-        with running_service(ServiceConfig(jury="tiny", limits=wide),
-                             backend_factory=replay_factory) as url:
-            (alone,) = client(url, [{"rows": [row(it) for it in replay_items(args.items, "u-")],
-                                     "per_request": 1, "clients": args.clients}], warm=5)
+        wide = Limits(
+            max_items=limits.max_items, max_concurrent=args.clients, max_queued=2 * args.clients
+        )
+        with running_service(
+            ServiceConfig(jury="tiny", limits=wide), backend_factory=replay_factory
+        ) as url:
+            (alone,) = client(
+                url,
+                [
+                    {
+                        "rows": [row(it) for it in replay_items(args.items, "u-")],
+                        "per_request": 1,
+                        "clients": args.clients,
+                    }
+                ],
+                warm=5,
+            )
         rate = args.items / alone["wall"]
-        print(f"one item per request, {args.clients} clients, a slot each (none merged) "
-              f"{rate:7.1f} items/s: merged / unmerged = {one / rate:.2f}")
+        print(
+            f"one item per request, {args.clients} clients, a slot each (none merged) "
+            f"{rate:7.1f} items/s: merged / unmerged = {one / rate:.2f}"
+        )
     if args.floor:
         rubric = load_rubric("mirage-mg")
         rows = [row(it) for it in replay_items(args.items, "floor-")]
-        (floor,) = run_floor(config, [c.name for c in rubric.criteria],
-                             [{"rows": rows, "per_request": 1, "clients": args.clients}])
+        (floor,) = run_floor(
+            config,
+            [c.name for c in rubric.criteria],
+            [{"rows": rows, "per_request": 1, "clients": args.clients}],
+        )
         floor_rate = args.items / floor["wall"]
-        print(f"Ray Serve's floor, one item per request, {args.clients} clients "
-              f"{floor_rate:7.1f} items/s")
-        print(f"one-sample / floor = {one / floor_rate:.3f}  (target >= 0.8, i.e. within "
-              "1.25x)")
+        print(
+            f"Ray Serve's floor, one item per request, {args.clients} clients "
+            f"{floor_rate:7.1f} items/s"
+        )
+        print(f"one-sample / floor = {one / floor_rate:.3f}  (target >= 0.8, i.e. within 1.25x)")
 
 
 if __name__ == "__main__":

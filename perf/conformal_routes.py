@@ -109,13 +109,17 @@ def raters(rng: np.random.Generator, reps: int) -> None:
             fitted = fit_criterion("q", p, labels.tolist(), LEVELS, ALPHA, cover=kind, rng=rng)
             iv = intervals(scores, LEVELS, fitted.threshold)
             inside = (iv[:, :1] <= new) & (new <= iv[:, 1:])
-            cover[kind].append(inside.all(axis=1).mean() if kind == "every-rater"
-                               else inside.mean())
+            cover[kind].append(
+                inside.all(axis=1).mean() if kind == "every-rater" else inside.mean()
+            )
             width[kind].append(float(np.mean(iv[:, 1] - iv[:, 0])))
     for kind in cover:
         whose = "all three labels" if kind == "every-rater" else "a random rater's label"
-        print(show(f"--cover {kind}: holds {whose}", cover[kind]) + "   "
-              + show("mean width", width[kind])[50:])
+        print(
+            show(f"--cover {kind}: holds {whose}", cover[kind])
+            + "   "
+            + show("mean width", width[kind])[50:]
+        )
 
 
 def main() -> None:

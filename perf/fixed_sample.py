@@ -46,8 +46,10 @@ def row(name: str, design: str, count: int, runs: list[dict]) -> str:
     se = math.sqrt(max(shown * (1 - shown), 0.95 * 0.05) / len(runs))
     width, before = (np.mean([r[k] for r in runs]) for k in ("half_width", "normal_half_width"))
     betting = np.mean([r["interval"] == "betting" for r in runs])
-    return (f"{name:<18} {design:<8} {count:>4}   {shown:6.1%} +-{se:5.1%}   {normal:6.1%}   "
-            f"{width:6.3f}  {before:6.3f}  {width / before:5.2f}x   {betting:6.1%}")
+    return (
+        f"{name:<18} {design:<8} {count:>4}   {shown:6.1%} +-{se:5.1%}   {normal:6.1%}   "
+        f"{width:6.3f}  {before:6.3f}  {width / before:5.2f}x   {betting:6.1%}"
+    )
 
 
 def main() -> None:
@@ -58,14 +60,18 @@ def main() -> None:
     from jurybox.judges.cpu import cpu
 
     print(f"cpu: {cpu().describe()}; {args.sessions} sessions per jury and design")
-    print(f"{'jury':<18} {'design':<8} {'n':>4}   {'coverage now':<15} {'before':<8} "
-          f"{'half-width now/before':<21} {'cost':<6} {'betting shown'}")
+    print(
+        f"{'jury':<18} {'design':<8} {'n':>4}   {'coverage now':<15} {'before':<8} "
+        f"{'half-width now/before':<21} {'cost':<6} {'betting shown'}"
+    )
     rng = np.random.default_rng(args.seed)
     for name, draw in JURIES.items():
         for design in ("uniform", "active"):
             start = time.time()
-            sessions = [fixed_sample_session(draw(rng), rng, COUNTS, active=design == "active")
-                        for _ in range(args.sessions)]
+            sessions = [
+                fixed_sample_session(draw(rng), rng, COUNTS, active=design == "active")
+                for _ in range(args.sessions)
+            ]
             for k, count in enumerate(COUNTS):
                 print(row(name, design, count, [s[k] for s in sessions]), flush=True)
             print(f"  ({time.time() - start:.0f} s)", flush=True)

@@ -47,29 +47,61 @@ ROOT = Path(__file__).resolve().parent.parent
 # The small-gpu judges' architectures (public config.json values that fix the compute).
 SHAPES = {
     "deepseek-r1-distill-llama-8b": {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-        "vocab_size": 128256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
-        "rope_theta": 500000.0, "tie_word_embeddings": False, "hidden_act": "silu",
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
     },
     "qwen3-8b": {
-        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
-        "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-        "vocab_size": 151936, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6,
-        "rope_theta": 1000000.0, "tie_word_embeddings": False, "hidden_act": "silu",
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 151936,
+        "max_position_embeddings": 40960,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
     },
     "phi-4-reasoning": {
-        "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
-        "hidden_size": 5120, "intermediate_size": 17920, "num_hidden_layers": 40,
-        "num_attention_heads": 40, "num_key_value_heads": 10,
-        "vocab_size": 100352, "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
-        "rope_theta": 250000.0, "tie_word_embeddings": False, "hidden_act": "silu",
+        "architectures": ["Phi3ForCausalLM"],
+        "model_type": "phi3",
+        "hidden_size": 5120,
+        "intermediate_size": 17920,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 10,
+        "vocab_size": 100352,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 250000.0,
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
     },
 }
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16}
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+}
 
 
 def tokenizer_dir(given: str | None) -> Path:
@@ -95,15 +127,20 @@ def write_model_dirs(root: Path, tokenizer: Path, tiny: bool) -> dict[str, Path]
                 config.pop("head_dim")
             # Still larger than the tokenizer, as at full size, but cheap.
             config["vocab_size"] = len(tok) + 128
-        config.update(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
-                      dtype="bfloat16")
+        config.update(
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+            dtype="bfloat16",
+        )
         assert config["vocab_size"] >= len(tok), (name, config["vocab_size"], len(tok))
         d = root / name
         d.mkdir(parents=True)
         (d / "config.json").write_text(json.dumps(config, indent=1))
         for f in tokenizer.iterdir():
-            if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "vocab", "merges")):
+            if f.name.startswith(
+                ("tokenizer", "special_tokens", "chat_template", "vocab", "merges")
+            ):
                 shutil.copy(f, d / f.name)
         dirs[name] = d
     return dirs
@@ -149,14 +186,19 @@ def run(items: int, tiny: bool, tokenizer: str | None, batch_size: int, device: 
     try:
         dirs = write_model_dirs(work, tokenizer_dir(tokenizer), tiny)
         judges = [
-            j.model_copy(update={
-                "model": str(dirs[j.name]), "backend": "transformers", "dtype": dtype,
-                "execution": j.execution.model_copy(update={"device": device or "auto",
-                                                            "batch_size": batch_size}),
-                # Random weights never close a thought: judge the constrained answer only.
-                "reasoning": j.reasoning.model_copy(update={"mode": "off"}),
-                "sampling": j.sampling.model_copy(update={"max_tokens": 64}),
-            })
+            j.model_copy(
+                update={
+                    "model": str(dirs[j.name]),
+                    "backend": "transformers",
+                    "dtype": dtype,
+                    "execution": j.execution.model_copy(
+                        update={"device": device or "auto", "batch_size": batch_size}
+                    ),
+                    # Random weights never close a thought: judge the constrained answer only.
+                    "reasoning": j.reasoning.model_copy(update={"mode": "off"}),
+                    "sampling": j.sampling.model_copy(update={"max_tokens": 64}),
+                }
+            )
             for j in base.judges
         ]
         jury = Jury(JurySpec(name="gpu-check", judges=judges, aggregation=base.aggregation))
@@ -199,10 +241,16 @@ def run(items: int, tiny: bool, tokenizer: str | None, batch_size: int, device: 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--items", type=int, default=64)
-    ap.add_argument("--tiny", action="store_true", help="toy sizes of the same architectures (CPU, seconds)")
-    ap.add_argument("--tokenizer", default=None, help="tokenizer directory (default: the tiny jury's SmolLM2)")
+    ap.add_argument(
+        "--tiny", action="store_true", help="toy sizes of the same architectures (CPU, seconds)"
+    )
+    ap.add_argument(
+        "--tokenizer", default=None, help="tokenizer directory (default: the tiny jury's SmolLM2)"
+    )
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--device", default=None)
     args = ap.parse_args()
@@ -211,10 +259,14 @@ def main() -> None:
     print(f"cpu: {cpu().describe()}", flush=True)  # results depend on it
     report = run(args.items, args.tiny, args.tokenizer, args.batch_size, args.device)
     for name, r in report["judges"].items():
-        print(f"{name:<30} {r['judgments_per_s']:>8.2f} judgments/s  ({r['scored_votes']}/{r['votes']} votes scored, "
-              f"{r['with_distribution']} with a distribution)")
-    print(f"{'jury (3 judges in turn)':<30} {report['jury_judgments_per_s']:>8.2f} judgments/s per GPU "
-          f"on {report.get('gpu', report['device'])}")
+        print(
+            f"{name:<30} {r['judgments_per_s']:>8.2f} judgments/s  ({r['scored_votes']}/{r['votes']} votes scored, "
+            f"{r['with_distribution']} with a distribution)"
+        )
+    print(
+        f"{'jury (3 judges in turn)':<30} {report['jury_judgments_per_s']:>8.2f} judgments/s per GPU "
+        f"on {report.get('gpu', report['device'])}"
+    )
     print(json.dumps(report))
 
 

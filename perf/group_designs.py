@@ -49,20 +49,33 @@ DESIGNS: list[tuple[str, dict, str, str | None]] = [
     ("Swiss, 3 rounds", {"design": "swiss", "per_completion": 3}, "pairwise", None),
     ("round robin", {"design": "round_robin"}, "pairwise", None),
     ("round robin, chosen scores", {"design": "round_robin", "use": "score"}, "pairwise", None),
-    ("round robin, win shares", {"design": "round_robin", "relative": "win_share",
-                                 "use": "score"}, "pairwise", None),
-    ("mixed: pointwise + 0.5 x round robin", {"design": "round_robin", "weight": 0.5,
-                                              "centred": True}, "pairwise", "general"),
+    (
+        "round robin, win shares",
+        {"design": "round_robin", "relative": "win_share", "use": "score"},
+        "pairwise",
+        None,
+    ),
+    (
+        "mixed: pointwise + 0.5 x round robin",
+        {"design": "round_robin", "weight": 0.5, "centred": True},
+        "pairwise",
+        "general",
+    ),
 ]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--groups", type=int, default=300, help="groups per design")
     ap.add_argument("--k", type=int, default=8, help="completions per group")
-    ap.add_argument("--spread", type=float, default=1.0, help="sd of the qualities within a "
-                    "group (the prompts' levels have sd 1)")
+    ap.add_argument(
+        "--spread",
+        type=float,
+        default=1.0,
+        help="sd of the qualities within a group (the prompts' levels have sd 1)",
+    )
     ap.add_argument("--judges", type=int, default=2, help="simulated judges")
     ap.add_argument("--bias", type=float, default=0.5, help="position bias (quality units)")
     ap.add_argument("--tie", type=float, default=0.3, help="a pairwise tie within this margin")
@@ -79,23 +92,47 @@ def main() -> None:
     from jurybox.rubrics.reward import RewardSpec
 
     rng = np.random.default_rng(args.seed)
-    qualities = (rng.normal(size=(args.groups, 1))
-                 + args.spread * rng.normal(size=(args.groups, args.k)))
-    quality = {f"[answer {g}.{c}]": float(qualities[g, c])
-               for g in range(args.groups) for c in range(args.k)}
-    groups = [Group(f"g{g}", {"question": f"Question {g}?", "reference": "The reference."},
-                    [f"[answer {g}.{c}]" for c in range(args.k)]) for g in range(args.groups)]
-    print(f"{args.groups} groups of {args.k} (quality sd {args.spread:g} within a group, 1 "
-          f"between prompts), {args.judges} judges: position bias "
-          f"{args.bias:g}, tie margin {args.tie:g}, noise {args.noise:g}", flush=True)
+    qualities = rng.normal(size=(args.groups, 1)) + args.spread * rng.normal(
+        size=(args.groups, args.k)
+    )
+    quality = {
+        f"[answer {g}.{c}]": float(qualities[g, c])
+        for g in range(args.groups)
+        for c in range(args.k)
+    }
+    groups = [
+        Group(
+            f"g{g}",
+            {"question": f"Question {g}?", "reference": "The reference."},
+            [f"[answer {g}.{c}]" for c in range(args.k)],
+        )
+        for g in range(args.groups)
+    ]
+    print(
+        f"{args.groups} groups of {args.k} (quality sd {args.spread:g} within a group, 1 "
+        f"between prompts), {args.judges} judges: position bias "
+        f"{args.bias:g}, tie margin {args.tie:g}, noise {args.noise:g}",
+        flush=True,
+    )
     rows = []
     for label, options, rubric, pointwise in DESIGNS:
-        jury = sim_jury(quality, judges=args.judges, bias=args.bias, tie=args.tie,
-                        noise=args.noise, seed=args.seed)
+        jury = sim_jury(
+            quality,
+            judges=args.judges,
+            bias=args.bias,
+            tie=args.tie,
+            noise=args.noise,
+            seed=args.seed,
+        )
         spec = GroupSpec(**options)
-        job = GroupJob(spec, load_rubric(rubric), jury.spec, groups,
-                       load_rubric(pointwise) if pointwise else None,
-                       RewardSpec(score="accuracy"))
+        job = GroupJob(
+            spec,
+            load_rubric(rubric),
+            jury.spec,
+            groups,
+            load_rubric(pointwise) if pointwise else None,
+            RewardSpec(score="accuracy"),
+        )
         began = time.perf_counter()
         results = judge_groups(jury, job)
         seconds = time.perf_counter() - began
@@ -113,21 +150,40 @@ def main() -> None:
         half = 1.96 * tau.std(ddof=1) / math.sqrt(len(tau))
         calls = results[0].calls
         asked = sum(b.calls for b in jury._backends.values()) / args.judges / args.groups
-        rows.append({"design": label, "calls": calls, "asked": round(asked, 1),
-                     "tau": round(float(tau.mean()), 3),
-                     "tau_ci": [round(float(tau.mean() - half), 3),
-                                round(float(tau.mean() + half), 3)],
-                     "zero_spread": round(zero / args.groups, 3),
-                     "unscored": round(unscored / (args.groups * args.k), 3),
-                     "seconds": round(seconds, 1)})
+        rows.append(
+            {
+                "design": label,
+                "calls": calls,
+                "asked": round(asked, 1),
+                "tau": round(float(tau.mean()), 3),
+                "tau_ci": [round(float(tau.mean() - half), 3), round(float(tau.mean() + half), 3)],
+                "zero_spread": round(zero / args.groups, 3),
+                "unscored": round(unscored / (args.groups * args.k), 3),
+                "seconds": round(seconds, 1),
+            }
+        )
         r = rows[-1]
-        print(f"| {label} | {calls} | {r['tau']:.3f} [{r['tau_ci'][0]:.3f}, {r['tau_ci'][1]:.3f}]"
-              f" | {r['zero_spread']:.1%} |", flush=True)
+        print(
+            f"| {label} | {calls} | {r['tau']:.3f} [{r['tau_ci'][0]:.3f}, {r['tau_ci'][1]:.3f}]"
+            f" | {r['zero_spread']:.1%} |",
+            flush=True,
+        )
     if args.json:
-        print(json.dumps({"groups": args.groups, "k": args.k, "spread": args.spread,
-                          "judges": args.judges,
-                          "bias": args.bias, "tie": args.tie, "noise": args.noise,
-                          "seed": args.seed, "rows": rows}))
+        print(
+            json.dumps(
+                {
+                    "groups": args.groups,
+                    "k": args.k,
+                    "spread": args.spread,
+                    "judges": args.judges,
+                    "bias": args.bias,
+                    "tie": args.tie,
+                    "noise": args.noise,
+                    "seed": args.seed,
+                    "rows": rows,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

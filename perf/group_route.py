@@ -34,15 +34,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "perf"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-DESIGNS = [("pointwise", {"design": "pointwise"}, "mirage-mg"),
-           ("round_robin", {"design": "round_robin"}, "pairwise"),
-           ("regular", {"design": "regular", "per_completion": 2}, "pairwise"),
-           ("listwise", {"design": "listwise"}, "mirage-mg")]
+DESIGNS = [
+    ("pointwise", {"design": "pointwise"}, "mirage-mg"),
+    ("round_robin", {"design": "round_robin"}, "pairwise"),
+    ("regular", {"design": "regular", "per_completion": 2}, "pairwise"),
+    ("listwise", {"design": "listwise"}, "mirage-mg"),
+]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--completions", type=int, default=256, help="completions per timed pass")
     ap.add_argument("--group", type=int, default=4, help="completions per group")
     ap.add_argument("--batch", type=int, default=32, help="completions per request")
@@ -61,10 +64,16 @@ def main() -> None:
     from jurybox.serving.service.config import Limits, ServiceConfig
 
     print(f"cpu: {cpu().describe()}", flush=True)
-    calls = {name: GroupSpec(**spec).cost(args.group, load_rubric(rubric)).calls / args.group
-             for name, spec, rubric in DESIGNS}
-    limits = Limits(max_concurrent=args.clients, max_queued=args.clients * 2,
-                    max_items=max(64, args.batch), max_judge_calls=8192)
+    calls = {
+        name: GroupSpec(**spec).cost(args.group, load_rubric(rubric)).calls / args.group
+        for name, spec, rubric in DESIGNS
+    }
+    limits = Limits(
+        max_concurrent=args.clients,
+        max_queued=args.clients * 2,
+        max_items=max(64, args.batch),
+        max_judge_calls=8192,
+    )
     counter = iter(range(1 << 30))
 
     def requests() -> list[list[dict]]:
@@ -73,10 +82,18 @@ def main() -> None:
         items = replay_items(args.completions, tag)
         out = []
         for start in range(0, len(items), args.batch):
-            chunk = items[start:start + args.batch]
-            out.append([{"id": it.id, "question": items[start].question,
-                         "reference": items[start].reference,
-                         "response": f"{it.response} [{it.id}]"} for it in chunk])
+            chunk = items[start : start + args.batch]
+            out.append(
+                [
+                    {
+                        "id": it.id,
+                        "question": items[start].question,
+                        "reference": items[start].reference,
+                        "response": f"{it.response} [{it.id}]",
+                    }
+                    for it in chunk
+                ]
+            )
         return out
 
     def timed(fn, batches) -> float:
@@ -91,33 +108,56 @@ def main() -> None:
         async def many(bodies: list[tuple[str, dict]]) -> None:
             limit = asyncio.Semaphore(args.clients)
             async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+
                 async def one(path: str, body: dict) -> None:
                     async with limit:
                         r = await http.post(path, json=body)
                         r.raise_for_status()
+
                 await asyncio.gather(*(one(p, b) for p, b in bodies))
 
         async def score(batches) -> None:
-            await many([("/v1/score", {"rubric": "mirage-mg", "items": b, "allow_empty": True})
-                        for b in batches])
+            await many(
+                [
+                    ("/v1/score", {"rubric": "mirage-mg", "items": b, "allow_empty": True})
+                    for b in batches
+                ]
+            )
 
         def grouped(spec: dict, rubric: str):
             async def run(batches) -> None:
                 bodies = []
                 for b in batches:
-                    groups = [{"id": b[k]["id"], "question": b[k]["question"],
-                               "reference": b[k]["reference"],
-                               "completions": [x["response"] for x in b[k:k + args.group]]}
-                              for k in range(0, len(b), args.group)]
-                    bodies.append(("/v1/groups", {"rubric": rubric, "design": spec,
-                                                  "groups": groups, "allow_empty": True}))
+                    groups = [
+                        {
+                            "id": b[k]["id"],
+                            "question": b[k]["question"],
+                            "reference": b[k]["reference"],
+                            "completions": [x["response"] for x in b[k : k + args.group]],
+                        }
+                        for k in range(0, len(b), args.group)
+                    ]
+                    bodies.append(
+                        (
+                            "/v1/groups",
+                            {
+                                "rubric": rubric,
+                                "design": spec,
+                                "groups": groups,
+                                "allow_empty": True,
+                            },
+                        )
+                    )
                 await many(bodies)
+
             return run
 
-        routes = {"/v1/score": score, **{f"/v1/groups {name}": grouped(spec, rubric)
-                                         for name, spec, rubric in DESIGNS}}
+        routes = {
+            "/v1/score": score,
+            **{f"/v1/groups {name}": grouped(spec, rubric) for name, spec, rubric in DESIGNS},
+        }
         for fn in routes.values():
-            asyncio.run(fn(requests()[:args.clients]))  # warm-up: imports, connections
+            asyncio.run(fn(requests()[: args.clients]))  # warm-up: imports, connections
         times: dict[str, list[float]] = {name: [] for name in routes}
         for _ in range(args.rounds):
             for name, fn in routes.items():
@@ -130,12 +170,22 @@ def main() -> None:
         per = 1.0 if name == "/v1/score" else calls[name.split()[1]]
         print(f"| {name} | {per:g} | {rate:.1f} | {rate / base:.2f} |", flush=True)
     if args.json:
-        print(json.dumps({"completions": args.completions, "group": args.group,
-                          "batch": args.batch, "clients": args.clients, "rounds": args.rounds,
-                          "rewards_per_s": {k: round(v, 1) for k, v in rates.items()},
-                          "calls_per_reward": {"/v1/score": 1.0,
-                                               **{f"/v1/groups {k}": v
-                                                  for k, v in calls.items()}}}))
+        print(
+            json.dumps(
+                {
+                    "completions": args.completions,
+                    "group": args.group,
+                    "batch": args.batch,
+                    "clients": args.clients,
+                    "rounds": args.rounds,
+                    "rewards_per_s": {k: round(v, 1) for k, v in rates.items()},
+                    "calls_per_reward": {
+                        "/v1/score": 1.0,
+                        **{f"/v1/groups {k}": v for k, v in calls.items()},
+                    },
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,15 @@ def items(n: int) -> list[Item]:
     for i in range(n):
         row = dict(rows[i % len(rows)])
         row["id"] = f"{row['id']}-{i}"
-        out.append(Item(id=row.pop("id"), question=row.pop("question"), response=row.pop("response"),
-                        reference=row.pop("reference"), extra=row))
+        out.append(
+            Item(
+                id=row.pop("id"),
+                question=row.pop("question"),
+                response=row.pop("response"),
+                reference=row.pop("reference"),
+                extra=row,
+            )
+        )
     return out
 
 
@@ -46,22 +53,30 @@ def raw_judgments(backend, prompts: list[str], schema: dict) -> list[str]:
     size = backend.spec.execution.batch_size
     for start in range(0, len(order), size):
         batch = order[start : start + size]
-        enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = tok(
+            [prompts[i] for i in batch], return_tensors="pt", padding=True, add_special_tokens=False
+        )
         with torch.inference_mode():
             out = model.generate(
                 **enc,
                 max_new_tokens=backend.spec.sampling.max_tokens,
-                do_sample=False, temperature=None, top_p=None, top_k=None,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
                 logits_processor=[xgrammar.contrib.hf.LogitsProcessor(grammar)],
-                pad_token_id=tok.pad_token_id, eos_token_id=backend._stop_ids,
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=backend._stop_ids,
             )
-        for i, seq in zip(batch, out[:, enc["input_ids"].shape[1]:]):
+        for i, seq in zip(batch, out[:, enc["input_ids"].shape[1] :]):
             texts[i] = tok.decode(seq, skip_special_tokens=True)
     return texts
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--items", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--judge", default="smollm2-135m", help="a judge of the tiny jury")
@@ -81,7 +96,9 @@ def main() -> None:
     schema = output_schema(rubric.criteria)
     prompts = [backend.prompt_text(render_messages(rubric, it, rubric.criteria)) for it in batch]
 
-    raw_judgments(backend, prompts[: backend.spec.execution.batch_size], schema)  # warm-up, both paths
+    raw_judgments(
+        backend, prompts[: backend.spec.execution.batch_size], schema
+    )  # warm-up, both paths
     jury.score(rubric, batch[: backend.spec.execution.batch_size])
     raw_t, jb_t = [], []
     for r in range(args.rounds):
@@ -95,12 +112,16 @@ def main() -> None:
             t_raw.strip() == next(v.raw for v in vd.votes if v.raw is not None).strip()
             for t_raw, vd in zip(texts, verdicts)
         )
-        print(f"round {r + 1}: raw {raw_t[-1]:.2f} s, jurybox {jb_t[-1]:.2f} s, "
-              f"ratio {jb_t[-1] / raw_t[-1]:.3f}; identical outputs {same}/{len(batch)}")
+        print(
+            f"round {r + 1}: raw {raw_t[-1]:.2f} s, jurybox {jb_t[-1]:.2f} s, "
+            f"ratio {jb_t[-1] / raw_t[-1]:.3f}; identical outputs {same}/{len(batch)}"
+        )
     raw_med, jb_med = statistics.median(raw_t), statistics.median(jb_t)
     n = len(batch)
-    print(f"\njudge {args.judge}, rubric {args.rubric}, {n} judgments per round, {args.rounds} rounds, "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"\njudge {args.judge}, rubric {args.rubric}, {n} judgments per round, {args.rounds} rounds, "
+        f"torch threads {torch.get_num_threads()}"
+    )
     print(f"raw backend: {raw_med / n * 1000:.1f} ms per judgment (median round)")
     print(f"jurybox:     {jb_med / n * 1000:.1f} ms per judgment (median round)")
     print(f"ratio jurybox / raw = {jb_med / raw_med:.3f}  (target <= 1.10)")

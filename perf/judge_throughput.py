@@ -35,7 +35,11 @@ def make_items(n: int):
     an example's sentences, so prompts share the rubric preamble but not their tails."""
     from jurybox.rubrics import Item
 
-    rows = [json.loads(line) for line in (ROOT / "examples" / "mirage_mg.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (ROOT / "examples" / "mirage_mg.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     rng = random.Random(0)
     items = []
     for i in range(n):
@@ -43,15 +47,28 @@ def make_items(n: int):
         sentences = [s.strip() for s in row["response"].replace("\n", " ").split(". ") if s.strip()]
         rng.shuffle(sentences)
         keep = sentences[: max(1, rng.randint(len(sentences) // 2, len(sentences)))]
-        items.append(Item(id=f"b{i:04d}", question=row["question"], reference=row["reference"],
-                          response=". ".join(keep)))
+        items.append(
+            Item(
+                id=f"b{i:04d}",
+                question=row["question"],
+                reference=row["reference"],
+                response=". ".join(keep),
+            )
+        )
     return items
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--items", type=int, default=200)
-    ap.add_argument("--serial-items", type=int, default=None, help="items for the one-at-a-time loop (default: all)")
+    ap.add_argument(
+        "--serial-items",
+        type=int,
+        default=None,
+        help="items for the one-at-a-time loop (default: all)",
+    )
     ap.add_argument("--jury", default="tiny-vllm")
     ap.add_argument("--judge", default=None, help="judge name in the jury (default: the first)")
     ap.add_argument("--rubric", default="mirage-mg")
@@ -83,11 +100,18 @@ def main() -> None:
     # Exactly what the backend submits for each item.
     (criteria,) = rubric.calls()
     schema = output_schema(criteria)
-    prompts = [TokensPrompt(prompt_token_ids=ids) for ids in
-               backend._encode([backend.prompt_text(render_messages(rubric, it, criteria)) for it in items])]
+    prompts = [
+        TokensPrompt(prompt_token_ids=ids)
+        for ids in backend._encode(
+            [backend.prompt_text(render_messages(rubric, it, criteria)) for it in items]
+        )
+    ]
     params = backend._answer_params(schema)
     ids = [p["prompt_token_ids"] for p in prompts]
-    shared = next((k for k in range(min(map(len, ids))) if len({seq[k] for seq in ids}) > 1), min(map(len, ids)))
+    shared = next(
+        (k for k in range(min(map(len, ids))) if len({seq[k] for seq in ids}) > 1),
+        min(map(len, ids)),
+    )
 
     jury.score(rubric, make_items(8))  # warm-up: grammar compile, allocator pools
 
@@ -121,34 +145,51 @@ def main() -> None:
     scored = sum(v.status == "scored" for v in verdicts)
     with_dist = sum(v.distribution is not None for vd in verdicts for v in vd.votes)
     n_votes = sum(len(vd.votes) for vd in verdicts)
+
     # Same engine, same prompts, greedy: jurybox's answers should be the raw engine's answers.
     def answers(outs):
-        return [json.loads(backend.tokenizer.decode(list(o.outputs[0].token_ids), skip_special_tokens=True))
-                for o in outs]
+        return [
+            json.loads(
+                backend.tokenizer.decode(list(o.outputs[0].token_ids), skip_special_tokens=True)
+            )
+            for o in outs
+        ]
 
     raw_answers = answers(raw)
-    same = sum(a == {v.criterion: int(v.score) for v in vd.votes if v.score is not None}
-               for a, vd in zip(raw_answers, verdicts))
+    same = sum(
+        a == {v.criterion: int(v.score) for v in vd.votes if v.score is not None}
+        for a, vd in zip(raw_answers, verdicts)
+    )
     same_raw = sum(a == b for a, b in zip(raw_answers, answers(raw2)))
 
     n, ns = len(items), len(serial_items)
-    print(f"judge {judge.name} ({judge.model}) on vLLM {vllm.__version__}, {platform.processor() or platform.machine()}, "
-          f"{__import__('os').cpu_count()} CPUs; engine load {load_s:.1f} s")
-    print(f"rubric {rubric.name}: {n} items, one joint call each ({len(criteria)} criteria), "
-          f"max_tokens {judge.sampling.max_tokens}, top_logprobs {judge.top_logprobs}, temperature {judge.sampling.temperature}")
-    print(f"prompts: {sum(map(len, ids)) / n:.0f} tokens on average, the first {shared} shared by all "
-          f"(system prompt + rubric criteria: served from vLLM's prefix cache after the first item)")
+    print(
+        f"judge {judge.name} ({judge.model}) on vLLM {vllm.__version__}, {platform.processor() or platform.machine()}, "
+        f"{__import__('os').cpu_count()} CPUs; engine load {load_s:.1f} s"
+    )
+    print(
+        f"rubric {rubric.name}: {n} items, one joint call each ({len(criteria)} criteria), "
+        f"max_tokens {judge.sampling.max_tokens}, top_logprobs {judge.top_logprobs}, temperature {judge.sampling.temperature}"
+    )
+    print(
+        f"prompts: {sum(map(len, ids)) / n:.0f} tokens on average, the first {shared} shared by all "
+        f"(system prompt + rubric criteria: served from vLLM's prefix cache after the first item)"
+    )
     print(f"{'pass':<9}{'items':>6}{'seconds':>10}{'items/s':>10}{'out tok/s':>11}")
     print(f"{'raw':<9}{n:>6}{raw_s:>10.2f}{n / raw_s:>10.2f}{raw_tokens / raw_s:>11.1f}")
     print(f"{'jurybox':<9}{n:>6}{jb_s:>10.2f}{n / jb_s:>10.2f}{raw_tokens / jb_s:>11.1f}")
     print(f"{'raw again':<9}{n:>6}{raw2_s:>10.2f}{n / raw2_s:>10.2f}{raw_tokens / raw2_s:>11.1f}")
     print(f"{'serial':<9}{ns:>6}{serial_s:>10.2f}{ns / serial_s:>10.2f}{'':>11}")
     best_raw = min(raw_s, raw2_s)
-    print(f"jurybox / raw    = {best_raw / jb_s:.3f}  (target >= 0.90; against the faster raw pass)")
+    print(
+        f"jurybox / raw    = {best_raw / jb_s:.3f}  (target >= 0.90; against the faster raw pass)"
+    )
     print(f"jurybox / serial = {(n / jb_s) / (ns / serial_s):.2f}x (target >= 5)")
-    print(f"jurybox verdicts scored: {scored}/{n}; votes with a score distribution: {with_dist}/{n_votes}; "
-          f"answers identical to the raw engine's: {same}/{n} (raw vs raw again: {same_raw}/{n}); serial answers parsed: "
-          f"{sum(o is not None for o in serial_out)}/{ns}")
+    print(
+        f"jurybox verdicts scored: {scored}/{n}; votes with a score distribution: {with_dist}/{n_votes}; "
+        f"answers identical to the raw engine's: {same}/{n} (raw vs raw again: {same_raw}/{n}); serial answers parsed: "
+        f"{sum(o is not None for o in serial_out)}/{ns}"
+    )
     backend.close()
 
 

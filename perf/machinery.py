@@ -62,11 +62,20 @@ def recorded_items() -> list:
                 response = row["response"]
                 if cut:
                     response = response.split(". ")[0].rstrip(".") + "."
-                extra = {k: v for k, v in base.items()
-                         if k not in ("id", "question", "response", "reference")}
-                items.append(Item(id=f"q{q + 1}-r{r + 1}{'-cut' if cut else ''}",
-                                  question=base["question"], reference=base["reference"],
-                                  response=response, extra=extra))
+                extra = {
+                    k: v
+                    for k, v in base.items()
+                    if k not in ("id", "question", "response", "reference")
+                }
+                items.append(
+                    Item(
+                        id=f"q{q + 1}-r{r + 1}{'-cut' if cut else ''}",
+                        question=base["question"],
+                        reference=base["reference"],
+                        response=response,
+                        extra=extra,
+                    )
+                )
     return items
 
 
@@ -80,8 +89,9 @@ def record(path: Path) -> None:
 
     items = recorded_items()
     jury = Jury.load("tiny")
-    judges = record_generations(jury, load_rubric(RUBRIC), items,
-                                lambda line: print(line, file=sys.stderr))
+    judges = record_generations(
+        jury, load_rubric(RUBRIC), items, lambda line: print(line, file=sys.stderr)
+    )
     jury.close()
     Recording(
         rubric=RUBRIC,
@@ -131,8 +141,16 @@ class GCTimer:
         gc.callbacks.remove(self)
 
 
-def run(n_items: int, warmup: int, chunk: int, recording_path: Path, profile: Path | None = None,
-        freeze: bool = False, whole: bool = False, prefix_only: bool = False) -> dict:
+def run(
+    n_items: int,
+    warmup: int,
+    chunk: int,
+    recording_path: Path,
+    profile: Path | None = None,
+    freeze: bool = False,
+    whole: bool = False,
+    prefix_only: bool = False,
+) -> dict:
     """The whole path over ``n_items`` (after ``warmup`` items not counted); seconds per stage."""
     from jurybox.judges import Jury
     from jurybox.judges.backends.replay import Recording, ReplayBackend
@@ -184,7 +202,9 @@ def run(n_items: int, warmup: int, chunk: int, recording_path: Path, profile: Pa
                 t["parse"] += t2 - t1  # minus the backend's share, below
                 t["decide"] += t3 - t2
                 t["write"] += t4 - t3
-        gen = {k: sum(b.timings[k] for b in backends.values()) for k in ("prompt", "tokenize", "steps")}
+        gen = {
+            k: sum(b.timings[k] for b in backends.values()) for k in ("prompt", "tokenize", "steps")
+        }
         t["generate"] = sum(gen.values())
         t["parse"] -= t["generate"]
         t.update({f"generate.{k}": v for k, v in gen.items()})
@@ -224,38 +244,62 @@ def report(t: dict, n_items: int, n_judges: int) -> str:
         return seconds / judgments * 1e6
 
     lines = [
-        (f"{judgments / t['total']:,.0f} judgments/s per core, {us(t['total']) / 1e3:.3f} ms per "
-         f"judgment ({n_items} items x {n_judges} judges; target >= {TARGET:,.0f}/s)"),
-        "  per judgment:  " + ", ".join(
-            f"{k} {us(t[k]):.0f} us" for k in ("render", "generate", "parse", "decide", "write")),
-        "  generate = " + ", ".join(
-            f"{k} {us(t['generate.' + k]):.0f} us" for k in ("prompt", "tokenize", "steps")),
+        (
+            f"{judgments / t['total']:,.0f} judgments/s per core, {us(t['total']) / 1e3:.3f} ms per "
+            f"judgment ({n_items} items x {n_judges} judges; target >= {TARGET:,.0f}/s)"
+        ),
+        "  per judgment:  "
+        + ", ".join(
+            f"{k} {us(t[k]):.0f} us" for k in ("render", "generate", "parse", "decide", "write")
+        ),
+        "  generate = "
+        + ", ".join(
+            f"{k} {us(t['generate.' + k]):.0f} us" for k in ("prompt", "tokenize", "steps")
+        ),
         f"  garbage collection, inside the stages above: {us(t['gc']):.0f} us",
     ]
     return "\n".join(lines)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--items", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--chunk", type=int, default=256, help="items per step (a vLLM jury's default)")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="measured passes (each with fresh backends); the median is reported")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measured passes (each with fresh backends); the median is reported",
+    )
     ap.add_argument("--cpu", type=int, default=None, help="the CPU to pin to (default: the last)")
     ap.add_argument("--recording", type=Path, default=RECORDING)
     ap.add_argument("--record", action="store_true", help="re-record the generations and exit")
     ap.add_argument("--profile", type=Path, help="write a cProfile of one pass here")
-    ap.add_argument("--json", action="store_true",
-                    help="also print the median round as one JSON object (the last line)")
-    ap.add_argument("--whole-prompts", action="store_true",
-                    help="tokenize every prompt whole (the path before the shared prefix was "
-                         "tokenized once), to compare")
-    ap.add_argument("--prefix-only", action="store_true",
-                    help="tokenize the shared beginning once but each prompt's ending with it "
-                         "(the path before the shared ending was tokenized once), to compare")
-    ap.add_argument("--gc-freeze", action="store_true",
-                    help="gc.freeze() after loading and warm-up, as vLLM's server does")
+    ap.add_argument(
+        "--json",
+        action="store_true",
+        help="also print the median round as one JSON object (the last line)",
+    )
+    ap.add_argument(
+        "--whole-prompts",
+        action="store_true",
+        help="tokenize every prompt whole (the path before the shared prefix was "
+        "tokenized once), to compare",
+    )
+    ap.add_argument(
+        "--prefix-only",
+        action="store_true",
+        help="tokenize the shared beginning once but each prompt's ending with it "
+        "(the path before the shared ending was tokenized once), to compare",
+    )
+    ap.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() after loading and warm-up, as vLLM's server does",
+    )
     args = ap.parse_args()
     from jurybox.judges.cpu import cpu
 
@@ -269,41 +313,82 @@ def main() -> None:
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
     pin(cpu)
     if args.profile:
-        run(args.items, args.warmup, args.chunk, args.recording, args.profile, args.gc_freeze,
-            args.whole_prompts, args.prefix_only)
+        run(
+            args.items,
+            args.warmup,
+            args.chunk,
+            args.recording,
+            args.profile,
+            args.gc_freeze,
+            args.whole_prompts,
+            args.prefix_only,
+        )
         print(f"wrote {args.profile} (python -m pstats {args.profile})")
         return
-    rounds = [run(args.items, args.warmup, args.chunk, args.recording, freeze=args.gc_freeze,
-                  whole=args.whole_prompts, prefix_only=args.prefix_only)
-              for _ in range(args.rounds)]
+    rounds = [
+        run(
+            args.items,
+            args.warmup,
+            args.chunk,
+            args.recording,
+            freeze=args.gc_freeze,
+            whole=args.whole_prompts,
+            prefix_only=args.prefix_only,
+        )
+        for _ in range(args.rounds)
+    ]
     rounds.sort(key=lambda t: t["total"])
     median = rounds[len(rounds) // 2]
     judges = median["judges"]
-    print(f"jurybox machinery, rubric {RUBRIC}, tiny jury replayed, CPU {cpu} of "
-          f"{os.cpu_count()}, Python {platform.python_version()}; chunk {args.chunk}; "
-          f"{median['matched']:.0%} of prompts replayed their own recording"
-          + ("; gc frozen after warm-up" if args.gc_freeze else "")
-          + ("; whole prompts tokenized" if args.whole_prompts else "")
-          + ("; shared ending tokenized per prompt" if args.prefix_only else ""))
-    print("rounds, fastest first (judgments/s): " + ", ".join(
-        f"{args.items * judges / t['total']:,.0f}" for t in rounds))
+    print(
+        f"jurybox machinery, rubric {RUBRIC}, tiny jury replayed, CPU {cpu} of "
+        f"{os.cpu_count()}, Python {platform.python_version()}; chunk {args.chunk}; "
+        f"{median['matched']:.0%} of prompts replayed their own recording"
+        + ("; gc frozen after warm-up" if args.gc_freeze else "")
+        + ("; whole prompts tokenized" if args.whole_prompts else "")
+        + ("; shared ending tokenized per prompt" if args.prefix_only else "")
+    )
+    print(
+        "rounds, fastest first (judgments/s): "
+        + ", ".join(f"{args.items * judges / t['total']:,.0f}" for t in rounds)
+    )
     print(report(median, args.items, judges))
     if args.json:
         import json
 
         n = args.items * judges
-        print(json.dumps({
-            "judgments_per_s": n / median["total"],
-            "ms_per_judgment": median["total"] / n * 1e3,
-            "rounds_judgments_per_s": [n / t["total"] for t in rounds],
-            "us_per_judgment": {k: median[k] / n * 1e6 for k in
-                                ("render", "generate", "generate.prompt", "generate.tokenize",
-                                 "generate.steps", "parse", "decide", "write", "gc")},
-            "items": args.items, "judges": judges, "chunk": args.chunk,
-            "gc_frozen": args.gc_freeze, "whole_prompts": args.whole_prompts,
-            "prefix_only": args.prefix_only,
-            "replayed": median["matched"], "target": TARGET, "cpu": describe,
-        }))
+        print(
+            json.dumps(
+                {
+                    "judgments_per_s": n / median["total"],
+                    "ms_per_judgment": median["total"] / n * 1e3,
+                    "rounds_judgments_per_s": [n / t["total"] for t in rounds],
+                    "us_per_judgment": {
+                        k: median[k] / n * 1e6
+                        for k in (
+                            "render",
+                            "generate",
+                            "generate.prompt",
+                            "generate.tokenize",
+                            "generate.steps",
+                            "parse",
+                            "decide",
+                            "write",
+                            "gc",
+                        )
+                    },
+                    "items": args.items,
+                    "judges": judges,
+                    "chunk": args.chunk,
+                    "gc_frozen": args.gc_freeze,
+                    "whole_prompts": args.whole_prompts,
+                    "prefix_only": args.prefix_only,
+                    "replayed": median["matched"],
+                    "target": TARGET,
+                    "cpu": describe,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,9 @@ from jurybox.calibration.estimates.synthetic import (
 from jurybox.calibration.stats.sequences import betting_cs
 
 
-def agreement_sessions(p: float, sessions: int, rng: np.random.Generator, width: float = 0.05,
-                       pool: int = 2000) -> tuple[list, list]:
+def agreement_sessions(
+    p: float, sessions: int, rng: np.random.Generator, width: float = 0.05, pool: int = 2000
+) -> tuple[list, list]:
     """(sequence, fixed) sessions: (labels, covered) each."""
     from scipy.stats import beta
 
@@ -64,8 +65,9 @@ def agreement_sessions(p: float, sessions: int, rng: np.random.Generator, width:
     return seq, fixed
 
 
-def mean_sessions(draw, active: bool, sessions: int, rng: np.random.Generator,
-                  width: float = 0.1) -> tuple[list, list, list]:
+def mean_sessions(
+    draw, active: bool, sessions: int, rng: np.random.Generator, width: float = 0.1
+) -> tuple[list, list, list]:
     """(betting sequence, asymptotic sequence, fixed rule) sessions: (labels, covered) each."""
     seq, asym, fixed = [], [], []
     for _ in range(sessions):
@@ -74,8 +76,9 @@ def mean_sessions(draw, active: bool, sessions: int, rng: np.random.Generator,
         pool = draw(rng)
         pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
         horizon = mean_horizon(pool.score, pool.score, pool.uncertainty * 16, pi, width)
-        got = sequence_session(pool, rng, active=active, width=width, grid=1000,
-                               method="asymptotic", horizon=horizon)
+        got = sequence_session(
+            pool, rng, active=active, width=width, grid=1000, method="asymptotic", horizon=horizon
+        )
         asym.append((got["labels"], got["covered"]))
         old = simulate_mean_labelling(draw(rng), width, rng, active=active)
         fixed.append((old["labels"], old["covered"]))
@@ -90,8 +93,10 @@ def describe(runs: list) -> tuple[str, float | None]:
     q10, q90 = np.quantile(labels, [0.1, 0.9])
     shown = "never" if not np.isfinite(median) else f"{median:.0f}"
     spread = f"({q10:.0f}-{q90:.0f})".replace("inf", "never")
-    return (f"{shown:>5} {spread:<13} {covered / len(runs):6.1%} "
-            f"[{low:.3f}, {high:.3f}]", median if np.isfinite(median) else None)
+    return (
+        f"{shown:>5} {spread:<13} {covered / len(runs):6.1%} [{low:.3f}, {high:.3f}]",
+        median if np.isfinite(median) else None,
+    )
 
 
 def main() -> None:
@@ -105,8 +110,10 @@ def main() -> None:
     print(f"cpu: {cpu().describe()}; {args.sessions} sessions per row")
     rng = np.random.default_rng(args.seed)
     if not args.skip_agreement:
-        print(f"{'setting':<27} {'sequence: labels, coverage':<42} "
-              f"{'fixed: labels, coverage':<42} ratio")
+        print(
+            f"{'setting':<27} {'sequence: labels, coverage':<42} "
+            f"{'fixed: labels, coverage':<42} ratio"
+        )
         for p in (0.6, 0.8, 0.95):
             seq, fixed = agreement_sessions(p, args.sessions, rng)
             (a, ma), (b, mb) = describe(seq), describe(fixed)
@@ -120,9 +127,11 @@ def main() -> None:
         ("mean, overconfident 3%", lambda r: overconfident_pool(r, 2000), True),
         ("mean, overconfident 10%", lambda r: overconfident_pool(r, 2000, wrong=0.1), True),
     ]
-    print(f"{'setting':<27} {'betting: labels, coverage':<42} "
-          f"{'asymptotic: labels, coverage':<42} {'fixed: labels, coverage':<42} "
-          "betting/fixed asymptotic/fixed")
+    print(
+        f"{'setting':<27} {'betting: labels, coverage':<42} "
+        f"{'asymptotic: labels, coverage':<42} {'fixed: labels, coverage':<42} "
+        "betting/fixed asymptotic/fixed"
+    )
     medians = {}
     for name, draw, active in rows:
         seq, asym, fixed = mean_sessions(draw, active, args.sessions, rng)
@@ -134,8 +143,10 @@ def main() -> None:
         act = medians["mean, calibrated, active"][k]
         uni = medians["mean, calibrated, uniform"][k]
         pick = "uniform" if uni is not None and (act is None or uni < act) else "active"
-        print(f"design under the {method} sequence (calibrated jury): active {act}, uniform "
-              f"{uni} labels: the plan picks {pick}")
+        print(
+            f"design under the {method} sequence (calibrated jury): active {act}, uniform "
+            f"{uni} labels: the plan picks {pick}"
+        )
 
 
 if __name__ == "__main__":

@@ -117,16 +117,21 @@ def replay_items(n: int, tag: str) -> list:
 
 def row(item) -> dict:
     """An item as a request's JSON object (a prediction-file row: extra fields at the top)."""
-    out = {k: v for k, v in item.model_dump(mode="json").items()
-           if k != "extra" and v not in (None, [], {})}
+    out = {
+        k: v
+        for k, v in item.model_dump(mode="json").items()
+        if k != "extra" and v not in (None, [], {})
+    }
     out.update(item.extra or {})
     return out
 
 
 def timeless(record: dict) -> dict:
     """A verdict record without its votes' latencies (all that two runs may differ in)."""
-    return {**record, "votes": [{k: v for k, v in vote.items() if k != "latency_s"}
-                                for vote in record["votes"]]}
+    return {
+        **record,
+        "votes": [{k: v for k, v in vote.items() if k != "latency_s"} for vote in record["votes"]],
+    }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -141,10 +146,20 @@ class FloorJudge:
 
     def __init__(self, judge: str, criteria: list[str]) -> None:
         dist = {str(k): 0.2 for k in range(5)}
-        self.vote = [{"judge": judge, "criterion": c, "score": 2.0, "label": "2",
-                      "expected": 2.0, "distribution": dist, "error": None, "latency_s": 0.0,
-                      "raw": '{"accuracy": 2, "relevance": 2, "completeness": 2, "parsimony": 2}'}
-                     for c in criteria]
+        self.vote = [
+            {
+                "judge": judge,
+                "criterion": c,
+                "score": 2.0,
+                "label": "2",
+                "expected": 2.0,
+                "distribution": dist,
+                "error": None,
+                "latency_s": 0.0,
+                "raw": '{"accuracy": 2, "relevance": 2, "completeness": 2, "parsimony": 2}',
+            }
+            for c in criteria
+        ]
 
     async def votes(self, items: list) -> list:
         return [self.vote for _ in items]
@@ -166,10 +181,13 @@ class FloorIngress:
         async def score(request):  # a plain Starlette endpoint: nothing for FastAPI to inject
             items = msgspec.json.decode(await request.body())["items"]
             votes = await asyncio.gather(*(h.votes.remote(items) for h in self.judges.values()))
-            verdicts = [{"id": it.get("id"), "votes": [v for per in votes for v in per[i]]}
-                        for i, it in enumerate(items)]
-            return Response(msgspec.json.encode({"verdicts": verdicts}),
-                            media_type="application/json")
+            verdicts = [
+                {"id": it.get("id"), "votes": [v for per in votes for v in per[i]]}
+                for i, it in enumerate(items)
+            ]
+            return Response(
+                msgspec.json.encode({"verdicts": verdicts}), media_type="application/json"
+            )
 
         async def healthz(request):
             return JSONResponse({"status": "ok"})
@@ -190,8 +208,10 @@ def run_floor(config, criteria: list[str], phases: list[dict]) -> list[dict]:
 
     plan = config.resolve()
     spec = plan.jury_spec()
-    judges = {j.name: serve.deployment(FloorJudge).options(**judge_options(j))
-              .bind(j.name, criteria) for j in spec.judges}
+    judges = {
+        j.name: serve.deployment(FloorJudge).options(**judge_options(j)).bind(j.name, criteria)
+        for j in spec.judges
+    }
     options = ingress_options(config, plan.ingress_replicas)
     options.pop("deployment_actors")  # the ingress's shared state: jurybox's, not Serve's
     app = serve.deployment(serve.ingress()(FloorIngress)).options(**options).bind(judges)
@@ -214,43 +234,66 @@ def client(url: str, phases: list[dict], warm: int) -> list[dict]:
     """The client process's results for ``phases``, after ``warm`` warm-up requests."""
     import httpx
 
-    rows = [{**r, "id": f"warm-{r['id']}"} for r in phases[-1]["rows"][:phases[-1]["per_request"]]]
+    rows = [{**r, "id": f"warm-{r['id']}"} for r in phases[-1]["rows"][: phases[-1]["per_request"]]]
     for _ in range(warm):
-        httpx.post(f"{url}/v1/score", json={"rubric": RUBRIC, "items": rows},
-                   timeout=1800).raise_for_status()
-    run = subprocess.run([sys.executable, "-c", CLIENT],
-                         input=json.dumps({"url": url, "rubric": RUBRIC, "phases": phases}),
-                         capture_output=True, text=True, check=False)
+        httpx.post(
+            f"{url}/v1/score", json={"rubric": RUBRIC, "items": rows}, timeout=1800
+        ).raise_for_status()
+    run = subprocess.run(
+        [sys.executable, "-c", CLIENT],
+        input=json.dumps({"url": url, "rubric": RUBRIC, "phases": phases}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if run.returncode != 0:
         raise SystemExit(f"the client failed:\n{run.stderr[-3000:]}")
     return json.loads(run.stdout)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--backend", choices=("engine", "replay"), default="engine")
-    ap.add_argument("--items", type=int, default=None,
-                    help="items of the concurrent run (default: 200; 1600 with replay)")
-    ap.add_argument("--latency-requests", type=int, default=None,
-                    help="sequential requests from one client first (default: 0; 250 with "
-                    "replay)")
+    ap.add_argument(
+        "--items",
+        type=int,
+        default=None,
+        help="items of the concurrent run (default: 200; 1600 with replay)",
+    )
+    ap.add_argument(
+        "--latency-requests",
+        type=int,
+        default=None,
+        help="sequential requests from one client first (default: 0; 250 with replay)",
+    )
     ap.add_argument("--per-request", type=int, default=8)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--jury", default=None,
-                    help="the jury (default: tiny-vllm; replay: tiny, whose judges were recorded)")
-    ap.add_argument("--floor", action="store_true",
-                    help="with replay: also measure Ray Serve's own floor for the same "
-                    "deployments and client (no judging), and jurybox's share above it")
-    ap.add_argument("--json", action="store_true",
-                    help="print one JSON object of the results as the last line of stdout")
+    ap.add_argument(
+        "--jury",
+        default=None,
+        help="the jury (default: tiny-vllm; replay: tiny, whose judges were recorded)",
+    )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="with replay: also measure Ray Serve's own floor for the same "
+        "deployments and client (no judging), and jurybox's share above it",
+    )
+    ap.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object of the results as the last line of stdout",
+    )
     args = ap.parse_args()
     replay = args.backend == "replay"
     if args.floor and not replay:
         ap.error("--floor goes with --backend replay (a model's time would drown it)")
     n_items = args.items if args.items is not None else (1600 if replay else 200)
-    n_sequential = (args.latency_requests if args.latency_requests is not None
-                    else (250 if replay else 0))
+    n_sequential = (
+        args.latency_requests if args.latency_requests is not None else (250 if replay else 0)
+    )
     jury_name = args.jury or ("tiny" if replay else "tiny-vllm")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # before any tokenizer loads
     from jurybox.judges.cpu import cpu
@@ -274,8 +317,10 @@ def main() -> None:
         from judge_throughput import make_items
 
         items = make_items(n_items)
-        sequential = [it.model_copy(update={"id": f"s-{it.id}"})
-                      for it in make_items(n_sequential * args.per_request)]
+        sequential = [
+            it.model_copy(update={"id": f"s-{it.id}"})
+            for it in make_items(n_sequential * args.per_request)
+        ]
         jury = Jury.load(jury_name)
         jury.load_backends()
     jury.score(rubric, items[:4])  # warm-up: grammar compiled, pools filled, caches warm
@@ -285,14 +330,22 @@ def main() -> None:
     want = [v.to_record(input=input_hash(it)) for v, it in zip(offline_verdicts, items)]
     jury.close()
 
-    limits = Limits(max_concurrent=args.clients, max_queued=args.clients,
-                    max_items=max(256, args.per_request))
+    limits = Limits(
+        max_concurrent=args.clients, max_queued=args.clients, max_items=max(256, args.per_request)
+    )
     phases = []
     if sequential:
-        phases.append({"rows": [row(it) for it in sequential], "per_request": args.per_request,
-                       "clients": 1})
-    phases.append({"rows": [row(it) for it in items], "per_request": args.per_request,
-                   "clients": args.clients, "keep": True})
+        phases.append(
+            {"rows": [row(it) for it in sequential], "per_request": args.per_request, "clients": 1}
+        )
+    phases.append(
+        {
+            "rows": [row(it) for it in items],
+            "per_request": args.per_request,
+            "clients": args.clients,
+            "keep": True,
+        }
+    )
     config = ServiceConfig(jury=jury_name, limits=limits)
     with running_service(config, backend_factory=replay_factory if replay else None) as url:
         *first, load = client(url, phases, warm=5 if replay else 1)
@@ -308,8 +361,8 @@ def main() -> None:
         "p50_added_ms": percentile(added, 0.5) * 1000,
         "p99_added_ms": percentile(added, 0.99) * 1000,
         "mean_added_ms": sum(added) / len(added) * 1000,
-        "latency_of": f"{len(timed)} requests from " + (
-            "one client, one after another" if first else f"{args.clients} clients"),
+        "latency_of": f"{len(timed)} requests from "
+        + ("one client, one after another" if first else f"{args.clients} clients"),
         "throughput_ratio": offline / served,
         "offline_items_per_s": n_items / offline,
         "service_items_per_s": n_items / served,
@@ -323,32 +376,44 @@ def main() -> None:
         "cpu": cpu_text,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
     }
-    print(f"machine: {result['machine']}; jury {jury_name} ({args.backend}); {n_items} items, "
-          f"{len(load['requests'])} requests of {args.per_request} from {args.clients} clients")
+    print(
+        f"machine: {result['machine']}; jury {jury_name} ({args.backend}); {n_items} items, "
+        f"{len(load['requests'])} requests of {args.per_request} from {args.clients} clients"
+    )
     print(f"offline   {n_items / offline:7.2f} items/s ({offline:.1f} s)")
     print(f"service   {n_items / served:7.2f} items/s ({served:.1f} s)")
-    print(f"service/offline throughput = {offline / served:.3f}  (target >= "
-          f"{0.6 if replay else 0.7})")
-    print(f"latency added by the service over the judges' own time ({result['latency_of']}): "
-          f"p50 {result['p50_added_ms']:.1f} ms, p99 {result['p99_added_ms']:.1f} ms")
+    print(
+        f"service/offline throughput = {offline / served:.3f}  (target >= {0.6 if replay else 0.7})"
+    )
+    print(
+        f"latency added by the service over the judges' own time ({result['latency_of']}): "
+        f"p50 {result['p50_added_ms']:.1f} ms, p99 {result['p99_added_ms']:.1f} ms"
+    )
     print("the service's verdicts equal the offline ones")
     if args.floor:
-        *floor_first, floor_load = run_floor(config, [c.name for c in rubric.criteria],
-                                               [{**p, "keep": False} for p in phases])
+        *floor_first, floor_load = run_floor(
+            config, [c.name for c in rubric.criteria], [{**p, "keep": False} for p in phases]
+        )
         floor_timed = floor_first[0]["requests"] if floor_first else floor_load["requests"]
         floor = [took for took, _ in floor_timed]
-        result.update({
-            "floor_p50_ms": percentile(floor, 0.5) * 1000,
-            "floor_p99_ms": percentile(floor, 0.99) * 1000,
-            "floor_items_per_s": n_items / floor_load["wall"],
-            "p50_above_floor_ms": (percentile(added, 0.5) - percentile(floor, 0.5)) * 1000,
-            "p99_above_floor_ms": (percentile(added, 0.99) - percentile(floor, 0.99)) * 1000,
-        })
-        print(f"Ray Serve's floor, the same deployments without judging: p50 "
-              f"{result['floor_p50_ms']:.1f} ms, p99 {result['floor_p99_ms']:.1f} ms, "
-              f"{result['floor_items_per_s']:.1f} items/s with {args.clients} clients")
-        print(f"jurybox above the floor: p50 {result['p50_above_floor_ms']:.1f} ms, p99 "
-              f"{result['p99_above_floor_ms']:.1f} ms")
+        result.update(
+            {
+                "floor_p50_ms": percentile(floor, 0.5) * 1000,
+                "floor_p99_ms": percentile(floor, 0.99) * 1000,
+                "floor_items_per_s": n_items / floor_load["wall"],
+                "p50_above_floor_ms": (percentile(added, 0.5) - percentile(floor, 0.5)) * 1000,
+                "p99_above_floor_ms": (percentile(added, 0.99) - percentile(floor, 0.99)) * 1000,
+            }
+        )
+        print(
+            f"Ray Serve's floor, the same deployments without judging: p50 "
+            f"{result['floor_p50_ms']:.1f} ms, p99 {result['floor_p99_ms']:.1f} ms, "
+            f"{result['floor_items_per_s']:.1f} items/s with {args.clients} clients"
+        )
+        print(
+            f"jurybox above the floor: p50 {result['p50_above_floor_ms']:.1f} ms, p99 "
+            f"{result['p99_above_floor_ms']:.1f} ms"
+        )
     if args.json:
         print(json.dumps(result))
 

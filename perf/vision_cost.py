@@ -40,10 +40,12 @@ def main() -> None:
                     seconds.append(time.perf_counter() - began)
                     tokens.append(gen.prompt_tokens)
             images = sum(len(r.images) for r in requests)
-            print(f"{name}: {len(requests)} judgments ({images} images), prompt tokens "
-                  f"{statistics.mean(tokens):.0f} a judgment, "
-                  f"{statistics.median(seconds) * 1000:.0f} ms a judgment (median of "
-                  f"{len(seconds)})")
+            print(
+                f"{name}: {len(requests)} judgments ({images} images), prompt tokens "
+                f"{statistics.mean(tokens):.0f} a judgment, "
+                f"{statistics.median(seconds) * 1000:.0f} ms a judgment (median of "
+                f"{len(seconds)})"
+            )
 
 
 if __name__ == "__main__":

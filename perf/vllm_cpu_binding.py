@@ -66,19 +66,29 @@ def one(mode: str, n_items: int) -> dict:
     verdicts = jury.score(rubric, items)
     took = time.perf_counter() - began
     jury.close()
-    return {"mode": mode, "load_s": loaded, "seconds": took, "items_per_s": n_items / took,
-            "scored_votes": sum(v.score is not None for verdict in verdicts for v in verdict.votes),
-            "votes": sum(len(verdict.votes) for verdict in verdicts)}
+    return {
+        "mode": mode,
+        "load_s": loaded,
+        "seconds": took,
+        "items_per_s": n_items / took,
+        "scored_votes": sum(v.score is not None for verdict in verdicts for v in verdict.votes),
+        "votes": sum(len(verdict.votes) for verdict in verdicts),
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--items", type=int, default=40)
-    ap.add_argument("--modes", default="auto,nobind,auto,nobind",
-                    help=f"comma-separated, in order, one fresh process each: {', '.join(MODES)}")
-    ap.add_argument("--json", action="store_true",
-                    help="print every run as one JSON object, the last line")
+    ap.add_argument(
+        "--modes",
+        default="auto,nobind,auto,nobind",
+        help=f"comma-separated, in order, one fresh process each: {', '.join(MODES)}",
+    )
+    ap.add_argument(
+        "--json", action="store_true", help="print every run as one JSON object, the last line"
+    )
     ap.add_argument("--one", choices=MODES, help=argparse.SUPPRESS)  # a run's own process
     args = ap.parse_args()
     if args.one:
@@ -95,20 +105,30 @@ def main() -> None:
     runs = []
     print(f"{'binding':10} {'load s':>8} {'seconds':>8} {'items/s':>8}  votes scored")
     for mode in modes:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")}
-        out = subprocess.run([sys.executable, __file__, "--one", mode, "--items", str(args.items)],
-                             capture_output=True, text=True, env=env, check=False)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
+        }
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", mode, "--items", str(args.items)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
         line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
         if out.returncode != 0 or line is None:
             raise SystemExit(f"the {mode} run failed:\n{out.stderr[-3000:]}")
         run = json.loads(line.removeprefix("RESULT "))
         runs.append(run)
-        print(f"{mode:10} {run['load_s']:8.1f} {run['seconds']:8.1f} {run['items_per_s']:8.2f}  "
-              f"{run['scored_votes']}/{run['votes']}", flush=True)
+        print(
+            f"{mode:10} {run['load_s']:8.1f} {run['seconds']:8.1f} {run['items_per_s']:8.2f}  "
+            f"{run['scored_votes']}/{run['votes']}",
+            flush=True,
+        )
     if args.json:
-        print(json.dumps({"items": args.items, "jury": "tiny-vllm", "cpu": describe,
-                          "runs": runs}))
+        print(json.dumps({"items": args.items, "jury": "tiny-vllm", "cpu": describe, "runs": runs}))
 
 
 if __name__ == "__main__":

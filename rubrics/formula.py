@@ -33,22 +33,28 @@ def _bounded(text: str) -> ast.Expression:
     """The formula's tree, or ValueError when it is longer, deeper or larger than a formula may
     be (checked before any recursive walk: the parser's own limits would be a RecursionError)."""
     if len(text) > MAX_FORMULA_CHARS:
-        raise ValueError(f"the formula has {len(text)} characters; a formula may have at most "
-                         f"{MAX_FORMULA_CHARS}")
+        raise ValueError(
+            f"the formula has {len(text)} characters; a formula may have at most "
+            f"{MAX_FORMULA_CHARS}"
+        )
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"cannot parse formula {text[:80]!r}: {exc.msg}") from None
     except (RecursionError, MemoryError):
-        raise ValueError(f"the formula is nested too deeply; a formula may be at most "
-                         f"{MAX_FORMULA_DEPTH} operations deep") from None
+        raise ValueError(
+            f"the formula is nested too deeply; a formula may be at most "
+            f"{MAX_FORMULA_DEPTH} operations deep"
+        ) from None
     nodes, stack = 0, [(cast(ast.AST, tree), 0)]
     while stack:
         node, depth = stack.pop()
         nodes += 1
         if depth > MAX_FORMULA_DEPTH or nodes > MAX_FORMULA_NODES:
-            raise ValueError(f"the formula is too large: at most {MAX_FORMULA_DEPTH} operations "
-                             f"deep and {MAX_FORMULA_NODES} elements")
+            raise ValueError(
+                f"the formula is too large: at most {MAX_FORMULA_DEPTH} operations "
+                f"deep and {MAX_FORMULA_NODES} elements"
+            )
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
     return tree
 
@@ -130,9 +136,13 @@ class Formula(BaseModel):
             return None, f"{', '.join(unscored)} unscored"
         try:
             # Every name the formula uses was checked above to have a score (not None).
-            value = float(eval(_compiled(self.expression),
-                               {"__builtins__": {}},
-                               {n: float(cast(float, scores[n])) for n in self.names}))
+            value = float(
+                eval(
+                    _compiled(self.expression),
+                    {"__builtins__": {}},
+                    {n: float(cast(float, scores[n])) for n in self.names},
+                )
+            )
         except ZeroDivisionError:
             return None, f"{self.expression} divides by zero for these scores"
         if not math.isfinite(value):

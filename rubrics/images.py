@@ -33,8 +33,13 @@ if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
 FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
-MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif",
-        "BMP": "image/bmp"}
+MIME = {
+    "PNG": "image/png",
+    "JPEG": "image/jpeg",
+    "WEBP": "image/webp",
+    "GIF": "image/gif",
+    "BMP": "image/bmp",
+}
 _DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[^,;]*)*),", re.ASCII)
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}", re.ASCII)
 
@@ -123,8 +128,9 @@ def is_inline(ref: str) -> bool:
     return ref.startswith("data:")
 
 
-def load_image(ref: str, policy: ImagePolicy = ImagePolicy(), *, item: str = "",
-               where: str = "image") -> Image:
+def load_image(
+    ref: str, policy: ImagePolicy = ImagePolicy(), *, item: str = "", where: str = "image"
+) -> Image:
     """Read and check one image (see the module docstring); `ImageError` naming
     ``item`` and ``where`` (e.g. ``images[1]``) and the reference otherwise."""
     at = f"item {item!r}: {where} {short_ref(ref)}" if item else f"{where} {short_ref(ref)}"
@@ -144,17 +150,21 @@ def _read(ref: str, policy: ImagePolicy, fail: Any) -> bytes:
         match = _DATA_URL.match(ref)
         if match is None or ";base64" not in match["params"]:
             raise fail("a data: URL must be base64 (data:image/png;base64,...)")
-        return _b64(ref[match.end():], limit, fail)
+        return _b64(ref[match.end() :], limit, fail)
     scheme = urlparse(ref).scheme.lower() if "://" in ref else ""
     if policy.inline_only:
         if not scheme and _BASE64.fullmatch(ref) and len(ref) >= 16:
             return _b64(ref, limit, fail)  # bare base64
-        raise fail("only inline images are taken here (data:image/...;base64,... URLs or "
-                   "base64); paths and URLs are not read on a client's word")
+        raise fail(
+            "only inline images are taken here (data:image/...;base64,... URLs or "
+            "base64); paths and URLs are not read on a client's word"
+        )
     if scheme in ("http", "https"):
         if not policy.allow_remote:
-            raise fail("http(s) images are not fetched unless allowed (jurybox judge "
-                       "--allow-remote-images); download it and give its path")
+            raise fail(
+                "http(s) images are not fetched unless allowed (jurybox judge "
+                "--allow-remote-images); download it and give its path"
+            )
         return _fetch(ref, policy, fail)
     if scheme == "file":
         parsed = urlparse(ref)
@@ -162,8 +172,10 @@ def _read(ref: str, policy: ImagePolicy, fail: Any) -> bytes:
             raise fail(f"a file:// URL of another host ({parsed.netloc}) cannot be read")
         path = Path(unquote(parsed.path))
     elif scheme:
-        raise fail(f"{scheme}:// is not a kind of image reference jurybox reads (a path, "
-                   "file://, data: or, where allowed, http(s)://)")
+        raise fail(
+            f"{scheme}:// is not a kind of image reference jurybox reads (a path, "
+            "file://, data: or, where allowed, http(s)://)"
+        )
     else:
         path = Path(ref).expanduser()
         if not path.is_absolute() and policy.root is not None:
@@ -191,8 +203,7 @@ def _read(ref: str, policy: ImagePolicy, fail: Any) -> bytes:
 def _b64(text: str, limit: int, fail: Any) -> bytes:
     text = text.strip()
     if len(text) * 3 // 4 > limit + 2:  # checked before decoding anything
-        raise fail(f"about {len(text) * 3 // 4:,} bytes, more than the limit of {limit:,}",
-                   True)
+        raise fail(f"about {len(text) * 3 // 4:,} bytes, more than the limit of {limit:,}", True)
     try:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
@@ -225,8 +236,10 @@ def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str 
     from PIL import UnidentifiedImageError
 
     if fail is None:
+
         def fail(why: str, too_large: bool = False) -> ImageError:
             return ImageError(f"image: {why}", field="image", too_large=too_large)
+
     if len(data) > policy.max_bytes:
         raise fail(f"{len(data):,} bytes, more than the limit of {policy.max_bytes:,}", True)
     try:
@@ -245,11 +258,15 @@ def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str 
         if width < 1 or height < 1:
             raise fail(f"an image of {width}x{height} pixels")
         if max(width, height) > policy.max_side:
-            raise fail(f"{width}x{height} pixels; a side may have at most {policy.max_side:,}",
-                       True)
+            raise fail(
+                f"{width}x{height} pixels; a side may have at most {policy.max_side:,}", True
+            )
         if width * height > policy.max_pixels:
-            raise fail(f"{width}x{height} = {width * height:,} pixels, more than the limit of "
-                       f"{policy.max_pixels:,}", True)
+            raise fail(
+                f"{width}x{height} = {width * height:,} pixels, more than the limit of "
+                f"{policy.max_pixels:,}",
+                True,
+            )
         try:
             opened.load()  # decoded once: a truncated or corrupt file fails here
         except Exception as exc:
@@ -257,14 +274,20 @@ def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str 
     return Image(digest_of(data), data, fmt, width, height, source)
 
 
-def load_images(refs: Sequence[str], policy: ImagePolicy = ImagePolicy(), *, item: str = ""
-                ) -> tuple[Image, ...]:
+def load_images(
+    refs: Sequence[str], policy: ImagePolicy = ImagePolicy(), *, item: str = ""
+) -> tuple[Image, ...]:
     """Every image of ``refs`` (an item's), loaded and checked; at most ``max_images``."""
     if len(refs) > policy.max_images:
-        raise ImageError(f"item {item!r}: {len(refs)} images, more than the limit of "
-                         f"{policy.max_images} per item", field="images", too_large=True)
-    return tuple(load_image(ref, policy, item=item, where=f"images[{k}]")
-                 for k, ref in enumerate(refs))
+        raise ImageError(
+            f"item {item!r}: {len(refs)} images, more than the limit of "
+            f"{policy.max_images} per item",
+            field="images",
+            too_large=True,
+        )
+    return tuple(
+        load_image(ref, policy, item=item, where=f"images[{k}]") for k, ref in enumerate(refs)
+    )
 
 
 def image_tokens(width: int, height: int) -> int:

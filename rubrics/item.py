@@ -43,8 +43,10 @@ class Item(BaseModel):
     context: str | None = None
     images: list[str] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
-    image_digests: list[str] = Field(default_factory=list, description="The digests of the "
-                                     "loaded images, in order (empty: not loaded).")
+    image_digests: list[str] = Field(
+        default_factory=list,
+        description="The digests of the loaded images, in order (empty: not loaded).",
+    )
     _loaded: tuple[Image, ...] = PrivateAttr(default=())
 
     def fields(self) -> dict[str, Any]:
@@ -56,16 +58,19 @@ class Item(BaseModel):
             response=self.response,
             reference=self.reference,
             context=self.context,
-            images=[f"inline image {k + 1}" if ref.startswith("data:") else ref
-                    for k, ref in enumerate(self.images)],
+            images=[
+                f"inline image {k + 1}" if ref.startswith("data:") else ref
+                for k, ref in enumerate(self.images)
+            ],
         )
         return out
 
     def with_images(self, images: Sequence[Image]) -> Item:
         """This item holding its loaded ``images`` (one per reference, in order)."""
         if len(images) != len(self.images):
-            raise ValueError(f"item {self.id!r}: {len(images)} loaded images for "
-                             f"{len(self.images)} references")
+            raise ValueError(
+                f"item {self.id!r}: {len(images)} loaded images for {len(self.images)} references"
+            )
         out = self.model_copy(update={"image_digests": [im.digest for im in images]})
         out._loaded = tuple(images)
         return out
@@ -95,7 +100,8 @@ class Item(BaseModel):
         list is a value (e.g. no missing goals)."""
         values = self.fields()
         return [
-            n for n in rubric.inputs
+            n
+            for n in rubric.inputs
             if values.get(n) is None
             or (n not in ("response", *PAIR_FIELDS) and values.get(n) == "")
         ]

@@ -52,15 +52,21 @@ def load_definition(path: Path, model: type[M], kind: str) -> M:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise DefinitionError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise DefinitionError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise DefinitionError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise DefinitionError(
+            f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}"
+        ) from None
     if not isinstance(data, dict):
-        raise DefinitionError(f"{path}: a {kind} file must be a YAML mapping, got {type(data).__name__}")
+        raise DefinitionError(
+            f"{path}: a {kind} file must be a YAML mapping, got {type(data).__name__}"
+        )
     data.setdefault("name", path.stem)
     try:
         return model.model_validate(data)

@@ -67,30 +67,49 @@ def combine_orders(criterion: str, votes: Sequence[Vote], inconsistent: str) -> 
     for judge, pair in by_judge.items():
         ab, ba = pair.get("ab"), pair.get("ba")
         if ab is None or ba is None:
-            out.append(Vote(judge=judge, criterion=criterion,
-                            error="asked in one order only (a pairwise vote needs both)"))
+            out.append(
+                Vote(
+                    judge=judge,
+                    criterion=criterion,
+                    error="asked in one order only (a pairwise vote needs both)",
+                )
+            )
             continue
         failed = next((v for v in (ab, ba) if not v.scored), None)
         if failed is not None:
             first = "A" if failed.order == "ab" else "B"
-            out.append(Vote(judge=judge, criterion=criterion,
-                            error=f"with {first} first: {failed.error}"))
+            out.append(
+                Vote(judge=judge, criterion=criterion, error=f"with {first} first: {failed.error}")
+            )
             continue
         assert ab.score is not None and ba.score is not None
         expected = None
         if ab.expected is not None and ba.expected is not None:
             expected = (ab.expected + ba.expected) / 2
         if side(ab.score) != side(ba.score):
-            why = (f"inconsistent under order swap: with A first it chose "
-                   f"{winner_of(ab.score)}, with B first {winner_of(ba.score)}")
+            why = (
+                f"inconsistent under order swap: with A first it chose "
+                f"{winner_of(ab.score)}, with B first {winner_of(ba.score)}"
+            )
             if inconsistent == "unscored":
                 out.append(Vote(judge=judge, criterion=criterion, error=why))
             else:
-                out.append(Vote(judge=judge, criterion=criterion, score=0.5,
-                                expected=expected, label="tie", raw=why))
+                out.append(
+                    Vote(
+                        judge=judge,
+                        criterion=criterion,
+                        score=0.5,
+                        expected=expected,
+                        label="tie",
+                        raw=why,
+                    )
+                )
             continue
-        out.append(Vote(judge=judge, criterion=criterion, score=(ab.score + ba.score) / 2,
-                        expected=expected))
+        out.append(
+            Vote(
+                judge=judge, criterion=criterion, score=(ab.score + ba.score) / 2, expected=expected
+            )
+        )
     return out
 
 
@@ -121,8 +140,13 @@ def inconsistent_judges(rubric: Rubric, votes: Sequence[Vote]) -> list[tuple[str
                 seen.setdefault(v.judge, {})[v.order] = v
         for judge, pair in seen.items():
             ab, ba = pair.get("ab"), pair.get("ba")
-            if (ab is not None and ba is not None and ab.score is not None
-                    and ba.score is not None and side(ab.score) != side(ba.score)):
+            if (
+                ab is not None
+                and ba is not None
+                and ab.score is not None
+                and ba.score is not None
+                and side(ab.score) != side(ba.score)
+            ):
                 out.append((judge, c.name))
     return out
 

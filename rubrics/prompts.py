@@ -59,6 +59,7 @@ class RubricLike(Protocol):
     def orders(self) -> tuple[Order | None, ...]: ...
     def calls(self) -> Sequence[Sequence[CriterionLike]]: ...
 
+
 Message = dict[str, str]
 
 
@@ -99,15 +100,22 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
-                if (isinstance(seq, (str, list, tuple)) and isinstance(times, int)
-                        and len(seq) * times > MAX_PRODUCT):
-                    raise SecurityError(f"a repetition of {len(seq) * times} elements; "
-                                        f"templates may make at most {MAX_PRODUCT}")
+                if (
+                    isinstance(seq, (str, list, tuple))
+                    and isinstance(times, int)
+                    and len(seq) * times > MAX_PRODUCT
+                ):
+                    raise SecurityError(
+                        f"a repetition of {len(seq) * times} elements; "
+                        f"templates may make at most {MAX_PRODUCT}"
+                    )
         elif operator == "**" and isinstance(left, int) and isinstance(right, int):
             digits = abs(right) * math.log10(abs(left)) if abs(left) > 1 else 0
             if digits > MAX_POWER_DIGITS:
-                raise SecurityError(f"a power of about {digits:.0f} digits; templates may make "
-                                    f"at most {MAX_POWER_DIGITS}")
+                raise SecurityError(
+                    f"a power of about {digits:.0f} digits; templates may make "
+                    f"at most {MAX_POWER_DIGITS}"
+                )
         return super().call_binop(context, operator, left, right)
 
 
@@ -164,8 +172,9 @@ IMAGE_PLACE = "images_here"
 Place = tuple[int, int]
 
 
-def render_messages(rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike],
-                    order: str | None = None) -> list[Message]:
+def render_messages(
+    rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike], order: str | None = None
+) -> list[Message]:
     """The chat messages a judge gets for ``item`` on ``criteria``: the rubric's system prompt (when
     it has one) and its template, rendered with the item's fields, the criteria and the output
     format. A pairwise rubric's template also sees ``first`` and ``second``: response_a and
@@ -173,8 +182,9 @@ def render_messages(rubric: RubricLike, item: Item, criteria: Sequence[Criterion
     return render_prompt(rubric, item, criteria, order)[0]
 
 
-def render_prompt(rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike],
-                  order: str | None = None) -> tuple[list[Message], Place | None]:
+def render_prompt(
+    rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike], order: str | None = None
+) -> tuple[list[Message], Place | None]:
     """`render_messages`, and where the template puts the item's images: the place of
     its ``{{ images_here }}`` (the first, where it has several), or None when it has none. The
     marker renders as nothing, so a judge that sees no images gets the messages as they would
@@ -221,8 +231,7 @@ def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
     names = set(rubric.inputs) | set(rubric.optional_inputs)
     core = {"question", "response", "reference", "context"}
     names.discard(IMAGE_PLACE)
-    return ({n: f"<{n}>" for n in names & core},
-            {n: f"<{n}>" for n in names - core - {"images"}})
+    return ({n: f"<{n}>" for n in names & core}, {n: f"<{n}>" for n in names - core - {"images"}})
 
 
 def check_template(rubric: RubricLike, sample: Item) -> None:

@@ -48,11 +48,12 @@ class UnscoredReward(RuntimeError):
         super().__init__(
             f"{len(unscored)} item(s) have no reward: {shown}{more}. The reward's unscored "
             "policy is 'error'; give unscored='none' (a client that skips missing rewards) or "
-            "an explicit value to use instead")
+            "an explicit value to use instead"
+        )
 
 
 def _short(text: str, limit: int = 240) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class RewardSpec(BaseModel):
@@ -60,18 +61,29 @@ class RewardSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    score: str | None = Field(None, description="A criterion or the rubric's formula by name; "
-                              "default: the formula, or the only criterion.")
-    calibrated: bool = Field(False, description="The calibrated value (the verdict must carry "
-                             "one: a service or run with a calibration map).")
-    scale: Scale = Field("unit", description="unit: mapped onto [0, 1]; raw: "
-                                          "the rubric's own scale.")
-    low: float | None = Field(None, description="The number's lowest value (default: from the "
-                              "rubric's scales).")
-    high: float | None = Field(None, description="The number's highest value (default: from the "
-                               "rubric's scales).")
-    unscored: Unscored = Field("error", description="What an unscored item's reward is: none "
-                               "(None), error (raise), or a number.")
+    score: str | None = Field(
+        None,
+        description="A criterion or the rubric's formula by name; "
+        "default: the formula, or the only criterion.",
+    )
+    calibrated: bool = Field(
+        False,
+        description="The calibrated value (the verdict must carry "
+        "one: a service or run with a calibration map).",
+    )
+    scale: Scale = Field(
+        "unit", description="unit: mapped onto [0, 1]; raw: the rubric's own scale."
+    )
+    low: float | None = Field(
+        None, description="The number's lowest value (default: from the rubric's scales)."
+    )
+    high: float | None = Field(
+        None, description="The number's highest value (default: from the rubric's scales)."
+    )
+    unscored: Unscored = Field(
+        "error",
+        description="What an unscored item's reward is: none (None), error (raise), or a number.",
+    )
 
     @field_validator("unscored")
     @classmethod
@@ -93,20 +105,26 @@ class RewardSpec(BaseModel):
             elif len(names) == 1:
                 score = names[0]
             else:
-                raise InputError(f"rubric {rubric.name} has {len(names)} criteria and no formula: "
-                                 f"name the reward's score (one of {', '.join(names)})",
-                                 field="score")
+                raise InputError(
+                    f"rubric {rubric.name} has {len(names)} criteria and no formula: "
+                    f"name the reward's score (one of {', '.join(names)})",
+                    field="score",
+                )
         if score not in names and score != formula:
             known = names + ([formula] if formula else [])
-            raise InputError(f"rubric {rubric.name} has no score {score!r} (its scores: "
-                             f"{', '.join(known)})", field="score")
+            raise InputError(
+                f"rubric {rubric.name} has no score {score!r} (its scores: {', '.join(known)})",
+                field="score",
+            )
         low, high = self.low, self.high
         if low is None or high is None:
             found = _range(rubric, score)
             if found is None:
-                raise InputError(f"the range of formula {score} of rubric {rubric.name} is not "
-                                 "linear in its criteria: give the reward's low and high",
-                                 field="low")
+                raise InputError(
+                    f"the range of formula {score} of rubric {rubric.name} is not "
+                    "linear in its criteria: give the reward's low and high",
+                    field="low",
+                )
             low = found[0] if low is None else low
             high = found[1] if high is None else high
         if not high > low:
@@ -171,9 +189,12 @@ class Reward:
         rec = record if isinstance(record, VerdictRecord) else VerdictRecord.from_record(record)
         if self.spec.calibrated:
             if rec.calibrated is None:
-                raise InputError(f"item {rec.id}: the reward is the calibrated {self.score} but "
-                                 "the verdict carries no calibrated scores (start the service or "
-                                 "the run with a calibration map)", field="calibrated")
+                raise InputError(
+                    f"item {rec.id}: the reward is the calibrated {self.score} but "
+                    "the verdict carries no calibrated scores (start the service or "
+                    "the run with a calibration map)",
+                    field="calibrated",
+                )
             value = rec.calibrated.get(self.score)
         else:
             value = rec.scores.get(self.score)
@@ -189,8 +210,7 @@ class Reward:
         """The reward of one verdict (the unscored policy applied; ``error`` raises)."""
         return self.values([record])[0]
 
-    def values(self, records: Iterable[VerdictRecord | Mapping[str, Any]]
-               ) -> list[float | None]:
+    def values(self, records: Iterable[VerdictRecord | Mapping[str, Any]]) -> list[float | None]:
         """The rewards of ``records``, in order; with ``unscored="error"`` one
         `UnscoredReward` naming every unscored item."""
         out: list[float | None] = []
@@ -203,8 +223,9 @@ class Reward:
                 policy = self.spec.unscored
                 out.append(None if policy in ("none", "error") else float(policy))
             else:
-                out.append(raw if self.spec.scale == "raw"
-                           else (raw - self.low) / (self.high - self.low))
+                out.append(
+                    raw if self.spec.scale == "raw" else (raw - self.low) / (self.high - self.low)
+                )
         if missing and self.spec.unscored == "error":
             raise UnscoredReward(missing)
         return out

@@ -84,11 +84,15 @@ def row_files(source: str | Path) -> list[Path]:
     temporary files aside), or the files a glob pattern matches."""
     path = Path(source)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")
-                       and p.suffix.lower() in FORMATS)
+        files = sorted(
+            p
+            for p in path.iterdir()
+            if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in FORMATS
+        )
         if not files:
-            raise FileFormatError(f"{path} is a directory with no row files "
-                                  f"({', '.join(sorted(FORMATS))})")
+            raise FileFormatError(
+                f"{path} is a directory with no row files ({', '.join(sorted(FORMATS))})"
+            )
         return files
     if any(ch in str(source) for ch in "*?[") and not path.exists():
         import glob
@@ -107,7 +111,9 @@ def read_rows(source: str | Path) -> Iterator[Row]:
         yield n, row
 
 
-def read_rows_from(source: str | Path) -> Iterator[tuple[str | None, int, dict[str, Any] | RowError]]:
+def read_rows_from(
+    source: str | Path,
+) -> Iterator[tuple[str | None, int, dict[str, Any] | RowError]]:
     """`read_rows` with the file each row comes from (None when ``source`` is one file),
     for callers that find row errors of their own."""
     files = row_files(source)
@@ -115,8 +121,9 @@ def read_rows_from(source: str | Path) -> Iterator[tuple[str | None, int, dict[s
     for path in files:
         label = path.name if len(files) > 1 else None
         fmt = file_format(path)
-        reader = {"jsonl": _jsonl, "json": _json, "csv": _csv, "tsv": _csv,
-                  "parquet": _parquet}[fmt]
+        reader = {"jsonl": _jsonl, "json": _json, "csv": _csv, "tsv": _csv, "parquet": _parquet}[
+            fmt
+        ]
         for n, row in reader(path, fmt):
             count += 1
             if label is not None and isinstance(row, RowError):
@@ -176,8 +183,13 @@ def _record(n: int, value: Any) -> Row:
         return n, RowError(n, None, f"expected a JSON object, got {_json_type(value)}", "shape")
     if isinstance(value, _Object) and value.duplicates:
         key = value.duplicates[0]
-        return n, RowError(n, key, f"the key {key!r} appears more than once in this object; "
-                                   "which value is meant is unclear", "shape")
+        return n, RowError(
+            n,
+            key,
+            f"the key {key!r} appears more than once in this object; "
+            "which value is meant is unclear",
+            "shape",
+        )
     return n, _plain(value)
 
 
@@ -190,8 +202,13 @@ def _plain(value: Any) -> Any:
 
 
 def _json_type(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "true/false",
-            type(None): "null"}.get(type(value), "a number")
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "true/false",
+        type(None): "null",
+    }.get(type(value), "a number")
 
 
 def _bad_utf8(exc: UnicodeDecodeError) -> str:
@@ -217,7 +234,10 @@ def _jsonl(path: Path, fmt: str) -> Iterator[Row]:
             except json.JSONDecodeError as exc:
                 if first:
                     _not_jsonl(path, text.strip())
-                yield n, RowError(n, None, f"invalid JSON: {exc.msg} at column {exc.colno}", "syntax")
+                yield (
+                    n,
+                    RowError(n, None, f"invalid JSON: {exc.msg} at column {exc.colno}", "syntax"),
+                )
                 first = False
                 continue
             first = False
@@ -257,13 +277,20 @@ def _json(path: Path, fmt: str) -> Iterator[Row]:
                 f"{path}: this looks like JSON Lines (one object per line), not one JSON "
                 "document (which .json means); name it .jsonl"
             ) from None
-        raise FileFormatError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
-                              f"{exc.msg}") from None
-    if isinstance(records, dict) and len(records) == 1 and isinstance(next(iter(records.values())), list):
+        raise FileFormatError(
+            f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    if (
+        isinstance(records, dict)
+        and len(records) == 1
+        and isinstance(next(iter(records.values())), list)
+    ):
         records = next(iter(records.values()))  # {"data": [...]}
     if not isinstance(records, list):
-        raise FileFormatError(f"{path}: expected a JSON list of objects, got {_json_type(records)}"
-                              " (for one object per line, name the file .jsonl)")
+        raise FileFormatError(
+            f"{path}: expected a JSON list of objects, got {_json_type(records)}"
+            " (for one object per line, name the file .jsonl)"
+        )
     for n, record in enumerate(records, start=1):
         yield _record(n, record)
 
@@ -297,14 +324,30 @@ def _csv(path: Path, fmt: str) -> Iterator[Row]:
                 if not cells:
                     continue  # a blank line
                 if len(cells) > len(header):
-                    yield n, RowError(n, None, f"{len(cells) - len(header)} more value(s) than "
-                                               f"the {len(header)} header columns", "shape")
+                    yield (
+                        n,
+                        RowError(
+                            n,
+                            None,
+                            f"{len(cells) - len(header)} more value(s) than "
+                            f"the {len(header)} header columns",
+                            "shape",
+                        ),
+                    )
                     continue
                 if len(cells) < len(header):
-                    missing = header[len(cells):]
-                    yield n, RowError(n, missing[0], f"the row has {len(cells)} of the "
-                                                     f"{len(header)} header columns (no value "
-                                                     f"for {', '.join(missing[:5])})", "shape")
+                    missing = header[len(cells) :]
+                    yield (
+                        n,
+                        RowError(
+                            n,
+                            missing[0],
+                            f"the row has {len(cells)} of the "
+                            f"{len(header)} header columns (no value "
+                            f"for {', '.join(missing[:5])})",
+                            "shape",
+                        ),
+                    )
                     continue
                 bad = next((h for h, v in zip(header, cells) if _has_surrogates(v)), None)
                 if bad is not None:
@@ -312,8 +355,9 @@ def _csv(path: Path, fmt: str) -> Iterator[Row]:
                     continue
                 yield n, {h: (v if v != "" else None) for h, v in zip(header, cells)}
         except csv.Error as exc:
-            raise FileFormatError(f"{path}: CSV error in the record starting at line "
-                                  f"{reader.line_num}: {exc}") from None
+            raise FileFormatError(
+                f"{path}: CSV error in the record starting at line {reader.line_num}: {exc}"
+            ) from None
 
 
 def _has_surrogates(text: str) -> bool:

@@ -134,7 +134,8 @@ class Scale(BaseModel):
             return [Level(value=v) for v in sorted(self.explicit)]
         assert self.min is not None and self.max is not None
         return [
-            Level(value=v, description=self.levels.get(v, "")) for v in range(self.min, self.max + 1)
+            Level(value=v, description=self.levels.get(v, ""))
+            for v in range(self.min, self.max + 1)
         ]
 
     @cached_property
@@ -197,8 +198,9 @@ class Scale(BaseModel):
                 number = float(text)
             except ValueError:
                 if self.labels:
-                    raise ValueError(f"{text!r} is not a label of the scale (not one of "
-                                     f"{list(self.labels)})") from None
+                    raise ValueError(
+                        f"{text!r} is not a label of the scale (not one of {list(self.labels)})"
+                    ) from None
                 raise ValueError(f"{text!r} is not a number") from None
         elif isinstance(raw, (int, float)):
             number = float(raw)
@@ -309,7 +311,9 @@ class Rubric(BaseModel):
         if self.formula is not None:
             unknown = sorted(set(self.formula.names) - set(names))
             if unknown:
-                raise ValueError(f"formula {self.formula.expression!r} names unknown criteria {unknown}")
+                raise ValueError(
+                    f"formula {self.formula.expression!r} names unknown criteria {unknown}"
+                )
             if self.formula.name in names:
                 raise ValueError(f"formula name {self.formula.name!r} clashes with a criterion")
         # Fail at load time, not on the first item, if the template does not render.
@@ -320,21 +324,27 @@ class Rubric(BaseModel):
     def _check_pairwise(self) -> None:
         lacking = [n for n in PAIR_FIELDS if n not in self.inputs]
         if lacking:
-            raise ValueError(f"a pairwise rubric compares response_a with response_b: list "
-                             f"{lacking} under inputs")
+            raise ValueError(
+                f"a pairwise rubric compares response_a with response_b: list "
+                f"{lacking} under inputs"
+            )
         for c in self.criteria:
             values = c.scale.values
             if (min(values), max(values)) != (0.0, 1.0) or any(
-                    not any(math.isclose(1 - v, w, abs_tol=1e-9) for w in values) for v in values):
+                not any(math.isclose(1 - v, w, abs_tol=1e-9) for w in values) for v in values
+            ):
                 raise ValueError(
                     f"criterion {c.name}: a pairwise scale runs from 0 (the second answer is "
                     "better) to 1 (the first is), symmetric about 0.5 so that swapping the "
                     'answers maps each point to another, e.g. labels {"1": 1, "tie": 0.5, '
-                    f'"2": 0}}; got {c.scale.short()}')
+                    f'"2": 0}}; got {c.scale.short()}'
+                )
         if len(self.criteria) > 1 and self.formula is None:
-            raise ValueError("a pairwise rubric with several criteria needs a formula: the "
-                             "winner is read from it (e.g. formula: {name: overall, expression: "
-                             "(accuracy + completeness) / 2})")
+            raise ValueError(
+                "a pairwise rubric with several criteria needs a formula: the "
+                "winner is read from it (e.g. formula: {name: overall, expression: "
+                "(accuracy + completeness) / 2})"
+            )
 
     @property
     def pairwise(self) -> bool:

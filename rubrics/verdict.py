@@ -29,8 +29,10 @@ class Vote(BaseModel):
     reasoning: str | None = None
     order: Order | None = None
     images: list[str] | None = Field(
-        None, description="The digests of the item's images this judge was shown in this call "
-        "(absent: it was shown none, being text-only or the item having none).")
+        None,
+        description="The digests of the item's images this judge was shown in this call "
+        "(absent: it was shown none, being text-only or the item having none).",
+    )
 
     @model_validator(mode="after")
     def _scored_or_explained(self) -> Vote:
@@ -66,8 +68,10 @@ class StageDecision(BaseModel):
     stage: int = Field(ge=1, description="The deciding stage (1 = the first).")
     of: int = Field(ge=2, description="The cascade's number of stages.")
     confidence: float | None = Field(
-        None, description="The stage's confidence in its verdict (pooled score-distribution "
-        "mass, minimum over criteria); null for the last stage, which decides regardless.")
+        None,
+        description="The stage's confidence in its verdict (pooled score-distribution "
+        "mass, minimum over criteria); null for the last stage, which decides regardless.",
+    )
     threshold: float | None = Field(None, description="The confidence the stage needed.")
     reason: str = Field(description="Why this stage decided.")
 
@@ -105,22 +109,42 @@ class Verdict(BaseModel):
             criteria[name] = CriterionResult(
                 score=record.scores.get(name),
                 n_votes=len({v.judge for v in record.votes if v.criterion == name}),
-                n_scored=spread.n, std=spread.std, range=spread.range,
-                reason=reasons.get(name))
-        return cls(id=record.id, status=record.status, rubric=record.rubric, jury=record.jury,
-                   provenance=record.provenance, scores=record.scores, criteria=criteria,
-                   votes=record.votes, reasons=record.reasons, stage=record.stage,
-                   pairwise="winner" in record.model_fields_set, winner=record.winner,
-                   p_a=record.p_a, inconsistent=record.inconsistent)
+                n_scored=spread.n,
+                std=spread.std,
+                range=spread.range,
+                reason=reasons.get(name),
+            )
+        return cls(
+            id=record.id,
+            status=record.status,
+            rubric=record.rubric,
+            jury=record.jury,
+            provenance=record.provenance,
+            scores=record.scores,
+            criteria=criteria,
+            votes=record.votes,
+            reasons=record.reasons,
+            stage=record.stage,
+            pairwise="winner" in record.model_fields_set,
+            winner=record.winner,
+            p_a=record.p_a,
+            inconsistent=record.inconsistent,
+        )
 
     def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
         """This verdict as written, as a `VerdictRecord`. Scored votes drop the judge's
         raw output unless ``keep_raw``; unscored ones keep it, as the evidence of what went
         wrong."""
-        votes = self.votes if keep_raw else [
-            v.model_copy(update={"raw": None}) if v.scored else v for v in self.votes]
-        pair: dict[str, Any] = {"winner": self.winner, "p_a": self.p_a,
-                                "inconsistent": self.inconsistent} if self.pairwise else {}
+        votes = (
+            self.votes
+            if keep_raw
+            else [v.model_copy(update={"raw": None}) if v.scored else v for v in self.votes]
+        )
+        pair: dict[str, Any] = (
+            {"winner": self.winner, "p_a": self.p_a, "inconsistent": self.inconsistent}
+            if self.pairwise
+            else {}
+        )
         return VerdictRecord(
             id=self.id,
             status=self.status,
@@ -129,8 +153,10 @@ class Verdict(BaseModel):
             provenance=self.provenance,
             scores=self.scores,
             reasons=self.reasons,
-            disagreement={name: Disagreement(n=r.n_scored, std=r.std, range=r.range)
-                          for name, r in self.criteria.items()},
+            disagreement={
+                name: Disagreement(n=r.n_scored, std=r.std, range=r.range)
+                for name, r in self.criteria.items()
+            },
             votes=votes,
             stage=self.stage,
             **pair,
@@ -160,8 +186,10 @@ class Verdict(BaseModel):
             "provenance": self.provenance,
             "scores": dict(self.scores),
             "reasons": list(self.reasons),
-            "disagreement": {name: {"n": r.n_scored, "std": r.std, "range": r.range}
-                             for name, r in self.criteria.items()},
+            "disagreement": {
+                name: {"n": r.n_scored, "std": r.std, "range": r.range}
+                for name, r in self.criteria.items()
+            },
             "votes": votes,
         }
         if self.stage is not None:
@@ -194,8 +222,9 @@ class Route(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     to: Literal["human"] = Field(description="Who should look at the item.")
-    reasons: list[str] = Field(description="Why: each criterion whose interval is too wide or "
-                                           "missing.")
+    reasons: list[str] = Field(
+        description="Why: each criterion whose interval is too wide or missing."
+    )
 
 
 class VerdictRecord(BaseModel):
@@ -210,38 +239,52 @@ class VerdictRecord(BaseModel):
 
     id: str = Field(description="The item's id.")
     status: Literal["scored", "unscored"] = Field(
-        description="scored: every criterion (and the formula) has a value; unscored: see reasons.")
+        description="scored: every criterion (and the formula) has a value; unscored: see reasons."
+    )
     rubric: str = Field(description="The rubric's name.")
     jury: str = Field(description="The jury's name.")
     provenance: str = Field(description="Hash of rubric, judges, weights and aggregation.")
     scores: dict[str, float | None] = Field(
-        description="Per criterion (and the rubric's formula): the jury's score, or null.")
+        description="Per criterion (and the rubric's formula): the jury's score, or null."
+    )
     reasons: list[str] = Field(default_factory=list, description="Why a score is null.")
     disagreement: dict[str, Disagreement] = Field(default_factory=dict)
     votes: list[Vote] = Field(default_factory=list, description="Every judge's vote per criterion.")
     input: str | None = Field(None, description="Hash of the judged input (bulk runs).")
     calibrated: dict[str, float | None] | None = Field(
-        None, description="Calibrated scores, when a calibration map was applied.")
+        None, description="Calibrated scores, when a calibration map was applied."
+    )
     calibration: str | None = Field(None, description="The calibration map applied (file:hash).")
     interval: dict[str, list[float] | None] | None = Field(
-        None, description="Per criterion, the conformal interval [low, high] that holds a "
+        None,
+        description="Per criterion, the conformal interval [low, high] that holds a "
         "human's label with the map's probability (null where the jury did not score it), when "
-        "a conformal map was applied.")
+        "a conformal map was applied.",
+    )
     route: Route | None = Field(
-        None, description="To a human, with the reasons, when an interval is wider than "
-        "--route-width (or missing).")
+        None,
+        description="To a human, with the reasons, when an interval is wider than "
+        "--route-width (or missing).",
+    )
     stage: StageDecision | None = Field(
-        None, description="A cascaded jury's deciding stage and why (absent without stages).")
+        None, description="A cascaded jury's deciding stage and why (absent without stages)."
+    )
     winner: Winner | None = Field(
-        None, description="Pairwise rubrics: the better answer, a (response_a), b or tie; null "
-        "with the reason in reasons (absent for other rubrics).")
+        None,
+        description="Pairwise rubrics: the better answer, a (response_a), b or tie; null "
+        "with the reason in reasons (absent for other rubrics).",
+    )
     p_a: float | None = Field(
-        None, description="Pairwise rubrics: the jury's probability that A is better (the "
-        "judges' answer distributions, both orders averaged); null without distributions.")
+        None,
+        description="Pairwise rubrics: the jury's probability that A is better (the "
+        "judges' answer distributions, both orders averaged); null without distributions.",
+    )
     inconsistent: list[str] = Field(
-        default_factory=list, description="Pairwise rubrics: each judge whose two orders "
+        default_factory=list,
+        description="Pairwise rubrics: each judge whose two orders "
         "pointed to different answers, on which criterion, and what it chose in each (counted "
-        "as a tie or unscored, as the rubric says).")
+        "as a tie or unscored, as the rubric says).",
+    )
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
@@ -255,16 +298,23 @@ class VerdictRecord(BaseModel):
             at = f"{where} (id {ident!r})" if ident is not None else where
             problems = [_problem(err) for err in exc.errors(include_url=False)[:5]]
             first = exc.errors(include_url=False)[0]
-            raise InputError(f"{at}: not a jurybox verdict: " + "; ".join(problems),
-                             field=_location(first["loc"])) from None
+            raise InputError(
+                f"{at}: not a jurybox verdict: " + "; ".join(problems),
+                field=_location(first["loc"]),
+            ) from None
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON-ready data: the optional fields only when set, and a scored vote's ``raw``
         only when kept."""
-        data = self.model_dump(mode="json", exclude={
-            k for k in ("input", "calibrated", "calibration", "interval", "route", "stage")
-            if getattr(self, k) is None}
-            | ({"winner", "p_a", "inconsistent"} - self.model_fields_set))
+        data = self.model_dump(
+            mode="json",
+            exclude={
+                k
+                for k in ("input", "calibrated", "calibration", "interval", "route", "stage")
+                if getattr(self, k) is None
+            }
+            | ({"winner", "p_a", "inconsistent"} - self.model_fields_set),
+        )
         for vote in data["votes"]:
             if vote["raw"] is None and vote["score"] is not None:
                 del vote["raw"]

@@ -12,9 +12,13 @@ from typing import TYPE_CHECKING
 
 from jurybox._lazy import lazy
 
-_EXPORTS = {"Client": "service.client", "RemoteJury": "service.client",
-            "build_jury_app": "service.builder", "ServiceConfig": "service.config",
-            "judge_file": "runs.local"}
+_EXPORTS = {
+    "Client": "service.client",
+    "RemoteJury": "service.client",
+    "build_jury_app": "service.builder",
+    "ServiceConfig": "service.config",
+    "judge_file": "runs.local",
+}
 __all__ = ["Client", "RemoteJury", "ServiceConfig", "build_jury_app", "judge_file"]
 
 

@@ -28,8 +28,14 @@ class HTTPProblem(Exception):
         headers: Headers the answer carries (e.g. ``Retry-After``); none by default.
     """
 
-    def __init__(self, status: int, kind: str, message: str, field: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        message: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.kind, self.message, self.field = status, kind, message, field
         self.headers = headers or {}
@@ -56,8 +62,9 @@ def problem_for(exc: BaseException) -> HTTPProblem:
         return HTTPProblem(503, "unavailable", str(exc))
     if isinstance(exc, JuryboxError):
         return HTTPProblem(exc.http_status, "internal", str(exc))
-    return HTTPProblem(500, "internal", f"{type(exc).__name__}: the service failed on this "
-                                        "request; see its log")
+    return HTTPProblem(
+        500, "internal", f"{type(exc).__name__}: the service failed on this request; see its log"
+    )
 
 
 def body(problem: HTTPProblem) -> dict[str, Any]:
@@ -66,8 +73,10 @@ def body(problem: HTTPProblem) -> dict[str, Any]:
 
 
 # How pydantic names the member of a union that failed (``items.0.id.str``): no field of ours.
-_UNION_MEMBER = re.compile(r"^(str|int|float|bool|none|constrained-str|(dict|list|function-\w+)"
-                           r"\[.*\])$")
+_UNION_MEMBER = re.compile(
+    r"^(str|int|float|bool|none|constrained-str|(dict|list|function-\w+)"
+    r"\[.*\])$"
+)
 
 
 def validation_field(loc: tuple) -> str | None:
@@ -95,10 +104,22 @@ def validation_problem(errors: list[dict[str, Any]]) -> HTTPProblem:
         where = validation_field(tuple(err.get("loc", ()))) or "request"
         shown.append(f"{where}: {str(err.get('msg', 'invalid')).removeprefix('Value error, ')}")
     if first.get("type") == "json_invalid":
-        return HTTPProblem(400, "invalid_request", "the body is not valid JSON: "
-                           + str(first.get("ctx", {}).get("error", first.get("msg"))), None)
+        return HTTPProblem(
+            400,
+            "invalid_request",
+            "the body is not valid JSON: "
+            + str(first.get("ctx", {}).get("error", first.get("msg"))),
+            None,
+        )
     if tuple(first.get("loc", ())) == ("body",) and first.get("type") in (
-            "model_attributes_type", "dict_type", "missing"):
-        return HTTPProblem(400, "invalid_request", "the body must be a JSON object (sent with "
-                           "Content-Type: application/json)", None)
+        "model_attributes_type",
+        "dict_type",
+        "missing",
+    ):
+        return HTTPProblem(
+            400,
+            "invalid_request",
+            "the body must be a JSON object (sent with Content-Type: application/json)",
+            None,
+        )
     return HTTPProblem(422, "invalid_request", "; ".join(shown), field)

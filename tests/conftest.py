@@ -21,8 +21,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     AVX-512 or bf16 is several times slower; docs/guides/backends.md)."""
     from jurybox.judges.cpu import cpu, vllm_cpu_dtype
 
-    terminalreporter.write_line(f"cpu: {cpu().describe()}; vLLM on CPU runs dtype auto as "
-                                f"{vllm_cpu_dtype('auto')}")
+    terminalreporter.write_line(
+        f"cpu: {cpu().describe()}; vLLM on CPU runs dtype auto as {vllm_cpu_dtype('auto')}"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -68,9 +69,22 @@ def vllm_judged(tmp_path_factory) -> Path:
     import sys
 
     out = tmp_path_factory.mktemp("vllm") / "mg.judged.jsonl"
-    cmd = [sys.executable, "-c", "from jurybox.serving.cli import main; main()", "judge",
-           str(EXAMPLES / "mirage_mg.jsonl"), "--rubric", "mirage-mg", "--jury", "tiny-vllm",
-           "--out", str(out), "--quiet", "--chunk-size", "64"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from jurybox.serving.cli import main; main()",
+        "judge",
+        str(EXAMPLES / "mirage_mg.jsonl"),
+        "--rubric",
+        "mirage-mg",
+        "--jury",
+        "tiny-vllm",
+        "--out",
+        str(out),
+        "--quiet",
+        "--chunk-size",
+        "64",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     return out
@@ -117,9 +131,19 @@ def smol_vllm_conformal(tmp_path_factory, vllm_judged, smol_vllm_jury) -> Path:
             votes = [v for v in verdict.votes if v.judge == "smollm2-135m"]
             fh.write(json.dumps(decide(rubric, spec, prov, verdict.id, votes).to_record()) + "\n")
     out = folder / "smol.conformal.yaml"
-    got = CliRunner().invoke(app, ["calibrate", str(EXAMPLES / "mirage_mg.human.jsonl"),
-                                   str(judged), "--conformal", "--alpha", "0.3", "--out",
-                                   str(out)])
+    got = CliRunner().invoke(
+        app,
+        [
+            "calibrate",
+            str(EXAMPLES / "mirage_mg.human.jsonl"),
+            str(judged),
+            "--conformal",
+            "--alpha",
+            "0.3",
+            "--out",
+            str(out),
+        ],
+    )
     assert got.exit_code == 0, got.output
     return out
 
@@ -132,9 +156,11 @@ def user_service_jury(tmp_path_factory) -> Path:
     from judging_helpers import write_replay_jury
     from service_helpers import USER_SERVICE_DELAY_S, USER_SERVICE_MAX_PROMPT_TOKENS
 
-    return write_replay_jury(tmp_path_factory.mktemp("user-service") / "tiny-replay.yaml",
-                             delay_s=USER_SERVICE_DELAY_S,
-                             max_prompt_tokens=USER_SERVICE_MAX_PROMPT_TOKENS)
+    return write_replay_jury(
+        tmp_path_factory.mktemp("user-service") / "tiny-replay.yaml",
+        delay_s=USER_SERVICE_DELAY_S,
+        max_prompt_tokens=USER_SERVICE_MAX_PROMPT_TOKENS,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -153,14 +179,28 @@ def user_service(tmp_path_factory, user_service_jury):
 
     limits = user_service_limits()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    args = ["--jury", str(user_service_jury), "--token-env", USER_SERVICE_TOKEN_ENV,
-            "--cors-origin", "http://labelling.example",
-            "--max-body-bytes", str(limits.max_body_bytes), "--max-items", str(limits.max_items),
-            "--max-field-chars", str(limits.max_field_chars),
-            "--max-concurrent", str(limits.max_concurrent),
-            "--max-queued", str(limits.max_queued),
-            "--request-timeout", str(limits.request_timeout_s),
-            "--ingress-replicas", str(USER_SERVICE_INGRESS_REPLICAS)]
+    args = [
+        "--jury",
+        str(user_service_jury),
+        "--token-env",
+        USER_SERVICE_TOKEN_ENV,
+        "--cors-origin",
+        "http://labelling.example",
+        "--max-body-bytes",
+        str(limits.max_body_bytes),
+        "--max-items",
+        str(limits.max_items),
+        "--max-field-chars",
+        str(limits.max_field_chars),
+        "--max-concurrent",
+        str(limits.max_concurrent),
+        "--max-queued",
+        str(limits.max_queued),
+        "--request-timeout",
+        str(limits.request_timeout_s),
+        "--ingress-replicas",
+        str(USER_SERVICE_INGRESS_REPLICAS),
+    ]
     with serving_as_users_do(args, log, env={USER_SERVICE_TOKEN_ENV: USER_SERVICE_TOKEN}) as url:
         yield url
 
@@ -178,8 +218,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if users:
         first = items.index(users[0])
         rest = [i for i in items if i not in set(users)]
-        block = ([i for i in users if i.name != STOPS_USER_SERVICE]
-                 + [i for i in users if i.name == STOPS_USER_SERVICE])
+        block = [i for i in users if i.name != STOPS_USER_SERVICE] + [
+            i for i in users if i.name == STOPS_USER_SERVICE
+        ]
         items[:] = rest[:first] + block + rest[first:]
     on_ray = [i for i in items if "shared_ray" in getattr(i, "fixturenames", ())]
     if on_ray:
@@ -200,8 +241,7 @@ def shared_ray():
 
     if not ray.is_initialized():
         # Ray annotates logging_level as int but takes a level name, as serving/runs/ray.py does.
-        ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING",
-                 log_to_driver=False)
+        ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     yield
 
 
@@ -211,7 +251,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     deleted), stop it."""
     yield
     if "shared_ray" in getattr(item, "fixturenames", ()) and (
-            nextitem is None or "shared_ray" not in getattr(nextitem, "fixturenames", ())):
+        nextitem is None or "shared_ray" not in getattr(nextitem, "fixturenames", ())
+    ):
         import ray
 
         if ray.is_initialized():
@@ -247,13 +288,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     try:
         import psutil
 
-        children = [f"{p.pid} {' '.join(p.cmdline()[:3])}"
-                    for p in psutil.Process().children(recursive=True)]
+        children = [
+            f"{p.pid} {' '.join(p.cmdline()[:3])}"
+            for p in psutil.Process().children(recursive=True)
+        ]
     except Exception:  # a child gone while we look: nothing to name
         children = []
     if alive or children:
-        print(f"\nconftest: still alive at the end: threads {alive}, child processes {children}",
-              file=sys.stderr)
+        print(
+            f"\nconftest: still alive at the end: threads {alive}, child processes {children}",
+            file=sys.stderr,
+        )
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(_session_status[-1])
@@ -263,12 +308,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def browser():
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
-        pytest.fail("no chromium here: the pages are tested in a real browser "
-                    "(apt-get install -y chromium)")
+        pytest.fail(
+            "no chromium here: the pages are tested in a real browser (apt-get install -y chromium)"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True,
-                                    args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
         yield browser
         browser.close()

@@ -28,9 +28,18 @@ class SimJudge:
     likewise, the first shown raised by ``bias`` (on that [-2, 2] span). ``sharpness`` sets how
     peaked its distribution over the scale is around its latent value."""
 
-    def __init__(self, name: str, quality: Mapping[str, float], *, bias: float = 0.0,
-                 noise: float = 0.0, tie: float = 0.0, sharpness: float = 4.0,
-                 seed: int = 0, fail: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        name: str,
+        quality: Mapping[str, float],
+        *,
+        bias: float = 0.0,
+        noise: float = 0.0,
+        tie: float = 0.0,
+        sharpness: float = 4.0,
+        seed: int = 0,
+        fail: tuple[str, ...] = (),
+    ) -> None:
         self.name = name
         self.quality = dict(quality)
         self.bias, self.noise, self.tie, self.sharpness = bias, noise, tie, sharpness
@@ -66,7 +75,8 @@ class SimJudge:
                         position = ord(name[0]) - ord("a")
                         target = shown[position] if position < len(shown) else None
                     latent = (self.quality.get(target, 0.0) if target else 0.0) + (
-                        self.noise * self.rng.normal())
+                        self.noise * self.rng.normal()
+                    )
                     if name[1:2] == "_" and position == 0:
                         latent += self.bias
                     answers[name] = (*self._point(texts, latent), quoted)
@@ -127,10 +137,14 @@ def sim_jury(quality: Mapping[str, float], judges: int = 2, **kwargs):
     from jurybox.judges import Jury, load_jury_spec
 
     base = load_jury_spec("tiny")
-    spec = base.model_copy(update={"judges": [
-        base.judges[k % len(base.judges)].model_copy(update={"name": f"j{k}"})
-        for k in range(judges)]})
+    spec = base.model_copy(
+        update={
+            "judges": [
+                base.judges[k % len(base.judges)].model_copy(update={"name": f"j{k}"})
+                for k in range(judges)
+            ]
+        }
+    )
     seed = kwargs.pop("seed", 0)
-    backends = {f"j{k}": SimJudge(f"j{k}", quality, seed=seed + k, **kwargs)
-                for k in range(judges)}
+    backends = {f"j{k}": SimJudge(f"j{k}", quality, seed=seed + k, **kwargs) for k in range(judges)}
     return Jury(spec, backends)

@@ -9,10 +9,16 @@ from jurybox.judges.backends.protocol import TokenStep
 from jurybox.rubrics import Item
 
 QUESTION = "What causes brown rings on tomato leaves after rain?"
-REFERENCE = "Early blight (Alternaria). Remove infected leaves, mulch, and apply copper or chlorothalonil."
+REFERENCE = (
+    "Early blight (Alternaria). Remove infected leaves, mulch, and apply copper or chlorothalonil."
+)
 ITEMS = [
-    Item(id="good", question=QUESTION, reference=REFERENCE,
-         response="Early blight, a fungal disease; remove infected leaves and use a copper fungicide."),
+    Item(
+        id="good",
+        question=QUESTION,
+        reference=REFERENCE,
+        response="Early blight, a fungal disease; remove infected leaves and use a copper fungicide.",
+    ),
     Item(id="bad", question=QUESTION, reference=REFERENCE, response="Buy a new car."),
 ]
 
@@ -50,8 +56,9 @@ def reference_token_pieces(decode: Any, ids: list[int]) -> list[str]:
     return pieces
 
 
-def reference_steps_from_logprobs(decode: Any, ids: list[int], logprobs: Any
-                                   ) -> tuple[str, list[TokenStep]]:
+def reference_steps_from_logprobs(
+    decode: Any, ids: list[int], logprobs: Any
+) -> tuple[str, list[TokenStep]]:
     """Answer text and TokenSteps from generated ids and vLLM's per-position logprobs
     (``{token_id: Logprob}``; tokens the grammar forbids carry -inf and are left out)."""
     pieces = reference_token_pieces(decode, ids)
@@ -70,7 +77,9 @@ def reference_steps_from_logprobs(decode: Any, ids: list[int], logprobs: Any
                     continue
                 appended = decode(prefix_ids + [alt])[len(prev) :]
                 out[appended] = (
-                    math.log(math.exp(out[appended]) + math.exp(value)) if appended in out else value
+                    math.log(math.exp(out[appended]) + math.exp(value))
+                    if appended in out
+                    else value
                 )
             return out
 
@@ -94,15 +103,18 @@ def reference_distribution(criterion, steps, position):
         if not alt.startswith(prefix):
             continue
         p = math.exp(logprob)
-        rest = alt[len(prefix):].lower()
-        matches = [a for a in lowered if rest and (
-            a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))]
+        rest = alt[len(prefix) :].lower()
+        matches = [
+            a
+            for a in lowered
+            if rest and (a.startswith(rest) or (rest.startswith(a) and not rest[len(a)].isalnum()))
+        ]
         if len(matches) == 1:
             mass[lowered[matches[0]]] = mass.get(lowered[matches[0]], 0.0) + p
         else:
             unattributed += p
     total = sum(mass.values())
-    chosen = next((a for a in lowered if step.text[len(prefix):].lower().startswith(a)), None)
+    chosen = next((a for a in lowered if step.text[len(prefix) :].lower().startswith(a)), None)
     if total <= 0.0 or unattributed > 0.01 * (total + unattributed):
         return None
     if chosen is not None and mass.get(lowered[chosen], 0.0) == 0.0:
@@ -115,8 +127,15 @@ def tiny_cascade(threshold=None, base="tiny"):
     first, Gemma 3 for the items it is unsure about."""
     from jurybox.judges import JurySpec, load_jury_spec
 
-    return JurySpec.model_validate({**load_jury_spec(base).model_dump(), "stages": [
-        {"judges": ["smollm2-135m"], "threshold": threshold}, {"judges": ["gemma3-270m"]}]})
+    return JurySpec.model_validate(
+        {
+            **load_jury_spec(base).model_dump(),
+            "stages": [
+                {"judges": ["smollm2-135m"], "threshold": threshold},
+                {"judges": ["gemma3-270m"]},
+            ],
+        }
+    )
 
 
 def stage_one_confidences(records, rubric, jury):
@@ -131,10 +150,12 @@ def stage_one_confidences(records, rubric, jury):
     out = {}
     for raw in records:
         rec = VerdictRecord.from_record(raw)
-        verdict = decide(rubric, stage, rec.provenance, rec.id,
-                         [v for v in rec.votes if v.judge in members])
-        out[rec.id] = confidence(verdict, scales, list(scales)) if verdict.status == "scored" \
-            else -1.0
+        verdict = decide(
+            rubric, stage, rec.provenance, rec.id, [v for v in rec.votes if v.judge in members]
+        )
+        out[rec.id] = (
+            confidence(verdict, scales, list(scales)) if verdict.status == "scored" else -1.0
+        )
     return out
 
 
@@ -151,12 +172,16 @@ def one_criterion_rubric(name: str = "one", top: int = 5):
     """A rubric with a single criterion, ``accuracy`` on 1..``top`` (scripted-judge tests)."""
     from jurybox.rubrics import Rubric
 
-    return Rubric.model_validate({
-        "name": name, "inputs": ["question", "response"],
-        "template": "{{ question }} {{ response }} {{ output_format }}",
-        "criteria": [{"name": "accuracy", "description": "how accurate",
-                      "scale": {"min": 1, "max": top}}],
-    })
+    return Rubric.model_validate(
+        {
+            "name": name,
+            "inputs": ["question", "response"],
+            "template": "{{ question }} {{ response }} {{ output_format }}",
+            "criteria": [
+                {"name": "accuracy", "description": "how accurate", "scale": {"min": 1, "max": top}}
+            ],
+        }
+    )
 
 
 #: What a judge writes before its ``accuracy`` score (scripted generations).
@@ -179,14 +204,17 @@ def leaderboard_systems() -> dict[str, list[dict[str, Any]]]:
     path = Path(__file__).resolve().parents[1] / "examples" / "mirage_mg.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     brief = [{**r, "response": r["response"].split(". ")[0].rstrip(".") + "."} for r in rows]
-    swapped = [{**r, "response": rows[(k + 1) % len(rows)]["response"]}
-               for k, r in enumerate(rows)]
+    swapped = [{**r, "response": rows[(k + 1) % len(rows)]["response"]} for k, r in enumerate(rows)]
     return {"full": rows, "brief": brief, "swapped": swapped}
 
 
-def write_replay_jury(path: Path, delay_s: float = 0.0, judges: tuple[str, ...] = (),
-                      recordings: tuple[Path, ...] = (RECORDING,),
-                      max_prompt_tokens: int | None = None) -> Path:
+def write_replay_jury(
+    path: Path,
+    delay_s: float = 0.0,
+    judges: tuple[str, ...] = (),
+    recordings: tuple[Path, ...] = (RECORDING,),
+    max_prompt_tokens: int | None = None,
+) -> Path:
     """A jury file at ``path``: the tiny jury's judges (or those named in ``judges``) answering
     with their recorded real answers (``recordings``: tests/data/tiny-recorded.json.gz unless
     told) instead of running the models: the real judging path and the judges' real
@@ -202,8 +230,11 @@ def write_replay_jury(path: Path, delay_s: float = 0.0, judges: tuple[str, ...] 
     if delay_s:
         kwargs["delay_s"] = delay_s
     limit = {"max_prompt_tokens": max_prompt_tokens} if max_prompt_tokens else {}
-    spec["judges"] = [{**j, "backend": "replay", "engine_kwargs": kwargs, **limit}
-                      for j in spec["judges"] if not judges or j["name"] in judges]
+    spec["judges"] = [
+        {**j, "backend": "replay", "engine_kwargs": kwargs, **limit}
+        for j in spec["judges"]
+        if not judges or j["name"] in judges
+    ]
     spec["description"] = "The tiny jury's recorded answers (tests/data/record.py), for tests."
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path

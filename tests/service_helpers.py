@@ -28,15 +28,22 @@ USER_SERVICE_AUTH = {"Authorization": f"Bearer {USER_SERVICE_TOKEN}"}
 USER_SERVICE_INGRESS_REPLICAS = 2  # each scores 1 request at once and queues 1
 USER_SERVICE_MAX_PROMPT_TOKENS = 1024  # longer prompts are unscored votes (judges' prompts: ~600)
 #: A question that makes an item unscored on the session's service (its prompt over 1024 tokens).
-LONG_QUESTION = ("Please consider this long description of the field before answering. "
-                 * 60)[:4000] + " What is wrong with my tomatoes?"
+LONG_QUESTION = ("Please consider this long description of the field before answering. " * 60)[
+    :4000
+] + " What is wrong with my tomatoes?"
 
 
 def user_service_limits() -> Any:
     from jurybox.serving.service.config import Limits
 
-    return Limits(max_body_bytes=64 * 1024, max_items=4, max_field_chars=5000,
-                  max_concurrent=2, max_queued=2, request_timeout_s=600)
+    return Limits(
+        max_body_bytes=64 * 1024,
+        max_items=4,
+        max_field_chars=5000,
+        max_concurrent=2,
+        max_queued=2,
+        request_timeout_s=600,
+    )
 
 
 def free_port() -> int:
@@ -49,8 +56,9 @@ _SERVE_PORT: list[int] = []  # the shared Ray's Serve HTTP port, once started
 
 
 @contextmanager
-def running_service(config, env: dict[str, str] | None = None, ready_timeout: float = 900.0,
-                    backend_factory=None):
+def running_service(
+    config, env: dict[str, str] | None = None, ready_timeout: float = 900.0, backend_factory=None
+):
     """Serve ``config`` (a ServiceConfig) until the block ends; yields the base URL.
     ``backend_factory`` replaces the judges' backends (see ``jury_app``).
 
@@ -74,10 +82,12 @@ def running_service(config, env: dict[str, str] | None = None, ready_timeout: fl
     try:
         if not shared or not _SERVE_PORT:
             _SERVE_PORT[:] = [free_port()]
-            serve.start(http_options={"host": "127.0.0.1", "port": _SERVE_PORT[0]},
-                        logging_config=QUIET)
-        serve.run(jury_app(config, backend_factory), name=APP_NAME, route_prefix="/",
-                  logging_config=QUIET)
+            serve.start(
+                http_options={"host": "127.0.0.1", "port": _SERVE_PORT[0]}, logging_config=QUIET
+            )
+        serve.run(
+            jury_app(config, backend_factory), name=APP_NAME, route_prefix="/", logging_config=QUIET
+        )
         url = f"http://127.0.0.1:{_SERVE_PORT[0]}"
         wait_healthy(url, ready_timeout)
         yield url
@@ -111,8 +121,9 @@ def shutdown_shared_ray() -> None:
 
 
 @contextmanager
-def serving_as_users_do(args: list[str], log: Path, env: dict[str, str] | None = None,
-                        ready_timeout: float = 900.0):
+def serving_as_users_do(
+    args: list[str], log: Path, env: dict[str, str] | None = None, ready_timeout: float = 900.0
+):
     """``jurybox serve ARGS --port P`` in its own process, started by the installed console
     script as the README says, until the block ends (then Ctrl-C, as a user stops it, after
     which it must exit 0); yields the base URL. Its output goes to ``log``. (.ci/smoke.py uses
@@ -120,32 +131,43 @@ def serving_as_users_do(args: list[str], log: Path, env: dict[str, str] | None =
     port = free_port()
     jurybox = Path(sys.executable).with_name("jurybox")
     with open(log, "wb") as out:
-        proc = subprocess.Popen([str(jurybox), "serve", *args, "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            [str(jurybox), "serve", *args, "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         # Ready as a user sees it (every deployment healthy, says `jurybox serve`); from then
         # on /healthz must answer 200 within a minute (the proxy's routes catch up).
         deadline = time.monotonic() + ready_timeout
         while "jurybox is serving" not in log.read_text(errors="replace"):
-            assert proc.poll() is None, f"jurybox serve exited {proc.returncode}:\n{log.read_text()}"
+            assert proc.poll() is None, (
+                f"jurybox serve exited {proc.returncode}:\n{log.read_text()}"
+            )
             assert time.monotonic() < deadline, f"not serving within {ready_timeout} s"
             time.sleep(1)
         wait_healthy(url, 60, proc, log)
         yield url
     finally:
         interrupt(proc, 120)
-    assert proc.returncode == 0, f"jurybox serve exited {proc.returncode} after Ctrl-C:\n" + \
-        log.read_text(errors="replace")[-3000:]
+    assert proc.returncode == 0, (
+        f"jurybox serve exited {proc.returncode} after Ctrl-C:\n"
+        + log.read_text(errors="replace")[-3000:]
+    )
 
 
-def killed_when(command: list[str], ready: Callable[[], bool], what: str,
-                env: dict[str, str] | None = None, timeout: float = 600.0) -> None:
+def killed_when(
+    command: list[str],
+    ready: Callable[[], bool],
+    what: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 600.0,
+) -> None:
     """Start ``command``, wait until ``ready()`` (``what`` says what for the failure), then
     SIGKILL it: a run killed mid-way, as a crash or an OOM kill leaves it."""
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + timeout
         while not ready():
@@ -157,8 +179,9 @@ def killed_when(command: list[str], ready: Callable[[], bool], what: str,
         proc.wait()
 
 
-def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None,
-                 log: Path | None = None) -> None:
+def wait_healthy(
+    url: str, timeout: float, proc: subprocess.Popen | None = None, log: Path | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -219,18 +242,35 @@ def assert_same_votes(got: list[dict], want: list[dict], tolerance: float = 1e-3
 
 
 @contextmanager
-def labelling(items: Path | None, judged: Path, labels: Path, port: int, *options: str,
-              log: Path | None = None, env: dict[str, str] | None = None):
+def labelling(
+    items: Path | None,
+    judged: Path,
+    labels: Path,
+    port: int,
+    *options: str,
+    log: Path | None = None,
+    env: dict[str, str] | None = None,
+):
     """`jurybox label` in its own process until the block ends; yields (base URL, process).
     ``items`` None: `jurybox label VERDICTS`, the items from the verdicts' manifest."""
     log = log or labels.with_suffix(".log")
     with open(log, "ab") as out:
-        proc = subprocess.Popen([str(Path(sys.executable).with_name("jurybox")), "label",
-                                 *([str(items)] if items is not None else []), str(judged),
-                                 "--labels", str(labels), "--port",
-                                 str(port), *options],
-                                stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("jurybox")),
+                "label",
+                *([str(items)] if items is not None else []),
+                str(judged),
+                "--labels",
+                str(labels),
+                "--port",
+                str(port),
+                *options,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

@@ -12,11 +12,12 @@ import jurybox
 
 
 def test_the_front_names_resolve_and_the_import_stays_cheap():
-    probe = ("import json, sys, jurybox; heavy = [m for m in ('numpy', 'torch', 'ray', 'vllm', "
-             "'transformers') if m in sys.modules]; print(json.dumps([jurybox.__version__, "
-             "heavy]))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=True)
+    probe = (
+        "import json, sys, jurybox; heavy = [m for m in ('numpy', 'torch', 'ray', 'vllm', "
+        "'transformers') if m in sys.modules]; print(json.dumps([jurybox.__version__, "
+        "heavy]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     got, heavy = json.loads(out.stdout)
     assert got == version("jurybox") and heavy == []
     for name in jurybox.__all__:

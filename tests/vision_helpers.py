@@ -15,16 +15,33 @@ LEAF, SPOTS = IMAGES / "leaf.png", IMAGES / "spots.jpg"
 VISION_RECORDING = HERE / "data" / "tiny-vision-recorded.json.gz"
 
 ROWS: list[dict[str, Any]] = [
-    {"id": "v1", "question": "What is this plant?", "response": "A tomato leaf, healthy.",
-     "entity_name": "tomato", "images": ["leaf.png"]},
-    {"id": "v2", "question": "What are these spots on my tomato?",
-     "response": "Early blight: brown spots with rings.", "entity_name": "early blight",
-     "images": ["spots.jpg"]},
-    {"id": "v3", "question": "Which of these leaves is sick?",
-     "response": "The spotted one has early blight.", "entity_name": "early blight",
-     "images": ["leaf.png", "spots.jpg"]},
-    {"id": "v4", "question": "What is eating my kale?", "response": "Cabbage worms.",
-     "entity_name": "cabbage worm"},
+    {
+        "id": "v1",
+        "question": "What is this plant?",
+        "response": "A tomato leaf, healthy.",
+        "entity_name": "tomato",
+        "images": ["leaf.png"],
+    },
+    {
+        "id": "v2",
+        "question": "What are these spots on my tomato?",
+        "response": "Early blight: brown spots with rings.",
+        "entity_name": "early blight",
+        "images": ["spots.jpg"],
+    },
+    {
+        "id": "v3",
+        "question": "Which of these leaves is sick?",
+        "response": "The spotted one has early blight.",
+        "entity_name": "early blight",
+        "images": ["leaf.png", "spots.jpg"],
+    },
+    {
+        "id": "v4",
+        "question": "What is eating my kale?",
+        "response": "Cabbage worms.",
+        "entity_name": "cabbage worm",
+    },
 ]
 
 
@@ -44,9 +61,16 @@ def items(rows: list[dict[str, Any]] = ROWS) -> list[Any]:
     """The rows as Items, their images as absolute paths."""
     from jurybox.rubrics import Item
 
-    return [Item(id=r["id"], question=r["question"], response=r["response"],
-                 images=[str(IMAGES / i) for i in r.get("images", [])],
-                 extra={"entity_name": r["entity_name"]}) for r in rows]
+    return [
+        Item(
+            id=r["id"],
+            question=r["question"],
+            response=r["response"],
+            images=[str(IMAGES / i) for i in r.get("images", [])],
+            extra={"entity_name": r["entity_name"]},
+        )
+        for r in rows
+    ]
 
 
 def write_vision_replay_jury(path: Path, delay_s: float = 0.0) -> Path:
@@ -60,10 +84,14 @@ def write_vision_replay_jury(path: Path, delay_s: float = 0.0) -> Path:
     kwargs: dict[str, Any] = {"recording": recordings, **({"delay_s": delay_s} if delay_s else {})}
     vision = load_jury_spec("tiny-vision").judges[0].model_dump(mode="json", exclude_defaults=True)
     text = load_jury_spec("tiny").judges[0].model_dump(mode="json", exclude_defaults=True)
-    spec = {"name": "tiny-vision-replay",
-            "description": "The tiny-vision judge's recorded answers beside SmolLM2's, for tests.",
-            "judges": [{**vision, "backend": "replay", "engine_kwargs": kwargs},
-                       {**text, "backend": "replay", "vision": False, "engine_kwargs": kwargs}],
-            "aggregation": {"method": "mean", "quorum": 1}}
+    spec = {
+        "name": "tiny-vision-replay",
+        "description": "The tiny-vision judge's recorded answers beside SmolLM2's, for tests.",
+        "judges": [
+            {**vision, "backend": "replay", "engine_kwargs": kwargs},
+            {**text, "backend": "replay", "vision": False, "engine_kwargs": kwargs},
+        ],
+        "aggregation": {"method": "mean", "quorum": 1},
+    }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path

@@ -57,8 +57,9 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> Stat:
     if x.size < MIN_ITEMS:
         return undefined("spearman", x.size, f"{x.size} item(s); need {MIN_ITEMS}")
     if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return undefined("spearman", x.size, "a constant column: every score, or every "
-                         "length, is the same")
+        return undefined(
+            "spearman", x.size, "a constant column: every score, or every length, is the same"
+        )
     rx, ry = rankdata(x) - (x.size + 1) / 2, rankdata(y) - (x.size + 1) / 2
     return defined("spearman", float(rx @ ry / np.sqrt((rx @ rx) * (ry @ ry))), x.size)
 
@@ -126,18 +127,26 @@ class LengthFinding:
         if stat.value is None:
             return f"{self.judge} on {self.criterion}: length bias undefined ({stat.reason})"
         lo, hi = stat.ci or (float("nan"), float("nan"))
-        what = "its error (score minus the humans')" if self.error_spearman is not None \
+        what = (
+            "its error (score minus the humans')"
+            if self.error_spearman is not None
             else "its score"
+        )
         if not self.flagged:
-            return (f"{self.judge} on {self.criterion}: no length bias found ({what} against "
-                    f"length: Spearman {stat.value:.2f} [{lo:.2f}, {hi:.2f}])")
+            return (
+                f"{self.judge} on {self.criterion}: no length bias found ({what} against "
+                f"length: Spearman {stat.value:.2f} [{lo:.2f}, {hi:.2f}])"
+            )
         way = "higher" if stat.value > 0 else "lower"
-        return (f"{self.judge} scores longer answers {way} on {self.criterion}"
-                + (" than the humans do" if self.error_spearman is not None else "")
-                + f": Spearman {stat.value:.2f} [{lo:.2f}, {hi:.2f}]")
+        return (
+            f"{self.judge} scores longer answers {way} on {self.criterion}"
+            + (" than the humans do" if self.error_spearman is not None else "")
+            + f": Spearman {stat.value:.2f} [{lo:.2f}, {hi:.2f}]"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as plain data (the ``length`` entries of ``audit --json``)."""
+
         def pair(s: Stat | None) -> tuple[float | None, list[float] | None]:
             if s is None:
                 return None, None
@@ -147,18 +156,37 @@ class LengthFinding:
         slope, slope_ci = pair(self.slope_per_100)
         e_rho, e_ci = pair(self.error_spearman)
         e_slope, e_slope_ci = pair(self.error_slope_per_100)
-        return {"judge": self.judge, "criterion": self.criterion, "spearman": rho, "ci": ci,
-                "slope_per_100_tokens" if self.unit == "tokens" else "slope_per_100_words":
-                slope, "slope_ci": slope_ci, "error_spearman": e_rho, "error_ci": e_ci,
-                "error_slope_per_100": e_slope, "error_slope_ci": e_slope_ci,
-                "n": self.spearman.n, "length_unit": self.unit, "flagged": self.flagged,
-                "finding": self.words(),
-                "reason": self.spearman.reason if self.spearman.value is None else None}
+        return {
+            "judge": self.judge,
+            "criterion": self.criterion,
+            "spearman": rho,
+            "ci": ci,
+            "slope_per_100_tokens" if self.unit == "tokens" else "slope_per_100_words": slope,
+            "slope_ci": slope_ci,
+            "error_spearman": e_rho,
+            "error_ci": e_ci,
+            "error_slope_per_100": e_slope,
+            "error_slope_ci": e_slope_ci,
+            "n": self.spearman.n,
+            "length_unit": self.unit,
+            "flagged": self.flagged,
+            "finding": self.words(),
+            "reason": self.spearman.reason if self.spearman.value is None else None,
+        }
 
 
-def length_bias(judge: str, criterion: str, score: Any, length: Any, human: Any = None, *,
-                unit: str = "words", n_resamples: int = 1000, confidence: float = 0.95,
-                seed: int = 0) -> LengthFinding:
+def length_bias(
+    judge: str,
+    criterion: str,
+    score: Any,
+    length: Any,
+    human: Any = None,
+    *,
+    unit: str = "words",
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> LengthFinding:
     """A judge's length bias on a criterion (module text).
 
     ``score``, ``length`` and ``human`` (optional) are per item; items missing any of them are
@@ -170,13 +198,23 @@ def length_bias(judge: str, criterion: str, score: Any, length: Any, human: Any 
         raise InputDataError("score, length and human must have one value per item")
     keep = ~np.isnan(s) & ~np.isnan(n) & (True if h is None else ~np.isnan(h))
     s, n = s[keep], n[keep]
-    options: dict[str, Any] = {"n_resamples": n_resamples, "confidence": confidence,
-                               "seed": seed, "batched": _length_stats_batch}
+    options: dict[str, Any] = {
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "seed": seed,
+        "batched": _length_stats_batch,
+    }
     raw = bootstrap_ci(_length_stats, n, s, **options)
     err = None if h is None else bootstrap_ci(_length_stats, n, s - h[keep], **options)
-    return LengthFinding(judge, criterion, raw["spearman"], raw["slope"],
-                         None if err is None else err["spearman"],
-                         None if err is None else err["slope"], unit)
+    return LengthFinding(
+        judge,
+        criterion,
+        raw["spearman"],
+        raw["slope"],
+        None if err is None else err["spearman"],
+        None if err is None else err["slope"],
+        unit,
+    )
 
 
 def _noise_terms(raters: np.ndarray) -> np.ndarray:
@@ -229,8 +267,12 @@ def _n_eff(errors: np.ndarray, noise: np.ndarray) -> Stat:
         return undefined("n_eff", m, "no item labelled by two or more raters")
     value = float(_n_eff_batch(errors[None], noise[None])[0])
     if np.isnan(value):
-        return undefined("n_eff", m, "a judge's errors vary no more than the humans' noise "
-                         "explains, or the errors sum to a constant")
+        return undefined(
+            "n_eff",
+            m,
+            "a judge's errors vary no more than the humans' noise "
+            "explains, or the errors sum to a constant",
+        )
     return defined("n_eff", value, m)
 
 
@@ -262,38 +304,59 @@ class Dependence:
         if self.n_eff.value is None:
             text = f"{self.criterion}: dependence undefined ({self.n_eff.reason})"
             if self.uncorrected is not None and self.uncorrected.value is not None:
-                text += (f"; without that correction the {k} judges behave like "
-                         f"{self.uncorrected.format(1)} independent ones, which the humans' "
-                         "noise pulls down (it is in every judge's error alike): not a finding")
+                text += (
+                    f"; without that correction the {k} judges behave like "
+                    f"{self.uncorrected.format(1)} independent ones, which the humans' "
+                    "noise pulls down (it is in every judge's error alike): not a finding"
+                )
             return text
         lo, hi = self.n_eff.ci or (float("nan"), float("nan"))
         mean_r = float((self.correlation.sum() - k) / (k * (k - 1))) if k > 1 else float("nan")
         noise = "" if not self.noise else ", the human raters' noise taken out"
-        return (f"{self.criterion}: the {k} judges behave like {self.n_eff.value:.1f} "
-                f"[{lo:.1f}, {hi:.1f}] independent ones (mean correlation of their errors "
-                f"against {self.against}{noise}: {mean_r:.2f})"
-                + ("" if self.flagged else "; no dependence shown"))
+        return (
+            f"{self.criterion}: the {k} judges behave like {self.n_eff.value:.1f} "
+            f"[{lo:.1f}, {hi:.1f}] independent ones (mean correlation of their errors "
+            f"against {self.against}{noise}: {mean_r:.2f})"
+            + ("" if self.flagged else "; no dependence shown")
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """As plain data."""
         bound = self.uncorrected
-        return {"criterion": self.criterion, "judges": self.judges,
-                "correlation": self.correlation.round(6).tolist(), "n_eff": self.n_eff.value,
-                "ci": list(self.n_eff.ci) if self.n_eff.ci else None, "n": self.n_eff.n,
-                "against": self.against, "noise_variance": self.noise,
-                "uncorrected_n_eff": None if bound is None else bound.value,
-                "uncorrected_ci": list(bound.ci) if bound and bound.ci else None,
-                "flagged": self.flagged, "finding": self.words(), "reason": self.n_eff.reason}
+        return {
+            "criterion": self.criterion,
+            "judges": self.judges,
+            "correlation": self.correlation.round(6).tolist(),
+            "n_eff": self.n_eff.value,
+            "ci": list(self.n_eff.ci) if self.n_eff.ci else None,
+            "n": self.n_eff.n,
+            "against": self.against,
+            "noise_variance": self.noise,
+            "uncorrected_n_eff": None if bound is None else bound.value,
+            "uncorrected_ci": list(bound.ci) if bound and bound.ci else None,
+            "flagged": self.flagged,
+            "finding": self.words(),
+            "reason": self.n_eff.reason,
+        }
 
 
-ONE_RATER = ("one human label per item: the raters' own noise is in every judge's error alike "
-             "and cannot be told from an error the judges share; label some items by two "
-             "raters")
+ONE_RATER = (
+    "one human label per item: the raters' own noise is in every judge's error alike "
+    "and cannot be told from an error the judges share; label some items by two "
+    "raters"
+)
 
 
-def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
-               against: str = "the human mean", n_resamples: int = 1000,
-               confidence: float = 0.95, seed: int = 0) -> Dependence:
+def dependence(
+    criterion: str,
+    scores: Mapping[str, Any],
+    reference: Any,
+    *,
+    against: str = "the human mean",
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Dependence:
     """The judges' error correlation and effective number (module text).
 
     ``scores``: judge -> per-item scores; ``reference`` the human labels, raters x items (NaN where
@@ -306,9 +369,18 @@ def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
     if k < 2:
         raise InputDataError(f"{criterion}: dependence needs at least 2 judges")
     if reference is None:
-        return Dependence(criterion, judges, np.full((k, k), np.nan), undefined(
-            "n_eff", 0, "no human labels for this criterion: the judges' residuals around the "
-            "jury's own score are negatively correlated by construction"), against)
+        return Dependence(
+            criterion,
+            judges,
+            np.full((k, k), np.nan),
+            undefined(
+                "n_eff",
+                0,
+                "no human labels for this criterion: the judges' residuals around the "
+                "jury's own score are negatively correlated by construction",
+            ),
+            against,
+        )
     raters = np.atleast_2d(np.asarray(reference, dtype=float))
     values = np.vstack([np.asarray(scores[j], dtype=float) for j in judges])
     if raters.shape[1] != values.shape[1]:
@@ -317,8 +389,12 @@ def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
     raters, values = raters[:, keep], values[:, keep]
     noise = _noise_terms(raters) if raters.size else np.zeros((3, 0))
     errors = values - (np.nanmean(raters, axis=0) if raters.size else 0.0)
-    options: dict[str, Any] = {"n_resamples": n_resamples, "confidence": confidence,
-                               "seed": seed, "batched": _n_eff_batch}
+    options: dict[str, Any] = {
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "seed": seed,
+        "batched": _n_eff_batch,
+    }
     if noise[1].sum() > 0:
         n_eff = bootstrap_ci(_n_eff, errors, noise, **options)
         shared = float(noise[0].sum() / noise[1].sum() * noise[2].mean())
@@ -329,8 +405,15 @@ def dependence(criterion: str, scores: Mapping[str, Any], reference: Any, *,
         return Dependence(criterion, judges, np.atleast_2d(corr), n_eff, against, shared)
     uncorrected = bootstrap_ci(_n_eff, errors, np.zeros_like(noise), **options)
     corr = np.corrcoef(errors) if errors.shape[1] >= 2 else np.full((k, k), np.nan)
-    return Dependence(criterion, judges, np.atleast_2d(corr),
-                      undefined("n_eff", errors.shape[1], ONE_RATER), against, None, uncorrected)
+    return Dependence(
+        criterion,
+        judges,
+        np.atleast_2d(corr),
+        undefined("n_eff", errors.shape[1], ONE_RATER),
+        against,
+        None,
+        uncorrected,
+    )
 
 
 def family_of(model: str) -> str:
@@ -355,8 +438,12 @@ def _self_effect(scores: np.ndarray, authored: np.ndarray, target: int) -> Stat:
     k, n = scores.shape
     own = authored[target]
     if own.all() or not own.any():
-        return undefined("self_preference", n, f"{int(own.sum())} answer(s) of the judge's "
-                         f"family and {int((~own).sum())} of others; need both")
+        return undefined(
+            "self_preference",
+            n,
+            f"{int(own.sum())} answer(s) of the judge's "
+            f"family and {int((~own).sum())} of others; need both",
+        )
     selfish = [m for m in range(k) if authored[m].any()]
     within = scores - scores.mean(axis=0)
     columns = []
@@ -370,10 +457,14 @@ def _self_effect(scores: np.ndarray, authored: np.ndarray, target: int) -> Stat:
         columns.append(flag - flag.mean(axis=0))
     design = np.stack([c.ravel() for c in columns], axis=1)
     if np.linalg.matrix_rank(design) < design.shape[1]:
-        return undefined("self_preference", n, "the judges' preferences for their own "
-                         "families cannot be told apart (each family's answers are compared "
-                         "only with the other judge's): add answers of a family no judge "
-                         "belongs to, or a third judge")
+        return undefined(
+            "self_preference",
+            n,
+            "the judges' preferences for their own "
+            "families cannot be told apart (each family's answers are compared "
+            "only with the other judge's): add answers of a family no judge "
+            "belongs to, or a third judge",
+        )
     coef = np.linalg.lstsq(design, within.ravel(), rcond=None)[0]
     return defined("self_preference", float(coef[k - 1 + selfish.index(target)]), n)
 
@@ -433,30 +524,51 @@ class SelfPreference:
     def words(self) -> str:
         """The finding in plain words."""
         if self.effect.value is None:
-            return (f"{self.judge} on {self.criterion}: self-preference undefined "
-                    f"({self.effect.reason})")
+            return (
+                f"{self.judge} on {self.criterion}: self-preference undefined "
+                f"({self.effect.reason})"
+            )
         lo, hi = self.effect.ci or (float("nan"), float("nan"))
-        what = (f"{self.effect.value:+.2f} [{lo:+.2f}, {hi:+.2f}] points beyond its leniency "
-                f"and the answers' quality ({self.n_own} of its family's answers, "
-                f"{self.n_other} others)")
+        what = (
+            f"{self.effect.value:+.2f} [{lo:+.2f}, {hi:+.2f}] points beyond its leniency "
+            f"and the answers' quality ({self.n_own} of its family's answers, "
+            f"{self.n_other} others)"
+        )
         if not self.flagged:
             return f"{self.judge} on {self.criterion}: no self-preference found ({what})"
         way = "higher" if self.effect.value > 0 else "lower"
-        return (f"{self.judge} scores its own family's ({self.family}) answers {way} on "
-                f"{self.criterion}: {what}")
+        return (
+            f"{self.judge} scores its own family's ({self.family}) answers {way} on "
+            f"{self.criterion}: {what}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """As plain data (the ``self_preference`` entries of ``audit --json``)."""
-        return {"judge": self.judge, "criterion": self.criterion, "family": self.family,
-                "effect": self.effect.value,
-                "ci": list(self.effect.ci) if self.effect.ci else None, "n_own": self.n_own,
-                "n_other": self.n_other, "flagged": self.flagged, "finding": self.words(),
-                "reason": self.effect.reason}
+        return {
+            "judge": self.judge,
+            "criterion": self.criterion,
+            "family": self.family,
+            "effect": self.effect.value,
+            "ci": list(self.effect.ci) if self.effect.ci else None,
+            "n_own": self.n_own,
+            "n_other": self.n_other,
+            "flagged": self.flagged,
+            "finding": self.words(),
+            "reason": self.effect.reason,
+        }
 
 
-def self_preference(judge: str, criterion: str, scores: Mapping[str, Any],
-                    authored: Mapping[str, Any], family: str, *, n_resamples: int = 1000,
-                    confidence: float = 0.95, seed: int = 0) -> SelfPreference:
+def self_preference(
+    judge: str,
+    criterion: str,
+    scores: Mapping[str, Any],
+    authored: Mapping[str, Any],
+    family: str,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> SelfPreference:
     """How many points more ``judge`` gives answers of its own family than it otherwise would.
 
     More than its general leniency and the answers' quality explain (module text). ``scores``:
@@ -473,15 +585,27 @@ def self_preference(judge: str, criterion: str, scores: Mapping[str, Any],
         raise InputDataError(f"{criterion}: self-preference needs {judge} and another judge")
     names = list(scores)
     values = np.vstack([np.asarray(scores[k], dtype=float) for k in names])
-    wrote = np.vstack([np.asarray(authored[k], dtype=bool) if k in authored
-                       else np.zeros(values.shape[1], bool) for k in names])
+    wrote = np.vstack(
+        [
+            np.asarray(authored[k], dtype=bool)
+            if k in authored
+            else np.zeros(values.shape[1], bool)
+            for k in names
+        ]
+    )
     if wrote.shape != values.shape:
         raise InputDataError("authored must have one value per item and judge")
     keep = ~np.isnan(values).any(axis=0)
     values, wrote = values[:, keep], wrote[:, keep]
     target = names.index(judge)
-    effect = bootstrap_ci(lambda y, a: _self_effect(y, a, target), values, wrote,
-                          n_resamples=n_resamples, confidence=confidence, seed=seed,
-                          batched=lambda y, a: _self_effect_batch(y, a, target))
+    effect = bootstrap_ci(
+        lambda y, a: _self_effect(y, a, target),
+        values,
+        wrote,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+        batched=lambda y, a: _self_effect_batch(y, a, target),
+    )
     own = wrote[target]
     return SelfPreference(judge, criterion, family, int(own.sum()), int((~own).sum()), effect)

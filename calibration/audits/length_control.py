@@ -69,34 +69,53 @@ class LengthControl:
 
     def words(self) -> str:
         """The result in plain words."""
-        at = (f"at the reference answers' median length {self.centre_length:g}"
-              if self.centre_length is not None else "at the answers' mean length")
-        head = (f"{self.criterion}: mean over the {self.n} items {self.raw_mean:.3f} raw, "
-                f"{self.controlled_mean:.3f} length-controlled ({at}; slope "
-                f"{self.slope_per_log_length:+.3f} per unit of log(1 + length), fitted on "
-                f"{self.fitted_on})")
+        at = (
+            f"at the reference answers' median length {self.centre_length:g}"
+            if self.centre_length is not None
+            else "at the answers' mean length"
+        )
+        head = (
+            f"{self.criterion}: mean over the {self.n} items {self.raw_mean:.3f} raw, "
+            f"{self.controlled_mean:.3f} length-controlled ({at}; slope "
+            f"{self.slope_per_log_length:+.3f} per unit of log(1 + length), fitted on "
+            f"{self.fitted_on})"
+        )
         if self.labelled is not None and self.labelled < self.n:
-            head += (f"; over the {self.labelled} labelled items alone {self.labelled_raw_mean:.3f} "
-                     f"raw, {self.labelled_controlled_mean:.3f} controlled")
+            head += (
+                f"; over the {self.labelled} labelled items alone {self.labelled_raw_mean:.3f} "
+                f"raw, {self.labelled_controlled_mean:.3f} controlled"
+            )
         if self.cv_gain is None or self.cv_gain_ci is None:
             return head + "; no human labels, so whether it helps is not known"
         lo, hi = self.cv_gain_ci
-        verdict = ("raises agreement with the humans" if self.raises_agreement else
-                   "does not clearly raise agreement with the humans")
-        return (head + f"; {self.folds}-fold CV: mean absolute error against the humans "
-                f"{self.cv_raw_mae:.3f} raw, {self.cv_controlled_mae:.3f} controlled (gain "
-                f"{self.cv_gain:+.3f} [{lo:+.3f}, {hi:+.3f}]): the correction {verdict}")
+        verdict = (
+            "raises agreement with the humans"
+            if self.raises_agreement
+            else "does not clearly raise agreement with the humans"
+        )
+        return (
+            head + f"; {self.folds}-fold CV: mean absolute error against the humans "
+            f"{self.cv_raw_mae:.3f} raw, {self.cv_controlled_mae:.3f} controlled (gain "
+            f"{self.cv_gain:+.3f} [{lo:+.3f}, {hi:+.3f}]): the correction {verdict}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """As plain data."""
-        return {**self.__dict__, "raises_agreement": self.raises_agreement,
-                "finding": self.words()}
+        return {**self.__dict__, "raises_agreement": self.raises_agreement, "finding": self.words()}
 
 
-def length_control(criterion: str, score: Any, length: Any, human: Any = None, *,
-                   centre_length: float | None = None, folds: int = 5,
-                   n_resamples: int = 1000, confidence: float = 0.95,
-                   seed: int = 0) -> LengthControl:
+def length_control(
+    criterion: str,
+    score: Any,
+    length: Any,
+    human: Any = None,
+    *,
+    centre_length: float | None = None,
+    folds: int = 5,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> LengthControl:
     """Fit the length correction on the items, and with labels cross-validate it (module text).
 
     The correction is fitted on every item with a score and a length (and a human label, when
@@ -113,15 +132,25 @@ def length_control(criterion: str, score: Any, length: Any, human: Any = None, *
     s, x = s[keep], np.log1p(n[keep])
     centre = float(np.log1p(centre_length)) if centre_length is not None else x_pool.mean()
     if s.size < MIN_ITEMS:
-        raise InputDataError(f"{criterion}: {s.size} item(s) with a score and a length"
-                             + (" and a human label" if h is not None else "")
-                             + f"; length control needs {MIN_ITEMS}")
+        raise InputDataError(
+            f"{criterion}: {s.size} item(s) with a score and a length"
+            + (" and a human label" if h is not None else "")
+            + f"; length control needs {MIN_ITEMS}"
+        )
     if h is None:
-        slope, fitted_on = _slope(x, s), "the scores themselves (no human labels: assumes " \
-            "quality does not grow with length)"
-        return LengthControl(criterion, int(s.size), slope, fitted_on, float(s.mean()),
-                             float((s - slope * (x - centre)).mean()),
-                             centre_length=centre_length)
+        slope, fitted_on = (
+            _slope(x, s),
+            "the scores themselves (no human labels: assumes quality does not grow with length)",
+        )
+        return LengthControl(
+            criterion,
+            int(s.size),
+            slope,
+            fitted_on,
+            float(s.mean()),
+            float((s - slope * (x - centre)).mean()),
+            centre_length=centre_length,
+        )
     hk = h[keep]
     slope = _slope(x, s - hk)
     fitted_on = f"the jury's errors against {s.size} human-labelled items"
@@ -136,12 +165,24 @@ def length_control(criterion: str, score: Any, length: Any, human: Any = None, *
         adjusted = s[fold] - b * (x[fold] - x[train].mean())
         cv_err[fold] = np.abs(adjusted - hk[fold])
     gain = raw_err - cv_err
-    draws = np.array([gain[rng.integers(0, gain.size, gain.size)].mean()
-                      for _ in range(n_resamples)])
+    draws = np.array(
+        [gain[rng.integers(0, gain.size, gain.size)].mean() for _ in range(n_resamples)]
+    )
     lo, hi = np.quantile(draws, [(1 - confidence) / 2, (1 + confidence) / 2])
-    return LengthControl(criterion, int(s_pool.size), slope, fitted_on, float(s_pool.mean()),
-                         float((s_pool - slope * (x_pool - centre)).mean()),
-                         float(raw_err.mean()), float(cv_err.mean()), float(gain.mean()),
-                         [float(lo), float(hi)], k, centre_length=centre_length,
-                         labelled=int(s.size), labelled_raw_mean=float(s.mean()),
-                         labelled_controlled_mean=float((s - slope * (x - centre)).mean()))
+    return LengthControl(
+        criterion,
+        int(s_pool.size),
+        slope,
+        fitted_on,
+        float(s_pool.mean()),
+        float((s_pool - slope * (x_pool - centre)).mean()),
+        float(raw_err.mean()),
+        float(cv_err.mean()),
+        float(gain.mean()),
+        [float(lo), float(hi)],
+        k,
+        centre_length=centre_length,
+        labelled=int(s.size),
+        labelled_raw_mean=float(s.mean()),
+        labelled_controlled_mean=float((s - slope * (x - centre)).mean()),
+    )

@@ -71,8 +71,10 @@ class WinRate:
         if self.rate is None:
             return f"{self.a} vs {self.b}: no comparison"
         ci = f" [{self.ci[0]:.3f}, {self.ci[1]:.3f}]" if self.ci else ""
-        return (f"{self.a} beats {self.b} {self.rate:.3f}{ci} of the time (ties half): "
-                f"{self.wins} wins, {self.ties} ties, {self.losses} losses in {self.n}")
+        return (
+            f"{self.a} beats {self.b} {self.rate:.3f}{ci} of the time (ties half): "
+            f"{self.wins} wins, {self.ties} ties, {self.losses} losses in {self.n}"
+        )
 
 
 def share_interval(shares: Sequence[float] | np.ndarray, level: float = 0.95) -> list[float] | None:
@@ -104,9 +106,18 @@ def win_rates(a: Sequence[str], b: Sequence[str], share: Sequence[float]) -> lis
     out = []
     for (x, y), shares in groups.items():
         v = np.array(shares)
-        out.append(WinRate(x, y, int(v.size), float(v.mean()), share_interval(v),
-                           int((v > 0.5).sum()),
-                           int((v < 0.5).sum()), int((v == 0.5).sum())))
+        out.append(
+            WinRate(
+                x,
+                y,
+                int(v.size),
+                float(v.mean()),
+                share_interval(v),
+                int((v > 0.5).sum()),
+                int((v < 0.5).sum()),
+                int((v == 0.5).sum()),
+            )
+        )
     return out
 
 
@@ -119,8 +130,9 @@ def _counts(i: np.ndarray, j: np.ndarray, s: np.ndarray, k: int) -> tuple[np.nda
     rows = i.shape[0] if i.ndim == 2 else 1
     base = (np.arange(rows) * k * k)[:, None] if i.ndim == 2 else 0
     size = rows * k * k
-    wins = (np.bincount(np.ravel(base + i * k + j), np.ravel(s), size)
-            + np.bincount(np.ravel(base + j * k + i), np.ravel(1.0 - s), size))
+    wins = np.bincount(np.ravel(base + i * k + j), np.ravel(s), size) + np.bincount(
+        np.ravel(base + j * k + i), np.ravel(1.0 - s), size
+    )
     wins = wins.reshape(*i.shape[:-1], k, k)
     return wins, wins + np.swapaxes(wins, -1, -2)
 
@@ -157,8 +169,13 @@ def _groups(games: np.ndarray) -> list[list[int]]:
     return groups
 
 
-def _fit(wins: np.ndarray, games: np.ndarray, tol: float = 1e-10, max_iter: int = 10_000,
-         start: np.ndarray | None = None) -> np.ndarray:
+def _fit(
+    wins: np.ndarray,
+    games: np.ndarray,
+    tol: float = 1e-10,
+    max_iter: int = 10_000,
+    start: np.ndarray | None = None,
+) -> np.ndarray:
     """Hunter's MM iteration for the strengths (geometric mean 1).
 
     From ``start`` (default all 1; the bootstrap starts at the full data's strengths). With a
@@ -203,8 +220,15 @@ class Ratings:
         return dict(self.__dict__)
 
 
-def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
-                  n_resamples: int = 1000, seed: int | None = 0, level: float = 0.95) -> Ratings:
+def bradley_terry(
+    a: Sequence[str],
+    b: Sequence[str],
+    share: Sequence[float],
+    *,
+    n_resamples: int = 1000,
+    seed: int | None = 0,
+    level: float = 0.95,
+) -> Ratings:
     """Bradley-Terry ratings from comparisons, with percentile bootstrap CIs.
 
     Comparisons are resampled with replacement; resamples whose estimate does not exist are left
@@ -222,13 +246,22 @@ def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
     if not _connected(wins):
         groups = _groups(games)
         never = [systems[x] for x in range(k) if wins[:, x].sum() == 0]
-        why = ("the systems fall into groups never compared with each other ("
-               + "; ".join(", ".join(systems[x] for x in g) for g in groups)
-               + "): compare pairs across them" if len(groups) > 1 else
-               f"{', '.join(never)} never lost" if never else
-               "some group of systems never lost to the rest")
-        return Ratings(systems, n, None, reason=f"undefined: {why} (the maximum-likelihood "
-                       "ratings do not exist; compare more pairs)")
+        why = (
+            "the systems fall into groups never compared with each other ("
+            + "; ".join(", ".join(systems[x] for x in g) for g in groups)
+            + "): compare pairs across them"
+            if len(groups) > 1
+            else f"{', '.join(never)} never lost"
+            if never
+            else "some group of systems never lost to the rest"
+        )
+        return Ratings(
+            systems,
+            n,
+            None,
+            reason=f"undefined: {why} (the maximum-likelihood "
+            "ratings do not exist; compare more pairs)",
+        )
     p = _fit(wins, games)
     rating = INIT + SCALE * np.log(p) / math.log(BASE)
     rng = np.random.default_rng(seed)
@@ -246,18 +279,28 @@ def bradley_terry(a: Sequence[str], b: Sequence[str], share: Sequence[float], *,
     if not n_resamples:
         no_ci = "no bootstrap resamples asked for"
     elif len(draws) < n_resamples / 2:
-        no_ci = (f"{n_resamples - len(draws)} of {n_resamples} resamples had no estimate (some "
-                 "system never lost in them): compare more pairs")
+        no_ci = (
+            f"{n_resamples - len(draws)} of {n_resamples} resamples had no estimate (some "
+            "system never lost in them): compare more pairs"
+        )
     else:
         lo, hi = np.quantile(np.array(draws), [(1 - level) / 2, (1 + level) / 2], axis=0)
         if np.all(hi - lo <= 1e-9):
-            no_ci = ("every resample gives the same ratings (every comparison a tie): the "
-                     "bootstrap cannot show their uncertainty")
+            no_ci = (
+                "every resample gives the same ratings (every comparison a tie): the "
+                "bootstrap cannot show their uncertainty"
+            )
         else:
             ci = {name: [float(lo[x]), float(hi[x])] for x, name in enumerate(systems)}
-    return Ratings(systems, n, {name: float(rating[x]) for x, name in enumerate(systems)}, ci,
-                   {name: float(math.log(p[x])) for x, name in enumerate(systems)},
-                   resamples=len(draws), ci_reason=no_ci)
+    return Ratings(
+        systems,
+        n,
+        {name: float(rating[x]) for x, name in enumerate(systems)},
+        ci,
+        {name: float(math.log(p[x])) for x, name in enumerate(systems)},
+        resamples=len(draws),
+        ci_reason=no_ci,
+    )
 
 
 @dataclass
@@ -290,12 +333,22 @@ class PositionBias:
         if self.first is None or self.first_ci is None:
             return f"{self.judge} ({self.criterion}): no vote chose an answer (all ties or none)"
         lo, hi = self.first_ci
-        lean = ("prefers the answer shown first" if lo > 0.5 else
-                "prefers the answer shown second" if hi < 0.5 else "shows no position preference")
-        flips = (f"; its two orders disagree on {self.flip_rate:.1%} of {self.n_pairs} pairs"
-                 if self.flip_rate is not None else "")
-        return (f"{self.judge} {lean} ({self.criterion}): P(first) {self.first:.3f} "
-                f"[{lo:.3f}, {hi:.3f}] over {self.n_votes} votes{flips}")
+        lean = (
+            "prefers the answer shown first"
+            if lo > 0.5
+            else "prefers the answer shown second"
+            if hi < 0.5
+            else "shows no position preference"
+        )
+        flips = (
+            f"; its two orders disagree on {self.flip_rate:.1%} of {self.n_pairs} pairs"
+            if self.flip_rate is not None
+            else ""
+        )
+        return (
+            f"{self.judge} {lean} ({self.criterion}): P(first) {self.first:.3f} "
+            f"[{lo:.3f}, {hi:.3f}] over {self.n_votes} votes{flips}"
+        )
 
 
 def clustered_wilson(hits: Any, clusters: Any, level: float = 0.95) -> list[float] | None:
@@ -320,9 +373,13 @@ def clustered_wilson(hits: Any, clusters: Any, level: float = 0.95) -> list[floa
     return wilson(p * n / deff, n / deff, level)
 
 
-def position_bias(judge: str, criterion: str, chose_first: Sequence[int],
-                  pairs_flipped: Sequence[bool], pairs: Sequence[str] | None = None
-                  ) -> PositionBias:
+def position_bias(
+    judge: str,
+    criterion: str,
+    chose_first: Sequence[int],
+    pairs_flipped: Sequence[bool],
+    pairs: Sequence[str] | None = None,
+) -> PositionBias:
     """A judge's position bias on a criterion, from its votes and the pairs judged in both orders.
 
     ``chose_first``: per scored vote, 1 if the judge chose the first answer, 0 the second,
@@ -337,7 +394,13 @@ def position_bias(judge: str, criterion: str, chose_first: Sequence[int],
     flips = int(np.sum(pairs_flipped))
     n_pairs = len(pairs_flipped)
     cluster = np.arange(c.size) if pairs is None else np.asarray(pairs)
-    return PositionBias(judge, criterion, int(decided.size),
-                        firsts / decided.size if decided.size else None,
-                        clustered_wilson(decided, cluster[keep]), n_pairs,
-                        flips / n_pairs if n_pairs else None, wilson(flips, n_pairs))
+    return PositionBias(
+        judge,
+        criterion,
+        int(decided.size),
+        firsts / decided.size if decided.size else None,
+        clustered_wilson(decided, cluster[keep]),
+        n_pairs,
+        flips / n_pairs if n_pairs else None,
+        wilson(flips, n_pairs),
+    )

@@ -40,6 +40,8 @@ def numbered_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
             raise InputDataError(f"{path}: not UTF-8 text (row {first.row}: {first.message})")
         if first.kind == "syntax":
             raise InputDataError(f"{path}: line {first.row} is not JSON ({first.message})")
-        raise InputDataError(f"{path}: {count(len(errors), 'bad row')}; first: "
-                             + "; ".join(str(e) for e in errors[:EXAMPLES]))
+        raise InputDataError(
+            f"{path}: {count(len(errors), 'bad row')}; first: "
+            + "; ".join(str(e) for e in errors[:EXAMPLES])
+        )
     return rows

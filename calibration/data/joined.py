@@ -27,8 +27,8 @@ class JoinSummary:
     """How a join went: the ids joined, the ids only one side has, and the columns not used."""
 
     n_joined: int
-    human_only: list[str]      # ids with human labels but no judge record
-    judge_only: list[str]      # ids judged but never labelled
+    human_only: list[str]  # ids with human labels but no judge record
+    judge_only: list[str]  # ids judged but never labelled
     ignored_columns: list[str]
     human_criteria_not_judged: list[str]
 
@@ -50,16 +50,21 @@ class JoinSummary:
         """The summary as one line of text, with a few example ids."""
         parts = [f"{self.n_joined} items joined"]
         if self.human_only:
-            parts.append(f"{len(self.human_only)} labelled ids have no judge record "
-                         f"(e.g. {', '.join(self.human_only[:5])})")
+            parts.append(
+                f"{len(self.human_only)} labelled ids have no judge record "
+                f"(e.g. {', '.join(self.human_only[:5])})"
+            )
         if self.judge_only:
-            parts.append(f"{len(self.judge_only)} judged ids have no human label "
-                         f"(e.g. {', '.join(self.judge_only[:5])})")
+            parts.append(
+                f"{len(self.judge_only)} judged ids have no human label "
+                f"(e.g. {', '.join(self.judge_only[:5])})"
+            )
         if self.ignored_columns:
             parts.append(f"ignored columns: {', '.join(self.ignored_columns)}")
         if self.human_criteria_not_judged:
-            parts.append("human criteria not in judge output: "
-                         + ", ".join(self.human_criteria_not_judged))
+            parts.append(
+                "human criteria not in judge output: " + ", ".join(self.human_criteria_not_judged)
+            )
         return "; ".join(parts)
 
 
@@ -75,16 +80,18 @@ def join_warnings(summary: Mapping[str, Any]) -> list[str]:
     """
     notes = []
     for key, one, many in (
-            ("human_only", "labelled id has no verdict", "labelled ids have no verdict"),
-            ("judge_only", "judged id has no human label", "judged ids have no human label")):
+        ("human_only", "labelled id has no verdict", "labelled ids have no verdict"),
+        ("judge_only", "judged id has no human label", "judged ids have no human label"),
+    ):
         part = summary.get(key) or {}
         if part.get("count"):
             more = ", ..." if part["count"] > len(part["first"]) else ""
             what = one if part["count"] == 1 else many
             notes.append(f"{part['count']} {what}: {', '.join(part['first'])}{more}")
     if summary.get("ignored_columns"):
-        notes.append(f"ignored label columns (not judged criteria): "
-                     f"{', '.join(summary['ignored_columns'])}")
+        notes.append(
+            f"ignored label columns (not judged criteria): {', '.join(summary['ignored_columns'])}"
+        )
     return notes
 
 
@@ -105,10 +112,10 @@ class CriterionData:
 
     criterion: str
     ids: list[str]
-    human: np.ndarray                 # human raters x items (NaN missing)
+    human: np.ndarray  # human raters x items (NaN missing)
     human_raters: list[str]
-    judges: dict[str, np.ndarray]     # judge -> items
-    jury: np.ndarray                  # the jury's aggregated score (NaN below quorum)
+    judges: dict[str, np.ndarray]  # judge -> items
+    jury: np.ndarray  # the jury's aggregated score (NaN below quorum)
     scale: Scale
     categorical: bool
 
@@ -143,9 +150,14 @@ class Joined:
     value: ValueKind
 
 
-def join(human: HumanLabels | str | Path, judged: JudgeOutput | str | Path, *,
-         scales: Any = None, value: ValueKind = "score",
-         criteria: Iterable[str] | None = None) -> Joined:
+def join(
+    human: HumanLabels | str | Path,
+    judged: JudgeOutput | str | Path,
+    *,
+    scales: Any = None,
+    value: ValueKind = "score",
+    criteria: Iterable[str] | None = None,
+) -> Joined:
     """Join human labels with judge output on ``id``; unjoined ids are counted, not dropped.
 
     Args:
@@ -174,8 +186,9 @@ def join(human: HumanLabels | str | Path, judged: JudgeOutput | str | Path, *,
     wanted = list(criteria) if criteria is not None else judged_criteria
     unknown = [c for c in wanted if c not in judged_criteria]
     if unknown:
-        raise InputDataError(f"criteria {unknown} are not in the judge output "
-                             f"(it has {judged_criteria})")
+        raise InputDataError(
+            f"criteria {unknown} are not in the judge output (it has {judged_criteria})"
+        )
     scale_map = scales_from(scales)
     inconsistent = getattr(scales, "inconsistent", "tie")
     if judged.pairwise:  # a, b or tie: the judges' own labels are positions, not A or B
@@ -222,11 +235,14 @@ def join(human: HumanLabels | str | Path, judged: JudgeOutput | str | Path, *,
             judges = {j: v[cols] for j, v in judges.items()}
             jury = jury[cols]
         scale = scale_map.get(c) or _infer_scale(mat, judges, value)
-        out[c] = CriterionData(c, joined_ids, mat, raters, judges, jury, scale,
-                               is_categorical or scale.is_labelled)
+        out[c] = CriterionData(
+            c, joined_ids, mat, raters, judges, jury, scale, is_categorical or scale.is_labelled
+        )
     if not out:
-        raise JoinError(f"no criterion is in both files: humans have {human.criteria}, "
-                        f"judges have {judged_criteria}")
+        raise JoinError(
+            f"no criterion is in both files: humans have {human.criteria}, "
+            f"judges have {judged_criteria}"
+        )
     return Joined(out, summary, judged.provenance, value)
 
 

@@ -73,8 +73,11 @@ class LabelStore:
         Returns:
             The line as written.
         """
-        record = {"id": line["id"], **line,
-                  "labelled_at": datetime.now(UTC).isoformat(timespec="seconds")}
+        record = {
+            "id": line["id"],
+            **line,
+            "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         data = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
         self._fh.seek(0, os.SEEK_END)
         self._fh.write(data)
@@ -120,17 +123,20 @@ def _parse(path: Path, data: bytes) -> tuple[list[dict[str, Any]], int | None]:
         try:
             line = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise InputDataError(f"{path}, line {number}: not a JSON line; a labels "
-                                 "file holds one JSON object per line") from None
+            raise InputDataError(
+                f"{path}, line {number}: not a JSON line; a labels "
+                "file holds one JSON object per line"
+            ) from None
         if not isinstance(line, dict) or "id" not in line:
-            raise InputDataError(f"{path}, line {number}: a label line is a JSON "
-                                 "object with an id")
+            raise InputDataError(f"{path}, line {number}: a label line is a JSON object with an id")
         lines.append(line)
     if not tail:
         return lines, None
     if not (LINE_START.startswith(tail) or tail.startswith(LINE_START)):
-        raise InputDataError(f"{path}: its last line is neither a label nor a label "
-                             "cut short; is this a labels file?")
+        raise InputDataError(
+            f"{path}: its last line is neither a label nor a label "
+            "cut short; is this a labels file?"
+        )
     return lines, end
 
 
@@ -143,7 +149,9 @@ def _locked(path: Path) -> IO[str]:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
-        raise InputDataError(f"{path} is being written by another labelling server (its lock "
-                             f"{path.name}.lock is held); stop that one, or give another "
-                             "--labels file") from None
+        raise InputDataError(
+            f"{path} is being written by another labelling server (its lock "
+            f"{path.name}.lock is held); stop that one, or give another "
+            "--labels file"
+        ) from None
     return lock

@@ -119,8 +119,11 @@ class HumanLabels:
         i_index = {k: j for j, k in enumerate(ids)}
         out = np.full((len(raters), len(ids)), np.nan)
         col = self.values[criterion]
-        rows = [(r_index[r], i_index[i], v) for i, r, v in zip(self.ids, self.raters, col)
-                if i in i_index]
+        rows = [
+            (r_index[r], i_index[i], v)
+            for i, r, v in zip(self.ids, self.raters, col)
+            if i in i_index
+        ]
         if rows:
             ri, ii, vv = (np.array(x) for x in zip(*rows))
             out[ri.astype(int), ii.astype(int)] = vv.astype(float)
@@ -128,8 +131,9 @@ class HumanLabels:
         return out[keep], [r for r, k in zip(raters, keep) if k]
 
 
-def load_human_labels(path: str | Path, scales: Any = None,
-                      criteria: Iterable[str] | None = None) -> HumanLabels:
+def load_human_labels(
+    path: str | Path, scales: Any = None, criteria: Iterable[str] | None = None
+) -> HumanLabels:
     """Read a human labels file (JSONL or CSV; format in this module's docstring).
 
     Args:
@@ -170,24 +174,34 @@ def label_groups(path: str | Path, column: str) -> dict[str, str]:
     rows = _numbered_rows(Path(path))
     if rows and not any(column in row for _, row in rows):
         columns = sorted({k for _, row in rows for k in row})
-        raise InputDataError(f"{path}: no {column!r} column to group by (columns: {columns})",
-                             field=column)
+        raise InputDataError(
+            f"{path}: no {column!r} column to group by (columns: {columns})", field=column
+        )
     groups: dict[str, str] = {}
     for number, row in rows:
         value = row.get(column)
-        if value is None or (isinstance(value, str) and not value.strip()) \
-                or (isinstance(value, float) and math.isnan(value)):
+        if (
+            value is None
+            or (isinstance(value, str) and not value.strip())
+            or (isinstance(value, float) and math.isnan(value))
+        ):
             continue
         item, group = str(row.get("id")), str(value).strip()
         if groups.setdefault(item, group) != group:
-            raise InputDataError(f"{path}, row {number}: item {item!r} is in group {group!r} "
-                                 f"here and {groups[item]!r} on an earlier row", field=column)
+            raise InputDataError(
+                f"{path}, row {number}: item {item!r} is in group {group!r} "
+                f"here and {groups[item]!r} on an earlier row",
+                field=column,
+            )
     return groups
 
 
-def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None,
-                           criteria: Iterable[str] | None = None,
-                           source: str = "<memory>") -> HumanLabels:
+def human_labels_from_rows(
+    rows: Sequence[Mapping[str, Any]],
+    scales: Any = None,
+    criteria: Iterable[str] | None = None,
+    source: str = "<memory>",
+) -> HumanLabels:
     """Human labels from in-memory rows (row numbers in messages count from 1).
 
     Args:
@@ -207,8 +221,9 @@ def human_labels_from_rows(rows: Sequence[Mapping[str, Any]], scales: Any = None
     return _human_labels(list(enumerate(rows, start=1)), scales, criteria, source)
 
 
-def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
-                   ) -> Sequence[tuple[int, Mapping[str, Any]]]:
+def _latest_labels(
+    rows: Sequence[tuple[int, Mapping[str, Any]]],
+) -> Sequence[tuple[int, Mapping[str, Any]]]:
     """The rows of a labelling session's file as the session meant them.
 
     Those are its lines with ``labelled_at`` (see `jurybox.calibration.data.label_store`): the
@@ -222,13 +237,17 @@ def _latest_labels(rows: Sequence[tuple[int, Mapping[str, Any]]]
         return str(row.get("id")), str(row.get("rater") or "")
 
     last = {key(row): i for i, (_, row) in enumerate(rows) if "labelled_at" in row}
-    return [(n, row) for i, (n, row) in enumerate(rows)
-            if "labelled_at" not in row
-            or (last[key(row)] == i and not row.get("undone") and row.get("skipped") is None)]
+    return [
+        (n, row)
+        for i, (n, row) in enumerate(rows)
+        if "labelled_at" not in row
+        or (last[key(row)] == i and not row.get("undone") and row.get("skipped") is None)
+    ]
 
 
-def labels_by_item(lines: Sequence[Mapping[str, Any]], criterion: str, scale: Any,
-                    items: Container[str]) -> dict[str, list[float]]:
+def labels_by_item(
+    lines: Sequence[Mapping[str, Any]], criterion: str, scale: Any, items: Container[str]
+) -> dict[str, list[float]]:
     """The human labels of ``criterion`` per item of ``items`` (none where a line has none).
 
     A value off the scale is an error naming the item and criterion.
@@ -267,14 +286,22 @@ def chosen_actively(lines: Sequence[Mapping[str, Any]]) -> list[str]:
     Those are the lines whose ``selection`` strategy is ``benchmark-mean``: their inclusion
     probabilities differ, so they are not a sample of the items alike.
     """
-    return [str(line.get("id")) for line in lines if isinstance(line.get("selection"), Mapping)
-            and line["selection"].get("strategy") == "benchmark-mean"]
+    return [
+        str(line.get("id"))
+        for line in lines
+        if isinstance(line.get("selection"), Mapping)
+        and line["selection"].get("strategy") == "benchmark-mean"
+    ]
 
 
 def _rows_chosen(rows: Sequence[tuple[int, Mapping[str, Any]]], strategy: str) -> list[int]:
     """The row numbers of the label lines whose item was chosen by ``strategy``."""
-    return [n for n, row in rows if isinstance(row.get("selection"), Mapping)
-            and row["selection"].get("strategy") == strategy]
+    return [
+        n
+        for n, row in rows
+        if isinstance(row.get("selection"), Mapping)
+        and row["selection"].get("strategy") == strategy
+    ]
 
 
 def _chosen_for_review(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
@@ -291,7 +318,8 @@ def _chosen_for_review(rows: Sequence[tuple[int, Mapping[str, Any]]], source: st
             "items the jury is least sure of, so agreement, calibration, cascades and means "
             "over them would be biased. Use them for those items' verdicts, and label with "
             "--goal agreement, cascade or benchmark-mean (into another file) for statistics",
-            field="selection")
+            field="selection",
+        )
 
 
 def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
@@ -311,11 +339,16 @@ def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str)
             "conformal maps and cascades over them would be biased. Estimate the mean with "
             "`jurybox agree --ppi` (it weights each label by its inclusion probability), and "
             "label with --goal agreement or cascade (into another file) for these",
-            field="selection")
+            field="selection",
+        )
 
 
-def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
-                  criteria: Iterable[str] | None, source: str) -> HumanLabels:
+def _human_labels(
+    rows: Sequence[tuple[int, Mapping[str, Any]]],
+    scales: Any,
+    criteria: Iterable[str] | None,
+    source: str,
+) -> HumanLabels:
     rows = _latest_labels(rows)
     if not rows:
         raise InputDataError(f"{source}: no rows")
@@ -328,13 +361,14 @@ def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
                 columns.append(k)
     if "id" not in columns:
         raise InputDataError(f"{source}: no 'id' column (columns: {columns})")
-    wanted = list(criteria) if criteria is not None else [c for c in columns
-                                                          if c not in _RESERVED]
+    wanted = list(criteria) if criteria is not None else [c for c in columns if c not in _RESERVED]
     crit_cols = [c for c in columns if c in wanted and c not in _RESERVED]
     extra = [c for c in columns if c not in _RESERVED and c not in crit_cols]
     if not crit_cols:
-        raise InputDataError(f"{source}: no criterion columns (columns: {columns}; "
-                             f"expected some of {sorted(wanted)})")
+        raise InputDataError(
+            f"{source}: no criterion columns (columns: {columns}; "
+            f"expected some of {sorted(wanted)})"
+        )
 
     ids: list[str] = []
     raters: list[str] = []
@@ -363,13 +397,15 @@ def _human_labels(rows: Sequence[tuple[int, Mapping[str, Any]]], scales: Any,
                 if len(problems) < _EXAMPLES:
                     problems.append(f"row {line} (id {item!r}) column {c!r}: {exc}")
     if n_problems:
-        raise InputDataError(f"{source}: {_count(n_problems, 'bad value')}; first: "
-                             + "; ".join(problems))
+        raise InputDataError(
+            f"{source}: {_count(n_problems, 'bad value')}; first: " + "; ".join(problems)
+        )
     values = {c: v[: len(ids)] for c, v in values.items()}
     dup = [k for k, n in Counter(zip(ids, raters)).items() if n > 1]
     if dup:
-        raise InputDataError(f"{source}: {len(dup)} duplicate (id, rater) rows, e.g. "
-                             f"{dup[:_EXAMPLES]}")
+        raise InputDataError(
+            f"{source}: {len(dup)} duplicate (id, rater) rows, e.g. {dup[:_EXAMPLES]}"
+        )
     return HumanLabels(ids, raters, values, source, extra)
 
 

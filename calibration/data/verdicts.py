@@ -90,8 +90,9 @@ class JudgeOutput:
         """Whether the records are pairwise verdicts (they carry a winner)."""
         return bool(self.records) and "winner" in self.records[0].model_fields_set
 
-    def judge_values(self, criterion: str, value: ValueKind = "score",
-                     inconsistent: str = "tie") -> dict[str, np.ndarray]:
+    def judge_values(
+        self, criterion: str, value: ValueKind = "score", inconsistent: str = "tie"
+    ) -> dict[str, np.ndarray]:
         """Judge -> per-record value (NaN where the vote is missing, unscored or lacks it).
 
         A pairwise judge's two votes (both orders) count as one, combined as the jury combined them.
@@ -111,8 +112,9 @@ class JudgeOutput:
         for col, rec in enumerate(self.records):
             votes = rec.votes
             if self.pairwise:
-                votes = combine_orders(criterion, [v for v in votes if v.criterion == criterion],
-                                       inconsistent)
+                votes = combine_orders(
+                    criterion, [v for v in votes if v.criterion == criterion], inconsistent
+                )
             for v in votes:
                 if v.criterion != criterion or not v.scored:
                     continue
@@ -175,9 +177,11 @@ def load_judge_output(path: str | Path, provenance: str | None = None) -> JudgeO
     return _judge_output([(f"line {n}", row) for n, row in rows], provenance, str(path))
 
 
-def judge_output_from_records(records: Sequence[Mapping[str, Any] | VerdictRecord],
-                              provenance: str | None = None,
-                              source: str = "<memory>") -> JudgeOutput:
+def judge_output_from_records(
+    records: Sequence[Mapping[str, Any] | VerdictRecord],
+    provenance: str | None = None,
+    source: str = "<memory>",
+) -> JudgeOutput:
     """As `load_judge_output`, for records in memory (mappings or VerdictRecords).
 
     Args:
@@ -193,17 +197,23 @@ def judge_output_from_records(records: Sequence[Mapping[str, Any] | VerdictRecor
             from several configurations and none was chosen, no record has the provenance chosen,
             or an id appears more than once.
     """
-    return _judge_output([(f"record {n}", r) for n, r in enumerate(records, start=1)],
-                         provenance, source)
+    return _judge_output(
+        [(f"record {n}", r) for n, r in enumerate(records, start=1)], provenance, source
+    )
 
 
-def _judge_output(rows: Sequence[tuple[str, Any]], provenance: str | None,
-                  source: str) -> JudgeOutput:
+def _judge_output(
+    rows: Sequence[tuple[str, Any]], provenance: str | None, source: str
+) -> JudgeOutput:
     """Every record read through the one record model, a malformed one named by line and field.
 
     Named so rather than failing later as a bare KeyError deep inside a statistic.
     """
-    if rows and isinstance(rows[0][1], Mapping) and not {"scores", "votes", "provenance"} & set(rows[0][1]):
+    if (
+        rows
+        and isinstance(rows[0][1], Mapping)
+        and not {"scores", "votes", "provenance"} & set(rows[0][1])
+    ):
         raise InputDataError(
             f"{source} is not jurybox judge output: its first row has no scores, votes or "
             f"provenance (its fields: {sorted(rows[0][1])[:12]}); pass the file `jurybox judge` "
@@ -224,8 +234,9 @@ def _judge_output(rows: Sequence[tuple[str, Any]], provenance: str | None,
     if provenance is not None:
         recs = [r for r in recs if r.provenance == provenance]
         if not recs:
-            raise InputDataError(f"{source}: no records with provenance {provenance!r} "
-                                 f"(found {dict(provs)})")
+            raise InputDataError(
+                f"{source}: no records with provenance {provenance!r} (found {dict(provs)})"
+            )
     elif len(provs) > 1:
         raise InputDataError(
             f"{source}: records come from {len(provs)} configurations (provenance counts "
@@ -234,13 +245,15 @@ def _judge_output(rows: Sequence[tuple[str, Any]], provenance: str | None,
         )
     dup = [k for k, n in Counter(r.id for r in recs).items() if n > 1]
     if dup:
-        raise InputDataError(f"{source}: {len(dup)} ids appear more than once, e.g. "
-                             f"{dup[:_EXAMPLES]}")
+        raise InputDataError(
+            f"{source}: {len(dup)} ids appear more than once, e.g. {dup[:_EXAMPLES]}"
+        )
     return JudgeOutput(recs, source)
 
 
-def rubric_for(output: JudgeOutput, rubric: str | Path | None = None
-               ) -> tuple[Rubric | None, list[str]]:
+def rubric_for(
+    output: JudgeOutput, rubric: str | Path | None = None
+) -> tuple[Rubric | None, list[str]]:
     """The rubric whose scales validate human labels for these verdicts, and warnings.
 
     The rubric is the one given, else the one the verdicts name; the warnings say when there is
@@ -264,24 +277,35 @@ def rubric_for(output: JudgeOutput, rubric: str | Path | None = None
     if rubric is not None:
         rubric_def = load_rubric(rubric)
         if named and rubric_def.name not in named:
-            notes.append(f"the rubric {rubric_def.name} given differs from the rubric the "
-                         f"verdicts name ({', '.join(named)}); its scales are used")
+            notes.append(
+                f"the rubric {rubric_def.name} given differs from the rubric the "
+                f"verdicts name ({', '.join(named)}); its scales are used"
+            )
     else:
-        reason = ("the verdicts name no rubric" if not named else
-                  f"the verdicts name several rubrics ({', '.join(named)})" if len(named) > 1
-                  else None)
+        reason = (
+            "the verdicts name no rubric"
+            if not named
+            else f"the verdicts name several rubrics ({', '.join(named)})"
+            if len(named) > 1
+            else None
+        )
         if reason is None:
             try:
                 rubric_def = load_rubric(named[0])
             except DefinitionError:
-                reason = (f"rubric {named[0]!r} named in {output.source} is neither shipped nor "
-                          "a file")
+                reason = (
+                    f"rubric {named[0]!r} named in {output.source} is neither shipped nor a file"
+                )
         if rubric_def is None:
-            notes.append(f"{reason}: scales are inferred from the observed values, so labels "
-                         f"off the scale go unnoticed; name the rubric (--rubric NAME_OR_FILE)")
+            notes.append(
+                f"{reason}: scales are inferred from the observed values, so labels "
+                f"off the scale go unnoticed; name the rubric (--rubric NAME_OR_FILE)"
+            )
     if rubric_def is not None:
         unscaled = [c for c in output.criteria if c not in rubric_def.criterion_names]
         if unscaled:
-            notes.append(f"criteria {unscaled} are not in rubric {rubric_def.name}; their scales "
-                         f"are inferred from the observed values")
+            notes.append(
+                f"criteria {unscaled} are not in rubric {rubric_def.name}; their scales "
+                f"are inferred from the observed values"
+            )
     return rubric_def, notes

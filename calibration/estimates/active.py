@@ -113,11 +113,17 @@ def criterion_uncertainty(votes: Sequence[Any], scale: Any) -> float | None:
     return None if got is None or span <= 0 else got[1] / span**2
 
 
-def pool_model(records: Sequence[Any], scales: Mapping[str, Any]
-               ) -> dict[str, dict[str, tuple[float, float] | None]]:
+def pool_model(
+    records: Sequence[Any], scales: Mapping[str, Any]
+) -> dict[str, dict[str, tuple[float, float] | None]]:
     """Per item and criterion, the jury's predictive mean and variance (`predictive`)."""
-    return {r.id: {c: predictive([v for v in r.votes if v.criterion == c], scale)
-                   for c, scale in scales.items()} for r in records}
+    return {
+        r.id: {
+            c: predictive([v for v in r.votes if v.criterion == c], scale)
+            for c, scale in scales.items()
+        }
+        for r in records
+    }
 
 
 def pool_probabilities(records: Sequence[Any], scales: Mapping[str, Any]) -> dict[str, float]:
@@ -193,25 +199,44 @@ class MeanEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """The estimate as plain data."""
-        return {"criterion": self.criterion, "estimate": self.estimate, "ci": list(self.ci),
-                "half_width": self.half_width, "interval": self.interval,
-                "departures": self.departures, "lambda": self.lam, "labelled": self.labelled,
-                "visited": self.visited, "pool": self.pool,
-                "judge_only_mean": self.judge_only_mean, "design": self.design,
-                "confidence": self.confidence, "notes": list(self.notes)}
+        return {
+            "criterion": self.criterion,
+            "estimate": self.estimate,
+            "ci": list(self.ci),
+            "half_width": self.half_width,
+            "interval": self.interval,
+            "departures": self.departures,
+            "lambda": self.lam,
+            "labelled": self.labelled,
+            "visited": self.visited,
+            "pool": self.pool,
+            "judge_only_mean": self.judge_only_mean,
+            "design": self.design,
+            "confidence": self.confidence,
+            "notes": list(self.notes),
+        }
 
     def __str__(self) -> str:
         c = round(self.confidence * 100)
         kind = "PPI++" if self.interval == "normal" else "betting interval, PPI++"
-        return (f"{self.criterion}: mean {self.estimate:.4f} [{self.ci[0]:.4f}, "
-                f"{self.ci[1]:.4f}] ({c}% CI, half-width {self.half_width:.4f}; {kind} lambda "
-                f"{self.lam:.2f}; {self.labelled} labelled of {self.visited} visited, pool "
-                f"{self.pool}, {self.design}); the jury alone: {self.judge_only_mean:.4f}")
+        return (
+            f"{self.criterion}: mean {self.estimate:.4f} [{self.ci[0]:.4f}, "
+            f"{self.ci[1]:.4f}] ({c}% CI, half-width {self.half_width:.4f}; {kind} lambda "
+            f"{self.lam:.2f}; {self.labelled} labelled of {self.visited} visited, pool "
+            f"{self.pool}, {self.design}); the jury alone: {self.judge_only_mean:.4f}"
+        )
 
 
-def weighted_mean(f_pool: Any, f: Any, y: Any, pi: Any, visited: int, *,
-                  lam: float | None = None, model: tuple[Any, Any, Any] | None = None
-                  ) -> tuple[float, float, float, float, float]:
+def weighted_mean(
+    f_pool: Any,
+    f: Any,
+    y: Any,
+    pi: Any,
+    visited: int,
+    *,
+    lam: float | None = None,
+    model: tuple[Any, Any, Any] | None = None,
+) -> tuple[float, float, float, float, float]:
     """(estimate, standard error, lambda, s_d^2, coins' term) of the pool's mean label.
 
     The formulas are in the module's text. ``f_pool``: the jury's score on every item of the pool;
@@ -225,8 +250,9 @@ def weighted_mean(f_pool: Any, f: Any, y: Any, pi: Any, visited: int, *,
     if n < 2:
         raise InputDataError(f"need at least 2 labelled items; got {n}")
     if not n <= m <= big_n:
-        raise InputDataError(f"the visited items ({m}) must be between the labelled ({n}) and "
-                             f"the pool ({big_n})")
+        raise InputDataError(
+            f"the visited items ({m}) must be between the labelled ({n}) and the pool ({big_n})"
+        )
     if np.any((p <= 0) | (p > 1)) or np.isnan(p).any():
         raise InputDataError("inclusion probabilities must be in (0, 1]")
 
@@ -300,12 +326,16 @@ def is_active(line: Mapping[str, Any]) -> bool:
     return isinstance(selection, Mapping) and selection.get("strategy") == GOAL
 
 
-def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
-                   scales: Mapping[str, Any], *, confidence: float = 0.95,
-                   criteria: Sequence[str] | None = None,
-                   model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
-                   probabilities: Mapping[str, float] | None = None
-                   ) -> dict[str, MeanEstimate | str]:
+def mean_estimates(
+    lines: Sequence[Mapping[str, Any]],
+    pool: Mapping[str, Mapping[str, Any]],
+    scales: Mapping[str, Any],
+    *,
+    confidence: float = 0.95,
+    criteria: Sequence[str] | None = None,
+    model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
+    probabilities: Mapping[str, float] | None = None,
+) -> dict[str, MeanEstimate | str]:
     """Per criterion, the mean label over ``pool`` from label ``lines``, or why there is none.
 
     ``pool`` is item id -> the jury's score per criterion; ``lines`` the latest line per item and
@@ -316,33 +346,45 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
     instead.
     """
     active = design_of(lines) == "active"
-    if active and any(not is_active(line) and (line.get("selection") or {}).get("strategy")
-                      != "overlap" for line in lines):
+    if active and any(
+        not is_active(line) and (line.get("selection") or {}).get("strategy") != "overlap"
+        for line in lines
+    ):
         raise InputDataError(
             "the labels mix items chosen for the benchmark mean (goal benchmark-mean) with items "
             "chosen another way; the weighted estimate needs one design: label each goal into "
-            "its own file")
-    positions, probability, sessions, seeds = _active_choices(lines) if active else ({}, {},
-                                                                                    set(), set())
+            "its own file"
+        )
+    positions, probability, sessions, seeds = (
+        _active_choices(lines) if active else ({}, {}, set(), set())
+    )
     stray = sorted(sessions - {len(pool)})
-    order = (_visiting_order(pool, positions, probabilities, seeds)
-             if active and positions and not stray else None)
+    order = (
+        _visiting_order(pool, positions, probabilities, seeds)
+        if active and positions and not stray
+        else None
+    )
     out: dict[str, MeanEstimate | str] = {}
     for criterion in criteria or list(scales):
         notes: list[str] = []
         if stray:
-            notes.append(f"the labelling session offered {stray[0]} items, the verdicts hold "
-                         f"{len(pool)}: the estimate is exact only for the session's items")
+            notes.append(
+                f"the labelling session offered {stray[0]} items, the verdicts hold "
+                f"{len(pool)}: the estimate is exact only for the session's items"
+            )
         human = labels_by_item(lines, criterion, scales.get(criterion), pool)
         scored = {i: s[criterion] for i, s in pool.items() if s.get(criterion) is not None}
         unscored = len(pool) - len(scored)
         if unscored:
-            notes.append(f"{unscored} item(s) the jury left unscored are not in the pool: the "
-                         f"estimate is the mean label over the {len(scored)} items it scored")
+            notes.append(
+                f"{unscored} item(s) the jury left unscored are not in the pool: the "
+                f"estimate is the mean label over the {len(scored)} items it scored"
+            )
         ids = [i for i in human if i in scored]
         if len(human) > len(ids):
-            notes.append(f"{len(human) - len(ids)} labelled item(s) left out: the jury left "
-                         "them unscored")
+            notes.append(
+                f"{len(human) - len(ids)} labelled item(s) left out: the jury left them unscored"
+            )
         if len(ids) < 2:
             out[criterion] = f"{len(ids)} labelled item(s) with a jury score; need 2"
             continue
@@ -358,9 +400,11 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
             else:
                 visited = round(reach * len(scored) / len(pool))
                 if unscored:
-                    notes.append("the visiting order could not be rebuilt from the labels' seed "
-                                 "and these verdicts: the scored items among the visited are "
-                                 "counted as their share of the pool")
+                    notes.append(
+                        "the visiting order could not be rebuilt from the labels' seed "
+                        "and these verdicts: the scored items among the visited are "
+                        "counted as their share of the pool"
+                    )
             visited = min(max(visited, len(ids)), len(scored))
         else:
             pi, visited = np.ones(len(ids)), len(ids)
@@ -369,52 +413,89 @@ def mean_estimates(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
         floor = None
         if model is not None and (probabilities is not None or not active):
             jury = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in scored]
-            floor = ([m for m, _ in jury], [v for _, v in jury],
-                     [probabilities.get(i, 1.0) if active and probabilities else 1.0
-                      for i in scored])
+            floor = (
+                [m for m, _ in jury],
+                [v for _, v in jury],
+                [probabilities.get(i, 1.0) if active and probabilities else 1.0 for i in scored],
+            )
             scale = scales.get(criterion)
             own = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in ids]
-            if scale is not None and overstatement(
-                    y, [m for m, _ in own], [v for _, v in own], float(scale.low),
-                    float(scale.high))[-1] < -OVERSTATED_Z:
+            if (
+                scale is not None
+                and overstatement(
+                    y, [m for m, _ in own], [v for _, v in own], float(scale.low), float(scale.high)
+                )[-1]
+                < -OVERSTATED_Z
+            ):
                 floor = None
-                notes.append("the labels show the jury's distributions overstate its errors: "
-                             "the variance is the labels' own, without the floor from those "
-                             "distributions")
-        estimate, se, lam, s2, coins = weighted_mean(list(scored.values()), f, y, pi, visited,
-                                                     model=floor)
+                notes.append(
+                    "the labels show the jury's distributions overstate its errors: "
+                    "the variance is the labels' own, without the floor from those "
+                    "distributions"
+                )
+        estimate, se, lam, s2, coins = weighted_mean(
+            list(scored.values()), f, y, pi, visited, model=floor
+        )
         q = t_of(confidence, len(ids) - 1)
         visits = np.zeros(visited)  # the visited items' terms (the unlabelled ones 0)
-        visits[:len(ids)] = (y - lam * f) / pi
+        visits[: len(ids)] = (y - lam * f) / pi
         down, up = skew_allowance(visits, q)
         ci, kind = (estimate - (q + down) * se, estimate + (q + up) * se), "normal"
         hw = (ci[1] - ci[0]) / 2
         scale = scales.get(criterion)
         departed = departures(y, f, scale) if scale is not None else len(ids)
         if departed < NORMAL_DEPARTURES and scale is not None:
-            terms = _session_terms(scored, dict(zip(ids, y)), scale,
-                                   dict(zip(ids, pi)) if active else None, probabilities,
-                                   order, positions, visited)
+            terms = _session_terms(
+                scored,
+                dict(zip(ids, y)),
+                scale,
+                dict(zip(ids, pi)) if active else None,
+                probabilities,
+                order,
+                positions,
+                visited,
+            )
             lo, hi = betting_bounds(terms, 1.0 - confidence, terms.d.size)
             ci, kind = (min(lo, estimate), max(hi, estimate)), "betting"
             hw = (ci[1] - ci[0]) / 2
-            notes.append(f"{departed} of the {len(ids)} labelled items depart from the "
-                         f"jury's score (another level): fewer than {NORMAL_DEPARTURES}, so the "
-                         "labels cannot show the jury's rare errors yet and the interval is the "
-                         "betting interval at this count (valid for any jury, wide while the "
-                         "labels are few), not the normal one")
+            notes.append(
+                f"{departed} of the {len(ids)} labelled items depart from the "
+                f"jury's score (another level): fewer than {NORMAL_DEPARTURES}, so the "
+                "labels cannot show the jury's rare errors yet and the interval is the "
+                "betting interval at this count (valid for any jury, wide while the "
+                "labels are few), not the normal one"
+            )
         out[criterion] = MeanEstimate(
-            criterion, estimate, ci, hw, lam, len(ids), visited,
-            len(scored), float(np.mean(list(scored.values()))),
+            criterion,
+            estimate,
+            ci,
+            hw,
+            lam,
+            len(ids),
+            visited,
+            len(scored),
+            float(np.mean(list(scored.values()))),
             "active (weighted by inclusion probabilities)" if active else "simple random sample",
-            confidence, tuple(notes), s2, coins, kind, departed)
+            confidence,
+            tuple(notes),
+            s2,
+            coins,
+            kind,
+            departed,
+        )
     return out
 
 
-def _session_terms(scored: Mapping[str, float], y: Mapping[str, float], scale: Any,
-                   recorded: Mapping[str, float] | None,
-                   probabilities: Mapping[str, float] | None, order: Sequence[str] | None,
-                   positions: Mapping[str, int], visited: int) -> Terms:
+def _session_terms(
+    scored: Mapping[str, float],
+    y: Mapping[str, float],
+    scale: Any,
+    recorded: Mapping[str, float] | None,
+    probabilities: Mapping[str, float] | None,
+    order: Sequence[str] | None,
+    positions: Mapping[str, int],
+    visited: int,
+) -> Terms:
     """The rectifier terms of a session (`jurybox.calibration.estimates.rectified.Terms`).
 
     ``scored`` the pool's jury scores, ``y`` the labelled items' labels. A uniform design
@@ -441,8 +522,9 @@ def _session_terms(scored: Mapping[str, float], y: Mapping[str, float], scale: A
     return Terms(d, f_pool, pi_pool, float(scale.low), float(scale.high))
 
 
-def _active_choices(lines: Sequence[Mapping[str, Any]]
-                    ) -> tuple[dict[str, int], dict[str, float], set[int], set[Any]]:
+def _active_choices(
+    lines: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, int], dict[str, float], set[int], set[Any]]:
     """Each item's position and inclusion probability, the session sizes and seeds recorded.
 
     From the actively chosen label lines: each item's position in the visiting order and its
@@ -462,9 +544,12 @@ def _active_choices(lines: Sequence[Mapping[str, Any]]
                     sessions.add(sel["pool"])
                 seeds.add(sel.get("seed"))
             except (KeyError, TypeError, ValueError):
-                raise InputDataError(f"label line for item {line.get('id')!r}: its selection "
-                                     f"{sel!r} lacks the position or probability of an active "
-                                     "choice", field="selection") from None
+                raise InputDataError(
+                    f"label line for item {line.get('id')!r}: its selection "
+                    f"{sel!r} lacks the position or probability of an active "
+                    "choice",
+                    field="selection",
+                ) from None
     return positions, probability, sessions, seeds
 
 
@@ -472,12 +557,17 @@ def _active_choices(lines: Sequence[Mapping[str, Any]]
 SEQUENCES = ("betting", "asymptotic")
 
 
-def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
-                   scales: Mapping[str, Any], probabilities: Mapping[str, float] | None,
-                   alpha: float = 0.05, horizon: float | None = None, *,
-                   method: str = "betting",
-                   model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None
-                   ) -> dict[str, dict[str, Any] | str]:
+def mean_sequences(
+    lines: Sequence[Mapping[str, Any]],
+    pool: Mapping[str, Mapping[str, Any]],
+    scales: Mapping[str, Any],
+    probabilities: Mapping[str, float] | None,
+    alpha: float = 0.05,
+    horizon: float | None = None,
+    *,
+    method: str = "betting",
+    model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
+) -> dict[str, dict[str, Any] | str]:
     """Per criterion, a ``1 - alpha`` confidence sequence for the mean label over the scored items.
 
     The items are those the jury scored (`jurybox.calibration.stats.sequences`); the
@@ -506,43 +596,56 @@ def mean_sequences(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mappin
     if method not in SEQUENCES:
         raise InputDataError(f"the sequence must be one of {list(SEQUENCES)}; got {method!r}")
     active = design_of(lines) == "active"
-    positions, probability, _, seeds = _active_choices(lines) if active else ({}, {}, set(),
-                                                                               set())
-    order = (_visiting_order(pool, positions, probabilities, seeds)
-             if active and positions else None)
+    positions, probability, _, seeds = _active_choices(lines) if active else ({}, {}, set(), set())
+    order = _visiting_order(pool, positions, probabilities, seeds) if active and positions else None
     out: dict[str, dict[str, Any] | str] = {}
     for criterion, scale in scales.items():
         scored = {i: float(s[criterion]) for i, s in pool.items() if s.get(criterion) is not None}
-        y = {i: float(np.mean(v))
-             for i, v in labels_by_item(lines, criterion, scale, scored).items()}
+        y = {
+            i: float(np.mean(v)) for i, v in labels_by_item(lines, criterion, scale, scored).items()
+        }
         if not y:
             out[criterion] = "no label yet"
             continue
         if active and (order is None or probabilities is None):
-            out[criterion] = ("the visiting order cannot be rebuilt from the labels' seed and "
-                              "these verdicts: no confidence sequence")
+            out[criterion] = (
+                "the visiting order cannot be rebuilt from the labels' seed and "
+                "these verdicts: no confidence sequence"
+            )
             continue
-        recorded = ({i: probability.get(i, (probabilities or {})[i]) for i in scored}
-                    if active else None)
+        recorded = (
+            {i: probability.get(i, (probabilities or {})[i]) for i in scored} if active else None
+        )
         terms = _session_terms(scored, y, scale, recorded, probabilities, order, positions, 0)
         departed = departures([y[i] for i in y], [scored[i] for i in y], scale)
         shown = "betting"
         if method == "asymptotic" and departed >= NORMAL_DEPARTURES:
             shown = "asymptotic"
             floor = _term_floor(model, criterion, scale, scored, y, terms)
-            lo, hi = asymptotic_bounds(terms, alpha, horizon or max(30.0, len(scored) / 10),
-                                       floor)
+            lo, hi = asymptotic_bounds(terms, alpha, horizon or max(30.0, len(scored) / 10), floor)
         else:
             lo, hi = betting_bounds(terms, alpha, horizon if method == "betting" else None)
-        out[criterion] = {"low": lo, "high": hi, "half_width": (hi - lo) / 2,
-                          "labelled": len(y), "visited": int(terms.d.size), "level": 1 - alpha,
-                          "method": shown, "departures": departed}
+        out[criterion] = {
+            "low": lo,
+            "high": hi,
+            "half_width": (hi - lo) / 2,
+            "labelled": len(y),
+            "visited": int(terms.d.size),
+            "level": 1 - alpha,
+            "method": shown,
+            "departures": departed,
+        }
     return out
 
 
-def _term_floor(model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None,
-                criterion: str, scale: Any, scored: Mapping[str, float],
-                y: Mapping[str, float], terms: Terms) -> float:
+def _term_floor(
+    model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None,
+    criterion: str,
+    scale: Any,
+    scored: Mapping[str, float],
+    y: Mapping[str, float],
+    terms: Terms,
+) -> float:
     """The asymptotic sequence's floor on the terms' variance: the jury's predicted one.
 
     As `jurybox.calibration.estimates.rectified.term_variance` predicts it from the jury's
@@ -553,16 +656,28 @@ def _term_floor(model: Mapping[str, Mapping[str, tuple[float, float] | None]] | 
         return 0.0
     jury = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in scored]
     own = [model.get(i, {}).get(criterion) or (scored[i], 0.0) for i in y]
-    if overstatement([y[i] for i in y], [m for m, _ in own], [v for _, v in own],
-                     float(scale.low), float(scale.high))[-1] < -OVERSTATED_Z:
+    if (
+        overstatement(
+            [y[i] for i in y],
+            [m for m, _ in own],
+            [v for _, v in own],
+            float(scale.low),
+            float(scale.high),
+        )[-1]
+        < -OVERSTATED_Z
+    ):
         return 0.0
-    return max(0.0, term_variance([m for m, _ in jury], [v for _, v in jury], terms.f_pool,
-                                  terms.pi_pool))
+    return max(
+        0.0, term_variance([m for m, _ in jury], [v for _, v in jury], terms.f_pool, terms.pi_pool)
+    )
 
 
-def _visiting_order(pool: Mapping[str, Any], positions: Mapping[str, int],
-                    probabilities: Mapping[str, float] | None, seeds: set[Any]
-                    ) -> list[str] | None:
+def _visiting_order(
+    pool: Mapping[str, Any],
+    positions: Mapping[str, int],
+    probabilities: Mapping[str, float] | None,
+    seeds: set[Any],
+) -> list[str] | None:
     """The session's visiting order over ``pool``, rebuilt as the labelling page drew it.
 
     ``pool`` holds the items in the verdicts' order; the order is drawn from the recorded seed and
@@ -574,8 +689,9 @@ def _visiting_order(pool: Mapping[str, Any], positions: Mapping[str, int],
     ids = list(pool)
     if any(i not in probabilities for i in ids):
         return None
-    design = Design.draw(np.array([probabilities[i] for i in ids]),
-                         np.random.default_rng(next(iter(seeds))))
+    design = Design.draw(
+        np.array([probabilities[i] for i in ids]), np.random.default_rng(next(iter(seeds)))
+    )
     order = [ids[k] for k in design.order]
     ok = all(0 <= k < len(order) and order[k] == i for i, k in positions.items())
     return order if ok else None
@@ -592,8 +708,9 @@ def _visits_needed(s2: float, coins: float, pool: int, width: float, z: float) -
     return max(2, min(pool, math.ceil(s2 / room))) if s2 > 0 else 2
 
 
-def _labels_needed(s2: float, coins: float, pool: int, width: float, confidence: float,
-                   rate: float) -> int | None:
+def _labels_needed(
+    s2: float, coins: float, pool: int, width: float, confidence: float, rate: float
+) -> int | None:
     """The labels among the visits `_visits_needed` finds (``rate``: labelled per visit).
 
     With Student's quantile at that count (as the interval has it; two refinements from the
@@ -609,11 +726,19 @@ def _labels_needed(s2: float, coins: float, pool: int, width: float, confidence:
     return labels
 
 
-def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]],
-              model: Mapping[str, Mapping[str, tuple[float, float] | None]],
-              scales: Mapping[str, Any], width: float, pi: Mapping[str, float] | None = None,
-              *, confidence: float = 0.95, sequence: bool = False, method: str = "asymptotic",
-              compare: bool = False) -> dict[str, dict[str, Any]]:
+def plan_mean(
+    lines: Sequence[Mapping[str, Any]],
+    pool: Mapping[str, Mapping[str, Any]],
+    model: Mapping[str, Mapping[str, tuple[float, float] | None]],
+    scales: Mapping[str, Any],
+    width: float,
+    pi: Mapping[str, float] | None = None,
+    *,
+    confidence: float = 0.95,
+    sequence: bool = False,
+    method: str = "asymptotic",
+    compare: bool = False,
+) -> dict[str, dict[str, Any]]:
     """How many labels each criterion's mean needs for a CI half-width of at most ``width``.
 
     The width is in the scale's units, for the interval ``jurybox agree --ppi`` shows (``needed``:
@@ -636,17 +761,28 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
 
     if width <= 0:
         raise InputDataError(f"the target width must be positive; got {width}")
-    now = mean_estimates(lines, pool, scales, confidence=confidence, model=model,
-                         probabilities=pi) if lines else {}
+    now = (
+        mean_estimates(lines, pool, scales, confidence=confidence, model=model, probabilities=pi)
+        if lines
+        else {}
+    )
     out: dict[str, dict[str, Any]] = {}
     for criterion, scale in scales.items():
         scored = [i for i, s in pool.items() if s.get(criterion) is not None]
         big_n = len(scored)
         if not big_n:
-            out[criterion] = {"labelled": 0, "visited": 0, "needed": None, "range": [None, None],
-                              "interval": None, "normal": None, "departure_rate": None,
-                              "further": None, "pool": 0,
-                              "basis": "no item the jury scored on this criterion"}
+            out[criterion] = {
+                "labelled": 0,
+                "visited": 0,
+                "needed": None,
+                "range": [None, None],
+                "interval": None,
+                "normal": None,
+                "departure_rate": None,
+                "further": None,
+                "pool": 0,
+                "basis": "no item the jury scored on this criterion",
+            }
             continue
         p = np.array([1.0 if pi is None else pi[i] for i in scored])
         rate = float(p.mean())
@@ -658,50 +794,76 @@ def plan_mean(lines: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str
             n, m = e.labelled, e.visited
             low_q, high_q = chi2.ppf([0.025, 0.975], max(1, n - 1)) / max(1, n - 1)
             variances = [(e.s2 * k, e.coins * k) for k in (1.0, 1 / high_q, 1 / low_q)]
-            basis = (f"{n} label(s) so far (mean {e.estimate:.3f}, half-width "
-                     f"{e.half_width:.3f}); the range over the 95% interval of their variance")
+            basis = (
+                f"{n} label(s) so far (mean {e.estimate:.3f}, half-width "
+                f"{e.half_width:.3f}); the range over the 95% interval of their variance"
+            )
             departing = [e.departures / max(1, e.labelled)] * len(variances)
         else:
             n, m = 0, 0
             widest = float(scale.high - scale.low) ** 2 / 4  # the most a label can vary
-            variances = [(float(np.mean(var / p)), float(np.mean((1 - p) / p * var))),
-                         (0.0, 0.0),
-                         (widest * float(np.mean(1 / p)), widest * float(np.mean((1 - p) / p))),
-                         (0.0, 0.0)]
-            basis = ("the verdicts alone (no label yet): the count if the jury's distributions "
-                     "are calibrated, which only labels can show; the range runs from a jury "
-                     "better than it says, through labels as spread as the scale allows (a "
-                     "jury worse than it says), to labels that never depart from the jury's "
-                     "score (a jury sure and right, or sure and not yet seen wrong: then only "
-                     "the betting interval can be shown)")
+            variances = [
+                (float(np.mean(var / p)), float(np.mean((1 - p) / p * var))),
+                (0.0, 0.0),
+                (widest * float(np.mean(1 / p)), widest * float(np.mean((1 - p) / p))),
+                (0.0, 0.0),
+            ]
+            basis = (
+                "the verdicts alone (no label yet): the count if the jury's distributions "
+                "are calibrated, which only labels can show; the range runs from a jury "
+                "better than it says, through labels as spread as the scale allows (a "
+                "jury worse than it says), to labels that never depart from the jury's "
+                "score (a jury sure and right, or sure and not yet seen wrong: then only "
+                "the betting interval can be shown)"
+            )
             # Labels that depart as the jury's distributions say (its count, and a jury better
             # than it says); every one (labels as spread as the scale allows); none.
             model_rate = _departure_rate(mean, var, f, p, scale)
             departing = [model_rate, model_rate, 1.0, 0.0]
         normal = [_labels_needed(a, b, big_n, width, confidence, rate) for a, b in variances]
-        betting = functools.cache(lambda f=f, p=p, scale=scale: _betting_count(
-            f, p, scale, width, confidence))  # computed only where it is shown
-        (needed, kind), *others = [_shown_count(c, share, betting)
-                                   for c, share in zip(normal, departing)]
-        counts = sorted([needed] + [c for c, _ in others],
-                        key=lambda c: math.inf if c is None else c)
-        out[criterion] = {"labelled": n, "visited": m, "needed": needed,
-                          "range": [counts[0], counts[-1]], "interval": kind,
-                          "normal": normal[0], "departure_rate": departing[0],
-                          "further": None if needed is None else max(0, needed - n),
-                          "basis": basis, "pool": big_n}
+        betting = functools.cache(
+            lambda f=f, p=p, scale=scale: _betting_count(f, p, scale, width, confidence)
+        )  # computed only where it is shown
+        (needed, kind), *others = [
+            _shown_count(c, share, betting) for c, share in zip(normal, departing)
+        ]
+        counts = sorted(
+            [needed] + [c for c, _ in others], key=lambda c: math.inf if c is None else c
+        )
+        out[criterion] = {
+            "labelled": n,
+            "visited": m,
+            "needed": needed,
+            "range": [counts[0], counts[-1]],
+            "interval": kind,
+            "normal": normal[0],
+            "departure_rate": departing[0],
+            "further": None if needed is None else max(0, needed - n),
+            "basis": basis,
+            "pool": big_n,
+        }
         if sequence:
             out[criterion]["sequence"] = {
                 "needed": sequence_labels_needed(f, mean, var, p, scale, width, method=method),
-                "method": method, "basis": SEQUENCE_PLAN_BASIS}
+                "method": method,
+                "basis": SEQUENCE_PLAN_BASIS,
+            }
             if compare and pi is not None:
                 out[criterion]["designs"] = _compare_designs(
-                    out[criterion]["sequence"]["needed"], f, mean, var, p, scale, width, method)
+                    out[criterion]["sequence"]["needed"], f, mean, var, p, scale, width, method
+                )
     return out
 
 
-def _departure_rate(mean: np.ndarray, var: np.ndarray, f: np.ndarray, p: np.ndarray,
-                    scale: Any, draws: int = 20, seed: int = 0) -> float:
+def _departure_rate(
+    mean: np.ndarray,
+    var: np.ndarray,
+    f: np.ndarray,
+    p: np.ndarray,
+    scale: Any,
+    draws: int = 20,
+    seed: int = 0,
+) -> float:
     """The share of labels another level than the jury's score, were they drawn from it.
 
     The labels drawn from the jury's own distributions (`_draw_labels`), items weighted by
@@ -711,13 +873,19 @@ def _departure_rate(mean: np.ndarray, var: np.ndarray, f: np.ndarray, p: np.ndar
 
     rng = np.random.default_rng(seed)
     half = step_of(scale) / 2 - 1e-12
-    away = np.mean([np.abs(_draw_labels(rng, mean, var, float(scale.low), float(scale.high))
-                           - f) >= half for _ in range(draws)], axis=0)
+    away = np.mean(
+        [
+            np.abs(_draw_labels(rng, mean, var, float(scale.low), float(scale.high)) - f) >= half
+            for _ in range(draws)
+        ],
+        axis=0,
+    )
     return float(np.sum(p * away) / np.sum(p))
 
 
-def _betting_count(f: np.ndarray, p: np.ndarray, scale: Any, width: float, confidence: float,
-                   seed: int = 0) -> int | None:
+def _betting_count(
+    f: np.ndarray, p: np.ndarray, scale: Any, width: float, confidence: float, seed: int = 0
+) -> int | None:
     """The labels at which the fixed-count betting interval has half-width at most ``width``.
 
     That interval is what is shown while too few labels depart from the jury; every label is the
@@ -735,8 +903,9 @@ def _betting_count(f: np.ndarray, p: np.ndarray, scale: Any, width: float, confi
 
     def half(n: int) -> float:
         visits = int(at[n - 1]) + 1
-        lo, hi = betting_bounds(Terms(d[:visits], f, p, low, high), 1.0 - confidence, visits,
-                                grid=250)
+        lo, hi = betting_bounds(
+            Terms(d[:visits], f, p, low, high), 1.0 - confidence, visits, grid=250
+        )
         return (hi - lo) / 2
 
     if at.size < 2:
@@ -753,8 +922,9 @@ def _betting_count(f: np.ndarray, p: np.ndarray, scale: Any, width: float, confi
     return lo_n
 
 
-def _shown_count(normal: int | None, departing: float, betting: Callable[[], int | None]
-                 ) -> tuple[int | None, str]:
+def _shown_count(
+    normal: int | None, departing: float, betting: Callable[[], int | None]
+) -> tuple[int | None, str]:
     """The labels at which the interval shown reaches the width, and which interval it is.
 
     The normal interval's count where ``NORMAL_DEPARTURES`` labels are expected to depart from the
@@ -770,8 +940,16 @@ def _shown_count(normal: int | None, departing: float, betting: Callable[[], int
     return min(options) if options else (None, "betting")
 
 
-def _compare_designs(active: int | None, f: np.ndarray, mean: np.ndarray, var: np.ndarray,
-                     p: np.ndarray, scale: Any, width: float, method: str) -> dict[str, Any]:
+def _compare_designs(
+    active: int | None,
+    f: np.ndarray,
+    mean: np.ndarray,
+    var: np.ndarray,
+    p: np.ndarray,
+    scale: Any,
+    width: float,
+    method: str,
+) -> dict[str, Any]:
     """Labels the page's sequence needs with the active choice and with a uniform order, and which.
 
     The active choice's count (``active``) is already planned. Never the active choice where it
@@ -785,22 +963,35 @@ def _compare_designs(active: int | None, f: np.ndarray, mean: np.ndarray, var: n
     def shown(n: int | None) -> str:
         return "more than the pool holds" if n is None else f"about {n}"
 
-    why = (f"under the page's {method} sequence a uniform order needs {shown(uniform)} labels "
-           f"and the active choice {shown(active)}: {pick} needs fewer"
-           + (" (the active choice's weights 1/pi, up to "
-              f"{1 / float(p.min()):.0f}, widen the range the betting sequence must allow)"
-              if pick == "uniform" and method == "betting" else ""))
+    why = (
+        f"under the page's {method} sequence a uniform order needs {shown(uniform)} labels "
+        f"and the active choice {shown(active)}: {pick} needs fewer"
+        + (
+            " (the active choice's weights 1/pi, up to "
+            f"{1 / float(p.min()):.0f}, widen the range the betting sequence must allow)"
+            if pick == "uniform" and method == "betting"
+            else ""
+        )
+    )
     return {"active": active, "uniform": uniform, "pick": pick, "why": why}
 
 
 #: What `sequence_labels_needed` assumes, as ``labels plan`` says it.
-SEQUENCE_PLAN_BASIS = ("the page's confidence sequence, in sessions simulated with labels "
-                       "drawn from the jury's own distributions: the count if they are "
-                       "calibrated (an overconfident jury needs more)")
+SEQUENCE_PLAN_BASIS = (
+    "the page's confidence sequence, in sessions simulated with labels "
+    "drawn from the jury's own distributions: the count if they are "
+    "calibrated (an overconfident jury needs more)"
+)
 
 
-def mean_horizon(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi: np.ndarray, width: float,
-                 confidence: float = 0.95) -> float:
+def mean_horizon(
+    f: np.ndarray,
+    mean: np.ndarray,
+    var: np.ndarray,
+    pi: np.ndarray,
+    width: float,
+    confidence: float = 0.95,
+) -> float:
     """The visits the asymptotic sequence is tuned for, fixed before the first label.
 
     What a fixed-sample interval needs for half-width ``width`` were the labels drawn from the
@@ -812,9 +1003,19 @@ def mean_horizon(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi: np.ndarra
     return max(30.0, z_of(confidence) ** 2 * max(v, 0.0) / width**2)
 
 
-def sequence_labels_needed(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi: np.ndarray,
-                           scale: Any, width: float, *, runs: int = 15, seed: int = 0,
-                           alpha: float = 0.05, method: str = "betting") -> int | None:
+def sequence_labels_needed(
+    f: np.ndarray,
+    mean: np.ndarray,
+    var: np.ndarray,
+    pi: np.ndarray,
+    scale: Any,
+    width: float,
+    *,
+    runs: int = 15,
+    seed: int = 0,
+    alpha: float = 0.05,
+    method: str = "betting",
+) -> int | None:
     """The median labels at which the page's sequence for the mean reaches half-width ``width``.
 
     The sequence is `mean_sequences`' (``method``), over ``runs`` simulated sessions of the
@@ -837,13 +1038,15 @@ def sequence_labels_needed(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi:
         coins = rng.random(f.size) < pi[order]
         y = _draw_labels(rng, mean[order], var[order], low, high)
         d = np.where(coins, (y - f[order]) / pi[order], 0.0)
-        lo, hi = betting_cs((d - d_low) / (d_high - d_low), alpha,
-                            f.size if uniform else None)
+        lo, hi = betting_cs((d - d_low) / (d_high - d_low), alpha, f.size if uniform else None)
         half = (hi - lo) * (d_high - d_low) / 2
         if method == "asymptotic":
             away = np.cumsum(coins & (np.abs(y - f[order]) >= step_of(scale) / 2 - 1e-12))
-            gate = int(np.argmax(away >= NORMAL_DEPARTURES)) if away[-1] >= \
-                NORMAL_DEPARTURES else f.size
+            gate = (
+                int(np.argmax(away >= NORMAL_DEPARTURES))
+                if away[-1] >= NORMAL_DEPARTURES
+                else f.size
+            )
             a_lo, a_hi = asymptotic_cs(d, alpha, horizon, floor)
             half[gate:] = (a_hi[gate:] - a_lo[gate:]) / 2
         met = np.flatnonzero(half[coins] <= width)
@@ -852,8 +1055,9 @@ def sequence_labels_needed(f: np.ndarray, mean: np.ndarray, var: np.ndarray, pi:
     return None if math.isinf(median) else int(median)
 
 
-def _draw_labels(rng: np.random.Generator, mean: np.ndarray, var: np.ndarray, low: float,
-                 high: float) -> np.ndarray:
+def _draw_labels(
+    rng: np.random.Generator, mean: np.ndarray, var: np.ndarray, low: float, high: float
+) -> np.ndarray:
     """Labels on a scale of whole levels with the given means and variances.
 
     On the level nearest the mean and its two neighbours where three points can hold them (a
@@ -864,8 +1068,13 @@ def _draw_labels(rng: np.random.Generator, mean: np.ndarray, var: np.ndarray, lo
     dm = mean - k
     spread = np.maximum(var, 0.0) + dm**2
     below, above = (spread - dm) / 2, (spread + dm) / 2
-    fits = ((below >= -1e-12) & (above >= -1e-12) & (below + above <= 1)
-            & ((k - 1 >= low) | (below <= 1e-12)) & ((k + 1 <= high) | (above <= 1e-12)))
+    fits = (
+        (below >= -1e-12)
+        & (above >= -1e-12)
+        & (below + above <= 1)
+        & ((k - 1 >= low) | (below <= 1e-12))
+        & ((k + 1 <= high) | (above <= 1e-12))
+    )
     u = rng.random(mean.size)
     three = np.where(u < below, k - 1, np.where(u < below + above, k + 1, k))
     rounded = np.clip(np.round(rng.normal(mean, np.sqrt(np.maximum(var, 0.0)))), low, high)

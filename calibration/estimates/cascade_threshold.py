@@ -68,9 +68,42 @@ from ..errors import InputDataError
 #: Thresholds tried, in this order after ``inf``: fixed before any data is seen (the order of the
 #: tests must be). Dense near 1, where a cheap judge's trustworthy items are.
 DEFAULT_GRID: tuple[float, ...] = (
-    1.0, 0.9999, 0.999, 0.998, 0.995, 0.99, 0.985, 0.98, 0.975, 0.97, 0.96, 0.95, 0.94, 0.93,
-    0.92, 0.91, 0.9, 0.875, 0.85, 0.825, 0.8, 0.775, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5, 0.45,
-    0.4, 0.35, 0.3, 0.25, 0.2, 0.1, 0.0,
+    1.0,
+    0.9999,
+    0.999,
+    0.998,
+    0.995,
+    0.99,
+    0.985,
+    0.98,
+    0.975,
+    0.97,
+    0.96,
+    0.95,
+    0.94,
+    0.93,
+    0.92,
+    0.91,
+    0.9,
+    0.875,
+    0.85,
+    0.825,
+    0.8,
+    0.775,
+    0.75,
+    0.7,
+    0.65,
+    0.6,
+    0.55,
+    0.5,
+    0.45,
+    0.4,
+    0.35,
+    0.3,
+    0.25,
+    0.2,
+    0.1,
+    0.0,
 )
 #: The fallback procedure's shares of the risk: FIRST_SHARE to the whole jury alone (t = inf), the
 #: rest in equal parts to RESTARTS thresholds evenly spaced along the order. Chosen by simulation
@@ -157,23 +190,25 @@ class CascadeFit:
             was rejected.
     """
 
-    threshold: float                 # inf: no stage before the last may decide (no cascade)
+    threshold: float  # inf: no stage before the last may decide (no cascade)
     target_agreement: float
     risk: float
-    n: int                           # labelled items the threshold was fitted on
-    decided_share: list[float]       # per stage: share of the labelled items it decides
-    in_sample_agreement: float       # the cascade's, on the labels that chose it (not a bound)
+    n: int  # labelled items the threshold was fitted on
+    decided_share: list[float]  # per stage: share of the labelled items it decides
+    in_sample_agreement: float  # the cascade's, on the labels that chose it (not a bound)
     full_in_sample_agreement: float  # the whole jury on every labelled item
-    calls_per_item: float            # judge calls per labelled item (one per judge run on it)
-    full_calls_per_item: float       # the whole jury alone on every item (no cascade)
+    calls_per_item: float  # judge calls per labelled item (one per judge run on it)
+    full_calls_per_item: float  # the whole jury alone on every item (no cascade)
     procedure: str = "fallback"
     path: list[dict[str, Any]] = field(default_factory=list)  # every threshold tested
 
     @property
     def certified(self) -> str:
         """What the fit guarantees, in words."""
-        return (f"agreement >= {self.target_agreement:g} with probability >= {1 - self.risk:g}, "
-                "over items drawn like the labelled ones")
+        return (
+            f"agreement >= {self.target_agreement:g} with probability >= {1 - self.risk:g}, "
+            "over items drawn like the labelled ones"
+        )
 
     @property
     def calls_saved(self) -> float:
@@ -191,13 +226,17 @@ class CascadeFit:
         """
         return {
             "threshold": None if math.isinf(self.threshold) else self.threshold,
-            "target_agreement": self.target_agreement, "risk": self.risk,
-            "certified": self.certified, "procedure": self.procedure, "n": self.n,
+            "target_agreement": self.target_agreement,
+            "risk": self.risk,
+            "certified": self.certified,
+            "procedure": self.procedure,
+            "n": self.n,
             "decided_share": self.decided_share,
             "in_sample_agreement": self.in_sample_agreement,
             "full_in_sample_agreement": self.full_in_sample_agreement,
             "calls_per_item": self.calls_per_item,
-            "full_calls_per_item": self.full_calls_per_item, "calls_saved": self.calls_saved,
+            "full_calls_per_item": self.full_calls_per_item,
+            "calls_saved": self.calls_saved,
             "path": self.path,
         }
 
@@ -214,10 +253,17 @@ def decided_stage(confidence: np.ndarray, threshold: float) -> np.ndarray:
     return np.where(early.any(axis=0), first, n_stages - 1)
 
 
-def fit_threshold(confidence: np.ndarray, agrees: np.ndarray, *, target_agreement: float,
-                  risk: float, stage_calls: Sequence[float] | None = None,
-                  baseline_calls: float | None = None, grid: Iterable[float] = DEFAULT_GRID,
-                  procedure: str = "fallback") -> CascadeFit:
+def fit_threshold(
+    confidence: np.ndarray,
+    agrees: np.ndarray,
+    *,
+    target_agreement: float,
+    risk: float,
+    stage_calls: Sequence[float] | None = None,
+    baseline_calls: float | None = None,
+    grid: Iterable[float] = DEFAULT_GRID,
+    procedure: str = "fallback",
+) -> CascadeFit:
     """Choose the cascade threshold with a guarantee (see the module docstring).
 
     Args:
@@ -252,11 +298,15 @@ def fit_threshold(confidence: np.ndarray, agrees: np.ndarray, *, target_agreemen
         raise InputDataError(f"target agreement must be between 0 and 1; got {target_agreement}")
     if not 0.0 < risk < 1.0:
         raise InputDataError(f"risk must be between 0 and 1; got {risk}")
-    calls = _positive(np.ones(n_stages) if stage_calls is None else stage_calls, "stage_calls",
-                      n_stages)
+    calls = _positive(
+        np.ones(n_stages) if stage_calls is None else stage_calls, "stage_calls", n_stages
+    )
     cumulative = np.cumsum(calls)
-    baseline = float(cumulative[-1] if baseline_calls is None
-                     else _positive([baseline_calls], "baseline_calls", 1)[0])
+    baseline = float(
+        cumulative[-1]
+        if baseline_calls is None
+        else _positive([baseline_calls], "baseline_calls", 1)[0]
+    )
     thresholds = [math.inf, *_checked_grid(grid)]
     shares = risk_shares(len(thresholds), procedure)
     alpha = 1.0 - target_agreement
@@ -271,8 +321,15 @@ def fit_threshold(confidence: np.ndarray, agrees: np.ndarray, *, target_agreemen
         p = binomial_p_value(k, n, alpha)
         level = float(risk * share + carried)
         reject = p <= level
-        path.append({"threshold": None if math.isinf(t) else t, "disagreements": k,
-                     "p_value": p, "level": level, "rejected": bool(reject)})
+        path.append(
+            {
+                "threshold": None if math.isinf(t) else t,
+                "disagreements": k,
+                "p_value": p,
+                "level": level,
+                "rejected": bool(reject),
+            }
+        )
         if reject:
             item_calls = baseline if math.isinf(t) else float(cumulative[stage].mean())
             rejected.append((item_calls, t, stage, k))
@@ -291,17 +348,26 @@ def fit_threshold(confidence: np.ndarray, agrees: np.ndarray, *, target_agreemen
             f"with probability 1 - {risk:g} its agreement is at least {bound:.3f}), and no "
             "threshold letting an earlier stage decide could be shown to reach the target "
             "either. Lower the target, accept more risk, label more items, or strengthen the "
-            "last stage")
+            "last stage"
+        )
     # The cheapest certified threshold on the labelled items; on a tie the earlier (higher).
     item_calls, t, stage, k = min(rejected, key=lambda r: r[0])
     if math.isinf(t):
         stage = np.full(n, n_stages - 1)
     shares_decided = np.bincount(stage, minlength=n_stages) / n
     return CascadeFit(
-        threshold=t, target_agreement=target_agreement, risk=risk, n=n,
-        decided_share=[float(s) for s in shares_decided], in_sample_agreement=1.0 - k / n,
-        full_in_sample_agreement=1.0 - full_k / n, calls_per_item=item_calls,
-        full_calls_per_item=baseline, procedure=procedure, path=path)
+        threshold=t,
+        target_agreement=target_agreement,
+        risk=risk,
+        n=n,
+        decided_share=[float(s) for s in shares_decided],
+        in_sample_agreement=1.0 - k / n,
+        full_in_sample_agreement=1.0 - full_k / n,
+        calls_per_item=item_calls,
+        full_calls_per_item=baseline,
+        procedure=procedure,
+        path=path,
+    )
 
 
 def _checked_matrices(confidence: Any, agrees: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -316,8 +382,9 @@ def _checked_matrices(confidence: Any, agrees: Any) -> tuple[np.ndarray, np.ndar
         raise InputDataError("confidence must be numbers (stages x items)") from None
     raw = np.asarray(agrees)
     if conf.ndim != 2 or conf.shape != raw.shape:
-        raise InputDataError(f"confidence {conf.shape} and agreement {raw.shape} must both be "
-                             "stages x items")
+        raise InputDataError(
+            f"confidence {conf.shape} and agreement {raw.shape} must both be stages x items"
+        )
     n_stages, n = conf.shape
     if n_stages < 2:
         raise InputDataError("a cascade needs at least two stages")
@@ -329,7 +396,8 @@ def _checked_matrices(confidence: Any, agrees: Any) -> tuple[np.ndarray, np.ndar
         raise InputDataError(
             f"confidence of stage {k + 1} on item {i} is {float(conf[k, i])!r} ({int(bad.sum())} bad "
             f"value(s) in all): each must be in [0, 1], or {UNSCORED:g} where the stage's "
-            "verdict is unscored")
+            "verdict is unscored"
+        )
     if raw.dtype == bool:
         return conf, raw
     if raw.dtype.kind in "iuf":
@@ -345,9 +413,11 @@ def _checked_matrices(confidence: Any, agrees: Any) -> tuple[np.ndarray, np.ndar
             if not isinstance(value, (bool, np.bool_)):
                 (k, i), found = index, repr(value.item() if hasattr(value, "item") else value)
                 break
-    raise InputDataError(f"agreement of stage {k + 1} on item {i} is {found}: each must be "
-                         "True or False (or 1 or 0), whether the stage's verdict agrees with "
-                         "the humans; a missing one is not an agreement")
+    raise InputDataError(
+        f"agreement of stage {k + 1} on item {i} is {found}: each must be "
+        "True or False (or 1 or 0), whether the stage's verdict agrees with "
+        "the humans; a missing one is not an agreement"
+    )
 
 
 def _positive(values: Any, name: str, count: int) -> np.ndarray:
@@ -356,11 +426,16 @@ def _positive(values: Any, name: str, count: int) -> np.ndarray:
     except (TypeError, ValueError):
         raise InputDataError(f"{name} must be numbers; got {values!r}") from None
     if out.shape != (count,):
-        raise InputDataError(f"{name} needs {count} number(s) (one per stage); got {values!r}"
-                             if name == "stage_calls" else f"{name} must be one number")
+        raise InputDataError(
+            f"{name} needs {count} number(s) (one per stage); got {values!r}"
+            if name == "stage_calls"
+            else f"{name} must be one number"
+        )
     if not (np.isfinite(out) & (out > 0)).all():
-        raise InputDataError(f"{name} must be positive numbers of judge calls; got "
-                             f"{[float(v) for v in out] if count > 1 else float(out[0])}")
+        raise InputDataError(
+            f"{name} must be positive numbers of judge calls; got "
+            f"{[float(v) for v in out] if count > 1 else float(out[0])}"
+        )
     return out
 
 

@@ -83,21 +83,29 @@ class PPIEstimate:
         """
         ratio = self.width_ratio
         return {
-            "estimate": self.estimate, "ci": list(self.ci), "lambda": self.lam,
-            "confidence": self.confidence, "n_labeled": self.n_labeled,
-            "n_unlabeled": self.n_unlabeled, "classical_estimate": self.classical_estimate,
-            "classical_ci": list(self.classical_ci), "judge_only_mean": self.judge_only_mean,
+            "estimate": self.estimate,
+            "ci": list(self.ci),
+            "lambda": self.lam,
+            "confidence": self.confidence,
+            "n_labeled": self.n_labeled,
+            "n_unlabeled": self.n_unlabeled,
+            "classical_estimate": self.classical_estimate,
+            "classical_ci": list(self.classical_ci),
+            "judge_only_mean": self.judge_only_mean,
             "ci_width_vs_classical": None if math.isnan(ratio) else ratio,
-            "interval": self.interval, "notes": list(self.notes),
+            "interval": self.interval,
+            "notes": list(self.notes),
         }
 
     def __str__(self) -> str:
         c = round(self.confidence * 100)
-        return (f"PPI++ mean {self.estimate:.4f} [{self.ci[0]:.4f}, {self.ci[1]:.4f}] ({c}% CI, "
-                f"lambda={self.lam:.3f}, n={self.n_labeled} labelled, N={self.n_unlabeled} "
-                f"unlabelled); human-only {self.classical_estimate:.4f} "
-                f"[{self.classical_ci[0]:.4f}, {self.classical_ci[1]:.4f}]; judge-only "
-                f"{self.judge_only_mean:.4f}")
+        return (
+            f"PPI++ mean {self.estimate:.4f} [{self.ci[0]:.4f}, {self.ci[1]:.4f}] ({c}% CI, "
+            f"lambda={self.lam:.3f}, n={self.n_labeled} labelled, N={self.n_unlabeled} "
+            f"unlabelled); human-only {self.classical_estimate:.4f} "
+            f"[{self.classical_ci[0]:.4f}, {self.classical_ci[1]:.4f}]; judge-only "
+            f"{self.judge_only_mean:.4f}"
+        )
 
 
 def ppi_lambda(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray) -> float:
@@ -111,9 +119,16 @@ def ppi_lambda(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray) -> f
     return float(np.clip(cov / ((1.0 + n / big_n) * var_f), 0.0, 1.0))
 
 
-def ppi_mean(y: Any, yhat: Any, yhat_unlabeled: Any, *, confidence: float = 0.95,
-             lam: float | None = None, bounds: tuple[float, float] | None = None,
-             step: float = 1.0) -> PPIEstimate:
+def ppi_mean(
+    y: Any,
+    yhat: Any,
+    yhat_unlabeled: Any,
+    *,
+    confidence: float = 0.95,
+    lam: float | None = None,
+    bounds: tuple[float, float] | None = None,
+    step: float = 1.0,
+) -> PPIEstimate:
     """PPI++ mean of the human label from labelled pairs (y, yhat) and unlabelled judge scores.
 
     Inputs must be complete: drop unscored items explicitly (and report them) before calling.
@@ -144,8 +159,10 @@ def ppi_mean(y: Any, yhat: Any, yhat_unlabeled: Any, *, confidence: float = 0.95
         raise InputDataError(f"y and yhat differ in length ({y_.size} vs {f.size})")
     for what, arr in (("y", y_), ("yhat", f), ("yhat_unlabeled", fu)):
         if np.isnan(arr).any():
-            raise InputDataError(f"{what} has {int(np.isnan(arr).sum())} missing values; "
-                                 "exclude unscored/unlabelled items explicitly first")
+            raise InputDataError(
+                f"{what} has {int(np.isnan(arr).sum())} missing values; "
+                "exclude unscored/unlabelled items explicitly first"
+            )
     if y_.size < 2:
         raise InputDataError(f"need at least 2 labelled items; got {y_.size}")
     if fu.size < 1:
@@ -168,28 +185,45 @@ def ppi_mean(y: Any, yhat: Any, yhat_unlabeled: Any, *, confidence: float = 0.95
         f_pool = np.concatenate([f, fu])
         if any(np.any((v < low) | (v > high)) for v in (y_, f_pool)):
             raise InputDataError(f"labels and scores must lie within {[low, high]}")
-        lo, hi = betting_bounds(Terms(y_ - f, f_pool, np.ones(f_pool.size), low, high),
-                                1.0 - confidence, n)
+        lo, hi = betting_bounds(
+            Terms(y_ - f, f_pool, np.ones(f_pool.size), low, high), 1.0 - confidence, n
+        )
         ci, kind = (min(lo, estimate), max(hi, estimate)), "betting"
-        notes.append(f"{departed} of {n} labelled items depart from the judge's score: fewer "
-                     f"than {NORMAL_DEPARTURES}, so the interval is the betting interval at this "
-                     "count (valid for any judge), not the normal one")
+        notes.append(
+            f"{departed} of {n} labelled items depart from the judge's score: fewer "
+            f"than {NORMAL_DEPARTURES}, so the interval is the betting interval at this "
+            "count (valid for any judge), not the normal one"
+        )
     elif bounds is not None:  # the normal interval, widened on the rectifiers' skewed side
         down, up = skew_allowance(y_ - lam_ * f, z)
         ci = (estimate - (z + down) * sigma, estimate + (z + up) * sigma)
     elif bounds is None and n < 30:
         notes.append(f"only {n} labelled items: the normal-approximation CI may undercover")
     return PPIEstimate(
-        estimate=estimate, ci=ci, lam=lam_,
-        n_labeled=n, n_unlabeled=big_n, confidence=confidence, classical_estimate=classical,
+        estimate=estimate,
+        ci=ci,
+        lam=lam_,
+        n_labeled=n,
+        n_unlabeled=big_n,
+        confidence=confidence,
+        classical_estimate=classical,
         classical_ci=(classical - z * classical_sigma, classical + z * classical_sigma),
-        judge_only_mean=float(np.concatenate([f, fu]).mean()), notes=tuple(notes),
-        interval=kind)
+        judge_only_mean=float(np.concatenate([f, fu]).mean()),
+        notes=tuple(notes),
+        interval=kind,
+    )
 
 
-def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str, *,
-                            calibration: Any = None, scales: Any = None,
-                            confidence: float = 0.95, force: bool = False) -> PPIEstimate:
+def prediction_powered_mean(
+    human_labels: Any,
+    judge_output: Any,
+    criterion: str,
+    *,
+    calibration: Any = None,
+    scales: Any = None,
+    confidence: float = 0.95,
+    force: bool = False,
+) -> PPIEstimate:
     """PPI++ estimate of a criterion's benchmark mean from a judge file and human labels.
 
     Items the jury left unscored are excluded and counted in ``notes`` (no zero-filling); humans'
@@ -218,15 +252,21 @@ def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str
     from ..data.joined import join
     from ..data.verdicts import JudgeOutput, load_judge_output
 
-    judged = judge_output if isinstance(judge_output, JudgeOutput) else load_judge_output(
-        judge_output)
+    judged = (
+        judge_output if isinstance(judge_output, JudgeOutput) else load_judge_output(judge_output)
+    )
     joined = join(human_labels, judged, scales=scales, criteria=[criterion])
     if criterion not in joined.criteria:
         raise InputDataError(f"no human labels for criterion {criterion!r}")
     if calibration is not None:
         recs = [calibration.apply_to_record(r, force=force) for r in judged.records]
-        system = np.array([np.nan if r["calibrated"].get(criterion) is None
-                           else r["calibrated"][criterion] for r in recs], dtype=float)
+        system = np.array(
+            [
+                np.nan if r["calibrated"].get(criterion) is None else r["calibrated"][criterion]
+                for r in recs
+            ],
+            dtype=float,
+        )
     else:
         system = judged.jury_values(criterion)
     data = joined.criteria[criterion]
@@ -244,7 +284,12 @@ def prediction_powered_mean(human_labels: Any, judge_output: Any, criterion: str
         notes.append(f"{unl_unscored} unlabelled items excluded: the jury left them unscored")
     keep_lab = scored[labelled]
     scale = data.scale
-    est = ppi_mean(y[keep_lab], system[labelled & scored], system[~labelled & scored],
-                   confidence=confidence, bounds=(float(scale.low), float(scale.high)),
-                   step=step_of(scale))
+    est = ppi_mean(
+        y[keep_lab],
+        system[labelled & scored],
+        system[~labelled & scored],
+        confidence=confidence,
+        bounds=(float(scale.low), float(scale.high)),
+        step=step_of(scale),
+    )
     return PPIEstimate(**{**est.__dict__, "notes": est.notes + tuple(notes)})

@@ -84,8 +84,7 @@ def skew_allowance(terms: Any, z: float) -> tuple[float, float]:
     return max(0.0, -c), max(0.0, c)
 
 
-def rectifier_range(f: np.ndarray, pi: np.ndarray, low: float, high: float
-                    ) -> tuple[float, float]:
+def rectifier_range(f: np.ndarray, pi: np.ndarray, low: float, high: float) -> tuple[float, float]:
     """The least and greatest ``xi / pi * (Y - f)`` a design allows over a pool.
 
     The pool's jury scores are ``f``, its inclusion probabilities ``pi``, labels in ``[low,
@@ -124,8 +123,9 @@ class Terms:
         return max(self.low, self.known + lo), min(self.high, self.known + hi)
 
 
-def betting_bounds(terms: Terms, alpha: float, horizon: float | None = None,
-                   grid: int | None = None) -> tuple[float, float]:
+def betting_bounds(
+    terms: Terms, alpha: float, horizon: float | None = None, grid: int | None = None
+) -> tuple[float, float]:
     """The mean's ``1 - alpha`` betting bounds after the last of ``terms``.
 
     They are the rectifiers' betting interval shifted by the jury's pool mean, its bets tuned for
@@ -137,14 +137,19 @@ def betting_bounds(terms: Terms, alpha: float, horizon: float | None = None,
 
     low, high = rectifier_range(terms.f_pool, terms.pi_pool, terms.low, terms.high)
     width = high - low
-    lo, hi = betting_interval((terms.d - low) / width, alpha,
-                              terms.f_pool.size if terms.uniform else None, horizon,
-                              grid or GRID)
+    lo, hi = betting_interval(
+        (terms.d - low) / width,
+        alpha,
+        terms.f_pool.size if terms.uniform else None,
+        horizon,
+        grid or GRID,
+    )
     return terms.bounded(low + lo * width, low + hi * width)
 
 
-def asymptotic_bounds(terms: Terms, alpha: float, horizon: float, variance_floor: float = 0.0
-                      ) -> tuple[float, float]:
+def asymptotic_bounds(
+    terms: Terms, alpha: float, horizon: float, variance_floor: float = 0.0
+) -> tuple[float, float]:
     """The mean's ``1 - alpha`` asymptotic-sequence bounds after the last of ``terms``.
 
     The sequence is `jurybox.calibration.stats.sequences.asymptotic_cs`, tuned for
@@ -158,8 +163,12 @@ def asymptotic_bounds(terms: Terms, alpha: float, horizon: float, variance_floor
     return terms.bounded(float(lo[-1]), float(hi[-1]))
 
 
-def term_variance(mean: Sequence[float] | np.ndarray, var: Sequence[float] | np.ndarray,
-                  f: np.ndarray, pi: np.ndarray) -> float:
+def term_variance(
+    mean: Sequence[float] | np.ndarray,
+    var: Sequence[float] | np.ndarray,
+    f: np.ndarray,
+    pi: np.ndarray,
+) -> float:
     """The variance of a term ``D`` were the labels drawn from the jury's own distributions.
 
     The distributions' ``mean`` and ``var`` are per item of the pool: ``E D^2 - (E D)^2`` with

@@ -78,17 +78,27 @@ def labelled(line: Mapping[str, Any]) -> bool:
 class Selector:
     """The order in which items are offered (see the module's text)."""
 
-    def __init__(self, ids: Sequence[str], goal: str = "agreement", *, seed: int = 0,
-                 overlap: float = 0.0, uncertainty: Mapping[str, float] | None = None,
-                 stratify: bool = False, routed: Mapping[str, str] | None = None,
-                 design: str = "active") -> None:
+    def __init__(
+        self,
+        ids: Sequence[str],
+        goal: str = "agreement",
+        *,
+        seed: int = 0,
+        overlap: float = 0.0,
+        uncertainty: Mapping[str, float] | None = None,
+        stratify: bool = False,
+        routed: Mapping[str, str] | None = None,
+        design: str = "active",
+    ) -> None:
         if goal not in GOALS:
             raise InputDataError(f"goal must be one of {list(GOALS)}; got {goal!r}")
         if design not in DESIGNS:
             raise InputDataError(f"design must be one of {list(DESIGNS)}; got {design!r}")
         if design == "uniform" and goal != active.GOAL:
-            raise InputDataError(f"design is for goal {active.GOAL}; goal {goal} takes items "
-                                 "as its estimate needs them")
+            raise InputDataError(
+                f"design is for goal {active.GOAL}; goal {goal} takes items "
+                "as its estimate needs them"
+            )
         self.design = design if goal == active.GOAL else "uniform"
         if not 0.0 <= overlap <= 1.0:
             raise InputDataError(f"overlap must be a share between 0 and 1; got {overlap}")
@@ -101,19 +111,27 @@ class Selector:
         self.chosen: set[str] | None = None  # benchmark-mean: the items whose coins came up
         self.stratum: dict[str, str] = {}
         if stratify and goal != "agreement":
-            raise InputDataError(f"stratify is for goal agreement; goal {goal} takes items "
-                                 "as its estimate needs them")
+            raise InputDataError(
+                f"stratify is for goal agreement; goal {goal} takes items "
+                "as its estimate needs them"
+            )
         if ((goal == active.GOAL and design == "active") or stratify) and uncertainty is None:
-            raise InputDataError(f"goal {goal}"
-                                 + (" stratified" if stratify else "")
-                                 + " needs each item's uncertainty")
+            raise InputDataError(
+                f"goal {goal}"
+                + (" stratified" if stratify else "")
+                + " needs each item's uncertainty"
+            )
         self.routed = dict(routed or {})  # review: item -> why it was routed, in order
         if goal == REVIEW and not self.routed:
-            raise InputDataError("goal review offers the items routed to a human, and no "
-                                 "verdict is: judge with --conformal MAP --route-width W first")
+            raise InputDataError(
+                "goal review offers the items routed to a human, and no "
+                "verdict is: judge with --conformal MAP --route-width W first"
+            )
         if goal == REVIEW and stratify:
-            raise InputDataError("stratify is for goal agreement; goal review takes the routed "
-                                 "items, widest interval first")
+            raise InputDataError(
+                "stratify is for goal agreement; goal review takes the routed "
+                "items, widest interval first"
+            )
         if goal == REVIEW:
             order = [item for item in self.routed if item in set(unique)]
         elif stratify:
@@ -130,8 +148,9 @@ class Selector:
         self.order = order
         self.position = {item: k for k, item in enumerate(order)}
 
-    def _stratified(self, ids: list[str], uncertainty: Mapping[str, float],
-                    rng: np.random.Generator) -> list[str]:
+    def _stratified(
+        self, ids: list[str], uncertainty: Mapping[str, float], rng: np.random.Generator
+    ) -> list[str]:
         """Three strata by the jury's uncertainty, random within each, interleaved in proportion.
 
         The strata are its most sure, middle and least sure thirds, each in a uniform random order,
@@ -142,7 +161,7 @@ class Selector:
         ranked = sorted(ids, key=lambda i: (uncertainty[i], i))
         keys = {}
         for h, name in enumerate(STRATA):
-            members = ranked[h * len(ids) // 3:(h + 1) * len(ids) // 3]
+            members = ranked[h * len(ids) // 3 : (h + 1) * len(ids) // 3]
             rng.shuffle(members)
             offset = rng.random()
             for j, item in enumerate(members):
@@ -150,8 +169,9 @@ class Selector:
                 keys[item] = (j + offset) / len(members)
         return sorted(ids, key=lambda i: (keys[i], STRATA.index(self.stratum[i])))
 
-    def next(self, rater: str, latest: Mapping[tuple[str, str], Mapping[str, Any]]
-             ) -> Choice | None:
+    def next(
+        self, rater: str, latest: Mapping[tuple[str, str], Mapping[str, Any]]
+    ) -> Choice | None:
         """The item ``rater`` labels next, given the latest line per (item, rater).
 
         None when every item is labelled or skipped by this rater.
@@ -162,42 +182,69 @@ class Selector:
         mine = [item for (item, r), line in latest.items() if r == rater and labelled(line)]
         shared = sum(item in by_others for item in mine)
         overlap = [item for item in self.order if item in by_others and item not in seen]
-        fresh = [item for item in self.order
-                 if item not in seen and item not in by_others
-                 and (self.chosen is None or item in self.chosen)]
+        fresh = [
+            item
+            for item in self.order
+            if item not in seen
+            and item not in by_others
+            and (self.chosen is None or item in self.chosen)
+        ]
         # Route a share of the rater's items to items others labelled.
         if overlap and (not fresh or shared < self.overlap * (len(mine) + 1)):
             item = overlap[0]
-            return Choice(item, "labelled by another rater too: human-human agreement is "
-                          "measured on such items", {"strategy": "overlap", "probability": None})
+            return Choice(
+                item,
+                "labelled by another rater too: human-human agreement is measured on such items",
+                {"strategy": "overlap", "probability": None},
+            )
         if not fresh:
             return None
         item = fresh[0]
         k, n = self.position[item] + 1, len(self.order)
         if self.goal == REVIEW:
-            return Choice(item, f"routed to a human ({k} of {n}, the widest intervals first): "
-                          f"{self.routed[item]}",
-                          {"strategy": REVIEW, "probability": None,
-                           "route": self.routed[item]})
+            return Choice(
+                item,
+                f"routed to a human ({k} of {n}, the widest intervals first): {self.routed[item]}",
+                {"strategy": REVIEW, "probability": None, "route": self.routed[item]},
+            )
         if self.chosen is not None:
             p = self.probability[item]
-            return Choice(item, f"chosen for the benchmark mean: item {k} of {n} in a uniform "
-                          f"random visiting order, labelled with probability {p:.2f} (the more "
-                          "the jury is unsure of it, the likelier: this saves labels where the "
-                          "jury's uncertainty is calibrated)",
-                          {"strategy": active.GOAL, "probability": p, "position": k - 1,
-                           "pool": n, "seed": self.seed})
+            return Choice(
+                item,
+                f"chosen for the benchmark mean: item {k} of {n} in a uniform "
+                f"random visiting order, labelled with probability {p:.2f} (the more "
+                "the jury is unsure of it, the likelier: this saves labels where the "
+                "jury's uncertainty is calibrated)",
+                {
+                    "strategy": active.GOAL,
+                    "probability": p,
+                    "position": k - 1,
+                    "pool": n,
+                    "seed": self.seed,
+                },
+            )
         if self.stratum:
             h = self.stratum[item]
-            return Choice(item, f"item {k} of {n}: random within the jury's {h} third by "
-                          "uncertainty, the thirds in proportion",
-                          {"strategy": "stratified", "probability": None, "stratum": h})
-        why = (f"item {k} of {n} in a uniform random order"
-               + (" (a cascade's guarantee needs labels chosen at random)"
-                  if self.goal == "cascade" else "")
-               + (" (for the benchmark mean: the plan found a uniform order needs fewer labels "
-                  "than the active choice under the page's confidence sequence)"
-                  if self.goal == active.GOAL else ""))
+            return Choice(
+                item,
+                f"item {k} of {n}: random within the jury's {h} third by "
+                "uncertainty, the thirds in proportion",
+                {"strategy": "stratified", "probability": None, "stratum": h},
+            )
+        why = (
+            f"item {k} of {n} in a uniform random order"
+            + (
+                " (a cascade's guarantee needs labels chosen at random)"
+                if self.goal == "cascade"
+                else ""
+            )
+            + (
+                " (for the benchmark mean: the plan found a uniform order needs fewer labels "
+                "than the active choice under the page's confidence sequence)"
+                if self.goal == active.GOAL
+                else ""
+            )
+        )
         return Choice(item, why, {"strategy": "uniform", "probability": None})
 
 
@@ -211,12 +258,18 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return low, high
 
 
-def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
-             jury_scores: Mapping[str, Mapping[str, float | None]], scales: Mapping[str, Any],
-             target_width: float | None, total: int, goal: str = "agreement", *,
-             model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
-             probabilities: Mapping[str, float] | None = None,
-             sequence: str = "asymptotic") -> dict[str, Any]:
+def progress(
+    latest: Mapping[tuple[str, str], Mapping[str, Any]],
+    jury_scores: Mapping[str, Mapping[str, float | None]],
+    scales: Mapping[str, Any],
+    target_width: float | None,
+    total: int,
+    goal: str = "agreement",
+    *,
+    model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None = None,
+    probabilities: Mapping[str, float] | None = None,
+    sequence: str = "asymptotic",
+) -> dict[str, Any]:
     """How far the labels have got: counts, and per criterion the jury's agreement so far.
 
     The counts are items labelled by anyone, lines per rater, items left; the agreement is the
@@ -231,9 +284,13 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
     by_rater: dict[str, int] = {}
     for line in lines:
         by_rater[str(line.get("rater", ""))] = by_rater.get(str(line.get("rater", "")), 0) + 1
-    out: dict[str, Any] = {"labelled_items": len(items), "labels_by_rater": by_rater,
-                           "left": total - len(items), "total": total,
-                           "target_width": target_width}
+    out: dict[str, Any] = {
+        "labelled_items": len(items),
+        "labels_by_rater": by_rater,
+        "left": total - len(items),
+        "total": total,
+        "target_width": target_width,
+    }
     if goal == REVIEW:
         # The routed items are the jury's least sure: no estimate over them stands for the
         # pool. The goal is every routed item reviewed.
@@ -245,17 +302,34 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
         # estimate is the weighted mean instead.
         try:
             means: dict[str, active.MeanEstimate | str] = active.mean_estimates(
-                lines, jury_scores, scales, model=model, probabilities=probabilities)
+                lines, jury_scores, scales, model=model, probabilities=probabilities
+            )
         except InputDataError as exc:  # e.g. labels for items a client chose itself
             means = dict.fromkeys(scales, str(exc))
-        out["mean"] = {c: e.to_dict() if isinstance(e, active.MeanEstimate)
-                       else {"estimate": None, "reason": e} for c, e in means.items()}
-        horizons = (mean_horizons(jury_scores, scales, model, probabilities, target_width)
-                    if sequence == "asymptotic" else {})
-        sequences = {c: active.mean_sequences(lines, jury_scores, {c: scale}, probabilities,
-                                              ALPHA, horizons.get(c), method=sequence,
-                                              model=model)[c]
-                     for c, scale in scales.items()}
+        out["mean"] = {
+            c: e.to_dict()
+            if isinstance(e, active.MeanEstimate)
+            else {"estimate": None, "reason": e}
+            for c, e in means.items()
+        }
+        horizons = (
+            mean_horizons(jury_scores, scales, model, probabilities, target_width)
+            if sequence == "asymptotic"
+            else {}
+        )
+        sequences = {
+            c: active.mean_sequences(
+                lines,
+                jury_scores,
+                {c: scale},
+                probabilities,
+                ALPHA,
+                horizons.get(c),
+                method=sequence,
+                model=model,
+            )[c]
+            for c, scale in scales.items()
+        }
         for criterion, got in sequences.items():
             if isinstance(got, str):
                 out["mean"][criterion]["sequence"] = {"reason": got}
@@ -263,14 +337,17 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
                 out["mean"][criterion]["sequence"] = got
         out["goal_met"] = target_width is not None and all(
             not isinstance(got, str) and got["half_width"] <= target_width
-            for got in sequences.values())
+            for got in sequences.values()
+        )
         return out
-    estimates = {criterion: agreement_sequence(lines, jury_scores, criterion, scale,
-                                               target_width)
-                 for criterion, scale in scales.items()}
+    estimates = {
+        criterion: agreement_sequence(lines, jury_scores, criterion, scale, target_width)
+        for criterion, scale in scales.items()
+    }
     out["agreement"] = estimates
     out["goal_met"] = target_width is not None and all(
-        e["half_width"] <= target_width for e in estimates.values())
+        e["half_width"] <= target_width for e in estimates.values()
+    )
     return out
 
 
@@ -278,11 +355,13 @@ def progress(latest: Mapping[tuple[str, str], Mapping[str, Any]],
 ALPHA = 0.05
 
 
-def mean_horizons(jury_scores: Mapping[str, Mapping[str, float | None]],
-                  scales: Mapping[str, Any],
-                  model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None,
-                  probabilities: Mapping[str, float] | None, width: float | None
-                  ) -> dict[str, float]:
+def mean_horizons(
+    jury_scores: Mapping[str, Mapping[str, float | None]],
+    scales: Mapping[str, Any],
+    model: Mapping[str, Mapping[str, tuple[float, float] | None]] | None,
+    probabilities: Mapping[str, float] | None,
+    width: float | None,
+) -> dict[str, float]:
     """Per criterion, the visits the mean's asymptotic sequence is tuned for.
 
     As `jurybox.calibration.estimates.active.mean_horizon` gives them: fixed by the verdicts
@@ -296,12 +375,15 @@ def mean_horizons(jury_scores: Mapping[str, Mapping[str, float | None]],
         scored = [i for i, s in jury_scores.items() if s.get(criterion) is not None]
         if not scored:
             continue
-        jury = [model.get(i, {}).get(criterion) or (jury_scores[i][criterion], 0.0)
-                for i in scored]
+        jury = [model.get(i, {}).get(criterion) or (jury_scores[i][criterion], 0.0) for i in scored]
         pi = np.array([(probabilities or {}).get(i, 1.0) for i in scored])
         out[criterion] = active.mean_horizon(
             np.array([float(jury_scores[i][criterion] or 0.0) for i in scored]),
-            np.array([m for m, _ in jury]), np.array([v for _, v in jury]), pi, width)
+            np.array([m for m, _ in jury]),
+            np.array([v for _, v in jury]),
+            pi,
+            width,
+        )
     return out
 
 
@@ -315,9 +397,13 @@ def horizon(width: float | None) -> float | None:
     return None if width is None or not 0.0 < width < 0.5 else float(labels_needed(0.5, width))
 
 
-def agreement_sequence(lines: Sequence[Mapping[str, Any]],
-                       jury_scores: Mapping[str, Mapping[str, float | None]], criterion: str,
-                       scale: Any, target_width: float | None) -> dict[str, Any]:
+def agreement_sequence(
+    lines: Sequence[Mapping[str, Any]],
+    jury_scores: Mapping[str, Mapping[str, float | None]],
+    criterion: str,
+    scale: Any,
+    target_width: float | None,
+) -> dict[str, Any]:
     """One criterion's agreement so far and its confidence sequence.
 
     The values are each labelled item's share of labels equal to the jury's snapped score, the
@@ -332,13 +418,20 @@ def agreement_sequence(lines: Sequence[Mapping[str, Any]],
         jury = jury_scores.get(str(line["id"]), {}).get(criterion)
         if human is not None and jury is not None:
             agreed.setdefault(str(line["id"]), []).append(
-                float(float(scale.snap(jury)) == float(human)))
+                float(float(scale.snap(jury)) == float(human))
+            )
     values = [float(np.mean(v)) for v in agreed.values()]
     pool = max(len(values), sum(s.get(criterion) is not None for s in jury_scores.values()))
     low, high = betting_interval(values, ALPHA, pool, horizon(target_width))
-    return {"agreement": float(np.mean(values)) if values else None, "low": low, "high": high,
-            "half_width": (high - low) / 2, "n": len(values),
-            "labels": sum(len(v) for v in agreed.values()), "pool": pool}
+    return {
+        "agreement": float(np.mean(values)) if values else None,
+        "low": low,
+        "high": high,
+        "half_width": (high - low) / 2,
+        "n": len(values),
+        "labels": sum(len(v) for v in agreed.values()),
+        "pool": pool,
+    }
 
 
 def half_width(agreed: int, n: int, level: float = 0.95) -> float:
@@ -370,10 +463,13 @@ def labels_needed(p: float, width: float, level: float = 0.95, cap: int = 1_000_
     return low
 
 
-def plan(latest: Mapping[tuple[str, str], Mapping[str, Any]],
-         jury_scores: Mapping[str, Mapping[str, float | None]],
-         votes: Mapping[str, Mapping[str, list[float]]], scales: Mapping[str, Any],
-         width: float) -> dict[str, dict[str, Any]]:
+def plan(
+    latest: Mapping[tuple[str, str], Mapping[str, Any]],
+    jury_scores: Mapping[str, Mapping[str, float | None]],
+    votes: Mapping[str, Mapping[str, list[float]]],
+    scales: Mapping[str, Any],
+    width: float,
+) -> dict[str, dict[str, Any]]:
     """How many labelled items each criterion needs for the agreement's sequence to reach ``width``.
 
     That is, for the page's confidence sequence of the jury's agreement (`progress`) to
@@ -398,20 +494,30 @@ def plan(latest: Mapping[tuple[str, str], Mapping[str, Any]],
             best = max((low, high), key=lambda x: abs(x - 0.5))
             basis = f"{n} labelled item(s) so far (agreement {p:.3f} [{low:.3f}, {high:.3f}])"
         else:
-            pairs = [(float(scale.snap(s)), float(scale.snap(v)))
-                     for item, by in votes.items() for v in by.get(criterion, [])
-                     if (s := jury_scores.get(item, {}).get(criterion)) is not None]
+            pairs = [
+                (float(scale.snap(s)), float(scale.snap(v)))
+                for item, by in votes.items()
+                for v in by.get(criterion, [])
+                if (s := jury_scores.get(item, {}).get(criterion)) is not None
+            ]
             p = sum(a == b for a, b in pairs) / len(pairs) if pairs else 0.5
             worst, best = 0.5, p
-            basis = (f"the verdicts alone (no label yet): the judges agree with the jury on "
-                     f"{p:.3f} of their votes, a guess at the human rate; the range runs to the "
-                     "worst case 0.5")
+            basis = (
+                f"the verdicts alone (no label yet): the judges agree with the jury on "
+                f"{p:.3f} of their votes, a guess at the human rate; the range runs to the "
+                "worst case 0.5"
+            )
 
         needed, *span = (_sequence_needed(rate, width, pool) for rate in (p, best, worst))
         span.sort()
-        out[criterion] = {"labelled": n, "needed": needed, "range": span,
-                          "further": max(0, needed - n), "basis": basis,
-                          "fixed_sample": min(labels_needed(p, width), pool or 1_000_000)}
+        out[criterion] = {
+            "labelled": n,
+            "needed": needed,
+            "range": span,
+            "further": max(0, needed - n),
+            "basis": basis,
+            "fixed_sample": min(labels_needed(p, width), pool or 1_000_000),
+        }
     return out
 
 

@@ -13,13 +13,22 @@ from typing import Any
 import numpy as np
 
 
-def simulate_judging(n_items: int = 200, *, n_humans: int = 2, labelled: int | None = None,
-                     judges: Sequence[tuple[str, float, float, float]] = (
-                         ("harsh", -1.0, 1.0, 0.5), ("lenient", 0.8, 0.6, 0.7),
-                         ("noisy", 0.0, 1.0, 1.5)),
-                     scale: Sequence[float] = (0, 1, 2, 3, 4), label_criterion: bool = True,
-                     unscored_rate: float = 0.0, provenance: str = "prov-test",
-                     seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def simulate_judging(
+    n_items: int = 200,
+    *,
+    n_humans: int = 2,
+    labelled: int | None = None,
+    judges: Sequence[tuple[str, float, float, float]] = (
+        ("harsh", -1.0, 1.0, 0.5),
+        ("lenient", 0.8, 0.6, 0.7),
+        ("noisy", 0.0, 1.0, 1.5),
+    ),
+    scale: Sequence[float] = (0, 1, 2, 3, 4),
+    label_criterion: bool = True,
+    unscored_rate: float = 0.0,
+    provenance: str = "prov-test",
+    seed: int = 0,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Judge records and human label rows with known truth, for tests, examples and benchmarks.
 
     ``judges`` = (name, bias, slope, noise sd).
@@ -57,39 +66,67 @@ def simulate_judging(n_items: int = 200, *, n_humans: int = 2, labelled: int | N
         mid = (lo + hi) / 2
         raw = mid + slope * (truth - mid) + bias + rng.normal(0, noise, n_items)
         judge_scores[name] = (snap(raw), np.clip(raw, lo, hi))
-    judge_bins = {name: np.where(rng.random(n_items) < (0.9 if k == 0 else 0.7), truth_bin,
-                                 ~truth_bin)
-                  for k, (name, *_rest) in enumerate(judges)}
+    judge_bins = {
+        name: np.where(rng.random(n_items) < (0.9 if k == 0 else 0.7), truth_bin, ~truth_bin)
+        for k, (name, *_rest) in enumerate(judges)
+    }
     for i in range(n_items):
         votes = []
         acc = []
         for name, *_rest in judges:
             failed = rng.random() < unscored_rate
             s, e = judge_scores[name]
-            votes.append({"judge": name, "criterion": "accuracy",
-                          "score": None if failed else float(s[i]),
-                          "label": None, "expected": None if failed else round(float(e[i]), 4),
-                          "distribution": None, "error": "timeout" if failed else None})
+            votes.append(
+                {
+                    "judge": name,
+                    "criterion": "accuracy",
+                    "score": None if failed else float(s[i]),
+                    "label": None,
+                    "expected": None if failed else round(float(e[i]), 4),
+                    "distribution": None,
+                    "error": "timeout" if failed else None,
+                }
+            )
             if not failed:
                 acc.append(float(s[i]))
             if label_criterion:
                 yes = bool(judge_bins[name][i])
-                votes.append({"judge": name, "criterion": "supported", "score": float(yes),
-                              "label": "yes" if yes else "no", "expected": None,
-                              "distribution": None, "error": None})
+                votes.append(
+                    {
+                        "judge": name,
+                        "criterion": "supported",
+                        "score": float(yes),
+                        "label": "yes" if yes else "no",
+                        "expected": None,
+                        "distribution": None,
+                        "error": None,
+                    }
+                )
         scores: dict[str, Any] = {"accuracy": float(np.mean(acc)) if len(acc) >= 2 else None}
         if label_criterion:
             bins = [float(judge_bins[n][i]) for n, *_r in judges]
             scores["supported"] = float(np.mean(bins) >= 0.5)
-        records.append({"id": f"q{i}", "status": "scored", "rubric": "synthetic",
-                        "jury": "synthetic", "provenance": provenance, "scores": scores,
-                        "votes": votes, "disagreement": {}})
+        records.append(
+            {
+                "id": f"q{i}",
+                "status": "scored",
+                "rubric": "synthetic",
+                "jury": "synthetic",
+                "provenance": provenance,
+                "scores": scores,
+                "votes": votes,
+                "disagreement": {},
+            }
+        )
     humans = []
     n_lab = n_items if labelled is None else labelled
     for i in range(n_lab):
         for r in range(n_humans):
-            row: dict[str, Any] = {"id": f"q{i}", "rater": f"h{r}",
-                                   "accuracy": float(snap(truth[i] + rng.normal(0, 0.4)))}
+            row: dict[str, Any] = {
+                "id": f"q{i}",
+                "rater": f"h{r}",
+                "accuracy": float(snap(truth[i] + rng.normal(0, 0.4))),
+            }
             if label_criterion:
                 flip = rng.random() < 0.05
                 row["supported"] = float(truth_bin[i] != flip)
@@ -114,7 +151,7 @@ class ItemKind:
 
     def cheap_right(self, c: Any) -> Any:
         """Probability that the cheap judge is right at confidence ``c``."""
-        return c ** self.cheap_power if self.cheap_rate is None else c * 0.0 + self.cheap_rate
+        return c**self.cheap_power if self.cheap_rate is None else c * 0.0 + self.cheap_rate
 
 
 class CascadeSimulation:
@@ -137,9 +174,14 @@ class CascadeSimulation:
     """
 
     def __init__(self, kinds: Sequence[ItemKind] | None = None) -> None:
-        self.kinds = tuple(kinds) if kinds is not None else (
-            ItemKind(0.7, (12.0, 1.0), panel=0.97, cheap_power=2.0),
-            ItemKind(0.3, (3.0, 2.0), panel=0.85, cheap_power=2.0))
+        self.kinds = (
+            tuple(kinds)
+            if kinds is not None
+            else (
+                ItemKind(0.7, (12.0, 1.0), panel=0.97, cheap_power=2.0),
+                ItemKind(0.3, (3.0, 2.0), panel=0.85, cheap_power=2.0),
+            )
+        )
         total = sum(k.share for k in self.kinds)
         if abs(total - 1.0) > 1e-9:
             raise ValueError(f"the kinds' shares add up to {total}, not 1")
@@ -155,9 +197,13 @@ class CascadeSimulation:
         Returns:
             The simulation.
         """
-        return cls([ItemKind(0.64, (12.0, 1.0), panel=0.8),
-                    ItemKind(0.08, (400.0, 10.0), panel=1.0, cheap_rate=0.1),
-                    ItemKind(0.28, (3.0, 2.0), panel=0.95)])
+        return cls(
+            [
+                ItemKind(0.64, (12.0, 1.0), panel=0.8),
+                ItemKind(0.08, (400.0, 10.0), panel=1.0, cheap_rate=0.1),
+                ItemKind(0.28, (3.0, 2.0), panel=0.95),
+            ]
+        )
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """(confidence, agrees), each 2 stages x ``n`` items.
@@ -194,9 +240,18 @@ class CascadeSimulation:
             a, b = kind.conf
             t = min(max(threshold, 0.0), 1.0) if np.isfinite(threshold) else 1.0
             exits = stats.beta.sf(t, a, b) if np.isfinite(threshold) else 0.0
-            right_when_exiting = integrate.quad(
-                lambda c, a=a, b=b, kind=kind: kind.cheap_right(c) * stats.beta.pdf(c, a, b),
-                t, 1.0, epsabs=1e-12, epsrel=1e-10, limit=200)[0] if exits > 0 else 0.0
+            right_when_exiting = (
+                integrate.quad(
+                    lambda c, a=a, b=b, kind=kind: kind.cheap_right(c) * stats.beta.pdf(c, a, b),
+                    t,
+                    1.0,
+                    epsabs=1e-12,
+                    epsrel=1e-10,
+                    limit=200,
+                )[0]
+                if exits > 0
+                else 0.0
+            )
             total += kind.share * (right_when_exiting + (1.0 - exits) * kind.panel)
         return float(total)
 
@@ -221,9 +276,14 @@ class CascadeSimulation:
         return float(stage_calls[0] + (1.0 - exits) * stage_calls[1])
 
 
-def simulate_cascade_verdicts(n_items: int = 300, *, provenance: str = "prov-test",
-                              sure_share: float = 0.6, panel_accuracy: float = 0.97,
-                              seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def simulate_cascade_verdicts(
+    n_items: int = 300,
+    *,
+    provenance: str = "prov-test",
+    sure_share: float = 0.6,
+    panel_accuracy: float = 0.97,
+    seed: int = 0,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(verdict records, human label rows) of a jury ``small`` + ``big1`` + ``big2``.
 
     On a 1-3 ``accuracy`` scale, every judge on every item (what a cascade is fitted on).
@@ -243,11 +303,20 @@ def simulate_cascade_verdicts(n_items: int = 300, *, provenance: str = "prov-tes
         right = y if rng.random() < panel_accuracy else y % 3 + 1
         onehot = {str(v): float(v == right) for v in (1, 2, 3)}
         votes = [("small", guess, cheap), ("big1", right, onehot), ("big2", right, onehot)]
-        records.append({
-            "id": f"i{i}", "status": "scored", "rubric": "cascade-test", "jury": "cascade",
-            "provenance": provenance, "scores": {"accuracy": (guess + 2 * right) / 3},
-            "votes": [{"judge": j, "criterion": "accuracy", "score": s, "distribution": d}
-                      for j, s, d in votes]})
+        records.append(
+            {
+                "id": f"i{i}",
+                "status": "scored",
+                "rubric": "cascade-test",
+                "jury": "cascade",
+                "provenance": provenance,
+                "scores": {"accuracy": (guess + 2 * right) / 3},
+                "votes": [
+                    {"judge": j, "criterion": "accuracy", "score": s, "distribution": d}
+                    for j, s, d in votes
+                ],
+            }
+        )
         humans.append({"id": f"i{i}", "accuracy": y})
     return records, humans
 
@@ -270,9 +339,16 @@ class LabellingPool:
     VALUES = np.arange(5.0)
 
     @classmethod
-    def draw(cls, rng: np.random.Generator, n_items: int = 1000, *,
-             uncertain_share: float = 0.3, sure: float = 0.25, unsure: float = 1.2,
-             stated: float = 1.0) -> LabellingPool:
+    def draw(
+        cls,
+        rng: np.random.Generator,
+        n_items: int = 1000,
+        *,
+        uncertain_share: float = 0.3,
+        sure: float = 0.25,
+        unsure: float = 1.2,
+        stated: float = 1.0,
+    ) -> LabellingPool:
         """Items around a uniformly drawn mode, most sharply peaked, ``uncertain_share`` broadly.
 
         ``sure`` is the spread of the distribution's exponential fall-off of the sharp ones,
@@ -290,9 +366,9 @@ class LabellingPool:
         return cls(dist, mean, stated * var / 16.0, np.minimum(human, 4.0))
 
 
-def weighted_mean_path(f_pool: Any, f: Any, y: Any, pi: Any, visited: Any, *,
-                       model: tuple[Any, Any, Any] | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def weighted_mean_path(
+    f_pool: Any, f: Any, y: Any, pi: Any, visited: Any, *, model: tuple[Any, Any, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """`jurybox.calibration.estimates.active.weighted_mean` after each label of a session.
 
     All at once: the estimate and standard error with the first ``n`` labelled items for n = 1,
@@ -307,7 +383,8 @@ def weighted_mean_path(f_pool: Any, f: Any, y: Any, pi: Any, visited: Any, *,
     big_n = fp.size
     a, b, c = y_ / p, f_ / p, (1.0 - p) / p**2
     sa, sb, saa, sbb, sab, cyy, cyf, cff = np.cumsum(
-        [a, b, a * a, b * b, a * b, c * y_ * y_, c * y_ * f_, c * f_ * f_], axis=1)
+        [a, b, a * a, b * b, a * b, c * y_ * y_, c * y_ * f_, c * f_ * f_], axis=1
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         var_b = (sbb - sb**2 / m) / (m - 1)
         cov = (sab - sa * sb / m) / (m - 1)
@@ -324,10 +401,15 @@ def weighted_mean_path(f_pool: Any, f: Any, y: Any, pi: Any, visited: Any, *,
 
             # bias = mean - lam * fp; second = var + bias^2: their means are quadratics in lam
             w, u = 1.0 / pi_pool, (1.0 - pi_pool) / pi_pool
-            floor_s2 = (avg(w * (var + mean**2)) - 2 * lam * avg(w * mean * fp)
-                        + lam**2 * avg(w * fp**2) - (avg(mean) - lam * avg(fp)) ** 2)
-            floor_coins = (avg(u * (var + mean**2)) - 2 * lam * avg(u * mean * fp)
-                           + lam**2 * avg(u * fp**2))
+            floor_s2 = (
+                avg(w * (var + mean**2))
+                - 2 * lam * avg(w * mean * fp)
+                + lam**2 * avg(w * fp**2)
+                - (avg(mean) - lam * avg(fp)) ** 2
+            )
+            floor_coins = (
+                avg(u * (var + mean**2)) - 2 * lam * avg(u * mean * fp) + lam**2 * avg(u * fp**2)
+            )
             s2, coins = np.maximum(s2, floor_s2), np.maximum(coins, floor_coins)
         variance = (1.0 - m / big_n) * s2 / m + coins / big_n
         se = np.sqrt(np.maximum(variance, 0.0))
@@ -335,10 +417,17 @@ def weighted_mean_path(f_pool: Any, f: Any, y: Any, pi: Any, visited: Any, *,
     return estimate, se
 
 
-def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Generator, *,
-                            active: bool = True, min_labels: int = 30, step: int = 1,
-                            stop_after: int | None = None, floor: bool = True
-                            ) -> dict[str, Any]:
+def simulate_mean_labelling(
+    pool: LabellingPool,
+    width: float,
+    rng: np.random.Generator,
+    *,
+    active: bool = True,
+    min_labels: int = 30,
+    step: int = 1,
+    stop_after: int | None = None,
+    floor: bool = True,
+) -> dict[str, Any]:
     """One labelling session for the benchmark mean, as the labelling page runs it.
 
     As ``jurybox label --goal benchmark-mean`` runs it with ``active``; otherwise every item of the
@@ -363,23 +452,31 @@ def simulate_mean_labelling(pool: LabellingPool, width: float, rng: np.random.Ge
     estimates, ses = weighted_mean_path(*path, model=model)
     if model is not None:  # as mean_estimates: no floor once the labels show it overstated
         _, bare = weighted_mean_path(*path)
-        over = overstatement(pool.human[got], pool.score[got], pool.uncertainty[got] * 16.0,
-                             0.0, 4.0)
+        over = overstatement(
+            pool.human[got], pool.score[got], pool.uncertainty[got] * 16.0, 0.0, 4.0
+        )
         ses = np.where(over < -OVERSTATED_Z, bare, ses)
     checks = np.arange(min(min_labels, last), last + 1, step)
     n = int(checks[-1]) if checks.size else 0
     if stop_after is None and checks.size:
         met = np.flatnonzero(z * ses[checks - 1] <= width)
         n = int(checks[met[0]]) if met.size else n
-    estimate, se = (float(estimates[n - 1]), float(ses[n - 1])) if n else (float("nan"),
-                                                                          float("inf"))
+    estimate, se = (
+        (float(estimates[n - 1]), float(ses[n - 1])) if n else (float("nan"), float("inf"))
+    )
     truth = float(pool.human.mean())
-    return {"labels": n, "estimate": estimate, "half_width": z * se,
-            "covered": abs(estimate - truth) <= z * se, "truth": truth}
+    return {
+        "labels": n,
+        "estimate": estimate,
+        "half_width": z * se,
+        "covered": abs(estimate - truth) <= z * se,
+        "truth": truth,
+    }
 
 
-def overconfident_pool(rng: np.random.Generator, n_items: int = 2000, *, wrong: float = 0.03,
-                       sure: float = 0.999) -> LabellingPool:
+def overconfident_pool(
+    rng: np.random.Generator, n_items: int = 2000, *, wrong: float = 0.03, sure: float = 0.999
+) -> LabellingPool:
     """A jury as LLM log-probabilities often make it (#41): sure, right on most, confidently wrong.
 
     It is ``sure`` of its own score on every item, right on most, confidently wrong on a ``wrong``
@@ -399,9 +496,17 @@ def overconfident_pool(rng: np.random.Generator, n_items: int = 2000, *, wrong: 
     return LabellingPool(dist, mean, var / 16.0, human)
 
 
-def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: bool = True,
-                     alpha: float = 0.05, width: float | None = None, grid: int = 400,
-                     horizon: float | None = None, method: str = "betting") -> dict[str, Any]:
+def sequence_session(
+    pool: LabellingPool,
+    rng: np.random.Generator,
+    *,
+    active: bool = True,
+    alpha: float = 0.05,
+    width: float | None = None,
+    grid: int = 400,
+    horizon: float | None = None,
+    method: str = "betting",
+) -> dict[str, Any]:
     """One labelling session for the benchmark mean with the page's confidence sequence.
 
     The sequence is `jurybox.calibration.estimates.active.mean_sequences`: the sequence of
@@ -429,23 +534,28 @@ def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: b
     population = pool.score.size if uniform else None
     truth = float(np.mean(pool.human - pool.score))  # the mean rectifier
     bet_horizon = horizon if method == "betting" else None
-    wealth = log_wealth(x, np.array([(truth - low) / (high - low)]), alpha, population,
-                        bet_horizon)[0]
+    wealth = log_wealth(
+        x, np.array([(truth - low) / (high - low)]), alpha, population, bet_horizon
+    )[0]
     inside = wealth < np.log(1.0 / alpha)
     gate = d.size  # the visit from which the asymptotic sequence is shown
     if method == "asymptotic":
         departed = np.cumsum(design.chosen & (np.abs(y - f) >= 0.5 - 1e-12))
-        gate = int(np.argmax(departed >= NORMAL_DEPARTURES)) if departed[-1] >= \
-            NORMAL_DEPARTURES else d.size
+        gate = (
+            int(np.argmax(departed >= NORMAL_DEPARTURES))
+            if departed[-1] >= NORMAL_DEPARTURES
+            else d.size
+        )
         labelled = np.flatnonzero(design.chosen)
-        over = overstatement(y[labelled], f[labelled], pool.uncertainty[design.order][labelled]
-                             * 16.0, 0.0, 4.0)
+        over = overstatement(
+            y[labelled], f[labelled], pool.uncertainty[design.order][labelled] * 16.0, 0.0, 4.0
+        )
         so_far = np.cumsum(design.chosen)  # the floor as the labels so far decide it
-        dropped = np.where(so_far > 0, (over < -OVERSTATED_Z)[np.maximum(so_far - 1, 0)],
-                           False)
+        dropped = np.where(so_far > 0, (over < -OVERSTATED_Z)[np.maximum(so_far - 1, 0)], False)
         floor = term_variance(pool.score, pool.uncertainty * 16.0, pool.score, pi)
-        a_lo, a_hi = _asymptotic_path(d, alpha, horizon or max(30.0, d.size / 10), floor,
-                                      dropped, asymptotic_cs)
+        a_lo, a_hi = _asymptotic_path(
+            d, alpha, horizon or max(30.0, d.size / 10), floor, dropped, asymptotic_cs
+        )
         inside[gate:] = (a_lo[gate:] <= truth) & (truth <= a_hi[gate:])
     out: dict[str, Any] = {"covered": bool(np.all(inside)), "truth": float(pool.human.mean())}
     if width is not None:
@@ -459,8 +569,14 @@ def sequence_session(pool: LabellingPool, rng: np.random.Generator, *, active: b
     return out
 
 
-def _asymptotic_path(d: np.ndarray, alpha: float, horizon: float, floor: float,
-                     dropped: np.ndarray, asymptotic_cs: Any) -> tuple[np.ndarray, np.ndarray]:
+def _asymptotic_path(
+    d: np.ndarray,
+    alpha: float,
+    horizon: float,
+    floor: float,
+    dropped: np.ndarray,
+    asymptotic_cs: Any,
+) -> tuple[np.ndarray, np.ndarray]:
     """The asymptotic sequence's bounds on the mean rectifier after each visit.
 
     Its variance is floored at ``floor`` where the floor is not ``dropped``.
@@ -472,8 +588,14 @@ def _asymptotic_path(d: np.ndarray, alpha: float, horizon: float, floor: float,
     return lo, hi
 
 
-def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: Any, *,
-                         active: bool = True, confidence: float = 0.95) -> list[dict[str, Any]]:
+def fixed_sample_session(
+    pool: LabellingPool,
+    rng: np.random.Generator,
+    counts: Any,
+    *,
+    active: bool = True,
+    confidence: float = 0.95,
+) -> list[dict[str, Any]]:
     """One labelling session for the benchmark mean, looked at once after each of ``counts`` labels.
 
     Each count is fixed in advance. The interval ``jurybox agree --ppi`` shows there
@@ -514,14 +636,20 @@ def fixed_sample_session(pool: LabellingPool, rng: np.random.Generator, counts: 
         down, up = skew_allowance(terms, q)
         lo, hi = estimate - (q + down) * se, estimate + (q + up) * se
         before = z_of(confidence) * se
-        row = {"labels": n, "normal_covered": abs(estimate - truth) <= before,
-               "normal_half_width": before, "interval": "normal"}
+        row = {
+            "labels": n,
+            "normal_covered": abs(estimate - truth) <= before,
+            "normal_half_width": before,
+            "interval": "normal",
+        }
         if np.sum(np.abs(y - f) >= 0.5 - 1e-12) < NORMAL_DEPARTURES:
             order = design.order[:visits]
-            d = np.where(design.chosen[:visits],
-                         (pool.human[order] - pool.score[order]) / design.pi[:visits], 0.0)
-            lo, hi = betting_bounds(Terms(d, pool.score, pi, 0.0, 4.0), 1.0 - confidence,
-                                    visits)
+            d = np.where(
+                design.chosen[:visits],
+                (pool.human[order] - pool.score[order]) / design.pi[:visits],
+                0.0,
+            )
+            lo, hi = betting_bounds(Terms(d, pool.score, pi, 0.0, 4.0), 1.0 - confidence, visits)
             lo, hi = min(lo, estimate), max(hi, estimate)
             row["interval"] = "betting"
         row.update(covered=lo <= truth <= hi, half_width=(hi - lo) / 2)

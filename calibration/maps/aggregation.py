@@ -41,9 +41,14 @@ def error_weights(errors: np.ndarray) -> np.ndarray:
     if k == 1:
         return start
     result = optimize.minimize(
-        lambda w: float(w @ second @ w), start, jac=lambda w: 2 * second @ w, method="SLSQP",
-        bounds=[(0.0, 1.0)] * k, constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0}],
-        options={"ftol": 1e-12, "maxiter": 500})
+        lambda w: float(w @ second @ w),
+        start,
+        jac=lambda w: 2 * second @ w,
+        method="SLSQP",
+        bounds=[(0.0, 1.0)] * k,
+        constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0}],
+        options={"ftol": 1e-12, "maxiter": 500},
+    )
     w = np.clip(result.x if result.success else start, 0.0, None)
     return w / w.sum()
 
@@ -76,11 +81,16 @@ class AggregationComparison:
         maes = ", ".join(f"{k} {v:.3f}" for k, v in self.mae.items() if v is not None)
         weights = ", ".join(f"{j} {w:.2f}" for j, w in self.weights.items())
         lo, hi = self.gain_ci
-        verdict = ("the error-covariance weights beat the mean" if self.better else
-                   "the weights do not clearly beat the mean")
-        return (f"{self.criterion}: {self.folds}-fold CV on {self.n} items, mean absolute error "
-                f"against the humans: {maes}; {verdict} (gain {self.gain:+.3f} [{lo:+.3f}, "
-                f"{hi:+.3f}]); weights {weights}")
+        verdict = (
+            "the error-covariance weights beat the mean"
+            if self.better
+            else "the weights do not clearly beat the mean"
+        )
+        return (
+            f"{self.criterion}: {self.folds}-fold CV on {self.n} items, mean absolute error "
+            f"against the humans: {maes}; {verdict} (gain {self.gain:+.3f} [{lo:+.3f}, "
+            f"{hi:+.3f}]); weights {weights}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """As plain data."""
@@ -98,10 +108,17 @@ def _dawid_skene_points(values: np.ndarray, scale: Sequence[float]) -> np.ndarra
     return points[fit.labels]
 
 
-def compare_aggregations(criterion: str, scores: Mapping[str, Any], human: Any,
-                         scale: Sequence[float] | None = None, *, folds: int = 5,
-                         n_resamples: int = 1000, confidence: float = 0.95,
-                         seed: int = 0) -> AggregationComparison:
+def compare_aggregations(
+    criterion: str,
+    scores: Mapping[str, Any],
+    human: Any,
+    scale: Sequence[float] | None = None,
+    *,
+    folds: int = 5,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> AggregationComparison:
     """The plain mean, the error-covariance weights and Dawid-Skene under k-fold cross-validation.
 
     Dawid-Skene is compared when the scores are scale points and ``scale`` is given; the
@@ -116,8 +133,10 @@ def compare_aggregations(criterion: str, scores: Mapping[str, Any], human: Any,
     values, h = values[:, keep], h[keep]
     n = int(h.size)
     if n < MIN_ITEMS:
-        raise InputDataError(f"{criterion}: {n} item(s) every judge and the humans scored; "
-                             f"comparing aggregations needs {MIN_ITEMS}")
+        raise InputDataError(
+            f"{criterion}: {n} item(s) every judge and the humans scored; "
+            f"comparing aggregations needs {MIN_ITEMS}"
+        )
     rng = np.random.default_rng(seed)
     order = rng.permutation(n)
     k = max(2, min(folds, n))
@@ -127,19 +146,32 @@ def compare_aggregations(criterion: str, scores: Mapping[str, Any], human: Any,
         train = np.setdiff1d(order, fold)
         w = error_weights(values[:, train] - h[train])
         weighted_err[fold] = np.abs(w @ values[:, fold] - h[fold])
-    mae: dict[str, float | None] = {"mean": float(mean_err.mean()),
-                                    "weighted": float(weighted_err.mean())}
+    mae: dict[str, float | None] = {
+        "mean": float(mean_err.mean()),
+        "weighted": float(weighted_err.mean()),
+    }
     notes = []
     ds = _dawid_skene_points(values, scale) if scale is not None else None
     if ds is not None:
         mae["dawid_skene"] = float(np.abs(ds - h).mean())
     else:
-        notes.append("Dawid-Skene not compared: the scores are not points of the scale "
-                     "(expected scores)" if scale is not None else "no scale given")
+        notes.append(
+            "Dawid-Skene not compared: the scores are not points of the scale (expected scores)"
+            if scale is not None
+            else "no scale given"
+        )
     gain = mean_err - weighted_err
     draws = np.array([gain[rng.integers(0, n, n)].mean() for _ in range(n_resamples)])
     lo, hi = np.quantile(draws, [(1 - confidence) / 2, (1 + confidence) / 2])
     weights = error_weights(values - h)
-    return AggregationComparison(criterion, judges, n, k,
-                                 {j: float(w) for j, w in zip(judges, weights)}, mae,
-                                 float(gain.mean()), [float(lo), float(hi)], notes)
+    return AggregationComparison(
+        criterion,
+        judges,
+        n,
+        k,
+        {j: float(w) for j, w in zip(judges, weights)},
+        mae,
+        float(gain.mean()),
+        [float(lo), float(hi)],
+        notes,
+    )

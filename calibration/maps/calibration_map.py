@@ -70,8 +70,14 @@ class CalibrationMap:
     provenance_: str
     identity_: str
 
-    def __init__(self, method: Method = "isotonic", output: Output = "clip",
-                 value: ValueKind = "score", cv_folds: int = 5, seed: int = 0) -> None:
+    def __init__(
+        self,
+        method: Method = "isotonic",
+        output: Output = "clip",
+        value: ValueKind = "score",
+        cv_folds: int = 5,
+        seed: int = 0,
+    ) -> None:
         self.method = method
         self.output = output
         self.value = value
@@ -80,9 +86,15 @@ class CalibrationMap:
 
     # ------------------------------------------------------------------ fit
 
-    def fit(self, human_labels: HumanLabels | str | Path, judge_output: JudgeOutput | str | Path,
-            *, scales: Any = None, criteria: list[str] | None = None,
-            provenance: str | None = None) -> CalibrationMap:
+    def fit(
+        self,
+        human_labels: HumanLabels | str | Path,
+        judge_output: JudgeOutput | str | Path,
+        *,
+        scales: Any = None,
+        criteria: list[str] | None = None,
+        provenance: str | None = None,
+    ) -> CalibrationMap:
         """Fit a map per criterion on ``human_labels`` joined with ``judge_output``; cross-validate.
 
         A criterion that cannot be fitted is skipped with a note.
@@ -103,12 +115,15 @@ class CalibrationMap:
             JoinError: Labels and verdicts have no id or criterion in common.
         """
         self._check_params()
-        joined = join(human_labels, judge_output, scales=scales, value=self.value,
-                      criteria=criteria)
+        joined = join(
+            human_labels, judge_output, scales=scales, value=self.value, criteria=criteria
+        )
         prov = provenance or joined.provenance
         if not isinstance(prov, str) or not prov:
-            raise InputDataError("the judge output records carry no provenance; pass "
-                                 "provenance=... so the map can refuse other configurations")
+            raise InputDataError(
+                "the judge output records carry no provenance; pass "
+                "provenance=... so the map can refuse other configurations"
+            )
         self.provenance_ = prov
         self.identity_ = "<fitted, not loaded from a file>"
         self.criteria_: dict[str, CriterionMap] = {}
@@ -122,8 +137,11 @@ class CalibrationMap:
             self.notes_.extend(f"{name}: {note}" for note in self.criteria_[name].notes)
         if not self.criteria_:
             raise InputDataError("no criterion could be calibrated: " + "; ".join(self.notes_))
-        self.cv_ = {name: cross_validate(data, self._params())
-                    for name, data in joined.criteria.items() if name in self.criteria_}
+        self.cv_ = {
+            name: cross_validate(data, self._params())
+            for name, data in joined.criteria.items()
+            if name in self.criteria_
+        }
         self.fitted_on_ = {
             "join": joined.summary.to_dict(),
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -141,8 +159,13 @@ class CalibrationMap:
             raise InputDataError(f"cv_folds must be at least 2; got {self.cv_folds}")
 
     def _params(self) -> dict[str, Any]:
-        return {"method": self.method, "output": self.output, "cv_folds": self.cv_folds,
-                "seed": self.seed, "value": self.value}
+        return {
+            "method": self.method,
+            "output": self.output,
+            "cv_folds": self.cv_folds,
+            "seed": self.seed,
+            "value": self.value,
+        }
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "criteria_"):
@@ -176,8 +199,13 @@ class CalibrationMap:
         values = {j: np.atleast_1d(np.asarray(v, dtype=float)) for j, v in judge_values.items()}
         return self.criteria_[criterion].predict(values, self.output)
 
-    def apply_to_record(self, record: dict[str, Any] | VerdictRecord, force: bool = False, *,
-                        formula: Formula | None = None) -> dict[str, Any]:
+    def apply_to_record(
+        self,
+        record: dict[str, Any] | VerdictRecord,
+        force: bool = False,
+        *,
+        formula: Formula | None = None,
+    ) -> dict[str, Any]:
         """A copy of a ``jurybox judge`` record with ``"calibrated": {criterion: value}`` added.
 
         Original scores are kept. A criterion the jury left unscored (below quorum) stays ``None``;
@@ -223,8 +251,13 @@ class CalibrationMap:
         out["calibrated"] = calibrated
         return out
 
-    def apply_to_records(self, records: list[dict[str, Any] | VerdictRecord], force: bool = False, *,
-                         formula: Formula | None = None) -> list[dict[str, Any]]:
+    def apply_to_records(
+        self,
+        records: list[dict[str, Any] | VerdictRecord],
+        force: bool = False,
+        *,
+        formula: Formula | None = None,
+    ) -> list[dict[str, Any]]:
         """`apply_to_record` on each record, in order.
 
         Args:
@@ -260,8 +293,13 @@ class CalibrationMap:
         return {
             "format": FORMAT,
             "provenance": self.provenance_,
-            "params": {"method": self.method, "output": self.output, "value": self.value,
-                       "cv_folds": self.cv_folds, "seed": self.seed},
+            "params": {
+                "method": self.method,
+                "output": self.output,
+                "value": self.value,
+                "cv_folds": self.cv_folds,
+                "seed": self.seed,
+            },
             "fitted_on": self.fitted_on_,
             "criteria": {c: m.to_dict() for c, m in self.criteria_.items()},
             "cross_validation": self.cv_,
@@ -298,14 +336,20 @@ class CalibrationMap:
                 provenance, bad parameters or a malformed criteria section.
         """
         if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise InputDataError(f"{source}: not a jurybox calibration map (expected "
-                                 f"format: {FORMAT})")
+            raise InputDataError(
+                f"{source}: not a jurybox calibration map (expected format: {FORMAT})"
+            )
         prov = d.get("provenance")
         if not isinstance(prov, str) or not prov:
             raise InputDataError(f"{source}: calibration map has no provenance string")
         params = d.get("params", {})
-        self = cls(**{k: params[k] for k in ("method", "output", "value", "cv_folds", "seed")
-                      if k in params})
+        self = cls(
+            **{
+                k: params[k]
+                for k in ("method", "output", "value", "cv_folds", "seed")
+                if k in params
+            }
+        )
         self._check_params()
         self.provenance_ = prov
         try:
@@ -338,8 +382,9 @@ class CalibrationMap:
         try:
             text = content.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise InputDataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                                 "not a calibration map") from None
+            raise InputDataError(
+                f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); not a calibration map"
+            ) from None
         if path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
@@ -348,9 +393,11 @@ class CalibrationMap:
             except yaml.YAMLError as exc:
                 mark = getattr(exc, "problem_mark", None)
                 where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
-                raise InputDataError(f"{path}:{where} invalid YAML "
-                                     f"({getattr(exc, 'problem', None) or exc}); not a "
-                                     "calibration map") from None
+                raise InputDataError(
+                    f"{path}:{where} invalid YAML "
+                    f"({getattr(exc, 'problem', None) or exc}); not a "
+                    "calibration map"
+                ) from None
         else:
             try:
                 data = json.loads(text)
@@ -361,8 +408,7 @@ class CalibrationMap:
         return cmap
 
     @classmethod
-    def load_for(cls, path: str | Path, provenance: str, force: bool = False
-                 ) -> AppliedCalibration:
+    def load_for(cls, path: str | Path, provenance: str, force: bool = False) -> AppliedCalibration:
         """A map to apply while judging the configuration ``provenance`` (of a rubric and jury).
 
         A map fitted for another configuration is refused unless ``force``.
@@ -425,13 +471,17 @@ class CalibrationMap:
             elif verdict == "hurts":
                 gain = cv["improvement"]
                 lo, hi = gain["ci"]
-                notes.append(f"{name}: calibration hurts: the cross-validated {gain['metric']} is "
-                             f"{gain['value']:+.3f} [{lo:+.3f}, {hi:+.3f}], below 0 (the jury's "
-                             f"own scores are closer to the humans); do not apply the map to "
-                             f"{name}")
+                notes.append(
+                    f"{name}: calibration hurts: the cross-validated {gain['metric']} is "
+                    f"{gain['value']:+.3f} [{lo:+.3f}, {hi:+.3f}], below 0 (the jury's "
+                    f"own scores are closer to the humans); do not apply the map to "
+                    f"{name}"
+                )
             elif verdict == "unclear":
-                notes.append(f"{name}: cross-validation shows no clear improvement; applying the "
-                             f"map may not be worth it")
+                notes.append(
+                    f"{name}: cross-validation shows no clear improvement; applying the "
+                    f"map may not be worth it"
+                )
         return notes
 
     def describe(self) -> str:
@@ -444,16 +494,20 @@ class CalibrationMap:
             NotFittedError: The map is neither fitted nor loaded.
         """
         self._check_fitted()
-        lines = [f"calibration map for provenance {self.provenance_} "
-                 f"({self.method}, output={self.output}, value={self.value})"]
+        lines = [
+            f"calibration map for provenance {self.provenance_} "
+            f"({self.method}, output={self.output}, value={self.value})"
+        ]
         for name, cmap in self.criteria_.items():
             if cmap.kind == "numeric":
                 w = ", ".join(f"{j}={x:.2f}" for j, x in cmap.weights.items())
                 lines.append(f"  {name}: {self.method} per judge; jury weights {w}")
             else:
                 assert cmap.priors is not None  # a categorical map always has its priors
-                acc = ", ".join(f"{j}={float(np.dot(cmap.priors, np.diag(m))):.2f}"
-                                for j, m in cmap.confusion.items())
+                acc = ", ".join(
+                    f"{j}={float(np.dot(cmap.priors, np.diag(m))):.2f}"
+                    for j, m in cmap.confusion.items()
+                )
                 lines.append(f"  {name}: Dawid-Skene; judge accuracy {acc}")
             lines.extend("    " + line for line in format_cv(self.cv_.get(name, {})))
         lines.extend(f"  note: {n}" for n in self.notes_)
@@ -522,8 +576,9 @@ class AppliedCalibration:
         if self.conformal is not None:
             from ..data.labels import scales_from
 
-            out = self.conformal.apply_to_record(out, scales_from(rubric), self.route_width,
-                                                 self.group_of(item))
+            out = self.conformal.apply_to_record(
+                out, scales_from(rubric), self.route_width, self.group_of(item)
+            )
         return {**out, "calibration": self.identity}
 
     def group_of(self, item: Any) -> str | None:
@@ -547,8 +602,13 @@ class AppliedCalibration:
         Returns:
             The maps as plain data, the identity, ``force`` and ``route_width``.
         """
-        return (None if self.map is None else self.map.to_dict(), self.identity, self.force,
-                None if self.conformal is None else self.conformal.to_dict(), self.route_width)
+        return (
+            None if self.map is None else self.map.to_dict(),
+            self.identity,
+            self.force,
+            None if self.conformal is None else self.conformal.to_dict(),
+            self.route_width,
+        )
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...]) -> AppliedCalibration:
@@ -561,13 +621,23 @@ class AppliedCalibration:
             The applied calibration, its maps rebuilt.
         """
         cmap, identity, force, conformal, width = wire
-        return cls(None if cmap is None else CalibrationMap.from_dict(cmap), identity, force,
-                   None if conformal is None else ConformalMap.from_dict(conformal), width)
+        return cls(
+            None if cmap is None else CalibrationMap.from_dict(cmap),
+            identity,
+            force,
+            None if conformal is None else ConformalMap.from_dict(conformal),
+            width,
+        )
 
     @classmethod
-    def combine(cls, calibration: AppliedCalibration | None, conformal_path: str | Path | None,
-                provenance: str, force: bool = False,
-                route_width: float | None = None) -> AppliedCalibration | None:
+    def combine(
+        cls,
+        calibration: AppliedCalibration | None,
+        conformal_path: str | Path | None,
+        provenance: str,
+        force: bool = False,
+        route_width: float | None = None,
+    ) -> AppliedCalibration | None:
         """``calibration`` (if any) with the conformal map at ``conformal_path`` (if any).
 
         The conformal map, like a calibration map, is refused for another configuration unless
@@ -600,14 +670,21 @@ class AppliedCalibration:
         if conformal.provenance != provenance and not force:
             raise InputError(
                 f"{path} was fitted for provenance {conformal.provenance}, but this rubric and "
-                f"jury give {provenance}; refit it, or pass --force-calibration to apply it anyway")
-        return cls.joined(calibration, conformal, conformal_identity(path, content),
-                          route_width, force)
+                f"jury give {provenance}; refit it, or pass --force-calibration to apply it anyway"
+            )
+        return cls.joined(
+            calibration, conformal, conformal_identity(path, content), route_width, force
+        )
 
     @classmethod
-    def joined(cls, calibration: AppliedCalibration | None, conformal: ConformalMap,
-               identity: str, route_width: float | None = None,
-               force: bool = False) -> AppliedCalibration:
+    def joined(
+        cls,
+        calibration: AppliedCalibration | None,
+        conformal: ConformalMap,
+        identity: str,
+        route_width: float | None = None,
+        force: bool = False,
+    ) -> AppliedCalibration:
         """``calibration`` (if any) and a conformal map, applied together.
 
         The records carry both identities; the conformal map's `conformal_identity` is
@@ -626,15 +703,28 @@ class AppliedCalibration:
         """
         if calibration is None:
             return cls(None, identity, force, conformal, route_width)
-        return cls(calibration.map, f"{calibration.identity} + {identity}", calibration.force,
-                   conformal, route_width)
+        return cls(
+            calibration.map,
+            f"{calibration.identity} + {identity}",
+            calibration.force,
+            conformal,
+            route_width,
+        )
 
 
-def fit_calibration(human_labels: HumanLabels | str | Path,
-                    judge_output: JudgeOutput | str | Path, *, method: Method = "isotonic",
-                    output: Output = "clip", value: ValueKind = "score", scales: Any = None,
-                    criteria: list[str] | None = None, provenance: str | None = None,
-                    cv_folds: int = 5, seed: int = 0) -> CalibrationMap:
+def fit_calibration(
+    human_labels: HumanLabels | str | Path,
+    judge_output: JudgeOutput | str | Path,
+    *,
+    method: Method = "isotonic",
+    output: Output = "clip",
+    value: ValueKind = "score",
+    scales: Any = None,
+    criteria: list[str] | None = None,
+    provenance: str | None = None,
+    cv_folds: int = 5,
+    seed: int = 0,
+) -> CalibrationMap:
     """Fit a `CalibrationMap` from a human labels file and a ``jurybox judge`` file.
 
     Args:
@@ -658,9 +748,9 @@ def fit_calibration(human_labels: HumanLabels | str | Path,
             provenance and ``provenance`` is not given (and the join's errors).
         JoinError: Labels and verdicts have no id or criterion in common.
     """
-    return CalibrationMap(method=method, output=output, value=value, cv_folds=cv_folds,
-                          seed=seed).fit(human_labels, judge_output, scales=scales,
-                                         criteria=criteria, provenance=provenance)
+    return CalibrationMap(
+        method=method, output=output, value=value, cv_folds=cv_folds, seed=seed
+    ).fit(human_labels, judge_output, scales=scales, criteria=criteria, provenance=provenance)
 
 
 def write_document(data: dict[str, Any], path: str | Path) -> Path:

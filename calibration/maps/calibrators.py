@@ -51,8 +51,12 @@ class IsotonicCalibrator:
 
     kind = "isotonic"
 
-    def __init__(self, scale: Sequence[float], output: Output = "clip",
-                 increasing: bool | Literal["auto"] = True) -> None:
+    def __init__(
+        self,
+        scale: Sequence[float],
+        output: Output = "clip",
+        increasing: bool | Literal["auto"] = True,
+    ) -> None:
         self.scale = scale
         self.output = output
         self.increasing = increasing
@@ -76,8 +80,9 @@ class IsotonicCalibrator:
             raise InputDataError(f"output must be 'clip' or 'round'; got {self.output!r}")
         x_, y_ = _xy(x, y)
         scale = np.asarray(sorted(self.scale), dtype=float)
-        model = IsotonicRegression(y_min=scale.min(), y_max=scale.max(),
-                                   increasing=self.increasing, out_of_bounds="clip").fit(x_, y_)
+        model = IsotonicRegression(
+            y_min=scale.min(), y_max=scale.max(), increasing=self.increasing, out_of_bounds="clip"
+        ).fit(x_, y_)
         self.x_thresholds_ = np.asarray(model.X_thresholds_, dtype=float)
         self.y_thresholds_ = np.asarray(model.y_thresholds_, dtype=float)
         self.n_fit_ = int(x_.size)
@@ -112,10 +117,15 @@ class IsotonicCalibrator:
         Returns:
             The data `from_dict` reads.
         """
-        return {"kind": self.kind, "scale": [float(v) for v in self.scale],
-                "output": self.output, "increasing": self.increasing,
-                "x": self.x_thresholds_.tolist(), "y": self.y_thresholds_.tolist(),
-                "n_fit": self.n_fit_}
+        return {
+            "kind": self.kind,
+            "scale": [float(v) for v in self.scale],
+            "output": self.output,
+            "increasing": self.increasing,
+            "x": self.x_thresholds_.tolist(),
+            "y": self.y_thresholds_.tolist(),
+            "n_fit": self.n_fit_,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> IsotonicCalibrator:
@@ -182,14 +192,15 @@ class OrdinalCalibrator:
         k = scale.size
         cls = np.abs(y_[:, None] - scale).argmin(axis=1)
         if not np.allclose(scale[cls], y_):
-            raise InputDataError("ordinal calibration needs human values on the scale "
-                                 f"{scale.tolist()}")
+            raise InputDataError(
+                f"ordinal calibration needs human values on the scale {scale.tolist()}"
+            )
         center = float(x_.mean())
         spread = float(x_.std()) or 1.0
         z = (x_ - center) / spread
 
         def unpack(p: np.ndarray) -> tuple[np.ndarray, float]:
-            theta = p[0] + np.concatenate([[0.0], np.cumsum(np.exp(p[1:k - 1]))])
+            theta = p[0] + np.concatenate([[0.0], np.cumsum(np.exp(p[1 : k - 1]))])
             return theta, p[k - 1]
 
         def nll_and_grad(p: np.ndarray) -> tuple[float, np.ndarray]:
@@ -203,14 +214,13 @@ class OrdinalCalibrator:
             prob = np.maximum(cdf_p[rows, cls + 1] - cdf_p[rows, cls], 1e-300)
             f_up, f_low = dens_p[rows, cls + 1], dens_p[rows, cls]
             # d log P / d theta_k: +f_up/P at the upper threshold, -f_low/P at the lower one.
-            g_theta = (np.bincount(cls[cls <= k - 2], weights=(f_up / prob)[cls <= k - 2],
-                                   minlength=k - 1)
-                       - np.bincount(cls[cls >= 1] - 1, weights=(f_low / prob)[cls >= 1],
-                                     minlength=k - 1))
+            g_theta = np.bincount(
+                cls[cls <= k - 2], weights=(f_up / prob)[cls <= k - 2], minlength=k - 1
+            ) - np.bincount(cls[cls >= 1] - 1, weights=(f_low / prob)[cls >= 1], minlength=k - 1)
             g_beta = float(np.sum(-z * (f_up - f_low) / prob))
             # Chain rule through theta_k = p0 + sum_{j=1..k} exp(p_j).
             tail = np.cumsum(g_theta[::-1])[::-1]
-            grad = np.concatenate([[g_theta.sum()], np.exp(p[1:k - 1]) * tail[1:], [g_beta]])
+            grad = np.concatenate([[g_theta.sum()], np.exp(p[1 : k - 1]) * tail[1:], [g_beta]])
             value = -float(np.sum(np.log(prob))) + self.l2 * float(np.sum(p * p))
             return value, -grad + 2.0 * self.l2 * p
 
@@ -218,8 +228,9 @@ class OrdinalCalibrator:
         cum = np.clip(np.cumsum(np.bincount(cls, minlength=k))[:-1] / z.size, 0.02, 0.98)
         start_theta = np.log(cum / (1 - cum))
         start_theta = np.maximum.accumulate(start_theta + np.arange(k - 1) * 1e-3)
-        p0 = np.concatenate([[start_theta[0]], np.log(np.maximum(np.diff(start_theta), 1e-2)),
-                             [1.0]])
+        p0 = np.concatenate(
+            [[start_theta[0]], np.log(np.maximum(np.diff(start_theta), 1e-2)), [1.0]]
+        )
         res = minimize(nll_and_grad, p0, jac=True, method="L-BFGS-B")
         theta, beta = unpack(res.x)
         self.thresholds_ = theta
@@ -277,11 +288,18 @@ class OrdinalCalibrator:
         Returns:
             The data `from_dict` reads.
         """
-        return {"kind": self.kind, "scale": [float(v) for v in self.scale],
-                "output": self.output, "l2": self.l2,
-                "thresholds": self.thresholds_.tolist(), "coef": self.coef_,
-                "center": self.center_, "spread": self.spread_,
-                "converged": self.converged_, "n_fit": self.n_fit_}
+        return {
+            "kind": self.kind,
+            "scale": [float(v) for v in self.scale],
+            "output": self.output,
+            "l2": self.l2,
+            "thresholds": self.thresholds_.tolist(),
+            "coef": self.coef_,
+            "center": self.center_,
+            "spread": self.spread_,
+            "converged": self.converged_,
+            "n_fit": self.n_fit_,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OrdinalCalibrator:
@@ -316,7 +334,9 @@ def _category_probs(theta: np.ndarray, beta: float, z: np.ndarray) -> np.ndarray
 
 
 CALIBRATORS: dict[str, type[IsotonicCalibrator] | type[OrdinalCalibrator]] = {
-    "isotonic": IsotonicCalibrator, "ordinal": OrdinalCalibrator}
+    "isotonic": IsotonicCalibrator,
+    "ordinal": OrdinalCalibrator,
+}
 
 
 def calibrator_from_dict(d: dict[str, Any]) -> IsotonicCalibrator | OrdinalCalibrator:

@@ -77,8 +77,9 @@ def level_scores(probabilities: Any, levels: Sequence[float]) -> np.ndarray:
         right_p = np.where(can_right, p[rows, np.minimum(high + 1, k - 1)], -1.0)
         left_d = distance[rows, np.maximum(low - 1, 0)]
         right_d = distance[rows, np.minimum(high + 1, k - 1)]
-        go_left = can_left & ((left_p > right_p) | ((left_p == right_p) & (left_d <= right_d))
-                              | ~can_right)
+        go_left = can_left & (
+            (left_p > right_p) | ((left_p == right_p) & (left_d <= right_d)) | ~can_right
+        )
         added = np.where(go_left, low - 1, high + 1)
         mass = mass + p[rows, added]
         scores[rows, added] = mass + step * STEP
@@ -130,8 +131,9 @@ class ConformalCriterion:
         return self.threshold
 
 
-def label_scores(criterion: str, scores: np.ndarray, labels: Sequence[Sequence[float]],
-                 levels: Sequence[float]) -> list[np.ndarray]:
+def label_scores(
+    criterion: str, scores: np.ndarray, labels: Sequence[Sequence[float]], levels: Sequence[float]
+) -> list[np.ndarray]:
     """Per labelled item, the scores (module text) of its raters' labels."""
     index = {float(v): k for k, v in enumerate(levels)}
     out = []
@@ -141,13 +143,16 @@ def label_scores(criterion: str, scores: np.ndarray, labels: Sequence[Sequence[f
         try:
             out.append(np.array([scores[row, index[float(y)]] for y in item_labels]))
         except KeyError as exc:
-            raise InputDataError(f"{criterion}: a label {exc.args[0]!r} is not a level of the "
-                                 f"scale {list(map(float, levels))}") from None
+            raise InputDataError(
+                f"{criterion}: a label {exc.args[0]!r} is not a level of the "
+                f"scale {list(map(float, levels))}"
+            ) from None
     return out
 
 
-def nonconformity(per_rater: Sequence[np.ndarray], cover: str,
-                  rng: np.random.Generator | None = None) -> np.ndarray:
+def nonconformity(
+    per_rater: Sequence[np.ndarray], cover: str, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """Each item's nonconformity from its raters' label scores: the largest, or one at random.
 
     The largest with ``every-rater``, one drawn at random with ``one-rater`` (``rng`` fixes the
@@ -161,10 +166,17 @@ def nonconformity(per_rater: Sequence[np.ndarray], cover: str,
     return np.array([float(s[rng.integers(s.size)]) for s in per_rater])
 
 
-def fit_criterion(criterion: str, probabilities: Any, labels: Sequence[Sequence[float]],
-                  levels: Sequence[float], alpha: float,
-                  groups: Sequence[str | None] | None = None, *, cover: str = "every-rater",
-                  rng: np.random.Generator | None = None) -> ConformalCriterion:
+def fit_criterion(
+    criterion: str,
+    probabilities: Any,
+    labels: Sequence[Sequence[float]],
+    levels: Sequence[float],
+    alpha: float,
+    groups: Sequence[str | None] | None = None,
+    *,
+    cover: str = "every-rater",
+    rng: np.random.Generator | None = None,
+) -> ConformalCriterion:
     """The thresholds from labelled items: the jury's distributions and the raters' labels.
 
     The distributions are items x levels; each item's raters' labels are values of ``levels``;
@@ -178,12 +190,14 @@ def fit_criterion(criterion: str, probabilities: Any, labels: Sequence[Sequence[
         for name in sorted({g for g in groups if g is not None}):
             mine = worst[[g == name for g in groups]]
             by_group[name] = (threshold(mine, alpha), int(mine.size))
-    return ConformalCriterion(criterion, tuple(values), threshold(worst, alpha), len(labels),
-                              by_group)
+    return ConformalCriterion(
+        criterion, tuple(values), threshold(worst, alpha), len(labels), by_group
+    )
 
 
-def probability_rows(distributions: Sequence[Mapping[float, float] | None],
-                     levels: Sequence[float]) -> np.ndarray:
+def probability_rows(
+    distributions: Sequence[Mapping[float, float] | None], levels: Sequence[float]
+) -> np.ndarray:
     """Items x levels from per-item distributions (value -> probability; None: no row, NaN)."""
     values = list(map(float, levels))
     index = {v: k for k, v in enumerate(values)}
@@ -223,15 +237,27 @@ class ConformalMap:
 
     def to_dict(self) -> dict[str, Any]:
         """The map as plain data (what `save` writes; infinite thresholds as null)."""
-        return {"kind": "conformal", "alpha": self.alpha, "cover": self.cover,
-                "provenance": self.provenance,
-                "rubric": self.rubric, "group_column": self.group_column,
-                "criteria": {c: {"levels": list(k.levels), "threshold": _finite(k.threshold),
-                                 "labelled": k.labelled,
-                                 "groups": {g: {"threshold": _finite(t), "labelled": n}
-                                            for g, (t, n) in k.groups.items()}}
-                             for c, k in self.criteria.items()},
-                "report": self.report}
+        return {
+            "kind": "conformal",
+            "alpha": self.alpha,
+            "cover": self.cover,
+            "provenance": self.provenance,
+            "rubric": self.rubric,
+            "group_column": self.group_column,
+            "criteria": {
+                c: {
+                    "levels": list(k.levels),
+                    "threshold": _finite(k.threshold),
+                    "labelled": k.labelled,
+                    "groups": {
+                        g: {"threshold": _finite(t), "labelled": n}
+                        for g, (t, n) in k.groups.items()
+                    },
+                }
+                for c, k in self.criteria.items()
+            },
+            "report": self.report,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "the file") -> ConformalMap:
@@ -240,18 +266,32 @@ class ConformalMap:
         InputDataError naming ``source`` when it is not one.
         """
         if not isinstance(data, Mapping) or data.get("kind") != "conformal":
-            raise InputDataError(f"{source} is not a conformal map (from `jurybox calibrate "
-                                 "--conformal`)")
+            raise InputDataError(
+                f"{source} is not a conformal map (from `jurybox calibrate --conformal`)"
+            )
         try:
             criteria = {
-                c: ConformalCriterion(c, tuple(map(float, k["levels"])), _threshold(k["threshold"]),
-                                      int(k["labelled"]),
-                                      {g: (_threshold(v["threshold"]), int(v["labelled"]))
-                                       for g, v in (k.get("groups") or {}).items()})
-                for c, k in data["criteria"].items()}
-            return cls(float(data["alpha"]), criteria, data.get("provenance"),
-                       data.get("rubric"), data.get("group_column"), dict(data.get("report") or {}),
-                       str(data.get("cover") or "every-rater"))
+                c: ConformalCriterion(
+                    c,
+                    tuple(map(float, k["levels"])),
+                    _threshold(k["threshold"]),
+                    int(k["labelled"]),
+                    {
+                        g: (_threshold(v["threshold"]), int(v["labelled"]))
+                        for g, v in (k.get("groups") or {}).items()
+                    },
+                )
+                for c, k in data["criteria"].items()
+            }
+            return cls(
+                float(data["alpha"]),
+                criteria,
+                data.get("provenance"),
+                data.get("rubric"),
+                data.get("group_column"),
+                dict(data.get("report") or {}),
+                str(data.get("cover") or "every-rater"),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputDataError(f"{source}: a malformed conformal map ({exc})") from None
 
@@ -265,9 +305,12 @@ class ConformalMap:
         from ..stats.stat import jsonable
 
         path, data = Path(path), jsonable(self.to_dict())
-        path.write_text(yaml.safe_dump(data, sort_keys=False) if path.suffix.lower() in
-                        (".yaml", ".yml") else json.dumps(data, indent=2) + "\n",
-                        encoding="utf-8")
+        path.write_text(
+            yaml.safe_dump(data, sort_keys=False)
+            if path.suffix.lower() in (".yaml", ".yml")
+            else json.dumps(data, indent=2) + "\n",
+            encoding="utf-8",
+        )
         return path
 
     @classmethod
@@ -287,8 +330,9 @@ class ConformalMap:
             raise InputDataError(f"{path}: not YAML or JSON ({exc})") from None
         return cls.from_dict(data, str(path))
 
-    def intervals_of(self, record: Any, scales: Mapping[str, Any],
-                     group: str | None = None) -> dict[str, list[float] | None]:
+    def intervals_of(
+        self, record: Any, scales: Mapping[str, Any], group: str | None = None
+    ) -> dict[str, list[float] | None]:
         """Criterion -> ``[low, high]`` for a verdict record.
 
         None where the jury gave no scored vote on the criterion.
@@ -310,9 +354,13 @@ class ConformalMap:
             out[name] = [float(got[0, 0]), float(got[0, 1])]
         return out
 
-    def apply_to_record(self, record: dict[str, Any], scales: Mapping[str, Any],
-                        route_width: float | None = None,
-                        group: str | None = None) -> dict[str, Any]:
+    def apply_to_record(
+        self,
+        record: dict[str, Any],
+        scales: Mapping[str, Any],
+        route_width: float | None = None,
+        group: str | None = None,
+    ) -> dict[str, Any]:
         """The record with ``interval`` and, with a ``route_width``, ``route``.
 
         ``interval`` is criterion -> [low, high] or null; ``route`` (``{"to": "human", "reasons":
@@ -321,10 +369,13 @@ class ConformalMap:
         got = self.intervals_of(record, scales, group)
         out = {**record, "interval": got}
         if route_width is not None:
-            reasons = [f"{c}: no interval (the jury did not score it)" if iv is None else
-                       f"{c}: interval [{iv[0]:g}, {iv[1]:g}] wider than {route_width:g}"
-                       for c, iv in got.items()
-                       if iv is None or iv[1] - iv[0] > route_width + 1e-12]
+            reasons = [
+                f"{c}: no interval (the jury did not score it)"
+                if iv is None
+                else f"{c}: interval [{iv[0]:g}, {iv[1]:g}] wider than {route_width:g}"
+                for c, iv in got.items()
+                if iv is None or iv[1] - iv[0] > route_width + 1e-12
+            ]
             if reasons:
                 out["route"] = {"to": "human", "reasons": reasons}
         return out
@@ -344,11 +395,20 @@ def _threshold(x: Any) -> float:
     return math.inf if x is None else float(x)
 
 
-def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
-                  scales: Mapping[str, Any], *, alpha: float = 0.1,
-                  groups: Mapping[str, str] | None = None, group_column: str | None = None,
-                  provenance: str | None = None, rubric: str | None = None,
-                  folds: int = 5, seed: int = 0, cover: str = "every-rater") -> ConformalMap:
+def fit_conformal(
+    lines: Sequence[Mapping[str, Any]],
+    records: Sequence[Any],
+    scales: Mapping[str, Any],
+    *,
+    alpha: float = 0.1,
+    groups: Mapping[str, str] | None = None,
+    group_column: str | None = None,
+    provenance: str | None = None,
+    rubric: str | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    cover: str = "every-rater",
+) -> ConformalMap:
     """A `ConformalMap` from human label ``lines`` and the verdict ``records``.
 
     ``lines`` are as ``label_rows`` gives them; ``records`` are those of the labelled items (and
@@ -371,7 +431,9 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
             "probabilities: the items the jury is sure of, where a confidently wrong jury errs, "
             "are under-represented, so a threshold fitted on them undercovers new items while "
             "its own cross-validation looks right. Fit the map on labels from a uniform order "
-            "(--goal agreement)", field="selection")
+            "(--goal agreement)",
+            field="selection",
+        )
     nonconformity([], cover)  # an unknown cover is refused before any work
     by_id = {r.id: r for r in records}
     criteria: dict[str, ConformalCriterion] = {}
@@ -382,8 +444,10 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
         if not labels:
             continue
         levels = [float(v) for v in scale.values]
-        dists = [mixed_distribution([v for v in by_id[i].votes if v.criterion == name], scale)
-                 for i in labels]
+        dists = [
+            mixed_distribution([v for v in by_id[i].votes if v.criterion == name], scale)
+            for i in labels
+        ]
         rows = probability_rows(dists, levels)
         usable = ~np.isnan(rows).any(axis=1)
         ids = [i for i, ok in zip(labels, usable) if ok]
@@ -391,37 +455,50 @@ def fit_conformal(lines: Sequence[Mapping[str, Any]], records: Sequence[Any],
             continue
         item_groups = [groups.get(i) for i in ids] if groups else None
         item_labels = [labels[i] for i in ids]
-        fitted = fit_criterion(name, rows[usable], item_labels, levels, alpha, item_groups,
-                               cover=cover, rng=rng)
+        fitted = fit_criterion(
+            name, rows[usable], item_labels, levels, alpha, item_groups, cover=cover, rng=rng
+        )
         criteria[name] = fitted
         all_rows = probability_rows(
-            [mixed_distribution([v for v in r.votes if v.criterion == name], scale)
-             for r in records], levels)
+            [
+                mixed_distribution([v for v in r.votes if v.criterion == name], scale)
+                for r in records
+            ],
+            levels,
+        )
         all_rows = all_rows[~np.isnan(all_rows).any(axis=1)]
         spans = _spans(all_rows, levels, fitted.threshold)
         report[name] = {
-            "labelled": len(ids), "left_out_unscored": int((~usable).sum()),
-            "covers": cover, "raters_per_item": float(np.mean([len(y) for y in item_labels])),
+            "labelled": len(ids),
+            "left_out_unscored": int((~usable).sum()),
+            "covers": cover,
+            "raters_per_item": float(np.mean([len(y) for y in item_labels])),
             "threshold": _finite(fitted.threshold),
             "mean_width": float(spans.mean()) if spans.size else None,
             "single_level_share": float(np.mean(spans == 0)) if spans.size else None,
-            **_cross_validated(rows[usable], item_labels, levels, alpha, item_groups, folds, rng,
-                               cover)}
+            **_cross_validated(
+                rows[usable], item_labels, levels, alpha, item_groups, folds, rng, cover
+            ),
+        }
         if max(len(y) for y in item_labels) > 1:
             other = COVERS[1 - COVERS.index(cover)]
-            refit = fit_criterion(name, rows[usable], item_labels, levels, alpha, cover=other,
-                                  rng=rng)
+            refit = fit_criterion(
+                name, rows[usable], item_labels, levels, alpha, cover=other, rng=rng
+            )
             widths = _spans(all_rows, levels, refit.threshold)
             report[name]["other_cover"] = {
-                "covers": other, "threshold": _finite(refit.threshold),
-                "mean_width": float(widths.mean()) if widths.size else None}
+                "covers": other,
+                "threshold": _finite(refit.threshold),
+                "mean_width": float(widths.mean()) if widths.size else None,
+            }
         if math.isinf(fitted.threshold):
-            report[name]["note"] = (f"{len(ids)} labelled items are too few for "
-                                    f"{1 - alpha:.0%} coverage: every interval is the whole "
-                                    f"scale (at least {math.ceil(1 / alpha) - 1} are needed)")
+            report[name]["note"] = (
+                f"{len(ids)} labelled items are too few for "
+                f"{1 - alpha:.0%} coverage: every interval is the whole "
+                f"scale (at least {math.ceil(1 / alpha) - 1} are needed)"
+            )
     if not criteria:
-        raise InputDataError("no criterion has two labelled items the jury scored: nothing to "
-                             "fit")
+        raise InputDataError("no criterion has two labelled items the jury scored: nothing to fit")
     return ConformalMap(alpha, criteria, provenance, rubric, group_column, report, cover)
 
 
@@ -432,9 +509,16 @@ def _spans(rows: np.ndarray, levels: Sequence[float], cut: float) -> np.ndarray:
     return np.diff(intervals(level_scores(rows, levels), levels, cut)).ravel()
 
 
-def _cross_validated(rows: np.ndarray, labels: Sequence[Sequence[float]], levels: Sequence[float],
-                     alpha: float, groups: Sequence[str | None] | None, folds: int,
-                     rng: np.random.Generator, cover: str = "every-rater") -> dict[str, Any]:
+def _cross_validated(
+    rows: np.ndarray,
+    labels: Sequence[Sequence[float]],
+    levels: Sequence[float],
+    alpha: float,
+    groups: Sequence[str | None] | None,
+    folds: int,
+    rng: np.random.Generator,
+    cover: str = "every-rater",
+) -> dict[str, Any]:
     """Coverage under k-fold cross-validation, overall, per group and per route width.
 
     The coverage is of every rater's label (``every-rater``) or of a random rater's
@@ -450,27 +534,41 @@ def _cross_validated(rows: np.ndarray, labels: Sequence[Sequence[float]], levels
     width = np.zeros(n)
     for fold in np.array_split(order, k):
         train = np.setdiff1d(order, fold)
-        fitted = fit_criterion("cv", rows[train], [labels[i] for i in train], levels, alpha,
-                               [groups[i] for i in train] if groups else None, cover=cover,
-                               rng=rng)
+        fitted = fit_criterion(
+            "cv",
+            rows[train],
+            [labels[i] for i in train],
+            levels,
+            alpha,
+            [groups[i] for i in train] if groups else None,
+            cover=cover,
+            rng=rng,
+        )
         for i in fold:
             cut = fitted.cut(groups[i] if groups else None)
             got = intervals(level_scores(rows[[i]], levels), levels, cut)[0]
             inside = [got[0] <= y <= got[1] for y in labels[i]]
             hit[i] = all(inside) if cover == "every-rater" else float(np.mean(inside))
             width[i] = got[1] - got[0]
-    out: dict[str, Any] = {"cv_coverage": float(hit.mean()), "cv_folds": k,
-                           "cv_by_route_width": _by_route_width(hit, width, levels)}
+    out: dict[str, Any] = {
+        "cv_coverage": float(hit.mean()),
+        "cv_folds": k,
+        "cv_by_route_width": _by_route_width(hit, width, levels),
+    }
     if groups:
         out["cv_coverage_by_group"] = {
-            g: {"coverage": float(hit[[x == g for x in groups]].mean()),
-                "labelled": int(sum(x == g for x in groups))}
-            for g in sorted({x for x in groups if x is not None})}
+            g: {
+                "coverage": float(hit[[x == g for x in groups]].mean()),
+                "labelled": int(sum(x == g for x in groups)),
+            }
+            for g in sorted({x for x in groups if x is not None})
+        }
     return out
 
 
-def _by_route_width(hit: np.ndarray, width: np.ndarray, levels: Sequence[float]
-                    ) -> list[dict[str, Any]]:
+def _by_route_width(
+    hit: np.ndarray, width: np.ndarray, levels: Sequence[float]
+) -> list[dict[str, Any]]:
     """Per route width W: the share of held-out items kept and their coverage.
 
     The widths are each distance between levels, as ``--route-width W`` keeps an item whose
@@ -479,6 +577,11 @@ def _by_route_width(hit: np.ndarray, width: np.ndarray, levels: Sequence[float]
     out = []
     for w in sorted({float(v) - float(levels[0]) for v in levels}):
         kept = width <= w + 1e-12
-        out.append({"route_width": w, "kept": float(kept.mean()),
-                    "coverage": float(hit[kept].mean()) if kept.any() else None})
+        out.append(
+            {
+                "route_width": w,
+                "kept": float(kept.mean()),
+                "coverage": float(hit[kept].mean()) if kept.any() else None,
+            }
+        )
     return out

@@ -34,8 +34,9 @@ def cross_validate(data: CriterionData, params: dict[str, Any]) -> dict[str, Any
     usable = np.nonzero(~np.isnan(human_mean))[0]
     k = min(params["cv_folds"], usable.size)
     if usable.size < 4 or k < 2:
-        return {"skipped": f"only {_plural(int(usable.size), 'labelled item')}; need at "
-                           f"least 4 for CV"}
+        return {
+            "skipped": f"only {_plural(int(usable.size), 'labelled item')}; need at least 4 for CV"
+        }
     fold = folds(usable.size, k, params["seed"])
     output = "round" if data.categorical else params["output"]
     after = np.full(len(data.ids), np.nan)
@@ -57,23 +58,31 @@ def cross_validate(data: CriterionData, params: dict[str, Any]) -> dict[str, Any
     before = data.jury
     both = ~(np.isnan(before) | np.isnan(after) | np.isnan(target))
     b, a, h = before[both], after[both], target[both]
-    result: dict[str, Any] = {"folds": k, "n_items": int(both.sum()),
-                              "n_folds_failed": failed,
-                              "target": "human majority" if data.categorical else "human mean"}
+    result: dict[str, Any] = {
+        "folds": k,
+        "n_items": int(both.sum()),
+        "n_folds_failed": failed,
+        "target": "human majority" if data.categorical else "human mean",
+    }
     if both.sum() < 3:
         result["skipped"] = "fewer than 3 items with jury, calibrated and human values"
         return result
     scale = list(data.scale.values)
 
     if data.categorical:
+
         def summary(x: np.ndarray) -> dict[str, Any]:
-            return {"accuracy": exact_agreement(x, h).to_dict(),
-                    "kappa": cohen_kappa(x, h, labels=scale).to_dict()}
+            return {
+                "accuracy": exact_agreement(x, h).to_dict(),
+                "kappa": cohen_kappa(x, h, labels=scale).to_dict(),
+            }
 
         def gain_fn(bb: np.ndarray, aa: np.ndarray, hh: np.ndarray) -> float:
             return float(np.mean(aa == hh) - np.mean(bb == hh))
+
         metric = "accuracy gain"
     else:
+
         def summary(x: np.ndarray) -> dict[str, Any]:
             return {
                 "mae": mean_absolute_error(x, h).to_dict(),
@@ -85,23 +94,28 @@ def cross_validate(data: CriterionData, params: dict[str, Any]) -> dict[str, Any
 
         def gain_fn(bb: np.ndarray, aa: np.ndarray, hh: np.ndarray) -> float:
             return float(np.mean(np.abs(bb - hh)) - np.mean(np.abs(aa - hh)))
+
         metric = "MAE reduction"
 
     gain = bootstrap_ci(gain_fn, b, a, h, n_resamples=1000, seed=params["seed"])
     result["before"] = summary(b)
     result["after"] = summary(a)
-    result["improvement"] = {"metric": metric, "value": gain.value,
-                             "ci": list(gain.ci) if gain.ci else None}
+    result["improvement"] = {
+        "metric": metric,
+        "value": gain.value,
+        "ci": list(gain.ci) if gain.ci else None,
+    }
     result["helps"] = bool(gain.ci is not None and gain.ci[0] > 0)
     result["hurts"] = bool(gain.ci is not None and gain.ci[1] < 0)
     per_judge = {}
     for j, x in data.judges.items():
         ok = ~(np.isnan(x) | np.isnan(after_judge[j]) | np.isnan(human_mean))
         if ok.sum() >= 1:
-            per_judge[j] = {"n_items": int(ok.sum()),
-                            "mae_before": float(np.mean(np.abs(x[ok] - human_mean[ok]))),
-                            "mae_after": float(np.mean(np.abs(after_judge[j][ok]
-                                                              - human_mean[ok])))}
+            per_judge[j] = {
+                "n_items": int(ok.sum()),
+                "mae_before": float(np.mean(np.abs(x[ok] - human_mean[ok]))),
+                "mae_after": float(np.mean(np.abs(after_judge[j][ok] - human_mean[ok]))),
+            }
     result["per_judge"] = per_judge
     return result
 
@@ -124,8 +138,7 @@ def cv_verdict(cv: dict[str, Any]) -> Literal["helps", "hurts", "unclear", "skip
 
 _VERDICT_TEXT = {
     "helps": "calibration helps",
-    "hurts": "calibration hurts (calibrated values are further from the humans); do not apply "
-             "it",
+    "hurts": "calibration hurts (calibrated values are further from the humans); do not apply it",
     "unclear": "no clear improvement",
 }
 
@@ -146,11 +159,12 @@ def format_cv(cv: dict[str, Any]) -> list[str]:
     ci = gain["ci"]
     ci_text = f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
     verdict = _VERDICT_TEXT[cv_verdict(cv)]
-    lines = [f"{cv['folds']}-fold CV on {_plural(cv['n_items'], 'item')} (jury vs "
-             f"{cv['target']}):"]
+    lines = [f"{cv['folds']}-fold CV on {_plural(cv['n_items'], 'item')} (jury vs {cv['target']}):"]
     if "accuracy" in b:
-        lines.append(f"  accuracy {val(b['accuracy'])} -> {val(a['accuracy'])}   kappa "
-                     f"{val(b['kappa'])} -> {val(a['kappa'])}")
+        lines.append(
+            f"  accuracy {val(b['accuracy'])} -> {val(a['accuracy'])}   kappa "
+            f"{val(b['kappa'])} -> {val(a['kappa'])}"
+        )
     else:
         lines += [
             f"  MAE   {val(b['mae'])} -> {val(a['mae'])}",
@@ -161,6 +175,5 @@ def format_cv(cv: dict[str, Any]) -> list[str]:
         ]
     lines.append(f"  {gain['metric']} {gain['value']:+.3f}{ci_text}: {verdict}")
     for j, d in cv.get("per_judge", {}).items():
-        lines.append(f"  {j}: MAE {d['mae_before']:.3f} -> {d['mae_after']:.3f} "
-                     f"(n={d['n_items']})")
+        lines.append(f"  {j}: MAE {d['mae_before']:.3f} -> {d['mae_after']:.3f} (n={d['n_items']})")
     return lines

@@ -81,8 +81,11 @@ class CriterionMap:
         The model is the weights and per-judge calibrators (numeric) or the Dawid-Skene priors and
         confusion matrices (categorical).
         """
-        out: dict[str, Any] = {"kind": self.kind, "scale": self.scale.compact(),
-                               "n_items": self.n_items}
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "scale": self.scale.compact(),
+            "n_items": self.n_items,
+        }
         if self.kind == "numeric":
             out["weights"] = dict(self.weights)
             out["judges"] = {j: c.to_dict() for j, c in self.calibrators.items()}
@@ -108,13 +111,20 @@ class CriterionMap:
             return cls(criterion, scale, "numeric", cals, weights, n_items=d.get("n_items", 0))
         if d["kind"] == "categorical":
             conf = {j: np.asarray(m, dtype=float) for j, m in d["confusion"].items()}
-            return cls(criterion, scale, "categorical", priors=np.asarray(d["priors"], float),
-                       confusion=conf, n_items=d.get("n_items", 0))
+            return cls(
+                criterion,
+                scale,
+                "categorical",
+                priors=np.asarray(d["priors"], float),
+                confusion=conf,
+                n_items=d.get("n_items", 0),
+            )
         raise InputDataError(f"{criterion}: unknown map kind {d['kind']!r}")
 
 
-def _scale_codes(x: np.ndarray, scale: np.ndarray, judge: str, criterion: str
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def _scale_codes(
+    x: np.ndarray, scale: np.ndarray, judge: str, criterion: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Index of each judge value on the scale, and which items the judge voted on.
 
     A value off the scale is an error, never snapped to the nearest point.
@@ -123,8 +133,10 @@ def _scale_codes(x: np.ndarray, scale: np.ndarray, judge: str, criterion: str
     code = np.abs(np.nan_to_num(x)[:, None] - scale).argmin(axis=1)
     off = voted & ~np.isclose(scale[code], np.nan_to_num(x))
     if off.any():
-        raise InputDataError(f"judge {judge!r} gave values {np.unique(x[off]).tolist()} on "
-                             f"{criterion!r}, not on the scale {scale.tolist()}")
+        raise InputDataError(
+            f"judge {judge!r} gave values {np.unique(x[off]).tolist()} on "
+            f"{criterion!r}, not on the scale {scale.tolist()}"
+        )
     return code, voted
 
 
@@ -154,11 +166,16 @@ def _check_human_variation(data: CriterionData) -> None:
     value = float(labels[0])
     names = [k for k, v in data.scale.labels.items() if v == value]
     shown = f"{names[0]!r}" if names else f"{value:g}"
-    which = (f"the only human label on {data.criterion!r} is {shown}" if labels.size == 1 else
-             f"all {labels.size} human labels on {data.criterion!r} are {shown}")
-    raise InputDataError(f"{which}: with no variation to learn from, a map would give every "
-                         f"item {shown} (and human-human agreement is undefined); label items "
-                         f"that differ, or leave this criterion out")
+    which = (
+        f"the only human label on {data.criterion!r} is {shown}"
+        if labels.size == 1
+        else f"all {labels.size} human labels on {data.criterion!r} are {shown}"
+    )
+    raise InputDataError(
+        f"{which}: with no variation to learn from, a map would give every "
+        f"item {shown} (and human-human agreement is undefined); label items "
+        f"that differ, or leave this criterion out"
+    )
 
 
 def fit_criterion(data: CriterionData, params: dict[str, Any]) -> CriterionMap:
@@ -183,11 +200,15 @@ def fit_criterion(data: CriterionData, params: dict[str, Any]) -> CriterionMap:
         cals[judge] = CALIBRATORS[params["method"]](scale, output="clip").fit(xs, ys)
         mse[judge] = _oof_mse(x, data.human, human_mean, scale, params)
     if not cals:
-        hint = ("; the judges give (nearly) constant scores, so try their logprob-expected "
-                "scores (value 'expected', --value expected) if the verdicts have them"
-                if params.get("value") == "score" else "")
-        raise InputDataError(f"no judge has two distinct scores paired with human labels on "
-                             f"{data.criterion!r}{hint}")
+        hint = (
+            "; the judges give (nearly) constant scores, so try their logprob-expected "
+            "scores (value 'expected', --value expected) if the verdicts have them"
+            if params.get("value") == "score"
+            else ""
+        )
+        raise InputDataError(
+            f"no judge has two distinct scores paired with human labels on {data.criterion!r}{hint}"
+        )
     inv = {j: 1.0 / max(m, 1e-6) for j, m in mse.items()}
     total = sum(inv.values())
     weights = {j: v / total for j, v in inv.items()}
@@ -195,8 +216,13 @@ def fit_criterion(data: CriterionData, params: dict[str, Any]) -> CriterionMap:
     return CriterionMap(data.criterion, data.scale, "numeric", cals, weights, n_items=n_items)
 
 
-def _oof_mse(x: np.ndarray, human: np.ndarray, human_mean: np.ndarray, scale: list[float],
-             params: dict[str, Any]) -> float:
+def _oof_mse(
+    x: np.ndarray,
+    human: np.ndarray,
+    human_mean: np.ndarray,
+    scale: list[float],
+    params: dict[str, Any],
+) -> float:
     """Out-of-fold squared error of one judge's calibrated score against the human mean.
 
     In-sample error flatters isotonic maps (they can fit noise), which would over-weight the
@@ -241,15 +267,34 @@ def _fit_categorical(data: CriterionData) -> CriterionMap:
     fit = dawid_skene(codes, k, truth=truth)
     confusion = {j: fit.confusion[r] for r, j in enumerate(judges)}
     n_items = int((~np.isnan(truth).any(axis=1)).sum())
-    notes = [] if fit.converged else [
-        f"Dawid-Skene EM did not converge in {_plural(fit.n_iter, 'step')} (its parameters "
-        f"were still moving), so the judges' confusion matrices and calibrated labels may be off"]
-    return CriterionMap(data.criterion, data.scale, "categorical", priors=fit.priors,
-                        confusion=confusion, n_items=n_items, notes=notes)
+    notes = (
+        []
+        if fit.converged
+        else [
+            f"Dawid-Skene EM did not converge in {_plural(fit.n_iter, 'step')} (its parameters "
+            f"were still moving), so the judges' confusion matrices and calibrated labels may be off"
+        ]
+    )
+    return CriterionMap(
+        data.criterion,
+        data.scale,
+        "categorical",
+        priors=fit.priors,
+        confusion=confusion,
+        n_items=n_items,
+        notes=notes,
+    )
 
 
 def subset(data: CriterionData, idx: np.ndarray) -> CriterionData:
     """``data`` restricted to the items at positions ``idx``."""
-    return CriterionData(data.criterion, [data.ids[i] for i in idx], data.human[:, idx],
-                         data.human_raters, {j: v[idx] for j, v in data.judges.items()},
-                         data.jury[idx], data.scale, data.categorical)
+    return CriterionData(
+        data.criterion,
+        [data.ids[i] for i in idx],
+        data.human[:, idx],
+        data.human_raters,
+        {j: v[idx] for j, v in data.judges.items()},
+        data.jury[idx],
+        data.scale,
+        data.categorical,
+    )

@@ -63,9 +63,12 @@ def read_group_results(path: Path) -> dict[str, list[float | None]]:
     for n, row in _lines(path):
         rewards = row.get("rewards")
         if not isinstance(rewards, list) or not all(
-                r is None or isinstance(r, (int, float)) for r in rewards):
-            raise InputDataError(f"{path}:{n}: rewards: a list of numbers (null when "
-                                 "unscored), one per completion, is expected")
+            r is None or isinstance(r, (int, float)) for r in rewards
+        ):
+            raise InputDataError(
+                f"{path}:{n}: rewards: a list of numbers (null when "
+                "unscored), one per completion, is expected"
+            )
         key = str(row["id"])
         if key in out:
             raise InputDataError(f"{path}:{n}: group {key!r} again")
@@ -90,8 +93,9 @@ def read_human_rankings(path: Path) -> dict[str, HumanGroup]:
             if winner not in PREFERENCE:
                 raise InputDataError(f"{where}: winner: a, b or tie, got {winner!r}")
             if not (isinstance(a, int) and isinstance(b, int)) or a == b or min(a, b) < 0:
-                raise InputDataError(f"{where}: a and b: two different completion positions "
-                                     "(0 the first)")
+                raise InputDataError(
+                    f"{where}: a and b: two different completion positions (0 the first)"
+                )
             group.pairs.append((a, b, PREFERENCE[winner]))
         else:
             raise InputDataError(f"{where}: give ranking, ranks, or a, b and winner")
@@ -101,19 +105,25 @@ def read_human_rankings(path: Path) -> dict[str, HumanGroup]:
 def _ranks(row: dict[str, Any], where: str) -> list[float | None]:
     if "ranking" in row:
         order = row["ranking"]
-        if (not isinstance(order, list) or not all(isinstance(c, int) for c in order)
-                or sorted(order) != list(range(len(order)))):
-            raise InputDataError(f"{where}: ranking: every completion's position (0 the first) "
-                                 "once, best first")
+        if (
+            not isinstance(order, list)
+            or not all(isinstance(c, int) for c in order)
+            or sorted(order) != list(range(len(order)))
+        ):
+            raise InputDataError(
+                f"{where}: ranking: every completion's position (0 the first) once, best first"
+            )
         ranks: list[float | None] = [None] * len(order)
         for rank, c in enumerate(order, 1):
             ranks[c] = float(rank)
         return ranks
     given = row["ranks"]
-    if not isinstance(given, list) or not all(r is None or isinstance(r, (int, float))
-                                              for r in given):
-        raise InputDataError(f"{where}: ranks: a rank per completion (1 the best; null: not "
-                             "ranked)")
+    if not isinstance(given, list) or not all(
+        r is None or isinstance(r, (int, float)) for r in given
+    ):
+        raise InputDataError(
+            f"{where}: ranks: a rank per completion (1 the best; null: not ranked)"
+        )
     return [None if r is None else float(r) for r in given]
 
 
@@ -131,35 +141,55 @@ class GroupAgreement:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return jsonable({"groups": self.groups, "only_jury": self.only_jury,
-                         "only_human": self.only_human,
-                         "kendall_tau_b": self.kendall_tau_b.to_dict(),
-                         "pair_agreement": self.pair_agreement.to_dict(),
-                         "human_ties": self.human_ties, "unscored": self.unscored,
-                         "notes": self.notes})
+        return jsonable(
+            {
+                "groups": self.groups,
+                "only_jury": self.only_jury,
+                "only_human": self.only_human,
+                "kendall_tau_b": self.kendall_tau_b.to_dict(),
+                "pair_agreement": self.pair_agreement.to_dict(),
+                "human_ties": self.human_ties,
+                "unscored": self.unscored,
+                "notes": self.notes,
+            }
+        )
 
     def words(self) -> list[str]:
         """The report in lines."""
+
         def shown(stat: Stat, what: str) -> str:
             if stat.value is None:
                 return f"{what}: undefined ({stat.reason})"
             ci = f" [{stat.ci[0]:.3f}, {stat.ci[1]:.3f}]" if stat.ci else " (no interval)"
             return f"{what}: {stat.value:.3f}{ci} over {stat.n}"
-        return [f"{self.groups} groups with both rewards and human labels",
-                shown(self.kendall_tau_b, "Kendall's tau-b, mean over ranked groups"),
-                shown(self.pair_agreement, "agreement with human preferences (a jury tie "
-                      "half), over preferences"), *self.notes]
+
+        return [
+            f"{self.groups} groups with both rewards and human labels",
+            shown(self.kendall_tau_b, "Kendall's tau-b, mean over ranked groups"),
+            shown(
+                self.pair_agreement,
+                "agreement with human preferences (a jury tie half), over preferences",
+            ),
+            *self.notes,
+        ]
 
 
-def agreement_of(human: Path, judged: Path, n_resamples: int = 1000,
-                 confidence: float = 0.95, seed: int | None = 0) -> GroupAgreement:
+def agreement_of(
+    human: Path,
+    judged: Path,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int | None = 0,
+) -> GroupAgreement:
     """The jury's group rewards in ``judged`` against the human labels in ``human``."""
     jury = read_group_results(judged)
     people = read_human_rankings(human)
     keys = [k for k in jury if k in people]
     if not keys:
-        raise InputDataError(f"no group id is in both {judged} and {human}: the human labels "
-                             "name groups by the id the jury's results carry")
+        raise InputDataError(
+            f"no group id is in both {judged} and {human}: the human labels "
+            "name groups by the id the jury's results carry"
+        )
     taus: list[float | None] = []
     agree: list[float] = []
     counts: list[int] = []
@@ -168,19 +198,22 @@ def agreement_of(human: Path, judged: Path, n_resamples: int = 1000,
         rewards, said = jury[key], people[key]
         for i, j, _ in said.pairs:
             if max(i, j) >= len(rewards):
-                raise InputDataError(f"{human}: group {key!r}: a preference names completion "
-                                     f"{max(i, j)}, and the group has {len(rewards)}")
+                raise InputDataError(
+                    f"{human}: group {key!r}: a preference names completion "
+                    f"{max(i, j)}, and the group has {len(rewards)}"
+                )
         pairs = list(said.pairs)
         tau: float | None = None
         if said.ranks is not None:
             if len(said.ranks) != len(rewards):
-                raise InputDataError(f"{human}: group {key!r} ranks {len(said.ranks)} "
-                                     f"completions, and the jury rewarded {len(rewards)}")
-            both = [(r, -h) for r, h in zip(rewards, said.ranks)
-                    if r is not None and h is not None]
+                raise InputDataError(
+                    f"{human}: group {key!r} ranks {len(said.ranks)} "
+                    f"completions, and the jury rewarded {len(rewards)}"
+                )
+            both = [(r, -h) for r, h in zip(rewards, said.ranks) if r is not None and h is not None]
             tau = kendall_tau_b([r for r, _ in both], [h for _, h in both])
             ranked = [(c, h) for c, h in enumerate(said.ranks) if h is not None]
-            for (i, hi), (j, hj) in ((p, q) for k, p in enumerate(ranked) for q in ranked[k + 1:]):
+            for (i, hi), (j, hj) in ((p, q) for k, p in enumerate(ranked) for q in ranked[k + 1 :]):
                 pairs.append((i, j, 1.0 if hi < hj else 0.0 if hi > hj else 0.5))
         unscored += sum(r is None for r in rewards)
         got, n, tied = pair_agreement_counts(rewards, pairs)
@@ -194,6 +227,13 @@ def agreement_of(human: Path, judged: Path, n_resamples: int = 1000,
         notes.append(f"{ties} human ties left out of the pair agreement")
     if unscored:
         notes.append(f"{unscored} completions without a reward left out")
-    return GroupAgreement(len(keys), len(jury) - len(keys), len(people) - len(keys),
-                          stats["kendall_tau_b"], stats["pair_agreement"], ties, unscored,
-                          notes)
+    return GroupAgreement(
+        len(keys),
+        len(jury) - len(keys),
+        len(people) - len(keys),
+        stats["kendall_tau_b"],
+        stats["pair_agreement"],
+        ties,
+        unscored,
+        notes,
+    )

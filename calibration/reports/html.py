@@ -99,6 +99,7 @@ class ReportView(Protocol):
         """The joined data, for the plots (None: no plots)."""
         ...
 
+
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}
 h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
@@ -142,43 +143,71 @@ def _fmt(stat) -> str:
 
 
 def _criterion_section(name: str, crit: CriterionView, data: CriterionData | None) -> str:
-    keys = (["alpha", "kappa", "ac1", "exact", "mae"] if crit.categorical else
-            ["alpha", "qwk", "spearman", "kendall", "pearson", "exact", "adjacent", "mae", "bias"])
-    out = [f"<h2>{escape(name)}</h2>",
-           f"<p>{crit.n_items} labelled items, {len(crit.human_raters)} human raters, scale "
-           f"{escape(', '.join(f'{v:g}' for v in crit.scale))}.</p>"]
+    keys = (
+        ["alpha", "kappa", "ac1", "exact", "mae"]
+        if crit.categorical
+        else ["alpha", "qwk", "spearman", "kendall", "pearson", "exact", "adjacent", "mae", "bias"]
+    )
+    out = [
+        f"<h2>{escape(name)}</h2>",
+        f"<p>{crit.n_items} labelled items, {len(crit.human_raters)} human raters, scale "
+        f"{escape(', '.join(f'{v:g}' for v in crit.scale))}.</p>",
+    ]
     for key, stat in crit.human_human.items():
         out.append(f"<p>Human-human {escape(key)}: {_fmt(stat)}</p>")
-    out.append("<table><tr><th>judge-human</th><th>n</th>"
-               + "".join(f"<th>{k}</th>" for k in keys) + "</tr>")
+    out.append(
+        "<table><tr><th>judge-human</th><th>n</th>"
+        + "".join(f"<th>{k}</th>" for k in keys)
+        + "</tr>"
+    )
     for judge, stats in crit.judge_human.items():
         n = max((s.n for s in stats.values()), default=0)
-        out.append(f"<tr><td>{escape(judge)}</td><td>{n}</td>"
-                   + "".join(f"<td>{_fmt(stats.get(k))}</td>" for k in keys) + "</tr>")
+        out.append(
+            f"<tr><td>{escape(judge)}</td><td>{n}</td>"
+            + "".join(f"<td>{_fmt(stats.get(k))}</td>" for k in keys)
+            + "</tr>"
+        )
     out.append("</table>")
     if crit.judge_judge:
-        out.append("<table><tr><th>judge-judge</th><th>alpha</th><th>spearman</th>"
-                   "<th>exact</th></tr>")
+        out.append(
+            "<table><tr><th>judge-judge</th><th>alpha</th><th>spearman</th><th>exact</th></tr>"
+        )
         for pair, stats in crit.judge_judge.items():
-            out.append(f"<tr><td>{escape(pair)}</td>" + "".join(
-                f"<td>{_fmt(stats.get(k))}</td>" for k in ("alpha", "spearman", "exact"))
-                + "</tr>")
+            out.append(
+                f"<tr><td>{escape(pair)}</td>"
+                + "".join(f"<td>{_fmt(stats.get(k))}</td>" for k in ("alpha", "spearman", "exact"))
+                + "</tr>"
+            )
         out.append("</table>")
     ref = next(iter(crit.human_human.values()), None)
     out.append("<div class='plots'>")
-    out.append(_figure(_forest({j: s.get("alpha") for j, s in crit.judge_human.items()},
-                               ref.value if ref is not None else None),
-                       "alpha vs human consensus (dashed: human-human alpha)"))
+    out.append(
+        _figure(
+            _forest(
+                {j: s.get("alpha") for j, s in crit.judge_human.items()},
+                ref.value if ref is not None else None,
+            ),
+            "alpha vs human consensus (dashed: human-human alpha)",
+        )
+    )
     if data is not None:
         h_ref = data.human_reference
         h_mean = data.human_mean
         systems = dict(data.judges)
         systems["jury"] = data.jury
         for judge, x in systems.items():
-            out.append(_figure(_confusion(data.scale.snap(x), h_ref, list(data.scale.values)),
-                               f"{escape(judge)}: judge score (rows) vs human (columns)"))
-            out.append(_figure(_reliability(x, h_mean, list(data.scale.values)),
-                               f"{escape(judge)}: mean human score per judge score"))
+            out.append(
+                _figure(
+                    _confusion(data.scale.snap(x), h_ref, list(data.scale.values)),
+                    f"{escape(judge)}: judge score (rows) vs human (columns)",
+                )
+            )
+            out.append(
+                _figure(
+                    _reliability(x, h_mean, list(data.scale.values)),
+                    f"{escape(judge)}: mean human score per judge score",
+                )
+            )
     out.append("</div>")
     return "\n".join(out)
 
@@ -195,15 +224,19 @@ def _forest(stats: dict, reference: float | None, width: int = 360) -> str:
     def px(v: float) -> float:
         return x0 + (min(max(v, -1.0), 1.0) + 1.0) / 2.0 * (x1 - x0)
 
-    parts = [f"<svg width='{width}' height='{h}' xmlns='http://www.w3.org/2000/svg' "
-             "font-size='11'>"]
+    parts = [
+        f"<svg width='{width}' height='{h}' xmlns='http://www.w3.org/2000/svg' font-size='11'>"
+    ]
     for tick in (-1, -0.5, 0, 0.5, 1):
-        parts.append(f"<line x1='{px(tick):.1f}' x2='{px(tick):.1f}' y1='10' y2='{h - 20}' "
-                     "stroke='#eee'/>")
+        parts.append(
+            f"<line x1='{px(tick):.1f}' x2='{px(tick):.1f}' y1='10' y2='{h - 20}' stroke='#eee'/>"
+        )
         parts.append(f"<text x='{px(tick):.1f}' y='{h - 6}' text-anchor='middle'>{tick:g}</text>")
     if reference is not None:
-        parts.append(f"<line x1='{px(reference):.1f}' x2='{px(reference):.1f}' y1='10' "
-                     f"y2='{h - 20}' stroke='#c33' stroke-dasharray='4 3'/>")
+        parts.append(
+            f"<line x1='{px(reference):.1f}' x2='{px(reference):.1f}' y1='10' "
+            f"y2='{h - 20}' stroke='#c33' stroke-dasharray='4 3'/>"
+        )
     for i, (name, stat) in enumerate(rows):
         y = 24 + 24 * i
         parts.append(f"<text x='{x0 - 6}' y='{y + 4}' text-anchor='end'>{escape(name)}</text>")
@@ -211,8 +244,10 @@ def _forest(stats: dict, reference: float | None, width: int = 360) -> str:
             parts.append(f"<text x='{x0 + 4}' y='{y + 4}' fill='#999'>undefined</text>")
             continue
         if stat.ci is not None:
-            parts.append(f"<line x1='{px(stat.ci[0]):.1f}' x2='{px(stat.ci[1]):.1f}' y1='{y}' "
-                         f"y2='{y}' stroke='#333' stroke-width='2'/>")
+            parts.append(
+                f"<line x1='{px(stat.ci[0]):.1f}' x2='{px(stat.ci[1]):.1f}' y1='{y}' "
+                f"y2='{y}' stroke='#333' stroke-width='2'/>"
+            )
         parts.append(f"<circle cx='{px(stat.value):.1f}' cy='{y}' r='4' fill='#2a6'/>")
     parts.append("</svg>")
     return "".join(parts)
@@ -227,29 +262,35 @@ def _confusion(judge: np.ndarray, human: np.ndarray, scale: list[float], cell: i
     counts = np.bincount(ji * q + hi, minlength=q * q).reshape(q, q)
     top = max(int(counts.max()), 1)
     size = 40 + cell * q
-    parts = [f"<svg width='{size}' height='{size}' xmlns='http://www.w3.org/2000/svg' "
-             "font-size='10'>"]
+    parts = [
+        f"<svg width='{size}' height='{size}' xmlns='http://www.w3.org/2000/svg' font-size='10'>"
+    ]
     for k, v in enumerate(vals):
-        parts.append(f"<text x='{40 + cell * k + cell / 2}' y='30' text-anchor='middle'>"
-                     f"{v:g}</text>")
-        parts.append(f"<text x='32' y='{40 + cell * k + cell / 2 + 3}' text-anchor='end'>"
-                     f"{v:g}</text>")
+        parts.append(
+            f"<text x='{40 + cell * k + cell / 2}' y='30' text-anchor='middle'>{v:g}</text>"
+        )
+        parts.append(
+            f"<text x='32' y='{40 + cell * k + cell / 2 + 3}' text-anchor='end'>{v:g}</text>"
+        )
     for r in range(q):
         for c in range(q):
             shade = int(255 - 200 * counts[r, c] / top)
             colour = f"rgb({shade},{shade},255)" if r != c else f"rgb({shade},255,{shade})"
             x, y = 40 + cell * c, 40 + cell * r
-            parts.append(f"<rect x='{x}' y='{y}' width='{cell}' height='{cell}' "
-                         f"fill='{colour}' stroke='#fff'/>")
+            parts.append(
+                f"<rect x='{x}' y='{y}' width='{cell}' height='{cell}' "
+                f"fill='{colour}' stroke='#fff'/>"
+            )
             if counts[r, c]:
-                parts.append(f"<text x='{x + cell / 2}' y='{y + cell / 2 + 3}' "
-                             f"text-anchor='middle'>{counts[r, c]}</text>")
+                parts.append(
+                    f"<text x='{x + cell / 2}' y='{y + cell / 2 + 3}' "
+                    f"text-anchor='middle'>{counts[r, c]}</text>"
+                )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _reliability(judge: np.ndarray, human: np.ndarray, scale: list[float],
-                 size: int = 220) -> str:
+def _reliability(judge: np.ndarray, human: np.ndarray, scale: list[float], size: int = 220) -> str:
     keep = ~(np.isnan(judge) | np.isnan(human))
     x, y = judge[keep], human[keep]
     lo, hi = float(min(scale)), float(max(scale))
@@ -262,12 +303,13 @@ def _reliability(judge: np.ndarray, human: np.ndarray, scale: list[float],
     def py(v: float) -> float:
         return size - pad - (v - lo) / span * (size - 2 * pad)
 
-    parts = [f"<svg width='{size}' height='{size}' xmlns='http://www.w3.org/2000/svg' "
-             "font-size='10'>",
-             f"<rect x='{pad}' y='{pad}' width='{size - 2 * pad}' height='{size - 2 * pad}' "
-             "fill='none' stroke='#ccc'/>",
-             f"<line x1='{px(lo)}' y1='{py(lo)}' x2='{px(hi)}' y2='{py(hi)}' stroke='#999' "
-             "stroke-dasharray='4 3'/>"]
+    parts = [
+        f"<svg width='{size}' height='{size}' xmlns='http://www.w3.org/2000/svg' font-size='10'>",
+        f"<rect x='{pad}' y='{pad}' width='{size - 2 * pad}' height='{size - 2 * pad}' "
+        "fill='none' stroke='#ccc'/>",
+        f"<line x1='{px(lo)}' y1='{py(lo)}' x2='{px(hi)}' y2='{py(hi)}' stroke='#999' "
+        "stroke-dasharray='4 3'/>",
+    ]
     for v in (lo, hi):
         parts.append(f"<text x='{px(v)}' y='{size - pad + 14}' text-anchor='middle'>{v:g}</text>")
         parts.append(f"<text x='{pad - 4}' y='{py(v) + 3}' text-anchor='end'>{v:g}</text>")
@@ -284,9 +326,13 @@ def _reliability(judge: np.ndarray, human: np.ndarray, scale: list[float],
         path = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b, _, _ in pts)
         parts.append(f"<polyline points='{path}' fill='none' stroke='#2a6'/>")
         for a, b, s, count in pts:
-            parts.append(f"<line x1='{px(a):.1f}' x2='{px(a):.1f}' y1='{py(b - s):.1f}' "
-                         f"y2='{py(b + s):.1f}' stroke='#2a6'/>")
-            parts.append(f"<circle cx='{px(a):.1f}' cy='{py(b):.1f}' r='{2 + min(count, 50) / 10}'"
-                         f" fill='#2a6'><title>n={count}</title></circle>")
+            parts.append(
+                f"<line x1='{px(a):.1f}' x2='{px(a):.1f}' y1='{py(b - s):.1f}' "
+                f"y2='{py(b + s):.1f}' stroke='#2a6'/>"
+            )
+            parts.append(
+                f"<circle cx='{px(a):.1f}' cy='{py(b):.1f}' r='{2 + min(count, 50) / 10}'"
+                f" fill='#2a6'><title>n={count}</title></circle>"
+            )
     parts.append("</svg>")
     return "".join(parts)

@@ -114,11 +114,19 @@ class Leaderboard:
 
     def to_dict(self) -> dict[str, Any]:
         """The leaderboard as plain JSON data (``jurybox leaderboard --json``)."""
-        return jsonable({"criteria": self.criteria, "rank_by": self.rank_by,
-                         "confidence": self.confidence, "items": self.items,
-                         "ranked_on": self.ranked_on, "systems": self.systems,
-                         "pairs": self.pairs, "length_control": self.length_control,
-                         "notes": self.notes})
+        return jsonable(
+            {
+                "criteria": self.criteria,
+                "rank_by": self.rank_by,
+                "confidence": self.confidence,
+                "items": self.items,
+                "ranked_on": self.ranked_on,
+                "systems": self.systems,
+                "pairs": self.pairs,
+                "length_control": self.length_control,
+                "notes": self.notes,
+            }
+        )
 
     def system(self, name: str) -> dict[str, Any]:
         """The row of the system named ``name``."""
@@ -148,8 +156,11 @@ class CommonGround:
         ranked = scored.any(axis=1)
         anyone = scored[ranked].any(axis=0) if ranked.any() else np.zeros(x.shape[1], bool)
         items = anyone & scored[ranked].all(axis=0) if ranked.any() else anyone
-        lacking = {n: int((anyone & ~scored[k]).sum()) for k, n in enumerate(names)
-                   if ranked[k] and (anyone & ~scored[k]).any()}
+        lacking = {
+            n: int((anyone & ~scored[k]).sum())
+            for k, n in enumerate(names)
+            if ranked[k] and (anyone & ~scored[k]).any()
+        }
         return cls(tuple(names), ranked, items, int(anyone.sum()), lacking)
 
     @property
@@ -168,25 +179,40 @@ class CommonGround:
         ``items`` (the common items), ``scored_by_any``, ``dropped``, ``lacking`` (system -> dropped
         items it lacks) and ``unranked`` (systems without a scored item).
         """
-        return {"items": self.size, "scored_by_any": self.scored_by_any,
-                "dropped": self.dropped, "lacking": dict(self.lacking),
-                "unranked": [n for n, r in zip(self.names, self.ranked) if not r]}
+        return {
+            "items": self.size,
+            "scored_by_any": self.scored_by_any,
+            "dropped": self.dropped,
+            "lacking": dict(self.lacking),
+            "unranked": [n for n, r in zip(self.names, self.ranked) if not r],
+        }
 
     def words(self, criterion: str) -> str:
         """Where the ranking of ``criterion`` stands, in words (for the notes)."""
         if self.size == 0:
-            return (f"{criterion}: no item was scored for every system, so no system is "
-                    "ranked on it; each pair is compared on the items both scored")
+            return (
+                f"{criterion}: no item was scored for every system, so no system is "
+                "ranked on it; each pair is compared on the items both scored"
+            )
         who = ", ".join(f"{n} lacks {k}" for n, k in self.lacking.items())
-        return (f"{criterion}: ranks, rank intervals, groups and pairs are on the {self.size} "
-                f"items every system scored; {self.dropped} of {self.scored_by_any} dropped "
-                f"({who}); each system's mean over its own items is shown as `own`, not ranked")
+        return (
+            f"{criterion}: ranks, rank intervals, groups and pairs are on the {self.size} "
+            f"items every system scored; {self.dropped} of {self.scored_by_any} dropped "
+            f"({who}); each system's mean over its own items is shown as `own`, not ranked"
+        )
 
 
-def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapping[str, Any],
-                *, rank_by: str | None = None, confidence: float = 0.95,
-                resamples: int = 2000, seed: int = 0,
-                centre_length: float | None = None) -> Leaderboard:
+def leaderboard(
+    systems: Sequence[System],
+    criteria: Sequence[str],
+    scales: Mapping[str, Any],
+    *,
+    rank_by: str | None = None,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    centre_length: float | None = None,
+) -> Leaderboard:
     """The leaderboard of ``systems`` on ``criteria``, ranked on common ground (module text).
 
     ``criteria`` are score names of their verdicts: criteria with a scale in ``scales``, formulas
@@ -205,8 +231,10 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
         raise InputDataError("no criterion to rank on")
     rank_by = rank_by or criteria[-1]
     if rank_by not in criteria:
-        raise InputDataError(f"--criterion {rank_by}: not a score of these verdicts "
-                             f"({list(criteria)})", field="criterion")
+        raise InputDataError(
+            f"--criterion {rank_by}: not a score of these verdicts ({list(criteria)})",
+            field="criterion",
+        )
     if any(s.output is None and (s.labels or s.lengths) for s in systems):
         raise InputDataError("human labels and length control need a system's verdicts")
     ids = list(dict.fromkeys(i for s in systems for i in s.ids()))
@@ -215,8 +243,13 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
     estimates = {s.name: _ppi_means(s, scales, confidence) for s in systems if s.labels}
     with_lengths = all(s.lengths is not None for s in systems)
     rows: list[dict[str, Any]] = [
-        {"name": s.name, "source": s.source or (s.output.source if s.output else None),
-         "criteria": {}} for s in systems]
+        {
+            "name": s.name,
+            "source": s.source or (s.output.source if s.output else None),
+            "criteria": {},
+        }
+        for s in systems
+    ]
     pairs: list[dict[str, Any]] = []
     ranked_on: dict[str, dict[str, Any]] = {}
     lc: dict[str, Any] | None = {} if with_lengths else None
@@ -224,23 +257,29 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
         by_system = [s.scores(criterion) for s in systems]
         # The items the criterion applies to (in any system), in the systems' order.
         crit_ids = [i for i in ids if any(i in got for got in by_system)]
-        x = np.array([[np.nan if (v := got.get(i)) is None else float(v) for i in crit_ids]
-                      for got in by_system]).reshape(len(systems), len(crit_ids))
-        here = np.array([[i in got for i in crit_ids] for got in by_system],
-                        dtype=bool).reshape(len(systems), len(crit_ids))
+        x = np.array(
+            [
+                [np.nan if (v := got.get(i)) is None else float(v) for i in crit_ids]
+                for got in by_system
+            ]
+        ).reshape(len(systems), len(crit_ids))
+        here = np.array([[i in got for i in crit_ids] for got in by_system], dtype=bool).reshape(
+            len(systems), len(crit_ids)
+        )
         ground = CommonGround.of(x, names)
         ranked_on[criterion] = ground.to_dict()
         if ground.dropped or (ground.size == 0 and ground.ranked.sum() > 1):
             notes.append(ground.words(criterion))
         common = np.where(ground.items[None, :], x, np.nan)
-        _criterion_entries(rows, x, common, here, ground, criterion, confidence, resamples,
-                           seed + c_index)
+        _criterion_entries(
+            rows, x, common, here, ground, criterion, confidence, resamples, seed + c_index
+        )
         if human:
             for row, s in zip(rows, systems):
                 row["criteria"][criterion]["human_corrected"] = _corrected_entry(
-                    estimates.get(s.name), criterion, scales)
-        found = _pairs(systems, x, common, crit_ids, human, criterion, confidence, rows,
-                       scales)
+                    estimates.get(s.name), criterion, scales
+                )
+        found = _pairs(systems, x, common, crit_ids, human, criterion, confidence, rows, scales)
         adjusted = holm([p["p"] for p in found])
         different = np.zeros((len(systems), len(systems)), dtype=bool)
         for pair, p_holm in zip(found, adjusted):
@@ -254,11 +293,25 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
         for table_row, letters in zip(rows, groups):
             table_row["criteria"][criterion]["group"] = letters
         if lc is not None:
-            lengths = np.array([[float(s.lengths.get(i, math.nan)) if s.lengths else math.nan
-                                 for i in crit_ids] for s in systems])
-            lc[criterion] = _length_controlled(systems, common, lengths, crit_ids, human,
-                                               criterion, centre_length, resamples, confidence,
-                                               seed, rows)
+            lengths = np.array(
+                [
+                    [float(s.lengths.get(i, math.nan)) if s.lengths else math.nan for i in crit_ids]
+                    for s in systems
+                ]
+            )
+            lc[criterion] = _length_controlled(
+                systems,
+                common,
+                lengths,
+                crit_ids,
+                human,
+                criterion,
+                centre_length,
+                resamples,
+                confidence,
+                seed,
+                rows,
+            )
     for table_row in rows:
         main = table_row["criteria"][rank_by]
         table_row.update(rank=main["rank"], rank_ci=main["rank_ci"], group=main["group"])
@@ -266,13 +319,22 @@ def leaderboard(systems: Sequence[System], criteria: Sequence[str], scales: Mapp
     for s in systems:
         if human and s.name not in human:
             notes.append(f"{s.name}: no human labels, so no human-corrected mean")
-    return Leaderboard(list(criteria), rank_by, confidence, len(ids), rows, pairs, lc, notes,
-                       ranked_on)
+    return Leaderboard(
+        list(criteria), rank_by, confidence, len(ids), rows, pairs, lc, notes, ranked_on
+    )
 
 
-def _criterion_entries(rows: list[dict[str, Any]], x: np.ndarray, common: np.ndarray,
-                       here: np.ndarray, ground: CommonGround, criterion: str,
-                       confidence: float, resamples: int, seed: int) -> None:
+def _criterion_entries(
+    rows: list[dict[str, Any]],
+    x: np.ndarray,
+    common: np.ndarray,
+    here: np.ndarray,
+    ground: CommonGround,
+    criterion: str,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> None:
     """Each system's entry for ``criterion`` (into ``rows``): ranked mean and rank, own mean.
 
     The ranked mean and rank are on the common items (``common``: ``x`` with every other item
@@ -281,8 +343,9 @@ def _criterion_entries(rows: list[dict[str, Any]], x: np.ndarray, common: np.nda
     ranks = np.full(x.shape[0], np.nan)
     rank_ci = np.full((x.shape[0], 2), np.nan)
     if ground.size:
-        ranks, rank_ci = rank_intervals(x[:, ground.items], confidence=confidence,
-                                        resamples=resamples, seed=seed)
+        ranks, rank_ci = rank_intervals(
+            x[:, ground.items], confidence=confidence, resamples=resamples, seed=seed
+        )
     # A share (every value 0 or 1: accuracies, yes/no criteria) gets Wilson's interval, which
     # stays inside [0, 1] with few items; other means Student's t.
     share = bool(np.isin(x[~np.isnan(x)], (0.0, 1.0)).all())
@@ -293,45 +356,82 @@ def _criterion_entries(rows: list[dict[str, Any]], x: np.ndarray, common: np.nda
         mean, ci = interval(on_common, confidence)
         own_mean, own_ci = interval(scored, confidence)
         row["criteria"][criterion] = {
-            "mean": mean, "ci": list(ci) if ci else None, "on": int(on_common.size),
-            "scored": int(scored.size), "unscored": int(here[k].sum() - scored.size),
+            "mean": mean,
+            "ci": list(ci) if ci else None,
+            "on": int(on_common.size),
+            "scored": int(scored.size),
+            "unscored": int(here[k].sum() - scored.size),
             "missing": int((~here[k]).sum()),
             "rank": None if np.isnan(ranks[k]) else int(ranks[k]),
-            "rank_ci": None if np.isnan(rank_ci[k]).any() else
-            [int(rank_ci[k, 0]), int(rank_ci[k, 1])],
-            "own": {"mean": own_mean, "ci": list(own_ci) if own_ci else None,
-                    "scored": int(scored.size)}}
+            "rank_ci": None
+            if np.isnan(rank_ci[k]).any()
+            else [int(rank_ci[k, 0]), int(rank_ci[k, 1])],
+            "own": {
+                "mean": own_mean,
+                "ci": list(own_ci) if own_ci else None,
+                "scored": int(scored.size),
+            },
+        }
 
 
-def _pairs(systems: Sequence[System], x: np.ndarray, common: np.ndarray, crit_ids: Sequence[str],
-           human: Mapping[str, Mapping[str, Mapping[str, float]]], criterion: str,
-           confidence: float, rows: Sequence[Mapping[str, Any]], scales: Mapping[str, Any]
-           ) -> list[dict[str, Any]]:
+def _pairs(
+    systems: Sequence[System],
+    x: np.ndarray,
+    common: np.ndarray,
+    crit_ids: Sequence[str],
+    human: Mapping[str, Mapping[str, Mapping[str, float]]],
+    criterion: str,
+    confidence: float,
+    rows: Sequence[Mapping[str, Any]],
+    scales: Mapping[str, Any],
+) -> list[dict[str, Any]]:
     """Every pair of systems, better first (by rank, then mean), with their paired differences.
 
     The paired difference on the common items, and on every item both scored where that is more
     (``both_scored``).
     """
     names = [s.name for s in systems]
-    order = sorted(range(len(systems)),
-                   key=lambda k: (rows[k]["criteria"][criterion]["rank"] is None,
-                                  -np.nan_to_num(_mean(rows[k], criterion), nan=-np.inf)))
+    order = sorted(
+        range(len(systems)),
+        key=lambda k: (
+            rows[k]["criteria"][criterion]["rank"] is None,
+            -np.nan_to_num(_mean(rows[k], criterion), nan=-np.inf),
+        ),
+    )
     found = []
     for a, b in combinations(order, 2):
         diff = paired_difference(common[a], common[b], confidence)
         both = paired_difference(x[a], x[b], confidence)
         pair: dict[str, Any] = {
-            "a": names[a], "b": names[b], "criterion": criterion,
-            "difference": diff.difference, "ci": list(diff.ci) if diff.ci else None,
-            "shared": diff.shared, "only_a": both.only_a, "only_b": both.only_b, "p": diff.p}
+            "a": names[a],
+            "b": names[b],
+            "criterion": criterion,
+            "difference": diff.difference,
+            "ci": list(diff.ci) if diff.ci else None,
+            "shared": diff.shared,
+            "only_a": both.only_a,
+            "only_b": both.only_b,
+            "p": diff.p,
+        }
         if both.shared > diff.shared:
-            pair["both_scored"] = {"difference": both.difference,
-                                   "ci": list(both.ci) if both.ci else None,
-                                   "shared": both.shared, "p": both.p}
+            pair["both_scored"] = {
+                "difference": both.difference,
+                "ci": list(both.ci) if both.ci else None,
+                "shared": both.shared,
+                "p": both.p,
+            }
         if human:
             pair["human_corrected"] = _corrected_difference(
-                systems[a], systems[b], common[a], common[b], crit_ids, human, criterion,
-                confidence, scales.get(criterion))
+                systems[a],
+                systems[b],
+                common[a],
+                common[b],
+                crit_ids,
+                human,
+                criterion,
+                confidence,
+                scales.get(criterion),
+            )
         found.append(pair)
     return found
 
@@ -355,21 +455,28 @@ def _human_values(system: System, scales: Mapping[str, Any]) -> dict[str, dict[s
     return out
 
 
-def _ppi_means(system: System, scales: Mapping[str, Any], confidence: float
-               ) -> dict[str, MeanEstimate | str]:
+def _ppi_means(
+    system: System, scales: Mapping[str, Any], confidence: float
+) -> dict[str, MeanEstimate | str]:
     """Per criterion, the system's PPI++ mean as ``jurybox agree --ppi`` gives it."""
     lines = [line for line in system.labels or () if line.get("id") is not None]
     assert system.output is not None
     records = system.output.records
     pool = {r.id: r.scores for r in records}
     active = design_of(lines) == "active"
-    return mean_estimates(lines, pool, scales, confidence=confidence,
-                          model=pool_model(records, scales),
-                          probabilities=pool_probabilities(records, scales) if active else None)
+    return mean_estimates(
+        lines,
+        pool,
+        scales,
+        confidence=confidence,
+        model=pool_model(records, scales),
+        probabilities=pool_probabilities(records, scales) if active else None,
+    )
 
 
-def _corrected_entry(estimates: Mapping[str, MeanEstimate | str] | None, criterion: str,
-                     scales: Mapping[str, Any]) -> dict[str, Any]:
+def _corrected_entry(
+    estimates: Mapping[str, MeanEstimate | str] | None, criterion: str, scales: Mapping[str, Any]
+) -> dict[str, Any]:
     if estimates is None:
         return {"mean": None, "reason": "no human labels for this system"}
     if criterion not in scales:
@@ -377,15 +484,29 @@ def _corrected_entry(estimates: Mapping[str, MeanEstimate | str] | None, criteri
     got = estimates.get(criterion)
     if not isinstance(got, MeanEstimate):
         return {"mean": None, "reason": got or "no labels on this criterion"}
-    return {"mean": got.estimate, "ci": list(got.ci), "interval": got.interval,
-            "labelled": got.labelled, "pool": got.pool, "design": got.design,
-            "lambda": got.lam, "notes": list(got.notes)}
+    return {
+        "mean": got.estimate,
+        "ci": list(got.ci),
+        "interval": got.interval,
+        "labelled": got.labelled,
+        "pool": got.pool,
+        "design": got.design,
+        "lambda": got.lam,
+        "notes": list(got.notes),
+    }
 
 
-def _corrected_difference(a: System, b: System, xa: np.ndarray, xb: np.ndarray,
-                          ids: Sequence[str], human: Mapping[str, Mapping[str, Mapping[str, float]]],
-                          criterion: str, confidence: float,
-                          scale: Any = None) -> dict[str, Any]:
+def _corrected_difference(
+    a: System,
+    b: System,
+    xa: np.ndarray,
+    xb: np.ndarray,
+    ids: Sequence[str],
+    human: Mapping[str, Mapping[str, Mapping[str, float]]],
+    criterion: str,
+    confidence: float,
+    scale: Any = None,
+) -> dict[str, Any]:
     """PPI++ on the per-item differences of two systems.
 
     Labelled where both systems have a label on the item (uniform designs: the intersection of two
@@ -397,8 +518,11 @@ def _corrected_difference(a: System, b: System, xa: np.ndarray, xb: np.ndarray,
         if s.name not in human:
             return {"difference": None, "reason": f"{s.name} has no human labels"}
         if design_of(list(s.labels or ())) == "active":
-            return {"difference": None, "reason": f"{s.name}'s labels were chosen actively for "
-                    "its own mean: a difference needs the same items labelled for both at random"}
+            return {
+                "difference": None,
+                "reason": f"{s.name}'s labels were chosen actively for "
+                "its own mean: a difference needs the same items labelled for both at random",
+            }
     ha, hb = human[a.name].get(criterion, {}), human[b.name].get(criterion, {})
     if not ha or not hb:
         return {"difference": None, "reason": "no labels on this criterion for both systems"}
@@ -406,23 +530,45 @@ def _corrected_difference(a: System, b: System, xa: np.ndarray, xb: np.ndarray,
     labelled = np.array([i in ha and i in hb for i in ids]) & both
     n = int(labelled.sum())
     if n < 2 or not (both & ~labelled).any():
-        return {"difference": None, "reason": f"{n} item(s) labelled for both systems; need 2, "
-                "and an unlabelled item both scored"}
+        return {
+            "difference": None,
+            "reason": f"{n} item(s) labelled for both systems; need 2, "
+            "and an unlabelled item both scored",
+        }
     y = np.array([ha[i] - hb[i] for i, lab in zip(ids, labelled) if lab])
     d = xa - xb
     span = None if scale is None else float(scale.high - scale.low)
-    est = ppi_mean(y, d[labelled], d[both & ~labelled], confidence=confidence,
-                   bounds=None if span is None else (-span, span),
-                   step=1.0 if scale is None else step_of(scale))
-    return {"difference": est.estimate, "ci": list(est.ci), "interval": est.interval,
-            "labelled": n, "lambda": est.lam, "notes": list(est.notes)}
+    est = ppi_mean(
+        y,
+        d[labelled],
+        d[both & ~labelled],
+        confidence=confidence,
+        bounds=None if span is None else (-span, span),
+        step=1.0 if scale is None else step_of(scale),
+    )
+    return {
+        "difference": est.estimate,
+        "ci": list(est.ci),
+        "interval": est.interval,
+        "labelled": n,
+        "lambda": est.lam,
+        "notes": list(est.notes),
+    }
 
 
-def _length_controlled(systems: Sequence[System], x: np.ndarray, lengths: np.ndarray,
-                       ids: Sequence[str], human: Mapping[str, Mapping[str, Mapping[str, float]]],
-                       criterion: str, centre_length: float | None, resamples: int,
-                       confidence: float, seed: int, rows: list[dict[str, Any]]
-                       ) -> dict[str, Any]:
+def _length_controlled(
+    systems: Sequence[System],
+    x: np.ndarray,
+    lengths: np.ndarray,
+    ids: Sequence[str],
+    human: Mapping[str, Mapping[str, Mapping[str, float]]],
+    criterion: str,
+    centre_length: float | None,
+    resamples: int,
+    confidence: float,
+    seed: int,
+    rows: list[dict[str, Any]],
+) -> dict[str, Any]:
     """Each system's length-controlled mean on ``criterion``, and whether the order changes.
 
     Each mean goes into the system's row.
@@ -433,18 +579,29 @@ def _length_controlled(systems: Sequence[System], x: np.ndarray, lengths: np.nda
         h = None if not labels else np.array([labels.get(i, math.nan) for i in ids])
         entry = rows[k]["criteria"][criterion]
         try:
-            got = length_control(criterion, x[k], lengths[k], h, centre_length=centre_length,
-                                 n_resamples=min(resamples, 1000), confidence=confidence,
-                                 seed=seed)
+            got = length_control(
+                criterion,
+                x[k],
+                lengths[k],
+                h,
+                centre_length=centre_length,
+                n_resamples=min(resamples, 1000),
+                confidence=confidence,
+                seed=seed,
+            )
         except InputDataError as exc:
             entry["length_controlled"] = {"mean": None, "reason": str(exc)}
             continue
         controlled[k] = got.controlled_mean
-        entry["length_controlled"] = {"mean": got.controlled_mean,
-                                      "slope_per_log_length": got.slope_per_log_length,
-                                      "fitted_on": got.fitted_on}
+        entry["length_controlled"] = {
+            "mean": got.controlled_mean,
+            "slope_per_log_length": got.slope_per_log_length,
+            "fitted_on": got.fitted_on,
+        }
     raw = np.array([_mean(r, criterion) for r in rows])
     complete = not np.isnan(controlled).any()
-    return {"order_changes": bool(complete and not np.array_equal(ranks_of(raw),
-                                                                  ranks_of(controlled))),
-            "centre_length": centre_length, "complete": complete}
+    return {
+        "order_changes": bool(complete and not np.array_equal(ranks_of(raw), ranks_of(controlled))),
+        "centre_length": centre_length,
+        "complete": complete,
+    }

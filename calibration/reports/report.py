@@ -66,13 +66,17 @@ class CriterionAgreement:
     def to_dict(self) -> dict[str, Any]:
         """The criterion's statistics as plain data (its part of the ``--json`` form)."""
         return {
-            "scale": self.scale, "categorical": self.categorical, "n_items": self.n_items,
+            "scale": self.scale,
+            "categorical": self.categorical,
+            "n_items": self.n_items,
             "human_raters": self.human_raters,
             "human_human": {k: s.to_dict() for k, s in self.human_human.items()},
-            "judge_human": {j: {k: s.to_dict() for k, s in d.items()}
-                            for j, d in self.judge_human.items()},
-            "judge_judge": {p: {k: s.to_dict() for k, s in d.items()}
-                            for p, d in self.judge_judge.items()},
+            "judge_human": {
+                j: {k: s.to_dict() for k, s in d.items()} for j, d in self.judge_human.items()
+            },
+            "judge_judge": {
+                p: {k: s.to_dict() for k, s in d.items()} for p, d in self.judge_judge.items()
+            },
             "judges_alpha": self.judges_alpha.to_dict() if self.judges_alpha else None,
             "missing_values": self.missing,
         }
@@ -111,8 +115,11 @@ class AgreementReport:
             The sources, settings, join summary and every criterion's statistics.
         """
         return {
-            "sources": self.sources, "value": self.value, "confidence": self.confidence,
-            "n_resamples": self.n_resamples, "join": self.join_summary,
+            "sources": self.sources,
+            "value": self.value,
+            "confidence": self.confidence,
+            "n_resamples": self.n_resamples,
+            "join": self.join_summary,
             "criteria": {c: a.to_dict() for c, a in self.criteria.items()},
         }
 
@@ -123,28 +130,36 @@ class AgreementReport:
             The tables, with notes on undefined statistics and missing values.
         """
         pct = round(self.confidence * 100)
-        lines = [f"Agreement ({self.value}; {pct}% bootstrap CIs over items, "
-                 f"{_plural(self.n_resamples, 'resample')})", f"join: {self.join_text}"]
+        lines = [
+            f"Agreement ({self.value}; {pct}% bootstrap CIs over items, "
+            f"{_plural(self.n_resamples, 'resample')})",
+            f"join: {self.join_text}",
+        ]
         for name, crit in self.criteria.items():
             lines.append("")
-            lines.append(f"{name}  (scale {_scale_text(crit.scale)}; "
-                         f"{_plural(crit.n_items, 'item')}; "
-                         f"{_plural(len(crit.human_raters), 'human rater')})")
+            lines.append(
+                f"{name}  (scale {_scale_text(crit.scale)}; "
+                f"{_plural(crit.n_items, 'item')}; "
+                f"{_plural(len(crit.human_raters), 'human rater')})"
+            )
             for key, stat in crit.human_human.items():
                 lines.append(f"  human-human {key}: {stat.format()}")
             keys = _TABLE_STATS_CATEGORICAL if crit.categorical else _TABLE_STATS_NUMERIC
             lines.extend("  " + row for row in _table("judge-human", keys, crit.judge_human))
             if crit.judge_judge:
-                lines.extend("  " + row for row in _table("judge-judge", ("alpha", "spearman",
-                                                                       "exact"),
-                                                         crit.judge_judge))
+                lines.extend(
+                    "  " + row
+                    for row in _table(
+                        "judge-judge", ("alpha", "spearman", "exact"), crit.judge_judge
+                    )
+                )
             if crit.judges_alpha is not None:
-                lines.append(f"  all judges {crit.judges_alpha.name}: "
-                             f"{crit.judges_alpha.format()}")
+                lines.append(f"  all judges {crit.judges_alpha.name}: {crit.judges_alpha.format()}")
             if any(crit.missing.values()):
                 miss = ", ".join(f"{j} {n}" for j, n in crit.missing.items() if n)
-                lines.append(f"  missing values (unscored votes / no value) on labelled items: "
-                             f"{miss}")
+                lines.append(
+                    f"  missing values (unscored votes / no value) on labelled items: {miss}"
+                )
         return "\n".join(lines)
 
     def to_html(self) -> str:
@@ -201,8 +216,12 @@ def _table(title: str, keys: tuple[str, ...], rows: dict[str, dict[str, Stat]]) 
             else:
                 cells.append(f"{s.value:.3f} [{s.ci[0]:.2f},{s.ci[1]:.2f}]".rjust(22))
         out.append(name.ljust(width) + str(n).rjust(5) + "".join(cells))
-    undefined = [(name, k, s.reason) for name, stats in rows.items() for k, s in stats.items()
-                 if s.value is None]
+    undefined = [
+        (name, k, s.reason)
+        for name, stats in rows.items()
+        for k, s in stats.items()
+        if s.value is None
+    ]
     for name, k, reason in undefined[:8]:
         out.append(f"  note: {name} {k} undefined: {reason}")
     return out
@@ -222,13 +241,16 @@ def default_level(crit: CriterionData) -> Level:
 
 def _alpha_of(crit: CriterionData, level: Level) -> Callable[[np.ndarray], Stat]:
     """Alpha at ``level`` on raters x items values; nominal compares values snapped to the scale."""
+
     def alpha(m: np.ndarray) -> Stat:
         return krippendorff_alpha(crit.scale.snap(m) if level == "nominal" else m, level)
+
     return alpha
 
 
-def judge_human_stats(crit: CriterionData, level: Level | None = None
-                      ) -> Callable[..., dict[str, Stat]]:
+def judge_human_stats(
+    crit: CriterionData, level: Level | None = None
+) -> Callable[..., dict[str, Stat]]:
     """Statistic bundle comparing one score vector with the human consensus (mean, snapped)."""
     scale = list(crit.scale.values)
     step = _step(scale)
@@ -239,6 +261,7 @@ def judge_human_stats(crit: CriterionData, level: Level | None = None
         return alpha(np.vstack([x, h_ref if level == "nominal" else h_mean]))
 
     if crit.categorical:
+
         def categorical(x: np.ndarray, h_ref: np.ndarray, h_mean: np.ndarray) -> dict[str, Stat]:
             xs = crit.scale.snap(x)
             return {
@@ -248,6 +271,7 @@ def judge_human_stats(crit: CriterionData, level: Level | None = None
                 "exact": exact_agreement(xs, h_ref),
                 "mae": mean_absolute_error(x, h_mean),
             }
+
         return categorical
 
     def numeric(x: np.ndarray, h_ref: np.ndarray, h_mean: np.ndarray) -> dict[str, Stat]:
@@ -263,11 +287,13 @@ def judge_human_stats(crit: CriterionData, level: Level | None = None
             "mae": mean_absolute_error(x, h_mean),
             "bias": mean_difference(x, h_mean),
         }
+
     return numeric
 
 
-def judge_judge_stats(crit: CriterionData, level: Level | None = None
-                      ) -> Callable[..., dict[str, Stat]]:
+def judge_judge_stats(
+    crit: CriterionData, level: Level | None = None
+) -> Callable[..., dict[str, Stat]]:
     """Statistic bundle comparing two judges' score vectors: alpha, exact agreement, Spearman.
 
     Spearman on numeric scales only.
@@ -275,16 +301,20 @@ def judge_judge_stats(crit: CriterionData, level: Level | None = None
     alpha = _alpha_of(crit, level or default_level(crit))
 
     def pair(a: np.ndarray, b: np.ndarray) -> dict[str, Stat]:
-        out = {"alpha": alpha(np.vstack([a, b])),
-               "exact": exact_agreement(crit.scale.snap(a), crit.scale.snap(b))}
+        out = {
+            "alpha": alpha(np.vstack([a, b])),
+            "exact": exact_agreement(crit.scale.snap(a), crit.scale.snap(b)),
+        }
         if not crit.categorical:
             out["spearman"] = spearman(a, b)
         return out
+
     return pair
 
 
-def _criterion_agreement(crit: CriterionData, boot: dict[str, Any], level: Level | Literal["auto"]
-                         ) -> CriterionAgreement:
+def _criterion_agreement(
+    crit: CriterionData, boot: dict[str, Any], level: Level | Literal["auto"]
+) -> CriterionAgreement:
     level = default_level(crit) if level == "auto" else level
     alpha = _alpha_of(crit, level)
     n_raters = crit.human.shape[0]
@@ -292,10 +322,15 @@ def _criterion_agreement(crit: CriterionData, boot: dict[str, Any], level: Level
         human_human = {f"alpha[{level}]": bootstrap_ci(alpha, crit.human, **boot)}
     else:
         who = f" ({', '.join(crit.human_raters)})" if crit.human_raters else ""
-        human_human = {f"alpha[{level}]": Stat(
-            f"krippendorff_alpha[{level}]", None, int((~np.isnan(crit.human_mean)).sum()),
-            f"needs at least 2 human raters; the labels have {n_raters}{who} for "
-            f"{crit.criterion}")}
+        human_human = {
+            f"alpha[{level}]": Stat(
+                f"krippendorff_alpha[{level}]",
+                None,
+                int((~np.isnan(crit.human_mean)).sum()),
+                f"needs at least 2 human raters; the labels have {n_raters}{who} for "
+                f"{crit.criterion}",
+            )
+        }
 
     h_mean = crit.human_mean
     h_ref = crit.human_reference
@@ -320,16 +355,32 @@ def _criterion_agreement(crit: CriterionData, boot: dict[str, Any], level: Level
     if len(crit.judges) >= 2:
         mat = np.vstack([crit.judges[j] for j in sorted(crit.judges)])
         judges_alpha = bootstrap_ci(alpha, mat, **boot)
-    return CriterionAgreement(crit.criterion, list(crit.scale.values), crit.categorical,
-                              int(labelled.sum()), crit.human_raters, human_human, judge_human,
-                              judge_judge, judges_alpha, missing)
+    return CriterionAgreement(
+        crit.criterion,
+        list(crit.scale.values),
+        crit.categorical,
+        int(labelled.sum()),
+        crit.human_raters,
+        human_human,
+        judge_human,
+        judge_judge,
+        judges_alpha,
+        missing,
+    )
 
 
-def agreement_report(human_labels: HumanLabels | str | Path,
-                     judge_output: JudgeOutput | str | Path, *, scales: Any = None,
-                     value: ValueKind = "score", criteria: list[str] | None = None,
-                     level: str = "auto", n_resamples: int = 1000, confidence: float = 0.95,
-                     seed: int | None = 0) -> AgreementReport:
+def agreement_report(
+    human_labels: HumanLabels | str | Path,
+    judge_output: JudgeOutput | str | Path,
+    *,
+    scales: Any = None,
+    value: ValueKind = "score",
+    criteria: list[str] | None = None,
+    level: str = "auto",
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int | None = 0,
+) -> AgreementReport:
     """Judge-human, jury-human, human-human and judge-judge agreement with bootstrap CIs.
 
     Args:
@@ -357,11 +408,20 @@ def agreement_report(human_labels: HumanLabels | str | Path,
     joined = join(human_labels, judge_output, scales=scales, value=value, criteria=criteria)
     boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
     checked = cast("Level | Literal['auto']", level)  # checked against LEVELS above
-    crits = {name: _criterion_agreement(data, boot, checked)
-             for name, data in joined.criteria.items()}
+    crits = {
+        name: _criterion_agreement(data, boot, checked) for name, data in joined.criteria.items()
+    }
     sources = {
         "human_labels": getattr(human_labels, "source", str(human_labels)),
         "judge_output": getattr(judge_output, "source", str(judge_output)),
     }
-    return AgreementReport(crits, joined.summary.to_dict(), joined.summary.describe(), value,
-                           confidence, n_resamples, sources, joined)
+    return AgreementReport(
+        crits,
+        joined.summary.to_dict(),
+        joined.summary.describe(),
+        value,
+        confidence,
+        n_resamples,
+        sources,
+        joined,
+    )

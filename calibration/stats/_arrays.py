@@ -60,9 +60,7 @@ def _to_float(arr: np.ndarray, what: str) -> np.ndarray:
             except (TypeError, ValueError):
                 bad.append((i, v))
         if bad:
-            cells = ", ".join(
-                f"{np.unravel_index(i, arr.shape)}={v!r}" for i, v in bad[:5]
-            )
+            cells = ", ".join(f"{np.unravel_index(i, arr.shape)}={v!r}" for i, v in bad[:5])
             raise InputDataError(
                 f"{what} mixes numbers with non-numeric values ({len(bad)} cells, e.g. {cells}); "
                 "map labels to their numeric scale values first"

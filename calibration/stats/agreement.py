@@ -84,7 +84,8 @@ def spearman(a: Any, b: Any) -> Stat:
     """
     x, y = paired(a, b)
     return _correlation_precheck("spearman", x, y) or defined(
-        "spearman", _pearson_r(_average_ranks(x), _average_ranks(y)), x.size)
+        "spearman", _pearson_r(_average_ranks(x), _average_ranks(y)), x.size
+    )
 
 
 def kendall(a: Any, b: Any) -> Stat:

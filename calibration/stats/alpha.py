@@ -54,8 +54,8 @@ LEVELS: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
 # Rater count above which ratio within-unit sums switch from direct rater pairs (O(R^2 U)) to
 # the quadrature identity (O(n * nodes)).
 _RATIO_DIRECT_MAX_RATERS = 24
-_RATIO_STEP = 0.25          # trapezoid step in log t; see module docstring for the error bound
-_CHUNK_ELEMENTS = 1 << 22   # cap on temporaries (~32 MiB of float64) in chunked loops
+_RATIO_STEP = 0.25  # trapezoid step in log t; see module docstring for the error bound
+_CHUNK_ELEMENTS = 1 << 22  # cap on temporaries (~32 MiB of float64) in chunked loops
 _LOG_U_CAP = np.log(800.0)  # u = t x beyond 800 has e^{-u} = 0 in float64; cap before squaring
 
 
@@ -85,8 +85,9 @@ def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
     data = _coerce(reliability_data, level)
     n_raters = data.shape[0]
     if n_raters < 2:
-        return undefined(name, 0, f"needs at least 2 raters; got {n_raters} "
-                         "(reliability_data is raters x units)")
+        return undefined(
+            name, 0, f"needs at least 2 raters; got {n_raters} (reliability_data is raters x units)"
+        )
 
     mask = ~np.isnan(data)
     m_all = mask.sum(axis=0)
@@ -96,9 +97,13 @@ def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
         return undefined(name, 0, "no unit has two or more ratings")
     if n_units == 1:
         # One unit's pairs are also all the pairs, so D_o = D_e and alpha = 0 for any ratings.
-        return undefined(name, 1, "only 1 unit has two or more ratings; alpha needs at least 2 "
-                         "(with one unit it is 0 whatever the ratings)",
-                         n_values=int(m_all[pairable].sum()))
+        return undefined(
+            name,
+            1,
+            "only 1 unit has two or more ratings; alpha needs at least 2 "
+            "(with one unit it is 0 whatever the ratings)",
+            n_values=int(m_all[pairable].sum()),
+        )
     sub = data[:, pairable]
     sub_mask = mask[:, pairable]
     m = m_all[pairable].astype(float)
@@ -107,8 +112,12 @@ def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
     unit = np.repeat(np.arange(n_units), m_all[pairable])
     n = values.size
     if np.ptp(values) == 0:
-        return undefined(name, n_units, "all pairable values are identical (no variation, so "
-                         "expected disagreement is 0)", n_values=n)
+        return undefined(
+            name,
+            n_units,
+            "all pairable values are identical (no variation, so expected disagreement is 0)",
+            n_values=n,
+        )
 
     if level == "nominal":
         within, expected = _nominal_sums(values, unit, m, n_units)
@@ -127,8 +136,15 @@ def krippendorff_alpha(reliability_data: Any, level: Level) -> Stat:
         return undefined(name, n_units, "expected disagreement is 0", n_values=n)
     d_o = within / n
     d_e = expected / (n * (n - 1.0))
-    return defined(name, 1.0 - d_o / d_e, n_units, level=level, n_values=n,
-                   observed_disagreement=d_o, expected_disagreement=d_e)
+    return defined(
+        name,
+        1.0 - d_o / d_e,
+        n_units,
+        level=level,
+        n_values=n,
+        observed_disagreement=d_o,
+        expected_disagreement=d_e,
+    )
 
 
 def _coerce(reliability_data: Any, level: str) -> np.ndarray:
@@ -146,16 +162,19 @@ def _coerce(reliability_data: Any, level: str) -> np.ndarray:
             return codes
     data = as_float_matrix(arr)
     if level == "ratio" and (data < 0).any():
-        raise InputDataError("ratio data must be non-negative (a ratio scale has a true zero); "
-                             "use level='interval' for signed scores")
+        raise InputDataError(
+            "ratio data must be non-negative (a ratio scale has a true zero); "
+            "use level='interval' for signed scores"
+        )
     return data
 
 
 def _factorize_labels(arr: np.ndarray) -> np.ndarray | None:
     """Nominal string labels -> float codes (NaN missing); None if the cells are not all text."""
     flat = arr.ravel()
-    missing = np.array([v is None or (isinstance(v, float) and np.isnan(v)) or v == ""
-                        for v in flat])
+    missing = np.array(
+        [v is None or (isinstance(v, float) and np.isnan(v)) or v == "" for v in flat]
+    )
     present = flat[~missing]
     if not all(isinstance(v, str) for v in present):
         return None  # numbers (or a mix) go through the numeric path, which names bad cells
@@ -165,8 +184,9 @@ def _factorize_labels(arr: np.ndarray) -> np.ndarray | None:
     return out.reshape(arr.shape)
 
 
-def _interval_sums(values: np.ndarray, unit: np.ndarray, m: np.ndarray,
-                   n_units: int) -> tuple[float, float]:
+def _interval_sums(
+    values: np.ndarray, unit: np.ndarray, m: np.ndarray, n_units: int
+) -> tuple[float, float]:
     """(sum_u 1/(m_u-1) sum_{i!=j in u} d^2, sum_{i!=j} d^2) for d^2 = (a-b)^2."""
     # Two-pass (centre, then square) sums: the one-pass sum(x^2) - sum(x)^2/n form cancels
     # catastrophically when scores share a large offset.
@@ -184,8 +204,9 @@ def _midranks(values: np.ndarray) -> np.ndarray:
     return mid[inverse]
 
 
-def _nominal_sums(values: np.ndarray, unit: np.ndarray, m: np.ndarray,
-                  n_units: int) -> tuple[float, float]:
+def _nominal_sums(
+    values: np.ndarray, unit: np.ndarray, m: np.ndarray, n_units: int
+) -> tuple[float, float]:
     _, code, counts = np.unique(values, return_inverse=True, return_counts=True)
     n = values.size
     expected = float(n) * n - float(np.sum(counts.astype(float) ** 2))
@@ -198,8 +219,14 @@ def _nominal_sums(values: np.ndarray, unit: np.ndarray, m: np.ndarray,
     return within, expected
 
 
-def _ratio_sums(sub: np.ndarray, sub_mask: np.ndarray, values: np.ndarray, unit: np.ndarray,
-                m: np.ndarray, n_units: int) -> tuple[float, float]:
+def _ratio_sums(
+    sub: np.ndarray,
+    sub_mask: np.ndarray,
+    values: np.ndarray,
+    unit: np.ndarray,
+    m: np.ndarray,
+    n_units: int,
+) -> tuple[float, float]:
     # Ratio delta is scale-free; scaling by a power of two (exact) puts the values in [0, 1),
     # which keeps exp() in range without rounding any difference.
     shift = -int(np.frexp(values.max())[1])
@@ -208,9 +235,16 @@ def _ratio_sums(sub: np.ndarray, sub_mask: np.ndarray, values: np.ndarray, unit:
     grid = _ratio_grid(a)
     # Offsets from the smallest value: exact for values within a factor 2 of it (Sterbenz), so
     # a shared offset costs no precision.
-    expected = float(np.sum(_delta_sums(np.ldexp(values - values.min(), shift),
-                                        np.zeros(values.size, dtype=np.int64),
-                                        np.array([low]), grid)))
+    expected = float(
+        np.sum(
+            _delta_sums(
+                np.ldexp(values - values.min(), shift),
+                np.zeros(values.size, dtype=np.int64),
+                np.array([low]),
+                grid,
+            )
+        )
+    )
     if sub.shape[0] <= _RATIO_DIRECT_MAX_RATERS:
         within_pairs = _ratio_within_direct(np.ldexp(sub, shift), sub_mask)
     else:
@@ -233,8 +267,7 @@ def _ratio_grid(a: np.ndarray) -> np.ndarray:
     return np.arange(lo, hi + _RATIO_STEP, _RATIO_STEP)
 
 
-def _delta_sums(x: np.ndarray, group: np.ndarray, low: np.ndarray,
-                grid: np.ndarray) -> np.ndarray:
+def _delta_sums(x: np.ndarray, group: np.ndarray, low: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """Per group g: sum_{i != j in g} delta(low_g + x_i, low_g + x_j), by the log-t trapezoid rule.
 
     ``x`` >= 0 are offsets from the group's smallest value ``low[g]``. At node t the integrand
@@ -252,7 +285,7 @@ def _delta_sums(x: np.ndarray, group: np.ndarray, low: np.ndarray,
     if n_groups == 1:  # one group: vectorise over a block of nodes at a time
         step = max(1, _CHUNK_ELEMENTS // max(log_x.size, 1))
         for start in range(0, grid.size, step):  # loop over quadrature nodes, never over units
-            s = grid[start:start + step]
+            s = grid[start : start + step]
             u = np.exp(np.minimum(s[:, None] + log_x[None, :], _LOG_U_CAP))
             w = np.exp(-u)
             weight = n_low[0] + w.sum(axis=1)
@@ -264,10 +297,15 @@ def _delta_sums(x: np.ndarray, group: np.ndarray, low: np.ndarray,
             u = np.exp(np.minimum(s + log_x, _LOG_U_CAP))
             w = np.exp(-u)
             weight = n_low + np.bincount(pos_group, weights=w, minlength=n_groups)
-            mean = np.divide(np.bincount(pos_group, weights=w * u, minlength=n_groups), weight,
-                             out=np.zeros(n_groups), where=weight > 0)
-            spread = n_low * mean**2 + np.bincount(pos_group, weights=w * (u - mean[pos_group])
-                                                   ** 2, minlength=n_groups)
+            mean = np.divide(
+                np.bincount(pos_group, weights=w * u, minlength=n_groups),
+                weight,
+                out=np.zeros(n_groups),
+                where=weight > 0,
+            )
+            spread = n_low * mean**2 + np.bincount(
+                pos_group, weights=w * (u - mean[pos_group]) ** 2, minlength=n_groups
+            )
             total += np.exp(-2.0 * np.exp(s + log_low)) * weight * spread
     return 2.0 * _RATIO_STEP * total
 
@@ -279,8 +317,8 @@ def _ratio_within_direct(sub: np.ndarray, sub_mask: np.ndarray) -> np.ndarray:
     x = np.where(sub_mask, sub, 0.0)
     for r in range(n_raters - 1):  # loop over raters (few), vectorised over units
         a = x[r][None, :]
-        b = x[r + 1:]
-        both = sub_mask[r][None, :] & sub_mask[r + 1:]
+        b = x[r + 1 :]
+        both = sub_mask[r][None, :] & sub_mask[r + 1 :]
         total = a + b
         d = np.divide(a - b, total, out=np.zeros_like(b), where=total != 0)
         out += 2.0 * np.sum(np.where(both, d * d, 0.0), axis=0)

@@ -84,8 +84,9 @@ def bootstrap_ci(
         chunk = max(1, min(n_resamples, _BATCH_ELEMENTS // per_resample))
         for start in range(0, n_resamples, chunk):
             idx = resample_indices(rng, n_units, min(chunk, n_resamples - start))
-            sample = [np.moveaxis(np.take(a, idx, axis=ax), ax % a.ndim, 0)
-                      for a, ax in zip(arrays, axes)]
+            sample = [
+                np.moveaxis(np.take(a, idx, axis=ax), ax % a.ndim, 0) for a, ax in zip(arrays, axes)
+            ]
             got = batched(*sample)
             columns = got if isinstance(got, Mapping) else {"": got}
             for key, column in columns.items():
@@ -104,8 +105,12 @@ def bootstrap_ci(
     out: dict[str, Stat] = {}
     for key, stat in point.items():
         values = np.asarray(draws[key])
-        info = {"ci_method": "percentile bootstrap over units", "confidence": confidence,
-                "n_resamples": n_resamples, "n_resamples_undefined": n_resamples - values.size}
+        info = {
+            "ci_method": "percentile bootstrap over units",
+            "confidence": confidence,
+            "n_resamples": n_resamples,
+            "n_resamples_undefined": n_resamples - values.size,
+        }
         if stat.value is None or values.size < max(1, min_defined * n_resamples):
             out[key] = stat.with_ci(None, **info)
         else:
@@ -127,8 +132,7 @@ def _as_stats(result: Any) -> dict[str, Stat]:
     if isinstance(result, Stat):
         return {"": result}
     if isinstance(result, Mapping):
-        return {k: v if isinstance(v, Stat) else defined(k, float(v), 0) for k, v in
-                result.items()}
+        return {k: v if isinstance(v, Stat) else defined(k, float(v), 0) for k, v in result.items()}
     return {"": defined("statistic", float(result), 0)}
 
 

@@ -40,11 +40,11 @@ class DawidSkeneResult:
         log_likelihood: The marginal log-likelihood of all labels under the fit.
     """
 
-    posteriors: np.ndarray   # items x classes
-    confusion: np.ndarray    # raters x true class x given class
-    priors: np.ndarray       # classes
-    n_iter: int              # EM steps taken (a SQUAREM cycle takes three)
-    converged: bool          # False: max_iter reached while parameters still moved by > tol
+    posteriors: np.ndarray  # items x classes
+    confusion: np.ndarray  # raters x true class x given class
+    priors: np.ndarray  # classes
+    n_iter: int  # EM steps taken (a SQUAREM cycle takes three)
+    converged: bool  # False: max_iter reached while parameters still moved by > tol
     log_likelihood: float
 
     @property
@@ -61,8 +61,15 @@ class DawidSkeneResult:
         return np.einsum("k,rkk->r", self.priors, self.confusion)
 
 
-def dawid_skene(labels: Any, n_classes: int, *, truth: Any = None, max_iter: int = 5000,
-                tol: float = 1e-10, smoothing: float = 0.01) -> DawidSkeneResult:
+def dawid_skene(
+    labels: Any,
+    n_classes: int,
+    *,
+    truth: Any = None,
+    max_iter: int = 5000,
+    tol: float = 1e-10,
+    smoothing: float = 0.01,
+) -> DawidSkeneResult:
     """Fit Dawid-Skene to ``labels`` (raters x items integer codes 0..K-1, -1 for missing).
 
     The fit has converged when one EM step moves no prior or confusion entry by more than
@@ -107,8 +114,9 @@ def dawid_skene(labels: Any, n_classes: int, *, truth: Any = None, max_iter: int
     if truth is not None:
         clamp = np.asarray(truth, dtype=float)
         if clamp.shape != (n_items, n_classes):
-            raise InputDataError(f"truth must be items x classes {(n_items, n_classes)}; "
-                                 f"got {clamp.shape}")
+            raise InputDataError(
+                f"truth must be items x classes {(n_items, n_classes)}; got {clamp.shape}"
+            )
         known = ~np.isnan(clamp).any(axis=1)
         clamp = np.where(known[:, None], clamp, 0.0)
         sums = clamp.sum(axis=1, keepdims=True)
@@ -167,8 +175,9 @@ _OBJECTIVE_SLACK = 1.0
 class _EM:
     """The E and M steps for fixed data; the objective is the (Dirichlet-smoothed) posterior."""
 
-    def __init__(self, onehot: np.ndarray, clamp: np.ndarray | None, known: np.ndarray,
-                 smoothing: float) -> None:
+    def __init__(
+        self, onehot: np.ndarray, clamp: np.ndarray | None, known: np.ndarray, smoothing: float
+    ) -> None:
         self.onehot, self.clamp, self.known, self.smoothing = onehot, clamp, known, smoothing
 
     def m_step(self, post: np.ndarray) -> Params:
@@ -189,8 +198,9 @@ class _EM:
     def _joint(self, theta: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         priors, confusion = theta
         with np.errstate(divide="ignore"):  # smoothing=0 allows exact zeros: log 0 = -inf
-            log_joint = (np.log(priors)[None, :]
-                         + np.einsum("ril,rkl->ik", self.onehot, np.log(confusion)))
+            log_joint = np.log(priors)[None, :] + np.einsum(
+                "ril,rkl->ik", self.onehot, np.log(confusion)
+            )
         top = log_joint.max(axis=1, keepdims=True)
         norm = top + np.log(np.exp(log_joint - top).sum(axis=1, keepdims=True))
         post = np.exp(log_joint - norm)
@@ -223,8 +233,9 @@ def _moved(a: Params, b: Params) -> float:
     return float(max(np.abs(a[0] - b[0]).max(), np.abs(a[1] - b[1]).max()))
 
 
-def _extrapolate(theta: Params, theta1: Params, theta2: Params, step_max: float
-                 ) -> tuple[Params | None, float]:
+def _extrapolate(
+    theta: Params, theta1: Params, theta2: Params, step_max: float
+) -> tuple[Params | None, float]:
     """The SQUAREM S3 point theta + 2 a r + a^2 v (a = |r|/|v| capped at ``step_max``), and a.
 
     a = 1 gives the plain two-step point theta2; the step is halved towards it until every
@@ -243,14 +254,17 @@ def _extrapolate(theta: Params, theta1: Params, theta2: Params, step_max: float
             k = theta[0].size
             priors, confusion = jump[:k], jump[k:].reshape(theta[1].shape)
             # r and v sum to 0 over each distribution; renormalise away the rounding.
-            return (priors / priors.sum(),
-                    confusion / confusion.sum(axis=-1, keepdims=True)), length
+            return (
+                priors / priors.sum(),
+                confusion / confusion.sum(axis=-1, keepdims=True),
+            ), length
         alpha = (alpha + 1.0) / 2.0
     return None, length
 
 
-def posterior_from_votes(confusion: np.ndarray, priors: np.ndarray,
-                         codes: np.ndarray) -> np.ndarray:
+def posterior_from_votes(
+    confusion: np.ndarray, priors: np.ndarray, codes: np.ndarray
+) -> np.ndarray:
     """Posterior over true classes for one item given each rater's code (-1 = no vote)."""
     log_p = np.log(priors).copy()
     voted = codes >= 0

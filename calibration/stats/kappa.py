@@ -29,8 +29,9 @@ from .stat import Stat, defined, undefined
 Weights = Literal["identity", "linear", "quadratic"]
 
 
-def agreement_weights(q: int, weights: str | None,
-                      values: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+def agreement_weights(
+    q: int, weights: str | None, values: Sequence[float] | np.ndarray | None = None
+) -> np.ndarray:
     """The q x q agreement weights (1 on the diagonal, 0 for the farthest categories).
 
     Distances are between positions 0..q-1 (Cohen, scikit-learn), or between ``values`` (one
@@ -58,8 +59,9 @@ def agreement_weights(q: int, weights: str | None,
     else:
         pos = as_float_vector(values, "values")
         if pos.size != q or np.isnan(pos).any() or np.unique(pos).size != q:
-            raise InputDataError(f"values must be {q} distinct numbers, one per category; "
-                                 f"got {pos.tolist()}")
+            raise InputDataError(
+                f"values must be {q} distinct numbers, one per category; got {pos.tolist()}"
+            )
     dist = np.abs(pos[:, None] - pos[None, :]) / (pos.max() - pos.min())
     if weights == "linear":
         return 1.0 - dist
@@ -95,8 +97,9 @@ def _categories(labels: Sequence[float] | None, observed: np.ndarray) -> np.ndar
     return cats
 
 
-def cohen_kappa(a: Any, b: Any, weights: str | None = None,
-                labels: Sequence[float] | None = None) -> Stat:
+def cohen_kappa(
+    a: Any, b: Any, weights: str | None = None, labels: Sequence[float] | None = None
+) -> Stat:
     """Cohen's kappa between two raters; weighted by category position when ``weights`` is set.
 
     Weights use *positions*, as scikit-learn's ``cohen_kappa_score`` does (not values, unlike
@@ -143,8 +146,13 @@ def cohen_kappa(a: Any, b: Any, weights: str | None = None,
     # is below 1); test that, not closeness: 300,000 items with one rare label give pe within
     # 1e-5 of 1 and a well-defined kappa.
     if np.all(xi == xi[0]) and np.all(yi == xi[0]):
-        return undefined(name, n, "chance agreement is 1 (both raters used a single category)",
-                         p_observed=po, p_expected=pe)
+        return undefined(
+            name,
+            n,
+            "chance agreement is 1 (both raters used a single category)",
+            p_observed=po,
+            p_expected=pe,
+        )
     return defined(name, (po - pe) / (1.0 - pe), n, p_observed=po, p_expected=pe)
 
 
@@ -190,8 +198,9 @@ def fleiss_kappa(table: Any) -> Stat:
     return defined(name, (p_bar - p_e) / (1.0 - p_e), n_sub, p_observed=p_bar, p_expected=p_e)
 
 
-def gwet_ac(reliability_data: Any, weights: Weights = "identity",
-            categories: Sequence[float] | None = None) -> Stat:
+def gwet_ac(
+    reliability_data: Any, weights: Weights = "identity", categories: Sequence[float] | None = None
+) -> Stat:
     """Gwet's AC1 (``identity`` weights) or AC2 (``linear``/``quadratic``) for raters x units.
 
     Follows Gwet (2014), Handbook of Inter-Rater Reliability, 4th ed., ch. 2-3 (as in irrCAC's

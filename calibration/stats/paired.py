@@ -68,7 +68,7 @@ def paired_difference(a: Any, b: Any, confidence: float = 0.95) -> PairedDiffere
         return PairedDifference(mean, None, None, n, only_a, only_b)
     sd = float(d.std(ddof=1))
     if sd == 0.0:
-        p = 1.0 if mean == 0.0 else min(1.0, 2.0 * 0.5 ** n)
+        p = 1.0 if mean == 0.0 else min(1.0, 2.0 * 0.5**n)
     else:
         from scipy import stats
 
@@ -77,8 +77,9 @@ def paired_difference(a: Any, b: Any, confidence: float = 0.95) -> PairedDiffere
     return PairedDifference(mean, ci, p, n, only_a, only_b)
 
 
-def wilson_ci(values: Any, confidence: float = 0.95
-              ) -> tuple[float | None, tuple[float, float] | None]:
+def wilson_ci(
+    values: Any, confidence: float = 0.95
+) -> tuple[float | None, tuple[float, float] | None]:
     """The mean of 0/1 values (a share) with Wilson's score interval (Wilson 1927).
 
     The interval stays inside [0, 1] where a t interval on few items does not; no interval without
@@ -120,8 +121,9 @@ def ranks_of(means: Any) -> np.ndarray:
     return np.where(valid, 1.0 + higher.sum(axis=1), np.nan)
 
 
-def rank_intervals(scores: Any, *, confidence: float = 0.95, resamples: int = 2000,
-                   seed: int = 0, batch: int = 500) -> tuple[np.ndarray, np.ndarray]:
+def rank_intervals(
+    scores: Any, *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0, batch: int = 500
+) -> tuple[np.ndarray, np.ndarray]:
     """``(ranks, intervals)`` of systems: each mean's rank and its bootstrap interval over items.
 
     Systems are the rows of ``scores``, items its columns, NaN where a system has no score: the
@@ -170,13 +172,17 @@ def letter_groups(means: Sequence[float], different: Any) -> list[str]:
     """
     m = np.asarray(means, dtype=float)
     diff = np.asarray(different, dtype=bool)
-    order = [int(k) for k in np.argsort(-np.where(np.isnan(m), -np.inf, m), kind="stable")
-             if not np.isnan(m[k])]
+    order = [
+        int(k)
+        for k in np.argsort(-np.where(np.isnan(m), -np.inf, m), kind="stable")
+        if not np.isnan(m[k])
+    ]
     runs: list[tuple[int, int]] = []
     for start in range(len(order)):
         end = start
-        while end + 1 < len(order) and not any(diff[order[end + 1], order[k]]
-                                               for k in range(start, end + 1)):
+        while end + 1 < len(order) and not any(
+            diff[order[end + 1], order[k]] for k in range(start, end + 1)
+        ):
             end += 1
         if not runs or end > runs[-1][1]:
             runs.append((start, end))

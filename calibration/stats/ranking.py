@@ -37,8 +37,9 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     return float((sa * sb).sum() / np.sqrt(float(n_a) * float(n_b)))
 
 
-def pair_agreement_counts(rewards: Sequence[float | None],
-                          pairs: Sequence[tuple[int, int, float]]) -> tuple[float, int, int]:
+def pair_agreement_counts(
+    rewards: Sequence[float | None], pairs: Sequence[tuple[int, int, float]]
+) -> tuple[float, int, int]:
     """How far a group's rewards agree with human preferences ``(i, j, share)`` (share 1: i
     is better, 0: j is, 0.5: a tie): the agreement summed over the preferences both of whose
     completions have a reward, how many those are, and how many human ties were left out."""
@@ -59,27 +60,41 @@ def pair_agreement_counts(rewards: Sequence[float | None],
 
 def _statistic(taus: np.ndarray, agree: np.ndarray, n: np.ndarray) -> dict[str, Stat]:
     known = taus[~np.isnan(taus)]
-    tau = (defined("kendall_tau_b", float(known.mean()), int(known.size)) if known.size
-           else undefined("kendall_tau_b", 0, "no group has two ranked completions that "
-                          "neither ranking ties all"))
+    tau = (
+        defined("kendall_tau_b", float(known.mean()), int(known.size))
+        if known.size
+        else undefined(
+            "kendall_tau_b", 0, "no group has two ranked completions that neither ranking ties all"
+        )
+    )
     total = int(n.sum())
-    pairs = (defined("pair_agreement", float(agree.sum() / total), total) if total
-             else undefined("pair_agreement", 0, "no human preference between two "
-                            "completions with rewards"))
+    pairs = (
+        defined("pair_agreement", float(agree.sum() / total), total)
+        if total
+        else undefined(
+            "pair_agreement", 0, "no human preference between two completions with rewards"
+        )
+    )
     return {"kendall_tau_b": tau, "pair_agreement": pairs}
 
 
 def _batched(taus: np.ndarray, agree: np.ndarray, n: np.ndarray) -> dict[str, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
-        return {"kendall_tau_b": np.nanmean(taus, axis=1) if taus.size
-                else np.full(len(taus), np.nan),
-                "pair_agreement": agree.sum(axis=1) / np.where(n.sum(axis=1) > 0,
-                                                               n.sum(axis=1), np.nan)}
+        return {
+            "kendall_tau_b": np.nanmean(taus, axis=1) if taus.size else np.full(len(taus), np.nan),
+            "pair_agreement": agree.sum(axis=1)
+            / np.where(n.sum(axis=1) > 0, n.sum(axis=1), np.nan),
+        }
 
 
-def group_agreement(taus: Sequence[float | None], agree: Sequence[float], n: Sequence[int],
-                    n_resamples: int = 1000, confidence: float = 0.95,
-                    seed: int | None = 0) -> dict[str, Stat]:
+def group_agreement(
+    taus: Sequence[float | None],
+    agree: Sequence[float],
+    n: Sequence[int],
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int | None = 0,
+) -> dict[str, Stat]:
     """The mean of the groups' taus (None: undefined, left out) and the agreement over all
     their human preferences, each with a percentile bootstrap interval over groups."""
     t = np.array([np.nan if v is None else v for v in taus], dtype=float)
@@ -88,5 +103,13 @@ def group_agreement(taus: Sequence[float | None], agree: Sequence[float], n: Seq
 
     with warnings.catch_warnings():  # a resample of undefined taus only: NaN, left out
         warnings.simplefilter("ignore", RuntimeWarning)
-        return bootstrap_ci(_statistic, t, a, m, n_resamples=n_resamples,
-                            confidence=confidence, seed=seed, batched=_batched)
+        return bootstrap_ci(
+            _statistic,
+            t,
+            a,
+            m,
+            n_resamples=n_resamples,
+            confidence=confidence,
+            seed=seed,
+            batched=_batched,
+        )

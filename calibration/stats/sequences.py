@@ -66,8 +66,13 @@ def predictable_bets(x: np.ndarray, alpha: float, horizon: float | None = None) 
     return np.sqrt(2.0 * np.log(1.0 / alpha) / (scale * sigma2_before))
 
 
-def log_wealth(x: np.ndarray, candidates: np.ndarray, alpha: float,
-               population: int | None = None, horizon: float | None = None) -> np.ndarray:
+def log_wealth(
+    x: np.ndarray,
+    candidates: np.ndarray,
+    alpha: float,
+    population: int | None = None,
+    horizon: float | None = None,
+) -> np.ndarray:
     """The log wealth after each value (columns) of the bets against each candidate mean (rows).
 
     The bets are the hedged capital process (module text); +inf where a candidate is impossible
@@ -97,14 +102,19 @@ def _checked(values: Sequence[float] | np.ndarray, population: int | None) -> np
     if np.any((x < 0) | (x > 1)) or not np.all(np.isfinite(x)):
         raise ValueError("a betting confidence sequence needs values in [0, 1]")
     if population is not None and population < x.size:
-        raise ValueError(f"{x.size} values drawn without replacement from a population of "
-                         f"{population}")
+        raise ValueError(
+            f"{x.size} values drawn without replacement from a population of {population}"
+        )
     return x
 
 
-def betting_cs(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
-               population: int | None = None, horizon: float | None = None,
-               grid: int = GRID) -> tuple[np.ndarray, np.ndarray]:
+def betting_cs(
+    values: Sequence[float] | np.ndarray,
+    alpha: float = 0.05,
+    population: int | None = None,
+    horizon: float | None = None,
+    grid: int = GRID,
+) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper bounds after each of ``values`` of a ``1 - alpha`` confidence sequence.
 
     Each value is in [0, 1]; the sequence is for their mean (with ``population``: the mean of the
@@ -118,8 +128,8 @@ def betting_cs(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
     inside = np.zeros((grid + 1, x.size), dtype=bool)
     block = max(1, 2_000_000 // x.size)  # candidate means at a time: bounded memory
     for start in range(0, grid + 1, block):
-        wealth = log_wealth(x, candidates[start:start + block], alpha, population, horizon)
-        inside[start:start + block] = wealth < np.log(1.0 / alpha)
+        wealth = log_wealth(x, candidates[start : start + block], alpha, population, horizon)
+        inside[start : start + block] = wealth < np.log(1.0 / alpha)
     any_inside = inside.any(axis=0)
     first = np.argmax(inside, axis=0)
     last = grid - np.argmax(inside[::-1], axis=0)
@@ -133,9 +143,13 @@ def betting_cs(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
     return np.maximum.accumulate(low), np.minimum.accumulate(high)
 
 
-def betting_interval(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
-                     population: int | None = None, horizon: float | None = None,
-                     grid: int = GRID) -> tuple[float, float]:
+def betting_interval(
+    values: Sequence[float] | np.ndarray,
+    alpha: float = 0.05,
+    population: int | None = None,
+    horizon: float | None = None,
+    grid: int = GRID,
+) -> tuple[float, float]:
     """The sequence's interval after the last of ``values``: what a page shows after each label.
 
     Its bounds are found to about ``1 / grid**2`` (a grid, then a grid within each bound's cell),
@@ -175,9 +189,14 @@ def even_path(rate: float, n: int) -> np.ndarray:
     return np.diff(k).clip(0.0, 1.0)
 
 
-def labels_needed(rate: float, width: float, alpha: float = 0.05,
-                  population: int | None = None, horizon: float | None = None,
-                  cap: int = 20_000) -> int | None:
+def labels_needed(
+    rate: float,
+    width: float,
+    alpha: float = 0.05,
+    population: int | None = None,
+    horizon: float | None = None,
+    cap: int = 20_000,
+) -> int | None:
     """The first number of labels at which an agreement rate's sequence is ``width`` wide or less.
 
     That is, at which the confidence sequence of an agreement rate ``rate`` (on
@@ -205,9 +224,10 @@ def best_rho2(horizon: float, alpha: float = 0.05) -> float:
     from scipy.special import lambertw
 
     if horizon <= 0 or not 0 < alpha < 1:
-        raise ValueError(f"the horizon must be positive and alpha in (0, 1); got {horizon}, "
-                         f"{alpha}")
-    u = -float(lambertw(-alpha**2 / math.e, k=-1).real) - 1.0
+        raise ValueError(
+            f"the horizon must be positive and alpha in (0, 1); got {horizon}, {alpha}"
+        )
+    u = -float(lambertw(-(alpha**2) / math.e, k=-1).real) - 1.0
     return u / float(horizon)
 
 
@@ -218,13 +238,17 @@ def asymptotic_margin(t: np.ndarray | float, rho2: float, alpha: float = 0.05) -
     deviation (the module's text).
     """
     tt = np.asarray(t, dtype=float)
-    return np.sqrt(2.0 * (tt * rho2 + 1.0) / (tt**2 * rho2)
-                   * np.log(np.sqrt(tt * rho2 + 1.0) / alpha))
+    return np.sqrt(
+        2.0 * (tt * rho2 + 1.0) / (tt**2 * rho2) * np.log(np.sqrt(tt * rho2 + 1.0) / alpha)
+    )
 
 
-def asymptotic_cs(values: Sequence[float] | np.ndarray, alpha: float = 0.05,
-                  horizon: float = 100.0, variance_floor: float = 0.0
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def asymptotic_cs(
+    values: Sequence[float] | np.ndarray,
+    alpha: float = 0.05,
+    horizon: float = 100.0,
+    variance_floor: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper bounds after each of ``values`` of the ``1 - alpha`` asymptotic sequence.
 
     The asymptotic confidence sequence for their mean (module text), narrowest around ``horizon``

@@ -65,8 +65,12 @@ class Stat:
             A JSON-ready dict with ``name``, ``value``, ``defined`` and ``n``, and ``reason``,
             ``ci`` (a two-item list) and ``details`` where set.
         """
-        out: dict[str, Any] = {"name": self.name, "value": self.value, "defined": self.defined,
-                               "n": self.n}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "value": self.value,
+            "defined": self.defined,
+            "n": self.n,
+        }
         if self.reason is not None:
             out["reason"] = self.reason
         if self.ci is not None:

@@ -18,14 +18,17 @@ class LowestJudge:
     def __init__(self, spec) -> None:  # the judge's JudgeSpec (name, model, engine_kwargs, ...)
         self.name = spec.name
 
-    def generate(self, requests: list[Request],
-                 cancelled: CancelCheck | None = None) -> list[Generation]:
+    def generate(
+        self, requests: list[Request], cancelled: CancelCheck | None = None
+    ) -> list[Generation]:
         out = []
         for request in requests:
             if cancelled is not None and cancelled():  # nobody waits for these any more
                 raise GenerationCancelled(f"judge {self.name}: cancelled")
-            answer = {name: prop["enum"][0]  # each criterion's first point
-                      for name, prop in request.schema["properties"].items()}
+            answer = {
+                name: prop["enum"][0]  # each criterion's first point
+                for name, prop in request.schema["properties"].items()
+            }
             out.append(Generation(text=json.dumps(answer)))
         return out
 

@@ -54,8 +54,9 @@ def prompt_text(spec: Any, tokenizer: Any, bos: str, messages: list[Message]) ->
     )
 
 
-def vision_prompt_text(spec: Any, tokenizer: Any, request: Request,
-                       messages: list[Message] | None = None) -> str:
+def vision_prompt_text(
+    spec: Any, tokenizer: Any, request: Request, messages: list[Message] | None = None
+) -> str:
     """The text a judge that sees images is given for ``request`` (``messages`` in place of
     its own, e.g. escaped): the chat template over the messages as parts, an image part where
     each image goes (the template writes the model's image placeholder there), the same for
@@ -67,16 +68,21 @@ def vision_prompt_text(spec: Any, tokenizer: Any, request: Request,
     if messages is not None:
         request = replace(request, messages=messages)
     return tokenizer.apply_chat_template(
-        chat_parts(request), add_generation_prompt=True, tokenize=False,
-        **spec.reasoning.template_kwargs)
+        chat_parts(request),
+        add_generation_prompt=True,
+        tokenize=False,
+        **spec.reasoning.template_kwargs,
+    )
 
 
 def require_vision_chat(spec: Any) -> None:
     """JudgeConfigError for a judge that sees images with plain prompts: images go into chat
     messages, which a base model's plain framing has none of."""
     if spec.prompt_format != "chat":
-        raise JudgeConfigError(f"judge {spec.name}: a judge that sees images (vision) needs "
-                               "prompt_format: chat; set vision: false to judge on text")
+        raise JudgeConfigError(
+            f"judge {spec.name}: a judge that sees images (vision) needs "
+            "prompt_format: chat; set vision: false to judge on text"
+        )
 
 
 # Prompt length beyond which a judge on a CPU refuses an item unless its jury file sets
@@ -90,17 +96,24 @@ def length_error(spec: Any, n_tokens: int, context: int, on_cpu: bool) -> str | 
     too long to leave room for the answer (and the thinking budget) in the model's context."""
     limit = spec.execution.max_prompt_tokens or (CPU_MAX_PROMPT_TOKENS if on_cpu else None)
     if limit is not None and n_tokens > limit:
-        source = "its max_prompt_tokens" if spec.execution.max_prompt_tokens else \
-            "the default max_prompt_tokens on a CPU"
-        return (f"prompt is {n_tokens} tokens, more than {limit} ({source}); set "
-                f"max_prompt_tokens for judge {spec.name} in the jury file if the machine can "
-                "hold it")
+        source = (
+            "its max_prompt_tokens"
+            if spec.execution.max_prompt_tokens
+            else "the default max_prompt_tokens on a CPU"
+        )
+        return (
+            f"prompt is {n_tokens} tokens, more than {limit} ({source}); set "
+            f"max_prompt_tokens for judge {spec.name} in the jury file if the machine can "
+            "hold it"
+        )
     budget = spec.sampling.max_tokens
     if spec.reasoning.mode == "think":
         budget += spec.reasoning.budget_tokens
     if n_tokens + budget > context:
-        return (f"prompt is {n_tokens} tokens; with up to {budget} new tokens it exceeds the "
-                f"{context}-token context of judge {spec.name}")
+        return (
+            f"prompt is {n_tokens} tokens; with up to {budget} new tokens it exceeds the "
+            f"{context}-token context of judge {spec.name}"
+        )
     return None
 
 
@@ -211,13 +224,23 @@ class PromptEncoder:
         for i, text in enumerate(texts):
             p = next((p for p in self.prefixes if text.startswith(p.key)), None)
             if p is not None:
-                s = next((s for s in self.suffixes
-                          if text.endswith(s.key) and len(text) - len(s.key) >= len(p.key)), None)
+                s = next(
+                    (
+                        s
+                        for s in self.suffixes
+                        if text.endswith(s.key) and len(text) - len(s.key) >= len(p.key)
+                    ),
+                    None,
+                )
                 cuts.append((i, p, s))
         if cuts:
-            middles = encode_prompts(self.tokenizer, [
-                texts[i][len(p.text) : len(texts[i]) - (0 if s is None else len(s.text))]
-                for i, p, s in cuts])
+            middles = encode_prompts(
+                self.tokenizer,
+                [
+                    texts[i][len(p.text) : len(texts[i]) - (0 if s is None else len(s.text))]
+                    for i, p, s in cuts
+                ],
+            )
             for (i, p, s), middle in zip(cuts, middles):
                 out[i] = p.ids + middle + s.ids if s is not None else p.ids + middle
             self.split += len(cuts)
@@ -242,8 +265,11 @@ class PromptEncoder:
 
     def _learn(self, texts: list[str], whole: list[list[int]]) -> None:
         shared = _shared_start(texts)
-        near = max(self.prefixes, default=None,  # the known prefix sharing most with these
-                   key=lambda p: len(_shared_start([shared, p.key])))
+        near = max(
+            self.prefixes,
+            default=None,  # the known prefix sharing most with these
+            key=lambda p: len(_shared_start([shared, p.key])),
+        )
         if near is not None:
             both = _shared_start([shared, near.key])
             if len(both) >= self.MIN_PREFIX + self.GUARD:
@@ -251,22 +277,29 @@ class PromptEncoder:
             else:
                 near = None
         first = texts[0]
-        cuts = [c for c in range(len(shared) - self.GUARD, self.MIN_PREFIX - 1, -1)
-                if (first[c - 1] == "\n") != (first[c] == "\n")
-                and not first[c - 1 if first[c] == "\n" else c].isspace()]
+        cuts = [
+            c
+            for c in range(len(shared) - self.GUARD, self.MIN_PREFIX - 1, -1)
+            if (first[c - 1] == "\n") != (first[c] == "\n")
+            and not first[c - 1 if first[c] == "\n" else c].isspace()
+        ]
         for cut in cuts[: self.CANDIDATES]:
             ids = encode_prompts(self.tokenizer, [first[:cut]])[0]
             rests = encode_prompts(self.tokenizer, [t[cut:] for t in texts])
             if all(ids + rest == w for rest, w in zip(rests, whole)):
-                self.prefixes = [_Prefix(first[:cut], ids, first[: cut + self.GUARD]),
-                                 *(p for p in self.prefixes if p is not near)][: self.KEEP]
+                self.prefixes = [
+                    _Prefix(first[:cut], ids, first[: cut + self.GUARD]),
+                    *(p for p in self.prefixes if p is not near),
+                ][: self.KEEP]
                 self.exact = True
                 return
         if cuts and self.exact is None:  # never exact for this tokenizer: whole prompts now on
             self.exact = False
-            self.note = (f"judge {self.name}: its tokenizer does not split the prompts' shared "
-                         "beginning exactly (prefix + item ids differ from the whole prompt's), "
-                         "so whole prompts are tokenized")
+            self.note = (
+                f"judge {self.name}: its tokenizer does not split the prompts' shared "
+                "beginning exactly (prefix + item ids differ from the whole prompt's), "
+                "so whole prompts are tokenized"
+            )
 
     def _learn_end(self, texts: list[str], whole: list[list[int]]) -> None:
         """A suffix for ``texts`` (whose ids are ``whole``), checked on them, as `_learn`
@@ -278,7 +311,7 @@ class PromptEncoder:
         prefix_of = [next((p for p in self.prefixes if t.startswith(p.key)), None) for t in texts]
         groups: dict[tuple[str, str], list[int]] = {}
         for k, (text, p) in enumerate(zip(texts, prefix_of)):
-            end = ("" if p is None else p.text, text[-(self.MIN_SUFFIX + self.GUARD):])
+            end = ("" if p is None else p.text, text[-(self.MIN_SUFFIX + self.GUARD) :])
             groups.setdefault(end, []).append(k)
         for end, group in groups.items():
             if end in self._unsplit:
@@ -293,8 +326,11 @@ class PromptEncoder:
             # Not into a known prefix (with its guard) of any of them.
             room = min(len(t) - (0 if p is None else len(p.key)) for t, p in zip(gtexts, starts))
             shared = _shared_start([t[::-1] for t in gtexts])[:room]
-            near = max(self.suffixes, default=None,  # the known suffix sharing most with these
-                       key=lambda s: len(_shared_start([shared, s.key[::-1]])))
+            near = max(
+                self.suffixes,
+                default=None,  # the known suffix sharing most with these
+                key=lambda s: len(_shared_start([shared, s.key[::-1]])),
+            )
             if near is not None:
                 both = _shared_start([shared, near.key[::-1]])
                 if len(both) >= self.MIN_SUFFIX + self.GUARD:
@@ -310,20 +346,34 @@ class PromptEncoder:
             n = len(first)
             # A cut at n - m leaves m characters of shared ending, GUARD of them before the cut;
             # at a word boundary (the cut before a space) or a line boundary.
-            cuts = [n - m for m in range(len(shared) - self.GUARD, self.MIN_SUFFIX - 1, -1)
-                    if (not first[n - m - 1].isspace() and first[n - m] == " ")
-                    or ((first[n - m - 1] == "\n") != (first[n - m] == "\n")
-                        and not first[n - m - 1 if first[n - m] == "\n" else n - m].isspace())]
+            cuts = [
+                n - m
+                for m in range(len(shared) - self.GUARD, self.MIN_SUFFIX - 1, -1)
+                if (not first[n - m - 1].isspace() and first[n - m] == " ")
+                or (
+                    (first[n - m - 1] == "\n") != (first[n - m] == "\n")
+                    and not first[n - m - 1 if first[n - m] == "\n" else n - m].isspace()
+                )
+            ]
             for cut in cuts[: self.CANDIDATES]:
                 m = n - cut
                 ids = encode_prompts(self.tokenizer, [first[cut:]])[0]
                 # Checked as it will be used: a known prefix's ids, the middle's, the suffix's.
-                heads = encode_prompts(self.tokenizer, [
-                    t[0 if p is None else len(p.text) : len(t) - m] for t, p in zip(gtexts, starts)])
-                if all((head if p is None else p.ids + head) + ids == want
-                       for p, head, want in zip(starts, heads, gwhole)):
-                    self.suffixes = [_Suffix(first[cut:], ids, first[cut - self.GUARD :]),
-                                     *(s for s in self.suffixes if s is not near)][: self.KEEP]
+                heads = encode_prompts(
+                    self.tokenizer,
+                    [
+                        t[0 if p is None else len(p.text) : len(t) - m]
+                        for t, p in zip(gtexts, starts)
+                    ],
+                )
+                if all(
+                    (head if p is None else p.ids + head) + ids == want
+                    for p, head, want in zip(starts, heads, gwhole)
+                ):
+                    self.suffixes = [
+                        _Suffix(first[cut:], ids, first[cut - self.GUARD :]),
+                        *(s for s in self.suffixes if s is not near),
+                    ][: self.KEEP]
                     self.exact_end = True
                     break
             else:
@@ -385,8 +435,10 @@ class Detokenizer:
         self.tokenizer = tokenizer
         raw = _rust_decode(tokenizer)
         if raw is None:
+
             def raw(ids: tuple[int, ...]) -> str:
                 return tokenizer.decode(list(ids), skip_special_tokens=False)
+
         # Bounded memos (thread-safe): decoded id tuples, one token's text after its window,
         # a whole answer's pieces, the alternatives' texts after a prefix.
         self._cached = functools.lru_cache(maxsize=cache_size)(raw)
@@ -538,8 +590,11 @@ class ControlTokens:
         pattern = self.pattern
         if pattern is None:
             return messages
-        held = {t: pattern.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
-                for t in item_text if self.find(t) is not None}
+        held = {
+            t: pattern.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
+            for t in item_text
+            if self.find(t) is not None
+        }
         if not held:
             return messages
         out = []
@@ -550,9 +605,13 @@ class ControlTokens:
             out.append({**message, "content": content})
         return out
 
-    def encode(self, encode: Callable[[list[str]], list[list[int]]], prompts: list[str],
-               requests: Sequence[Request], max_chars: int | None = None
-               ) -> list[list[int] | str]:
+    def encode(
+        self,
+        encode: Callable[[list[str]], list[list[int]]],
+        prompts: list[str],
+        requests: Sequence[Request],
+        max_chars: int | None = None,
+    ) -> list[list[int] | str]:
         """Each prompt's ids (``encode`` for those whose item holds no control token), or why
         it cannot be given to the judge: a control token it cannot keep apart, or more than
         ``max_chars`` characters (more than the judge's token limit could hold, found without
@@ -561,8 +620,10 @@ class ControlTokens:
         whole = []
         for i, (prompt, request) in enumerate(zip(prompts, requests)):
             if max_chars is not None and len(prompt) > max_chars:
-                out[i] = (f"prompt is {len(prompt)} characters, more than the judge's token "
-                          f"limit could hold ({max_chars} characters); it was not tokenized")
+                out[i] = (
+                    f"prompt is {len(prompt)} characters, more than the judge's token "
+                    f"limit could hold ({max_chars} characters); it was not tokenized"
+                )
                 continue
             held = [(t, token) for t in request.item_text if (token := self.find(t)) is not None]
             if held:
@@ -588,9 +649,11 @@ class ControlTokens:
                 if found:
                     break
             if not found:
-                return (f"the item's text holds the judge's control token {token!r}, and the "
-                        "rubric's template shows that text changed, so it cannot be given to "
-                        "the judge as plain text; remove the token from the item")
+                return (
+                    f"the item's text holds the judge's control token {token!r}, and the "
+                    "rubric's template shows that text changed, so it cannot be given to "
+                    "the judge as plain text; remove the token from the item"
+                )
         spans.sort()
         pieces: list[tuple[str, bool]] = []  # (text, as plain text)
         at = 0
@@ -603,8 +666,11 @@ class ControlTokens:
         ids: list[int] = []
         for text, plain in pieces:
             if text:
-                ids.extend(self.tokenizer(text, add_special_tokens=False,
-                                          split_special_tokens=plain)["input_ids"])
+                ids.extend(
+                    self.tokenizer(text, add_special_tokens=False, split_special_tokens=plain)[
+                        "input_ids"
+                    ]
+                )
         return ids
 
 
@@ -613,14 +679,18 @@ class ControlTokens:
 # first character, so the server's tokenizer reads text. Bounded repeats: linear in the text.
 GENERIC_CONTROL = re.compile(
     r"<\|[^|<>\n]{1,64}\|>|<｜[^｜<>\n]{1,64}｜>|</?s>|\[/?INST\]|</?think>"
-    r"|<(?:start|end)_of_turn>|<(?:bos|eos|pad|unk|mask)>|<\|?endoftext\|?>")
+    r"|<(?:start|end)_of_turn>|<(?:bos|eos|pad|unk|mask)>|<\|?endoftext\|?>"
+)
 
 
 def escape_control(messages: list[Message], item_text: Sequence[str]) -> list[Message]:
     """``messages`` with every item string that holds a control token of
     `GENERIC_CONTROL` written with a word joiner inside each such token."""
-    held = {t: GENERIC_CONTROL.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
-            for t in item_text if GENERIC_CONTROL.search(t)}
+    held = {
+        t: GENERIC_CONTROL.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
+        for t in item_text
+        if GENERIC_CONTROL.search(t)
+    }
     if not held:
         return messages
     out = []

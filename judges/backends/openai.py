@@ -48,9 +48,11 @@ from .protocol import CancelCheck, Generation, JudgeConfigError, Request, TokenS
 if TYPE_CHECKING:
     from ..spec import JudgeSpec
 
+
 def transient(status: int) -> bool:
     """Worth asking again: rate limits, request timeouts and server-side failures."""
     return status in (408, 429) or (500 <= status < 600 and status != 501)
+
 
 _MASKED = -9999.0  # vLLM's JSON stand-in for a -inf logprob
 
@@ -131,7 +133,8 @@ class OpenAIBackend:
         key = os.environ.get(key_var)
         if spec.execution.api_key_env and not key:
             raise JudgeConfigError(
-                f"judge {spec.name}: environment variable {spec.execution.api_key_env} is not set")
+                f"judge {spec.name}: environment variable {spec.execution.api_key_env} is not set"
+            )
         self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.chat = spec.prompt_format == "chat"
         # What the server accepts, learned from its refusals (structured_outputs: auto).
@@ -165,7 +168,8 @@ class OpenAIBackend:
 
                 body["messages"] = chat_parts(
                     replace(request, messages=messages),
-                    lambda im: {"type": "image_url", "image_url": {"url": im.data_url()}})
+                    lambda im: {"type": "image_url", "image_url": {"url": im.data_url()}},
+                )
             if r.template_kwargs:
                 body["chat_template_kwargs"] = dict(r.template_kwargs)
             if self.want_logprobs:
@@ -207,7 +211,9 @@ class OpenAIBackend:
             if not again:
                 raise error
             if attempt >= self.spec.execution.max_retries:
-                raise RuntimeError(f"gave up after {attempt + 1} attempts: {_describe(error)}") from error
+                raise RuntimeError(
+                    f"gave up after {attempt + 1} attempts: {_describe(error)}"
+                ) from error
             if retry_after is None:  # exponential backoff with jitter: 0.25-0.5 s, 0.5-1 s, ...
                 retry_after = min(30.0, 0.5 * 2**attempt) * (0.5 + random.random() / 2)
             await asyncio.sleep(retry_after)
@@ -217,8 +223,10 @@ class OpenAIBackend:
         """Whether a 400 refused a feature this request asked for that the judge can do
         without; if so, stop asking for it (for every later request too)."""
         low = error.lower()
-        if "response_format" in sent and self.spec.structured_outputs == "auto" and any(
-            k in low for k in ("response_format", "json_schema", "structured", "guided")
+        if (
+            "response_format" in sent
+            and self.spec.structured_outputs == "auto"
+            and any(k in low for k in ("response_format", "json_schema", "structured", "guided"))
         ):
             self.constrain = False
             return True
@@ -257,15 +265,20 @@ class OpenAIBackend:
                     if finish == "length"
                     else f"judge stopped without closing its reasoning with {r.end!r}"
                 )
-                return Generation(error=error, reasoning=text, finish_reason=finish,
-                                  prompt_tokens=usage.get("prompt_tokens", 0),
-                                  output_tokens=usage.get("completion_tokens", 0))
+                return Generation(
+                    error=error,
+                    reasoning=text,
+                    finish_reason=finish,
+                    prompt_tokens=usage.get("prompt_tokens", 0),
+                    output_tokens=usage.get("completion_tokens", 0),
+                )
         else:
             steps = align_steps(text, full, steps)
         if r.mode == "think" and finish == "length" and not text.strip():
             return Generation(
                 error=f"thinking budget of {r.budget_tokens} tokens exhausted before the answer",
-                reasoning=reasoning, finish_reason=finish,
+                reasoning=reasoning,
+                finish_reason=finish,
                 prompt_tokens=usage.get("prompt_tokens", 0),
                 output_tokens=usage.get("completion_tokens", 0),
             )
@@ -303,8 +316,9 @@ class OpenAIBackend:
         ) as client:
             return list(await asyncio.gather(*(self._one(client, gate, r) for r in requests)))
 
-    def generate(self, requests: list[Request],
-                 cancelled: CancelCheck | None = None) -> list[Generation]:
+    def generate(
+        self, requests: list[Request], cancelled: CancelCheck | None = None
+    ) -> list[Generation]:
         """`agenerate` run to completion; from inside a running event loop it runs on its own
         loop in a thread. (``cancelled`` is not asked: a caller that can cancel awaits
         `agenerate`.)"""

@@ -35,8 +35,9 @@ class Backend(Protocol):
 
     name: str
 
-    def generate(self, requests: list[Request],
-                 cancelled: CancelCheck | None = None) -> list[Generation]:
+    def generate(
+        self, requests: list[Request], cancelled: CancelCheck | None = None
+    ) -> list[Generation]:
         """One Generation per request, in order. Trouble with one prompt is that generation's
         ``error`` (an unscored vote); an exception means the judge as a whole failed."""
         ...

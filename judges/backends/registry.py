@@ -54,8 +54,12 @@ class BackendKind:
 
 
 _SHIPPED = (
-    BackendKind("transformers", "jurybox.judges.backends.transformers:TransformersBackend",
-                weights=True, batches=True),
+    BackendKind(
+        "transformers",
+        "jurybox.judges.backends.transformers:TransformersBackend",
+        weights=True,
+        batches=True,
+    ),
     BackendKind("vllm", "jurybox.judges.backends.vllm:VLLMBackend", weights=True),
     BackendKind("openai", "jurybox.judges.backends.openai:OpenAIBackend"),
     BackendKind("replay", "jurybox.judges.backends.replay:replay_backend", batches=True),
@@ -63,13 +67,15 @@ _SHIPPED = (
 _registered: dict[str, BackendKind] = {}
 
 
-def register(name: str, factory: str | Factory, *, weights: bool = False,
-             batches: bool = False) -> BackendKind:
+def register(
+    name: str, factory: str | Factory, *, weights: bool = False, batches: bool = False
+) -> BackendKind:
     """Make ``backend: name`` in a jury file use ``factory`` (a callable, or
     ``"module:attribute"``). A shipped name cannot be replaced."""
     if name in {k.name for k in _SHIPPED}:
-        raise ValueError(f"backend {name!r} is one of jurybox's own; register yours under "
-                         "another name")
+        raise ValueError(
+            f"backend {name!r} is one of jurybox's own; register yours under another name"
+        )
     kind = BackendKind(name, factory, weights=weights, batches=batches)
     _registered[name] = kind
     return kind
@@ -95,9 +101,11 @@ def backend_kind(name: str) -> BackendKind:
     """The backend named ``name``; InputError listing the known ones for any other."""
     known = kinds()
     if name not in known:
-        raise InputError(f"unknown backend {name!r}: known backends are {sorted(known)} "
-                         f"(a package adds one under the {ENTRY_POINTS!r} entry point group)",
-                         field="backend")
+        raise InputError(
+            f"unknown backend {name!r}: known backends are {sorted(known)} "
+            f"(a package adds one under the {ENTRY_POINTS!r} entry point group)",
+            field="backend",
+        )
     return known[name]
 
 

@@ -144,8 +144,10 @@ class Recording:
         return cls(
             rubric=data["rubric"],
             items=data["items"],
-            judges={name: [RecordedGeneration.from_json(g) for g in gens]
-                    for name, gens in data["judges"].items()},
+            judges={
+                name: [RecordedGeneration.from_json(g) for g in gens]
+                for name, gens in data["judges"].items()
+            },
             specs=data.get("specs", {}),
             produced_by=data.get("produced_by", ""),
         )
@@ -176,8 +178,9 @@ def load_tokenizer(spec: JudgeSpec) -> Any:
     return AutoTokenizer.from_pretrained(source.directory, revision=source.revision)
 
 
-def record(jury: Any, rubric: Any, items: list[Any],
-           log: Callable[[str], None] = lambda line: None) -> dict[str, list[RecordedGeneration]]:
+def record(
+    jury: Any, rubric: Any, items: list[Any], log: Callable[[str], None] = lambda line: None
+) -> dict[str, list[RecordedGeneration]]:
     """Judge ``items`` under ``rubric`` with ``jury``'s transformers backends, keeping each
     answer's token ids and top-k logprobs (the same recorder the backend reads score
     distributions from, here kept raw): the generations a `Recording` holds."""
@@ -206,8 +209,9 @@ def record(jury: Any, rubric: Any, items: list[Any],
             recorder = _Recorder(xgrammar.contrib.hf.LogitsProcessor(grammars), judge.top_logprobs)
             if getattr(backend, "vision", False) and any(r.images for r in batch):
                 if len(batch) != 1:
-                    raise ValueError(f"judge {judge.name}: record a judge that sees images with "
-                                     "batch_size: 1")
+                    raise ValueError(
+                        f"judge {judge.name}: record a judge that sees images with batch_size: 1"
+                    )
                 made = backend._vision_inputs(batch[0])
                 if isinstance(made, str):
                     raise ValueError(made)
@@ -215,11 +219,16 @@ def record(jury: Any, rubric: Any, items: list[Any],
                 # a replay judge tokenizes); the model is given the processor's.
                 text = vision_prompt_text(judge, tok, batch[0])
                 prompt_ids = [tok(text, add_special_tokens=False)["input_ids"]]
-                rows, reasons = backend._generate([made[0]], judge.sampling.max_tokens,
-                                                  recorder, pixels=[made[1]])
+                rows, reasons = backend._generate(
+                    [made[0]], judge.sampling.max_tokens, recorder, pixels=[made[1]]
+                )
             else:
-                prompts = [vision_prompt_text(judge, tok, r) if getattr(backend, "vision", False)
-                           else backend.prompt_text(r.messages) for r in batch]
+                prompts = [
+                    vision_prompt_text(judge, tok, r)
+                    if getattr(backend, "vision", False)
+                    else backend.prompt_text(r.messages)
+                    for r in batch
+                ]
                 prompt_ids = tok(prompts, add_special_tokens=False)["input_ids"]
                 rows, reasons = backend._generate(prompt_ids, judge.sampling.max_tokens, recorder)
             for row, (ids, why) in enumerate(zip(rows, reasons)):
@@ -228,13 +237,20 @@ def record(jury: Any, rubric: Any, items: list[Any],
                     values = recorder.steps[t][0][row].tolist()
                     alts = recorder.steps[t][1][row].tolist()
                     logprobs.append({a: v for a, v in zip(alts, values) if v != -math.inf})
-                gens.append(RecordedGeneration(
-                    item=owners[start + row], prompt_ids=tuple(prompt_ids[row]), output_ids=ids,
-                    logprobs=logprobs, finish_reason=why,
-                    text=tok.decode(ids, skip_special_tokens=False),
-                    schema=schema_digest(batch[row].schema),
-                    images=tuple(im.digest for im in batch[row].images)
-                    if getattr(backend, "vision", False) else ()))
+                gens.append(
+                    RecordedGeneration(
+                        item=owners[start + row],
+                        prompt_ids=tuple(prompt_ids[row]),
+                        output_ids=ids,
+                        logprobs=logprobs,
+                        finish_reason=why,
+                        text=tok.decode(ids, skip_special_tokens=False),
+                        schema=schema_digest(batch[row].schema),
+                        images=tuple(im.digest for im in batch[row].images)
+                        if getattr(backend, "vision", False)
+                        else (),
+                    )
+                )
             log(f"{judge.name}: {len(gens)}/{len(owners)}")
         judges[judge.name] = gens
     return judges
@@ -246,8 +262,10 @@ def replay_backend(spec: JudgeSpec) -> ReplayBackend:
     if isinstance(paths, str):
         paths = [paths]
     if not paths or not all(isinstance(p, str) for p in paths):
-        raise JudgeConfigError(f"judge {spec.name}: backend replay needs engine_kwargs.recording "
-                               "(a recording's path, or a list of them)")
+        raise JudgeConfigError(
+            f"judge {spec.name}: backend replay needs engine_kwargs.recording "
+            "(a recording's path, or a list of them)"
+        )
     missing = [p for p in paths if not Path(p).is_file()]
     if missing:
         raise JudgeConfigError(f"judge {spec.name}: no recording at {', '.join(missing)}")
@@ -270,8 +288,14 @@ class ReplayBackend:
     framing, ``tokenize``, ``steps``: detokenizing the answer into token steps).
     """
 
-    def __init__(self, spec: JudgeSpec, recording: Recording, tokenizer: Any = None,
-                 context: int = 1 << 20, delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        spec: JudgeSpec,
+        recording: Recording,
+        tokenizer: Any = None,
+        context: int = 1 << 20,
+        delay_s: float = 0.0,
+    ) -> None:
         if spec.name not in recording.judges or not recording.judges[spec.name]:
             raise ValueError(f"the recording has no generations of judge {spec.name}")
         self.spec = spec
@@ -325,8 +349,9 @@ class ReplayBackend:
         # (an unrecorded prompt without images is picked as before images were recorded)
         return same[zlib.crc32(repr(key if images else key[0]).encode()) % len(same)]
 
-    def generate(self, requests: list[Request],
-                 cancelled: CancelCheck | None = None) -> list[Generation]:
+    def generate(
+        self, requests: list[Request], cancelled: CancelCheck | None = None
+    ) -> list[Generation]:
         """One Generation per request, in order, from the recording: a prompt too long for the judge
         gets an error instead. With ``delay_s``, after that long (GenerationCancelled when
         ``cancelled()`` turns True while waiting)."""
@@ -353,13 +378,15 @@ class ReplayBackend:
                 continue
             rec = self._pick(ids, request)
             text, steps = self._steps(self._decode, rec.output_ids, rec.logprobs)
-            out.append(Generation(
-                text=text,
-                steps=steps,
-                finish_reason=rec.finish_reason,
-                prompt_tokens=len(ids),
-                output_tokens=len(rec.output_ids),
-            ))
+            out.append(
+                Generation(
+                    text=text,
+                    steps=steps,
+                    finish_reason=rec.finish_reason,
+                    prompt_tokens=len(ids),
+                    output_tokens=len(rec.output_ids),
+                )
+            )
         self.timings["prompt"] += t1 - t0
         self.timings["tokenize"] += t2 - t1
         self.timings["steps"] += clock() - t2

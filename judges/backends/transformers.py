@@ -90,12 +90,16 @@ def _vision_processor(spec: JudgeSpec, directory: str, revision: str | None) -> 
     try:
         processor = AutoProcessor.from_pretrained(directory, revision=revision)
     except Exception as exc:
-        raise JudgeConfigError(f"judge {spec.name}: vision is on, but model {spec.model} has no "
-                               f"processor that takes images ({type(exc).__name__}: {exc}); "
-                               "set vision: false to judge on text") from None
+        raise JudgeConfigError(
+            f"judge {spec.name}: vision is on, but model {spec.model} has no "
+            f"processor that takes images ({type(exc).__name__}: {exc}); "
+            "set vision: false to judge on text"
+        ) from None
     if getattr(processor, "image_processor", None) is None or not hasattr(processor, "tokenizer"):
-        raise JudgeConfigError(f"judge {spec.name}: vision is on, but model {spec.model} has no "
-                               "image processor (a text-only model?); set vision: false")
+        raise JudgeConfigError(
+            f"judge {spec.name}: vision is on, but model {spec.model} has no "
+            "image processor (a text-only model?); set vision: false"
+        )
     return processor
 
 
@@ -131,8 +135,10 @@ class TransformersBackend:
         if self.vision:
             require_vision_chat(spec)
         source = materialize(resolve(spec.model, spec.revision))
-        self.device = spec.execution.device if spec.execution.device != "auto" else (
-            "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = (
+            spec.execution.device
+            if spec.execution.device != "auto"
+            else ("cuda" if torch.cuda.is_available() else "cpu")
         )
         dtype = {
             "auto": torch.bfloat16 if self.device.startswith("cuda") else torch.float32,
@@ -148,8 +154,9 @@ class TransformersBackend:
 
             model_class: Any = AutoModelForImageTextToText
         else:
-            self.tokenizer = AutoTokenizer.from_pretrained(source.directory,
-                                                           revision=source.revision)
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                source.directory, revision=source.revision
+            )
             model_class = AutoModelForCausalLM
         self.model = model_class.from_pretrained(
             source.directory, revision=source.revision, dtype=dtype
@@ -165,8 +172,9 @@ class TransformersBackend:
         text_config = getattr(config, "get_text_config", lambda: config)()
         context: int = getattr(text_config, "max_position_embeddings", 2048)
         self.max_len = spec.max_model_len or context
-        self._max_chars = prompt_char_limit(spec, self.tokenizer, self.max_len,
-                                            self.device == "cpu")
+        self._max_chars = prompt_char_limit(
+            spec, self.tokenizer, self.max_len, self.device == "cpu"
+        )
         vocab_size = text_config.vocab_size
         self._info = xgrammar.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab_size)
         self._compiler = xgrammar.GrammarCompiler(self._info)
@@ -279,23 +287,28 @@ class TransformersBackend:
                 for lp, alt in zip(values.tolist(), alt_ids.tolist()):
                     if lp == -math.inf:
                         continue
-                    appended = decode(prefix_ids + [alt])[len(prev):]
-                    out[appended] = float(np.logaddexp(out[appended], lp)) if appended in out else lp
+                    appended = decode(prefix_ids + [alt])[len(prev) :]
+                    out[appended] = (
+                        float(np.logaddexp(out[appended], lp)) if appended in out else lp
+                    )
                 return out
 
-            steps.append(TokenStep(len(prev), text[len(prev):], top))
+            steps.append(TokenStep(len(prev), text[len(prev) :], top))
             prev = text
         return prev, steps
 
     def _think(
-        self, prompts: list[list[int]], cancelled: CancelCheck | None = None,
+        self,
+        prompts: list[list[int]],
+        cancelled: CancelCheck | None = None,
         pixels: list[dict[str, Any]] | None = None,
     ) -> list[tuple[str | None, str | None, list[int]]]:
         """Reasoning phase: (reasoning text, error, prompt ids for the answer phase) per prompt:
         the prompt's own ids and the thought's (as the vLLM backend continues)."""
         r = self.spec.reasoning
-        rows, reasons = self._generate(prompts, r.budget_tokens, stop_strings=[r.end],
-                                       cancelled=cancelled, pixels=pixels)
+        rows, reasons = self._generate(
+            prompts, r.budget_tokens, stop_strings=[r.end], cancelled=cancelled, pixels=pixels
+        )
         out: list[tuple[str | None, str | None, list[int]]] = []
         for prompt, ids, why in zip(prompts, rows, reasons):
             text = cast(str, self.tokenizer.decode(ids, skip_special_tokens=False))  # ids: one str
@@ -309,7 +322,7 @@ class TransformersBackend:
                 out.append((text, error, prompt))
                 continue
             thought = text[: cut + len(r.end)]
-            reasoning = thought[: cut].removeprefix(r.start).strip()
+            reasoning = thought[:cut].removeprefix(r.start).strip()
             out.append((reasoning, None, prompt + self._encode([thought + "\n\n"])[0]))
         return out
 
@@ -324,8 +337,9 @@ class TransformersBackend:
 
         grammars = [self.grammar(s) for s in schemas]
         recorder = _Recorder(xgrammar.contrib.hf.LogitsProcessor(grammars), self.spec.top_logprobs)
-        rows, reasons = self._generate(prompts, self.spec.sampling.max_tokens, recorder,
-                                       cancelled=cancelled, pixels=pixels)
+        rows, reasons = self._generate(
+            prompts, self.spec.sampling.max_tokens, recorder, cancelled=cancelled, pixels=pixels
+        )
         results = []
         for row, (ids, why) in enumerate(zip(rows, reasons)):
             text, steps = self._steps(ids, recorder, row)
@@ -344,11 +358,19 @@ class TransformersBackend:
         seen = [i for i, r in enumerate(requests) if self.vision and r.images]
         plain = [i for i in range(len(requests)) if not (self.vision and requests[i].images)]
         # (a vision model's chat template takes every message as parts, images or not)
-        texts = [vision_prompt_text(self.spec, self.tokenizer, requests[i]) if self.vision
-                 else self.prompt_text(requests[i].messages) for i in plain]
+        texts = [
+            vision_prompt_text(self.spec, self.tokenizer, requests[i])
+            if self.vision
+            else self.prompt_text(requests[i].messages)
+            for i in plain
+        ]
         encoded: list[list[int] | str] = [""] * len(requests)
-        for i, ids in zip(plain, self.controls.encode(
-                self._encode, texts, [requests[i] for i in plain], self._max_chars)):
+        for i, ids in zip(
+            plain,
+            self.controls.encode(
+                self._encode, texts, [requests[i] for i in plain], self._max_chars
+            ),
+        ):
             encoded[i] = ids
         pixels: dict[int, dict[str, Any]] = {}
         for i in seen:
@@ -372,29 +394,43 @@ class TransformersBackend:
         lengths = {i: len(ids) for i, ids in prompts.items()}
         # Requests batch with those whose image tensors have the same shapes (text alone: none),
         # and similar lengths together waste less padding.
-        shapes = {i: tuple((k, tuple(v.shape)) for k, v in sorted(pixels[i].items()))
-                  if i in pixels else () for i in prompts}
+        shapes = {
+            i: tuple((k, tuple(v.shape)) for k, v in sorted(pixels[i].items()))
+            if i in pixels
+            else ()
+            for i in prompts
+        }
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i in sorted(prompts, key=lambda i: lengths[i]):
             groups.setdefault(shapes[i], []).append(i)
         size = self.spec.execution.batch_size
-        batches = [group[start : start + size] for group in groups.values()
-                   for start in range(0, len(group), size)]
+        batches = [
+            group[start : start + size]
+            for group in groups.values()
+            for start in range(0, len(group), size)
+        ]
         for batch in batches:
             began = time.perf_counter()
             batch_prompts = [prompts[i] for i in batch]
             batch_pixels = [pixels[i] for i in batch] if batch[0] in pixels else None
             thoughts: list[tuple[str | None, str | None, list[int]]] = [
-                (None, None, p) for p in batch_prompts]
+                (None, None, p) for p in batch_prompts
+            ]
             _stop_if_cancelled(cancelled)
             if self.spec.reasoning.mode == "think":
                 thoughts = self._think(batch_prompts, cancelled, batch_pixels)
                 _stop_if_cancelled(cancelled)
             go = [k for k, (_, err, _) in enumerate(thoughts) if err is None]
-            answers = self._answer([thoughts[k][2] for k in go],
-                                   [requests[batch[k]].schema for k in go], cancelled,
-                                   [batch_pixels[k] for k in go] if batch_pixels else None
-                                   ) if go else []
+            answers = (
+                self._answer(
+                    [thoughts[k][2] for k in go],
+                    [requests[batch[k]].schema for k in go],
+                    cancelled,
+                    [batch_pixels[k] for k in go] if batch_pixels else None,
+                )
+                if go
+                else []
+            )
             by_k = dict(zip(go, answers))
             elapsed = time.perf_counter() - began
             for k, i in enumerate(batch):
@@ -415,15 +451,19 @@ class TransformersBackend:
         messages = self.controls.escape(request.messages, request.item_text)
         text = vision_prompt_text(self.spec, self.tokenizer, request, messages)
         if len(text) > self._max_chars:
-            return (f"prompt is {len(text)} characters, more than the judge's token limit could "
-                    f"hold ({self._max_chars} characters); it was not tokenized")
+            return (
+                f"prompt is {len(text)} characters, more than the judge's token limit could "
+                f"hold ({self._max_chars} characters); it was not tokenized"
+            )
         try:
             images = [image.pil() for image in request.images]
             enc = self.processor(text=[text], images=[images], return_tensors="pt")
         except Exception as exc:  # an image the model's processor cannot take: this item's
             digests = ", ".join(im.digest for im in request.images)
-            return (f"the judge's image processor could not take the item's images "
-                    f"({digests}): {type(exc).__name__}: {exc}")
+            return (
+                f"the judge's image processor could not take the item's images "
+                f"({digests}): {type(exc).__name__}: {exc}"
+            )
         ids = enc.pop("input_ids")[0].tolist()
         enc.pop("attention_mask", None)
         return ids, dict(enc)

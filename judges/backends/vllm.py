@@ -178,14 +178,20 @@ class _VLLMJudge:
         `ControlTokens`); a request with images shown to the judge, with its images'
         placeholders (`_prompt`)."""
         # (a vision model's chat template takes every message as parts, images or not)
-        prompts = [vision_prompt_text(self.spec, self.tokenizer, r) if self.vision
-                   else self.prompt_text(r.messages) for r in requests]
+        prompts = [
+            vision_prompt_text(self.spec, self.tokenizer, r)
+            if self.vision
+            else self.prompt_text(r.messages)
+            for r in requests
+        ]
         out = self.controls.encode(self.encoder, prompts, requests, self._max_chars)
         for i, r in enumerate(requests):
             if self._shows(r) and len(r.images) > self._max_images:
-                out[i] = (f"the item has {len(r.images)} images; judge {self.name}'s engine "
-                          f"takes at most {self._max_images} a prompt (engine_kwargs."
-                          "limit_mm_per_prompt)")
+                out[i] = (
+                    f"the item has {len(r.images)} images; judge {self.name}'s engine "
+                    f"takes at most {self._max_images} a prompt (engine_kwargs."
+                    "limit_mm_per_prompt)"
+                )
         return out
 
     def _shows(self, request: Request) -> bool:
@@ -197,8 +203,9 @@ class _VLLMJudge:
 
         if not self._shows(request):
             return TokensPrompt(prompt_token_ids=ids)
-        return TokensPrompt(prompt_token_ids=ids,
-                            multi_modal_data={"image": [im.pil() for im in request.images]})
+        return TokensPrompt(
+            prompt_token_ids=ids, multi_modal_data={"image": [im.pil() for im in request.images]}
+        )
 
     # -- sampling parameters ---------------------------------------------------------------------
 
@@ -256,10 +263,14 @@ class _VLLMJudge:
         answer_ids = ids + encode_prompts(self.tokenizer, [thought + "\n\n"])[0]
         reasoning = thought[:cut].removeprefix(r.start).strip()
         if len(answer_ids) + self.spec.sampling.max_tokens > self.max_len:
-            return reasoning, Generation(
-                error=f"prompt and reasoning are {len(answer_ids)} tokens; the answer does not "
-                f"fit the {self.max_len}-token context of judge {self.name}",
-            ), []
+            return (
+                reasoning,
+                Generation(
+                    error=f"prompt and reasoning are {len(answer_ids)} tokens; the answer does not "
+                    f"fit the {self.max_len}-token context of judge {self.name}",
+                ),
+                [],
+            )
         return reasoning, None, answer_ids
 
     def _answer_done(self, out: Any) -> Generation:
@@ -269,7 +280,11 @@ class _VLLMJudge:
         if reason not in ("stop", "length"):  # e.g. "abort": the engine gave up on this request
             return Generation(error=f"vLLM ended the request without an answer ({reason})")
         # The engine hands back the end-of-sequence (or stop) token that ended the answer.
-        if reason == "stop" and ids and (ids[-1] in self._enders or isinstance(completion.stop_reason, int)):
+        if (
+            reason == "stop"
+            and ids
+            and (ids[-1] in self._enders or isinstance(completion.stop_reason, int))
+        ):
             ids = ids[:-1]
         text, steps = steps_from_logprobs(self._decode, ids, completion.logprobs)
         return Generation(
@@ -300,8 +315,9 @@ class VLLMBackend(_VLLMJudge):
 
     # -- generation ------------------------------------------------------------------------------
 
-    def generate(self, requests: list[Request],
-                 cancelled: CancelCheck | None = None) -> list[Generation]:
+    def generate(
+        self, requests: list[Request], cancelled: CancelCheck | None = None
+    ) -> list[Generation]:
         """One Generation per request, in order, all submitted to the engine at once (reasoning
         judges think, then answer); a request the engine refuses or a prompt too long is that item's
         error. ``cancelled`` is asked after every engine step (GenerationCancelled once True:
@@ -401,7 +417,8 @@ class AsyncVLLMBackend(_VLLMJudge):
         source = materialize(resolve(spec.model, spec.revision))
         kwargs = engine_kwargs(spec, source.directory, source.revision)
         kwargs["structured_outputs_config"] = _structured_outputs_config(
-            kwargs["structured_outputs_config"])
+            kwargs["structured_outputs_config"]
+        )
         if distributed_executor_backend is not None:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
         cpu_engine_environment()
@@ -412,8 +429,9 @@ class AsyncVLLMBackend(_VLLMJudge):
             self.close()
             raise
 
-    async def _run(self, rid: str, ids: list[int], params: Any, request: Request | None = None
-                   ) -> Any:
+    async def _run(
+        self, rid: str, ids: list[int], params: Any, request: Request | None = None
+    ) -> Any:
         """One request's final output. A caller that stops waiting (its client left, its
         deadline passed: the scoring service cancels ``votes``) cancels this consumer, and vLLM
         then aborts the request in the engine itself (``AsyncLLM.generate`` catches
@@ -424,8 +442,11 @@ class AsyncVLLMBackend(_VLLMJudge):
 
         from vllm.inputs import TokensPrompt
 
-        prompt = (self._prompt(request, ids) if request is not None
-                  else TokensPrompt(prompt_token_ids=ids))
+        prompt = (
+            self._prompt(request, ids)
+            if request is not None
+            else TokensPrompt(prompt_token_ids=ids)
+        )
         final = None
         try:
             async for out in self.engine.generate(prompt, params, rid):
@@ -438,8 +459,7 @@ class AsyncVLLMBackend(_VLLMJudge):
             raise
         return final
 
-    async def _one(self, call: int, i: int, request: Request, ids: list[int] | str
-                   ) -> Generation:
+    async def _one(self, call: int, i: int, request: Request, ids: list[int] | str) -> Generation:
         if isinstance(ids, str):
             return Generation(error=ids)
         error = length_error(self.spec, len(ids), self.max_len, self._on_cpu)
@@ -450,14 +470,19 @@ class AsyncVLLMBackend(_VLLMJudge):
         answer_ids = ids
         try:
             if self.spec.reasoning.mode == "think":
-                thought = await self._run(f"{self.name}-{call}-{i}-think", ids,
-                                          self._think_params(), request)
+                thought = await self._run(
+                    f"{self.name}-{call}-{i}-think", ids, self._think_params(), request
+                )
                 reasoning, failed, answer_ids = self._after_thought(thought, ids)
                 if failed is not None:
                     failed.reasoning, failed.prompt_tokens = reasoning, len(ids)
                     return failed
-            out = await self._run(f"{self.name}-{call}-{i}-answer", answer_ids,
-                                  self._answer_params(request.schema), request)
+            out = await self._run(
+                f"{self.name}-{call}-{i}-answer",
+                answer_ids,
+                self._answer_params(request.schema),
+                request,
+            )
         except (ValueError, TypeError) as exc:  # a request the engine refuses: this item only
             return Generation(error=f"vLLM refused the request: {exc}", prompt_tokens=len(ids))
         gen = self._answer_done(out)
@@ -475,11 +500,18 @@ class AsyncVLLMBackend(_VLLMJudge):
 
         call = next(self._ids)
         prompt_ids = self._encode(requests)
-        return list(await asyncio.gather(
-            *(self._one(call, i, r, ids) for i, (r, ids) in enumerate(zip(requests, prompt_ids)))))
+        return list(
+            await asyncio.gather(
+                *(
+                    self._one(call, i, r, ids)
+                    for i, (r, ids) in enumerate(zip(requests, prompt_ids))
+                )
+            )
+        )
 
-    def generate(self, requests: list[Request],
-                 cancelled: CancelCheck | None = None) -> list[Generation]:
+    def generate(
+        self, requests: list[Request], cancelled: CancelCheck | None = None
+    ) -> list[Generation]:
         """`agenerate` run on a new event loop (``asyncio.run``), for a caller outside one
         (which cannot cancel it: ``cancelled`` is not asked; the service awaits
         `agenerate`, which stops when its caller is cancelled)."""

@@ -39,8 +39,9 @@ app.command(short_help="Judge a prediction file: one verdict per item.")(judge.j
 app.command("rubrics")(catalog.rubrics_cmd)
 app.command("juries", short_help="List the shipped juries, or show one.")(catalog.juries_cmd)
 app.command(short_help="Agreement between judges and human labels.")(calibration.agree)
-app.command("agree-groups", short_help="Group rewards against human rankings of the groups."
-            )(groups.agree_groups)
+app.command("agree-groups", short_help="Group rewards against human rankings of the groups.")(
+    groups.agree_groups
+)
 app.command(short_help="Fit a calibration map from human labels.")(calibration.calibrate)
 app.command(short_help="Audit the judges for bias, in plain words.")(audit.audit)
 app.command()(compare.compare)
@@ -48,8 +49,9 @@ app.command(short_help="Rank systems judged on the same items.")(leaderboard.lea
 app.command(short_help="Label judged items in a web page.")(label.label)
 app.command(short_help="Serve the jury over HTTP (Ray Serve).")(serve.serve)
 app.command(short_help="Score predictions on a benchmark pack.")(bench.bench)
-app.add_typer(catalog.models_app, name="models",
-              short_help="The judge models: list and fetch them.")
+app.add_typer(
+    catalog.models_app, name="models", short_help="The judge models: list and fetch them."
+)
 app.add_typer(catalog.cache_app, name="cache", short_help="The verdict cache: show or clear it.")
 app.add_typer(label.labels_app, name="labels")
 

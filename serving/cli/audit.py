@@ -17,29 +17,57 @@ from jurybox.serving.runs.inputs import load_inputs
 
 def audit(
     judged: JudgedArg,
-    predictions: Annotated[Path | None, typer.Option(
-        help="The predictions file that was judged: its responses' lengths (in each judge's "
-             "tokens where its tokenizer is on this machine, else words) for the length audit, "
-             "and the column naming each answer's model for self-preference.",
-        exists=True, dir_okay=False, show_default=False)] = None,
-    human: Annotated[Path | None, typer.Option(
-        help="Human labels: the length audit then measures the judges' errors (score minus "
-             "the human mean) too; the dependence audit needs them (the judges' errors "
-             "against the humans).", exists=True, dir_okay=False, show_default=False)] = None,
+    predictions: Annotated[
+        Path | None,
+        typer.Option(
+            help="The predictions file that was judged: its responses' lengths (in each judge's "
+            "tokens where its tokenizer is on this machine, else words) for the length audit, "
+            "and the column naming each answer's model for self-preference.",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    human: Annotated[
+        Path | None,
+        typer.Option(
+            help="Human labels: the length audit then measures the judges' errors (score minus "
+            "the human mean) too; the dependence audit needs them (the judges' errors "
+            "against the humans).",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
     rubric: RubricOpt = None,
-    model_column: Annotated[str, typer.Option(
-        help="The predictions' column naming the model that wrote each answer (self-preference "
-             "audit; skipped when the column is absent).")] = "model",
-    family: Annotated[list[str], typer.Option(
-        "--family", help="A judge's model family, JUDGE=FAMILY (repeatable): an answer is the "
-        "judge's own family's when its model's family is FAMILY's: the leading letters of the "
-        "name, any case (Qwen3-8B and qwen3 are qwen; openai/o3-mini is o, not gemma's). "
-        "Default: the family of the judge's model in the run's manifest.",
-        show_default=False)] = [],
+    model_column: Annotated[
+        str,
+        typer.Option(
+            help="The predictions' column naming the model that wrote each answer (self-preference "
+            "audit; skipped when the column is absent)."
+        ),
+    ] = "model",
+    family: Annotated[
+        list[str],
+        typer.Option(
+            "--family",
+            help="A judge's model family, JUDGE=FAMILY (repeatable): an answer is the "
+            "judge's own family's when its model's family is FAMILY's: the leading letters of the "
+            "name, any case (Qwen3-8B and qwen3 are qwen; openai/o3-mini is o, not gemma's). "
+            "Default: the family of the judge's model in the run's manifest.",
+            show_default=False,
+        ),
+    ] = [],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    html: Annotated[Path | None, typer.Option(
-        "--html", help="Also write a self-contained HTML report, a plot per finding.",
-        dir_okay=False, show_default=False)] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write a self-contained HTML report, a plot per finding.",
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples per CI.", min=1)] = 1000,
     seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
 ) -> None:
@@ -72,9 +100,10 @@ def audit(
             _audit_pairwise(output, json_out, html, predictions is not None or human is not None)
             return
         if predictions is None and len(output.judges) < 2:
-            raise InputError("nothing to audit: give --predictions (length) or a jury of at "
-                             "least two judges (dependence" + (", which --human is for)"
-                                                               if human else ")"))
+            raise InputError(
+                "nothing to audit: give --predictions (length) or a jury of at "
+                "least two judges (dependence" + (", which --human is for)" if human else ")")
+            )
         ids = output.ids
         lengths = None
         token_lengths: dict[str, Any] = {}
@@ -85,12 +114,17 @@ def audit(
             read = read_predictions(predictions, rubric_def, allow_empty=True)
             texts = {item.id: str(item.fields().get("response") or "") for item in read.items}
             words = {i: len(t.split()) for i, t in texts.items()}
-            writers = {item.id: str(item.extra[model_column]) for item in read.items
-                       if item.extra.get(model_column) is not None}
+            writers = {
+                item.id: str(item.extra[model_column])
+                for item in read.items
+                if item.extra.get(model_column) is not None
+            }
             missing = sum(i not in words for i in ids)
             if missing:
-                notes.append(f"{missing} judged item(s) are not in {predictions}: left out of "
-                             "the length audit")
+                notes.append(
+                    f"{missing} judged item(s) are not in {predictions}: left out of "
+                    "the length audit"
+                )
             lengths = np.array([words.get(i, np.nan) for i in ids], dtype=float)
             token_lengths, units = _token_lengths(judged, output.judges, ids, texts)
             for judge, unit in units.items():
@@ -112,12 +146,16 @@ def audit(
         if writers and len(output.judges) >= 2:
             unknown = [j for j in output.judges if j not in families]
             if unknown:
-                notes.append(f"no model family known for {unknown} (no manifest beside "
-                             f"{judged}): give --family JUDGE=FAMILY; self-preference skipped "
-                             "for them")
+                notes.append(
+                    f"no model family known for {unknown} (no manifest beside "
+                    f"{judged}): give --family JUDGE=FAMILY; self-preference skipped "
+                    "for them"
+                )
         elif predictions is not None and not writers:
-            notes.append(f"{predictions} has no column {model_column!r}: self-preference not "
-                         "audited (--model-column names the column of each answer's model)")
+            notes.append(
+                f"{predictions} has no column {model_column!r}: self-preference not "
+                "audited (--model-column names the column of each answer's model)"
+            )
         for criterion in output.criteria:
             scores = output.judge_values(criterion)
             labels = humans.get(criterion)
@@ -125,44 +163,81 @@ def audit(
             if lengths is not None:
                 for judge, values in scores.items():
                     own = token_lengths.get(judge)
-                    length.append(length_bias(
-                        judge, criterion, values, lengths if own is None else own, reference,
-                        unit="words" if own is None else "tokens", n_resamples=resamples,
-                        seed=seed))
+                    length.append(
+                        length_bias(
+                            judge,
+                            criterion,
+                            values,
+                            lengths if own is None else own,
+                            reference,
+                            unit="words" if own is None else "tokens",
+                            n_resamples=resamples,
+                            seed=seed,
+                        )
+                    )
             if writers and len(scores) >= 2:
-                authored = {j: np.array([i in writers and family_of(writers[i]) == family_of(f)
-                                         for i in ids]) for j, f in families.items()}
+                authored = {
+                    j: np.array(
+                        [i in writers and family_of(writers[i]) == family_of(f) for i in ids]
+                    )
+                    for j, f in families.items()
+                }
                 for judge in scores:
                     if judge in families:
-                        selfish.append(self_preference(judge, criterion, scores, authored,
-                                                       families[judge], n_resamples=resamples,
-                                                       seed=seed))
+                        selfish.append(
+                            self_preference(
+                                judge,
+                                criterion,
+                                scores,
+                                authored,
+                                families[judge],
+                                n_resamples=resamples,
+                                seed=seed,
+                            )
+                        )
             if len(scores) >= 2:
-                dependent.append(dependence(criterion, scores, labels,
-                                            n_resamples=resamples, seed=seed))
+                dependent.append(
+                    dependence(criterion, scores, labels, n_resamples=resamples, seed=seed)
+                )
     for message in notes:
         warn(message)
     if html is not None:
         from jurybox.calibration.reports.audit_html import render_audit
 
-        html.write_text(render_audit(judged.name, length=length, self_preference=selfish,
-                                     dependence=dependent, position=[], notes=notes),
-                        encoding="utf-8")
+        html.write_text(
+            render_audit(
+                judged.name,
+                length=length,
+                self_preference=selfish,
+                dependence=dependent,
+                position=[],
+                notes=notes,
+            ),
+            encoding="utf-8",
+        )
     if json_out:
-        typer.echo(dumps({"length": [f.to_dict() for f in length],
-                          "self_preference": [f.to_dict() for f in selfish],
-                          "dependence": [d.to_dict() for d in dependent],
-                          "length_unit": _unit(length), "families": families,
-                          "warnings": notes}))
+        typer.echo(
+            dumps(
+                {
+                    "length": [f.to_dict() for f in length],
+                    "self_preference": [f.to_dict() for f in selfish],
+                    "dependence": [d.to_dict() for d in dependent],
+                    "length_unit": _unit(length),
+                    "families": families,
+                    "warnings": notes,
+                }
+            )
+        )
         return
     if length:
-        typer.echo(f"Length (the response's length in {_unit(length)}: tokens by each judge's "
-                   "own tokenizer where it is on this machine, else words):")
+        typer.echo(
+            f"Length (the response's length in {_unit(length)}: tokens by each judge's "
+            "own tokenizer where it is on this machine, else words):"
+        )
         for finding in length:
             typer.echo(("  ! " if finding.flagged else "    ") + finding.words())
     if selfish:
-        typer.echo("Self-preference (" + ", ".join(f"{j}: {f}" for j, f in families.items())
-                   + "):")
+        typer.echo("Self-preference (" + ", ".join(f"{j}: {f}" for j, f in families.items()) + "):")
         for finding in selfish:
             typer.echo(("  ! " if finding.flagged else "    ") + finding.words())
     if dependent:
@@ -189,8 +264,9 @@ def _unit(findings: list[Any]) -> str:
     return units.pop() if len(units) == 1 else "tokens and words"
 
 
-def _token_lengths(judged: Path, judges: list[str], ids: list[str], texts: dict[str, str]
-                   ) -> tuple[dict[str, Any], dict[str, str]]:
+def _token_lengths(
+    judged: Path, judges: list[str], ids: list[str], texts: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Each judge's lengths of the responses, in its own tokenizer's tokens.
 
     Returns:
@@ -203,8 +279,11 @@ def _token_lengths(judged: Path, judges: list[str], ids: list[str], texts: dict[
     from jurybox.judges.weights import local_tokenizer
     from jurybox.serving.runs.results import read_manifest
 
-    specs = {s.get("name"): s for s in ((read_manifest(judged) or {}).get("jury") or {})
-             .get("judges") or [] if isinstance(s, dict)}
+    specs = {
+        s.get("name"): s
+        for s in ((read_manifest(judged) or {}).get("jury") or {}).get("judges") or []
+        if isinstance(s, dict)
+    }
     lengths: dict[str, Any] = {}
     units: dict[str, str] = {}
     known = [i for i in ids if i in texts]
@@ -213,13 +292,23 @@ def _token_lengths(judged: Path, judges: list[str], ids: list[str], texts: dict[
         if spec is None or not spec.get("model"):
             units[judge] = "its model is unknown: no manifest beside the verdicts"
             continue
-        tokenizer, how = local_tokenizer(str(spec["model"]), spec.get("revision"),
-                                         str(spec.get("backend", "transformers")))
+        tokenizer, how = local_tokenizer(
+            str(spec["model"]), spec.get("revision"), str(spec.get("backend", "transformers"))
+        )
         if tokenizer is None:
             units[judge] = how
             continue
-        counts = dict(zip(known, (len(x) for x in tokenizer(
-            [texts[i] for i in known], add_special_tokens=False)["input_ids"])))
+        counts = dict(
+            zip(
+                known,
+                (
+                    len(x)
+                    for x in tokenizer([texts[i] for i in known], add_special_tokens=False)[
+                        "input_ids"
+                    ]
+                ),
+            )
+        )
         lengths[judge] = np.array([counts.get(i, np.nan) for i in ids], dtype=float)
         units[judge] = "tokens"
     return lengths, units
@@ -233,8 +322,10 @@ def _families(judged: Path, judges: list[str], given: dict[str, str]) -> dict[st
 
     unknown = sorted(set(given) - set(judges))
     if unknown:
-        raise InputError(f"--family names judges the verdicts do not have: {unknown} (judges: "
-                         f"{judges})", field="family")
+        raise InputError(
+            f"--family names judges the verdicts do not have: {unknown} (judges: {judges})",
+            field="family",
+        )
     out = dict(given)
     manifest = read_manifest(judged) or {}
     for spec in (manifest.get("jury") or {}).get("judges") or []:
@@ -264,19 +355,40 @@ def _audit_pairwise(output: Any, json_out: bool, html: Path | None, ignored: boo
         for key, by_order in sides.items():
             if len(by_order) == 2:
                 flipped.setdefault(key, []).append(by_order["ab"] != by_order["ba"])
-    findings = [position_bias(judge, criterion, votes, flipped.get((judge, criterion), []),
-                              pair_of[(judge, criterion)])
-                for (judge, criterion), votes in chose.items()]
-    notes = ["pairwise verdicts: only the position audit is built for them (--predictions "
-             "and --human are not used)"] if ignored else []
+    findings = [
+        position_bias(
+            judge,
+            criterion,
+            votes,
+            flipped.get((judge, criterion), []),
+            pair_of[(judge, criterion)],
+        )
+        for (judge, criterion), votes in chose.items()
+    ]
+    notes = (
+        [
+            "pairwise verdicts: only the position audit is built for them (--predictions "
+            "and --human are not used)"
+        ]
+        if ignored
+        else []
+    )
     for message in notes:
         warn(message)
     if html is not None:
         from jurybox.calibration.reports.audit_html import render_audit
 
-        html.write_text(render_audit(output.source, length=[], self_preference=[],
-                                     dependence=[], position=findings, notes=notes),
-                        encoding="utf-8")
+        html.write_text(
+            render_audit(
+                output.source,
+                length=[],
+                self_preference=[],
+                dependence=[],
+                position=findings,
+                notes=notes,
+            ),
+            encoding="utf-8",
+        )
     if json_out:
         typer.echo(dumps({"position": [f.to_dict() for f in findings], "warnings": notes}))
         return

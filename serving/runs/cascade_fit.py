@@ -43,21 +43,26 @@ class CascadeData:
     """
 
     ids: list[str]
-    confidence: np.ndarray           # stages x items
-    agrees: np.ndarray               # stages x items
-    stage_judges: list[list[str]]    # the judges each stage adds
+    confidence: np.ndarray  # stages x items
+    agrees: np.ndarray  # stages x items
+    stage_judges: list[list[str]]  # the judges each stage adds
     criteria: list[str]
-    excluded: dict[str, int]         # why labelled items were left out, with counts
+    excluded: dict[str, int]  # why labelled items were left out, with counts
     unmeasured: dict[str, int] = field(default_factory=dict)  # why a confidence is 0, counts
     groups: list[str] | None = None  # per item, its group (the labels' group column)
 
     def subset(self, keep: np.ndarray) -> CascadeData:
         """The items where ``keep`` is true."""
-        return CascadeData([i for i, k in zip(self.ids, keep) if k], self.confidence[:, keep],
-                           self.agrees[:, keep], self.stage_judges, self.criteria,
-                           self.excluded, self.unmeasured,
-                           None if self.groups is None
-                           else [g for g, k in zip(self.groups, keep) if k])
+        return CascadeData(
+            [i for i, k in zip(self.ids, keep) if k],
+            self.confidence[:, keep],
+            self.agrees[:, keep],
+            self.stage_judges,
+            self.criteria,
+            self.excluded,
+            self.unmeasured,
+            None if self.groups is None else [g for g, k in zip(self.groups, keep) if k],
+        )
 
 
 @dataclass
@@ -69,20 +74,30 @@ class GroupResult:
 
     group: str
     n: int
-    agreement: float                 # the cascade's agreement on the group's labelled items
-    upper_bound: float               # Clopper-Pearson upper bound at 1 - risk on it
-    decided_early: float             # share of the group's items an earlier stage decides
-    below_target: bool               # the upper bound is below the target: shown to fall short
+    agreement: float  # the cascade's agreement on the group's labelled items
+    upper_bound: float  # Clopper-Pearson upper bound at 1 - risk on it
+    decided_early: float  # share of the group's items an earlier stage decides
+    below_target: bool  # the upper bound is below the target: shown to fall short
 
     def to_dict(self) -> dict[str, float | int | str | bool]:
         """The group's numbers as plain data."""
-        return {"group": self.group, "n": self.n, "agreement": self.agreement,
-                "upper_bound": self.upper_bound, "decided_early": self.decided_early,
-                "below_target": self.below_target}
+        return {
+            "group": self.group,
+            "n": self.n,
+            "agreement": self.agreement,
+            "upper_bound": self.upper_bound,
+            "decided_early": self.decided_early,
+            "below_target": self.below_target,
+        }
 
 
-def cascade_data(human: HumanLabels | str | Path, output: JudgeOutput, rubric: Rubric,
-                 jury: JurySpec, groups: Mapping[str, str] | None = None) -> CascadeData:
+def cascade_data(
+    human: HumanLabels | str | Path,
+    output: JudgeOutput,
+    rubric: Rubric,
+    jury: JurySpec,
+    groups: Mapping[str, str] | None = None,
+) -> CascadeData:
     """Each stage's verdict on each labelled item, with its confidence and agreement.
 
     The verdicts are recomputed from the votes of the stage's judges and every earlier stage's
@@ -105,8 +120,10 @@ def cascade_data(human: HumanLabels | str | Path, output: JudgeOutput, rubric: R
             another configuration, or the labels lack a criterion the cascade measures.
     """
     if not jury.stages:
-        raise InputDataError(f"jury {jury.name} has no stages: declare them (each with the "
-                             "judges it adds) to fit a cascade")
+        raise InputDataError(
+            f"jury {jury.name} has no stages: declare them (each with the "
+            "judges it adds) to fit a cascade"
+        )
     jury.check_rubric(rubric)
     unfitted = jury.unfitted()
     missing = [j.name for j in jury.judges if j.name not in output.judges]
@@ -114,27 +131,34 @@ def cascade_data(human: HumanLabels | str | Path, output: JudgeOutput, rubric: R
         raise InputDataError(
             f"{output.source}: no votes from {missing}: a cascade is fitted on items every judge "
             f"of the jury judged (run `jurybox judge` with the jury's stages left without "
-            "thresholds, which judges every item with every judge)")
+            "thresholds, which judges every item with every judge)"
+        )
     expected = provenance(rubric, unfitted)
     if output.provenance != expected:
         raise InputDataError(
             f"{output.source}: these verdicts come from another configuration (provenance "
             f"{output.provenance}) than the jury {jury.name} with the rubric {rubric.name} "
             f"without thresholds ({expected}): judge the labelled items with this jury "
-            "and rubric", field="provenance")
+            "and rubric",
+            field="provenance",
+        )
     tolerance = jury.confidence.tolerance
     scales = {c.name: c.scale for c in rubric.criteria}
     names = list(jury.confidence.criteria or scales)
     joined = join(human, output, scales=rubric, criteria=names)
     lacking = [c for c in names if c not in joined.criteria]
     if lacking:
-        raise InputDataError(f"the human labels have no {lacking}: the cascade's agreement is "
-                             f"measured on {names} (the jury's confidence.criteria)")
+        raise InputDataError(
+            f"the human labels have no {lacking}: the cascade's agreement is "
+            f"measured on {names} (the jury's confidence.criteria)"
+        )
     ids = joined.criteria[names[0]].ids
     reference = np.vstack([joined.criteria[c].human_reference for c in names])
     labelled = ~np.isnan(reference).any(axis=0)
-    excluded = {"a criterion of the cascade has no human label": int((~labelled).sum()),
-                "labelled but not in the verdicts": len(joined.summary.human_only)}
+    excluded = {
+        "a criterion of the cascade has no human label": int((~labelled).sum()),
+        "labelled but not in the verdicts": len(joined.summary.human_only),
+    }
     if groups is not None:
         grouped = np.array([i in groups for i in ids], dtype=bool)
         excluded["no value in the group column"] = int((labelled & ~grouped).sum())
@@ -151,10 +175,21 @@ def cascade_data(human: HumanLabels | str | Path, output: JudgeOutput, rubric: R
         record = records[item]
         for k, stage_jury in enumerate(stage_juries):
             members = {j.name for j in stage_jury.judges}
-            verdict = decide(rubric, stage_jury, record.provenance, item,
-                             [v for v in record.votes if v.judge in members])
-            values = np.array([np.nan if verdict.scores.get(c) is None
-                               else float(scales[c].snap(verdict.scores[c])) for c in names])
+            verdict = decide(
+                rubric,
+                stage_jury,
+                record.provenance,
+                item,
+                [v for v in record.votes if v.judge in members],
+            )
+            values = np.array(
+                [
+                    np.nan
+                    if verdict.scores.get(c) is None
+                    else float(scales[c].snap(verdict.scores[c]))
+                    for c in names
+                ]
+            )
             agrees[k, col] = bool(np.all(np.abs(values - reference[:, col]) <= tolerance + 1e-9))
             if verdict.status != "scored":
                 conf[k, col] = UNSCORED
@@ -162,15 +197,30 @@ def cascade_data(human: HumanLabels | str | Path, output: JudgeOutput, rubric: R
             conf[k, col], why = confidence_and_reason(verdict, scales, names, tolerance)
             if why is not None and k < n_stages - 1:
                 unmeasured[f"stage {k + 1}: {why}"] += 1
-    return CascadeData(ids, conf, agrees, [list(s.judges) for s in jury.stages], names,
-                       {k: v for k, v in excluded.items() if v}, dict(unmeasured),
-                       None if groups is None else [groups[i] for i in ids])
+    return CascadeData(
+        ids,
+        conf,
+        agrees,
+        [list(s.judges) for s in jury.stages],
+        names,
+        {k: v for k, v in excluded.items() if v},
+        dict(unmeasured),
+        None if groups is None else [groups[i] for i in ids],
+    )
 
 
-def fit_cascade(human: HumanLabels | str | Path, output: JudgeOutput, rubric: Rubric, jury: JurySpec,
-                *, target_agreement: float, risk: float, grid: Iterable[float] = DEFAULT_GRID,
-                groups: Mapping[str, str] | None = None, data: CascadeData | None = None
-                ) -> tuple[CascadeFit, CascadeData, JurySpec | None]:
+def fit_cascade(
+    human: HumanLabels | str | Path,
+    output: JudgeOutput,
+    rubric: Rubric,
+    jury: JurySpec,
+    *,
+    target_agreement: float,
+    risk: float,
+    grid: Iterable[float] = DEFAULT_GRID,
+    groups: Mapping[str, str] | None = None,
+    data: CascadeData | None = None,
+) -> tuple[CascadeFit, CascadeData, JurySpec | None]:
     """Fit a cascaded jury's threshold on human labels and its verdicts on the labelled items.
 
     The verdicts are every judge's on every item.
@@ -195,23 +245,45 @@ def fit_cascade(human: HumanLabels | str | Path, output: JudgeOutput, rubric: Ru
     """
     if data is None:
         data = cascade_data(human, output, rubric, jury, groups)
-    fit = fit_threshold(data.confidence, data.agrees, target_agreement=target_agreement,
-                        risk=risk, stage_calls=[len(j) for j in data.stage_judges],
-                        baseline_calls=len(jury.judges), grid=grid)
+    fit = fit_threshold(
+        data.confidence,
+        data.agrees,
+        target_agreement=target_agreement,
+        risk=risk,
+        stage_calls=[len(j) for j in data.stage_judges],
+        baseline_calls=len(jury.judges),
+        grid=grid,
+    )
     if math.isinf(fit.threshold):
         return fit, data, None  # no early exit is certified: the cascade would save nothing
     reach = 1.0 - np.concatenate([[0.0], np.cumsum(fit.decided_share)[:-1]])
-    fitted = jury.model_copy(update={"stages": [
-        s.model_copy(update={"threshold": fit.threshold if k < len(jury.stages) - 1 else None,
-                             "expected_reach": round(float(reach[k]), 4)})
-        for k, s in enumerate(jury.stages)]})
+    fitted = jury.model_copy(
+        update={
+            "stages": [
+                s.model_copy(
+                    update={
+                        "threshold": fit.threshold if k < len(jury.stages) - 1 else None,
+                        "expected_reach": round(float(reach[k]), 4),
+                    }
+                )
+                for k, s in enumerate(jury.stages)
+            ]
+        }
+    )
     return fit, data, fitted
 
 
-def fit_by_group(human: HumanLabels | str | Path, output: JudgeOutput, rubric: Rubric,
-                 jury: JurySpec, groups: Mapping[str, str], *, target_agreement: float,
-                 risk: float, grid: Iterable[float] = DEFAULT_GRID
-                 ) -> dict[str, tuple[CascadeFit | None, CascadeData, JurySpec | None, str | None]]:
+def fit_by_group(
+    human: HumanLabels | str | Path,
+    output: JudgeOutput,
+    rubric: Rubric,
+    jury: JurySpec,
+    groups: Mapping[str, str],
+    *,
+    target_agreement: float,
+    risk: float,
+    grid: Iterable[float] = DEFAULT_GRID,
+) -> dict[str, tuple[CascadeFit | None, CascadeData, JurySpec | None, str | None]]:
     """One threshold per group, each fitted on the group's labelled items alone.
 
     Each is fitted at ``risk`` split in equal parts among the groups (Bonferroni), so that with
@@ -230,9 +302,16 @@ def fit_by_group(human: HumanLabels | str | Path, output: JudgeOutput, rubric: R
         part = data.subset(np.array([g == name for g in data.groups]))
         part.groups = None  # one group: its guarantee is its own
         try:
-            fit, part, fitted = fit_cascade(human, output, rubric, jury,
-                                            target_agreement=target_agreement, risk=share,
-                                            grid=grid, data=part)
+            fit, part, fitted = fit_cascade(
+                human,
+                output,
+                rubric,
+                jury,
+                target_agreement=target_agreement,
+                risk=share,
+                grid=grid,
+                data=part,
+            )
         except InputDataError as exc:  # CascadeTargetError: this group cannot be certified
             out[name] = (None, part, None, str(exc))
             continue
@@ -257,20 +336,30 @@ def group_results(fit: CascadeFit, data: CascadeData) -> list[GroupResult]:
         mask = groups == name
         n, agreed = int(mask.sum()), int(right[mask].sum())
         upper = agreement_upper_bound(agreed, n, fit.risk)
-        results.append(GroupResult(name, n, agreed / n, upper, float(early[mask].mean()),
-                                   upper < fit.target_agreement))
+        results.append(
+            GroupResult(
+                name, n, agreed / n, upper, float(early[mask].mean()), upper < fit.target_agreement
+            )
+        )
     return results
 
 
-def describe(fit: CascadeFit, data: CascadeData, title: str | None = None,
-             population: str = "over the whole population, not per group") -> str:
+def describe(
+    fit: CascadeFit,
+    data: CascadeData,
+    title: str | None = None,
+    population: str = "over the whole population, not per group",
+) -> str:
     """Human-readable report of a fitted cascade.
 
     It says what is certified (``population``: over which items), then in-sample numbers
     (labelled as such), each group's when the data has groups, and what was left out.
     """
-    t = "none (the whole jury decides every item)" if math.isinf(fit.threshold) \
+    t = (
+        "none (the whole jury decides every item)"
+        if math.isinf(fit.threshold)
         else f"{fit.threshold:g}"
+    )
     criteria = ", ".join(data.criteria)
     lines = [
         title or f"cascade of {len(data.stage_judges)} stages on {fit.n} labelled items",
@@ -289,13 +378,16 @@ def describe(fit: CascadeFit, data: CascadeData, title: str | None = None,
     ]
     groups = group_results(fit, data)
     if groups:
-        lines.append("  by group (in-sample agreement at this threshold; upper bound at "
-                     f"{1 - fit.risk:g}):")
+        lines.append(
+            f"  by group (in-sample agreement at this threshold; upper bound at {1 - fit.risk:g}):"
+        )
         for g in groups:
             flag = "  BELOW THE TARGET" if g.below_target else ""
-            lines.append(f"    {g.group}: {g.agreement:.3f} on {g.n} items (at most "
-                         f"{g.upper_bound:.3f}); earlier stages decide {g.decided_early:.1%}"
-                         f"{flag}")
+            lines.append(
+                f"    {g.group}: {g.agreement:.3f} on {g.n} items (at most "
+                f"{g.upper_bound:.3f}); earlier stages decide {g.decided_early:.1%}"
+                f"{flag}"
+            )
     for why, count in data.unmeasured.items():
         lines.append(f"  confidence 0 on {count} item(s): {why}")
     for why, count in data.excluded.items():

@@ -36,11 +36,11 @@ class JudgeEstimate:
 
     name: str
     stage: int | None
-    calls: int                      # at most (every item that remains reaches this judge)
-    expected_calls: float | None    # a cascade's later stage: by the fitted share reaching it
+    calls: int  # at most (every item that remains reaches this judge)
+    expected_calls: float | None  # a cascade's later stage: by the fitted share reaching it
     prompt_tokens: int
-    tokens_by: str                  # the tokenizer used, or the approximation
-    output_budget: int              # most tokens the judge may generate over these calls
+    tokens_by: str  # the tokenizer used, or the approximation
+    output_budget: int  # most tokens the judge may generate over these calls
 
     def to_dict(self) -> dict[str, Any]:
         """The estimate's fields as a dict."""
@@ -60,20 +60,30 @@ class Estimate:
     already_done: int
     cached: int
     to_judge: int
-    calls_per_item: int             # judge calls per item and judge (the rubric's calls)
+    calls_per_item: int  # judge calls per item and judge (the rubric's calls)
     judges: list[JudgeEstimate]
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The estimate as plain data, each judge's estimate as a dict."""
-        return {**{k: v for k, v in self.__dict__.items() if k != "judges"},
-                "judges": [j.to_dict() for j in self.judges]}
+        return {
+            **{k: v for k, v in self.__dict__.items() if k != "judges"},
+            "judges": [j.to_dict() for j in self.judges],
+        }
 
 
-def estimate(predictions: str | Path, rubric: Rubric, jury: JurySpec, out: str | Path | None,
-             *, mapping: Mapping[str, str] | None = None, limit: int | None = None,
-             max_field_chars: int = DEFAULT_MAX_FIELD_CHARS, allow_empty: bool = False,
-             cache: Any = None) -> Estimate:
+def estimate(
+    predictions: str | Path,
+    rubric: Rubric,
+    jury: JurySpec,
+    out: str | Path | None,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    limit: int | None = None,
+    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS,
+    allow_empty: bool = False,
+    cache: Any = None,
+) -> Estimate:
     """The calls, prompt tokens and output budget a run of ``jury`` on ``predictions`` needs.
 
     Nothing is written and no model loads.
@@ -130,8 +140,9 @@ def estimate(predictions: str | Path, rubric: Rubric, jury: JurySpec, out: str |
             flush()
     flush()
     per_item = rubric.judge_calls
-    stage_of = {n: k for k, s in enumerate(jury.stages, start=1) for n in s.judges} \
-        if jury.stages else {}
+    stage_of = (
+        {n: k for k, s in enumerate(jury.stages, start=1) for n in s.judges} if jury.stages else {}
+    )
     reach = {}
     if jury.cascaded:
         for k, s in enumerate(jury.stages, start=1):
@@ -142,15 +153,23 @@ def estimate(predictions: str | Path, rubric: Rubric, jury: JurySpec, out: str |
         calls = remaining * per_item
         stage = stage_of.get(j.name)
         share = reach.get(stage) if stage is not None else None
-        judges.append(JudgeEstimate(
-            name=j.name, stage=stage, calls=calls,
-            expected_calls=None if share is None or stage == 1 else calls * share,
-            prompt_tokens=counter.tokens, tokens_by=counter.how,
-            output_budget=calls * _budget(j)))
+        judges.append(
+            JudgeEstimate(
+                name=j.name,
+                stage=stage,
+                calls=calls,
+                expected_calls=None if share is None or stage == 1 else calls * share,
+                prompt_tokens=counter.tokens,
+                tokens_by=counter.how,
+                output_budget=calls * _budget(j),
+            )
+        )
     if jury.cascaded and any(reach.get(k) is None for k in range(2, len(jury.stages) + 1)):
-        notes.append("the jury file records no expected share of items reaching its later "
-                     "stages (`jurybox calibrate --cascade` writes it): their calls are given "
-                     "at most")
+        notes.append(
+            "the jury file records no expected share of items reaching its later "
+            "stages (`jurybox calibrate --cascade` writes it): their calls are given "
+            "at most"
+        )
     if jury.stages and not jury.cascaded:
         notes.append("the stages have no thresholds yet: every judge judges every item")
     return Estimate(n_items, rejected, already, cached, remaining, per_item, judges, notes)
@@ -177,8 +196,14 @@ def _done_ids(out: Path, prov: str) -> tuple[set[str], list[str]]:
             done.add(str(row.get("id")))
         else:
             foreign += 1
-    notes = [f"{out} holds {foreign} verdict(s) of another configuration: a run would refuse "
-             "it (choose another --out)"] if foreign else []
+    notes = (
+        [
+            f"{out} holds {foreign} verdict(s) of another configuration: a run would refuse "
+            "it (choose another --out)"
+        ]
+        if foreign
+        else []
+    )
     return done, notes
 
 
@@ -194,8 +219,7 @@ class _TokenCounter:
     def _load(self) -> tuple[Any, str]:
         from jurybox.judges.weights import local_tokenizer
 
-        tokenizer, how = local_tokenizer(self.judge.model, self.judge.revision,
-                                         self.judge.backend)
+        tokenizer, how = local_tokenizer(self.judge.model, self.judge.revision, self.judge.backend)
         if tokenizer is None:
             return None, f"approximation: characters / {CHARS_PER_TOKEN} ({how})"
         return tokenizer, how

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from jurybox.rubrics import Rubric
 
 
-def load_inputs(judged: Path, rubric: str | None, provenance: str | None,
-                pairwise: bool = False) -> tuple[JudgeOutput, Rubric | None, list[str]]:
+def load_inputs(
+    judged: Path, rubric: str | None, provenance: str | None, pairwise: bool = False
+) -> tuple[JudgeOutput, Rubric | None, list[str]]:
     """The verdicts, the rubric whose scales validate the labels, and warnings to show.
 
     Pairwise verdicts are refused unless the caller reads them (``pairwise``).
@@ -30,8 +31,10 @@ def load_inputs(judged: Path, rubric: str | None, provenance: str | None,
     if not output.records:
         raise InputError(f"{judged}: no verdicts")
     if not pairwise and output.pairwise:
-        raise InputError(f"{judged}: pairwise verdicts (two answers compared); labelling "
-                         "them on the page is not built yet (`jurybox agree` and `calibrate` "
-                         "take human preference labels a/b/tie in a file)")
+        raise InputError(
+            f"{judged}: pairwise verdicts (two answers compared); labelling "
+            "them on the page is not built yet (`jurybox agree` and `calibrate` "
+            "take human preference labels a/b/tie in a file)"
+        )
     rubric_def, notes = rubric_for(output, rubric)
     return output, rubric_def, notes

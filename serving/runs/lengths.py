@@ -25,8 +25,9 @@ from jurybox.rubrics.errors import InputError
 from jurybox.serving.runs.predictions import read_predictions
 
 
-def answer_lengths(predictions: str | Path, rubric: Rubric,
-                   mapping: Mapping[str, str] | None = None) -> tuple[dict[str, float], float | None]:
+def answer_lengths(
+    predictions: str | Path, rubric: Rubric, mapping: Mapping[str, str] | None = None
+) -> tuple[dict[str, float], float | None]:
     """Each answer's length in words in ``predictions``, and the length to control to.
 
     Returns:
@@ -39,10 +40,17 @@ def answer_lengths(predictions: str | Path, rubric: Rubric,
     return lengths, (float(np.median(references)) if references else None)
 
 
-def length_controls(predictions: str | Path, output: JudgeOutput, rubric: Rubric, *,
-                    human: HumanLabels | Joined | str | Path | None = None,
-                    mapping: Mapping[str, str] | None = None, resamples: int = 1000,
-                    confidence: float = 0.95, seed: int = 0) -> list[LengthControl]:
+def length_controls(
+    predictions: str | Path,
+    output: JudgeOutput,
+    rubric: Rubric,
+    *,
+    human: HumanLabels | Joined | str | Path | None = None,
+    mapping: Mapping[str, str] | None = None,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> list[LengthControl]:
     """Per criterion, the length-controlled jury score of ``output``.
 
     ``output`` holds the verdicts of the items in ``predictions``. Where labels are given, the
@@ -55,16 +63,24 @@ def length_controls(predictions: str | Path, output: JudgeOutput, rubric: Rubric
         InputError: The rubric is pairwise.
     """
     if rubric.pairwise:
-        raise InputError("length control is for scored answers, not pairwise verdicts (a "
-                         "pairwise judge's length preference is in `jurybox audit`)")
+        raise InputError(
+            "length control is for scored answers, not pairwise verdicts (a "
+            "pairwise judge's length preference is in `jurybox audit`)"
+        )
     lengths, centre = answer_lengths(predictions, rubric, mapping)
     ids = output.ids
     length = np.array([lengths.get(i, np.nan) for i in ids], dtype=float)
-    common: dict[str, Any] = {"centre_length": centre, "n_resamples": resamples,
-                              "confidence": confidence, "seed": seed}
+    common: dict[str, Any] = {
+        "centre_length": centre,
+        "n_resamples": resamples,
+        "confidence": confidence,
+        "seed": seed,
+    }
     if human is None:
-        return [length_control(name, output.jury_values(name), length, **common)
-                for name in output.criteria]
+        return [
+            length_control(name, output.jury_values(name), length, **common)
+            for name in output.criteria
+        ]
     joined = human if isinstance(human, Joined) else join(human, output, scales=rubric)
     position = {i: k for k, i in enumerate(ids)}
     out = []
@@ -74,4 +90,3 @@ def length_controls(predictions: str | Path, output: JudgeOutput, rubric: Rubric
             labels[position[item]] = value
         out.append(length_control(name, output.jury_values(name), length, labels, **common))
     return out
-

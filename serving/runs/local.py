@@ -20,8 +20,15 @@ from jurybox.serving.runs.predictions import IdIndex, RowError, iter_predictions
 from jurybox.serving.runs.run import Run, RunOptions, RunReport, Tally
 
 
-def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str | Path, *,
-               chunk_size: int | None = None, **options: Unpack[RunOptions]) -> RunReport:
+def judge_file(
+    predictions: str | Path,
+    rubric: Rubric,
+    jury: JuryLike,
+    out: str | Path,
+    *,
+    chunk_size: int | None = None,
+    **options: Unpack[RunOptions],
+) -> RunReport:
     """Judge every valid row of ``predictions`` not yet in ``out`` with ``jury``, in-process.
 
     Streams: rows are read, judged ``chunk_size`` at a time (default: the jury's) and appended
@@ -50,8 +57,15 @@ def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str
         JudgeFailed: A judge could not judge a chunk at all (what was written before stays).
         ServiceError: With a ``RemoteJury``: the service could not answer.
     """
-    run = Run(predictions, rubric, out, jury=jury.spec, provenance=jury.provenance(rubric),
-              records_calibration=jury.records_calibration(rubric), **options)
+    run = Run(
+        predictions,
+        rubric,
+        out,
+        jury=jury.spec,
+        provenance=jury.provenance(rubric),
+        records_calibration=jury.records_calibration(rubric),
+        **options,
+    )
     chunk_size = chunk_size or jury.default_chunk_size
     # A jury here reads the items' images as the rows are read (when a judge sees them), so
     # an image that cannot be read or is over the limits rejects its row, as a bad field does.
@@ -74,8 +88,9 @@ def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str
                 jury.load_backends(_loaded_note(run.notify))
                 loaded = True
             if chunk:
-                records = jury.score_records(rubric, chunk, keep_raw=run.keep_raw,
-                                             on_progress=_within(progress, rows, total))
+                records = jury.score_records(
+                    rubric, chunk, keep_raw=run.keep_raw, on_progress=_within(progress, rows, total)
+                )
                 if run.applied is not None:
                     records = [run.applied.apply(r, rubric, it) for r, it in zip(records, chunk)]
                 results.append(records)
@@ -87,8 +102,9 @@ def judge_file(predictions: str | Path, rubric: Rubric, jury: JuryLike, out: str
     return run.finish(rows, notes, cache=jury.cache.path if jury.cache is not None else None)
 
 
-def _within(progress: Callable[[float, int | None], Any] | None, rows: Tally,
-            total: int | None) -> Callable[[float], None] | None:
+def _within(
+    progress: Callable[[float, int | None], Any] | None, rows: Tally, total: int | None
+) -> Callable[[float], None] | None:
     """``on_progress`` for one chunk: its share done, counted after what came before it."""
     if progress is None:
         return None
@@ -111,8 +127,14 @@ class RowStream(Tally):
     ``limit``).
     """
 
-    def __init__(self, predictions: str | Path, rubric: Rubric, limit: int | None,
-                 load_images: Callable[[Item], Item] | None = None, **reading: Any) -> None:
+    def __init__(
+        self,
+        predictions: str | Path,
+        rubric: Rubric,
+        limit: int | None,
+        load_images: Callable[[Item], Item] | None = None,
+        **reading: Any,
+    ) -> None:
         self._index = IdIndex()
         self._load_images = load_images
         super().__init__(self._index)

@@ -64,9 +64,11 @@ def _rows(path: str | Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
             problems.append(f"{where}: duplicate id {key!r}")
             continue
         if "response" not in record:
-            raise PairsError(f"{where}: no column 'response' (each file of --pairs holds one "
-                             f"system's predictions: id, question, response ...)",
-                             field="response")
+            raise PairsError(
+                f"{where}: no column 'response' (each file of --pairs holds one "
+                f"system's predictions: id, question, response ...)",
+                field="response",
+            )
         rows[key] = record
     return rows, problems
 
@@ -77,8 +79,9 @@ def _listed(what: str, ids: list[str]) -> str:
     return f"{len(ids)} id(s) {what}: {shown}{more}"
 
 
-def write_pairs(a: str | Path, b: str | Path, out: str | Path,
-                names: tuple[str, str] | None = None) -> Paired:
+def write_pairs(
+    a: str | Path, b: str | Path, out: str | Path, names: tuple[str, str] | None = None
+) -> Paired:
     """Pair ``a`` with ``b`` by id and write the pairs as JSONL to ``out`` (atomically).
 
     Raises:
@@ -108,8 +111,13 @@ def write_pairs(a: str | Path, b: str | Path, out: str | Path,
             for name in SHARED:
                 if row.get(name) is None and rb.get(name) is not None:
                     row[name] = rb[name]
-            row.update(id=ident, response_a=ra["response"], response_b=rb["response"],
-                       model_a=names[0], model_b=names[1])
+            row.update(
+                id=ident,
+                response_a=ra["response"],
+                response_b=rb["response"],
+                model_a=names[0],
+                model_b=names[1],
+            )
             fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
             n += 1
     os.replace(tmp, out)
@@ -120,6 +128,8 @@ def write_pairs(a: str | Path, b: str | Path, out: str | Path,
     if differ:
         problems.append(_listed("whose question differs between the files, not judged", differ))
     if n == 0:
-        raise PairsError(f"--pairs {a} {b}: no id is in both files with the same question"
-                         + (f" ({'; '.join(problems[:3])})" if problems else ""))
+        raise PairsError(
+            f"--pairs {a} {b}: no id is in both files with the same question"
+            + (f" ({'; '.join(problems[:3])})" if problems else "")
+        )
     return Paired(out, names, n, problems)

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 Engine = Literal["local", "ray"]
 
 
-def image_policy(predictions: str | Path | None, root: str | Path | None = None,
-                 allow_remote: bool = False) -> ImagePolicy:
+def image_policy(
+    predictions: str | Path | None, root: str | Path | None = None, allow_remote: bool = False
+) -> ImagePolicy:
     """Where the images of a prediction file's items are read from, and whether http(s)
     images are fetched.
 
@@ -169,33 +170,48 @@ class RunPlan:
         if self.engine not in ("local", "ray"):
             raise InputError(f"--engine {self.engine}: expected local or ray", field="engine")
         if (self.predictions is None) == (self.pairs is None):
-            raise InputError("give a prediction file, or --pairs A B (two files to compare), "
-                             "one of them", field="predictions")
+            raise InputError(
+                "give a prediction file, or --pairs A B (two files to compare), one of them",
+                field="predictions",
+            )
         if self.human is not None and not self.length_control:
-            raise InputError("--human is the labels --length-control fits on: add "
-                             "--length-control", field="human")
+            raise InputError(
+                "--human is the labels --length-control fits on: add --length-control",
+                field="human",
+            )
         if self.route_width is not None and self.conformal is None:
-            raise InputError("--route-width routes by the conformal intervals: add --conformal "
-                             "MAP", field="route_width")
+            raise InputError(
+                "--route-width routes by the conformal intervals: add --conformal MAP",
+                field="route_width",
+            )
         if self.served:
             if self.calibration is not None or self.conformal is not None or self.keep_raw:
-                raise InputError("a service's jury (--url) judges with the service's "
-                                 "calibration maps, and the service keeps no raw outputs: drop "
-                                 "--calibration, --conformal and --keep-raw", field="url")
+                raise InputError(
+                    "a service's jury (--url) judges with the service's "
+                    "calibration maps, and the service keeps no raw outputs: drop "
+                    "--calibration, --conformal and --keep-raw",
+                    field="url",
+                )
             if self.engine == "ray":
-                raise InputError("--engine ray and a service (--url) are two ways to judge: "
-                                 "pick one", field="engine")
+                raise InputError(
+                    "--engine ray and a service (--url) are two ways to judge: pick one",
+                    field="engine",
+                )
         if isinstance(self.rubric, str):
             self.rubric = load_rubric(self.rubric)
         rubric = self.rubric
         if self.length_control and rubric.pairwise:
-            raise InputError("--length-control is for scored answers, not pairwise verdicts (a "
-                             "pairwise judge's length preference is in `jurybox audit`)",
-                             field="length_control")
+            raise InputError(
+                "--length-control is for scored answers, not pairwise verdicts (a "
+                "pairwise judge's length preference is in `jurybox audit`)",
+                field="length_control",
+            )
         if self.pairs is not None and not rubric.pairwise:
-            raise InputError(f"--pairs compares two answers: the rubric {rubric.name} is not "
-                             "pairwise (try --rubric pairwise; see `jurybox rubrics`)",
-                             field="pairs")
+            raise InputError(
+                f"--pairs compares two answers: the rubric {rubric.name} is not "
+                "pairwise (try --rubric pairwise; see `jurybox rubrics`)",
+                field="pairs",
+            )
 
     # -- what the run is made of (loaded on first use) ---------------------------------------
 
@@ -219,8 +235,11 @@ class RunPlan:
         Images are read from ``image_root``, else the predictions' folder (a directory itself,
         a glob's folder).
         """
-        return image_policy(self.predictions or (self.pairs[0] if self.pairs else None),
-                            self.image_root, self.allow_remote_images)
+        return image_policy(
+            self.predictions or (self.pairs[0] if self.pairs else None),
+            self.image_root,
+            self.allow_remote_images,
+        )
 
     @cached_property
     def judges(self) -> JuryLike:
@@ -241,11 +260,12 @@ class RunPlan:
                 self.notes.append(f"jury: {name} (default; pass --jury to choose)")
             spec = load_jury_spec(name)
             if spec.stages and not spec.cascaded:
-                self.notes.append(f"jury {spec.name}: its stages have no thresholds yet, so "
-                                  "every judge judges every item (what `jurybox calibrate "
-                                  "--cascade` fits them on)")
-            cache = (verdict_cache.VerdictCache() if self.cache and verdict_cache.enabled()
-                     else None)
+                self.notes.append(
+                    f"jury {spec.name}: its stages have no thresholds yet, so "
+                    "every judge judges every item (what `jurybox calibrate "
+                    "--cascade` fits them on)"
+                )
+            cache = verdict_cache.VerdictCache() if self.cache and verdict_cache.enabled() else None
             jury = Jury(spec, cache=cache, images=self.image_policy)
         self.warnings.extend(unpinned_warnings(jury.spec.judges))
         return jury
@@ -266,11 +286,18 @@ class RunPlan:
         from jurybox.calibration import AppliedCalibration, CalibrationMap
 
         prov = self.judges.provenance(self.loaded_rubric)
-        cmap = (CalibrationMap.load_for(Path(self.calibration), prov, self.force_calibration)
-                if self.calibration is not None else None)
+        cmap = (
+            CalibrationMap.load_for(Path(self.calibration), prov, self.force_calibration)
+            if self.calibration is not None
+            else None
+        )
         return AppliedCalibration.combine(
-            cmap, Path(self.conformal) if self.conformal is not None else None, prov,
-            self.force_calibration, self.route_width)
+            cmap,
+            Path(self.conformal) if self.conformal is not None else None,
+            prov,
+            self.force_calibration,
+            self.route_width,
+        )
 
     @cached_property
     def target(self) -> Path:
@@ -302,15 +329,20 @@ class RunPlan:
         if scratch:
             pairs_file = Path(tempfile.mkdtemp(prefix="jurybox-pairs-")) / pairs_file.name
         paired = write_pairs(*self.pairs, pairs_file, names)
-        self.notes.append(f"pairs: {paired.pairs} ids in both files, A = {names[0]}, B = "
-                          f"{names[1]} (written to {paired.path})")
+        self.notes.append(
+            f"pairs: {paired.pairs} ids in both files, A = {names[0]}, B = "
+            f"{names[1]} (written to {paired.path})"
+        )
         self.warnings.extend(paired.problems)
         return str(paired.path)
 
     # -- doing it ----------------------------------------------------------------------------
 
-    def run(self, progress: Callable[[float, int | None], Any] | None = None,
-            notify: Callable[[str], Any] | None = None) -> RunReport:
+    def run(
+        self,
+        progress: Callable[[float, int | None], Any] | None = None,
+        notify: Callable[[str], Any] | None = None,
+    ) -> RunReport:
         """Judge every item not yet in the output, on the plan's engine.
 
         Args:
@@ -332,21 +364,43 @@ class RunPlan:
         judges, applied = self.judges, self.applied
         predictions = self._predictions()
         options: dict[str, Any] = dict(
-            mapping=self.mapping, limit=self.limit, max_field_chars=self.max_field_chars,
-            keep_raw=self.keep_raw, allow_empty=self.allow_empty, calibration=applied,
-            progress=progress, notify=notify, format=self.format, shard_size=self.shard_size,
-            length_control=self.length_control, human=self.human)
+            mapping=self.mapping,
+            limit=self.limit,
+            max_field_chars=self.max_field_chars,
+            keep_raw=self.keep_raw,
+            allow_empty=self.allow_empty,
+            calibration=applied,
+            progress=progress,
+            notify=notify,
+            format=self.format,
+            shard_size=self.shard_size,
+            length_control=self.length_control,
+            human=self.human,
+        )
         try:
             if self.engine == "ray":
                 from jurybox.serving.runs.ray import judge_with_ray
 
-                return judge_with_ray(predictions, self.loaded_rubric, self.spec, self.target,
-                                      address=self.address or os.environ.get("RAY_ADDRESS"),
-                                      cache=judges.cache, images=self.image_policy, **options)
+                return judge_with_ray(
+                    predictions,
+                    self.loaded_rubric,
+                    self.spec,
+                    self.target,
+                    address=self.address or os.environ.get("RAY_ADDRESS"),
+                    cache=judges.cache,
+                    images=self.image_policy,
+                    **options,
+                )
             from jurybox.serving.runs.local import judge_file
 
-            return judge_file(predictions, self.loaded_rubric, judges, self.target,
-                              chunk_size=self.chunk_size, **options)
+            return judge_file(
+                predictions,
+                self.loaded_rubric,
+                judges,
+                self.target,
+                chunk_size=self.chunk_size,
+                **options,
+            )
         except OSError as exc:  # e.g. a hub model that cannot be downloaded here
             raise InputError(f"cannot load a judge model: {exc}") from None
 
@@ -362,14 +416,22 @@ class RunPlan:
                 used.
         """
         if self.served:
-            raise InputError("--estimate counts what this machine's judges would do: drop "
-                             "--url", field="url")
+            raise InputError(
+                "--estimate counts what this machine's judges would do: drop --url", field="url"
+            )
         from jurybox.serving.runs.estimate import estimate
 
-        return estimate(self._predictions(scratch=True), self.loaded_rubric, self.spec,
-                        self.target, mapping=self.mapping, limit=self.limit,
-                        max_field_chars=self.max_field_chars, allow_empty=self.allow_empty,
-                        cache=self.judges.cache)
+        return estimate(
+            self._predictions(scratch=True),
+            self.loaded_rubric,
+            self.spec,
+            self.target,
+            mapping=self.mapping,
+            limit=self.limit,
+            max_field_chars=self.max_field_chars,
+            allow_empty=self.allow_empty,
+            cache=self.judges.cache,
+        )
 
     def close(self) -> None:
         """Release the jury (its models and cache), if one was loaded."""

@@ -133,8 +133,10 @@ def iter_predictions(
             continue
         first = seen.add(item.id, file, n)
         if first is not None:
-            yield n, RowError(n, "id", f"duplicate id {item.id!r} (first seen at {first})",
-                              file=file)
+            yield (
+                n,
+                RowError(n, "id", f"duplicate id {item.id!r} (first seen at {first})", file=file),
+            )
             continue
         yield n, item
     if columns:
@@ -164,8 +166,9 @@ def read_predictions(
     return result
 
 
-def _check_columns(path: Path, columns: Mapping[str, Any], mapping: Mapping[str, str],
-                   rubric: Rubric) -> None:
+def _check_columns(
+    path: Path, columns: Mapping[str, Any], mapping: Mapping[str, str], rubric: Rubric
+) -> None:
     """Refuse the file when a field the rubric needs, or a column a --map names, is in no row.
 
     That is a file-level mistake (a wrong column name), not a row-level one: say so once, with
@@ -176,9 +179,12 @@ def _check_columns(path: Path, columns: Mapping[str, Any], mapping: Mapping[str,
         column = mapping.get(name, name)
         if column not in present:
             hint = f"--map {name}=COLUMN" if name not in mapping else f"check --map {name}={column}"
-            what = f"the rubric {rubric.name} needs {name!r}" if name not in mapping else \
-                f"--map {name}={column} names it"
+            what = (
+                f"the rubric {rubric.name} needs {name!r}"
+                if name not in mapping
+                else f"--map {name}={column} names it"
+            )
             raise PredictionsError(
-                f"{path}: no column {column!r} ({what}); columns are {sorted(present)}; "
-                f"use {hint}", field=name,
+                f"{path}: no column {column!r} ({what}); columns are {sorted(present)}; use {hint}",
+                field=name,
             )

@@ -56,9 +56,15 @@ if TYPE_CHECKING:
     from jurybox.judges.backends.protocol import Backend
 
 
-def _read_file(row: dict[str, Any], rubric: dict[str, Any], reading: dict[str, Any],
-               done: set[str], allowed: set[str] | None, cached: set[str],
-               images: ImagePolicy | None = None) -> Iterator[dict[str, Any]]:
+def _read_file(
+    row: dict[str, Any],
+    rubric: dict[str, Any],
+    reading: dict[str, Any],
+    done: set[str],
+    allowed: set[str] | None,
+    cached: set[str],
+    images: ImagePolicy | None = None,
+) -> Iterator[dict[str, Any]]:
     """One input file through the one row reader: an item to judge, an error row, or a row
     already written (skipped, but its id counts for the summary) or answered from the verdict
     cache by the driver (judged, but not here). With ``images`` (a judge sees them) an item's
@@ -85,20 +91,46 @@ def _read_file(row: dict[str, Any], rubric: dict[str, Any], reading: dict[str, A
                     error = RowError(n, exc.field or "images", str(exc), file=label or None)
                     yield _row(error=json.dumps(dataclasses.asdict(error)))
                     continue
-            yield _row(got.id, n, label, item=got.model_dump_json(), input=input_hash(got),
-                       empty=got.empty_answer, key=input_hash(loaded),
-                       images=pickle.dumps(loaded.loaded_images) if loaded.loaded_images
-                       else b"")
+            yield _row(
+                got.id,
+                n,
+                label,
+                item=got.model_dump_json(),
+                input=input_hash(got),
+                empty=got.empty_answer,
+                key=input_hash(loaded),
+                images=pickle.dumps(loaded.loaded_images) if loaded.loaded_images else b"",
+            )
 
 
-def _row(id: str = "", row: int = 0, file: str | None = None, item: str = "", input: str = "",
-         error: str = "", skipped: bool = False, cached: bool = False, empty: bool = False,
-         key: str = "", images: bytes = b"") -> dict[str, Any]:
+def _row(
+    id: str = "",
+    row: int = 0,
+    file: str | None = None,
+    item: str = "",
+    input: str = "",
+    error: str = "",
+    skipped: bool = False,
+    cached: bool = False,
+    empty: bool = False,
+    key: str = "",
+    images: bytes = b"",
+) -> dict[str, Any]:
     # ``input``: the row's hash as read (resume checks it); ``key``: the verdict cache's key,
     # the images' digests in; ``images``: the loaded images, pickled (content, not paths).
-    return {"id": id, "row": row, "file": file or "", "item": item, "input": input,
-            "error": error, "skipped": skipped, "cached": cached, "empty": empty,
-            "key": key or input, "images": images}
+    return {
+        "id": id,
+        "row": row,
+        "file": file or "",
+        "item": item,
+        "input": input,
+        "error": error,
+        "skipped": skipped,
+        "cached": cached,
+        "empty": empty,
+        "key": key or input,
+        "images": images,
+    }
 
 
 def _judged(batch: dict[str, list[Any]]) -> list[int]:
@@ -139,8 +171,10 @@ class _Render:
         batch = _lists(batch)
         rows = _judged(batch)
         items = [Item.model_validate_json(batch["item"][i]) for i in rows]
-        items = [it.with_images(pickle.loads(batch["images"][i])) if batch["images"][i] else it
-                 for i, it in zip(rows, items)]
+        items = [
+            it.with_images(pickle.loads(batch["images"][i])) if batch["images"][i] else it
+            for i, it in zip(rows, items)
+        ]
         batch["images"] = [b""] * len(batch["item"])  # (they travel on in the requests)
         blobs = [b""] * len(batch["item"])
         if items:  # each row carries its own item's requests
@@ -166,8 +200,14 @@ class _Settle:
         batch = _lists(batch)
         for i in _judged(batch):
             earlier = json.loads(batch["confidence"][i] or "[]")
-            verdict, conf = self.plan.settle(self.rubric, self.prov, self.k, batch["id"][i],
-                                             _votes(batch, i, self.columns), earlier)
+            verdict, conf = self.plan.settle(
+                self.rubric,
+                self.prov,
+                self.k,
+                batch["id"][i],
+                _votes(batch, i, self.columns),
+                earlier,
+            )
             if verdict is None:
                 batch["confidence"][i] = json.dumps([*earlier, conf])
             else:
@@ -179,8 +219,13 @@ class _Judge:
     """One judge's stage: its backend is built once per actor, at its first item (a rerun with
     nothing left to judge loads no model)."""
 
-    def __init__(self, spec: dict[str, Any], column: str,
-                 backend_factory: Callable[[Any], Any] | None = None, rubric_name: str = "") -> None:
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        column: str,
+        backend_factory: Callable[[Any], Any] | None = None,
+        rubric_name: str = "",
+    ) -> None:
         from jurybox.judges import JudgeSpec
 
         self.spec = JudgeSpec.model_validate(spec)
@@ -217,7 +262,9 @@ class _Judge:
             for i, per_item in zip(rows, votes):
                 votes_out[i] = pickle.dumps(per_item)
         batch[self.column] = votes_out
-        batch[f"{self.column}_s"] = [(time.perf_counter() - began) / max(len(rows), 1)] * len(votes_out)
+        batch[f"{self.column}_s"] = [(time.perf_counter() - began) / max(len(rows), 1)] * len(
+            votes_out
+        )
         # What the backend says the run should know (the local engine's Jury.notes()), and
         # what judging said of the items' images: one per line.
         said = "\n".join(n for n in [backend_note(self._backend), *notes] if n)
@@ -230,8 +277,15 @@ class _Judge:
 
 
 class _Decide:
-    def __init__(self, rubric: dict[str, Any], jury: dict[str, Any], prov: str, keep_raw: bool,
-                 calibration: tuple[Any, ...] | None, store: bool) -> None:
+    def __init__(
+        self,
+        rubric: dict[str, Any],
+        jury: dict[str, Any],
+        prov: str,
+        keep_raw: bool,
+        calibration: tuple[Any, ...] | None,
+        store: bool,
+    ) -> None:
         self.rubric = Rubric.model_validate(rubric)
         self.plan = StagePlan.of(JurySpec.model_validate(jury))
         self.prov, self.keep_raw, self.store = prov, keep_raw, store
@@ -253,21 +307,29 @@ class _Decide:
             if batch["settled"][i]:
                 verdict = pickle.loads(batch["settled"][i])
             else:
-                verdict, _ = self.plan.settle(self.rubric, self.prov, last, batch["id"][i],
-                                              _votes(batch, i, self.columns),
-                                              json.loads(batch["confidence"][i] or "[]"))
+                verdict, _ = self.plan.settle(
+                    self.rubric,
+                    self.prov,
+                    last,
+                    batch["id"][i],
+                    _votes(batch, i, self.columns),
+                    json.loads(batch["confidence"][i] or "[]"),
+                )
             if verdict is not None:
                 if self.store:
                     verdicts[i] = verdict.model_dump_json()
                 record = verdict.to_record(self.keep_raw, input=batch["input"][i])
                 if self.calibration is not None:
-                    record = self.calibration.apply(record, self.rubric,
-                                                    Item.model_validate_json(item))
+                    record = self.calibration.apply(
+                        record, self.rubric, Item.model_validate_json(item)
+                    )
                 records[i] = json.dumps(record, ensure_ascii=False, allow_nan=False)
         # What the driver needs; the prompts and pickled votes stay behind.
         keep = ["id", "row", "file", "input", "key", "error", "skipped", "cached", "empty"] + [
-            f"{_column(self.plan.jury, j)}{end}" for j in self.plan.jury.judges
-            for end in ("_s", "_note", "_load")]
+            f"{_column(self.plan.jury, j)}{end}"
+            for j in self.plan.jury.judges
+            for end in ("_s", "_note", "_load")
+        ]
         return {**{k: batch[k] for k in keep}, "record": records, "verdict": verdicts}
 
 
@@ -279,16 +341,22 @@ def _pool(spec: JudgeSpec) -> dict[str, Any]:
 
     options = spec.execution.actor_pool_options()
     options["compute"] = ray.data.ActorPoolStrategy(**options.pop("pool"))
-    options["batch_size"] = (spec.execution.batch_size if backend_kind(spec.backend).batches
-                             else 256)
+    options["batch_size"] = spec.execution.batch_size if backend_kind(spec.backend).batches else 256
     return options
 
 
-def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out: str | Path, *,
-                   address: str | None = None,
-                   backend_factory: Callable[[Any], Any] | None = None,
-                   cache: VerdictCache | None = None, images: ImagePolicy | None = None,
-                   **options: Unpack[RunOptions]) -> RunReport:
+def judge_with_ray(
+    predictions: str | Path,
+    rubric: Rubric,
+    jury: JurySpec,
+    out: str | Path,
+    *,
+    address: str | None = None,
+    backend_factory: Callable[[Any], Any] | None = None,
+    cache: VerdictCache | None = None,
+    images: ImagePolicy | None = None,
+    **options: Unpack[RunOptions],
+) -> RunReport:
     """Judge every valid row of ``predictions`` not yet in ``out`` on a Ray cluster (see the
     module docstring; the options are `RunOptions`). Returns
     the same report as the local engine, with per-judge throughput in its notes.
@@ -316,19 +384,34 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
         with run.writing(state, describe=last_line) as results:
             allowed = _first_ids(predictions, rubric, limit, run.reading) if limit else None
             done = results.done()
-            cached = (set() if cache is None else
-                      _answer_from_cache(run, cache, done, allowed, keep_raw, calibration,
-                                         images))
+            cached = (
+                set()
+                if cache is None
+                else _answer_from_cache(run, cache, done, allowed, keep_raw, calibration, images)
+            )
             judging = True
             if run.progress is not None:
                 run.progress(0, state.total)  # the bar and its clock start with the run
             if run.notify is not None:
-                run.notify(f"Ray Data: {len(jury.judges)} judge stage(s) starting; each actor "
-                           "loads its judge at its first batch (said as the batch arrives)")
-            for batch in _pipeline(run.files, rubric, jury, prov, run.reading, done, allowed,
-                                   cached, keep_raw, calibration, backend_factory,
-                                   store=cache is not None, images=images
-                                   ).iter_batches(batch_size=None):
+                run.notify(
+                    f"Ray Data: {len(jury.judges)} judge stage(s) starting; each actor "
+                    "loads its judge at its first batch (said as the batch arrives)"
+                )
+            for batch in _pipeline(
+                run.files,
+                rubric,
+                jury,
+                prov,
+                run.reading,
+                done,
+                allowed,
+                cached,
+                keep_raw,
+                calibration,
+                backend_factory,
+                store=cache is not None,
+                images=images,
+            ).iter_batches(batch_size=None):
                 records, verdicts = state.take(batch, jury)
                 if run.notify is not None:
                     for name, seconds in state.loaded:
@@ -349,15 +432,28 @@ def judge_with_ray(predictions: str | Path, rubric: Rubric, jury: JurySpec, out:
     finally:
         if started_ray:
             ray.shutdown()
-    throughput = [f"judge {j.name}: {state.throughput(k):.2f} judgments/s per actor"
-                  for k, j in enumerate(jury.judges) if state.busy.get(k, 0.0) > 0]
-    return run.finish(state, [*throughput, *state.notes],
-                      cache=cache.path if cache is not None else None, throughput=throughput)
+    throughput = [
+        f"judge {j.name}: {state.throughput(k):.2f} judgments/s per actor"
+        for k, j in enumerate(jury.judges)
+        if state.busy.get(k, 0.0) > 0
+    ]
+    return run.finish(
+        state,
+        [*throughput, *state.notes],
+        cache=cache.path if cache is not None else None,
+        throughput=throughput,
+    )
 
 
-def _answer_from_cache(run: Run, cache: VerdictCache, done: set[str], allowed: set[str] | None,
-                       keep_raw: bool, calibration: AppliedCalibration | None,
-                       images: ImagePolicy | None = None) -> set[str]:
+def _answer_from_cache(
+    run: Run,
+    cache: VerdictCache,
+    done: set[str],
+    allowed: set[str] | None,
+    keep_raw: bool,
+    calibration: AppliedCalibration | None,
+    images: ImagePolicy | None = None,
+) -> set[str]:
     """The driver's lookup, in one pass over the rows (the reader's, so duplicates are the
     reader's too): the run's items whose verdict the cache holds are written here, and their
     ids returned, for the read stage to mark them answered (they never enter the pipeline)."""
@@ -368,8 +464,7 @@ def _answer_from_cache(run: Run, cache: VerdictCache, done: set[str], allowed: s
     def answer() -> None:
         lookup = CacheLookup.of(cache, run.provenance, chunk)
         found = sorted(lookup.found)
-        records = [lookup.found[k].to_record(keep_raw, input=input_hash(read[k]))
-                   for k in found]
+        records = [lookup.found[k].to_record(keep_raw, input=input_hash(read[k])) for k in found]
         if calibration is not None:
             records = [calibration.apply(r, run.rubric, chunk[k]) for r, k in zip(records, found)]
         if records:
@@ -405,19 +500,36 @@ def _init_ray(address: str | None, jury: JurySpec) -> None:
 
     if address:
         # Ray annotates logging_level as int but takes a level name (its own default is "info").
-        ray.init(address=address, logging_level="WARNING",  # type: ignore[arg-type]
-                 log_to_driver=False)
+        ray.init(
+            address=address,
+            logging_level="WARNING",  # type: ignore[arg-type]
+            log_to_driver=False,
+        )
         return
     # A local Ray: logical CPUs enough for every judge's actors and the light stages.
-    ray.init(num_cpus=jury.ray_cpus(light=4), include_dashboard=False,
-             logging_level="WARNING", log_to_driver=False)  # type: ignore[arg-type]  # a name
+    ray.init(
+        num_cpus=jury.ray_cpus(light=4),
+        include_dashboard=False,
+        logging_level="WARNING",  # type: ignore[arg-type]  # a name
+        log_to_driver=False,
+    )
 
 
-def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
-              reading: dict[str, Any], done: set[str], allowed: set[str] | None,
-              cached: set[str], keep_raw: bool, calibration: AppliedCalibration | None,
-              backend_factory: Callable[[Any], Any] | None = None, store: bool = False,
-              images: ImagePolicy | None = None) -> Any:
+def _pipeline(
+    files: list[Path],
+    rubric: Rubric,
+    jury: JurySpec,
+    prov: str,
+    reading: dict[str, Any],
+    done: set[str],
+    allowed: set[str] | None,
+    cached: set[str],
+    keep_raw: bool,
+    calibration: AppliedCalibration | None,
+    backend_factory: Callable[[Any], Any] | None = None,
+    store: bool = False,
+    images: ImagePolicy | None = None,
+) -> Any:
     import ray
 
     ctx = ray.data.DataContext.get_current()
@@ -428,30 +540,59 @@ def _pipeline(files: list[Path], rubric: Rubric, jury: JurySpec, prov: str,
     labels = [p.name if len(files) > 1 else None for p in files]
     ds: Dataset = ray.data.from_items(
         [{"file": str(p), "label": label} for p, label in zip(files, labels)],
-        override_num_blocks=len(files))
-    ds = ds.flat_map(partial(_read_file, rubric=rubric_data, reading=reading, done=done,
-                             allowed=allowed, cached=cached, images=images), num_cpus=0.25)
+        override_num_blocks=len(files),
+    )
+    ds = ds.flat_map(
+        partial(
+            _read_file,
+            rubric=rubric_data,
+            reading=reading,
+            done=done,
+            allowed=allowed,
+            cached=cached,
+            images=images,
+        ),
+        num_cpus=0.25,
+    )
     # Blocks (and batches) no larger than a judge's batch, so verdicts stream out, and are
     # written, as the judges finish batches, not once a whole file is judged.
     step = min(_pool(j)["batch_size"] for j in jury.judges)
     ds = ds.repartition(target_num_rows_per_block=step)
-    light = {"compute": ray.data.ActorPoolStrategy(size=1), "num_cpus": 0.25, "batch_size": step,
-             "batch_format": "pandas"}
+    light = {
+        "compute": ray.data.ActorPoolStrategy(size=1),
+        "num_cpus": 0.25,
+        "batch_size": step,
+        "batch_format": "pandas",
+    }
     ds = ds.map_batches(_Render, fn_constructor_args=(rubric_data,), **light)
     # One stage per judge; a cascaded jury's judges stage by stage, each stage followed by a
     # gate that settles the items it is confident about (the later judges skip them).
     plan = StagePlan.of(jury)
     for s, judges in enumerate(plan.stages):
         for judge in judges:
-            ds = ds.map_batches(_Judge, fn_constructor_args=(
-                judge.model_dump(mode="json"), _column(jury, judge), backend_factory,
-                rubric.name), batch_format="pandas", **_pool(judge))
+            ds = ds.map_batches(
+                _Judge,
+                fn_constructor_args=(
+                    judge.model_dump(mode="json"),
+                    _column(jury, judge),
+                    backend_factory,
+                    rubric.name,
+                ),
+                batch_format="pandas",
+                **_pool(judge),
+            )
         if s < plan.last:
-            ds = ds.map_batches(_Settle, fn_constructor_args=(
-                rubric_data, jury.model_dump(mode="json"), prov, s), **light)
+            ds = ds.map_batches(
+                _Settle,
+                fn_constructor_args=(rubric_data, jury.model_dump(mode="json"), prov, s),
+                **light,
+            )
     cal = None if calibration is None else calibration.to_wire()
-    return ds.map_batches(_Decide, fn_constructor_args=(rubric_data, jury.model_dump(mode="json"),
-                                                        prov, keep_raw, cal, store), **light)
+    return ds.map_batches(
+        _Decide,
+        fn_constructor_args=(rubric_data, jury.model_dump(mode="json"), prov, keep_raw, cal, store),
+        **light,
+    )
 
 
 class _Driver(Tally):
@@ -467,8 +608,9 @@ class _Driver(Tally):
         self.notes: dict[str, None] = {}  # the judges' backends' notes, in order, once each
         self.loaded: dict[tuple[str, float], None] = {}  # (judge, seconds) an actor loaded it in
 
-    def take(self, batch: dict[str, Any], jury: JurySpec
-             ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    def take(
+        self, batch: dict[str, Any], jury: JurySpec
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
         """The records to write and the fresh verdicts (input hash, verdict JSON) of one
         batch."""
         records, verdicts = [], []
@@ -479,8 +621,14 @@ class _Driver(Tally):
                 continue
             item_id = str(batch["id"][i])
             if item_id in self.ids:  # the same id in two input files: written once
-                self.error(RowError(int(batch["row"][i]), "id", f"duplicate id {item_id!r} (in "
-                                    "more than one input file)", file=batch["file"][i] or None))
+                self.error(
+                    RowError(
+                        int(batch["row"][i]),
+                        "id",
+                        f"duplicate id {item_id!r} (in more than one input file)",
+                        file=batch["file"][i] or None,
+                    )
+                )
                 continue
             self.ids.add(item_id)
             self.items += 1
@@ -508,8 +656,9 @@ class _Driver(Tally):
         return self.counted.get(k, 0) / self.busy[k] if self.busy.get(k) else 0.0
 
 
-def _first_ids(predictions: str | Path, rubric: Rubric, limit: int, reading: dict[str, Any]
-               ) -> set[str]:
+def _first_ids(
+    predictions: str | Path, rubric: Rubric, limit: int, reading: dict[str, Any]
+) -> set[str]:
     """The ids of the first ``limit`` valid items (what --limit judges)."""
     ids: set[str] = set()
     for _, row in iter_predictions(predictions, rubric, **reading):

@@ -67,8 +67,13 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
     return None
 
 
-def open_results(out: str | Path, provenance: str, calibration: str | None = None,
-                 format: str | None = None, shard_size: int | None = None) -> Results:
+def open_results(
+    out: str | Path,
+    provenance: str,
+    calibration: str | None = None,
+    format: str | None = None,
+    shard_size: int | None = None,
+) -> Results:
     """The results store of ``out``: a ``.jsonl`` file, or a directory of shards.
 
     A directory of shards is a directory that exists, a path without a suffix, or any path with
@@ -79,13 +84,17 @@ def open_results(out: str | Path, provenance: str, calibration: str | None = Non
     """
     out = Path(out)
     if format is not None and format not in SHARD_FORMATS:
-        raise ResultsError(f"--format {format}: expected one of {list(SHARD_FORMATS)}",
-                           field="format")
+        raise ResultsError(
+            f"--format {format}: expected one of {list(SHARD_FORMATS)}", field="format"
+        )
     if out.is_dir() or (not out.suffix and not out.exists()):
         return ResultsDir(out, provenance, calibration, format or "jsonl", shard_size or 1000)
     if out.suffix.lower() == ".parquet" or format == "parquet":
-        raise ResultsError(f"--out {out}: Parquet output is a directory of shards; give a "
-                           "directory (a path without a suffix)", field="out")
+        raise ResultsError(
+            f"--out {out}: Parquet output is a directory of shards; give a "
+            "directory (a path without a suffix)",
+            field="out",
+        )
     return ResultsFile(out, provenance, calibration)
 
 
@@ -152,8 +161,11 @@ class Results(ABC):
                 VerdictRecord.from_record(record)
             except InputError:
                 raise self._foreign(where) from None
-        elif not (isinstance(record, dict) and isinstance(record.get("id"), str)
-                  and isinstance(record.get("provenance"), str)):
+        elif not (
+            isinstance(record, dict)
+            and isinstance(record.get("id"), str)
+            and isinstance(record.get("provenance"), str)
+        ):
             raise self._foreign(where)
         self._check(where, record["provenance"], record.get("calibration"))
         self.inputs[record["id"]] = record.get("input")
@@ -200,8 +212,9 @@ class ResultsFile(Results):
 
     def __enter__(self) -> ResultsFile:
         if self.path.is_dir():
-            raise ResultsError(f"--out {self.path} is a directory; give the path of a results "
-                               "file (.jsonl)")
+            raise ResultsError(
+                f"--out {self.path} is a directory; give the path of a results file (.jsonl)"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "a+b")
         try:
@@ -254,8 +267,9 @@ class ResultsFile(Results):
             # killed during its first write can.
             manifest = read_manifest(self.path)
             if manifest is None:
-                raise self._foreign("the file holds no complete line, has no jurybox manifest, "
-                                    "and its content")
+                raise self._foreign(
+                    "the file holds no complete line, has no jurybox manifest, and its content"
+                )
             self._check("its manifest", manifest["provenance"], manifest.get("calibration"))
         # A write torn by a kill is a prefix of a record line, cut at any byte.
         if not (RECORD_START.startswith(tail) or tail.startswith(RECORD_START)):
@@ -267,7 +281,10 @@ class ResultsFile(Results):
         """Write records, each as one line in one write, and make them durable."""
         assert self._fh is not None
         for record in records:
-            line = json.dumps({"id": record["id"], **record}, ensure_ascii=False, allow_nan=False) + "\n"
+            line = (
+                json.dumps({"id": record["id"], **record}, ensure_ascii=False, allow_nan=False)
+                + "\n"
+            )
             self._fh.write(line.encode("utf-8"))
         self._fh.flush()
         os.fsync(self._fh.fileno())
@@ -287,8 +304,14 @@ class ResultsDir(Results):
     # A slow run still persists what it judged at least this often (a shard per interval).
     FLUSH_EVERY_S = 30.0
 
-    def __init__(self, path: str | Path, provenance: str, calibration: str | None = None,
-                 format: str = "jsonl", shard_size: int = 1000) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        provenance: str,
+        calibration: str | None = None,
+        format: str = "jsonl",
+        shard_size: int = 1000,
+    ) -> None:
         super().__init__(Path(path), provenance, calibration)
         self.format = format
         self.shard_size = shard_size
@@ -331,8 +354,10 @@ class ResultsDir(Results):
         shards = sorted(self._files())
         formats = {p.suffix[1:] for p in shards}
         if formats and formats != {self.format}:
-            raise ResultsError(f"{self.path}: holds {', '.join(sorted(formats))} shards; this run "
-                               f"writes {self.format} (pass --format {formats.pop()})")
+            raise ResultsError(
+                f"{self.path}: holds {', '.join(sorted(formats))} shards; this run "
+                f"writes {self.format} (pass --format {formats.pop()})"
+            )
         for shard in shards:
             self._next = max(self._next, int(shard.stem.removeprefix("part-")) + 1)
             for n, record in enumerate(_shard_ids(shard), start=1):
@@ -362,8 +387,14 @@ class ResultsDir(Results):
         if self.format == "jsonl":
             with tmp.open("wb") as fh:
                 for record in self._buffer:
-                    fh.write((json.dumps({"id": record["id"], **record}, ensure_ascii=False,
-                                         allow_nan=False) + "\n").encode("utf-8"))
+                    fh.write(
+                        (
+                            json.dumps(
+                                {"id": record["id"], **record}, ensure_ascii=False, allow_nan=False
+                            )
+                            + "\n"
+                        ).encode("utf-8")
+                    )
                 fh.flush()
                 os.fsync(fh.fileno())
         else:

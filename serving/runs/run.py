@@ -107,8 +107,12 @@ class Tally:
     def counts(self) -> dict[str, Any]:
         """The counts a manifest records."""
         rows = {"rows": self.rows} if self._count_rows else {}
-        return {**rows, "items": self.items, "rejected": self.n_errors,
-                "rejected_rows": [str(e) for e in self.errors]}
+        return {
+            **rows,
+            "items": self.items,
+            "rejected": self.n_errors,
+            "rejected_rows": [str(e) for e in self.errors],
+        }
 
 
 class RunOptions(TypedDict, total=False):
@@ -156,9 +160,18 @@ class Run:
     results store; ``engine`` is recorded in the manifest.
     """
 
-    def __init__(self, predictions: str | Path, rubric: Rubric, out: str | Path, *,
-                 jury: JurySpec, provenance: str, records_calibration: str | None = None,
-                 engine: str | None = None, **options: Unpack[RunOptions]) -> None:
+    def __init__(
+        self,
+        predictions: str | Path,
+        rubric: Rubric,
+        out: str | Path,
+        *,
+        jury: JurySpec,
+        provenance: str,
+        records_calibration: str | None = None,
+        engine: str | None = None,
+        **options: Unpack[RunOptions],
+    ) -> None:
         self.began = time.perf_counter()
         mapping, limit = options.get("mapping"), options.get("limit")
         allow_empty = options.get("allow_empty", False)
@@ -169,8 +182,11 @@ class Run:
         self.notify = options.get("notify")
         calibration = self.applied.identity if self.applied is not None else records_calibration
         self.predictions, self.rubric, self.out = predictions, rubric, Path(out)
-        if (self.out.exists() and Path(predictions).exists()
-                and self.out.resolve() == Path(predictions).resolve()):
+        if (
+            self.out.exists()
+            and Path(predictions).exists()
+            and self.out.resolve() == Path(predictions).resolve()
+        ):
             raise ResultsError(f"--out {out} is the predictions file itself; choose another --out")
         self.mapping = dict(mapping or {})
         # Mistakes in the options or the files' names fail before --out is opened.
@@ -180,9 +196,11 @@ class Run:
             file_format(path)
         self.jury, self.provenance, self.calibration = jury, provenance, calibration
         self.limit, self.allow_empty = limit, allow_empty
-        self.reading: dict[str, Any] = {"mapping": self.mapping,
-                                        "max_field_chars": max_field_chars,
-                                        "allow_empty": allow_empty}
+        self.reading: dict[str, Any] = {
+            "mapping": self.mapping,
+            "max_field_chars": max_field_chars,
+            "allow_empty": allow_empty,
+        }
         self.format, self.shard_size = options.get("format"), options.get("shard_size")
         self.length_control, self.human = options.get("length_control", False), options.get("human")
         self.engine = engine
@@ -210,8 +228,9 @@ class Run:
                     return
 
     @contextmanager
-    def writing(self, tally: Tally, describe: Callable[[BaseException], str] = str
-                ) -> Iterator[Results]:
+    def writing(
+        self, tally: Tally, describe: Callable[[BaseException], str] = str
+    ) -> Iterator[Results]:
         """Open the results store and write the running manifest.
 
         Resuming from changed input is refused. A KeyboardInterrupt inside ends the run as
@@ -220,12 +239,14 @@ class Run:
         no row has) fails before ``out`` is touched.
         """
         self.check_columns()
-        with open_results(self.out, self.provenance, self.calibration, self.format,
-                          self.shard_size) as results:
+        with open_results(
+            self.out, self.provenance, self.calibration, self.format, self.shard_size
+        ) as results:
             self._results = results
             if results.inputs:
-                check_unchanged(self.predictions, self.rubric, results.inputs, self.limit,
-                                **self.reading)
+                check_unchanged(
+                    self.predictions, self.rubric, results.inputs, self.limit, **self.reading
+                )
             self.manifest = {
                 "jurybox": version("jurybox"),
                 **({"engine": self.engine} if self.engine else {}),
@@ -246,14 +267,22 @@ class Run:
             except KeyboardInterrupt:
                 self.interrupted = True
             except BaseException as exc:
-                write_manifest(self.out, {**self.manifest, **tally.counts(), "status": "failed",
-                                          "error": describe(exc),
-                                          "finished": datetime.now(UTC).isoformat()})
+                write_manifest(
+                    self.out,
+                    {
+                        **self.manifest,
+                        **tally.counts(),
+                        "status": "failed",
+                        "error": describe(exc),
+                        "finished": datetime.now(UTC).isoformat(),
+                    },
+                )
                 raise
             self.repaired = results.repaired
 
-    def finish(self, tally: Tally, notes: list[str], cache: str | Path | None = None,
-               **manifest: Any) -> RunReport:
+    def finish(
+        self, tally: Tally, notes: list[str], cache: str | Path | None = None, **manifest: Any
+    ) -> RunReport:
         """Summarise the output, write the final manifest and return the run's report.
 
         The summary is of this run's items only; the final manifest has ``manifest``'s extra
@@ -263,25 +292,46 @@ class Run:
         left_out = earlier_not_ours(self.results, tally)
         tally.forget_ids()  # (the summary's arrays are not held alongside the id index)
         if cache is not None:
-            notes = [f"verdict cache: {tally.cached} of {tally.judged} item(s) judged before with "
-                     f"this configuration, taken from {cache}" if tally.cached else
-                     f"verdict cache: no item judged before ({cache})", *notes]
-        summary = summarize((r for r in self.results.iter_records() if r.id not in left_out),
-                            self.rubric, rejected_rows=tally.n_errors,
-                            empty_responses=tally.empty)
+            notes = [
+                f"verdict cache: {tally.cached} of {tally.judged} item(s) judged before with "
+                f"this configuration, taken from {cache}"
+                if tally.cached
+                else f"verdict cache: no item judged before ({cache})",
+                *notes,
+            ]
+        summary = summarize(
+            (r for r in self.results.iter_records() if r.id not in left_out),
+            self.rubric,
+            rejected_rows=tally.n_errors,
+            empty_responses=tally.empty,
+        )
         if self.length_control:
             notes = [*notes, *self._length_control(summary, left_out)]
-        write_manifest(self.out, {
-            **self.manifest, **tally.counts(),
-            "status": "interrupted" if self.interrupted else "complete",
-            "finished": datetime.now(UTC).isoformat(),
-            "summary": summary.to_dict(), **manifest,
-        })
-        return RunReport(out=self.out, total_items=tally.items, already_done=tally.already,
-                         judged=tally.judged, row_errors=tally.errors, summary=summary,
-                         repaired_tail=self.repaired, seconds=time.perf_counter() - self.began,
-                         interrupted=self.interrupted, notes=notes, n_row_errors=tally.n_errors,
-                         cached=tally.cached)
+        write_manifest(
+            self.out,
+            {
+                **self.manifest,
+                **tally.counts(),
+                "status": "interrupted" if self.interrupted else "complete",
+                "finished": datetime.now(UTC).isoformat(),
+                "summary": summary.to_dict(),
+                **manifest,
+            },
+        )
+        return RunReport(
+            out=self.out,
+            total_items=tally.items,
+            already_done=tally.already,
+            judged=tally.judged,
+            row_errors=tally.errors,
+            summary=summary,
+            repaired_tail=self.repaired,
+            seconds=time.perf_counter() - self.began,
+            interrupted=self.interrupted,
+            notes=notes,
+            n_row_errors=tally.n_errors,
+            cached=tally.cached,
+        )
 
     def _length_control(self, summary: Summary, left_out: Container[str]) -> list[str]:
         """Add the length-controlled scores to ``summary``; what kept them out, as notes.
@@ -295,8 +345,9 @@ class Run:
         records = [r for r in self.results.iter_records() if r.id not in left_out]
         try:
             output = judge_output_from_records(records, source=str(self.out))
-            controls = length_controls(self.predictions, output, self.rubric, human=self.human,
-                                       mapping=self.mapping)
+            controls = length_controls(
+                self.predictions, output, self.rubric, human=self.human, mapping=self.mapping
+            )
         except InputError as exc:
             return [f"no length-controlled scores: {exc}"]
         summary.length_control = [c.to_dict() for c in controls]
@@ -313,8 +364,13 @@ def earlier_not_ours(results: Results, ours: Container[str]) -> set[str]:
     return {i for i in results.inputs if i not in ours}
 
 
-def check_unchanged(predictions: str | Path, rubric: Rubric, written: Mapping[str, str | None],
-                    limit: int | None, **reading: Any) -> None:
+def check_unchanged(
+    predictions: str | Path,
+    rubric: Rubric,
+    written: Mapping[str, str | None],
+    limit: int | None,
+    **reading: Any,
+) -> None:
     """Refuse to resume when items already written were judged from different input.
 
     Different input means changed predictions or --map: checked before anything is judged, in

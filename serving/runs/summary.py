@@ -72,17 +72,23 @@ class Summary:
             "empty_responses": self.empty_responses,
             "criteria": [c.__dict__ for c in self.criteria],
             "judges": self.judges,
-            **({"stages": {str(k): v for k, v in sorted(self.stages.items())}}
-               if self.stages else {}),
+            **(
+                {"stages": {str(k): v for k, v in sorted(self.stages.items())}}
+                if self.stages
+                else {}
+            ),
             **({"pairwise": self.pairwise} if self.pairwise is not None else {}),
-            **({"length_control": self.length_control}
-               if self.length_control is not None else {}),
+            **({"length_control": self.length_control} if self.length_control is not None else {}),
             **({"intervals": self.intervals, "routed": self.routed} if self.intervals else {}),
         }
 
 
-def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
-              rejected_rows: int = 0, empty_responses: int = 0) -> Summary:
+def summarize(
+    records: Iterable[VerdictRecord | dict[str, Any]],
+    rubric: Rubric,
+    rejected_rows: int = 0,
+    empty_responses: int = 0,
+) -> Summary:
     """The summary of verdict records, read once as a stream.
 
     Per item it keeps a few numbers (scores, judges' votes) in flat arrays, never the records.
@@ -100,7 +106,9 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
     if rubric.formula is not None:
         names.append(rubric.formula.name)
     labelled = {c.name for c in rubric.criteria if c.scale.is_labelled}
-    judges: dict[str, dict[str, Any]] = defaultdict(lambda: {"votes": 0, "unscored": 0, "reasons": Counter()})
+    judges: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"votes": 0, "unscored": 0, "reasons": Counter()}
+    )
     scores = {name: array("d") for name in names}
     calibrated: dict[str, array] = {}
     # votes[criterion][judge] -> that judge's score per item (NaN: no scored vote)
@@ -158,25 +166,45 @@ def summarize(records: Iterable[VerdictRecord | dict[str, Any]], rubric: Rubric,
             matrix = np.vstack([np.frombuffer(c, dtype=float) for c in judged.values()])
             level: Literal["nominal", "interval"] = "nominal" if name in labelled else "interval"
             stat = krippendorff_alpha(matrix, level)
-            agreement = {"statistic": f"krippendorff_alpha[{level}]", "value": stat.value,
-                         "reason": stat.reason, "units": stat.n}
-        criteria.append(CriterionSummary(name, int(scored.size), n - int(scored.size), mean, ci,
-                                         agreement))
+            agreement = {
+                "statistic": f"krippendorff_alpha[{level}]",
+                "value": stat.value,
+                "reason": stat.reason,
+                "units": stat.n,
+            }
+        criteria.append(
+            CriterionSummary(name, int(scored.size), n - int(scored.size), mean, ci, agreement)
+        )
     for name, column in calibrated.items():
         values = np.frombuffer(column, dtype=float)
         scored = values[~np.isnan(values)]
         mean, ci = mean_ci(scored)
-        criteria.append(CriterionSummary(f"{name} (calibrated)", int(scored.size),
-                                         n - int(scored.size), mean, ci))
+        criteria.append(
+            CriterionSummary(
+                f"{name} (calibrated)", int(scored.size), n - int(scored.size), mean, ci
+            )
+        )
     judge_rows = {
-        k: {"votes": v["votes"], "unscored": v["unscored"],
-            "top_reasons": [f"{reason} ({c})" for reason, c in v["reasons"].most_common(3)]}
+        k: {
+            "votes": v["votes"],
+            "unscored": v["unscored"],
+            "top_reasons": [f"{reason} ({c})" for reason, c in v["reasons"].most_common(3)],
+        }
         for k, v in judges.items()
     }
-    return Summary(n, n_scored, n - n_scored, criteria, judge_rows, rejected_rows,
-                   empty_responses, stages=dict(stages),
-                   pairwise=pairs.to_dict() if rubric.pairwise else None,
-                   intervals=with_intervals, routed=routed)
+    return Summary(
+        n,
+        n_scored,
+        n - n_scored,
+        criteria,
+        judge_rows,
+        rejected_rows,
+        empty_responses,
+        stages=dict(stages),
+        pairwise=pairs.to_dict() if rubric.pairwise else None,
+        intervals=with_intervals,
+        routed=routed,
+    )
 
 
 class PairTally:
@@ -207,10 +235,14 @@ class PairTally:
 
     def to_dict(self) -> dict[str, Any]:
         """The tally as plain data: the winners, the criterion counted, and per judge its pairs."""
-        return {"winners": {k: self.winners.get(k, 0) for k in ("a", "b", "tie", "none")},
-                "criterion": self.rubric.criteria[0].name,
-                "judges": {j: {"both_orders": n, "inconsistent": self.flips.get(j, 0)}
-                           for j, n in self.both.items()}}
+        return {
+            "winners": {k: self.winners.get(k, 0) for k in ("a", "b", "tie", "none")},
+            "criterion": self.rubric.criteria[0].name,
+            "judges": {
+                j: {"both_orders": n, "inconsistent": self.flips.get(j, 0)}
+                for j, n in self.both.items()
+            },
+        }
 
 
 def _number(value: float | None) -> float:
@@ -221,10 +253,11 @@ def render(summary: Summary, console: Any) -> None:
     """Print the summary as rich tables."""
     from rich.table import Table
 
-    t = Table(title=f"{summary.items} items: {summary.scored} scored, {summary.unscored} unscored"
-              + (f"; {summary.rejected_rows} rows rejected" if summary.rejected_rows else "")
-              + (f"; {summary.empty_responses} empty responses judged"
-                 if summary.empty_responses else ""))
+    t = Table(
+        title=f"{summary.items} items: {summary.scored} scored, {summary.unscored} unscored"
+        + (f"; {summary.rejected_rows} rows rejected" if summary.rejected_rows else "")
+        + (f"; {summary.empty_responses} empty responses judged" if summary.empty_responses else "")
+    )
     for col in ("criterion", "n", "mean", "95% CI", "unscored", "judge agreement (alpha)"):
         t.add_column(col, justify="left" if col == "criterion" else "right")
     for c in summary.criteria:
@@ -239,33 +272,49 @@ def render(summary: Summary, console: Any) -> None:
         t.add_row(c.name, str(c.n_scored), mean, ci, str(c.n_unscored), agree)
     console.print(t)
     if summary.intervals:
-        console.print(f"conformal intervals on {summary.intervals} items; routed to a human: "
-                      f"{summary.routed} ({summary.routed / summary.items:.0%})", highlight=False)
+        console.print(
+            f"conformal intervals on {summary.intervals} items; routed to a human: "
+            f"{summary.routed} ({summary.routed / summary.items:.0%})",
+            highlight=False,
+        )
     if summary.stages:
-        console.print("cascade: " + ", ".join(
-            f"stage {k} decided {v} item{'s' if v != 1 else ''} ({v / summary.items:.0%})"
-            for k, v in sorted(summary.stages.items())), highlight=False)
+        console.print(
+            "cascade: "
+            + ", ".join(
+                f"stage {k} decided {v} item{'s' if v != 1 else ''} ({v / summary.items:.0%})"
+                for k, v in sorted(summary.stages.items())
+            ),
+            highlight=False,
+        )
     if summary.pairwise is not None:
         w = summary.pairwise["winners"]
         console.print(
             f"pairwise (a mean is A's share: 1 = A better, ties count half): A won {w['a']}, "
             f"B won {w['b']}, tie {w['tie']}" + (f", no winner {w['none']}" if w["none"] else ""),
-            highlight=False)
+            highlight=False,
+        )
         for name, row in summary.pairwise["judges"].items():
             if row["both_orders"]:
                 console.print(
                     f"  {name}: inconsistent under order swap on {row['inconsistent']} of "
                     f"{row['both_orders']} pairs ({row['inconsistent'] / row['both_orders']:.0%}"
-                    f"; {summary.pairwise['criterion']})", highlight=False)
+                    f"; {summary.pairwise['criterion']})",
+                    highlight=False,
+                )
     if summary.length_control:
         console.print("length control (the jury's score, length in words):", highlight=False)
         for row in summary.length_control:
-            console.print(("  + " if row["raises_agreement"] else "    ") + row["finding"],
-                          highlight=False, markup=False)
+            console.print(
+                ("  + " if row["raises_agreement"] else "    ") + row["finding"],
+                highlight=False,
+                markup=False,
+            )
     if summary.judges:
         j = Table(title="judges")
         for col in ("judge", "votes", "unscored", "most common reasons"):
             j.add_column(col)
         for name, row in summary.judges.items():
-            j.add_row(name, str(row["votes"]), str(row["unscored"]), "; ".join(row["top_reasons"]) or "-")
+            j.add_row(
+                name, str(row["votes"]), str(row["unscored"]), "; ".join(row["top_reasons"]) or "-"
+            )
         console.print(j)

@@ -46,8 +46,12 @@ Prepared = tuple[Rubric, list[Item], Requests]
 READY = b"R"  # what a worker writes once it has imported what it needs
 
 
-def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], limits: Limits,
-            allow_empty: bool) -> Prepared:
+def prepare(
+    rubric: Rubric | dict[str, Any],
+    raw_items: list[dict[str, Any]],
+    limits: Limits,
+    allow_empty: bool,
+) -> Prepared:
     """The rubric, the items and every judge call's prompt; an `HTTPProblem` naming the
     field (or limit) at fault otherwise."""
     try:
@@ -55,10 +59,15 @@ def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], li
             rubric = _inline_rubric(rubric, limits)
         calls = rubric.judge_calls
         if len(raw_items) * calls > limits.max_judge_calls:
-            raise HTTPProblem(413, "too_large", f"{len(raw_items)} items x {calls} judge calls "
-                              f"per item (rubric {rubric.name}) = {len(raw_items) * calls} judge "
-                              f"calls; this service takes at most {limits.max_judge_calls} per "
-                              "request (max_judge_calls): send fewer items", "items")
+            raise HTTPProblem(
+                413,
+                "too_large",
+                f"{len(raw_items)} items x {calls} judge calls "
+                f"per item (rubric {rubric.name}) = {len(raw_items) * calls} judge "
+                f"calls; this service takes at most {limits.max_judge_calls} per "
+                "request (max_judge_calls): send fewer items",
+                "items",
+            )
         items: list[Item] = []
         seen: dict[str, int] = {}
         for i, fields in enumerate(raw_items):
@@ -66,11 +75,19 @@ def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], li
             try:
                 item = to_item(fields, {}, rubric, limits.max_field_chars, allow_empty)
             except FieldError as exc:
-                raise HTTPProblem(422, "invalid_request", f"items[{i}].{exc.field}: "
-                                  f"{exc.message}", f"items[{i}].{exc.field}") from None
+                raise HTTPProblem(
+                    422,
+                    "invalid_request",
+                    f"items[{i}].{exc.field}: {exc.message}",
+                    f"items[{i}].{exc.field}",
+                ) from None
             if item.id in seen:
-                raise HTTPProblem(422, "invalid_request", f"items[{i}].id: duplicate id "
-                                  f"{item.id!r} (also items[{seen[item.id]}])", f"items[{i}].id")
+                raise HTTPProblem(
+                    422,
+                    "invalid_request",
+                    f"items[{i}].id: duplicate id {item.id!r} (also items[{seen[item.id]}])",
+                    f"items[{i}].id",
+                )
             seen[item.id] = i
             items.append(item)
         items = inline_images(items, limits)
@@ -86,8 +103,12 @@ def prepare(rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], li
 def image_policy(limits: Limits) -> ImagePolicy:
     """The images a request may carry: inline only (``data:`` URLs or base64: no file is read
     and no URL fetched on a client's word), within the service's limits."""
-    return ImagePolicy(max_bytes=limits.max_image_bytes, max_pixels=limits.max_image_pixels,
-                       max_images=limits.max_images_per_item, inline_only=True)
+    return ImagePolicy(
+        max_bytes=limits.max_image_bytes,
+        max_pixels=limits.max_image_pixels,
+        max_images=limits.max_images_per_item,
+        inline_only=True,
+    )
 
 
 def inline_images(items: list[Item], limits: Limits) -> list[Item]:
@@ -106,15 +127,22 @@ def inline_images(items: list[Item], limits: Limits) -> list[Item]:
             images = load_images(item.images, policy, item=item.id)
         except ImageError as exc:
             where = f"items[{i}].{exc.field or 'images'}"
-            raise HTTPProblem(413 if exc.too_large else 422,
-                              "too_large" if exc.too_large else "invalid_request",
-                              f"{where}: {exc}", where) from None
+            raise HTTPProblem(
+                413 if exc.too_large else 422,
+                "too_large" if exc.too_large else "invalid_request",
+                f"{where}: {exc}",
+                where,
+            ) from None
         total += sum(len(im.data) for im in images)
         if total > limits.max_request_image_bytes:
-            raise HTTPProblem(413, "too_large", f"the request's images have more than {total:,} "
-                              "bytes in all; this service takes at most "
-                              f"{limits.max_request_image_bytes:,} (max_request_image_bytes)",
-                              f"items[{i}].images")
+            raise HTTPProblem(
+                413,
+                "too_large",
+                f"the request's images have more than {total:,} "
+                "bytes in all; this service takes at most "
+                f"{limits.max_request_image_bytes:,} (max_request_image_bytes)",
+                f"items[{i}].images",
+            )
         out.append(item.with_images(images))
     return out
 
@@ -128,8 +156,12 @@ def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
 
 
 def _out_of_memory() -> HTTPProblem:
-    return HTTPProblem(422, "invalid_request", "the inline rubric's template needs more memory "
-                       "than the service allows a template", "rubric.template")
+    return HTTPProblem(
+        422,
+        "invalid_request",
+        "the inline rubric's template needs more memory than the service allows a template",
+        "rubric.template",
+    )
 
 
 def _inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
@@ -139,8 +171,12 @@ def _inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise HTTPProblem(422, "invalid_request", format_validation_error("inline rubric", exc),
-                          "rubric" + (f".{where}" if where else "")) from None
+        raise HTTPProblem(
+            422,
+            "invalid_request",
+            format_validation_error("inline rubric", exc),
+            "rubric" + (f".{where}" if where else ""),
+        ) from None
 
 
 def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
@@ -148,31 +184,52 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
     the raw request, before validating or compiling anything of it."""
     template = sum(len(ref[k]) for k in ("template", "system") if isinstance(ref.get(k), str))
     if template > limits.max_template_chars:
-        raise HTTPProblem(413, "too_large", f"the inline rubric's template and system prompt "
-                          f"have {template} characters; this service takes at most "
-                          f"{limits.max_template_chars} (max_template_chars)", "rubric.template")
+        raise HTTPProblem(
+            413,
+            "too_large",
+            f"the inline rubric's template and system prompt "
+            f"have {template} characters; this service takes at most "
+            f"{limits.max_template_chars} (max_template_chars)",
+            "rubric.template",
+        )
     formula = ref.get("formula")
     expression = formula.get("expression") if isinstance(formula, dict) else None
     if isinstance(expression, str) and len(expression) > MAX_FORMULA_CHARS:
-        raise HTTPProblem(422, "invalid_request", f"the formula has {len(expression)} "
-                          f"characters; a formula may have at most {MAX_FORMULA_CHARS}",
-                          "rubric.formula.expression")
+        raise HTTPProblem(
+            422,
+            "invalid_request",
+            f"the formula has {len(expression)} "
+            f"characters; a formula may have at most {MAX_FORMULA_CHARS}",
+            "rubric.formula.expression",
+        )
     criteria = ref.get("criteria")
     if not isinstance(criteria, list):
         return  # validation says what is wrong
     if len(criteria) > limits.max_criteria:
-        raise HTTPProblem(413, "too_large", f"the inline rubric has {len(criteria)} criteria; "
-                          f"this service takes at most {limits.max_criteria} (max_criteria)",
-                          "rubric.criteria")
+        raise HTTPProblem(
+            413,
+            "too_large",
+            f"the inline rubric has {len(criteria)} criteria; "
+            f"this service takes at most {limits.max_criteria} (max_criteria)",
+            "rubric.criteria",
+        )
     for k, criterion in enumerate(criteria):
         scale = criterion.get("scale") if isinstance(criterion, dict) else None
-        parts = [scale.get(key) for key in ("labels", "values", "levels")] if isinstance(
-            scale, dict) else [scale]
+        parts = (
+            [scale.get(key) for key in ("labels", "values", "levels")]
+            if isinstance(scale, dict)
+            else [scale]
+        )
         points = max((len(p) for p in parts if isinstance(p, (list, dict))), default=0)
         if points > limits.max_scale_points:
-            raise HTTPProblem(413, "too_large", f"rubric.criteria[{k}].scale has {points} "
-                              f"points; this service takes at most {limits.max_scale_points} "
-                              "per scale (max_scale_points)", f"rubric.criteria[{k}].scale")
+            raise HTTPProblem(
+                413,
+                "too_large",
+                f"rubric.criteria[{k}].scale has {points} "
+                f"points; this service takes at most {limits.max_scale_points} "
+                "per scale (max_scale_points)",
+                f"rubric.criteria[{k}].scale",
+            )
 
 
 def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
@@ -191,14 +248,24 @@ def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
             try:
                 node.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise HTTPProblem(422, "invalid_request", f"{path}: holds a lone surrogate "
-                                  f"({node[exc.start]!r} at character {exc.start}), which is not "
-                                  "valid Unicode text; send UTF-8 text", path) from None
+                raise HTTPProblem(
+                    422,
+                    "invalid_request",
+                    f"{path}: holds a lone surrogate "
+                    f"({node[exc.start]!r} at character {exc.start}), which is not "
+                    "valid Unicode text; send UTF-8 text",
+                    path,
+                ) from None
         elif isinstance(node, (dict, list)):
             if depth >= max_nesting:
-                raise HTTPProblem(422, "invalid_request", f"{path}: nested more than "
-                                  f"{max_nesting} levels deep; this service takes at most "
-                                  f"{max_nesting} (max_nesting)", path)
+                raise HTTPProblem(
+                    422,
+                    "invalid_request",
+                    f"{path}: nested more than "
+                    f"{max_nesting} levels deep; this service takes at most "
+                    f"{max_nesting} (max_nesting)",
+                    path,
+                )
             if isinstance(node, dict):
                 for key, child in node.items():
                     stack.append((key, path, depth))
@@ -215,13 +282,23 @@ def check_inline(ref: dict[str, Any], limits: Limits) -> None:
     chars, values = check_text(ref, "rubric", limits.max_nesting)
     check_rubric_size(ref, limits)  # the specific limits first: they name the part at fault
     if chars > limits.max_rubric_chars:
-        raise HTTPProblem(413, "too_large", f"the inline rubric has {chars} characters of text "
-                          f"in all; this service takes at most {limits.max_rubric_chars} "
-                          "(max_rubric_chars)", "rubric")
+        raise HTTPProblem(
+            413,
+            "too_large",
+            f"the inline rubric has {chars} characters of text "
+            f"in all; this service takes at most {limits.max_rubric_chars} "
+            "(max_rubric_chars)",
+            "rubric",
+        )
     if values > limits.max_rubric_values:
-        raise HTTPProblem(413, "too_large", f"the inline rubric has {values} values (strings, "
-                          f"numbers, keys, list entries); this service takes at most "
-                          f"{limits.max_rubric_values} (max_rubric_values)", "rubric")
+        raise HTTPProblem(
+            413,
+            "too_large",
+            f"the inline rubric has {values} values (strings, "
+            f"numbers, keys, list entries); this service takes at most "
+            f"{limits.max_rubric_values} (max_rubric_values)",
+            "rubric",
+        )
 
 
 def check_prompts(requests: Requests, limits: Limits) -> None:
@@ -236,17 +313,28 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
         if request is None:
             continue
         size = sum(len(m["content"]) for m in request.messages) + CHARS_PER_IMAGE_TOKEN * sum(
-            image_tokens(im.width, im.height) for im in request.images)
+            image_tokens(im.width, im.height) for im in request.images
+        )
         total += size
         if size > limits.max_prompt_chars:
             item = requests.item_ids[k // n_calls]
-            raise HTTPProblem(413, "too_large", f"item {item!r}: its prompt has {size} "
-                              f"characters; this service takes at most {limits.max_prompt_chars} "
-                              "per judge call (max_prompt_chars)", f"items[{k // n_calls}]")
+            raise HTTPProblem(
+                413,
+                "too_large",
+                f"item {item!r}: its prompt has {size} "
+                f"characters; this service takes at most {limits.max_prompt_chars} "
+                "per judge call (max_prompt_chars)",
+                f"items[{k // n_calls}]",
+            )
     if total > limits.max_request_prompt_chars:
-        raise HTTPProblem(413, "too_large", f"the request's prompts have {total} characters in "
-                          f"all; this service takes at most {limits.max_request_prompt_chars} "
-                          "(max_request_prompt_chars): send fewer items", "items")
+        raise HTTPProblem(
+            413,
+            "too_large",
+            f"the request's prompts have {total} characters in "
+            f"all; this service takes at most {limits.max_request_prompt_chars} "
+            "(max_request_prompt_chars): send fewer items",
+            "items",
+        )
 
 
 class Clients:
@@ -296,10 +384,14 @@ class Workers:
         here; `HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies, 429
         when every worker is busy and ``queued`` calls already wait for one."""
         if self._slots.locked() and self.waiting >= self.queued:
-            raise HTTPProblem(429, "overloaded", f"every worker that renders inline rubrics is "
-                              f"busy and {self.waiting} requests wait for one; retry later (or "
-                              "name a rubric the service knows)",
-                              headers={"Retry-After": str(max(1, math.ceil(budget_s)))})
+            raise HTTPProblem(
+                429,
+                "overloaded",
+                f"every worker that renders inline rubrics is "
+                f"busy and {self.waiting} requests wait for one; retry later (or "
+                "name a rubric the service knows)",
+                headers={"Retry-After": str(max(1, math.ceil(budget_s)))},
+            )
         self.waiting += 1
         try:
             await self._slots.acquire()
@@ -319,19 +411,26 @@ class Workers:
             worker.kill()
             raise
         try:
-            ok, value = await asyncio.wait_for(asyncio.to_thread(worker.call, fn, args),
-                                               budget_s)
+            ok, value = await asyncio.wait_for(asyncio.to_thread(worker.call, fn, args), budget_s)
         except TimeoutError:
             self._replace(worker)
-            raise HTTPProblem(422, "invalid_request", f"the inline rubric's template took "
-                              f"longer than {budget_s:g} s to render (max_render_s)",
-                              "rubric.template") from None
+            raise HTTPProblem(
+                422,
+                "invalid_request",
+                f"the inline rubric's template took "
+                f"longer than {budget_s:g} s to render (max_render_s)",
+                "rubric.template",
+            ) from None
         except BaseException as exc:  # cancelled (deadline, client left), or it died
             self._replace(worker)
             if isinstance(exc, (EOFError, OSError)):
-                raise HTTPProblem(422, "invalid_request", "the inline rubric could not be "
-                                  "rendered: the worker rendering it died (out of memory?)",
-                                  "rubric") from None
+                raise HTTPProblem(
+                    422,
+                    "invalid_request",
+                    "the inline rubric could not be "
+                    "rendered: the worker rendering it died (out of memory?)",
+                    "rubric",
+                ) from None
             raise
         self._idle.append(worker)
         if ok:
@@ -354,8 +453,14 @@ class Workers:
 class _Worker:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from jurybox.serving.service.admission import serve_worker; "
-             "serve_worker()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            [
+                sys.executable,
+                "-c",
+                "from jurybox.serving.service.admission import serve_worker; serve_worker()",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         self.ready = False
 
     def wait_ready(self) -> None:

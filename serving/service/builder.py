@@ -26,8 +26,10 @@ INGRESS_MAX_ONGOING = 1024  # requests one ingress replica holds open at once, a
 # both off, an 8-item request from one client took ~4 ms less and 8 clients got ~30% more
 # throughput on 2 cores (perf/serve_load.py --backend replay; perf/RESULTS.md). Nothing of ours
 # blocks the loop: rendering, the cache and generates run in threads or worker processes.
-REPLICA_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
-               "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
+REPLICA_ENV = {
+    "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+    "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+}
 
 
 def judge_deployment_name(judge: str) -> str:
@@ -38,8 +40,13 @@ def judge_deployment_name(judge: str) -> str:
 def _in_replica_env(actor_options: dict[str, Any]) -> dict[str, Any]:
     """``actor_options`` with `REPLICA_ENV` in its runtime environment."""
     runtime_env = actor_options.get("runtime_env", {})
-    return {**actor_options, "runtime_env": {
-        **runtime_env, "env_vars": {**REPLICA_ENV, **runtime_env.get("env_vars", {})}}}
+    return {
+        **actor_options,
+        "runtime_env": {
+            **runtime_env,
+            "env_vars": {**REPLICA_ENV, **runtime_env.get("env_vars", {})},
+        },
+    }
 
 
 def judge_options(judge: JudgeSpec) -> dict[str, Any]:
@@ -65,16 +72,20 @@ def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
     # and Retry-After (the gate, a client's share, a body's time): Serve's own refusal is a
     # plain-text 503 without Retry-After. Open requests cost the replica little (a slow body,
     # /healthz, a request waiting at the gate), so the room is wide.
-    ongoing = max(INGRESS_MAX_ONGOING, 4 * limits.max_client_requests,
-                  limits.max_concurrent + limits.max_queued + 8)
+    ongoing = max(
+        INGRESS_MAX_ONGOING,
+        4 * limits.max_client_requests,
+        limits.max_concurrent + limits.max_queued + 8,
+    )
     return {
         "name": INGRESS,
         "num_replicas": replicas,
         "max_ongoing_requests": ongoing,
         "max_queued_requests": ongoing,
         "ray_actor_options": _in_replica_env({"num_cpus": INGRESS_CPUS}),
-        "deployment_actors": [{"name": STATE_ACTOR, "actor_class": STATE_CLASS,
-                               "actor_options": {"num_cpus": 0}}],
+        "deployment_actors": [
+            {"name": STATE_ACTOR, "actor_class": STATE_CLASS, "actor_options": {"num_cpus": 0}}
+        ],
     }
 
 
@@ -85,8 +96,9 @@ def build_jury_app(args: dict[str, Any] | ServiceConfig) -> Any:
     return jury_app(args)
 
 
-def jury_app(args: dict[str, Any] | ServiceConfig,
-             backend_factory: Callable[[JudgeSpec], Any] | None = None) -> Any:
+def jury_app(
+    args: dict[str, Any] | ServiceConfig, backend_factory: Callable[[JudgeSpec], Any] | None = None
+) -> Any:
     """The Serve application for ``args`` (the fields of `ServiceConfig`). Everything is
     validated here: a bad jury, rubric or calibration map fails the deploy, not a request.
 
@@ -110,15 +122,19 @@ def jury_app(args: dict[str, Any] | ServiceConfig,
     # first failure of a judge's first start is the answer (Serve's default is 3 tries; a
     # replica that dies once its judge has started is still replaced). Set here, not in
     # judge_options: Serve's config files have no such field, and keep what the code sets.
-    judges = {j.name: judge_cls.options(**judge_options(j), max_constructor_retry_count=1)
-              .bind(j.model_dump(mode="json"), *extra)
-              for j in spec.judges}
+    judges = {
+        j.name: judge_cls.options(**judge_options(j), max_constructor_retry_count=1).bind(
+            j.model_dump(mode="json"), *extra
+        )
+        for j in spec.judges
+    }
     # Late-bound ingress: the replica builds its FastAPI app after __init__
     # (JuryIngress.__serve_build_asgi_app__), so no route is a rewritten method.
     ingress_cls = cast("Deployment", serve.deployment(serve.ingress()(JuryIngress)))
     options = ingress_options(config, plan.ingress_replicas)
-    options["deployment_actors"] = [DeploymentActorConfig(**actor)
-                                    for actor in options["deployment_actors"]]
+    options["deployment_actors"] = [
+        DeploymentActorConfig(**actor) for actor in options["deployment_actors"]
+    ]
     return ingress_cls.options(**options).bind(plan.model_dump(mode="json"), judges)
 
 
@@ -132,13 +148,18 @@ def serve_config(config: ServiceConfig, host: str = "0.0.0.0", port: int = 8000)
     deployments = [ingress_options(config, replicas)] + [judge_options(j) for j in spec.judges]
     return {
         "proxy_location": "EveryNode",
-        "http_options": {"host": host, "port": port,
-                         "request_timeout_s": config.limits.request_timeout_s + 30},
-        "applications": [{
-            "name": APP_NAME,
-            "route_prefix": "/",
-            "import_path": IMPORT_PATH,
-            "args": config.model_dump(mode="json", exclude_defaults=True),
-            "deployments": deployments,
-        }],
+        "http_options": {
+            "host": host,
+            "port": port,
+            "request_timeout_s": config.limits.request_timeout_s + 30,
+        },
+        "applications": [
+            {
+                "name": APP_NAME,
+                "route_prefix": "/",
+                "import_path": IMPORT_PATH,
+                "args": config.model_dump(mode="json", exclude_defaults=True),
+                "deployments": deployments,
+            }
+        ],
     }

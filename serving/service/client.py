@@ -39,8 +39,9 @@ class Client:
     is retried after its Retry-After (else 1 s), up to ``retries`` times, then raises ServiceError (``judge --url`` then stops, as in-process,
     having written nothing for the items it could not get verdicts for)."""
 
-    def __init__(self, url: str, token: str | None = None, timeout: float = 900.0,
-                 retries: int = 5) -> None:
+    def __init__(
+        self, url: str, token: str | None = None, timeout: float = 900.0, retries: int = 5
+    ) -> None:
         import httpx
 
         self.url = url.rstrip("/")
@@ -68,8 +69,15 @@ class Client:
                 raise ServiceError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from None
             if _retryable(response) and attempt < self.retries:
                 wait = _retry_after(response.headers.get("retry-after"))
-                logger.info("%s %s: HTTP %d; retrying in %g s (%d of %d)", method, path,
-                            response.status_code, wait, attempt + 1, self.retries)
+                logger.info(
+                    "%s %s: HTTP %d; retrying in %g s (%d of %d)",
+                    method,
+                    path,
+                    response.status_code,
+                    wait,
+                    attempt + 1,
+                    self.retries,
+                )
                 time.sleep(wait)
                 continue
             break
@@ -81,26 +89,35 @@ class Client:
             error = {"message": response.text[:300], "field": None}
         message = f"{self.url}{path}: HTTP {response.status_code}: {error.get('message')}"
         if response.status_code in (401, 403):  # not the input's fault: the token's
-            raise ServiceError(f"{message} (give the service's token with token=..., or "
-                               "JURYBOX_TOKEN for jurybox judge --url)")
+            raise ServiceError(
+                f"{message} (give the service's token with token=..., or "
+                "JURYBOX_TOKEN for jurybox judge --url)"
+            )
         if 400 <= response.status_code < 500 and response.status_code != 429:
             raise InputError(message, field=error.get("field"))
         raise ServiceError(message)
 
     # -- the API ---------------------------------------------------------------------------------
 
-    def score_records(self, rubric: RubricArg, items: Sequence[Item | dict[str, Any]],
-                      allow_empty: bool = False) -> list[dict[str, Any]]:
+    def score_records(
+        self, rubric: RubricArg, items: Sequence[Item | dict[str, Any]], allow_empty: bool = False
+    ) -> list[dict[str, Any]]:
         """The verdicts as written (the fields of a ``jurybox judge`` output line)."""
-        payload = {"rubric": _rubric_ref(rubric), "items": [_item(it) for it in items],
-                   "allow_empty": allow_empty}
+        payload = {
+            "rubric": _rubric_ref(rubric),
+            "items": [_item(it) for it in items],
+            "allow_empty": allow_empty,
+        }
         return self._call("POST", "/v1/score", payload)["verdicts"]
 
-    def score(self, rubric: RubricArg, items: Sequence[Item | dict[str, Any]],
-              allow_empty: bool = False) -> list[Verdict]:
+    def score(
+        self, rubric: RubricArg, items: Sequence[Item | dict[str, Any]], allow_empty: bool = False
+    ) -> list[Verdict]:
         """One verdict per item, in order, as ``Jury.score`` gives them."""
-        return [Verdict.from_record(VerdictRecord.from_record(r))
-                for r in self.score_records(rubric, items, allow_empty)]
+        return [
+            Verdict.from_record(VerdictRecord.from_record(r))
+            for r in self.score_records(rubric, items, allow_empty)
+        ]
 
     def groups(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
         """POST /v1/groups with ``payload`` (the fields of
@@ -191,13 +208,19 @@ class RemoteJury:
         validating or rendering in a worker), else inline."""
         if rubric.name not in self._refs:
             inline = _rubric_ref(rubric)
-            self._refs[rubric.name] = (rubric.name if self.client.rubric(rubric.name) == inline
-                                       else inline)
+            self._refs[rubric.name] = (
+                rubric.name if self.client.rubric(rubric.name) == inline else inline
+            )
         return self._refs[rubric.name]
 
-    def score_records(self, rubric: Rubric, items: Sequence[Item], keep_raw: bool = False,
-                      on_progress: Callable[[float], None] | None = None,
-                      allow_empty: bool = True) -> list[dict[str, Any]]:
+    def score_records(
+        self,
+        rubric: Rubric,
+        items: Sequence[Item],
+        keep_raw: bool = False,
+        on_progress: Callable[[float], None] | None = None,
+        allow_empty: bool = True,
+    ) -> list[dict[str, Any]]:
         """The service's records (``keep_raw`` is the service's to decide: it returns none);
         ``on_progress(items done)`` after each request."""
         # As many items per request as the service's limit on judge calls allows.
@@ -205,9 +228,10 @@ class RemoteJury:
         ref = self._ref(rubric)
         records: list[dict[str, Any]] = []
         for start in range(0, len(items), per):
-            chunk = items[start:start + per]
-            got = self.client.score_records(ref, [self._inline(it) for it in chunk],
-                                            allow_empty=allow_empty)
+            chunk = items[start : start + per]
+            got = self.client.score_records(
+                ref, [self._inline(it) for it in chunk], allow_empty=allow_empty
+            )
             for record, item in zip(got, chunk):
                 if item.images:  # the input as read here (the service saw it inline)
                     record["input"] = input_hash(item)
@@ -222,15 +246,20 @@ class RemoteJury:
         if not item.images:
             return item
         policy = self.images or ImagePolicy()
-        refs = [ref if is_inline(ref) else
-                load_image(ref, policy, item=item.id, where=f"images[{k}]").data_url()
-                for k, ref in enumerate(item.images)]
+        refs = [
+            ref
+            if is_inline(ref)
+            else load_image(ref, policy, item=item.id, where=f"images[{k}]").data_url()
+            for k, ref in enumerate(item.images)
+        ]
         return {**_item(item), "images": refs}
 
     def score(self, rubric: Rubric, items: Sequence[Item]) -> list[Verdict]:
         """One verdict per item, in order, judged by the service."""
-        return [Verdict.from_record(VerdictRecord.from_record(r))
-                for r in self.score_records(rubric, items)]
+        return [
+            Verdict.from_record(VerdictRecord.from_record(r))
+            for r in self.score_records(rubric, items)
+        ]
 
     def close(self) -> None:
         """Close the client's connection."""

@@ -28,66 +28,132 @@ class Limits(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_body_bytes: int = Field(8 << 20, ge=1024, description="Largest request body (413 "
-                                "beyond).")
+    max_body_bytes: int = Field(8 << 20, ge=1024, description="Largest request body (413 beyond).")
     max_items: int = Field(256, ge=1, description="Most items in one request (413 beyond).")
     max_field_chars: int = Field(100_000, ge=1, description="Longest item field (422 beyond).")
-    max_judge_calls: int = Field(2048, ge=1, description="Most judge calls one request may "
-                                 "buy: items x calls per item (one, or one per criterion for a "
-                                 "per-criterion rubric); 413 beyond.")
-    max_criteria: int = Field(32, ge=1, description="Most criteria of an inline rubric (413 "
-                              "beyond).")
-    max_scale_points: int = Field(101, ge=2, description="Most labels, values or levels of one "
-                                  "scale of an inline rubric (413 beyond).")
-    max_template_chars: int = Field(50_000, ge=100, description="Longest template plus system "
-                                    "prompt of an inline rubric (413 beyond).")
-    max_rubric_chars: int = Field(100_000, ge=1000, description="Most text in an inline rubric "
-                                  "in all: every name, description, label, version, template "
-                                  "and formula (413 beyond).")
-    max_rubric_values: int = Field(5_000, ge=100, description="Most values in an inline "
-                                   "rubric (strings, numbers, keys and list entries: inputs, "
-                                   "criteria, labels; 413 beyond).")
-    max_prompt_chars: int = Field(200_000, ge=1000, description="Longest prompt a request may "
-                                  "render for one judge call (413 beyond): about 50,000 "
-                                  "tokens.")
-    max_request_prompt_chars: int = Field(16_000_000, ge=1000, description="Most prompt text "
-                                          "one request may render in all, over its items and "
-                                          "calls (413 beyond).")
-    max_image_bytes: int = Field(4 << 20, ge=1024, description="Largest inline image of an "
-                                 "item, decoded from its base64 (413 beyond, checked before "
-                                 "decoding it).")
-    max_image_pixels: int = Field(16_777_216, ge=1024, description="Most pixels of one image "
-                                  "(width x height, read from its header before any pixel is "
-                                  "decoded: a decompression bomb is refused; 413 beyond).")
-    max_images_per_item: int = Field(8, ge=1, description="Most images of one item (413 "
-                                     "beyond).")
-    max_request_image_bytes: int = Field(6 << 20, ge=1024, description="Most image bytes one "
-                                         "request may carry in all (413 beyond). Each image "
-                                         "also counts against max_prompt_chars and "
-                                         "max_request_prompt_chars as its estimated tokens "
-                                         "(jurybox.rubrics.images.image_tokens) x 4 "
-                                         "characters, per judge call that shows it.")
-    max_render_s: float = Field(10.0, gt=0.0, description="Time an inline rubric may take to "
-                                "validate and render a request's prompts (422 beyond).")
-    max_nesting: int = Field(20, ge=2, description="Deepest nesting of lists and objects in an "
-                             "item or inline rubric (422 beyond).")
-    max_concurrent: int = Field(4, ge=1, description="Batches the service judges at once (each "
-                                "ingress replica takes its share); a request that finds no "
-                                "free slot waits, and the requests of one rubric that wait "
-                                "together are judged together, in one call per judge.")
-    max_queued: int = Field(64, ge=0, description="Requests waiting for a slot (shared out as "
-                            "max_concurrent is); beyond, the answer is 429 with Retry-After "
-                            "instead of unbounded latency.")
-    request_timeout_s: float = Field(600.0, gt=0.0, description="Deadline of one request, "
-                                     "queueing included (504 beyond).")
-    body_timeout_s: float = Field(10.0, gt=0.0, description="Time a client may take to send "
-                                  "a request's body once its headers arrived (408 beyond).")
-    max_client_requests: int = Field(256, ge=1, description="Requests one client address may "
-                                     "have open at once on an ingress replica, the open "
-                                     "routes included (429 beyond).")
-    max_render_queued: int = Field(8, ge=0, description="Inline-rubric requests waiting for a "
-                                   "render worker (each replica has two); beyond, 429 with "
-                                   "Retry-After.")
+    max_judge_calls: int = Field(
+        2048,
+        ge=1,
+        description="Most judge calls one request may "
+        "buy: items x calls per item (one, or one per criterion for a "
+        "per-criterion rubric); 413 beyond.",
+    )
+    max_criteria: int = Field(
+        32, ge=1, description="Most criteria of an inline rubric (413 beyond)."
+    )
+    max_scale_points: int = Field(
+        101,
+        ge=2,
+        description="Most labels, values or levels of one scale of an inline rubric (413 beyond).",
+    )
+    max_template_chars: int = Field(
+        50_000,
+        ge=100,
+        description="Longest template plus system prompt of an inline rubric (413 beyond).",
+    )
+    max_rubric_chars: int = Field(
+        100_000,
+        ge=1000,
+        description="Most text in an inline rubric "
+        "in all: every name, description, label, version, template "
+        "and formula (413 beyond).",
+    )
+    max_rubric_values: int = Field(
+        5_000,
+        ge=100,
+        description="Most values in an inline "
+        "rubric (strings, numbers, keys and list entries: inputs, "
+        "criteria, labels; 413 beyond).",
+    )
+    max_prompt_chars: int = Field(
+        200_000,
+        ge=1000,
+        description="Longest prompt a request may "
+        "render for one judge call (413 beyond): about 50,000 "
+        "tokens.",
+    )
+    max_request_prompt_chars: int = Field(
+        16_000_000,
+        ge=1000,
+        description="Most prompt text "
+        "one request may render in all, over its items and "
+        "calls (413 beyond).",
+    )
+    max_image_bytes: int = Field(
+        4 << 20,
+        ge=1024,
+        description="Largest inline image of an "
+        "item, decoded from its base64 (413 beyond, checked before "
+        "decoding it).",
+    )
+    max_image_pixels: int = Field(
+        16_777_216,
+        ge=1024,
+        description="Most pixels of one image "
+        "(width x height, read from its header before any pixel is "
+        "decoded: a decompression bomb is refused; 413 beyond).",
+    )
+    max_images_per_item: int = Field(8, ge=1, description="Most images of one item (413 beyond).")
+    max_request_image_bytes: int = Field(
+        6 << 20,
+        ge=1024,
+        description="Most image bytes one "
+        "request may carry in all (413 beyond). Each image "
+        "also counts against max_prompt_chars and "
+        "max_request_prompt_chars as its estimated tokens "
+        "(jurybox.rubrics.images.image_tokens) x 4 "
+        "characters, per judge call that shows it.",
+    )
+    max_render_s: float = Field(
+        10.0,
+        gt=0.0,
+        description="Time an inline rubric may take to "
+        "validate and render a request's prompts (422 beyond).",
+    )
+    max_nesting: int = Field(
+        20,
+        ge=2,
+        description="Deepest nesting of lists and objects in an "
+        "item or inline rubric (422 beyond).",
+    )
+    max_concurrent: int = Field(
+        4,
+        ge=1,
+        description="Batches the service judges at once (each "
+        "ingress replica takes its share); a request that finds no "
+        "free slot waits, and the requests of one rubric that wait "
+        "together are judged together, in one call per judge.",
+    )
+    max_queued: int = Field(
+        64,
+        ge=0,
+        description="Requests waiting for a slot (shared out as "
+        "max_concurrent is); beyond, the answer is 429 with Retry-After "
+        "instead of unbounded latency.",
+    )
+    request_timeout_s: float = Field(
+        600.0, gt=0.0, description="Deadline of one request, queueing included (504 beyond)."
+    )
+    body_timeout_s: float = Field(
+        10.0,
+        gt=0.0,
+        description="Time a client may take to send "
+        "a request's body once its headers arrived (408 beyond).",
+    )
+    max_client_requests: int = Field(
+        256,
+        ge=1,
+        description="Requests one client address may "
+        "have open at once on an ingress replica, the open "
+        "routes included (429 beyond).",
+    )
+    max_render_queued: int = Field(
+        8,
+        ge=0,
+        description="Inline-rubric requests waiting for a "
+        "render worker (each replica has two); beyond, 429 with "
+        "Retry-After.",
+    )
 
 
 class ServiceConfig(BaseModel):
@@ -96,36 +162,63 @@ class ServiceConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     jury: str = Field(description="Shipped jury name or jury YAML file.")
-    rubrics: list[str] = Field(default_factory=list, description="Rubric YAML files, or "
-                               "directories of them, served beside the shipped rubrics.")
-    calibration: list[str] = Field(default_factory=list, description="Calibration maps (from "
-                                   "`jurybox calibrate`) applied to the verdicts of the rubric "
-                                   "each was fitted for.")
-    conformal: list[str] = Field(default_factory=list, description="Conformal maps (from "
-                                 "`jurybox calibrate --conformal`): the verdicts of the rubric "
-                                 "each was fitted for carry per-criterion intervals.")
-    route_width: float | None = Field(None, ge=0.0, description="With conformal maps: a verdict "
-                                      "whose interval on a criterion is wider than this (or "
-                                      "missing) carries route: to a human, with the reasons.")
-    token_env: str | None = Field(None, description="Environment variable holding the bearer "
-                                  "token every /v1 call must present (never the token itself).")
-    openrlhf_unscored: str | None = Field(None, description="What an unscored sample's reward "
-                                          "is on /v1/openrlhf/ when its URL does not say: "
-                                          "'error' (a 422) or a number; None: the URL must "
-                                          "say (?unscored=).")
-    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS "
-                                    "(none: CORS off).")
+    rubrics: list[str] = Field(
+        default_factory=list,
+        description="Rubric YAML files, or directories of them, served beside the shipped rubrics.",
+    )
+    calibration: list[str] = Field(
+        default_factory=list,
+        description="Calibration maps (from "
+        "`jurybox calibrate`) applied to the verdicts of the rubric "
+        "each was fitted for.",
+    )
+    conformal: list[str] = Field(
+        default_factory=list,
+        description="Conformal maps (from "
+        "`jurybox calibrate --conformal`): the verdicts of the rubric "
+        "each was fitted for carry per-criterion intervals.",
+    )
+    route_width: float | None = Field(
+        None,
+        ge=0.0,
+        description="With conformal maps: a verdict "
+        "whose interval on a criterion is wider than this (or "
+        "missing) carries route: to a human, with the reasons.",
+    )
+    token_env: str | None = Field(
+        None,
+        description="Environment variable holding the bearer "
+        "token every /v1 call must present (never the token itself).",
+    )
+    openrlhf_unscored: str | None = Field(
+        None,
+        description="What an unscored sample's reward "
+        "is on /v1/openrlhf/ when its URL does not say: "
+        "'error' (a 422) or a number; None: the URL must "
+        "say (?unscored=).",
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list, description="Origins allowed by CORS (none: CORS off)."
+    )
     limits: Limits = Field(default_factory=Limits)
-    health_timeout_s: float = Field(3.0, gt=0.0, description="How long /healthz waits for a "
-                                    "judge to answer.")
-    verdict_cache: str | None = Field(None, description="SQLite file of the verdict cache "
-                                      "(items judged before with the same configuration are "
-                                      "answered from it, touching no judge); None: no cache.")
-    ingress_replicas: int | None = Field(None, ge=1, description="Replicas of the ingress (a "
-                                         "request in flight on one that dies is retried by the "
-                                         "client at another, which answers meanwhile); None: "
-                                         f"{AUTO_INGRESS_REPLICAS} where this machine has at "
-                                         f"least {AUTO_INGRESS_MIN_CPUS} CPUs, else 1.")
+    health_timeout_s: float = Field(
+        3.0, gt=0.0, description="How long /healthz waits for a judge to answer."
+    )
+    verdict_cache: str | None = Field(
+        None,
+        description="SQLite file of the verdict cache "
+        "(items judged before with the same configuration are "
+        "answered from it, touching no judge); None: no cache.",
+    )
+    ingress_replicas: int | None = Field(
+        None,
+        ge=1,
+        description="Replicas of the ingress (a "
+        "request in flight on one that dies is retried by the "
+        "client at another, which answers meanwhile); None: "
+        f"{AUTO_INGRESS_REPLICAS} where this machine has at "
+        f"least {AUTO_INGRESS_MIN_CPUS} CPUs, else 1.",
+    )
 
     @field_validator("openrlhf_unscored")
     @classmethod
@@ -149,10 +242,13 @@ class ServiceConfig(BaseModel):
             auto = AUTO_INGRESS_REPLICAS if (os.cpu_count() or 1) >= AUTO_INGRESS_MIN_CPUS else 1
             return min(auto, limits.max_concurrent)
         if self.ingress_replicas > limits.max_concurrent:
-            raise InputError(f"--ingress-replicas {self.ingress_replicas}: each ingress replica "
-                             "scores at least one request at once, so this needs "
-                             f"--max-concurrent {self.ingress_replicas} or more (it is "
-                             f"{limits.max_concurrent})", field="ingress_replicas")
+            raise InputError(
+                f"--ingress-replicas {self.ingress_replicas}: each ingress replica "
+                "scores at least one request at once, so this needs "
+                f"--max-concurrent {self.ingress_replicas} or more (it is "
+                f"{limits.max_concurrent})",
+                field="ingress_replicas",
+            )
         return self.ingress_replicas
 
     def resolve(self) -> ResolvedConfig:
@@ -169,12 +265,16 @@ class ServiceConfig(BaseModel):
         for kind, entries in (("--calibration", maps), ("--conformal", conformal)):
             _one_per_rubric(kind, entries)
         if self.route_width is not None and not conformal:
-            raise InputError("--route-width routes on conformal intervals: give --conformal MAP "
-                             "too", field="route_width")
+            raise InputError(
+                "--route-width routes on conformal intervals: give --conformal MAP too",
+                field="route_width",
+            )
         if self.token_env is not None and not os.environ.get(self.token_env):
-            raise InputError(f"--token-env {self.token_env}: the environment variable is not set "
-                             "(or empty); set it to the token clients must send",
-                             field="token_env")
+            raise InputError(
+                f"--token-env {self.token_env}: the environment variable is not set "
+                "(or empty); set it to the token clients must send",
+                field="token_env",
+            )
         return ResolvedConfig(
             jury=spec.model_dump(mode="json"),
             rubrics={n: r.model_dump(mode="json", by_alias=True) for n, r in rubrics.items()},
@@ -222,8 +322,9 @@ def _rubric_files(path: Path) -> list[Path]:
     if path.is_dir():
         files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
         if not files:
-            raise InputError(f"--rubrics {path}: no .yaml rubric files in the directory",
-                             field="rubrics")
+            raise InputError(
+                f"--rubrics {path}: no .yaml rubric files in the directory", field="rubrics"
+            )
         return files
     return [path]
 
@@ -232,8 +333,11 @@ def _calibration(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
     from jurybox.calibration import CalibrationMap
 
     cmap = CalibrationMap.load(path)
-    return {"identity": cmap.identity_, "map": cmap.to_dict(),
-            "rubrics": _fitted_rubrics("--calibration", path, cmap.provenance_, provenances)}
+    return {
+        "identity": cmap.identity_,
+        "map": cmap.to_dict(),
+        "rubrics": _fitted_rubrics("--calibration", path, cmap.provenance_, provenances),
+    }
 
 
 def _conformal(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
@@ -243,15 +347,20 @@ def _conformal(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
     try:
         content = path.read_bytes()
     except OSError as exc:
-        raise InputError(f"--conformal {path}: cannot read it: {exc.strerror or exc}",
-                         field="conformal") from None
+        raise InputError(
+            f"--conformal {path}: cannot read it: {exc.strerror or exc}", field="conformal"
+        ) from None
     cmap = ConformalMap.load(path)
-    return {"identity": conformal_identity(path, content), "map": cmap.to_dict(),
-            "rubrics": _fitted_rubrics("--conformal", path, cmap.provenance, provenances)}
+    return {
+        "identity": conformal_identity(path, content),
+        "map": cmap.to_dict(),
+        "rubrics": _fitted_rubrics("--conformal", path, cmap.provenance, provenances),
+    }
 
 
-def _fitted_rubrics(option: str, path: Path, fitted: str | None,
-                    provenances: dict[str, str]) -> list[str]:
+def _fitted_rubrics(
+    option: str, path: Path, fitted: str | None, provenances: dict[str, str]
+) -> list[str]:
     """The rubrics whose provenance with this jury is the one a map was fitted for (none: the
     map is refused, saying what to do)."""
     fits = sorted(name for name, p in provenances.items() if p == fitted)
@@ -259,7 +368,9 @@ def _fitted_rubrics(option: str, path: Path, fitted: str | None,
         raise InputError(
             f"{option} {path}: fitted for provenance {fitted}, which no rubric this service "
             "knows has with this jury; add the rubric it was fitted for with --rubrics, or "
-            "refit the map", field=option.lstrip("-"))
+            "refit the map",
+            field=option.lstrip("-"),
+        )
     return fits
 
 
@@ -269,6 +380,9 @@ def _one_per_rubric(option: str, entries: list[dict[str, Any]]) -> None:
     for entry in entries:
         for rubric in entry["rubrics"]:
             if rubric in seen:
-                raise InputError(f"{option}: {seen[rubric]} and {entry['identity']} are both "
-                                 f"for rubric {rubric}; give one", field=option.lstrip("-"))
+                raise InputError(
+                    f"{option}: {seen[rubric]} and {entry['identity']} are both "
+                    f"for rubric {rubric}; give one",
+                    field=option.lstrip("-"),
+                )
             seen[rubric] = entry["identity"]

@@ -125,7 +125,7 @@ class _Batched:
         start = 0
         for reqs, fut in batch:
             if not fut.done():
-                fut.set_result(outputs[start:start + len(reqs)])
+                fut.set_result(outputs[start : start + len(reqs)])
             start += len(reqs)
 
     async def _generate_while_awaited(
@@ -145,8 +145,9 @@ class _Batched:
             fut.add_done_callback(left)
         self._generating += 1
         try:
-            return await asyncio.to_thread(self.backend.generate, prompts,
-                                           cancelled=nobody_waits.is_set)
+            return await asyncio.to_thread(
+                self.backend.generate, prompts, cancelled=nobody_waits.is_set
+            )
         except asyncio.CancelledError:  # the replica is stopping: its callers are failed
             nobody_waits.set()
             raise
@@ -159,8 +160,9 @@ class _Batched:
         """Whether a generate is running (in the worker thread) right now."""
         return self._generating > 0
 
-    def generate(self, requests: list[Request],
-                 cancelled: CancelCheck | None = None) -> list[Generation]:
+    def generate(
+        self, requests: list[Request], cancelled: CancelCheck | None = None
+    ) -> list[Generation]:
         return self.backend.generate(requests, cancelled=cancelled)
 
     def close(self) -> None:
@@ -176,8 +178,11 @@ class JudgeServer:
         from jurybox.judges.jury import freeze_loaded_objects
 
         self.spec = JudgeSpec.model_validate(spec)
-        self.backend = (served(backend_factory(self.spec)) if backend_factory is not None
-                        else service_backend(self.spec))
+        self.backend = (
+            served(backend_factory(self.spec))
+            if backend_factory is not None
+            else service_backend(self.spec)
+        )
         freeze_loaded_objects()
 
     async def votes(self, requests: Requests) -> list[list[Vote]]:
@@ -194,9 +199,11 @@ class JudgeServer:
         merged-batch judge how many generates ran to their end (``generated``) or were stopped
         because nobody waited for them any more (``cancelled``); None where not counted."""
         busy = getattr(self.backend, "busy", None)
-        return {"busy": bool(busy()) if busy is not None else False,
-                "generated": getattr(self.backend, "generated", None),
-                "cancelled": getattr(self.backend, "cancelled", None)}
+        return {
+            "busy": bool(busy()) if busy is not None else False,
+            "generated": getattr(self.backend, "generated", None),
+            "cancelled": getattr(self.backend, "cancelled", None),
+        }
 
     async def check_health(self) -> None:
         """Ray Serve's health check: a judge whose engine died is restarted."""

@@ -46,11 +46,14 @@ logger = logging.getLogger("jurybox.serving")
 
 API_VERSION = "1"
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 408, 411, 413, 422, 429, 503, 504)}
+    code: {"model": ErrorResponse} for code in (400, 401, 408, 411, 413, 422, 429, 503, 504)
+}
 
-DESCRIPTION = ("Score long-form answers with a jury of LLM judges against explicit rubrics. "
-               "POST /v1/score with a rubric and items; every verdict has exactly the fields of "
-               "a `jurybox judge` output line.")
+DESCRIPTION = (
+    "Score long-form answers with a jury of LLM judges against explicit rubrics. "
+    "POST /v1/score with a rubric and items; every verdict has exactly the fields of "
+    "a `jurybox judge` output line."
+)
 
 
 def _plain(value: Any) -> Any:
@@ -76,9 +79,14 @@ class JuryIngress(ScoringService):
         from ray import serve
 
         context = serve.get_replica_context()
-        super().__init__(plan, judges, replicas=context.world_size or 1,
-                         rank=context.rank.rank if context.rank is not None else 0,
-                         replica=context.replica_id.unique_id, state=self._shared_state)
+        super().__init__(
+            plan,
+            judges,
+            replicas=context.world_size or 1,
+            rank=context.rank.rank if context.rank is not None else 0,
+            replica=context.replica_id.unique_id,
+            state=self._shared_state,
+        )
         self._state_handle: Any = None
         self.start_reporting()  # Serve runs __init__ on the replica's event loop
 
@@ -115,12 +123,16 @@ def build_app(ingress: JuryIngress) -> FastAPI:
     from fastapi_offline import FastAPIOffline
 
     # /docs and /redoc with their assets served here, not from a CDN: they work offline.
-    app = FastAPIOffline(title="jurybox", version=API_VERSION, description=DESCRIPTION,
-                         static_url="/docs-assets")
+    app = FastAPIOffline(
+        title="jurybox", version=API_VERSION, description=DESCRIPTION, static_url="/docs-assets"
+    )
     # The token check is the middleware's (_checked); this only documents the scheme, so that
     # /docs asks for the token and "Try it out" sends it.
-    v1: dict[str, Any] = {"dependencies": [Security(HTTPBearer(auto_error=False))]
-                          if ingress.token is not None else []}
+    v1: dict[str, Any] = {
+        "dependencies": [Security(HTTPBearer(auto_error=False))]
+        if ingress.token is not None
+        else []
+    }
 
     _contract(app, ingress)
 
@@ -134,14 +146,18 @@ def build_app(ingress: JuryIngress) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {401: "unauthorized", 404: "not_found", 413: "too_large"}.get(exc.status_code,
-                                                                            "invalid_request")
+        kind = {401: "unauthorized", 404: "not_found", 413: "too_large"}.get(
+            exc.status_code, "invalid_request"
+        )
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
         if exc.status_code == 400 and "parsing the body" in detail:
-            detail = ("the body could not be read as JSON: it must be UTF-8 JSON, with no value "
-                      "nested beyond the parser's depth and no integer over 4,300 digits")
-        return _json(HTTPProblem(exc.status_code, kind, detail,
-                                 headers=getattr(exc, "headers", None)))
+            detail = (
+                "the body could not be read as JSON: it must be UTF-8 JSON, with no value "
+                "nested beyond the parser's depth and no integer over 4,300 digits"
+            )
+        return _json(
+            HTTPProblem(exc.status_code, kind, detail, headers=getattr(exc, "headers", None))
+        )
 
     @app.middleware("http")
     async def _guard(request: Request, call_next: Any) -> Response:
@@ -149,13 +165,21 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         began = time.perf_counter()
         origin = request.headers.get("origin")
         allowed = origin is not None and origin in ingress.plan.cors_origins
-        if (allowed and request.method == "OPTIONS"
-                and "access-control-request-method" in request.headers):
-            response: Response = Response(status_code=204, headers={
-                "Access-Control-Allow-Methods": "GET, POST",
-                "Access-Control-Allow-Headers": request.headers.get(
-                    "access-control-request-headers", "authorization, content-type"),
-                "Access-Control-Max-Age": "600"})
+        if (
+            allowed
+            and request.method == "OPTIONS"
+            and "access-control-request-method" in request.headers
+        ):
+            response: Response = Response(
+                status_code=204,
+                headers={
+                    "Access-Control-Allow-Methods": "GET, POST",
+                    "Access-Control-Allow-Headers": request.headers.get(
+                        "access-control-request-headers", "authorization, content-type"
+                    ),
+                    "Access-Control-Max-Age": "600",
+                },
+            )
         else:
             try:
                 response = await _checked(ingress, request, call_next)
@@ -174,20 +198,30 @@ def build_app(ingress: JuryIngress) -> FastAPI:
             assert origin is not None  # (allowed: the request named an origin)
             response.headers["Access-Control-Allow-Origin"] = origin
             response.headers["Vary"] = "Origin"
-        ingress.metrics.observe(request.url.path, response.status_code,
-                                time.perf_counter() - began)
+        ingress.metrics.observe(request.url.path, response.status_code, time.perf_counter() - began)
         return response
 
-    @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS, **v1,
-              summary="Judge items with the jury")
+    @app.post(
+        "/v1/score",
+        response_model=ScoreResponse,
+        responses=ERRORS,
+        **v1,
+        summary="Judge items with the jury",
+    )
     async def score(request: ScoreRequest) -> Response:
         # Encoded once, by msgspec (json.dumps took ~1.3 ms of an 8-item answer); a NaN would
         # be null here, where Starlette's JSONResponse refuses it.
-        return Response(_encode({"verdicts": await ingress.score(request)}),
-                        media_type="application/json")
+        return Response(
+            _encode({"verdicts": await ingress.score(request)}), media_type="application/json"
+        )
 
-    @app.post("/v1/groups", response_model=GroupResponse, responses=ERRORS, **v1,
-              summary="Reward groups of completions against each other (GRPO's groups)")
+    @app.post(
+        "/v1/groups",
+        response_model=GroupResponse,
+        responses=ERRORS,
+        **v1,
+        summary="Reward groups of completions against each other (GRPO's groups)",
+    )
     async def groups(request: GroupRequest) -> Response:
         """Each group's completions rewarded against each other (see
         `jurybox.judges.groups`): compared in pairs on a pairwise rubric, each pair in
@@ -195,15 +229,27 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         judge (listwise), or scored alone (pointwise); each reward with the comparisons behind
         it. The groups' completions count against max_items and the design's judge calls
         against max_judge_calls, before any judge runs."""
-        return Response(_encode({"groups": await ingress.groups(request)}),
-                        media_type="application/json")
+        return Response(
+            _encode({"groups": await ingress.groups(request)}), media_type="application/json"
+        )
 
-    @app.post("/v1/openrlhf/{rubric}", response_model=OpenRLHFResponse, responses=ERRORS,
-              **v1, summary="OpenRLHF's remote reward model (--reward.remote_url)")
-    async def openrlhf(http: Request, rubric: str, request: OpenRLHFRequest,
-                       score: str | None = None, scale: Literal["unit", "raw"] = "unit",
-                       calibrated: bool = False, unscored: str | None = None,
-                       scores: Literal["reward", "agreement"] = "reward") -> Response:
+    @app.post(
+        "/v1/openrlhf/{rubric}",
+        response_model=OpenRLHFResponse,
+        responses=ERRORS,
+        **v1,
+        summary="OpenRLHF's remote reward model (--reward.remote_url)",
+    )
+    async def openrlhf(
+        http: Request,
+        rubric: str,
+        request: OpenRLHFRequest,
+        score: str | None = None,
+        scale: Literal["unit", "raw"] = "unit",
+        calibrated: bool = False,
+        unscored: str | None = None,
+        scores: Literal["reward", "agreement"] = "reward",
+    ) -> Response:
         """The jury's reward for each of OpenRLHF's samples (see
         `jurybox.serving.service.openrlhf`): the rubric's formula (or ``score``), on
         [0, 1] unless ``scale=raw``. ``unscored`` is required (here or as the service's
@@ -213,40 +259,72 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         where the service has one, in the URL:
         ``http://jurybox:TOKEN@host:port/v1/openrlhf/RUBRIC?unscored=0``."""
         options = Options(score, scale, calibrated, unscored, scores)
-        return Response(await ingress.openrlhf(rubric, request, options, request_id(http)),
-                        media_type="application/json")
+        return Response(
+            await ingress.openrlhf(rubric, request, options, request_id(http)),
+            media_type="application/json",
+        )
 
-    @app.post("/v1/provenance", response_model=ProvenanceResponse, responses=ERRORS, **v1,
-              summary="The provenance hash verdicts of a rubric and this jury carry")
+    @app.post(
+        "/v1/provenance",
+        response_model=ProvenanceResponse,
+        responses=ERRORS,
+        **v1,
+        summary="The provenance hash verdicts of a rubric and this jury carry",
+    )
     async def provenance_of(request: ProvenanceRequest) -> ProvenanceResponse:
         return await ingress.provenance_of(request)
 
-    @app.get("/v1/rubrics", response_model=RubricList, responses=ERRORS, **v1,
-             summary="The rubrics this service knows")
+    @app.get(
+        "/v1/rubrics",
+        response_model=RubricList,
+        responses=ERRORS,
+        **v1,
+        summary="The rubrics this service knows",
+    )
     async def list_rubrics() -> RubricList:
         return await ingress.list_rubrics()
 
-    @app.get("/v1/rubrics/{name}", responses={**ERRORS, 404: {"model": ErrorResponse}}, **v1,
-             summary="One rubric, in full")
+    @app.get(
+        "/v1/rubrics/{name}",
+        responses={**ERRORS, 404: {"model": ErrorResponse}},
+        **v1,
+        summary="One rubric, in full",
+    )
     async def get_rubric(name: str) -> JSONResponse:
         return JSONResponse(await ingress.get_rubric(name))
 
-    @app.get("/v1/jury", response_model=JuryInfo, responses=ERRORS, **v1,
-             summary="The jury: judges, aggregation, provenance per rubric")
+    @app.get(
+        "/v1/jury",
+        response_model=JuryInfo,
+        responses=ERRORS,
+        **v1,
+        summary="The jury: judges, aggregation, provenance per rubric",
+    )
     async def jury_info() -> JuryInfo:
         return await ingress.jury_info()
 
-    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}},
-             summary="200 when every judge can answer; 503 naming those that cannot")
+    @app.get(
+        "/healthz",
+        response_model=Health,
+        responses={503: {"model": Health}},
+        summary="200 when every judge can answer; 503 naming those that cannot",
+    )
     async def healthz() -> JSONResponse:
         health = await ingress.healthz()
         return JSONResponse(health.model_dump(), status_code=200 if health.status == "ok" else 503)
 
-    @app.get("/metrics", summary="Prometheus metrics of the service (every ingress replica's)",
-             response_class=Response, responses={200: {
-                 "description": "Prometheus text exposition format",
-                 "content": {"text/plain": {"schema": {"type": "string"}}}},
-                 503: {"model": ErrorResponse}})
+    @app.get(
+        "/metrics",
+        summary="Prometheus metrics of the service (every ingress replica's)",
+        response_class=Response,
+        responses={
+            200: {
+                "description": "Prometheus text exposition format",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+            503: {"model": ErrorResponse},
+        },
+    )
     async def metrics_text() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -266,8 +344,9 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
             return app.openapi_schema
         schema = plain()
         models = schema["components"]["schemas"]
-        inline = Rubric.model_json_schema(by_alias=True,
-                                          ref_template="#/components/schemas/{model}")
+        inline = Rubric.model_json_schema(
+            by_alias=True, ref_template="#/components/schemas/{model}"
+        )
         models.update(inline.pop("$defs", {}))
         limits = ingress.limits
         inline["properties"]["template"]["maxLength"] = limits.max_template_chars
@@ -276,10 +355,13 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
         for name in ("ScoreRequest", "ProvenanceRequest", "GroupRequest"):
             models[name]["properties"]["rubric"]["anyOf"] = [
                 {"type": "string", "enum": sorted(ingress.rubrics)},
-                {"$ref": "#/components/schemas/InlineRubric"}]
+                {"$ref": "#/components/schemas/InlineRubric"},
+            ]
         models["GroupRequest"]["properties"]["pointwise"]["anyOf"] = [
             {"type": "string", "enum": sorted(ingress.rubrics)},
-            {"$ref": "#/components/schemas/InlineRubric"}, {"type": "null"}]
+            {"$ref": "#/components/schemas/InlineRubric"},
+            {"type": "null"},
+        ]
         models["ScoreRequest"]["properties"]["items"]["maxItems"] = limits.max_items
         models["GroupRequest"]["properties"]["groups"]["maxItems"] = limits.max_items
         models["OpenRLHFRequest"]["properties"]["query"]["maxItems"] = limits.max_items
@@ -288,7 +370,8 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
                 parameter["schema"]["enum"] = sorted(ingress.rubrics)
         for field in ("question", "response", "reference", "context"):
             models["ScoreItem"]["properties"][field]["anyOf"][0]["maxLength"] = (
-                limits.max_field_chars)
+                limits.max_field_chars
+            )
         app.openapi_schema = schema
         return schema
 
@@ -303,30 +386,60 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
     with ingress.clients.held(client) as admitted:
         if not admitted:
             limit = ingress.limits.max_client_requests
-            return _json(HTTPProblem(429, "overloaded", f"this client has {limit} requests open "
-                                     f"here already (max_client_requests); wait for them, or "
-                                     "send more items per request",
-                                     headers={"Retry-After": "1"}))
+            return _json(
+                HTTPProblem(
+                    429,
+                    "overloaded",
+                    f"this client has {limit} requests open "
+                    f"here already (max_client_requests); wait for them, or "
+                    "send more items per request",
+                    headers={"Retry-After": "1"},
+                )
+            )
         authorization = request.headers.getlist("authorization")
         if len(authorization) > 1:
-            return _json(HTTPProblem(400, "invalid_request", "the request has "
-                                     f"{len(authorization)} Authorization headers; send one"))
+            return _json(
+                HTTPProblem(
+                    400,
+                    "invalid_request",
+                    f"the request has {len(authorization)} Authorization headers; send one",
+                )
+            )
         given = _given_token(authorization[0] if authorization else "")
-        if (request.url.path.startswith("/v1/") and ingress.token is not None
-                and not hmac.compare_digest(given, ingress.token.encode())):
-            return _json(HTTPProblem(401, "unauthorized", "missing or wrong bearer token "
-                                     "(Authorization: Bearer <token>; a client that can only "
-                                     "put it in the URL: http://jurybox:<token>@host/...)",
-                                     headers={"WWW-Authenticate": "Bearer"}))
-        if ingress.draining and request.url.path.startswith(("/v1/score", "/v1/groups",
-                                                             "/v1/openrlhf/")):
-            return _json(HTTPProblem(503, "unavailable", "the service is shutting down; retry "
-                                     "later (or at another replica)",
-                                     headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)}))
+        if (
+            request.url.path.startswith("/v1/")
+            and ingress.token is not None
+            and not hmac.compare_digest(given, ingress.token.encode())
+        ):
+            return _json(
+                HTTPProblem(
+                    401,
+                    "unauthorized",
+                    "missing or wrong bearer token "
+                    "(Authorization: Bearer <token>; a client that can only "
+                    "put it in the URL: http://jurybox:<token>@host/...)",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            )
+        if ingress.draining and request.url.path.startswith(
+            ("/v1/score", "/v1/groups", "/v1/openrlhf/")
+        ):
+            return _json(
+                HTTPProblem(
+                    503,
+                    "unavailable",
+                    "the service is shutting down; retry later (or at another replica)",
+                    headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
+                )
+            )
         limit = ingress.limits.max_body_bytes
         length = request.headers.get("content-length")
-        too_large = HTTPProblem(413, "too_large", f"the request body is larger than the "
-                                f"service's limit of {limit} bytes (max_body_bytes)")
+        too_large = HTTPProblem(
+            413,
+            "too_large",
+            f"the request body is larger than the "
+            f"service's limit of {limit} bytes (max_body_bytes)",
+        )
         if length is not None and length.isdigit() and int(length) > limit:
             return _json(too_large)
         if length is None and request.method in ("POST", "PUT", "PATCH"):
@@ -334,9 +447,15 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
             # a request's body from its proxy eagerly, whatever the app reads, so a stream
             # counted up to the limit would still have buffered all that arrived meanwhile
             # (100 MB: +155 MB in the ingress). Every JSON client sends Content-Length.
-            return _json(HTTPProblem(411, "invalid_request", "the request has no "
-                                     "Content-Length (a chunked body); send the body with its "
-                                     f"Content-Length, at most {limit} bytes (max_body_bytes)"))
+            return _json(
+                HTTPProblem(
+                    411,
+                    "invalid_request",
+                    "the request has no "
+                    "Content-Length (a chunked body); send the body with its "
+                    f"Content-Length, at most {limit} bytes (max_body_bytes)",
+                )
+            )
         if length is not None and request.method in ("POST", "PUT", "PATCH"):
             # A body that trickles in holds a slot of the replica for as long as it takes:
             # it must arrive within body_timeout_s (the route reads it again, from memory).
@@ -344,9 +463,16 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
             try:
                 await asyncio.wait_for(request.body(), timeout)
             except TimeoutError:
-                return _json(HTTPProblem(408, "timeout", f"the request body did not arrive "
-                                         f"within {timeout:g} s (body_timeout_s); send it at "
-                                         "once", headers={"Connection": "close"}))
+                return _json(
+                    HTTPProblem(
+                        408,
+                        "timeout",
+                        f"the request body did not arrive "
+                        f"within {timeout:g} s (body_timeout_s); send it at "
+                        "once",
+                        headers={"Connection": "close"},
+                    )
+                )
         return await call_next(request)
 
 

@@ -67,12 +67,19 @@ class OpenRLHFRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    query: list[str] = Field(min_length=1, description="Prompt and response, decoded together "
-                             "(special tokens included); at most the service's max_items.")
-    prompts: list[str] | None = Field(None, description="The prompts as the dataset gave "
-                                      "them (the query may begin with only their end).")
-    labels: list[str | None] | None = Field(None, description="The dataset's labels (the "
-                                            "reference), or empty strings.")
+    query: list[str] = Field(
+        min_length=1,
+        description="Prompt and response, decoded together "
+        "(special tokens included); at most the service's max_items.",
+    )
+    prompts: list[str] | None = Field(
+        None,
+        description="The prompts as the dataset gave "
+        "them (the query may begin with only their end).",
+    )
+    labels: list[str | None] | None = Field(
+        None, description="The dataset's labels (the reference), or empty strings."
+    )
 
 
 class OpenRLHFResponse(BaseModel):
@@ -124,7 +131,7 @@ def response_of(query: str, prompt: str) -> str | None:
     query begins with when OpenRLHF cut the prompt from the left (a cut inside a character
     decodes as U+FFFD: those are skipped); None when the query begins with neither."""
     if query.startswith(prompt):
-        return query[len(prompt):]
+        return query[len(prompt) :]
     rest = query.lstrip("\ufffd") if query[:4].count("\ufffd") else query
     if len(rest) < len(query) - 3:  # more than a cut character's worth
         return None
@@ -134,41 +141,64 @@ def response_of(query: str, prompt: str) -> str | None:
     return rest[tail:]
 
 
-def items_of(request: OpenRLHFRequest, max_items: int, max_field_chars: int
-             ) -> list[dict[str, Any]]:
+def items_of(
+    request: OpenRLHFRequest, max_items: int, max_field_chars: int
+) -> list[dict[str, Any]]:
     """The score request's items: question = prompt, response = the query after (the end of)
     the prompt, its trailing special tokens dropped, reference = the label (when not empty).
     The counts and lengths are checked before any text is looked at."""
     n = len(request.query)
     if n > max_items:
-        raise HTTPProblem(413, "too_large", f"{n} samples; this service takes at most "
-                          f"{max_items} per request (max_items)", "query")
+        raise HTTPProblem(
+            413,
+            "too_large",
+            f"{n} samples; this service takes at most {max_items} per request (max_items)",
+            "query",
+        )
     for name in ("prompts", "labels"):
         given = getattr(request, name)
         if given is not None and len(given) != n:
-            raise HTTPProblem(422, "invalid_request", f"{name} has {len(given)} entries and query "
-                              f"{n}: OpenRLHF sends one of each per sample", name)
-    for name, texts, limit in (("query", request.query, 2 * max_field_chars),
-                               ("prompts", request.prompts or [], max_field_chars),
-                               ("labels", request.labels or [], max_field_chars)):
+            raise HTTPProblem(
+                422,
+                "invalid_request",
+                f"{name} has {len(given)} entries and query "
+                f"{n}: OpenRLHF sends one of each per sample",
+                name,
+            )
+    for name, texts, limit in (
+        ("query", request.query, 2 * max_field_chars),
+        ("prompts", request.prompts or [], max_field_chars),
+        ("labels", request.labels or [], max_field_chars),
+    ):
         for k, text in enumerate(texts):
             if text is not None and len(text) > limit:
-                raise HTTPProblem(422, "invalid_request", f"{name}[{k}] has {len(text)} "
-                                  f"characters; this service takes at most {limit} "
-                                  "(max_field_chars" + (", twice for prompt and response)"
-                                                        if name == "query" else ")"),
-                                  f"{name}[{k}]")
+                raise HTTPProblem(
+                    422,
+                    "invalid_request",
+                    f"{name}[{k}] has {len(text)} "
+                    f"characters; this service takes at most {limit} "
+                    "(max_field_chars"
+                    + (", twice for prompt and response)" if name == "query" else ")"),
+                    f"{name}[{k}]",
+                )
     items = []
     for k, query in enumerate(request.query):
         prompt = request.prompts[k] if request.prompts is not None else ""
         response = response_of(query, prompt) if prompt else query
         if response is None:
-            raise HTTPProblem(422, "invalid_request", "the query begins neither with its prompt "
-                              "nor with the prompt's end (OpenRLHF's query is the prompt, or "
-                              "its end when cut to max_len, followed by the response)",
-                              f"query[{k}]")
-        item: dict[str, Any] = {"id": str(k), "question": prompt,
-                                "response": strip_trailing_special(response)}
+            raise HTTPProblem(
+                422,
+                "invalid_request",
+                "the query begins neither with its prompt "
+                "nor with the prompt's end (OpenRLHF's query is the prompt, or "
+                "its end when cut to max_len, followed by the response)",
+                f"query[{k}]",
+            )
+        item: dict[str, Any] = {
+            "id": str(k),
+            "question": prompt,
+            "response": strip_trailing_special(response),
+        }
         label = request.labels[k] if request.labels is not None else None
         if label:
             item["reference"] = label
@@ -186,17 +216,23 @@ def renamed(problem: HTTPProblem) -> HTTPProblem:
     field = problem.field or ""
     if not field.startswith("items["):
         return problem
-    index, _, rest = field[len("items["):].partition("]")
+    index, _, rest = field[len("items[") :].partition("]")
     name = _FIELDS.get(rest.lstrip(".").split(".")[0].split("[")[0])
     if name is None or not index.isdigit():
         return problem
     ours = f"{name}[{index}]"
-    return HTTPProblem(problem.status, problem.kind, problem.message.replace(field, ours), ours,
-                       problem.headers)
+    return HTTPProblem(
+        problem.status, problem.kind, problem.message.replace(field, ours), ours, problem.headers
+    )
 
 
-def answer(reward: Reward, criteria: list[Reward], records: list[dict[str, Any]],
-           spans: dict[str, float], scores: Filter = "reward") -> dict[str, Any]:
+def answer(
+    reward: Reward,
+    criteria: list[Reward],
+    records: list[dict[str, Any]],
+    spans: dict[str, float],
+    scores: Filter = "reward",
+) -> dict[str, Any]:
     """OpenRLHF's answer for the verdicts: the rewards; ``scores`` the rewards or the jury's
     agreement (`agreement`, for OpenRLHF's dynamic filter); ``extra_logs`` per sample:
     ``jurybox/unscored``, ``jurybox/unscored_reason`` (the code's position in
@@ -206,19 +242,26 @@ def answer(reward: Reward, criteria: list[Reward], records: list[dict[str, Any]]
     try:
         values = reward.values(records)
     except UnscoredReward as exc:
-        raise HTTPProblem(422, "unscored", f"{exc} (the route's policy: ?unscored=error; give "
-                          "?unscored=<value> to train on)", "unscored") from None
+        raise HTTPProblem(
+            422,
+            "unscored",
+            f"{exc} (the route's policy: ?unscored=error; give ?unscored=<value> to train on)",
+            "unscored",
+        ) from None
     rewards = [float(v) for v in values if v is not None]  # (unscored=none is refused before)
     flags, reasons = [], []
     for record in records:
         raw, why = reward.raw(record)
         flags.append(0.0 if raw is not None else 1.0)
         reasons.append(0.0 if raw is not None else float(REASON_CODES.index(reason_code(why))))
-    logs: dict[str, float | list[float]] = {"jurybox/unscored": flags,
-                                            "jurybox/unscored_reason": reasons}
+    logs: dict[str, float | list[float]] = {
+        "jurybox/unscored": flags,
+        "jurybox/unscored_reason": reasons,
+    }
     for each in criteria:
-        logs[f"jurybox/{each.score}"] = [math.nan if v is None else float(v)
-                                         for v in each.values(records)]
+        logs[f"jurybox/{each.score}"] = [
+            math.nan if v is None else float(v) for v in each.values(records)
+        ]
     if len(records) == 1:  # OpenRLHF's one-sample requests: numbers, as it logs them
         logs = {k: v[0] if isinstance(v, list) else v for k, v in logs.items()}
     filtered = rewards if scores == "reward" else [agreement(r, spans) for r in records]
@@ -229,36 +272,53 @@ def agreement(record: dict[str, Any], spans: dict[str, float]) -> float:
     """1 minus the judges' mean spread on a verdict's criteria (each criterion's range of
     votes over its scale's span ``spans[name]``): 1 when every judge gave the same scores, 0
     for an unscored verdict."""
-    parts = [min(1.0, d["range"] / spans[name])
-             for name, d in (record.get("disagreement") or {}).items()
-             if d.get("range") is not None and spans.get(name)]
+    parts = [
+        min(1.0, d["range"] / spans[name])
+        for name, d in (record.get("disagreement") or {}).items()
+        if d.get("range") is not None and spans.get(name)
+    ]
     if record.get("status") != "scored" or not parts:
         return 0.0
     return 1.0 - sum(parts) / len(parts)
 
 
-def reward_options(score: str | None, scale: Scale, calibrated: bool, unscored: str | None,
-                   default: str | None = None) -> RewardSpec:
+def reward_options(
+    score: str | None,
+    scale: Scale,
+    calibrated: bool,
+    unscored: str | None,
+    default: str | None = None,
+) -> RewardSpec:
     """The reward of the route's query parameters (``unscored`` from the URL, else the
     service's ``default``); 422 naming the parameter at fault. No unscored policy at all is a
     422 too: which number a failed judgment becomes is the user's choice, never ours."""
     given = unscored if unscored is not None else default
     if given is None:
-        raise HTTPProblem(422, "invalid_request", "say what an unscored sample's reward is: "
-                          "add ?unscored=<number> to --reward.remote_url (e.g. ?unscored=0), or "
-                          "?unscored=error to stop the step, or start the service with "
-                          "--openrlhf-unscored", "unscored")
+        raise HTTPProblem(
+            422,
+            "invalid_request",
+            "say what an unscored sample's reward is: "
+            "add ?unscored=<number> to --reward.remote_url (e.g. ?unscored=0), or "
+            "?unscored=error to stop the step, or start the service with "
+            "--openrlhf-unscored",
+            "unscored",
+        )
     policy: Unscored = "error"
     if given != "error":
         try:
             policy = float(given)
         except ValueError:
-            raise HTTPProblem(422, "invalid_request", f"unscored={given!r}: give error (an "
-                              "unscored sample is a 422) or the number its reward should be "
-                              "(OpenRLHF needs a number for every sample)",
-                              "unscored") from None
+            raise HTTPProblem(
+                422,
+                "invalid_request",
+                f"unscored={given!r}: give error (an "
+                "unscored sample is a 422) or the number its reward should be "
+                "(OpenRLHF needs a number for every sample)",
+                "unscored",
+            ) from None
     try:
         return RewardSpec(score=score, scale=scale, calibrated=calibrated, unscored=policy)
     except ValueError as exc:
-        raise HTTPProblem(422, "invalid_request", f"bad reward options: {exc}",
-                          "unscored") from None
+        raise HTTPProblem(
+            422, "invalid_request", f"bad reward options: {exc}", "unscored"
+        ) from None

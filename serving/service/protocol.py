@@ -12,8 +12,10 @@ from jurybox.judges.spec import Aggregation
 from jurybox.rubrics import VerdictRecord
 
 RubricRef = Annotated[str, Field(min_length=1)] | dict[str, Any]
-RUBRIC_HELP = ("A rubric the service knows, by name (see GET /v1/rubrics), or an inline rubric: an "
-               "object with the fields of a rubric YAML file (criteria, template, inputs, ...).")
+RUBRIC_HELP = (
+    "A rubric the service knows, by name (see GET /v1/rubrics), or an inline rubric: an "
+    "object with the fields of a rubric YAML file (criteria, template, inputs, ...)."
+)
 
 
 class ScoreItem(BaseModel):
@@ -22,17 +24,23 @@ class ScoreItem(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    id: StrictStr | StrictInt = Field(description="The item's id, unique within the request "
-                                      "(a string or an integer; true or 1.5 is refused).")
+    id: StrictStr | StrictInt = Field(
+        description="The item's id, unique within the request "
+        "(a string or an integer; true or 1.5 is refused)."
+    )
     question: str | None = Field(None, description="What the model was asked.")
     response: str | None = Field(None, description="The model's answer, to be judged.")
-    reference: str | None = Field(None, description="The expert (gold) answer, where the rubric "
-                                  "compares with one.")
+    reference: str | None = Field(
+        None, description="The expert (gold) answer, where the rubric compares with one."
+    )
     context: str | None = Field(None, description="Further context (dialogue, location...).")
-    images: list[str] | str | None = Field(None, description="The item's images, inline only: "
-                                           "data: URLs or base64 (a path or URL is refused: "
-                                           "the service reads no file on a client's word), "
-                                           "within the service's image limits.")
+    images: list[str] | str | None = Field(
+        None,
+        description="The item's images, inline only: "
+        "data: URLs or base64 (a path or URL is refused: "
+        "the service reads no file on a client's word), "
+        "within the service's image limits.",
+    )
 
 
 class ScoreRequest(BaseModel):
@@ -41,18 +49,26 @@ class ScoreRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rubric: RubricRef = Field(description=RUBRIC_HELP)
-    items: list[ScoreItem] = Field(min_length=1, description="The items to judge, at least "
-                                   "one and at most the service's max_items; verdicts come back "
-                                   "in the same order.")
-    allow_empty: bool = Field(False, description="Judge items whose response is empty (a model "
-                              "that answered nothing) instead of refusing them.")
+    items: list[ScoreItem] = Field(
+        min_length=1,
+        description="The items to judge, at least "
+        "one and at most the service's max_items; verdicts come back "
+        "in the same order.",
+    )
+    allow_empty: bool = Field(
+        False,
+        description="Judge items whose response is empty (a model "
+        "that answered nothing) instead of refusing them.",
+    )
 
 
 class ScoreResponse(BaseModel):
     """The answer to POST /v1/score: one verdict per item of the request, in its order."""
 
-    verdicts: list[VerdictRecord] = Field(description="One verdict per item, in order: exactly "
-                                          "the fields of a `jurybox judge` output line.")
+    verdicts: list[VerdictRecord] = Field(
+        description="One verdict per item, in order: exactly "
+        "the fields of a `jurybox judge` output line."
+    )
 
 
 class ProvenanceRequest(BaseModel):
@@ -69,21 +85,35 @@ class ProvenanceResponse(BaseModel):
 
     rubric: str = Field(description="The rubric's name.")
     provenance: str = Field(description="The hash verdicts of this rubric and jury carry.")
-    calibration: str | None = Field(None, description="The calibration map the service applies "
-                                    "to this rubric's verdicts (file:hash), if any.")
+    calibration: str | None = Field(
+        None,
+        description="The calibration map the service applies "
+        "to this rubric's verdicts (file:hash), if any.",
+    )
 
 
 class ErrorDetail(BaseModel):
     """What went wrong with a request: the kind of error, a message, and the field at fault when
     there is one."""
 
-    type: Literal["invalid_request", "unauthorized", "not_found", "too_large", "overloaded",
-                  "timeout", "unavailable", "unscored", "internal"] = Field(
+    type: Literal[
+        "invalid_request",
+        "unauthorized",
+        "not_found",
+        "too_large",
+        "overloaded",
+        "timeout",
+        "unavailable",
+        "unscored",
+        "internal",
+    ] = Field(
         description="What kind of error (unscored: a reward route's items the jury could not "
-        "score, while the reward's unscored policy is error).")
+        "score, while the reward's unscored policy is error)."
+    )
     message: str = Field(description="What is wrong, and what was expected.")
-    field: str | None = Field(None, description="The request field at fault, e.g. "
-                              "items[2].reference, when there is one.")
+    field: str | None = Field(
+        None, description="The request field at fault, e.g. items[2].reference, when there is one."
+    )
 
 
 class ErrorResponse(BaseModel):
@@ -129,12 +159,15 @@ class JuryInfo(BaseModel):
     description: str
     judges: list[JudgeInfo]
     aggregation: Aggregation
-    provenance: dict[str, str] = Field(description="Per rubric the service knows: the provenance "
-                                       "hash its verdicts carry.")
+    provenance: dict[str, str] = Field(
+        description="Per rubric the service knows: the provenance hash its verdicts carry."
+    )
     calibration: dict[str, str] = Field(description="Per rubric: the calibration map applied.")
     max_items: int = Field(description="Most items one score request may hold.")
-    max_judge_calls: int = Field(description="Most judge calls one score request may buy (items "
-                                 "x calls per item of its rubric).")
+    max_judge_calls: int = Field(
+        description="Most judge calls one score request may buy (items "
+        "x calls per item of its rubric)."
+    )
     spec: dict[str, Any] = Field(description="The jury file as the service loaded it.")
 
 
@@ -154,12 +187,16 @@ class GroupIn(BaseModel):
 
     id: StrictStr | StrictInt = Field(description="The group's id, unique within the request.")
     question: str | None = Field(None, description="What the model was asked.")
-    reference: str | None = Field(None, description="The expert (gold) answer, where a rubric "
-                                  "compares with one.")
+    reference: str | None = Field(
+        None, description="The expert (gold) answer, where a rubric compares with one."
+    )
     context: str | None = Field(None, description="Further context (dialogue, location...).")
-    completions: list[str] = Field(min_length=1, description="The completions to reward "
-                                   "against each other (one: rewarded pointwise, which needs "
-                                   "the pointwise rubric).")
+    completions: list[str] = Field(
+        min_length=1,
+        description="The completions to reward "
+        "against each other (one: rewarded pointwise, which needs "
+        "the pointwise rubric).",
+    )
 
 
 class GroupRequest(BaseModel):
@@ -167,28 +204,44 @@ class GroupRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rubric: RubricRef = Field(description="The design's rubric: a pairwise rubric for the "
-                              "comparing designs (round_robin, regular, swiss, anchor), a "
-                              "pointwise one for pointwise and listwise. " + RUBRIC_HELP)
-    pointwise: RubricRef | None = Field(None, description="The pointwise rubric: for the "
-                                        "anchor design (the median's completion), a mixed "
-                                        "reward (design.weight) and groups of one.")
-    design: GroupSpec = Field(default_factory=GroupSpec, description="How each group is "
-                              "judged and what its rewards are.")
-    score: str | None = Field(None, description="The pointwise reward's score: a criterion or "
-                              "the formula of the pointwise rubric (default: its formula).")
-    scale: Literal["unit", "raw"] = Field("unit", description="The pointwise reward on [0, 1] "
-                                          "(unit) or the rubric's scale (raw).")
-    groups: list[GroupIn] = Field(min_length=1, description="The groups; their completions "
-                                  "count against max_items, the design's judge calls against "
-                                  "max_judge_calls (413 beyond, before any judge runs).")
-    allow_empty: bool = Field(False, description="Judge empty completions instead of refusing "
-                              "them.")
+    rubric: RubricRef = Field(
+        description="The design's rubric: a pairwise rubric for the "
+        "comparing designs (round_robin, regular, swiss, anchor), a "
+        "pointwise one for pointwise and listwise. " + RUBRIC_HELP
+    )
+    pointwise: RubricRef | None = Field(
+        None,
+        description="The pointwise rubric: for the "
+        "anchor design (the median's completion), a mixed "
+        "reward (design.weight) and groups of one.",
+    )
+    design: GroupSpec = Field(
+        default_factory=GroupSpec, description="How each group is judged and what its rewards are."
+    )
+    score: str | None = Field(
+        None,
+        description="The pointwise reward's score: a criterion or "
+        "the formula of the pointwise rubric (default: its formula).",
+    )
+    scale: Literal["unit", "raw"] = Field(
+        "unit", description="The pointwise reward on [0, 1] (unit) or the rubric's scale (raw)."
+    )
+    groups: list[GroupIn] = Field(
+        min_length=1,
+        description="The groups; their completions "
+        "count against max_items, the design's judge calls against "
+        "max_judge_calls (413 beyond, before any judge runs).",
+    )
+    allow_empty: bool = Field(
+        False, description="Judge empty completions instead of refusing them."
+    )
 
 
 class GroupResponse(BaseModel):
     """The answer to POST /v1/groups: one result per group, in order."""
 
-    groups: list[GroupResult] = Field(description="Each group's rewards, one per completion "
-                                      "in order, with the comparisons (or scores) behind "
-                                      "them.")
+    groups: list[GroupResult] = Field(
+        description="Each group's rewards, one per completion "
+        "in order, with the comparisons (or scores) behind "
+        "them."
+    )

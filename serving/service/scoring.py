@@ -66,6 +66,7 @@ CACHE_BUSY_S = 2.0
 # How long one answer of /healthz and /metrics (open routes) serves every caller.
 HEALTH_CACHE_S = 1.0
 
+
 class Metrics:
     """Prometheus metrics of one ingress replica (/metrics serves every replica's, summed)."""
 
@@ -73,33 +74,59 @@ class Metrics:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = CollectorRegistry()
-        self.requests = Counter("jurybox_requests", "HTTP requests by route and status",
-                                ["route", "status"], registry=self.registry)
-        self.latency = Histogram("jurybox_request_seconds", "Request latency in seconds",
-                                 ["route"], registry=self.registry,
-                                 buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
-                                          600))
-        self.votes = Counter("jurybox_votes", "Votes returned, by judge", ["judge"],
-                             registry=self.registry)
-        self.unscored = Counter("jurybox_unscored_votes", "Unscored votes by judge and reason "
-                                "(a code of jurybox.judges.parsing.REASON_CODES)",
-                                ["judge", "reason"], registry=self.registry)
-        self.queue = Gauge("jurybox_queue_depth", "Score requests waiting or being scored",
-                           registry=self.registry)
-        self.judge_calls = Counter("jurybox_judge_requests", "Requests sent to a judge "
-                                   "deployment (each with the prompts of a request's open items)",
-                                   ["judge"], registry=self.registry)
-        self.cache = Counter("jurybox_verdict_cache", "Items looked up in the verdict cache, "
-                             "by result (hit: answered from it; miss: judged; skipped: judged "
-                             "or not stored, the cache being locked by another process)",
-                             ["result"], registry=self.registry)
+        self.requests = Counter(
+            "jurybox_requests",
+            "HTTP requests by route and status",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "jurybox_request_seconds",
+            "Request latency in seconds",
+            ["route"],
+            registry=self.registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+        )
+        self.votes = Counter(
+            "jurybox_votes", "Votes returned, by judge", ["judge"], registry=self.registry
+        )
+        self.unscored = Counter(
+            "jurybox_unscored_votes",
+            "Unscored votes by judge and reason (a code of jurybox.judges.parsing.REASON_CODES)",
+            ["judge", "reason"],
+            registry=self.registry,
+        )
+        self.queue = Gauge(
+            "jurybox_queue_depth", "Score requests waiting or being scored", registry=self.registry
+        )
+        self.judge_calls = Counter(
+            "jurybox_judge_requests",
+            "Requests sent to a judge deployment (each with the prompts of a request's open items)",
+            ["judge"],
+            registry=self.registry,
+        )
+        self.cache = Counter(
+            "jurybox_verdict_cache",
+            "Items looked up in the verdict cache, "
+            "by result (hit: answered from it; miss: judged; skipped: judged "
+            "or not stored, the cache being locked by another process)",
+            ["result"],
+            registry=self.registry,
+        )
 
     def observe(self, path: str, status: int, seconds: float) -> None:
         """Count one answered request by route and status and record its latency; a path that is
         not one of the fixed routes (``/v1/rubrics/{name}`` included) counts as ``other``, one
         of OpenRLHF's rewards as ``/v1/openrlhf/{rubric}``."""
-        if path in ("/v1/score", "/v1/groups", "/v1/provenance", "/healthz", "/metrics",
-                    "/v1/jury", "/v1/rubrics"):
+        if path in (
+            "/v1/score",
+            "/v1/groups",
+            "/v1/provenance",
+            "/healthz",
+            "/metrics",
+            "/v1/jury",
+            "/v1/rubrics",
+        ):
             route = path
         elif path.startswith("/v1/openrlhf/"):
             route = "/v1/openrlhf/{rubric}"
@@ -154,9 +181,13 @@ class Gate:
     def admit(self) -> None:
         """Count one more request waiting; 429 when every slot is busy and the queue full."""
         if self.waiting >= self.queued:
-            raise HTTPProblem(429, "overloaded", f"the service is busy ({self.active} batches "
-                              f"judging, {self.waiting} requests waiting); retry later",
-                              headers={"Retry-After": str(self.retry_after())})
+            raise HTTPProblem(
+                429,
+                "overloaded",
+                f"the service is busy ({self.active} batches "
+                f"judging, {self.waiting} requests waiting); retry later",
+                headers={"Retry-After": str(self.retry_after())},
+            )
         self.waiting += 1
         self._show()
 
@@ -217,9 +248,16 @@ class ScoringService:
     ``state`` (the handle of the replicas' `IngressState`)
     its metrics and drain are the whole service's, else its own."""
 
-    def __init__(self, plan: dict[str, Any], judges: dict[str, Any], *, replicas: int = 1,
-                 rank: int = 0, replica: str = "ingress",
-                 state: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self,
+        plan: dict[str, Any],
+        judges: dict[str, Any],
+        *,
+        replicas: int = 1,
+        rank: int = 0,
+        replica: str = "ingress",
+        state: Callable[[], Any] | None = None,
+    ) -> None:
         self.plan = ResolvedConfig.model_validate(plan)
         self.jury = self.plan.jury_spec()
         self.rubrics = self.plan.rubric_objects()
@@ -227,8 +265,10 @@ class ScoringService:
         self.judges = judges  # judge name -> DeploymentHandle
         self.token = os.environ.get(self.plan.token_env) if self.plan.token_env else None
         if self.plan.token_env and not self.token:
-            raise RuntimeError(f"the environment variable {self.plan.token_env} holding the "
-                               "service's token is not set where the ingress runs")
+            raise RuntimeError(
+                f"the environment variable {self.plan.token_env} holding the "
+                "service's token is not set where the ingress runs"
+            )
         self.provenances = {name: provenance(r, self.jury) for name, r in self.rubrics.items()}
         self.calibrations: dict[str, AppliedCalibration] = {}
         from jurybox.calibration import AppliedCalibration, CalibrationMap
@@ -241,13 +281,20 @@ class ScoringService:
             conformal = ConformalMap.from_dict(entry["map"], source=entry["identity"])
             prov = str(conformal.provenance)  # one a rubric has (ServiceConfig.resolve)
             self.calibrations[prov] = AppliedCalibration.joined(
-                self.calibrations.get(prov), conformal, entry["identity"], self.plan.route_width)
+                self.calibrations.get(prov), conformal, entry["identity"], self.plan.route_width
+            )
         self.metrics = Metrics()
-        self.cache = (VerdictCache(self.plan.verdict_cache, busy_s=CACHE_BUSY_S)
-                      if self.plan.verdict_cache is not None else None)
+        self.cache = (
+            VerdictCache(self.plan.verdict_cache, busy_s=CACHE_BUSY_S)
+            if self.plan.verdict_cache is not None
+            else None
+        )
         # (at least 1: a config file may ask for more replicas than max_concurrent)
-        self.gate = Gate(max(1, share(self.limits.max_concurrent, replicas, rank)),
-                         share(self.limits.max_queued, replicas, rank), self.metrics.queue)
+        self.gate = Gate(
+            max(1, share(self.limits.max_concurrent, replicas, rank)),
+            share(self.limits.max_queued, replicas, rank),
+            self.metrics.queue,
+        )
         self._open: dict[str, _Batch] = {}  # by provenance: the batch requests join
         # Inline rubrics are validated and rendered there.
         self.workers = Workers(queued=self.limits.max_render_queued)
@@ -268,9 +315,13 @@ class ScoringService:
 
     def _named(self, name: str) -> Rubric:
         if name not in self.rubrics:
-            raise HTTPProblem(422, "invalid_request", f"unknown rubric {name!r}; this service "
-                              f"knows {sorted(self.rubrics)} (or send an inline rubric)",
-                              "rubric")
+            raise HTTPProblem(
+                422,
+                "invalid_request",
+                f"unknown rubric {name!r}; this service "
+                f"knows {sorted(self.rubrics)} (or send an inline rubric)",
+                "rubric",
+            )
         return self.rubrics[name]
 
     async def _rubric(self, ref: str | dict[str, Any]) -> Rubric:
@@ -287,20 +338,28 @@ class ScoringService:
         judge calls (`jurybox.serving.service.groups`)."""
         limits = self.limits
         if limit_items and len(request.items) > limits.max_items:
-            raise HTTPProblem(413, "too_large", f"{len(request.items)} items; this service takes "
-                              f"at most {limits.max_items} per request (max_items)", "items")
+            raise HTTPProblem(
+                413,
+                "too_large",
+                f"{len(request.items)} items; this service takes "
+                f"at most {limits.max_items} per request (max_items)",
+                "items",
+            )
         if not request.items:
-            raise HTTPProblem(422, "invalid_request", "items is empty; send at least one item",
-                              "items")
+            raise HTTPProblem(
+                422, "invalid_request", "items is empty; send at least one item", "items"
+            )
         raw = [item.model_dump(exclude_none=True) for item in request.items]
         if isinstance(request.rubric, str):
-            return await asyncio.to_thread(prepare, self._named(request.rubric), raw, limits,
-                                           request.allow_empty)
+            return await asyncio.to_thread(
+                prepare, self._named(request.rubric), raw, limits, request.allow_empty
+            )
         # Checked here, before the request is pickled for a worker: a structure too deep for
         # pickle would kill the worker (a 500), and the size bounds cost nothing to check.
         await asyncio.to_thread(check_inline, request.rubric, limits)
-        return await self.workers.run(limits.max_render_s, prepare, request.rubric, raw, limits,
-                                      request.allow_empty)
+        return await self.workers.run(
+            limits.max_render_s, prepare, request.rubric, raw, limits, request.allow_empty
+        )
 
     def _provenance(self, rubric: Rubric) -> str:
         self.jury.check_rubric(rubric)
@@ -337,20 +396,28 @@ class ScoringService:
                     pass
                 raise
             except BackPressureError as exc:
-                raise HTTPProblem(429, "overloaded", f"judge {judge} is busy; retry later",
-                                  headers={"Retry-After": str(int(exc.retry_after_s or 5))}) from None
+                raise HTTPProblem(
+                    429,
+                    "overloaded",
+                    f"judge {judge} is busy; retry later",
+                    headers={"Retry-After": str(int(exc.retry_after_s or 5))},
+                ) from None
             except RayActorError as exc:
                 reason = f"its replica died ({type(exc).__name__})"
                 continue
             except Exception as exc:
                 reason = _short(exc)
                 break
-        raise HTTPProblem(503, "unavailable", f"judge {judge} could not answer: {reason}; "
-                          "nothing was scored, retry later",
-                          headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)})
+        raise HTTPProblem(
+            503,
+            "unavailable",
+            f"judge {judge} could not answer: {reason}; nothing was scored, retry later",
+            headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
+        )
 
-    async def _score(self, request: ScoreRequest, deadline: float,
-                     limit_items: bool = True) -> list[dict[str, Any]]:
+    async def _score(
+        self, request: ScoreRequest, deadline: float, limit_items: bool = True
+    ) -> list[dict[str, Any]]:
         rubric, items, requests = await self._prepare(request, limit_items)
         prov = self._provenance(rubric)
         # Items judged before with this configuration are answered from the verdict cache;
@@ -364,8 +431,9 @@ class ScoringService:
         self.metrics.count_votes(records)
         return records
 
-    async def _judged(self, rubric: Rubric, prov: str, requests: Requests,
-                      deadline: float) -> list[Verdict]:
+    async def _judged(
+        self, rubric: Rubric, prov: str, requests: Requests, deadline: float
+    ) -> list[Verdict]:
         """The verdicts of ``requests``: judged as soon as a slot is free, together with the
         other requests of the same rubric that wait for one meanwhile (up to
         ``max_judge_calls`` per batch)."""
@@ -437,15 +505,15 @@ class ScoringService:
         """Judge ``parts`` together and give each its verdicts. If the batch fails (a judge
         cannot take it), each part is judged alone, so that only the part at fault fails."""
         deadline = max(p.deadline for p in parts)
-        joined = Requests.join([p.requests for p in parts]) if len(parts) > 1 \
-            else parts[0].requests
+        joined = Requests.join([p.requests for p in parts]) if len(parts) > 1 else parts[0].requests
         try:
             verdicts = await self._steps(rubric, prov, joined, deadline)
         except Exception as exc:
             if len(parts) == 1:
                 raise
-            logger.info("a batch of %d requests failed (%s); judging each alone", len(parts),
-                        _short(exc))
+            logger.info(
+                "a batch of %d requests failed (%s); judging each alone", len(parts), _short(exc)
+            )
             for p in parts:
                 if p.answer.done():
                     continue
@@ -462,11 +530,12 @@ class ScoringService:
         for p in parts:
             n = len(p.requests.item_ids)
             if not p.answer.done():
-                p.answer.set_result(verdicts[start:start + n])
+                p.answer.set_result(verdicts[start : start + n])
             start += n
 
-    async def _steps(self, rubric: Rubric, prov: str, requests: Requests,
-                     deadline: float) -> list[Verdict]:
+    async def _steps(
+        self, rubric: Rubric, prov: str, requests: Requests, deadline: float
+    ) -> list[Verdict]:
         """Every judge of a step at once; a cascaded jury's later stages get only the items the
         earlier ones left open."""
         steps = Steps(rubric, self.jury, prov, requests)
@@ -477,8 +546,9 @@ class ScoringService:
             await asyncio.to_thread(steps.add, votes)
         return steps.verdicts()
 
-    def _records(self, rubric: Rubric, prov: str, lookup: CacheLookup, fresh: list[Verdict],
-                 items: list[Any]) -> list[dict[str, Any]]:
+    def _records(
+        self, rubric: Rubric, prov: str, lookup: CacheLookup, fresh: list[Verdict], items: list[Any]
+    ) -> list[dict[str, Any]]:
         """The verdict records of a request, calibrated where a map applies (in a thread)."""
         verdicts = lookup.merged(fresh)
         records = [v.to_record(input=input_hash(item)) for v, item in zip(verdicts, items)]
@@ -520,12 +590,17 @@ class ScoringService:
         timeout = self.limits.request_timeout_s
         self.in_flight += 1
         try:
-            records = await asyncio.wait_for(self._score(request, time.monotonic() + timeout),
-                                             timeout)
+            records = await asyncio.wait_for(
+                self._score(request, time.monotonic() + timeout), timeout
+            )
         except TimeoutError:
-            raise HTTPProblem(504, "timeout", f"the request took longer than the service's "
-                              f"deadline of {self.limits.request_timeout_s:g} s "
-                              "(request_timeout_s); retry with fewer items") from None
+            raise HTTPProblem(
+                504,
+                "timeout",
+                f"the request took longer than the service's "
+                f"deadline of {self.limits.request_timeout_s:g} s "
+                "(request_timeout_s); retry with fewer items",
+            ) from None
         finally:
             self.in_flight -= 1
         return records
@@ -538,70 +613,115 @@ class ScoringService:
         timeout = self.limits.request_timeout_s
         self.in_flight += 1
         try:
-            return await asyncio.wait_for(score_groups(self, request,
-                                                       time.monotonic() + timeout), timeout)
+            return await asyncio.wait_for(
+                score_groups(self, request, time.monotonic() + timeout), timeout
+            )
         except TimeoutError:
-            raise HTTPProblem(504, "timeout", f"the request took longer than the service's "
-                              f"deadline of {timeout:g} s (request_timeout_s); retry with fewer "
-                              "groups or a design with fewer calls") from None
+            raise HTTPProblem(
+                504,
+                "timeout",
+                f"the request took longer than the service's "
+                f"deadline of {timeout:g} s (request_timeout_s); retry with fewer "
+                "groups or a design with fewer calls",
+            ) from None
         finally:
             self.in_flight -= 1
 
-    async def openrlhf(self, rubric: str, request: OpenRLHFRequest,
-                       options: Options, request_id: str = "") -> bytes:
+    async def openrlhf(
+        self, rubric: str, request: OpenRLHFRequest, options: Options, request_id: str = ""
+    ) -> bytes:
         """POST /v1/openrlhf/{rubric}: OpenRLHF's remote reward model (see
         `jurybox.serving.service.openrlhf`), scored as /v1/score scores; the answer as
         JSON (a criterion without a value in ``extra_logs`` is NaN, which OpenRLHF's JSON
         reader takes). A refused sample is logged here with the request's id: OpenRLHF drops
         an error's body."""
         try:
-            reward = openrlhf.reward_options(options.score, options.scale, options.calibrated,
-                                             options.unscored, self.plan.openrlhf_unscored)
-            return await self._openrlhf(rubric, request, reward, options.scores,
-                                        request_id or "-")
+            reward = openrlhf.reward_options(
+                options.score,
+                options.scale,
+                options.calibrated,
+                options.unscored,
+                self.plan.openrlhf_unscored,
+            )
+            return await self._openrlhf(rubric, request, reward, options.scores, request_id or "-")
         except HTTPProblem as exc:
             problem = openrlhf.renamed(exc)
-            logger.warning("OpenRLHF request %s refused (%d %s): %s [field %s]",
-                           request_id or "-", problem.status, problem.kind,
-                           problem.message[:500], problem.field)
+            logger.warning(
+                "OpenRLHF request %s refused (%d %s): %s [field %s]",
+                request_id or "-",
+                problem.status,
+                problem.kind,
+                problem.message[:500],
+                problem.field,
+            )
             raise problem from None
 
-    async def _openrlhf(self, rubric_name: str, request: OpenRLHFRequest, reward: RewardSpec,
-                        scores: Filter, request_id: str) -> bytes:
+    async def _openrlhf(
+        self,
+        rubric_name: str,
+        request: OpenRLHFRequest,
+        reward: RewardSpec,
+        scores: Filter,
+        request_id: str,
+    ) -> bytes:
         if reward.unscored == "none":
-            raise HTTPProblem(422, "invalid_request", "unscored=none is not possible here: "
-                              "OpenRLHF needs a number for every sample (give unscored=error "
-                              "or a value)", "unscored")
+            raise HTTPProblem(
+                422,
+                "invalid_request",
+                "unscored=none is not possible here: "
+                "OpenRLHF needs a number for every sample (give unscored=error "
+                "or a value)",
+                "unscored",
+            )
         rubric = self._named(rubric_name)
         if reward.calibrated and self.provenances[rubric_name] not in self.calibrations:
-            raise HTTPProblem(422, "invalid_request", f"calibrated=true, but this service has "
-                              f"no calibration map for rubric {rubric_name} (start it with "
-                              "--calibration MAP)", "calibrated")
-        criteria_policy: Unscored = (reward.unscored if isinstance(reward.unscored, float)
-                                     else "none")
+            raise HTTPProblem(
+                422,
+                "invalid_request",
+                f"calibrated=true, but this service has "
+                f"no calibration map for rubric {rubric_name} (start it with "
+                "--calibration MAP)",
+                "calibrated",
+            )
+        criteria_policy: Unscored = (
+            reward.unscored if isinstance(reward.unscored, float) else "none"
+        )
         try:
             bound = reward.bind(rubric)
-            criteria = [RewardSpec(score=c.name, scale=reward.scale, calibrated=reward.calibrated,
-                                   unscored=criteria_policy).bind(rubric)
-                        for c in rubric.criteria]
+            criteria = [
+                RewardSpec(
+                    score=c.name,
+                    scale=reward.scale,
+                    calibrated=reward.calibrated,
+                    unscored=criteria_policy,
+                ).bind(rubric)
+                for c in rubric.criteria
+            ]
         except InputError as exc:
             raise HTTPProblem(422, "invalid_request", str(exc), exc.field) from None
         limits = self.limits
-        raw = await asyncio.to_thread(openrlhf.items_of, request, limits.max_items,
-                                      limits.max_field_chars)
+        raw = await asyncio.to_thread(
+            openrlhf.items_of, request, limits.max_items, limits.max_field_chars
+        )
         if not raw:
-            raise HTTPProblem(422, "invalid_request", "query is empty; send at least one "
-                              "sample", "query")
+            raise HTTPProblem(
+                422, "invalid_request", "query is empty; send at least one sample", "query"
+            )
         items = [ScoreItem.model_validate(item) for item in raw]
-        records = await self.score(ScoreRequest(rubric=rubric_name, items=items,
-                                                allow_empty=True))
+        records = await self.score(ScoreRequest(rubric=rubric_name, items=items, allow_empty=True))
         spans = {c.name: c.scale.high - c.scale.low for c in rubric.criteria}
         given = await asyncio.to_thread(openrlhf.answer, bound, criteria, records, spans, scores)
         for k, record in enumerate(records):
             value, why = bound.raw(record)
             if value is None:
-                logger.warning("OpenRLHF request %s: sample %d unscored (%s), rewarded %s: %s",
-                               request_id, k, reason_code(why), reward.unscored, why[:300])
+                logger.warning(
+                    "OpenRLHF request %s: sample %d unscored (%s), rewarded %s: %s",
+                    request_id,
+                    k,
+                    reason_code(why),
+                    reward.unscored,
+                    why[:300],
+                )
         return json.dumps(given).encode()
 
     async def drain(self, timeout_s: float) -> int:
@@ -616,8 +736,10 @@ class ScoringService:
                 return await self._drain_all(deadline)
             except Exception as exc:  # no shared state to reach: drain this replica alone
                 self.state_lost()
-                logger.warning("drain: the other ingress replicas cannot be told (%s); "
-                               "draining this one", _short(exc))
+                logger.warning(
+                    "drain: the other ingress replicas cannot be told (%s); draining this one",
+                    _short(exc),
+                )
         while self.in_flight and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         return self.in_flight
@@ -667,8 +789,9 @@ class ScoringService:
         from jurybox.serving.service.shared import snapshot
 
         assert self._state is not None
-        if await self._state().report.remote(self.replica, os.getpid(),
-                                             snapshot(self.metrics.registry), self.in_flight):
+        if await self._state().report.remote(
+            self.replica, os.getpid(), snapshot(self.metrics.registry), self.in_flight
+        ):
             self.draining = True
 
     async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
@@ -677,36 +800,63 @@ class ScoringService:
         rubric = await self._rubric(request.rubric)
         prov = self._provenance(rubric)
         calibration = self.calibrations.get(prov)
-        return ProvenanceResponse(rubric=rubric.name, provenance=prov,
-                                  calibration=calibration.identity if calibration else None)
+        return ProvenanceResponse(
+            rubric=rubric.name,
+            provenance=prov,
+            calibration=calibration.identity if calibration else None,
+        )
 
     async def list_rubrics(self) -> RubricList:
         """GET /v1/rubrics: a summary of each rubric the service knows, by name."""
-        return RubricList(rubrics=[
-            RubricSummary(name=n, description=r.description, inputs=r.inputs,
-                          criteria=r.criterion_names,
-                          formula=r.formula.name if r.formula else None)
-            for n, r in sorted(self.rubrics.items())])
+        return RubricList(
+            rubrics=[
+                RubricSummary(
+                    name=n,
+                    description=r.description,
+                    inputs=r.inputs,
+                    criteria=r.criterion_names,
+                    formula=r.formula.name if r.formula else None,
+                )
+                for n, r in sorted(self.rubrics.items())
+            ]
+        )
 
     async def get_rubric(self, name: str) -> dict[str, Any]:
         """GET /v1/rubrics/{name}: the rubric in full; 404 for a name the service does not know."""
         if name not in self.rubrics:
-            raise HTTPProblem(404, "not_found", f"unknown rubric {name!r}; this service knows "
-                              f"{sorted(self.rubrics)}", "name")
+            raise HTTPProblem(
+                404,
+                "not_found",
+                f"unknown rubric {name!r}; this service knows {sorted(self.rubrics)}",
+                "name",
+            )
         return self.rubrics[name].model_dump(mode="json", by_alias=True)
 
     async def jury_info(self) -> JuryInfo:
         """GET /v1/jury: the judges, aggregation and spec, each rubric's provenance and
         calibration, and the ``max_items`` and ``max_judge_calls`` limits."""
         return JuryInfo(
-            name=self.jury.name, description=self.jury.description,
-            judges=[JudgeInfo(name=j.name, model=j.model, revision=j.revision, backend=j.backend,
-                              weight=j.weight, temperature=j.sampling.temperature,
-                              reasoning=j.reasoning.mode) for j in self.jury.judges],
+            name=self.jury.name,
+            description=self.jury.description,
+            judges=[
+                JudgeInfo(
+                    name=j.name,
+                    model=j.model,
+                    revision=j.revision,
+                    backend=j.backend,
+                    weight=j.weight,
+                    temperature=j.sampling.temperature,
+                    reasoning=j.reasoning.mode,
+                )
+                for j in self.jury.judges
+            ],
             aggregation=self.jury.aggregation,
             provenance=dict(sorted(self.provenances.items())),
-            calibration={n: self.calibrations[p].identity for n, p in self.provenances.items()
-                         if p in self.calibrations},
+            calibration={
+                n: self.calibrations[p].identity
+                for n, p in self.provenances.items()
+                if p in self.calibrations
+            },
             max_items=self.limits.max_items,
             max_judge_calls=self.limits.max_judge_calls,
             spec=self.jury.model_dump(mode="json"),
@@ -752,9 +902,13 @@ class ScoringService:
             families = await self._state().metrics.remote()
         except Exception as exc:
             self.state_lost()
-            raise HTTPProblem(503, "unavailable", "the metrics the ingress replicas share "
-                              f"cannot be read right now ({_short(exc)}); retry shortly",
-                              headers={"Retry-After": "2"}) from None
+            raise HTTPProblem(
+                503,
+                "unavailable",
+                "the metrics the ingress replicas share "
+                f"cannot be read right now ({_short(exc)}); retry shortly",
+                headers={"Retry-After": "2"},
+            ) from None
         return render(families)
 
 

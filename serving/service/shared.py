@@ -29,10 +29,19 @@ Family = tuple[str, str, str, list[Sample]]
 def snapshot(registry: Any) -> list[Family]:
     """The samples of every metric of a ``prometheus_client`` registry, as plain data (without
     the ``_created`` timestamps, which do not add up across replicas)."""
-    return [(metric.name, metric.documentation, metric.type,
-             [(s.name, tuple(sorted(s.labels.items())), float(s.value)) for s in metric.samples
-              if not s.name.endswith("_created")])
-            for metric in registry.collect()]
+    return [
+        (
+            metric.name,
+            metric.documentation,
+            metric.type,
+            [
+                (s.name, tuple(sorted(s.labels.items())), float(s.value))
+                for s in metric.samples
+                if not s.name.endswith("_created")
+            ],
+        )
+        for metric in registry.collect()
+    ]
 
 
 def merge(reports: list[tuple[list[Family], bool]]) -> list[Family]:
@@ -46,8 +55,10 @@ def merge(reports: list[tuple[list[Family], bool]]) -> list[Family]:
             for sample, labels, value in samples:
                 key = (sample, labels)
                 values[key] = values.get(key, 0.0) + (value if alive or kind != "gauge" else 0.0)
-    return [(name, doc, kind, [(s, labels, v) for (s, labels), v in values.items()])
-            for name, (doc, kind, values) in merged.items()]
+    return [
+        (name, doc, kind, [(s, labels, v) for (s, labels), v in values.items()])
+        for name, (doc, kind, values) in merged.items()
+    ]
 
 
 def render(families: list[Family]) -> bytes:
@@ -99,9 +110,12 @@ class SharedState:
         now = time.monotonic()
         alive = {r: (t, n) for r, (t, _, n) in self.reports.items() if now - t < ALIVE_S}
         since = self.drain_since
-        return {"replicas": len(alive), "in_flight": sum(n for _, n in alive.values()),
-                "draining": since is not None,
-                "all_know": since is not None and all(t > since for t, _ in alive.values())}
+        return {
+            "replicas": len(alive),
+            "in_flight": sum(n for _, n in alive.values()),
+            "draining": since is not None,
+            "all_know": since is not None and all(t > since for t, _ in alive.values()),
+        }
 
     def metrics(self) -> list[Family]:
         """Every replica's metrics, merged (see `merge`), with the live replicas: how
@@ -109,13 +123,25 @@ class SharedState:
         now = time.monotonic()
         alive = {r: n for r, (t, _, n) in self.reports.items() if now - t < ALIVE_S}
         reports = [(families, r in alive) for r, (_, families, _) in self.reports.items()]
-        replicas: Family = ("jurybox_ingress_replicas", "Ingress replicas alive (reporting)",
-                            "gauge", [("jurybox_ingress_replicas", (), float(len(alive)))])
+        replicas: Family = (
+            "jurybox_ingress_replicas",
+            "Ingress replicas alive (reporting)",
+            "gauge",
+            [("jurybox_ingress_replicas", (), float(len(alive)))],
+        )
         in_flight: Family = (
-            "jurybox_ingress_in_flight", "Score requests in flight per live ingress replica",
-            "gauge", [("jurybox_ingress_in_flight",
-                       (("pid", str(self.pids[r])), ("replica", r)), float(n))
-                      for r, n in sorted(alive.items())])
+            "jurybox_ingress_in_flight",
+            "Score requests in flight per live ingress replica",
+            "gauge",
+            [
+                (
+                    "jurybox_ingress_in_flight",
+                    (("pid", str(self.pids[r])), ("replica", r)),
+                    float(n),
+                )
+                for r, n in sorted(alive.items())
+            ],
+        )
         return [*merge(reports), replicas, in_flight]
 
 

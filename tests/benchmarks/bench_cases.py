@@ -21,8 +21,9 @@ Wrap = Callable[[Judge], Judge]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "benchmarks"
 
 
-def subset(examples: Path, tmp_path: Path, data_name: str, preds_name: str,
-           keep: list[int]) -> tuple[Path, Path]:
+def subset(
+    examples: Path, tmp_path: Path, data_name: str, preds_name: str, keep: list[int]
+) -> tuple[Path, Path]:
     """The data items at positions ``keep`` and their predictions, as files."""
     items = json.loads((examples / data_name).read_text())
     chosen = [items[i] for i in keep]
@@ -37,16 +38,21 @@ def subset(examples: Path, tmp_path: Path, data_name: str, preds_name: str,
 
 def mirage_mmmt(examples: Path, tmp_path: Path, jury: Any, wrap: Wrap) -> BenchReport:
     """Two MMMT dialogues through the resumable runner (the judged files of ``jurybox bench``)."""
-    data, preds = subset(examples, tmp_path, "mirage_mmmt_decomp.json",
-                         "mirage_mmmt.predictions.jsonl", [0, 1])
+    data, preds = subset(
+        examples, tmp_path, "mirage_mmmt_decomp.json", "mirage_mmmt.predictions.jsonl", [0, 1]
+    )
     judge = wrap(ResumableJudge(jury, tmp_path / "out"))
     return run_benchmark("mirage-mmmt", data, preds, judge=judge)
 
 
 def microvqa(examples: Path, tmp_path: Path, jury: Any, wrap: Wrap) -> BenchReport:
     """Every MicroVQA example: the rules extract most answers, the jury reads the rest."""
-    return run_benchmark("microvqa", examples / "microvqa.json",
-                         examples / "microvqa.predictions.jsonl", judge=wrap(jury_judge(jury)))
+    return run_benchmark(
+        "microvqa",
+        examples / "microvqa.json",
+        examples / "microvqa.predictions.jsonl",
+        judge=wrap(jury_judge(jury)),
+    )
 
 
 def mir(examples: Path, tmp_path: Path, jury: Any, wrap: Wrap) -> BenchReport:
@@ -57,11 +63,21 @@ def mir(examples: Path, tmp_path: Path, jury: Any, wrap: Wrap) -> BenchReport:
 
 def mrmr(examples: Path, tmp_path: Path, jury: Any, wrap: Wrap) -> BenchReport:
     """One MRMR query's qrels documents graded by the jury."""
-    return run_benchmark("mrmr", examples / "mrmr.qrels.jsonl", examples / "mrmr.run.json",
-                         queries=examples / "mrmr.queries.jsonl",
-                         corpus=examples / "mrmr.corpus.jsonl", judge=wrap(jury_judge(jury)),
-                         limit=1, depth=1)
+    return run_benchmark(
+        "mrmr",
+        examples / "mrmr.qrels.jsonl",
+        examples / "mrmr.run.json",
+        queries=examples / "mrmr.queries.jsonl",
+        corpus=examples / "mrmr.corpus.jsonl",
+        judge=wrap(jury_judge(jury)),
+        limit=1,
+        depth=1,
+    )
 
 
 CASES: dict[str, Callable[[Path, Path, Any, Wrap], BenchReport]] = {
-    "mirage-mmmt": mirage_mmmt, "microvqa": microvqa, "mir": mir, "mrmr": mrmr}
+    "mirage-mmmt": mirage_mmmt,
+    "microvqa": microvqa,
+    "mir": mir,
+    "mrmr": mrmr,
+}

@@ -34,13 +34,22 @@ def scripted_judge(votes: dict[str, dict[str, dict[str, float | None]]], calls: 
                 scores[rubric.formula.name] = rubric.formula.evaluate(scores)
             unscored = [c for c in scores if scores[c] is None]
             vote_rows = [
-                {"judge": j, "criterion": c, "score": v.get(c)} if v.get(c) is not None
+                {"judge": j, "criterion": c, "score": v.get(c)}
+                if v.get(c) is not None
                 else {"judge": j, "criterion": c, "error": "scripted failure"}
-                for j, v in by_judge.items() for c in rubric.criterion_names]
+                for j, v in by_judge.items()
+                for c in rubric.criterion_names
+            ]
             records[it.id] = VerdictRecord(
-                id=it.id, status="unscored" if unscored else "scored", rubric=rubric.name,
-                jury="scripted", provenance="p0", scores=scores,
-                reasons=[f"{c}: below quorum" for c in unscored], votes=vote_rows)
+                id=it.id,
+                status="unscored" if unscored else "scored",
+                rubric=rubric.name,
+                jury="scripted",
+                provenance="p0",
+                scores=scores,
+                reasons=[f"{c}: below quorum" for c in unscored],
+                votes=vote_rows,
+            )
         return Judged(records)
 
     return judge
@@ -77,8 +86,9 @@ def bottom_of(c, spec, prompt):
 def rule_jury(*rules):
     """A two-judge (or more) jury whose judges answer by ``rules``; mean, quorum 1."""
     judges = [{"name": f"j{i}", "model": "org/m"} for i in range(len(rules))]
-    spec = JurySpec.model_validate({"name": "rules", "judges": judges,
-                                    "aggregation": {"method": "mean", "quorum": 1}})
+    spec = JurySpec.model_validate(
+        {"name": "rules", "judges": judges, "aggregation": {"method": "mean", "quorum": 1}}
+    )
     return Jury(spec, {f"j{i}": RuleBackend(f"j{i}", rule) for i, rule in enumerate(rules)})
 
 

@@ -40,8 +40,14 @@ def test_help_lists_the_packs_and_is_readable_at_80_columns():
 
 
 def test_json_has_one_key_per_metric_with_fractions(examples):
-    r = invoke("microvqa", "--data", examples / "microvqa.json",
-               "--predictions", examples / "microvqa.predictions.jsonl", "--json")
+    r = invoke(
+        "microvqa",
+        "--data",
+        examples / "microvqa.json",
+        "--predictions",
+        examples / "microvqa.predictions.jsonl",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["benchmark"] == "microvqa"
@@ -52,8 +58,15 @@ def test_json_has_one_key_per_metric_with_fractions(examples):
 
 def test_table_by_default_and_out_keeps_table_and_items(examples, tmp_path):
     out = tmp_path / "run"
-    r = invoke("mir", "--data", examples / "mir.json", "--predictions",
-               examples / "mir.predictions.jsonl", "--out", out)
+    r = invoke(
+        "mir",
+        "--data",
+        examples / "mir.json",
+        "--predictions",
+        examples / "mir.predictions.jsonl",
+        "--out",
+        out,
+    )
     assert r.exit_code == 0, r.output
     assert "| accuracy (%) | 50.0" in r.stdout
     assert {p.name for p in out.iterdir()} == {"report.md", "report.json", "items.jsonl"}
@@ -62,21 +75,37 @@ def test_table_by_default_and_out_keeps_table_and_items(examples, tmp_path):
 
 
 def test_mrmr_with_a_query_file(examples):
-    r = invoke("mrmr", "--data", examples / "mrmr.qrels.jsonl", "--predictions",
-               examples / "mrmr.run.json", "--queries", examples / "mrmr.queries.jsonl", "--json")
+    r = invoke(
+        "mrmr",
+        "--data",
+        examples / "mrmr.qrels.jsonl",
+        "--predictions",
+        examples / "mrmr.run.json",
+        "--queries",
+        examples / "mrmr.queries.jsonl",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["missing_queries"] == ["knowledge-2"] and "ndcg@10_by_category" in data
 
 
-@pytest.mark.parametrize("args,message", [
-    (["nope"], "unknown benchmark 'nope'"),
-    (["microvqa", "--queries", "q.jsonl"], "--queries does not apply to microvqa"),
-    (["microvqa", "--subset", "contextual"], "--subset does not apply to microvqa"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["nope"], "unknown benchmark 'nope'"),
+        (["microvqa", "--queries", "q.jsonl"], "--queries does not apply to microvqa"),
+        (["microvqa", "--subset", "contextual"], "--subset does not apply to microvqa"),
+    ],
+)
 def test_wrong_names_and_options_exit_2(examples, args, message):
-    r = invoke(*args, "--data", examples / "microvqa.json",
-               "--predictions", examples / "microvqa.predictions.jsonl")
+    r = invoke(
+        *args,
+        "--data",
+        examples / "microvqa.json",
+        "--predictions",
+        examples / "microvqa.predictions.jsonl",
+    )
     assert r.exit_code == 2 and message in r.output
 
 
@@ -100,8 +129,18 @@ def jury(monkeypatch):
 
 def test_judged_pack_goes_through_the_resumable_runner_and_resumes(examples, tmp_path, jury):
     out = tmp_path / "mmst"
-    args = ["mirage-mmst", "--data", examples / "mirage_mmst.json", "--predictions",
-            examples / "mirage_mmst.predictions.jsonl", "--jury", "tiny", "--out", out, "--json"]
+    args = [
+        "mirage-mmst",
+        "--data",
+        examples / "mirage_mmst.json",
+        "--predictions",
+        examples / "mirage_mmst.predictions.jsonl",
+        "--jury",
+        "tiny",
+        "--out",
+        out,
+        "--json",
+    ]
     r = invoke(*args)
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
@@ -110,9 +149,16 @@ def test_judged_pack_goes_through_the_resumable_runner_and_resumes(examples, tmp
     assert data["judges"]["j0"]["id_accuracy"] == 1.0 and data["judges"]["j1"]["id_accuracy"] == 0
     assert data["weighted_sum"] == pytest.approx((0.5 + 0.5 + 0) / 3)  # one MG unanswered
     names = {p.name for p in out.iterdir()}
-    assert {"mirage-id.items.jsonl", "mirage-id.judged.jsonl", "mirage-id.judged.jsonl.manifest.json",
-            "mirage-mg.items.jsonl", "mirage-mg.judged.jsonl", "report.md", "report.json",
-            "items.jsonl"} <= names
+    assert {
+        "mirage-id.items.jsonl",
+        "mirage-id.judged.jsonl",
+        "mirage-id.judged.jsonl.manifest.json",
+        "mirage-mg.items.jsonl",
+        "mirage-mg.judged.jsonl",
+        "report.md",
+        "report.json",
+        "items.jsonl",
+    } <= names
     assert len((out / "mirage-id.judged.jsonl").read_text().splitlines()) == 3
     prompts = len(jury._backends["j0"].prompts)
     again = invoke(*args)
@@ -122,11 +168,19 @@ def test_judged_pack_goes_through_the_resumable_runner_and_resumes(examples, tmp
 
 def test_judged_records_go_to_a_default_directory(examples, tmp_path, jury, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    r = invoke("mirage-mmmt", "--data", examples / "mirage_mmmt_decomp.json", "--predictions",
-               examples / "mirage_mmmt.predictions.jsonl", "--quiet")
+    r = invoke(
+        "mirage-mmmt",
+        "--data",
+        examples / "mirage_mmmt_decomp.json",
+        "--predictions",
+        examples / "mirage_mmmt.predictions.jsonl",
+        "--quiet",
+    )
     assert r.exit_code == 0, r.output
     assert "jury: " in r.stderr and "(default; pass --jury to choose)" in r.stderr
-    assert (tmp_path / "mirage_mmmt.predictions.mirage-mmmt.bench" / "mirage-mmmt.judged.jsonl").exists()
+    assert (
+        tmp_path / "mirage_mmmt.predictions.mirage-mmmt.bench" / "mirage-mmmt.judged.jsonl"
+    ).exists()
     assert "| jury |" in r.stdout
 
 
@@ -138,9 +192,17 @@ def test_an_interrupted_run_says_how_to_resume(examples, tmp_path, monkeypatch):
     made = rule_jury(top_of)
     made._backends["j0"] = Stop("j0", top_of)
     monkeypatch.setattr(cli_bench, "make_jury", lambda spec: made)
-    r = invoke("microvqa", "--data", examples / "microvqa.json", "--predictions",
-               examples / "microvqa.predictions.jsonl", "--jury", "tiny", "--out",
-               tmp_path / "o")
+    r = invoke(
+        "microvqa",
+        "--data",
+        examples / "microvqa.json",
+        "--predictions",
+        examples / "microvqa.predictions.jsonl",
+        "--jury",
+        "tiny",
+        "--out",
+        tmp_path / "o",
+    )
     assert r.exit_code == 130 and "run the same command again to resume" in r.output
 
 
@@ -148,8 +210,10 @@ def test_resumable_judge_reports_rows_the_runner_rejects(tmp_path, jury):
     from jurybox.rubrics import Item, load_rubric
 
     judge = cli_bench.ResumableJudge(jury, tmp_path)
-    items = [Item(id="a", question="q", response="r", reference="ref"),
-             Item(id="b", question="q", response="r" * 100_001, reference="ref")]
+    items = [
+        Item(id="a", question="q", response="r", reference="ref"),
+        Item(id="b", question="q", response="r" * 100_001, reference="ref"),
+    ]
     judged = judge("general", load_rubric("general"), items)
     assert set(judged.records) == {"a"}
     assert "100,001 characters" in judged.failed["b"]

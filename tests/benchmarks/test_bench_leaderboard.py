@@ -20,23 +20,42 @@ def bench(tmp_path, name, data, rows, *extra):
     preds = tmp_path / f"{name}.predictions.jsonl"
     preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / name
-    got = CliRunner().invoke(app, ["bench", "microvqa" if data.suffix == ".json" else "mrmr",
-                                   "--data", str(data), "--predictions", str(preds),
-                                   "--out", str(out), "--json", *extra])
+    got = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "microvqa" if data.suffix == ".json" else "mrmr",
+            "--data",
+            str(data),
+            "--predictions",
+            str(preds),
+            "--out",
+            str(out),
+            "--json",
+            *extra,
+        ],
+    )
     assert got.exit_code == 0, got.output
     return out
 
 
 def microvqa_runs(tmp_path):
-    rows = [json.loads(line) for line in
-            (EXAMPLES / "microvqa.predictions.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (EXAMPLES / "microvqa.predictions.jsonl").read_text().splitlines()
+    ]
     data = EXAMPLES / "microvqa.json"
     return {
         "model-a": bench(tmp_path, "model-a", data, rows),
-        "always-1": bench(tmp_path, "always-1", data,
-                          [{"id": r["id"], "response": "The answer is (1)."} for r in rows]),
-        "silent": bench(tmp_path, "silent", data,
-                        [{"id": r["id"], "response": ""} for r in rows[:2]] + rows[2:]),
+        "always-1": bench(
+            tmp_path,
+            "always-1",
+            data,
+            [{"id": r["id"], "response": "The answer is (1)."} for r in rows],
+        ),
+        "silent": bench(
+            tmp_path, "silent", data, [{"id": r["id"], "response": ""} for r in rows[:2]] + rows[2:]
+        ),
     }
 
 
@@ -68,9 +87,20 @@ def test_benchmark_runs_are_ranked_on_their_per_item_results(tmp_path):
 def test_runs_of_different_benchmarks_or_kinds_are_refused(tmp_path):
     runs = microvqa_runs(tmp_path)
     mrmr = tmp_path / "mrmr-run"
-    got = CliRunner().invoke(app, ["bench", "mrmr", "--data", str(EXAMPLES / "mrmr.qrels.jsonl"),
-                                   "--predictions", str(EXAMPLES / "mrmr.run.json"),
-                                   "--out", str(mrmr), "--json"])
+    got = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "mrmr",
+            "--data",
+            str(EXAMPLES / "mrmr.qrels.jsonl"),
+            "--predictions",
+            str(EXAMPLES / "mrmr.run.json"),
+            "--out",
+            str(mrmr),
+            "--json",
+        ],
+    )
     assert got.exit_code == 0, got.output
     mixed = CliRunner().invoke(app, ["leaderboard", str(runs["model-a"]), str(mrmr)])
     assert mixed.exit_code == 2 and "different benchmarks (microvqa, mrmr)" in mixed.output
@@ -78,8 +108,9 @@ def test_runs_of_different_benchmarks_or_kinds_are_refused(tmp_path):
     judged.write_text("")
     odd = CliRunner().invoke(app, ["leaderboard", str(runs["model-a"]), str(judged)])
     assert odd.exit_code == 2 and "not a `jurybox bench --out` directory" in odd.output
-    human = CliRunner().invoke(app, ["leaderboard", *map(str, runs.values()), "--human",
-                                     str(judged)])
+    human = CliRunner().invoke(
+        app, ["leaderboard", *map(str, runs.values()), "--human", str(judged)]
+    )
     assert human.exit_code == 2 and "take judged files, not benchmark runs" in human.output
 
 
@@ -99,18 +130,26 @@ def test_a_run_on_fewer_items_is_ranked_on_the_items_both_runs_have(tmp_path):
     ids = list(right)
     subset_data = tmp_path / "microvqa-4.json"
     subset_data.write_text(json.dumps(data[:4]))
-    runs = {"full": bench(tmp_path, "full", EXAMPLES / "microvqa.json",
-                          answers(ids, {"105", "106"})),
-            "subset": bench(tmp_path, "subset", subset_data, answers(ids[:4], {"104"}))}
-    got = CliRunner().invoke(app, ["leaderboard", *map(str, runs.values()), "--name", "full",
-                                   "--name", "subset", "--json"])
+    runs = {
+        "full": bench(tmp_path, "full", EXAMPLES / "microvqa.json", answers(ids, {"105", "106"})),
+        "subset": bench(tmp_path, "subset", subset_data, answers(ids[:4], {"104"})),
+    }
+    got = CliRunner().invoke(
+        app,
+        ["leaderboard", *map(str, runs.values()), "--name", "full", "--name", "subset", "--json"],
+    )
     assert got.exit_code == 0, got.output
     board = json.loads(got.stdout)
     first, second = board["systems"]
     assert (first["name"], first["rank"]) == ("full", 1)
     assert (second["name"], second["rank"]) == ("subset", 2)
-    assert board["ranked_on"]["accuracy"] == {"items": 4, "scored_by_any": 6, "dropped": 2,
-                                              "lacking": {"subset": 2}, "unranked": []}
+    assert board["ranked_on"]["accuracy"] == {
+        "items": 4,
+        "scored_by_any": 6,
+        "dropped": 2,
+        "lacking": {"subset": 2},
+        "unranked": [],
+    }
     assert first["criteria"]["accuracy"]["mean"] == 1.0
     assert second["criteria"]["accuracy"]["mean"] == 0.75
     # Each run's own number is still there, labelled: the pack's own accuracy.
@@ -118,8 +157,11 @@ def test_a_run_on_fewer_items_is_ranked_on_the_items_both_runs_have(tmp_path):
         report = json.loads((directory / "report.json").read_text())
         system = next(s for s in board["systems"] if s["name"] == name)
         assert system["criteria"]["accuracy"]["own"]["mean"] == pytest.approx(report["accuracy"])
-    text = CliRunner().invoke(app, ["leaderboard", *map(str, runs.values()), "--name", "full",
-                                    "--name", "subset"], env={"COLUMNS": "80"})
+    text = CliRunner().invoke(
+        app,
+        ["leaderboard", *map(str, runs.values()), "--name", "full", "--name", "subset"],
+        env={"COLUMNS": "80"},
+    )
     assert text.exit_code == 0, text.output
     flat = " ".join(text.stdout.split())
     assert "ranked by accuracy on the 4 items every system scored" in flat

@@ -11,8 +11,9 @@ from jurybox.rubrics.errors import InputError
 
 
 def run(examples, **kwargs):
-    return microvqa.evaluate(examples / "microvqa.json",
-                             examples / "microvqa.predictions.jsonl", **kwargs)
+    return microvqa.evaluate(
+        examples / "microvqa.json", examples / "microvqa.predictions.jsonl", **kwargs
+    )
 
 
 def test_accuracy_by_task_and_unparseable_share_by_hand(examples):
@@ -22,7 +23,9 @@ def test_accuracy_by_task_and_unparseable_share_by_hand(examples):
     data = report.to_dict()
     assert data["accuracy"] == pytest.approx(4 / 6)
     assert data["accuracy_by_task"] == pytest.approx({"1": 1.0, "2": 0.5, "3": 0.5})
-    assert data["unparseable"] == pytest.approx(1 / 6) and data["unanswered"] == pytest.approx(1 / 6)
+    assert data["unparseable"] == pytest.approx(1 / 6) and data["unanswered"] == pytest.approx(
+        1 / 6
+    )
     assert data["unparseable_ids"] == ["105"] and data["unanswered_ids"] == ["106"]
     assert data["items"] == 6 and data["n"]["accuracy"] == 6
     assert data["counted"]["accuracy"] == "1 unanswered counted as wrong"
@@ -35,10 +38,14 @@ def test_accuracy_by_task_and_unparseable_share_by_hand(examples):
 
 def test_the_public_rule_would_score_these_predictions_zero(examples):
     items = json.loads((examples / "microvqa.json").read_text())
-    preds = {json.loads(line)["id"]: json.loads(line)["response"]
-             for line in (examples / "microvqa.predictions.jsonl").read_text().splitlines()}
-    public = [public_microvqa(preds.get(str(it["key_question"]), "")) == it["correct_index"]
-              for it in items]
+    preds = {
+        json.loads(line)["id"]: json.loads(line)["response"]
+        for line in (examples / "microvqa.predictions.jsonl").read_text().splitlines()
+    }
+    public = [
+        public_microvqa(preds.get(str(it["key_question"]), "")) == it["correct_index"]
+        for it in items
+    ]
     assert sum(public) == 0  # jurybox: 4 of 6
 
 
@@ -53,12 +60,15 @@ def test_judge_fallback_is_reported_beside_the_rules(examples):
     assert data["unparseable_after_fallback"] == 0.0 and data["judge_extracted"] == 1
 
 
-@pytest.mark.parametrize("votes", [
-    {"j0": {"answer": 2}, "j1": {"answer": 3}},  # judges disagree: mean 2.5
-    {"j0": {"answer": 0}, "j1": {"answer": 0}},  # no single answer
-    {"j0": {"answer": 9}},  # not an option of the item
-    {"j0": {"answer": None}},  # no verdict
-])
+@pytest.mark.parametrize(
+    "votes",
+    [
+        {"j0": {"answer": 2}, "j1": {"answer": 3}},  # judges disagree: mean 2.5
+        {"j0": {"answer": 0}, "j1": {"answer": 0}},  # no single answer
+        {"j0": {"answer": 9}},  # not an option of the item
+        {"j0": {"answer": None}},  # no verdict
+    ],
+)
 def test_a_fallback_that_names_no_single_option_leaves_the_item_unparseable(examples, votes):
     data = run(examples, judge=scripted_judge({"105": votes})).to_dict()
     assert data["unparseable_after_fallback"] == pytest.approx(1 / 6)
@@ -75,33 +85,50 @@ def _write(tmp_path, items, preds, data_name="d.json", pred_name="p.jsonl"):
     return data, p
 
 
-ITEM = {"key_question": 1, "question": "q", "choices": ["a", "b", "c"], "correct_index": 2,
-        "task": 1}
+ITEM = {
+    "key_question": 1,
+    "question": "q",
+    "choices": ["a", "b", "c"],
+    "correct_index": 2,
+    "task": 1,
+}
 
 
 def test_jsonl_data_and_csv_predictions(tmp_path):
-    data, _ = _write(tmp_path, [ITEM, {**ITEM, "key_question": 2, "task": "3"}], [],
-                     data_name="d.jsonl")
+    data, _ = _write(
+        tmp_path, [ITEM, {**ITEM, "key_question": 2, "task": "3"}], [], data_name="d.jsonl"
+    )
     csv = tmp_path / "p.csv"
     csv.write_text('id,response\n1,"The answer is (3)"\n2,\n')
     report = run_benchmark("microvqa", data, csv)
     assert report.to_dict()["accuracy"] == 0.5 and report.to_dict()["unanswered_ids"] == ["2"]
 
 
-@pytest.mark.parametrize("items,preds,message,field", [
-    ([{k: v for k, v in ITEM.items() if k != "correct_index"}], [],
-     "row 1: no field 'correct_index'", "correct_index"),
-    ([{**ITEM, "correct_index": 3}], [], "0-based index into the 3 choices", "correct_index"),
-    ([{**ITEM, "task": 4}], [], "task must be 1, 2 or 3", "task"),
-    ([{**ITEM, "choices": "a, b"}], [], "choices must be a list", "choices"),
-    ([ITEM, ITEM], [], "duplicate key_question: '1' (rows 1 and 2)", "key_question"),
-    ([ITEM], [{"id": "9", "response": "x"}], "ids that", "id"),
-    ([ITEM], [{"id": "1", "response": "x"}, {"id": "1", "response": "y"}],
-     "duplicate id: '1' (rows 1 and 2)", "id"),
-    ([ITEM], [{"id": "1"}], "row 1: no field 'response'", "response"),
-    ([ITEM], [{"response": "x"}], "row 1: no field 'id'", "id"),
-    ([ITEM], [{"id": "1", "response": ["x"]}], "response must be text", "response"),
-])
+@pytest.mark.parametrize(
+    "items,preds,message,field",
+    [
+        (
+            [{k: v for k, v in ITEM.items() if k != "correct_index"}],
+            [],
+            "row 1: no field 'correct_index'",
+            "correct_index",
+        ),
+        ([{**ITEM, "correct_index": 3}], [], "0-based index into the 3 choices", "correct_index"),
+        ([{**ITEM, "task": 4}], [], "task must be 1, 2 or 3", "task"),
+        ([{**ITEM, "choices": "a, b"}], [], "choices must be a list", "choices"),
+        ([ITEM, ITEM], [], "duplicate key_question: '1' (rows 1 and 2)", "key_question"),
+        ([ITEM], [{"id": "9", "response": "x"}], "ids that", "id"),
+        (
+            [ITEM],
+            [{"id": "1", "response": "x"}, {"id": "1", "response": "y"}],
+            "duplicate id: '1' (rows 1 and 2)",
+            "id",
+        ),
+        ([ITEM], [{"id": "1"}], "row 1: no field 'response'", "response"),
+        ([ITEM], [{"response": "x"}], "row 1: no field 'id'", "id"),
+        ([ITEM], [{"id": "1", "response": ["x"]}], "response must be text", "response"),
+    ],
+)
 def test_bad_input_names_file_row_and_field(tmp_path, items, preds, message, field):
     data, p = _write(tmp_path, items, preds)
     with pytest.raises(InputError) as err:

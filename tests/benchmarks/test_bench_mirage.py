@@ -34,9 +34,12 @@ MMST_VOTES = {
 
 def mmst(examples, **kwargs):
     calls = []
-    report = mirage.evaluate_mmst(examples / "mirage_mmst.json",
-                                  examples / "mirage_mmst.predictions.jsonl",
-                                  judge=scripted_judge(MMST_VOTES, calls), **kwargs)
+    report = mirage.evaluate_mmst(
+        examples / "mirage_mmst.json",
+        examples / "mirage_mmst.predictions.jsonl",
+        judge=scripted_judge(MMST_VOTES, calls),
+        **kwargs,
+    )
     return report, calls
 
 
@@ -50,8 +53,10 @@ def test_items_are_routed_by_category():
 
 def test_mmst_metrics_for_the_jury_and_each_judge_by_hand(examples):
     report, calls = mmst(examples)
-    assert calls == [("mirage-id", ["#868133", "#870585", "#873026"]),
-                     ("mirage-mg", ["#874336", "#874043"])]  # #789132 unanswered: not judged
+    assert calls == [
+        ("mirage-id", ["#868133", "#870585", "#873026"]),
+        ("mirage-mg", ["#874336", "#874043"]),
+    ]  # #789132 unanswered: not judged
     data = report.to_dict()
     assert data["id_accuracy"] == pytest.approx((1 + 0 + 0.5) / 3)
     assert data["reasoning"] == pytest.approx((3 + 1) / 2)  # #873026 unscored, left out
@@ -86,8 +91,9 @@ def test_the_contextual_set_is_scored_on_mg_only(examples, tmp_path):
     data = tmp_path / "contextual.json"
     data.write_text(json.dumps(items))
     calls = []
-    report = mirage.evaluate_mmst(data, examples / "mirage_mmst.predictions.jsonl",
-                                  judge=scripted_judge({}, calls))
+    report = mirage.evaluate_mmst(
+        data, examples / "mirage_mmst.predictions.jsonl", judge=scripted_judge({}, calls)
+    )
     assert [task for task, _ in calls] == ["mirage-mg"] and len(calls[0][1]) == 5
     out = report.to_dict()
     assert out["id_accuracy"] is None
@@ -95,40 +101,77 @@ def test_the_contextual_set_is_scored_on_mg_only(examples, tmp_path):
     assert "Contextual" in report.title
 
 
-@pytest.mark.parametrize("change,message,field", [
-    ({"category": "Recipes"}, "neither identification nor management", "category"),
-    ({"entity_name": ""}, "has no entity_name", "entity_name"),
-    ({"answer": None}, "no field 'answer'", "answer"),
-])
+@pytest.mark.parametrize(
+    "change,message,field",
+    [
+        ({"category": "Recipes"}, "neither identification nor management", "category"),
+        ({"entity_name": ""}, "has no entity_name", "entity_name"),
+        ({"answer": None}, "no field 'answer'", "answer"),
+    ],
+)
 def test_bad_mmst_data_is_named(examples, tmp_path, change, message, field):
     items = json.loads((examples / "mirage_mmst.json").read_text())
     items[0].update(change)
     data = tmp_path / "d.json"
     data.write_text(json.dumps(items))
     with pytest.raises(InputError) as err:
-        mirage.evaluate_mmst(data, examples / "mirage_mmst.predictions.jsonl",
-                             judge=scripted_judge({}))
+        mirage.evaluate_mmst(
+            data, examples / "mirage_mmst.predictions.jsonl", judge=scripted_judge({})
+        )
     assert message in str(err.value) and err.value.field == field
 
 
 def test_the_mirage_packs_need_a_jury(examples):
     with pytest.raises(InputError, match="judged by a jury"):
-        run_benchmark("mirage-mmst", examples / "mirage_mmst.json",
-                      examples / "mirage_mmst.predictions.jsonl")
+        run_benchmark(
+            "mirage-mmst", examples / "mirage_mmst.json", examples / "mirage_mmst.predictions.jsonl"
+        )
 
 
 MMMT_VOTES = {
     # decisions of the first two are read from the predictions; their decision votes are ignored
-    "#830625": {"j0": {"decision_accuracy": 0, "known_accuracy": 4, "missing_coverage": 4,
-                       "utterance_goal_relevance": 4, "spurious": 0},
-                "j1": {"decision_accuracy": 0, "known_accuracy": 4, "missing_coverage": 2,
-                       "utterance_goal_relevance": 4, "spurious": 0}},
-    "#834851": {j: {"decision_accuracy": 1, "known_accuracy": 4, "missing_coverage": 4,
-                    "utterance_goal_relevance": 4, "spurious": 0} for j in ("j0", "j1")},
-    "#826741": {"j0": {"decision_accuracy": 0, "known_accuracy": 2, "missing_coverage": 4,
-                       "utterance_goal_relevance": 3, "spurious": 1},
-                "j1": {"decision_accuracy": 1, "known_accuracy": 2, "missing_coverage": 4,
-                       "utterance_goal_relevance": 1, "spurious": 1}},
+    "#830625": {
+        "j0": {
+            "decision_accuracy": 0,
+            "known_accuracy": 4,
+            "missing_coverage": 4,
+            "utterance_goal_relevance": 4,
+            "spurious": 0,
+        },
+        "j1": {
+            "decision_accuracy": 0,
+            "known_accuracy": 4,
+            "missing_coverage": 2,
+            "utterance_goal_relevance": 4,
+            "spurious": 0,
+        },
+    },
+    "#834851": {
+        j: {
+            "decision_accuracy": 1,
+            "known_accuracy": 4,
+            "missing_coverage": 4,
+            "utterance_goal_relevance": 4,
+            "spurious": 0,
+        }
+        for j in ("j0", "j1")
+    },
+    "#826741": {
+        "j0": {
+            "decision_accuracy": 0,
+            "known_accuracy": 2,
+            "missing_coverage": 4,
+            "utterance_goal_relevance": 3,
+            "spurious": 1,
+        },
+        "j1": {
+            "decision_accuracy": 1,
+            "known_accuracy": 2,
+            "missing_coverage": 4,
+            "utterance_goal_relevance": 1,
+            "spurious": 1,
+        },
+    },
     # "#873528" has no prediction
 }
 
@@ -140,8 +183,11 @@ def test_mmmt_decisions_goals_spurious_and_perfect_by_hand(examples):
         seen.extend(items)
         return scripted_judge(MMMT_VOTES)(task, rubric, items)
 
-    report = mirage.evaluate_mmmt(examples / "mirage_mmmt_decomp.json",
-                                  examples / "mirage_mmmt.predictions.jsonl", judge=judge)
+    report = mirage.evaluate_mmmt(
+        examples / "mirage_mmmt_decomp.json",
+        examples / "mirage_mmmt.predictions.jsonl",
+        judge=judge,
+    )
     data = report.to_dict()
     # decisions: right (field), right (tag), jury 0.5 (split), unanswered 0
     assert data["decision_accuracy"] == pytest.approx((1 + 1 + 0.5 + 0) / 4)
@@ -165,29 +211,36 @@ def test_the_direct_file_reports_no_goal_scores(examples, tmp_path):
         del it["known_goal"], it["missing_goal"]
     data = tmp_path / "direct_test.json"
     data.write_text(json.dumps(items))
-    report = mirage.evaluate_mmmt(data, examples / "mirage_mmmt.predictions.jsonl",
-                                  judge=scripted_judge(MMMT_VOTES))
+    report = mirage.evaluate_mmmt(
+        data, examples / "mirage_mmmt.predictions.jsonl", judge=scripted_judge(MMMT_VOTES)
+    )
     out = report.to_dict()
     assert out["known_accuracy"] is None and out["missing_coverage"] is None
     assert out["perfect"] is None and "direct file" in out["undefined"]["perfect"]
     assert out["utterance_goal_relevance"] == pytest.approx(2.5)
 
 
-@pytest.mark.parametrize("text,decision", [
-    ("<Clarify> What variety is it?", "Clarify"),
-    ("I will respond. <respond> Water it weekly.", "Respond"),
-    ("<Clarify> or <Respond>?", None),
-    ("Could you tell me more?", None),
-])
+@pytest.mark.parametrize(
+    "text,decision",
+    [
+        ("<Clarify> What variety is it?", "Clarify"),
+        ("I will respond. <respond> Water it weekly.", "Respond"),
+        ("<Clarify> or <Respond>?", None),
+        ("Could you tell me more?", None),
+    ],
+)
 def test_plain_decisions_from_tags(text, decision):
     assert mirage.plain_decision({}, text) == decision
     assert mirage.plain_decision({"decision": "Ask for clarification"}, text) == "Clarify"
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"decision": "<Maybe>"}, "decision must be <Clarify> or <Respond>"),
-    ({"known_goal": None}, "(a mix of the direct and decomp files?)"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"decision": "<Maybe>"}, "decision must be <Clarify> or <Respond>"),
+        ({"known_goal": None}, "(a mix of the direct and decomp files?)"),
+    ],
+)
 def test_bad_mmmt_data_is_named(examples, tmp_path, change, message):
     items = json.loads((examples / "mirage_mmmt_decomp.json").read_text())
     items[1].update(change)
@@ -196,6 +249,7 @@ def test_bad_mmmt_data_is_named(examples, tmp_path, change, message):
     data = tmp_path / "d.json"
     data.write_text(json.dumps(items))
     with pytest.raises(InputError, match="row 2") as err:
-        mirage.evaluate_mmmt(data, examples / "mirage_mmmt.predictions.jsonl",
-                             judge=scripted_judge({}))
+        mirage.evaluate_mmmt(
+            data, examples / "mirage_mmmt.predictions.jsonl", judge=scripted_judge({})
+        )
     assert message in str(err.value)

@@ -24,8 +24,9 @@ def bench_jury(tmp_path_factory):
 
     from jurybox.judges import Jury
 
-    path = write_replay_jury(tmp_path_factory.mktemp("bench") / "bench-replay.yaml",
-                             recordings=(BENCH_RECORDING,))
+    path = write_replay_jury(
+        tmp_path_factory.mktemp("bench") / "bench-replay.yaml", recordings=(BENCH_RECORDING,)
+    )
     jury = Jury.load(path)
     jury.load_backends()
     yield jury
@@ -40,7 +41,8 @@ def replayed(bench_jury):
     for backend, (replayed, unrecorded) in zip(backends, before):
         assert backend.unrecorded == unrecorded, (
             f"{backend.name}: {backend.unrecorded - unrecorded} prompts not in "
-            "tests/data/tiny-bench-recorded.json.gz: rerun python tests/data/record.py bench")
+            "tests/data/tiny-bench-recorded.json.gz: rerun python tests/data/record.py bench"
+        )
         assert backend.replayed > replayed, f"{backend.name} was asked nothing"
 
 
@@ -57,19 +59,32 @@ def in_range_or_explained(data, key, low, high):
 
 
 @pytest.mark.models
-def test_mirage_mmst_from_the_command_line_judges_and_resumes(examples, tmp_path, tiny_jury,
-                                                              monkeypatch):
+def test_mirage_mmst_from_the_command_line_judges_and_resumes(
+    examples, tmp_path, tiny_jury, monkeypatch
+):
     # one identification item, one management item
-    data, preds = subset(examples, tmp_path, "mirage_mmst.json", "mirage_mmst.predictions.jsonl",
-                         [0, 3])
+    data, preds = subset(
+        examples, tmp_path, "mirage_mmst.json", "mirage_mmst.predictions.jsonl", [0, 3]
+    )
     monkeypatch.setattr(cli_bench, "make_jury", lambda spec: tiny_jury)
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(cli_bench.bench)
     app.command("other")(lambda: None)
     out = tmp_path / "out"
-    args = ["bench", "mirage-mmst", "--data", str(data), "--predictions", str(preds),
-            "--jury", "tiny", "--out",
-            str(out), "--json", "--quiet"]
+    args = [
+        "bench",
+        "mirage-mmst",
+        "--data",
+        str(data),
+        "--predictions",
+        str(preds),
+        "--jury",
+        "tiny",
+        "--out",
+        str(out),
+        "--json",
+        "--quiet",
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
@@ -81,7 +96,9 @@ def test_mirage_mmst_from_the_command_line_judges_and_resumes(examples, tmp_path
         lines = (out / f"{task}.judged.jsonl").read_text().splitlines()
         assert len(lines) == 1 and json.loads(lines[0])["jury"] == "tiny"
     again = CliRunner().invoke(app, args)  # everything is judged: resumes without judging
-    assert again.exit_code == 0 and json.loads(again.stdout)["weighted_sum"] == result["weighted_sum"]
+    assert (
+        again.exit_code == 0 and json.loads(again.stdout)["weighted_sum"] == result["weighted_sum"]
+    )
 
 
 @pytest.mark.models

@@ -46,10 +46,14 @@ def test_groups_keep_the_given_order_then_the_order_of_appearance():
 def test_json_has_one_key_per_metric_and_markdown_says_how_items_were_counted(tmp_path):
     acc = mean_metric([1.0, UNANSWERED], kind="share", wrong="wrong")
     report = BenchReport(
-        "demo", "Demo", {"accuracy": acc, "by": {"x": acc}, "gone": undefined("no data")},
-        counts={"items": 2}, lists={"unanswered_ids": ["q2"]},
+        "demo",
+        "Demo",
+        {"accuracy": acc, "by": {"x": acc}, "gone": undefined("no data")},
+        counts={"items": 2},
+        lists={"unanswered_ids": ["q2"]},
         tables=[Table("t", ["Accuracy"], [("model", [acc])])],
-        artifacts={"items": [{"id": "q1", "score": float("nan")}]})
+        artifacts={"items": [{"id": "q1", "score": float("nan")}]},
+    )
     data = report.to_dict()
     assert data["accuracy"] == 0.5 and data["by"] == {"x": 0.5} and data["gone"] is None
     assert data["counted"]["accuracy"] == "1 unanswered counted as wrong"

@@ -33,7 +33,10 @@ sys.path.insert(0, str(HERE.parent / "benchmarks"))
 
 
 def example_rows() -> list[dict]:
-    return [json.loads(line) for line in (ROOT / "examples" / "mirage_mg.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line)
+        for line in (ROOT / "examples" / "mirage_mg.jsonl").read_text().splitlines()
+    ]
 
 
 def scored_items() -> list:
@@ -42,11 +45,18 @@ def scored_items() -> list:
     from jurybox.rubrics import Item
 
     rows = example_rows()
-    examples = [Item(id=r["id"], question=r["question"], response=r["response"],
-                     reference=r.get("reference"),
-                     extra={k: v for k, v in r.items()
-                            if k not in ("id", "question", "response", "reference")})
-                for r in rows]
+    examples = [
+        Item(
+            id=r["id"],
+            question=r["question"],
+            response=r["response"],
+            reference=r.get("reference"),
+            extra={
+                k: v for k, v in r.items() if k not in ("id", "question", "response", "reference")
+            },
+        )
+        for r in rows
+    ]
     return examples + list(ITEMS)
 
 
@@ -63,8 +73,10 @@ def pairs() -> list:
     for k, r in enumerate(rows[:2]):
         out.append((r["id"], r["question"], r["response"], rows[-1 - k]["response"]))
     out.append(("p1", ITEMS[0].question, ITEMS[0].response, ITEMS[1].response))
-    return [Item(id=f"{i}-{n}", question=q, extra={"response_a": a, "response_b": b})
-            for n, (i, q, a, b) in enumerate(out)]
+    return [
+        Item(id=f"{i}-{n}", question=q, extra={"response_a": a, "response_b": b})
+        for n, (i, q, a, b) in enumerate(out)
+    ]
 
 
 def save(recordings: list, jury, path: Path) -> None:
@@ -82,12 +94,22 @@ def record_plumbing(jury) -> None:
     from jurybox.rubrics import load_rubric
 
     recordings = []
-    for rubric, items in (("mirage-mg", scored_items()), ("general", scored_items()),
-                          ("pairwise", pairs())):
-        judges = record(jury, load_rubric(rubric), items,
-                        lambda line, r=rubric: print(f"{r}: {line}", file=sys.stderr))
-        recordings.append(Recording(rubric=rubric, items=[it.model_dump(mode="json") for it in items],
-                                    judges=judges))
+    for rubric, items in (
+        ("mirage-mg", scored_items()),
+        ("general", scored_items()),
+        ("pairwise", pairs()),
+    ):
+        judges = record(
+            jury,
+            load_rubric(rubric),
+            items,
+            lambda line, r=rubric: print(f"{r}: {line}", file=sys.stderr),
+        )
+        recordings.append(
+            Recording(
+                rubric=rubric, items=[it.model_dump(mode="json") for it in items], judges=judges
+            )
+        )
     save(recordings, jury, RECORDING)
 
 
@@ -106,6 +128,7 @@ def record_bench(jury) -> None:
         def keep(task, rubric, items):
             calls.append((task, rubric, list(items)))
             return judge(task, rubric, items)
+
         return keep
 
     for case in CASES.values():
@@ -113,10 +136,16 @@ def record_bench(jury) -> None:
             case(EXAMPLES, Path(tmp), jury, wrap)
     recordings = []
     for task, rubric, items in calls:
-        judges = record(jury, rubric, items,
-                        lambda line, t=task: print(f"{t}: {line}", file=sys.stderr))
-        recordings.append(Recording(rubric=rubric.name, items=[it.model_dump(mode="json")
-                                                               for it in items], judges=judges))
+        judges = record(
+            jury, rubric, items, lambda line, t=task: print(f"{t}: {line}", file=sys.stderr)
+        )
+        recordings.append(
+            Recording(
+                rubric=rubric.name,
+                items=[it.model_dump(mode="json") for it in items],
+                judges=judges,
+            )
+        )
     save(recordings, jury, BENCH_RECORDING)
 
 
@@ -136,11 +165,16 @@ def record_leaderboard(jury) -> None:
             path = Path(tmp) / f"{name}.jsonl"
             path.write_text("".join(json.dumps(r) + "\n" for r in rows))
             items = read_predictions(path, rubric).items
-        judges = record(jury, rubric, items,
-                        lambda line, n=name: print(f"{n}: {line}", file=sys.stderr))
-        recordings.append(Recording(rubric=rubric.name,
-                                    items=[it.model_dump(mode="json") for it in items],
-                                    judges=judges))
+        judges = record(
+            jury, rubric, items, lambda line, n=name: print(f"{n}: {line}", file=sys.stderr)
+        )
+        recordings.append(
+            Recording(
+                rubric=rubric.name,
+                items=[it.model_dump(mode="json") for it in items],
+                judges=judges,
+            )
+        )
     save(recordings, jury, LEADERBOARD_RECORDING)
 
 

@@ -22,15 +22,25 @@ def main() -> None:
     from jurybox.rubrics import load_rubric
 
     spec = load_jury_spec("tiny-vision")
-    spec = spec.model_copy(update={"judges": [j.model_copy(update={"execution": j.execution.model_copy(
-        update={"batch_size": 1})}) for j in spec.judges]})
+    spec = spec.model_copy(
+        update={
+            "judges": [
+                j.model_copy(update={"execution": j.execution.model_copy(update={"batch_size": 1})})
+                for j in spec.judges
+            ]
+        }
+    )
     rubric = load_rubric("mirage-id")
     with Jury(spec) as jury:
         loaded = jury.with_images(items())
         judges = record(jury, rubric, loaded, log=print)
-    Recording(rubric=rubric.name, items=[it.model_dump(mode="json") for it in loaded],
-              judges=judges, specs={j.name: j.model_dump(mode="json") for j in spec.judges},
-              produced_by="tests/data/record_vision.py").save(VISION_RECORDING)
+    Recording(
+        rubric=rubric.name,
+        items=[it.model_dump(mode="json") for it in loaded],
+        judges=judges,
+        specs={j.name: j.model_dump(mode="json") for j in spec.judges},
+        produced_by="tests/data/record_vision.py",
+    ).save(VISION_RECORDING)
     print(f"wrote {VISION_RECORDING}")
 
 

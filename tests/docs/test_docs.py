@@ -15,8 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-RUNNABLE = re.compile(r"<!-- runnable -->\n```bash\n(.*?)```\n(?:\n<!-- output -->\n```text\n(.*?)```)?",
-                      re.S)
+RUNNABLE = re.compile(
+    r"<!-- runnable -->\n```bash\n(.*?)```\n(?:\n<!-- output -->\n```text\n(.*?)```)?", re.S
+)
 
 
 def examples() -> list[tuple[str, str, str | None]]:
@@ -34,10 +35,20 @@ def test_some_examples_are_marked_runnable():
 @pytest.mark.parametrize("where,script,shown", examples(), ids=[e[0] for e in examples()])
 def test_a_runnable_example_runs_and_prints_what_the_page_shows(where, script, shown, tmp_path):
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "100",
-           "JURYBOX_VERDICT_CACHE": "off"}
-    run = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "COLUMNS": "100",
+        "JURYBOX_VERDICT_CACHE": "off",
+    }
+    run = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, f"{where}:\n{run.stderr[-3000:]}"
     for line in (shown or "").splitlines():
         assert line.rstrip() in run.stdout, f"{where}: {line!r} not in:\n{run.stdout}"
@@ -46,8 +57,13 @@ def test_a_runnable_example_runs_and_prints_what_the_page_shows(where, script, s
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
-    build = subprocess.run([str(BIN / "mkdocs"), "build", "--strict", "-q", "-d", str(out)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+    build = subprocess.run(
+        [str(BIN / "mkdocs"), "build", "--strict", "-q", "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     return out
 
@@ -65,16 +81,25 @@ def test_the_reference_covers_every_command_and_route(site):
     for name in root.list_commands(ctx):
         assert f"jurybox {name}</code>" in cli, name
     http = (site / "reference" / "http" / "index.html").read_text()
-    for route in ("/v1/score", "/v1/provenance", "/v1/rubrics", "/v1/jury", "/healthz",
-                  "/metrics", "/v1/openrlhf/{rubric}"):
+    for route in (
+        "/v1/score",
+        "/v1/provenance",
+        "/v1/rubrics",
+        "/v1/jury",
+        "/healthz",
+        "/metrics",
+        "/v1/openrlhf/{rubric}",
+    ):
         assert f"<code>{route}</code>" in http, route
     formats = (site / "reference" / "formats" / "index.html").read_text()
     assert "<code>provenance</code>" in formats and "<code>criteria</code>" in formats
 
 
 def test_the_home_page_and_a_guide_render_in_chromium(site, browser, tmp_path):
-    for page, heading in ((site / "index.html", "jurybox"),
-                          (site / "guides" / "leaderboard" / "index.html", "Leaderboards")):
+    for page, heading in (
+        (site / "index.html", "jurybox"),
+        (site / "guides" / "leaderboard" / "index.html", "Leaderboards"),
+    ):
         tab = browser.new_page(viewport={"width": 1400, "height": 900})
         tab.goto(page.as_uri())
         tab.screenshot(path=str(tmp_path / f"{page.parent.name or 'home'}.png"), full_page=False)

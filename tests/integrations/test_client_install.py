@@ -39,7 +39,8 @@ print(json.dumps({"import_s": imported, "modules": sorted(sys.modules),
 
 
 def test_the_client_installs_without_torch_and_scores_through_the_service(
-        user_service, v1_score, tmp_path):
+    user_service, v1_score, tmp_path
+):
     from service_helpers import USER_SERVICE_TOKEN, USER_SERVICE_TOKEN_ENV
 
     from jurybox.rubrics import load_rubric
@@ -55,39 +56,93 @@ def test_the_client_installs_without_torch_and_scores_through_the_service(
     for folder in ("client", "jurybox", "rubrics", "judges", "serving", "integrations"):
         shutil.copytree(ROOT / folder, source / folder, ignore=ignore, symlinks=True)
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(wheels), str(source / "client")],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            str(source / "client"),
+        ],
+        check=True,
+    )
     (wheel,) = wheels.glob("jurybox_client-*.whl")
     # A fresh environment of the base Python (not this one's packages), pip from this one.
     fresh = tmp_path / "fresh"
     venv.EnvBuilder(with_pip=False).create(fresh)
     python = fresh / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                    "--no-compile", "-c", str(ROOT / "locks" / "cpu.txt"), str(wheel)],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-compile",
+            "-c",
+            str(ROOT / "locks" / "cpu.txt"),
+            str(wheel),
+        ],
+        check=True,
+    )
     site = next((fresh / "lib").glob("python3*/site-packages"))
     installed = {d.name.split("-")[0].lower() for d in site.glob("*.dist-info")}
     assert "jurybox_client" in installed and not installed & set(HEAVY), installed
     size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
     assert size < 300e6, size  # numpy and scipy: most of 186 MB (237 MB with bytecode)
 
-    item = {"question": "What causes brown rings on tomato leaves after rain?",
-            "response": "Early blight, a fungal disease.",
-            "reference": "Early blight (Alternaria solani)."}
+    item = {
+        "question": "What causes brown rings on tomato leaves after rain?",
+        "response": "Early blight, a fungal disease.",
+        "reference": "Early blight (Alternaria solani).",
+    }
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env[USER_SERVICE_TOKEN_ENV] = USER_SERVICE_TOKEN
     # A first import writes the bytecode (pip was told not to), the script's is timed.
-    subprocess.run([str(python), "-c", "import jurybox.integrations.trl, jurybox.integrations."
-                    "verl, jurybox.serving.service.client"], cwd=tmp_path, env=env, check=True)
-    ran = subprocess.run([str(python), "-c", SCRIPT, user_service, item["question"],
-                          item["response"], item["reference"]], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import jurybox.integrations.trl, jurybox.integrations."
+            "verl, jurybox.serving.service.client",
+        ],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+    )
+    ran = subprocess.run(
+        [
+            str(python),
+            "-c",
+            SCRIPT,
+            user_service,
+            item["question"],
+            item["response"],
+            item["reference"],
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stderr
     out = json.loads(ran.stdout.strip().splitlines()[-1])
     assert not {m.split(".")[0] for m in out["modules"]} & set(HEAVY)
-    (want,) = RewardSpec().bind(load_rubric("mirage-mg")).values(
-        v1_score("mirage-mg", [{"id": "0", **item}]))
+    (want,) = (
+        RewardSpec()
+        .bind(load_rubric("mirage-mg"))
+        .values(v1_score("mirage-mg", [{"id": "0", **item}]))
+    )
     assert out["trl"] == [want]
-    print(f"jurybox-client: {size / 1e6:.0f} MB installed, adapters imported in "
-          f"{out['import_s']:.2f} s")
+    print(
+        f"jurybox-client: {size / 1e6:.0f} MB installed, adapters imported in "
+        f"{out['import_s']:.2f} s"
+    )

@@ -17,10 +17,16 @@ pytestmark = pytest.mark.models
 
 CRITERIA = ("accuracy", "relevance", "completeness", "parsimony", "weighted_sum")
 SAMPLES = [
-    ("What causes brown rings on tomato leaves after rain?", "Early blight (Alternaria).",
-     "Early blight, a fungal disease; remove the infected leaves."),
-    ("When should I plant garlic in Ohio?", "In mid-autumn, a few weeks before the ground freezes.",
-     "Plant it in July."),
+    (
+        "What causes brown rings on tomato leaves after rain?",
+        "Early blight (Alternaria).",
+        "Early blight, a fungal disease; remove the infected leaves.",
+    ),
+    (
+        "When should I plant garlic in Ohio?",
+        "In mid-autumn, a few weeks before the ground freezes.",
+        "Plant it in July.",
+    ),
     (LONG_QUESTION, "Early blight.", "A fungus."),
 ]
 
@@ -44,18 +50,29 @@ def test_an_inspect_eval_scored_by_the_jury(user_service, token, v1_score, tmp_p
     from jurybox.rubrics import load_rubric
     from jurybox.rubrics.reward import RewardSpec
 
-    task = Task(dataset=[Sample(input=q, target=ref, id=f"s{k}")
-                         for k, (q, ref, _) in enumerate(SAMPLES)],
-                solver=generate(), scorer=jury_scorer(rubric="mirage-mg", url=user_service,
-                                                      token_env=token))
-    model = get_model("mockllm/model", custom_outputs=[mock_output(a) for _, _, a in SAMPLES],
-                      memoize=False)
-    (log,) = eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none",
-                  max_samples=3)
+    task = Task(
+        dataset=[Sample(input=q, target=ref, id=f"s{k}") for k, (q, ref, _) in enumerate(SAMPLES)],
+        solver=generate(),
+        scorer=jury_scorer(rubric="mirage-mg", url=user_service, token_env=token),
+    )
+    model = get_model(
+        "mockllm/model", custom_outputs=[mock_output(a) for _, _, a in SAMPLES], memoize=False
+    )
+    (log,) = eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none", max_samples=3)
     assert log.status == "success", log.error
     # The samples run at once: which answer each got is in the log.
-    want = v1_score("mirage-mg", [{"id": str(s.id), "question": s.input, "reference": s.target,
-                                   "response": s.output.completion} for s in log.samples])
+    want = v1_score(
+        "mirage-mg",
+        [
+            {
+                "id": str(s.id),
+                "question": s.input,
+                "reference": s.target,
+                "response": s.output.completion,
+            }
+            for s in log.samples
+        ],
+    )
     assert sorted(w["status"] for w in want) == ["scored", "scored", "unscored"]
     rubric = load_rubric("mirage-mg")
     unit = {c: RewardSpec(score=c, unscored="none").bind(rubric) for c in CRITERIA}
@@ -65,11 +82,12 @@ def test_an_inspect_eval_scored_by_the_jury(user_service, token, v1_score, tmp_p
         assert set(score.value) == set(CRITERIA)
         for c in CRITERIA:
             got, expected = score.value[c], unit[c].value(record)
-            assert (math.isnan(got) if expected is None else math.isclose(got, expected)), c
+            assert math.isnan(got) if expected is None else math.isclose(got, expected), c
             assert math.isnan(got) or 0.0 <= got <= 1.0
         votes = score.metadata["verdict"]["votes"]
         assert {(v["judge"], v["criterion"]) for v in votes} == {
-            (j, c) for j in ("smollm2-135m", "gemma3-270m") for c in CRITERIA[:4]}
+            (j, c) for j in ("smollm2-135m", "gemma3-270m") for c in CRITERIA[:4]
+        }
         if record["status"] == "scored":
             assert score.explanation.startswith("smollm2-135m: accuracy ")
             assert "; gemma3-270m: accuracy " in score.explanation

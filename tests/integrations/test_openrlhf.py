@@ -15,8 +15,10 @@ pytestmark = pytest.mark.models
 
 # What OpenRLHF sends: the prompt after the policy's chat template, and the query (prompt and
 # response decoded together, special tokens included).
-PROMPT = ("<|im_start|>user\nWhat causes brown rings on tomato leaves after rain?<|im_end|>\n"
-          "<|im_start|>assistant\n")
+PROMPT = (
+    "<|im_start|>user\nWhat causes brown rings on tomato leaves after rain?<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
 RESPONSE = "Early blight, a fungal disease; remove infected leaves and use copper."
 LABEL = "Early blight (Alternaria solani): remove infected leaves, mulch, copper fungicide."
 
@@ -40,8 +42,9 @@ def test_openrlhf_s_client_gets_the_jury_s_rewards(user_service, v1_score):
 
     url = with_token(user_service, "/v1/openrlhf/mirage-mg?unscored=error")
     (answer,) = fetch(url, [PROMPT + RESPONSE + "<|im_end|>"], [PROMPT], [LABEL])
-    (record,) = v1_score("mirage-mg", [{"id": "0", "question": PROMPT, "response": RESPONSE,
-                                        "reference": LABEL}])
+    (record,) = v1_score(
+        "mirage-mg", [{"id": "0", "question": PROMPT, "response": RESPONSE, "reference": LABEL}]
+    )
     rubric = load_rubric("mirage-mg")
     (want,) = RewardSpec().bind(rubric).values([record])
     assert answer["rewards"] == answer["scores"] == [want] and 0.0 <= want <= 1.0
@@ -61,12 +64,19 @@ def test_an_unscored_sample_is_a_422_or_the_value_the_url_names(user_service):
 
     long_prompt = f"<|im_start|>user\n{LONG_QUESTION}<|im_end|>\n<|im_start|>assistant\n"
     body = {"query": [long_prompt + "A fungus."], "prompts": [long_prompt], "labels": [LABEL]}
-    r = httpx.post(f"{user_service}/v1/openrlhf/mirage-mg?unscored=error", json=body,
-                   headers=USER_SERVICE_AUTH, timeout=600)
+    r = httpx.post(
+        f"{user_service}/v1/openrlhf/mirage-mg?unscored=error",
+        json=body,
+        headers=USER_SERVICE_AUTH,
+        timeout=600,
+    )
     assert r.status_code == 422, r.text
     error = r.json()["error"]
     assert error["type"] == "unscored" and error["field"] == "unscored"
-    assert "1 item(s) have no reward: 0: " in error["message"] and "max_prompt_tokens" in error["message"]
+    assert (
+        "1 item(s) have no reward: 0: " in error["message"]
+        and "max_prompt_tokens" in error["message"]
+    )
     url = with_token(user_service, "/v1/openrlhf/mirage-mg?unscored=0.5")
     (answer,) = fetch(url, body["query"], body["prompts"], body["labels"])
     assert answer["rewards"] == [0.5] and answer["extra_logs"]["jurybox/unscored"] == 1.0
@@ -88,24 +98,30 @@ def test_a_prompt_openrlhf_cut_to_max_len_gets_its_reward(user_service):
 
     tokenizer = load_tokenizer(load_jury_spec("tiny").judges[0])  # SmolLM2's
     question = "Why are there brown rings on my tomato leaves after the rain? " * 20
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}],
-                                           add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
+    )
     assert len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) > 250
-    answer_ids = tokenizer("Early blight, a fungus.<|im_end|>",
-                           add_special_tokens=False)["input_ids"]
+    answer_ids = tokenizer("Early blight, a fungus.<|im_end|>", add_special_tokens=False)[
+        "input_ids"
+    ]
 
     class Engine:  # the policy's vLLM engine: one fixed continuation
         async def generate(self, prompt_ids, params, multi_modal_data=None):
             self.prompt_ids = prompt_ids
-            return SimpleNamespace(outputs=[SimpleNamespace(token_ids=answer_ids,
-                                                            finish_reason="stop", logprobs=None)])
+            return SimpleNamespace(
+                outputs=[SimpleNamespace(token_ids=answer_ids, finish_reason="stop", logprobs=None)]
+            )
 
     engine = Engine()
-    executor = SingleTurnAgentExecutor(with_token(user_service,
-                                                  "/v1/openrlhf/mirage-mg?unscored=error"))
-    out = asyncio.run(executor.execute(prompt, LABEL, SimpleNamespace(max_tokens=20,
-                                                                      logprobs=None),
-                                       150, tokenizer, engine))
+    executor = SingleTurnAgentExecutor(
+        with_token(user_service, "/v1/openrlhf/mirage-mg?unscored=error")
+    )
+    out = asyncio.run(
+        executor.execute(
+            prompt, LABEL, SimpleNamespace(max_tokens=20, logprobs=None), 150, tokenizer, engine
+        )
+    )
     assert len(engine.prompt_ids) == 130  # cut from the left, by OpenRLHF
     assert out["reward"] is not None and 0.0 <= out["reward"][0] <= 1.0, out
     assert out["extra_logs"]["jurybox/unscored"] == 0.0
@@ -129,6 +145,10 @@ def test_the_route_keeps_the_service_s_auth_and_names_bad_input(user_service):
         r = httpx.post(url + query, json=body_, headers=USER_SERVICE_AUTH, timeout=60)
         assert r.status_code == 422, (query, r.text)
         assert r.json()["error"]["field"] == field, (query, r.json())
-    r = httpx.post(f"{user_service}/v1/openrlhf/nope?unscored=0", json=body,
-                   headers=USER_SERVICE_AUTH, timeout=60)
+    r = httpx.post(
+        f"{user_service}/v1/openrlhf/nope?unscored=0",
+        json=body,
+        headers=USER_SERVICE_AUTH,
+        timeout=60,
+    )
     assert r.status_code == 422 and "unknown rubric 'nope'" in r.json()["error"]["message"]

@@ -45,36 +45,62 @@ def grpo(tmp_path, reward_funcs, dataset, steps: int = 2, weights=None):
 
     policy = policy_directory()
     tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
-    args = GRPOConfig(output_dir=str(tmp_path / "grpo"), use_cpu=True, bf16=False, fp16=False,
-                      per_device_train_batch_size=2, num_generations=2,
-                      gradient_accumulation_steps=1, max_completion_length=8, max_steps=steps,
-                      logging_steps=1, report_to="none", save_strategy="no",
-                      gradient_checkpointing=False, learning_rate=1e-5, seed=0,
-                      reward_weights=weights)
-    return GRPOTrainer(model=policy, reward_funcs=reward_funcs, args=args,
-                       train_dataset=dataset, processing_class=tokenizer)
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "grpo"),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        gradient_accumulation_steps=1,
+        max_completion_length=8,
+        max_steps=steps,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        gradient_checkpointing=False,
+        learning_rate=1e-5,
+        seed=0,
+        reward_weights=weights,
+    )
+    return GRPOTrainer(
+        model=policy,
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
 
 
 def conversation(question: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
 
 
-def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_score, tmp_path,
-                                                     caplog, monkeypatch):
+def test_grpo_trains_two_steps_on_the_jury_s_rewards(
+    user_service, token, v1_score, tmp_path, caplog, monkeypatch
+):
     from datasets import Dataset
 
     from jurybox.integrations.trl import jury_reward
     from jurybox.rubrics import load_rubric
     from jurybox.rubrics.reward import RewardSpec
 
-    reward = jury_reward(url=user_service, rubric="mirage-mg", token_env=token,
-                         fields={"reference": "answer"}, asynchronous=True)
+    reward = jury_reward(
+        url=user_service,
+        rubric="mirage-mg",
+        token_env=token,
+        fields={"reference": "answer"},
+        asynchronous=True,
+    )
     calls: list[tuple[list, list, list, list]] = []
     judged: list = []  # the items jurybox sent
     rewards_of = reward.rewards  # type: ignore[attr-defined]
     records = rewards_of.records
-    monkeypatch.setattr(rewards_of, "records",
-                        lambda items, samples=None: judged.extend(items) or records(items, samples))
+    monkeypatch.setattr(
+        rewards_of,
+        "records",
+        lambda items, samples=None: judged.extend(items) or records(items, samples),
+    )
 
     async def recorded(prompts, completions, **kwargs):
         rewards = await reward(prompts=prompts, completions=completions, **kwargs)
@@ -84,8 +110,12 @@ def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_sco
     recorded.__name__ = reward.__name__  # the name TRL logs the reward under
     # One prompt per step (2 completions each): the first is scored, the second's judge
     # prompts are over the service's limit (its reference is long): unscored.
-    dataset = Dataset.from_dict({"prompt": [conversation(SHORT), conversation(GARLIC)],
-                                 "answer": [REFERENCE, LONG_REFERENCE]})
+    dataset = Dataset.from_dict(
+        {
+            "prompt": [conversation(SHORT), conversation(GARLIC)],
+            "answer": [REFERENCE, LONG_REFERENCE],
+        }
+    )
     trainer = grpo(tmp_path, [recorded], dataset)
     with caplog.at_level(logging.WARNING, logger="jurybox.integrations"):
         trainer.train()
@@ -99,8 +129,15 @@ def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_sco
     spec = RewardSpec(unscored="none").bind(load_rubric("mirage-mg"))
     unscored_seen = scored_seen = 0
     for logged, (prompts, completions, answers, rewards) in zip(steps, calls):
-        items = [{"id": str(k), "question": p[-1]["content"], "response": c[0]["content"],
-                  "reference": a} for k, (p, c, a) in enumerate(zip(prompts, completions, answers))]
+        items = [
+            {
+                "id": str(k),
+                "question": p[-1]["content"],
+                "response": c[0]["content"],
+                "reference": a,
+            }
+            for k, (p, c, a) in enumerate(zip(prompts, completions, answers))
+        ]
         # What the service says of the same items, turned into rewards the same way.
         assert rewards == spec.values(v1_score("mirage-mg", items))
         assert logged[f"jurybox/{name}/unscored"] == sum(r is None for r in rewards)
@@ -117,36 +154,57 @@ def test_grpo_trains_two_steps_on_the_jury_s_rewards(user_service, token, v1_sco
     assert reward.stats.unscored == 2 and reward.stats.rows == 4  # type: ignore[attr-defined]
     # Why, in the trainer's log: jurybox, each unscored completion, the cause (#51: nothing).
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "jurybox.integrations"]
-    assert warning.startswith("jurybox: 2 of 2 rewards (mirage-mg.weighted_sum) unscored: "
-                              f"completion 0 of the batch (prompt {GARLIC!r}): smollm2-135m: "
-                              "prompt is ")
+    assert warning.startswith(
+        "jurybox: 2 of 2 rewards (mirage-mg.weighted_sum) unscored: "
+        f"completion 0 of the batch (prompt {GARLIC!r}): smollm2-135m: "
+        "prompt is "
+    )
     assert f"; completion 1 of the batch (prompt {GARLIC!r}): smollm2-135m: prompt is " in warning
     # Each verdict in TRL's completions table (the last step's, as TRL keeps them).
     column = list(trainer._logs["extra"][f"{name}/verdict"])
     last = calls[-1][3]
     assert len(column) == 2
     for verdict, value in zip(column, last):
-        assert verdict.startswith("smollm2-135m: accuracy " if value is not None
-                                  else "not scored: smollm2-135m: prompt is ")
+        assert verdict.startswith(
+            "smollm2-135m: accuracy "
+            if value is not None
+            else "not scored: smollm2-135m: prompt is "
+        )
     rewards_of.close()
 
 
 #: A rubric of two criteria judged one by one: ``better`` answered from the replay jury's
 #: recorded answers of its schema, ``detail`` never (its prompt is over the service's limit).
 PARTIAL = {
-    "name": "trl-partial", "version": "1", "mode": "per_criterion",
+    "name": "trl-partial",
+    "version": "1",
+    "mode": "per_criterion",
     "description": "Two criteria judged one by one, the second over the judges' token limit.",
-    "inputs": ["question", "response", "reference"], "optional_inputs": ["context"],
+    "inputs": ["question", "response", "reference"],
+    "optional_inputs": ["context"],
     "system": "You are a strict grader.",
     "template": "Criterion:\n{% for c in criteria %}- {{ c.name }}: {{ c.description }}\n"
-                "{{ c.scale.describe() }}\n{% endfor %}\nQuestion:\n{{ question }}\n"
-                "Reference:\n{{ reference }}\n\nResponse:\n{{ response }}\n\n{{ output_format }}",
+    "{{ c.scale.describe() }}\n{% endfor %}\nQuestion:\n{{ question }}\n"
+    "Reference:\n{{ reference }}\n\nResponse:\n{{ response }}\n\n{{ output_format }}",
     "criteria": [
-        {"name": "better", "description": "Is the response better than the reference?",
-         "scale": {"labels": {"1": 1, "tie": 0.5, "2": 0}}},
-        {"name": "detail", "scale": {"min": 0, "max": 4},
-         "description": " ".join(["Count every concrete, actionable step the response gives: "
-                                  "what to do, when, with which product and how much."] * 60)}]}
+        {
+            "name": "better",
+            "description": "Is the response better than the reference?",
+            "scale": {"labels": {"1": 1, "tie": 0.5, "2": 0}},
+        },
+        {
+            "name": "detail",
+            "scale": {"min": 0, "max": 4},
+            "description": " ".join(
+                [
+                    "Count every concrete, actionable step the response gives: "
+                    "what to do, when, with which product and how much."
+                ]
+                * 60
+            ),
+        },
+    ],
+}
 
 
 def test_per_criterion_rewards_of_a_completion_missing_one_are_all_none(user_service, tmp_path):
@@ -163,8 +221,13 @@ def test_per_criterion_rewards_of_a_completion_missing_one_are_all_none(user_ser
     from jurybox.rubrics.errors import InputError
 
     rubric = Rubric.model_validate(PARTIAL)
-    functions = jury_reward(url=user_service, rubric=rubric, token=USER_SERVICE_TOKEN,
-                            per_criterion=True, fields={"reference": "answer"})
+    functions = jury_reward(
+        url=user_service,
+        rubric=rubric,
+        token=USER_SERVICE_TOKEN,
+        per_criterion=True,
+        fields={"reference": "answer"},
+    )
     assert [f.__name__ for f in functions] == ["jury_trl_partial_better", "jury_trl_partial_detail"]
     dataset = Dataset.from_dict({"prompt": [SHORT], "answer": [REFERENCE]})
     trainer = grpo(tmp_path, functions, dataset, steps=1, weights=[1.0, 1.0])
@@ -175,8 +238,10 @@ def test_per_criterion_rewards_of_a_completion_missing_one_are_all_none(user_ser
     assert math.isnan(metrics["rewards/jury_trl_partial_better/mean"][-1])
     assert torch.equal(out["advantages"], torch.zeros(2))
     (verdict, _) = trainer._logs["extra"]["jury_trl_partial/verdict"]
-    assert verdict.startswith("smollm2-135m: better 1; gemma3-270m: better 1; not scored: "
-                              "smollm2-135m on detail: prompt is ")
+    assert verdict.startswith(
+        "smollm2-135m: better 1; gemma3-270m: better 1; not scored: "
+        "smollm2-135m on detail: prompt is "
+    )
     assert functions[0].rewards.stats.requests == 1  # type: ignore[attr-defined]
 
     def length(completions, **kwargs):
@@ -184,18 +249,30 @@ def test_per_criterion_rewards_of_a_completion_missing_one_are_all_none(user_ser
 
     mixed = grpo(tmp_path, [*functions, length], dataset, steps=1)
     mixed.model.train()
-    with pytest.raises(InputError, match=r"^jurybox: TRL adds its 3 reward functions "
-                                         r"\(jury_trl_partial_better, jury_trl_partial_detail, "
-                                         r"length\) up with nansum"):
+    with pytest.raises(
+        InputError,
+        match=r"^jurybox: TRL adds its 3 reward functions "
+        r"\(jury_trl_partial_better, jury_trl_partial_detail, "
+        r"length\) up with nansum",
+    ):
         mixed._generate_and_score_completions([dataset[0], dataset[0]])
     functions[0].rewards.close()  # type: ignore[attr-defined]
     # unscored="error": the error names jurybox, the completion and the cause.
-    strict = jury_reward(url=user_service, rubric=rubric, token=USER_SERVICE_TOKEN,
-                         score="detail", unscored="error", fields={"reference": "answer"})
-    with pytest.raises(MissingRewards, match=r"^jurybox: 1 sample\(s\) have no trl-partial\."
-                                             r"detail reward: completion 0 of the batch \(prompt "
-                                             r"'What causes.*'\): smollm2-135m: prompt is \d+ "
-                                             r"tokens"):
+    strict = jury_reward(
+        url=user_service,
+        rubric=rubric,
+        token=USER_SERVICE_TOKEN,
+        score="detail",
+        unscored="error",
+        fields={"reference": "answer"},
+    )
+    with pytest.raises(
+        MissingRewards,
+        match=r"^jurybox: 1 sample\(s\) have no trl-partial\."
+        r"detail reward: completion 0 of the batch \(prompt "
+        r"'What causes.*'\): smollm2-135m: prompt is \d+ "
+        r"tokens",
+    ):
         strict(prompts=[SHORT], completions=["Early blight."], answer=[REFERENCE])
     strict.rewards.close()  # type: ignore[attr-defined]
 
@@ -204,15 +281,24 @@ def test_the_rewards_of_one_batch_per_criterion_come_from_one_judging(user_servi
     from jurybox.integrations.trl import jury_reward
 
     # token= is the service's token itself (#51: it was refused as a field of the reward).
-    functions = jury_reward(url=user_service, rubric="mirage-mg", token=USER_SERVICE_TOKEN,
-                            per_criterion=True, scale="raw", fields={"reference": "answer"})
+    functions = jury_reward(
+        url=user_service,
+        rubric="mirage-mg",
+        token=USER_SERVICE_TOKEN,
+        per_criterion=True,
+        scale="raw",
+        fields={"reference": "answer"},
+    )
     names = [f.__name__ for f in functions]
-    assert names == [f"jury_mirage_mg_{c}" for c in
-                     ("accuracy", "relevance", "completeness", "parsimony", "weighted_sum")]
-    batch = {"prompts": [SHORT, SHORT], "completions": [[{"role": "assistant",
-                                                           "content": "Early blight."}],
-                                                         "A virus."],
-             "answer": [REFERENCE, REFERENCE]}
+    assert names == [
+        f"jury_mirage_mg_{c}"
+        for c in ("accuracy", "relevance", "completeness", "parsimony", "weighted_sum")
+    ]
+    batch = {
+        "prompts": [SHORT, SHORT],
+        "completions": [[{"role": "assistant", "content": "Early blight."}], "A virus."],
+        "answer": [REFERENCE, REFERENCE],
+    }
     values = [f(**batch) for f in functions]
     stats = functions[0].rewards.stats  # type: ignore[attr-defined]
     assert stats.requests == 1  # five rewards, one request
@@ -227,7 +313,8 @@ def test_the_rewards_of_one_batch_per_criterion_come_from_one_judging(user_servi
 
 
 def test_grpo_trains_two_steps_on_group_rewards_from_the_service_and_in_process(
-        user_service, token, replay_tiny, tmp_path, caplog, capsys, monkeypatch):
+    user_service, token, replay_tiny, tmp_path, caplog, capsys, monkeypatch
+):
     """#54: one GRPOTrainer, two steps, two group rewards: each prompt's two completions
     compared in both orders on the pairwise rubric, through the session's ``jurybox serve``
     (POST /v1/groups) and by the in-process replay jury. The calls per group are printed
@@ -242,25 +329,50 @@ def test_grpo_trains_two_steps_on_group_rewards_from_the_service_and_in_process(
     from jurybox.rubrics import load_rubric
     from jurybox.rubrics.reward import RewardSpec
 
-    remote = jury_reward(url=user_service, rubric="pairwise", group="round_robin", group_size=2,
-                         token_env=token, fields={"reference": "answer"}, unscored=0.5,
-                         asynchronous=True, name="service_groups")
-    local = jury_reward(jury=replay_tiny, rubric="pairwise", group="round_robin", group_size=2,
-                        fields={"reference": "answer"}, unscored=0.5, name="local_groups")
+    remote = jury_reward(
+        url=user_service,
+        rubric="pairwise",
+        group="round_robin",
+        group_size=2,
+        token_env=token,
+        fields={"reference": "answer"},
+        unscored=0.5,
+        asynchronous=True,
+        name="service_groups",
+    )
+    local = jury_reward(
+        jury=replay_tiny,
+        rubric="pairwise",
+        group="round_robin",
+        group_size=2,
+        fields={"reference": "answer"},
+        unscored=0.5,
+        name="local_groups",
+    )
     printed = capsys.readouterr().out
-    assert printed.count("2 judge calls per judge per group of 2 (round robin: 1 pair x 2 "
-                         "calls (both orders)); 2 judges: 4 judge calls per group") == 2
+    assert (
+        printed.count(
+            "2 judge calls per judge per group of 2 (round robin: 1 pair x 2 "
+            "calls (both orders)); 2 judges: 4 judge calls per group"
+        )
+        == 2
+    )
     seen: list[tuple[list, list, list, list]] = []
 
     async def recorded(prompts, completions, **kwargs):
         rewards = await remote(prompts=prompts, completions=completions, **kwargs)
-        seen.append((list(prompts), [c[0]["content"] for c in completions],
-                     list(kwargs["answer"]), rewards))
+        seen.append(
+            (list(prompts), [c[0]["content"] for c in completions], list(kwargs["answer"]), rewards)
+        )
         return rewards
 
     recorded.__name__ = remote.__name__
-    dataset = Dataset.from_dict({"prompt": [conversation(SHORT), conversation(GARLIC)],
-                                 "answer": [REFERENCE, LONG_REFERENCE]})
+    dataset = Dataset.from_dict(
+        {
+            "prompt": [conversation(SHORT), conversation(GARLIC)],
+            "answer": [REFERENCE, LONG_REFERENCE],
+        }
+    )
     trainer = grpo(tmp_path, [recorded, local], dataset)
     with caplog.at_level(logging.WARNING, logger="jurybox.integrations"):
         trainer.train()
@@ -277,12 +389,19 @@ def test_grpo_trains_two_steps_on_group_rewards_from_the_service_and_in_process(
         assert logged["jurybox/local_groups/unscored"] == 0.0
         assert logged["jurybox/local_groups/zero_spread"] == 0.0
         assert logged["jurybox/local_groups/spread"] > 0
-        items = [replay_tiny.score_records(load_rubric("mirage-mg"), [
-            local.rewards.item(k, {"prompt": p, "completion": t, "answer": a})])[0]  # type: ignore[attr-defined]
-            for k, (p, t, a) in enumerate(zip(prompts, texts, answers))]
+        items = [
+            replay_tiny.score_records(
+                load_rubric("mirage-mg"),
+                [local.rewards.item(k, {"prompt": p, "completion": t, "answer": a})],
+            )[0]  # type: ignore[attr-defined]
+            for k, (p, t, a) in enumerate(zip(prompts, texts, answers))
+        ]
         assert len({pointwise.value(r) for r in items}) == 1  # the pointwise reward ties
-        in_process = local(prompts=prompts, completions=[[{"role": "assistant", "content": t}]
-                                                         for t in texts], answer=answers)
+        in_process = local(
+            prompts=prompts,
+            completions=[[{"role": "assistant", "content": t}] for t in texts],
+            answer=answers,
+        )
         assert in_process[0] != in_process[1] and sum(in_process) == pytest.approx(1.0)
         if prompts[0][-1]["content"] == GARLIC:  # over the service's prompt limit
             assert rewards == [0.5, 0.5]
@@ -294,13 +413,16 @@ def test_grpo_trains_two_steps_on_group_rewards_from_the_service_and_in_process(
             assert rewards == pytest.approx(in_process)
             assert logged["jurybox/service_groups/unscored"] == 0.0
             assert logged["jurybox/service_groups/spread"] == pytest.approx(
-                logged["jurybox/local_groups/spread"])
+                logged["jurybox/local_groups/spread"]
+            )
     assert unscored_steps == 1
     warnings = [r.getMessage() for r in caplog.records if r.name == "jurybox.integrations"]
     (warning,) = [w for w in warnings if "unscored" in w]
-    assert warning.startswith("jurybox: 2 of 2 rewards (service_groups) unscored: completion 0 "
-                              f"of the batch (prompt {GARLIC!r}): all its comparisons "
-                              "unscored: ")
+    assert warning.startswith(
+        "jurybox: 2 of 2 rewards (service_groups) unscored: completion 0 "
+        f"of the batch (prompt {GARLIC!r}): all its comparisons "
+        "unscored: "
+    )
     assert "prompt is " in warning and "tokens" in warning
     assert remote.stats.unscored == 2 and local.stats.unscored == 0  # type: ignore[attr-defined]
     for function in (remote, local):
@@ -316,19 +438,25 @@ def test_a_group_beyond_the_service_s_limits_is_refused_before_any_request(user_
     from jurybox.integrations.trl import jury_reward
     from jurybox.rubrics.errors import InputError
 
-    reward = jury_reward(url=user_service, rubric="pairwise", group="round_robin", group_size=6,
-                         token_env=token)
+    reward = jury_reward(
+        url=user_service, rubric="pairwise", group="round_robin", group_size=6, token_env=token
+    )
     texts = [f"Answer {k}." for k in range(6)]
-    with pytest.raises(InputError, match=r"^jurybox: group prompt 0: its design asks 6 "
-                                         r"completions; the service takes at most 4 per request "
-                                         r"\(max_items\)") as caught:
+    with pytest.raises(
+        InputError,
+        match=r"^jurybox: group prompt 0: its design asks 6 "
+        r"completions; the service takes at most 4 per request "
+        r"\(max_items\)",
+    ) as caught:
         reward(prompts=[SHORT] * 6, completions=texts)
     assert caught.value.field == "design" and reward.rewards.stats.requests == 0  # type: ignore[attr-defined]
     reward.rewards.close()  # type: ignore[attr-defined]
-    body = {"rubric": "pairwise", "groups": [{"id": "g", "question": SHORT,
-                                              "completions": texts}]}
+    body = {"rubric": "pairwise", "groups": [{"id": "g", "question": SHORT, "completions": texts}]}
     assert httpx.post(f"{user_service}/v1/groups", json=body).status_code == 401
-    r = httpx.post(f"{user_service}/v1/groups", json=body,
-                   headers={"Authorization": f"Bearer {USER_SERVICE_TOKEN}"})
+    r = httpx.post(
+        f"{user_service}/v1/groups",
+        json=body,
+        headers={"Authorization": f"Bearer {USER_SERVICE_TOKEN}"},
+    )
     assert r.status_code == 413 and r.json()["error"]["field"] == "groups"
     assert "(max_items)" in r.json()["error"]["message"]

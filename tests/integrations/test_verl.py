@@ -21,10 +21,14 @@ from service_helpers import LONG_QUESTION
 pytestmark = pytest.mark.models
 
 REFERENCE = "Early blight (Alternaria solani): remove infected leaves, mulch, copper fungicide."
-ROWS = [("What causes brown rings on tomato leaves after rain?",
-         "Early blight, a fungal disease; remove the infected leaves."),
-        ("What causes brown rings on tomato leaves after rain?", "Too much sun."),
-        (LONG_QUESTION, "A fungus.")]
+ROWS = [
+    (
+        "What causes brown rings on tomato leaves after rain?",
+        "Early blight, a fungal disease; remove the infected leaves.",
+    ),
+    ("What causes brown rings on tomato leaves after rain?", "Too much sun."),
+    (LONG_QUESTION, "A fungus."),
+]
 CRITERIA = ("accuracy", "relevance", "completeness", "parsimony", "weighted_sum")
 
 
@@ -36,22 +40,35 @@ def policy_directory() -> str:
     return materialize(resolve(smol.model)).directory
 
 
-def config(url: str, token_env: str, manager: str = "naive", name: str = "compute_score",
-           **reward_kwargs):
+def config(
+    url: str, token_env: str, manager: str = "naive", name: str = "compute_score", **reward_kwargs
+):
     from omegaconf import OmegaConf
 
-    return OmegaConf.create({
-        "actor_rollout_ref": {"model": {"path": policy_directory(), "tokenizer_path": None}},
-        "reward": {
-            "num_workers": 1,
-            "custom_reward_function": {
-                "path": "pkg://jurybox.integrations.verl", "name": name,
-                "reward_kwargs": {"url": url, "rubric": "mirage-mg", "token_env": token_env,
-                                  **reward_kwargs}},
-            "reward_manager": {"source": "register", "name": manager,
-                               "module": {"path": None, "name": "custom_reward_manager"}},
-            "reward_model": {"enable": False},
-        }})
+    return OmegaConf.create(
+        {
+            "actor_rollout_ref": {"model": {"path": policy_directory(), "tokenizer_path": None}},
+            "reward": {
+                "num_workers": 1,
+                "custom_reward_function": {
+                    "path": "pkg://jurybox.integrations.verl",
+                    "name": name,
+                    "reward_kwargs": {
+                        "url": url,
+                        "rubric": "mirage-mg",
+                        "token_env": token_env,
+                        **reward_kwargs,
+                    },
+                },
+                "reward_manager": {
+                    "source": "register",
+                    "name": manager,
+                    "module": {"path": None, "name": "custom_reward_manager"},
+                },
+                "reward_model": {"enable": False},
+            },
+        }
+    )
 
 
 def batch(tokenizer, rows, question_key: str = "question", first_index: int = 0):
@@ -62,37 +79,59 @@ def batch(tokenizer, rows, question_key: str = "question", first_index: int = 0)
     import torch
     from verl import DataProto
 
-    prompts = tokenizer([q for q, _ in rows], padding=True, return_tensors="pt",
-                        padding_side="left", add_special_tokens=False)
+    prompts = tokenizer(
+        [q for q, _ in rows],
+        padding=True,
+        return_tensors="pt",
+        padding_side="left",
+        add_special_tokens=False,
+    )
     tokenizer.padding_side = "right"
-    responses = tokenizer([a + tokenizer.eos_token for _, a in rows], padding=True,
-                          return_tensors="pt", add_special_tokens=False)
+    responses = tokenizer(
+        [a + tokenizer.eos_token for _, a in rows],
+        padding=True,
+        return_tensors="pt",
+        add_special_tokens=False,
+    )
     return DataProto.from_dict(
-        tensors={"prompts": prompts["input_ids"], "responses": responses["input_ids"],
-                 "attention_mask": torch.cat([prompts["attention_mask"],
-                                              responses["attention_mask"]], dim=1)},
-        non_tensors={"data_source": np.array(["mirage"] * len(rows), dtype=object),
-                     "reward_model": np.array([{"ground_truth": REFERENCE} for _ in rows],
-                                              dtype=object),
-                     "extra_info": np.array([{question_key: q, "index": first_index + k,
-                                              "split": "train"}
-                                             for k, (q, _) in enumerate(rows)], dtype=object)})
+        tensors={
+            "prompts": prompts["input_ids"],
+            "responses": responses["input_ids"],
+            "attention_mask": torch.cat(
+                [prompts["attention_mask"], responses["attention_mask"]], dim=1
+            ),
+        },
+        non_tensors={
+            "data_source": np.array(["mirage"] * len(rows), dtype=object),
+            "reward_model": np.array([{"ground_truth": REFERENCE} for _ in rows], dtype=object),
+            "extra_info": np.array(
+                [
+                    {question_key: q, "index": first_index + k, "split": "train"}
+                    for k, (q, _) in enumerate(rows)
+                ],
+                dtype=object,
+            ),
+        },
+    )
 
 
 def decoded(data, worker) -> list[str]:
     """The responses as verl's reward manager decodes them (what the judges are shown)."""
     responses, mask = data.batch["responses"], data.batch["attention_mask"]
-    lengths = mask[:, -responses.shape[1]:].sum(-1).tolist()
-    return [worker.input_tokenizer.decode(responses[k, :n], skip_special_tokens=True)
-            for k, n in enumerate(lengths)]
+    lengths = mask[:, -responses.shape[1] :].sum(-1).tolist()
+    return [
+        worker.input_tokenizer.decode(responses[k, :n], skip_special_tokens=True)
+        for k, n in enumerate(lengths)
+    ]
 
 
 def score(worker, data):
     return worker.loop.run_until_complete(worker.compute_score_batch(data))
 
 
-def test_verl_s_reward_managers_score_a_batch_with_the_jury(user_service, token, v1_score,
-                                                            monkeypatch):
+def test_verl_s_reward_managers_score_a_batch_with_the_jury(
+    user_service, token, v1_score, monkeypatch
+):
     """The naive manager, the question under the key ``fields.question`` names (#51: it was
     read from the wrong key, and the service answered ``items[0].question: empty``); then the
     remote manager (its own Ray worker process per reward worker), which refuses a coroutine
@@ -122,10 +161,13 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(user_service, token,
     # The three concurrent calls were judged together: one request (the service takes 4 items).
     rewards = jury_rewards(url=user_service, rubric="mirage-mg", token_env=token, **options)
     assert rewards.stats.requests == 1 and rewards.stats.rows == 3
-    records = v1_score("mirage-mg", [{"id": str(k), "question": q, "response": a,
-                                      "reference": REFERENCE}
-                                     for k, (q, a) in enumerate(zip([q for q, _ in ROWS],
-                                                                    decoded(data, worker)))])
+    records = v1_score(
+        "mirage-mg",
+        [
+            {"id": str(k), "question": q, "response": a, "reference": REFERENCE}
+            for k, (q, a) in enumerate(zip([q for q, _ in ROWS], decoded(data, worker)))
+        ],
+    )
     rubric = load_rubric("mirage-mg")
     want = RewardSpec(unscored=0.25).bind(rubric).values(records)
     scores = [o["reward_score"] for o in outputs]
@@ -133,13 +175,14 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(user_service, token,
     infos = [o["reward_extra_info"] for o in outputs]
     assert [i["jurybox/unscored"] for i in infos] == [0.0, 0.0, 1.0]
     for c in CRITERIA:  # every criterion's score on the reward's scale, None where missing
-        assert [i[f"jurybox/{c}"] for i in infos] == \
-            RewardSpec(score=c, unscored="none").bind(rubric).values(records)
+        assert [i[f"jurybox/{c}"] for i in infos] == RewardSpec(score=c, unscored="none").bind(
+            rubric
+        ).values(records)
     assert infos[0]["jurybox/verdict"].startswith("smollm2-135m: accuracy ")
     # The cause, not its consequence: the judges' prompt over their limit before "below quorum".
     assert infos[2]["jurybox/verdict"].startswith("not scored: smollm2-135m: prompt is ")
     tensor = RewardManagerBase.assemble_rm_scores(data, scores)
-    lengths = data.batch["attention_mask"][:, -data.batch["responses"].shape[1]:].sum(-1)
+    lengths = data.batch["attention_mask"][:, -data.batch["responses"].shape[1] :].sum(-1)
     for k, n in enumerate(lengths.tolist()):
         assert tensor[k, n - 1].item() == pytest.approx(want[k])
         assert tensor[k].abs().sum().item() == pytest.approx(abs(want[k]))
@@ -148,11 +191,17 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(user_service, token,
         RewardLoopWorker(config(user_service, token, manager="remote"))
     # Its own local Ray (the token fixture's variable inherited by its workers), stopped after.
     temp = tempfile.mkdtemp(prefix="verl-ray-", dir="/tmp")  # short: Ray's socket paths
-    ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="WARNING",
-             _temp_dir=temp)
+    ray.init(
+        address="local",
+        num_cpus=1,
+        include_dashboard=False,
+        logging_level="WARNING",
+        _temp_dir=temp,
+    )
     try:
-        remote = RewardLoopWorker(config(user_service, token, manager="remote",
-                                         name="compute_score_sync"))
+        remote = RewardLoopWorker(
+            config(user_service, token, manager="remote", name="compute_score_sync")
+        )
         (output,) = score(remote, batch(remote.input_tokenizer, ROWS[:1]))
     finally:
         ray.shutdown()
@@ -172,28 +221,41 @@ def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token
     from jurybox.serving.service.client import ServiceError
 
     strict = RewardLoopWorker(config(user_service, token))  # unscored=error, the default
-    with pytest.raises(VerlUnscored, match=r"^jurybox: 1 sample\(s\) have no mirage-mg\."
-                                           r"weighted_sum reward: verl sample extra_info\.index"
-                                           r"=7: smollm2-135m: prompt is \d+ tokens"):
+    with pytest.raises(
+        VerlUnscored,
+        match=r"^jurybox: 1 sample\(s\) have no mirage-mg\."
+        r"weighted_sum reward: verl sample extra_info\.index"
+        r"=7: smollm2-135m: prompt is \d+ tokens",
+    ):
         score(strict, batch(strict.input_tokenizer, ROWS[2:], first_index=7))
     # The service refuses a response over its max_field_chars: the error names the sample.
     too_long = [(ROWS[0][0], "Early blight. " * 400)]
-    with pytest.raises(InputError, match=r"^jurybox could not judge verl sample "
-                                         r"extra_info\.index=5: .*items\[0\]\.response"):
+    with pytest.raises(
+        InputError,
+        match=r"^jurybox could not judge verl sample "
+        r"extra_info\.index=5: .*items\[0\]\.response",
+    ):
         score(strict, batch(strict.input_tokenizer, too_long, first_index=5))
-    with pytest.raises(InputError, match=r"^jurybox: verl sample extra_info\.index=3: rubric "
-                                         r"mirage-mg needs the question, and it is missing: verl "
-                                         r"passes no prompt, so jurybox reads it from "
-                                         r"extra_info\['question'\]"):
+    with pytest.raises(
+        InputError,
+        match=r"^jurybox: verl sample extra_info\.index=3: rubric "
+        r"mirage-mg needs the question, and it is missing: verl "
+        r"passes no prompt, so jurybox reads it from "
+        r"extra_info\['question'\]",
+    ):
         score(strict, batch(strict.input_tokenizer, ROWS[:1], question_key="q", first_index=3))
     unreachable = RewardLoopWorker(config("http://127.0.0.1:9", token))
-    with pytest.raises(ServiceError, match=r"^jurybox could not start the rewards "
-                                           r"\(http://127\.0\.0\.1:9, token given\): "):
+    with pytest.raises(
+        ServiceError,
+        match=r"^jurybox could not start the rewards "
+        r"\(http://127\.0\.0\.1:9, token given\): ",
+    ):
         score(unreachable, batch(unreachable.input_tokenizer, ROWS[:1]))
     for options, match in [
-            ({"unscored": "none"}, "verl cannot take a missing reward"),
-            ({"token": "s3cret"}, "reward_kwargs.token is refused"),
-            ({"rubirc": "mirage-mg"}, r"unknown reward_kwargs \['rubirc'\]")]:
+        ({"unscored": "none"}, "verl cannot take a missing reward"),
+        ({"token": "s3cret"}, "reward_kwargs.token is refused"),
+        ({"rubirc": "mirage-mg"}, r"unknown reward_kwargs \['rubirc'\]"),
+    ]:
         worker = RewardLoopWorker(config(user_service, token, **options))
         with pytest.raises(InputError, match=match):
             score(worker, batch(worker.input_tokenizer, ROWS[:1]))

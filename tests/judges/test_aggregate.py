@@ -10,25 +10,32 @@ from jurybox.rubrics import Item, Vote, load_rubric
 
 
 def jury(method="mean", quorum=1, n=3, weights=None, **agg):
-    judges = [{"name": f"j{i}", "model": "org/m", "weight": (weights or [1] * n)[i]} for i in range(n)]
-    return JurySpec.model_validate({"name": "t", "judges": judges,
-                                    "aggregation": {"method": method, "quorum": quorum, **agg}})
+    judges = [
+        {"name": f"j{i}", "model": "org/m", "weight": (weights or [1] * n)[i]} for i in range(n)
+    ]
+    return JurySpec.model_validate(
+        {"name": "t", "judges": judges, "aggregation": {"method": method, "quorum": quorum, **agg}}
+    )
 
 
 def votes(*scores, criterion="accuracy"):
     return [
-        Vote(judge=f"j{i}", criterion=criterion, error="failed") if s is None
+        Vote(judge=f"j{i}", criterion=criterion, error="failed")
+        if s is None
         else Vote(judge=f"j{i}", criterion=criterion, score=s)
         for i, s in enumerate(scores)
     ]
 
 
-@pytest.mark.parametrize("method,scores,expected", [
-    ("mean", (1, 2, 4), 7 / 3),
-    ("median", (1, 2, 4), 2.0),
-    ("majority", (3, 3, 1), 3.0),
-    ("trimmed", (0, 2, 2, 4), stats.trim_mean([0, 2, 2, 4], 0.25)),
-])
+@pytest.mark.parametrize(
+    "method,scores,expected",
+    [
+        ("mean", (1, 2, 4), 7 / 3),
+        ("median", (1, 2, 4), 2.0),
+        ("majority", (3, 3, 1), 3.0),
+        ("trimmed", (0, 2, 2, 4), stats.trim_mean([0, 2, 2, 4], 0.25)),
+    ],
+)
 def test_rules(method, scores, expected):
     r = aggregate_criterion("accuracy", votes(*scores), jury(method, n=len(scores)))
     assert r.score == pytest.approx(expected)
@@ -37,7 +44,9 @@ def test_rules(method, scores, expected):
 
 def test_weighted_mean_uses_judge_weights_renormalised_over_scored_votes():
     spec = jury("weighted", weights=[1, 3, 2])
-    assert aggregate_criterion("accuracy", votes(0, 4, 1), spec).score == pytest.approx((0 + 12 + 2) / 6)
+    assert aggregate_criterion("accuracy", votes(0, 4, 1), spec).score == pytest.approx(
+        (0 + 12 + 2) / 6
+    )
     assert aggregate_criterion("accuracy", votes(0, 4, None), spec).score == pytest.approx(12 / 4)
 
 
@@ -54,7 +63,9 @@ def test_unscored_votes_count_against_quorum_and_never_as_zero():
     assert r.score == 3.0  # not (4 + 2 + 0) / 3
 
 
-@pytest.mark.parametrize("quorum,count", [(1, 1), (3, 3), ("all", 3), (0.5, 2), (0.99, 3), (0.34, 2)])
+@pytest.mark.parametrize(
+    "quorum,count", [(1, 1), (3, 3), ("all", 3), (0.5, 2), (0.99, 3), (0.34, 2)]
+)
 def test_quorum_forms(quorum, count):
     assert jury(quorum=quorum).quorum_count() == count
 
@@ -66,15 +77,21 @@ def test_quorum_larger_than_jury_is_refused():
 
 def test_expected_scores_can_be_aggregated():
     spec = jury("mean", n=2, use="expected")
-    vs = [Vote(judge="j0", criterion="accuracy", score=3, expected=2.5),
-          Vote(judge="j1", criterion="accuracy", score=1, expected=None)]
+    vs = [
+        Vote(judge="j0", criterion="accuracy", score=3, expected=2.5),
+        Vote(judge="j1", criterion="accuracy", score=1, expected=None),
+    ]
     assert aggregate_criterion("accuracy", vs, spec).score == pytest.approx((2.5 + 1) / 2)
 
 
 def test_verdict_unscored_when_a_criterion_misses_quorum_and_formula_is_none():
     rubric = load_rubric("mirage-mg")
     spec = jury(quorum=2, n=2)
-    vs = [v for c in rubric.criterion_names for v in votes(3, 3 if c != "parsimony" else None, criterion=c)]
+    vs = [
+        v
+        for c in rubric.criterion_names
+        for v in votes(3, 3 if c != "parsimony" else None, criterion=c)
+    ]
     verdict = decide(rubric, spec, provenance(rubric, spec), "x", vs)
     assert verdict.status == "unscored"
     assert verdict.scores["parsimony"] is None and verdict.scores["weighted_sum"] is None
@@ -106,7 +123,9 @@ def test_jury_fans_out_and_records_failures_as_unscored_votes():
     }
     items = [Item(id=str(i), question="q", response="r", reference="a") for i in range(2)]
     v0, v1 = Jury(spec, backends).score(rubric, items)
-    assert len(backends["j0"].seen) == 2 and backends["j0"].seen[0].schema["required"][0] == "accuracy"
+    assert (
+        len(backends["j0"].seen) == 2 and backends["j0"].seen[0].schema["required"][0] == "accuracy"
+    )
     assert v0.scores["accuracy"] == 4.0 and v0.status == "scored"
     failed = [v for v in v0.votes if v.judge == "j1"]
     assert all(v.score is None and v.error == "prompt is 9000 tokens" for v in failed)
@@ -120,7 +139,9 @@ def test_per_criterion_rubric_makes_one_call_per_criterion(tmp_path):
     spec = jury(n=1)
     outs = [Generation(text=f'{{"{c}": 2}}') for c in rubric.criterion_names]
     backend = FakeBackend("j0", outs)
-    (verdict,) = Jury(spec, {"j0": backend}).score(rubric, [Item(id="1", question="q", response="r", reference="a")])
+    (verdict,) = Jury(spec, {"j0": backend}).score(
+        rubric, [Item(id="1", question="q", response="r", reference="a")]
+    )
     assert [r.schema["required"] for r in backend.seen] == [[c] for c in rubric.criterion_names]
     assert verdict.scores == dict.fromkeys(rubric.criterion_names, 2.0)
 
@@ -132,20 +153,30 @@ def test_provenance_changes_with_what_the_verdict_depends_on():
     assert provenance(rubric, jury(method="median")) != base
     other = rubric.model_copy(update={"template": rubric.template + " "})
     assert provenance(other, jury()) != base
-    hotter = JurySpec.model_validate({**jury().model_dump(), "judges": [
-        {**j.model_dump(), "sampling": {"temperature": 0.7}} for j in jury().judges]})
+    hotter = JurySpec.model_validate(
+        {
+            **jury().model_dump(),
+            "judges": [{**j.model_dump(), "sampling": {"temperature": 0.7}} for j in jury().judges],
+        }
+    )
     assert provenance(rubric, hotter) != base
 
 
 def test_an_item_whose_prompt_cannot_render_is_unscored_and_the_rest_judged():
-    rubric = load_rubric("general").model_copy(update={"template": "{{ question }} {{ response }} {{ reference }} {{ context.upper() }}"})
+    rubric = load_rubric("general").model_copy(
+        update={"template": "{{ question }} {{ response }} {{ reference }} {{ context.upper() }}"}
+    )
     ok = '{"accuracy": 4, "relevance": 3, "completeness": 2, "parsimony": 1}'
     backend = FakeBackend("j0", [Generation(text=ok)])
-    items = [Item(id="bad", question="q", response="r", reference="a"),  # no context: None.upper()
-             Item(id="good", question="q", response="r", reference="a", context="c")]
+    items = [
+        Item(id="bad", question="q", response="r", reference="a"),  # no context: None.upper()
+        Item(id="good", question="q", response="r", reference="a", context="c"),
+    ]
     bad, good = Jury(jury(n=1), {"j0": backend}).score(rubric, items)
     assert len(backend.seen) == 1
-    assert bad.status == "unscored" and all("prompt could not be rendered" in v.error for v in bad.votes)
+    assert bad.status == "unscored" and all(
+        "prompt could not be rendered" in v.error for v in bad.votes
+    )
     assert good.status == "scored"
 
 
@@ -169,16 +200,36 @@ def test_a_backend_that_fails_or_loses_outputs_stops_the_run():
 def test_execution_settings_do_not_change_provenance_but_weights_do(tmp_path):
     rubric = load_rubric("general")
     base = jury()
-    moved = JurySpec.model_validate({**base.model_dump(), "judges": [
-        {**j.model_dump(), "batch_size": 32, "device": "cuda:1", "reasoning": {"keep": True}} for j in base.judges]})
+    moved = JurySpec.model_validate(
+        {
+            **base.model_dump(),
+            "judges": [
+                {
+                    **j.model_dump(),
+                    "batch_size": 32,
+                    "device": "cuda:1",
+                    "reasoning": {"keep": True},
+                }
+                for j in base.judges
+            ],
+        }
+    )
     assert provenance(rubric, moved) == provenance(rubric, base)
-    pinned = JurySpec.model_validate({**base.model_dump(), "judges": [
-        {**j.model_dump(), "revision": "abc123"} for j in base.judges]})
+    pinned = JurySpec.model_validate(
+        {
+            **base.model_dump(),
+            "judges": [{**j.model_dump(), "revision": "abc123"} for j in base.judges],
+        }
+    )
     assert provenance(rubric, pinned) != provenance(rubric, base)
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"weights v1")
-    local = JurySpec.model_validate({**base.model_dump(), "judges": [
-        {**j.model_dump(), "model": str(gguf)} for j in base.judges]})
+    local = JurySpec.model_validate(
+        {
+            **base.model_dump(),
+            "judges": [{**j.model_dump(), "model": str(gguf)} for j in base.judges],
+        }
+    )
     before = provenance(rubric, local)
     gguf.write_bytes(b"weights v2")
     assert provenance(rubric, local) != before
@@ -237,7 +288,10 @@ def test_a_formula_undefined_for_an_item_leaves_it_unscored_with_the_reason(tmp_
     )
     rubric = load_rubric(path)
     spec = jury(n=1)
-    zero = [Vote(judge="j0", criterion="hits", score=2), Vote(judge="j0", criterion="tries", score=0)]
+    zero = [
+        Vote(judge="j0", criterion="hits", score=2),
+        Vote(judge="j0", criterion="tries", score=0),
+    ]
     v = decide(rubric, spec, "p", "i1", zero)
     assert v.scores["rate"] is None and v.status == "unscored"
     assert v.reasons == ["rate: undefined (hits / tries divides by zero for these scores)"]

@@ -26,14 +26,41 @@ JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 def test_a_package_s_backend_judges_through_the_entry_point_group(tmp_path):
     site, source = tmp_path / "site", tmp_path / "source"
     shutil.copytree(EXAMPLE, source)  # (a build writes beside the sources)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--no-index", "--target", str(site), str(source)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(site),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     out = tmp_path / "judged.jsonl"
     env = {**os.environ, "PYTHONPATH": str(site), "JURYBOX_VERDICT_CACHE": "off"}
-    run = subprocess.run([*JURYBOX, "judge", str(ROOT / "examples" / "mirage_mg.jsonl"),
-                          "--rubric", "mirage-mg", "--jury", str(EXAMPLE / "jury.yaml"),
-                          "--out", str(out)], env=env, capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            *JURYBOX,
+            "judge",
+            str(ROOT / "examples" / "mirage_mg.jsonl"),
+            "--rubric",
+            "mirage-mg",
+            "--jury",
+            str(EXAMPLE / "jury.yaml"),
+            "--out",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert records and all(r["status"] == "scored" for r in records)
@@ -42,10 +69,22 @@ def test_a_package_s_backend_judges_through_the_entry_point_group(tmp_path):
     assert {v["judge"] for r in records for v in r["votes"]} == {"lowest"}
     # Without the package on the path, the jury file names a backend nobody knows.
     env.pop("PYTHONPATH")
-    run = subprocess.run([*JURYBOX, "judge", str(ROOT / "examples" / "mirage_mg.jsonl"),
-                          "--rubric", "mirage-mg", "--jury", str(EXAMPLE / "jury.yaml"),
-                          "--out", str(tmp_path / "none.jsonl")], env=env, capture_output=True,
-                         text=True)
+    run = subprocess.run(
+        [
+            *JURYBOX,
+            "judge",
+            str(ROOT / "examples" / "mirage_mg.jsonl"),
+            "--rubric",
+            "mirage-mg",
+            "--jury",
+            str(EXAMPLE / "jury.yaml"),
+            "--out",
+            str(tmp_path / "none.jsonl"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode != 0 and "unknown backend 'lowest'" in run.stderr, run.stderr[-2000:]
     assert "jurybox.backends" in run.stderr
 
@@ -58,9 +97,14 @@ class Constant:
         self.closed = False
 
     def generate(self, requests, cancelled=None):
-        return [Generation(text=json.dumps({name: prop["enum"][-1] for name, prop in
-                                            r.schema["properties"].items()}))
-                for r in requests]
+        return [
+            Generation(
+                text=json.dumps(
+                    {name: prop["enum"][-1] for name, prop in r.schema["properties"].items()}
+                )
+            )
+            for r in requests
+        ]
 
     def close(self):
         self.closed = True
@@ -68,10 +112,15 @@ class Constant:
 
 def test_a_program_registers_its_own_backend():
     register("highest-for-tests", Constant)
-    spec = JurySpec.model_validate({"name": "mine", "judges": [
-        {"name": "high", "model": "none", "backend": "highest-for-tests"}]})
-    item = Item(id="1", question="Why brown rings?", response="Early blight.",
-                reference="Early blight.")
+    spec = JurySpec.model_validate(
+        {
+            "name": "mine",
+            "judges": [{"name": "high", "model": "none", "backend": "highest-for-tests"}],
+        }
+    )
+    item = Item(
+        id="1", question="Why brown rings?", response="Early blight.", reference="Early blight."
+    )
     with Jury(spec) as jury:
         (verdict,) = jury.score(load_rubric("mirage-mg"), [item])
     assert verdict.scores["weighted_sum"] == 1.0  # every criterion at 4 of 4
@@ -80,8 +129,9 @@ def test_a_program_registers_its_own_backend():
 
 def test_unknown_and_shipped_names_are_refused_saying_why():
     with pytest.raises(ValueError, match=r"unknown backend 'nope': known backends are \["):
-        JurySpec.model_validate({"name": "j", "judges": [
-            {"name": "a", "model": "m", "backend": "nope"}]})
+        JurySpec.model_validate(
+            {"name": "j", "judges": [{"name": "a", "model": "m", "backend": "nope"}]}
+        )
     with pytest.raises(ValueError, match="one of jurybox's own"):
         register("vllm", Constant)
     assert backend_kind("transformers").weights and backend_kind("replay").batches

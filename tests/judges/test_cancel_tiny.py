@@ -84,8 +84,10 @@ def test_a_check_already_true_generates_nothing(smol, forwards):
 def with_spec(monkeypatch, backend, **fields):
     """``backend`` judging with its spec's ``fields`` replaced (each a dict of settings)."""
     spec = backend.spec
-    update = {k: type(getattr(spec, k)).model_validate({**getattr(spec, k).model_dump(), **v})
-              for k, v in fields.items()}
+    update = {
+        k: type(getattr(spec, k)).model_validate({**getattr(spec, k).model_dump(), **v})
+        for k, v in fields.items()
+    }
     monkeypatch.setattr(backend, "spec", spec.model_copy(update=update))
 
 
@@ -108,8 +110,9 @@ def test_the_check_is_asked_between_sub_batches(smol, monkeypatch):
 
 def test_the_check_is_asked_between_thinking_and_answering(smol, monkeypatch):
     # SmolLM2 does not think in tags; a period closes its first sentence of "reasoning".
-    with_spec(monkeypatch, smol,
-              reasoning={"mode": "think", "start": "", "end": ".", "budget_tokens": 64})
+    with_spec(
+        monkeypatch, smol, reasoning={"mode": "think", "start": "", "end": ".", "budget_tokens": 64}
+    )
     judge = smol
     gone = [False]
     think, answered = judge._think, []

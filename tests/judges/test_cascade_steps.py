@@ -27,8 +27,11 @@ def answer(score: int, p: float) -> Generation:
     top = {str(score): math.log(p)}
     if p < 1:
         top[str(other)] = math.log(1 - p)
-    steps = [TokenStep(0, PREFIX, {PREFIX: 0.0}), TokenStep(len(PREFIX), str(score), top),
-             TokenStep(len(PREFIX) + 1, "}", {"}": 0.0})]
+    steps = [
+        TokenStep(0, PREFIX, {PREFIX: 0.0}),
+        TokenStep(len(PREFIX), str(score), top),
+        TokenStep(len(PREFIX) + 1, "}", {"}": 0.0}),
+    ]
     return Generation(text=f"{PREFIX}{score}}}", steps=steps)
 
 
@@ -51,12 +54,14 @@ class Scripted:
 
 
 def cascade(threshold: float = 0.9, **extra) -> JurySpec:
-    return JurySpec.model_validate({
-        "name": "cascade",
-        "judges": [{"name": n, "model": "org/m"} for n in ("small", "big1", "big2")],
-        "stages": [{"judges": ["small"], "threshold": threshold},
-                   {"judges": ["big1", "big2"]}],
-        **extra})
+    return JurySpec.model_validate(
+        {
+            "name": "cascade",
+            "judges": [{"name": n, "model": "org/m"} for n in ("small", "big1", "big2")],
+            "stages": [{"judges": ["small"], "threshold": threshold}, {"judges": ["big1", "big2"]}],
+            **extra,
+        }
+    )
 
 
 def items(*ids: str) -> list[Item]:
@@ -100,13 +105,15 @@ def test_confidence_zero_without_distributions_or_scores():
     small = Scripted({"a": blind, "b": Generation(text="no answer")})
     big = Scripted({"a": answer(4, 1.0), "b": answer(2, 1.0)})
     a, b = Jury(cascade(threshold=0.0), {"small": small, "big1": big, "big2": big}).score(
-        RUBRIC, items("a", "b"))
+        RUBRIC, items("a", "b")
+    )
     # Threshold 0 trusts any measured confidence, even 0 from a vote without a distribution,
     assert a.stage.stage == 1 and a.stage.confidence == 0.0
     # but an unscored stage verdict never settles an item.
     assert b.stage.stage == 2 and b.status == "scored"
-    a, b = Jury(cascade(threshold=0.01), {"small": Scripted(small.answers), "big1": big,
-                                          "big2": big}).score(RUBRIC, items("a", "b"))
+    a, b = Jury(
+        cascade(threshold=0.01), {"small": Scripted(small.answers), "big1": big, "big2": big}
+    ).score(RUBRIC, items("a", "b"))
     assert a.stage.stage == 2 and b.stage.stage == 2 and b.status == "scored"
 
 
@@ -137,46 +144,75 @@ def test_a_jury_without_stages_is_one_step_and_records_no_stage():
     assert verdict.stage is None and "stage" not in verdict.to_record()
 
 
-@pytest.mark.parametrize(("stages", "message"), [
-    ([{"judges": ["small", "big1", "big2"]}], "at least two stages"),
-    ([{"judges": ["small"], "threshold": 0.9}, {"judges": ["big1", "ghost"]}],
-     r"judges the jury does not have: \['ghost'\]"),
-    ([{"judges": ["small"], "threshold": 0.9}, {"judges": ["big1", "small"]}],
-     r"\['small'\] are in more than one stage"),
-    ([{"judges": ["small"], "threshold": 0.9}, {"judges": ["big1"]}],
-     r"\['big2'\] are in no stage"),
-    ([{"judges": ["small"]}, {"judges": ["big1"], "threshold": 0.5}, {"judges": ["big2"]}],
-     "stage 1 needs a threshold"),
-    ([{"judges": ["small"], "threshold": 0.9}, {"judges": ["big1", "big2"], "threshold": 0.5}],
-     "the last stage takes no threshold"),
-    ([{"judges": ["small"], "threshold": 1.5}, {"judges": ["big1", "big2"]}],
-     "less than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    ("stages", "message"),
+    [
+        ([{"judges": ["small", "big1", "big2"]}], "at least two stages"),
+        (
+            [{"judges": ["small"], "threshold": 0.9}, {"judges": ["big1", "ghost"]}],
+            r"judges the jury does not have: \['ghost'\]",
+        ),
+        (
+            [{"judges": ["small"], "threshold": 0.9}, {"judges": ["big1", "small"]}],
+            r"\['small'\] are in more than one stage",
+        ),
+        (
+            [{"judges": ["small"], "threshold": 0.9}, {"judges": ["big1"]}],
+            r"\['big2'\] are in no stage",
+        ),
+        (
+            [{"judges": ["small"]}, {"judges": ["big1"], "threshold": 0.5}, {"judges": ["big2"]}],
+            "stage 1 needs a threshold",
+        ),
+        (
+            [
+                {"judges": ["small"], "threshold": 0.9},
+                {"judges": ["big1", "big2"], "threshold": 0.5},
+            ],
+            "the last stage takes no threshold",
+        ),
+        (
+            [{"judges": ["small"], "threshold": 1.5}, {"judges": ["big1", "big2"]}],
+            "less than or equal to 1",
+        ),
+    ],
+)
 def test_bad_stages_are_refused(stages, message):
     with pytest.raises(ValidationError, match=message):
-        JurySpec.model_validate({"name": "c", "judges": [
-            {"name": n, "model": "org/m"} for n in ("small", "big1", "big2")], "stages": stages})
+        JurySpec.model_validate(
+            {
+                "name": "c",
+                "judges": [{"name": n, "model": "org/m"} for n in ("small", "big1", "big2")],
+                "stages": stages,
+            }
+        )
 
 
 def test_stages_without_thresholds_judge_every_item_with_every_judge():
-    spec = JurySpec.model_validate({**cascade().model_dump(), "stages": [
-        {"judges": ["small"]}, {"judges": ["big1", "big2"]}]})
+    spec = JurySpec.model_validate(
+        {**cascade().model_dump(), "stages": [{"judges": ["small"]}, {"judges": ["big1", "big2"]}]}
+    )
     assert not spec.cascaded and spec.unfitted() == spec
     assert cascade().unfitted() == spec
     big = {"a": answer(4, 1.0)}
-    backends = {"small": Scripted({"a": answer(4, 1.0)}), "big1": Scripted(big),
-                "big2": Scripted(big)}
+    backends = {
+        "small": Scripted({"a": answer(4, 1.0)}),
+        "big1": Scripted(big),
+        "big2": Scripted(big),
+    }
     (a,) = Jury(spec, backends).score(RUBRIC, items("a"))
     assert a.stage is None and [v.judge for v in a.votes] == ["small", "big1", "big2"]
 
 
 def test_stages_and_thresholds_are_part_of_the_provenance():
-    plain = JurySpec.model_validate({"name": "c", "judges": [
-        {"name": n, "model": "org/m"} for n in ("small", "big1", "big2")]})
+    plain = JurySpec.model_validate(
+        {"name": "c", "judges": [{"name": n, "model": "org/m"} for n in ("small", "big1", "big2")]}
+    )
     assert provenance(RUBRIC, cascade(0.9)) != provenance(RUBRIC, plain)
     assert provenance(RUBRIC, cascade(0.9)) != provenance(RUBRIC, cascade(0.8))
-    assert provenance(RUBRIC, cascade(0.9, confidence={"tolerance": 1})) != \
-        provenance(RUBRIC, cascade(0.9))
+    assert provenance(RUBRIC, cascade(0.9, confidence={"tolerance": 1})) != provenance(
+        RUBRIC, cascade(0.9)
+    )
 
 
 def test_confidence_criteria_must_be_the_rubrics():

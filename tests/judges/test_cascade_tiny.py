@@ -36,22 +36,48 @@ def test_a_cascade_of_the_two_tiny_judges(replay_tiny, replay_jury, tmp_path):
     report = judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(unfitted, backends), every)
     assert report.judged == 6
     full = {r["id"]: r for r in records(every)}
-    assert all({v["judge"] for v in r["votes"]} == {"smollm2-135m", "gemma3-270m"}
-               and "stage" not in r for r in full.values())
+    assert all(
+        {v["judge"] for v in r["votes"]} == {"smollm2-135m", "gemma3-270m"} and "stage" not in r
+        for r in full.values()
+    )
 
     # The fit's real path: six labelled items can never certify 0.9 at risk 0.1.
-    result = CliRunner().invoke(app, [
-        "calibrate", str(EXAMPLES / "mirage_mg.human.jsonl"), str(every), "--cascade",
-        "--jury", "tiny", "--target-agreement", "0.9", "-o", str(tmp_path / "c.yaml")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "calibrate",
+            str(EXAMPLES / "mirage_mg.human.jsonl"),
+            str(every),
+            "--cascade",
+            "--jury",
+            "tiny",
+            "--target-agreement",
+            "0.9",
+            "-o",
+            str(tmp_path / "c.yaml"),
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "tiny has no stages" in result.output  # the shipped tiny jury has none
     jury_file = tmp_path / "tiny-cascade.yaml"
     import yaml
 
     jury_file.write_text(yaml.safe_dump(unfitted.model_dump(mode="json")))
-    result = CliRunner().invoke(app, [
-        "calibrate", str(EXAMPLES / "mirage_mg.human.jsonl"), str(every), "--cascade",
-        "--jury", str(jury_file), "--target-agreement", "0.9", "-o", str(tmp_path / "c.yaml")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "calibrate",
+            str(EXAMPLES / "mirage_mg.human.jsonl"),
+            str(every),
+            "--cascade",
+            "--jury",
+            str(jury_file),
+            "--target-agreement",
+            "0.9",
+            "-o",
+            str(tmp_path / "c.yaml"),
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "cannot support agreement 0.9" in result.output
 
@@ -71,8 +97,13 @@ def test_a_cascade_of_the_two_tiny_judges(replay_tiny, replay_jury, tmp_path):
             assert record["stage"]["stage"] == 1
             assert record["stage"]["confidence"] == pytest.approx(confidences[item])
             assert {v["judge"] for v in record["votes"]} == {"smollm2-135m"}
-            alone = decide(rubric, stage_one, before.provenance, item,
-                           [v for v in before.votes if v.judge == "smollm2-135m"])
+            alone = decide(
+                rubric,
+                stage_one,
+                before.provenance,
+                item,
+                [v for v in before.votes if v.judge == "smollm2-135m"],
+            )
             assert record["scores"] == pytest.approx(alone.scores)
         else:
             assert record["stage"]["stage"] == 2

@@ -11,12 +11,15 @@ from jurybox.judges import cpu as cpu_module
 from jurybox.judges.cpu import CPU, vllm_cpu_dtype
 
 
-@pytest.mark.parametrize(("flags", "expected"), [
-    ((True, True, False), "bfloat16"),   # AVX-512 with avx512_bf16 (Zen 4, Cooper Lake)
-    ((True, False, True), "bfloat16"),   # AMX (Sapphire Rapids)
-    ((True, False, False), "float32"),   # AVX-512 without bf16 (Skylake-X, Cascade Lake)
-    ((False, False, False), "float32"),  # AVX2 only (EPYC before Zen 4)
-])
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ((True, True, False), "bfloat16"),  # AVX-512 with avx512_bf16 (Zen 4, Cooper Lake)
+        ((True, False, True), "bfloat16"),  # AMX (Sapphire Rapids)
+        ((True, False, False), "float32"),  # AVX-512 without bf16 (Skylake-X, Cascade Lake)
+        ((False, False, False), "float32"),  # AVX2 only (EPYC before Zen 4)
+    ],
+)
 def test_auto_is_bfloat16_only_where_the_cpu_has_it_natively(monkeypatch, flags, expected):
     monkeypatch.setattr(cpu_module, "cpu", lambda: CPU("test cpu", 2, *flags))
     assert vllm_cpu_dtype("auto") == expected

@@ -17,11 +17,25 @@ def test_gpu_check_runs_the_small_gpu_architectures_at_toy_size():
     from jurybox.judges import load_jury_spec
     from jurybox.judges.weights import resolve
 
-    resolve(load_jury_spec("tiny").judges[0].model)  # a missing model fails the test: CI installs it
+    resolve(
+        load_jury_spec("tiny").judges[0].model
+    )  # a missing model fails the test: CI installs it
     run = subprocess.run(
-        [sys.executable, str(ROOT / "perf" / "gpu_check.py"), "--tiny", "--items", "2",
-         "--batch-size", "2", "--device", "cpu"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "perf" / "gpu_check.py"),
+            "--tiny",
+            "--items",
+            "2",
+            "--batch-size",
+            "2",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])

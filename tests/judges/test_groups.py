@@ -25,8 +25,14 @@ QUALITY = {f"[answer {k}]": q for k, q in enumerate([-1.2, -0.4, 0.3, 1.1])}
 
 
 def job(spec: GroupSpec, rubric: str, groups, jury, pointwise: str | None = None, **kw):
-    return GroupJob(spec, load_rubric(rubric), jury.spec, groups,
-                    load_rubric(pointwise) if pointwise else None, **kw)
+    return GroupJob(
+        spec,
+        load_rubric(rubric),
+        jury.spec,
+        groups,
+        load_rubric(pointwise) if pointwise else None,
+        **kw,
+    )
 
 
 # -- designs -----------------------------------------------------------------------------------
@@ -64,15 +70,18 @@ def test_swiss_rounds_never_repeat_a_pair_and_pair_by_standing():
 
 def test_the_costs_per_group_are_the_issue_s_for_eight_completions():
     pairwise, point = load_rubric("pairwise"), load_rubric("mirage-mg")
-    calls = {d: GroupSpec(design=d).cost(8, pairwise, point).calls
-             for d in ("round_robin", "regular", "anchor")}
+    calls = {
+        d: GroupSpec(design=d).cost(8, pairwise, point).calls
+        for d in ("round_robin", "regular", "anchor")
+    }
     assert calls == {"round_robin": 56, "regular": 24, "anchor": 14 + 8}
     assert GroupSpec(design="anchor").cost(8, pairwise, point).group_calls == 14
     assert GroupSpec(design="swiss").cost(8, pairwise).calls == 24
     assert GroupSpec(design="listwise").cost(8, point).calls == 1
     words = GroupSpec().cost(8, pairwise).words
-    assert words == ("56 judge calls per judge per group of 8 (round robin: 28 pairs x 2 calls "
-                     "(both orders))")
+    assert words == (
+        "56 judge calls per judge per group of 8 (round robin: 28 pairs x 2 calls (both orders))"
+    )
     assert GroupSpec(design="round_robin", weight=0.5).cost(8, pairwise, point).calls == 64
 
 
@@ -92,8 +101,7 @@ def test_strengths_without_a_prior_are_the_calibration_fit():
         share = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=len(pairs))
         i, j = [a for a, _ in pairs], [b for _, b in pairs]
         ours = rankings.strengths(k, i, j, share, prior=0)
-        theirs = bradley_terry([f"s{a}" for a in i], [f"s{b}" for b in j], share,
-                               n_resamples=0)
+        theirs = bradley_terry([f"s{a}" for a in i], [f"s{b}" for b in j], share, n_resamples=0)
         assert theirs.strength is not None
         assert np.allclose(ours, [theirs.strength[f"s{x}"] for x in range(k)], atol=1e-7)
 
@@ -109,9 +117,12 @@ def test_the_prior_is_virtual_ties_between_every_pair():
         rankings.strengths(3, i, j, share, prior=0)
     ours = rankings.strengths(3, i, j, share, prior=2.0)  # m - 1 = 2: one tie per pair
     ties = list(itertools.combinations(range(3), 2))
-    theirs = bradley_terry([f"s{a}" for a in [*i, *(a for a, _ in ties)]],
-                           [f"s{b}" for b in [*j, *(b for _, b in ties)]],
-                           [*share, *[0.5] * len(ties)], n_resamples=0)
+    theirs = bradley_terry(
+        [f"s{a}" for a in [*i, *(a for a, _ in ties)]],
+        [f"s{b}" for b in [*j, *(b for _, b in ties)]],
+        [*share, *[0.5] * len(ties)],
+        n_resamples=0,
+    )
     assert theirs.strength is not None
     assert np.allclose(ours, [theirs.strength[f"s{x}"] for x in range(3)], atol=1e-7)
 
@@ -135,8 +146,9 @@ def test_expected_rewards_equal_a_jury_that_combines_expected_scores(replay_tiny
     rubric = load_rubric("mirage-mg")
     items = list(ITEMS)
     records = replay_tiny.score_records(rubric, items)
-    spec = replay_tiny.spec.model_copy(update={"aggregation": replay_tiny.spec.aggregation
-                                               .model_copy(update={"use": "expected"})})
+    spec = replay_tiny.spec.model_copy(
+        update={"aggregation": replay_tiny.spec.aggregation.model_copy(update={"use": "expected"})}
+    )
     want = Jury(spec, dict(replay_tiny._backends)).score_records(rubric, items)
     reward = ResolvedReward.bind(RewardSpec(), rubric, replay_tiny.spec, "expected")
     chosen = ResolvedReward.bind(RewardSpec(), rubric, replay_tiny.spec, "score")
@@ -160,8 +172,11 @@ def test_chosen_scores_stand_where_a_judge_gave_no_distribution(replay_tiny):
     reading = ResolvedReward.bind(RewardSpec(), rubric, replay_tiny.spec, "expected").read(record)
     assert reading.used == "score" and reading.value == record["scores"]["weighted_sum"]
     assert reading.note == "smollm2-135m gave no distribution on accuracy (its chosen score stands)"
-    majority = replay_tiny.spec.model_copy(update={"aggregation": replay_tiny.spec.aggregation
-                                                   .model_copy(update={"method": "majority"})})
+    majority = replay_tiny.spec.model_copy(
+        update={
+            "aggregation": replay_tiny.spec.aggregation.model_copy(update={"method": "majority"})
+        }
+    )
     assert "majority" in redecided(record, rubric, majority)[1]
     with pytest.raises(InputError, match="calibrated") as caught:
         ResolvedReward.bind(RewardSpec(calibrated=True), rubric, replay_tiny.spec, "expected")
@@ -171,21 +186,31 @@ def test_chosen_scores_stand_where_a_judge_gave_no_distribution(replay_tiny):
 # -- the judging path --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("design,rubric,pointwise", [
-    ("round_robin", "pairwise", None), ("regular", "pairwise", None),
-    ("swiss", "pairwise", None), ("anchor", "pairwise", "mirage-mg"),
-    ("listwise", "mirage-mg", None), ("pointwise", "mirage-mg", None)])
+@pytest.mark.parametrize(
+    "design,rubric,pointwise",
+    [
+        ("round_robin", "pairwise", None),
+        ("regular", "pairwise", None),
+        ("swiss", "pairwise", None),
+        ("anchor", "pairwise", "mirage-mg"),
+        ("listwise", "mirage-mg", None),
+        ("pointwise", "mirage-mg", None),
+    ],
+)
 def test_every_design_ranks_a_group_of_known_qualities(design, rubric, pointwise):
     jury = sim_jury(QUALITY, tie=0.1)
     spec = GroupSpec(design=design, per_completion=2)
-    (result,) = judge_groups(jury, job(spec, rubric, [Group("g", FIELDS, list(QUALITY))], jury,
-                                       pointwise))
+    (result,) = judge_groups(
+        jury, job(spec, rubric, [Group("g", FIELDS, list(QUALITY))], jury, pointwise)
+    )
     assert None not in result.rewards
     rewards = np.array(result.rewards)
     assert np.all(np.diff(rewards) > 0), (design, rewards)  # the true order, strictly
-    assert result.asked == result.calls == spec.cost(4, load_rubric(rubric),
-                                                     load_rubric(pointwise) if pointwise
-                                                     else None).calls
+    assert (
+        result.asked
+        == result.calls
+        == spec.cost(4, load_rubric(rubric), load_rubric(pointwise) if pointwise else None).calls
+    )
     assert all(c.used == "expected" for c in result.completions)
 
 
@@ -197,30 +222,46 @@ def test_the_swap_removes_a_pure_position_bias():
     same = dict.fromkeys(QUALITY, 0.0)
     for use in ("score", "expected"):
         jury = sim_jury(same, bias=2.0, tie=0.1, sharpness=1.1)
-        (result,) = judge_groups(jury, job(GroupSpec(use=use), "pairwise",
-                                           [Group("g", FIELDS, list(QUALITY))], jury))
+        (result,) = judge_groups(
+            jury, job(GroupSpec(use=use), "pairwise", [Group("g", FIELDS, list(QUALITY))], jury)
+        )
         assert result.rewards == pytest.approx([0.5] * 4, abs=1e-12)
-        assert all(x.share == pytest.approx(0.5, abs=1e-12) for c in result.completions
-                   for x in c.comparisons)
+        assert all(
+            x.share == pytest.approx(0.5, abs=1e-12)
+            for c in result.completions
+            for x in c.comparisons
+        )
         if use == "score":  # each judge's two orders chose different answers: a tie each
-            assert all(x.winner == "tie" and len(x.inconsistent) == 2
-                       for c in result.completions for x in c.comparisons)
+            assert all(
+                x.winner == "tie" and len(x.inconsistent) == 2
+                for c in result.completions
+                for x in c.comparisons
+            )
     # ... while one order alone is all position: the first shown wins every pair.
     judge = SimJudge("j", same, bias=2.0, tie=0.1)
     pair = load_rubric("pairwise")
     from jurybox.judges.judging import render_requests
     from jurybox.rubrics import Item
 
-    requests = render_requests(pair, [Item(id="p", question=QUESTION, extra={
-        "response_a": "[answer 0]", "response_b": "[answer 1]"})])
+    requests = render_requests(
+        pair,
+        [
+            Item(
+                id="p",
+                question=QUESTION,
+                extra={"response_a": "[answer 0]", "response_b": "[answer 1]"},
+            )
+        ],
+    )
     texts = [g.text for g in judge.generate([r for r in requests.requests if r])]
     assert texts == ['{"better": "1"}', '{"better": "1"}']  # A first, then B first: "1" both
 
 
 def test_a_position_biased_judge_with_a_real_preference_still_ranks_by_quality():
     jury = sim_jury(QUALITY, bias=0.6, tie=0.05)
-    (result,) = judge_groups(jury, job(GroupSpec(use="score"), "pairwise",
-                                       [Group("g", FIELDS, list(QUALITY))], jury))
+    (result,) = judge_groups(
+        jury, job(GroupSpec(use="score"), "pairwise", [Group("g", FIELDS, list(QUALITY))], jury)
+    )
     assert np.all(np.diff(result.rewards) > 0)
 
 
@@ -229,11 +270,21 @@ def test_listwise_measures_the_position_effect_by_the_shuffle():
     over many shuffled calls the first position's mean score stands above the call's mean,
     the others below, by about the bias; each judge saw its own order."""
     quality = {f"[answer {k}]": 0.0 for k in range(4)}
-    groups = [Group(f"g{n}", {**FIELDS, "question": f"{QUESTION} ({n})"}, list(quality))
-              for n in range(40)]
+    groups = [
+        Group(f"g{n}", {**FIELDS, "question": f"{QUESTION} ({n})"}, list(quality))
+        for n in range(40)
+    ]
     jury = sim_jury(quality, bias=1.0, sharpness=8.0)
-    results = judge_groups(jury, job(GroupSpec(design="listwise", use="score"), "general",
-                                     groups, jury, reward=RewardSpec(score="accuracy")))
+    results = judge_groups(
+        jury,
+        job(
+            GroupSpec(design="listwise", use="score"),
+            "general",
+            groups,
+            jury,
+            reward=RewardSpec(score="accuracy"),
+        ),
+    )
     effects = np.array([r.position_effect for r in results], dtype=float)
     first, rest = np.nanmean(effects[:, 0]), np.nanmean(effects[:, 1:])
     # one point of four on the general rubric's 0-4 scale is 0.25 of its span: the first
@@ -261,8 +312,9 @@ def test_listwise_orders_differ_per_judge_and_call():
 
 def test_a_completion_whose_comparisons_are_all_unscored_gets_none_and_why():
     jury = sim_jury(QUALITY, fail=("[answer 2]",))
-    (result,) = judge_groups(jury, job(GroupSpec(), "pairwise",
-                                       [Group("g", FIELDS, list(QUALITY))], jury))
+    (result,) = judge_groups(
+        jury, job(GroupSpec(), "pairwise", [Group("g", FIELDS, list(QUALITY))], jury)
+    )
     assert result.rewards[2] is None
     assert result.completions[2].reason.startswith("all its comparisons unscored: ")
     assert "simulated failure" in result.completions[2].reason
@@ -273,8 +325,7 @@ def test_a_completion_whose_comparisons_are_all_unscored_gets_none_and_why():
 def test_identical_completions_tie_without_a_judge_call():
     jury = sim_jury(QUALITY)
     texts = ["[answer 3]", "[answer 3]", "[answer 0]"]
-    (result,) = judge_groups(jury, job(GroupSpec(), "pairwise", [Group("g", FIELDS, texts)],
-                                       jury))
+    (result,) = judge_groups(jury, job(GroupSpec(), "pairwise", [Group("g", FIELDS, texts)], jury))
     tie = result.completions[0].comparisons[0]
     assert (tie.other, tie.share, tie.judged) == (1, 0.5, False)
     assert result.asked == 2 * 1 and result.calls == 2 * 3  # one pair asked, the other twice
@@ -284,8 +335,9 @@ def test_identical_completions_tie_without_a_judge_call():
 def test_a_mixed_reward_is_the_pointwise_reward_plus_the_weighted_term():
     jury = sim_jury(QUALITY)
     spec = GroupSpec(weight=0.5, centred=True, low=-1.0, high=1.0)
-    (result,) = judge_groups(jury, job(spec, "pairwise", [Group("g", FIELDS, list(QUALITY))],
-                                       jury, "mirage-mg"))
+    (result,) = judge_groups(
+        jury, job(spec, "pairwise", [Group("g", FIELDS, list(QUALITY))], jury, "mirage-mg")
+    )
     for c in result.completions:
         assert c.reward == pytest.approx(c.pointwise + 0.5 * c.term)
     assert sum(c.term for c in result.completions) == pytest.approx(0.0, abs=1e-12)
@@ -293,8 +345,16 @@ def test_a_mixed_reward_is_the_pointwise_reward_plus_the_weighted_term():
 
 def test_the_anchor_is_the_median_completion():
     jury = sim_jury(QUALITY)
-    (result,) = judge_groups(jury, job(GroupSpec(design="anchor"), "pairwise",
-                                       [Group("g", FIELDS, list(QUALITY))], jury, "mirage-mg"))
+    (result,) = judge_groups(
+        jury,
+        job(
+            GroupSpec(design="anchor"),
+            "pairwise",
+            [Group("g", FIELDS, list(QUALITY))],
+            jury,
+            "mirage-mg",
+        ),
+    )
     # pointwise order is the qualities' order: the lower median is completion 1
     assert [len(c.comparisons) for c in result.completions] == [1, 3, 1, 1]
     assert all(c.comparisons[0].other == 1 for k, c in enumerate(result.completions) if k != 1)
@@ -307,11 +367,11 @@ def test_a_pair_in_either_order_is_one_cache_entry_with_both_orders(tmp_path):
     jury = sim_jury(QUALITY)
     jury.cache = cache
     texts = list(QUALITY)[:2]
-    (first,) = judge_groups(jury, job(GroupSpec(), "pairwise", [Group("g", FIELDS, texts)],
-                                      jury))
+    (first,) = judge_groups(jury, job(GroupSpec(), "pairwise", [Group("g", FIELDS, texts)], jury))
     assert cache.stats().entries == 1 and jury.cache_hits == 0
-    (again,) = judge_groups(jury, job(GroupSpec(), "pairwise",
-                                      [Group("h", FIELDS, texts[::-1])], jury))
+    (again,) = judge_groups(
+        jury, job(GroupSpec(), "pairwise", [Group("h", FIELDS, texts[::-1])], jury)
+    )
     assert cache.stats().entries == 1 and jury.cache_hits == 1
     assert again.rewards == pytest.approx(first.rewards[::-1])
     (blob,) = cache._db.execute("SELECT verdict FROM verdicts").fetchone()
@@ -324,24 +384,38 @@ def test_a_group_of_one_is_rewarded_pointwise_saying_so():
     groups = [Group("one", FIELDS, ["[answer 3]"]), Group("two", FIELDS, list(QUALITY)[:2])]
     one, two = judge_groups(jury, job(GroupSpec(), "pairwise", groups, jury, "mirage-mg"))
     assert one.design == "pointwise" and one.fallback.startswith(
-        "a group of one completion is rewarded pointwise (mirage-mg)")
+        "a group of one completion is rewarded pointwise (mirage-mg)"
+    )
     assert one.rewards[0] == one.completions[0].pointwise is not None
     assert two.design == "round_robin" and two.fallback is None
-    with pytest.raises(InputError, match="group one has one completion: a group of one is "
-                                         "rewarded pointwise, which needs a pointwise rubric") as e:
+    with pytest.raises(
+        InputError,
+        match="group one has one completion: a group of one is "
+        "rewarded pointwise, which needs a pointwise rubric",
+    ) as e:
         job(GroupSpec(), "pairwise", groups, jury)
     assert e.value.field == "groups[0].completions"
 
 
-@pytest.mark.parametrize("spec,rubric,pointwise,field,words", [
-    (GroupSpec(), "mirage-mg", None, "rubric", "the round_robin design compares completions in "
-     "pairs: it needs a pairwise rubric"),
-    (GroupSpec(design="listwise"), "pairwise", None, "rubric", "it needs a pointwise rubric"),
-    (GroupSpec(design="anchor"), "pairwise", None, "pointwise", "median pointwise score"),
-    (GroupSpec(weight=1.0), "pairwise", None, "pointwise", "a mixed reward"),
-    (GroupSpec(), "pairwise", "pairwise", "pointwise", "is pairwise")])
+@pytest.mark.parametrize(
+    "spec,rubric,pointwise,field,words",
+    [
+        (
+            GroupSpec(),
+            "mirage-mg",
+            None,
+            "rubric",
+            "the round_robin design compares completions in pairs: it needs a pairwise rubric",
+        ),
+        (GroupSpec(design="listwise"), "pairwise", None, "rubric", "it needs a pointwise rubric"),
+        (GroupSpec(design="anchor"), "pairwise", None, "pointwise", "median pointwise score"),
+        (GroupSpec(weight=1.0), "pairwise", None, "pointwise", "a mixed reward"),
+        (GroupSpec(), "pairwise", "pairwise", "pointwise", "is pairwise"),
+    ],
+)
 def test_a_rubric_that_does_not_fit_the_design_is_refused_naming_the_field(
-        spec, rubric, pointwise, field, words):
+    spec, rubric, pointwise, field, words
+):
     jury = sim_jury(QUALITY)
     with pytest.raises(InputError, match=words) as caught:
         job(spec, rubric, [Group("g", FIELDS, list(QUALITY))], jury, pointwise)
@@ -357,16 +431,18 @@ def test_a_group_spec_refuses_what_means_nothing():
         listwise_rubric(load_rubric("mirage-mg"), 27)
 
 
-def test_the_replay_jury_s_groups_spread_under_expected_scores_where_chosen_ones_tie(
-        replay_tiny):
+def test_the_replay_jury_s_groups_spread_under_expected_scores_where_chosen_ones_tie(replay_tiny):
     """The tiny jury's real (recorded) answers: pointwise from chosen scores, every
     completion of the group ties; from expected scores, and compared in pairs, they do not."""
     texts = [ITEMS[0].response, ITEMS[1].response, "Early blight.", "A virus."]
     groups = [Group("g", FIELDS, texts)]
-    (chosen,) = judge_groups(replay_tiny, job(GroupSpec(design="pointwise", use="score"),
-                                              "mirage-mg", groups, replay_tiny))
-    (expected,) = judge_groups(replay_tiny, job(GroupSpec(design="pointwise"), "mirage-mg",
-                                                groups, replay_tiny))
+    (chosen,) = judge_groups(
+        replay_tiny,
+        job(GroupSpec(design="pointwise", use="score"), "mirage-mg", groups, replay_tiny),
+    )
+    (expected,) = judge_groups(
+        replay_tiny, job(GroupSpec(design="pointwise"), "mirage-mg", groups, replay_tiny)
+    )
     (pairs,) = judge_groups(replay_tiny, job(GroupSpec(), "pairwise", groups, replay_tiny))
     assert chosen.spread == 0.0
     assert expected.spread > 0 and pairs.spread > 0
@@ -376,11 +452,21 @@ def test_the_replay_jury_s_groups_spread_under_expected_scores_where_chosen_ones
 def test_the_pointwise_design_s_term_is_on_the_unit_range_whatever_the_reward_s_scale():
     jury = sim_jury(QUALITY)
     groups = [Group("g", FIELDS, list(QUALITY))]
-    unit, raw = (judge_groups(jury, job(GroupSpec(design="pointwise", low=-1.0, high=1.0),
-                                        "general", groups, jury,
-                                        reward=RewardSpec(score="accuracy", scale=scale)))[0]
-                 for scale in ("unit", "raw"))
+    unit, raw = (
+        judge_groups(
+            jury,
+            job(
+                GroupSpec(design="pointwise", low=-1.0, high=1.0),
+                "general",
+                groups,
+                jury,
+                reward=RewardSpec(score="accuracy", scale=scale),
+            ),
+        )[0]
+        for scale in ("unit", "raw")
+    )
     assert raw.rewards == pytest.approx(unit.rewards)
     assert [c.pointwise for c in raw.completions] == pytest.approx(
-        [4 * c.pointwise for c in unit.completions])  # accuracy's 0-4 scale, raw
+        [4 * c.pointwise for c in unit.completions]
+    )  # accuracy's 0-4 scale, raw
     assert min(unit.rewards) >= -1.0 and max(unit.rewards) <= 1.0

@@ -29,12 +29,22 @@ def data_url(path: Path, mime: str = "image/png") -> str:
 def png_header(width: int, height: int) -> bytes:
     """A PNG whose header declares ``width`` x ``height`` and whose pixels are a few bytes: what
     a decompression bomb's header looks like."""
+
     def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(
-            ">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(body))
+            + kind
+            + body
+            + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+        )
+
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + chunk(b"IEND", b"")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,24 +66,30 @@ def replay_vision(vision_replay):
 def test_an_image_is_the_same_whichever_way_it_is_given(tmp_path):
     by_path = load_image(str(SPOTS))
     assert (by_path.format, by_path.width, by_path.height) == ("JPEG", 80, 80)
-    same = [load_image(SPOTS.as_uri()), load_image(data_url(SPOTS, "image/jpeg")),
-            load_image("spots.jpg", ImagePolicy(root=str(SPOTS.parent))),
-            load_image(base64.b64encode(SPOTS.read_bytes()).decode(), ImagePolicy(inline_only=True))]
+    same = [
+        load_image(SPOTS.as_uri()),
+        load_image(data_url(SPOTS, "image/jpeg")),
+        load_image("spots.jpg", ImagePolicy(root=str(SPOTS.parent))),
+        load_image(base64.b64encode(SPOTS.read_bytes()).decode(), ImagePolicy(inline_only=True)),
+    ]
     assert {im.digest for im in same} == {by_path.digest}
     assert by_path.digest != load_image(str(LEAF)).digest
     assert load_image(data_url(LEAF)).data == LEAF.read_bytes()  # never re-encoded
 
 
-@pytest.mark.parametrize("ref,policy,says,too_large", [
-    ("missing.png", ImagePolicy(), "no such file", False),
-    ("https://example.org/leaf.png", ImagePolicy(), "not fetched unless allowed", False),
-    (str(LEAF), ImagePolicy(inline_only=True), "only inline images", False),
-    ("data:image/png,abc", ImagePolicy(), "must be base64", False),
-    ("data:image/png;base64,@@@@", ImagePolicy(), "not valid base64", False),
-    (str(SPOTS), ImagePolicy(max_bytes=1024), "more than the limit of 1,024", True),
-    (str(SPOTS), ImagePolicy(max_pixels=1000), "80x80 = 6,400 pixels", True),
-    (str(SPOTS), ImagePolicy(formats=("PNG",)), "not an image of a format taken here", False),
-])
+@pytest.mark.parametrize(
+    "ref,policy,says,too_large",
+    [
+        ("missing.png", ImagePolicy(), "no such file", False),
+        ("https://example.org/leaf.png", ImagePolicy(), "not fetched unless allowed", False),
+        (str(LEAF), ImagePolicy(inline_only=True), "only inline images", False),
+        ("data:image/png,abc", ImagePolicy(), "must be base64", False),
+        ("data:image/png;base64,@@@@", ImagePolicy(), "not valid base64", False),
+        (str(SPOTS), ImagePolicy(max_bytes=1024), "more than the limit of 1,024", True),
+        (str(SPOTS), ImagePolicy(max_pixels=1000), "80x80 = 6,400 pixels", True),
+        (str(SPOTS), ImagePolicy(formats=("PNG",)), "not an image of a format taken here", False),
+    ],
+)
 def test_a_bad_image_is_refused_naming_the_item_and_the_image(ref, policy, says, too_large):
     with pytest.raises(ImageError) as caught:
         load_images([ref], policy, item="q7")
@@ -115,8 +131,9 @@ def test_the_template_places_the_images_and_a_text_only_prompt_is_unchanged():
     assert [im.digest for im in with_images.images] == shown.image_digests and not without.images
     k, at = with_images.image_place
     assert with_images.messages[k]["content"][at:].startswith(item.question)
-    (general,) = render_requests(load_rubric("general"), [shown.model_copy(
-        update={"reference": "x"})]).requests
+    (general,) = render_requests(
+        load_rubric("general"), [shown.model_copy(update={"reference": "x"})]
+    ).requests
     assert general is not None and general.image_place is None  # no place: chat parts
     assert render_requests(rubric, [plain]).requests[0].image_place is not None
 
@@ -146,10 +163,18 @@ def test_vision_judges_see_the_images_and_text_only_judges_are_said_once(replay_
             want = digests[verdict.id] if vote.judge == "tiny-idefics3" else []
             assert (vote.images or []) == want, (verdict.id, vote.judge)
         record = verdict.to_record()
-        assert all(("images" in v) == (v["judge"] == "tiny-idefics3" and bool(digests[verdict.id]))
-                   for v in record["votes"])
-    dist = {v.id: next(x.distribution for x in v.votes if x.judge == "tiny-idefics3"
-                       and x.criterion == "reasoning_accuracy") for v in verdicts}
+        assert all(
+            ("images" in v) == (v["judge"] == "tiny-idefics3" and bool(digests[verdict.id]))
+            for v in record["votes"]
+        )
+    dist = {
+        v.id: next(
+            x.distribution
+            for x in v.votes
+            if x.judge == "tiny-idefics3" and x.criterion == "reasoning_accuracy"
+        )
+        for v in verdicts
+    }
     assert dist["v1"] != dist["v2"]  # another image, another answer distribution
     notes = replay_vision.notes()
     assert sum("smollm2-135m does not see images" in n for n in notes) == 1
@@ -167,15 +192,28 @@ def test_a_rubric_without_a_place_shows_the_images_first_and_says_so(replay_visi
 def test_judge_a_mirage_file_with_images_loses_nothing(vision_replay, tmp_path):
     from jurybox.serving.runs.plan import RunPlan
 
-    bad = [{"id": "gone", "question": "q", "response": "r", "entity_name": "x",
-            "images": ["missing.jpg"]},
-           {"id": "text", "question": "q", "response": "r", "entity_name": "x",
-            "images": ["notes.png"]}]
+    bad = [
+        {
+            "id": "gone",
+            "question": "q",
+            "response": "r",
+            "entity_name": "x",
+            "images": ["missing.jpg"],
+        },
+        {
+            "id": "text",
+            "question": "q",
+            "response": "r",
+            "entity_name": "x",
+            "images": ["notes.png"],
+        },
+    ]
     predictions = write_rows(tmp_path / "run" / "mmst.jsonl", ROWS + bad)
     (predictions.parent / "notes.png").write_text("not a photo")
     out = tmp_path / "out.jsonl"
-    plan = RunPlan("mirage-id", predictions=str(predictions), jury=str(vision_replay), out=out,
-                   cache=False)
+    plan = RunPlan(
+        "mirage-id", predictions=str(predictions), jury=str(vision_replay), out=out, cache=False
+    )
     try:
         report = plan.run()
     finally:

@@ -47,10 +47,16 @@ def test_pieces_by_hand_across_processes_give_the_jury_s_verdicts(replay_tiny):
     first, second = tiny_jury.spec.judges
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         first_votes = pool.apply(_votes_in_a_fresh_process, (first, requests))
-    second_votes = pickle.loads(pickle.dumps(
-        judge_votes(second, tiny_jury.backend(second), requests)))
-    pieces = decide_verdicts(rubric, tiny_jury.spec, tiny_jury.provenance(rubric),
-                             requests.item_ids, [first_votes, second_votes])
+    second_votes = pickle.loads(
+        pickle.dumps(judge_votes(second, tiny_jury.backend(second), requests))
+    )
+    pieces = decide_verdicts(
+        rubric,
+        tiny_jury.spec,
+        tiny_jury.provenance(rubric),
+        requests.item_ids,
+        [first_votes, second_votes],
+    )
 
     assert [v.id for v in pieces] == [it.id for it in ITEMS]
     assert [comparable(v) for v in pieces] == [comparable(v) for v in whole]

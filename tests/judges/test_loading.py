@@ -21,8 +21,9 @@ from jurybox.judges.spec import JudgeSpec
 def judge(name: str, backend: str = "vllm", **fields) -> JudgeSpec:
     if backend == "vllm":
         fields.setdefault("kv_cache_gib", 1.0)
-    return JudgeSpec.model_validate({"name": name, "model": f"org/{name}", "backend": backend,
-                                     **fields})
+    return JudgeSpec.model_validate(
+        {"name": name, "model": f"org/{name}", "backend": backend, **fields}
+    )
 
 
 class StandIn:
@@ -49,8 +50,9 @@ def test_vllm_engines_load_side_by_side_and_close_side_by_side(monkeypatch):
         return StandIn(spec, log)
 
     monkeypatch.setattr(jury_module, "make_backend", make)
-    monkeypatch.setattr(StandIn, "close", lambda self: (both_closing.wait(),
-                                                         log.append(f"closed {self.spec.name}")))
+    monkeypatch.setattr(
+        StandIn, "close", lambda self: (both_closing.wait(), log.append(f"closed {self.spec.name}"))
+    )
     jury = Jury(JurySpec(name="two", judges=[judge("a"), judge("b")]))
     ready: list[str] = []
     jury.load_backends(on_loaded=lambda what, seconds: ready.append(what))
@@ -82,18 +84,25 @@ def test_what_loads_side_by_side(monkeypatch):
     measuring = judge("gpu", gpu_memory_utilization=0.4, kv_cache_gib=None)
     assert not loads_side_by_side(measuring)
     assert loads_side_by_side(judge("sized", kv_cache_gib=2.0))
-    assert loads_side_by_side(judge("sized-by-kwargs", kv_cache_gib=None,
-                                    engine_kwargs={"kv_cache_memory_bytes": 1 << 30}))
+    assert loads_side_by_side(
+        judge(
+            "sized-by-kwargs", kv_cache_gib=None, engine_kwargs={"kv_cache_memory_bytes": 1 << 30}
+        )
+    )
     assert not loads_side_by_side(judge("hf", "transformers"))
     monkeypatch.setattr(vllm_backend, "on_cpu", lambda: True)
     assert loads_side_by_side(measuring)  # on a CPU the KV cache is a share of RAM, set up front
 
 
-@pytest.mark.parametrize("judges", [
-    [judge("gpu", kv_cache_gib=None), judge("gpu2", kv_cache_gib=None)],
-    [judge("hf", "transformers"), judge("hf2", "transformers")],
-    [judge("hf", "transformers"), judge("sized")],  # one engine: nothing to load beside it
-], ids=["gpu-measuring", "transformers", "one-engine"])
+@pytest.mark.parametrize(
+    "judges",
+    [
+        [judge("gpu", kv_cache_gib=None), judge("gpu2", kv_cache_gib=None)],
+        [judge("hf", "transformers"), judge("hf2", "transformers")],
+        [judge("hf", "transformers"), judge("sized")],  # one engine: nothing to load beside it
+    ],
+    ids=["gpu-measuring", "transformers", "one-engine"],
+)
 def test_the_others_load_one_after_another(monkeypatch, judges):
     monkeypatch.setattr(vllm_backend, "on_cpu", lambda: False)
     loading: list[str] = []

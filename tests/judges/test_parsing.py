@@ -77,7 +77,12 @@ def test_loose_fallback_needs_whole_names_and_whole_values():
     # Output cut at max_tokens: "1" may be the start of "10"; only whole JSON objects count.
     cut = parse_answers('{"overall": 1', [WIDE], complete=False)["overall"]
     assert cut.value is None
-    assert parse_answers('{"overall": 10} and then the text was cut', [WIDE], complete=False)["overall"].value == 10
+    assert (
+        parse_answers('{"overall": 10} and then the text was cut', [WIDE], complete=False)[
+            "overall"
+        ].value
+        == 10
+    )
 
 
 def test_distribution_for_labels_reads_the_first_letter_token():
@@ -92,14 +97,20 @@ def test_distribution_for_labels_reads_the_first_letter_token():
 
 def test_token_that_spells_value_and_punctuation_counts():
     pieces = ['{"accuracy":', "4}"]
-    dist = score_distribution(ACC, steps_for(pieces, {1: {"4}": math.log(0.6), "3": math.log(0.4)}}),
-                              parse_answers("".join(pieces), [ACC])["accuracy"].position)
+    dist = score_distribution(
+        ACC,
+        steps_for(pieces, {1: {"4}": math.log(0.6), "3": math.log(0.4)}}),
+        parse_answers("".join(pieces), [ACC])["accuracy"].position,
+    )
     assert dist["4"] == pytest.approx(0.6) and dist["3"] == pytest.approx(0.4)
 
 
 def test_ambiguous_first_token_gives_no_distribution_rather_than_a_guess():
     pieces = ['{"overall": ', "1", "0", "}"]
     text = "".join(pieces)
-    dist = score_distribution(WIDE, steps_for(pieces, {1: {"1": -0.1, "9": -2.0}}),
-                              parse_answers(text, [WIDE])["overall"].position)
+    dist = score_distribution(
+        WIDE,
+        steps_for(pieces, {1: {"1": -0.1, "9": -2.0}}),
+        parse_answers(text, [WIDE])["overall"].position,
+    )
     assert dist is None

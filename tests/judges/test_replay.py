@@ -90,12 +90,14 @@ def test_steps_are_the_vllm_backend_s_steps(replay, recording):
         cases = [(g.output_ids, g.logprobs) for g in recording.judges[judge.name]]
         for _ in range(100):
             ids = [rnd.randrange(len(tok)) for _ in range(rnd.randrange(30))]
-            cases.append((ids, [{rnd.randrange(len(tok)): -rnd.random() * 5 for _ in range(4)}
-                                for _ in ids]))
+            cases.append(
+                (ids, [{rnd.randrange(len(tok)): -rnd.random() * 5 for _ in range(4)} for _ in ids])
+            )
         for text in ["héllo wörld ✓ 你好 🙂🙂", '{"accuracy": 3}', "<|im_end|> é\n\n"]:
             ids = tok(text, add_special_tokens=False)["input_ids"]
-            cases.append((ids, [{i: -0.5, (i + 7) % len(tok): -1.5, i + 0: -math.inf}
-                                for i in ids]))
+            cases.append(
+                (ids, [{i: -0.5, (i + 7) % len(tok): -1.5, i + 0: -math.inf} for i in ids])
+            )
         for ids, logprobs in cases:
             text, steps = steps_from_logprobs(detok, ids, logprobs)
             ref_text, ref_steps = reference_steps_from_logprobs(plain, ids, logprobs)
@@ -119,20 +121,45 @@ def reference_record(rubric, jury, prov, item_id, generations):
             dist = reference_distribution(c, gen.steps, position)
             assert dist is not None
             expected = float(sum(c.scale.answer_texts()[a] * p for a, p in dist.items()))
-            votes.append({"judge": judge, "criterion": c.name, "score": score, "label": None,
-                          "expected": expected, "distribution": dist, "error": None,
-                          "latency_s": 0.0, "reasoning": None})
+            votes.append(
+                {
+                    "judge": judge,
+                    "criterion": c.name,
+                    "score": score,
+                    "label": None,
+                    "expected": expected,
+                    "distribution": dist,
+                    "error": None,
+                    "latency_s": 0.0,
+                    "reasoning": None,
+                }
+            )
     scores, disagreement = {}, {}
     for c in rubric.criteria:
-        values = np.array([v["expected"] if jury.aggregation.use == "expected" else v["score"]
-                           for v in votes if v["criterion"] == c.name])
+        values = np.array(
+            [
+                v["expected"] if jury.aggregation.use == "expected" else v["score"]
+                for v in votes
+                if v["criterion"] == c.name
+            ]
+        )
         scores[c.name] = float(values.mean())
-        disagreement[c.name] = {"n": len(values), "std": float(values.std()),
-                                "range": float(values.max() - values.min())}
+        disagreement[c.name] = {
+            "n": len(values),
+            "std": float(values.std()),
+            "range": float(values.max() - values.min()),
+        }
     scores[rubric.formula.name] = rubric.formula.evaluate(scores)
-    record = VerdictRecord(id=item_id, status="scored", rubric=rubric.name, jury=jury.name,
-                           provenance=prov, scores=scores, disagreement=disagreement,
-                           votes=votes)
+    record = VerdictRecord(
+        id=item_id,
+        status="scored",
+        rubric=rubric.name,
+        jury=jury.name,
+        provenance=prov,
+        scores=scores,
+        disagreement=disagreement,
+        votes=votes,
+    )
     return record.to_dict()
 
 
@@ -148,8 +175,9 @@ def test_the_whole_path_gives_the_reference_records(replay, recording, items):
     requests = render_requests(rubric, items)
     gens = {j.name: backends[j.name].generate(list(requests.requests)) for j in spec.judges}
     for i, item in enumerate(items):
-        expected = reference_record(rubric, spec, prov, item.id,
-                                    [(j.name, gens[j.name][i]) for j in spec.judges])
+        expected = reference_record(
+            rubric, spec, prov, item.id, [(j.name, gens[j.name][i]) for j in spec.judges]
+        )
         assert records[i] == expected
         assert json.dumps(records[i]) == json.dumps(expected)  # same key order, same floats
 

@@ -30,8 +30,11 @@ def recording():
 def test_every_recorded_prompt_is_the_prompt_judging_renders_today(replay_tiny, recording, rubric):
     """The recording still matches the rubrics, templates and tokenizers: each recorded item
     renders to exactly the recorded prompt (else rerun tests/data/record.py)."""
-    items = [Item.model_validate(d) for d in recording.items
-             if ("response_a" in d.get("extra", {})) == (rubric == "pairwise")]
+    items = [
+        Item.model_validate(d)
+        for d in recording.items
+        if ("response_a" in d.get("extra", {})) == (rubric == "pairwise")
+    ]
     requests = render_requests(load_rubric(rubric), items)
     for judge in replay_tiny.spec.judges:
         backend = replay_tiny.backend(judge)
@@ -56,8 +59,15 @@ def test_an_unrecorded_prompt_gets_a_recorded_answer_of_its_own_rubric_every_tim
     """Any process, any order: the answer is a function of the prompt (the service's replicas and
     the Ray engine's actors give the local engine's verdicts)."""
     rubric = load_rubric("general")
-    items = [Item(id=f"new-{k}", question=f"Question {k}?", response=f"Answer {k}.",
-                  reference="A reference.") for k in range(6)]
+    items = [
+        Item(
+            id=f"new-{k}",
+            question=f"Question {k}?",
+            response=f"Answer {k}.",
+            reference="A reference.",
+        )
+        for k in range(6)
+    ]
     first = replay_tiny.score(rubric, items)
     again = replay_tiny.score(rubric, items[::-1])[::-1]
     assert [v.scores for v in first] == [v.scores for v in again]
@@ -69,8 +79,9 @@ def test_an_unrecorded_prompt_gets_a_recorded_answer_of_its_own_rubric_every_tim
 
 
 def test_a_delay_stands_in_for_the_model_s_time_and_a_cancel_ends_it(tmp_path):
-    spec = load_jury_spec(write_replay_jury(tmp_path / "slow.yaml", delay_s=0.5,
-                                            judges=("smollm2-135m",)))
+    spec = load_jury_spec(
+        write_replay_jury(tmp_path / "slow.yaml", delay_s=0.5, judges=("smollm2-135m",))
+    )
     backend = make_backend(spec.judges[0])
     requests = list(render_requests(load_rubric("general"), ITEMS[:1]).requests)
     began = time.monotonic()
@@ -91,8 +102,9 @@ def test_a_replay_judge_without_a_recording_is_refused_with_its_name(tmp_path):
     with pytest.raises(JudgeConfigError, match="no recording at /nowhere.json.gz"):
         make_backend(spec.model_copy(update={"engine_kwargs": {"recording": "/nowhere.json.gz"}}))
     with pytest.raises(JudgeConfigError, match="delay_s must be seconds"):
-        make_backend(spec.model_copy(update={"engine_kwargs": {"recording": str(RECORDING),
-                                                               "delay_s": -1}}))
+        make_backend(
+            spec.model_copy(update={"engine_kwargs": {"recording": str(RECORDING), "delay_s": -1}})
+        )
 
 
 def test_the_recorded_answers_are_the_real_tiny_jury_s(tiny_jury, replay_tiny):
@@ -101,7 +113,8 @@ def test_the_recorded_answers_are_the_real_tiny_jury_s(tiny_jury, replay_tiny):
     rubric = load_rubric("mirage-mg")
     real = tiny_jury.score(rubric, ITEMS[:1])[0]
     replayed = replay_tiny.score(rubric, ITEMS[:1])[0]
-    assert [(v.judge, v.criterion, v.score, v.raw) for v in real.votes] == \
-        [(v.judge, v.criterion, v.score, v.raw) for v in replayed.votes]
+    assert [(v.judge, v.criterion, v.score, v.raw) for v in real.votes] == [
+        (v.judge, v.criterion, v.score, v.raw) for v in replayed.votes
+    ]
     for a, b in zip(real.votes, replayed.votes):
         assert a.expected == pytest.approx(b.expected, abs=1e-3)

@@ -21,14 +21,23 @@ def test_both_judges_score_every_criterion_within_the_scale(tiny_jury):
         assert verdict.status == "scored"
         s = verdict.scores
         assert s["weighted_sum"] == pytest.approx(
-            round((2 * s["accuracy"] + s["relevance"] + s["completeness"] + s["parsimony"]) / 20, 4))
+            round((2 * s["accuracy"] + s["relevance"] + s["completeness"] + s["parsimony"]) / 20, 4)
+        )
 
 
 def test_labelled_scale_and_binary_criteria(tiny_jury):
     rubric = load_rubric("mirage-mmmt")
-    item = Item(id="t1", context="user: my tomato leaves curl\nexpert: is the plant indoors?",
-                response="Is it in full sun?", reference="How often do you water it?",
-                extra={"decision": "<Clarify>", "known_goal": ["plant: tomato"], "missing_goal": ["watering"]})
+    item = Item(
+        id="t1",
+        context="user: my tomato leaves curl\nexpert: is the plant indoors?",
+        response="Is it in full sun?",
+        reference="How often do you water it?",
+        extra={
+            "decision": "<Clarify>",
+            "known_goal": ["plant: tomato"],
+            "missing_goal": ["watering"],
+        },
+    )
     (verdict,) = tiny_jury.score(rubric, [item])
     spurious = [v for v in verdict.votes if v.criterion == "spurious"]
     assert len(spurious) == 2
@@ -69,7 +78,9 @@ def test_reasoning_judge_that_exhausts_its_budget_is_unscored(tiny_jury):
 
 def test_reasoning_then_constrained_answer(tiny_jury):
     # SmolLM2 does not think in tags; a period closes its first sentence of "reasoning".
-    spec = spec_with(reasoning={"mode": "think", "start": "", "end": ".", "budget_tokens": 64, "keep": True})
+    spec = spec_with(
+        reasoning={"mode": "think", "start": "", "end": ".", "budget_tokens": 64, "keep": True}
+    )
     (verdict,) = reuse(tiny_jury, spec).score(load_rubric("general"), ITEMS[:1])
     for vote in verdict.votes:
         check_scored_vote(vote, [0, 1, 2, 3, 4])
@@ -82,7 +93,9 @@ def test_prompt_longer_than_the_context_is_an_unscored_vote(tiny_jury):
     jury = reuse(tiny_jury, spec_with(max_prompt_tokens=20000))
     verdicts = jury.score(load_rubric("general"), [long_item, ITEMS[1]])
     assert verdicts[0].status == "unscored"
-    assert all("exceeds the 8192-token context of judge smollm2-135m" in v.error for v in verdicts[0].votes)
+    assert all(
+        "exceeds the 8192-token context of judge smollm2-135m" in v.error for v in verdicts[0].votes
+    )
     assert verdicts[1].status == "scored"
 
 
@@ -90,7 +103,9 @@ def test_a_prompt_over_max_prompt_tokens_is_unscored_and_long_ones_under_it_are_
     rubric = load_rubric("general")
     # About 2,500 tokens: read in chunks (prefill), judged like a short one.
     long_item = ITEMS[0].model_copy(update={"id": "long", "response": "blight " * 2400})
-    verdicts = reuse(tiny_jury, spec_with(max_prompt_tokens=2000)).score(rubric, [long_item, ITEMS[1]])
+    verdicts = reuse(tiny_jury, spec_with(max_prompt_tokens=2000)).score(
+        rubric, [long_item, ITEMS[1]]
+    )
     assert verdicts[0].status == "unscored" and verdicts[1].status == "scored"
     for vote in verdicts[0].votes:
         assert "more than 2000 (its max_prompt_tokens)" in vote.error
@@ -107,6 +122,7 @@ def test_sampling_with_a_seed_is_reproducible(tiny_jury):
     spec = spec_with(sampling={"temperature": 1.0, "max_tokens": 96, "seed": 7})
     jury = reuse(tiny_jury, spec)
     rubric = load_rubric("general")
+
     def outcome():
         return [(v.score, v.expected, v.raw) for v in jury.score(rubric, ITEMS[:1])[0].votes]
 

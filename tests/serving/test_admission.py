@@ -26,18 +26,29 @@ from jurybox.serving.service.admission import (
 from jurybox.serving.service.config import Limits
 
 LIMITS = Limits()
-ITEM = {"id": "a", "question": "Why brown rings?", "response": "Early blight.",
-        "reference": "Alternaria solani."}
+ITEM = {
+    "id": "a",
+    "question": "Why brown rings?",
+    "response": "Early blight.",
+    "reference": "Alternaria solani.",
+}
 
 
 def criterion(name: str, scale: object = None) -> dict:
     return {"name": name, "description": f"How {name}.", "scale": scale or {"min": 1, "max": 5}}
 
 
-def inline(template: str = "{{ question }} {{ response }} {{ output_format }}",
-           criteria: list | None = None, mode: str = "joint") -> dict:
-    return {"name": "inline", "mode": mode, "template": template,
-            "criteria": criteria or [criterion("accuracy")]}
+def inline(
+    template: str = "{{ question }} {{ response }} {{ output_format }}",
+    criteria: list | None = None,
+    mode: str = "joint",
+) -> dict:
+    return {
+        "name": "inline",
+        "mode": mode,
+        "template": template,
+        "criteria": criteria or [criterion("accuracy")],
+    }
 
 
 def problem(call) -> HTTPProblem:
@@ -47,24 +58,44 @@ def problem(call) -> HTTPProblem:
 
 
 def test_a_known_rubric_and_good_items_become_the_judges_requests():
-    rubric, items, requests = prepare(load_rubric("general"), [ITEM, {**ITEM, "id": 7}], LIMITS,
-                                      False)
+    rubric, items, requests = prepare(
+        load_rubric("general"), [ITEM, {**ITEM, "id": 7}], LIMITS, False
+    )
     assert [it.id for it in items] == ["a", "7"] and requests.item_ids == ("a", "7")
     assert len(requests.requests) == 2 * len(rubric.calls())
     assert "Early blight." in requests.requests[0].messages[-1]["content"]
 
 
-@pytest.mark.parametrize("rubric,field,words", [
-    (inline(criteria=[criterion(f"c{k}") for k in range(33)]), "rubric.criteria",
-     ["33 criteria", "max_criteria"]),
-    (inline(template="{{ question }}" + "x" * 50_001), "rubric.template",
-     ["max_template_chars"]),
-    (inline(criteria=[criterion("a", {"values": list(range(102))})]),
-     "rubric.criteria[0].scale", ["102 points", "max_scale_points"]),
-    (inline(criteria=[criterion("a", {"labels": {f"l{k}": k for k in range(200)}})]),
-     "rubric.criteria[0].scale", ["200 points"]),
-    (inline(criteria=[criterion("a", [0.5] * 102)]), "rubric.criteria[0].scale", ["102 points"]),
-])
+@pytest.mark.parametrize(
+    "rubric,field,words",
+    [
+        (
+            inline(criteria=[criterion(f"c{k}") for k in range(33)]),
+            "rubric.criteria",
+            ["33 criteria", "max_criteria"],
+        ),
+        (
+            inline(template="{{ question }}" + "x" * 50_001),
+            "rubric.template",
+            ["max_template_chars"],
+        ),
+        (
+            inline(criteria=[criterion("a", {"values": list(range(102))})]),
+            "rubric.criteria[0].scale",
+            ["102 points", "max_scale_points"],
+        ),
+        (
+            inline(criteria=[criterion("a", {"labels": {f"l{k}": k for k in range(200)}})]),
+            "rubric.criteria[0].scale",
+            ["200 points"],
+        ),
+        (
+            inline(criteria=[criterion("a", [0.5] * 102)]),
+            "rubric.criteria[0].scale",
+            ["102 points"],
+        ),
+    ],
+)
 def test_inline_rubrics_beyond_the_size_limits_are_413_naming_the_limit(rubric, field, words):
     got = problem(lambda: prepare(rubric, [ITEM], LIMITS, False))
     assert got.status == 413 and got.field == field, got.message
@@ -119,19 +150,24 @@ def test_nesting_beyond_max_nesting_is_a_422_naming_the_path(depth, ok):
     assert "max_nesting" in got.message
 
 
-@pytest.mark.parametrize("value,path", [
-    ({"a": ["ok", {"b": "x\ud800"}]}, "v.a[1].b"),
-    ({"k\udcff": 1}, "v"),
-])
+@pytest.mark.parametrize(
+    "value,path",
+    [
+        ({"a": ["ok", {"b": "x\ud800"}]}, "v.a[1].b"),
+        ({"k\udcff": 1}, "v"),
+    ],
+)
 def test_lone_surrogates_are_found_at_any_depth(value, path):
     got = problem(lambda: check_text(value, "v", 20))
     assert got.status == 422 and got.field == path and "lone surrogate" in got.message
 
 
 def test_a_huge_product_or_power_in_a_template_is_refused_and_never_folded():
-    for source, words in [("{{ 'x' * 10**10 }}", "repetition of 10000000000"),
-                          ("{{ [0] * 2000000 }}", "repetition of 2000000"),
-                          ("{{ 7 ** 100000 }}", "power of about 84510 digits")]:
+    for source, words in [
+        ("{{ 'x' * 10**10 }}", "repetition of 10000000000"),
+        ("{{ [0] * 2000000 }}", "repetition of 2000000"),
+        ("{{ 7 ** 100000 }}", "power of about 84510 digits"),
+    ]:
         template = _compile(source)  # compiling computes nothing (no constant folding)
         with pytest.raises(Exception, match=words):
             template.render()
@@ -143,12 +179,19 @@ def test_a_huge_product_or_power_in_a_template_is_refused_and_never_folded():
 def test_a_problem_crosses_a_process_boundary_intact():
     p = HTTPProblem(413, "too_large", "too big", "items", {"Retry-After": "3"})
     q = pickle.loads(pickle.dumps(p))
-    assert (q.status, q.kind, q.message, q.field, q.headers) == (413, "too_large", "too big",
-                                                                 "items", {"Retry-After": "3"})
+    assert (q.status, q.kind, q.message, q.field, q.headers) == (
+        413,
+        "too_large",
+        "too big",
+        "items",
+        {"Retry-After": "3"},
+    )
 
 
-SLOW = inline("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
-              "{{ question }} {{ output_format }}")
+SLOW = inline(
+    "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
+    "{{ question }} {{ output_format }}"
+)
 
 
 def test_workers_bound_a_templates_time_and_memory_and_recover():
@@ -163,8 +206,10 @@ def test_workers_bound_a_templates_time_and_memory_and_recover():
             assert time.monotonic() - began < 30
             # ... while a concurrent good call, in the other worker, is untouched.
             # A template that wants gigabytes fails alone (its worker's memory is capped).
-            huge = inline("{% set s = 'x' * 900000 %}{% for i in range(5000) %}{{ s }}"
-                          "{% endfor %}{{ question }} {{ output_format }}")
+            huge = inline(
+                "{% set s = 'x' * 900000 %}{% for i in range(5000) %}{{ s }}"
+                "{% endfor %}{{ question }} {{ output_format }}"
+            )
             good = workers.run(60, prepare, inline(), [ITEM], LIMITS, False)
             bad = workers.run(60, prepare, huge, [ITEM], LIMITS, False)
             ok, failed = await asyncio.gather(good, bad, return_exceptions=True)
@@ -194,9 +239,15 @@ def test_a_500_is_json_and_counted_in_metrics():
         raise RuntimeError("boom")
 
     metrics = Metrics()
-    ingress = SimpleNamespace(plan=SimpleNamespace(cors_origins=[]), token=None, limits=LIMITS,
-                              metrics=metrics, jury_info=broken, clients=Clients(8),
-                              metrics_text=lambda: None)
+    ingress = SimpleNamespace(
+        plan=SimpleNamespace(cors_origins=[]),
+        token=None,
+        limits=LIMITS,
+        metrics=metrics,
+        jury_info=broken,
+        clients=Clients(8),
+        metrics_text=lambda: None,
+    )
     with TestClient(build_app(ingress), raise_server_exceptions=False) as client:
         r = client.get("/v1/jury")
     assert r.status_code == 500 and r.json()["error"]["type"] == "internal", r.text

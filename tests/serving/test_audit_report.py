@@ -27,19 +27,48 @@ def _scored(tmp_path):
             "phi": human,
         }
         scores = {j: float(np.clip(round(v + rng.normal(0, 0.4)), 0, 4)) for j, v in scores.items()}
-        preds.append({"id": f"q{k}", "question": "Q?", "reference": "R.", "model": writer,
-                      "response": " ".join(["word"] * words)})
-        votes = [{"judge": j, "criterion": c, "score": s} for c in CRITERIA
-                 for j, s in scores.items()]
-        verdicts.append({"id": f"q{k}", "status": "scored", "rubric": "mirage-mg", "jury": "sim",
-                         "provenance": "sim", "votes": votes,
-                         "scores": dict.fromkeys(CRITERIA, sum(scores.values()) / 3)})
+        preds.append(
+            {
+                "id": f"q{k}",
+                "question": "Q?",
+                "reference": "R.",
+                "model": writer,
+                "response": " ".join(["word"] * words),
+            }
+        )
+        votes = [
+            {"judge": j, "criterion": c, "score": s} for c in CRITERIA for j, s in scores.items()
+        ]
+        verdicts.append(
+            {
+                "id": f"q{k}",
+                "status": "scored",
+                "rubric": "mirage-mg",
+                "jury": "sim",
+                "provenance": "sim",
+                "votes": votes,
+                "scores": dict.fromkeys(CRITERIA, sum(scores.values()) / 3),
+            }
+        )
         humans.append({"id": f"q{k}", "rater": "h", "accuracy": human})
     for name, rows in (("p.jsonl", preds), ("v.jsonl", verdicts), ("h.jsonl", humans)):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return ["audit", str(tmp_path / "v.jsonl"), "--predictions", str(tmp_path / "p.jsonl"),
-            "--human", str(tmp_path / "h.jsonl"), "--resamples", "200", "--family", "qwen=qwen",
-            "--family", "llama=llama", "--family", "phi=phi"]
+    return [
+        "audit",
+        str(tmp_path / "v.jsonl"),
+        "--predictions",
+        str(tmp_path / "p.jsonl"),
+        "--human",
+        str(tmp_path / "h.jsonl"),
+        "--resamples",
+        "200",
+        "--family",
+        "qwen=qwen",
+        "--family",
+        "llama=llama",
+        "--family",
+        "phi=phi",
+    ]
 
 
 def _pairwise(tmp_path):
@@ -53,11 +82,28 @@ def _pairwise(tmp_path):
             first_share = 1.0 if order == "ab" else 0.0
             for judge, share in (("first", first_share), ("fair", truth)):
                 shown = share if order == "ab" else 1.0 - share
-                votes.append({"judge": judge, "criterion": "better", "score": share,
-                              "label": "1" if shown == 1.0 else "2", "order": order})
-        verdicts.append({"id": f"p{k}", "status": "scored", "rubric": "pairwise", "jury": "sim",
-                         "provenance": "sim", "votes": votes, "scores": {"better": 0.5},
-                         "winner": "tie", "p_a": None})
+                votes.append(
+                    {
+                        "judge": judge,
+                        "criterion": "better",
+                        "score": share,
+                        "label": "1" if shown == 1.0 else "2",
+                        "order": order,
+                    }
+                )
+        verdicts.append(
+            {
+                "id": f"p{k}",
+                "status": "scored",
+                "rubric": "pairwise",
+                "jury": "sim",
+                "provenance": "sim",
+                "votes": votes,
+                "scores": {"better": 0.5},
+                "winner": "tie",
+                "p_a": None,
+            }
+        )
     (tmp_path / "pw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in verdicts))
     return ["audit", str(tmp_path / "pw.jsonl")]
 
@@ -67,8 +113,14 @@ def _shown(browser, html, tmp_path, name):
     page.goto(html.as_uri())
     page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
     findings = page.locator(".finding")
-    rows = [(findings.nth(i).locator("span").inner_text(), "flagged" in findings.nth(i).get_attribute("class"),
-             findings.nth(i).locator("svg circle").count()) for i in range(findings.count())]
+    rows = [
+        (
+            findings.nth(i).locator("span").inner_text(),
+            "flagged" in findings.nth(i).get_attribute("class"),
+            findings.nth(i).locator("svg circle").count(),
+        )
+        for i in range(findings.count())
+    ]
     page.close()
     return rows
 
@@ -90,12 +142,19 @@ def test_the_html_report_shows_each_finding_with_its_plot(browser, tmp_path):
         assert flagged == finding["flagged"]
         assert dots == (0 if finding.get("reason") else 1)  # the estimate's dot, when defined
     # The biases put in are there, flagged: llama's length, qwen's own family.
-    assert any(f["judge"] == "llama" and f["criterion"] == "accuracy" and f["flagged"]
-               for f in data["length"])
-    assert any(f["judge"] == "qwen" and f["criterion"] == "accuracy" and f["flagged"]
-               for f in data["self_preference"])
-    assert not any(f["judge"] == "phi" and f["flagged"] for f in data["self_preference"]
-                   if f["criterion"] == "accuracy")
+    assert any(
+        f["judge"] == "llama" and f["criterion"] == "accuracy" and f["flagged"]
+        for f in data["length"]
+    )
+    assert any(
+        f["judge"] == "qwen" and f["criterion"] == "accuracy" and f["flagged"]
+        for f in data["self_preference"]
+    )
+    assert not any(
+        f["judge"] == "phi" and f["flagged"]
+        for f in data["self_preference"]
+        if f["criterion"] == "accuracy"
+    )
 
 
 def test_the_html_report_of_pairwise_verdicts_shows_position_bias(browser, tmp_path):
@@ -103,6 +162,8 @@ def test_the_html_report_of_pairwise_verdicts_shows_position_bias(browser, tmp_p
     html = tmp_path / "pw.html"
     run = CliRunner().invoke(app, [*args, "--html", str(html)])
     assert run.exit_code == 0, run.output
-    rows = {text.split(" ")[1] if text.startswith("!") else text.split(" ")[0]: flagged
-                for text, flagged, _ in _shown(browser, html, tmp_path, "pairwise")}
+    rows = {
+        text.split(" ")[1] if text.startswith("!") else text.split(" ")[0]: flagged
+        for text, flagged, _ in _shown(browser, html, tmp_path, "pairwise")
+    }
     assert rows == {"first": True, "fair": False}

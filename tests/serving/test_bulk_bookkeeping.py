@@ -26,9 +26,11 @@ class ByDigit:
         for request in requests:
             prompt = " ".join(str(m["content"]) for m in request.messages)
             digit = re.search(r"\bs(\d)\b", prompt).group(1)
-            steps = [TokenStep(0, ACCURACY_PREFIX, {ACCURACY_PREFIX: 0.0}),
-                     TokenStep(len(ACCURACY_PREFIX), digit, {digit: 0.0}),
-                     TokenStep(len(ACCURACY_PREFIX) + 1, "}", {"}": 0.0})]
+            steps = [
+                TokenStep(0, ACCURACY_PREFIX, {ACCURACY_PREFIX: 0.0}),
+                TokenStep(len(ACCURACY_PREFIX), digit, {digit: 0.0}),
+                TokenStep(len(ACCURACY_PREFIX) + 1, "}", {"}": 0.0}),
+            ]
             out.append(Generation(text=ACCURACY_PREFIX + digit + "}", steps=steps))
         return out
 
@@ -37,8 +39,12 @@ class ByDigit:
 
 
 def write(path, scores):
-    path.write_text("".join(json.dumps({"id": f"i{k}", "question": "q", "response": f"s{s}"}) + "\n"
-                            for k, s in scores.items()))
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"i{k}", "question": "q", "response": f"s{s}"}) + "\n"
+            for k, s in scores.items()
+        )
+    )
 
 
 def run(predictions, out, limit=None):
@@ -76,14 +82,30 @@ def test_length_controlled_scores_in_the_run_s_summary(tmp_path):
     digits = rng.integers(1, 6, 40)
     words = (digits * 6 + rng.integers(0, 20, 40)).astype(int)  # the longer, the higher scored
     preds, out = tmp_path / "p.jsonl", tmp_path / "o.jsonl"
-    preds.write_text("".join(json.dumps({"id": f"i{k}", "question": "q", "response": " ".join(
-        [f"s{d}", *["word"] * (n - 1)])}) + "\n" for k, (d, n) in enumerate(zip(digits, words))))
+    preds.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"i{k}",
+                    "question": "q",
+                    "response": " ".join([f"s{d}", *["word"] * (n - 1)]),
+                }
+            )
+            + "\n"
+            for k, (d, n) in enumerate(zip(digits, words))
+        )
+    )
     human = np.clip(digits - (words > 25), 1, 5)  # the humans like length less than the judge
     labels = tmp_path / "h.jsonl"
-    labels.write_text("".join(json.dumps({"id": f"i{k}", "rater": "r", "accuracy": int(h)}) + "\n"
-                              for k, h in enumerate(human)))
-    report = judge_file(preds, RUBRIC, Jury(SPEC, {"a": ByDigit()}), out, length_control=True,
-                        human=labels)
+    labels.write_text(
+        "".join(
+            json.dumps({"id": f"i{k}", "rater": "r", "accuracy": int(h)}) + "\n"
+            for k, h in enumerate(human)
+        )
+    )
+    report = judge_file(
+        preds, RUBRIC, Jury(SPEC, {"a": ByDigit()}), out, length_control=True, human=labels
+    )
     (row,) = report.summary.length_control
     want = length_control("accuracy", digits, words, human)
     assert row["criterion"] == "accuracy" and row["n"] == 40
@@ -97,10 +119,15 @@ def test_length_controlled_scores_in_the_run_s_summary(tmp_path):
     bare = judge_file(preds, RUBRIC, Jury(SPEC, {"a": ByDigit()}), out, length_control=True)
     (row,) = bare.summary.length_control
     assert row["raises_agreement"] is None and "assumes quality" in row["fitted_on"]
-    assert row["slope_per_log_length"] == pytest.approx(
-        np.polyfit(np.log1p(words), digits, 1)[0])
+    assert row["slope_per_log_length"] == pytest.approx(np.polyfit(np.log1p(words), digits, 1)[0])
     # Too few items for a fit: the run ends as usual, saying why there is no control.
-    few = judge_file(preds, RUBRIC, Jury(SPEC, {"a": ByDigit()}), tmp_path / "few.jsonl",
-                     length_control=True, limit=4)
+    few = judge_file(
+        preds,
+        RUBRIC,
+        Jury(SPEC, {"a": ByDigit()}),
+        tmp_path / "few.jsonl",
+        length_control=True,
+        limit=4,
+    )
     assert few.summary.length_control is None and few.judged == 4
     assert any("no length-controlled scores" in n and "needs 10" in n for n in few.notes)

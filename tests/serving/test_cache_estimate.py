@@ -44,13 +44,13 @@ def test_estimate_then_run_then_a_cached_rerun(replay_tiny, replay_jury, tmp_pat
     for judge in est.judges:
         backend = jury._backends[judge.name]
         texts = [backend.prompt_text(r.messages) for r in requests.requests]
-        tokens = sum(len(backend.tokenizer(t, add_special_tokens=False)["input_ids"])
-                     for t in texts)
+        tokens = sum(
+            len(backend.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts
+        )
         assert judge.prompt_tokens == tokens and judge.tokens_by.startswith("tokenizer of")
         assert judge.calls == len(requests.requests)
 
-    report = judge_file(PREDICTIONS, rubric, Jury(jury.spec, jury._backends,
-                                                  cache=cache), first)
+    report = judge_file(PREDICTIONS, rubric, Jury(jury.spec, jury._backends, cache=cache), first)
     records = lines(first)
     assert report.judged == est.to_judge
     n_criteria = len(rubric.criteria)
@@ -68,14 +68,37 @@ def test_estimate_then_run_then_a_cached_rerun(replay_tiny, replay_jury, tmp_pat
 
     monkeypatch.setattr("jurybox.judges.jury.make_backend", no_model)
     second = tmp_path / "second.jsonl"
-    result = CliRunner().invoke(app, ["judge", str(PREDICTIONS), "-r", "mirage-mg",
-                                      "-j", str(replay_jury), "-o", str(second), "-q"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "judge",
+            str(PREDICTIONS),
+            "-r",
+            "mirage-mg",
+            "-j",
+            str(replay_jury),
+            "-o",
+            str(second),
+            "-q",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "verdict cache: 6 of 6 item(s)" in result.output
     assert lines(second) == records  # identical records, latencies included
     # --no-cache judges for real (and here cannot: no model may load).
-    result = CliRunner().invoke(app, ["judge", str(PREDICTIONS), "-r", "mirage-mg",
-                                      "-j", str(replay_jury), "-o", str(tmp_path / "third.jsonl"),
-                                      "-q", "--no-cache"])
-    assert result.exit_code != 0 and "a model was loaded" in str(result.exception or
-                                                                  result.output)
+    result = CliRunner().invoke(
+        app,
+        [
+            "judge",
+            str(PREDICTIONS),
+            "-r",
+            "mirage-mg",
+            "-j",
+            str(replay_jury),
+            "-o",
+            str(tmp_path / "third.jsonl"),
+            "-q",
+            "--no-cache",
+        ],
+    )
+    assert result.exit_code != 0 and "a model was loaded" in str(result.exception or result.output)

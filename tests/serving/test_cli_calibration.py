@@ -54,8 +54,10 @@ def invoke(*args: Any) -> Any:
 
 def strict_json(text: str) -> Any:
     """Parse JSON, refusing NaN/Infinity (which json.loads accepts by default)."""
+
     def no_constants(name: str) -> Any:
         raise AssertionError(f"JSON output contains {name}")
+
     return json.loads(text, parse_constant=no_constants)
 
 
@@ -66,16 +68,28 @@ def synthetic(tmp_path: Path) -> dict[str, Any]:
     rubric = tmp_path / "synthetic.yaml"
     rubric.write_text(SYNTHETIC_RUBRIC)
     return {
-        "records": records, "humans": humans, "dir": tmp_path, "rubric": rubric,
+        "records": records,
+        "humans": humans,
+        "dir": tmp_path,
+        "rubric": rubric,
         "judged": write_jsonl(tmp_path / "judged.jsonl", records),
         "human": write_jsonl(tmp_path / "human.jsonl", humans),
     }
 
 
-def agree(s: dict[str, Any], *extra: Any, human: Path | None = None,
-          judged: Path | None = None) -> Any:
-    return invoke("agree", human or s["human"], judged or s["judged"], "--rubric", s["rubric"],
-                  "--resamples", 100, *extra)
+def agree(
+    s: dict[str, Any], *extra: Any, human: Path | None = None, judged: Path | None = None
+) -> Any:
+    return invoke(
+        "agree",
+        human or s["human"],
+        judged or s["judged"],
+        "--rubric",
+        s["rubric"],
+        "--resamples",
+        100,
+        *extra,
+    )
 
 
 # --------------------------------------------------------------------------- agree
@@ -85,8 +99,18 @@ def test_agree_prints_a_table_per_criterion(synthetic: dict[str, Any]) -> None:
     result = agree(synthetic)
     assert result.exit_code == 0, result.output
     out = result.stdout
-    for text in ("accuracy", "supported", "human-human", "judge-human", "judge-judge",
-                 "harsh", "lenient", "noisy", "jury", "30 items joined"):
+    for text in (
+        "accuracy",
+        "supported",
+        "human-human",
+        "judge-human",
+        "judge-judge",
+        "harsh",
+        "lenient",
+        "noisy",
+        "jury",
+        "30 items joined",
+    ):
         assert text in out
     assert "nan" not in out.lower()
 
@@ -114,8 +138,9 @@ def test_agree_level_applies_to_every_alpha(synthetic: dict[str, Any]) -> None:
     acc = data["criteria"]["accuracy"]
     assert list(acc["human_human"]) == ["alpha[ordinal]"]
     assert acc["judge_human"]["harsh"]["alpha"]["name"] == "krippendorff_alpha[ordinal]"
-    assert all(p["alpha"]["name"] == "krippendorff_alpha[ordinal]"
-               for p in acc["judge_judge"].values())
+    assert all(
+        p["alpha"]["name"] == "krippendorff_alpha[ordinal]" for p in acc["judge_judge"].values()
+    )
     assert acc["judges_alpha"]["name"] == "krippendorff_alpha[ordinal]"
     assert data["level"] == "ordinal"
 
@@ -129,8 +154,10 @@ def test_agree_writes_an_html_report(synthetic: dict[str, Any]) -> None:
 
 
 def test_ids_that_do_not_join_are_counted_and_named(synthetic: dict[str, Any]) -> None:
-    humans = synthetic["humans"] + [{"id": "extra-1", "rater": "h0", "accuracy": 2},
-                                    {"id": "extra-2", "rater": "h0", "accuracy": 3}]
+    humans = synthetic["humans"] + [
+        {"id": "extra-1", "rater": "h0", "accuracy": 2},
+        {"id": "extra-2", "rater": "h0", "accuracy": 3},
+    ]
     human = write_jsonl(synthetic["dir"] / "more.jsonl", humans)
     judged = write_jsonl(synthetic["dir"] / "fewer.jsonl", synthetic["records"][:-1])
     result = agree(synthetic, "--json", human=human, judged=judged)
@@ -179,7 +206,7 @@ def test_malformed_verdicts_name_the_line_and_field(synthetic: dict[str, Any]) -
     message = " ".join(result.stderr.split())
     assert "bad-judged.jsonl" in message and "line 4" in message
     assert "votes[0].score: 'high' is not a number" in message
-    (synthetic["dir"] / "not-json.jsonl").write_text("{\"id\": 1}\nnot json\n")
+    (synthetic["dir"] / "not-json.jsonl").write_text('{"id": 1}\nnot json\n')
     result = agree(synthetic, judged=synthetic["dir"] / "not-json.jsonl")
     assert result.exit_code == 2 and "line 2 is not JSON" in result.stderr
 
@@ -189,8 +216,7 @@ def test_single_rater_makes_human_agreement_undefined(synthetic: dict[str, Any])
     human = write_jsonl(synthetic["dir"] / "one.jsonl", humans)
     result = agree(synthetic, human=human)
     assert result.exit_code == 0, result.output
-    assert "human-human alpha[interval]: undefined (needs at least 2 human raters" in \
-        result.stdout
+    assert "human-human alpha[interval]: undefined (needs at least 2 human raters" in result.stdout
     data = strict_json(agree(synthetic, "--json", human=human).stdout)
     stat = data["criteria"]["accuracy"]["human_human"]["alpha[interval]"]
     assert stat["value"] is None and "h0" in stat["reason"]
@@ -200,8 +226,9 @@ def test_single_rater_makes_human_agreement_undefined(synthetic: dict[str, Any])
 def test_counts_of_one_are_singular(synthetic: dict[str, Any]) -> None:
     _, humans = simulate_judging(30, n_humans=1, seed=3)
     humans.append({"id": "extra-1", "rater": "h0", "accuracy": 2})
-    result = agree(synthetic, "--resamples", 1,
-                   human=write_jsonl(synthetic["dir"] / "one.jsonl", humans))
+    result = agree(
+        synthetic, "--resamples", 1, human=write_jsonl(synthetic["dir"] / "one.jsonl", humans)
+    )
     assert result.exit_code == 0, result.output
     assert "1 human rater)" in result.stdout and "1 human raters" not in result.stdout
     assert "1 resample)" in result.stdout
@@ -221,8 +248,9 @@ def test_constant_columns_are_undefined_with_a_reason(synthetic: dict[str, Any])
     result = agree(synthetic, judged=judged, human=human)
     assert result.exit_code == 0, result.output
     assert "nan" not in result.stdout.lower()
-    assert "human-human alpha[interval]: undefined (all pairable values are identical" in \
-        result.stdout
+    assert (
+        "human-human alpha[interval]: undefined (all pairable values are identical" in result.stdout
+    )
     assert "harsh | lenient alpha undefined: all pairable values are identical" in result.stdout
     data = strict_json(agree(synthetic, "--json", judged=judged, human=human).stdout)
     spearman = data["criteria"]["accuracy"]["judge_human"]["jury"]["spearman"]
@@ -230,7 +258,8 @@ def test_constant_columns_are_undefined_with_a_reason(synthetic: dict[str, Any])
 
 
 def test_without_a_loadable_rubric_scales_are_inferred_with_a_warning(
-        synthetic: dict[str, Any]) -> None:
+    synthetic: dict[str, Any],
+) -> None:
     result = invoke("agree", synthetic["human"], synthetic["judged"], "--resamples", 50)
     assert result.exit_code == 0, result.output
     assert "rubric 'synthetic'" in result.stderr and "--rubric" in result.stderr
@@ -250,8 +279,9 @@ def test_unknown_rubric_and_missing_file_are_errors(synthetic: dict[str, Any]) -
 
 
 def test_a_rubric_that_does_not_match_is_reported(synthetic: dict[str, Any]) -> None:
-    result = invoke("agree", synthetic["human"], synthetic["judged"], "--rubric", "mirage-mg",
-                    "--resamples", 50)
+    result = invoke(
+        "agree", synthetic["human"], synthetic["judged"], "--rubric", "mirage-mg", "--resamples", 50
+    )
     assert result.exit_code == 0, result.output
     assert "differs from the rubric the verdicts name (synthetic)" in result.stderr
     assert "not in rubric mirage-mg" in result.stderr
@@ -274,8 +304,15 @@ def test_mixed_configurations_need_a_provenance(synthetic: dict[str, Any]) -> No
 
 def test_calibrate_writes_a_map_with_the_provenance(synthetic: dict[str, Any]) -> None:
     path = synthetic["dir"] / "map.yaml"
-    result = invoke("calibrate", synthetic["human"], synthetic["judged"], "--rubric",
-                    synthetic["rubric"], "--out", path)
+    result = invoke(
+        "calibrate",
+        synthetic["human"],
+        synthetic["judged"],
+        "--rubric",
+        synthetic["rubric"],
+        "--out",
+        path,
+    )
     assert result.exit_code == 0, result.output
     assert "5-fold CV on 30 items" in result.stdout and "MAE" in result.stdout
     assert "helps" in result.stdout or "no clear improvement" in result.stdout
@@ -291,14 +328,36 @@ def test_calibrate_writes_a_map_with_the_provenance(synthetic: dict[str, Any]) -
 
 def test_calibrate_options_and_json(synthetic: dict[str, Any]) -> None:
     path = synthetic["dir"] / "map.json"
-    result = invoke("calibrate", synthetic["human"], synthetic["judged"], "-r",
-                    synthetic["rubric"], "-o", path, "--method", "ordinal", "--value",
-                    "expected", "--output", "round", "--folds", 3, "-c", "accuracy", "--json")
+    result = invoke(
+        "calibrate",
+        synthetic["human"],
+        synthetic["judged"],
+        "-r",
+        synthetic["rubric"],
+        "-o",
+        path,
+        "--method",
+        "ordinal",
+        "--value",
+        "expected",
+        "--output",
+        "round",
+        "--folds",
+        3,
+        "-c",
+        "accuracy",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     data = strict_json(result.stdout)
     assert data["provenance"] == "prov-test" and data["criteria"] == ["accuracy"]
-    assert data["params"] == {"method": "ordinal", "output": "round", "value": "expected",
-                              "cv_folds": 3, "seed": 0}
+    assert data["params"] == {
+        "method": "ordinal",
+        "output": "round",
+        "value": "expected",
+        "cv_folds": 3,
+        "seed": 0,
+    }
     cv = data["cross_validation"]["accuracy"]
     assert cv["folds"] == 3 and {"before", "after", "improvement", "helps"} <= set(cv)
     cmap = CalibrationMap.load(path)
@@ -315,14 +374,34 @@ def test_calibrate_with_constant_judges_suggests_expected(synthetic: dict[str, A
                 vote["score"] = 0.0
     judged = write_jsonl(synthetic["dir"] / "const.jsonl", records)
     path = synthetic["dir"] / "map.yaml"
-    result = invoke("calibrate", synthetic["human"], judged, "-r", synthetic["rubric"],
-                    "-c", "accuracy", "-o", path)
+    result = invoke(
+        "calibrate",
+        synthetic["human"],
+        judged,
+        "-r",
+        synthetic["rubric"],
+        "-c",
+        "accuracy",
+        "-o",
+        path,
+    )
     assert result.exit_code == 2
     message = " ".join(result.stderr.split())
     assert "no judge has two distinct scores" in message and "--value expected" in message
     assert not path.exists()
-    result = invoke("calibrate", synthetic["human"], judged, "-r", synthetic["rubric"],
-                    "-c", "accuracy", "-o", path, "--value", "expected")
+    result = invoke(
+        "calibrate",
+        synthetic["human"],
+        judged,
+        "-r",
+        synthetic["rubric"],
+        "-c",
+        "accuracy",
+        "-o",
+        path,
+        "--value",
+        "expected",
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -332,16 +411,24 @@ def test_calibrate_refuses_constant_human_labels(synthetic: dict[str, Any]) -> N
     humans = [dict(r, accuracy=3) for r in synthetic["humans"]]
     human = write_jsonl(synthetic["dir"] / "const-h.jsonl", humans)
     path = synthetic["dir"] / "map.yaml"
-    result = invoke("calibrate", human, synthetic["judged"], "-r", synthetic["rubric"],
-                    "-c", "accuracy", "-o", path)
+    result = invoke(
+        "calibrate",
+        human,
+        synthetic["judged"],
+        "-r",
+        synthetic["rubric"],
+        "-c",
+        "accuracy",
+        "-o",
+        path,
+    )
     assert result.exit_code == 2
     message = " ".join(result.stderr.split())
     assert "all 60 human labels on 'accuracy' are 3" in message
     assert "no variation" in message and "helps" not in result.output
     assert not path.exists()
     # With another criterion to calibrate, the map is written without the constant one, loudly.
-    result = invoke("calibrate", human, synthetic["judged"], "-r", synthetic["rubric"],
-                    "-o", path)
+    result = invoke("calibrate", human, synthetic["judged"], "-r", synthetic["rubric"], "-o", path)
     assert result.exit_code == 0, result.output
     message = " ".join(result.stderr.split())
     assert "accuracy: not calibrated (all 60 human labels on 'accuracy' are 3" in message
@@ -358,8 +445,9 @@ def test_calibrate_says_when_calibration_hurts(synthetic: dict[str, Any]) -> Non
     judged = write_jsonl(synthetic["dir"] / "exact-jury.jsonl", records)
     human = write_jsonl(synthetic["dir"] / "one-h.jsonl", humans)
     path = synthetic["dir"] / "map.yaml"
-    result = invoke("calibrate", human, judged, "-r", synthetic["rubric"], "-c", "accuracy",
-                    "-o", path)
+    result = invoke(
+        "calibrate", human, judged, "-r", synthetic["rubric"], "-c", "accuracy", "-o", path
+    )
     assert result.exit_code == 0, result.output
     assert "calibration hurts" in result.stdout and "helps" not in result.stdout
     assert "no clear improvement" not in result.stdout
@@ -367,8 +455,20 @@ def test_calibrate_says_when_calibration_hurts(synthetic: dict[str, Any]) -> Non
     assert "accuracy: calibration hurts: the cross-validated MAE reduction is -" in message
     assert "do not apply the map to accuracy" in message
     assert "applying it is not recommended" in message and "apply it with" not in message
-    cv = strict_json(invoke("calibrate", human, judged, "-r", synthetic["rubric"], "-c",
-                            "accuracy", "-o", path, "--json").stdout)["cross_validation"]
+    cv = strict_json(
+        invoke(
+            "calibrate",
+            human,
+            judged,
+            "-r",
+            synthetic["rubric"],
+            "-c",
+            "accuracy",
+            "-o",
+            path,
+            "--json",
+        ).stdout
+    )["cross_validation"]
     assert cv["accuracy"]["hurts"] and not cv["accuracy"]["helps"]
     assert cv["accuracy"]["improvement"]["ci"][1] < 0
 
@@ -377,27 +477,62 @@ def test_calibrate_bad_labels_exit_2(synthetic: dict[str, Any]) -> None:
     humans = copy.deepcopy(synthetic["humans"])
     humans[0]["accuracy"] = -1
     human = write_jsonl(synthetic["dir"] / "bad.jsonl", humans)
-    result = invoke("calibrate", human, synthetic["judged"], "-r", synthetic["rubric"], "-o",
-                    synthetic["dir"] / "m.yaml")
+    result = invoke(
+        "calibrate",
+        human,
+        synthetic["judged"],
+        "-r",
+        synthetic["rubric"],
+        "-o",
+        synthetic["dir"] / "m.yaml",
+    )
     assert result.exit_code == 2 and "row 1" in result.stderr
 
 
-def test_judge_refuses_a_map_fitted_for_another_configuration(
-        synthetic: dict[str, Any]) -> None:
+def test_judge_refuses_a_map_fitted_for_another_configuration(synthetic: dict[str, Any]) -> None:
     path = synthetic["dir"] / "map.yaml"
-    assert invoke("calibrate", synthetic["human"], synthetic["judged"], "-r",
-                  synthetic["rubric"], "-o", path).exit_code == 0
+    assert (
+        invoke(
+            "calibrate",
+            synthetic["human"],
+            synthetic["judged"],
+            "-r",
+            synthetic["rubric"],
+            "-o",
+            path,
+        ).exit_code
+        == 0
+    )
     # The check runs before any model loads, so this is fast.
-    result = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury",
-                    "tiny", "--out", synthetic["dir"] / "out.jsonl", "--calibration", path)
+    result = invoke(
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "--rubric",
+        "mirage-mg",
+        "--jury",
+        "tiny",
+        "--out",
+        synthetic["dir"] / "out.jsonl",
+        "--calibration",
+        path,
+    )
     assert result.exit_code == 2
     message = " ".join(result.stderr.split())
     assert "fitted for provenance prov-test" in message and "--force-calibration" in message
     assert not (synthetic["dir"] / "out.jsonl").exists()
     (synthetic["dir"] / "junk.yaml").write_text("format: something-else\n")
-    result = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury",
-                    "tiny", "--out", synthetic["dir"] / "out.jsonl", "--calibration",
-                    synthetic["dir"] / "junk.yaml")
+    result = invoke(
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "--rubric",
+        "mirage-mg",
+        "--jury",
+        "tiny",
+        "--out",
+        synthetic["dir"] / "out.jsonl",
+        "--calibration",
+        synthetic["dir"] / "junk.yaml",
+    )
     assert result.exit_code == 2 and "not a jurybox calibration map" in result.stderr
 
 
@@ -434,11 +569,20 @@ def test_agree_on_real_verdicts(real_judged: Path, replay_tiny: Any) -> None:
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "6 items joined" in out and "nan" not in out.lower()
-    for name in ("accuracy", "relevance", "completeness", "parsimony", "jury",
-                 *(j.name for j in tiny_jury.spec.judges)):
+    for name in (
+        "accuracy",
+        "relevance",
+        "completeness",
+        "parsimony",
+        "jury",
+        *(j.name for j in tiny_jury.spec.judges),
+    ):
         assert name in out
-    data = strict_json(invoke("agree", HUMAN_EXAMPLE, real_judged, "--json", "--value",
-                              "expected", "--resamples", 200).stdout)
+    data = strict_json(
+        invoke(
+            "agree", HUMAN_EXAMPLE, real_judged, "--json", "--value", "expected", "--resamples", 200
+        ).stdout
+    )
     from jurybox.rubrics import load_rubric
 
     assert data["provenance"] == tiny_jury.provenance(load_rubric("mirage-mg"))
@@ -448,9 +592,13 @@ def test_agree_on_real_verdicts(real_judged: Path, replay_tiny: Any) -> None:
 
 
 @pytest.mark.models
-def test_calibrate_then_judge_with_the_map(real_judged: Path, replay_tiny: Any,
-                                           replay_jury: Path, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calibrate_then_judge_with_the_map(
+    real_judged: Path,
+    replay_tiny: Any,
+    replay_jury: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     tiny_jury = replay_tiny
     path = tmp_path / "map.yaml"
     # The tiny judges' scores barely vary; their logprob-expected scores do.
@@ -465,8 +613,21 @@ def test_calibrate_then_judge_with_the_map(real_judged: Path, replay_tiny: Any,
 
     monkeypatch.setattr(jurybox.judges, "Jury", lambda spec, **_: tiny_jury)  # the loaded models
     out = tmp_path / "calibrated.jsonl"
-    result = invoke("judge", EXAMPLES / "mirage_mg.jsonl", "--rubric", "mirage-mg", "--jury",
-                    replay_jury, "--limit", 2, "--out", out, "--calibration", path, "--quiet")
+    result = invoke(
+        "judge",
+        EXAMPLES / "mirage_mg.jsonl",
+        "--rubric",
+        "mirage-mg",
+        "--jury",
+        replay_jury,
+        "--limit",
+        2,
+        "--out",
+        out,
+        "--calibration",
+        path,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 2
@@ -480,8 +641,12 @@ def test_calibrate_then_judge_with_the_map(real_judged: Path, replay_tiny: Any,
                 assert value is not None and 0 <= value <= 4
         calibrated = rec["calibrated"]
         if all(calibrated[c] is not None for c in cmap.criteria):
-            expected = (2 * calibrated["accuracy"] + calibrated["relevance"]
-                        + calibrated["completeness"] + calibrated["parsimony"]) / 20
+            expected = (
+                2 * calibrated["accuracy"]
+                + calibrated["relevance"]
+                + calibrated["completeness"]
+                + calibrated["parsimony"]
+            ) / 20
             assert calibrated["weighted_sum"] == pytest.approx(round(expected, 4))
 
 
@@ -523,9 +688,12 @@ def cascade_files(tmp_path: Path) -> dict[str, Path]:
     jury.write_text(CASCADE_JURY)
     prov = provenance(load_rubric(rubric), load_jury_spec(jury))
     records, humans = simulate_cascade_verdicts(300, provenance=prov, seed=3)
-    return {"judged": write_jsonl(tmp_path / "judged.jsonl", records),
-            "human": write_jsonl(tmp_path / "human.jsonl", humans), "rubric": rubric,
-            "jury": jury}
+    return {
+        "judged": write_jsonl(tmp_path / "judged.jsonl", records),
+        "human": write_jsonl(tmp_path / "human.jsonl", humans),
+        "rubric": rubric,
+        "jury": jury,
+    }
 
 
 def test_calibrate_cascade_writes_the_fitted_jury(cascade_files, tmp_path):
@@ -533,8 +701,22 @@ def test_calibrate_cascade_writes_the_fitted_jury(cascade_files, tmp_path):
 
     out = tmp_path / "fitted.yaml"
     f = cascade_files
-    result = invoke("calibrate", f["human"], f["judged"], "--cascade", "--jury", f["jury"],
-                    "--target-agreement", "0.85", "--risk", "0.1", "-r", f["rubric"], "-o", out)
+    result = invoke(
+        "calibrate",
+        f["human"],
+        f["judged"],
+        "--cascade",
+        "--jury",
+        f["jury"],
+        "--target-agreement",
+        "0.85",
+        "--risk",
+        "0.1",
+        "-r",
+        f["rubric"],
+        "-o",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert "stage 1 (adds small): decides" in result.output
     assert "saved" in result.output and "judge with it: jurybox judge" in result.output
@@ -543,8 +725,21 @@ def test_calibrate_cascade_writes_the_fitted_jury(cascade_files, tmp_path):
     assert fitted.cascaded and 0.5 < fitted.stages[0].threshold <= 0.995
     assert fitted.unfitted().judges == original.judges
     assert "agreement >= 0.85 with probability >= 0.9" in fitted.description
-    result = invoke("calibrate", f["human"], f["judged"], "--cascade", "-j", f["jury"],
-                    "--target-agreement", "0.85", "-r", f["rubric"], "-o", out, "--json")
+    result = invoke(
+        "calibrate",
+        f["human"],
+        f["judged"],
+        "--cascade",
+        "-j",
+        f["jury"],
+        "--target-agreement",
+        "0.85",
+        "-r",
+        f["rubric"],
+        "-o",
+        out,
+        "--json",
+    )
     doc = strict_json(result.stdout)
     assert doc["threshold"] == fitted.stages[0].threshold and doc["risk"] == 0.1
     assert doc["path"][0]["threshold"] is None  # the walk starts with the whole jury
@@ -553,8 +748,20 @@ def test_calibrate_cascade_writes_the_fitted_jury(cascade_files, tmp_path):
 def test_calibrate_cascade_refuses_a_target_the_labels_cannot_support(cascade_files, tmp_path):
     f = cascade_files
     out = tmp_path / "fitted.yaml"
-    result = invoke("calibrate", f["human"], f["judged"], "--cascade", "-j", f["jury"],
-                    "--target-agreement", "0.99", "-r", f["rubric"], "-o", out)
+    result = invoke(
+        "calibrate",
+        f["human"],
+        f["judged"],
+        "--cascade",
+        "-j",
+        f["jury"],
+        "--target-agreement",
+        "0.99",
+        "-r",
+        f["rubric"],
+        "-o",
+        out,
+    )
     assert result.exit_code == 2
     assert "cannot support agreement 0.99 at risk 0.1" in result.output
     assert not out.exists()
@@ -580,22 +787,42 @@ def grouped_cascade_files(cascade_files, tmp_path):
     for i, (record, human) in enumerate(zip(records, humans)):
         if i % 10 == 0:
             wrong = human["accuracy"] % 3 + 1
-            record["votes"][0] = {"judge": "small", "criterion": "accuracy", "score": wrong,
-                                  "distribution": {str(v): 0.995 if v == wrong else 0.0025
-                                                   for v in (1, 2, 3)}}
+            record["votes"][0] = {
+                "judge": "small",
+                "criterion": "accuracy",
+                "score": wrong,
+                "distribution": {str(v): 0.995 if v == wrong else 0.0025 for v in (1, 2, 3)},
+            }
         human["task"] = "trap" if i % 10 == 0 else "plain"
-    return {**cascade_files, "judged": write_jsonl(tmp_path / "judged-g.jsonl", records),
-            "human": write_jsonl(tmp_path / "human-g.jsonl", humans)}
+    return {
+        **cascade_files,
+        "judged": write_jsonl(tmp_path / "judged-g.jsonl", records),
+        "human": write_jsonl(tmp_path / "human-g.jsonl", humans),
+    }
 
 
 def calibrate_grouped(f, out, *options):
     """``calibrate --cascade`` on the grouped files at target 0.75, with ``options``."""
-    return invoke("calibrate", f["human"], f["judged"], "--cascade", "-j", f["jury"],
-                  "--target-agreement", "0.75", "-r", f["rubric"], "-o", out, *options)
+    return invoke(
+        "calibrate",
+        f["human"],
+        f["judged"],
+        "--cascade",
+        "-j",
+        f["jury"],
+        "--target-agreement",
+        "0.75",
+        "-r",
+        f["rubric"],
+        "-o",
+        out,
+        *options,
+    )
 
 
 def test_calibrate_cascade_reports_each_group_and_warns_of_one_below_the_target(
-        grouped_cascade_files, tmp_path):
+    grouped_cascade_files, tmp_path
+):
     f, out = grouped_cascade_files, tmp_path / "fitted.yaml"
     result = calibrate_grouped(f, out, "--group", "task")
     assert result.exit_code == 0, result.output
@@ -604,13 +831,13 @@ def test_calibrate_cascade_reports_each_group_and_warns_of_one_below_the_target(
     assert "warning: group trap" in result.output and "--by-group task" in result.output
     assert out.exists()
     doc = strict_json(calibrate_grouped(f, out, "--group", "task", "--json").stdout)
-    assert {g["group"]: g["below_target"] for g in doc["groups"]} == {"plain": False,
-                                                                     "trap": True}
+    assert {g["group"]: g["below_target"] for g in doc["groups"]} == {"plain": False, "trap": True}
     assert "agreement_lower_bound" not in doc and doc["in_sample_agreement"] >= 0.75
 
 
 def test_calibrate_cascade_by_group_writes_one_jury_per_certified_group(
-        grouped_cascade_files, tmp_path):
+    grouped_cascade_files, tmp_path
+):
     from jurybox.judges import load_jury_spec
 
     f, out = grouped_cascade_files, tmp_path / "fitted.yaml"
@@ -636,8 +863,19 @@ def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
 
     s = synthetic
     human = tmp_path / "labelled.jsonl"
-    before = strict_json(invoke("labels", "plan", human, s["judged"], "--rubric", s["rubric"],
-                                "--target-width", "0.05", "--json").stdout)
+    before = strict_json(
+        invoke(
+            "labels",
+            "plan",
+            human,
+            s["judged"],
+            "--rubric",
+            s["rubric"],
+            "--target-width",
+            "0.05",
+            "--json",
+        ).stdout
+    )
     assert before["items"] == 30 and not human.exists()
     accuracy = before["criteria"]["accuracy"]
     assert accuracy["labelled"] == 0 and "no label yet" in accuracy["basis"]
@@ -650,8 +888,9 @@ def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
     with open(human, "ab") as f:
         f.write(b'{"id": "x", "ra')
     on_disk = human.read_bytes()
-    result = invoke("labels", "plan", human, s["judged"], "--rubric", s["rubric"],
-                    "--target-width", "0.05")
+    result = invoke(
+        "labels", "plan", human, s["judged"], "--rubric", s["rubric"], "--target-width", "0.05"
+    )
     store.close()
     assert human.read_bytes() == on_disk
     assert result.exit_code == 0, result.output
@@ -660,7 +899,8 @@ def test_labels_plan_before_and_after_labels(synthetic, tmp_path):
 
 
 def test_agree_ppi_gives_a_sharp_jury_the_betting_interval_while_few_labels_depart(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """#52 defect 2 through `agree --ppi`: a jury 0.999 sure of its score on every item and
     wrong by two levels on 5% of 300 items, none among the 30 labelled ones. The normal interval
     was the jury's own mean with zero width (the labels show no error and the jury claims none),
@@ -688,16 +928,30 @@ def _sharp_jury(tmp_path: Path) -> tuple[Path, Path, Path, list[float]]:
     human[30 + rng.choice(270, 15, replace=False)] -= 2
     rubric = tmp_path / "synthetic.yaml"
     rubric.write_text(SYNTHETIC_RUBRIC)
-    records = [{"id": f"i{k}", "status": "scored", "rubric": "synthetic", "jury": "j",
-                "provenance": "p", "scores": {"accuracy": float(s)},
-                "votes": [{"judge": "a", "criterion": "accuracy", "score": float(s),
-                           "distribution": {str(v): 0.999 if v == s else 0.00025
-                                            for v in range(5)}}]}
-               for k, s in enumerate(score)]
+    records = [
+        {
+            "id": f"i{k}",
+            "status": "scored",
+            "rubric": "synthetic",
+            "jury": "j",
+            "provenance": "p",
+            "scores": {"accuracy": float(s)},
+            "votes": [
+                {
+                    "judge": "a",
+                    "criterion": "accuracy",
+                    "score": float(s),
+                    "distribution": {str(v): 0.999 if v == s else 0.00025 for v in range(5)},
+                }
+            ],
+        }
+        for k, s in enumerate(score)
+    ]
     judged = write_jsonl(tmp_path / "judged.jsonl", records)
-    labels = write_jsonl(tmp_path / "human.jsonl", [{"id": f"i{k}", "rater": "h",
-                                                      "accuracy": int(human[k])}
-                                                     for k in range(30)])
+    labels = write_jsonl(
+        tmp_path / "human.jsonl",
+        [{"id": f"i{k}", "rater": "h", "accuracy": int(human[k])} for k in range(30)],
+    )
     return rubric, judged, labels, [float(h) for h in human]
 
 
@@ -708,16 +962,39 @@ def test_labels_plan_counts_the_interval_shown_and_picks_the_design(tmp_path: Pa
     any label it compares the active choice with a uniform order under the page's sequence and
     names the one it picks (what `jurybox label --design auto` uses)."""
     rubric, judged, _, _ = _sharp_jury(tmp_path)
-    got = invoke("labels", "plan", tmp_path / "none.jsonl", judged, "--rubric", rubric,
-                 "--goal", "benchmark-mean", "--target-width", "0.3", "--json")
+    got = invoke(
+        "labels",
+        "plan",
+        tmp_path / "none.jsonl",
+        judged,
+        "--rubric",
+        rubric,
+        "--goal",
+        "benchmark-mean",
+        "--target-width",
+        "0.3",
+        "--json",
+    )
     assert got.exit_code == 0, got.output
     row = strict_json(got.stdout)["criteria"]["accuracy"]
     assert row["interval"] == "betting" and row["needed"] > row["normal"], row
     assert row["sequence"]["method"] == "asymptotic"
     designs = row["designs"]
     assert designs["pick"] in ("active", "uniform") and "sequence" in designs["why"]
-    args = ("labels", "plan", tmp_path / "none.jsonl", judged, "--rubric", rubric, "--goal",
-            "benchmark-mean", "--target-width", "0.3", "--sequence", "betting")
+    args = (
+        "labels",
+        "plan",
+        tmp_path / "none.jsonl",
+        judged,
+        "--rubric",
+        rubric,
+        "--goal",
+        "benchmark-mean",
+        "--target-width",
+        "0.3",
+        "--sequence",
+        "betting",
+    )
     pick = strict_json(invoke(*args, "--json").stdout)["criteria"]["accuracy"]["designs"]["pick"]
     text = invoke(*args)
     assert text.exit_code == 0, text.output
@@ -727,7 +1004,8 @@ def test_labels_plan_counts_the_interval_shown_and_picks_the_design(tmp_path: Pa
 
 
 def test_label_design_auto_takes_the_plan_s_pick_and_a_labelled_file_keeps_its_own(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """#52 item 4, `jurybox label --goal benchmark-mean --design auto`: the design the plan
     finds needs fewer labels under the page's sequence (on 200 items of a calibrated jury at
     half-width 0.5: a uniform order under the betting sequence, the active choice under the
@@ -743,12 +1021,29 @@ def test_label_design_auto_takes_the_plan_s_pick_and_a_labelled_file_keeps_its_o
     rng = np.random.default_rng(8)
     criteria = ["accuracy", "relevance", "completeness", "parsimony"]
     pools = {c: LabellingPool.draw(rng, 200) for c in criteria}
-    records = [VerdictRecord.model_validate({
-        "id": f"q{k}", "status": "scored", "rubric": "mirage-mg", "jury": "sim",
-        "provenance": "sim", "scores": {c: float(pool.score[k]) for c, pool in pools.items()},
-        "votes": [{"judge": j, "criterion": c, "score": float(np.argmax(pool.dist[k])),
-                   "distribution": {str(v): float(p) for v, p in enumerate(pool.dist[k])}}
-                  for c, pool in pools.items() for j in ("a", "b")]}) for k in range(200)]
+    records = [
+        VerdictRecord.model_validate(
+            {
+                "id": f"q{k}",
+                "status": "scored",
+                "rubric": "mirage-mg",
+                "jury": "sim",
+                "provenance": "sim",
+                "scores": {c: float(pool.score[k]) for c, pool in pools.items()},
+                "votes": [
+                    {
+                        "judge": j,
+                        "criterion": c,
+                        "score": float(np.argmax(pool.dist[k])),
+                        "distribution": {str(v): float(p) for v, p in enumerate(pool.dist[k])},
+                    }
+                    for c, pool in pools.items()
+                    for j in ("a", "b")
+                ],
+            }
+        )
+        for k in range(200)
+    ]
     rubric = load_rubric("mirage-mg")
     store = LabelStore(tmp_path / "l.jsonl")
     try:
@@ -756,8 +1051,14 @@ def test_label_design_auto_takes_the_plan_s_pick_and_a_labelled_file_keeps_its_o
         assert _pick_design("auto", records, rubric, 0.5, "asymptotic", store) == "active"
         assert _pick_design("auto", records, rubric, None, "betting", store) == "active"
         assert _pick_design("active", records, rubric, 0.5, "betting", store) == "active"
-        store.append({"id": "q1", "rater": "r", "accuracy": 2,
-                      "selection": {"strategy": "uniform", "probability": None}})
+        store.append(
+            {
+                "id": "q1",
+                "rater": "r",
+                "accuracy": 2,
+                "selection": {"strategy": "uniform", "probability": None},
+            }
+        )
         assert _pick_design("active", records, rubric, 0.5, "betting", store) == "uniform"
     finally:
         store.close()

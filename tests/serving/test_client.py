@@ -23,8 +23,11 @@ def scripted(answers: list[httpx.Response], monkeypatch) -> tuple[Client, list[h
         return answers.pop(0)
 
     client = Client("http://service.test", token="t0k", retries=3)
-    client._http = httpx.Client(base_url="http://service.test", headers=client._http.headers,
-                                transport=httpx.MockTransport(handler))
+    client._http = httpx.Client(
+        base_url="http://service.test",
+        headers=client._http.headers,
+        transport=httpx.MockTransport(handler),
+    )
     monkeypatch.setattr(client_module.time, "sleep", waits.append)
     client.waits = waits  # type: ignore[attr-defined]
     return client, seen
@@ -32,30 +35,42 @@ def scripted(answers: list[httpx.Response], monkeypatch) -> tuple[Client, list[h
 
 def problem(status: int, kind: str, message: str = "m", retry_after: str | None = None):
     headers = {"Retry-After": retry_after} if retry_after else {}
-    return httpx.Response(status, json={"error": {"type": kind, "message": message,
-                                                  "field": None}}, headers=headers)
+    return httpx.Response(
+        status, json={"error": {"type": kind, "message": message, "field": None}}, headers=headers
+    )
 
 
 def test_busy_and_unavailable_are_retried_after_retry_after(monkeypatch):
-    client, seen = scripted([problem(429, "overloaded", retry_after="2"),
-                             problem(503, "unavailable", retry_after="7"),
-                             httpx.Response(200, json=VERDICTS)], monkeypatch)
+    client, seen = scripted(
+        [
+            problem(429, "overloaded", retry_after="2"),
+            problem(503, "unavailable", retry_after="7"),
+            httpx.Response(200, json=VERDICTS),
+        ],
+        monkeypatch,
+    )
     assert client.score_records("general", [{"id": "a"}]) == []
     assert len(seen) == 3 and client.waits == [2.0, 7.0]
     assert seen[0].headers["authorization"] == "Bearer t0k"
 
 
 def test_a_dead_ingress_answered_by_rays_proxy_is_retried(monkeypatch):
-    client, seen = scripted([httpx.Response(500, text="Internal Server Error"),
-                             httpx.Response(502, text="Bad Gateway"),
-                             httpx.Response(200, json=VERDICTS)], monkeypatch)
+    client, seen = scripted(
+        [
+            httpx.Response(500, text="Internal Server Error"),
+            httpx.Response(502, text="Bad Gateway"),
+            httpx.Response(200, json=VERDICTS),
+        ],
+        monkeypatch,
+    )
     assert client.score_records("general", [{"id": "a"}]) == []
     assert len(seen) == 3 and client.waits == [1.0, 1.0]
 
 
 def test_retries_run_out_into_a_service_error_naming_the_judge(monkeypatch):
-    client, seen = scripted([problem(503, "unavailable", "judge g could not answer",
-                                     retry_after="1")] * 4, monkeypatch)
+    client, seen = scripted(
+        [problem(503, "unavailable", "judge g could not answer", retry_after="1")] * 4, monkeypatch
+    )
     with pytest.raises(ServiceError, match="HTTP 503: judge g could not answer"):
         client.score_records("general", [{"id": "a"}])
     assert len(seen) == 4  # the first try and 3 retries
@@ -70,10 +85,19 @@ def test_the_services_own_500_or_504_is_not_retried(monkeypatch, answer):
 
 
 def test_a_bad_request_is_an_input_error_naming_the_field_and_a_401_is_not(monkeypatch):
-    bad = httpx.Response(422, json={"error": {"type": "invalid_request", "field": "items[0].id",
-                                              "message": "items[0].id: duplicate id"}})
-    client, _ = scripted([bad, problem(401, "unauthorized", "missing or wrong bearer token")],
-                         monkeypatch)
+    bad = httpx.Response(
+        422,
+        json={
+            "error": {
+                "type": "invalid_request",
+                "field": "items[0].id",
+                "message": "items[0].id: duplicate id",
+            }
+        },
+    )
+    client, _ = scripted(
+        [bad, problem(401, "unauthorized", "missing or wrong bearer token")], monkeypatch
+    )
     with pytest.raises(InputError) as info:
         client.score_records("general", [{"id": "a"}])
     assert info.value.field == "items[0].id"
@@ -83,7 +107,12 @@ def test_a_bad_request_is_an_input_error_naming_the_field_and_a_401_is_not(monke
 
 
 def test_an_http_date_retry_after_is_no_crash(monkeypatch):
-    client, _ = scripted([problem(429, "overloaded", retry_after="Wed, 21 Oct 2026 07:28:00 GMT"),
-                          httpx.Response(200, json=VERDICTS)], monkeypatch)
+    client, _ = scripted(
+        [
+            problem(429, "overloaded", retry_after="Wed, 21 Oct 2026 07:28:00 GMT"),
+            httpx.Response(200, json=VERDICTS),
+        ],
+        monkeypatch,
+    )
     assert client.score_records("general", [{"id": "a"}]) == []
     assert client.waits == [5.0]

@@ -33,13 +33,28 @@ def synthetic(tmp_path: Path, n: int = 300) -> tuple[Path, Path]:
             w = np.exp(-0.5 * ((np.arange(5) - centre) / spread) ** 2)
             w /= w.sum()
             for judge in ("j1", "j2"):
-                votes.append({"judge": judge, "criterion": c, "score": float(np.argmax(w)),
-                              "distribution": {str(v): float(p) for v, p in enumerate(w)}})
+                votes.append(
+                    {
+                        "judge": judge,
+                        "criterion": c,
+                        "score": float(np.argmax(w)),
+                        "distribution": {str(v): float(p) for v, p in enumerate(w)},
+                    }
+                )
             scores[c] = float(np.argmax(w))
             human[c] = int(rng.choice(5, p=w))
         scores["weighted_sum"] = None
-        verdicts.append({"id": f"q{k}", "status": "scored", "rubric": "mirage-mg", "jury": "sim",
-                         "provenance": "sim", "votes": votes, "scores": scores})
+        verdicts.append(
+            {
+                "id": f"q{k}",
+                "status": "scored",
+                "rubric": "mirage-mg",
+                "jury": "sim",
+                "provenance": "sim",
+                "votes": votes,
+                "scores": scores,
+            }
+        )
         labels.append(human)
     v, h = tmp_path / "v.jsonl", tmp_path / "h.jsonl"
     v.write_text("".join(json.dumps(r) + "\n" for r in verdicts))
@@ -50,9 +65,22 @@ def synthetic(tmp_path: Path, n: int = 300) -> tuple[Path, Path]:
 def test_calibrate_conformal_reports_cross_validated_coverage_per_criterion_and_group(tmp_path):
     verdicts, human = synthetic(tmp_path)
     out = tmp_path / "conformal.yaml"
-    got = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
-                                   "--alpha", "0.1", "--group", "task", "--out", str(out),
-                                   "--json"])
+    got = CliRunner().invoke(
+        app,
+        [
+            "calibrate",
+            str(human),
+            str(verdicts),
+            "--conformal",
+            "--alpha",
+            "0.1",
+            "--group",
+            "task",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert got.exit_code == 0, got.output
     fitted = json.loads(got.stdout)
     assert fitted["kind"] == "conformal" and fitted["provenance"] == "sim"
@@ -62,11 +90,14 @@ def test_calibrate_conformal_reports_cross_validated_coverage_per_criterion_and_
         assert set(row["cv_coverage_by_group"]) == {"a", "b"}
         assert set(fitted["criteria"][c]["groups"]) == {"a", "b"}
         assert 0 < row["mean_width"] < 4  # informative: not the whole scale
-    text = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
-                                    "--out", str(tmp_path / "c.json")])
+    text = CliRunner().invoke(
+        app,
+        ["calibrate", str(human), str(verdicts), "--conformal", "--out", str(tmp_path / "c.json")],
+    )
     assert text.exit_code == 0 and "cross-validated coverage" in text.stdout
-    mixed = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
-                                     "--cascade", "--out", str(out)])
+    mixed = CliRunner().invoke(
+        app, ["calibrate", str(human), str(verdicts), "--conformal", "--cascade", "--out", str(out)]
+    )
     assert mixed.exit_code == 2 and "give one" in mixed.output
 
 
@@ -80,11 +111,18 @@ def test_calibrate_conformal_refuses_labels_chosen_for_the_benchmark_mean(tmp_pa
     rows = [json.loads(line) for line in human.read_text().splitlines()]
     for k, row in enumerate(rows):
         if k >= 10:
-            row["selection"] = {"strategy": "benchmark-mean", "probability": 0.4,
-                                "position": k, "pool": 60, "seed": 0}
+            row["selection"] = {
+                "strategy": "benchmark-mean",
+                "probability": 0.4,
+                "position": k,
+                "pool": 60,
+                "seed": 0,
+            }
     human.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    got = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
-                                   "--out", str(tmp_path / "c.yaml")])
+    got = CliRunner().invoke(
+        app,
+        ["calibrate", str(human), str(verdicts), "--conformal", "--out", str(tmp_path / "c.yaml")],
+    )
     assert got.exit_code == 2, got.output
     assert "50 labels (the first on row 11) chosen actively for the benchmark's mean" in got.output
     assert "conformal maps" in got.output and not (tmp_path / "c.yaml").exists()
@@ -97,14 +135,27 @@ def test_calibrate_conformal_says_what_it_covers_and_what_each_route_width_keeps
     verdicts, human = synthetic(tmp_path, n=200)
     rows = [json.loads(line) for line in human.read_text().splitlines()]
     rng = np.random.default_rng(4)
-    second = [{**r, "rater": "g", **{c: int(np.clip(r[c] + rng.integers(-1, 2), 0, 4))
-                                     for c in CRITERIA}} for r in rows]
+    second = [
+        {**r, "rater": "g", **{c: int(np.clip(r[c] + rng.integers(-1, 2), 0, 4)) for c in CRITERIA}}
+        for r in rows
+    ]
     human.write_text("".join(json.dumps(r) + "\n" for r in rows + second))
     runs = {}
     for cover in ("every-rater", "one-rater"):
-        got = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
-                                       "--cover", cover, "--out", str(tmp_path / f"{cover}.json"),
-                                       "--json"])
+        got = CliRunner().invoke(
+            app,
+            [
+                "calibrate",
+                str(human),
+                str(verdicts),
+                "--conformal",
+                "--cover",
+                cover,
+                "--out",
+                str(tmp_path / f"{cover}.json"),
+                "--json",
+            ],
+        )
         assert got.exit_code == 0, got.output
         runs[cover] = json.loads(got.stdout)
         assert runs[cover]["cover"] == cover
@@ -120,14 +171,26 @@ def test_calibrate_conformal_says_what_it_covers_and_what_each_route_width_keeps
         assert widths[-1]["kept"] == 1.0
         assert widths[-1]["coverage"] == pytest.approx(every["cv_coverage"])
         assert all(a["kept"] <= b["kept"] for a, b in itertools.pairwise(widths))
-    text = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
-                                    "--out", str(tmp_path / "c.json")])
+    text = CliRunner().invoke(
+        app,
+        ["calibrate", str(human), str(verdicts), "--conformal", "--out", str(tmp_path / "c.json")],
+    )
     assert text.exit_code == 0, text.output
     assert "holds every rater's label with probability >= 90%" in text.stdout
     assert "--cover one-rater would give a mean width of" in text.stdout
     assert "the items --route-width W keeps: W=0:" in text.stdout
-    wrong = CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--cover",
-                                     "one-rater", "--out", str(tmp_path / "m.json")])
+    wrong = CliRunner().invoke(
+        app,
+        [
+            "calibrate",
+            str(human),
+            str(verdicts),
+            "--cover",
+            "one-rater",
+            "--out",
+            str(tmp_path / "m.json"),
+        ],
+    )
     assert wrong.exit_code == 2 and "--cover is for --conformal" in wrong.output
 
 
@@ -145,29 +208,71 @@ def routed_run(replay_tiny, replay_jury, tmp_path_factory):
     predictions = tmp_path / "mg.jsonl"
     predictions.write_text("".join(json.dumps({**r, "task": task[r["id"]]}) + "\n" for r in rows))
     human = tmp_path / "human.jsonl"
-    human.write_text("".join(
-        json.dumps({**row, "task": task[row["id"]]}) + "\n"
-        for row in map(json.loads, (EXAMPLES / "mirage_mg.human.jsonl").read_text().splitlines())))
+    human.write_text(
+        "".join(
+            json.dumps({**row, "task": task[row["id"]]}) + "\n"
+            for row in map(
+                json.loads, (EXAMPLES / "mirage_mg.human.jsonl").read_text().splitlines()
+            )
+        )
+    )
     judged = tmp_path / "judged.jsonl"
     judge_file(predictions, load_rubric("mirage-mg"), replay_tiny, judged)
     conformal = tmp_path / "conformal.yaml"
     runner = CliRunner()
     # Six labelled items, three per task: at alpha 0.5 the 2nd smallest of a task's three
     # nonconformities is its threshold.
-    fit = runner.invoke(app, ["calibrate", str(human), str(judged), "--conformal", "--alpha",
-                              "0.5", "--group", "task", "--out", str(conformal)])
+    fit = runner.invoke(
+        app,
+        [
+            "calibrate",
+            str(human),
+            str(judged),
+            "--conformal",
+            "--alpha",
+            "0.5",
+            "--group",
+            "task",
+            "--out",
+            str(conformal),
+        ],
+    )
     assert fit.exit_code == 0, fit.output
     routed = tmp_path / "routed.jsonl"
-    run = runner.invoke(app, ["judge", str(predictions), "--rubric", "mirage-mg", "--jury",
-                              str(replay_jury), "--out", str(routed), "--no-cache", "--quiet",
-                              "--conformal", str(conformal), "--route-width", "0"])
+    run = runner.invoke(
+        app,
+        [
+            "judge",
+            str(predictions),
+            "--rubric",
+            "mirage-mg",
+            "--jury",
+            str(replay_jury),
+            "--out",
+            str(routed),
+            "--no-cache",
+            "--quiet",
+            "--conformal",
+            str(conformal),
+            "--route-width",
+            "0",
+        ],
+    )
     assert run.exit_code == 0, run.output
-    return {"predictions": predictions, "task": task, "conformal": conformal, "routed": routed,
-            "output": run.output, "human": human, "folder": tmp_path}
+    return {
+        "predictions": predictions,
+        "task": task,
+        "conformal": conformal,
+        "routed": routed,
+        "output": run.output,
+        "human": human,
+        "folder": tmp_path,
+    }
 
 
-def test_judge_with_a_conformal_map_gives_intervals_and_routes_the_wide_ones(routed_run,
-                                                                          replay_jury):
+def test_judge_with_a_conformal_map_gives_intervals_and_routes_the_wide_ones(
+    routed_run, replay_jury
+):
     """A map fitted per group (a `task` column in the labels) applies each item's group's
     threshold at judge time (the same column in the predictions)."""
     from jurybox.calibration.data.labels import scales_from
@@ -182,8 +287,9 @@ def test_judge_with_a_conformal_map_gives_intervals_and_routes_the_wide_ones(rou
     assert len(records) == 6
     n_routed = 0
     for r in records:
-        assert r["interval"] == cmap.intervals_of(r, scales_from(load_rubric("mirage-mg")),
-                                                  task[r["id"]])
+        assert r["interval"] == cmap.intervals_of(
+            r, scales_from(load_rubric("mirage-mg")), task[r["id"]]
+        )
         wide = [c for c, iv in r["interval"].items() if iv is None or iv[1] > iv[0]]
         if wide:
             n_routed += 1
@@ -194,18 +300,39 @@ def test_judge_with_a_conformal_map_gives_intervals_and_routes_the_wide_ones(rou
     assert f"routed to a human: {n_routed}" in run["output"]
     # Without --conformal, --route-width has nothing to route by; another jury's map is refused.
     runner = CliRunner()
-    lone = runner.invoke(app, ["judge", str(run["predictions"]), "--rubric", "mirage-mg",
-                               "--jury", str(replay_jury), "--route-width", "1"])
+    lone = runner.invoke(
+        app,
+        [
+            "judge",
+            str(run["predictions"]),
+            "--rubric",
+            "mirage-mg",
+            "--jury",
+            str(replay_jury),
+            "--route-width",
+            "1",
+        ],
+    )
     assert lone.exit_code == 2 and "add --conformal" in lone.output
-    other = runner.invoke(app, ["judge", str(run["predictions"]), "--rubric", "general",
-                                "--jury", str(replay_jury), "--out",
-                                str(run["folder"] / "g.jsonl"), "--conformal",
-                                str(run["conformal"])])
+    other = runner.invoke(
+        app,
+        [
+            "judge",
+            str(run["predictions"]),
+            "--rubric",
+            "general",
+            "--jury",
+            str(replay_jury),
+            "--out",
+            str(run["folder"] / "g.jsonl"),
+            "--conformal",
+            str(run["conformal"]),
+        ],
+    )
     assert other.exit_code == 2 and "was fitted for provenance" in other.output
 
 
-def test_the_labelling_page_s_review_goal_offers_the_routed_items_widest_first(routed_run,
-                                                                            browser):
+def test_the_labelling_page_s_review_goal_offers_the_routed_items_widest_first(routed_run, browser):
     """#41 item 2: `jurybox label --goal review` offers only the routed items, the widest
     interval first, says why in the page (Chromium), records each label as a review, is done
     when all are reviewed; every statistic refuses those labels, saying why."""
@@ -221,8 +348,12 @@ def test_the_labelling_page_s_review_goal_offers_the_routed_items_widest_first(r
 
     labels = routed_run["folder"] / "review.jsonl"
     offered = []
-    with labelling(routed_run["predictions"], routed_run["routed"], labels, free_port(),
-                   "--goal", "review") as (url, _), httpx.Client(base_url=url, timeout=30) as http:
+    with (
+        labelling(
+            routed_run["predictions"], routed_run["routed"], labels, free_port(), "--goal", "review"
+        ) as (url, _),
+        httpx.Client(base_url=url, timeout=30) as http,
+    ):
         page = browser.new_page(viewport={"width": 1100, "height": 900})
         page.goto(f"{url}/?rater=ann")
         page.wait_for_selector("#why:has-text('routed to a human')")
@@ -232,24 +363,34 @@ def test_the_labelling_page_s_review_goal_offers_the_routed_items_widest_first(r
         while (got := http.get("/api/next", params={"rater": "ann"})).status_code == 200:
             item = got.json()
             offered.append(item["id"])
-            saved = http.post("/api/labels", json={"id": item["id"], "rater": "ann",
-                                                   "labels": {"accuracy": 2}})
+            saved = http.post(
+                "/api/labels", json={"id": item["id"], "rater": "ann", "labels": {"accuracy": 2}}
+            )
             assert saved.status_code == 200, saved.text
         assert got.status_code == 204
         done = http.get("/api/progress").json()
     assert sorted(offered) == sorted(routed)
     assert [widest(records[i]) for i in offered] == sorted(
-        (widest(records[i]) for i in offered), reverse=True)
-    assert done["goal_met"] and done["review"] == {"reviewed": len(routed),
-                                                   "routed": len(routed)}
+        (widest(records[i]) for i in offered), reverse=True
+    )
+    assert done["goal_met"] and done["review"] == {"reviewed": len(routed), "routed": len(routed)}
     lines = [json.loads(line) for line in labels.read_text().splitlines()]
-    assert all(line["selection"]["strategy"] == "review" and line["selection"]["route"]
-               for line in lines)
+    assert all(
+        line["selection"]["strategy"] == "review" and line["selection"]["route"] for line in lines
+    )
     runner = CliRunner()
-    for refused in (["agree", str(labels), str(routed_run["routed"])],
-                    ["agree", str(labels), str(routed_run["routed"]), "--ppi"],
-                    ["calibrate", str(labels), str(routed_run["routed"]), "--conformal",
-                     "--out", str(routed_run["folder"] / "x.yaml")]):
+    for refused in (
+        ["agree", str(labels), str(routed_run["routed"])],
+        ["agree", str(labels), str(routed_run["routed"]), "--ppi"],
+        [
+            "calibrate",
+            str(labels),
+            str(routed_run["routed"]),
+            "--conformal",
+            "--out",
+            str(routed_run["folder"] / "x.yaml"),
+        ],
+    ):
         got = runner.invoke(app, refused)
         assert got.exit_code == 2 and "routed to a human for review" in got.output, got.output
 
@@ -264,8 +405,12 @@ def test_the_service_config_takes_one_conformal_map_per_rubric(replay_jury, tmp_
 
     verdicts, human = synthetic(tmp_path, n=40)  # provenance "sim": no rubric of this jury's
     foreign = tmp_path / "foreign.yaml"
-    assert CliRunner().invoke(app, ["calibrate", str(human), str(verdicts), "--conformal",
-                                    "--out", str(foreign)]).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(app, ["calibrate", str(human), str(verdicts), "--conformal", "--out", str(foreign)])
+        .exit_code
+        == 0
+    )
     with pytest.raises(InputError, match="no rubric this service knows"):
         ServiceConfig(jury=str(replay_jury), conformal=[str(foreign)]).resolve()
     with pytest.raises(InputError, match="give --conformal MAP too"):

@@ -41,7 +41,11 @@ def test_votes_from_a_passed_in_backend():
     assert len(votes) == 3
     for per_item in votes:
         assert {(v.criterion, v.score) for v in per_item} == {
-            ("accuracy", 3), ("relevance", 2), ("completeness", 1), ("parsimony", 4)}
+            ("accuracy", 3),
+            ("relevance", 2),
+            ("completeness", 1),
+            ("parsimony", 4),
+        }
     assert asyncio.run(server.ping()) == "ok"
     assert asyncio.run(server.activity()) == {"busy": False, "generated": 1, "cancelled": 0}
 
@@ -69,9 +73,11 @@ def test_a_failing_generate_fails_every_call_of_its_batch():
     requests = render_requests(load_rubric("mirage-mg"), ITEMS)
 
     async def two():
-        return await asyncio.gather(batched.agenerate(list(requests.requests[:1])),
-                                    batched.agenerate(list(requests.requests[1:])),
-                                    return_exceptions=True)
+        return await asyncio.gather(
+            batched.agenerate(list(requests.requests[:1])),
+            batched.agenerate(list(requests.requests[1:])),
+            return_exceptions=True,
+        )
 
     results = asyncio.run(two())
     assert all(isinstance(r, MemoryError) for r in results)
@@ -91,12 +97,14 @@ def test_a_neighbour_the_backend_cannot_take_fails_alone():
     backend = Poisoned()
     batched = _Batched(backend)
     good = render_requests(load_rubric("mirage-mg"), ITEMS[:2]).requests
-    bad = render_requests(load_rubric("mirage-mg"),
-                          [Item(id="x", question="q", response="\ud800", reference="a")]).requests
+    bad = render_requests(
+        load_rubric("mirage-mg"), [Item(id="x", question="q", response="\ud800", reference="a")]
+    ).requests
 
     async def two():
-        return await asyncio.gather(batched.agenerate(list(good)), batched.agenerate(list(bad)),
-                                    return_exceptions=True)
+        return await asyncio.gather(
+            batched.agenerate(list(good)), batched.agenerate(list(bad)), return_exceptions=True
+        )
 
     mine, theirs = asyncio.run(two())
     assert [g.text for g in mine] == [ANSWER, ANSWER]
@@ -224,8 +232,9 @@ def test_a_batch_every_caller_left_stops_and_nobody_is_rerun():
     batched, requests = batched_over(backend)
 
     async def scenario():
-        callers = [asyncio.create_task(batched.agenerate(list(requests[k:k + 1])))
-                   for k in (0, 1)]
+        callers = [
+            asyncio.create_task(batched.agenerate(list(requests[k : k + 1]))) for k in (0, 1)
+        ]
         assert await asyncio.to_thread(backend.started.wait, 30)
         check = backend.checks[0]
         callers[0].cancel()

@@ -20,11 +20,26 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def jury(**extra) -> JurySpec:
-    return JurySpec.model_validate({"name": "remote", "judges": [
-        {"name": "api", "model": "some-model", "backend": "openai",
-         "sampling": {"max_tokens": 100}},
-        {"name": "thinker", "model": "org/not-here", "sampling": {"max_tokens": 50},
-         "reasoning": {"mode": "think", "budget_tokens": 1000}}], **extra})
+    return JurySpec.model_validate(
+        {
+            "name": "remote",
+            "judges": [
+                {
+                    "name": "api",
+                    "model": "some-model",
+                    "backend": "openai",
+                    "sampling": {"max_tokens": 100},
+                },
+                {
+                    "name": "thinker",
+                    "model": "org/not-here",
+                    "sampling": {"max_tokens": 50},
+                    "reasoning": {"mode": "think", "budget_tokens": 1000},
+                },
+            ],
+            **extra,
+        }
+    )
 
 
 def test_counts_calls_tokens_and_budget_without_a_model():
@@ -56,24 +71,43 @@ def test_items_done_cached_and_rejected_are_left_out(tmp_path, monkeypatch):
     items = read_predictions(preds, rubric).items
     from jurybox.rubrics import Verdict  # a stored verdict by hand: no judging here
 
-    verdict = Verdict(id=items[1].id, status="unscored", rubric=rubric.name, jury=spec.name,
-                      provenance=prov, scores={}, criteria={}, votes=[], reasons=["x"])
+    verdict = Verdict(
+        id=items[1].id,
+        status="unscored",
+        rubric=rubric.name,
+        jury=spec.name,
+        provenance=prov,
+        scores={},
+        criteria={},
+        votes=[],
+        reasons=["x"],
+    )
     cache.put(prov, [(input_hash(items[1]), verdict)])
     est = estimate(preds, rubric, spec, out, cache=cache)
-    assert (est.items, est.rejected_rows, est.already_done, est.cached, est.to_judge) == \
-        (6, 1, 1, 1, 4)
+    assert (est.items, est.rejected_rows, est.already_done, est.cached, est.to_judge) == (
+        6,
+        1,
+        1,
+        1,
+        4,
+    )
     assert est.judges[0].calls == 4 * len(rubric.calls())
     cache.close()
 
 
 def test_a_cascade_gives_expected_calls_per_stage():
     rubric = load_rubric("mirage-mg")
-    spec = jury(stages=[{"judges": ["api"], "threshold": 0.9, "expected_reach": 1.0},
-                        {"judges": ["thinker"], "expected_reach": 0.25}])
+    spec = jury(
+        stages=[
+            {"judges": ["api"], "threshold": 0.9, "expected_reach": 1.0},
+            {"judges": ["thinker"], "expected_reach": 0.25},
+        ]
+    )
     api, thinker = estimate(EXAMPLES / "mirage_mg.jsonl", rubric, spec, None).judges
     assert (api.stage, thinker.stage) == (1, 2)
     assert api.expected_calls is None and thinker.expected_calls == pytest.approx(
-        thinker.calls * 0.25)
+        thinker.calls * 0.25
+    )
 
 
 def test_the_cli_prints_the_estimate_and_writes_nothing(tmp_path):
@@ -82,9 +116,20 @@ def test_the_cli_prints_the_estimate_and_writes_nothing(tmp_path):
 
     jury_file.write_text(yaml.safe_dump(jury().model_dump(mode="json")))
     out = tmp_path / "never.jsonl"
-    result = CliRunner().invoke(app, ["judge", str(EXAMPLES / "mirage_mg.jsonl"), "-r",
-                                      "mirage-mg", "-j", str(jury_file), "-o", str(out),
-                                      "--estimate"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "judge",
+            str(EXAMPLES / "mirage_mg.jsonl"),
+            "-r",
+            "mirage-mg",
+            "-j",
+            str(jury_file),
+            "-o",
+            str(out),
+            "--estimate",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "6 to judge" in result.output and "nothing was judged or written" in result.output
     assert "api" in result.output and "thinker" in result.output

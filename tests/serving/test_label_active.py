@@ -31,16 +31,37 @@ def benchmark(tmp_path_factory):
     items, verdicts, truth = [], [], {}
     for k in range(300):
         item = f"q{k:03d}"
-        items.append({"id": item, "question": f"Question {k}?", "response": f"Answer {k}.",
-                      "reference": f"Reference {k}."})
+        items.append(
+            {
+                "id": item,
+                "question": f"Question {k}?",
+                "response": f"Answer {k}.",
+                "reference": f"Reference {k}.",
+            }
+        )
         votes = []
         for c, pool in pools.items():
             dist = {str(v): float(p) for v, p in enumerate(pool.dist[k])}
-            votes += [{"judge": j, "criterion": c, "score": float(np.argmax(pool.dist[k])),
-                       "distribution": dist} for j in ("a", "b")]
-        verdicts.append({"id": item, "status": "scored", "rubric": "mirage-mg", "jury": "sim",
-                         "provenance": "sim", "votes": votes,
-                         "scores": {c: float(pool.score[k]) for c, pool in pools.items()}})
+            votes += [
+                {
+                    "judge": j,
+                    "criterion": c,
+                    "score": float(np.argmax(pool.dist[k])),
+                    "distribution": dist,
+                }
+                for j in ("a", "b")
+            ]
+        verdicts.append(
+            {
+                "id": item,
+                "status": "scored",
+                "rubric": "mirage-mg",
+                "jury": "sim",
+                "provenance": "sim",
+                "votes": votes,
+                "scores": {c: float(pool.score[k]) for c, pool in pools.items()},
+            }
+        )
         truth[item] = {c: int(pool.human[k]) for c, pool in pools.items()}
     (folder / "items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
     (folder / "judged.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
@@ -49,23 +70,35 @@ def benchmark(tmp_path_factory):
 
 
 def jurybox(*args):
-    return subprocess.run([JURYBOX, *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([JURYBOX, *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
 def test_active_labels_end_to_end(benchmark, browser):
     folder, truth, means = benchmark
     items, judged, labels = folder / "items.jsonl", folder / "judged.jsonl", folder / "l.jsonl"
     offered = []
-    server = labelling(items, judged, labels, free_port(), "--goal", "benchmark-mean",
-                       "--target-width", "0.8", "--seed", "3", "--design", "active")
+    server = labelling(
+        items,
+        judged,
+        labels,
+        free_port(),
+        "--goal",
+        "benchmark-mean",
+        "--target-width",
+        "0.8",
+        "--seed",
+        "3",
+        "--design",
+        "active",
+    )
     with server as (url, _), httpx.Client(base_url=url, timeout=30) as http:
         while (got := http.get("/api/next", params={"rater": "ann"})).status_code == 200:
             item = got.json()
             assert "chosen for the benchmark mean" in item["why"], item["why"]
             offered.append(item["id"])
-            saved = http.post("/api/labels", json={"id": item["id"], "rater": "ann",
-                                                   "labels": truth[item["id"]]})
+            saved = http.post(
+                "/api/labels", json={"id": item["id"], "rater": "ann", "labels": truth[item["id"]]}
+            )
             assert saved.status_code == 200, saved.text
             assert len(offered) <= 300
             if len(offered) == 12:  # what the page shows of it, in a real browser
@@ -93,8 +126,11 @@ def test_active_labels_end_to_end(benchmark, browser):
     assert [line["id"] for line in lines] == offered
     positions = [line["selection"]["position"] for line in lines]
     assert positions == sorted(positions)
-    assert all(line["selection"]["strategy"] == "benchmark-mean"
-               and 0.1 <= line["selection"]["probability"] <= 1 for line in lines)
+    assert all(
+        line["selection"]["strategy"] == "benchmark-mean"
+        and 0.1 <= line["selection"]["probability"] <= 1
+        for line in lines
+    )
 
     ppi = jurybox("agree", labels, judged, "--ppi", "--json")
     assert ppi.returncode == 0, ppi.stderr
@@ -108,13 +144,24 @@ def test_active_labels_end_to_end(benchmark, browser):
     text = jurybox("agree", labels, judged, "--ppi")
     assert text.returncode == 0 and "accuracy: mean" in text.stdout, text.stderr
 
-    for refused in (jurybox("agree", labels, judged),
-                    jurybox("calibrate", labels, judged, "--out", folder / "map.json")):
+    for refused in (
+        jurybox("agree", labels, judged),
+        jurybox("calibrate", labels, judged, "--out", folder / "map.json"),
+    ):
         assert refused.returncode == 2, refused.stdout + refused.stderr
         assert "chosen actively" in refused.stderr and "agree --ppi" in refused.stderr
 
-    plan = jurybox("labels", "plan", labels, judged, "--goal", "benchmark-mean",
-                   "--target-width", "0.1", "--json")
+    plan = jurybox(
+        "labels",
+        "plan",
+        labels,
+        judged,
+        "--goal",
+        "benchmark-mean",
+        "--target-width",
+        "0.1",
+        "--json",
+    )
     assert plan.returncode == 0, plan.stderr
     for c, row in json.loads(plan.stdout)["criteria"].items():
         assert row["labelled"] == len(lines), (c, row)

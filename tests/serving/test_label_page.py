@@ -31,9 +31,22 @@ def judged(tmp_path_factory, replay_jury) -> Path:
     """The example predictions judged by the tiny jury's recorded answers, as the README's first
     command judges them with the models."""
     out = tmp_path_factory.mktemp("judged") / "judged.jsonl"
-    run = subprocess.run([JURYBOX, "judge", str(EXAMPLES), "--rubric", "mirage-mg", "--jury",
-                          str(replay_jury), "--out", str(out)], capture_output=True, text=True,
-                         timeout=1800)
+    run = subprocess.run(
+        [
+            JURYBOX,
+            "judge",
+            str(EXAMPLES),
+            "--rubric",
+            "mirage-mg",
+            "--jury",
+            str(replay_jury),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     return out
 
@@ -57,8 +70,9 @@ def label_by_keyboard(page, keys: list[str]) -> str:
     for key in keys:
         page.keyboard.press(key)
     page.keyboard.press("Enter")
-    page.wait_for_function("id => document.getElementById('last').innerText.startsWith("
-                           "'item ' + id + '\\n')", arg=item)
+    page.wait_for_function(
+        "id => document.getElementById('last').innerText.startsWith('item ' + id + '\\n')", arg=item
+    )
     return item
 
 
@@ -67,7 +81,8 @@ def lines(path: Path) -> list[dict]:
 
 
 def test_labelling_by_keyboard_survives_reload_and_sigkill_with_two_raters(
-        judged, browser, tmp_path):
+    judged, browser, tmp_path
+):
     labels = tmp_path / "human.jsonl"
     port = free_port()
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -79,12 +94,16 @@ def test_labelling_by_keyboard_survives_reload_and_sigkill_with_two_raters(
         first = label_by_keyboard(page, ["3", "4", "2", "2"])  # a digit per criterion
         assert "smollm2-135m" in page.inner_text("#last")  # revealed once labelled
         # Tab and the arrows move between criteria: set 2-4, go back up, set the first.
-        second = label_by_keyboard(page, ["Tab", "1", "1", "1", "ArrowUp", "ArrowUp",
-                                          "ArrowUp", "0"])
+        second = label_by_keyboard(
+            page, ["Tab", "1", "1", "1", "ArrowUp", "ArrowUp", "ArrowUp", "0"]
+        )
         third = label_by_keyboard(page, ["4", "4", "4", "4"])
         saved = lines(labels)
-        assert [(x["id"], x["rater"]) for x in saved] == [(first, "ana"), (second, "ana"),
-                                                          (third, "ana")]
+        assert [(x["id"], x["rater"]) for x in saved] == [
+            (first, "ana"),
+            (second, "ana"),
+            (third, "ana"),
+        ]
         assert [saved[0][c] for c in CRITERIA] == [3, 4, 2, 2]
         assert [saved[1][c] for c in CRITERIA] == [0, 1, 1, 1]
         assert all(x["selection"]["strategy"] == "uniform" for x in saved)
@@ -110,8 +129,10 @@ def test_labelling_by_keyboard_survives_reload_and_sigkill_with_two_raters(
         page.keyboard.press("s")
         page.keyboard.type("I cannot judge pest control")
         page.keyboard.press("Enter")
-        page.wait_for_function("id => !document.getElementById('why').innerText"
-                               ".startsWith('item ' + id + ':')", arg=skipped)
+        page.wait_for_function(
+            "id => !document.getElementById('why').innerText.startsWith('item ' + id + ':')",
+            arg=skipped,
+        )
         # A second rater is routed to an item ana labelled (overlap), so the two can be compared.
         ben = browser.new_page(viewport={"width": 1280, "height": 900})
         ben.goto(f"{url}/?rater=ben")
@@ -129,8 +150,10 @@ def test_labelling_by_keyboard_survives_reload_and_sigkill_with_two_raters(
         for key in ["ArrowUp", "ArrowUp", "ArrowUp", "4", "ArrowUp", "ArrowLeft"]:
             ben.keyboard.press(key)
         ben.keyboard.press("Enter")
-        ben.wait_for_function("id => document.getElementById('last').innerText.startsWith("
-                              "'item ' + id + '\\n')", arg=shared)
+        ben.wait_for_function(
+            "id => document.getElementById('last').innerText.startsWith('item ' + id + '\\n')",
+            arg=shared,
+        )
         ben.screenshot(path=str(tmp_path / "labelling.png"), full_page=True)
         if os.environ.get("JURYBOX_SCREENSHOT"):  # how docs/labelling.png is made
             shutil.copy(tmp_path / "labelling.png", os.environ["JURYBOX_SCREENSHOT"])
@@ -142,19 +165,35 @@ def test_labelling_by_keyboard_survives_reload_and_sigkill_with_two_raters(
 
     read = load_human_labels(labels)
     pairs = sorted(zip(read.ids, read.raters))
-    assert pairs == sorted({(first, "ana"), (second, "ana"), (third, "ana"), (fourth, "ana"),
-                            (shared, "ben")})
+    assert pairs == sorted(
+        {(first, "ana"), (second, "ana"), (third, "ana"), (fourth, "ana"), (shared, "ben")}
+    )
     ana_fourth = [i for i, r in enumerate(read.raters) if r == "ana" and read.ids[i] == fourth]
     assert read.values["accuracy"][ana_fourth[0]] == 3  # the relabel won
     # agree and calibrate read the file as it is.
-    agree = subprocess.run([JURYBOX, "agree", str(labels), str(judged)], capture_output=True,
-                           text=True, timeout=300)
+    agree = subprocess.run(
+        [JURYBOX, "agree", str(labels), str(judged)], capture_output=True, text=True, timeout=300
+    )
     assert agree.returncode == 0, agree.stdout + agree.stderr
     assert "accuracy" in agree.stdout
     # (the tiny judges score almost every item alike: their logprob-expected scores vary)
-    calibrate = subprocess.run([JURYBOX, "calibrate", str(labels), str(judged), "-o",
-                                str(tmp_path / "map.yaml"), "--folds", "2", "--value", "expected"],
-                               capture_output=True, text=True, timeout=300)
+    calibrate = subprocess.run(
+        [
+            JURYBOX,
+            "calibrate",
+            str(labels),
+            str(judged),
+            "-o",
+            str(tmp_path / "map.yaml"),
+            "--folds",
+            "2",
+            "--value",
+            "expected",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert calibrate.returncode == 0, calibrate.stdout + calibrate.stderr
     assert (tmp_path / "map.yaml").exists()
 
@@ -176,36 +215,67 @@ def test_the_api_refuses_bad_labels_naming_the_field_and_writes_nothing(judged, 
         ]:
             r = httpx.post(f"{url}/api/labels", json=body)
             assert r.status_code == status and r.json()["error"]["field"] == field, r.text
-        r = httpx.post(f"{url}/api/labels", content=b"{not json",
-                       headers={"content-type": "application/json"})
+        r = httpx.post(
+            f"{url}/api/labels", content=b"{not json", headers={"content-type": "application/json"}
+        )
         assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
         assert httpx.get(f"{url}/api/next").status_code == 422  # no rater
         assert not lines(labels)
         assert httpx.post(f"{url}/api/undo", json={"rater": "ana"}).status_code == 404
         saved = httpx.post(f"{url}/api/labels", json=ok).json()
-        assert saved["saved"]["accuracy"] == 2 and "smollm2-135m" in \
-            saved["judges"]["accuracy"]["votes"]
+        assert (
+            saved["saved"]["accuracy"] == 2
+            and "smollm2-135m" in saved["judges"]["accuracy"]["votes"]
+        )
         assert len(lines(labels)) == 1
         # A second server on the same file is refused (one writer).
-        second = subprocess.run([JURYBOX, "label", str(EXAMPLES), str(judged), "--labels",
-                                 str(labels), "--port", str(free_port())],
-                                capture_output=True, text=True, timeout=120)
+        second = subprocess.run(
+            [
+                JURYBOX,
+                "label",
+                str(EXAMPLES),
+                str(judged),
+                "--labels",
+                str(labels),
+                "--port",
+                str(free_port()),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert second.returncode == 2
         assert "being written by another labelling server" in second.stderr
 
 
 def test_a_token_guards_the_api_and_another_host_needs_one(judged, tmp_path):
     labels = tmp_path / "human.jsonl"
-    with labelling(judged, labels, free_port(), "--token-env", "LABEL_TOKEN",
-                   env={"LABEL_TOKEN": "s3cret"}) as (url, _):
+    with labelling(
+        judged, labels, free_port(), "--token-env", "LABEL_TOKEN", env={"LABEL_TOKEN": "s3cret"}
+    ) as (url, _):
         assert httpx.get(f"{url}/api/progress").status_code == 401
         good = {"Authorization": "Bearer s3cret"}
         assert httpx.get(f"{url}/api/progress", headers=good).status_code == 200
-        assert httpx.get(f"{url}/api/progress",
-                         headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert (
+            httpx.get(f"{url}/api/progress", headers={"Authorization": "Bearer nope"}).status_code
+            == 401
+        )
         assert httpx.get(f"{url}/").status_code == 200  # the page asks for the token itself
-    exposed = subprocess.run([JURYBOX, "label", str(EXAMPLES), str(judged), "--labels",
-                              str(tmp_path / "other.jsonl"), "--host", "0.0.0.0",
-                              "--port", str(free_port())],
-                             capture_output=True, text=True, timeout=120)
+    exposed = subprocess.run(
+        [
+            JURYBOX,
+            "label",
+            str(EXAMPLES),
+            str(judged),
+            "--labels",
+            str(tmp_path / "other.jsonl"),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert exposed.returncode == 2 and "protect it with --token-env" in exposed.stderr

@@ -47,7 +47,8 @@ def judged(tmp_path_factory):
             backend = jury.backend(judge)
             assert backend.unrecorded == 0, (
                 f"{backend.name}: {backend.unrecorded} prompts not in {LEADERBOARD_RECORDING.name}"
-                ": rerun python tests/data/record.py leaderboard")
+                ": rerun python tests/data/record.py leaderboard"
+            )
     finally:
         jury.close()
     return out
@@ -74,26 +75,36 @@ def test_the_json_is_what_the_judged_files_give(judged):
     ids = list(values["full"])
     for system in board["systems"]:
         for c in CRITERIA:
-            x = np.array([np.nan if values[system["name"]][i][c] is None
-                          else values[system["name"]][i][c] for i in ids])
+            x = np.array(
+                [
+                    np.nan if values[system["name"]][i][c] is None else values[system["name"]][i][c]
+                    for i in ids
+                ]
+            )
             s = x[~np.isnan(x)]
             entry = system["criteria"][c]
             assert entry["scored"] == s.size and entry["unscored"] == 6 - s.size
             assert entry["missing"] == 0
             if s.size:
                 assert entry["mean"] == pytest.approx(s.mean())
-    by_rank = sorted(board["systems"], key=lambda s: s["criteria"]["weighted_sum"]["mean"] or 0,
-                     reverse=True)
-    assert by_rank[0]["rank"] == 1 and all(s["rank_ci"][0] <= s["rank"] <= s["rank_ci"][1]
-                                           for s in board["systems"])
+    by_rank = sorted(
+        board["systems"], key=lambda s: s["criteria"]["weighted_sum"]["mean"] or 0, reverse=True
+    )
+    assert by_rank[0]["rank"] == 1 and all(
+        s["rank_ci"][0] <= s["rank"] <= s["rank_ci"][1] for s in board["systems"]
+    )
     for c in CRITERIA:
         pairs = [p for p in board["pairs"] if p["criterion"] == c]
         assert len(pairs) == 3
         for p in pairs:
-            a = np.array([values[p["a"]][i][c] if values[p["a"]][i][c] is not None else np.nan
-                          for i in ids], dtype=float)
-            b = np.array([values[p["b"]][i][c] if values[p["b"]][i][c] is not None else np.nan
-                          for i in ids], dtype=float)
+            a = np.array(
+                [values[p["a"]][i][c] if values[p["a"]][i][c] is not None else np.nan for i in ids],
+                dtype=float,
+            )
+            b = np.array(
+                [values[p["b"]][i][c] if values[p["b"]][i][c] is not None else np.nan for i in ids],
+                dtype=float,
+            )
             both = ~np.isnan(a) & ~np.isnan(b)
             assert p["shared"] == both.sum()
             if both.sum() >= 2 and np.std(a[both] - b[both]) > 0:
@@ -103,15 +114,15 @@ def test_the_json_is_what_the_judged_files_give(judged):
                 assert p["difference"] == 0 and p["p"] == 1 and not p["significant"]
         defined = [p["p"] for p in pairs if p["p"] is not None]
         assert [p["p_holm"] for p in pairs if p["p"] is not None] == pytest.approx(
-            list(multipletests(defined, method="holm")[1]) if defined else [])
+            list(multipletests(defined, method="holm")[1]) if defined else []
+        )
 
 
 def test_the_table_fits_80_columns_and_human_labels_correct_the_labelled_system(judged):
     from pathlib import Path
 
     human = Path(__file__).resolve().parents[2] / "examples" / "mirage_mg.human.jsonl"
-    got = run(*judged.values(), "--human", f"full={human}", "--criterion", "accuracy",
-              COLUMNS="80")
+    got = run(*judged.values(), "--human", f"full={human}", "--criterion", "accuracy", COLUMNS="80")
     assert got.exit_code == 0, got.output
     lines = got.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, "\n".join(lines)
@@ -155,8 +166,10 @@ def test_refusals_name_what_is_wrong(judged, replay_tiny, tmp_path):
     general = tmp_path / "general.jsonl"
     judge_file(preds, load_rubric("general"), replay_tiny, general)
     mixed = run(full, general, "--name", "a", "--name", "b")
-    assert mixed.exit_code == 2 and "b differs from a in the rubric (mirage-mg vs general)" \
-        in mixed.output
+    assert (
+        mixed.exit_code == 2
+        and "b differs from a in the rubric (mirage-mg vs general)" in mixed.output
+    )
     allowed = run(full, general, "--name", "a", "--name", "b", "--allow-mixed", "--json")
     assert allowed.exit_code == 0 and "compared although not judged alike" in allowed.output
     bad = tmp_path / "h.jsonl"
@@ -187,8 +200,7 @@ def test_the_page_in_chromium_shows_the_forest_and_the_matrix(judged, browser, t
     assert page.locator("h2").first.inner_text() == "weighted_sum"
     assert page.locator("table.pairs").first.locator("tr").count() == 4
     marked = page.locator("table.pairs").first.locator("td.sig-pos, td.sig-neg").count()
-    significant = sum(p["significant"] for p in board["pairs"]
-                      if p["criterion"] == "weighted_sum")
+    significant = sum(p["significant"] for p in board["pairs"] if p["criterion"] == "weighted_sum")
     assert marked == 2 * significant
     box = first.bounding_box()
     assert box is not None and box["width"] > 400 and not math.isnan(box["height"])

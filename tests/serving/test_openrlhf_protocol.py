@@ -32,21 +32,35 @@ def items(request: OpenRLHFRequest, max_items: int = 256, max_chars: int = 100_0
     return items_of(request, max_items, max_chars)
 
 
-def verdict(item_id: str, weighted: float | None, accuracy: float | None = 3.0,
-            spread: float = 0.0) -> dict:
-    return {"id": item_id, "status": "scored" if weighted is not None else "unscored",
-            "rubric": "mirage-mg", "jury": "j", "provenance": "0" * 16,
-            "scores": {"weighted_sum": weighted, "accuracy": accuracy, "relevance": 4.0,
-                       "completeness": 4.0, "parsimony": 4.0},
-            "disagreement": {"accuracy": {"n": 2, "std": None, "range": spread}},
-            "reasons": [] if weighted is not None else ["accuracy: below quorum: 0 of 2 "
-                                                        "judges scored accuracy, 1 needed"]}
+def verdict(
+    item_id: str, weighted: float | None, accuracy: float | None = 3.0, spread: float = 0.0
+) -> dict:
+    return {
+        "id": item_id,
+        "status": "scored" if weighted is not None else "unscored",
+        "rubric": "mirage-mg",
+        "jury": "j",
+        "provenance": "0" * 16,
+        "scores": {
+            "weighted_sum": weighted,
+            "accuracy": accuracy,
+            "relevance": 4.0,
+            "completeness": 4.0,
+            "parsimony": 4.0,
+        },
+        "disagreement": {"accuracy": {"n": 2, "std": None, "range": spread}},
+        "reasons": []
+        if weighted is not None
+        else ["accuracy: below quorum: 0 of 2 judges scored accuracy, 1 needed"],
+    }
 
 
 def test_the_response_is_the_query_after_its_prompt_without_trailing_special_tokens():
-    request = OpenRLHFRequest(query=[PROMPT + "Early blight.<|im_end|>", PROMPT + "A virus </s>",
-                                     "No template here."],
-                              prompts=[PROMPT, PROMPT, ""], labels=["Early blight", "", None])
+    request = OpenRLHFRequest(
+        query=[PROMPT + "Early blight.<|im_end|>", PROMPT + "A virus </s>", "No template here."],
+        prompts=[PROMPT, PROMPT, ""],
+        labels=["Early blight", "", None],
+    )
     got = items(request)
     assert [it["response"] for it in got] == ["Early blight.", "A virus", "No template here."]
     assert [it.get("reference") for it in got] == ["Early blight", None, None]
@@ -71,17 +85,21 @@ def test_a_prompt_cut_from_the_left_still_finds_its_response():
     # A query that begins with neither the prompt nor a long enough end of it.
     assert response_of("Fungus.", long_prompt) is None
     assert response_of(PROMPT[-5:] + "Fungus.", long_prompt) is None
-    got = items(OpenRLHFRequest(query=[long_prompt[500:] + "Fungus.<|im_end|>"],
-                                prompts=[long_prompt]))
+    got = items(
+        OpenRLHFRequest(query=[long_prompt[500:] + "Fungus.<|im_end|>"], prompts=[long_prompt])
+    )
     assert got[0]["response"] == "Fungus." and got[0]["question"] == long_prompt
 
 
-@pytest.mark.parametrize("text", [
-    "<|a|> " * 10666 + "x",  # the reproduction: 64 KB that held the ingress ~21 s
-    " " * 48_000 + "x",  # a degenerate policy output: 4 s
-    "<|" * 30_000 + "|>",
-    "x" + "<|im_end|>" * 10_000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<|a|> " * 10666 + "x",  # the reproduction: 64 KB that held the ingress ~21 s
+        " " * 48_000 + "x",  # a degenerate policy output: 4 s
+        "<|" * 30_000 + "|>",
+        "x" + "<|im_end|>" * 10_000,
+    ],
+)
 def test_parsing_a_query_is_linear_whatever_the_policy_wrote(text):
     began = time.perf_counter()
     request = OpenRLHFRequest(query=[PROMPT + text], prompts=[PROMPT])
@@ -106,8 +124,11 @@ def test_counts_and_lengths_are_checked_before_any_text_is_read():
 
 
 def test_an_item_s_field_is_named_as_openrlhf_names_it():
-    for field, ours in [("items[3].response", "query[3]"), ("items[0].question", "prompts[0]"),
-                        ("items[2].reference", "labels[2]")]:
+    for field, ours in [
+        ("items[3].response", "query[3]"),
+        ("items[0].question", "prompts[0]"),
+        ("items[2].reference", "labels[2]"),
+    ]:
         got = renamed(HTTPProblem(422, "invalid_request", f"{field}: empty", field))
         assert (got.field, got.message) == (ours, f"{ours}: empty")
     kept = HTTPProblem(422, "invalid_request", "unscored", "unscored")
@@ -137,8 +158,9 @@ def test_the_answer_is_what_openrlhf_reads_and_unscored_follows_the_policy():
     # With the error policy, a criterion without a value is NaN in the logs, never a number.
     strict = [RewardSpec(score="accuracy", unscored="none").bind(rubric)]
     mixed = [verdict("0", 0.75), verdict("1", 0.5, accuracy=None)]
-    logs = answer(reward_options(None, "unit", False, "error").bind(rubric), strict, mixed,
-                  SPANS)["extra_logs"]
+    logs = answer(reward_options(None, "unit", False, "error").bind(rubric), strict, mixed, SPANS)[
+        "extra_logs"
+    ]
     assert logs["jurybox/accuracy"][0] == 0.75 and math.isnan(logs["jurybox/accuracy"][1])
 
 
@@ -155,15 +177,25 @@ def test_the_unscored_policy_has_no_default():
 
 
 def test_unscored_reasons_are_a_closed_set_of_codes():
-    assert reason_code("prompt is 31000 tokens, more than 8192 (the default max_prompt_tokens "
-                       "on a CPU); set max_prompt_tokens") == "prompt_too_long"
-    assert reason_code("output cut at max_tokens (96 tokens): no answer for 'accuracy'"
-                       ) == "output_cut"
-    assert reason_code("no answer for 'accuracy' in the judge's output: '<|im_end|>x'"
-                       ) == "no_answer"
+    assert (
+        reason_code(
+            "prompt is 31000 tokens, more than 8192 (the default max_prompt_tokens "
+            "on a CPU); set max_prompt_tokens"
+        )
+        == "prompt_too_long"
+    )
+    assert (
+        reason_code("output cut at max_tokens (96 tokens): no answer for 'accuracy'")
+        == "output_cut"
+    )
+    assert (
+        reason_code("no answer for 'accuracy' in the judge's output: '<|im_end|>x'") == "no_answer"
+    )
     assert reason_code("accuracy: '9' is not on the scale (outside the scale 1-5)") == "off_scale"
-    assert reason_code("smollm2: no answer for 'a' in ...; accuracy: below quorum: 0 of 2"
-                       ) == "no_answer"
+    assert (
+        reason_code("smollm2: no answer for 'a' in ...; accuracy: below quorum: 0 of 2")
+        == "no_answer"
+    )
     assert reason_code("accuracy: below quorum: 0 of 2 judges scored accuracy") == "below_quorum"
     assert reason_code("Early blight.<|im_end|>\n<|im_start|>assistant\nScore: 4" * 100) == "other"
 

@@ -19,8 +19,9 @@ JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
 
 def jurybox(*args, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*JURYBOX, *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=900)
+    return subprocess.run(
+        [*JURYBOX, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=900
+    )
 
 
 def test_judge_pairs_then_compare_and_audit(tmp_path, replay_jury):
@@ -29,8 +30,19 @@ def test_judge_pairs_then_compare_and_audit(tmp_path, replay_jury):
     short = [{**r, "response": r["response"].split(". ")[0] + "."} for r in rows[:3]]
     short.append({**rows[3], "response": "x"})  # in one file only: named, not judged
     (tmp_path / "short.jsonl").write_text("".join(json.dumps(r) + "\n" for r in short))
-    run = jurybox("judge", "--pairs", "long.jsonl", "short.jsonl", "--rubric", "pairwise",
-                  "--jury", replay_jury, "--no-cache", "--quiet", cwd=tmp_path)
+    run = jurybox(
+        "judge",
+        "--pairs",
+        "long.jsonl",
+        "short.jsonl",
+        "--rubric",
+        "pairwise",
+        "--jury",
+        replay_jury,
+        "--no-cache",
+        "--quiet",
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr
     assert "pairs: 3 ids in both files, A = long, B = short" in run.stderr
     assert f"1 id(s) only in short.jsonl (B, short), not judged: {rows[3]['id']!r}" in run.stderr
@@ -40,23 +52,35 @@ def test_judge_pairs_then_compare_and_audit(tmp_path, replay_jury):
     for rec in records:
         # Every judge answered both orders; the verdict says who won (or tie) and P(A better).
         orders = sorted((v["judge"], v["order"]) for v in rec["votes"])
-        assert orders == sorted((j, o) for j in ("smollm2-135m", "gemma3-270m")
-                                for o in ("ab", "ba"))
+        assert orders == sorted(
+            (j, o) for j in ("smollm2-135m", "gemma3-270m") for o in ("ab", "ba")
+        )
         assert rec["winner"] in ("a", "b", "tie") and 0.0 <= rec["p_a"] <= 1.0
         assert rec["scores"]["better"] == {"a": 1.0, "b": 0.0, "tie": 0.5}.get(
-            rec["winner"], rec["scores"]["better"])
+            rec["winner"], rec["scores"]["better"]
+        )
     # The summary counts winners and each judge's inconsistent pairs (from the votes).
-    flips = {j: sum(1 for rec in records for o in [
-        {v["order"]: v["score"] for v in rec["votes"] if v["judge"] == j}] if o["ab"] != o["ba"])
-        for j in ("smollm2-135m", "gemma3-270m")}
+    flips = {
+        j: sum(
+            1
+            for rec in records
+            for o in [{v["order"]: v["score"] for v in rec["votes"] if v["judge"] == j}]
+            if o["ab"] != o["ba"]
+        )
+        for j in ("smollm2-135m", "gemma3-270m")
+    }
     for judge, n in flips.items():
         assert f"{judge}: inconsistent under order swap on {n} of 3 pairs" in run.stdout
     for rec in records:  # each verdict names its inconsistent judges
-        flipped = {j for j in flips if len({v["score"] for v in rec["votes"] if v["judge"] == j}) > 1}
+        flipped = {
+            j for j in flips if len({v["score"] for v in rec["votes"] if v["judge"] == j}) > 1
+        }
         assert {x.split(" on ")[0] for x in rec["inconsistent"]} == flipped
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
-    assert manifest["summary"]["pairwise"]["judges"]["gemma3-270m"]["inconsistent"] == \
-        flips["gemma3-270m"]
+    assert (
+        manifest["summary"]["pairwise"]["judges"]["gemma3-270m"]["inconsistent"]
+        == flips["gemma3-270m"]
+    )
 
     compare = jurybox("compare", out, "--json", "--resamples", "200", cwd=tmp_path)
     assert compare.returncode == 0, compare.stderr
@@ -77,9 +101,12 @@ def test_judge_pairs_then_compare_and_audit(tmp_path, replay_jury):
         assert position[judge]["n_pairs"] == 3 and position[judge]["flip_rate"] == n / 3
 
     # Human preference labels (a, b, tie) with agree and calibrate.
-    (tmp_path / "pref.jsonl").write_text("".join(
-        json.dumps({"id": r["id"], "rater": "h", "better": label}) + "\n"
-        for r, label in zip(records, ["a", "b", "tie"])))
+    (tmp_path / "pref.jsonl").write_text(
+        "".join(
+            json.dumps({"id": r["id"], "rater": "h", "better": label}) + "\n"
+            for r, label in zip(records, ["a", "b", "tie"])
+        )
+    )
     agree = jurybox("agree", "pref.jsonl", out, "--json", "--resamples", "50", cwd=tmp_path)
     assert agree.returncode == 0, agree.stderr
     better = json.loads(agree.stdout)["criteria"]["better"]
@@ -89,6 +116,7 @@ def test_judge_pairs_then_compare_and_audit(tmp_path, replay_jury):
     assert json.loads((tmp_path / "map.json").read_text())["provenance"] == records[0]["provenance"]
 
     # A rubric that is not pairwise is refused with --pairs, saying so.
-    wrong = jurybox("judge", "--pairs", "long.jsonl", "short.jsonl", "--rubric", "general",
-                    cwd=tmp_path)
+    wrong = jurybox(
+        "judge", "--pairs", "long.jsonl", "short.jsonl", "--rubric", "general", cwd=tmp_path
+    )
     assert wrong.returncode != 0 and "is not pairwise" in wrong.stderr

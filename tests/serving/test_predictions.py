@@ -19,15 +19,15 @@ def test_jsonl_bad_rows_are_reported_and_the_rest_is_read(tmp_path):
     p = tmp_path / "p.jsonl"
     lines = [
         json.dumps(row(1)).encode(),
-        b'{"id": "r2", "question": ',                                     # malformed
-        json.dumps(row(3, response="x" * 200_000)).encode(),              # too long
-        json.dumps(row(4, reference=None)).encode(),                      # missing reference
+        b'{"id": "r2", "question": ',  # malformed
+        json.dumps(row(3, response="x" * 200_000)).encode(),  # too long
+        json.dumps(row(4, reference=None)).encode(),  # missing reference
         b'{"id": "r5", "question": "caf\xe9", "response": "a", "reference": "b"}',  # latin-1 byte
-        json.dumps(row(1)).encode(),                                      # duplicate id
-        b"[1, 2]",                                                        # not an object
-        json.dumps(row(8, response={"text": "nested"})).encode(),         # wrong type
+        json.dumps(row(1)).encode(),  # duplicate id
+        b"[1, 2]",  # not an object
+        json.dumps(row(8, response={"text": "nested"})).encode(),  # wrong type
         b"",
-        json.dumps(row(9, id=9)).encode(),                                # numeric id is fine
+        json.dumps(row(9, id=9)).encode(),  # numeric id is fine
     ]
     p.write_bytes(b"\n".join(lines) + b"\n")
     res = read_predictions(p, RUBRIC)
@@ -38,7 +38,9 @@ def test_jsonl_bad_rows_are_reported_and_the_rest_is_read(tmp_path):
     assert errors[3].field == "response" and "200,000 characters" in errors[3].message
     assert errors[4].field == "reference" and "rubric general needs it" in errors[4].message
     assert "not valid UTF-8 (byte 0xe9" in errors[5].message
-    assert errors[6].field == "id" and "duplicate id 'r1' (first seen at row 1)" in errors[6].message
+    assert (
+        errors[6].field == "id" and "duplicate id 'r1' (first seen at row 1)" in errors[6].message
+    )
     assert "expected a JSON object" in errors[7].message
     assert errors[8].field == "response" and "expected text, got dict" in errors[8].message
     assert str(errors[3]).startswith("row 3, field 'response':")
@@ -88,21 +90,31 @@ def test_unknown_extension(tmp_path):
 
 def test_missing_or_empty_required_fields_are_rejected_by_row_and_field(tmp_path):
     p = tmp_path / "p.jsonl"
-    rows = [row(1, response=""), row(2, response=None), row(3), row(4, reference="   "),
-            row(5, response=" \n ")]
+    rows = [
+        row(1, response=""),
+        row(2, response=None),
+        row(3),
+        row(4, reference="   "),
+        row(5, response=" \n "),
+    ]
     p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     res = read_predictions(p, RUBRIC)
     assert [it.id for it in res.items] == ["r3"]
     errors = {e.row: (e.field, e.message) for e in res.errors}
-    assert errors[1] == ("response", "empty, but the rubric general needs it "
-                                     "(judge empty answers with --allow-empty)")
+    assert errors[1] == (
+        "response",
+        "empty, but the rubric general needs it (judge empty answers with --allow-empty)",
+    )
     assert errors[2][0] == "response" and errors[2][1].startswith("missing, but")
     assert errors[4] == ("reference", "empty, but the rubric general needs it")
     assert errors[5][0] == "response"
     # An empty answer is what a model may really have given: judged only when asked, and counted.
     res = read_predictions(p, RUBRIC, allow_empty=True)
-    assert [(it.id, it.response) for it in res.items] == [("r1", ""), ("r3", "an answer"),
-                                                         ("r5", " \n ")]
+    assert [(it.id, it.response) for it in res.items] == [
+        ("r1", ""),
+        ("r3", "an answer"),
+        ("r5", " \n "),
+    ]
     assert res.empty_responses == 2
     assert {e.row for e in res.errors} == {2, 4}  # null is no answer at all; reference is needed
 
@@ -120,10 +132,15 @@ def test_parquet_binary_column_with_bad_bytes_is_a_row_error(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({
-        "id": ["r1", "r2"], "question": ["q", "q"], "response": ["a", "b"], "reference": ["r", "r"],
-        "notes": pa.array([b"fine", b"caf\xe9"], pa.binary()),
-    })
+    table = pa.table(
+        {
+            "id": ["r1", "r2"],
+            "question": ["q", "q"],
+            "response": ["a", "b"],
+            "reference": ["r", "r"],
+            "notes": pa.array([b"fine", b"caf\xe9"], pa.binary()),
+        }
+    )
     pq.write_table(table, tmp_path / "p.parquet")
     res = read_predictions(tmp_path / "p.parquet", RUBRIC)
     assert [it.id for it in res.items] == ["r1"] and res.items[0].extra["notes"] == "fine"
@@ -136,8 +153,11 @@ def test_parquet_binary_column_with_bad_bytes_is_a_row_error(tmp_path):
 
 def test_json_row_with_a_duplicate_key_is_rejected(tmp_path):
     p = tmp_path / "p.jsonl"
-    p.write_text('{"id": "r1", "id": "r9", "question": "q", "response": "a", "reference": "r"}\n'
-                 + json.dumps(row(2)) + "\n")
+    p.write_text(
+        '{"id": "r1", "id": "r9", "question": "q", "response": "a", "reference": "r"}\n'
+        + json.dumps(row(2))
+        + "\n"
+    )
     res = read_predictions(p, RUBRIC)
     assert [it.id for it in res.items] == ["r2"]
     (e,) = res.errors
@@ -153,11 +173,18 @@ def test_map_to_a_field_nothing_reads_is_refused(tmp_path):
         read_predictions(p, RUBRIC, {"context": "ctx"})
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("list.jsonl", '[\n  {"id": "r1"},\n  {"id": "r2"}\n]\n', "looks like a JSON list"),
-    ("pretty.jsonl", '{\n  "id": "r1",\n  "question": "q"\n}\n', "looks like pretty-printed JSON"),
-    ("lines.json", '{"id": "r1"}\n{"id": "r2"}\n', "looks like JSON Lines"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("list.jsonl", '[\n  {"id": "r1"},\n  {"id": "r2"}\n]\n', "looks like a JSON list"),
+        (
+            "pretty.jsonl",
+            '{\n  "id": "r1",\n  "question": "q"\n}\n',
+            "looks like pretty-printed JSON",
+        ),
+        ("lines.json", '{"id": "r1"}\n{"id": "r2"}\n', "looks like JSON Lines"),
+    ],
+)
 def test_a_file_in_the_wrong_format_says_what_it_looks_like(tmp_path, name, content, message):
     p = tmp_path / name
     p.write_text(content)
@@ -181,7 +208,9 @@ def test_a_directory_or_glob_is_read_as_one_file_and_an_empty_one_is_named(tmp_p
 def test_csv_long_multiline_fields_and_row_numbers(tmp_path):
     p = tmp_path / "p.csv"
     long = "word " * 40_000  # 200,000 characters: over the csv module's default field limit
-    pd.DataFrame([row(1, response="line one\nline two\nline three"), row(2, response=long), row(3)]).to_csv(p, index=False)
+    pd.DataFrame(
+        [row(1, response="line one\nline two\nline three"), row(2, response=long), row(3)]
+    ).to_csv(p, index=False)
     res = read_predictions(p, RUBRIC)
     assert [it.id for it in res.items] == ["r1", "r3"]
     (e,) = res.errors
@@ -210,9 +239,15 @@ def test_a_run_keeps_one_id_index_and_limit_is_a_position_in_it(tmp_path):
     assert stream.counts()["items"] == 3 and stream.rows == 7
     assert [str(e) for e in stream.errors] == [
         "row 5, field 'id': duplicate id 'r2' (first seen at row 2)",
-        "row 7, field 'id': duplicate id 'r4' (first seen at row 4)"]
+        "row 7, field 'id': duplicate id 'r4' (first seen at row 4)",
+    ]
     unlimited = RowStream(p, RUBRIC, limit=None)
-    assert [it.id for chunk, _ in unlimited.chunks({"r2"}, 10) for it in chunk] == ["r1", "r3", "r4", "r5"]
+    assert [it.id for chunk, _ in unlimited.chunks({"r2"}, 10) for it in chunk] == [
+        "r1",
+        "r3",
+        "r4",
+        "r5",
+    ]
     assert all(f"r{i}" in unlimited for i in range(1, 6)) and unlimited.items == 5
     none = RowStream(p, RUBRIC, limit=0)
     assert [it.id for chunk, _ in none.chunks(set(), 10) for it in chunk] == []

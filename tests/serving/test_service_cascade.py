@@ -23,15 +23,17 @@ pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_the_service_runs_a_cascaded_jury_as_the_library_does(replay_tiny, replay_jury, tmp_path,
-                                                             shared_ray):
+def test_the_service_runs_a_cascaded_jury_as_the_library_does(
+    replay_tiny, replay_jury, tmp_path, shared_ray
+):
     rubric = load_rubric("mirage-mg")
     every = tmp_path / "every.jsonl"
     unfitted = tiny_cascade(base=replay_jury)
     judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(unfitted, replay_tiny._backends), every)
     rows = [json.loads(line) for line in every.read_text().splitlines()]
-    cascade = tiny_cascade(split_threshold(stage_one_confidences(rows, rubric, unfitted)),
-                           base=replay_jury)
+    cascade = tiny_cascade(
+        split_threshold(stage_one_confidences(rows, rubric, unfitted)), base=replay_jury
+    )
     local = tmp_path / "local.jsonl"
     judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(cascade, replay_tiny._backends), local)
     want = [json.loads(line) for line in local.read_text().splitlines()]
@@ -42,12 +44,12 @@ def test_the_service_runs_a_cascaded_jury_as_the_library_does(replay_tiny, repla
     items = [json.loads(line) for line in (EXAMPLES / "mirage_mg.jsonl").read_text().splitlines()]
     config = ServiceConfig(jury=str(jury_file), verdict_cache=str(tmp_path / "cache.sqlite"))
     with running_service(config) as url:
-        r = httpx.post(f"{url}/v1/score", json={"rubric": "mirage-mg", "items": items},
-                       timeout=600)
+        r = httpx.post(f"{url}/v1/score", json={"rubric": "mirage-mg", "items": items}, timeout=600)
         asked = judge_requests(httpx.get(f"{url}/metrics").text)
         # The same items again: every one from the verdict cache, no judge asked.
-        again = httpx.post(f"{url}/v1/score", json={"rubric": "mirage-mg", "items": items},
-                           timeout=600)
+        again = httpx.post(
+            f"{url}/v1/score", json={"rubric": "mirage-mg", "items": items}, timeout=600
+        )
         metrics = httpx.get(f"{url}/metrics").text
     assert r.status_code == 200, r.text
     assert_same_verdicts(r.json()["verdicts"], want)
@@ -59,5 +61,8 @@ def test_the_service_runs_a_cascaded_jury_as_the_library_does(replay_tiny, repla
 
 def judge_requests(metrics: str) -> dict[str, float]:
     """``jurybox_judge_requests_total`` by judge, from /metrics."""
-    return {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-            if line.startswith("jurybox_judge_requests_total{")}
+    return {
+        line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("jurybox_judge_requests_total{")
+    }

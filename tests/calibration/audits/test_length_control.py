@@ -38,8 +38,7 @@ def test_the_correction_raises_agreement_only_where_the_jury_likes_length(bias):
 def test_the_slope_is_least_squares_on_the_error_and_the_centre_is_the_reference_length():
     rng = np.random.default_rng(8)
     words, human, score = _jury(rng, 400, 0.5)
-    result = length_control("accuracy", score, words, human, centre_length=100.0,
-                            n_resamples=50)
+    result = length_control("accuracy", score, words, human, centre_length=100.0, n_resamples=50)
     slope = np.polyfit(np.log1p(words), score - human, 1)[0]
     assert result.slope_per_log_length == pytest.approx(slope)
     want = np.mean(score - slope * (np.log1p(words) - np.log1p(100.0)))
@@ -69,7 +68,8 @@ def test_with_labels_on_some_items_the_means_are_the_runs_and_the_labelled_ones_
     assert result.controlled_mean == pytest.approx(np.mean(score - slope * (x - x.mean())))
     assert result.labelled_raw_mean == pytest.approx(score[labelled].mean())
     assert result.labelled_controlled_mean == pytest.approx(
-        np.mean(score[labelled] - slope * (x[labelled] - x.mean())))
+        np.mean(score[labelled] - slope * (x[labelled] - x.mean()))
+    )
     assert "over the 1000 items" in result.words()
     assert "over the 60 labelled items alone" in result.words()
 
@@ -84,18 +84,41 @@ def test_jurybox_agree_length_control(tmp_path):
     preds, verdicts, humans = [], [], []
     for k in range(150):
         s = float(np.clip(round(score[k]), 0, 4))  # a judge answers a point of the scale
-        preds.append({"id": f"q{k}", "question": "Q?", "reference": "an answer of six words here",
-                      "response": " ".join(["word"] * int(words[k]))})
-        votes = [{"judge": "j", "criterion": c, "score": s} for c in
-                 ("accuracy", "relevance", "completeness", "parsimony")]
-        verdicts.append({"id": f"q{k}", "status": "scored", "rubric": "mirage-mg", "jury": "sim",
-                         "provenance": "sim", "votes": votes,
-                         "scores": dict.fromkeys(("accuracy", "relevance", "completeness", "parsimony"), s)})
+        preds.append(
+            {
+                "id": f"q{k}",
+                "question": "Q?",
+                "reference": "an answer of six words here",
+                "response": " ".join(["word"] * int(words[k])),
+            }
+        )
+        votes = [
+            {"judge": "j", "criterion": c, "score": s}
+            for c in ("accuracy", "relevance", "completeness", "parsimony")
+        ]
+        verdicts.append(
+            {
+                "id": f"q{k}",
+                "status": "scored",
+                "rubric": "mirage-mg",
+                "jury": "sim",
+                "provenance": "sim",
+                "votes": votes,
+                "scores": dict.fromkeys(("accuracy", "relevance", "completeness", "parsimony"), s),
+            }
+        )
         humans.append({"id": f"q{k}", "rater": "h", "accuracy": float(round(human[k]))})
     for name, rows in (("p.jsonl", preds), ("v.jsonl", verdicts), ("h.jsonl", humans)):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    args = ["agree", str(tmp_path / "h.jsonl"), str(tmp_path / "v.jsonl"), "--resamples", "200",
-            "--length-control", str(tmp_path / "p.jsonl")]
+    args = [
+        "agree",
+        str(tmp_path / "h.jsonl"),
+        str(tmp_path / "v.jsonl"),
+        "--resamples",
+        "200",
+        "--length-control",
+        str(tmp_path / "p.jsonl"),
+    ]
     result = CliRunner().invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
     (control,) = json.loads(result.stdout)["length_control"]

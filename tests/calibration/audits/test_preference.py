@@ -76,7 +76,8 @@ def test_the_bootstrap_refits_each_resample_as_an_independent_fit_would():
         pick = pick_rng.integers(0, len(s), len(s))
         pa, pb, ps = [a[k] for k in pick], [b[k] for k in pick], [s[k] for k in pick]
         beat = {(x, y) for x, y, v in zip(pa, pb, ps) if v > 0} | {
-            (y, x) for x, y, v in zip(pa, pb, ps) if v < 1}
+            (y, x) for x, y, v in zip(pa, pb, ps) if v < 1
+        }
         reach = {x: {x} for x in names}
         for _ in names:
             reach = {x: r | {y for (u, y) in beat if u in r} for x, r in reach.items()}
@@ -124,7 +125,8 @@ def test_win_rate_intervals_stay_in_0_1_are_never_zero_width_and_cover_with_ties
     from jurybox.calibration.audits.preference import share_interval
 
     assert share_interval([1, 1, 1, 1, 0]) == pytest.approx(
-        [stats.beta.ppf(0.025, 4, 2), stats.beta.ppf(0.975, 5, 1)])
+        [stats.beta.ppf(0.025, 4, 2), stats.beta.ppf(0.975, 5, 1)]
+    )
     low, high = share_interval([1.0] * 5)
     assert high == 1.0 and 0.4 < low < 0.6
     low, high = share_interval([1, 0.5, 0.5])
@@ -141,8 +143,11 @@ def test_win_rate_intervals_stay_in_0_1_are_never_zero_width_and_cover_with_ties
                 high = np.where(x < n, stats.beta.ppf(0.975, x + 1, n - x), 1.0)
                 covered = np.mean((low <= rate) & (rate <= high))
                 assert covered >= 0.94, (n, rate, tie, covered)
-                shares = [1.0] * int(counts[0, 0]) + [0.5] * int(counts[0, 1]) + \
-                    [0.0] * int(counts[0, 2])
+                shares = (
+                    [1.0] * int(counts[0, 0])
+                    + [0.5] * int(counts[0, 1])
+                    + [0.0] * int(counts[0, 2])
+                )
                 assert share_interval(shares) == pytest.approx([low[0], high[0]])
 
 
@@ -195,14 +200,18 @@ def test_ratings_say_why_where_groups_were_never_compared_or_every_comparison_ti
     """#43: two groups never compared were reported as "never lost"; all ties gave a
     zero-width [1000, 1000]; a CI left out for want of defined resamples was printed as
     "CI over 387 resamples" with no reason."""
-    apart = bradley_terry(["x", "y", "z", "w"], ["y", "x", "w", "z"], [1.0, 1.0, 1.0, 1.0],
-                          n_resamples=10)
+    apart = bradley_terry(
+        ["x", "y", "z", "w"], ["y", "x", "w", "z"], [1.0, 1.0, 1.0, 1.0], n_resamples=10
+    )
     assert apart.rating is None and "groups never compared" in apart.reason
     assert "x, y; z, w" in apart.reason and "never lost" not in apart.reason
     ties = bradley_terry(["x", "y", "x"], ["y", "z", "z"], [0.5, 0.5, 0.5], n_resamples=50)
     assert ties.rating == {"x": 1000.0, "y": 1000.0, "z": 1000.0}
-    assert ties.ci == {"x": None, "y": None, "z": None} and "every comparison a tie" in ties.ci_reason
-    few = bradley_terry(["x", "y", "x", "z"], ["y", "x", "z", "x"], [1.0, 1.0, 1.0, 1.0],
-                        n_resamples=100)
+    assert (
+        ties.ci == {"x": None, "y": None, "z": None} and "every comparison a tie" in ties.ci_reason
+    )
+    few = bradley_terry(
+        ["x", "y", "x", "z"], ["y", "x", "z", "x"], [1.0, 1.0, 1.0, 1.0], n_resamples=100
+    )
     assert few.rating is not None and few.ci["x"] is None
     assert "resamples had no estimate" in few.ci_reason

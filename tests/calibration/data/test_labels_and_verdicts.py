@@ -24,23 +24,49 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def _record(i: str, acc: float | None = 3.0, prov: str = "p1", votes: list | None = None) -> dict:
-    return {"id": i, "status": "scored", "rubric": "general", "jury": "tiny", "provenance": prov,
-            "scores": {"accuracy": acc},
-            "votes": votes if votes is not None else [
-                {"judge": "a", "criterion": "accuracy", "score": 3, "label": None,
-                 "expected": 2.7, "distribution": None, "error": None},
-                {"judge": "b", "criterion": "accuracy", "score": None, "label": None,
-                 "expected": None, "distribution": None, "error": "timeout"}],
-            "disagreement": {}}
+    return {
+        "id": i,
+        "status": "scored",
+        "rubric": "general",
+        "jury": "tiny",
+        "provenance": prov,
+        "scores": {"accuracy": acc},
+        "votes": votes
+        if votes is not None
+        else [
+            {
+                "judge": "a",
+                "criterion": "accuracy",
+                "score": 3,
+                "label": None,
+                "expected": 2.7,
+                "distribution": None,
+                "error": None,
+            },
+            {
+                "judge": "b",
+                "criterion": "accuracy",
+                "score": None,
+                "label": None,
+                "expected": None,
+                "distribution": None,
+                "error": "timeout",
+            },
+        ],
+        "disagreement": {},
+    }
 
 
 def test_csv_with_raters_and_label_mapping(tmp_path: Path) -> None:
     p = tmp_path / "h.csv"
-    p.write_text("id,rater,accuracy,supported,notes\nq1,alice,3,yes,ok\nq1,bob,2,No,\n"
-                 "q2,alice,,yes,x\n")
-    labels = load_human_labels(p, scales={"accuracy": [0, 1, 2, 3, 4],
-                                          "supported": {"labels": {"yes": 1, "no": 0}}},
-                               criteria=["accuracy", "supported"])
+    p.write_text(
+        "id,rater,accuracy,supported,notes\nq1,alice,3,yes,ok\nq1,bob,2,No,\nq2,alice,,yes,x\n"
+    )
+    labels = load_human_labels(
+        p,
+        scales={"accuracy": [0, 1, 2, 3, 4], "supported": {"labels": {"yes": 1, "no": 0}}},
+        criteria=["accuracy", "supported"],
+    )
     assert labels.ids == ["q1", "q1", "q2"]
     assert labels.raters == ["alice", "bob", "alice"]
     assert np.isnan(labels.values["accuracy"][2])
@@ -52,9 +78,10 @@ def test_csv_with_raters_and_label_mapping(tmp_path: Path) -> None:
 
 
 def test_jsonl_without_rater_numbers_rows_per_id(tmp_path: Path) -> None:
-    p = _write_jsonl(tmp_path / "h.jsonl", [{"id": "q1", "accuracy": 1},
-                                            {"id": "q1", "accuracy": 2},
-                                            {"id": "q2", "accuracy": None}])
+    p = _write_jsonl(
+        tmp_path / "h.jsonl",
+        [{"id": "q1", "accuracy": 1}, {"id": "q1", "accuracy": 2}, {"id": "q2", "accuracy": None}],
+    )
     labels = load_human_labels(p)
     assert labels.raters == ["r1", "r2", "r1"]
 
@@ -114,11 +141,13 @@ def test_predictions_passed_where_verdicts_belong_are_named_as_such(tmp_path: Pa
 
 
 def test_join_reports_unjoined_ids_and_keeps_unscored_votes_missing(tmp_path: Path) -> None:
-    out = _write_jsonl(tmp_path / "o.jsonl", [_record("q1"), _record("q2", acc=None),
-                                              _record("q3")])
-    hum = _write_jsonl(tmp_path / "h.jsonl", [{"id": "q1", "accuracy": 3},
-                                              {"id": "q2", "accuracy": 2},
-                                              {"id": "zz9", "accuracy": 1}])
+    out = _write_jsonl(
+        tmp_path / "o.jsonl", [_record("q1"), _record("q2", acc=None), _record("q3")]
+    )
+    hum = _write_jsonl(
+        tmp_path / "h.jsonl",
+        [{"id": "q1", "accuracy": 3}, {"id": "q2", "accuracy": 2}, {"id": "zz9", "accuracy": 1}],
+    )
     joined = join(hum, out)
     s = joined.summary
     assert s.n_joined == 2
@@ -127,8 +156,8 @@ def test_join_reports_unjoined_ids_and_keeps_unscored_votes_missing(tmp_path: Pa
     data = joined.criteria["accuracy"]
     assert data.ids == ["q1", "q2"]
     assert data.judges["a"].tolist() == [3.0, 3.0]
-    assert np.isnan(data.judges["b"]).all()           # unscored votes stay missing
-    assert np.isnan(data.jury[1])                       # below-quorum jury stays missing
+    assert np.isnan(data.judges["b"]).all()  # unscored votes stay missing
+    assert np.isnan(data.jury[1])  # below-quorum jury stays missing
     expected = join(hum, out, value="expected").criteria["accuracy"].judges["a"]
     assert expected.tolist() == [2.7, 2.7]
 

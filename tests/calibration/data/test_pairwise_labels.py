@@ -27,19 +27,40 @@ def _records():
             for judge, share in (("fair", SHARE[fair]), ("first", 1.0 if order == "ab" else 0.0)):
                 shown = share if order == "ab" else 1.0 - share
                 label = {1.0: "1", 0.0: "2", 0.5: "tie"}[shown]
-                votes.append({"judge": judge, "criterion": "better", "score": share,
-                              "label": label, "order": order})
-        records.append({"id": f"p{k}", "status": "scored", "rubric": "pairwise", "jury": "sim",
-                        "provenance": "sim", "votes": votes, "scores": {"better": 0.5},
-                        "winner": "tie", "p_a": None})
+                votes.append(
+                    {
+                        "judge": judge,
+                        "criterion": "better",
+                        "score": share,
+                        "label": label,
+                        "order": order,
+                    }
+                )
+        records.append(
+            {
+                "id": f"p{k}",
+                "status": "scored",
+                "rubric": "pairwise",
+                "jury": "sim",
+                "provenance": "sim",
+                "votes": votes,
+                "scores": {"better": 0.5},
+                "winner": "tie",
+                "p_a": None,
+            }
+        )
     return records
 
 
 @pytest.fixture
 def human(tmp_path):
     path = tmp_path / "pref.jsonl"
-    path.write_text("".join(json.dumps({"id": f"p{k}", "rater": "h", "better": h}) + "\n"
-                            for k, (_, h) in enumerate(ITEMS)))
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"p{k}", "rater": "h", "better": h}) + "\n"
+            for k, (_, h) in enumerate(ITEMS)
+        )
+    )
     return path
 
 
@@ -58,8 +79,9 @@ def test_pairwise_votes_are_combined_and_labels_read_as_a_s_share(human):
 
 
 def test_agreement_with_preference_labels_is_the_share_of_equal_answers(human):
-    report = agreement_report(human, judge_output_from_records(_records()),
-                              scales=load_rubric("pairwise"), n_resamples=50)
+    report = agreement_report(
+        human, judge_output_from_records(_records()), scales=load_rubric("pairwise"), n_resamples=50
+    )
     crit = report.criteria["better"]
     assert crit.categorical and crit.scale == [0.0, 0.5, 1.0]
     exact = {j: stats["exact"].value for j, stats in crit.judge_human.items()}

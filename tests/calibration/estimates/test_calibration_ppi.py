@@ -11,8 +11,9 @@ import pytest
 from jurybox.calibration import InputDataError, ppi_mean
 
 
-def _biased_judge(n: int, big_n: int, seed: int, bias: float = 0.7,
-                  noise: float = 0.6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _biased_judge(
+    n: int, big_n: int, seed: int, bias: float = 0.7, noise: float = 0.6
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     truth = rng.uniform(0, 4, size=n + big_n)
     judge = 0.6 * truth + bias + rng.normal(0, noise, size=n + big_n)
@@ -33,8 +34,7 @@ def test_matches_ppi_python_reference() -> None:
     for lam in (0.0, 1.0):
         lo, hi = ppi_py.ppi_mean_ci(y, f, fu, alpha=0.1, lam=lam)
         fixed = ppi_mean(y, f, fu, confidence=0.9, lam=lam)
-        assert fixed.ci == pytest.approx((float(np.ravel(lo)[0]), float(np.ravel(hi)[0])),
-                                         rel=1e-9)
+        assert fixed.ci == pytest.approx((float(np.ravel(lo)[0]), float(np.ravel(hi)[0])), rel=1e-9)
 
 
 def test_matches_ppi_plus_plus_formulas_by_hand() -> None:
@@ -70,9 +70,9 @@ def test_coverage_with_biased_judge_and_narrower_than_classical() -> None:
         covered += est.ci[0] <= true_mean <= est.ci[1]
         covered_naive += abs(est.judge_only_mean - true_mean) < 0.05
         ratios.append(est.width_ratio)
-    assert 0.85 <= covered / trials <= 0.95           # valid despite the judge's bias
-    assert covered_naive / trials < 0.05              # the judge alone is clearly biased
-    assert np.mean(ratios) < 0.85                     # and the judge scores still help
+    assert 0.85 <= covered / trials <= 0.95  # valid despite the judge's bias
+    assert covered_naive / trials < 0.05  # the judge alone is clearly biased
+    assert np.mean(ratios) < 0.85  # and the judge scores still help
 
 
 def test_useless_judge_falls_back_to_classical() -> None:

@@ -37,10 +37,19 @@ SCALES = {"accuracy": SCALE}
 
 
 def record(i, votes, score=2.0):
-    return VerdictRecord.model_validate({
-        "id": f"i{i}", "status": "scored", "rubric": "r", "jury": "j", "provenance": "p",
-        "scores": {"accuracy": score},
-        "votes": [{"judge": f"j{k}", "criterion": "accuracy", **v} for k, v in enumerate(votes)]})
+    return VerdictRecord.model_validate(
+        {
+            "id": f"i{i}",
+            "status": "scored",
+            "rubric": "r",
+            "jury": "j",
+            "provenance": "p",
+            "scores": {"accuracy": score},
+            "votes": [
+                {"judge": f"j{k}", "criterion": "accuracy", **v} for k, v in enumerate(votes)
+            ],
+        }
+    )
 
 
 # --------------------------------------------------------------------------- the design
@@ -82,8 +91,12 @@ def test_the_selector_offers_only_chosen_items_in_the_visiting_order_and_records
     offered = []
     while (choice := sel.next("ann", latest)) is not None:
         offered.append(choice)
-        latest[(choice.id, "ann")] = {"id": choice.id, "rater": "ann", "accuracy": 1,
-                                      "selection": choice.selection}
+        latest[(choice.id, "ann")] = {
+            "id": choice.id,
+            "rater": "ann",
+            "accuracy": 1,
+            "selection": choice.selection,
+        }
     assert [c.id for c in offered] == [i for i in sel.order if i in sel.chosen]
     positions = [c.selection["position"] for c in offered]
     assert positions == sorted(positions) and len(offered) < 200
@@ -111,8 +124,10 @@ def test_uniform_labels_give_the_ppi_python_interval_on_a_large_pool():
     est, se, *_ = weighted_mean(f, f[labelled], y, np.ones(n), n, lam=1.0)
     rest = np.delete(f, labelled)
     ref = float(np.asarray(ppi_mean_pointestimate(y, f[labelled], rest, lam=1.0)).ravel()[0])
-    low, high = (float(np.asarray(b).ravel()[0])
-                 for b in ppi_mean_ci(y, f[labelled], rest, alpha=0.05, lam=1.0))
+    low, high = (
+        float(np.asarray(b).ravel()[0])
+        for b in ppi_mean_ci(y, f[labelled], rest, alpha=0.05, lam=1.0)
+    )
     assert est == pytest.approx(ref, abs=0.02 * se)
     assert 2 * z_of(0.95) * se == pytest.approx(high - low, rel=0.01)
 
@@ -125,18 +140,29 @@ def _session_with_unscored(seed, n_items=400, unscored=0.15, labels=60, bias=0.8
     ids = [f"i{k}" for k in range(n_items)]
     truth = rng.integers(0, 5, n_items).astype(float)
     left = rng.random(n_items) < unscored
-    scores = {i: {"accuracy": None if out else float(np.clip(t + bias, 0, 4))}
-              for i, t, out in zip(ids, truth, left)}
+    scores = {
+        i: {"accuracy": None if out else float(np.clip(t + bias, 0, 4))}
+        for i, t, out in zip(ids, truth, left)
+    }
     uncertainty = {i: 0.25 if out else float(rng.uniform(0.01, 0.1)) for i, out in zip(ids, left)}
     sel = Selector(ids, "benchmark-mean", seed=seed, uncertainty=uncertainty)
     lines = []
     for item in sel.order:
         if item in sel.chosen and scores[item]["accuracy"] is not None and len(lines) < labels:
             k = sel.position[item]
-            lines.append({"id": item, "accuracy": truth[int(item[1:])],
-                          "selection": {"strategy": "benchmark-mean",
-                                        "probability": sel.probability[item], "position": k,
-                                        "pool": n_items, "seed": seed}})
+            lines.append(
+                {
+                    "id": item,
+                    "accuracy": truth[int(item[1:])],
+                    "selection": {
+                        "strategy": "benchmark-mean",
+                        "probability": sel.probability[item],
+                        "position": k,
+                        "pool": n_items,
+                        "seed": seed,
+                    },
+                }
+            )
     return sel, scores, lines, float(truth[~left].mean())
 
 
@@ -155,34 +181,56 @@ def test_unscored_items_visited_do_not_count_as_visited_items_of_the_pool():
     errors = []
     for seed in range(400):
         sel, scores, lines, truth = _session_with_unscored(seed)
-        e = mean_estimates(lines, scores, SCALES,
-                           probabilities={i: sel.probability[i] for i in scores})["accuracy"]
+        e = mean_estimates(
+            lines, scores, SCALES, probabilities={i: sel.probability[i] for i in scores}
+        )["accuracy"]
         errors.append(e.estimate - truth)
     bias, se = np.mean(errors), np.std(errors, ddof=1) / np.sqrt(len(errors))
     assert abs(bias) <= 3 * se, (bias, se)
 
 
-def test_labels_from_the_session_file_mix_no_design_and_are_refused_by_unweighted_readers(
-        tmp_path):
+def test_labels_from_the_session_file_mix_no_design_and_are_refused_by_unweighted_readers(tmp_path):
     pool = {f"i{k}": {"accuracy": float(k % 5)} for k in range(50)}
-    active = [{"id": f"i{k}", "rater": "ann", "accuracy": k % 5, "labelled_at": "t",
-               "selection": {"strategy": "benchmark-mean", "probability": 0.5,
-                             "position": 2 * k}} for k in range(10)]
+    active = [
+        {
+            "id": f"i{k}",
+            "rater": "ann",
+            "accuracy": k % 5,
+            "labelled_at": "t",
+            "selection": {"strategy": "benchmark-mean", "probability": 0.5, "position": 2 * k},
+        }
+        for k in range(10)
+    ]
     got = mean_estimates(active, pool, SCALES)["accuracy"]
     assert isinstance(got, MeanEstimate) and got.visited == 19 and "active" in got.design
-    uniform = {"id": "i40", "rater": "bob", "accuracy": 1, "labelled_at": "t",
-               "selection": {"strategy": "uniform", "probability": None}}
+    uniform = {
+        "id": "i40",
+        "rater": "bob",
+        "accuracy": 1,
+        "labelled_at": "t",
+        "selection": {"strategy": "uniform", "probability": None},
+    }
     with pytest.raises(InputDataError, match="one design"):
         mean_estimates([*active, uniform], pool, SCALES)
     path = tmp_path / "labels.jsonl"
     path.write_text("\n".join(__import__("json").dumps(line) for line in active) + "\n")
     with pytest.raises(InputDataError, match=r"10 labels .* chosen actively .* agree --ppi"):
         load_human_labels(path, scales=SCALES)
-    assert progress({(x["id"], "ann"): x for x in active}, pool, SCALES, 0.1, 50,
-                    "benchmark-mean")["mean"]["accuracy"]["labelled"] == 10
+    assert (
+        progress({(x["id"], "ann"): x for x in active}, pool, SCALES, 0.1, 50, "benchmark-mean")[
+            "mean"
+        ]["accuracy"]["labelled"]
+        == 10
+    )
     # The page's progress says why, rather than failing, when a client labelled its own pick.
-    mixed = progress({(x["id"], x["rater"]): x for x in [*active, uniform]}, pool, SCALES, 0.1,
-                     50, "benchmark-mean")
+    mixed = progress(
+        {(x["id"], x["rater"]): x for x in [*active, uniform]},
+        pool,
+        SCALES,
+        0.1,
+        50,
+        "benchmark-mean",
+    )
     assert "one design" in mixed["mean"]["accuracy"]["reason"] and not mixed["goal_met"]
 
 
@@ -191,8 +239,17 @@ def test_labels_from_the_session_file_mix_no_design_and_are_refused_by_unweighte
 
 def _sessions(active, runs, seed, width=0.06, share=0.3, floor=True):
     rng = np.random.default_rng(seed)
-    return [simulate_mean_labelling(LabellingPool.draw(rng, uncertain_share=share), width, rng,
-                                    active=active, step=5, floor=floor) for _ in range(runs)]
+    return [
+        simulate_mean_labelling(
+            LabellingPool.draw(rng, uncertain_share=share),
+            width,
+            rng,
+            active=active,
+            step=5,
+            floor=floor,
+        )
+        for _ in range(runs)
+    ]
 
 
 @pytest.mark.parametrize("floor", [True, False])
@@ -207,13 +264,19 @@ def test_the_simulations_running_sums_are_weighted_mean_after_every_label(active
     design = Design.draw(pi, rng)
     at = np.flatnonzero(design.chosen)
     items = design.order[at]
-    estimates, ses = weighted_mean_path(pool.score, pool.score[items], pool.human[items],
-                                        design.pi[at], at + 1, model=model)
+    estimates, ses = weighted_mean_path(
+        pool.score, pool.score[items], pool.human[items], design.pi[at], at + 1, model=model
+    )
     assert np.isnan(estimates[0]) and np.isnan(ses[0])
     for n in range(2, len(at) + 1):
-        estimate, se, *_ = weighted_mean(pool.score, pool.score[items[:n]],
-                                         pool.human[items[:n]], design.pi[at[:n]],
-                                         int(at[n - 1]) + 1, model=model)
+        estimate, se, *_ = weighted_mean(
+            pool.score,
+            pool.score[items[:n]],
+            pool.human[items[:n]],
+            design.pi[at[:n]],
+            int(at[n - 1]) + 1,
+            model=model,
+        )
         assert (estimates[n - 1], ses[n - 1]) == pytest.approx((estimate, se), rel=1e-9), n
 
 
@@ -225,14 +288,16 @@ def _coverage(runs):
 @pytest.mark.parametrize("share", [0.0, 0.1, 0.3])
 @pytest.mark.parametrize("active", [True, False], ids=["active", "uniform"])
 def test_over_a_thousand_sessions_the_interval_covers_the_pool_mean_at_the_nominal_rate(
-        active, share):
+    active, share
+):
     """Each session stops as the page does: at the first check where the half-width is at most
     the target; ``share`` of the items are ones the jury is unsure of (0: sharp on every item).
     The coverage is not below 95% (its binomial interval reaches 0.95), and not far above
     where the jury's uncertainty varies (a jury sharp on every item is covered conservatively:
     the floor on the variance, from its own distributions, rules there)."""
-    covered, (low, high) = _coverage(_sessions(active, 1000, seed=int(20 + 10 * share + active),
-                                               share=share))
+    covered, (low, high) = _coverage(
+        _sessions(active, 1000, seed=int(20 + 10 * share + active), share=share)
+    )
     assert high >= 0.95, covered
     assert share == 0 or low <= 0.975, covered
 
@@ -250,10 +315,15 @@ def test_an_underconfident_jury_pays_no_labels_for_the_floor_and_stays_covered()
     show its distributions overstate its errors the floor is dropped: the labels needed are
     those without it (median within 10%), the coverage still nominal (its binomial interval
     reaches 0.95) over 600 sessions."""
+
     def sessions(floor):
         rng = np.random.default_rng(5)
-        return [simulate_mean_labelling(LabellingPool.draw(rng, stated=4.0), 0.06, rng,
-                                        step=5, floor=floor) for _ in range(600)]
+        return [
+            simulate_mean_labelling(
+                LabellingPool.draw(rng, stated=4.0), 0.06, rng, step=5, floor=floor
+            )
+            for _ in range(600)
+        ]
 
     kept, bare = sessions(True), sessions(False)
     needed = np.median([r["labels"] for r in kept])
@@ -274,8 +344,9 @@ def test_the_overstatement_test_keeps_the_floor_for_a_sharp_calibrated_jury():
         for _ in range(400):
             pool = LabellingPool.draw(rng, 200, uncertain_share=share, stated=stated)
             got = rng.choice(200, 30, replace=False)
-            z = overstatement(pool.human[got], pool.score[got], pool.uncertainty[got] * 16,
-                              0.0, 4.0)
+            z = overstatement(
+                pool.human[got], pool.score[got], pool.uncertainty[got] * 16, 0.0, 4.0
+            )
             hits += z[-1] < -OVERSTATED_Z
         return hits / 400
 
@@ -286,8 +357,10 @@ def test_the_overstatement_test_keeps_the_floor_for_a_sharp_calibrated_jury():
     pool = LabellingPool.draw(rng, 300, stated=4.0)
     ids = [f"i{k}" for k in range(300)]
     scores = {i: {"accuracy": float(v)} for i, v in zip(ids, pool.score)}
-    model = {i: {"accuracy": (float(m), float(u * 16))}
-             for i, m, u in zip(ids, pool.score, pool.uncertainty)}
+    model = {
+        i: {"accuracy": (float(m), float(u * 16))}
+        for i, m, u in zip(ids, pool.score, pool.uncertainty)
+    }
     lines = [{"id": ids[k], "accuracy": float(pool.human[k])} for k in range(60)]
     with_model = mean_estimates(lines, scores, SCALES, model=model)["accuracy"]
     bare = mean_estimates(lines, scores, SCALES)["accuracy"]
@@ -314,13 +387,23 @@ def test_the_plan_from_the_first_labels_predicts_the_simulated_need_within_a_qua
         design = Design.draw(pi, np.random.default_rng(seed))
         at = np.flatnonzero(design.chosen)[:40]
         ids = [f"i{k}" for k in range(pool.score.size)]
-        lines = [{"id": ids[k], "accuracy": float(pool.human[k]),
-                  "selection": {"strategy": "benchmark-mean", "probability": float(p),
-                                "position": int(j)}}
-                 for k, p, j in zip(design.order[at], design.pi[at], at)]
+        lines = [
+            {
+                "id": ids[k],
+                "accuracy": float(pool.human[k]),
+                "selection": {
+                    "strategy": "benchmark-mean",
+                    "probability": float(p),
+                    "position": int(j),
+                },
+            }
+            for k, p, j in zip(design.order[at], design.pi[at], at)
+        ]
         scores = {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}
-        model = {i: {"accuracy": (float(s), float(u * 16))}
-                 for i, s, u in zip(ids, pool.score, pool.uncertainty)}
+        model = {
+            i: {"accuracy": (float(s), float(u * 16))}
+            for i, s, u in zip(ids, pool.score, pool.uncertainty)
+        }
         planned = plan_mean(lines, scores, model, SCALES, 0.06, dict(zip(ids, pi)))["accuracy"]
         need = simulate_mean_labelling(pool, 0.06, np.random.default_rng(seed), step=1)
         ratios.append(planned["needed"] / need["labels"])
@@ -332,8 +415,10 @@ def _plan_inputs(pool):
     probabilities, per item id."""
     ids = [f"i{k}" for k in range(pool.score.size)]
     pi = dict(zip(ids, inclusion_probabilities(pool.uncertainty)))
-    model = {i: {"accuracy": (float(s), float(u * 16))}
-             for i, s, u in zip(ids, pool.score, pool.uncertainty)}
+    model = {
+        i: {"accuracy": (float(s), float(u * 16))}
+        for i, s, u in zip(ids, pool.score, pool.uncertainty)
+    }
     return {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}, model, pi
 
 
@@ -342,8 +427,9 @@ def test_before_any_label_the_plan_comes_from_the_jurys_own_uncertainty():
     pool = LabellingPool.draw(rng)
     scores, model, pi = _plan_inputs(pool)
     planned = plan_mean([], scores, model, SCALES, 0.06, pi)["accuracy"]
-    need = np.median([simulate_mean_labelling(pool, 0.06, rng, step=1)["labels"]
-                      for _ in range(50)])
+    need = np.median(
+        [simulate_mean_labelling(pool, 0.06, rng, step=1)["labels"] for _ in range(50)]
+    )
     assert planned["range"][0] <= planned["needed"] <= (planned["range"][1] or pool.score.size)
     assert 0.75 <= planned["needed"] / need <= 1.25, (planned, need)
     assert "verdicts alone" in planned["basis"]
@@ -360,15 +446,17 @@ def test_the_plan_for_the_page_s_sequence_predicts_its_simulated_need():
     rng = np.random.default_rng(52)
     pool = LabellingPool.draw(rng, 600)
     scores, model, pi = _plan_inputs(pool)
-    planned = plan_mean([], scores, model, SCALES, 0.35, pi, sequence=True,
-                        method="betting")["accuracy"]["sequence"]
-    need = np.median([sequence_session(pool, rng, width=0.35, grid=1000)["labels"] or np.inf
-                      for _ in range(20)])
-    assert planned["needed"] is not None and 0.8 <= planned["needed"] / need <= 1.2, (
-        planned, need)
+    planned = plan_mean([], scores, model, SCALES, 0.35, pi, sequence=True, method="betting")[
+        "accuracy"
+    ]["sequence"]
+    need = np.median(
+        [sequence_session(pool, rng, width=0.35, grid=1000)["labels"] or np.inf for _ in range(20)]
+    )
+    assert planned["needed"] is not None and 0.8 <= planned["needed"] / need <= 1.2, (planned, need)
     assert "confidence sequence" in planned["basis"]
-    uniform = plan_mean([], scores, model, SCALES, 0.35, None, sequence=True,
-                        method="betting")["accuracy"]["sequence"]
+    uniform = plan_mean([], scores, model, SCALES, 0.35, None, sequence=True, method="betting")[
+        "accuracy"
+    ]["sequence"]
     assert uniform["needed"] < planned["needed"]
 
 
@@ -415,8 +503,10 @@ def test_the_plan_s_count_is_what_the_shown_interval_needs_for_an_overconfident_
     scores, model, pi = _plan_inputs(pool)
     planned = plan_mean([], scores, model, SCALES, 0.1, pi)["accuracy"]
     assert planned["interval"] == "betting" and planned["needed"] > 100, planned
-    at = [fixed_sample_session(overconfident_pool(rng, 2000), rng, [planned["needed"]])[0]
-          for _ in range(40)]
+    at = [
+        fixed_sample_session(overconfident_pool(rng, 2000), rng, [planned["needed"]])[0]
+        for _ in range(40)
+    ]
     assert np.median([r["half_width"] for r in at]) <= 0.1
     early = [fixed_sample_session(overconfident_pool(rng, 2000), rng, [30])[0] for _ in range(40)]
     assert np.median([r["half_width"] for r in early]) > 0.3  # the old headline's count
@@ -461,8 +551,9 @@ def test_agreement_goal_over_a_thousand_sessions_its_interval_covers_the_pools_a
         pool = rng.random(1500) < rng.uniform(0.55, 0.95)  # the jury agrees with the human
         order = _order(pool.size, run, "agreement")
         agreed = np.cumsum(pool[order])
-        n = next(n for n in range(20, pool.size + 1, 5)
-                 if half_width(int(agreed[n - 1]), n) <= 0.06)
+        n = next(
+            n for n in range(20, pool.size + 1, 5) if half_width(int(agreed[n - 1]), n) <= 0.06
+        )
         low, high = clopper_pearson(int(agreed[n - 1]), n)
         covered += low <= pool.mean() <= high
     assert clopper_pearson(covered, runs)[1] >= 0.95, covered
@@ -478,8 +569,14 @@ def test_cascade_goal_over_a_thousand_sessions_a_fitted_cascade_keeps_its_guaran
         conf, agrees = sim.sample(3000, rng)
         labelled = _order(3000, run, "cascade")[:400]
         try:
-            fit = fit_threshold(conf[:, labelled], agrees[:, labelled], target_agreement=target,
-                                risk=risk, stage_calls=[1, 3], baseline_calls=3)
+            fit = fit_threshold(
+                conf[:, labelled],
+                agrees[:, labelled],
+                target_agreement=target,
+                risk=risk,
+                stage_calls=[1, 3],
+                baseline_calls=3,
+            )
         except CascadeTargetError:
             continue  # certifies nothing, so violates nothing
         fitted += 1
@@ -504,8 +601,11 @@ def test_stratified_agreement_order_keeps_every_prefix_proportional_and_narrows_
         counts = np.bincount([third[i] for i in sel.order[:n]], minlength=3)
         assert counts.max() - counts.min() <= 1, (n, counts)
     choice = sel.next("ann", {})
-    assert choice.selection == {"strategy": "stratified", "probability": None,
-                                "stratum": sel.stratum[choice.id]}
+    assert choice.selection == {
+        "strategy": "stratified",
+        "probability": None,
+        "stratum": sel.stratum[choice.id],
+    }
     assert sel.stratum["0"] == "surest" and sel.stratum["299"] == "least sure"
     with pytest.raises(InputDataError, match="stratify is for goal agreement"):
         Selector(ids, "cascade", uncertainty=u, stratify=True)
@@ -534,18 +634,24 @@ def test_the_plan_picks_the_design_that_needs_fewer_labels_under_the_page_s_sequ
     scores, model, pi = _plan_inputs(pool)
     picks = {}
     for method in ("betting", "asymptotic"):
-        row = plan_mean([], scores, model, SCALES, 0.4, pi, sequence=True, method=method,
-                        compare=True)["accuracy"]
+        row = plan_mean(
+            [], scores, model, SCALES, 0.4, pi, sequence=True, method=method, compare=True
+        )["accuracy"]
         got = row["designs"]
         assert got["active"] == row["sequence"]["needed"] and got["uniform"] is not None
-        assert got["pick"] == min(("active", "uniform"),
-                                  key=lambda k: np.inf if got[k] is None else got[k])
+        assert got["pick"] == min(
+            ("active", "uniform"), key=lambda k: np.inf if got[k] is None else got[k]
+        )
         picks[method] = got["pick"]
         assert method in got["why"] and f"about {got['uniform']}" in got["why"]
     assert picks == {"betting": "uniform", "asymptotic": "active"}, picks
     # With labels already chosen one way, nothing is compared: the session keeps its design.
-    assert "designs" not in plan_mean([], scores, model, SCALES, 0.4, None, sequence=True,
-                                      compare=True)["accuracy"]
+    assert (
+        "designs"
+        not in plan_mean([], scores, model, SCALES, 0.4, None, sequence=True, compare=True)[
+            "accuracy"
+        ]
+    )
 
 
 def test_benchmark_mean_in_a_uniform_order_records_uniform_choices():
@@ -555,8 +661,7 @@ def test_benchmark_mean_in_a_uniform_order_records_uniform_choices():
     ids = [f"i{k}" for k in range(20)]
     sel = Selector(ids, "benchmark-mean", seed=3, design="uniform")
     choice = sel.next("r", {})
-    assert choice is not None and choice.selection == {"strategy": "uniform",
-                                                       "probability": None}
+    assert choice is not None and choice.selection == {"strategy": "uniform", "probability": None}
     assert "a uniform order needs fewer labels" in choice.why
     assert sorted(sel.order) == sorted(ids) and sel.chosen is None
     with pytest.raises(InputDataError, match="design is for goal benchmark-mean"):

@@ -50,8 +50,9 @@ def test_the_readers_take_the_latest_line_per_item_and_rater(tmp_path):
     assert got == [("a", "ana", 3.0), ("a", "ben", 2.0)]
     # A spreadsheet (no labelled_at) keeps refusing duplicate (id, rater) rows.
     sheet = tmp_path / "sheet.jsonl"
-    sheet.write_text('{"id": "a", "rater": "x", "accuracy": 1}\n'
-                     '{"id": "a", "rater": "x", "accuracy": 2}\n')
+    sheet.write_text(
+        '{"id": "a", "rater": "x", "accuracy": 1}\n{"id": "a", "rater": "x", "accuracy": 2}\n'
+    )
     with pytest.raises(InputDataError, match="duplicate"):
         load_human_labels(sheet)
 
@@ -94,11 +95,15 @@ def test_progress_is_the_agreement_with_its_confidence_sequence():
     rng = np.random.default_rng(0)
     scale = Scale(min=0, max=4)
     jury = {f"i{k}": {"accuracy": float(rng.uniform(0, 4))} for k in range(80)}
-    latest = {(i, "ana"): line(i, "ana", accuracy=float(round(s["accuracy"]) if k % 3 else 0))
-              for k, (i, s) in enumerate(list(jury.items())[:60])}
+    latest = {
+        (i, "ana"): line(i, "ana", accuracy=float(round(s["accuracy"]) if k % 3 else 0))
+        for k, (i, s) in enumerate(list(jury.items())[:60])
+    }
     got = progress(latest, jury, {"accuracy": scale}, target_width=0.2, total=80)
-    agreed = [float(float(scale.snap(jury[i]["accuracy"])) == v["accuracy"])
-              for (i, _), v in latest.items()]
+    agreed = [
+        float(float(scale.snap(jury[i]["accuracy"])) == v["accuracy"])
+        for (i, _), v in latest.items()
+    ]
     e = got["agreement"]["accuracy"]
     assert e["n"] == 60 and e["pool"] == 80 and e["agreement"] == pytest.approx(np.mean(agreed))
     assert (e["low"], e["high"]) == betting_interval(agreed, ALPHA, 80, horizon(0.2))
@@ -137,8 +142,7 @@ def test_the_plan_from_the_first_labels_predicts_the_simulated_need_within_a_qua
         agrees = (rng.random(pool) < p).astype(float)
         low, high = betting_cs(agrees[:1000], ALPHA, pool, horizon(width))
         n = int(np.argmax((high - low) / 2 <= width)) + 1  # the simulated need
-        latest = {(f"i{j}", "ana"): line(f"i{j}", "ana", accuracy=agrees[j])
-                  for j in range(first)}
+        latest = {(f"i{j}", "ana"): line(f"i{j}", "ana", accuracy=agrees[j]) for j in range(first)}
         predicted = plan(latest, jury, {}, {"accuracy": scale}, width)["accuracy"]["needed"]
         ratios.append(predicted / n)
     ratios = np.array(ratios)

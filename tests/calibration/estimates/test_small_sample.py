@@ -46,19 +46,31 @@ def _lines(pool, design, count, active, seed):
     lines = []
     for k in chosen:
         item = int(design.order[k])
-        selection = ({"strategy": "benchmark-mean", "probability": float(design.pi[k]),
-                      "position": int(k), "pool": len(ids), "seed": seed} if active
-                     else {"strategy": "uniform", "probability": None})
-        lines.append({"id": ids[item], "rater": "r", "accuracy": pool.human[item],
-                      "selection": selection})
+        selection = (
+            {
+                "strategy": "benchmark-mean",
+                "probability": float(design.pi[k]),
+                "position": int(k),
+                "pool": len(ids),
+                "seed": seed,
+            }
+            if active
+            else {"strategy": "uniform", "probability": None}
+        )
+        lines.append(
+            {"id": ids[item], "rater": "r", "accuracy": pool.human[item], "selection": selection}
+        )
     return ids, lines
 
 
-@pytest.mark.parametrize(("draw", "active", "kinds"), [
-    (lambda rng: overconfident_pool(rng, 400), True, {"betting"}),
-    (lambda rng: overconfident_pool(rng, 400, wrong=0.1), False, {"betting", "normal"}),
-    (lambda rng: LabellingPool.draw(rng, 400), True, {"normal"}),
-])
+@pytest.mark.parametrize(
+    ("draw", "active", "kinds"),
+    [
+        (lambda rng: overconfident_pool(rng, 400), True, {"betting"}),
+        (lambda rng: overconfident_pool(rng, 400, wrong=0.1), False, {"betting", "normal"}),
+        (lambda rng: LabellingPool.draw(rng, 400), True, {"normal"}),
+    ],
+)
 def test_the_simulation_s_interval_is_mean_estimates_s(draw, active, kinds):
     """fixed_sample_session (what perf/fixed_sample.py and these tests simulate) gives the
     interval mean_estimates (agree --ppi, the leaderboard, the page) gives on the same labels,
@@ -72,15 +84,25 @@ def test_the_simulation_s_interval_is_mean_estimates_s(draw, active, kinds):
     for row in rows:
         ids, lines = _lines(pool, design, row["labels"], active, seed)
         jury = {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}
-        model = {i: {"accuracy": (float(s), float(u * 16))}
-                 for i, s, u in zip(ids, pool.score, pool.uncertainty)}
-        got = mean_estimates(lines, jury, SCALES, model=model,
-                             probabilities=dict(zip(ids, map(float, pi))) if active else None)
+        model = {
+            i: {"accuracy": (float(s), float(u * 16))}
+            for i, s, u in zip(ids, pool.score, pool.uncertainty)
+        }
+        got = mean_estimates(
+            lines,
+            jury,
+            SCALES,
+            model=model,
+            probabilities=dict(zip(ids, map(float, pi))) if active else None,
+        )
         e = got["accuracy"]
         assert e.interval == row["interval"] and e.labelled == row["labels"]
         assert e.half_width == pytest.approx(row["half_width"], rel=1e-9, abs=1e-12)
-        assert e.departures == departures([line["accuracy"] for line in lines],
-                                          [jury[line["id"]]["accuracy"] for line in lines], SCALE)
+        assert e.departures == departures(
+            [line["accuracy"] for line in lines],
+            [jury[line["id"]]["accuracy"] for line in lines],
+            SCALE,
+        )
         seen.add(e.interval)
     assert seen == kinds  # both kinds checked: the cases were chosen to show them
 
@@ -92,8 +114,7 @@ def test_an_overconfident_jury_s_interval_covers_at_thirty_labels():
     none). The interval shown now covers at the nominal rate; it is the betting interval in
     nearly every session, and says so."""
     rng = np.random.default_rng(30)
-    rows = [fixed_sample_session(overconfident_pool(rng, 2000), rng, [30])[0]
-            for _ in range(RUNS)]
+    rows = [fixed_sample_session(overconfident_pool(rng, 2000), rng, [30])[0] for _ in range(RUNS)]
     shown = np.mean([r["covered"] for r in rows])
     normal = np.mean([r["normal_covered"] for r in rows])
     assert shown >= FLOOR and normal < 0.75, (shown, normal)
@@ -106,12 +127,12 @@ def test_a_calibrated_jury_keeps_the_normal_interval_at_fifty_labels():
     nominal rate, its mean width within 15% of the normal interval's (measured: 1.00-1.05,
     perf/RESULTS.md)."""
     rng = np.random.default_rng(50)
-    rows = [fixed_sample_session(LabellingPool.draw(rng, 2000), rng, [50])[0]
-            for _ in range(RUNS)]
+    rows = [fixed_sample_session(LabellingPool.draw(rng, 2000), rng, [50])[0] for _ in range(RUNS)]
     assert np.mean([r["covered"] for r in rows]) >= FLOOR
     assert np.mean([r["interval"] == "normal" for r in rows]) > 0.8
     ratio = np.mean([r["half_width"] for r in rows]) / np.mean(
-        [r["normal_half_width"] for r in rows])
+        [r["normal_half_width"] for r in rows]
+    )
     assert ratio <= 1.15, ratio
 
 
@@ -131,10 +152,8 @@ def test_ppi_mean_with_the_scale_s_ends_follows_the_rule():
     lo, hi = betting_interval((y - f[:30] - low) / (high - low), 0.05, 300, 30)
     known = f.mean()
     assert got.interval == "betting" and "betting interval" in got.notes[0]
-    assert got.ci[0] == pytest.approx(min(max(0.0, known + low + lo * (high - low)),
-                                          got.estimate))
-    assert got.ci[1] == pytest.approx(max(min(4.0, known + low + hi * (high - low)),
-                                          got.estimate))
+    assert got.ci[0] == pytest.approx(min(max(0.0, known + low + lo * (high - low)), got.estimate))
+    assert got.ci[1] == pytest.approx(max(min(4.0, known + low + hi * (high - low)), got.estimate))
     y[:NORMAL_DEPARTURES] = np.abs(f[:NORMAL_DEPARTURES] - 1)
     assert ppi_mean(y, f[:30], f[30:], bounds=(0.0, 4.0)).interval == "normal"
     assert ppi_mean(y[:], f[:30], f[30:]).interval == "normal"
@@ -152,13 +171,28 @@ def _sharp_jury(n_items=300, labelled=30, wrong=0.05, seed=3):
     records = []
     for k, s in enumerate(score):
         dist = {str(v): (0.999 if v == s else 0.00025) for v in range(5)}
-        records.append({"id": f"i{k}", "status": "scored", "rubric": "r", "jury": "j",
-                        "provenance": "p", "scores": {"accuracy": float(s)},
-                        "votes": [{"judge": "a", "criterion": "accuracy", "score": float(s),
-                                   "distribution": dist}]})
-    lines = [{"id": f"i{k}", "rater": "h", "accuracy": int(human[k]),
-              "selection": {"strategy": "uniform", "probability": None}}
-             for k in range(labelled)]
+        records.append(
+            {
+                "id": f"i{k}",
+                "status": "scored",
+                "rubric": "r",
+                "jury": "j",
+                "provenance": "p",
+                "scores": {"accuracy": float(s)},
+                "votes": [
+                    {"judge": "a", "criterion": "accuracy", "score": float(s), "distribution": dist}
+                ],
+            }
+        )
+    lines = [
+        {
+            "id": f"i{k}",
+            "rater": "h",
+            "accuracy": int(human[k]),
+            "selection": {"strategy": "uniform", "probability": None},
+        }
+        for k in range(labelled)
+    ]
     return records, lines, float(human.mean())
 
 
@@ -170,9 +204,15 @@ def test_the_leaderboard_s_human_corrected_mean_is_not_a_point_for_a_sharp_jury(
 
     records, lines, truth = _sharp_jury()
     other = [{**r, "scores": {"accuracy": 3.0}} for r in records]
-    board = leaderboard([System("sharp", judge_output_from_records(records, source="s"), lines),
-                         System("flat", judge_output_from_records(other, source="f"))],
-                        ["accuracy"], SCALES, resamples=100)
+    board = leaderboard(
+        [
+            System("sharp", judge_output_from_records(records, source="s"), lines),
+            System("flat", judge_output_from_records(other, source="f")),
+        ],
+        ["accuracy"],
+        SCALES,
+        resamples=100,
+    )
     got = board.system("sharp")["criteria"]["accuracy"]["human_corrected"]
     assert got["ci"][0] <= truth <= got["ci"][1], (got, truth)
     assert got["interval"] == "betting" and got["ci"][1] - got["ci"][0] > 0.2
@@ -203,8 +243,10 @@ def test_a_jury_sure_and_wrong_on_a_tenth_is_covered_at_two_hundred_labels():
     interval shown holds every truth the old one did and more (a superset), by at least one
     point."""
     rng = np.random.default_rng(200)
-    rows = [fixed_sample_session(overconfident_pool(rng, 2000, wrong=0.1), rng, [200])[0]
-            for _ in range(1000)]
+    rows = [
+        fixed_sample_session(overconfident_pool(rng, 2000, wrong=0.1), rng, [200])[0]
+        for _ in range(1000)
+    ]
     shown = np.mean([r["covered"] for r in rows])
     before = np.mean([r["normal_covered"] for r in rows])
     assert all(r["interval"] == "normal" for r in rows)

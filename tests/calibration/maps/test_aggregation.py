@@ -56,8 +56,7 @@ def test_dawid_skene_is_compared_on_scale_points():
     result = compare_aggregations("accuracy", points, human, [0, 1, 2, 3, 4], n_resamples=100)
     assert set(result.mae) == {"mean", "weighted", "dawid_skene"}
     assert sum(result.weights.values()) == pytest.approx(1.0)
-    continuous = compare_aggregations("accuracy", scores, human, [0, 1, 2, 3, 4],
-                                      n_resamples=100)
+    continuous = compare_aggregations("accuracy", scores, human, [0, 1, 2, 3, 4], n_resamples=100)
     assert "dawid_skene" not in continuous.mae and "expected scores" in continuous.notes[0]
 
 
@@ -72,25 +71,43 @@ def test_jurybox_calibrate_reports_the_aggregations(tmp_path):
     human, scores = _jury(rng, 300, 0.9)
     verdicts, humans = [], []
     for k in range(300):
-        votes = [{"judge": j, "criterion": "accuracy", "score": float(np.clip(round(s[k]), 0, 4))}
-                 for j, s in scores.items()]
-        verdicts.append({"id": f"q{k}", "status": "scored", "rubric": "sim", "jury": "sim",
-                         "provenance": "sim", "votes": votes,
-                         "scores": {"accuracy": float(np.mean([v["score"] for v in votes]))}})
+        votes = [
+            {"judge": j, "criterion": "accuracy", "score": float(np.clip(round(s[k]), 0, 4))}
+            for j, s in scores.items()
+        ]
+        verdicts.append(
+            {
+                "id": f"q{k}",
+                "status": "scored",
+                "rubric": "sim",
+                "jury": "sim",
+                "provenance": "sim",
+                "votes": votes,
+                "scores": {"accuracy": float(np.mean([v["score"] for v in votes]))},
+            }
+        )
         humans.append({"id": f"q{k}", "rater": "h", "accuracy": float(human[k])})
     for name, rows in (("v.jsonl", verdicts), ("h.jsonl", humans)):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
     rubric = tmp_path / "sim.yaml"
-    rubric.write_text("name: sim\ninputs: [question, response]\ntemplate: '{{ question }} "
-                      "{{ response }} {{ output_format }}'\ncriteria:\n  - name: accuracy\n"
-                      "    description: d\n    scale: {min: 0, max: 4}\n")
-    args = ["calibrate", str(tmp_path / "h.jsonl"), str(tmp_path / "v.jsonl"), "--rubric",
-            str(rubric), "--out", str(tmp_path / "map.json")]
+    rubric.write_text(
+        "name: sim\ninputs: [question, response]\ntemplate: '{{ question }} "
+        "{{ response }} {{ output_format }}'\ncriteria:\n  - name: accuracy\n"
+        "    description: d\n    scale: {min: 0, max: 4}\n"
+    )
+    args = [
+        "calibrate",
+        str(tmp_path / "h.jsonl"),
+        str(tmp_path / "v.jsonl"),
+        "--rubric",
+        str(rubric),
+        "--out",
+        str(tmp_path / "map.json"),
+    ]
     result = CliRunner().invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
     (agg,) = json.loads(result.stdout)["aggregation"]
-    assert agg["criterion"] == "accuracy" and set(agg["mae"]) == {"mean", "weighted",
-                                                                  "dawid_skene"}
+    assert agg["criterion"] == "accuracy" and set(agg["mae"]) == {"mean", "weighted", "dawid_skene"}
     assert agg["better"] and max(agg["weights"], key=agg["weights"].get) == "j3"
     text = CliRunner().invoke(app, args)
     assert text.exit_code == 0 and "the error-covariance weights beat the mean" in text.stdout

@@ -35,8 +35,9 @@ def synthetic() -> tuple[list[dict], list[dict]]:
 @pytest.fixture(scope="module")
 def fitted(synthetic) -> CalibrationMap:
     recs, humans = synthetic
-    return fit_calibration(human_labels_from_rows(humans), judge_output_from_records(recs),
-                           scales=SCALES)
+    return fit_calibration(
+        human_labels_from_rows(humans), judge_output_from_records(recs), scales=SCALES
+    )
 
 
 def test_cv_shows_calibration_helps_for_biased_judges(fitted: CalibrationMap) -> None:
@@ -57,8 +58,9 @@ def test_weights_favour_the_reliable_judge(fitted: CalibrationMap) -> None:
     assert np.trace(conf["harsh"]) > np.trace(conf["compressed"])  # 90% vs 70% accurate
 
 
-def test_apply_to_record_adds_calibrated_and_keeps_scores(fitted: CalibrationMap,
-                                                          synthetic) -> None:
+def test_apply_to_record_adds_calibrated_and_keeps_scores(
+    fitted: CalibrationMap, synthetic
+) -> None:
     recs, _ = synthetic
     rec = next(r for r in recs if r["scores"]["accuracy"] is not None)
     out = fitted.apply_to_record(rec)
@@ -70,7 +72,8 @@ def test_apply_to_record_adds_calibrated_and_keeps_scores(fitted: CalibrationMap
 
 
 def test_apply_to_record_computes_the_rubric_formula_on_calibrated_values(
-        fitted: CalibrationMap, synthetic) -> None:
+    fitted: CalibrationMap, synthetic
+) -> None:
     from jurybox.rubrics import Formula
 
     recs, _ = synthetic
@@ -81,28 +84,31 @@ def test_apply_to_record_computes_the_rubric_formula_on_calibrated_values(
     assert "weighted_sum" not in rec["scores"]
     # A criterion the formula needs is unscored or not in the map: no value, no raw mixed in.
     below_quorum = dict(rec, scores={"accuracy": None, "supported": 1.0})
-    assert fitted.apply_to_record(below_quorum, formula=formula)["calibrated"][
-        "weighted_sum"] is None
+    assert (
+        fitted.apply_to_record(below_quorum, formula=formula)["calibrated"]["weighted_sum"] is None
+    )
     other = Formula(name="total", expression="accuracy + relevance")
     assert fitted.apply_to_record(rec, formula=other)["calibrated"]["total"] is None
     out = fitted.apply_to_records([rec], formula=formula)[0]["calibrated"]
     assert out["weighted_sum"] == pytest.approx(cal["weighted_sum"])
 
 
-def test_dawid_skene_non_convergence_is_a_note(synthetic,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dawid_skene_non_convergence_is_a_note(synthetic, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     module = sys.modules["jurybox.calibration.stats.dawid_skene"]
     real = module.dawid_skene
-    monkeypatch.setattr(module, "dawid_skene",
-                        lambda *a, **k: real(*a, **{**k, "max_iter": 1, "tol": 0.0}))
+    monkeypatch.setattr(
+        module, "dawid_skene", lambda *a, **k: real(*a, **{**k, "max_iter": 1, "tol": 0.0})
+    )
     recs, humans = synthetic
     # Items without a human label on `supported` are not clamped, so EM has work to do.
-    humans = [{k: v for k, v in h.items() if k != "supported" or int(h["id"][1:]) % 3}
-              for h in humans]
-    cmap = fit_calibration(human_labels_from_rows(humans), judge_output_from_records(recs),
-                           scales=SCALES)
+    humans = [
+        {k: v for k, v in h.items() if k != "supported" or int(h["id"][1:]) % 3} for h in humans
+    ]
+    cmap = fit_calibration(
+        human_labels_from_rows(humans), judge_output_from_records(recs), scales=SCALES
+    )
     prefix = "supported: Dawid-Skene EM did not converge in 1 step "
     notes = [n for n in cmap.notes_ if n.startswith(prefix)]
     assert notes, cmap.notes_
@@ -119,8 +125,7 @@ def test_calibrated_value_is_weighted_mean_of_judge_maps(fitted: CalibrationMap)
     assert fitted.predict("accuracy", raw)[0] == pytest.approx(expected)
 
 
-def test_provenance_mismatch_is_an_error_unless_forced(fitted: CalibrationMap,
-                                                       synthetic) -> None:
+def test_provenance_mismatch_is_an_error_unless_forced(fitted: CalibrationMap, synthetic) -> None:
     recs, _ = synthetic
     other = dict(recs[0], provenance="someone-else")
     with pytest.raises(ProvenanceMismatchError, match="prov-test"):
@@ -129,8 +134,9 @@ def test_provenance_mismatch_is_an_error_unless_forced(fitted: CalibrationMap,
 
 
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
-def test_save_load_roundtrip(fitted: CalibrationMap, synthetic, tmp_path: Path,
-                             suffix: str) -> None:
+def test_save_load_roundtrip(
+    fitted: CalibrationMap, synthetic, tmp_path: Path, suffix: str
+) -> None:
     recs, _ = synthetic
     path = fitted.save(tmp_path / f"map{suffix}")
     text = path.read_text()
@@ -164,12 +170,19 @@ def test_load_rejects_foreign_files(tmp_path: Path) -> None:
 
 def test_ordinal_method_and_round_output(synthetic) -> None:
     recs, humans = synthetic
-    cmap = fit_calibration(human_labels_from_rows(humans), judge_output_from_records(recs),
-                           scales=SCALES, method="ordinal", output="round")
+    cmap = fit_calibration(
+        human_labels_from_rows(humans),
+        judge_output_from_records(recs),
+        scales=SCALES,
+        method="ordinal",
+        output="round",
+    )
     values = [cmap.apply_to_record(r)["calibrated"]["accuracy"] for r in recs[:40]]
     assert {v for v in values if v is not None} <= {0.0, 1.0, 2.0, 3.0, 4.0}
-    assert cmap.cv_["accuracy"]["after"]["mae"]["value"] < cmap.cv_["accuracy"]["before"][
-        "mae"]["value"]
+    assert (
+        cmap.cv_["accuracy"]["after"]["mae"]["value"]
+        < cmap.cv_["accuracy"]["before"]["mae"]["value"]
+    )
 
 
 def test_describe_is_readable(fitted: CalibrationMap) -> None:
@@ -185,16 +198,22 @@ def test_missing_provenance_is_an_error(synthetic) -> None:
         fit_calibration(human_labels_from_rows(humans), judge_output_from_records(bare))
 
 
-def test_prediction_powered_mean_from_files(synthetic, tmp_path: Path,
-                                            fitted: CalibrationMap) -> None:
+def test_prediction_powered_mean_from_files(
+    synthetic, tmp_path: Path, fitted: CalibrationMap
+) -> None:
     recs, humans = synthetic
-    est = prediction_powered_mean(human_labels_from_rows(humans),
-                                  judge_output_from_records(recs), "accuracy", scales=SCALES)
+    est = prediction_powered_mean(
+        human_labels_from_rows(humans), judge_output_from_records(recs), "accuracy", scales=SCALES
+    )
     assert est.n_labeled + est.n_unlabeled < 300  # unscored items excluded ...
     assert any("unscored" in n for n in est.notes)  # ... and said so
     assert est.ci[0] < est.estimate < est.ci[1]
-    cal = prediction_powered_mean(human_labels_from_rows(humans),
-                                  judge_output_from_records(recs), "accuracy", scales=SCALES,
-                                  calibration=fitted)
+    cal = prediction_powered_mean(
+        human_labels_from_rows(humans),
+        judge_output_from_records(recs),
+        "accuracy",
+        scales=SCALES,
+        calibration=fitted,
+    )
     assert cal.lam >= est.lam - 1e-9 or cal.width_ratio <= est.width_ratio + 0.05
     json.dumps(cal.to_dict())

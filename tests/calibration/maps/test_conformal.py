@@ -54,7 +54,7 @@ def test_labels_off_the_scale_are_refused_naming_the_criterion():
 def discretised(centre, spread):
     """Items x levels: a normal around ``centre`` with sd ``spread``, on the levels."""
     z = (np.array(LEVELS)[None, :] - centre[:, None]) / spread[:, None]
-    w = np.exp(-0.5 * z ** 2)
+    w = np.exp(-0.5 * z**2)
     return w / w.sum(axis=1, keepdims=True)
 
 
@@ -87,8 +87,9 @@ def overconfident(rng, n):
     return p, label
 
 
-@pytest.mark.parametrize("jury,upper", [(informative, 0.92), (uninformative, 0.92),
-                                        (overconfident, 1.0)])
+@pytest.mark.parametrize(
+    "jury,upper", [(informative, 0.92), (uninformative, 0.92), (overconfident, 1.0)]
+)
 def test_intervals_hold_the_label_at_the_nominal_rate(jury, upper):
     # 1,000 repetitions x 500 new items: the mean coverage's Monte Carlo error is ~0.0005, so
     # 0.9 - 0.005 only allows for that; the upper end is 1 - alpha + 2 points where the scores
@@ -130,8 +131,14 @@ def test_per_group_thresholds_hold_within_each_group():
             groups += [name] * 150
         p_all, y_all = np.vstack(rows), np.concatenate(labels)
         cal = rng.random(300) < 0.5
-        fitted = fit_criterion("q", p_all[cal], [[y] for y in y_all[cal]], LEVELS, ALPHA,
-                               groups=[g for g, c in zip(groups, cal) if c])
+        fitted = fit_criterion(
+            "q",
+            p_all[cal],
+            [[y] for y in y_all[cal]],
+            LEVELS,
+            ALPHA,
+            groups=[g for g, c in zip(groups, cal) if c],
+        )
         scores = level_scores(p_all[~cal], LEVELS)
         new_groups = [g for g, c in zip(groups, cal) if not c]
         y_new = y_all[~cal]
@@ -141,8 +148,9 @@ def test_per_group_thresholds_hold_within_each_group():
             per_group[name].append(np.mean((got[:, 0] <= y_new[mine]) & (y_new[mine] <= got[:, 1])))
             if name == "poor":
                 pooled = intervals(scores[mine], LEVELS, fitted.threshold)
-                pooled_poor.append(np.mean((pooled[:, 0] <= y_new[mine])
-                                           & (y_new[mine] <= pooled[:, 1])))
+                pooled_poor.append(
+                    np.mean((pooled[:, 0] <= y_new[mine]) & (y_new[mine] <= pooled[:, 1]))
+                )
     for name, got in per_group.items():
         assert np.mean(got) >= 0.895, (name, np.mean(got))
     assert np.mean(pooled_poor) < 0.85
@@ -175,10 +183,16 @@ def test_routing_the_wide_intervals_leaves_items_the_jury_gets_right_more_often(
             for width in (0, 1, 2):
                 keep = got[:, 1] - got[:, 0] <= width + 1e-12
                 rows[jury.__name__].append(
-                    (width, 1 - keep.mean(), np.mean(mode[keep] == y[keep]) if keep.any()
-                     else np.nan, np.mean(mode == y),
-                     np.mean((got[keep, 0] <= y[keep]) & (y[keep] <= got[keep, 1]))
-                     if keep.any() else np.nan))
+                    (
+                        width,
+                        1 - keep.mean(),
+                        np.mean(mode[keep] == y[keep]) if keep.any() else np.nan,
+                        np.mean(mode == y),
+                        np.mean((got[keep, 0] <= y[keep]) & (y[keep] <= got[keep, 1]))
+                        if keep.any()
+                        else np.nan,
+                    )
+                )
 
     def at(name, width):
         table = np.array(rows[name])
@@ -214,7 +228,7 @@ def test_labels_chosen_actively_undercover_new_items_so_fit_conformal_refuses_th
         p[sure] = 0.001 / 4
         p[sure, own[sure].astype(int)] = 0.999
         mean = p @ np.array(LEVELS)
-        u = (p @ np.square(LEVELS) - mean ** 2) / 16
+        u = (p @ np.square(LEVELS) - mean**2) / 16
         return p, label, u
 
     def cover(fitted, n=1000):
@@ -228,15 +242,17 @@ def test_labels_chosen_actively_undercover_new_items_so_fit_conformal_refuses_th
         a = np.sqrt(u)
         pi = np.minimum(1.0, 0.1 + 0.9 * a / np.quantile(a, 0.9))
         chosen = rng.random(1000) < pi
-        active.append(cover(fit_criterion("q", p[chosen], [[v] for v in y[chosen]], LEVELS,
-                                          ALPHA)))
+        active.append(cover(fit_criterion("q", p[chosen], [[v] for v in y[chosen]], LEVELS, ALPHA)))
         some = rng.choice(1000, int(chosen.sum()), replace=False)
-        uniform.append(cover(fit_criterion("q", p[some], [[v] for v in y[some]], LEVELS,
-                                           ALPHA)))
-    assert np.mean(active) < 0.85 and np.mean(uniform) >= 0.895, (np.mean(active),
-                                                                   np.mean(uniform))
-    lines = [{"id": "q1", "quality": 2, "selection": {"strategy": "benchmark-mean",
-                                                      "probability": 0.3, "position": 0}}]
+        uniform.append(cover(fit_criterion("q", p[some], [[v] for v in y[some]], LEVELS, ALPHA)))
+    assert np.mean(active) < 0.85 and np.mean(uniform) >= 0.895, (np.mean(active), np.mean(uniform))
+    lines = [
+        {
+            "id": "q1",
+            "quality": 2,
+            "selection": {"strategy": "benchmark-mean", "probability": 0.3, "position": 0},
+        }
+    ]
     with pytest.raises(InputDataError, match="chosen actively for the benchmark mean"):
         fit_conformal(lines, [], {})
 
@@ -286,7 +302,8 @@ def test_one_rater_intervals_hold_a_random_rater_s_label_and_are_narrower():
             iv = intervals(scores, LEVELS, fitted.threshold)
             inside = (iv[:, :1] <= new) & (new <= iv[:, 1:])
             (every if cover == "every-rater" else one).append(
-                inside.all(axis=1).mean() if cover == "every-rater" else inside.mean())
+                inside.all(axis=1).mean() if cover == "every-rater" else inside.mean()
+            )
             widths[cover].append(np.mean(iv[:, 1] - iv[:, 0]))
     assert np.mean(every) >= 0.895, np.mean(every)
     assert 0.895 <= np.mean(one) <= 0.92, np.mean(one)

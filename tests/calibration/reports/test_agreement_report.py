@@ -26,9 +26,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def report(files):
     hum, out = files
-    return agreement_report(hum, out, scales={"accuracy": [0, 1, 2, 3, 4],
-                                              "supported": {"labels": {"yes": 1, "no": 0}}},
-                            n_resamples=200)
+    return agreement_report(
+        hum,
+        out,
+        scales={"accuracy": [0, 1, 2, 3, 4], "supported": {"labels": {"yes": 1, "no": 0}}},
+        n_resamples=200,
+    )
 
 
 def test_structure_and_values_match_direct_computation(report, files) -> None:
@@ -38,13 +41,18 @@ def test_structure_and_values_match_direct_computation(report, files) -> None:
     assert set(acc.judge_judge) == {"harsh | lenient", "harsh | noisy", "lenient | noisy"}
     data = report.joined.criteria["accuracy"]
     keep = ~np.isnan(data.judges["harsh"])
-    direct = krippendorff_alpha(np.vstack([data.judges["harsh"][keep],
-                                           data.human_mean[keep]]), "interval")
+    direct = krippendorff_alpha(
+        np.vstack([data.judges["harsh"][keep], data.human_mean[keep]]), "interval"
+    )
     stat = acc.judge_human["harsh"]["alpha"]
     assert stat.value == pytest.approx(direct.value)
     assert stat.ci[0] <= stat.value <= stat.ci[1]
-    qwk = cohen_kappa(data.judges["harsh"][keep], data.human_reference[keep],
-                      weights="quadratic", labels=[0, 1, 2, 3, 4])
+    qwk = cohen_kappa(
+        data.judges["harsh"][keep],
+        data.human_reference[keep],
+        weights="quadratic",
+        labels=[0, 1, 2, 3, 4],
+    )
     assert acc.judge_human["harsh"]["qwk"].value == pytest.approx(qwk.value)
     assert acc.missing["harsh"] > 0  # unscored votes on labelled items are counted
 

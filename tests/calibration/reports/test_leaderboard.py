@@ -26,9 +26,17 @@ def output(scores, name="sys", formula=None):
         s = {"quality": value}
         if formula is not None:
             s["overall"] = None if value is None else formula(value)
-        records.append({"id": item, "status": "scored" if value is not None else "unscored",
-                        "provenance": "p", "rubric": "r", "jury": "j", "scores": s,
-                        "votes": []})
+        records.append(
+            {
+                "id": item,
+                "status": "scored" if value is not None else "unscored",
+                "provenance": "p",
+                "rubric": "r",
+                "jury": "j",
+                "scores": s,
+                "votes": [],
+            }
+        )
     return judge_output_from_records(records, source=name)
 
 
@@ -41,32 +49,40 @@ def three_systems():
         values = np.clip(difficulty + shift + rng.normal(0, 0.3, 40), 0, 4)
         scores = {i: float(v) for i, v in zip(ids, values)}
         systems[name] = scores
-    systems["small"]["q3"] = None          # unscored
-    del systems["medium"]["q5"]             # missing
+    systems["small"]["q3"] = None  # unscored
+    del systems["medium"]["q5"]  # missing
     del systems["large"]["q6"]
     systems["large"]["q7"] = None
     return systems
 
 
 def matrix(systems, ids):
-    return {n: np.array([np.nan if s.get(i) is None else s[i] for i in ids])
-            for n, s in systems.items()}
+    return {
+        n: np.array([np.nan if s.get(i) is None else s[i] for i in ids]) for n, s in systems.items()
+    }
 
 
 def test_means_counts_pairs_and_holm_match_independent_computations():
     systems = three_systems()
-    board = leaderboard([System(n, output(s, n, formula=lambda v: v / 4))
-                         for n, s in systems.items()], ["quality", "overall"], SCALES,
-                        resamples=500)
+    board = leaderboard(
+        [System(n, output(s, n, formula=lambda v: v / 4)) for n, s in systems.items()],
+        ["quality", "overall"],
+        SCALES,
+        resamples=500,
+    )
     ids = [f"q{k}" for k in range(40)]
     x = matrix(systems, ids)
     # The common ground: q3, q5, q6, q7 each lack a score in one system.
     common = np.all([~np.isnan(v) for v in x.values()], axis=0)
     assert common.sum() == 36
     assert board.items == 40 and board.rank_by == "overall"
-    assert board.ranked_on["quality"] == {"items": 36, "scored_by_any": 40, "dropped": 4,
-                                          "lacking": {"small": 1, "medium": 1, "large": 2},
-                                          "unranked": []}
+    assert board.ranked_on["quality"] == {
+        "items": 36,
+        "scored_by_any": 40,
+        "dropped": 4,
+        "lacking": {"small": 1, "medium": 1, "large": 2},
+        "unranked": [],
+    }
     for name, values in x.items():
         got = board.system(name)["criteria"]["quality"]
         ranked = values[common]
@@ -108,9 +124,11 @@ def test_means_counts_pairs_and_holm_match_independent_computations():
     assert by_name["large"]["criteria"]["quality"]["group"] == "a"
     assert [s["name"] for s in board.systems][-1] == "small"
     assert board.system("small")["rank"] == 3 and board.system("small")["rank_ci"] == [3, 3]
-    assert any("quality: ranks, rank intervals, groups and pairs are on the 36 items every "
-               "system scored; 4 of 40 dropped (small lacks 1, medium lacks 1, large lacks 2)"
-               in n for n in board.notes), board.notes
+    assert any(
+        "quality: ranks, rank intervals, groups and pairs are on the 36 items every "
+        "system scored; 4 of 40 dropped (small lacks 1, medium lacks 1, large lacks 2)" in n
+        for n in board.notes
+    ), board.notes
 
 
 def test_systems_are_ranked_on_the_items_every_system_scored():
@@ -123,15 +141,22 @@ def test_systems_are_ranked_on_the_items_every_system_scored():
     ids = [f"q{k}" for k in range(200)]
     a = np.concatenate([rng.uniform(0.0, 0.5, 20), rng.uniform(2.0, 4.0, 180)])  # 20 hard
     b = a - 0.2
-    systems = [System("A", output(dict(zip(ids, map(float, a))), "A")),
-               System("B", output(dict(zip(ids[20:], map(float, b[20:]))), "B"))]
+    systems = [
+        System("A", output(dict(zip(ids, map(float, a))), "A")),
+        System("B", output(dict(zip(ids[20:], map(float, b[20:]))), "B")),
+    ]
     board = leaderboard(systems, ["quality"], SCALES, resamples=300)
     first, second = board.systems
     assert (first["name"], first["rank"], first["group"]) == ("A", 1, "a")
     assert (second["name"], second["rank"], second["group"]) == ("B", 2, "b")
     assert (first["rank_ci"], second["rank_ci"]) == ([1, 1], [2, 2])
-    assert board.ranked_on["quality"] == {"items": 180, "scored_by_any": 200, "dropped": 20,
-                                          "lacking": {"B": 20}, "unranked": []}
+    assert board.ranked_on["quality"] == {
+        "items": 180,
+        "scored_by_any": 200,
+        "dropped": 20,
+        "lacking": {"B": 20},
+        "unranked": [],
+    }
     entry_a, entry_b = (s["criteria"]["quality"] for s in board.systems)
     assert entry_a["mean"] == pytest.approx(a[20:].mean())
     assert entry_b["mean"] == pytest.approx(b[20:].mean())
@@ -148,9 +173,11 @@ def test_systems_are_ranked_on_the_items_every_system_scored():
 
 def test_a_system_without_any_score_is_not_ranked_and_does_not_shrink_the_ground():
     ids = [f"q{k}" for k in range(10)]
-    systems = [System("x", output(dict(zip(ids, [1.0 + k % 3 for k in range(10)])))),
-               System("y", output(dict(zip(ids, [2.0 + k % 2 for k in range(10)])))),
-               System("none", output(dict.fromkeys(ids)))]
+    systems = [
+        System("x", output(dict(zip(ids, [1.0 + k % 3 for k in range(10)])))),
+        System("y", output(dict(zip(ids, [2.0 + k % 2 for k in range(10)])))),
+        System("none", output(dict.fromkeys(ids))),
+    ]
     board = leaderboard(systems, ["quality"], SCALES, resamples=200)
     assert board.ranked_on["quality"]["items"] == 10
     assert board.ranked_on["quality"]["unranked"] == ["none"]
@@ -160,16 +187,25 @@ def test_a_system_without_any_score_is_not_ranked_and_does_not_shrink_the_ground
 
 def test_the_json_holds_what_other_tools_read():
     systems = three_systems()
-    board = leaderboard([System(n, output(s, n)) for n, s in systems.items()], ["quality"],
-                        SCALES, resamples=200).to_dict()
+    board = leaderboard(
+        [System(n, output(s, n)) for n, s in systems.items()], ["quality"], SCALES, resamples=200
+    ).to_dict()
     # On which items the ranks are computed (#52), per criterion.
     assert board["ranked_on"]["quality"]["items"] == 36
     for s in board["systems"]:
         assert {"name", "rank", "rank_ci", "criteria"} <= set(s)
         assert {"mean", "ci", "on", "scored", "unscored", "own"} <= set(s["criteria"]["quality"])
     for p in board["pairs"]:
-        assert {"a", "b", "criterion", "difference", "ci", "shared", "p_holm",
-                "significant"} <= set(p)
+        assert {
+            "a",
+            "b",
+            "criterion",
+            "difference",
+            "ci",
+            "shared",
+            "p_holm",
+            "significant",
+        } <= set(p)
 
 
 def test_bad_input_is_refused_with_what_was_expected():
@@ -183,9 +219,12 @@ def test_bad_input_is_refused_with_what_was_expected():
 
 
 def test_a_system_with_no_shared_item_is_compared_on_nothing_not_on_zeros():
-    board = leaderboard([System("x", output({"a": 1.0, "b": 2.0})),
-                         System("y", output({"c": 3.0, "d": 4.0}))], ["quality"], SCALES,
-                        resamples=200)
+    board = leaderboard(
+        [System("x", output({"a": 1.0, "b": 2.0})), System("y", output({"c": 3.0, "d": 4.0}))],
+        ["quality"],
+        SCALES,
+        resamples=200,
+    )
     (pair,) = board.pairs
     assert pair["shared"] == 0 and pair["difference"] is None and pair["significant"] is False
     assert board.system("y")["criteria"]["quality"]["missing"] == 2
@@ -249,7 +288,9 @@ def test_a_system_without_labels_says_so():
     systems[1].labels = None
     board = leaderboard(systems, ["quality"], SCALES, resamples=100)
     assert board.system("b")["criteria"]["quality"]["human_corrected"] == {
-        "mean": None, "reason": "no human labels for this system"}
+        "mean": None,
+        "reason": "no human labels for this system",
+    }
     assert "b: no human labels" in " ".join(board.notes)
     (pair,) = board.pairs
     assert pair["human_corrected"]["difference"] is None
@@ -265,26 +306,40 @@ def test_length_control_says_whether_the_order_changes():
     for name, base, words in (("a", 2.2, 80), ("b", 2.0, 300)):
         length = rng.integers(words // 2, words * 2, 120).astype(float)
         score = base + 0.8 * np.log1p(length) + rng.normal(0, 0.3, 120)
-        systems.append(System(name, output(dict(zip(ids, map(float, score))), name),
-                              lengths=dict(zip(ids, length))))
+        systems.append(
+            System(
+                name,
+                output(dict(zip(ids, map(float, score))), name),
+                lengths=dict(zip(ids, length)),
+            )
+        )
     board = leaderboard(systems, ["quality"], SCALES, resamples=100, centre_length=150)
     assert board.system("b")["rank"] == 1
-    controlled = {s["name"]: s["criteria"]["quality"]["length_controlled"]["mean"]
-                  for s in board.systems}
+    controlled = {
+        s["name"]: s["criteria"]["quality"]["length_controlled"]["mean"] for s in board.systems
+    }
     assert controlled["a"] > controlled["b"]
     assert board.length_control["quality"]["order_changes"] is True
 
 
 def test_the_page_draws_every_criterion_and_marks_significant_pairs():
     systems = three_systems()
-    board = leaderboard([System(n, output(s, n, formula=lambda v: v / 4))
-                         for n, s in systems.items()], ["quality", "overall"], SCALES,
-                        resamples=200)
+    board = leaderboard(
+        [System(n, output(s, n, formula=lambda v: v / 4)) for n, s in systems.items()],
+        ["quality", "overall"],
+        SCALES,
+        resamples=200,
+    )
     page = render_leaderboard(board)
     assert page.count("<svg class='forest'") == 2 and page.count("<table class='pairs'>") == 2
     # On which items the ranks stand, per criterion, and the own-item means beside (#52).
-    assert page.count("Ranked on the <b>36</b> items every system scored; 4 of 40 dropped "
-                      "(small lacks 1, medium lacks 1, large lacks 2)") == 2
+    assert (
+        page.count(
+            "Ranked on the <b>36</b> items every system scored; 4 of 40 dropped "
+            "(small lacks 1, medium lacks 1, large lacks 2)"
+        )
+        == 2
+    )
     assert page.count("<table class='own'>") == 2
     significant = sum(p["significant"] for p in board.pairs)
     assert page.count("class='sig-pos'") + page.count("class='sig-neg'") == 2 * significant

@@ -68,7 +68,8 @@ def test_nominal_accepts_all_string_labels() -> None:
     data = [["yes", "no", "yes", None], ["yes", "no", "no", "no"]]
     numeric = [[1, 0, 1, nan], [1, 0, 0, 0]]
     assert krippendorff_alpha(data, "nominal").value == pytest.approx(
-        krippendorff_alpha(numeric, "nominal").value)
+        krippendorff_alpha(numeric, "nominal").value
+    )
 
 
 def test_wrong_shapes_and_infinities() -> None:

@@ -21,8 +21,9 @@ def test_percentile_ci_matches_scipy_bootstrap_for_the_mean() -> None:
     rng = np.random.default_rng(1)
     x = rng.exponential(size=200)
     ours = bootstrap_ci(lambda v: float(np.mean(v)), x, n_resamples=4000, seed=3)
-    theirs = scipy.stats.bootstrap((x,), np.mean, n_resamples=4000, method="percentile",
-                                   random_state=3).confidence_interval
+    theirs = scipy.stats.bootstrap(
+        (x,), np.mean, n_resamples=4000, method="percentile", random_state=3
+    ).confidence_interval
     assert ours.ci[0] == pytest.approx(theirs.low, abs=0.02)
     assert ours.ci[1] == pytest.approx(theirs.high, abs=0.02)
     assert ours.value == pytest.approx(x.mean())
@@ -55,8 +56,12 @@ def test_mapping_statistics_get_their_own_cis() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=100)
     y = x + rng.normal(scale=0.3, size=100)
-    out = bootstrap_ci(lambda a, b: {"rho": spearman(a, b), "mae": mean_absolute_error(a, b)},
-                       x, y, n_resamples=200)
+    out = bootstrap_ci(
+        lambda a, b: {"rho": spearman(a, b), "mae": mean_absolute_error(a, b)},
+        x,
+        y,
+        n_resamples=200,
+    )
     assert set(out) == {"rho", "mae"}
     assert out["rho"].ci[0] < out["rho"].value < out["rho"].ci[1]
     assert out["mae"].details["n_resamples"] == 200
@@ -73,8 +78,9 @@ def test_undefined_resamples_are_counted_and_can_void_the_ci() -> None:
 
 
 def test_undefined_point_estimate_keeps_reason() -> None:
-    stat = bootstrap_ci(lambda m: krippendorff_alpha(m, "interval"), np.ones((2, 10)),
-                        n_resamples=20)
+    stat = bootstrap_ci(
+        lambda m: krippendorff_alpha(m, "interval"), np.ones((2, 10)), n_resamples=20
+    )
     assert isinstance(stat, Stat) and not stat.defined and stat.ci is None
 
 

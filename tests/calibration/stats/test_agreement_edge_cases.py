@@ -43,14 +43,17 @@ def test_alpha_with_one_pairable_unit_is_undefined(level: str) -> None:
 
 def _exact_ratio_alpha(data: list[list[int]]) -> Fraction:
     """Ratio alpha in rational arithmetic, from the pair-sum definition (Krippendorff 2011)."""
+
     def delta(a: int, b: int) -> Fraction:
         return Fraction(a - b, a + b) ** 2 if a + b else Fraction(0)
 
     units = [list(u) for u in zip(*data, strict=True)]
     values = [v for u in units for v in u]
     n = len(values)
-    within = sum((sum(delta(a, b) for a, b in combinations(u, 2)) * 2 / (len(u) - 1)
-                  for u in units), Fraction(0))
+    within = sum(
+        (sum(delta(a, b) for a, b in combinations(u, 2)) * 2 / (len(u) - 1) for u in units),
+        Fraction(0),
+    )
     expected = sum((delta(a, b) for a, b in combinations(values, 2)), Fraction(0)) * 2
     return 1 - (n - 1) * within / expected
 
@@ -59,8 +62,10 @@ def _exact_ratio_alpha(data: list[list[int]]) -> Fraction:
 def test_ratio_alpha_with_a_large_common_offset_is_exact(offset: int) -> None:
     # issue #7 item 16: at offset 1e9 this gave 0.99992 (exact: 0.926316, as the krippendorff
     # package also gives); at 1e6 it was off by ~1e-4.
-    data = [[1 + offset, 2 + offset, 3 + offset, 4 + offset],
-            [1 + offset, 2 + offset, 4 + offset, 4 + offset]]
+    data = [
+        [1 + offset, 2 + offset, 3 + offset, 4 + offset],
+        [1 + offset, 2 + offset, 4 + offset, 4 + offset],
+    ]
     exact = float(_exact_ratio_alpha(data))
     result = krippendorff_alpha(np.array(data, dtype=float), "ratio")
     assert result.value == pytest.approx(exact, rel=1e-10, abs=1e-12)
@@ -76,26 +81,31 @@ def test_ratio_alpha_many_raters_with_offset_is_exact() -> None:
     data = (base + 10**9).tolist()
     exact = float(_exact_ratio_alpha(data))
     assert krippendorff_alpha(np.array(data, dtype=float), "ratio").value == pytest.approx(
-        exact, rel=1e-9)
+        exact, rel=1e-9
+    )
 
 
 # --------------------------------------------------------------------------- Gwet AC2 by value
 
 # issue #7 item 17: categories [0, 1, 2, 10] (uneven), 3 raters x 8 units.
-UNEVEN = np.array([[0, 1, 2, 10, 10, 1, 0, 2],
-                   [0, 2, 2, 10, 2, 1, 1, 10],
-                   [1, 1, 2, 10, 10, nan, 0, 2]])
+UNEVEN = np.array(
+    [[0, 1, 2, 10, 10, 1, 0, 2], [0, 2, 2, 10, 2, 1, 1, 10], [1, 1, 2, 10, 10, nan, 0, 2]]
+)
 
 
-@pytest.mark.parametrize("weights, coefficient, pa, pe", [
-    # irrCAC (R: gwet.ac1.raw(..., weights=, categ.labels=c(0, 1, 2, 10)); Python irrCAC 0.4.4
-    # CAC(...).gwet() prints the same to 5 decimals) and Gwet's handbook, ch. 3.
-    ("identity", 0.447005, 0.58333, 0.24653),
-    ("linear", 0.600175, 0.84167, 0.60399),
-    ("quadratic", 0.662317, 0.89083, 0.67672),
-])
-def test_gwet_ac2_weights_category_values(weights: str, coefficient: float, pa: float,
-                                          pe: float) -> None:
+@pytest.mark.parametrize(
+    "weights, coefficient, pa, pe",
+    [
+        # irrCAC (R: gwet.ac1.raw(..., weights=, categ.labels=c(0, 1, 2, 10)); Python irrCAC 0.4.4
+        # CAC(...).gwet() prints the same to 5 decimals) and Gwet's handbook, ch. 3.
+        ("identity", 0.447005, 0.58333, 0.24653),
+        ("linear", 0.600175, 0.84167, 0.60399),
+        ("quadratic", 0.662317, 0.89083, 0.67672),
+    ],
+)
+def test_gwet_ac2_weights_category_values(
+    weights: str, coefficient: float, pa: float, pe: float
+) -> None:
     result = gwet_ac(UNEVEN, weights, categories=[0, 1, 2, 10])
     assert result.value == pytest.approx(coefficient, abs=1e-6)
     assert result.details["p_observed"] == pytest.approx(pa, abs=1e-5)
@@ -120,7 +130,8 @@ def test_cohen_kappa_still_weights_positions_like_sklearn() -> None:
     b = np.array([0, 2, 2, 10, 2, 1, 1, 10], dtype=float)
     for weights in ("linear", "quadratic"):
         assert cohen_kappa(a, b, weights=weights).value == pytest.approx(
-            cohen_kappa_score(a, b, weights=weights), abs=1e-12)
+            cohen_kappa_score(a, b, weights=weights), abs=1e-12
+        )
 
 
 # --------------------------------------------------------------------------- chance agreement ~1

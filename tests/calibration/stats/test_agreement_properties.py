@@ -27,8 +27,11 @@ from jurybox.calibration import (
     spearman,
 )
 
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 @st.composite
@@ -36,8 +39,11 @@ def sparse_matrix(draw: st.DrawFn, continuous: bool) -> np.ndarray:
     raters = draw(st.integers(2, 6))
     units = draw(st.integers(2, 25))
     if continuous:
-        elems = st.one_of(st.floats(0.0, 1e3, allow_nan=False, allow_subnormal=False),
-                          st.just(0.0), st.just(np.nan))
+        elems = st.one_of(
+            st.floats(0.0, 1e3, allow_nan=False, allow_subnormal=False),
+            st.just(0.0),
+            st.just(np.nan),
+        )
     else:
         elems = st.one_of(st.integers(0, 4).map(float), st.just(np.nan))
     return draw(arrays(np.float64, (raters, units), elements=elems))
@@ -102,8 +108,7 @@ def test_ratio_many_raters_with_offset_matches_package(offset: float) -> None:
         data = np.round(rng.gamma(2.0, 2.0, size=(30, 10)), 1) + offset
         data[rng.random(data.shape) < 0.3] = np.nan
         theirs = krippendorff.alpha(reliability_data=data, level_of_measurement="ratio")
-        assert krippendorff_alpha(data, "ratio").value == pytest.approx(theirs, rel=1e-8,
-                                                                        abs=1e-8)
+        assert krippendorff_alpha(data, "ratio").value == pytest.approx(theirs, rel=1e-8, abs=1e-8)
 
 
 def test_ratio_many_raters_quadrature_path_matches_package() -> None:
@@ -141,9 +146,13 @@ def test_fleiss_kappa_matches_statsmodels(data: st.DataObject) -> None:
     subjects = data.draw(st.integers(1, 30))
     categories = data.draw(st.integers(2, 5))
     raters = data.draw(st.integers(2, 8))
-    rows = [np.bincount(data.draw(st.lists(st.integers(0, categories - 1), min_size=raters,
-                                           max_size=raters)), minlength=categories)
-            for _ in range(subjects)]
+    rows = [
+        np.bincount(
+            data.draw(st.lists(st.integers(0, categories - 1), min_size=raters, max_size=raters)),
+            minlength=categories,
+        )
+        for _ in range(subjects)
+    ]
     table = np.array(rows)
     ours = fleiss_kappa(table)
     with np.errstate(all="ignore"):
@@ -163,8 +172,7 @@ def test_correlations_match_scipy(data: st.DataObject) -> None:
     b = np.array(data.draw(st.lists(elems, min_size=n, max_size=n)))
     assume(np.ptp(a) > 1e-6 and np.ptp(b) > 1e-6)
     assert pearson(a, b).value == pytest.approx(scipy.stats.pearsonr(a, b).statistic, abs=1e-9)
-    assert spearman(a, b).value == pytest.approx(scipy.stats.spearmanr(a, b).statistic,
-                                                 abs=1e-9)
+    assert spearman(a, b).value == pytest.approx(scipy.stats.spearmanr(a, b).statistic, abs=1e-9)
     assert kendall(a, b).value == pytest.approx(_kendall_tau_b_bruteforce(a, b), abs=1e-9)
 
 
@@ -187,8 +195,11 @@ def test_alpha_of_tiny_values_does_not_underflow(level: str) -> None:
     # the second matrix, whose alpha is -0.5). Alpha does not change when all values scale
     # alike, so the package is asked about the values scaled to about 1.
     for tiny, other in [(1.5269518981006657e-158, 0.0), (8.16305574e-160, None)]:
-        data = (np.array([[0.0, tiny], [tiny, tiny]]) if other is not None
-                else np.array([[0.0, 0.0], [tiny, tiny]]))
+        data = (
+            np.array([[0.0, tiny], [tiny, tiny]])
+            if other is not None
+            else np.array([[0.0, 0.0], [tiny, tiny]])
+        )
         unit = np.ldexp(data, -int(np.frexp(tiny)[1]))  # the same values, scaled exactly
         theirs = krippendorff.alpha(reliability_data=unit, level_of_measurement=level)
         assert krippendorff_alpha(data, level).value == pytest.approx(theirs, abs=1e-12)

@@ -11,17 +11,25 @@ nan = np.nan
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", section E: 4 observers x 12
 # units with missing values. The same data is irrCAC's `cac.raw4raters` (Gwet 2014, p. 120).
-KRIPPENDORFF_2011 = np.array([
-    [1, 2, 3, 3, 2, 1, 4, 1, 2, nan, nan, nan],
-    [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, nan, 3],
-    [nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, nan],
-    [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, nan],
-])
+KRIPPENDORFF_2011 = np.array(
+    [
+        [1, 2, 3, 3, 2, 1, 4, 1, 2, nan, nan, nan],
+        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, nan, 3],
+        [nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, nan],
+        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, nan],
+    ]
+)
 
 
-@pytest.mark.parametrize("level, expected", [
-    ("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849), ("ratio", 0.797),
-])
+@pytest.mark.parametrize(
+    "level, expected",
+    [
+        ("nominal", 0.743),
+        ("ordinal", 0.815),
+        ("interval", 0.849),
+        ("ratio", 0.797),
+    ],
+)
 def test_krippendorff_2011_example(level: str, expected: float) -> None:
     # Published to 3 decimals in Krippendorff (2011); the `krippendorff` package reproduces them.
     result = krippendorff_alpha(KRIPPENDORFF_2011, level)
@@ -33,23 +41,48 @@ def test_krippendorff_2011_example(level: str, expected: float) -> None:
 def test_krippendorff_2011_nominal_exact_fraction() -> None:
     # Krippendorff (2011) derives nominal alpha = 1 - (n-1) * D_o/D_e with n = 40 pairable
     # values; irrCAC's krippen.alpha.raw(cac.raw4raters) prints 0.74342.
-    assert krippendorff_alpha(KRIPPENDORFF_2011, "nominal").value == pytest.approx(0.74342,
-                                                                                   abs=1e-5)
+    assert krippendorff_alpha(KRIPPENDORFF_2011, "nominal").value == pytest.approx(
+        0.74342, abs=1e-5
+    )
     assert krippendorff_alpha(KRIPPENDORFF_2011, "nominal").details["n_values"] == 40
 
 
 # Fleiss (1971), "Measuring nominal scale agreement among many raters", Table 1: 30 patients,
 # 6 psychiatrists, 5 diagnoses (as raw ratings in R irr's `diagnoses`); Fleiss reports .430.
-FLEISS_1971 = np.array([
-    [4, 4, 4, 4, 4, 4], [2, 2, 2, 5, 5, 5], [2, 3, 3, 3, 3, 5], [5, 5, 5, 5, 5, 5],
-    [2, 2, 2, 4, 4, 4], [1, 1, 3, 3, 3, 3], [3, 3, 3, 3, 5, 5], [1, 1, 3, 3, 3, 4],
-    [1, 1, 4, 4, 4, 4], [5, 5, 5, 5, 5, 5], [1, 4, 4, 4, 4, 4], [1, 2, 4, 4, 4, 4],
-    [2, 2, 2, 3, 3, 3], [1, 4, 4, 4, 4, 4], [2, 2, 4, 4, 4, 5], [3, 3, 3, 3, 3, 5],
-    [1, 1, 1, 4, 5, 5], [1, 1, 1, 1, 1, 2], [2, 2, 4, 4, 4, 4], [1, 3, 3, 5, 5, 5],
-    [5, 5, 5, 5, 5, 5], [2, 4, 4, 4, 4, 4], [2, 2, 4, 5, 5, 5], [1, 1, 4, 4, 4, 4],
-    [1, 4, 4, 4, 4, 5], [2, 2, 2, 2, 2, 4], [1, 1, 1, 1, 5, 5], [2, 2, 4, 4, 4, 4],
-    [1, 3, 3, 3, 3, 3], [5, 5, 5, 5, 5, 5],
-])
+FLEISS_1971 = np.array(
+    [
+        [4, 4, 4, 4, 4, 4],
+        [2, 2, 2, 5, 5, 5],
+        [2, 3, 3, 3, 3, 5],
+        [5, 5, 5, 5, 5, 5],
+        [2, 2, 2, 4, 4, 4],
+        [1, 1, 3, 3, 3, 3],
+        [3, 3, 3, 3, 5, 5],
+        [1, 1, 3, 3, 3, 4],
+        [1, 1, 4, 4, 4, 4],
+        [5, 5, 5, 5, 5, 5],
+        [1, 4, 4, 4, 4, 4],
+        [1, 2, 4, 4, 4, 4],
+        [2, 2, 2, 3, 3, 3],
+        [1, 4, 4, 4, 4, 4],
+        [2, 2, 4, 4, 4, 5],
+        [3, 3, 3, 3, 3, 5],
+        [1, 1, 1, 4, 5, 5],
+        [1, 1, 1, 1, 1, 2],
+        [2, 2, 4, 4, 4, 4],
+        [1, 3, 3, 5, 5, 5],
+        [5, 5, 5, 5, 5, 5],
+        [2, 4, 4, 4, 4, 4],
+        [2, 2, 4, 5, 5, 5],
+        [1, 1, 4, 4, 4, 4],
+        [1, 4, 4, 4, 4, 5],
+        [2, 2, 2, 2, 2, 4],
+        [1, 1, 1, 1, 5, 5],
+        [2, 2, 4, 4, 4, 4],
+        [1, 3, 3, 3, 3, 3],
+        [5, 5, 5, 5, 5, 5],
+    ]
+)
 
 
 def _counts(raw: np.ndarray, categories: list[int]) -> np.ndarray:
@@ -63,10 +96,20 @@ def test_fleiss_1971_table() -> None:
 
 def test_fleiss_wikipedia_example() -> None:
     # Wikipedia "Fleiss' kappa" worked example (10 subjects, 14 raters): kappa = 0.210.
-    table = np.array([
-        [0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
-        [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7],
-    ])
+    table = np.array(
+        [
+            [0, 0, 0, 0, 14],
+            [0, 2, 6, 4, 2],
+            [0, 0, 3, 5, 6],
+            [0, 3, 9, 2, 0],
+            [2, 2, 8, 1, 1],
+            [7, 7, 0, 0, 0],
+            [3, 2, 6, 3, 0],
+            [2, 5, 3, 2, 2],
+            [6, 5, 2, 1, 0],
+            [0, 2, 2, 3, 7],
+        ]
+    )
     result = fleiss_kappa(table)
     assert result.value == pytest.approx(0.210, abs=5e-4)
     assert result.details["p_observed"] == pytest.approx(0.378, abs=5e-4)
@@ -74,11 +117,25 @@ def test_fleiss_wikipedia_example() -> None:
 
 
 # irrCAC `distrib.6raters` (Gwet 2014): 15 psychiatric patients, 6 raters, 5 categories.
-DISTRIB_6RATERS = np.array([
-    [0, 0, 0, 6, 0], [0, 3, 0, 0, 3], [0, 1, 4, 0, 1], [0, 0, 0, 0, 6], [0, 3, 0, 3, 0],
-    [2, 0, 4, 0, 0], [0, 0, 4, 0, 2], [2, 0, 3, 1, 0], [2, 0, 0, 4, 0], [0, 0, 0, 0, 6],
-    [1, 0, 0, 5, 0], [1, 1, 0, 4, 0], [0, 3, 3, 0, 0], [1, 0, 0, 5, 0], [0, 2, 0, 3, 1],
-])
+DISTRIB_6RATERS = np.array(
+    [
+        [0, 0, 0, 6, 0],
+        [0, 3, 0, 0, 3],
+        [0, 1, 4, 0, 1],
+        [0, 0, 0, 0, 6],
+        [0, 3, 0, 3, 0],
+        [2, 0, 4, 0, 0],
+        [0, 0, 4, 0, 2],
+        [2, 0, 3, 1, 0],
+        [2, 0, 0, 4, 0],
+        [0, 0, 0, 0, 6],
+        [1, 0, 0, 5, 0],
+        [1, 1, 0, 4, 0],
+        [0, 3, 3, 0, 0],
+        [1, 0, 0, 5, 0],
+        [0, 2, 0, 3, 1],
+    ]
+)
 
 
 def _raw_from_counts(table: np.ndarray) -> np.ndarray:

@@ -59,11 +59,13 @@ def test_ratio_alpha_exact_over_wide_value_ranges() -> None:
     data[rng.random(data.shape) < 0.1] = np.nan
     data[0, :4] = 0.0
     assert krippendorff_alpha(data, "ratio").value == pytest.approx(
-        _ratio_alpha_bruteforce(data), rel=1e-10)
+        _ratio_alpha_bruteforce(data), rel=1e-10
+    )
 
 
 def _ratio_alpha_bruteforce(data: np.ndarray) -> float:
     """Krippendorff's alpha with the ratio metric straight from the pair-sum definition."""
+
     def delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         s = a + b
         return np.divide(a - b, s, out=np.zeros_like(s), where=s != 0) ** 2

@@ -9,8 +9,9 @@ from jurybox.calibration import InputDataError, dawid_skene
 from jurybox.calibration.stats.dawid_skene import posterior_from_votes
 
 
-def _simulate(n_items: int, accuracies: list[float], k: int = 2, seed: int = 0,
-              missing: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def _simulate(
+    n_items: int, accuracies: list[float], k: int = 2, seed: int = 0, missing: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     truth = rng.integers(0, k, size=n_items)
     labels = np.empty((len(accuracies), n_items), dtype=int)
@@ -28,7 +29,7 @@ def test_recovers_rater_accuracies_unsupervised() -> None:
     fit = dawid_skene(labels, 2)
     assert fit.converged
     assert fit.accuracy() == pytest.approx(accuracies, abs=0.04)
-    majority = (np.where(labels == 1, 1, 0).sum(0) > np.where(labels == 0, 1, 0).sum(0))
+    majority = np.where(labels == 1, 1, 0).sum(0) > np.where(labels == 0, 1, 0).sum(0)
     ds_acc = np.mean(fit.labels == truth)
     assert ds_acc > np.mean(majority == truth) + 0.02  # weighting good raters beats voting
 

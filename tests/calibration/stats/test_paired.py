@@ -130,8 +130,7 @@ def test_two_equal_systems_are_called_different_no_more_often_than_the_level():
     for _ in range(500):
         difficulty = rng.normal(0, 1, 40)
         systems = [difficulty + rng.normal(0, 0.6, 40) for _ in range(4)]
-        p = [paired_difference(systems[i], systems[j]).p
-             for i in range(4) for j in range(i + 1, 4)]
+        p = [paired_difference(systems[i], systems[j]).p for i in range(4) for j in range(i + 1, 4)]
         calls += any(q < 0.05 for q in holm(p))
         uncorrected += any(q < 0.05 for q in p)
     assert calls / 500 <= 0.079

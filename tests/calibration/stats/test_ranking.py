@@ -40,8 +40,11 @@ def test_pair_agreement_counts_what_a_direct_count_does():
     for _ in range(200):
         k = int(rng.integers(2, 7))
         rewards = [None if rng.random() < 0.15 else float(rng.integers(0, 3)) for _ in range(k)]
-        pairs = [(i, j, float(rng.choice([0.0, 0.5, 1.0])))
-                 for i, j in itertools.combinations(range(k), 2) if rng.random() < 0.7]
+        pairs = [
+            (i, j, float(rng.choice([0.0, 0.5, 1.0])))
+            for i, j in itertools.combinations(range(k), 2)
+            if rng.random() < 0.7
+        ]
         agree = n = ties = 0.0
         for i, j, share in pairs:
             if rewards[i] is None or rewards[j] is None:
@@ -51,8 +54,13 @@ def test_pair_agreement_counts_what_a_direct_count_does():
             else:
                 n += 1
                 better, worse = (i, j) if share == 1.0 else (j, i)
-                agree += (1.0 if rewards[better] > rewards[worse]
-                          else 0.5 if rewards[better] == rewards[worse] else 0.0)
+                agree += (
+                    1.0
+                    if rewards[better] > rewards[worse]
+                    else 0.5
+                    if rewards[better] == rewards[worse]
+                    else 0.0
+                )
         assert pair_agreement_counts(rewards, pairs) == (agree, n, ties)
 
 

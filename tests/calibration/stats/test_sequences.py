@@ -147,10 +147,17 @@ def test_over_a_thousand_sessions_the_agreement_sequence_holds_at_every_label():
 
 def test_the_page_s_agreement_is_each_item_s_share_over_the_pool_it_scored():
     scale = Scale(min=0, max=4)
-    lines = [{"id": "a", "rater": "r1", "accuracy": 3}, {"id": "b", "rater": "r1", "accuracy": 0},
-             {"id": "a", "rater": "r2", "accuracy": 2}]
-    jury = {"a": {"accuracy": 3.2}, "b": {"accuracy": 1.0}, "c": {"accuracy": None},
-            "d": {"accuracy": 2.0}}
+    lines = [
+        {"id": "a", "rater": "r1", "accuracy": 3},
+        {"id": "b", "rater": "r1", "accuracy": 0},
+        {"id": "a", "rater": "r2", "accuracy": 2},
+    ]
+    jury = {
+        "a": {"accuracy": 3.2},
+        "b": {"accuracy": 1.0},
+        "c": {"accuracy": None},
+        "d": {"accuracy": 2.0},
+    }
     got = agreement_sequence(lines, jury, "accuracy", scale, 0.1)
     assert got["agreement"] == pytest.approx(0.25)  # a: 1 of 2 raters agree, b: none
     assert (got["n"], got["labels"], got["pool"]) == (2, 3, 3)
@@ -165,13 +172,16 @@ def _mean_coverage(draw, active, seed):
     return sum(sequence_session(draw(rng), rng, active=active)["covered"] for _ in range(RUNS))
 
 
-@pytest.mark.parametrize(("name", "draw", "active"), [
-    ("overconfident", lambda rng: overconfident_pool(rng, 2000, wrong=0.03), True),
-    ("overconfident-5%", lambda rng: overconfident_pool(rng, 2000, wrong=0.05), True),
-    ("calibrated", lambda rng: LabellingPool.draw(rng, 2000), True),
-    ("calibrated-uniform", lambda rng: LabellingPool.draw(rng, 2000), False),
-    ("underconfident", lambda rng: LabellingPool.draw(rng, 2000, stated=4.0), True),
-])
+@pytest.mark.parametrize(
+    ("name", "draw", "active"),
+    [
+        ("overconfident", lambda rng: overconfident_pool(rng, 2000, wrong=0.03), True),
+        ("overconfident-5%", lambda rng: overconfident_pool(rng, 2000, wrong=0.05), True),
+        ("calibrated", lambda rng: LabellingPool.draw(rng, 2000), True),
+        ("calibrated-uniform", lambda rng: LabellingPool.draw(rng, 2000), False),
+        ("underconfident", lambda rng: LabellingPool.draw(rng, 2000, stated=4.0), True),
+    ],
+)
 def test_over_a_thousand_sessions_the_mean_sequence_holds_at_every_visit(name, draw, active):
     """The pool's mean label stays inside the benchmark-mean sequence over the whole visiting
     order, for juries whose distributions are calibrated, underconfident, or overconfident
@@ -187,11 +197,12 @@ def test_the_fixed_sample_rule_fails_the_overconfident_jury_the_sequence_does_no
     often than 95% (its labels rarely see one of the jury's confident errors, and its
     distributions say it has none); the sequence's stopping point is covered."""
     rng = np.random.default_rng(7)
-    fixed = [simulate_mean_labelling(overconfident_pool(rng, 2000), 0.1, rng)["covered"]
-             for _ in range(300)]
+    fixed = [
+        simulate_mean_labelling(overconfident_pool(rng, 2000), 0.1, rng)["covered"]
+        for _ in range(300)
+    ]
     assert np.mean(fixed) < 0.9
-    sessions = [sequence_session(overconfident_pool(rng, 2000), rng, width=0.1)
-                for _ in range(20)]
+    sessions = [sequence_session(overconfident_pool(rng, 2000), rng, width=0.1) for _ in range(20)]
     # The price: the sequence waits for the labels to show the errors' share.
     assert all(s["labels"] is not None and s["labels"] > 100 for s in sessions)
 
@@ -206,17 +217,32 @@ def test_the_page_s_mean_sequence_is_the_simulation_s():
     seed = 11
     design = Design.draw(pi, np.random.default_rng(seed))
     chosen = np.flatnonzero(design.chosen)[:40]
-    lines = [{"id": ids[design.order[k]], "rater": "r", "accuracy": pool.human[design.order[k]],
-              "selection": {"strategy": "benchmark-mean", "probability": float(design.pi[k]),
-                            "position": int(k), "pool": 300, "seed": seed}} for k in chosen]
+    lines = [
+        {
+            "id": ids[design.order[k]],
+            "rater": "r",
+            "accuracy": pool.human[design.order[k]],
+            "selection": {
+                "strategy": "benchmark-mean",
+                "probability": float(design.pi[k]),
+                "position": int(k),
+                "pool": 300,
+                "seed": seed,
+            },
+        }
+        for k in chosen
+    ]
     scale = Scale(min=0, max=4)
     jury = {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}
     got = mean_sequences(lines, jury, {"accuracy": scale}, dict(zip(ids, map(float, pi))))
     row = got["accuracy"]
     assert row["labelled"] == 40 and row["visited"] == chosen[-1] + 1
-    order = design.order[:chosen[-1] + 1]
-    d = np.where(design.chosen[:chosen[-1] + 1],
-                 (pool.human[order] - pool.score[order]) / design.pi[:chosen[-1] + 1], 0.0)
+    order = design.order[: chosen[-1] + 1]
+    d = np.where(
+        design.chosen[: chosen[-1] + 1],
+        (pool.human[order] - pool.score[order]) / design.pi[: chosen[-1] + 1],
+        0.0,
+    )
     low, high = rectifier_range(pool.score, pi, 0.0, 4.0)
     lo, hi = betting_interval((d - low) / (high - low), ALPHA)
     mean = pool.score.mean()
@@ -228,8 +254,7 @@ def test_the_page_s_mean_sequence_is_the_simulation_s():
 
 
 @pytest.mark.parametrize(("t", "horizon"), [(10, 50), (100, 100), (1000, 300)])
-def test_the_asymptotic_boundary_is_where_robbins_normal_mixture_reaches_one_over_alpha(t,
-                                                                                        horizon):
+def test_the_asymptotic_boundary_is_where_robbins_normal_mixture_reaches_one_over_alpha(t, horizon):
     """The asymptotic sequence's half-width per standard deviation, times t, is the sum of t
     unit-variance values at which Robbins' normal-mixture martingale (Waudby-Smith et al.
     2024, Theorem 2.2: exp(lambda S - lambda^2 t / 2) mixed over lambda ~ N(0, rho^2)),
@@ -242,7 +267,11 @@ def test_the_asymptotic_boundary_is_where_robbins_normal_mixture_reaches_one_ove
     s = t * float(asymptotic_margin(t, rho2, 0.05))
     mixture, _ = integrate.quad(
         lambda lam: math.exp(lam * s - lam**2 * t / 2) * stats.norm.pdf(lam, 0, math.sqrt(rho2)),
-        -np.inf, np.inf, epsabs=1e-12, epsrel=1e-10)
+        -np.inf,
+        np.inf,
+        epsabs=1e-12,
+        epsrel=1e-10,
+    )
     assert mixture == pytest.approx(1 / 0.05, rel=1e-6)
 
 
@@ -255,11 +284,13 @@ def test_rho_is_the_one_that_makes_the_sequence_narrowest_at_the_horizon():
     from jurybox.calibration.stats.sequences import asymptotic_margin, best_rho2
 
     for t_star, alpha in ((50, 0.05), (400, 0.05), (200, 0.1)):
+
         def width(r, t_star=t_star, alpha=alpha):
             return float(asymptotic_margin(t_star, r, alpha))
 
-        got = optimize.minimize_scalar(width, bounds=(1e-6, 2.0), method="bounded",
-                                       options={"xatol": 1e-10})
+        got = optimize.minimize_scalar(
+            width, bounds=(1e-6, 2.0), method="bounded", options={"xatol": 1e-10}
+        )
         assert best_rho2(t_star, alpha) == pytest.approx(got.x, rel=1e-4)
         approx = (-2 * math.log(alpha) + math.log(1 - 2 * math.log(alpha))) / t_star
         assert best_rho2(t_star, alpha) == pytest.approx(approx, rel=0.05)
@@ -277,12 +308,14 @@ def test_the_asymptotic_sequence_holds_at_every_time_for_well_behaved_values():
     from jurybox.calibration.stats.sequences import asymptotic_cs
 
     rng = np.random.default_rng(17)
-    for draw, start in ((lambda: rng.normal(1.0, 2.0, 2000), 10),
-                        (lambda: rng.exponential(1.0, 2000), 100)):
+    for draw, start in (
+        (lambda: rng.normal(1.0, 2.0, 2000), 10),
+        (lambda: rng.exponential(1.0, 2000), 100),
+    ):
         covered = 0
         for _ in range(RUNS):
             lo, hi = asymptotic_cs(draw(), 0.05, 200)
-            covered += bool(np.all((lo[start - 1:] <= 1.0) & (hi[start - 1:] >= 1.0)))
+            covered += bool(np.all((lo[start - 1 :] <= 1.0) & (hi[start - 1 :] >= 1.0)))
         assert covered / RUNS >= FLOOR, (start, covered)
     x = rng.normal(size=50)
     lo, hi = asymptotic_cs(x, 0.05, 40, variance_floor=4.0)
@@ -290,8 +323,10 @@ def test_the_asymptotic_sequence_holds_at_every_time_for_well_behaved_values():
     half = (hi[9] - lo[9]) / 2
     from jurybox.calibration.stats.sequences import asymptotic_margin, best_rho2
 
-    assert half == pytest.approx(math.sqrt(max(4.0, np.var(x[:10], ddof=1)))
-                                 * float(asymptotic_margin(10, best_rho2(40), 0.05)))
+    assert half == pytest.approx(
+        math.sqrt(max(4.0, np.var(x[:10], ddof=1)))
+        * float(asymptotic_margin(10, best_rho2(40), 0.05))
+    )
 
 
 def _asymptotic_coverage(draw, active, seed):
@@ -303,19 +338,24 @@ def _asymptotic_coverage(draw, active, seed):
         pool = draw(rng)
         pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
         horizon = mean_horizon(pool.score, pool.score, pool.uncertainty * 16, pi, 0.1)
-        covered += sequence_session(pool, rng, active=active, method="asymptotic",
-                                    horizon=horizon)["covered"]
+        covered += sequence_session(pool, rng, active=active, method="asymptotic", horizon=horizon)[
+            "covered"
+        ]
     return covered
 
 
-@pytest.mark.parametrize(("name", "draw", "active"), [
-    ("overconfident", lambda rng: overconfident_pool(rng, 2000, wrong=0.03), True),
-    ("overconfident-10%", lambda rng: overconfident_pool(rng, 2000, wrong=0.1), True),
-    ("calibrated", lambda rng: LabellingPool.draw(rng, 2000), True),
-    ("underconfident-uniform", lambda rng: LabellingPool.draw(rng, 2000, stated=4.0), False),
-])
-def test_over_a_thousand_sessions_the_asymptotic_mean_sequence_holds_at_every_visit(name, draw,
-                                                                                   active):
+@pytest.mark.parametrize(
+    ("name", "draw", "active"),
+    [
+        ("overconfident", lambda rng: overconfident_pool(rng, 2000, wrong=0.03), True),
+        ("overconfident-10%", lambda rng: overconfident_pool(rng, 2000, wrong=0.1), True),
+        ("calibrated", lambda rng: LabellingPool.draw(rng, 2000), True),
+        ("underconfident-uniform", lambda rng: LabellingPool.draw(rng, 2000, stated=4.0), False),
+    ],
+)
+def test_over_a_thousand_sessions_the_asymptotic_mean_sequence_holds_at_every_visit(
+    name, draw, active
+):
     """#52 item 4: the page's asymptotic sequence for the mean (the betting sequence until 5
     labels depart from the jury's score, then the asymptotic one tuned for the plan's count
     at half-width 0.1, its variance floored by the jury's distributions) holds the pool's
@@ -337,10 +377,14 @@ def test_the_asymptotic_sequence_costs_the_active_design_a_fraction_of_the_betti
         for _ in range(15):
             pool = LabellingPool.draw(rng, 2000)
             pi = inclusion_probabilities(pool.uncertainty)
-            horizon = (mean_horizon(pool.score, pool.score, pool.uncertainty * 16, pi, 0.1)
-                       if method == "asymptotic" else None)
-            got = sequence_session(pool, rng, width=0.1, grid=200, method=method,
-                                   horizon=horizon)["labels"]
+            horizon = (
+                mean_horizon(pool.score, pool.score, pool.uncertainty * 16, pi, 0.1)
+                if method == "asymptotic"
+                else None
+            )
+            got = sequence_session(pool, rng, width=0.1, grid=200, method=method, horizon=horizon)[
+                "labels"
+            ]
             needs[method].append(np.inf if got is None else got)
     betting, asymptotic = np.median(needs["betting"]), np.median(needs["asymptotic"])
     assert asymptotic * 3 <= betting and asymptotic <= 250, (asymptotic, betting)
@@ -361,20 +405,43 @@ def test_the_page_s_asymptotic_mean_sequence_is_the_simulation_s():
     design = Design.draw(pi, np.random.default_rng(seed))
     scale = Scale(min=0, max=4)
     jury = {i: {"accuracy": float(s)} for i, s in zip(ids, pool.score)}
-    model = {i: {"accuracy": (float(s), float(u * 16))}
-             for i, s, u in zip(ids, pool.score, pool.uncertainty)}
+    model = {
+        i: {"accuracy": (float(s), float(u * 16))}
+        for i, s, u in zip(ids, pool.score, pool.uncertainty)
+    }
     for count, method in ((2, "betting"), (40, "asymptotic")):
         chosen = np.flatnonzero(design.chosen)[:count]
-        lines = [{"id": ids[design.order[k]], "rater": "r",
-                  "accuracy": pool.human[design.order[k]],
-                  "selection": {"strategy": "benchmark-mean", "probability": float(design.pi[k]),
-                                "position": int(k), "pool": 300, "seed": seed}} for k in chosen]
-        got = mean_sequences(lines, jury, {"accuracy": scale}, dict(zip(ids, map(float, pi))),
-                             horizon=80, method="asymptotic", model=model)["accuracy"]
+        lines = [
+            {
+                "id": ids[design.order[k]],
+                "rater": "r",
+                "accuracy": pool.human[design.order[k]],
+                "selection": {
+                    "strategy": "benchmark-mean",
+                    "probability": float(design.pi[k]),
+                    "position": int(k),
+                    "pool": 300,
+                    "seed": seed,
+                },
+            }
+            for k in chosen
+        ]
+        got = mean_sequences(
+            lines,
+            jury,
+            {"accuracy": scale},
+            dict(zip(ids, map(float, pi))),
+            horizon=80,
+            method="asymptotic",
+            model=model,
+        )["accuracy"]
         assert got["method"] == method, got
-        order = design.order[:chosen[-1] + 1]
-        d = np.where(design.chosen[:chosen[-1] + 1],
-                     (pool.human[order] - pool.score[order]) / design.pi[:chosen[-1] + 1], 0.0)
+        order = design.order[: chosen[-1] + 1]
+        d = np.where(
+            design.chosen[: chosen[-1] + 1],
+            (pool.human[order] - pool.score[order]) / design.pi[: chosen[-1] + 1],
+            0.0,
+        )
         mean = pool.score.mean()
         if method == "betting":
             low, high = rectifier_range(pool.score, pi, 0.0, 4.0)
