@@ -6,9 +6,9 @@ takes the judge's `JudgeSpec` and returns a
 `Backend`. A backend is imported only when a judge
 uses it, so naming a kind whose libraries are missing fails at load, saying which.
 
->>> from jurybox.judges.backends.registry import kinds
->>> sorted(kinds())[:4]
-['openai', 'replay', 'transformers', 'vllm']
+>>> from jurybox.judges.backends.registry import backend_kind
+>>> backend_kind("vllm").weights, backend_kind("openai").weights  # local weights, a server's
+(True, False)
 """
 
 from __future__ import annotations

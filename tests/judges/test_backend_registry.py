@@ -110,7 +110,10 @@ class Constant:
         self.closed = True
 
 
-def test_a_program_registers_its_own_backend():
+def test_a_program_registers_its_own_backend(monkeypatch):
+    from jurybox.judges.backends import registry
+
+    monkeypatch.setattr(registry, "_registered", {})  # this process's registrations, undone after
     register("highest-for-tests", Constant)
     spec = JurySpec.model_validate(
         {
