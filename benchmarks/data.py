@@ -174,7 +174,8 @@ def read_model_answers(
 
 def limited(items: Sequence[Any], limit: int | None) -> list[Any]:
     """The first ``limit`` items (all of them when ``limit`` is None); an InputError for a limit
-    below 1."""
+    below 1.
+    """
     if limit is not None and limit < 1:
         raise InputError(f"limit must be at least 1, got {limit}", field="limit")
     return list(items[:limit] if limit is not None else items)
@@ -188,7 +189,8 @@ def plural(n: int, noun: str) -> str:
 def image_paths(data: str | Path, images: Any) -> list[str]:
     """A row's images (a path or a list of them) as references a judge can read: a relative
     path is relative to the data file's folder (as the benchmarks ship them), a URL or an
-    absolute path as given."""
+    absolute path as given.
+    """
     if images in (None, ""):
         return []
     if isinstance(images, str) and images.strip().startswith("["):

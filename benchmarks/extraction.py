@@ -70,7 +70,8 @@ _BOLD = re.compile(r"\*\*\s*[(\[]\s*(?P<label>\d{1,2}|[A-Za-z])\s*[)\]]\s*\*\*")
 @dataclass(frozen=True)
 class Choice:
     """The option a response commits to. ``index`` is 0-based, None unless ``answered``;
-    ``label`` is the label as read; ``evidence`` the text that decided."""
+    ``label`` is the label as read; ``evidence`` the text that decided.
+    """
 
     index: int | None
     status: Status
@@ -97,7 +98,8 @@ def extract_choice(
     response: str | None, labels: Sequence[str], options: Sequence[str] = ()
 ) -> Choice:
     """The option ``response`` answers: ``labels`` are the options' labels (all numbers or
-    all letters), ``options`` their texts (optional, for answers given by text)."""
+    all letters), ``options`` their texts (optional, for answers given by text).
+    """
     if not response or not response.strip():
         return Choice(None, "none")
     numeric = all(lab.isdigit() for lab in labels)

@@ -35,7 +35,8 @@ class Judged:
 
 class Judge(Protocol):
     """Judges ``items`` with ``rubric``; ``task`` names the set (e.g. ``mirage-id``), which a
-    file-backed judge uses to name its output."""
+    file-backed judge uses to name its output.
+    """
 
     def __call__(self, task: str, rubric: Rubric, items: Sequence[Item]) -> Judged: ...
 
@@ -48,7 +49,8 @@ def jury_judge(
     jury: _Scores, chunk_size: int = 16, progress: Callable[[str, int, int], Any] | None = None
 ) -> Judge:
     """A `Judge` that scores in memory with ``jury`` (a `jurybox.judges.Jury`),
-    ``chunk_size`` items at a time; nothing is written, so nothing resumes."""
+    ``chunk_size`` items at a time; nothing is written, so nothing resumes.
+    """
 
     def judge(task: str, rubric: Rubric, items: Sequence[Item]) -> Judged:
         records: dict[str, VerdictRecord] = {}
@@ -73,7 +75,8 @@ def item_values(
 ) -> list[float | Missing]:
     """Per item: the jury's score on ``criterion`` (or one ``judge``'s vote; a formula's value
     from that judge's votes when ``criterion`` is the rubric's formula), UNANSWERED, or UNSCORED
-    when there is no verdict or no score."""
+    when there is no verdict or no score.
+    """
     out: list[float | Missing] = []
     formula = (
         rubric.formula

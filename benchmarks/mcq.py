@@ -27,7 +27,8 @@ from .report import UNANSWERED, Metric, MetricOptions, Missing, Table, by_group,
 @dataclass(frozen=True)
 class McqItem:
     """One multiple-choice item: its question, option labels and texts, the 0-based index of the
-    right option, its group (task or scenario group) and its row in the data file."""
+    right option, its group (task or scenario group) and its row in the data file.
+    """
 
     id: str
     question: str
@@ -41,7 +42,8 @@ class McqItem:
 
     def options_text(self) -> str:
         """The options as the judge sees them: numbered from 1, with the item's own labels
-        where they are not those numbers."""
+        where they are not those numbers.
+        """
         numbered = [lab == str(i) for i, lab in enumerate(self.labels, start=1)]
         return "\n".join(
             f"{i}. {opt}" if same else f"{i}. ({lab}) {opt}"
@@ -52,7 +54,8 @@ class McqItem:
 @dataclass
 class McqOutcome:
     """What was read from one item's response: the rules' choice (None when unanswered) and the
-    jury's fallback reading of an unparseable one."""
+    jury's fallback reading of an unparseable one.
+    """
 
     item: McqItem
     choice: Choice | None  # None: unanswered
@@ -61,7 +64,8 @@ class McqOutcome:
     @property
     def correct(self) -> float | Missing:
         """1.0 when the rules' choice is the right option, else 0.0; UNANSWERED without a
-        prediction."""
+        prediction.
+        """
         if self.choice is None:
             return UNANSWERED
         return float(self.choice.parsed and self.choice.index == self.item.gold)
@@ -134,7 +138,8 @@ def mcq_metrics(
     outcomes: Sequence[McqOutcome], order: Sequence[str], judged: bool, by: str
 ) -> dict[str, Metric | dict[str, Metric]]:
     """accuracy, accuracy by group (``accuracy_by_<by>``), unparseable and unanswered shares;
-    with a judge, the same accuracies with the fallback and the share still unparseable."""
+    with a judge, the same accuracies with the fallback and the share still unparseable.
+    """
     groups = [o.item.group for o in outcomes]
     share: MetricOptions = {"kind": "share", "wrong": "wrong"}
     correct = [o.correct for o in outcomes]
@@ -174,7 +179,8 @@ def mcq_table(
     title: str, metrics: dict[str, Any], names: dict[str, str], judged: bool, by: str
 ) -> Table:
     """The paper-style accuracy table: overall, each group (shown by ``names``) and the unparseable
-    share, with a row for the judge fallback when ``judged``."""
+    share, with a row for the judge fallback when ``judged``.
+    """
     groups = list(metrics[f"accuracy_by_{by}"])
     columns = ["Overall", *[names.get(g, g) for g in groups], "Unparseable"]
     rows = [

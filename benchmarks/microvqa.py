@@ -64,7 +64,8 @@ TASKS = {
 def read_items(path: str | Path) -> list[mcq.McqItem]:
     """The MicroVQA items of ``path``, options numbered from 1; an InputError naming the row for
     a missing field, bad choices, a ``correct_index`` out of range, a task not 1-3 or a repeated
-    id."""
+    id.
+    """
     items: list[mcq.McqItem] = []
     for n, r in read_records(path, "MicroVQA data"):
         require(

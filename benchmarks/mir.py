@@ -120,7 +120,8 @@ _ALIASES = {"temporal": "sequential", "analysis": "analytical", "analytic": "ana
 
 def group_of(name: str) -> str | None:
     """The group a sub-scenario name belongs to, by keyword; None when no or several groups
-    match."""
+    match.
+    """
     words = " " + re.sub(r"[^a-z0-9]+", " ", name.lower().replace("-", " ")).strip() + " "
     hits = {
         g
@@ -274,7 +275,8 @@ def evaluate(
     groups: Mapping[str, str] | None = None,
 ) -> BenchReport:
     """MIR accuracy overall and per group; with ``judge``, the judge fallback for unparseable
-    answers and the step-by-step reasoning scores (``mir-steps``)."""
+    answers and the step-by-step reasoning scores (``mir-steps``).
+    """
     all_items, notes = read_items(data, groups)
     preds = read_model_answers(predictions, [it.id for it in all_items], data_path=data)
     items = limited(all_items, limit)

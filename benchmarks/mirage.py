@@ -171,7 +171,8 @@ def evaluate_mmst(
     unscored: UnscoredPolicy = "exclude",
 ) -> BenchReport:
     """MIRAGE-MMST (Standard or Contextual): ID accuracy and reasoning, MG means and weighted
-    sum, for the jury and each judge."""
+    sum, for the jury and each judge.
+    """
     if subset not in ("auto", "standard", "contextual"):
         raise InputError(
             f"subset must be auto, standard or contextual, got {subset!r}", field="subset"
@@ -324,7 +325,8 @@ _TAG = re.compile(r"<\s*(clarify|respond)\s*>", re.IGNORECASE)
 
 def decision_of(text: Any) -> str | None:
     """``Clarify`` / ``Respond`` from a decision as written ("<Clarify>", "respond", "Ask for
-    clarification"), else None."""
+    clarification"), else None.
+    """
     if not isinstance(text, str):
         return None
     key = text.strip().strip("<>").strip().lower()
@@ -333,7 +335,8 @@ def decision_of(text: Any) -> str | None:
 
 def plain_decision(prediction_fields: Mapping[str, Any], response: str) -> str | None:
     """The decision a prediction states plainly: its ``decision`` field, or exactly one kind of
-    ``<Clarify>`` / ``<Respond>`` tag in the response; None when it does not say."""
+    ``<Clarify>`` / ``<Respond>`` tag in the response; None when it does not say.
+    """
     stated = decision_of(prediction_fields.get("decision"))
     if stated is not None:
         return stated

@@ -232,7 +232,8 @@ def _add(out: Scores, qid: str, did: str, score: float, where: str, what: str) -
 
 def read_queries(path: str | Path) -> dict[str, dict[str, Any]]:
     """Query rows by id (``id``, else ``query_id``); an InputError for a row without one or a
-    repeated id."""
+    repeated id.
+    """
     out: dict[str, dict[str, Any]] = {}
     for n, r in read_records(path, "MRMR queries"):
         key = "id" if r.get("id") is not None else "query_id"
@@ -276,7 +277,8 @@ def evaluate(
     depth: int = K_NDCG,
 ) -> BenchReport:
     """nDCG@10 and Hit@1 of the run ``predictions`` against the qrels ``data``; per category
-    and task with ``queries``; relevance grading and agreement with ``judge``."""
+    and task with ``queries``; relevance grading and agreement with ``judge``.
+    """
     qrels = read_qrels(data)
     run = read_run(predictions)
     query_rows = read_queries(queries) if queries is not None else {}

@@ -167,7 +167,8 @@ class Table:
 
     def markdown(self, with_ci: bool = True) -> str:
         """The table in Markdown, its title in bold; cells show their CIs unless ``with_ci`` is
-        False."""
+        False.
+        """
         head = ["", *self.columns]
         lines = [
             f"**{self.title}**",
@@ -184,7 +185,8 @@ class Table:
 @dataclass
 class BenchReport:
     """A benchmark run: metrics (one key each in ``--json``), per-judge metrics, tables, the ids
-    behind the counts, notes, and per-item artifacts kept with ``--out``."""
+    behind the counts, notes, and per-item artifacts kept with ``--out``.
+    """
 
     benchmark: str
     title: str
@@ -199,7 +201,8 @@ class BenchReport:
 
     def to_dict(self) -> dict[str, Any]:
         """One key per metric (shares as fractions in 0..1), then their CIs, denominators and
-        counting sentences, the counts, the listed ids, per-judge metrics and notes."""
+        counting sentences, the counts, the listed ids, per-judge metrics and notes.
+        """
         out: dict[str, Any] = {"benchmark": self.benchmark, **self.counts}
         out.update({k: _values(m) for k, m in self.metrics.items()})
         out.update(self.lists)
@@ -217,7 +220,8 @@ class BenchReport:
 
     def to_markdown(self) -> str:
         """The report in Markdown: title, counts, tables, then how items were counted, the metrics
-        not reported and the notes."""
+        not reported and the notes.
+        """
         counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.counts.items())
         parts = [f"## {self.title}", "", counts, ""]
         for table in self.tables:
@@ -305,7 +309,8 @@ PRIMARY = {
 class ItemResults:
     """A pack's per-item results read back from ``jurybox bench --out DIR``: metric -> item id
     -> value (None: unscored, left out of means and counted), as the pack counts items (an
-    unanswered item is a wrong answer or a 0, as in its own means)."""
+    unanswered item is a wrong answer or a 0, as in its own means).
+    """
 
     benchmark: str
     values: dict[str, dict[str, float | None]]
@@ -322,7 +327,8 @@ def read_item_results(directory: str | Path) -> ItemResults:
     """The per-item results in a ``jurybox bench --out`` directory (report.json and the items'
     or queries' file): accuracy per item for MicroVQA and MIR (and with the jury's fallback
     where it ran), nDCG@10 and Hit@1 per query for MRMR, and each jury score per item for the
-    MIRAGE packs (an unanswered item 0 on its rubric's criteria, an unscored one None)."""
+    MIRAGE packs (an unanswered item 0 on its rubric's criteria, an unscored one None).
+    """
     from jurybox.rubrics import load_rubric
     from jurybox.rubrics.errors import InputError
 

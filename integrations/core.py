@@ -39,7 +39,8 @@ ITEM_FIELDS = ("question", "response", "reference", "context")
 
 def message_text(value: Any) -> str:
     """The text of a prompt or completion as clients give it: a string, a chat message
-    (``{"role", "content"}``), or a conversation (its last message's text)."""
+    (``{"role", "content"}``), or a conversation (its last message's text).
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, Mapping):
@@ -62,7 +63,8 @@ def conversation_context(value: Any) -> str | None:
     """The turns of a conversation before its last one, as ``role: text`` lines (the item's
     context), without its system (or developer) turns: those instruct the policy being
     trained, they are not part of what the judges should read as the item's context. None for
-    a plain string, or when no turn is left."""
+    a plain string, or when no turn is left.
+    """
     if isinstance(value, str) or not isinstance(value, Sequence) or len(value) < 2:
         return None
     lines = [
@@ -85,7 +87,8 @@ def explain(record: Mapping[str, Any]) -> str:
     missing, why: the judges' own errors first (a prompt over their token limit, an answer
     that could not be read), which is the cause, then the jury's reasons (below quorum),
     which are its consequence. Inspect's explanation, TRL's completions table and verl's
-    ``reward_extra_info`` show it."""
+    ``reward_extra_info`` show it.
+    """
     scored: dict[str, list[str]] = {}
     thoughts: dict[str, str] = {}
     voted: dict[str, set[str]] = {}
@@ -123,7 +126,8 @@ def _number(value: Any) -> str:
 
 class MissingRewards(UnscoredReward):
     """Samples without a reward while the reward's unscored policy is ``error``, named as the
-    adapter names them (``missing``: sample, why), with what the user can do (``advice``)."""
+    adapter names them (``missing``: sample, why), with what the user can do (``advice``).
+    """
 
     def __init__(self, reward: str, missing: list[tuple[str, str]], advice: str) -> None:
         shown = "; ".join(f"{sample}: {short(why)}" for sample, why in missing[:5])
@@ -270,7 +274,8 @@ class JuryRewards:
         """The item a client's row holds: ``question`` from its prompt (a conversation's last
         turn; the turns before, but its system turns, as ``context``), ``response`` from its
         completion, the others from the columns ``fields`` names (by default the item field's
-        own name). ``sample`` names the row in errors (default: ``row <index>``)."""
+        own name). ``sample`` names the row in errors (default: ``row <index>``).
+        """
         prompt = row.get(self.fields.get("question", "prompt"), row.get("question"))
         completion = row.get(self.fields.get("response", "completion"), row.get("response"))
         values: dict[str, Any] = {
@@ -299,7 +304,8 @@ class JuryRewards:
         """An item of ``values`` (item fields), its id ``ident``; an InputError naming jurybox,
         ``sample`` and where the client gives the field (``where``: item field -> a phrase)
         when the question or reference the rubric needs is missing or empty. (An empty
-        response is judged: a policy that answered nothing gets the jury's verdict on that.)"""
+        response is judged: a policy that answered nothing gets the jury's verdict on that.)
+        """
         for rubric in (self.rubric, *self.also):
             for name in ("question", "reference"):
                 if name in rubric.inputs and not values.get(name):
@@ -318,7 +324,8 @@ class JuryRewards:
     ) -> list[dict[str, Any]]:
         """The verdict records of ``items``, in order (several requests at once to a service).
         A jurybox error names jurybox and the samples (``samples``: one label per item; default
-        ``row <k>``): the one at fault where the service says which."""
+        ``row <k>``): the one at fault where the service says which.
+        """
         if not items:
             return []
         labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(items))]
@@ -341,7 +348,8 @@ class JuryRewards:
 
     def _resolved(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The records as the reward reads them: with ``use="expected"``, decided again from
-        the judges' expected scores (each saying which scores it holds and why)."""
+        the judges' expected scores (each saying which scores it holds and why).
+        """
         if self.resolved.use == "score":
             return records
         out = []
@@ -366,7 +374,8 @@ class JuryRewards:
     ) -> int:
         """Count and log (one warning naming jurybox, the reward, and each sample with its
         cause) the records with no number for ``rewards`` (default: this one's reward; with
-        several, a record missing any of them); how many."""
+        several, a record missing any of them); how many.
+        """
         bound = (
             [self.reward]
             if rewards is None
@@ -400,7 +409,8 @@ class JuryRewards:
     ) -> tuple[list[float | None], list[dict[str, Any]]]:
         """Judge ``items``; their rewards (the unscored policy applied: ``error`` raises
         `jurybox.rubrics.reward.UnscoredReward` after counting and logging) and verdict
-        records."""
+        records.
+        """
         records = self.records(items, samples)
         self.log_unscored(records, samples)
         return self.reward.values(records), records
@@ -423,7 +433,8 @@ class JuryRewards:
         pointwise rubric, ``reward`` the pointwise reward: by default this one's). Through a service:
         ``POST /v1/groups``, as many groups per request as its limits allow (a group whose
         design alone exceeds them is refused here, naming the limit, before any request); an
-        in-process jury judges them in one job."""
+        in-process jury judges them in one job.
+        """
         from jurybox.judges.groups import GroupJob, GroupResult
 
         if not groups:
@@ -477,7 +488,8 @@ class JuryRewards:
         order, and each group's result (in order of first appearance). The rows of a group
         must share every item field but the response (an InputError naming the row and the
         field otherwise); ``size``: every group must have that many rows (an InputError naming
-        the group otherwise)."""
+        the group otherwise).
+        """
         from jurybox.judges.groups import Group
 
         members: dict[Any, list[int]] = {}
@@ -524,7 +536,8 @@ class JuryRewards:
 
     def _group_chunks(self, groups: Sequence[Group], calls: Sequence[int]) -> list[list[Group]]:
         """Whole groups per request, within the service's max_items (completions) and
-        max_judge_calls (the design's calls); a group beyond them alone is an InputError."""
+        max_judge_calls (the design's calls); a group beyond them alone is an InputError.
+        """
         max_items, max_calls = self._jury.max_items, self._jury.max_judge_calls
         chunks: list[list[Group]] = []
         size = cost = 0
@@ -562,7 +575,8 @@ class JuryRewards:
 
 def _naming(exc: JuryboxError, samples: Sequence[str], doing: str | None = None) -> JuryboxError:
     """``exc`` with jurybox and the samples it concerns in its message: the one the service
-    names (``items[k]``) where it names one, else all of them (or ``doing``, what failed)."""
+    names (``items[k]``) where it names one, else all of them (or ``doing``, what failed).
+    """
     field = exc.field if isinstance(exc, InputError) else None
     which = f"samples {', '.join(samples)}" if len(samples) > 1 else (samples or ["?"])[0]
     if field is not None and field.startswith("items["):

@@ -53,7 +53,8 @@ def jury_scorer(
     in-process jury (``jury``). Every score on [0, 1] (``scale="unit"``, the default of every
     jurybox reward; ``"raw"`` keeps the rubric's scales); ``calibrated=True`` scores with the
     calibrated values of a service or run with a calibration map. ``fields`` maps item fields
-    to sample metadata keys (e.g. ``{"context": "dialogue"}``)."""
+    to sample metadata keys (e.g. ``{"context": "dialogue"}``).
+    """
     rewards = JuryRewards(
         rubric,
         url=url,

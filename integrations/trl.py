@@ -190,7 +190,8 @@ class _Group:
     verdicts go once to TRL's completions table and its unscored completions once to the log.
     With several functions (per criterion), a completion that any of them has no score for is
     unscored for all of them (``completion_missing``): TRL's nansum would count the missing
-    one as 0 in the weighted sum."""
+    one as 0 in the weighted sum.
+    """
 
     def __init__(self, rewards: JuryRewards, names: list[str], per_criterion: bool) -> None:
         self.rewards = rewards
@@ -219,7 +220,8 @@ class _Group:
     ) -> tuple[list[dict[str, Any]], list[bool], list[str]]:
         """The batch's verdict records, for each completion whether any of the group's rewards
         is missing, and the completions' names; judges the batch when ``name`` is the first
-        function to ask."""
+        function to ask.
+        """
         self._check_alone(kwargs.get("log_extra"))
         columns = {
             k: v for k, v in kwargs.items() if isinstance(v, list) and len(v) == len(prompts)
@@ -276,7 +278,8 @@ def _trainer(log_extra: Any) -> Any:
 def _alone(log_extra: Any, ours: list[str]) -> None:
     """Refuse a None reward beside reward functions of other origins: TRL's nansum would
     count it as 0 there. TRL passes its own trainer's ``log_extra``; the functions it holds
-    beside ``ours`` (or wrappers of them) are what TRL sums."""
+    beside ``ours`` (or wrappers of them) are what TRL sums.
+    """
     trainer = _trainer(log_extra)
     if trainer is None:
         return
@@ -373,7 +376,8 @@ def _group_function(
     deviations), ``/zero_spread`` (the share of groups whose rewards all tie),
     ``/calls_per_group`` (judge calls per judge and group the design plans) and ``/asked``
     (those asked this call); ``<name>/reward`` in TRL's completions table says what each
-    reward came from. The calls per group are printed (and logged) before the first judging."""
+    reward came from. The calls per group are printed (and logged) before the first judging.
+    """
     from jurybox.judges.groups import Group
 
     rubric = rewards.rubric
@@ -529,7 +533,8 @@ def _group_function(
 
 def _generations(trainer: Any) -> int | None:
     """The trainer's group size now: ``num_generations`` while training, else its
-    ``num_generations_eval``."""
+    ``num_generations_eval``.
+    """
     if trainer is None:
         return None
     training = bool(getattr(trainer.model, "training", True))
@@ -541,7 +546,8 @@ def _applied(
     results: Sequence[GroupResult], samples: Sequence[str], unscored: Unscored, name: str
 ) -> tuple[list[float | None], list[tuple[str, str]]]:
     """The rewards with the unscored policy applied, and the completions without one (label,
-    why); ``unscored="error"`` raises `MissingRewards` naming them."""
+    why); ``unscored="error"`` raises `MissingRewards` naming them.
+    """
     out: list[float | None] = []
     missing: list[tuple[str, str]] = []
     k = 0

@@ -63,7 +63,8 @@ _LOCK = threading.Lock()
 
 class VerlUnscored(MissingRewards):
     """A response verl cannot have a reward for: the jury did not score it and the reward's
-    unscored policy is ``error``."""
+    unscored policy is ``error``.
+    """
 
     def __init__(self, reward: str, sample: str, why: str) -> None:
         super().__init__(
@@ -91,7 +92,8 @@ def jury_rewards(
     concurrency: int = 4,
 ) -> JuryRewards:
     """The `JuryRewards` of these options, made once per process (verl calls the
-    reward function once per response)."""
+    reward function once per response).
+    """
     if unscored == "none":
         raise InputError(
             "jurybox: verl cannot take a missing reward (its reward manager writes "
@@ -220,7 +222,8 @@ async def compute_score(
 ) -> dict[str, Any]:
     """verl's custom reward function: the jury's reward of one response, judged together with
     the others of its chunk (see the module docstring); ``kwargs`` are the reward's options
-    from ``reward_kwargs`` (``rubric`` and ``url`` or ``jury`` at least)."""
+    from ``reward_kwargs`` (``rubric`` and ``url`` or ``jury`` at least).
+    """
     rewards = jury_rewards(**_options(kwargs))
     sample = _sample(extra_info)
     item = _item(rewards, sample, solution_str, ground_truth, extra_info)
@@ -236,7 +239,8 @@ def compute_score_sync(
     **kwargs: Any,
 ) -> dict[str, Any]:
     """`compute_score` for verl's ``remote`` reward manager (it runs the function in Ray
-    worker processes of its own and refuses coroutines): one response, one request."""
+    worker processes of its own and refuses coroutines): one response, one request.
+    """
     rewards = jury_rewards(**_options(kwargs))
     sample = _sample(extra_info)
     item = _item(rewards, sample, solution_str, ground_truth, extra_info)
@@ -248,7 +252,8 @@ def compute_score_sync(
 class _Gatherer:
     """The calls on one event loop with one reward that arrive together (see ``GAP_S``),
     judged in one `JuryRewards.records` (which splits them into the requests the service
-    takes, several at once); each call gets its own verdict, or the error of its request."""
+    takes, several at once); each call gets its own verdict, or the error of its request.
+    """
 
     def __init__(self, rewards: JuryRewards) -> None:
         self.rewards = rewards
@@ -381,7 +386,8 @@ def compute_group_scores(
     (see the integrations guide); this is for a loop of your own that calls the batch
     manager. Each result is ``{"score", "jurybox/unscored", "jurybox/strength",
     "jurybox/win_share", "jurybox/reward"}`` in the batch's order; an unscored response stops
-    the step by default (``unscored="error"``), naming it and the cause."""
+    the step by default (``unscored="error"``), naming it and the cause.
+    """
     from jurybox.judges.groups import Group, GroupSpec
     from jurybox.rubrics import load_rubric
     from jurybox.rubrics.reward import RewardSpec

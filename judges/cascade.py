@@ -39,7 +39,8 @@ def confidence(
     """A stage's confidence in its verdict: the minimum over ``criteria`` of the pooled
     probability of the scores within ``tolerance`` of the verdict. ``verdict`` is a Verdict or a
     VerdictRecord (anything with ``scores`` and ``votes``); ``scales`` maps criteria to scales.
-    0 where it cannot be measured (see `confidence_and_reason`)."""
+    0 where it cannot be measured (see `confidence_and_reason`).
+    """
     return confidence_and_reason(verdict, scales, criteria, tolerance)[0]
 
 
@@ -49,7 +50,8 @@ def confidence_and_reason(
     """`confidence`, and why it is 0 when it cannot be measured: a criterion's verdict is
     unscored, or one of its scored votes has no score distribution (an API without logprobs) or
     one that is not a probability distribution (NaN, negative, or not summing to 1: records from
-    a file or another tool can carry such)."""
+    a file or another tool can carry such).
+    """
     lowest = 1.0
     for criterion in criteria:
         value, reason = _criterion_confidence(verdict, criterion, scales[criterion], tolerance)
@@ -95,7 +97,8 @@ def _criterion_confidence(
 @dataclass(frozen=True)
 class StagePlan:
     """A jury's stages: the judges each adds, in order (one stage with every judge for a jury
-    without stages), and how the votes gathered so far settle an item after stage ``k``."""
+    without stages), and how the votes gathered so far settle an item after stage ``k``.
+    """
 
     jury: JurySpec
     stages: tuple[tuple[JudgeSpec, ...], ...]
@@ -103,7 +106,8 @@ class StagePlan:
     @classmethod
     def of(cls, jury: JurySpec) -> StagePlan:
         """The plan of ``jury``: each stage's judges by name, or a single stage with every judge
-        when the jury is not cascaded."""
+        when the jury is not cascaded.
+        """
         by_name = {j.name: j for j in jury.judges}
         names = (
             [s.judges for s in jury.stages] if jury.cascaded else [[j.name for j in jury.judges]]
@@ -130,7 +134,8 @@ class StagePlan:
         earlier: Sequence[float] = (),
     ) -> tuple[Verdict | None, float | None]:
         """`settle` after stage ``k`` with the votes of every judge run so far (by judge
-        name; gathered in the jury's judge order, as a jury without stages decides)."""
+        name; gathered in the jury's judge order, as a jury without stages decides).
+        """
         votes = [
             v for j in self.jury.judges if j.name in votes_by_judge for v in votes_by_judge[j.name]
         ]
@@ -202,7 +207,8 @@ class Steps:
 
     def verdicts(self) -> list[Verdict]:
         """One verdict per request's item, in order; JudgeFailed if some item has none yet (not
-        every step's votes were added)."""
+        every step's votes were added).
+        """
         missing = [self.requests.item_ids[i] for i, v in enumerate(self._verdicts) if v is None]
         if missing:
             raise JudgeFailed(
@@ -224,7 +230,8 @@ def settle(
     """The verdict on one item after stage ``k`` (0-based) from the votes of its judges and
     every earlier stage's, and the stage's confidence. The verdict is final at the last stage
     (or for a jury without stages), else only when the confidence reaches the stage's threshold;
-    None means go on. ``earlier``: the confidences of the stages before (for the reason)."""
+    None means go on. ``earlier``: the confidences of the stages before (for the reason).
+    """
     if not jury.cascaded:
         return decide(rubric, jury, prov, item_id, votes), None
     n = len(jury.stages)

@@ -62,7 +62,8 @@ class CPU:
 @cache
 def cpu() -> CPU:
     """This machine's CPU, from /proc/cpuinfo (Linux; elsewhere the platform's name and no
-    flags)."""
+    flags).
+    """
     import os
 
     cores = (
@@ -92,7 +93,8 @@ VLLM_CPU_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 def vllm_cpu_dtype(requested: str) -> str:
     """The precision a vLLM engine on this CPU runs with for a judge's ``dtype``: ``auto`` is
     bfloat16 where the CPU has it natively, else float32 (the weights up-cast once at load);
-    anything else as given."""
+    anything else as given.
+    """
     if requested != "auto":
         return requested
     return "bfloat16" if cpu().native_bf16 else "float32"

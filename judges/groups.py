@@ -64,7 +64,8 @@ LETTERS = string.ascii_uppercase
 
 class GroupSpec(BaseModel):
     """How a group of completions is judged and what its rewards are (see the module
-    docstring)."""
+    docstring).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -137,7 +138,8 @@ class GroupSpec(BaseModel):
 
     def check(self, rubric: Rubric, pointwise: Rubric | None) -> None:
         """An InputError naming the field when ``rubric`` (the design's) or ``pointwise`` (the
-        pointwise rubric, for the anchor, a mixed reward and groups of one) does not fit."""
+        pointwise rubric, for the anchor, a mixed reward and groups of one) does not fit.
+        """
         if self.design in COMPARING and not rubric.pairwise:
             raise InputError(
                 f"the {self.design} design compares completions in pairs: it needs "
@@ -173,7 +175,8 @@ class GroupSpec(BaseModel):
 
     def cost(self, k: int, rubric: Rubric, pointwise: Rubric | None = None) -> GroupCost:
         """The judge calls (each judge's) one group of ``k`` completions takes: at most, as
-        identical completions are a tie without a call."""
+        identical completions are a tie without a call.
+        """
         scorer = (
             pointwise
             if pointwise is not None
@@ -238,7 +241,8 @@ class GroupSpec(BaseModel):
 @dataclass(frozen=True)
 class GroupCost:
     """What one group costs: the design used, its size, the pairs it compares, the pointwise
-    calls and the group design's calls (each judge's), and the same in words."""
+    calls and the group design's calls (each judge's), and the same in words.
+    """
 
     design: str
     k: int
@@ -260,7 +264,8 @@ class GroupCost:
 class Group:
     """One prompt's completions: ``fields`` are the item fields they share (question,
     reference, context, and any the rubrics use), ``completions`` the responses; ``key``
-    names the group in ids and logs."""
+    names the group in ids and logs.
+    """
 
     key: str
     fields: Mapping[str, Any]
@@ -364,7 +369,8 @@ class GroupResult(BaseModel):
 @dataclass(frozen=True)
 class Ask:
     """Judge ``items`` with ``rubric`` (every judge, the jury's usual path): the answer is
-    their verdict records, in order."""
+    their verdict records, in order.
+    """
 
     rubric: Rubric
     items: list[Item]
@@ -374,7 +380,8 @@ class Ask:
 class AskEach:
     """One item per judge: ``items[g * judges + j]`` is judge j's (listwise calls, each
     judge its own order). The answer is ``(provenance, votes)``: the rubric's provenance with
-    the jury, and ``votes[j][g]`` judge j's votes on its item of group g."""
+    the jury, and ``votes[j][g]`` judge j's votes on its item of group g.
+    """
 
     rubric: Rubric
     items: list[Item]
@@ -386,7 +393,8 @@ Job = Generator[list[Ask | AskEach], list[Any], list[GroupResult]]
 
 def digest(*parts: Any) -> str:
     """A short hash of JSON-able ``parts`` (item ids from content: the same content, the same
-    id, so the verdict cache finds it again)."""
+    id, so the verdict cache finds it again).
+    """
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -440,7 +448,8 @@ criterion's name.
 def listwise_rubric(base: Rubric, k: int) -> Rubric:
     """The rubric of a listwise call over ``k`` answers: ``base``'s criteria once per letter
     (``a_accuracy``, ``b_accuracy``, ...), all in one call, the answers in the item's
-    ``answers`` field (lettered text)."""
+    ``answers`` field (lettered text).
+    """
     if not 2 <= k <= len(LETTERS):
         raise InputError(
             f"a listwise call shows 2 to {len(LETTERS)} answers (one letter "
@@ -511,7 +520,8 @@ class GroupJob:
     returns one `GroupResult` per group. ``rubric`` is the design's (pairwise for the
     comparing designs), ``pointwise`` the pointwise rubric (the anchor's median, a mixed
     reward, groups of one), ``reward`` which number of a pointwise verdict is the reward
-    (its ``unscored`` policy is the caller's to apply: here an unscored completion is None)."""
+    (its ``unscored`` policy is the caller's to apply: here an unscored completion is None).
+    """
 
     def __init__(
         self,
@@ -685,7 +695,8 @@ class GroupJob:
         self, states: list[_State], pairs: Mapping[int, list[tuple[int, int]]]
     ) -> tuple[Ask, Callable[[Sequence[Mapping[str, Any]]], None]]:
         """The comparisons ``pairs[g]`` of each group, as items whose answers are in a fixed
-        order (the lesser text first): a pair asked again, in either order, is the same item."""
+        order (the lesser text first): a pair asked again, in either order, is the same item.
+        """
         share = self.share
         assert share is not None
         items: dict[str, Item] = {}
@@ -785,7 +796,8 @@ class GroupJob:
 
     def _anchor(self, s: _State) -> int | None:
         """The completion of median pointwise reward (the lower of the middle two), ties by
-        position; None when none has one."""
+        position; None when none has one.
+        """
         known = sorted(
             (r.value, c) for c, r in enumerate(s.pointwise) if r is not None and r.value is not None
         )
@@ -965,7 +977,8 @@ def drive(job: GroupJob, answer: Callable[[list[Ask | AskEach]], list[Any]]) -> 
 def judge_groups(jury: Any, job: GroupJob) -> list[GroupResult]:
     """``job`` judged by an in-process `jurybox.judges.Jury` (its verdict cache on, if
     it has one): each `Ask` through ``jury.score_records``, each `AskEach`
-    through each judge's own backend."""
+    through each judge's own backend.
+    """
     from .judging import judge_votes, render_requests
 
     def answer(asks: list[Ask | AskEach]) -> list[Any]:

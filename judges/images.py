@@ -49,7 +49,8 @@ def jury_sees_images(jury: JurySpec) -> bool:
 def load_item_images(items: Sequence[Item], policy: ImagePolicy) -> list[Item]:
     """``items`` with their images loaded and checked (those that hold them already, or name
     none, as they are); `ImageError` naming the item and the
-    image otherwise."""
+    image otherwise.
+    """
     return [
         it.with_images(load_images(it.images, policy, item=it.id)) if it.images_pending else it
         for it in items
@@ -61,7 +62,8 @@ def image_notes(
 ) -> list[str]:
     """What a run should say once about ``judge`` and the items' images in ``requests``: a
     text-only judge asked about items with images (judged on their text), or a judge that sees
-    images given a rubric with no place for them (shown first in the user message)."""
+    images given a rubric with no place for them (shown first in the user message).
+    """
     with_images = [r for r in requests if r is not None and r.images]
     if not with_images:
         return []
@@ -84,7 +86,8 @@ def chat_parts(request: Request, image_part: Any = None) -> list[dict[str, Any]]
     vision-language models take): text parts, and one image part per image where the
     template placed them (``request.image_place``), else first in the last user message.
     ``image_part(image)`` makes an image's part (default ``{"type": "image"}``, the processor
-    being given the pixels separately)."""
+    being given the pixels separately).
+    """
 
     def part(k: int) -> dict[str, Any]:
         return image_part(request.images[k]) if image_part is not None else {"type": "image"}

@@ -118,7 +118,8 @@ def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
     lack an input the rubric needs. A template that fails on one item's values makes that
     item's votes unscored with the reason, not the batch fail. An item holding its loaded
     images (`Item.with_images`) gives every request of it those images, placed where the
-    template says (``{{ images_here }}``), for the judges that see images."""
+    template says (``{{ images_here }}``), for the judges that see images.
+    """
     missing = {it.id: it.missing(rubric) for it in items}
     missing = {k: v for k, v in missing.items() if v}
     if missing:
@@ -149,7 +150,8 @@ def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
 def item_text(item: Item) -> tuple[str, ...]:
     """Every string of an item that a template may render (its id and the strings of its fields,
     at any depth), its images' paths aside: what a judge must read as text (see
-    `jurybox.judges.backends.base.ControlTokens`)."""
+    `jurybox.judges.backends.base.ControlTokens`).
+    """
     out: list[str] = [item.id]
     stack: list[Any] = [v for k, v in item.fields().items() if k != "images"]
     while stack:
@@ -184,7 +186,8 @@ def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[
 
 def _seen(judge: JudgeSpec, requests: Requests) -> dict[int, list[str]]:
     """The digests of the images each request showed ``judge`` (by position; none for a
-    text-only judge)."""
+    text-only judge).
+    """
     from .images import sees_images
 
     if not any(r is not None and r.images for r in requests.requests) or not sees_images(judge):
@@ -198,7 +201,8 @@ def _seen(judge: JudgeSpec, requests: Requests) -> dict[int, list[str]]:
 
 async def ajudge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[list[Vote]]:
     """`judge_votes` for an event loop: the backend's ``agenerate`` when it has one (the
-    async vLLM engine, the OpenAI client), else its ``generate`` in a worker thread."""
+    async vLLM engine, the OpenAI client), else its ``generate`` in a worker thread.
+    """
     import asyncio
 
     batch = [r for r in requests.requests if r is not None]  # those of requests.runnable
@@ -255,7 +259,8 @@ def votes_from_generation(
     """One vote per criterion of a judge call: a score, or the reason there is none. In a
     pairwise call (``order`` given) the score and expected score are A's share (1: A is better)
     whatever position A was shown in; the label and distribution are the judge's own answer.
-    ``images``: the digests of the images the judge was shown in the call."""
+    ``images``: the digests of the images the judge was shown in the call.
+    """
     reasoning = gen.reasoning if keep_reasoning else None
     if gen.error is not None:
         return [
@@ -323,7 +328,8 @@ def decide_verdicts(
     votes_by_judge: Sequence[Sequence[Sequence[Vote]]],
 ) -> list[Verdict]:
     """One verdict per item from every judge's votes (``votes_by_judge[j][i]``: judge j's
-    votes on item i, in the jury's judge order)."""
+    votes on item i, in the jury's judge order).
+    """
     if len(votes_by_judge) != len(jury.judges):
         raise JudgeFailed(
             f"votes from {len(votes_by_judge)} judges for a jury of {len(jury.judges)}"

@@ -33,7 +33,8 @@ def freeze_loaded_objects() -> None:
 
     At exit they are handed back (``gc.unfreeze``): frozen objects are never collected, so
     extension modules would see their objects outlive the interpreter (triton's nanobind
-    bindings, imported by torch, then print dozens of "nanobind: leaked ..." lines)."""
+    bindings, imported by torch, then print dozens of "nanobind: leaked ..." lines).
+    """
     import atexit
     import gc
 
@@ -48,7 +49,8 @@ def loads_side_by_side(spec: JudgeSpec) -> bool:
     mostly its processes spawning and importing, unless on a GPU it sizes its KV cache from
     the memory it finds free (no ``kv_cache_gib``): an engine loading beside it would count as
     taken, or take what it counted free. (Other backends load in this process, where loading
-    side by side gains nothing on a CPU and transformers' first imports are not thread-safe.)"""
+    side by side gains nothing on a CPU and transformers' first imports are not thread-safe.)
+    """
     if spec.backend != "vllm":
         return False
     if spec.execution.kv_cache_gib is not None or "kv_cache_memory_bytes" in spec.engine_kwargs:
@@ -61,7 +63,8 @@ def loads_side_by_side(spec: JudgeSpec) -> bool:
 class JuryLike(Protocol):
     """What a bulk run needs of a jury: `Jury` judges here; the scoring service's
     client (``jurybox.serving.service.client.RemoteJury``) judges through a running service,
-    whose records arrive made (and calibrated by its maps)."""
+    whose records arrive made (and calibrated by its maps).
+    """
 
     spec: JurySpec
     cache: VerdictCache | None
@@ -86,7 +89,8 @@ class JuryLike(Protocol):
 
     def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
         """Make the judges ready (load the models; check the service can answer);
-        ``on_loaded(what, seconds)`` as each is ready."""
+        ``on_loaded(what, seconds)`` as each is ready.
+        """
         ...
 
     def score_records(
@@ -97,7 +101,8 @@ class JuryLike(Protocol):
         on_progress: Callable[[float], None] | None = None,
     ) -> list[dict[str, Any]]:
         """One verdict record per item, in order, with its input hash; ``on_progress(done)``
-        as the work advances (``done``: items' worth of it so far, up to ``len(items)``)."""
+        as the work advances (``done``: items' worth of it so far, up to ``len(items)``).
+        """
         ...
 
     def close(self) -> None:
@@ -147,14 +152,16 @@ class Jury:
         images: ImagePolicy | None = None,
     ) -> Jury:
         """A shipped jury by name, or a jury file (its judges' models load on first use);
-        ``images``: where the items' images are read from, and their limits."""
+        ``images``: where the items' images are read from, and their limits.
+        """
         return cls(load_jury_spec(name_or_path), cache=cache, images=images)
 
     def with_images(self, items: Sequence[Item]) -> list[Item]:
         """``items`` holding their loaded images where a judge of the jury sees images (else as
         they are: no image is read, and a run says once that none is shown). The images of the
         last items are kept, so that asking whether a chunk needs judging and judging it read
-        them once."""
+        them once.
+        """
         from .images import jury_sees_images, load_item_images
 
         if not any(it.images_pending for it in items):
@@ -194,7 +201,8 @@ class Jury:
         """Load every judge's model now (a run loads them before its first chunk): vLLM engines
         side by side where they may (`loads_side_by_side`), the others one after
         another; ``on_loaded("judge NAME", seconds)`` as each is ready. Where one fails, the
-        others still load (and are closed with the jury) and its error is raised."""
+        others still load (and are closed with the jury) and its error is raised.
+        """
         pending = [j for j in self.spec.judges if j.name not in self._backends]
         together = [j for j in pending if loads_side_by_side(j)]
         if len(together) < 2:  # one engine has nothing to load beside
@@ -241,7 +249,8 @@ class Jury:
 
     def needs_judging(self, rubric: Rubric, items: Sequence[Item]) -> bool:
         """Whether scoring ``items`` would ask a judge: some item is not in the cache (any item
-        at all, without a cache)."""
+        at all, without a cache).
+        """
         if self.cache is None:
             return bool(items)
         items = self.with_images(items)
@@ -257,7 +266,8 @@ class Jury:
     ) -> list[dict[str, Any]]:
         """`score` as verdict records (what a results file holds), with input hashes;
         ``on_progress(done)`` after each judge's part: each judge's votes on an item count
-        as a 1/J share of it (J judges)."""
+        as a 1/J share of it (J judges).
+        """
         on_judge_done = None
         if on_progress is not None:
             share, done = 1.0 / len(self.spec.judges), [0.0]
@@ -281,7 +291,8 @@ class Jury:
         or, for a cascaded jury, each stage's judges on the items earlier stages left open (a
         judge no item reaches never loads). With a cache, items judged before with the same
         configuration get their cached verdict and are not judged again. Items' images are
-        read (once, checked) when a judge sees images: `with_images`."""
+        read (once, checked) when a judge sees images: `with_images`.
+        """
         prov = self.provenance(rubric)
         items = self.with_images(items)
         lookup = CacheLookup.of(self.cache, prov, items)
@@ -316,12 +327,14 @@ class Jury:
     def notes(self) -> list[str]:
         """What the loaded backends say a run should know (e.g. a tokenizer that cannot split
         the prompts' shared beginning exactly), and what judging said of the items' images
-        (a text-only judge not shown them, a rubric with no place for them), once each."""
+        (a text-only judge not shown them, a rubric with no place for them), once each.
+        """
         return [*(note for b in self._backends.values() if (note := backend_note(b))), *self._notes]
 
     def close(self) -> None:
         """Close and drop every loaded backend (side by side: a vLLM engine's processes take
-        seconds to exit), and close the cache if there is one."""
+        seconds to exit), and close the cache if there is one.
+        """
         backends = list(self._backends.values())
         self._backends.clear()
         with ThreadPoolExecutor(max_workers=max(1, len(backends))) as pool:

@@ -43,7 +43,8 @@ def regular(k: int, r: int, rng: np.random.Generator) -> list[Pair]:
     """A random design where each of ``k`` completions meets exactly ``r`` others (one meets
     r - 1 when k x r is odd): a circulant graph (each completion meets the next r // 2 on a
     circle, and the one opposite when r is odd) over a random order of the completions, so it
-    is connected for r >= 2 and no pair repeats. ``r >= k - 1`` is the round robin."""
+    is connected for r >= 2 and no pair repeats. ``r >= k - 1`` is the round robin.
+    """
     if r >= k - 1:
         return round_robin(k)
     if r < 1:
@@ -70,7 +71,8 @@ def swiss_round(
 ) -> list[Pair]:
     """One round of a Swiss-style tournament: completions sorted by ``standing`` (best first,
     ties in random order) meet the next one below them they have not met yet; a completion
-    with no such opponent left sits the round out (as does the last one of an odd count)."""
+    with no such opponent left sits the round out (as does the last one of an odd count).
+    """
     keys = rng.random(k)
     order = sorted(range(k), key=lambda x: (-standing[x], keys[x]))
     free = list(order)
@@ -103,7 +105,8 @@ def strengths(
     iteration with ``prior`` virtual tie games per compared completion, spread evenly over
     the pairs among them (each pair ``prior / (m - 1)`` games, half won by each side, m the
     compared completions). ``prior=0`` is the plain maximum-likelihood fit, which exists only
-    when every split of the completions has a win each way across it (else ValueError)."""
+    when every split of the completions has a win each way across it (else ValueError).
+    """
     ii, jj = np.asarray(i, dtype=int), np.asarray(j, dtype=int)
     s = np.asarray(share, dtype=float)
     wins = np.zeros((k, k))
@@ -163,7 +166,8 @@ def win_shares(k: int, i: Sequence[int], j: Sequence[int], share: Sequence[float
 
 def expected_wins(theta: np.ndarray) -> np.ndarray:
     """Each completion's Bradley-Terry probability of beating a groupmate drawn at random
-    (among those with a strength); NaN where it has none, 0.5 alone."""
+    (among those with a strength); NaN where it has none, 0.5 alone.
+    """
     ok = ~np.isnan(theta)
     out = np.full(len(theta), np.nan)
     m = int(ok.sum())
@@ -185,7 +189,8 @@ def relative(
     prior: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per completion: its relative value on [0, 1] (``kind``), its Bradley-Terry
-    log-strength and its win share; NaN for a completion in no comparison."""
+    log-strength and its win share; NaN for a completion in no comparison.
+    """
     theta = strengths(k, i, j, share, prior)
     shares = win_shares(k, i, j, share)
     value = expected_wins(theta) if kind == "bradley_terry" else shares

@@ -32,7 +32,8 @@ Use = Literal["score", "expected"]
 class Reading:
     """A verdict's reward before the unscored policy: ``value`` on the reward's scale (None
     and ``why`` when it has none), which scores it was read from (``used``), and why the
-    chosen scores stood where expected ones were asked for (``note``)."""
+    chosen scores stood where expected ones were asked for (``note``).
+    """
 
     value: float | None
     why: str
@@ -59,7 +60,8 @@ def redecided(
     """The verdict decided again from its votes with the jury combining expected scores, and
     ``""``; or the verdict as it was and why, when some scored vote has no expected score (a
     judge without logprobs, an answer whose distribution could not be read) or the jury
-    cannot combine them (`expected_blocker`)."""
+    cannot combine them (`expected_blocker`).
+    """
     from .judging import decide
 
     rec = record if isinstance(record, VerdictRecord) else VerdictRecord.from_record(record)
@@ -83,7 +85,8 @@ def redecided(
 @dataclass(frozen=True)
 class ResolvedReward:
     """A `Reward` read from chosen scores (``use="score"``, the
-    verdict's own) or expected scores (``use="expected"``, see the module docstring)."""
+    verdict's own) or expected scores (``use="expected"``, see the module docstring).
+    """
 
     reward: Reward
     rubric: Rubric
@@ -96,7 +99,8 @@ class ResolvedReward:
     ) -> ResolvedReward:
         """``spec`` on ``rubric`` and ``jury``; an InputError naming the field when the
         reward cannot be read from expected scores (a calibrated one: the map was fitted on
-        the verdicts as decided)."""
+        the verdicts as decided).
+        """
         if use not in ("score", "expected"):
             raise InputError(f"use must be 'score' or 'expected', got {use!r}", field="use")
         if use == "expected" and spec.calibrated:
@@ -117,7 +121,8 @@ class ResolvedReward:
         self, record: VerdictRecord | Mapping[str, Any]
     ) -> tuple[VerdictRecord | Mapping[str, Any], Use, str]:
         """The verdict the reward reads (decided again from expected scores where asked and
-        possible), which scores it holds and why the chosen ones stood, if they did."""
+        possible), which scores it holds and why the chosen ones stood, if they did.
+        """
         if self.use == "score":
             return record, "score", ""
         rec, note = redecided(record, self.rubric, self.jury)
@@ -125,7 +130,8 @@ class ResolvedReward:
 
     def read(self, record: VerdictRecord | Mapping[str, Any]) -> Reading:
         """The reward of one verdict on its scale (``unit`` or ``raw``), before the unscored
-        policy."""
+        policy.
+        """
         rec, used, note = self.record(record)
         raw, why = self.reward.raw(rec)
         if raw is None:

@@ -27,7 +27,8 @@ Method = Literal["mean", "median", "majority", "trimmed", "weighted"]
 
 class Sampling(BaseModel):
     """How a judge samples its answer: temperature, nucleus cut-off, the answer's token limit and
-    the seed."""
+    the seed.
+    """
 
     model_config = _FROZEN
 
@@ -192,7 +193,8 @@ class Execution(BaseModel):
 
     def serve_options(self) -> dict[str, Any]:
         """Ray Serve deployment options: replicas (or autoscaling), requests per replica, and
-        resources (a tensor-parallel vLLM engine gets a placement group of GPU bundles)."""
+        resources (a tensor-parallel vLLM engine gets a placement group of GPU bundles).
+        """
         options: dict[str, Any] = {"max_ongoing_requests": self.max_ongoing_requests}
         if isinstance(self.replicas, tuple):
             low, high = self.replicas
@@ -219,7 +221,8 @@ class Execution(BaseModel):
     def actor_pool_options(self) -> dict[str, Any]:
         """Ray Data ``map_batches`` resources for an actor pool of this judge: pool size (fixed,
         or ``[min, max]``) and what each actor reserves (``compute`` is built by the caller,
-        which imports Ray)."""
+        which imports Ray).
+        """
         options: dict[str, Any] = {"num_cpus": self.num_cpus}
         if isinstance(self.replicas, tuple):
             options["pool"] = {"min_size": self.replicas[0], "max_size": self.replicas[1]}
@@ -232,7 +235,8 @@ class Execution(BaseModel):
 
 class JudgeSpec(BaseModel):
     """One judge: which model, how it is asked, how much its vote weighs, and (in ``execution``)
-    where it runs."""
+    where it runs.
+    """
 
     model_config = _FROZEN
 
@@ -307,7 +311,8 @@ class JudgeSpec(BaseModel):
     @classmethod
     def _flat_execution(cls, data: Any) -> Any:
         """Execution fields written flat on the judge move into ``execution`` (over the block's
-        values, so a dumped spec with a flat override loads as the override says)."""
+        values, so a dumped spec with a flat override loads as the override says).
+        """
         if not isinstance(data, dict):
             return data
         flat = {k: data[k] for k in Execution.model_fields if k in data}
@@ -342,7 +347,8 @@ class JudgeSpec(BaseModel):
 
 class Aggregation(BaseModel):
     """How a jury combines its judges' votes on a criterion: the method (with per-criterion
-    overrides), the quorum, and whether chosen or expected scores are combined."""
+    overrides), the quorum, and whether chosen or expected scores are combined.
+    """
 
     model_config = _FROZEN
 
@@ -451,7 +457,8 @@ class Confidence(BaseModel):
 
 class JurySpec(BaseModel):
     """A jury file: its judges, how their votes are combined, and optionally cascade stages with how
-    a stage's confidence is measured."""
+    a stage's confidence is measured.
+    """
 
     model_config = _FROZEN
 
@@ -540,12 +547,14 @@ class JurySpec(BaseModel):
     @property
     def cascaded(self) -> bool:
         """Judged in stages: stages with their thresholds (without thresholds, the stages are
-        waiting to be fitted and every judge judges every item)."""
+        waiting to be fitted and every judge judges every item).
+        """
         return bool(self.stages) and self.stages[0].threshold is not None
 
     def unfitted(self) -> JurySpec:
         """This jury with its stages' thresholds cleared: what judges the items a cascade's
-        thresholds are fitted on (every judge on every item)."""
+        thresholds are fitted on (every judge on every item).
+        """
         cleared = {"threshold": None, "expected_reach": None}
         return self.model_copy(
             update={"stages": [s.model_copy(update=cleared) for s in self.stages]}
@@ -553,7 +562,8 @@ class JurySpec(BaseModel):
 
     def stage_jury(self, k: int) -> JurySpec:
         """The jury of stage ``k`` (0-based): its judges and every earlier stage's, the same
-        aggregation (a quorum count larger than the stage is the whole stage)."""
+        aggregation (a quorum count larger than the stage is the whole stage).
+        """
         keep = {n for stage in self.stages[: k + 1] for n in stage.judges}
         judges = [j for j in self.judges if j.name in keep]
         aggregation = self.aggregation
@@ -565,21 +575,24 @@ class JurySpec(BaseModel):
     def ray_cpus(self, light: float) -> int:
         """Logical CPUs a local Ray needs to start every replica of every judge (each reserves
         its ``num_cpus``) plus ``light`` for the other actors, and at least the machine's own:
-        a small machine must not stall with replicas waiting for CPUs it has not declared."""
+        a small machine must not stall with replicas waiting for CPUs it has not declared.
+        """
         wanted = sum(j.execution.num_cpus * j.execution.max_replicas for j in self.judges)
         return max(os.cpu_count() or 1, math.ceil(wanted + light))
 
     @property
     def default_chunk_size(self) -> int:
         """Items per judging step: small for transformers (each step is a padded batch), large
-        for vLLM and servers, whose engines batch continuously across everything submitted."""
+        for vLLM and servers, whose engines batch continuously across everything submitted.
+        """
         from .backends.registry import backend_kind
 
         return 16 if all(backend_kind(j.backend).batches for j in self.judges) else 256
 
     def quorum_count(self) -> int:
         """The quorum as a count of scored votes: every judge for ``all``, a fraction of the jury
-        rounded up (at least 1), or the count itself."""
+        rounded up (at least 1), or the count itself.
+        """
         q = self.aggregation.quorum
         n = len(self.judges)
         if q == "all":
@@ -592,7 +605,8 @@ class JurySpec(BaseModel):
 def provenance(rubric: Rubric, jury: JurySpec) -> str:
     """Hash of everything a verdict depends on: rubric content (incl. template), judge specs
     (model, revision, sampling, reasoning), the identity of each judge's weights, aggregation,
-    and the code-side prompt version."""
+    and the code-side prompt version.
+    """
     from .weights import weights_identity
 
     # The execution block as a whole; and reasoning.keep, which changes what is stored, not judged.

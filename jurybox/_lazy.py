@@ -1,5 +1,6 @@
 """Lazy names for a package's front: ``from jurybox import Jury`` imports the judges when asked,
-not ``import jurybox`` (which stays cheap: no torch, Ray or vLLM, not even numpy)."""
+not ``import jurybox`` (which stays cheap: no torch, Ray or vLLM, not even numpy).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ def lazy(
     package: str, exports: dict[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A module's ``__getattr__`` and ``__dir__`` for ``exports`` (name -> the module it lives
-    in, absolute or relative to ``package``): each name imported on first use, then kept."""
+    in, absolute or relative to ``package``): each name imported on first use, then kept.
+    """
     namespace = importlib.import_module(package).__dict__
 
     def __getattr__(name: str) -> Any:

@@ -38,7 +38,8 @@ class ExecutionError(JuryboxError, RuntimeError):
 
 def last_line(exc: BaseException) -> str:
     """An error raised in another process, in one line. Ray wraps a remote exception (its
-    ``cause``) with the remote traceback, whose last line is the error itself."""
+    ``cause``) with the remote traceback, whose last line is the error itself.
+    """
     cause = getattr(exc, "cause", None) or exc
     text = str(cause).strip().splitlines()
     return text[-1] if text else type(cause).__name__

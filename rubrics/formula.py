@@ -31,7 +31,8 @@ MAX_FORMULA_NODES = 1_000
 
 def _bounded(text: str) -> ast.Expression:
     """The formula's tree, or ValueError when it is longer, deeper or larger than a formula may
-    be (checked before any recursive walk: the parser's own limits would be a RecursionError)."""
+    be (checked before any recursive walk: the parser's own limits would be a RecursionError).
+    """
     if len(text) > MAX_FORMULA_CHARS:
         raise ValueError(
             f"the formula has {len(text)} characters; a formula may have at most "
@@ -85,7 +86,8 @@ def _check(node: ast.AST) -> None:
 
 class _Floats(ast.NodeTransformer):
     """Every number of a checked formula as a float, so that it computes in floats only (an
-    integer constant would make Python's exact integer arithmetic)."""
+    integer constant would make Python's exact integer arithmetic).
+    """
 
     def visit_Constant(self, node: ast.Constant) -> ast.Constant:
         return ast.copy_location(ast.Constant(float(cast(float, node.value))), node)
@@ -95,7 +97,8 @@ class _Floats(ast.NodeTransformer):
 def _compiled(expression: str) -> CodeType:
     """A checked expression compiled once (only arithmetic on names and float numbers: see
     `_check`), evaluated with the scores as its only names. Kept here rather than on the
-    formula, which travels pickled (a code object cannot)."""
+    formula, which travels pickled (a code object cannot).
+    """
     tree = ast.fix_missing_locations(_Floats().visit(_bounded(expression)))
     return compile(tree, "<formula>", "eval")
 
@@ -126,7 +129,8 @@ class Formula(BaseModel):
 
     def evaluate(self, scores: Mapping[str, float | None]) -> float | None:
         """The formula's value, or None when any criterion it uses is unscored or it is
-        undefined for these scores (a division by zero)."""
+        undefined for these scores (a division by zero).
+        """
         return self.explain(scores)[0]
 
     def explain(self, scores: Mapping[str, float | None]) -> tuple[float | None, str | None]:

@@ -1,6 +1,7 @@
 """The item a rubric judges: one thing to score (a question, a response, a reference, ...), and
 what identifies it. The bottom of the contract: the rubric and the verdict modules build on it,
-and it names neither."""
+and it names neither.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ class Item(BaseModel):
     are loaded (`with_images`, for a jury with judges that see images), the item holds the
     checked images themselves (`loaded_images`: in this process and when pickled, never
     in its JSON) and their digests in ``image_digests``, so the item's identity
-    (`input_hash`, the verdict cache's key) is their content, not only their paths."""
+    (`input_hash`, the verdict cache's key) is their content, not only their paths.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -51,7 +53,8 @@ class Item(BaseModel):
 
     def fields(self) -> dict[str, Any]:
         """Every field by name, as rubric templates see them (an inline image, a ``data:`` URL,
-        as ``inline image N``, never its bytes)."""
+        as ``inline image N``, never its bytes).
+        """
         out = dict(self.extra)
         out.update(
             question=self.question,
@@ -88,7 +91,8 @@ class Item(BaseModel):
     @property
     def empty_answer(self) -> bool:
         """Whether the answer judged is empty: the response, or (an item without one) either
-        answer of a pair."""
+        answer of a pair.
+        """
         answers: list[Any] = [self.response]
         if self.response is None and any(n in self.extra for n in PAIR_FIELDS):
             answers = [self.extra.get(n) for n in PAIR_FIELDS]
@@ -97,7 +101,8 @@ class Item(BaseModel):
     def missing(self, rubric: NeedsInputs) -> list[str]:
         """Inputs the rubric needs that this item lacks. An empty *response* is not missing: a
         model that answered nothing gets judged for it, and stays in the denominator. An empty
-        list is a value (e.g. no missing goals)."""
+        list is a value (e.g. no missing goals).
+        """
         values = self.fields()
         return [
             n
@@ -111,7 +116,8 @@ def input_hash(item: Item) -> str:
     """Identity of what was judged (every field of the item, its id included, and the digests of
     its loaded images): a resumed run notices changed predictions or --map by it, and the
     verdict cache is keyed by it. An item whose images were not loaded (no judge sees them)
-    hashes as before images were loaded anywhere."""
+    hashes as before images were loaded anywhere.
+    """
     import hashlib
     import json
 

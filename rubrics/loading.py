@@ -1,5 +1,6 @@
 """Loading YAML definitions (rubrics here, juries in jurybox.judges) with errors that name the
-file, the field and what was expected."""
+file, the field and what was expected.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def _where(loc: tuple) -> str:
 def format_validation_error(source: str, exc: ValidationError) -> str:
     """A pydantic ValidationError as text: ``source`` and the number of problems, then one line per
     problem with its location, the message and (except for missing fields and value errors) the
-    input it got."""
+    input it got.
+    """
     lines = [f"{source}: {exc.error_count()} problem(s)"]
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -48,7 +50,8 @@ def format_validation_error(source: str, exc: ValidationError) -> str:
 def load_definition(path: Path, model: type[M], kind: str) -> M:
     """A ``model`` validated from the YAML file ``path``, its ``name`` defaulting to the file's
     stem; DefinitionError naming the file for text that is not UTF-8, invalid YAML, a document that
-    is not a mapping, or every problem validation finds."""
+    is not a mapping, or every problem validation finds.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -72,7 +72,8 @@ MAX_POWER_DIGITS = 1_000
 class _Sandbox(ImmutableSandboxedEnvironment):
     """The sandbox, with ``*`` and ``**`` bounded. Intercepting them also keeps Jinja from
     folding them at compile time: ``{{ 'x' * 10**9 }}`` would otherwise be computed when the
-    template compiles, and kept in the compiled template's constants."""
+    template compiles, and kept in the compiled template's constants.
+    """
 
     intercepted_binops = frozenset({"*", "**"})
 
@@ -178,7 +179,8 @@ def render_messages(
     """The chat messages a judge gets for ``item`` on ``criteria``: the rubric's system prompt (when
     it has one) and its template, rendered with the item's fields, the criteria and the output
     format. A pairwise rubric's template also sees ``first`` and ``second``: response_a and
-    response_b in ``order`` ("ab", the default, or "ba")."""
+    response_b in ``order`` ("ab", the default, or "ba").
+    """
     return render_prompt(rubric, item, criteria, order)[0]
 
 
@@ -188,7 +190,8 @@ def render_prompt(
     """`render_messages`, and where the template puts the item's images: the place of
     its ``{{ images_here }}`` (the first, where it has several), or None when it has none. The
     marker renders as nothing, so a judge that sees no images gets the messages as they would
-    be without it."""
+    be without it.
+    """
     # A mark no item can hold: it is new at every call.
     mark = f"\x00{IMAGE_PLACE}-{secrets.token_hex(8)}\x00"
     context = dict(item.fields())
@@ -227,7 +230,8 @@ def render_prompt(
 
 def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
     """The fields and the extra fields of an item with a placeholder for each of the rubric's
-    inputs, which `check_template` renders."""
+    inputs, which `check_template` renders.
+    """
     names = set(rubric.inputs) | set(rubric.optional_inputs)
     core = {"question", "response", "reference", "context"}
     names.discard(IMAGE_PLACE)
@@ -236,7 +240,8 @@ def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def check_template(rubric: RubricLike, sample: Item) -> None:
     """Render the rubric once on ``sample`` (an item of `placeholders`); raise ValueError
-    naming what is wrong."""
+    naming what is wrong.
+    """
     try:
         for call in rubric.calls():
             for order in rubric.orders:

@@ -95,7 +95,8 @@ class RewardSpec(BaseModel):
     def bind(self, rubric: Rubric) -> Reward:
         """This reward on ``rubric``: the number it reads and its range, checked now (an
         InputError naming the field when the rubric has no such score, or its range is
-        unknown)."""
+        unknown).
+        """
         names = [c.name for c in rubric.criteria]
         formula = rubric.formula.name if rubric.formula is not None else None
         score = self.score
@@ -135,7 +136,8 @@ class RewardSpec(BaseModel):
 def _range(rubric: Rubric, score: str) -> tuple[float, float] | None:
     """The range of ``score`` over the criteria's scales: a criterion's scale, or a formula's
     extremes over them when it is linear in them (checked at random points; a rounding formula
-    rounds its extremes, as rounding keeps order)."""
+    rounds its extremes, as rounding keeps order).
+    """
     for c in rubric.criteria:
         if c.name == score:
             return c.scale.low, c.scale.high
@@ -181,7 +183,8 @@ class Reward:
     @property
     def name(self) -> str:
         """What the reward is, for logs: e.g. ``general.accuracy`` or
-        ``mirage-mg.weighted_sum (calibrated)``."""
+        ``mirage-mg.weighted_sum (calibrated)``.
+        """
         return f"{self.rubric}.{self.score}" + (" (calibrated)" if self.spec.calibrated else "")
 
     def raw(self, record: VerdictRecord | Mapping[str, Any]) -> tuple[float | None, str]:
@@ -212,7 +215,8 @@ class Reward:
 
     def values(self, records: Iterable[VerdictRecord | Mapping[str, Any]]) -> list[float | None]:
         """The rewards of ``records``, in order; with ``unscored="error"`` one
-        `UnscoredReward` naming every unscored item."""
+        `UnscoredReward` naming every unscored item.
+        """
         out: list[float | None] = []
         missing: list[tuple[str, str]] = []
         for record in records:

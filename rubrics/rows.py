@@ -42,7 +42,8 @@ class FileFormatError(InputError):
 @dataclass(frozen=True)
 class RowError:
     """A row that could not be read, in place of its record: the row number, the field at fault (if
-    one is), what is wrong, its kind, and the file when rows come from several."""
+    one is), what is wrong, its kind, and the file when rows come from several.
+    """
 
     row: int  # 1-based line (JSONL, CSV) or record (JSON list, Parquet) number
     field: str | None
@@ -81,7 +82,8 @@ def file_format(path: str | Path) -> str:
 
 def row_files(source: str | Path) -> list[Path]:
     """The files behind ``source``: itself, the row files of a directory (sorted; hidden and
-    temporary files aside), or the files a glob pattern matches."""
+    temporary files aside), or the files a glob pattern matches.
+    """
     path = Path(source)
     if path.is_dir():
         files = sorted(
@@ -106,7 +108,8 @@ def row_files(source: str | Path) -> list[Path]:
 
 def read_rows(source: str | Path) -> Iterator[Row]:
     """``(row number, record or RowError)`` for every row of a file, directory or glob, streamed.
-    Rows of several files are numbered within their file, and their errors name the file."""
+    Rows of several files are numbered within their file, and their errors name the file.
+    """
     for _, n, row in read_rows_from(source):
         yield n, row
 
@@ -115,7 +118,8 @@ def read_rows_from(
     source: str | Path,
 ) -> Iterator[tuple[str | None, int, dict[str, Any] | RowError]]:
     """`read_rows` with the file each row comes from (None when ``source`` is one file),
-    for callers that find row errors of their own."""
+    for callers that find row errors of their own.
+    """
     files = row_files(source)
     count = 0
     for path in files:
@@ -136,7 +140,8 @@ def read_rows_from(
 
 def count_rows(source: str | Path) -> int | None:
     """About how many rows ``source`` holds, cheaply (lines of text files, Parquet metadata), for
-    progress bars; None where only reading everything would tell (a JSON list)."""
+    progress bars; None where only reading everything would tell (a JSON list).
+    """
     total = 0
     for path in row_files(source):
         fmt = file_format(path)
@@ -246,7 +251,8 @@ def _jsonl(path: Path, fmt: str) -> Iterator[Row]:
 
 def _not_jsonl(path: Path, first_line: str) -> None:
     """A first line that is not a JSON value but starts a JSON document: the whole file is
-    one pretty-printed document, not JSON Lines."""
+    one pretty-printed document, not JSON Lines.
+    """
     if first_line.startswith("["):
         raise FileFormatError(
             f"{path}: this looks like a JSON list (it starts with '['), not JSON Lines (one "

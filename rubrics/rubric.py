@@ -1,5 +1,6 @@
 """A rubric: its criteria and their scales, the inputs it needs, how judges are asked (its
-template, mode and orders), and an optional formula over the criteria."""
+template, mode and orders), and an optional formula over the criteria.
+"""
 
 from __future__ import annotations
 
@@ -105,7 +106,8 @@ class Scale(BaseModel):
     @classmethod
     def coerce(cls, spec: Any) -> Scale:
         """A scale from a Scale, a list of values, or a mapping (a scale's fields; also the
-        ``{"values": [...], "labels": {...}}`` form of older calibration maps)."""
+        ``{"values": [...], "labels": {...}}`` form of older calibration maps).
+        """
         if isinstance(spec, Scale):
             return spec
         if isinstance(spec, dict):
@@ -124,7 +126,8 @@ class Scale(BaseModel):
     @cached_property
     def points(self) -> list[Level]:
         """Every point of the scale as a `Level`: labels in their given order, explicit
-        values ascending, or each integer of the range with its level description."""
+        values ascending, or each integer of the range with its level description.
+        """
         if self.labels:
             return [
                 Level(value=v, label=k, description=self.label_descriptions.get(k, ""))
@@ -171,7 +174,8 @@ class Scale(BaseModel):
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema of an answer on this scale: an ``enum`` of the label strings, of the
-        numbers, or of the range's integers."""
+        numbers, or of the range's integers.
+        """
         if self.labels:
             return {"type": "string", "enum": list(self.labels)}
         if self.explicit:
@@ -186,7 +190,8 @@ class Scale(BaseModel):
 
     def parse(self, raw: Any) -> float:
         """A judge's answer or a human's label as a value of this scale: a number, a numeric
-        string, or a label in any case. ValueError says what was expected."""
+        string, or a label in any case. ValueError says what was expected.
+        """
         if isinstance(raw, bool):
             raise ValueError(f"{raw!r} is a boolean; write the scale value (e.g. 1/0) or label")
         if isinstance(raw, str):
@@ -238,7 +243,8 @@ class Scale(BaseModel):
     @cached_property
     def description_text(self) -> str:
         """The text `describe` returns: one indented line per point, a quoted label or the
-        number, followed by its description when it has one."""
+        number, followed by its description when it has one.
+        """
         lines = []
         for p in self.points:
             name = f'"{p.label}"' if p.label is not None else str(_number(p.value))
@@ -252,7 +258,8 @@ def _number(v: float) -> int | float:
 
 class Criterion(BaseModel):
     """One thing a rubric scores: a lowercase identifier name, what it means, and its scale. It
-    takes no weight (weights go in the rubric's formula)."""
+    takes no weight (weights go in the rubric's formula).
+    """
 
     model_config = _FROZEN
 
@@ -354,7 +361,8 @@ class Rubric(BaseModel):
     @property
     def orders(self) -> tuple[Order | None, ...]:
         """The orders every judge is shown each item in: a pairwise rubric's two (A first, then
-        B first), or none."""
+        B first), or none.
+        """
         return ("ab", "ba") if self.mode == "pairwise" else (None,)
 
     @property
@@ -376,7 +384,8 @@ class Rubric(BaseModel):
 
     def calls(self) -> list[list[Criterion]]:
         """The criteria each judge call scores: all at once (joint, pairwise) or one per call
-        (a pairwise rubric asks each call in both `orders`)."""
+        (a pairwise rubric asks each call in both `orders`).
+        """
         if self.mode != "per_criterion":
             return [list(self.criteria)]
         return [[c] for c in self.criteria]

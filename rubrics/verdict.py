@@ -1,5 +1,6 @@
 """What judging produces: each judge's vote per criterion, and the jury's verdict on an item
-with its record (one line of a results file, one verdict of the HTTP API)."""
+with its record (one line of a results file, one verdict of the HTTP API).
+"""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ class Vote(BaseModel):
 
 class CriterionResult(BaseModel):
     """The jury's result on one criterion of one item: the score (None when there is none, with
-    ``reason`` saying why), how many votes were cast and scored, and their spread."""
+    ``reason`` saying why), how many votes were cast and scored, and their spread.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -99,7 +101,8 @@ class Verdict(BaseModel):
     @classmethod
     def from_record(cls, record: VerdictRecord) -> Verdict:
         """The verdict a record was written from (what a record does not keep, such as the raw
-        output of scored votes, stays unset)."""
+        output of scored votes, stays unset).
+        """
         reasons: dict[str, str] = {}
         for reason in record.reasons:
             name, _, why = reason.partition(": ")
@@ -134,7 +137,8 @@ class Verdict(BaseModel):
     def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
         """This verdict as written, as a `VerdictRecord`. Scored votes drop the judge's
         raw output unless ``keep_raw``; unscored ones keep it, as the evidence of what went
-        wrong."""
+        wrong.
+        """
         votes = (
             self.votes
             if keep_raw
@@ -168,7 +172,8 @@ class Verdict(BaseModel):
         input's hash, when given), built directly. This runs once per judged
         item; copying every vote and validating a VerdictRecord only to dump it again cost ~4x
         more. A verdict's fields were validated when it was made (it is frozen), so the record's
-        fields are copies of them; the votes go through pydantic's own serializer."""
+        fields are copies of them; the votes go through pydantic's own serializer.
+        """
         votes = _VOTES.dump_python(self.votes, mode="json")
         for vote in votes:
             # A scored vote keeps its raw output only when asked (VerdictRecord.to_dict's rule).
@@ -305,7 +310,8 @@ class VerdictRecord(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON-ready data: the optional fields only when set, and a scored vote's ``raw``
-        only when kept."""
+        only when kept.
+        """
         data = self.model_dump(
             mode="json",
             exclude={

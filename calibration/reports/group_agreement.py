@@ -32,7 +32,8 @@ PREFERENCE = {"a": 1.0, "b": 0.0, "tie": 0.5}
 @dataclass
 class HumanGroup:
     """What the humans said of one group: ranks per completion (lower better, None unranked)
-    and pairwise preferences ``(i, j, share)``."""
+    and pairwise preferences ``(i, j, share)``.
+    """
 
     ranks: list[float | None] | None = None
     pairs: list[tuple[int, int, float]] = field(default_factory=list)

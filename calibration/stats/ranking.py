@@ -42,7 +42,8 @@ def pair_agreement_counts(
 ) -> tuple[float, int, int]:
     """How far a group's rewards agree with human preferences ``(i, j, share)`` (share 1: i
     is better, 0: j is, 0.5: a tie): the agreement summed over the preferences both of whose
-    completions have a reward, how many those are, and how many human ties were left out."""
+    completions have a reward, how many those are, and how many human ties were left out.
+    """
     agree, n, ties = 0.0, 0, 0
     for i, j, share in pairs:
         ri, rj = rewards[i], rewards[j]
@@ -96,7 +97,8 @@ def group_agreement(
     seed: int | None = 0,
 ) -> dict[str, Stat]:
     """The mean of the groups' taus (None: undefined, left out) and the agreement over all
-    their human preferences, each with a percentile bootstrap interval over groups."""
+    their human preferences, each with a percentile bootstrap interval over groups.
+    """
     t = np.array([np.nan if v is None else v for v in taus], dtype=float)
     a, m = np.asarray(agree, dtype=float), np.asarray(n, dtype=float)
     import warnings

@@ -18,7 +18,8 @@ from .protocol import JudgeConfigError, Message, Request, TokenStep
 
 def require_chat_template(spec: Any, tokenizer: Any) -> None:
     """JudgeConfigError when the judge asks for chat prompts and ``tokenizer`` has no chat
-    template."""
+    template.
+    """
     if spec.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
         raise JudgeConfigError(
             f"judge {spec.name}: model {spec.model} has no chat template; "
@@ -29,7 +30,8 @@ def require_chat_template(spec: Any, tokenizer: Any) -> None:
 def bos_prefix(tokenizer: Any) -> str:
     """The BOS text a plain prompt needs. Prompts are tokenized without special tokens (chat
     templates write their own), so a plain prompt must carry the BOS the tokenizer would
-    normally add: Gemma degrades badly without it."""
+    normally add: Gemma degrades badly without it.
+    """
     adds_bos = tokenizer.bos_token is not None and (
         tokenizer("x").input_ids[:1] == [tokenizer.bos_token_id]
     )
@@ -38,7 +40,8 @@ def bos_prefix(tokenizer: Any) -> str:
 
 def plain_prompt(messages: list[Message]) -> str:
     """The messages framed as one document for a base model (``prompt_format: plain``), ending where
-    the JSON answer begins."""
+    the JSON answer begins.
+    """
     # Base models have no chat template: frame the rubric as a document that ends where the
     # JSON answer begins.
     body = "\n\n".join(m["content"] for m in messages)
@@ -60,7 +63,8 @@ def vision_prompt_text(
     """The text a judge that sees images is given for ``request`` (``messages`` in place of
     its own, e.g. escaped): the chat template over the messages as parts, an image part where
     each image goes (the template writes the model's image placeholder there), the same for
-    every backend that tokenizes locally."""
+    every backend that tokenizes locally.
+    """
     from dataclasses import replace
 
     from ..images import chat_parts
@@ -77,7 +81,8 @@ def vision_prompt_text(
 
 def require_vision_chat(spec: Any) -> None:
     """JudgeConfigError for a judge that sees images with plain prompts: images go into chat
-    messages, which a base model's plain framing has none of."""
+    messages, which a base model's plain framing has none of.
+    """
     if spec.prompt_format != "chat":
         raise JudgeConfigError(
             f"judge {spec.name}: a judge that sees images (vision) needs "
@@ -93,7 +98,8 @@ CPU_MAX_PROMPT_TOKENS = 8192
 def length_error(spec: Any, n_tokens: int, context: int, on_cpu: bool) -> str | None:
     """Why a prompt of ``n_tokens`` is not given to this judge, or None when it may be: longer
     than the judge's ``max_prompt_tokens`` (default: 8192 on a CPU, the context elsewhere), or
-    too long to leave room for the answer (and the thinking budget) in the model's context."""
+    too long to leave room for the answer (and the thinking budget) in the model's context.
+    """
     limit = spec.execution.max_prompt_tokens or (CPU_MAX_PROMPT_TOKENS if on_cpu else None)
     if limit is not None and n_tokens > limit:
         source = (
@@ -121,7 +127,8 @@ def prompt_char_limit(spec: Any, tokenizer: Any, context: int, on_cpu: bool) -> 
     """The most characters a prompt within the judge's token limit (its ``max_prompt_tokens``,
     else the CPU default or its context) can have: the limit times the longest token's text.
     A longer prompt is refused before it is tokenized, which for megabytes of text would take
-    the judge longer than judging."""
+    the judge longer than judging.
+    """
     tokens = spec.execution.max_prompt_tokens or (CPU_MAX_PROMPT_TOKENS if on_cpu else context)
     longest = max((len(t) for t in tokenizer.get_vocab()), default=1)
     return tokens * max(1, longest)
@@ -166,7 +173,8 @@ class _Suffix:
 
 def backend_note(backend: object) -> str | None:
     """What a loaded backend says a run should know, or None: its `PromptEncoder`'s
-    note (a tokenizer that cannot split the prompts' shared beginning exactly)."""
+    note (a tokenizer that cannot split the prompts' shared beginning exactly).
+    """
     return getattr(getattr(backend, "encoder", None), "note", None)
 
 
@@ -305,7 +313,8 @@ class PromptEncoder:
         """A suffix for ``texts`` (whose ids are ``whole``), checked on them, as `_learn`
         learns a prefix; tried once per call for the prompts that had none. A lone prompt whose
         ending shares too little with a known suffix is kept until another with the same last
-        characters comes (alone, its shared ending would be its own text)."""
+        characters comes (alone, its shared ending would be its own text).
+        """
         # Grouped by their known prefix (a rubric's) and their last characters: rubrics whose
         # answer formats end alike share those, and each has an ending of its own.
         prefix_of = [next((p for p in self.prefixes if t.startswith(p.key)), None) for t in texts]
@@ -395,7 +404,8 @@ def _shared_start(texts: list[str]) -> str:
 
 def _plain_backend(tokenizer: Any) -> Any:
     """The tokenizers-library tokenizer behind a transformers fast tokenizer whose encoding and
-    decoding are transformers' own (not overridden by its class), else None."""
+    decoding are transformers' own (not overridden by its class), else None.
+    """
     try:
         from transformers.tokenization_utils_base import PreTrainedTokenizerBase
         from transformers.tokenization_utils_tokenizers import TokenizersBackend
@@ -456,7 +466,8 @@ class Detokenizer:
 
     def _appended(self, prefix: tuple[int, ...], alternatives: tuple[int, ...]) -> tuple[str, ...]:
         """The text each alternative token would add after ``prefix`` (memoized as
-        ``appended``: at a score position the prefix and the allowed tokens repeat)."""
+        ``appended``: at a score position the prefix and the allowed tokens repeat).
+        """
         prev = len(self._cached(prefix))
         return tuple(self._cached(prefix + (alt,))[prev:] for alt in alternatives)
 
@@ -479,7 +490,8 @@ class Detokenizer:
 
 def _rust_decode(tokenizer: Any) -> Callable[[tuple[int, ...]], str] | None:
     """The tokenizers-library decode that ``tokenizer.decode`` ends in, when nothing else
-    happens on the way (no clean-up of spaces, no overridden decode); else None."""
+    happens on the way (no clean-up of spaces, no overridden decode); else None.
+    """
     backend = _plain_backend(tokenizer)
     if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
         return None
@@ -494,7 +506,8 @@ def _rust_decode(tokenizer: Any) -> Callable[[tuple[int, ...]], str] | None:
 class _Alternatives:
     """The top alternatives at each position of one answer, as appended text -> logprob,
     decoded on first use. One per answer rather than a closure per token: a batch of answers
-    keeps all its steps alive at once, and fewer objects mean less garbage-collector work."""
+    keeps all its steps alive at once, and fewer objects mean less garbage-collector work.
+    """
 
     __slots__ = ("decode", "ids", "logprobs")
 
@@ -526,7 +539,8 @@ def steps_from_logprobs(
 ) -> tuple[str, list[TokenStep]]:
     """Answer text and TokenSteps from generated ids and per-position logprobs (``{token_id:
     logprob}``, or vLLM's ``{token_id: Logprob}``; tokens the grammar forbids carry -inf and are
-    left out). The same result as the vLLM backend's own version, at a fraction of the cost."""
+    left out). The same result as the vLLM backend's own version, at a fraction of the cost.
+    """
     pieces = decode.pieces(ids)
     alternatives = _Alternatives(decode, list(ids), logprobs)
     steps: list[TokenStep] = []
@@ -540,7 +554,8 @@ def steps_from_logprobs(
 def _trie_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
     """A regular expression matching any of ``words`` in time linear in the text: the words as a
     trie (each alternation's branches start with different characters, so a match never
-    backtracks further than one word's length)."""
+    backtracks further than one word's length).
+    """
     trie: dict[str, Any] = {}
     for word in words:
         node = trie
@@ -566,7 +581,8 @@ class ControlTokens:
     (``split_special_tokens``) and the rest as before, so that a response writing
     ``<|im_end|><|im_start|>assistant`` gives the judge those characters, never a turn of its
     own. A prompt whose template shows such a string changed (a filter) cannot be split safely:
-    its vote is unscored, saying why. Finding the tokens is linear in the text (a trie)."""
+    its vote is unscored, saying why. Finding the tokens is linear in the text (a trie).
+    """
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -586,7 +602,8 @@ class ControlTokens:
         """``messages`` with each control token inside an item's strings written with a word
         joiner (U+2060) after its first character, as `escape_control` does for a
         server: for prompts a model's processor tokenizes (a vision-language model's, with its
-        images), where the item's text cannot be tokenized apart."""
+        images), where the item's text cannot be tokenized apart.
+        """
         pattern = self.pattern
         if pattern is None:
             return messages
@@ -615,7 +632,8 @@ class ControlTokens:
         """Each prompt's ids (``encode`` for those whose item holds no control token), or why
         it cannot be given to the judge: a control token it cannot keep apart, or more than
         ``max_chars`` characters (more than the judge's token limit could hold, found without
-        tokenizing it: see `prompt_char_limit`)."""
+        tokenizing it: see `prompt_char_limit`).
+        """
         out: list[list[int] | str | None] = [None] * len(prompts)
         whole = []
         for i, (prompt, request) in enumerate(zip(prompts, requests)):
@@ -685,7 +703,8 @@ GENERIC_CONTROL = re.compile(
 
 def escape_control(messages: list[Message], item_text: Sequence[str]) -> list[Message]:
     """``messages`` with every item string that holds a control token of
-    `GENERIC_CONTROL` written with a word joiner inside each such token."""
+    `GENERIC_CONTROL` written with a word joiner inside each such token.
+    """
     held = {
         t: GENERIC_CONTROL.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
         for t in item_text

@@ -98,7 +98,8 @@ def steps_from_completion_logprobs(lp: dict[str, Any]) -> tuple[str, list[TokenS
 def align_steps(text: str, full: str, steps: list[TokenStep]) -> list[TokenStep]:
     """Steps whose offsets index ``text``, given the text ``full`` their tokens spell: that may
     hold more than the answer (reasoning before it, an end-of-turn token after it); steps that
-    cannot be lined up with the answer are left out, so no distribution is guessed from them."""
+    cannot be lined up with the answer are left out, so no distribution is guessed from them.
+    """
     if full == text:
         return steps
     at = full.rfind(text) if text else -1
@@ -110,7 +111,8 @@ def align_steps(text: str, full: str, steps: list[TokenStep]) -> list[TokenStep]
 
 class OpenAIBackend:
     """A judge behind an OpenAI-compatible server (see the module docstring). JudgeConfigError at
-    construction without a base URL, or when ``api_key_env`` names an unset variable."""
+    construction without a base URL, or when ``api_key_env`` names an unset variable.
+    """
 
     def __init__(self, spec: JudgeSpec) -> None:
         import httpx  # noqa: F401  (fail at load, not at the first request)
@@ -146,7 +148,8 @@ class OpenAIBackend:
 
     def body(self, request: Request) -> dict[str, Any]:
         """The JSON body posted for ``request``: the judge's sampling, messages (chat) or plain
-        prompt, logprobs and the answer's schema, as far as the server has not refused them."""
+        prompt, logprobs and the answer's schema, as far as the server has not refused them.
+        """
         s, r = self.spec.sampling, self.spec.reasoning
         think = r.mode == "think"
         body: dict[str, Any] = {
@@ -189,7 +192,8 @@ class OpenAIBackend:
 
     async def _post(self, client: Any, request: Request) -> dict[str, Any]:
         """POST with retries for transient failures; adapts to a server that refuses
-        response_format or logprobs (when allowed to)."""
+        response_format or logprobs (when allowed to).
+        """
         import httpx
 
         path = "/chat/completions" if self.chat else "/completions"
@@ -221,7 +225,8 @@ class OpenAIBackend:
 
     def _adapt(self, error: str, sent: dict[str, Any]) -> bool:
         """Whether a 400 refused a feature this request asked for that the judge can do
-        without; if so, stop asking for it (for every later request too)."""
+        without; if so, stop asking for it (for every later request too).
+        """
         low = error.lower()
         if (
             "response_format" in sent
@@ -305,7 +310,8 @@ class OpenAIBackend:
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
         """One Generation per request, in order, at most ``concurrency`` requests in flight; a
-        request that fails is a Generation with an error."""
+        request that fails is a Generation with an error.
+        """
         import httpx
 
         n = self.spec.execution.concurrency
@@ -321,7 +327,8 @@ class OpenAIBackend:
     ) -> list[Generation]:
         """`agenerate` run to completion; from inside a running event loop it runs on its own
         loop in a thread. (``cancelled`` is not asked: a caller that can cancel awaits
-        `agenerate`.)"""
+        `agenerate`.)
+        """
         try:
             asyncio.get_running_loop()
         except RuntimeError:

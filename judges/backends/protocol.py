@@ -39,7 +39,8 @@ class Backend(Protocol):
         self, requests: list[Request], cancelled: CancelCheck | None = None
     ) -> list[Generation]:
         """One Generation per request, in order. Trouble with one prompt is that generation's
-        ``error`` (an unscored vote); an exception means the judge as a whole failed."""
+        ``error`` (an unscored vote); an exception means the judge as a whole failed.
+        """
         ...
 
     def close(self) -> None:
@@ -50,11 +51,13 @@ class Backend(Protocol):
 @runtime_checkable
 class AsyncBackend(Backend, Protocol):
     """A backend that can generate on an event loop (the async vLLM engine, the OpenAI
-    client); the scoring service runs every other backend in a batching thread."""
+    client); the scoring service runs every other backend in a batching thread.
+    """
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
         """As ``generate``, awaited on the caller's event loop (cancelling the caller stops
-        it)."""
+        it).
+        """
         ...
 
 
@@ -69,7 +72,8 @@ class Request:
     text-only judge is given ``messages`` alone, as if there were none. ``image_place``: where
     the rubric's template put them (message index, character offset: its ``{{ images_here
     }}``), or None when it has no place for them: then they are the first parts of the last
-    user message (`jurybox.judges.images.chat_parts`)."""
+    user message (`jurybox.judges.images.chat_parts`).
+    """
 
     messages: list[Message]
     schema: dict[str, Any]
@@ -82,7 +86,8 @@ class TokenStep:
     """One generated token: where it starts in the answer text, its text, and the top
     alternatives at that position (appended text -> logprob), computed only when asked for:
     ``top`` is the mapping, or a function that makes it (called with ``index`` when one is
-    given, so one function can serve every step of an answer)."""
+    given, so one function can serve every step of an answer).
+    """
 
     __slots__ = ("_index", "_make_top", "_top", "offset", "text")
 
@@ -107,7 +112,8 @@ class TokenStep:
     @property
     def top(self) -> Mapping[str, float]:
         """The top alternatives at this position (appended text -> logprob), made on first access
-        when the step was given a function."""
+        when the step was given a function.
+        """
         if self._top is None:
             assert self._make_top is not None
             self._top = self._make_top() if self._index is None else self._make_top(self._index)
@@ -132,9 +138,11 @@ class GenerationCancelled(Exception):
     """A generate stopped early because its cancel check said that nobody waits for it any more
     (every client of its batch left, or passed its deadline). Not a failure of the judge: there
     is nobody to report to, and a generation cut off mid-answer is no answer, so none is
-    returned."""
+    returned.
+    """
 
 
 class JudgeConfigError(InputError):
     """A judge that cannot run as specified here: its backend is not installed, or its spec does
-    not fit its model (e.g. chat prompts for a model without a chat template)."""
+    not fit its model (e.g. chat prompts for a model without a chat template).
+    """

@@ -37,7 +37,8 @@ class BackendKind:
     know of it. ``weights``: its judges' models are weights on this machine (checked before a
     service starts, counted by ``jurybox models``); ``batches``: one generate at a time over
     batches of prompts, as a local model does (the Ray engine sizes its batches by the judge's
-    ``batch_size``), rather than many concurrent requests, as a server or engine takes."""
+    ``batch_size``), rather than many concurrent requests, as a server or engine takes.
+    """
 
     name: str
     factory: str | Factory  # "module:attribute", imported on first use, or the callable
@@ -71,7 +72,8 @@ def register(
     name: str, factory: str | Factory, *, weights: bool = False, batches: bool = False
 ) -> BackendKind:
     """Make ``backend: name`` in a jury file use ``factory`` (a callable, or
-    ``"module:attribute"``). A shipped name cannot be replaced."""
+    ``"module:attribute"``). A shipped name cannot be replaced.
+    """
     if name in {k.name for k in _SHIPPED}:
         raise ValueError(
             f"backend {name!r} is one of jurybox's own; register yours under another name"
@@ -90,7 +92,8 @@ def _from_entry_points() -> dict[str, BackendKind]:
 
 def kinds() -> dict[str, BackendKind]:
     """Every backend a jury file can name: the shipped ones, then those of installed packages'
-    ``jurybox.backends`` entry points, then those registered in this process."""
+    ``jurybox.backends`` entry points, then those registered in this process.
+    """
     out = {k.name: k for k in _SHIPPED}
     for name, kind in {**_from_entry_points(), **_registered}.items():
         out.setdefault(name, kind)

@@ -183,7 +183,8 @@ def record(
 ) -> dict[str, list[RecordedGeneration]]:
     """Judge ``items`` under ``rubric`` with ``jury``'s transformers backends, keeping each
     answer's token ids and top-k logprobs (the same recorder the backend reads score
-    distributions from, here kept raw): the generations a `Recording` holds."""
+    distributions from, here kept raw): the generations a `Recording` holds.
+    """
     import math
 
     import xgrammar.contrib.hf
@@ -332,7 +333,8 @@ class ReplayBackend:
     def prompt_of(self, request: Request) -> str:
         """The text the judge is given for ``request``: with its images' placeholders when
         the judge sees images and the request has them, as parts for a judge that sees
-        images."""
+        images.
+        """
         if self.vision:  # (a vision model's chat template takes every message as parts)
             return vision_prompt_text(self.spec, self.tokenizer, request)
         return self.prompt_text(request.messages)
@@ -354,7 +356,8 @@ class ReplayBackend:
     ) -> list[Generation]:
         """One Generation per request, in order, from the recording: a prompt too long for the judge
         gets an error instead. With ``delay_s``, after that long (GenerationCancelled when
-        ``cancelled()`` turns True while waiting)."""
+        ``cancelled()`` turns True while waiting).
+        """
         if self.delay_s:
             end = time.monotonic() + self.delay_s
             while (left := end - time.monotonic()) > 0:

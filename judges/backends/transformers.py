@@ -45,7 +45,8 @@ PREFILL_CHUNK_TOKENS = 1024
 class _Recorder:
     """Wraps the grammar's logits processor and keeps the top-k logprobs of the masked
     distribution at each step, before temperature or top-p warp it: that is the judge's
-    probability over the allowed answers."""
+    probability over the allowed answers.
+    """
 
     def __init__(self, inner: Any, k: int) -> None:
         self.inner = inner
@@ -68,7 +69,8 @@ class _StopWhenCancelled:
     remembers that it did: ``model.generate`` cannot be interrupted, but it asks its stopping
     criteria after every new token (``StoppingCriteriaList`` ORs the per-row bool tensors they
     return), so an abandoned batch stops within one decoding step rather than running to its
-    ``max_new_tokens``."""
+    ``max_new_tokens``.
+    """
 
     def __init__(self, cancelled: CancelCheck) -> None:
         self.cancelled = cancelled
@@ -84,7 +86,8 @@ class _StopWhenCancelled:
 
 def _vision_processor(spec: JudgeSpec, directory: str, revision: str | None) -> Any:
     """The model's processor, with an image processor (JudgeConfigError when it has none: a
-    judge set to see images whose model cannot)."""
+    judge set to see images whose model cannot).
+    """
     from transformers import AutoProcessor
 
     try:
@@ -117,7 +120,8 @@ class TransformersBackend:
     processor (the chat template's text with the images' placeholders, and the images), whose
     token ids, image tokens included, and pixel tensors the model generates from; its other
     requests go as text. Requests with images are batched when their pixel tensors have the
-    same shapes (the processor's per-image tensors stack along the batch)."""
+    same shapes (the processor's per-image tensors stack along the batch).
+    """
 
     def __init__(self, spec: JudgeSpec) -> None:
         import torch
@@ -191,7 +195,8 @@ class TransformersBackend:
 
     def grammar(self, schema: dict[str, Any]) -> Any:
         """The xgrammar grammar for ``schema``, compiled once per schema with its property order
-        kept."""
+        kept.
+        """
         key = json.dumps(schema, sort_keys=True)
         if key not in self._grammars:
             # Compile the schema as written: its property order is the order the judge answers in.
@@ -217,7 +222,8 @@ class TransformersBackend:
         """Generate for a batch of prompts (token ids; ``pixels``: each row's image tensors,
         for a judge that sees images); returns each row's new token ids (up to its stop) and
         why it ended ("stop" or "length"). Raises GenerationCancelled, never rows cut short,
-        when ``cancelled()`` turns True during the generate."""
+        when ``cancelled()`` turns True during the generate.
+        """
         import torch
         from transformers import StoppingCriteriaList
 
@@ -304,7 +310,8 @@ class TransformersBackend:
         pixels: list[dict[str, Any]] | None = None,
     ) -> list[tuple[str | None, str | None, list[int]]]:
         """Reasoning phase: (reasoning text, error, prompt ids for the answer phase) per prompt:
-        the prompt's own ids and the thought's (as the vLLM backend continues)."""
+        the prompt's own ids and the thought's (as the vLLM backend continues).
+        """
         r = self.spec.reasoning
         rows, reasons = self._generate(
             prompts, r.budget_tokens, stop_strings=[r.end], cancelled=cancelled, pixels=pixels
@@ -354,7 +361,8 @@ class TransformersBackend:
         """Every request's generation, in order. ``cancelled`` (the scoring service passes one)
         is asked before each sub-batch, between the thinking and answering phases and after
         every new token: once it is True, the generate stops and raises GenerationCancelled,
-        so a batch that every client has given up on does not keep the judge busy."""
+        so a batch that every client has given up on does not keep the judge busy.
+        """
         seen = [i for i, r in enumerate(requests) if self.vision and r.images]
         plain = [i for i in range(len(requests)) if not (self.vision and requests[i].images)]
         # (a vision model's chat template takes every message as parts, images or not)
@@ -447,7 +455,8 @@ class TransformersBackend:
         """A request with images as the processor makes it: its token ids (image tokens
         included) and its image tensors; or why it cannot be given to the judge. The item's
         text is escaped (`ControlTokens.escape`): the processor tokenizes the prompt as
-        a whole, so the item's strings cannot be tokenized apart."""
+        a whole, so the item's strings cannot be tokenized apart.
+        """
         messages = self.controls.escape(request.messages, request.item_text)
         text = vision_prompt_text(self.spec, self.tokenizer, request, messages)
         if len(text) > self._max_chars:

@@ -75,7 +75,8 @@ def on_cpu() -> bool:
 def engine_dtype(spec: JudgeSpec) -> str:
     """The engine's precision for ``spec.dtype``: on a CPU, ``auto`` is bfloat16 only where the
     CPU has it natively, else float32 (`jurybox.judges.cpu`: vLLM would take the weights'
-    bfloat16 and emulate it, far slower); on a GPU, vLLM's own choice."""
+    bfloat16 and emulate it, far slower); on a GPU, vLLM's own choice.
+    """
     from ..cpu import vllm_cpu_dtype
 
     return vllm_cpu_dtype(spec.dtype) if on_cpu() else spec.dtype
@@ -84,7 +85,8 @@ def engine_dtype(spec: JudgeSpec) -> str:
 def cpu_engine_environment() -> None:
     """On a CPU, the environment a vLLM engine starts with (`VLLM_CPU_ENV`:
     its threads not pinned to the cores every other engine of the jury is pinned to), where the
-    environment does not already say; read by the engine's processes as they start."""
+    environment does not already say; read by the engine's processes as they start.
+    """
     import os
 
     from ..cpu import VLLM_CPU_ENV
@@ -176,7 +178,8 @@ class _VLLMJudge:
     def _encode(self, requests: list[Request]) -> list[list[int] | str]:
         """Each request's prompt ids, or why the judge is not given it (see
         `ControlTokens`); a request with images shown to the judge, with its images'
-        placeholders (`_prompt`)."""
+        placeholders (`_prompt`).
+        """
         # (a vision model's chat template takes every message as parts, images or not)
         prompts = [
             vision_prompt_text(self.spec, self.tokenizer, r)
@@ -247,7 +250,8 @@ class _VLLMJudge:
     def _after_thought(self, out: Any, ids: list[int]) -> tuple[str, Generation | None, list[int]]:
         """The reasoning, and either why there is no answer (a Generation with an error) or the
         ids to answer from: the prompt's own ids (so the prefix cache serves them again) plus
-        the thought."""
+        the thought.
+        """
         r = self.spec.reasoning
         completion = out.outputs[0]
         text = completion.text
@@ -297,7 +301,8 @@ class _VLLMJudge:
 
 class VLLMBackend(_VLLMJudge):
     """vLLM's offline engine, stepped by hand: every prompt of a call submitted at once, so the
-    engine batches them continuously (``jurybox judge``)."""
+    engine batches them continuously (``jurybox judge``).
+    """
 
     def __init__(self, spec: JudgeSpec) -> None:
         _require_vllm(spec)
@@ -321,7 +326,8 @@ class VLLMBackend(_VLLMJudge):
         """One Generation per request, in order, all submitted to the engine at once (reasoning
         judges think, then answer); a request the engine refuses or a prompt too long is that item's
         error. ``cancelled`` is asked after every engine step (GenerationCancelled once True:
-        the requests are aborted)."""
+        the requests are aborted).
+        """
         think = self.spec.reasoning.mode == "think"
         prompt_ids = self._encode(requests)
         results: list[Generation | None] = [None] * len(requests)
@@ -407,7 +413,8 @@ class VLLMBackend(_VLLMJudge):
 class AsyncVLLMBackend(_VLLMJudge):
     """vLLM's async engine (``AsyncLLM``): every call of every client goes into one engine, which
     batches them continuously (the scoring service). ``agenerate`` is the call; prompts, the
-    two-phase reasoning and the reading of outputs are the same as `VLLMBackend`'s."""
+    two-phase reasoning and the reading of outputs are the same as `VLLMBackend`'s.
+    """
 
     def __init__(self, spec: JudgeSpec, distributed_executor_backend: str | None = None) -> None:
         _require_vllm(spec)
@@ -437,7 +444,8 @@ class AsyncVLLMBackend(_VLLMJudge):
         then aborts the request in the engine itself (``AsyncLLM.generate`` catches
         CancelledError and aborts), except while the request is still being added: it has no
         output queue yet, so nothing is aborted and the engine would generate it for nobody.
-        Aborting by our own id again closes that gap (a no-op for a request already gone)."""
+        Aborting by our own id again closes that gap (a no-op for a request already gone).
+        """
         import asyncio
 
         from vllm.inputs import TokensPrompt
@@ -495,7 +503,8 @@ class AsyncVLLMBackend(_VLLMJudge):
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
         """One Generation per request, in order, all run concurrently in the engine; a request the
-        engine refuses or a prompt too long is that item's error."""
+        engine refuses or a prompt too long is that item's error.
+        """
         import asyncio
 
         call = next(self._ids)
@@ -514,7 +523,8 @@ class AsyncVLLMBackend(_VLLMJudge):
     ) -> list[Generation]:
         """`agenerate` run on a new event loop (``asyncio.run``), for a caller outside one
         (which cannot cancel it: ``cancelled`` is not asked; the service awaits
-        `agenerate`, which stops when its caller is cancelled)."""
+        `agenerate`, which stops when its caller is cancelled).
+        """
         import asyncio
 
         return asyncio.run(self.agenerate(requests))
@@ -532,7 +542,8 @@ class AsyncVLLMBackend(_VLLMJudge):
 
 def _structured_outputs_config(config: Any) -> Any:
     """``vllm.LLM`` takes the structured-outputs settings as a dict; engine arguments need the
-    config object."""
+    config object.
+    """
     from vllm.config import StructuredOutputsConfig
 
     return StructuredOutputsConfig(**config) if isinstance(config, dict) else config

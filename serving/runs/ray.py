@@ -69,7 +69,8 @@ def _read_file(
     already written (skipped, but its id counts for the summary) or answered from the verdict
     cache by the driver (judged, but not here). With ``images`` (a judge sees them) an item's
     images are read here, where its file is read, and travel on with it by content (an
-    image that cannot be read or is over the limits makes its row an error row)."""
+    image that cannot be read or is over the limits makes its row an error row).
+    """
     rubric_def = Rubric.model_validate(rubric)
     label = row["label"]
     for n, got in iter_predictions(Path(row["file"]), rubric_def, **reading):
@@ -156,7 +157,8 @@ def _votes(batch: dict[str, list[Any]], i: int, columns: dict[str, str]) -> dict
 
 def _lists(batch: Any) -> dict[str, list[Any]]:
     """A pandas batch as plain columns (bytes stay bytes: Arrow binary, never numpy's
-    fixed-width strings, which would cut trailing zero bytes off pickles)."""
+    fixed-width strings, which would cut trailing zero bytes off pickles).
+    """
     return batch.to_dict("list")
 
 
@@ -188,7 +190,8 @@ class _Render:
 
 class _Settle:
     """After a cascade stage's judges: the items the stage settles get their verdict (the later
-    judges skip them); the others go on with the stage's confidence noted."""
+    judges skip them); the others go on with the stage's confidence noted.
+    """
 
     def __init__(self, rubric: dict[str, Any], jury: dict[str, Any], prov: str, k: int) -> None:
         self.rubric = Rubric.model_validate(rubric)
@@ -217,7 +220,8 @@ class _Settle:
 
 class _Judge:
     """One judge's stage: its backend is built once per actor, at its first item (a rerun with
-    nothing left to judge loads no model)."""
+    nothing left to judge loads no model).
+    """
 
     def __init__(
         self,
@@ -364,7 +368,8 @@ def judge_with_ray(
     Jury takes backends passed in. With a verdict ``cache`` the driver answers the items it
     holds (they never enter the pipeline) and stores the rest. ``images``: where the items'
     images are read from and their limits (read where the rows are read, when a judge sees
-    images; the driver reads them too, for the cache's keys)."""
+    images; the driver reads them too, for the cache's keys).
+    """
     import ray
 
     from jurybox.judges.images import jury_sees_images
@@ -456,7 +461,8 @@ def _answer_from_cache(
 ) -> set[str]:
     """The driver's lookup, in one pass over the rows (the reader's, so duplicates are the
     reader's too): the run's items whose verdict the cache holds are written here, and their
-    ids returned, for the read stage to mark them answered (they never enter the pipeline)."""
+    ids returned, for the read stage to mark them answered (they never enter the pipeline).
+    """
     answered: set[str] = set()
     chunk: list[Item] = []  # images loaded (the digests are the cache's key)
     read: list[Item] = []  # as read (their hash is the record's input)
@@ -597,7 +603,8 @@ def _pipeline(
 
 class _Driver(Tally):
     """What the driver counts as batches come out of the pipeline (and each judge's busy
-    time, for its throughput)."""
+    time, for its throughput).
+    """
 
     def __init__(self, total: int | None) -> None:
         self.ids: set[str] = set()
@@ -612,7 +619,8 @@ class _Driver(Tally):
         self, batch: dict[str, Any], jury: JurySpec
     ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
         """The records to write and the fresh verdicts (input hash, verdict JSON) of one
-        batch."""
+        batch.
+        """
         records, verdicts = [], []
         columns = [_column(jury, judge) for judge in jury.judges]
         for i in range(len(batch["id"])):

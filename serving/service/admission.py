@@ -53,7 +53,8 @@ def prepare(
     allow_empty: bool,
 ) -> Prepared:
     """The rubric, the items and every judge call's prompt; an `HTTPProblem` naming the
-    field (or limit) at fault otherwise."""
+    field (or limit) at fault otherwise.
+    """
     try:
         if isinstance(rubric, dict):
             rubric = _inline_rubric(rubric, limits)
@@ -102,7 +103,8 @@ def prepare(
 
 def image_policy(limits: Limits) -> ImagePolicy:
     """The images a request may carry: inline only (``data:`` URLs or base64: no file is read
-    and no URL fetched on a client's word), within the service's limits."""
+    and no URL fetched on a client's word), within the service's limits.
+    """
     return ImagePolicy(
         max_bytes=limits.max_image_bytes,
         max_pixels=limits.max_image_pixels,
@@ -115,7 +117,8 @@ def inline_images(items: list[Item], limits: Limits) -> list[Item]:
     """The items holding their images, decoded and checked (in the caller's thread or worker:
     never on the event loop): 413 naming the image over a limit, or the request's images over
     ``max_request_image_bytes`` in all; 422 naming one that is not an inline image or not an
-    image at all."""
+    image at all.
+    """
     policy = image_policy(limits)
     total = 0
     out = []
@@ -181,7 +184,8 @@ def _inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
 
 def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
     """413 naming the limit when an inline rubric is larger than the service takes: checked on
-    the raw request, before validating or compiling anything of it."""
+    the raw request, before validating or compiling anything of it.
+    """
     template = sum(len(ref[k]) for k in ("template", "system") if isinstance(ref.get(k), str))
     if template > limits.max_template_chars:
         raise HTTPProblem(
@@ -237,7 +241,8 @@ def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
     the first value nested deeper than ``max_nesting``; else the characters of every string and
     the number of values (strings, numbers, keys, list entries) in ``value``. JSON may escape a
     lone surrogate (``"\\ud800"``), but it is no Unicode text, so no tokenizer, hash or output
-    file could take it. Iterative, so no depth makes it recurse."""
+    file could take it. Iterative, so no depth makes it recurse.
+    """
     chars = values = 0
     stack = [(value, where, 0)]
     while stack:
@@ -278,7 +283,8 @@ def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
 def check_inline(ref: dict[str, Any], limits: Limits) -> None:
     """An inline rubric checked as raw data, before it is parsed, pickled or sent anywhere:
     valid text, nesting, and its size in all (every name, description, label, version and
-    template: each is rendered into prompts or kept per request) and by part."""
+    template: each is rendered into prompts or kept per request) and by part.
+    """
     chars, values = check_text(ref, "rubric", limits.max_nesting)
     check_rubric_size(ref, limits)  # the specific limits first: they name the part at fault
     if chars > limits.max_rubric_chars:
@@ -306,7 +312,8 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
     ``max_prompt_chars``, or the request's prompts together longer than
     ``max_request_prompt_chars``: a short template can render a huge prompt, which no judge
     should be asked to tokenize. An image counts as its estimated tokens
-    (`image_tokens`) x `CHARS_PER_IMAGE_TOKEN` characters."""
+    (`image_tokens`) x `CHARS_PER_IMAGE_TOKEN` characters.
+    """
     n_calls = len(requests.calls)
     total = 0
     for k, request in enumerate(requests.requests):
@@ -340,7 +347,8 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
 class Clients:
     """Requests open per client address on one ingress replica: a client past ``limit`` is
     refused (429) before anything of its request is read, so that a few clients that open
-    many slow requests cannot take every slot of the replica from the others."""
+    many slow requests cannot take every slot of the replica from the others.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -349,7 +357,8 @@ class Clients:
     @contextlib.contextmanager
     def held(self, client: str) -> Iterator[bool]:
         """True (and one more request counted for ``client`` until the block ends) when the
-        client has fewer than ``limit`` open; else False."""
+        client has fewer than ``limit`` open; else False.
+        """
         n = self.open.get(client, 0)
         if n >= self.limit:
             yield False
@@ -371,7 +380,8 @@ class Workers:
     (nothing else stops a Jinja loop), and a fresh one takes its place; no other call is
     touched. Workers are plain subprocesses speaking pickles over their stdin and stdout, not
     ``multiprocessing`` ones, which would re-run the ingress process's main module (Ray's
-    worker) in every child."""
+    worker) in every child.
+    """
 
     def __init__(self, workers: int = 2, queued: int = 8) -> None:
         self._slots = asyncio.Semaphore(workers)
@@ -382,7 +392,8 @@ class Workers:
     async def run(self, budget_s: float, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in a worker (``fn`` importable by name); what it raises is raised
         here; `HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies, 429
-        when every worker is busy and ``queued`` calls already wait for one."""
+        when every worker is busy and ``queued`` calls already wait for one.
+        """
         if self._slots.locked() and self.waiting >= self.queued:
             raise HTTPProblem(
                 429,
@@ -439,7 +450,8 @@ class Workers:
 
     def _replace(self, worker: _Worker) -> None:
         """Kill ``worker`` and start its successor now, so that it has imported what it needs
-        (seconds of CPU) by the time the next inline rubric comes, not while that one waits."""
+        (seconds of CPU) by the time the next inline rubric comes, not while that one waits.
+        """
         worker.kill()
         self._idle.append(_Worker())
 
@@ -497,7 +509,8 @@ def _receive(stream: IO[bytes]) -> Any:
 def serve_worker() -> None:
     """A worker's loop: ``(fn, args)`` in, ``(True, result)`` or ``(False, exception)`` out,
     until its stdin closes. Its address space is capped, so a template that would build a huge
-    string fails with MemoryError here instead of growing the ingress."""
+    string fails with MemoryError here instead of growing the ingress.
+    """
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))

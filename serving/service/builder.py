@@ -1,7 +1,8 @@
 """Building the scoring service as a Ray Serve application: one deployment per judge (sized from
 the jury file's execution settings) and the ingress. The same builder serves ``jurybox serve``,
 ``serve run jurybox.serving.service.builder:build_jury_app jury=tiny`` and a config file for ``serve
-deploy`` or a KubeRay RayService (``jurybox serve --print-config``)."""
+deploy`` or a KubeRay RayService (``jurybox serve --print-config``).
+"""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def judge_options(judge: JudgeSpec) -> dict[str, Any]:
 def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
     """Ray Serve options for the ingress deployment: ``replicas`` replicas sharing their
     metrics and drain through a deployment actor (`jurybox.serving.service.shared`); every
-    request is let through to the replica's gate, which answers 429 itself."""
+    request is let through to the replica's gate, which answers 429 itself.
+    """
     limits = config.limits
     # Every request is let through to the replica, whose own checks refuse with a JSON error
     # and Retry-After (the gate, a client's share, a body's time): Serve's own refusal is a
@@ -92,7 +94,8 @@ def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
 def build_jury_app(args: dict[str, Any] | ServiceConfig) -> Any:
     """The Serve application for ``args`` (the fields of `ServiceConfig`): the builder a
     config file's ``import_path`` names. One parameter, as Ray Serve requires of a builder that
-    takes a config's ``args`` (``serve deploy``, ``serve run ... jury=tiny``)."""
+    takes a config's ``args`` (``serve deploy``, ``serve run ... jury=tiny``).
+    """
     return jury_app(args)
 
 
@@ -105,7 +108,8 @@ def jury_app(
     ``backend_factory(judge_spec)`` replaces every judge's backend (benchmarks and tests: e.g.
     ``perf/serve_load.py --backend replay``, as ``judge_with_ray`` takes one); it travels to the
     judge replicas pickled (by value when defined in ``__main__``). Not a config field: no
-    config file or ``jurybox serve`` option can reach it."""
+    config file or ``jurybox serve`` option can reach it.
+    """
     from ray import serve
     from ray.serve.config import DeploymentActorConfig
 
@@ -140,7 +144,8 @@ def jury_app(
 
 def serve_config(config: ServiceConfig, host: str = "0.0.0.0", port: int = 8000) -> dict[str, Any]:
     """A Ray Serve config file (``serve deploy``, KubeRay's ``serveConfigV2``) for ``config``:
-    per-judge resources, replicas and autoscaling, placement bundles for tensor parallelism."""
+    per-judge resources, replicas and autoscaling, placement bundles for tensor parallelism.
+    """
     plan = config.resolve()  # validate now, as the cluster will
     spec: JurySpec = plan.jury_spec()
     # A cluster has the CPUs for two ingress replicas, whatever this machine has.

@@ -37,7 +37,8 @@ class Client:
     """The HTTP API as Python calls. Bad requests raise InputError naming the field; a busy
     service (429), a judge that could not answer (503) or a dead ingress replica (Ray's own 5xx)
     is retried after its Retry-After (else 1 s), up to ``retries`` times, then raises ServiceError (``judge --url`` then stops, as in-process,
-    having written nothing for the items it could not get verdicts for)."""
+    having written nothing for the items it could not get verdicts for).
+    """
 
     def __init__(
         self, url: str, token: str | None = None, timeout: float = 900.0, retries: int = 5
@@ -122,17 +123,20 @@ class Client:
     def groups(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
         """POST /v1/groups with ``payload`` (the fields of
         `jurybox.serving.service.protocol.GroupRequest`): each group's result, in
-        order."""
+        order.
+        """
         return self._call("POST", "/v1/groups", payload)["groups"]
 
     def provenance(self, rubric: RubricArg) -> dict[str, Any]:
         """POST /v1/provenance: the rubric's name, the provenance hash of its verdicts with the
-        service's jury, and the calibration map applied to them (None when none is)."""
+        service's jury, and the calibration map applied to them (None when none is).
+        """
         return self._call("POST", "/v1/provenance", {"rubric": _rubric_ref(rubric)})
 
     def jury(self) -> dict[str, Any]:
         """GET /v1/jury: the service's judges, aggregation, provenances, calibration maps, limits
-        and jury file."""
+        and jury file.
+        """
         return self._call("GET", "/v1/jury")
 
     def rubrics(self) -> list[dict[str, Any]]:
@@ -148,7 +152,8 @@ class Client:
 
     def health(self) -> dict[str, Any]:
         """GET /healthz as it answers (also when a judge cannot answer), without retries;
-        ServiceError when the service cannot be reached."""
+        ServiceError when the service cannot be reached.
+        """
         import httpx
 
         try:
@@ -160,7 +165,8 @@ class Client:
 class RemoteJury:
     """A jury that judges through a running service (`jurybox.judges.JuryLike`, what a
     bulk run needs of a jury). The service keeps its own verdict cache, if any; this side has
-    none."""
+    none.
+    """
 
     cache: VerdictCache | None = None
     cache_hits = 0
@@ -194,7 +200,8 @@ class RemoteJury:
 
     def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
         """Check that every judge of the service can answer (GET /healthz); ServiceError naming
-        those that cannot; ``on_loaded(the service's URL, seconds)`` when it can."""
+        those that cannot; ``on_loaded(the service's URL, seconds)`` when it can.
+        """
         began = time.perf_counter()
         health = self.client.health()
         if health.get("status") != "ok":
@@ -205,7 +212,8 @@ class RemoteJury:
 
     def _ref(self, rubric: Rubric) -> str | dict[str, Any]:
         """The rubric by name when the service holds the very same one (it then needs no
-        validating or rendering in a worker), else inline."""
+        validating or rendering in a worker), else inline.
+        """
         if rubric.name not in self._refs:
             inline = _rubric_ref(rubric)
             self._refs[rubric.name] = (
@@ -222,7 +230,8 @@ class RemoteJury:
         allow_empty: bool = True,
     ) -> list[dict[str, Any]]:
         """The service's records (``keep_raw`` is the service's to decide: it returns none);
-        ``on_progress(items done)`` after each request."""
+        ``on_progress(items done)`` after each request.
+        """
         # As many items per request as the service's limit on judge calls allows.
         per = max(1, min(self.max_items, self.max_judge_calls // rubric.judge_calls))
         ref = self._ref(rubric)
@@ -242,7 +251,8 @@ class RemoteJury:
 
     def _inline(self, item: Item) -> Item | dict[str, Any]:
         """The item as the service takes it: its image files read here and sent inline (as
-        ``data:`` URLs); an image that cannot be read is an ImageError naming the item."""
+        ``data:`` URLs); an image that cannot be read is an ImageError naming the item.
+        """
         if not item.images:
             return item
         policy = self.images or ImagePolicy()
@@ -269,7 +279,8 @@ class RemoteJury:
 def _retryable(response: Any) -> bool:
     """Busy (429), a judge that could not answer (503), or a 5xx that is not the service's own
     JSON answer: Ray Serve's proxy answering for an ingress replica that died (Serve restarts
-    it). A 500 or 504 of the service's own is not retried: the same request would fail again."""
+    it). A 500 or 504 of the service's own is not retried: the same request would fail again.
+    """
     if response.status_code in (429, 503):
         return True
     if response.status_code >= 500:

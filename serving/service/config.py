@@ -1,6 +1,7 @@
 """The scoring service's configuration, validated when the application is built (a bad jury,
 rubric or calibration map fails the deploy, never a request), and turned into the plain data
-the deployments receive, so a cluster needs none of the files the driver read."""
+the deployments receive, so a cluster needs none of the files the driver read.
+"""
 
 from __future__ import annotations
 
@@ -236,7 +237,8 @@ class ServiceConfig(BaseModel):
     def ingress_count(self) -> int:
         """The ingress replicas to start: ``ingress_replicas``, or by default 2 on a machine
         with the CPUs for them (never more than ``max_concurrent``: each replica scores at least
-        one request at once)."""
+        one request at once).
+        """
         limits = self.limits
         if self.ingress_replicas is None:
             auto = AUTO_INGRESS_REPLICAS if (os.cpu_count() or 1) >= AUTO_INGRESS_MIN_CPUS else 1
@@ -362,7 +364,8 @@ def _fitted_rubrics(
     option: str, path: Path, fitted: str | None, provenances: dict[str, str]
 ) -> list[str]:
     """The rubrics whose provenance with this jury is the one a map was fitted for (none: the
-    map is refused, saying what to do)."""
+    map is refused, saying what to do).
+    """
     fits = sorted(name for name, p in provenances.items() if p == fitted)
     if not fits:
         raise InputError(

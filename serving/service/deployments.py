@@ -50,7 +50,8 @@ def service_backend(spec: JudgeSpec) -> Backend:
 
 def served(backend: Backend) -> Backend:
     """``backend`` as a judge replica runs it: an async one as it is, a synchronous one behind
-    `_Batched` (concurrent requests merged into one generate in a worker thread)."""
+    `_Batched` (concurrent requests merged into one generate in a worker thread).
+    """
     return backend if isinstance(backend, AsyncBackend) else _Batched(backend)
 
 
@@ -66,7 +67,8 @@ class _Batched:
     caller still waiting runs to its end. Once every caller of the running batch has left, the
     backend is told to stop (``generate(..., cancelled=...)``; one that can stops early), so an
     abandoned generate does not hold the judge while new requests wait (a deadline or
-    ``max_concurrent`` would mean nothing if it did)."""
+    ``max_concurrent`` would mean nothing if it did).
+    """
 
     def __init__(self, backend: Backend, max_wait_s: float = 0.0) -> None:
         self.backend = backend
@@ -134,7 +136,8 @@ class _Batched:
         """The backend's generate in a worker thread, with a cancel check that turns True once
         every caller of ``batch`` has stopped waiting (their futures are cancelled: a caller
         that is answered is answered after the generate). The check is a ``threading.Event``
-        set on the event loop, since the worker thread reads it."""
+        set on the event loop, since the worker thread reads it.
+        """
         nobody_waits = threading.Event()
 
         def left(_: asyncio.Future) -> None:
@@ -172,7 +175,8 @@ class _Batched:
 class JudgeServer:
     """One judge: its backend, built once per replica (``backend_factory`` replaces it in
     tests and benchmarks, as Ray Serve LLM takes an ``engine_cls``; a synchronous backend it
-    makes is run as the service runs one, see `served`)."""
+    makes is run as the service runs one, see `served`).
+    """
 
     def __init__(self, spec: dict[str, Any], backend_factory: BackendFactory | None = None) -> None:
         from jurybox.judges.jury import freeze_loaded_objects
@@ -197,7 +201,8 @@ class JudgeServer:
         """What this replica's judge is doing: ``busy``, whether it is generating now (after
         every client of a request has left or passed its deadline, not for long), and for a
         merged-batch judge how many generates ran to their end (``generated``) or were stopped
-        because nobody waited for them any more (``cancelled``); None where not counted."""
+        because nobody waited for them any more (``cancelled``); None where not counted.
+        """
         busy = getattr(self.backend, "busy", None)
         return {
             "busy": bool(busy()) if busy is not None else False,

@@ -34,7 +34,8 @@ logger = logging.getLogger("jurybox.serving")
 
 class GroupScoring(Protocol):
     """What the group route uses of the scoring service
-    (`jurybox.serving.service.scoring.ScoringService`, which calls it)."""
+    (`jurybox.serving.service.scoring.ScoringService`, which calls it).
+    """
 
     limits: Limits
     jury: JurySpec
@@ -170,7 +171,8 @@ async def score_groups(
 
 def _score_request(ref: str | dict[str, Any], items: list[Item], allow_empty: bool) -> ScoreRequest:
     """An ask's items as a score request (in a thread: a round holds up to max_judge_calls
-    items)."""
+    items).
+    """
     return ScoreRequest(
         rubric=ref,
         items=[ScoreItem.model_validate(_raw(it)) for it in items],
@@ -182,7 +184,8 @@ def _step(
     steps: Job, answers: list[Any] | None
 ) -> tuple[list[Ask | AskEach] | None, list[GroupResult]]:
     """The job's next asks (its first ones when ``answers`` is None), or None and its
-    results (a thread's StopIteration cannot cross into a future)."""
+    results (a thread's StopIteration cannot cross into a future).
+    """
     try:
         return (next(steps) if answers is None else steps.send(answers)), []
     except StopIteration as done:

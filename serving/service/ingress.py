@@ -73,7 +73,8 @@ def _json(problem: HTTPProblem) -> JSONResponse:
 class JuryIngress(ScoringService):
     """The ingress deployment's class (see `jurybox.serving.service.builder.build_jury_app`):
     the scoring service with its HTTP app, one of the deployment's replicas, which share their
-    metrics and drain through the deployment's actor (`jurybox.serving.service.shared`)."""
+    metrics and drain through the deployment's actor (`jurybox.serving.service.shared`).
+    """
 
     def __init__(self, plan: dict[str, Any], judges: dict[str, Any]) -> None:
         from ray import serve
@@ -92,7 +93,8 @@ class JuryIngress(ScoringService):
 
     def _shared_state(self) -> Any:
         """The handle of the replicas' shared state, looked up again after a failure (Serve
-        restarts the actor under the same name)."""
+        restarts the actor under the same name).
+        """
         from ray import serve
 
         from jurybox.serving.service.config import STATE_ACTOR
@@ -107,7 +109,8 @@ class JuryIngress(ScoringService):
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         """Ray Serve calls this in the replica, after ``__init__``: the app is built there,
-        around this ingress (see `build_app`)."""
+        around this ingress (see `build_app`).
+        """
         return build_app(self)
 
 
@@ -117,7 +120,8 @@ def build_app(ingress: JuryIngress) -> FastAPI:
     The routes are closures over the ingress, not methods decorated with ``@app.get``: Ray
     Serve's class-based view rewrites such methods' signatures, and with FastAPI >= 0.137 the
     rewritten routes ask every caller for a ``self`` query parameter (422 on every route). An
-    app built here, in the replica, depends on nothing but FastAPI's public API."""
+    app built here, in the replica, depends on nothing but FastAPI's public API.
+    """
     from fastapi import Security
     from fastapi.security import HTTPBearer
     from fastapi_offline import FastAPIOffline
@@ -228,7 +232,8 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         both orders (round_robin, regular, swiss, anchor), scored together in one call per
         judge (listwise), or scored alone (pointwise); each reward with the comparisons behind
         it. The groups' completions count against max_items and the design's judge calls
-        against max_judge_calls, before any judge runs."""
+        against max_judge_calls, before any judge runs.
+        """
         return Response(
             _encode({"groups": await ingress.groups(request)}), media_type="application/json"
         )
@@ -257,7 +262,8 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         reward an unscored sample gets, flagged in ``extra_logs``. ``scores``: what
         OpenRLHF's dynamic filter reads (the reward, or the jury's agreement). The token,
         where the service has one, in the URL:
-        ``http://jurybox:TOKEN@host:port/v1/openrlhf/RUBRIC?unscored=0``."""
+        ``http://jurybox:TOKEN@host:port/v1/openrlhf/RUBRIC?unscored=0``.
+        """
         options = Options(score, scale, calibrated, unscored, scores)
         return Response(
             await ingress.openrlhf(rubric, request, options, request_id(http)),
@@ -336,7 +342,8 @@ def build_app(ingress: JuryIngress) -> FastAPI:
 def _contract(app: FastAPI, ingress: JuryIngress) -> None:
     """The OpenAPI document says what this service takes: the names of its rubrics, the
     fields of an inline rubric, and its limits. What it cannot say (the rubric decides which item
-    fields are required; a template must render) is a 422 naming the field."""
+    fields are required; a template must render) is a 422 naming the field.
+    """
     plain = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -381,7 +388,8 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
 async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Response:
     """The checks every request passes before its route runs, cheapest first, each refusal a
     JSON error: one client's share of the replica, auth, drain, the body's size and the time
-    it may take to arrive."""
+    it may take to arrive.
+    """
     client = request.client.host if request.client is not None else ""
     with ingress.clients.held(client) as admitted:
         if not admitted:
@@ -478,7 +486,8 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
 
 def request_id(request: Request) -> str:
     """The request's id for logs: the client's ``X-Request-ID``, else Ray Serve's own (what
-    Serve answers in ``x-request-id``), else empty."""
+    Serve answers in ``x-request-id``), else empty.
+    """
     given = request.headers.get("x-request-id")
     if given:
         return given[:128]
@@ -493,7 +502,8 @@ def request_id(request: Request) -> str:
 def _given_token(authorization: str) -> bytes:
     """The token a request gives: ``Bearer <token>``, or Basic credentials whose password is
     the token (what an HTTP client sends for ``http://user:<token>@host/...``, the only way
-    OpenRLHF's reward client can give one). The scheme is case-insensitive (RFC 7235)."""
+    OpenRLHF's reward client can give one). The scheme is case-insensitive (RFC 7235).
+    """
     scheme, _, given = authorization.partition(" ")
     if scheme.lower() == "bearer":
         return given.strip().encode()

@@ -84,7 +84,8 @@ class OpenRLHFRequest(BaseModel):
 
 class OpenRLHFResponse(BaseModel):
     """What OpenRLHF reads: ``rewards`` per sample, ``scores`` (its filter's number: the
-    rewards, or the jury's agreement) and ``extra_logs`` (numbers it logs)."""
+    rewards, or the jury's agreement) and ``extra_logs`` (numbers it logs).
+    """
 
     rewards: list[float]
     scores: list[float]
@@ -93,7 +94,8 @@ class OpenRLHFResponse(BaseModel):
 
 def strip_trailing_special(text: str) -> str:
     """``text`` without the special tokens (and whitespace) it ends with; linear in what it
-    strips, whatever the text."""
+    strips, whatever the text.
+    """
     while True:
         text = text.rstrip()
         for token in _FIXED_SPECIAL:
@@ -112,7 +114,8 @@ def strip_trailing_special(text: str) -> str:
 
 def _longest_tail_prefix(prompt: str, query: str) -> int:
     """The length of the longest end of ``prompt`` that ``query`` begins with (the prefix
-    function of ``query + NUL + prompt``, over code points: linear time)."""
+    function of ``query + NUL + prompt``, over code points: linear time).
+    """
     head = query[: len(prompt)]
     s = [ord(c) for c in head] + [-1] + [ord(c) for c in prompt]
     pi = [0] * len(s)
@@ -129,7 +132,8 @@ def _longest_tail_prefix(prompt: str, query: str) -> int:
 def response_of(query: str, prompt: str) -> str | None:
     """The response in ``query``: what follows ``prompt``, or the end of ``prompt`` that the
     query begins with when OpenRLHF cut the prompt from the left (a cut inside a character
-    decodes as U+FFFD: those are skipped); None when the query begins with neither."""
+    decodes as U+FFFD: those are skipped); None when the query begins with neither.
+    """
     if query.startswith(prompt):
         return query[len(prompt) :]
     rest = query.lstrip("\ufffd") if query[:4].count("\ufffd") else query
@@ -146,7 +150,8 @@ def items_of(
 ) -> list[dict[str, Any]]:
     """The score request's items: question = prompt, response = the query after (the end of)
     the prompt, its trailing special tokens dropped, reference = the label (when not empty).
-    The counts and lengths are checked before any text is looked at."""
+    The counts and lengths are checked before any text is looked at.
+    """
     n = len(request.query)
     if n > max_items:
         raise HTTPProblem(
@@ -212,7 +217,8 @@ _FIELDS = {"question": "prompts", "response": "query", "reference": "labels", "i
 
 def renamed(problem: HTTPProblem) -> HTTPProblem:
     """``problem`` with an item's field named as OpenRLHF's body names it (``items[0].response``
-    -> ``query[0]``), in its field and its message."""
+    -> ``query[0]``), in its field and its message.
+    """
     field = problem.field or ""
     if not field.startswith("items["):
         return problem
@@ -238,7 +244,8 @@ def answer(
     ``jurybox/unscored``, ``jurybox/unscored_reason`` (the code's position in
     `REASON_CODES`, 0 when scored) and each criterion's reward (``jurybox/<criterion>``;
     where it has none, the unscored value, or NaN when the policy is an error). A 422 naming
-    the unscored items when the reward's policy is an error."""
+    the unscored items when the reward's policy is an error.
+    """
     try:
         values = reward.values(records)
     except UnscoredReward as exc:
@@ -271,7 +278,8 @@ def answer(
 def agreement(record: dict[str, Any], spans: dict[str, float]) -> float:
     """1 minus the judges' mean spread on a verdict's criteria (each criterion's range of
     votes over its scale's span ``spans[name]``): 1 when every judge gave the same scores, 0
-    for an unscored verdict."""
+    for an unscored verdict.
+    """
     parts = [
         min(1.0, d["range"] / spans[name])
         for name, d in (record.get("disagreement") or {}).items()
@@ -291,7 +299,8 @@ def reward_options(
 ) -> RewardSpec:
     """The reward of the route's query parameters (``unscored`` from the URL, else the
     service's ``default``); 422 naming the parameter at fault. No unscored policy at all is a
-    422 too: which number a failed judgment becomes is the user's choice, never ours."""
+    422 too: which number a failed judgment becomes is the user's choice, never ours.
+    """
     given = unscored if unscored is not None else default
     if given is None:
         raise HTTPProblem(

@@ -1,5 +1,6 @@
 """The HTTP API's request, response and error models. They are the API's documentation: FastAPI
-turns them (and their ``Field`` descriptions) into the OpenAPI schema at ``/openapi.json``."""
+turns them (and their ``Field`` descriptions) into the OpenAPI schema at ``/openapi.json``.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ RUBRIC_HELP = (
 
 class ScoreItem(BaseModel):
     """One thing to judge: the fields of a prediction-file row. Fields beyond these are
-    available to rubrics by name (e.g. entity_name for mirage-id)."""
+    available to rubrics by name (e.g. entity_name for mirage-id).
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -81,7 +83,8 @@ class ProvenanceRequest(BaseModel):
 
 class ProvenanceResponse(BaseModel):
     """The answer to POST /v1/provenance: the hash verdicts of this rubric and jury carry, and the
-    calibration map applied to them, if any."""
+    calibration map applied to them, if any.
+    """
 
     rubric: str = Field(description="The rubric's name.")
     provenance: str = Field(description="The hash verdicts of this rubric and jury carry.")
@@ -94,7 +97,8 @@ class ProvenanceResponse(BaseModel):
 
 class ErrorDetail(BaseModel):
     """What went wrong with a request: the kind of error, a message, and the field at fault when
-    there is one."""
+    there is one.
+    """
 
     type: Literal[
         "invalid_request",
@@ -140,7 +144,8 @@ class RubricList(BaseModel):
 
 class JudgeInfo(BaseModel):
     """One judge of the service's jury: its model, backend, weight, temperature and reasoning
-    mode."""
+    mode.
+    """
 
     name: str
     model: str
@@ -153,7 +158,8 @@ class JudgeInfo(BaseModel):
 
 class JuryInfo(BaseModel):
     """The answer to GET /v1/jury: the judges, the aggregation, each rubric's provenance and
-    calibration map, the request limits, and the jury file as loaded."""
+    calibration map, the request limits, and the jury file as loaded.
+    """
 
     name: str
     description: str
@@ -173,7 +179,8 @@ class JuryInfo(BaseModel):
 
 class Health(BaseModel):
     """The answer to GET /healthz: ``ok`` when every judge can answer (else ``unavailable``), and
-    each judge's state."""
+    each judge's state.
+    """
 
     status: Literal["ok", "unavailable"]
     judges: dict[str, str] = Field(description="Per judge: ok, or why it cannot answer.")
@@ -181,7 +188,8 @@ class Health(BaseModel):
 
 class GroupIn(BaseModel):
     """One prompt's completions: the item fields they share and the completions themselves.
-    Fields beyond these are available to rubrics by name, as a score item's are."""
+    Fields beyond these are available to rubrics by name, as a score item's are.
+    """
 
     model_config = ConfigDict(extra="allow")
 

@@ -117,7 +117,8 @@ class Metrics:
     def observe(self, path: str, status: int, seconds: float) -> None:
         """Count one answered request by route and status and record its latency; a path that is
         not one of the fixed routes (``/v1/rubrics/{name}`` included) counts as ``other``, one
-        of OpenRLHF's rewards as ``/v1/openrlhf/{rubric}``."""
+        of OpenRLHF's rewards as ``/v1/openrlhf/{rubric}``.
+        """
         if path in (
             "/v1/score",
             "/v1/groups",
@@ -137,7 +138,8 @@ class Metrics:
 
     def count_votes(self, records: list[dict[str, Any]]) -> None:
         """Count the votes of verdict records by judge, and the unscored ones by judge and
-        reason code (a closed set: a reason's text can carry an item's)."""
+        reason code (a closed set: a reason's text can carry an item's).
+        """
         from jurybox.judges.parsing import reason_code
 
         votes: collections.Counter[str] = collections.Counter()
@@ -162,7 +164,8 @@ class Metrics:
 class Gate:
     """At most ``concurrent`` batches judged at once and ``queued`` requests waiting for a
     slot; a request beyond that is told to come back (429 with Retry-After) instead of waiting
-    without bound. The requests that wait together are judged together (`_Batch`)."""
+    without bound. The requests that wait together are judged together (`_Batch`).
+    """
 
     def __init__(self, concurrent: int, queued: int, gauge: Any) -> None:
         self.slots = asyncio.Semaphore(concurrent)
@@ -174,7 +177,8 @@ class Gate:
     def retry_after(self) -> int:
         """Seconds a refused request is told to wait: the average judging time of a batch,
         rounded up, between 1 and 60 (the requests waiting now are judged in the next
-        batches, together)."""
+        batches, together).
+        """
         batches = 1 + self.waiting // max(1, self.queued)
         return int(min(60, max(1, math.ceil(self.seconds * batches))))
 
@@ -228,7 +232,8 @@ class _Part:
 class _Batch:
     """Requests of one rubric and jury (one provenance) that waited for a slot together, judged
     in one walk through the jury's steps: one call per judge for all of them instead of one
-    each (a trainer's one-sample requests arrive by the dozen)."""
+    each (a trainer's one-sample requests arrive by the dozen).
+    """
 
     def __init__(self, rubric: Rubric, prov: str) -> None:
         self.rubric, self.prov = rubric, prov
@@ -246,7 +251,8 @@ class ScoringService:
     One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its
     share of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with
     ``state`` (the handle of the replicas' `IngressState`)
-    its metrics and drain are the whole service's, else its own."""
+    its metrics and drain are the whole service's, else its own.
+    """
 
     def __init__(
         self,
@@ -335,7 +341,8 @@ class ScoringService:
         operator's rubrics in a thread, a client's inline rubric in a worker process; never on
         the event loop, which keeps answering every other route meanwhile. ``limit_items=False``:
         a group request's round, whose items were bounded as the request's completions and
-        judge calls (`jurybox.serving.service.groups`)."""
+        judge calls (`jurybox.serving.service.groups`).
+        """
         limits = self.limits
         if limit_items and len(request.items) > limits.max_items:
             raise HTTPProblem(
@@ -436,7 +443,8 @@ class ScoringService:
     ) -> list[Verdict]:
         """The verdicts of ``requests``: judged as soon as a slot is free, together with the
         other requests of the same rubric that wait for one meanwhile (up to
-        ``max_judge_calls`` per batch)."""
+        ``max_judge_calls`` per batch).
+        """
         part = _Part(requests, deadline)
         batch = self._open.get(prov)
         calls = len(requests.requests)
@@ -503,7 +511,8 @@ class ScoringService:
 
     async def _answer(self, rubric: Rubric, prov: str, parts: list[_Part]) -> None:
         """Judge ``parts`` together and give each its verdicts. If the batch fails (a judge
-        cannot take it), each part is judged alone, so that only the part at fault fails."""
+        cannot take it), each part is judged alone, so that only the part at fault fails.
+        """
         deadline = max(p.deadline for p in parts)
         joined = Requests.join([p.requests for p in parts]) if len(parts) > 1 else parts[0].requests
         try:
@@ -537,7 +546,8 @@ class ScoringService:
         self, rubric: Rubric, prov: str, requests: Requests, deadline: float
     ) -> list[Verdict]:
         """Every judge of a step at once; a cascaded jury's later stages get only the items the
-        earlier ones left open."""
+        earlier ones left open.
+        """
         steps = Steps(rubric, self.jury, prov, requests)
         while (step := steps.next()) is not None:
             judges, open_requests = step
@@ -559,7 +569,8 @@ class ScoringService:
 
     async def _looked_up(self, prov: str, items: list[Any]) -> CacheLookup:
         """The items' cache lookup; every item to judge when the cache is busy (another
-        process holds its lock): a verdict never waits on the cache."""
+        process holds its lock): a verdict never waits on the cache.
+        """
         if self.cache is None:
             return CacheLookup.of(None, prov, items)  # every item to judge
         try:
@@ -586,7 +597,8 @@ class ScoringService:
 
     async def score(self, request: ScoreRequest) -> list[dict[str, Any]]:
         """POST /v1/score: ``{"verdicts": [...]}``, one record per item (calibrated when a map
-        applies); 504 past ``request_timeout_s``."""
+        applies); 504 past ``request_timeout_s``.
+        """
         timeout = self.limits.request_timeout_s
         self.in_flight += 1
         try:
@@ -607,7 +619,8 @@ class ScoringService:
 
     async def groups(self, request: GroupRequest) -> list[dict[str, Any]]:
         """POST /v1/groups: ``{"groups": [...]}``, each group's rewards with the comparisons
-        behind them (`jurybox.serving.service.groups`); 504 past ``request_timeout_s``."""
+        behind them (`jurybox.serving.service.groups`); 504 past ``request_timeout_s``.
+        """
         from jurybox.serving.service.groups import score_groups
 
         timeout = self.limits.request_timeout_s
@@ -634,7 +647,8 @@ class ScoringService:
         `jurybox.serving.service.openrlhf`), scored as /v1/score scores; the answer as
         JSON (a criterion without a value in ``extra_logs`` is NaN, which OpenRLHF's JSON
         reader takes). A refused sample is logged here with the request's id: OpenRLHF drops
-        an error's body."""
+        an error's body.
+        """
         try:
             reward = openrlhf.reward_options(
                 options.score,
@@ -728,7 +742,8 @@ class ScoringService:
         """Make every ingress replica take no new score requests (503 with Retry-After) and
         wait, at most ``timeout_s``, for those in flight on any of them to finish; returns how
         many are still in flight (``jurybox serve`` calls it on Ctrl-C, before it deletes the
-        application)."""
+        application).
+        """
         self.draining = True
         deadline = time.monotonic() + timeout_s
         if self._state is not None:
@@ -760,7 +775,8 @@ class ScoringService:
 
     def start_reporting(self) -> None:
         """Report to the shared state every ``REPORT_S`` seconds from now on (a no-op without
-        a shared state, outside an event loop, or when already reporting)."""
+        a shared state, outside an event loop, or when already reporting).
+        """
         if self._state is None or self._reporter is not None:
             return
         try:
@@ -785,7 +801,8 @@ class ScoringService:
 
     async def _report(self) -> None:
         """This replica's metrics and requests in flight to the shared state; learns from it
-        whether to drain."""
+        whether to drain.
+        """
         from jurybox.serving.service.shared import snapshot
 
         assert self._state is not None
@@ -796,7 +813,8 @@ class ScoringService:
 
     async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
         """POST /v1/provenance: the provenance hash of the rubric (named or inline) with this
-        jury, and the calibration map applied to its verdicts, if any."""
+        jury, and the calibration map applied to its verdicts, if any.
+        """
         rubric = await self._rubric(request.rubric)
         prov = self._provenance(rubric)
         calibration = self.calibrations.get(prov)
@@ -834,7 +852,8 @@ class ScoringService:
 
     async def jury_info(self) -> JuryInfo:
         """GET /v1/jury: the judges, aggregation and spec, each rubric's provenance and
-        calibration, and the ``max_items`` and ``max_judge_calls`` limits."""
+        calibration, and the ``max_items`` and ``max_judge_calls`` limits.
+        """
         return JuryInfo(
             name=self.jury.name,
             description=self.jury.description,
@@ -866,7 +885,8 @@ class ScoringService:
         """GET /healthz: every judge's state (pinged at once); 200 when all are ``ok``, else 503.
         One answer serves every caller for `HEALTH_CACHE_S` (and callers that come while
         the judges are pinged wait for that one ping): an open route that anyone may call in a
-        loop costs the judges at most one ping a second."""
+        loop costs the judges at most one ping a second.
+        """
         return await self._health.get()
 
     async def _check_health(self) -> Health:
@@ -889,7 +909,8 @@ class ScoringService:
     async def metrics_text(self) -> bytes:
         """GET /metrics: the metrics of every ingress replica, summed, as Prometheus text
         (this replica's alone without a shared state); 503 while the shared state cannot be
-        read (Serve restarting it). Callers that come while it is read share that reading."""
+        read (Serve restarting it). Callers that come while it is read share that reading.
+        """
         return await self._metrics_text.get()
 
     async def _read_metrics(self) -> bytes:
@@ -914,7 +935,8 @@ class ScoringService:
 
 class Shared:
     """One answer of ``fetch`` for every caller within ``ttl_s`` seconds; callers that come
-    while it is being fetched await that fetch (which a caller's leaving does not cancel)."""
+    while it is being fetched await that fetch (which a caller's leaving does not cancel).
+    """
 
     def __init__(self, fetch: Callable[[], Any], ttl_s: float) -> None:
         self.fetch, self.ttl_s = fetch, ttl_s
@@ -936,13 +958,15 @@ class Shared:
 
 def share(total: int, replicas: int, rank: int) -> int:
     """Replica ``rank``'s share of ``total`` among ``replicas``: the shares add up to
-    ``total`` exactly (the first ``total % replicas`` replicas take one more)."""
+    ``total`` exactly (the first ``total % replicas`` replicas take one more).
+    """
     return total // replicas + (1 if rank < total % replicas else 0)
 
 
 async def _all(calls: list[Any]) -> list[Any]:
     """Every judge's answer; when one fails the request (503, 429), the others' calls are
-    cancelled, at the judges too, instead of judging on for a request that has failed."""
+    cancelled, at the judges too, instead of judging on for a request that has failed.
+    """
     tasks = [asyncio.ensure_future(call) for call in calls]
     try:
         return list(await asyncio.gather(*tasks))

@@ -28,7 +28,8 @@ Family = tuple[str, str, str, list[Sample]]
 
 def snapshot(registry: Any) -> list[Family]:
     """The samples of every metric of a ``prometheus_client`` registry, as plain data (without
-    the ``_created`` timestamps, which do not add up across replicas)."""
+    the ``_created`` timestamps, which do not add up across replicas).
+    """
     return [
         (
             metric.name,
@@ -47,7 +48,8 @@ def snapshot(registry: Any) -> list[Family]:
 def merge(reports: list[tuple[list[Family], bool]]) -> list[Family]:
     """The service's metrics from each replica's snapshot and whether the replica is alive:
     every sample summed over the replicas, a gauge's over the live ones only (a dead replica
-    has no queue)."""
+    has no queue).
+    """
     merged: dict[str, tuple[str, str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]] = {}
     for families, alive in reports:
         for name, doc, kind, samples in families:
@@ -85,7 +87,8 @@ class SharedState:
     """The ingress replicas' shared state (see the module's text), run as the actor
     `IngressState`. Kept in memory: when Serve restarts the actor, the replicas' next
     reports rebuild it (a dead replica's counts are then gone: Prometheus sees a counter
-    reset)."""
+    reset).
+    """
 
     def __init__(self) -> None:
         self.reports: dict[str, tuple[float, list[Family], int]] = {}
@@ -94,7 +97,8 @@ class SharedState:
 
     def report(self, replica: str, pid: int, families: list[Family], in_flight: int) -> bool:
         """Keep the snapshot and requests in flight of ``replica`` (process ``pid``); returns
-        whether to drain."""
+        whether to drain.
+        """
         self.reports[replica] = (time.monotonic(), families, in_flight)
         self.pids[replica] = pid
         return self.drain_since is not None
@@ -106,7 +110,8 @@ class SharedState:
 
     def status(self) -> dict[str, Any]:
         """The live replicas (reported within ``ALIVE_S``), their requests in flight, and
-        whether each has reported since the drain began (so knows of it)."""
+        whether each has reported since the drain began (so knows of it).
+        """
         now = time.monotonic()
         alive = {r: (t, n) for r, (t, _, n) in self.reports.items() if now - t < ALIVE_S}
         since = self.drain_since
@@ -119,7 +124,8 @@ class SharedState:
 
     def metrics(self) -> list[Family]:
         """Every replica's metrics, merged (see `merge`), with the live replicas: how
-        many, and each one's score requests in flight (by replica id and process)."""
+        many, and each one's score requests in flight (by replica id and process).
+        """
         now = time.monotonic()
         alive = {r: n for r, (t, _, n) in self.reports.items() if now - t < ALIVE_S}
         reports = [(families, r in alive) for r, (_, families, _) in self.reports.items()]
