@@ -14,7 +14,7 @@ The benchmark recording holds the prompts of the benchmark packs' runs in
 tests/benchmarks/bench_cases.py (each pack's own rubrics): test_bench_models.py runs them on a
 replay jury of this recording alone and fails when one of its prompts was not recorded.
 The leaderboard recording holds the three systems of ``judging_helpers.leaderboard_systems``
-under mirage-mg, which tests/serving/test_leaderboard_cli.py judges the same way.
+under mirage-mg, which tests/serving/cli/test_leaderboard_cli.py judges the same way.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """POST /v1/groups in-process: the ingress's app over a ScoringService whose judges are the
 replay jury's (the tiny jury's real tokenizers and recorded answers) behind stand-ins for
-their Serve handles, as tests/serving/test_service_hardening.py serves them. The route's
+their Serve handles, as tests/serving/service/test_service_hardening.py serves them. The route's
 rewards equal the in-process job's on the same groups; its bounds refuse a request before any
 judge runs; the listwise design asks each judge once for all the groups; the session's real
 ``jurybox serve`` answers the route in test_trl.py (URL mode)."""

@@ -1,7 +1,7 @@
 """The verdict cache: identical records for the same item and configuration, misses for a changed
 input or configuration, the size bound, and a fully cached run that builds no backend. Scripted
 backends stand in for judges (the cache's bookkeeping); the CLI with the real tiny judges is in
-``tests/serving/test_cache_estimate.py``."""
+``tests/serving/runs/test_cache_estimate.py``."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from service_helpers import assert_same_verdicts, free_port, killed_when
 
 pytestmark = pytest.mark.models
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 BIN = Path(sys.executable).parent
 TOKEN = uuid.uuid4().hex
 

@@ -121,7 +121,7 @@ def test_the_json_is_what_the_judged_files_give(judged):
 def test_the_table_fits_80_columns_and_human_labels_correct_the_labelled_system(judged):
     from pathlib import Path
 
-    human = Path(__file__).resolve().parents[2] / "examples" / "mirage_mg.human.jsonl"
+    human = Path(__file__).resolve().parents[3] / "examples" / "mirage_mg.human.jsonl"
     got = run(*judged.values(), "--human", f"full={human}", "--criterion", "accuracy", COLUMNS="80")
     assert got.exit_code == 0, got.output
     lines = got.stdout.splitlines()

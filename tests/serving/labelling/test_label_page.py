@@ -21,7 +21,7 @@ from service_helpers import labelling as _labelling
 
 pytestmark = pytest.mark.models
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mirage_mg.jsonl"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "mirage_mg.jsonl"
 JURYBOX = str(Path(sys.executable).with_name("jurybox"))
 CRITERIA = ["accuracy", "relevance", "completeness", "parsimony"]  # mirage-mg's, in order
 

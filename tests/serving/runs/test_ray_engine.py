@@ -22,7 +22,7 @@ from jurybox.rubrics import input_hash, load_rubric
 from jurybox.serving.runs.predictions import read_predictions
 
 pytestmark = pytest.mark.models
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
 

@@ -1,7 +1,7 @@
 """What the ingress replicas share (serving/service/shared.py): metrics summed over replicas, a
 dead replica's counts kept and its gauges dropped, the drain known by every replica, and the
 gate's shares adding up to the service's limits. The live multi-replica service is
-tests/serving/test_service.py."""
+tests/serving/service/test_service.py."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from jurybox.serving.cli import app
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 CRITERIA = ("accuracy", "relevance", "completeness", "parsimony")
 
 

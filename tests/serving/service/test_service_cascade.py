@@ -20,7 +20,7 @@ from jurybox.serving.runs.local import judge_file
 from jurybox.serving.service.config import ServiceConfig
 
 pytestmark = pytest.mark.models
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def test_the_service_runs_a_cascaded_jury_as_the_library_does(

@@ -16,7 +16,7 @@ from jurybox.rubrics import input_hash, load_rubric
 from jurybox.serving.cli import app
 from jurybox.serving.runs.estimate import estimate
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def jury(**extra) -> JurySpec:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from jurybox.calibration import CalibrationMap, simulate_judging
 from jurybox.serving.cli import app
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
 HUMAN_EXAMPLE = EXAMPLES / "mirage_mg.human.jsonl"
 
