@@ -1,7 +1,7 @@
 # Tasks for working on jurybox (CONTRIBUTING.md). Run inside the virtual environment.
-.PHONY: check test test-fast lint types imports docs docs-serve
+.PHONY: check test test-fast lint format types imports docs docs-serve
 
-check:  ## ruff, mypy and the import contract (what CI runs before the tests)
+check:  ## ruff, the formatter's check, the commit hooks, mypy, the import contract, the docs
 	bash .ci/check
 
 test:  ## the whole suite: the fast tier on two workers, then the real models, Ray and the services
@@ -13,6 +13,9 @@ test-fast:  ## everything but the real models and vLLM, on two workers: ~80 s on
 
 lint:
 	ruff check .
+
+format:  ## the formatter (ruff format); `make check` fails on unformatted code
+	ruff format .
 
 types:
 	mypy
