@@ -297,3 +297,37 @@ def interrupt(proc: subprocess.Popen, timeout: float) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+class _Call:
+    """A handle call's answer: awaitable and cancellable, as Serve's DeploymentResponse."""
+
+    def __init__(self, coro: Any) -> None:
+        import asyncio
+
+        self.task = asyncio.ensure_future(coro)
+
+    def __await__(self) -> Any:
+        return self.task.__await__()
+
+    def cancel(self) -> None:
+        self.task.cancel()
+
+
+class _Method:
+    def __init__(self, fn: Any, counts: dict[str, int], name: str) -> None:
+        self.fn, self.counts, self.name = fn, counts, name
+
+    def remote(self, *args: Any) -> _Call:
+        self.counts[self.name] = self.counts.get(self.name, 0) + 1
+        return _Call(self.fn(*args))
+
+
+class LocalJudge:
+    """A judge deployment's handle in this process (the in-process service tests: the
+    ingress's app over a ScoringService through ASGI); its calls counted by method."""
+
+    def __init__(self, server: Any) -> None:
+        self.counts: dict[str, int] = {}
+        self.votes = _Method(server.votes, self.counts, "votes")
+        self.ping = _Method(server.ping, self.counts, "ping")

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from judging_helpers import ITEMS, QUESTION, REFERENCE
+from service_helpers import LocalJudge
 
 from jurybox.judges import load_jury_spec
 from jurybox.judges.groups import Group, GroupJob, GroupResult, GroupSpec, judge_groups
@@ -24,35 +25,6 @@ from jurybox.serving.service.scoring import ScoringService
 
 TEXTS = [ITEMS[0].response, ITEMS[1].response, "Early blight.", "A virus; spray water."]
 GROUP = {"id": "g0", "question": QUESTION, "reference": REFERENCE, "completions": TEXTS}
-
-
-class _Call:
-    def __init__(self, coro: Any) -> None:
-        self.task = asyncio.ensure_future(coro)
-
-    def __await__(self) -> Any:
-        return self.task.__await__()
-
-    def cancel(self) -> None:
-        self.task.cancel()
-
-
-class _Method:
-    def __init__(self, fn: Any, counts: dict[str, int], name: str) -> None:
-        self.fn, self.counts, self.name = fn, counts, name
-
-    def remote(self, *args: Any) -> _Call:
-        self.counts[self.name] = self.counts.get(self.name, 0) + 1
-        return _Call(self.fn(*args))
-
-
-class LocalJudge:
-    """A judge deployment's handle, in this process (its ``votes`` calls counted)."""
-
-    def __init__(self, server: JudgeServer) -> None:
-        self.counts: dict[str, int] = {}
-        self.votes = _Method(server.votes, self.counts, "votes")
-        self.ping = _Method(server.ping, self.counts, "ping")
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from judging_helpers import write_replay_jury
+from service_helpers import LocalJudge
 
 from jurybox.judges.parsing import REASON_CODES
 from jurybox.serving.service.config import Limits, ServiceConfig
@@ -31,37 +32,6 @@ ITEM = {
     "reference": "Early blight (Alternaria).",
 }
 PROMPT = "<|im_start|>user\nWhy brown rings?<|im_end|>\n<|im_start|>assistant\n"
-
-
-class _Call:
-    """A handle call's answer: awaitable, cancellable (as Serve's DeploymentResponse)."""
-
-    def __init__(self, coro: Any) -> None:
-        self.task = asyncio.ensure_future(coro)
-
-    def __await__(self) -> Any:
-        return self.task.__await__()
-
-    def cancel(self) -> None:
-        self.task.cancel()
-
-
-class _Method:
-    def __init__(self, fn: Any, counts: dict[str, int], name: str) -> None:
-        self.fn, self.counts, self.name = fn, counts, name
-
-    def remote(self, *args: Any) -> _Call:
-        self.counts[self.name] = self.counts.get(self.name, 0) + 1
-        return _Call(self.fn(*args))
-
-
-class LocalJudge:
-    """A judge deployment's handle, in this process."""
-
-    def __init__(self, server: JudgeServer) -> None:
-        self.counts: dict[str, int] = {}
-        self.votes = _Method(server.votes, self.counts, "votes")
-        self.ping = _Method(server.ping, self.counts, "ping")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from service_helpers import LocalJudge
 from vision_helpers import LEAF, ROWS, SPOTS, items, write_vision_replay_jury
 
 from jurybox.judges import Jury, load_jury_spec
@@ -21,32 +22,6 @@ from jurybox.serving.service.config import Limits, ServiceConfig
 from jurybox.serving.service.deployments import JudgeServer
 from jurybox.serving.service.ingress import build_app
 from jurybox.serving.service.scoring import ScoringService
-
-
-class _Call:
-    def __init__(self, coro: Any) -> None:
-        self.task = asyncio.ensure_future(coro)
-
-    def __await__(self) -> Any:
-        return self.task.__await__()
-
-    def cancel(self) -> None:
-        self.task.cancel()
-
-
-class _Method:
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-    def remote(self, *args: Any) -> _Call:
-        return _Call(self.fn(*args))
-
-
-class LocalJudge:
-    """A judge deployment's handle, in this process."""
-
-    def __init__(self, server: JudgeServer) -> None:
-        self.votes, self.ping = _Method(server.votes), _Method(server.ping)
 
 
 @pytest.fixture(scope="module")
