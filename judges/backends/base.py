@@ -1,7 +1,9 @@
-"""What the local backends share (transformers, vLLM, replay: those that tokenize prompts
-themselves): prompt text, tokenizing with shared beginnings and endings done once, control
-tokens kept out of an item's text, detokenizing, and token steps from logprobs. The contract a
-backend fulfils is `jurybox.judges.backends.protocol`.
+"""What the local backends share: those that tokenize prompts themselves.
+
+The local backends are transformers, vLLM and replay. They share prompt text, tokenizing with
+shared beginnings and endings done once, control tokens kept out of an item's text,
+detokenizing, and token steps from logprobs. The contract a backend fulfils is
+`jurybox.judges.backends.protocol`.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from .protocol import JudgeConfigError, Message, Request, TokenStep
 
 
 def require_chat_template(spec: Any, tokenizer: Any) -> None:
-    """JudgeConfigError when the judge asks for chat prompts and ``tokenizer`` has no chat
-    template.
+    """Refuse a judge that asks for chat prompts when ``tokenizer`` has no chat template.
+
+    Raises:
+        JudgeConfigError: The judge's ``prompt_format`` is ``chat`` and the tokenizer has no
+            chat template.
     """
     if spec.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
         raise JudgeConfigError(
@@ -28,9 +33,10 @@ def require_chat_template(spec: Any, tokenizer: Any) -> None:
 
 
 def bos_prefix(tokenizer: Any) -> str:
-    """The BOS text a plain prompt needs. Prompts are tokenized without special tokens (chat
-    templates write their own), so a plain prompt must carry the BOS the tokenizer would
-    normally add: Gemma degrades badly without it.
+    """The BOS text a plain prompt needs.
+
+    Prompts are tokenized without special tokens (chat templates write their own), so a plain
+    prompt must carry the BOS the tokenizer would normally add: Gemma degrades badly without it.
     """
     adds_bos = tokenizer.bos_token is not None and (
         tokenizer("x").input_ids[:1] == [tokenizer.bos_token_id]
@@ -39,8 +45,9 @@ def bos_prefix(tokenizer: Any) -> str:
 
 
 def plain_prompt(messages: list[Message]) -> str:
-    """The messages framed as one document for a base model (``prompt_format: plain``), ending where
-    the JSON answer begins.
+    """The messages framed as one document for a base model (``prompt_format: plain``).
+
+    The document ends where the JSON answer begins.
     """
     # Base models have no chat template: frame the rubric as a document that ends where the
     # JSON answer begins.
@@ -60,10 +67,11 @@ def prompt_text(spec: Any, tokenizer: Any, bos: str, messages: list[Message]) ->
 def vision_prompt_text(
     spec: Any, tokenizer: Any, request: Request, messages: list[Message] | None = None
 ) -> str:
-    """The text a judge that sees images is given for ``request`` (``messages`` in place of
-    its own, e.g. escaped): the chat template over the messages as parts, an image part where
-    each image goes (the template writes the model's image placeholder there), the same for
-    every backend that tokenizes locally.
+    """The text a judge that sees images is given for ``request``.
+
+    It is the chat template over the messages as parts, an image part where each image goes (the
+    template writes the model's image placeholder there), the same for every backend that
+    tokenizes locally; ``messages``, when given, stand in for the request's own (e.g. escaped).
     """
     from dataclasses import replace
 
@@ -80,8 +88,12 @@ def vision_prompt_text(
 
 
 def require_vision_chat(spec: Any) -> None:
-    """JudgeConfigError for a judge that sees images with plain prompts: images go into chat
-    messages, which a base model's plain framing has none of.
+    """Refuse a judge that sees images with plain prompts.
+
+    Images go into chat messages, which a base model's plain framing has none of.
+
+    Raises:
+        JudgeConfigError: The judge sees images and its ``prompt_format`` is not ``chat``.
     """
     if spec.prompt_format != "chat":
         raise JudgeConfigError(
@@ -96,9 +108,11 @@ CPU_MAX_PROMPT_TOKENS = 8192
 
 
 def length_error(spec: Any, n_tokens: int, context: int, on_cpu: bool) -> str | None:
-    """Why a prompt of ``n_tokens`` is not given to this judge, or None when it may be: longer
-    than the judge's ``max_prompt_tokens`` (default: 8192 on a CPU, the context elsewhere), or
-    too long to leave room for the answer (and the thinking budget) in the model's context.
+    """Why a prompt of ``n_tokens`` is not given to this judge, or None when it may be.
+
+    A prompt is refused when it is longer than the judge's ``max_prompt_tokens`` (default: 8192 on
+    a CPU, the context elsewhere), or too long to leave room for the answer (and the thinking
+    budget) in the model's context.
     """
     limit = spec.execution.max_prompt_tokens or (CPU_MAX_PROMPT_TOKENS if on_cpu else None)
     if limit is not None and n_tokens > limit:
@@ -124,10 +138,11 @@ def length_error(spec: Any, n_tokens: int, context: int, on_cpu: bool) -> str | 
 
 
 def prompt_char_limit(spec: Any, tokenizer: Any, context: int, on_cpu: bool) -> int:
-    """The most characters a prompt within the judge's token limit (its ``max_prompt_tokens``,
-    else the CPU default or its context) can have: the limit times the longest token's text.
-    A longer prompt is refused before it is tokenized, which for megabytes of text would take
-    the judge longer than judging.
+    """The most characters a prompt within the judge's token limit can have.
+
+    The limit (its ``max_prompt_tokens``, else the CPU default or its context) times the longest
+    token's text. A longer prompt is refused before it is tokenized, which for megabytes of text
+    would take the judge longer than judging.
     """
     tokens = spec.execution.max_prompt_tokens or (CPU_MAX_PROMPT_TOKENS if on_cpu else context)
     longest = max((len(t) for t in tokenizer.get_vocab()), default=1)
@@ -172,16 +187,20 @@ class _Suffix:
 
 
 def backend_note(backend: object) -> str | None:
-    """What a loaded backend says a run should know, or None: its `PromptEncoder`'s
-    note (a tokenizer that cannot split the prompts' shared beginning exactly).
+    """What a loaded backend says a run should know, or None.
+
+    That is its `PromptEncoder`'s note (a tokenizer that cannot split the prompts' shared
+    beginning exactly).
     """
     return getattr(getattr(backend, "encoder", None), "note", None)
 
 
 class PromptEncoder:
-    """`encode_prompts` with the prompts' shared beginning (a rubric's preamble: system
-    prompt, instructions, criteria) and shared ending (the answer format, the chat template's
-    turn) tokenized once, and only each prompt's own part (the item) per prompt.
+    """`encode_prompts` with the prompts' shared beginning and ending tokenized once.
+
+    The shared beginning (a rubric's preamble: system prompt, instructions, criteria) and shared
+    ending (the answer format, the chat template's turn) are tokenized once, and only each
+    prompt's own part (the item) per prompt.
 
     Joining the ids of two texts equals tokenizing them together only where the tokenizer's
     pre-tokenizer and merges never cross the cut, which depends on the tokenizer and on the
@@ -225,6 +244,7 @@ class PromptEncoder:
         self._seen: dict[tuple[str, str], tuple[str, list[int]]] = {}  # a lone prompt per ending
 
     def __call__(self, texts: list[str]) -> list[list[int]]:
+        """Each text's token ids, exactly as `encode_prompts` gives them."""
         if self.exact is False or not texts:
             return encode_prompts(self.tokenizer, texts)
         out: list[list[int] | None] = [None] * len(texts)
@@ -310,10 +330,11 @@ class PromptEncoder:
             )
 
     def _learn_end(self, texts: list[str], whole: list[list[int]]) -> None:
-        """A suffix for ``texts`` (whose ids are ``whole``), checked on them, as `_learn`
-        learns a prefix; tried once per call for the prompts that had none. A lone prompt whose
-        ending shares too little with a known suffix is kept until another with the same last
-        characters comes (alone, its shared ending would be its own text).
+        """Learn a suffix for ``texts`` (whose ids are ``whole``), checked on them.
+
+        As `_learn` learns a prefix; tried once per call for the prompts that had none. A lone
+        prompt whose ending shares too little with a known suffix is kept until another with the
+        same last characters comes (alone, its shared ending would be its own text).
         """
         # Grouped by their known prefix (a rubric's) and their last characters: rubrics whose
         # answer formats end alike share those, and each has an ending of its own.
@@ -403,8 +424,10 @@ def _shared_start(texts: list[str]) -> str:
 
 
 def _plain_backend(tokenizer: Any) -> Any:
-    """The tokenizers-library tokenizer behind a transformers fast tokenizer whose encoding and
-    decoding are transformers' own (not overridden by its class), else None.
+    """The tokenizers-library tokenizer behind a transformers fast tokenizer, else None.
+
+    Only for a tokenizer whose encoding and decoding are transformers' own (not overridden by its
+    class).
     """
     try:
         from transformers.tokenization_utils_base import PreTrainedTokenizerBase
@@ -457,6 +480,7 @@ class Detokenizer:
         self.appended = functools.lru_cache(maxsize=cache_size)(self._appended)
 
     def __call__(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, special tokens kept."""
         return self._cached(tuple(ids))
 
     def _window_piece(self, window: tuple[int, ...]) -> str:
@@ -465,8 +489,9 @@ class Detokenizer:
         return self._cached(window)[len(self._cached(window[:-1])) :]
 
     def _appended(self, prefix: tuple[int, ...], alternatives: tuple[int, ...]) -> tuple[str, ...]:
-        """The text each alternative token would add after ``prefix`` (memoized as
-        ``appended``: at a score position the prefix and the allowed tokens repeat).
+        """The text each alternative token would add after ``prefix``.
+
+        Memoized as ``appended``: at a score position the prefix and the allowed tokens repeat.
         """
         prev = len(self._cached(prefix))
         return tuple(self._cached(prefix + (alt,))[prev:] for alt in alternatives)
@@ -489,8 +514,9 @@ class Detokenizer:
 
 
 def _rust_decode(tokenizer: Any) -> Callable[[tuple[int, ...]], str] | None:
-    """The tokenizers-library decode that ``tokenizer.decode`` ends in, when nothing else
-    happens on the way (no clean-up of spaces, no overridden decode); else None.
+    """The tokenizers-library decode that ``tokenizer.decode`` ends in, else None.
+
+    Only when nothing else happens on the way (no clean-up of spaces, no overridden decode).
     """
     backend = _plain_backend(tokenizer)
     if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
@@ -504,9 +530,10 @@ def _rust_decode(tokenizer: Any) -> Callable[[tuple[int, ...]], str] | None:
 
 
 class _Alternatives:
-    """The top alternatives at each position of one answer, as appended text -> logprob,
-    decoded on first use. One per answer rather than a closure per token: a batch of answers
-    keeps all its steps alive at once, and fewer objects mean less garbage-collector work.
+    """The top alternatives at each position of one answer, as appended text -> logprob.
+
+    They are decoded on first use. One per answer rather than a closure per token: a batch of
+    answers keeps all its steps alive at once, and fewer objects mean less garbage-collector work.
     """
 
     __slots__ = ("decode", "ids", "logprobs")
@@ -537,9 +564,11 @@ class _Alternatives:
 def steps_from_logprobs(
     decode: Detokenizer, ids: list[int], logprobs: Any
 ) -> tuple[str, list[TokenStep]]:
-    """Answer text and TokenSteps from generated ids and per-position logprobs (``{token_id:
-    logprob}``, or vLLM's ``{token_id: Logprob}``; tokens the grammar forbids carry -inf and are
-    left out). The same result as the vLLM backend's own version, at a fraction of the cost.
+    """Answer text and `TokenStep`s from generated ids and per-position logprobs.
+
+    The logprobs are ``{token_id: logprob}``, or vLLM's ``{token_id: Logprob}``; tokens the
+    grammar forbids carry -inf and are left out. The same result as the vLLM backend's own
+    version, at a fraction of the cost.
     """
     pieces = decode.pieces(ids)
     alternatives = _Alternatives(decode, list(ids), logprobs)
@@ -552,9 +581,10 @@ def steps_from_logprobs(
 
 
 def _trie_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
-    """A regular expression matching any of ``words`` in time linear in the text: the words as a
-    trie (each alternation's branches start with different characters, so a match never
-    backtracks further than one word's length).
+    """A regular expression matching any of ``words`` in time linear in the text.
+
+    The words form a trie (each alternation's branches start with different characters, so a
+    match never backtracks further than one word's length).
     """
     trie: dict[str, Any] = {}
     for word in words:
@@ -574,13 +604,14 @@ def _trie_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
 
 
 class ControlTokens:
-    """A tokenizer's control tokens (its special tokens: ``<|im_end|>``, ``<start_of_turn>``,
-    ...) kept out of an item's text. A prompt is tokenized as a whole, with control tokens live
-    (the chat template's and the rubric's own), unless a string of the item holds one: then the
-    occurrences of that string in the prompt are tokenized as plain text
-    (``split_special_tokens``) and the rest as before, so that a response writing
-    ``<|im_end|><|im_start|>assistant`` gives the judge those characters, never a turn of its
-    own. A prompt whose template shows such a string changed (a filter) cannot be split safely:
+    """A tokenizer's control tokens, kept out of an item's text.
+
+    Control tokens are its special tokens: ``<|im_end|>``, ``<start_of_turn>``, ... A prompt is
+    tokenized as a whole, with control tokens live (the chat template's and the rubric's own),
+    unless a string of the item holds one: then the occurrences of that string in the prompt are
+    tokenized as plain text (``split_special_tokens``) and the rest as before, so that a response
+    writing ``<|im_end|><|im_start|>assistant`` gives the judge those characters, never a turn of
+    its own. A prompt whose template shows such a string changed (a filter) cannot be split safely:
     its vote is unscored, saying why. Finding the tokens is linear in the text (a trie).
     """
 
@@ -599,10 +630,12 @@ class ControlTokens:
         return match.group(0) if match else None
 
     def escape(self, messages: list[Message], item_text: Sequence[str]) -> list[Message]:
-        """``messages`` with each control token inside an item's strings written with a word
-        joiner (U+2060) after its first character, as `escape_control` does for a
-        server: for prompts a model's processor tokenizes (a vision-language model's, with its
-        images), where the item's text cannot be tokenized apart.
+        """``messages`` with each control token inside an item's strings made harmless.
+
+        Each is written with a word joiner (U+2060) after its first character, as
+        `escape_control` does for a server: for prompts a model's processor tokenizes (a
+        vision-language model's, with its images), where the item's text cannot be tokenized
+        apart.
         """
         pattern = self.pattern
         if pattern is None:
@@ -629,10 +662,12 @@ class ControlTokens:
         requests: Sequence[Request],
         max_chars: int | None = None,
     ) -> list[list[int] | str]:
-        """Each prompt's ids (``encode`` for those whose item holds no control token), or why
-        it cannot be given to the judge: a control token it cannot keep apart, or more than
-        ``max_chars`` characters (more than the judge's token limit could hold, found without
-        tokenizing it: see `prompt_char_limit`).
+        """Each prompt's ids, or why it cannot be given to the judge.
+
+        ``encode`` tokenizes those whose item holds no control token. A prompt is refused for a
+        control token it cannot keep apart, or for more than ``max_chars`` characters (more than
+        the judge's token limit could hold, found without tokenizing it: see
+        `prompt_char_limit`).
         """
         out: list[list[int] | str | None] = [None] * len(prompts)
         whole = []
@@ -702,8 +737,10 @@ GENERIC_CONTROL = re.compile(
 
 
 def escape_control(messages: list[Message], item_text: Sequence[str]) -> list[Message]:
-    """``messages`` with every item string that holds a control token of
-    `GENERIC_CONTROL` written with a word joiner inside each such token.
+    """``messages`` with the control tokens inside the item's strings made harmless.
+
+    Every item string that holds a control token of `GENERIC_CONTROL` is written with a word
+    joiner inside each such token.
     """
     held = {
         t: GENERIC_CONTROL.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)

@@ -1,5 +1,6 @@
-"""The openai backend: judges behind any OpenAI-compatible HTTP server (``vllm serve``, SGLang,
-a hosted API).
+"""The openai backend: judges behind any OpenAI-compatible HTTP server.
+
+Such a server is ``vllm serve``, SGLang or a hosted API.
 
 Why httpx rather than the ``openai`` client: the requests carry server extensions the client
 types do not know (``chat_template_kwargs``, top-level ``logprobs`` on completions), retries must
@@ -96,9 +97,11 @@ def steps_from_completion_logprobs(lp: dict[str, Any]) -> tuple[str, list[TokenS
 
 
 def align_steps(text: str, full: str, steps: list[TokenStep]) -> list[TokenStep]:
-    """Steps whose offsets index ``text``, given the text ``full`` their tokens spell: that may
-    hold more than the answer (reasoning before it, an end-of-turn token after it); steps that
-    cannot be lined up with the answer are left out, so no distribution is guessed from them.
+    """Steps whose offsets index ``text``, given the text ``full`` their tokens spell.
+
+    ``full`` may hold more than the answer (reasoning before it, an end-of-turn token after it);
+    steps that cannot be lined up with the answer are left out, so no distribution is guessed
+    from them.
     """
     if full == text:
         return steps
@@ -110,8 +113,16 @@ def align_steps(text: str, full: str, steps: list[TokenStep]) -> list[TokenStep]
 
 
 class OpenAIBackend:
-    """A judge behind an OpenAI-compatible server (see the module docstring). JudgeConfigError at
-    construction without a base URL, or when ``api_key_env`` names an unset variable.
+    """A judge behind an OpenAI-compatible server (see the module docstring).
+
+    Args:
+        spec: The judge's spec (its ``execution`` gives the server's base URL and API key's
+            variable).
+
+    Raises:
+        JudgeConfigError: There is no base URL (in the spec or ``OPENAI_BASE_URL``),
+            ``api_key_env`` names an unset variable, or a judge that sees images has plain
+            prompts.
     """
 
     def __init__(self, spec: JudgeSpec) -> None:
@@ -147,8 +158,10 @@ class OpenAIBackend:
     # -- request bodies --------------------------------------------------------------------------
 
     def body(self, request: Request) -> dict[str, Any]:
-        """The JSON body posted for ``request``: the judge's sampling, messages (chat) or plain
-        prompt, logprobs and the answer's schema, as far as the server has not refused them.
+        """The JSON body posted for ``request``.
+
+        It holds the judge's sampling, messages (chat) or plain prompt, logprobs and the answer's
+        schema, as far as the server has not refused them.
         """
         s, r = self.spec.sampling, self.spec.reasoning
         think = r.mode == "think"
@@ -191,8 +204,9 @@ class OpenAIBackend:
     # -- one request -----------------------------------------------------------------------------
 
     async def _post(self, client: Any, request: Request) -> dict[str, Any]:
-        """POST with retries for transient failures; adapts to a server that refuses
-        response_format or logprobs (when allowed to).
+        """POST with retries for transient failures.
+
+        Adapts to a server that refuses response_format or logprobs (when allowed to).
         """
         import httpx
 
@@ -224,8 +238,9 @@ class OpenAIBackend:
             attempt += 1
 
     def _adapt(self, error: str, sent: dict[str, Any]) -> bool:
-        """Whether a 400 refused a feature this request asked for that the judge can do
-        without; if so, stop asking for it (for every later request too).
+        """Whether a 400 refused a feature this request asked for that the judge can do without.
+
+        If so, stop asking for it (for every later request too).
         """
         low = error.lower()
         if (
@@ -309,8 +324,9 @@ class OpenAIBackend:
     # -- the Backend contract --------------------------------------------------------------------
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
-        """One Generation per request, in order, at most ``concurrency`` requests in flight; a
-        request that fails is a Generation with an error.
+        """One Generation per request, in order, at most ``concurrency`` requests in flight.
+
+        A request that fails is a Generation with an error.
         """
         import httpx
 
@@ -325,9 +341,10 @@ class OpenAIBackend:
     def generate(
         self, requests: list[Request], cancelled: CancelCheck | None = None
     ) -> list[Generation]:
-        """`agenerate` run to completion; from inside a running event loop it runs on its own
-        loop in a thread. (``cancelled`` is not asked: a caller that can cancel awaits
-        `agenerate`.)
+        """`agenerate` run to completion.
+
+        From inside a running event loop it runs on its own loop in a thread. (``cancelled`` is
+        not asked: a caller that can cancel awaits `agenerate`.)
         """
         try:
             asyncio.get_running_loop()

@@ -1,12 +1,13 @@
-"""The contract of a judge backend: what turns a judge's prompts into raw outputs and token
-logprobs. Nothing else: rendering prompts, parsing answers and score distributions are the
-judging path's (`jurybox.judges.judging`), shared by every backend, so a judgment means the
-same thing whichever engine produced it.
+"""The contract of a judge backend: what turns a judge's prompts into outputs and logprobs.
+
+A backend turns a judge's prompts into raw outputs and token logprobs, and nothing else:
+rendering prompts, parsing answers and score distributions are the judging path's
+(`jurybox.judges.judging`), shared by every backend, so a judgment means the same thing
+whichever engine produced it.
 
 A backend is any object with this shape. Register your own under a name (see
-`jurybox.judges.backends.registry`: `register`,
-or the ``jurybox.backends`` entry point group of a package) and a jury file's
-``backend: <name>`` uses it.
+`jurybox.judges.backends.registry`: `register`, or the ``jurybox.backends`` entry point group of
+a package) and a jury file's ``backend: <name>`` uses it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class Backend(Protocol):
     (every caller of the batch left, or passed its deadline) the backend raises
     `GenerationCancelled` soon after, instead of finishing outputs nobody reads. A
     backend that cannot stop early ignores it.
+
+    Attributes:
+        name: The judge's name, as its jury file gives it.
     """
 
     name: str
@@ -38,8 +42,22 @@ class Backend(Protocol):
     def generate(
         self, requests: list[Request], cancelled: CancelCheck | None = None
     ) -> list[Generation]:
-        """One Generation per request, in order. Trouble with one prompt is that generation's
-        ``error`` (an unscored vote); an exception means the judge as a whole failed.
+        """Generate an answer to each request.
+
+        Trouble with one prompt is that generation's ``error`` (an unscored vote); an exception
+        means the judge as a whole failed.
+
+        Args:
+            requests: The prompts, with the schema each answer follows.
+            cancelled: Asked between the generate's steps; once it returns True nobody waits
+                for the outputs any more.
+
+        Returns:
+            One `Generation` per request, in order.
+
+        Raises:
+            GenerationCancelled: ``cancelled`` returned True before the outputs were done (a
+                backend that cannot stop early never raises it).
         """
         ...
 
@@ -50,29 +68,40 @@ class Backend(Protocol):
 
 @runtime_checkable
 class AsyncBackend(Backend, Protocol):
-    """A backend that can generate on an event loop (the async vLLM engine, the OpenAI
-    client); the scoring service runs every other backend in a batching thread.
+    """A backend that can generate on an event loop.
+
+    The async vLLM engine and the OpenAI client are such backends; the scoring service runs every
+    other backend in a batching thread.
     """
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
-        """As ``generate``, awaited on the caller's event loop (cancelling the caller stops
-        it).
+        """As ``generate``, awaited on the caller's event loop (cancelling the caller stops it).
+
+        Args:
+            requests: The prompts, with the schema each answer follows.
+
+        Returns:
+            One `Generation` per request, in order.
         """
         ...
 
 
 @dataclass(frozen=True)
 class Request:
-    """One prompt for a backend: the rubric's chat messages and the JSON schema the answer
-    follows; ``item_text``: every string of the item's fields rendered into them (its question,
-    response, reference, context, inputs and id), which a judge must read as text, never as
-    its control tokens (see `ControlTokens`).
+    """One prompt for a backend: the rubric's chat messages and the JSON schema the answer follows.
 
-    ``images``: the item's images (content and digest), for a judge that sees images; a
-    text-only judge is given ``messages`` alone, as if there were none. ``image_place``: where
-    the rubric's template put them (message index, character offset: its ``{{ images_here
-    }}``), or None when it has no place for them: then they are the first parts of the last
-    user message (`jurybox.judges.images.chat_parts`).
+    Attributes:
+        messages: The rubric's chat messages, rendered for the item.
+        schema: The JSON schema the answer follows.
+        item_text: Every string of the item's fields rendered into the messages (its question,
+            response, reference, context, inputs and id), which a judge must read as text,
+            never as its control tokens (see `ControlTokens`).
+        images: The item's images (content and digest), for a judge that sees images; a
+            text-only judge is given ``messages`` alone, as if there were none.
+        image_place: Where the rubric's template put the images (message index, character
+            offset: its ``{{ images_here }}``), or None when it has no place for them: then
+            they are the first parts of the last user message
+            (`jurybox.judges.images.chat_parts`).
     """
 
     messages: list[Message]
@@ -83,10 +112,17 @@ class Request:
 
 
 class TokenStep:
-    """One generated token: where it starts in the answer text, its text, and the top
-    alternatives at that position (appended text -> logprob), computed only when asked for:
-    ``top`` is the mapping, or a function that makes it (called with ``index`` when one is
-    given, so one function can serve every step of an answer).
+    """One generated token, with the top alternatives at its position.
+
+    The alternatives (appended text -> logprob) are computed only when asked for.
+
+    Args:
+        offset: Where the token starts in the answer text.
+        text: The token's text.
+        top: The top alternatives at that position (appended text -> logprob), or a function
+            that makes them (called with ``index`` when one is given, so one function can serve
+            every step of an answer).
+        index: The argument ``top`` is called with, when it is a function.
     """
 
     __slots__ = ("_index", "_make_top", "_top", "offset", "text")
@@ -111,8 +147,9 @@ class TokenStep:
 
     @property
     def top(self) -> Mapping[str, float]:
-        """The top alternatives at this position (appended text -> logprob), made on first access
-        when the step was given a function.
+        """The top alternatives at this position (appended text -> logprob).
+
+        They are made on first access when the step was given a function.
         """
         if self._top is None:
             assert self._make_top is not None
@@ -122,7 +159,18 @@ class TokenStep:
 
 @dataclass
 class Generation:
-    """A backend's output for one request: the answer text (after any reasoning), or an error."""
+    """A backend's output for one request: the answer text (after any reasoning), or an error.
+
+    Attributes:
+        text: The answer text, after any reasoning.
+        steps: The answer's tokens with their top alternatives (empty without logprobs).
+        reasoning: The model's reasoning before the answer, if any.
+        error: Why this prompt has no answer (the vote is unscored), or None.
+        finish_reason: Why generation stopped (``"length"``: cut at ``max_tokens``).
+        latency_s: Seconds the generation took.
+        prompt_tokens: The prompt's length in tokens.
+        output_tokens: The output's length in tokens.
+    """
 
     text: str = ""
     steps: list[TokenStep] = field(default_factory=list)
@@ -135,14 +183,17 @@ class Generation:
 
 
 class GenerationCancelled(Exception):
-    """A generate stopped early because its cancel check said that nobody waits for it any more
-    (every client of its batch left, or passed its deadline). Not a failure of the judge: there
-    is nobody to report to, and a generation cut off mid-answer is no answer, so none is
-    returned.
+    """A generate stopped early: nobody waits for its outputs any more.
+
+    Its cancel check said so (every client of its batch left, or passed its deadline). Not a
+    failure of the judge: there is nobody to report to, and a generation cut off mid-answer is no
+    answer, so none is returned.
     """
 
 
 class JudgeConfigError(InputError):
-    """A judge that cannot run as specified here: its backend is not installed, or its spec does
-    not fit its model (e.g. chat prompts for a model without a chat template).
+    """A judge that cannot run as specified here.
+
+    Its backend is not installed, or its spec does not fit its model (e.g. chat prompts for a
+    model without a chat template).
     """

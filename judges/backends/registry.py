@@ -1,10 +1,9 @@
 """Backends by name: what a jury file's ``backend:`` may say.
 
 The shipped backends are here; a package adds its own under the ``jurybox.backends`` entry point
-group (``name = "package.module:factory"``), and a program with `register`. A factory
-takes the judge's `JudgeSpec` and returns a
-`Backend`. A backend is imported only when a judge
-uses it, so naming a kind whose libraries are missing fails at load, saying which.
+group (``name = "package.module:factory"``), and a program with `register`. A factory takes the
+judge's `JudgeSpec` and returns a `Backend`. A backend is imported only when a judge uses it, so
+naming a kind whose libraries are missing fails at load, saying which.
 
 >>> from jurybox.judges.backends.registry import backend_kind
 >>> backend_kind("vllm").weights, backend_kind("openai").weights  # local weights, a server's
@@ -33,11 +32,17 @@ Factory = Callable[[Any], "Backend"]
 
 @dataclass(frozen=True)
 class BackendKind:
-    """A backend a jury file can name: how to make one, and what the rest of jurybox needs to
-    know of it. ``weights``: its judges' models are weights on this machine (checked before a
-    service starts, counted by ``jurybox models``); ``batches``: one generate at a time over
-    batches of prompts, as a local model does (the Ray engine sizes its batches by the judge's
-    ``batch_size``), rather than many concurrent requests, as a server or engine takes.
+    """A backend a jury file can name: how to make one, and what jurybox needs to know of it.
+
+    Attributes:
+        name: What a jury file's ``backend:`` says.
+        factory: ``"module:attribute"``, imported on first use, or the callable; it takes the
+            judge's `JudgeSpec` and returns its backend.
+        weights: Its judges' models are weights on this machine (checked before a service
+            starts, counted by ``jurybox models``).
+        batches: One generate at a time over batches of prompts, as a local model does (the Ray
+            engine sizes its batches by the judge's ``batch_size``), rather than many concurrent
+            requests, as a server or engine takes.
     """
 
     name: str
@@ -46,7 +51,14 @@ class BackendKind:
     batches: bool = False
 
     def make(self, spec: Any) -> Backend:
-        """A new backend for ``spec``."""
+        """A new backend for ``spec``.
+
+        Args:
+            spec: The judge's `JudgeSpec`.
+
+        Returns:
+            The backend the factory makes.
+        """
         factory = self.factory
         if isinstance(factory, str):
             module, _, attribute = factory.partition(":")
@@ -71,8 +83,24 @@ _registered: dict[str, BackendKind] = {}
 def register(
     name: str, factory: str | Factory, *, weights: bool = False, batches: bool = False
 ) -> BackendKind:
-    """Make ``backend: name`` in a jury file use ``factory`` (a callable, or
-    ``"module:attribute"``). A shipped name cannot be replaced.
+    """Make ``backend: name`` in a jury file use ``factory``.
+
+    A shipped name cannot be replaced; registering a name again replaces the earlier one.
+
+    Args:
+        name: The name a jury file's ``backend:`` gives.
+        factory: A callable that takes the judge's `JudgeSpec` and returns its `Backend`, or
+            ``"module:attribute"`` naming one (imported on first use).
+        weights: Its judges' models are weights on this machine (checked before a service
+            starts, counted by ``jurybox models``).
+        batches: It generates one batch of prompts at a time, as a local model does, rather
+            than taking many concurrent requests.
+
+    Returns:
+        The registered kind.
+
+    Raises:
+        ValueError: ``name`` is one of the shipped backends'.
     """
     if name in {k.name for k in _SHIPPED}:
         raise ValueError(
@@ -91,8 +119,10 @@ def _from_entry_points() -> dict[str, BackendKind]:
 
 
 def kinds() -> dict[str, BackendKind]:
-    """Every backend a jury file can name: the shipped ones, then those of installed packages'
-    ``jurybox.backends`` entry points, then those registered in this process.
+    """Every backend a jury file can name, by name.
+
+    The shipped ones come first, then those of installed packages' ``jurybox.backends`` entry
+    points, then those registered in this process.
     """
     out = {k.name: k for k in _SHIPPED}
     for name, kind in {**_from_entry_points(), **_registered}.items():
@@ -101,7 +131,17 @@ def kinds() -> dict[str, BackendKind]:
 
 
 def backend_kind(name: str) -> BackendKind:
-    """The backend named ``name``; InputError listing the known ones for any other."""
+    """The backend kind named ``name``.
+
+    Args:
+        name: What a jury file's ``backend:`` says.
+
+    Returns:
+        The kind: how to make one, and what jurybox needs to know of it.
+
+    Raises:
+        InputError: No backend has that name (the message lists the known ones).
+    """
     known = kinds()
     if name not in known:
         raise InputError(
@@ -113,5 +153,15 @@ def backend_kind(name: str) -> BackendKind:
 
 
 def make_backend(spec: Any) -> Backend:
-    """A new backend for the judge, of the kind its ``backend`` names."""
+    """A new backend for the judge, of the kind its ``backend`` names.
+
+    Args:
+        spec: The judge's `JudgeSpec`.
+
+    Returns:
+        The judge's backend.
+
+    Raises:
+        InputError: No backend has the name the spec gives.
+    """
     return backend_kind(spec.backend).make(spec)

@@ -1,4 +1,6 @@
-"""A backend that replays recorded generations of a real judge: for benchmarks and tests, not users.
+"""A backend that replays recorded generations of a real judge: for benchmarks and tests.
+
+It is not for users.
 
 The model costs nothing, everything else is real: each prompt is rendered and tokenized exactly
 as the local backends do it (``prompt_text`` with the judge's own tokenizer), and the answer's
@@ -6,8 +8,9 @@ text and token steps are built from the recorded token ids and per-position top-
 the vLLM backend builds them from its outputs (``steps_from_logprobs`` with the judge's
 tokenizer), so detokenizing costs what it costs there. Tokenizing and detokenizing use the
 shared helpers of ``backends.base`` (``PromptEncoder``, ``Detokenizer``,
-``steps_from_logprobs``), as the vLLM backend does. That makes it the yardstick for jurybox's own work per judgment
-(``perf/machinery.py``), and a fixture that runs the real judging path in tests without a model.
+``steps_from_logprobs``), as the vLLM backend does. That makes it the yardstick for jurybox's
+own work per judgment (``perf/machinery.py``), and a fixture that runs the real judging path in
+tests without a model.
 
 A recording (``perf/data/*.json.gz``, written by ``python perf/machinery.py --record``;
 ``tests/data/*.json.gz``, written by ``python tests/data/record.py``) holds, per judge, the
@@ -181,9 +184,10 @@ def load_tokenizer(spec: JudgeSpec) -> Any:
 def record(
     jury: Any, rubric: Any, items: list[Any], log: Callable[[str], None] = lambda line: None
 ) -> dict[str, list[RecordedGeneration]]:
-    """Judge ``items`` under ``rubric`` with ``jury``'s transformers backends, keeping each
-    answer's token ids and top-k logprobs (the same recorder the backend reads score
-    distributions from, here kept raw): the generations a `Recording` holds.
+    """Judge ``items`` under ``rubric`` with ``jury``'s transformers backends, keeping the tokens.
+
+    Each answer's token ids and top-k logprobs are kept (the same recorder the backend reads
+    score distributions from, here kept raw): the generations a `Recording` holds.
     """
     import math
 
@@ -331,9 +335,10 @@ class ReplayBackend:
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def prompt_of(self, request: Request) -> str:
-        """The text the judge is given for ``request``: with its images' placeholders when
-        the judge sees images and the request has them, as parts for a judge that sees
-        images.
+        """The text the judge is given for ``request``.
+
+        It has the images' placeholders when the judge sees images and the request has them, as
+        parts for a judge that sees images.
         """
         if self.vision:  # (a vision model's chat template takes every message as parts)
             return vision_prompt_text(self.spec, self.tokenizer, request)
@@ -354,9 +359,10 @@ class ReplayBackend:
     def generate(
         self, requests: list[Request], cancelled: CancelCheck | None = None
     ) -> list[Generation]:
-        """One Generation per request, in order, from the recording: a prompt too long for the judge
-        gets an error instead. With ``delay_s``, after that long (GenerationCancelled when
-        ``cancelled()`` turns True while waiting).
+        """One Generation per request, in order, from the recording.
+
+        A prompt too long for the judge gets an error instead. With ``delay_s``, after that long
+        (GenerationCancelled when ``cancelled()`` turns True while waiting).
         """
         if self.delay_s:
             end = time.monotonic() + self.delay_s

@@ -43,9 +43,10 @@ PREFILL_CHUNK_TOKENS = 1024
 
 
 class _Recorder:
-    """Wraps the grammar's logits processor and keeps the top-k logprobs of the masked
-    distribution at each step, before temperature or top-p warp it: that is the judge's
-    probability over the allowed answers.
+    """Wraps the grammar's logits processor, keeping the top-k logprobs at each step.
+
+    The logprobs are those of the masked distribution, before temperature or top-p warp it: that
+    is the judge's probability over the allowed answers.
     """
 
     def __init__(self, inner: Any, k: int) -> None:
@@ -65,8 +66,9 @@ class _Recorder:
 
 
 class _StopWhenCancelled:
-    """A stopping criterion that ends every row of a generate once ``cancelled()`` is True, and
-    remembers that it did: ``model.generate`` cannot be interrupted, but it asks its stopping
+    """A stopping criterion that ends every row of a generate once ``cancelled()`` is True.
+
+    It remembers that it did. ``model.generate`` cannot be interrupted, but it asks its stopping
     criteria after every new token (``StoppingCriteriaList`` ORs the per-row bool tensors they
     return), so an abandoned batch stops within one decoding step rather than running to its
     ``max_new_tokens``.
@@ -85,8 +87,11 @@ class _StopWhenCancelled:
 
 
 def _vision_processor(spec: JudgeSpec, directory: str, revision: str | None) -> Any:
-    """The model's processor, with an image processor (JudgeConfigError when it has none: a
-    judge set to see images whose model cannot).
+    """The model's processor, with an image processor.
+
+    Raises:
+        JudgeConfigError: The processor has no image processor (a judge set to see images whose
+            model cannot).
     """
     from transformers import AutoProcessor
 
@@ -112,8 +117,10 @@ def _stop_if_cancelled(cancelled: CancelCheck | None) -> None:
 
 
 class TransformersBackend:
-    """A judge's model run locally by transformers (on ``execution.device``), its answers
-    constrained to the rubric's schema by xgrammar; the model loads at construction.
+    """A judge's model run locally by transformers (on ``execution.device``).
+
+    Its answers are constrained to the rubric's schema by xgrammar; the model loads at
+    construction.
 
     A judge that sees images (`sees_images`) loads the model's
     processor and its image-text-to-text class: a request with images is given to the
@@ -194,8 +201,9 @@ class TransformersBackend:
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def grammar(self, schema: dict[str, Any]) -> Any:
-        """The xgrammar grammar for ``schema``, compiled once per schema with its property order
-        kept.
+        """The xgrammar grammar for ``schema``, compiled once per schema.
+
+        The schema's property order is kept.
         """
         key = json.dumps(schema, sort_keys=True)
         if key not in self._grammars:
@@ -219,10 +227,16 @@ class TransformersBackend:
         cancelled: CancelCheck | None = None,
         pixels: list[dict[str, Any]] | None = None,
     ) -> tuple[list[list[int]], list[str]]:
-        """Generate for a batch of prompts (token ids; ``pixels``: each row's image tensors,
-        for a judge that sees images); returns each row's new token ids (up to its stop) and
-        why it ended ("stop" or "length"). Raises GenerationCancelled, never rows cut short,
-        when ``cancelled()`` turns True during the generate.
+        """Generate for a batch of prompts (token ids).
+
+        ``pixels``: each row's image tensors, for a judge that sees images.
+
+        Returns:
+            Each row's new token ids (up to its stop) and why it ended ("stop" or "length").
+
+        Raises:
+            GenerationCancelled: ``cancelled()`` turned True during the generate (rows are never
+                cut short).
         """
         import torch
         from transformers import StoppingCriteriaList
@@ -309,8 +323,10 @@ class TransformersBackend:
         cancelled: CancelCheck | None = None,
         pixels: list[dict[str, Any]] | None = None,
     ) -> list[tuple[str | None, str | None, list[int]]]:
-        """Reasoning phase: (reasoning text, error, prompt ids for the answer phase) per prompt:
-        the prompt's own ids and the thought's (as the vLLM backend continues).
+        """Reasoning phase: (reasoning text, error, prompt ids for the answer phase) per prompt.
+
+        The answer phase's prompt ids are the prompt's own ids and the thought's (as the vLLM
+        backend continues).
         """
         r = self.spec.reasoning
         rows, reasons = self._generate(
@@ -358,10 +374,12 @@ class TransformersBackend:
     def generate(
         self, requests: list[Request], cancelled: CancelCheck | None = None
     ) -> list[Generation]:
-        """Every request's generation, in order. ``cancelled`` (the scoring service passes one)
-        is asked before each sub-batch, between the thinking and answering phases and after
-        every new token: once it is True, the generate stops and raises GenerationCancelled,
-        so a batch that every client has given up on does not keep the judge busy.
+        """Every request's generation, in order.
+
+        ``cancelled`` (the scoring service passes one) is asked before each sub-batch, between
+        the thinking and answering phases and after every new token: once it is True, the
+        generate stops and raises GenerationCancelled, so a batch that every client has given up
+        on does not keep the judge busy.
         """
         seen = [i for i, r in enumerate(requests) if self.vision and r.images]
         plain = [i for i in range(len(requests)) if not (self.vision and requests[i].images)]
@@ -452,10 +470,11 @@ class TransformersBackend:
         return results  # type: ignore[return-value]
 
     def _vision_inputs(self, request: Request) -> tuple[list[int], dict[str, Any]] | str:
-        """A request with images as the processor makes it: its token ids (image tokens
-        included) and its image tensors; or why it cannot be given to the judge. The item's
-        text is escaped (`ControlTokens.escape`): the processor tokenizes the prompt as
-        a whole, so the item's strings cannot be tokenized apart.
+        """A request with images as the processor makes it, or why it cannot be given to the judge.
+
+        As made, it is its token ids (image tokens included) and its image tensors. The item's
+        text is escaped (`ControlTokens.escape`): the processor tokenizes the prompt as a whole,
+        so the item's strings cannot be tokenized apart.
         """
         messages = self.controls.escape(request.messages, request.item_text)
         text = vision_prompt_text(self.spec, self.tokenizer, request, messages)

@@ -73,9 +73,11 @@ def on_cpu() -> bool:
 
 
 def engine_dtype(spec: JudgeSpec) -> str:
-    """The engine's precision for ``spec.dtype``: on a CPU, ``auto`` is bfloat16 only where the
-    CPU has it natively, else float32 (`jurybox.judges.cpu`: vLLM would take the weights'
-    bfloat16 and emulate it, far slower); on a GPU, vLLM's own choice.
+    """The engine's precision for ``spec.dtype``.
+
+    On a CPU, ``auto`` is bfloat16 only where the CPU has it natively, else float32
+    (`jurybox.judges.cpu`: vLLM would take the weights' bfloat16 and emulate it, far slower); on
+    a GPU, vLLM's own choice.
     """
     from ..cpu import vllm_cpu_dtype
 
@@ -83,9 +85,10 @@ def engine_dtype(spec: JudgeSpec) -> str:
 
 
 def cpu_engine_environment() -> None:
-    """On a CPU, the environment a vLLM engine starts with (`VLLM_CPU_ENV`:
-    its threads not pinned to the cores every other engine of the jury is pinned to), where the
-    environment does not already say; read by the engine's processes as they start.
+    """On a CPU, set the environment a vLLM engine starts with, where it does not already say.
+
+    That is `VLLM_CPU_ENV`: its threads not pinned to the cores every other engine of the jury is
+    pinned to. The engine's processes read it as they start.
     """
     import os
 
@@ -176,9 +179,9 @@ class _VLLMJudge:
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def _encode(self, requests: list[Request]) -> list[list[int] | str]:
-        """Each request's prompt ids, or why the judge is not given it (see
-        `ControlTokens`); a request with images shown to the judge, with its images'
-        placeholders (`_prompt`).
+        """Each request's prompt ids, or why the judge is not given it (see `ControlTokens`).
+
+        A request with images shown to the judge has its images' placeholders (`_prompt`).
         """
         # (a vision model's chat template takes every message as parts, images or not)
         prompts = [
@@ -248,9 +251,10 @@ class _VLLMJudge:
         )
 
     def _after_thought(self, out: Any, ids: list[int]) -> tuple[str, Generation | None, list[int]]:
-        """The reasoning, and either why there is no answer (a Generation with an error) or the
-        ids to answer from: the prompt's own ids (so the prefix cache serves them again) plus
-        the thought.
+        """The reasoning, and either why there is no answer or the ids to answer from.
+
+        Why there is no answer is a Generation with an error; the ids to answer from are the
+        prompt's own ids (so the prefix cache serves them again) plus the thought.
         """
         r = self.spec.reasoning
         completion = out.outputs[0]
@@ -300,8 +304,15 @@ class _VLLMJudge:
 
 
 class VLLMBackend(_VLLMJudge):
-    """vLLM's offline engine, stepped by hand: every prompt of a call submitted at once, so the
-    engine batches them continuously (``jurybox judge``).
+    """vLLM's offline engine, stepped by hand (``jurybox judge``).
+
+    Every prompt of a call is submitted at once, so the engine batches them continuously.
+
+    Args:
+        spec: The judge's spec.
+
+    Raises:
+        JudgeConfigError: vLLM is not installed, or the judge's spec does not fit its model.
     """
 
     def __init__(self, spec: JudgeSpec) -> None:
@@ -323,10 +334,11 @@ class VLLMBackend(_VLLMJudge):
     def generate(
         self, requests: list[Request], cancelled: CancelCheck | None = None
     ) -> list[Generation]:
-        """One Generation per request, in order, all submitted to the engine at once (reasoning
-        judges think, then answer); a request the engine refuses or a prompt too long is that item's
-        error. ``cancelled`` is asked after every engine step (GenerationCancelled once True:
-        the requests are aborted).
+        """One Generation per request, in order, all submitted to the engine at once.
+
+        Reasoning judges think, then answer; a request the engine refuses or a prompt too long is
+        that item's error. ``cancelled`` is asked after every engine step (GenerationCancelled
+        once True: the requests are aborted).
         """
         think = self.spec.reasoning.mode == "think"
         prompt_ids = self._encode(requests)
@@ -411,9 +423,19 @@ class VLLMBackend(_VLLMJudge):
 
 
 class AsyncVLLMBackend(_VLLMJudge):
-    """vLLM's async engine (``AsyncLLM``): every call of every client goes into one engine, which
-    batches them continuously (the scoring service). ``agenerate`` is the call; prompts, the
-    two-phase reasoning and the reading of outputs are the same as `VLLMBackend`'s.
+    """vLLM's async engine (``AsyncLLM``), for the scoring service.
+
+    Every call of every client goes into one engine, which batches them continuously.
+    ``agenerate`` is the call; prompts, the two-phase reasoning and the reading of outputs are
+    the same as `VLLMBackend`'s.
+
+    Args:
+        spec: The judge's spec.
+        distributed_executor_backend: vLLM's executor for the engine's workers (e.g. ``"ray"``
+            for tensor parallelism), or None for vLLM's default.
+
+    Raises:
+        JudgeConfigError: vLLM is not installed, or the judge's spec does not fit its model.
     """
 
     def __init__(self, spec: JudgeSpec, distributed_executor_backend: str | None = None) -> None:
@@ -439,12 +461,14 @@ class AsyncVLLMBackend(_VLLMJudge):
     async def _run(
         self, rid: str, ids: list[int], params: Any, request: Request | None = None
     ) -> Any:
-        """One request's final output. A caller that stops waiting (its client left, its
-        deadline passed: the scoring service cancels ``votes``) cancels this consumer, and vLLM
-        then aborts the request in the engine itself (``AsyncLLM.generate`` catches
-        CancelledError and aborts), except while the request is still being added: it has no
-        output queue yet, so nothing is aborted and the engine would generate it for nobody.
-        Aborting by our own id again closes that gap (a no-op for a request already gone).
+        """One request's final output.
+
+        A caller that stops waiting (its client left, its deadline passed: the scoring service
+        cancels ``votes``) cancels this consumer, and vLLM then aborts the request in the engine
+        itself (``AsyncLLM.generate`` catches CancelledError and aborts), except while the request
+        is still being added: it has no output queue yet, so nothing is aborted and the engine would
+        generate it for nobody. Aborting by our own id again closes that gap (a no-op for a request
+        already gone).
         """
         import asyncio
 
@@ -502,8 +526,9 @@ class AsyncVLLMBackend(_VLLMJudge):
         return gen
 
     async def agenerate(self, requests: list[Request]) -> list[Generation]:
-        """One Generation per request, in order, all run concurrently in the engine; a request the
-        engine refuses or a prompt too long is that item's error.
+        """One Generation per request, in order, all run concurrently in the engine.
+
+        A request the engine refuses or a prompt too long is that item's error.
         """
         import asyncio
 
@@ -521,9 +546,10 @@ class AsyncVLLMBackend(_VLLMJudge):
     def generate(
         self, requests: list[Request], cancelled: CancelCheck | None = None
     ) -> list[Generation]:
-        """`agenerate` run on a new event loop (``asyncio.run``), for a caller outside one
-        (which cannot cancel it: ``cancelled`` is not asked; the service awaits
-        `agenerate`, which stops when its caller is cancelled).
+        """`agenerate` run on a new event loop (``asyncio.run``), for a caller outside one.
+
+        Such a caller cannot cancel it: ``cancelled`` is not asked; the service awaits
+        `agenerate`, which stops when its caller is cancelled.
         """
         import asyncio
 
@@ -541,8 +567,9 @@ class AsyncVLLMBackend(_VLLMJudge):
 
 
 def _structured_outputs_config(config: Any) -> Any:
-    """``vllm.LLM`` takes the structured-outputs settings as a dict; engine arguments need the
-    config object.
+    """The structured-outputs settings as the config object engine arguments need.
+
+    ``vllm.LLM`` takes them as a dict.
     """
     from vllm.config import StructuredOutputsConfig
 
