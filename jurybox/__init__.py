@@ -1,13 +1,15 @@
 """jurybox: score long-form answers the way an expert panel would, with a jury of LLM judges.
 
 The names a Python user needs are here; each is imported when first used, so ``import jurybox``
-is cheap::
+is cheap:
 
-    from jurybox import Item, Jury, load_rubric
+```python
+from jurybox import Item, Jury, load_rubric
 
-    with Jury.load("tiny") as jury:
-        verdicts = jury.score(load_rubric("mirage-mg"), [Item(id="1", question="...",
-                              response="...", reference="...")])
+with Jury.load("tiny") as jury:
+    verdicts = jury.score(load_rubric("mirage-mg"), [Item(id="1", question="...",
+                          response="...", reference="...")])
+```
 
 Judging a whole prediction file resumably is `judge_file`; a running ``jurybox serve`` is
 `Client`; every error jurybox raises on purpose is a `JuryboxError`

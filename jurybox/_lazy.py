@@ -1,5 +1,7 @@
-"""Lazy names for a package's front: ``from jurybox import Jury`` imports the judges when asked,
-not ``import jurybox`` (which stays cheap: no torch, Ray or vLLM, not even numpy).
+"""Lazy names for a package's front, imported on first use.
+
+``from jurybox import Jury`` imports the judges when asked, not ``import jurybox`` (which stays
+cheap: no torch, Ray or vLLM, not even numpy).
 """
 
 from __future__ import annotations
@@ -12,8 +14,16 @@ from typing import Any
 def lazy(
     package: str, exports: dict[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """A module's ``__getattr__`` and ``__dir__`` for ``exports`` (name -> the module it lives
-    in, absolute or relative to ``package``): each name imported on first use, then kept.
+    """A module's ``__getattr__`` and ``__dir__`` that import its exports on first use.
+
+    Each name is imported on first use, then kept in the package's namespace.
+
+    Args:
+        package: The package whose front this is (``__name__`` in its ``__init__``).
+        exports: Name -> the module it lives in, absolute or relative to ``package``.
+
+    Returns:
+        The module's ``__getattr__`` and ``__dir__``.
     """
     namespace = importlib.import_module(package).__dict__
 

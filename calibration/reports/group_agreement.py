@@ -31,8 +31,11 @@ PREFERENCE = {"a": 1.0, "b": 0.0, "tie": 0.5}
 
 @dataclass
 class HumanGroup:
-    """What the humans said of one group: ranks per completion (lower better, None unranked)
-    and pairwise preferences ``(i, j, share)``.
+    """What the humans said of one group.
+
+    Attributes:
+        ranks: Ranks per completion (lower better, None unranked), or None without a ranking.
+        pairs: Pairwise preferences ``(i, j, share)``.
     """
 
     ranks: list[float | None] | None = None
@@ -142,6 +145,7 @@ class GroupAgreement:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data."""
         return jsonable(
             {
                 "groups": self.groups,

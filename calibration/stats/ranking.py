@@ -1,4 +1,6 @@
-"""How well a ranking of each group's completions (a jury's group rewards) agrees with human
+"""Agreement of a jury's group rankings with human rankings of the same groups.
+
+How well a ranking of each group's completions (a jury's group rewards) agrees with human
 rankings of the same groups: Kendall's tau-b per group, averaged over groups, and the share of
 human pairwise preferences the jury's order agrees with, each with a percentile bootstrap
 interval over groups (a group's completions are judged together, so the group is the unit).
@@ -40,9 +42,13 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
 def pair_agreement_counts(
     rewards: Sequence[float | None], pairs: Sequence[tuple[int, int, float]]
 ) -> tuple[float, int, int]:
-    """How far a group's rewards agree with human preferences ``(i, j, share)`` (share 1: i
-    is better, 0: j is, 0.5: a tie): the agreement summed over the preferences both of whose
-    completions have a reward, how many those are, and how many human ties were left out.
+    """How far a group's rewards agree with human pairwise preferences.
+
+    The preferences are ``(i, j, share)`` (share 1: i is better, 0: j is, 0.5: a tie).
+
+    Returns:
+        The agreement summed over the preferences both of whose completions have a reward, how
+        many those are, and how many human ties were left out.
     """
     agree, n, ties = 0.0, 0, 0
     for i, j, share in pairs:
@@ -96,8 +102,10 @@ def group_agreement(
     confidence: float = 0.95,
     seed: int | None = 0,
 ) -> dict[str, Stat]:
-    """The mean of the groups' taus (None: undefined, left out) and the agreement over all
-    their human preferences, each with a percentile bootstrap interval over groups.
+    """The mean tau and the pair agreement over groups, with bootstrap intervals.
+
+    The mean of the groups' taus (None: undefined, left out) and the agreement over all their
+    human preferences, each with a percentile bootstrap interval over groups.
     """
     t = np.array([np.nan if v is None else v for v in taus], dtype=float)
     a, m = np.asarray(agree, dtype=float), np.asarray(n, dtype=float)

@@ -42,8 +42,7 @@ Engine = Literal["local", "ray"]
 def image_policy(
     predictions: str | Path | None, root: str | Path | None = None, allow_remote: bool = False
 ) -> ImagePolicy:
-    """Where the images of a prediction file's items are read from, and whether http(s)
-    images are fetched.
+    """The image policy of a run: where its items' images are read from, and if http(s) too.
 
     Args:
         predictions: The prediction file, directory or glob.

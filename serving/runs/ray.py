@@ -1,5 +1,6 @@
-"""``jurybox judge --engine ray``: the bulk run as a Ray Data pipeline, for files that outgrow one
-machine.
+"""``jurybox judge --engine ray``: the bulk run as a Ray Data pipeline.
+
+For files that outgrow one machine:
 
     read (the one row reader, one task per input file; bad rows become error rows)
       -> render (the rubric's prompts per item)
@@ -65,11 +66,13 @@ def _read_file(
     cached: set[str],
     images: ImagePolicy | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One input file through the one row reader: an item to judge, an error row, or a row
-    already written (skipped, but its id counts for the summary) or answered from the verdict
-    cache by the driver (judged, but not here). With ``images`` (a judge sees them) an item's
-    images are read here, where its file is read, and travel on with it by content (an
-    image that cannot be read or is over the limits makes its row an error row).
+    """One input file's rows through the one row reader.
+
+    Each row becomes an item to judge, an error row, or a row already written (skipped, but its
+    id counts for the summary) or answered from the verdict cache by the driver (judged, but not
+    here). With ``images`` (a judge sees them) an item's images are read here, where its file is
+    read, and travel on with it by content (an image that cannot be read or is over the limits
+    makes its row an error row).
     """
     rubric_def = Rubric.model_validate(rubric)
     label = row["label"]
@@ -156,8 +159,10 @@ def _votes(batch: dict[str, list[Any]], i: int, columns: dict[str, str]) -> dict
 
 
 def _lists(batch: Any) -> dict[str, list[Any]]:
-    """A pandas batch as plain columns (bytes stay bytes: Arrow binary, never numpy's
-    fixed-width strings, which would cut trailing zero bytes off pickles).
+    """A pandas batch as plain columns.
+
+    Bytes stay bytes (Arrow binary), never numpy's fixed-width strings, which would cut trailing
+    zero bytes off pickles.
     """
     return batch.to_dict("list")
 
@@ -189,8 +194,10 @@ class _Render:
 
 
 class _Settle:
-    """After a cascade stage's judges: the items the stage settles get their verdict (the later
-    judges skip them); the others go on with the stage's confidence noted.
+    """The gate after a cascade stage's judges.
+
+    The items the stage settles get their verdict (the later judges skip them); the others go on
+    with the stage's confidence noted.
     """
 
     def __init__(self, rubric: dict[str, Any], jury: dict[str, Any], prov: str, k: int) -> None:
@@ -219,8 +226,10 @@ class _Settle:
 
 
 class _Judge:
-    """One judge's stage: its backend is built once per actor, at its first item (a rerun with
-    nothing left to judge loads no model).
+    """One judge's stage.
+
+    Its backend is built once per actor, at its first item (a rerun with nothing left to judge
+    loads no model).
     """
 
     def __init__(
@@ -361,14 +370,30 @@ def judge_with_ray(
     images: ImagePolicy | None = None,
     **options: Unpack[RunOptions],
 ) -> RunReport:
-    """Judge every valid row of ``predictions`` not yet in ``out`` on a Ray cluster (see the
-    module docstring; the options are `RunOptions`). Returns
-    the same report as the local engine, with per-judge throughput in its notes.
-    ``backend_factory(judge_spec)`` replaces the judges' backends (benchmarks, tests), as a
-    Jury takes backends passed in. With a verdict ``cache`` the driver answers the items it
-    holds (they never enter the pipeline) and stores the rest. ``images``: where the items'
-    images are read from and their limits (read where the rows are read, when a judge sees
-    images; the driver reads them too, for the cache's keys).
+    """Judge every valid row of ``predictions`` not yet in ``out`` on a Ray cluster.
+
+    The pipeline is the module docstring's.
+
+    Args:
+        predictions: The prediction file, a directory of them, or a glob.
+        rubric: The rubric to judge with.
+        jury: The jury's spec.
+        out: The output: a ``.jsonl`` file or a directory of shards.
+        address: The Ray cluster's address; default: a local Ray started for the run.
+        backend_factory: ``backend_factory(judge_spec)`` replaces the judges' backends
+            (benchmarks, tests), as a Jury takes backends passed in.
+        cache: A verdict cache: the driver answers the items it holds (they never enter the
+            pipeline) and stores the rest.
+        images: Where the items' images are read from and their limits (read where the rows are
+            read, when a judge sees images; the driver reads them too, for the cache's keys).
+        **options: The run's options, `RunOptions`.
+
+    Returns:
+        The same report as the local engine, with per-judge throughput in its notes.
+
+    Raises:
+        JudgeFailed: The Ray pipeline failed as a whole (a jurybox error a stage raised is
+            raised as itself).
     """
     import ray
 
@@ -459,9 +484,11 @@ def _answer_from_cache(
     calibration: AppliedCalibration | None,
     images: ImagePolicy | None = None,
 ) -> set[str]:
-    """The driver's lookup, in one pass over the rows (the reader's, so duplicates are the
-    reader's too): the run's items whose verdict the cache holds are written here, and their
-    ids returned, for the read stage to mark them answered (they never enter the pipeline).
+    """The driver's verdict-cache lookup: the items it answers, written, and their ids.
+
+    One pass over the rows (the reader's, so duplicates are the reader's too): the run's items
+    whose verdict the cache holds are written here, and their ids returned, for the read stage to
+    mark them answered (they never enter the pipeline).
     """
     answered: set[str] = set()
     chunk: list[Item] = []  # images loaded (the digests are the cache's key)
@@ -602,8 +629,9 @@ def _pipeline(
 
 
 class _Driver(Tally):
-    """What the driver counts as batches come out of the pipeline (and each judge's busy
-    time, for its throughput).
+    """What the driver counts as batches come out of the pipeline.
+
+    Each judge's busy time too, for its throughput.
     """
 
     def __init__(self, total: int | None) -> None:
@@ -618,9 +646,7 @@ class _Driver(Tally):
     def take(
         self, batch: dict[str, Any], jury: JurySpec
     ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-        """The records to write and the fresh verdicts (input hash, verdict JSON) of one
-        batch.
-        """
+        """The records to write and the fresh verdicts (input hash, verdict JSON) of one batch."""
         records, verdicts = [], []
         columns = [_column(jury, judge) for judge in jury.judges]
         for i in range(len(batch["id"])):

@@ -52,8 +52,9 @@ def prepare(
     limits: Limits,
     allow_empty: bool,
 ) -> Prepared:
-    """The rubric, the items and every judge call's prompt; an `HTTPProblem` naming the
-    field (or limit) at fault otherwise.
+    """The rubric, the items and every judge call's prompt of a request, checked.
+
+    An `HTTPProblem` naming the field (or limit) at fault otherwise.
     """
     try:
         if isinstance(rubric, dict):
@@ -102,8 +103,9 @@ def prepare(
 
 
 def image_policy(limits: Limits) -> ImagePolicy:
-    """The images a request may carry: inline only (``data:`` URLs or base64: no file is read
-    and no URL fetched on a client's word), within the service's limits.
+    """The images a request may carry: inline only, within the service's limits.
+
+    Inline: ``data:`` URLs or base64; no file is read and no URL fetched on a client's word.
     """
     return ImagePolicy(
         max_bytes=limits.max_image_bytes,
@@ -114,10 +116,11 @@ def image_policy(limits: Limits) -> ImagePolicy:
 
 
 def inline_images(items: list[Item], limits: Limits) -> list[Item]:
-    """The items holding their images, decoded and checked (in the caller's thread or worker:
-    never on the event loop): 413 naming the image over a limit, or the request's images over
-    ``max_request_image_bytes`` in all; 422 naming one that is not an inline image or not an
-    image at all.
+    """The items holding their images, decoded and checked.
+
+    In the caller's thread or worker: never on the event loop. 413 naming the image over a limit, or
+    the request's images over ``max_request_image_bytes`` in all; 422 naming one that is not an
+    inline image or not an image at all.
     """
     policy = image_policy(limits)
     total = 0
@@ -183,8 +186,9 @@ def _inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
 
 
 def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
-    """413 naming the limit when an inline rubric is larger than the service takes: checked on
-    the raw request, before validating or compiling anything of it.
+    """413 naming the limit when an inline rubric is larger than the service takes.
+
+    Checked on the raw request, before validating or compiling anything of it.
     """
     template = sum(len(ref[k]) for k in ("template", "system") if isinstance(ref.get(k), str))
     if template > limits.max_template_chars:
@@ -237,11 +241,13 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
 
 
 def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
-    """422 naming the first string (key or value, at any depth) that holds a lone surrogate, or
-    the first value nested deeper than ``max_nesting``; else the characters of every string and
-    the number of values (strings, numbers, keys, list entries) in ``value``. JSON may escape a
-    lone surrogate (``"\\ud800"``), but it is no Unicode text, so no tokenizer, hash or output
-    file could take it. Iterative, so no depth makes it recurse.
+    r"""The characters and values in ``value``, or a 422 for a lone surrogate or too deep nesting.
+
+    422 names the first string (key or value, at any depth) that holds a lone surrogate, or the
+    first value nested deeper than ``max_nesting``; else the characters of every string and the
+    number of values (strings, numbers, keys, list entries) in ``value`` are returned. JSON may
+    escape a lone surrogate (``"\ud800"``), but it is no Unicode text, so no tokenizer, hash or
+    output file could take it. Iterative, so no depth makes it recurse.
     """
     chars = values = 0
     stack = [(value, where, 0)]
@@ -281,9 +287,10 @@ def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
 
 
 def check_inline(ref: dict[str, Any], limits: Limits) -> None:
-    """An inline rubric checked as raw data, before it is parsed, pickled or sent anywhere:
-    valid text, nesting, and its size in all (every name, description, label, version and
-    template: each is rendered into prompts or kept per request) and by part.
+    """An inline rubric checked as raw data, before it is parsed, pickled or sent anywhere.
+
+    Valid text, nesting, and its size in all (every name, description, label, version and template:
+    each is rendered into prompts or kept per request) and by part.
     """
     chars, values = check_text(ref, "rubric", limits.max_nesting)
     check_rubric_size(ref, limits)  # the specific limits first: they name the part at fault
@@ -308,10 +315,11 @@ def check_inline(ref: dict[str, Any], limits: Limits) -> None:
 
 
 def check_prompts(requests: Requests, limits: Limits) -> None:
-    """413 naming the item when a rendered prompt (one judge call's messages) is longer than
-    ``max_prompt_chars``, or the request's prompts together longer than
-    ``max_request_prompt_chars``: a short template can render a huge prompt, which no judge
-    should be asked to tokenize. An image counts as its estimated tokens
+    """413 naming the item when a rendered prompt, or the request's prompts in all, are too long.
+
+    A rendered prompt (one judge call's messages) longer than ``max_prompt_chars``, or the request's
+    prompts together longer than ``max_request_prompt_chars``: a short template can render a huge
+    prompt, which no judge should be asked to tokenize. An image counts as its estimated tokens
     (`image_tokens`) x `CHARS_PER_IMAGE_TOKEN` characters.
     """
     n_calls = len(requests.calls)
@@ -345,9 +353,10 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
 
 
 class Clients:
-    """Requests open per client address on one ingress replica: a client past ``limit`` is
-    refused (429) before anything of its request is read, so that a few clients that open
-    many slow requests cannot take every slot of the replica from the others.
+    """Requests open per client address on one ingress replica.
+
+    A client past ``limit`` is refused (429) before anything of its request is read, so that a few
+    clients that open many slow requests cannot take every slot of the replica from the others.
     """
 
     def __init__(self, limit: int) -> None:
@@ -356,8 +365,10 @@ class Clients:
 
     @contextlib.contextmanager
     def held(self, client: str) -> Iterator[bool]:
-        """True (and one more request counted for ``client`` until the block ends) when the
-        client has fewer than ``limit`` open; else False.
+        """Whether ``client`` may open one more request; if so, it is counted until the block ends.
+
+        True (and one more request counted for ``client`` until the block ends) when the client has
+        fewer than ``limit`` open; else False.
         """
         n = self.open.get(client, 0)
         if n >= self.limit:
@@ -375,12 +386,12 @@ class Clients:
 
 
 class Workers:
-    """Worker processes for what a client's template may make slow or large, each doing one call
-    at a time. A call past its time budget, or whose caller stopped waiting, kills its worker
-    (nothing else stops a Jinja loop), and a fresh one takes its place; no other call is
-    touched. Workers are plain subprocesses speaking pickles over their stdin and stdout, not
-    ``multiprocessing`` ones, which would re-run the ingress process's main module (Ray's
-    worker) in every child.
+    """Worker processes for what a client's template may make slow or large, one call at a time.
+
+    A call past its time budget, or whose caller stopped waiting, kills its worker (nothing else
+    stops a Jinja loop), and a fresh one takes its place; no other call is touched. Workers are
+    plain subprocesses speaking pickles over their stdin and stdout, not ``multiprocessing`` ones,
+    which would re-run the ingress process's main module (Ray's worker) in every child.
     """
 
     def __init__(self, workers: int = 2, queued: int = 8) -> None:
@@ -390,9 +401,10 @@ class Workers:
         self._idle = [_Worker()]  # one started now, so that a first inline rubric need not wait
 
     async def run(self, budget_s: float, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in a worker (``fn`` importable by name); what it raises is raised
-        here; `HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies, 429
-        when every worker is busy and ``queued`` calls already wait for one.
+        """``fn(*args)`` in a worker (``fn`` importable by name); what it raises is raised here.
+
+        `HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies, 429 when every worker is
+        busy and ``queued`` calls already wait for one.
         """
         if self._slots.locked() and self.waiting >= self.queued:
             raise HTTPProblem(
@@ -449,8 +461,10 @@ class Workers:
         raise value
 
     def _replace(self, worker: _Worker) -> None:
-        """Kill ``worker`` and start its successor now, so that it has imported what it needs
-        (seconds of CPU) by the time the next inline rubric comes, not while that one waits.
+        """Kill ``worker`` and start its successor now.
+
+        So that the successor has imported what it needs (seconds of CPU) by the time the next
+        inline rubric comes, not while that one waits.
         """
         worker.kill()
         self._idle.append(_Worker())
@@ -507,8 +521,9 @@ def _receive(stream: IO[bytes]) -> Any:
 
 
 def serve_worker() -> None:
-    """A worker's loop: ``(fn, args)`` in, ``(True, result)`` or ``(False, exception)`` out,
-    until its stdin closes. Its address space is capped, so a template that would build a huge
+    """A worker's loop: ``(fn, args)`` in, ``(True, result)`` or ``(False, exception)`` out.
+
+    Until its stdin closes. Its address space is capped, so a template that would build a huge
     string fails with MemoryError here instead of growing the ingress.
     """
     import resource

@@ -1,7 +1,9 @@
-"""Building the scoring service as a Ray Serve application: one deployment per judge (sized from
-the jury file's execution settings) and the ingress. The same builder serves ``jurybox serve``,
-``serve run jurybox.serving.service.builder:build_jury_app jury=tiny`` and a config file for ``serve
-deploy`` or a KubeRay RayService (``jurybox serve --print-config``).
+"""Building the scoring service as a Ray Serve application.
+
+One deployment per judge (sized from the jury file's execution settings) and the ingress. The same
+builder serves ``jurybox serve``, ``serve run jurybox.serving.service.builder:build_jury_app
+jury=tiny`` and a config file for ``serve deploy`` or a KubeRay RayService (``jurybox serve
+--print-config``).
 """
 
 from __future__ import annotations
@@ -65,9 +67,11 @@ def judge_options(judge: JudgeSpec) -> dict[str, Any]:
 
 
 def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
-    """Ray Serve options for the ingress deployment: ``replicas`` replicas sharing their
-    metrics and drain through a deployment actor (`jurybox.serving.service.shared`); every
-    request is let through to the replica's gate, which answers 429 itself.
+    """Ray Serve options for the ingress deployment.
+
+    ``replicas`` replicas sharing their metrics and drain through a deployment actor
+    (`jurybox.serving.service.shared`); every request is let through to the replica's gate, which
+    answers 429 itself.
     """
     limits = config.limits
     # Every request is let through to the replica, whose own checks refuse with a JSON error
@@ -92,9 +96,21 @@ def ingress_options(config: ServiceConfig, replicas: int) -> dict[str, Any]:
 
 
 def build_jury_app(args: dict[str, Any] | ServiceConfig) -> Any:
-    """The Serve application for ``args`` (the fields of `ServiceConfig`): the builder a
-    config file's ``import_path`` names. One parameter, as Ray Serve requires of a builder that
-    takes a config's ``args`` (``serve deploy``, ``serve run ... jury=tiny``).
+    """The Serve application for ``args``: the builder a config file's ``import_path`` names.
+
+    One parameter, as Ray Serve requires of a builder that takes a config's ``args`` (``serve
+    deploy``, ``serve run ... jury=tiny``). Everything is validated here: a bad jury, rubric or
+    calibration map fails the deploy, not a request.
+
+    Args:
+        args: The fields of `ServiceConfig`, or one.
+
+    Returns:
+        The Ray Serve application (a bound ingress deployment), for ``serve.run``.
+
+    Raises:
+        InputError: A jury, rubric or calibration map that cannot be loaded or does not fit, or
+            settings that contradict one another (the error names the field).
     """
     return jury_app(args)
 
@@ -102,13 +118,15 @@ def build_jury_app(args: dict[str, Any] | ServiceConfig) -> Any:
 def jury_app(
     args: dict[str, Any] | ServiceConfig, backend_factory: Callable[[JudgeSpec], Any] | None = None
 ) -> Any:
-    """The Serve application for ``args`` (the fields of `ServiceConfig`). Everything is
-    validated here: a bad jury, rubric or calibration map fails the deploy, not a request.
+    """The Serve application for ``args`` (the fields of `ServiceConfig`).
+
+    Everything is validated here: a bad jury, rubric or calibration map fails the deploy, not a
+    request.
 
     ``backend_factory(judge_spec)`` replaces every judge's backend (benchmarks and tests: e.g.
     ``perf/serve_load.py --backend replay``, as ``judge_with_ray`` takes one); it travels to the
-    judge replicas pickled (by value when defined in ``__main__``). Not a config field: no
-    config file or ``jurybox serve`` option can reach it.
+    judge replicas pickled (by value when defined in ``__main__``). Not a config field: no config
+    file or ``jurybox serve`` option can reach it.
     """
     from ray import serve
     from ray.serve.config import DeploymentActorConfig
@@ -143,8 +161,9 @@ def jury_app(
 
 
 def serve_config(config: ServiceConfig, host: str = "0.0.0.0", port: int = 8000) -> dict[str, Any]:
-    """A Ray Serve config file (``serve deploy``, KubeRay's ``serveConfigV2``) for ``config``:
-    per-judge resources, replicas and autoscaling, placement bundles for tensor parallelism.
+    """A Ray Serve config file (``serve deploy``, KubeRay's ``serveConfigV2``) for ``config``.
+
+    Per-judge resources, replicas and autoscaling, placement bundles for tensor parallelism.
     """
     plan = config.resolve()  # validate now, as the cluster will
     spec: JurySpec = plan.jury_spec()

@@ -34,10 +34,19 @@ class ServiceError(ExecutionError):
 
 
 class Client:
-    """The HTTP API as Python calls. Bad requests raise InputError naming the field; a busy
-    service (429), a judge that could not answer (503) or a dead ingress replica (Ray's own 5xx)
-    is retried after its Retry-After (else 1 s), up to ``retries`` times, then raises ServiceError (``judge --url`` then stops, as in-process,
-    having written nothing for the items it could not get verdicts for).
+    """The scoring service's HTTP API as Python calls.
+
+    Bad requests raise `InputError` naming the field; a busy service (429), a judge that could not
+    answer (503) or a dead ingress replica (Ray's own 5xx) is retried after its Retry-After (else 1
+    s), up to ``retries`` times, then raises `ServiceError` (``judge --url`` then stops, as
+    in-process, having written nothing for the items it could not get verdicts for). A context
+    manager: leaving the block closes the connection.
+
+    Args:
+        url: The service's base URL, e.g. ``http://127.0.0.1:8000``.
+        token: The bearer token the service requires (``jurybox serve --token-env``), if any.
+        timeout: Seconds one HTTP call may take.
+        retries: Retries of a call the service could not answer yet (429, 503, a dead replica).
     """
 
     def __init__(
@@ -103,7 +112,21 @@ class Client:
     def score_records(
         self, rubric: RubricArg, items: Sequence[Item | dict[str, Any]], allow_empty: bool = False
     ) -> list[dict[str, Any]]:
-        """The verdicts as written (the fields of a ``jurybox judge`` output line)."""
+        """The verdicts as written (the fields of a ``jurybox judge`` output line): POST /v1/score.
+
+        Args:
+            rubric: A rubric the service knows, by name, or one inline (a `Rubric` or its fields).
+            items: The items to judge: `Item` objects or their fields.
+            allow_empty: Judge items whose answer is empty (else they are refused).
+
+        Returns:
+            One record per item, in order.
+
+        Raises:
+            InputError: The service refused the request (a 4xx other than 429), naming the field.
+            ServiceError: The service could not answer (unreachable, busy past the retries, timed
+                out, or the token refused).
+        """
         payload = {
             "rubric": _rubric_ref(rubric),
             "items": [_item(it) for it in items],
@@ -114,45 +137,98 @@ class Client:
     def score(
         self, rubric: RubricArg, items: Sequence[Item | dict[str, Any]], allow_empty: bool = False
     ) -> list[Verdict]:
-        """One verdict per item, in order, as ``Jury.score`` gives them."""
+        """One verdict per item, in order, as ``Jury.score`` gives them.
+
+        Args:
+            rubric: A rubric the service knows, by name, or one inline (a `Rubric` or its fields).
+            items: The items to judge: `Item` objects or their fields.
+            allow_empty: Judge items whose answer is empty (else they are refused).
+
+        Returns:
+            The verdicts, one per item, in order.
+
+        Raises:
+            InputError: The service refused the request (a 4xx other than 429), naming the field.
+            ServiceError: The service could not answer (unreachable, busy past the retries, timed
+                out, or the token refused).
+        """
         return [
             Verdict.from_record(VerdictRecord.from_record(r))
             for r in self.score_records(rubric, items, allow_empty)
         ]
 
     def groups(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
-        """POST /v1/groups with ``payload`` (the fields of
-        `jurybox.serving.service.protocol.GroupRequest`): each group's result, in
-        order.
+        """POST /v1/groups: each group's rewards, in order.
+
+        Args:
+            payload: The fields of `jurybox.serving.service.protocol.GroupRequest`.
+
+        Returns:
+            Each group's result, in order.
+
+        Raises:
+            InputError: The service refused the request (a 4xx other than 429), naming the field.
+            ServiceError: The service could not answer.
         """
         return self._call("POST", "/v1/groups", payload)["groups"]
 
     def provenance(self, rubric: RubricArg) -> dict[str, Any]:
-        """POST /v1/provenance: the rubric's name, the provenance hash of its verdicts with the
-        service's jury, and the calibration map applied to them (None when none is).
+        """POST /v1/provenance: the provenance of a rubric's verdicts with the service's jury.
+
+        Args:
+            rubric: A rubric the service knows, by name, or one inline.
+
+        Returns:
+            The rubric's name, the provenance hash of its verdicts with the service's jury, and the
+            calibration map applied to them (None when none is).
+
+        Raises:
+            InputError: The service refused the request, naming the field.
+            ServiceError: The service could not answer.
         """
         return self._call("POST", "/v1/provenance", {"rubric": _rubric_ref(rubric)})
 
     def jury(self) -> dict[str, Any]:
-        """GET /v1/jury: the service's judges, aggregation, provenances, calibration maps, limits
-        and jury file.
+        """GET /v1/jury: the service's jury.
+
+        Returns:
+            The service's judges, aggregation, provenances, calibration maps, limits and jury file.
+
+        Raises:
+            ServiceError: The service could not answer.
         """
         return self._call("GET", "/v1/jury")
 
     def rubrics(self) -> list[dict[str, Any]]:
-        """GET /v1/rubrics: a summary of each rubric the service knows."""
+        """GET /v1/rubrics: a summary of each rubric the service knows.
+
+        Raises:
+            ServiceError: The service could not answer.
+        """
         return self._call("GET", "/v1/rubrics")["rubrics"]
 
     def rubric(self, name: str) -> dict[str, Any] | None:
-        """The service's rubric ``name`` in full; None if it knows none by that name."""
+        """The service's rubric ``name`` in full; None if it knows none by that name.
+
+        Args:
+            name: The rubric's name.
+
+        Raises:
+            ServiceError: The service could not answer.
+        """
         try:
             return self._call("GET", f"/v1/rubrics/{name}")
         except InputError:
             return None
 
     def health(self) -> dict[str, Any]:
-        """GET /healthz as it answers (also when a judge cannot answer), without retries;
-        ServiceError when the service cannot be reached.
+        """GET /healthz as it answers (also when a judge cannot answer), without retries.
+
+        Returns:
+            The service's health: its status and each judge's.
+
+        Raises:
+            ServiceError: The service cannot be reached.
         """
         import httpx
 
@@ -163,9 +239,18 @@ class Client:
 
 
 class RemoteJury:
-    """A jury that judges through a running service (`jurybox.judges.JuryLike`, what a
-    bulk run needs of a jury). The service keeps its own verdict cache, if any; this side has
-    none.
+    """A jury that judges through a running service.
+
+    What a bulk run needs of a jury (`jurybox.judges.JuryLike`). The service keeps its own verdict
+    cache, if any; this side has none.
+
+    Args:
+        client: The client of the service.
+        images: Where the items' image files are read from (the service takes images inline only, so
+            they are read here and sent).
+
+    Raises:
+        ServiceError: The service could not answer (its jury is asked for at once).
     """
 
     cache: VerdictCache | None = None
@@ -199,8 +284,14 @@ class RemoteJury:
         return bool(items)  # (the service's own cache answers what it can)
 
     def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
-        """Check that every judge of the service can answer (GET /healthz); ServiceError naming
-        those that cannot; ``on_loaded(the service's URL, seconds)`` when it can.
+        """Check that every judge of the service can answer (GET /healthz).
+
+        Args:
+            on_loaded: Called as ``on_loaded(the service's URL, seconds)`` when every judge can
+                answer.
+
+        Raises:
+            ServiceError: Naming the judges that cannot answer, or the service cannot be reached.
         """
         began = time.perf_counter()
         health = self.client.health()
@@ -211,8 +302,9 @@ class RemoteJury:
             on_loaded(f"the service at {self.client.url}", time.perf_counter() - began)
 
     def _ref(self, rubric: Rubric) -> str | dict[str, Any]:
-        """The rubric by name when the service holds the very same one (it then needs no
-        validating or rendering in a worker), else inline.
+        """The rubric by name when the service holds the very same one, else inline.
+
+        By name, it then needs no validating or rendering in a worker.
         """
         if rubric.name not in self._refs:
             inline = _rubric_ref(rubric)
@@ -229,8 +321,23 @@ class RemoteJury:
         on_progress: Callable[[float], None] | None = None,
         allow_empty: bool = True,
     ) -> list[dict[str, Any]]:
-        """The service's records (``keep_raw`` is the service's to decide: it returns none);
-        ``on_progress(items done)`` after each request.
+        """The service's records, one per item, in order.
+
+        Args:
+            rubric: The rubric to judge with (sent by name when the service holds the very same
+                one).
+            items: The items to judge; as many go in one request as the service's limits allow.
+            keep_raw: The service's to decide: it returns no raw outputs.
+            on_progress: Called as ``on_progress(items done)`` after each request.
+            allow_empty: Judge items whose answer is empty.
+
+        Returns:
+            The records, as ``jurybox judge`` writes them.
+
+        Raises:
+            InputError: The service refused a request, naming the field.
+            ImageError: An item's image file cannot be read (naming the item).
+            ServiceError: The service could not answer.
         """
         # As many items per request as the service's limit on judge calls allows.
         per = max(1, min(self.max_items, self.max_judge_calls // rubric.judge_calls))
@@ -250,8 +357,9 @@ class RemoteJury:
         return records
 
     def _inline(self, item: Item) -> Item | dict[str, Any]:
-        """The item as the service takes it: its image files read here and sent inline (as
-        ``data:`` URLs); an image that cannot be read is an ImageError naming the item.
+        """The item as the service takes it: its image files read here and sent inline.
+
+        As ``data:`` URLs; an image that cannot be read is an ImageError naming the item.
         """
         if not item.images:
             return item
@@ -265,7 +373,19 @@ class RemoteJury:
         return {**_item(item), "images": refs}
 
     def score(self, rubric: Rubric, items: Sequence[Item]) -> list[Verdict]:
-        """One verdict per item, in order, judged by the service."""
+        """One verdict per item, in order, judged by the service.
+
+        Args:
+            rubric: The rubric to judge with.
+            items: The items to judge.
+
+        Returns:
+            The verdicts, one per item, in order.
+
+        Raises:
+            InputError: The service refused a request, naming the field.
+            ServiceError: The service could not answer.
+        """
         return [
             Verdict.from_record(VerdictRecord.from_record(r))
             for r in self.score_records(rubric, items)
@@ -277,9 +397,11 @@ class RemoteJury:
 
 
 def _retryable(response: Any) -> bool:
-    """Busy (429), a judge that could not answer (503), or a 5xx that is not the service's own
-    JSON answer: Ray Serve's proxy answering for an ingress replica that died (Serve restarts
-    it). A 500 or 504 of the service's own is not retried: the same request would fail again.
+    """Whether a response is worth retrying: busy, a judge that could not answer, a dead replica.
+
+    Busy (429), a judge that could not answer (503), or a 5xx that is not the service's own JSON
+    answer: Ray Serve's proxy answering for an ingress replica that died (Serve restarts it). A 500
+    or 504 of the service's own is not retried: the same request would fail again.
     """
     if response.status_code in (429, 503):
         return True

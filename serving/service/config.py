@@ -1,6 +1,7 @@
-"""The scoring service's configuration, validated when the application is built (a bad jury,
-rubric or calibration map fails the deploy, never a request), and turned into the plain data
-the deployments receive, so a cluster needs none of the files the driver read.
+"""The scoring service's configuration, validated when the application is built.
+
+A bad jury, rubric or calibration map fails the deploy, never a request. The configuration is turned
+into the plain data the deployments receive, so a cluster needs none of the files the driver read.
 """
 
 from __future__ import annotations
@@ -235,9 +236,16 @@ class ServiceConfig(BaseModel):
         return value
 
     def ingress_count(self) -> int:
-        """The ingress replicas to start: ``ingress_replicas``, or by default 2 on a machine
-        with the CPUs for them (never more than ``max_concurrent``: each replica scores at least
-        one request at once).
+        """The ingress replicas to start.
+
+        ``ingress_replicas``, or by default 2 on a machine with the CPUs for them (never more than
+        ``max_concurrent``: each replica scores at least one request at once).
+
+        Returns:
+            The number of ingress replicas.
+
+        Raises:
+            InputError: ``ingress_replicas`` is more than ``max_concurrent``.
         """
         limits = self.limits
         if self.ingress_replicas is None:
@@ -254,7 +262,16 @@ class ServiceConfig(BaseModel):
         return self.ingress_replicas
 
     def resolve(self) -> ResolvedConfig:
-        """Everything the deployments need, checked now."""
+        """Everything the deployments need, checked now.
+
+        Returns:
+            The validated configuration as plain data, for the deployments.
+
+        Raises:
+            InputError: A jury, rubric or calibration map that cannot be loaded, a map fitted for no
+                rubric this service knows, two maps of one kind for one rubric, ``route_width``
+                without conformal maps, an unset ``token_env``, or too many ingress replicas.
+        """
         spec = load_jury_spec(self.jury)
         rubrics = {name: load_rubric(name) for name in list_rubrics()}
         for path in self.rubrics:
@@ -363,8 +380,9 @@ def _conformal(path: Path, provenances: dict[str, str]) -> dict[str, Any]:
 def _fitted_rubrics(
     option: str, path: Path, fitted: str | None, provenances: dict[str, str]
 ) -> list[str]:
-    """The rubrics whose provenance with this jury is the one a map was fitted for (none: the
-    map is refused, saying what to do).
+    """The rubrics whose provenance with this jury is the one a map was fitted for.
+
+    None: the map is refused, saying what to do.
     """
     fits = sorted(name for name, p in provenances.items() if p == fitted)
     if not fits:

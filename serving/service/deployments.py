@@ -1,15 +1,16 @@
-"""One Ray Serve deployment per judge: a replica loads the judge's model once and answers
-``votes(requests)``, the judging path's second piece, so answers are parsed where the judge runs
-and only votes travel back.
+"""One Ray Serve deployment per judge: a replica loads the judge's model once and answers votes.
 
-vLLM judges run on vLLM's async engine, which batches every request of every client
-continuously; transformers judges (not thread-safe, one generate at a time) have the requests
-that arrive together merged into one batch (`_Batched`); OpenAI-compatible judges are async
-clients already. Why not Ray Serve LLM's ``LLMServer``: called through a handle it answers with
-OpenAI payloads (top-k alternatives detokenized, forbidden tokens as -9999, token ids as
-strings), where the judging code reads vLLM's own outputs: the score distribution at the answer
-position, ``detokenize=False`` and the two-phase reasoning continuing from token ids. Holding
-vLLM's ``AsyncLLM`` here keeps one code path with ``jurybox judge`` on vLLM.
+A replica answers ``votes(requests)``, the judging path's second piece, so answers are parsed where
+the judge runs and only votes travel back.
+
+vLLM judges run on vLLM's async engine, which batches every request of every client continuously;
+transformers judges (not thread-safe, one generate at a time) have the requests that arrive together
+merged into one batch (`_Batched`); OpenAI-compatible judges are async clients already. Why not Ray
+Serve LLM's ``LLMServer``: called through a handle it answers with OpenAI payloads (top-k
+alternatives detokenized, forbidden tokens as -9999, token ids as strings), where the judging code
+reads vLLM's own outputs: the score distribution at the answer position, ``detokenize=False`` and
+the two-phase reasoning continuing from token ids. Holding vLLM's ``AsyncLLM`` here keeps one code
+path with ``jurybox judge`` on vLLM.
 """
 
 from __future__ import annotations
@@ -49,25 +50,28 @@ def service_backend(spec: JudgeSpec) -> Backend:
 
 
 def served(backend: Backend) -> Backend:
-    """``backend`` as a judge replica runs it: an async one as it is, a synchronous one behind
-    `_Batched` (concurrent requests merged into one generate in a worker thread).
+    """``backend`` as a judge replica runs it.
+
+    An async one as it is, a synchronous one behind `_Batched` (concurrent requests merged into one
+    generate in a worker thread).
     """
     return backend if isinstance(backend, AsyncBackend) else _Batched(backend)
 
 
 class _Batched:
-    """A synchronous backend behind an async call: the prompts of requests that arrive while
-    one generate runs are merged into the next, which runs in a worker thread.
+    """A synchronous backend behind an async call, concurrent requests merged into one generate.
 
-    Each caller gets its own outputs or its own error, never a neighbour's: a batch whose
-    generate raises is run again request by request, so a request the backend cannot take
-    fails alone; a caller that stops waiting (its client left, its deadline passed) cancels
-    only its own wait, and a request nobody waits for any more is not generated. The batches
-    run in a task of their own, so no caller's cancellation reaches them: a batch with one
-    caller still waiting runs to its end. Once every caller of the running batch has left, the
-    backend is told to stop (``generate(..., cancelled=...)``; one that can stops early), so an
-    abandoned generate does not hold the judge while new requests wait (a deadline or
-    ``max_concurrent`` would mean nothing if it did).
+    The prompts of requests that arrive while one generate runs are merged into the next, which runs
+    in a worker thread.
+
+    Each caller gets its own outputs or its own error, never a neighbour's: a batch whose generate
+    raises is run again request by request, so a request the backend cannot take fails alone; a
+    caller that stops waiting (its client left, its deadline passed) cancels only its own wait, and
+    a request nobody waits for any more is not generated. The batches run in a task of their own, so
+    no caller's cancellation reaches them: a batch with one caller still waiting runs to its end.
+    Once every caller of the running batch has left, the backend is told to stop (``generate(...,
+    cancelled=...)``; one that can stops early), so an abandoned generate does not hold the judge
+    while new requests wait (a deadline or ``max_concurrent`` would mean nothing if it did).
     """
 
     def __init__(self, backend: Backend, max_wait_s: float = 0.0) -> None:
@@ -133,10 +137,11 @@ class _Batched:
     async def _generate_while_awaited(
         self, batch: list[tuple[list[Request], asyncio.Future]], prompts: list[Request]
     ) -> list[Generation]:
-        """The backend's generate in a worker thread, with a cancel check that turns True once
-        every caller of ``batch`` has stopped waiting (their futures are cancelled: a caller
-        that is answered is answered after the generate). The check is a ``threading.Event``
-        set on the event loop, since the worker thread reads it.
+        """The backend's generate in a worker thread, stopped once no caller of ``batch`` waits.
+
+        Its cancel check turns True once every caller of ``batch`` has stopped waiting (their
+        futures are cancelled: a caller that is answered is answered after the generate). The check
+        is a ``threading.Event`` set on the event loop, since the worker thread reads it.
         """
         nobody_waits = threading.Event()
 
@@ -173,9 +178,10 @@ class _Batched:
 
 
 class JudgeServer:
-    """One judge: its backend, built once per replica (``backend_factory`` replaces it in
-    tests and benchmarks, as Ray Serve LLM takes an ``engine_cls``; a synchronous backend it
-    makes is run as the service runs one, see `served`).
+    """One judge: its backend, built once per replica.
+
+    ``backend_factory`` replaces it in tests and benchmarks, as Ray Serve LLM takes an
+    ``engine_cls``; a synchronous backend it makes is run as the service runs one, see `served`.
     """
 
     def __init__(self, spec: dict[str, Any], backend_factory: BackendFactory | None = None) -> None:
@@ -198,10 +204,12 @@ class JudgeServer:
         return "ok"
 
     async def activity(self) -> dict[str, Any]:
-        """What this replica's judge is doing: ``busy``, whether it is generating now (after
-        every client of a request has left or passed its deadline, not for long), and for a
-        merged-batch judge how many generates ran to their end (``generated``) or were stopped
-        because nobody waited for them any more (``cancelled``); None where not counted.
+        """What this replica's judge is doing.
+
+        ``busy``: whether it is generating now (after every client of a request has left or passed
+        its deadline, not for long); for a merged-batch judge, how many generates ran to their end
+        (``generated``) or were stopped because nobody waited for them any more (``cancelled``);
+        None where not counted.
         """
         busy = getattr(self.backend, "busy", None)
         return {

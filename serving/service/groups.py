@@ -1,16 +1,17 @@
-"""``POST /v1/groups``: group rewards (`jurybox.judges.groups`) judged by the service's
-jury, each completion's reward answered with the comparisons behind it.
+"""``POST /v1/groups``: group rewards judged by the service's jury.
 
-The request passes what a score request passes (auth, the body's size, draining: the
-ingress's checks) and its own bounds before any judge runs: its completions count against
-``max_items``, and every group's planned judge calls (`GroupSpec.cost`: a round robin
-of 8 is 56 per judge) against ``max_judge_calls``; beyond either, a 413 naming the limit.
-Then the job's asks go the way of ``/v1/score`` (prepared off the event loop, an inline
-rubric in a worker process; the verdict cache; judged together with the other requests that
-wait for a slot; the same deadline), with one exception: a listwise call is one item per judge
-(each judge its own order of the answers), sent to each judge's deployment alone within a
-slot of the service's gate. Reading the verdicts (Bradley-Terry fits, expected scores) runs in
-a thread.
+Group rewards (`jurybox.judges.groups`) judged by the service's jury, each completion's reward
+answered with the comparisons behind it.
+
+The request passes what a score request passes (auth, the body's size, draining: the ingress's
+checks) and its own bounds before any judge runs: its completions count against ``max_items``, and
+every group's planned judge calls (`GroupSpec.cost`: a round robin of 8 is 56 per judge) against
+``max_judge_calls``; beyond either, a 413 naming the limit. Then the job's asks go the way of
+``/v1/score`` (prepared off the event loop, an inline rubric in a worker process; the verdict cache;
+judged together with the other requests that wait for a slot; the same deadline), with one
+exception: a listwise call is one item per judge (each judge its own order of the answers), sent to
+each judge's deployment alone within a slot of the service's gate. Reading the verdicts
+(Bradley-Terry fits, expected scores) runs in a thread.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ logger = logging.getLogger("jurybox.serving")
 
 
 class GroupScoring(Protocol):
-    """What the group route uses of the scoring service
-    (`jurybox.serving.service.scoring.ScoringService`, which calls it).
+    """What the group route uses of the scoring service.
+
+    That is `jurybox.serving.service.scoring.ScoringService`, which calls it.
     """
 
     limits: Limits
@@ -170,8 +172,9 @@ async def score_groups(
 
 
 def _score_request(ref: str | dict[str, Any], items: list[Item], allow_empty: bool) -> ScoreRequest:
-    """An ask's items as a score request (in a thread: a round holds up to max_judge_calls
-    items).
+    """An ask's items as a score request.
+
+    In a thread: a round holds up to max_judge_calls items.
     """
     return ScoreRequest(
         rubric=ref,
@@ -183,8 +186,10 @@ def _score_request(ref: str | dict[str, Any], items: list[Item], allow_empty: bo
 def _step(
     steps: Job, answers: list[Any] | None
 ) -> tuple[list[Ask | AskEach] | None, list[GroupResult]]:
-    """The job's next asks (its first ones when ``answers`` is None), or None and its
-    results (a thread's StopIteration cannot cross into a future).
+    """The job's next asks (its first ones when ``answers`` is None), or None and its results.
+
+    Run in a thread, so the job's end is returned, not raised: a thread's StopIteration cannot
+    cross into a future.
     """
     try:
         return (next(steps) if answers is None else steps.send(answers)), []

@@ -1,9 +1,10 @@
-"""The scoring service's front door: a FastAPI app served by a Ray Serve deployment, whose
-routes each call one method of `ScoringService` (which
-knows nothing of HTTP) and turn its answer into a response.
+"""The scoring service's front door: a FastAPI app served by a Ray Serve deployment.
 
-Here: bearer-token auth on /v1, CORS, the body-size limit (counted before the body is read),
-the OpenAPI contract, metrics for every answer, and one JSON error shape for everything
+Its routes each call one method of `ScoringService` (which knows nothing of HTTP) and turn its
+answer into a response.
+
+Here: bearer-token auth on /v1, CORS, the body-size limit (counted before the body is read), the
+OpenAPI contract, metrics for every answer, and one JSON error shape for everything
 (`jurybox.serving.problems`).
 """
 
@@ -71,8 +72,9 @@ def _json(problem: HTTPProblem) -> JSONResponse:
 
 
 class JuryIngress(ScoringService):
-    """The ingress deployment's class (see `jurybox.serving.service.builder.build_jury_app`):
-    the scoring service with its HTTP app, one of the deployment's replicas, which share their
+    """The ingress deployment's class (see `jurybox.serving.service.builder.build_jury_app`).
+
+    The scoring service with its HTTP app, one of the deployment's replicas, which share their
     metrics and drain through the deployment's actor (`jurybox.serving.service.shared`).
     """
 
@@ -92,8 +94,9 @@ class JuryIngress(ScoringService):
         self.start_reporting()  # Serve runs __init__ on the replica's event loop
 
     def _shared_state(self) -> Any:
-        """The handle of the replicas' shared state, looked up again after a failure (Serve
-        restarts the actor under the same name).
+        """The handle of the replicas' shared state.
+
+        Looked up again after a failure (Serve restarts the actor under the same name).
         """
         from ray import serve
 
@@ -108,8 +111,9 @@ class JuryIngress(ScoringService):
         self._state_handle = None
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        """Ray Serve calls this in the replica, after ``__init__``: the app is built there,
-        around this ingress (see `build_app`).
+        """The replica's FastAPI app, built around this ingress (see `build_app`).
+
+        Ray Serve calls this in the replica, after ``__init__``: the app is built there.
         """
         return build_app(self)
 
@@ -227,12 +231,13 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         summary="Reward groups of completions against each other (GRPO's groups)",
     )
     async def groups(request: GroupRequest) -> Response:
-        """Each group's completions rewarded against each other (see
-        `jurybox.judges.groups`): compared in pairs on a pairwise rubric, each pair in
-        both orders (round_robin, regular, swiss, anchor), scored together in one call per
-        judge (listwise), or scored alone (pointwise); each reward with the comparisons behind
-        it. The groups' completions count against max_items and the design's judge calls
-        against max_judge_calls, before any judge runs.
+        """Each group's completions rewarded against each other (see `jurybox.judges.groups`).
+
+        Compared in pairs on a pairwise rubric, each pair in both orders (round_robin, regular,
+        swiss, anchor), scored together in one call per judge (listwise), or scored alone
+        (pointwise); each reward with the comparisons behind it. The groups' completions count
+        against max_items and the design's judge calls against max_judge_calls, before any judge
+        runs.
         """
         return Response(
             _encode({"groups": await ingress.groups(request)}), media_type="application/json"
@@ -255,14 +260,14 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         unscored: str | None = None,
         scores: Literal["reward", "agreement"] = "reward",
     ) -> Response:
-        """The jury's reward for each of OpenRLHF's samples (see
-        `jurybox.serving.service.openrlhf`): the rubric's formula (or ``score``), on
-        [0, 1] unless ``scale=raw``. ``unscored`` is required (here or as the service's
-        ``--openrlhf-unscored``): ``error`` (a 422: OpenRLHF's step then fails) or the
-        reward an unscored sample gets, flagged in ``extra_logs``. ``scores``: what
-        OpenRLHF's dynamic filter reads (the reward, or the jury's agreement). The token,
-        where the service has one, in the URL:
-        ``http://jurybox:TOKEN@host:port/v1/openrlhf/RUBRIC?unscored=0``.
+        """The jury's reward for each of OpenRLHF's samples.
+
+        See `jurybox.serving.service.openrlhf`. The rubric's formula (or ``score``), on [0, 1]
+        unless ``scale=raw``. ``unscored`` is required (here or as the service's
+        ``--openrlhf-unscored``): ``error`` (a 422: OpenRLHF's step then fails) or the reward an
+        unscored sample gets, flagged in ``extra_logs``. ``scores``: what OpenRLHF's dynamic filter
+        reads (the reward, or the jury's agreement). The token, where the service has one, in the
+        URL: ``http://jurybox:TOKEN@host:port/v1/openrlhf/RUBRIC?unscored=0``.
         """
         options = Options(score, scale, calibrated, unscored, scores)
         return Response(
@@ -340,9 +345,11 @@ def build_app(ingress: JuryIngress) -> FastAPI:
 
 
 def _contract(app: FastAPI, ingress: JuryIngress) -> None:
-    """The OpenAPI document says what this service takes: the names of its rubrics, the
-    fields of an inline rubric, and its limits. What it cannot say (the rubric decides which item
-    fields are required; a template must render) is a 422 naming the field.
+    """The OpenAPI document says what this service takes.
+
+    The names of its rubrics, the fields of an inline rubric, and its limits. What it cannot say
+    (the rubric decides which item fields are required; a template must render) is a 422 naming the
+    field.
     """
     plain = app.openapi
 
@@ -386,9 +393,10 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
 
 
 async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Response:
-    """The checks every request passes before its route runs, cheapest first, each refusal a
-    JSON error: one client's share of the replica, auth, drain, the body's size and the time
-    it may take to arrive.
+    """The checks every request passes before its route runs, cheapest first.
+
+    Each refusal a JSON error: one client's share of the replica, auth, drain, the body's size and
+    the time it may take to arrive.
     """
     client = request.client.host if request.client is not None else ""
     with ingress.clients.held(client) as admitted:
@@ -485,8 +493,10 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
 
 
 def request_id(request: Request) -> str:
-    """The request's id for logs: the client's ``X-Request-ID``, else Ray Serve's own (what
-    Serve answers in ``x-request-id``), else empty.
+    """The request's id for logs.
+
+    The client's ``X-Request-ID``, else Ray Serve's own (what Serve answers in ``x-request-id``),
+    else empty.
     """
     given = request.headers.get("x-request-id")
     if given:
@@ -500,9 +510,10 @@ def request_id(request: Request) -> str:
 
 
 def _given_token(authorization: str) -> bytes:
-    """The token a request gives: ``Bearer <token>``, or Basic credentials whose password is
-    the token (what an HTTP client sends for ``http://user:<token>@host/...``, the only way
-    OpenRLHF's reward client can give one). The scheme is case-insensitive (RFC 7235).
+    """The token a request gives: ``Bearer <token>``, or Basic credentials whose password is it.
+
+    Basic credentials are what an HTTP client sends for ``http://user:<token>@host/...``, the only
+    way OpenRLHF's reward client can give one. The scheme is case-insensitive (RFC 7235).
     """
     scheme, _, given = authorization.partition(" ")
     if scheme.lower() == "bearer":

@@ -1,29 +1,30 @@
-"""OpenRLHF's remote reward-model protocol, as its client speaks it (openrlhf 0.11:
-``openrlhf.utils.agent.SingleTurnAgentExecutor._fetch_rewards_via_http``).
+"""OpenRLHF's remote reward-model protocol, as its client speaks it.
+
+As of openrlhf 0.11: ``openrlhf.utils.agent.SingleTurnAgentExecutor._fetch_rewards_via_http``.
 
 OpenRLHF posts ``{"query": [...], "prompts": [...], "labels": [...]}`` to the URL given as
-``--reward.remote_url`` exactly as given (no route appended), with no header but the JSON
-content type, and reads ``rewards`` (required), ``scores`` (the filter's score, else the
-rewards) and ``extra_logs`` (numbers it logs per sample) from the answer. ``query`` is the
-prompt and the response decoded together, special tokens included, where the prompt may have
-been cut from the left to fit ``max_len`` (the policy saw only its end); ``prompts`` the whole
-prompt as the dataset gave it (chat template applied); ``labels`` the dataset's label column
-(``--data.label_key``; empty strings without one).
+``--reward.remote_url`` exactly as given (no route appended), with no header but the JSON content
+type, and reads ``rewards`` (required), ``scores`` (the filter's score, else the rewards) and
+``extra_logs`` (numbers it logs per sample) from the answer. ``query`` is the prompt and the
+response decoded together, special tokens included, where the prompt may have been cut from the left
+to fit ``max_len`` (the policy saw only its end); ``prompts`` the whole prompt as the dataset gave
+it (chat template applied); ``labels`` the dataset's label column (``--data.label_key``; empty
+strings without one).
 
-So jurybox answers ``POST /v1/openrlhf/{rubric}``: the item's question is the prompt, its
-response the query after the prompt (or after the prompt's end that the query begins with),
-special tokens at its end dropped; its reference the label when there is one. The reward
-options are query parameters (``score``, ``scale``, ``calibrated``, ``unscored``, as
-`jurybox.rubrics.reward.RewardSpec`; ``scores`` for OpenRLHF's filter); the token,
-where the service has one, comes in the URL's credentials (``http://jurybox:TOKEN@host:8000/
-...``: OpenRLHF's HTTP client sends them as Basic auth).
+So jurybox answers ``POST /v1/openrlhf/{rubric}``: the item's question is the prompt, its response
+the query after the prompt (or after the prompt's end that the query begins with), special tokens at
+its end dropped; its reference the label when there is one. The reward options are query parameters
+(``score``, ``scale``, ``calibrated``, ``unscored``, as `jurybox.rubrics.reward.RewardSpec`;
+``scores`` for OpenRLHF's filter); the token, where the service has one, comes in the URL's
+credentials (``http://jurybox:TOKEN@host:8000/ ...``: OpenRLHF's HTTP client sends them as Basic
+auth).
 
-What an unscored sample becomes has no default: OpenRLHF drops an error's body, retries and
-then fails the step far from the cause, so the URL (``?unscored=error`` or a number) or the
-service (``jurybox serve --openrlhf-unscored``) must say it. With a number, ``extra_logs``
-carries ``jurybox/unscored`` (0 or 1) and ``jurybox/unscored_reason`` (a code of
-`jurybox.judges.parsing.REASON_CODES`, by position; 0 when scored) for every sample,
-which OpenRLHF logs beside its own metrics.
+What an unscored sample becomes has no default: OpenRLHF drops an error's body, retries and then
+fails the step far from the cause, so the URL (``?unscored=error`` or a number) or the service
+(``jurybox serve --openrlhf-unscored``) must say it. With a number, ``extra_logs`` carries
+``jurybox/unscored`` (0 or 1) and ``jurybox/unscored_reason`` (a code of
+`jurybox.judges.parsing.REASON_CODES`, by position; 0 when scored) for every sample, which OpenRLHF
+logs beside its own metrics.
 
 Everything here is linear in the body's size: no regular expression runs on a client's text.
 """
@@ -83,8 +84,10 @@ class OpenRLHFRequest(BaseModel):
 
 
 class OpenRLHFResponse(BaseModel):
-    """What OpenRLHF reads: ``rewards`` per sample, ``scores`` (its filter's number: the
-    rewards, or the jury's agreement) and ``extra_logs`` (numbers it logs).
+    """What OpenRLHF reads: rewards, scores and extra logs per sample.
+
+    ``rewards`` per sample, ``scores`` (its filter's number: the rewards, or the jury's agreement)
+    and ``extra_logs`` (numbers it logs).
     """
 
     rewards: list[float]
@@ -93,8 +96,9 @@ class OpenRLHFResponse(BaseModel):
 
 
 def strip_trailing_special(text: str) -> str:
-    """``text`` without the special tokens (and whitespace) it ends with; linear in what it
-    strips, whatever the text.
+    """``text`` without the special tokens (and whitespace) it ends with.
+
+    Linear in what it strips, whatever the text.
     """
     while True:
         text = text.rstrip()
@@ -113,8 +117,9 @@ def strip_trailing_special(text: str) -> str:
 
 
 def _longest_tail_prefix(prompt: str, query: str) -> int:
-    """The length of the longest end of ``prompt`` that ``query`` begins with (the prefix
-    function of ``query + NUL + prompt``, over code points: linear time).
+    """The length of the longest end of ``prompt`` that ``query`` begins with.
+
+    The prefix function of ``query + NUL + prompt``, over code points: linear time.
     """
     head = query[: len(prompt)]
     s = [ord(c) for c in head] + [-1] + [ord(c) for c in prompt]
@@ -130,9 +135,11 @@ def _longest_tail_prefix(prompt: str, query: str) -> int:
 
 
 def response_of(query: str, prompt: str) -> str | None:
-    """The response in ``query``: what follows ``prompt``, or the end of ``prompt`` that the
-    query begins with when OpenRLHF cut the prompt from the left (a cut inside a character
-    decodes as U+FFFD: those are skipped); None when the query begins with neither.
+    """The response in ``query``: what follows ``prompt``, or follows the end of it.
+
+    What follows ``prompt``, or the end of ``prompt`` that the query begins with when OpenRLHF cut
+    the prompt from the left (a cut inside a character decodes as U+FFFD: those are skipped); None
+    when the query begins with neither.
     """
     if query.startswith(prompt):
         return query[len(prompt) :]
@@ -148,9 +155,11 @@ def response_of(query: str, prompt: str) -> str | None:
 def items_of(
     request: OpenRLHFRequest, max_items: int, max_field_chars: int
 ) -> list[dict[str, Any]]:
-    """The score request's items: question = prompt, response = the query after (the end of)
-    the prompt, its trailing special tokens dropped, reference = the label (when not empty).
-    The counts and lengths are checked before any text is looked at.
+    """The score request's items, from OpenRLHF's samples.
+
+    Question = prompt, response = the query after (the end of) the prompt, its trailing special
+    tokens dropped, reference = the label (when not empty). The counts and lengths are checked
+    before any text is looked at.
     """
     n = len(request.query)
     if n > max_items:
@@ -216,8 +225,9 @@ _FIELDS = {"question": "prompts", "response": "query", "reference": "labels", "i
 
 
 def renamed(problem: HTTPProblem) -> HTTPProblem:
-    """``problem`` with an item's field named as OpenRLHF's body names it (``items[0].response``
-    -> ``query[0]``), in its field and its message.
+    """``problem`` with an item's field named as OpenRLHF's body names it.
+
+    ``items[0].response`` -> ``query[0]``, in its field and its message.
     """
     field = problem.field or ""
     if not field.startswith("items["):
@@ -239,12 +249,13 @@ def answer(
     spans: dict[str, float],
     scores: Filter = "reward",
 ) -> dict[str, Any]:
-    """OpenRLHF's answer for the verdicts: the rewards; ``scores`` the rewards or the jury's
-    agreement (`agreement`, for OpenRLHF's dynamic filter); ``extra_logs`` per sample:
-    ``jurybox/unscored``, ``jurybox/unscored_reason`` (the code's position in
-    `REASON_CODES`, 0 when scored) and each criterion's reward (``jurybox/<criterion>``;
-    where it has none, the unscored value, or NaN when the policy is an error). A 422 naming
-    the unscored items when the reward's policy is an error.
+    """OpenRLHF's answer for the verdicts: rewards, scores and extra logs.
+
+    The rewards; ``scores`` the rewards or the jury's agreement (`agreement`, for OpenRLHF's dynamic
+    filter); ``extra_logs`` per sample: ``jurybox/unscored``, ``jurybox/unscored_reason`` (the
+    code's position in `REASON_CODES`, 0 when scored) and each criterion's reward
+    (``jurybox/<criterion>``; where it has none, the unscored value, or NaN when the policy is an
+    error). A 422 naming the unscored items when the reward's policy is an error.
     """
     try:
         values = reward.values(records)
@@ -276,9 +287,10 @@ def answer(
 
 
 def agreement(record: dict[str, Any], spans: dict[str, float]) -> float:
-    """1 minus the judges' mean spread on a verdict's criteria (each criterion's range of
-    votes over its scale's span ``spans[name]``): 1 when every judge gave the same scores, 0
-    for an unscored verdict.
+    """1 minus the judges' mean spread on a verdict's criteria.
+
+    Each criterion's spread is its range of votes over its scale's span ``spans[name]``: 1 when
+    every judge gave the same scores, 0 for an unscored verdict.
     """
     parts = [
         min(1.0, d["range"] / spans[name])
@@ -297,9 +309,10 @@ def reward_options(
     unscored: str | None,
     default: str | None = None,
 ) -> RewardSpec:
-    """The reward of the route's query parameters (``unscored`` from the URL, else the
-    service's ``default``); 422 naming the parameter at fault. No unscored policy at all is a
-    422 too: which number a failed judgment becomes is the user's choice, never ours.
+    """The reward of the route's query parameters; 422 naming the parameter at fault.
+
+    ``unscored`` from the URL, else the service's ``default``. No unscored policy at all is a 422
+    too: which number a failed judgment becomes is the user's choice, never ours.
     """
     given = unscored if unscored is not None else default
     if given is None:

@@ -1,5 +1,7 @@
-"""The HTTP API's request, response and error models. They are the API's documentation: FastAPI
-turns them (and their ``Field`` descriptions) into the OpenAPI schema at ``/openapi.json``.
+"""The HTTP API's request, response and error models.
+
+They are the API's documentation: FastAPI turns them (and their ``Field`` descriptions) into the
+OpenAPI schema at ``/openapi.json``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ RUBRIC_HELP = (
 
 
 class ScoreItem(BaseModel):
-    """One thing to judge: the fields of a prediction-file row. Fields beyond these are
-    available to rubrics by name (e.g. entity_name for mirage-id).
+    """One thing to judge: the fields of a prediction-file row.
+
+    Fields beyond these are available to rubrics by name (e.g. entity_name for mirage-id).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -82,8 +85,10 @@ class ProvenanceRequest(BaseModel):
 
 
 class ProvenanceResponse(BaseModel):
-    """The answer to POST /v1/provenance: the hash verdicts of this rubric and jury carry, and the
-    calibration map applied to them, if any.
+    """The answer to POST /v1/provenance.
+
+    The hash verdicts of this rubric and jury carry, and the calibration map applied to them, if
+    any.
     """
 
     rubric: str = Field(description="The rubric's name.")
@@ -96,8 +101,9 @@ class ProvenanceResponse(BaseModel):
 
 
 class ErrorDetail(BaseModel):
-    """What went wrong with a request: the kind of error, a message, and the field at fault when
-    there is one.
+    """What went wrong with a request.
+
+    The kind of error, a message, and the field at fault when there is one.
     """
 
     type: Literal[
@@ -143,8 +149,9 @@ class RubricList(BaseModel):
 
 
 class JudgeInfo(BaseModel):
-    """One judge of the service's jury: its model, backend, weight, temperature and reasoning
-    mode.
+    """One judge of the service's jury.
+
+    Its model, backend, weight, temperature and reasoning mode.
     """
 
     name: str
@@ -157,8 +164,10 @@ class JudgeInfo(BaseModel):
 
 
 class JuryInfo(BaseModel):
-    """The answer to GET /v1/jury: the judges, the aggregation, each rubric's provenance and
-    calibration map, the request limits, and the jury file as loaded.
+    """The answer to GET /v1/jury.
+
+    The judges, the aggregation, each rubric's provenance and calibration map, the request limits,
+    and the jury file as loaded.
     """
 
     name: str
@@ -178,8 +187,9 @@ class JuryInfo(BaseModel):
 
 
 class Health(BaseModel):
-    """The answer to GET /healthz: ``ok`` when every judge can answer (else ``unavailable``), and
-    each judge's state.
+    """The answer to GET /healthz.
+
+    ``ok`` when every judge can answer (else ``unavailable``), and each judge's state.
     """
 
     status: Literal["ok", "unavailable"]
@@ -188,6 +198,7 @@ class Health(BaseModel):
 
 class GroupIn(BaseModel):
     """One prompt's completions: the item fields they share and the completions themselves.
+
     Fields beyond these are available to rubrics by name, as a score item's are.
     """
 

@@ -1,10 +1,11 @@
-"""The scoring service without HTTP: a request's rubric and items admitted, looked up in the
-verdict cache, the rest sent to every judge deployment at once (a jury's latency is its slowest
-judge, not the sum) and decided: the judging path of ``jurybox judge``, with the service only
-moving items in and verdicts out. Around it: a bounded queue (`Gate`: 429 with
-Retry-After when full), a per-request deadline (504) that cancels the judges' work too,
-health, Prometheus metrics and a graceful drain, each shared with the other ingress replicas
-(`jurybox.serving.service.shared`). The HTTP routes are
+"""The scoring service without HTTP.
+
+A request's rubric and items admitted, looked up in the verdict cache, the rest sent to every judge
+deployment at once (a jury's latency is its slowest judge, not the sum) and decided: the judging
+path of ``jurybox judge``, with the service only moving items in and verdicts out. Around it: a
+bounded queue (`Gate`: 429 with Retry-After when full), a per-request deadline (504) that cancels
+the judges' work too, health, Prometheus metrics and a graceful drain, each shared with the other
+ingress replicas (`jurybox.serving.service.shared`). The HTTP routes are
 `jurybox.serving.service.ingress`.
 """
 
@@ -115,9 +116,10 @@ class Metrics:
         )
 
     def observe(self, path: str, status: int, seconds: float) -> None:
-        """Count one answered request by route and status and record its latency; a path that is
-        not one of the fixed routes (``/v1/rubrics/{name}`` included) counts as ``other``, one
-        of OpenRLHF's rewards as ``/v1/openrlhf/{rubric}``.
+        """Count one answered request by route and status and record its latency.
+
+        A path that is not one of the fixed routes (``/v1/rubrics/{name}`` included) counts as
+        ``other``, one of OpenRLHF's rewards as ``/v1/openrlhf/{rubric}``.
         """
         if path in (
             "/v1/score",
@@ -137,8 +139,9 @@ class Metrics:
         self.latency.labels(route).observe(seconds)
 
     def count_votes(self, records: list[dict[str, Any]]) -> None:
-        """Count the votes of verdict records by judge, and the unscored ones by judge and
-        reason code (a closed set: a reason's text can carry an item's).
+        """Count the votes of verdict records by judge, the unscored ones by judge and reason.
+
+        By reason code, a closed set: a reason's text can carry an item's.
         """
         from jurybox.judges.parsing import reason_code
 
@@ -162,9 +165,10 @@ class Metrics:
 
 
 class Gate:
-    """At most ``concurrent`` batches judged at once and ``queued`` requests waiting for a
-    slot; a request beyond that is told to come back (429 with Retry-After) instead of waiting
-    without bound. The requests that wait together are judged together (`_Batch`).
+    """At most ``concurrent`` batches judged at once and ``queued`` requests waiting for a slot.
+
+    A request beyond that is told to come back (429 with Retry-After) instead of waiting without
+    bound. The requests that wait together are judged together (`_Batch`).
     """
 
     def __init__(self, concurrent: int, queued: int, gauge: Any) -> None:
@@ -175,9 +179,10 @@ class Gate:
         self.gauge = gauge
 
     def retry_after(self) -> int:
-        """Seconds a refused request is told to wait: the average judging time of a batch,
-        rounded up, between 1 and 60 (the requests waiting now are judged in the next
-        batches, together).
+        """Seconds a refused request is told to wait.
+
+        The average judging time of a batch, rounded up, between 1 and 60 (the requests waiting now
+        are judged in the next batches, together).
         """
         batches = 1 + self.waiting // max(1, self.queued)
         return int(min(60, max(1, math.ceil(self.seconds * batches))))
@@ -230,9 +235,10 @@ class _Part:
 
 
 class _Batch:
-    """Requests of one rubric and jury (one provenance) that waited for a slot together, judged
-    in one walk through the jury's steps: one call per judge for all of them instead of one
-    each (a trainer's one-sample requests arrive by the dozen).
+    """Requests of one rubric and jury (one provenance) that waited for a slot together.
+
+    They are judged in one walk through the jury's steps: one call per judge for all of them instead
+    of one each (a trainer's one-sample requests arrive by the dozen).
     """
 
     def __init__(self, rubric: Rubric, prov: str) -> None:
@@ -244,14 +250,15 @@ class _Batch:
 
 
 class ScoringService:
-    """What the scoring service does, without HTTP: each route of the ingress
-    (`jurybox.serving.service.ingress.build_app`) calls one method and only turns its
-    answer into a response. Errors are `HTTPProblem`, the one error shape.
+    """What the scoring service does, without HTTP.
 
-    One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its
-    share of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with
-    ``state`` (the handle of the replicas' `IngressState`)
-    its metrics and drain are the whole service's, else its own.
+    Each route of the ingress (`jurybox.serving.service.ingress.build_app`) calls one method and
+    only turns its answer into a response. Errors are `HTTPProblem`, the one error shape.
+
+    One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its share
+    of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with ``state``
+    (the handle of the replicas' `IngressState`) its metrics and drain are the whole service's, else
+    its own.
     """
 
     def __init__(
@@ -337,11 +344,12 @@ class ScoringService:
         return await self.workers.run(self.limits.max_render_s, inline_rubric, ref, self.limits)
 
     async def _prepare(self, request: ScoreRequest, limit_items: bool = True) -> Prepared:
-        """The request's rubric, items and prompts (see `jurybox.serving.service.admission`): the
-        operator's rubrics in a thread, a client's inline rubric in a worker process; never on
-        the event loop, which keeps answering every other route meanwhile. ``limit_items=False``:
-        a group request's round, whose items were bounded as the request's completions and
-        judge calls (`jurybox.serving.service.groups`).
+        """The request's rubric, items and prompts (see `jurybox.serving.service.admission`).
+
+        The operator's rubrics in a thread, a client's inline rubric in a worker process; never on
+        the event loop, which keeps answering every other route meanwhile. ``limit_items=False``: a
+        group request's round, whose items were bounded as the request's completions and judge calls
+        (`jurybox.serving.service.groups`).
         """
         limits = self.limits
         if limit_items and len(request.items) > limits.max_items:
@@ -376,10 +384,12 @@ class ScoringService:
         return provenance(rubric, self.jury)
 
     async def _votes_of(self, judge: str, requests: Any, deadline: float) -> Any:
-        """One judge's votes; a replica that dies is asked once more (Serve routes the retry to
-        a live or restarted replica). A judge that still cannot answer fails the request with
-        a retryable 503, never with votes: as in-process (``JudgeFailed``), an infrastructure
-        failure is no verdict, so a client (``judge --url``) writes nothing and a rerun retries.
+        """One judge's votes; a replica that dies is asked once more.
+
+        Serve routes the retry to a live or restarted replica. A judge that still cannot answer
+        fails the request with a retryable 503, never with votes: as in-process (``JudgeFailed``),
+        an infrastructure failure is no verdict, so a client (``judge --url``) writes nothing and a
+        rerun retries.
         """
         from ray.exceptions import RayActorError
         from ray.serve.exceptions import BackPressureError
@@ -441,8 +451,9 @@ class ScoringService:
     async def _judged(
         self, rubric: Rubric, prov: str, requests: Requests, deadline: float
     ) -> list[Verdict]:
-        """The verdicts of ``requests``: judged as soon as a slot is free, together with the
-        other requests of the same rubric that wait for one meanwhile (up to
+        """The verdicts of ``requests``, judged as soon as a slot is free.
+
+        Together with the other requests of the same rubric that wait for one meanwhile (up to
         ``max_judge_calls`` per batch).
         """
         part = _Part(requests, deadline)
@@ -510,8 +521,10 @@ class ScoringService:
                 raise
 
     async def _answer(self, rubric: Rubric, prov: str, parts: list[_Part]) -> None:
-        """Judge ``parts`` together and give each its verdicts. If the batch fails (a judge
-        cannot take it), each part is judged alone, so that only the part at fault fails.
+        """Judge ``parts`` together and give each its verdicts.
+
+        If the batch fails (a judge cannot take it), each part is judged alone, so that only the
+        part at fault fails.
         """
         deadline = max(p.deadline for p in parts)
         joined = Requests.join([p.requests for p in parts]) if len(parts) > 1 else parts[0].requests
@@ -545,8 +558,9 @@ class ScoringService:
     async def _steps(
         self, rubric: Rubric, prov: str, requests: Requests, deadline: float
     ) -> list[Verdict]:
-        """Every judge of a step at once; a cascaded jury's later stages get only the items the
-        earlier ones left open.
+        """Every judge of a step at once.
+
+        A cascaded jury's later stages get only the items the earlier ones left open.
         """
         steps = Steps(rubric, self.jury, prov, requests)
         while (step := steps.next()) is not None:
@@ -568,8 +582,9 @@ class ScoringService:
         return records
 
     async def _looked_up(self, prov: str, items: list[Any]) -> CacheLookup:
-        """The items' cache lookup; every item to judge when the cache is busy (another
-        process holds its lock): a verdict never waits on the cache.
+        """The items' cache lookup; every item to judge when the cache is busy.
+
+        Busy: another process holds its lock. A verdict never waits on the cache.
         """
         if self.cache is None:
             return CacheLookup.of(None, prov, items)  # every item to judge
@@ -596,8 +611,9 @@ class ScoringService:
     # -- what the routes answer (see build_app) ----------------------------------------------
 
     async def score(self, request: ScoreRequest) -> list[dict[str, Any]]:
-        """POST /v1/score: ``{"verdicts": [...]}``, one record per item (calibrated when a map
-        applies); 504 past ``request_timeout_s``.
+        """POST /v1/score: ``{"verdicts": [...]}``, one record per item.
+
+        Calibrated when a map applies; 504 past ``request_timeout_s``.
         """
         timeout = self.limits.request_timeout_s
         self.in_flight += 1
@@ -618,8 +634,10 @@ class ScoringService:
         return records
 
     async def groups(self, request: GroupRequest) -> list[dict[str, Any]]:
-        """POST /v1/groups: ``{"groups": [...]}``, each group's rewards with the comparisons
-        behind them (`jurybox.serving.service.groups`); 504 past ``request_timeout_s``.
+        """POST /v1/groups: ``{"groups": [...]}``, each group's rewards.
+
+        With the comparisons behind them (`jurybox.serving.service.groups`); 504 past
+        ``request_timeout_s``.
         """
         from jurybox.serving.service.groups import score_groups
 
@@ -643,11 +661,11 @@ class ScoringService:
     async def openrlhf(
         self, rubric: str, request: OpenRLHFRequest, options: Options, request_id: str = ""
     ) -> bytes:
-        """POST /v1/openrlhf/{rubric}: OpenRLHF's remote reward model (see
-        `jurybox.serving.service.openrlhf`), scored as /v1/score scores; the answer as
-        JSON (a criterion without a value in ``extra_logs`` is NaN, which OpenRLHF's JSON
-        reader takes). A refused sample is logged here with the request's id: OpenRLHF drops
-        an error's body.
+        """POST /v1/openrlhf/{rubric}: OpenRLHF's remote reward model, scored as /v1/score scores.
+
+        See `jurybox.serving.service.openrlhf`. The answer as JSON (a criterion without a value in
+        ``extra_logs`` is NaN, which OpenRLHF's JSON reader takes). A refused sample is logged here
+        with the request's id: OpenRLHF drops an error's body.
         """
         try:
             reward = openrlhf.reward_options(
@@ -739,10 +757,14 @@ class ScoringService:
         return json.dumps(given).encode()
 
     async def drain(self, timeout_s: float) -> int:
-        """Make every ingress replica take no new score requests (503 with Retry-After) and
-        wait, at most ``timeout_s``, for those in flight on any of them to finish; returns how
-        many are still in flight (``jurybox serve`` calls it on Ctrl-C, before it deletes the
-        application).
+        """Make every ingress replica take no new score requests and wait for those in flight.
+
+        New score requests are answered 503 with Retry-After; the wait, at most ``timeout_s``, is
+        for those in flight on any replica to finish (``jurybox serve`` calls it on Ctrl-C, before
+        it deletes the application).
+
+        Returns:
+            How many requests are still in flight.
         """
         self.draining = True
         deadline = time.monotonic() + timeout_s
@@ -774,8 +796,9 @@ class ScoringService:
     # -- sharing with the other ingress replicas ---------------------------------------------
 
     def start_reporting(self) -> None:
-        """Report to the shared state every ``REPORT_S`` seconds from now on (a no-op without
-        a shared state, outside an event loop, or when already reporting).
+        """Report to the shared state every ``REPORT_S`` seconds from now on.
+
+        A no-op without a shared state, outside an event loop, or when already reporting.
         """
         if self._state is None or self._reporter is not None:
             return
@@ -800,8 +823,9 @@ class ScoringService:
             await asyncio.sleep(REPORT_S)
 
     async def _report(self) -> None:
-        """This replica's metrics and requests in flight to the shared state; learns from it
-        whether to drain.
+        """This replica's metrics and requests in flight to the shared state.
+
+        Learns from it whether to drain.
         """
         from jurybox.serving.service.shared import snapshot
 
@@ -812,8 +836,9 @@ class ScoringService:
             self.draining = True
 
     async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
-        """POST /v1/provenance: the provenance hash of the rubric (named or inline) with this
-        jury, and the calibration map applied to its verdicts, if any.
+        """POST /v1/provenance: the provenance hash of the rubric (named or inline) with this jury.
+
+        And the calibration map applied to its verdicts, if any.
         """
         rubric = await self._rubric(request.rubric)
         prov = self._provenance(rubric)
@@ -851,8 +876,9 @@ class ScoringService:
         return self.rubrics[name].model_dump(mode="json", by_alias=True)
 
     async def jury_info(self) -> JuryInfo:
-        """GET /v1/jury: the judges, aggregation and spec, each rubric's provenance and
-        calibration, and the ``max_items`` and ``max_judge_calls`` limits.
+        """GET /v1/jury: the judges, aggregation and spec, each rubric's provenance and calibration.
+
+        And the ``max_items`` and ``max_judge_calls`` limits.
         """
         return JuryInfo(
             name=self.jury.name,
@@ -883,9 +909,10 @@ class ScoringService:
 
     async def healthz(self) -> Health:
         """GET /healthz: every judge's state (pinged at once); 200 when all are ``ok``, else 503.
-        One answer serves every caller for `HEALTH_CACHE_S` (and callers that come while
-        the judges are pinged wait for that one ping): an open route that anyone may call in a
-        loop costs the judges at most one ping a second.
+
+        One answer serves every caller for `HEALTH_CACHE_S` (and callers that come while the judges
+        are pinged wait for that one ping): an open route that anyone may call in a loop costs the
+        judges at most one ping a second.
         """
         return await self._health.get()
 
@@ -907,9 +934,10 @@ class ScoringService:
             return _short(exc)
 
     async def metrics_text(self) -> bytes:
-        """GET /metrics: the metrics of every ingress replica, summed, as Prometheus text
-        (this replica's alone without a shared state); 503 while the shared state cannot be
-        read (Serve restarting it). Callers that come while it is read share that reading.
+        """GET /metrics: the metrics of every ingress replica, summed, as Prometheus text.
+
+        This replica's alone without a shared state; 503 while the shared state cannot be read
+        (Serve restarting it). Callers that come while it is read share that reading.
         """
         return await self._metrics_text.get()
 
@@ -934,8 +962,10 @@ class ScoringService:
 
 
 class Shared:
-    """One answer of ``fetch`` for every caller within ``ttl_s`` seconds; callers that come
-    while it is being fetched await that fetch (which a caller's leaving does not cancel).
+    """One answer of ``fetch`` for every caller within ``ttl_s`` seconds.
+
+    Callers that come while it is being fetched await that fetch (which a caller's leaving does not
+    cancel).
     """
 
     def __init__(self, fetch: Callable[[], Any], ttl_s: float) -> None:
@@ -944,6 +974,7 @@ class Shared:
         self._task: asyncio.Future[Any] | None = None
 
     async def get(self) -> Any:
+        """The answer kept within ``ttl_s`` seconds, else the fetch under way, else a new one."""
         if self._value is not None and time.monotonic() - self._value[0] < self.ttl_s:
             return self._value[1]
         if self._task is None or self._task.done():
@@ -957,15 +988,18 @@ class Shared:
 
 
 def share(total: int, replicas: int, rank: int) -> int:
-    """Replica ``rank``'s share of ``total`` among ``replicas``: the shares add up to
-    ``total`` exactly (the first ``total % replicas`` replicas take one more).
+    """Replica ``rank``'s share of ``total`` among ``replicas``.
+
+    The shares add up to ``total`` exactly (the first ``total % replicas`` replicas take one more).
     """
     return total // replicas + (1 if rank < total % replicas else 0)
 
 
 async def _all(calls: list[Any]) -> list[Any]:
-    """Every judge's answer; when one fails the request (503, 429), the others' calls are
-    cancelled, at the judges too, instead of judging on for a request that has failed.
+    """Every judge's answer; when one fails the request, the others' calls are cancelled.
+
+    When one fails the request (503, 429), the others' calls are cancelled, at the judges too,
+    instead of judging on for a request that has failed.
     """
     tasks = [asyncio.ensure_future(call) for call in calls]
     try:

@@ -27,8 +27,9 @@ Family = tuple[str, str, str, list[Sample]]
 
 
 def snapshot(registry: Any) -> list[Family]:
-    """The samples of every metric of a ``prometheus_client`` registry, as plain data (without
-    the ``_created`` timestamps, which do not add up across replicas).
+    """The samples of every metric of a ``prometheus_client`` registry, as plain data.
+
+    Without the ``_created`` timestamps, which do not add up across replicas.
     """
     return [
         (
@@ -46,9 +47,10 @@ def snapshot(registry: Any) -> list[Family]:
 
 
 def merge(reports: list[tuple[list[Family], bool]]) -> list[Family]:
-    """The service's metrics from each replica's snapshot and whether the replica is alive:
-    every sample summed over the replicas, a gauge's over the live ones only (a dead replica
-    has no queue).
+    """The service's metrics from each replica's snapshot and whether the replica is alive.
+
+    Every sample summed over the replicas, a gauge's over the live ones only (a dead replica has no
+    queue).
     """
     merged: dict[str, tuple[str, str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]] = {}
     for families, alive in reports:
@@ -84,10 +86,10 @@ def render(families: list[Family]) -> bytes:
 
 
 class SharedState:
-    """The ingress replicas' shared state (see the module's text), run as the actor
-    `IngressState`. Kept in memory: when Serve restarts the actor, the replicas' next
-    reports rebuild it (a dead replica's counts are then gone: Prometheus sees a counter
-    reset).
+    """The ingress replicas' shared state (see the module's text), run as the actor `IngressState`.
+
+    Kept in memory: when Serve restarts the actor, the replicas' next reports rebuild it (a dead
+    replica's counts are then gone: Prometheus sees a counter reset).
     """
 
     def __init__(self) -> None:
@@ -96,8 +98,10 @@ class SharedState:
         self.drain_since: float | None = None
 
     def report(self, replica: str, pid: int, families: list[Family], in_flight: int) -> bool:
-        """Keep the snapshot and requests in flight of ``replica`` (process ``pid``); returns
-        whether to drain.
+        """Keep the snapshot and requests in flight of ``replica`` (process ``pid``).
+
+        Returns:
+            Whether to drain.
         """
         self.reports[replica] = (time.monotonic(), families, in_flight)
         self.pids[replica] = pid
@@ -109,8 +113,10 @@ class SharedState:
             self.drain_since = time.monotonic()
 
     def status(self) -> dict[str, Any]:
-        """The live replicas (reported within ``ALIVE_S``), their requests in flight, and
-        whether each has reported since the drain began (so knows of it).
+        """The live replicas and whether each knows of the drain.
+
+        The live replicas (reported within ``ALIVE_S``), their requests in flight, and whether each
+        has reported since the drain began (so knows of it).
         """
         now = time.monotonic()
         alive = {r: (t, n) for r, (t, _, n) in self.reports.items() if now - t < ALIVE_S}
@@ -123,8 +129,10 @@ class SharedState:
         }
 
     def metrics(self) -> list[Family]:
-        """Every replica's metrics, merged (see `merge`), with the live replicas: how
-        many, and each one's score requests in flight (by replica id and process).
+        """Every replica's metrics, merged (see `merge`), with the live replicas.
+
+        With the live replicas: how many, and each one's score requests in flight (by replica id and
+        process).
         """
         now = time.monotonic()
         alive = {r: n for r, (t, _, n) in self.reports.items() if now - t < ALIVE_S}
