@@ -1,13 +1,15 @@
-"""What every adapter shares: items from a client's fields, verdicts from a running service or
-an in-process jury, rewards from verdicts (`jurybox.rubrics.reward`), and a verdict in a
-line for a trainer's or a harness's log (`explain`).
+"""What every adapter shares: items from a client's fields, verdicts from a jury, rewards from them.
 
-`JuryRewards` is the whole of it: ``rewards(rows)`` judges a batch (split into as few
-requests as the service's limits allow, sent concurrently; an in-process jury judges it in
-one call, its verdict cache on) and returns one reward per row, with the count of unscored
-ones kept in ``stats`` and each unscored sample logged with its cause. Every error it raises
-names jurybox, the sample (the label the adapter gives it: a batch position, verl's
-``extra_info.index``, Inspect's sample id) and the cause.
+Items from a client's fields, verdicts from a running service or an in-process jury, rewards from
+verdicts (`jurybox.rubrics.reward`), and a verdict in a line for a trainer's or a harness's log
+(`explain`).
+
+`JuryRewards` is the whole of it: ``rewards(rows)`` judges a batch (split into as few requests as
+the service's limits allow, sent concurrently; an in-process jury judges it in one call, its verdict
+cache on) and returns one reward per row, with the count of unscored ones kept in ``stats`` and each
+unscored sample logged with its cause. Every error it raises names jurybox, the sample (the label
+the adapter gives it: a batch position, verl's ``extra_info.index``, Inspect's sample id) and the
+cause.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ ITEM_FIELDS = ("question", "response", "reference", "context")
 
 
 def message_text(value: Any) -> str:
-    """The text of a prompt or completion as clients give it: a string, a chat message
-    (``{"role", "content"}``), or a conversation (its last message's text).
+    """The text of a prompt or completion as clients give it.
+
+    A string, a chat message (``{"role", "content"}``), or a conversation (its last message's text).
     """
     if isinstance(value, str):
         return value
@@ -60,10 +63,11 @@ INSTRUCTION_ROLES = ("system", "developer")
 
 
 def conversation_context(value: Any) -> str | None:
-    """The turns of a conversation before its last one, as ``role: text`` lines (the item's
-    context), without its system (or developer) turns: those instruct the policy being
-    trained, they are not part of what the judges should read as the item's context. None for
-    a plain string, or when no turn is left.
+    """The turns of a conversation before its last one, as ``role: text`` lines: the context.
+
+    Without its system (or developer) turns: those instruct the policy being trained, they are not
+    part of what the judges should read as the item's context. None for a plain string, or when no
+    turn is left.
     """
     if isinstance(value, str) or not isinstance(value, Sequence) or len(value) < 2:
         return None
@@ -82,12 +86,13 @@ def short(text: str, limit: int = 300) -> str:
 
 
 def explain(record: Mapping[str, Any]) -> str:
-    """A verdict in a line: each judge's scores (``smollm2-135m: accuracy 3, relevance 4``,
-    with the start of its reasoning where the verdict keeps one), then, where a score is
-    missing, why: the judges' own errors first (a prompt over their token limit, an answer
-    that could not be read), which is the cause, then the jury's reasons (below quorum),
-    which are its consequence. Inspect's explanation, TRL's completions table and verl's
-    ``reward_extra_info`` show it.
+    """A verdict in a line: each judge's scores, then why a score is missing.
+
+    Each judge's scores (``smollm2-135m: accuracy 3, relevance 4``, with the start of its reasoning
+    where the verdict keeps one), then, where a score is missing, why: the judges' own errors first
+    (a prompt over their token limit, an answer that could not be read), which is the cause, then
+    the jury's reasons (below quorum), which are its consequence. Inspect's explanation, TRL's
+    completions table and verl's ``reward_extra_info`` show it.
     """
     scored: dict[str, list[str]] = {}
     thoughts: dict[str, str] = {}
@@ -125,8 +130,10 @@ def _number(value: Any) -> str:
 
 
 class MissingRewards(UnscoredReward):
-    """Samples without a reward while the reward's unscored policy is ``error``, named as the
-    adapter names them (``missing``: sample, why), with what the user can do (``advice``).
+    """Samples without a reward while the reward's unscored policy is ``error``.
+
+    Named as the adapter names them (``missing``: sample, why), with what the user can do
+    (``advice``).
     """
 
     def __init__(self, reward: str, missing: list[tuple[str, str]], advice: str) -> None:
@@ -148,21 +155,40 @@ class RewardStats:
     requests: int = 0
 
     def as_dict(self) -> dict[str, int]:
+        """The counts as a dict (``rows``, ``unscored``, ``requests``)."""
         return {"rows": self.rows, "unscored": self.unscored, "requests": self.requests}
 
 
 class JuryRewards:
-    """Rewards from a jury: a running ``jurybox serve`` (``url``; its token ``token``, or from
-    the environment variable ``token_env``) or an in-process jury (``jury``: a name, a jury file
-    or a loaded `jurybox.judges.Jury`; its verdict cache on unless ``cache=False``).
+    """Rewards from a jury: a running ``jurybox serve`` or an in-process jury.
 
-    ``reward`` (a `RewardSpec`, or its fields as keyword arguments) says which number
-    is the reward, on what range, and what an unscored item becomes; ``use="expected"`` reads
-    it from the judges' expected scores where every scored vote has a distribution
-    (`jurybox.judges.resolution`; each record then says which scores it holds:
-    ``reward_scores``, and why the chosen ones stood: ``reward_note``). ``fields`` maps item
-    fields to the client's field names (``{"reference": "answer"}``). `group_results`
-    rewards groups of completions against each other (`jurybox.judges.groups`).
+    ``reward`` (a `RewardSpec`, or its fields as keyword arguments) says which number is the reward,
+    on what range, and what an unscored item becomes. `group_results` rewards groups of completions
+    against each other (`jurybox.judges.groups`). ``close`` it when done.
+
+    Args:
+        rubric: The rubric, by name or file, or one loaded.
+        url: A running ``jurybox serve``'s URL (give this or ``jury``).
+        token: The service's token.
+        token_env: The environment variable the token is read from when ``token`` is not given.
+        jury: An in-process jury: a name, a jury file or a loaded `jurybox.judges.Jury` (give this
+            or ``url``).
+        cache: An in-process jury loaded here keeps its verdict cache on unless ``cache=False``.
+        reward: The reward, a `RewardSpec` (or give its fields as keyword arguments).
+        fields: Maps item fields to the client's field names (``{"reference": "answer"}``).
+        concurrency: Requests sent to a service at once.
+        timeout: Seconds one request to the service may take.
+        use: ``"expected"`` reads the reward from the judges' expected scores where every scored
+            vote has a distribution (`jurybox.judges.resolution`; each record then says which scores
+            it holds: ``reward_scores``, and why the chosen ones stood: ``reward_note``);
+            ``"score"``, the default, from the verdict's scores.
+        **reward_fields: The fields of a `RewardSpec`, instead of ``reward``.
+
+    Raises:
+        InputError: Both or neither of ``url`` and ``jury``, a token without a service, a reward
+            given twice, an unknown option or field, a rubric that cannot be loaded, or a reward
+            that does not fit the rubric.
+        ExecutionError: The service cannot be reached or refused the token (the error says whose).
     """
 
     def __init__(
@@ -271,10 +297,23 @@ class JuryRewards:
     # -- items ----------------------------------------------------------------------------------
 
     def item(self, index: int, row: Mapping[str, Any], sample: str | None = None) -> Item:
-        """The item a client's row holds: ``question`` from its prompt (a conversation's last
-        turn; the turns before, but its system turns, as ``context``), ``response`` from its
-        completion, the others from the columns ``fields`` names (by default the item field's
-        own name). ``sample`` names the row in errors (default: ``row <index>``).
+        """The item a client's row holds.
+
+        ``question`` from its prompt (a conversation's last turn; the turns before, but its system
+        turns, as ``context``), ``response`` from its completion, the others from the columns
+        ``fields`` names (by default the item field's own name).
+
+        Args:
+            index: The row's position, the item's id.
+            row: The client's fields.
+            sample: Names the row in errors (default: ``row <index>``).
+
+        Returns:
+            The item.
+
+        Raises:
+            InputError: The question or reference the rubric needs is missing or empty, naming
+                jurybox, the sample and the column.
         """
         prompt = row.get(self.fields.get("question", "prompt"), row.get("question"))
         completion = row.get(self.fields.get("response", "completion"), row.get("response"))
@@ -301,10 +340,22 @@ class JuryRewards:
     def make_item(
         self, ident: int | str, values: Mapping[str, Any], sample: str, where: Mapping[str, str]
     ) -> Item:
-        """An item of ``values`` (item fields), its id ``ident``; an InputError naming jurybox,
-        ``sample`` and where the client gives the field (``where``: item field -> a phrase)
-        when the question or reference the rubric needs is missing or empty. (An empty
-        response is judged: a policy that answered nothing gets the jury's verdict on that.)
+        """An item of ``values`` (item fields), its id ``ident``.
+
+        An empty response is judged: a policy that answered nothing gets the jury's verdict on that.
+
+        Args:
+            ident: The item's id.
+            values: The item's fields.
+            sample: Names the sample in errors.
+            where: Item field -> a phrase saying where the client gives it, for errors.
+
+        Returns:
+            The item.
+
+        Raises:
+            InputError: The question or reference the rubric needs is missing or empty, naming
+                jurybox, ``sample`` and where the client gives the field.
         """
         for rubric in (self.rubric, *self.also):
             for name in ("question", "reference"):
@@ -323,8 +374,19 @@ class JuryRewards:
         self, items: Sequence[Item], samples: Sequence[str] | None = None
     ) -> list[dict[str, Any]]:
         """The verdict records of ``items``, in order (several requests at once to a service).
-        A jurybox error names jurybox and the samples (``samples``: one label per item; default
-        ``row <k>``): the one at fault where the service says which.
+
+        Args:
+            items: The items to judge.
+            samples: One label per item, for errors (default ``row <k>``).
+
+        Returns:
+            One verdict record per item, in order.
+
+        Raises:
+            InputError: An item the rubric cannot judge, or a request the service refused, naming
+                jurybox and the sample at fault where the service says which.
+            ExecutionError: The jury or the service could not judge (a judge that failed, a service
+                that could not answer), naming jurybox and the samples.
         """
         if not items:
             return []
@@ -347,8 +409,10 @@ class JuryRewards:
         return self._resolved([r for part in parts for r in part])
 
     def _resolved(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The records as the reward reads them: with ``use="expected"``, decided again from
-        the judges' expected scores (each saying which scores it holds and why).
+        """The records as the reward reads them.
+
+        With ``use="expected"``, decided again from the judges' expected scores (each saying which
+        scores it holds and why).
         """
         if self.resolved.use == "score":
             return records
@@ -372,9 +436,18 @@ class JuryRewards:
         samples: Sequence[str] | None = None,
         rewards: Reward | Sequence[Reward] | None = None,
     ) -> int:
-        """Count and log (one warning naming jurybox, the reward, and each sample with its
-        cause) the records with no number for ``rewards`` (default: this one's reward; with
-        several, a record missing any of them); how many.
+        """Count and log the records with no number for ``rewards``.
+
+        One warning names jurybox, the reward, and each sample with its cause.
+
+        Args:
+            records: Verdict records.
+            samples: One label per record (default ``row <k>``).
+            rewards: The rewards to check (default: this one's reward; with several, a record
+                missing any of them counts).
+
+        Returns:
+            How many records have no number.
         """
         bound = (
             [self.reward]
@@ -407,16 +480,43 @@ class JuryRewards:
     def rewards_of(
         self, items: Sequence[Item], samples: Sequence[str] | None = None
     ) -> tuple[list[float | None], list[dict[str, Any]]]:
-        """Judge ``items``; their rewards (the unscored policy applied: ``error`` raises
-        `jurybox.rubrics.reward.UnscoredReward` after counting and logging) and verdict
-        records.
+        """Judge ``items``: their rewards and verdict records.
+
+        Args:
+            items: The items to judge.
+            samples: One label per item, for errors and the log (default ``row <k>``).
+
+        Returns:
+            The rewards (the unscored policy applied), one per item, and the verdict records.
+
+        Raises:
+            UnscoredReward: The reward's unscored policy is ``error`` and an item has no reward
+                (raised after counting and logging).
+            InputError: An item the rubric cannot judge, or a request the service refused, naming
+                jurybox and the sample at fault where the service says which.
+            ExecutionError: The jury or the service could not judge (a judge that failed, a service
+                that could not answer), naming jurybox and the samples.
         """
         records = self.records(items, samples)
         self.log_unscored(records, samples)
         return self.reward.values(records), records
 
     def rewards(self, rows: Sequence[Mapping[str, Any]]) -> list[float | None]:
-        """One reward per row of the client's fields (see `item`)."""
+        """One reward per row of the client's fields (see `item`).
+
+        Args:
+            rows: The client's rows.
+
+        Returns:
+            One reward per row, in order (None: unscored, where the policy says so).
+
+        Raises:
+            UnscoredReward: The reward's unscored policy is ``error`` and a row has no reward.
+            InputError: An item the rubric cannot judge, or a request the service refused, naming
+                jurybox and the sample at fault where the service says which.
+            ExecutionError: The jury or the service could not judge (a judge that failed, a service
+                that could not answer), naming jurybox and the samples.
+        """
         return self.rewards_of([self.item(k, row) for k, row in enumerate(rows)])[0]
 
     # -- groups -------------------------------------------------------------------------------
@@ -428,12 +528,25 @@ class JuryRewards:
         pointwise: Rubric | None = None,
         reward: RewardSpec | None = None,
     ) -> list[GroupResult]:
-        """Each group's rewards, the completions of one prompt against each other
-        (`jurybox.judges.groups`; this one's rubric is the design's, ``pointwise`` the
-        pointwise rubric, ``reward`` the pointwise reward: by default this one's). Through a service:
-        ``POST /v1/groups``, as many groups per request as its limits allow (a group whose
-        design alone exceeds them is refused here, naming the limit, before any request); an
-        in-process jury judges them in one job.
+        """Each group's rewards, the completions of one prompt against each other.
+
+        See `jurybox.judges.groups`. Through a service: ``POST /v1/groups``, as many groups per
+        request as its limits allow (a group whose design alone exceeds them is refused here, naming
+        the limit, before any request); an in-process jury judges them in one job.
+
+        Args:
+            groups: The groups.
+            spec: The design; this one's rubric is the design's.
+            pointwise: The pointwise rubric, for designs that score completions alone.
+            reward: The pointwise reward; by default this one's.
+
+        Returns:
+            Each group's result, in order.
+
+        Raises:
+            InputError: A group whose design alone exceeds the service's limits, or a request the
+                service refused, naming jurybox and the groups.
+            ExecutionError: The jury or the service could not judge, naming jurybox and the groups.
         """
         from jurybox.judges.groups import GroupJob, GroupResult
 
@@ -483,12 +596,26 @@ class JuryRewards:
         reward: RewardSpec | None = None,
         size: int | None = None,
     ) -> tuple[list[float | None], list[GroupResult]]:
-        """Group rewards of a client's rows (see `item`), each row's group the value of
-        its column ``key`` (rows of one group need not be side by side): one reward per row, in
-        order, and each group's result (in order of first appearance). The rows of a group
-        must share every item field but the response (an InputError naming the row and the
-        field otherwise); ``size``: every group must have that many rows (an InputError naming
-        the group otherwise).
+        """Group rewards of a client's rows (see `item`), grouped by the value of a column.
+
+        Rows of one group need not be side by side.
+
+        Args:
+            rows: The client's rows.
+            key: The column whose value is a row's group.
+            spec: The design.
+            pointwise: The pointwise rubric, for designs that score completions alone.
+            reward: The pointwise reward; by default this one's.
+            size: Every group must have that many rows.
+
+        Returns:
+            One reward per row, in order, and each group's result (in order of first appearance).
+
+        Raises:
+            InputError: A row without the ``key`` column, rows of a group that do not share every
+                item field but the response (naming the row and the field), a group that has not
+                ``size`` rows (naming the group), or what `group_results` raises.
+            ExecutionError: The jury or the service could not judge.
         """
         from jurybox.judges.groups import Group
 
@@ -535,8 +662,10 @@ class JuryRewards:
         return out, results
 
     def _group_chunks(self, groups: Sequence[Group], calls: Sequence[int]) -> list[list[Group]]:
-        """Whole groups per request, within the service's max_items (completions) and
-        max_judge_calls (the design's calls); a group beyond them alone is an InputError.
+        """Whole groups per request, within the service's limits.
+
+        Within max_items (completions) and max_judge_calls (the design's calls); a group beyond them
+        alone is an InputError.
         """
         max_items, max_calls = self._jury.max_items, self._jury.max_judge_calls
         chunks: list[list[Group]] = []
@@ -574,8 +703,10 @@ class JuryRewards:
 
 
 def _naming(exc: JuryboxError, samples: Sequence[str], doing: str | None = None) -> JuryboxError:
-    """``exc`` with jurybox and the samples it concerns in its message: the one the service
-    names (``items[k]``) where it names one, else all of them (or ``doing``, what failed).
+    """``exc`` with jurybox and the samples it concerns in its message.
+
+    The one the service names (``items[k]``) where it names one, else all of them (or ``doing``,
+    what failed).
     """
     field = exc.field if isinstance(exc, InputError) else None
     which = f"samples {', '.join(samples)}" if len(samples) > 1 else (samples or ["?"])[0]

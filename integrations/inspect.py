@@ -48,12 +48,31 @@ def jury_scorer(
     cache: bool = True,
     fields: Mapping[str, str] | None = None,
 ) -> Any:
-    """An Inspect scorer judging each sample with the jury: a running ``jurybox serve``
-    (``url``, its token ``token`` or from the environment variable ``token_env``) or an
-    in-process jury (``jury``). Every score on [0, 1] (``scale="unit"``, the default of every
-    jurybox reward; ``"raw"`` keeps the rubric's scales); ``calibrated=True`` scores with the
-    calibrated values of a service or run with a calibration map. ``fields`` maps item fields
-    to sample metadata keys (e.g. ``{"context": "dialogue"}``).
+    """An Inspect scorer judging each sample with the jury.
+
+    Every score is on [0, 1] by default (``scale="unit"``, the default of every jurybox reward).
+
+    Args:
+        rubric: The rubric, by name or file, or one loaded.
+        url: A running ``jurybox serve``'s URL (give this or ``jury``).
+        jury: An in-process jury: a name, a jury file or a loaded Jury.
+        token: The service's token.
+        token_env: The environment variable the token is read from when ``token`` is not given.
+        calibrated: Score with the calibrated values of a service or run with a calibration map.
+        scale: ``"unit"`` (the default) or ``"raw"``, which keeps the rubric's scales.
+        cache: An in-process jury loaded here keeps its verdict cache on unless ``cache=False``.
+        fields: Maps item fields to sample metadata keys (e.g. ``{"context": "dialogue"}``).
+
+    Returns:
+        The scorer: each sample's score holds every criterion's value (and the formula's), its
+        explanation the verdict in a line, its metadata the verdict record.
+
+    Raises:
+        InputError: Both or neither of ``url`` and ``jury``, a rubric that cannot be loaded, or
+            options that do not fit it. When scoring, a sample without the question or reference the
+            rubric needs (naming the sample).
+        ExecutionError: The service cannot be reached, or (when scoring) the jury could not judge a
+            sample.
     """
     rewards = JuryRewards(
         rubric,

@@ -1,5 +1,6 @@
-"""A jury as the reward of TRL's trainers (``GRPOTrainer(reward_funcs=[...])``, and any TRL
-trainer that takes reward functions).
+"""A jury as the reward of TRL's trainers.
+
+``GRPOTrainer(reward_funcs=[...])``, and any TRL trainer that takes reward functions:
 
 ```python
 from jurybox.integrations.trl import jury_reward
@@ -11,24 +12,24 @@ trainer = GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=dataset, a
 
 TRL calls a reward function with the batch's ``prompts`` and ``completions`` (strings, or
 conversations: the question is the last turn, the turns before it but the system turns are the
-item's context) and every other dataset column by name; it returns one reward per completion.
-An unscored item's reward is ``None`` by default, which TRL leaves out of the reward's mean
-and the group's baseline (its advantage is 0): never a 0 that reads as "a bad answer".
+item's context) and every other dataset column by name; it returns one reward per completion. An
+unscored item's reward is ``None`` by default, which TRL leaves out of the reward's mean and the
+group's baseline (its advantage is 0): never a 0 that reads as "a bad answer".
 
 What TRL shows of it: each call logs ``jurybox/<name>/unscored`` (how many of the batch were
-unscored) through TRL's ``log_metric``, beside TRL's own ``rewards/<name>/mean``; each batch
-adds a ``<name>/verdict`` column (``jury_<rubric>/verdict`` for ``per_criterion``) to TRL's
-completions table (``log_extra``: every judge's scores, or why there are none), and a batch
-with unscored items logs one warning naming jurybox, each such completion and the cause (e.g.
-a prompt over the judges' token limit). ``asynchronous=True`` gives async functions, which
-TRL runs concurrently with its other async reward functions.
+unscored) through TRL's ``log_metric``, beside TRL's own ``rewards/<name>/mean``; each batch adds a
+``<name>/verdict`` column (``jury_<rubric>/verdict`` for ``per_criterion``) to TRL's completions
+table (``log_extra``: every judge's scores, or why there are none), and a batch with unscored items
+logs one warning naming jurybox, each such completion and the cause (e.g. a prompt over the judges'
+token limit). ``asynchronous=True`` gives async functions, which TRL runs concurrently with its
+other async reward functions.
 
-TRL adds its reward functions up with ``nansum``, which counts a None as 0 beside numbers.
-So ``per_criterion=True`` (one function per criterion, to weigh with ``reward_weights``)
-returns None from every one of its functions for a completion that any of them has no score
-for (TRL then leaves it out, advantage 0), and a function whose unscored policy is None
-refuses to run beside reward functions of other origins (give ``unscored=`` a value instead:
-your explicit choice of what a missing reward is worth).
+TRL adds its reward functions up with ``nansum``, which counts a None as 0 beside numbers. So
+``per_criterion=True`` (one function per criterion, to weigh with ``reward_weights``) returns None
+from every one of its functions for a completion that any of them has no score for (TRL then leaves
+it out, advantage 0), and a function whose unscored policy is None refuses to run beside reward
+functions of other origins (give ``unscored=`` a value instead: your explicit choice of what a
+missing reward is worth).
 """
 
 from __future__ import annotations
@@ -79,27 +80,53 @@ def jury_reward(
 ) -> RewardFunc | list[RewardFunc]:
     """A TRL reward function: the jury's reward for each completion.
 
-    ``url`` (a running ``jurybox serve``; its token ``token``, or from the environment
-    variable ``token_env``) or ``jury`` (in process: a jury name, a jury file or a loaded
-    Jury). ``score``, ``calibrated``, ``scale`` and ``unscored`` define the reward
-    (`jurybox.rubrics.reward.RewardSpec`; unscored ``"none"`` by default, which TRL
-    supports); ``use="expected"`` reads it from the judges' expected scores where every
-    judge gives a distribution (`jurybox.judges.resolution`; ``jurybox/<name>/expected``
-    logs the share that did). ``per_criterion=True`` returns one function per criterion of
-    the rubric (plus the formula, if any), all from one judging of each batch: give TRL
-    ``reward_weights`` to combine them. ``fields`` maps item fields to dataset columns.
-    ``asynchronous=True``: async functions (TRL awaits them concurrently). ``timeout``:
-    seconds per request to the service.
+    ``score``, ``calibrated``, ``scale`` and ``unscored`` define the reward
+    (`jurybox.rubrics.reward.RewardSpec`). ``group`` rewards each prompt's completions against each
+    other instead (GRPO's groups; see `_group_function`).
 
-    ``group`` (a `jurybox.judges.groups.GroupSpec`, or a design's name) rewards each
-    prompt's completions against each other (GRPO's groups; see `_group_function`):
-    ``rubric`` is then the design's (pairwise for round_robin, regular, swiss, anchor),
-    ``pointwise`` the pointwise rubric (the anchor's median, a mixed reward, groups of one),
-    ``score``/``scale`` its reward, ``use`` applies to the group's verdicts (by default the
-    spec's, ``expected``), and ``group_size`` is TRL's ``num_generations`` (by default read
-    from the trainer that calls the function; given, the calls per group are printed now).
-    ``name``: the group reward function's name in TRL's logs (default
-    ``jury_<rubric>_<design>``; two group rewards in one trainer need two names).
+    Args:
+        rubric: The rubric, by name or file, or one loaded; with ``group``, the design's (pairwise
+            for round_robin, regular, swiss, anchor).
+        url: A running ``jurybox serve``'s URL (give this or ``jury``).
+        jury: In process: a jury name, a jury file or a loaded Jury (give this or ``url``).
+        token: The service's token.
+        token_env: The environment variable the token is read from when ``token`` is not given.
+        per_criterion: Return one function per criterion of the rubric (plus the formula, if any),
+            all from one judging of each batch: give TRL ``reward_weights`` to combine them.
+        score: The score that is the reward; with ``group``, the pointwise reward's.
+        calibrated: Reward with the calibrated values.
+        scale: The reward's range; with ``group``, the pointwise reward's.
+        unscored: What an unscored completion's reward is: ``"none"`` by default, which TRL
+            supports.
+        fields: Maps item fields to dataset columns.
+        cache: An in-process jury loaded here keeps its verdict cache on unless ``cache=False``.
+        concurrency: Requests sent to a service at once.
+        timeout: Seconds per request to the service.
+        asynchronous: Give async functions (TRL awaits them concurrently).
+        use: ``"expected"`` reads the reward from the judges' expected scores where every judge
+            gives a distribution (`jurybox.judges.resolution`; ``jurybox/<name>/expected`` logs the
+            share that did). With ``group``, it applies to the group's verdicts (by default the
+            spec's, ``expected``).
+        group: A `jurybox.judges.groups.GroupSpec`, or a design's name: each prompt's completions
+            rewarded against each other.
+        pointwise: With ``group``: the pointwise rubric (the anchor's median, a mixed reward, groups
+            of one).
+        group_size: With ``group``: TRL's ``num_generations`` (by default read from the trainer that
+            calls the function; given, the calls per group are printed now).
+        name: The group reward function's name in TRL's logs (default ``jury_<rubric>_<design>``;
+            two group rewards in one trainer need two names).
+
+    Returns:
+        The reward function, or with ``per_criterion`` a list of them. A function whose unscored
+        policy is ``"error"`` raises `jurybox.integrations.core.MissingRewards` naming the
+        completions without a reward.
+
+    Raises:
+        InputError: Options that do not go together (``per_criterion`` with ``group``,
+            ``pointwise``, ``group_size`` or ``name`` without it, both or neither of ``url`` and
+            ``jury``), an unknown design, a rubric that cannot be loaded, or a reward or design that
+            does not fit the rubric.
+        ExecutionError: The service cannot be reached or refused the token.
     """
     loaded = load_rubric(rubric) if isinstance(rubric, str) else rubric
     if group is not None:
@@ -185,12 +212,12 @@ def _function_name(rubric: str, score: str) -> str:
 
 
 class _Group:
-    """The reward functions of one `jury_reward` call. Each batch is judged once for all
-    of them (the first function TRL calls judges it, the others read its verdicts), its
-    verdicts go once to TRL's completions table and its unscored completions once to the log.
-    With several functions (per criterion), a completion that any of them has no score for is
-    unscored for all of them (``completion_missing``): TRL's nansum would count the missing
-    one as 0 in the weighted sum.
+    """The reward functions of one `jury_reward` call, judging each batch once for all of them.
+
+    The first function TRL calls judges it, the others read its verdicts; its verdicts go once to
+    TRL's completions table and its unscored completions once to the log. With several functions
+    (per criterion), a completion that any of them has no score for is unscored for all of them
+    (``completion_missing``): TRL's nansum would count the missing one as 0 in the weighted sum.
     """
 
     def __init__(self, rewards: JuryRewards, names: list[str], per_criterion: bool) -> None:
@@ -218,9 +245,10 @@ class _Group:
         completions: Sequence[Any],
         kwargs: Mapping[str, Any],
     ) -> tuple[list[dict[str, Any]], list[bool], list[str]]:
-        """The batch's verdict records, for each completion whether any of the group's rewards
-        is missing, and the completions' names; judges the batch when ``name`` is the first
-        function to ask.
+        """The batch's verdict records, which completions miss a reward, and the completions' names.
+
+        For each completion, whether any of the group's rewards is missing; judges the batch when
+        ``name`` is the first function to ask.
         """
         self._check_alone(kwargs.get("log_extra"))
         columns = {
@@ -276,9 +304,10 @@ def _trainer(log_extra: Any) -> Any:
 
 
 def _alone(log_extra: Any, ours: list[str]) -> None:
-    """Refuse a None reward beside reward functions of other origins: TRL's nansum would
-    count it as 0 there. TRL passes its own trainer's ``log_extra``; the functions it holds
-    beside ``ours`` (or wrappers of them) are what TRL sums.
+    """Refuse a None reward beside reward functions of other origins.
+
+    TRL's nansum would count it as 0 there. TRL passes its own trainer's ``log_extra``; the
+    functions it holds beside ``ours`` (or wrappers of them) are what TRL sums.
     """
     trainer = _trainer(log_extra)
     if trainer is None:
@@ -361,22 +390,23 @@ def _group_function(
     asynchronous: bool,
     name: str | None = None,
 ) -> RewardFunc:
-    """The reward function of a group reward. TRL's ``RepeatSampler`` puts a prompt's
-    ``num_generations`` completions side by side in the batch (prompt indices ``[4, 4, 3, 3,
-    0, 0]``), and a process's reward function gets its slice of the generation batch (the
-    slice starts at ``process_index * len(prompts)``): each run of ``group_size`` completions
-    from a multiple of it is one prompt's group. That is checked, not assumed: completions of
-    one group with different prompts (or references), a batch that is not whole groups, or a
-    slice that splits a group between processes (make ``per_device_train_batch_size x
-    steps_per_generation`` a multiple of ``num_generations``) are InputErrors naming jurybox
-    and the fix.
+    """The reward function of a group reward.
 
-    Each call logs ``jurybox/<name>/unscored`` (completions without a reward, with a warning
-    naming each and the cause), ``/spread`` (the mean of the groups' reward standard
-    deviations), ``/zero_spread`` (the share of groups whose rewards all tie),
-    ``/calls_per_group`` (judge calls per judge and group the design plans) and ``/asked``
-    (those asked this call); ``<name>/reward`` in TRL's completions table says what each
-    reward came from. The calls per group are printed (and logged) before the first judging.
+    TRL's ``RepeatSampler`` puts a prompt's ``num_generations`` completions side by side in the
+    batch (prompt indices ``[4, 4, 3, 3, 0, 0]``), and a process's reward function gets its slice of
+    the generation batch (the slice starts at ``process_index * len(prompts)``): each run of
+    ``group_size`` completions from a multiple of it is one prompt's group. That is checked, not
+    assumed: completions of one group with different prompts (or references), a batch that is not
+    whole groups, or a slice that splits a group between processes (make
+    ``per_device_train_batch_size x steps_per_generation`` a multiple of ``num_generations``) are
+    InputErrors naming jurybox and the fix.
+
+    Each call logs ``jurybox/<name>/unscored`` (completions without a reward, with a warning naming
+    each and the cause), ``/spread`` (the mean of the groups' reward standard deviations),
+    ``/zero_spread`` (the share of groups whose rewards all tie), ``/calls_per_group`` (judge calls
+    per judge and group the design plans) and ``/asked`` (those asked this call); ``<name>/reward``
+    in TRL's completions table says what each reward came from. The calls per group are printed (and
+    logged) before the first judging.
     """
     from jurybox.judges.groups import Group
 
@@ -532,8 +562,9 @@ def _group_function(
 
 
 def _generations(trainer: Any) -> int | None:
-    """The trainer's group size now: ``num_generations`` while training, else its
-    ``num_generations_eval``.
+    """The trainer's group size now.
+
+    ``num_generations`` while training, else its ``num_generations_eval``.
     """
     if trainer is None:
         return None
@@ -545,8 +576,10 @@ def _generations(trainer: Any) -> int | None:
 def _applied(
     results: Sequence[GroupResult], samples: Sequence[str], unscored: Unscored, name: str
 ) -> tuple[list[float | None], list[tuple[str, str]]]:
-    """The rewards with the unscored policy applied, and the completions without one (label,
-    why); ``unscored="error"`` raises `MissingRewards` naming them.
+    """The rewards with the unscored policy applied, and the completions without one.
+
+    The completions without one as (label, why); ``unscored="error"`` raises `MissingRewards` naming
+    them.
     """
     out: list[float | None] = []
     missing: list[tuple[str, str]] = []

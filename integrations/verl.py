@@ -1,21 +1,24 @@
-"""A jury as verl's custom reward function, loaded by verl by path::
+"""A jury as verl's custom reward function.
 
-    reward.custom_reward_function.path=pkg://jurybox.integrations.verl
-    reward.custom_reward_function.name=compute_score
-    +reward.custom_reward_function.reward_kwargs.url=http://127.0.0.1:8000
-    +reward.custom_reward_function.reward_kwargs.rubric=mirage-mg
+verl loads it by path:
+
+```
+reward.custom_reward_function.path=pkg://jurybox.integrations.verl
+reward.custom_reward_function.name=compute_score
++reward.custom_reward_function.reward_kwargs.url=http://127.0.0.1:8000
++reward.custom_reward_function.reward_kwargs.rubric=mirage-mg
+```
 
 verl 0.9.1's reward loop gives each reward worker a chunk of the batch and its reward manager
 (``naive`` by default; ``dapo``, ``gdpo``, ``rate_limited`` alike) awaits
-``compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **reward_kwargs)``
-for every response of the chunk at once. Nothing in that loop calls a batch function, so
-`compute_score` is the batch path: the calls that arrive together (each within
-``GAP_S`` of the one before, all within ``WINDOW_S`` of the first) are judged together, in as
-few requests as the service's limits allow. verl's ``remote`` reward manager runs the
-function in Ray worker processes of its own and refuses coroutines: name
-`compute_score_sync` there (``reward.custom_reward_function.name=compute_score_sync``);
-it judges one response per call (each worker one at a time), so ``naive`` is the faster
-choice for a jury behind a service.
+``compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **reward_kwargs)`` for
+every response of the chunk at once. Nothing in that loop calls a batch function, so `compute_score`
+is the batch path: the calls that arrive together (each within ``GAP_S`` of the one before, all
+within ``WINDOW_S`` of the first) are judged together, in as few requests as the service's limits
+allow. verl's ``remote`` reward manager runs the function in Ray worker processes of its own and
+refuses coroutines: name `compute_score_sync` there
+(``reward.custom_reward_function.name=compute_score_sync``); it judges one response per call (each
+worker one at a time), so ``naive`` is the faster choice for a jury behind a service.
 
 verl passes no prompt, so the question comes from ``extra_info["question"]`` (or the key
 ``reward_kwargs.fields.question`` names), which verl's data preprocessing scripts write; the
@@ -24,17 +27,17 @@ reference is ``reward_model.ground_truth`` (or ``extra_info[fields.reference]``)
 
 The result is ``{"score": reward, "jurybox/unscored": 0 or 1, "jurybox/<score>": ...,
 "jurybox/verdict": ...}``: verl keeps every key but ``score`` as the response's
-``reward_extra_info``: its validation metrics average each criterion's and the formula's value
-(on the reward's scale; None where the jury has none, which verl leaves out) and the share
-unscored, and its rollout dumps show each response's verdict in a line (every judge's scores,
-or why there are none).
+``reward_extra_info``: its validation metrics average each criterion's and the formula's value (on
+the reward's scale; None where the jury has none, which verl leaves out) and the share unscored, and
+its rollout dumps show each response's verdict in a line (every judge's scores, or why there are
+none).
 
 verl cannot take a missing reward (its reward manager writes every score into a tensor), so
-``unscored="none"`` is refused; by default (``unscored="error"``) an unscored response stops
-the step with an error naming jurybox, the sample (``extra_info.index``) and the cause;
-``+reward.custom_reward_function.reward_kwargs.unscored=0.5`` uses that value instead. The
-service's token comes from the environment variable ``token_env`` (``JURYBOX_TOKEN``) of the
-process that runs the function (verl prints its config, so a token there is refused).
+``unscored="none"`` is refused; by default (``unscored="error"``) an unscored response stops the
+step with an error naming jurybox, the sample (``extra_info.index``) and the cause;
+``+reward.custom_reward_function.reward_kwargs.unscored=0.5`` uses that value instead. The service's
+token comes from the environment variable ``token_env`` (``JURYBOX_TOKEN``) of the process that runs
+the function (verl prints its config, so a token there is refused).
 """
 
 from __future__ import annotations
@@ -62,8 +65,9 @@ _LOCK = threading.Lock()
 
 
 class VerlUnscored(MissingRewards):
-    """A response verl cannot have a reward for: the jury did not score it and the reward's
-    unscored policy is ``error``.
+    """A response verl cannot have a reward for.
+
+    The jury did not score it and the reward's unscored policy is ``error``.
     """
 
     def __init__(self, reward: str, sample: str, why: str) -> None:
@@ -91,8 +95,9 @@ def jury_rewards(
     timeout: float = 900.0,
     concurrency: int = 4,
 ) -> JuryRewards:
-    """The `JuryRewards` of these options, made once per process (verl calls the
-    reward function once per response).
+    """The `JuryRewards` of these options, made once per process.
+
+    verl calls the reward function once per response.
     """
     if unscored == "none":
         raise InputError(
@@ -220,9 +225,32 @@ async def compute_score(
     extra_info: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """verl's custom reward function: the jury's reward of one response, judged together with
-    the others of its chunk (see the module docstring); ``kwargs`` are the reward's options
-    from ``reward_kwargs`` (``rubric`` and ``url`` or ``jury`` at least).
+    """The jury's reward of one response: verl's custom reward function.
+
+    Judged together with the others of its chunk (see the module docstring).
+
+    Args:
+        data_source: verl's data source of the response (not read).
+        solution_str: The response.
+        ground_truth: ``reward_model.ground_truth``: the reference (or a dict holding it as
+            ``ground_truth`` or ``reference``), unless ``fields`` names another.
+        extra_info: verl's ``extra_info``: the question (``extra_info["question"]``, or the key
+            ``fields.question`` names), the context, and ``index``, which names the sample.
+        **kwargs: The reward's options from ``reward_kwargs``: ``rubric`` and ``url`` or ``jury`` at
+            least; also ``token_env``, ``score``, ``calibrated``, ``scale``, ``unscored``,
+            ``fields``, ``timeout``, ``concurrency`` (a ``token`` is refused: verl prints its
+            config).
+
+    Returns:
+        ``{"score": reward, "jurybox/unscored": 0 or 1, "jurybox/<score>": ..., "jurybox/verdict":
+        ...}``: each criterion's and the formula's value, and the verdict in a line.
+
+    Raises:
+        VerlUnscored: The jury did not score the response and the unscored policy is ``"error"``
+            (the default), naming the sample and the cause.
+        InputError: Options jurybox does not take, ``unscored="none"``, a missing question or
+            reference the rubric needs (naming the sample), or a request the service refused.
+        ExecutionError: The jury or the service could not judge.
     """
     rewards = jury_rewards(**_options(kwargs))
     sample = _sample(extra_info)
@@ -238,8 +266,32 @@ def compute_score_sync(
     extra_info: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """`compute_score` for verl's ``remote`` reward manager (it runs the function in Ray
-    worker processes of its own and refuses coroutines): one response, one request.
+    """`compute_score` for verl's ``remote`` reward manager: one response, one request.
+
+    That manager runs the function in Ray worker processes of its own and refuses coroutines.
+
+    Args:
+        data_source: verl's data source of the response (not read).
+        solution_str: The response.
+        ground_truth: ``reward_model.ground_truth``: the reference (or a dict holding it as
+            ``ground_truth`` or ``reference``), unless ``fields`` names another.
+        extra_info: verl's ``extra_info``: the question (``extra_info["question"]``, or the key
+            ``fields.question`` names), the context, and ``index``, which names the sample.
+        **kwargs: The reward's options from ``reward_kwargs``: ``rubric`` and ``url`` or ``jury`` at
+            least; also ``token_env``, ``score``, ``calibrated``, ``scale``, ``unscored``,
+            ``fields``, ``timeout``, ``concurrency`` (a ``token`` is refused: verl prints its
+            config).
+
+    Returns:
+        ``{"score": reward, "jurybox/unscored": 0 or 1, "jurybox/<score>": ..., "jurybox/verdict":
+        ...}``: each criterion's and the formula's value, and the verdict in a line.
+
+    Raises:
+        VerlUnscored: The jury did not score the response and the unscored policy is ``"error"``
+            (the default), naming the sample and the cause.
+        InputError: Options jurybox does not take, ``unscored="none"``, a missing question or
+            reference the rubric needs (naming the sample), or a request the service refused.
+        ExecutionError: The jury or the service could not judge.
     """
     rewards = jury_rewards(**_options(kwargs))
     sample = _sample(extra_info)
@@ -250,8 +302,9 @@ def compute_score_sync(
 
 
 class _Gatherer:
-    """The calls on one event loop with one reward that arrive together (see ``GAP_S``),
-    judged in one `JuryRewards.records` (which splits them into the requests the service
+    """The calls on one event loop with one reward that arrive together (see ``GAP_S``).
+
+    They are judged in one `JuryRewards.records` (which splits them into the requests the service
     takes, several at once); each call gets its own verdict, or the error of its request.
     """
 
@@ -372,21 +425,39 @@ def compute_group_scores(
     extra_infos: Any = (),
     **kwargs: Any,
 ) -> list[dict[str, Any]]:
-    """Group rewards for verl's batch reward manager (``verl.workers.reward_manager.batch.
-    BatchRewardManager``, which calls its function once with the whole batch): the responses
-    of one prompt (the same ``extra_info[group_key]``, by default ``index``, which verl's
-    preprocessing writes per dataset row and its rollouts repeat) are rewarded against each
-    other (`jurybox.judges.groups`). ``kwargs``: the reward's options as for
-    `compute_score` (``rubric`` is the design's), and the group's: ``design`` (default
-    ``round_robin``), ``per_completion``, ``pointwise`` (the pointwise rubric), ``weight``,
-    ``relative``, ``low``, ``high``, ``centred``, ``use``, ``group_key``.
+    """Group rewards for verl's batch reward manager: a prompt's responses against each other.
 
-    verl 0.9.1's trainer does not call it: its reward loop asks each reward manager for one
-    sample at a time (``run_single``), and the batch manager is not among the ones it loads
-    (see the integrations guide); this is for a loop of your own that calls the batch
-    manager. Each result is ``{"score", "jurybox/unscored", "jurybox/strength",
-    "jurybox/win_share", "jurybox/reward"}`` in the batch's order; an unscored response stops
-    the step by default (``unscored="error"``), naming it and the cause.
+    For ``verl.workers.reward_manager.batch.BatchRewardManager``, which calls its function once with
+    the whole batch: the responses of one prompt (the same ``extra_info[group_key]``, by default
+    ``index``, which verl's preprocessing writes per dataset row and its rollouts repeat) are
+    rewarded against each other (`jurybox.judges.groups`).
+
+    verl 0.9.1's trainer does not call it: its reward loop asks each reward manager for one sample
+    at a time (``run_single``), and the batch manager is not among the ones it loads (see the
+    integrations guide); this is for a loop of your own that calls the batch manager.
+
+    Args:
+        data_sources: verl's data sources of the responses (not read).
+        solution_strs: The responses.
+        ground_truths: Each response's ``reward_model.ground_truth``, as for `compute_score`.
+        extra_infos: Each response's ``extra_info``, as for `compute_score`; its ``group_key`` value
+            is the response's group.
+        **kwargs: The reward's options as for `compute_score` (``rubric`` is the design's), and the
+            group's: ``design`` (default ``round_robin``), ``per_completion``, ``pointwise`` (the
+            pointwise rubric), ``weight``, ``relative``, ``low``, ``high``, ``centred``, ``use``,
+            ``group_key``.
+
+    Returns:
+        Each result is ``{"score", "jurybox/unscored", "jurybox/strength", "jurybox/win_share",
+        "jurybox/reward"}``, in the batch's order.
+
+    Raises:
+        MissingRewards: An unscored response, by default (``unscored="error"``), naming it and the
+            cause.
+        InputError: Options jurybox does not take, ``unscored="none"``, a response without its
+            ``group_key`` or without the question or reference a rubric needs (naming the
+            sample), or a request the service refused.
+        ExecutionError: The jury or the service could not judge.
     """
     from jurybox.judges.groups import Group, GroupSpec
     from jurybox.rubrics import load_rubric
