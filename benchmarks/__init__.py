@@ -1,5 +1,7 @@
-"""jurybox.benchmarks: benchmark packs. A benchmark's own files and a model's predictions in,
-the paper's table out, with jurybox's judging and statistics.
+"""jurybox.benchmarks: benchmark packs, the paper's table from a model's predictions.
+
+A benchmark's own files and a model's predictions in, the paper's table out, with jurybox's judging
+and statistics.
 
 ```python
 from jurybox.benchmarks import run_benchmark
@@ -8,16 +10,14 @@ report = run_benchmark("microvqa", data="microvqa.json", predictions="preds.json
 report.metrics["accuracy"].value, report.to_dict()["accuracy_by_task"]
 ```
 
-Packs (`PACKS`): ``mirage-mmst``, ``mirage-mmmt``, ``microvqa``, ``mir``, ``mrmr``. Each
-pack's module documents its input fields, its metrics and how it differs from the benchmark's
-public evaluator: `.mirage`, `.microvqa`, `.mir`, `.mrmr`. The shared
-pieces: `.extraction` (which option a response chose), `.report` (metrics with CIs,
-tables, ``--json`` and Markdown), `.judging` (how a pack asks a jury), `.data`
-(strict reading of data and predictions).
+Packs (`PACKS`): ``mirage-mmst``, ``mirage-mmmt``, ``microvqa``, ``mir``, ``mrmr``. Each pack's
+module documents its input fields, its metrics and how it differs from the benchmark's public
+evaluator: `.mirage`, `.microvqa`, `.mir`, `.mrmr`. The shared pieces: `.extraction` (which option a
+response chose), `.report` (metrics with CIs, tables, ``--json`` and Markdown), `.judging` (how a
+pack asks a jury), `.data` (strict reading of data and predictions).
 
-Judged packs take a ``judge`` (`.judging.Judge`); ``jury=`` a loaded
-`jurybox.judges.Jury` judges in memory (`jury_judge`), and ``jurybox bench`` judges
-through the resumable bulk runner.
+Judged packs take a ``judge`` (`.judging.Judge`); ``jury=`` a loaded `jurybox.judges.Jury` judges in
+memory (`jury_judge`), and ``jurybox bench`` judges through the resumable bulk runner.
 """
 
 from __future__ import annotations
@@ -56,7 +56,15 @@ __getattr__, __dir__ = lazy(__name__, {name: f".{module}" for name, module in _E
 
 @dataclass(frozen=True)
 class Pack:
-    """A benchmark pack: its name, what it needs, and the function that evaluates it."""
+    """A benchmark pack: its name, what it needs, and the function that evaluates it.
+
+    Attributes:
+        name: The pack's name (``jurybox bench NAME``).
+        summary: What it reports, in a line.
+        jury: Whether the pack needs a jury (``"required"``) or can use one (``"optional"``).
+        options: Keyword options beyond data, predictions, judge and limit.
+        target: The evaluate function, as ``"module:function"``, imported on first use.
+    """
 
     name: str
     summary: str
@@ -118,7 +126,17 @@ PACKS: dict[str, Pack] = {
 
 
 def get_pack(name: str) -> Pack:
-    """The pack named ``name``; an InputError listing the packs for an unknown one."""
+    """The pack named ``name``.
+
+    Args:
+        name: A pack's name, one of `PACKS`.
+
+    Returns:
+        The pack.
+
+    Raises:
+        InputError: An unknown name (the message lists the packs).
+    """
     try:
         return PACKS[name]
     except KeyError:
@@ -139,9 +157,25 @@ def run_benchmark(
 ) -> BenchReport:
     """Evaluate ``predictions`` on benchmark ``name``'s ``data``.
 
-    ``judge`` (a `Judge`) or ``jury`` (a loaded `jurybox.judges.Jury`, judged in
-    memory) is required by the MIRAGE packs and optional for the others; ``options`` are the
-    pack's own (``subset``, ``unscored``, ``queries``, ``corpus``, ``depth``, ``groups``).
+    ``judge`` or ``jury`` is required by the MIRAGE packs and optional for the others.
+
+    Args:
+        name: The pack's name (`PACKS`).
+        data: The benchmark's own data file.
+        predictions: The model's predictions (a JSONL file of ids and responses).
+        judge: A `Judge`, e.g. `jury_judge` of a loaded jury.
+        jury: A loaded `jurybox.judges.Jury`, judged in memory (instead of ``judge``).
+        limit: Evaluate only the first ``limit`` items.
+        **options: The pack's own options (``subset``, ``unscored``, ``queries``, ``corpus``,
+            ``depth``, ``groups``).
+
+    Returns:
+        The report: metrics with CIs, tables, counts and notes.
+
+    Raises:
+        InputError: An unknown pack or option, a judged pack without a jury, or data or predictions
+            the pack cannot read (naming the file and row).
+        ExecutionError: A judge could not judge.
     """
     pack = get_pack(name)
     unknown = sorted(set(options) - set(pack.options))

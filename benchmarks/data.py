@@ -173,8 +173,9 @@ def read_model_answers(
 
 
 def limited(items: Sequence[Any], limit: int | None) -> list[Any]:
-    """The first ``limit`` items (all of them when ``limit`` is None); an InputError for a limit
-    below 1.
+    """The first ``limit`` items (all of them when ``limit`` is None).
+
+    An InputError for a limit below 1.
     """
     if limit is not None and limit < 1:
         raise InputError(f"limit must be at least 1, got {limit}", field="limit")
@@ -187,8 +188,9 @@ def plural(n: int, noun: str) -> str:
 
 
 def image_paths(data: str | Path, images: Any) -> list[str]:
-    """A row's images (a path or a list of them) as references a judge can read: a relative
-    path is relative to the data file's folder (as the benchmarks ship them), a URL or an
+    """A row's images (a path or a list of them) as references a judge can read.
+
+    A relative path is relative to the data file's folder (as the benchmarks ship them), a URL or an
     absolute path as given.
     """
     if images in (None, ""):

@@ -1,10 +1,10 @@
-"""Which option a multiple-choice response commits to: the last explicit answer wins.
+r"""Which option a multiple-choice response commits to: the last explicit answer wins.
 
 Explicit answers, found anywhere in the response (case-insensitive, markdown emphasis ignored):
 
 * an answer cue followed by an option label: "The answer is (3)", "Answer: 3", "**Final
   answer:** (3)", "the correct answer is option B", "answer is: **C**", "<answer>2</answer>",
-  "\\boxed{4}"; also "the correct option is B", "I choose (B)", "Option B is correct";
+  "\boxed{4}"; also "the correct option is B", "I choose (B)", "Option B is correct";
 * an answer cue followed by an option's text instead of its label ("The answer is mitochondrial
   fission"; the longest option text that the words after the cue start with);
 * a bold parenthesised label on its own, "**(3)**", unless the response bolds several different
@@ -20,7 +20,7 @@ A response with no explicit answer is ``none``; one whose last explicit answer n
 of the item ("The answer is (7)" of five) is ``invalid``. Both are unparseable: the packs count
 them wrong and keep them in the denominator.
 
-The public evaluators get these wrong: MicroVQA's regex ``answer is \\*?\\*?\\(?([0-9])\\)?``
+The public evaluators get these wrong: MicroVQA's regex ``answer is \*?\*?\(?([0-9])\)?``
 takes the *first* match, one digit ("answer is (10)" reads as 1), is case-sensitive ("Answer
 is (2)" is missed) and misses "Answer: 3" and "The answer is: 3"; MIR's takes the first,
 case-sensitive letter after "Option" ("Option A is wrong, option C is right" reads as A).
@@ -69,8 +69,14 @@ _BOLD = re.compile(r"\*\*\s*[(\[]\s*(?P<label>\d{1,2}|[A-Za-z])\s*[)\]]\s*\*\*")
 
 @dataclass(frozen=True)
 class Choice:
-    """The option a response commits to. ``index`` is 0-based, None unless ``answered``;
-    ``label`` is the label as read; ``evidence`` the text that decided.
+    """The option a response commits to.
+
+    Attributes:
+        index: The option's index, 0-based; None unless ``answered``.
+        status: ``answered``, ``none`` (no explicit answer) or ``invalid`` (the last explicit answer
+            names no option of the item).
+        label: The label as read.
+        evidence: The text that decided.
     """
 
     index: int | None
@@ -85,20 +91,41 @@ class Choice:
 
 
 def number_labels(n: int) -> list[str]:
-    """Option labels ``1`` to ``n``, as MicroVQA numbers its options."""
+    """Option labels ``1`` to ``n``, as MicroVQA numbers its options.
+
+    Args:
+        n: How many options.
+
+    Returns:
+        The labels.
+    """
     return [str(i) for i in range(1, n + 1)]
 
 
 def letter_labels(n: int) -> list[str]:
-    """Option labels ``A`` onwards, ``n`` of them, as MIR letters its options."""
+    """Option labels ``A`` onwards, ``n`` of them, as MIR letters its options.
+
+    Args:
+        n: How many options.
+
+    Returns:
+        The labels.
+    """
     return [chr(ord("A") + i) for i in range(n)]
 
 
 def extract_choice(
     response: str | None, labels: Sequence[str], options: Sequence[str] = ()
 ) -> Choice:
-    """The option ``response`` answers: ``labels`` are the options' labels (all numbers or
-    all letters), ``options`` their texts (optional, for answers given by text).
+    """The option ``response`` answers: the last explicit answer wins (see the module's text).
+
+    Args:
+        response: The model's response.
+        labels: The options' labels (all numbers or all letters).
+        options: The options' texts (optional, for answers given by text).
+
+    Returns:
+        The choice, with its status and the text that decided.
     """
     if not response or not response.strip():
         return Choice(None, "none")

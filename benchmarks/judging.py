@@ -20,7 +20,12 @@ from .report import UNANSWERED, UNSCORED, Missing
 
 @dataclass
 class Judged:
-    """Verdict records by item id; ``failed`` says why an item has none."""
+    """Verdict records by item id; ``failed`` says why an item has none.
+
+    Attributes:
+        records: The verdict records, by item id.
+        failed: Why an item has no verdict record, by item id.
+    """
 
     records: dict[str, VerdictRecord]
     failed: dict[str, str] = field(default_factory=dict)
@@ -34,11 +39,23 @@ class Judged:
 
 
 class Judge(Protocol):
-    """Judges ``items`` with ``rubric``; ``task`` names the set (e.g. ``mirage-id``), which a
-    file-backed judge uses to name its output.
+    """How a pack asks a jury: judges ``items`` with ``rubric``.
+
+    ``task`` names the set (e.g. ``mirage-id``), which a file-backed judge uses to name its output.
     """
 
-    def __call__(self, task: str, rubric: Rubric, items: Sequence[Item]) -> Judged: ...
+    def __call__(self, task: str, rubric: Rubric, items: Sequence[Item]) -> Judged:
+        """Judge ``items`` with ``rubric``.
+
+        Args:
+            task: Names the set (e.g. ``mirage-id``).
+            rubric: The rubric to judge with.
+            items: The items to judge.
+
+        Returns:
+            The verdict records by item id, and why an item has none.
+        """
+        ...
 
 
 class _Scores(Protocol):
@@ -48,8 +65,15 @@ class _Scores(Protocol):
 def jury_judge(
     jury: _Scores, chunk_size: int = 16, progress: Callable[[str, int, int], Any] | None = None
 ) -> Judge:
-    """A `Judge` that scores in memory with ``jury`` (a `jurybox.judges.Jury`),
-    ``chunk_size`` items at a time; nothing is written, so nothing resumes.
+    """A `Judge` that scores in memory with ``jury``; nothing is written, so nothing resumes.
+
+    Args:
+        jury: A `jurybox.judges.Jury` (anything with its ``score``).
+        chunk_size: Items judged at a time.
+        progress: Called as ``progress(task, items done, items)`` after each chunk.
+
+    Returns:
+        The judge.
     """
 
     def judge(task: str, rubric: Rubric, items: Sequence[Item]) -> Judged:
@@ -73,9 +97,11 @@ def item_values(
     judge: str | None = None,
     rubric: Rubric | None = None,
 ) -> list[float | Missing]:
-    """Per item: the jury's score on ``criterion`` (or one ``judge``'s vote; a formula's value
-    from that judge's votes when ``criterion`` is the rubric's formula), UNANSWERED, or UNSCORED
-    when there is no verdict or no score.
+    """Per item: the jury's score on ``criterion``, UNANSWERED, or UNSCORED.
+
+    The jury's score (or one ``judge``'s vote; a formula's value from that judge's votes when
+    ``criterion`` is the rubric's formula), UNANSWERED, or UNSCORED when there is no verdict or no
+    score.
     """
     out: list[float | Missing] = []
     formula = (

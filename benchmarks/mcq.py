@@ -1,12 +1,13 @@
-"""Multiple-choice scoring shared by the MicroVQA and MIR packs: extract each response's answer
-by the rules of `.extraction`, optionally let a jury read the answers the rules cannot
-(the ``mcq-extract`` rubric), and report accuracy overall and per group with the unparseable
-share.
+"""Multiple-choice scoring shared by the MicroVQA and MIR packs.
 
-Every item stays in every denominator: an unanswered item (no prediction, or an empty response)
-and an unparseable response (no explicit answer, or one that names no option) count as wrong.
-The judge fallback is reported beside the rules-only numbers, never folded into them, so the
-headline accuracy is reproducible without a model.
+Extract each response's answer by the rules of `.extraction`, optionally let a jury read the answers
+the rules cannot (the ``mcq-extract`` rubric), and report accuracy overall and per group with the
+unparseable share.
+
+Every item stays in every denominator: an unanswered item (no prediction, or an empty response) and
+an unparseable response (no explicit answer, or one that names no option) count as wrong. The judge
+fallback is reported beside the rules-only numbers, never folded into them, so the headline accuracy
+is reproducible without a model.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from .report import UNANSWERED, Metric, MetricOptions, Missing, Table, by_group,
 
 @dataclass(frozen=True)
 class McqItem:
-    """One multiple-choice item: its question, option labels and texts, the 0-based index of the
-    right option, its group (task or scenario group) and its row in the data file.
+    """One multiple-choice item.
+
+    Its question, option labels and texts, the 0-based index of the right option, its group (task or
+    scenario group) and its row in the data file.
     """
 
     id: str
@@ -41,8 +44,9 @@ class McqItem:
     images: list[str] = field(default_factory=list)  # shown to judges that see images
 
     def options_text(self) -> str:
-        """The options as the judge sees them: numbered from 1, with the item's own labels
-        where they are not those numbers.
+        """The options as the judge sees them.
+
+        Numbered from 1, with the item's own labels where they are not those numbers.
         """
         numbered = [lab == str(i) for i, lab in enumerate(self.labels, start=1)]
         return "\n".join(
@@ -53,8 +57,9 @@ class McqItem:
 
 @dataclass
 class McqOutcome:
-    """What was read from one item's response: the rules' choice (None when unanswered) and the
-    jury's fallback reading of an unparseable one.
+    """What was read from one item's response.
+
+    The rules' choice (None when unanswered) and the jury's fallback reading of an unparseable one.
     """
 
     item: McqItem
@@ -63,8 +68,9 @@ class McqOutcome:
 
     @property
     def correct(self) -> float | Missing:
-        """1.0 when the rules' choice is the right option, else 0.0; UNANSWERED without a
-        prediction.
+        """1.0 when the rules' choice is the right option, else 0.0.
+
+        UNANSWERED without a prediction.
         """
         if self.choice is None:
             return UNANSWERED
@@ -137,8 +143,10 @@ def _judge_choice(value: float | None, item: McqItem, has_verdict: bool) -> Choi
 def mcq_metrics(
     outcomes: Sequence[McqOutcome], order: Sequence[str], judged: bool, by: str
 ) -> dict[str, Metric | dict[str, Metric]]:
-    """accuracy, accuracy by group (``accuracy_by_<by>``), unparseable and unanswered shares;
-    with a judge, the same accuracies with the fallback and the share still unparseable.
+    """The accuracies and shares: overall, by group, unparseable and unanswered.
+
+    Accuracy, accuracy by group (``accuracy_by_<by>``), unparseable and unanswered shares; with a
+    judge, the same accuracies with the fallback and the share still unparseable.
     """
     groups = [o.item.group for o in outcomes]
     share: MetricOptions = {"kind": "share", "wrong": "wrong"}
@@ -178,8 +186,10 @@ def _share(values: Sequence[float], what: str) -> Metric:
 def mcq_table(
     title: str, metrics: dict[str, Any], names: dict[str, str], judged: bool, by: str
 ) -> Table:
-    """The paper-style accuracy table: overall, each group (shown by ``names``) and the unparseable
-    share, with a row for the judge fallback when ``judged``.
+    """The paper-style accuracy table.
+
+    Overall, each group (shown by ``names``) and the unparseable share, with a row for the judge
+    fallback when ``judged``.
     """
     groups = list(metrics[f"accuracy_by_{by}"])
     columns = ["Overall", *[names.get(g, g) for g in groups], "Unparseable"]

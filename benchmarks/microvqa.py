@@ -1,5 +1,6 @@
-"""MicroVQA (biological microscopy VQA, 1,042 multiple-choice items): accuracy overall and per
-task, with the unparseable share.
+r"""MicroVQA (biological microscopy VQA, 1,042 multiple-choice items).
+
+Accuracy overall and per task, with the unparseable share.
 
 Data: the items as a JSON list or JSONL (any format the row reader takes), one object per item:
 
@@ -8,27 +9,27 @@ Data: the items as a JSON list or JSONL (any format the row reader takes), one o
 * ``correct_index``: the correct option, **0-based** (option ``correct_index + 1`` in the prompt);
 * ``task``: 1 = expert image understanding, 2 = hypothesis generation, 3 = experiment proposal;
   ``task_str`` (optional) names it;
-* ``images_list``: the item's microscopy images (paths relative to the data file's folder): a
-  judge that sees images is shown them when it reads an answer;
+* ``images_list``: the item's microscopy images (paths relative to the data file's folder): a judge
+  that sees images is shown them when it reads an answer;
 * other fields (``key_image``, ``correct_answer`` ...) are ignored.
 
 Predictions: rows with ``id`` (= ``key_question``) and ``response`` (the model's full answer).
 
-Scoring: the option a response commits to is read by `.extraction` (the last explicit
-answer; "Answer: 3", "**(3)**", two-digit options, the option's text). A response with no
-explicit answer, or one naming no option, is unparseable: wrong, and in the denominator, as is
-an item without a prediction. With a jury, the ``mcq-extract`` rubric reads the unparseable
-responses; those numbers are reported separately (``accuracy_with_fallback``).
+Scoring: the option a response commits to is read by `.extraction` (the last explicit answer;
+"Answer: 3", "**(3)**", two-digit options, the option's text). A response with no explicit answer,
+or one naming no option, is unparseable: wrong, and in the denominator, as is an item without a
+prediction. With a jury, the ``mcq-extract`` rubric reads the unparseable responses; those numbers
+are reported separately (``accuracy_with_fallback``).
 
 Differences from the public evaluator (``microvqa/eval/eval.py``) and why:
 
-* it takes the *first* match of ``answer is \\*?\\*?\\(?([0-9])\\)?``: a response that
-  corrects itself is scored on its first answer; jurybox takes the last explicit answer;
+* it takes the *first* match of ``answer is \*?\*?\(?([0-9])\)?``: a response that corrects itself
+  is scored on its first answer; jurybox takes the last explicit answer;
 * one digit, so "answer is (10)" reads as option 1; jurybox reads one- and two-digit labels;
 * case-sensitive "answer is" and no colon: "Answer is (2)", "Answer: 3", "The answer is: 3",
   "**Final answer:** (3)" are all missed (counted wrong); jurybox reads them;
-* its unparseable share counts predictions outside ``range(5)``, which is wrong for items with
-  more than five options; jurybox counts responses whose answer names no option of the item.
+* its unparseable share counts predictions outside ``range(5)``, which is wrong for items with more
+  than five options; jurybox counts responses whose answer names no option of the item.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ TASKS = {
 
 
 def read_items(path: str | Path) -> list[mcq.McqItem]:
-    """The MicroVQA items of ``path``, options numbered from 1; an InputError naming the row for
-    a missing field, bad choices, a ``correct_index`` out of range, a task not 1-3 or a repeated
-    id.
+    """The MicroVQA items of ``path``, options numbered from 1.
+
+    An InputError naming the row for a missing field, bad choices, a ``correct_index`` out of range,
+    a task not 1-3 or a repeated id.
     """
     items: list[mcq.McqItem] = []
     for n, r in read_records(path, "MicroVQA data"):

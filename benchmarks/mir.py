@@ -1,36 +1,36 @@
-"""MIR (interleaved multi-image reasoning, 22,257 multiple-choice questions in 12 sub-scenarios):
-accuracy overall and per group (spatial, sequential, analytical), and, with a jury, the model's
+"""MIR (interleaved multi-image reasoning, 22,257 multiple-choice questions in 12 sub-scenarios).
+
+Accuracy overall and per group (spatial, sequential, analytical), and, with a jury, the model's
 reasoning judged step by step against the five reference steps (rubric ``mir-steps``).
 
 Data: a JSON list (``all_data_rel.json``) or JSONL, one object per question:
 
-* ``question`` (with ``<image>`` placeholders), ``options``: a list (labelled A, B, C ... in
-  order) or a dict from letter to text (``{"A": "...", "B": "..."}``);
+* ``question`` (with ``<image>`` placeholders), ``options``: a list (labelled A, B, C ... in order)
+  or a dict from letter to text (``{"A": "...", "B": "..."}``);
 * the five reference steps ``summary``, ``caption``, ``text2img``, ``img2img``, ``conclusion``
   (text, or lists/dicts of text, which are joined); only needed with a jury;
 * the correct option: an ``answer`` field (a letter or an option's text) when present, else
-  ``conclusion`` when it is a letter, else the option the conclusion's text commits to (read
-  by the same extraction rules); an item whose correct option cannot be told is an error;
-* ``id`` (optional): the item id; without one, items are numbered by their position in the file
-  from 0 ("0", "1", ...), and predictions must use those numbers;
-* the group: a ``group`` field (spatial / sequential / analytical; "temporal" is read as
-  sequential) when present; else a sub-scenario name (``sub_scenario``, ``scenario``, ``task``
-  or ``category``) mapped by keyword. MIR's descriptions name the groups and some
-  sub-scenarios (perspective relations, forced perspective / scale ambiguity and multi-view 3-D
-  geometry are spatial; motion detection and cooking processes are sequential; chart analysis is
-  analytical) but publish no full table of the 12, so the keyword map is our assumption: a name
-  it cannot place is grouped "unknown", reported as such with the names listed, and a ``group``
-  field (or ``groups=``) settles it.
+  ``conclusion`` when it is a letter, else the option the conclusion's text commits to (read by the
+  same extraction rules); an item whose correct option cannot be told is an error;
+* ``id`` (optional): the item id; without one, items are numbered by their position in the file from
+  0 ("0", "1", ...), and predictions must use those numbers;
+* the group: a ``group`` field (spatial / sequential / analytical; "temporal" is read as sequential)
+  when present; else a sub-scenario name (``sub_scenario``, ``scenario``, ``task`` or ``category``)
+  mapped by keyword. MIR's descriptions name the groups and some sub-scenarios (perspective
+  relations, forced perspective / scale ambiguity and multi-view 3-D geometry are spatial; motion
+  detection and cooking processes are sequential; chart analysis is analytical) but publish no full
+  table of the 12, so the keyword map is our assumption: a name it cannot place is grouped
+  "unknown", reported as such with the names listed, and a ``group`` field (or ``groups=``) settles
+  it.
 
 Predictions: rows with ``id`` and ``response``.
 
-Differences from the public evaluation and why: MIR has no official scorer; its suggested
-extraction takes the first, case-sensitive letter after "Option", so "Option A is wrong; option
-C is correct" reads as A and "the answer is (c)" as nothing. jurybox takes the last explicit
-answer, case-insensitively, or the option's text (`.extraction`); unparseable and
-unanswered items count as wrong and stay in the denominator; the judge fallback (``mcq-extract``)
-is reported separately. The step-by-step judging is ours: the public evaluation scores only
-the final option.
+Differences from the public evaluation and why: MIR has no official scorer; its suggested extraction
+takes the first, case-sensitive letter after "Option", so "Option A is wrong; option C is correct"
+reads as A and "the answer is (c)" as nothing. jurybox takes the last explicit answer,
+case-insensitively, or the option's text (`.extraction`); unparseable and unanswered items count as
+wrong and stay in the denominator; the judge fallback (``mcq-extract``) is reported separately. The
+step-by-step judging is ours: the public evaluation scores only the final option.
 """
 
 from __future__ import annotations
@@ -119,8 +119,9 @@ _ALIASES = {"temporal": "sequential", "analysis": "analytical", "analytic": "ana
 
 
 def group_of(name: str) -> str | None:
-    """The group a sub-scenario name belongs to, by keyword; None when no or several groups
-    match.
+    """The group a sub-scenario name belongs to, by keyword.
+
+    None when no or several groups match.
     """
     words = " " + re.sub(r"[^a-z0-9]+", " ", name.lower().replace("-", " ")).strip() + " "
     hits = {
@@ -274,8 +275,10 @@ def evaluate(
     unscored: UnscoredPolicy = "exclude",
     groups: Mapping[str, str] | None = None,
 ) -> BenchReport:
-    """MIR accuracy overall and per group; with ``judge``, the judge fallback for unparseable
-    answers and the step-by-step reasoning scores (``mir-steps``).
+    """MIR accuracy overall and per group.
+
+    With ``judge``, the judge fallback for unparseable answers and the step-by-step reasoning scores
+    (``mir-steps``).
     """
     all_items, notes = read_items(data, groups)
     preds = read_model_answers(predictions, [it.id for it in all_items], data_path=data)

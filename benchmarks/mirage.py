@@ -1,56 +1,56 @@
-"""MIRAGE (agricultural expert consultation): the single-turn MMST sets and the multi-turn MMMT
-clarify-or-respond set, judged by a jury with the shipped MIRAGE rubrics.
+r"""MIRAGE (agricultural expert consultation), judged by a jury with the shipped MIRAGE rubrics.
 
-MMST data: the benchmark's JSON list (``MMST_Standard``, ``MMST_Contextual``; any row format
-works), one object per consultation: ``id`` ("#874336"), ``question``, ``answer`` (the expert's
-answer: the reference), ``category``, ``images`` (paths, optional), and for identification items
-``entity_name`` with ``entity_scientific_name``, ``entity_common_names`` and ``entity_type``
-(optional; often empty). ``meta_data_state`` / ``meta_data_county`` / ``meta_data_asked_time``
-are shown to the MG judges. The Contextual set adds ``location_related`` / ``time_related``.
+The single-turn MMST sets and the multi-turn MMMT clarify-or-respond set.
 
-* Routing by ``category``: a category naming identification (plant / insect and pest / plant
-  disease identification) goes to the ``mirage-id`` rubric (identification 0/1, judged against
-  the entity's name, scientific name and common names; reasoning 0-4); a category naming
-  management or guidance (plant care and gardening guidance, disease / pest / weed management)
-  to ``mirage-mg`` (accuracy, relevance, completeness, parsimony 0-4, against the expert's
-  answer; weighted sum = (2*accuracy + relevance + completeness + parsimony) / 20). Any other
-  category is an error naming it.
+MMST data: the benchmark's JSON list (``MMST_Standard``, ``MMST_Contextual``; any row format works),
+one object per consultation: ``id`` ("#874336"), ``question``, ``answer`` (the expert's answer: the
+reference), ``category``, ``images`` (paths, optional), and for identification items ``entity_name``
+with ``entity_scientific_name``, ``entity_common_names`` and ``entity_type`` (optional; often
+empty). ``meta_data_state`` / ``meta_data_county`` / ``meta_data_asked_time`` are shown to the MG
+judges. The Contextual set adds ``location_related`` / ``time_related``.
+
+* Routing by ``category``: a category naming identification (plant / insect and pest / plant disease
+  identification) goes to the ``mirage-id`` rubric (identification 0/1, judged against the entity's
+  name, scientific name and common names; reasoning 0-4); a category naming management or guidance
+  (plant care and gardening guidance, disease / pest / weed management) to ``mirage-mg`` (accuracy,
+  relevance, completeness, parsimony 0-4, against the expert's answer; weighted sum = (2*accuracy +
+  relevance + completeness + parsimony) / 20). Any other category is an error naming it.
 * Standard vs Contextual: ``subset="auto"`` takes a file with ``location_related`` /
   ``time_related`` fields for the Contextual set, which is scored on MG only (every item goes to
   ``mirage-mg``, as in the paper).
 * Reported, for the jury and for each judge, with 95% CIs: ID accuracy (share of correct
   identifications), reasoning (mean 0-4), the four MG means and the weighted sum (0..1).
 
-MMMT data: ``direct_test.json`` or ``decomp_test.json``: ``id``, ``dialog_context``
-("user: ...\\nexpert: ..."), ``decision`` (``<Clarify>`` / ``<Respond>``), ``utterance`` (the
-expert's next turn: the reference), ``images``; the decomp file adds ``known_goal`` and
-``missing_goal`` (lists of facts). Predictions: ``id``, ``response`` (the model's next
-utterance) and, optionally, ``decision``.
+MMMT data: ``direct_test.json`` or ``decomp_test.json``: ``id``, ``dialog_context`` ("user:
+...\nexpert: ..."), ``decision`` (``<Clarify>`` / ``<Respond>``), ``utterance`` (the expert's next
+turn: the reference), ``images``; the decomp file adds ``known_goal`` and ``missing_goal`` (lists of
+facts). Predictions: ``id``, ``response`` (the model's next utterance) and, optionally,
+``decision``.
 
 * Decision accuracy: read from the prediction without a judge when it says so plainly (a
-  ``decision`` field, or exactly one of the tags ``<Clarify>`` / ``<Respond>`` in the response;
-  "ask for clarification" counts as Clarify); otherwise the jury's ``decision_accuracy``.
+  ``decision`` field, or exactly one of the tags ``<Clarify>`` / ``<Respond>`` in the response; "ask
+  for clarification" counts as Clarify); otherwise the jury's ``decision_accuracy``.
 * The jury scores (rubric ``mirage-mmmt``) known_accuracy, missing_coverage and
-  utterance_goal_relevance (0-4) and spurious (yes/no), with the gold goals read from
-  ``known_goal`` / ``missing_goal``. Reported: decision accuracy, the three goal-score means,
-  spurious share, perfect share (known, missing and relevance all 4 and not spurious). The
-  direct file has no goals, so known_accuracy, missing_coverage and perfect are reported as
-  undefined with that reason rather than as numbers from empty goals.
+  utterance_goal_relevance (0-4) and spurious (yes/no), with the gold goals read from ``known_goal``
+  / ``missing_goal``. Reported: decision accuracy, the three goal-score means, spurious share,
+  perfect share (known, missing and relevance all 4 and not spurious). The direct file has no goals,
+  so known_accuracy, missing_coverage and perfect are reported as undefined with that reason rather
+  than as numbers from empty goals.
 
-Counting, for every metric: an unanswered item (no prediction or an empty response) counts as
-0 (wrong), except in the spurious share, which it cannot enter (it asserted nothing); an item the
-jury could not score (below quorum, a failed judge call) is left out of that metric's mean, or,
-with ``unscored="zero"``, counted as 0; either way the table says how many.
+Counting, for every metric: an unanswered item (no prediction or an empty response) counts as 0
+(wrong), except in the spurious share, which it cannot enter (it asserted nothing); an item the jury
+could not score (below quorum, a failed judge call) is left out of that metric's mean, or, with
+``unscored="zero"``, counted as 0; either way the table says how many.
 
-Differences from the public evaluator and why: it scores one judge at a time and never combines
-them (jurybox reports the jury's aggregate, by the jury's stated rule, and each judge); MMMT's
-judge prompt reads the gold goals from a field the data does not have, so the judge sees empty
-goals (jurybox reads ``known_goal`` / ``missing_goal``); its JSON template is invalid (jurybox
-constrains the judges' output to the rubric's schema); failed judge calls silently become
-all-zero scores, and items that fail after retries get -1 and are dropped, shrinking the
-denominator without notice (jurybox counts unscored items and says how they entered); score
-ranges are never checked (jurybox accepts only values on the scale); its sampling temperatures
-differ by accident (jurybox takes them from the jury file, recorded in the provenance).
+Differences from the public evaluator and why: it scores one judge at a time and never combines them
+(jurybox reports the jury's aggregate, by the jury's stated rule, and each judge); MMMT's judge
+prompt reads the gold goals from a field the data does not have, so the judge sees empty goals
+(jurybox reads ``known_goal`` / ``missing_goal``); its JSON template is invalid (jurybox constrains
+the judges' output to the rubric's schema); failed judge calls silently become all-zero scores, and
+items that fail after retries get -1 and are dropped, shrinking the denominator without notice
+(jurybox counts unscored items and says how they entered); score ranges are never checked (jurybox
+accepts only values on the scale); its sampling temperatures differ by accident (jurybox takes them
+from the jury file, recorded in the provenance).
 """
 
 from __future__ import annotations
@@ -170,8 +170,9 @@ def evaluate_mmst(
     limit: int | None = None,
     unscored: UnscoredPolicy = "exclude",
 ) -> BenchReport:
-    """MIRAGE-MMST (Standard or Contextual): ID accuracy and reasoning, MG means and weighted
-    sum, for the jury and each judge.
+    """MIRAGE-MMST (Standard or Contextual), for the jury and each judge.
+
+    ID accuracy and reasoning, MG means and weighted sum, for the jury and each judge.
     """
     if subset not in ("auto", "standard", "contextual"):
         raise InputError(
@@ -324,8 +325,9 @@ _TAG = re.compile(r"<\s*(clarify|respond)\s*>", re.IGNORECASE)
 
 
 def decision_of(text: Any) -> str | None:
-    """``Clarify`` / ``Respond`` from a decision as written ("<Clarify>", "respond", "Ask for
-    clarification"), else None.
+    """``Clarify`` / ``Respond`` from a decision as written, else None.
+
+    As written: "<Clarify>", "respond", "Ask for clarification".
     """
     if not isinstance(text, str):
         return None
@@ -334,8 +336,10 @@ def decision_of(text: Any) -> str | None:
 
 
 def plain_decision(prediction_fields: Mapping[str, Any], response: str) -> str | None:
-    """The decision a prediction states plainly: its ``decision`` field, or exactly one kind of
-    ``<Clarify>`` / ``<Respond>`` tag in the response; None when it does not say.
+    """The decision a prediction states plainly; None when it does not say.
+
+    Its ``decision`` field, or exactly one kind of ``<Clarify>`` / ``<Respond>`` tag in the
+    response.
     """
     stated = decision_of(prediction_fields.get("decision"))
     if stated is not None:

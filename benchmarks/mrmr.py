@@ -1,50 +1,51 @@
-"""MRMR (expert multimodal retrieval, 1,502 queries): nDCG@10 and Hit@1 of a run against the
-human qrels, overall and per task/category; and, with a jury, relevance grading of (query,
-document) pairs with the ``mrmr-relevance`` rubric and the agreement of those grades with the
-human qrels.
+"""MRMR (expert multimodal retrieval, 1,502 queries): nDCG@10 and Hit@1 of a run, and grading.
+
+nDCG@10 and Hit@1 of a run against the human qrels, overall and per task/category; and, with a jury,
+relevance grading of (query, document) pairs with the ``mrmr-relevance`` rubric and the agreement of
+those grades with the human qrels.
 
 Data (``--data``): the qrels, as rows ``query_id``, ``corpus_id``, ``score`` (JSONL, CSV/TSV,
-Parquet, a JSON list; ``query-id``/``corpus-id`` as in BEIR files are read too), as a JSON
-object ``{query_id: {corpus_id: score}}``, or as TREC qrels (``qid 0 docid rel`` per line, any
-other file extension).
+Parquet, a JSON list; ``query-id``/``corpus-id`` as in BEIR files are read too), as a JSON object
+``{query_id: {corpus_id: score}}``, or as TREC qrels (``qid 0 docid rel`` per line, any other file
+extension).
 
-Predictions: the run, as a JSON object ``{query_id: {doc_id: score}}`` (what MTEB and BEIR
-write), rows ``query_id``, ``corpus_id``, ``score``, or a TREC run (``qid Q0 docid rank score
-tag`` per line). Scores must be finite numbers.
+Predictions: the run, as a JSON object ``{query_id: {doc_id: score}}`` (what MTEB and BEIR write),
+rows ``query_id``, ``corpus_id``, ``score``, or a TREC run (``qid Q0 docid rank score tag`` per
+line). Scores must be finite numbers.
 
 Queries (optional, ``queries=``): MRMR's query rows: ``id`` (or ``query_id``), and any of
 ``category`` (the domain, e.g. Clinical_Medicine), ``task`` (e.g. Knowledge, Theorem, Negation),
-``text`` (needed for grading) and ``instruction`` (what counts as relevant for this query's
-task, e.g. "a document that contradicts the query"; shown to the judges). With it, the metrics
-are also reported per category and per task. Corpus (``corpus=``, grading only): rows ``id``
-(or ``corpus_id``) and ``text``.
+``text`` (needed for grading) and ``instruction`` (what counts as relevant for this query's task,
+e.g. "a document that contradicts the query"; shown to the judges). With it, the metrics are also
+reported per category and per task. Corpus (``corpus=``, grading only): rows ``id`` (or
+``corpus_id``) and ``text``.
 
 Metrics, one deterministic definition:
 
 * ranking: documents by run score, higher first; **ties broken by doc id, ascending** (string
   order). The same run always gives the same numbers, whatever tool wrote it;
 * nDCG@10: gain = the qrel score (0 for documents the qrels do not list, negative scores as 0),
-  discount 1/log2(rank + 1), ideal DCG from the query's qrels sorted by score; a query whose
-  qrels list no relevant document scores 0 (as trec_eval does);
-* Hit@1: 1 when the top-ranked document has a qrel score above 0 (= recall@1 with one
-  positive; MRMR's Negation metric, where the run ranks each query's own 4 candidates);
+  discount 1/log2(rank + 1), ideal DCG from the query's qrels sorted by score; a query whose qrels
+  list no relevant document scores 0 (as trec_eval does);
+* Hit@1: 1 when the top-ranked document has a qrel score above 0 (= recall@1 with one positive;
+  MRMR's Negation metric, where the run ranks each query's own 4 candidates);
 * every query in the qrels counts: one the run lacks scores 0 on both and is listed in
   ``missing_queries``; run queries the qrels do not have are ignored and counted.
 
-Differences from the public evaluator (MTEB's retrieval evaluator, via pytrec_eval) and why:
-queries missing from a run are dropped there, which raises the mean over the queries left;
-jurybox scores them 0 and lists them. Ties: trec_eval orders tied documents by doc id
-descending and other tools by insertion order, so an all-equal run can score anything from 0.03
-to 0.99 (recall@3 in MRMR's own comparison); jurybox states its one rule above.
+Differences from the public evaluator (MTEB's retrieval evaluator, via pytrec_eval) and why: queries
+missing from a run are dropped there, which raises the mean over the queries left; jurybox scores
+them 0 and lists them. Ties: trec_eval orders tied documents by doc id descending and other tools by
+insertion order, so an all-equal run can score anything from 0.03 to 0.99 (recall@3 in MRMR's own
+comparison); jurybox states its one rule above.
 
-Grading (with a jury, needs ``queries`` and ``corpus``): for each evaluated query, the
-documents its qrels list and the run's top ``depth`` (default 10) are graded relevant /
-irrelevant. Human labels for agreement: a qrel score above 0 is relevant; a document the
-qrels do not list counts as irrelevant, as nDCG counts it (so the agreement says whether the
-jury would make the same calls the metric makes). Reported: the jury's and each judge's
-agreement with those labels (Cohen's kappa, Gwet's AC1, exact agreement, bootstrap CIs; the
-statistics of ``jurybox agree``), and how many unlisted documents the jury finds relevant
-(candidate qrels, kept in ``jury_qrels.jsonl`` with ``--out``).
+Grading (with a jury, needs ``queries`` and ``corpus``): for each evaluated query, the documents its
+qrels list and the run's top ``depth`` (default 10) are graded relevant / irrelevant. Human labels
+for agreement: a qrel score above 0 is relevant; a document the qrels do not list counts as
+irrelevant, as nDCG counts it (so the agreement says whether the jury would make the same calls the
+metric makes). Reported: the jury's and each judge's agreement with those labels (Cohen's kappa,
+Gwet's AC1, exact agreement, bootstrap CIs; the statistics of ``jurybox agree``), and how many
+unlisted documents the jury finds relevant (candidate qrels, kept in ``jury_qrels.jsonl`` with
+``--out``).
 """
 
 from __future__ import annotations
@@ -231,8 +232,9 @@ def _add(out: Scores, qid: str, did: str, score: float, where: str, what: str) -
 
 
 def read_queries(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Query rows by id (``id``, else ``query_id``); an InputError for a row without one or a
-    repeated id.
+    """Query rows by id (``id``, else ``query_id``).
+
+    An InputError for a row without one or a repeated id.
     """
     out: dict[str, dict[str, Any]] = {}
     for n, r in read_records(path, "MRMR queries"):
@@ -276,8 +278,9 @@ def evaluate(
     limit: int | None = None,
     depth: int = K_NDCG,
 ) -> BenchReport:
-    """nDCG@10 and Hit@1 of the run ``predictions`` against the qrels ``data``; per category
-    and task with ``queries``; relevance grading and agreement with ``judge``.
+    """nDCG@10 and Hit@1 of the run ``predictions`` against the qrels ``data``.
+
+    Per category and task with ``queries``; relevance grading and agreement with ``judge``.
     """
     qrels = read_qrels(data)
     run = read_run(predictions)

@@ -1,11 +1,12 @@
-"""What a benchmark pack reports: metrics with CIs and how every item was counted, the paper-style
-tables, and the ``--json`` / Markdown forms.
+"""What a benchmark pack reports: metrics with CIs, paper-style tables, ``--json`` and Markdown.
 
-A `Metric` is one number (a share in 0..1 or a mean score) with its 95% CI, its
-denominator, and a sentence saying how unanswered and unscored items entered it. Items never
-leave a denominator silently: `mean_metric` counts unanswered items as 0 (a model that said
-nothing earns nothing) and unscored ones (the jury gave no verdict) as the caller's policy says,
-and the metric says which.
+Metrics with CIs and how every item was counted, the paper-style tables, and the ``--json`` /
+Markdown forms.
+
+A `Metric` is one number (a share in 0..1 or a mean score) with its 95% CI, its denominator, and a
+sentence saying how unanswered and unscored items entered it. Items never leave a denominator
+silently: `mean_metric` counts unanswered items as 0 (a model that said nothing earns nothing) and
+unscored ones (the jury gave no verdict) as the caller's policy says, and the metric says which.
 """
 
 from __future__ import annotations
@@ -42,7 +43,17 @@ NOT_APPLICABLE: Final = Missing.NOT_APPLICABLE
 
 @dataclass(frozen=True)
 class Metric:
-    """One reported number. ``value`` is None when undefined, and ``reason`` says why."""
+    """One reported number. ``value`` is None when undefined, and ``reason`` says why.
+
+    Attributes:
+        value: The number: a share in 0..1 or a mean score; None when undefined.
+        ci: Its 95% percentile-bootstrap CI over items, when there are two items or more.
+        n: Its denominator: the items with a value.
+        kind: ``"share"`` (shown in %) or ``"score"``.
+        digits: The digits a score is shown with.
+        counted: How unanswered and unscored items entered it, in a sentence.
+        reason: Why the value is undefined.
+    """
 
     value: float | None
     ci: tuple[float, float] | None = None
@@ -159,15 +170,22 @@ def by_group(
 
 @dataclass
 class Table:
-    """A table in the paper's layout: one row per system (the jury, each judge, a model)."""
+    """A table in the paper's layout: one row per system (the jury, each judge, a model).
+
+    Attributes:
+        title: The table's title.
+        columns: The column headings.
+        rows: Each row's label and its cells, one per column (None: empty).
+    """
 
     title: str
     columns: list[str]
     rows: Sequence[tuple[str, Sequence[Metric | None]]]
 
     def markdown(self, with_ci: bool = True) -> str:
-        """The table in Markdown, its title in bold; cells show their CIs unless ``with_ci`` is
-        False.
+        """The table in Markdown, its title in bold.
+
+        Cells show their CIs unless ``with_ci`` is False.
         """
         head = ["", *self.columns]
         lines = [
@@ -184,8 +202,19 @@ class Table:
 
 @dataclass
 class BenchReport:
-    """A benchmark run: metrics (one key each in ``--json``), per-judge metrics, tables, the ids
-    behind the counts, notes, and per-item artifacts kept with ``--out``.
+    """A benchmark run: metrics, per-judge metrics, tables, ids behind the counts, notes, artifacts.
+
+    Attributes:
+        benchmark: The pack's name.
+        title: The report's title.
+        metrics: The metrics by key (one key each in ``--json``): one `Metric`, or one per group.
+        counts: Item counts, by name (the Markdown's line under the title).
+        judges: Each judge's metrics, by judge name.
+        lists: The ids behind the counts, by list name.
+        tables: The paper-style tables.
+        notes: Notes for the reader.
+        extra: Other ``--json`` keys.
+        artifacts: Per-item rows kept with ``--out``, by file name.
     """
 
     benchmark: str
@@ -200,8 +229,10 @@ class BenchReport:
     artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """One key per metric (shares as fractions in 0..1), then their CIs, denominators and
-        counting sentences, the counts, the listed ids, per-judge metrics and notes.
+        """The report as ``--json`` data.
+
+        One key per metric (shares as fractions in 0..1), then their CIs, denominators and counting
+        sentences, the counts, the listed ids, per-judge metrics and notes.
         """
         out: dict[str, Any] = {"benchmark": self.benchmark, **self.counts}
         out.update({k: _values(m) for k, m in self.metrics.items()})
@@ -219,8 +250,9 @@ class BenchReport:
         return jsonable(out)
 
     def to_markdown(self) -> str:
-        """The report in Markdown: title, counts, tables, then how items were counted, the metrics
-        not reported and the notes.
+        """The report in Markdown.
+
+        Title, counts, tables, then how items were counted, the metrics not reported and the notes.
         """
         counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.counts.items())
         parts = [f"## {self.title}", "", counts, ""]
@@ -243,7 +275,14 @@ class BenchReport:
         return "\n".join(parts).rstrip() + "\n"
 
     def save(self, directory: str | Path) -> list[Path]:
-        """Write ``report.md``, ``report.json`` and each artifact as ``NAME.jsonl``."""
+        """Write ``report.md``, ``report.json`` and each artifact as ``NAME.jsonl``.
+
+        Args:
+            directory: The folder to write to (made if missing).
+
+        Returns:
+            The files written.
+        """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         written = [directory / "report.md", directory / "report.json"]
@@ -307,9 +346,10 @@ PRIMARY = {
 
 @dataclass
 class ItemResults:
-    """A pack's per-item results read back from ``jurybox bench --out DIR``: metric -> item id
-    -> value (None: unscored, left out of means and counted), as the pack counts items (an
-    unanswered item is a wrong answer or a 0, as in its own means).
+    """A pack's per-item results read back from ``jurybox bench --out DIR``.
+
+    Metric -> item id -> value (None: unscored, left out of means and counted), as the pack counts
+    items (an unanswered item is a wrong answer or a 0, as in its own means).
     """
 
     benchmark: str
@@ -324,10 +364,12 @@ class ItemResults:
 
 
 def read_item_results(directory: str | Path) -> ItemResults:
-    """The per-item results in a ``jurybox bench --out`` directory (report.json and the items'
-    or queries' file): accuracy per item for MicroVQA and MIR (and with the jury's fallback
-    where it ran), nDCG@10 and Hit@1 per query for MRMR, and each jury score per item for the
-    MIRAGE packs (an unanswered item 0 on its rubric's criteria, an unscored one None).
+    """The per-item results in a ``jurybox bench --out`` directory.
+
+    From report.json and the items' or queries' file: accuracy per item for MicroVQA and MIR (and
+    with the jury's fallback where it ran), nDCG@10 and Hit@1 per query for MRMR, and each jury
+    score per item for the MIRAGE packs (an unanswered item 0 on its rubric's criteria, an unscored
+    one None).
     """
     from jurybox.rubrics import load_rubric
     from jurybox.rubrics.errors import InputError
