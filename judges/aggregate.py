@@ -67,8 +67,10 @@ RULES: dict[str, Rule] = {
 
 
 def vote_value(vote: Vote, agg: Aggregation) -> float | None:
-    """The number a vote adds to its criterion: its expected score when the jury combines expected
-    scores and the vote has one, else its score; None for an unscored vote.
+    """The number a vote adds to its criterion.
+
+    That is its expected score when the jury combines expected scores and the vote has one, else
+    its score; None for an unscored vote.
     """
     if not vote.scored:
         return None
@@ -78,11 +80,13 @@ def vote_value(vote: Vote, agg: Aggregation) -> float | None:
 
 
 def _small(values: list[float]) -> tuple[float, float, float] | None:
-    """Mean, standard deviation and range of one or two finite values, computed with exactly
-    the floating-point operations numpy does for them (sum from 0.0, divide, squared deviations
-    summed, divide, square root), so the results are identical to the last bit; None for other
-    counts or non-finite values (numpy then). Juries of one or two judges are common, and
-    numpy's per-call overhead on such tiny arrays was ~20 us per criterion, most of deciding.
+    """Mean, standard deviation and range of one or two finite values, as numpy computes them.
+
+    They are computed with exactly the floating-point operations numpy does for them (sum from 0.0,
+    divide, squared deviations summed, divide, square root), so the results are identical to the
+    last bit; None for other counts or non-finite values (numpy then). Juries of one or two judges
+    are common, and numpy's per-call overhead on such tiny arrays was ~20 us per criterion, most of
+    deciding.
     """
     if not 1 <= len(values) <= 2 or not all(math.isfinite(v) for v in values):
         return None

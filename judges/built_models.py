@@ -49,8 +49,10 @@ BUILT_MODELS: dict[str, dict[str, Any]] = {
 
 
 def recipe_identity(name: str) -> str:
-    """What identifies a built model's weights: its recipe, and the versions of what it is
-    built from and with (the tokenizer's package, torch's random number generator).
+    """What identifies a built model's weights.
+
+    That is its recipe, and the versions of what it is built from and with (the tokenizer's
+    package, torch's random number generator).
     """
     parts = [f"built:{name}@{RECIPE}"]
     for package in (*BUILT_MODELS[name]["packages"], "torch", "transformers"):
@@ -62,8 +64,9 @@ def recipe_identity(name: str) -> str:
 
 
 def build(name: str, target: Path, tokenizer_dir: str) -> None:
-    """Build model ``name`` into ``target`` (written aside, then renamed into place), its
-    tokenizer from ``tokenizer_dir`` (the materialized SmolLM2).
+    """Build model ``name`` into ``target``, written aside, then renamed into place.
+
+    Its tokenizer comes from ``tokenizer_dir`` (the materialized SmolLM2).
     """
     builder = {"tiny-idefics3": _tiny_idefics3}[name]
     partial = target.with_name(target.name + f".partial-{os.getpid()}")

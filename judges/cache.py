@@ -49,8 +49,10 @@ def enabled() -> bool:
 
 
 def default_path() -> Path:
-    """The cache file: ``$JURYBOX_VERDICT_CACHE`` when set, else ``verdicts.sqlite`` in jurybox's
-    cache folder (``$JURYBOX_CACHE`` or ``~/.cache/jurybox``, made if missing).
+    """The cache file.
+
+    It is ``$JURYBOX_VERDICT_CACHE`` when set, else ``verdicts.sqlite`` in jurybox's cache folder
+    (``$JURYBOX_CACHE`` or ``~/.cache/jurybox``, made if missing).
     """
     explicit = os.environ.get("JURYBOX_VERDICT_CACHE")
     if explicit:
@@ -62,8 +64,10 @@ def default_path() -> Path:
 
 @dataclass
 class CacheStats:
-    """What a cache holds: its file, how many verdicts and their size in bytes, the size bound,
-    and the verdict count per jury.
+    """What a cache holds.
+
+    That is its file, how many verdicts and their size in bytes, the size bound, and the verdict
+    count per jury.
     """
 
     path: str
@@ -81,16 +85,19 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class CacheBusy(RuntimeError):
-    """The cache could not be read or written within its ``busy_s``: another process holds
-    the file's lock (a long write, ``jurybox cache clear``'s VACUUM), or other calls of this
-    one are queued ahead. The caller judges (or answers) without it.
+    """The cache could not be read or written within its ``busy_s``.
+
+    Another process holds the file's lock (a long write, ``jurybox cache clear``'s VACUUM), or other
+    calls of this one are queued ahead. The caller judges (or answers) without it.
     """
 
 
 def _serialized(method: _F) -> _F:
-    """One call at a time on the cache's connection (the scoring service calls it from worker
-    threads; a connection must not run two statements or transactions at once), waiting at
-    most ``busy_s`` for it and for SQLite's lock (`CacheBusy` beyond).
+    """One call at a time on the cache's connection.
+
+    The scoring service calls it from worker threads; a connection must not run two statements
+    or transactions at once. A call waits at most ``busy_s`` for it and for SQLite's lock
+    (`CacheBusy` beyond).
     """
 
     @functools.wraps(method)
@@ -116,9 +123,10 @@ def _serialized(method: _F) -> _F:
 
 
 class VerdictCache:
-    """Verdicts by (provenance, input hash) in a bounded SQLite file; safe to share between
-    threads and processes. A call waits at most ``busy_s`` seconds for the file's lock
-    (`CacheBusy` beyond): a bulk run can wait (60 s), the service must not.
+    """Verdicts by (provenance, input hash) in a bounded SQLite file.
+
+    It is safe to share between threads and processes. A call waits at most ``busy_s`` seconds for
+    the file's lock (`CacheBusy` beyond): a bulk run can wait (60 s), the service must not.
     """
 
     def __init__(
@@ -178,8 +186,9 @@ class VerdictCache:
         return found
 
     def put(self, provenance: str, entries: Iterable[tuple[str, Verdict]]) -> None:
-        """Store verdicts (input hash, verdict); then evict the least recently used past the
-        size bound.
+        """Store verdicts (input hash, verdict).
+
+        Then the least recently used past the size bound are evicted.
         """
         entries = list(entries)
         if entries:  # (one provenance is one jury's)
@@ -191,8 +200,10 @@ class VerdictCache:
 
     @_serialized
     def put_json(self, provenance: str, jury: str, entries: Iterable[tuple[str, str]]) -> None:
-        """`put` for verdicts already as JSON (``Verdict.model_dump_json``) of the jury
-        named ``jury``, as the Ray engine's driver receives them: stored as they are.
+        """`put` for verdicts already as JSON (``Verdict.model_dump_json``).
+
+        They are of the jury named ``jury``, as the Ray engine's driver receives them, and are
+        stored as they are.
         """
         now = time.time()
         rows = [(provenance, key, jury, blob, len(blob), now) for key, blob in entries]
@@ -275,9 +286,11 @@ class VerdictCache:
 
 @dataclass
 class CacheLookup:
-    """A chunk of items looked up in the verdict cache (the shared step of every way of
-    judging: before rendering, look the chunk up; after deciding, `store` the rest).
-    ``found``: the cached verdicts by position; ``todo``: the positions still to judge.
+    """A chunk of items looked up in the verdict cache.
+
+    This is the shared step of every way of judging: before rendering, look the chunk up; after
+    deciding, `store` the rest. ``found``: the cached verdicts by position; ``todo``: the
+    positions still to judge.
     """
 
     cache: VerdictCache | None

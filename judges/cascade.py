@@ -1,16 +1,16 @@
 """Cascaded juries: the judges of a stage run only on the items earlier stages did not settle.
 
-A jury with ``stages`` (see `Stage`) judges an item with stage 1's
-judges first. The stage's verdict combines its judges' votes as the jury would; its
-**confidence** is the pooled probability, over those judges' score distributions, of scores
-within ``confidence.tolerance`` of that verdict (snapped to the scale), the minimum over the
-criteria (``confidence.criteria``, default all). A criterion whose verdict is unscored, or one
-of whose scored votes has no distribution (an API without logprobs) or one that is not a
-probability distribution (NaN, negative, not summing to 1), gives confidence 0
-(`confidence_and_reason` says which): a stage is trusted only on what it can measure. At or above the stage's threshold the item leaves with
-that verdict; otherwise the next stage adds its judges and decides in the same way, and the last
-stage decides with the whole jury, exactly as a jury without stages would. Every verdict of a
-cascaded jury says which stage decided it and why (``Verdict.stage``).
+A jury with ``stages`` (see `Stage`) judges an item with stage 1's judges first. The stage's verdict
+combines its judges' votes as the jury would; its **confidence** is the pooled probability, over
+those judges' score distributions, of scores within ``confidence.tolerance`` of that verdict
+(snapped to the scale), the minimum over the criteria (``confidence.criteria``, default all). A
+criterion whose verdict is unscored, or one of whose scored votes has no distribution (an API
+without logprobs) or one that is not a probability distribution (NaN, negative, not summing to 1),
+gives confidence 0 (`confidence_and_reason` says which): a stage is trusted only on what it can
+measure. At or above the stage's threshold the item leaves with that verdict; otherwise the next
+stage adds its judges and decides in the same way, and the last stage decides with the whole jury,
+exactly as a jury without stages would. Every verdict of a cascaded jury says which stage decided it
+and why (``Verdict.stage``).
 
 `StagePlan` is the one statement of that walk (which judges each stage runs, and how an
 item's votes so far settle it after a stage); `Steps` walks it for a batch of rendered
@@ -36,10 +36,12 @@ from .spec import JudgeSpec, JurySpec
 def confidence(
     verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str], tolerance: float = 0.0
 ) -> float:
-    """A stage's confidence in its verdict: the minimum over ``criteria`` of the pooled
-    probability of the scores within ``tolerance`` of the verdict. ``verdict`` is a Verdict or a
-    VerdictRecord (anything with ``scores`` and ``votes``); ``scales`` maps criteria to scales.
-    0 where it cannot be measured (see `confidence_and_reason`).
+    """A stage's confidence in its verdict.
+
+    It is the minimum over ``criteria`` of the pooled probability of the scores within
+    ``tolerance`` of the verdict. ``verdict`` is a Verdict or a VerdictRecord (anything with
+    ``scores`` and ``votes``); ``scales`` maps criteria to scales. 0 where it cannot be measured
+    (see `confidence_and_reason`).
     """
     return confidence_and_reason(verdict, scales, criteria, tolerance)[0]
 
@@ -47,10 +49,11 @@ def confidence(
 def confidence_and_reason(
     verdict: Any, scales: Mapping[str, Any], criteria: Iterable[str], tolerance: float = 0.0
 ) -> tuple[float, str | None]:
-    """`confidence`, and why it is 0 when it cannot be measured: a criterion's verdict is
-    unscored, or one of its scored votes has no score distribution (an API without logprobs) or
-    one that is not a probability distribution (NaN, negative, or not summing to 1: records from
-    a file or another tool can carry such).
+    """`confidence`, and why it is 0 when it cannot be measured.
+
+    It cannot be measured when a criterion's verdict is unscored, or one of its scored votes has no
+    score distribution (an API without logprobs) or one that is not a probability distribution (NaN,
+    negative, or not summing to 1: records from a file or another tool can carry such).
     """
     lowest = 1.0
     for criterion in criteria:
@@ -96,8 +99,10 @@ def _criterion_confidence(
 
 @dataclass(frozen=True)
 class StagePlan:
-    """A jury's stages: the judges each adds, in order (one stage with every judge for a jury
-    without stages), and how the votes gathered so far settle an item after stage ``k``.
+    """A jury's stages: the judges each adds, and how the votes so far settle an item.
+
+    The stages are in order (one stage with every judge for a jury without stages); the votes
+    gathered so far settle an item after stage ``k``.
     """
 
     jury: JurySpec
@@ -105,8 +110,9 @@ class StagePlan:
 
     @classmethod
     def of(cls, jury: JurySpec) -> StagePlan:
-        """The plan of ``jury``: each stage's judges by name, or a single stage with every judge
-        when the jury is not cascaded.
+        """The plan of ``jury``: each stage's judges by name.
+
+        A jury that is not cascaded has a single stage with every judge.
         """
         by_name = {j.name: j for j in jury.judges}
         names = (
@@ -133,8 +139,10 @@ class StagePlan:
         votes_by_judge: Mapping[str, Sequence[Vote]],
         earlier: Sequence[float] = (),
     ) -> tuple[Verdict | None, float | None]:
-        """`settle` after stage ``k`` with the votes of every judge run so far (by judge
-        name; gathered in the jury's judge order, as a jury without stages decides).
+        """`settle` after stage ``k`` with the votes of every judge run so far.
+
+        The votes are by judge name, gathered in the jury's judge order, as a jury without stages
+        decides.
         """
         votes = [
             v for j in self.jury.judges if j.name in votes_by_judge for v in votes_by_judge[j.name]
@@ -206,8 +214,10 @@ class Steps:
         self._k += 1
 
     def verdicts(self) -> list[Verdict]:
-        """One verdict per request's item, in order; JudgeFailed if some item has none yet (not
-        every step's votes were added).
+        """One verdict per request's item, in order.
+
+        Raises:
+            JudgeFailed: Some item has no verdict yet (not every step's votes were added).
         """
         missing = [self.requests.item_ids[i] for i, v in enumerate(self._verdicts) if v is None]
         if missing:
@@ -227,10 +237,11 @@ def settle(
     votes: list[Vote],
     earlier: Sequence[float] = (),
 ) -> tuple[Verdict | None, float | None]:
-    """The verdict on one item after stage ``k`` (0-based) from the votes of its judges and
-    every earlier stage's, and the stage's confidence. The verdict is final at the last stage
-    (or for a jury without stages), else only when the confidence reaches the stage's threshold;
-    None means go on. ``earlier``: the confidences of the stages before (for the reason).
+    """The verdict on one item after stage ``k`` (0-based), and the stage's confidence.
+
+    The verdict comes from the votes of the stage's judges and every earlier stage's. It is final at
+    the last stage (or for a jury without stages), else only when the confidence reaches the stage's
+    threshold; None means go on. ``earlier``: the confidences of the stages before (for the reason).
     """
     if not jury.cascaded:
         return decide(rubric, jury, prov, item_id, votes), None

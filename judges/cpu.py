@@ -1,6 +1,7 @@
-"""What this machine's CPU can do, for picking an engine's precision and for recording beside
-every benchmark result and test run (these machines are not always the same CPU: an AVX-512
-Xeon, an EPYC with or without AVX-512).
+"""What this machine's CPU can do: for an engine's precision, and recorded beside results.
+
+It is recorded beside every benchmark result and test run (these machines are not always the
+same CPU: an AVX-512 Xeon, an EPYC with or without AVX-512).
 
 bfloat16 is native only with ``avx512_bf16`` or ``amx_bf16``; elsewhere vLLM on CPU emulates it
 (converting every value to float32 and back), which is far slower than float32 itself, so a
@@ -61,8 +62,9 @@ class CPU:
 
 @cache
 def cpu() -> CPU:
-    """This machine's CPU, from /proc/cpuinfo (Linux; elsewhere the platform's name and no
-    flags).
+    """This machine's CPU, from /proc/cpuinfo.
+
+    That is on Linux; elsewhere the platform's name and no flags.
     """
     import os
 
@@ -91,9 +93,10 @@ VLLM_CPU_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 
 
 def vllm_cpu_dtype(requested: str) -> str:
-    """The precision a vLLM engine on this CPU runs with for a judge's ``dtype``: ``auto`` is
-    bfloat16 where the CPU has it natively, else float32 (the weights up-cast once at load);
-    anything else as given.
+    """The precision a vLLM engine on this CPU runs with for a judge's ``dtype``.
+
+    ``auto`` is bfloat16 where the CPU has it natively, else float32 (the weights up-cast once at
+    load); anything else as given.
     """
     if requested != "auto":
         return requested

@@ -1,5 +1,6 @@
-"""Group rewards: the completions of one prompt rewarded against each other, as GRPO compares
-them (the advantage of a completion is its reward minus its group's mean).
+"""Group rewards: the completions of one prompt rewarded against each other, as GRPO compares them.
+
+In GRPO the advantage of a completion is its reward minus its group's mean.
 
 A pointwise jury scores each completion alone, on a coarse scale: a group's rewards often tie
 (its spread is zero, and GRPO learns nothing from it). A `GroupSpec` says how a group is
@@ -63,8 +64,9 @@ LETTERS = string.ascii_uppercase
 
 
 class GroupSpec(BaseModel):
-    """How a group of completions is judged and what its rewards are (see the module
-    docstring).
+    """How a group of completions is judged and what its rewards are.
+
+    See the module docstring.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -137,8 +139,12 @@ class GroupSpec(BaseModel):
         return self
 
     def check(self, rubric: Rubric, pointwise: Rubric | None) -> None:
-        """An InputError naming the field when ``rubric`` (the design's) or ``pointwise`` (the
-        pointwise rubric, for the anchor, a mixed reward and groups of one) does not fit.
+        """Refuse a ``rubric`` (the design's) or ``pointwise`` rubric that does not fit.
+
+        The pointwise rubric is for the anchor, a mixed reward and groups of one.
+
+        Raises:
+            InputError: A rubric does not fit the design (naming the field).
         """
         if self.design in COMPARING and not rubric.pairwise:
             raise InputError(
@@ -174,8 +180,9 @@ class GroupSpec(BaseModel):
             )
 
     def cost(self, k: int, rubric: Rubric, pointwise: Rubric | None = None) -> GroupCost:
-        """The judge calls (each judge's) one group of ``k`` completions takes: at most, as
-        identical completions are a tie without a call.
+        """The judge calls (each judge's) one group of ``k`` completions takes.
+
+        These are at most, as identical completions are a tie without a call.
         """
         scorer = (
             pointwise
@@ -240,8 +247,10 @@ class GroupSpec(BaseModel):
 
 @dataclass(frozen=True)
 class GroupCost:
-    """What one group costs: the design used, its size, the pairs it compares, the pointwise
-    calls and the group design's calls (each judge's), and the same in words.
+    """What one group costs.
+
+    That is the design used, its size, the pairs it compares, the pointwise calls and the group
+    design's calls (each judge's), and the same in words.
     """
 
     design: str
@@ -262,9 +271,10 @@ class GroupCost:
 
 @dataclass(frozen=True)
 class Group:
-    """One prompt's completions: ``fields`` are the item fields they share (question,
-    reference, context, and any the rubrics use), ``completions`` the responses; ``key``
-    names the group in ids and logs.
+    """One prompt's completions.
+
+    ``fields`` are the item fields they share (question, reference, context, and any the rubrics
+    use), ``completions`` the responses; ``key`` names the group in ids and logs.
     """
 
     key: str
@@ -368,8 +378,9 @@ class GroupResult(BaseModel):
 
 @dataclass(frozen=True)
 class Ask:
-    """Judge ``items`` with ``rubric`` (every judge, the jury's usual path): the answer is
-    their verdict records, in order.
+    """Judge ``items`` with ``rubric`` (every judge, the jury's usual path).
+
+    The answer is their verdict records, in order.
     """
 
     rubric: Rubric
@@ -378,9 +389,11 @@ class Ask:
 
 @dataclass(frozen=True)
 class AskEach:
-    """One item per judge: ``items[g * judges + j]`` is judge j's (listwise calls, each
-    judge its own order). The answer is ``(provenance, votes)``: the rubric's provenance with
-    the jury, and ``votes[j][g]`` judge j's votes on its item of group g.
+    """One item per judge: ``items[g * judges + j]`` is judge j's.
+
+    These are the listwise calls, each judge its own order. The answer is ``(provenance, votes)``:
+    the rubric's provenance with the jury, and ``votes[j][g]`` judge j's votes on its item of group
+    g.
     """
 
     rubric: Rubric
@@ -392,8 +405,10 @@ Job = Generator[list[Ask | AskEach], list[Any], list[GroupResult]]
 
 
 def digest(*parts: Any) -> str:
-    """A short hash of JSON-able ``parts`` (item ids from content: the same content, the same
-    id, so the verdict cache finds it again).
+    """A short hash of JSON-able ``parts``.
+
+    It makes item ids from content: the same content, the same id, so the verdict cache finds it
+    again.
     """
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -446,9 +461,10 @@ criterion's name.
 
 
 def listwise_rubric(base: Rubric, k: int) -> Rubric:
-    """The rubric of a listwise call over ``k`` answers: ``base``'s criteria once per letter
-    (``a_accuracy``, ``b_accuracy``, ...), all in one call, the answers in the item's
-    ``answers`` field (lettered text).
+    """The rubric of a listwise call over ``k`` answers.
+
+    It has ``base``'s criteria once per letter (``a_accuracy``, ``b_accuracy``, ...), all in one
+    call, the answers in the item's ``answers`` field (lettered text).
     """
     if not 2 <= k <= len(LETTERS):
         raise InputError(
@@ -515,12 +531,23 @@ class _State:
 
 
 class GroupJob:
-    """The judging of ``groups`` under ``spec``: `run` is a generator of what to judge
-    (lists of `Ask` / `AskEach`, whose answers it is sent back in order) that
-    returns one `GroupResult` per group. ``rubric`` is the design's (pairwise for the
-    comparing designs), ``pointwise`` the pointwise rubric (the anchor's median, a mixed
-    reward, groups of one), ``reward`` which number of a pointwise verdict is the reward
-    (its ``unscored`` policy is the caller's to apply: here an unscored completion is None).
+    """The judging of ``groups`` under ``spec``.
+
+    `run` is a generator of what to judge (lists of `Ask` / `AskEach`, whose answers it is sent
+    back in order) that returns one `GroupResult` per group.
+
+    Args:
+        spec: How the groups are judged and what their rewards are.
+        rubric: The design's rubric (pairwise for the comparing designs).
+        jury: The jury that judges.
+        groups: The groups of completions.
+        pointwise: The pointwise rubric (the anchor's median, a mixed reward, groups of one).
+        reward: Which number of a pointwise verdict is the reward (its ``unscored`` policy is
+            the caller's to apply: here an unscored completion is None).
+
+    Raises:
+        InputError: ``rubric`` or ``pointwise`` does not fit the design, or a listwise design
+            is given a cascaded jury.
     """
 
     def __init__(
@@ -694,8 +721,9 @@ class GroupJob:
     def _pair_ask(
         self, states: list[_State], pairs: Mapping[int, list[tuple[int, int]]]
     ) -> tuple[Ask, Callable[[Sequence[Mapping[str, Any]]], None]]:
-        """The comparisons ``pairs[g]`` of each group, as items whose answers are in a fixed
-        order (the lesser text first): a pair asked again, in either order, is the same item.
+        """The comparisons ``pairs[g]`` of each group, as items whose answers are in a fixed order.
+
+        The lesser text comes first: a pair asked again, in either order, is the same item.
         """
         share = self.share
         assert share is not None
@@ -795,8 +823,9 @@ class GroupJob:
                 s.listed[c] = listed.read(verdict.verdict_record())
 
     def _anchor(self, s: _State) -> int | None:
-        """The completion of median pointwise reward (the lower of the middle two), ties by
-        position; None when none has one.
+        """The completion of median pointwise reward (the lower of the middle two).
+
+        Ties go by position; None when none has one.
         """
         known = sorted(
             (r.value, c) for c, r in enumerate(s.pointwise) if r is not None and r.value is not None
@@ -975,9 +1004,10 @@ def drive(job: GroupJob, answer: Callable[[list[Ask | AskEach]], list[Any]]) -> 
 
 
 def judge_groups(jury: Any, job: GroupJob) -> list[GroupResult]:
-    """``job`` judged by an in-process `jurybox.judges.Jury` (its verdict cache on, if
-    it has one): each `Ask` through ``jury.score_records``, each `AskEach`
-    through each judge's own backend.
+    """``job`` judged by an in-process `jurybox.judges.Jury`, its verdict cache on if it has one.
+
+    Each `Ask` goes through ``jury.score_records``, each `AskEach` through each judge's own
+    backend.
     """
     from .judging import judge_votes, render_requests
 

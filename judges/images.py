@@ -1,7 +1,8 @@
-"""Judges that see images: which judges do, the items' images loaded for them (once, checked:
-`jurybox.rubrics.images`), what a run says about images a judge is not shown, and a
-request as chat messages with image parts, which every backend that shows images builds its
-prompt from.
+"""Judges that see images: which judges do, and the items' images loaded for them.
+
+The images are loaded once, checked (`jurybox.rubrics.images`). Here too: what a run says about
+images a judge is not shown, and a request as chat messages with image parts, which every backend
+that shows images builds its prompt from.
 
 A judge sees images when its jury entry says ``vision: true``, or says nothing and its model's
 config has a vision tower. Every judge is asked the same `Request`: a text-only judge is
@@ -47,9 +48,12 @@ def jury_sees_images(jury: JurySpec) -> bool:
 
 
 def load_item_images(items: Sequence[Item], policy: ImagePolicy) -> list[Item]:
-    """``items`` with their images loaded and checked (those that hold them already, or name
-    none, as they are); `ImageError` naming the item and the
-    image otherwise.
+    """``items`` with their images loaded and checked.
+
+    Those that hold them already, or name none, are as they are.
+
+    Raises:
+        ImageError: An image cannot be shown to a judge (naming the item and the image).
     """
     return [
         it.with_images(load_images(it.images, policy, item=it.id)) if it.images_pending else it
@@ -60,9 +64,10 @@ def load_item_images(items: Sequence[Item], policy: ImagePolicy) -> list[Item]:
 def image_notes(
     judge: JudgeSpec, rubric_name: str, requests: Sequence[Request | None]
 ) -> list[str]:
-    """What a run should say once about ``judge`` and the items' images in ``requests``: a
-    text-only judge asked about items with images (judged on their text), or a judge that sees
-    images given a rubric with no place for them (shown first in the user message).
+    """What a run should say once about ``judge`` and the items' images in ``requests``.
+
+    That is a text-only judge asked about items with images (judged on their text), or a judge
+    that sees images given a rubric with no place for them (shown first in the user message).
     """
     with_images = [r for r in requests if r is not None and r.images]
     if not with_images:
@@ -82,11 +87,12 @@ def image_notes(
 
 
 def chat_parts(request: Request, image_part: Any = None) -> list[dict[str, Any]]:
-    """``request.messages`` with every content a list of parts (what the chat templates of
-    vision-language models take): text parts, and one image part per image where the
-    template placed them (``request.image_place``), else first in the last user message.
-    ``image_part(image)`` makes an image's part (default ``{"type": "image"}``, the processor
-    being given the pixels separately).
+    """``request.messages`` with every content a list of parts.
+
+    That is what the chat templates of vision-language models take: text parts, and one image part
+    per image where the template placed them (``request.image_place``), else first in the last user
+    message. ``image_part(image)`` makes an image's part (default ``{"type": "image"}``, the
+    processor being given the pixels separately).
     """
 
     def part(k: int) -> dict[str, Any]:

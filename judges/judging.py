@@ -114,11 +114,15 @@ class Requests:
 
 
 def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
-    """Render every judge call of ``rubric`` for each item; raise MissingInputs for items that
-    lack an input the rubric needs. A template that fails on one item's values makes that
-    item's votes unscored with the reason, not the batch fail. An item holding its loaded
-    images (`Item.with_images`) gives every request of it those images, placed where the
-    template says (``{{ images_here }}``), for the judges that see images.
+    """Render every judge call of ``rubric`` for each item.
+
+    A template that fails on one item's values makes that item's votes unscored with the reason,
+    not the batch fail. An item holding its loaded images (`Item.with_images`) gives every
+    request of it those images, placed where the template says (``{{ images_here }}``), for the
+    judges that see images.
+
+    Raises:
+        MissingInputs: Some item lacks an input the rubric needs.
     """
     missing = {it.id: it.missing(rubric) for it in items}
     missing = {k: v for k, v in missing.items() if v}
@@ -148,8 +152,9 @@ def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
 
 
 def item_text(item: Item) -> tuple[str, ...]:
-    """Every string of an item that a template may render (its id and the strings of its fields,
-    at any depth), its images' paths aside: what a judge must read as text (see
+    """Every string of an item that a template may render: what a judge must read as text.
+
+    That is its id and the strings of its fields, at any depth, its images' paths aside (see
     `jurybox.judges.backends.base.ControlTokens`).
     """
     out: list[str] = [item.id]
@@ -185,8 +190,9 @@ def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[
 
 
 def _seen(judge: JudgeSpec, requests: Requests) -> dict[int, list[str]]:
-    """The digests of the images each request showed ``judge`` (by position; none for a
-    text-only judge).
+    """The digests of the images each request showed ``judge``.
+
+    They are by position; none for a text-only judge.
     """
     from .images import sees_images
 
@@ -200,8 +206,10 @@ def _seen(judge: JudgeSpec, requests: Requests) -> dict[int, list[str]]:
 
 
 async def ajudge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[list[Vote]]:
-    """`judge_votes` for an event loop: the backend's ``agenerate`` when it has one (the
-    async vLLM engine, the OpenAI client), else its ``generate`` in a worker thread.
+    """`judge_votes` for an event loop.
+
+    It awaits the backend's ``agenerate`` when it has one (the async vLLM engine, the OpenAI
+    client), else runs its ``generate`` in a worker thread.
     """
     import asyncio
 
@@ -256,8 +264,9 @@ def votes_from_generation(
     order: Order | None = None,
     images: list[str] | None = None,
 ) -> list[Vote]:
-    """One vote per criterion of a judge call: a score, or the reason there is none. In a
-    pairwise call (``order`` given) the score and expected score are A's share (1: A is better)
+    """One vote per criterion of a judge call: a score, or the reason there is none.
+
+    In a pairwise call (``order`` given) the score and expected score are A's share (1: A is better)
     whatever position A was shown in; the label and distribution are the judge's own answer.
     ``images``: the digests of the images the judge was shown in the call.
     """
@@ -327,8 +336,12 @@ def decide_verdicts(
     item_ids: Sequence[str],
     votes_by_judge: Sequence[Sequence[Sequence[Vote]]],
 ) -> list[Verdict]:
-    """One verdict per item from every judge's votes (``votes_by_judge[j][i]``: judge j's
-    votes on item i, in the jury's judge order).
+    """One verdict per item from every judge's votes.
+
+    ``votes_by_judge[j][i]`` is judge j's votes on item i, in the jury's judge order.
+
+    Raises:
+        JudgeFailed: The votes are not one list per judge of the jury and item.
     """
     if len(votes_by_judge) != len(jury.judges):
         raise JudgeFailed(

@@ -1,5 +1,6 @@
-"""The jury: its judges' backends, loaded once, and ``score``, the judging path of
-`jurybox.judges.judging` run in-process.
+"""The jury: its judges' backends, loaded once, and ``score``, the judging path run in-process.
+
+The judging path is `jurybox.judges.judging`'s.
 
 The CLI, the HTTP service and Ray Data call the same pieces; they only move items in and
 verdicts out.
@@ -27,9 +28,11 @@ from .spec import JudgeSpec, JurySpec, load_jury_spec, provenance
 
 
 def freeze_loaded_objects() -> None:
-    """Move everything alive now (the models, tokenizers, compiled grammars) out of the cyclic
-    garbage collector's view, as vLLM's server does after loading: its passes over millions of
-    long-lived objects otherwise cost ~100 us per judgment (perf/RESULTS.md, machinery).
+    """Move everything alive now out of the cyclic garbage collector's view.
+
+    Everything alive now is the models, tokenizers and compiled grammars; vLLM's server does the
+    same after loading: the collector's passes over millions of long-lived objects otherwise cost
+    ~100 us per judgment (perf/RESULTS.md, machinery).
 
     At exit they are handed back (``gc.unfreeze``): frozen objects are never collected, so
     extension modules would see their objects outlive the interpreter (triton's nanobind
@@ -45,11 +48,13 @@ def freeze_loaded_objects() -> None:
 
 
 def loads_side_by_side(spec: JudgeSpec) -> bool:
-    """Whether the judge's model may load while other judges' do: a vLLM engine, whose start is
-    mostly its processes spawning and importing, unless on a GPU it sizes its KV cache from
-    the memory it finds free (no ``kv_cache_gib``): an engine loading beside it would count as
-    taken, or take what it counted free. (Other backends load in this process, where loading
-    side by side gains nothing on a CPU and transformers' first imports are not thread-safe.)
+    """Whether the judge's model may load while other judges' do.
+
+    Only a vLLM engine may, whose start is mostly its processes spawning and importing, unless on
+    a GPU it sizes its KV cache from the memory it finds free (no ``kv_cache_gib``): an engine
+    loading beside it would count as taken, or take what it counted free. (Other backends load in
+    this process, where loading side by side gains nothing on a CPU and transformers' first
+    imports are not thread-safe.)
     """
     if spec.backend != "vllm":
         return False
@@ -61,9 +66,11 @@ def loads_side_by_side(spec: JudgeSpec) -> bool:
 
 
 class JuryLike(Protocol):
-    """What a bulk run needs of a jury: `Jury` judges here; the scoring service's
-    client (``jurybox.serving.service.client.RemoteJury``) judges through a running service,
-    whose records arrive made (and calibrated by its maps).
+    """What a bulk run needs of a jury.
+
+    `Jury` judges here; the scoring service's client
+    (``jurybox.serving.service.client.RemoteJury``) judges through a running service, whose
+    records arrive made (and calibrated by its maps).
     """
 
     spec: JurySpec
@@ -88,8 +95,9 @@ class JuryLike(Protocol):
         ...
 
     def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
-        """Make the judges ready (load the models; check the service can answer);
-        ``on_loaded(what, seconds)`` as each is ready.
+        """Make the judges ready (load the models; check the service can answer).
+
+        ``on_loaded(what, seconds)`` is called as each is ready.
         """
         ...
 
@@ -100,8 +108,10 @@ class JuryLike(Protocol):
         keep_raw: bool = False,
         on_progress: Callable[[float], None] | None = None,
     ) -> list[dict[str, Any]]:
-        """One verdict record per item, in order, with its input hash; ``on_progress(done)``
-        as the work advances (``done``: items' worth of it so far, up to ``len(items)``).
+        """One verdict record per item, in order, with its input hash.
+
+        ``on_progress(done)`` is called as the work advances (``done``: items' worth of it so
+        far, up to ``len(items)``).
         """
         ...
 
@@ -111,21 +121,31 @@ class JuryLike(Protocol):
 
 
 class Jury:
-    """A loaded jury. Backends (the models) load on first use and stay loaded; with a
-    ``cache`` (`VerdictCache`), items judged before with the same
-    configuration are answered from it.
+    """A loaded jury: its judges' backends, and the items it judges.
 
-    Example (after ``jurybox models fetch --jury tiny``)::
+    Backends (the models) load on first use and stay loaded; with a ``cache``
+    (`VerdictCache`), items judged before with the same configuration are answered from it.
 
-        from jurybox.judges import Jury
-        from jurybox.rubrics import Item, load_rubric
+    Example (after ``jurybox models fetch --jury tiny``):
 
-        item = Item(id="q1", question="What causes brown rings on tomato leaves?",
-                    response="Early blight, a fungal disease.",
-                    reference="Early blight (Alternaria); remove infected leaves.")
-        with Jury.load("tiny") as jury:  # closed (models released) at the end of the block
-            (verdict,) = jury.score(load_rubric("general"), [item])
-        verdict.status, verdict.scores  # "scored" or "unscored", a score per criterion
+    ```python
+    from jurybox.judges import Jury
+    from jurybox.rubrics import Item, load_rubric
+
+    item = Item(id="q1", question="What causes brown rings on tomato leaves?",
+                response="Early blight, a fungal disease.",
+                reference="Early blight (Alternaria); remove infected leaves.")
+    with Jury.load("tiny") as jury:  # closed (models released) at the end of the block
+        (verdict,) = jury.score(load_rubric("general"), [item])
+    verdict.status, verdict.scores  # "scored" or "unscored", a score per criterion
+    ```
+
+    Args:
+        spec: The jury: its judges, aggregation and any cascade stages.
+        backends: Backends already made, by judge name (the others are made on first use).
+        cache: Verdicts judged before, answered from instead of judging again.
+        images: Where the items' images are read from, and their limits (default:
+            `ImagePolicy`'s).
     """
 
     def __init__(
@@ -151,16 +171,37 @@ class Jury:
         cache: VerdictCache | None = None,
         images: ImagePolicy | None = None,
     ) -> Jury:
-        """A shipped jury by name, or a jury file (its judges' models load on first use);
-        ``images``: where the items' images are read from, and their limits.
+        """A shipped jury by name, or a jury file; its judges' models load on first use.
+
+        Args:
+            name_or_path: A shipped jury's name (``tiny``, ``mirage``, ...) or a jury file's path.
+            cache: Verdicts judged before, answered from instead of judging again.
+            images: Where the items' images are read from, and their limits.
+
+        Returns:
+            The jury, no model loaded yet.
+
+        Raises:
+            DefinitionError: No such jury, or its file cannot be used (every problem named).
         """
         return cls(load_jury_spec(name_or_path), cache=cache, images=images)
 
     def with_images(self, items: Sequence[Item]) -> list[Item]:
-        """``items`` holding their loaded images where a judge of the jury sees images (else as
-        they are: no image is read, and a run says once that none is shown). The images of the
-        last items are kept, so that asking whether a chunk needs judging and judging it read
-        them once.
+        """``items`` holding their loaded images where a judge of the jury sees images.
+
+        Otherwise the items are returned as they are: no image is read, and a run says once that
+        none is shown. The images of the last items are kept, so that asking whether a chunk
+        needs judging and judging it read them once.
+
+        Args:
+            items: The items, their images not yet read.
+
+        Returns:
+            The items, in order, with their images loaded where a judge sees them.
+
+        Raises:
+            ImageError: An image cannot be shown to a judge (missing, unreadable, not an image,
+                of a format not taken, or over a limit).
         """
         from .images import jury_sees_images, load_item_images
 
@@ -192,16 +233,35 @@ class Jury:
         return self.spec.default_chunk_size
 
     def backend(self, judge: JudgeSpec) -> Backend:
-        """The judge's backend, made (its model loaded) on first use."""
+        """The judge's backend, made (its model loaded) on first use.
+
+        Args:
+            judge: One of the jury's judges.
+
+        Returns:
+            Its backend.
+
+        Raises:
+            InputError: The judge's backend is unknown, or cannot run as specified
+                (`JudgeConfigError`).
+        """
         if judge.name not in self._backends:
             self._backends[judge.name] = make_backend(judge)
         return self._backends[judge.name]
 
     def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
-        """Load every judge's model now (a run loads them before its first chunk): vLLM engines
-        side by side where they may (`loads_side_by_side`), the others one after
-        another; ``on_loaded("judge NAME", seconds)`` as each is ready. Where one fails, the
-        others still load (and are closed with the jury) and its error is raised.
+        """Load every judge's model now (a run loads them before its first chunk).
+
+        vLLM engines load side by side where they may (`loads_side_by_side`), the others one
+        after another. Where one fails, the others still load (and are closed with the jury) and
+        its error is raised.
+
+        Args:
+            on_loaded: Called as ``on_loaded("judge NAME", seconds)`` as each is ready.
+
+        Raises:
+            InputError: A judge cannot run as specified (`JudgeConfigError`: e.g. its backend
+                is not installed).
         """
         pending = [j for j in self.spec.judges if j.name not in self._backends]
         together = [j for j in pending if loads_side_by_side(j)]
@@ -239,17 +299,44 @@ class Jury:
         freeze_loaded_objects()
 
     def provenance(self, rubric: Rubric) -> str:
-        """The provenance hash of this jury with ``rubric`` (checked to fit together)."""
+        """The provenance hash of this jury with ``rubric`` (checked to fit together).
+
+        Args:
+            rubric: The rubric to judge with.
+
+        Returns:
+            The hash its verdicts carry (`provenance`).
+
+        Raises:
+            InputError: The jury's settings do not fit the rubric (`JurySpec.check_rubric`).
+        """
         self.spec.check_rubric(rubric)
         return provenance(rubric, self.spec)
 
     def records_calibration(self, rubric: Rubric) -> str | None:
-        """Always None: records made here carry no calibration."""
+        """Always None: records made here carry no calibration.
+
+        Args:
+            rubric: The rubric judged with (unused).
+
+        Returns:
+            None.
+        """
         return None  # records made here are calibrated by the run, if at all
 
     def needs_judging(self, rubric: Rubric, items: Sequence[Item]) -> bool:
-        """Whether scoring ``items`` would ask a judge: some item is not in the cache (any item
-        at all, without a cache).
+        """Whether scoring ``items`` would ask a judge.
+
+        Args:
+            rubric: The rubric to judge with.
+            items: The items to judge.
+
+        Returns:
+            True when some item is not in the cache (any item at all, without a cache).
+
+        Raises:
+            InputError: The jury's settings do not fit the rubric.
+            ImageError: An item's image cannot be shown to a judge that sees images.
         """
         if self.cache is None:
             return bool(items)
@@ -264,9 +351,24 @@ class Jury:
         keep_raw: bool = False,
         on_progress: Callable[[float], None] | None = None,
     ) -> list[dict[str, Any]]:
-        """`score` as verdict records (what a results file holds), with input hashes;
-        ``on_progress(done)`` after each judge's part: each judge's votes on an item count
-        as a 1/J share of it (J judges).
+        """`score` as verdict records (what a results file holds), with input hashes.
+
+        Args:
+            rubric: The rubric to judge with.
+            items: The items to judge.
+            keep_raw: Keep each vote's raw output in the records.
+            on_progress: Called as ``on_progress(done)`` after each judge's part: each judge's
+                votes on an item count as a 1/J share of it (J judges).
+
+        Returns:
+            One verdict record per item, in order, with its input hash.
+
+        Raises:
+            InputError: The jury's settings do not fit the rubric, or a judge's backend cannot
+                run as specified.
+            MissingInputs: Some item lacks a field the rubric needs.
+            ImageError: An item's image cannot be shown to a judge that sees images.
+            JudgeFailed: A judge failed as a whole (nothing of the batch is recorded).
         """
         on_judge_done = None
         if on_progress is not None:
@@ -287,11 +389,28 @@ class Jury:
         items: Sequence[Item],
         on_judge_done: Callable[[str, int], None] | None = None,
     ) -> list[Verdict]:
-        """Judge ``items`` and return one verdict per item, in order: every judge on every item,
-        or, for a cascaded jury, each stage's judges on the items earlier stages left open (a
-        judge no item reaches never loads). With a cache, items judged before with the same
-        configuration get their cached verdict and are not judged again. Items' images are
-        read (once, checked) when a judge sees images: `with_images`.
+        """Judge ``items`` and return one verdict per item, in order.
+
+        Every judge judges every item, or, for a cascaded jury, each stage's judges judge the
+        items earlier stages left open (a judge no item reaches never loads). With a cache, items
+        judged before with the same configuration get their cached verdict and are not judged
+        again. Items' images are read (once, checked) when a judge sees images: `with_images`.
+
+        Args:
+            rubric: The rubric to judge with.
+            items: The items to judge.
+            on_judge_done: Called as ``on_judge_done(judge, n)`` once a judge has voted on ``n``
+                items.
+
+        Returns:
+            One verdict per item, in order.
+
+        Raises:
+            InputError: The jury's settings do not fit the rubric, or a judge's backend cannot
+                run as specified.
+            MissingInputs: Some item lacks a field the rubric needs.
+            ImageError: An item's image cannot be shown to a judge that sees images.
+            JudgeFailed: A judge failed as a whole (nothing of the batch is recorded).
         """
         prov = self.provenance(rubric)
         items = self.with_images(items)
@@ -325,15 +444,21 @@ class Jury:
         return steps.verdicts()
 
     def notes(self) -> list[str]:
-        """What the loaded backends say a run should know (e.g. a tokenizer that cannot split
-        the prompts' shared beginning exactly), and what judging said of the items' images
-        (a text-only judge not shown them, a rubric with no place for them), once each.
+        """What a run should know of this jury's judging, once each.
+
+        That is what the loaded backends say (e.g. a tokenizer that cannot split the prompts'
+        shared beginning exactly), and what judging said of the items' images (a text-only judge
+        not shown them, a rubric with no place for them).
+
+        Returns:
+            The notes, in the order they arose.
         """
         return [*(note for b in self._backends.values() if (note := backend_note(b))), *self._notes]
 
     def close(self) -> None:
-        """Close and drop every loaded backend (side by side: a vLLM engine's processes take
-        seconds to exit), and close the cache if there is one.
+        """Close and drop every loaded backend, and close the cache if there is one.
+
+        The backends close side by side: a vLLM engine's processes take seconds to exit.
         """
         backends = list(self._backends.values())
         self._backends.clear()

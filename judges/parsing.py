@@ -1,5 +1,7 @@
-"""Reading a judge's answer: the chosen score per criterion, and the probability the judge gave
-each point of the scale (from token logprobs), hence an expected score.
+"""Reading a judge's answer: the chosen score per criterion, and its probabilities.
+
+The probabilities are those the judge gave each point of the scale (from token logprobs), hence
+an expected score.
 
 Constrained judges answer with exactly one JSON object. Unconstrained ones (a server without
 structured outputs) may ramble; the fallback takes the *last* answer they give, never the first.
@@ -70,8 +72,9 @@ def _loose_pattern(name: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class _ScaleTexts:
-    """What reading answers needs from a criterion's scale, computed once per criterion: a
-    Scale's points are rebuilt (as validated models) on every access, which cost ~40 us per
+    """What reading answers needs from a criterion's scale, computed once per criterion.
+
+    A Scale's points are rebuilt (as validated models) on every access, which cost ~40 us per
     answer read here.
     """
 
@@ -118,9 +121,11 @@ class _ScaleTexts:
         return self.labels[value] if value in self.labels else self.scale.label_of(value)
 
     def attribute(self, prefix: str, alt: str) -> Any:
-        """The answer text an alternative token spells where the value begins (it may carry
-        punctuation after it, e.g. '3,'); None when it fits no answer or several (e.g. '1' on a
-        0-10 scale); _DIVERGES when it departs from the value's prefix (another answer shape).
+        """The answer text an alternative token spells where the value begins.
+
+        It may carry punctuation after it, e.g. '3,'; None when it fits no answer or several
+        (e.g. '1' on a 0-10 scale); _DIVERGES when it departs from the value's prefix (another
+        answer shape).
         """
         found = self.attributed.get((prefix, alt), _MISSING)
         if found is not _MISSING:
@@ -162,8 +167,10 @@ def _scale_texts(criterion: Criterion) -> _ScaleTexts:
 
 
 def parse_answers(text: str, criteria: list[Criterion], complete: bool = True) -> dict[str, Answer]:
-    """Each criterion's answer. ``complete=False`` (the output was cut at max_tokens) accepts only
-    whole JSON objects: free-text matches near a cut could be half a number.
+    """Each criterion's answer.
+
+    ``complete=False`` (the output was cut at max_tokens) accepts only whole JSON objects:
+    free-text matches near a cut could be half a number.
     """
     names = [c.name for c in criteria]
     objects = [(at, obj) for at, obj in _json_objects(text) if any(n in obj for n in names)]
@@ -239,8 +246,9 @@ def score_distribution(
 
 
 def expected_score(criterion: Criterion, distribution: dict[str, float] | None) -> float | None:
-    """The mean scale value under ``distribution`` (from `score_distribution`); None without a
-    distribution.
+    """The mean scale value under ``distribution`` (from `score_distribution`).
+
+    None without a distribution.
     """
     if distribution is None:
         return None
@@ -249,9 +257,11 @@ def expected_score(criterion: Criterion, distribution: dict[str, float] | None) 
 
 
 def reason_kind(error: str) -> str:
-    """An unscored vote's reason without its item-specific detail (numbers, quoted judge
-    output), so that reasons can be counted by kind (the run summary, the service's metrics).
-    Digits inside names (smollm2-135m, gemma3) are not numbers and stay.
+    """An unscored vote's reason without its item-specific detail.
+
+    The detail (numbers, quoted judge output) goes, so that reasons can be counted by kind (the
+    run summary, the service's metrics). Digits inside names (smollm2-135m, gemma3) are not
+    numbers and stay.
     """
     kind = re.sub(
         r"(?<![A-Za-z_])\d+(?:\.\d+)?(?![A-Za-z_\d])", "N", error.split(": '")[0].split(': "')[0]
@@ -309,8 +319,9 @@ _REASON_PHRASES = (
 
 
 def reason_code(reason: str) -> str:
-    """The code of `REASON_CODES` for an unscored vote's error or a verdict's reasons
-    (linear in the text: substring tests only).
+    """The code of `REASON_CODES` for an unscored vote's error or a verdict's reasons.
+
+    It is linear in the text: substring tests only.
     """
     head = reason[:2000]  # the phrases come first; an item's text may follow
     for code, phrases in _REASON_PHRASES:

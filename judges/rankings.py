@@ -1,6 +1,7 @@
-"""The arithmetic of group rewards, without judges: which pairs of a group's completions are
-compared (the designs), each completion's strength from the comparisons' shares, and rewards
-on a stated range.
+"""The arithmetic of group rewards, without judges.
+
+It says which pairs of a group's completions are compared (the designs), each completion's
+strength from the comparisons' shares, and rewards on a stated range.
 
 A comparison is ``(i, j, share)``: completion i against completion j, ``share`` i's share of
 the win (1: i is better, 0: j is, 0.5: a tie; a jury's graded or expected share lies between).
@@ -40,10 +41,12 @@ def round_robin(k: int) -> list[Pair]:
 
 
 def regular(k: int, r: int, rng: np.random.Generator) -> list[Pair]:
-    """A random design where each of ``k`` completions meets exactly ``r`` others (one meets
-    r - 1 when k x r is odd): a circulant graph (each completion meets the next r // 2 on a
-    circle, and the one opposite when r is odd) over a random order of the completions, so it
-    is connected for r >= 2 and no pair repeats. ``r >= k - 1`` is the round robin.
+    """A random design where each of ``k`` completions meets exactly ``r`` others.
+
+    One meets r - 1 when k x r is odd. The design is a circulant graph (each completion meets the
+    next r // 2 on a circle, and the one opposite when r is odd) over a random order of the
+    completions, so it is connected for r >= 2 and no pair repeats. ``r >= k - 1`` is the round
+    robin.
     """
     if r >= k - 1:
         return round_robin(k)
@@ -69,9 +72,11 @@ def star(k: int, anchor: int) -> list[Pair]:
 def swiss_round(
     k: int, standing: Sequence[float], played: set[Pair], rng: np.random.Generator
 ) -> list[Pair]:
-    """One round of a Swiss-style tournament: completions sorted by ``standing`` (best first,
-    ties in random order) meet the next one below them they have not met yet; a completion
-    with no such opponent left sits the round out (as does the last one of an odd count).
+    """One round of a Swiss-style tournament.
+
+    Completions sorted by ``standing`` (best first, ties in random order) meet the next one below
+    them they have not met yet; a completion with no such opponent left sits the round out (as
+    does the last one of an odd count).
     """
     keys = rng.random(k)
     order = sorted(range(k), key=lambda x: (-standing[x], keys[x]))
@@ -100,12 +105,17 @@ def strengths(
     tol: float = 1e-10,
     max_iter: int = 10_000,
 ) -> np.ndarray:
-    """Bradley-Terry log-strengths of ``k`` completions (mean 0 over those compared; NaN for a
-    completion in no comparison) from comparisons ``(i[t], j[t], share[t])``: Hunter's MM
-    iteration with ``prior`` virtual tie games per compared completion, spread evenly over
-    the pairs among them (each pair ``prior / (m - 1)`` games, half won by each side, m the
-    compared completions). ``prior=0`` is the plain maximum-likelihood fit, which exists only
-    when every split of the completions has a win each way across it (else ValueError).
+    """Bradley-Terry log-strengths of ``k`` completions from comparisons.
+
+    The comparisons are ``(i[t], j[t], share[t])``. The strengths have mean 0 over those
+    compared; NaN for a completion in no comparison. The fit is Hunter's MM iteration with
+    ``prior`` virtual tie games per compared completion, spread evenly over the pairs among them
+    (each pair ``prior / (m - 1)`` games, half won by each side, m the compared completions).
+    ``prior=0`` is the plain maximum-likelihood fit, which exists only when every split of the
+    completions has a win each way across it.
+
+    Raises:
+        ValueError: ``prior=0`` and the maximum-likelihood fit does not exist.
     """
     ii, jj = np.asarray(i, dtype=int), np.asarray(j, dtype=int)
     s = np.asarray(share, dtype=float)
@@ -165,8 +175,9 @@ def win_shares(k: int, i: Sequence[int], j: Sequence[int], share: Sequence[float
 
 
 def expected_wins(theta: np.ndarray) -> np.ndarray:
-    """Each completion's Bradley-Terry probability of beating a groupmate drawn at random
-    (among those with a strength); NaN where it has none, 0.5 alone.
+    """Each completion's Bradley-Terry probability of beating a groupmate drawn at random.
+
+    The groupmates are those with a strength; NaN where it has none, 0.5 alone.
     """
     ok = ~np.isnan(theta)
     out = np.full(len(theta), np.nan)
@@ -188,8 +199,9 @@ def relative(
     kind: Relative = "bradley_terry",
     prior: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per completion: its relative value on [0, 1] (``kind``), its Bradley-Terry
-    log-strength and its win share; NaN for a completion in no comparison.
+    """Per completion: its relative value on [0, 1] (``kind``), log-strength and win share.
+
+    The log-strength is Bradley-Terry's; NaN for a completion in no comparison.
     """
     theta = strengths(k, i, j, share, prior)
     shares = win_shares(k, i, j, share)

