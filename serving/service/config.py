@@ -159,7 +159,31 @@ class Limits(BaseModel):
 
 
 class ServiceConfig(BaseModel):
-    """Arguments of `jurybox.serving.service.builder.build_jury_app` (and of ``jurybox serve``)."""
+    """Arguments of `jurybox.serving.service.builder.build_jury_app` (and of ``jurybox serve``).
+
+    Attributes:
+        jury: Shipped jury name or jury YAML file.
+        rubrics: Rubric YAML files, or directories of them, served beside the shipped rubrics.
+        calibration: Calibration maps (from ``jurybox calibrate``) applied to the verdicts of the
+            rubric each was fitted for.
+        conformal: Conformal maps (from ``jurybox calibrate --conformal``): the verdicts of the
+            rubric each was fitted for carry per-criterion intervals.
+        route_width: With conformal maps: a verdict whose interval on a criterion is wider than this
+            (or missing) carries route: to a human, with the reasons.
+        token_env: Environment variable holding the bearer token every /v1 call must present (never
+            the token itself).
+        openrlhf_unscored: What an unscored sample's reward is on /v1/openrlhf/ when its URL does
+            not say: 'error' (a 422) or a number; None: the URL must say (?unscored=).
+        cors_origins: Origins allowed by CORS (none: CORS off).
+        limits: What one request may ask for, and how much work the service takes on at once
+            (`Limits`).
+        health_timeout_s: How long /healthz waits for a judge to answer.
+        verdict_cache: SQLite file of the verdict cache (items judged before with the same
+            configuration are answered from it, touching no judge); None: no cache.
+        ingress_replicas: Replicas of the ingress (a request in flight on one that dies is retried
+            by the client at another, which answers meanwhile); None: `AUTO_INGRESS_REPLICAS`
+            where this machine has at least `AUTO_INGRESS_MIN_CPUS` CPUs, else 1.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
