@@ -1,5 +1,6 @@
-"""One error family for all of jurybox, so the command line and the HTTP service map errors in
-one place.
+"""One error family for all of jurybox.
+
+The command line and the HTTP service map errors in one place.
 
 * `InputError`: what the user gave is wrong (a definition file, a prediction row, a
   label, an option, a request field). Exit code 2 on the command line, HTTP 4xx in the service.
@@ -19,7 +20,12 @@ class JuryboxError(Exception):
 
 
 class InputError(JuryboxError, ValueError):
-    """Bad input, phrased for the user; ``field`` names the field at fault, if any."""
+    """Bad input, phrased for the user.
+
+    Args:
+        message: What is wrong, phrased for the user.
+        field: The field at fault, if any (kept as ``field``, so callers never parse messages).
+    """
 
     exit_code = 2
     http_status = 422
@@ -37,8 +43,10 @@ class ExecutionError(JuryboxError, RuntimeError):
 
 
 def last_line(exc: BaseException) -> str:
-    """An error raised in another process, in one line. Ray wraps a remote exception (its
-    ``cause``) with the remote traceback, whose last line is the error itself.
+    """An error raised in another process, in one line.
+
+    Ray wraps a remote exception (its ``cause``) with the remote traceback, whose last line is the
+    error itself.
     """
     cause = getattr(exc, "cause", None) or exc
     text = str(cause).strip().splitlines()

@@ -1,4 +1,6 @@
-"""Rubric-level formulas such as MIRAGE's ``(2*accuracy + relevance + completeness + parsimony) / 20``.
+"""Rubric-level formulas over the criteria's scores.
+
+An example is MIRAGE's ``(2*accuracy + relevance + completeness + parsimony) / 20``.
 
 Expressions are parsed with `ast` and only arithmetic on criterion names and numbers is
 allowed, so a rubric file can never run code. A formula is bounded (characters, then depth and
@@ -30,8 +32,12 @@ MAX_FORMULA_NODES = 1_000
 
 
 def _bounded(text: str) -> ast.Expression:
-    """The formula's tree, or ValueError when it is longer, deeper or larger than a formula may
-    be (checked before any recursive walk: the parser's own limits would be a RecursionError).
+    """The formula's tree, checked to be no longer, deeper or larger than a formula may be.
+
+    It is checked before any recursive walk: the parser's own limits would be a RecursionError.
+
+    Raises:
+        ValueError: The formula is longer, deeper or larger than a formula may be.
     """
     if len(text) > MAX_FORMULA_CHARS:
         raise ValueError(
@@ -85,8 +91,9 @@ def _check(node: ast.AST) -> None:
 
 
 class _Floats(ast.NodeTransformer):
-    """Every number of a checked formula as a float, so that it computes in floats only (an
-    integer constant would make Python's exact integer arithmetic).
+    """Every number of a checked formula as a float, so that it computes in floats only.
+
+    An integer constant would make Python's exact integer arithmetic.
     """
 
     def visit_Constant(self, node: ast.Constant) -> ast.Constant:
@@ -95,16 +102,24 @@ class _Floats(ast.NodeTransformer):
 
 @lru_cache(maxsize=1024)
 def _compiled(expression: str) -> CodeType:
-    """A checked expression compiled once (only arithmetic on names and float numbers: see
-    `_check`), evaluated with the scores as its only names. Kept here rather than on the
-    formula, which travels pickled (a code object cannot).
+    """A checked expression compiled once.
+
+    It holds only arithmetic on names and float numbers (see `_check`), and is evaluated with
+    the scores as its only names. Kept here rather than on the formula, which travels pickled (a
+    code object cannot).
     """
     tree = ast.fix_missing_locations(_Floats().visit(_bounded(expression)))
     return compile(tree, "<formula>", "eval")
 
 
 class Formula(BaseModel):
-    """A named arithmetic expression over criterion scores, with an optional rounding."""
+    """A named arithmetic expression over criterion scores, with an optional rounding.
+
+    Attributes:
+        name: The formula's name, a lowercase identifier (its score's key in a verdict).
+        expression: Arithmetic (``+ - * /``) on criterion names and numbers.
+        digits: The digits its value is rounded to, if any.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -128,13 +143,26 @@ class Formula(BaseModel):
         return sorted({n.id for n in ast.walk(self._tree) if isinstance(n, ast.Name)})
 
     def evaluate(self, scores: Mapping[str, float | None]) -> float | None:
-        """The formula's value, or None when any criterion it uses is unscored or it is
-        undefined for these scores (a division by zero).
+        """The formula's value for ``scores``.
+
+        Args:
+            scores: Each criterion's score (None: unscored).
+
+        Returns:
+            The value, or None when any criterion it uses is unscored or it is undefined for
+            these scores (a division by zero, a value that is not finite).
         """
         return self.explain(scores)[0]
 
     def explain(self, scores: Mapping[str, float | None]) -> tuple[float | None, str | None]:
-        """``(value, None)``, or ``(None, why there is no value)``."""
+        """The formula's value for ``scores``, or why there is none.
+
+        Args:
+            scores: Each criterion's score (None: unscored).
+
+        Returns:
+            ``(value, None)``, or ``(None, why there is no value)``.
+        """
         unscored = [n for n in self.names if scores.get(n) is None]
         if unscored:
             return None, f"{', '.join(unscored)} unscored"

@@ -45,8 +45,10 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}", re.ASCII)
 
 
 class ImageError(InputError):
-    """An image that cannot be shown to a judge: missing, unreadable, not an image, of a format
-    not taken, or over a limit (``too_large``). The message names the item and the image.
+    """An image that cannot be shown to a judge.
+
+    It is missing, unreadable, not an image, of a format not taken, or over a limit
+    (``too_large``). The message names the item and the image.
     """
 
     def __init__(self, message: str, field: str | None = None, too_large: bool = False) -> None:
@@ -56,8 +58,10 @@ class ImageError(InputError):
 
 @dataclass(frozen=True)
 class ImagePolicy:
-    """Where images may come from and how large they may be. The defaults take any photo a
-    camera makes (a 24-megapixel JPEG is about 8 MB) and refuse what no judge should decode.
+    """Where images may come from and how large they may be.
+
+    The defaults take any photo a camera makes (a 24-megapixel JPEG is about 8 MB) and refuse
+    what no judge should decode.
     """
 
     max_bytes: int = 20 << 20  # one image file (encoded)
@@ -73,8 +77,10 @@ class ImagePolicy:
 
 @dataclass(frozen=True, eq=False)
 class Image:
-    """One checked image: its bytes as given (never re-encoded), their digest, its format and
-    size, and where it came from (``source``: for messages only, never for identity).
+    """One checked image: its bytes, their digest, its format and size, and where it came from.
+
+    The bytes are as given (never re-encoded); where it came from (``source``) is for messages
+    only, never for identity.
     """
 
     digest: str
@@ -118,8 +124,10 @@ def digest_of(data: bytes) -> str:
 
 
 def short_ref(ref: str) -> str:
-    """A reference as shown in messages: an inline image by its kind and size, a path or URL
-    as given (cut at 120 characters).
+    """A reference as shown in messages.
+
+    An inline image is shown by its kind and size, a path or URL as given (cut at 120
+    characters).
     """
     if ref.startswith("data:"):
         head = ref[: ref.find(",") + 1] if "," in ref[:200] else ref[:40]
@@ -135,8 +143,11 @@ def is_inline(ref: str) -> bool:
 def load_image(
     ref: str, policy: ImagePolicy = ImagePolicy(), *, item: str = "", where: str = "image"
 ) -> Image:
-    """Read and check one image (see the module docstring); `ImageError` naming
-    ``item`` and ``where`` (e.g. ``images[1]``) and the reference otherwise.
+    """Read and check one image (see the module docstring).
+
+    Raises:
+        ImageError: The image cannot be shown to a judge (naming ``item``, ``where``, e.g.
+            ``images[1]``, and the reference).
     """
     at = f"item {item!r}: {where} {short_ref(ref)}" if item else f"{where} {short_ref(ref)}"
 
@@ -233,8 +244,10 @@ def _fetch(url: str, policy: ImagePolicy, fail: Any) -> bytes:
 
 
 def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str = "") -> Image:
-    """``data`` as a checked `Image`: a format of the policy's, its header's size within
-    the bounds (read before any pixel is decoded), then decoded once.
+    """``data`` as a checked `Image`.
+
+    Its format is one of the policy's, its header's size within the bounds (read before any pixel
+    is decoded); then it is decoded once.
     """
     import warnings
 
@@ -297,10 +310,12 @@ def load_images(
 
 
 def image_tokens(width: int, height: int) -> int:
-    """About how many prompt tokens an image of ``width`` x ``height`` takes, for budgets made
-    before a judge's processor is known: one token per 28x28 pixels (Qwen2-VL's patches after
-    merging) of the image scaled to at most 1,003,520 pixels (Qwen2.5-VL's default bound), at
-    least 64 (a SmolVLM tile). Models with fixed tiles take fewer; this errs high.
+    """About how many prompt tokens an image of ``width`` x ``height`` takes.
+
+    This is for budgets made before a judge's processor is known: one token per 28x28 pixels
+    (Qwen2-VL's patches after merging) of the image scaled to at most 1,003,520 pixels (Qwen2.5-VL's
+    default bound), at least 64 (a SmolVLM tile). Models with fixed tiles take fewer; this errs
+    high.
     """
     pixels = width * height
     scale = min(1.0, (1_003_520 / pixels) ** 0.5) if pixels else 1.0

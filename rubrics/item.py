@@ -1,6 +1,7 @@
-"""The item a rubric judges: one thing to score (a question, a response, a reference, ...), and
-what identifies it. The bottom of the contract: the rubric and the verdict modules build on it,
-and it names neither.
+"""The item a rubric judges: one thing to score, and what identifies it.
+
+An item is a question, a response, a reference, ... The bottom of the contract: the rubric and the
+verdict modules build on it, and it names neither.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ class NeedsInputs(Protocol):
     """What `Item.missing` asks of a rubric: the inputs it needs."""
 
     @property
-    def inputs(self) -> Sequence[str]: ...
+    def inputs(self) -> Sequence[str]:
+        """The item fields the rubric needs."""
+        ...
 
 
 class Item(BaseModel):
@@ -34,6 +37,17 @@ class Item(BaseModel):
     checked images themselves (`loaded_images`: in this process and when pickled, never
     in its JSON) and their digests in ``image_digests``, so the item's identity
     (`input_hash`, the verdict cache's key) is their content, not only their paths.
+
+    Attributes:
+        id: What identifies the item (not empty).
+        question: The question asked.
+        response: The answer judged.
+        reference: A reference answer.
+        context: Context the answer was given.
+        images: The item's images, as references.
+        extra: Fields beyond the core ones, by name (e.g. a pair's ``response_a`` and
+            ``response_b``).
+        image_digests: The digests of the loaded images, in order (empty: not loaded).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -52,8 +66,9 @@ class Item(BaseModel):
     _loaded: tuple[Image, ...] = PrivateAttr(default=())
 
     def fields(self) -> dict[str, Any]:
-        """Every field by name, as rubric templates see them (an inline image, a ``data:`` URL,
-        as ``inline image N``, never its bytes).
+        """Every field by name, as rubric templates see them.
+
+        An inline image, a ``data:`` URL, is shown as ``inline image N``, never its bytes.
         """
         out = dict(self.extra)
         out.update(
@@ -69,7 +84,17 @@ class Item(BaseModel):
         return out
 
     def with_images(self, images: Sequence[Image]) -> Item:
-        """This item holding its loaded ``images`` (one per reference, in order)."""
+        """This item holding its loaded ``images`` (one per reference, in order).
+
+        Args:
+            images: The loaded images, one per reference of ``images``, in order.
+
+        Returns:
+            A copy of the item with the images and their digests.
+
+        Raises:
+            ValueError: There is not one image per reference.
+        """
         if len(images) != len(self.images):
             raise ValueError(
                 f"item {self.id!r}: {len(images)} loaded images for {len(self.images)} references"
@@ -90,8 +115,9 @@ class Item(BaseModel):
 
     @property
     def empty_answer(self) -> bool:
-        """Whether the answer judged is empty: the response, or (an item without one) either
-        answer of a pair.
+        """Whether the answer judged is empty.
+
+        The answer is the response, or (an item without one) either answer of a pair.
         """
         answers: list[Any] = [self.response]
         if self.response is None and any(n in self.extra for n in PAIR_FIELDS):
@@ -99,9 +125,16 @@ class Item(BaseModel):
         return any(not (a or "").strip() for a in answers if a is None or isinstance(a, str))
 
     def missing(self, rubric: NeedsInputs) -> list[str]:
-        """Inputs the rubric needs that this item lacks. An empty *response* is not missing: a
-        model that answered nothing gets judged for it, and stays in the denominator. An empty
-        list is a value (e.g. no missing goals).
+        """Inputs the rubric needs that this item lacks.
+
+        An empty *response* is not missing: a model that answered nothing gets judged for it, and
+        stays in the denominator. An empty list is a value (e.g. no missing goals).
+
+        Args:
+            rubric: The rubric (anything with its ``inputs``).
+
+        Returns:
+            The names of the inputs missing, in the rubric's order.
         """
         values = self.fields()
         return [
@@ -113,10 +146,17 @@ class Item(BaseModel):
 
 
 def input_hash(item: Item) -> str:
-    """Identity of what was judged (every field of the item, its id included, and the digests of
-    its loaded images): a resumed run notices changed predictions or --map by it, and the
+    """Identity of what was judged: every field of the item, and its loaded images' digests.
+
+    The id is among the fields. A resumed run notices changed predictions or --map by it, and the
     verdict cache is keyed by it. An item whose images were not loaded (no judge sees them)
     hashes as before images were loaded anywhere.
+
+    Args:
+        item: The item judged.
+
+    Returns:
+        The first 16 hex digits of the SHA-256 of the item's JSON.
     """
     import hashlib
     import json

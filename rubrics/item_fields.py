@@ -1,6 +1,7 @@
-"""One row of a prediction file or one item of an HTTP request as an `Item`: the
-mapping of columns to fields, text checks, and the limit on a field's length. The bulk runs
-(`jurybox.serving.runs.predictions`) and the scoring service's admission call the same
+"""One row of a prediction file or one item of an HTTP request as an `Item`.
+
+Here are the mapping of columns to fields, text checks, and the limit on a field's length. The bulk
+runs (`jurybox.serving.runs.predictions`) and the scoring service's admission call the same
 function, so a row means the same thing however it arrives.
 """
 
@@ -20,8 +21,9 @@ DEFAULT_MAX_FIELD_CHARS = 100_000
 
 
 class FieldError(InputError):
-    """A record field that cannot make an Item: ``field`` names it, ``message`` says what is
-    wrong.
+    """A record field that cannot make an Item.
+
+    ``field`` names it, ``message`` says what is wrong.
     """
 
     def __init__(self, field: str, message: str) -> None:

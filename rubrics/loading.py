@@ -1,5 +1,6 @@
-"""Loading YAML definitions (rubrics here, juries in jurybox.judges) with errors that name the
-file, the field and what was expected.
+"""Loading YAML definitions, with errors that name the file, the field and what was expected.
+
+Rubrics are loaded here, juries in `jurybox.judges`.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ def _where(loc: tuple) -> str:
 
 
 def format_validation_error(source: str, exc: ValidationError) -> str:
-    """A pydantic ValidationError as text: ``source`` and the number of problems, then one line per
-    problem with its location, the message and (except for missing fields and value errors) the
-    input it got.
+    """A pydantic ValidationError as text.
+
+    The text is ``source`` and the number of problems, then one line per problem with its
+    location, the message and (except for missing fields and value errors) the input it got.
     """
     lines = [f"{source}: {exc.error_count()} problem(s)"]
     for err in exc.errors(include_url=False):
@@ -48,9 +50,13 @@ def format_validation_error(source: str, exc: ValidationError) -> str:
 
 
 def load_definition(path: Path, model: type[M], kind: str) -> M:
-    """A ``model`` validated from the YAML file ``path``, its ``name`` defaulting to the file's
-    stem; DefinitionError naming the file for text that is not UTF-8, invalid YAML, a document that
-    is not a mapping, or every problem validation finds.
+    """A ``model`` validated from the YAML file ``path``.
+
+    Its ``name`` defaults to the file's stem.
+
+    Raises:
+        DefinitionError: The text is not UTF-8, not valid YAML or not a mapping, or validation
+            finds problems (naming the file, and every problem found).
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -82,7 +88,11 @@ def _library() -> Path:
 
 
 def resolve_definition(name_or_path: str | Path, library: Path, kind: str) -> Path:
-    """A shipped definition by name, or a file path."""
+    """A shipped definition by name, or a file path.
+
+    Raises:
+        DefinitionError: A file path names no file, or the name is not a shipped definition's.
+    """
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
         if not candidate.is_file():
@@ -99,10 +109,28 @@ def resolve_definition(name_or_path: str | Path, library: Path, kind: str) -> Pa
 
 
 def list_rubrics() -> list[str]:
-    """The names of the shipped rubrics, sorted."""
+    """The names of the shipped rubrics, sorted.
+
+    Returns:
+        The names `load_rubric` takes.
+    """
     return sorted(p.stem for p in _library().glob("*.yaml"))
 
 
 def load_rubric(name_or_path: str | Path) -> Rubric:
-    """Load a shipped rubric by name (``general``, ``mirage-mg`` ...) or a rubric YAML file."""
+    """Load a shipped rubric by name (``general``, ``mirage-mg`` ...) or a rubric YAML file.
+
+    Args:
+        name_or_path: A shipped rubric's name, or the path of a rubric file
+            (``.yaml``/``.yml``).
+
+    Returns:
+        The validated rubric (its template checked to render); its ``name`` defaults to the
+        file's stem.
+
+    Raises:
+        DefinitionError: There is no such file or shipped rubric, the file is not UTF-8 text,
+            not valid YAML or not a mapping, or validation finds problems (each named, with
+            the file).
+    """
     return load_definition(resolve_definition(name_or_path, _library(), "rubric"), Rubric, "rubric")

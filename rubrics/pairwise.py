@@ -23,8 +23,9 @@ PREFERENCE = {"a": 1.0, "tie": 0.5, "b": 0.0}  # human preference labels, as A's
 
 
 def a_share(criterion: Criterion, value: float) -> float:
-    """The point of the criterion's scale that ``value`` becomes when the answers swap places:
-    1 - value, exactly a scale value (the rubric checked the scale is symmetric).
+    """The point of the criterion's scale that ``value`` becomes when the answers swap places.
+
+    It is 1 - value, exactly a scale value (the rubric checked the scale is symmetric).
     """
     for v in criterion.scale.values:
         if math.isclose(v, 1.0 - value, abs_tol=EPS):
@@ -45,8 +46,10 @@ def winner_of(value: float | None) -> Winner | None:
 
 
 def p_a_better(criterion: Criterion, vote: Vote) -> float | None:
-    """The probability the vote's judge gave to A being better: the mass of its answer
-    distribution on the points that favour A (in the order it saw); None without one.
+    """The probability the vote's judge gave to A being better.
+
+    It is the mass of its answer distribution on the points that favour A (in the order it saw);
+    None without one.
     """
     if not vote.scored or vote.distribution is None:
         return None
@@ -60,8 +63,9 @@ def p_a_better(criterion: Criterion, vote: Vote) -> float | None:
 
 
 def combine_orders(criterion: str, votes: Sequence[Vote], inconsistent: str) -> list[Vote]:
-    """One vote per judge from its votes in both orders on ``criterion`` (the jury aggregates
-    these; agreement with humans compares them).
+    """One vote per judge from its votes in both orders on ``criterion``.
+
+    The jury aggregates these; agreement with humans compares them.
     """
     by_judge: dict[str, dict[str | None, Vote]] = {}
     for v in votes:
@@ -117,9 +121,10 @@ def combine_orders(criterion: str, votes: Sequence[Vote], inconsistent: str) -> 
 
 
 def jury_p_a(rubric: Rubric, votes: Sequence[Vote]) -> float | None:
-    """The jury's probability that A is better on a one-criterion pairwise rubric: per judge
-    the mean over its two orders, then the mean over judges with both; None when no judge has
-    a distribution in both orders.
+    """The jury's probability that A is better on a one-criterion pairwise rubric.
+
+    It is, per judge, the mean over its two orders, then the mean over judges with both; None
+    when no judge has a distribution in both orders.
     """
     (criterion,) = rubric.criteria
     per_judge: dict[str, list[float | None]] = {}
@@ -156,9 +161,10 @@ def inconsistent_judges(rubric: Rubric, votes: Sequence[Vote]) -> list[tuple[str
 
 
 def human_scale(criterion: Criterion) -> Scale:
-    """The scale human preference labels of a pairwise criterion are read on: ``a`` (A is
-    better, 1), ``tie`` (0.5) and ``b`` (0) for a scale of those points (ties optional), else
-    the criterion's numbers (A's share).
+    """The scale human preference labels of a pairwise criterion are read on.
+
+    It is ``a`` (A is better, 1), ``tie`` (0.5) and ``b`` (0) for a scale of those points (ties
+    optional), else the criterion's numbers (A's share).
     """
     values = criterion.scale.values
     if set(values) <= {0.0, 0.5, 1.0}:

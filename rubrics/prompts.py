@@ -26,38 +26,83 @@ if TYPE_CHECKING:
 # Criterion have it): the rubric's module validates a template by rendering it here, so these
 # types live on this side and the import goes one way, rubric -> prompts.
 class ScaleLike(Protocol):
+    """What rendering reads of a criterion's scale."""
+
     @property
-    def is_labelled(self) -> bool: ...
+    def is_labelled(self) -> bool:
+        """Whether the scale is named labels."""
+        ...
+
     @property
-    def labels(self) -> dict[str, float]: ...
+    def labels(self) -> dict[str, float]:
+        """Each label's value (empty unless labelled)."""
+        ...
+
     @property
-    def min(self) -> int | None: ...
+    def min(self) -> int | None:
+        """The range's lowest integer, if a range."""
+        ...
+
     @property
-    def max(self) -> int | None: ...
-    def json_schema(self) -> dict[str, Any]: ...
+    def max(self) -> int | None:
+        """The range's highest integer, if a range."""
+        ...
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON schema of an answer on the scale."""
+        ...
 
 
 class CriterionLike(Protocol):
+    """What rendering reads of a criterion."""
+
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The criterion's name."""
+        ...
+
     @property
-    def scale(self) -> ScaleLike: ...
+    def scale(self) -> ScaleLike:
+        """The criterion's scale."""
+        ...
 
 
 class RubricLike(Protocol):
+    """What rendering reads of a rubric."""
+
     @property
-    def inputs(self) -> list[str]: ...
+    def inputs(self) -> list[str]:
+        """The item fields the rubric needs."""
+        ...
+
     @property
-    def optional_inputs(self) -> list[str]: ...
+    def optional_inputs(self) -> list[str]:
+        """The item fields its template may use."""
+        ...
+
     @property
-    def template(self) -> str: ...
+    def template(self) -> str:
+        """The prompt template."""
+        ...
+
     @property
-    def system(self) -> str: ...
+    def system(self) -> str:
+        """The system prompt."""
+        ...
+
     @property
-    def pairwise(self) -> bool: ...
+    def pairwise(self) -> bool:
+        """Whether the rubric compares two answers."""
+        ...
+
     @property
-    def orders(self) -> tuple[Order | None, ...]: ...
-    def calls(self) -> Sequence[Sequence[CriterionLike]]: ...
+    def orders(self) -> tuple[Order | None, ...]:
+        """The orders every judge is shown each item in."""
+        ...
+
+    def calls(self) -> Sequence[Sequence[CriterionLike]]:
+        """The criteria each judge call scores."""
+        ...
 
 
 Message = dict[str, str]
@@ -70,9 +115,11 @@ MAX_POWER_DIGITS = 1_000
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
-    """The sandbox, with ``*`` and ``**`` bounded. Intercepting them also keeps Jinja from
-    folding them at compile time: ``{{ 'x' * 10**9 }}`` would otherwise be computed when the
-    template compiles, and kept in the compiled template's constants.
+    """The sandbox, with ``*`` and ``**`` bounded.
+
+    Intercepting them also keeps Jinja from folding them at compile time: ``{{ 'x' * 10**9 }}``
+    would otherwise be computed when the template compiles, and kept in the compiled template's
+    constants.
     """
 
     intercepted_binops = frozenset({"*", "**"})
@@ -158,7 +205,15 @@ def output_format(criteria: Sequence[CriterionLike]) -> str:
 
 
 def output_schema(criteria: Sequence[CriterionLike]) -> dict[str, Any]:
-    """The JSON schema a constrained judge must follow: one property per criterion, in order."""
+    """The JSON schema a constrained judge must follow: one property per criterion, in order.
+
+    Args:
+        criteria: The criteria of one judge call.
+
+    Returns:
+        An object schema whose properties, all required and no others, are the criteria's
+        answers on their scales.
+    """
     return {
         "type": "object",
         "properties": {c.name: c.scale.json_schema() for c in criteria},
@@ -176,10 +231,21 @@ Place = tuple[int, int]
 def render_messages(
     rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike], order: str | None = None
 ) -> list[Message]:
-    """The chat messages a judge gets for ``item`` on ``criteria``: the rubric's system prompt (when
-    it has one) and its template, rendered with the item's fields, the criteria and the output
-    format. A pairwise rubric's template also sees ``first`` and ``second``: response_a and
-    response_b in ``order`` ("ab", the default, or "ba").
+    """The chat messages a judge gets for ``item`` on ``criteria``.
+
+    They are the rubric's system prompt (when it has one) and its template, rendered with the
+    item's fields, the criteria and the output format.
+
+    Args:
+        rubric: The rubric whose template is rendered.
+        item: The item judged.
+        criteria: The criteria of the judge call (one of ``rubric.calls()``).
+        order: For a pairwise rubric, the order its template's ``first`` and ``second`` show
+            response_a and response_b in: ``"ab"`` (the default) or ``"ba"``.
+
+    Returns:
+        The messages: a system message when the rubric has a system prompt, then the user
+        message.
     """
     return render_prompt(rubric, item, criteria, order)[0]
 
@@ -187,10 +253,11 @@ def render_messages(
 def render_prompt(
     rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike], order: str | None = None
 ) -> tuple[list[Message], Place | None]:
-    """`render_messages`, and where the template puts the item's images: the place of
-    its ``{{ images_here }}`` (the first, where it has several), or None when it has none. The
-    marker renders as nothing, so a judge that sees no images gets the messages as they would
-    be without it.
+    """`render_messages`, and where the template puts the item's images.
+
+    The place is that of its ``{{ images_here }}`` (the first, where it has several), or None when
+    it has none. The marker renders as nothing, so a judge that sees no images gets the messages as
+    they would be without it.
     """
     # A mark no item can hold: it is new at every call.
     mark = f"\x00{IMAGE_PLACE}-{secrets.token_hex(8)}\x00"
@@ -229,8 +296,9 @@ def render_prompt(
 
 
 def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The fields and the extra fields of an item with a placeholder for each of the rubric's
-    inputs, which `check_template` renders.
+    """The fields and the extra fields of an item with a placeholder for each input.
+
+    The inputs are the rubric's; `check_template` renders the item.
     """
     names = set(rubric.inputs) | set(rubric.optional_inputs)
     core = {"question", "response", "reference", "context"}
@@ -239,8 +307,10 @@ def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def check_template(rubric: RubricLike, sample: Item) -> None:
-    """Render the rubric once on ``sample`` (an item of `placeholders`); raise ValueError
-    naming what is wrong.
+    """Render the rubric once on ``sample`` (an item of `placeholders`).
+
+    Raises:
+        ValueError: The template does not render (naming what is wrong).
     """
     try:
         for call in rubric.calls():

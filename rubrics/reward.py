@@ -1,6 +1,7 @@
-"""One reward definition for every trainer and harness jurybox plugs into (TRL, OpenRLHF, verl,
-Inspect AI): which number of a verdict is the reward, on what range, and what an unscored item
-becomes.
+"""One reward definition for every trainer and harness jurybox plugs into.
+
+Those are TRL, OpenRLHF, verl and Inspect AI. The definition says which number of a verdict is
+the reward, on what range, and what an unscored item becomes.
 
 * **Which number**: the rubric's formula by default (its only criterion when it has none), or
   any criterion by name; with ``calibrated=True`` the calibrated value the verdict carries (a
@@ -39,7 +40,11 @@ Scale = Literal["unit", "raw"]
 
 
 class UnscoredReward(RuntimeError):
-    """Items whose reward is undefined while the reward says ``unscored="error"``."""
+    """Items whose reward is undefined while the reward says ``unscored="error"``.
+
+    Args:
+        unscored: Each such item's id and why it has no reward (kept as ``unscored``).
+    """
 
     def __init__(self, unscored: list[tuple[str, str]]) -> None:
         self.unscored = unscored
@@ -57,7 +62,19 @@ def _short(text: str, limit: int = 240) -> str:
 
 
 class RewardSpec(BaseModel):
-    """What the reward is (see the module docstring); every adapter takes these fields."""
+    """What the reward is (see the module docstring); every adapter takes these fields.
+
+    Attributes:
+        score: A criterion or the rubric's formula by name; default: the formula, or the only
+            criterion.
+        calibrated: Read the calibrated value (the verdict must carry one: a service or run with
+            a calibration map).
+        scale: ``unit``: mapped onto [0, 1]; ``raw``: the rubric's own scale.
+        low: The number's lowest value (default: from the rubric's scales).
+        high: The number's highest value (default: from the rubric's scales).
+        unscored: What an unscored item's reward is: ``"none"`` (None), ``"error"`` (raise
+            `UnscoredReward`), or a number.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -93,9 +110,18 @@ class RewardSpec(BaseModel):
         return value
 
     def bind(self, rubric: Rubric) -> Reward:
-        """This reward on ``rubric``: the number it reads and its range, checked now (an
-        InputError naming the field when the rubric has no such score, or its range is
-        unknown).
+        """This reward on ``rubric``: the number it reads and its range, checked now.
+
+        Args:
+            rubric: The rubric the verdicts are judged with.
+
+        Returns:
+            The bound reward.
+
+        Raises:
+            InputError: The rubric has no such score (or several criteria, no formula and no
+                score named), the formula's range is unknown (not linear in its criteria, and
+                no ``low``/``high`` given), or the range is empty; naming the field.
         """
         names = [c.name for c in rubric.criteria]
         formula = rubric.formula.name if rubric.formula is not None else None
@@ -134,9 +160,10 @@ class RewardSpec(BaseModel):
 
 
 def _range(rubric: Rubric, score: str) -> tuple[float, float] | None:
-    """The range of ``score`` over the criteria's scales: a criterion's scale, or a formula's
-    extremes over them when it is linear in them (checked at random points; a rounding formula
-    rounds its extremes, as rounding keeps order).
+    """The range of ``score`` over the criteria's scales.
+
+    It is a criterion's scale, or a formula's extremes over them when it is linear in them
+    (checked at random points; a rounding formula rounds its extremes, as rounding keeps order).
     """
     for c in rubric.criteria:
         if c.name == score:
@@ -172,7 +199,17 @@ def _range(rubric: Rubric, score: str) -> tuple[float, float] | None:
 
 @dataclass(frozen=True)
 class Reward:
-    """A `RewardSpec` bound to one rubric: `value` of a verdict."""
+    """A `RewardSpec` bound to one rubric: `value` of a verdict.
+
+    Made by `RewardSpec.bind`.
+
+    Attributes:
+        spec: The reward's definition.
+        rubric: The rubric's name.
+        score: The criterion or formula the reward reads.
+        low: The number's lowest value (mapped to 0 on the ``unit`` scale).
+        high: The number's highest value (mapped to 1 on the ``unit`` scale).
+    """
 
     spec: RewardSpec
     rubric: str
@@ -182,13 +219,25 @@ class Reward:
 
     @property
     def name(self) -> str:
-        """What the reward is, for logs: e.g. ``general.accuracy`` or
-        ``mirage-mg.weighted_sum (calibrated)``.
+        """What the reward is, for logs.
+
+        E.g. ``general.accuracy`` or ``mirage-mg.weighted_sum (calibrated)``.
         """
         return f"{self.rubric}.{self.score}" + (" (calibrated)" if self.spec.calibrated else "")
 
     def raw(self, record: VerdictRecord | Mapping[str, Any]) -> tuple[float | None, str]:
-        """The verdict's number on its own scale, or None and why it has none."""
+        """The verdict's number on its own scale, or None and why it has none.
+
+        Args:
+            record: The verdict record (or its JSON data).
+
+        Returns:
+            The number and ``""``, or None and why there is none.
+
+        Raises:
+            InputError: The data is not a verdict, or the reward is calibrated and the verdict
+                carries no calibrated scores.
+        """
         rec = record if isinstance(record, VerdictRecord) else VerdictRecord.from_record(record)
         if self.spec.calibrated:
             if rec.calibrated is None:
@@ -210,12 +259,35 @@ class Reward:
         return float(value), ""
 
     def value(self, record: VerdictRecord | Mapping[str, Any]) -> float | None:
-        """The reward of one verdict (the unscored policy applied; ``error`` raises)."""
+        """The reward of one verdict, the unscored policy applied.
+
+        Args:
+            record: The verdict record (or its JSON data).
+
+        Returns:
+            The reward, or None for an unscored verdict under ``unscored="none"``.
+
+        Raises:
+            InputError: The data is not a verdict, or the reward is calibrated and the verdict
+                carries no calibrated scores.
+            UnscoredReward: The verdict has no reward and the policy is ``"error"``.
+        """
         return self.values([record])[0]
 
     def values(self, records: Iterable[VerdictRecord | Mapping[str, Any]]) -> list[float | None]:
-        """The rewards of ``records``, in order; with ``unscored="error"`` one
-        `UnscoredReward` naming every unscored item.
+        """The rewards of ``records``, in order, the unscored policy applied.
+
+        Args:
+            records: The verdict records (or their JSON data).
+
+        Returns:
+            One reward per record; None for an unscored verdict under ``unscored="none"``.
+
+        Raises:
+            InputError: A record is not a verdict, or the reward is calibrated and a verdict
+                carries no calibrated scores.
+            UnscoredReward: Some verdicts have no reward and the policy is ``"error"`` (one
+                error naming every unscored item).
         """
         out: list[float | None] = []
         missing: list[tuple[str, str]] = []
@@ -235,5 +307,12 @@ class Reward:
         return out
 
     def count_unscored(self, records: Iterable[VerdictRecord | Mapping[str, Any]]) -> int:
-        """How many of ``records`` have no reward (before the unscored policy)."""
+        """How many of ``records`` have no reward (before the unscored policy).
+
+        Args:
+            records: The verdict records (or their JSON data).
+
+        Returns:
+            The count.
+        """
         return sum(self.raw(r)[0] is None for r in records)

@@ -1,6 +1,7 @@
-"""One reader for every row file jurybox takes: prediction files, human labels and judge output,
-as JSONL, a JSON list, CSV/TSV or Parquet; one file, a directory of them (e.g. the shards of a
-bulk run) or a glob.
+"""One reader for every row file jurybox takes.
+
+Those are prediction files, human labels and judge output, as JSONL, a JSON list, CSV/TSV or
+Parquet; one file, a directory of them (e.g. the shards of a bulk run) or a glob.
 
 Rows stream: a file is never held in memory whole. A bad row never stops the file: it comes
 back as a `RowError` naming the row (and field, where one is at fault) and saying what
@@ -41,8 +42,10 @@ class FileFormatError(InputError):
 
 @dataclass(frozen=True)
 class RowError:
-    """A row that could not be read, in place of its record: the row number, the field at fault (if
-    one is), what is wrong, its kind, and the file when rows come from several.
+    """A row that could not be read, in place of its record.
+
+    It holds the row number, the field at fault (if one is), what is wrong, its kind, and the
+    file when rows come from several.
     """
 
     row: int  # 1-based line (JSONL, CSV) or record (JSON list, Parquet) number
@@ -81,8 +84,10 @@ def file_format(path: str | Path) -> str:
 
 
 def row_files(source: str | Path) -> list[Path]:
-    """The files behind ``source``: itself, the row files of a directory (sorted; hidden and
-    temporary files aside), or the files a glob pattern matches.
+    """The files behind ``source``.
+
+    They are itself, the row files of a directory (sorted; hidden and temporary files aside), or
+    the files a glob pattern matches.
     """
     path = Path(source)
     if path.is_dir():
@@ -107,8 +112,19 @@ def row_files(source: str | Path) -> list[Path]:
 
 
 def read_rows(source: str | Path) -> Iterator[Row]:
-    """``(row number, record or RowError)`` for every row of a file, directory or glob, streamed.
+    """Every row of a file, directory or glob, streamed.
+
     Rows of several files are numbered within their file, and their errors name the file.
+
+    Args:
+        source: A row file, a directory of them, or a glob pattern.
+
+    Yields:
+        ``(row number, record or RowError)`` for every row.
+
+    Raises:
+        FileFormatError: A file cannot be read as rows at all (no such file, an unknown type,
+            no rows, a JSON list saved as .jsonl, ...).
     """
     for _, n, row in read_rows_from(source):
         yield n, row
@@ -117,8 +133,9 @@ def read_rows(source: str | Path) -> Iterator[Row]:
 def read_rows_from(
     source: str | Path,
 ) -> Iterator[tuple[str | None, int, dict[str, Any] | RowError]]:
-    """`read_rows` with the file each row comes from (None when ``source`` is one file),
-    for callers that find row errors of their own.
+    """`read_rows` with the file each row comes from (None when ``source`` is one file).
+
+    This is for callers that find row errors of their own.
     """
     files = row_files(source)
     count = 0
@@ -139,8 +156,10 @@ def read_rows_from(
 
 
 def count_rows(source: str | Path) -> int | None:
-    """About how many rows ``source`` holds, cheaply (lines of text files, Parquet metadata), for
-    progress bars; None where only reading everything would tell (a JSON list).
+    """About how many rows ``source`` holds, cheaply, for progress bars.
+
+    It counts lines of text files and reads Parquet metadata; None where only reading everything
+    would tell (a JSON list).
     """
     total = 0
     for path in row_files(source):
@@ -250,8 +269,9 @@ def _jsonl(path: Path, fmt: str) -> Iterator[Row]:
 
 
 def _not_jsonl(path: Path, first_line: str) -> None:
-    """A first line that is not a JSON value but starts a JSON document: the whole file is
-    one pretty-printed document, not JSON Lines.
+    """Refuse a first line that is not a JSON value but starts a JSON document.
+
+    The whole file is then one pretty-printed document, not JSON Lines.
     """
     if first_line.startswith("["):
         raise FileFormatError(

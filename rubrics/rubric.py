@@ -1,5 +1,7 @@
-"""A rubric: its criteria and their scales, the inputs it needs, how judges are asked (its
-template, mode and orders), and an optional formula over the criteria.
+"""A rubric: its criteria and their scales, the inputs it needs, how judges are asked, a formula.
+
+How judges are asked is its template, mode and orders; the formula over the criteria is
+optional.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class Level(BaseModel):
-    """One point of a scale: the number it counts as, an optional label, and what it means."""
+    """One point of a scale: the number it counts as, an optional label, and what it means.
+
+    Attributes:
+        value: The number the point counts as.
+        label: The label a judge writes for it, on a labelled scale.
+        description: What the point means.
+    """
 
     model_config = _FROZEN
 
@@ -29,7 +37,9 @@ class Level(BaseModel):
 
 
 class Scale(BaseModel):
-    """The values a criterion (or a human label column) may take. One of three kinds:
+    """The values a criterion (or a human label column) may take.
+
+    A scale is one of three kinds:
 
     * an integer range: ``min``/``max``, with a description per level in ``levels``;
     * named labels: ``labels`` maps label -> value (e.g. yes: 1, no: 0);
@@ -37,6 +47,14 @@ class Scale(BaseModel):
 
     A judge answers a number of the scale, or one of the label strings. `parse` reads a
     judge's answer and a human's label alike.
+
+    Attributes:
+        min: The range's lowest integer.
+        max: The range's highest integer (at most 100 above ``min``).
+        levels: A description per integer of the range.
+        labels: Each label's value; labels start with different letters.
+        label_descriptions: A description per label.
+        explicit: The explicit numbers (``values`` in a file), at least two, distinct.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -105,8 +123,16 @@ class Scale(BaseModel):
 
     @classmethod
     def coerce(cls, spec: Any) -> Scale:
-        """A scale from a Scale, a list of values, or a mapping (a scale's fields; also the
-        ``{"values": [...], "labels": {...}}`` form of older calibration maps).
+        """A scale from a Scale, a list of values, or a mapping.
+
+        The mapping holds a scale's fields; also the ``{"values": [...], "labels": {...}}`` form
+        of older calibration maps.
+
+        Args:
+            spec: A `Scale`, a list of values, or a mapping.
+
+        Returns:
+            The scale (``spec`` itself when it is one).
         """
         if isinstance(spec, Scale):
             return spec
@@ -125,8 +151,10 @@ class Scale(BaseModel):
     # for it for every item).
     @cached_property
     def points(self) -> list[Level]:
-        """Every point of the scale as a `Level`: labels in their given order, explicit
-        values ascending, or each integer of the range with its level description.
+        """Every point of the scale as a `Level`.
+
+        Labels come in their given order, explicit values ascending, or each integer of the range
+        with its level description.
         """
         if self.labels:
             return [
@@ -173,8 +201,9 @@ class Scale(BaseModel):
         return f"{self.min}..{self.max}"
 
     def json_schema(self) -> dict[str, Any]:
-        """The JSON schema of an answer on this scale: an ``enum`` of the label strings, of the
-        numbers, or of the range's integers.
+        """The JSON schema of an answer on this scale.
+
+        It is an ``enum`` of the label strings, of the numbers, or of the range's integers.
         """
         if self.labels:
             return {"type": "string", "enum": list(self.labels)}
@@ -183,14 +212,26 @@ class Scale(BaseModel):
         return {"type": "integer", "enum": [int(v) for v in self.values]}
 
     def answer_texts(self) -> dict[str, float]:
-        """The text a judge writes for each point (what follows the JSON key), mapped to its value."""
+        """The text a judge writes for each point, mapped to its value.
+
+        The text is what follows the JSON key.
+        """
         if self.labels:
             return dict(self.labels)
         return {str(_number(v)): float(v) for v in self.values}
 
     def parse(self, raw: Any) -> float:
-        """A judge's answer or a human's label as a value of this scale: a number, a numeric
-        string, or a label in any case. ValueError says what was expected.
+        """A judge's answer or a human's label as a value of this scale.
+
+        Args:
+            raw: A number, a numeric string, or a label in any case.
+
+        Returns:
+            The scale's value.
+
+        Raises:
+            ValueError: ``raw`` is not a value of the scale (the message says what was
+                expected).
         """
         if isinstance(raw, bool):
             raise ValueError(f"{raw!r} is a boolean; write the scale value (e.g. 1/0) or label")
@@ -221,7 +262,14 @@ class Scale(BaseModel):
         raise ValueError(f"{raw!r} is not on the scale {self.short()}")
 
     def snap(self, x: Any) -> Any:
-        """Nearest scale value for each number of an array (ties to the lower); NaN stays NaN."""
+        """Nearest scale value for each number of an array (ties to the lower); NaN stays NaN.
+
+        Args:
+            x: A number or an array of them.
+
+        Returns:
+            A numpy array of the same shape, on the scale.
+        """
         import numpy as np
 
         vals = np.asarray(self.values, dtype=float)
@@ -242,8 +290,10 @@ class Scale(BaseModel):
 
     @cached_property
     def description_text(self) -> str:
-        """The text `describe` returns: one indented line per point, a quoted label or the
-        number, followed by its description when it has one.
+        """The text `describe` returns.
+
+        It has one indented line per point, a quoted label or the number, followed by its
+        description when it has one.
         """
         lines = []
         for p in self.points:
@@ -257,8 +307,14 @@ def _number(v: float) -> int | float:
 
 
 class Criterion(BaseModel):
-    """One thing a rubric scores: a lowercase identifier name, what it means, and its scale. It
-    takes no weight (weights go in the rubric's formula).
+    """One thing a rubric scores: its name, what it means, and its scale.
+
+    It takes no weight (weights go in the rubric's formula).
+
+    Attributes:
+        name: A lowercase identifier.
+        description: What the criterion means, as judges are told.
+        scale: The values its score may take.
     """
 
     model_config = _FROZEN
@@ -281,7 +337,23 @@ class Criterion(BaseModel):
 
 
 class Rubric(BaseModel):
-    """A set of criteria, the inputs they need, how judges are asked, and an optional formula."""
+    """A set of criteria, the inputs they need, how judges are asked, and an optional formula.
+
+    Attributes:
+        name: The rubric's name (a file's stem when the file gives none).
+        description: What the rubric is for.
+        version: The rubric's version.
+        inputs: The item fields it needs (default: question and response).
+        optional_inputs: The item fields its template may use; an item may lack them.
+        mode: ``joint`` (one judge call scores every criterion), ``per_criterion`` (one call per
+            criterion) or ``pairwise`` (two answers compared, in both orders).
+        inconsistent: What a pairwise judge's vote is when its two orders disagree: a ``tie``,
+            or ``unscored`` with the reason.
+        system: The system prompt.
+        template: The Jinja2 prompt template (rendered in a sandbox).
+        criteria: What the rubric scores, at least one, with different names.
+        formula: A formula over the criteria (e.g. MIRAGE's weighted sum), if any.
+    """
 
     model_config = _FROZEN
 
@@ -360,8 +432,9 @@ class Rubric(BaseModel):
 
     @property
     def orders(self) -> tuple[Order | None, ...]:
-        """The orders every judge is shown each item in: a pairwise rubric's two (A first, then
-        B first), or none.
+        """The orders every judge is shown each item in.
+
+        A pairwise rubric has two (A first, then B first); any other has none.
         """
         return ("ab", "ba") if self.mode == "pairwise" else (None,)
 
@@ -371,7 +444,11 @@ class Rubric(BaseModel):
         return len(self.calls()) * len(self.orders)
 
     def criterion(self, name: str) -> Criterion:
-        """The criterion called ``name``; KeyError if the rubric has none."""
+        """The criterion called ``name``.
+
+        Raises:
+            KeyError: The rubric has no criterion called ``name``.
+        """
         for c in self.criteria:
             if c.name == name:
                 return c
@@ -383,8 +460,10 @@ class Rubric(BaseModel):
         return [c.name for c in self.criteria]
 
     def calls(self) -> list[list[Criterion]]:
-        """The criteria each judge call scores: all at once (joint, pairwise) or one per call
-        (a pairwise rubric asks each call in both `orders`).
+        """The criteria each judge call scores.
+
+        All at once (joint, pairwise) or one per call (a pairwise rubric asks each call in both
+        `orders`).
         """
         if self.mode != "per_criterion":
             return [list(self.criteria)]

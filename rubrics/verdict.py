@@ -1,5 +1,6 @@
-"""What judging produces: each judge's vote per criterion, and the jury's verdict on an item
-with its record (one line of a results file, one verdict of the HTTP API).
+"""What judging produces: each judge's vote per criterion, and the jury's verdict on an item.
+
+A verdict has its record: one line of a results file, one verdict of the HTTP API.
 """
 
 from __future__ import annotations
@@ -14,7 +15,26 @@ from .item import Order, Winner
 
 
 class Vote(BaseModel):
-    """One judge's score for one criterion of one item, or why there is none."""
+    """One judge's score for one criterion of one item, or why there is none.
+
+    A vote has either a score or an error, exactly one.
+
+    Attributes:
+        judge: The judge's name.
+        criterion: The criterion's name.
+        score: The score the judge chose (in a pairwise call, A's share: 1 when A is better).
+        label: The label the judge answered, on a labelled scale.
+        expected: The expected score under the judge's distribution, where it could be read.
+        distribution: The judge's probability per point of the scale (its answer text), where
+            it could be read from token logprobs.
+        error: Why there is no score (an unscored vote).
+        latency_s: Seconds the judge's call took.
+        raw: The judge's raw output.
+        reasoning: The judge's reasoning, when kept.
+        order: The order the answers were shown in (``"ab"`` or ``"ba"``), in a pairwise call.
+        images: The digests of the item's images the judge was shown in this call (absent: it
+            was shown none).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -48,8 +68,15 @@ class Vote(BaseModel):
 
 
 class CriterionResult(BaseModel):
-    """The jury's result on one criterion of one item: the score (None when there is none, with
-    ``reason`` saying why), how many votes were cast and scored, and their spread.
+    """The jury's result on one criterion of one item.
+
+    Attributes:
+        score: The jury's score, or None when there is none.
+        n_votes: Votes cast on the criterion.
+        n_scored: Scored votes among them.
+        std: The scored votes' standard deviation.
+        range: The highest minus the lowest scored vote.
+        reason: Why there is no score.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -63,7 +90,16 @@ class CriterionResult(BaseModel):
 
 
 class StageDecision(BaseModel):
-    """Which stage of a cascaded jury decided an item, and why."""
+    """Which stage of a cascaded jury decided an item, and why.
+
+    Attributes:
+        stage: The deciding stage (1 = the first).
+        of: The cascade's number of stages.
+        confidence: The stage's confidence in its verdict; None for the last stage, which
+            decides regardless.
+        threshold: The confidence the stage needed.
+        reason: Why this stage decided.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -79,7 +115,27 @@ class StageDecision(BaseModel):
 
 
 class Verdict(BaseModel):
-    """The jury's decision on one item."""
+    """The jury's decision on one item.
+
+    Attributes:
+        id: The item's id.
+        status: ``scored``: every criterion (and the formula) has a value; ``unscored``: see
+            ``reasons``.
+        rubric: The rubric's name.
+        jury: The jury's name.
+        provenance: The hash of everything the verdict depends on (`provenance`).
+        scores: Per criterion (and the rubric's formula): the jury's score, or None.
+        criteria: Per criterion: the jury's result, with the votes' count and spread.
+        votes: Every judge's vote per criterion.
+        reasons: Why a score is None.
+        stage: A cascaded jury's deciding stage and why.
+        pairwise: Whether the rubric compares two answers.
+        winner: A pairwise verdict's better answer: ``a``, ``b`` or ``tie`` (None with the reason
+            in ``reasons``).
+        p_a: A pairwise verdict's probability that A is better, from the judges' distributions.
+        inconsistent: Each pairwise judge whose two orders pointed to different answers, on
+            which criterion, and what it chose in each.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -100,8 +156,15 @@ class Verdict(BaseModel):
 
     @classmethod
     def from_record(cls, record: VerdictRecord) -> Verdict:
-        """The verdict a record was written from (what a record does not keep, such as the raw
-        output of scored votes, stays unset).
+        """The verdict a record was written from.
+
+        What a record does not keep, such as the raw output of scored votes, stays unset.
+
+        Args:
+            record: The verdict as written.
+
+        Returns:
+            The verdict.
         """
         reasons: dict[str, str] = {}
         for reason in record.reasons:
@@ -135,9 +198,14 @@ class Verdict(BaseModel):
         )
 
     def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
-        """This verdict as written, as a `VerdictRecord`. Scored votes drop the judge's
-        raw output unless ``keep_raw``; unscored ones keep it, as the evidence of what went
-        wrong.
+        """This verdict as written, as a `VerdictRecord`.
+
+        Args:
+            keep_raw: Keep the judge's raw output in scored votes too; unscored ones always keep
+                it, as the evidence of what went wrong.
+
+        Returns:
+            The record.
         """
         votes = (
             self.votes
@@ -167,12 +235,20 @@ class Verdict(BaseModel):
         )
 
     def to_record(self, keep_raw: bool = False, input: str | None = None) -> dict[str, Any]:
-        """The JSON line written for this verdict (`VerdictRecord` as data): the same
-        data as ``self.verdict_record(keep_raw).to_dict()`` (plus ``input``, the judged
-        input's hash, when given), built directly. This runs once per judged
-        item; copying every vote and validating a VerdictRecord only to dump it again cost ~4x
-        more. A verdict's fields were validated when it was made (it is frozen), so the record's
-        fields are copies of them; the votes go through pydantic's own serializer.
+        """The JSON line written for this verdict (`VerdictRecord` as data).
+
+        It is the same data as ``self.verdict_record(keep_raw).to_dict()``, built directly. This
+        runs once per judged item; copying every vote and validating a VerdictRecord only to dump
+        it again cost ~4x more. A verdict's fields were validated when it was made (it is
+        frozen), so the record's fields are copies of them; the votes go through pydantic's own
+        serializer.
+
+        Args:
+            keep_raw: Keep the judge's raw output in scored votes too (unscored ones keep it).
+            input: The judged input's hash, written as ``input`` when given.
+
+        Returns:
+            The record as JSON-ready data.
         """
         votes = _VOTES.dump_python(self.votes, mode="json")
         for vote in votes:
@@ -212,7 +288,13 @@ _VOTES = TypeAdapter(list[Vote])
 
 
 class Disagreement(BaseModel):
-    """How far the judges were apart on one criterion of one item."""
+    """How far the judges were apart on one criterion of one item.
+
+    Attributes:
+        n: Scored votes on the criterion.
+        std: The scored votes' standard deviation.
+        range: The highest minus the lowest scored vote.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -237,7 +319,30 @@ class VerdictRecord(BaseModel):
 
     `Verdict.to_record` writes it; every reader (resume, summary, agreement, calibration)
     reads it back through `from_record`, which names the field at fault when a line is not
-    a verdict.
+    a verdict. Each field's description says more (see the results file's format).
+
+    Attributes:
+        id: The item's id.
+        status: ``scored``: every criterion (and the formula) has a value; ``unscored``: see
+            ``reasons``.
+        rubric: The rubric's name.
+        jury: The jury's name.
+        provenance: The hash of rubric, judges, weights and aggregation.
+        scores: Per criterion (and the rubric's formula): the jury's score, or None.
+        reasons: Why a score is None.
+        disagreement: Per criterion: how far the judges were apart.
+        votes: Every judge's vote per criterion.
+        input: The hash of the judged input (bulk runs).
+        calibrated: Calibrated scores, when a calibration map was applied.
+        calibration: The calibration map applied (``file:hash``).
+        interval: Per criterion, the conformal interval that holds a human's label with the
+            map's probability, when a conformal map was applied.
+        route: To a human, with the reasons, when an interval is too wide (or missing).
+        stage: A cascaded jury's deciding stage and why.
+        winner: Pairwise rubrics: the better answer, ``a``, ``b`` or ``tie``.
+        p_a: Pairwise rubrics: the jury's probability that A is better.
+        inconsistent: Pairwise rubrics: each judge whose two orders pointed to different
+            answers.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -293,7 +398,18 @@ class VerdictRecord(BaseModel):
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
-        """Read a record (a parsed JSON line); InputError naming ``where`` and the field."""
+        """Read a record (a parsed JSON line).
+
+        Args:
+            record: The parsed line (or a `VerdictRecord`, returned as it is).
+            where: Where the record comes from, for the message (e.g. a file and line).
+
+        Returns:
+            The record, validated.
+
+        Raises:
+            InputError: The line is not a jurybox verdict (naming ``where`` and the field).
+        """
         if isinstance(record, cls):
             return record
         try:
@@ -309,8 +425,9 @@ class VerdictRecord(BaseModel):
             ) from None
 
     def to_dict(self) -> dict[str, Any]:
-        """As JSON-ready data: the optional fields only when set, and a scored vote's ``raw``
-        only when kept.
+        """The record as JSON-ready data.
+
+        The optional fields are there only when set, and a scored vote's ``raw`` only when kept.
         """
         data = self.model_dump(
             mode="json",
