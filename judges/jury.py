@@ -121,7 +121,7 @@ class JuryLike(Protocol):
 
 
 class Jury:
-    """A loaded jury: its judges' backends, and the items it judges.
+    """A loaded jury: its spec, its judges' backends and its verdict cache.
 
     Backends (the models) load on first use and stay loaded; with a ``cache``
     (`VerdictCache`), items judged before with the same configuration are answered from it.

