@@ -324,6 +324,30 @@ def _alone(log_extra: Any, ours: list[str]) -> None:
         )
 
 
+def _reward_function(
+    values: Callable[..., list[float | None]], name: str, asynchronous: bool, **attributes: Any
+) -> RewardFunc:
+    """``values`` as TRL's reward function called ``name``.
+
+    It is ``values`` itself, or (``asynchronous``) a coroutine function running it in a thread,
+    which TRL awaits beside its other async reward functions; ``attributes`` (its rewards,
+    their stats, ...) are set on it.
+    """
+    if asynchronous:
+
+        async def function(
+            prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+        ) -> list[float | None]:
+            return await asyncio.to_thread(values, prompts, completions, **kwargs)
+
+    else:
+        function = values  # type: ignore[assignment]
+    function.__name__ = function.__qualname__ = name
+    for key, value in attributes.items():
+        setattr(function, key, value)
+    return function
+
+
 def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
     rewards = group.rewards
     reward = group.by_name[score]
@@ -364,20 +388,7 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
                 )
         return out
 
-    if asynchronous:
-
-        async def jury_reward_fn(
-            prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
-        ) -> list[float | None]:
-            return await asyncio.to_thread(values, prompts, completions, **kwargs)
-
-        function: RewardFunc = jury_reward_fn
-    else:
-        function = values
-    function.__name__ = function.__qualname__ = name
-    function.rewards = rewards  # type: ignore[attr-defined]  # requests and close()
-    function.stats = stats  # type: ignore[attr-defined]
-    return function
+    return _reward_function(values, name, asynchronous, rewards=rewards, stats=stats)
 
 
 def _group_function(
@@ -544,21 +555,7 @@ def _group_function(
             )
         return out
 
-    if asynchronous:
-
-        async def jury_group_fn(
-            prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
-        ) -> list[float | None]:
-            return await asyncio.to_thread(values, prompts, completions, **kwargs)
-
-        function: RewardFunc = jury_group_fn
-    else:
-        function = values
-    function.__name__ = function.__qualname__ = name
-    function.rewards = rewards  # type: ignore[attr-defined]  # requests and close()
-    function.stats = stats  # type: ignore[attr-defined]
-    function.spec = spec  # type: ignore[attr-defined]
-    return function
+    return _reward_function(values, name, asynchronous, rewards=rewards, stats=stats, spec=spec)
 
 
 def _generations(trainer: Any) -> int | None:

@@ -637,23 +637,9 @@ class ControlTokens:
         vision-language model's, with its images), where the item's text cannot be tokenized
         apart.
         """
-        pattern = self.pattern
-        if pattern is None:
+        if self.pattern is None:
             return messages
-        held = {
-            t: pattern.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
-            for t in item_text
-            if self.find(t) is not None
-        }
-        if not held:
-            return messages
-        out = []
-        for message in messages:
-            content = message["content"]
-            for text, escaped in held.items():
-                content = content.replace(text, escaped)
-            out.append({**message, "content": content})
-        return out
+        return escape_control(messages, item_text, self.pattern)
 
     def encode(
         self,
@@ -736,16 +722,30 @@ GENERIC_CONTROL = re.compile(
 )
 
 
-def escape_control(messages: list[Message], item_text: Sequence[str]) -> list[Message]:
+def escape_control(
+    messages: list[Message],
+    item_text: Sequence[str],
+    pattern: re.Pattern[str] = GENERIC_CONTROL,
+) -> list[Message]:
     """``messages`` with the control tokens inside the item's strings made harmless.
 
-    Every item string that holds a control token of `GENERIC_CONTROL` is written with a word
-    joiner inside each such token.
+    Every item string that holds a control token (a match of ``pattern``) is written with a
+    word joiner (U+2060) after the first character of each such token, wherever it stands in
+    the messages.
+
+    Args:
+        messages: The rubric's chat messages, rendered with the item.
+        item_text: The item's strings (`Request.item_text`).
+        pattern: The control tokens: by default `GENERIC_CONTROL` (the usual chat
+            templates'), or a tokenizer's own (`ControlTokens`).
+
+    Returns:
+        The messages, the same object when no item string holds a control token.
     """
     held = {
-        t: GENERIC_CONTROL.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
+        t: pattern.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
         for t in item_text
-        if GENERIC_CONTROL.search(t)
+        if pattern.search(t)
     }
     if not held:
         return messages
