@@ -235,7 +235,7 @@ class TestEngine:
                 text = ours.prompt_text(messages)
                 assert text == theirs.prompt_text(messages)
                 assert (
-                    ours._encode([text])[0]
+                    ours.encoder([text])[0]
                     == theirs.tokenizer(text, add_special_tokens=False)["input_ids"]
                 )
         finally:

@@ -433,6 +433,7 @@ def test_rubrics_jury_health_metrics_and_openapi(service, jury_file):
     assert parameters == {
         "POST /v1/score": [],
         "POST /v1/provenance": [],
+        "POST /v1/groups": [],
         "GET /v1/rubrics": [],
         "POST /v1/openrlhf/{rubric}": [
             "rubric",
