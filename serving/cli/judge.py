@@ -229,11 +229,8 @@ def judge(
     provenance hash. Rows that cannot be judged are reported with their row and field; the rest
     of the file is still judged. Ends with a summary table.
     """
-    from tqdm import tqdm
-
     from jurybox.judges.jury import JuryLike
     from jurybox.serving.runs.plan import RunPlan, image_policy
-    from jurybox.serving.runs.summary import render
 
     mapping = parse_map(map_)
     with reported():
@@ -276,6 +273,18 @@ def judge(
             allow_remote_images=allow_remote_images,
         )
         plan.judges, plan.applied  # noqa: B018 (loaded now: their errors are the command's)
+    try:
+        _run(plan, estimate=estimate, quiet=quiet)
+    finally:
+        plan.close()  # the models' processes end here, side by side, not one by one at exit
+
+
+def _run(plan, *, estimate: bool, quiet: bool) -> None:
+    """Estimate or run a loaded plan, and say what it did."""
+    from tqdm import tqdm
+
+    from jurybox.serving.runs.summary import render
+
     _said(plan)
     target = plan.target
     if estimate:
