@@ -125,6 +125,30 @@ def test_out_never_wipes_a_file_jurybox_did_not_write(tmp_path):
     assert preds.read_bytes() == before
 
 
+def test_judge_closes_the_jury_it_made_before_it_returns(tmp_path, monkeypatch, replay_jury):
+    """The command releases its models itself (a vLLM jury's engines side by side), not at the
+    interpreter's exit; an estimate too."""
+    import jurybox.judges
+
+    closed = []
+
+    class Recording(jurybox.judges.Jury):
+        def close(self) -> None:
+            closed.append(self.spec.name)
+            super().close()
+
+    monkeypatch.setattr(jurybox.judges, "Jury", Recording)
+    common = ["--rubric", "mirage-mg", "--jury", replay_jury, "--limit", 1, "--no-cache", "-q"]
+    r = invoke("judge", EXAMPLES / "mirage_mg.jsonl", *common, "--out", tmp_path / "o.jsonl")
+    assert r.exit_code == 0, r.output
+    assert len(closed) == 1
+    r = invoke(
+        "judge", EXAMPLES / "mirage_mg.jsonl", *common, "--out", tmp_path / "e.jsonl", "--estimate"
+    )
+    assert r.exit_code == 0, r.output
+    assert len(closed) == 2
+
+
 def test_misleading_inputs_get_messages_that_say_what_is_wrong(tmp_path):
     # A directory as --out is a directory of shards: only ever one jurybox wrote (or an empty one).
     foreign = tmp_path / "somebody-elses"

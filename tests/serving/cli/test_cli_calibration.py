@@ -612,6 +612,8 @@ def test_calibrate_then_judge_with_the_map(
     import jurybox.judges
 
     monkeypatch.setattr(jurybox.judges, "Jury", lambda spec, **_: tiny_jury)  # the loaded models
+    # The command closes the jury it made when it ends; the session's stays open for the others.
+    monkeypatch.setattr(tiny_jury, "close", lambda: None)
     out = tmp_path / "calibrated.jsonl"
     result = invoke(
         "judge",
