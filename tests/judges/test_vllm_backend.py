@@ -100,15 +100,13 @@ def smol_spec(**overrides):
 
 
 @pytest.fixture(scope="module")
-def smol_vllm():
-    """SmolLM2-135M-Instruct in one vLLM engine, shared by the tests of this module."""
+def smol_vllm(tiny_vllm):
+    """SmolLM2-135M-Instruct in one vLLM engine: the session's tiny-vllm jury's."""
     if not HAS_VLLM:
         pytest.skip("vLLM is not installed")
-    from jurybox.judges.backends.vllm import VLLMBackend
-
-    backend = VLLMBackend(smol_spec().judges[0])
-    yield backend
-    backend.close()
+    judge = tiny_vllm.spec.judges[0]
+    assert judge == smol_spec().judges[0]  # the spec the tests below reuse its engine with
+    return tiny_vllm.backend(judge)
 
 
 @pytest.mark.vllm
