@@ -20,7 +20,6 @@ from jurybox.rubrics import VerdictRecord, load_rubric
 from jurybox.serving.cli import app
 from jurybox.serving.runs.local import judge_file
 
-pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 

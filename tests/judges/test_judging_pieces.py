@@ -8,13 +8,10 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 
-import pytest
 from judging_helpers import ITEMS
 
 from jurybox.judges.judging import decide_verdicts, judge_votes, render_requests
 from jurybox.rubrics import load_rubric
-
-pytestmark = pytest.mark.models
 
 
 def _votes_in_a_fresh_process(judge_spec, requests):

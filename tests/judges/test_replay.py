@@ -1,7 +1,7 @@
 """The replay backend: recorded generations of the tiny judges through the real judging path.
 
-It tokenizes prompts with the judges' own tokenizers (hence ``models``: the tiny models' files
-must be fetched; no model runs). The recording is ``perf/data/tiny-mirage-mg.json.gz``.
+It tokenizes prompts with the judges' own tokenizers; no model runs (a fast test, as every test
+on the replay backend). The recording is ``perf/data/tiny-mirage-mg.json.gz``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from jurybox.judges.backends.base import Detokenizer, encode_prompts, steps_from
 from jurybox.judges.backends.replay import Recording, ReplayBackend
 from jurybox.judges.judging import decide_verdicts, judge_votes, render_requests
 from jurybox.rubrics import Item, Verdict, VerdictRecord, load_rubric
-
-pytestmark = pytest.mark.models
 
 RECORDING = Path(__file__).resolve().parents[2] / "perf" / "data" / "tiny-mirage-mg.json.gz"
 

@@ -1,7 +1,8 @@
 """The replay backend named in a jury file (``backend: replay``): the tiny jury's recorded real
 answers (tests/data/tiny-recorded.json.gz) through the whole judging path, which the plumbing
 tests of the CLI, the Ray engine and the service run on instead of the models. It tokenizes with
-the judges' own tokenizers (hence ``models``: the tiny models' files must be fetched)."""
+the judges' own tokenizers and runs no model (a fast test: only the one comparing the recording
+with the real models is marked ``models``)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from jurybox.judges.backends.replay import Recording, schema_digest
 from jurybox.judges.judging import render_requests
 from jurybox.judges.jury import make_backend
 from jurybox.rubrics import Item, load_rubric
-
-pytestmark = pytest.mark.models
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +106,7 @@ def test_a_replay_judge_without_a_recording_is_refused_with_its_name(tmp_path):
         )
 
 
+@pytest.mark.models
 def test_the_recorded_answers_are_the_real_tiny_jury_s(tiny_jury, replay_tiny):
     """The recording is what the real models answer (one item; rerun tests/data/record.py when
     the models or their backend change)."""

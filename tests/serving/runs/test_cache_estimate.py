@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from jurybox.judges import Jury
@@ -21,7 +20,6 @@ from jurybox.serving.runs.estimate import estimate
 from jurybox.serving.runs.local import judge_file
 from jurybox.serving.runs.predictions import read_predictions
 
-pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PREDICTIONS = EXAMPLES / "mirage_mg.jsonl"
 
