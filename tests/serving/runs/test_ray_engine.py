@@ -205,7 +205,7 @@ def test_the_ray_engine_runs_vllm_judges_as_actors(
 ):
     """`jurybox judge --engine ray` with a vllm-cpu judge gives the local engine's votes: the
     tiny-vllm jury's SmolLM2 alone (``smol_vllm_jury``: one vLLM engine in a Ray actor),
-    against its votes in the session's ``vllm_judged`` (the same CLI and all six items, so that
+    against its votes in the session's ``vllm_judged`` (chunks of 64: all six items, so that
     the engine's batches hold the same prompts). With a conformal map fitted on its real
     verdicts (``smol_vllm_conformal``), every verdict carries the map's intervals (applied in
     the workers) and the route they imply."""
