@@ -101,11 +101,11 @@ def test_a_prompt_cut_from_the_left_still_finds_its_response():
     ],
 )
 def test_parsing_a_query_is_linear_whatever_the_policy_wrote(text):
-    began = time.perf_counter()
+    began = time.process_time()  # CPU time: other processes' load does not count
     request = OpenRLHFRequest(query=[PROMPT + text], prompts=[PROMPT])
     (item,) = items(request)
     strip_trailing_special(text)
-    assert time.perf_counter() - began < 0.2
+    assert time.process_time() - began < 0.2
     assert item["response"] == strip_trailing_special(text)
     assert strip_trailing_special("x" + "<|im_end|>" * 10_000) == "x"
 
