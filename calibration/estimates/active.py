@@ -75,9 +75,11 @@ from .rectified import (
     asymptotic_bounds,
     betting_bounds,
     departures,
+    no_spread,
     rectifier_range,
     skew_allowance,
     term_variance,
+    wilson_bounds,
 )
 
 __all__ = ["NORMAL_DEPARTURES", "rectifier_range"]  # re-exported: the rectifiers' module
@@ -441,8 +443,22 @@ def mean_estimates(
         visits[: len(ids)] = (y - lam * f) / pi
         down, up = skew_allowance(visits, q)
         ci, kind = (estimate - (q + down) * se, estimate + (q + up) * se), "normal"
-        hw = (ci[1] - ci[0]) / 2
         scale = scales.get(criterion)
+        if scale is not None and no_spread(visits):
+            t_low, t_high = rectifier_range(
+                lam * np.array(list(scored.values())),
+                pi_pool_of(scored, probabilities, active),
+                float(scale.low),
+                float(scale.high),
+            )
+            lo, hi = wilson_bounds(float(visits.mean()), visited, t_low, t_high, q)
+            shift = lam * float(np.mean(list(scored.values())))
+            ci = (min(ci[0], float(lo) + shift), max(ci[1], float(hi) + shift))
+            notes.append(
+                "the labelled terms take one value (their variance estimates nothing): the "
+                "interval is at least the bounded score interval of that many labels"
+            )
+        hw = (ci[1] - ci[0]) / 2
         departed = departures(y, f, scale) if scale is not None else len(ids)
         if departed < NORMAL_DEPARTURES and scale is not None:
             terms = _session_terms(
@@ -484,6 +500,15 @@ def mean_estimates(
             departed,
         )
     return out
+
+
+def pi_pool_of(
+    scored: Mapping[str, float], probabilities: Mapping[str, float] | None, active: bool
+) -> np.ndarray:
+    """The inclusion probability of every scored item (1 in a uniform design)."""
+    if not active or probabilities is None:
+        return np.ones(len(scored))
+    return np.array([probabilities.get(i, 1.0) for i in scored], dtype=float)
 
 
 def _session_terms(

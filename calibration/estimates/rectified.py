@@ -53,6 +53,11 @@ import numpy as np
 NORMAL_DEPARTURES = 5
 
 
+#: A jury is *sure* of an item when its predictive standard deviation is at most this share of
+#: the scale's step (module text: the rare-error allowance).
+SURE_SD = 0.1
+
+
 def step_of(scale: Any) -> float:
     """The smallest distance between two levels of ``scale``."""
     values = np.asarray(sorted(scale.values), dtype=float)
@@ -153,11 +158,14 @@ def asymptotic_bounds(
     """The mean's ``1 - alpha`` asymptotic-sequence bounds after the last of ``terms``.
 
     The sequence is `jurybox.calibration.stats.sequences.asymptotic_cs`, tuned for
-    ``horizon`` visits, the terms' variance at least ``variance_floor``.
+    ``horizon`` visits, the terms' variance at least ``variance_floor``, and at least the
+    bounded score interval where the terms take one value (on the range `rectifier_range`
+    allows).
     """
     from ..stats.sequences import asymptotic_cs
 
-    lo, hi = asymptotic_cs(terms.d, alpha, horizon, variance_floor)
+    bounds = rectifier_range(terms.f_pool, terms.pi_pool, terms.low, terms.high)
+    lo, hi = asymptotic_cs(terms.d, alpha, horizon, variance_floor, bounds)
     if not np.isfinite(lo[-1]):
         return terms.low, terms.high
     return terms.bounded(float(lo[-1]), float(hi[-1]))
@@ -177,3 +185,59 @@ def term_variance(
     m, v = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
     bias = m - f
     return float(np.mean((v + bias**2) / pi) - np.mean(bias) ** 2)
+
+
+def sure_allowance(
+    f_pool: Any,
+    var_pool: Any,
+    labelled: Any,
+    departed: Any,
+    bounds: tuple[float, float],
+    step: float,
+    alpha: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """How far below and above the mean errors on the items the jury is sure of could lie unseen.
+
+    ``f_pool`` and ``var_pool``: the jury's score and predictive variance on every item of the
+    pool; the items it is sure of have a standard deviation at most ``SURE_SD`` steps.
+    ``labelled`` and ``departed`` (numbers or arrays of them, one per count): the labelled sure
+    items and those whose label departs from the jury's score. While fewer than
+    ``NORMAL_DEPARTURES`` of them depart, their error rate may be up to ``U``, the one-sided
+    ``1 - alpha / 2`` Clopper-Pearson bound (1 with none labelled), each error as far as the
+    scale allows: the allowance is ``share * U * mean(f - low)`` below and ``share * U *
+    mean(high - f)`` above (``share``: the pool's share of sure items; the means over them);
+    0 once ``NORMAL_DEPARTURES`` have departed (the labels then show the errors).
+    """
+    from scipy.special import betaincinv
+
+    f, v = np.asarray(f_pool, dtype=float), np.asarray(var_pool, dtype=float)
+    n, k = np.asarray(labelled, dtype=float), np.asarray(departed, dtype=float)
+    sure = v <= (SURE_SD * step) ** 2 + 1e-15
+    if not sure.any():
+        return np.zeros(np.shape(n)), np.zeros(np.shape(n))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u = np.where(k >= n, 1.0, betaincinv(k + 1.0, np.maximum(n - k, 1.0), 1.0 - alpha / 2))
+    u = np.where(k >= NORMAL_DEPARTURES, 0.0, u) * sure.mean()
+    low, high = bounds
+    return u * float(np.mean(f[sure] - low)), u * float(np.mean(high - f[sure]))
+
+
+def wilson_bounds(
+    mean: Any, count: Any, low: float, high: float, q: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bounded score interval (Wilson's on ``{0, 1}``) of the mean of ``count`` values.
+
+    `jurybox.calibration.stats.sequences.bounded_score_interval`: what ``count`` values in
+    ``[low, high]`` support whatever their spread, the floor of an interval whose terms show
+    none (`no_spread`).
+    """
+    from ..stats.sequences import bounded_score_interval
+
+    return bounded_score_interval(mean, count, low, high, q)
+
+
+def no_spread(terms: Any) -> bool:
+    """Whether ``terms`` all take one value (their variance, 0, estimates nothing)."""
+    x = np.asarray(terms, dtype=float)
+    return bool(x.size and np.ptp(x) <= 1e-12 * max(1.0, float(np.abs(x).max())))
+
