@@ -71,6 +71,7 @@ from ..data.verdicts import mixed_distribution
 from ..errors import InputDataError
 from .rectified import (
     NORMAL_DEPARTURES,
+    SURE_SD,
     Terms,
     asymptotic_bounds,
     betting_bounds,
@@ -78,6 +79,8 @@ from .rectified import (
     no_spread,
     rectifier_range,
     skew_allowance,
+    step_of,
+    sure_allowance,
     term_variance,
     wilson_bounds,
 )
@@ -458,6 +461,15 @@ def mean_estimates(
                 "the labelled terms take one value (their variance estimates nothing): the "
                 "interval is at least the bounded score interval of that many labels"
             )
+        if scale is not None and model is not None:
+            down, up = _sure_allowance(model, criterion, scale, scored, ids, y, 1.0 - confidence)
+            if down or up:
+                ci = (ci[0] - down, ci[1] + up)
+                notes.append(
+                    f"the jury is sure of some items and fewer than {NORMAL_DEPARTURES} labels "
+                    "on them depart from it: the interval keeps an allowance for errors on "
+                    f"them the labels have not seen (-{down:.3f}, +{up:.3f})"
+                )
         hw = (ci[1] - ci[0]) / 2
         departed = departures(y, f, scale) if scale is not None else len(ids)
         if departed < NORMAL_DEPARTURES and scale is not None:
@@ -500,6 +512,36 @@ def mean_estimates(
             departed,
         )
     return out
+
+
+def _sure_allowance(
+    model: Mapping[str, Mapping[str, tuple[float, float] | None]],
+    criterion: str,
+    scale: Any,
+    scored: Mapping[str, float],
+    labelled: Sequence[str],
+    y: Any,
+    alpha: float,
+) -> tuple[float, float]:
+    """The rare-error allowance for the items the jury is sure of, after the labels ``y``.
+
+    `jurybox.calibration.estimates.rectified.sure_allowance`, from the jury's predictive
+    variances (``model``; an item without one counts as sure, as the variance floor takes it).
+    """
+    step = step_of(scale)
+    var = {i: (model.get(i, {}).get(criterion) or (scored[i], 0.0))[1] for i in scored}
+    sure = [var[i] <= (SURE_SD * step) ** 2 + 1e-15 for i in labelled]
+    away = np.abs(np.asarray(y, dtype=float) - [scored[i] for i in labelled]) >= step / 2 - 1e-12
+    down, up = sure_allowance(
+        list(scored.values()),
+        list(var.values()),
+        int(np.sum(sure)),
+        int(np.sum(away & np.array(sure, dtype=bool))),
+        (float(scale.low), float(scale.high)),
+        step,
+        alpha,
+    )
+    return float(down), float(up)
 
 
 def pi_pool_of(
@@ -648,6 +690,9 @@ def mean_sequences(
             shown = "asymptotic"
             floor = _term_floor(model, criterion, scale, scored, y, terms)
             lo, hi = asymptotic_bounds(terms, alpha, horizon or max(30.0, len(scored) / 10), floor)
+            if model is not None:
+                down, up = _sure_allowance(model, criterion, scale, scored, list(y), list(y.values()), alpha)
+                lo, hi = max(float(scale.low), lo - down), min(float(scale.high), hi + up)
         else:
             lo, hi = betting_bounds(terms, alpha, horizon if method == "betting" else None)
         out[criterion] = {
