@@ -7,13 +7,17 @@ interval alone (what they showed before), at a count decided in advance.
 Juries (pools of 2,000 items on a 0-4 scale, `calibration/estimates/synthetic.py`): calibrated
 (30% of items uncertain, the label drawn from the jury's distribution), underconfident (its
 distributions four times too broad), and overconfident (0.999 on its own score, wrong the
-lenient way on 1%, 3% or 10% of items); labels chosen in a uniform order or actively
+lenient way on 1%, 3% or 10% of items), and calibrated on most items but 0.999 sure of 4
+where the label is 0 on 2% or 5% of them (#60: rare sure errors behind ordinary noise,
+`synthetic.sure_errors_pool`); labels chosen in a uniform order or actively
 (`--goal benchmark-mean`). Per count: the coverage of the pool's mean over the sessions, with
-its Monte Carlo standard error, for the interval shown and the normal one; their mean
-half-widths and the ratio (the width cost); and the share of sessions where the betting
-interval was shown.
+its Monte Carlo standard error, for the interval shown, the one shown before #60 (without the
+rare-error allowance for the items the jury is sure of: "today") and the normal one (before
+#52); the mean half-widths shown and today, and their ratio (the width cost of #60; labels
+for a given width grow as its square); and the share of sessions where the betting interval
+was shown.
 
-    python perf/fixed_sample.py [--sessions 2000]
+    python perf/fixed_sample.py [--sessions 2000] [--juries sure]
 """
 
 from __future__ import annotations
@@ -28,27 +32,36 @@ from jurybox.calibration.estimates.synthetic import (
     LabellingPool,
     fixed_sample_session,
     overconfident_pool,
+    sure_errors_pool,
 )
 
-COUNTS = (30, 50, 100, 200)
+COUNTS = (20, 30, 60, 100, 200)
 JURIES = {
     "calibrated": lambda rng: LabellingPool.draw(rng, 2000),
     "underconfident x4": lambda rng: LabellingPool.draw(rng, 2000, stated=4.0),
     "overconfident 1%": lambda rng: overconfident_pool(rng, 2000, wrong=0.01),
     "overconfident 3%": lambda rng: overconfident_pool(rng, 2000, wrong=0.03),
     "overconfident 10%": lambda rng: overconfident_pool(rng, 2000, wrong=0.1),
+    "sure-wrong 2%": lambda rng: sure_errors_pool(rng, 2000, wrong=0.02),
+    "sure-wrong 5%": lambda rng: sure_errors_pool(rng, 2000, wrong=0.05),
 }
 
 
+def coverage(runs: list[dict], key: str) -> tuple[float, float]:
+    """The share covered and its Monte Carlo standard error (at least that of 95%)."""
+    share = float(np.mean([r[key] for r in runs]))
+    return share, math.sqrt(max(share * (1 - share), 0.95 * 0.05) / len(runs))
+
+
 def row(name: str, design: str, count: int, runs: list[dict]) -> str:
-    shown = np.mean([r["covered"] for r in runs])
+    (shown, se), (today, se_today) = coverage(runs, "covered"), coverage(runs, "today_covered")
     normal = np.mean([r["normal_covered"] for r in runs])
-    se = math.sqrt(max(shown * (1 - shown), 0.95 * 0.05) / len(runs))
-    width, before = (np.mean([r[k] for r in runs]) for k in ("half_width", "normal_half_width"))
+    width, before = (np.mean([r[k] for r in runs]) for k in ("half_width", "today_half_width"))
     betting = np.mean([r["interval"] == "betting" for r in runs])
     return (
-        f"{name:<18} {design:<8} {count:>4}   {shown:6.1%} +-{se:5.1%}   {normal:6.1%}   "
-        f"{width:6.3f}  {before:6.3f}  {width / before:5.2f}x   {betting:6.1%}"
+        f"{name:<18} {design:<8} {count:>4}   {shown:6.1%} +-{se:4.1%}   {today:6.1%} +-"
+        f"{se_today:4.1%}   {normal:6.1%}   {width:6.3f}  {before:6.3f}  {width / before:5.2f}x"
+        f"   {betting:6.1%}"
     )
 
 
@@ -56,16 +69,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--juries", default="", help="only the juries whose name holds this")
     args = parser.parse_args()
     from jurybox.judges.cpu import cpu
 
     print(f"cpu: {cpu().describe()}; {args.sessions} sessions per jury and design")
     print(
-        f"{'jury':<18} {'design':<8} {'n':>4}   {'coverage now':<15} {'before':<8} "
-        f"{'half-width now/before':<21} {'cost':<6} {'betting shown'}"
+        f"{'jury':<18} {'design':<8} {'n':>4}   {'coverage now':<14} {'today':<14} "
+        f"{'(#52)':<8} {'half-width now/today':<20} {'cost':<6} {'betting shown'}"
     )
     rng = np.random.default_rng(args.seed)
     for name, draw in JURIES.items():
+        if args.juries not in name:
+            continue
         for design in ("uniform", "active"):
             start = time.time()
             sessions = [
@@ -73,7 +89,8 @@ def main() -> None:
                 for _ in range(args.sessions)
             ]
             for k, count in enumerate(COUNTS):
-                print(row(name, design, count, [s[k] for s in sessions]), flush=True)
+                runs = [s[k] for s in sessions if len(s) > k]
+                print(row(name, design, count, runs), flush=True)
             print(f"  ({time.time() - start:.0f} s)", flush=True)
 
 

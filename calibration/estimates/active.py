@@ -691,7 +691,9 @@ def mean_sequences(
             floor = _term_floor(model, criterion, scale, scored, y, terms)
             lo, hi = asymptotic_bounds(terms, alpha, horizon or max(30.0, len(scored) / 10), floor)
             if model is not None:
-                down, up = _sure_allowance(model, criterion, scale, scored, list(y), list(y.values()), alpha)
+                down, up = _sure_allowance(
+                    model, criterion, scale, scored, list(y), list(y.values()), alpha
+                )
                 lo, hi = max(float(scale.low), lo - down), min(float(scale.high), hi + up)
         else:
             lo, hi = betting_bounds(terms, alpha, horizon if method == "betting" else None)
@@ -1090,11 +1092,11 @@ def sequence_labels_needed(
 
     The sequence is `mean_sequences`' (``method``), over ``runs`` simulated sessions of the
     design (a visiting order, coins with probabilities ``pi``), each item's label drawn with the
-    jury's predictive ``mean`` and ``var`` (`_draw_labels`); None when the median session
+    jury's predictive ``mean`` and ``var`` (`_draw_labels`), the asymptotic sequence with the
+    rare-error allowance for the items the jury is sure of; None when the median session
     does not get there within the pool.
     """
     from ..stats.sequences import asymptotic_cs, betting_cs
-    from .rectified import step_of, term_variance
 
     low, high = float(scale.low), float(scale.high)
     d_low, d_high = rectifier_range(f, pi, low, high)
@@ -1118,7 +1120,13 @@ def sequence_labels_needed(
                 else f.size
             )
             a_lo, a_hi = asymptotic_cs(d, alpha, horizon, floor)
-            half[gate:] = (a_hi[gate:] - a_lo[gate:]) / 2
+            step = step_of(scale)
+            sure = (var[order] <= (SURE_SD * step) ** 2 + 1e-15) & coins
+            away_sure = sure & (np.abs(y - f[order]) >= step / 2 - 1e-12)
+            down, up = sure_allowance(
+                f, var, np.cumsum(sure), np.cumsum(away_sure), (low, high), step, alpha
+            )
+            half[gate:] = (a_hi[gate:] - a_lo[gate:] + down[gate:] + up[gate:]) / 2
         met = np.flatnonzero(half[coins] <= width)
         needs.append(float(met[0] + 1) if met.size else math.inf)
     median = float(np.median(needs))

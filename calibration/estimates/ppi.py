@@ -23,7 +23,9 @@ after, the normal interval widened on the rectifiers' skewed side
 ``Y - lam f`` all take one value (every label the same, #60: PPI++'s lam is then 0 and the
 variance 0), the normal interval is at least the bounded score interval of that many terms on
 their range (`jurybox.calibration.estimates.rectified.wilson_bounds`): no label set makes the
-interval narrower than n bounded labels support.
+interval narrower than n bounded labels support. (Without the jury's distributions this
+function cannot tell the items it is sure of: the allowance for their rare errors is
+`jurybox.calibration.estimates.active.mean_estimates`', #60.)
 """
 
 from __future__ import annotations

@@ -22,6 +22,26 @@ few labels cannot exclude rare errors, as it must be. The threshold was chosen b
 (perf/fixed_sample.py: calibrated, underconfident and overconfident juries wrong on 1-10% of
 items, 30 to 200 labels, uniform and active designs; coverage at least 94% in every cell).
 
+**Rare sure errors behind ordinary noise (#60).** The departures the rule counts may all be
+the jury's ordinary one-level noise: a jury calibrated within a level on most items but 0.999
+sure of the top level where the label is 0 on 2-5% of them opens the normal interval at about
+20 labels, long before one of its sure errors is labelled, and the truth then lies below the
+interval (time-uniform coverage of the asymptotic sequence 0.76-0.94, the fixed-sample
+interval 0.80-0.95). So where the jury's distributions are known, the interval keeps an
+allowance for what the items the jury is *sure* of (predictive standard deviation at most
+`SURE_SD` steps) could hide (`sure_allowance`): their share of the pool times the one-sided
+Clopper-Pearson bound on their error rate from the labels on them, times the mean distance
+from the jury's score to each end of the scale, until `NORMAL_DEPARTURES` labels on them
+depart (then the labels show those errors, as they show an overconfident jury's). A jury
+sure of no item (calibrated, underconfident) pays nothing, nor one sure of every item (its
+departures are all on sure items); simulated, 0.97-0.99 in every cell at 1.02-1.37 times
+the half-width (perf/fixed_sample.py, perf/sequences.py).
+
+**Labels of one value (#60).** Where the labelled terms all take one value (every label the
+same: PPI++'s lam is 0, the variance 0) the normal interval would be a point; it is at least
+the bounded score interval of that many terms on their range (`wilson_bounds`: Wilson's on
+``{0, 1}``), what n bounded labels support whatever their spread (`no_spread`).
+
 **Skewness.** Where the normal interval is shown, it is widened on its skewed side (never
 narrowed) by the Cornish-Fisher term of the studentized mean, ``g (2 z^2 + 1) / (6 sqrt(M))``
 standard errors (``g`` the terms' sample skewness over the ``M`` visits; Hall 1992, "On the
@@ -240,4 +260,3 @@ def no_spread(terms: Any) -> bool:
     """Whether ``terms`` all take one value (their variance, 0, estimates nothing)."""
     x = np.asarray(terms, dtype=float)
     return bool(x.size and np.ptp(x) <= 1e-12 * max(1.0, float(np.abs(x).max())))
-

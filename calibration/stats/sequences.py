@@ -280,7 +280,10 @@ def asymptotic_cs(
         flat[0] = False  # unbounded after one value all the same
         if flat.any():
             b_lo, b_hi = bounded_score_interval(mean, t, *bounds, margin * np.sqrt(t))
-            lo, hi = np.where(flat, np.minimum(lo, b_lo), lo), np.where(flat, np.maximum(hi, b_hi), hi)
+            lo, hi = (
+                np.where(flat, np.minimum(lo, b_lo), lo),
+                np.where(flat, np.maximum(hi, b_hi), hi),
+            )
     return lo, hi
 
 
@@ -303,5 +306,7 @@ def bounded_score_interval(
     p = (np.asarray(mean, dtype=float) - low) / span
     n, q2 = np.asarray(count, dtype=float), np.asarray(q, dtype=float) ** 2
     centre = (p + q2 / (2 * n)) / (1 + q2 / n)
-    half = np.sqrt(q2) / (1 + q2 / n) * np.sqrt(np.clip(p * (1 - p), 0, None) / n + q2 / (4 * n * n))
+    half = (
+        np.sqrt(q2) / (1 + q2 / n) * np.sqrt(np.clip(p * (1 - p), 0, None) / n + q2 / (4 * n * n))
+    )
     return low + span * np.clip(centre - half, 0, 1), low + span * np.clip(centre + half, 0, 1)

@@ -72,7 +72,7 @@ def test_agree_ppi_covers_a_mean_its_labels_have_seen_no_sure_error_of():
     7 of 30 labels depart from the jury (its ordinary one-level noise), so the normal
     interval is shown, but none is one of its sure errors: the truth lay below the interval;
     the allowance takes it in and says so."""
-    lines, jury, model, pool, truth = _session()
+    lines, jury, model, _pool, truth = _session()
     got = mean_estimates(lines, jury, {"accuracy": SCALE}, model=model)["accuracy"]
     assert got.interval == "normal" and got.departures >= NORMAL_DEPARTURES
     assert got.ci[0] <= truth <= got.ci[1], (got.ci, truth)
@@ -86,7 +86,7 @@ def test_the_page_s_asymptotic_sequence_keeps_the_allowance(monkeypatch):
     jury's floor on its variance) lay above the truth; less the allowance it covers it."""
     from jurybox.calibration.estimates import active
 
-    lines, jury, model, pool, truth = _session(seed=4, count=60)
+    lines, jury, model, _pool, truth = _session(seed=4, count=60)
     scales = {"accuracy": SCALE}
     got = mean_sequences(lines, jury, scales, None, method="asymptotic", model=model)["accuracy"]
     monkeypatch.setattr(active, "_sure_allowance", lambda *args: (0.0, 0.0))
@@ -104,7 +104,9 @@ def test_the_fixed_sample_interval_covers_a_jury_with_rare_sure_errors(wrong, co
     interval, checked equal in test_small_sample.py)."""
     rng = np.random.default_rng(int(count + 1000 * wrong))
     rows = [
-        fixed_sample_session(sure_errors_pool(rng, 2000, wrong=wrong), rng, [count], active=active)[0]
+        fixed_sample_session(sure_errors_pool(rng, 2000, wrong=wrong), rng, [count], active=active)[
+            0
+        ]
         for _ in range(RUNS)
     ]
     assert np.mean([r["covered"] for r in rows]) >= FLOOR
