@@ -114,10 +114,17 @@ COVERAGE_JURIES = {
 }
 
 
-def coverage_table(sessions: int, rng: np.random.Generator, width: float = 0.1) -> None:
-    """The asymptotic sequence's time-uniform coverage with and without the allowance (#60)."""
+def coverage_table(
+    sessions: int, rng: np.random.Generator, juries: str = "", width: float = 0.1
+) -> None:
+    """The asymptotic sequence's time-uniform coverage with and without the allowance (#60).
+
+    Over the juries whose name holds ``juries``.
+    """
     print(f"{'jury':<20} {'design':<8} {'now':<16} {'today':<16}")
     for name, draw in COVERAGE_JURIES.items():
+        if juries not in name:
+            continue
         for active in (False, True):
             hits = np.zeros(2)
             for _ in range(sessions):
@@ -161,7 +168,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-agreement", action="store_true")
-    parser.add_argument("--rows", default="", help="only the mean's rows whose name holds this")
+    parser.add_argument("--rows", default="", help="only the rows (juries) whose name holds this")
     parser.add_argument("--coverage", type=int, default=0, help="sessions: coverage only")
     args = parser.parse_args()
     from jurybox.judges.cpu import cpu
@@ -169,7 +176,7 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     if args.coverage:
         print(f"cpu: {cpu().describe()}; {args.coverage} sessions per jury and design")
-        coverage_table(args.coverage, rng)
+        coverage_table(args.coverage, rng, args.rows)
         return
     print(f"cpu: {cpu().describe()}; {args.sessions} sessions per row")
     if not args.skip_agreement:

@@ -447,30 +447,6 @@ def mean_estimates(
         down, up = skew_allowance(visits, q)
         ci, kind = (estimate - (q + down) * se, estimate + (q + up) * se), "normal"
         scale = scales.get(criterion)
-        if scale is not None and no_spread(visits):
-            t_low, t_high = rectifier_range(
-                lam * np.array(list(scored.values())),
-                pi_pool_of(scored, probabilities, active),
-                float(scale.low),
-                float(scale.high),
-            )
-            lo, hi = wilson_bounds(float(visits.mean()), visited, t_low, t_high, q)
-            shift = lam * float(np.mean(list(scored.values())))
-            ci = (min(ci[0], float(lo) + shift), max(ci[1], float(hi) + shift))
-            notes.append(
-                "the labelled terms take one value (their variance estimates nothing): the "
-                "interval is at least the bounded score interval of that many labels"
-            )
-        if scale is not None and model is not None:
-            down, up = _sure_allowance(model, criterion, scale, scored, ids, y, 1.0 - confidence)
-            if down or up:
-                ci = (ci[0] - down, ci[1] + up)
-                notes.append(
-                    f"the jury is sure of some items and fewer than {NORMAL_DEPARTURES} labels "
-                    "on them depart from it: the interval keeps an allowance for errors on "
-                    f"them the labels have not seen (-{down:.3f}, +{up:.3f})"
-                )
-        hw = (ci[1] - ci[0]) / 2
         departed = departures(y, f, scale) if scale is not None else len(ids)
         if departed < NORMAL_DEPARTURES and scale is not None:
             terms = _session_terms(
@@ -485,7 +461,6 @@ def mean_estimates(
             )
             lo, hi = betting_bounds(terms, 1.0 - confidence, terms.d.size)
             ci, kind = (min(lo, estimate), max(hi, estimate)), "betting"
-            hw = (ci[1] - ci[0]) / 2
             notes.append(
                 f"{departed} of the {len(ids)} labelled items depart from the "
                 f"jury's score (another level): fewer than {NORMAL_DEPARTURES}, so the "
@@ -493,6 +468,21 @@ def mean_estimates(
                 "betting interval at this count (valid for any jury, wide while the "
                 "labels are few), not the normal one"
             )
+        elif scale is not None:
+            pi_pool = pi_pool_of(scored, probabilities, active)
+            ci = _guarded(ci, visits, lam, scored, pi_pool, q, scale, notes)
+            if model is not None:
+                down, up = _sure_allowance(
+                    model, criterion, scale, scored, ids, y, 1.0 - confidence
+                )
+                if down or up:
+                    ci = (ci[0] - down, ci[1] + up)
+                    notes.append(
+                        f"the jury is sure of some items and fewer than {NORMAL_DEPARTURES} "
+                        "labels on them depart from it: the interval keeps an allowance for "
+                        f"errors on them the labels have not seen (-{down:.3f}, +{up:.3f})"
+                    )
+        hw = (ci[1] - ci[0]) / 2
         out[criterion] = MeanEstimate(
             criterion,
             estimate,
@@ -512,6 +502,34 @@ def mean_estimates(
             departed,
         )
     return out
+
+
+def _guarded(
+    ci: tuple[float, float],
+    visits: np.ndarray,
+    lam: float,
+    scored: Mapping[str, float],
+    pi_pool: np.ndarray,
+    q: float,
+    scale: Any,
+    notes: list[str],
+) -> tuple[float, float]:
+    """The normal interval ``ci``, at least the bounded score interval where ``visits`` show no spread.
+
+    ``visits``: the terms over the visited items; their range is what the design allows with
+    ``lam`` (`jurybox.calibration.estimates.rectified.wilson_bounds`); a note says so.
+    """
+    if not no_spread(visits):
+        return ci
+    f_pool = np.array(list(scored.values()), dtype=float)
+    t_low, t_high = rectifier_range(lam * f_pool, pi_pool, float(scale.low), float(scale.high))
+    lo, hi = wilson_bounds(float(visits.mean()), visits.size, t_low, t_high, q)
+    shift = lam * float(f_pool.mean())
+    notes.append(
+        "the labelled terms take one value (their variance estimates nothing): the "
+        "interval is at least the bounded score interval of that many labels"
+    )
+    return min(ci[0], float(lo) + shift), max(ci[1], float(hi) + shift)
 
 
 def _sure_allowance(
