@@ -17,7 +17,14 @@ rare-error allowance for the items the jury is sure of: "today") and the normal 
 for a given width grow as its square); and the share of sessions where the betting interval
 was shown.
 
+With ``--easy N``: #60 item 2, an easy benchmark (humans give the top level to 97% of 2,000
+items, the level below to the rest; a jury whose scores vary around them, normal noise of 0.8
+levels): `ppi_mean` with the scale's ends at 20, 30 and 60 labels over N sessions, now (an
+interval whose labelled terms take one value is at least the bounded score interval) and today
+(without that floor), with the share of sessions whose labels were all one value.
+
     python perf/fixed_sample.py [--sessions 2000] [--juries sure]
+    python perf/fixed_sample.py --easy 2000
 """
 
 from __future__ import annotations
@@ -65,13 +72,55 @@ def row(name: str, design: str, count: int, runs: list[dict]) -> str:
     )
 
 
+def easy_table(sessions: int, rng: np.random.Generator) -> None:
+    """#60 item 2: ppi_mean on an easy benchmark, with the one-value floor and without."""
+    from unittest import mock
+
+    from jurybox.calibration.estimates.ppi import ppi_mean
+
+    print(f"{'n':>4}   {'coverage now':<14} {'today':<14} {'half-width now/today':<20} one value")
+    for count in (20, 30, 60):
+        runs = []
+        for _ in range(sessions):
+            y = np.where(rng.random(2000) < 0.97, 4.0, 3.0)
+            f = np.clip(y + rng.normal(0.0, 0.8, y.size), 0.0, 4.0)
+            args = (y[:count], f[:count], f[count:])
+            now = ppi_mean(*args, bounds=(0.0, 4.0))
+            with mock.patch("jurybox.calibration.estimates.ppi.no_spread", return_value=False):
+                today = ppi_mean(*args, bounds=(0.0, 4.0))
+            truth = y.mean()
+            runs.append(
+                {
+                    "covered": now.ci[0] <= truth <= now.ci[1],
+                    "today_covered": today.ci[0] <= truth <= today.ci[1],
+                    "half_width": (now.ci[1] - now.ci[0]) / 2,
+                    "today_half_width": (today.ci[1] - today.ci[0]) / 2,
+                    "one": bool(np.ptp(y[:count]) == 0),
+                }
+            )
+        (c, se), (t, se_t) = coverage(runs, "covered"), coverage(runs, "today_covered")
+        width, before = (np.mean([r[k] for r in runs]) for k in ("half_width", "today_half_width"))
+        one = np.mean([r["one"] for r in runs])
+        print(
+            f"{count:>4}   {c:6.1%} +-{se:4.1%}   {t:6.1%} +-{se_t:4.1%}   {width:6.3f}  "
+            f"{before:6.3f}        {one:6.1%}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--juries", default="", help="only the juries whose name holds this")
+    parser.add_argument("--easy", type=int, default=0, help="sessions: the easy benchmark only")
     args = parser.parse_args()
     from jurybox.judges.cpu import cpu
+
+    if args.easy:
+        print(f"cpu: {cpu().describe()}; {args.easy} sessions per count")
+        easy_table(args.easy, np.random.default_rng(args.seed))
+        return
 
     print(f"cpu: {cpu().describe()}; {args.sessions} sessions per jury and design")
     print(
