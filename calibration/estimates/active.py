@@ -469,7 +469,7 @@ def mean_estimates(
                 "labels are few), not the normal one"
             )
         elif scale is not None:
-            pi_pool = pi_pool_of(scored, probabilities, active)
+            pi_pool = _pi_pool(scored, probabilities, active)
             ci = _guarded(ci, visits, lam, scored, pi_pool, q, scale, notes)
             if model is not None:
                 down, up = _sure_allowance(
@@ -514,10 +514,11 @@ def _guarded(
     scale: Any,
     notes: list[str],
 ) -> tuple[float, float]:
-    """The normal interval ``ci``, at least the bounded score interval where ``visits`` show no spread.
+    """The normal interval ``ci``, widened to the bounded score interval if ``visits`` are alike.
 
-    ``visits``: the terms over the visited items; their range is what the design allows with
-    ``lam`` (`jurybox.calibration.estimates.rectified.wilson_bounds`); a note says so.
+    ``visits``: the terms over the visited items, all one value or not; their range is what
+    the design allows with ``lam`` (`jurybox.calibration.estimates.rectified.wilson_bounds`);
+    a note in ``notes`` says so.
     """
     if not no_spread(visits):
         return ci
@@ -562,7 +563,7 @@ def _sure_allowance(
     return float(down), float(up)
 
 
-def pi_pool_of(
+def _pi_pool(
     scored: Mapping[str, float], probabilities: Mapping[str, float] | None, active: bool
 ) -> np.ndarray:
     """The inclusion probability of every scored item (1 in a uniform design)."""
