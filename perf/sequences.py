@@ -14,14 +14,24 @@ one), side by side in simulated sessions on the same kinds of pools, with each r
   rectified mean, the asymptotic sequence (#52: Waudby-Smith et al. 2024, shown once 5 labels
   depart from the jury's score, the betting sequence before; tuned for the count a
   fixed-sample interval would need were the jury calibrated) and the weighted PPI++ interval
-  from 30 labels on with the jury's variance floor (the old page).
+  from 30 labels on with the jury's variance floor (the old page);
+- #60: juries calibrated on most items but 0.999 sure of 4 where the label is 0 on 2% or 5%
+  of them (`synthetic.sure_errors_pool`), uniform and active; the asymptotic sequence with
+  the rare-error allowance for the items the jury is sure of (now) beside it without (today,
+  before #60: "asymptotic today"), labels and time-uniform coverage; for the earlier juries
+  the two are the same sequence (no item sure, or every departure on a sure item).
 
 Columns: the median labels (10th-90th percentiles; "never" where the sequence did not get there
 within the pool), coverage with its Clopper-Pearson interval, and the ratios of the median
 labels, each sequence over the fixed rule. The last lines say which design the plan picks under
 each sequence for the calibrated jury (the fewer labels).
 
-    python perf/sequences.py [--sessions 300]
+With ``--coverage N``: only the asymptotic sequence's time-uniform coverage, now and today,
+over N sessions per jury and design (no labels counted: fast), with its Monte Carlo standard
+error.
+
+    python perf/sequences.py [--sessions 300] [--skip-agreement] [--rows sure]
+    python perf/sequences.py --coverage 2000
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from jurybox.calibration.estimates.synthetic import (
     overconfident_pool,
     sequence_session,
     simulate_mean_labelling,
+    sure_errors_pool,
 )
 from jurybox.calibration.stats.sequences import betting_cs
 
@@ -67,22 +78,75 @@ def agreement_sessions(
 
 def mean_sessions(
     draw, active: bool, sessions: int, rng: np.random.Generator, width: float = 0.1
-) -> tuple[list, list, list]:
-    """(betting sequence, asymptotic sequence, fixed rule) sessions: (labels, covered) each."""
-    seq, asym, fixed = [], [], []
+) -> tuple[list, list, list, list]:
+    """(betting, asymptotic, asymptotic today, fixed rule) sessions: (labels, covered) each."""
+    seq, asym, today, fixed = [], [], [], []
     for _ in range(sessions):
         got = sequence_session(draw(rng), rng, active=active, width=width, grid=1000)
         seq.append((got["labels"], got["covered"]))
         pool = draw(rng)
         pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(pool.score.size)
         horizon = mean_horizon(pool.score, pool.score, pool.uncertainty * 16, pi, width)
-        got = sequence_session(
-            pool, rng, active=active, width=width, grid=1000, method="asymptotic", horizon=horizon
-        )
-        asym.append((got["labels"], got["covered"]))
+        for allowance, out in ((True, asym), (False, today)):
+            got = sequence_session(
+                pool,
+                np.random.default_rng(rng.integers(2**32)),
+                active=active,
+                width=width,
+                grid=1000,
+                method="asymptotic",
+                horizon=horizon,
+                allowance=allowance,
+            )
+            out.append((got["labels"], got["covered"]))
         old = simulate_mean_labelling(draw(rng), width, rng, active=active)
         fixed.append((old["labels"], old["covered"]))
-    return seq, asym, fixed
+    return seq, asym, today, fixed
+
+
+COVERAGE_JURIES = {
+    "calibrated": lambda r: LabellingPool.draw(r, 2000),
+    "underconfident x4": lambda r: LabellingPool.draw(r, 2000, stated=4.0),
+    "overconfident 1%": lambda r: overconfident_pool(r, 2000, wrong=0.01),
+    "overconfident 3%": lambda r: overconfident_pool(r, 2000, wrong=0.03),
+    "sure-wrong 2%": lambda r: sure_errors_pool(r, 2000, wrong=0.02),
+    "sure-wrong 5%": lambda r: sure_errors_pool(r, 2000, wrong=0.05),
+}
+
+
+def coverage_table(
+    sessions: int, rng: np.random.Generator, juries: str = "", width: float = 0.1
+) -> None:
+    """The asymptotic sequence's time-uniform coverage with and without the allowance (#60).
+
+    Over the juries whose name holds ``juries``.
+    """
+    print(f"{'jury':<20} {'design':<8} {'now':<16} {'today':<16}")
+    for name, draw in COVERAGE_JURIES.items():
+        if juries not in name:
+            continue
+        for active in (False, True):
+            hits = np.zeros(2)
+            for _ in range(sessions):
+                pool = draw(rng)
+                pi = inclusion_probabilities(pool.uncertainty) if active else np.ones(2000)
+                horizon = mean_horizon(pool.score, pool.score, pool.uncertainty * 16, pi, width)
+                seed = rng.integers(2**32)
+                for k, allowance in enumerate((True, False)):
+                    hits[k] += sequence_session(
+                        pool,
+                        np.random.default_rng(seed),
+                        active=active,
+                        method="asymptotic",
+                        horizon=horizon,
+                        allowance=allowance,
+                    )["covered"]
+            cells = []
+            for share in hits / sessions:
+                se = np.sqrt(max(share * (1 - share), 0.95 * 0.05) / sessions)
+                cells.append(f"{share:6.1%} +-{se:4.1%}")
+            design = "active" if active else "uniform"
+            print(f"{name:<20} {design:<8} {cells[0]:<16} {cells[1]:<16}", flush=True)
 
 
 def describe(runs: list) -> tuple[str, float | None]:
@@ -104,11 +168,17 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-agreement", action="store_true")
+    parser.add_argument("--rows", default="", help="only the rows (juries) whose name holds this")
+    parser.add_argument("--coverage", type=int, default=0, help="sessions: coverage only")
     args = parser.parse_args()
     from jurybox.judges.cpu import cpu
 
-    print(f"cpu: {cpu().describe()}; {args.sessions} sessions per row")
     rng = np.random.default_rng(args.seed)
+    if args.coverage:
+        print(f"cpu: {cpu().describe()}; {args.coverage} sessions per jury and design")
+        coverage_table(args.coverage, rng, args.rows)
+        return
+    print(f"cpu: {cpu().describe()}; {args.sessions} sessions per row")
     if not args.skip_agreement:
         print(
             f"{'setting':<27} {'sequence: labels, coverage':<42} "
@@ -126,19 +196,32 @@ def main() -> None:
         ("mean, overconfident 1%", lambda r: overconfident_pool(r, 2000, wrong=0.01), True),
         ("mean, overconfident 3%", lambda r: overconfident_pool(r, 2000), True),
         ("mean, overconfident 10%", lambda r: overconfident_pool(r, 2000, wrong=0.1), True),
+        ("mean, sure-wrong 2%, unif.", lambda r: sure_errors_pool(r, 2000, wrong=0.02), False),
+        ("mean, sure-wrong 5%, unif.", lambda r: sure_errors_pool(r, 2000, wrong=0.05), False),
+        ("mean, sure-wrong 2%, active", lambda r: sure_errors_pool(r, 2000, wrong=0.02), True),
+        ("mean, sure-wrong 5%, active", lambda r: sure_errors_pool(r, 2000, wrong=0.05), True),
     ]
     print(
         f"{'setting':<27} {'betting: labels, coverage':<42} "
-        f"{'asymptotic: labels, coverage':<42} {'fixed: labels, coverage':<42} "
-        "betting/fixed asymptotic/fixed"
+        f"{'asymptotic: labels, coverage':<42} {'asymptotic today: labels, coverage':<42} "
+        f"{'fixed: labels, coverage':<42} betting/fixed asymptotic/fixed now/today"
     )
     medians = {}
     for name, draw, active in rows:
-        seq, asym, fixed = mean_sessions(draw, active, args.sessions, rng)
-        (a, ma), (b, mb), (c, mc) = describe(seq), describe(asym), describe(fixed)
+        if args.rows not in name:
+            continue
+        runs = mean_sessions(draw, active, args.sessions, rng)
+        (a, ma), (b, mb), (t, mt), (c, mc) = (describe(r) for r in runs)
         ratios = [f"{m / mc:.2f}x" if m is not None and mc else "-" for m in (ma, mb)]
+        ratios.append(f"{mb / mt:.2f}x" if mb is not None and mt else "-")
         medians[name] = (ma, mb)
-        print(f"{name:<27} {a:<42} {b:<42} {c:<42} {ratios[0]:<13} {ratios[1]}", flush=True)
+        print(
+            f"{name:<27} {a:<42} {b:<42} {t:<42} {c:<42} {ratios[0]:<13} {ratios[1]:<15} "
+            f"{ratios[2]}",
+            flush=True,
+        )
+    if "mean, calibrated, active" not in medians or "mean, calibrated, uniform" not in medians:
+        return
     for k, method in enumerate(("betting", "asymptotic")):
         act = medians["mean, calibrated, active"][k]
         uni = medians["mean, calibrated, uniform"][k]

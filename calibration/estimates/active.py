@@ -71,13 +71,18 @@ from ..data.verdicts import mixed_distribution
 from ..errors import InputDataError
 from .rectified import (
     NORMAL_DEPARTURES,
+    SURE_SD,
     Terms,
     asymptotic_bounds,
     betting_bounds,
     departures,
+    no_spread,
     rectifier_range,
     skew_allowance,
+    step_of,
+    sure_allowance,
     term_variance,
+    wilson_bounds,
 )
 
 __all__ = ["NORMAL_DEPARTURES", "rectifier_range"]  # re-exported: the rectifiers' module
@@ -441,7 +446,6 @@ def mean_estimates(
         visits[: len(ids)] = (y - lam * f) / pi
         down, up = skew_allowance(visits, q)
         ci, kind = (estimate - (q + down) * se, estimate + (q + up) * se), "normal"
-        hw = (ci[1] - ci[0]) / 2
         scale = scales.get(criterion)
         departed = departures(y, f, scale) if scale is not None else len(ids)
         if departed < NORMAL_DEPARTURES and scale is not None:
@@ -457,7 +461,6 @@ def mean_estimates(
             )
             lo, hi = betting_bounds(terms, 1.0 - confidence, terms.d.size)
             ci, kind = (min(lo, estimate), max(hi, estimate)), "betting"
-            hw = (ci[1] - ci[0]) / 2
             notes.append(
                 f"{departed} of the {len(ids)} labelled items depart from the "
                 f"jury's score (another level): fewer than {NORMAL_DEPARTURES}, so the "
@@ -465,6 +468,21 @@ def mean_estimates(
                 "betting interval at this count (valid for any jury, wide while the "
                 "labels are few), not the normal one"
             )
+        elif scale is not None:
+            pi_pool = _pi_pool(scored, probabilities, active)
+            ci = _guarded(ci, visits, lam, scored, pi_pool, q, scale, notes)
+            if model is not None:
+                down, up = _sure_allowance(
+                    model, criterion, scale, scored, ids, y, 1.0 - confidence
+                )
+                if down or up:
+                    ci = (ci[0] - down, ci[1] + up)
+                    notes.append(
+                        f"the jury is sure of some items and fewer than {NORMAL_DEPARTURES} "
+                        "labels on them depart from it: the interval keeps an allowance for "
+                        f"errors on them the labels have not seen (-{down:.3f}, +{up:.3f})"
+                    )
+        hw = (ci[1] - ci[0]) / 2
         out[criterion] = MeanEstimate(
             criterion,
             estimate,
@@ -484,6 +502,74 @@ def mean_estimates(
             departed,
         )
     return out
+
+
+def _guarded(
+    ci: tuple[float, float],
+    visits: np.ndarray,
+    lam: float,
+    scored: Mapping[str, float],
+    pi_pool: np.ndarray,
+    q: float,
+    scale: Any,
+    notes: list[str],
+) -> tuple[float, float]:
+    """The normal interval ``ci``, widened to the bounded score interval if ``visits`` are alike.
+
+    ``visits``: the terms over the visited items, all one value or not; their range is what
+    the design allows with ``lam`` (`jurybox.calibration.estimates.rectified.wilson_bounds`);
+    a note in ``notes`` says so.
+    """
+    if not no_spread(visits):
+        return ci
+    f_pool = np.array(list(scored.values()), dtype=float)
+    t_low, t_high = rectifier_range(lam * f_pool, pi_pool, float(scale.low), float(scale.high))
+    lo, hi = wilson_bounds(float(visits.mean()), visits.size, t_low, t_high, q)
+    shift = lam * float(f_pool.mean())
+    notes.append(
+        "the labelled terms take one value (their variance estimates nothing): the "
+        "interval is at least the bounded score interval of that many labels"
+    )
+    return min(ci[0], float(lo) + shift), max(ci[1], float(hi) + shift)
+
+
+def _sure_allowance(
+    model: Mapping[str, Mapping[str, tuple[float, float] | None]],
+    criterion: str,
+    scale: Any,
+    scored: Mapping[str, float],
+    labelled: Sequence[str],
+    y: Any,
+    alpha: float,
+) -> tuple[float, float]:
+    """The rare-error allowance for the items the jury is sure of, after the labels ``y``.
+
+    `jurybox.calibration.estimates.rectified.sure_allowance`, from the jury's predictive
+    variances (``model``; an item without one counts as sure, as the variance floor takes it).
+    """
+    step = step_of(scale)
+    var = {i: (model.get(i, {}).get(criterion) or (scored[i], 0.0))[1] for i in scored}
+    sure = [var[i] <= (SURE_SD * step) ** 2 + 1e-15 for i in labelled]
+    away = np.abs(np.asarray(y, dtype=float) - [scored[i] for i in labelled]) >= step / 2 - 1e-12
+    down, up = sure_allowance(
+        list(scored.values()),
+        list(var.values()),
+        int(np.sum(sure)),
+        int(np.sum(away & np.array(sure, dtype=bool))),
+        (float(scale.low), float(scale.high)),
+        step,
+        alpha,
+    )
+    return float(down), float(up)
+
+
+def _pi_pool(
+    scored: Mapping[str, float], probabilities: Mapping[str, float] | None, active: bool
+) -> np.ndarray:
+    """The inclusion probability of every scored item (1 in a uniform design)."""
+    if not active or probabilities is None:
+        return np.ones(len(scored))
+    return np.array([probabilities.get(i, 1.0) for i in scored], dtype=float)
 
 
 def _session_terms(
@@ -623,6 +709,11 @@ def mean_sequences(
             shown = "asymptotic"
             floor = _term_floor(model, criterion, scale, scored, y, terms)
             lo, hi = asymptotic_bounds(terms, alpha, horizon or max(30.0, len(scored) / 10), floor)
+            if model is not None:
+                down, up = _sure_allowance(
+                    model, criterion, scale, scored, list(y), list(y.values()), alpha
+                )
+                lo, hi = max(float(scale.low), lo - down), min(float(scale.high), hi + up)
         else:
             lo, hi = betting_bounds(terms, alpha, horizon if method == "betting" else None)
         out[criterion] = {
@@ -1020,11 +1111,11 @@ def sequence_labels_needed(
 
     The sequence is `mean_sequences`' (``method``), over ``runs`` simulated sessions of the
     design (a visiting order, coins with probabilities ``pi``), each item's label drawn with the
-    jury's predictive ``mean`` and ``var`` (`_draw_labels`); None when the median session
+    jury's predictive ``mean`` and ``var`` (`_draw_labels`), the asymptotic sequence with the
+    rare-error allowance for the items the jury is sure of; None when the median session
     does not get there within the pool.
     """
     from ..stats.sequences import asymptotic_cs, betting_cs
-    from .rectified import step_of, term_variance
 
     low, high = float(scale.low), float(scale.high)
     d_low, d_high = rectifier_range(f, pi, low, high)
@@ -1048,7 +1139,13 @@ def sequence_labels_needed(
                 else f.size
             )
             a_lo, a_hi = asymptotic_cs(d, alpha, horizon, floor)
-            half[gate:] = (a_hi[gate:] - a_lo[gate:]) / 2
+            step = step_of(scale)
+            sure = (var[order] <= (SURE_SD * step) ** 2 + 1e-15) & coins
+            away_sure = sure & (np.abs(y - f[order]) >= step / 2 - 1e-12)
+            down, up = sure_allowance(
+                f, var, np.cumsum(sure), np.cumsum(away_sure), (low, high), step, alpha
+            )
+            half[gate:] = (a_hi[gate:] - a_lo[gate:] + down[gate:] + up[gate:]) / 2
         met = np.flatnonzero(half[coins] <= width)
         needs.append(float(met[0] + 1) if met.size else math.inf)
     median = float(np.median(needs))

@@ -19,7 +19,13 @@ before, the betting interval of the rectifiers ``Y - f`` at the labels' count (f
 the labelled items a simple random sample of the pool of labelled and unlabelled items), which
 the normal approximation cannot replace while the labels have seen few of the jury's errors;
 after, the normal interval widened on the rectifiers' skewed side
-(`jurybox.calibration.estimates.rectified.skew_allowance`).
+(`jurybox.calibration.estimates.rectified.skew_allowance`). Where the labelled terms
+``Y - lam f`` all take one value (every label the same, #60: PPI++'s lam is then 0 and the
+variance 0), the normal interval is at least the bounded score interval of that many terms on
+their range (`jurybox.calibration.estimates.rectified.wilson_bounds`): no label set makes the
+interval narrower than n bounded labels support. (Without the jury's distributions this
+function cannot tell the items it is sure of: the allowance for their rare errors is
+`jurybox.calibration.estimates.active.mean_estimates`', #60.)
 """
 
 from __future__ import annotations
@@ -33,7 +39,15 @@ import numpy as np
 
 from ..errors import InputDataError
 from ..stats._arrays import as_float_vector
-from .rectified import NORMAL_DEPARTURES, Terms, betting_bounds, skew_allowance, step_of
+from .rectified import (
+    NORMAL_DEPARTURES,
+    Terms,
+    betting_bounds,
+    no_spread,
+    skew_allowance,
+    step_of,
+    wilson_bounds,
+)
 
 
 @dataclass(frozen=True)
@@ -199,6 +213,12 @@ def ppi_mean(
         ci = (estimate - (z + down) * sigma, estimate + (z + up) * sigma)
     elif bounds is None and n < 30:
         notes.append(f"only {n} labelled items: the normal-approximation CI may undercover")
+    if kind == "normal" and no_spread(y_ - lam_ * f):
+        ci = _one_value_floor(ci, y_, f, fu, lam_, z, bounds)
+        notes.append(
+            "the labelled terms take one value (their variance estimates nothing): the interval "
+            "is at least the bounded score interval of that many labels"
+        )
     return PPIEstimate(
         estimate=estimate,
         ci=ci,
@@ -212,6 +232,32 @@ def ppi_mean(
         notes=tuple(notes),
         interval=kind,
     )
+
+
+def _one_value_floor(
+    ci: tuple[float, float],
+    y: np.ndarray,
+    f: np.ndarray,
+    fu: np.ndarray,
+    lam: float,
+    z: float,
+    bounds: tuple[float, float] | None,
+) -> tuple[float, float]:
+    """``ci`` widened to the bounded score interval of the terms ``y - lam f`` (module text).
+
+    Their range is the labels' ``bounds`` (without them: the least and greatest label or score
+    seen) less ``lam`` times the scores'; the interval is shifted by ``lam`` times the
+    unlabelled scores' mean, as the estimate is.
+    """
+    every = np.concatenate([y, f, fu])
+    low, high = bounds if bounds is not None else (float(every.min()), float(every.max()))
+    f_all = np.concatenate([f, fu])
+    t_low, t_high = low - lam * float(f_all.max()), high - lam * float(f_all.min())
+    if t_high <= t_low:
+        return ci
+    lo, hi = wilson_bounds(float(np.mean(y - lam * f)), y.size, t_low, t_high, z)
+    shift = lam * float(fu.mean())
+    return min(ci[0], float(lo) + shift), max(ci[1], float(hi) + shift)
 
 
 def prediction_powered_mean(

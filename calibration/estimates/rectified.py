@@ -22,6 +22,26 @@ few labels cannot exclude rare errors, as it must be. The threshold was chosen b
 (perf/fixed_sample.py: calibrated, underconfident and overconfident juries wrong on 1-10% of
 items, 30 to 200 labels, uniform and active designs; coverage at least 94% in every cell).
 
+**Rare sure errors behind ordinary noise (#60).** The departures the rule counts may all be
+the jury's ordinary one-level noise: a jury calibrated within a level on most items but 0.999
+sure of the top level where the label is 0 on 2-5% of them opens the normal interval at about
+20 labels, long before one of its sure errors is labelled, and the truth then lies below the
+interval (time-uniform coverage of the asymptotic sequence 0.76-0.94, the fixed-sample
+interval 0.80-0.95). So where the jury's distributions are known, the interval keeps an
+allowance for what the items the jury is *sure* of (predictive standard deviation at most
+`SURE_SD` steps) could hide (`sure_allowance`): their share of the pool times the one-sided
+Clopper-Pearson bound on their error rate from the labels on them, times the mean distance
+from the jury's score to each end of the scale, until `NORMAL_DEPARTURES` labels on them
+depart (then the labels show those errors, as they show an overconfident jury's). A jury
+sure of no item (calibrated, underconfident) pays nothing, nor one sure of every item (its
+departures are all on sure items); simulated, 0.97-0.99 in every cell at 1.02-1.37 times
+the half-width (perf/fixed_sample.py, perf/sequences.py).
+
+**Labels of one value (#60).** Where the labelled terms all take one value (every label the
+same: PPI++'s lam is 0, the variance 0) the normal interval would be a point; it is at least
+the bounded score interval of that many terms on their range (`wilson_bounds`: Wilson's on
+``{0, 1}``), what n bounded labels support whatever their spread (`no_spread`).
+
 **Skewness.** Where the normal interval is shown, it is widened on its skewed side (never
 narrowed) by the Cornish-Fisher term of the studentized mean, ``g (2 z^2 + 1) / (6 sqrt(M))``
 standard errors (``g`` the terms' sample skewness over the ``M`` visits; Hall 1992, "On the
@@ -51,6 +71,11 @@ import numpy as np
 #: The labelled items that must depart from the jury's score before the normal interval (or the
 #: asymptotic sequence) is shown (module text).
 NORMAL_DEPARTURES = 5
+
+
+#: A jury is *sure* of an item when its predictive standard deviation is at most this share of
+#: the scale's step (module text: the rare-error allowance).
+SURE_SD = 0.1
 
 
 def step_of(scale: Any) -> float:
@@ -153,11 +178,14 @@ def asymptotic_bounds(
     """The mean's ``1 - alpha`` asymptotic-sequence bounds after the last of ``terms``.
 
     The sequence is `jurybox.calibration.stats.sequences.asymptotic_cs`, tuned for
-    ``horizon`` visits, the terms' variance at least ``variance_floor``.
+    ``horizon`` visits, the terms' variance at least ``variance_floor``, and at least the
+    bounded score interval where the terms take one value (on the range `rectifier_range`
+    allows).
     """
     from ..stats.sequences import asymptotic_cs
 
-    lo, hi = asymptotic_cs(terms.d, alpha, horizon, variance_floor)
+    bounds = rectifier_range(terms.f_pool, terms.pi_pool, terms.low, terms.high)
+    lo, hi = asymptotic_cs(terms.d, alpha, horizon, variance_floor, bounds)
     if not np.isfinite(lo[-1]):
         return terms.low, terms.high
     return terms.bounded(float(lo[-1]), float(hi[-1]))
@@ -177,3 +205,58 @@ def term_variance(
     m, v = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
     bias = m - f
     return float(np.mean((v + bias**2) / pi) - np.mean(bias) ** 2)
+
+
+def sure_allowance(
+    f_pool: Any,
+    var_pool: Any,
+    labelled: Any,
+    departed: Any,
+    bounds: tuple[float, float],
+    step: float,
+    alpha: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """How far below and above the mean errors on the items the jury is sure of could lie unseen.
+
+    ``f_pool`` and ``var_pool``: the jury's score and predictive variance on every item of the
+    pool; the items it is sure of have a standard deviation at most ``SURE_SD`` steps.
+    ``labelled`` and ``departed`` (numbers or arrays of them, one per count): the labelled sure
+    items and those whose label departs from the jury's score. While fewer than
+    ``NORMAL_DEPARTURES`` of them depart, their error rate may be up to ``U``, the one-sided
+    ``1 - alpha / 2`` Clopper-Pearson bound (1 with none labelled), each error as far as the
+    scale allows: the allowance is ``share * U * mean(f - low)`` below and ``share * U *
+    mean(high - f)`` above (``share``: the pool's share of sure items; the means over them);
+    0 once ``NORMAL_DEPARTURES`` have departed (the labels then show the errors).
+    """
+    from scipy.special import betaincinv
+
+    f, v = np.asarray(f_pool, dtype=float), np.asarray(var_pool, dtype=float)
+    n, k = np.asarray(labelled, dtype=float), np.asarray(departed, dtype=float)
+    sure = v <= (SURE_SD * step) ** 2 + 1e-15
+    if not sure.any():
+        return np.zeros(np.shape(n)), np.zeros(np.shape(n))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u = np.where(k >= n, 1.0, betaincinv(k + 1.0, np.maximum(n - k, 1.0), 1.0 - alpha / 2))
+    u = np.where(k >= NORMAL_DEPARTURES, 0.0, u) * sure.mean()
+    low, high = bounds
+    return u * float(np.mean(f[sure] - low)), u * float(np.mean(high - f[sure]))
+
+
+def wilson_bounds(
+    mean: Any, count: Any, low: float, high: float, q: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bounded score interval (Wilson's on ``{0, 1}``) of the mean of ``count`` values.
+
+    `jurybox.calibration.stats.sequences.bounded_score_interval`: what ``count`` values in
+    ``[low, high]`` support whatever their spread, the floor of an interval whose terms show
+    none (`no_spread`).
+    """
+    from ..stats.sequences import bounded_score_interval
+
+    return bounded_score_interval(mean, count, low, high, q)
+
+
+def no_spread(terms: Any) -> bool:
+    """Whether ``terms`` all take one value (their variance, 0, estimates nothing)."""
+    x = np.asarray(terms, dtype=float)
+    return bool(x.size and np.ptp(x) <= 1e-12 * max(1.0, float(np.abs(x).max())))

@@ -496,6 +496,28 @@ def overconfident_pool(
     return LabellingPool(dist, mean, var / 16.0, human)
 
 
+def sure_errors_pool(
+    rng: np.random.Generator, n_items: int = 2000, *, wrong: float = 0.02, sure: float = 0.999
+) -> LabellingPool:
+    """A jury calibrated on most items and ``sure`` of the top level where the label is 0 (#60).
+
+    The calibrated part is `LabellingPool.draw`'s (within a level on most items, 30% of them
+    uncertain); on a ``wrong`` share of the items the jury gives the top level probability
+    ``sure`` (the rest spread evenly) and the human's label is the bottom one: rare sure errors
+    behind the ordinary one-level noise.
+    """
+    pool = LabellingPool.draw(rng, n_items)
+    values = LabellingPool.VALUES
+    dist, human = pool.dist.copy(), pool.human.copy()
+    off = np.flatnonzero(rng.random(n_items) < wrong)
+    dist[off] = (1.0 - sure) / 4.0
+    dist[off, -1] = sure
+    human[off] = values[0]
+    mean = dist @ values
+    var = dist @ values**2 - mean**2
+    return LabellingPool(dist, mean, var / 16.0, human)
+
+
 def sequence_session(
     pool: LabellingPool,
     rng: np.random.Generator,
@@ -506,6 +528,7 @@ def sequence_session(
     grid: int = 400,
     horizon: float | None = None,
     method: str = "betting",
+    allowance: bool = True,
 ) -> dict[str, Any]:
     """One labelling session for the benchmark mean with the page's confidence sequence.
 
@@ -517,8 +540,9 @@ def sequence_session(
     ``grid`` candidate means). ``method``: ``betting`` (the truth's wealth never reaches
     1/alpha), or ``asymptotic`` (the betting sequence until NORMAL_DEPARTURES labels depart from
     the jury's score, then the asymptotic sequence tuned for ``horizon`` visits, its variance
-    floored by the jury's distributions unless the labels show them overstated, as
-    mean_sequences shows it).
+    floored by the jury's distributions unless the labels show them overstated, and with the
+    rare-error allowance for the items the jury is sure of, as mean_sequences shows it;
+    ``allowance`` False: without it, as before #60).
     """
     from ..stats.sequences import asymptotic_cs, betting_cs, log_wealth
     from .active import OVERSTATED_Z, Design, inclusion_probabilities, overstatement
@@ -556,6 +580,9 @@ def sequence_session(
         a_lo, a_hi = _asymptotic_path(
             d, alpha, horizon or max(30.0, d.size / 10), floor, dropped, asymptotic_cs
         )
+        if allowance:
+            down, up = sure_path(pool, design.order, design.chosen, alpha)
+            a_lo, a_hi = a_lo - down, a_hi + up
         inside[gate:] = (a_lo[gate:] <= truth) & (truth <= a_hi[gate:])
     out: dict[str, Any] = {"covered": bool(np.all(inside)), "truth": float(pool.human.mean())}
     if width is not None:
@@ -567,6 +594,24 @@ def sequence_session(
         met = np.flatnonzero(half[labelled] <= width)
         out["labels"] = int(met[0]) + 1 if met.size else None
     return out
+
+
+def sure_path(
+    pool: LabellingPool, order: np.ndarray, chosen: np.ndarray, alpha: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rare-error allowance (`jurybox.calibration.estimates.rectified.sure_allowance`).
+
+    After each visit of ``order`` (the items labelled where ``chosen``), on the pool's 0-4
+    scale.
+    """
+    from .rectified import SURE_SD, sure_allowance
+
+    var = pool.uncertainty * 16.0
+    sure = (var <= SURE_SD**2 + 1e-15)[order] & chosen
+    away = np.abs(pool.human[order] - pool.score[order]) >= 0.5 - 1e-12
+    return sure_allowance(
+        pool.score, var, np.cumsum(sure), np.cumsum(sure & away), (0.0, 4.0), 1.0, alpha
+    )
 
 
 def _asymptotic_path(
@@ -603,8 +648,10 @@ def fixed_sample_session(
     Student's quantile and widened on its skewed side, once ``NORMAL_DEPARTURES`` labels depart
     from the jury's score, else the betting interval at that count;
     `jurybox.calibration.estimates.rectified`) beside the normal interval alone (what it
-    showed before #52: the normal quantile, symmetric). Per count: ``covered`` and
-    ``half_width`` of each (``normal_*`` the one before) and ``interval`` (which was shown). The
+    showed before #52: the normal quantile, symmetric), and the interval of #52 without #60's
+    rare-error allowance for the items the jury is sure of. Per count: ``covered`` and
+    ``half_width`` of each (``normal_*`` the one before #52, ``today_*`` before #60) and
+    ``interval`` (which was shown). The
     estimate is `weighted_mean`'s with the floor and the overstatement test as
     mean_estimates takes them; tests check the whole against mean_estimates on the same labels.
     """
@@ -641,7 +688,11 @@ def fixed_sample_session(
             "normal_covered": abs(estimate - truth) <= before,
             "normal_half_width": before,
             "interval": "normal",
+            "today_covered": lo <= truth <= hi,
+            "today_half_width": (hi - lo) / 2,
         }
+        sure_down, sure_up = sure_path(pool, design.order[at[:n]], np.ones(n, bool), 1 - confidence)
+        lo, hi = lo - float(sure_down[-1]), hi + float(sure_up[-1])
         if np.sum(np.abs(y - f) >= 0.5 - 1e-12) < NORMAL_DEPARTURES:
             order = design.order[:visits]
             d = np.where(
@@ -651,7 +702,8 @@ def fixed_sample_session(
             )
             lo, hi = betting_bounds(Terms(d, pool.score, pi, 0.0, 4.0), 1.0 - confidence, visits)
             lo, hi = min(lo, estimate), max(hi, estimate)
-            row["interval"] = "betting"
+            row.update(interval="betting", today_covered=lo <= truth <= hi)
+            row["today_half_width"] = (hi - lo) / 2
         row.update(covered=lo <= truth <= hi, half_width=(hi - lo) / 2)
         out.append(row)
     return out

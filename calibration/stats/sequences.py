@@ -248,12 +248,16 @@ def asymptotic_cs(
     alpha: float = 0.05,
     horizon: float = 100.0,
     variance_floor: float = 0.0,
+    bounds: tuple[float, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper bounds after each of ``values`` of the ``1 - alpha`` asymptotic sequence.
 
     The asymptotic confidence sequence for their mean (module text), narrowest around ``horizon``
     values; the running variance (``ddof=1``) is at least ``variance_floor``. Unbounded (infinite)
-    after the first value, where no variance is known.
+    after the first value, where no variance is known. With ``bounds`` (the least and greatest
+    value possible), where the values so far all take one value the sequence is at least the
+    bounded score interval of that many values (`bounded_score_interval`, the margin in place
+    of the normal quantile): values that show no spread estimate no variance.
     """
     x = np.asarray(values, dtype=float)
     if not np.all(np.isfinite(x)):
@@ -266,5 +270,43 @@ def asymptotic_cs(
         var = (np.cumsum(x**2) - t * mean**2) / (t - 1.0)
     var = np.maximum(np.nan_to_num(var, nan=np.inf), variance_floor)
     var[0] = np.inf
-    half = np.sqrt(var) * asymptotic_margin(t, best_rho2(horizon, alpha), alpha)
-    return mean - half, mean + half
+    margin = asymptotic_margin(t, best_rho2(horizon, alpha), alpha)
+    half = np.sqrt(var) * margin
+    lo, hi = mean - half, mean + half
+    if bounds is not None and bounds[1] > bounds[0]:
+        flat = np.maximum.accumulate(x) - np.minimum.accumulate(x) <= 1e-12 * max(
+            1.0, float(np.abs(x).max())
+        )
+        flat[0] = False  # unbounded after one value all the same
+        if flat.any():
+            b_lo, b_hi = bounded_score_interval(mean, t, *bounds, margin * np.sqrt(t))
+            lo, hi = (
+                np.where(flat, np.minimum(lo, b_lo), lo),
+                np.where(flat, np.maximum(hi, b_hi), hi),
+            )
+    return lo, hi
+
+
+def bounded_score_interval(
+    mean: np.ndarray | float,
+    count: np.ndarray | float,
+    low: float,
+    high: float,
+    q: np.ndarray | float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The score interval of the mean of ``count`` values in ``[low, high]``, their mean ``mean``.
+
+    ``{mu : (mean - mu)^2 <= q^2 (mu - low) (high - mu) / count}``: the normal interval with the
+    largest variance a variable on ``[low, high]`` with mean ``mu`` can have (Bhatia and Davis
+    2000) in place of the sample's; on ``{0, 1}`` it is Wilson's interval (1927). What ``count``
+    bounded values support whatever their spread: the floor of an interval whose values show
+    none. ``q``: the interval's quantile (for a sequence: its margin times ``sqrt(count)``).
+    """
+    span = high - low
+    p = (np.asarray(mean, dtype=float) - low) / span
+    n, q2 = np.asarray(count, dtype=float), np.asarray(q, dtype=float) ** 2
+    centre = (p + q2 / (2 * n)) / (1 + q2 / n)
+    half = (
+        np.sqrt(q2) / (1 + q2 / n) * np.sqrt(np.clip(p * (1 - p), 0, None) / n + q2 / (4 * n * n))
+    )
+    return low + span * np.clip(centre - half, 0, 1), low + span * np.clip(centre + half, 0, 1)

@@ -29,6 +29,7 @@ from jurybox.calibration.estimates.synthetic import (
     LabellingPool,
     fixed_sample_session,
     overconfident_pool,
+    sure_errors_pool,
 )
 from jurybox.calibration.stats.sequences import betting_interval
 from jurybox.rubrics import Scale
@@ -69,12 +70,15 @@ def _lines(pool, design, count, active, seed):
         (lambda rng: overconfident_pool(rng, 400), True, {"betting"}),
         (lambda rng: overconfident_pool(rng, 400, wrong=0.1), False, {"betting", "normal"}),
         (lambda rng: LabellingPool.draw(rng, 400), True, {"normal"}),
+        (lambda rng: sure_errors_pool(rng, 400, wrong=0.05), False, {"betting", "normal"}),
+        (lambda rng: sure_errors_pool(rng, 400, wrong=0.05), True, {"normal"}),
     ],
 )
 def test_the_simulation_s_interval_is_mean_estimates_s(draw, active, kinds):
     """fixed_sample_session (what perf/fixed_sample.py and these tests simulate) gives the
     interval mean_estimates (agree --ppi, the leaderboard, the page) gives on the same labels,
-    the betting one and the normal one alike."""
+    the betting one and the normal one alike, with the rare-error allowance where the jury is
+    sure of some items (#60)."""
     seed = 5
     pool = draw(np.random.default_rng(1))
     rows = fixed_sample_session(pool, np.random.default_rng(seed), [10, 30, 60], active=active)

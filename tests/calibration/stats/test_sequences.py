@@ -453,3 +453,28 @@ def test_the_page_s_asymptotic_mean_sequence_is_the_simulation_s():
             want = (mean + lo[-1], mean + hi[-1])
         assert got["low"] == pytest.approx(max(0.0, want[0]))
         assert got["high"] == pytest.approx(min(4.0, want[1]))
+
+
+def test_the_asymptotic_sequence_of_one_value_is_at_least_the_bounded_score_interval():
+    """#60: values that all take one value estimate no variance; with their bounds the
+    asymptotic sequence is at least the bounded score interval (Wilson's on {0, 1}, the margin
+    times sqrt(t) in place of the normal quantile), and unchanged once they spread."""
+    from statistics import NormalDist
+
+    from statsmodels.stats.proportion import proportion_confint
+
+    from jurybox.calibration.stats.sequences import (
+        asymptotic_cs,
+        asymptotic_margin,
+        best_rho2,
+    )
+
+    x = np.concatenate([np.zeros(40), [1.0, 0.0]])
+    lo, hi = asymptotic_cs(x, 0.05, 50.0, 0.0, (0.0, 1.0))
+    bare_lo, bare_hi = asymptotic_cs(x, 0.05, 50.0)
+    t = 30
+    q = float(asymptotic_margin(t, best_rho2(50.0)) * np.sqrt(t))
+    wilson = proportion_confint(0, t, alpha=2 * (1 - NormalDist().cdf(q)), method="wilson")
+    assert (lo[t - 1], hi[t - 1]) == pytest.approx(wilson, abs=1e-9)
+    assert bare_hi[t - 1] == 0.0 and hi[t - 1] > 0.1
+    assert (lo[-2:], hi[-2:]) == (pytest.approx(bare_lo[-2:]), pytest.approx(bare_hi[-2:]))
