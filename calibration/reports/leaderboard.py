@@ -18,8 +18,12 @@ the systems the data cannot separate share a letter. Nothing is zero-filled.
 With human labels (on some items of some systems): each labelled system's mean by PPI++, the
 estimator ``jurybox agree --ppi`` uses
 (`jurybox.calibration.estimates.active.mean_estimates`, uniform or actively chosen
-labels), beside the jury's; a pair's difference corrected the same way (PPI++ on the per-item
-differences) where both systems have labels on the same items from uniform designs. With answer
+labels), beside the jury's and on the same common items (the pool restricted to them: a
+uniform sample of a system's items is one of the common items too, and an active design's
+visits of them are counted), so a system lacking the hardest items does not look better by
+it either; its PPI++ mean over its own items is shown apart (``own``), where items were
+dropped. A pair's difference corrected the same way (PPI++ on the per-item differences, on the
+common items) where both systems have labels on the same items from uniform designs. With answer
 lengths: each system's length-controlled mean (the correction of ``jurybox judge
 --length-control``, `jurybox.calibration.audits.length_control`) beside the raw one, and
 whether the order changes.
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
@@ -240,7 +244,6 @@ def leaderboard(
     ids = list(dict.fromkeys(i for s in systems for i in s.ids()))
     notes: list[str] = []
     human = {s.name: _human_values(s, scales) for s in systems if s.labels}
-    estimates = {s.name: _ppi_means(s, scales, confidence) for s in systems if s.labels}
     with_lengths = all(s.lengths is not None for s in systems)
     rows: list[dict[str, Any]] = [
         {
@@ -275,10 +278,7 @@ def leaderboard(
             rows, x, common, here, ground, criterion, confidence, resamples, seed + c_index
         )
         if human:
-            for row, s in zip(rows, systems):
-                row["criteria"][criterion]["human_corrected"] = _corrected_entry(
-                    estimates.get(s.name), criterion, scales
-                )
+            _corrected_entries(rows, systems, crit_ids, ground, criterion, scales, confidence)
         found = _pairs(systems, x, common, crit_ids, human, criterion, confidence, rows, scales)
         adjusted = holm([p["p"] for p in found])
         different = np.zeros((len(systems), len(systems)), dtype=bool)
@@ -455,33 +455,84 @@ def _human_values(system: System, scales: Mapping[str, Any]) -> dict[str, dict[s
     return out
 
 
-def _ppi_means(
-    system: System, scales: Mapping[str, Any], confidence: float
-) -> dict[str, MeanEstimate | str]:
-    """Per criterion, the system's PPI++ mean as ``jurybox agree --ppi`` gives it."""
+def _corrected_entries(
+    rows: list[dict[str, Any]],
+    systems: Sequence[System],
+    crit_ids: Sequence[str],
+    ground: CommonGround,
+    criterion: str,
+    scales: Mapping[str, Any],
+    confidence: float,
+) -> None:
+    """Each system's human-corrected mean of ``criterion`` (into ``rows``), on common ground.
+
+    The PPI++ mean over the common items (the pool restricted to them: the labels on other
+    items only count towards an active design's visits), and where the ranking dropped items,
+    the mean over the system's own items under ``own`` (shown, not ranked).
+    """
+    common = {i for i, keep in zip(crit_ids, ground.items) if keep}
+    for row, s in zip(rows, systems):
+        entry = row["criteria"][criterion]
+        why = (
+            "no human labels for this system"
+            if not s.labels
+            else "a formula: the human labels are per criterion"
+            if criterion not in scales
+            else "no item was scored for every system"
+            if not ground.size
+            else None
+        )
+        if why is not None:
+            entry["human_corrected"] = {"mean": None, "reason": why}
+            continue
+        entry["human_corrected"] = _corrected_entry(
+            _ppi_mean(s, scales, confidence, criterion, common)
+        )
+        if ground.dropped:
+            entry["own"]["human_corrected"] = _corrected_entry(
+                _ppi_mean(s, scales, confidence, criterion)
+            )
+
+
+def _ppi_mean(
+    system: System,
+    scales: Mapping[str, Any],
+    confidence: float,
+    criterion: str,
+    common: set[str] | None = None,
+) -> MeanEstimate | str:
+    """The system's PPI++ mean of ``criterion`` as ``jurybox agree --ppi`` gives it.
+
+    Over its own items, or over the ``common`` ones: the other items' verdicts are left out of
+    the pool as an unscored item's are (an active design's visiting order is rebuilt over all
+    its items, and only the visited common items count).
+    """
     lines = [line for line in system.labels or () if line.get("id") is not None]
     assert system.output is not None
     records = system.output.records
-    pool = {r.id: r.scores for r in records}
+    pool = {r.id: r.scores if common is None or r.id in common else {} for r in records}
     active = design_of(lines) == "active"
-    return mean_estimates(
+    got = mean_estimates(
         lines,
         pool,
         scales,
         confidence=confidence,
+        criteria=[criterion],
         model=pool_model(records, scales),
         probabilities=pool_probabilities(records, scales) if active else None,
-    )
+    )[criterion]
+    if common is None or not isinstance(got, MeanEstimate):
+        return got
+    # The estimator's notes on unscored items are about the items left out here.
+    notes = [
+        n for n in got.notes if "are not in the pool" not in n and "left them unscored" not in n
+    ]
+    notes.insert(0, f"on the {got.pool} items every system scored, as the ranking")
+    return replace(got, notes=tuple(notes))
 
 
-def _corrected_entry(
-    estimates: Mapping[str, MeanEstimate | str] | None, criterion: str, scales: Mapping[str, Any]
-) -> dict[str, Any]:
-    if estimates is None:
-        return {"mean": None, "reason": "no human labels for this system"}
-    if criterion not in scales:
-        return {"mean": None, "reason": "a formula: the human labels are per criterion"}
-    got = estimates.get(criterion)
+def _corrected_entry(got: MeanEstimate | str) -> dict[str, Any]:
+    """A system's human-corrected entry: the estimate, or why there is none."""
     if not isinstance(got, MeanEstimate):
         return {"mean": None, "reason": got or "no labels on this criterion"}
     return {

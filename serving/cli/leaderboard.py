@@ -225,6 +225,8 @@ def render(board: Any) -> None:
                 + (" *" if p["significant"] else ""),
             )
         out.print(p_table)
+    if corrected:
+        _corrected_pairs(pairs, by)
     if controlled:
         changed = board.length_control[by]["order_changes"]
         out.print(
@@ -233,9 +235,33 @@ def render(board: Any) -> None:
         )
     out.print(
         "Systems sharing a letter are not shown to differ; a rank interval (a-b)\n"
-        "is the bootstrap's over items.",
+        "is the bootstrap's over items."
+        + ("\nPPI++: human-corrected, on the same items as the ranking." if corrected else ""),
         highlight=False,
     )
+
+
+def _corrected_pairs(pairs: Sequence[Mapping[str, Any]], by: str) -> None:
+    """Each pair's human-corrected difference (PPI++ on the per-item differences), or why none."""
+    from rich.table import Table
+
+    t = Table(
+        title=f"pairs on {by}, human-corrected: PPI++ on the differences, same items",
+        title_justify="left",
+    )
+    for col in ("a - b", "PPI++ difference [CI]", "labelled"):
+        t.add_column(col, justify="left" if col == "a - b" else "right")
+    for p in pairs:
+        h = p.get("human_corrected") or {}
+        if h.get("difference") is None:
+            t.add_row(f"{p['a']} - {p['b']}", "-", h.get("reason") or "-")
+            continue
+        t.add_row(
+            f"{p['a']} - {p['b']}",
+            _mean_ci(h["difference"], h["ci"], sign=True),
+            str(h["labelled"]),
+        )
+    out.print(t)
 
 
 def _own_means(board: Any, by: str) -> None:
@@ -255,9 +281,16 @@ def _own_means(board: Any, by: str) -> None:
     t.add_column("system")
     t.add_column("own items", justify="right")
     t.add_column("mean [CI]", justify="right")
+    corrected = any("human_corrected" in s["criteria"][by]["own"] for s in board.systems)
+    if corrected:
+        t.add_column("PPI++ mean [CI]", justify="right")
     for s in board.systems:
         own = s["criteria"][by]["own"]
-        t.add_row(s["name"], str(own["scored"]), _mean_ci(own["mean"], own["ci"]))
+        row = [s["name"], str(own["scored"]), _mean_ci(own["mean"], own["ci"])]
+        if corrected:
+            h = own.get("human_corrected") or {}
+            row.append(_mean_ci(h.get("mean"), h.get("ci")))
+        t.add_row(*row)
     out.print(t)
 
 
