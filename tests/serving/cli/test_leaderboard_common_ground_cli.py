@@ -79,3 +79,82 @@ def test_the_table_prints_ppi_on_the_ranked_items_and_the_pair_s_corrected_diffe
         if "A - B" in line and shown(corrected["difference"], corrected["ci"], "+") in line
     )
     assert str(corrected["labelled"]) in row
+
+
+def write_judged(path, scores):
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": i,
+                    "status": "scored",
+                    "provenance": "p",
+                    "rubric": "general",
+                    "jury": "j",
+                    "scores": {"accuracy": v},
+                    "votes": [],
+                }
+            )
+            + "\n"
+            for i, v in scores.items()
+        )
+    )
+    return path
+
+
+def test_a_sparse_system_is_named_and_left_out_on_request(tmp_path):
+    rng = np.random.default_rng(3)
+    files = [
+        write_judged(
+            tmp_path / f"{n}.jsonl", {f"q{k}": float(rng.integers(0, 5)) for k in range(30)}
+        )
+        for n in ("one", "two")
+    ]
+    files.append(write_judged(tmp_path / "few.jsonl", {"q0": 0.0, "q1": 3.0, "q2": 4.0}))
+    env = {"COLUMNS": "80"}
+    got = CliRunner().invoke(app, ["leaderboard", *map(str, files), "--resamples", "200"], env=env)
+    assert got.exit_code == 0, got.output
+    assert "ranked by accuracy on the 3 items every system scored" in got.stdout
+    assert "few has 3 scored item(s)" in got.stderr and "--exclude few" in got.stderr
+    means = got.stdout.split("pairs on")[0]
+    assert "│ few " in means and "[-" not in means  # the means' intervals on the 0-4 scale
+    for how in (["--exclude", "few"], ["--min-items", "4"]):
+        apart = CliRunner().invoke(
+            app, ["leaderboard", *map(str, files), "--resamples", "200", *how], env=env
+        )
+        assert apart.exit_code == 0, apart.output
+        out = apart.stdout
+        assert "on the 30 items every system scored\n(1 left out)" in out
+        ranked, rest = out.split("Left out of the common ground, not ranked")
+        assert "few" not in ranked and "│ few" in rest.split("pairs on")[0]
+        assert "few -" not in out and "- few" not in out  # in no pair
+        assert max(len(line) for line in out.splitlines()) <= 80, out
+    refused = CliRunner().invoke(app, ["leaderboard", *map(str, files), "--exclude", "nobody"])
+    assert refused.exit_code == 2 and "--exclude nobody: no such system" in refused.output
+
+
+def test_the_page_in_chromium_lists_the_left_out_system_apart(browser, tmp_path):
+    rng = np.random.default_rng(3)
+    files = [
+        write_judged(
+            tmp_path / f"{n}.jsonl", {f"q{k}": float(rng.integers(0, 5)) for k in range(30)}
+        )
+        for n in ("one", "two")
+    ]
+    files.append(write_judged(tmp_path / "few.jsonl", {"q0": 0.0, "q1": 3.0, "q2": 4.0}))
+    page_path = tmp_path / "leaderboard.html"
+    args = ["leaderboard", *map(str, files), "--resamples", "200", "--exclude", "few"]
+    got = CliRunner().invoke(app, [*args, "--html", str(page_path)])
+    assert got.exit_code == 0, got.output
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    page.goto(page_path.as_uri())
+    page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
+    ground = page.locator("p.ground").first.inner_text()
+    assert "Ranked on the 30 items every system scored" in ground
+    assert "left out of the common ground, not ranked: few (--exclude)" in ground
+    forest = page.locator("svg.forest").first
+    assert forest.locator("circle").count() == 2 and "few" not in forest.text_content()
+    assert page.locator("table.pairs").first.locator("tr").count() == 3  # one, two
+    own = page.locator("table.own").first.inner_text()
+    assert "few" in own and "2.333 [0.000, 4.000]" in own
+    page.close()
