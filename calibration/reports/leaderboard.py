@@ -198,17 +198,23 @@ class CommonGround:
         """The common ground as plain data: the common items, and what was dropped and why.
 
         ``items`` (the common items), ``scored_by_any``, ``dropped``, ``lacking`` (system -> dropped
-        items it lacks) and ``unranked`` (systems without a scored item).
+        items it lacks) and ``unranked`` (systems without a scored item or left out); where there
+        are any, ``left_out`` (system -> why it was left out) and ``sparse`` (the systems that
+        alone hold the ground to half of what the others share or less: ``system``, its
+        ``scored`` items, the ground ``without`` it).
         """
-        return {
+        out: dict[str, Any] = {
             "items": self.size,
             "scored_by_any": self.scored_by_any,
             "dropped": self.dropped,
             "lacking": dict(self.lacking),
             "unranked": [n for n, r in zip(self.names, self.ranked) if not r],
-            "left_out": dict(self.left_out),
-            "sparse": list(self.sparse),
         }
+        if self.left_out:
+            out["left_out"] = dict(self.left_out)
+        if self.sparse:
+            out["sparse"] = list(self.sparse)
+        return out
 
     def words(self, criterion: str) -> str:
         """Where the ranking of ``criterion`` stands, in words (for the notes)."""
