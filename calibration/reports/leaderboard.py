@@ -576,17 +576,18 @@ def _corrected_entries(
             if not s.labels
             else "a formula: the human labels are per criterion"
             if criterion not in scales
+            else "left out of the common ground"
+            if s.name in ground.left_out
             else "no item was scored for every system"
             if not ground.size
             else None
         )
-        if why is not None:
-            entry["human_corrected"] = {"mean": None, "reason": why}
-            continue
-        entry["human_corrected"] = _corrected_entry(
-            _ppi_mean(s, scales, confidence, criterion, common)
+        entry["human_corrected"] = (
+            {"mean": None, "reason": why}
+            if why is not None
+            else _corrected_entry(_ppi_mean(s, scales, confidence, criterion, common))
         )
-        if ground.dropped:
+        if s.labels and criterion in scales and (ground.dropped or s.name in ground.left_out):
             entry["own"]["human_corrected"] = _corrected_entry(
                 _ppi_mean(s, scales, confidence, criterion)
             )

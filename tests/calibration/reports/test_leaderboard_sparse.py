@@ -102,3 +102,18 @@ def test_an_unknown_system_to_exclude_is_refused_by_name():
     with pytest.raises(InputDataError, match="--exclude nobody: no such system") as got:
         leaderboard(systems, ["quality"], SCALES, exclude=["nobody"])
     assert got.value.field == "exclude"
+
+
+def test_a_left_out_system_s_human_corrected_mean_is_its_own_not_the_ranked_one():
+    systems, values, _ = systems_with_a_sparse_one()
+    for s in systems:
+        s.labels = [{"id": i, "rater": "r", "quality": int(v)} for i, v in values[s.name].items()]
+    board = leaderboard(systems, ["quality"], SCALES, resamples=100, exclude=["sparse"])
+    entry = board.system("sparse")["criteria"]["quality"]
+    assert entry["human_corrected"] == {"mean": None, "reason": "left out of the common ground"}
+    # Every item labelled: the PPI++ mean is the labels' own mean.
+    assert entry["own"]["human_corrected"]["mean"] == pytest.approx(7 / 3)
+    good = board.system("good")["criteria"]["quality"]["human_corrected"]
+    assert good["pool"] == 40 and good["mean"] == pytest.approx(
+        np.mean(list(values["good"].values()))
+    )
