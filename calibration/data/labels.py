@@ -294,6 +294,30 @@ def chosen_actively(lines: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
+#: The strategies of a session that chooses its items alike (a uniform order, or strata in
+#: proportion): the designs an ``overlap`` line's item may come from and be a sample alike.
+ALIKE = ("uniform", "stratified")
+
+
+def undesigned_overlap(lines: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The items of ``overlap`` lines whose session's design the lines do not show.
+
+    An ``overlap`` line's item was chosen for another rater, by the session's design, which the
+    line does not record: beside lines of a design that chooses items alike (`ALIKE`) it is
+    one of those; alone (or beside lines that record no choice) it may be an active or review
+    session's, as unequally chosen as that session's own lines. Empty when no such line.
+    """
+    strategies = [_strategy(line) for line in lines]
+    if any(s in ALIKE for s in strategies):
+        return []
+    return [str(line.get("id")) for line, s in zip(lines, strategies) if s == "overlap"]
+
+
+def _strategy(line: Mapping[str, Any]) -> Any:
+    selection = line.get("selection")
+    return selection.get("strategy") if isinstance(selection, Mapping) else None
+
+
 def _rows_chosen(rows: Sequence[tuple[int, Mapping[str, Any]]], strategy: str) -> list[int]:
     """The row numbers of the label lines whose item was chosen by ``strategy``."""
     return [
@@ -323,8 +347,9 @@ def _chosen_for_review(rows: Sequence[tuple[int, Mapping[str, Any]]], source: st
 
 
 def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str) -> None:
-    """Refuse labels chosen for the benchmark mean (and those for review).
+    """Refuse labels chosen for the benchmark mean, for review, or by an unshown design.
 
+    The last: `overlap` lines whose session's design no line shows (`undesigned_overlap`).
     Statistics that weight every item alike (agreement, calibration maps, cascades) would be
     biased towards the items the jury is unsure of.
     """
@@ -339,6 +364,19 @@ def _chosen_actively(rows: Sequence[tuple[int, Mapping[str, Any]]], source: str)
             "conformal maps and cascades over them would be biased. Estimate the mean with "
             "`jurybox agree --ppi` (it weights each label by its inclusion probability), and "
             "label with --goal agreement or cascade (into another file) for these",
+            field="selection",
+        )
+    alone = bool(undesigned_overlap([row for _, row in rows]))
+    routed = [n for n, row in rows if alone and _strategy(row) == "overlap"]
+    if routed:
+        raise InputDataError(
+            f"{source} holds {_count(len(routed), 'label')} (the first on row {routed[0]}) "
+            "routed to a second rater (overlap) and no line of the session's own choice: "
+            "their items were chosen for another rater by a design these lines do not "
+            "record, and an active session's (--goal benchmark-mean) are as unequally chosen "
+            "as its own lines, so agreement, calibration and conformal maps and cascades over "
+            "them could be biased. Give the session's whole file (its uniform or stratified "
+            "lines show the design), or label with --goal agreement or cascade",
             field="selection",
         )
 

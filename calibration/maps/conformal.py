@@ -35,7 +35,9 @@ levels that miss, and routing never sends them to a human).
 Labels must be a sample of the items alike: labels chosen actively for the benchmark mean
 (unequal inclusion probabilities) are refused (`fit_conformal`): the items the jury is sure
 of are under-represented among them, so a threshold fitted on them undercovers new items while
-its own cross-validation, on the same kind of items, looks right.
+its own cross-validation, on the same kind of items, looks right. So are lines routed to a
+second rater (``overlap``) with no line of the session's own design beside them: their items
+may be an active session's.
 """
 
 from __future__ import annotations
@@ -420,7 +422,7 @@ def fit_conformal(
     route width would keep), and where items have several raters what the other ``cover`` would
     give. Labels chosen actively for the benchmark mean are refused (module text).
     """
-    from ..data.labels import chosen_actively, labels_by_item
+    from ..data.labels import chosen_actively, labels_by_item, undesigned_overlap
     from ..data.verdicts import mixed_distribution
 
     active = chosen_actively(lines)
@@ -432,6 +434,15 @@ def fit_conformal(
             "are under-represented, so a threshold fitted on them undercovers new items while "
             "its own cross-validation looks right. Fit the map on labels from a uniform order "
             "(--goal agreement)",
+            field="selection",
+        )
+    routed = undesigned_overlap(lines)
+    if routed:
+        raise InputDataError(
+            f"{len(routed)} label(s) (the first for item {routed[0]!r}) were routed to a second "
+            "rater (overlap) and no label shows the session's own design: an active session's "
+            "overlap items are as unequally chosen as its own labels. Fit the map with the "
+            "session's uniform labels beside them, or on labels from --goal agreement",
             field="selection",
         )
     nonconformity([], cover)  # an unknown cover is refused before any work

@@ -18,8 +18,12 @@ the systems the data cannot separate share a letter. Nothing is zero-filled.
 With human labels (on some items of some systems): each labelled system's mean by PPI++, the
 estimator ``jurybox agree --ppi`` uses
 (`jurybox.calibration.estimates.active.mean_estimates`, uniform or actively chosen
-labels), beside the jury's; a pair's difference corrected the same way (PPI++ on the per-item
-differences) where both systems have labels on the same items from uniform designs. With answer
+labels), beside the jury's and on the same common items (the pool restricted to them: a
+uniform sample of a system's items is one of the common items too, and an active design's
+visits of them are counted), so a system lacking the hardest items does not look better by
+it either; its PPI++ mean over its own items is shown apart (``own``), where items were
+dropped. A pair's difference corrected the same way (PPI++ on the per-item differences, on the
+common items) where both systems have labels on the same items from uniform designs. With answer
 lengths: each system's length-controlled mean (the correction of ``jurybox judge
 --length-control``, `jurybox.calibration.audits.length_control`) beside the raw one, and
 whether the order changes.
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
@@ -148,20 +152,37 @@ class CommonGround:
     items: np.ndarray
     scored_by_any: int
     lacking: dict[str, int]
+    left_out: dict[str, str] = field(default_factory=dict)
+    sparse: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, x: np.ndarray, names: Sequence[str]) -> CommonGround:
-        """The common ground of ``x`` (systems x items, NaN where a system has no score)."""
+    def of(
+        cls, x: np.ndarray, names: Sequence[str], left_out: Mapping[str, str] | None = None
+    ) -> CommonGround:
+        """The common ground of ``x`` (systems x items, NaN where a system has no score).
+
+        ``left_out``: system -> why it is left out of the ground (listed apart, not ranked).
+        """
+        left_out = {n: why for n, why in (left_out or {}).items() if n in names}
         scored = ~np.isnan(x)
-        ranked = scored.any(axis=1)
-        anyone = scored[ranked].any(axis=0) if ranked.any() else np.zeros(x.shape[1], bool)
-        items = anyone & scored[ranked].all(axis=0) if ranked.any() else anyone
+        ranked = scored.any(axis=1) & np.array([n not in left_out for n in names], dtype=bool)
+        anyone, items = _ground_of(scored, ranked)
         lacking = {
             n: int((anyone & ~scored[k]).sum())
             for k, n in enumerate(names)
             if ranked[k] and (anyone & ~scored[k]).any()
         }
-        return cls(tuple(names), ranked, items, int(anyone.sum()), lacking)
+        # A system that alone holds the ground to half of what the others share, or less.
+        sparse = []
+        if ranked.sum() > 2:
+            for k in np.flatnonzero(ranked):
+                others = ranked & (np.arange(len(names)) != k)
+                without = int(_ground_of(scored, others)[1].sum())
+                if without >= 2 * max(int(items.sum()), 1):
+                    sparse.append(
+                        {"system": names[k], "scored": int(scored[k].sum()), "without": without}
+                    )
+        return cls(tuple(names), ranked, items, int(anyone.sum()), lacking, left_out, sparse)
 
     @property
     def size(self) -> int:
@@ -177,15 +198,23 @@ class CommonGround:
         """The common ground as plain data: the common items, and what was dropped and why.
 
         ``items`` (the common items), ``scored_by_any``, ``dropped``, ``lacking`` (system -> dropped
-        items it lacks) and ``unranked`` (systems without a scored item).
+        items it lacks) and ``unranked`` (systems without a scored item or left out); where there
+        are any, ``left_out`` (system -> why it was left out) and ``sparse`` (the systems that
+        alone hold the ground to half of what the others share or less: ``system``, its
+        ``scored`` items, the ground ``without`` it).
         """
-        return {
+        out: dict[str, Any] = {
             "items": self.size,
             "scored_by_any": self.scored_by_any,
             "dropped": self.dropped,
             "lacking": dict(self.lacking),
             "unranked": [n for n, r in zip(self.names, self.ranked) if not r],
         }
+        if self.left_out:
+            out["left_out"] = dict(self.left_out)
+        if self.sparse:
+            out["sparse"] = list(self.sparse)
+        return out
 
     def words(self, criterion: str) -> str:
         """Where the ranking of ``criterion`` stands, in words (for the notes)."""
@@ -201,6 +230,25 @@ class CommonGround:
             f"({who}); each system's mean over its own items is shown as `own`, not ranked"
         )
 
+    def sparse_words(self, criterion: str) -> list[str]:
+        """Each sparse system (one that alone halves the ground or worse), in words."""
+        return [
+            f"{criterion}: {s['system']} has {s['scored']} scored item(s) and alone holds "
+            f"every system's ranking to {self.size} items (without it: {s['without']}); to "
+            f"rank the others on theirs, leave it out with --exclude {s['system']} or "
+            f"--min-items {s['scored'] + 1} (it is then listed apart, not ranked)"
+            for s in self.sparse
+        ]
+
+
+def _ground_of(scored: np.ndarray, ranked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The items any ranked system scored, and those every ranked system scored."""
+    if not ranked.any():
+        nothing = np.zeros(scored.shape[1], bool)
+        return nothing, nothing
+    anyone = scored[ranked].any(axis=0)
+    return anyone, anyone & scored[ranked].all(axis=0)
+
 
 def leaderboard(
     systems: Sequence[System],
@@ -212,6 +260,8 @@ def leaderboard(
     resamples: int = 2000,
     seed: int = 0,
     centre_length: float | None = None,
+    exclude: Sequence[str] = (),
+    min_items: int = 0,
 ) -> Leaderboard:
     """The leaderboard of ``systems`` on ``criteria``, ranked on common ground (module text).
 
@@ -219,7 +269,9 @@ def leaderboard(
     without. ``rank_by`` orders the table (default: the last of ``criteria``, the rubric's formula
     where it has one). Length control runs where every system has lengths, controlled to
     ``centre_length`` (the reference answers' median length; None: each system's own mean
-    length), on the common items.
+    length), on the common items. The systems named in ``exclude``, and per criterion those with
+    fewer than ``min_items`` scored items, are left out of the common ground: listed apart (their
+    own mean), not ranked. A criterion's means and intervals stay on its scale.
     """
     if len(systems) < 2:
         raise InputDataError(f"a leaderboard compares at least 2 systems; got {len(systems)}")
@@ -235,12 +287,16 @@ def leaderboard(
             f"--criterion {rank_by}: not a score of these verdicts ({list(criteria)})",
             field="criterion",
         )
+    unknown = [n for n in exclude if n not in names]
+    if unknown:
+        raise InputDataError(
+            f"--exclude {unknown[0]}: no such system (the systems: {names})", field="exclude"
+        )
     if any(s.output is None and (s.labels or s.lengths) for s in systems):
         raise InputDataError("human labels and length control need a system's verdicts")
     ids = list(dict.fromkeys(i for s in systems for i in s.ids()))
     notes: list[str] = []
     human = {s.name: _human_values(s, scales) for s in systems if s.labels}
-    estimates = {s.name: _ppi_means(s, scales, confidence) for s in systems if s.labels}
     with_lengths = all(s.lengths is not None for s in systems)
     rows: list[dict[str, Any]] = [
         {
@@ -266,19 +322,26 @@ def leaderboard(
         here = np.array([[i in got for i in crit_ids] for got in by_system], dtype=bool).reshape(
             len(systems), len(crit_ids)
         )
-        ground = CommonGround.of(x, names)
+        ground = CommonGround.of(x, names, _left_out(x, names, exclude, min_items))
         ranked_on[criterion] = ground.to_dict()
         if ground.dropped or (ground.size == 0 and ground.ranked.sum() > 1):
             notes.append(ground.words(criterion))
-        common = np.where(ground.items[None, :], x, np.nan)
+        notes.extend(ground.sparse_words(criterion))
+        common = np.where(ground.items[None, :] & ground.ranked[:, None], x, np.nan)
         _criterion_entries(
-            rows, x, common, here, ground, criterion, confidence, resamples, seed + c_index
+            rows,
+            x,
+            common,
+            here,
+            ground,
+            criterion,
+            confidence,
+            resamples,
+            seed + c_index,
+            _bounds(scales.get(criterion)),
         )
         if human:
-            for row, s in zip(rows, systems):
-                row["criteria"][criterion]["human_corrected"] = _corrected_entry(
-                    estimates.get(s.name), criterion, scales
-                )
+            _corrected_entries(rows, systems, crit_ids, ground, criterion, scales, confidence)
         found = _pairs(systems, x, common, crit_ids, human, criterion, confidence, rows, scales)
         adjusted = holm([p["p"] for p in found])
         different = np.zeros((len(systems), len(systems)), dtype=bool)
@@ -334,17 +397,19 @@ def _criterion_entries(
     confidence: float,
     resamples: int,
     seed: int,
+    bounds: tuple[float, float] | None = None,
 ) -> None:
     """Each system's entry for ``criterion`` (into ``rows``): ranked mean and rank, own mean.
 
-    The ranked mean and rank are on the common items (``common``: ``x`` with every other item
-    NaN), its own mean beside it.
+    The ranked mean and rank are on the common items (``common``: ``x`` with every other item,
+    and every system left out of the ground, NaN), its own mean beside it; intervals within
+    ``bounds`` (the criterion's scale: a Student interval on few items can run past its ends).
     """
     ranks = np.full(x.shape[0], np.nan)
     rank_ci = np.full((x.shape[0], 2), np.nan)
     if ground.size:
         ranks, rank_ci = rank_intervals(
-            x[:, ground.items], confidence=confidence, resamples=resamples, seed=seed
+            common[:, ground.items], confidence=confidence, resamples=resamples, seed=seed
         )
     # A share (every value 0 or 1: accuracies, yes/no criteria) gets Wilson's interval, which
     # stays inside [0, 1] with few items; other means Student's t.
@@ -353,8 +418,8 @@ def _criterion_entries(
     for k, row in enumerate(rows):
         scored = x[k][~np.isnan(x[k])]
         on_common = common[k][~np.isnan(common[k])]
-        mean, ci = interval(on_common, confidence)
-        own_mean, own_ci = interval(scored, confidence)
+        mean, ci = _within(interval(on_common, confidence), bounds)
+        own_mean, own_ci = _within(interval(scored, confidence), bounds)
         row["criteria"][criterion] = {
             "mean": mean,
             "ci": list(ci) if ci else None,
@@ -372,6 +437,35 @@ def _criterion_entries(
                 "scored": int(scored.size),
             },
         }
+        if row["name"] in ground.left_out:
+            row["criteria"][criterion]["left_out"] = ground.left_out[row["name"]]
+
+
+def _left_out(
+    x: np.ndarray, names: Sequence[str], exclude: Sequence[str], min_items: int
+) -> dict[str, str]:
+    """System -> why it is left out of the common ground (``--exclude``, ``--min-items``)."""
+    scored = (~np.isnan(x)).sum(axis=1)
+    out = dict.fromkeys(exclude, "--exclude")
+    for n, count in zip(names, scored):
+        if n not in out and 0 < count < min_items:
+            out[n] = f"{count} scored item(s), fewer than --min-items {min_items}"
+    return out
+
+
+def _bounds(scale: Any) -> tuple[float, float] | None:
+    """The ends of a criterion's scale (None: a formula or a metric without one)."""
+    return None if scale is None else (float(scale.low), float(scale.high))
+
+
+def _within(
+    got: tuple[float | None, tuple[float, float] | None], bounds: tuple[float, float] | None
+) -> tuple[float | None, tuple[float, float] | None]:
+    """A mean and its interval, the interval clipped to ``bounds`` (the mean lies within)."""
+    mean, ci = got
+    if ci is None or bounds is None:
+        return mean, ci
+    return mean, (max(ci[0], bounds[0]), min(ci[1], bounds[1]))
 
 
 def _pairs(
@@ -399,24 +493,28 @@ def _pairs(
         ),
     )
     found = []
+    low_high = _bounds(scales.get(criterion))
+    span = None if low_high is None else (low_high[0] - low_high[1], low_high[1] - low_high[0])
     for a, b in combinations(order, 2):
         diff = paired_difference(common[a], common[b], confidence)
         both = paired_difference(x[a], x[b], confidence)
+        ci = _within((diff.difference, diff.ci), span)[1]
         pair: dict[str, Any] = {
             "a": names[a],
             "b": names[b],
             "criterion": criterion,
             "difference": diff.difference,
-            "ci": list(diff.ci) if diff.ci else None,
+            "ci": list(ci) if ci else None,
             "shared": diff.shared,
             "only_a": both.only_a,
             "only_b": both.only_b,
             "p": diff.p,
         }
         if both.shared > diff.shared:
+            both_ci = _within((both.difference, both.ci), span)[1]
             pair["both_scored"] = {
                 "difference": both.difference,
-                "ci": list(both.ci) if both.ci else None,
+                "ci": list(both_ci) if both_ci else None,
                 "shared": both.shared,
                 "p": both.p,
             }
@@ -455,33 +553,85 @@ def _human_values(system: System, scales: Mapping[str, Any]) -> dict[str, dict[s
     return out
 
 
-def _ppi_means(
-    system: System, scales: Mapping[str, Any], confidence: float
-) -> dict[str, MeanEstimate | str]:
-    """Per criterion, the system's PPI++ mean as ``jurybox agree --ppi`` gives it."""
+def _corrected_entries(
+    rows: list[dict[str, Any]],
+    systems: Sequence[System],
+    crit_ids: Sequence[str],
+    ground: CommonGround,
+    criterion: str,
+    scales: Mapping[str, Any],
+    confidence: float,
+) -> None:
+    """Each system's human-corrected mean of ``criterion`` (into ``rows``), on common ground.
+
+    The PPI++ mean over the common items (the pool restricted to them: the labels on other
+    items only count towards an active design's visits), and where the ranking dropped items,
+    the mean over the system's own items under ``own`` (shown, not ranked).
+    """
+    common = {i for i, keep in zip(crit_ids, ground.items) if keep}
+    for row, s in zip(rows, systems):
+        entry = row["criteria"][criterion]
+        why = (
+            "no human labels for this system"
+            if not s.labels
+            else "a formula: the human labels are per criterion"
+            if criterion not in scales
+            else "left out of the common ground"
+            if s.name in ground.left_out
+            else "no item was scored for every system"
+            if not ground.size
+            else None
+        )
+        entry["human_corrected"] = (
+            {"mean": None, "reason": why}
+            if why is not None
+            else _corrected_entry(_ppi_mean(s, scales, confidence, criterion, common))
+        )
+        if s.labels and criterion in scales and (ground.dropped or s.name in ground.left_out):
+            entry["own"]["human_corrected"] = _corrected_entry(
+                _ppi_mean(s, scales, confidence, criterion)
+            )
+
+
+def _ppi_mean(
+    system: System,
+    scales: Mapping[str, Any],
+    confidence: float,
+    criterion: str,
+    common: set[str] | None = None,
+) -> MeanEstimate | str:
+    """The system's PPI++ mean of ``criterion`` as ``jurybox agree --ppi`` gives it.
+
+    Over its own items, or over the ``common`` ones: the other items' verdicts are left out of
+    the pool as an unscored item's are (an active design's visiting order is rebuilt over all
+    its items, and only the visited common items count).
+    """
     lines = [line for line in system.labels or () if line.get("id") is not None]
     assert system.output is not None
     records = system.output.records
-    pool = {r.id: r.scores for r in records}
+    pool = {r.id: r.scores if common is None or r.id in common else {} for r in records}
     active = design_of(lines) == "active"
-    return mean_estimates(
+    got = mean_estimates(
         lines,
         pool,
         scales,
         confidence=confidence,
+        criteria=[criterion],
         model=pool_model(records, scales),
         probabilities=pool_probabilities(records, scales) if active else None,
-    )
+    )[criterion]
+    if common is None or not isinstance(got, MeanEstimate):
+        return got
+    # The estimator's notes on unscored items are about the items left out here.
+    notes = [
+        n for n in got.notes if "are not in the pool" not in n and "left them unscored" not in n
+    ]
+    notes.insert(0, f"on the {got.pool} items every system scored, as the ranking")
+    return replace(got, notes=tuple(notes))
 
 
-def _corrected_entry(
-    estimates: Mapping[str, MeanEstimate | str] | None, criterion: str, scales: Mapping[str, Any]
-) -> dict[str, Any]:
-    if estimates is None:
-        return {"mean": None, "reason": "no human labels for this system"}
-    if criterion not in scales:
-        return {"mean": None, "reason": "a formula: the human labels are per criterion"}
-    got = estimates.get(criterion)
+def _corrected_entry(got: MeanEstimate | str) -> dict[str, Any]:
+    """A system's human-corrected entry: the estimate, or why there is none."""
     if not isinstance(got, MeanEstimate):
         return {"mean": None, "reason": got or "no labels on this criterion"}
     return {

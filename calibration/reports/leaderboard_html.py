@@ -1,11 +1,12 @@
 """``jurybox leaderboard --html``: the leaderboard as one self-contained HTML page.
 
 Per criterion (the ranking one first): the items its ranks stand on (the common ground: how many,
-how many dropped and which system lacks them), a forest plot (each system's mean on those items
-as a dot and its CI as a bar, best first, with its rank interval and letters), each system's
-mean over its own items where items were dropped (shown, not ranked), and the matrix of paired
-differences (row minus column on the common items; Holm-significant cells coloured, the others
-grey).
+how many dropped and which system lacks them, which systems were left out of it), a forest plot
+(each system's mean on those items as a dot and its CI as a bar, best first, with its rank
+interval and letters), each system's mean over its own items where items were dropped or
+systems left out (shown, not ranked), and the matrix of paired differences (row minus column on
+the common items; Holm-significant cells coloured, the others grey). The systems left out of
+the common ground (``--exclude``, ``--min-items``) are in neither the plot nor the matrix.
 """
 
 from __future__ import annotations
@@ -69,8 +70,14 @@ def _ground(board: Leaderboard, criterion: str) -> str:
     if ground["dropped"]:
         who = ", ".join(f"{escape(n)} lacks {k}" for n, k in ground["lacking"].items())
         text += f"; {ground['dropped']} of {ground['scored_by_any']} dropped ({who})"
-    if ground["unranked"]:
-        text += "; not ranked (no scored item): " + ", ".join(map(escape, ground["unranked"]))
+    left_out = ground.get("left_out") or {}
+    unranked = [n for n in ground["unranked"] if n not in left_out]
+    if unranked:
+        text += "; not ranked (no scored item): " + ", ".join(map(escape, unranked))
+    if left_out:
+        text += "; left out of the common ground, not ranked: " + ", ".join(
+            f"{escape(n)} ({escape(why)})" for n, why in left_out.items()
+        )
     return f"<p class='ground'>{text}.</p>"
 
 
@@ -80,7 +87,7 @@ def _own(board: Leaderboard, criterion: str) -> str:
     Not ranked because the systems' own items differ.
     """
     ground = board.ranked_on.get(criterion)
-    if not ground or not ground["dropped"]:
+    if not ground or not (ground["dropped"] or ground.get("left_out")):
         return ""
     html = [
         "<table class='own'><caption class='note'>each system's mean over its own scored "
@@ -99,14 +106,19 @@ def _own(board: Leaderboard, criterion: str) -> str:
     return "".join(html)
 
 
-def _forest(board: Leaderboard, criterion: str) -> str:
-    rows = sorted(
-        board.systems,
+def _ranked(board: Leaderboard, criterion: str) -> list[dict[str, Any]]:
+    """The systems on the criterion's common ground (not left out of it), best first."""
+    return sorted(
+        (s for s in board.systems if "left_out" not in s["criteria"][criterion]),
         key=lambda s: (
             s["criteria"][criterion]["rank"] is None,
             s["criteria"][criterion]["rank"] or 0,
         ),
     )
+
+
+def _forest(board: Leaderboard, criterion: str) -> str:
+    rows = _ranked(board, criterion)
     values = [
         x
         for s in rows
@@ -162,16 +174,7 @@ def _forest(board: Leaderboard, criterion: str) -> str:
 
 
 def _matrix(board: Leaderboard, criterion: str) -> str:
-    names = [
-        s["name"]
-        for s in sorted(
-            board.systems,
-            key=lambda s: (
-                s["criteria"][criterion]["rank"] is None,
-                s["criteria"][criterion]["rank"] or 0,
-            ),
-        )
-    ]
+    names = [s["name"] for s in _ranked(board, criterion)]
     cell: dict[tuple[str, str], dict[str, Any]] = {}
     for pair in board.pairs:
         if pair["criterion"] == criterion:

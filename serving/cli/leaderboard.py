@@ -88,6 +88,25 @@ def leaderboard(
             "default refused: their scores are not on one footing).",
         ),
     ] = False,
+    exclude: Annotated[
+        list[str],
+        typer.Option(
+            "--exclude",
+            help="Leave this system out of the common ground (repeat): listed apart with its "
+            "own mean, not ranked, so one system with few scored items does not shrink "
+            "every system's ranking to them.",
+            show_default=False,
+        ),
+    ] = [],
+    min_items: Annotated[
+        int,
+        typer.Option(
+            "--min-items",
+            help="Per criterion, leave out of the common ground (as --exclude) every system "
+            "with fewer scored items than this.",
+            min=0,
+        ),
+    ] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     html: Annotated[
         Path | None,
@@ -117,7 +136,10 @@ def leaderboard(
     rank interval over items. Each pair of systems is compared on the same items (never
     zero-filled): the mean difference with its paired t interval, Holm-adjusted over the pairs
     of a criterion; systems sharing a letter are ones the data cannot separate. With --human,
-    the human-corrected (PPI++) means; with --length-control, the length-controlled ones.
+    the human-corrected (PPI++) means on the same items, and each pair's corrected difference;
+    with --length-control, the length-controlled means. A system whose few scored items alone
+    shrink the common ground is named, with how many it has: --exclude it (or --min-items) to
+    rank the others on theirs, it listed apart. Intervals stay on the rubric's scale.
 
     Benchmark runs (`jurybox bench NAME ... --out DIR`, one per system) are compared the same
     way on the pack's per-item results: accuracy for MicroVQA and MIR, nDCG@10 and Hit@1 for
@@ -137,6 +159,8 @@ def leaderboard(
             confidence=confidence,
             resamples=resamples,
             seed=seed,
+            exclude=exclude,
+            min_items=min_items,
         )
         if html is not None:
             from jurybox.calibration.reports.leaderboard_html import render_leaderboard
@@ -159,10 +183,12 @@ def render(board: Any) -> None:
     pct = round(board.confidence * 100)
     by = board.rank_by
     ground = board.ranked_on[by]
+    left_out = ground.get("left_out") or {}
     on = (
         ""
-        if not ground["dropped"] and ground["items"] == board.items
+        if not ground["dropped"] and ground["items"] == board.items and not left_out
         else f" on the {ground['items']} items every system scored"
+        + (f" ({len(left_out)} left out)" if left_out else "")
     )  # else: on every item
     _say(f"{len(board.systems)} systems on {board.items} items, ranked by {by}{on} ({pct}% CIs)")
     t = Table()
@@ -177,8 +203,11 @@ def render(board: Any) -> None:
         t.add_column("PPI++ mean", justify="right")
     if controlled:
         t.add_column("LC mean", justify="right")
+    apart = [s for s in board.systems if "left_out" in s["criteria"][by]]
     for s in board.systems:
         c = s["criteria"][by]
+        if "left_out" in c:
+            continue
         rank = "-" if s["rank"] is None else str(s["rank"])
         if s["rank_ci"] is not None and s["rank_ci"][0] != s["rank_ci"][1]:
             rank += f" ({s['rank_ci'][0]}-{s['rank_ci'][1]})"
@@ -197,6 +226,8 @@ def render(board: Any) -> None:
             row.append("-" if lc.get("mean") is None else f"{lc['mean']:.3f}")
         t.add_row(*row)
     out.print(t)
+    if apart:
+        _left_out(apart, by)
     if ground["dropped"]:
         _own_means(board, by)
     others = [c for c in board.criteria if c != by]
@@ -208,7 +239,8 @@ def render(board: Any) -> None:
         for s in board.systems:
             m.add_row(s["name"], *(_short(s["criteria"][c]) for c in board.criteria))
         out.print(m)
-    pairs = [p for p in board.pairs if p["criterion"] == by]
+    left = {s["name"] for s in apart}
+    pairs = [p for p in board.pairs if p["criterion"] == by and not {p["a"], p["b"]} & left]
     if pairs:
         p_table = Table(
             title=f"pairs on {by}: mean difference on those items (* Holm-significant)",
@@ -225,6 +257,8 @@ def render(board: Any) -> None:
                 + (" *" if p["significant"] else ""),
             )
         out.print(p_table)
+    if corrected:
+        _corrected_pairs(pairs, by)
     if controlled:
         changed = board.length_control[by]["order_changes"]
         out.print(
@@ -233,9 +267,50 @@ def render(board: Any) -> None:
         )
     out.print(
         "Systems sharing a letter are not shown to differ; a rank interval (a-b)\n"
-        "is the bootstrap's over items.",
+        "is the bootstrap's over items."
+        + ("\nPPI++: human-corrected, on the same items as the ranking." if corrected else ""),
         highlight=False,
     )
+
+
+def _corrected_pairs(pairs: Sequence[Mapping[str, Any]], by: str) -> None:
+    """Each pair's human-corrected difference (PPI++ on the per-item differences), or why none."""
+    from rich.table import Table
+
+    t = Table(
+        title=f"pairs on {by}, human-corrected: PPI++ on the differences, same items",
+        title_justify="left",
+    )
+    for col in ("a - b", "PPI++ difference [CI]", "labelled"):
+        t.add_column(col, justify="left" if col == "a - b" else "right")
+    for p in pairs:
+        h = p.get("human_corrected") or {}
+        if h.get("difference") is None:
+            t.add_row(f"{p['a']} - {p['b']}", "-", h.get("reason") or "-")
+            continue
+        t.add_row(
+            f"{p['a']} - {p['b']}",
+            _mean_ci(h["difference"], h["ci"], sign=True),
+            str(h["labelled"]),
+        )
+    out.print(t)
+
+
+def _left_out(systems: Sequence[Mapping[str, Any]], by: str) -> None:
+    """The systems left out of the common ground (--exclude, --min-items): own means, apart."""
+    from rich.table import Table
+
+    _say("Left out of the common ground, not ranked (each on its own items):")
+    t = Table()
+    t.add_column("system")
+    t.add_column("own items", justify="right")
+    t.add_column("mean [CI]", justify="right")
+    t.add_column("why")
+    for s in systems:
+        c = s["criteria"][by]
+        own = c["own"]
+        t.add_row(s["name"], str(own["scored"]), _mean_ci(own["mean"], own["ci"]), c["left_out"])
+    out.print(t)
 
 
 def _own_means(board: Any, by: str) -> None:
@@ -255,9 +330,16 @@ def _own_means(board: Any, by: str) -> None:
     t.add_column("system")
     t.add_column("own items", justify="right")
     t.add_column("mean [CI]", justify="right")
+    corrected = any("human_corrected" in s["criteria"][by]["own"] for s in board.systems)
+    if corrected:
+        t.add_column("PPI++ mean [CI]", justify="right")
     for s in board.systems:
         own = s["criteria"][by]["own"]
-        t.add_row(s["name"], str(own["scored"]), _mean_ci(own["mean"], own["ci"]))
+        row = [s["name"], str(own["scored"]), _mean_ci(own["mean"], own["ci"])]
+        if corrected:
+            h = own.get("human_corrected") or {}
+            row.append(_mean_ci(h.get("mean"), h.get("ci")))
+        t.add_row(*row)
     out.print(t)
 
 

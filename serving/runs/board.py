@@ -36,6 +36,8 @@ def board_of(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    exclude: Sequence[str] = (),
+    min_items: int = 0,
 ) -> Leaderboard:
     """The leaderboard of ``judged``, one judged file, shard directory or bench run per system.
 
@@ -61,6 +63,8 @@ def board_of(
         confidence: Confidence of every interval.
         resamples: Bootstrap resamples of the rank intervals.
         seed: Random seed of the bootstrap.
+        exclude: Systems to leave out of the common ground (listed apart, not ranked).
+        min_items: Per criterion, leave out the systems with fewer scored items than this.
 
     Returns:
         The leaderboard (``to_dict()`` for its data; its ``notes`` say what to tell the user).
@@ -92,7 +96,16 @@ def board_of(
     benches = [path.is_dir() and (path / "report.json").is_file() for path in paths]
     if any(benches):
         return _bench_board(
-            paths, benches, names, criterion, human, length_control, confidence, resamples, seed
+            paths,
+            benches,
+            names,
+            criterion,
+            human,
+            length_control,
+            confidence,
+            resamples,
+            seed,
+            {"exclude": exclude, "min_items": min_items},
         )
     return _judged_board(
         paths,
@@ -105,6 +118,7 @@ def board_of(
         confidence,
         resamples,
         seed,
+        {"exclude": exclude, "min_items": min_items},
     )
 
 
@@ -118,8 +132,12 @@ def _bench_board(
     confidence: float,
     resamples: int,
     seed: int,
+    ground: Mapping[str, Any],
 ) -> Leaderboard:
-    """The leaderboard of `jurybox bench --out` directories: each pack's per-item results."""
+    """The leaderboard of `jurybox bench --out` directories: each pack's per-item results.
+
+    ``ground``: the ``exclude`` and ``min_items`` of the common ground.
+    """
     from jurybox.benchmarks.report import read_item_results
     from jurybox.calibration.reports.leaderboard import System
     from jurybox.calibration.reports.leaderboard import leaderboard as build
@@ -151,6 +169,7 @@ def _bench_board(
         confidence=confidence,
         resamples=resamples,
         seed=seed,
+        **ground,
     )
     board.notes.insert(
         0,
@@ -172,8 +191,9 @@ def _judged_board(
     confidence: float,
     resamples: int,
     seed: int,
+    ground: Mapping[str, Any],
 ) -> Leaderboard:
-    """The leaderboard of judged files (module help)."""
+    """The leaderboard of judged files (module help); ``ground`` as `_bench_board`'s."""
     from jurybox.calibration import load_judge_output
     from jurybox.calibration.data.labels import label_rows, scales_from
     from jurybox.calibration.data.verdicts import rubric_for
@@ -238,6 +258,7 @@ def _judged_board(
         resamples=resamples,
         seed=seed,
         centre_length=centre,
+        **ground,
     )
     board.notes[:0] = notes
     return board
