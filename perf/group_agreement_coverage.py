@@ -6,7 +6,8 @@ rounded to whole points (a ``coarse`` jury: its rewards often tie, some groups a
 estimands are the population values, from ``--truth`` groups: the mean tau-b over groups whose
 rewards do not all tie, the mean tau with those at 0, and the pair agreement (a jury tie half).
 For each number of groups, ``--reps`` data sets; per data set the shipped report's intervals
-(``jurybox.calibration.reports.group_agreement``: Student t over groups) and, side by side,
+(``jurybox.calibration.reports.group_agreement``: Student t over groups, computed here at every
+count: the report gives none below ``MIN_GROUPS``, which the table marks) and, side by side,
 the percentile bootstrap over groups it replaced (1000 resamples, as
 ``jurybox.calibration.stats.ranking.group_agreement`` draws them). Coverage is the share of
 data sets whose 95% interval holds the estimand, with its Monte Carlo standard error
@@ -23,7 +24,7 @@ import math
 
 import numpy as np
 
-from jurybox.calibration.reports.group_agreement import group_mean, group_ratio
+from jurybox.calibration.reports.group_agreement import MIN_GROUPS, group_mean, group_ratio
 
 GROUPS = (5, 10, 20, 50)
 
@@ -66,9 +67,9 @@ def percentile(rng: np.random.Generator, d: dict[str, np.ndarray]) -> dict[str, 
 def shipped(d: dict[str, np.ndarray]) -> dict[str, tuple | None]:
     tau = d["tau"][~np.isnan(d["tau"])]
     return {
-        "tau": group_mean("t", list(tau), 0.95).ci,
-        "zeroed": group_mean("t", list(d["zeroed"]), 0.95).ci,
-        "agree": group_ratio("a", list(d["agree"]), list(d["pairs"].astype(int)), 0.95).ci,
+        "tau": group_mean("t", list(tau), 0.95, least=2).ci,
+        "zeroed": group_mean("t", list(d["zeroed"]), 0.95, least=2).ci,
+        "agree": group_ratio("a", list(d["agree"]), list(d["pairs"].astype(int)), 0.95, least=2).ci,
     }
 
 
@@ -124,7 +125,8 @@ def main() -> None:
                 rows.append(row)
                 print(
                     f"| {row['jury']} | {g} | {key} | {row['truth']:.3f} | "
-                    f"{row['t']:.3f} ± {row['t_se']:.3f} | {missing[key]} | "
+                    f"{row['t']:.3f} ± {row['t_se']:.3f}{' (refused)' * (g < MIN_GROUPS)} | "
+                    f"{missing[key]} | "
                     f"{row['percentile']:.3f} ± {row['percentile_se']:.3f} |",
                     flush=True,
                 )

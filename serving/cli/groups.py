@@ -43,7 +43,7 @@ def agree_groups(
     pair a ranking orders, and the preferences given one by one) that the rewards order the
     same way, a jury tie counting half, human ties left out. A group whose rewards all tie
     has no tau-b: such groups are counted, and the mean tau over every ranked group with
-    theirs at 0 is printed beside it. Each with a Student t interval over groups (none below 5
+    theirs at 0 is printed beside it. Each with a Student t interval over groups (none below 20
     groups: too few to hold). Groups in one file only, and unscored rewards, are left out and
     counted.
     """

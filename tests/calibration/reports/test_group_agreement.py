@@ -58,8 +58,9 @@ def test_the_intervals_are_scipy_s_student_t_over_groups(tmp_path):
     agreement's, with every group the same number of pairs, the t interval of the groups'
     own agreement shares (the linearised ratio reduces to it)."""
     rng = np.random.default_rng(2)
-    rewards = [(f"g{g}", list(rng.normal(size=5))) for g in range(6)]
-    rankings = [(f"g{g}", [int(c) for c in rng.permutation(5)]) for g in range(6)]
+    g = MIN_GROUPS
+    rewards = [(f"g{x}", list(rng.normal(size=5))) for x in range(g)]
+    rankings = [(f"g{x}", [int(c) for c in rng.permutation(5)]) for x in range(g)]
     report = agreement_of(*write(tmp_path, rewards, rankings))
     taus, shares = [], []
     for (_, r), (_, order) in zip(rewards, rankings):
@@ -83,24 +84,20 @@ def test_the_intervals_are_scipy_s_student_t_over_groups(tmp_path):
         assert stat.ci == pytest.approx((max(bounds[0], low), min(bounds[1], high)))
 
 
-def test_the_interval_over_five_groups_covers_the_truth(tmp_path):
-    """A seeded coverage check at the smallest count given an interval: groups of 4
-    completions, humans ranking q + N(0, 0.5^2), the jury q + N(0, 0.7^2), the truth of
-    mean tau-b from 400,000 groups. The percentile bootstrap covered 0.81 here; 400 data sets
-    put the t interval's 0.92 about 0.014 (one Monte Carlo standard error) from its estimate."""
-    k, a, b = 4, *np.triu_indices(4, 1)
-
-    def groups(rng, n):
-        q = rng.normal(size=(n, k))
-        return q + rng.normal(scale=0.7, size=(n, k)), q + rng.normal(scale=0.5, size=(n, k))
-
-    jury, human = groups(np.random.default_rng(0), 400_000)
-    truth = float(np.mean(np.sign(jury[:, a] - jury[:, b]) * np.sign(human[:, a] - human[:, b])))
-    rng, hits, reps = np.random.default_rng(7), 0, 400
-    for _ in range(reps):
-        jury, human = groups(rng, MIN_GROUPS)
-        rewards = [(f"g{g}", list(jury[g])) for g in range(MIN_GROUPS)]
-        rankings = [(f"g{g}", [int(c) for c in np.argsort(-human[g])]) for g in range(MIN_GROUPS)]
-        ci = agreement_of(*write(tmp_path, rewards, rankings)).kendall_tau_b.ci
-        hits += ci is not None and ci[0] <= truth <= ci[1]
-    assert hits / reps >= 0.88
+@pytest.mark.parametrize("groups", [5, 10, MIN_GROUPS - 1])
+def test_few_groups_get_no_interval_and_the_report_says_why(tmp_path, groups):
+    """Issue 60 (5): the percentile bootstrap gave 5 groups an interval that covered 0.81
+    (perf/group_agreement_coverage.py); no interval over fewer than MIN_GROUPS groups holds
+    (Student's t: 0.905-0.940 at 5 and 10), so none is given, and the report says why."""
+    assert MIN_GROUPS == 20
+    rng = np.random.default_rng(groups)
+    rewards = [(f"g{x}", list(rng.normal(size=4))) for x in range(groups)]
+    rankings = [(f"g{x}", [int(c) for c in rng.permutation(4)]) for x in range(groups)]
+    report = agreement_of(*write(tmp_path, rewards, rankings))
+    for name in ("kendall_tau_b", "pair_agreement", "kendall_tau_ties_zero"):
+        stat = getattr(report, name)
+        assert stat.value is not None and stat.ci is None
+        assert stat.details["no_interval"] == (
+            f"{groups} groups; an interval needs {MIN_GROUPS} or more"
+        )
+    assert f"(no interval: {groups} groups; an interval needs 20 or more)" in report.words()[1]
