@@ -23,7 +23,11 @@ judged instead (its calls per group: `GroupSpec.cost`):
   group the comparisons cannot separate still gets the pointwise signal (TournO's mixture).
 
 The group's term is on [0, 1], mapped onto ``[low, high]`` and centred (minus the group's mean)
-when asked. A completion whose comparisons are all unscored gets no reward (None) and the
+when asked. A comparing design's group also says whether its spread is signal
+(`GroupResult.signal`, `sign_flip_test`: its comparisons against coin flips of the same
+comparisons); a group without (its rewards all tie, or its comparisons spread them no further
+than coin flips) is one to drop, as DAPO's dynamic sampling drops groups of zero spread
+(`no_signal_share` counts them). A completion whose comparisons are all unscored gets no reward (None) and the
 reason; a group of one completion is rewarded pointwise, saying so (`GroupResult.fallback`).
 
 The judging is `GroupJob`'s: a generator of what to judge (`Ask`: items every
@@ -363,7 +367,8 @@ class GroupResult(BaseModel):
         description="Whether the group's spread is signal: false when its rewards all tie, or "
         "when its comparisons' spread is no larger than coin flips of the same comparisons make "
         "(null_p above 0.05); true when it is; null when the test cannot tell (too few "
-        "comparisons to reach 0.05, or a design without comparisons whose rewards differ). "
+        "comparisons to reach 0.05, a design without comparisons whose rewards differ, or a "
+        "mixed reward whose comparisons show none: its pointwise part may). "
         "Groups with false carry no signal: drop them (as DAPO drops groups of zero spread).",
     )
     null_p: float | None = Field(
@@ -983,6 +988,8 @@ class GroupJob:
             null_p=null_p,
         )
         result.signal = _signal(result.spread, null_p, reachable)
+        if result.signal is False and spec.weight is not None and (result.spread or 0) > 1e-12:
+            result.signal = None  # the comparisons show none; the pointwise reward may
         return result
 
     def _readings(self, s: _State, c: int) -> list[tuple[Use, str]]:

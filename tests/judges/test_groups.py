@@ -533,6 +533,18 @@ def test_a_group_of_known_qualities_is_signal_and_one_of_equals_is_not():
     )
     assert noise.spread is not None and noise.spread > 0  # not an exact tie ...
     assert noise.signal is False and noise.null_p is not None and noise.null_p > 0.05
+    # Mixed with a pointwise reward, the comparisons' noise says nothing of the pointwise part.
+    (mixed,) = judge_groups(
+        flat,
+        job(
+            GroupSpec(weight=0.5),
+            "pairwise",
+            [Group("g", FIELDS, list(same))],
+            flat,
+            pointwise="mirage-mg",
+        ),
+    )
+    assert mixed.null_p is not None and mixed.null_p > 0.05 and mixed.signal is None
 
 
 def test_the_pointwise_design_s_term_is_on_the_unit_range_whatever_the_reward_s_scale():
