@@ -414,12 +414,14 @@ def _group_function(
 
     Each call logs ``jurybox/<name>/unscored`` (completions without a reward, with a warning naming
     each and the cause), ``/spread`` (the mean of the groups' reward standard deviations),
-    ``/zero_spread`` (the share of groups whose rewards all tie), ``/calls_per_group`` (judge calls
+    ``/zero_spread`` (the share of groups whose rewards all tie), ``/no_signal`` (the share of
+    groups with no signal: those, and those whose comparisons spread them no further than coin
+    flips, `jurybox.judges.groups.GroupResult.signal`), ``/calls_per_group`` (judge calls
     per judge and group the design plans) and ``/asked`` (those asked this call); ``<name>/reward``
     in TRL's completions table says what each reward came from. The calls per group are printed (and
     logged) before the first judging.
     """
-    from jurybox.judges.groups import Group
+    from jurybox.judges.groups import Group, no_signal_share
 
     rubric = rewards.rubric
     name = name or f"jury_{rubric.name.replace('-', '_').replace('.', '_')}_{spec.design}"
@@ -543,6 +545,7 @@ def _group_function(
                 f"jurybox/{name}/zero_spread",
                 float(sum(s <= 1e-12 for s in spreads) / len(spreads)) if spreads else float("nan"),
             )
+            log_metric(f"jurybox/{name}/no_signal", no_signal_share(results))
             log_metric(
                 f"jurybox/{name}/calls_per_group",
                 float(sum(r.calls for r in results) / len(results)),

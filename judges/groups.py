@@ -23,7 +23,11 @@ judged instead (its calls per group: `GroupSpec.cost`):
   group the comparisons cannot separate still gets the pointwise signal (TournO's mixture).
 
 The group's term is on [0, 1], mapped onto ``[low, high]`` and centred (minus the group's mean)
-when asked. A completion whose comparisons are all unscored gets no reward (None) and the
+when asked. A comparing design's group also says whether its spread is signal
+(`GroupResult.signal`, `sign_flip_test`: its comparisons against coin flips of the same
+comparisons); a group without (its rewards all tie, or its comparisons spread them no further
+than coin flips) is one to drop, as DAPO's dynamic sampling drops groups of zero spread
+(`no_signal_share` counts them). A completion whose comparisons are all unscored gets no reward (None) and the
 reason; a group of one completion is rewarded pointwise, saying so (`GroupResult.fallback`).
 
 The judging is `GroupJob`'s: a generator of what to judge (`Ask`: items every
@@ -357,6 +361,21 @@ class GroupResult(BaseModel):
         None,
         description="Listwise: per position shown (first letter first), the mean score "
         "there minus the call's mean (on [0, 1]); the shuffle makes it the position's effect.",
+    )
+    signal: bool | None = Field(
+        None,
+        description="Whether the group's spread is signal: false when its rewards all tie, or "
+        "when its comparisons' spread is no larger than coin flips of the same comparisons make "
+        "(null_p above 0.05); true when it is; null when the test cannot tell (too few "
+        "comparisons to reach 0.05, a design without comparisons whose rewards differ, or a "
+        "mixed reward whose comparisons show none: its pointwise part may). "
+        "Groups with false carry no signal: drop them (as DAPO drops groups of zero spread).",
+    )
+    null_p: float | None = Field(
+        None,
+        description="Comparing designs: the share of sign flips of the comparisons (each pair's "
+        "outcome a coin flip: its share s or 1 - s) whose win shares spread at least as far as "
+        "the observed ones; exact up to 2^12 flips, else a seeded simulation of 4095.",
     )
 
     @property
@@ -954,7 +973,11 @@ class GroupJob:
         effect = None
         if spec.design == "listwise":
             effect = [float(np.mean(v)) if v else None for v in s.position]
-        return GroupResult(
+        null_p: float | None = None
+        reachable = False
+        if spec.design in COMPARING:
+            null_p, reachable = sign_flip_test(s.k, *self._scored(s), rng=s.rng)
+        result = GroupResult(
             id=s.group.key,
             design=spec.design,
             rewards=[c.reward for c in completions],
@@ -962,7 +985,12 @@ class GroupJob:
             calls=cost.calls,
             asked=s.asked,
             position_effect=effect,
+            null_p=null_p,
         )
+        result.signal = _signal(result.spread, null_p, reachable)
+        if result.signal is False and spec.weight is not None and (result.spread or 0) > 1e-12:
+            result.signal = None  # the comparisons show none; the pointwise reward may
+        return result
 
     def _readings(self, s: _State, c: int) -> list[tuple[Use, str]]:
         out: list[tuple[Use, str]] = []
@@ -990,6 +1018,88 @@ class GroupJob:
             inconsistent=read.inconsistent,
             judged=read.judged,
         )
+
+
+#: The level of the sign-flip test below which a group's spread counts as signal.
+SIGNAL_ALPHA = 0.05
+#: Sign flips enumerated exactly up to 2 ** EXACT_PAIRS; more comparisons are simulated.
+EXACT_PAIRS = 12
+#: Simulated sign flips beyond that (seeded by the group's generator).
+SIMULATED_FLIPS = 4095
+
+
+def sign_flip_test(
+    k: int, i: Sequence[int], j: Sequence[int], share: Sequence[float], rng: np.random.Generator
+) -> tuple[float | None, bool]:
+    """Whether a group's comparisons spread its completions further than coin flips would.
+
+    The null is that every comparison is a coin flip between its two answers (what a judge
+    that contradicts itself under the order swap says): the share ``s`` of pair ``(i, j)`` is
+    as likely as ``1 - s``. The statistic is the standard deviation of the completions' win
+    shares (mean share over their comparisons); its null distribution flips the sign of each
+    ``s - 0.5``, over all ``2^m`` patterns when ``m <= EXACT_PAIRS`` (exact), else over
+    `SIMULATED_FLIPS` seeded draws (p counting the observed pattern once).
+
+    Args:
+        k: The group's size.
+        i: Each scored comparison's first completion.
+        j: Its second.
+        share: The first completion's share of the win (1: it is better).
+        rng: The group's generator (the simulation's seed).
+
+    Returns:
+        The p-value (None without a scored comparison) and whether the test can reach
+        `SIGNAL_ALPHA` at all (the least p it can give is no larger: a round robin of fewer than
+        six completions, one comparison per judge, cannot).
+
+    >>> p, reachable = sign_flip_test(2, [0], [1], [1.0], np.random.default_rng(0))
+    >>> p, reachable
+    (1.0, False)
+    """
+    m = len(share)
+    if m == 0:
+        return None, False
+    d = np.asarray(share, dtype=float) - 0.5
+    degree = np.bincount(np.concatenate([i, j]).astype(int), minlength=k).astype(float)
+    met = degree > 0
+    incidence = np.zeros((m, k))
+    incidence[np.arange(m), i] = 1.0 / degree[i]
+    incidence[np.arange(m), j] = -1.0 / degree[j]
+    exact = m <= EXACT_PAIRS
+    if exact:
+        signs = 1.0 - 2.0 * ((np.arange(2**m)[:, None] >> np.arange(m)) & 1)
+        null = ((signs * d) @ incidence)[:, met].std(axis=1)
+    else:  # in chunks: a large group's flips never held at once
+        null = np.concatenate(
+            [
+                ((rng.choice([-1.0, 1.0], size=(n, m)) * d) @ incidence)[:, met].std(axis=1)
+                for n in np.diff(np.r_[0:SIMULATED_FLIPS:512, SIMULATED_FLIPS])
+            ]
+        )
+    observed = float((d @ incidence)[met].std())
+    tol = 1e-12 * max(1.0, observed)
+    hits = int(np.count_nonzero(null >= observed - tol))
+    if exact:
+        least = float(np.mean(null >= null.max() - tol))
+        return hits / len(null), least <= SIGNAL_ALPHA
+    return (hits + 1) / (len(null) + 1), True
+
+
+def _signal(spread: float | None, null_p: float | None, reachable: bool) -> bool | None:
+    if spread is not None and spread <= 1e-12:
+        return False
+    if null_p is None or not reachable:
+        return None
+    return null_p <= SIGNAL_ALPHA
+
+
+def no_signal_share(results: Sequence[GroupResult]) -> float:
+    """The share of groups whose spread is no signal (`GroupResult.signal` false), NaN for none.
+
+    It counts the groups whose rewards all tie and those whose comparisons spread them no
+    further than coin flips; every one of them is a group GRPO should not learn from.
+    """
+    return float(np.mean([r.signal is False for r in results])) if results else float("nan")
 
 
 def drive(job: GroupJob, answer: Callable[[list[Ask | AskEach]], list[Any]]) -> list[GroupResult]:

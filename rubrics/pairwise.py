@@ -5,8 +5,10 @@ symmetric about 0.5. Every judge sees each item twice, A first ("ab") and B firs
 votes are stored as they came, each with its ``order``, their score turned into **A's share**
 (1: A is better) so the two orders can be compared. A judge whose two orders point to
 different answers is *inconsistent* on the item (position bias at work): its vote counts as a
-tie or as unscored, as the rubric's ``inconsistent`` says. A consistent judge's vote is the
-mean of its two A shares (and of its two expected scores: the order-debiased verdict).
+tie or as unscored, as the rubric's ``inconsistent`` says; a tie on its expected score too (0.5,
+not the mean of two contradictory readings, which would read as a preference). A consistent
+judge's vote is the mean of its two A shares (and of its two expected scores: the
+order-debiased verdict).
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def combine_orders(criterion: str, votes: Sequence[Vote], inconsistent: str) -> 
                         judge=judge,
                         criterion=criterion,
                         score=0.5,
-                        expected=expected,
+                        expected=None if expected is None else 0.5,
                         label="tie",
                         raw=why,
                     )

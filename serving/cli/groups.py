@@ -34,25 +34,23 @@ def agree_groups(
         ),
     ],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    resamples: Annotated[
-        int, typer.Option(help="Bootstrap resamples (over groups) per interval.", min=1)
-    ] = 1000,
     confidence: Annotated[float, typer.Option(help="Interval level.", min=0.5, max=0.999)] = 0.95,
-    seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
 ) -> None:
     """How well the jury's group rewards rank each group as humans did.
 
     Per group, Kendall's tau-b between the rewards and the human ranking (ties corrected for),
     averaged over the groups that have one; and the share of human pairwise preferences (every
     pair a ranking orders, and the preferences given one by one) that the rewards order the
-    same way, a jury tie counting half, human ties left out. Each with a percentile bootstrap
-    interval over groups. Groups in one file only, and unscored rewards, are left out and
+    same way, a jury tie counting half, human ties left out. A group whose rewards all tie
+    has no tau-b: such groups are counted, and the mean tau over every ranked group with
+    theirs at 0 is printed beside it. Each with a Student t interval over groups (none below 20
+    groups: too few to hold). Groups in one file only, and unscored rewards, are left out and
     counted.
     """
     from jurybox.calibration.reports.group_agreement import agreement_of
 
     with reported():
-        report = agreement_of(human, judged, resamples, confidence, seed)
+        report = agreement_of(human, judged, confidence)
     if json_out:
         typer.echo(dumps(report.to_dict()))
         return

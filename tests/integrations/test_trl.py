@@ -387,8 +387,6 @@ def test_grpo_trains_two_steps_on_group_rewards_from_the_service_and_in_process(
             assert logged[f"jurybox/{name}/calls_per_group"] == 2.0
             assert logged[f"rewards/{name}/mean"] == pytest.approx(0.5)  # a pair's two sides
         assert logged["jurybox/local_groups/unscored"] == 0.0
-        assert logged["jurybox/local_groups/zero_spread"] == 0.0
-        assert logged["jurybox/local_groups/spread"] > 0
         items = [
             replay_tiny.score_records(
                 load_rubric("mirage-mg"),
@@ -402,7 +400,15 @@ def test_grpo_trains_two_steps_on_group_rewards_from_the_service_and_in_process(
             completions=[[{"role": "assistant", "content": t}] for t in texts],
             answer=answers,
         )
-        assert in_process[0] != in_process[1] and sum(in_process) == pytest.approx(1.0)
+        assert sum(in_process) == pytest.approx(1.0)
+        # The tiny jury's judges may contradict themselves when the pair's order is swapped: a
+        # tie (issue 60, 7), whose group is logged as zero spread and no signal.
+        tied = float(in_process[0] == in_process[1])
+        assert logged["jurybox/local_groups/zero_spread"] == tied
+        assert logged["jurybox/local_groups/no_signal"] >= tied
+        assert logged["jurybox/local_groups/spread"] == pytest.approx(
+            abs(in_process[0] - in_process[1]) / 2
+        )
         if prompts[0][-1]["content"] == GARLIC:  # over the service's prompt limit
             assert rewards == [0.5, 0.5]
             assert logged["jurybox/service_groups/unscored"] == 2.0

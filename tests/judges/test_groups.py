@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -14,11 +15,20 @@ from group_helpers import SimJudge, sim_jury
 from judging_helpers import ITEMS, QUESTION, REFERENCE
 
 from jurybox.judges import Jury, rankings
-from jurybox.judges.groups import Group, GroupJob, GroupSpec, judge_groups, listwise_rubric
+from jurybox.judges.groups import (
+    Group,
+    GroupJob,
+    GroupSpec,
+    judge_groups,
+    listwise_rubric,
+    no_signal_share,
+    sign_flip_test,
+)
 from jurybox.judges.resolution import ResolvedReward, redecided
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import RewardSpec
+from jurybox.serving.service.protocol import GroupResponse
 
 FIELDS = {"question": QUESTION, "reference": REFERENCE}
 QUALITY = {f"[answer {k}]": q for k, q in enumerate([-1.2, -0.4, 0.3, 1.1])}
@@ -443,10 +453,98 @@ def test_the_replay_jury_s_groups_spread_under_expected_scores_where_chosen_ones
     (expected,) = judge_groups(
         replay_tiny, job(GroupSpec(design="pointwise"), "mirage-mg", groups, replay_tiny)
     )
-    (pairs,) = judge_groups(replay_tiny, job(GroupSpec(), "pairwise", groups, replay_tiny))
     assert chosen.spread == 0.0
-    assert expected.spread > 0 and pairs.spread > 0
-    assert len(set(pairs.rewards)) == 4
+    assert expected.spread > 0
+
+
+def test_the_tiny_jury_s_self_contradicting_comparisons_are_ties_and_no_signal(replay_tiny):
+    """Issue 60 (7): through the pairwise design the tiny jury's judges contradict themselves
+    on every pair when its order is swapped. Each comparison is then a tie (it was "winner:
+    other", share 0.4948, from the mean of contradictory expected scores), the group's rewards
+    all tie and the group reports no signal, as the share of such groups does."""
+    texts = [ITEMS[0].response, ITEMS[1].response, "Early blight.", "A virus."]
+    (pairs,) = judge_groups(
+        replay_tiny, job(GroupSpec(), "pairwise", [Group("g", FIELDS, texts)], replay_tiny)
+    )
+    shown = [x for c in pairs.completions for x in c.comparisons]
+    assert all(len(x.inconsistent) == 2 and x.used == "expected" for x in shown)
+    assert all(x.winner == "tie" and x.share == 0.5 for x in shown)
+    assert pairs.spread == 0.0 and pairs.signal is False
+    assert no_signal_share([pairs]) == 1.0
+    wire = GroupResponse(groups=[pairs]).model_dump(mode="json")["groups"][0]
+    assert wire["signal"] is False and wire["null_p"] == 1.0
+
+
+def _brute_p(k, pairs, share):
+    """The sign-flip p-value by enumeration in plain Python (an independent implementation)."""
+
+    def spread(values):
+        wins = [[] for _ in range(k)]
+        for (a, b), v in zip(pairs, values):
+            wins[a].append(v)
+            wins[b].append(1.0 - v)
+        return statistics.pstdev([sum(w) / len(w) for w in wins if w])
+
+    seen = spread(share)
+    null = [
+        spread([v if keep else 1.0 - v for v, keep in zip(share, flips)])
+        for flips in itertools.product([True, False], repeat=len(share))
+    ]
+    return sum(x >= seen - 1e-12 for x in null) / len(null)
+
+
+def test_the_sign_flip_test_equals_an_enumeration_and_the_count_of_orders():
+    rng = np.random.default_rng(5)
+    for k, pairs in [
+        (4, list(itertools.combinations(range(4), 2))),
+        (5, rankings.regular(5, 2, rng)),
+        (3, [(0, 1), (1, 2)]),
+    ]:
+        for _ in range(4):
+            share = list(rng.choice([0.0, 0.25, 0.5, 0.6, 1.0], size=len(pairs)))
+            i, j = [a for a, _ in pairs], [b for _, b in pairs]
+            p, _ = sign_flip_test(k, i, j, share, rng)
+            assert p == pytest.approx(_brute_p(k, pairs, share), abs=1e-12)
+    # A whole order (every pair won by the better one): the flips that spread as far are the
+    # k! transitive tournaments of 2^(k(k-1)/2); a round robin of 4 cannot reach 0.05.
+    for k in (4, 5, 6, 7):
+        pairs = list(itertools.combinations(range(k), 2))
+        i, j = [a for a, _ in pairs], [b for _, b in pairs]
+        p, reachable = sign_flip_test(k, i, j, [1.0] * len(pairs), np.random.default_rng(0))
+        want = math.factorial(k) / 2 ** len(pairs)
+        if len(pairs) <= 12:
+            assert p == pytest.approx(want) and reachable == (want <= 0.05)
+        else:  # simulated: within 4 Monte Carlo standard errors
+            assert abs(p - want) < 4 * math.sqrt(want * (1 - want) / 4095) + 1 / 4096
+            assert reachable
+
+
+def test_a_group_of_known_qualities_is_signal_and_one_of_equals_is_not():
+    quality = {f"[answer {k}]": q for k, q in enumerate(np.linspace(-2, 2, 8))}
+    jury = sim_jury(quality, tie=0.05)
+    (result,) = judge_groups(
+        jury, job(GroupSpec(), "pairwise", [Group("g", FIELDS, list(quality))], jury)
+    )
+    assert result.signal is True and result.null_p is not None and result.null_p < 0.01
+    same = dict.fromkeys(quality, 0.0)
+    flat = sim_jury(same, noise=1.0, tie=0.05)
+    (noise,) = judge_groups(
+        flat, job(GroupSpec(), "pairwise", [Group("g", FIELDS, list(same))], flat)
+    )
+    assert noise.spread is not None and noise.spread > 0  # not an exact tie ...
+    assert noise.signal is False and noise.null_p is not None and noise.null_p > 0.05
+    # Mixed with a pointwise reward, the comparisons' noise says nothing of the pointwise part.
+    (mixed,) = judge_groups(
+        flat,
+        job(
+            GroupSpec(weight=0.5),
+            "pairwise",
+            [Group("g", FIELDS, list(same))],
+            flat,
+            pointwise="mirage-mg",
+        ),
+    )
+    assert mixed.null_p is not None and mixed.null_p > 0.05 and mixed.signal is None
 
 
 def test_the_pointwise_design_s_term_is_on_the_unit_range_whatever_the_reward_s_scale():

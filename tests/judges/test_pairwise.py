@@ -66,6 +66,23 @@ def test_a_consistent_judge_s_two_orders_average_and_an_inconsistent_one_is_a_ti
     assert "one order only" in alone.error
 
 
+def test_an_inconsistent_judge_s_expected_score_is_a_tie_too():
+    """Issue 60 (7): a judge whose two orders point to different answers is a tie on its
+    expected score as well as its chosen one, not the mean of two contradictory readings (the
+    tiny jury's 0.4948 read as "the other answer is better")."""
+    c = load_rubric("pairwise").criteria[0]
+    ab = vote("j", "ab", 1.0, {"1": 0.5, "tie": 0.1, "2": 0.4})  # chose A, expected 0.55
+    ba = vote("j", "ba", 0.0, {"1": 0.6, "tie": 0.1, "2": 0.3})  # chose B, expected 0.65
+    assert ab.expected is not None and ba.expected is not None
+    assert (ab.expected + ba.expected) / 2 != pytest.approx(0.5)
+    (tie,) = combine_orders(c.name, [ab, ba], "tie")
+    assert tie.score == 0.5 and tie.expected == 0.5
+    # A consistent judge keeps the mean of its two expected scores (the order-debiased verdict).
+    ba_same = vote("j", "ba", 1.0, {"1": 0.1, "tie": 0.1, "2": 0.8})
+    (kept,) = combine_orders(c.name, [ab, ba_same], "tie")
+    assert kept.expected == pytest.approx((ab.expected + ba_same.expected) / 2)
+
+
 def test_the_verdict_has_a_winner_p_a_and_reasons():
     rubric, spec = load_rubric("pairwise"), load_jury_spec("tiny")
     prov = provenance(rubric, spec)
