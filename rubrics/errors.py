@@ -11,9 +11,40 @@ The command line and the HTTP service map errors in one place.
 
 from __future__ import annotations
 
+from typing import Any
 
-class JuryboxError(Exception):
-    """Base of every error jurybox raises on purpose."""
+
+def rebuilt(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """An exception of ``cls`` with these ``args`` and attributes, its ``__init__`` not run.
+
+    What `Picklable.__reduce__` unpickles with.
+    """
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+class Picklable:
+    """Mixin: an exception that survives pickling whatever its ``__init__`` takes.
+
+    Pickle rebuilds an exception by calling its class with its ``args`` (the message alone, for
+    most of ours), which fails for an ``__init__`` that takes other arguments: Ray then reports
+    ``Failed to deserialize exception`` in place of the error. This one is rebuilt from its
+    ``args`` and its attributes (``field``, ``unscored``, ...), its ``__init__`` not run.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        assert isinstance(self, BaseException)
+        return rebuilt, (type(self), self.args, dict(self.__dict__))
+
+
+class JuryboxError(Picklable, Exception):
+    """Base of every error jurybox raises on purpose.
+
+    Every one survives pickling (a Ray worker's error reaches the driver) with its message and
+    fields (`Picklable`).
+    """
 
     exit_code = 1
     http_status = 500

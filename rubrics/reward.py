@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import InputError
+from .errors import InputError, JuryboxError
 from .rubric import Rubric
 from .verdict import VerdictRecord
 
@@ -39,7 +39,7 @@ Unscored = Literal["none", "error"] | float
 Scale = Literal["unit", "raw"]
 
 
-class UnscoredReward(RuntimeError):
+class UnscoredReward(JuryboxError, RuntimeError):
     """Items whose reward is undefined while the reward says ``unscored="error"``.
 
     Args:
