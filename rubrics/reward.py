@@ -38,6 +38,34 @@ from .verdict import VerdictRecord
 Unscored = Literal["none", "error"] | float
 Scale = Literal["unit", "raw"]
 
+# Every lone surrogate (U+D800 to U+DFFF), as str.translate takes it: to U+FFFD.
+_SURROGATES = dict.fromkeys(range(0xD800, 0xE000), "\ufffd")
+
+
+def policy_text(text: str) -> tuple[str, int]:
+    r"""A policy's text as the judges are shown it: each lone surrogate replaced by U+FFFD.
+
+    A completion may hold a lone surrogate (``"\ud800"``: a JSON escape, a bad decode), which is
+    no Unicode text: no UTF-8 body, tokenizer or hash takes it. It is replaced as a UTF-8 decoder
+    replaces bytes it cannot read, the rest judged as it is, in every adapter (TRL, verl, Inspect)
+    and on the OpenRLHF route alike; the service's /v1/score refuses it (a client's own input).
+
+    >>> policy_text("caf\ud800e")
+    ('caf\ufffde', 1)
+
+    Args:
+        text: The text.
+
+    Returns:
+        The text, and how many characters were replaced. Linear in the text.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        fixed = text.translate(_SURROGATES)
+        return fixed, sum(a != b for a, b in zip(text, fixed))
+    return text, 0
+
 
 class UnscoredReward(JuryboxError, RuntimeError):
     """Items whose reward is undefined while the reward says ``unscored="error"``.

@@ -31,6 +31,7 @@ Everything here is linear in the body's size: no regular expression runs on a cl
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -38,8 +39,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jurybox.judges.parsing import REASON_CODES, reason_code
-from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward
+from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward, policy_text
 from jurybox.serving.problems import HTTPProblem
+
+logger = logging.getLogger("jurybox.serving.openrlhf")
 
 # Special tokens a decoded query may end with (the response's end-of-sequence, any padding):
 # the fixed ones, and any ``<|...|>`` of at most this many characters inside.
@@ -196,8 +199,17 @@ def items_of(
                     f"{name}[{k}]",
                 )
     items = []
-    for k, query in enumerate(request.query):
-        prompt = request.prompts[k] if request.prompts is not None else ""
+    for k, given in enumerate(request.query):
+        # The policy's text: a lone surrogate is replaced, as the adapters do (`policy_text`).
+        query, replaced = policy_text(given)
+        prompt, more = policy_text(request.prompts[k] if request.prompts is not None else "")
+        if replaced + more:
+            logger.warning(
+                "OpenRLHF sample %d: %d lone surrogate(s), not Unicode text, each replaced "
+                "by U+FFFD before judging",
+                k,
+                replaced + more,
+            )
         response = response_of(query, prompt) if prompt else query
         if response is None:
             raise HTTPProblem(
@@ -215,7 +227,7 @@ def items_of(
         }
         label = request.labels[k] if request.labels is not None else None
         if label:
-            item["reference"] = label
+            item["reference"] = policy_text(label)[0]
         items.append(item)
     return items
 

@@ -904,6 +904,7 @@ class ScoringService:
             },
             max_items=self.limits.max_items,
             max_judge_calls=self.limits.max_judge_calls,
+            max_field_chars=self.limits.max_field_chars,
             spec=self.jury.model_dump(mode="json"),
         )
 
