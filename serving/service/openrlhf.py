@@ -271,13 +271,14 @@ def answer(
     """
     try:
         values = reward.values(records)
-    except UnscoredReward as exc:
-        raise HTTPProblem(
-            422,
-            "unscored",
-            f"{exc} (the route's policy: ?unscored=error; give ?unscored=<value> to train on)",
-            "unscored",
-        ) from None
+    except UnscoredReward as exc:  # in the route's terms (unscored=none is refused here)
+        said = UnscoredReward(
+            exc.unscored,
+            "The route's unscored policy is ?unscored=error (a 422, which fails OpenRLHF's "
+            "step); give ?unscored=<number> in --reward.remote_url to reward an unscored "
+            "sample with that number instead (OpenRLHF needs a number for every sample)",
+        )
+        raise HTTPProblem(422, "unscored", str(said), "unscored") from None
     rewards = [float(v) for v in values if v is not None]  # (unscored=none is refused before)
     flags, reasons = [], []
     for record in records:
