@@ -24,7 +24,7 @@ from types import WrapperDescriptorType
 from typing import TYPE_CHECKING, Any
 
 from jurybox.rubrics import Item, Rubric, load_rubric
-from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
+from jurybox.rubrics.errors import ExecutionError, InputError, InstallError, JuryboxError
 from jurybox.rubrics.reward import Reward, RewardSpec, UnscoredReward, policy_text
 
 if TYPE_CHECKING:  # (jurybox.judges is imported when used: the adapters import light)
@@ -278,6 +278,13 @@ class JuryRewards:
                 if cache and verdict_cache.enabled():  # (JURYBOX_VERDICT_CACHE=off: none)
                     cached = verdict_cache.VerdictCache()
                 jury = Jury.load(os.fspath(jury), cache=cached)
+                try:
+                    _local_models(jury.spec.judges)
+                except InstallError:
+                    jury.close()
+                    raise
+            else:
+                _local_models(jury.spec.judges)
             self._jury = jury
             self._per_request = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -761,6 +768,24 @@ class JuryRewards:
             self._pool.shutdown(wait=False)
         if self._client is not None:
             self._client.close()
+
+
+def _local_models(judges: Sequence[Any]) -> None:
+    """Refuse, in the client-only install, an in-process jury whose judges run local models.
+
+    Their backends (transformers, vLLM) need torch, which only the full jurybox installs: said now,
+    not at the first batch as ``No module named 'torch'``.
+    """
+    from jurybox.judges.backends.registry import backend_kind
+    from jurybox.rubrics.errors import client_only, needs_full_install
+
+    local = [f"{j.name} ({j.backend})" for j in judges if backend_kind(j.backend).weights]
+    if local and client_only():
+        raise needs_full_install(
+            f"jurybox: an in-process jury (jury=) whose judges run local models "
+            f"({', '.join(local)})",
+            "torch",
+        )
 
 
 def _naming(exc: JuryboxError, samples: Sequence[str], doing: str | None = None) -> JuryboxError:

@@ -73,6 +73,40 @@ class ExecutionError(JuryboxError, RuntimeError):
     http_status = 503
 
 
+#: How to get the full jurybox where jurybox-client is installed (they hold the same modules).
+FULL_INSTALL = "from a clone of jurybox: pip uninstall -y jurybox-client && pip install ."
+
+
+class InstallError(JuryboxError, ImportError):
+    """What needs the full jurybox, used where only jurybox-client (the adapters' URL mode) is.
+
+    The message names what was asked for, what is missing and the install command.
+    """
+
+    exit_code = 2
+
+
+def client_only() -> bool:
+    """Whether this environment has jurybox-client and not the full jurybox."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    for name, answer in (("jurybox", False), ("jurybox-client", True)):
+        try:
+            distribution(name)
+        except PackageNotFoundError:
+            continue
+        return answer
+    return False
+
+
+def needs_full_install(what: str, missing: str) -> InstallError:
+    """The error for ``what``, which needs ``missing``, in the client-only install."""
+    return InstallError(
+        f"{what} needs the full jurybox install ({missing} is not here: this is jurybox-client, "
+        f"which judges through a running jurybox serve only, with url=); {FULL_INSTALL}"
+    )
+
+
 def last_line(exc: BaseException) -> str:
     """An error raised in another process, in one line.
 
