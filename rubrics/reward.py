@@ -23,6 +23,7 @@ the reward, on what range, and what an unscored item becomes.
 
 from __future__ import annotations
 
+import codecs
 import math
 import random
 from collections.abc import Iterable, Mapping
@@ -38,8 +39,14 @@ from .verdict import VerdictRecord
 Unscored = Literal["none", "error"] | float
 Scale = Literal["unit", "raw"]
 
-# Every lone surrogate (U+D800 to U+DFFF), as str.translate takes it: to U+FFFD.
-_SURROGATES = dict.fromkeys(range(0xD800, 0xE000), "\ufffd")
+
+def _to_fffd(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """The UTF-8 encoder's error handler: U+FFFD's bytes for each character it cannot encode."""
+    assert isinstance(exc, UnicodeEncodeError)
+    return "\ufffd".encode() * (exc.end - exc.start), exc.end
+
+
+codecs.register_error("jurybox.fffd", _to_fffd)
 
 
 def policy_text(text: str) -> tuple[str, int]:
@@ -62,8 +69,8 @@ def policy_text(text: str) -> tuple[str, int]:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        fixed = text.translate(_SURROGATES)
-        return fixed, sum(a != b for a, b in zip(text, fixed))
+        fixed = text.encode("utf-8", "jurybox.fffd").decode("utf-8")
+        return fixed, fixed.count("\ufffd") - text.count("\ufffd")
     return text, 0
 
 

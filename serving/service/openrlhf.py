@@ -39,6 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jurybox.judges.parsing import REASON_CODES, reason_code
+from jurybox.rubrics import Rubric
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward, policy_text
 from jurybox.serving.problems import HTTPProblem
 
@@ -230,6 +231,59 @@ def items_of(
             item["reference"] = policy_text(label)[0]
         items.append(item)
     return items
+
+
+def split_unsent(
+    items: list[dict[str, Any]], max_field_chars: int
+) -> tuple[list[dict[str, Any]], dict[int, str]]:
+    """The items to judge, and the positions of those not sent with why.
+
+    A response over ``max_field_chars`` (a runaway generation) is the policy's answer, not bad
+    input: it is unscored with its reason, rewarded by the route's unscored policy, as the
+    adapters do, where sending it would fail the whole request (and OpenRLHF's step) with a 422.
+    """
+    sent, unsent = [], {}
+    for k, item in enumerate(items):
+        size = len(item["response"])
+        if size > max_field_chars:
+            unsent[k] = (
+                f"response: {size:,} characters, more than the limit of {max_field_chars:,} "
+                "(max_field_chars): not sent to the judges"
+            )
+        else:
+            sent.append(item)
+    return sent, unsent
+
+
+def merged(
+    records: list[dict[str, Any]], unsent: dict[int, str], rubric: Rubric, jury: str
+) -> list[dict[str, Any]]:
+    """``records`` (of the items sent) with an unscored record, saying why, at each unsent one."""
+    if not unsent:
+        return records
+    names = [c.name for c in rubric.criteria]
+    if rubric.formula is not None:
+        names.append(rubric.formula.name)
+    judged = iter(records)
+    out = []
+    for k in range(len(records) + len(unsent)):
+        if k not in unsent:
+            out.append(next(judged))
+            continue
+        out.append(
+            {
+                "id": str(k),
+                "status": "unscored",
+                "rubric": rubric.name,
+                "jury": jury,
+                "provenance": "",
+                "scores": dict.fromkeys(names),
+                "calibrated": dict.fromkeys(names),
+                "reasons": [unsent[k]],
+                "votes": [],
+            }
+        )
+    return out
 
 
 # An item's field as OpenRLHF named it: a problem with items[k].response is one with query[k].

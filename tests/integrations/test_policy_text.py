@@ -187,3 +187,16 @@ def test_openrlhf_s_client_gets_a_reward_for_a_query_with_a_lone_surrogate(user_
     )
     assert answer is not None and answer["rewards"] == [reward_of([record])[0]]
     assert not math.isnan(answer["rewards"][0])
+
+
+def test_openrlhf_s_client_gets_the_unscored_value_for_a_runaway_response(user_service):
+    from test_openrlhf import LABEL, PROMPT, fetch, with_token
+
+    from jurybox.judges.parsing import REASON_CODES
+
+    url = with_token(user_service, "/v1/openrlhf/mirage-mg?unscored=0.25")
+    (answer,) = fetch(url, [PROMPT + RUNAWAY + "<|im_end|>"], [PROMPT], [LABEL])
+    assert answer is not None and answer["rewards"] == [0.25]
+    logs = answer["extra_logs"]
+    assert logs["jurybox/unscored"] == 1.0
+    assert REASON_CODES[int(logs["jurybox/unscored_reason"])] == "prompt_too_long"

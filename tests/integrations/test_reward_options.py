@@ -113,3 +113,34 @@ def test_the_guide_says_what_the_group_metrics_count():
     assert "answered from the verdict cache count" in guide
     assert "population standard deviation" in guide and "sample standard deviation" in guide
     assert "`?unscored=0` gives an unscored sample the lowest reward" in guide
+
+
+def test_a_runaway_response_on_the_openrlhf_route_is_unscored_not_a_422():
+    from jurybox.serving.service.openrlhf import (
+        OpenRLHFRequest,
+        answer,
+        items_of,
+        merged,
+        reward_options,
+        split_unsent,
+    )
+
+    prompt = "<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n"
+    body = OpenRLHFRequest(query=[prompt + "A fungus.", prompt + "x" * 1001], prompts=[prompt] * 2)
+    sent, unsent = split_unsent(items_of(body, 4, 1000), 1000)
+    assert [item["id"] for item in sent] == ["0"] and list(unsent) == [1]
+    assert unsent[1].startswith("response: 1,001 characters, more than the limit of 1,000")
+    rubric = load_rubric("mirage-mg")
+    judged = {
+        "id": "0",
+        "status": "scored",
+        "rubric": "mirage-mg",
+        "jury": "j",
+        "provenance": "0" * 16,
+        "scores": {"weighted_sum": 0.75},
+    }
+    records = merged([judged], unsent, rubric, "j")
+    reward = reward_options(None, "unit", False, "0.25").bind(rubric)
+    given = answer(reward, [], records, {})
+    assert given["rewards"] == [0.75, 0.25]
+    assert given["extra_logs"]["jurybox/unscored"] == [0.0, 1.0]
