@@ -24,8 +24,8 @@ from types import WrapperDescriptorType
 from typing import TYPE_CHECKING, Any
 
 from jurybox.rubrics import Item, Rubric, load_rubric
-from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
-from jurybox.rubrics.reward import Reward, RewardSpec, UnscoredReward
+from jurybox.rubrics.errors import ExecutionError, InputError, InstallError, JuryboxError
+from jurybox.rubrics.reward import Reward, RewardSpec, UnscoredReward, policy_text
 
 if TYPE_CHECKING:  # (jurybox.judges is imported when used: the adapters import light)
     from jurybox.judges.groups import Group, GroupResult, GroupSpec
@@ -278,6 +278,13 @@ class JuryRewards:
                 if cache and verdict_cache.enabled():  # (JURYBOX_VERDICT_CACHE=off: none)
                     cached = verdict_cache.VerdictCache()
                 jury = Jury.load(os.fspath(jury), cache=cached)
+                try:
+                    _local_models(jury.spec.judges)
+                except InstallError:
+                    jury.close()
+                    raise
+            else:
+                _local_models(jury.spec.judges)
             self._jury = jury
             self._per_request = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -343,6 +350,8 @@ class JuryRewards:
         """An item of ``values`` (item fields), its id ``ident``.
 
         An empty response is judged: a policy that answered nothing gets the jury's verdict on that.
+        A lone surrogate in a field is replaced by U+FFFD (`jurybox.rubrics.reward.policy_text`),
+        with a warning naming the sample and the field.
 
         Args:
             ident: The item's id.
@@ -366,7 +375,19 @@ class JuryRewards:
                         f"{name}, and it is {got}: {where.get(name, name)}",
                         field=name,
                     )
-        return Item(id=str(ident), **{k: v for k, v in values.items() if v is not None})
+        fields = {k: v for k, v in values.items() if v is not None}
+        for name, value in fields.items():
+            if isinstance(value, str):
+                fields[name], replaced = policy_text(value)
+                if replaced:
+                    logger.warning(
+                        "jurybox: %s: its %s holds %d lone surrogate(s), not Unicode text: "
+                        "each replaced by U+FFFD before judging",
+                        sample,
+                        name,
+                        replaced,
+                    )
+        return Item(id=str(ident), **fields)
 
     # -- judging --------------------------------------------------------------------------------
 
@@ -391,6 +412,14 @@ class JuryRewards:
         if not items:
             return []
         labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(items))]
+        too_long = self._over_bound(items)
+        if too_long:  # not sent: each an unscored verdict saying why, the rest judged
+            kept = [k for k in range(len(items)) if k not in too_long]
+            judged = iter(self.records([items[k] for k in kept], [labels[k] for k in kept]))
+            return [
+                self._unsent(items[k], too_long[k]) if k in too_long else next(judged)
+                for k in range(len(items))
+            ]
         if self._client is None:
             with self._lock:  # an in-process jury judges one batch at a time
                 self.stats.requests += 1
@@ -407,6 +436,45 @@ class JuryRewards:
             )
         parts = list(self._pool.map(lambda c: self._judged(*c), chunks))
         return self._resolved([r for part in parts for r in part])
+
+    def _over_bound(self, items: Sequence[Item]) -> dict[int, str]:
+        """The items a service would refuse for a field over its ``max_field_chars``, and why.
+
+        A runaway generation is the policy's answer, not bad input: it is unscored (its reward
+        the user's unscored policy), never a failed step. None with an in-process jury, whose
+        judges say themselves what they cannot take (a prompt over their token limit).
+        """
+        limit = getattr(self._jury, "max_field_chars", None) if self._client is not None else None
+        if limit is None:
+            return {}
+        out: dict[int, str] = {}
+        for k, item in enumerate(items):
+            for name, value in item.fields().items():
+                if isinstance(value, str) and len(value) > limit:
+                    out[k] = (
+                        f"{name}: {len(value):,} characters, more than the limit of {limit:,} "
+                        f"of the service at {self.url} (max_field_chars): not sent to the judges"
+                    )
+                    break
+        return out
+
+    def _unsent(self, item: Item, why: str) -> dict[str, Any]:
+        """The unscored verdict record of an item not sent to the judges, saying why."""
+        names = [c.name for c in self.rubric.criteria]
+        if self.rubric.formula is not None:
+            names.append(self.rubric.formula.name)
+        empty: dict[str, float | None] = dict.fromkeys(names)
+        return {
+            "id": item.id,
+            "status": "unscored",
+            "rubric": self.rubric.name,
+            "jury": self._jury.spec.name,
+            "provenance": "",
+            "scores": empty,
+            "reasons": [why],
+            "votes": [],
+            "calibrated": dict(empty) if self.spec.calibrated else None,
+        }
 
     def _resolved(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The records as the reward reads them.
@@ -700,6 +768,24 @@ class JuryRewards:
             self._pool.shutdown(wait=False)
         if self._client is not None:
             self._client.close()
+
+
+def _local_models(judges: Sequence[Any]) -> None:
+    """Refuse, in the client-only install, an in-process jury whose judges run local models.
+
+    Their backends (transformers, vLLM) need torch, which only the full jurybox installs: said now,
+    not at the first batch as ``No module named 'torch'``.
+    """
+    from jurybox.judges.backends.registry import backend_kind
+    from jurybox.rubrics.errors import client_only, needs_full_install
+
+    local = [f"{j.name} ({j.backend})" for j in judges if backend_kind(j.backend).weights]
+    if local and client_only():
+        raise needs_full_install(
+            f"jurybox: an in-process jury (jury=) whose judges run local models "
+            f"({', '.join(local)})",
+            "torch",
+        )
 
 
 def _naming(exc: JuryboxError, samples: Sequence[str], doing: str | None = None) -> JuryboxError:

@@ -16,7 +16,9 @@ def lazy(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A module's ``__getattr__`` and ``__dir__`` that import its exports on first use.
 
-    Each name is imported on first use, then kept in the package's namespace.
+    Each name is imported on first use, then kept in the package's namespace. In the client-only
+    install (jurybox-client) a name whose module it lacks is an `InstallError` naming the full
+    install's command.
 
     Args:
         package: The package whose front this is (``__name__`` in its ``__init__``).
@@ -31,7 +33,15 @@ def lazy(
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, package), name)
+        try:
+            found = importlib.import_module(module, package)
+        except ModuleNotFoundError as exc:
+            from jurybox.rubrics.errors import client_only, needs_full_install
+
+            if not client_only():
+                raise
+            raise needs_full_install(f"{package}.{name}", f"module {exc.name}") from exc
+        value = getattr(found, name)
         namespace[name] = value
         return value
 

@@ -23,15 +23,16 @@ the reward, on what range, and what an unscored item becomes.
 
 from __future__ import annotations
 
+import codecs
 import math
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import InputError
+from .errors import InputError, JuryboxError
 from .rubric import Rubric
 from .verdict import VerdictRecord
 
@@ -39,26 +40,74 @@ Unscored = Literal["none", "error"] | float
 Scale = Literal["unit", "raw"]
 
 
-class UnscoredReward(RuntimeError):
+def _to_fffd(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """The UTF-8 encoder's error handler: U+FFFD's bytes for each character it cannot encode."""
+    assert isinstance(exc, UnicodeEncodeError)
+    return "\ufffd".encode() * (exc.end - exc.start), exc.end
+
+
+codecs.register_error("jurybox.fffd", _to_fffd)
+
+
+def policy_text(text: str) -> tuple[str, int]:
+    r"""A policy's text as the judges are shown it: each lone surrogate replaced by U+FFFD.
+
+    A completion may hold a lone surrogate (``"\ud800"``: a JSON escape, a bad decode), which is
+    no Unicode text: no UTF-8 body, tokenizer or hash takes it. It is replaced as a UTF-8 decoder
+    replaces bytes it cannot read, the rest judged as it is, in every adapter (TRL, verl, Inspect)
+    and on the OpenRLHF route alike; the service's /v1/score refuses it (a client's own input).
+
+    >>> policy_text("caf\ud800e")
+    ('caf\ufffde', 1)
+
+    Args:
+        text: The text.
+
+    Returns:
+        The text, and how many characters were replaced. Linear in the text.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        fixed = text.encode("utf-8", "jurybox.fffd").decode("utf-8")
+        return fixed, fixed.count("\ufffd") - text.count("\ufffd")
+    return text, 0
+
+
+class UnscoredReward(JuryboxError, RuntimeError):
     """Items whose reward is undefined while the reward says ``unscored="error"``.
 
     Args:
         unscored: Each such item's id and why it has no reward (kept as ``unscored``).
+        advice: What the user can do, in the caller's terms (by default a `RewardSpec`'s).
     """
 
-    def __init__(self, unscored: list[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        unscored: list[tuple[str, str]],
+        advice: str = "The reward's unscored policy is 'error'; give unscored='none' (a client "
+        "that skips missing rewards) or an explicit value to use instead",
+    ) -> None:
         self.unscored = unscored
         shown = "; ".join(f"{item}: {_short(why)}" for item, why in unscored[:5])
         more = f" (and {len(unscored) - 5} more)" if len(unscored) > 5 else ""
-        super().__init__(
-            f"{len(unscored)} item(s) have no reward: {shown}{more}. The reward's unscored "
-            "policy is 'error'; give unscored='none' (a client that skips missing rewards) or "
-            "an explicit value to use instead"
-        )
+        super().__init__(f"{len(unscored)} item(s) have no reward: {shown}{more}. {advice}")
 
 
 def _short(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: What each field of a `RewardSpec` takes, for the error that names it.
+_TAKES = {
+    "unscored": "'none' (the reward is None), 'error' (raise, naming the items) or a finite "
+    "number (the reward an unscored item gets)",
+    "scale": "'unit' (mapped onto [0, 1]) or 'raw' (the rubric's own scale)",
+    "calibrated": "true or false",
+    "low": "a number",
+    "high": "a number",
+    "score": "the name of a criterion or of the rubric's formula",
+}
 
 
 class RewardSpec(BaseModel):
@@ -101,6 +150,24 @@ class RewardSpec(BaseModel):
         "error",
         description="What an unscored item's reward is: none (None), error (raise), or a number.",
     )
+
+    def __init__(self, **fields: Any) -> None:
+        """Raises `InputError` naming the field at fault and what it takes, never pydantic's own."""
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            name = str(first["loc"][0]) if first["loc"] else "reward"
+            if first["type"] == "extra_forbidden":
+                raise InputError(
+                    f"the reward has no field {name!r} (its fields: "
+                    f"{', '.join(type(self).model_fields)})",
+                    field=name,
+                ) from None
+            takes = _TAKES.get(name, first["msg"])
+            raise InputError(
+                f"the reward's {name} is {fields.get(name)!r}: it takes {takes}", field=name
+            ) from None
 
     @field_validator("unscored")
     @classmethod

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, Picklable
 
 FORMATS = {
     ".jsonl": "jsonl",
@@ -425,7 +425,7 @@ def _parquet(path: Path, fmt: str) -> Iterator[Row]:
             yield n, row
 
 
-class _BadBytes(Exception):
+class _BadBytes(Picklable, Exception):
     def __init__(self, field: str, message: str) -> None:
         self.field, self.message = field, message
 

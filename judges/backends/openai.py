@@ -43,6 +43,8 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
+from jurybox.rubrics.errors import Picklable
+
 from .base import escape_control, plain_prompt, require_vision_chat
 from .protocol import CancelCheck, Generation, JudgeConfigError, Request, TokenStep
 
@@ -58,7 +60,7 @@ def transient(status: int) -> bool:
 _MASKED = -9999.0  # vLLM's JSON stand-in for a -inf logprob
 
 
-class ServerError(RuntimeError):
+class ServerError(Picklable, RuntimeError):
     """A response other than 200 from the server, with its HTTP ``status`` and ``body``."""
 
     def __init__(self, status: int, body: str) -> None:

@@ -2,7 +2,8 @@
 
 One module per command group: ``judge`` (judge, --estimate), ``catalog`` (rubrics, juries,
 models, cache), ``calibration`` (agree, calibrate), ``groups`` (agree-groups), ``audit``,
-``compare``, ``leaderboard``, ``label``, ``serve``, ``bench``; ``console`` holds what they
+``compare``, ``leaderboard``, ``label``, ``serve``, ``bench``, ``check`` (check-reward);
+``console`` holds what they
 share (printing, errors, option parsing).
 """
 
@@ -17,6 +18,7 @@ from jurybox.serving.cli import (
     bench,
     calibration,
     catalog,
+    check,
     compare,
     groups,
     judge,
@@ -49,6 +51,9 @@ app.command(short_help="Rank systems judged on the same items.")(leaderboard.lea
 app.command(short_help="Label judged items in a web page.")(label.label)
 app.command(short_help="Serve the jury over HTTP (Ray Serve).")(serve.serve)
 app.command(short_help="Score predictions on a benchmark pack.")(bench.bench)
+app.command("check-reward", short_help="Probe a trainer's reward URL once, before training.")(
+    check.check_reward
+)
 app.add_typer(
     catalog.models_app, name="models", short_help="The judge models: list and fetch them."
 )

@@ -24,6 +24,7 @@ from jurybox.judges.cache import VerdictCache
 from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord, input_hash
 from jurybox.rubrics.errors import ExecutionError, InputError
 from jurybox.rubrics.images import ImagePolicy, is_inline, load_image
+from jurybox.rubrics.item_fields import DEFAULT_MAX_FIELD_CHARS
 
 RubricArg = str | Rubric | dict[str, Any]
 logger = logging.getLogger("jurybox.serving.client")
@@ -264,6 +265,8 @@ class RemoteJury:
         self.spec = JurySpec.model_validate(info["spec"])
         self.max_items = int(info.get("max_items") or 64)
         self.max_judge_calls = int(info.get("max_judge_calls") or self.max_items)
+        # (a service that does not say has the default)
+        self.max_field_chars = int(info.get("max_field_chars") or DEFAULT_MAX_FIELD_CHARS)
         self._refs: dict[str, str | dict[str, Any]] = {}
 
     @property

@@ -31,6 +31,7 @@ Everything here is linear in the body's size: no regular expression runs on a cl
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -38,8 +39,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jurybox.judges.parsing import REASON_CODES, reason_code
-from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward
+from jurybox.rubrics import Rubric
+from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward, policy_text
 from jurybox.serving.problems import HTTPProblem
+
+logger = logging.getLogger("jurybox.serving.openrlhf")
 
 # Special tokens a decoded query may end with (the response's end-of-sequence, any padding):
 # the fixed ones, and any ``<|...|>`` of at most this many characters inside.
@@ -196,8 +200,17 @@ def items_of(
                     f"{name}[{k}]",
                 )
     items = []
-    for k, query in enumerate(request.query):
-        prompt = request.prompts[k] if request.prompts is not None else ""
+    for k, given in enumerate(request.query):
+        # The policy's text: a lone surrogate is replaced, as the adapters do (`policy_text`).
+        query, replaced = policy_text(given)
+        prompt, more = policy_text(request.prompts[k] if request.prompts is not None else "")
+        if replaced + more:
+            logger.warning(
+                "OpenRLHF sample %d: %d lone surrogate(s), not Unicode text, each replaced "
+                "by U+FFFD before judging",
+                k,
+                replaced + more,
+            )
         response = response_of(query, prompt) if prompt else query
         if response is None:
             raise HTTPProblem(
@@ -215,9 +228,62 @@ def items_of(
         }
         label = request.labels[k] if request.labels is not None else None
         if label:
-            item["reference"] = label
+            item["reference"] = policy_text(label)[0]
         items.append(item)
     return items
+
+
+def split_unsent(
+    items: list[dict[str, Any]], max_field_chars: int
+) -> tuple[list[dict[str, Any]], dict[int, str]]:
+    """The items to judge, and the positions of those not sent with why.
+
+    A response over ``max_field_chars`` (a runaway generation) is the policy's answer, not bad
+    input: it is unscored with its reason, rewarded by the route's unscored policy, as the
+    adapters do, where sending it would fail the whole request (and OpenRLHF's step) with a 422.
+    """
+    sent, unsent = [], {}
+    for k, item in enumerate(items):
+        size = len(item["response"])
+        if size > max_field_chars:
+            unsent[k] = (
+                f"response: {size:,} characters, more than the limit of {max_field_chars:,} "
+                "(max_field_chars): not sent to the judges"
+            )
+        else:
+            sent.append(item)
+    return sent, unsent
+
+
+def merged(
+    records: list[dict[str, Any]], unsent: dict[int, str], rubric: Rubric, jury: str
+) -> list[dict[str, Any]]:
+    """``records`` (of the items sent) with an unscored record, saying why, at each unsent one."""
+    if not unsent:
+        return records
+    names = [c.name for c in rubric.criteria]
+    if rubric.formula is not None:
+        names.append(rubric.formula.name)
+    judged = iter(records)
+    out = []
+    for k in range(len(records) + len(unsent)):
+        if k not in unsent:
+            out.append(next(judged))
+            continue
+        out.append(
+            {
+                "id": str(k),
+                "status": "unscored",
+                "rubric": rubric.name,
+                "jury": jury,
+                "provenance": "",
+                "scores": dict.fromkeys(names),
+                "calibrated": dict.fromkeys(names),
+                "reasons": [unsent[k]],
+                "votes": [],
+            }
+        )
+    return out
 
 
 # An item's field as OpenRLHF named it: a problem with items[k].response is one with query[k].
@@ -259,13 +325,14 @@ def answer(
     """
     try:
         values = reward.values(records)
-    except UnscoredReward as exc:
-        raise HTTPProblem(
-            422,
-            "unscored",
-            f"{exc} (the route's policy: ?unscored=error; give ?unscored=<value> to train on)",
-            "unscored",
-        ) from None
+    except UnscoredReward as exc:  # in the route's terms (unscored=none is refused here)
+        said = UnscoredReward(
+            exc.unscored,
+            "The route's unscored policy is ?unscored=error (a 422, which fails OpenRLHF's "
+            "step); give ?unscored=<number> in --reward.remote_url to reward an unscored "
+            "sample with that number instead (OpenRLHF needs a number for every sample)",
+        )
+        raise HTTPProblem(422, "unscored", str(said), "unscored") from None
     rewards = [float(v) for v in values if v is not None]  # (unscored=none is refused before)
     flags, reasons = [], []
     for record in records:

@@ -183,6 +183,11 @@ class JuryInfo(BaseModel):
         description="Most judge calls one score request may buy (items "
         "x calls per item of its rubric)."
     )
+    max_field_chars: int | None = Field(
+        None,
+        description="Longest item field a score request may hold (characters; 422 beyond). "
+        "The adapters send none longer: such an item is unscored, with its reason.",
+    )
     spec: dict[str, Any] = Field(description="The jury file as the service loaded it.")
 
 

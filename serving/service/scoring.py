@@ -739,8 +739,14 @@ class ScoringService:
             raise HTTPProblem(
                 422, "invalid_request", "query is empty; send at least one sample", "query"
             )
-        items = [ScoreItem.model_validate(item) for item in raw]
-        records = await self.score(ScoreRequest(rubric=rubric_name, items=items, allow_empty=True))
+        sent, unsent = openrlhf.split_unsent(raw, limits.max_field_chars)
+        items = [ScoreItem.model_validate(item) for item in sent]
+        records = (
+            await self.score(ScoreRequest(rubric=rubric_name, items=items, allow_empty=True))
+            if items
+            else []
+        )
+        records = openrlhf.merged(records, unsent, rubric, self.jury.name)
         spans = {c.name: c.scale.high - c.scale.low for c in rubric.criteria}
         given = await asyncio.to_thread(openrlhf.answer, bound, criteria, records, spans, scores)
         for k, record in enumerate(records):
@@ -904,6 +910,7 @@ class ScoringService:
             },
             max_items=self.limits.max_items,
             max_judge_calls=self.limits.max_judge_calls,
+            max_field_chars=self.limits.max_field_chars,
             spec=self.jury.model_dump(mode="json"),
         )
 

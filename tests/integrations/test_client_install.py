@@ -1,8 +1,10 @@
 """The client-only install (client/pyproject.toml, the distribution ``jurybox-client``): built
 from this repository's sources into a wheel, installed with its dependencies (the lock's
 versions) into a fresh virtual environment of the system's Python that has no torch, and used
-there as a trainer's environment uses it: the adapters import (verl's included), and TRL's
-reward function in URL mode against the session's live service gives /v1/score's reward.
+there as a trainer's environment uses it: the adapters import (verl's included), TRL's
+reward function in URL mode against the session's live service gives /v1/score's reward, and
+what needs the full jurybox (an in-process jury of local models, ``judge_file``) is refused
+naming the install command.
 Nothing of the judges' model libraries is installed (#51: every install of jurybox pulled
 torch, transformers and xgrammar)."""
 
@@ -33,8 +35,18 @@ import jurybox.serving.service.client  # what url= loads before its first reques
 imported = time.perf_counter() - began
 url, question, response, reference = sys.argv[1:5]
 trl = jury_reward(url=url, rubric="mirage-mg", token_env="JURYBOX_TEST_TOKEN")
-print(json.dumps({"import_s": imported, "modules": sorted(sys.modules),
-                  "trl": trl(prompts=[question], completions=[response], reference=[reference])}))
+scored = trl(prompts=[question], completions=[response], reference=[reference])
+refused = {}  # what needs the full jurybox: an error naming its install command
+try:
+    jury_reward(jury="tiny", rubric="mirage-mg")
+except Exception as exc:
+    refused["jury"] = [type(exc).__name__, str(exc)]
+try:
+    from jurybox import judge_file
+except ImportError as exc:
+    refused["judge_file"] = [type(exc).__name__, str(exc)]
+print(json.dumps({"import_s": imported, "modules": sorted(sys.modules), "trl": scored,
+                  "refused": refused}))
 """
 
 
@@ -142,6 +154,21 @@ def test_the_client_installs_without_torch_and_scores_through_the_service(
         .values(v1_score("mirage-mg", [{"id": "0", **item}]))
     )
     assert out["trl"] == [want]
+    # What needs the full jurybox says so, naming the install command (#59: No module named
+    # 'torch' at the first batch, No module named 'jurybox.serving.runs').
+    command = "pip uninstall -y jurybox-client && pip install ."
+    kind, message = out["refused"]["jury"]
+    assert kind == "InstallError" and message.startswith(
+        "jurybox: an in-process jury (jury=) whose judges run local models (smollm2-135m "
+        "(transformers), gemma3-270m (transformers)) needs the full jurybox install (torch"
+    )
+    assert message.endswith(command)
+    kind, message = out["refused"]["judge_file"]
+    assert kind == "InstallError" and message.startswith(
+        "jurybox.judge_file needs the full jurybox install (module jurybox.serving.runs is not "
+        "here: this is jurybox-client"
+    )
+    assert message.endswith(command)
     print(
         f"jurybox-client: {size / 1e6:.0f} MB installed, adapters imported in "
         f"{out['import_s']:.2f} s"

@@ -228,12 +228,13 @@ def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token
         r"=7: smollm2-135m: prompt is \d+ tokens",
     ):
         score(strict, batch(strict.input_tokenizer, ROWS[2:], first_index=7))
-    # The service refuses a response over its max_field_chars: the error names the sample.
+    # A response over the service's max_field_chars is not sent: unscored, saying why (#59:
+    # the request's 422 failed the sample).
     too_long = [(ROWS[0][0], "Early blight. " * 400)]
     with pytest.raises(
-        InputError,
-        match=r"^jurybox could not judge verl sample "
-        r"extra_info\.index=5: .*items\[0\]\.response",
+        VerlUnscored,
+        match=r"^jurybox: 1 sample\(s\) have no mirage-mg\.weighted_sum reward: verl sample "
+        r"extra_info\.index=5: response: 5,600 characters, more than the limit of 5,000",
     ):
         score(strict, batch(strict.input_tokenizer, too_long, first_index=5))
     with pytest.raises(
