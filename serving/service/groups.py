@@ -196,7 +196,6 @@ class _Plan:
     admitted: _Admitted
     job: GroupJob
     calls: int  # judge calls per judge, every group's
-    words: str  # how they add up
     estimate: int  # characters of prompt its rounds render, the kept groups'
     kept: list[int]  # the groups judged (the others: admitted.unscored)
 
@@ -212,6 +211,18 @@ async def _plan(service: GroupScoring, request: GroupRequest) -> _Plan:
     calls = sum(c.calls for c in costs)
     sizes = sorted({c.k for c in costs})
     words = "; ".join(next(c.words for c in costs if c.k == k) for k in sizes[:3])
+    if calls > limits.max_judge_calls:  # before any probe is rendered
+        raise HTTPProblem(
+            413,
+            "too_large",
+            f"the {request.design.design} design of these "
+            f"{len(request.groups)} groups asks {calls} judge calls per judge "
+            f"({words}); this service takes at most {limits.max_judge_calls} per "
+            "request (max_judge_calls): send fewer groups, or a design with fewer "
+            "calls (regular or swiss with a smaller per_completion, anchor, "
+            "listwise)",
+            "design",
+        )
     token = SHARED_IMAGES.set(admitted.shared)
     try:
         sized = await _sized(service, request, job, admitted)
@@ -229,7 +240,7 @@ async def _plan(service: GroupScoring, request: GroupRequest) -> _Plan:
         groups = [admitted.groups[g] for g in kept]
         job = await asyncio.to_thread(_job, request, rubric, pointwise, service.jury, groups)
     estimate = sum(sized[g][0] for g in kept)
-    return _Plan(admitted, job, calls, words, estimate, kept)
+    return _Plan(admitted, job, calls, estimate, kept)
 
 
 async def planned_prompt_chars(service: GroupScoring, request: GroupRequest) -> int:
@@ -375,18 +386,6 @@ async def score_groups(
             "rubric",
         )
     plan = await _plan(service, request)
-    if plan.calls > limits.max_judge_calls:
-        raise HTTPProblem(
-            413,
-            "too_large",
-            f"the {request.design.design} design of these "
-            f"{len(request.groups)} groups asks {plan.calls} judge calls per judge "
-            f"({plan.words}); this service takes at most {limits.max_judge_calls} per "
-            "request (max_judge_calls): send fewer groups, or a design with fewer "
-            "calls (regular or swiss with a smaller per_completion, anchor, "
-            "listwise)",
-            "design",
-        )
     if plan.estimate > limits.max_request_prompt_chars:
         raise HTTPProblem(
             413,
