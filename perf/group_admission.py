@@ -9,6 +9,11 @@ stand-ins for their Serve handles, as the fast tests serve them): the share of a
 the planning takes. Each design's request is ``--groups`` groups of ``--k`` distinct completions
 of about ``--chars`` characters, timed ``--rounds`` times alternating with its planning.
 
+Then what admission refuses before any work, and how fast: one Swiss group of 256 completions of
+30,000 characters in 8 rounds (7.7 MB, over ``max_request_prompt_chars``: 413), and 12 items of
+8 PNGs of 4096x4096 to this jury, none of whose judges sees images (422), beside the same items
+without images.
+
     python perf/group_admission.py [--groups 8] [--k 8] [--chars 400] [--rounds 5]
 """
 
@@ -21,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -61,7 +67,9 @@ def main() -> None:
         j.name: LocalJudge(JudgeServer(j.model_dump(mode="json")))
         for j in load_jury_spec(str(jury)).judges
     }
-    limits = Limits(max_items=1024, max_judge_calls=1 << 16, max_concurrent=4)
+    limits = Limits(
+        max_items=1024, max_judge_calls=1 << 16, max_concurrent=4, max_body_bytes=64 << 20
+    )
     plan = ServiceConfig(jury=str(jury), limits=limits).resolve()
     scoring = ScoringService(plan.model_dump(mode="json"), handles)
     counter = iter(range(1 << 30))
@@ -82,13 +90,17 @@ def main() -> None:
         ]
         return {"rubric": rubric, "design": spec, "groups": groups, "allow_empty": True}
 
-    async def whole(payload: dict) -> float:
+    async def posted(route: str, payload: dict) -> tuple[httpx.Response, float]:
         transport = httpx.ASGITransport(app=build_app(scoring))
         async with httpx.AsyncClient(transport=transport, base_url="http://j", timeout=600) as h:
             began = time.perf_counter()
-            r = await h.post("/v1/groups", json=payload)
-            r.raise_for_status()
-            return time.perf_counter() - began
+            r = await h.post(route, json=payload)
+            return r, time.perf_counter() - began
+
+    async def whole(payload: dict) -> float:
+        r, seconds = await posted("/v1/groups", payload)
+        r.raise_for_status()
+        return seconds
 
     async def planning(payload: dict) -> float:
         request = GroupRequest.model_validate(payload)
@@ -111,7 +123,42 @@ def main() -> None:
             plans.append(asyncio.run(planning(body(spec, rubric))))
         t, p = statistics.median(times), statistics.median(plans)
         print(f"| {name} | {t:.3f} | {p:.4f} | {p / t:.3f} |", flush=True)
+    refusals(posted, QUESTION, REFERENCE)
     scoring.workers.close()
+
+
+def refusals(posted: Any, question: str, reference: str) -> None:
+    """What admission refuses before any work, and how fast (see the module docstring)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    texts = [f"{c}: " + ("word " * 6000)[:29990] for c in range(256)]
+    swiss = {
+        "rubric": "pairwise",
+        "design": {"design": "swiss", "per_completion": 8},
+        "groups": [{"id": "g", "question": question, "completions": texts}],
+    }
+    buf = io.BytesIO()
+    Image.new("RGB", (4096, 4096), (20, 120, 30)).save(buf, "PNG")
+    png = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    item = {"question": question, "reference": reference, "response": "Early blight."}
+    items = [{"id": str(i), **item, "images": [png] * 8} for i in range(12)]
+    bare = [{"id": str(i), **item} for i in range(12)]
+    print("\n| request | answer | seconds |\n|---|---|---|")
+    for name, route, body in [
+        ("one Swiss group, 256 x 30,000 characters, 8 rounds", "/v1/groups", swiss),
+        (
+            "12 items x 8 PNGs of 4096x4096, a jury that sees none",
+            "/v1/score",
+            {"rubric": "mirage-mg", "items": items},
+        ),
+        ("the same 12 items without images", "/v1/score", {"rubric": "mirage-mg", "items": bare}),
+    ]:
+        r, seconds = asyncio.run(posted(route, body))
+        said = r.json().get("error", {}).get("message", "")[:90]
+        print(f"| {name} | {r.status_code} {said} | {seconds:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
