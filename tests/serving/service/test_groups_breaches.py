@@ -385,3 +385,28 @@ def test_a_group_over_the_per_call_prompt_bound_is_unscored_the_others_rewarded(
     # alone, the same group gets the same answer: its request is not refused
     r = post(scoring, {"rubric": "pairwise", "groups": [long]})
     assert r.status_code == 200 and r.json()["groups"][0]["rewards"] == [None, None], r.text
+
+
+def test_a_round_that_renders_otherwise_than_its_probes_still_names_the_clients_field(
+    text_service,
+):
+    """An inline template that blows up only long answers escapes the probes (SHORT and LONG
+    characters); the round's own per-call check refuses it (a 413: the fallback when the
+    estimate cannot see a bound coming), and the error still names the group, not the pair the
+    job built."""
+    import yaml
+
+    from jurybox.rubrics.loading import _library
+
+    rubric = yaml.safe_load((_library() / "pairwise.yaml").read_text())
+    rubric["name"] = "pairwise-amplified"
+    rubric["template"] = rubric["template"].replace(
+        "{{ first }}", "{{ first }}{% if first|length > 500 %}{{ first * 40 }}{% endif %}"
+    )
+    scoring = text_service(max_prompt_chars=20_000)
+    long = {**GROUP, "id": "g1", "completions": ["Early blight. " * 60, "A virus. " * 70]}
+    r = post(scoring, {"rubric": rubric, "groups": [GROUP, long]})
+    assert r.status_code == 413, r.text
+    e = error(r)
+    assert e["field"] == "groups[1]" and e["message"].startswith("groups[1]: its prompt has"), e
+    assert "max_prompt_chars" in e["message"] and "pair-" not in e["message"], e
