@@ -19,7 +19,8 @@ import math
 import pickle
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import IO, Any
 
 from pydantic import ValidationError
@@ -28,7 +29,7 @@ from jurybox.judges.judging import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.formula import MAX_FORMULA_CHARS
-from jurybox.rubrics.images import ImageError, ImagePolicy, image_tokens, load_images
+from jurybox.rubrics.images import Image, ImageError, ImagePolicy, image_tokens, load_images
 from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
 from jurybox.serving.problems import HTTPProblem, problem_for
@@ -45,16 +46,47 @@ WORKER_MEMORY_BYTES = 2 << 30
 Prepared = tuple[Rubric, list[Item], Requests]
 READY = b"R"  # what a worker writes once it has imported what it needs
 
+#: Images a group request decoded once, by the reference its items carry (`shared_ref`). Set in
+#: that request's own task, so the threads and worker calls it makes see them and no other
+#: request can name them.
+SHARED_IMAGES: ContextVar[Mapping[str, Image] | None] = ContextVar(
+    "jurybox_shared_images", default=None
+)
+
+
+def shared_ref(image: Image) -> str:
+    """The reference an item built from a group carries for one of the group's decoded images.
+
+    A ``data:`` URL (so a template that shows ``images`` shows "inline image N", as for a score
+    item), resolved only through `SHARED_IMAGES`: sent by a client, it is a 422 (not base64).
+    """
+    return f"data:image/x-jurybox-shared;digest={image.digest},"
+
+
+def no_images_seen(jury_name: str, where: str) -> HTTPProblem:
+    """The 422 for images sent to a jury none of whose judges sees images (not decoded)."""
+    return HTTPProblem(
+        422,
+        "invalid_request",
+        f"{where}: no judge of this jury sees images (jury {jury_name}), so they would be "
+        "ignored; send it without images (or serve a jury with a judge that sees images: "
+        "vision: true)",
+        where,
+    )
+
 
 def prepare(
     rubric: Rubric | dict[str, Any],
     raw_items: list[dict[str, Any]],
     limits: Limits,
     allow_empty: bool,
+    seen_by: str | None = None,
 ) -> Prepared:
     """The rubric, the items and every judge call's prompt of a request, checked.
 
-    An `HTTPProblem` naming the field (or limit) at fault otherwise.
+    An `HTTPProblem` naming the field (or limit) at fault otherwise. ``seen_by``: None when a judge
+    of the jury sees images, else the jury's name, and an item's images are a 422 before any of
+    them is decoded.
     """
     try:
         if isinstance(rubric, dict):
@@ -91,6 +123,8 @@ def prepare(
                     f"items[{i}].id",
                 )
             seen[item.id] = i
+            if seen_by is not None and item.images:
+                raise no_images_seen(seen_by, f"items[{i}].images")
             items.append(item)
         items = inline_images(items, limits)
         requests = render_requests(rubric, items)
@@ -100,6 +134,40 @@ def prepare(
         raise problem_for(exc) from None
     except MemoryError:
         raise _out_of_memory() from None
+
+
+def prompt_sizes(
+    rubric: Rubric | dict[str, Any], raw_items: list[dict[str, Any]], limits: Limits
+) -> list[tuple[int, int]]:
+    """Per item, its prompts' characters in all and its largest prompt's (as `check_prompts` counts).
+
+    For estimates of what a group request's rounds render, from a few probe items; an inline
+    rubric (a dict) is validated here (run this in a worker). A field that cannot make an item is
+    an `InputError` naming it (``field``: ``items[i].name``), for the caller to place.
+    """
+    try:
+        if isinstance(rubric, dict):
+            rubric = _inline_rubric(rubric, limits)
+        made = []
+        for i, fields in enumerate(raw_items):
+            try:
+                made.append(to_item(fields, {}, rubric, limits.max_field_chars, True))
+            except FieldError as exc:
+                raise InputError(exc.message, field=f"items[{i}].{exc.field}") from None
+        requests = render_requests(rubric, inline_images(made, limits))
+    except MemoryError:
+        raise _out_of_memory() from None
+    n = len(requests.calls)
+    sizes = [_size(r) if r is not None else 0 for r in requests.requests]
+    return [
+        (sum(sizes[k * n : k * n + n]), max(sizes[k * n : k * n + n])) for k in range(len(made))
+    ]
+
+
+def _size(request: Any) -> int:
+    return sum(len(m["content"]) for m in request.messages) + CHARS_PER_IMAGE_TOKEN * sum(
+        image_tokens(im.width, im.height) for im in request.images
+    )
 
 
 def image_policy(limits: Limits) -> ImagePolicy:
@@ -123,11 +191,15 @@ def inline_images(items: list[Item], limits: Limits) -> list[Item]:
     inline image or not an image at all.
     """
     policy = image_policy(limits)
+    shared = SHARED_IMAGES.get() or {}
     total = 0
     out = []
     for i, item in enumerate(items):
         if not item.images:
             out.append(item)
+            continue
+        if all(ref in shared for ref in item.images):  # decoded and counted once, by its group
+            out.append(item.with_images([shared[ref] for ref in item.images]))
             continue
         try:
             images = load_images(item.images, policy, item=item.id)
@@ -327,9 +399,7 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
     for k, request in enumerate(requests.requests):
         if request is None:
             continue
-        size = sum(len(m["content"]) for m in request.messages) + CHARS_PER_IMAGE_TOKEN * sum(
-            image_tokens(im.width, im.height) for im in request.images
-        )
+        size = _size(request)
         total += size
         if size > limits.max_prompt_chars:
             item = requests.item_ids[k // n_calls]
@@ -433,8 +503,11 @@ class Workers:
         except BaseException:
             worker.kill()
             raise
+        shared = SHARED_IMAGES.get()  # a group request's decoded images, for its items
         try:
-            ok, value = await asyncio.wait_for(asyncio.to_thread(worker.call, fn, args), budget_s)
+            ok, value = await asyncio.wait_for(
+                asyncio.to_thread(worker.call, fn, args, shared), budget_s
+            )
         except TimeoutError:
             self._replace(worker)
             raise HTTPProblem(
@@ -497,9 +570,11 @@ class _Worker:
                 raise EOFError("the worker process ended while starting")
             self.ready = True
 
-    def call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+    def call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], shared: Mapping[str, Image] | None
+    ) -> tuple[bool, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        _send(self.proc.stdin, (fn, args))
+        _send(self.proc.stdin, (fn, args, shared))
         return _receive(self.proc.stdout)
 
     def kill(self) -> None:
@@ -521,7 +596,9 @@ def _receive(stream: IO[bytes]) -> Any:
 
 
 def serve_worker() -> None:
-    """A worker's loop: ``(fn, args)`` in, ``(True, result)`` or ``(False, exception)`` out.
+    """A worker's loop: ``(fn, args, shared)`` in, ``(True, result)`` or ``(False, exception)`` out.
+
+    ``shared``: the caller's `SHARED_IMAGES`, set for the call.
 
     Until its stdin closes. Its address space is capped, so a template that would build a huge
     string fails with MemoryError here instead of growing the ingress.
@@ -535,13 +612,18 @@ def serve_worker() -> None:
     answers.flush()
     while True:
         try:
-            fn, args = _receive(requests)
+            fn, args, shared = _receive(requests)
         except EOFError:
             return
+        token = SHARED_IMAGES.set(shared)
         try:
             answer: tuple[bool, Any] = (True, fn(*args))
         except HTTPProblem as exc:
             answer = (False, exc)
+        except InputError as exc:  # as a plain InputError: a subclass may not unpickle
+            answer = (False, InputError(str(exc), field=exc.field))
         except BaseException as exc:  # the ingress sees it as the 500 it would be in-process
             answer = (False, RuntimeError(f"{type(exc).__name__}: {exc}"))
+        finally:
+            SHARED_IMAGES.reset(token)
         _send(answers, answer)

@@ -6,9 +6,18 @@ OpenAPI schema at ``/openapi.json``.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
 
 from jurybox.judges.groups import GroupResult, GroupSpec
 from jurybox.judges.spec import Aggregation
@@ -39,12 +48,12 @@ class ScoreItem(BaseModel):
         None, description="The expert (gold) answer, where the rubric compares with one."
     )
     context: str | None = Field(None, description="Further context (dialogue, location...).")
-    images: list[str] | str | None = Field(
+    images: list[str] | None = Field(
         None,
-        description="The item's images, inline only: "
+        description="The item's images, a list, inline only: "
         "data: URLs or base64 (a path or URL is refused: "
         "the service reads no file on a client's word), "
-        "within the service's image limits.",
+        "within the service's image limits; refused (422) when no judge of the jury sees images.",
     )
 
 
@@ -201,6 +210,52 @@ class Health(BaseModel):
     judges: dict[str, str] = Field(description="Per judge: ok, or why it cannot answer.")
 
 
+#: The largest seed a group request takes (numpy seeds with non-negative integers).
+MAX_SEED = 2**63 - 1
+
+
+class GroupDesign(GroupSpec):
+    """`GroupSpec` as a request sends it: its numbers bounded so that no arithmetic overflows.
+
+    The seed is a non-negative 63-bit integer; the group term's range, its width and (for a mixed
+    reward) ``weight`` times it are finite, so every reward is a finite number or null with a
+    reason, never an overflow.
+    """
+
+    seed: int = Field(
+        0,
+        ge=0,
+        le=MAX_SEED,
+        description="Seeds the random designs, Swiss pairings and listwise "
+        "orders, with each group's content (the same group, the same calls): 0 to 2**63 - 1.",
+    )
+
+    @field_validator("high")
+    @classmethod
+    def _finite_width(cls, high: float, info: ValidationInfo) -> float:
+        low = info.data.get("low")
+        if low is not None and not math.isfinite(high - low):
+            raise ValueError(
+                f"the group term's range [{low}, {high}] is {high - low} wide; its width "
+                "high - low must be a finite number"
+            )
+        return high
+
+    @field_validator("weight")
+    @classmethod
+    def _finite_mix(cls, weight: float | None, info: ValidationInfo) -> float | None:
+        low, high = info.data.get("low"), info.data.get("high")
+        if weight is None or low is None or high is None:
+            return weight
+        widest = max(abs(low), abs(high), high - low)
+        if not math.isfinite(weight * widest):
+            raise ValueError(
+                f"weight {weight} times the group term's range [{low}, {high}] overflows; "
+                "give a weight and range whose product is a finite number"
+            )
+        return weight
+
+
 class GroupIn(BaseModel):
     """One prompt's completions: the item fields they share and the completions themselves.
 
@@ -215,6 +270,12 @@ class GroupIn(BaseModel):
         None, description="The expert (gold) answer, where a rubric compares with one."
     )
     context: str | None = Field(None, description="Further context (dialogue, location...).")
+    images: list[str] | None = Field(
+        None,
+        description="The group's images, shown with every judge call made of it, as a score "
+        "item's are: a list, inline only, within the service's image limits (counted once "
+        "per request, decoded once); refused (422) when no judge of the jury sees images.",
+    )
     completions: list[str] = Field(
         min_length=1,
         description="The completions to reward "
@@ -239,8 +300,9 @@ class GroupRequest(BaseModel):
         "anchor design (the median's completion), a mixed "
         "reward (design.weight) and groups of one.",
     )
-    design: GroupSpec = Field(
-        default_factory=GroupSpec, description="How each group is judged and what its rewards are."
+    design: GroupDesign = Field(
+        default_factory=GroupDesign,
+        description="How each group is judged and what its rewards are.",
     )
     score: str | None = Field(
         None,
@@ -254,7 +316,11 @@ class GroupRequest(BaseModel):
         min_length=1,
         description="The groups; their completions "
         "count against max_items, the design's judge calls against "
-        "max_judge_calls (413 beyond, before any judge runs).",
+        "max_judge_calls and the prompt text its calls would render, "
+        "estimated from the plan, against max_request_prompt_chars (413 "
+        "beyond, before any judge runs). A group whose largest judge call "
+        "would render more than max_prompt_chars, or whose image is over an "
+        "image limit, is answered unscored, with the reason.",
     )
     allow_empty: bool = Field(
         False, description="Judge empty completions instead of refusing them."

@@ -26,6 +26,7 @@ from typing import Any
 from jurybox.judges import provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
 from jurybox.judges.cascade import Steps
+from jurybox.judges.images import jury_sees_images
 from jurybox.judges.judging import Requests
 from jurybox.judges.parsing import reason_code
 from jurybox.rubrics import Rubric, Verdict, input_hash
@@ -283,6 +284,8 @@ class ScoringService:
                 "service's token is not set where the ingress runs"
             )
         self.provenances = {name: provenance(r, self.jury) for name, r in self.rubrics.items()}
+        # None when a judge sees images; else the jury's name: a request's images are refused.
+        self.seen_by = None if jury_sees_images(self.jury) else self.jury.name
         self.calibrations: dict[str, AppliedCalibration] = {}
         from jurybox.calibration import AppliedCalibration, CalibrationMap
         from jurybox.calibration.maps.conformal import ConformalMap
@@ -367,13 +370,19 @@ class ScoringService:
         raw = [item.model_dump(exclude_none=True) for item in request.items]
         if isinstance(request.rubric, str):
             return await asyncio.to_thread(
-                prepare, self._named(request.rubric), raw, limits, request.allow_empty
+                prepare, self._named(request.rubric), raw, limits, request.allow_empty, self.seen_by
             )
         # Checked here, before the request is pickled for a worker: a structure too deep for
         # pickle would kill the worker (a 500), and the size bounds cost nothing to check.
         await asyncio.to_thread(check_inline, request.rubric, limits)
         return await self.workers.run(
-            limits.max_render_s, prepare, request.rubric, raw, limits, request.allow_empty
+            limits.max_render_s,
+            prepare,
+            request.rubric,
+            raw,
+            limits,
+            request.allow_empty,
+            self.seen_by,
         )
 
     def _provenance(self, rubric: Rubric) -> str:
