@@ -55,8 +55,17 @@ def test_the_table_prints_ppi_on_the_ranked_items_and_the_pair_s_corrected_diffe
     narrow = CliRunner().invoke(app, [*args, "--resamples", "200"], env={"COLUMNS": "80"})
     assert narrow.exit_code == 0, narrow.output
     assert max(len(line) for line in narrow.stdout.splitlines()) <= 80, narrow.stdout
-    got = CliRunner().invoke(app, [*args, "--resamples", "200"], env={"COLUMNS": "200"})
-    lines = got.stdout.splitlines()  # wide: one line per row
+    # Wide: one line per row. Rich reads COLUMNS when a console is made, and pytest-xdist's
+    # workers set it to 80 before the CLI's consoles are made, so the width is set on them.
+    from jurybox.serving.cli import console
+
+    before = console.out._width
+    console.out.width = 200
+    try:
+        got = CliRunner().invoke(app, [*args, "--resamples", "200"], env={"COLUMNS": "200"})
+    finally:
+        console.out._width = before
+    lines = got.stdout.splitlines()
     entry = {s["name"]: s["criteria"]["accuracy"] for s in board["systems"]}
     a, b = entry["A"]["human_corrected"], entry["B"]["human_corrected"]
     assert a["pool"] == b["pool"] == 170 and a["mean"] > b["mean"]

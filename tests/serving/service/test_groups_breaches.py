@@ -178,7 +178,9 @@ def test_rounds_over_max_request_prompt_chars_are_refused_before_any_judge(text_
     e = error(r)
     assert "max_request_prompt_chars" in e["message"] and f"{limit:,}" in e["message"]
     estimate = int(e["message"].split("about ")[1].split(" ")[0].replace(",", ""))
-    assert total <= estimate <= 1.05 * total, (total, estimate)
+    # A bound for the worst pairing: which pairs a Swiss round makes depends on the jury's
+    # answers, so the request's real text is at most the estimate (1.0-1.15x here).
+    assert total <= estimate <= 1.2 * total, (total, estimate)
     assert calls(scoring) == 0
 
 

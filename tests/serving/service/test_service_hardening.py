@@ -9,7 +9,6 @@ test_service.py."""
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 from typing import Any
@@ -367,13 +366,11 @@ def test_bad_requests_are_refused_before_any_judge_runs(judges):
             )
             assert calibrated.status_code == 422, calibrated.text
             assert calibrated.json()["error"]["field"] == "calibrated"
-            # An item's field is named as OpenRLHF's body names it.
-            bad = {**body, "query": [PROMPT + "x\ud800"]}
-            r = await http.post(
-                "/v1/openrlhf/general?unscored=0&score=accuracy",
-                content=json.dumps(bad).encode(),
-                headers={"content-type": "application/json"},
-            )
+            # An item's field is named as OpenRLHF's body names it (a query over twice the
+            # field bound: prompt and response; a lone surrogate is the policy's text, replaced
+            # and judged: tests/integrations/test_policy_text.py).
+            bad = {**body, "query": [PROMPT + "x" * 200_001]}
+            r = await http.post("/v1/openrlhf/general?unscored=0&score=accuracy", json=bad)
             assert r.status_code == 422 and r.json()["error"]["field"] == "query[0]", r.text
             # No unscored policy in the URL nor the service: the user must choose.
             r = await http.post("/v1/openrlhf/general?score=accuracy", json=body)
