@@ -122,6 +122,8 @@ class GroupSpec(BaseModel):
     )
     seed: int = Field(
         0,
+        ge=0,
+        le=2**63 - 1,
         description="Seeds the random designs, Swiss pairings and listwise "
         "orders, with each group's content (the same group, the same calls).",
     )
@@ -133,8 +135,16 @@ class GroupSpec(BaseModel):
                 f"the group term's range [{self.low}, {self.high}] must be finite "
                 "and high above low"
             )
-        if self.weight is not None and not math.isfinite(self.weight):
-            raise ValueError("weight must be a finite number (or None)")
+        if not math.isfinite(self.high - self.low):
+            raise ValueError(
+                f"the group term's range [{self.low}, {self.high}] is wider than a float "
+                "holds: high - low must be a finite number"
+            )
+        if self.weight is not None and not math.isfinite(self.weight * (self.high - self.low)):
+            raise ValueError(
+                "weight must be a finite number (or None), and weight times the group "
+                "term's range too"
+            )
         if self.weight is not None and self.design == "pointwise":
             raise ValueError(
                 "weight mixes the pointwise reward with a group term; the "

@@ -568,3 +568,20 @@ def test_the_pointwise_design_s_term_is_on_the_unit_range_whatever_the_reward_s_
         [4 * c.pointwise for c in unit.completions]
     )  # accuracy's 0-4 scale, raw
     assert min(unit.rewards) >= -1.0 and max(unit.rewards) <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"seed": -1}, "greater than or equal to 0"),
+        ({"seed": 2**63}, "less than or equal to"),
+        ({"low": -1e308, "high": 1e308}, "high - low must be a finite number"),
+        ({"design": "round_robin", "weight": 1e300, "high": 1e10}, "weight times"),
+    ],
+)
+def test_a_spec_whose_numbers_numpy_or_floats_cannot_hold_is_refused(fields, words):
+    # Seeds numpy refuses (a negative one crashed at the first group) and ranges whose width
+    # overflows (every reward null) are refused where the spec is made, in process as on the
+    # service's route.
+    with pytest.raises(ValueError, match=words):
+        GroupSpec(**fields)
