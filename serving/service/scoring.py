@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -309,6 +310,7 @@ class ScoringService:
             self.metrics.queue,
         )
         self._open: dict[str, _Batch] = {}  # by provenance: the batch requests join
+        self._batches: set[asyncio.Task[None]] = set()  # running: the service holds them
         # Inline rubrics are validated and rendered there.
         self.workers = Workers(queued=self.limits.max_render_queued)
         self.clients = Clients(self.limits.max_client_requests)  # open requests per address
@@ -404,14 +406,18 @@ class ScoringService:
             response = handle.votes.remote(requests)
             try:
                 return await asyncio.wait_for(response, left)
-            except (TimeoutError, asyncio.CancelledError):
+            except (TimeoutError, asyncio.CancelledError) as exc:
                 # Past the deadline, or the client left: stop the judge's work too (awaiting
                 # no more does not cancel it), so none runs beside the next request's.
                 try:
                     response.cancel()
                 except Exception:  # its routing failed at this very moment: nothing to stop
                     pass
-                raise
+                if _cancelled_here() or not isinstance(exc, asyncio.CancelledError):
+                    raise
+                # Cancelled by someone else (Serve, for another request): no answer, asked again.
+                reason = "its call was cancelled"
+                continue
             except BackPressureError as exc:
                 raise HTTPProblem(
                     429,
@@ -464,13 +470,13 @@ class ScoringService:
             await self.gate.slots.acquire()  # (free: returns without waiting)
             part.waiting = False
             batch = _Batch(rubric, prov)
-            batch.task = asyncio.ensure_future(self._run_batch(batch, held=True))
+            batch.task = self._detached(self._run_batch(batch, held=True))
             batch.task.add_done_callback(functools.partial(self._unused_slot, batch))
         else:
             self.gate.admit()
             if batch is None or batch.calls + calls > self.limits.max_judge_calls:
                 batch = self._open[prov] = _Batch(rubric, prov)
-                batch.task = asyncio.ensure_future(self._run_batch(batch))
+                batch.task = self._detached(self._run_batch(batch))
         batch.parts.append(part)
         batch.calls += calls
         try:
@@ -486,6 +492,19 @@ class ScoringService:
                     del self._open[prov]
                 batch.task.cancel()
             raise
+
+    def _detached(self, run: Any) -> asyncio.Task[None]:
+        """``run`` as a task of the service's own, which no request's cancellation reaches.
+
+        In an empty context: a task copies the context of the request that made it, and Ray Serve
+        cancels every handle call made in a request's context when that request is cancelled (its
+        client left), which would fail every other request merged into the batch. The service
+        keeps the task until it ends (the event loop holds tasks only weakly).
+        """
+        task = asyncio.get_running_loop().create_task(run, context=contextvars.Context())
+        self._batches.add(task)
+        task.add_done_callback(self._batches.discard)
+        return task
 
     def _unused_slot(self, batch: _Batch, _: object) -> None:
         """A batch cancelled before it began gives back the slot it was given."""
@@ -512,11 +531,8 @@ class ScoringService:
                 if p.waiting:
                     p.waiting = False
                     self.gate.left()
-                if not p.answer.done():
-                    if isinstance(exc, asyncio.CancelledError):
-                        p.answer.cancel()
-                    else:
-                        p.answer.set_exception(exc)
+                if not p.answer.done():  # a client still waits: an answer, never a cancel
+                    p.answer.set_exception(exc if isinstance(exc, Exception) else _stopped())
             if not isinstance(exc, Exception):
                 raise
 
@@ -1008,6 +1024,23 @@ async def _all(calls: list[Any]) -> list[Any]:
         for task in tasks:
             task.cancel()
         raise
+
+
+def _cancelled_here() -> bool:
+    """Whether the running task is being cancelled (else a CancelledError came from elsewhere)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+def _stopped() -> HTTPProblem:
+    """What a client still waiting gets when its batch is stopped under it (the service stops)."""
+    return HTTPProblem(
+        503,
+        "unavailable",
+        "the batch this request was judged in was stopped (the service is shutting "
+        "down); nothing was scored, retry later",
+        headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
+    )
 
 
 def _short(exc: BaseException) -> str:
