@@ -28,6 +28,7 @@ from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.problems import HTTPProblem, problem_for
 from jurybox.serving.service.admission import check_text, prepare
 from jurybox.serving.service.config import Limits
+from jurybox.serving.service.pace import check_pace
 from jurybox.serving.service.protocol import GroupRequest, ScoreItem, ScoreRequest
 
 logger = logging.getLogger("jurybox.serving")
@@ -142,6 +143,7 @@ async def score_groups(
             "listwise)",
             "design",
         )
+    check_pace(service, calls, deadline)  # within the deadline at the judges' measured rate
     refs = {id(rubric): request.rubric}
     if pointwise is not None and request.pointwise is not None:
         refs[id(pointwise)] = request.pointwise

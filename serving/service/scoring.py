@@ -44,6 +44,7 @@ from jurybox.serving.service.admission import (
 )
 from jurybox.serving.service.config import ResolvedConfig
 from jurybox.serving.service.openrlhf import Filter, OpenRLHFRequest, Options
+from jurybox.serving.service.pace import SHARE, Pace, check_pace, slices
 from jurybox.serving.service.protocol import (
     GroupRequest,
     Health,
@@ -178,6 +179,7 @@ class Gate:
         self.waiting = self.active = 0
         self.seconds = 1.0  # moving average of a batch's judging time, for Retry-After
         self.gauge = gauge
+        self.pace = Pace()  # how fast the judges answer
 
     def retry_after(self) -> int:
         """Seconds a refused request is told to wait.
@@ -403,9 +405,12 @@ class ScoringService:
             if left <= 0:
                 raise TimeoutError
             self.metrics.judge_calls.labels(judge).inc()
+            began = time.monotonic()
             response = handle.votes.remote(requests)
             try:
-                return await asyncio.wait_for(response, left)
+                votes = await asyncio.wait_for(response, left)
+                self.gate.pace.measured(judge, len(requests.requests), time.monotonic() - began)
+                return votes
             except (TimeoutError, asyncio.CancelledError) as exc:
                 # Past the deadline, or the client left: stop the judge's work too (awaiting
                 # no more does not cancel it), so none runs beside the next request's.
@@ -447,6 +452,8 @@ class ScoringService:
         # only the others go to the judges (none at all when every item is cached).
         lookup = await self._looked_up(prov, items)
         fresh: list[Verdict] = []
+        if lookup.todo and limit_items:  # (a group request's rounds: checked as a whole)
+            check_pace(self, len(lookup.todo) * len(requests.calls), deadline)
         if lookup.todo:
             fresh = await self._judged(rubric, prov, requests.subset(lookup.todo), deadline)
             await self._stored(lookup, fresh)
@@ -455,6 +462,26 @@ class ScoringService:
         return records
 
     async def _judged(
+        self, rubric: Rubric, prov: str, requests: Requests, deadline: float
+    ) -> list[Verdict]:
+        """The verdicts of ``requests``, a slice at a time beyond a slice (`pace.slices`).
+
+        At most `pace.SHARE` slices at once, each waiting for a slot as a request does: the other
+        requests' batches are judged between them.
+        """
+        parts = slices(len(requests.item_ids), len(requests.calls), self.limits.max_judge_calls)
+        if len(parts) == 1:
+            return await self._judged_together(rubric, prov, requests, deadline)
+        share = asyncio.Semaphore(SHARE)
+
+        async def part(items: range) -> list[Verdict]:
+            async with share:
+                subset = requests.subset(list(items))
+                return await self._judged_together(rubric, prov, subset, deadline)
+
+        return [v for verdicts in await _all([part(p) for p in parts]) for v in verdicts]
+
+    async def _judged_together(
         self, rubric: Rubric, prov: str, requests: Requests, deadline: float
     ) -> list[Verdict]:
         """The verdicts of ``requests``, judged as soon as a slot is free.

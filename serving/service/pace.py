@@ -1,0 +1,86 @@
+"""How fast the judges answer, and what one request may take of them.
+
+A request the judges cannot finish within its deadline, at the best rate this replica has seen
+them judge, is refused before any judge runs (413, saying the estimate), instead of holding them
+until its 504. And no request holds more than its share of them while others wait: a request of
+more judge calls than a slice (an eighth of ``max_judge_calls``) is judged slice by slice, at most
+`SHARE` slices at once, each slice waiting for a slot of the gate as any request does, so that
+the others' batches are judged between its slices.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+from jurybox.serving.problems import HTTPProblem
+
+#: Slices of one request judged at once (the gate's other slots stay for the others).
+SHARE = 2
+#: Judge calls of one judge remembered for the rate.
+RECENT = 64
+
+
+class Pace:
+    """Each judge's recent calls: how many requests each took and how long."""
+
+    def __init__(self) -> None:
+        self._recent: dict[str, collections.deque[float]] = {}
+
+    def measured(self, judge: str, calls: int, seconds: float) -> None:
+        """One call of ``judge`` answered ``calls`` requests in ``seconds``."""
+        if calls > 0 and seconds > 0:
+            self._recent.setdefault(judge, collections.deque(maxlen=RECENT)).append(calls / seconds)
+
+    def rate(self, judges: list[str]) -> float | None:
+        """Judge calls per second the slowest judge answers, at its best recently.
+
+        At its best: a call of a few requests takes about as long as one of many (a judge batches
+        them), so its average would underrate a large request's pace. None until each judge has
+        answered once.
+        """
+        if not judges or any(not self._recent.get(j) for j in judges):
+            return None
+        return min(max(self._recent[j]) for j in judges)
+
+    def check(self, calls: int, deadline: float, judges: list[str], timeout: float) -> None:
+        """Refuse ``calls`` judge calls per judge that cannot end by ``deadline`` (monotonic).
+
+        Raises:
+            HTTPProblem: 413 saying the estimate: calls, the measured rate, the deadline.
+        """
+        rate = self.rate(judges)
+        if rate is None:
+            return
+        estimate = calls / rate
+        left = deadline - time.monotonic()
+        if estimate > left:
+            raise HTTPProblem(
+                413,
+                "too_large",
+                f"{calls} judge calls per judge take about {estimate:.0f} s at this "
+                f"service's measured rate ({rate:.3g} calls/s per judge), more than the "
+                f"{left:.0f} s left of its deadline of {timeout:g} s "
+                "(request_timeout_s): send fewer items, or fewer groups or a design with fewer "
+                "calls",
+            )
+
+
+def check_pace(service: Any, calls: int, deadline: float) -> None:
+    """Refuse a request of ``calls`` judge calls per judge that ``service`` cannot judge in time.
+
+    ``service``: the scoring service (its gate's `Pace`, jury and limits); see `Pace.check`.
+    """
+    judges = [j.name for j in service.jury.judges]
+    service.gate.pace.check(calls, deadline, judges, service.limits.request_timeout_s)
+
+
+def slices(n_items: int, calls_per_item: int, max_judge_calls: int) -> list[range]:
+    """The items of a request in slices of at most an eighth of ``max_judge_calls`` calls.
+
+    >>> slices(10, 2, 64)
+    [range(0, 4), range(4, 8), range(8, 10)]
+    """
+    per_slice = max(1, max_judge_calls // 8 // max(1, calls_per_item))
+    return [range(i, min(n_items, i + per_slice)) for i in range(0, n_items, per_slice)]
