@@ -53,14 +53,16 @@ def offline(jury_file) -> dict[str, dict]:
 
 
 def judged_offline(jury: Any) -> dict[str, dict]:
+    """Each row's verdict from ``jury`` (a jury file, or a loaded `Jury`), by row id."""
     from jurybox.judges import Jury
     from jurybox.rubrics import load_rubric
 
-    local = Jury.load(jury)
+    local = jury if isinstance(jury, Jury) else Jury.load(jury)
     try:
         verdicts = local.score(load_rubric(RUBRIC), ITEMS)
     finally:
-        local.close()
+        if local is not jury:
+            local.close()
     return {it.id: v.to_record(input=_input(it)) for it, v in zip(ITEMS, verdicts)}
 
 
@@ -228,10 +230,10 @@ def test_sixty_four_clients_with_leavers_among_them_get_the_offline_verdicts(ser
 
 
 @pytest.mark.parametrize("leaver_first", [True], ids=["leaver-first"])
-def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(tmp_path, leaver_first):
+def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(tmp_path, tiny_jury, leaver_first):
     """Once on the real models (`jurybox serve --jury tiny`): the stayer's verdicts are those
-    `jurybox judge --jury tiny` gives."""
-    want = judged_offline("tiny")
+    the session's tiny jury gives in-process."""
+    want = judged_offline(tiny_jury)
     with serving("tiny", tmp_path / "serve.log") as url:
         began = time.monotonic()
         post(url, [ROWS[0]])  # how long one batch takes here
