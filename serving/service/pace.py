@@ -3,7 +3,7 @@
 A request the judges cannot finish within its deadline, at the best rate this replica has seen
 them judge, is refused before any judge runs (413, saying the estimate), instead of holding them
 until its 504. And no request holds more than its share of them while others wait: a request of
-more judge calls than a slice (an eighth of ``max_judge_calls``) is judged slice by slice, at most
+more judge calls than a slice (an eighth of ``max_judge_calls``, at least `MIN_SLICE`) is judged slice by slice, at most
 `SHARE` slices at once, each slice waiting for a slot of the gate as any request does, so that
 the others' batches are judged between its slices.
 """
@@ -18,6 +18,8 @@ from jurybox.serving.problems import HTTPProblem
 
 #: Slices of one request judged at once (the gate's other slots stay for the others).
 SHARE = 2
+#: The fewest judge calls per judge in a slice (below, a call costs more than it holds a judge).
+MIN_SLICE = 32
 #: Judge calls of one judge remembered for the rate.
 RECENT = 64
 
@@ -77,10 +79,12 @@ def check_pace(service: Any, calls: int, deadline: float) -> None:
 
 
 def slices(n_items: int, calls_per_item: int, max_judge_calls: int) -> list[range]:
-    """The items of a request in slices of at most an eighth of ``max_judge_calls`` calls.
+    """The items of a request in slices of an eighth of ``max_judge_calls`` calls (at least 32).
 
-    >>> slices(10, 2, 64)
-    [range(0, 4), range(4, 8), range(8, 10)]
+    >>> slices(40, 2, 512)
+    [range(0, 32), range(32, 40)]
+    >>> slices(10, 2, 64)  # a slice of 32 calls: 16 items
+    [range(0, 10)]
     """
-    per_slice = max(1, max_judge_calls // 8 // max(1, calls_per_item))
+    per_slice = max(1, max(MIN_SLICE, max_judge_calls // 8) // max(1, calls_per_item))
     return [range(i, min(n_items, i + per_slice)) for i in range(0, n_items, per_slice)]
