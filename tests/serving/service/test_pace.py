@@ -86,15 +86,15 @@ def calls(scoring: ScoringService) -> int:
 
 
 def test_a_request_that_cannot_end_in_time_is_refused_before_any_judge_runs(judges):
-    # 0.05 s per request: a judge answers 20 calls a second, so within a deadline of 10 s
-    # about 200 calls per judge.
-    scoring = service(judges, 0.05, request_timeout_s=10, max_items=1024, max_judge_calls=4096)
+    # 0.05 s per request: a judge answers 20 calls a second, judged in slices of 64 calls
+    # (max_judge_calls // 8), two at once: within a deadline of 10 s, at most 400 calls.
+    scoring = service(judges, 0.05, request_timeout_s=10, max_items=1024, max_judge_calls=512)
 
     async def run() -> tuple[Any, int, int]:
-        await scoring.score(request(8, "warm"))  # the judges' rate measured
+        await scoring.score(request(40, "warm"))  # the judges' rate measured (calls of 32+)
         before = calls(scoring)
         try:
-            await scoring.score(request(400, "big"))
+            await scoring.score(request(500, "big"))
         except HTTPProblem as exc:
             refused: Any = exc
         else:
@@ -110,16 +110,40 @@ def test_a_request_that_cannot_end_in_time_is_refused_before_any_judge_runs(judg
     assert isinstance(refused, HTTPProblem), refused
     assert refused.status == 413 and refused.kind == "too_large"
     said = re.search(
-        r"^400 judge calls per judge take about (\d+) s at this service's measured rate "
-        r"\(([\d.]+) calls/s per judge\), more than the \d+ s left of its deadline of 10 s",
+        r"^500 judge calls per judge take about (\d+) s at this service's measured rate "
+        r"\(([\d.]+) calls/s per judge in calls of 32 or more, 2 at once\), more than the "
+        r"\d+ s left of its deadline of 10 s",
         refused.message,
     )
     assert said, refused.message
     estimate, rate = float(said.group(1)), float(said.group(2))
     assert 10 < rate <= 20  # measured: at most the judges' 20 calls/s
-    assert abs(estimate - 400 / rate) <= 1
+    assert abs(estimate - 500 / (2 * rate)) <= 1
     assert asked == 0  # no judge ran for it
     assert fits == 20
+
+
+def test_a_small_request_is_not_refused_for_what_small_calls_measured(judges):
+    # A judge that batches: every call takes 0.5 s, whatever its size. Only one-item calls
+    # measured: a request of 300 calls (10 s at their pace, 0.5 s in fact) is not refused.
+    scoring = service(judges, 0.0, request_timeout_s=5, max_items=1024, max_judge_calls=512)
+    for handle in scoring.judges.values():
+        plain = handle.votes.fn
+
+        async def votes(requests: Any, plain: Any = plain) -> Any:
+            await asyncio.sleep(0.5)
+            return await plain(requests)
+
+        handle.votes.fn = votes
+
+    async def run() -> int:
+        await scoring.score(request(1, "one"))
+        return len(await scoring.score(request(300, "many")))
+
+    try:
+        assert asyncio.run(run()) == 300
+    finally:
+        scoring.workers.close()
 
 
 def test_a_small_request_is_judged_between_a_large_ones_slices(judges):
