@@ -38,8 +38,8 @@ class Client:
     """The scoring service's HTTP API as Python calls.
 
     Bad requests raise `InputError` naming the field; a busy service (429), a judge that could not
-    answer (503) or a dead ingress replica (Ray's own 5xx) is retried after its Retry-After (else 1
-    s), up to ``retries`` times, then raises `ServiceError` (``judge --url`` then stops, as
+    answer (503), a dead ingress replica (Ray's own 5xx) or a restart (Ray's own 404) is retried
+    after its Retry-After (else after 1, 2, 4, ... s), up to ``retries`` times, then raises `ServiceError` (``judge --url`` then stops, as
     in-process, having written nothing for the items it could not get verdicts for). A context
     manager: leaving the block closes the connection.
 
@@ -79,7 +79,7 @@ class Client:
             except httpx.HTTPError as exc:
                 raise ServiceError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from None
             if _retryable(response) and attempt < self.retries:
-                wait = _retry_after(response.headers.get("retry-after"))
+                wait = _retry_after(response.headers.get("retry-after"), attempt)
                 logger.info(
                     "%s %s: HTTP %d; retrying in %g s (%d of %d)",
                     method,
@@ -104,7 +104,7 @@ class Client:
                 f"{message} (give the service's token with token=..., or "
                 "JURYBOX_TOKEN for jurybox judge --url)"
             )
-        if 400 <= response.status_code < 500 and response.status_code != 429:
+        if 400 <= response.status_code < 500 and not _retryable(response):
             raise InputError(message, field=error.get("field"))
         raise ServiceError(message)
 
@@ -403,12 +403,14 @@ def _retryable(response: Any) -> bool:
     """Whether a response is worth retrying: busy, a judge that could not answer, a dead replica.
 
     Busy (429), a judge that could not answer (503), or a 5xx that is not the service's own JSON
-    answer: Ray Serve's proxy answering for an ingress replica that died (Serve restarts it). A 500
-    or 504 of the service's own is not retried: the same request would fail again.
+    answer: Ray Serve's proxy answering for an ingress replica that died (Serve restarts it). And
+    Ray's plain-text 404 "Path ... not found": its proxy while the application starts or stops (a
+    restart); the service's own 404 is JSON. A 500 or 504 of the service's own is not retried: the
+    same request would fail again.
     """
     if response.status_code in (429, 503):
         return True
-    if response.status_code >= 500:
+    if response.status_code >= 500 or response.status_code == 404:
         try:
             return "error" not in response.json()
         except ValueError:
@@ -416,10 +418,16 @@ def _retryable(response: Any) -> bool:
     return False
 
 
-def _retry_after(value: str | None) -> float:
-    """Seconds to wait from a Retry-After header (seconds; an HTTP date counts as 5)."""
+def _retry_after(value: str | None, attempt: int = 0) -> float:
+    """Seconds to wait before retry ``attempt`` + 1.
+
+    The Retry-After header's seconds (an HTTP date counts as 5); without one, 1 s doubled at each
+    retry (at most 30 s): Ray's proxy gives none.
+    """
+    if value is None:
+        return float(min(30, 2**attempt))
     try:
-        return min(60.0, max(0.0, float(value or 1)))
+        return min(60.0, max(0.0, float(value)))
     except ValueError:
         return 5.0
 

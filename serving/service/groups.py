@@ -58,6 +58,7 @@ from jurybox.serving.service.admission import (
     shared_ref,
 )
 from jurybox.serving.service.config import Limits
+from jurybox.serving.service.pace import check_pace
 from jurybox.serving.service.protocol import GroupRequest, ScoreItem, ScoreRequest
 
 logger = logging.getLogger("jurybox.serving")
@@ -397,6 +398,7 @@ async def score_groups(
             "fewer calls",
             "groups",
         )
+    check_pace(service, plan.calls, deadline)  # within the deadline at the measured rate
     token = SHARED_IMAGES.set(plan.admitted.shared)
     try:
         results = await _run(service, request, plan, deadline)

@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from jurybox.rubrics import Rubric
 from jurybox.serving.problems import HTTPProblem, body, problem_for, validation_problem
@@ -194,6 +195,8 @@ def build_app(ingress: JuryIngress) -> FastAPI:
             except asyncio.CancelledError:  # the client left and Serve cancelled the request
                 ingress.metrics.observe(request.url.path, 499, time.perf_counter() - began)
                 raise
+            except ClientDisconnect:  # the client left while its body was read: no failure
+                response = Response(status_code=499)
             except Exception as exc:  # answered here, so that /metrics counts the 500 too
                 if isinstance(exc, RuntimeError) and str(exc) == "No response returned.":
                     # Starlette's word for a request whose client left (its handler was

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -44,6 +45,7 @@ from jurybox.serving.service.admission import (
 )
 from jurybox.serving.service.config import ResolvedConfig
 from jurybox.serving.service.openrlhf import Filter, OpenRLHFRequest, Options
+from jurybox.serving.service.pace import SHARE, Pace, check_pace, slices
 from jurybox.serving.service.protocol import (
     GroupRequest,
     Health,
@@ -178,6 +180,7 @@ class Gate:
         self.waiting = self.active = 0
         self.seconds = 1.0  # moving average of a batch's judging time, for Retry-After
         self.gauge = gauge
+        self.pace = Pace()  # how fast the judges answer
 
     def retry_after(self) -> int:
         """Seconds a refused request is told to wait.
@@ -312,6 +315,7 @@ class ScoringService:
             self.metrics.queue,
         )
         self._open: dict[str, _Batch] = {}  # by provenance: the batch requests join
+        self._batches: set[asyncio.Task[None]] = set()  # running: the service holds them
         # Inline rubrics are validated and rendered there.
         self.workers = Workers(queued=self.limits.max_render_queued)
         self.clients = Clients(self.limits.max_client_requests)  # open requests per address
@@ -410,17 +414,24 @@ class ScoringService:
             if left <= 0:
                 raise TimeoutError
             self.metrics.judge_calls.labels(judge).inc()
+            began = time.monotonic()
             response = handle.votes.remote(requests)
             try:
-                return await asyncio.wait_for(response, left)
-            except (TimeoutError, asyncio.CancelledError):
+                votes = await asyncio.wait_for(response, left)
+                self.gate.pace.measured(judge, len(requests.requests), time.monotonic() - began)
+                return votes
+            except (TimeoutError, asyncio.CancelledError) as exc:
                 # Past the deadline, or the client left: stop the judge's work too (awaiting
                 # no more does not cancel it), so none runs beside the next request's.
                 try:
                     response.cancel()
                 except Exception:  # its routing failed at this very moment: nothing to stop
                     pass
-                raise
+                if _cancelled_here() or not isinstance(exc, asyncio.CancelledError):
+                    raise
+                # Cancelled by someone else (Serve, for another request): no answer, asked again.
+                reason = "its call was cancelled"
+                continue
             except BackPressureError as exc:
                 raise HTTPProblem(
                     429,
@@ -450,6 +461,8 @@ class ScoringService:
         # only the others go to the judges (none at all when every item is cached).
         lookup = await self._looked_up(prov, items)
         fresh: list[Verdict] = []
+        if lookup.todo and limit_items:  # (a group request's rounds: checked as a whole)
+            check_pace(self, len(lookup.todo) * len(requests.calls), deadline)
         if lookup.todo:
             fresh = await self._judged(rubric, prov, requests.subset(lookup.todo), deadline)
             await self._stored(lookup, fresh)
@@ -458,6 +471,26 @@ class ScoringService:
         return records
 
     async def _judged(
+        self, rubric: Rubric, prov: str, requests: Requests, deadline: float
+    ) -> list[Verdict]:
+        """The verdicts of ``requests``, a slice at a time beyond a slice (`pace.slices`).
+
+        At most `pace.SHARE` slices at once, each waiting for a slot as a request does: the other
+        requests' batches are judged between them.
+        """
+        parts = slices(len(requests.item_ids), len(requests.calls), self.limits.max_judge_calls)
+        if len(parts) == 1:
+            return await self._judged_together(rubric, prov, requests, deadline)
+        share = asyncio.Semaphore(SHARE)
+
+        async def part(items: range) -> list[Verdict]:
+            async with share:
+                subset = requests.subset(list(items))
+                return await self._judged_together(rubric, prov, subset, deadline)
+
+        return [v for verdicts in await _all([part(p) for p in parts]) for v in verdicts]
+
+    async def _judged_together(
         self, rubric: Rubric, prov: str, requests: Requests, deadline: float
     ) -> list[Verdict]:
         """The verdicts of ``requests``, judged as soon as a slot is free.
@@ -473,13 +506,13 @@ class ScoringService:
             await self.gate.slots.acquire()  # (free: returns without waiting)
             part.waiting = False
             batch = _Batch(rubric, prov)
-            batch.task = asyncio.ensure_future(self._run_batch(batch, held=True))
+            batch.task = self._detached(self._run_batch(batch, held=True))
             batch.task.add_done_callback(functools.partial(self._unused_slot, batch))
         else:
             self.gate.admit()
             if batch is None or batch.calls + calls > self.limits.max_judge_calls:
                 batch = self._open[prov] = _Batch(rubric, prov)
-                batch.task = asyncio.ensure_future(self._run_batch(batch))
+                batch.task = self._detached(self._run_batch(batch))
         batch.parts.append(part)
         batch.calls += calls
         try:
@@ -495,6 +528,19 @@ class ScoringService:
                     del self._open[prov]
                 batch.task.cancel()
             raise
+
+    def _detached(self, run: Any) -> asyncio.Task[None]:
+        """``run`` as a task of the service's own, which no request's cancellation reaches.
+
+        In an empty context: a task copies the context of the request that made it, and Ray Serve
+        cancels every handle call made in a request's context when that request is cancelled (its
+        client left), which would fail every other request merged into the batch. The service
+        keeps the task until it ends (the event loop holds tasks only weakly).
+        """
+        task = asyncio.get_running_loop().create_task(run, context=contextvars.Context())
+        self._batches.add(task)
+        task.add_done_callback(self._batches.discard)
+        return task
 
     def _unused_slot(self, batch: _Batch, _: object) -> None:
         """A batch cancelled before it began gives back the slot it was given."""
@@ -521,11 +567,8 @@ class ScoringService:
                 if p.waiting:
                     p.waiting = False
                     self.gate.left()
-                if not p.answer.done():
-                    if isinstance(exc, asyncio.CancelledError):
-                        p.answer.cancel()
-                    else:
-                        p.answer.set_exception(exc)
+                if not p.answer.done():  # a client still waits: an answer, never a cancel
+                    p.answer.set_exception(exc if isinstance(exc, Exception) else _stopped())
             if not isinstance(exc, Exception):
                 raise
 
@@ -1024,6 +1067,23 @@ async def _all(calls: list[Any]) -> list[Any]:
         for task in tasks:
             task.cancel()
         raise
+
+
+def _cancelled_here() -> bool:
+    """Whether the running task is being cancelled (else a CancelledError came from elsewhere)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+def _stopped() -> HTTPProblem:
+    """What a client still waiting gets when its batch is stopped under it (the service stops)."""
+    return HTTPProblem(
+        503,
+        "unavailable",
+        "the batch this request was judged in was stopped (the service is shutting "
+        "down); nothing was scored, retry later",
+        headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
+    )
 
 
 def _short(exc: BaseException) -> str:

@@ -64,7 +64,34 @@ def test_a_dead_ingress_answered_by_rays_proxy_is_retried(monkeypatch):
         monkeypatch,
     )
     assert client.score_records("general", [{"id": "a"}]) == []
-    assert len(seen) == 3 and client.waits == [1.0, 1.0]
+    assert len(seen) == 3 and client.waits == [1.0, 2.0]  # no Retry-After: backing off
+
+
+ROUTE_NOT_FOUND = (
+    "Path '/v1/score' not found. Ping http://127.0.0.1:8000/-/routes for available routes."
+)
+
+
+def test_rays_route_not_found_while_the_service_restarts_is_retried_with_backoff(monkeypatch):
+    client, seen = scripted(
+        [httpx.Response(404, text=ROUTE_NOT_FOUND)] * 3 + [httpx.Response(200, json=VERDICTS)],
+        monkeypatch,
+    )
+    assert client.score_records("general", [{"id": "a"}]) == []
+    assert len(seen) == 4 and client.waits == [1.0, 2.0, 4.0]
+
+
+def test_rays_route_not_found_for_good_is_a_service_error_after_the_retries(monkeypatch):
+    client, seen = scripted([httpx.Response(404, text=ROUTE_NOT_FOUND)] * 4, monkeypatch)
+    with pytest.raises(ServiceError, match="HTTP 404: Path '/v1/score' not found"):
+        client.score_records("general", [{"id": "a"}])
+    assert len(seen) == 4 and client.waits == [1.0, 2.0, 4.0]
+
+
+def test_the_services_own_404_is_not_retried(monkeypatch):
+    client, seen = scripted([problem(404, "not_found", "unknown rubric 'x'")], monkeypatch)
+    assert client.rubric("x") is None
+    assert len(seen) == 1
 
 
 def test_retries_run_out_into_a_service_error_naming_the_judge(monkeypatch):

@@ -1,0 +1,110 @@
+"""How fast the judges answer, and what one request may take of them.
+
+A request the judges cannot finish within its deadline, at the best rate this replica has seen
+them judge, is refused before any judge runs (413, saying the estimate), instead of holding them
+until its 504. And no request holds more than its share of them while others wait: a request of
+more judge calls than a slice (an eighth of ``max_judge_calls``, at least `MIN_SLICE`) is judged slice by slice, at most
+`SHARE` slices at once, each slice waiting for a slot of the gate as any request does, so that
+the others' batches are judged between its slices.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+from jurybox.serving.problems import HTTPProblem
+
+#: Slices of one request judged at once (the gate's other slots stay for the others).
+SHARE = 2
+#: The fewest judge calls per judge in a slice (below, a call costs more than it holds a judge).
+MIN_SLICE = 32
+#: Judge calls of one judge remembered for the rate.
+RECENT = 64
+
+
+class Pace:
+    """Each judge's recent calls: how many requests each took and how long."""
+
+    def __init__(self) -> None:
+        self._recent: dict[str, collections.deque[tuple[int, float]]] = {}
+
+    def measured(self, judge: str, calls: int, seconds: float) -> None:
+        """One call of ``judge`` answered ``calls`` requests in ``seconds``."""
+        if calls > 0 and seconds > 0:
+            recent = self._recent.setdefault(judge, collections.deque(maxlen=RECENT))
+            recent.append((calls, seconds))
+
+    def rate(self, judges: list[str], at_least: int) -> float | None:
+        """Judge calls per second the slowest judge answers, at its best in calls this large.
+
+        In calls of at least ``at_least`` requests: a call of a few requests takes about as long
+        as one of many on a judge that batches them, so a small call's pace would underrate a
+        large request's. None until each judge has answered such a call recently.
+        """
+        rates = []
+        for judge in judges:
+            seen = [n / t for n, t in self._recent.get(judge, ()) if n >= at_least]
+            if not seen:
+                return None
+            rates.append(max(seen))
+        return min(rates) if rates else None
+
+    def check(
+        self, calls: int, per_slice: int, deadline: float, judges: list[str], timeout: float
+    ) -> None:
+        """Refuse ``calls`` judge calls per judge that cannot end by ``deadline`` (monotonic).
+
+        Judged in slices of ``per_slice`` calls, `SHARE` at once, at the rate measured in calls
+        of at least half a slice (no estimate, so no refusal, before the judges have answered
+        such a call).
+
+        Raises:
+            HTTPProblem: 413 saying the estimate: calls, the measured rate, the deadline.
+        """
+        at_least = max(1, min(calls, per_slice) // 2)
+        rate = self.rate(judges, at_least)
+        if rate is None:
+            return
+        share = SHARE if calls > per_slice else 1
+        estimate = calls / (rate * share)
+        left = deadline - time.monotonic()
+        if estimate > left:
+            raise HTTPProblem(
+                413,
+                "too_large",
+                f"{calls} judge calls per judge take about {estimate:.0f} s at this "
+                f"service's measured rate ({rate:.3g} calls/s per judge in calls of "
+                f"{at_least} or more, {share} at once), more than the {left:.0f} s left of "
+                f"its deadline of {timeout:g} s (request_timeout_s): send fewer items, or "
+                "fewer groups or a design with fewer calls",
+            )
+
+
+def check_pace(service: Any, calls: int, deadline: float) -> None:
+    """Refuse a request of ``calls`` judge calls per judge that ``service`` cannot judge in time.
+
+    ``service``: the scoring service (its gate's `Pace`, jury and limits); see `Pace.check`.
+    """
+    judges = [j.name for j in service.jury.judges]
+    limits = service.limits
+    per_slice = slice_calls(limits.max_judge_calls)
+    service.gate.pace.check(calls, per_slice, deadline, judges, limits.request_timeout_s)
+
+
+def slice_calls(max_judge_calls: int) -> int:
+    """Judge calls per judge in a slice: an eighth of ``max_judge_calls``, at least `MIN_SLICE`."""
+    return max(MIN_SLICE, max_judge_calls // 8)
+
+
+def slices(n_items: int, calls_per_item: int, max_judge_calls: int) -> list[range]:
+    """The items of a request in slices of an eighth of ``max_judge_calls`` calls (at least 32).
+
+    >>> slices(40, 2, 512)
+    [range(0, 32), range(32, 40)]
+    >>> slices(10, 2, 64)  # a slice of 32 calls: 16 items
+    [range(0, 10)]
+    """
+    per_slice = max(1, slice_calls(max_judge_calls) // max(1, calls_per_item))
+    return [range(i, min(n_items, i + per_slice)) for i in range(0, n_items, per_slice)]
