@@ -8,8 +8,7 @@ rewards do not all tie, the mean tau with those at 0, and the pair agreement (a 
 For each number of groups, ``--reps`` data sets; per data set the shipped report's intervals
 (``jurybox.calibration.reports.group_agreement``: Student t over groups, computed here at every
 count: the report gives none below ``MIN_GROUPS``, which the table marks) and, side by side,
-the percentile bootstrap over groups it replaced (1000 resamples, as
-``jurybox.calibration.stats.ranking.group_agreement`` draws them). Coverage is the share of
+the percentile bootstrap over groups it replaced (1000 resamples, drawn here). Coverage is the share of
 data sets whose 95% interval holds the estimand, with its Monte Carlo standard error
 sqrt(c (1 - c) / reps).
 

@@ -1,6 +1,5 @@
 """Group rankings against human rankings (jurybox.calibration.stats.ranking): Kendall's tau-b
-against scipy's, the pair agreement against a direct count, the batched bootstrap against its
-one-resample form."""
+against scipy's, the pair agreement against a direct count."""
 
 from __future__ import annotations
 
@@ -10,13 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jurybox.calibration.stats.bootstrap import bootstrap_ci
-from jurybox.calibration.stats.ranking import (
-    _statistic,
-    group_agreement,
-    kendall_tau_b,
-    pair_agreement_counts,
-)
+from jurybox.calibration.stats.ranking import kendall_tau_b, pair_agreement_counts
 
 
 def test_kendall_tau_b_is_scipy_s_with_ties_in_either_ranking():
@@ -62,24 +55,3 @@ def test_pair_agreement_counts_what_a_direct_count_does():
                     else 0.0
                 )
         assert pair_agreement_counts(rewards, pairs) == (agree, n, ties)
-
-
-def test_the_batched_bootstrap_draws_what_the_loop_draws():
-    rng = np.random.default_rng(2)
-    taus = [None if rng.random() < 0.2 else float(v) for v in rng.uniform(-1, 1, 40)]
-    agree = rng.uniform(0, 5, 40)
-    n = rng.integers(0, 6, 40)
-    batched = group_agreement(taus, agree, n, n_resamples=300, seed=3)
-    t = np.array([np.nan if v is None else v for v in taus])
-    loop = bootstrap_ci(_statistic, t, agree, n.astype(float), n_resamples=300, seed=3)
-    for key in ("kendall_tau_b", "pair_agreement"):
-        assert batched[key].value == pytest.approx(loop[key].value)
-        assert batched[key].ci == pytest.approx(loop[key].ci)
-    assert batched["kendall_tau_b"].value == pytest.approx(np.nanmean(t))
-    assert batched["pair_agreement"].value == pytest.approx(agree.sum() / n.sum())
-
-
-def test_undefined_statistics_say_why():
-    got = group_agreement([None, None], [0.0, 0.0], [0, 0], n_resamples=50)
-    assert got["kendall_tau_b"].value is None and "no group" in got["kendall_tau_b"].reason
-    assert got["pair_agreement"].value is None
