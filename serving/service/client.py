@@ -38,16 +38,18 @@ class Client:
     """The scoring service's HTTP API as Python calls.
 
     Bad requests raise `InputError` naming the field; a busy service (429), a judge that could not
-    answer (503), a dead ingress replica (Ray's own 5xx) or a restart (Ray's own 404) is retried
-    after its Retry-After (else after 1, 2, 4, ... s), up to ``retries`` times, then raises `ServiceError` (``judge --url`` then stops, as
-    in-process, having written nothing for the items it could not get verdicts for). A context
-    manager: leaving the block closes the connection.
+    answer (503), a dead ingress replica (Ray's own 5xx) or a restart (Ray's own 404, or a refused
+    connection: nothing was sent) is retried after its Retry-After (else after 1, 2, 4, ... s), up
+    to ``retries`` times, then raises `ServiceError` (``judge --url`` then stops, as in-process,
+    having written nothing for the items it could not get verdicts for). A context manager:
+    leaving the block closes the connection.
 
     Args:
         url: The service's base URL, e.g. ``http://127.0.0.1:8000``.
         token: The bearer token the service requires (``jurybox serve --token-env``), if any.
         timeout: Seconds one HTTP call may take.
-        retries: Retries of a call the service could not answer yet (429, 503, a dead replica).
+        retries: Retries of a call the service could not answer yet (429, 503, a dead replica,
+            a restart).
     """
 
     def __init__(
@@ -76,6 +78,24 @@ class Client:
         for attempt in range(self.retries + 1):
             try:
                 response = self._http.request(method, path, json=payload)
+            except httpx.ConnectError as exc:  # nothing listens (a restart): nothing was sent
+                if attempt == self.retries:
+                    raise ServiceError(
+                        f"{self.url}{path}: unreachable after {self.retries + 1} tries: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from None
+                wait = _retry_after(None, attempt)
+                logger.info(
+                    "%s %s: unreachable (%s); retrying in %g s (%d of %d)",
+                    method,
+                    path,
+                    exc,
+                    wait,
+                    attempt + 1,
+                    self.retries,
+                )
+                time.sleep(wait)
+                continue
             except httpx.HTTPError as exc:
                 raise ServiceError(f"{self.url}{path}: {type(exc).__name__}: {exc}") from None
             if _retryable(response) and attempt < self.retries:

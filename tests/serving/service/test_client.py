@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -13,14 +15,17 @@ from jurybox.serving.service.client import Client, ServiceError
 VERDICTS = {"verdicts": []}
 
 
-def scripted(answers: list[httpx.Response], monkeypatch) -> tuple[Client, list[httpx.Request]]:
+def scripted(answers: list[Any], monkeypatch) -> tuple[Client, list[httpx.Request]]:
     """A client whose requests get ``answers`` in turn; ``client.waits``: its sleeps."""
     seen: list[httpx.Request] = []
     waits: list[float] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        return answers.pop(0)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     client = Client("http://service.test", token="t0k", retries=3)
     client._http = httpx.Client(
@@ -84,6 +89,21 @@ def test_rays_route_not_found_while_the_service_restarts_is_retried_with_backoff
 def test_rays_route_not_found_for_good_is_a_service_error_after_the_retries(monkeypatch):
     client, seen = scripted([httpx.Response(404, text=ROUTE_NOT_FOUND)] * 4, monkeypatch)
     with pytest.raises(ServiceError, match="HTTP 404: Path '/v1/score' not found"):
+        client.score_records("general", [{"id": "a"}])
+    assert len(seen) == 4 and client.waits == [1.0, 2.0, 4.0]
+
+
+def test_a_service_not_listening_during_a_restart_is_retried_with_backoff(monkeypatch):
+    refused = httpx.ConnectError("[Errno 111] Connection refused")
+    client, seen = scripted([refused, refused, httpx.Response(200, json=VERDICTS)], monkeypatch)
+    assert client.score_records("general", [{"id": "a"}]) == []
+    assert len(seen) == 3 and client.waits == [1.0, 2.0]
+
+
+def test_a_service_that_never_listens_is_a_service_error_after_the_retries(monkeypatch):
+    refused = httpx.ConnectError("[Errno 111] Connection refused")
+    client, seen = scripted([refused] * 4, monkeypatch)
+    with pytest.raises(ServiceError, match="unreachable after 4 tries: ConnectError"):
         client.score_records("general", [{"id": "a"}])
     assert len(seen) == 4 and client.waits == [1.0, 2.0, 4.0]
 
