@@ -203,7 +203,8 @@ def run(
                 t["decide"] += t3 - t2
                 t["write"] += t4 - t3
         gen = {
-            k: sum(b.timings[k] for b in backends.values()) for k in ("prompt", "tokenize", "steps")
+            k: sum(b.timings.get(k, 0.0) for b in backends.values())
+            for k in ("prompt", "tokenize", "steps")
         }
         t["generate"] = sum(gen.values())
         t["parse"] -= t["generate"]

@@ -9,11 +9,16 @@ detokenizing, and token steps from logprobs. The contract a backend fulfils is
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
+
+from jurybox.rubrics.prompts import Marks, Piece
 
 from .protocol import JudgeConfigError, Message, Request, TokenStep
 
@@ -604,15 +609,10 @@ def _trie_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
 
 
 class ControlTokens:
-    """A tokenizer's control tokens, kept out of an item's text.
+    """A tokenizer's control tokens (its special tokens: ``<|im_end|>``, ``<start_of_turn>``...).
 
-    Control tokens are its special tokens: ``<|im_end|>``, ``<start_of_turn>``, ... A prompt is
-    tokenized as a whole, with control tokens live (the chat template's and the rubric's own),
-    unless a string of the item holds one: then the occurrences of that string in the prompt are
-    tokenized as plain text (``split_special_tokens``) and the rest as before, so that a response
-    writing ``<|im_end|><|im_start|>assistant`` gives the judge those characters, never a turn of
-    its own. A prompt whose template shows such a string changed (a filter) cannot be split safely:
-    its vote is unscored, saying why. Finding the tokens is linear in the text (a trie).
+    Finding them is linear in the text (a trie), and matches as the tokenizer does: leftmost,
+    longest.
     """
 
     def __init__(self, tokenizer: Any) -> None:
@@ -620,7 +620,8 @@ class ControlTokens:
         decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
         words = {t.content for t in decoder.values() if getattr(t, "special", False)}
         words |= set(getattr(tokenizer, "all_special_tokens", []) or [])
-        self.pattern = _trie_pattern(sorted(w for w in words if w))
+        self.words = sorted(w for w in words if w)
+        self.pattern = _trie_pattern(self.words)
 
     def find(self, text: str) -> str | None:
         """The first control token in ``text``, or None."""
@@ -629,88 +630,312 @@ class ControlTokens:
         match = self.pattern.search(text)
         return match.group(0) if match else None
 
-    def escape(self, messages: list[Message], item_text: Sequence[str]) -> list[Message]:
-        """``messages`` with each control token inside an item's strings made harmless.
 
-        Each is written with a word joiner (U+2060) after its first character, as
-        `escape_control` does for a server: for prompts a model's processor tokenizes (a
-        vision-language model's, with its images), where the item's text cannot be tokenized
-        apart.
-        """
-        if self.pattern is None:
-            return messages
-        return escape_control(messages, item_text, self.pattern)
+def request_pieces(request: Request, pattern: re.Pattern[str] | None) -> list[list[Piece]] | str:
+    """Each of ``request``'s messages as ``(text, is_item)`` pieces, or why it cannot be given.
+
+    They are the rubric's pieces (`jurybox.rubrics.prompts.item_pieces`). A request without
+    them (its template changed the item's text) has each content as the item's text, and is
+    refused when that holds a control token (a match of ``pattern``): whose it is cannot be told.
+    """
+    if request.pieces is not None:
+        return [list(p) for p in request.pieces]
+    for message in request.messages:
+        found = pattern.search(message["content"]) if pattern is not None else None
+        if found:
+            return (
+                f"the prompt holds the judge's control token {found.group(0)!r}, and the "
+                "rubric's template shows the item's text changed (a filter), so the item's "
+                "text cannot be told from the template's; remove the token from the item"
+            )
+    return [[(m["content"], True)] if m["content"] else [] for m in request.messages]
+
+
+def prompt_pieces(
+    spec: Any,
+    tokenizer: Any,
+    bos: str,
+    request: Request,
+    vision: bool,
+    pattern: re.Pattern[str] | None,
+) -> list[Piece] | str:
+    """The judge's whole prompt as ``(text, is_item)`` pieces, or why it cannot be given.
+
+    The prompt is that of `prompt_text` (or `vision_prompt_text` for a judge that sees images):
+    the messages' pieces (`request_pieces`) through the chat template (or plain framing), each
+    item piece as a `Marks` mark, and the text cut at the marks. Every path builds the judge's
+    input from these: the local backends tokenize the template's pieces with their control
+    tokens and the item's as text (`PieceEncoder`); a processor or a server given text gets the
+    item's pieces escaped (`escape_pieces`). A chat template that changes the item's text (so
+    the pieces do not give back the prompt) is refused.
+    """
+    per_message = request_pieces(request, pattern)
+    if isinstance(per_message, str):
+        return per_message
+    marks = Marks()
+    messages = [
+        {**m, "content": "".join(marks(t) if item else t for t, item in pieces)}
+        for m, pieces in zip(request.messages, per_message)
+    ]
+    if vision:
+        place = request.image_place
+        if place is not None and place[0] < len(per_message):
+            marked_texts = [marks(t) if item else t for t, item in per_message[place[0]]]
+            place = (place[0], _moved(per_message[place[0]], place[1], marked_texts))
+        marked = replace(request, messages=messages, image_place=place)
+        text = vision_prompt_text(spec, tokenizer, marked)
+        real = vision_prompt_text(spec, tokenizer, request)
+    else:
+        text = prompt_text(spec, tokenizer, bos, messages)
+        real = prompt_text(spec, tokenizer, bos, request.messages)
+    pieces = marks.split(text)
+    if pieces is None or "".join(t for t, _ in pieces) != real:
+        return (
+            f"judge {spec.name}'s chat template changes the item's text, so the item's text "
+            "cannot be told from the template's in its prompt"
+        )
+    return pieces
+
+
+def escaped_prompt(
+    spec: Any,
+    tokenizer: Any,
+    bos: str,
+    request: Request,
+    vision: bool,
+    pattern: re.Pattern[str] | None,
+) -> list[Piece] | str:
+    """`prompt_pieces` with the item's pieces escaped (`escape_pieces`), or why there are none.
+
+    For a prompt tokenized whole (a vision-language model's processor, with its images): the
+    joined text has only the template's control tokens.
+    """
+    pieces = prompt_pieces(spec, tokenizer, bos, request, vision, pattern)
+    return pieces if isinstance(pieces, str) else escape_pieces(pieces, pattern)
+
+
+def _moved(pieces: list[Piece], offset: int, texts: Sequence[str]) -> int:
+    """Where character ``offset`` of the pieces' text is once item piece ``k`` is ``texts[k]``.
+
+    An offset at an item piece's edge stays at that edge.
+    """
+    real = new = 0
+    for (text, item), now in zip(pieces, texts):
+        if offset <= real + len(text) and not (item and offset > real):
+            return new + (offset - real)
+        real += len(text)
+        new += len(now)
+    return new
+
+
+def escape_messages(
+    request: Request, pattern: re.Pattern[str] | None = None
+) -> tuple[list[Message], tuple[int, int] | None] | str:
+    """``request``'s messages with the item's pieces escaped, and where its images go now.
+
+    For a server that tokenizes the messages with its own chat template (the openai backend):
+    each message's pieces (`request_pieces`) are escaped where the item's strings are inserted
+    (`escape_pieces`; by default against `GENERIC_CONTROL`, the usual chat templates' control
+    tokens). Returns why the request cannot be sent instead, where the pieces cannot be told
+    or escaped.
+    """
+    pattern = GENERIC_CONTROL if pattern is None else pattern
+    per_message = request_pieces(request, pattern)
+    if isinstance(per_message, str):
+        return per_message
+    messages: list[Message] = []
+    escaped_all: list[list[Piece]] = []
+    for message, pieces in zip(request.messages, per_message):
+        escaped = escape_pieces(pieces, pattern)
+        if isinstance(escaped, str):
+            return escaped
+        escaped_all.append(escaped)
+        messages.append({**message, "content": "".join(t for t, _ in escaped)})
+    place = request.image_place
+    if place is not None and place[0] < len(per_message):
+        k = place[0]
+        place = (k, _moved(per_message[k], place[1], [t for t, _ in escaped_all[k]]))
+    return messages, place
+
+
+# A word joiner (U+2060): written into an item's text where a control token would otherwise
+# begin or run on, so that a tokenizer reads text. No control token holds one.
+JOINER = "\u2060"
+MAX_ESCAPE_PASSES = 64
+
+
+def escape_pieces(pieces: Sequence[Piece], pattern: re.Pattern[str] | None) -> list[Piece] | str:
+    """``pieces`` with their item pieces escaped: no control token of their joined text touches one.
+
+    A control token (a match of ``pattern``, found leftmost-longest, as a tokenizer's added-token
+    matcher does) that lies inside an item piece gets a word joiner after its first character;
+    one that runs from the template's text or another piece into an item piece gets a word
+    joiner at that piece's edge. The joined text is searched again until no control token
+    touches an item piece, so whatever the item pieces hold, and however they lie next to each
+    other or to the template's text, only the template's own control tokens are left.
+
+    Returns:
+        The escaped pieces, or why they could not be escaped (a one-character control token
+        in an item's text, or more than ``MAX_ESCAPE_PASSES`` searches).
+    """
+    out = list(pieces)
+    if pattern is None:
+        return out
+    for _ in range(MAX_ESCAPE_PASSES):
+        starts, at = [], 0
+        for text, _ in out:
+            starts.append(at)
+            at += len(text)
+        joined = "".join(t for t, _ in out)
+        cuts: dict[int, set[int]] = {}  # piece -> offsets in it where a joiner goes
+        for m in pattern.finditer(joined):
+            for k, (text, item) in enumerate(out):
+                lo, hi = starts[k], starts[k] + len(text)
+                if not item or m.end() <= lo or m.start() >= hi:
+                    continue
+                if m.start() >= lo:  # it begins inside: break it after its first character
+                    if m.end() - m.start() < 2:
+                        return (
+                            f"the item's text holds the one-character control token "
+                            f"{m.group(0)!r}, which cannot be escaped"
+                        )
+                    cuts.setdefault(k, set()).add(m.start() - lo + 1)
+                else:  # it runs into this piece from before: break it at the piece's start
+                    cuts.setdefault(k, set()).add(0)
+                break
+        if not cuts:
+            return out
+        for k, offsets in cuts.items():
+            text = out[k][0]
+            bounds = [0, *sorted(offsets), len(text)]
+            out[k] = (JOINER.join(text[a:b] for a, b in itertools.pairwise(bounds)), True)
+    return f"the item's text could not be escaped in {MAX_ESCAPE_PASSES} passes"
+
+
+def _spaces_forward(pieces: Sequence[Piece]) -> list[Piece]:
+    """``pieces`` with the spaces that end a template piece moved to the item piece after it.
+
+    A word's tokens hold the space before it (`` Ohio``): the spaces before an item string are
+    tokenized with it, as they would be in the whole prompt. Spaces are never a control token's
+    (`PieceEncoder` checks it of its tokenizer).
+    """
+    out = list(pieces)
+    for k in range(len(out) - 1):
+        (text, item), (after, after_item) = out[k], out[k + 1]
+        if item or not after_item or not text or text[-1] not in " \t":
+            continue
+        kept = text.rstrip(" \t")
+        out[k] = (kept, False)
+        out[k + 1] = (text[len(kept) :] + after, True)
+    return out
+
+
+class PieceEncoder:
+    """A prompt's ids from its pieces, so that only the template's text has control tokens.
+
+    The template's pieces (`prompt_pieces`) are tokenized with their control tokens live, and
+    remembered (they repeat from prompt to prompt: the rubric's preamble, the chat template's
+    turns); each item piece is tokenized as text (``split_special_tokens``); the ids are joined.
+    No arrangement of item strings can make a live control token: each is tokenized alone, as
+    text. Tokenizing in pieces keeps the tokenizer from merging across a piece's edge, so a few
+    ids at the edges can differ from tokenizing the prompt whole (see ``perf/RESULTS.md``).
+    """
+
+    MEMO = 1024  # template pieces remembered
+    MEMO_CHARS = 1 << 15  # longest template piece remembered
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        controls = ControlTokens(tokenizer)
+        self.pattern = controls.pattern
+        # Spaces before an item string go with it, unless they can be part of a control token.
+        self._forward = not any(" " in w or "\t" in w for w in controls.words)
+        self._memo: OrderedDict[str, list[int]] = OrderedDict()
+        self._lock = threading.Lock()  # the tokenizer's special-token switch is shared state
+
+    def __call__(self, prompts: Sequence[Sequence[Piece]]) -> list[list[int]]:
+        """Each prompt's ids, its pieces' ids joined."""
+        if self._forward:
+            prompts = [_spaces_forward(p) for p in prompts]
+        memo = self._memo
+        live = list(
+            dict.fromkeys(t for p in prompts for t, item in p if not item and t not in memo)
+        )
+        items = [t for p in prompts for t, item in p if item and t]
+        with self._lock:
+            live_ids = encode_prompts(self.tokenizer, live) if live else []
+            item_ids = self._as_text(items) if items else []
+        fresh = dict(zip(live, live_ids))
+        for text, ids in fresh.items():
+            if len(text) <= self.MEMO_CHARS:
+                memo[text] = ids
+        while len(memo) > self.MEMO:
+            memo.popitem(last=False)
+        out: list[list[int]] = []
+        k = 0
+        for prompt in prompts:
+            ids: list[int] = []
+            for text, item in prompt:
+                if item:
+                    if text:
+                        ids.extend(item_ids[k])
+                        k += 1
+                elif text:
+                    got = fresh.get(text)
+                    if got is None:
+                        got = memo[text]
+                        memo.move_to_end(text)
+                    ids.extend(got)
+            out.append(ids)
+        return out
+
+    def _as_text(self, texts: list[str]) -> list[list[int]]:
+        """Each text's ids with special tokens split (read as text)."""
+        backend = _plain_backend(self.tokenizer)
+        if (
+            backend is None
+            or backend.padding is not None
+            or backend.truncation is not None
+            or not hasattr(backend, "encode_batch_fast")
+        ):
+            return list(
+                self.tokenizer(texts, add_special_tokens=False, split_special_tokens=True)[
+                    "input_ids"
+                ]
+            )
+        before = backend.encode_special_tokens
+        backend.encode_special_tokens = True
+        try:
+            return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+        finally:
+            backend.encode_special_tokens = before
 
     def encode(
-        self,
-        encode: Callable[[list[str]], list[list[int]]],
-        prompts: list[str],
-        requests: Sequence[Request],
-        max_chars: int | None = None,
+        self, spec: Any, bos: str, requests: Sequence[Request], vision: bool, max_chars: int | None
     ) -> list[list[int] | str]:
-        """Each prompt's ids, or why it cannot be given to the judge.
+        """Each request's prompt ids, or why it cannot be given to the judge.
 
-        ``encode`` tokenizes those whose item holds no control token. A prompt is refused for a
-        control token it cannot keep apart, or for more than ``max_chars`` characters (more than
-        the judge's token limit could hold, found without tokenizing it: see
-        `prompt_char_limit`).
+        A prompt is refused for more than ``max_chars`` characters (more than the judge's token
+        limit could hold, found without tokenizing it: see `prompt_char_limit`), or where its
+        pieces cannot be told (`prompt_pieces`).
         """
-        out: list[list[int] | str | None] = [None] * len(prompts)
-        whole = []
-        for i, (prompt, request) in enumerate(zip(prompts, requests)):
-            if max_chars is not None and len(prompt) > max_chars:
-                out[i] = (
-                    f"prompt is {len(prompt)} characters, more than the judge's token "
-                    f"limit could hold ({max_chars} characters); it was not tokenized"
-                )
-                continue
-            held = [(t, token) for t in request.item_text if (token := self.find(t)) is not None]
-            if held:
-                out[i] = self._split(prompt, held)
-            else:
-                whole.append(i)
-        if whole:
-            for i, ids in zip(whole, encode([prompts[i] for i in whole])):
-                out[i] = ids
-        return cast("list[list[int] | str]", out)
-
-    def _split(self, prompt: str, held: list[tuple[str, str]]) -> list[int] | str:
-        spans: list[tuple[int, int]] = []
-        for text, token in held:
-            found = False
-            # As rendered: the string itself, or inside a list's or dict's repr.
-            for form in dict.fromkeys((text, repr(text)[1:-1])):
-                at = prompt.find(form)
-                while at >= 0:
-                    found = True
-                    spans.append((at, at + len(form)))
-                    at = prompt.find(form, at + len(form))
-                if found:
-                    break
-            if not found:
-                return (
-                    f"the item's text holds the judge's control token {token!r}, and the "
-                    "rubric's template shows that text changed, so it cannot be given to "
-                    "the judge as plain text; remove the token from the item"
-                )
-        spans.sort()
-        pieces: list[tuple[str, bool]] = []  # (text, as plain text)
-        at = 0
-        for start, end in spans:
-            if start < at:  # inside a span already taken
-                continue
-            pieces.extend([(prompt[at:start], False), (prompt[start:end], True)])
-            at = end
-        pieces.append((prompt[at:], False))
-        ids: list[int] = []
-        for text, plain in pieces:
-            if text:
-                ids.extend(
-                    self.tokenizer(text, add_special_tokens=False, split_special_tokens=plain)[
-                        "input_ids"
-                    ]
-                )
-        return ids
+        out: list[list[int] | str] = []
+        todo: list[tuple[int, list[Piece]]] = []
+        for request in requests:
+            pieces = prompt_pieces(spec, self.tokenizer, bos, request, vision, self.pattern)
+            if not isinstance(pieces, str):
+                n = sum(len(t) for t, _ in pieces)
+                if max_chars is not None and n > max_chars:
+                    pieces = (
+                        f"prompt is {n} characters, more than the judge's token limit could "
+                        f"hold ({max_chars} characters); it was not tokenized"
+                    )
+                else:
+                    todo.append((len(out), pieces))
+            out.append(pieces if isinstance(pieces, str) else [])
+        for (i, _), ids in zip(todo, self([p for _, p in todo])):
+            out[i] = ids
+        return out
 
 
 # Control tokens of the usual chat templates, for a server whose tokenizer is not ours (the
@@ -720,39 +945,3 @@ GENERIC_CONTROL = re.compile(
     r"<\|[^|<>\n]{1,64}\|>|<｜[^｜<>\n]{1,64}｜>|</?s>|\[/?INST\]|</?think>"
     r"|<(?:start|end)_of_turn>|<(?:bos|eos|pad|unk|mask)>|<\|?endoftext\|?>"
 )
-
-
-def escape_control(
-    messages: list[Message],
-    item_text: Sequence[str],
-    pattern: re.Pattern[str] = GENERIC_CONTROL,
-) -> list[Message]:
-    """``messages`` with the control tokens inside the item's strings made harmless.
-
-    Every item string that holds a control token (a match of ``pattern``) is written with a
-    word joiner (U+2060) after the first character of each such token, wherever it stands in
-    the messages.
-
-    Args:
-        messages: The rubric's chat messages, rendered with the item.
-        item_text: The item's strings (`Request.item_text`).
-        pattern: The control tokens: by default `GENERIC_CONTROL` (the usual chat
-            templates'), or a tokenizer's own (`ControlTokens`).
-
-    Returns:
-        The messages, the same object when no item string holds a control token.
-    """
-    held = {
-        t: pattern.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
-        for t in item_text
-        if pattern.search(t)
-    }
-    if not held:
-        return messages
-    out = []
-    for message in messages:
-        content = message["content"]
-        for text, escaped in held.items():
-            content = content.replace(text, escaped)
-        out.append({**message, "content": content})
-    return out
