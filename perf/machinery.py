@@ -9,8 +9,6 @@ to one CPU, and reports judgments per second (a judgment: one judge's joint call
 with a per-stage breakdown. Target (#24): >= 2,500 judgments/s per core.
 
     python perf/machinery.py [--items 2000] [--warmup 300] [--cpu 0]
-    python perf/machinery.py --whole-prompts  # every prompt tokenized whole, to compare
-    python perf/machinery.py --prefix-only    # the shared beginning once, the ending per prompt
     python perf/machinery.py --json      # and the median round as one JSON object, last line
     python perf/machinery.py --record    # re-record perf/data/tiny-mirage-mg.json.gz
 
@@ -148,8 +146,6 @@ def run(
     recording_path: Path,
     profile: Path | None = None,
     freeze: bool = False,
-    whole: bool = False,
-    prefix_only: bool = False,
 ) -> dict:
     """The whole path over ``n_items`` (after ``warmup`` items not counted); seconds per stage."""
     from jurybox.judges import Jury
@@ -162,16 +158,6 @@ def run(
     rubric = load_rubric(recording.rubric)
     spec = Jury.load("tiny").spec
     backends = {j.name: ReplayBackend(j, recording) for j in spec.judges}
-    if whole:  # the path before PromptEncoder: every prompt tokenized whole
-        import functools
-
-        from jurybox.judges.backends.base import encode_prompts
-
-        for b in backends.values():
-            b.encoder = functools.partial(encode_prompts, b.tokenizer)  # type: ignore[assignment]
-    elif prefix_only:  # the path before the shared ending was tokenized once
-        for b in backends.values():
-            b.encoder.exact_end = False
     jury = Jury(spec, backends)
     prov = jury.provenance(rubric)
     base = [Item.model_validate(d) for d in recording.items]
@@ -285,18 +271,6 @@ def main() -> None:
         help="also print the median round as one JSON object (the last line)",
     )
     ap.add_argument(
-        "--whole-prompts",
-        action="store_true",
-        help="tokenize every prompt whole (the path before the shared prefix was "
-        "tokenized once), to compare",
-    )
-    ap.add_argument(
-        "--prefix-only",
-        action="store_true",
-        help="tokenize the shared beginning once but each prompt's ending with it "
-        "(the path before the shared ending was tokenized once), to compare",
-    )
-    ap.add_argument(
         "--gc-freeze",
         action="store_true",
         help="gc.freeze() after loading and warm-up, as vLLM's server does",
@@ -321,8 +295,6 @@ def main() -> None:
             args.recording,
             args.profile,
             args.gc_freeze,
-            args.whole_prompts,
-            args.prefix_only,
         )
         print(f"wrote {args.profile} (python -m pstats {args.profile})")
         return
@@ -333,8 +305,6 @@ def main() -> None:
             args.chunk,
             args.recording,
             freeze=args.gc_freeze,
-            whole=args.whole_prompts,
-            prefix_only=args.prefix_only,
         )
         for _ in range(args.rounds)
     ]
@@ -346,8 +316,6 @@ def main() -> None:
         f"{os.cpu_count()}, Python {platform.python_version()}; chunk {args.chunk}; "
         f"{median['matched']:.0%} of prompts replayed their own recording"
         + ("; gc frozen after warm-up" if args.gc_freeze else "")
-        + ("; whole prompts tokenized" if args.whole_prompts else "")
-        + ("; shared ending tokenized per prompt" if args.prefix_only else "")
     )
     print(
         "rounds, fastest first (judgments/s): "
@@ -382,8 +350,6 @@ def main() -> None:
                     "judges": judges,
                     "chunk": args.chunk,
                     "gc_frozen": args.gc_freeze,
-                    "whole_prompts": args.whole_prompts,
-                    "prefix_only": args.prefix_only,
                     "replayed": median["matched"],
                     "target": TARGET,
                     "cpu": describe,

@@ -1,8 +1,9 @@
 """What the local backends share: those that tokenize prompts themselves.
 
-The local backends are transformers, vLLM and replay. They share prompt text, tokenizing with
-shared beginnings and endings done once, control tokens kept out of an item's text,
-detokenizing, and token steps from logprobs. The contract a backend fulfils is
+The local backends are transformers, vLLM and replay. They share prompt text, prompts built
+from their pieces (the template's text with its control tokens, the item's strings as text:
+`prompt_pieces`, `PieceEncoder`, `escape_pieces`), detokenizing, and token steps from
+logprobs. The contract a backend fulfils is
 `jurybox.judges.backends.protocol`.
 """
 
@@ -15,8 +16,8 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, cast
+from dataclasses import replace
+from typing import Any
 
 from jurybox.rubrics.prompts import Marks, Piece
 
@@ -78,8 +79,6 @@ def vision_prompt_text(
     template writes the model's image placeholder there), the same for every backend that
     tokenizes locally; ``messages``, when given, stand in for the request's own (e.g. escaped).
     """
-    from dataclasses import replace
-
     from ..images import chat_parts
 
     if messages is not None:
@@ -177,255 +176,12 @@ def encode_prompts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
 
 
-@dataclass(frozen=True)
-class _Prefix:
-    text: str  # the prompts' shared beginning, tokenized once
-    ids: list[int]
-    key: str  # ``text`` and the characters after it it was checked with (the context at the cut)
-
-
-@dataclass(frozen=True)
-class _Suffix:
-    text: str  # the prompts' shared ending, tokenized once
-    ids: list[int]
-    key: str  # the characters before it it was checked with (the context at the cut) and ``text``
-
-
 def backend_note(backend: object) -> str | None:
     """What a loaded backend says a run should know, or None.
 
-    That is its `PromptEncoder`'s note (a tokenizer that cannot split the prompts' shared
-    beginning exactly).
+    That is its encoder's ``note``, where it has one.
     """
     return getattr(getattr(backend, "encoder", None), "note", None)
-
-
-class PromptEncoder:
-    """`encode_prompts` with the prompts' shared beginning and ending tokenized once.
-
-    The shared beginning (a rubric's preamble: system prompt, instructions, criteria) and shared
-    ending (the answer format, the chat template's turn) are tokenized once, and only each
-    prompt's own part (the item) per prompt.
-
-    Joining the ids of two texts equals tokenizing them together only where the tokenizer's
-    pre-tokenizer and merges never cross the cut, which depends on the tokenizer and on the
-    characters around it. So a split is learned from prompts and checked on them: the shared
-    beginning of the prompts that matched no known prefix (and of the known prefix that shares
-    most with them) is cut at a line start or a line end, candidates tried from the latest, and
-    one is kept only if prefix + rest gives exactly the ids of each of those whole prompts. A
-    later prompt uses a prefix when it begins with it followed by the ``GUARD`` characters it
-    was checked with; any other prompt is tokenized whole and prefixes are learned again from
-    it, the prompts grouped by their first characters (so a prefix first learned from one item
-    shrinks to what the items share, and a judge serving several rubrics keeps a prefix per
-    rubric). Where no candidate is ever exact the encoder tokenizes whole prompts from then on,
-    and says so in ``note``.
-
-    The shared ending is learned the same way from the end of the prompts that matched no known
-    suffix, with one difference: what comes before it is the item's own text (the client's
-    response), so its cut must have ``GUARD`` characters of the shared ending before it (fixed
-    text, e.g. ``"Answer with only"``), and is tried at word and line boundaries from the
-    earliest. A prompt uses a suffix when it ends with those characters and the suffix, after
-    its prefix's guard. A tokenizer that never splits the ending exactly tokenizes it with each
-    item (the results are the same either way; only the speed differs).
-    """
-
-    MIN_PREFIX = 256  # characters: a shorter shared beginning is not worth the check
-    MIN_SUFFIX = 64  # characters: a shorter shared ending is not worth the check
-    GUARD = 16  # characters beyond the cut that must match what the split was checked with
-    CANDIDATES = 4  # cut positions tried per learning
-    KEEP = 8  # prefixes (and suffixes) kept (a judge serving several rubrics)
-
-    def __init__(self, tokenizer: Any, name: str = "") -> None:
-        self.tokenizer = tokenizer
-        self.name = name
-        self.prefixes: list[_Prefix] = []
-        self.suffixes: list[_Suffix] = []
-        self.exact: bool | None = None  # None: not checked yet
-        self.exact_end: bool | None = None  # the same for the shared ending
-        self.note: str | None = None
-        self.split = 0  # prompts tokenized as a known prefix + their own part
-        self.split_end = 0  # of those, prompts whose known suffix was not tokenized again
-        self._unsplit: set[tuple[str, str]] = set()  # endings not split: not tried again
-        self._seen: dict[tuple[str, str], tuple[str, list[int]]] = {}  # a lone prompt per ending
-
-    def __call__(self, texts: list[str]) -> list[list[int]]:
-        """Each text's token ids, exactly as `encode_prompts` gives them."""
-        if self.exact is False or not texts:
-            return encode_prompts(self.tokenizer, texts)
-        out: list[list[int] | None] = [None] * len(texts)
-        cuts: list[tuple[int, _Prefix, _Suffix | None]] = []
-        for i, text in enumerate(texts):
-            p = next((p for p in self.prefixes if text.startswith(p.key)), None)
-            if p is not None:
-                s = next(
-                    (
-                        s
-                        for s in self.suffixes
-                        if text.endswith(s.key) and len(text) - len(s.key) >= len(p.key)
-                    ),
-                    None,
-                )
-                cuts.append((i, p, s))
-        if cuts:
-            middles = encode_prompts(
-                self.tokenizer,
-                [
-                    texts[i][len(p.text) : len(texts[i]) - (0 if s is None else len(s.text))]
-                    for i, p, s in cuts
-                ],
-            )
-            for (i, p, s), middle in zip(cuts, middles):
-                out[i] = p.ids + middle + s.ids if s is not None else p.ids + middle
-            self.split += len(cuts)
-            self.split_end += sum(s is not None for _, _, s in cuts)
-        alone = [i for i, ids in enumerate(out) if ids is None]
-        if alone:
-            whole = encode_prompts(self.tokenizer, [texts[i] for i in alone])
-            for i, ids in zip(alone, whole):
-                out[i] = ids
-            groups: dict[str, list[int]] = {}  # by their first characters (rubrics differ there)
-            for k, i in enumerate(alone):
-                groups.setdefault(texts[i][: self.MIN_PREFIX + self.GUARD], []).append(k)
-            for group in groups.values():
-                self._learn([texts[alone[k]] for k in group], [whole[k] for k in group])
-        done = cast("list[list[int]]", out)
-        if self.exact and self.exact_end is not False:
-            ended = {i for i, _, s in cuts if s is not None}
-            rest = [i for i in range(len(texts)) if i not in ended]
-            if rest:
-                self._learn_end([texts[i] for i in rest], [done[i] for i in rest])
-        return done
-
-    def _learn(self, texts: list[str], whole: list[list[int]]) -> None:
-        shared = _shared_start(texts)
-        near = max(
-            self.prefixes,
-            default=None,  # the known prefix sharing most with these
-            key=lambda p: len(_shared_start([shared, p.key])),
-        )
-        if near is not None:
-            both = _shared_start([shared, near.key])
-            if len(both) >= self.MIN_PREFIX + self.GUARD:
-                shared = both  # shrink it to what they share
-            else:
-                near = None
-        first = texts[0]
-        cuts = [
-            c
-            for c in range(len(shared) - self.GUARD, self.MIN_PREFIX - 1, -1)
-            if (first[c - 1] == "\n") != (first[c] == "\n")
-            and not first[c - 1 if first[c] == "\n" else c].isspace()
-        ]
-        for cut in cuts[: self.CANDIDATES]:
-            ids = encode_prompts(self.tokenizer, [first[:cut]])[0]
-            rests = encode_prompts(self.tokenizer, [t[cut:] for t in texts])
-            if all(ids + rest == w for rest, w in zip(rests, whole)):
-                self.prefixes = [
-                    _Prefix(first[:cut], ids, first[: cut + self.GUARD]),
-                    *(p for p in self.prefixes if p is not near),
-                ][: self.KEEP]
-                self.exact = True
-                return
-        if cuts and self.exact is None:  # never exact for this tokenizer: whole prompts now on
-            self.exact = False
-            self.note = (
-                f"judge {self.name}: its tokenizer does not split the prompts' shared "
-                "beginning exactly (prefix + item ids differ from the whole prompt's), "
-                "so whole prompts are tokenized"
-            )
-
-    def _learn_end(self, texts: list[str], whole: list[list[int]]) -> None:
-        """Learn a suffix for ``texts`` (whose ids are ``whole``), checked on them.
-
-        As `_learn` learns a prefix; tried once per call for the prompts that had none. A lone
-        prompt whose ending shares too little with a known suffix is kept until another with the
-        same last characters comes (alone, its shared ending would be its own text).
-        """
-        # Grouped by their known prefix (a rubric's) and their last characters: rubrics whose
-        # answer formats end alike share those, and each has an ending of its own.
-        prefix_of = [next((p for p in self.prefixes if t.startswith(p.key)), None) for t in texts]
-        groups: dict[tuple[str, str], list[int]] = {}
-        for k, (text, p) in enumerate(zip(texts, prefix_of)):
-            end = ("" if p is None else p.text, text[-(self.MIN_SUFFIX + self.GUARD) :])
-            groups.setdefault(end, []).append(k)
-        for end, group in groups.items():
-            if end in self._unsplit:
-                continue
-            gtexts, gwhole = [texts[k] for k in group], [whole[k] for k in group]
-            starts = [prefix_of[k] for k in group]
-            seen = self._seen.pop(end, None)
-            if seen is not None and seen[0] not in gtexts:
-                gtexts.append(seen[0])
-                gwhole.append(seen[1])
-                starts.append(starts[0])  # the same prefix: that is its group's key
-            # Not into a known prefix (with its guard) of any of them.
-            room = min(len(t) - (0 if p is None else len(p.key)) for t, p in zip(gtexts, starts))
-            shared = _shared_start([t[::-1] for t in gtexts])[:room]
-            near = max(
-                self.suffixes,
-                default=None,  # the known suffix sharing most with these
-                key=lambda s: len(_shared_start([shared, s.key[::-1]])),
-            )
-            if near is not None:
-                both = _shared_start([shared, near.key[::-1]])
-                if len(both) >= self.MIN_SUFFIX + self.GUARD:
-                    shared = both
-                else:
-                    near = None
-            if len(gtexts) == 1 and near is None:
-                if len(self._seen) >= 64:
-                    self._seen.clear()
-                self._seen[end] = (gtexts[0], gwhole[0])
-                continue
-            first = gtexts[0]
-            n = len(first)
-            # A cut at n - m leaves m characters of shared ending, GUARD of them before the cut;
-            # at a word boundary (the cut before a space) or a line boundary.
-            cuts = [
-                n - m
-                for m in range(len(shared) - self.GUARD, self.MIN_SUFFIX - 1, -1)
-                if (not first[n - m - 1].isspace() and first[n - m] == " ")
-                or (
-                    (first[n - m - 1] == "\n") != (first[n - m] == "\n")
-                    and not first[n - m - 1 if first[n - m] == "\n" else n - m].isspace()
-                )
-            ]
-            for cut in cuts[: self.CANDIDATES]:
-                m = n - cut
-                ids = encode_prompts(self.tokenizer, [first[cut:]])[0]
-                # Checked as it will be used: a known prefix's ids, the middle's, the suffix's.
-                heads = encode_prompts(
-                    self.tokenizer,
-                    [
-                        t[0 if p is None else len(p.text) : len(t) - m]
-                        for t, p in zip(gtexts, starts)
-                    ],
-                )
-                if all(
-                    (head if p is None else p.ids + head) + ids == want
-                    for p, head, want in zip(starts, heads, gwhole)
-                ):
-                    self.suffixes = [
-                        _Suffix(first[cut:], ids, first[cut - self.GUARD :]),
-                        *(s for s in self.suffixes if s is not near),
-                    ][: self.KEEP]
-                    self.exact_end = True
-                    break
-            else:
-                if cuts and self.exact_end is None:
-                    self.exact_end = False  # never exact: endings are tokenized with each item
-                    return
-                if cuts or end[0]:  # no cut exact, or none in one rubric's ending: not again
-                    if len(self._unsplit) >= 1024:
-                        self._unsplit.clear()
-                    self._unsplit.add(end)
-
-
-def _shared_start(texts: list[str]) -> str:
-    """The texts' longest common beginning, character by character."""
-    import os.path
-
-    return os.path.commonprefix(texts)  # noqa: RUF071 (strings, not paths)
 
 
 def _plain_backend(tokenizer: Any) -> Any:

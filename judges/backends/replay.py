@@ -3,11 +3,11 @@
 It is not for users.
 
 The model costs nothing, everything else is real: each prompt is rendered and tokenized exactly
-as the local backends do it (``prompt_text`` with the judge's own tokenizer), and the answer's
+as the local backends do it (``PieceEncoder`` with the judge's own tokenizer), and the answer's
 text and token steps are built from the recorded token ids and per-position top-k logprobs as
 the vLLM backend builds them from its outputs (``steps_from_logprobs`` with the judge's
 tokenizer), so detokenizing costs what it costs there. Tokenizing and detokenizing use the
-shared helpers of ``backends.base`` (``PromptEncoder``, ``Detokenizer``,
+shared helpers of ``backends.base`` (``PieceEncoder``, ``Detokenizer``,
 ``steps_from_logprobs``), as the vLLM backend does. That makes it the yardstick for jurybox's
 own work per judgment (``perf/machinery.py``), and a fixture that runs the real judging path in
 tests without a model.
@@ -290,8 +290,8 @@ class ReplayBackend:
     the judge's real answers); any other request gets one of the generations recorded for the same
     answer schema (any recorded one where none was), chosen by a checksum of its prompt, so the same
     prompt gets the same answer in any process and order. ``timings`` adds up seconds spent per
-    stage (``prompt``: chat template or plain framing, ``tokenize``, ``steps``: detokenizing the
-    answer into token steps).
+    stage (``tokenize``: the chat template or plain framing and the prompt's pieces' ids,
+    ``steps``: detokenizing the answer into token steps).
     """
 
     def __init__(
