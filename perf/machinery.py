@@ -170,15 +170,19 @@ def run(
         t = dict.fromkeys(("render", "generate", "parse", "decide", "write"), 0.0)
         for b in backends.values():
             b.timings = dict.fromkeys(b.timings, 0.0)
-        clock = time.perf_counter
+        clock, cpu = time.perf_counter, time.process_time
+        t.update({"cpu": 0.0, "cpu.render": 0.0, "cpu.calls": 0.0})
+        began = cpu()
         with GCTimer() as gc_time, ResultsFile(out, prov) as results:
             for start in range(0, len(batch), chunk):
                 part = batch[start : start + chunk]
-                t0 = clock()
+                t0, c0 = clock(), cpu()
                 requests = render_requests(rubric, part)
-                t1 = clock()
+                t1, c1 = clock(), cpu()
                 votes = [judge_votes(j, backends[j.name], requests) for j in spec.judges]
                 t2 = clock()
+                t["cpu.render"] += c1 - c0
+                t["cpu.calls"] += cpu() - c1
                 verdicts = decide_verdicts(rubric, spec, prov, requests.item_ids, votes)
                 t3 = clock()
                 hashes = {it.id: input_hash(it) for it in part}
@@ -197,6 +201,7 @@ def run(
         t.update({f"generate.{k}": v for k, v in gen.items()})
         t["total"] = sum(t[k] for k in ("render", "generate", "parse", "decide", "write"))
         t["gc"] = gc_time.seconds
+        t["cpu"] = cpu() - began
         return t
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -321,6 +326,14 @@ def main() -> None:
         "rounds, fastest first (judgments/s): "
         + ", ".join(f"{args.items * judges / t['total']:,.0f}" for t in rounds)
     )
+    # CPU time of this process alone: what to compare on a machine others load.
+    least = min(rounds, key=lambda t: t["cpu"])
+    n_judged = args.items * judges
+    print(
+        f"CPU time, least of the rounds: {n_judged / least['cpu']:,.0f} judgments per "
+        f"CPU-second; per judgment: render {least['cpu.render'] / n_judged * 1e6:.0f} us, "
+        f"judge calls (prompts, ids, answers, parsing) {least['cpu.calls'] / n_judged * 1e6:.0f} us"
+    )
     print(report(median, args.items, judges))
     if args.json:
         import json
@@ -330,6 +343,10 @@ def main() -> None:
             json.dumps(
                 {
                     "judgments_per_s": n / median["total"],
+                    "cpu_judgments_per_s": n / least["cpu"],
+                    "cpu_us_per_judgment": {
+                        k: least[k] / n * 1e6 for k in ("cpu", "cpu.render", "cpu.calls")
+                    },
                     "ms_per_judgment": median["total"] / n * 1e3,
                     "rounds_judgments_per_s": [n / t["total"] for t in rounds],
                     "us_per_judgment": {

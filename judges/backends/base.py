@@ -622,9 +622,9 @@ class PieceEncoder:
             live_ids = encode_prompts(self.tokenizer, live) if live else []
             item_ids = self._as_text(items) if items else []
         fresh = dict(zip(live, live_ids))
-        for text, ids in fresh.items():
+        for text, fresh_ids in fresh.items():
             if len(text) <= self.MEMO_CHARS:
-                memo[text] = ids
+                memo[text] = fresh_ids
         while len(memo) > self.MEMO:
             memo.popitem(last=False)
         out: list[list[int]] = []

@@ -215,6 +215,10 @@ class TransformersBackend:
 
     # -- generation ------------------------------------------------------------------------------
 
+    def _encode(self, texts: list[str]) -> list[list[int]]:
+        """The judge's own text's ids (its thought, given back to it before it answers)."""
+        return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"])
+
     def encode(self, requests: list[Request]) -> list[list[int] | str]:
         """Each request's prompt ids, or why the judge is not given it (see `PieceEncoder`).
 
