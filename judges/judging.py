@@ -138,38 +138,16 @@ def render_requests(rubric: Rubric, items: Sequence[Item]) -> Requests:
     requests: list[Request | None] = []
     errors: dict[int, str] = {}
     for item in items:
-        text = item_text(item)
         images = item.loaded_images
         for (criteria, order), schema in zip(pairs, schemas):
             try:
-                messages, place = render_prompt(rubric, item, list(criteria), order)
-                requests.append(Request(messages, schema, text, images, place))
+                messages, place, pieces = render_prompt(rubric, item, list(criteria), order)
+                requests.append(Request(messages, schema, pieces, images, place))
             except Exception as exc:  # a template that fails on this item's values
                 errors[len(requests)] = f"prompt could not be rendered: {exc}"
                 requests.append(None)
     orders = tuple(o for _, o in pairs) if rubric.pairwise else ()
     return Requests(tuple(it.id for it in items), calls, tuple(requests), errors, orders)
-
-
-def item_text(item: Item) -> tuple[str, ...]:
-    """Every string of an item that a template may render: what a judge must read as text.
-
-    That is its id and the strings of its fields, at any depth, its images' paths aside (see
-    `jurybox.judges.backends.base.ControlTokens`).
-    """
-    out: list[str] = [item.id]
-    stack: list[Any] = [v for k, v in item.fields().items() if k != "images"]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            if value:
-                out.append(value)
-        elif isinstance(value, dict):
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-    return tuple(dict.fromkeys(out))
 
 
 def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[list[Vote]]:

@@ -9,8 +9,6 @@ to one CPU, and reports judgments per second (a judgment: one judge's joint call
 with a per-stage breakdown. Target (#24): >= 2,500 judgments/s per core.
 
     python perf/machinery.py [--items 2000] [--warmup 300] [--cpu 0]
-    python perf/machinery.py --whole-prompts  # every prompt tokenized whole, to compare
-    python perf/machinery.py --prefix-only    # the shared beginning once, the ending per prompt
     python perf/machinery.py --json      # and the median round as one JSON object, last line
     python perf/machinery.py --record    # re-record perf/data/tiny-mirage-mg.json.gz
 
@@ -148,8 +146,6 @@ def run(
     recording_path: Path,
     profile: Path | None = None,
     freeze: bool = False,
-    whole: bool = False,
-    prefix_only: bool = False,
 ) -> dict:
     """The whole path over ``n_items`` (after ``warmup`` items not counted); seconds per stage."""
     from jurybox.judges import Jury
@@ -162,16 +158,6 @@ def run(
     rubric = load_rubric(recording.rubric)
     spec = Jury.load("tiny").spec
     backends = {j.name: ReplayBackend(j, recording) for j in spec.judges}
-    if whole:  # the path before PromptEncoder: every prompt tokenized whole
-        import functools
-
-        from jurybox.judges.backends.base import encode_prompts
-
-        for b in backends.values():
-            b.encoder = functools.partial(encode_prompts, b.tokenizer)  # type: ignore[assignment]
-    elif prefix_only:  # the path before the shared ending was tokenized once
-        for b in backends.values():
-            b.encoder.exact_end = False
     jury = Jury(spec, backends)
     prov = jury.provenance(rubric)
     base = [Item.model_validate(d) for d in recording.items]
@@ -184,15 +170,19 @@ def run(
         t = dict.fromkeys(("render", "generate", "parse", "decide", "write"), 0.0)
         for b in backends.values():
             b.timings = dict.fromkeys(b.timings, 0.0)
-        clock = time.perf_counter
+        clock, cpu = time.perf_counter, time.process_time
+        t.update({"cpu": 0.0, "cpu.render": 0.0, "cpu.calls": 0.0})
+        began = cpu()
         with GCTimer() as gc_time, ResultsFile(out, prov) as results:
             for start in range(0, len(batch), chunk):
                 part = batch[start : start + chunk]
-                t0 = clock()
+                t0, c0 = clock(), cpu()
                 requests = render_requests(rubric, part)
-                t1 = clock()
+                t1, c1 = clock(), cpu()
                 votes = [judge_votes(j, backends[j.name], requests) for j in spec.judges]
                 t2 = clock()
+                t["cpu.render"] += c1 - c0
+                t["cpu.calls"] += cpu() - c1
                 verdicts = decide_verdicts(rubric, spec, prov, requests.item_ids, votes)
                 t3 = clock()
                 hashes = {it.id: input_hash(it) for it in part}
@@ -203,13 +193,15 @@ def run(
                 t["decide"] += t3 - t2
                 t["write"] += t4 - t3
         gen = {
-            k: sum(b.timings[k] for b in backends.values()) for k in ("prompt", "tokenize", "steps")
+            k: sum(b.timings.get(k, 0.0) for b in backends.values())
+            for k in ("prompt", "tokenize", "steps")
         }
         t["generate"] = sum(gen.values())
         t["parse"] -= t["generate"]
         t.update({f"generate.{k}": v for k, v in gen.items()})
         t["total"] = sum(t[k] for k in ("render", "generate", "parse", "decide", "write"))
         t["gc"] = gc_time.seconds
+        t["cpu"] = cpu() - began
         return t
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -284,18 +276,6 @@ def main() -> None:
         help="also print the median round as one JSON object (the last line)",
     )
     ap.add_argument(
-        "--whole-prompts",
-        action="store_true",
-        help="tokenize every prompt whole (the path before the shared prefix was "
-        "tokenized once), to compare",
-    )
-    ap.add_argument(
-        "--prefix-only",
-        action="store_true",
-        help="tokenize the shared beginning once but each prompt's ending with it "
-        "(the path before the shared ending was tokenized once), to compare",
-    )
-    ap.add_argument(
         "--gc-freeze",
         action="store_true",
         help="gc.freeze() after loading and warm-up, as vLLM's server does",
@@ -320,8 +300,6 @@ def main() -> None:
             args.recording,
             args.profile,
             args.gc_freeze,
-            args.whole_prompts,
-            args.prefix_only,
         )
         print(f"wrote {args.profile} (python -m pstats {args.profile})")
         return
@@ -332,8 +310,6 @@ def main() -> None:
             args.chunk,
             args.recording,
             freeze=args.gc_freeze,
-            whole=args.whole_prompts,
-            prefix_only=args.prefix_only,
         )
         for _ in range(args.rounds)
     ]
@@ -345,12 +321,18 @@ def main() -> None:
         f"{os.cpu_count()}, Python {platform.python_version()}; chunk {args.chunk}; "
         f"{median['matched']:.0%} of prompts replayed their own recording"
         + ("; gc frozen after warm-up" if args.gc_freeze else "")
-        + ("; whole prompts tokenized" if args.whole_prompts else "")
-        + ("; shared ending tokenized per prompt" if args.prefix_only else "")
     )
     print(
         "rounds, fastest first (judgments/s): "
         + ", ".join(f"{args.items * judges / t['total']:,.0f}" for t in rounds)
+    )
+    # CPU time of this process alone: what to compare on a machine others load.
+    least = min(rounds, key=lambda t: t["cpu"])
+    n_judged = args.items * judges
+    print(
+        f"CPU time, least of the rounds: {n_judged / least['cpu']:,.0f} judgments per "
+        f"CPU-second; per judgment: render {least['cpu.render'] / n_judged * 1e6:.0f} us, "
+        f"judge calls (prompts, ids, answers, parsing) {least['cpu.calls'] / n_judged * 1e6:.0f} us"
     )
     print(report(median, args.items, judges))
     if args.json:
@@ -361,6 +343,10 @@ def main() -> None:
             json.dumps(
                 {
                     "judgments_per_s": n / median["total"],
+                    "cpu_judgments_per_s": n / least["cpu"],
+                    "cpu_us_per_judgment": {
+                        k: least[k] / n * 1e6 for k in ("cpu", "cpu.render", "cpu.calls")
+                    },
                     "ms_per_judgment": median["total"] / n * 1e3,
                     "rounds_judgments_per_s": [n / t["total"] for t in rounds],
                     "us_per_judgment": {
@@ -381,8 +367,6 @@ def main() -> None:
                     "judges": judges,
                     "chunk": args.chunk,
                     "gc_frozen": args.gc_freeze,
-                    "whole_prompts": args.whole_prompts,
-                    "prefix_only": args.prefix_only,
                     "replayed": median["matched"],
                     "target": TARGET,
                     "cpu": describe,

@@ -247,22 +247,55 @@ def render_messages(
         The messages: a system message when the rubric has a system prompt, then the user
         message.
     """
-    return render_prompt(rubric, item, criteria, order)[0]
+    return _placed(rubric, item, criteria, order)[0]
 
 
 def render_prompt(
     rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike], order: str | None = None
-) -> tuple[list[Message], Place | None]:
-    """`render_messages`, and where the template puts the item's images.
+) -> tuple[list[Message], Place | None, Pieces | None]:
+    """`render_messages`, where the template puts the item's images, and the messages' pieces.
 
     The place is that of its ``{{ images_here }}`` (the first, where it has several), or None when
     it has none. The marker renders as nothing, so a judge that sees no images gets the messages as
     they would be without it.
+
+    The pieces are each message's content as ``(text, is_item)`` pieces: the template's own text,
+    and each of the item's strings where it was inserted (`item_pieces`), so that a judge is
+    given the item's strings as text and only the template's text can hold its control tokens.
+    They are None where the template shows an item string changed (a filter) or decides on it in
+    a way its pieces cannot follow: the messages' contents are then the item's text as a whole.
     """
+    messages, place = _placed(rubric, item, criteria, order)
+    return messages, place, item_pieces(rubric, item, criteria, order, messages)
+
+
+def _placed(
+    rubric: RubricLike, item: Item, criteria: Sequence[CriterionLike], order: str | None
+) -> tuple[list[Message], Place | None]:
     # A mark no item can hold: it is new at every call.
     mark = f"\x00{IMAGE_PLACE}-{secrets.token_hex(8)}\x00"
-    context = dict(item.fields())
-    context[IMAGE_PLACE] = mark
+    messages = _render(rubric, item.fields(), item.id, criteria, order, mark)
+    place: Place | None = None
+    for k, message in enumerate(messages):
+        at = message["content"].find(mark)
+        if at < 0:
+            continue
+        if place is None:
+            place = (k, at)
+        message["content"] = message["content"].replace(mark, "")
+    return messages, place
+
+
+def _render(
+    rubric: RubricLike,
+    fields: dict[str, Any],
+    item_id: str,
+    criteria: Sequence[CriterionLike],
+    order: str | None,
+    image_mark: str,
+) -> list[Message]:
+    context = dict(fields)
+    context[IMAGE_PLACE] = image_mark
     for name in (*rubric.inputs, *rubric.optional_inputs):
         context.setdefault(name, None)
     if rubric.pairwise:
@@ -271,7 +304,7 @@ def render_prompt(
             first, second = second, first
         context.update(first=first, second=second)
     context.update(
-        id=item.id,
+        id=item_id,
         criteria=criteria,
         rubric=rubric,
         output_format=output_format(criteria),
@@ -284,15 +317,121 @@ def render_prompt(
             system = _compile(rubric.system).render(context).strip()
         messages.append({"role": "system", "content": system})
     messages.append({"role": "user", "content": user})
-    place: Place | None = None
-    for k, message in enumerate(messages):
-        at = message["content"].find(mark)
-        if at < 0:
-            continue
-        if place is None:
-            place = (k, at)
-        message["content"] = message["content"].replace(mark, "")
-    return messages, place
+    return messages
+
+
+# A piece of a prompt: its text, and whether it is an item's string (text, never control tokens).
+Piece = tuple[str, bool]
+# Each message's content as pieces.
+Pieces = tuple[tuple[Piece, ...], ...]
+
+
+class Marks:
+    """Unique marks standing in for strings, and the strings they stand for.
+
+    A mark is ``⟦nonce hex⟧``, with a nonce new at each `Marks`, of printable characters (a
+    list's or dict's ``repr`` keeps them); `split` cuts a text at the marks back into pieces.
+    """
+
+    END = "\u27e7"
+
+    def __init__(self, *avoid: str) -> None:
+        while True:  # a nonce none of ``avoid`` holds (the first, but for 1 in 2**64)
+            self.start = f"\u27e6{secrets.token_hex(8)}"
+            if not any(self.start in text for text in avoid):
+                break
+        self.values: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def __call__(self, text: str) -> str:
+        """The mark standing for ``text``."""
+        k = self._index.get(text)
+        if k is None:
+            k = self._index[text] = len(self.values)
+            self.values.append(text)
+        return f"{self.start}{k:x}{self.END}"
+
+    def mark(self, value: Any) -> Any:
+        """``value`` with each string in it, at any depth (dict keys too), marked."""
+        if isinstance(value, str):
+            return self(value) if value else value
+        if isinstance(value, dict):
+            out = _Keyed({self.mark(k): self.mark(v) for k, v in value.items()})
+            out.originals = {k: self.mark(v) for k, v in value.items()}
+            return out
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.mark(v) for v in value)
+        return value
+
+    def split(self, text: str) -> list[Piece] | None:
+        """``text`` as pieces, each mark the string it stands for; None for a mark cut apart."""
+        parts = text.split(self.start)
+        pieces: list[Piece] = [(parts[0], False)] if parts[0] else []
+        for part in parts[1:]:
+            k, end, rest = part.partition(self.END)
+            if not end or not k or k.strip("0123456789abcdef") or int(k, 16) >= len(self.values):
+                return None
+            pieces.append((self.values[int(k, 16)], True))
+            if rest:
+                pieces.append((rest, False))
+        return pieces
+
+
+class _Keyed(dict[Any, Any]):
+    """A dict with marked keys that a template can still index by the original keys."""
+
+    originals: dict[Any, Any]
+
+    def __missing__(self, key: Any) -> Any:
+        return self.originals[key]
+
+
+def item_pieces(
+    rubric: RubricLike,
+    item: Item,
+    criteria: Sequence[CriterionLike],
+    order: str | None,
+    messages: list[Message],
+) -> Pieces | None:
+    """The pieces of ``messages`` (rendered for ``item``), or None where they cannot be told.
+
+    The template is rendered again with each of the item's strings replaced by a mark
+    (`Marks`), and the text cut at the marks; the pieces count only when they give back
+    ``messages`` exactly (a template that changes an item string, ``upper``, or decides on its
+    length, makes other text, and has none).
+    """
+    fields = item.fields()
+    marks = Marks(rubric.template, rubric.system)
+    try:
+        # (the fields' names are the template's variables, never rendered: only their values)
+        values = {name: marks.mark(value) for name, value in fields.items()}
+        marked = _render(rubric, values, marks(item.id), criteria, order, image_mark="")
+    except Exception:  # a template that needs the real strings (e.g. a number's comparison)
+        return None
+    if any(marks.start in value for value in marks.values):  # (1 in 2**64)
+        return None
+    out = []
+    for message, real in zip(marked, messages):
+        pieces = marks.split(message["content"])
+        if pieces is None:
+            return None
+        pieces = _strip(pieces)
+        if "".join(t for t, _ in pieces) != real["content"]:
+            return None
+        out.append(tuple(pieces))
+    return tuple(out)
+
+
+def _strip(pieces: list[Piece]) -> list[Piece]:
+    """``pieces`` without the whitespace at the ends of their joined text (as ``str.strip``)."""
+    while pieces and not pieces[0][0].strip():
+        pieces.pop(0)
+    while pieces and not pieces[-1][0].strip():
+        pieces.pop()
+    if pieces:
+        pieces[0] = (pieces[0][0].lstrip(), pieces[0][1])
+        pieces[-1] = (pieces[-1][0].rstrip(), pieces[-1][1])
+    return pieces
 
 
 def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:

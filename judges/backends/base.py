@@ -1,19 +1,25 @@
 """What the local backends share: those that tokenize prompts themselves.
 
-The local backends are transformers, vLLM and replay. They share prompt text, tokenizing with
-shared beginnings and endings done once, control tokens kept out of an item's text,
-detokenizing, and token steps from logprobs. The contract a backend fulfils is
+The local backends are transformers, vLLM and replay. They share prompt text, prompts built
+from their pieces (the template's text with its control tokens, the item's strings as text:
+`prompt_pieces`, `PieceEncoder`, `escape_pieces`), detokenizing, and token steps from
+logprobs. The contract a backend fulfils is
 `jurybox.judges.backends.protocol`.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from dataclasses import replace
+from typing import Any
+
+from jurybox.rubrics.prompts import Marks, Piece
 
 from .protocol import JudgeConfigError, Message, Request, TokenStep
 
@@ -73,8 +79,6 @@ def vision_prompt_text(
     template writes the model's image placeholder there), the same for every backend that
     tokenizes locally; ``messages``, when given, stand in for the request's own (e.g. escaped).
     """
-    from dataclasses import replace
-
     from ..images import chat_parts
 
     if messages is not None:
@@ -172,255 +176,12 @@ def encode_prompts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
 
 
-@dataclass(frozen=True)
-class _Prefix:
-    text: str  # the prompts' shared beginning, tokenized once
-    ids: list[int]
-    key: str  # ``text`` and the characters after it it was checked with (the context at the cut)
-
-
-@dataclass(frozen=True)
-class _Suffix:
-    text: str  # the prompts' shared ending, tokenized once
-    ids: list[int]
-    key: str  # the characters before it it was checked with (the context at the cut) and ``text``
-
-
 def backend_note(backend: object) -> str | None:
     """What a loaded backend says a run should know, or None.
 
-    That is its `PromptEncoder`'s note (a tokenizer that cannot split the prompts' shared
-    beginning exactly).
+    That is its encoder's ``note``, where it has one.
     """
     return getattr(getattr(backend, "encoder", None), "note", None)
-
-
-class PromptEncoder:
-    """`encode_prompts` with the prompts' shared beginning and ending tokenized once.
-
-    The shared beginning (a rubric's preamble: system prompt, instructions, criteria) and shared
-    ending (the answer format, the chat template's turn) are tokenized once, and only each
-    prompt's own part (the item) per prompt.
-
-    Joining the ids of two texts equals tokenizing them together only where the tokenizer's
-    pre-tokenizer and merges never cross the cut, which depends on the tokenizer and on the
-    characters around it. So a split is learned from prompts and checked on them: the shared
-    beginning of the prompts that matched no known prefix (and of the known prefix that shares
-    most with them) is cut at a line start or a line end, candidates tried from the latest, and
-    one is kept only if prefix + rest gives exactly the ids of each of those whole prompts. A
-    later prompt uses a prefix when it begins with it followed by the ``GUARD`` characters it
-    was checked with; any other prompt is tokenized whole and prefixes are learned again from
-    it, the prompts grouped by their first characters (so a prefix first learned from one item
-    shrinks to what the items share, and a judge serving several rubrics keeps a prefix per
-    rubric). Where no candidate is ever exact the encoder tokenizes whole prompts from then on,
-    and says so in ``note``.
-
-    The shared ending is learned the same way from the end of the prompts that matched no known
-    suffix, with one difference: what comes before it is the item's own text (the client's
-    response), so its cut must have ``GUARD`` characters of the shared ending before it (fixed
-    text, e.g. ``"Answer with only"``), and is tried at word and line boundaries from the
-    earliest. A prompt uses a suffix when it ends with those characters and the suffix, after
-    its prefix's guard. A tokenizer that never splits the ending exactly tokenizes it with each
-    item (the results are the same either way; only the speed differs).
-    """
-
-    MIN_PREFIX = 256  # characters: a shorter shared beginning is not worth the check
-    MIN_SUFFIX = 64  # characters: a shorter shared ending is not worth the check
-    GUARD = 16  # characters beyond the cut that must match what the split was checked with
-    CANDIDATES = 4  # cut positions tried per learning
-    KEEP = 8  # prefixes (and suffixes) kept (a judge serving several rubrics)
-
-    def __init__(self, tokenizer: Any, name: str = "") -> None:
-        self.tokenizer = tokenizer
-        self.name = name
-        self.prefixes: list[_Prefix] = []
-        self.suffixes: list[_Suffix] = []
-        self.exact: bool | None = None  # None: not checked yet
-        self.exact_end: bool | None = None  # the same for the shared ending
-        self.note: str | None = None
-        self.split = 0  # prompts tokenized as a known prefix + their own part
-        self.split_end = 0  # of those, prompts whose known suffix was not tokenized again
-        self._unsplit: set[tuple[str, str]] = set()  # endings not split: not tried again
-        self._seen: dict[tuple[str, str], tuple[str, list[int]]] = {}  # a lone prompt per ending
-
-    def __call__(self, texts: list[str]) -> list[list[int]]:
-        """Each text's token ids, exactly as `encode_prompts` gives them."""
-        if self.exact is False or not texts:
-            return encode_prompts(self.tokenizer, texts)
-        out: list[list[int] | None] = [None] * len(texts)
-        cuts: list[tuple[int, _Prefix, _Suffix | None]] = []
-        for i, text in enumerate(texts):
-            p = next((p for p in self.prefixes if text.startswith(p.key)), None)
-            if p is not None:
-                s = next(
-                    (
-                        s
-                        for s in self.suffixes
-                        if text.endswith(s.key) and len(text) - len(s.key) >= len(p.key)
-                    ),
-                    None,
-                )
-                cuts.append((i, p, s))
-        if cuts:
-            middles = encode_prompts(
-                self.tokenizer,
-                [
-                    texts[i][len(p.text) : len(texts[i]) - (0 if s is None else len(s.text))]
-                    for i, p, s in cuts
-                ],
-            )
-            for (i, p, s), middle in zip(cuts, middles):
-                out[i] = p.ids + middle + s.ids if s is not None else p.ids + middle
-            self.split += len(cuts)
-            self.split_end += sum(s is not None for _, _, s in cuts)
-        alone = [i for i, ids in enumerate(out) if ids is None]
-        if alone:
-            whole = encode_prompts(self.tokenizer, [texts[i] for i in alone])
-            for i, ids in zip(alone, whole):
-                out[i] = ids
-            groups: dict[str, list[int]] = {}  # by their first characters (rubrics differ there)
-            for k, i in enumerate(alone):
-                groups.setdefault(texts[i][: self.MIN_PREFIX + self.GUARD], []).append(k)
-            for group in groups.values():
-                self._learn([texts[alone[k]] for k in group], [whole[k] for k in group])
-        done = cast("list[list[int]]", out)
-        if self.exact and self.exact_end is not False:
-            ended = {i for i, _, s in cuts if s is not None}
-            rest = [i for i in range(len(texts)) if i not in ended]
-            if rest:
-                self._learn_end([texts[i] for i in rest], [done[i] for i in rest])
-        return done
-
-    def _learn(self, texts: list[str], whole: list[list[int]]) -> None:
-        shared = _shared_start(texts)
-        near = max(
-            self.prefixes,
-            default=None,  # the known prefix sharing most with these
-            key=lambda p: len(_shared_start([shared, p.key])),
-        )
-        if near is not None:
-            both = _shared_start([shared, near.key])
-            if len(both) >= self.MIN_PREFIX + self.GUARD:
-                shared = both  # shrink it to what they share
-            else:
-                near = None
-        first = texts[0]
-        cuts = [
-            c
-            for c in range(len(shared) - self.GUARD, self.MIN_PREFIX - 1, -1)
-            if (first[c - 1] == "\n") != (first[c] == "\n")
-            and not first[c - 1 if first[c] == "\n" else c].isspace()
-        ]
-        for cut in cuts[: self.CANDIDATES]:
-            ids = encode_prompts(self.tokenizer, [first[:cut]])[0]
-            rests = encode_prompts(self.tokenizer, [t[cut:] for t in texts])
-            if all(ids + rest == w for rest, w in zip(rests, whole)):
-                self.prefixes = [
-                    _Prefix(first[:cut], ids, first[: cut + self.GUARD]),
-                    *(p for p in self.prefixes if p is not near),
-                ][: self.KEEP]
-                self.exact = True
-                return
-        if cuts and self.exact is None:  # never exact for this tokenizer: whole prompts now on
-            self.exact = False
-            self.note = (
-                f"judge {self.name}: its tokenizer does not split the prompts' shared "
-                "beginning exactly (prefix + item ids differ from the whole prompt's), "
-                "so whole prompts are tokenized"
-            )
-
-    def _learn_end(self, texts: list[str], whole: list[list[int]]) -> None:
-        """Learn a suffix for ``texts`` (whose ids are ``whole``), checked on them.
-
-        As `_learn` learns a prefix; tried once per call for the prompts that had none. A lone
-        prompt whose ending shares too little with a known suffix is kept until another with the
-        same last characters comes (alone, its shared ending would be its own text).
-        """
-        # Grouped by their known prefix (a rubric's) and their last characters: rubrics whose
-        # answer formats end alike share those, and each has an ending of its own.
-        prefix_of = [next((p for p in self.prefixes if t.startswith(p.key)), None) for t in texts]
-        groups: dict[tuple[str, str], list[int]] = {}
-        for k, (text, p) in enumerate(zip(texts, prefix_of)):
-            end = ("" if p is None else p.text, text[-(self.MIN_SUFFIX + self.GUARD) :])
-            groups.setdefault(end, []).append(k)
-        for end, group in groups.items():
-            if end in self._unsplit:
-                continue
-            gtexts, gwhole = [texts[k] for k in group], [whole[k] for k in group]
-            starts = [prefix_of[k] for k in group]
-            seen = self._seen.pop(end, None)
-            if seen is not None and seen[0] not in gtexts:
-                gtexts.append(seen[0])
-                gwhole.append(seen[1])
-                starts.append(starts[0])  # the same prefix: that is its group's key
-            # Not into a known prefix (with its guard) of any of them.
-            room = min(len(t) - (0 if p is None else len(p.key)) for t, p in zip(gtexts, starts))
-            shared = _shared_start([t[::-1] for t in gtexts])[:room]
-            near = max(
-                self.suffixes,
-                default=None,  # the known suffix sharing most with these
-                key=lambda s: len(_shared_start([shared, s.key[::-1]])),
-            )
-            if near is not None:
-                both = _shared_start([shared, near.key[::-1]])
-                if len(both) >= self.MIN_SUFFIX + self.GUARD:
-                    shared = both
-                else:
-                    near = None
-            if len(gtexts) == 1 and near is None:
-                if len(self._seen) >= 64:
-                    self._seen.clear()
-                self._seen[end] = (gtexts[0], gwhole[0])
-                continue
-            first = gtexts[0]
-            n = len(first)
-            # A cut at n - m leaves m characters of shared ending, GUARD of them before the cut;
-            # at a word boundary (the cut before a space) or a line boundary.
-            cuts = [
-                n - m
-                for m in range(len(shared) - self.GUARD, self.MIN_SUFFIX - 1, -1)
-                if (not first[n - m - 1].isspace() and first[n - m] == " ")
-                or (
-                    (first[n - m - 1] == "\n") != (first[n - m] == "\n")
-                    and not first[n - m - 1 if first[n - m] == "\n" else n - m].isspace()
-                )
-            ]
-            for cut in cuts[: self.CANDIDATES]:
-                m = n - cut
-                ids = encode_prompts(self.tokenizer, [first[cut:]])[0]
-                # Checked as it will be used: a known prefix's ids, the middle's, the suffix's.
-                heads = encode_prompts(
-                    self.tokenizer,
-                    [
-                        t[0 if p is None else len(p.text) : len(t) - m]
-                        for t, p in zip(gtexts, starts)
-                    ],
-                )
-                if all(
-                    (head if p is None else p.ids + head) + ids == want
-                    for p, head, want in zip(starts, heads, gwhole)
-                ):
-                    self.suffixes = [
-                        _Suffix(first[cut:], ids, first[cut - self.GUARD :]),
-                        *(s for s in self.suffixes if s is not near),
-                    ][: self.KEEP]
-                    self.exact_end = True
-                    break
-            else:
-                if cuts and self.exact_end is None:
-                    self.exact_end = False  # never exact: endings are tokenized with each item
-                    return
-                if cuts or end[0]:  # no cut exact, or none in one rubric's ending: not again
-                    if len(self._unsplit) >= 1024:
-                        self._unsplit.clear()
-                    self._unsplit.add(end)
-
-
-def _shared_start(texts: list[str]) -> str:
-    """The texts' longest common beginning, character by character."""
-    import os.path
-
-    return os.path.commonprefix(texts)  # noqa: RUF071 (strings, not paths)
 
 
 def _plain_backend(tokenizer: Any) -> Any:
@@ -604,15 +365,10 @@ def _trie_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
 
 
 class ControlTokens:
-    """A tokenizer's control tokens, kept out of an item's text.
+    """A tokenizer's control tokens (its special tokens: ``<|im_end|>``, ``<start_of_turn>``...).
 
-    Control tokens are its special tokens: ``<|im_end|>``, ``<start_of_turn>``, ... A prompt is
-    tokenized as a whole, with control tokens live (the chat template's and the rubric's own),
-    unless a string of the item holds one: then the occurrences of that string in the prompt are
-    tokenized as plain text (``split_special_tokens``) and the rest as before, so that a response
-    writing ``<|im_end|><|im_start|>assistant`` gives the judge those characters, never a turn of
-    its own. A prompt whose template shows such a string changed (a filter) cannot be split safely:
-    its vote is unscored, saying why. Finding the tokens is linear in the text (a trie).
+    Finding them is linear in the text (a trie), and matches as the tokenizer does: leftmost,
+    longest.
     """
 
     def __init__(self, tokenizer: Any) -> None:
@@ -620,7 +376,8 @@ class ControlTokens:
         decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
         words = {t.content for t in decoder.values() if getattr(t, "special", False)}
         words |= set(getattr(tokenizer, "all_special_tokens", []) or [])
-        self.pattern = _trie_pattern(sorted(w for w in words if w))
+        self.words = sorted(w for w in words if w)
+        self.pattern = _trie_pattern(self.words)
 
     def find(self, text: str) -> str | None:
         """The first control token in ``text``, or None."""
@@ -629,88 +386,312 @@ class ControlTokens:
         match = self.pattern.search(text)
         return match.group(0) if match else None
 
-    def escape(self, messages: list[Message], item_text: Sequence[str]) -> list[Message]:
-        """``messages`` with each control token inside an item's strings made harmless.
 
-        Each is written with a word joiner (U+2060) after its first character, as
-        `escape_control` does for a server: for prompts a model's processor tokenizes (a
-        vision-language model's, with its images), where the item's text cannot be tokenized
-        apart.
-        """
-        if self.pattern is None:
-            return messages
-        return escape_control(messages, item_text, self.pattern)
+def request_pieces(request: Request, pattern: re.Pattern[str] | None) -> list[list[Piece]] | str:
+    """Each of ``request``'s messages as ``(text, is_item)`` pieces, or why it cannot be given.
+
+    They are the rubric's pieces (`jurybox.rubrics.prompts.item_pieces`). A request without
+    them (its template changed the item's text) has each content as the item's text, and is
+    refused when that holds a control token (a match of ``pattern``): whose it is cannot be told.
+    """
+    if request.pieces is not None:
+        return [list(p) for p in request.pieces]
+    for message in request.messages:
+        found = pattern.search(message["content"]) if pattern is not None else None
+        if found:
+            return (
+                f"the prompt holds the judge's control token {found.group(0)!r}, and the "
+                "rubric's template shows the item's text changed (a filter), so the item's "
+                "text cannot be told from the template's; remove the token from the item"
+            )
+    return [[(m["content"], True)] if m["content"] else [] for m in request.messages]
+
+
+def prompt_pieces(
+    spec: Any,
+    tokenizer: Any,
+    bos: str,
+    request: Request,
+    vision: bool,
+    pattern: re.Pattern[str] | None,
+) -> list[Piece] | str:
+    """The judge's whole prompt as ``(text, is_item)`` pieces, or why it cannot be given.
+
+    The prompt is that of `prompt_text` (or `vision_prompt_text` for a judge that sees images):
+    the messages' pieces (`request_pieces`) through the chat template (or plain framing), each
+    item piece as a `Marks` mark, and the text cut at the marks. Every path builds the judge's
+    input from these: the local backends tokenize the template's pieces with their control
+    tokens and the item's as text (`PieceEncoder`); a processor or a server given text gets the
+    item's pieces escaped (`escape_pieces`). A chat template that changes the item's text (so
+    the pieces do not give back the prompt) is refused.
+    """
+    per_message = request_pieces(request, pattern)
+    if isinstance(per_message, str):
+        return per_message
+    marks = Marks()
+    messages = [
+        {**m, "content": "".join(marks(t) if item else t for t, item in pieces)}
+        for m, pieces in zip(request.messages, per_message)
+    ]
+    if vision:
+        place = request.image_place
+        if place is not None and place[0] < len(per_message):
+            marked_texts = [marks(t) if item else t for t, item in per_message[place[0]]]
+            place = (place[0], _moved(per_message[place[0]], place[1], marked_texts))
+        marked = replace(request, messages=messages, image_place=place)
+        text = vision_prompt_text(spec, tokenizer, marked)
+        real = vision_prompt_text(spec, tokenizer, request)
+    else:
+        text = prompt_text(spec, tokenizer, bos, messages)
+        real = prompt_text(spec, tokenizer, bos, request.messages)
+    pieces = marks.split(text)
+    if pieces is None or "".join(t for t, _ in pieces) != real:
+        return (
+            f"judge {spec.name}'s chat template changes the item's text, so the item's text "
+            "cannot be told from the template's in its prompt"
+        )
+    return pieces
+
+
+def escaped_prompt(
+    spec: Any,
+    tokenizer: Any,
+    bos: str,
+    request: Request,
+    vision: bool,
+    pattern: re.Pattern[str] | None,
+) -> list[Piece] | str:
+    """`prompt_pieces` with the item's pieces escaped (`escape_pieces`), or why there are none.
+
+    For a prompt tokenized whole (a vision-language model's processor, with its images): the
+    joined text has only the template's control tokens.
+    """
+    pieces = prompt_pieces(spec, tokenizer, bos, request, vision, pattern)
+    return pieces if isinstance(pieces, str) else escape_pieces(pieces, pattern)
+
+
+def _moved(pieces: list[Piece], offset: int, texts: Sequence[str]) -> int:
+    """Where character ``offset`` of the pieces' text is once item piece ``k`` is ``texts[k]``.
+
+    An offset at an item piece's edge stays at that edge.
+    """
+    real = new = 0
+    for (text, item), now in zip(pieces, texts):
+        if offset <= real + len(text) and not (item and offset > real):
+            return new + (offset - real)
+        real += len(text)
+        new += len(now)
+    return new
+
+
+def escape_messages(
+    request: Request, pattern: re.Pattern[str] | None = None
+) -> tuple[list[Message], tuple[int, int] | None] | str:
+    """``request``'s messages with the item's pieces escaped, and where its images go now.
+
+    For a server that tokenizes the messages with its own chat template (the openai backend):
+    each message's pieces (`request_pieces`) are escaped where the item's strings are inserted
+    (`escape_pieces`; by default against `GENERIC_CONTROL`, the usual chat templates' control
+    tokens). Returns why the request cannot be sent instead, where the pieces cannot be told
+    or escaped.
+    """
+    pattern = GENERIC_CONTROL if pattern is None else pattern
+    per_message = request_pieces(request, pattern)
+    if isinstance(per_message, str):
+        return per_message
+    messages: list[Message] = []
+    escaped_all: list[list[Piece]] = []
+    for message, pieces in zip(request.messages, per_message):
+        escaped = escape_pieces(pieces, pattern)
+        if isinstance(escaped, str):
+            return escaped
+        escaped_all.append(escaped)
+        messages.append({**message, "content": "".join(t for t, _ in escaped)})
+    place = request.image_place
+    if place is not None and place[0] < len(per_message):
+        k = place[0]
+        place = (k, _moved(per_message[k], place[1], [t for t, _ in escaped_all[k]]))
+    return messages, place
+
+
+# A word joiner (U+2060): written into an item's text where a control token would otherwise
+# begin or run on, so that a tokenizer reads text. No control token holds one.
+JOINER = "\u2060"
+MAX_ESCAPE_PASSES = 64
+
+
+def escape_pieces(pieces: Sequence[Piece], pattern: re.Pattern[str] | None) -> list[Piece] | str:
+    """``pieces`` with their item pieces escaped: no control token of their joined text touches one.
+
+    A control token (a match of ``pattern``, found leftmost-longest, as a tokenizer's added-token
+    matcher does) that lies inside an item piece gets a word joiner after its first character;
+    one that runs from the template's text or another piece into an item piece gets a word
+    joiner at that piece's edge. The joined text is searched again until no control token
+    touches an item piece, so whatever the item pieces hold, and however they lie next to each
+    other or to the template's text, only the template's own control tokens are left.
+
+    Returns:
+        The escaped pieces, or why they could not be escaped (a one-character control token
+        in an item's text, or more than ``MAX_ESCAPE_PASSES`` searches).
+    """
+    out = list(pieces)
+    if pattern is None:
+        return out
+    for _ in range(MAX_ESCAPE_PASSES):
+        starts, at = [], 0
+        for text, _ in out:
+            starts.append(at)
+            at += len(text)
+        joined = "".join(t for t, _ in out)
+        cuts: dict[int, set[int]] = {}  # piece -> offsets in it where a joiner goes
+        for m in pattern.finditer(joined):
+            for k, (text, item) in enumerate(out):
+                lo, hi = starts[k], starts[k] + len(text)
+                if not item or m.end() <= lo or m.start() >= hi:
+                    continue
+                if m.start() >= lo:  # it begins inside: break it after its first character
+                    if m.end() - m.start() < 2:
+                        return (
+                            f"the item's text holds the one-character control token "
+                            f"{m.group(0)!r}, which cannot be escaped"
+                        )
+                    cuts.setdefault(k, set()).add(m.start() - lo + 1)
+                else:  # it runs into this piece from before: break it at the piece's start
+                    cuts.setdefault(k, set()).add(0)
+                break
+        if not cuts:
+            return out
+        for k, offsets in cuts.items():
+            text = out[k][0]
+            bounds = [0, *sorted(offsets), len(text)]
+            out[k] = (JOINER.join(text[a:b] for a, b in itertools.pairwise(bounds)), True)
+    return f"the item's text could not be escaped in {MAX_ESCAPE_PASSES} passes"
+
+
+def _spaces_forward(pieces: Sequence[Piece]) -> list[Piece]:
+    """``pieces`` with the spaces that end a template piece moved to the item piece after it.
+
+    A word's tokens hold the space before it (`` Ohio``): the spaces before an item string are
+    tokenized with it, as they would be in the whole prompt. Spaces are never a control token's
+    (`PieceEncoder` checks it of its tokenizer).
+    """
+    out = list(pieces)
+    for k in range(len(out) - 1):
+        (text, item), (after, after_item) = out[k], out[k + 1]
+        if item or not after_item or not text or text[-1] not in " \t":
+            continue
+        kept = text.rstrip(" \t")
+        out[k] = (kept, False)
+        out[k + 1] = (text[len(kept) :] + after, True)
+    return out
+
+
+class PieceEncoder:
+    """A prompt's ids from its pieces, so that only the template's text has control tokens.
+
+    The template's pieces (`prompt_pieces`) are tokenized with their control tokens live, and
+    remembered (they repeat from prompt to prompt: the rubric's preamble, the chat template's
+    turns); each item piece is tokenized as text (``split_special_tokens``); the ids are joined.
+    No arrangement of item strings can make a live control token: each is tokenized alone, as
+    text. Tokenizing in pieces keeps the tokenizer from merging across a piece's edge, so a few
+    ids at the edges can differ from tokenizing the prompt whole (see ``perf/RESULTS.md``).
+    """
+
+    MEMO = 1024  # template pieces remembered
+    MEMO_CHARS = 1 << 15  # longest template piece remembered
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        controls = ControlTokens(tokenizer)
+        self.pattern = controls.pattern
+        # Spaces before an item string go with it, unless they can be part of a control token.
+        self._forward = not any(" " in w or "\t" in w for w in controls.words)
+        self._memo: OrderedDict[str, list[int]] = OrderedDict()
+        self._lock = threading.Lock()  # the tokenizer's special-token switch is shared state
+
+    def __call__(self, prompts: Sequence[Sequence[Piece]]) -> list[list[int]]:
+        """Each prompt's ids, its pieces' ids joined."""
+        if self._forward:
+            prompts = [_spaces_forward(p) for p in prompts]
+        memo = self._memo
+        live = list(
+            dict.fromkeys(t for p in prompts for t, item in p if not item and t not in memo)
+        )
+        items = [t for p in prompts for t, item in p if item and t]
+        with self._lock:
+            live_ids = encode_prompts(self.tokenizer, live) if live else []
+            item_ids = self._as_text(items) if items else []
+        fresh = dict(zip(live, live_ids))
+        for text, fresh_ids in fresh.items():
+            if len(text) <= self.MEMO_CHARS:
+                memo[text] = fresh_ids
+        while len(memo) > self.MEMO:
+            memo.popitem(last=False)
+        out: list[list[int]] = []
+        k = 0
+        for prompt in prompts:
+            ids: list[int] = []
+            for text, item in prompt:
+                if item:
+                    if text:
+                        ids.extend(item_ids[k])
+                        k += 1
+                elif text:
+                    got = fresh.get(text)
+                    if got is None:
+                        got = memo[text]
+                        memo.move_to_end(text)
+                    ids.extend(got)
+            out.append(ids)
+        return out
+
+    def _as_text(self, texts: list[str]) -> list[list[int]]:
+        """Each text's ids with special tokens split (read as text)."""
+        backend = _plain_backend(self.tokenizer)
+        if (
+            backend is None
+            or backend.padding is not None
+            or backend.truncation is not None
+            or not hasattr(backend, "encode_batch_fast")
+        ):
+            return list(
+                self.tokenizer(texts, add_special_tokens=False, split_special_tokens=True)[
+                    "input_ids"
+                ]
+            )
+        before = backend.encode_special_tokens
+        backend.encode_special_tokens = True
+        try:
+            return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+        finally:
+            backend.encode_special_tokens = before
 
     def encode(
-        self,
-        encode: Callable[[list[str]], list[list[int]]],
-        prompts: list[str],
-        requests: Sequence[Request],
-        max_chars: int | None = None,
+        self, spec: Any, bos: str, requests: Sequence[Request], vision: bool, max_chars: int | None
     ) -> list[list[int] | str]:
-        """Each prompt's ids, or why it cannot be given to the judge.
+        """Each request's prompt ids, or why it cannot be given to the judge.
 
-        ``encode`` tokenizes those whose item holds no control token. A prompt is refused for a
-        control token it cannot keep apart, or for more than ``max_chars`` characters (more than
-        the judge's token limit could hold, found without tokenizing it: see
-        `prompt_char_limit`).
+        A prompt is refused for more than ``max_chars`` characters (more than the judge's token
+        limit could hold, found without tokenizing it: see `prompt_char_limit`), or where its
+        pieces cannot be told (`prompt_pieces`).
         """
-        out: list[list[int] | str | None] = [None] * len(prompts)
-        whole = []
-        for i, (prompt, request) in enumerate(zip(prompts, requests)):
-            if max_chars is not None and len(prompt) > max_chars:
-                out[i] = (
-                    f"prompt is {len(prompt)} characters, more than the judge's token "
-                    f"limit could hold ({max_chars} characters); it was not tokenized"
-                )
-                continue
-            held = [(t, token) for t in request.item_text if (token := self.find(t)) is not None]
-            if held:
-                out[i] = self._split(prompt, held)
-            else:
-                whole.append(i)
-        if whole:
-            for i, ids in zip(whole, encode([prompts[i] for i in whole])):
-                out[i] = ids
-        return cast("list[list[int] | str]", out)
-
-    def _split(self, prompt: str, held: list[tuple[str, str]]) -> list[int] | str:
-        spans: list[tuple[int, int]] = []
-        for text, token in held:
-            found = False
-            # As rendered: the string itself, or inside a list's or dict's repr.
-            for form in dict.fromkeys((text, repr(text)[1:-1])):
-                at = prompt.find(form)
-                while at >= 0:
-                    found = True
-                    spans.append((at, at + len(form)))
-                    at = prompt.find(form, at + len(form))
-                if found:
-                    break
-            if not found:
-                return (
-                    f"the item's text holds the judge's control token {token!r}, and the "
-                    "rubric's template shows that text changed, so it cannot be given to "
-                    "the judge as plain text; remove the token from the item"
-                )
-        spans.sort()
-        pieces: list[tuple[str, bool]] = []  # (text, as plain text)
-        at = 0
-        for start, end in spans:
-            if start < at:  # inside a span already taken
-                continue
-            pieces.extend([(prompt[at:start], False), (prompt[start:end], True)])
-            at = end
-        pieces.append((prompt[at:], False))
-        ids: list[int] = []
-        for text, plain in pieces:
-            if text:
-                ids.extend(
-                    self.tokenizer(text, add_special_tokens=False, split_special_tokens=plain)[
-                        "input_ids"
-                    ]
-                )
-        return ids
+        out: list[list[int] | str] = []
+        todo: list[tuple[int, list[Piece]]] = []
+        for request in requests:
+            pieces = prompt_pieces(spec, self.tokenizer, bos, request, vision, self.pattern)
+            if not isinstance(pieces, str):
+                n = sum(len(t) for t, _ in pieces)
+                if max_chars is not None and n > max_chars:
+                    pieces = (
+                        f"prompt is {n} characters, more than the judge's token limit could "
+                        f"hold ({max_chars} characters); it was not tokenized"
+                    )
+                else:
+                    todo.append((len(out), pieces))
+            out.append(pieces if isinstance(pieces, str) else [])
+        for (i, _), ids in zip(todo, self([p for _, p in todo])):
+            out[i] = ids
+        return out
 
 
 # Control tokens of the usual chat templates, for a server whose tokenizer is not ours (the
@@ -720,39 +701,3 @@ GENERIC_CONTROL = re.compile(
     r"<\|[^|<>\n]{1,64}\|>|<｜[^｜<>\n]{1,64}｜>|</?s>|\[/?INST\]|</?think>"
     r"|<(?:start|end)_of_turn>|<(?:bos|eos|pad|unk|mask)>|<\|?endoftext\|?>"
 )
-
-
-def escape_control(
-    messages: list[Message],
-    item_text: Sequence[str],
-    pattern: re.Pattern[str] = GENERIC_CONTROL,
-) -> list[Message]:
-    """``messages`` with the control tokens inside the item's strings made harmless.
-
-    Every item string that holds a control token (a match of ``pattern``) is written with a
-    word joiner (U+2060) after the first character of each such token, wherever it stands in
-    the messages.
-
-    Args:
-        messages: The rubric's chat messages, rendered with the item.
-        item_text: The item's strings (`Request.item_text`).
-        pattern: The control tokens: by default `GENERIC_CONTROL` (the usual chat
-            templates'), or a tokenizer's own (`ControlTokens`).
-
-    Returns:
-        The messages, the same object when no item string holds a control token.
-    """
-    held = {
-        t: pattern.sub(lambda m: m.group(0)[0] + "\u2060" + m.group(0)[1:], t)
-        for t in item_text
-        if pattern.search(t)
-    }
-    if not held:
-        return messages
-    out = []
-    for message in messages:
-        content = message["content"]
-        for text, escaped in held.items():
-            content = content.replace(text, escaped)
-        out.append({**message, "content": content})
-    return out

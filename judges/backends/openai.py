@@ -20,9 +20,10 @@ schedule), and httpx is one small dependency where ``openai`` pulls several.
   transient failures (429, 5xx, timeouts, dropped connections) are retried, with exponential
   backoff and jitter (``Retry-After`` honoured); anything else is the vote's error at once.
 - An item's text is the judge's to read, never its control tokens: the server tokenizes with
-  its own tokenizer, so an item string holding one of the usual chat templates' control tokens
-  (``<|im_end|>``, ``<start_of_turn>``, ``[INST]``, ...) is sent with a word joiner (U+2060)
-  after its first character (`escape_control`).
+  its own tokenizer, so each of the item's strings is escaped where the rubric's template
+  inserted it: a control token of the usual chat templates (``<|im_end|>``, ``<start_of_turn>``,
+  ``[INST]``, ...) inside it, or running into it from the text next to it, gets a word joiner
+  (U+2060) (`escape_messages`).
 - A judge that sees images (``vision``) sends a request's images as ``image_url`` parts of the
   chat message (``data:`` URLs: the server is never asked to fetch anything), where the
   rubric's template placed them, else first in the user message; it needs ``prompt_format:
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from jurybox.rubrics.errors import Picklable
 
-from .base import escape_control, plain_prompt, require_vision_chat
+from .base import escape_messages, plain_prompt, require_vision_chat
 from .protocol import CancelCheck, Generation, JudgeConfigError, Request, TokenStep
 
 if TYPE_CHECKING:
@@ -58,6 +59,10 @@ def transient(status: int) -> bool:
 
 
 _MASKED = -9999.0  # vLLM's JSON stand-in for a -inf logprob
+
+
+class Unescapable(ValueError):
+    """A request whose item text cannot be sent to the server as text (`escape_messages`)."""
 
 
 class ServerError(Picklable, RuntimeError):
@@ -175,8 +180,11 @@ class OpenAIBackend:
         }
         if s.seed is not None:
             body["seed"] = s.seed
-        # The server's tokenizer reads control tokens in the text: an item's are escaped.
-        messages = escape_control(request.messages, request.item_text)
+        # The server's tokenizer reads control tokens in the text: the item's are escaped.
+        escaped = escape_messages(request)
+        if isinstance(escaped, str):
+            raise Unescapable(escaped)
+        messages, place = escaped
         if self.chat:
             body["messages"] = messages
             if self.vision and request.images:
@@ -185,7 +193,7 @@ class OpenAIBackend:
                 from ..images import chat_parts
 
                 body["messages"] = chat_parts(
-                    replace(request, messages=messages),
+                    replace(request, messages=messages, image_place=place),
                     lambda im: {"type": "image_url", "image_url": {"url": im.data_url()}},
                 )
             if r.template_kwargs:
@@ -318,6 +326,8 @@ class OpenAIBackend:
             began = time.perf_counter()
             try:
                 gen = self._generation(await self._post(client, request))
+            except Unescapable as exc:  # the item's text cannot be sent as text
+                gen = Generation(error=str(exc))
             except Exception as exc:  # one failed call is one unscored vote, never the run
                 gen = Generation(error=f"{self.name} at {self.base_url}: {_describe(exc)}")
             gen.latency_s = time.perf_counter() - began

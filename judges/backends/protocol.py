@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.images import Image
+from jurybox.rubrics.prompts import Pieces
 
 Message = dict[str, str]
 
@@ -93,9 +94,11 @@ class Request:
     Attributes:
         messages: The rubric's chat messages, rendered for the item.
         schema: The JSON schema the answer follows.
-        item_text: Every string of the item's fields rendered into the messages (its question,
-            response, reference, context, inputs and id), which a judge must read as text,
-            never as its control tokens (see `ControlTokens`).
+        pieces: Each message's content as ``(text, is_item)`` pieces: the template's text, and
+            each of the item's strings where the template put it, which a judge must read as
+            text, never as its control tokens (`jurybox.rubrics.prompts.item_pieces`). None:
+            the item's text cannot be told from the template's (a template that changes it),
+            and each content is read as the item's (`jurybox.judges.backends.base.request_pieces`).
         images: The item's images (content and digest), for a judge that sees images; a
             text-only judge is given ``messages`` alone, as if there were none.
         image_place: Where the rubric's template put the images (message index, character
@@ -106,7 +109,7 @@ class Request:
 
     messages: list[Message]
     schema: dict[str, Any]
-    item_text: tuple[str, ...] = ()
+    pieces: Pieces | None = None
     images: tuple[Image, ...] = ()
     image_place: tuple[int, int] | None = None
 

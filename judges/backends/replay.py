@@ -3,11 +3,11 @@
 It is not for users.
 
 The model costs nothing, everything else is real: each prompt is rendered and tokenized exactly
-as the local backends do it (``prompt_text`` with the judge's own tokenizer), and the answer's
+as the local backends do it (``PieceEncoder`` with the judge's own tokenizer), and the answer's
 text and token steps are built from the recorded token ids and per-position top-k logprobs as
 the vLLM backend builds them from its outputs (``steps_from_logprobs`` with the judge's
 tokenizer), so detokenizing costs what it costs there. Tokenizing and detokenizing use the
-shared helpers of ``backends.base`` (``PromptEncoder``, ``Detokenizer``,
+shared helpers of ``backends.base`` (``PieceEncoder``, ``Detokenizer``,
 ``steps_from_logprobs``), as the vLLM backend does. That makes it the yardstick for jurybox's
 own work per judgment (``perf/machinery.py``), and a fixture that runs the real judging path in
 tests without a model.
@@ -41,12 +41,11 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .base import (
-    ControlTokens,
     Detokenizer,
-    PromptEncoder,
+    PieceEncoder,
     bos_prefix,
     length_error,
     prompt_char_limit,
@@ -54,7 +53,6 @@ from .base import (
     require_chat_template,
     require_vision_chat,
     steps_from_logprobs,
-    vision_prompt_text,
 )
 from .protocol import CancelCheck, Generation, GenerationCancelled, JudgeConfigError, Request
 
@@ -224,19 +222,12 @@ def record(
                     raise ValueError(made)
                 # The recorded prompt is the text's ids, with the images' placeholders (what
                 # a replay judge tokenizes); the model is given the processor's.
-                text = vision_prompt_text(judge, tok, batch[0])
-                prompt_ids = [tok(text, add_special_tokens=False)["input_ids"]]
+                prompt_ids = _ids(backend.encode(batch))
                 rows, reasons = backend._generate(
                     [made[0]], judge.sampling.max_tokens, recorder, pixels=[made[1]]
                 )
             else:
-                prompts = [
-                    vision_prompt_text(judge, tok, r)
-                    if getattr(backend, "vision", False)
-                    else backend.prompt_text(r.messages)
-                    for r in batch
-                ]
-                prompt_ids = tok(prompts, add_special_tokens=False)["input_ids"]
+                prompt_ids = _ids(backend.encode(batch))
                 rows, reasons = backend._generate(prompt_ids, judge.sampling.max_tokens, recorder)
             for row, (ids, why) in enumerate(zip(rows, reasons)):
                 logprobs = []
@@ -261,6 +252,14 @@ def record(
             log(f"{judge.name}: {len(gens)}/{len(owners)}")
         judges[judge.name] = gens
     return judges
+
+
+def _ids(encoded: list[list[int] | str]) -> list[list[int]]:
+    """The prompts' ids the backend's `encode` gave, or the first reason one has none."""
+    for ids in encoded:
+        if isinstance(ids, str):
+            raise ValueError(ids)
+    return cast("list[list[int]]", encoded)
 
 
 def replay_backend(spec: JudgeSpec) -> ReplayBackend:
@@ -291,8 +290,8 @@ class ReplayBackend:
     the judge's real answers); any other request gets one of the generations recorded for the same
     answer schema (any recorded one where none was), chosen by a checksum of its prompt, so the same
     prompt gets the same answer in any process and order. ``timings`` adds up seconds spent per
-    stage (``prompt``: chat template or plain framing, ``tokenize``, ``steps``: detokenizing the
-    answer into token steps).
+    stage (``tokenize``: the chat template or plain framing and the prompt's pieces' ids,
+    ``steps``: detokenizing the answer into token steps).
     """
 
     def __init__(
@@ -324,27 +323,16 @@ class ReplayBackend:
         self.delay_s = delay_s
         self.replayed = 0  # requests answered by the recording of their own prompt
         self.unrecorded = 0  # requests whose prompt was not recorded (answered by a checksum)
-        self.timings = {"prompt": 0.0, "tokenize": 0.0, "steps": 0.0}
+        self.timings = {"tokenize": 0.0, "steps": 0.0}
         self._steps = steps_from_logprobs
         self._decode: Any = Detokenizer(self.tokenizer)
-        self.encoder = PromptEncoder(self.tokenizer, spec.name)
-        self.controls = ControlTokens(self.tokenizer)
+        self.encoder = PieceEncoder(self.tokenizer)
         # (a replay judge answers as the recorded judge would on a GPU: no CPU default)
         self._max_chars = prompt_char_limit(spec, self.tokenizer, self.max_len, on_cpu=False)
 
     def prompt_text(self, messages: list[dict[str, str]]) -> str:
         """The exact text the judge is given for ``messages`` (chat template or plain framing)."""
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
-
-    def prompt_of(self, request: Request) -> str:
-        """The text the judge is given for ``request``.
-
-        It has the images' placeholders when the judge sees images and the request has them, as
-        parts for a judge that sees images.
-        """
-        if self.vision:  # (a vision model's chat template takes every message as parts)
-            return vision_prompt_text(self.spec, self.tokenizer, request)
-        return self.prompt_text(request.messages)
 
     def _pick(self, ids: list[int], request: Request) -> RecordedGeneration:
         images = tuple(im.digest for im in request.images) if self.vision else ()
@@ -373,10 +361,10 @@ class ReplayBackend:
                     raise GenerationCancelled(f"judge {self.name}: cancelled")
                 time.sleep(min(left, 0.02))
         clock = time.perf_counter
-        t0 = clock()
-        prompts = [self.prompt_of(r) for r in requests]
         t1 = clock()
-        prompt_ids = self.controls.encode(self.encoder, prompts, requests, self._max_chars)
+        prompt_ids = self.encoder.encode(
+            self.spec, self._bos, requests, self.vision, self._max_chars
+        )
         t2 = clock()
         out: list[Generation] = []
         for ids, request in zip(prompt_ids, requests):
@@ -398,7 +386,6 @@ class ReplayBackend:
                     output_tokens=len(rec.output_ids),
                 )
             )
-        self.timings["prompt"] += t1 - t0
         self.timings["tokenize"] += t2 - t1
         self.timings["steps"] += clock() - t2
         return out

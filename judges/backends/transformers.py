@@ -16,14 +16,14 @@ import numpy as np
 
 from ..weights import materialize, resolve
 from .base import (
-    ControlTokens,
+    PieceEncoder,
     bos_prefix,
+    escaped_prompt,
     length_error,
     prompt_char_limit,
     prompt_text,
     require_chat_template,
     require_vision_chat,
-    vision_prompt_text,
 )
 from .protocol import (
     CancelCheck,
@@ -178,7 +178,7 @@ class TransformersBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         require_chat_template(spec, self.tokenizer)
         self._bos = bos_prefix(self.tokenizer)
-        self.controls = ControlTokens(self.tokenizer)
+        self.encoder = PieceEncoder(self.tokenizer)
         config = self.model.config
         text_config = getattr(config, "get_text_config", lambda: config)()
         context: int = getattr(text_config, "max_position_embeddings", 2048)
@@ -216,7 +216,17 @@ class TransformersBackend:
     # -- generation ------------------------------------------------------------------------------
 
     def _encode(self, texts: list[str]) -> list[list[int]]:
+        """The judge's own text's ids (its thought, given back to it before it answers)."""
         return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"])
+
+    def encode(self, requests: list[Request]) -> list[list[int] | str]:
+        """Each request's prompt ids, or why the judge is not given it (see `PieceEncoder`).
+
+        For a judge that sees images, the ids of the text with the images' placeholders (as a
+        replay judge tokenizes it; the model is given the processor's: `_vision_inputs`).
+        """
+        # (a vision model's chat template takes every message as parts, images or not)
+        return self.encoder.encode(self.spec, self._bos, requests, self.vision, self._max_chars)
 
     def _generate(
         self,
@@ -383,20 +393,8 @@ class TransformersBackend:
         """
         seen = [i for i, r in enumerate(requests) if self.vision and r.images]
         plain = [i for i in range(len(requests)) if not (self.vision and requests[i].images)]
-        # (a vision model's chat template takes every message as parts, images or not)
-        texts = [
-            vision_prompt_text(self.spec, self.tokenizer, requests[i])
-            if self.vision
-            else self.prompt_text(requests[i].messages)
-            for i in plain
-        ]
         encoded: list[list[int] | str] = [""] * len(requests)
-        for i, ids in zip(
-            plain,
-            self.controls.encode(
-                self._encode, texts, [requests[i] for i in plain], self._max_chars
-            ),
-        ):
+        for i, ids in zip(plain, self.encode([requests[i] for i in plain])):
             encoded[i] = ids
         pixels: dict[int, dict[str, Any]] = {}
         for i in seen:
@@ -473,11 +471,15 @@ class TransformersBackend:
         """A request with images as the processor makes it, or why it cannot be given to the judge.
 
         As made, it is its token ids (image tokens included) and its image tensors. The item's
-        text is escaped (`ControlTokens.escape`): the processor tokenizes the prompt as a whole,
-        so the item's strings cannot be tokenized apart.
+        pieces are escaped where they are inserted (`escaped_prompt`): the processor tokenizes the
+        prompt as a whole, so the item's strings cannot be tokenized apart.
         """
-        messages = self.controls.escape(request.messages, request.item_text)
-        text = vision_prompt_text(self.spec, self.tokenizer, request, messages)
+        pieces = escaped_prompt(
+            self.spec, self.tokenizer, self._bos, request, True, self.encoder.pattern
+        )
+        if isinstance(pieces, str):
+            return pieces
+        text = "".join(t for t, _ in pieces)
         if len(text) > self._max_chars:
             return (
                 f"prompt is {len(text)} characters, more than the judge's token limit could "

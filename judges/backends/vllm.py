@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..weights import materialize, resolve
 from .base import (
-    ControlTokens,
     Detokenizer,
-    PromptEncoder,
+    PieceEncoder,
     bos_prefix,
     encode_prompts,
     length_error,
@@ -47,7 +46,6 @@ from .base import (
     require_chat_template,
     require_vision_chat,
     steps_from_logprobs,
-    vision_prompt_text,
 )
 from .protocol import CancelCheck, Generation, GenerationCancelled, JudgeConfigError, Request
 
@@ -163,8 +161,7 @@ class _VLLMJudge:
         require_chat_template(spec, tokenizer)
         self._bos = bos_prefix(tokenizer)
         self._decode = Detokenizer(tokenizer)
-        self.encoder = PromptEncoder(tokenizer, spec.name)
-        self.controls = ControlTokens(tokenizer)
+        self.encoder = PieceEncoder(tokenizer)
         self.max_len = model_config.max_model_len
         self._on_cpu = current_platform.is_cpu()
         self._max_chars = prompt_char_limit(spec, tokenizer, self.max_len, self._on_cpu)
@@ -179,18 +176,12 @@ class _VLLMJudge:
         return prompt_text(self.spec, self.tokenizer, self._bos, messages)
 
     def _encode(self, requests: list[Request]) -> list[list[int] | str]:
-        """Each request's prompt ids, or why the judge is not given it (see `ControlTokens`).
+        """Each request's prompt ids, or why the judge is not given it (see `PieceEncoder`).
 
         A request with images shown to the judge has its images' placeholders (`_prompt`).
         """
         # (a vision model's chat template takes every message as parts, images or not)
-        prompts = [
-            vision_prompt_text(self.spec, self.tokenizer, r)
-            if self.vision
-            else self.prompt_text(r.messages)
-            for r in requests
-        ]
-        out = self.controls.encode(self.encoder, prompts, requests, self._max_chars)
+        out = self.encoder.encode(self.spec, self._bos, requests, self.vision, self._max_chars)
         for i, r in enumerate(requests):
             if self._shows(r) and len(r.images) > self._max_images:
                 out[i] = (

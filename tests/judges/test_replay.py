@@ -16,12 +16,13 @@ import pytest
 from judging_helpers import reference_distribution, reference_steps_from_logprobs
 
 from jurybox.judges import Jury
-from jurybox.judges.backends.base import Detokenizer, encode_prompts, steps_from_logprobs
+from jurybox.judges.backends.base import Detokenizer, steps_from_logprobs
 from jurybox.judges.backends.replay import Recording, ReplayBackend
 from jurybox.judges.judging import decide_verdicts, judge_votes, render_requests
 from jurybox.rubrics import Item, Verdict, VerdictRecord, load_rubric
 
 RECORDING = Path(__file__).resolve().parents[2] / "perf" / "data" / "tiny-mirage-mg.json.gz"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mirage_mg.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +47,11 @@ def test_prompts_are_tokenized_as_the_backends_do_and_as_recorded(replay, record
     requests = render_requests(load_rubric(recording.rubric), items)
     for judge in spec.judges:
         backend = backends[judge.name]
-        texts = [backend.prompt_text(r.messages) for r in requests.requests]
-        ids = encode_prompts(backend.tokenizer, texts)
-        assert ids == backend.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        ids = backend.encoder.encode(judge, backend._bos, requests.requests, False, None)
         assert [tuple(x) for x in ids] == [g.prompt_ids for g in recording.judges[judge.name]]
+        # These prompts' pieces give the whole prompts' ids (the recording predates pieces).
+        texts = [backend.prompt_text(r.messages) for r in requests.requests]
+        assert ids == backend.tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
 def test_replayed_votes_are_the_recorded_answers(replay, recording, items):
@@ -195,26 +197,35 @@ def test_records_survive_the_round_trip(replay, recording, items):
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_both_tiny_tokenizers_split_the_shared_beginning_and_ending_exactly(replay, seed):
-    """The split path (``PromptEncoder``: the shared beginning and ending once) with the tiny
-    judges' own tokenizers and prompt framing (SmolLM2's chat template, Gemma's plain prompt):
-    the whole prompts' ids, in batches of any size, two rubrics mixed, answers edged with
-    whitespace."""
-    from test_machinery_equivalence import _prompts
+def test_remembered_template_pieces_give_each_prompt_s_own_ids(replay, seed):
+    """`PieceEncoder` remembers the template's pieces across batches: with the tiny judges' own
+    tokenizers and framing, two rubrics mixed, batches of any size, each prompt gets the ids a
+    fresh encoder gives it alone."""
+    from jurybox.judges.backends.base import PieceEncoder
 
-    from jurybox.judges.backends.base import PromptEncoder
-
+    rows = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    rnd = random.Random(seed)
+    items = [
+        Item(id=f"i{k}", question=r["question"], reference=r["reference"], response=r["response"])
+        for k, r in enumerate(rnd.choices(rows, k=16))
+    ]
+    requests = [
+        r
+        for name in ("mirage-mg", "general")
+        for r in render_requests(load_rubric(name), items).requests
+    ]
+    rnd.shuffle(requests)
     spec, backends = replay
     for judge in spec.judges:
         backend = backends[judge.name]
-        texts = [backend.prompt_text([{"role": "user", "content": t}]) for t in _prompts(20, seed)]
-        encoder = PromptEncoder(backend.tokenizer, judge.name)
-        rnd = random.Random(seed)
+        encoder = PieceEncoder(backend.tokenizer)
         got, start = [], 0
-        while start < len(texts):
+        while start < len(requests):
             size = rnd.randint(1, 12)
-            got += encoder(texts[start : start + size])
+            got += encoder.encode(judge, backend._bos, requests[start : start + size], False, None)
             start += size
-        assert got == encode_prompts(backend.tokenizer, texts), judge.name
-        assert encoder.exact and encoder.split >= len(texts) // 2, (judge.name, encoder.split)
-        assert encoder.exact_end and encoder.split_end >= len(texts) // 2, judge.name
+        alone = [
+            PieceEncoder(backend.tokenizer).encode(judge, backend._bos, [r], False, None)[0]
+            for r in requests
+        ]
+        assert got == alone, judge.name
