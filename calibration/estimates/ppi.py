@@ -23,7 +23,8 @@ after, the normal interval widened on the rectifiers' skewed side
 ``Y - lam f`` all take one value (every label the same, #60: PPI++'s lam is then 0 and the
 variance 0), the normal interval is at least the bounded score interval of that many terms on
 their range (`jurybox.calibration.estimates.rectified.wilson_bounds`): no label set makes the
-interval narrower than n bounded labels support. (Without the jury's distributions this
+interval narrower than n bounded labels support; without ``bounds`` such labels give no
+interval at all (infinite ends, a note saying to give them). (Without the jury's distributions this
 function cannot tell the items it is sure of: the allowance for their rare errors is
 `jurybox.calibration.estimates.active.mean_estimates`', #60.)
 """
@@ -213,7 +214,16 @@ def ppi_mean(
         ci = (estimate - (z + down) * sigma, estimate + (z + up) * sigma)
     elif bounds is None and n < 30:
         notes.append(f"only {n} labelled items: the normal-approximation CI may undercover")
-    if kind == "normal" and no_spread(y_ - lam_ * f):
+    if kind == "normal" and no_spread(y_ - lam_ * f) and bounds is None:
+        # Nothing says how far a label could lie from the ones seen: the data's own range
+        # would make a point of it (#60).
+        ci = (-math.inf, math.inf)
+        notes.append(
+            "the labelled terms take one value (their variance estimates nothing) and no "
+            "bounds were given: no interval can be had from these labels; give bounds= (the "
+            "scale's least and greatest value) for the bounded score interval of that many labels"
+        )
+    elif kind == "normal" and no_spread(y_ - lam_ * f):
         ci = _one_value_floor(ci, y_, f, fu, lam_, z, bounds)
         notes.append(
             "the labelled terms take one value (their variance estimates nothing): the interval "
@@ -241,16 +251,14 @@ def _one_value_floor(
     fu: np.ndarray,
     lam: float,
     z: float,
-    bounds: tuple[float, float] | None,
+    bounds: tuple[float, float],
 ) -> tuple[float, float]:
     """``ci`` widened to the bounded score interval of the terms ``y - lam f`` (module text).
 
-    Their range is the labels' ``bounds`` (without them: the least and greatest label or score
-    seen) less ``lam`` times the scores'; the interval is shifted by ``lam`` times the
-    unlabelled scores' mean, as the estimate is.
+    Their range is the labels' ``bounds`` less ``lam`` times the scores'; the interval is
+    shifted by ``lam`` times the unlabelled scores' mean, as the estimate is.
     """
-    every = np.concatenate([y, f, fu])
-    low, high = bounds if bounds is not None else (float(every.min()), float(every.max()))
+    low, high = bounds
     f_all = np.concatenate([f, fu])
     t_low, t_high = low - lam * float(f_all.max()), high - lam * float(f_all.min())
     if t_high <= t_low:

@@ -12,6 +12,8 @@ test asks for 93% (as tests/calibration/estimates/test_small_sample.py).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from statsmodels.stats.proportion import proportion_confint
@@ -39,21 +41,29 @@ def _jury(rng, y):
     return np.clip(y + rng.normal(0.0, 0.8, y.size), 0.0, 4.0)
 
 
-@pytest.mark.parametrize("bounds", [(0.0, 4.0), None])
-def test_ppi_mean_of_labels_all_one_value_is_not_a_point(bounds):
+def test_ppi_mean_of_labels_all_one_value_is_not_a_point():
     """The reproduction: 20 labels all 4, a jury whose scores vary (more than 5 depart from
-    them): the interval reaches down to Wilson's bound for 20 values on the scale (the scores'
-    own range without ``bounds``), not [4, 4]."""
+    them): the interval reaches down to Wilson's bound for 20 values on the scale, not [4, 4]."""
     rng = np.random.default_rng(1)
     y = np.full(20, 4.0)
     f = 4.0 - rng.integers(0, 3, 400)  # two thirds of the scores a level or two below
-    got = ppi_mean(y, f[:20], f[20:], bounds=bounds)
+    got = ppi_mean(y, f[:20], f[20:], bounds=(0.0, 4.0))
     assert got.interval == "normal" and got.lam == 0.0
-    low = 0.0 if bounds else float(f.min())
-    floor = wilson_bounds(4.0, 20, low, 4.0, Z)
+    floor = wilson_bounds(4.0, 20, 0.0, 4.0, Z)
     assert got.ci[0] == pytest.approx(float(floor[0])) and got.ci[0] < 3.8
     assert got.ci[1] == pytest.approx(4.0)
     assert any("one value" in note for note in got.notes)
+
+
+def test_without_bounds_labels_all_one_value_give_no_interval_not_the_data_s_range():
+    """Without ``bounds`` nothing says how far a label could lie: the data's own range made a
+    point of it (a jury scoring 3.9 or 4 beside 30 labels of 4 gave [3.989, 4.0], covering an
+    easy benchmark's mean in 0 of 200 such sessions). The interval is unbounded, saying why."""
+    rng = np.random.default_rng(2)
+    f = rng.choice([3.9, 4.0], 400)
+    got = ppi_mean(np.full(30, 4.0), f[:30], f[30:])
+    assert got.ci == (-math.inf, math.inf)
+    assert any("no bounds were given" in note and "bounds=" in note for note in got.notes)
 
 
 def test_the_leaderboard_s_pair_difference_of_equal_labels_is_not_a_point():
