@@ -2,11 +2,13 @@
 
 Each group has ``--k`` completions of true quality q ~ N(0, 1). The humans rank them by
 q + N(0, 0.5^2); the jury's rewards are q + N(0, 0.7^2), either kept (a ``fine`` jury) or
-rounded to whole points (a ``coarse`` jury: its rewards often tie, some groups all tie). The
+rounded to whole points (a ``coarse`` jury: its rewards often tie, some groups all tie), or
+humans and jury both see q with noise 0.02 (a ``ceiling`` jury: nearly every group agrees). The
 estimands are the population values, from ``--truth`` groups: the mean tau-b over groups whose
 rewards do not all tie, the mean tau with those at 0, and the pair agreement (a jury tie half).
 For each number of groups, ``--reps`` data sets; per data set the shipped report's intervals
-(``jurybox.calibration.reports.group_agreement``: Student t over groups, computed here at every
+(``jurybox.calibration.reports.group_agreement``: Student t over groups with one pseudo-group at
+the midpoint, computed here at every
 count: the report gives none below ``MIN_GROUPS``, which the table marks) and, side by side,
 the percentile bootstrap over groups it replaced (1000 resamples, drawn here). Coverage is the share of
 data sets whose 95% interval holds the estimand, with its Monte Carlo standard error
@@ -25,15 +27,23 @@ import numpy as np
 
 from jurybox.calibration.reports.group_agreement import MIN_GROUPS, group_mean, group_ratio
 
-GROUPS = (5, 10, 20, 50)
+GROUPS = (5, 10, 20, 30, 60)
 
 
-def simulate(rng: np.random.Generator, n: int, k: int, coarse: bool) -> dict[str, np.ndarray]:
-    """Per group: tau-b (NaN where the rewards all tie), tau with those at 0, agreement, pairs."""
+JURIES = ("fine", "coarse", "ceiling")
+
+
+def simulate(rng: np.random.Generator, n: int, k: int, jury_kind: str) -> dict[str, np.ndarray]:
+    """Per group: tau-b (NaN where the rewards all tie), tau with those at 0, agreement, pairs.
+
+    ``ceiling``: humans and jury both see the quality with little noise (0.02), so nearly every
+    group agrees fully (tau 1 in about 95% of groups).
+    """
     q = rng.normal(size=(n, k))
-    human = q + rng.normal(scale=0.5, size=(n, k))
-    jury = q + rng.normal(scale=0.7, size=(n, k))
-    if coarse:
+    sharp = jury_kind == "ceiling"
+    human = q + rng.normal(scale=0.02 if sharp else 0.5, size=(n, k))
+    jury = q + rng.normal(scale=0.02 if sharp else 0.7, size=(n, k))
+    if jury_kind == "coarse":
         jury = np.round(jury)
     a, b = np.triu_indices(k, 1)
     sj = np.sign(jury[:, a] - jury[:, b])
@@ -87,19 +97,19 @@ def main() -> None:
         "| jury | groups | statistic | truth | t (shipped) | no interval | percentile bootstrap |"
     )
     print("|---|---:|---|---:|---:|---:|---:|")
-    for coarse in (False, True):
-        big = simulate(np.random.default_rng(args.seed + 99), args.truth, args.k, coarse)
+    for kind in JURIES:
+        big = simulate(np.random.default_rng(args.seed + 99), args.truth, args.k, kind)
         truth = {
             "tau": float(np.nanmean(big["tau"])),
             "zeroed": float(big["zeroed"].mean()),
             "agree": float(big["agree"].sum() / big["pairs"].sum()),
         }
         for g in GROUPS:
-            rng = np.random.default_rng([args.seed, g, coarse])
+            rng = np.random.default_rng([args.seed, g, JURIES.index(kind)])
             hit = {m: dict.fromkeys(truth, 0) for m in ("t", "boot")}
             missing = dict.fromkeys(truth, 0)
             for _ in range(args.reps):
-                d = simulate(rng, g, args.k, coarse)
+                d = simulate(rng, g, args.k, kind)
                 for method, cis in (("t", shipped(d)), ("boot", percentile(rng, d))):
                     for key, ci in cis.items():
                         if ci is None:
@@ -111,7 +121,7 @@ def main() -> None:
                 cover = {m: hit[m][key] / max(1, given if m == "t" else args.reps) for m in hit}
                 se = {m: math.sqrt(c * (1 - c) / max(1, args.reps)) for m, c in cover.items()}
                 row = {
-                    "jury": "coarse" if coarse else "fine",
+                    "jury": kind,
                     "groups": g,
                     "statistic": key,
                     "truth": round(truth[key], 4),

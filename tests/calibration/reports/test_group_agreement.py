@@ -53,7 +53,7 @@ def test_a_jury_that_ties_99_of_100_groups_says_so_and_reports_a_tau_for_them(tm
     assert report.to_dict()["tied_groups"] == 99
 
 
-def test_the_intervals_are_scipy_s_student_t_over_groups(tmp_path):
+def test_the_intervals_are_scipy_s_student_t_over_groups_with_a_pseudo_group(tmp_path):
     """Tau's interval is scipy's one-sample t interval on the groups' taus; the pair
     agreement's, with every group the same number of pairs, the t interval of the groups'
     own agreement shares (the linearised ratio reduces to it)."""
@@ -79,9 +79,26 @@ def test_the_intervals_are_scipy_s_student_t_over_groups(tmp_path):
         (report.kendall_tau_b, taus, (-1, 1)),
         (report.pair_agreement, shares, (0, 1)),
     ):
-        low, high = stats.ttest_1samp(values, 0).confidence_interval(0.95)
+        # scipy's t interval of the groups' values and one pseudo-group at the midpoint, on the
+        # real groups' degrees of freedom (equal counts: the pair agreement is the shares').
+        aug = np.append(values, (bounds[0] + bounds[1]) / 2)
+        sem = stats.sem(aug)
+        low, high = stats.t.interval(0.95, len(values) - 1, loc=aug.mean(), scale=sem)
         assert stat.value == pytest.approx(np.mean(values))
         assert stat.ci == pytest.approx((max(bounds[0], low), min(bounds[1], high)))
+
+
+def test_groups_that_all_agree_at_the_ceiling_get_an_interval_not_a_point(tmp_path):
+    """Found in review (#60 item 5): 20 groups whose rankings all agree gave tau and pair
+    agreement (1.0, 1.0), and near the ceiling the plain t interval covered 0.65 at 20 groups
+    (perf/group_agreement_coverage.py's ``ceiling`` jury)."""
+    g = MIN_GROUPS
+    rewards = [(f"g{x}", [4.0, 3.0, 2.0, 1.0]) for x in range(g)]
+    rankings = [(f"g{x}", [0, 1, 2, 3]) for x in range(g)]
+    report = agreement_of(*write(tmp_path, rewards, rankings))
+    for stat in (report.kendall_tau_b, report.pair_agreement):
+        assert stat.value == pytest.approx(1.0)
+        assert stat.ci[1] == pytest.approx(1.0) and stat.ci[0] < 0.95
 
 
 @pytest.mark.parametrize("groups", [5, 10, MIN_GROUPS - 1])
