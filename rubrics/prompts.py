@@ -361,7 +361,12 @@ class Marks:
             return out
         if isinstance(value, (list, tuple)):
             return type(value)(self.mark(v) for v in value)
-        return value
+        if value is None or isinstance(value, (bool, int, float)):
+            return value  # digits and words of Python's: never a control token
+        # Anything else (a set, bytes, an object) renders as its text: marked as that text, so
+        # a template that only shows it gives back its pieces, and one that does more does not.
+        text = str(value)
+        return self(text) if text else value
 
     def split(self, text: str) -> list[Piece] | None:
         """``text`` as pieces, each mark the string it stands for; None for a mark cut apart."""

@@ -392,12 +392,18 @@ def request_pieces(request: Request, pattern: re.Pattern[str] | None) -> list[li
 
     They are the rubric's pieces (`jurybox.rubrics.prompts.item_pieces`). A request without
     them (its template changed the item's text) has each content as the item's text, and is
-    refused when that holds a control token (a match of ``pattern``): whose it is cannot be told.
+    refused when that holds a control token (a match of ``pattern``, the judge's own, or of
+    `GENERIC_CONTROL`, so that every judge of a jury refuses alike): whose it is cannot be told.
     """
     if request.pieces is not None:
         return [list(p) for p in request.pieces]
     for message in request.messages:
-        found = pattern.search(message["content"]) if pattern is not None else None
+        # The judge's own control tokens and the usual chat templates' (`GENERIC_CONTROL`), so
+        # that every judge of a jury refuses alike: an item's author cannot pick which judge
+        # votes by writing another judge's token (found in review).
+        found = (pattern.search(message["content"]) if pattern is not None else None) or (
+            GENERIC_CONTROL.search(message["content"])
+        )
         if found:
             return (
                 f"the prompt holds the judge's control token {found.group(0)!r}, and the "
@@ -613,20 +619,23 @@ class PieceEncoder:
         """Each prompt's ids, its pieces' ids joined."""
         if self._forward:
             prompts = [_spaces_forward(p) for p in prompts]
-        memo = self._memo
-        live = list(
-            dict.fromkeys(t for p in prompts for t, item in p if not item and t not in memo)
-        )
         items = [t for p in prompts for t, item in p if item and t]
-        with self._lock:
+        with self._lock:  # the memo too: backends may encode from several threads
+            memo = self._memo
+            template = dict.fromkeys(t for p in prompts for t, item in p if not item and t)
+            known = {t: memo[t] for t in template if t in memo}
+            live = [t for t in template if t not in known]
             live_ids = encode_prompts(self.tokenizer, live) if live else []
             item_ids = self._as_text(items) if items else []
-        fresh = dict(zip(live, live_ids))
-        for text, fresh_ids in fresh.items():
-            if len(text) <= self.MEMO_CHARS:
-                memo[text] = fresh_ids
-        while len(memo) > self.MEMO:
-            memo.popitem(last=False)
+            # This call's ids are its own (``known``) before the memo is trimmed, so a piece
+            # evicted by the pieces this call adds is never looked up again (found in review).
+            known.update(zip(live, live_ids))
+            for text in template:
+                if len(text) <= self.MEMO_CHARS:
+                    memo[text] = known[text]
+                    memo.move_to_end(text)
+            while len(memo) > self.MEMO:
+                memo.popitem(last=False)
         out: list[list[int]] = []
         k = 0
         for prompt in prompts:
@@ -637,11 +646,7 @@ class PieceEncoder:
                         ids.extend(item_ids[k])
                         k += 1
                 elif text:
-                    got = fresh.get(text)
-                    if got is None:
-                        got = memo[text]
-                        memo.move_to_end(text)
-                    ids.extend(got)
+                    ids.extend(known[text])
             out.append(ids)
         return out
 

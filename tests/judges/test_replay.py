@@ -229,3 +229,20 @@ def test_remembered_template_pieces_give_each_prompt_s_own_ids(replay, seed):
             for r in requests
         ]
         assert got == alone, judge.name
+
+
+def test_a_call_that_fills_the_memo_keeps_the_pieces_it_needs(replay):
+    """Found in review: a call adding template pieces to a full memo evicted an older piece the
+    same call still needed (KeyError for the whole batch: an inline rubric with a number that
+    changes per item, over a thousand items, reached it)."""
+    from jurybox.judges.backends.base import PieceEncoder
+
+    spec, backends = replay
+    encoder = PieceEncoder(backends[spec.judges[0].name].tokenizer)
+    encoder([[("X template piece", False)]])
+    for k in range(encoder.MEMO - 1):
+        encoder([[(f"filler {k}", False)]])
+    assert next(iter(encoder._memo)) == "X template piece"  # the oldest: evicted next
+    prompt = [("X template piece", False), ("q", True), ("a new template piece", False)]
+    assert encoder([prompt]) == PieceEncoder(encoder.tokenizer)([prompt])
+    assert len(encoder._memo) == encoder.MEMO
