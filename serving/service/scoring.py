@@ -191,9 +191,13 @@ class Gate:
         batches = 1 + self.waiting // max(1, self.queued)
         return int(min(60, max(1, math.ceil(self.seconds * batches))))
 
-    def admit(self) -> None:
-        """Count one more request waiting; 429 when every slot is busy and the queue full."""
-        if self.waiting >= self.queued:
+    def admit(self, admitted: bool = False) -> None:
+        """Count one more request waiting; 429 when every slot is busy and the queue full.
+
+        ``admitted``: a later slice of a request admitted already, counted but never refused
+        (a 429 halfway would throw away the slices judged).
+        """
+        if self.waiting >= self.queued and not admitted:
             raise HTTPProblem(
                 429,
                 "overloaded",
@@ -483,20 +487,37 @@ class ScoringService:
             return await self._judged_together(rubric, prov, requests, deadline)
         share = asyncio.Semaphore(SHARE)
 
-        async def part(items: range) -> list[Verdict]:
-            async with share:
-                subset = requests.subset(list(items))
-                return await self._judged_together(rubric, prov, subset, deadline)
+        first = asyncio.Event()  # the first slice is past the gate: the request is admitted
 
-        return [v for verdicts in await _all([part(p) for p in parts]) for v in verdicts]
+        async def part(k: int, items: range) -> list[Verdict]:
+            async with share:
+                if k:
+                    await first.wait()
+                subset = requests.subset(list(items))
+                return await self._judged_together(
+                    rubric, prov, subset, deadline, admitted=k > 0, entered=first
+                )
+
+        return [
+            v
+            for verdicts in await _all([part(k, p) for k, p in enumerate(parts)])
+            for v in verdicts
+        ]
 
     async def _judged_together(
-        self, rubric: Rubric, prov: str, requests: Requests, deadline: float
+        self,
+        rubric: Rubric,
+        prov: str,
+        requests: Requests,
+        deadline: float,
+        admitted: bool = False,
+        entered: asyncio.Event | None = None,
     ) -> list[Verdict]:
         """The verdicts of ``requests``, judged as soon as a slot is free.
 
         Together with the other requests of the same rubric that wait for one meanwhile (up to
-        ``max_judge_calls`` per batch).
+        ``max_judge_calls`` per batch). ``admitted``: a later slice of an admitted request (never
+        a 429); ``entered`` is set once this one is past the gate.
         """
         part = _Part(requests, deadline)
         batch = self._open.get(prov)
@@ -509,12 +530,14 @@ class ScoringService:
             batch.task = self._detached(self._run_batch(batch, held=True))
             batch.task.add_done_callback(functools.partial(self._unused_slot, batch))
         else:
-            self.gate.admit()
+            self.gate.admit(admitted)
             if batch is None or batch.calls + calls > self.limits.max_judge_calls:
                 batch = self._open[prov] = _Batch(rubric, prov)
                 batch.task = self._detached(self._run_batch(batch))
         batch.parts.append(part)
         batch.calls += calls
+        if entered is not None:
+            entered.set()
         try:
             return await asyncio.shield(part.answer)
         except asyncio.CancelledError:  # its client left, or its deadline passed

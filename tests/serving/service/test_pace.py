@@ -169,3 +169,24 @@ def test_a_small_request_is_judged_between_a_large_ones_slices(judges):
     finally:
         scoring.workers.close()
     assert waited < total / 3, (waited, total)
+
+
+def test_a_sliced_request_is_not_refused_halfway_when_the_queue_fills(judges):
+    """Found in review: each slice waited at the gate as a new request, so another client's
+    request taking the queue's place as a slice left it made the next slice a 429, and the
+    slices judged were thrown away. A request past the gate is not refused again."""
+    scoring = service(judges, 0.05, max_concurrent=1, max_queued=1, max_judge_calls=256)
+    gate, left, seen = scoring.gate, scoring.gate.left, {"n": 0}
+
+    def another_arrives(n: int = 1) -> None:
+        left(n)
+        seen["n"] += n
+        if seen["n"] == 1 and gate.waiting < gate.queued:  # a slice has just left the queue
+            gate.admit()  # ... and another client's request takes its place
+
+    gate.left = another_arrives  # type: ignore[method-assign]
+    try:
+        got = asyncio.run(scoring.score(request(128, "big")))  # 4 slices of 32 items
+        assert len(got) == 128 and all(r["status"] == "scored" for r in got)
+    finally:
+        scoring.workers.close()
