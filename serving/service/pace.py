@@ -1,8 +1,10 @@
 """How fast the judges answer, and what one request may take of them.
 
 A request the judges cannot finish within its deadline, at the best rate this replica has seen
-them judge, is refused before any judge runs (413, saying the estimate), instead of holding them
-until its 504. And no request holds more than its share of them while others wait: a request of
+them judge in the last `MAX_AGE_S` seconds, is refused before any judge runs (413, saying the
+estimate), instead of holding them until its 504. (The rate is judge calls a second, whatever
+their prompts' length: a client whose calls are slow lowers it for everyone, for at most
+`MAX_AGE_S` seconds after its last such call.) And no request holds more than its share of them while others wait: a request of
 more judge calls than a slice (an eighth of ``max_judge_calls``, at least `MIN_SLICE`) is judged slice by slice, at most
 `SHARE` slices at once, each slice waiting for a slot of the gate as any request does, so that
 the others' batches are judged between its slices.
@@ -22,30 +24,37 @@ SHARE = 2
 MIN_SLICE = 32
 #: Judge calls of one judge remembered for the rate.
 RECENT = 64
+#: Seconds a measured call counts for the rate: slow calls (a client's long items, a judge that
+#: was busy) stop refusing others once they are this old, since refused requests measure nothing.
+MAX_AGE_S = 600.0
 
 
 class Pace:
     """Each judge's recent calls: how many requests each took and how long."""
 
     def __init__(self) -> None:
-        self._recent: dict[str, collections.deque[tuple[int, float]]] = {}
+        self._recent: dict[str, collections.deque[tuple[float, int, float]]] = {}
 
     def measured(self, judge: str, calls: int, seconds: float) -> None:
         """One call of ``judge`` answered ``calls`` requests in ``seconds``."""
         if calls > 0 and seconds > 0:
             recent = self._recent.setdefault(judge, collections.deque(maxlen=RECENT))
-            recent.append((calls, seconds))
+            recent.append((time.monotonic(), calls, seconds))
 
     def rate(self, judges: list[str], at_least: int) -> float | None:
         """Judge calls per second the slowest judge answers, at its best in calls this large.
 
         In calls of at least ``at_least`` requests: a call of a few requests takes about as long
         as one of many on a judge that batches them, so a small call's pace would underrate a
-        large request's. None until each judge has answered such a call recently.
+        large request's. None until each judge has answered such a call in the last
+        `MAX_AGE_S` seconds.
         """
         rates = []
+        since = time.monotonic() - MAX_AGE_S
         for judge in judges:
-            seen = [n / t for n, t in self._recent.get(judge, ()) if n >= at_least]
+            seen = [
+                n / t for at, n, t in self._recent.get(judge, ()) if n >= at_least and at >= since
+            ]
             if not seen:
                 return None
             rates.append(max(seen))

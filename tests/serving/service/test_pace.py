@@ -190,3 +190,21 @@ def test_a_sliced_request_is_not_refused_halfway_when_the_queue_fills(judges):
         assert len(got) == 128 and all(r["status"] == "scored" for r in got)
     finally:
         scoring.workers.close()
+
+
+def test_slow_calls_stop_refusing_others_once_they_are_old(monkeypatch):
+    """Found in review: a client's slow calls (long items, or queued behind its own batches)
+    lowered the measured rate, and refused requests measure nothing, so every large request
+    was refused from then on. A measurement counts for `MAX_AGE_S` seconds."""
+    from jurybox.serving.service import pace as pace_module
+
+    now = [1000.0]
+    monkeypatch.setattr(pace_module.time, "monotonic", lambda: now[0])
+    pace = pace_module.Pace()
+    for _ in range(pace_module.RECENT):
+        pace.measured("j", 128, 80.0)  # 1.6 calls a second
+    with pytest.raises(HTTPProblem, match="measured rate"):
+        pace.check(2048, 256, now[0] + 600.0, ["j"], 600.0)
+    now[0] += pace_module.MAX_AGE_S + 1
+    pace.check(2048, 256, now[0] + 600.0, ["j"], 600.0)  # no estimate now: not refused
+    assert pace.rate(["j"], 64) is None
