@@ -67,16 +67,19 @@ class Pace:
 
         Judged in slices of ``per_slice`` calls, `SHARE` at once, at the rate measured in calls
         of at least half a slice (no estimate, so no refusal, before the judges have answered
-        such a call).
+        such a call). A request of one slice or less is never refused here: it holds no more
+        than a slice, and a slow judge ends it at its deadline (504) as before.
 
         Raises:
             HTTPProblem: 413 saying the estimate: calls, the measured rate, the deadline.
         """
-        at_least = max(1, min(calls, per_slice) // 2)
+        if calls <= per_slice:
+            return  # a request of one slice holds no more than its share: it runs to its 504
+        at_least = max(1, per_slice // 2)
         rate = self.rate(judges, at_least)
         if rate is None:
             return
-        share = SHARE if calls > per_slice else 1
+        share = SHARE
         estimate = calls / (rate * share)
         left = deadline - time.monotonic()
         if estimate > left:

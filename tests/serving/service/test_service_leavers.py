@@ -37,8 +37,9 @@ ROWS = [
 ARGS = ["--max-concurrent", "4", "--max-queued", "128", "--ingress-replicas", "1", "--no-cache"]
 
 
-def serving(jury: Any, log: Any):
-    return serving_as_users_do(["--jury", str(jury), *ARGS], log)
+def serving(jury: Any, log: Any, slots: int = 4):
+    args = [*ARGS[:1], str(slots), *ARGS[2:]]
+    return serving_as_users_do(["--jury", str(jury), *args], log)
 
 
 @pytest.fixture(scope="module")
@@ -52,18 +53,18 @@ def offline(jury_file) -> dict[str, dict]:
     return judged_offline(jury_file)
 
 
-def judged_offline(jury: Any) -> dict[str, dict]:
+def judged_offline(jury: Any, items: list[Any] = ITEMS) -> dict[str, dict]:
     """Each row's verdict from ``jury`` (a jury file, or a loaded `Jury`), by row id."""
     from jurybox.judges import Jury
     from jurybox.rubrics import load_rubric
 
     local = jury if isinstance(jury, Jury) else Jury.load(jury)
     try:
-        verdicts = local.score(load_rubric(RUBRIC), ITEMS)
+        verdicts = local.score(load_rubric(RUBRIC), items)
     finally:
         if local is not jury:
             local.close()
-    return {it.id: v.to_record(input=_input(it)) for it, v in zip(ITEMS, verdicts)}
+    return {it.id: v.to_record(input=_input(it)) for it, v in zip(items, verdicts)}
 
 
 def _input(item: Any) -> str:
@@ -148,12 +149,14 @@ def as_offline(records: list[dict], offline: dict[str, dict], ids: list[str]) ->
     ]
 
 
-def leave_a_merged_batch(url: str, leaver_first: bool, generate_s: float) -> httpx.Response:
-    """Four holders take the four slots; the leaver and the stayer wait and are merged (the
+def leave_a_merged_batch(
+    url: str, leaver_first: bool, generate_s: float, slots: int = 4
+) -> httpx.Response:
+    """Holders take the ``slots`` slots; the leaver and the stayer wait and are merged (the
     leaver opening the batch, or joining it); once the holders are done and the merged batch
     is being judged, the leaver closes its socket. Returns the stayer's answer."""
-    holders = [in_thread(lambda k=k: post(url, [ROWS[k % 2]])) for k in range(4)]
-    until(lambda: depth(url) == 4, "four slots held")
+    holders = [in_thread(lambda k=k: post(url, [ROWS[k % 2]])) for k in range(slots)]
+    until(lambda: depth(url) == slots, "every slot held")
     leaver = stayer = None
     for role in ("leaver", "stayer") if leaver_first else ("stayer", "leaver"):
         before = depth(url)
@@ -232,11 +235,12 @@ def test_sixty_four_clients_with_leavers_among_them_get_the_offline_verdicts(ser
 @pytest.mark.parametrize("leaver_first", [True], ids=["leaver-first"])
 def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(tmp_path, tiny_jury, leaver_first):
     """Once on the real models (`jurybox serve --jury tiny`): the stayer's verdicts are those
-    the session's tiny jury gives in-process."""
-    want = judged_offline(tiny_jury)
-    with serving("tiny", tmp_path / "serve.log") as url:
+    the session's tiny jury gives in-process. One slot held (not four: the models' time, on two
+    cores, is the cost of this test), the stayer's one row judged offline."""
+    want = judged_offline(tiny_jury, ITEMS[:1])
+    with serving("tiny", tmp_path / "serve.log", slots=1) as url:
         began = time.monotonic()
         post(url, [ROWS[0]])  # how long one batch takes here
         one = time.monotonic() - began
-        got = leave_a_merged_batch(url, leaver_first, one).json()["verdicts"]
+        got = leave_a_merged_batch(url, leaver_first, one, slots=1).json()["verdicts"]
     assert_same_verdicts(got, as_offline(got, want, ["good"]))
