@@ -11,7 +11,7 @@ of about ``--chars`` characters, timed ``--rounds`` times alternating with its p
 
 Then what admission refuses before any work, and how fast: one Swiss group of 256 completions of
 30,000 characters in 8 rounds (7.7 MB, over ``max_request_prompt_chars``: 413), and 12 items of
-8 PNGs of 4096x4096 to this jury, none of whose judges sees images (422), beside the same items
+8 PNG images of 4096x4096 to this jury, none of whose judges sees images (422), beside the same items
 without images.
 
     python perf/group_admission.py [--groups 8] [--k 8] [--chars 400] [--rounds 5]
@@ -150,7 +150,7 @@ def refusals(posted: Any, question: str, reference: str) -> None:
     for name, route, body in [
         ("one Swiss group, 256 x 30,000 characters, 8 rounds", "/v1/groups", swiss),
         (
-            "12 items x 8 PNGs of 4096x4096, a jury that sees none",
+            "12 items x 8 PNG images of 4096x4096, a jury that sees none",
             "/v1/score",
             {"rubric": "mirage-mg", "items": items},
         ),

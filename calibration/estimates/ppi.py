@@ -214,7 +214,8 @@ def ppi_mean(
         ci = (estimate - (z + down) * sigma, estimate + (z + up) * sigma)
     elif bounds is None and n < 30:
         notes.append(f"only {n} labelled items: the normal-approximation CI may undercover")
-    if kind == "normal" and no_spread(y_ - lam_ * f) and bounds is None:
+    flat = kind == "normal" and no_spread(y_ - lam_ * f)
+    if flat and bounds is None:
         # Nothing says how far a label could lie from the ones seen: the data's own range
         # would make a point of it (#60).
         ci = (-math.inf, math.inf)
@@ -223,7 +224,7 @@ def ppi_mean(
             "bounds were given: no interval can be had from these labels; give bounds= (the "
             "scale's least and greatest value) for the bounded score interval of that many labels"
         )
-    elif kind == "normal" and no_spread(y_ - lam_ * f):
+    elif flat and bounds is not None:
         ci = _one_value_floor(ci, y_, f, fu, lam_, z, bounds)
         notes.append(
             "the labelled terms take one value (their variance estimates nothing): the interval "
