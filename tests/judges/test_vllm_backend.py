@@ -232,8 +232,9 @@ class TestEngine:
                 theirs.spec = smol_spec(backend="transformers", prompt_format=fmt).judges[0]
                 text = ours.prompt_text(messages)
                 assert text == theirs.prompt_text(messages)
+                # The whole text as the template's one piece: its control tokens live.
                 assert (
-                    ours.encoder([text])[0]
+                    ours.encoder([[(text, False)]])[0]
                     == theirs.tokenizer(text, add_special_tokens=False)["input_ids"]
                 )
         finally:
