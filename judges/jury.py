@@ -19,7 +19,7 @@ from jurybox.rubrics.images import Image, ImagePolicy
 
 from .backends.base import backend_note
 from .backends.protocol import Backend
-from .backends.registry import make_backend
+from .backends.registry import backend_kind, make_backend
 from .cache import CacheLookup, VerdictCache
 from .cascade import Steps
 from .images import image_notes
@@ -48,21 +48,13 @@ def freeze_loaded_objects() -> None:
 
 
 def loads_side_by_side(spec: JudgeSpec) -> bool:
-    """Whether the judge's model may load while other judges' do.
+    """Whether the judge's model may load while other judges' do: its backend's entry says.
 
-    Only a vLLM engine may, whose start is mostly its processes spawning and importing, unless on
-    a GPU it sizes its KV cache from the memory it finds free (no ``kv_cache_gib``): an engine
-    loading beside it would count as taken, or take what it counted free. (Other backends load in
-    this process, where loading side by side gains nothing on a CPU and transformers' first
-    imports are not thread-safe.)
+    Only a vLLM engine may, and not always (`jurybox.judges.backends.vllm.loads_side_by_side`);
+    other backends load in this process, where loading side by side gains nothing on a CPU and
+    transformers' first imports are not thread-safe.
     """
-    if spec.backend != "vllm":
-        return False
-    if spec.execution.kv_cache_gib is not None or "kv_cache_memory_bytes" in spec.engine_kwargs:
-        return True
-    from .backends.vllm import on_cpu
-
-    return on_cpu()
+    return backend_kind(spec.backend).loads_side_by_side(spec)
 
 
 class JuryLike(Protocol):

@@ -369,17 +369,22 @@ class JudgeSpec(BaseModel):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, name: str) -> str:
-        from .backends.registry import backend_kind
+        from .backends.registry import require_known
 
         try:
-            backend_kind(name)
+            require_known(name)
         except InputError as exc:
             raise ValueError(str(exc)) from None
         return name
 
     @model_validator(mode="after")
-    def _tensor_parallel_is_vllm(self) -> JudgeSpec:
-        if self.execution.tensor_parallel_size > 1 and self.backend != "vllm":
+    def _tensor_parallel_where_taken(self) -> JudgeSpec:
+        from .backends.registry import backend_kind
+
+        if (
+            self.execution.tensor_parallel_size > 1
+            and not backend_kind(self.backend).tensor_parallel
+        ):
             raise ValueError(
                 f"judge {self.name}: tensor_parallel_size is a vllm setting; "
                 f"the {self.backend} backend runs on one device"

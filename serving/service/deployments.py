@@ -36,17 +36,10 @@ BackendFactory = Callable[[JudgeSpec], Backend]
 
 
 def service_backend(spec: JudgeSpec) -> Backend:
-    """The backend a judge runs on inside the service."""
-    if spec.backend == "vllm":
-        from jurybox.judges.backends.vllm import AsyncVLLMBackend
+    """The backend a judge runs on inside the service: its registry entry's for replicas."""
+    from jurybox.judges.backends.registry import backend_kind
 
-        # Tensor parallelism inside a Serve replica runs vLLM's workers as Ray actors in the
-        # replica's placement group.
-        tp = spec.execution.tensor_parallel_size
-        return AsyncVLLMBackend(spec, distributed_executor_backend="ray" if tp > 1 else None)
-    from jurybox.judges.backends.registry import make_backend
-
-    return served(make_backend(spec))
+    return served(backend_kind(spec.backend).make_replica(spec))
 
 
 def served(backend: Backend) -> Backend:

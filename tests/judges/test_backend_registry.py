@@ -139,3 +139,100 @@ def test_unknown_and_shipped_names_are_refused_saying_why():
         register("vllm", Constant)
     assert backend_kind("transformers").weights and backend_kind("replay").batches
     assert not backend_kind("openai").weights
+
+
+# A backend's kind is the registry entry's word, never read from its name: a plugin for a remote
+# API is a server's model, a plugin that loads weights is local weights, as the shipped ones are.
+
+
+def _judge(backend, **fields):
+    from jurybox.judges import JudgeSpec
+
+    return JudgeSpec.model_validate({"name": "j", "model": "org/m", "backend": backend, **fields})
+
+
+def test_a_remote_plugin_is_a_server_s_model_not_local_weights(monkeypatch):
+    from jurybox.judges.backends import registry
+    from jurybox.judges.weights import (
+        local_tokenizer,
+        model_config,
+        unpinned_warnings,
+        weights_identity,
+    )
+
+    monkeypatch.setattr(registry, "_registered", {})
+    register("api-for-tests", Constant, kind="remote")
+    assert backend_kind("api-for-tests").kind == "remote"
+    assert not backend_kind("api-for-tests").weights
+    assert weights_identity("org/m", None, "api-for-tests") == "served:org/m"
+    assert weights_identity("org/m", None, "openai") == "served:org/m"  # as the shipped one
+    assert unpinned_warnings([_judge("api-for-tests")]) == []
+    assert model_config("org/m", None, "api-for-tests") is None
+    assert local_tokenizer("org/m", None, "api-for-tests") == (
+        None,
+        "the judge's server tokenizes",
+    )
+
+
+def test_a_local_plugin_is_local_weights(monkeypatch):
+    from jurybox.judges.backends import registry
+    from jurybox.judges.weights import unpinned_warnings, weights_identity
+
+    monkeypatch.setattr(registry, "_registered", {})
+    register("weights-for-tests", Constant, kind="local")
+    assert backend_kind("weights-for-tests").kind == "local"
+    assert backend_kind("weights-for-tests").weights
+    assert weights_identity("org/m", None, "weights-for-tests") == "hub:org/m@unpinned"
+    assert weights_identity("org/m", "abc", "weights-for-tests") == "hub:org/m@abc"
+    (warning,) = unpinned_warnings([_judge("weights-for-tests")])
+    assert "org/m has no pinned revision" in warning
+
+
+def test_kinds_and_capabilities_come_from_the_entry(monkeypatch):
+    from jurybox.judges.backends import registry
+
+    monkeypatch.setattr(registry, "_registered", {})
+    shipped = {name: backend_kind(name).kind for name in ("transformers", "vllm", "openai")}
+    assert shipped == {"transformers": "local", "vllm": "local", "openai": "remote"}
+    assert backend_kind("replay").kind == "recording"
+    with pytest.raises(ValueError, match="kind 'cloud'"):
+        register("cloud-for-tests", Constant, kind="cloud")
+    # Tensor parallelism is what an entry says it takes, not vLLM's by name.
+    with pytest.raises(ValueError, match="tensor_parallel_size"):
+        _judge("transformers", tensor_parallel_size=2)
+    register("split-for-tests", Constant, tensor_parallel=True)
+    assert _judge("split-for-tests", tensor_parallel_size=2).execution.tensor_parallel_size == 2
+    # Loading beside the other judges is the entry's rule too.
+    from jurybox.judges.jury import loads_side_by_side
+
+    register("beside-for-tests", Constant, side_by_side=lambda spec: spec.model == "org/m")
+    assert loads_side_by_side(_judge("beside-for-tests"))
+    assert not loads_side_by_side(_judge("split-for-tests"))
+
+
+def test_a_package_declares_its_kind_through_the_entry_point(monkeypatch, tmp_path):
+    from importlib.metadata import EntryPoint
+
+    from jurybox.judges.backends import registry
+    from jurybox.judges.weights import weights_identity
+
+    (tmp_path / "api_plugin_for_tests.py").write_text(
+        "from jurybox.judges.backends.registry import BackendKind\n"
+        "class Judge:\n"
+        "    def __init__(self, spec):\n"
+        "        self.name = spec.name\n"
+        "BACKEND = BackendKind('any name', Judge, kind='remote')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    points = [
+        EntryPoint("api-plugin", "api_plugin_for_tests:BACKEND", registry.ENTRY_POINTS),
+        EntryPoint("bare-plugin", "api_plugin_for_tests:Judge", registry.ENTRY_POINTS),
+    ]
+    monkeypatch.setattr(registry, "entry_points", lambda group: points)
+    declared = backend_kind("api-plugin")
+    assert (declared.name, declared.kind) == ("api-plugin", "remote")
+    assert weights_identity("org/m", None, "api-plugin") == "served:org/m"
+    # A factory alone says nothing of its kind: local weights, as before kinds were declared.
+    assert backend_kind("bare-plugin").kind == "local"
+    assert weights_identity("org/m", None, "bare-plugin") == "hub:org/m@unpinned"
+    assert registry.make_backend(_judge("api-plugin")).name == "j"

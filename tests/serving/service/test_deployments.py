@@ -280,3 +280,36 @@ def test_a_stopping_replica_stops_the_generate_in_flight():
     error, check = asyncio.run(scenario())
     assert isinstance(error, RuntimeError) and "stopping" in str(error)
     assert check is True
+
+
+def test_the_service_backend_is_the_registry_entry_s(monkeypatch):
+    """A replica runs the backend its entry names for replicas (vLLM's async engine is one), or
+    else the entry's own backend; never chosen by name. A synchronous one is merged behind
+    `_Batched`."""
+    from jurybox.judges import JudgeSpec
+    from jurybox.judges.backends import registry
+    from jurybox.serving.service.deployments import service_backend
+
+    monkeypatch.setattr(registry, "_registered", {})
+    made = []
+
+    def replica(spec):
+        made.append(spec.name)
+        return Recording()
+
+    class Async(Recording):
+        async def agenerate(self, requests):
+            return self.generate(requests)
+
+    registry.register("replica-for-tests", lambda spec: Recording(), replica=replica)
+    registry.register("plain-for-tests", lambda spec: Recording())
+    registry.register("async-for-tests", lambda spec: Recording(), replica=lambda spec: Async())
+    own = JudgeSpec.model_validate({**spec(), "backend": "replica-for-tests"})
+    plain = JudgeSpec.model_validate({**spec(), "backend": "plain-for-tests"})
+    engine = JudgeSpec.model_validate({**spec(), "backend": "async-for-tests"})
+    backend = service_backend(own)
+    assert isinstance(backend, _Batched) and isinstance(backend.backend, Recording)
+    assert made == ["fake"]
+    assert isinstance(service_backend(plain), _Batched) and made == ["fake"]
+    assert isinstance(service_backend(engine), Async)  # async already: as it is
+    assert registry.backend_kind("vllm").replica is not None
