@@ -88,15 +88,9 @@ class InstallError(JuryboxError, ImportError):
 
 def client_only() -> bool:
     """Whether this environment has jurybox-client and not the full jurybox."""
-    from importlib.metadata import PackageNotFoundError, distribution
+    from jurybox._lazy import client_only
 
-    for name, answer in (("jurybox", False), ("jurybox-client", True)):
-        try:
-            distribution(name)
-        except PackageNotFoundError:
-            continue
-        return answer
-    return False
+    return client_only()
 
 
 def needs_full_install(what: str, missing: str) -> InstallError:
