@@ -88,9 +88,15 @@ class InstallError(JuryboxError, ImportError):
 
 def client_only() -> bool:
     """Whether this environment has jurybox-client and not the full jurybox."""
-    from jurybox._lazy import client_only
+    from importlib.metadata import PackageNotFoundError, distribution
 
-    return client_only()
+    for name, answer in (("jurybox", False), ("jurybox-client", True)):
+        try:
+            distribution(name)
+        except PackageNotFoundError:
+            continue
+        return answer
+    return False
 
 
 def needs_full_install(what: str, missing: str) -> InstallError:
