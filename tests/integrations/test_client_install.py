@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -20,6 +19,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from wheel_helpers import build_wheel, copy_sources
 
 pytestmark = pytest.mark.models
 
@@ -36,6 +36,9 @@ imported = time.perf_counter() - began
 url, question, response, reference = sys.argv[1:5]
 trl = jury_reward(url=url, rubric="mirage-mg", token_env="JURYBOX_TEST_TOKEN")
 scored = trl(prompts=[question], completions=[response], reference=[reference])
+import jurybox, jurybox.serving
+fronts = {"jurybox": [jurybox.__all__, dir(jurybox)],
+          "jurybox.serving": [jurybox.serving.__all__, dir(jurybox.serving)]}
 refused = {}  # what needs the full jurybox: an error naming its install command
 try:
     jury_reward(jury="tiny", rubric="mirage-mg")
@@ -46,7 +49,7 @@ try:
 except ImportError as exc:
     refused["judge_file"] = [type(exc).__name__, str(exc)]
 print(json.dumps({"import_s": imported, "modules": sorted(sys.modules), "trl": scored,
-                  "refused": refused}))
+                  "refused": refused, "fronts": fronts}))
 """
 
 
@@ -61,29 +64,9 @@ def test_the_client_installs_without_torch_and_scores_through_the_service(
     client = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())["project"]
     main = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert client["version"] == main["version"]
-    # Built from a copy of the sources it names (no build folder left in the work tree).
-    source = tmp_path / "source"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    # (jurybox/: the package's front, its links to the root folders kept as links)
-    for folder in ("client", "jurybox", "rubrics", "judges", "serving", "integrations"):
-        shutil.copytree(ROOT / folder, source / folder, ignore=ignore, symlinks=True)
-    wheels = tmp_path / "wheels"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(wheels),
-            str(source / "client"),
-        ],
-        check=True,
-    )
-    (wheel,) = wheels.glob("jurybox_client-*.whl")
+    # Built from a copy of the sources (no build folder left in the work tree).
+    wheel = build_wheel(copy_sources(tmp_path / "source"), "client", tmp_path / "wheels")
+    assert wheel.name.startswith("jurybox_client-")
     # A fresh environment of the base Python (not this one's packages), pip from this one.
     fresh = tmp_path / "fresh"
     venv.EnvBuilder(with_pip=False).create(fresh)
@@ -154,6 +137,13 @@ def test_the_client_installs_without_torch_and_scores_through_the_service(
         .values(v1_score("mirage-mg", [{"id": "0", **item}]))
     )
     assert out["trl"] == [want]
+    # The fronts list only what the client holds (#61: judge_file, build_jury_app and
+    # ServiceConfig were listed).
+    for front in ("jurybox", "jurybox.serving"):
+        listed, seen = out["fronts"][front]
+        assert not {"judge_file", "build_jury_app", "ServiceConfig"} & {*listed, *seen}, front
+    assert {"Client", "Jury", "load_rubric"} <= set(out["fronts"]["jurybox"][0])
+    assert {"Client", "RemoteJury"} <= set(out["fronts"]["jurybox.serving"][0])
     # What needs the full jurybox says so, naming the install command (#59: No module named
     # 'torch' at the first batch, No module named 'jurybox.serving.runs').
     command = "pip uninstall -y jurybox-client && pip install ."
