@@ -46,6 +46,35 @@ def note(message: str) -> None:
     err.print(message, highlight=False, markup=False)
 
 
+def said(source: Any) -> None:
+    """What a library object wants its user told: its ``notes``, then its ``warnings``, once.
+
+    The lists are emptied, so a later call says only what was added since.
+    """
+    for line in source.notes:
+        note(line)
+    for line in source.warnings:
+        warn(line)
+    source.notes.clear()
+    source.warnings.clear()
+
+
+def progress_bar(total: int | None, initial: float, desc: str) -> Any:
+    """A progress bar on stderr counting items (fractions of one shown as whole items)."""
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="item",
+        desc=desc,
+        file=sys.stderr,
+        bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]",
+    )
+
+
 @contextmanager
 def reported(hint: str | None = None) -> Iterator[None]:
     """Turn jurybox errors into ``error: ...`` and their exit code (input 2, execution 1).

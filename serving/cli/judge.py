@@ -18,8 +18,9 @@ from jurybox.serving.cli.console import (
     options_of,
     out,
     parse_map,
+    progress_bar,
     reported,
-    warn,
+    said,
 )
 from jurybox.serving.runs.plan import RunPlan, image_policy
 
@@ -82,16 +83,14 @@ def _served(url: str, options: dict[str, Any]) -> Any:
 
 def _run(plan, *, estimate: bool, quiet: bool) -> None:
     """Estimate or run a loaded plan, and say what it did."""
-    from tqdm import tqdm
-
     from jurybox.serving.runs.summary import render
 
-    _said(plan)
+    said(plan)
     target = plan.target
     if estimate:
         with reported():
             est = plan.estimate()
-        _said(plan)
+        said(plan)
         _print_estimate(est, plan.loaded_rubric, target)
         return
 
@@ -103,14 +102,7 @@ def _run(plan, *, estimate: bool, quiet: bool) -> None:
             return
         if bar is None:
             # Fractional counts within a chunk (each judge's share of it) show as whole items.
-            bar = tqdm(
-                total=total,
-                initial=done,
-                unit="item",
-                desc="judging",
-                file=sys.stderr,
-                bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]",
-            )
+            bar = progress_bar(total, done, "judging")
         else:
             bar.update(done - bar.n)
 
@@ -130,7 +122,7 @@ def _run(plan, *, estimate: bool, quiet: bool) -> None:
     finally:
         if bar is not None:
             bar.close()
-    _said(plan)
+    said(plan)
     for e in report.row_errors[:20]:
         err.print(f"[yellow]skipped[/] {plan.predictions or target}: {e}", highlight=False)
     if report.n_row_errors > 20:
@@ -154,16 +146,6 @@ def _run(plan, *, estimate: bool, quiet: bool) -> None:
             f"no row of {plan.predictions or target} could be judged (all "
             f"{report.n_row_errors} rejected)"
         )
-
-
-def _said(plan) -> None:
-    """What the plan wants the user told (notes, then warnings), once each."""
-    for line in plan.notes:
-        note(line)
-    for line in plan.warnings:
-        warn(line)
-    plan.notes.clear()
-    plan.warnings.clear()
 
 
 def _print_estimate(est, rubric, target) -> None:
