@@ -3,7 +3,7 @@
 A pack never runs models itself: it hands a `Judge` the rubric and the items to judge and
 gets verdict records back. `jury_judge` judges in memory with a loaded
 `jurybox.judges.Jury`; the ``jurybox bench`` command passes one that goes through the
-resumable bulk runner instead, so a killed run resumes (``jurybox.serving.cli.bench``). Either
+resumable bulk runner instead, so a killed run resumes (``jurybox.serving.runs.bench``). Either
 way a verdict means what it means everywhere in jurybox.
 """
 

@@ -6,10 +6,14 @@ family), and JSON output without NaN.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import json
-from collections.abc import Iterator
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,6 +23,8 @@ from jurybox.rubrics.errors import JuryboxError
 
 if TYPE_CHECKING:
     from jurybox.judges import JurySpec
+
+T = TypeVar("T")
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -38,6 +44,35 @@ def warn(message: str) -> None:
 def note(message: str) -> None:
     """Print ``message`` to stderr as it is (no Rich markup)."""
     err.print(message, highlight=False, markup=False)
+
+
+def said(source: Any) -> None:
+    """What a library object wants its user told: its ``notes``, then its ``warnings``, once.
+
+    The lists are emptied, so a later call says only what was added since.
+    """
+    for line in source.notes:
+        note(line)
+    for line in source.warnings:
+        warn(line)
+    source.notes.clear()
+    source.warnings.clear()
+
+
+def progress_bar(total: int | None, initial: float, desc: str) -> Any:
+    """A progress bar on stderr counting items (fractions of one shown as whole items)."""
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="item",
+        desc=desc,
+        file=sys.stderr,
+        bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]",
+    )
 
 
 @contextmanager
@@ -88,3 +123,73 @@ def load_jury(name: str) -> JurySpec:
 
     with reported():
         return load_jury_spec(name)
+
+
+def options_of(
+    options: type, *, place: Mapping[str, str] | None = None
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """A command whose options are the fields of a library class (``RunPlan``'s, ...).
+
+    Each field with command-line metadata (``jurybox.serving.runs.plan.option``) becomes one
+    parameter of the command, in the fields' order; the command receives their values as one
+    dict (its first parameter, field name -> value, a negated flag turned back into the
+    field's value), ready for ``options(**values)``. The command's own parameters (its
+    others: how it prints, what it runs) follow the fields, or come before the field
+    ``place`` names for them.
+    """
+
+    def decorate(command: Callable[..., T]) -> Callable[..., T]:
+        own = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in list(inspect.signature(command, eval_str=True).parameters.values())[1:]
+        ]
+        before: dict[str, list[inspect.Parameter]] = {}
+        for param in own:
+            before.setdefault((place or {}).get(param.name, ""), []).append(param)
+        params: list[inspect.Parameter] = []
+        fields: dict[str, tuple[str, bool]] = {}  # parameter -> (field, negated)
+        for f in dataclasses.fields(options):
+            cli = dict(f.metadata.get("cli") or {})
+            if not cli:
+                continue
+            params.extend(before.pop(f.name, []))
+            negated = cli.pop("negated", False)
+            name = f"no_{f.name}" if negated else f.name
+            if "type" in cli:
+                kind = cli.pop("type")
+            else:
+                kind = bool if negated else typing.get_type_hints(options)[f.name]
+            default = cli.pop("default", False if negated else f.default)
+            if default is dataclasses.MISSING:
+                default = inspect.Parameter.empty
+            flags = cli.pop("flags", ())
+            if cli.pop("argument", False):
+                info: Any = typer.Argument(**cli)
+            else:
+                info = typer.Option(*flags, **cli)
+            params.append(
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=Annotated[kind, info],
+                    default=default,
+                )
+            )
+            fields[name] = (f.name, negated)
+        for rest in before.values():
+            params.extend(rest)
+
+        @functools.wraps(command)
+        def run(**values: Any) -> T:
+            chosen = {
+                field: (not values.pop(name) if negated else values.pop(name))
+                for name, (field, negated) in fields.items()
+            }
+            return command(chosen, **values)
+
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        del run.__wrapped__  # (Typer reads the parameters above, not the command's)
+        return run
+
+    return decorate

@@ -63,6 +63,24 @@ def image_policy(
     return ImagePolicy(root=None if root is None else str(root), allow_remote=allow_remote)
 
 
+def option(*flags: str, **cli: Any) -> dict[str, Any]:
+    """A field's command-line option, as its ``metadata``: written once, here, for both.
+
+    ``flags`` (default: the field's name as ``--name``) and ``cli`` are what the command line
+    makes of the field: ``help``, ``type`` (where the command line reads another type than the
+    field holds, e.g. a path for a path or a loaded object), ``default`` (likewise),
+    ``negated`` (a flag that sets the field False, e.g. ``--no-cache``), and the rest as
+    Typer's ``Option`` takes them (``min``, ``show_default``, ``exists``, ...).
+    ``jurybox.serving.cli.console.options_of`` builds a command's parameters from them.
+    """
+    return {"cli": {"flags": flags, **cli}}
+
+
+def argument(**cli: Any) -> dict[str, Any]:
+    """A field's command-line argument (a positional one), as its ``metadata``; see `option`."""
+    return {"cli": {"argument": True, **cli}}
+
+
 def default_jury() -> str:
     """The default jury's name: ``tiny`` (CPU, offline) unless a GPU is present: ``small-gpu``."""
     try:
@@ -138,30 +156,198 @@ class RunPlan:
             or the rubric cannot be loaded.
     """
 
-    rubric: Rubric | str
-    predictions: str | None = None
-    pairs: tuple[str, str] | None = None
-    jury: str | JuryLike | None = None
-    out: Path | str | None = None
-    engine: Engine | str = "local"  # local or ray (checked)
-    address: str | None = None
-    mapping: Mapping[str, str] | None = None
-    limit: int | None = None
-    chunk_size: int | None = None
-    max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
-    allow_empty: bool = False
-    keep_raw: bool = False
-    calibration: Path | str | None = None
-    conformal: Path | str | None = None
-    force_calibration: bool = False
-    route_width: float | None = None
-    length_control: bool = False
-    human: Path | str | None = None
-    cache: bool = True
-    image_root: Path | str | None = None
-    allow_remote_images: bool = False
-    format: str | None = None
-    shard_size: int | None = None
+    rubric: Rubric | str = field(
+        metadata=option(
+            "--rubric",
+            "-r",
+            type=str,
+            help="Shipped rubric name (see `jurybox rubrics`) or a rubric YAML file.",
+            show_default=False,
+        )
+    )
+    predictions: str | None = field(
+        default=None,
+        metadata=argument(
+            help="Prediction file (.jsonl, .json list, .csv, .tsv or .parquet), a directory of them, or a quoted glob such as 'preds/*.parquet'. For a pairwise rubric, rows with response_a and response_b (or give --pairs instead).",
+            show_default=False,
+        ),
+    )
+    pairs: tuple[str, str] | None = field(
+        default=None,
+        metadata=option(
+            "--pairs",
+            help="Pairwise rubrics: two prediction files (one system each: id, question, response ...) paired by id; A is the first, B the second. The pairs are written beside --out (OUT.pairs.jsonl, with model_a/model_b from the files' stems, which `jurybox compare` reads).",
+            show_default=False,
+        ),
+    )
+    jury: str | JuryLike | None = field(
+        default=None,
+        metadata=option(
+            "--jury",
+            "-j",
+            type=str | None,
+            help="Shipped jury name (see `jurybox juries`) or a jury YAML file. Default: tiny on CPU, small-gpu with a GPU.",
+            show_default=False,
+        ),
+    )
+    out: Path | str | None = field(
+        default=None,
+        metadata=option(
+            "--out",
+            "-o",
+            type=Path | None,
+            help="Output: a .jsonl file (one verdict per line), or a directory (a path without a suffix) of JSONL or Parquet shards (--format). Re-running with the same --out judges only the items not yet in it. Default: PREDICTIONS stem + .RUBRIC.judged.jsonl.",
+            show_default=False,
+        ),
+    )
+    format: str | None = field(
+        default=None,
+        metadata=option(
+            "--format",
+            help="Shards of a directory --out: jsonl (default) or parquet.",
+            show_default=False,
+        ),
+    )
+    shard_size: int | None = field(
+        default=None,
+        metadata=option(
+            help="Verdicts per shard of a directory --out (default 1000; a shard is also written at least every 30 s, and with --engine ray after every batch).",
+            min=1,
+            show_default=False,
+        ),
+    )
+    engine: Engine | str = field(  # local or ray (checked)
+        default="local",
+        metadata=option(
+            type=str,
+            help="local: judge in this process; ray: a Ray Data pipeline (one stage per judge) on a local Ray or the cluster of --address.",
+        ),
+    )
+    address: str | None = field(
+        default=None,
+        metadata=option(
+            help="With --engine ray: the Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).",
+            show_default=False,
+        ),
+    )
+    limit: int | None = field(
+        default=None,
+        metadata=option(
+            help="Judge only the first N valid items of the file.", min=1, show_default=False
+        ),
+    )
+    mapping: Mapping[str, str] | None = field(
+        default=None,
+        metadata=option(
+            "--map",
+            "-m",
+            type=list[str],
+            default=[],
+            help="Read a field from another column: FIELD=COLUMN (repeatable), e.g. --map reference=answer.",
+            show_default=False,
+        ),
+    )
+    chunk_size: int | None = field(
+        default=None,
+        metadata=option(
+            help="Items judged (and written) per step. Default: 16 with transformers judges, 256 with vLLM/OpenAI judges (whose engines batch continuously).",
+            min=1,
+            show_default=False,
+        ),
+    )
+    max_field_chars: int = field(
+        default=DEFAULT_MAX_FIELD_CHARS,
+        metadata=option(help="Reject rows with a longer field.", min=1),
+    )
+    allow_empty: bool = field(
+        default=False,
+        metadata=option(
+            "--allow-empty",
+            help="Judge rows whose response is empty (a model that answered nothing) instead of rejecting them; the summary counts them.",
+        ),
+    )
+    keep_raw: bool = field(
+        default=False,
+        metadata=option(
+            "--keep-raw",
+            help="Keep each judge's raw output in every vote; by default only unscored votes keep it. (Reasoning text is kept when the jury sets reasoning.keep.)",
+        ),
+    )
+    calibration: Path | str | None = field(
+        default=None,
+        metadata=option(
+            type=Path | None,
+            help="Calibration map (from `jurybox calibrate`) to apply: adds `calibrated` scores.",
+            show_default=False,
+        ),
+    )
+    force_calibration: bool = field(
+        default=False,
+        metadata=option(
+            "--force-calibration",
+            help="Apply the calibration map (or the conformal map) even if it was fitted for another rubric/jury configuration.",
+        ),
+    )
+    conformal: Path | str | None = field(
+        default=None,
+        metadata=option(
+            "--conformal",
+            type=Path | None,
+            help="Conformal map (from `jurybox calibrate --conformal`) to apply: adds each criterion's `interval`, the levels a human's label falls in with the map's probability.",
+            show_default=False,
+        ),
+    )
+    route_width: float | None = field(
+        default=None,
+        metadata=option(
+            "--route-width",
+            help="With --conformal: send an item to a human (`route` in its verdict, counted in the summary) when a criterion's interval is wider than this (in the scale's units; 0: anything but a single level) or missing.",
+            min=0.0,
+            show_default=False,
+        ),
+    )
+    cache: bool = field(
+        default=True,
+        metadata=option(
+            "--no-cache",
+            negated=True,
+            help="Judge every item even if this configuration judged it before (and store nothing). By default verdicts are cached by configuration and input (see `jurybox cache`).",
+        ),
+    )
+    length_control: bool = field(
+        default=False,
+        metadata=option(
+            "--length-control",
+            help="Add to the summary each criterion's length-controlled score beside the raw one (the jury's score with the part explained by the answer's length in words removed, at the reference answers' median length; AlpacaEval-style). Fitted on the human labels of --human, with whether it raises agreement under 5-fold cross-validation; without them on the scores themselves, which assumes quality does not grow with length.",
+        ),
+    )
+    human: Path | str | None = field(
+        default=None,
+        metadata=option(
+            "--human",
+            type=Path | None,
+            help="With --length-control: human labels (JSONL/CSV: id, rater, one column per criterion) to fit the length bias on.",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    )
+    image_root: Path | str | None = field(
+        default=None,
+        metadata=option(
+            "--image-root",
+            type=Path | None,
+            help="Where the items' relative image paths are read from, for judges that see images (vision). Default: the folder of the predictions.",
+            show_default=False,
+        ),
+    )
+    allow_remote_images: bool = field(
+        default=False,
+        metadata=option(
+            "--allow-remote-images",
+            help="Fetch items' http(s) image URLs (never by default: give paths, file:// or data: URLs).",
+        ),
+    )
     notes: list[str] = field(default_factory=list, init=False)
     warnings: list[str] = field(default_factory=list, init=False)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jurybox.benchmarks import BenchReport, Judge, jury_judge, run_benchmark
-from jurybox.serving.cli.bench import ResumableJudge
+from jurybox.serving.runs.bench import ResumableJudge
 
 Wrap = Callable[[Judge], Judge]
 

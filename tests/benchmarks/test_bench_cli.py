@@ -9,8 +9,8 @@ from bench_helpers import RuleBackend, bottom_of, rule_jury, top_of
 from typer.testing import CliRunner
 
 from jurybox.benchmarks import PACKS
-from jurybox.serving.cli import bench as cli_bench
 from jurybox.serving.cli.bench import bench
+from jurybox.serving.runs import bench as runs_bench
 
 # Registered as serving/cli.py registers it: app.command()(bench), beside other commands.
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
@@ -123,7 +123,7 @@ def test_bad_input_exits_2_naming_file_row_and_field(examples, tmp_path):
 def jury(monkeypatch):
     """The rule jury the command judges with, instead of loading models."""
     made = rule_jury(top_of, bottom_of)
-    monkeypatch.setattr(cli_bench, "make_jury", lambda spec: made)
+    monkeypatch.setattr(runs_bench, "make_jury", lambda spec: made)
     return made
 
 
@@ -191,7 +191,7 @@ def test_an_interrupted_run_says_how_to_resume(examples, tmp_path, monkeypatch):
 
     made = rule_jury(top_of)
     made._backends["j0"] = Stop("j0", top_of)
-    monkeypatch.setattr(cli_bench, "make_jury", lambda spec: made)
+    monkeypatch.setattr(runs_bench, "make_jury", lambda spec: made)
     r = invoke(
         "microvqa",
         "--data",
@@ -209,7 +209,7 @@ def test_an_interrupted_run_says_how_to_resume(examples, tmp_path, monkeypatch):
 def test_resumable_judge_reports_rows_the_runner_rejects(tmp_path, jury):
     from jurybox.rubrics import Item, load_rubric
 
-    judge = cli_bench.ResumableJudge(jury, tmp_path)
+    judge = runs_bench.ResumableJudge(jury, tmp_path)
     items = [
         Item(id="a", question="q", response="r", reference="ref"),
         Item(id="b", question="q", response="r" * 100_001, reference="ref"),

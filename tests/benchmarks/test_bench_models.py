@@ -13,6 +13,7 @@ from bench_cases import microvqa, mir, mirage_mmmt, mrmr, subset
 from typer.testing import CliRunner
 
 from jurybox.serving.cli import bench as cli_bench
+from jurybox.serving.runs import bench as runs_bench
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def test_mirage_mmst_from_the_command_line_judges_and_resumes(
     data, preds = subset(
         examples, tmp_path, "mirage_mmst.json", "mirage_mmst.predictions.jsonl", [0, 3]
     )
-    monkeypatch.setattr(cli_bench, "make_jury", lambda spec: tiny_jury)
+    monkeypatch.setattr(runs_bench, "make_jury", lambda spec: tiny_jury)
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(cli_bench.bench)
     app.command("other")(lambda: None)

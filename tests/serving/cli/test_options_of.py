@@ -1,0 +1,60 @@
+"""Options written once: a library class's fields carry their command-line options, and
+`options_of` makes a command of them (as `jurybox judge` is made of `RunPlan`)."""
+
+import dataclasses
+from typing import Annotated
+
+import typer
+from typer.testing import CliRunner
+
+from jurybox.serving.cli import app
+from jurybox.serving.cli.console import options_of
+from jurybox.serving.runs.plan import RunPlan, argument, option
+
+runner = CliRunner()
+
+
+@dataclasses.dataclass
+class Sketch:
+    name: str = dataclasses.field(metadata=option("--name", "-n", help="The name."))
+    path: str | None = dataclasses.field(default=None, metadata=argument(help="A path."))
+    size: int = dataclasses.field(default=3, metadata=option(help="The size.", min=1))
+    cache: bool = dataclasses.field(
+        default=True, metadata=option("--no-cache", negated=True, help="No cache.")
+    )
+    hidden: int = 0  # no option: not on the command line
+
+
+def test_a_command_made_of_a_class_gets_its_fields_as_one_dict():
+    got = {}
+
+    @options_of(Sketch, place={"loud": "cache"})
+    def command(options, loud: Annotated[bool, typer.Option("--loud")] = False) -> None:
+        """Sketch it."""
+        got.update(options, loud=loud)
+        Sketch(**options)  # the values are the class's own
+
+    cli = typer.Typer()
+    cli.command()(command)
+    cli.command("other")(lambda: None)
+    r = runner.invoke(cli, ["command", "p.txt", "-n", "x", "--no-cache", "--loud"])
+    assert r.exit_code == 0, r.output
+    assert got == {"name": "x", "path": "p.txt", "size": 3, "cache": False, "loud": True}
+    r = runner.invoke(cli, ["command", "--name", "y", "--size", "0"])
+    assert r.exit_code == 2  # min=1 is the command line's check
+    help_text = runner.invoke(cli, ["command", "--help"]).output
+    assert "Sketch it." in help_text and "The size." in help_text
+    # the command's own option sits where `place` put it: before --no-cache
+    assert help_text.index("--size") < help_text.index("--loud") < help_text.index("--no-cache")
+    assert "hidden" not in help_text
+
+
+def test_every_option_of_a_run_plan_is_an_option_of_jurybox_judge():
+    help_text = runner.invoke(app, ["judge", "--help"], terminal_width=200).output
+    for f in dataclasses.fields(RunPlan):
+        if not f.init:
+            continue
+        cli = f.metadata["cli"]
+        flags = cli.get("flags") or (f"--{f.name.replace('_', '-')}",)
+        assert cli.get("argument") or all(flag in help_text for flag in flags), f.name
+        assert " ".join(cli["help"].split()[:4]) in " ".join(help_text.split()), f.name
