@@ -16,6 +16,7 @@ or, where it says nothing, as the first parts of the last user message.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,29 @@ def _model_sees_images(model: str, revision: str | None, backend: str) -> bool:
 
     config = model_config(model, revision, backend)
     return config is not None and isinstance(config.get("vision_config"), dict)
+
+
+def decide_vision(judge: JudgeSpec) -> JudgeSpec:
+    """``judge`` with its ``vision`` decided (`sees_images`): what its backend is made from.
+
+    `make_backend` makes every backend from it, so a backend reads ``spec.vision`` (a judge
+    that sees images loads its model's processor, frames every prompt as message parts) and
+    never looks at the model's config itself.
+    """
+    seen = sees_images(judge)
+    return judge if judge.vision is seen else judge.model_copy(update={"vision": seen})
+
+
+def shown(judge: JudgeSpec, requests: Sequence[Request]) -> list[Request]:
+    """``requests`` as ``judge``'s backend receives them.
+
+    Every judge is asked the same requests; a judge that does not see images receives them
+    without their images (the prompt it would get for the item's text alone), so a backend is
+    given images only when its judge sees them.
+    """
+    if not any(r.images for r in requests) or sees_images(judge):
+        return list(requests)
+    return [replace(r, images=()) if r.images else r for r in requests]
 
 
 def jury_sees_images(jury: JurySpec) -> bool:

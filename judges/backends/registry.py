@@ -156,7 +156,8 @@ def make_backend(spec: Any) -> Backend:
     """A new backend for the judge, of the kind its ``backend`` names.
 
     Args:
-        spec: The judge's `JudgeSpec`.
+        spec: The judge's `JudgeSpec`; the backend is given it with ``vision`` decided
+            (`jurybox.judges.images.decide_vision`).
 
     Returns:
         The judge's backend.
@@ -164,4 +165,6 @@ def make_backend(spec: Any) -> Backend:
     Raises:
         InputError: No backend has the name the spec gives.
     """
-    return backend_kind(spec.backend).make(spec)
+    from ..images import decide_vision
+
+    return backend_kind(spec.backend).make(decide_vision(spec))
