@@ -1,8 +1,10 @@
-"""Judges that see images: which judges do, and the items' images loaded for them.
+"""Judges that see images: which judges do, and the items' images materialised for them.
 
-The images are loaded once, checked (`jurybox.rubrics.images`). Here too: what a run says about
-images a judge is not shown, and a request as chat messages with image parts, which every backend
-that shows images builds its prompt from.
+`materialize_images` is the one step that turns an item's image references into checked images
+(`jurybox.rubrics.images`: limits, and an error naming the item and the image); the jury, the Ray
+engine, the scoring service's admission and its Python client all call it. Here too: what a run
+says about images a judge is not shown, and a request as chat messages with image parts, which
+every backend that shows images builds its prompt from.
 
 A judge sees images when its jury entry says ``vision: true``, or says nothing and its model's
 config has a vision tower. Every judge is asked the same `Request`: a text-only judge is
@@ -14,11 +16,12 @@ or, where it says nothing, as the first parts of the last user message.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from jurybox.rubrics import Item
-from jurybox.rubrics.images import ImagePolicy, load_images
+from jurybox.rubrics.images import ImagePolicy, is_inline, load_image, load_images
 from jurybox.rubrics.prompts import IMAGE_PLACE
 
 from .backends.protocol import Request
@@ -42,23 +45,74 @@ def _model_sees_images(model: str, revision: str | None, backend: str) -> bool:
     return config is not None and isinstance(config.get("vision_config"), dict)
 
 
+def decide_vision(judge: JudgeSpec) -> JudgeSpec:
+    """``judge`` with its ``vision`` decided (`sees_images`): what its backend is made from.
+
+    `make_backend` makes every backend from it, so a backend reads ``spec.vision`` (a judge
+    that sees images loads its model's processor, frames every prompt as message parts) and
+    never looks at the model's config itself.
+    """
+    seen = sees_images(judge)
+    return judge if judge.vision is seen else judge.model_copy(update={"vision": seen})
+
+
+def shown(judge: JudgeSpec, requests: Sequence[Request]) -> list[Request]:
+    """``requests`` as ``judge``'s backend receives them.
+
+    Every judge is asked the same requests; a judge that does not see images receives them
+    without their images (the prompt it would get for the item's text alone), so a backend is
+    given images only when its judge sees them.
+    """
+    if not any(r.images for r in requests) or sees_images(judge):
+        return list(requests)
+    return [replace(r, images=()) if r.images else r for r in requests]
+
+
 def jury_sees_images(jury: JurySpec) -> bool:
     """Whether any judge of ``jury`` sees images (else the items' images are never loaded)."""
     return any(sees_images(j) for j in jury.judges)
 
 
-def load_item_images(items: Sequence[Item], policy: ImagePolicy) -> list[Item]:
-    """``items`` with their images loaded and checked.
+def materialize_images(item: Item, policy: ImagePolicy, *, files_only: bool = False) -> Item:
+    """``item`` holding its images: every reference read once and checked.
 
-    Those that hold them already, or name none, are as they are.
+    This is the one step that turns an item's image references into images a judge can be shown,
+    whichever way jurybox runs (the jury in-process, the Ray engine's read stage, the scoring
+    service's admission, the service's Python client): the policy's limits (bytes, pixels, sides,
+    formats, images per item) and one error, naming the item and the image (its index and
+    reference). An item that holds its images already, or names none, is returned as it is.
+
+    With ``files_only`` (a client sending the item to a service that takes images inline only),
+    the image files are read and checked here and the item comes back naming them as ``data:``
+    URLs of their bytes; its inline references are left as they are, for the service to check
+    under its own limits (the count of images per item too), and nothing is held loaded.
+
+    Args:
+        item: The item, its images named by reference.
+        policy: Where the images may come from and how large they may be.
+        files_only: Read the image files only and send them inline (see above).
+
+    Returns:
+        The item with its loaded images (`Item.loaded_images`), or, with ``files_only``, with
+        its image files as ``data:`` URLs.
 
     Raises:
-        ImageError: An image cannot be shown to a judge (naming the item and the image).
+        ImageError: An image cannot be shown to a judge: missing, unreadable, not an image, of a
+            format not taken or over a limit (``too_large``); the message names the item and
+            the image.
     """
-    return [
-        it.with_images(load_images(it.images, policy, item=it.id)) if it.images_pending else it
-        for it in items
-    ]
+    if files_only:
+        if not any(not is_inline(ref) for ref in item.images):
+            return item
+        refs = [
+            ref if is_inline(ref) else load_image(ref, policy, item=item.id, where=f"images[{k}]")
+            for k, ref in enumerate(item.images)
+        ]
+        inline = [ref if isinstance(ref, str) else ref.data_url() for ref in refs]
+        return item.model_copy(update={"images": inline})
+    if not item.images_pending:
+        return item
+    return item.with_images(load_images(item.images, policy, item=item.id))
 
 
 def image_notes(

@@ -157,7 +157,10 @@ def judge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -> list[
     exception means the judge as a whole failed (out of memory, server gone): writing that down
     as unscored votes would make a rerun skip these items, so it raises JudgeFailed instead.
     """
-    batch = [r for r in requests.requests if r is not None]  # those of requests.runnable
+    from .images import shown
+
+    # (those of requests.runnable; their images only for a judge that sees them)
+    batch = shown(judge, [r for r in requests.requests if r is not None])
     try:
         outputs = backend.generate(batch) if batch else []
     except JuryboxError:
@@ -191,7 +194,10 @@ async def ajudge_votes(judge: JudgeSpec, backend: Backend, requests: Requests) -
     """
     import asyncio
 
-    batch = [r for r in requests.requests if r is not None]  # those of requests.runnable
+    from .images import shown
+
+    # (those of requests.runnable; their images only for a judge that sees them)
+    batch = shown(judge, [r for r in requests.requests if r is not None])
     try:
         if not batch:
             outputs = []

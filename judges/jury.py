@@ -195,7 +195,7 @@ class Jury:
             ImageError: An image cannot be shown to a judge (missing, unreadable, not an image,
                 of a format not taken, or over a limit).
         """
-        from .images import jury_sees_images, load_item_images
+        from .images import jury_sees_images, materialize_images
 
         if not any(it.images_pending for it in items):
             return list(items)
@@ -210,7 +210,7 @@ class Jury:
             key = (it.id, tuple(it.images))
             known = self._loaded.get(key)
             if known is None:
-                (it,) = load_item_images([it], self.images)
+                it = materialize_images(it, self.images)
                 if len(self._loaded) >= 4096:
                     self._loaded.clear()
                 self._loaded[key] = it.loaded_images

@@ -135,11 +135,9 @@ class OpenAIBackend:
     def __init__(self, spec: JudgeSpec) -> None:
         import httpx  # noqa: F401  (fail at load, not at the first request)
 
-        from ..images import sees_images
-
         self.spec = spec
         self.name = spec.name
-        self.vision = sees_images(spec)
+        self.vision = bool(spec.vision)  # decided by make_backend (decide_vision)
         if self.vision:
             require_vision_chat(spec)
         base = spec.execution.base_url or os.environ.get("OPENAI_BASE_URL")

@@ -113,9 +113,12 @@ class BackendKind:
             spec: The judge's `JudgeSpec`.
 
         Returns:
-            The backend the entry's ``replica`` factory makes, or its ``factory``'s.
+            The backend the entry's ``replica`` factory makes, or its ``factory``'s, for the
+            spec whose vision the jury decided (`jurybox.judges.images.decide_vision`).
         """
-        return _load(self.replica or self.factory)(spec)  # type: ignore[no-any-return]
+        from ..images import decide_vision
+
+        return _load(self.replica or self.factory)(decide_vision(spec))  # type: ignore[no-any-return]
 
     def loads_side_by_side(self, spec: Any) -> bool:
         """Whether the judge's model may load while other judges' do.
@@ -271,7 +274,8 @@ def make_backend(spec: Any) -> Backend:
     """A new backend for the judge, of the kind its ``backend`` names.
 
     Args:
-        spec: The judge's `JudgeSpec`.
+        spec: The judge's `JudgeSpec`; the backend is given it with ``vision`` decided
+            (`jurybox.judges.images.decide_vision`).
 
     Returns:
         The judge's backend.
@@ -279,4 +283,6 @@ def make_backend(spec: Any) -> Backend:
     Raises:
         InputError: No backend has the name the spec gives.
     """
-    return backend_kind(spec.backend).make(spec)
+    from ..images import decide_vision
+
+    return backend_kind(spec.backend).make(decide_vision(spec))

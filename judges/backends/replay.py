@@ -306,11 +306,9 @@ class ReplayBackend:
             raise ValueError(f"the recording has no generations of judge {spec.name}")
         self.spec = spec
         self.name = spec.name
-        from ..images import sees_images
-
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(spec)
         require_chat_template(spec, self.tokenizer)
-        self.vision = sees_images(spec)
+        self.vision = bool(spec.vision)  # decided by make_backend (decide_vision)
         if self.vision:
             require_vision_chat(spec)
         self._bos = bos_prefix(self.tokenizer)

@@ -40,7 +40,7 @@ from jurybox.judges import JudgeSpec, JurySpec, provenance
 from jurybox.judges.backends.base import backend_note
 from jurybox.judges.cache import CacheLookup, VerdictCache
 from jurybox.judges.cascade import StagePlan
-from jurybox.judges.images import load_item_images
+from jurybox.judges.images import materialize_images
 from jurybox.rubrics import Item, Rubric, Vote, input_hash
 from jurybox.rubrics.errors import last_line
 from jurybox.rubrics.images import ImageError, ImagePolicy
@@ -90,7 +90,7 @@ def _read_file(
             loaded = got
             if images is not None and got.images_pending:
                 try:
-                    (loaded,) = load_item_images([got], images)
+                    loaded = materialize_images(got, images)
                 except ImageError as exc:
                     error = RowError(n, exc.field or "images", str(exc), file=label or None)
                     yield _row(error=json.dumps(dataclasses.asdict(error)))
@@ -514,7 +514,7 @@ def _answer_from_cache(
         loaded = row
         if images is not None and row.images_pending:
             try:
-                (loaded,) = load_item_images([row], images)
+                loaded = materialize_images(row, images)
             except ImageError:
                 continue  # the read stage makes it an error row
         chunk.append(loaded)

@@ -25,11 +25,12 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from jurybox.judges.images import materialize_images
 from jurybox.judges.judging import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.formula import MAX_FORMULA_CHARS
-from jurybox.rubrics.images import Image, ImageError, ImagePolicy, image_tokens, load_images
+from jurybox.rubrics.images import Image, ImageError, ImagePolicy, image_tokens
 from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
 from jurybox.serving.problems import HTTPProblem, problem_for
@@ -202,7 +203,7 @@ def inline_images(items: list[Item], limits: Limits) -> list[Item]:
             out.append(item.with_images([shared[ref] for ref in item.images]))
             continue
         try:
-            images = load_images(item.images, policy, item=item.id)
+            images = materialize_images(item, policy).loaded_images
         except ImageError as exc:
             where = f"items[{i}].{exc.field or 'images'}"
             raise HTTPProblem(

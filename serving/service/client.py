@@ -21,9 +21,10 @@ from typing import Any
 
 from jurybox.judges import JurySpec
 from jurybox.judges.cache import VerdictCache
+from jurybox.judges.images import materialize_images
 from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord, input_hash
 from jurybox.rubrics.errors import ExecutionError, InputError
-from jurybox.rubrics.images import ImagePolicy, is_inline, load_image
+from jurybox.rubrics.images import ImagePolicy
 from jurybox.rubrics.item_fields import DEFAULT_MAX_FIELD_CHARS
 
 RubricArg = str | Rubric | dict[str, Any]
@@ -386,14 +387,8 @@ class RemoteJury:
         """
         if not item.images:
             return item
-        policy = self.images or ImagePolicy()
-        refs = [
-            ref
-            if is_inline(ref)
-            else load_image(ref, policy, item=item.id, where=f"images[{k}]").data_url()
-            for k, ref in enumerate(item.images)
-        ]
-        return {**_item(item), "images": refs}
+        sent = materialize_images(item, self.images or ImagePolicy(), files_only=True)
+        return {**_item(item), "images": sent.images}
 
     def score(self, rubric: Rubric, items: Sequence[Item]) -> list[Verdict]:
         """One verdict per item, in order, judged by the service.

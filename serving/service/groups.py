@@ -41,11 +41,11 @@ from jurybox.judges.groups import (
     Job,
     listwise_rubric,
 )
-from jurybox.judges.images import jury_sees_images
+from jurybox.judges.images import jury_sees_images, materialize_images
 from jurybox.judges.spec import JurySpec
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.images import Image, ImageError, load_images
+from jurybox.rubrics.images import Image, ImageError
 from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.problems import HTTPProblem, problem_for
 from jurybox.serving.service.admission import (
@@ -123,7 +123,8 @@ def _admitted(request: GroupRequest, limits: Limits, seen_by: str | None) -> _Ad
             raise no_images_seen(seen_by, f"groups[{g}].images")
         if refs:
             try:
-                images = load_images(refs, policy, item=key)
+                group = Item.model_construct(id=key, images=list(refs))  # (its id as given)
+                images = materialize_images(group, policy).loaded_images
             except ImageError as exc:
                 where = f"groups[{g}].{exc.field or 'images'}"
                 if not exc.too_large:

@@ -182,6 +182,39 @@ def test_vision_judges_see_the_images_and_text_only_judges_are_said_once(replay_
     assert sum("does not see images" in n for n in replay_vision.notes()) == 1  # once a run
 
 
+class _Noting:
+    """A backend that notes how many images each request it receives carries."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.received = inner, inner.name, []
+
+    def generate(self, requests, cancelled=None):
+        self.received += [len(r.images) for r in requests]
+        return self.inner.generate(requests, cancelled=cancelled)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_backend_receives_images_only_when_its_judge_sees_them(vision_replay, replay_vision):
+    """Whether a judge sees images is decided where the jury asks it: the text-only judge's
+    backend receives its requests without the images (and the verdicts are those of the jury
+    whose backends filtered them themselves); a backend is made from the spec with ``vision``
+    decided, never unset, so no backend looks at the model's config itself."""
+    from jurybox.judges.backends.registry import make_backend
+
+    spec = replay_vision.spec
+    noting = {j.name: _Noting(make_backend(j)) for j in spec.judges}
+    rubric = load_rubric("mirage-id")
+    with Jury(spec, backends=noting) as jury:
+        verdicts = jury.score(rubric, items())
+    assert any(noting["tiny-idefics3"].received)
+    assert noting["smollm2-135m"].received and not any(noting["smollm2-135m"].received)
+    assert [v.scores for v in verdicts] == [v.scores for v in replay_vision.score(rubric, items())]
+    unset = spec.judges[1].model_copy(update={"vision": None})  # SmolLM2: no vision tower
+    assert make_backend(unset).spec.vision is False
+
+
 def test_a_rubric_without_a_place_shows_the_images_first_and_says_so(replay_vision):
     two = [it.model_copy(update={"reference": "see the photo"}) for it in items(ROWS[:2])]
     (verdict, _) = replay_vision.score(load_rubric("general"), two)
