@@ -60,7 +60,7 @@ def _openapi() -> dict[str, Any]:
     from jurybox.rubrics import list_rubrics
     from jurybox.serving.service.config import Limits
     from jurybox.serving.service.ingress import build_app
-    from jurybox.serving.service.scoring import Metrics
+    from jurybox.serving.service.metrics import Metrics
 
     ingress = SimpleNamespace(
         plan=SimpleNamespace(cors_origins=[]),

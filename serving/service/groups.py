@@ -74,6 +74,7 @@ class GroupScoring(Protocol):
     jury: JurySpec
     gate: Any
     workers: Any
+    calls: Any
 
     def _named(self, name: str) -> Rubric: ...
 
@@ -84,8 +85,6 @@ class GroupScoring(Protocol):
     ) -> list[dict[str, Any]]: ...
 
     def _provenance(self, rubric: Rubric) -> str: ...
-
-    async def _votes_of(self, judge: str, requests: Any, deadline: float) -> Any: ...
 
 
 @dataclass
@@ -558,7 +557,7 @@ async def _each(
             # cancelled, at the judges too (as the scoring path's calls are).
             tasks = [
                 asyncio.ensure_future(
-                    service._votes_of(
+                    service.calls.votes(
                         judge.name,
                         requests.subset([g * ask.judges + j for g in range(n)]),
                         deadline,

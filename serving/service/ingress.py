@@ -29,6 +29,8 @@ from starlette.requests import ClientDisconnect
 
 from jurybox.rubrics import Rubric
 from jurybox.serving.problems import HTTPProblem, body, problem_for, validation_problem
+from jurybox.serving.service.calls import RETRY_AFTER_UNAVAILABLE_S
+from jurybox.serving.service.draining import StateHandle
 from jurybox.serving.service.openrlhf import OpenRLHFRequest, OpenRLHFResponse, Options
 from jurybox.serving.service.protocol import (
     ErrorResponse,
@@ -42,7 +44,7 @@ from jurybox.serving.service.protocol import (
     ScoreRequest,
     ScoreResponse,
 )
-from jurybox.serving.service.scoring import RETRY_AFTER_UNAVAILABLE_S, ScoringService
+from jurybox.serving.service.scoring import ScoringService
 
 logger = logging.getLogger("jurybox.serving")
 
@@ -72,55 +74,46 @@ def _json(problem: HTTPProblem) -> JSONResponse:
     return JSONResponse(body(problem), status_code=problem.status, headers=problem.headers)
 
 
-class JuryIngress(ScoringService):
+class JuryIngress:
     """The ingress deployment's class (see `jurybox.serving.service.builder.build_jury_app`).
 
-    The scoring service with its HTTP app, one of the deployment's replicas, which share their
-    metrics and drain through the deployment's actor (`jurybox.serving.service.shared`).
+    One of the deployment's replicas: the scoring service (`ScoringService`) and its HTTP app. The
+    replicas share their metrics and drain through the deployment's actor
+    (`jurybox.serving.service.shared`).
     """
 
     def __init__(self, plan: dict[str, Any], judges: dict[str, Any]) -> None:
         from ray import serve
 
         context = serve.get_replica_context()
-        super().__init__(
+        self.service = ScoringService(
             plan,
             judges,
             replicas=context.world_size or 1,
             rank=context.rank.rank if context.rank is not None else 0,
             replica=context.replica_id.unique_id,
-            state=self._shared_state,
+            state=StateHandle(),
         )
-        self._state_handle: Any = None
-        self.start_reporting()  # Serve runs __init__ on the replica's event loop
+        self.service.replica.start_reporting()  # Serve runs __init__ on the replica's event loop
 
-    def _shared_state(self) -> Any:
-        """The handle of the replicas' shared state.
+    async def drain(self, timeout_s: float) -> int:
+        """Every ingress replica takes no new score requests (see `Replica.drain`).
 
-        Looked up again after a failure (Serve restarts the actor under the same name).
+        Returns:
+            How many requests are still in flight.
         """
-        from ray import serve
-
-        from jurybox.serving.service.config import STATE_ACTOR
-
-        if self._state_handle is None:
-            self._state_handle = serve.get_deployment_actor(STATE_ACTOR)
-        return self._state_handle
-
-    def state_lost(self) -> None:
-        """Look the shared state's handle up again at the next call."""
-        self._state_handle = None
+        return await self.service.replica.drain(timeout_s)
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        """The replica's FastAPI app, built around this ingress (see `build_app`).
+        """The replica's FastAPI app, built around its scoring service (see `build_app`).
 
         Ray Serve calls this in the replica, after ``__init__``: the app is built there.
         """
-        return build_app(self)
+        return build_app(self.service)
 
 
-def build_app(ingress: JuryIngress) -> FastAPI:
-    """The HTTP app of one ingress replica: plain FastAPI routes that call ``ingress``.
+def build_app(service: ScoringService) -> FastAPI:
+    """The HTTP app of one ingress replica: plain FastAPI routes that call ``service``.
 
     The routes are closures over the ingress, not methods decorated with ``@app.get``: Ray
     Serve's class-based view rewrites such methods' signatures, and with FastAPI >= 0.137 the
@@ -139,11 +132,11 @@ def build_app(ingress: JuryIngress) -> FastAPI:
     # /docs asks for the token and "Try it out" sends it.
     v1: dict[str, Any] = {
         "dependencies": [Security(HTTPBearer(auto_error=False))]
-        if ingress.token is not None
+        if service.token is not None
         else []
     }
 
-    _contract(app, ingress)
+    _contract(app, service)
 
     @app.exception_handler(HTTPProblem)
     async def _on_problem(request: Request, exc: HTTPProblem) -> JSONResponse:
@@ -173,7 +166,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         """CORS, auth and body size before anything reads the body; metrics for every answer."""
         began = time.perf_counter()
         origin = request.headers.get("origin")
-        allowed = origin is not None and origin in ingress.plan.cors_origins
+        allowed = origin is not None and origin in service.plan.cors_origins
         if (
             allowed
             and request.method == "OPTIONS"
@@ -191,9 +184,9 @@ def build_app(ingress: JuryIngress) -> FastAPI:
             )
         else:
             try:
-                response = await _checked(ingress, request, call_next)
+                response = await _checked(service, request, call_next)
             except asyncio.CancelledError:  # the client left and Serve cancelled the request
-                ingress.metrics.observe(request.url.path, 499, time.perf_counter() - began)
+                service.metrics.observe(request.url.path, 499, time.perf_counter() - began)
                 raise
             except ClientDisconnect:  # the client left while its body was read: no failure
                 response = Response(status_code=499)
@@ -209,7 +202,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
             assert origin is not None  # (allowed: the request named an origin)
             response.headers["Access-Control-Allow-Origin"] = origin
             response.headers["Vary"] = "Origin"
-        ingress.metrics.observe(request.url.path, response.status_code, time.perf_counter() - began)
+        service.metrics.observe(request.url.path, response.status_code, time.perf_counter() - began)
         return response
 
     @app.post(
@@ -223,7 +216,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         # Encoded once, by msgspec (json.dumps took ~1.3 ms of an 8-item answer); a NaN would
         # be null here, where Starlette's JSONResponse refuses it.
         return Response(
-            _encode({"verdicts": await ingress.score(request)}), media_type="application/json"
+            _encode({"verdicts": await service.score(request)}), media_type="application/json"
         )
 
     @app.post(
@@ -243,7 +236,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         runs.
         """
         return Response(
-            _encode({"groups": await ingress.groups(request)}), media_type="application/json"
+            _encode({"groups": await service.groups(request)}), media_type="application/json"
         )
 
     @app.post(
@@ -274,7 +267,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         """
         options = Options(score, scale, calibrated, unscored, scores)
         return Response(
-            await ingress.openrlhf(rubric, request, options, request_id(http)),
+            await service.openrlhf(rubric, request, options, request_id(http)),
             media_type="application/json",
         )
 
@@ -286,7 +279,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         summary="The provenance hash verdicts of a rubric and this jury carry",
     )
     async def provenance_of(request: ProvenanceRequest) -> ProvenanceResponse:
-        return await ingress.provenance_of(request)
+        return await service.provenance_of(request)
 
     @app.get(
         "/v1/rubrics",
@@ -296,7 +289,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         summary="The rubrics this service knows",
     )
     async def list_rubrics() -> RubricList:
-        return await ingress.list_rubrics()
+        return await service.list_rubrics()
 
     @app.get(
         "/v1/rubrics/{name}",
@@ -305,7 +298,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         summary="One rubric, in full",
     )
     async def get_rubric(name: str) -> JSONResponse:
-        return JSONResponse(await ingress.get_rubric(name))
+        return JSONResponse(await service.get_rubric(name))
 
     @app.get(
         "/v1/jury",
@@ -315,7 +308,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         summary="The jury: judges, aggregation, provenance per rubric",
     )
     async def jury_info() -> JuryInfo:
-        return await ingress.jury_info()
+        return await service.jury_info()
 
     @app.get(
         "/healthz",
@@ -324,7 +317,7 @@ def build_app(ingress: JuryIngress) -> FastAPI:
         summary="200 when every judge can answer; 503 naming those that cannot",
     )
     async def healthz() -> JSONResponse:
-        health = await ingress.healthz()
+        health = await service.healthz()
         return JSONResponse(health.model_dump(), status_code=200 if health.status == "ok" else 503)
 
     @app.get(
@@ -342,12 +335,12 @@ def build_app(ingress: JuryIngress) -> FastAPI:
     async def metrics_text() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 
-        return Response(await ingress.metrics_text(), media_type=CONTENT_TYPE_LATEST)
+        return Response(await service.replica.metrics_text(), media_type=CONTENT_TYPE_LATEST)
 
     return app
 
 
-def _contract(app: FastAPI, ingress: JuryIngress) -> None:
+def _contract(app: FastAPI, service: ScoringService) -> None:
     """The OpenAPI document says what this service takes.
 
     The names of its rubrics, the fields of an inline rubric, and its limits. What it cannot say
@@ -365,17 +358,17 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
             by_alias=True, ref_template="#/components/schemas/{model}"
         )
         models.update(inline.pop("$defs", {}))
-        limits = ingress.limits
+        limits = service.limits
         inline["properties"]["template"]["maxLength"] = limits.max_template_chars
         inline["properties"]["criteria"]["maxItems"] = limits.max_criteria
         models["InlineRubric"] = inline
         for name in ("ScoreRequest", "ProvenanceRequest", "GroupRequest"):
             models[name]["properties"]["rubric"]["anyOf"] = [
-                {"type": "string", "enum": sorted(ingress.rubrics)},
+                {"type": "string", "enum": sorted(service.rubrics)},
                 {"$ref": "#/components/schemas/InlineRubric"},
             ]
         models["GroupRequest"]["properties"]["pointwise"]["anyOf"] = [
-            {"type": "string", "enum": sorted(ingress.rubrics)},
+            {"type": "string", "enum": sorted(service.rubrics)},
             {"$ref": "#/components/schemas/InlineRubric"},
             {"type": "null"},
         ]
@@ -384,7 +377,7 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
         models["OpenRLHFRequest"]["properties"]["query"]["maxItems"] = limits.max_items
         for parameter in schema["paths"]["/v1/openrlhf/{rubric}"]["post"]["parameters"]:
             if parameter["name"] == "rubric":
-                parameter["schema"]["enum"] = sorted(ingress.rubrics)
+                parameter["schema"]["enum"] = sorted(service.rubrics)
         for field in ("question", "response", "reference", "context"):
             models["ScoreItem"]["properties"][field]["anyOf"][0]["maxLength"] = (
                 limits.max_field_chars
@@ -395,16 +388,16 @@ def _contract(app: FastAPI, ingress: JuryIngress) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Response:
+async def _checked(service: ScoringService, request: Request, call_next: Any) -> Response:
     """The checks every request passes before its route runs, cheapest first.
 
     Each refusal a JSON error: one client's share of the replica, auth, drain, the body's size and
     the time it may take to arrive.
     """
     client = request.client.host if request.client is not None else ""
-    with ingress.clients.held(client) as admitted:
+    with service.clients.held(client) as admitted:
         if not admitted:
-            limit = ingress.limits.max_client_requests
+            limit = service.limits.max_client_requests
             return _json(
                 HTTPProblem(
                     429,
@@ -427,8 +420,8 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
         given = _given_token(authorization[0] if authorization else "")
         if (
             request.url.path.startswith("/v1/")
-            and ingress.token is not None
-            and not hmac.compare_digest(given, ingress.token.encode())
+            and service.token is not None
+            and not hmac.compare_digest(given, service.token.encode())
         ):
             return _json(
                 HTTPProblem(
@@ -440,7 +433,7 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
                     headers={"WWW-Authenticate": "Bearer"},
                 )
             )
-        if ingress.draining and request.url.path.startswith(
+        if service.replica.draining and request.url.path.startswith(
             ("/v1/score", "/v1/groups", "/v1/openrlhf/")
         ):
             return _json(
@@ -451,7 +444,7 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
                     headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
                 )
             )
-        limit = ingress.limits.max_body_bytes
+        limit = service.limits.max_body_bytes
         length = request.headers.get("content-length")
         too_large = HTTPProblem(
             413,
@@ -478,7 +471,7 @@ async def _checked(ingress: JuryIngress, request: Request, call_next: Any) -> Re
         if length is not None and request.method in ("POST", "PUT", "PATCH"):
             # A body that trickles in holds a slot of the replica for as long as it takes:
             # it must arrive within body_timeout_s (the route reads it again, from memory).
-            timeout = ingress.limits.body_timeout_s
+            timeout = service.limits.body_timeout_s
             try:
                 await asyncio.wait_for(request.body(), timeout)
             except TimeoutError:

@@ -2,36 +2,30 @@
 
 A request's rubric and items admitted, looked up in the verdict cache, the rest sent to every judge
 deployment at once (a jury's latency is its slowest judge, not the sum) and decided: the judging
-path of ``jurybox judge``, with the service only moving items in and verdicts out. Around it: a
-bounded queue (`Gate`: 429 with Retry-After when full), a per-request deadline (504) that cancels
-the judges' work too, health, Prometheus metrics and a graceful drain, each shared with the other
-ingress replicas (`jurybox.serving.service.shared`). The HTTP routes are
-`jurybox.serving.service.ingress`.
+path of ``jurybox judge``, with the service only moving items in and verdicts out. It is composed of
+rooms of one job each: a bounded queue (`jurybox.serving.service.gate`: 429 with Retry-After when
+full), the batches requests are judged in (`jurybox.serving.service.batching`), the calls to the
+judges (`jurybox.serving.service.calls`), Prometheus metrics (`jurybox.serving.service.metrics`)
+and the drain and metrics shared with the other ingress replicas
+(`jurybox.serving.service.draining`); around them a per-request deadline (504) that cancels the
+judges' work too, and health. The HTTP routes are `jurybox.serving.service.ingress`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
-import contextvars
-import functools
 import json
 import logging
-import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from jurybox.judges import provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
-from jurybox.judges.cascade import Steps
 from jurybox.judges.images import jury_sees_images
-from jurybox.judges.judging import Requests
 from jurybox.judges.parsing import reason_code
 from jurybox.rubrics import Rubric, Verdict, input_hash
-from jurybox.rubrics.errors import InputError, last_line
+from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import RewardSpec, Unscored
 from jurybox.serving.problems import HTTPProblem
 from jurybox.serving.service import openrlhf
@@ -43,9 +37,14 @@ from jurybox.serving.service.admission import (
     inline_rubric,
     prepare,
 )
+from jurybox.serving.service.batching import Batches
+from jurybox.serving.service.calls import JudgeCalls
 from jurybox.serving.service.config import ResolvedConfig
+from jurybox.serving.service.draining import Replica, StateHandle
+from jurybox.serving.service.gate import Gate, share
+from jurybox.serving.service.metrics import Metrics, Shared
 from jurybox.serving.service.openrlhf import Filter, OpenRLHFRequest, Options
-from jurybox.serving.service.pace import SHARE, Pace, check_pace, slices
+from jurybox.serving.service.pace import check_pace
 from jurybox.serving.service.protocol import (
     GroupRequest,
     Health,
@@ -61,200 +60,11 @@ from jurybox.serving.service.protocol import (
 
 logger = logging.getLogger("jurybox.serving")
 
-# What a 503 for a judge that could not answer tells the client to wait (Serve restarts a dead
-# replica; a tiny model reloads in seconds, a large one in about a minute).
-RETRY_AFTER_UNAVAILABLE_S = 10
 # The longest a request waits for the verdict cache (another process writing or vacuuming the
 # file) before it judges, or answers, without it.
 CACHE_BUSY_S = 2.0
 # How long one answer of /healthz and /metrics (open routes) serves every caller.
 HEALTH_CACHE_S = 1.0
-
-
-class Metrics:
-    """Prometheus metrics of one ingress replica (/metrics serves every replica's, summed)."""
-
-    def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-        self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "jurybox_requests",
-            "HTTP requests by route and status",
-            ["route", "status"],
-            registry=self.registry,
-        )
-        self.latency = Histogram(
-            "jurybox_request_seconds",
-            "Request latency in seconds",
-            ["route"],
-            registry=self.registry,
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
-        )
-        self.votes = Counter(
-            "jurybox_votes", "Votes returned, by judge", ["judge"], registry=self.registry
-        )
-        self.unscored = Counter(
-            "jurybox_unscored_votes",
-            "Unscored votes by judge and reason (a code of jurybox.judges.parsing.REASON_CODES)",
-            ["judge", "reason"],
-            registry=self.registry,
-        )
-        self.queue = Gauge(
-            "jurybox_queue_depth", "Score requests waiting or being scored", registry=self.registry
-        )
-        self.judge_calls = Counter(
-            "jurybox_judge_requests",
-            "Requests sent to a judge deployment (each with the prompts of a request's open items)",
-            ["judge"],
-            registry=self.registry,
-        )
-        self.cache = Counter(
-            "jurybox_verdict_cache",
-            "Items looked up in the verdict cache, "
-            "by result (hit: answered from it; miss: judged; skipped: judged "
-            "or not stored, the cache being locked by another process)",
-            ["result"],
-            registry=self.registry,
-        )
-
-    def observe(self, path: str, status: int, seconds: float) -> None:
-        """Count one answered request by route and status and record its latency.
-
-        A path that is not one of the fixed routes (``/v1/rubrics/{name}`` included) counts as
-        ``other``, one of OpenRLHF's rewards as ``/v1/openrlhf/{rubric}``.
-        """
-        if path in (
-            "/v1/score",
-            "/v1/groups",
-            "/v1/provenance",
-            "/healthz",
-            "/metrics",
-            "/v1/jury",
-            "/v1/rubrics",
-        ):
-            route = path
-        elif path.startswith("/v1/openrlhf/"):
-            route = "/v1/openrlhf/{rubric}"
-        else:
-            route = "other"
-        self.requests.labels(route, str(status)).inc()
-        self.latency.labels(route).observe(seconds)
-
-    def count_votes(self, records: list[dict[str, Any]]) -> None:
-        """Count the votes of verdict records by judge, the unscored ones by judge and reason.
-
-        By reason code, a closed set: a reason's text can carry an item's.
-        """
-        from jurybox.judges.parsing import reason_code
-
-        votes: collections.Counter[str] = collections.Counter()
-        unscored: collections.Counter[tuple[str, str]] = collections.Counter()
-        for record in records:
-            for vote in record["votes"]:
-                votes[vote["judge"]] += 1
-                if vote["score"] is None:
-                    unscored[vote["judge"], reason_code(vote["error"] or "")] += 1
-        for judge, n in votes.items():  # one metric update per label, not per vote
-            self.votes.labels(judge).inc(n)
-        for (judge, kind), n in unscored.items():
-            self.unscored.labels(judge, kind).inc(n)
-
-    def text(self) -> bytes:
-        """Every metric in Prometheus's text exposition format."""
-        from prometheus_client import generate_latest
-
-        return generate_latest(self.registry)
-
-
-class Gate:
-    """At most ``concurrent`` batches judged at once and ``queued`` requests waiting for a slot.
-
-    A request beyond that is told to come back (429 with Retry-After) instead of waiting without
-    bound. The requests that wait together are judged together (`_Batch`).
-    """
-
-    def __init__(self, concurrent: int, queued: int, gauge: Any) -> None:
-        self.slots = asyncio.Semaphore(concurrent)
-        self.concurrent, self.queued = concurrent, queued
-        self.waiting = self.active = 0
-        self.seconds = 1.0  # moving average of a batch's judging time, for Retry-After
-        self.gauge = gauge
-        self.pace = Pace()  # how fast the judges answer
-
-    def retry_after(self) -> int:
-        """Seconds a refused request is told to wait.
-
-        The average judging time of a batch, rounded up, between 1 and 60 (the requests waiting now
-        are judged in the next batches, together).
-        """
-        batches = 1 + self.waiting // max(1, self.queued)
-        return int(min(60, max(1, math.ceil(self.seconds * batches))))
-
-    def admit(self, admitted: bool = False) -> None:
-        """Count one more request waiting; 429 when every slot is busy and the queue full.
-
-        ``admitted``: a later slice of a request admitted already, counted but never refused
-        (a 429 halfway would throw away the slices judged).
-        """
-        if self.waiting >= self.queued and not admitted:
-            raise HTTPProblem(
-                429,
-                "overloaded",
-                f"the service is busy ({self.active} batches "
-                f"judging, {self.waiting} requests waiting); retry later",
-                headers={"Retry-After": str(self.retry_after())},
-            )
-        self.waiting += 1
-        self._show()
-
-    def left(self, n: int = 1) -> None:
-        """``n`` requests stop waiting (judged now, or gone)."""
-        self.waiting -= n
-        self._show()
-
-    @contextlib.asynccontextmanager
-    async def slot(self, held: bool = False) -> AsyncIterator[None]:
-        """One batch judging, once a slot is free (``held``: taken already)."""
-        if not held:
-            await self.slots.acquire()
-        self.active += 1
-        self._show()
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.active -= 1
-            self.slots.release()
-            self._show()
-            self.seconds = 0.8 * self.seconds + 0.2 * (time.perf_counter() - began)
-
-    def _show(self) -> None:
-        self.gauge.set(self.waiting + self.active)
-
-
-class _Part:
-    """One request's share of a batch: its requests to judge, deadline and answer."""
-
-    def __init__(self, requests: Requests, deadline: float) -> None:
-        self.requests, self.deadline = requests, deadline
-        self.answer: asyncio.Future[list[Verdict]] = asyncio.get_running_loop().create_future()
-        self.waiting = True  # counted as waiting at the gate
-
-
-class _Batch:
-    """Requests of one rubric and jury (one provenance) that waited for a slot together.
-
-    They are judged in one walk through the jury's steps: one call per judge for all of them instead
-    of one each (a trainer's one-sample requests arrive by the dozen).
-    """
-
-    def __init__(self, rubric: Rubric, prov: str) -> None:
-        self.rubric, self.prov = rubric, prov
-        self.parts: list[_Part] = []
-        self.calls = 0  # judge calls per judge so far
-        self.started = False
-        self.task: asyncio.Future[None] | None = None
 
 
 class ScoringService:
@@ -277,7 +87,7 @@ class ScoringService:
         replicas: int = 1,
         rank: int = 0,
         replica: str = "ingress",
-        state: Callable[[], Any] | None = None,
+        state: StateHandle | None = None,
     ) -> None:
         self.plan = ResolvedConfig.model_validate(plan)
         self.jury = self.plan.jury_spec()
@@ -318,17 +128,15 @@ class ScoringService:
             share(self.limits.max_queued, replicas, rank),
             self.metrics.queue,
         )
-        self._open: dict[str, _Batch] = {}  # by provenance: the batch requests join
-        self._batches: set[asyncio.Task[None]] = set()  # running: the service holds them
+        self.calls = JudgeCalls(
+            self.jury, judges, self.metrics, self.gate.pace, self.plan.health_timeout_s
+        )
+        self.batches = Batches(self.gate, self.calls, self.limits.max_judge_calls)
         # Inline rubrics are validated and rendered there.
         self.workers = Workers(queued=self.limits.max_render_queued)
         self.clients = Clients(self.limits.max_client_requests)  # open requests per address
-        self.in_flight = 0  # score requests being answered
-        self.draining = False  # set on shutdown: new score requests get 503
-        self.replica, self._state = replica, state
-        self._reporter: asyncio.Task[None] | None = None
+        self.replica = Replica(replica, self.metrics, state)  # in flight, drain, shared metrics
         self._health = Shared(self._check_health, HEALTH_CACHE_S)
-        self._metrics_text = Shared(self._read_metrics, 0.0)  # callers at once share a read
 
     def __del__(self) -> None:
         workers = self.__dict__.get("workers")
@@ -400,62 +208,6 @@ class ScoringService:
             return self.provenances[rubric.name]
         return provenance(rubric, self.jury)
 
-    async def _votes_of(self, judge: str, requests: Any, deadline: float) -> Any:
-        """One judge's votes; a replica that dies is asked once more.
-
-        Serve routes the retry to a live or restarted replica. A judge that still cannot answer
-        fails the request with a retryable 503, never with votes: as in-process (``JudgeFailed``),
-        an infrastructure failure is no verdict, so a client (``judge --url``) writes nothing and a
-        rerun retries.
-        """
-        from ray.exceptions import RayActorError
-        from ray.serve.exceptions import BackPressureError
-
-        handle = self.judges[judge]
-        reason = "no answer"
-        for _ in range(2):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            self.metrics.judge_calls.labels(judge).inc()
-            began = time.monotonic()
-            response = handle.votes.remote(requests)
-            try:
-                votes = await asyncio.wait_for(response, left)
-                self.gate.pace.measured(judge, len(requests.requests), time.monotonic() - began)
-                return votes
-            except (TimeoutError, asyncio.CancelledError) as exc:
-                # Past the deadline, or the client left: stop the judge's work too (awaiting
-                # no more does not cancel it), so none runs beside the next request's.
-                try:
-                    response.cancel()
-                except Exception:  # its routing failed at this very moment: nothing to stop
-                    pass
-                if _cancelled_here() or not isinstance(exc, asyncio.CancelledError):
-                    raise
-                # Cancelled by someone else (Serve, for another request): no answer, asked again.
-                reason = "its call was cancelled"
-                continue
-            except BackPressureError as exc:
-                raise HTTPProblem(
-                    429,
-                    "overloaded",
-                    f"judge {judge} is busy; retry later",
-                    headers={"Retry-After": str(int(exc.retry_after_s or 5))},
-                ) from None
-            except RayActorError as exc:
-                reason = f"its replica died ({type(exc).__name__})"
-                continue
-            except Exception as exc:
-                reason = _short(exc)
-                break
-        raise HTTPProblem(
-            503,
-            "unavailable",
-            f"judge {judge} could not answer: {reason}; nothing was scored, retry later",
-            headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
-        )
-
     async def _score(
         self, request: ScoreRequest, deadline: float, limit_items: bool = True
     ) -> list[dict[str, Any]]:
@@ -468,182 +220,11 @@ class ScoringService:
         if lookup.todo and limit_items:  # (a group request's rounds: checked as a whole)
             check_pace(self, len(lookup.todo) * len(requests.calls), deadline)
         if lookup.todo:
-            fresh = await self._judged(rubric, prov, requests.subset(lookup.todo), deadline)
+            fresh = await self.batches.judged(rubric, prov, requests.subset(lookup.todo), deadline)
             await self._stored(lookup, fresh)
         records = await asyncio.to_thread(self._records, rubric, prov, lookup, fresh, items)
         self.metrics.count_votes(records)
         return records
-
-    async def _judged(
-        self, rubric: Rubric, prov: str, requests: Requests, deadline: float
-    ) -> list[Verdict]:
-        """The verdicts of ``requests``, a slice at a time beyond a slice (`pace.slices`).
-
-        At most `pace.SHARE` slices at once, each waiting for a slot as a request does: the other
-        requests' batches are judged between them.
-        """
-        parts = slices(len(requests.item_ids), len(requests.calls), self.limits.max_judge_calls)
-        if len(parts) == 1:
-            return await self._judged_together(rubric, prov, requests, deadline)
-        share = asyncio.Semaphore(SHARE)
-
-        first = asyncio.Event()  # the first slice is past the gate: the request is admitted
-
-        async def part(k: int, items: range) -> list[Verdict]:
-            async with share:
-                if k:
-                    await first.wait()
-                subset = requests.subset(list(items))
-                return await self._judged_together(
-                    rubric, prov, subset, deadline, admitted=k > 0, entered=first
-                )
-
-        return [
-            v
-            for verdicts in await _all([part(k, p) for k, p in enumerate(parts)])
-            for v in verdicts
-        ]
-
-    async def _judged_together(
-        self,
-        rubric: Rubric,
-        prov: str,
-        requests: Requests,
-        deadline: float,
-        admitted: bool = False,
-        entered: asyncio.Event | None = None,
-    ) -> list[Verdict]:
-        """The verdicts of ``requests``, judged as soon as a slot is free.
-
-        Together with the other requests of the same rubric that wait for one meanwhile (up to
-        ``max_judge_calls`` per batch). ``admitted``: a later slice of an admitted request (never
-        a 429); ``entered`` is set once this one is past the gate.
-        """
-        part = _Part(requests, deadline)
-        batch = self._open.get(prov)
-        calls = len(requests.requests)
-        if batch is None and not self.gate.slots.locked():
-            # A free slot: judged at once, alone (as if no batching; nothing waits to join).
-            await self.gate.slots.acquire()  # (free: returns without waiting)
-            part.waiting = False
-            batch = _Batch(rubric, prov)
-            batch.task = self._detached(self._run_batch(batch, held=True))
-            batch.task.add_done_callback(functools.partial(self._unused_slot, batch))
-        else:
-            self.gate.admit(admitted)
-            if batch is None or batch.calls + calls > self.limits.max_judge_calls:
-                batch = self._open[prov] = _Batch(rubric, prov)
-                batch.task = self._detached(self._run_batch(batch))
-        batch.parts.append(part)
-        batch.calls += calls
-        if entered is not None:
-            entered.set()
-        try:
-            return await asyncio.shield(part.answer)
-        except asyncio.CancelledError:  # its client left, or its deadline passed
-            part.answer.cancel()
-            if part.waiting:
-                part.waiting = False
-                self.gate.left()
-            if batch.task is not None and all(p.answer.done() for p in batch.parts):
-                # Nobody waits for it: stop its judges' work too, and let no request join it.
-                if self._open.get(prov) is batch:
-                    del self._open[prov]
-                batch.task.cancel()
-            raise
-
-    def _detached(self, run: Any) -> asyncio.Task[None]:
-        """``run`` as a task of the service's own, which no request's cancellation reaches.
-
-        In an empty context: a task copies the context of the request that made it, and Ray Serve
-        cancels every handle call made in a request's context when that request is cancelled (its
-        client left), which would fail every other request merged into the batch. The service
-        keeps the task until it ends (the event loop holds tasks only weakly).
-        """
-        task = asyncio.get_running_loop().create_task(run, context=contextvars.Context())
-        self._batches.add(task)
-        task.add_done_callback(self._batches.discard)
-        return task
-
-    def _unused_slot(self, batch: _Batch, _: object) -> None:
-        """A batch cancelled before it began gives back the slot it was given."""
-        if not batch.started:
-            self.gate.slots.release()
-
-    async def _run_batch(self, batch: _Batch, held: bool = False) -> None:
-        try:
-            async with self.gate.slot(held):
-                if self._open.get(batch.prov) is batch:
-                    del self._open[batch.prov]  # the next requests start a batch of their own
-                batch.started = True
-                waiting = [p for p in batch.parts if p.waiting]
-                for p in waiting:
-                    p.waiting = False
-                self.gate.left(len(waiting))
-                live = [p for p in batch.parts if not p.answer.done()]
-                if live:
-                    await self._answer(batch.rubric, batch.prov, live)
-        except BaseException as exc:
-            if self._open.get(batch.prov) is batch:
-                del self._open[batch.prov]
-            for p in batch.parts:
-                if p.waiting:
-                    p.waiting = False
-                    self.gate.left()
-                if not p.answer.done():  # a client still waits: an answer, never a cancel
-                    p.answer.set_exception(exc if isinstance(exc, Exception) else _stopped())
-            if not isinstance(exc, Exception):
-                raise
-
-    async def _answer(self, rubric: Rubric, prov: str, parts: list[_Part]) -> None:
-        """Judge ``parts`` together and give each its verdicts.
-
-        If the batch fails (a judge cannot take it), each part is judged alone, so that only the
-        part at fault fails.
-        """
-        deadline = max(p.deadline for p in parts)
-        joined = Requests.join([p.requests for p in parts]) if len(parts) > 1 else parts[0].requests
-        try:
-            verdicts = await self._steps(rubric, prov, joined, deadline)
-        except Exception as exc:
-            if len(parts) == 1:
-                raise
-            logger.info(
-                "a batch of %d requests failed (%s); judging each alone", len(parts), _short(exc)
-            )
-            for p in parts:
-                if p.answer.done():
-                    continue
-                try:
-                    alone = await self._steps(rubric, prov, p.requests, p.deadline)
-                except Exception as one:
-                    if not p.answer.done():
-                        p.answer.set_exception(one)
-                else:
-                    if not p.answer.done():
-                        p.answer.set_result(alone)
-            return
-        start = 0
-        for p in parts:
-            n = len(p.requests.item_ids)
-            if not p.answer.done():
-                p.answer.set_result(verdicts[start : start + n])
-            start += n
-
-    async def _steps(
-        self, rubric: Rubric, prov: str, requests: Requests, deadline: float
-    ) -> list[Verdict]:
-        """Every judge of a step at once.
-
-        A cascaded jury's later stages get only the items the earlier ones left open.
-        """
-        steps = Steps(rubric, self.jury, prov, requests)
-        while (step := steps.next()) is not None:
-            judges, open_requests = step
-            votes = await _all([self._votes_of(j.name, open_requests, deadline) for j in judges])
-            # Deciding (aggregation, a client's formula) is CPU work: not on the loop.
-            await asyncio.to_thread(steps.add, votes)
-        return steps.verdicts()
 
     def _records(
         self, rubric: Rubric, prov: str, lookup: CacheLookup, fresh: list[Verdict], items: list[Any]
@@ -691,22 +272,19 @@ class ScoringService:
         Calibrated when a map applies; 504 past ``request_timeout_s``.
         """
         timeout = self.limits.request_timeout_s
-        self.in_flight += 1
-        try:
-            records = await asyncio.wait_for(
-                self._score(request, time.monotonic() + timeout), timeout
-            )
-        except TimeoutError:
-            raise HTTPProblem(
-                504,
-                "timeout",
-                f"the request took longer than the service's "
-                f"deadline of {self.limits.request_timeout_s:g} s "
-                "(request_timeout_s); retry with fewer items",
-            ) from None
-        finally:
-            self.in_flight -= 1
-        return records
+        with self.replica.flight():
+            try:
+                return await asyncio.wait_for(
+                    self._score(request, time.monotonic() + timeout), timeout
+                )
+            except TimeoutError:
+                raise HTTPProblem(
+                    504,
+                    "timeout",
+                    f"the request took longer than the service's "
+                    f"deadline of {self.limits.request_timeout_s:g} s "
+                    "(request_timeout_s); retry with fewer items",
+                ) from None
 
     async def groups(self, request: GroupRequest) -> list[dict[str, Any]]:
         """POST /v1/groups: ``{"groups": [...]}``, each group's rewards.
@@ -717,21 +295,19 @@ class ScoringService:
         from jurybox.serving.service.groups import score_groups
 
         timeout = self.limits.request_timeout_s
-        self.in_flight += 1
-        try:
-            return await asyncio.wait_for(
-                score_groups(self, request, time.monotonic() + timeout), timeout
-            )
-        except TimeoutError:
-            raise HTTPProblem(
-                504,
-                "timeout",
-                f"the request took longer than the service's "
-                f"deadline of {timeout:g} s (request_timeout_s); retry with fewer "
-                "groups or a design with fewer calls",
-            ) from None
-        finally:
-            self.in_flight -= 1
+        with self.replica.flight():
+            try:
+                return await asyncio.wait_for(
+                    score_groups(self, request, time.monotonic() + timeout), timeout
+                )
+            except TimeoutError:
+                raise HTTPProblem(
+                    504,
+                    "timeout",
+                    f"the request took longer than the service's "
+                    f"deadline of {timeout:g} s (request_timeout_s); retry with fewer "
+                    "groups or a design with fewer calls",
+                ) from None
 
     async def openrlhf(
         self, rubric: str, request: OpenRLHFRequest, options: Options, request_id: str = ""
@@ -837,85 +413,6 @@ class ScoringService:
                 )
         return json.dumps(given).encode()
 
-    async def drain(self, timeout_s: float) -> int:
-        """Make every ingress replica take no new score requests and wait for those in flight.
-
-        New score requests are answered 503 with Retry-After; the wait, at most ``timeout_s``, is
-        for those in flight on any replica to finish (``jurybox serve`` calls it on Ctrl-C, before
-        it deletes the application).
-
-        Returns:
-            How many requests are still in flight.
-        """
-        self.draining = True
-        deadline = time.monotonic() + timeout_s
-        if self._state is not None:
-            try:
-                return await self._drain_all(deadline)
-            except Exception as exc:  # no shared state to reach: drain this replica alone
-                self.state_lost()
-                logger.warning(
-                    "drain: the other ingress replicas cannot be told (%s); draining this one",
-                    _short(exc),
-                )
-        while self.in_flight and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        return self.in_flight
-
-    async def _drain_all(self, deadline: float) -> int:
-        assert self._state is not None
-        await self._state().drain.remote()
-        while True:
-            await self._report()
-            status = await self._state().status.remote()
-            # Done once every live replica has heard of the drain (so admits no more) and none
-            # has a request in flight.
-            if (status["all_know"] and not status["in_flight"]) or time.monotonic() >= deadline:
-                return int(status["in_flight"])
-            await asyncio.sleep(0.1)
-
-    # -- sharing with the other ingress replicas ---------------------------------------------
-
-    def start_reporting(self) -> None:
-        """Report to the shared state every ``REPORT_S`` seconds from now on.
-
-        A no-op without a shared state, outside an event loop, or when already reporting.
-        """
-        if self._state is None or self._reporter is not None:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._reporter = loop.create_task(self._reporting())
-
-    def state_lost(self) -> None:
-        """A call to the shared state failed (a subclass holding its handle looks it up again)."""
-
-    async def _reporting(self) -> None:
-        from jurybox.serving.service.shared import REPORT_S
-
-        while True:
-            try:
-                await self._report()
-            except Exception as exc:  # the state restarting: the next report rebuilds it
-                self.state_lost()
-                logger.debug("report to the shared ingress state failed: %s", _short(exc))
-            await asyncio.sleep(REPORT_S)
-
-    async def _report(self) -> None:
-        """This replica's metrics and requests in flight to the shared state.
-
-        Learns from it whether to drain.
-        """
-        from jurybox.serving.service.shared import snapshot
-
-        assert self._state is not None
-        if await self._state().report.remote(
-            self.replica, os.getpid(), snapshot(self.metrics.registry), self.in_flight
-        ):
-            self.draining = True
-
     async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
         """POST /v1/provenance: the provenance hash of the rubric (named or inline) with this jury.
 
@@ -999,117 +496,7 @@ class ScoringService:
         return await self._health.get()
 
     async def _check_health(self) -> Health:
-        states = await asyncio.gather(*(self._judge_state(j.name) for j in self.jury.judges))
+        states = await asyncio.gather(*(self.calls.state(j.name) for j in self.jury.judges))
         judges = dict(zip((j.name for j in self.jury.judges), states))
         ok = all(s == "ok" for s in judges.values())
         return Health(status="ok" if ok else "unavailable", judges=judges)
-
-    async def _judge_state(self, judge: str) -> str:
-        try:
-            response = self.judges[judge].ping.remote()
-            await asyncio.wait_for(response, self.plan.health_timeout_s)
-            return "ok"
-        except TimeoutError:
-            response.cancel()
-            return f"no answer within {self.plan.health_timeout_s:g} s (loading, or overloaded)"
-        except Exception as exc:
-            return _short(exc)
-
-    async def metrics_text(self) -> bytes:
-        """GET /metrics: the metrics of every ingress replica, summed, as Prometheus text.
-
-        This replica's alone without a shared state; 503 while the shared state cannot be read
-        (Serve restarting it). Callers that come while it is read share that reading.
-        """
-        return await self._metrics_text.get()
-
-    async def _read_metrics(self) -> bytes:
-        from jurybox.serving.service.shared import render
-
-        if self._state is None:
-            return self.metrics.text()
-        try:
-            await self._report()  # this replica's counts as of now
-            families = await self._state().metrics.remote()
-        except Exception as exc:
-            self.state_lost()
-            raise HTTPProblem(
-                503,
-                "unavailable",
-                "the metrics the ingress replicas share "
-                f"cannot be read right now ({_short(exc)}); retry shortly",
-                headers={"Retry-After": "2"},
-            ) from None
-        return render(families)
-
-
-class Shared:
-    """One answer of ``fetch`` for every caller within ``ttl_s`` seconds.
-
-    Callers that come while it is being fetched await that fetch (which a caller's leaving does not
-    cancel).
-    """
-
-    def __init__(self, fetch: Callable[[], Any], ttl_s: float) -> None:
-        self.fetch, self.ttl_s = fetch, ttl_s
-        self._value: tuple[float, Any] | None = None
-        self._task: asyncio.Future[Any] | None = None
-
-    async def get(self) -> Any:
-        """The answer kept within ``ttl_s`` seconds, else the fetch under way, else a new one."""
-        if self._value is not None and time.monotonic() - self._value[0] < self.ttl_s:
-            return self._value[1]
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self.fetch())
-            self._task.add_done_callback(self._keep)
-        return await asyncio.shield(self._task)
-
-    def _keep(self, task: asyncio.Future[Any]) -> None:
-        if not task.cancelled() and task.exception() is None:
-            self._value = (time.monotonic(), task.result())
-
-
-def share(total: int, replicas: int, rank: int) -> int:
-    """Replica ``rank``'s share of ``total`` among ``replicas``.
-
-    The shares add up to ``total`` exactly (the first ``total % replicas`` replicas take one more).
-    """
-    return total // replicas + (1 if rank < total % replicas else 0)
-
-
-async def _all(calls: list[Any]) -> list[Any]:
-    """Every judge's answer; when one fails the request, the others' calls are cancelled.
-
-    When one fails the request (503, 429), the others' calls are cancelled, at the judges too,
-    instead of judging on for a request that has failed.
-    """
-    tasks = [asyncio.ensure_future(call) for call in calls]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        raise
-
-
-def _cancelled_here() -> bool:
-    """Whether the running task is being cancelled (else a CancelledError came from elsewhere)."""
-    task = asyncio.current_task()
-    return task is None or task.cancelling() > 0
-
-
-def _stopped() -> HTTPProblem:
-    """What a client still waiting gets when its batch is stopped under it (the service stops)."""
-    return HTTPProblem(
-        503,
-        "unavailable",
-        "the batch this request was judged in was stopped (the service is shutting "
-        "down); nothing was scored, retry later",
-        headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
-    )
-
-
-def _short(exc: BaseException) -> str:
-    """An exception from another process, in one line, with its type."""
-    cause = getattr(exc, "cause", None) or exc
-    return f"{type(cause).__name__}: {last_line(exc)}"[:300]

@@ -233,7 +233,7 @@ def test_workers_bound_a_templates_time_and_memory_and_recover():
 
 def test_a_500_is_json_and_counted_in_metrics():
     from jurybox.serving.service.ingress import build_app
-    from jurybox.serving.service.scoring import Metrics
+    from jurybox.serving.service.metrics import Metrics
 
     async def broken():
         raise RuntimeError("boom")

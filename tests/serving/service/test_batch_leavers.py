@@ -120,7 +120,7 @@ async def merged_and_judged(service: ScoringService, first: ScoreRequest, second
     await until(lambda: service.gate.waiting == 1, "one waiting")
     tasks.append(loop.create_task(as_request(service.score(second))))
     await until(lambda: service.gate.waiting == 2, "two waiting")
-    (batch,) = service._open.values()
+    (batch,) = service.batches.open.values()
     assert len(batch.parts) == 2
     before = calls(service)
     await holder
@@ -155,7 +155,7 @@ def test_a_client_that_leaves_a_merged_batch_fails_no_one_merged_with_it(scoring
 def test_a_batch_every_client_left_stops_its_judge_calls(scoring):
     async def run() -> int:
         leavers = await merged_and_judged(scoring, request(1), request(2))
-        running = list(scoring._batches)
+        running = list(scoring.batches.tasks)
         assert running, "the merged batch is not running"
         for task in leavers:
             task.cancel()

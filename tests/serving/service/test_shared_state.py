@@ -9,7 +9,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from jurybox.serving.service import shared
-from jurybox.serving.service.scoring import Metrics, share
+from jurybox.serving.service.gate import share
+from jurybox.serving.service.metrics import Metrics
 from jurybox.serving.service.shared import SharedState, merge, render, snapshot
 
 
