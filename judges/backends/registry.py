@@ -48,7 +48,7 @@ def _load(reference: str | Callable) -> Callable:
     """``reference`` itself, or the attribute a ``"module:attribute"`` string names."""
     if isinstance(reference, str):
         module, _, attribute = reference.partition(":")
-        return getattr(importlib.import_module(module), attribute)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), attribute)
     return reference
 
 
@@ -104,7 +104,7 @@ class BackendKind:
         Returns:
             The backend the factory makes.
         """
-        return _load(self.factory)(spec)  # type: ignore[no-any-return]
+        return _load(self.factory)(spec)
 
     def make_replica(self, spec: Any) -> Backend:
         """A new backend for ``spec`` as a scoring service's replica runs it.
@@ -115,7 +115,7 @@ class BackendKind:
         Returns:
             The backend the entry's ``replica`` factory makes, or its ``factory``'s.
         """
-        return _load(self.replica or self.factory)(spec)  # type: ignore[no-any-return]
+        return _load(self.replica or self.factory)(spec)
 
     def loads_side_by_side(self, spec: Any) -> bool:
         """Whether the judge's model may load while other judges' do.

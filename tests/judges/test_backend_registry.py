@@ -67,6 +67,19 @@ def test_a_package_s_backend_judges_through_the_entry_point_group(tmp_path):
     # Every criterion of mirage-mg is on 0-4: the lowest point everywhere, the formula 0.
     assert all(set(r["scores"].values()) == {0.0} for r in records), records[0]["scores"]
     assert {v["judge"] for r in records for v in r["votes"]} == {"lowest"}
+    # The package's entry point declares its kind: a model known by name, not weights here.
+    declared = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from jurybox.judges.backends.registry import backend_kind; "
+            "print(backend_kind('lowest').kind)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert declared.stdout.strip() == "remote", declared.stderr[-2000:]
     # Without the package on the path, the jury file names a backend nobody knows.
     env.pop("PYTHONPATH")
     run = subprocess.run(
