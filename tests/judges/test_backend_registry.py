@@ -223,7 +223,7 @@ def test_kinds_and_capabilities_come_from_the_entry(monkeypatch):
     assert not loads_side_by_side(_judge("split-for-tests"))
 
 
-def test_a_package_declares_its_kind_through_the_entry_point(monkeypatch, tmp_path):
+def test_a_package_declares_its_kind_through_the_entry_point(monkeypatch, tmp_path, request):
     from importlib.metadata import EntryPoint
 
     from jurybox.judges.backends import registry
@@ -242,6 +242,8 @@ def test_a_package_declares_its_kind_through_the_entry_point(monkeypatch, tmp_pa
         EntryPoint("bare-plugin", "api_plugin_for_tests:Judge", registry.ENTRY_POINTS),
     ]
     monkeypatch.setattr(registry, "entry_points", lambda group: points)
+    registry._entry_point_kinds.cache_clear()  # read once per import path: these, then the real
+    request.addfinalizer(registry._entry_point_kinds.cache_clear)
     declared = backend_kind("api-plugin")
     assert (declared.name, declared.kind) == ("api-plugin", "remote")
     assert weights_identity("org/m", None, "api-plugin") == "served:org/m"
