@@ -5,6 +5,11 @@ judge's spec, ``generate(requests, cancelled=None)`` giving one Generation per r
 order, and ``close()``. A real backend would send ``request.messages`` (the rubric's chat
 messages) to its model and constrain the answer to ``request.schema``; the judging path parses
 the answer text as it parses any judge's.
+
+The entry point names ``BACKEND``, which says what the backend is as well as how to make one:
+its judges' ``model`` names no weights (it needs none), so its kind is ``remote``, a model known
+by its name only. An entry point that names the factory itself makes a ``local`` kind, whose
+models are weights on this machine.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 
 from jurybox.judges.backends.protocol import CancelCheck, Generation, GenerationCancelled, Request
+from jurybox.judges.backends.registry import BackendKind
 
 
 class LowestJudge:
@@ -34,3 +40,7 @@ class LowestJudge:
 
     def close(self) -> None:
         pass
+
+
+# What the entry point names: the factory, and the kind (the name is the entry point's).
+BACKEND = BackendKind("lowest", LowestJudge, kind="remote")

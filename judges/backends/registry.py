@@ -21,7 +21,9 @@ them; one that names a factory is ``local``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -48,7 +50,7 @@ def _load(reference: str | Callable) -> Callable:
     """``reference`` itself, or the attribute a ``"module:attribute"`` string names."""
     if isinstance(reference, str):
         module, _, attribute = reference.partition(":")
-        return getattr(importlib.import_module(module), attribute)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), attribute)
     return reference
 
 
@@ -104,7 +106,7 @@ class BackendKind:
         Returns:
             The backend the factory makes.
         """
-        return _load(self.factory)(spec)  # type: ignore[no-any-return]
+        return _load(self.factory)(spec)
 
     def make_replica(self, spec: Any) -> Backend:
         """A new backend for ``spec`` as a scoring service's replica runs it.
@@ -118,7 +120,7 @@ class BackendKind:
         """
         from ..images import decide_vision
 
-        return _load(self.replica or self.factory)(decide_vision(spec))  # type: ignore[no-any-return]
+        return _load(self.replica or self.factory)(decide_vision(spec))
 
     def loads_side_by_side(self, spec: Any) -> bool:
         """Whether the judge's model may load while other judges' do.
@@ -148,6 +150,7 @@ _SHIPPED = (
         "replay", "jurybox.judges.backends.replay:replay_backend", kind="recording", batches=True
     ),
 )
+_SHIPPED_NAMES = frozenset(k.name for k in _SHIPPED)
 _registered: dict[str, BackendKind] = {}
 
 
@@ -185,7 +188,7 @@ def register(
     Raises:
         ValueError: ``name`` is one of the shipped backends', or ``kind`` is none of the kinds.
     """
-    if name in {k.name for k in _SHIPPED}:
+    if name in _SHIPPED_NAMES:
         raise ValueError(
             f"backend {name!r} is one of jurybox's own; register yours under another name"
         )
@@ -203,10 +206,14 @@ def register(
 
 
 def _from_entry_points() -> dict[str, BackendKind]:
-    found: dict[str, BackendKind] = {}
-    for point in entry_points(group=ENTRY_POINTS):
-        found[point.name] = BackendKind(point.name, point.value)
-    return found
+    return dict(_entry_point_kinds(tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=4)
+def _entry_point_kinds(path: tuple[str, ...]) -> dict[str, BackendKind]:
+    # Reading every installed package's entry points takes tens of milliseconds, and a kind is
+    # asked for each judge of each provenance hash: read once per import path.
+    return {p.name: BackendKind(p.name, p.value) for p in entry_points(group=ENTRY_POINTS)}
 
 
 def kinds() -> dict[str, BackendKind]:
@@ -223,14 +230,19 @@ def kinds() -> dict[str, BackendKind]:
 
 
 def _named(name: str) -> BackendKind:
-    known = kinds()
-    if name not in known:
+    # As kinds()[name], without reading the entry points for a shipped or registered name.
+    if name in _SHIPPED_NAMES:
+        return next(k for k in _SHIPPED if k.name == name)
+    if name in _registered:
+        return _registered[name]
+    found = _from_entry_points()
+    if name not in found:
         raise InputError(
-            f"unknown backend {name!r}: known backends are {sorted(known)} "
+            f"unknown backend {name!r}: known backends are {sorted(kinds())} "
             f"(a package adds one under the {ENTRY_POINTS!r} entry point group)",
             field="backend",
         )
-    return known[name]
+    return found[name]
 
 
 def require_known(name: str) -> None:
@@ -262,7 +274,7 @@ def backend_kind(name: str) -> BackendKind:
         InputError: No backend has that name (the message lists the known ones).
     """
     entry = _named(name)
-    if name in _registered or any(k.name == name for k in _SHIPPED):
+    if name in _SHIPPED_NAMES or name in _registered:
         return entry
     declared = _load(entry.factory)  # an entry point's target
     if isinstance(declared, BackendKind):

@@ -67,6 +67,19 @@ def test_a_package_s_backend_judges_through_the_entry_point_group(tmp_path):
     # Every criterion of mirage-mg is on 0-4: the lowest point everywhere, the formula 0.
     assert all(set(r["scores"].values()) == {0.0} for r in records), records[0]["scores"]
     assert {v["judge"] for r in records for v in r["votes"]} == {"lowest"}
+    # The package's entry point declares its kind: a model known by name, not weights here.
+    declared = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from jurybox.judges.backends.registry import backend_kind; "
+            "print(backend_kind('lowest').kind)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert declared.stdout.strip() == "remote", declared.stderr[-2000:]
     # Without the package on the path, the jury file names a backend nobody knows.
     env.pop("PYTHONPATH")
     run = subprocess.run(
@@ -210,7 +223,7 @@ def test_kinds_and_capabilities_come_from_the_entry(monkeypatch):
     assert not loads_side_by_side(_judge("split-for-tests"))
 
 
-def test_a_package_declares_its_kind_through_the_entry_point(monkeypatch, tmp_path):
+def test_a_package_declares_its_kind_through_the_entry_point(monkeypatch, tmp_path, request):
     from importlib.metadata import EntryPoint
 
     from jurybox.judges.backends import registry
@@ -229,6 +242,8 @@ def test_a_package_declares_its_kind_through_the_entry_point(monkeypatch, tmp_pa
         EntryPoint("bare-plugin", "api_plugin_for_tests:Judge", registry.ENTRY_POINTS),
     ]
     monkeypatch.setattr(registry, "entry_points", lambda group: points)
+    registry._entry_point_kinds.cache_clear()  # read once per import path: these, then the real
+    request.addfinalizer(registry._entry_point_kinds.cache_clear)
     declared = backend_kind("api-plugin")
     assert (declared.name, declared.kind) == ("api-plugin", "remote")
     assert weights_identity("org/m", None, "api-plugin") == "served:org/m"
