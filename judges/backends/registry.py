@@ -156,8 +156,7 @@ def make_backend(spec: Any) -> Backend:
     """A new backend for the judge, of the kind its ``backend`` names.
 
     Args:
-        spec: The judge's `JudgeSpec`; the backend is given it with ``vision`` decided
-            (`jurybox.judges.images.decide_vision`).
+        spec: The judge's `JudgeSpec`.
 
     Returns:
         The judge's backend.
@@ -165,6 +164,4 @@ def make_backend(spec: Any) -> Backend:
     Raises:
         InputError: No backend has the name the spec gives.
     """
-    from ..images import decide_vision
-
-    return backend_kind(spec.backend).make(decide_vision(spec))
+    return backend_kind(spec.backend).make(spec)

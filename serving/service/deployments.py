@@ -36,17 +36,17 @@ BackendFactory = Callable[[JudgeSpec], Backend]
 
 
 def service_backend(spec: JudgeSpec) -> Backend:
-    """The backend a judge runs on inside the service."""
+    """The backend a judge runs on inside the service (made from its spec, vision decided)."""
+    from jurybox.judges.images import decide_vision
+
+    spec = decide_vision(spec)
     if spec.backend == "vllm":
         from jurybox.judges.backends.vllm import AsyncVLLMBackend
-        from jurybox.judges.images import decide_vision
 
         # Tensor parallelism inside a Serve replica runs vLLM's workers as Ray actors in the
         # replica's placement group.
         tp = spec.execution.tensor_parallel_size
-        return AsyncVLLMBackend(
-            decide_vision(spec), distributed_executor_backend="ray" if tp > 1 else None
-        )
+        return AsyncVLLMBackend(spec, distributed_executor_backend="ray" if tp > 1 else None)
     from jurybox.judges.backends.registry import make_backend
 
     return served(make_backend(spec))
