@@ -48,9 +48,9 @@ def _model_sees_images(model: str, revision: str | None, backend: str) -> bool:
 def decide_vision(judge: JudgeSpec) -> JudgeSpec:
     """``judge`` with its ``vision`` decided (`sees_images`): what its backend is made from.
 
-    `make_backend` makes every backend from it, so a backend reads ``spec.vision`` (a judge
-    that sees images loads its model's processor, frames every prompt as message parts) and
-    never looks at the model's config itself.
+    The jury, the Ray engine's judge stage and the service's judge replicas make every backend
+    from it, so a backend reads ``spec.vision`` (a judge that sees images loads its model's
+    processor, frames every prompt as message parts) and never looks at the model's config.
     """
     seen = sees_images(judge)
     return judge if judge.vision is seen else judge.model_copy(update={"vision": seen})

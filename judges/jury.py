@@ -22,7 +22,7 @@ from .backends.protocol import Backend
 from .backends.registry import backend_kind, make_backend
 from .cache import CacheLookup, VerdictCache
 from .cascade import Steps
-from .images import image_notes
+from .images import decide_vision, image_notes
 from .judging import judge_votes, render_requests
 from .spec import JudgeSpec, JurySpec, load_jury_spec, provenance
 
@@ -238,7 +238,7 @@ class Jury:
                 (`JudgeConfigError`).
         """
         if judge.name not in self._backends:
-            self._backends[judge.name] = make_backend(judge)
+            self._backends[judge.name] = make_backend(decide_vision(judge))
         return self._backends[judge.name]
 
     def load_backends(self, on_loaded: Callable[[str, float], None] | None = None) -> None:
@@ -263,7 +263,7 @@ class Jury:
 
         def load(judge: JudgeSpec) -> tuple[Backend, float]:
             began = time.perf_counter()
-            return make_backend(judge), time.perf_counter() - began
+            return make_backend(decide_vision(judge)), time.perf_counter() - began
 
         def loaded(judge: JudgeSpec, backend: Backend, seconds: float) -> None:
             self._backends[judge.name] = backend

@@ -11,7 +11,9 @@ refused here, naming the item and the file, rather than failing inside a judge.
 
 What travels on is an `Image`: the file's own bytes, their digest (sha256, its first 16
 hex digits), format and size. Engines carry images by digest and content, never by a path the
-machine judging may not have. Pillow is imported only when an image is checked or decoded.
+machine judging may not have. Pillow is imported only when an image is checked or decoded: it
+comes with jurybox, and with jurybox-client's ``images`` extra (without it, reading an image
+is an ImportError that says so).
 """
 
 from __future__ import annotations
@@ -106,9 +108,7 @@ class Image:
 
     def pil(self) -> PILImage:
         """The image decoded as an RGB Pillow image (the first frame of an animation)."""
-        from PIL import Image as PIL
-
-        with PIL.open(io.BytesIO(self.data)) as opened:
+        with _pillow().open(io.BytesIO(self.data)) as opened:
             return opened.convert("RGB")
 
     def __eq__(self, other: object) -> bool:
@@ -116,6 +116,21 @@ class Image:
 
     def __hash__(self) -> int:
         return hash(self.digest)
+
+
+PILLOW_MISSING = (
+    "reading images needs Pillow, which jurybox installs and jurybox-client installs with its "
+    "images extra: pip install 'jurybox-client[images]' (or pip install pillow)"
+)
+
+
+def _pillow() -> Any:
+    """Pillow's ``PIL.Image``; without Pillow, an ImportError saying how to install it."""
+    try:
+        from PIL import Image as PIL
+    except ImportError as exc:
+        raise ImportError(PILLOW_MISSING) from exc
+    return PIL
 
 
 def digest_of(data: bytes) -> str:
@@ -251,9 +266,7 @@ def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str 
     """
     import warnings
 
-    from PIL import Image as PIL
-    from PIL import UnidentifiedImageError
-
+    PIL = _pillow()
     if fail is None:
 
         def fail(why: str, too_large: bool = False) -> ImageError:
@@ -265,7 +278,7 @@ def check_image(data: bytes, policy: ImagePolicy, fail: Any = None, source: str 
         with warnings.catch_warnings():
             warnings.simplefilter("error", PIL.DecompressionBombWarning)
             opened = PIL.open(io.BytesIO(data), formats=list(policy.formats))
-    except UnidentifiedImageError:
+    except PIL.UnidentifiedImageError:
         raise fail(f"not an image of a format taken here ({', '.join(policy.formats)})") from None
     except (PIL.DecompressionBombError, PIL.DecompressionBombWarning):
         raise fail(f"its header declares more than {policy.max_pixels:,} pixels", True) from None

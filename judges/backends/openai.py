@@ -137,7 +137,7 @@ class OpenAIBackend:
 
         self.spec = spec
         self.name = spec.name
-        self.vision = bool(spec.vision)  # decided by make_backend (decide_vision)
+        self.vision = bool(spec.vision)  # decided where the jury makes it (decide_vision)
         if self.vision:
             require_vision_chat(spec)
         base = spec.execution.base_url or os.environ.get("OPENAI_BASE_URL")

@@ -115,12 +115,9 @@ class BackendKind:
             spec: The judge's `JudgeSpec`.
 
         Returns:
-            The backend the entry's ``replica`` factory makes, or its ``factory``'s, for the
-            spec whose vision the jury decided (`jurybox.judges.images.decide_vision`).
+            The backend the entry's ``replica`` factory makes, or its ``factory``'s.
         """
-        from ..images import decide_vision
-
-        return _load(self.replica or self.factory)(decide_vision(spec))
+        return _load(self.replica or self.factory)(spec)
 
     def loads_side_by_side(self, spec: Any) -> bool:
         """Whether the judge's model may load while other judges' do.
@@ -286,8 +283,7 @@ def make_backend(spec: Any) -> Backend:
     """A new backend for the judge, of the kind its ``backend`` names.
 
     Args:
-        spec: The judge's `JudgeSpec`; the backend is given it with ``vision`` decided
-            (`jurybox.judges.images.decide_vision`).
+        spec: The judge's `JudgeSpec`.
 
     Returns:
         The judge's backend.
@@ -295,6 +291,4 @@ def make_backend(spec: Any) -> Backend:
     Raises:
         InputError: No backend has the name the spec gives.
     """
-    from ..images import decide_vision
-
-    return backend_kind(spec.backend).make(decide_vision(spec))
+    return backend_kind(spec.backend).make(spec)

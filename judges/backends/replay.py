@@ -308,7 +308,7 @@ class ReplayBackend:
         self.name = spec.name
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(spec)
         require_chat_template(spec, self.tokenizer)
-        self.vision = bool(spec.vision)  # decided by make_backend (decide_vision)
+        self.vision = bool(spec.vision)  # decided where the jury makes it (decide_vision)
         if self.vision:
             require_vision_chat(spec)
         self._bos = bos_prefix(self.tokenizer)

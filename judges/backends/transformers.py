@@ -122,7 +122,7 @@ class TransformersBackend:
     Its answers are constrained to the rubric's schema by xgrammar; the model loads at
     construction.
 
-    A judge that sees images (its ``vision``, decided by `make_backend`) loads the model's processor and its image-text-to-text
+    A judge that sees images (its ``vision``, decided where the jury makes the backend) loads the model's processor and its image-text-to-text
     class: a request with images is given to the processor (the chat template's text with the
     images' placeholders, and the images), whose token ids, image tokens included, and pixel tensors
     the model generates from; its other requests go as text. Requests with images are batched when
@@ -140,7 +140,7 @@ class TransformersBackend:
         hf_logging.disable_progress_bar()
         self.spec = spec
         self.name = spec.name
-        self.vision = bool(spec.vision)  # decided by make_backend (decide_vision)
+        self.vision = bool(spec.vision)  # decided where the jury makes it (decide_vision)
         if self.vision:
             require_vision_chat(spec)
         source = materialize(resolve(spec.model, spec.revision))

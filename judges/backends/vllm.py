@@ -140,7 +140,7 @@ def engine_kwargs(spec: JudgeSpec, directory: str, revision: str | None = None) 
         kwargs["gpu_memory_utilization"] = spec.execution.gpu_memory_utilization
     if spec.execution.kv_cache_gib is not None:
         kwargs["kv_cache_memory_bytes"] = int(spec.execution.kv_cache_gib * (1 << 30))
-    if spec.vision:  # decided by make_backend (decide_vision)
+    if spec.vision:  # decided where the jury makes it (decide_vision)
         kwargs["limit_mm_per_prompt"] = {"image": DEFAULT_IMAGES_PER_PROMPT}
     kwargs.update(spec.engine_kwargs)
     return kwargs
@@ -172,7 +172,7 @@ class _VLLMJudge:
         self.spec = spec
         self.name = spec.name
         self.tokenizer = tokenizer
-        self.vision = bool(spec.vision)  # decided by make_backend (decide_vision)
+        self.vision = bool(spec.vision)  # decided where the jury makes it (decide_vision)
         if self.vision:
             require_vision_chat(spec)
         self._max_images = images_per_prompt(spec)

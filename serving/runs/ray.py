@@ -251,10 +251,11 @@ class _Judge:
     @property
     def backend(self) -> Any:
         if self._backend is None:
+            from jurybox.judges.images import decide_vision
             from jurybox.judges.jury import freeze_loaded_objects, make_backend
 
             began = time.perf_counter()
-            self._backend = (self._factory or make_backend)(self.spec)
+            self._backend = (self._factory or make_backend)(decide_vision(self.spec))
             freeze_loaded_objects()
             self._load_s = time.perf_counter() - began
         return self._backend

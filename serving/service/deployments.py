@@ -36,9 +36,15 @@ BackendFactory = Callable[[JudgeSpec], Backend]
 
 
 def service_backend(spec: JudgeSpec) -> Backend:
-    """The backend a judge runs on inside the service: its registry entry's for replicas."""
-    from jurybox.judges.backends.registry import backend_kind
+    """The backend a judge runs on inside the service: its registry entry's for replicas.
 
+    The spec's ``vision`` is decided first (`jurybox.judges.images.decide_vision`), as the jury
+    does, so the backend receives images only when its judge sees them.
+    """
+    from jurybox.judges.backends.registry import backend_kind
+    from jurybox.judges.images import decide_vision
+
+    spec = decide_vision(spec)
     return served(backend_kind(spec.backend).make_replica(spec))
 
 

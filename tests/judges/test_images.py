@@ -202,6 +202,7 @@ def test_a_backend_receives_images_only_when_its_judge_sees_them(vision_replay, 
     whose backends filtered them themselves); a backend is made from the spec with ``vision``
     decided, never unset, so no backend looks at the model's config itself."""
     from jurybox.judges.backends.registry import make_backend
+    from jurybox.judges.spec import JurySpec
 
     spec = replay_vision.spec
     noting = {j.name: _Noting(make_backend(j)) for j in spec.judges}
@@ -212,7 +213,8 @@ def test_a_backend_receives_images_only_when_its_judge_sees_them(vision_replay, 
     assert noting["smollm2-135m"].received and not any(noting["smollm2-135m"].received)
     assert [v.scores for v in verdicts] == [v.scores for v in replay_vision.score(rubric, items())]
     unset = spec.judges[1].model_copy(update={"vision": None})  # SmolLM2: no vision tower
-    assert make_backend(unset).spec.vision is False
+    with Jury(JurySpec.model_validate({**spec.model_dump(), "judges": [unset]})) as jury:
+        assert jury.backend(jury.spec.judges[0]).spec.vision is False
 
 
 def test_a_rubric_without_a_place_shows_the_images_first_and_says_so(replay_vision):
