@@ -19,7 +19,7 @@ import math
 import pickle
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import IO, Any
 
@@ -77,7 +77,7 @@ def no_images_seen(jury_name: str, where: str) -> HTTPProblem:
 
 def prepare(
     rubric: Rubric | dict[str, Any],
-    raw_items: list[dict[str, Any]],
+    raw_items: Sequence[Item | dict[str, Any]],
     limits: Limits,
     allow_empty: bool,
     seen_by: str | None = None,
@@ -86,7 +86,8 @@ def prepare(
 
     An `HTTPProblem` naming the field (or limit) at fault otherwise. ``seen_by``: None when a judge
     of the jury sees images, else the jury's name, and an item's images are a 422 before any of
-    them is decoded.
+    them is decoded. An `Item` (one a group request's job built) is checked as a client's fields
+    are (`item_fields`).
     """
     try:
         if isinstance(rubric, dict):
@@ -104,7 +105,8 @@ def prepare(
             )
         items: list[Item] = []
         seen: dict[str, int] = {}
-        for i, fields in enumerate(raw_items):
+        for i, entry in enumerate(raw_items):
+            fields = item_fields(entry) if isinstance(entry, Item) else entry
             check_text(fields, f"items[{i}]", limits.max_nesting)
             try:
                 item = to_item(fields, {}, rubric, limits.max_field_chars, allow_empty)
@@ -134,6 +136,14 @@ def prepare(
         raise problem_for(exc) from None
     except MemoryError:
         raise _out_of_memory() from None
+
+
+def item_fields(item: Item) -> dict[str, Any]:
+    """An item's fields as a client would send them (its images by reference, as they are)."""
+    fields = {k: v for k, v in item.fields().items() if v is not None and v != []}
+    if item.images:  # the references themselves (fields() shows an inline one by its number)
+        fields["images"] = list(item.images)
+    return {"id": item.id, **fields}
 
 
 def prompt_sizes(

@@ -31,7 +31,13 @@ from jurybox.rubrics import Rubric
 from jurybox.serving.problems import HTTPProblem, body, problem_for, validation_problem
 from jurybox.serving.service.calls import RETRY_AFTER_UNAVAILABLE_S
 from jurybox.serving.service.draining import StateHandle
-from jurybox.serving.service.openrlhf import OpenRLHFRequest, OpenRLHFResponse, Options
+from jurybox.serving.service.groups import answer_groups
+from jurybox.serving.service.openrlhf import (
+    OpenRLHFRequest,
+    OpenRLHFResponse,
+    Options,
+    answer_openrlhf,
+)
 from jurybox.serving.service.protocol import (
     ErrorResponse,
     GroupRequest,
@@ -236,7 +242,8 @@ def build_app(service: ScoringService) -> FastAPI:
         runs.
         """
         return Response(
-            _encode({"groups": await service.groups(request)}), media_type="application/json"
+            _encode({"groups": await answer_groups(service, request)}),
+            media_type="application/json",
         )
 
     @app.post(
@@ -267,7 +274,7 @@ def build_app(service: ScoringService) -> FastAPI:
         """
         options = Options(score, scale, calibrated, unscored, scores)
         return Response(
-            await service.openrlhf(rubric, request, options, request_id(http)),
+            await answer_openrlhf(service, rubric, request, options, request_id(http)),
             media_type="application/json",
         )
 
