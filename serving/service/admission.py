@@ -32,7 +32,7 @@ from jurybox.rubrics.formula import MAX_FORMULA_CHARS
 from jurybox.rubrics.images import Image, ImageError, ImagePolicy, image_tokens, load_images
 from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
-from jurybox.serving.problems import HTTPProblem, problem_for
+from jurybox.serving.problems import HTTPProblem, Invalid, Overloaded, TooLarge, problem_for
 from jurybox.serving.service.config import Limits
 
 # What one image token counts as against the prompt budgets (max_prompt_chars is "about 50,000
@@ -65,9 +65,7 @@ def shared_ref(image: Image) -> str:
 
 def no_images_seen(jury_name: str, where: str) -> HTTPProblem:
     """The 422 for images sent to a jury none of whose judges sees images (not decoded)."""
-    return HTTPProblem(
-        422,
-        "invalid_request",
+    return Invalid(
         f"{where}: no judge of this jury sees images (jury {jury_name}), so they would be "
         "ignored; send it without images (or serve a jury with a judge that sees images: "
         "vision: true)",
@@ -94,9 +92,7 @@ def prepare(
             rubric = _inline_rubric(rubric, limits)
         calls = rubric.judge_calls
         if len(raw_items) * calls > limits.max_judge_calls:
-            raise HTTPProblem(
-                413,
-                "too_large",
+            raise TooLarge(
                 f"{len(raw_items)} items x {calls} judge calls "
                 f"per item (rubric {rubric.name}) = {len(raw_items) * calls} judge "
                 f"calls; this service takes at most {limits.max_judge_calls} per "
@@ -111,16 +107,12 @@ def prepare(
             try:
                 item = to_item(fields, {}, rubric, limits.max_field_chars, allow_empty)
             except FieldError as exc:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"items[{i}].{exc.field}: {exc.message}",
                     f"items[{i}].{exc.field}",
                 ) from None
             if item.id in seen:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"items[{i}].id: duplicate id {item.id!r} (also items[{seen[item.id]}])",
                     f"items[{i}].id",
                 )
@@ -244,9 +236,7 @@ def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
 
 
 def _out_of_memory() -> HTTPProblem:
-    return HTTPProblem(
-        422,
-        "invalid_request",
+    return Invalid(
         "the inline rubric's template needs more memory than the service allows a template",
         "rubric.template",
     )
@@ -259,9 +249,7 @@ def _inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             format_validation_error("inline rubric", exc),
             "rubric" + (f".{where}" if where else ""),
         ) from None
@@ -274,9 +262,7 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
     """
     template = sum(len(ref[k]) for k in ("template", "system") if isinstance(ref.get(k), str))
     if template > limits.max_template_chars:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the inline rubric's template and system prompt "
             f"have {template} characters; this service takes at most "
             f"{limits.max_template_chars} (max_template_chars)",
@@ -285,9 +271,7 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
     formula = ref.get("formula")
     expression = formula.get("expression") if isinstance(formula, dict) else None
     if isinstance(expression, str) and len(expression) > MAX_FORMULA_CHARS:
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             f"the formula has {len(expression)} "
             f"characters; a formula may have at most {MAX_FORMULA_CHARS}",
             "rubric.formula.expression",
@@ -296,9 +280,7 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
     if not isinstance(criteria, list):
         return  # validation says what is wrong
     if len(criteria) > limits.max_criteria:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the inline rubric has {len(criteria)} criteria; "
             f"this service takes at most {limits.max_criteria} (max_criteria)",
             "rubric.criteria",
@@ -312,9 +294,7 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
         )
         points = max((len(p) for p in parts if isinstance(p, (list, dict))), default=0)
         if points > limits.max_scale_points:
-            raise HTTPProblem(
-                413,
-                "too_large",
+            raise TooLarge(
                 f"rubric.criteria[{k}].scale has {points} "
                 f"points; this service takes at most {limits.max_scale_points} "
                 "per scale (max_scale_points)",
@@ -341,9 +321,7 @@ def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
             try:
                 node.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"{path}: holds a lone surrogate "
                     f"({node[exc.start]!r} at character {exc.start}), which is not "
                     "valid Unicode text; send UTF-8 text",
@@ -351,9 +329,7 @@ def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
                 ) from None
         elif isinstance(node, (dict, list)):
             if depth >= max_nesting:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"{path}: nested more than "
                     f"{max_nesting} levels deep; this service takes at most "
                     f"{max_nesting} (max_nesting)",
@@ -377,18 +353,14 @@ def check_inline(ref: dict[str, Any], limits: Limits) -> None:
     chars, values = check_text(ref, "rubric", limits.max_nesting)
     check_rubric_size(ref, limits)  # the specific limits first: they name the part at fault
     if chars > limits.max_rubric_chars:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the inline rubric has {chars} characters of text "
             f"in all; this service takes at most {limits.max_rubric_chars} "
             "(max_rubric_chars)",
             "rubric",
         )
     if values > limits.max_rubric_values:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the inline rubric has {values} values (strings, "
             f"numbers, keys, list entries); this service takes at most "
             f"{limits.max_rubric_values} (max_rubric_values)",
@@ -413,18 +385,14 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
         total += size
         if size > limits.max_prompt_chars:
             item = requests.item_ids[k // n_calls]
-            raise HTTPProblem(
-                413,
-                "too_large",
+            raise TooLarge(
                 f"item {item!r}: its prompt has {size} "
                 f"characters; this service takes at most {limits.max_prompt_chars} "
                 "per judge call (max_prompt_chars)",
                 f"items[{k // n_calls}]",
             )
     if total > limits.max_request_prompt_chars:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the request's prompts have {total} characters in "
             f"all; this service takes at most {limits.max_request_prompt_chars} "
             "(max_request_prompt_chars): send fewer items",
@@ -487,9 +455,7 @@ class Workers:
         busy and ``queued`` calls already wait for one.
         """
         if self._slots.locked() and self.waiting >= self.queued:
-            raise HTTPProblem(
-                429,
-                "overloaded",
+            raise Overloaded(
                 f"every worker that renders inline rubrics is "
                 f"busy and {self.waiting} requests wait for one; retry later (or "
                 "name a rubric the service knows)",
@@ -520,9 +486,7 @@ class Workers:
             )
         except TimeoutError:
             self._replace(worker)
-            raise HTTPProblem(
-                422,
-                "invalid_request",
+            raise Invalid(
                 f"the inline rubric's template took "
                 f"longer than {budget_s:g} s to render (max_render_s)",
                 "rubric.template",
@@ -530,9 +494,7 @@ class Workers:
         except BaseException as exc:  # cancelled (deadline, client left), or it died
             self._replace(worker)
             if isinstance(exc, (EOFError, OSError)):
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     "the inline rubric could not be "
                     "rendered: the worker rendering it died (out of memory?)",
                     "rubric",

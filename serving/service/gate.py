@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.problems import Overloaded
 from jurybox.serving.service.pace import Pace
 
 
@@ -50,9 +50,7 @@ class Gate:
         (a 429 halfway would throw away the slices judged).
         """
         if self.waiting >= self.queued and not admitted:
-            raise HTTPProblem(
-                429,
-                "overloaded",
+            raise Overloaded(
                 f"the service is busy ({self.active} batches "
                 f"judging, {self.waiting} requests waiting); retry later",
                 headers={"Retry-After": str(self.retry_after())},

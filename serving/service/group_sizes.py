@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jurybox.judges.groups import COMPARING, Group, GroupJob, listwise_rubric
 from jurybox.rubrics.errors import InputError
-from jurybox.serving.problems import HTTPProblem, problem_for
+from jurybox.serving.problems import HTTPProblem, Invalid, problem_for
 from jurybox.serving.service.admission import prompt_sizes
 from jurybox.serving.service.protocol import GroupRequest
 
@@ -136,4 +136,4 @@ def _estimated(
 
 def invalid(where: str, why: str) -> HTTPProblem:
     """A 422 naming a group request's field ``where``."""
-    return HTTPProblem(422, "invalid_request", f"{where}: {why}", where)
+    return Invalid(f"{where}: {why}", where)

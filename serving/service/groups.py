@@ -45,7 +45,7 @@ from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.images import Image, ImageError, load_images
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.problems import HTTPProblem, problem_for
+from jurybox.serving.problems import HTTPProblem, Invalid, TimedOut, TooLarge, problem_for
 from jurybox.serving.service.admission import (
     SHARED_IMAGES,
     check_text,
@@ -113,9 +113,7 @@ def _admitted(request: GroupRequest, limits: Limits, seen_by: str | None) -> _Ad
                 images = ()
             image_bytes += sum(len(im.data) for im in images)
             if image_bytes > limits.max_request_image_bytes:
-                raise HTTPProblem(
-                    413,
-                    "too_large",
+                raise TooLarge(
                     f"the groups' images have more than {image_bytes:,} bytes in all; this "
                     f"service takes at most {limits.max_request_image_bytes:,} "
                     "(max_request_image_bytes)",
@@ -189,9 +187,7 @@ async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
     sizes = sorted({c.k for c in costs})
     words = "; ".join(next(c.words for c in costs if c.k == k) for k in sizes[:3])
     if calls > limits.max_judge_calls:  # before any probe is rendered
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the {request.design.design} design of these "
             f"{len(request.groups)} groups asks {calls} judge calls per judge "
             f"({words}); this service takes at most {limits.max_judge_calls} per "
@@ -245,9 +241,7 @@ async def answer_groups(service: ScoringService, request: GroupRequest) -> list[
                 score_groups(service, request, time.monotonic() + timeout), timeout
             )
         except TimeoutError:
-            raise HTTPProblem(
-                504,
-                "timeout",
+            raise TimedOut(
                 f"the request took longer than the service's "
                 f"deadline of {timeout:g} s (request_timeout_s); retry with fewer "
                 "groups or a design with fewer calls",
@@ -261,18 +255,14 @@ async def score_groups(
     limits = service.limits
     completions = sum(len(g.completions) for g in request.groups)
     if completions > limits.max_items:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"{completions} completions in {len(request.groups)} "
             f"groups; this service takes at most {limits.max_items} per request "
             "(max_items): send fewer groups",
             "groups",
         )
     if request.design.design == "listwise" and not isinstance(request.rubric, str):
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             "the listwise design asks a rubric the service "
             "knows, by name (an inline rubric's prompts are rendered in a worker; "
             "a listwise call's prompt is built here)",
@@ -280,9 +270,7 @@ async def score_groups(
         )
     plan = await _plan(service, request)
     if plan.estimate > limits.max_request_prompt_chars:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the {request.design.design} design of these {len(request.groups)} groups "
             f"would render about {plan.estimate:,} characters of prompt in all its rounds; "
             f"this service takes at most {limits.max_request_prompt_chars:,} per request "
@@ -385,7 +373,7 @@ def _placed(
             where += f".{found[2]}"
         break
     message = re.sub(r"^(items\[\d+\](\.\w+)?|item '[^']*'): ", "", problem.message)
-    return HTTPProblem(problem.status, problem.kind, f"{where}: {message}", where, problem.headers)
+    return problem.moved(f"{where}: {message}", where)
 
 
 def _step(

@@ -28,7 +28,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from jurybox.rubrics import Rubric
-from jurybox.serving.problems import HTTPProblem, body, problem_for, validation_problem
+from jurybox.serving.problems import (
+    BadRequest,
+    HTTPProblem,
+    LengthRequired,
+    Overloaded,
+    SlowBody,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+    body,
+    http_problem,
+    problem_for,
+    validation_problem,
+)
 from jurybox.serving.service.calls import RETRY_AFTER_UNAVAILABLE_S
 from jurybox.serving.service.draining import StateHandle
 from jurybox.serving.service.groups import answer_groups
@@ -154,18 +167,8 @@ def build_app(service: ScoringService) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {401: "unauthorized", 404: "not_found", 413: "too_large"}.get(
-            exc.status_code, "invalid_request"
-        )
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-        if exc.status_code == 400 and "parsing the body" in detail:
-            detail = (
-                "the body could not be read as JSON: it must be UTF-8 JSON, with no value "
-                "nested beyond the parser's depth and no integer over 4,300 digits"
-            )
-        return _json(
-            HTTPProblem(exc.status_code, kind, detail, headers=getattr(exc, "headers", None))
-        )
+        return _json(http_problem(exc.status_code, detail, getattr(exc, "headers", None)))
 
     @app.middleware("http")
     async def _guard(request: Request, call_next: Any) -> Response:
@@ -406,9 +409,7 @@ async def _checked(service: ScoringService, request: Request, call_next: Any) ->
         if not admitted:
             limit = service.limits.max_client_requests
             return _json(
-                HTTPProblem(
-                    429,
-                    "overloaded",
+                Overloaded(
                     f"this client has {limit} requests open "
                     f"here already (max_client_requests); wait for them, or "
                     "send more items per request",
@@ -418,9 +419,7 @@ async def _checked(service: ScoringService, request: Request, call_next: Any) ->
         authorization = request.headers.getlist("authorization")
         if len(authorization) > 1:
             return _json(
-                HTTPProblem(
-                    400,
-                    "invalid_request",
+                BadRequest(
                     f"the request has {len(authorization)} Authorization headers; send one",
                 )
             )
@@ -431,9 +430,7 @@ async def _checked(service: ScoringService, request: Request, call_next: Any) ->
             and not hmac.compare_digest(given, service.token.encode())
         ):
             return _json(
-                HTTPProblem(
-                    401,
-                    "unauthorized",
+                Unauthorized(
                     "missing or wrong bearer token "
                     "(Authorization: Bearer <token>; a client that can only "
                     "put it in the URL: http://jurybox:<token>@host/...)",
@@ -444,18 +441,14 @@ async def _checked(service: ScoringService, request: Request, call_next: Any) ->
             ("/v1/score", "/v1/groups", "/v1/openrlhf/")
         ):
             return _json(
-                HTTPProblem(
-                    503,
-                    "unavailable",
+                Unavailable(
                     "the service is shutting down; retry later (or at another replica)",
                     headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
                 )
             )
         limit = service.limits.max_body_bytes
         length = request.headers.get("content-length")
-        too_large = HTTPProblem(
-            413,
-            "too_large",
+        too_large = TooLarge(
             f"the request body is larger than the "
             f"service's limit of {limit} bytes (max_body_bytes)",
         )
@@ -467,9 +460,7 @@ async def _checked(service: ScoringService, request: Request, call_next: Any) ->
             # counted up to the limit would still have buffered all that arrived meanwhile
             # (100 MB: +155 MB in the ingress). Every JSON client sends Content-Length.
             return _json(
-                HTTPProblem(
-                    411,
-                    "invalid_request",
+                LengthRequired(
                     "the request has no "
                     "Content-Length (a chunked body); send the body with its "
                     f"Content-Length, at most {limit} bytes (max_body_bytes)",
@@ -483,9 +474,7 @@ async def _checked(service: ScoringService, request: Request, call_next: Any) ->
                 await asyncio.wait_for(request.body(), timeout)
             except TimeoutError:
                 return _json(
-                    HTTPProblem(
-                        408,
-                        "timeout",
+                    SlowBody(
                         f"the request body did not arrive "
                         f"within {timeout:g} s (body_timeout_s); send it at "
                         "once",

@@ -46,7 +46,7 @@ from jurybox.judges.parsing import REASON_CODES, reason_code
 from jurybox.rubrics import Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward, policy_text
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.problems import HTTPProblem, Invalid, TooLarge, Unscorable
 
 if TYPE_CHECKING:
     from jurybox.serving.service.scoring import ScoringService
@@ -177,18 +177,14 @@ def items_of(
     """
     n = len(request.query)
     if n > max_items:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"{n} samples; this service takes at most {max_items} per request (max_items)",
             "query",
         )
     for name in ("prompts", "labels"):
         given = getattr(request, name)
         if given is not None and len(given) != n:
-            raise HTTPProblem(
-                422,
-                "invalid_request",
+            raise Invalid(
                 f"{name} has {len(given)} entries and query "
                 f"{n}: OpenRLHF sends one of each per sample",
                 name,
@@ -200,9 +196,7 @@ def items_of(
     ):
         for k, text in enumerate(texts):
             if text is not None and len(text) > limit:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"{name}[{k}] has {len(text)} "
                     f"characters; this service takes at most {limit} "
                     "(max_field_chars"
@@ -223,9 +217,7 @@ def items_of(
             )
         response = response_of(query, prompt) if prompt else query
         if response is None:
-            raise HTTPProblem(
-                422,
-                "invalid_request",
+            raise Invalid(
                 "the query begins neither with its prompt "
                 "nor with the prompt's end (OpenRLHF's query is the prompt, or "
                 "its end when cut to max_len, followed by the response)",
@@ -313,9 +305,7 @@ def renamed(problem: HTTPProblem) -> HTTPProblem:
     if name is None or not index.isdigit():
         return problem
     ours = f"{name}[{index}]"
-    return HTTPProblem(
-        problem.status, problem.kind, problem.message.replace(field, ours), ours, problem.headers
-    )
+    return problem.moved(problem.message.replace(field, ours), ours)
 
 
 def answer(
@@ -342,7 +332,7 @@ def answer(
             "step); give ?unscored=<number> in --reward.remote_url to reward an unscored "
             "sample with that number instead (OpenRLHF needs a number for every sample)",
         )
-        raise HTTPProblem(422, "unscored", str(said), "unscored") from None
+        raise Unscorable(str(said), "unscored") from None
     rewards = [float(v) for v in values if v is not None]  # (unscored=none is refused before)
     flags, reasons = [], []
     for record in records:
@@ -393,9 +383,7 @@ def reward_options(
     """
     given = unscored if unscored is not None else default
     if given is None:
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             "say what an unscored sample's reward is: "
             "add ?unscored=<number> to --reward.remote_url (e.g. ?unscored=0), or "
             "?unscored=error to stop the step, or start the service with "
@@ -407,9 +395,7 @@ def reward_options(
         try:
             policy = float(given)
         except ValueError:
-            raise HTTPProblem(
-                422,
-                "invalid_request",
+            raise Invalid(
                 f"unscored={given!r}: give error (an "
                 "unscored sample is a 422) or the number its reward should be "
                 "(OpenRLHF needs a number for every sample)",
@@ -418,9 +404,7 @@ def reward_options(
     try:
         return RewardSpec(score=score, scale=scale, calibrated=calibrated, unscored=policy)
     except ValueError as exc:
-        raise HTTPProblem(
-            422, "invalid_request", f"bad reward options: {exc}", "unscored"
-        ) from None
+        raise Invalid(f"bad reward options: {exc}", "unscored") from None
 
 
 async def answer_openrlhf(
@@ -467,9 +451,7 @@ async def _answer(
     request_id: str,
 ) -> bytes:
     if reward.unscored == "none":
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             "unscored=none is not possible here: "
             "OpenRLHF needs a number for every sample (give unscored=error "
             "or a value)",
@@ -477,9 +459,7 @@ async def _answer(
         )
     rubric = service.named_rubric(rubric_name)
     if reward.calibrated and service.provenances[rubric_name] not in service.calibrations:
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             f"calibrated=true, but this service has "
             f"no calibration map for rubric {rubric_name} (start it with "
             "--calibration MAP)",
@@ -498,13 +478,11 @@ async def _answer(
             for c in rubric.criteria
         ]
     except InputError as exc:
-        raise HTTPProblem(422, "invalid_request", str(exc), exc.field) from None
+        raise Invalid(str(exc), exc.field) from None
     limits = service.limits
     raw = await asyncio.to_thread(items_of, request, limits.max_items, limits.max_field_chars)
     if not raw:
-        raise HTTPProblem(
-            422, "invalid_request", "query is empty; send at least one sample", "query"
-        )
+        raise Invalid("query is empty; send at least one sample", "query")
     sent, unsent = split_unsent(raw, limits.max_field_chars)
     records = await service.score_items(rubric_name, sent, allow_empty=True) if sent else []
     records = merged(records, unsent, rubric, service.jury.name)

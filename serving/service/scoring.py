@@ -24,7 +24,7 @@ from jurybox.judges import provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
 from jurybox.judges.images import jury_sees_images
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.problems import Invalid, NotFound, TimedOut, TooLarge
 from jurybox.serving.service.admission import (
     Clients,
     Prepared,
@@ -148,9 +148,7 @@ class ScoringService:
     def named_rubric(self, name: str) -> Rubric:
         """The operator's rubric ``name``; 422 for a name this service does not know."""
         if name not in self.rubrics:
-            raise HTTPProblem(
-                422,
-                "invalid_request",
+            raise Invalid(
                 f"unknown rubric {name!r}; this service "
                 f"knows {sorted(self.rubrics)} (or send an inline rubric)",
                 "rubric",
@@ -184,17 +182,13 @@ class ScoringService:
         """
         limits = self.limits
         if limit_items and len(items) > limits.max_items:
-            raise HTTPProblem(
-                413,
-                "too_large",
+            raise TooLarge(
                 f"{len(items)} items; this service takes "
                 f"at most {limits.max_items} per request (max_items)",
                 "items",
             )
         if not items:
-            raise HTTPProblem(
-                422, "invalid_request", "items is empty; send at least one item", "items"
-            )
+            raise Invalid("items is empty; send at least one item", "items")
         if isinstance(rubric, str):
             rubric = self.named_rubric(rubric)
         known = self.rubrics.get(rubric.name) if isinstance(rubric, Rubric) else None
@@ -304,9 +298,7 @@ class ScoringService:
                     timeout,
                 )
             except TimeoutError:
-                raise HTTPProblem(
-                    504,
-                    "timeout",
+                raise TimedOut(
                     f"the request took longer than the service's "
                     f"deadline of {self.limits.request_timeout_s:g} s "
                     "(request_timeout_s); retry with fewer items",
@@ -344,9 +336,7 @@ class ScoringService:
     async def get_rubric(self, name: str) -> dict[str, Any]:
         """GET /v1/rubrics/{name}: the rubric in full; 404 for a name the service does not know."""
         if name not in self.rubrics:
-            raise HTTPProblem(
-                404,
-                "not_found",
+            raise NotFound(
                 f"unknown rubric {name!r}; this service knows {sorted(self.rubrics)}",
                 "name",
             )
