@@ -25,19 +25,12 @@ from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
 from jurybox.judges.images import jury_sees_images
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 from jurybox.serving.problems import Invalid, NotFound, TimedOut, TooLarge
-from jurybox.serving.service.admission import (
-    Clients,
-    Prepared,
-    Workers,
-    check_inline,
-    inline_rubric,
-    prepare,
-)
+from jurybox.serving.service.admission import Prepared, check_inline, inline_rubric, prepare
 from jurybox.serving.service.batching import Batches
 from jurybox.serving.service.calls import JudgeCalls
 from jurybox.serving.service.config import ResolvedConfig
 from jurybox.serving.service.draining import Replica, StateHandle
-from jurybox.serving.service.gate import Gate, share
+from jurybox.serving.service.gate import Clients, Gate, share
 from jurybox.serving.service.metrics import Metrics, Shared
 from jurybox.serving.service.pace import check_pace
 from jurybox.serving.service.protocol import (
@@ -50,6 +43,7 @@ from jurybox.serving.service.protocol import (
     RubricSummary,
     ScoreRequest,
 )
+from jurybox.serving.service.workers import Workers
 
 logger = logging.getLogger("jurybox.serving")
 
