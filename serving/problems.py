@@ -43,6 +43,104 @@ class HTTPProblem(Exception):
     def __reduce__(self) -> tuple[Any, ...]:  # raised in a worker process, answered here
         return HTTPProblem, (self.status, self.kind, self.message, self.field, self.headers)
 
+    def moved(self, message: str, field: str | None) -> HTTPProblem:
+        """The same problem (status, kind, headers) told in another message, at another field."""
+        return HTTPProblem(self.status, self.kind, message, field, self.headers)
+
+
+class RequestProblem(HTTPProblem):
+    """What went wrong with a request, named by its class, raised where it happens.
+
+    Its status and kind are chosen here (`STATUSES`), nowhere else.
+
+    Args:
+        message: What is wrong, in words.
+        field: The field at fault, if any.
+        headers: Headers the answer carries (e.g. ``Retry-After``); none by default.
+    """
+
+    def __init__(
+        self, message: str, field: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
+        status, kind = STATUSES[type(self)]
+        super().__init__(status, kind, message, field, headers)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.message, self.field, self.headers)
+
+
+class Invalid(RequestProblem):
+    """A request's field (or the request) is not what the service takes."""
+
+
+class Unscorable(RequestProblem):
+    """A sample the jury could not score, where the client asked for an error then."""
+
+
+class BadRequest(RequestProblem):
+    """A request that cannot be read at all (its body, its headers)."""
+
+
+class Unauthorized(RequestProblem):
+    """A request without the service's token."""
+
+
+class NotFound(RequestProblem):
+    """A name the service does not know."""
+
+
+class SlowBody(RequestProblem):
+    """A body that did not arrive in time."""
+
+
+class LengthRequired(RequestProblem):
+    """A body sent without its length."""
+
+
+class TooLarge(RequestProblem):
+    """A request over one of the service's limits."""
+
+
+class Overloaded(RequestProblem):
+    """The service, or a judge, is busy: come back later (with Retry-After)."""
+
+
+class Unavailable(RequestProblem):
+    """The service cannot answer now (a judge down, shutting down): retry later."""
+
+
+class TimedOut(RequestProblem):
+    """A request that took longer than the service's deadline."""
+
+
+#: The one choice of a status and a kind for each problem a request meets.
+STATUSES: dict[type[RequestProblem], tuple[int, str]] = {
+    Invalid: (422, "invalid_request"),
+    Unscorable: (422, "unscored"),
+    BadRequest: (400, "invalid_request"),
+    Unauthorized: (401, "unauthorized"),
+    NotFound: (404, "not_found"),
+    SlowBody: (408, "timeout"),
+    LengthRequired: (411, "invalid_request"),
+    TooLarge: (413, "too_large"),
+    Overloaded: (429, "overloaded"),
+    Unavailable: (503, "unavailable"),
+    TimedOut: (504, "timeout"),
+}
+
+# A Starlette (routing, body) error's kind by its status.
+_HTTP_KINDS = {401: "unauthorized", 404: "not_found", 413: "too_large"}
+
+
+def http_problem(status: int, detail: str, headers: dict[str, str] | None = None) -> HTTPProblem:
+    """The answer for an error of the HTTP framework itself (no route, a body it cannot parse)."""
+    if status == 400 and "parsing the body" in detail:
+        detail = (
+            "the body could not be read as JSON: it must be UTF-8 JSON, with no value "
+            "nested beyond the parser's depth and no integer over 4,300 digits"
+        )
+    return HTTPProblem(status, _HTTP_KINDS.get(status, "invalid_request"), detail, headers=headers)
+
 
 def problem_for(exc: BaseException) -> HTTPProblem:
     """The HTTP answer for an exception (the one place that decides).

@@ -7,21 +7,16 @@ within the service's limit, every prompt rendered. It is linear in the request's
 A rubric the service knows is the operator's: its requests are prepared in a thread, off the
 event loop. An inline rubric is the client's, and its template is code: it is checked against the
 size limits before it is even parsed, then validated and rendered in a worker process
-(`Workers`) with a time budget and a memory cap, so a template that loops for hours or
-builds a huge string costs one killed worker, never a stalled route or the ingress's memory.
+(`jurybox.serving.service.workers.Workers`) with a time budget and a memory cap, so a template
+that loops for hours or builds a huge string costs one killed worker, never a stalled route or the
+ingress's memory.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import math
-import pickle
-import subprocess
-import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
-from typing import IO, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -33,19 +28,14 @@ from jurybox.rubrics.formula import MAX_FORMULA_CHARS
 from jurybox.rubrics.images import Image, ImageError, ImagePolicy, image_tokens
 from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
-from jurybox.serving.problems import HTTPProblem, problem_for
+from jurybox.serving.problems import HTTPProblem, Invalid, TooLarge, problem_for
 from jurybox.serving.service.config import Limits
 
 # What one image token counts as against the prompt budgets (max_prompt_chars is "about 50,000
 # tokens" for 200,000 characters).
 CHARS_PER_IMAGE_TOKEN = 4
 
-# Address space of a worker that validates and renders inline rubrics: Python with pydantic and
-# Jinja takes about 300 MB of it; a template that wants more fails alone (MemoryError).
-WORKER_MEMORY_BYTES = 2 << 30
-
 Prepared = tuple[Rubric, list[Item], Requests]
-READY = b"R"  # what a worker writes once it has imported what it needs
 
 #: Images a group request decoded once, by the reference its items carry (`shared_ref`). Set in
 #: that request's own task, so the threads and worker calls it makes see them and no other
@@ -66,9 +56,7 @@ def shared_ref(image: Image) -> str:
 
 def no_images_seen(jury_name: str, where: str) -> HTTPProblem:
     """The 422 for images sent to a jury none of whose judges sees images (not decoded)."""
-    return HTTPProblem(
-        422,
-        "invalid_request",
+    return Invalid(
         f"{where}: no judge of this jury sees images (jury {jury_name}), so they would be "
         "ignored; send it without images (or serve a jury with a judge that sees images: "
         "vision: true)",
@@ -78,7 +66,7 @@ def no_images_seen(jury_name: str, where: str) -> HTTPProblem:
 
 def prepare(
     rubric: Rubric | dict[str, Any],
-    raw_items: list[dict[str, Any]],
+    raw_items: Sequence[Item | dict[str, Any]],
     limits: Limits,
     allow_empty: bool,
     seen_by: str | None = None,
@@ -87,16 +75,15 @@ def prepare(
 
     An `HTTPProblem` naming the field (or limit) at fault otherwise. ``seen_by``: None when a judge
     of the jury sees images, else the jury's name, and an item's images are a 422 before any of
-    them is decoded.
+    them is decoded. An `Item` (one a group request's job built) is checked as a client's fields
+    are (`item_fields`).
     """
     try:
         if isinstance(rubric, dict):
             rubric = _inline_rubric(rubric, limits)
         calls = rubric.judge_calls
         if len(raw_items) * calls > limits.max_judge_calls:
-            raise HTTPProblem(
-                413,
-                "too_large",
+            raise TooLarge(
                 f"{len(raw_items)} items x {calls} judge calls "
                 f"per item (rubric {rubric.name}) = {len(raw_items) * calls} judge "
                 f"calls; this service takes at most {limits.max_judge_calls} per "
@@ -105,21 +92,18 @@ def prepare(
             )
         items: list[Item] = []
         seen: dict[str, int] = {}
-        for i, fields in enumerate(raw_items):
+        for i, entry in enumerate(raw_items):
+            fields = item_fields(entry) if isinstance(entry, Item) else entry
             check_text(fields, f"items[{i}]", limits.max_nesting)
             try:
                 item = to_item(fields, {}, rubric, limits.max_field_chars, allow_empty)
             except FieldError as exc:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"items[{i}].{exc.field}: {exc.message}",
                     f"items[{i}].{exc.field}",
                 ) from None
             if item.id in seen:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"items[{i}].id: duplicate id {item.id!r} (also items[{seen[item.id]}])",
                     f"items[{i}].id",
                 )
@@ -135,6 +119,14 @@ def prepare(
         raise problem_for(exc) from None
     except MemoryError:
         raise _out_of_memory() from None
+
+
+def item_fields(item: Item) -> dict[str, Any]:
+    """An item's fields as a client would send them (its images by reference, as they are)."""
+    fields = {k: v for k, v in item.fields().items() if v is not None and v != []}
+    if item.images:  # the references themselves (fields() shows an inline one by its number)
+        fields["images"] = list(item.images)
+    return {"id": item.id, **fields}
 
 
 def prompt_sizes(
@@ -227,7 +219,7 @@ def inline_images(items: list[Item], limits: Limits) -> list[Item]:
 
 
 def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
-    """An inline rubric, validated (in a worker: see `Workers`)."""
+    """An inline rubric, validated (in a worker: see `jurybox.serving.service.workers`)."""
     try:
         return _inline_rubric(ref, limits)
     except MemoryError:
@@ -235,9 +227,7 @@ def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
 
 
 def _out_of_memory() -> HTTPProblem:
-    return HTTPProblem(
-        422,
-        "invalid_request",
+    return Invalid(
         "the inline rubric's template needs more memory than the service allows a template",
         "rubric.template",
     )
@@ -250,9 +240,7 @@ def _inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             format_validation_error("inline rubric", exc),
             "rubric" + (f".{where}" if where else ""),
         ) from None
@@ -265,9 +253,7 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
     """
     template = sum(len(ref[k]) for k in ("template", "system") if isinstance(ref.get(k), str))
     if template > limits.max_template_chars:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the inline rubric's template and system prompt "
             f"have {template} characters; this service takes at most "
             f"{limits.max_template_chars} (max_template_chars)",
@@ -276,9 +262,7 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
     formula = ref.get("formula")
     expression = formula.get("expression") if isinstance(formula, dict) else None
     if isinstance(expression, str) and len(expression) > MAX_FORMULA_CHARS:
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             f"the formula has {len(expression)} "
             f"characters; a formula may have at most {MAX_FORMULA_CHARS}",
             "rubric.formula.expression",
@@ -287,9 +271,7 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
     if not isinstance(criteria, list):
         return  # validation says what is wrong
     if len(criteria) > limits.max_criteria:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the inline rubric has {len(criteria)} criteria; "
             f"this service takes at most {limits.max_criteria} (max_criteria)",
             "rubric.criteria",
@@ -303,9 +285,7 @@ def check_rubric_size(ref: dict[str, Any], limits: Limits) -> None:
         )
         points = max((len(p) for p in parts if isinstance(p, (list, dict))), default=0)
         if points > limits.max_scale_points:
-            raise HTTPProblem(
-                413,
-                "too_large",
+            raise TooLarge(
                 f"rubric.criteria[{k}].scale has {points} "
                 f"points; this service takes at most {limits.max_scale_points} "
                 "per scale (max_scale_points)",
@@ -332,9 +312,7 @@ def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
             try:
                 node.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"{path}: holds a lone surrogate "
                     f"({node[exc.start]!r} at character {exc.start}), which is not "
                     "valid Unicode text; send UTF-8 text",
@@ -342,9 +320,7 @@ def check_text(value: Any, where: str, max_nesting: int) -> tuple[int, int]:
                 ) from None
         elif isinstance(node, (dict, list)):
             if depth >= max_nesting:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"{path}: nested more than "
                     f"{max_nesting} levels deep; this service takes at most "
                     f"{max_nesting} (max_nesting)",
@@ -368,18 +344,14 @@ def check_inline(ref: dict[str, Any], limits: Limits) -> None:
     chars, values = check_text(ref, "rubric", limits.max_nesting)
     check_rubric_size(ref, limits)  # the specific limits first: they name the part at fault
     if chars > limits.max_rubric_chars:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the inline rubric has {chars} characters of text "
             f"in all; this service takes at most {limits.max_rubric_chars} "
             "(max_rubric_chars)",
             "rubric",
         )
     if values > limits.max_rubric_values:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the inline rubric has {values} values (strings, "
             f"numbers, keys, list entries); this service takes at most "
             f"{limits.max_rubric_values} (max_rubric_values)",
@@ -404,227 +376,16 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
         total += size
         if size > limits.max_prompt_chars:
             item = requests.item_ids[k // n_calls]
-            raise HTTPProblem(
-                413,
-                "too_large",
+            raise TooLarge(
                 f"item {item!r}: its prompt has {size} "
                 f"characters; this service takes at most {limits.max_prompt_chars} "
                 "per judge call (max_prompt_chars)",
                 f"items[{k // n_calls}]",
             )
     if total > limits.max_request_prompt_chars:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the request's prompts have {total} characters in "
             f"all; this service takes at most {limits.max_request_prompt_chars} "
             "(max_request_prompt_chars): send fewer items",
             "items",
         )
-
-
-class Clients:
-    """Requests open per client address on one ingress replica.
-
-    A client past ``limit`` is refused (429) before anything of its request is read, so that a few
-    clients that open many slow requests cannot take every slot of the replica from the others.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.open: dict[str, int] = {}
-
-    @contextlib.contextmanager
-    def held(self, client: str) -> Iterator[bool]:
-        """Whether ``client`` may open one more request; if so, it is counted until the block ends.
-
-        True (and one more request counted for ``client`` until the block ends) when the client has
-        fewer than ``limit`` open; else False.
-        """
-        n = self.open.get(client, 0)
-        if n >= self.limit:
-            yield False
-            return
-        self.open[client] = n + 1
-        try:
-            yield True
-        finally:
-            left = self.open[client] - 1
-            if left:
-                self.open[client] = left
-            else:
-                del self.open[client]
-
-
-class Workers:
-    """Worker processes for what a client's template may make slow or large, one call at a time.
-
-    A call past its time budget, or whose caller stopped waiting, kills its worker (nothing else
-    stops a Jinja loop), and a fresh one takes its place; no other call is touched. Workers are
-    plain subprocesses speaking pickles over their stdin and stdout, not ``multiprocessing`` ones,
-    which would re-run the ingress process's main module (Ray's worker) in every child.
-    """
-
-    def __init__(self, workers: int = 2, queued: int = 8) -> None:
-        self._slots = asyncio.Semaphore(workers)
-        self.queued = queued  # calls that may wait for a worker; beyond, 429
-        self.waiting = 0
-        self._idle = [_Worker()]  # one started now, so that a first inline rubric need not wait
-
-    async def run(self, budget_s: float, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in a worker (``fn`` importable by name); what it raises is raised here.
-
-        `HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies, 429 when every worker is
-        busy and ``queued`` calls already wait for one.
-        """
-        if self._slots.locked() and self.waiting >= self.queued:
-            raise HTTPProblem(
-                429,
-                "overloaded",
-                f"every worker that renders inline rubrics is "
-                f"busy and {self.waiting} requests wait for one; retry later (or "
-                "name a rubric the service knows)",
-                headers={"Retry-After": str(max(1, math.ceil(budget_s)))},
-            )
-        self.waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self.waiting -= 1
-        try:
-            return await self._call(budget_s, fn, args)
-        finally:
-            self._slots.release()
-
-    async def _call(self, budget_s: float, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        worker = self._idle.pop() if self._idle else _Worker()
-        try:
-            # A new worker imports what it needs first (seconds of CPU): not the call's time.
-            await asyncio.to_thread(worker.wait_ready)
-        except BaseException:
-            worker.kill()
-            raise
-        shared = SHARED_IMAGES.get()  # a group request's decoded images, for its items
-        try:
-            ok, value = await asyncio.wait_for(
-                asyncio.to_thread(worker.call, fn, args, shared), budget_s
-            )
-        except TimeoutError:
-            self._replace(worker)
-            raise HTTPProblem(
-                422,
-                "invalid_request",
-                f"the inline rubric's template took "
-                f"longer than {budget_s:g} s to render (max_render_s)",
-                "rubric.template",
-            ) from None
-        except BaseException as exc:  # cancelled (deadline, client left), or it died
-            self._replace(worker)
-            if isinstance(exc, (EOFError, OSError)):
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
-                    "the inline rubric could not be "
-                    "rendered: the worker rendering it died (out of memory?)",
-                    "rubric",
-                ) from None
-            raise
-        self._idle.append(worker)
-        if ok:
-            return value
-        raise value
-
-    def _replace(self, worker: _Worker) -> None:
-        """Kill ``worker`` and start its successor now.
-
-        So that the successor has imported what it needs (seconds of CPU) by the time the next
-        inline rubric comes, not while that one waits.
-        """
-        worker.kill()
-        self._idle.append(_Worker())
-
-    def close(self) -> None:
-        """Kill the idle worker processes (one busy with a call is not among them)."""
-        for worker in self._idle:
-            worker.kill()
-        self._idle = []
-
-
-class _Worker:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from jurybox.serving.service.admission import serve_worker; serve_worker()",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        self.ready = False
-
-    def wait_ready(self) -> None:
-        """Block until the worker has imported what it needs (it says so with one byte)."""
-        if not self.ready:
-            assert self.proc.stdout is not None
-            if self.proc.stdout.read(1) != READY:
-                raise EOFError("the worker process ended while starting")
-            self.ready = True
-
-    def call(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], shared: Mapping[str, Image] | None
-    ) -> tuple[bool, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        _send(self.proc.stdin, (fn, args, shared))
-        return _receive(self.proc.stdout)
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
-def _send(stream: IO[bytes], value: Any) -> None:
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(len(data).to_bytes(8, "big") + data)
-    stream.flush()
-
-
-def _receive(stream: IO[bytes]) -> Any:
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError("the worker process ended")
-    return pickle.loads(stream.read(int.from_bytes(head, "big")))
-
-
-def serve_worker() -> None:
-    """A worker's loop: ``(fn, args, shared)`` in, ``(True, result)`` or ``(False, exception)`` out.
-
-    ``shared``: the caller's `SHARED_IMAGES`, set for the call.
-
-    Until its stdin closes. Its address space is capped, so a template that would build a huge
-    string fails with MemoryError here instead of growing the ingress.
-    """
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
-    requests, answers = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing printed may break the protocol
-    answers.write(READY)  # (this module's imports are what rendering needs)
-    answers.flush()
-    while True:
-        try:
-            fn, args, shared = _receive(requests)
-        except EOFError:
-            return
-        token = SHARED_IMAGES.set(shared)
-        try:
-            answer: tuple[bool, Any] = (True, fn(*args))
-        except HTTPProblem as exc:
-            answer = (False, exc)
-        except InputError as exc:  # as a plain InputError: a subclass may not unpickle
-            answer = (False, InputError(str(exc), field=exc.field))
-        except BaseException as exc:  # the ingress sees it as the 500 it would be in-process
-            answer = (False, RuntimeError(f"{type(exc).__name__}: {exc}"))
-        finally:
-            SHARED_IMAGES.reset(token)
-        _send(answers, answer)

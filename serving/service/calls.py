@@ -16,7 +16,7 @@ from jurybox.judges.cascade import Steps
 from jurybox.judges.spec import JurySpec
 from jurybox.rubrics import Rubric, Verdict
 from jurybox.rubrics.errors import last_line
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.problems import HTTPProblem, Overloaded, Unavailable
 from jurybox.serving.service.metrics import Metrics
 from jurybox.serving.service.pace import Pace
 
@@ -80,9 +80,7 @@ class JudgeCalls:
                 reason = "its call was cancelled"
                 continue
             except BackPressureError as exc:
-                raise HTTPProblem(
-                    429,
-                    "overloaded",
+                raise Overloaded(
                     f"judge {judge} is busy; retry later",
                     headers={"Retry-After": str(int(exc.retry_after_s or 5))},
                 ) from None
@@ -92,9 +90,7 @@ class JudgeCalls:
             except Exception as exc:
                 reason = short(exc)
                 break
-        raise HTTPProblem(
-            503,
-            "unavailable",
+        raise Unavailable(
             f"judge {judge} could not answer: {reason}; nothing was scored, retry later",
             headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
         )
@@ -150,9 +146,7 @@ def cancelled_here() -> bool:
 
 def stopped() -> HTTPProblem:
     """What a client still waiting gets when its batch is stopped under it (the service stops)."""
-    return HTTPProblem(
-        503,
-        "unavailable",
+    return Unavailable(
         "the batch this request was judged in was stopped (the service is shutting "
         "down); nothing was scored, retry later",
         headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},

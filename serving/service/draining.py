@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.problems import Unavailable
 from jurybox.serving.service.calls import short
 from jurybox.serving.service.metrics import Metrics, Shared
 
@@ -167,9 +167,7 @@ class Replica:
             families = await self.state().metrics.remote()
         except Exception as exc:
             self._lost()
-            raise HTTPProblem(
-                503,
-                "unavailable",
+            raise Unavailable(
                 "the metrics the ingress replicas share "
                 f"cannot be read right now ({short(exc)}); retry shortly",
                 headers={"Retry-After": "2"},

@@ -3,6 +3,7 @@
 One per ingress replica, with its `share` of the service's ``max_concurrent`` and ``max_queued``;
 a request beyond them is told to come back (429 with Retry-After) instead of waiting without
 bound. The requests that wait together are judged together (`jurybox.serving.service.batching`).
+`Clients`: at most so many requests open per client address, refused before anything is read.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.problems import Overloaded
 from jurybox.serving.service.pace import Pace
 
 
@@ -50,9 +51,7 @@ class Gate:
         (a 429 halfway would throw away the slices judged).
         """
         if self.waiting >= self.queued and not admitted:
-            raise HTTPProblem(
-                429,
-                "overloaded",
+            raise Overloaded(
                 f"the service is busy ({self.active} batches "
                 f"judging, {self.waiting} requests waiting); retry later",
                 headers={"Retry-After": str(self.retry_after())},
@@ -91,3 +90,36 @@ def share(total: int, replicas: int, rank: int) -> int:
     The shares add up to ``total`` exactly (the first ``total % replicas`` replicas take one more).
     """
     return total // replicas + (1 if rank < total % replicas else 0)
+
+
+class Clients:
+    """Requests open per client address on one ingress replica.
+
+    A client past ``limit`` is refused (429) before anything of its request is read, so that a few
+    clients that open many slow requests cannot take every slot of the replica from the others.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def held(self, client: str) -> Iterator[bool]:
+        """Whether ``client`` may open one more request; if so, it is counted until the block ends.
+
+        True (and one more request counted for ``client`` until the block ends) when the client has
+        fewer than ``limit`` open; else False.
+        """
+        n = self.open.get(client, 0)
+        if n >= self.limit:
+            yield False
+            return
+        self.open[client] = n + 1
+        try:
+            yield True
+        finally:
+            left = self.open[client] - 1
+            if left:
+                self.open[client] = left
+            else:
+                del self.open[client]

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import re
+import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from jurybox.judges.groups import (
-    COMPARING,
     Ask,
     AskEach,
     CompletionReward,
@@ -39,7 +38,6 @@ from jurybox.judges.groups import (
     GroupJob,
     GroupResult,
     Job,
-    listwise_rubric,
 )
 from jurybox.judges.images import jury_sees_images, materialize_images
 from jurybox.judges.spec import JurySpec
@@ -47,44 +45,25 @@ from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.images import Image, ImageError
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.problems import HTTPProblem, problem_for
+from jurybox.serving.problems import HTTPProblem, Invalid, TimedOut, TooLarge, problem_for
 from jurybox.serving.service.admission import (
     SHARED_IMAGES,
     check_text,
     image_policy,
     no_images_seen,
     prepare,
-    prompt_sizes,
     shared_ref,
 )
 from jurybox.serving.service.config import Limits
+from jurybox.serving.service.group_sizes import invalid
+from jurybox.serving.service.group_sizes import sized as sized_groups
 from jurybox.serving.service.pace import check_pace
-from jurybox.serving.service.protocol import GroupRequest, ScoreItem, ScoreRequest
+from jurybox.serving.service.protocol import GroupRequest
+
+if TYPE_CHECKING:
+    from jurybox.serving.service.scoring import ScoringService
 
 logger = logging.getLogger("jurybox.serving")
-
-
-class GroupScoring(Protocol):
-    """What the group route uses of the scoring service.
-
-    That is `jurybox.serving.service.scoring.ScoringService`, which calls it.
-    """
-
-    limits: Limits
-    jury: JurySpec
-    gate: Any
-    workers: Any
-    calls: Any
-
-    def _named(self, name: str) -> Rubric: ...
-
-    async def _rubric(self, ref: str | dict[str, Any]) -> Rubric: ...
-
-    async def _score(
-        self, request: ScoreRequest, deadline: float, limit_items: bool = True
-    ) -> list[dict[str, Any]]: ...
-
-    def _provenance(self, rubric: Rubric) -> str: ...
 
 
 @dataclass
@@ -113,7 +92,7 @@ def _admitted(request: GroupRequest, limits: Limits, seen_by: str | None) -> _Ad
         check_text(raw, f"groups[{g}]", limits.max_nesting)
         key = str(raw.pop("id"))
         if key in seen:
-            raise _invalid(f"groups[{g}].id", f"duplicate id {key!r} (also groups[{seen[key]}])")
+            raise invalid(f"groups[{g}].id", f"duplicate id {key!r} (also groups[{seen[key]}])")
         seen[key] = g
         completions = raw.pop("completions")
         _check_lengths(g, raw, completions, limits.max_field_chars, request.allow_empty)
@@ -127,7 +106,7 @@ def _admitted(request: GroupRequest, limits: Limits, seen_by: str | None) -> _Ad
             except ImageError as exc:
                 where = f"groups[{g}].{exc.field or 'images'}"
                 if not exc.too_large:
-                    raise _invalid(where, str(exc)) from None
+                    raise invalid(where, str(exc)) from None
                 out.unscored[g] = (
                     f"{where}: {exc} (the service's image limits: max_image_bytes, "
                     "max_image_pixels, max_images_per_item); the group was not judged"
@@ -135,9 +114,7 @@ def _admitted(request: GroupRequest, limits: Limits, seen_by: str | None) -> _Ad
                 images = ()
             image_bytes += sum(len(im.data) for im in images)
             if image_bytes > limits.max_request_image_bytes:
-                raise HTTPProblem(
-                    413,
-                    "too_large",
+                raise TooLarge(
                     f"the groups' images have more than {image_bytes:,} bytes in all; this "
                     f"service takes at most {limits.max_request_image_bytes:,} "
                     "(max_request_image_bytes)",
@@ -155,7 +132,7 @@ def _check_lengths(
 ) -> None:
     for name, value in raw.items():
         if isinstance(value, str) and len(value) > max_chars:
-            raise _invalid(
+            raise invalid(
                 f"groups[{g}].{name}",
                 f"{len(value):,} characters, more than this service's limit of {max_chars:,} "
                 "(max_field_chars)",
@@ -163,17 +140,13 @@ def _check_lengths(
     for c, text in enumerate(completions):
         where = f"groups[{g}].completions[{c}]"
         if len(text) > max_chars:
-            raise _invalid(
+            raise invalid(
                 where,
                 f"{len(text):,} characters, more than this service's limit "
                 f"of {max_chars:,} (max_field_chars)",
             )
         if not allow_empty and not text.strip():
-            raise _invalid(where, "empty (send allow_empty: true to judge empty completions)")
-
-
-def _invalid(where: str, why: str) -> HTTPProblem:
-    return HTTPProblem(422, "invalid_request", f"{where}: {why}", where)
+            raise invalid(where, "empty (send allow_empty: true to judge empty completions)")
 
 
 def _job(
@@ -201,10 +174,12 @@ class _Plan:
     kept: list[int]  # the groups judged (the others: admitted.unscored)
 
 
-async def _plan(service: GroupScoring, request: GroupRequest) -> _Plan:
+async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
     limits = service.limits
-    rubric = await service._rubric(request.rubric)
-    pointwise = await service._rubric(request.pointwise) if request.pointwise is not None else None
+    rubric = await service.rubric_of(request.rubric)
+    pointwise = (
+        await service.rubric_of(request.pointwise) if request.pointwise is not None else None
+    )
     seen_by = None if jury_sees_images(service.jury) else service.jury.name
     admitted = await asyncio.to_thread(_admitted, request, limits, seen_by)
     job = await asyncio.to_thread(_job, request, rubric, pointwise, service.jury, admitted.groups)
@@ -213,9 +188,7 @@ async def _plan(service: GroupScoring, request: GroupRequest) -> _Plan:
     sizes = sorted({c.k for c in costs})
     words = "; ".join(next(c.words for c in costs if c.k == k) for k in sizes[:3])
     if calls > limits.max_judge_calls:  # before any probe is rendered
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the {request.design.design} design of these "
             f"{len(request.groups)} groups asks {calls} judge calls per judge "
             f"({words}); this service takes at most {limits.max_judge_calls} per "
@@ -226,7 +199,7 @@ async def _plan(service: GroupScoring, request: GroupRequest) -> _Plan:
         )
     token = SHARED_IMAGES.set(admitted.shared)
     try:
-        sized = await _sized(service, request, job, admitted)
+        sized = await sized_groups(service, request, job, admitted.groups, admitted.unscored)
     finally:
         SHARED_IMAGES.reset(token)
     for g, (_, largest) in sized.items():
@@ -244,143 +217,53 @@ async def _plan(service: GroupScoring, request: GroupRequest) -> _Plan:
     return _Plan(admitted, job, calls, estimate, kept)
 
 
-async def planned_prompt_chars(service: GroupScoring, request: GroupRequest) -> int:
+async def planned_prompt_chars(service: ScoringService, request: GroupRequest) -> int:
     """About how many characters of prompt a group request's rounds render, in all.
 
     As `jurybox.serving.service.admission.check_prompts` counts them (an image as its estimated
     tokens), summed over every round, estimated from the plan before any judge runs (see
-    `_sized`); the groups over a per-group bound left out. At least what the rounds render for a
-    template that shows each completion a fixed number of times (the shipped rubrics' way).
+    `jurybox.serving.service.group_sizes`); the groups over a per-group bound left out. At least
+    what the rounds render for a template that shows each completion a fixed number of times (the
+    shipped rubrics' way).
     """
     return (await _plan(service, request)).estimate
 
 
-# Probe texts: each variable field of a probe item is SHORT or LONG characters long.
-SHORT, LONG = 1, 65
-# What a listwise call adds to each answer beside its text ("Answer A:\n", and "\n\n" between).
-LISTWISE_PER_ANSWER = 12
+async def answer_groups(service: ScoringService, request: GroupRequest) -> list[dict[str, Any]]:
+    """POST /v1/groups: ``{"groups": [...]}``, each group's rewards.
 
-
-async def _sized(
-    service: GroupScoring, request: GroupRequest, job: GroupJob, admitted: _Admitted
-) -> dict[int, tuple[int, int]]:
-    """Per group to judge: the prompt characters its calls render in all, and its largest call's.
-
-    Estimated from the plan before rendering anything big: per kind of call the group makes
-    (pairs, pointwise, listwise), two probe items of the group's own fields, the completions
-    replaced by texts of SHORT and LONG characters, are rendered with the rubric (the operator's
-    in a thread, a client's in a worker); a call's size is linear in its completions' characters
-    (exact where a template shows each a fixed number of times), and the design says how many
-    calls there are and how often each completion appears in them at most.
+    With the comparisons behind them (`score_groups`); counted in flight (a drain waits for it),
+    504 past ``request_timeout_s``.
     """
-    spec, groups = job.spec, admitted.groups
-    todo = [g for g in range(len(groups)) if g not in admitted.unscored]
-    needs_point = spec.design in ("pointwise", "anchor") or spec.weight is not None
-    point_ref = request.pointwise if request.pointwise is not None else request.rubric
-    kinds: list[tuple[Any, list[str], list[int]]] = []  # (rubric or ref, fields, groups)
-    if spec.design in COMPARING:
-        pairs = [g for g in todo if len(groups[g].completions) > 1]
-        kinds.append((request.rubric, ["response_a", "response_b"], pairs))
-    if job.scorer is not None:
-        points = [g for g in todo if needs_point or len(groups[g].completions) == 1]
-        kinds.append((point_ref, ["response"], points))
-    if spec.design == "listwise":
-        for k in sorted({len(groups[g].completions) for g in todo} - {1}):
-            same = [g for g in todo if len(groups[g].completions) == k]
-            kinds.append((listwise_rubric(job.rubric, k), ["answers"], same))
-    out = dict.fromkeys(todo, (0, 0))
-    for ref, names, members in kinds:
-        if not members:
-            continue
-        probes = [
-            {"id": f"{g}-{n}", **groups[g].fields, **dict.fromkeys(names, "x" * n)}
-            for g in members
-            for n in (SHORT, LONG)
-        ]
-        sizes = await _probe(service, ref, probes, members)
-        for m, g in enumerate(members):
-            total, largest = _estimated(job, groups[g], names, sizes[2 * m], sizes[2 * m + 1])
-            before = out[g]
-            out[g] = (before[0] + total, max(before[1], largest))
-    return out
-
-
-async def _probe(
-    service: GroupScoring, ref: Any, probes: list[dict[str, Any]], members: list[int]
-) -> list[tuple[int, int]]:
-    limits = service.limits
-    try:
-        if isinstance(ref, dict):  # a client's rubric: its template is rendered in a worker
-            sizes: list[tuple[int, int]] = await service.workers.run(
-                limits.max_render_s, prompt_sizes, ref, probes, limits
+    timeout = service.limits.request_timeout_s
+    with service.replica.flight():
+        try:
+            return await asyncio.wait_for(
+                score_groups(service, request, time.monotonic() + timeout), timeout
             )
-            return sizes
-        rubric = service._named(ref) if isinstance(ref, str) else ref
-        return await asyncio.to_thread(prompt_sizes, rubric, probes, limits)
-    except InputError as exc:
-        found = re.fullmatch(r"items\[(\d+)\]\.(\w+)", exc.field or "")
-        if found is None:
-            raise problem_for(exc) from None
-        where = f"groups[{members[int(found[1]) // 2]}].{found[2]}"
-        raise _invalid(where, str(exc)) from None
-
-
-def _estimated(
-    job: GroupJob,
-    group: Group,
-    names: list[str],
-    short: tuple[int, int],
-    long: tuple[int, int],
-) -> tuple[int, int]:
-    """A group's calls of one kind (``names``: the fields its completions fill): in all, largest."""
-    spread = len(names) * (LONG - SHORT)
-
-    def line(lo: int, hi: int, t: float) -> int:
-        slope = max(0.0, (hi - lo) / spread)
-        return math.ceil(max(lo, lo + slope * (t - len(names) * SHORT)))
-
-    lengths = sorted((len(t) for t in group.completions), reverse=True)
-    k, whole = len(lengths), sum(lengths)
-    spec = job.spec
-    if names == ["answers"]:
-        text = whole + LISTWISE_PER_ANSWER * k
-        return len(job.jury.judges) * line(short[0], long[0], text), line(short[1], long[1], text)
-    if names == ["response"]:
-        items = k
-        total_text = whole
-        widest = lengths[0]
-    else:
-        cost = spec.cost(k, job.rubric, job.pointwise_rubric)
-        items = cost.pairs
-        widest = lengths[0] + lengths[1]
-        r = k - 1 if spec.design == "round_robin" else min(spec.per_completion, k - 1)
-        appears = whole + (k - 2) * lengths[0] if spec.design == "anchor" else r * whole
-        total_text = min(appears, items * widest)
-    slope = max(0.0, (long[0] - short[0]) / spread)
-    base = short[0] - slope * len(names) * SHORT
-    total = math.ceil(max(items * short[0], items * base + slope * total_text))
-    return total, line(short[1], long[1], widest)
+        except TimeoutError:
+            raise TimedOut(
+                f"the request took longer than the service's "
+                f"deadline of {timeout:g} s (request_timeout_s); retry with fewer "
+                "groups or a design with fewer calls",
+            ) from None
 
 
 async def score_groups(
-    service: GroupScoring, request: GroupRequest, deadline: float
+    service: ScoringService, request: GroupRequest, deadline: float
 ) -> list[dict[str, Any]]:
     """The groups' results, in order (see the module docstring)."""
     limits = service.limits
     completions = sum(len(g.completions) for g in request.groups)
     if completions > limits.max_items:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"{completions} completions in {len(request.groups)} "
             f"groups; this service takes at most {limits.max_items} per request "
             "(max_items): send fewer groups",
             "groups",
         )
     if request.design.design == "listwise" and not isinstance(request.rubric, str):
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             "the listwise design asks a rubric the service "
             "knows, by name (an inline rubric's prompts are rendered in a worker; "
             "a listwise call's prompt is built here)",
@@ -388,9 +271,7 @@ async def score_groups(
         )
     plan = await _plan(service, request)
     if plan.estimate > limits.max_request_prompt_chars:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"the {request.design.design} design of these {len(request.groups)} groups "
             f"would render about {plan.estimate:,} characters of prompt in all its rounds; "
             f"this service takes at most {limits.max_request_prompt_chars:,} per request "
@@ -435,13 +316,10 @@ def _unscored(job: GroupJob, group: Group, why: str) -> GroupResult:
 
 
 async def _run(
-    service: GroupScoring, request: GroupRequest, plan: _Plan, deadline: float
+    service: ScoringService, request: GroupRequest, plan: _Plan, deadline: float
 ) -> list[GroupResult]:
     """The kept groups' results: the job's asks judged round by round."""
     job = plan.job
-    refs = {id(job.rubric): request.rubric}
-    if job.pointwise_rubric is not None and request.pointwise is not None:
-        refs[id(job.pointwise_rubric)] = request.pointwise
     kept = [plan.admitted.groups[g] for g in plan.kept]
 
     async def answer(ask: Ask | AskEach) -> Any:
@@ -450,10 +328,9 @@ async def _run(
                 return await _each(service, ask, request.allow_empty, deadline)
             if not ask.items:
                 return []
-            score = await asyncio.to_thread(
-                _score_request, refs[id(ask.rubric)], ask.items, request.allow_empty
+            return await service.judge(
+                ask.rubric, ask.items, deadline, allow_empty=request.allow_empty, limit_items=False
             )
-            return await service._score(score, deadline, limit_items=False)
         except HTTPProblem as exc:
             raise _placed(exc, ask.items, kept, plan.kept) from None
 
@@ -497,19 +374,7 @@ def _placed(
             where += f".{found[2]}"
         break
     message = re.sub(r"^(items\[\d+\](\.\w+)?|item '[^']*'): ", "", problem.message)
-    return HTTPProblem(problem.status, problem.kind, f"{where}: {message}", where, problem.headers)
-
-
-def _score_request(ref: str | dict[str, Any], items: list[Item], allow_empty: bool) -> ScoreRequest:
-    """An ask's items as a score request.
-
-    In a thread: a round holds up to max_judge_calls items.
-    """
-    return ScoreRequest(
-        rubric=ref,
-        items=[ScoreItem.model_validate(_raw(it)) for it in items],
-        allow_empty=allow_empty,
-    )
+    return problem.moved(f"{where}: {message}", where)
 
 
 def _step(
@@ -526,24 +391,17 @@ def _step(
         return None, list(done.value)
 
 
-def _raw(item: Item) -> dict[str, Any]:
-    fields = {k: v for k, v in item.fields().items() if v is not None and v != []}
-    if item.images:  # the references themselves (fields() shows an inline one by its number)
-        fields["images"] = list(item.images)
-    return {"id": item.id, **fields}
-
-
 async def _each(
-    service: GroupScoring, ask: AskEach, allow_empty: bool, deadline: float
+    service: ScoringService, ask: AskEach, allow_empty: bool, deadline: float
 ) -> tuple[str, list[Any]]:
     """A listwise ask: each judge its own items (one per group), within one slot of the gate."""
     limits = service.limits
     # The answers of a group are one field: each may take max_field_chars.
     widened = limits.model_copy(update={"max_field_chars": limits.max_field_chars * 26})
     _, _, requests = await asyncio.to_thread(
-        lambda: prepare(ask.rubric, [_raw(it) for it in ask.items], widened, allow_empty)
+        lambda: prepare(ask.rubric, ask.items, widened, allow_empty)
     )
-    prov = service._provenance(ask.rubric)
+    prov = service.provenance_for(ask.rubric)
     judges = service.jury.judges
     n = len(ask.items) // ask.judges
     gate = service.gate

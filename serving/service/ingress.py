@@ -1,19 +1,17 @@
 """The scoring service's front door: a FastAPI app served by a Ray Serve deployment.
 
-Its routes each call one method of `ScoringService` (which knows nothing of HTTP) and turn its
-answer into a response.
+Its routes each call one method of `ScoringService` (which knows nothing of HTTP), or their own
+module's serving logic (`jurybox.serving.service.groups`, `jurybox.serving.service.openrlhf`), and
+turn its answer into a response.
 
-Here: bearer-token auth on /v1, CORS, the body-size limit (counted before the body is read), the
-OpenAPI contract, metrics for every answer, and one JSON error shape for everything
-(`jurybox.serving.problems`).
+Here: CORS, the checks every request passes first (`jurybox.serving.service.guard`: auth on /v1,
+the body-size limit, counted before the body is read), the OpenAPI contract, metrics for every
+answer, and one JSON error shape for everything (`jurybox.serving.problems`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import hmac
 import json
 import logging
 import time
@@ -28,10 +26,21 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from jurybox.rubrics import Rubric
-from jurybox.serving.problems import HTTPProblem, body, problem_for, validation_problem
-from jurybox.serving.service.calls import RETRY_AFTER_UNAVAILABLE_S
+from jurybox.serving.problems import (
+    HTTPProblem,
+    http_problem,
+    problem_for,
+    validation_problem,
+)
 from jurybox.serving.service.draining import StateHandle
-from jurybox.serving.service.openrlhf import OpenRLHFRequest, OpenRLHFResponse, Options
+from jurybox.serving.service.groups import answer_groups
+from jurybox.serving.service.guard import checked, problem_response, request_id
+from jurybox.serving.service.openrlhf import (
+    OpenRLHFRequest,
+    OpenRLHFResponse,
+    Options,
+    answer_openrlhf,
+)
 from jurybox.serving.service.protocol import (
     ErrorResponse,
     GroupRequest,
@@ -68,10 +77,6 @@ def _plain(value: Any) -> Any:
 
 
 _encode = msgspec.json.Encoder(enc_hook=_plain).encode
-
-
-def _json(problem: HTTPProblem) -> JSONResponse:
-    return JSONResponse(body(problem), status_code=problem.status, headers=problem.headers)
 
 
 class JuryIngress:
@@ -140,25 +145,17 @@ def build_app(service: ScoringService) -> FastAPI:
 
     @app.exception_handler(HTTPProblem)
     async def _on_problem(request: Request, exc: HTTPProblem) -> JSONResponse:
-        return _json(exc)
+        return problem_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _json(validation_problem(list(exc.errors())))
+        return problem_response(validation_problem(list(exc.errors())))
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {401: "unauthorized", 404: "not_found", 413: "too_large"}.get(
-            exc.status_code, "invalid_request"
-        )
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-        if exc.status_code == 400 and "parsing the body" in detail:
-            detail = (
-                "the body could not be read as JSON: it must be UTF-8 JSON, with no value "
-                "nested beyond the parser's depth and no integer over 4,300 digits"
-            )
-        return _json(
-            HTTPProblem(exc.status_code, kind, detail, headers=getattr(exc, "headers", None))
+        return problem_response(
+            http_problem(exc.status_code, detail, getattr(exc, "headers", None))
         )
 
     @app.middleware("http")
@@ -184,7 +181,7 @@ def build_app(service: ScoringService) -> FastAPI:
             )
         else:
             try:
-                response = await _checked(service, request, call_next)
+                response = await checked(service, request, call_next)
             except asyncio.CancelledError:  # the client left and Serve cancelled the request
                 service.metrics.observe(request.url.path, 499, time.perf_counter() - began)
                 raise
@@ -197,7 +194,7 @@ def build_app(service: ScoringService) -> FastAPI:
                     response = Response(status_code=499)
                 else:
                     logger.exception("%s %s failed", request.method, request.url.path)
-                    response = _json(problem_for(exc))
+                    response = problem_response(problem_for(exc))
         if allowed:
             assert origin is not None  # (allowed: the request named an origin)
             response.headers["Access-Control-Allow-Origin"] = origin
@@ -236,7 +233,8 @@ def build_app(service: ScoringService) -> FastAPI:
         runs.
         """
         return Response(
-            _encode({"groups": await service.groups(request)}), media_type="application/json"
+            _encode({"groups": await answer_groups(service, request)}),
+            media_type="application/json",
         )
 
     @app.post(
@@ -267,7 +265,7 @@ def build_app(service: ScoringService) -> FastAPI:
         """
         options = Options(score, scale, calibrated, unscored, scores)
         return Response(
-            await service.openrlhf(rubric, request, options, request_id(http)),
+            await answer_openrlhf(service, rubric, request, options, request_id(http)),
             media_type="application/json",
         )
 
@@ -386,138 +384,3 @@ def _contract(app: FastAPI, service: ScoringService) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-async def _checked(service: ScoringService, request: Request, call_next: Any) -> Response:
-    """The checks every request passes before its route runs, cheapest first.
-
-    Each refusal a JSON error: one client's share of the replica, auth, drain, the body's size and
-    the time it may take to arrive.
-    """
-    client = request.client.host if request.client is not None else ""
-    with service.clients.held(client) as admitted:
-        if not admitted:
-            limit = service.limits.max_client_requests
-            return _json(
-                HTTPProblem(
-                    429,
-                    "overloaded",
-                    f"this client has {limit} requests open "
-                    f"here already (max_client_requests); wait for them, or "
-                    "send more items per request",
-                    headers={"Retry-After": "1"},
-                )
-            )
-        authorization = request.headers.getlist("authorization")
-        if len(authorization) > 1:
-            return _json(
-                HTTPProblem(
-                    400,
-                    "invalid_request",
-                    f"the request has {len(authorization)} Authorization headers; send one",
-                )
-            )
-        given = _given_token(authorization[0] if authorization else "")
-        if (
-            request.url.path.startswith("/v1/")
-            and service.token is not None
-            and not hmac.compare_digest(given, service.token.encode())
-        ):
-            return _json(
-                HTTPProblem(
-                    401,
-                    "unauthorized",
-                    "missing or wrong bearer token "
-                    "(Authorization: Bearer <token>; a client that can only "
-                    "put it in the URL: http://jurybox:<token>@host/...)",
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-            )
-        if service.replica.draining and request.url.path.startswith(
-            ("/v1/score", "/v1/groups", "/v1/openrlhf/")
-        ):
-            return _json(
-                HTTPProblem(
-                    503,
-                    "unavailable",
-                    "the service is shutting down; retry later (or at another replica)",
-                    headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
-                )
-            )
-        limit = service.limits.max_body_bytes
-        length = request.headers.get("content-length")
-        too_large = HTTPProblem(
-            413,
-            "too_large",
-            f"the request body is larger than the "
-            f"service's limit of {limit} bytes (max_body_bytes)",
-        )
-        if length is not None and length.isdigit() and int(length) > limit:
-            return _json(too_large)
-        if length is None and request.method in ("POST", "PUT", "PATCH"):
-            # A chunked upload is refused before any of it is read: Ray Serve's replica pulls
-            # a request's body from its proxy eagerly, whatever the app reads, so a stream
-            # counted up to the limit would still have buffered all that arrived meanwhile
-            # (100 MB: +155 MB in the ingress). Every JSON client sends Content-Length.
-            return _json(
-                HTTPProblem(
-                    411,
-                    "invalid_request",
-                    "the request has no "
-                    "Content-Length (a chunked body); send the body with its "
-                    f"Content-Length, at most {limit} bytes (max_body_bytes)",
-                )
-            )
-        if length is not None and request.method in ("POST", "PUT", "PATCH"):
-            # A body that trickles in holds a slot of the replica for as long as it takes:
-            # it must arrive within body_timeout_s (the route reads it again, from memory).
-            timeout = service.limits.body_timeout_s
-            try:
-                await asyncio.wait_for(request.body(), timeout)
-            except TimeoutError:
-                return _json(
-                    HTTPProblem(
-                        408,
-                        "timeout",
-                        f"the request body did not arrive "
-                        f"within {timeout:g} s (body_timeout_s); send it at "
-                        "once",
-                        headers={"Connection": "close"},
-                    )
-                )
-        return await call_next(request)
-
-
-def request_id(request: Request) -> str:
-    """The request's id for logs.
-
-    The client's ``X-Request-ID``, else Ray Serve's own (what Serve answers in ``x-request-id``),
-    else empty.
-    """
-    given = request.headers.get("x-request-id")
-    if given:
-        return given[:128]
-    try:
-        from ray import serve
-
-        return str(serve.context._get_serve_request_context().request_id)
-    except Exception:  # outside a Serve replica (tests, in-process)
-        return ""
-
-
-def _given_token(authorization: str) -> bytes:
-    """The token a request gives: ``Bearer <token>``, or Basic credentials whose password is it.
-
-    Basic credentials are what an HTTP client sends for ``http://user:<token>@host/...``, the only
-    way OpenRLHF's reward client can give one. The scheme is case-insensitive (RFC 7235).
-    """
-    scheme, _, given = authorization.partition(" ")
-    if scheme.lower() == "bearer":
-        return given.strip().encode()
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(given.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            return b""
-        return decoded.partition(b":")[2]
-    return b""

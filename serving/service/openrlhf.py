@@ -26,24 +26,34 @@ fails the step far from the cause, so the URL (``?unscored=error`` or a number) 
 `jurybox.judges.parsing.REASON_CODES`, by position; 0 when scored) for every sample, which OpenRLHF
 logs beside its own metrics.
 
-Everything here is linear in the body's size: no regular expression runs on a client's text.
+The route's serving logic is `answer_openrlhf`: the samples become items, scored through the
+scoring service's `score_items` as ``/v1/score``'s are. Everything here is linear in the body's
+size: no regular expression runs on a client's text.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from jurybox.judges.parsing import REASON_CODES, reason_code
 from jurybox.rubrics import Rubric
+from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward, policy_text
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.problems import HTTPProblem, Invalid, TooLarge, Unscorable
+
+if TYPE_CHECKING:
+    from jurybox.serving.service.scoring import ScoringService
 
 logger = logging.getLogger("jurybox.serving.openrlhf")
+# The route's refusals and unscored samples, logged where the service logs its requests.
+service_logger = logging.getLogger("jurybox.serving")
 
 # Special tokens a decoded query may end with (the response's end-of-sequence, any padding):
 # the fixed ones, and any ``<|...|>`` of at most this many characters inside.
@@ -167,18 +177,14 @@ def items_of(
     """
     n = len(request.query)
     if n > max_items:
-        raise HTTPProblem(
-            413,
-            "too_large",
+        raise TooLarge(
             f"{n} samples; this service takes at most {max_items} per request (max_items)",
             "query",
         )
     for name in ("prompts", "labels"):
         given = getattr(request, name)
         if given is not None and len(given) != n:
-            raise HTTPProblem(
-                422,
-                "invalid_request",
+            raise Invalid(
                 f"{name} has {len(given)} entries and query "
                 f"{n}: OpenRLHF sends one of each per sample",
                 name,
@@ -190,9 +196,7 @@ def items_of(
     ):
         for k, text in enumerate(texts):
             if text is not None and len(text) > limit:
-                raise HTTPProblem(
-                    422,
-                    "invalid_request",
+                raise Invalid(
                     f"{name}[{k}] has {len(text)} "
                     f"characters; this service takes at most {limit} "
                     "(max_field_chars"
@@ -213,9 +217,7 @@ def items_of(
             )
         response = response_of(query, prompt) if prompt else query
         if response is None:
-            raise HTTPProblem(
-                422,
-                "invalid_request",
+            raise Invalid(
                 "the query begins neither with its prompt "
                 "nor with the prompt's end (OpenRLHF's query is the prompt, or "
                 "its end when cut to max_len, followed by the response)",
@@ -303,9 +305,7 @@ def renamed(problem: HTTPProblem) -> HTTPProblem:
     if name is None or not index.isdigit():
         return problem
     ours = f"{name}[{index}]"
-    return HTTPProblem(
-        problem.status, problem.kind, problem.message.replace(field, ours), ours, problem.headers
-    )
+    return problem.moved(problem.message.replace(field, ours), ours)
 
 
 def answer(
@@ -332,7 +332,7 @@ def answer(
             "step); give ?unscored=<number> in --reward.remote_url to reward an unscored "
             "sample with that number instead (OpenRLHF needs a number for every sample)",
         )
-        raise HTTPProblem(422, "unscored", str(said), "unscored") from None
+        raise Unscorable(str(said), "unscored") from None
     rewards = [float(v) for v in values if v is not None]  # (unscored=none is refused before)
     flags, reasons = [], []
     for record in records:
@@ -383,9 +383,7 @@ def reward_options(
     """
     given = unscored if unscored is not None else default
     if given is None:
-        raise HTTPProblem(
-            422,
-            "invalid_request",
+        raise Invalid(
             "say what an unscored sample's reward is: "
             "add ?unscored=<number> to --reward.remote_url (e.g. ?unscored=0), or "
             "?unscored=error to stop the step, or start the service with "
@@ -397,9 +395,7 @@ def reward_options(
         try:
             policy = float(given)
         except ValueError:
-            raise HTTPProblem(
-                422,
-                "invalid_request",
+            raise Invalid(
                 f"unscored={given!r}: give error (an "
                 "unscored sample is a 422) or the number its reward should be "
                 "(OpenRLHF needs a number for every sample)",
@@ -408,6 +404,99 @@ def reward_options(
     try:
         return RewardSpec(score=score, scale=scale, calibrated=calibrated, unscored=policy)
     except ValueError as exc:
-        raise HTTPProblem(
-            422, "invalid_request", f"bad reward options: {exc}", "unscored"
-        ) from None
+        raise Invalid(f"bad reward options: {exc}", "unscored") from None
+
+
+async def answer_openrlhf(
+    service: ScoringService,
+    rubric: str,
+    request: OpenRLHFRequest,
+    options: Options,
+    request_id: str = "",
+) -> bytes:
+    """POST /v1/openrlhf/{rubric}: OpenRLHF's remote reward model, scored as /v1/score scores.
+
+    See the module's docstring. The answer as JSON (a criterion without a value in
+    ``extra_logs`` is NaN, which OpenRLHF's JSON reader takes). A refused sample is logged here
+    with the request's id: OpenRLHF drops an error's body.
+    """
+    try:
+        reward = reward_options(
+            options.score,
+            options.scale,
+            options.calibrated,
+            options.unscored,
+            service.plan.openrlhf_unscored,
+        )
+        return await _answer(service, rubric, request, reward, options.scores, request_id or "-")
+    except HTTPProblem as exc:
+        problem = renamed(exc)
+        service_logger.warning(
+            "OpenRLHF request %s refused (%d %s): %s [field %s]",
+            request_id or "-",
+            problem.status,
+            problem.kind,
+            problem.message[:500],
+            problem.field,
+        )
+        raise problem from None
+
+
+async def _answer(
+    service: ScoringService,
+    rubric_name: str,
+    request: OpenRLHFRequest,
+    reward: RewardSpec,
+    scores: Filter,
+    request_id: str,
+) -> bytes:
+    if reward.unscored == "none":
+        raise Invalid(
+            "unscored=none is not possible here: "
+            "OpenRLHF needs a number for every sample (give unscored=error "
+            "or a value)",
+            "unscored",
+        )
+    rubric = service.named_rubric(rubric_name)
+    if reward.calibrated and service.provenances[rubric_name] not in service.calibrations:
+        raise Invalid(
+            f"calibrated=true, but this service has "
+            f"no calibration map for rubric {rubric_name} (start it with "
+            "--calibration MAP)",
+            "calibrated",
+        )
+    criteria_policy: Unscored = reward.unscored if isinstance(reward.unscored, float) else "none"
+    try:
+        bound = reward.bind(rubric)
+        criteria = [
+            RewardSpec(
+                score=c.name,
+                scale=reward.scale,
+                calibrated=reward.calibrated,
+                unscored=criteria_policy,
+            ).bind(rubric)
+            for c in rubric.criteria
+        ]
+    except InputError as exc:
+        raise Invalid(str(exc), exc.field) from None
+    limits = service.limits
+    raw = await asyncio.to_thread(items_of, request, limits.max_items, limits.max_field_chars)
+    if not raw:
+        raise Invalid("query is empty; send at least one sample", "query")
+    sent, unsent = split_unsent(raw, limits.max_field_chars)
+    records = await service.score_items(rubric_name, sent, allow_empty=True) if sent else []
+    records = merged(records, unsent, rubric, service.jury.name)
+    spans = {c.name: c.scale.high - c.scale.low for c in rubric.criteria}
+    given = await asyncio.to_thread(answer, bound, criteria, records, spans, scores)
+    for k, record in enumerate(records):
+        value, why = bound.raw(record)
+        if value is None:
+            service_logger.warning(
+                "OpenRLHF request %s: sample %d unscored (%s), rewarded %s: %s",
+                request_id,
+                k,
+                reason_code(why),
+                reward.unscored,
+                why[:300],
+            )
+    return json.dumps(given).encode()

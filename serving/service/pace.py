@@ -16,7 +16,7 @@ import collections
 import time
 from typing import Any
 
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.problems import TooLarge
 
 #: Slices of one request judged at once (the gate's other slots stay for the others).
 SHARE = 2
@@ -83,9 +83,7 @@ class Pace:
         estimate = calls / (rate * share)
         left = deadline - time.monotonic()
         if estimate > left:
-            raise HTTPProblem(
-                413,
-                "too_large",
+            raise TooLarge(
                 f"{calls} judge calls per judge take about {estimate:.0f} s at this "
                 f"service's measured rate ({rate:.3g} calls/s per judge in calls of "
                 f"{at_least} or more, {share} at once), more than the {left:.0f} s left of "

@@ -14,39 +14,26 @@ judges' work too, and health. The HTTP routes are `jurybox.serving.service.ingre
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from jurybox.judges import provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
 from jurybox.judges.images import jury_sees_images
-from jurybox.judges.parsing import reason_code
-from jurybox.rubrics import Rubric, Verdict, input_hash
-from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.reward import RewardSpec, Unscored
-from jurybox.serving.problems import HTTPProblem
-from jurybox.serving.service import openrlhf
-from jurybox.serving.service.admission import (
-    Clients,
-    Prepared,
-    Workers,
-    check_inline,
-    inline_rubric,
-    prepare,
-)
+from jurybox.rubrics import Item, Rubric, Verdict, input_hash
+from jurybox.serving.problems import Invalid, NotFound, TimedOut, TooLarge
+from jurybox.serving.service.admission import Prepared, check_inline, inline_rubric, prepare
 from jurybox.serving.service.batching import Batches
 from jurybox.serving.service.calls import JudgeCalls
 from jurybox.serving.service.config import ResolvedConfig
 from jurybox.serving.service.draining import Replica, StateHandle
-from jurybox.serving.service.gate import Gate, share
+from jurybox.serving.service.gate import Clients, Gate, share
 from jurybox.serving.service.metrics import Metrics, Shared
-from jurybox.serving.service.openrlhf import Filter, OpenRLHFRequest, Options
 from jurybox.serving.service.pace import check_pace
 from jurybox.serving.service.protocol import (
-    GroupRequest,
     Health,
     JudgeInfo,
     JuryInfo,
@@ -54,12 +41,16 @@ from jurybox.serving.service.protocol import (
     ProvenanceResponse,
     RubricList,
     RubricSummary,
-    ScoreItem,
     ScoreRequest,
 )
+from jurybox.serving.service.workers import Workers
 
 logger = logging.getLogger("jurybox.serving")
 
+# What the judging path takes: a rubric (a name, a client's inline one, or one validated), and
+# items (`Item` objects, or a client's fields, checked as a request's items are).
+Ref = str | dict[str, Any] | Rubric
+Fields = Item | dict[str, Any]
 # The longest a request waits for the verdict cache (another process writing or vacuuming the
 # file) before it judges, or answers, without it.
 CACHE_BUSY_S = 2.0
@@ -70,8 +61,11 @@ HEALTH_CACHE_S = 1.0
 class ScoringService:
     """What the scoring service does, without HTTP.
 
-    Each route of the ingress (`jurybox.serving.service.ingress.build_app`) calls one method and
-    only turns its answer into a response. Errors are `HTTPProblem`, the one error shape.
+    Each route of the ingress (`jurybox.serving.service.ingress.build_app`) calls one method (or
+    its own module's serving logic: `jurybox.serving.service.groups.answer_groups`,
+    `jurybox.serving.service.openrlhf.answer_openrlhf`) and only turns its answer into a
+    response. Every route reaches the jury through `judge` (``/v1/score`` and OpenRLHF's through
+    `score_items`). Errors are `HTTPProblem`, the one error shape.
 
     One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its share
     of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with ``state``
@@ -145,84 +139,96 @@ class ScoringService:
 
     # -- the judging path ----------------------------------------------------------------------
 
-    def _named(self, name: str) -> Rubric:
+    def named_rubric(self, name: str) -> Rubric:
+        """The operator's rubric ``name``; 422 for a name this service does not know."""
         if name not in self.rubrics:
-            raise HTTPProblem(
-                422,
-                "invalid_request",
+            raise Invalid(
                 f"unknown rubric {name!r}; this service "
                 f"knows {sorted(self.rubrics)} (or send an inline rubric)",
                 "rubric",
             )
         return self.rubrics[name]
 
-    async def _rubric(self, ref: str | dict[str, Any]) -> Rubric:
+    async def rubric_of(self, ref: str | dict[str, Any]) -> Rubric:
+        """The rubric a request names, or its inline rubric (validated in a worker process)."""
         if isinstance(ref, str):
-            return self._named(ref)
+            return self.named_rubric(ref)
         await asyncio.to_thread(check_inline, ref, self.limits)  # before it is pickled
         return await self.workers.run(self.limits.max_render_s, inline_rubric, ref, self.limits)
 
-    async def _prepare(self, request: ScoreRequest, limit_items: bool = True) -> Prepared:
-        """The request's rubric, items and prompts (see `jurybox.serving.service.admission`).
-
-        The operator's rubrics in a thread, a client's inline rubric in a worker process; never on
-        the event loop, which keeps answering every other route meanwhile. ``limit_items=False``: a
-        group request's round, whose items were bounded as the request's completions and judge calls
-        (`jurybox.serving.service.groups`).
-        """
-        limits = self.limits
-        if limit_items and len(request.items) > limits.max_items:
-            raise HTTPProblem(
-                413,
-                "too_large",
-                f"{len(request.items)} items; this service takes "
-                f"at most {limits.max_items} per request (max_items)",
-                "items",
-            )
-        if not request.items:
-            raise HTTPProblem(
-                422, "invalid_request", "items is empty; send at least one item", "items"
-            )
-        raw = [item.model_dump(exclude_none=True) for item in request.items]
-        if isinstance(request.rubric, str):
-            return await asyncio.to_thread(
-                prepare, self._named(request.rubric), raw, limits, request.allow_empty, self.seen_by
-            )
-        # Checked here, before the request is pickled for a worker: a structure too deep for
-        # pickle would kill the worker (a 500), and the size bounds cost nothing to check.
-        await asyncio.to_thread(check_inline, request.rubric, limits)
-        return await self.workers.run(
-            limits.max_render_s,
-            prepare,
-            request.rubric,
-            raw,
-            limits,
-            request.allow_empty,
-            self.seen_by,
-        )
-
-    def _provenance(self, rubric: Rubric) -> str:
+    def provenance_for(self, rubric: Rubric) -> str:
+        """The provenance hash verdicts of ``rubric`` and this jury carry."""
         self.jury.check_rubric(rubric)
         known = self.rubrics.get(rubric.name)
         if known is not None and known == rubric:
             return self.provenances[rubric.name]
         return provenance(rubric, self.jury)
 
-    async def _score(
-        self, request: ScoreRequest, deadline: float, limit_items: bool = True
+    async def _prepare(
+        self, rubric: Ref, items: Sequence[Fields], allow_empty: bool, limit_items: bool
+    ) -> Prepared:
+        """The rubric, items and prompts (see `jurybox.serving.service.admission`).
+
+        The operator's rubrics in a thread, a client's (inline, or validated from one) in a worker
+        process; never on the event loop, which keeps answering every other route meanwhile.
+        ``limit_items=False``: a group request's round, whose items were bounded as the request's
+        completions and judge calls (`jurybox.serving.service.groups`).
+        """
+        limits = self.limits
+        if limit_items and len(items) > limits.max_items:
+            raise TooLarge(
+                f"{len(items)} items; this service takes "
+                f"at most {limits.max_items} per request (max_items)",
+                "items",
+            )
+        if not items:
+            raise Invalid("items is empty; send at least one item", "items")
+        if isinstance(rubric, str):
+            rubric = self.named_rubric(rubric)
+        known = self.rubrics.get(rubric.name) if isinstance(rubric, Rubric) else None
+        if known is not None and (known is rubric or known == rubric):
+            return await asyncio.to_thread(
+                prepare, rubric, list(items), limits, allow_empty, self.seen_by
+            )
+        if isinstance(rubric, dict):
+            # Checked here, before the request is pickled for a worker: a structure too deep
+            # for pickle would kill the worker (a 500), and the size bounds cost nothing to check.
+            await asyncio.to_thread(check_inline, rubric, limits)
+        return await self.workers.run(
+            limits.max_render_s, prepare, rubric, list(items), limits, allow_empty, self.seen_by
+        )
+
+    async def judge(
+        self,
+        rubric: Ref,
+        items: Sequence[Fields],
+        deadline: float,
+        *,
+        allow_empty: bool = False,
+        limit_items: bool = True,
     ) -> list[dict[str, Any]]:
-        rubric, items, requests = await self._prepare(request, limit_items)
-        prov = self._provenance(rubric)
+        """The verdict records of ``items`` with ``rubric``, judged by ``deadline``.
+
+        The one way to the jury, for every route. ``rubric``: a name, a client's inline rubric or
+        a `Rubric`; ``items``: `Item` objects or a client's fields, checked as a request's items
+        are (`jurybox.serving.service.admission.prepare`). Items judged before with this
+        configuration are answered from the verdict cache, the others judged in the batches
+        (`jurybox.serving.service.batching`); calibrated where a map applies.
+        ``limit_items=False``: a group request's round (its bounds and pace are checked for the
+        request as a whole).
+        """
+        rubric, checked, requests = await self._prepare(rubric, items, allow_empty, limit_items)
+        prov = self.provenance_for(rubric)
         # Items judged before with this configuration are answered from the verdict cache;
         # only the others go to the judges (none at all when every item is cached).
-        lookup = await self._looked_up(prov, items)
+        lookup = await self._looked_up(prov, checked)
         fresh: list[Verdict] = []
         if lookup.todo and limit_items:  # (a group request's rounds: checked as a whole)
             check_pace(self, len(lookup.todo) * len(requests.calls), deadline)
         if lookup.todo:
             fresh = await self.batches.judged(rubric, prov, requests.subset(lookup.todo), deadline)
             await self._stored(lookup, fresh)
-        records = await asyncio.to_thread(self._records, rubric, prov, lookup, fresh, items)
+        records = await asyncio.to_thread(self._records, rubric, prov, lookup, fresh, checked)
         self.metrics.count_votes(records)
         return records
 
@@ -267,159 +273,38 @@ class ScoringService:
     # -- what the routes answer (see build_app) ----------------------------------------------
 
     async def score(self, request: ScoreRequest) -> list[dict[str, Any]]:
-        """POST /v1/score: ``{"verdicts": [...]}``, one record per item.
+        """POST /v1/score: ``{"verdicts": [...]}``, one record per item (see `score_items`)."""
+        items = [item.model_dump(exclude_none=True) for item in request.items]
+        return await self.score_items(request.rubric, items, allow_empty=request.allow_empty)
 
-        Calibrated when a map applies; 504 past ``request_timeout_s``.
+    async def score_items(
+        self, rubric: Ref, items: Sequence[Fields], *, allow_empty: bool = False
+    ) -> list[dict[str, Any]]:
+        """The verdict records of ``items`` (see `judge`), within ``request_timeout_s``.
+
+        Counted in flight (a drain waits for it); 504 past the deadline.
         """
         timeout = self.limits.request_timeout_s
         with self.replica.flight():
             try:
                 return await asyncio.wait_for(
-                    self._score(request, time.monotonic() + timeout), timeout
+                    self.judge(rubric, items, time.monotonic() + timeout, allow_empty=allow_empty),
+                    timeout,
                 )
             except TimeoutError:
-                raise HTTPProblem(
-                    504,
-                    "timeout",
+                raise TimedOut(
                     f"the request took longer than the service's "
                     f"deadline of {self.limits.request_timeout_s:g} s "
                     "(request_timeout_s); retry with fewer items",
                 ) from None
-
-    async def groups(self, request: GroupRequest) -> list[dict[str, Any]]:
-        """POST /v1/groups: ``{"groups": [...]}``, each group's rewards.
-
-        With the comparisons behind them (`jurybox.serving.service.groups`); 504 past
-        ``request_timeout_s``.
-        """
-        from jurybox.serving.service.groups import score_groups
-
-        timeout = self.limits.request_timeout_s
-        with self.replica.flight():
-            try:
-                return await asyncio.wait_for(
-                    score_groups(self, request, time.monotonic() + timeout), timeout
-                )
-            except TimeoutError:
-                raise HTTPProblem(
-                    504,
-                    "timeout",
-                    f"the request took longer than the service's "
-                    f"deadline of {timeout:g} s (request_timeout_s); retry with fewer "
-                    "groups or a design with fewer calls",
-                ) from None
-
-    async def openrlhf(
-        self, rubric: str, request: OpenRLHFRequest, options: Options, request_id: str = ""
-    ) -> bytes:
-        """POST /v1/openrlhf/{rubric}: OpenRLHF's remote reward model, scored as /v1/score scores.
-
-        See `jurybox.serving.service.openrlhf`. The answer as JSON (a criterion without a value in
-        ``extra_logs`` is NaN, which OpenRLHF's JSON reader takes). A refused sample is logged here
-        with the request's id: OpenRLHF drops an error's body.
-        """
-        try:
-            reward = openrlhf.reward_options(
-                options.score,
-                options.scale,
-                options.calibrated,
-                options.unscored,
-                self.plan.openrlhf_unscored,
-            )
-            return await self._openrlhf(rubric, request, reward, options.scores, request_id or "-")
-        except HTTPProblem as exc:
-            problem = openrlhf.renamed(exc)
-            logger.warning(
-                "OpenRLHF request %s refused (%d %s): %s [field %s]",
-                request_id or "-",
-                problem.status,
-                problem.kind,
-                problem.message[:500],
-                problem.field,
-            )
-            raise problem from None
-
-    async def _openrlhf(
-        self,
-        rubric_name: str,
-        request: OpenRLHFRequest,
-        reward: RewardSpec,
-        scores: Filter,
-        request_id: str,
-    ) -> bytes:
-        if reward.unscored == "none":
-            raise HTTPProblem(
-                422,
-                "invalid_request",
-                "unscored=none is not possible here: "
-                "OpenRLHF needs a number for every sample (give unscored=error "
-                "or a value)",
-                "unscored",
-            )
-        rubric = self._named(rubric_name)
-        if reward.calibrated and self.provenances[rubric_name] not in self.calibrations:
-            raise HTTPProblem(
-                422,
-                "invalid_request",
-                f"calibrated=true, but this service has "
-                f"no calibration map for rubric {rubric_name} (start it with "
-                "--calibration MAP)",
-                "calibrated",
-            )
-        criteria_policy: Unscored = (
-            reward.unscored if isinstance(reward.unscored, float) else "none"
-        )
-        try:
-            bound = reward.bind(rubric)
-            criteria = [
-                RewardSpec(
-                    score=c.name,
-                    scale=reward.scale,
-                    calibrated=reward.calibrated,
-                    unscored=criteria_policy,
-                ).bind(rubric)
-                for c in rubric.criteria
-            ]
-        except InputError as exc:
-            raise HTTPProblem(422, "invalid_request", str(exc), exc.field) from None
-        limits = self.limits
-        raw = await asyncio.to_thread(
-            openrlhf.items_of, request, limits.max_items, limits.max_field_chars
-        )
-        if not raw:
-            raise HTTPProblem(
-                422, "invalid_request", "query is empty; send at least one sample", "query"
-            )
-        sent, unsent = openrlhf.split_unsent(raw, limits.max_field_chars)
-        items = [ScoreItem.model_validate(item) for item in sent]
-        records = (
-            await self.score(ScoreRequest(rubric=rubric_name, items=items, allow_empty=True))
-            if items
-            else []
-        )
-        records = openrlhf.merged(records, unsent, rubric, self.jury.name)
-        spans = {c.name: c.scale.high - c.scale.low for c in rubric.criteria}
-        given = await asyncio.to_thread(openrlhf.answer, bound, criteria, records, spans, scores)
-        for k, record in enumerate(records):
-            value, why = bound.raw(record)
-            if value is None:
-                logger.warning(
-                    "OpenRLHF request %s: sample %d unscored (%s), rewarded %s: %s",
-                    request_id,
-                    k,
-                    reason_code(why),
-                    reward.unscored,
-                    why[:300],
-                )
-        return json.dumps(given).encode()
 
     async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
         """POST /v1/provenance: the provenance hash of the rubric (named or inline) with this jury.
 
         And the calibration map applied to its verdicts, if any.
         """
-        rubric = await self._rubric(request.rubric)
-        prov = self._provenance(rubric)
+        rubric = await self.rubric_of(request.rubric)
+        prov = self.provenance_for(rubric)
         calibration = self.calibrations.get(prov)
         return ProvenanceResponse(
             rubric=rubric.name,
@@ -445,9 +330,7 @@ class ScoringService:
     async def get_rubric(self, name: str) -> dict[str, Any]:
         """GET /v1/rubrics/{name}: the rubric in full; 404 for a name the service does not know."""
         if name not in self.rubrics:
-            raise HTTPProblem(
-                404,
-                "not_found",
+            raise NotFound(
                 f"unknown rubric {name!r}; this service knows {sorted(self.rubrics)}",
                 "name",
             )

@@ -16,14 +16,10 @@ from starlette.testclient import TestClient
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.prompts import _compile
 from jurybox.serving.problems import HTTPProblem
-from jurybox.serving.service.admission import (
-    Clients,
-    Workers,
-    check_text,
-    inline_rubric,
-    prepare,
-)
+from jurybox.serving.service.admission import check_text, inline_rubric, prepare
 from jurybox.serving.service.config import Limits
+from jurybox.serving.service.gate import Clients
+from jurybox.serving.service.workers import Workers
 
 LIMITS = Limits()
 ITEM = {
