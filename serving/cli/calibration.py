@@ -21,6 +21,7 @@ from jurybox.serving.runs.inputs import load_inputs
 if TYPE_CHECKING:
     from jurybox.calibration import JudgeOutput
     from jurybox.rubrics import Rubric
+    from jurybox.serving.runs.calibrate import FittedMap
 
 Level = Literal["auto", "nominal", "ordinal", "interval", "ratio"]
 ValueChoice = Literal["score", "expected"]
@@ -553,7 +554,7 @@ def calibrate(
     --route-width W` would keep (the guarantee is over all items, so the kept narrow ones can
     be covered less). Labels chosen actively for the benchmark mean are refused.
     """
-    from jurybox.calibration import CalibrationMap, join_warnings
+    from jurybox.serving.runs.calibrate import fit_map
 
     if conformal:
         if cascade or by_group or target_agreement is not None or jury is not None:
@@ -597,117 +598,46 @@ def calibrate(
             "(fitting a cascaded jury)"
         )
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, provenance, pairwise=True)
-        cmap = CalibrationMap(
-            method=method, output=output_kind, value=value, cv_folds=folds, seed=seed
+        fitted = fit_map(
+            human,
+            judged,
+            rubric=rubric,
+            method=method,
+            value=value,
+            output=output_kind,
+            folds=folds,
+            criteria=criterion,
+            provenance=provenance,
+            seed=seed,
         )
-        cmap.fit(human, output, scales=rubric_def, criteria=criterion or None)
-        aggregations = _aggregations(
-            human, output, rubric_def, cmap.criteria, value, folds, seed, notes
-        )
-    # (CalibrationMap leaves fitted_on_ unannotated, so mypy infers its values from fit()'s)
-    fitted_on: dict[str, Any] = cmap.fitted_on_
-    fitted_on.update(
-        human_labels=str(human),
-        judge_output=str(judged),
-        rubric=rubric_def.name if rubric_def else None,
-    )
-    notes += join_warnings(fitted_on.get("join", {}))
-    notes += cmap.warnings()
-    hurts = cmap.hurting()
+    _show_map(fitted, out, rubric, json_out)
+
+
+def _show_map(fitted: FittedMap, out: Path, rubric: str | None, json_out: bool) -> None:
+    """Save a fitted map at ``out``, then say what it is and whether to apply it."""
     try:
-        cmap.save(out)
+        fitted.map.save(out)
     except OSError as exc:
         raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
-    for message in notes:
+    for message in fitted.notes:
         warn(message)
-    jury = output.records[0].jury if output.records else None
     if json_out:
-        typer.echo(
-            dumps(
-                {
-                    "map": str(out),
-                    "provenance": cmap.provenance_,
-                    "rubric": rubric_def.name if rubric_def else None,
-                    "jury": jury,
-                    "params": cmap.to_dict()["params"],
-                    "criteria": cmap.criteria,
-                    "cross_validation": cmap.cv_,
-                    "aggregation": [a.to_dict() for a in aggregations],
-                    "warnings": notes,
-                }
-            )
-        )
+        typer.echo(dumps(fitted.to_dict(out)))
     else:
-        typer.echo(cmap.describe())
-        if aggregations:
+        typer.echo(fitted.map.describe())
+        if fitted.aggregations:
             typer.echo(
                 "jury aggregation (the raw scores, no map): the plain mean, weights from "
                 "the judges' error covariance, Dawid-Skene"
             )
-            for a in aggregations:
+            for a in fitted.aggregations:
                 typer.echo(("  + " if a.better else "    ") + a.words())
-            if any(a.better for a in aggregations):
+            if any(a.better for a in fitted.aggregations):
                 typer.echo(
                     "  (+: use the weights as each judge's `weight` with aggregation "
                     "method `weighted` in the jury file)"
                 )
-    rubric_arg = rubric or (rubric_def.name if rubric_def else "RUBRIC")
-    apply = (
-        f"jurybox judge PREDICTIONS --rubric {rubric_arg} "
-        f"--jury {jury or 'JURY'} --calibration {out}"
-    )
-    wrote = f"wrote {out} (provenance {cmap.provenance_})"
-    others = [c for c in cmap.criteria if c not in hurts]
-    if not hurts:
-        advice = f"apply it with: {apply}"
-    elif not others:
-        advice = (
-            f"applying it is not recommended: calibration hurts on "
-            f"{'every criterion' if len(hurts) > 1 else hurts[0]}"
-        )
-    else:
-        keep = " ".join(f"-c {c}" for c in others)
-        advice = (
-            f"calibration hurts on {', '.join(hurts)}, so refit with only the others "
-            f"({keep}) before applying it with: {apply}"
-        )
-    note(f"{wrote}; {advice}")
-
-
-def _aggregations(
-    human: Path,
-    output: Any,
-    rubric_def: Any,
-    criteria: list[str],
-    value: Any,
-    folds: int,
-    seed: int,
-    notes: list[str],
-) -> list[Any]:
-    """``calibrate``'s comparison of jury aggregations, per criterion with two judges or more.
-
-    The comparison is jurybox.calibration.maps.aggregation's; a criterion with too few items is
-    noted, not fatal.
-    """
-    from jurybox.calibration.data.joined import join
-    from jurybox.calibration.maps.aggregation import compare_aggregations
-    from jurybox.rubrics.errors import InputError
-
-    if len(output.judges) < 2:
-        return []
-    joined = join(human, output, scales=rubric_def, criteria=criteria, value=value)
-    out = []
-    for name, data in joined.criteria.items():
-        try:
-            out.append(
-                compare_aggregations(
-                    name, data.judges, data.human_mean, data.scale.values, folds=folds, seed=seed
-                )
-            )
-        except InputError as exc:
-            notes.append(f"jury aggregation not compared: {exc}")
-    return out
+    note(fitted.advice(out, rubric))
 
 
 def _cascade_inputs(
