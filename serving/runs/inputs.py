@@ -7,7 +7,7 @@ command that needs it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jurybox.calibration import JudgeOutput
@@ -38,3 +38,26 @@ def load_inputs(
         )
     rubric_def, notes = rubric_for(output, rubric)
     return output, rubric_def, notes
+
+
+def scaled_inputs(
+    judged: Path, rubric: str | None, provenance: str | None, criteria: list[str]
+) -> tuple[JudgeOutput, Rubric, list[str], dict[str, Any]]:
+    """`load_inputs`, with the rubric required and its scales.
+
+    ``criteria`` are checked against the scales.
+    """
+    from jurybox.calibration.data.labels import scales_from
+    from jurybox.rubrics.errors import InputError
+
+    output, rubric_def, notes = load_inputs(judged, rubric, provenance)
+    if rubric_def is None:
+        raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
+    scales = scales_from(rubric_def)
+    unknown = [c for c in criteria if c not in scales]
+    if unknown:
+        raise InputError(
+            f"--criterion {unknown[0]}: not a criterion of {rubric_def.name} ({list(scales)})",
+            field="criterion",
+        )
+    return output, rubric_def, notes, scales
