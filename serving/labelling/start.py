@@ -208,7 +208,7 @@ def pick_design(
     return pick
 
 
-def routed_items(items: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, str]:
+def routed_items(items: Mapping[str, Any], verdicts: Mapping[str, Any]) -> dict[str, str]:
     """Goal review: the items whose verdict a conformal map routed to a human, with the reasons.
 
     Widest interval first (an item without an interval on a criterion counts as the widest).
