@@ -9,18 +9,16 @@ field; partial joins and undefined statistics are reported, never hidden or prin
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from jurybox.serving.cli.console import dumps, fail, note, reported, warn
-from jurybox.serving.runs.inputs import load_inputs
+from jurybox.serving.runs.inputs import load_inputs, scaled_inputs
 
 if TYPE_CHECKING:
-    from jurybox.calibration import JudgeOutput
-    from jurybox.rubrics import Rubric
+    from jurybox.serving.runs.calibrate import FittedMap
 
 Level = Literal["auto", "nominal", "ordinal", "interval", "ratio"]
 ValueChoice = Literal["score", "expected"]
@@ -260,7 +258,7 @@ def _ppi(
     )
 
     with reported():
-        output, _, notes, scales = _scaled_inputs(judged, rubric, provenance, criteria)
+        output, _, notes, scales = scaled_inputs(judged, rubric, provenance, criteria)
         lines = [row for row in label_rows(human) if row.get("id") is not None]
         pool = {r.id: r.scores for r in output.records}
         strays = sum(str(row["id"]) not in pool for row in lines)
@@ -306,69 +304,31 @@ def _ppi(
 
 
 def _calibrate_conformal(
-    human: Path,
-    judged: Path,
-    out: Path,
-    rubric: str | None,
-    provenance: str | None,
-    alpha: float,
-    group: str | None,
-    criteria: list[str],
-    folds: int,
-    seed: int,
-    json_out: bool,
-    cover: str = "every-rater",
+    human: Path, judged: Path, out: Path, json_out: bool, **options: Any
 ) -> None:
-    """``calibrate --conformal``: a conformal map (jurybox.calibration.maps.conformal).
-
-    Labels chosen actively for the benchmark mean are refused (naming the row).
-    """
-    from jurybox.calibration.data.labels import label_groups, label_rows
-    from jurybox.calibration.maps.conformal import fit_conformal
+    """``calibrate --conformal``: fit, save and show a conformal map (`fit_conformal_map`)."""
+    from jurybox.serving.runs.calibrate import fit_conformal_map
 
     with reported():
-        output, rubric_def, notes, scales = _scaled_inputs(judged, rubric, provenance, criteria)
-        if criteria:
-            scales = {c: scales[c] for c in criteria}
-        groups = label_groups(human, group) if group else None
-        cmap = fit_conformal(
-            label_rows(human, active=False),
-            output.records,
-            scales,
-            alpha=alpha,
-            groups=groups,
-            group_column=group,
-            provenance=output.provenance,
-            rubric=rubric_def.name,
-            folds=folds,
-            seed=seed,
-            cover=cover,
-        )
-        cmap.save(out)
-    for name, row in cmap.report.items():
-        if "note" in row:
-            notes.append(f"{name}: {row['note']}")
-        for g, got in (row.get("cv_coverage_by_group") or {}).items():
-            if got["labelled"] < math.ceil(1 / alpha) - 1:
-                notes.append(
-                    f"{name}, group {g}: {got['labelled']} labelled items, too few to "
-                    f"check its {1 - alpha:.0%} coverage (its interval is the whole "
-                    "scale)"
-                )
-    for message in notes:
+        fitted = fit_conformal_map(human, judged, **options)
+        fitted.map.save(out)
+    for message in fitted.notes:
         warn(message)
     if json_out:
-        typer.echo(dumps({**cmap.to_dict(), "out": str(out), "warnings": notes}))
+        typer.echo(dumps({**fitted.map.to_dict(), "out": str(out), "warnings": fitted.notes}))
         return
+    alpha = options["alpha"]
     whose = (
-        "every rater's label" if cover == "every-rater" else "the label of a rater chosen at random"
+        "every rater's label"
+        if options["cover"] == "every-rater"
+        else "the label of a rater chosen at random"
     )
     typer.echo(
-        f"conformal map for {rubric_def.name}, alpha {alpha:g} (an item's interval holds "
+        f"conformal map for {fitted.rubric.name}, alpha {alpha:g} (an item's interval holds "
         f"{whose} with probability >= {1 - alpha:.0%}, over items: not among the narrow "
         f"ones alone), written to {out}"
     )
-    for name, row in cmap.report.items():
+    for name, row in fitted.map.report.items():
         _conformal_row(name, row)
 
 
@@ -553,7 +513,7 @@ def calibrate(
     --route-width W` would keep (the guarantee is over all items, so the kept narrow ones can
     be covered less). Labels chosen actively for the benchmark mean are refused.
     """
-    from jurybox.calibration import CalibrationMap, join_warnings
+    from jurybox.serving.runs.calibrate import fit_map
 
     if conformal:
         if cascade or by_group or target_agreement is not None or jury is not None:
@@ -562,15 +522,15 @@ def calibrate(
             human,
             judged,
             out,
-            rubric,
-            provenance,
-            alpha,
-            group,
-            criterion,
-            folds,
-            seed,
             json_out,
-            cover,
+            rubric=rubric,
+            provenance=provenance,
+            alpha=alpha,
+            group=group,
+            criteria=criterion,
+            folds=folds,
+            seed=seed,
+            cover=cover,
         )
     if cover != "every-rater":
         raise fail("--cover is for --conformal (what its intervals hold)")
@@ -584,295 +544,101 @@ def calibrate(
                 "--group reports the groups of one fit and --by-group fits one per group: "
                 "give one of them"
             )
+        fit = dict(rubric=rubric, jury=jury, target_agreement=target_agreement, risk=risk)
         if by_group is not None:
-            return _calibrate_cascade_by_group(
-                human, judged, out, rubric, jury, target_agreement, risk, json_out, by_group
-            )
-        return _calibrate_cascade(
-            human, judged, out, rubric, jury, target_agreement, risk, json_out, group
-        )
+            return _calibrate_cascade_by_group(human, judged, out, json_out, column=by_group, **fit)
+        return _calibrate_cascade(human, judged, out, json_out, group=group, **fit)
     if target_agreement is not None or jury is not None or group or by_group:
         raise fail(
             "--target-agreement, --jury, --group and --by-group are for --cascade "
             "(fitting a cascaded jury)"
         )
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, provenance, pairwise=True)
-        cmap = CalibrationMap(
-            method=method, output=output_kind, value=value, cv_folds=folds, seed=seed
+        fitted = fit_map(
+            human,
+            judged,
+            rubric=rubric,
+            method=method,
+            value=value,
+            output=output_kind,
+            folds=folds,
+            criteria=criterion,
+            provenance=provenance,
+            seed=seed,
         )
-        cmap.fit(human, output, scales=rubric_def, criteria=criterion or None)
-        aggregations = _aggregations(
-            human, output, rubric_def, cmap.criteria, value, folds, seed, notes
-        )
-    # (CalibrationMap leaves fitted_on_ unannotated, so mypy infers its values from fit()'s)
-    fitted_on: dict[str, Any] = cmap.fitted_on_
-    fitted_on.update(
-        human_labels=str(human),
-        judge_output=str(judged),
-        rubric=rubric_def.name if rubric_def else None,
-    )
-    notes += join_warnings(fitted_on.get("join", {}))
-    notes += cmap.warnings()
-    hurts = cmap.hurting()
+    _show_map(fitted, out, rubric, json_out)
+
+
+def _show_map(fitted: FittedMap, out: Path, rubric: str | None, json_out: bool) -> None:
+    """Save a fitted map at ``out``, then say what it is and whether to apply it."""
     try:
-        cmap.save(out)
+        fitted.map.save(out)
     except OSError as exc:
         raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
-    for message in notes:
+    for message in fitted.notes:
         warn(message)
-    jury = output.records[0].jury if output.records else None
     if json_out:
-        typer.echo(
-            dumps(
-                {
-                    "map": str(out),
-                    "provenance": cmap.provenance_,
-                    "rubric": rubric_def.name if rubric_def else None,
-                    "jury": jury,
-                    "params": cmap.to_dict()["params"],
-                    "criteria": cmap.criteria,
-                    "cross_validation": cmap.cv_,
-                    "aggregation": [a.to_dict() for a in aggregations],
-                    "warnings": notes,
-                }
-            )
-        )
+        typer.echo(dumps(fitted.to_dict(out)))
     else:
-        typer.echo(cmap.describe())
-        if aggregations:
+        typer.echo(fitted.map.describe())
+        if fitted.aggregations:
             typer.echo(
                 "jury aggregation (the raw scores, no map): the plain mean, weights from "
                 "the judges' error covariance, Dawid-Skene"
             )
-            for a in aggregations:
+            for a in fitted.aggregations:
                 typer.echo(("  + " if a.better else "    ") + a.words())
-            if any(a.better for a in aggregations):
+            if any(a.better for a in fitted.aggregations):
                 typer.echo(
                     "  (+: use the weights as each judge's `weight` with aggregation "
                     "method `weighted` in the jury file)"
                 )
-    rubric_arg = rubric or (rubric_def.name if rubric_def else "RUBRIC")
-    apply = (
-        f"jurybox judge PREDICTIONS --rubric {rubric_arg} "
-        f"--jury {jury or 'JURY'} --calibration {out}"
-    )
-    wrote = f"wrote {out} (provenance {cmap.provenance_})"
-    others = [c for c in cmap.criteria if c not in hurts]
-    if not hurts:
-        advice = f"apply it with: {apply}"
-    elif not others:
-        advice = (
-            f"applying it is not recommended: calibration hurts on "
-            f"{'every criterion' if len(hurts) > 1 else hurts[0]}"
-        )
-    else:
-        keep = " ".join(f"-c {c}" for c in others)
-        advice = (
-            f"calibration hurts on {', '.join(hurts)}, so refit with only the others "
-            f"({keep}) before applying it with: {apply}"
-        )
-    note(f"{wrote}; {advice}")
-
-
-def _aggregations(
-    human: Path,
-    output: Any,
-    rubric_def: Any,
-    criteria: list[str],
-    value: Any,
-    folds: int,
-    seed: int,
-    notes: list[str],
-) -> list[Any]:
-    """``calibrate``'s comparison of jury aggregations, per criterion with two judges or more.
-
-    The comparison is jurybox.calibration.maps.aggregation's; a criterion with too few items is
-    noted, not fatal.
-    """
-    from jurybox.calibration.data.joined import join
-    from jurybox.calibration.maps.aggregation import compare_aggregations
-    from jurybox.rubrics.errors import InputError
-
-    if len(output.judges) < 2:
-        return []
-    joined = join(human, output, scales=rubric_def, criteria=criteria, value=value)
-    out = []
-    for name, data in joined.criteria.items():
-        try:
-            out.append(
-                compare_aggregations(
-                    name, data.judges, data.human_mean, data.scale.values, folds=folds, seed=seed
-                )
-            )
-        except InputError as exc:
-            notes.append(f"jury aggregation not compared: {exc}")
-    return out
-
-
-def _cascade_inputs(
-    judged: Path, rubric: str | None, jury_ref: str
-) -> tuple[Any, Any, Any, list[str]]:
-    from jurybox.judges import load_jury_spec
-    from jurybox.rubrics.errors import InputError
-
-    output, rubric_def, notes = load_inputs(judged, rubric, None)
-    if rubric_def is None:
-        raise InputError(
-            "--cascade needs the rubric the verdicts were judged with (--rubric NAME_OR_FILE)"
-        )
-    return output, rubric_def, load_jury_spec(jury_ref), notes
+    note(fitted.advice(out, rubric))
 
 
 def _calibrate_cascade(
-    human: Path,
-    judged: Path,
-    out: Path,
-    rubric: str | None,
-    jury_ref: str,
-    target: float,
-    risk: float,
-    json_out: bool,
-    group: str | None,
+    human: Path, judged: Path, out: Path, json_out: bool, **options: Any
 ) -> None:
-    from jurybox.calibration import label_groups
-    from jurybox.serving.runs.cascade_fit import describe, fit_cascade, group_results
+    """``calibrate --cascade``: fit a cascaded jury's threshold and write the jury."""
+    from jurybox.serving.runs.calibrate import fit_cascade_jury
 
     with reported():
-        output, rubric_def, jury, notes = _cascade_inputs(judged, rubric, jury_ref)
-        groups = label_groups(human, group) if group is not None else None
-        fit, data, fitted = fit_cascade(
-            human, output, rubric_def, jury, groups=groups, target_agreement=target, risk=risk
-        )
-    for message in notes:
+        fitted = fit_cascade_jury(human, judged, **options)
+    for message in fitted.notes:
         warn(message)
-    by_group = group_results(fit, data)
-    for g in by_group:
-        if g.below_target:
-            warn(
-                f"group {g.group}: the cascade agrees with the humans on {g.agreement:.3f} of "
-                f"its {g.n} labelled items (at most {g.upper_bound:.3f} with probability "
-                f"{1 - risk:g}), below the target {target:g}: the guarantee is over all items, "
-                f"not this group; --by-group {group} fits each group on its own"
-            )
-    if json_out:
-        typer.echo(
-            dumps(
-                {
-                    "jury": jury.name,
-                    "rubric": rubric_def.name,
-                    **fit.to_dict(),
-                    "stage_judges": data.stage_judges,
-                    "criteria": data.criteria,
-                    "excluded": data.excluded,
-                    "unmeasured": data.unmeasured,
-                    "groups": [g.to_dict() for g in by_group],
-                    "out": str(out) if fitted else None,
-                }
-            )
-        )
-    else:
-        typer.echo(describe(fit, data))
-    if fitted is None:
+    typer.echo(dumps(fitted.to_dict(out)) if json_out else fitted.describe())
+    if fitted.fitted is None:
         note(
             "no threshold lets an earlier stage decide while keeping the guarantee and saving "
             f"judge calls: the whole jury on every item is what meets it; {out} was not written"
         )
         return
-    _write_fitted(
-        fitted,
-        jury,
-        out,
-        f"on {fit.n} labelled items ({human.name}): "
-        f"{fit.certified}; judge calls saved on them {fit.calls_saved:.1%}",
-    )
+    try:
+        fitted.save(out)
+    except OSError as exc:
+        raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
     note(
         f"wrote {out}; judge with it: jurybox judge PREDICTIONS --rubric "
-        f"{rubric or rubric_def.name} --jury {out}"
+        f"{options['rubric'] or fitted.rubric.name} --jury {out}"
     )
 
 
 def _calibrate_cascade_by_group(
-    human: Path,
-    judged: Path,
-    out: Path,
-    rubric: str | None,
-    jury_ref: str,
-    target: float,
-    risk: float,
-    json_out: bool,
-    column: str,
+    human: Path, judged: Path, out: Path, json_out: bool, **options: Any
 ) -> None:
-    import re
-
-    from jurybox.calibration import label_groups
-    from jurybox.serving.runs.cascade_fit import describe, fit_by_group
+    """``calibrate --cascade --by-group``: one threshold per group, a jury file per group."""
+    from jurybox.serving.runs.calibrate import fit_cascade_jury_by_group
 
     with reported():
-        output, rubric_def, jury, notes = _cascade_inputs(judged, rubric, jury_ref)
-        fits = fit_by_group(
-            human,
-            output,
-            rubric_def,
-            jury,
-            label_groups(human, column),
-            target_agreement=target,
-            risk=risk,
-        )
-    for message in notes:
+        fitted = fit_cascade_jury_by_group(human, judged, **options)
+    for message in fitted.notes:
         warn(message)
-    share = risk / len(fits)
-    report: dict[str, Any] = {}
-    texts = [
-        f"{len(fits)} groups of {column}, each fitted on its own items at risk "
-        f"{risk:g} / {len(fits)} = {share:.4g}: with probability >= {1 - risk:g} every "
-        "group's cascade meets the target at once"
-    ]
-    written = []
-    for name, (fit, data, fitted, refused) in fits.items():
-        path = out.with_name(f"{out.stem}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}{out.suffix}")
-        if fit is None:
-            texts.append(f"group {name} ({len(data.ids)} labelled items): refused: {refused}")
-            report[name] = {"refused": refused, "n": len(data.ids), "out": None}
-            continue
-        texts.append(
-            describe(
-                fit,
-                data,
-                title=f"group {name}: cascade of "
-                f"{len(data.stage_judges)} stages on {fit.n} "
-                "labelled items",
-                population=f"over the items of group {name}",
-            )
-        )
-        report[name] = {**fit.to_dict(), "out": str(path) if fitted else None}
-        if fitted is not None:
-            _write_fitted(
-                fitted,
-                jury,
-                path,
-                f"for group {name} of {column}, on {fit.n} "
-                f"labelled items ({human.name}): {fit.certified} (risk {risk:g} "
-                f"split among {len(fits)} groups); judge calls saved on them "
-                f"{fit.calls_saved:.1%}",
-            )
-            written.append(str(path))
-    if json_out:
-        typer.echo(
-            dumps(
-                {
-                    "jury": jury.name,
-                    "rubric": rubric_def.name,
-                    "group_column": column,
-                    "risk": risk,
-                    "risk_per_group": share,
-                    "groups": report,
-                }
-            )
-        )
-    else:
-        typer.echo("\n".join(texts))
-    if all(fit is None for fit, *_ in fits.values()):
+    try:
+        written = fitted.save(out)
+    except OSError as exc:
+        raise fail(f"cannot write {exc.filename}: {exc.strerror or exc}") from None
+    typer.echo(dumps(fitted.to_dict(out)) if json_out else "\n".join(fitted.texts()))
+    if fitted.refused:
         raise fail(
             "no group's target can be certified with its labels (see above); nothing was written"
         )
@@ -881,49 +647,3 @@ def _calibrate_cascade_by_group(
         "that keeps its guarantee and saves calls is judged by the whole jury); judge each "
         "group's items with its own jury file"
     )
-
-
-def _write_fitted(fitted: Any, jury: Any, out: Path, what: str) -> None:
-    import yaml
-
-    summary = f"thresholds fitted by `jurybox calibrate --cascade` {what}"
-    fitted = fitted.model_copy(
-        update={
-            "description": (
-                f"{jury.description.strip()}\n{summary}" if jury.description.strip() else summary
-            )
-        }
-    )
-    text = yaml.safe_dump(
-        fitted.model_dump(mode="json", exclude_defaults=True), sort_keys=False, width=100
-    )
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
-
-
-# --------------------------------------------------------------------------- shared
-
-
-def _scaled_inputs(
-    judged: Path, rubric: str | None, provenance: str | None, criteria: list[str]
-) -> tuple[JudgeOutput, Rubric, list[str], dict[str, Any]]:
-    """`load_inputs`, with the rubric required and its scales.
-
-    ``criteria`` are checked against the scales.
-    """
-    from jurybox.calibration.data.labels import scales_from
-    from jurybox.rubrics.errors import InputError
-
-    output, rubric_def, notes = load_inputs(judged, rubric, provenance)
-    if rubric_def is None:
-        raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
-    scales = scales_from(rubric_def)
-    unknown = [c for c in criteria if c not in scales]
-    if unknown:
-        raise InputError(
-            f"--criterion {unknown[0]}: not a criterion of {rubric_def.name} ({list(scales)})",
-            field="criterion",
-        )
-    return output, rubric_def, notes, scales

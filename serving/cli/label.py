@@ -14,8 +14,7 @@ import typer
 from jurybox.serving.cli.console import fail, note, reported, warn
 
 if TYPE_CHECKING:
-    from jurybox.calibration.data.label_store import LabelStore
-    from jurybox.serving.labelling.session import LabellingSession
+    pass
 
 Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
 SequenceKind = Literal["asymptotic", "betting"]
@@ -148,27 +147,45 @@ def label(
         ) from None
 
     from jurybox.rubrics.errors import InputError
+    from jurybox.serving.labelling.start import start_session
+    from jurybox.serving.runs.inputs import judged_from, judged_items
 
+    notes: list[str] = []
+    warnings: list[str] = []
     with reported():
         if len(paths) > 2:
             raise InputError(
                 f"{len(paths)} files given: label takes [ITEMS] VERDICTS", field="items"
             )
-        items, verdicts = paths if len(paths) == 2 else (_judged_from(paths[0]), paths[0])
-        session, store = _session(
-            items,
-            verdicts,
-            labels,
-            rubric,
-            goal,
-            target_width,
-            overlap,
-            show_judges,
-            seed,
-            stratify,
-            sequence,
-            design,
-        )
+        if len(paths) == 2:
+            items, verdicts = paths
+        else:
+            items, verdicts = judged_from(paths[0]), paths[0]
+            note(f"items: {items} (named in the manifest of {verdicts})")
+        try:
+            judged = judged_items(items, verdicts, rubric, warnings)
+        finally:
+            _said(notes, warnings)
+        try:
+            session = start_session(
+                judged.items,
+                judged.verdicts,
+                judged.rubric,
+                labels,
+                goal=goal,
+                target_width=target_width,
+                overlap=overlap,
+                show_judges=show_judges,
+                seed=seed,
+                stratify=stratify,
+                sequence=sequence,
+                design=design,
+                notes=notes,
+                warnings=warnings,
+            )
+        finally:
+            _said(notes, warnings)
+    store = session.store
     token = None
     if token_env is not None:
         token = os.environ.get(token_env)
@@ -193,211 +210,14 @@ def label(
         store.close()
 
 
-def _judged_from(verdicts: Path) -> Path:
-    """The predictions file the manifest beside ``verdicts`` says they were judged from."""
-    from jurybox.rubrics.errors import InputError
-    from jurybox.serving.runs.results import read_manifest
-
-    manifest = read_manifest(verdicts)
-    if manifest is None or not manifest.get("predictions"):
-        raise InputError(
-            f"{verdicts}: no manifest names the predictions file it was judged "
-            "from: give it first (jurybox label ITEMS VERDICTS)",
-            field="items",
-        )
-    items = Path(manifest["predictions"])
-    if not items.exists():
-        raise InputError(
-            f"{verdicts} was judged from {items} (its manifest says), which is "
-            "not there any more: give the predictions file first (jurybox label "
-            "ITEMS VERDICTS)",
-            field="items",
-        )
-    note(f"items: {items} (named in the manifest of {verdicts})")
-    return items
-
-
-def _session(
-    items_path: Path,
-    verdicts_path: Path,
-    labels: Path,
-    rubric: str | None,
-    goal: str,
-    target_width: float | None,
-    overlap: float,
-    show_judges: bool,
-    seed: int,
-    stratify: bool = False,
-    sequence: str = "asymptotic",
-    design: str = "active",
-) -> tuple[LabellingSession, LabelStore]:
-    """The session over the judged items of ``items_path`` and the labels file it appends to."""
-    from jurybox.calibration.data.label_store import LabelStore
-    from jurybox.calibration.estimates.selection import Selector
-    from jurybox.rubrics import input_hash
-    from jurybox.rubrics.errors import InputError
-    from jurybox.serving.labelling.session import LabellingSession
-    from jurybox.serving.runs.inputs import load_inputs
-    from jurybox.serving.runs.predictions import read_predictions
-
-    output, rubric_def, notes = load_inputs(verdicts_path, rubric, None)
-    if rubric_def is None:
-        raise InputError("the verdicts name no rubric jurybox knows: give --rubric NAME_OR_FILE")
-    for message in notes:
-        warn(message)
-    read = read_predictions(items_path, rubric_def, allow_empty=True)
-    if read.errors:
-        first = read.errors[0]
-        warn(
-            f"{items_path}: {len(read.errors)} row(s) could not be read and are not offered "
-            f"(first: row {first.row}, {first.field}: {first.message})"
-        )
-    verdicts = {r.id: r for r in output.records}
-    items = {}
-    for item in read.items:
-        record = verdicts.get(item.id)
-        if record is None:
-            continue
-        if record.input is not None and record.input != input_hash(item):
-            raise InputError(
-                f"{items_path}: item {item.id!r} is not the text that was judged "
-                f"({verdicts_path} holds a verdict on other text for it): label "
-                "the predictions file the verdicts come from",
-                field="id",
-            )
-        items[item.id] = item
-    if not items:
-        raise InputError(
-            f"no item of {items_path} has a verdict in {verdicts_path}: give the "
-            "predictions file and what `jurybox judge` wrote for it"
-        )
-    unjudged = len(read.items) - len(items)
-    if unjudged:
-        warn(f"{unjudged} item(s) of {items_path} have no verdict and are not offered")
-    store = LabelStore(labels)
-    if store.repaired:
-        note(f"{labels}: its last line was cut short by a crash (never saved) and is removed")
-    try:
-        uncertainty = None
-        if goal == "benchmark-mean" or stratify:
-            from jurybox.calibration.estimates.active import item_uncertainty
-
-            scales = {c.name: c.scale for c in rubric_def.criteria}
-            uncertainty = {i: item_uncertainty(verdicts[i], scales) for i in items}
-        if goal != "benchmark-mean" and target_width is not None and not 0 < target_width < 0.5:
-            raise InputError(
-                f"--target-width {target_width}: for goal {goal} it is a half-width "
-                "of an agreement rate, between 0 and 0.5",
-                field="target_width",
-            )
-        routed = _routed(items, verdicts) if goal == "review" else None
-        if goal == "benchmark-mean":
-            design = _pick_design(
-                design, [verdicts[i] for i in items], rubric_def, target_width, sequence, store
-            )
-        elif design != "auto":
-            raise InputError(
-                f"--design is for goal benchmark-mean; goal {goal} takes items "
-                "as its estimate needs them",
-                field="design",
-            )
-        selector = Selector(
-            list(items),
-            goal,
-            seed=seed,
-            overlap=overlap,
-            uncertainty=uncertainty,
-            stratify=stratify,
-            routed=routed,
-            design=design if goal == "benchmark-mean" else "active",
-        )
-        session = LabellingSession(
-            items,
-            {i: verdicts[i] for i in items},
-            rubric_def,
-            store,
-            selector,
-            target_width=target_width,
-            show_judges=show_judges,
-            sequence=sequence,
-        )
-    except Exception:
-        store.close()
-        raise
-    return session, store
-
-
-def _pick_design(
-    design: str,
-    records: list[Any],
-    rubric_def: Any,
-    width: float | None,
-    sequence: str,
-    store: LabelStore,
-) -> str:
-    """Goal benchmark-mean's design: as given, or (``auto``) the one needing fewer labels.
-
-    ``auto`` picks the design the plan finds needs fewer labels under ``sequence`` (every
-    criterion's need, the largest compared); a file that already holds labels keeps the design
-    they were chosen by.
-    """
-    from jurybox.calibration.estimates.active import (
-        design_of,
-        plan_mean,
-        pool_model,
-        pool_probabilities,
-    )
-    from jurybox.calibration.estimates.selection import labelled
-
-    lines = [line for line in store.latest().values() if labelled(line)]
-    if lines:
-        made = design_of(lines) if design == "auto" else design
-        if design_of(lines) != made:
-            warn(
-                f"the labels file holds labels chosen {design_of(lines)}ly: a session mixing "
-                "two designs cannot be estimated; label into another file"
-            )
-        return design_of(lines)
-    if design != "auto":
-        return design
-    if width is None:
-        note(
-            "--design auto without --target-width: the active choice (give a target width "
-            "to compare it with a uniform order)"
-        )
-        return "active"
-    scales = {c.name: c.scale for c in rubric_def.criteria}
-    plans = plan_mean(
-        [],
-        {r.id: r.scores for r in records},
-        pool_model(records, scales),
-        scales,
-        width,
-        pool_probabilities(records, scales),
-        sequence=True,
-        method=sequence,
-        compare=True,
-    )
-    needs = {
-        kind: max(
-            (row["designs"][kind] or float("inf") for row in plans.values() if "designs" in row),
-            default=float("inf"),
-        )
-        for kind in ("active", "uniform")
-    }
-    pick = "uniform" if needs["uniform"] < needs["active"] else "active"
-    for criterion, row in plans.items():
-        if "designs" in row:
-            note(f"{criterion}: {row['designs']['why']}")
-
-    def count(n: float) -> str:
-        return "more than the pool holds" if n == float("inf") else f"{n:g}"
-
-    note(
-        f"--design auto: {pick} (the larger of the criteria's needs: active "
-        f"{count(needs['active'])}, uniform {count(needs['uniform'])} labels)"
-    )
-    return pick
+def _said(notes: list[str], warnings: list[str]) -> None:
+    """Say the notes, then warn of the warnings, once each."""
+    for line in notes:
+        note(line)
+    for line in warnings:
+        warn(line)
+    notes.clear()
+    warnings.clear()
 
 
 labels_app = typer.Typer(help="Human labels: how many are still needed.", no_args_is_help=True)
@@ -581,20 +401,3 @@ def _plan_mean(
         method=sequence,
         compare=not lines,
     )
-
-
-def _routed(items: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, str]:
-    """Goal review: the items whose verdict a conformal map routed to a human, with the reasons.
-
-    Widest interval first (an item without an interval on a criterion counts as the widest).
-    """
-
-    def widest(record: Any) -> float:
-        widths = [
-            float("inf") if iv is None else iv[1] - iv[0] for iv in (record.interval or {}).values()
-        ]
-        return max(widths, default=float("inf"))
-
-    routed = [verdicts[i] for i in items if verdicts[i].route is not None]
-    routed.sort(key=lambda r: -widest(r))
-    return {r.id: "; ".join(r.route.reasons) for r in routed}

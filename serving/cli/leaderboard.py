@@ -191,19 +191,57 @@ def render(board: Any) -> None:
         + (f" ({len(left_out)} left out)" if left_out else "")
     )  # else: on every item
     _say(f"{len(board.systems)} systems on {board.items} items, ranked by {by}{on} ({pct}% CIs)")
+    corrected = any("human_corrected" in s["criteria"][by] for s in board.systems)
+    controlled = board.length_control is not None
+    apart = [s for s in board.systems if "left_out" in s["criteria"][by]]
+    out.print(_ranking(board, by, corrected, controlled))
+    if apart:
+        _left_out(apart, by)
+    if ground["dropped"]:
+        _own_means(board, by)
+    others = [c for c in board.criteria if c != by]
+    if others:
+        m = Table(title="every criterion: mean (rank)", title_justify="left")
+        m.add_column("system")
+        for c in board.criteria:
+            m.add_column(c[:12], justify="right")
+        for s in board.systems:
+            m.add_row(s["name"], *(_short(s["criteria"][c]) for c in board.criteria))
+        out.print(m)
+    left = {s["name"] for s in apart}
+    pairs = [p for p in board.pairs if p["criterion"] == by and not {p["a"], p["b"]} & left]
+    if pairs:
+        out.print(_pairs(pairs, by))
+    if corrected:
+        _corrected_pairs(pairs, by)
+    if controlled:
+        changed = board.length_control[by]["order_changes"]
+        out.print(
+            f"length control on {by}: the order " + ("changes" if changed else "does not change"),
+            highlight=False,
+        )
+    out.print(
+        "Systems sharing a letter are not shown to differ; a rank interval (a-b)\n"
+        "is the bootstrap's over items."
+        + ("\nPPI++: human-corrected, on the same items as the ranking." if corrected else ""),
+        highlight=False,
+    )
+
+
+def _ranking(board: Any, by: str, corrected: bool, controlled: bool) -> Any:
+    """The ranking by ``by``: one row per ranked system (those left out are apart)."""
+    from rich.table import Table
+
     t = Table()
     t.add_column("rank", justify="right")
     t.add_column("system")
     t.add_column("mean [CI]", justify="right")
     t.add_column("n/unsc/miss", justify="right")
     t.add_column("group")
-    corrected = any("human_corrected" in s["criteria"][by] for s in board.systems)
-    controlled = board.length_control is not None
     if corrected:
         t.add_column("PPI++ mean", justify="right")
     if controlled:
         t.add_column("LC mean", justify="right")
-    apart = [s for s in board.systems if "left_out" in s["criteria"][by]]
     for s in board.systems:
         c = s["criteria"][by]
         if "left_out" in c:
@@ -225,52 +263,28 @@ def render(board: Any) -> None:
             lc = c.get("length_controlled") or {}
             row.append("-" if lc.get("mean") is None else f"{lc['mean']:.3f}")
         t.add_row(*row)
-    out.print(t)
-    if apart:
-        _left_out(apart, by)
-    if ground["dropped"]:
-        _own_means(board, by)
-    others = [c for c in board.criteria if c != by]
-    if others:
-        m = Table(title="every criterion: mean (rank)", title_justify="left")
-        m.add_column("system")
-        for c in board.criteria:
-            m.add_column(c[:12], justify="right")
-        for s in board.systems:
-            m.add_row(s["name"], *(_short(s["criteria"][c]) for c in board.criteria))
-        out.print(m)
-    left = {s["name"] for s in apart}
-    pairs = [p for p in board.pairs if p["criterion"] == by and not {p["a"], p["b"]} & left]
-    if pairs:
-        p_table = Table(
-            title=f"pairs on {by}: mean difference on those items (* Holm-significant)",
-            title_justify="left",
-        )
-        for col in ("a - b", "difference [CI]", "shared", "p (Holm)"):
-            p_table.add_column(col, justify="left" if col == "a - b" else "right")
-        for p in pairs:
-            p_table.add_row(
-                f"{p['a']} - {p['b']}",
-                _mean_ci(p["difference"], p["ci"], sign=True),
-                str(p["shared"]),
-                ("-" if p["p_holm"] is None else f"{p['p_holm']:.3g}")
-                + (" *" if p["significant"] else ""),
-            )
-        out.print(p_table)
-    if corrected:
-        _corrected_pairs(pairs, by)
-    if controlled:
-        changed = board.length_control[by]["order_changes"]
-        out.print(
-            f"length control on {by}: the order " + ("changes" if changed else "does not change"),
-            highlight=False,
-        )
-    out.print(
-        "Systems sharing a letter are not shown to differ; a rank interval (a-b)\n"
-        "is the bootstrap's over items."
-        + ("\nPPI++: human-corrected, on the same items as the ranking." if corrected else ""),
-        highlight=False,
+    return t
+
+
+def _pairs(pairs: Sequence[Mapping[str, Any]], by: str) -> Any:
+    """Each pair's mean difference on ``by`` over their shared items, Holm-adjusted."""
+    from rich.table import Table
+
+    p_table = Table(
+        title=f"pairs on {by}: mean difference on those items (* Holm-significant)",
+        title_justify="left",
     )
+    for col in ("a - b", "difference [CI]", "shared", "p (Holm)"):
+        p_table.add_column(col, justify="left" if col == "a - b" else "right")
+    for p in pairs:
+        p_table.add_row(
+            f"{p['a']} - {p['b']}",
+            _mean_ci(p["difference"], p["ci"], sign=True),
+            str(p["shared"]),
+            ("-" if p["p_holm"] is None else f"{p['p_holm']:.3g}")
+            + (" *" if p["significant"] else ""),
+        )
+    return p_table
 
 
 def _corrected_pairs(pairs: Sequence[Mapping[str, Any]], by: str) -> None:

@@ -273,39 +273,15 @@ def _run(
     import ray
     from ray import serve
 
-    from jurybox.serving.service.builder import (
-        APP_NAME,
-        INGRESS,
-        INGRESS_CPUS,
-        build_jury_app,
-        judge_deployment_name,
-    )
+    from jurybox.serving.service.builder import APP_NAME, INGRESS, build_jury_app
 
     # Serve's driver-side INFO lines ("Started Serve", "Deleting app") say nothing the notes
     # below do not; warnings still show.
     logging.getLogger("ray.serve").setLevel(logging.WARNING)
     spec = plan.jury_spec()
     own_ray = address is None
-    if own_ray:
-        # Logical CPUs for every judge replica, the ingress replicas and Serve's own actors
-        # (JurySpec.ray_cpus). Ray annotates logging_level as int but takes a level name (its
-        # own default is "info").
-        ray.init(
-            num_cpus=spec.ray_cpus(light=1.5 + INGRESS_CPUS * plan.ingress_replicas),
-            include_dashboard=False,
-            logging_level="WARNING",  # type: ignore[arg-type]
-        )
-    else:
-        ray.init(address=address, logging_level="WARNING")  # type: ignore[arg-type]  # as above
-    stop = threading.Event()
-
-    def on_signal(*_: object) -> None:
-        if stop.is_set():  # a second Ctrl-C: stop now, whatever is in flight
-            raise KeyboardInterrupt
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+    _start_ray(spec, plan, address)
+    stop = _stop_on_signals()
     serving = False
     try:
         serve.start(
@@ -322,33 +298,7 @@ def _run(
             [serve.RunTarget(app, name=APP_NAME, route_prefix="/", logging_config=_QUIET)],
             wait_for_applications_running=False,
         )
-        note(f"starting jury {spec.name}: {', '.join(j.name for j in spec.judges)} ...")
-        began = time.monotonic()
-        pending = {judge_deployment_name(j.name): j.name for j in spec.judges}
-        pending[INGRESS] = (
-            "ingress"
-            if plan.ingress_replicas == 1
-            else f"ingress ({plan.ingress_replicas} replicas)"
-        )
-        while pending and not stop.is_set():
-            status = serve.status().applications.get(APP_NAME)
-            deployments = status.deployments if status else {}
-            for name in list(pending):
-                d = deployments.get(name)
-                if d is None:
-                    continue
-                if d.status == "HEALTHY":
-                    note(f"{pending.pop(name)} ready ({time.monotonic() - began:.0f} s)")
-                elif d.status in ("DEPLOY_FAILED", "UNHEALTHY") and d.message:
-                    raise fail(f"{pending[name]} could not start: {d.message}", code=1)
-            if time.monotonic() - began > startup_timeout:
-                raise fail(
-                    f"still not ready after {startup_timeout:.0f} s: "
-                    f"{', '.join(pending.values())} (raise --startup-timeout if loading "
-                    "the models takes longer here)",
-                    code=1,
-                )
-            stop.wait(1.0)
+        _wait_until_ready(spec, plan, stop, startup_timeout)
         if not stop.is_set():
             serving = True
             note(
@@ -370,6 +320,76 @@ def _run(
         finally:
             if own_ray:
                 ray.shutdown()
+
+
+def _start_ray(spec, plan, address: str | None) -> None:
+    """Start a Ray for the service here (``address`` None), or join the one at ``address``."""
+    import ray
+
+    from jurybox.serving.service.builder import INGRESS_CPUS
+
+    if address is None:
+        # Logical CPUs for every judge replica, the ingress replicas and Serve's own actors
+        # (JurySpec.ray_cpus). Ray annotates logging_level as int but takes a level name (its
+        # own default is "info").
+        ray.init(
+            num_cpus=spec.ray_cpus(light=1.5 + INGRESS_CPUS * plan.ingress_replicas),
+            include_dashboard=False,
+            logging_level="WARNING",  # type: ignore[arg-type]
+        )
+    else:
+        ray.init(address=address, logging_level="WARNING")  # type: ignore[arg-type]  # as above
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event Ctrl-C or SIGTERM sets; a second Ctrl-C raises KeyboardInterrupt at once."""
+    stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        if stop.is_set():  # a second Ctrl-C: stop now, whatever is in flight
+            raise KeyboardInterrupt
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    return stop
+
+
+def _wait_until_ready(spec, plan, stop: threading.Event, startup_timeout: float) -> None:
+    """Say each judge and the ingress ready as Serve reports them; fail on one that cannot start.
+
+    Raises:
+        typer.Exit: A deployment failed, or not all were ready after ``startup_timeout``.
+    """
+    from ray import serve
+
+    from jurybox.serving.service.builder import APP_NAME, INGRESS, judge_deployment_name
+
+    note(f"starting jury {spec.name}: {', '.join(j.name for j in spec.judges)} ...")
+    began = time.monotonic()
+    pending = {judge_deployment_name(j.name): j.name for j in spec.judges}
+    pending[INGRESS] = (
+        "ingress" if plan.ingress_replicas == 1 else f"ingress ({plan.ingress_replicas} replicas)"
+    )
+    while pending and not stop.is_set():
+        status = serve.status().applications.get(APP_NAME)
+        deployments = status.deployments if status else {}
+        for name in list(pending):
+            d = deployments.get(name)
+            if d is None:
+                continue
+            if d.status == "HEALTHY":
+                note(f"{pending.pop(name)} ready ({time.monotonic() - began:.0f} s)")
+            elif d.status in ("DEPLOY_FAILED", "UNHEALTHY") and d.message:
+                raise fail(f"{pending[name]} could not start: {d.message}", code=1)
+        if time.monotonic() - began > startup_timeout:
+            raise fail(
+                f"still not ready after {startup_timeout:.0f} s: "
+                f"{', '.join(pending.values())} (raise --startup-timeout if loading "
+                "the models takes longer here)",
+                code=1,
+            )
+        stop.wait(1.0)
 
 
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}

@@ -1018,7 +1018,7 @@ def test_label_design_auto_takes_the_plan_s_pick_and_a_labelled_file_keeps_its_o
     from jurybox.calibration.data.label_store import LabelStore
     from jurybox.calibration.estimates.synthetic import LabellingPool
     from jurybox.rubrics import VerdictRecord, load_rubric
-    from jurybox.serving.cli.label import _pick_design
+    from jurybox.serving.labelling.start import pick_design
 
     rng = np.random.default_rng(8)
     criteria = ["accuracy", "relevance", "completeness", "parsimony"]
@@ -1049,10 +1049,10 @@ def test_label_design_auto_takes_the_plan_s_pick_and_a_labelled_file_keeps_its_o
     rubric = load_rubric("mirage-mg")
     store = LabelStore(tmp_path / "l.jsonl")
     try:
-        assert _pick_design("auto", records, rubric, 0.5, "betting", store) == "uniform"
-        assert _pick_design("auto", records, rubric, 0.5, "asymptotic", store) == "active"
-        assert _pick_design("auto", records, rubric, None, "betting", store) == "active"
-        assert _pick_design("active", records, rubric, 0.5, "betting", store) == "active"
+        assert pick_design("auto", records, rubric, 0.5, "betting", store) == "uniform"
+        assert pick_design("auto", records, rubric, 0.5, "asymptotic", store) == "active"
+        assert pick_design("auto", records, rubric, None, "betting", store) == "active"
+        assert pick_design("active", records, rubric, 0.5, "betting", store) == "active"
         store.append(
             {
                 "id": "q1",
@@ -1061,6 +1061,6 @@ def test_label_design_auto_takes_the_plan_s_pick_and_a_labelled_file_keeps_its_o
                 "selection": {"strategy": "uniform", "probability": None},
             }
         )
-        assert _pick_design("active", records, rubric, 0.5, "betting", store) == "uniform"
+        assert pick_design("active", records, rubric, 0.5, "betting", store) == "uniform"
     finally:
         store.close()
