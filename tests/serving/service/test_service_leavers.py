@@ -246,12 +246,15 @@ def test_sixty_four_clients_with_leavers_among_them_get_the_offline_verdicts(ser
 
 
 @pytest.mark.parametrize("leaver_first", [True], ids=["leaver-first"])
-def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(shared_ray, tiny_jury, leaver_first):
+def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(
+    shared_ray, tiny_judged_first, leaver_first
+):
     """Once on the real models (the service of `jurybox serve --jury tiny`): the stayer's
     verdicts are those the session's tiny jury gives in-process. One slot held (not four: the
-    models' time, on two cores, is the cost of this test), the stayer's one row judged offline;
-    the holder's one row is how long one batch takes here (no request of its own to time)."""
-    want = judged_offline(tiny_jury, ITEMS[:1])
+    models' time, on two cores, is the cost of this test), the stayer's one row judged offline
+    (``tiny_judged_first``, the session's); the holder's one row is how long one batch takes
+    here (no request of its own to time)."""
+    want = {ITEMS[0].id: tiny_judged_first.to_record(input=_input(ITEMS[0]))}
     with serving("tiny", slots=1) as url:
         got = leave_a_merged_batch(url, leaver_first, None, slots=1).json()["verdicts"]
     assert_same_verdicts(got, as_offline(got, want, ["good"]))
