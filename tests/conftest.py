@@ -38,6 +38,20 @@ def tiny_jury():
 
 
 @pytest.fixture(scope="session")
+def tiny_judged_first(tiny_jury):
+    """The helpers' first item (``judging_helpers.ITEMS[0]``) judged on mirage-mg by the real
+    tiny jury alone, once per session: test_replay_jury compares the recording with it and
+    test_service_leavers the real service's verdicts (one item, about 10 s of the models'
+    time, judged the same way by both)."""
+    from judging_helpers import ITEMS
+
+    from jurybox.rubrics import load_rubric
+
+    (verdict,) = tiny_jury.score(load_rubric("mirage-mg"), ITEMS[:1])
+    return verdict
+
+
+@pytest.fixture(scope="session")
 def replay_jury(tmp_path_factory) -> Path:
     """A jury file of the tiny jury's judges replaying their recorded real answers
     (``judging_helpers.write_replay_jury``): for tests of plumbing, where the model is not the

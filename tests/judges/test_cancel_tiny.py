@@ -6,7 +6,6 @@ counted as the model's forward passes, never timed."""
 import pytest
 from judging_helpers import ITEMS
 
-from jurybox.judges import Jury
 from jurybox.judges.backends.protocol import GenerationCancelled
 from jurybox.judges.judging import render_requests
 from jurybox.rubrics import load_rubric
@@ -15,12 +14,14 @@ pytestmark = pytest.mark.models
 
 
 @pytest.fixture(scope="module")
-def smol():
+def smol(tiny_jury):
+    """The session's tiny jury's SmolLM2 (a TransformersBackend: no second load of the model;
+    what a test changes of it, monkeypatch puts back)."""
     from jurybox.judges.backends.transformers import TransformersBackend
 
-    backend = TransformersBackend(Jury.load("tiny").spec.judges[0])
-    yield backend
-    backend.close()
+    backend = tiny_jury.backend(tiny_jury.spec.judges[0])
+    assert isinstance(backend, TransformersBackend) and backend.name == "smollm2-135m"
+    return backend
 
 
 @pytest.fixture

