@@ -33,6 +33,20 @@ def forwards(smol):
     hook.remove()
 
 
+@pytest.fixture(scope="module")
+def plain(smol):
+    """The first prompt generated without a check, and the forward passes it took: what the
+    checked generates below are compared with (one full generate for the module, not one
+    per test)."""
+    count = [0]
+    hook = smol.model.register_forward_hook(lambda *_: count.__setitem__(0, count[0] + 1))
+    try:
+        generated = smol.generate(requests())
+    finally:
+        hook.remove()
+    return generated, count[0]
+
+
 def requests(n=1):
     """The first ``n`` prompts of the shared items (one per item with this rubric)."""
     prompts = list(render_requests(load_rubric("general"), ITEMS).requests[:n])
@@ -51,9 +65,8 @@ class Check:
         return self.after is not None and self.calls >= self.after
 
 
-def test_a_check_that_stays_false_changes_nothing(smol, forwards):
-    plain = smol.generate(requests())
-    full_forwards = forwards[0]
+def test_a_check_that_stays_false_changes_nothing(smol, plain, forwards):
+    plain, full_forwards = plain
     check = Check()
     checked = smol.generate(requests(), cancelled=check)
     assert [g.text for g in checked] == [g.text for g in plain]
@@ -61,13 +74,11 @@ def test_a_check_that_stays_false_changes_nothing(smol, forwards):
     assert plain[0].finish_reason == "stop"
     # Asked once before the generate and once after every token (the answer's, then its end).
     assert check.calls == 1 + plain[0].output_tokens + 1
-    assert forwards[0] == 2 * full_forwards
+    assert forwards[0] == full_forwards  # the checked generate's own: as many as the plain's
 
 
-def test_a_check_that_turns_true_stops_within_a_step(smol, forwards):
-    full = smol.generate(requests())[0]
-    full_forwards = forwards[0]
-    forwards[0] = 0
+def test_a_check_that_turns_true_stops_within_a_step(smol, plain, forwards):
+    (full,), full_forwards = plain
     check = Check(after=3)  # before the generate, after token 1, after token 2: stop
     with pytest.raises(GenerationCancelled):
         smol.generate(requests(), cancelled=check)
