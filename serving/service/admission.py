@@ -198,17 +198,10 @@ def inline_images(items: list[Item], limits: Limits) -> list[Item]:
             images = materialize_images(item, policy).loaded_images
         except ImageError as exc:
             where = f"items[{i}].{exc.field or 'images'}"
-            raise HTTPProblem(
-                413 if exc.too_large else 422,
-                "too_large" if exc.too_large else "invalid_request",
-                f"{where}: {exc}",
-                where,
-            ) from None
+            raise (TooLarge if exc.too_large else Invalid)(f"{where}: {exc}", where) from None
         total += sum(len(im.data) for im in images)
         if total > limits.max_request_image_bytes:
-            raise HTTPProblem(
-                413,
-                "too_large",
+            raise TooLarge(
                 f"the request's images have more than {total:,} "
                 "bytes in all; this service takes at most "
                 f"{limits.max_request_image_bytes:,} (max_request_image_bytes)",
