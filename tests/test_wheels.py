@@ -4,7 +4,8 @@ packages are found through jurybox/'s links (pyproject.toml lists none), so the 
 every file of the sources; jurybox-client's holds exactly its part (jurybox._lazy's
 CLIENT_PACKAGES, which client/pyproject.toml's patterns must match); and every name a package's
 front exports resolves to a module its wheel holds, the client's front exporting only those.
-.ci/wheels installs both wheels into fresh environments and runs them."""
+tests/integrations/test_client_install.py installs the client's wheel into a fresh environment
+and scores through a live service; .ci/drift installs jurybox's and runs the smoke test."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Building jurybox's two wheels from a copy of the sources and reading what they hold, for
-tests/test_wheels.py, tests/integrations/test_client_install.py and .ci/wheels (what setuptools
+tests/test_wheels.py, tests/integrations/test_client_install.py and .ci/drift (what setuptools
 finds through jurybox/'s links is what ships; an editable install would hide a missing file)."""
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ import jurybox
 
 #: Modules whose optional library is not installed here are skipped by the walk, and said.
 OPTIONAL = ("inspect_ai",)
+#: Raised only as one of its kinds (each in problems.STATUSES, each walked here), never itself.
+ABSTRACT = ("jurybox.serving.problems.RequestProblem",)
 
 
 def jurybox_exceptions() -> list[type[BaseException]]:
@@ -39,7 +41,7 @@ def jurybox_exceptions() -> list[type[BaseException]]:
                 and value.__module__.startswith("jurybox.")
             ):
                 found[f"{value.__module__}.{value.__qualname__}"] = value
-    return [found[k] for k in sorted(found)]
+    return [found[k] for k in sorted(found) if k not in ABSTRACT]
 
 
 def example_argument(name: str, annotation: str) -> object:
