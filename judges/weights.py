@@ -165,13 +165,14 @@ def served_model(backend: str) -> bool:
 
     The backend registry's entry says (its kind ``remote``); weights are those of every other
     kind (``local``, and ``recording``: the weights recorded). A name no backend has here (a
-    manifest written where a package's backend was installed) is taken as weights.
+    manifest written where a package's backend was installed), or one whose package fails to
+    import here, is taken as weights.
     """
     from .backends.registry import backend_kind
 
     try:
         return backend_kind(backend).kind == "remote"
-    except InputError:
+    except (InputError, ImportError):
         return False
 
 

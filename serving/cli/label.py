@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
 from jurybox.serving.cli.console import fail, note, reported, warn
-
-if TYPE_CHECKING:
-    pass
 
 Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
 SequenceKind = Literal["asymptotic", "betting"]

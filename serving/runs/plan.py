@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -200,6 +200,8 @@ class RunPlan:
             show_default=False,
         ),
     )
+    # The rest by keyword only: their order follows the command's options, not earlier releases'.
+    _: KW_ONLY
     format: str | None = field(
         default=None,
         metadata=option(

@@ -64,8 +64,9 @@ class ScoringService:
     Each route of the ingress (`jurybox.serving.service.ingress.build_app`) calls one method (or
     its own module's serving logic: `jurybox.serving.service.groups.answer_groups`,
     `jurybox.serving.service.openrlhf.answer_openrlhf`) and only turns its answer into a
-    response. Every route reaches the jury through `judge` (``/v1/score`` and OpenRLHF's through
-    `score_items`). Errors are `HTTPProblem`, the one error shape.
+    response. The routes reach the jury through `judge` (``/v1/score`` and OpenRLHF's through
+    `score_items`; the group route's pointwise rounds directly), except the group route's
+    listwise rounds, which ask each judge through ``calls.votes``. Errors are `HTTPProblem`, the one error shape.
 
     One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its share
     of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with ``state``
@@ -209,7 +210,7 @@ class ScoringService:
     ) -> list[dict[str, Any]]:
         """The verdict records of ``items`` with ``rubric``, judged by ``deadline``.
 
-        The one way to the jury, for every route. ``rubric``: a name, a client's inline rubric or
+        The way to the jury for every route but the group route's listwise rounds. ``rubric``: a name, a client's inline rubric or
         a `Rubric`; ``items``: `Item` objects or a client's fields, checked as a request's items
         are (`jurybox.serving.service.admission.prepare`). Items judged before with this
         configuration are answered from the verdict cache, the others judged in the batches
