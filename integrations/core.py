@@ -148,15 +148,30 @@ class MissingRewards(UnscoredReward):
 
 @dataclass
 class RewardStats:
-    """What the adapter has done so far: rows judged, unscored rewards, requests sent."""
+    """What the adapter has done so far: rows judged, unscored rewards, requests, judge calls.
+
+    The judge calls are the items sent times the jury's judges times the rubric's calls per item
+    and judge (a cached verdict counts as asked): ``judge_calls`` for the reward's own items,
+    ``canary_calls`` and ``sentinel_calls`` for the guard's (`jurybox.integrations.guard`).
+    """
 
     rows: int = 0
     unscored: int = 0
     requests: int = 0
+    judge_calls: int = 0
+    canary_calls: int = 0
+    sentinel_calls: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        """The counts as a dict (``rows``, ``unscored``, ``requests``)."""
-        return {"rows": self.rows, "unscored": self.unscored, "requests": self.requests}
+        """The counts as a dict (``rows``, ``unscored``, ``requests`` and the judge calls)."""
+        return {
+            "rows": self.rows,
+            "unscored": self.unscored,
+            "requests": self.requests,
+            "judge_calls": self.judge_calls,
+            "canary_calls": self.canary_calls,
+            "sentinel_calls": self.sentinel_calls,
+        }
 
 
 class JuryRewards:
@@ -182,6 +197,9 @@ class JuryRewards:
             vote has a distribution (`jurybox.judges.resolution`; each record then says which scores
             it holds: ``reward_scores``, and why the chosen ones stood: ``reward_note``);
             ``"score"``, the default, from the verdict's scores.
+        guard: A `jurybox.integrations.guard.GuardSpec`: pre-checks, canaries, a sentinel and juror
+            flags around each batch (``self.guard``, its `RewardGuard`; a sentinel is added with
+            `guard_with`).
         **reward_fields: The fields of a `RewardSpec`, instead of ``reward``.
 
     Raises:
@@ -205,6 +223,7 @@ class JuryRewards:
         concurrency: int = 4,
         timeout: float = 900.0,
         use: Use = "score",
+        guard: Any = None,
         **reward_fields: Any,
     ) -> None:
         if (url is None) == (jury is None):
@@ -300,6 +319,64 @@ class JuryRewards:
             if self.concurrency > 1
             else None
         )
+        self.guard: Any = None  # a RewardGuard
+        if guard is not None:
+            self.guard_with(guard)
+
+    def guard_with(self, spec: Any, sentinel: JuryRewards | None = None) -> Any:
+        """Guard this reward's batches (`jurybox.integrations.guard.RewardGuard`).
+
+        Args:
+            spec: The `jurybox.integrations.guard.GuardSpec`.
+            sentinel: The held-out sentinel's rewards, or None.
+
+        Returns:
+            The guard (also ``self.guard``).
+        """
+        from .guard import RewardGuard
+
+        self.guard = RewardGuard(spec, self, sentinel)
+        return self.guard
+
+    def floored(self, records: Sequence[Mapping[str, Any]]) -> set[int]:
+        """The positions of records pre-checked by the guard whose reward is its floor.
+
+        Those whose reward is the guard's number ``precheck_reward``; none without a guard or
+        with ``precheck_reward="unscored"`` (the unscored policy stands there, the pre-check its
+        reason).
+        """
+        guard = getattr(self, "guard", None)
+        if guard is None or isinstance(guard.spec.precheck_reward, str):
+            return set()
+        from .guard import precheck_reason
+
+        return {k for k, record in enumerate(records) if precheck_reason(record) is not None}
+
+    def values_of(
+        self, records: Sequence[Mapping[str, Any]], reward: Reward | None = None
+    ) -> list[float | None]:
+        """The rewards of ``records``: the unscored policy applied, and the guard's floor.
+
+        ``reward`` (by default this one's) with its unscored policy; the guard's
+        ``precheck_reward`` where it is a number and the record was pre-checked.
+
+        Args:
+            records: Verdict records.
+            reward: The reward (default this one's).
+
+        Returns:
+            One reward per record.
+
+        Raises:
+            UnscoredReward: The reward's unscored policy is ``error`` and a record has no reward.
+        """
+        bound = reward if reward is not None else self.reward
+        floored = self.floored(records)
+        if not floored:
+            return bound.values(records)
+        floor = float(self.guard.spec.precheck_reward)
+        rest = iter(bound.values([r for k, r in enumerate(records) if k not in floored]))
+        return [floor if k in floored else next(rest) for k in range(len(records))]
 
     # -- items ----------------------------------------------------------------------------------
 
@@ -412,14 +489,27 @@ class JuryRewards:
         if not items:
             return []
         labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(items))]
+        if self.guard is not None:
+            return self.guard.around(self._records_plain, items, labels)
+        return self._records_plain(items, labels)
+
+    def _records_plain(self, items: Sequence[Item], labels: Sequence[str]) -> list[dict[str, Any]]:
+        """`records` without the guard."""
+        if not items:
+            return []
+        labels = list(labels)
         too_long = self._over_bound(items)
         if too_long:  # not sent: each an unscored verdict saying why, the rest judged
             kept = [k for k in range(len(items)) if k not in too_long]
-            judged = iter(self.records([items[k] for k in kept], [labels[k] for k in kept]))
+            judged = iter(self._records_plain([items[k] for k in kept], [labels[k] for k in kept]))
             return [
                 self._unsent(items[k], too_long[k]) if k in too_long else next(judged)
                 for k in range(len(items))
             ]
+        with self._lock:
+            self.stats.judge_calls += (
+                len(items) * len(self._jury.spec.judges) * self.rubric.judge_calls
+            )
         if self._client is None:
             with self._lock:  # an in-process jury judges one batch at a time
                 self.stats.requests += 1
@@ -524,7 +614,10 @@ class JuryRewards:
         )
         labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(records))]
         missing: list[tuple[str, str]] = []
-        for label, record in zip(labels, records):
+        floored = self.floored(records)  # rewarded with the guard's floor (and logged by it)
+        for k, (label, record) in enumerate(zip(labels, records)):
+            if k in floored:
+                continue
             why = next((w for value, w in (r.raw(record) for r in bound) if value is None), None)
             if why is not None:
                 missing.append((label, why))
@@ -567,7 +660,7 @@ class JuryRewards:
         """
         records = self.records(items, samples)
         self.log_unscored(records, samples)
-        return self.reward.values(records), records
+        return self.values_of(records), records
 
     def rewards(self, rows: Sequence[Mapping[str, Any]]) -> list[float | None]:
         """One reward per row of the client's fields (see `item`).
@@ -764,6 +857,8 @@ class JuryRewards:
 
     def close(self) -> None:
         """Close the service connection (an in-process jury is the caller's to close)."""
+        if getattr(self, "guard", None) is not None:
+            self.guard.close()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
         if self._client is not None:
