@@ -437,9 +437,11 @@ class RewardGuard:
         )
 
     def close(self) -> None:
-        """Stop the sentinel's thread."""
+        """Stop the sentinel's thread (and close the sentinel's rewards)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False)
+            self._pool.shutdown(wait=True)
+        if self.sentinel is not None:
+            self.sentinel.close()
 
     # -- pieces -------------------------------------------------------------------------------
 
