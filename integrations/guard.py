@@ -394,8 +394,8 @@ class RewardGuard:
             by_k[k] if k in by_k else self.rewards._unsent(items[k], reasons[k])
             for k in range(len(items))
         ]
-        if report.prechecked:
-            self._log_prechecked(report)
+        if report.prechecked and not isinstance(self.spec.precheck_reward, str):
+            self._log_prechecked(report)  # (unscored ones: the adapter's unscored warning)
         if canaries:
             values = [v for v in self.unit.values(canary_records) if v is not None]
             report.canary_reward = sum(values) / len(values) if values else None
@@ -512,12 +512,7 @@ class RewardGuard:
         return [v if isinstance(v, dict) else v.to_dict() for v in decided]
 
     def _log_prechecked(self, report: StepReport) -> None:
-        reward = self.spec.precheck_reward
-        what = (
-            f"reward {float(reward):g}, the precheck_reward"
-            if not isinstance(reward, str)
-            else "unscored: the reward's unscored policy"
-        )
+        what = f"reward {float(self.spec.precheck_reward):g}, the precheck_reward"
         shown = "; ".join(f"{sample}: {why}" for sample, why in report.prechecked[:5])
         more = f" (and {len(report.prechecked) - 5} more)" if len(report.prechecked) > 5 else ""
         logger.warning(

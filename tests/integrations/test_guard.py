@@ -98,9 +98,12 @@ def test_pre_checks_stop_master_keys_with_their_reason_in_the_log(caplog):
     name = guarded.__name__
     assert log.metrics[f"jurybox/{name}/prechecked"] == [4.0]
     assert log.metrics[f"jurybox/{name}/unscored"] == [4.0]
-    text = "\n".join(r.getMessage() for r in caplog.records)
-    assert "step 1: 4 of 5 completions pre-checked, not sent to the judges" in text
-    assert "completion 0 of the batch" in text and "pre-check: " in text
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(
+        "jurybox: 4 of 5 rewards (mirage-mg.weighted_sum) unscored: completion 0 of the batch "
+        "(prompt 'What causes brown rings on tomato leaves after rain?'): pre-check: "
+    )
+    assert "completion 3 of the batch" in warning
     # Only the one completion left was sent (one judge, one call per item).
     assert guarded.rewards.stats.judge_calls == 1  # type: ignore[attr-defined]
     # A number instead: the floor, and still logged with the reason, never a silent 0.
@@ -116,8 +119,12 @@ def test_pre_checks_stop_master_keys_with_their_reason_in_the_log(caplog):
     with caplog.at_level(logging.WARNING, logger="jurybox.integrations"):
         got = call(floor, completions, Log())
     assert got[0] == got[1] == got[3] == got[4] == 0.0
-    assert "(reward 0, the precheck_reward)" in caplog.text
-    assert "pre-check: " in caplog.text
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(
+        "jurybox: step 1: 4 of 5 completions pre-checked, not sent to the judges (reward 0, "
+        "the precheck_reward): completion 0 of the batch"
+    )
+    assert "pre-check: " in warning
 
 
 def test_canaries_are_judged_with_the_batch_and_never_returned(capsys):
