@@ -470,8 +470,7 @@ class RewardGuard:
             return []
         from jurybox.rubrics.exploits import canary_items
 
-        built = canary_items(items, self.rewards.rubric, k, step, self.spec.canary_kinds)
-        return [c.model_copy(update={"id": f"canary-{step}-{j}"}) for j, c in enumerate(built)]
+        return canary_items(items, self.rewards.rubric, k, step, self.spec.canary_kinds)
 
     def _recount(self, canaries: int) -> None:
         """Count the canaries' calls apart from the reward's (the plain path counted them)."""
