@@ -40,7 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from jurybox.rubrics.errors import ExecutionError, InputError
+from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 from jurybox.rubrics.exploits import DEFAULT_CANARIES
 from jurybox.rubrics.reward import RewardSpec
 
@@ -377,8 +377,7 @@ class RewardGuard:
         try:
             judged = judge(
                 [items[k] for k in sent] + canaries,
-                [samples[k] for k in sent]
-                + [f"canary {j} ({c.id})" for j, c in enumerate(canaries)],
+                [samples[k] for k in sent] + [f"canary {c.id}" for c in canaries],
             )
         except BaseException:
             if pending is not None:
@@ -405,8 +404,18 @@ class RewardGuard:
                 self._states["canary"] = self._canary_monitor.update(values)
                 self._check("canary", "the canaries' mean reward", step)
             report.canary_state = self._states.get("canary")
+        sentinel_records: Records | None = None
         if pending is not None:
-            sentinel_records = pending.result()
+            try:
+                sentinel_records = pending.result()
+            except JuryboxError as exc:  # a monitor's failure never fails the reward's step
+                logger.warning(
+                    "jurybox: step %d: the sentinel could not score (no sentinel gap this "
+                    "step): %s",
+                    step,
+                    exc,
+                )
+        if sentinel_records is not None:
             report.sentinel = len(chosen)
             assert self.sentinel_unit is not None and self.sentinel is not None
             ours = self.unit.values([records[k] for k in chosen])
