@@ -125,6 +125,13 @@ def explain(record: Mapping[str, Any]) -> str:
     return "; ".join(parts) or str(record.get("status", "no votes"))
 
 
+def precheck_reason(record: Mapping[str, Any]) -> str | None:
+    """The pre-check that kept a record's item from the judges (its first reason), or None."""
+    reasons = record.get("reasons") or []
+    first = reasons[0] if reasons else None
+    return first if isinstance(first, str) and first.startswith("pre-check:") else None
+
+
 def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) else str(value)
 
@@ -197,9 +204,6 @@ class JuryRewards:
             vote has a distribution (`jurybox.judges.resolution`; each record then says which scores
             it holds: ``reward_scores``, and why the chosen ones stood: ``reward_note``);
             ``"score"``, the default, from the verdict's scores.
-        guard: A `jurybox.integrations.guard.GuardSpec`: pre-checks, canaries, a sentinel and juror
-            flags around each batch (``self.guard``, its `RewardGuard`; a sentinel is added with
-            `guard_with`).
         **reward_fields: The fields of a `RewardSpec`, instead of ``reward``.
 
     Raises:
@@ -223,7 +227,6 @@ class JuryRewards:
         concurrency: int = 4,
         timeout: float = 900.0,
         use: Use = "score",
-        guard: Any = None,
         **reward_fields: Any,
     ) -> None:
         if (url is None) == (jury is None):
@@ -319,24 +322,8 @@ class JuryRewards:
             if self.concurrency > 1
             else None
         )
-        self.guard: Any = None  # a RewardGuard
-        if guard is not None:
-            self.guard_with(guard)
-
-    def guard_with(self, spec: Any, sentinel: JuryRewards | None = None) -> Any:
-        """Guard this reward's batches (`jurybox.integrations.guard.RewardGuard`).
-
-        Args:
-            spec: The `jurybox.integrations.guard.GuardSpec`.
-            sentinel: The held-out sentinel's rewards, or None.
-
-        Returns:
-            The guard (also ``self.guard``).
-        """
-        from .guard import RewardGuard
-
-        self.guard = RewardGuard(spec, self, sentinel)
-        return self.guard
+        #: The guard around each batch (`jurybox.integrations.guard.RewardGuard`, which sets it).
+        self.guard: Any = None
 
     def floored(self, records: Sequence[Mapping[str, Any]]) -> set[int]:
         """The positions of records pre-checked by the guard whose reward is its floor.
@@ -348,8 +335,6 @@ class JuryRewards:
         guard = getattr(self, "guard", None)
         if guard is None or isinstance(guard.spec.precheck_reward, str):
             return set()
-        from .guard import precheck_reason
-
         return {k for k, record in enumerate(records) if precheck_reason(record) is not None}
 
     def values_of(

@@ -35,7 +35,7 @@ import logging
 import math
 import random
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,12 +44,14 @@ from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
 from jurybox.rubrics.exploits import DEFAULT_CANARIES
 from jurybox.rubrics.reward import RewardSpec
 
+from .core import JuryRewards, precheck_reason
+
 if TYPE_CHECKING:
     from jurybox.calibration.stats.monitors import DriftMonitor, DriftState
     from jurybox.judges.jurors import AgreementHistory, JurorCheck, JurorFlag
     from jurybox.rubrics import Item
 
-    from .core import JuryRewards
+__all__ = ["GuardSpec", "RewardDrift", "RewardGuard", "StepReport", "precheck_reason"]
 
 logger = logging.getLogger("jurybox.integrations")
 
@@ -240,15 +242,11 @@ class StepReport:
         return max(s.evidence for s in states) if states else None
 
 
-def precheck_reason(record: Mapping[str, Any]) -> str | None:
-    """The pre-check that kept a record's item from the judges, or None."""
-    reasons = record.get("reasons") or []
-    first = reasons[0] if reasons else None
-    return first if isinstance(first, str) and first.startswith("pre-check:") else None
-
-
 class RewardGuard:
     """Pre-checks, canaries, a sentinel and juror flags around one reward's batches.
+
+    Made, it guards ``rewards``: each `jurybox.integrations.core.JuryRewards.records` call runs
+    through `around` (``rewards.guard`` is this one).
 
     Args:
         spec: What it does.
@@ -294,6 +292,7 @@ class RewardGuard:
             if sentinel is not None
             else None
         )
+        rewards.guard = self
 
     # -- cost ---------------------------------------------------------------------------------
 
@@ -571,8 +570,6 @@ def sentinel_rewards(
     Its reward reads the guarded reward's score where its rubric is the same (else the rubric's
     default), on the unit scale, uncalibrated; None for no sentinel.
     """
-    from .core import JuryRewards
-
     if sentinel is None:
         return None
     if isinstance(sentinel, JuryRewards):

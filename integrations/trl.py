@@ -241,7 +241,7 @@ def jury_reward(
         use=use or "score",
     )
     if guarded:
-        from .guard import guard_spec, sentinel_rewards
+        from .guard import RewardGuard, guard_spec, sentinel_rewards
 
         guard = guard_spec(
             prechecks=prechecks,
@@ -259,7 +259,7 @@ def jury_reward(
             load_rubric(sentinel_rubric) if isinstance(sentinel_rubric, str) else sentinel_rubric,
             token_env,
         )
-        rewards.guard_with(guard, held_out)
+        RewardGuard(guard, rewards, held_out)
     names = [rewards.reward.score]
     if per_criterion:
         names = [c.name for c in rewards.rubric.criteria]

@@ -51,9 +51,15 @@ from typing import Any
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, Scale, Unscored
 
-from .core import JuryRewards, MissingRewards, conversation_context, explain, message_text
+from .core import (
+    JuryRewards,
+    MissingRewards,
+    conversation_context,
+    explain,
+    message_text,
+    precheck_reason,
+)
 from .guard import RewardDrift as RewardDrift  # (raised here: stop_on_alarm)
-from .guard import precheck_reason
 
 #: The calls judged together: each within GAP_S of the one before (a quiet GAP_S ends the
 #: batch: e.g. a client that has only so many calls in flight), all within WINDOW_S of the
@@ -206,7 +212,7 @@ def _guard(rewards: JuryRewards, **options: Any) -> None:
     """Guard ``rewards`` as verl's ``reward_kwargs`` say (`jurybox.integrations.guard`)."""
     from jurybox.rubrics import load_rubric
 
-    from .guard import guard_spec, sentinel_rewards
+    from .guard import RewardGuard, guard_spec, sentinel_rewards
 
     checks = options.pop("juror_checks")
     if isinstance(checks, Mapping):
@@ -216,8 +222,9 @@ def _guard(rewards: JuryRewards, **options: Any) -> None:
     sentinel, rubric = options.pop("sentinel"), options.pop("sentinel_rubric")
     token_env = options.pop("token_env")
     spec = guard_spec(juror_checks=checks, **options)
-    rewards.guard_with(
+    RewardGuard(
         spec,
+        rewards,
         sentinel_rewards(
             sentinel, rewards, load_rubric(rubric) if rubric is not None else None, token_env
         ),
