@@ -87,7 +87,8 @@ def simulate(
             reward = np.clip(quality + noise_r + up[None, :, None], 0.0, 1.0)
             sentinel = np.clip(quality + noise_s + down[None, :, None], 0.0, 1.0)
             g = (1.0 + reward - sentinel) / 2.0
-            if uppers is None:  # every scenario shares the baseline steps (tau >= 50 > 10)
+            # Every scenario shares the baseline steps (tau >= 50 > 10; the edge from step 11).
+            if uppers is None:
                 uppers = baseline_uppers(g[:, :b].reshape(n, -1), settings["alpha"] / 2.0, GRID)
             alarms = drift_alarms(g, **settings, uppers=uppers)
             out[name].append((alarms, uppers + settings["margin"] - 0.5))
