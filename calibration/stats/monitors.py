@@ -18,17 +18,20 @@ so that every factor ``1 + lam (x - u0)`` is at least 0.1), with ``D_s`` the sum
 ``x`` of step ``s`` of ``log(1 + lam (x - u0))`` (steps counted from the first after the
 baseline), the statistic
 
-    E_t = max(E_{t-1}, -p_t) + D_t,  E_0 = -inf,  that is  E_t = max_{k <= t} (D_k + ... + D_t - p_k)
+    E_t = max(E_{t-1}, -p_t) + D_t,  E_0 = -inf,
+    that is  E_t = max_{k <= t} (D_k + ... + D_t - p_k)
 
-is a CUSUM of betting processes (an e-detector: Shin, Ramdas and Rinaldo 2024), each restarted
-at a step ``k`` and bet against ``u0``. The alarm comes at the first step where ``max_lam E_t``
+is a CUSUM of betting processes (an e-detector: Shin, Ramdas and Rinaldo, "E-detectors: a
+nonparametric framework for sequential change detection"), each restarted at a step ``k`` and
+bet against ``u0``. The alarm comes at the first step where ``max_lam E_t``
 reaches the threshold ``c``:
 
 - with ``horizon`` (the stream's number of steps, the trainer's ``max_steps``): ``p_k = 0`` and
   ``c = log(R |bets| 2 / alpha)``, ``R = max(horizon - baseline_steps, 1)`` the restarts;
 - without: ``alpha`` is spent over the restarts as ``6 / (pi^2 k^2)`` (which sums to 1):
   ``p_k = log(pi^2 k^2 / 6)`` and ``c = log(|bets| 2 / alpha)``. A late drift then needs more
-  evidence than with a horizon (``2 log k`` more, about 12 at the 500th step).
+  evidence than with a horizon: a restart at the 500th step needs 17.7 (at alpha 0.05 and
+  three bets) against 11.0 with a horizon of 500 steps after the baseline.
 
 **The guarantee.** Suppose (the null) that there is a level ``mu0`` such that every value of the
 baseline steps has conditional mean ``mu0`` given everything before it (the earlier steps and the
@@ -254,6 +257,9 @@ class DriftMonitor:
 
     def update(self, values: Sequence[float] | np.ndarray) -> DriftState:
         """Add one step's values (any number, none included); the state after it.
+
+        Unscored values are the caller's to leave out (and count): the monitor takes numbers
+        only, and a step without any still counts as a step.
 
         Args:
             values: The step's values, each in [0, 1].

@@ -97,6 +97,12 @@ def test_the_thresholds_spend_half_of_alpha_over_the_restarts_and_bets():
     penalties = np.array([_penalty(k, True) for k in range(1, 100_001)])
     spent = np.exp(-without.threshold - penalties).sum()
     assert len(bets) * spent == pytest.approx(ALPHA / 2, rel=1e-4)
+    # The module's text: a restart at the 500th step needs 17.7 without a horizon, 11.0 with
+    # one of 500 steps after the baseline.
+    assert without.threshold + _penalty(500, True) == pytest.approx(17.7, abs=0.05)
+    assert DriftMonitor(ALPHA, BASELINE, horizon=500 + BASELINE).threshold == pytest.approx(
+        11.0, abs=0.05
+    )
 
 
 def test_the_state_and_describe_say_where_the_monitor_stands():
