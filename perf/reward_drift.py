@@ -19,12 +19,16 @@ the gaps ``g = (1 + reward - sentinel) / 2``.
   up to 0.0025 a step.
 - **exploit, jump** at tau: the reward judge's score jumps by 0.1 and the sentinel's falls by
   0.1: the gap's mean rises by up to 0.1 at once.
+- **canary switch** at tau: the monitor watches m canaries' rewards a step instead (the mean of
+  three judges' Beta(2, 8) scores, mean 0.2: the jury floors the exploit answers), and from tau
+  one judge gives Beta(8, 2) (it turned into a master-key lover: the mean rises to 0.4).
 
 Every scenario of a run shares its noise (so its baseline steps: the baseline is computed once
 per run). Columns: the share of runs whose alarm came by step 500 after tau; the delay (the
 alarm's step minus tau) median and 10th-90th percentiles over those runs; alarms before tau (on
 the clean runs: every alarm, a false alarm) with their 95% Clopper-Pearson interval; the baseline's
-level above its mean, ``u0 - 0.5`` (median), which sets the delay.
+level above the stream's mean before tau, ``u0 - mean`` (median: the gaps' 0.5, the canaries'
+0.2), which sets the delay.
 
     python perf/reward_drift.py [--runs 1000] [--steps 500] [--seed 62] [--no-horizon]
 """
@@ -63,16 +67,26 @@ def shifts(kind: str, tau: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def scenarios() -> list[tuple[str, str, int]]:
-    """(name, kind, tau): clean (tau: the run's length, no exploit), then the exploits."""
-    return [("clean", "clean", -1), ("clean, at the margin", "edge", -1)] + [
-        (f"exploit {kind}, tau {tau}", kind, tau) for kind in ("ramp", "jump") for tau in TAUS
-    ]
+    """(name, kind, tau): clean (tau: the run's length, no exploit), the exploits, the canaries."""
+    return (
+        [("clean", "clean", -1), ("clean, at the margin", "edge", -1)]
+        + [(f"exploit {kind}, tau {tau}", kind, tau) for kind in ("ramp", "jump") for tau in TAUS]
+        + [(f"canary switch, tau {tau}", "canary", tau) for tau in TAUS]
+    )
+
+
+def canaries(n: int, steps: int, m: int, tau: int, rng: np.random.Generator) -> np.ndarray:
+    """The jury's rewards of m canaries a step: the mean of three judges' Beta(2, 8) scores, one
+    judge giving Beta(8, 2) from step tau on (a judge switched to a master-key lover)."""
+    scores = rng.beta(2.0, 8.0, (3, n, steps, m))
+    scores[0, :, tau:] = rng.beta(8.0, 2.0, (n, steps - tau, m))
+    return scores.mean(axis=0)
 
 
 def simulate(
     runs: int, steps: int, m: int, rng: np.random.Generator, settings: dict
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per scenario: (alarm steps, the baseline's u0 - 0.5) over ``runs`` runs."""
+    """Per scenario: (alarm steps, the level's height ``u0 - mean``) over ``runs`` runs."""
     out: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {name: [] for name, _, _ in scenarios()}
     q = np.linspace(0.3, 0.6, steps)[None, :, None]
     b = settings["baseline_steps"]
@@ -83,6 +97,12 @@ def simulate(
         noise_s = rng.normal(0.0, NOISE, (n, steps, m))
         uppers = None
         for name, kind, tau in scenarios():
+            if kind == "canary":
+                x = canaries(n, steps, m, tau, rng)
+                alarms = drift_alarms(x, **settings)  # (their own baseline)
+                level = baseline_uppers(x[:, :b].reshape(n, -1), settings["alpha"] / 2.0, GRID)
+                out[name].append((alarms, level + settings["margin"] - 0.2))
+                continue
             up, down = shifts(kind, b if kind == "edge" else tau if tau >= 0 else steps, steps)
             reward = np.clip(quality + noise_r + up[None, :, None], 0.0, 1.0)
             sentinel = np.clip(quality + noise_s + down[None, :, None], 0.0, 1.0)
@@ -145,7 +165,7 @@ def main() -> None:
     )
     header = (
         f"{'scenario':<24} {'m':>3}  {'detected':>9}  {'delay (p10-p90)':>14}  "
-        f"{'alarms before tau [95% CP]':>24}  u0-0.5"
+        f"{'alarms before tau [95% CP]':>24}  u0-mean"
     )
     print(header)
     print("-" * len(header))
