@@ -109,7 +109,7 @@ def test_the_binomial_tail():
     assert binomial_below(1, 4, 1.0) == 0.0
 
 
-def test_a_jury_without_judges_caps_its_quorum():
+def test_a_jury_without_judges_caps_its_quorum(fake_judges):  # noqa: F811
     from exploit_helpers import fake_spec
 
     from jurybox.judges import JurySpec
