@@ -277,6 +277,8 @@ class ScoringService:
         self.metrics.count_flags(flags)
         for flag in flags:
             if (prov, flag.judge, flag.kind) not in self._flagged:
+                if len(self._flagged) >= 16 * MAX_AGREEMENT_KEYS:
+                    self._flagged.clear()  # (warned again, rather than kept without bound)
                 self._flagged.add((prov, flag.judge, flag.kind))
                 logger.warning(
                     "juror %s flagged on rubric %s: %s%s (%s)",
