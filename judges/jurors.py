@@ -73,11 +73,12 @@ class JurorFlag:
 class AgreementHistory:
     """Each judge's running record of agreement with the rest of the jury (a window).
 
-    Per judge, the last ``window`` comparisons (agreed or not) with the other judges' median;
-    `flag_jurors` adds each batch's and tests over the window. Safe to share between threads.
+    Per judge, the last ``window`` comparisons (agreed or not) with the other judges' median
+    (None: every one); `flag_jurors` adds each batch's and tests over the window. Safe to share
+    between threads.
     """
 
-    def __init__(self, window: int = 64) -> None:
+    def __init__(self, window: int | None = 64) -> None:
         self.window = window
         self._seen: dict[str, deque[bool]] = defaultdict(lambda: deque(maxlen=self.window))
         self._lock = threading.Lock()
@@ -114,11 +115,20 @@ def _values(votes: Sequence[Vote]) -> dict[tuple[str, str], float]:
 
 def binomial_below(k: int, n: int, p: float) -> float:
     """P(K <= k) for K ~ Binomial(n, p): how unlikely so few agreements are at the rate p."""
-    if p <= 0.0:
+    if p <= 0.0 or k >= n:
         return 1.0
     if p >= 1.0:
-        return 1.0 if k >= n else 0.0
-    return min(1.0, sum(math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(k + 1)))
+        return 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = (
+        math.lgamma(n + 1)
+        - math.lgamma(i + 1)
+        - math.lgamma(n - i + 1)
+        + i * log_p
+        + (n - i) * log_q
+        for i in range(k + 1)
+    )
+    return min(1.0, sum(math.exp(t) for t in terms))
 
 
 def flag_jurors(
@@ -135,8 +145,8 @@ def flag_jurors(
         jury: The `Jury` or `JurySpec` that judged them.
         verdicts: The batch: `Verdict` objects, `VerdictRecord` objects or records (dicts).
         check: What counts as failing (default `JurorCheck()`).
-        history: The judges' running agreement (updated with this batch); default a window of
-            this batch alone.
+        history: The judges' running agreement (updated with this batch); default this batch
+            alone, all of it.
 
     Returns:
         The flags, by judge in the jury's order, then kind.
@@ -144,7 +154,7 @@ def flag_jurors(
     check = check or JurorCheck()
     spec = _spec(jury)
     names = [j.name for j in spec.judges]
-    history = history if history is not None else AgreementHistory(check.history)
+    history = history if history is not None else AgreementHistory(None)
     given = [_verdict(v) for v in verdicts]
     per_item = [_values(v.votes) for v in given]
     votes = [vote for v in given for vote in v.votes]

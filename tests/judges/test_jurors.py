@@ -107,6 +107,7 @@ def test_the_binomial_tail():
     assert binomial_below(0, 3, 0.5) == pytest.approx(0.125)
     assert binomial_below(1, 4, 0.5) == pytest.approx(5 / 16)
     assert binomial_below(1, 4, 1.0) == 0.0
+    assert binomial_below(5000, 10_000, 0.5) == pytest.approx(0.5040, abs=1e-4)  # no overflow
 
 
 def test_a_jury_without_judges_caps_its_quorum(fake_judges):  # noqa: F811
