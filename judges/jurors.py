@@ -9,8 +9,8 @@ failure is counted and shown instead of averaged away. Three kinds:
 - **refused**: at least ``refusal_share`` of its votes unscored for a refusal: no answer, the
   engine refusing, or a value off the scale;
 - **departed**: it agrees with the rest of the jury (within a quarter of the scale's span of
-  the other judges' median) less often than the other judges do, by a one-sided binomial test
-  at ``alpha / J`` over the last ``history`` comparisons (an `AgreementHistory`, so a service's
+  the other judges' median) less often than the other judges do, by Fisher's one-sided exact
+  test at ``alpha / J`` over each judge's last ``history`` comparisons (an `AgreementHistory`, so a service's
   one-item requests are judged over a window). It needs three judges: with two, each is as far
   from the other, and nothing says which one departed; no such flag is raised.
 
@@ -131,6 +131,30 @@ def binomial_below(k: int, n: int, p: float) -> float:
     return min(1.0, sum(math.exp(t) for t in terms))
 
 
+def _log_choose(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def fewer_agreements(k: int, n: int, k_rest: int, n_rest: int) -> float:
+    """How unlikely a judge's k agreements of n are beside the others' k_rest of n_rest.
+
+    Fisher's one-sided exact test: the chance, were the k + k_rest agreements shared at random
+    among all n + n_rest comparisons, that this judge's n hold k or fewer (a hypergeometric
+    lower tail). Unlike a binomial tail at the others' rate, it does not take that rate as
+    known: honest judges stay within the level (tests/judges/test_jurors.py).
+    """
+    total, agreed = n + n_rest, k + k_rest
+    low = max(0, n - (total - agreed))
+    if k < low:
+        return 0.0
+    base = _log_choose(total, n)
+    terms = (
+        _log_choose(agreed, x) + _log_choose(total - agreed, n - x) - base
+        for x in range(low, min(k, agreed) + 1)
+    )
+    return min(1.0, sum(math.exp(t) for t in terms))
+
+
 def flag_jurors(
     rubric: Any,
     jury: Any,
@@ -245,7 +269,7 @@ def _departed(
         if n < check.min_items or not n_rest:
             continue
         rate = k_rest / n_rest
-        p = binomial_below(k, n, rate)
+        p = fewer_agreements(k, n, k_rest, n_rest)
         if p < level:
             flags.append(
                 JurorFlag(
@@ -253,7 +277,7 @@ def _departed(
                     None,
                     "departed",
                     f"agreed with the others' median on {k} of its last {n} comparisons, the "
-                    f"other judges on {rate:.0%} (binomial p = {p:.2g} < {level:.2g})",
+                    f"other judges on {rate:.0%} (Fisher's p = {p:.2g} < {level:.2g})",
                 )
             )
     return flags

@@ -123,3 +123,51 @@ def test_a_jury_without_judges_caps_its_quorum(fake_judges):  # noqa: F811
     assert fewer.aggregation.quorum == 2 and fewer.name == spec.name
     with pytest.raises(InputError, match="leaves no judge"):
         spec.without([j.name for j in spec.judges])
+
+
+def _batches(judges: int, runs: int, bad: str | None, seed: int):
+    """Batches of 16 items: honest judges near each item's truth; the last one ``bad``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    names = [f"j{k}" for k in range(judges)]
+    criteria = load_rubric("mirage-mg").criterion_names
+    for _ in range(runs):
+        truth = rng.uniform(0, 4, (16, len(criteria), 1))
+        votes = np.clip(np.round(truth + rng.normal(0, 0.7, (16, len(criteria), judges))), 0, 4)
+        if bad == "random":
+            votes[:, :, -1] = rng.integers(0, 5, (16, len(criteria)))
+        yield (
+            names,
+            [
+                {
+                    (n, c): float(votes[i, m, k])
+                    for m, c in enumerate(criteria)
+                    for k, n in enumerate(names)
+                }
+                for i in range(16)
+            ],
+        )
+
+
+@pytest.mark.parametrize("judges", [3, 5])
+def test_honest_jurors_are_seldom_found_departed(judges):
+    from jurybox.judges.jurors import _departed
+
+    rubric = load_rubric("mirage-mg")
+    flagged = sum(
+        bool(_departed(rubric, names, batch, JurorCheck(), AgreementHistory(64)))
+        for names, batch in _batches(judges, 300, None, judges)
+    )
+    assert flagged <= 300 * 0.01 + 3 * (300 * 0.01 * 0.99) ** 0.5  # the level, and 3 SE
+
+
+def test_a_juror_answering_at_random_is_found_departed_among_five():
+    from jurybox.judges.jurors import _departed
+
+    rubric = load_rubric("mirage-mg")
+    found = [
+        [f.judge for f in _departed(rubric, names, batch, JurorCheck(), AgreementHistory(64))]
+        for names, batch in _batches(5, 100, "random", 7)
+    ]
+    assert sum(flags == ["j4"] for flags in found) >= 95
