@@ -10,9 +10,9 @@ failure is counted and shown instead of averaged away. Three kinds:
   engine refusing, or a value off the scale;
 - **departed**: it agrees with the rest of the jury (within a quarter of the scale's span of
   the other judges' median) less often than the other judges do, by Fisher's one-sided exact
-  test at ``alpha / J`` over each judge's last ``history`` comparisons (an `AgreementHistory`, so a service's
-  one-item requests are judged over a window). It needs three judges: with two, each is as far
-  from the other, and nothing says which one departed; no such flag is raised.
+  test at ``alpha / J`` over each judge's last ``history`` comparisons (an `AgreementHistory`,
+  so a service's one-item requests are judged over a window). It needs three judges: with two,
+  each is as far from the other, and nothing says which one departed; no such flag is raised.
 
 `decide_without` decides the verdicts again without the flagged judges, each naming who was
 left out and why (``left_out``); the left-out judges' votes stay in the verdict as evidence.
