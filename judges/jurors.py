@@ -113,24 +113,6 @@ def _values(votes: Sequence[Vote]) -> dict[tuple[str, str], float]:
     return {key: sum(vals) / len(vals) for key, vals in seen.items()}
 
 
-def binomial_below(k: int, n: int, p: float) -> float:
-    """P(K <= k) for K ~ Binomial(n, p): how unlikely so few agreements are at the rate p."""
-    if p <= 0.0 or k >= n:
-        return 1.0
-    if p >= 1.0:
-        return 0.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    terms = (
-        math.lgamma(n + 1)
-        - math.lgamma(i + 1)
-        - math.lgamma(n - i + 1)
-        + i * log_p
-        + (n - i) * log_q
-        for i in range(k + 1)
-    )
-    return min(1.0, sum(math.exp(t) for t in terms))
-
-
 def _log_choose(n: int, k: int) -> float:
     return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 

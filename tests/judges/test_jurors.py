@@ -8,8 +8,8 @@ from exploit_helpers import fake_judges, fake_jury  # noqa: F401
 from jurybox.judges.jurors import (
     AgreementHistory,
     JurorCheck,
-    binomial_below,
     decide_without,
+    fewer_agreements,
     flag_jurors,
     records_without,
 )
@@ -102,12 +102,12 @@ def test_a_small_batch_is_not_a_collapse(fake_judges):  # noqa: F811
     assert flag_jurors(rubric, jury, verdicts[:7]) == []
 
 
-def test_the_binomial_tail():
-    assert binomial_below(3, 3, 0.5) == 1.0
-    assert binomial_below(0, 3, 0.5) == pytest.approx(0.125)
-    assert binomial_below(1, 4, 0.5) == pytest.approx(5 / 16)
-    assert binomial_below(1, 4, 1.0) == 0.0
-    assert binomial_below(5000, 10_000, 0.5) == pytest.approx(0.5040, abs=1e-4)  # no overflow
+def test_fishers_lower_tail():
+    assert fewer_agreements(2, 2, 2, 2) == pytest.approx(1.0)
+    assert fewer_agreements(0, 2, 2, 2) == pytest.approx(1 / 6)
+    assert fewer_agreements(0, 3, 3, 3) == pytest.approx(1 / 20)
+    assert fewer_agreements(1, 3, 3, 3) == pytest.approx(4 / 20)  # (1 at least: 4 of 6 agreed)
+    assert fewer_agreements(5000, 10_000, 6000, 10_000) < 1e-40  # (no overflow)
 
 
 def test_a_jury_without_judges_caps_its_quorum(fake_judges):  # noqa: F811
