@@ -113,6 +113,18 @@ def _values(votes: Sequence[Vote]) -> dict[tuple[str, str], float]:
     return {key: sum(vals) / len(vals) for key, vals in seen.items()}
 
 
+def departed_note(jury: Any) -> str | None:
+    """What a jury of fewer than three judges cannot tell (None for three or more)."""
+    judges = len(_spec(jury).judges)
+    if judges >= 3:
+        return None
+    return (
+        f"jury {_spec(jury).name} has {judges} judge(s): with fewer than three, nothing says "
+        "which judge departed from the others, so none is ever flagged as departed (collapsed "
+        "and refusing jurors still are)"
+    )
+
+
 def _log_choose(n: int, k: int) -> float:
     return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 

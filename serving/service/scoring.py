@@ -25,7 +25,13 @@ from typing import Any
 from jurybox.judges import provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
 from jurybox.judges.images import jury_sees_images
-from jurybox.judges.jurors import AgreementHistory, JurorCheck, decide_without, flag_jurors
+from jurybox.judges.jurors import (
+    AgreementHistory,
+    JurorCheck,
+    decide_without,
+    departed_note,
+    flag_jurors,
+)
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 from jurybox.serving.problems import Invalid, NotFound, TimedOut, TooLarge
 from jurybox.serving.service.admission import Prepared, check_inline, inline_rubric, prepare
@@ -143,6 +149,8 @@ class ScoringService:
         self.agreement: collections.OrderedDict[str, AgreementHistory] = collections.OrderedDict()
         self._agreement_lock = threading.Lock()  # (_records runs in threads)
         self._flagged: set[tuple[str, str, str]] = set()  # warned of once each
+        if self.juror_check is not None and (note := departed_note(self.jury)):
+            logger.info("--juror-checks: %s", note)
 
     def __del__(self) -> None:
         workers = self.__dict__.get("workers")

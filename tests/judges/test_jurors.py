@@ -9,6 +9,7 @@ from jurybox.judges.jurors import (
     AgreementHistory,
     JurorCheck,
     decide_without,
+    departed_note,
     fewer_agreements,
     flag_jurors,
     records_without,
@@ -86,6 +87,8 @@ def test_two_judges_cannot_tell_who_departed(fake_judges):  # noqa: F811
     verdicts = jury.score(rubric, _items())
     flags = flag_jurors(rubric, jury, verdicts, JurorCheck(min_items=1000))
     assert flags == []  # (min_items: no collapse either; with three judges it is departed)
+    assert "nothing says which judge departed" in departed_note(jury)
+    assert departed_note(fake_jury(*["honest-for-tests"] * 3)) is None
 
 
 def test_departure_is_judged_over_a_window_of_one_item_batches(fake_judges):  # noqa: F811
