@@ -133,6 +133,16 @@ def test_the_state_and_describe_say_where_the_monitor_stands():
     assert "past the horizon" not in monitor.describe()  # (alarmed: the alarm's words)
 
 
+def test_describe_says_where_the_guarantee_ends():
+    quiet = DriftMonitor(baseline_steps=2, horizon=4)
+    for _ in range(5):
+        quiet.update([0.4, 0.5, 0.6])
+    assert not quiet.state().alarm
+    assert "past the horizon (4 steps) an alarm is outside that guarantee" in quiet.describe()
+    endless = DriftMonitor(baseline_steps=2, horizon=None)
+    assert "a false alarm however long it runs has probability at most 0.05" in endless.describe()
+
+
 def test_a_baseline_at_the_top_cannot_alarm_and_says_so():
     monitor = DriftMonitor(baseline_steps=2)
     for _ in range(5):
