@@ -315,17 +315,19 @@ class RewardGuard:
         reward, canaries, sentinel = self.calls(batch)
         parts = [f"{reward} for the reward"]
         if canaries:
-            parts.append(f"{canaries} for {self.spec.canary_count(batch)} canaries")
+            parts.append(
+                f"{canaries} for {_n(self.spec.canary_count(batch), 'canary', 'canaries')}"
+            )
         if sentinel:
             parts.append(
-                f"{sentinel} for the sentinel's {self.spec.sentinel_count(batch)} completions "
-                f"({self.sentinel.rubric.name if self.sentinel is not None else ''})"
+                f"{sentinel} for the sentinel's {_n(self.spec.sentinel_count(batch), 'completion')}"
+                f" ({self.sentinel.rubric.name if self.sentinel is not None else ''})"
             )
         total = reward + canaries + sentinel
         extra = (total / reward - 1) * 100 if reward else 0.0
         checks = "; pre-checked completions are not sent" if self.spec.prechecks else ""
         return (
-            f"jurybox: guard of {self.rewards.reward.name}: a step of {batch} completions costs "
+            f"jurybox: guard of {self.rewards.reward.name}: a step of {_n(batch, 'completion')} costs "
             f"at most {total} judge calls ({', '.join(parts)}): {extra:+.1f}% over the reward "
             f"alone{checks}"
         )
@@ -488,7 +490,7 @@ class RewardGuard:
             self.rewards.stats.canary_calls += calls
 
     def _flag(self, records: Records, report: StepReport) -> Records:
-        from jurybox.judges.jurors import AgreementHistory, decide_without, flag_jurors
+        from jurybox.judges.jurors import AgreementHistory, flag_jurors, records_without
 
         check = self.spec.juror_checks
         assert check is not None
@@ -515,8 +517,7 @@ class RewardGuard:
         )
         if not check.leave_out:
             return records
-        decided = decide_without(self.rewards.rubric, jury, records, report.flags)
-        return [v if isinstance(v, dict) else v.to_dict() for v in decided]
+        return records_without(self.rewards.rubric, jury, records, report.flags)
 
     def _log_prechecked(self, report: StepReport) -> None:
         what = f"reward {float(self.spec.precheck_reward):g}, the precheck_reward"
@@ -553,6 +554,10 @@ class RewardGuard:
             line,
             stop,
         )
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
 
 
 def _f(value: float | None) -> str:
