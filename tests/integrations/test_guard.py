@@ -298,3 +298,37 @@ def test_verl_raises_reward_drift_naming_the_step_and_the_statistic(monkeypatch,
     message = str(raised.value)
     assert message.startswith("jurybox: training stopped at step ")
     assert "the canaries' mean reward rose" in message
+
+
+def test_a_collapsed_juror_is_flagged_in_the_trainer_s_log_and_left_out(caplog):
+    from jurybox.judges.jurors import JurorCheck
+
+    three = fake_jury("honest-for-tests", "honest-for-tests", "collapsed-for-tests")
+    pair = fake_jury("honest-for-tests", "honest-for-tests")
+    completions = honest(8)
+    flagged = jury_reward(
+        jury=three, rubric="mirage-mg", fields={"reference": "answer"}, juror_checks=True
+    )
+    log = Log()
+    with caplog.at_level(logging.WARNING, logger="jurybox.integrations"):
+        kept = call(flagged, completions, log)
+    name = flagged.__name__
+    assert log.metrics[f"jurybox/{name}/jurors_flagged"] == [4.0]  # each criterion
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(
+        "jurybox: step 1: 4 juror flag(s) in mirage-mg.weighted_sum's batch: "
+    )
+    assert "collapsed-2 on accuracy: collapsed" in warning
+    left_out = jury_reward(
+        jury=three,
+        rubric="mirage-mg",
+        fields={"reference": "answer"},
+        juror_checks=JurorCheck(leave_out=True),
+    )
+    got = call(left_out, completions, Log())
+    honest_pair = call(
+        jury_reward(jury=pair, rubric="mirage-mg", fields={"reference": "answer"}),
+        completions,
+        Log(),
+    )
+    assert got == honest_pair and got != kept
