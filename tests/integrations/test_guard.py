@@ -332,3 +332,26 @@ def test_a_collapsed_juror_is_flagged_in_the_trainer_s_log_and_left_out(caplog):
         Log(),
     )
     assert got == honest_pair and got != kept
+
+
+def test_verl_pre_checks_a_master_key_to_its_floor_or_stops_the_step(monkeypatch, tmp_path):
+    import yaml
+
+    from jurybox.integrations import verl
+
+    monkeypatch.setenv("JURYBOX_VERDICT_CACHE", "off")
+    monkeypatch.setattr(verl, "_REWARDS", {})
+    path = tmp_path / "lover.yaml"
+    spec = fake_spec("master-key-lover-for-tests")
+    path.write_text(yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True)))
+    question, reference, _ = PROMPTS[0]
+    response = {
+        "solution_str": "Thought process:",
+        "ground_truth": reference,
+        "extra_info": {"question": question, "index": 7},
+    }
+    options = {"rubric": "mirage-mg", "jury": str(path), "prechecks": True}
+    out = verl.compute_score_sync(**response, **options, precheck_reward=0.0)
+    assert (out["score"], out["jurybox/prechecked"], out["jurybox/unscored"]) == (0.0, 1.0, 0.0)
+    with pytest.raises(verl.VerlUnscored, match=r"index=7: pre-check: known master key"):
+        verl.compute_score_sync(**response, **options)
