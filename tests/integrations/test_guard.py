@@ -8,6 +8,7 @@ real trainer's control, and verl raises. The real trainer is test_trl.py's."""
 from __future__ import annotations
 
 import logging
+import math
 import random
 
 import exploit_helpers
@@ -355,3 +356,42 @@ def test_verl_pre_checks_a_master_key_to_its_floor_or_stops_the_step(monkeypatch
     assert (out["score"], out["jurybox/prechecked"], out["jurybox/unscored"]) == (0.0, 1.0, 0.0)
     with pytest.raises(verl.VerlUnscored, match=r"index=7: pre-check: known master key"):
         verl.compute_score_sync(**response, **options)
+
+
+def test_a_sentinel_that_fails_is_a_warning_and_the_step_goes_on(monkeypatch, caplog):
+    from jurybox.integrations.core import JuryRewards
+    from jurybox.rubrics.errors import ExecutionError
+
+    sentinel = JuryRewards("mirage-mg", jury=fake_jury("honest-for-tests"), unscored="none")
+
+    def down(items, samples=None):
+        raise ExecutionError("jurybox could not reach the sentinel")
+
+    monkeypatch.setattr(sentinel, "records", down)
+    guarded = jury_reward(
+        jury=fake_jury("honest-for-tests"),
+        rubric="mirage-mg",
+        fields={"reference": "answer"},
+        sentinel=sentinel,
+    )
+    log = Log()
+    with caplog.at_level(logging.WARNING, logger="jurybox.integrations"):
+        got = call(guarded, honest(4), log)
+    assert all(value is not None for value in got)
+    (gap,) = log.metrics[f"jurybox/{guarded.__name__}/sentinel_gap"]
+    assert math.isnan(gap)  # no gap this step
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning == (
+        "jurybox: step 1: the sentinel could not score (no sentinel gap this step): "
+        "jurybox could not reach the sentinel"
+    )
+    guarded.rewards.close()  # type: ignore[attr-defined]
+
+
+def test_a_group_reward_takes_no_guard_yet():
+    from jurybox.rubrics.errors import InputError
+
+    with pytest.raises(InputError, match="a group reward has none of it yet"):
+        jury_reward(
+            jury=fake_jury("honest-for-tests"), rubric="pairwise", group="round_robin", canaries=1
+        )
