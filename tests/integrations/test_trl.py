@@ -11,7 +11,10 @@ its completions table shows each verdict. Per-criterion rewards weighed by TRL's
 first half of a training step): a completion missing one criterion is unscored for all of
 them, not a sum with a 0 in it. Group rewards (#54): the same trainer's two steps on each
 prompt's completions compared in pairs, through the service's POST /v1/groups and by an
-in-process jury at once; a group beyond the service's limits is refused before any request."""
+in-process jury at once; a group beyond the service's limits is refused before any request.
+The guard (#62): the same trainer with a canary per step in the service's request and the real
+tiny jury as a held-out sentinel logs both, and stops at a (forced) drift alarm through its
+callback."""
 
 from __future__ import annotations
 
