@@ -287,6 +287,7 @@ class RewardGuard:
         self._announced: set[int] = set()
         self._rng = random.Random(0)
         self._lock = threading.Lock()
+        self._update = threading.Lock()
         self._pool = (
             ThreadPoolExecutor(1, thread_name_prefix="jurybox-sentinel")
             if sentinel is not None
@@ -387,54 +388,55 @@ class RewardGuard:
         main, canary_records = judged[: len(sent)], judged[len(sent) :]
         if canaries:
             self._recount(len(canaries))
-        if self.spec.juror_checks is not None and main:
-            main = self._flag(main, report)
-        by_k = dict(zip(sent, main))
-        records = [
-            by_k[k] if k in by_k else self.rewards._unsent(items[k], reasons[k])
-            for k in range(len(items))
-        ]
-        if report.prechecked and not isinstance(self.spec.precheck_reward, str):
-            self._log_prechecked(report)  # (unscored ones: the adapter's unscored warning)
-        if canaries:
-            values = [v for v in self.unit.values(canary_records) if v is not None]
-            report.canary_reward = sum(values) / len(values) if values else None
-            if values:
-                if self._canary_monitor is None:
-                    self._canary_monitor = self.spec.monitor()
-                self._states["canary"] = self._canary_monitor.update(values)
-                self._check("canary", "the canaries' mean reward", step)
-            report.canary_state = self._states.get("canary")
-        sentinel_records: Records | None = None
-        if pending is not None:
-            try:
-                sentinel_records = pending.result()
-            except JuryboxError as exc:  # a monitor's failure never fails the reward's step
-                logger.warning(
-                    "jurybox: step %d: the sentinel could not score (no sentinel gap this "
-                    "step): %s",
-                    step,
-                    exc,
-                )
-        if sentinel_records is not None:
-            report.sentinel = len(chosen)
-            assert self.sentinel_unit is not None and self.sentinel is not None
-            ours = self.unit.values([records[k] for k in chosen])
-            theirs = self.sentinel_unit.values(sentinel_records)
-            gaps = [
-                (1 + r - s) / 2 for r, s in zip(ours, theirs) if r is not None and s is not None
+        with self._update:  # (verl may judge chunks at once: one step's state at a time)
+            if self.spec.juror_checks is not None and main:
+                main = self._flag(main, report)
+            by_k = dict(zip(sent, main))
+            records = [
+                by_k[k] if k in by_k else self.rewards._unsent(items[k], reasons[k])
+                for k in range(len(items))
             ]
-            report.sentinel_gap = sum(gaps) / len(gaps) if gaps else None
-            with self.rewards._lock:
-                self.rewards.stats.sentinel_calls += self.calls_of(self.sentinel, len(chosen))
-            if gaps:
-                if self._sentinel_monitor is None:
-                    self._sentinel_monitor = self.spec.monitor()
-                self._states["sentinel"] = self._sentinel_monitor.update(gaps)
-                self._check("sentinel", "the sentinel gap (1 + reward - sentinel) / 2", step)
-            report.sentinel_state = self._states.get("sentinel")
-        report.alarm = self.alarmed
-        self.last = report
+            if report.prechecked and not isinstance(self.spec.precheck_reward, str):
+                self._log_prechecked(report)  # (unscored ones: the adapter's unscored warning)
+            if canaries:
+                values = [v for v in self.unit.values(canary_records) if v is not None]
+                report.canary_reward = sum(values) / len(values) if values else None
+                if values:
+                    if self._canary_monitor is None:
+                        self._canary_monitor = self.spec.monitor()
+                    self._states["canary"] = self._canary_monitor.update(values)
+                    self._check("canary", "the canaries' mean reward", step)
+                report.canary_state = self._states.get("canary")
+            sentinel_records: Records | None = None
+            if pending is not None:
+                try:
+                    sentinel_records = pending.result()
+                except JuryboxError as exc:  # a monitor's failure never fails the reward's step
+                    logger.warning(
+                        "jurybox: step %d: the sentinel could not score (no sentinel gap this "
+                        "step): %s",
+                        step,
+                        exc,
+                    )
+            if sentinel_records is not None:
+                report.sentinel = len(chosen)
+                assert self.sentinel_unit is not None and self.sentinel is not None
+                ours = self.unit.values([records[k] for k in chosen])
+                theirs = self.sentinel_unit.values(sentinel_records)
+                gaps = [
+                    (1 + r - s) / 2 for r, s in zip(ours, theirs) if r is not None and s is not None
+                ]
+                report.sentinel_gap = sum(gaps) / len(gaps) if gaps else None
+                with self.rewards._lock:
+                    self.rewards.stats.sentinel_calls += self.calls_of(self.sentinel, len(chosen))
+                if gaps:
+                    if self._sentinel_monitor is None:
+                        self._sentinel_monitor = self.spec.monitor()
+                    self._states["sentinel"] = self._sentinel_monitor.update(gaps)
+                    self._check("sentinel", "the sentinel gap (1 + reward - sentinel) / 2", step)
+                report.sentinel_state = self._states.get("sentinel")
+            report.alarm = self.alarmed
+            self.last = report
         return records
 
     def stop(self) -> None:
