@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from typing import Any
 
 import exploit_helpers
@@ -24,10 +25,12 @@ from judging_helpers import QUESTION, REFERENCE
 from service_helpers import LocalJudge
 
 from jurybox.judges.parsing import REASON_CODES
+from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.service import guards
 from jurybox.serving.service.config import Limits, ServiceConfig
 from jurybox.serving.service.deployments import JudgeServer
 from jurybox.serving.service.ingress import build_app
+from jurybox.serving.service.openrlhf import Options
 from jurybox.serving.service.scoring import ScoringService
 
 pytestmark = pytest.mark.usefixtures("fake_judges")
@@ -82,6 +85,14 @@ def openrlhf(*responses: str) -> dict[str, Any]:
     }
 
 
+def votes(scoring: ScoringService) -> float:
+    """The votes the service's verdicts carried (``jurybox_votes_total``), every judge's."""
+    text = posts(scoring, [("/metrics", None)])[0].text
+    return sum(
+        float(x.split()[-1]) for x in text.splitlines() if x.startswith("jurybox_votes_total")
+    )
+
+
 def judged(scoring: ScoringService) -> int:
     """The judge calls the service made (one per judge per request sent to it)."""
     return sum(h.counts.get("votes", 0) for h in scoring.judges.values())
@@ -106,6 +117,8 @@ def test_a_master_key_is_prechecked_its_reward_the_floor_and_its_reason_said(tmp
     assert "pre-check:" in caplog.text and "sample 1 not sent" in caplog.text
     # Without the pre-checks the master-key lover tops a master key.
     assert unguarded.json()["rewards"] == [1.0]
+    # The pre-checked sample was not sent: two items judged in all, each on every criterion.
+    assert votes(scoring) == 2 * len(scoring.rubrics["mirage-mg"].criteria)
 
 
 def test_prechecks_need_a_reward_when_unscored_is_an_error_and_parameters_are_checked(tmp_path):
@@ -146,6 +159,7 @@ def test_canaries_are_judged_with_the_samples_and_never_among_the_rewards(tmp_pa
         assert logs["jurybox/canary_alarm"] == [0.0, 0.0]
     # One canary a request, judged in the same call as its two samples.
     assert calls == 3 * judged(plain)
+    assert votes(scoring) == 3 * 3 / 2 * votes(plain)
     guard = next(iter(guards._GUARDS[scoring].values()))
     assert (guard.samples, guard.canary_n) == (6, 3)
     text = posts(scoring, [("/metrics", None)])[0].text
@@ -211,3 +225,36 @@ def test_an_item_s_canary_flag_does_not_change_its_cache_key(tmp_path):
     assert answers[0].json() == answers[1].json()
     assert json.dumps(answers[0].json()).count("canary") == 0
     assert judged(scoring) == len(scoring.judges)
+
+
+def test_a_canary_without_room_waits_for_a_later_request_and_the_mean_is_nan_before(tmp_path):
+    scoring = scoring_service(tmp_path, "honest-for-tests")  # max_items=8
+    url = "/v1/openrlhf/mirage-mg?unscored=0&canaries="
+    full, later, rare = posts(
+        scoring,
+        [
+            (url + "1", openrlhf(*[GOOD] * 8)),
+            (url + "1", openrlhf(GOOD)),
+            (url + "0.03", openrlhf(GOOD)),
+        ],
+    )
+    assert full.status_code == later.status_code == rare.status_code == 200
+    assert math.isnan(full.json()["extra_logs"]["jurybox/canary_reward"][0])
+    assert not math.isnan(later.json()["extra_logs"]["jurybox/canary_reward"])
+    assert math.isnan(rare.json()["extra_logs"]["jurybox/canary_reward"])
+    one, few = guards._GUARDS[scoring].values()
+    assert (one.samples, one.canary_n, one.owed) == (9, 7, 2)
+    assert (few.samples, few.canary_n, few.owed) == (1, 0, 0)
+
+
+def test_a_replica_keeps_at_most_max_guards(tmp_path, monkeypatch):
+    monkeypatch.setattr(guards, "MAX_GUARDS", 2)
+    scoring = scoring_service(tmp_path, "honest-for-tests")
+    reward = RewardSpec(unscored=0.0)
+    made = [
+        guards.guard_for(scoring, "mirage-mg", reward, Options(canaries=share))
+        for share in (0.1, 0.2, 0.1, 0.3)
+    ]
+    assert made[0] is made[2]
+    assert list(guards._GUARDS[scoring].values()) == [made[2], made[3]]
+    assert guards.guard_for(scoring, "mirage-mg", reward, Options()) is None
