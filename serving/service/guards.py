@@ -35,13 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 from jurybox.calibration.stats.monitors import DriftMonitor
 from jurybox.rubrics import Item, Rubric
-from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.exploits import ExploitSuite, canary_items, precheck
 from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.problems import Invalid
 
 if TYPE_CHECKING:
-    from jurybox.serving.service.metrics import Metrics
     from jurybox.serving.service.scoring import ScoringService
 
 logger = logging.getLogger("jurybox.serving")
@@ -106,25 +104,6 @@ def route_canaries(
     every = math.ceil(1 / share) if share > 0 else 1
     made = canary_items(items, rubric, due, counter // every)
     return [c.model_copy(update={"id": CANARY_ID.format(j)}) for j, c in enumerate(made)]
-
-
-def count_canaries(
-    metrics: Metrics, rubric: Rubric, name: str, records: Sequence[Mapping[str, Any]]
-) -> None:
-    """Count canary verdicts apart: ``jurybox_canary_items_total{rubric}``, ``jurybox_canary_score``.
-
-    The score is the rubric's reward (its formula, or its only criterion) on [0, 1]; a rubric
-    without one, or an unscored canary, is counted but not scored.
-    """
-    metrics.canary_items.labels(name).inc(len(records))
-    try:
-        unit = RewardSpec(unscored="none").bind(rubric)
-    except InputError:
-        return
-    for record in records:
-        value = unit.value(record)
-        if value is not None:
-            metrics.canary_score.observe(value)
 
 
 class RouteGuard:

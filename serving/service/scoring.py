@@ -25,6 +25,8 @@ from jurybox.judges import provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
 from jurybox.judges.images import jury_sees_images
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
+from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.problems import Invalid, NotFound, TimedOut, TooLarge
 from jurybox.serving.service.admission import Prepared, check_inline, inline_rubric, prepare
 from jurybox.serving.service.batching import Batches
@@ -242,14 +244,22 @@ class ScoringService:
         """Canary verdicts say so (``canary: true``) and are counted apart in the metrics.
 
         Labelled by the rubric's name where the service knows it, else ``inline`` (a client's
-        names must not grow the metrics without bound).
+        names must not grow the metrics without bound). The score is the rubric's reward (its
+        formula, or its only criterion) on [0, 1]; a rubric without one, or an unscored canary,
+        is counted but not scored.
         """
-        from jurybox.serving.service.guards import count_canaries
-
         name = rubric.name if self.rubrics.get(rubric.name) == rubric else "inline"
         for k in at:
             records[k]["canary"] = True
-        count_canaries(self.metrics, rubric, name, [records[k] for k in sorted(at)])
+        self.metrics.canary_items.labels(name).inc(len(at))
+        try:
+            unit = RewardSpec(unscored="none").bind(rubric)
+        except InputError:
+            return
+        for k in at:
+            value = unit.value(records[k])
+            if value is not None:
+                self.metrics.canary_score.observe(value)
 
     def _records(
         self, rubric: Rubric, prov: str, lookup: CacheLookup, fresh: list[Verdict], items: list[Any]
