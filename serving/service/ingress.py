@@ -253,9 +253,15 @@ def build_app(service: ScoringService) -> FastAPI:
         calibrated: bool = False,
         unscored: str | None = None,
         scores: Literal["reward", "agreement"] = "reward",
-        prechecks: bool = False,
-        precheck_reward: float | None = None,
-        canaries: float = Query(0.0, ge=0, le=1),
+        prechecks: bool = Query(
+            False, description="on: a sample not worth judging (a master key...) is not sent."
+        ),
+        precheck_reward: float | None = Query(
+            None, description="A pre-checked sample's reward (default: the unscored value)."
+        ),
+        canaries: float = Query(
+            0.0, ge=0, le=1, description="One canary every ceil(1/canaries) samples (0: none)."
+        ),
     ) -> Response:
         """The jury's reward for each of OpenRLHF's samples.
 
