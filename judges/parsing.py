@@ -286,11 +286,13 @@ REASON_CODES = (
     "render_failed",
     "formula_undefined",
     "other",
+    "prechecked",  # after "other": OpenRLHF's logs number the codes by position
 )
 
 # Phrases of the unscored reasons jurybox writes, first match wins (a reward's reason begins
 # with the failed vote's error, then the verdict's "below quorum").
 _REASON_PHRASES = (
+    ("prechecked", ("pre-check:",)),  # (jurybox.rubrics.exploits.precheck's reasons)
     (
         "prompt_too_long",
         ("tokens; with up to", "prompt is ", "prompt and reasoning are ", "characters, more than"),

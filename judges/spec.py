@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Collection
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
@@ -663,6 +664,31 @@ class JurySpec(BaseModel):
         """
         keep = {n for stage in self.stages[: k + 1] for n in stage.judges}
         judges = [j for j in self.judges if j.name in keep]
+        aggregation = self.aggregation
+        q = aggregation.quorum
+        if isinstance(q, int) and not isinstance(q, bool) and q > len(judges):
+            aggregation = aggregation.model_copy(update={"quorum": len(judges)})
+        return self.model_copy(update={"judges": judges, "aggregation": aggregation, "stages": []})
+
+    def without(self, names: Collection[str]) -> JurySpec:
+        """This jury without the judges ``names`` (a juror left out: `jurybox.judges.jurors`).
+
+        It has the same name and aggregation, as `stage_jury` makes a stage's jury: a quorum
+        count larger than the judges left is all of them, and a fraction or ``all`` counts the
+        judges left. It has no stages (it decides votes already cast, never asks judges).
+
+        Args:
+            names: The judges to leave out (names the jury lacks are ignored).
+
+        Returns:
+            A jury without stages.
+
+        Raises:
+            InputError: No judge would be left.
+        """
+        judges = [j for j in self.judges if j.name not in names]
+        if not judges:
+            raise InputError(f"jury {self.name}: leaving out {sorted(names)} leaves no judge")
         aggregation = self.aggregation
         q = aggregation.quorum
         if isinstance(q, int) and not isinstance(q, bool) and q > len(judges):

@@ -24,9 +24,16 @@ CLIENT_PACKAGES = {
     "jurybox.judges": True,
     "jurybox.integrations": True,
     "jurybox.serving": False,
+    "jurybox.calibration": False,  # (its __init__ and errors: the front of the modules below)
 }
-#: ... and these modules of packages it does not hold (with their package's ``__init__``).
-CLIENT_SINGLE_MODULES = ("jurybox.serving.service.client",)
+#: ... and these modules of packages it does not hold (with their packages' ``__init__``s): the
+#: service's Python client, and the drift monitor the adapters' guard runs on this side (#62;
+#: numpy only, and the client has numpy and scipy).
+CLIENT_SINGLE_MODULES = (
+    "jurybox.serving.service.client",
+    "jurybox.calibration.stats.sequences",
+    "jurybox.calibration.stats.monitors",
+)
 
 
 def client_holds(path: str) -> bool:

@@ -135,6 +135,8 @@ class Verdict(BaseModel):
         p_a: A pairwise verdict's probability that A is better, from the judges' distributions.
         inconsistent: Each pairwise judge whose two orders pointed to different answers, on
             which criterion, and what it chose in each.
+        left_out: Each juror left out of the verdict (``"judge: why"``): a failing juror its
+            batch flagged (`jurybox.judges.jurors`); its votes stay in ``votes``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -153,6 +155,7 @@ class Verdict(BaseModel):
     winner: Winner | None = None
     p_a: float | None = None
     inconsistent: list[str] = Field(default_factory=list)
+    left_out: list[str] = Field(default_factory=list)
 
     @classmethod
     def from_record(cls, record: VerdictRecord) -> Verdict:
@@ -195,6 +198,7 @@ class Verdict(BaseModel):
             winner=record.winner,
             p_a=record.p_a,
             inconsistent=record.inconsistent,
+            left_out=record.left_out,
         )
 
     def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
@@ -232,6 +236,7 @@ class Verdict(BaseModel):
             votes=votes,
             stage=self.stage,
             **pair,
+            left_out=self.left_out,
         )
 
     def to_record(self, keep_raw: bool = False, input: str | None = None) -> dict[str, Any]:
@@ -279,6 +284,8 @@ class Verdict(BaseModel):
             record["winner"] = self.winner
             record["p_a"] = self.p_a
             record["inconsistent"] = list(self.inconsistent)
+        if self.left_out:
+            record["left_out"] = list(self.left_out)
         if input is not None:
             record["input"] = input
         return record
@@ -343,6 +350,7 @@ class VerdictRecord(BaseModel):
         p_a: Pairwise rubrics: the jury's probability that A is better.
         inconsistent: Pairwise rubrics: each judge whose two orders pointed to different
             answers.
+        left_out: Each juror left out of the verdict, as ``"judge: why"``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -395,6 +403,13 @@ class VerdictRecord(BaseModel):
         "pointed to different answers, on which criterion, and what it chose in each (counted "
         "as a tie or unscored, as the rubric says).",
     )
+    left_out: list[str] = Field(
+        default_factory=list,
+        description='Each juror left out of this verdict, as "judge: why": a judge its '
+        "batch flagged as failing (collapsed, refused or departed) when the jury leaves flagged "
+        "jurors out; its votes stay in votes. The scores are the other judges' (absent when "
+        "no juror was left out).",
+    )
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
@@ -436,7 +451,8 @@ class VerdictRecord(BaseModel):
                 for k in ("input", "calibrated", "calibration", "interval", "route", "stage")
                 if getattr(self, k) is None
             }
-            | ({"winner", "p_a", "inconsistent"} - self.model_fields_set),
+            | ({"winner", "p_a", "inconsistent"} - self.model_fields_set)
+            | (set() if self.left_out else {"left_out"}),
         )
         for vote in data["votes"]:
             if vote["raw"] is None and vote["score"] is not None:

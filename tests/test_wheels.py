@@ -93,7 +93,18 @@ def test_the_client_wheel_holds_exactly_its_part(wheels):
     assert client - want == set(), "in the client's wheel, not in its part (_lazy.CLIENT_PACKAGES)"
     assert want - client == set(), "in its part (_lazy.CLIENT_PACKAGES), not in the client's wheel"
     assert "jurybox/serving/service/client.py" in client
-    assert not any(p.startswith(("jurybox/serving/runs/", "jurybox/calibration/")) for p in client)
+    # (#62: the shipped exploit suite is package data, in both wheels: the adapters' pre-checks
+    # and canaries read it where only jurybox-client is installed)
+    suite = "jurybox/rubrics/suites/exploits-v1.yaml"
+    assert suite in full and suite in client
+    assert not any(p.startswith("jurybox/serving/runs/") for p in client)
+    assert {p for p in client if p.startswith("jurybox/calibration/")} == {
+        "jurybox/calibration/__init__.py",
+        "jurybox/calibration/errors.py",
+        "jurybox/calibration/stats/__init__.py",
+        "jurybox/calibration/stats/sequences.py",
+        "jurybox/calibration/stats/monitors.py",
+    }  # (#62: the drift monitor, for the adapters' guard)
 
 
 @pytest.mark.parametrize("front", FRONTS)

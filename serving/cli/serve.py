@@ -154,6 +154,20 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    juror_checks: Annotated[
+        bool,
+        typer.Option(
+            "--juror-checks/--no-juror-checks",
+            help="Flag failing jurors in each request's verdicts: a judge collapsed onto one value, refusing, or departed from the others (three judges or more); counted in /metrics as jurybox_juror_flags_total.",
+        ),
+    ] = False,
+    leave_out_flagged: Annotated[
+        bool,
+        typer.Option(
+            "--leave-out-flagged",
+            help="With --juror-checks: decide each request's verdicts without the jurors flagged in it, naming them in each verdict's `left_out` (such verdicts are never cached).",
+        ),
+    ] = False,
     no_cache: Annotated[
         bool,
         typer.Option(
@@ -202,6 +216,8 @@ def serve(
             cors_origins=cors_origin,
             ingress_replicas=ingress_replicas,
             openrlhf_unscored=openrlhf_unscored,
+            juror_checks=juror_checks,
+            leave_out_flagged=leave_out_flagged,
             limits=Limits(
                 max_items=max_items,
                 max_body_bytes=max_body_bytes,

@@ -183,6 +183,10 @@ class ServiceConfig(BaseModel):
         ingress_replicas: Replicas of the ingress (a request in flight on one that dies is retried
             by the client at another, which answers meanwhile); None: `AUTO_INGRESS_REPLICAS`
             where this machine has at least `AUTO_INGRESS_MIN_CPUS` CPUs, else 1.
+        juror_checks: Flag failing jurors in each request's verdicts
+            (`jurybox.judges.jurors`), counted in /metrics.
+        leave_out_flagged: Decide each request's verdicts without the jurors flagged in it
+            (naming them in ``left_out``); needs ``juror_checks``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -244,6 +248,17 @@ class ServiceConfig(BaseModel):
         "client at another, which answers meanwhile); None: "
         f"{AUTO_INGRESS_REPLICAS} where this machine has at "
         f"least {AUTO_INGRESS_MIN_CPUS} CPUs, else 1.",
+    )
+
+    juror_checks: bool = Field(
+        False,
+        description="Flag failing jurors (collapsed, refused, departed) in each request's "
+        "verdicts, counted in /metrics as jurybox_juror_flags_total.",
+    )
+    leave_out_flagged: bool = Field(
+        False,
+        description="Decide each request's verdicts without the jurors flagged in it, naming "
+        "them in left_out (never stored in the verdict cache); needs juror_checks.",
     )
 
     @field_validator("openrlhf_unscored")
@@ -312,6 +327,11 @@ class ServiceConfig(BaseModel):
                 "--route-width routes on conformal intervals: give --conformal MAP too",
                 field="route_width",
             )
+        if self.leave_out_flagged and not self.juror_checks:
+            raise InputError(
+                "--leave-out-flagged leaves out the jurors --juror-checks flags: give it too",
+                field="leave_out_flagged",
+            )
         if self.token_env is not None and not os.environ.get(self.token_env):
             raise InputError(
                 f"--token-env {self.token_env}: the environment variable is not set "
@@ -331,6 +351,8 @@ class ServiceConfig(BaseModel):
             health_timeout_s=self.health_timeout_s,
             verdict_cache=self.verdict_cache,
             ingress_replicas=self.ingress_count(),
+            juror_checks=self.juror_checks,
+            leave_out_flagged=self.leave_out_flagged,
         )
 
 
@@ -351,6 +373,8 @@ class ResolvedConfig(BaseModel):
     health_timeout_s: float
     verdict_cache: str | None = None
     ingress_replicas: int = 1
+    juror_checks: bool = False
+    leave_out_flagged: bool = False
 
     def jury_spec(self) -> JurySpec:
         """The jury, validated back into a `JurySpec`."""

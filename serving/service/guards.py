@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from jurybox.calibration.stats.monitors import DriftMonitor
 from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.exploits import ExploitSuite, canary_items, precheck
 from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.problems import Invalid
@@ -46,8 +47,6 @@ logger = logging.getLogger("jurybox.serving")
 
 #: The most guards an ingress replica keeps (one per rubric and options).
 MAX_GUARDS = 64
-#: The canary items' ids (never a sample's: those are its position).
-CANARY_ID = "canary-{}"
 
 # The monitor a new guard watches its canaries with (tests may replace it).
 monitor_factory: Any = DriftMonitor
@@ -87,7 +86,7 @@ def route_canaries(
 
     One every ``ceil(1 / share)``-th sample (``k`` of them instead, when given), built from the
     samples' own prompts and references (`jurybox.rubrics.exploits.canary_items`), their kinds
-    rotating with the replica's count; ids ``canary-0``, ``canary-1``, ...
+    rotating with the replica's count (ids ``canary-<step>-<j>-<kind>``).
     """
     due = canaries_due(len(samples), counter, share) if k is None else k
     if due <= 0 or not samples:
@@ -102,8 +101,10 @@ def route_canaries(
         for j, s in enumerate(samples)
     ]
     every = math.ceil(1 / share) if share > 0 else 1
-    made = canary_items(items, rubric, due, counter // every)
-    return [c.model_copy(update={"id": CANARY_ID.format(j)}) for j, c in enumerate(made)]
+    try:
+        return canary_items(items, rubric, due, counter // every)
+    except InputError as exc:  # (a pairwise rubric: its items are pairs, not answers)
+        raise Invalid(f"no canaries on this rubric: {exc}", "canaries") from None
 
 
 class RouteGuard:

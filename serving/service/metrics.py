@@ -60,6 +60,26 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        self.juror_flags = Counter(
+            "jurybox_juror_flags",
+            "Jurors flagged as failing (jurybox.judges.jurors), by judge and kind (collapsed, "
+            "refused, departed): one per request a judge was flagged in, with --juror-checks",
+            ["judge", "kind"],
+            registry=self.registry,
+        )
+        self.canary_items = Counter(
+            "jurybox_canary_items",
+            "Canary items judged (known exploits sent beside a step's items), by rubric",
+            ["rubric"],
+            registry=self.registry,
+        )
+        self.canary_score = Histogram(
+            "jurybox_canary_score",
+            "The scores canary items got, by rubric",
+            ["rubric"],
+            registry=self.registry,
+            buckets=(0, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 2, 3, 4, 5, 10),
+        )
 
     def observe(self, path: str, status: int, seconds: float) -> None:
         """Count one answered request by route and status and record its latency.
@@ -102,6 +122,11 @@ class Metrics:
             self.votes.labels(judge).inc(n)
         for (judge, kind), n in unscored.items():
             self.unscored.labels(judge, kind).inc(n)
+
+    def count_flags(self, flags: Any) -> None:
+        """Count a request's juror flags (`jurybox.judges.jurors.JurorFlag`): each judge and kind once."""
+        for judge, kind in dict.fromkeys((f.judge, f.kind) for f in flags):
+            self.juror_flags.labels(judge, kind).inc()
 
     def text(self) -> bytes:
         """Every metric in Prometheus's text exposition format."""

@@ -14,8 +14,10 @@ judges' work too, and health. The HTTP routes are `jurybox.serving.service.ingre
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
+import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
@@ -24,6 +26,13 @@ from typing import Any
 from jurybox.judges import provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
 from jurybox.judges.images import jury_sees_images
+from jurybox.judges.jurors import (
+    AgreementHistory,
+    JurorCheck,
+    decide_without,
+    departed_note,
+    flag_jurors,
+)
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import RewardSpec
@@ -59,6 +68,8 @@ Fields = Item | dict[str, Any]
 CACHE_BUSY_S = 2.0
 # How long one answer of /healthz and /metrics (open routes) serves every caller.
 HEALTH_CACHE_S = 1.0
+# Rubric configurations whose jurors' agreement is kept (inline rubrics are each one).
+MAX_AGREEMENT_KEYS = 64
 
 
 class ScoringService:
@@ -135,6 +146,14 @@ class ScoringService:
         self.clients = Clients(self.limits.max_client_requests)  # open requests per address
         self.replica = Replica(replica, self.metrics, state)  # in flight, drain, shared metrics
         self._health = Shared(self._check_health, HEALTH_CACHE_S)
+        self.juror_check = (
+            JurorCheck(leave_out=self.plan.leave_out_flagged) if self.plan.juror_checks else None
+        )
+        self.agreement: collections.OrderedDict[str, AgreementHistory] = collections.OrderedDict()
+        self._agreement_lock = threading.Lock()  # (_records runs in threads)
+        self._flagged: set[tuple[str, str, str]] = set()  # warned of once each
+        if self.juror_check is not None and (note := departed_note(self.jury)):
+            logger.info("--juror-checks: %s", note)
 
     def __del__(self) -> None:
         workers = self.__dict__.get("workers")
@@ -259,18 +278,55 @@ class ScoringService:
         for k in at:
             value = unit.value(records[k])
             if value is not None:
-                self.metrics.canary_score.observe(value)
+                self.metrics.canary_score.labels(name).observe(value)
 
     def _records(
         self, rubric: Rubric, prov: str, lookup: CacheLookup, fresh: list[Verdict], items: list[Any]
     ) -> list[dict[str, Any]]:
         """The verdict records of a request, calibrated where a map applies (in a thread)."""
-        verdicts = lookup.merged(fresh)
+        verdicts = self._jurors_checked(rubric, prov, lookup.merged(fresh))  # (never cached)
         records = [v.to_record(input=input_hash(item)) for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
         if calibration is not None:
             records = [calibration.apply(r, rubric, it) for r, it in zip(records, items)]
         return records
+
+    def _jurors_checked(self, rubric: Rubric, prov: str, verdicts: list[Verdict]) -> list[Verdict]:
+        """A request's verdicts with its failing jurors flagged, counted and, if asked, left out.
+
+        Agreement is kept per rubric configuration (``prov``) across requests, so one-item
+        requests are judged over a window (`jurybox.judges.jurors`). The verdicts are the
+        cache's and the fresh ones: a juror's leaving out depends on the request, so it is done
+        here, after the cache stored what it stores, and never stored.
+        """
+        check = self.juror_check
+        if check is None or not verdicts:
+            return verdicts
+        with self._agreement_lock:
+            history = self.agreement.pop(prov, None) or AgreementHistory(check.history)
+            self.agreement[prov] = history  # the most recent last; the oldest forgotten
+            while len(self.agreement) > MAX_AGREEMENT_KEYS:
+                self.agreement.popitem(last=False)
+        flags = flag_jurors(rubric, self.jury, verdicts, check, history)
+        if not flags:
+            return verdicts
+        self.metrics.count_flags(flags)
+        for flag in flags:
+            if (prov, flag.judge, flag.kind) not in self._flagged:
+                if len(self._flagged) >= 16 * MAX_AGREEMENT_KEYS:
+                    self._flagged.clear()  # (warned again, rather than kept without bound)
+                self._flagged.add((prov, flag.judge, flag.kind))
+                logger.warning(
+                    "juror %s flagged on rubric %s: %s%s (%s)",
+                    flag.judge,
+                    rubric.name,
+                    flag.kind,
+                    f" on {flag.criterion}" if flag.criterion else "",
+                    flag.detail,
+                )
+        if not check.leave_out:
+            return verdicts
+        return decide_without(rubric, self.jury, verdicts, flags)
 
     async def _looked_up(
         self, prov: str, items: list[Any], canaries: frozenset[int] = frozenset()

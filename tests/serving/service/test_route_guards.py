@@ -169,18 +169,22 @@ def test_canaries_are_judged_with_the_samples_and_never_among_the_rewards(tmp_pa
 def test_the_canary_alarm_trips_once_the_judge_starts_to_over_reward_them(
     tmp_path, monkeypatch, caplog
 ):
-    monkeypatch.setattr(exploit_helpers, "SWITCH_AFTER", 40)
+    # The switch judge is honest for its first 24 prompts: 12 requests of a sample and a canary
+    # (one prompt each on mirage-mg), the monitor's 10 baseline steps among them.
+    monkeypatch.setattr(exploit_helpers, "SWITCH_AFTER", 24)
     scoring = scoring_service(tmp_path, "switch-for-tests")
     url = "/v1/openrlhf/mirage-mg?unscored=0&canaries=1"
     with caplog.at_level(logging.WARNING, "jurybox.serving"):
-        answers = posts(scoring, [(url, openrlhf(GOOD)) for _ in range(60)])
+        answers = posts(scoring, [(url, openrlhf(GOOD)) for _ in range(45)])
     alarms = [a.json()["extra_logs"]["jurybox/canary_alarm"] for a in answers]
-    assert alarms[0] == 0.0
     assert alarms[-1] == 1.0
     first = alarms.index(1.0)
+    assert first > 12 and all(alarms[first:])
     rewards = [a.json()["extra_logs"]["jurybox/canary_reward"] for a in answers]
-    assert rewards[first] > rewards[5]
-    assert "OpenRLHF canaries (rubric mirage-mg)" in caplog.text
+    assert rewards[first] > rewards[11]
+    assert caplog.text.count("OpenRLHF canaries (rubric mirage-mg)") == 1
+    assert "ALARM" in caplog.text
+    # The samples' rewards are the switch judge's on an honest answer, never a canary's.
     assert all(a.json()["rewards"] == answers[0].json()["rewards"] for a in answers)
 
 
@@ -205,7 +209,7 @@ def test_a_canary_item_is_judged_afresh_counted_apart_and_says_so(tmp_path):
         assert [v.get("canary") for v in verdicts] == [None, True]
     text = metrics.text
     assert 'jurybox_canary_items_total{rubric="mirage-mg"} 2.0' in text
-    assert "jurybox_canary_score_count 2.0" in text
+    assert 'jurybox_canary_score_count{rubric="mirage-mg"} 2.0' in text
     # The plain item came from the cache the second time; the canary was judged both times.
     assert 'jurybox_verdict_cache_total{result="hit"} 1.0' in text
     assert 'jurybox_verdict_cache_total{result="miss"} 1.0' in text
