@@ -180,6 +180,7 @@ def test_the_canary_alarm_trips_once_the_judge_starts_to_over_reward_them(
     assert alarms[-1] == 1.0
     first = alarms.index(1.0)
     assert first > 12 and all(alarms[first:])
+    assert first + 1 == 32  # (the number docs/guides/service.md gives)
     rewards = [a.json()["extra_logs"]["jurybox/canary_reward"] for a in answers]
     assert rewards[first] > rewards[11]
     assert caplog.text.count("OpenRLHF canaries (rubric mirage-mg)") == 1
