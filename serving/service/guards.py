@@ -79,7 +79,7 @@ def route_canaries(
     samples: Sequence[Mapping[str, Any]],
     counter: int,
     share: float,
-    rubric: Rubric | None = None,
+    rubric: Rubric,
     k: int | None = None,
 ) -> list[Item]:
     """The canary items ``samples`` add after a replica's ``counter`` samples.
