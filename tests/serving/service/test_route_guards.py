@@ -25,10 +25,12 @@ from judging_helpers import QUESTION, REFERENCE
 from service_helpers import LocalJudge
 
 from jurybox.judges.parsing import REASON_CODES
+from jurybox.rubrics import load_rubric
 from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.service import guards
 from jurybox.serving.service.config import Limits, ServiceConfig
 from jurybox.serving.service.deployments import JudgeServer
+from jurybox.serving.service.guards import route_canaries, route_prechecks
 from jurybox.serving.service.ingress import build_app
 from jurybox.serving.service.openrlhf import Options
 from jurybox.serving.service.scoring import ScoringService
@@ -263,3 +265,21 @@ def test_a_replica_keeps_at_most_max_guards(tmp_path, monkeypatch):
     assert made[0] is made[2]
     assert list(guards._GUARDS[scoring].values()) == [made[2], made[3]]
     assert guards.guard_for(scoring, "mirage-mg", reward, Options()) is None
+
+
+def test_route_canaries_add_one_every_ceil_one_over_share_samples_from_their_own_prompts():
+    rubric = load_rubric("mirage-mg")
+    samples = [{"question": QUESTION, "response": GOOD, "reference": REFERENCE}]
+    made = [route_canaries(samples, n, 0.03, rubric) for n in range(340)]
+    assert [n for n, m in enumerate(made) if m] == [34 * k - 1 for k in range(1, 11)]
+    canaries = [c for m in made for c in m]
+    assert all(c.question == QUESTION and c.reference == REFERENCE for c in canaries)
+    assert len({c.response for c in canaries}) > 1  # the kinds rotate
+    assert route_canaries(samples * 4, 0, 1.0, rubric, k=2) != []
+    assert route_prechecks(
+        [{"question": QUESTION, "response": r} for r in (GOOD, ":", "", QUESTION)]
+    ) == {
+        1: "pre-check: known master key 'colon'",
+        2: "pre-check: empty answer",
+        3: "pre-check: the question or a prefix of it",
+    }
