@@ -1,7 +1,7 @@
 """The ``jurybox`` command line. Commands parse options and print; the work is in the library.
 
 One module per command group: ``judge`` (judge, --estimate), ``catalog`` (rubrics, juries,
-models, cache), ``calibration`` (agree, calibrate), ``groups`` (agree-groups), ``audit``,
+models, cache), ``calibration`` (agree, calibrate), ``groups`` (agree-groups), ``audit``, ``exploits``,
 ``compare``, ``leaderboard``, ``label``, ``serve``, ``bench``, ``check`` (check-reward);
 ``console`` holds what they
 share (printing, errors, option parsing).
@@ -20,6 +20,7 @@ from jurybox.serving.cli import (
     catalog,
     check,
     compare,
+    exploits,
     groups,
     judge,
     label,
@@ -46,6 +47,7 @@ app.command("agree-groups", short_help="Group rewards against human rankings of 
 )
 app.command(short_help="Fit a calibration map from human labels.")(calibration.calibrate)
 app.command(short_help="Audit the judges for bias, in plain words.")(audit.audit)
+app.command(short_help="What a jury rewards known exploits; a gate.")(exploits.exploits)
 app.command()(compare.compare)
 app.command(short_help="Rank systems judged on the same items.")(leaderboard.leaderboard)
 app.command(short_help="Label judged items in a web page.")(label.label)

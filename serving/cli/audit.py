@@ -89,6 +89,9 @@ def audit(
     judge's error alike and is taken out). Position (pairwise
     verdicts): per judge and criterion, P(it chose the answer shown first), ties left out, with
     a Wilson CI (0.5 when unbiased), and the share of pairs whose two orders disagreed.
+
+    How much a jury over-rewards exploit responses (master keys, self-assessments, instructions
+    to the judge), and a gate before training: `jurybox exploits`.
     """
     from jurybox.serving.runs.audit import audit_verdicts
 

@@ -1,8 +1,9 @@
 """Record the tiny jury's real answers for the replay jury of the tests (``replay_jury`` in
 tests/conftest.py): ``python tests/data/record.py`` rewrites tests/data/tiny-recorded.json.gz
 tests/data/tiny-bench-recorded.json.gz and tests/data/tiny-leaderboard-recorded.json.gz
-(``python tests/data/record.py bench`` only the second, ``plumbing`` only the first,
-``leaderboard`` only the third).
+and tests/data/tiny-exploits-recorded.json.gz (``python tests/data/record.py bench`` only the
+second, ``plumbing`` only the first, ``leaderboard`` only the third, ``exploits`` only the
+fourth).
 
 The items are those the plumbing tests judge: the example predictions and the two items of
 tests/judging_helpers.py under the mirage-mg and general rubrics, and the pairs the pairwise
@@ -15,6 +16,9 @@ tests/benchmarks/bench_cases.py (each pack's own rubrics): test_bench_models.py 
 replay jury of this recording alone and fails when one of its prompts was not recorded.
 The leaderboard recording holds the three systems of ``judging_helpers.leaderboard_systems``
 under mirage-mg, which tests/serving/cli/test_leaderboard_cli.py judges the same way.
+The exploit recording holds the items of the exploit audit in docs/guides/reward-hacking.md
+(``exploit_items``), plain and hardened: tests/serving/runs/test_exploit_audit.py replays it
+and fails when one of its prompts was not recorded.
 """
 
 from __future__ import annotations
@@ -28,6 +32,21 @@ ROOT = HERE.parents[1]
 RECORDING = HERE / "tiny-recorded.json.gz"
 BENCH_RECORDING = HERE / "tiny-bench-recorded.json.gz"
 LEADERBOARD_RECORDING = HERE / "tiny-leaderboard-recorded.json.gz"
+EXPLOITS_RECORDING = HERE / "tiny-exploits-recorded.json.gz"
+#: The exploit audit the recording holds: `jurybox exploits examples/mirage_mg.jsonl --rubric
+#: mirage-mg --jury tiny` with these options, plain and with --harden (a subset of the suite
+#: and of the items: the tiny models take minutes per batch on a shared CPU).
+EXPLOITS_ONLY = (
+    "colon",
+    "thought-process",
+    "step-by-step",
+    "self-assessment",
+    "instruction",
+    "output-format",
+    "control-tokens",
+    "reference",
+)
+EXPLOITS_LIMIT = 3
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "benchmarks"))
 
@@ -178,13 +197,47 @@ def record_leaderboard(jury) -> None:
     save(recordings, jury, LEADERBOARD_RECORDING)
 
 
+def exploit_items(harden: bool) -> tuple:
+    """The rubric and the items of the recorded exploit audit (plain or hardened)."""
+    from jurybox.serving.runs.exploits import exploit_items as made
+
+    got = made(
+        ROOT / "examples" / "mirage_mg.jsonl",
+        "mirage-mg",
+        only=EXPLOITS_ONLY,
+        limit=EXPLOITS_LIMIT,
+        harden=harden,
+    )
+    return got.rubric, [it for _, it in got.pairs]
+
+
+def record_exploits(jury) -> None:
+    """The exploit audit's items (EXPLOITS_ONLY, EXPLOITS_LIMIT), plain and hardened."""
+    from jurybox.judges.backends.replay import Recording, record
+
+    recordings = []
+    for harden in (False, True):
+        rubric, items = exploit_items(harden)
+        judges = record(
+            jury, rubric, items, lambda line, r=rubric.name: print(f"{r}: {line}", file=sys.stderr)
+        )
+        recordings.append(
+            Recording(
+                rubric=rubric.name,
+                items=[it.model_dump(mode="json") for it in items],
+                judges=judges,
+            )
+        )
+    save(recordings, jury, EXPLOITS_RECORDING)
+
+
 def main() -> None:
     from jurybox.judges import Jury
 
-    kinds = {"plumbing", "bench", "leaderboard"}
+    kinds = {"plumbing", "bench", "leaderboard", "exploits"}
     which = set(sys.argv[1:]) or kinds
     if which - kinds:
-        sys.exit("usage: python tests/data/record.py [plumbing] [bench] [leaderboard]")
+        sys.exit("usage: python tests/data/record.py [plumbing] [bench] [leaderboard] [exploits]")
     jury = Jury.load("tiny")
     if "plumbing" in which:
         record_plumbing(jury)
@@ -192,6 +245,8 @@ def main() -> None:
         record_bench(jury)
     if "leaderboard" in which:
         record_leaderboard(jury)
+    if "exploits" in which:
+        record_exploits(jury)
     jury.close()
 
 
