@@ -15,15 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from jurybox.serving.cli.console import dumps, fail, note, reported, warn
-from jurybox.serving.runs.inputs import load_inputs, scaled_inputs
+from jurybox.serving.runs.agree import Level, ValueChoice
 
 if TYPE_CHECKING:
     from jurybox.serving.runs.calibrate import FittedMap
-
-Level = Literal["auto", "nominal", "ordinal", "interval", "ratio"]
-ValueChoice = Literal["score", "expected"]
-
-_FEW_ITEMS = 10
 
 HumanArg = Annotated[
     Path,
@@ -149,93 +144,41 @@ def agree(
     constant column) is shown as undefined with the reason. Ids that do not join are counted
     and listed.
     """
-    from jurybox.calibration import agreement_report
+    from jurybox.serving.runs.agree import agreement_with_humans
 
     if ppi:
         _ppi(human, judged, rubric, provenance, criterion, confidence, json_out)
         return
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, provenance, pairwise=True)
-        report = agreement_report(
+        found = agreement_with_humans(
             human,
-            output,
-            scales=rubric_def,
+            judged,
+            rubric=rubric,
             value=value,
-            criteria=criterion or None,
             level=level,
-            n_resamples=resamples,
+            criteria=criterion,
+            resamples=resamples,
             confidence=confidence,
+            provenance=provenance,
             seed=seed,
+            length_control=length_control,
         )
-        controls = (
-            _length_control(length_control, output, report, rubric_def, resamples, confidence, seed)
-            if length_control is not None
-            else []
-        )
-    notes += report.joined.summary.warnings() if report.joined else []
-    for crit in report.criteria.values():
-        if crit.n_items < _FEW_ITEMS:
-            items = "item" if crit.n_items == 1 else "items"
-            notes.append(
-                f"{crit.criterion}: only {crit.n_items} labelled {items} joined; the CIs are wide"
-            )
-            break
-    for message in notes:
+    for message in found.notes:
         warn(message)
     if html is not None:
         try:
-            report.write_html(html)
+            found.report.write_html(html)
         except OSError as exc:
             raise fail(f"cannot write {html}: {exc.strerror or exc}") from None
         note(f"wrote {html}")
     if json_out:
-        payload = report.to_dict()
-        payload.update(
-            rubric=rubric_def.name if rubric_def else None,
-            provenance=output.provenance,
-            level=level,
-            warnings=notes,
-        )
-        if length_control is not None:
-            payload["length_control"] = [c.to_dict() for c in controls]
-        typer.echo(dumps(payload))
-    else:
-        typer.echo(report.to_text())
-        if controls:
-            typer.echo("\nLength control (the jury's score, length in words):")
-            for c in controls:
-                typer.echo(("  + " if c.raises_agreement else "    ") + c.words())
-
-
-def _length_control(
-    predictions: Path,
-    output: Any,
-    report: Any,
-    rubric_def: Any,
-    resamples: int,
-    confidence: float,
-    seed: int,
-) -> list[Any]:
-    """``agree --length-control``: per criterion the length-controlled jury score.
-
-    It is fitted on the human labels the report joined.
-    """
-    from jurybox.rubrics.errors import InputError
-    from jurybox.serving.runs.lengths import length_controls
-
-    if rubric_def is None:
-        raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
-    if report.joined is None:
-        return []
-    return length_controls(
-        predictions,
-        output,
-        rubric_def,
-        human=report.joined,
-        resamples=resamples,
-        confidence=confidence,
-        seed=seed,
-    )
+        typer.echo(dumps(found.to_dict()))
+        return
+    typer.echo(found.report.to_text())
+    if found.length_control:
+        typer.echo("\nLength control (the jury's score, length in words):")
+        for c in found.length_control:
+            typer.echo(("  + " if c.raises_agreement else "    ") + c.words())
 
 
 def _ppi(
@@ -247,54 +190,25 @@ def _ppi(
     confidence: float,
     json_out: bool,
 ) -> None:
-    """``agree --ppi``: the benchmark mean per criterion (jurybox.calibration.estimates.active)."""
-    from jurybox.calibration.data.labels import label_rows
-    from jurybox.calibration.estimates.active import (
-        MeanEstimate,
-        design_of,
-        mean_estimates,
-        pool_model,
-        pool_probabilities,
-    )
+    """``agree --ppi``: the benchmark mean per criterion (`runs.agree.benchmark_means`)."""
+    from jurybox.calibration.estimates.active import MeanEstimate
+    from jurybox.serving.runs.agree import benchmark_means
 
     with reported():
-        output, _, notes, scales = scaled_inputs(judged, rubric, provenance, criteria)
-        lines = [row for row in label_rows(human) if row.get("id") is not None]
-        pool = {r.id: r.scores for r in output.records}
-        strays = sum(str(row["id"]) not in pool for row in lines)
-        if strays:
-            notes.append(f"{strays} label row(s) name items without a verdict: left out")
-        active = design_of(lines) == "active"
-        result = mean_estimates(
-            lines,
-            pool,
-            scales,
+        found = benchmark_means(
+            human,
+            judged,
+            rubric=rubric,
+            provenance=provenance,
+            criteria=criteria,
             confidence=confidence,
-            criteria=criteria or None,
-            model=pool_model(output.records, scales),
-            probabilities=pool_probabilities(output.records, scales) if active else None,
         )
-    for message in notes:
+    for message in found.notes:
         warn(message)
     if json_out:
-        typer.echo(
-            dumps(
-                {
-                    "design": design_of(lines),
-                    "pool": len(pool),
-                    "confidence": confidence,
-                    "warnings": notes,
-                    "criteria": {
-                        c: e.to_dict()
-                        if isinstance(e, MeanEstimate)
-                        else {"estimate": None, "reason": e}
-                        for c, e in result.items()
-                    },
-                }
-            )
-        )
+        typer.echo(dumps(found.to_dict()))
         return
-    for c, e in result.items():
+    for c, e in found.estimates.items():
         typer.echo(str(e) if isinstance(e, MeanEstimate) else f"{c}: undefined ({e})")
         for message in e.notes if isinstance(e, MeanEstimate) else ():
             typer.echo(f"  note: {message}")
