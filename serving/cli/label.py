@@ -12,9 +12,8 @@ from typing import Annotated, Any, Literal
 import typer
 
 from jurybox.serving.cli.console import fail, note, reported, warn
+from jurybox.serving.runs.label_plan import Goal, SequenceKind
 
-Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
-SequenceKind = Literal["asymptotic", "betting"]
 DesignKind = Literal["auto", "active", "uniform"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _SEQUENCE_HELP = (
@@ -261,94 +260,56 @@ def plan_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many further labels each criterion needs to reach --target-width."""
-    from jurybox.calibration.data.label_store import read_latest
-    from jurybox.calibration.estimates.selection import plan
-    from jurybox.rubrics.errors import InputError
     from jurybox.serving.cli.console import dumps
-    from jurybox.serving.runs.inputs import load_inputs
+    from jurybox.serving.runs.label_plan import plan_labels
 
     with reported():
-        output, rubric_def, notes = load_inputs(verdicts, rubric, None)
-        if rubric_def is None:
-            raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
-        # Read as it is on disk, without the writer's lock: a labelling page may be open on it.
-        latest = read_latest(human) if human.exists() else {}
-        scales = {c.name: c.scale for c in rubric_def.criteria}
-        scores = {r.id: r.scores for r in output.records}
-        if goal == "review":
-            raise InputError(
-                "goal review has nothing to plan: its labels are the routed items, "
-                f"{sum(r.route is not None for r in output.records)} in "
-                f"{verdicts}",
-                field="goal",
-            )
-        if goal == "benchmark-mean":
-            result = _plan_mean(output.records, latest, scales, target_width, sequence)
-        else:
-            if not 0 < target_width < 0.5:
-                raise InputError(
-                    f"--target-width {target_width}: for goal {goal} it is a "
-                    "half-width of an agreement rate, between 0 and 0.5",
-                    field="target_width",
-                )
-            votes: dict[str, dict[str, list[float]]] = {}
-            for r in output.records:
-                for v in r.votes:
-                    if v.score is not None:
-                        votes.setdefault(r.id, {}).setdefault(v.criterion, []).append(v.score)
-            result = plan(latest, scores, votes, scales, target_width)
-    for message in notes:
+        found = plan_labels(
+            human, verdicts, target_width, goal=goal, sequence=sequence, rubric=rubric
+        )
+    for message in found.notes:
         warn(message)
     if json_out:
-        typer.echo(
-            dumps(
-                {
-                    "target_width": target_width,
-                    "goal": goal,
-                    "items": len(scores),
-                    "criteria": result,
-                }
-            )
-        )
+        typer.echo(dumps(found.to_dict()))
         return
-    for criterion, row in result.items():
-        if row["needed"] is None:
-            typer.echo(
-                f"{criterion}: not reachable even with every item labelled; from {row['basis']}"
-            )
-            continue
-        beyond = (
-            f" (more than the {len(scores)} judged items)" if row["needed"] > len(scores) else ""
-        )
-        low, high = row["range"]
-        span = (
-            f"{low}-{high}"
-            if high is not None
-            else f"{low} to more than every judged item"
-            if low is not None
-            else "unknown"
-        )
+    for criterion, row in found.criteria.items():
+        typer.echo(f"{criterion}: {_words(row, found.items)}")
+
+
+def _words(row: dict[str, Any], items: int) -> str:
+    """One criterion's plan in words (after its name)."""
+    if row["needed"] is None:
+        return f"not reachable even with every item labelled; from {row['basis']}"
+    beyond = f" (more than the {items} judged items)" if row["needed"] > items else ""
+    low, high = row["range"]
+    span = (
+        f"{low}-{high}"
+        if high is not None
+        else f"{low} to more than every judged item"
+        if low is not None
+        else "unknown"
+    )
+    fixed = (
+        f"; a fixed-sample interval would need {row['fixed_sample']}, valid only for a "
+        "count decided in advance"
+        if row.get("fixed_sample") is not None
+        else ""
+    )
+    if isinstance(row.get("sequence"), dict):  # the mean: the plan above is fixed-sample
+        got = row["sequence"]["needed"]
         fixed = (
-            f"; a fixed-sample interval would need {row['fixed_sample']}, valid only for a "
-            "count decided in advance"
-            if row.get("fixed_sample") is not None
-            else ""
+            f"; that is for a count decided in advance, with {_shown(row)}: the "
+            f"page's {row['sequence']['method']} sequence (valid whenever you stop) "
+            "needs "
+            + (f"about {got}" if got is not None else "more than the pool holds")
+            + f", from {row['sequence']['basis']}"
         )
-        if isinstance(row.get("sequence"), dict):  # the mean: the plan above is fixed-sample
-            got = row["sequence"]["needed"]
-            fixed = (
-                f"; that is for a count decided in advance, with {_shown(row)}: the "
-                f"page's {row['sequence']['method']} sequence (valid whenever you stop) "
-                "needs "
-                + (f"about {got}" if got is not None else "more than the pool holds")
-                + f", from {row['sequence']['basis']}"
-            )
-            if "designs" in row:
-                fixed += f"; design: {row['designs']['pick']}, as {row['designs']['why']}"
-        typer.echo(
-            f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
-            f"(range {span}){beyond}; from {row['basis']}{fixed}"
-        )
+        if "designs" in row:
+            fixed += f"; design: {row['designs']['pick']}, as {row['designs']['why']}"
+    return (
+        f"{row['further']} more label(s), {row['needed']} in all "
+        f"(range {span}){beyond}; from {row['basis']}{fixed}"
+    )
 
 
 def _shown(row: dict[str, Any]) -> str:
@@ -361,40 +322,4 @@ def _shown(row: dict[str, Any]) -> str:
     return (
         "the betting interval (fewer than 5 labels are expected to depart from the jury's "
         "score, so the normal one cannot be trusted yet)"
-    )
-
-
-def _plan_mean(
-    records: list[Any],
-    latest: dict[tuple[str, str], dict[str, Any]],
-    scales: dict[str, Any],
-    width: float,
-    sequence: str = "asymptotic",
-) -> dict[str, dict[str, Any]]:
-    """``labels plan --goal benchmark-mean``: the labels each criterion needs.
-
-    The plan uses each item's inclusion probability as a session would give it, and the jury's
-    predictive distribution per item and criterion; before any label, the active choice is
-    compared with a uniform order (which the page's --design auto picks).
-    """
-    from jurybox.calibration.estimates.active import (
-        design_of,
-        plan_mean,
-        pool_model,
-        pool_probabilities,
-    )
-    from jurybox.calibration.estimates.selection import labelled
-
-    lines = [line for line in latest.values() if labelled(line)]
-    active = design_of(lines) == "active" or not lines
-    return plan_mean(
-        lines,
-        {r.id: r.scores for r in records},
-        pool_model(records, scales),
-        scales,
-        width,
-        pool_probabilities(records, scales) if active else None,
-        sequence=True,
-        method=sequence,
-        compare=not lines,
     )
