@@ -2,42 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.console import dumps, reported, warn
+from jurybox.serving.cli.console import dumps, options_of, reported, warn
+from jurybox.serving.runs.compare import compare_systems
 
 
+@options_of(compare_systems, place={"json_out": "resamples"})
 def compare(
-    judged: Annotated[
-        list[Path],
-        typer.Argument(
-            help="Pairwise verdict files from `jurybox judge --rubric pairwise ...` (one per pair "
-            "of systems compared, or several pairs in one file).",
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ],
-    predictions: Annotated[
-        list[Path],
-        typer.Option(
-            "--predictions",
-            help="The pairs file each verdict file was judged from (repeat, in "
-            "the same order), whose model_a/model_b columns name the two systems of each row. "
-            "Default: the file the verdicts' manifest names (what --pairs wrote).",
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ] = [],
+    options: dict[str, Any],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    resamples: Annotated[
-        int, typer.Option(help="Bootstrap resamples of the ratings' CIs.", min=0)
-    ] = 1000,
-    seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
 ) -> None:
     """Compare systems by pairwise verdicts: win rates and ratings.
 
@@ -45,10 +21,8 @@ def compare(
     Bradley-Terry ratings on the Elo scale (1000 on average) with percentile bootstrap CIs over
     the comparisons. Verdicts without a winner (unscored) are left out and counted.
     """
-    from jurybox.serving.runs.compare import compare_systems
-
     with reported():
-        found = compare_systems(judged, predictions=predictions, resamples=resamples, seed=seed)
+        found = compare_systems(**options)
     for message in found.notes:
         warn(message)
     if json_out:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
+from jurybox.serving.options import argument, command_line, option
 
+if TYPE_CHECKING:
     from jurybox.calibration.audits.preference import Ratings, WinRate
 
 
@@ -38,6 +39,29 @@ class Comparison:
         }
 
 
+@command_line(
+    judged=argument(
+        type=list[Path],
+        help="Pairwise verdict files from `jurybox judge --rubric pairwise ...` (one per pair "
+        "of systems compared, or several pairs in one file).",
+        exists=True,
+        dir_okay=False,
+        show_default=False,
+    ),
+    predictions=option(
+        "--predictions",
+        type=list[Path],
+        default=[],
+        help="The pairs file each verdict file was judged from (repeat, in "
+        "the same order), whose model_a/model_b columns name the two systems of each row. "
+        "Default: the file the verdicts' manifest names (what --pairs wrote).",
+        exists=True,
+        dir_okay=False,
+        show_default=False,
+    ),
+    resamples=option(help="Bootstrap resamples of the ratings' CIs.", min=0),
+    seed=option(help="Random seed of the bootstrap."),
+)
 def compare_systems(
     judged: Sequence[str | Path],
     *,

@@ -1,0 +1,48 @@
+"""Command-line options written once, beside the library parameter or field they set.
+
+A library class's field carries its option as its ``metadata`` (`option`, `argument`; as
+`RunPlan`'s fields do), a library function's parameters as `command_line` attaches them; the
+command is built from them by ``jurybox.serving.cli.console.options_of``. Here, outside the
+rooms of ``serving``, so that ``runs``, ``service`` and ``labelling`` may all use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def option(*flags: str, **cli: Any) -> dict[str, Any]:
+    """A field's command-line option, as its ``metadata``: written once, here, for both.
+
+    ``flags`` (default: the field's name as ``--name``) and ``cli`` are what the command line
+    makes of the field: ``help``, ``type`` (where the command line reads another type than the
+    field holds, e.g. a path for a path or a loaded object), ``default`` (likewise),
+    ``negated`` (a flag that sets the field False, e.g. ``--no-cache``), and the rest as
+    Typer's ``Option`` takes them (``min``, ``show_default``, ``exists``, ...).
+    ``jurybox.serving.cli.console.options_of`` builds a command's parameters from them.
+    """
+    return {"cli": {"flags": flags, **cli}}
+
+
+def argument(**cli: Any) -> dict[str, Any]:
+    """A field's command-line argument (a positional one), as its ``metadata``; see `option`."""
+    return {"cli": {"argument": True, **cli}}
+
+
+def command_line(**parameters: dict[str, Any]) -> Callable[[F], F]:
+    """A library function whose parameters are a command's options (``name=option(...)``).
+
+    The function is unchanged; its signature gives each option's name, type and default,
+    these its flags and help. A parameter not named here is not on the command line.
+    """
+
+    def mark(function: F) -> F:
+        function.__command_line__ = {  # type: ignore[attr-defined]
+            name: meta["cli"] for name, meta in parameters.items()
+        }
+        return function
+
+    return mark
