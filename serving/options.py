@@ -9,9 +9,24 @@ rooms of ``serving``, so that ``runs``, ``service`` and ``labelling`` may all us
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The labelling goals (``jurybox label --goal``, ``jurybox labels plan --goal``).
+Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
+#: Goal benchmark-mean's confidence sequence (``--sequence``).
+SequenceKind = Literal["asymptotic", "betting"]
+SEQUENCE_HELP = (
+    "Goal benchmark-mean: the confidence sequence shown for the mean (valid "
+    "whenever you stop). `asymptotic` (Waudby-Smith et al. 2024): about 2.5 times "
+    "the labels of a fixed-sample interval, for active and uniform orders alike; "
+    "valid as the labels grow (it is shown once 5 labels depart from the jury's "
+    "score, before that the betting sequence), not exactly at every count. "
+    "`betting`: valid in finite samples for labels on the scale, but its range "
+    "grows with the active choice's weights (about 3 times the labels in a "
+    "uniform order, 11 with the active choice)."
+)
 
 
 def option(*flags: str, **cli: Any) -> dict[str, Any]:

@@ -11,21 +11,12 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from jurybox.serving.cli.console import fail, note, reported, warn
-from jurybox.serving.runs.label_plan import Goal, SequenceKind
+from jurybox.serving.cli.console import fail, note, options_of, reported, warn
+from jurybox.serving.options import SEQUENCE_HELP, Goal, SequenceKind
+from jurybox.serving.runs.label_plan import plan_labels
 
 DesignKind = Literal["auto", "active", "uniform"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
-_SEQUENCE_HELP = (
-    "Goal benchmark-mean: the confidence sequence shown for the mean (valid "
-    "whenever you stop). `asymptotic` (Waudby-Smith et al. 2024): about 2.5 times "
-    "the labels of a fixed-sample interval, for active and uniform orders alike; "
-    "valid as the labels grow (it is shown once 5 labels depart from the jury's "
-    "score, before that the betting sequence), not exactly at every count. "
-    "`betting`: valid in finite samples for labels on the scale, but its range "
-    "grows with the active choice's weights (about 3 times the labels in a "
-    "uniform order, 11 with the active choice)."
-)
 
 
 def label(
@@ -77,7 +68,7 @@ def label(
             show_default=False,
         ),
     ] = None,
-    sequence: Annotated[SequenceKind, typer.Option(help=_SEQUENCE_HELP)] = "asymptotic",
+    sequence: Annotated[SequenceKind, typer.Option(help=SEQUENCE_HELP)] = "asymptotic",
     design: Annotated[
         DesignKind,
         typer.Option(
@@ -220,53 +211,16 @@ labels_app = typer.Typer(help="Human labels: how many are still needed.", no_arg
 
 
 @labels_app.command("plan")
+@options_of(plan_labels)
 def plan_cmd(
-    human: Annotated[
-        Path,
-        typer.Argument(
-            help="The human labels file so far (need not exist yet: then the plan comes from the verdicts alone).",
-            show_default=False,
-        ),
-    ],
-    verdicts: Annotated[
-        Path,
-        typer.Argument(
-            help="What `jurybox judge` wrote for the items.", exists=True, show_default=False
-        ),
-    ],
-    target_width: Annotated[
-        float,
-        typer.Option(
-            help="The 95% interval half-width wanted per criterion: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1).",
-            min=0.0,
-        ),
-    ],
-    goal: Annotated[
-        Goal,
-        typer.Option(
-            help="The labelling goal (as for `jurybox label`): agreement and cascade plan the agreement's confidence sequence, benchmark-mean the mean's interval (review has nothing to plan: it is the routed items)."
-        ),
-    ] = "agreement",
-    sequence: Annotated[SequenceKind, typer.Option(help=_SEQUENCE_HELP)] = "asymptotic",
-    rubric: Annotated[
-        str | None,
-        typer.Option(
-            "--rubric",
-            "-r",
-            help="Rubric name or YAML file. Default: the rubric named in the verdicts.",
-            show_default=False,
-        ),
-    ] = None,
+    options: dict[str, Any],
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many further labels each criterion needs to reach --target-width."""
     from jurybox.serving.cli.console import dumps
-    from jurybox.serving.runs.label_plan import plan_labels
 
     with reported():
-        found = plan_labels(
-            human, verdicts, target_width, goal=goal, sequence=sequence, rubric=rubric
-        )
+        found = plan_labels(**options)
     for message in found.notes:
         warn(message)
     if json_out:

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from jurybox.serving.options import (
+    SEQUENCE_HELP,
+    Goal,
+    SequenceKind,
+    argument,
+    command_line,
+    option,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
-SequenceKind = Literal["asymptotic", "betting"]
+__all__ = ["Goal", "LabelPlan", "SequenceKind", "plan_labels"]
 
 
 @dataclass
@@ -44,6 +52,35 @@ class LabelPlan:
         }
 
 
+@command_line(
+    human=argument(
+        type=Path,
+        help="The human labels file so far (need not exist yet: then the plan comes from the "
+        "verdicts alone).",
+        show_default=False,
+    ),
+    verdicts=argument(
+        type=Path, help="What `jurybox judge` wrote for the items.", exists=True, show_default=False
+    ),
+    target_width=option(
+        help="The 95% interval half-width wanted per criterion: of the jury's agreement with the "
+        "humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's "
+        "units, e.g. 0.1).",
+        min=0.0,
+    ),
+    goal=option(
+        help="The labelling goal (as for `jurybox label`): agreement and cascade plan the "
+        "agreement's confidence sequence, benchmark-mean the mean's interval (review has "
+        "nothing to plan: it is the routed items)."
+    ),
+    sequence=option(help=SEQUENCE_HELP),
+    rubric=option(
+        "--rubric",
+        "-r",
+        help="Rubric name or YAML file. Default: the rubric named in the verdicts.",
+        show_default=False,
+    ),
+)
 def plan_labels(
     human: str | Path,
     verdicts: str | Path,
