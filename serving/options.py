@@ -9,6 +9,7 @@ rooms of ``serving``, so that ``runs``, ``service`` and ``labelling`` may all us
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,3 +62,20 @@ def command_line(**parameters: dict[str, Any]) -> Callable[[F], F]:
         return function
 
     return mark
+
+
+#: The verdicts a command reads beside human labels (agree, calibrate, audit).
+JUDGED = argument(
+    type=Path,
+    help="Verdicts written by `jurybox judge` (a JSONL file, or a directory of its shards), "
+    "joined with the labels on id.",
+    exists=True,
+    show_default=False,
+)
+#: The rubric whose scales the labels are read on (agree, calibrate, audit).
+RUBRIC = option(
+    "--rubric",
+    "-r",
+    help="Rubric name or YAML file giving each criterion's scale. Default: the rubric named in "
+    "the verdicts.",
+)
