@@ -79,3 +79,32 @@ RUBRIC = option(
     help="Rubric name or YAML file giving each criterion's scale. Default: the rubric named in "
     "the verdicts.",
 )
+#: Human labels beside the verdicts (agree, calibrate).
+HUMAN = argument(
+    type=Path,
+    help="Human labels: JSONL or CSV with an id column, an optional rater column (several rows "
+    "per id = several raters) and one column per criterion (scale value or label).",
+    exists=True,
+    dir_okay=False,
+    show_default=False,
+)
+#: Which value of each vote (agree, calibrate).
+VALUE = option(
+    help="Judge value to use: each vote's `score` (the answer on the scale) or its logprob-"
+    "`expected` score (continuous; finer-grained when judges give few distinct scores)."
+)
+#: Only these criteria (agree, calibrate).
+CRITERIA = option(
+    "--criterion",
+    "-c",
+    type=list[str],
+    default=[],
+    help="Only this criterion (repeatable). Default: every judged criterion the labels file has.",
+)
+#: Only the verdicts of one configuration (agree, calibrate).
+PROVENANCE = option(
+    help="Use only the verdicts with this provenance hash (for a file holding several "
+    "rubric/jury configurations)."
+)
+#: The random seed of the resamples and folds (agree, calibrate).
+SEED = option(help="Random seed (bootstrap resamples, CV folds).")

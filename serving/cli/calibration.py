@@ -14,64 +14,20 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from jurybox.serving.cli.console import dumps, fail, note, reported, warn
+from jurybox.serving.cli.console import as_typer, dumps, fail, note, reported, warn
+from jurybox.serving.options import CRITERIA, HUMAN, JUDGED, PROVENANCE, RUBRIC, SEED, VALUE
 from jurybox.serving.runs.agree import Level, ValueChoice
 
 if TYPE_CHECKING:
     from jurybox.serving.runs.calibrate import FittedMap
 
-HumanArg = Annotated[
-    Path,
-    typer.Argument(
-        help="Human labels: JSONL or CSV with an id column, an optional rater column (several rows "
-        "per id = several raters) and one column per criterion (scale value or label).",
-        exists=True,
-        dir_okay=False,
-        show_default=False,
-    ),
-]
-JudgedArg = Annotated[
-    Path,
-    typer.Argument(
-        help="Verdicts written by `jurybox judge` (a JSONL file, or a directory of its shards), "
-        "joined with the labels on id.",
-        exists=True,
-        show_default=False,
-    ),
-]
-RubricOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--rubric",
-        "-r",
-        help="Rubric name or YAML file giving each criterion's scale. Default: the rubric named in "
-        "the verdicts.",
-    ),
-]
-ValueOpt = Annotated[
-    ValueChoice,
-    typer.Option(
-        help="Judge value to use: each vote's `score` (the answer on the scale) or its logprob-"
-        "`expected` score (continuous; finer-grained when judges give few distinct scores)."
-    ),
-]
-CriterionOpt = Annotated[
-    list[str],
-    typer.Option(
-        "--criterion",
-        "-c",
-        help="Only this criterion (repeatable). Default: every judged "
-        "criterion the labels file has.",
-    ),
-]
-ProvenanceOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="Use only the verdicts with this provenance hash (for a file holding several "
-        "rubric/jury configurations)."
-    ),
-]
-SeedOpt = Annotated[int, typer.Option(help="Random seed (bootstrap resamples, CV folds).")]
+HumanArg = Annotated[Path, as_typer(HUMAN)]
+JudgedArg = Annotated[Path, as_typer(JUDGED)]
+RubricOpt = Annotated[str | None, as_typer(RUBRIC)]
+ValueOpt = Annotated[ValueChoice, as_typer(VALUE)]
+CriterionOpt = Annotated[list[str], as_typer(CRITERIA)]
+ProvenanceOpt = Annotated[str | None, as_typer(PROVENANCE)]
+SeedOpt = Annotated[int, as_typer(SEED)]
 
 
 # --------------------------------------------------------------------------- agree

@@ -160,16 +160,11 @@ def options_of(
             default = cli.pop("default", False if negated else declared)
             if default is dataclasses.MISSING or default is inspect.Parameter.empty:
                 default = inspect.Parameter.empty
-            flags = cli.pop("flags", ())
-            if cli.pop("argument", False):
-                info: Any = typer.Argument(**cli)
-            else:
-                info = typer.Option(*flags, **cli)
             params.append(
                 inspect.Parameter(
                     name,
                     inspect.Parameter.KEYWORD_ONLY,
-                    annotation=Annotated[kind, info],
+                    annotation=Annotated[kind, as_typer({"cli": cli})],
                     default=default,
                 )
             )
@@ -191,6 +186,19 @@ def options_of(
         return run
 
     return decorate
+
+
+def as_typer(metadata: Mapping[str, Any]) -> Any:
+    """Typer's ``Argument`` or ``Option`` of an option's metadata (`jurybox.serving.options`).
+
+    For a command parameter written by hand: ``Annotated[Path, as_typer(HUMAN)]``; the
+    metadata's ``type``, ``default`` and ``negated`` are the parameter's own to say.
+    """
+    cli = {k: v for k, v in metadata["cli"].items() if k not in ("type", "default", "negated")}
+    flags = cli.pop("flags", ())
+    if cli.pop("argument", False):
+        return typer.Argument(**cli)
+    return typer.Option(*flags, **cli)
 
 
 def _fields(options: type | Callable[..., Any]) -> Iterator[tuple[str, Any, dict[str, Any]]]:
