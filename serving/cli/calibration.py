@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from jurybox.serving.cli.console import as_typer, dumps, fail, note, reported, warn
+from jurybox.serving.cli.console import as_typer, dumps, fail, note, options_of, reported, warn
 from jurybox.serving.options import CRITERIA, HUMAN, JUDGED, PROVENANCE, RUBRIC, SEED, VALUE
-from jurybox.serving.runs.agree import Level, ValueChoice
+from jurybox.serving.runs.agree import ValueChoice, agreement_with_humans
 
 if TYPE_CHECKING:
     from jurybox.serving.runs.calibrate import FittedMap
@@ -33,19 +33,12 @@ SeedOpt = Annotated[int, as_typer(SEED)]
 # --------------------------------------------------------------------------- agree
 
 
+@options_of(
+    agreement_with_humans,
+    place={"json_out": "resamples", "html": "resamples", "ppi": "length_control"},
+)
 def agree(
-    human: HumanArg,
-    judged: JudgedArg,
-    rubric: RubricOpt = None,
-    value: ValueOpt = "score",
-    level: Annotated[
-        Level,
-        typer.Option(
-            help="Krippendorff alpha's level of measurement for every alpha in the report. `auto`: "
-            "nominal for labelled scales (yes/no), interval for numeric ones."
-        ),
-    ] = "auto",
-    criterion: CriterionOpt = [],
+    options: dict[str, Any],
     json_out: Annotated[
         bool,
         typer.Option("--json", help="Print the results as JSON (stdout) instead of the table."),
@@ -58,10 +51,6 @@ def agree(
             dir_okay=False,
         ),
     ] = None,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples per CI.", min=1)] = 1000,
-    confidence: Annotated[float, typer.Option(help="CI level.", min=0.5, max=0.999)] = 0.95,
-    provenance: ProvenanceOpt = None,
-    seed: SeedOpt = 0,
     ppi: Annotated[
         bool,
         typer.Option(
@@ -77,19 +66,6 @@ def agree(
             "sample.",
         ),
     ] = False,
-    length_control: Annotated[
-        Path | None,
-        typer.Option(
-            "--length-control",
-            help="The predictions file that was judged: also report each "
-            "criterion's length-controlled jury score (the judges' length bias, fitted on the "
-            "human labels, removed; controlled to the reference answers' median length) and "
-            "whether it raises agreement with the humans under 5-fold cross-validation.",
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ] = None,
 ) -> None:
     """Agreement between judges and human labels, with bootstrap CIs over items.
 
@@ -100,25 +76,11 @@ def agree(
     constant column) is shown as undefined with the reason. Ids that do not join are counted
     and listed.
     """
-    from jurybox.serving.runs.agree import agreement_with_humans
-
     if ppi:
-        _ppi(human, judged, rubric, provenance, criterion, confidence, json_out)
+        _ppi(options, json_out)
         return
     with reported():
-        found = agreement_with_humans(
-            human,
-            judged,
-            rubric=rubric,
-            value=value,
-            level=level,
-            criteria=criterion,
-            resamples=resamples,
-            confidence=confidence,
-            provenance=provenance,
-            seed=seed,
-            length_control=length_control,
-        )
+        found = agreement_with_humans(**options)
     for message in found.notes:
         warn(message)
     if html is not None:
@@ -137,27 +99,17 @@ def agree(
             typer.echo(("  + " if c.raises_agreement else "    ") + c.words())
 
 
-def _ppi(
-    human: Path,
-    judged: Path,
-    rubric: str | None,
-    provenance: str | None,
-    criteria: list[str],
-    confidence: float,
-    json_out: bool,
-) -> None:
+def _ppi(options: dict[str, Any], json_out: bool) -> None:
     """``agree --ppi``: the benchmark mean per criterion (`runs.agree.benchmark_means`)."""
     from jurybox.calibration.estimates.active import MeanEstimate
     from jurybox.serving.runs.agree import benchmark_means
 
     with reported():
         found = benchmark_means(
-            human,
-            judged,
-            rubric=rubric,
-            provenance=provenance,
-            criteria=criteria,
-            confidence=confidence,
+            **{
+                k: options[k]
+                for k in ("human", "judged", "rubric", "provenance", "criteria", "confidence")
+            }
         )
     for message in found.notes:
         warn(message)

@@ -7,15 +7,25 @@ benchmark mean by PPI++.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from jurybox.serving.options import (
+    CRITERIA,
+    HUMAN,
+    JUDGED,
+    PROVENANCE,
+    RUBRIC,
+    SEED,
+    VALUE,
+    command_line,
+    option,
+)
 from jurybox.serving.runs.inputs import load_inputs, scaled_inputs
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from jurybox.calibration import AgreementReport, JudgeOutput
     from jurybox.calibration.audits.length_control import LengthControl
     from jurybox.calibration.estimates.active import MeanEstimate
@@ -61,6 +71,32 @@ class Agreement:
         return payload
 
 
+@command_line(
+    human=HUMAN,
+    judged=JUDGED,
+    rubric=RUBRIC,
+    value=VALUE,
+    level=option(
+        help="Krippendorff alpha's level of measurement for every alpha in the report. `auto`: "
+        "nominal for labelled scales (yes/no), interval for numeric ones."
+    ),
+    criteria=CRITERIA,
+    resamples=option(help="Bootstrap resamples per CI.", min=1),
+    confidence=option(help="CI level.", min=0.5, max=0.999),
+    provenance=PROVENANCE,
+    seed=SEED,
+    length_control=option(
+        "--length-control",
+        type=Path | None,
+        help="The predictions file that was judged: also report each "
+        "criterion's length-controlled jury score (the judges' length bias, fitted on the "
+        "human labels, removed; controlled to the reference answers' median length) and "
+        "whether it raises agreement with the humans under 5-fold cross-validation.",
+        exists=True,
+        dir_okay=False,
+        show_default=False,
+    ),
+)
 def agreement_with_humans(
     human: str | Path,
     judged: str | Path,
