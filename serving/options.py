@@ -18,6 +18,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
 #: Goal benchmark-mean's confidence sequence (``--sequence``).
 SequenceKind = Literal["asymptotic", "betting"]
+#: Goal benchmark-mean's design (``jurybox label --design``).
+DesignKind = Literal["auto", "active", "uniform"]
 SEQUENCE_HELP = (
     "Goal benchmark-mean: the confidence sequence shown for the mean (valid "
     "whenever you stop). `asymptotic` (Waudby-Smith et al. 2024): about 2.5 times "

@@ -7,34 +7,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
 from jurybox.serving.cli.console import fail, note, options_of, reported, warn
-from jurybox.serving.options import SEQUENCE_HELP, Goal, SequenceKind
+from jurybox.serving.labelling.start import start_session
 from jurybox.serving.runs.label_plan import plan_labels
 
-DesignKind = Literal["auto", "active", "uniform"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+@options_of(start_session, place={"paths": "labels", "rubric": "goal", "rater": "goal"})
 def label(
+    options: dict[str, Any],
     paths: Annotated[
         list[Path],
         typer.Argument(
             metavar="[ITEMS] VERDICTS",
             help="VERDICTS: what `jurybox judge` wrote (a JSONL file, or a directory of its shards). ITEMS, before it: the predictions file that was judged (JSONL, CSV or Parquet), whose text the page shows; by default the one its manifest names.",
             exists=True,
-            show_default=False,
-        ),
-    ],
-    labels: Annotated[
-        Path,
-        typer.Option(
-            "--labels",
-            "-l",
-            help="The human labels file to write (created, or appended to; one JSON line per label).",
             show_default=False,
         ),
     ],
@@ -54,52 +46,6 @@ def label(
             show_default=False,
         ),
     ] = None,
-    goal: Annotated[
-        Goal,
-        typer.Option(
-            help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the jury is unsure of them, and weights each label by its recorded probability (it saves labels where the jury's uncertainty is calibrated; a jury confidently wrong on some items can need more labels than a uniform order); `review` offers only the items a conformal map routed to a human (`jurybox judge --conformal MAP --route-width W`), the widest interval first, recorded as such and refused by every statistic (they are the jury's least sure items). The progress shown is a confidence sequence, valid whenever the labelling stops."
-        ),
-    ] = "agreement",
-    target_width: Annotated[
-        float | None,
-        typer.Option(
-            help="Stop when every criterion's 95% confidence sequence is at most this half-width: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1); the page then says so.",
-            min=0.0,
-            show_default=False,
-        ),
-    ] = None,
-    sequence: Annotated[SequenceKind, typer.Option(help=SEQUENCE_HELP)] = "asymptotic",
-    design: Annotated[
-        DesignKind,
-        typer.Option(
-            help="Goal benchmark-mean: how items are chosen. `active`: by the jury's uncertainty (weighted by their probabilities); `uniform`: a uniform random order; `auto`: with --target-width, the one the plan finds needs fewer labels under --sequence (as `jurybox labels plan` compares them), else active."
-        ),
-    ] = "auto",
-    stratify: Annotated[
-        bool,
-        typer.Option(
-            "--stratify",
-            help="Goal agreement: offer items in three strata by the jury's uncertainty (its surest, middle and least sure thirds), random within each and in proportion to their sizes at every point, so even a few labels cover the items the jury is unsure of while the labels stay a representative (self-weighting) sample.",
-        ),
-    ] = False,
-    overlap: Annotated[
-        float,
-        typer.Option(
-            help="Share of a rater's items that another rater labelled too, so that human-human agreement (the ceiling `jurybox agree` reports) is measured.",
-            min=0.0,
-            max=1.0,
-        ),
-    ] = 0.0,
-    show_judges: Annotated[
-        bool,
-        typer.Option(
-            "--show-judges",
-            help="Show the judges' votes before the item is labelled (by default they appear only after, beside the label).",
-        ),
-    ] = False,
-    seed: Annotated[
-        int, typer.Option(help="Seed of the random order (the same for every rater of the file).")
-    ] = 0,
     host: Annotated[
         str,
         typer.Option(
@@ -134,7 +80,6 @@ def label(
         ) from None
 
     from jurybox.rubrics.errors import InputError
-    from jurybox.serving.labelling.start import start_session
     from jurybox.serving.runs.inputs import judged_from, judged_items
 
     notes: list[str] = []
@@ -158,15 +103,7 @@ def label(
                 judged.items,
                 judged.verdicts,
                 judged.rubric,
-                labels,
-                goal=goal,
-                target_width=target_width,
-                overlap=overlap,
-                show_judges=show_judges,
-                seed=seed,
-                stratify=stratify,
-                sequence=sequence,
-                design=design,
+                **options,
                 notes=notes,
                 warnings=warnings,
             )
@@ -188,7 +125,8 @@ def label(
     address = f"http://{host}:{port}/" + (f"?rater={rater}" if rater else "")
     note(
         f"labelling {len(session.items)} judged items of rubric {session.rubric.name} "
-        f"(goal: {goal}) into {labels}; open {address} (Ctrl-C stops; every saved label is "
+        f"(goal: {options['goal']}) into {options['labels']}; open {address} (Ctrl-C stops; "
+        "every saved label is "
         "already on disk)"
     )
     try:
