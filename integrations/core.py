@@ -125,6 +125,13 @@ def explain(record: Mapping[str, Any]) -> str:
     return "; ".join(parts) or str(record.get("status", "no votes"))
 
 
+def precheck_reason(record: Mapping[str, Any]) -> str | None:
+    """The pre-check that kept a record's item from the judges (its first reason), or None."""
+    reasons = record.get("reasons") or []
+    first = reasons[0] if reasons else None
+    return first if isinstance(first, str) and first.startswith("pre-check:") else None
+
+
 def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) else str(value)
 
@@ -148,15 +155,30 @@ class MissingRewards(UnscoredReward):
 
 @dataclass
 class RewardStats:
-    """What the adapter has done so far: rows judged, unscored rewards, requests sent."""
+    """What the adapter has done so far: rows judged, unscored rewards, requests, judge calls.
+
+    The judge calls are the items sent times the jury's judges times the rubric's calls per item
+    and judge (a cached verdict counts as asked): ``judge_calls`` for the reward's own items,
+    ``canary_calls`` and ``sentinel_calls`` for the guard's (`jurybox.integrations.guard`).
+    """
 
     rows: int = 0
     unscored: int = 0
     requests: int = 0
+    judge_calls: int = 0
+    canary_calls: int = 0
+    sentinel_calls: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        """The counts as a dict (``rows``, ``unscored``, ``requests``)."""
-        return {"rows": self.rows, "unscored": self.unscored, "requests": self.requests}
+        """The counts as a dict (``rows``, ``unscored``, ``requests`` and the judge calls)."""
+        return {
+            "rows": self.rows,
+            "unscored": self.unscored,
+            "requests": self.requests,
+            "judge_calls": self.judge_calls,
+            "canary_calls": self.canary_calls,
+            "sentinel_calls": self.sentinel_calls,
+        }
 
 
 class JuryRewards:
@@ -300,6 +322,46 @@ class JuryRewards:
             if self.concurrency > 1
             else None
         )
+        #: The guard around each batch (`jurybox.integrations.guard.RewardGuard`, which sets it).
+        self.guard: Any = None
+
+    def floored(self, records: Sequence[Mapping[str, Any]]) -> set[int]:
+        """The positions of records pre-checked by the guard whose reward is its floor.
+
+        Those whose reward is the guard's number ``precheck_reward``; none without a guard or
+        with ``precheck_reward="unscored"`` (the unscored policy stands there, the pre-check its
+        reason).
+        """
+        guard = getattr(self, "guard", None)
+        if guard is None or isinstance(guard.spec.precheck_reward, str):
+            return set()
+        return {k for k, record in enumerate(records) if precheck_reason(record) is not None}
+
+    def values_of(
+        self, records: Sequence[Mapping[str, Any]], reward: Reward | None = None
+    ) -> list[float | None]:
+        """The rewards of ``records``: the unscored policy applied, and the guard's floor.
+
+        ``reward`` (by default this one's) with its unscored policy; the guard's
+        ``precheck_reward`` where it is a number and the record was pre-checked.
+
+        Args:
+            records: Verdict records.
+            reward: The reward (default this one's).
+
+        Returns:
+            One reward per record.
+
+        Raises:
+            UnscoredReward: The reward's unscored policy is ``error`` and a record has no reward.
+        """
+        bound = reward if reward is not None else self.reward
+        floored = self.floored(records)
+        if not floored:
+            return bound.values(records)
+        floor = float(self.guard.spec.precheck_reward)
+        rest = iter(bound.values([r for k, r in enumerate(records) if k not in floored]))
+        return [floor if k in floored else next(rest) for k in range(len(records))]
 
     # -- items ----------------------------------------------------------------------------------
 
@@ -412,14 +474,27 @@ class JuryRewards:
         if not items:
             return []
         labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(items))]
+        if self.guard is not None:
+            return self.guard.around(self._records_plain, items, labels)
+        return self._records_plain(items, labels)
+
+    def _records_plain(self, items: Sequence[Item], labels: Sequence[str]) -> list[dict[str, Any]]:
+        """`records` without the guard."""
+        if not items:
+            return []
+        labels = list(labels)
         too_long = self._over_bound(items)
         if too_long:  # not sent: each an unscored verdict saying why, the rest judged
             kept = [k for k in range(len(items)) if k not in too_long]
-            judged = iter(self.records([items[k] for k in kept], [labels[k] for k in kept]))
+            judged = iter(self._records_plain([items[k] for k in kept], [labels[k] for k in kept]))
             return [
                 self._unsent(items[k], too_long[k]) if k in too_long else next(judged)
                 for k in range(len(items))
             ]
+        with self._lock:
+            self.stats.judge_calls += (
+                len(items) * len(self._jury.spec.judges) * self.rubric.judge_calls
+            )
         if self._client is None:
             with self._lock:  # an in-process jury judges one batch at a time
                 self.stats.requests += 1
@@ -524,7 +599,10 @@ class JuryRewards:
         )
         labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(records))]
         missing: list[tuple[str, str]] = []
-        for label, record in zip(labels, records):
+        floored = self.floored(records)  # rewarded with the guard's floor (and logged by it)
+        for k, (label, record) in enumerate(zip(labels, records)):
+            if k in floored:
+                continue
             why = next((w for value, w in (r.raw(record) for r in bound) if value is None), None)
             if why is not None:
                 missing.append((label, why))
@@ -567,7 +645,7 @@ class JuryRewards:
         """
         records = self.records(items, samples)
         self.log_unscored(records, samples)
-        return self.reward.values(records), records
+        return self.values_of(records), records
 
     def rewards(self, rows: Sequence[Mapping[str, Any]]) -> list[float | None]:
         """One reward per row of the client's fields (see `item`).
@@ -764,6 +842,8 @@ class JuryRewards:
 
     def close(self) -> None:
         """Close the service connection (an in-process jury is the caller's to close)."""
+        if getattr(self, "guard", None) is not None:
+            self.guard.close()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
         if self._client is not None:

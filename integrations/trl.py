@@ -38,7 +38,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from jurybox.rubrics import Rubric, load_rubric
 from jurybox.rubrics.errors import InputError
@@ -48,6 +48,7 @@ from .core import JuryRewards, MissingRewards, RewardStats, explain, message_tex
 
 if TYPE_CHECKING:  # (jurybox.judges is imported when used: the adapters import light)
     from jurybox.judges.groups import GroupResult, GroupSpec
+    from jurybox.judges.jurors import JurorCheck
     from jurybox.judges.resolution import Use
 
 logger = logging.getLogger("jurybox.integrations")
@@ -77,6 +78,16 @@ def jury_reward(
     pointwise: str | Rubric | None = None,
     group_size: int | None = None,
     name: str | None = None,
+    prechecks: bool = False,
+    precheck_reward: Literal["unscored"] | float = "unscored",
+    canaries: bool | float | int = False,
+    canary_kinds: Sequence[str] | None = None,
+    sentinel: Any = None,
+    sentinel_rubric: str | Rubric | None = None,
+    sentinel_share: float = 0.05,
+    juror_checks: JurorCheck | bool | None = None,
+    stop_on_alarm: bool = False,
+    drift: Mapping[str, Any] | None = None,
 ) -> RewardFunc | list[RewardFunc]:
     """A TRL reward function: the jury's reward for each completion.
 
@@ -115,6 +126,24 @@ def jury_reward(
             calls the function; given, the calls per group are printed now).
         name: The group reward function's name in TRL's logs (default ``jury_<rubric>_<design>``;
             two group rewards in one trainer need two names).
+        prechecks: Do not send empty, punctuation-only, echoed and master-key completions to the
+            judges (`jurybox.rubrics.exploits.precheck`); each is logged with its reason.
+        precheck_reward: A pre-checked completion's reward: ``"unscored"`` (the ``unscored``
+            policy, the pre-check its reason) or a number.
+        canaries: Exploit canaries judged with each batch and never returned as rewards: True
+            (3% of the batch, at least one), a share (a float below 1), a count (an int).
+        canary_kinds: The canaries' kinds (`jurybox.rubrics.exploits.DEFAULT_CANARIES`).
+        sentinel: A held-out judge or jury outside the reward: a service's URL, a jury (name,
+            file or loaded) or a `jurybox.integrations.core.JuryRewards`; it scores a random
+            ``sentinel_share`` of each batch's completions.
+        sentinel_rubric: The sentinel's rubric (default the reward's, and its score).
+        sentinel_share: The share of each batch the sentinel scores (at least one completion).
+        juror_checks: Flag failing jurors per batch: True or a `jurybox.judges.jurors.JurorCheck`
+            (``leave_out=True`` decides the batch again without them).
+        stop_on_alarm: Stop training at the end of a step whose drift test raised an alarm (a
+            TrainerCallback added to the trainer that calls the function: `alarm_callback`).
+        drift: The drift tests' ``alpha``, ``baseline_steps``, ``margin`` and ``horizon``
+            (`jurybox.calibration.stats.monitors.DriftMonitor`).
 
     Returns:
         The reward function, or with ``per_criterion`` a list of them. A function whose unscored
@@ -129,6 +158,20 @@ def jury_reward(
         ExecutionError: The service cannot be reached or refused the token.
     """
     loaded = load_rubric(rubric) if isinstance(rubric, str) else rubric
+    guarded = bool(
+        prechecks
+        or canaries
+        or sentinel is not None
+        or juror_checks
+        or stop_on_alarm
+        or precheck_reward != "unscored"
+    )
+    if group is not None and guarded:
+        raise InputError(
+            "jurybox: the guard (prechecks, canaries, sentinel, juror_checks, stop_on_alarm) "
+            "guards a pointwise reward; a group reward has none of it yet",
+            field="group",
+        )
     if group is not None:
         from jurybox.judges.groups import Design, GroupSpec
 
@@ -197,6 +240,26 @@ def jury_reward(
         timeout=timeout,
         use=use or "score",
     )
+    if guarded:
+        from .guard import RewardGuard, guard_spec, sentinel_rewards
+
+        guard = guard_spec(
+            prechecks=prechecks,
+            precheck_reward=precheck_reward,
+            canaries=canaries,
+            canary_kinds=canary_kinds,
+            sentinel_share=sentinel_share,
+            juror_checks=juror_checks,
+            stop_on_alarm=stop_on_alarm,
+            drift=dict(drift or {}),
+        )
+        held_out = sentinel_rewards(
+            sentinel,
+            rewards,
+            load_rubric(sentinel_rubric) if isinstance(sentinel_rubric, str) else sentinel_rubric,
+            token_env,
+        )
+        RewardGuard(guard, rewards, held_out)
     names = [rewards.reward.score]
     if per_criterion:
         names = [c.name for c in rewards.rubric.criteria]
@@ -269,7 +332,11 @@ class _Group:
                 self._key, self._served = None, set()
                 records = self.rewards.records(items, samples)
                 rewards = list(self.by_name.values())
-                self._missing = [any(r.raw(rec)[0] is None for r in rewards) for rec in records]
+                floored = self.rewards.floored(records)
+                self._missing = [
+                    k not in floored and any(r.raw(rec)[0] is None for r in rewards)
+                    for k, rec in enumerate(records)
+                ]
                 self.rewards.log_unscored(records, samples, rewards)
                 log_extra = kwargs.get("log_extra")
                 if callable(log_extra):
@@ -360,7 +427,7 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
     ) -> list[float | None]:
         records, missing, samples = group.batch(name, prompts, completions, kwargs)
         try:
-            out = reward.values(records)
+            out = rewards.values_of(records, reward)
         except UnscoredReward as exc:  # unscored="error": name the completions, not item ids
             raise MissingRewards(
                 reward.name,
@@ -371,10 +438,13 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
             ) from None
         if not alone and reward.spec.unscored == "none":  # all of a completion's, or none
             out = [None if gone else value for value, gone in zip(out, missing)]
+        floored = rewards.floored(records)
         unscored = (
             sum(value is None for value in out)
             if reward.spec.unscored == "none"
-            else reward.count_unscored(records)
+            else sum(
+                k not in floored and reward.raw(rec)[0] is None for k, rec in enumerate(records)
+            )
         )
         stats.rows += len(records)
         stats.unscored += unscored
@@ -386,9 +456,90 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
                     f"jurybox/{name}/expected",
                     sum(r.get("reward_scores") == "expected" for r in records) / len(records),
                 )
+        if rewards.guard is not None:
+            _guarded(rewards.guard, name, log_metric, kwargs.get("log_extra"))
         return out
 
     return _reward_function(values, name, asynchronous, rewards=rewards, stats=stats)
+
+
+def _guarded(guard: Any, name: str, log_metric: Any, log_extra: Any) -> None:
+    """Log the guard's step (``jurybox/<name>/...``) and stop the trainer on an alarm if asked."""
+    report = guard.last
+    if report is None:
+        return
+    if callable(log_metric):
+        nan = float("nan")
+        log_metric(f"jurybox/{name}/prechecked", float(len(report.prechecked)))
+        if report.canaries:
+            log_metric(
+                f"jurybox/{name}/canary_reward",
+                nan if report.canary_reward is None else report.canary_reward,
+            )
+        if guard.sentinel is not None:
+            log_metric(
+                f"jurybox/{name}/sentinel_gap",
+                nan if report.sentinel_gap is None else report.sentinel_gap,
+            )
+        if report.evidence is not None:
+            log_metric(f"jurybox/{name}/drift_evidence", float(report.evidence))
+        log_metric(f"jurybox/{name}/alarm", float(report.alarm))
+        if guard.spec.juror_checks is not None:
+            log_metric(f"jurybox/{name}/jurors_flagged", float(len(report.flags)))
+    if guard.spec.stop_on_alarm and not getattr(guard, "_callback_added", False):
+        trainer = _trainer(log_extra)
+        if trainer is not None:
+            trainer.add_callback(alarm_callback(guard))
+            guard._callback_added = True
+        elif report.alarm:
+            logger.warning(
+                "jurybox: stop_on_alarm: no TRL trainer called %s, so nothing stops: add "
+                "jurybox.integrations.trl.alarm_callback(reward) to your trainer's callbacks",
+                name,
+            )
+            guard._callback_added = True
+
+
+def alarm_callback(reward: Any) -> Any:
+    """A ``transformers.TrainerCallback`` that stops training after a step with a drift alarm.
+
+    At the end of the step in which ``reward``'s guard raised an alarm it sets the trainer's
+    ``control.should_training_stop`` (the trainer then saves and ends as at ``max_steps``).
+    `jury_reward` adds it to the trainer that calls the function when ``stop_on_alarm=True``;
+    add it yourself (``callbacks=[alarm_callback(reward)]``) where another loop calls it.
+
+    Args:
+        reward: A reward function from `jury_reward` (or its `jurybox.integrations.guard.
+            RewardGuard`).
+
+    Returns:
+        The callback.
+    """
+    from transformers import TrainerCallback
+
+    guard = getattr(getattr(reward, "rewards", None), "guard", None) or reward
+    if guard is None or not hasattr(guard, "alarmed"):
+        raise InputError(
+            "jurybox: alarm_callback takes a guarded reward function (jury_reward(..., "
+            "canaries=..., sentinel=...)) or its RewardGuard",
+            field="reward",
+        )
+
+    class StopOnAlarm(TrainerCallback):
+        """Stops training at the end of a step whose guard raised a drift alarm."""
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if guard.alarmed:
+                if not control.should_training_stop:
+                    logger.warning(
+                        "jurybox: training stops at step %d: the reward's drift alarm "
+                        "(stop_on_alarm)",
+                        state.global_step,
+                    )
+                control.should_training_stop = True
+            return control
+
+    return StopOnAlarm()
 
 
 def _group_function(

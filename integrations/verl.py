@@ -45,13 +45,21 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, Scale, Unscored
 
-from .core import JuryRewards, MissingRewards, conversation_context, explain, message_text
+from .core import (
+    JuryRewards,
+    MissingRewards,
+    conversation_context,
+    explain,
+    message_text,
+    precheck_reason,
+)
+from .guard import RewardDrift as RewardDrift  # (raised here: stop_on_alarm)
 
 #: The calls judged together: each within GAP_S of the one before (a quiet GAP_S ends the
 #: batch: e.g. a client that has only so many calls in flight), all within WINDOW_S of the
@@ -94,10 +102,22 @@ def jury_rewards(
     fields: Mapping[str, str] | None = None,
     timeout: float = 900.0,
     concurrency: int = 4,
+    prechecks: bool = False,
+    precheck_reward: str | float = "unscored",
+    canaries: bool | float | int = False,
+    canary_kinds: Sequence[str] | None = None,
+    sentinel: str | None = None,
+    sentinel_rubric: str | None = None,
+    sentinel_share: float = 0.05,
+    juror_checks: bool | Mapping[str, Any] | None = None,
+    stop_on_alarm: bool = False,
+    drift: Mapping[str, Any] | None = None,
 ) -> JuryRewards:
     """The `JuryRewards` of these options, made once per process.
 
-    verl calls the reward function once per response.
+    verl calls the reward function once per response. The guard's options (``prechecks`` to
+    ``drift``) are `jurybox.integrations.trl.jury_reward`'s; ``sentinel`` is a service's URL or a
+    jury's name or file, ``juror_checks`` True or a `jurybox.judges.jurors.JurorCheck`'s fields.
     """
     if unscored == "none":
         raise InputError(
@@ -126,6 +146,24 @@ def jury_rewards(
         tuple(sorted(fields.items())),
         timeout,
         concurrency,
+        prechecks,
+        precheck_reward,
+        canaries,
+        tuple(canary_kinds or ()),
+        sentinel,
+        sentinel_rubric,
+        sentinel_share,
+        tuple(sorted(juror_checks.items())) if isinstance(juror_checks, Mapping) else juror_checks,
+        stop_on_alarm,
+        tuple(sorted((drift or {}).items())),
+    )
+    guarded = bool(
+        prechecks
+        or canaries
+        or sentinel is not None
+        or juror_checks
+        or stop_on_alarm
+        or precheck_reward != "unscored"
     )
     with _LOCK:
         if key not in _REWARDS:
@@ -151,8 +189,46 @@ def jury_rewards(
                 )
                 for name in names
             }
+            if guarded:
+                _guard(
+                    rewards,
+                    token_env=token_env,
+                    prechecks=prechecks,
+                    precheck_reward=precheck_reward,
+                    canaries=canaries,
+                    canary_kinds=canary_kinds,
+                    sentinel=sentinel,
+                    sentinel_rubric=sentinel_rubric,
+                    sentinel_share=sentinel_share,
+                    juror_checks=juror_checks,
+                    stop_on_alarm=stop_on_alarm,
+                    drift=drift,
+                )
             _REWARDS[key] = rewards
         return _REWARDS[key]
+
+
+def _guard(rewards: JuryRewards, **options: Any) -> None:
+    """Guard ``rewards`` as verl's ``reward_kwargs`` say (`jurybox.integrations.guard`)."""
+    from jurybox.rubrics import load_rubric
+
+    from .guard import RewardGuard, guard_spec, sentinel_rewards
+
+    checks = options.pop("juror_checks")
+    if isinstance(checks, Mapping):
+        from jurybox.judges.jurors import JurorCheck
+
+        checks = JurorCheck(**checks)
+    sentinel, rubric = options.pop("sentinel"), options.pop("sentinel_rubric")
+    token_env = options.pop("token_env")
+    spec = guard_spec(juror_checks=checks, **options)
+    RewardGuard(
+        spec,
+        rewards,
+        sentinel_rewards(
+            sentinel, rewards, load_rubric(rubric) if rubric is not None else None, token_env
+        ),
+    )
 
 
 def _sample(extra_info: Mapping[str, Any] | None) -> str:
@@ -204,17 +280,27 @@ def _item(
 
 
 def _result(rewards: JuryRewards, record: Mapping[str, Any], sample: str) -> dict[str, Any]:
+    floored = bool(rewards.floored([record]))  # pre-checked, the guard's floor its reward
     value, why = rewards.reward.raw(record)
-    if value is None and rewards.spec.unscored == "error":
+    if value is None and not floored and rewards.spec.unscored == "error":
         raise VerlUnscored(rewards.reward.name, sample, why)
     # the unscored policy applied ("none" is refused: verl cannot take it)
     out: dict[str, Any] = {
-        "score": rewards.reward.values([record])[0],
-        "jurybox/unscored": float(value is None),
+        "score": rewards.values_of([record])[0],
+        "jurybox/unscored": float(value is None and not floored),
     }
     for name, reward in _SCORES[id(rewards)].items():
         out[f"jurybox/{name}"] = reward.values([record])[0]
     out["jurybox/verdict"] = explain(record)
+    guard = rewards.guard
+    if guard is not None and guard.last is not None:
+        report = guard.last
+        out["jurybox/prechecked"] = float(floored or precheck_reason(record) is not None)
+        if report.canaries:
+            out["jurybox/canary_reward"] = report.canary_reward
+        if guard.sentinel is not None:
+            out["jurybox/sentinel_gap"] = report.sentinel_gap
+        out["jurybox/alarm"] = float(report.alarm)
     return out
 
 
@@ -298,6 +384,8 @@ def compute_score_sync(
     item = _item(rewards, sample, solution_str, ground_truth, extra_info)
     (record,) = rewards.records([item], [f"verl {sample}"])
     rewards.log_unscored([record], [f"verl {sample}"])
+    if rewards.guard is not None:
+        rewards.guard.stop()
     return _result(rewards, record, sample)
 
 
@@ -342,6 +430,8 @@ class _Gatherer:
         try:
             records = await asyncio.to_thread(self.rewards.records, items, samples)
             self.rewards.log_unscored(records, samples)
+            if self.rewards.guard is not None:
+                self.rewards.guard.stop()  # RewardDrift: verl has no other way to stop
         except Exception as exc:
             for _, _, future in batch:
                 if not future.done():
@@ -376,6 +466,16 @@ _OPTIONS = (
     "fields",
     "timeout",
     "concurrency",
+    "prechecks",
+    "precheck_reward",
+    "canaries",
+    "canary_kinds",
+    "sentinel",
+    "sentinel_rubric",
+    "sentinel_share",
+    "juror_checks",
+    "stop_on_alarm",
+    "drift",
 )
 # What verl itself may add to the call (with a reward-model router), not ours to read.
 _VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")

@@ -11,7 +11,10 @@ its completions table shows each verdict. Per-criterion rewards weighed by TRL's
 first half of a training step): a completion missing one criterion is unscored for all of
 them, not a sum with a 0 in it. Group rewards (#54): the same trainer's two steps on each
 prompt's completions compared in pairs, through the service's POST /v1/groups and by an
-in-process jury at once; a group beyond the service's limits is refused before any request."""
+in-process jury at once; a group beyond the service's limits is refused before any request.
+The guard (#62): the same trainer with a canary per step in the service's request and the real
+tiny jury as a held-out sentinel logs both, and stops at a (forced) drift alarm through its
+callback."""
 
 from __future__ import annotations
 
@@ -466,3 +469,106 @@ def test_a_group_beyond_the_service_s_limits_is_refused_before_any_request(user_
     )
     assert r.status_code == 413 and r.json()["error"]["field"] == "groups"
     assert "(max_items)" in r.json()["error"]["message"]
+
+
+def test_grpo_logs_canaries_and_a_sentinel_and_stops_on_an_alarm(
+    user_service, tiny_jury, token, tmp_path, caplog, monkeypatch
+):
+    """The guard (#62) in a real trainer: the reward from the live service with one canary per
+    step judged in the same request (2 completions + 1 canary within its 4 items), the real tiny
+    jury in process as the held-out sentinel (1 completion a step), and stop_on_alarm. The drift
+    tests' own statistics are test_monitors.py's: here the monitors' alarm is forced at step 2
+    (their threshold met there), and the trainer stops at the end of that step (max_steps 3)."""
+    import dataclasses
+
+    from datasets import Dataset
+
+    from jurybox.integrations.guard import GuardSpec
+    from jurybox.integrations.trl import jury_reward
+
+    monitor = GuardSpec.monitor
+
+    class AlarmAtStepTwo:
+        def __init__(self, inner) -> None:
+            self.inner, self.updates = inner, 0
+
+        def update(self, values):
+            state = self.inner.update(values)
+            self.updates += 1
+            if self.updates < 2:
+                return state
+            return dataclasses.replace(
+                state,
+                threshold=min(state.threshold, state.evidence),
+                alarm=True,
+                alarm_step=state.alarm_step or state.step,
+            )
+
+    monkeypatch.setattr(GuardSpec, "monitor", lambda self: AlarmAtStepTwo(monitor(self)))
+    reward = jury_reward(
+        url=user_service,
+        rubric="mirage-mg",
+        token_env=token,
+        fields={"reference": "answer"},
+        canaries=1,
+        sentinel=tiny_jury,
+        stop_on_alarm=True,
+    )
+    rewards_of = reward.rewards  # type: ignore[attr-defined]
+    sent: list[list] = []  # the items of each request to the service's jury
+    returned: list[list] = []  # the records the reward function read
+    plain, records = rewards_of._records_plain, rewards_of.records
+    monkeypatch.setattr(
+        rewards_of,
+        "_records_plain",
+        lambda items, samples: sent.append(list(items)) or plain(items, samples),
+    )
+    monkeypatch.setattr(
+        rewards_of,
+        "records",
+        lambda items, samples=None: returned.append(records(items, samples)) or returned[-1],
+    )
+    calls: list[list] = []
+
+    def recorded(prompts, completions, **kwargs):
+        out = reward(prompts=prompts, completions=completions, **kwargs)
+        calls.append(list(out))
+        return out
+
+    recorded.__name__ = reward.__name__
+    dataset = Dataset.from_dict(
+        {
+            "prompt": [conversation(SHORT), conversation(GARLIC)],
+            "answer": [REFERENCE, "Plant the cloves in October, before the ground freezes."],
+        }
+    )
+    trainer = grpo(tmp_path, [recorded], dataset, steps=3)
+    with caplog.at_level(logging.INFO, logger="jurybox.integrations"):
+        trainer.train()
+
+    # Stopped by the guard's callback at the end of step 2, not by max_steps.
+    assert trainer.state.global_step == 2 and len(calls) == 2
+    assert "StopOnAlarm" in trainer.callback_handler.callback_list
+    name = reward.__name__
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(steps) == 2
+    for logged in steps:
+        assert 0.0 <= logged[f"jurybox/{name}/canary_reward"] <= 1.0
+        assert 0.0 <= logged[f"jurybox/{name}/sentinel_gap"] <= 1.0
+        assert logged[f"jurybox/{name}/prechecked"] == 0.0
+    assert [h[f"jurybox/{name}/alarm"] for h in steps] == [0.0, 1.0]
+    # Each step's one request held the 2 completions and 1 canary; the trainer got 2 rewards.
+    assert [len(items) for items in sent] == [3, 3]
+    assert all(items[-1].id.startswith("canary-") for items in sent)
+    assert all(len(r) == 2 for r in calls)
+    assert all(not rec["id"].startswith("canary-") for recs in returned for rec in recs)
+    stats = rewards_of.stats
+    assert (stats.judge_calls, stats.canary_calls, stats.sentinel_calls) == (8, 4, 4)
+    messages = [r.getMessage() for r in caplog.records if r.name == "jurybox.integrations"]
+    assert messages[0].startswith(
+        "jurybox: guard of mirage-mg.weighted_sum: a step of 2 completions costs at most "
+        "8 judge calls (4 for the reward, 2 for 1 canary, 2 for the sentinel's 1 completion"
+    )
+    assert any(m.startswith("jurybox: step 2: reward drift alarm for ") for m in messages)
+    assert "jurybox: training stops at step 2: the reward's drift alarm (stop_on_alarm)" in messages
+    rewards_of.close()

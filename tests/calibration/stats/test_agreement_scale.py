@@ -1,8 +1,11 @@
-"""Alpha on continuous scores at scale: a million distinct values, seconds, bounded memory."""
+"""Alpha on continuous scores at scale: a million distinct values, in bounded memory.
+
+How fast is measured in perf/agreement_scale.py (side by side with the ``krippendorff``
+package, ratios in perf/RESULTS.md), never by a clock in a test.
+"""
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 
 import krippendorff
@@ -20,29 +23,24 @@ def _continuous(n_units: int, raters: int = 4, seed: int = 0) -> np.ndarray:
     return data
 
 
-def test_interval_alpha_million_distinct_values_fast_and_small() -> None:
+def test_interval_alpha_million_distinct_values_in_bounded_memory() -> None:
     data = _continuous(250_000)  # 1,000,000 cells, ~950,000 ratings, all distinct
     assert np.unique(data[~np.isnan(data)]).size > 900_000
     tracemalloc.start()
-    start = time.perf_counter()
     result = krippendorff_alpha(data, "interval")
-    elapsed = time.perf_counter() - start
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     # Signal variance 1, noise variance 0.25 per rater: alpha ~= 1/1.25 = 0.8.
     assert result.value == pytest.approx(0.8, abs=0.01)
-    assert elapsed < 5.0
     assert peak < 500 * 2**20  # the krippendorff package would need a V x V matrix (~7 TB)
 
 
 @pytest.mark.parametrize("level", ["ordinal", "ratio", "nominal"])
-def test_other_levels_million_ratings_within_seconds(level: str) -> None:
+def test_other_levels_million_ratings_defined(level: str) -> None:
     data = _continuous(250_000)
     if level == "ratio":
         data = np.exp(data)
-    start = time.perf_counter()
     result = krippendorff_alpha(data, level)
-    assert time.perf_counter() - start < 15.0
     assert result.defined
 
 

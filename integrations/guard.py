@@ -1,0 +1,592 @@
+"""The trainers' guard: pre-checks, canaries, a held-out sentinel and juror flags around a reward.
+
+A policy optimises against its reward for thousands of steps and keeps whatever the jury
+over-rewards. `RewardGuard` wraps the one call every adapter makes per batch
+(`jurybox.integrations.core.JuryRewards.records`) and, as `GuardSpec` says:
+
+- **pre-checks** (`jurybox.rubrics.exploits.precheck`): an empty answer, punctuation only, the
+  question or a prefix of it, a known master key is not sent to the judges. Its record is
+  unscored with the reason (``pre-check: known master key 'colon'``), so its reward is the
+  unscored policy's, or ``precheck_reward`` when that is a number: never a silent 0, and logged
+  with the sample either way.
+- **canaries** (`jurybox.rubrics.exploits.canary_items`): exploit responses built from the step's
+  own prompts, judged in the same call as the batch and never returned as rewards. Their mean
+  reward is the canary rate; a rise above its first steps' level is an alarm.
+- **a sentinel**: a judge or jury outside the reward scores a random ``sentinel_share`` of the
+  step's completions, in a thread beside the reward's judging. The gap ``g = (1 + reward -
+  sentinel) / 2`` (both on [0, 1]) rises when the reward climbs and the sentinel does not: a
+  policy gaming the reward. A rise above its first steps' level is an alarm.
+- **juror flags** (`jurybox.judges.jurors.flag_jurors`): a juror that collapsed to one value,
+  refused, or left its usual agreement with the rest, flagged in the log; with
+  ``JurorCheck(leave_out=True)`` the batch's verdicts are decided again without it.
+
+Both rises are tested by `jurybox.calibration.stats.monitors.DriftMonitor`: an anytime-valid
+test, valid however often it is read (every step). An alarm is a warning in the trainer's log
+naming the step, the statistic, its baseline level and the threshold; ``stop_on_alarm`` stops
+training (TRL: a callback; verl: `RewardDrift` is raised).
+
+What it costs: the canaries and the sentinel's completions are judge calls on top of the
+reward's. `RewardGuard.describe` says how many per step; it is logged before the first reward.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
+from jurybox.rubrics.exploits import DEFAULT_CANARIES
+from jurybox.rubrics.reward import RewardSpec
+
+from .core import JuryRewards, precheck_reason
+
+if TYPE_CHECKING:
+    from jurybox.calibration.stats.monitors import DriftMonitor, DriftState
+    from jurybox.judges.jurors import AgreementHistory, JurorCheck, JurorFlag
+    from jurybox.rubrics import Item
+
+__all__ = ["GuardSpec", "RewardDrift", "RewardGuard", "StepReport", "precheck_reason"]
+
+logger = logging.getLogger("jurybox.integrations")
+
+#: The canaries' share of a batch when they are switched on without saying how many
+#: (``canaries=True``): at least one per step.
+DEFAULT_CANARY_SHARE = 0.03
+
+Records = list[dict[str, Any]]
+Judge = Callable[[Sequence["Item"], Sequence[str]], Records]
+
+
+class RewardDrift(ExecutionError):
+    """The guard's alarm, raised where the trainer has no other way to stop (verl).
+
+    Names the step and the statistic that rose.
+    """
+
+
+@dataclass(frozen=True)
+class GuardSpec:
+    """What the guard does around each batch of a reward (all off by default).
+
+    Attributes:
+        prechecks: Do not send empty, punctuation-only, echoed and master-key answers to the
+            judges (`jurybox.rubrics.exploits.precheck`).
+        precheck_reward: A pre-checked answer's reward: ``"unscored"`` (the reward's unscored
+            policy, with the pre-check as the reason) or a number (the floor you choose).
+        canaries: Exploit canaries per step: a share of the batch (a float below 1, at least one
+            canary), a count (an int), or 0 for none.
+        canary_kinds: The canaries' kinds, rotating by step (`jurybox.rubrics.exploits.
+            canary_items`).
+        sentinel_share: The share of each step's completions the sentinel scores (at least one),
+            when the guard has a sentinel.
+        alpha: The drift tests' error rate: the chance of any false alarm over the run.
+        baseline_steps: The first steps whose level each drift test compares with.
+        margin: How far above its baseline level a statistic may rise before it is a drift.
+        horizon: The run's steps, where known (a tighter threshold than an open-ended run's).
+        juror_checks: Flag failing jurors per batch (`jurybox.judges.jurors.JurorCheck`), or None.
+        stop_on_alarm: Stop training at an alarm (TRL: at the end of the step; verl: raise
+            `RewardDrift`).
+    """
+
+    prechecks: bool = False
+    precheck_reward: Literal["unscored"] | float = "unscored"
+    canaries: float | int = 0
+    canary_kinds: tuple[str, ...] = DEFAULT_CANARIES
+    sentinel_share: float = 0.05
+    alpha: float = 0.05
+    baseline_steps: int = 10
+    margin: float = 0.02
+    horizon: int | None = None
+    juror_checks: JurorCheck | None = None
+    stop_on_alarm: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.precheck_reward, str):
+            if self.precheck_reward != "unscored":
+                raise InputError(
+                    f"jurybox: precheck_reward={self.precheck_reward!r}: give 'unscored' (the "
+                    "reward's unscored policy) or a number",
+                    field="precheck_reward",
+                )
+        elif not math.isfinite(float(self.precheck_reward)):
+            raise InputError("jurybox: precheck_reward must be finite", field="precheck_reward")
+        if isinstance(self.canaries, bool) or self.canaries < 0:
+            raise InputError(
+                f"jurybox: canaries={self.canaries!r}: give a share of the batch (a float below "
+                "1), a count (an int) or 0",
+                field="canaries",
+            )
+        if isinstance(self.canaries, float) and self.canaries >= 1:
+            raise InputError(
+                f"jurybox: canaries={self.canaries!r}: a share is below 1; a count is an int",
+                field="canaries",
+            )
+        if not 0 <= self.sentinel_share <= 1:
+            raise InputError(
+                f"jurybox: sentinel_share={self.sentinel_share!r}: a share of the batch, in [0, 1]",
+                field="sentinel_share",
+            )
+
+    def canary_count(self, batch: int) -> int:
+        """The canaries added to a batch of ``batch`` completions."""
+        if not self.canaries or batch < 1:
+            return 0
+        if isinstance(self.canaries, float):
+            return max(1, math.ceil(self.canaries * batch))
+        return int(self.canaries)
+
+    def sentinel_count(self, batch: int) -> int:
+        """The completions of a batch of ``batch`` the sentinel scores."""
+        if self.sentinel_share <= 0 or batch < 1:
+            return 0
+        return min(batch, max(1, math.ceil(self.sentinel_share * batch)))
+
+    def monitor(self) -> DriftMonitor:
+        """A drift test of these parameters."""
+        from jurybox.calibration.stats.monitors import DriftMonitor
+
+        return DriftMonitor(
+            alpha=self.alpha,
+            baseline_steps=self.baseline_steps,
+            margin=self.margin,
+            horizon=self.horizon,
+        )
+
+
+def guard_spec(
+    *,
+    prechecks: bool = False,
+    precheck_reward: Literal["unscored"] | float = "unscored",
+    canaries: bool | float | int = False,
+    canary_kinds: Sequence[str] | None = None,
+    sentinel_share: float = 0.05,
+    juror_checks: JurorCheck | bool | None = None,
+    stop_on_alarm: bool = False,
+    drift: dict[str, Any] | None = None,
+) -> GuardSpec:
+    """A `GuardSpec` from an adapter's keyword arguments.
+
+    ``canaries=True`` is `DEFAULT_CANARY_SHARE` of the batch; ``juror_checks=True`` is a default
+    `jurybox.judges.jurors.JurorCheck`; ``drift`` holds the drift tests' ``alpha``,
+    ``baseline_steps``, ``margin`` and ``horizon``.
+    """
+    if canaries is True:
+        canaries = DEFAULT_CANARY_SHARE
+    elif canaries is False:
+        canaries = 0
+    checks: JurorCheck | None
+    if juror_checks is True:
+        from jurybox.judges.jurors import JurorCheck
+
+        checks = JurorCheck()
+    else:
+        checks = juror_checks or None
+    unknown = sorted(set(drift or {}) - {"alpha", "baseline_steps", "margin", "horizon"})
+    if unknown:
+        raise InputError(
+            f"jurybox: drift takes alpha, baseline_steps, margin and horizon; not {unknown[0]!r}",
+            field="drift",
+        )
+    return GuardSpec(
+        prechecks=prechecks,
+        precheck_reward=precheck_reward,
+        canaries=canaries,
+        canary_kinds=tuple(canary_kinds) if canary_kinds is not None else DEFAULT_CANARIES,
+        sentinel_share=sentinel_share,
+        juror_checks=checks,
+        stop_on_alarm=stop_on_alarm,
+        **(drift or {}),
+    )
+
+
+@dataclass
+class StepReport:
+    """What the guard saw in one step (one batch).
+
+    Attributes:
+        step: The step (the guard's count of batches, from 1).
+        batch: The batch's completions.
+        prechecked: The completions not sent, as (sample, reason).
+        canaries: The canaries judged.
+        canary_reward: Their mean reward (unit scale), None where none was scored.
+        sentinel: The completions the sentinel scored.
+        sentinel_gap: The mean of ``(1 + reward - sentinel) / 2`` over those both scored.
+        canary_state: The canary rate's drift test after this step (None: no canaries).
+        sentinel_state: The sentinel gap's drift test after this step (None: no sentinel).
+        alarm: Whether either test has raised an alarm, at this step or before.
+        flags: The jurors flagged in this batch.
+    """
+
+    step: int
+    batch: int
+    prechecked: list[tuple[str, str]] = field(default_factory=list)
+    canaries: int = 0
+    canary_reward: float | None = None
+    sentinel: int = 0
+    sentinel_gap: float | None = None
+    canary_state: DriftState | None = None
+    sentinel_state: DriftState | None = None
+    alarm: bool = False
+    flags: list[JurorFlag] = field(default_factory=list)
+
+    @property
+    def evidence(self) -> float | None:
+        """The larger drift evidence of the two tests (None: neither runs)."""
+        states = [s for s in (self.canary_state, self.sentinel_state) if s is not None]
+        return max(s.evidence for s in states) if states else None
+
+
+class RewardGuard:
+    """Pre-checks, canaries, a sentinel and juror flags around one reward's batches.
+
+    Made, it guards ``rewards``: each `jurybox.integrations.core.JuryRewards.records` call runs
+    through `around` (``rewards.guard`` is this one).
+
+    Args:
+        spec: What it does.
+        rewards: The reward it guards (its rubric, jury and reward).
+        sentinel: The held-out sentinel's rewards (a judge or jury outside the reward), or None.
+
+    Attributes:
+        last: The last step's `StepReport` (None before the first).
+        alarmed: Whether a drift test has raised an alarm.
+    """
+
+    def __init__(
+        self, spec: GuardSpec, rewards: JuryRewards, sentinel: JuryRewards | None = None
+    ) -> None:
+        self.spec = spec
+        self.rewards = rewards
+        self.sentinel = sentinel
+        # both on the unit scale, whatever the reward's own scale and unscored policy
+        self.unit = rewards.spec.model_copy(update={"scale": "unit", "unscored": "none"}).bind(
+            rewards.rubric
+        )
+        self.sentinel_unit = (
+            sentinel.spec.model_copy(update={"scale": "unit", "unscored": "none"}).bind(
+                sentinel.rubric
+            )
+            if sentinel is not None
+            else None
+        )
+        self.suite: Any = None
+        self.step = 0
+        self.last: StepReport | None = None
+        self.alarmed = False
+        self._canary_monitor: DriftMonitor | None = None
+        self._sentinel_monitor: DriftMonitor | None = None
+        self._history: AgreementHistory | None = None
+        self._states: dict[str, DriftState] = {}
+        self._alarms: dict[str, str] = {}  # statistic -> the alarm's line
+        self._announced: set[int] = set()
+        self._rng = random.Random(0)
+        self._lock = threading.Lock()
+        self._update = threading.Lock()
+        self._pool = (
+            ThreadPoolExecutor(1, thread_name_prefix="jurybox-sentinel")
+            if sentinel is not None
+            else None
+        )
+        rewards.guard = self
+
+    # -- cost ---------------------------------------------------------------------------------
+
+    def calls(self, batch: int) -> tuple[int, int, int]:
+        """The judge calls of a step of ``batch`` completions: the reward's, canaries', sentinel's.
+
+        The most: pre-checked completions are not sent, so a step with some costs less.
+        """
+        judges = len(self.rewards._jury.spec.judges) * self.rewards.rubric.judge_calls
+        reward = batch * judges
+        canaries = self.spec.canary_count(batch) * judges
+        sentinel = 0
+        if self.sentinel is not None:
+            per = len(self.sentinel._jury.spec.judges) * self.sentinel.rubric.judge_calls
+            sentinel = self.spec.sentinel_count(batch) * per
+        return reward, canaries, sentinel
+
+    def describe(self, batch: int) -> str:
+        """The judge calls per step of ``batch`` completions, in a line for the log."""
+        reward, canaries, sentinel = self.calls(batch)
+        parts = [f"{reward} for the reward"]
+        if canaries:
+            parts.append(
+                f"{canaries} for {_n(self.spec.canary_count(batch), 'canary', 'canaries')}"
+            )
+        if sentinel:
+            parts.append(
+                f"{sentinel} for the sentinel's {_n(self.spec.sentinel_count(batch), 'completion')}"
+                f" ({self.sentinel.rubric.name if self.sentinel is not None else ''})"
+            )
+        total = reward + canaries + sentinel
+        extra = (total / reward - 1) * 100 if reward else 0.0
+        checks = "; pre-checked completions are not sent" if self.spec.prechecks else ""
+        return (
+            f"jurybox: guard of {self.rewards.reward.name}: a step of {_n(batch, 'completion')} costs "
+            f"at most {total} judge calls ({', '.join(parts)}): {extra:+.1f}% over the reward "
+            f"alone{checks}"
+        )
+
+    def announce(self, batch: int) -> None:
+        """Print and log (INFO) `describe` once per batch size, before its first reward."""
+        if batch in self._announced:
+            return
+        self._announced.add(batch)
+        line = self.describe(batch)
+        print(line, flush=True)
+        logger.info(line)
+
+    # -- a step -------------------------------------------------------------------------------
+
+    def around(self, judge: Judge, items: Sequence[Item], samples: Sequence[str]) -> Records:
+        """The records of one batch, judged by ``judge`` with the guard around it.
+
+        Args:
+            judge: Judges items (the reward's plain `records`).
+            items: The batch's items.
+            samples: One label per item.
+
+        Returns:
+            One verdict record per item, in order (no canary among them).
+        """
+        items, samples = list(items), list(samples)
+        with self._lock:
+            self.step += 1
+            step = self.step
+        self.announce(len(items))
+        report = StepReport(step=step, batch=len(items))
+        reasons = self._prechecks(items)
+        sent = [k for k in range(len(items)) if k not in reasons]
+        report.prechecked = [(samples[k], reasons[k]) for k in sorted(reasons)]
+        canaries = self._canaries([items[k] for k in sent], step)
+        report.canaries = len(canaries)
+        chosen: list[int] = []
+        pending: Future[Records] | None = None
+        if self.sentinel is not None and self._pool is not None and sent:
+            m = self.spec.sentinel_count(len(sent))
+            chosen = sorted(self._rng.sample(sent, m))
+            pending = self._pool.submit(
+                self.sentinel.records,
+                [items[k] for k in chosen],
+                [f"{samples[k]} (sentinel)" for k in chosen],
+            )
+        try:
+            judged = judge(
+                [items[k] for k in sent] + canaries,
+                [samples[k] for k in sent] + [f"canary {c.id}" for c in canaries],
+            )
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            raise
+        main, canary_records = judged[: len(sent)], judged[len(sent) :]
+        if canaries:
+            self._recount(len(canaries))
+        with self._update:  # (verl may judge chunks at once: one step's state at a time)
+            if self.spec.juror_checks is not None and main:
+                main = self._flag(main, report)
+            by_k = dict(zip(sent, main))
+            records = [
+                by_k[k] if k in by_k else self.rewards._unsent(items[k], reasons[k])
+                for k in range(len(items))
+            ]
+            if report.prechecked and not isinstance(self.spec.precheck_reward, str):
+                self._log_prechecked(report)  # (unscored ones: the adapter's unscored warning)
+            if canaries:
+                values = [v for v in self.unit.values(canary_records) if v is not None]
+                report.canary_reward = sum(values) / len(values) if values else None
+                if values:
+                    if self._canary_monitor is None:
+                        self._canary_monitor = self.spec.monitor()
+                    self._states["canary"] = self._canary_monitor.update(values)
+                    self._check("canary", "the canaries' mean reward", step)
+                report.canary_state = self._states.get("canary")
+            sentinel_records: Records | None = None
+            if pending is not None:
+                try:
+                    sentinel_records = pending.result()
+                except JuryboxError as exc:  # a monitor's failure never fails the reward's step
+                    logger.warning(
+                        "jurybox: step %d: the sentinel could not score (no sentinel gap this "
+                        "step): %s",
+                        step,
+                        exc,
+                    )
+            if sentinel_records is not None:
+                report.sentinel = len(chosen)
+                assert self.sentinel_unit is not None and self.sentinel is not None
+                ours = self.unit.values([records[k] for k in chosen])
+                theirs = self.sentinel_unit.values(sentinel_records)
+                gaps = [
+                    (1 + r - s) / 2 for r, s in zip(ours, theirs) if r is not None and s is not None
+                ]
+                report.sentinel_gap = sum(gaps) / len(gaps) if gaps else None
+                with self.rewards._lock:
+                    self.rewards.stats.sentinel_calls += self.calls_of(self.sentinel, len(chosen))
+                if gaps:
+                    if self._sentinel_monitor is None:
+                        self._sentinel_monitor = self.spec.monitor()
+                    self._states["sentinel"] = self._sentinel_monitor.update(gaps)
+                    self._check("sentinel", "the sentinel gap (1 + reward - sentinel) / 2", step)
+                report.sentinel_state = self._states.get("sentinel")
+            report.alarm = self.alarmed
+            self.last = report
+        return records
+
+    def stop(self) -> None:
+        """Raise `RewardDrift` if ``stop_on_alarm`` and a drift test has raised an alarm."""
+        if not (self.spec.stop_on_alarm and self.alarmed and self.last is not None):
+            return
+        raise RewardDrift(
+            f"jurybox: training stopped at step {self.last.step} (stop_on_alarm): "
+            + "; ".join(self._alarms.values())
+        )
+
+    def close(self) -> None:
+        """Stop the sentinel's thread (and close the sentinel's rewards)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        if self.sentinel is not None:
+            self.sentinel.close()
+
+    # -- pieces -------------------------------------------------------------------------------
+
+    @staticmethod
+    def calls_of(rewards: JuryRewards, items: int) -> int:
+        """The judge calls of ``items`` items judged by ``rewards``' jury."""
+        return items * len(rewards._jury.spec.judges) * rewards.rubric.judge_calls
+
+    def _prechecks(self, items: Sequence[Item]) -> dict[int, str]:
+        if not self.spec.prechecks:
+            return {}
+        from jurybox.rubrics.exploits import load_suite, precheck
+
+        if self.suite is None:
+            self.suite = load_suite()
+        out: dict[int, str] = {}
+        for k, item in enumerate(items):
+            why = precheck(item.question or "", item.response or "", self.suite)
+            if why is not None:
+                out[k] = why
+        return out
+
+    def _canaries(self, items: Sequence[Item], step: int) -> list[Item]:
+        k = self.spec.canary_count(len(items))
+        if not k or not items:
+            return []
+        from jurybox.rubrics.exploits import canary_items
+
+        return canary_items(items, self.rewards.rubric, k, step, self.spec.canary_kinds)
+
+    def _recount(self, canaries: int) -> None:
+        """Count the canaries' calls apart from the reward's (the plain path counted them)."""
+        calls = self.calls_of(self.rewards, canaries)
+        with self.rewards._lock:
+            self.rewards.stats.judge_calls -= calls
+            self.rewards.stats.canary_calls += calls
+
+    def _flag(self, records: Records, report: StepReport) -> Records:
+        from jurybox.judges.jurors import AgreementHistory, flag_jurors, records_without
+
+        check = self.spec.juror_checks
+        assert check is not None
+        if self._history is None:
+            self._history = AgreementHistory(check.history)
+        jury = self.rewards._jury
+        report.flags = list(flag_jurors(self.rewards.rubric, jury, records, check, self._history))
+        if not report.flags:
+            return records
+        shown = "; ".join(
+            f"{f.judge}"
+            + (f" on {f.criterion}" if f.criterion else "")
+            + f": {f.kind} ({f.detail})"
+            for f in report.flags
+        )
+        left = " (left out of this batch's verdicts)" if check.leave_out else ""
+        logger.warning(
+            "jurybox: step %d: %d juror flag(s) in %s's batch%s: %s",
+            report.step,
+            len(report.flags),
+            self.rewards.reward.name,
+            left,
+            shown,
+        )
+        if not check.leave_out:
+            return records
+        return records_without(self.rewards.rubric, jury, records, report.flags)
+
+    def _log_prechecked(self, report: StepReport) -> None:
+        what = f"reward {float(self.spec.precheck_reward):g}, the precheck_reward"
+        shown = "; ".join(f"{sample}: {why}" for sample, why in report.prechecked[:5])
+        more = f" (and {len(report.prechecked) - 5} more)" if len(report.prechecked) > 5 else ""
+        logger.warning(
+            "jurybox: step %d: %d of %d completions pre-checked, not sent to the judges (%s): %s%s",
+            report.step,
+            len(report.prechecked),
+            report.batch,
+            what,
+            shown,
+            more,
+        )
+
+    def _check(self, which: str, statistic: str, step: int) -> None:
+        """Warn (once per statistic) where its drift test raised an alarm."""
+        state = self._states[which]
+        if not state.alarm or which in self._alarms:
+            return
+        line = (
+            f"{statistic} rose above its first {self.spec.baseline_steps} steps' level: recent "
+            f"mean {_f(state.recent_mean)}, baseline {_f(state.baseline)} (upper level "
+            f"u0 {_f(state.upper)}), evidence {state.evidence:.3g} >= threshold "
+            f"{state.threshold:.3g}"
+        )
+        self._alarms[which] = line
+        self.alarmed = True
+        stop = " (stop_on_alarm: training stops)" if self.spec.stop_on_alarm else ""
+        logger.warning(
+            "jurybox: step %d: reward drift alarm for %s: %s%s",
+            step,
+            self.rewards.reward.name,
+            line,
+            stop,
+        )
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+def _f(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def sentinel_rewards(
+    sentinel: Any,
+    rewards: JuryRewards,
+    rubric: Any = None,
+    token_env: str = "JURYBOX_TOKEN",
+) -> JuryRewards | None:
+    """The sentinel's rewards from an adapter's ``sentinel=``: a URL, a jury, or `JuryRewards`.
+
+    Its reward reads the guarded reward's score where its rubric is the same (else the rubric's
+    default), on the unit scale, uncalibrated; None for no sentinel.
+    """
+    if sentinel is None:
+        return None
+    if isinstance(sentinel, JuryRewards):
+        return sentinel
+    same = rubric is None
+    loaded = rewards.rubric if same else rubric
+    spec = RewardSpec(score=rewards.reward.score if same else None, unscored="none")
+    where: dict[str, Any] = (
+        {"url": sentinel, "token_env": token_env}
+        if isinstance(sentinel, str) and sentinel.startswith(("http://", "https://"))
+        else {"jury": sentinel}
+    )
+    return JuryRewards(loaded, reward=spec, concurrency=1, **where)
