@@ -85,3 +85,13 @@ def test_a_command_made_of_a_function_gets_its_marked_parameters():
     help_text = runner.invoke(cli, ["command", "--help"]).output
     assert "The size." in help_text and "[default: 3]" in help_text
     assert "hidden" not in help_text and help_text.index("--size") < help_text.index("--loud")
+
+
+def test_options_several_commands_share_are_written_once():
+    """--rubric and the verdicts of agree, calibrate and audit: serving/options.py's, one text."""
+    from jurybox.serving.options import JUDGED, RUBRIC
+
+    for command in ("agree", "calibrate", "audit"):
+        text = " ".join(runner.invoke(app, [command, "--help"], terminal_width=200).output.split())
+        for shared in (RUBRIC, JUDGED):
+            assert " ".join(shared["cli"]["help"].split()[:8]) in text, command
