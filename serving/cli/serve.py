@@ -3,14 +3,46 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.console import note, reported
+from jurybox.serving.cli.console import note, options_of, reported
+from jurybox.serving.service.config import Limits, ServiceConfig
+from jurybox.serving.service.foreground import serve_jury
 
 
+@options_of(
+    serve_jury,
+    place={
+        **dict.fromkeys(("jury", "rubrics", "calibration", "conformal", "route_width"), "host"),
+        "token_env": "address",
+        **dict.fromkeys(
+            (
+                "cors_origin",
+                "max_items",
+                "max_body_bytes",
+                "max_field_chars",
+                "max_concurrent",
+                "max_queued",
+                "request_timeout",
+                "max_judge_calls",
+                "max_prompt_chars",
+                "max_request_prompt_chars",
+                "body_timeout",
+                "max_client_requests",
+                "ingress_replicas",
+                "openrlhf_unscored",
+                "juror_checks",
+                "leave_out_flagged",
+                "no_cache",
+            ),
+            "drain_timeout",
+        ),
+    },
+)
 def serve(
+    options: dict[str, Any],
     jury: Annotated[
         str,
         typer.Option(
@@ -50,20 +82,11 @@ def serve(
             show_default=False,
         ),
     ] = None,
-    host: Annotated[str, typer.Option(help="Address the HTTP server listens on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port the HTTP server listens on.")] = 8000,
     token_env: Annotated[
         str | None,
         typer.Option(
             "--token-env",
             help="Environment variable holding a token: every /v1 call must then send `Authorization: Bearer <token>`.",
-            show_default=False,
-        ),
-    ] = None,
-    address: Annotated[
-        str | None,
-        typer.Option(
-            help="Join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray).",
             show_default=False,
         ),
     ] = None,
@@ -170,16 +193,6 @@ def serve(
             help="Judge every item, even one this configuration judged before (by default the verdict cache answers those; see `jurybox cache`).",
         ),
     ] = False,
-    drain_timeout: Annotated[
-        float,
-        typer.Option(
-            help="On Ctrl-C or SIGTERM: seconds to let requests in flight finish (new ones get 503) before stopping; a second Ctrl-C stops at once.",
-            min=0,
-        ),
-    ] = 30.0,
-    startup_timeout: Annotated[
-        float, typer.Option(help="Seconds to wait for every judge to load before giving up.", min=1)
-    ] = 900.0,
     print_config: Annotated[
         bool,
         typer.Option(
@@ -196,8 +209,6 @@ def serve(
     then shuts the application down.
     """
     from jurybox.judges import cache as verdict_cache
-    from jurybox.serving.service.config import Limits, ServiceConfig
-    from jurybox.serving.service.foreground import serve_jury
 
     with reported():
         use_cache = not no_cache and verdict_cache.enabled()
@@ -233,14 +244,6 @@ def serve(
 
             from jurybox.serving.service.builder import serve_config
 
-            typer.echo(yaml.safe_dump(serve_config(config, port=port), sort_keys=False))
+            typer.echo(yaml.safe_dump(serve_config(config, port=options["port"]), sort_keys=False))
             return
-        serve_jury(
-            config,
-            host=host,
-            port=port,
-            address=address,
-            startup_timeout=startup_timeout,
-            drain_timeout=drain_timeout,
-            say=note,
-        )
+        serve_jury(config, **options, say=note)

@@ -18,24 +18,40 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jurybox.rubrics.errors import ExecutionError
+from jurybox.serving.options import command_line, option
+from jurybox.serving.service.config import ServiceConfig
 
 if TYPE_CHECKING:
     from jurybox.judges import JurySpec
-    from jurybox.serving.service.config import ResolvedConfig, ServiceConfig
+    from jurybox.serving.service.config import ResolvedConfig
 
 Say = Callable[[str], None]
 
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}
 
 
+@command_line(
+    host=option(help="Address the HTTP server listens on."),
+    port=option(help="Port the HTTP server listens on."),
+    address=option(
+        help="Join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray).",
+        show_default=False,
+    ),
+    drain_timeout=option(
+        help="On Ctrl-C or SIGTERM: seconds to let requests in flight finish (new ones get 503) "
+        "before stopping; a second Ctrl-C stops at once.",
+        min=0,
+    ),
+    startup_timeout=option(help="Seconds to wait for every judge to load before giving up.", min=1),
+)
 def serve_jury(
     config: ServiceConfig,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
     address: str | None = None,
-    startup_timeout: float = 900.0,
     drain_timeout: float = 30.0,
+    startup_timeout: float = 900.0,
     say: Say | None = None,
     stop: threading.Event | None = None,
 ) -> None:
@@ -49,9 +65,9 @@ def serve_jury(
         port: Port the HTTP server listens on.
         address: Join this Ray cluster (default: ``$RAY_ADDRESS``, else start a local Ray;
             a local Ray's judges' weights are checked before it starts).
-        startup_timeout: Seconds to wait for every judge to load before giving up.
         drain_timeout: On the stop: seconds to let requests in flight finish (new ones get
             503) before stopping.
+        startup_timeout: Seconds to wait for every judge to load before giving up.
         say: Where the progress lines go (each judge ready, serving, shutting down; default:
             stderr).
         stop: An event that stops the service when set (default: Ctrl-C or SIGTERM set it,
