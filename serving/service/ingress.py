@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import msgspec
 import numpy as np
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -253,6 +253,15 @@ def build_app(service: ScoringService) -> FastAPI:
         calibrated: bool = False,
         unscored: str | None = None,
         scores: Literal["reward", "agreement"] = "reward",
+        prechecks: bool = Query(
+            False, description="on: a sample not worth judging (a master key...) is not sent."
+        ),
+        precheck_reward: float | None = Query(
+            None, description="A pre-checked sample's reward (default: the unscored value)."
+        ),
+        canaries: float = Query(
+            0.0, ge=0, le=1, description="One canary every ceil(1/canaries) samples (0: none)."
+        ),
     ) -> Response:
         """The jury's reward for each of OpenRLHF's samples.
 
@@ -262,8 +271,18 @@ def build_app(service: ScoringService) -> FastAPI:
         unscored sample gets, flagged in ``extra_logs``. ``scores``: what OpenRLHF's dynamic filter
         reads (the reward, or the jury's agreement). The token, where the service has one, in the
         URL: ``http://jurybox:TOKEN@host:port/v1/openrlhf/RUBRIC?unscored=0``.
+
+        Guards (`jurybox.serving.service.guards`): ``prechecks=on`` does not send a sample not
+        worth judging (empty, punctuation only, the question echoed, a known master key): it is
+        unscored with its reason (code ``prechecked``), rewarded ``precheck_reward`` (else the
+        unscored value); ``canaries=0.03`` adds a canary (an exploit response built from the
+        sample's prompt) every 34th sample, judged with the samples and never among the
+        rewards: ``extra_logs`` gains ``jurybox/prechecked``, ``jurybox/canary_reward`` and
+        ``jurybox/canary_alarm``.
         """
-        options = Options(score, scale, calibrated, unscored, scores)
+        options = Options(
+            score, scale, calibrated, unscored, scores, prechecks, precheck_reward, canaries
+        )
         return Response(
             await answer_openrlhf(service, rubric, request, options, request_id(http)),
             media_type="application/json",

@@ -26,6 +26,9 @@ fails the step far from the cause, so the URL (``?unscored=error`` or a number) 
 `jurybox.judges.parsing.REASON_CODES`, by position; 0 when scored) for every sample, which OpenRLHF
 logs beside its own metrics.
 
+``?prechecks=on`` (with ``precheck_reward=<number>``) and ``?canaries=<share>`` guard the reward
+against a policy that games it: `jurybox.serving.service.guards`.
+
 The route's serving logic is `answer_openrlhf`: the samples become items, scored through the
 scoring service's `score_items` as ``/v1/score``'s are. Everything here is linear in the body's
 size: no regular expression runs on a client's text.
@@ -47,6 +50,7 @@ from jurybox.rubrics import Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward, policy_text
 from jurybox.serving.problems import HTTPProblem, Invalid, TooLarge, Unscorable
+from jurybox.serving.service.guards import check_guard_options, guard_for, guarded_records
 
 if TYPE_CHECKING:
     from jurybox.serving.service.scoring import ScoringService
@@ -68,13 +72,22 @@ Filter = Literal["reward", "agreement"]
 
 @dataclass(frozen=True)
 class Options:
-    """The route's query parameters: the reward (`reward_options`) and ``scores``."""
+    """The route's query parameters.
+
+    The reward (`reward_options`), ``scores``, and the guards
+    (`jurybox.serving.service.guards`): ``prechecks`` (samples not worth judging are not sent),
+    ``precheck_reward`` (their reward; None: the unscored value) and ``canaries`` (the share of
+    samples that add a canary).
+    """
 
     score: str | None = None
     scale: Scale = "unit"
     calibrated: bool = False
     unscored: str | None = None
     scores: Filter = "reward"
+    prechecks: bool = False
+    precheck_reward: float | None = None
+    canaries: float = 0.0
 
 
 class OpenRLHFRequest(BaseModel):
@@ -314,6 +327,8 @@ def answer(
     records: list[dict[str, Any]],
     spans: dict[str, float],
     scores: Filter = "reward",
+    fixed: dict[int, float] | None = None,
+    extra: dict[str, list[float]] | None = None,
 ) -> dict[str, Any]:
     """OpenRLHF's answer for the verdicts: rewards, scores and extra logs.
 
@@ -321,10 +336,13 @@ def answer(
     filter); ``extra_logs`` per sample: ``jurybox/unscored``, ``jurybox/unscored_reason`` (the
     code's position in `REASON_CODES`, 0 when scored) and each criterion's reward
     (``jurybox/<criterion>``; where it has none, the unscored value, or NaN when the policy is an
-    error). A 422 naming the unscored items when the reward's policy is an error.
+    error). A 422 naming the unscored items when the reward's policy is an error. ``fixed``:
+    the rewards of samples that were not judged (pre-checked), by position; ``extra``: more
+    ``extra_logs`` per sample (the guards').
     """
+    fixed = fixed or {}
     try:
-        values = reward.values(records)
+        values = reward.values(r for k, r in enumerate(records) if k not in fixed)
     except UnscoredReward as exc:  # in the route's terms (unscored=none is refused here)
         said = UnscoredReward(
             exc.unscored,
@@ -333,7 +351,8 @@ def answer(
             "sample with that number instead (OpenRLHF needs a number for every sample)",
         )
         raise Unscorable(str(said), "unscored") from None
-    rewards = [float(v) for v in values if v is not None]  # (unscored=none is refused before)
+    judged = iter(float(v) for v in values if v is not None)  # (unscored=none is refused before)
+    rewards = [fixed[k] if k in fixed else next(judged) for k in range(len(records))]
     flags, reasons = [], []
     for record in records:
         raw, why = reward.raw(record)
@@ -347,6 +366,7 @@ def answer(
         logs[f"jurybox/{each.score}"] = [
             math.nan if v is None else float(v) for v in each.values(records)
         ]
+    logs.update(extra or {})
     if len(records) == 1:  # OpenRLHF's one-sample requests: numbers, as it logs them
         logs = {k: v[0] if isinstance(v, list) else v for k, v in logs.items()}
     filtered = rewards if scores == "reward" else [agreement(r, spans) for r in records]
@@ -428,7 +448,8 @@ async def answer_openrlhf(
             options.unscored,
             service.plan.openrlhf_unscored,
         )
-        return await _answer(service, rubric, request, reward, options.scores, request_id or "-")
+        check_guard_options(options, reward)
+        return await _answer(service, rubric, request, reward, options, request_id or "-")
     except HTTPProblem as exc:
         problem = renamed(exc)
         service_logger.warning(
@@ -447,7 +468,7 @@ async def _answer(
     rubric_name: str,
     request: OpenRLHFRequest,
     reward: RewardSpec,
-    scores: Filter,
+    options: Options,
     request_id: str,
 ) -> bytes:
     if reward.unscored == "none":
@@ -484,13 +505,23 @@ async def _answer(
     if not raw:
         raise Invalid("query is empty; send at least one sample", "query")
     sent, unsent = split_unsent(raw, limits.max_field_chars)
-    records = await service.score_items(rubric_name, sent, allow_empty=True) if sent else []
+    guard = guard_for(service, rubric_name, reward, options)  # (pre-checks, canaries)
+    prechecked: dict[int, str] = {}
+    if guard is not None:
+        records, unsent, prechecked = await guarded_records(
+            service, rubric_name, guard, raw, unsent, request_id
+        )
+    else:
+        records = await service.score_items(rubric_name, sent, allow_empty=True) if sent else []
     records = merged(records, unsent, rubric, service.jury.name)
     spans = {c.name: c.scale.high - c.scale.low for c in rubric.criteria}
-    given = await asyncio.to_thread(answer, bound, criteria, records, spans, scores)
+    fixed, extra = guard.answered(len(records), prechecked) if guard else ({}, None)
+    given = await asyncio.to_thread(
+        answer, bound, criteria, records, spans, options.scores, fixed, extra
+    )
     for k, record in enumerate(records):
         value, why = bound.raw(record)
-        if value is None:
+        if value is None and k not in prechecked:  # (those: logged by the guard)
             service_logger.warning(
                 "OpenRLHF request %s: sample %d unscored (%s), rewarded %s: %s",
                 request_id,

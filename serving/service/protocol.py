@@ -55,6 +55,14 @@ class ScoreItem(BaseModel):
         "the service reads no file on a client's word), "
         "within the service's image limits; refused (422) when no judge of the jury sees images.",
     )
+    canary: bool = Field(
+        False,
+        description="A canary: an exploit response the client built (a self-assessment, an "
+        "instruction to the judge, ...) to watch how much the jury rewards it. It is judged as "
+        "any item (and costs its judge calls), never answered from nor stored in the verdict "
+        "cache, counted apart in /metrics (jurybox_canary_items_total, jurybox_canary_score), "
+        "and its verdict carries canary: true. Not a field the rubric sees.",
+    )
 
 
 class ScoreRequest(BaseModel):

@@ -19,7 +19,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 from jurybox.judges import provenance
@@ -33,6 +34,8 @@ from jurybox.judges.jurors import (
     flag_jurors,
 )
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
+from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.problems import Invalid, NotFound, TimedOut, TooLarge
 from jurybox.serving.service.admission import Prepared, check_inline, inline_rubric, prepare
 from jurybox.serving.service.batching import Batches
@@ -226,6 +229,7 @@ class ScoringService:
         *,
         allow_empty: bool = False,
         limit_items: bool = True,
+        canaries: Collection[int] = (),
     ) -> list[dict[str, Any]]:
         """The verdict records of ``items`` with ``rubric``, judged by ``deadline``.
 
@@ -235,22 +239,46 @@ class ScoringService:
         configuration are answered from the verdict cache, the others judged in the batches
         (`jurybox.serving.service.batching`); calibrated where a map applies.
         ``limit_items=False``: a group request's round (its bounds and pace are checked for the
-        request as a whole).
+        request as a whole). ``canaries``: the positions of canary items (`_canaries`).
         """
         rubric, checked, requests = await self._prepare(rubric, items, allow_empty, limit_items)
         prov = self.provenance_for(rubric)
         # Items judged before with this configuration are answered from the verdict cache;
         # only the others go to the judges (none at all when every item is cached).
-        lookup = await self._looked_up(prov, checked)
+        canaries = frozenset(canaries)
+        lookup = await self._looked_up(prov, checked, canaries)
         fresh: list[Verdict] = []
         if lookup.todo and limit_items:  # (a group request's rounds: checked as a whole)
             check_pace(self, len(lookup.todo) * len(requests.calls), deadline)
         if lookup.todo:
             fresh = await self.batches.judged(rubric, prov, requests.subset(lookup.todo), deadline)
-            await self._stored(lookup, fresh)
+            await self._stored(lookup, fresh, canaries)
         records = await asyncio.to_thread(self._records, rubric, prov, lookup, fresh, checked)
         self.metrics.count_votes(records)
+        if canaries:
+            self._canaries(rubric, records, canaries)
         return records
+
+    def _canaries(self, rubric: Rubric, records: list[dict[str, Any]], at: frozenset[int]) -> None:
+        """Canary verdicts say so (``canary: true``) and are counted apart in the metrics.
+
+        Labelled by the rubric's name where the service knows it, else ``inline`` (a client's
+        names must not grow the metrics without bound). The score is the rubric's reward (its
+        formula, or its only criterion) on [0, 1]; a rubric without one, or an unscored canary,
+        is counted but not scored.
+        """
+        name = rubric.name if self.rubrics.get(rubric.name) == rubric else "inline"
+        for k in at:
+            records[k]["canary"] = True
+        self.metrics.canary_items.labels(name).inc(len(at))
+        try:
+            unit = RewardSpec(unscored="none").bind(rubric)
+        except InputError:
+            return
+        for k in at:
+            value = unit.value(records[k])
+            if value is not None:
+                self.metrics.canary_score.labels(name).observe(value)
 
     def _records(
         self, rubric: Rubric, prov: str, lookup: CacheLookup, fresh: list[Verdict], items: list[Any]
@@ -300,11 +328,23 @@ class ScoringService:
             return verdicts
         return decide_without(rubric, self.jury, verdicts, flags)
 
-    async def _looked_up(self, prov: str, items: list[Any]) -> CacheLookup:
+    async def _looked_up(
+        self, prov: str, items: list[Any], canaries: frozenset[int] = frozenset()
+    ) -> CacheLookup:
         """The items' cache lookup; every item to judge when the cache is busy.
 
-        Busy: another process holds its lock. A verdict never waits on the cache.
+        Busy: another process holds its lock. A verdict never waits on the cache. A canary is
+        never looked up: it is judged afresh each time, so that a jury that changes shows in it.
         """
+        if canaries:
+            rest = [k for k in range(len(items)) if k not in canaries]
+            part = await self._looked_up(prov, [items[k] for k in rest])
+            keys = [""] * len(items)
+            for j, key in enumerate(part.keys):
+                keys[rest[j]] = key
+            found = {rest[j]: v for j, v in part.found.items()}
+            todo = sorted(canaries | {rest[j] for j in part.todo})
+            return CacheLookup(part.cache, prov, keys, found, todo)
         if self.cache is None:
             return CacheLookup.of(None, prov, items)  # every item to judge
         try:
@@ -317,10 +357,16 @@ class ScoringService:
         self.metrics.cache.labels("miss").inc(len(lookup.todo))
         return lookup
 
-    async def _stored(self, lookup: CacheLookup, fresh: list[Verdict]) -> None:
-        """Store fresh verdicts in the cache, or skip it (saying so) when it is busy."""
+    async def _stored(
+        self, lookup: CacheLookup, fresh: list[Verdict], canaries: frozenset[int] = frozenset()
+    ) -> None:
+        """Store fresh verdicts in the cache (never a canary's), or skip it when it is busy."""
         if lookup.cache is None:
             return
+        if canaries:
+            kept = [(k, v) for k, v in zip(lookup.todo, fresh) if k not in canaries]
+            lookup = replace(lookup, todo=[k for k, _ in kept])
+            fresh = [v for _, v in kept]
         try:
             await asyncio.to_thread(lookup.store, fresh)
         except CacheBusy as exc:
@@ -331,21 +377,37 @@ class ScoringService:
 
     async def score(self, request: ScoreRequest) -> list[dict[str, Any]]:
         """POST /v1/score: ``{"verdicts": [...]}``, one record per item (see `score_items`)."""
-        items = [item.model_dump(exclude_none=True) for item in request.items]
-        return await self.score_items(request.rubric, items, allow_empty=request.allow_empty)
+        # (an item's canary flag is the service's, never a field its rubric sees)
+        items = [item.model_dump(exclude_none=True, exclude={"canary"}) for item in request.items]
+        canaries = [k for k, item in enumerate(request.items) if item.canary]
+        return await self.score_items(
+            request.rubric, items, allow_empty=request.allow_empty, canaries=canaries
+        )
 
     async def score_items(
-        self, rubric: Ref, items: Sequence[Fields], *, allow_empty: bool = False
+        self,
+        rubric: Ref,
+        items: Sequence[Fields],
+        *,
+        allow_empty: bool = False,
+        canaries: Collection[int] = (),
     ) -> list[dict[str, Any]]:
         """The verdict records of ``items`` (see `judge`), within ``request_timeout_s``.
 
-        Counted in flight (a drain waits for it); 504 past the deadline.
+        Counted in flight (a drain waits for it); 504 past the deadline. ``canaries``: the
+        positions of canary items (judged afresh, counted apart, their verdicts marked).
         """
         timeout = self.limits.request_timeout_s
         with self.replica.flight():
             try:
                 return await asyncio.wait_for(
-                    self.judge(rubric, items, time.monotonic() + timeout, allow_empty=allow_empty),
+                    self.judge(
+                        rubric,
+                        items,
+                        time.monotonic() + timeout,
+                        allow_empty=allow_empty,
+                        canaries=canaries,
+                    ),
                     timeout,
                 )
             except TimeoutError:
