@@ -8,60 +8,17 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.calibration import JudgedArg, RubricOpt
-from jurybox.serving.cli.console import dumps, parse_map, reported, warn
-
-if TYPE_CHECKING:
-    from jurybox.serving.runs.audit import Audit
+from jurybox.serving.cli.console import dumps, options_of, parse_map, reported, warn
+from jurybox.serving.runs.audit import Audit, audit_verdicts
 
 
+@options_of(audit_verdicts, place={"json_out": "resamples", "html": "resamples"})
 def audit(
-    judged: JudgedArg,
-    predictions: Annotated[
-        Path | None,
-        typer.Option(
-            help="The predictions file that was judged: its responses' lengths (in each judge's "
-            "tokens where its tokenizer is on this machine, else words) for the length audit, "
-            "and the column naming each answer's model for self-preference.",
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ] = None,
-    human: Annotated[
-        Path | None,
-        typer.Option(
-            help="Human labels: the length audit then measures the judges' errors (score minus "
-            "the human mean) too; the dependence audit needs them (the judges' errors "
-            "against the humans).",
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ] = None,
-    rubric: RubricOpt = None,
-    model_column: Annotated[
-        str,
-        typer.Option(
-            help="The predictions' column naming the model that wrote each answer (self-preference "
-            "audit; skipped when the column is absent)."
-        ),
-    ] = "model",
-    family: Annotated[
-        list[str],
-        typer.Option(
-            "--family",
-            help="A judge's model family, JUDGE=FAMILY (repeatable): an answer is the "
-            "judge's own family's when its model's family is FAMILY's: the leading letters of the "
-            "name, any case (Qwen3-8B and qwen3 are qwen; openai/o3-mini is o, not gemma's). "
-            "Default: the family of the judge's model in the run's manifest.",
-            show_default=False,
-        ),
-    ] = [],
+    options: dict[str, Any],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     html: Annotated[
         Path | None,
@@ -72,8 +29,6 @@ def audit(
             show_default=False,
         ),
     ] = None,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples per CI.", min=1)] = 1000,
-    seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
 ) -> None:
     """Audit the judges for bias, with bootstrap CIs over items, each finding in plain words.
 
@@ -93,20 +48,9 @@ def audit(
     How much a jury over-rewards exploit responses (master keys, self-assessments, instructions
     to the judge), and a gate before training: `jurybox exploits`.
     """
-    from jurybox.serving.runs.audit import audit_verdicts
-
-    families = parse_map(family, "--family")
+    options["families"] = parse_map(options["families"], "--family")
     with reported():
-        found = audit_verdicts(
-            judged,
-            predictions=predictions,
-            human=human,
-            rubric=rubric,
-            model_column=model_column,
-            families=families,
-            resamples=resamples,
-            seed=seed,
-        )
+        found = audit_verdicts(**options)
     # (a pairwise audit's report was written inside the reported errors, a scored one's not)
     with reported() if found.pairwise else nullcontext():
         _show(found, json_out, html)

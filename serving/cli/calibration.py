@@ -14,87 +14,31 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from jurybox.serving.cli.console import dumps, fail, note, reported, warn
-from jurybox.serving.runs.inputs import load_inputs, scaled_inputs
+from jurybox.serving.cli.console import as_typer, dumps, fail, note, options_of, reported, warn
+from jurybox.serving.options import CRITERIA, HUMAN, JUDGED, PROVENANCE, RUBRIC, SEED, VALUE
+from jurybox.serving.runs.agree import ValueChoice, agreement_with_humans
 
 if TYPE_CHECKING:
     from jurybox.serving.runs.calibrate import FittedMap
 
-Level = Literal["auto", "nominal", "ordinal", "interval", "ratio"]
-ValueChoice = Literal["score", "expected"]
-
-_FEW_ITEMS = 10
-
-HumanArg = Annotated[
-    Path,
-    typer.Argument(
-        help="Human labels: JSONL or CSV with an id column, an optional rater column (several rows "
-        "per id = several raters) and one column per criterion (scale value or label).",
-        exists=True,
-        dir_okay=False,
-        show_default=False,
-    ),
-]
-JudgedArg = Annotated[
-    Path,
-    typer.Argument(
-        help="Verdicts written by `jurybox judge` (a JSONL file, or a directory of its shards), "
-        "joined with the labels on id.",
-        exists=True,
-        show_default=False,
-    ),
-]
-RubricOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--rubric",
-        "-r",
-        help="Rubric name or YAML file giving each criterion's scale. Default: the rubric named in "
-        "the verdicts.",
-    ),
-]
-ValueOpt = Annotated[
-    ValueChoice,
-    typer.Option(
-        help="Judge value to use: each vote's `score` (the answer on the scale) or its logprob-"
-        "`expected` score (continuous; finer-grained when judges give few distinct scores)."
-    ),
-]
-CriterionOpt = Annotated[
-    list[str],
-    typer.Option(
-        "--criterion",
-        "-c",
-        help="Only this criterion (repeatable). Default: every judged "
-        "criterion the labels file has.",
-    ),
-]
-ProvenanceOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="Use only the verdicts with this provenance hash (for a file holding several "
-        "rubric/jury configurations)."
-    ),
-]
-SeedOpt = Annotated[int, typer.Option(help="Random seed (bootstrap resamples, CV folds).")]
+HumanArg = Annotated[Path, as_typer(HUMAN)]
+JudgedArg = Annotated[Path, as_typer(JUDGED)]
+RubricOpt = Annotated[str | None, as_typer(RUBRIC)]
+ValueOpt = Annotated[ValueChoice, as_typer(VALUE)]
+CriterionOpt = Annotated[list[str], as_typer(CRITERIA)]
+ProvenanceOpt = Annotated[str | None, as_typer(PROVENANCE)]
+SeedOpt = Annotated[int, as_typer(SEED)]
 
 
 # --------------------------------------------------------------------------- agree
 
 
+@options_of(
+    agreement_with_humans,
+    place={"json_out": "resamples", "html": "resamples", "ppi": "length_control"},
+)
 def agree(
-    human: HumanArg,
-    judged: JudgedArg,
-    rubric: RubricOpt = None,
-    value: ValueOpt = "score",
-    level: Annotated[
-        Level,
-        typer.Option(
-            help="Krippendorff alpha's level of measurement for every alpha in the report. `auto`: "
-            "nominal for labelled scales (yes/no), interval for numeric ones."
-        ),
-    ] = "auto",
-    criterion: CriterionOpt = [],
+    options: dict[str, Any],
     json_out: Annotated[
         bool,
         typer.Option("--json", help="Print the results as JSON (stdout) instead of the table."),
@@ -107,10 +51,6 @@ def agree(
             dir_okay=False,
         ),
     ] = None,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples per CI.", min=1)] = 1000,
-    confidence: Annotated[float, typer.Option(help="CI level.", min=0.5, max=0.999)] = 0.95,
-    provenance: ProvenanceOpt = None,
-    seed: SeedOpt = 0,
     ppi: Annotated[
         bool,
         typer.Option(
@@ -126,19 +66,6 @@ def agree(
             "sample.",
         ),
     ] = False,
-    length_control: Annotated[
-        Path | None,
-        typer.Option(
-            "--length-control",
-            help="The predictions file that was judged: also report each "
-            "criterion's length-controlled jury score (the judges' length bias, fitted on the "
-            "human labels, removed; controlled to the reference answers' median length) and "
-            "whether it raises agreement with the humans under 5-fold cross-validation.",
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ] = None,
 ) -> None:
     """Agreement between judges and human labels, with bootstrap CIs over items.
 
@@ -149,152 +76,47 @@ def agree(
     constant column) is shown as undefined with the reason. Ids that do not join are counted
     and listed.
     """
-    from jurybox.calibration import agreement_report
-
     if ppi:
-        _ppi(human, judged, rubric, provenance, criterion, confidence, json_out)
+        _ppi(options, json_out)
         return
     with reported():
-        output, rubric_def, notes = load_inputs(judged, rubric, provenance, pairwise=True)
-        report = agreement_report(
-            human,
-            output,
-            scales=rubric_def,
-            value=value,
-            criteria=criterion or None,
-            level=level,
-            n_resamples=resamples,
-            confidence=confidence,
-            seed=seed,
-        )
-        controls = (
-            _length_control(length_control, output, report, rubric_def, resamples, confidence, seed)
-            if length_control is not None
-            else []
-        )
-    notes += report.joined.summary.warnings() if report.joined else []
-    for crit in report.criteria.values():
-        if crit.n_items < _FEW_ITEMS:
-            items = "item" if crit.n_items == 1 else "items"
-            notes.append(
-                f"{crit.criterion}: only {crit.n_items} labelled {items} joined; the CIs are wide"
-            )
-            break
-    for message in notes:
+        found = agreement_with_humans(**options)
+    for message in found.notes:
         warn(message)
     if html is not None:
         try:
-            report.write_html(html)
+            found.report.write_html(html)
         except OSError as exc:
             raise fail(f"cannot write {html}: {exc.strerror or exc}") from None
         note(f"wrote {html}")
     if json_out:
-        payload = report.to_dict()
-        payload.update(
-            rubric=rubric_def.name if rubric_def else None,
-            provenance=output.provenance,
-            level=level,
-            warnings=notes,
-        )
-        if length_control is not None:
-            payload["length_control"] = [c.to_dict() for c in controls]
-        typer.echo(dumps(payload))
-    else:
-        typer.echo(report.to_text())
-        if controls:
-            typer.echo("\nLength control (the jury's score, length in words):")
-            for c in controls:
-                typer.echo(("  + " if c.raises_agreement else "    ") + c.words())
+        typer.echo(dumps(found.to_dict()))
+        return
+    typer.echo(found.report.to_text())
+    if found.length_control:
+        typer.echo("\nLength control (the jury's score, length in words):")
+        for c in found.length_control:
+            typer.echo(("  + " if c.raises_agreement else "    ") + c.words())
 
 
-def _length_control(
-    predictions: Path,
-    output: Any,
-    report: Any,
-    rubric_def: Any,
-    resamples: int,
-    confidence: float,
-    seed: int,
-) -> list[Any]:
-    """``agree --length-control``: per criterion the length-controlled jury score.
-
-    It is fitted on the human labels the report joined.
-    """
-    from jurybox.rubrics.errors import InputError
-    from jurybox.serving.runs.lengths import length_controls
-
-    if rubric_def is None:
-        raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
-    if report.joined is None:
-        return []
-    return length_controls(
-        predictions,
-        output,
-        rubric_def,
-        human=report.joined,
-        resamples=resamples,
-        confidence=confidence,
-        seed=seed,
-    )
-
-
-def _ppi(
-    human: Path,
-    judged: Path,
-    rubric: str | None,
-    provenance: str | None,
-    criteria: list[str],
-    confidence: float,
-    json_out: bool,
-) -> None:
-    """``agree --ppi``: the benchmark mean per criterion (jurybox.calibration.estimates.active)."""
-    from jurybox.calibration.data.labels import label_rows
-    from jurybox.calibration.estimates.active import (
-        MeanEstimate,
-        design_of,
-        mean_estimates,
-        pool_model,
-        pool_probabilities,
-    )
+def _ppi(options: dict[str, Any], json_out: bool) -> None:
+    """``agree --ppi``: the benchmark mean per criterion (`runs.agree.benchmark_means`)."""
+    from jurybox.calibration.estimates.active import MeanEstimate
+    from jurybox.serving.runs.agree import benchmark_means
 
     with reported():
-        output, _, notes, scales = scaled_inputs(judged, rubric, provenance, criteria)
-        lines = [row for row in label_rows(human) if row.get("id") is not None]
-        pool = {r.id: r.scores for r in output.records}
-        strays = sum(str(row["id"]) not in pool for row in lines)
-        if strays:
-            notes.append(f"{strays} label row(s) name items without a verdict: left out")
-        active = design_of(lines) == "active"
-        result = mean_estimates(
-            lines,
-            pool,
-            scales,
-            confidence=confidence,
-            criteria=criteria or None,
-            model=pool_model(output.records, scales),
-            probabilities=pool_probabilities(output.records, scales) if active else None,
+        found = benchmark_means(
+            **{
+                k: options[k]
+                for k in ("human", "judged", "rubric", "provenance", "criteria", "confidence")
+            }
         )
-    for message in notes:
+    for message in found.notes:
         warn(message)
     if json_out:
-        typer.echo(
-            dumps(
-                {
-                    "design": design_of(lines),
-                    "pool": len(pool),
-                    "confidence": confidence,
-                    "warnings": notes,
-                    "criteria": {
-                        c: e.to_dict()
-                        if isinstance(e, MeanEstimate)
-                        else {"estimate": None, "reason": e}
-                        for c, e in result.items()
-                    },
-                }
-            )
-        )
+        typer.echo(dumps(found.to_dict()))
         return
-    for c, e in result.items():
+    for c, e in found.estimates.items():
         typer.echo(str(e) if isinstance(e, MeanEstimate) else f"{c}: undefined ({e})")
         for message in e.notes if isinstance(e, MeanEstimate) else ():
             typer.echo(f"  note: {message}")

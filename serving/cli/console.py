@@ -126,16 +126,17 @@ def load_jury(name: str) -> JurySpec:
 
 
 def options_of(
-    options: type, *, place: Mapping[str, str] | None = None
+    options: type | Callable[..., Any], *, place: Mapping[str, str] | None = None
 ) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """A command whose options are the fields of a library class (``RunPlan``'s, ...).
 
-    Each field with command-line metadata (``jurybox.serving.runs.plan.option``) becomes one
+    Each field with command-line metadata (``jurybox.serving.options.option``) becomes one
     parameter of the command, in the fields' order; the command receives their values as one
     dict (its first parameter, field name -> value, a negated flag turned back into the
-    field's value), ready for ``options(**values)``. The command's own parameters (its
-    others: how it prints, what it runs) follow the fields, or come before the field
-    ``place`` names for them.
+    field's value), ready for ``options(**values)``. ``options`` may also be a library
+    function whose parameters ``jurybox.serving.options.command_line`` marked: the same, in
+    its parameters' order. The command's own parameters (its others: how it prints, what it
+    runs) follow the fields, or come before the field ``place`` names for them.
     """
 
     def decorate(command: Callable[..., T]) -> Callable[..., T]:
@@ -148,34 +149,26 @@ def options_of(
             before.setdefault((place or {}).get(param.name, ""), []).append(param)
         params: list[inspect.Parameter] = []
         fields: dict[str, tuple[str, bool]] = {}  # parameter -> (field, negated)
-        for f in dataclasses.fields(options):
-            cli = dict(f.metadata.get("cli") or {})
-            if not cli:
-                continue
-            params.extend(before.pop(f.name, []))
+        for field, declared, cli in _fields(options):
+            params.extend(before.pop(field, []))
             negated = cli.pop("negated", False)
-            name = f"no_{f.name}" if negated else f.name
+            name = f"no_{field}" if negated else field
             if "type" in cli:
                 kind = cli.pop("type")
             else:
-                kind = bool if negated else typing.get_type_hints(options)[f.name]
-            default = cli.pop("default", False if negated else f.default)
-            if default is dataclasses.MISSING:
+                kind = bool if negated else typing.get_type_hints(options)[field]
+            default = cli.pop("default", False if negated else declared)
+            if default is dataclasses.MISSING or default is inspect.Parameter.empty:
                 default = inspect.Parameter.empty
-            flags = cli.pop("flags", ())
-            if cli.pop("argument", False):
-                info: Any = typer.Argument(**cli)
-            else:
-                info = typer.Option(*flags, **cli)
             params.append(
                 inspect.Parameter(
                     name,
                     inspect.Parameter.KEYWORD_ONLY,
-                    annotation=Annotated[kind, info],
+                    annotation=Annotated[kind, as_typer({"cli": cli})],
                     default=default,
                 )
             )
-            fields[name] = (f.name, negated)
+            fields[name] = (field, negated)
         for rest in before.values():
             params.extend(rest)
 
@@ -193,3 +186,29 @@ def options_of(
         return run
 
     return decorate
+
+
+def as_typer(metadata: Mapping[str, Any]) -> Any:
+    """Typer's ``Argument`` or ``Option`` of an option's metadata (`jurybox.serving.options`).
+
+    For a command parameter written by hand: ``Annotated[Path, as_typer(HUMAN)]``; the
+    metadata's ``type``, ``default`` and ``negated`` are the parameter's own to say.
+    """
+    cli = {k: v for k, v in metadata["cli"].items() if k not in ("type", "default", "negated")}
+    flags = cli.pop("flags", ())
+    if cli.pop("argument", False):
+        return typer.Argument(**cli)
+    return typer.Option(*flags, **cli)
+
+
+def _fields(options: type | Callable[..., Any]) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    """(name, default, command-line metadata) of each option of a class or marked function."""
+    if dataclasses.is_dataclass(options):
+        for f in dataclasses.fields(options):
+            if f.metadata.get("cli"):
+                yield f.name, f.default, dict(f.metadata["cli"])
+        return
+    marked = getattr(options, "__command_line__", {})
+    for p in inspect.signature(options).parameters.values():
+        if p.name in marked:
+            yield p.name, p.default, dict(marked[p.name])

@@ -7,44 +7,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.console import fail, note, reported, warn
+from jurybox.serving.cli.console import fail, note, options_of, reported, warn
+from jurybox.serving.labelling.start import start_session
+from jurybox.serving.runs.label_plan import plan_labels
 
-Goal = Literal["agreement", "benchmark-mean", "cascade", "review"]
-SequenceKind = Literal["asymptotic", "betting"]
-DesignKind = Literal["auto", "active", "uniform"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
-_SEQUENCE_HELP = (
-    "Goal benchmark-mean: the confidence sequence shown for the mean (valid "
-    "whenever you stop). `asymptotic` (Waudby-Smith et al. 2024): about 2.5 times "
-    "the labels of a fixed-sample interval, for active and uniform orders alike; "
-    "valid as the labels grow (it is shown once 5 labels depart from the jury's "
-    "score, before that the betting sequence), not exactly at every count. "
-    "`betting`: valid in finite samples for labels on the scale, but its range "
-    "grows with the active choice's weights (about 3 times the labels in a "
-    "uniform order, 11 with the active choice)."
-)
 
 
+@options_of(start_session, place={"paths": "labels", "rubric": "goal", "rater": "goal"})
 def label(
+    options: dict[str, Any],
     paths: Annotated[
         list[Path],
         typer.Argument(
             metavar="[ITEMS] VERDICTS",
             help="VERDICTS: what `jurybox judge` wrote (a JSONL file, or a directory of its shards). ITEMS, before it: the predictions file that was judged (JSONL, CSV or Parquet), whose text the page shows; by default the one its manifest names.",
             exists=True,
-            show_default=False,
-        ),
-    ],
-    labels: Annotated[
-        Path,
-        typer.Option(
-            "--labels",
-            "-l",
-            help="The human labels file to write (created, or appended to; one JSON line per label).",
             show_default=False,
         ),
     ],
@@ -64,52 +46,6 @@ def label(
             show_default=False,
         ),
     ] = None,
-    goal: Annotated[
-        Goal,
-        typer.Option(
-            help="What the labels are for: `agreement` (the jury's and judges' agreement with humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the jury is unsure of them, and weights each label by its recorded probability (it saves labels where the jury's uncertainty is calibrated; a jury confidently wrong on some items can need more labels than a uniform order); `review` offers only the items a conformal map routed to a human (`jurybox judge --conformal MAP --route-width W`), the widest interval first, recorded as such and refused by every statistic (they are the jury's least sure items). The progress shown is a confidence sequence, valid whenever the labelling stops."
-        ),
-    ] = "agreement",
-    target_width: Annotated[
-        float | None,
-        typer.Option(
-            help="Stop when every criterion's 95% confidence sequence is at most this half-width: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1); the page then says so.",
-            min=0.0,
-            show_default=False,
-        ),
-    ] = None,
-    sequence: Annotated[SequenceKind, typer.Option(help=_SEQUENCE_HELP)] = "asymptotic",
-    design: Annotated[
-        DesignKind,
-        typer.Option(
-            help="Goal benchmark-mean: how items are chosen. `active`: by the jury's uncertainty (weighted by their probabilities); `uniform`: a uniform random order; `auto`: with --target-width, the one the plan finds needs fewer labels under --sequence (as `jurybox labels plan` compares them), else active."
-        ),
-    ] = "auto",
-    stratify: Annotated[
-        bool,
-        typer.Option(
-            "--stratify",
-            help="Goal agreement: offer items in three strata by the jury's uncertainty (its surest, middle and least sure thirds), random within each and in proportion to their sizes at every point, so even a few labels cover the items the jury is unsure of while the labels stay a representative (self-weighting) sample.",
-        ),
-    ] = False,
-    overlap: Annotated[
-        float,
-        typer.Option(
-            help="Share of a rater's items that another rater labelled too, so that human-human agreement (the ceiling `jurybox agree` reports) is measured.",
-            min=0.0,
-            max=1.0,
-        ),
-    ] = 0.0,
-    show_judges: Annotated[
-        bool,
-        typer.Option(
-            "--show-judges",
-            help="Show the judges' votes before the item is labelled (by default they appear only after, beside the label).",
-        ),
-    ] = False,
-    seed: Annotated[
-        int, typer.Option(help="Seed of the random order (the same for every rater of the file).")
-    ] = 0,
     host: Annotated[
         str,
         typer.Option(
@@ -144,7 +80,6 @@ def label(
         ) from None
 
     from jurybox.rubrics.errors import InputError
-    from jurybox.serving.labelling.start import start_session
     from jurybox.serving.runs.inputs import judged_from, judged_items
 
     notes: list[str] = []
@@ -168,15 +103,7 @@ def label(
                 judged.items,
                 judged.verdicts,
                 judged.rubric,
-                labels,
-                goal=goal,
-                target_width=target_width,
-                overlap=overlap,
-                show_judges=show_judges,
-                seed=seed,
-                stratify=stratify,
-                sequence=sequence,
-                design=design,
+                **options,
                 notes=notes,
                 warnings=warnings,
             )
@@ -198,7 +125,8 @@ def label(
     address = f"http://{host}:{port}/" + (f"?rater={rater}" if rater else "")
     note(
         f"labelling {len(session.items)} judged items of rubric {session.rubric.name} "
-        f"(goal: {goal}) into {labels}; open {address} (Ctrl-C stops; every saved label is "
+        f"(goal: {options['goal']}) into {options['labels']}; open {address} (Ctrl-C stops; "
+        "every saved label is "
         "already on disk)"
     )
     try:
@@ -221,134 +149,59 @@ labels_app = typer.Typer(help="Human labels: how many are still needed.", no_arg
 
 
 @labels_app.command("plan")
+@options_of(plan_labels)
 def plan_cmd(
-    human: Annotated[
-        Path,
-        typer.Argument(
-            help="The human labels file so far (need not exist yet: then the plan comes from the verdicts alone).",
-            show_default=False,
-        ),
-    ],
-    verdicts: Annotated[
-        Path,
-        typer.Argument(
-            help="What `jurybox judge` wrote for the items.", exists=True, show_default=False
-        ),
-    ],
-    target_width: Annotated[
-        float,
-        typer.Option(
-            help="The 95% interval half-width wanted per criterion: of the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the mean score (in the scale's units, e.g. 0.1).",
-            min=0.0,
-        ),
-    ],
-    goal: Annotated[
-        Goal,
-        typer.Option(
-            help="The labelling goal (as for `jurybox label`): agreement and cascade plan the agreement's confidence sequence, benchmark-mean the mean's interval (review has nothing to plan: it is the routed items)."
-        ),
-    ] = "agreement",
-    sequence: Annotated[SequenceKind, typer.Option(help=_SEQUENCE_HELP)] = "asymptotic",
-    rubric: Annotated[
-        str | None,
-        typer.Option(
-            "--rubric",
-            "-r",
-            help="Rubric name or YAML file. Default: the rubric named in the verdicts.",
-            show_default=False,
-        ),
-    ] = None,
+    options: dict[str, Any],
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many further labels each criterion needs to reach --target-width."""
-    from jurybox.calibration.data.label_store import read_latest
-    from jurybox.calibration.estimates.selection import plan
-    from jurybox.rubrics.errors import InputError
     from jurybox.serving.cli.console import dumps
-    from jurybox.serving.runs.inputs import load_inputs
 
     with reported():
-        output, rubric_def, notes = load_inputs(verdicts, rubric, None)
-        if rubric_def is None:
-            raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
-        # Read as it is on disk, without the writer's lock: a labelling page may be open on it.
-        latest = read_latest(human) if human.exists() else {}
-        scales = {c.name: c.scale for c in rubric_def.criteria}
-        scores = {r.id: r.scores for r in output.records}
-        if goal == "review":
-            raise InputError(
-                "goal review has nothing to plan: its labels are the routed items, "
-                f"{sum(r.route is not None for r in output.records)} in "
-                f"{verdicts}",
-                field="goal",
-            )
-        if goal == "benchmark-mean":
-            result = _plan_mean(output.records, latest, scales, target_width, sequence)
-        else:
-            if not 0 < target_width < 0.5:
-                raise InputError(
-                    f"--target-width {target_width}: for goal {goal} it is a "
-                    "half-width of an agreement rate, between 0 and 0.5",
-                    field="target_width",
-                )
-            votes: dict[str, dict[str, list[float]]] = {}
-            for r in output.records:
-                for v in r.votes:
-                    if v.score is not None:
-                        votes.setdefault(r.id, {}).setdefault(v.criterion, []).append(v.score)
-            result = plan(latest, scores, votes, scales, target_width)
-    for message in notes:
+        found = plan_labels(**options)
+    for message in found.notes:
         warn(message)
     if json_out:
-        typer.echo(
-            dumps(
-                {
-                    "target_width": target_width,
-                    "goal": goal,
-                    "items": len(scores),
-                    "criteria": result,
-                }
-            )
-        )
+        typer.echo(dumps(found.to_dict()))
         return
-    for criterion, row in result.items():
-        if row["needed"] is None:
-            typer.echo(
-                f"{criterion}: not reachable even with every item labelled; from {row['basis']}"
-            )
-            continue
-        beyond = (
-            f" (more than the {len(scores)} judged items)" if row["needed"] > len(scores) else ""
-        )
-        low, high = row["range"]
-        span = (
-            f"{low}-{high}"
-            if high is not None
-            else f"{low} to more than every judged item"
-            if low is not None
-            else "unknown"
-        )
+    for criterion, row in found.criteria.items():
+        typer.echo(f"{criterion}: {_words(row, found.items)}")
+
+
+def _words(row: dict[str, Any], items: int) -> str:
+    """One criterion's plan in words (after its name)."""
+    if row["needed"] is None:
+        return f"not reachable even with every item labelled; from {row['basis']}"
+    beyond = f" (more than the {items} judged items)" if row["needed"] > items else ""
+    low, high = row["range"]
+    span = (
+        f"{low}-{high}"
+        if high is not None
+        else f"{low} to more than every judged item"
+        if low is not None
+        else "unknown"
+    )
+    fixed = (
+        f"; a fixed-sample interval would need {row['fixed_sample']}, valid only for a "
+        "count decided in advance"
+        if row.get("fixed_sample") is not None
+        else ""
+    )
+    if isinstance(row.get("sequence"), dict):  # the mean: the plan above is fixed-sample
+        got = row["sequence"]["needed"]
         fixed = (
-            f"; a fixed-sample interval would need {row['fixed_sample']}, valid only for a "
-            "count decided in advance"
-            if row.get("fixed_sample") is not None
-            else ""
+            f"; that is for a count decided in advance, with {_shown(row)}: the "
+            f"page's {row['sequence']['method']} sequence (valid whenever you stop) "
+            "needs "
+            + (f"about {got}" if got is not None else "more than the pool holds")
+            + f", from {row['sequence']['basis']}"
         )
-        if isinstance(row.get("sequence"), dict):  # the mean: the plan above is fixed-sample
-            got = row["sequence"]["needed"]
-            fixed = (
-                f"; that is for a count decided in advance, with {_shown(row)}: the "
-                f"page's {row['sequence']['method']} sequence (valid whenever you stop) "
-                "needs "
-                + (f"about {got}" if got is not None else "more than the pool holds")
-                + f", from {row['sequence']['basis']}"
-            )
-            if "designs" in row:
-                fixed += f"; design: {row['designs']['pick']}, as {row['designs']['why']}"
-        typer.echo(
-            f"{criterion}: {row['further']} more label(s), {row['needed']} in all "
-            f"(range {span}){beyond}; from {row['basis']}{fixed}"
-        )
+        if "designs" in row:
+            fixed += f"; design: {row['designs']['pick']}, as {row['designs']['why']}"
+    return (
+        f"{row['further']} more label(s), {row['needed']} in all "
+        f"(range {span}){beyond}; from {row['basis']}{fixed}"
+    )
 
 
 def _shown(row: dict[str, Any]) -> str:
@@ -361,40 +214,4 @@ def _shown(row: dict[str, Any]) -> str:
     return (
         "the betting interval (fewer than 5 labels are expected to depart from the jury's "
         "score, so the normal one cannot be trusted yet)"
-    )
-
-
-def _plan_mean(
-    records: list[Any],
-    latest: dict[tuple[str, str], dict[str, Any]],
-    scales: dict[str, Any],
-    width: float,
-    sequence: str = "asymptotic",
-) -> dict[str, dict[str, Any]]:
-    """``labels plan --goal benchmark-mean``: the labels each criterion needs.
-
-    The plan uses each item's inclusion probability as a session would give it, and the jury's
-    predictive distribution per item and criterion; before any label, the active choice is
-    compared with a uniform order (which the page's --design auto picks).
-    """
-    from jurybox.calibration.estimates.active import (
-        design_of,
-        plan_mean,
-        pool_model,
-        pool_probabilities,
-    )
-    from jurybox.calibration.estimates.selection import labelled
-
-    lines = [line for line in latest.values() if labelled(line)]
-    active = design_of(lines) == "active" or not lines
-    return plan_mean(
-        lines,
-        {r.id: r.scores for r in records},
-        pool_model(records, scales),
-        scales,
-        width,
-        pool_probabilities(records, scales) if active else None,
-        sequence=True,
-        method=sequence,
-        compare=not lines,
     )

@@ -2,20 +2,47 @@
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
-import threading
-import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.console import fail, note, reported
+from jurybox.serving.cli.console import note, options_of, reported
+from jurybox.serving.service.config import Limits, ServiceConfig
+from jurybox.serving.service.foreground import serve_jury
 
 
+@options_of(
+    serve_jury,
+    place={
+        **dict.fromkeys(("jury", "rubrics", "calibration", "conformal", "route_width"), "host"),
+        "token_env": "address",
+        **dict.fromkeys(
+            (
+                "cors_origin",
+                "max_items",
+                "max_body_bytes",
+                "max_field_chars",
+                "max_concurrent",
+                "max_queued",
+                "request_timeout",
+                "max_judge_calls",
+                "max_prompt_chars",
+                "max_request_prompt_chars",
+                "body_timeout",
+                "max_client_requests",
+                "ingress_replicas",
+                "openrlhf_unscored",
+                "juror_checks",
+                "leave_out_flagged",
+                "no_cache",
+            ),
+            "drain_timeout",
+        ),
+    },
+)
 def serve(
+    options: dict[str, Any],
     jury: Annotated[
         str,
         typer.Option(
@@ -55,20 +82,11 @@ def serve(
             show_default=False,
         ),
     ] = None,
-    host: Annotated[str, typer.Option(help="Address the HTTP server listens on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port the HTTP server listens on.")] = 8000,
     token_env: Annotated[
         str | None,
         typer.Option(
             "--token-env",
             help="Environment variable holding a token: every /v1 call must then send `Authorization: Bearer <token>`.",
-            show_default=False,
-        ),
-    ] = None,
-    address: Annotated[
-        str | None,
-        typer.Option(
-            help="Join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray).",
             show_default=False,
         ),
     ] = None,
@@ -175,16 +193,6 @@ def serve(
             help="Judge every item, even one this configuration judged before (by default the verdict cache answers those; see `jurybox cache`).",
         ),
     ] = False,
-    drain_timeout: Annotated[
-        float,
-        typer.Option(
-            help="On Ctrl-C or SIGTERM: seconds to let requests in flight finish (new ones get 503) before stopping; a second Ctrl-C stops at once.",
-            min=0,
-        ),
-    ] = 30.0,
-    startup_timeout: Annotated[
-        float, typer.Option(help="Seconds to wait for every judge to load before giving up.", min=1)
-    ] = 900.0,
     print_config: Annotated[
         bool,
         typer.Option(
@@ -201,7 +209,6 @@ def serve(
     then shuts the application down.
     """
     from jurybox.judges import cache as verdict_cache
-    from jurybox.serving.service.config import Limits, ServiceConfig
 
     with reported():
         use_cache = not no_cache and verdict_cache.enabled()
@@ -237,192 +244,6 @@ def serve(
 
             from jurybox.serving.service.builder import serve_config
 
-            typer.echo(yaml.safe_dump(serve_config(config, port=port), sort_keys=False))
+            typer.echo(yaml.safe_dump(serve_config(config, port=options["port"]), sort_keys=False))
             return
-        plan = config.resolve()
-        if not (address or os.environ.get("RAY_ADDRESS")):
-            _check_models(plan.jury_spec())
-    _run(
-        config,
-        plan,
-        host,
-        port,
-        address or os.environ.get("RAY_ADDRESS"),
-        startup_timeout,
-        drain_timeout,
-    )
-
-
-def _check_models(spec) -> None:
-    """Check, before starting Ray, that every judge's weights are where its jury says.
-
-    What fails is a path that does not exist or a model package not installed, so that a typo
-    fails in a second with one line rather than in each replica Serve starts. (Joining a
-    cluster, the nodes' files count, not this machine's: Serve reports those.)
-
-    Raises:
-        ModelNotAvailable: Every judge whose weights are missing, one line each.
-    """
-    from jurybox.judges.backends.registry import backend_kind
-    from jurybox.judges.weights import ModelNotAvailable, resolve
-
-    missing = []
-    for judge in spec.judges:
-        if backend_kind(judge.backend).weights:
-            try:
-                resolve(judge.model, judge.revision)
-            except ModelNotAvailable as exc:
-                missing.append(f"judge {judge.name}: {exc}")
-    if missing:
-        raise ModelNotAvailable("\n".join(missing))
-
-
-def _run(
-    config,
-    plan,
-    host: str,
-    port: int,
-    address: str | None,
-    startup_timeout: float,
-    drain_timeout: float = 30.0,
-) -> None:
-    import ray
-    from ray import serve
-
-    from jurybox.serving.service.builder import APP_NAME, INGRESS, build_jury_app
-
-    # Serve's driver-side INFO lines ("Started Serve", "Deleting app") say nothing the notes
-    # below do not; warnings still show.
-    logging.getLogger("ray.serve").setLevel(logging.WARNING)
-    spec = plan.jury_spec()
-    own_ray = address is None
-    _start_ray(spec, plan, address)
-    stop = _stop_on_signals()
-    serving = False
-    try:
-        serve.start(
-            http_options={
-                "host": host,
-                "port": port,
-                "request_timeout_s": config.limits.request_timeout_s + 30,
-            },
-            logging_config=_QUIET,
-        )
-        with reported():
-            app = build_jury_app(config)
-        serve.run_many(
-            [serve.RunTarget(app, name=APP_NAME, route_prefix="/", logging_config=_QUIET)],
-            wait_for_applications_running=False,
-        )
-        _wait_until_ready(spec, plan, stop, startup_timeout)
-        if not stop.is_set():
-            serving = True
-            note(
-                f"jurybox is serving jury {spec.name} at http://{host}:{port} "
-                f"(docs: http://{host}:{port}/docs); Ctrl-C to stop"
-            )
-        while not stop.is_set():
-            stop.wait(1.0)
-        if serving:
-            _drain(serve.get_deployment_handle(INGRESS, app_name=APP_NAME), drain_timeout)
-        note("shutting down ...")
-    finally:
-        try:
-            # Only this application goes (its replicas stop gracefully): on a joined cluster
-            # other applications keep running, and Serve's own actors go with a Ray this
-            # process started. (serve.shutdown() also made Ray print a failed
-            # ServeController.graceful_shutdown task at every Ctrl-C.)
-            serve.delete(APP_NAME)
-        finally:
-            if own_ray:
-                ray.shutdown()
-
-
-def _start_ray(spec, plan, address: str | None) -> None:
-    """Start a Ray for the service here (``address`` None), or join the one at ``address``."""
-    import ray
-
-    from jurybox.serving.service.builder import INGRESS_CPUS
-
-    if address is None:
-        # Logical CPUs for every judge replica, the ingress replicas and Serve's own actors
-        # (JurySpec.ray_cpus). Ray annotates logging_level as int but takes a level name (its
-        # own default is "info").
-        ray.init(
-            num_cpus=spec.ray_cpus(light=1.5 + INGRESS_CPUS * plan.ingress_replicas),
-            include_dashboard=False,
-            logging_level="WARNING",  # type: ignore[arg-type]
-        )
-    else:
-        ray.init(address=address, logging_level="WARNING")  # type: ignore[arg-type]  # as above
-
-
-def _stop_on_signals() -> threading.Event:
-    """An event Ctrl-C or SIGTERM sets; a second Ctrl-C raises KeyboardInterrupt at once."""
-    stop = threading.Event()
-
-    def on_signal(*_: object) -> None:
-        if stop.is_set():  # a second Ctrl-C: stop now, whatever is in flight
-            raise KeyboardInterrupt
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
-    return stop
-
-
-def _wait_until_ready(spec, plan, stop: threading.Event, startup_timeout: float) -> None:
-    """Say each judge and the ingress ready as Serve reports them; fail on one that cannot start.
-
-    Raises:
-        typer.Exit: A deployment failed, or not all were ready after ``startup_timeout``.
-    """
-    from ray import serve
-
-    from jurybox.serving.service.builder import APP_NAME, INGRESS, judge_deployment_name
-
-    note(f"starting jury {spec.name}: {', '.join(j.name for j in spec.judges)} ...")
-    began = time.monotonic()
-    pending = {judge_deployment_name(j.name): j.name for j in spec.judges}
-    pending[INGRESS] = (
-        "ingress" if plan.ingress_replicas == 1 else f"ingress ({plan.ingress_replicas} replicas)"
-    )
-    while pending and not stop.is_set():
-        status = serve.status().applications.get(APP_NAME)
-        deployments = status.deployments if status else {}
-        for name in list(pending):
-            d = deployments.get(name)
-            if d is None:
-                continue
-            if d.status == "HEALTHY":
-                note(f"{pending.pop(name)} ready ({time.monotonic() - began:.0f} s)")
-            elif d.status in ("DEPLOY_FAILED", "UNHEALTHY") and d.message:
-                raise fail(f"{pending[name]} could not start: {d.message}", code=1)
-        if time.monotonic() - began > startup_timeout:
-            raise fail(
-                f"still not ready after {startup_timeout:.0f} s: "
-                f"{', '.join(pending.values())} (raise --startup-timeout if loading "
-                "the models takes longer here)",
-                code=1,
-            )
-        stop.wait(1.0)
-
-
-_QUIET = {"log_level": "WARNING", "enable_access_log": False}
-
-
-def _drain(ingress, timeout_s: float) -> None:
-    """Let the requests in flight finish (at most ``timeout_s``) while new ones get 503."""
-    note(
-        f"finishing the requests in flight (at most {timeout_s:g} s; Ctrl-C again to stop now) ..."
-    )
-    try:
-        left = ingress.drain.remote(timeout_s).result(timeout_s=timeout_s + 30)
-    except KeyboardInterrupt:
-        note("stopping now")
-        return
-    except Exception as exc:  # the ingress is gone already: nothing in flight to wait for
-        note(f"could not drain the ingress ({type(exc).__name__}); stopping")
-        return
-    if left:
-        note(f"{left} request(s) still in flight after {timeout_s:g} s; stopping them")
+        serve_jury(config, **options, say=note)

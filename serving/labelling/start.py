@@ -23,8 +23,72 @@ from jurybox.calibration.data.label_store import LabelStore
 from jurybox.rubrics import Item, Rubric, VerdictRecord
 from jurybox.rubrics.errors import InputError
 from jurybox.serving.labelling.session import LabellingSession
+from jurybox.serving.options import (
+    SEQUENCE_HELP,
+    DesignKind,
+    Goal,
+    SequenceKind,
+    command_line,
+    option,
+)
 
 
+@command_line(
+    labels=option(
+        "--labels",
+        "-l",
+        help="The human labels file to write (created, or appended to; one JSON line per label).",
+        show_default=False,
+    ),
+    goal=option(
+        type=Goal,
+        help="What the labels are for: `agreement` (the jury's and judges' agreement with "
+        "humans) and `cascade` (fitting a cascade's threshold) offer items in a uniform random "
+        "order, which their estimates and guarantees need; `benchmark-mean` (the benchmark's "
+        "mean score, `jurybox agree --ppi`) chooses items actively, the likelier the more the "
+        "jury is unsure of them, and weights each label by its recorded probability (it saves "
+        "labels where the jury's uncertainty is calibrated; a jury confidently wrong on some "
+        "items can need more labels than a uniform order); `review` offers only the items a "
+        "conformal map routed to a human (`jurybox judge --conformal MAP --route-width W`), "
+        "the widest interval first, recorded as such and refused by every statistic (they are "
+        "the jury's least sure items). The progress shown is a confidence sequence, valid "
+        "whenever the labelling stops.",
+    ),
+    target_width=option(
+        help="Stop when every criterion's 95% confidence sequence is at most this half-width: of "
+        "the jury's agreement with the humans (a share, e.g. 0.05), or for benchmark-mean of the "
+        "mean score (in the scale's units, e.g. 0.1); the page then says so.",
+        min=0.0,
+        show_default=False,
+    ),
+    sequence=option(type=SequenceKind, help=SEQUENCE_HELP),
+    design=option(
+        type=DesignKind,
+        help="Goal benchmark-mean: how items are chosen. `active`: by the jury's uncertainty "
+        "(weighted by their probabilities); `uniform`: a uniform random order; `auto`: with "
+        "--target-width, the one the plan finds needs fewer labels under --sequence (as "
+        "`jurybox labels plan` compares them), else active.",
+    ),
+    stratify=option(
+        "--stratify",
+        help="Goal agreement: offer items in three strata by the jury's uncertainty (its "
+        "surest, middle and least sure thirds), random within each and in proportion to their "
+        "sizes at every point, so even a few labels cover the items the jury is unsure of while "
+        "the labels stay a representative (self-weighting) sample.",
+    ),
+    overlap=option(
+        help="Share of a rater's items that another rater labelled too, so that human-human "
+        "agreement (the ceiling `jurybox agree` reports) is measured.",
+        min=0.0,
+        max=1.0,
+    ),
+    show_judges=option(
+        "--show-judges",
+        help="Show the judges' votes before the item is labelled (by default they appear only "
+        "after, beside the label).",
+    ),
+    seed=option(help="Seed of the random order (the same for every rater of the file)."),
+)
 def start_session(
     items: Mapping[str, Item],
     verdicts: Mapping[str, VerdictRecord],
@@ -33,12 +97,12 @@ def start_session(
     *,
     goal: str = "agreement",
     target_width: float | None = None,
+    sequence: str = "asymptotic",
+    design: str = "auto",
+    stratify: bool = False,
     overlap: float = 0.0,
     show_judges: bool = False,
     seed: int = 0,
-    stratify: bool = False,
-    sequence: str = "asymptotic",
-    design: str = "auto",
     notes: list[str] | None = None,
     warnings: list[str] | None = None,
 ) -> LabellingSession:
@@ -51,13 +115,13 @@ def start_session(
         labels: The labels file (created if missing; a line cut short by a crash is removed).
         goal: agreement, benchmark-mean, cascade or review (the items a conformal map routed).
         target_width: The interval half-width at which labelling may stop.
-        overlap: The share of items offered to a second rater.
-        show_judges: Show the judges' votes with the next item.
-        seed: The random seed of the order.
-        stratify: Stratify the order by the jury's uncertainty.
         sequence: Goal benchmark-mean: the confidence sequence (asymptotic or betting).
         design: Goal benchmark-mean: active, uniform, or auto (`pick_design`); other goals
             take ``auto`` only.
+        stratify: Stratify the order by the jury's uncertainty.
+        overlap: The share of items offered to a second rater.
+        show_judges: Show the judges' votes with the next item.
+        seed: The random seed of the order.
         notes: Where what to tell the user goes (default: nowhere).
         warnings: Where what to warn the user of goes (default: nowhere).
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jurybox.serving.options import JUDGED, RUBRIC, command_line, option
 from jurybox.serving.runs.inputs import load_inputs
 
 
@@ -79,6 +80,44 @@ class Audit:
         )
 
 
+@command_line(
+    judged=JUDGED,
+    predictions=option(
+        type=Path | None,
+        help="The predictions file that was judged: its responses' lengths (in each judge's "
+        "tokens where its tokenizer is on this machine, else words) for the length audit, "
+        "and the column naming each answer's model for self-preference.",
+        exists=True,
+        dir_okay=False,
+        show_default=False,
+    ),
+    human=option(
+        type=Path | None,
+        help="Human labels: the length audit then measures the judges' errors (score minus "
+        "the human mean) too; the dependence audit needs them (the judges' errors "
+        "against the humans).",
+        exists=True,
+        dir_okay=False,
+        show_default=False,
+    ),
+    rubric=RUBRIC,
+    model_column=option(
+        help="The predictions' column naming the model that wrote each answer (self-preference "
+        "audit; skipped when the column is absent)."
+    ),
+    families=option(
+        "--family",
+        type=list[str],
+        default=[],
+        help="A judge's model family, JUDGE=FAMILY (repeatable): an answer is the "
+        "judge's own family's when its model's family is FAMILY's: the leading letters of the "
+        "name, any case (Qwen3-8B and qwen3 are qwen; openai/o3-mini is o, not gemma's). "
+        "Default: the family of the judge's model in the run's manifest.",
+        show_default=False,
+    ),
+    resamples=option(help="Bootstrap resamples per CI.", min=1),
+    seed=option(help="Random seed of the bootstrap."),
+)
 def audit_verdicts(
     judged: str | Path,
     *,

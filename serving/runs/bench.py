@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from jurybox.benchmarks import PACKS
 from jurybox.rubrics.errors import InputError
-from jurybox.serving.runs.plan import argument, option
+from jurybox.serving.options import argument, option
 
 if TYPE_CHECKING:
     from jurybox.benchmarks import BenchReport, Judged, Pack

@@ -29,6 +29,8 @@ from jurybox.judges.spec import JurySpec
 from jurybox.rubrics import Rubric, load_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.item_fields import DEFAULT_MAX_FIELD_CHARS
+from jurybox.serving.options import argument as argument  # (written in serving.options)
+from jurybox.serving.options import option as option
 from jurybox.serving.runs.run import RunReport
 
 if TYPE_CHECKING:
@@ -61,24 +63,6 @@ def image_policy(
             path = path.parent
         root = path if path.is_dir() else path.parent
     return ImagePolicy(root=None if root is None else str(root), allow_remote=allow_remote)
-
-
-def option(*flags: str, **cli: Any) -> dict[str, Any]:
-    """A field's command-line option, as its ``metadata``: written once, here, for both.
-
-    ``flags`` (default: the field's name as ``--name``) and ``cli`` are what the command line
-    makes of the field: ``help``, ``type`` (where the command line reads another type than the
-    field holds, e.g. a path for a path or a loaded object), ``default`` (likewise),
-    ``negated`` (a flag that sets the field False, e.g. ``--no-cache``), and the rest as
-    Typer's ``Option`` takes them (``min``, ``show_default``, ``exists``, ...).
-    ``jurybox.serving.cli.console.options_of`` builds a command's parameters from them.
-    """
-    return {"cli": {"flags": flags, **cli}}
-
-
-def argument(**cli: Any) -> dict[str, Any]:
-    """A field's command-line argument (a positional one), as its ``metadata``; see `option`."""
-    return {"cli": {"argument": True, **cli}}
 
 
 def default_jury() -> str:

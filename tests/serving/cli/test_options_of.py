@@ -58,3 +58,40 @@ def test_every_option_of_a_run_plan_is_an_option_of_jurybox_judge():
         flags = cli.get("flags") or (f"--{f.name.replace('_', '-')}",)
         assert cli.get("argument") or all(flag in help_text for flag in flags), f.name
         assert " ".join(cli["help"].split()[:4]) in " ".join(help_text.split()), f.name
+
+
+def test_a_command_made_of_a_function_gets_its_marked_parameters():
+    from jurybox.serving.options import command_line
+
+    @command_line(path=argument(help="A path."), size=option("--size", "-s", help="The size."))
+    def sketch(path: str, *, size: int = 3, hidden: int = 0) -> None:
+        """Not the command's: the library's."""
+
+    got = {}
+
+    @options_of(sketch)
+    def command(options, loud: Annotated[bool, typer.Option("--loud")] = False) -> None:
+        """Sketch it."""
+        got.update(options, loud=loud)
+        sketch(**options)
+
+    cli = typer.Typer()
+    cli.command()(command)
+    cli.command("other")(lambda: None)
+    r = runner.invoke(cli, ["command", "p.txt", "-s", "5"])
+    assert r.exit_code == 0, r.output
+    assert got == {"path": "p.txt", "size": 5, "loud": False}
+    assert runner.invoke(cli, ["command"]).exit_code == 2  # the path has no default: required
+    help_text = runner.invoke(cli, ["command", "--help"]).output
+    assert "The size." in help_text and "[default: 3]" in help_text
+    assert "hidden" not in help_text and help_text.index("--size") < help_text.index("--loud")
+
+
+def test_options_several_commands_share_are_written_once():
+    """--rubric and the verdicts of agree, calibrate and audit: serving/options.py's, one text."""
+    from jurybox.serving.options import JUDGED, RUBRIC
+
+    for command in ("agree", "calibrate", "audit"):
+        text = " ".join(runner.invoke(app, [command, "--help"], terminal_width=200).output.split())
+        for shared in (RUBRIC, JUDGED):
+            assert " ".join(shared["cli"]["help"].split()[:8]) in text, command

@@ -1,0 +1,293 @@
+"""Judges against human labels: what ``jurybox agree`` calls.
+
+`agreement_with_humans` is the agreement report (with ``--length-control``, the
+length-controlled jury score beside it); `benchmark_means` is ``agree --ppi``, each criterion's
+benchmark mean by PPI++.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from jurybox.serving.options import (
+    CRITERIA,
+    HUMAN,
+    JUDGED,
+    PROVENANCE,
+    RUBRIC,
+    SEED,
+    VALUE,
+    command_line,
+    option,
+)
+from jurybox.serving.runs.inputs import load_inputs, scaled_inputs
+
+if TYPE_CHECKING:
+    from jurybox.calibration import AgreementReport, JudgeOutput
+    from jurybox.calibration.audits.length_control import LengthControl
+    from jurybox.calibration.estimates.active import MeanEstimate
+    from jurybox.rubrics import Rubric
+
+Level = Literal["auto", "nominal", "ordinal", "interval", "ratio"]
+ValueChoice = Literal["score", "expected"]
+
+_FEW_ITEMS = 10
+
+
+@dataclass
+class Agreement:
+    """The agreement of a judged file with human labels, and what to say of it.
+
+    Attributes:
+        report: The agreement report (its ``to_text``, ``to_dict`` and ``write_html``).
+        output: The verdicts it was measured on.
+        rubric: The rubric whose scales were used (None: inferred from the values).
+        level: Krippendorff alpha's level of measurement asked for.
+        length_control: Per criterion the length-controlled jury score, when asked for.
+        notes: Warnings: partial joins, inferred scales, few labelled items.
+    """
+
+    report: AgreementReport
+    output: JudgeOutput
+    rubric: Rubric | None
+    level: str
+    length_control: list[LengthControl] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The agreement as ``jurybox agree --json`` prints it."""
+        payload = self.report.to_dict()
+        payload.update(
+            rubric=self.rubric.name if self.rubric else None,
+            provenance=self.output.provenance,
+            level=self.level,
+            warnings=self.notes,
+        )
+        if self.length_control is not None:
+            payload["length_control"] = [c.to_dict() for c in self.length_control]
+        return payload
+
+
+@command_line(
+    human=HUMAN,
+    judged=JUDGED,
+    rubric=RUBRIC,
+    value=VALUE,
+    level=option(
+        help="Krippendorff alpha's level of measurement for every alpha in the report. `auto`: "
+        "nominal for labelled scales (yes/no), interval for numeric ones."
+    ),
+    criteria=CRITERIA,
+    resamples=option(help="Bootstrap resamples per CI.", min=1),
+    confidence=option(help="CI level.", min=0.5, max=0.999),
+    provenance=PROVENANCE,
+    seed=SEED,
+    length_control=option(
+        "--length-control",
+        type=Path | None,
+        help="The predictions file that was judged: also report each "
+        "criterion's length-controlled jury score (the judges' length bias, fitted on the "
+        "human labels, removed; controlled to the reference answers' median length) and "
+        "whether it raises agreement with the humans under 5-fold cross-validation.",
+        exists=True,
+        dir_okay=False,
+        show_default=False,
+    ),
+)
+def agreement_with_humans(
+    human: str | Path,
+    judged: str | Path,
+    *,
+    rubric: str | None = None,
+    value: ValueChoice = "score",
+    level: Level = "auto",
+    criteria: Sequence[str] = (),
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    provenance: str | None = None,
+    seed: int = 0,
+    length_control: str | Path | None = None,
+) -> Agreement:
+    """Agreement between judges and human labels, with bootstrap CIs over items.
+
+    Per criterion: human-human alpha (the ceiling a judge can reach); each judge and the jury's
+    aggregated score against the human consensus; every pair of judges, and alpha across all
+    judges. A statistic the data cannot define is undefined with the reason.
+
+    Args:
+        human: Human labels: JSONL or CSV with an id column, an optional rater column and one
+            column per criterion.
+        judged: Verdicts written by ``jurybox judge`` (a JSONL file or a directory of shards).
+        rubric: A rubric name or YAML file giving each criterion's scale (default: the
+            verdicts').
+        value: Each vote's ``score`` or its logprob-``expected`` score.
+        level: Krippendorff alpha's level of measurement (``auto``: nominal for labelled
+            scales, interval for numeric ones).
+        criteria: Only these criteria (default: every judged criterion the labels have).
+        resamples: Bootstrap resamples per CI.
+        confidence: The CIs' level.
+        provenance: Only the verdicts with this provenance hash.
+        seed: The bootstrap's random seed.
+        length_control: The predictions file that was judged: also each criterion's
+            length-controlled jury score, fitted on the human labels.
+
+    Returns:
+        The report, the rubric and the notes to show.
+
+    Raises:
+        InputError: The labels or verdicts cannot be used, nothing joins, or length control
+            without a rubric jurybox knows.
+    """
+    from jurybox.calibration import agreement_report
+
+    output, rubric_def, notes = load_inputs(Path(judged), rubric, provenance, pairwise=True)
+    report = agreement_report(
+        human,
+        output,
+        scales=rubric_def,
+        value=value,
+        criteria=list(criteria) or None,
+        level=level,
+        n_resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+    )
+    controls = (
+        _length_control(
+            Path(length_control), output, report, rubric_def, resamples, confidence, seed
+        )
+        if length_control is not None
+        else None
+    )
+    notes += report.joined.summary.warnings() if report.joined else []
+    for crit in report.criteria.values():
+        if crit.n_items < _FEW_ITEMS:
+            items = "item" if crit.n_items == 1 else "items"
+            notes.append(
+                f"{crit.criterion}: only {crit.n_items} labelled {items} joined; the CIs are wide"
+            )
+            break
+    return Agreement(report, output, rubric_def, level, controls, notes)
+
+
+def _length_control(
+    predictions: Path,
+    output: JudgeOutput,
+    report: AgreementReport,
+    rubric_def: Rubric | None,
+    resamples: int,
+    confidence: float,
+    seed: int,
+) -> list[LengthControl]:
+    """Per criterion the length-controlled jury score, fitted on the labels the report joined."""
+    from jurybox.rubrics.errors import InputError
+    from jurybox.serving.runs.lengths import length_controls
+
+    if rubric_def is None:
+        raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
+    if report.joined is None:
+        return []
+    return length_controls(
+        predictions,
+        output,
+        rubric_def,
+        human=report.joined,
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+    )
+
+
+@dataclass
+class BenchmarkMeans:
+    """Each criterion's benchmark mean (the mean human label over every judged item).
+
+    Attributes:
+        estimates: Criterion -> its estimate, or why there is none.
+        design: ``active`` when labels were chosen for the benchmark mean, else ``uniform``.
+        pool: How many judged items the mean is over.
+        confidence: The intervals' level.
+        notes: Warnings: label rows naming items without a verdict, inferred scales.
+    """
+
+    estimates: dict[str, MeanEstimate | str]
+    design: str
+    pool: int
+    confidence: float
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The estimates as ``jurybox agree --ppi --json`` prints them."""
+        from jurybox.calibration.estimates.active import MeanEstimate
+
+        return {
+            "design": self.design,
+            "pool": self.pool,
+            "confidence": self.confidence,
+            "warnings": self.notes,
+            "criteria": {
+                c: e.to_dict() if isinstance(e, MeanEstimate) else {"estimate": None, "reason": e}
+                for c, e in self.estimates.items()
+            },
+        }
+
+
+def benchmark_means(
+    human: str | Path,
+    judged: str | Path,
+    *,
+    rubric: str | None = None,
+    provenance: str | None = None,
+    criteria: Sequence[str] = (),
+    confidence: float = 0.95,
+) -> BenchmarkMeans:
+    """Each criterion's benchmark mean by PPI++, with its CI (``jurybox agree --ppi``).
+
+    The jury's scores on all items corrected by the labelled ones: the normal (Student)
+    interval once 5 labelled items are another level than the jury's score, before that the
+    betting interval at that count. Labels chosen actively (``jurybox label --goal
+    benchmark-mean``) are weighted by their inclusion probabilities, others taken as a simple
+    random sample.
+
+    Args:
+        human: Human labels (the labels file a labelling page writes, or any labels file).
+        judged: Verdicts written by ``jurybox judge`` for every item of the benchmark.
+        rubric: A rubric name or YAML file (default: the verdicts').
+        provenance: Only the verdicts with this provenance hash.
+        criteria: Only these criteria (default: every criterion).
+        confidence: The intervals' level.
+
+    Returns:
+        Each criterion's estimate (or why there is none), the design and the notes.
+
+    Raises:
+        InputError: The labels or verdicts cannot be used.
+    """
+    from jurybox.calibration.data.labels import label_rows
+    from jurybox.calibration.estimates.active import (
+        design_of,
+        mean_estimates,
+        pool_model,
+        pool_probabilities,
+    )
+
+    output, _, notes, scales = scaled_inputs(Path(judged), rubric, provenance, list(criteria))
+    lines = [row for row in label_rows(Path(human)) if row.get("id") is not None]
+    pool = {r.id: r.scores for r in output.records}
+    strays = sum(str(row["id"]) not in pool for row in lines)
+    if strays:
+        notes.append(f"{strays} label row(s) name items without a verdict: left out")
+    design = design_of(lines)
+    result = mean_estimates(
+        lines,
+        pool,
+        scales,
+        confidence=confidence,
+        criteria=list(criteria) or None,
+        model=pool_model(output.records, scales),
+        probabilities=pool_probabilities(output.records, scales) if design == "active" else None,
+    )
+    return BenchmarkMeans(dict(result), design, len(pool), confidence, notes)
