@@ -35,12 +35,8 @@ from jurybox.serving.problems import (
 from jurybox.serving.service.draining import StateHandle
 from jurybox.serving.service.groups import answer_groups
 from jurybox.serving.service.guard import checked, problem_response, request_id
-from jurybox.serving.service.openrlhf import (
-    OpenRLHFRequest,
-    OpenRLHFResponse,
-    Options,
-    answer_openrlhf,
-)
+from jurybox.serving.service.openrlhf import answer_openrlhf
+from jurybox.serving.service.openrlhf_protocol import OpenRLHFRequest, OpenRLHFResponse, Options
 from jurybox.serving.service.protocol import (
     ErrorResponse,
     GroupRequest,
