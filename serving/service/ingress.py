@@ -34,21 +34,19 @@ from jurybox.serving.problems import (
 )
 from jurybox.serving.service.draining import StateHandle
 from jurybox.serving.service.groups import answer_groups
+from jurybox.serving.service.groups_protocol import GroupRequest, GroupResponse
 from jurybox.serving.service.guard import checked, problem_response, request_id
 from jurybox.serving.service.openrlhf import answer_openrlhf
 from jurybox.serving.service.openrlhf_protocol import OpenRLHFRequest, OpenRLHFResponse, Options
 from jurybox.serving.service.protocol import (
     ErrorResponse,
-    GroupRequest,
-    GroupResponse,
     Health,
     JuryInfo,
     ProvenanceRequest,
     ProvenanceResponse,
     RubricList,
-    ScoreRequest,
-    ScoreResponse,
 )
+from jurybox.serving.service.score_protocol import ScoreRequest, ScoreResponse
 from jurybox.serving.service.scoring import ScoringService
 
 logger = logging.getLogger("jurybox.serving")

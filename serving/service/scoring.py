@@ -53,8 +53,8 @@ from jurybox.serving.service.protocol import (
     ProvenanceResponse,
     RubricList,
     RubricSummary,
-    ScoreRequest,
 )
+from jurybox.serving.service.score_protocol import ScoreRequest
 from jurybox.serving.service.workers import Workers
 
 logger = logging.getLogger("jurybox.serving")
