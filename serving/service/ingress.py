@@ -32,6 +32,7 @@ from jurybox.serving.problems import (
     problem_for,
     validation_problem,
 )
+from jurybox.serving.service import info
 from jurybox.serving.service.draining import StateHandle
 from jurybox.serving.service.groups import answer_groups
 from jurybox.serving.service.groups_protocol import GroupRequest, GroupResponse
@@ -290,7 +291,7 @@ def build_app(service: ScoringService) -> FastAPI:
         summary="The provenance hash verdicts of a rubric and this jury carry",
     )
     async def provenance_of(request: ProvenanceRequest) -> ProvenanceResponse:
-        return await service.provenance_of(request)
+        return await info.provenance_of(service, request)
 
     @app.get(
         "/v1/rubrics",
@@ -300,7 +301,7 @@ def build_app(service: ScoringService) -> FastAPI:
         summary="The rubrics this service knows",
     )
     async def list_rubrics() -> RubricList:
-        return await service.list_rubrics()
+        return await info.list_rubrics(service)
 
     @app.get(
         "/v1/rubrics/{name}",
@@ -309,7 +310,7 @@ def build_app(service: ScoringService) -> FastAPI:
         summary="One rubric, in full",
     )
     async def get_rubric(name: str) -> JSONResponse:
-        return JSONResponse(await service.get_rubric(name))
+        return JSONResponse(await info.get_rubric(service, name))
 
     @app.get(
         "/v1/jury",
@@ -319,7 +320,7 @@ def build_app(service: ScoringService) -> FastAPI:
         summary="The jury: judges, aggregation, provenance per rubric",
     )
     async def jury_info() -> JuryInfo:
-        return await service.jury_info()
+        return await info.jury_info(service)
 
     @app.get(
         "/healthz",
