@@ -57,8 +57,8 @@ def main() -> None:
     from jurybox.serving.service.config import Limits, ServiceConfig
     from jurybox.serving.service.deployments import JudgeServer
     from jurybox.serving.service.groups import planned_prompt_chars
+    from jurybox.serving.service.groups_protocol import GroupRequest
     from jurybox.serving.service.ingress import build_app
-    from jurybox.serving.service.protocol import GroupRequest
     from jurybox.serving.service.scoring import ScoringService
 
     print(f"cpu: {cpu().describe()}", flush=True)

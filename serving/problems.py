@@ -4,9 +4,8 @@ Every HTTP surface (the scoring service and the labelling page) answers errors t
 error leaves as a JSON body ``{"error": {"type", "message", "field"}}`` with a 4xx for bad
 requests and a 5xx only when the server itself cannot answer. The scoring service raises its
 problems by name (`TooLarge`, `Overloaded`, ...) and `STATUSES` here is its one choice of a
-status for each (`tests/serving/service/test_problem_statuses.py` checks that no module of
-``serving/service`` builds one itself); the labelling page still picks its few statuses
-(401, 404, 400, 422) where it refuses.
+status for each; so does the labelling page (`tests/serving/service/test_problem_statuses.py`
+checks that no module of ``serving/service`` or ``serving/labelling`` builds one itself).
 """
 
 from __future__ import annotations

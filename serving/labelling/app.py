@@ -23,8 +23,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from jurybox.serving.labelling.session import LabellingSession, refused
-from jurybox.serving.problems import HTTPProblem, body
+from jurybox.serving.labelling.session import LabellingSession
+from jurybox.serving.problems import BadRequest, HTTPProblem, Invalid, Unauthorized, body
 
 PAGE = Path(__file__).with_name("page.html")
 
@@ -59,7 +59,7 @@ def build_app(session: LabellingSession, token: str | None = None) -> FastAPI:
                     else ""
                 )
             if not hmac.compare_digest(given.strip().encode(), token.encode()):
-                return problem(HTTPProblem(401, "unauthorized", "missing or wrong bearer token"))
+                return problem(Unauthorized("missing or wrong bearer token"))
         response: Response = await call_next(request)
         return response
 
@@ -67,9 +67,9 @@ def build_app(session: LabellingSession, token: str | None = None) -> FastAPI:
         try:
             body = await request.json()
         except ValueError:
-            raise refused(400, "the body is not JSON") from None
+            raise BadRequest("the body is not JSON") from None
         if not isinstance(body, dict):
-            raise refused(422, "the body must be a JSON object")
+            raise Invalid("the body must be a JSON object")
         return body
 
     @app.get("/", response_class=HTMLResponse)

@@ -2,8 +2,8 @@
 
 The session holds the judged items, the rubric, the labels file and the order items are offered
 in; what each route of the page's API (`.app`) answers is one method here. A request it
-refuses is an `HTTPProblem` naming the field at fault, and
-nothing is written for it.
+refuses is a problem named by its class (`Invalid`, `NotFound`: ``serving/problems.py`` says
+which status each one is) naming the field at fault, and nothing is written for it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,7 @@ from jurybox.calibration.data.label_store import LabelStore
 from jurybox.calibration.estimates.active import pool_model
 from jurybox.calibration.estimates.selection import Choice, Selector, labelled, progress
 from jurybox.rubrics import Item, Rubric, VerdictRecord
-from jurybox.serving.problems import HTTPProblem
-
-
-def refused(status: int, message: str, field: str | None = None) -> HTTPProblem:
-    """The session's refusal: 404 for what is not there, else the request's fault."""
-    return HTTPProblem(status, "not_found" if status == 404 else "invalid_request", message, field)
+from jurybox.serving.problems import Invalid, NotFound
 
 
 class LabellingSession:
@@ -102,14 +97,14 @@ class LabellingSession:
                 the rater) and the progress.
 
         Raises:
-            HTTPProblem: A 4xx for an unknown id or criterion, a value off its scale, a missing
-                rater, or no label at all.
+            NotFound: For an unknown id.
+            Invalid: For no id, an unknown criterion, a value off its scale, a missing rater,
+                or no label at all.
         """
         item, rater = self._item(body), _rater(body.get("rater"))
         raw = body.get("labels")
         if not isinstance(raw, dict) or not raw:
-            raise refused(
-                422,
+            raise Invalid(
                 "labels must be an object with a value per criterion, e.g. "
                 f'{{"{self.rubric.criteria[0].name}": ...}}',
                 "labels",
@@ -117,8 +112,7 @@ class LabellingSession:
         values: dict[str, float | None] = {}
         for criterion, value in raw.items():
             if criterion not in self.scales:
-                raise refused(
-                    422,
+                raise Invalid(
                     f"unknown criterion {criterion!r}; the rubric "
                     f"{self.rubric.name} has {list(self.scales)}",
                     f"labels.{criterion}",
@@ -129,9 +123,9 @@ class LabellingSession:
             try:
                 values[criterion] = self.scales[criterion].parse(value)
             except ValueError as exc:
-                raise refused(422, str(exc), f"labels.{criterion}") from None
+                raise Invalid(str(exc), f"labels.{criterion}") from None
         if all(v is None for v in values.values()):
-            raise refused(422, "no criterion has a value; skip the item instead", "labels")
+            raise Invalid("no criterion has a value; skip the item instead", "labels")
         with self._lock:
             line = self.store.append(
                 {"id": item, "rater": rater, **values, "selection": self._selection(rater, item)}
@@ -144,7 +138,7 @@ class LabellingSession:
         item, rater = self._item(body), _rater(body.get("rater"))
         reason = body.get("reason")
         if not isinstance(reason, str) or not reason.strip():
-            raise refused(422, "say why the item is skipped (reason)", "reason")
+            raise Invalid("say why the item is skipped (reason)", "reason")
         with self._lock:
             line = self.store.append(
                 {
@@ -166,7 +160,8 @@ class LabellingSession:
             The id whose label was withdrawn and the progress.
 
         Raises:
-            HTTPProblem: A 404 when the rater has no label to undo; a 422 without a rater.
+            NotFound: When the rater has no label to undo.
+            Invalid: Without a rater.
         """
         rater = _rater(body.get("rater"))
         with self._lock:
@@ -179,7 +174,7 @@ class LabellingSession:
                 and labelled(line)
             ]
             if not mine:
-                raise refused(404, f"rater {rater!r} has no label to undo", "rater")
+                raise NotFound(f"rater {rater!r} has no label to undo", "rater")
             last = mine[-1]
             self.store.append({"id": last["id"], "rater": rater, "undone": True})
             return {"undone": last["id"], "progress": self.progress()}
@@ -240,22 +235,18 @@ class LabellingSession:
         """The local file of image ``n`` of ``item`` (only files the judged items name)."""
         images = self._item({"id": item}) and self.items[item].images
         if not 0 <= n < len(images) or images[n].startswith(("http:", "https:", "data:")):
-            raise refused(404, f"item {item!r} has no local image {n}", "n")
+            raise NotFound(f"item {item!r} has no local image {n}", "n")
         path = Path(images[n])
         if not path.is_file():
-            raise refused(404, f"image {n} of item {item!r} ({path}) is not a file here", "n")
+            raise NotFound(f"image {n} of item {item!r} ({path}) is not a file here", "n")
         return path
 
     def _item(self, body: Mapping[str, Any]) -> str:
         item = body.get("id")
         if not isinstance(item, (str, int)) or str(item) not in self.items:
-            raise refused(
-                422 if item is None else 404,
-                "id is missing"
-                if item is None
-                else f"unknown item id {item!r}: not among the judged items",
-                "id",
-            )
+            if item is None:
+                raise Invalid("id is missing", "id")
+            raise NotFound(f"unknown item id {item!r}: not among the judged items", "id")
         return str(item)
 
     def _selection(self, rater: str, item: str) -> dict[str, Any]:
@@ -267,5 +258,5 @@ class LabellingSession:
 
 def _rater(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise refused(422, "rater is missing: every label carries who gave it", "rater")
+        raise Invalid("rater is missing: every label carries who gave it", "rater")
     return value.strip()

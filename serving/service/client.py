@@ -183,7 +183,7 @@ class Client:
         """POST /v1/groups: each group's rewards, in order.
 
         Args:
-            payload: The fields of `jurybox.serving.service.protocol.GroupRequest`.
+            payload: The fields of `jurybox.serving.service.groups_protocol.GroupRequest`.
 
         Returns:
             Each group's result, in order.

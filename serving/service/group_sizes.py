@@ -18,7 +18,7 @@ from jurybox.judges.groups import COMPARING, Group, GroupJob, listwise_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.serving.problems import HTTPProblem, Invalid, problem_for
 from jurybox.serving.service.admission import prompt_sizes
-from jurybox.serving.service.protocol import GroupRequest
+from jurybox.serving.service.groups_protocol import GroupRequest
 
 if TYPE_CHECKING:
     from jurybox.serving.service.scoring import ScoringService

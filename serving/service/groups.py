@@ -57,8 +57,8 @@ from jurybox.serving.service.admission import (
 from jurybox.serving.service.config import Limits
 from jurybox.serving.service.group_sizes import invalid
 from jurybox.serving.service.group_sizes import sized as sized_groups
+from jurybox.serving.service.groups_protocol import GroupRequest
 from jurybox.serving.service.pace import check_pace
-from jurybox.serving.service.protocol import GroupRequest
 
 if TYPE_CHECKING:
     from jurybox.serving.service.scoring import ScoringService

@@ -32,27 +32,22 @@ from jurybox.serving.problems import (
     problem_for,
     validation_problem,
 )
+from jurybox.serving.service import info
 from jurybox.serving.service.draining import StateHandle
 from jurybox.serving.service.groups import answer_groups
+from jurybox.serving.service.groups_protocol import GroupRequest, GroupResponse
 from jurybox.serving.service.guard import checked, problem_response, request_id
-from jurybox.serving.service.openrlhf import (
-    OpenRLHFRequest,
-    OpenRLHFResponse,
-    Options,
-    answer_openrlhf,
-)
+from jurybox.serving.service.openrlhf import answer_openrlhf
+from jurybox.serving.service.openrlhf_protocol import OpenRLHFRequest, OpenRLHFResponse, Options
 from jurybox.serving.service.protocol import (
     ErrorResponse,
-    GroupRequest,
-    GroupResponse,
     Health,
     JuryInfo,
     ProvenanceRequest,
     ProvenanceResponse,
     RubricList,
-    ScoreRequest,
-    ScoreResponse,
 )
+from jurybox.serving.service.score_protocol import ScoreRequest, ScoreResponse
 from jurybox.serving.service.scoring import ScoringService
 
 logger = logging.getLogger("jurybox.serving")
@@ -296,7 +291,7 @@ def build_app(service: ScoringService) -> FastAPI:
         summary="The provenance hash verdicts of a rubric and this jury carry",
     )
     async def provenance_of(request: ProvenanceRequest) -> ProvenanceResponse:
-        return await service.provenance_of(request)
+        return await info.provenance_of(service, request)
 
     @app.get(
         "/v1/rubrics",
@@ -306,7 +301,7 @@ def build_app(service: ScoringService) -> FastAPI:
         summary="The rubrics this service knows",
     )
     async def list_rubrics() -> RubricList:
-        return await service.list_rubrics()
+        return await info.list_rubrics(service)
 
     @app.get(
         "/v1/rubrics/{name}",
@@ -315,7 +310,7 @@ def build_app(service: ScoringService) -> FastAPI:
         summary="One rubric, in full",
     )
     async def get_rubric(name: str) -> JSONResponse:
-        return JSONResponse(await service.get_rubric(name))
+        return JSONResponse(await info.get_rubric(service, name))
 
     @app.get(
         "/v1/jury",
@@ -325,7 +320,7 @@ def build_app(service: ScoringService) -> FastAPI:
         summary="The jury: judges, aggregation, provenance per rubric",
     )
     async def jury_info() -> JuryInfo:
-        return await service.jury_info()
+        return await info.jury_info(service)
 
     @app.get(
         "/healthz",

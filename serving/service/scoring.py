@@ -36,7 +36,7 @@ from jurybox.judges.jurors import (
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.problems import Invalid, NotFound, TimedOut, TooLarge
+from jurybox.serving.problems import Invalid, TimedOut, TooLarge
 from jurybox.serving.service.admission import Prepared, check_inline, inline_rubric, prepare
 from jurybox.serving.service.batching import Batches
 from jurybox.serving.service.calls import JudgeCalls
@@ -47,14 +47,8 @@ from jurybox.serving.service.metrics import Metrics, Shared
 from jurybox.serving.service.pace import check_pace
 from jurybox.serving.service.protocol import (
     Health,
-    JudgeInfo,
-    JuryInfo,
-    ProvenanceRequest,
-    ProvenanceResponse,
-    RubricList,
-    RubricSummary,
-    ScoreRequest,
 )
+from jurybox.serving.service.score_protocol import ScoreRequest
 from jurybox.serving.service.workers import Workers
 
 logger = logging.getLogger("jurybox.serving")
@@ -416,77 +410,6 @@ class ScoringService:
                     f"deadline of {self.limits.request_timeout_s:g} s "
                     "(request_timeout_s); retry with fewer items",
                 ) from None
-
-    async def provenance_of(self, request: ProvenanceRequest) -> ProvenanceResponse:
-        """POST /v1/provenance: the provenance hash of the rubric (named or inline) with this jury.
-
-        And the calibration map applied to its verdicts, if any.
-        """
-        rubric = await self.rubric_of(request.rubric)
-        prov = self.provenance_for(rubric)
-        calibration = self.calibrations.get(prov)
-        return ProvenanceResponse(
-            rubric=rubric.name,
-            provenance=prov,
-            calibration=calibration.identity if calibration else None,
-        )
-
-    async def list_rubrics(self) -> RubricList:
-        """GET /v1/rubrics: a summary of each rubric the service knows, by name."""
-        return RubricList(
-            rubrics=[
-                RubricSummary(
-                    name=n,
-                    description=r.description,
-                    inputs=r.inputs,
-                    criteria=r.criterion_names,
-                    formula=r.formula.name if r.formula else None,
-                )
-                for n, r in sorted(self.rubrics.items())
-            ]
-        )
-
-    async def get_rubric(self, name: str) -> dict[str, Any]:
-        """GET /v1/rubrics/{name}: the rubric in full; 404 for a name the service does not know."""
-        if name not in self.rubrics:
-            raise NotFound(
-                f"unknown rubric {name!r}; this service knows {sorted(self.rubrics)}",
-                "name",
-            )
-        return self.rubrics[name].model_dump(mode="json", by_alias=True)
-
-    async def jury_info(self) -> JuryInfo:
-        """GET /v1/jury: the judges, aggregation and spec, each rubric's provenance and calibration.
-
-        And the ``max_items`` and ``max_judge_calls`` limits.
-        """
-        return JuryInfo(
-            name=self.jury.name,
-            description=self.jury.description,
-            judges=[
-                JudgeInfo(
-                    name=j.name,
-                    model=j.model,
-                    revision=j.revision,
-                    backend=j.backend,
-                    weight=j.weight,
-                    temperature=j.sampling.temperature,
-                    reasoning=j.reasoning.mode,
-                )
-                for j in self.jury.judges
-            ],
-            aggregation=self.jury.aggregation,
-            provenance=dict(sorted(self.provenances.items())),
-            calibration={
-                n: self.calibrations[p].identity
-                for n, p in self.provenances.items()
-                if p in self.calibrations
-            },
-            max_items=self.limits.max_items,
-            max_judge_calls=self.limits.max_judge_calls,
-            max_field_chars=self.limits.max_field_chars,
-            spec=self.jury.model_dump(mode="json"),
-        )
 
     async def healthz(self) -> Health:
         """GET /healthz: every judge's state (pinged at once); 200 when all are ``ok``, else 503.

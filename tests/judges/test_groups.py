@@ -28,7 +28,7 @@ from jurybox.judges.resolution import ResolvedReward, redecided
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.service.protocol import GroupResponse
+from jurybox.serving.service.groups_protocol import GroupResponse
 
 FIELDS = {"question": QUESTION, "reference": REFERENCE}
 QUALITY = {f"[answer {k}]": q for k, q in enumerate([-1.2, -0.4, 0.3, 1.1])}

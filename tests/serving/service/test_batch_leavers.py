@@ -21,7 +21,7 @@ from service_helpers import LocalJudge, assert_same_verdicts
 
 from jurybox.serving.service.config import Limits, ServiceConfig
 from jurybox.serving.service.deployments import JudgeServer
-from jurybox.serving.service.protocol import ScoreItem, ScoreRequest
+from jurybox.serving.service.score_protocol import ScoreItem, ScoreRequest
 from jurybox.serving.service.scoring import ScoringService
 
 DELAY_S = 0.5  # each generate of the replay judges

@@ -222,7 +222,7 @@ def test_the_estimate_bounds_what_the_rounds_render(text_service, design, rubric
     rendered = sum(_chars(s) for s in sent)
     if design["design"] == "listwise":
         rendered *= len(scoring.jury.judges)  # each judge its own prompt
-    from jurybox.serving.service.protocol import GroupRequest
+    from jurybox.serving.service.groups_protocol import GroupRequest
 
     estimate = asyncio.run(planned_prompt_chars(scoring, GroupRequest.model_validate(body)))
     # exact for round robin, pointwise and listwise; 1.01-1.11 here for the others (a design's

@@ -17,7 +17,7 @@ from service_helpers import LocalJudge
 
 from jurybox.serving.service.config import ServiceConfig
 from jurybox.serving.service.deployments import JudgeServer
-from jurybox.serving.service.protocol import ScoreItem, ScoreRequest
+from jurybox.serving.service.score_protocol import ScoreItem, ScoreRequest
 from jurybox.serving.service.scoring import ScoringService
 
 WORDS = "alpha bravo charlie delta"

@@ -13,7 +13,9 @@ import pytest
 from jurybox.serving import problems
 from jurybox.serving.problems import STATUSES, HTTPProblem, RequestProblem, problem_for
 
-SERVICE = Path(__file__).resolve().parents[3] / "serving" / "service"
+SERVING = Path(__file__).resolve().parents[3] / "serving"
+# The HTTP surfaces whose modules raise problems by name (problems.py says their statuses).
+SURFACES = (SERVING / "service", SERVING / "labelling")
 
 
 def _status_choices(path: Path) -> list[tuple[str, int]]:
@@ -29,10 +31,11 @@ def _status_choices(path: Path) -> list[tuple[str, int]]:
     return found
 
 
-def test_no_module_of_the_service_chooses_a_status():
+def test_no_module_of_the_service_or_the_labelling_page_chooses_a_status():
     chosen = [
-        f"{path.name}:{line} ({function})"
-        for path in sorted(SERVICE.glob("*.py"))
+        f"{path.parent.name}/{path.name}:{line} ({function})"
+        for surface in SURFACES
+        for path in sorted(surface.glob("*.py"))
         for function, line in _status_choices(path)
     ]
     assert not chosen, chosen
