@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -185,8 +186,10 @@ class Lent:
     def __init__(self, backend: Any) -> None:
         self.backend, self.name = backend, backend.name
 
-    def generate(self, requests: Any, **kwargs: Any) -> Any:
-        return self.backend.generate(requests, **kwargs)
+    def generate(
+        self, requests: list[Any], cancelled: Callable[[], bool] | None = None
+    ) -> list[Any]:
+        return self.backend.generate(requests, cancelled=cancelled)
 
     def close(self) -> None:
         pass
@@ -215,11 +218,10 @@ def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(tiny_jury, tiny_j
     first = ITEMS[0]
 
     def sent(as_id: str) -> ScoreRequest:
-        fields = {"question": first.question, "response": first.response}
-        return ScoreRequest(
-            rubric="mirage-mg",
-            items=[ScoreItem(id=as_id, reference=first.reference, **fields)],
+        item = ScoreItem(
+            id=as_id, question=first.question, response=first.response, reference=first.reference
         )
+        return ScoreRequest(rubric="mirage-mg", items=[item])
 
     async def run() -> Any:
         leaver, stayer = await merged_and_judged(
