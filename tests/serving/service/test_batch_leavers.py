@@ -4,8 +4,9 @@ The service's scoring path (a ScoringService with the replay jury's judges in th
 judge handles that do what Ray Serve's do when a request is cancelled: every handle call made in
 that request's context is cancelled too (``ray.serve._private.replica._on_request_cancelled``).
 Requests merged into one batch, the one that opened it leaving while it is judged: the others get
-their verdicts, exactly those they get alone. The same through `jurybox serve` (real Serve, real
-sockets): test_service_leavers.py.
+their verdicts, exactly those they get alone. Once more on the real models
+(``test_..._on_the_real_tiny_jury``: the session's tiny jury's backends behind the service's judge
+servers). The same through `jurybox serve` (real Serve, real sockets): test_service_leavers.py.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -110,11 +112,20 @@ def calls(service: ScoringService) -> int:
     return sum(h.counts.get("votes", 0) for h in service.judges.values())
 
 
-async def merged_and_judged(service: ScoringService, first: ScoreRequest, second: ScoreRequest):
+async def merged_and_judged(
+    service: ScoringService,
+    first: ScoreRequest,
+    second: ScoreRequest,
+    holding: ScoreRequest | None = None,
+    generate_s: float | None = DELAY_S,
+):
     """``first`` and ``second`` merged into one batch (``first`` opened it) while another request
-    holds the only slot; returns their tasks once that batch's judge calls are under way."""
+    (``holding``, default ``request(0)``) holds the only slot; returns their tasks once that
+    batch's judge calls are under way, a third of ``generate_s`` in (None: of the holder's time,
+    how long a batch takes here)."""
     loop = asyncio.get_running_loop()
-    holder = loop.create_task(as_request(service.score(request(0))))
+    began = time.monotonic()
+    holder = loop.create_task(as_request(service.score(holding or request(0))))
     await until(lambda: service.gate.active == 1, "holding the slot")
     tasks = [loop.create_task(as_request(service.score(first)))]
     await until(lambda: service.gate.waiting == 1, "one waiting")
@@ -124,8 +135,10 @@ async def merged_and_judged(service: ScoringService, first: ScoreRequest, second
     assert len(batch.parts) == 2
     before = calls(service)
     await holder
+    held_s = time.monotonic() - began
     await until(lambda: batch.started and calls(service) >= before + len(service.judges), "judged")
-    await asyncio.sleep(DELAY_S / 3)  # in the middle of the judges' generate
+    # in the middle of the judges' generate
+    await asyncio.sleep((held_s if generate_s is None else generate_s) / 3)
     return tasks
 
 
@@ -165,3 +178,64 @@ def test_a_batch_every_client_left_stops_its_judge_calls(scoring):
 
     assert asyncio.run(run()) == 0
     assert not scoring.gate.slots.locked()
+
+
+class Lent:
+    """A backend of the session's tiny jury lent to a judge server: the session closes it."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend, self.name = backend, backend.name
+
+    def generate(
+        self, requests: list[Any], cancelled: Callable[[], bool] | None = None
+    ) -> list[Any]:
+        return self.backend.generate(requests, cancelled=cancelled)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.models
+def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(tiny_jury, tiny_judged_first):
+    """Once on the real models: the service's judge servers over the session's tiny jury's
+    backends (as `jurybox serve --jury tiny` runs them, without a second load of the models),
+    one slot held; the leaver opens the merged batch and leaves while it is judged. The stayer
+    gets the verdict the tiny jury gives in-process (``tiny_judged_first``, the session's)."""
+    from judging_helpers import ITEMS
+
+    from jurybox.rubrics import input_hash
+
+    servers = {
+        j.name: JudgeServer(
+            j.model_dump(mode="json"), backend_factory=lambda s: Lent(tiny_jury.backend(s))
+        )
+        for j in tiny_jury.spec.judges
+    }
+    plan = ServiceConfig(jury="tiny", limits=Limits(max_concurrent=1, max_queued=8)).resolve()
+    service = ScoringService(
+        plan.model_dump(mode="json"), {n: ServeLikeJudge(s) for n, s in servers.items()}
+    )
+    first = ITEMS[0]
+
+    def sent(as_id: str) -> ScoreRequest:
+        item = ScoreItem(
+            id=as_id, question=first.question, response=first.response, reference=first.reference
+        )
+        return ScoreRequest(rubric="mirage-mg", items=[item])
+
+    async def run() -> Any:
+        leaver, stayer = await merged_and_judged(
+            service, sent("leaver"), sent("stayer"), holding=sent("holder"), generate_s=None
+        )
+        leaver.cancel()
+        return (await asyncio.gather(stayer, return_exceptions=True))[0]
+
+    try:
+        got = asyncio.run(run())
+    finally:
+        service.workers.close()
+    assert isinstance(got, list), repr(got)
+    stayer = first.model_copy(update={"id": "stayer"})
+    want = {**tiny_judged_first.to_record(input=input_hash(stayer)), "id": "stayer"}
+    assert_same_verdicts(got, [want])
+    assert service.gate.waiting == 0 and service.gate.active == 0

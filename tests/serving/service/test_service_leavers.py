@@ -9,7 +9,8 @@ get exactly the verdicts `jurybox judge` gives, whether the leaver opened the ba
 Then 64 clients at once, a quarter of them leaving at random moments: every client still
 connected gets its verdicts, none a 499. The judges are the replay jury (the tiny jury's judges
 answering with their recorded answers through their real tokenizers, each generate taking
-DELAY_S); once more on the real tiny jury (``test_..._on_the_real_tiny_jury``).
+DELAY_S). On the real tiny jury: test_batch_leavers.py (the service's scoring path in-process over
+the session's tiny jury: Serve and the sockets add nothing the models change).
 """
 
 from __future__ import annotations
@@ -243,18 +244,3 @@ def test_sixty_four_clients_with_leavers_among_them_get_the_offline_verdicts(ser
     assert mismatches == 0
     assert seconds < 300, f"{CLIENTS} clients took {seconds:.0f} s"
     assert depth(service) == 0  # nothing left waiting or judging
-
-
-@pytest.mark.parametrize("leaver_first", [True], ids=["leaver-first"])
-def test_a_client_leaving_a_merged_batch_on_the_real_tiny_jury(
-    shared_ray, tiny_judged_first, leaver_first
-):
-    """Once on the real models (the service of `jurybox serve --jury tiny`): the stayer's
-    verdicts are those the session's tiny jury gives in-process. One slot held (not four: the
-    models' time, on two cores, is the cost of this test), the stayer's one row judged offline
-    (``tiny_judged_first``, the session's); the holder's one row is how long one batch takes
-    here (no request of its own to time)."""
-    want = {ITEMS[0].id: tiny_judged_first.to_record(input=_input(ITEMS[0]))}
-    with serving("tiny", slots=1) as url:
-        got = leave_a_merged_batch(url, leaver_first, None, slots=1).json()["verdicts"]
-    assert_same_verdicts(got, as_offline(got, want, ["good"]))
