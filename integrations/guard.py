@@ -492,7 +492,12 @@ class RewardGuard:
             self.rewards.stats.canary_calls += calls
 
     def _flag(self, records: Records, report: StepReport) -> Records:
-        from jurybox.judges.jurors import AgreementHistory, flag_jurors, records_without
+        from jurybox.judges.jurors import (
+            AgreementHistory,
+            flag_jurors,
+            records_flagged,
+            records_without,
+        )
 
         check = self.spec.juror_checks
         assert check is not None
@@ -517,6 +522,7 @@ class RewardGuard:
             left,
             shown,
         )
+        records = records_flagged(records, report.flags)
         if not check.leave_out:
             return records
         return records_without(self.rewards.rubric, jury, records, report.flags)

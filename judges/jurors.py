@@ -321,6 +321,7 @@ def decide_without(
                     "votes": verdict.votes,
                     "stage": verdict.stage,
                     "left_out": [f"{n}: {why[n]}" for n in out_here],
+                    "flagged": verdict.flagged or [f"{n}: {why[n]}" for n in out_here],
                 }
             )
         )
@@ -340,6 +341,41 @@ def _why(flags: Sequence[JurorFlag]) -> dict[str, str]:
             parts.append(f"{kind}{' on ' + on if on else ''} ({found[0].detail})")
         why[judge] = "; ".join(parts)
     return why
+
+
+def mark_flagged(verdicts: Sequence[Any], flags: Sequence[JurorFlag]) -> list[Any]:
+    """The verdicts, each naming in ``flagged`` the flagged jurors that voted in it.
+
+    Nothing else changes: the jury's decision stands (`decide_without` leaves them out).
+
+    Args:
+        verdicts: `Verdict` objects, `VerdictRecord` objects or records (dicts).
+        flags: The flags of `flag_jurors`.
+
+    Returns:
+        One `Verdict` per verdict, in order (the same object where no flagged judge voted).
+    """
+    why = _why(flags)
+    out = []
+    for given in verdicts:
+        verdict = _verdict(given)
+        voted = {v.judge for v in verdict.votes}
+        named = [f"{n}: {why[n]}" for n in why if n in voted]
+        out.append(verdict.model_copy(update={"flagged": named}) if named else verdict)
+    return out
+
+
+def records_flagged(
+    records: Sequence[Mapping[str, Any]], flags: Sequence[JurorFlag]
+) -> list[dict[str, Any]]:
+    """`mark_flagged` on verdict records: each gains ``flagged`` where a flagged judge voted."""
+    why = _why(flags)
+    out = []
+    for record in records:
+        voted = {v.get("judge") for v in record.get("votes") or ()}
+        named = [f"{n}: {why[n]}" for n in why if n in voted]
+        out.append({**record, "flagged": named} if named else dict(record))
+    return out
 
 
 def records_without(

@@ -137,6 +137,8 @@ class Verdict(BaseModel):
             which criterion, and what it chose in each.
         left_out: Each juror left out of the verdict (``"judge: why"``): a failing juror its
             batch flagged (`jurybox.judges.jurors`); its votes stay in ``votes``.
+        flagged: Each juror of the verdict its batch flagged as failing (``"judge: why"``),
+            whether or not it was left out.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -156,6 +158,7 @@ class Verdict(BaseModel):
     p_a: float | None = None
     inconsistent: list[str] = Field(default_factory=list)
     left_out: list[str] = Field(default_factory=list)
+    flagged: list[str] = Field(default_factory=list)
 
     @classmethod
     def from_record(cls, record: VerdictRecord) -> Verdict:
@@ -199,6 +202,7 @@ class Verdict(BaseModel):
             p_a=record.p_a,
             inconsistent=record.inconsistent,
             left_out=record.left_out,
+            flagged=record.flagged,
         )
 
     def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
@@ -237,6 +241,7 @@ class Verdict(BaseModel):
             stage=self.stage,
             **pair,
             left_out=self.left_out,
+            flagged=self.flagged,
         )
 
     def to_record(self, keep_raw: bool = False, input: str | None = None) -> dict[str, Any]:
@@ -286,6 +291,8 @@ class Verdict(BaseModel):
             record["inconsistent"] = list(self.inconsistent)
         if self.left_out:
             record["left_out"] = list(self.left_out)
+        if self.flagged:
+            record["flagged"] = list(self.flagged)
         if input is not None:
             record["input"] = input
         return record
@@ -351,6 +358,7 @@ class VerdictRecord(BaseModel):
         inconsistent: Pairwise rubrics: each judge whose two orders pointed to different
             answers.
         left_out: Each juror left out of the verdict, as ``"judge: why"``.
+        flagged: Each juror of the verdict its batch flagged as failing, as ``"judge: why"``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -410,6 +418,12 @@ class VerdictRecord(BaseModel):
         "jurors out; its votes stay in votes. The scores are the other judges' (absent when "
         "no juror was left out).",
     )
+    flagged: list[str] = Field(
+        default_factory=list,
+        description='Each juror of this verdict its batch flagged as failing, as "judge: why" '
+        "(collapsed, refused or departed), whether or not the jury left it out (absent when "
+        "none was flagged).",
+    )
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
@@ -452,7 +466,8 @@ class VerdictRecord(BaseModel):
                 if getattr(self, k) is None
             }
             | ({"winner", "p_a", "inconsistent"} - self.model_fields_set)
-            | (set() if self.left_out else {"left_out"}),
+            | (set() if self.left_out else {"left_out"})
+            | (set() if self.flagged else {"flagged"}),
         )
         for vote in data["votes"]:
             if vote["raw"] is None and vote["score"] is not None:

@@ -32,6 +32,7 @@ from jurybox.judges.jurors import (
     decide_without,
     departed_note,
     flag_jurors,
+    mark_flagged,
 )
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 from jurybox.rubrics.errors import InputError
@@ -318,6 +319,7 @@ class ScoringService:
                     f" on {flag.criterion}" if flag.criterion else "",
                     flag.detail,
                 )
+        verdicts = mark_flagged(verdicts, flags)
         if not check.leave_out:
             return verdicts
         return decide_without(rubric, self.jury, verdicts, flags)

@@ -12,6 +12,8 @@ from jurybox.judges.jurors import (
     departed_note,
     fewer_agreements,
     flag_jurors,
+    mark_flagged,
+    records_flagged,
     records_without,
 )
 from jurybox.rubrics import Item, Verdict, VerdictRecord, load_rubric
@@ -64,9 +66,19 @@ def test_a_failing_juror_is_flagged_and_left_out(fake_judges, backend, kind):  #
         assert f"{kind} " in v.left_out[0]
         assert {vote.judge for vote in v.votes} == {j.name for j in jury.spec.judges}
         assert v.provenance == verdicts[0].provenance
+    # Flagged but kept: each verdict names the juror in flagged, and the jury's decision stands.
+    marked = mark_flagged(verdicts, flags)
+    for m, v, a in zip(marked, verdicts, again):
+        assert m.scores == v.scores and m.left_out == [] and m.flagged == a.flagged
+        assert len(m.flagged) == 1 and m.flagged[0].startswith(f"{bad}: ") and kind in m.flagged[0]
+    assert [r["flagged"] for r in records_flagged([v.to_record() for v in verdicts], flags)] == [
+        m.flagged for m in marked
+    ]
+    assert VerdictRecord.from_record(marked[0].to_record()).flagged == marked[0].flagged
     # Unflagged, nothing changes, and a record without a juror left out has no left_out.
     assert decide_without(rubric, jury, verdicts, []) == verdicts
     assert "left_out" not in verdicts[0].to_record()
+    assert "flagged" not in verdicts[0].to_record() and mark_flagged(verdicts, []) == verdicts
     records = [v.to_record(input=f"h{k}") for k, v in enumerate(verdicts)]
     assert flag_jurors(rubric, jury, records) == flags
     written = records_without(rubric, jury, records, flags)

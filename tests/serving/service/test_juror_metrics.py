@@ -88,7 +88,7 @@ def test_a_flagged_juror_is_counted_and_left_out_but_never_cached(fake_judges, t
         assert sum(h.counts.get("votes", 0) for h in plain.judges.values()) == 0
     finally:
         plain.workers.close()
-    assert all("left_out" not in r for r in cached)
+    assert all("left_out" not in r and "flagged" not in r for r in cached)
     assert cached[0]["scores"]["accuracy"] == (2 + 2 + 4) / 3
 
 
@@ -100,6 +100,7 @@ def test_checks_without_leave_out_only_count(fake_judges, tmp_path):  # noqa: F8
     finally:
         scoring.workers.close()
     assert all("left_out" not in r for r in records)
+    assert all(r["flagged"][0].startswith("flatterer-2: ") for r in records)
 
 
 def test_one_item_requests_are_judged_over_a_window(fake_judges, tmp_path):  # noqa: F811
