@@ -149,3 +149,17 @@ def test_calibrate_s_options_are_its_fits_parameters():
         marked |= set(fit.__command_line__) & set(inspect.signature(fit).parameters)
     own = {"out", "json_out", "cascade", "conformal"}
     assert set(inspect.signature(calibrate).parameters) == marked | own
+
+
+def test_leaderboard_s_options_are_board_of_s_parameters():
+    """Every option of leaderboard but --json and --html is a parameter of board_of."""
+    import inspect
+
+    from jurybox.serving.cli.leaderboard import leaderboard
+    from jurybox.serving.runs.board import board_of
+
+    assert set(board_of.__command_line__) == set(inspect.signature(board_of).parameters)
+    assert set(inspect.signature(leaderboard).parameters) == set(board_of.__command_line__) | {
+        "json_out",
+        "html",
+    }
