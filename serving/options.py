@@ -110,3 +110,42 @@ PROVENANCE = option(
 )
 #: The random seed of the resamples and folds (agree, calibrate).
 SEED = option(help="Random seed (bootstrap resamples, CV folds).")
+#: Cross-validation folds (calibrate: the map's before/after report, the conformal coverage).
+FOLDS = option(help="Cross-validation folds for the before/after report.", min=2)
+#: The labels' group column (calibrate --cascade's report, --conformal's thresholds).
+GROUP = option(
+    "--group",
+    help="With --cascade: a column of HUMAN naming each item's group (a task, a "
+    "scenario, a domain): report each group's agreement at the fitted "
+    "threshold and warn where one is shown to fall below the target (the "
+    "guarantee is over all items, not per group). With --conformal: one "
+    "threshold per group of that column, so that the coverage holds within "
+    "each group.",
+    show_default=False,
+)
+#: The cascaded jury whose thresholds are fitted (calibrate --cascade, --by-group).
+CASCADE_JURY = option(
+    "--jury",
+    "-j",
+    type=str | None,
+    default=None,
+    help="With --cascade: the jury (name or YAML file) whose stages to fit.",
+    show_default=False,
+)
+#: The agreement a cascade must reach (calibrate --cascade, --by-group).
+TARGET_AGREEMENT = option(
+    type=float | None,
+    default=None,
+    help="With --cascade: the agreement with the human consensus the cascade must reach "
+    "(share of items within the jury's confidence.tolerance on every criterion).",
+    min=0.0,
+    max=1.0,
+    show_default=False,
+)
+#: The allowed probability of missing the target (calibrate --cascade, --by-group).
+RISK = option(
+    help="With --cascade: the allowed probability that the cascade's true agreement is "
+    "below the target.",
+    min=0.0,
+    max=1.0,
+)

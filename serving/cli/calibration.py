@@ -10,13 +10,28 @@ field; partial joins and undefined statistics are reported, never hidden or prin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.console import as_typer, dumps, fail, note, options_of, reported, warn
+from jurybox.serving.cli.console import (
+    as_typer,
+    dumps,
+    fail,
+    given_to,
+    note,
+    options_of,
+    reported,
+    warn,
+)
 from jurybox.serving.options import CRITERIA, HUMAN, JUDGED, PROVENANCE, RUBRIC, SEED, VALUE
 from jurybox.serving.runs.agree import ValueChoice, agreement_with_humans
+from jurybox.serving.runs.calibrate import (
+    fit_cascade_jury,
+    fit_cascade_jury_by_group,
+    fit_conformal_map,
+    fit_map,
+)
 
 if TYPE_CHECKING:
     from jurybox.serving.runs.calibrate import FittedMap
@@ -125,14 +140,10 @@ def _ppi(options: dict[str, Any], json_out: bool) -> None:
 # --------------------------------------------------------------------------- calibrate
 
 
-def _calibrate_conformal(
-    human: Path, judged: Path, out: Path, json_out: bool, **options: Any
-) -> None:
+def _calibrate_conformal(out: Path, json_out: bool, options: dict[str, Any]) -> None:
     """``calibrate --conformal``: fit, save and show a conformal map (`fit_conformal_map`)."""
-    from jurybox.serving.runs.calibrate import fit_conformal_map
-
     with reported():
-        fitted = fit_conformal_map(human, judged, **options)
+        fitted = fit_conformal_map(**options)
         fitted.map.save(out)
     for message in fitted.notes:
         warn(message)
@@ -180,9 +191,15 @@ def _conformal_row(name: str, row: dict[str, Any]) -> None:
     typer.echo(f"    cross-validated, the items --route-width W keeps: {kept}")
 
 
+@options_of(
+    fit_map,
+    fit_cascade_jury,
+    fit_cascade_jury_by_group,
+    fit_conformal_map,
+    place={"out": "rubric", "json_out": "seed", "cascade": "jury", "conformal": "alpha"},
+)
 def calibrate(
-    human: HumanArg,
-    judged: JudgedArg,
+    options: dict[str, Any],
     out: Annotated[
         Path,
         typer.Option(
@@ -194,35 +211,12 @@ def calibrate(
             show_default=False,
         ),
     ],
-    rubric: RubricOpt = None,
-    method: Annotated[
-        Literal["isotonic", "ordinal"],
-        typer.Option(
-            help="Per-judge map onto the human scale: `isotonic` (monotone step function) or "
-            "`ordinal` (cumulative-logit model; smoother with few labels)."
-        ),
-    ] = "isotonic",
-    value: ValueOpt = "score",
-    output_kind: Annotated[
-        Literal["clip", "round"],
-        typer.Option(
-            "--output",
-            help="Calibrated value: `clip` keeps the continuous value within the "
-            "scale, `round` snaps it to the nearest scale value.",
-        ),
-    ] = "clip",
-    folds: Annotated[
-        int, typer.Option(help="Cross-validation folds for the before/after report.", min=2)
-    ] = 5,
-    criterion: CriterionOpt = [],
-    provenance: ProvenanceOpt = None,
     json_out: Annotated[
         bool,
         typer.Option(
             "--json", help="Print the fit (provenance, criteria, cross-validation) as JSON."
         ),
     ] = False,
-    seed: SeedOpt = 0,
     cascade: Annotated[
         bool,
         typer.Option(
@@ -233,58 +227,6 @@ def calibrate(
             "gets the jury with its thresholds.",
         ),
     ] = False,
-    jury: Annotated[
-        str | None,
-        typer.Option(
-            "--jury",
-            "-j",
-            help="With --cascade: the jury (name or YAML file) whose stages to fit.",
-            show_default=False,
-        ),
-    ] = None,
-    target_agreement: Annotated[
-        float | None,
-        typer.Option(
-            help="With --cascade: the agreement with the human consensus the cascade must reach "
-            "(share of items within the jury's confidence.tolerance on every criterion).",
-            min=0.0,
-            max=1.0,
-            show_default=False,
-        ),
-    ] = None,
-    risk: Annotated[
-        float,
-        typer.Option(
-            help="With --cascade: the allowed probability that the cascade's true agreement is "
-            "below the target.",
-            min=0.0,
-            max=1.0,
-        ),
-    ] = 0.1,
-    group: Annotated[
-        str | None,
-        typer.Option(
-            "--group",
-            help="With --cascade: a column of HUMAN naming each item's group (a task, a "
-            "scenario, a domain): report each group's agreement at the fitted "
-            "threshold and warn where one is shown to fall below the target (the "
-            "guarantee is over all items, not per group). With --conformal: one "
-            "threshold per group of that column, so that the coverage holds within "
-            "each group.",
-            show_default=False,
-        ),
-    ] = None,
-    by_group: Annotated[
-        str | None,
-        typer.Option(
-            "--by-group",
-            help="With --cascade: fit one threshold per group of this column of HUMAN, "
-            "each on its group's items at --risk split equally among the groups, "
-            "so every group's guarantee holds at once; writes OUT.<group>.yaml "
-            "per group.",
-            show_default=False,
-        ),
-    ] = None,
     conformal: Annotated[
         bool,
         typer.Option(
@@ -296,23 +238,6 @@ def calibrate(
             "of that column of HUMAN.",
         ),
     ] = False,
-    alpha: Annotated[
-        float,
-        typer.Option(
-            help="With --conformal: the allowed probability that a human's label falls outside "
-            "an item's interval.",
-            min=0.001,
-            max=0.5,
-        ),
-    ] = 0.1,
-    cover: Annotated[
-        Literal["every-rater", "one-rater"],
-        typer.Option(
-            help="With --conformal, where items have several raters: an interval holds every "
-            "rater's label (`every-rater`), or the label of a rater chosen at random "
-            "(`one-rater`: narrower where raters disagree), with probability >= 1 - alpha."
-        ),
-    ] = "every-rater",
 ) -> None:
     """Fit a calibration map from human labels and judge verdicts, and show whether it helps.
 
@@ -335,60 +260,36 @@ def calibrate(
     --route-width W` would keep (the guarantee is over all items, so the kept narrow ones can
     be covered less). Labels chosen actively for the benchmark mean are refused.
     """
-    from jurybox.serving.runs.calibrate import fit_map
-
+    cascading = options["jury"] is not None or options["target_agreement"] is not None
     if conformal:
-        if cascade or by_group or target_agreement is not None or jury is not None:
+        if cascade or options["column"] or cascading:
             raise fail("--conformal fits intervals, --cascade a cascaded jury: give one")
-        return _calibrate_conformal(
-            human,
-            judged,
-            out,
-            json_out,
-            rubric=rubric,
-            provenance=provenance,
-            alpha=alpha,
-            group=group,
-            criteria=criterion,
-            folds=folds,
-            seed=seed,
-            cover=cover,
-        )
-    if cover != "every-rater":
+        return _calibrate_conformal(out, json_out, given_to(fit_conformal_map, options))
+    if options["cover"] != "every-rater":
         raise fail("--cover is for --conformal (what its intervals hold)")
     if cascade:
-        if target_agreement is None or jury is None:
+        if options["target_agreement"] is None or options["jury"] is None:
             raise fail(
                 "--cascade needs --jury (the jury with stages) and --target-agreement (e.g. 0.9)"
             )
-        if group is not None and by_group is not None:
+        if options["group"] is not None and options["column"] is not None:
             raise fail(
                 "--group reports the groups of one fit and --by-group fits one per group: "
                 "give one of them"
             )
-        fit = dict(rubric=rubric, jury=jury, target_agreement=target_agreement, risk=risk)
-        if by_group is not None:
-            return _calibrate_cascade_by_group(human, judged, out, json_out, column=by_group, **fit)
-        return _calibrate_cascade(human, judged, out, json_out, group=group, **fit)
-    if target_agreement is not None or jury is not None or group or by_group:
+        if options["column"] is not None:
+            return _calibrate_cascade_by_group(
+                out, json_out, given_to(fit_cascade_jury_by_group, options)
+            )
+        return _calibrate_cascade(out, json_out, given_to(fit_cascade_jury, options))
+    if cascading or options["group"] or options["column"]:
         raise fail(
             "--target-agreement, --jury, --group and --by-group are for --cascade "
             "(fitting a cascaded jury)"
         )
     with reported():
-        fitted = fit_map(
-            human,
-            judged,
-            rubric=rubric,
-            method=method,
-            value=value,
-            output=output_kind,
-            folds=folds,
-            criteria=criterion,
-            provenance=provenance,
-            seed=seed,
-        )
-    _show_map(fitted, out, rubric, json_out)
+        fitted = fit_map(**given_to(fit_map, options))
+    _show_map(fitted, out, options["rubric"], json_out)
 
 
 def _show_map(fitted: FittedMap, out: Path, rubric: str | None, json_out: bool) -> None:
@@ -418,14 +319,10 @@ def _show_map(fitted: FittedMap, out: Path, rubric: str | None, json_out: bool) 
     note(fitted.advice(out, rubric))
 
 
-def _calibrate_cascade(
-    human: Path, judged: Path, out: Path, json_out: bool, **options: Any
-) -> None:
+def _calibrate_cascade(out: Path, json_out: bool, options: dict[str, Any]) -> None:
     """``calibrate --cascade``: fit a cascaded jury's threshold and write the jury."""
-    from jurybox.serving.runs.calibrate import fit_cascade_jury
-
     with reported():
-        fitted = fit_cascade_jury(human, judged, **options)
+        fitted = fit_cascade_jury(**options)
     for message in fitted.notes:
         warn(message)
     typer.echo(dumps(fitted.to_dict(out)) if json_out else fitted.describe())
@@ -445,14 +342,10 @@ def _calibrate_cascade(
     )
 
 
-def _calibrate_cascade_by_group(
-    human: Path, judged: Path, out: Path, json_out: bool, **options: Any
-) -> None:
+def _calibrate_cascade_by_group(out: Path, json_out: bool, options: dict[str, Any]) -> None:
     """``calibrate --cascade --by-group``: one threshold per group, a jury file per group."""
-    from jurybox.serving.runs.calibrate import fit_cascade_jury_by_group
-
     with reported():
-        fitted = fit_cascade_jury_by_group(human, judged, **options)
+        fitted = fit_cascade_jury_by_group(**options)
     for message in fitted.notes:
         warn(message)
     try:

