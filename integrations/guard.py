@@ -286,6 +286,10 @@ class RewardGuard:
         self._alarms: dict[str, str] = {}  # statistic -> the alarm's line
         self._announced: set[int] = set()
         self._rng = random.Random(0)
+        # Each step's canary kinds start at a random kind, drawn apart from everything judged: a
+        # step's expected canary reward is then the same at every step (the drift test's steady
+        # mean under a frozen jury), where kinds rotating by step would make it cycle.
+        self._kinds_rng = random.Random(1)
         self._lock = threading.Lock()
         self._update = threading.Lock()
         self._pool = (
@@ -482,7 +486,10 @@ class RewardGuard:
             return []
         from jurybox.rubrics.exploits import canary_items
 
-        return canary_items(items, self.rewards.rubric, k, step, self.spec.canary_kinds)
+        kinds = self.spec.canary_kinds
+        start = self._kinds_rng.randrange(len(kinds)) if kinds else 0
+        shift = (start - step) % len(kinds) if kinds else 0  # canary_items starts at ``step``
+        return canary_items(items, self.rewards.rubric, k, step + shift, kinds)
 
     def _recount(self, canaries: int) -> None:
         """Count the canaries' calls apart from the reward's (the plain path counted them)."""

@@ -395,3 +395,34 @@ def test_a_group_reward_takes_no_guard_yet():
         jury_reward(
             jury=fake_jury("honest-for-tests"), rubric="pairwise", group="round_robin", canaries=1
         )
+
+
+def test_a_step_s_canary_kinds_do_not_cycle_with_the_step(monkeypatch):
+    # The drift test's null is a steady mean: kinds earning different rewards must not follow
+    # the step (kinds rotating by step made the one-canary step's mean cycle with period 4).
+    from jurybox.rubrics import exploits
+
+    drawn: list[tuple[int, str]] = []
+    real = exploits.canary_items
+    step = {"n": 0}
+
+    def recording(*args, **kwargs):
+        made = real(*args, **kwargs)
+        step["n"] += 1
+        drawn.extend((step["n"], c.id.rsplit("-", 1)[-1]) for c in made)
+        return made
+
+    monkeypatch.setattr(exploits, "canary_items", recording)
+    guarded = jury_reward(
+        jury=fake_jury("honest-for-tests"),
+        rubric="mirage-mg",
+        fields={"reference": "answer"},
+        canaries=1,
+        canary_kinds=("self-assessment", "instruction", "output-format"),
+    )
+    for _ in range(90):
+        call(guarded, honest(4), Log())
+    assert len(drawn) == 90
+    kinds_by_phase = {r: {k for s, k in drawn if s % 3 == r} for r in range(3)}
+    assert all(len(kinds) == 3 for kinds in kinds_by_phase.values()), kinds_by_phase
+    guarded.rewards.close()  # type: ignore[attr-defined]
