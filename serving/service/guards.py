@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from jurybox.calibration.stats.monitors import DriftMonitor
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.exploits import ExploitSuite, canary_items, precheck
+from jurybox.rubrics.exploits import DEFAULT_CANARIES, ExploitSuite, canary_items, precheck
 from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.problems import Invalid
 
@@ -81,12 +82,15 @@ def route_canaries(
     share: float,
     rubric: Rubric,
     k: int | None = None,
+    start: int | None = None,
 ) -> list[Item]:
     """The canary items ``samples`` add after a replica's ``counter`` samples.
 
     One every ``ceil(1 / share)``-th sample (``k`` of them instead, when given), built from the
     samples' own prompts and references (`jurybox.rubrics.exploits.canary_items`), their kinds
-    rotating with the replica's count (ids ``canary-<step>-<j>-<kind>``).
+    starting at kind ``start`` (drawn at random by the guard, so a step's expected canary reward
+    is the same at every step: the drift test's steady mean), or rotating with the replica's
+    count without one (ids ``canary-<step>-<j>-<kind>``).
     """
     due = canaries_due(len(samples), counter, share) if k is None else k
     if due <= 0 or not samples:
@@ -101,8 +105,11 @@ def route_canaries(
         for j, s in enumerate(samples)
     ]
     every = math.ceil(1 / share) if share > 0 else 1
+    step = counter // every
+    if start is not None:  # kinds[(step + j) % n] == kinds[(start + j) % n]
+        step = step * len(DEFAULT_CANARIES) + start % len(DEFAULT_CANARIES)
     try:
-        return canary_items(items, rubric, due, counter // every)
+        return canary_items(items, rubric, due, step)
     except InputError as exc:  # (a pairwise rubric: its items are pairs, not answers)
         raise Invalid(f"no canaries on this rubric: {exc}", "canaries") from None
 
@@ -136,6 +143,7 @@ class RouteGuard:
         self.owed = 0  # canaries due but not yet sent (a request with no room for them)
         self.canary_sum, self.canary_n = 0.0, 0
         self.alarm = False
+        self._kinds = random.Random(1)  # each step's first canary kind, apart from the judging
 
     def prechecked(self, samples: Sequence[Mapping[str, Any]]) -> dict[int, str]:
         """The samples' pre-check reasons by position (none when pre-checks are off)."""
@@ -146,7 +154,10 @@ class RouteGuard:
         if self.share <= 0:
             return []
         due = self.owed + canaries_due(len(samples), self.samples, self.share)
-        made = route_canaries(samples, self.samples, self.share, self.rubric, min(due, room))
+        start = self._kinds.randrange(len(DEFAULT_CANARIES))
+        made = route_canaries(
+            samples, self.samples, self.share, self.rubric, min(due, room), start=start
+        )
         self.samples += len(samples)
         self.owed = due - len(made)
         return made

@@ -177,12 +177,12 @@ def test_the_canary_alarm_trips_once_the_judge_starts_to_over_reward_them(
     scoring = scoring_service(tmp_path, "switch-for-tests")
     url = "/v1/openrlhf/mirage-mg?unscored=0&canaries=1"
     with caplog.at_level(logging.WARNING, "jurybox.serving"):
-        answers = posts(scoring, [(url, openrlhf(GOOD)) for _ in range(45)])
+        answers = posts(scoring, [(url, openrlhf(GOOD)) for _ in range(72)])
     alarms = [a.json()["extra_logs"]["jurybox/canary_alarm"] for a in answers]
     assert alarms[-1] == 1.0
     first = alarms.index(1.0)
     assert first > 12 and all(alarms[first:])
-    assert first + 1 == 32  # (the number docs/guides/service.md gives)
+    assert first + 1 == 64  # (the number docs/guides/service.md gives)
     rewards = [a.json()["extra_logs"]["jurybox/canary_reward"] for a in answers]
     assert rewards[first] > rewards[11]
     assert caplog.text.count("OpenRLHF canaries (rubric mirage-mg)") == 1
