@@ -159,6 +159,25 @@ class GuardSpec:
         )
 
 
+def asks_for_guard(
+    prechecks: Any,
+    canaries: Any,
+    sentinel: Any,
+    juror_checks: Any,
+    stop_on_alarm: Any,
+    precheck_reward: Any,
+) -> bool:
+    """Whether an adapter's keyword arguments switch any part of the guard on."""
+    return bool(
+        prechecks
+        or canaries
+        or sentinel is not None
+        or juror_checks
+        or stop_on_alarm
+        or precheck_reward != "unscored"
+    )
+
+
 def guard_spec(
     *,
     prechecks: bool = False,

@@ -158,13 +158,10 @@ def jury_reward(
         ExecutionError: The service cannot be reached or refused the token.
     """
     loaded = load_rubric(rubric) if isinstance(rubric, str) else rubric
-    guarded = bool(
-        prechecks
-        or canaries
-        or sentinel is not None
-        or juror_checks
-        or stop_on_alarm
-        or precheck_reward != "unscored"
+    from .guard import asks_for_guard
+
+    guarded = asks_for_guard(
+        prechecks, canaries, sentinel, juror_checks, stop_on_alarm, precheck_reward
     )
     if group is not None and guarded:
         raise InputError(

@@ -60,6 +60,7 @@ from .core import (
     precheck_reason,
 )
 from .guard import RewardDrift as RewardDrift  # (raised here: stop_on_alarm)
+from .guard import asks_for_guard
 
 #: The calls judged together: each within GAP_S of the one before (a quiet GAP_S ends the
 #: batch: e.g. a client that has only so many calls in flight), all within WINDOW_S of the
@@ -157,13 +158,8 @@ def jury_rewards(
         stop_on_alarm,
         tuple(sorted((drift or {}).items())),
     )
-    guarded = bool(
-        prechecks
-        or canaries
-        or sentinel is not None
-        or juror_checks
-        or stop_on_alarm
-        or precheck_reward != "unscored"
+    guarded = asks_for_guard(
+        prechecks, canaries, sentinel, juror_checks, stop_on_alarm, precheck_reward
     )
     with _LOCK:
         if key not in _REWARDS:

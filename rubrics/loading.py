@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -49,14 +49,12 @@ def format_validation_error(source: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def load_definition(path: Path, model: type[M], kind: str) -> M:
-    """A ``model`` validated from the YAML file ``path``.
-
-    Its ``name`` defaults to the file's stem.
+def read_mapping(path: Path, what: str) -> dict[Any, Any]:
+    """The YAML mapping in the file ``path`` (``what`` names the file's kind in the error).
 
     Raises:
-        DefinitionError: The text is not UTF-8, not valid YAML or not a mapping, or validation
-            finds problems (naming the file, and every problem found).
+        DefinitionError: The text is not UTF-8, not valid YAML or not a mapping (naming the
+            file, and the line and column of invalid YAML).
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -73,9 +71,20 @@ def load_definition(path: Path, model: type[M], kind: str) -> M:
             f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}"
         ) from None
     if not isinstance(data, dict):
-        raise DefinitionError(
-            f"{path}: a {kind} file must be a YAML mapping, got {type(data).__name__}"
-        )
+        raise DefinitionError(f"{path}: {what} must be a YAML mapping, got {type(data).__name__}")
+    return data
+
+
+def load_definition(path: Path, model: type[M], kind: str) -> M:
+    """A ``model`` validated from the YAML file ``path``.
+
+    Its ``name`` defaults to the file's stem.
+
+    Raises:
+        DefinitionError: The text is not UTF-8, not valid YAML or not a mapping, or validation
+            finds problems (naming the file, and every problem found).
+    """
+    data = read_mapping(path, f"a {kind} file")
     data.setdefault("name", path.stem)
     try:
         return model.model_validate(data)
