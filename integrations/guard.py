@@ -210,13 +210,14 @@ class RewardGuard:
         if mean[1]:
             parts.append(
                 f"{_g(mean[1])} for {_g(self.spec.canary_mean(batch))} canaries a step on "
-                f"average, at most {most[1]} for {self.spec.canary_count(batch)}"
+                f"average, at most {most[1]} for "
+                f"{_n(self.spec.canary_count(batch), 'canary', 'canaries')}"
             )
         if mean[2]:
             parts.append(
                 f"{_g(mean[2])} for the sentinel's {_g(self.spec.sentinel_mean(batch))} "
                 f"completions a step on average, at most {most[2]} for "
-                f"{self.spec.sentinel_count(batch)} ({sentinel_name})"
+                f"{_n(self.spec.sentinel_count(batch), 'completion')} ({sentinel_name})"
             )
         average, total = sum(mean), sum(most)
         extra = (average / reward - 1) * 100 if reward else 0.0
@@ -469,7 +470,7 @@ def _n(count: int, one: str, many: str | None = None) -> str:
 
 
 def _g(value: float) -> str:
-    return f"{value:.3g}"
+    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def _f(value: float | None) -> str:

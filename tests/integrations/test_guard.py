@@ -342,8 +342,8 @@ def test_a_step_without_canaries_or_sentinel_completions_logs_0_and_leaves_the_t
     assert printed.startswith(
         "jurybox: guard of mirage-mg.weighted_sum: a step of 2 completions costs 3 judge calls "
         "on average over the run and at most 4 in one step (2 for the reward; 0.5 for 0.5 "
-        "canaries a step on average, at most 1 for 1; 0.5 for the sentinel's 0.5 completions a "
-        "step on average, at most 1 for 1 (mirage-mg); each share's fraction carried to the "
+        "canaries a step on average, at most 1 for 1 canary; 0.5 for the sentinel's 0.5 "
+        "completions a step on average, at most 1 for 1 completion (mirage-mg); each share's fraction carried to the "
         "next step): +50.0% over the reward alone on average, +100.0% at most"
     )
     guarded.rewards.close()  # type: ignore[attr-defined]
