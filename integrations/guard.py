@@ -184,49 +184,43 @@ class RewardGuard:
         Where a share does not divide the batch it says the calls on average over the run and
         the most in one step.
         """
-        most = self.calls(batch)
-        mean = self.mean_calls(batch)
-        reward = most[0]
-        sentinel_name = self.sentinel.rubric.name if self.sentinel is not None else ""
-        checks = "; pre-checked completions are not sent" if self.spec.prechecks else ""
-        head = f"jurybox: guard of {self.rewards.reward.name}: a step of {_n(batch, 'completion')}"
-        if all(abs(m - k) < 1e-9 for m, k in zip(mean, most)):
-            parts = [f"{reward} for the reward"]
-            if most[1]:
-                count = self.spec.canary_count(batch)
-                parts.append(f"{most[1]} for {_n(count, 'canary', 'canaries')}")
-            if most[2]:
-                count = self.spec.sentinel_count(batch)
-                parts.append(
-                    f"{most[2]} for the sentinel's {_n(count, 'completion')} ({sentinel_name})"
-                )
-            total = sum(most)
-            extra = (total / reward - 1) * 100 if reward else 0.0
-            return (
-                f"{head} costs at most {total} judge calls ({', '.join(parts)}): {extra:+.1f}% "
-                f"over the reward alone{checks}"
-            )
+        most, mean = self.calls(batch), self.mean_calls(batch)
+        reward, spec = most[0], self.spec
+        exact = all(abs(m - k) < 1e-9 for m, k in zip(mean, most))
+        counts = (
+            (_n(spec.canary_count(batch), "canary", "canaries"), "{} canaries"),
+            (_n(spec.sentinel_count(batch), "completion"), "the sentinel's {} completions"),
+        )
         parts = [f"{reward} for the reward"]
-        if mean[1]:
-            parts.append(
-                f"{_g(mean[1])} for {_g(self.spec.canary_mean(batch))} canaries a step on "
-                f"average, at most {most[1]} for "
-                f"{_n(self.spec.canary_count(batch), 'canary', 'canaries')}"
+        for calls, average, means, (count, many) in zip(
+            most[1:], mean[1:], (spec.canary_mean(batch), spec.sentinel_mean(batch)), counts
+        ):
+            if not calls:
+                continue
+            whose = "the sentinel's " if "sentinel" in many else ""
+            part = (
+                f"{calls} for {whose}{count}"
+                if exact
+                else f"{_g(average)} for {many.format(_g(means))} a step on average, at most "
+                f"{calls} for {count}"
             )
-        if mean[2]:
-            parts.append(
-                f"{_g(mean[2])} for the sentinel's {_g(self.spec.sentinel_mean(batch))} "
-                f"completions a step on average, at most {most[2]} for "
-                f"{_n(self.spec.sentinel_count(batch), 'completion')} ({sentinel_name})"
+            if whose and self.sentinel is not None:
+                part += f" ({self.sentinel.rubric.name})"
+            parts.append(part)
+        head = f"jurybox: guard of {self.rewards.reward.name}: a step of {_n(batch, 'completion')}"
+        checks = "; pre-checked completions are not sent" if spec.prechecks else ""
+        total, average = sum(most), sum(mean)
+        peak = f"{(total / reward - 1) * 100 if reward else 0.0:+.1f}%"
+        if exact:
+            return (
+                f"{head} costs at most {total} judge calls ({', '.join(parts)}): {peak} over the "
+                f"reward alone{checks}"
             )
-        average, total = sum(mean), sum(most)
         extra = (average / reward - 1) * 100 if reward else 0.0
-        peak = (total / reward - 1) * 100 if reward else 0.0
         return (
             f"{head} costs {_g(average)} judge calls on average over the run and at most "
             f"{total} in one step ({'; '.join(parts)}; each share's fraction carried to the "
-            f"next step): {extra:+.1f}% over the reward alone on average, {peak:+.1f}% at "
-            f"most{checks}"
+            f"next step): {extra:+.1f}% over the reward alone on average, {peak} at most{checks}"
         )
 
     def announce(self, batch: int) -> None:
