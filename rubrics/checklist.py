@@ -10,7 +10,7 @@ and the standard library only (the client's wheel holds it).
   ``point_points`` and ``point_tag`` among its extra fields and no checklist, judged on ``met``.
   Each point is cached on its own: an edited checklist or a dropout subset re-judges only the
   points that are new.
-* ``calls: all_points``: the item itself, judged on ``p1`` .. ``pn``; items are grouped by n.
+* ``calls: all_points``: the item itself, judged on ``p1`` .. ``p<n>``; items are grouped by n.
 * ``score: implicit``: the item itself, on the rubric's own criteria; its verdict echoes the
   points.
 """
@@ -123,7 +123,7 @@ def units(rubric: Rubric, items: Sequence[Item]) -> list[UnitGroup]:
     by_n: dict[int, tuple[list[Item], list[tuple[int, str]]]] = {}
     for i, item in enumerate(items):
         points = item.checklist or []
-        # The unit shows its points as p1..pn, as its criteria are named.
+        # The unit shows its points as p1..p<n>, as its criteria are named.
         keyed = [p.model_copy(update={"key": f"p{k + 1}"}) for k, p in enumerate(points)]
         unit = item.model_copy(
             update={

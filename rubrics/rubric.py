@@ -443,7 +443,7 @@ class Rubric(BaseModel):
 
         Args:
             n: With ``calls: all_points``: the points of the items judged together (the unit
-                rubric has criteria ``p1`` .. ``pn`` on met's scale). Not given with
+                rubric has criteria ``p1`` .. ``p<n>`` on met's scale). Not given with
                 ``per_point``.
 
         Returns:
