@@ -372,3 +372,29 @@ def test_dropout_is_seeded_keeps_keys_and_a_positive_point():
         assert any(p.points > 0 for p in kept)
     with pytest.raises(ValueError, match="in \\[0, 1\\)"):
         dropout(one, 1.0, seed=0, step=0)
+
+
+def test_a_checklist_column_becomes_the_item_s_checklist_and_errors_name_the_point():
+    from jurybox.rubrics.item_fields import FieldError, to_item
+
+    rubric = load_rubric("checklist")
+    row = {"id": "a", "question": "q", "response": "r", "rubrics": HEALTHBENCH}
+    got = to_item(row, {"checklist": "rubrics"}, rubric)  # --map checklist=rubrics
+    assert got.checklist == item().checklist and "rubrics" not in got.extra
+    as_json = to_item({**row, "checklist": json.dumps(HEALTHBENCH)}, {}, rubric)
+    assert as_json.checklist == got.checklist
+    bad = {**row, "checklist": [HEALTHBENCH[0], {"criterion": "x"}]}
+    with pytest.raises(FieldError, match=re.escape("checklist[1]: points: missing")) as err:
+        to_item(bad, {}, rubric)
+    assert err.value.field == "checklist[1]"
+    with pytest.raises(FieldError, match="checklist: missing, but the rubric checklist needs"):
+        to_item(row, {}, rubric)
+    with pytest.raises(FieldError, match="checklist\\[0\\]: 11 characters"):
+        to_item({**row, "checklist": [{"criterion": "x" * 11, "points": 1}]}, {}, rubric, 10)
+    # another rubric's rows keep a checklist column as an extra field, as before
+    plain = to_item(
+        {**row, "checklist": "kept"},
+        {},
+        load_rubric("general").model_copy(update={"inputs": ["question", "response"]}),
+    )
+    assert plain.checklist is None and plain.extra["checklist"] == "kept"
