@@ -40,6 +40,7 @@ from jurybox.judges.groups import (
     Job,
 )
 from jurybox.judges.images import jury_sees_images, materialize_images
+from jurybox.judges.judging import Requests
 from jurybox.judges.spec import JurySpec
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
@@ -401,6 +402,7 @@ async def _each(
     _, _, requests = await asyncio.to_thread(
         lambda: prepare(ask.rubric, ask.items, widened, allow_empty)
     )
+    assert isinstance(requests, Requests)  # (a checklist rubric is refused listwise: _plan)
     prov = service.provenance_for(ask.rubric)
     judges = service.jury.judges
     n = len(ask.items) // ask.judges

@@ -1,0 +1,266 @@
+"""Checklist rubrics on the service (#63): ``/v1/score``, the group route and OpenRLHF's, in-process.
+
+A ScoringService (the ingress's app through ASGI) over two judges of a scripted backend
+registered through the backend registry: it meets every point but those marked ``[no]``, gives
+7 on a whole checklist, and counts the prompts it is given, so what each request asks the judges
+is exact. The service's answer is compared with the in-process path's on the same items.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from service_helpers import LocalJudge
+
+from jurybox.judges import Jury, JurySpec
+from jurybox.judges.backends.protocol import Generation
+from jurybox.rubrics import Item, input_hash, load_rubric
+from jurybox.rubrics.checklist import assemble, checklist_calls, units
+from jurybox.serving.service.config import Limits, ServiceConfig
+from jurybox.serving.service.deployments import JudgeServer
+from jurybox.serving.service.ingress import build_app
+from jurybox.serving.service.scoring import ScoringService
+
+BACKEND = "checklist-for-tests"
+POINTS = [
+    {"criterion": "Names the cause", "points": 5, "tag": "essential"},
+    {"criterion": "Gives a remedy [no]", "points": 3},
+    {"criterion": "Recommends something harmful [no]", "points": -4},
+    {"criterion": "Says when to act", "points": 2},
+]
+QUESTION = "Brown rings on my tomato leaves?"
+
+
+class Scripted:
+    """Meets every point but those marked ``[no]``; 7 on a whole checklist; counts prompts."""
+
+    asked = 0  # every instance's prompts (each judge server makes its own)
+
+    def __init__(self, spec: Any = None) -> None:
+        self.name = getattr(spec, "name", "scripted")
+
+    def generate(self, requests: Any, cancelled: Any = None) -> list[Generation]:
+        Scripted.asked += len(requests)
+        return [self._answer(r) for r in requests]
+
+    @staticmethod
+    def _answer(request: Any) -> Generation:
+        text = request.messages[-1]["content"]
+        keys = list(request.schema["properties"])
+        if keys == ["score"]:
+            return Generation(text='{"score": 7}')
+        if keys == ["met"]:
+            lines = {"met": text.split("Checklist point", 1)[1]}
+        else:
+            lines = {k: re.search(rf"^{k}: (.*)$", text, re.M)[1] for k in keys}
+        return Generation(
+            text=json.dumps({k: "no" if "[no]" in line else "yes" for k, line in lines.items()})
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def spec() -> JurySpec:
+    """Two judges of the scripted backend (register it first: the ``scripted`` fixture)."""
+    return JurySpec.model_validate(
+        {
+            "name": "scripted",
+            "aggregation": {"method": "mean"},
+            "judges": [
+                {"name": "a", "model": "org/not-a-model", "backend": BACKEND},
+                {"name": "b", "model": "org/not-a-model", "backend": BACKEND},
+            ],
+        }
+    )
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """The scripted backend registered for one test (undone after it); its count reset."""
+    from jurybox.judges.backends import registry
+
+    monkeypatch.setattr(registry, "_registered", {})
+    registry.register(BACKEND, Scripted)
+    Scripted.asked = 0
+    return Scripted
+
+
+@pytest.fixture
+def service(scripted, tmp_path):
+    """Services over the scripted jury (``service(**limits)``), closed after the test."""
+    jury = tmp_path / "scripted.yaml"
+    judges = spec()
+    jury.write_text(yaml.safe_dump(judges.model_dump(mode="json", exclude_defaults=True)))
+    made: list[ScoringService] = []
+
+    def make(cache: bool = False, **limits: Any) -> ScoringService:
+        config = ServiceConfig(
+            jury=str(jury),
+            limits=Limits(**limits),
+            verdict_cache=str(tmp_path / "cache.sqlite") if cache else None,
+        )
+        handles = {
+            j.name: LocalJudge(JudgeServer(j.model_dump(mode="json"))) for j in judges.judges
+        }
+        scoring = ScoringService(config.resolve().model_dump(mode="json"), handles)
+        made.append(scoring)
+        return scoring
+
+    yield make
+    for scoring in made:
+        scoring.workers.close()
+
+
+def post(scoring: ScoringService, route: str, body: Any, **kw: Any) -> httpx.Response:
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=build_app(scoring), raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://jurybox") as http:
+            return await http.post(route, json=body, **kw)
+
+    return asyncio.run(go())
+
+
+def row(id: str, points: list[dict[str, Any]] = POINTS, **kw: Any) -> dict[str, Any]:
+    return {
+        "id": id,
+        "question": QUESTION,
+        "response": "Blight; spray in the morning.",
+        "checklist": points,
+        **kw,
+    }
+
+
+def in_process(rubric_name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The verdict records the in-process path writes for ``rows`` (units judged, assembled)."""
+    rubric = load_rubric(rubric_name)
+    jury = Jury(spec())
+    items = [Item.model_validate(r) for r in rows]
+    groups = units(rubric, items)
+    verdicts = [jury.score(g.rubric, list(g.items)) for g in groups]
+    made = assemble(rubric, items, groups, verdicts, jury.spec.name, jury.provenance(rubric))
+    return [v.to_record(input=input_hash(it)) for v, it in zip(made, items)]
+
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without what differs run to run (each vote's latency)."""
+    out = dict(record)
+    out["votes"] = [{k: v for k, v in vote.items() if k != "latency_s"} for vote in out["votes"]]
+    return out
+
+
+def error(r: httpx.Response) -> dict[str, Any]:
+    return r.json()["error"]
+
+
+@pytest.mark.parametrize("rubric", ["checklist", "checklist-all", "checklist-implicit"])
+def test_score_answer_equals_files_verdict(service, rubric):
+    rows = [row("x"), row("y", POINTS[:3]), row("z", POINTS[1:])]
+    r = post(service(), "/v1/score", {"rubric": rubric, "items": rows})
+    assert r.status_code == 200, r.text
+    got = r.json()["verdicts"]
+    asked = Scripted.asked
+    assert asked == 2 * checklist_calls(load_rubric(rubric), [Item.model_validate(x) for x in rows])
+    want = in_process(rubric, rows)
+    assert [comparable(g) for g in got] == [comparable(w) for w in want]
+    if rubric != "checklist-implicit":
+        x = got[0]
+        assert x["scores"] == {"p1": 1.0, "p2": 0.0, "p3": 0.0, "p4": 1.0, "score": 7 / 10}
+        assert x["points"]["p3"]["points"] == -4 and x["points"]["p3"]["met"] == 0.0
+        assert sorted({(v["judge"], v["criterion"]) for v in x["votes"]}) == [
+            (j, p) for j in ("a", "b") for p in ("p1", "p2", "p3", "p4")
+        ]
+    else:
+        assert got[0]["scores"] == {"score": 7.0}
+        assert [p["text"] for p in got[0]["points"].values()] == [p["criterion"] for p in POINTS]
+
+
+def test_points_cached_one_by_one_an_edited_point_rejudged_alone(service):
+    scoring = service(cache=True)
+    assert post(scoring, "/v1/score", {"rubric": "checklist", "items": [row("x")]}).is_success
+    assert Scripted.asked == 2 * 4
+    edited = [*POINTS[:3], {"criterion": "Says when to act, and why", "points": 2}]
+    r = post(scoring, "/v1/score", {"rubric": "checklist", "items": [row("x", edited)]})
+    assert r.status_code == 200, r.text
+    assert Scripted.asked == 2 * 5  # only the edited point, by each judge
+    assert r.json()["verdicts"][0]["points"]["p4"]["text"] == "Says when to act, and why"
+
+
+def test_points_over_max_points_is_413_before_any_judge_runs(service):
+    rows = [row("x", POINTS[:2]), row("y")]
+    r = post(service(max_points=3), "/v1/score", {"rubric": "checklist", "items": rows})
+    assert r.status_code == 413, r.text
+    assert error(r)["field"] == "items[1].checklist[3]"
+    assert "max_points" in error(r)["message"]
+    # the rubric's own bound, where it is the smaller
+    inline = load_rubric("checklist").model_dump(mode="json", by_alias=True)
+    inline["checklist"]["max_points"] = 2
+    r = post(service(), "/v1/score", {"rubric": inline, "items": rows})
+    assert r.status_code == 413, r.text
+    assert error(r)["field"] == "items[1].checklist[2]"
+    assert "checklist: max_points" in error(r)["message"]
+    assert Scripted.asked == 0
+
+
+@pytest.mark.parametrize(
+    "point, field, words",
+    [
+        ({"criterion": "x" * 1001, "points": 1}, "items[1].checklist[2]", "1,001 characters"),
+        ({"criterion": "y", "points": 0}, "items[1].checklist[2]", "other than 0"),
+        ({"criterion": "y"}, "items[1].checklist[2]", "points: missing"),
+    ],
+)
+def test_point_too_long_is_422_naming_the_point(service, point, field, words):
+    rows = [row("x"), row("y", [*POINTS[:2], point])]
+    r = post(service(max_field_chars=1000), "/v1/score", {"rubric": "checklist", "items": rows})
+    assert r.status_code == 422, r.text
+    assert error(r)["field"] == field and words in error(r)["message"], r.text
+    assert Scripted.asked == 0
+
+
+def test_calls_counted_per_point_against_max_judge_calls(service):
+    rows = [row("x", POINTS[:3]), row("y", POINTS[:3])]
+    scoring = service(max_judge_calls=5)
+    r = post(scoring, "/v1/score", {"rubric": "checklist", "items": rows})
+    assert r.status_code == 413, r.text
+    assert error(r)["field"] == "items[1].checklist[2]"  # the sixth call
+    assert "6 judge calls" in error(r)["message"] and "max_judge_calls" in error(r)["message"]
+    assert Scripted.asked == 0
+    # all of an item's points in one call: two calls per judge
+    r = post(scoring, "/v1/score", {"rubric": "checklist-all", "items": rows})
+    assert r.status_code == 200, r.text
+    assert Scripted.asked == 2 * 2
+    # five points: within the bound
+    r = post(
+        scoring, "/v1/score", {"rubric": "checklist", "items": [rows[0], row("y", POINTS[:2])]}
+    )
+    assert r.status_code == 200, r.text
+
+
+def test_a_checklist_rubric_needs_each_items_checklist(service):
+    r = post(service(), "/v1/score", {"rubric": "checklist", "items": [row("x"), row("y", None)]})
+    assert r.status_code == 422, r.text
+    assert error(r)["field"] == "items[1].checklist"
+    assert Scripted.asked == 0
+
+
+def test_openapi_documents_checklist_field(service):
+    async def go() -> dict[str, Any]:
+        transport = httpx.ASGITransport(app=build_app(service()))
+        async with httpx.AsyncClient(transport=transport, base_url="http://jurybox") as http:
+            return (await http.get("/openapi.json")).json()
+
+    schema = asyncio.run(go())
+    field = schema["components"]["schemas"]["ScoreItem"]["properties"]["checklist"]
+    assert "max_points" in field["description"] and "items[i].checklist[k]" in field["description"]
+    (listed,) = [s for s in field["anyOf"] if s.get("type") == "array"]
+    point = listed["items"]
+    assert point["title"] == "ChecklistPoint"
+    assert set(point["properties"]) == {"key", "criterion", "points", "tag", "tags"}
+    assert point["required"] == ["criterion", "points"]
