@@ -218,6 +218,8 @@ def _unit_field(items: list[Item], group: UnitGroup) -> Callable[[int], str]:
 def item_fields(item: Item) -> dict[str, Any]:
     """An item's fields as a client would send them (its images by reference, as they are)."""
     fields = {k: v for k, v in item.fields().items() if v is not None and v != []}
+    if item.checklist is not None:  # every field of each point (fields() shows what prompts show)
+        fields["checklist"] = [p.model_dump(mode="json") for p in item.checklist]
     if item.images:  # the references themselves (fields() shows an inline one by its number)
         fields["images"] = list(item.images)
     return {"id": item.id, **fields}

@@ -264,3 +264,43 @@ def test_openapi_documents_checklist_field(service):
     assert point["title"] == "ChecklistPoint"
     assert set(point["properties"]) == {"key", "criterion", "points", "tag", "tags"}
     assert point["required"] == ["criterion", "points"]
+
+
+def test_client_chunks_a_checklist_rubrics_items_by_their_points(scripted):
+    from jurybox.serving.service.client import Client, RemoteJury
+
+    sent: list[list[dict[str, Any]]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/jury":
+            info = {"spec": spec().model_dump(mode="json"), "max_items": 8, "max_judge_calls": 6}
+            return httpx.Response(200, json=info)
+        if request.url.path == "/v1/score":
+            items = json.loads(request.content)["items"]
+            sent.append(items)
+            return httpx.Response(200, json={"verdicts": [{"id": it["id"]} for it in items]})
+        return httpx.Response(200, json={"name": "not the same rubric"})
+
+    client = Client("http://service.test")
+    client._http = httpx.Client(
+        base_url="http://service.test", transport=httpx.MockTransport(handler)
+    )
+    jury = RemoteJury(client)
+    sizes = [4, 2, 3, 3, 1, 4, 2]  # points per item: 6 calls per request at most
+    items = [Item.model_validate(row(f"i{k}", POINTS[:n])) for k, n in enumerate(sizes)]
+    jury.score_records(load_rubric("checklist"), items)
+    assert [[len(it["checklist"]) for it in chunk] for chunk in sent] == [
+        [4, 2],
+        [3, 3],
+        [1, 4],
+        [2],
+    ]
+    # every field of a point travels (its tags too: the service hashes the item as given)
+    tagged = Item.model_validate(row("t", [{**POINTS[0], "tags": ["axis:accuracy"]}]))
+    sent.clear()
+    jury.score_records(load_rubric("checklist"), [tagged])
+    assert Item.model_validate(sent[0][0]) == tagged
+    # all of an item's points in one call: items chunked by the service's max_items
+    sent.clear()
+    jury.score_records(load_rubric("checklist-all"), items)
+    assert [len(chunk) for chunk in sent] == [6, 1]
