@@ -10,6 +10,7 @@ import math
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -187,6 +188,12 @@ class ServiceConfig(BaseModel):
             (`jurybox.judges.jurors`), counted in /metrics.
         leave_out_flagged: Decide each request's verdicts without the jurors flagged in it
             (naming them in ``left_out``); needs ``juror_checks``.
+        sentinel_url: A second jurybox service (``http(s)://host:port``) that scores a share of
+            the OpenRLHF route's samples as a held-out sentinel
+            (`jurybox.serving.service.sentinel`); None: no sentinel. Set here, never by a client.
+        sentinel_token_env: Environment variable holding the sentinel service's token.
+        sentinel_share: The share of the route's scored samples the sentinel scores (one in
+            every ceil(1/share), counted across requests).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -260,6 +267,40 @@ class ServiceConfig(BaseModel):
         description="Decide each request's verdicts without the jurors flagged in it, naming "
         "them in left_out (never stored in the verdict cache); needs juror_checks.",
     )
+
+    sentinel_url: str | None = Field(
+        None,
+        description="A second jurybox service (http(s)://host:port) that scores a share of the "
+        "OpenRLHF route's samples as a held-out sentinel; None: no sentinel.",
+    )
+    sentinel_token_env: str | None = Field(
+        None, description="Environment variable holding the sentinel service's token."
+    )
+    sentinel_share: float = Field(
+        0.05,
+        gt=0.0,
+        le=1.0,
+        description="The share of the OpenRLHF route's scored samples the sentinel scores "
+        "(one in every ceil(1/share), counted across requests).",
+    )
+
+    @field_validator("sentinel_url")
+    @classmethod
+    def _sentinel_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"sentinel_url {value!r}: give a jurybox service's base URL, "
+                "http://host:port or https://host:port"
+            )
+        if parts.username or parts.password or parts.query or parts.fragment:
+            raise ValueError(
+                f"sentinel_url {value!r}: give the base URL alone (its token with "
+                "--sentinel-token-env)"
+            )
+        return value
 
     @field_validator("openrlhf_unscored")
     @classmethod
@@ -338,6 +379,19 @@ class ServiceConfig(BaseModel):
                 "(or empty); set it to the token clients must send",
                 field="token_env",
             )
+        if self.sentinel_token_env is not None and self.sentinel_url is None:
+            raise InputError(
+                "--sentinel-token-env is the token of the service --sentinel-url names: "
+                "give --sentinel-url too",
+                field="sentinel_token_env",
+            )
+        env = self.sentinel_token_env
+        if env is not None and not os.environ.get(env):
+            raise InputError(
+                f"--sentinel-token-env {env}: the environment variable is not set (or empty); "
+                "set it to the sentinel service's token",
+                field="sentinel_token_env",
+            )
         return ResolvedConfig(
             jury=spec.model_dump(mode="json"),
             rubrics={n: r.model_dump(mode="json", by_alias=True) for n, r in rubrics.items()},
@@ -353,6 +407,9 @@ class ServiceConfig(BaseModel):
             ingress_replicas=self.ingress_count(),
             juror_checks=self.juror_checks,
             leave_out_flagged=self.leave_out_flagged,
+            sentinel_url=self.sentinel_url,
+            sentinel_token_env=self.sentinel_token_env,
+            sentinel_share=self.sentinel_share,
         )
 
 
@@ -375,6 +432,9 @@ class ResolvedConfig(BaseModel):
     ingress_replicas: int = 1
     juror_checks: bool = False
     leave_out_flagged: bool = False
+    sentinel_url: str | None = None
+    sentinel_token_env: str | None = None
+    sentinel_share: float = 0.05
 
     def jury_spec(self) -> JurySpec:
         """The jury, validated back into a `JurySpec`."""

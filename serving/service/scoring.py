@@ -50,6 +50,7 @@ from jurybox.serving.service.protocol import (
     Health,
 )
 from jurybox.serving.service.score_protocol import ScoreRequest
+from jurybox.serving.service.sentinel import sentinel_of
 from jurybox.serving.service.workers import Workers
 
 logger = logging.getLogger("jurybox.serving")
@@ -105,6 +106,7 @@ class ScoringService:
                 f"the environment variable {self.plan.token_env} holding the "
                 "service's token is not set where the ingress runs"
             )
+        self.sentinel = sentinel_of(self.plan)  # (the OpenRLHF route's; None without one)
         self.provenances = {name: provenance(r, self.jury) for name, r in self.rubrics.items()}
         # None when a judge sees images; else the jury's name: a request's images are refused.
         self.seen_by = None if jury_sees_images(self.jury) else self.jury.name
