@@ -204,8 +204,9 @@ def test_one_client_s_gaps_are_not_another_s(tmp_path, monkeypatch):
 
 def test_the_sentinel_url_is_the_operator_s_and_checked(tmp_path, monkeypatch):
     for bad in ("ftp://host", "sentinel:8000", "http://user:pw@host", "http://host/?x=1"):
-        with pytest.raises(ValueError, match="sentinel_url"):
-            ServiceConfig(jury="tiny", sentinel_url=bad)
+        with pytest.raises(InputError, match="--sentinel-url") as refused:
+            ServiceConfig(jury="tiny", sentinel_url=bad).resolve()
+        assert refused.value.field == "sentinel_url"
     with pytest.raises(InputError, match="--sentinel-url"):
         ServiceConfig(jury="tiny", sentinel_token_env="X").resolve()
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
@@ -213,5 +214,27 @@ def test_the_sentinel_url_is_the_operator_s_and_checked(tmp_path, monkeypatch):
         ServiceConfig(
             jury="tiny", sentinel_url="http://h:1", sentinel_token_env="NOT_SET_ANYWHERE"
         ).resolve()
-    with pytest.raises(ValueError, match="sentinel_share"):
-        ServiceConfig(jury="tiny", sentinel_url="http://h:1", sentinel_share=0)
+    for share in (0.0, 1.5, math.nan):
+        with pytest.raises(InputError, match="--sentinel-share"):
+            ServiceConfig(jury="tiny", sentinel_url="http://h:1", sentinel_share=share).resolve()
+
+
+def test_serve_takes_the_sentinel_s_options(monkeypatch):
+    from typer.testing import CliRunner
+
+    from jurybox.serving.cli import app
+
+    monkeypatch.setenv("ITS_TOKEN", "t")
+    base = ["serve", "--jury", "tiny", "--print-config", "--sentinel-url", "http://10.1.2.3:8000"]
+    printed = CliRunner().invoke(
+        app, [*base, "--sentinel-token-env", "ITS_TOKEN", "--sentinel-share", "0.1"]
+    )
+    assert printed.exit_code == 0, printed.output
+    args = yaml.safe_load(printed.output)["applications"][0]["args"]
+    assert (args["sentinel_url"], args["sentinel_token_env"], args["sentinel_share"]) == (
+        "http://10.1.2.3:8000",
+        "ITS_TOKEN",
+        0.1,
+    )
+    refused = CliRunner().invoke(app, [*base, "--sentinel-share", "0"])
+    assert refused.exit_code == 2 and "--sentinel-share" in refused.output
