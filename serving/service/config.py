@@ -10,13 +10,13 @@ import math
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jurybox.judges import JurySpec, load_jury_spec, provenance
 from jurybox.rubrics import Rubric, list_rubrics, load_rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.serving.service.sentinel import check_sentinel
 
 # The ingress replicas a machine with enough CPUs starts by default (see ServiceConfig).
 AUTO_INGRESS_REPLICAS = 2
@@ -359,7 +359,7 @@ class ServiceConfig(BaseModel):
                 "(or empty); set it to the token clients must send",
                 field="token_env",
             )
-        _check_sentinel(self.sentinel_url, self.sentinel_share)
+        check_sentinel(self.sentinel_url, self.sentinel_share)
         if self.sentinel_token_env is not None and self.sentinel_url is None:
             raise InputError(
                 "--sentinel-token-env is the token of the service --sentinel-url names: "
@@ -424,31 +424,6 @@ class ResolvedConfig(BaseModel):
     def rubric_objects(self) -> dict[str, Rubric]:
         """The rubrics by name, validated back into `Rubric` objects."""
         return {n: Rubric.model_validate(r) for n, r in self.rubrics.items()}
-
-
-def _check_sentinel(url: str | None, share: float) -> None:
-    """A sentinel's URL (a service's base URL alone) and share (in (0, 1]), or an InputError."""
-    if not (math.isfinite(share) and 0 < share <= 1):
-        raise InputError(
-            f"--sentinel-share {share!r}: give the share of the samples the sentinel scores, "
-            "more than 0 and at most 1 (e.g. 0.05)",
-            field="sentinel_share",
-        )
-    if url is None:
-        return
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(
-            f"--sentinel-url {url!r}: give a jurybox service's base URL, "
-            "http://host:port or https://host:port",
-            field="sentinel_url",
-        )
-    if parts.username or parts.password or parts.query or parts.fragment:
-        raise InputError(
-            f"--sentinel-url {url!r}: give the base URL alone (its token with "
-            "--sentinel-token-env)",
-            field="sentinel_url",
-        )
 
 
 def _rubric_files(path: Path) -> list[Path]:

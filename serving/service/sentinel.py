@@ -27,9 +27,11 @@ import os
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from jurybox.calibration.stats.monitors import DriftMonitor
 from jurybox.rubrics import Rubric
+from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import RewardSpec
 
 logger = logging.getLogger("jurybox.serving")
@@ -93,6 +95,31 @@ class Sentinel:
         if not isinstance(verdicts, list) or len(verdicts) != len(items):
             raise SentinelError(f"{len(items)} items sent, an answer of another length")
         return verdicts
+
+
+def check_sentinel(url: str | None, share: float) -> None:
+    """A sentinel's URL (a service's base URL alone) and share (in (0, 1]), or an InputError."""
+    if not (math.isfinite(share) and 0 < share <= 1):
+        raise InputError(
+            f"--sentinel-share {share!r}: give the share of the samples the sentinel scores, "
+            "more than 0 and at most 1 (e.g. 0.05)",
+            field="sentinel_share",
+        )
+    if url is None:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(
+            f"--sentinel-url {url!r}: give a jurybox service's base URL, "
+            "http://host:port or https://host:port",
+            field="sentinel_url",
+        )
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise InputError(
+            f"--sentinel-url {url!r}: give the base URL alone (its token with "
+            "--sentinel-token-env)",
+            field="sentinel_url",
+        )
 
 
 def sentinel_of(plan: Any) -> Sentinel | None:

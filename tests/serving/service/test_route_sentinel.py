@@ -149,6 +149,7 @@ def test_a_sentinel_that_disagrees_raises_the_alarm(tmp_path, monkeypatch, caplo
     assert alarms[-1] == 1.0
     first = alarms.index(1.0)
     assert first >= 12 and all(alarms[first:])
+    assert first + 1 == 41  # (the number docs/guides/service.md gives)
     assert logs[12]["jurybox/sentinel_gap"] == 0.5 and logs[first]["jurybox/sentinel_gap"] == 1.0
     assert answers[0].json()["rewards"] == [0.0] and answers[-1].json()["rewards"] == [1.0]
     assert caplog.text.count("OpenRLHF sentinel (rubric mirage-mg): ALARM") == 1
