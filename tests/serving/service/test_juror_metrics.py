@@ -125,7 +125,7 @@ def test_leaving_out_needs_the_checks(fake_judges, tmp_path):  # noqa: F811
         _service(tmp_path, leave_out_flagged=True)
 
 
-def test_one_clients_traffic_never_flags_a_juror_in_anothers_verdicts(fake_judges, tmp_path):  # noqa: F811
+def test_one_client_s_traffic_never_flags_a_juror_in_another_s_verdicts(fake_judges, tmp_path):  # noqa: F811
     from jurybox.serving.service.gate import CLIENT
 
     scoring = _service(tmp_path, juror_checks=True, leave_out_flagged=True)
