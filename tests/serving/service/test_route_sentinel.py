@@ -239,3 +239,57 @@ def test_serve_takes_the_sentinel_s_options(monkeypatch):
     )
     refused = CliRunner().invoke(app, [*base, "--sentinel-share", "0"])
     assert refused.exit_code == 2 and "--sentinel-share" in refused.output
+
+
+class _Half:
+    """A reward that gives every record 0.5 (what the watch reads, without a verdict)."""
+
+    def values(self, records: Any) -> list[float]:
+        return [0.5 for _ in records]
+
+
+def _watch(sentinel: Any) -> Any:
+    from jurybox.calibration.stats.monitors import DriftMonitor
+    from jurybox.rubrics import load_rubric
+    from jurybox.rubrics.reward import RewardSpec
+    from jurybox.serving.service.sentinel import SentinelWatch
+
+    watch = SentinelWatch(
+        sentinel, "mirage-mg", load_rubric("mirage-mg"), RewardSpec(unscored=0.0), DriftMonitor()
+    )
+    watch.ours = watch.theirs = _Half()
+    return watch
+
+
+def test_the_share_is_counted_across_one_sample_requests():
+    from jurybox.serving.service.sentinel import Sentinel
+
+    watch = _watch(Sentinel("http://sentinel.test", share=0.25))
+    assert [watch.due(1) for _ in range(8)] == [0, 0, 0, 1, 0, 0, 0, 1]
+    assert watch.due(10) == 2  # (samples 9 to 18: the 12th and the 16th)
+
+
+def test_a_slow_sentinel_holds_at_most_max_pending_calls_and_skips_the_rest():
+    from jurybox.serving.service.sentinel import MAX_PENDING, Sentinel
+
+    class Slow(Sentinel):
+        opened: asyncio.Event
+
+        async def records(self, rubric: str, items: Any) -> list[Any]:
+            await self.opened.wait()
+            return [{} for _ in items]
+
+    async def run() -> Any:
+        slow = Slow("http://sentinel.test", share=1.0)
+        slow.opened = asyncio.Event()
+        watch = _watch(slow)
+        for _ in range(MAX_PENDING + 2):
+            watch.send([{"question": QUESTION, "response": GOOD}], [{}])
+        held = len(watch.pending)
+        slow.opened.set()
+        await watch.settled()
+        return held, watch
+
+    held, watch = asyncio.run(run())
+    assert held == MAX_PENDING and watch.skipped == 2
+    assert (watch.gaps, watch.gap, watch.pending) == (MAX_PENDING, 0.5, set())
