@@ -293,3 +293,42 @@ def test_a_slow_sentinel_holds_at_most_max_pending_calls_and_skips_the_rest():
     held, watch = asyncio.run(run())
     assert held == MAX_PENDING and watch.skipped == 2
     assert (watch.gaps, watch.gap, watch.pending) == (MAX_PENDING, 0.5, set())
+
+
+def test_a_sentinel_that_never_answers_fails_at_its_timeout():
+    import socket
+
+    from jurybox.serving.service.sentinel import Sentinel
+
+    with socket.socket() as listening:  # connections wait in its backlog: nothing answers
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        port = listening.getsockname()[1]
+        watch = _watch(Sentinel(f"http://127.0.0.1:{port}", share=1.0, timeout=0.2))
+
+        async def run() -> None:
+            watch.send([{"question": QUESTION, "response": GOOD}], [{}])
+            await watch.settled()
+
+        asyncio.run(run())
+    assert (watch.failed, watch.failed_calls, watch.gaps) == (1, 1, 0)
+
+
+def test_a_failing_sentinel_is_logged_five_times_then_once_in_100(caplog):
+    from jurybox.serving.service.sentinel import Sentinel
+
+    class Down(Sentinel):
+        async def records(self, rubric: str, items: Any) -> list[Any]:
+            raise httpx.ConnectError("refused")
+
+    watch = _watch(Down("http://sentinel.test", share=1.0))
+
+    async def run() -> None:
+        for _ in range(205):
+            watch.send([{"question": QUESTION, "response": GOOD}], [{}])
+            await watch.settled()
+
+    with caplog.at_level(logging.WARNING, "jurybox.serving"):
+        asyncio.run(run())
+    assert watch.failed_calls == 205
+    assert caplog.text.count("could not score") == 5 + 2  # calls 1-5, 100 and 200
