@@ -8,8 +8,8 @@ the reason ``pre-check: ...`` (reason code ``prechecked`` in ``extra_logs``), re
 ``jurybox/prechecked``. Never a silent 0: the service's log names each one.
 
 **Canaries** (`route_canaries`): one canary every ``ceil(1 / canaries)``-th sample a replica
-receives from a client for the same rubric and options (OpenRLHF sends one sample per request, so a count per
-request would cost a judge call per sample). A canary is an exploit response
+receives from a client for the same rubric and options (OpenRLHF sends one sample per request,
+so a count per request would cost a judge call per sample). A canary is an exploit response
 (`jurybox.rubrics.exploits.canary_items`: a self-assessment, an instruction to the judge, the
 rubric's output format filled in with top scores, ...) built from the request's own prompt and
 reference, judged in the same `ScoringService.score_items` call as the samples (so it costs its
