@@ -243,13 +243,26 @@ def prompt_sizes(
                 made.append(to_item(fields, {}, rubric, limits.max_field_chars, True))
             except FieldError as exc:
                 raise InputError(exc.message, field=f"items[{i}].{exc.field}") from None
-        requests = render_requests(rubric, inline_images(made, limits))
+        made = inline_images(made, limits)
+        if rubric.checklist is not None:  # an item's prompts: its units'
+            out = [(0, 0)] * len(made)
+            for group in units(rubric, made):
+                for u, size in enumerate(_sizes(render_requests(group.rubric, list(group.items)))):
+                    i = group.owner[u][0]
+                    out[i] = (out[i][0] + size[0], max(out[i][1], size[1]))
+            return out
+        return _sizes(render_requests(rubric, made))
     except MemoryError:
         raise _out_of_memory() from None
+
+
+def _sizes(requests: Requests) -> list[tuple[int, int]]:
+    """Per item of ``requests``, its prompts' characters in all and its largest prompt's."""
     n = len(requests.calls)
     sizes = [_size(r) if r is not None else 0 for r in requests.requests]
     return [
-        (sum(sizes[k * n : k * n + n]), max(sizes[k * n : k * n + n])) for k in range(len(made))
+        (sum(sizes[k * n : k * n + n]), max(sizes[k * n : k * n + n]))
+        for k in range(len(requests.item_ids))
     ]
 
 

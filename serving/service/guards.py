@@ -109,6 +109,7 @@ def route_canaries(
             question=s.get("question"),
             response=s.get("response"),
             reference=s.get("reference"),
+            checklist=s.get("checklist"),  # (a checklist rubric's: the sample's own)
         )
         for j, s in enumerate(samples)
     ]

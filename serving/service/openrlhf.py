@@ -43,13 +43,14 @@ service_logger = logging.getLogger("jurybox.serving")
 
 
 def items_of(
-    request: OpenRLHFRequest, max_items: int, max_field_chars: int
+    request: OpenRLHFRequest, max_items: int, max_field_chars: int, checklist: bool = False
 ) -> list[dict[str, Any]]:
     """The score request's items, from OpenRLHF's samples.
 
     Question = prompt, response = the query after (the end of) the prompt, its trailing special
     tokens dropped, reference = the label (when not empty). The counts and lengths are checked
-    before any text is looked at.
+    before any text is looked at. ``checklist`` (the route's rubric is a checklist rubric): the
+    label carries the item's checklist (`label_checklist`).
     """
     n = len(request.query)
     if n > max_items:
@@ -105,10 +106,50 @@ def items_of(
             "response": strip_trailing_special(response),
         }
         label = request.labels[k] if request.labels is not None else None
-        if label:
+        if label and checklist:
+            item.update(label_checklist(policy_text(label)[0], k))
+        elif label:
             item["reference"] = policy_text(label)[0]
         items.append(item)
     return items
+
+
+def label_checklist(label: str, k: int) -> dict[str, Any]:
+    """A checklist rubric's sample fields from its label: the checklist, and any reference.
+
+    The label is JSON: a list of points (``[{"criterion": ..., "points": 5}, ...]``, HealthBench's
+    rubric entries as they are), or ``{"checklist": [...], "reference": "..."}``. Its points are
+    read as a score item's are (a 422 naming the point, ``labels[k].checklist[j]``).
+    """
+    where = f"labels[{k}]"
+    try:
+        given = json.loads(label)
+    except ValueError as exc:
+        raise Invalid(
+            f"{where}: not JSON ({exc}); the rubric judges each sample's own checklist, which "
+            'OpenRLHF\'s label carries: a JSON list of points, or {"checklist": [...], '
+            '"reference": "..."}',
+            where,
+        ) from None
+    if isinstance(given, list):
+        return {"checklist": given}
+    if not isinstance(given, dict) or "checklist" not in given:
+        raise Invalid(
+            f"{where}: a JSON list of points, or an object with checklist (and reference), "
+            f"for this checklist rubric; got {type(given).__name__}"
+            + (f" with {sorted(given)[:5]}" if isinstance(given, dict) else ""),
+            where,
+        )
+    unknown = sorted(set(given) - {"checklist", "reference"})
+    if unknown:
+        raise Invalid(
+            f"{where}: {unknown[0]!r} is not a field of a checklist label (checklist, reference)",
+            where,
+        )
+    reference = given.get("reference")
+    if reference is not None and not isinstance(reference, str):
+        raise Invalid(f"{where}.reference: a string, got {type(reference).__name__}", where)
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def split_unsent(
@@ -140,6 +181,8 @@ def merged(
     if not unsent:
         return records
     names = [c.name for c in rubric.criteria]
+    if rubric.checklist is not None and rubric.checklist.score == "points":
+        names = [rubric.checklist.name]  # (the item's score; its points were not judged)
     if rubric.formula is not None:
         names.append(rubric.formula.name)
     judged = iter(records)
@@ -165,7 +208,13 @@ def merged(
 
 
 # An item's field as OpenRLHF named it: a problem with items[k].response is one with query[k].
-_FIELDS = {"question": "prompts", "response": "query", "reference": "labels", "id": "query"}
+_FIELDS = {
+    "question": "prompts",
+    "response": "query",
+    "reference": "labels",
+    "checklist": "labels",
+    "id": "query",
+}
 
 
 def renamed(problem: HTTPProblem) -> HTTPProblem:
@@ -177,10 +226,13 @@ def renamed(problem: HTTPProblem) -> HTTPProblem:
     if not field.startswith("items["):
         return problem
     index, _, rest = field[len("items[") :].partition("]")
-    name = _FIELDS.get(rest.lstrip(".").split(".")[0].split("[")[0])
+    head = rest.lstrip(".").split(".")[0].split("[")[0]
+    name = _FIELDS.get(head)
     if name is None or not index.isdigit():
         return problem
     ours = f"{name}[{index}]"
+    if head == "checklist":  # a point of the label's checklist: named as it is
+        ours += rest
     return problem.moved(problem.message.replace(field, ours), ours)
 
 
@@ -350,6 +402,8 @@ async def _answer(
             "calibrated",
         )
     criteria_policy: Unscored = reward.unscored if isinstance(reward.unscored, float) else "none"
+    # (a checklist rubric's points differ per sample: no reward per criterion to log)
+    points = rubric.checklist is not None and rubric.checklist.score == "points"
     try:
         bound = reward.bind(rubric)
         criteria = [
@@ -359,12 +413,14 @@ async def _answer(
                 calibrated=reward.calibrated,
                 unscored=criteria_policy,
             ).bind(rubric)
-            for c in rubric.criteria
+            for c in ([] if points else rubric.criteria)
         ]
     except InputError as exc:
         raise Invalid(str(exc), exc.field) from None
     limits = service.limits
-    raw = await asyncio.to_thread(items_of, request, limits.max_items, limits.max_field_chars)
+    raw = await asyncio.to_thread(
+        items_of, request, limits.max_items, limits.max_field_chars, rubric.checklist is not None
+    )
     if not raw:
         raise Invalid("query is empty; send at least one sample", "query")
     sent, unsent = split_unsent(raw, limits.max_field_chars)
@@ -378,6 +434,9 @@ async def _answer(
         records = await service.score_items(rubric_name, sent, allow_empty=True) if sent else []
     records = merged(records, unsent, rubric, service.jury.name)
     spans = {c.name: c.scale.high - c.scale.low for c in rubric.criteria}
+    if points:  # each point's votes spread on met's scale
+        span = rubric.criteria[0].scale.high - rubric.criteria[0].scale.low
+        spans = {key: span for r in records for key in r.get("points") or {}}
     fixed, extra = guard.answered(len(records), prechecked) if guard else ({}, None)
     given = await asyncio.to_thread(
         answer, bound, criteria, records, spans, options.scores, fixed, extra

@@ -38,7 +38,8 @@ QUESTION = "Brown rings on my tomato leaves?"
 
 
 class Scripted:
-    """Meets every point but those marked ``[no]``; 7 on a whole checklist; counts prompts."""
+    """Meets every point but those marked ``[no]`` (none for an answer holding ``[bad]``); 7 on
+    a whole checklist; counts prompts."""
 
     asked = 0  # every instance's prompts (each judge server makes its own)
 
@@ -56,11 +57,16 @@ class Scripted:
         if keys == ["score"]:
             return Generation(text='{"score": 7}')
         if keys == ["met"]:
-            lines = {"met": text.split("Checklist point", 1)[1]}
+            answer, point = text.split("Checklist point", 1)
+            lines = {"met": point}
         else:
+            answer = text.split("Checklist", 1)[0]
             lines = {k: re.search(rf"^{k}: (.*)$", text, re.M)[1] for k in keys}
+        bad = "[bad]" in answer  # an answer that meets nothing
         return Generation(
-            text=json.dumps({k: "no" if "[no]" in line else "yes" for k, line in lines.items()})
+            text=json.dumps(
+                {k: "no" if bad or "[no]" in line else "yes" for k, line in lines.items()}
+            )
         )
 
     def close(self) -> None:
@@ -304,3 +310,115 @@ def test_client_chunks_a_checklist_rubrics_items_by_their_points(scripted):
     sent.clear()
     jury.score_records(load_rubric("checklist-all"), items)
     assert [len(chunk) for chunk in sent] == [6, 1]
+
+
+def _binds_item_score() -> bool:
+    from jurybox.rubrics.reward import RewardSpec
+
+    return RewardSpec().bind(load_rubric("checklist")).score == "score"
+
+
+#: The rewards of a checklist rubric are its item score: `RewardSpec.bind` reads it where the
+#: trainers' part of #63 (branch cktrain) is merged; until then these tests wait for it.
+needs_item_score = pytest.mark.skipif(
+    not _binds_item_score(), reason="RewardSpec.bind reads a checklist rubric's item score (#63)"
+)
+
+
+def group(completions: list[str], points: Any = POINTS, **kw: Any) -> dict[str, Any]:
+    return {"id": "g0", "question": QUESTION, "checklist": points, "completions": completions, **kw}
+
+
+@needs_item_score
+def test_group_route_with_checklist(service):
+    scoring = service()
+    body = {
+        "rubric": "checklist",
+        "design": {"design": "pointwise"},
+        "groups": [
+            group(["Blight; spray.", "No idea [bad]."]),
+            group(["Blight."], POINTS[:2], id="g1"),
+        ],
+    }
+    r = post(scoring, "/v1/groups", body)
+    assert r.status_code == 200, r.text
+    g0, g1 = r.json()["groups"]
+    assert g0["rewards"] == [7 / 10, 0.0] and g1["rewards"] == [5 / 8]
+    assert Scripted.asked == 2 * (2 * 4 + 1 * 2)  # a call per point of each completion, per judge
+    # the same completion on /v1/score: the same score
+    r = post(
+        scoring,
+        "/v1/score",
+        {"rubric": "checklist", "items": [row("x", response="Blight; spray.")]},
+    )
+    assert r.json()["verdicts"][0]["scores"]["score"] == g0["rewards"][0]
+
+
+@pytest.mark.parametrize(
+    "change, status, field",
+    [
+        ({"max_judge_calls": 9}, 413, "design"),  # 10 calls per judge
+        ({"max_points": 3}, 413, "groups[0].checklist[3]"),
+        ({"max_field_chars": 1000, "long": True}, 422, "groups[1].checklist[0]"),
+        ({"bad_point": True}, 422, "groups[1].checklist[1]"),
+        ({"no_checklist": True}, 422, "groups[1].checklist"),
+        ({"design": "round_robin"}, 422, "rubric"),
+    ],
+)
+def test_group_route_bounds_checklists_before_any_judge_runs(service, change, status, field):
+    change = dict(change)
+    second = POINTS[:2]
+    if change.pop("long", False):
+        second = [{"criterion": "x" * 1001, "points": 1}]
+    if change.pop("bad_point", False):
+        second = [POINTS[0], {"criterion": "y", "points": 0}]
+    if change.pop("no_checklist", False):
+        second = None
+    design = change.pop("design", "pointwise")
+    groups = [group(["Blight; spray.", "Hm."]), group(["Blight."], second, id="g1")]
+    body = {"rubric": "checklist", "design": {"design": design}, "groups": groups}
+    r = post(service(**change), "/v1/groups", json.loads(json.dumps(body)))
+    assert r.status_code == status, r.text
+    assert error(r)["field"] == field, r.text
+    assert Scripted.asked == 0
+
+
+def openrlhf(rows: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
+    return {
+        "query": [r["question"] + r["response"] for r in rows],
+        "prompts": [r["question"] for r in rows],
+        "labels": labels,
+    }
+
+
+@needs_item_score
+def test_openrlhf_label_carries_checklist(service):
+    scoring = service()
+    rows = [row("0"), row("1", POINTS[:2], response="No idea [bad].", reference="Blight.")]
+    labels = [json.dumps(POINTS), json.dumps({"checklist": POINTS[:2], "reference": "Blight."})]
+    r = post(scoring, "/v1/openrlhf/checklist?unscored=0", openrlhf(rows, labels))
+    assert r.status_code == 200, r.text
+    asked = Scripted.asked
+    assert asked == 2 * (4 + 2)
+    verdicts = post(scoring, "/v1/score", {"rubric": "checklist", "items": rows}).json()["verdicts"]
+    assert Scripted.asked == 2 * asked  # (the same calls: the same items)
+    assert r.json()["rewards"] == [v["scores"]["score"] for v in verdicts] == [7 / 10, 0.0]
+    assert r.json()["extra_logs"]["jurybox/unscored"] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "label, field, words",
+    [
+        ("not json", "labels[1]", "not JSON"),
+        (json.dumps({"points": POINTS}), "labels[1]", "an object with checklist"),
+        (json.dumps({"checklist": POINTS, "ref": "x"}), "labels[1]", "'ref' is not a field"),
+        (json.dumps([POINTS[0], {"criterion": "y"}]), "labels[1].checklist[1]", "points: missing"),
+    ],
+)
+def test_openrlhf_label_that_is_no_checklist_is_422_naming_it(service, label, field, words):
+    rows = [row("0"), row("1")]
+    body = openrlhf(rows, [json.dumps(POINTS), label])
+    r = post(service(), "/v1/openrlhf/checklist?unscored=0", body)
+    assert r.status_code == 422, r.text
+    assert error(r)["field"] == field and words in error(r)["message"], r.text
+    assert Scripted.asked == 0
