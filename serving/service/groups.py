@@ -175,6 +175,7 @@ class _Plan:
     calls: int  # judge calls per judge, every group's
     estimate: int  # characters of prompt its rounds render, the kept groups'
     kept: list[int]  # the groups judged (the others: admitted.unscored)
+    checklist: list[int] | None = None  # a checklist rubric's: each group's calls per judge
 
 
 async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
@@ -190,8 +191,10 @@ async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
     calls = sum(c.calls for c in costs)
     sizes = sorted({c.k for c in costs})
     words = "; ".join(next(c.words for c in costs if c.k == k) for k in sizes[:3])
+    each: list[int] = []
     if rubric.checklist is not None or (pointwise is not None and pointwise.checklist is not None):
-        calls = await asyncio.to_thread(_checklist_calls, request, rubric, pointwise, limits)
+        each = await asyncio.to_thread(_checklist_calls, request, rubric, pointwise, limits)
+        calls = sum(each)
         words = "each completion judged on its group's checklist"
     if calls > limits.max_judge_calls:  # before any probe is rendered
         raise TooLarge(
@@ -220,13 +223,14 @@ async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
         groups = [admitted.groups[g] for g in kept]
         job = await asyncio.to_thread(_job, request, rubric, pointwise, service.jury, groups)
     estimate = sum(sized[g][0] for g in kept)
-    return _Plan(admitted, job, calls, estimate, kept)
+    checklist = each if rubric.checklist is not None else None
+    return _Plan(admitted, job, calls, estimate, kept, checklist)
 
 
 def _checklist_calls(
     request: GroupRequest, rubric: Rubric, pointwise: Rubric | None, limits: Limits
-) -> int:
-    """The judge calls per judge of a request whose rubric is a checklist rubric; its bounds.
+) -> list[int]:
+    """Each group's judge calls per judge, where the rubric is a checklist rubric; its bounds.
 
     A checklist rubric rewards each completion pointwise on its group's checklist (the
     group's ``checklist`` field, shared by every completion): the design is ``pointwise``, the
@@ -246,7 +250,7 @@ def _checklist_calls(
     rule = rubric.checklist
     assert rule is not None
     bound = min(limits.max_points, rule.max_points)
-    calls = 0
+    calls = []
     for g, group in enumerate(request.groups):
         where = f"groups[{g}].checklist"
         raw = group.checklist
@@ -281,7 +285,7 @@ def _checklist_calls(
                 f"{where}[{bound}]",
             )
         one = Item(id="probe", checklist=points)
-        calls += len(group.completions) * checklist_calls(rubric, [one])
+        calls.append(len(group.completions) * checklist_calls(rubric, [one]))
     return calls
 
 
@@ -367,6 +371,8 @@ async def score_groups(
         else next(done)
         for g in range(len(request.groups))
     ]
+    if plan.checklist is not None:  # (the design's count is one call per completion)
+        out = [r.model_copy(update={"calls": c}) for r, c in zip(out, plan.checklist)]
     return await asyncio.to_thread(lambda: [r.model_dump(mode="json") for r in out])
 
 

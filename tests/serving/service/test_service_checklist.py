@@ -344,6 +344,7 @@ def test_group_route_with_checklist(service):
     assert r.status_code == 200, r.text
     g0, g1 = r.json()["groups"]
     assert g0["rewards"] == [7 / 10, 0.0] and g1["rewards"] == [5 / 8]
+    assert [g0["calls"], g1["calls"]] == [2 * 4, 1 * 2]  # per judge: a call per point
     assert Scripted.asked == 2 * (2 * 4 + 1 * 2)  # a call per point of each completion, per judge
     # the same completion on /v1/score: the same score
     r = post(
