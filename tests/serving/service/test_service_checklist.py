@@ -198,6 +198,22 @@ def test_points_cached_one_by_one_an_edited_point_rejudged_alone(service):
     assert r.json()["verdicts"][0]["points"]["p4"]["text"] == "Says when to act, and why"
 
 
+def test_inline_checklist_rubric_and_canary_units(service):
+    scoring = service(cache=True)
+    inline = load_rubric("checklist").model_dump(mode="json", by_alias=True)
+    by_name = post(scoring, "/v1/score", {"rubric": "checklist", "items": [row("x")]}).json()
+    r = post(scoring, "/v1/score", {"rubric": inline, "items": [row("x")]})
+    assert r.status_code == 200, r.text
+    assert [comparable(v) for v in r.json()["verdicts"]] == [
+        comparable(v) for v in by_name["verdicts"]
+    ]
+    assert Scripted.asked == 2 * 4  # the inline rubric's units are the named one's: cached
+    # a canary's units are judged afresh (never looked up), and its verdict says so
+    r = post(scoring, "/v1/score", {"rubric": "checklist", "items": [row("x", canary=True)]})
+    assert r.status_code == 200, r.text
+    assert Scripted.asked == 2 * 4 * 2 and r.json()["verdicts"][0]["canary"] is True
+
+
 def test_points_over_max_points_is_413_before_any_judge_runs(service):
     rows = [row("x", POINTS[:2]), row("y")]
     r = post(service(max_points=3), "/v1/score", {"rubric": "checklist", "items": rows})
