@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from jurybox.serving.problems import Overloaded
+from jurybox.serving.errors import Overloaded
 from jurybox.serving.service.pace import Pace
 
 
@@ -54,7 +54,7 @@ class Gate:
             raise Overloaded(
                 f"the service is busy ({self.active} batches "
                 f"judging, {self.waiting} requests waiting); retry later",
-                headers={"Retry-After": str(self.retry_after())},
+                retry_after=self.retry_after(),
             )
         self.waiting += 1
         self._show()

@@ -39,7 +39,7 @@ from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.exploits import DEFAULT_CANARIES, ExploitSuite, canary_items, precheck
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.problems import Invalid
+from jurybox.serving.errors import Invalid
 
 if TYPE_CHECKING:
     from jurybox.serving.service.scoring import ScoringService
