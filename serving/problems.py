@@ -142,8 +142,8 @@ def problem_for(exc: BaseException) -> HTTPProblem:
 
     Returns:
         ``exc`` itself when it is an HTTPProblem; its class's answer (`STATUSES`) for a
-            `RequestProblem`; a 422 for an InputError, a 503 for an
-            ExecutionError, the error's own status for another jurybox error, else a 500.
+            `RequestProblem`; a 422 for an InputError, a 503 for an ExecutionError, a 500 with
+            its message for another jurybox error, else a 500 naming only the error's type.
     """
     if isinstance(exc, HTTPProblem):
         return exc
@@ -154,7 +154,7 @@ def problem_for(exc: BaseException) -> HTTPProblem:
     if isinstance(exc, ExecutionError):
         return HTTPProblem(503, "unavailable", str(exc))
     if isinstance(exc, JuryboxError):
-        return HTTPProblem(exc.http_status, "internal", str(exc))
+        return HTTPProblem(500, "internal", str(exc))
     return HTTPProblem(
         500, "internal", f"{type(exc).__name__}: the service failed on this request; see its log"
     )

@@ -95,3 +95,22 @@ def test_a_problem_moved_to_another_field_keeps_its_status(cls):
     moved = problem_for(problem.moved("groups[2]: bad", "groups[2]"))
     assert (moved.status, moved.kind, moved.headers) == (was.status, was.kind, was.headers)
     assert (moved.message, moved.field) == ("groups[2]: bad", "groups[2]")
+
+
+def test_the_error_family_s_answers_are_chosen_here_too():
+    from jurybox.rubrics.errors import ExecutionError, InputError, InstallError
+
+    def answer(exc: BaseException) -> tuple:
+        got = problem_for(exc)
+        return got.status, got.kind, got.message, got.field
+
+    assert answer(InputError("bad", field="items[1]")) == (
+        422,
+        "invalid_request",
+        "bad",
+        "items[1]",
+    )
+    assert answer(ExecutionError("judge down")) == (503, "unavailable", "judge down", None)
+    assert answer(InstallError("needs torch")) == (500, "internal", "needs torch", None)
+    assert answer(KeyError("x"))[:2] == (500, "internal")
+    assert answer(KeyError("x"))[2].startswith("KeyError: the service failed")
