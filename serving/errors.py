@@ -4,8 +4,8 @@ The scoring service (``serving/service``) and the labelling page (``serving/labe
 these where the problem happens: `TooLarge` where a limit is passed, `Overloaded` where a queue
 is full, `Invalid` where a field is wrong. Each carries what is wrong, the field at fault and,
 for a problem that passes, how many seconds to wait before trying again (and `Unauthorized`, the
-credentials asked for); none carries a status code or a header. ``serving/problems.py`` is the one place that says which HTTP answer (status,
-kind, body, headers) each class is.
+credentials asked for); none carries a status code or a header. ``serving/problems.py`` is the
+one place that says which HTTP answer (status, kind, body, headers) each class is.
 
 Each survives pickling with its fields (`jurybox.rubrics.errors.Picklable`): an inline rubric's
 problem is raised in a worker process and answered in the ingress.

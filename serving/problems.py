@@ -87,7 +87,7 @@ class HTTPProblem(Exception):
         return HTTPProblem, (self.status, self.kind, self.message, self.field, self.headers)
 
 
-#: The one choice of a status and a kind for each problem a request meets (`jurybox.serving.errors`).
+#: The one choice of a status and a kind for each problem a request meets (serving/errors.py).
 STATUSES: dict[type[RequestProblem], tuple[int, str]] = {
     Invalid: (422, "invalid_request"),
     Unscorable: (422, "unscored"),

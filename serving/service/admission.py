@@ -75,8 +75,8 @@ def prepare(
 
     A `RequestProblem` (`Invalid`, `TooLarge`) naming the field (or limit) at fault otherwise.
     ``seen_by``: None when a judge of the jury sees images, else the jury's name, and an item's
-    images are a 422 before any of them is decoded. An `Item` (one a group request's job built) is checked as a client's fields
-    are (`item_fields`).
+    images are a 422 before any of them is decoded. An `Item` (one a group request's job built)
+    is checked as a client's fields are (`item_fields`).
     """
     try:
         if isinstance(rubric, dict):

@@ -75,7 +75,8 @@ class ScoringService:
     `jurybox.serving.service.openrlhf.answer_openrlhf`) and only turns its answer into a
     response. The routes reach the jury through `judge` (``/v1/score`` and OpenRLHF's through
     `score_items`; the group route's pointwise rounds directly), except the group route's
-    listwise rounds, which ask each judge through ``calls.votes``. Errors are the problems of `jurybox.serving.errors`, by name.
+    listwise rounds, which ask each judge through ``calls.votes``. Errors are the problems of
+    `jurybox.serving.errors`, by name.
 
     One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its share
     of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with ``state``
