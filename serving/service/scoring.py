@@ -39,7 +39,7 @@ from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 from jurybox.rubrics.checklist import assemble
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.problems import Invalid, TimedOut, TooLarge
+from jurybox.serving.errors import Invalid, TimedOut, TooLarge
 from jurybox.serving.service.admission import (
     Prepared,
     Units,
@@ -85,7 +85,8 @@ class ScoringService:
     `jurybox.serving.service.openrlhf.answer_openrlhf`) and only turns its answer into a
     response. The routes reach the jury through `judge` (``/v1/score`` and OpenRLHF's through
     `score_items`; the group route's pointwise rounds directly), except the group route's
-    listwise rounds, which ask each judge through ``calls.votes``. Errors are `HTTPProblem`, the one error shape.
+    listwise rounds, which ask each judge through ``calls.votes``. Errors are the problems of
+    `jurybox.serving.errors`, by name.
 
     One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its share
     of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with ``state``
