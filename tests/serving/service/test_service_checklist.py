@@ -9,11 +9,14 @@ is exact. The service's answer is compared with the in-process path's on the sam
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
+import judging_helpers
 import pytest
 import yaml
 from service_helpers import LocalJudge
@@ -439,3 +442,67 @@ def test_openrlhf_label_that_is_no_checklist_is_422_naming_it(service, label, fi
     assert r.status_code == 422, r.text
     assert error(r)["field"] == field and words in error(r)["message"], r.text
     assert Scripted.asked == 0
+
+
+# -- the tiny jury's recorded answers: the service's answer equals `jurybox judge`'s file --------
+
+_RECORDED = getattr(judging_helpers, "CHECKLISTS_RECORDING", None)
+needs_recording = pytest.mark.skipif(
+    _RECORDED is None or not _RECORDED.exists(),
+    reason="the tiny jury's checklist answers (tests/data/record.py's checklists, #63) are "
+    "recorded with the in-process judging of checklists",
+)
+
+
+def _recorded_items() -> list[Item]:
+    path = Path(__file__).resolve().parents[2] / "data" / "record.py"
+    spec_ = importlib.util.spec_from_file_location("record_checklists", path)
+    assert spec_ is not None and spec_.loader is not None
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    return module.checklist_items()
+
+
+@needs_recording
+@pytest.mark.parametrize("rubric", ["checklist", "checklist-all"])
+def test_service_answer_equals_judge_files_records(tmp_path, rubric):
+    from service_helpers import assert_same_verdicts
+
+    from jurybox.judges import load_jury_spec
+    from jurybox.serving.runs.local import judge_file
+
+    jury = judging_helpers.write_replay_jury(
+        tmp_path / "replay.yaml", recordings=(judging_helpers.RECORDING, _RECORDED)
+    )
+    items = _recorded_items()
+    rows = [
+        {
+            "id": it.id,
+            "question": it.question,
+            "response": it.response,
+            "reference": it.reference,
+            "checklist": [p.model_dump(mode="json") for p in it.checklist or ()],
+        }
+        for it in items
+    ]
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "local.jsonl"
+    local_jury = Jury.load(jury)
+    judge_file(preds, load_rubric(rubric), local_jury, out)
+    local = [json.loads(line) for line in out.read_text().splitlines()]
+    assert local and all(r["points"] for r in local)
+    judges = {
+        j.name: LocalJudge(JudgeServer(j.model_dump(mode="json")))
+        for j in load_jury_spec(str(jury)).judges
+    }
+    config = ServiceConfig(jury=str(jury)).resolve()
+    scoring = ScoringService(config.model_dump(mode="json"), judges)
+    try:
+        r = post(scoring, "/v1/score", {"rubric": rubric, "items": rows})
+    finally:
+        scoring.workers.close()
+    assert r.status_code == 200, r.text
+    remote = r.json()["verdicts"]
+    assert [v["id"] for v in remote] == [it.id for it in items]
+    assert_same_verdicts(remote, local)  # same scores, points, votes, provenance and input
