@@ -244,3 +244,16 @@ def test_serve_s_options_are_its_service_config_s_and_serve_jury_s():
         juror_checks=True,
         limits=Limits(max_items=7, request_timeout_s=50.0),
     )
+
+
+def test_agree_groups_s_options_are_group_agreement_with_humans_s_parameters():
+    """Every option of agree-groups but --json is a parameter of group_agreement_with_humans."""
+    import inspect
+
+    from jurybox.serving.cli.groups import agree_groups
+    from jurybox.serving.runs.agree_groups import group_agreement_with_humans as agreement
+
+    assert set(agreement.__command_line__) == set(inspect.signature(agreement).parameters)
+    assert set(inspect.signature(agree_groups).parameters) == set(agreement.__command_line__) | {
+        "json_out"
+    }
