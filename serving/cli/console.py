@@ -13,6 +13,7 @@ import json
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -161,8 +162,10 @@ def options_of(
             name = f"no_{field}" if negated else field
             if "type" in cli:
                 kind = cli.pop("type")
+            elif negated:
+                kind = bool
             else:
-                kind = bool if negated else typing.get_type_hints(source)[field]
+                kind = _hint(source, field)
             default = cli.pop("default", False if negated else declared)
             params.append(
                 inspect.Parameter(
@@ -254,13 +257,24 @@ def _fields(
         declared = inspect.signature(options).parameters
         for name, cli in marked.items():
             if cli.get("nested"):
-                inner = typing.get_type_hints(options)[name]
+                inner = _hint(options, name)
                 yield from _fields([inner], (*within, name))
             elif model_fields is not None:
                 default = model_fields[name].get_default(call_default_factory=True)
                 yield options, (*within, name), _given(default), dict(cli)
             else:
                 yield options, (*within, name), _given(declared[name].default), dict(cli)
+
+
+def _hint(source: Any, name: str) -> Any:
+    """The type ``source`` (a class or function) declares for ``name``.
+
+    Only that annotation is evaluated: others may name types imported only for type checking.
+    """
+    if dataclasses.is_dataclass(source) or isinstance(source, type):
+        return typing.get_type_hints(source)[name]
+    own = SimpleNamespace(__annotations__={name: source.__annotations__[name]})
+    return typing.get_type_hints(own, globalns=source.__globals__)[name]
 
 
 def _given(default: Any) -> Any:

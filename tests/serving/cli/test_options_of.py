@@ -257,3 +257,20 @@ def test_agree_groups_s_options_are_group_agreement_with_humans_s_parameters():
     assert set(inspect.signature(agree_groups).parameters) == set(agreement.__command_line__) | {
         "json_out"
     }
+
+
+def test_exploits_options_are_audit_exploits_parameters():
+    """Every option of exploits but --url, --json, --html and --quiet is a parameter of
+    audit_exploits (--url gives its jury too)."""
+    import inspect
+
+    from jurybox.serving.cli.exploits import exploits
+    from jurybox.serving.runs.exploits import audit_exploits
+
+    assert set(audit_exploits.__command_line__) <= set(inspect.signature(audit_exploits).parameters)
+    assert set(inspect.signature(exploits).parameters) == set(audit_exploits.__command_line__) | {
+        "url",
+        "json_out",
+        "html",
+        "quiet",
+    }
