@@ -274,3 +274,18 @@ def test_exploits_options_are_audit_exploits_parameters():
         "html",
         "quiet",
     }
+
+
+def test_label_s_options_are_start_session_s_and_serve_session_s():
+    """Every option of label but its files and --rubric (what judged_items reads) is a
+    parameter of start_session or of serve_session."""
+    import inspect
+
+    from jurybox.serving.cli.label import label
+    from jurybox.serving.labelling.foreground import serve_session
+    from jurybox.serving.labelling.start import start_session
+
+    marked = {*start_session.__command_line__, *serve_session.__command_line__}
+    for function in (start_session, serve_session):
+        assert set(function.__command_line__) <= set(inspect.signature(function).parameters)
+    assert set(inspect.signature(label).parameters) == marked | {"paths", "rubric"}
