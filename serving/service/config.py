@@ -17,6 +17,7 @@ from jurybox.judges import JurySpec, load_jury_spec, provenance
 from jurybox.rubrics import Rubric, list_rubrics, load_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.serving.options import command_line, nested, option
+from jurybox.serving.service.sentinel import check_sentinel
 
 # The ingress replicas a machine with enough CPUs starts by default (see ServiceConfig).
 AUTO_INGRESS_REPLICAS = 2
@@ -272,6 +273,30 @@ class Limits(BaseModel):
         help="With --juror-checks: decide each request's verdicts without the jurors flagged in "
         "it, naming them in each verdict's `left_out` (such verdicts are never cached).",
     ),
+    sentinel_url=option(
+        "--sentinel-url",
+        help="A second jurybox service (http://host:port) that scores a random --sentinel-share "
+        "of /v1/openrlhf/'s scored samples as a held-out sentinel: each request's extra_logs "
+        "gain jurybox/sentinel_gap, (1 + reward - sentinel) / 2, and jurybox/sentinel_alarm, "
+        "raised by an anytime-valid drift test per client, rubric and options. It must serve "
+        "the route's rubrics by the same names. Its cost: its judge calls on that share of the "
+        "samples, at most 4 calls in flight per client, rubric and options; never the rewards' "
+        "latency, and a sentinel that fails is logged and counted, never an error. Set here "
+        "only: a client's request never names it.",
+        show_default=False,
+    ),
+    sentinel_token_env=option(
+        "--sentinel-token-env",
+        help="Environment variable holding the --sentinel-url service's token.",
+        show_default=False,
+    ),
+    sentinel_share=option(
+        help="With --sentinel-url: the share of /v1/openrlhf/'s scored samples the sentinel "
+        "scores, one in every ceil(1/share) counted across requests (0.05: one in 20, about 5% "
+        "more judge calls with a sentinel jury the size of the reward's).",
+        min=0.0,
+        max=1.0,
+    ),
 )
 class ServiceConfig(BaseModel):
     """Arguments of `jurybox.serving.service.builder.build_jury_app` (and of ``jurybox serve``).
@@ -304,6 +329,12 @@ class ServiceConfig(BaseModel):
             (`jurybox.judges.jurors`), counted in /metrics.
         leave_out_flagged: Decide each request's verdicts without the jurors flagged in it
             (naming them in ``left_out``); needs ``juror_checks``.
+        sentinel_url: A second jurybox service (``http(s)://host:port``) that scores a share of
+            the OpenRLHF route's samples as a held-out sentinel
+            (`jurybox.serving.service.sentinel`); None: no sentinel. Set here, never by a client.
+        sentinel_token_env: Environment variable holding the sentinel service's token.
+        sentinel_share: The share of the route's scored samples the sentinel scores (one in
+            every ceil(1/share), counted across requests).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -376,6 +407,20 @@ class ServiceConfig(BaseModel):
         False,
         description="Decide each request's verdicts without the jurors flagged in it, naming "
         "them in left_out (never stored in the verdict cache); needs juror_checks.",
+    )
+
+    sentinel_url: str | None = Field(
+        None,
+        description="A second jurybox service (http(s)://host:port) that scores a share of the "
+        "OpenRLHF route's samples as a held-out sentinel; None: no sentinel.",
+    )
+    sentinel_token_env: str | None = Field(
+        None, description="Environment variable holding the sentinel service's token."
+    )
+    sentinel_share: float = Field(
+        0.05,
+        description="The share of the OpenRLHF route's scored samples the sentinel scores "
+        "(one in every ceil(1/share), counted across requests).",
     )
 
     @field_validator("rubrics", "calibration", "conformal", mode="before")
@@ -463,6 +508,20 @@ class ServiceConfig(BaseModel):
                 "(or empty); set it to the token clients must send",
                 field="token_env",
             )
+        check_sentinel(self.sentinel_url, self.sentinel_share)
+        if self.sentinel_token_env is not None and self.sentinel_url is None:
+            raise InputError(
+                "--sentinel-token-env is the token of the service --sentinel-url names: "
+                "give --sentinel-url too",
+                field="sentinel_token_env",
+            )
+        env = self.sentinel_token_env
+        if env is not None and not os.environ.get(env):
+            raise InputError(
+                f"--sentinel-token-env {env}: the environment variable is not set (or empty); "
+                "set it to the sentinel service's token",
+                field="sentinel_token_env",
+            )
         return ResolvedConfig(
             jury=spec.model_dump(mode="json"),
             rubrics={n: r.model_dump(mode="json", by_alias=True) for n, r in rubrics.items()},
@@ -478,6 +537,9 @@ class ServiceConfig(BaseModel):
             ingress_replicas=self.ingress_count(),
             juror_checks=self.juror_checks,
             leave_out_flagged=self.leave_out_flagged,
+            sentinel_url=self.sentinel_url,
+            sentinel_token_env=self.sentinel_token_env,
+            sentinel_share=self.sentinel_share,
         )
 
 
@@ -500,6 +562,9 @@ class ResolvedConfig(BaseModel):
     ingress_replicas: int = 1
     juror_checks: bool = False
     leave_out_flagged: bool = False
+    sentinel_url: str | None = None
+    sentinel_token_env: str | None = None
+    sentinel_share: float = 0.05
 
     def jury_spec(self) -> JurySpec:
         """The jury, validated back into a `JurySpec`."""
