@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,31 +23,19 @@ from pydantic import ValidationError
 from jurybox.judges.images import materialize_images
 from jurybox.judges.judging import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
-from jurybox.rubrics.checklist import UnitGroup, checklist_calls, units
+from jurybox.rubrics.checklist import units
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.formula import MAX_FORMULA_CHARS
 from jurybox.rubrics.images import Image, ImageError, ImagePolicy, image_tokens
 from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
 from jurybox.serving.errors import Invalid, TooLarge
+from jurybox.serving.service.checklists import Units, check_points, unit_field
 from jurybox.serving.service.config import Limits
 
 # What one image token counts as against the prompt budgets (max_prompt_chars is "about 50,000
 # tokens" for 200,000 characters).
 CHARS_PER_IMAGE_TOKEN = 4
-
-
-@dataclass(frozen=True)
-class Units:
-    """A checklist rubric's units (`jurybox.rubrics.checklist.units`) and each group's calls.
-
-    Attributes:
-        groups: The unit groups, each an ordinary rubric with its units.
-        requests: Per group, its units' judge calls, rendered.
-    """
-
-    groups: list[UnitGroup]
-    requests: list[Requests]
 
 
 #: A request's rubric, its items, and its judge calls: a checklist rubric's per unit group.
@@ -142,77 +129,14 @@ def prepare(
         raise _out_of_memory() from None
 
 
-def check_points(rubric: Rubric, items: Sequence[Item], limits: Limits) -> None:
-    """A checklist rubric's items within the bounds on points and judge calls; 413 otherwise.
-
-    Counted before anything is rendered or judged: every item's points against ``max_points``
-    (the service's, or the rubric's ``checklist: max_points`` where smaller), and the judge calls
-    of every item's points (`checklist_calls`: one per point with ``calls: per_point``, one per
-    item otherwise; per judge, as every request's) against ``max_judge_calls``. The 413 names
-    the first point over the bound, ``items[i].checklist[k]``. (A point's text is a field:
-    longer than ``max_field_chars`` it is a 422 naming it, from `to_item`.)
-    """
-    assert rubric.checklist is not None
-    rule = rubric.checklist
-    bound, which = (
-        (limits.max_points, "this service takes at most {n} (max_points)")
-        if limits.max_points <= rule.max_points
-        else (rule.max_points, f"rubric {rubric.name} takes at most {{n}} (checklist: max_points)")
-    )
-    for i, item in enumerate(items):
-        if item.checklist is None:
-            raise Invalid(
-                f"items[{i}].checklist: missing, but the rubric {rubric.name} judges each "
-                "item's own checklist (a list of points: criterion, points, tag)",
-                f"items[{i}].checklist",
-            )
-        if len(item.checklist) > bound:
-            where = f"items[{i}].checklist[{bound}]"
-            raise TooLarge(
-                f"{where}: item {item.id!r} has {len(item.checklist)} points; "
-                + which.format(n=bound)
-                + " per item",
-                where,
-            )
-    per_item = [checklist_calls(rubric, [item]) for item in items]
-    total = sum(per_item)
-    if total <= limits.max_judge_calls:
-        return
-    seen = 0
-    for i, calls in enumerate(per_item):
-        if seen + calls > limits.max_judge_calls:
-            over = limits.max_judge_calls - seen  # the first call beyond the bound
-            per_point = rule.score == "points" and rule.calls == "per_point"
-            where = f"items[{i}].checklist[{over}]" if per_point else f"items[{i}]"
-            raise TooLarge(
-                f"{where}: the request's {len(items)} items ask {total} judge calls "
-                f"({'one per point' if per_point else 'one per item'} and judge, rubric "
-                f"{rubric.name}); this service takes at most {limits.max_judge_calls} per "
-                "request (max_judge_calls), and the calls pass it here: send fewer items",
-                where,
-            )
-        seen += calls
-
-
 def _unit_requests(rubric: Rubric, items: list[Item], limits: Limits) -> Units:
     """A checklist rubric's unit groups and their judge calls, rendered and checked."""
     groups = units(rubric, items)
     requests = [render_requests(group.rubric, list(group.items)) for group in groups]
     total = 0
     for group, calls in zip(groups, requests):
-        total = check_prompts(calls, limits, total, _unit_field(items, group))
+        total = check_prompts(calls, limits, total, unit_field(items, group))
     return Units(groups, requests)
-
-
-def _unit_field(items: list[Item], group: UnitGroup) -> Callable[[int], str]:
-    """Where a unit's prompt comes from, as the client sent it: its item, and its point."""
-
-    def where(unit: int) -> str:
-        i, key = group.owner[unit]
-        keys = [p.key for p in items[i].checklist or ()]
-        return f"items[{i}].checklist[{keys.index(key)}]" if key in keys else f"items[{i}]"
-
-    return where
 
 
 def item_fields(item: Item) -> dict[str, Any]:

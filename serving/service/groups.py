@@ -43,10 +43,8 @@ from jurybox.judges.images import jury_sees_images, materialize_images
 from jurybox.judges.judging import Requests
 from jurybox.judges.spec import JurySpec
 from jurybox.rubrics import Item, Rubric
-from jurybox.rubrics.checklist import checklist_calls
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.images import Image, ImageError
-from jurybox.rubrics.points import read_points
 from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.errors import Invalid, RequestProblem, TimedOut, TooLarge
 from jurybox.serving.service.admission import (
@@ -57,6 +55,7 @@ from jurybox.serving.service.admission import (
     prepare,
     shared_ref,
 )
+from jurybox.serving.service.checklists import group_calls
 from jurybox.serving.service.config import Limits
 from jurybox.serving.service.group_sizes import invalid
 from jurybox.serving.service.group_sizes import sized as sized_groups
@@ -193,7 +192,7 @@ async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
     words = "; ".join(next(c.words for c in costs if c.k == k) for k in sizes[:3])
     each: list[int] = []
     if rubric.checklist is not None or (pointwise is not None and pointwise.checklist is not None):
-        each = await asyncio.to_thread(_checklist_calls, request, rubric, pointwise, limits)
+        each = await asyncio.to_thread(group_calls, request, rubric, pointwise, limits)
         calls = sum(each)
         words = "each completion judged on its group's checklist"
     if calls > limits.max_judge_calls:  # before any probe is rendered
@@ -225,68 +224,6 @@ async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
     estimate = sum(sized[g][0] for g in kept)
     checklist = each if rubric.checklist is not None else None
     return _Plan(admitted, job, calls, estimate, kept, checklist)
-
-
-def _checklist_calls(
-    request: GroupRequest, rubric: Rubric, pointwise: Rubric | None, limits: Limits
-) -> list[int]:
-    """Each group's judge calls per judge, where the rubric is a checklist rubric; its bounds.
-
-    A checklist rubric rewards each completion pointwise on its group's checklist (the
-    group's ``checklist`` field, shared by every completion): the design is ``pointwise``, the
-    rubric the checklist rubric. Each completion costs `checklist_calls` (one per point with
-    ``calls: per_point``). Every group's points are read and bounded here, before any judge
-    runs: 422 naming ``groups[g].checklist[k]`` for a point that is not one or whose text is
-    longer than ``max_field_chars``, 413 for points beyond ``max_points`` (or the rubric's
-    ``checklist: max_points``).
-    """
-    if request.design.design != "pointwise" or pointwise is not None:
-        where = "pointwise" if pointwise is not None and pointwise.checklist else "rubric"
-        raise invalid(
-            where,
-            "a checklist rubric rewards each completion on its group's checklist, pointwise: "
-            "send it as rubric with design pointwise (and no pointwise rubric)",
-        )
-    rule = rubric.checklist
-    assert rule is not None
-    bound = min(limits.max_points, rule.max_points)
-    calls = []
-    for g, group in enumerate(request.groups):
-        where = f"groups[{g}].checklist"
-        raw = group.checklist
-        if raw is None:
-            raise invalid(
-                where,
-                f"missing, but the rubric {rubric.name} judges each group's "
-                "own checklist (a list of points: criterion, points, tag)",
-            )
-        try:
-            points = read_points(raw, where)
-        except ValueError as exc:
-            at, _, why = str(exc).partition(": ")
-            raise invalid(at, why) from None
-        for k, point in enumerate(points):
-            if len(point.text) > limits.max_field_chars:
-                raise invalid(
-                    f"{where}[{k}]",
-                    f"{len(point.text):,} characters, more than this service's limit of "
-                    f"{limits.max_field_chars:,} (max_field_chars)",
-                )
-        if len(points) > bound:
-            which = (
-                "this service takes at most {n} (max_points)"
-                if bound == limits.max_points
-                else f"rubric {rubric.name} takes at most {{n}} (checklist: max_points)"
-            )
-            raise TooLarge(
-                f"{where}[{bound}]: group {g} has {len(points)} points; "
-                + which.format(n=bound)
-                + " per item",
-                f"{where}[{bound}]",
-            )
-        one = Item(id="probe", checklist=points)
-        calls.append(len(group.completions) * checklist_calls(rubric, [one]))
-    return calls
 
 
 async def planned_prompt_chars(service: ScoringService, request: GroupRequest) -> int:

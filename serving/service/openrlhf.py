@@ -26,6 +26,7 @@ from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward, policy_text
 from jurybox.serving.errors import Invalid, RequestProblem, TooLarge, Unscorable
 from jurybox.serving.problems import problem_for
+from jurybox.serving.service.checklists import label_checklist
 from jurybox.serving.service.guards import check_guard_options, guard_for, guarded_records
 from jurybox.serving.service.openrlhf_protocol import (
     Filter,
@@ -113,44 +114,6 @@ def items_of(
             item["reference"] = policy_text(label)[0]
         items.append(item)
     return items
-
-
-def label_checklist(label: str, k: int) -> dict[str, Any]:
-    """A checklist rubric's sample fields from its label: the checklist, and any reference.
-
-    The label is JSON: a list of points (``[{"criterion": ..., "points": 5}, ...]``, HealthBench's
-    rubric entries as they are), or ``{"checklist": [...], "reference": "..."}``. Its points are
-    read as a score item's are (a 422 naming the point, ``labels[k].checklist[j]``).
-    """
-    where = f"labels[{k}]"
-    try:
-        given = json.loads(label)
-    except ValueError as exc:
-        raise Invalid(
-            f"{where}: not JSON ({exc}); the rubric judges each sample's own checklist, which "
-            'OpenRLHF\'s label carries: a JSON list of points, or {"checklist": [...], '
-            '"reference": "..."}',
-            where,
-        ) from None
-    if isinstance(given, list):
-        return {"checklist": given}
-    if not isinstance(given, dict) or "checklist" not in given:
-        raise Invalid(
-            f"{where}: a JSON list of points, or an object with checklist (and reference), "
-            f"for this checklist rubric; got {type(given).__name__}"
-            + (f" with {sorted(given)[:5]}" if isinstance(given, dict) else ""),
-            where,
-        )
-    unknown = sorted(set(given) - {"checklist", "reference"})
-    if unknown:
-        raise Invalid(
-            f"{where}: {unknown[0]!r} is not a field of a checklist label (checklist, reference)",
-            where,
-        )
-    reference = given.get("reference")
-    if reference is not None and not isinstance(reference, str):
-        raise Invalid(f"{where}.reference: a string, got {type(reference).__name__}", where)
-    return {k: v for k, v in given.items() if v is not None}
 
 
 def split_unsent(
