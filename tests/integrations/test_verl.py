@@ -210,14 +210,17 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(
     assert output["reward_extra_info"]["jurybox/weighted_sum"] == want[0]
 
 
-def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token):
+def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token, monkeypatch):
     """Every error names the sample by its extra_info.index (#51: always "item 0"), and
     ``unscored=none`` is refused before anything is judged (#51: it gave ``{"score": None}``
-    and verl's ``assemble_rm_scores`` failed on it)."""
+    and verl's ``assemble_rm_scores`` failed on it). The unreachable service is tried as often
+    as the client's retries say, without the waits between tries (1 + 2 + 4 + 8 + 16 s: the
+    back-off itself is tested in tests/serving/service/test_client.py)."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     from jurybox.integrations.verl import VerlUnscored
     from jurybox.rubrics.errors import InputError
+    from jurybox.serving.service import client as client_module
     from jurybox.serving.service.client import ServiceError
 
     strict = RewardLoopWorker(config(user_service, token))  # unscored=error, the default
@@ -245,13 +248,18 @@ def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token
         r"extra_info\['question'\]",
     ):
         score(strict, batch(strict.input_tokenizer, ROWS[:1], question_key="q", first_index=3))
+    waits: list[int] = []
+    monkeypatch.setattr(
+        client_module, "_retry_after", lambda value, attempt=0: waits.append(attempt) or 0.0
+    )
     unreachable = RewardLoopWorker(config("http://127.0.0.1:9", token))
     with pytest.raises(
         ServiceError,
         match=r"^jurybox could not start the rewards "
-        r"\(http://127\.0\.0\.1:9, token given\): ",
+        r"\(http://127\.0\.0\.1:9, token given\): .*unreachable after 6 tries",
     ):
         score(unreachable, batch(unreachable.input_tokenizer, ROWS[:1]))
+    assert waits == [0, 1, 2, 3, 4]  # a wait before each of the client's five retries
     for options, match in [
         ({"unscored": "none"}, "verl cannot take a missing reward"),
         ({"token": "s3cret"}, "reward_kwargs.token is refused"),
