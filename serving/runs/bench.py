@@ -130,7 +130,7 @@ def make_jury(spec: JurySpec) -> Jury:
     return Jury(spec)
 
 
-_PACK_OPTIONS = ("subset", "unscored", "queries", "corpus", "depth")
+_PACK_OPTIONS = ("subset", "unscored", "queries", "corpus", "depth", "checklist")
 
 
 @dataclass
@@ -151,7 +151,8 @@ class Bench:
         out: The directory of the judged records (a rerun resumes), the table and the
             per-item results; default when a jury judges: PREDICTIONS stem + ``.NAME.bench``.
         limit: Only the first N items (MRMR: queries).
-        subset, unscored, queries, corpus, depth: The pack's own options (None: not given).
+        subset, unscored, queries, corpus, depth, checklist: The pack's own options (None: not
+            given).
         chunk_size: Items judged (and written) per step; default: the jury's.
         notes: What a caller should tell its user.
         warnings: What a caller should warn its user of.
@@ -250,6 +251,16 @@ class Bench:
             help="mrmr grading: grade the run's top N documents per query (and the qrels' own); "
             "default 10.",
             min=1,
+            show_default=False,
+        ),
+    )
+    checklist: bool | None = field(
+        default=None,
+        metadata=option(
+            "--checklist",
+            help="mirage-mmmt: also judge each item's goal facts as a checklist (each missing "
+            "fact asked for, each known fact kept: met or not), an added view beside the "
+            "paper's metrics (needs the decomp file).",
             show_default=False,
         ),
     )
