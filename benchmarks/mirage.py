@@ -502,7 +502,7 @@ def evaluate_mmmt(
         )
         return out
 
-    points = _goal_points(answered) if checklist else None
+    points = _goal_points([it for it, _ in items], answered) if checklist else None
     metrics = metrics_for(None)
     judges = {j: metrics_for(j) for j in judged.judges()}
     tables: list[Table] = []
@@ -605,21 +605,24 @@ def evaluate_mmmt(
 
 
 def _goal_points(
-    answered: Sequence[Item],
+    items: Sequence[Item], answered: Sequence[Item]
 ) -> tuple[list[Item], dict[str, tuple[list[str], list[str]]]]:
-    """The answered items with their goal facts as checklists, and each one's point keys.
+    """The answered items with their goal facts as checklists, and every item's point keys.
 
     The keys are (missing points, known points); an item without any goal fact has no
     checklist and is not judged on one.
     """
-    out: list[Item] = []
     kinds: dict[str, tuple[list[str], list[str]]] = {}
-    for it in answered:
+    for it in items:
         known, missing = it.extra["known_goal"], it.extra["missing_goal"]
-        if not known and not missing:
+        if known or missing:
+            keys = [f"p{k + 1}" for k in range(len(missing) + len(known))]
+            kinds[it.id] = (keys[: len(missing)], keys[len(missing) :])
+    out: list[Item] = []
+    for it in answered:
+        if it.id not in kinds:
             continue
-        keys = [f"p{k + 1}" for k in range(len(missing) + len(known))]
-        kinds[it.id] = (keys[: len(missing)], keys[len(missing) :])
+        known, missing = it.extra["known_goal"], it.extra["missing_goal"]
         out.append(
             Item(
                 id=it.id,
@@ -646,19 +649,19 @@ def _checklist_view(
     known: list[float | Missing] = []
     score: list[float | Missing] = []
     for i in ids:
-        if i in unanswered:
-            missing.append(UNANSWERED)
-            known.append(UNANSWERED)
-            score.append(UNANSWERED)
-            continue
         if i not in kinds:  # no goal facts: nothing to check
             missing.append(NOT_APPLICABLE)
             known.append(NOT_APPLICABLE)
             score.append(NOT_APPLICABLE)
             continue
+        want_missing, want_known = kinds[i]
+        if i in unanswered:  # counted as the paper's metrics count it (0), where it applies
+            missing.append(UNANSWERED if want_missing else NOT_APPLICABLE)
+            known.append(UNANSWERED if want_known else NOT_APPLICABLE)
+            score.append(UNANSWERED)
+            continue
         record = judged.records.get(i)
         met = _met(record, judge_name)
-        want_missing, want_known = kinds[i]
         missing.append(_share(met, want_missing))
         known.append(_share(met, want_known))
         if judge_name is None:
