@@ -111,7 +111,7 @@ PACKS: dict[str, Pack] = {
             "MIR multi-image multiple choice: accuracy overall and per group; a jury judges "
             "the reasoning steps",
             "optional",
-            ("unscored", "groups"),
+            ("unscored", "groups", "checklist"),
             "mir:evaluate",
         ),
         Pack(

@@ -63,6 +63,7 @@ from typing import Any, Literal, cast
 
 from jurybox.rubrics import Item, load_rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.points import read_points
 
 from .data import (
     EXAMPLES,
@@ -630,7 +631,7 @@ def _goal_points(
                 response=it.response,
                 reference=it.reference,
                 images=it.images,
-                checklist=goal_checklist(known, missing),
+                checklist=read_points(goal_checklist(known, missing), it.id),
             )
         )
     return out, kinds

@@ -258,9 +258,10 @@ class Bench:
         default=None,
         metadata=option(
             "--checklist",
-            help="mirage-mmmt: also judge each item's goal facts as a checklist (each missing "
-            "fact asked for, each known fact kept: met or not), an added view beside the "
-            "paper's metrics (needs the decomp file).",
+            help="Also judge item-level checklists, an added view beside the paper's "
+            "metrics: mirage-mmmt, each item's goal facts (each missing fact asked for, each "
+            "known fact kept; needs the decomp file); mir (with --jury), the five reference "
+            "steps as five equal points. Each point met or not (rubric checklist).",
             show_default=False,
         ),
     )

@@ -10,7 +10,7 @@ import pytest
 from bench_helpers import bottom_of, rule_jury, scripted_judge, top_of
 from test_bench_mirage import MMMT_VOTES
 
-from jurybox.benchmarks import Judged, mirage, run_benchmark
+from jurybox.benchmarks import Judged, mir, mirage, run_benchmark
 from jurybox.rubrics import VerdictRecord
 from jurybox.rubrics.errors import InputError
 from jurybox.serving.runs import bench as runs_bench
@@ -25,15 +25,17 @@ POINT_VOTES = {
 }
 
 
-def point_judge(seen):
-    """A Judge of the checklist pass: each point's votes from POINT_VOTES (the mean, quorum 1),
-    the item's score by HealthBench's rule written out here."""
+def point_judge(seen, votes=POINT_VOTES):
+    """A Judge of the checklist pass: each point's votes from ``votes`` (the mean, quorum 1),
+    the item's score by HealthBench's rule written out here; items not in it get no verdict."""
 
     def judge(task, rubric, items):
         seen.append((task, rubric.name, list(items)))
         records = {}
         for it in items:
-            by_judge = POINT_VOTES[it.id]
+            if it.id not in votes:
+                continue
+            by_judge = votes[it.id]
             scores = {}
             for k, point in enumerate(it.checklist):
                 scored = [v[k] for v in by_judge.values() if v[k] is not None]
@@ -152,7 +154,9 @@ def test_bench_judges_the_goal_checklists_through_the_runner(examples, tmp_path,
     data = bench.run().to_dict()
     written = [
         json.loads(line)
-        for line in (tmp_path / "run" / "mirage-mmmt-checklist.items.jsonl").read_text().splitlines()
+        for line in (tmp_path / "run" / "mirage-mmmt-checklist.items.jsonl")
+        .read_text()
+        .splitlines()
     ]
     assert [len(r["checklist"]) for r in written] == [5, 3, 4]
     assert (tmp_path / "run" / "mirage-mmmt-checklist.judged.jsonl").exists()
@@ -160,3 +164,49 @@ def test_bench_judges_the_goal_checklists_through_the_runner(examples, tmp_path,
     assert data["known_points"] == pytest.approx((0.5 * 3 + 0) / 4)
     assert data["judges"]["j0"]["known_points"] == pytest.approx(3 / 4)
     assert data["judges"]["j1"]["known_points"] == pytest.approx(0)
+
+
+def test_mir_reference_steps_as_five_equal_points(examples):
+    votes = {
+        "mir-0001": {"j0": [1, 1, 1, 1, 1], "j1": [1, 0, 1, 0, 1]},
+        "mir-0002": {"j0": [0, 0, 0, 0, 1], "j1": [0, 0, 0, None, 1]},
+    }
+    seen = []
+    steps, points = scripted_judge({}), point_judge(seen, votes)
+    report = mir.evaluate(
+        examples / "mir.json",
+        examples / "mir.predictions.jsonl",
+        judge=lambda task, rubric, items: (points if task == "mir-checklist" else steps)(
+            task, rubric, items
+        ),
+        checklist=True,
+    )
+    data = report.to_dict()
+    ((task, rubric, items),) = seen
+    assert (task, rubric) == ("mir-checklist", "checklist")
+    rows = {r["id"]: r for r in json.loads((examples / "mir.json").read_text())}
+    first = items[0]
+    assert [p.points for p in first.checklist] == [1] * 5
+    assert all(
+        mir.STEP_POINT.format(step=s, text="") in p.text
+        for s, p in zip(mir.STEPS, first.checklist, strict=True)
+    )
+    assert rows[first.id]["summary"] in first.checklist[0].text
+    # 0001: met 1, .5, 1, .5, 1 -> .8; 0002: 0, 0, 0, 0 (j0 alone), 1 -> .2;
+    # 0003-0005: no verdict (left out); 0006 unanswered (0)
+    assert data["steps_met"] == pytest.approx((0.8 + 0.2 + 0) / 3)
+    assert data["met_caption"] == pytest.approx((0.5 + 0 + 0) / 3)
+    # j1 on 0002: its img2img vote unscored, so its share there is too
+    assert data["judges"]["j1"]["steps_met"] == pytest.approx((0.6 + 0) / 2)
+    assert "an added view, not MIR's metric" in report.to_markdown()
+    assert (
+        data["accuracy"]
+        == mir.evaluate(examples / "mir.json", examples / "mir.predictions.jsonl").to_dict()[
+            "accuracy"
+        ]
+    )
+
+
+def test_mir_checklist_view_needs_a_jury(examples):
+    with pytest.raises(InputError, match="pass a jury"):
+        mir.evaluate(examples / "mir.json", examples / "mir.predictions.jsonl", checklist=True)
