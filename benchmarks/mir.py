@@ -459,13 +459,13 @@ def _judge_step_points(
         per = {s: item_values(ids, unanswered, judged, keys[s], judge=judge_name) for s in STEPS}
         share: list[float | Missing] = []
         for n, i in enumerate(ids):
-            values = [per[s][n] for s in STEPS]
+            numbers = [v for v in (per[s][n] for s in STEPS) if isinstance(v, float)]
             if i in unanswered:
                 share.append(UNANSWERED)
-            elif any(not isinstance(v, float) for v in values):
+            elif len(numbers) < len(STEPS):
                 share.append(UNSCORED)
             else:
-                share.append(sum(float(v) for v in values) / len(values))  # type: ignore[arg-type]
+                share.append(sum(numbers) / len(numbers))
         out = {f"met_{s}": mean_metric(per[s], kind="share", unscored=unscored) for s in STEPS}
         out["steps_met"] = mean_metric(share, kind="share", unscored=unscored)
         return out

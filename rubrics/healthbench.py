@@ -129,7 +129,10 @@ def healthbench_item(row: Any, where: str, n: int) -> dict[str, Any]:
         raise InputError(f"{where}: {exc}", field=str(exc).partition(":")[0]) from None
     if "rubrics" not in row:
         raise InputError(f"{where}: rubrics: missing (HealthBench's checklist)", field="rubrics")
-    points = read_points(row["rubrics"], f"{where}: rubrics")
+    try:
+        points = read_points(row["rubrics"], f"{where}: rubrics")
+    except ValueError as exc:
+        raise InputError(str(exc), field="rubrics") from None
     out: dict[str, Any] = {"id": rid, "question": messages[-1][1]}
     if len(messages) > 1:
         out["context"] = "\n\n".join(f"{role}: {content}" for role, content in messages[:-1])

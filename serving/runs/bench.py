@@ -118,6 +118,10 @@ def _write_items(path: Path, items: Sequence[Item]) -> None:
                     row[name] = value
             if it.images:
                 row["images"] = it.images
+            if it.checklist is not None:
+                row["checklist"] = [
+                    p.model_dump(by_alias=True, exclude_defaults=True) for p in it.checklist
+                ]
             row.update({k: v for k, v in it.extra.items() if v is not None})
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     tmp.replace(path)

@@ -196,10 +196,7 @@ def parse_draft(text: str, prompt: DraftPrompt) -> list[Point]:
         raise ValueError(
             f"{len(raw)} point(s); the prompt asks for {prompt.min_points} to {prompt.max_points}"
         )
-    try:
-        points = read_points(raw, "checklist")
-    except InputError as exc:
-        raise ValueError(str(exc)) from None
+    points = read_points(raw, "checklist")
     for point in points:
         where = f"checklist[{int(point.key[1:]) - 1}]"
         if not point.points.is_integer() or abs(point.points) > prompt.max_weight:

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from jurybox.judges.backends.protocol import Generation
+from jurybox.rubrics import load_rubric
 from jurybox.rubrics.points import read_points
 from jurybox.serving.cli import app
 from jurybox.serving.runs.checklist_draft import (
@@ -24,6 +25,7 @@ from jurybox.serving.runs.checklist_draft import (
     parse_draft,
     shipped_prompt_path,
 )
+from jurybox.serving.runs.predictions import read_predictions
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
@@ -108,6 +110,13 @@ def test_generated_checklist_file_loads(drafter, tmp_path):
     assert [(p.text, p.points, p.tag) for p in points] == [
         (p["criterion"], p["points"], p["tag"]) for p in GOOD["checklist"]
     ]
+    # and the file loads as `jurybox judge FILE --rubric checklist` reads it: the drafted item
+    # with its points, each other row rejected by name (it has no checklist)
+    read = read_predictions(out, load_rubric("checklist"))
+    assert [it.id for it in read.items] == [source[0]["id"]]
+    assert read.items[0].checklist == points
+    assert [(e.row, e.field) for e in read.errors] == [(2, "checklist"), (3, "checklist"),
+                                                       (4, "question"), (5, "id")]  # fmt: skip
     # a bad answer, a failed judge, a row missing the question and an unreadable row: each an
     # error saying why, never an empty checklist
     for row in rows[1:]:
@@ -216,3 +225,28 @@ def test_import_errors_name_the_line_and_point_and_write_nothing(tmp_path):
     assert result.exit_code == 2
     assert "line 3: rubrics[3]" in result.output
     assert not out.exists()
+
+
+@pytest.mark.models
+def test_draft_with_the_tiny_jury_writes_a_file_that_loads(tmp_path):
+    """SmolLM2 (the tiny jury's first judge) drafts for two items: its drafts may be poor, so
+    only what the file holds is checked: each row a checklist that loads, or an error."""
+    from jurybox.judges import load_jury_spec
+    from jurybox.serving.runs.checklist_draft import draft_file
+
+    out = tmp_path / "drafted.jsonl"
+    report = draft_file(
+        EXAMPLES / "mirage_mg.jsonl", out, load_jury_spec("tiny"), limit=2, max_tokens=300
+    )
+    rows = rows_of(out)
+    assert [r["id"] for r in rows] == ["mg-001", "mg-002"]
+    assert report.rows == 2 and report.drafted + report.errors == 2
+    prompt = load_draft_prompt()
+    for row in rows:
+        if "checklist" in row:
+            points = read_points(row["checklist"], row["id"])
+            assert prompt.min_points <= len(points) <= prompt.max_points
+            assert any(p.points > 0 for p in points)
+            assert "error" not in row
+        else:
+            assert row["error"] and "raw" in row
