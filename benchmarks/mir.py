@@ -31,6 +31,12 @@ reads as A and "the answer is (c)" as nothing. jurybox takes the last explicit a
 case-insensitively, or the option's text (`.extraction`); unparseable and unanswered items count as
 wrong and stay in the denominator; the judge fallback (``mcq-extract``) is reported separately. The
 step-by-step judging is ours: the public evaluation scores only the final option.
+
+An added view, ``checklist=True`` with a jury (``jurybox bench mir --jury J --checklist``): the
+five reference steps as a checklist of five points of equal weight, each judged met or not
+(rubric ``checklist``), reported as each step's share met and ``steps_met``, the share of the
+five met (HealthBench's rule with equal weights). Like the 0-4 step scores, it is not MIR's
+metric, which is the accuracy alone.
 """
 
 from __future__ import annotations

@@ -37,6 +37,16 @@ facts). Predictions: ``id``, ``response`` (the model's next utterance) and, opti
   so known_accuracy, missing_coverage and perfect are reported as undefined with that reason rather
   than as numbers from empty goals.
 
+An added view, ``checklist=True`` (``jurybox bench mirage-mmmt --checklist``; the decomp file):
+each answered item is also judged on its goal facts as a checklist (rubric ``checklist``, each
+point met or not): a point per missing fact ("asks the grower for, or otherwise accounts for,
+this missing information", 5 points) and per known fact ("stays consistent with this fact
+already known", 3 points). Reported in a second table, not the paper's: ``missing_points``, the
+share of an item's missing facts the turn asks for (the paper's ``missing_coverage`` is one 0-4
+judgment of the same thing, and stays as the paper computes it; items without missing facts
+are not in it), ``known_points``, the share of its known facts kept, and ``checklist_score``,
+HealthBench's rule over both.
+
 Counting, for every metric: an unanswered item (no prediction or an empty response) counts as 0
 (wrong), except in the spurious share, which it cannot enter (it asserted nothing); an item the jury
 could not score (below quorum, a failed judge call) is left out of that metric's mean, or, with
