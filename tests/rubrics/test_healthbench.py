@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from jurybox.rubrics import load_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.healthbench import (
     HealthBenchError,
@@ -17,6 +18,7 @@ from jurybox.rubrics.healthbench import (
     join_responses,
     read_healthbench,
 )
+from jurybox.rubrics.item_fields import to_item
 from jurybox.rubrics.points import read_points
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -126,5 +128,9 @@ def test_examples_checklists_match_example_ids():
         assert any(p.points > 0 for p in points)
         assert any(p.points < 0 for p in points)  # one pitfall each
         assert all(p.tag is not None for p in points if p.points > 0)
+        # and each row is an item of every shipped checklist rubric, as the row reader makes it
+        for name in ("checklist", "checklist-all", "checklist-implicit"):
+            item = to_item(row, {}, load_rubric(name))
+            assert item.checklist == points and item.response == example["response"]
     # the point counts the replay recording covers for all_points (3, 4 and 5)
     assert {len(r["checklist"]) for r in checklists} == {3, 4, 5}
