@@ -3,7 +3,8 @@
 A ScoringService (the ingress's app through ASGI) over two judges of a scripted backend
 registered through the backend registry: it meets every point but those marked ``[no]``, gives
 7 on a whole checklist, and counts the prompts it is given, so what each request asks the judges
-is exact. The service's answer is compared with the in-process path's on the same items.
+is exact. The service's answer is compared with the in-process path's (`Jury.score`) on the same
+items, and with `judge_file`'s on the tiny jury's recorded answers.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import judging_helpers
 import pytest
 import yaml
+from judging_helpers import CHECKLISTS_RECORDING, RECORDING, write_replay_jury
 from service_helpers import LocalJudge
 
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.protocol import Generation
 from jurybox.rubrics import Item, input_hash, load_rubric
-from jurybox.rubrics.checklist import assemble, checklist_calls, units
+from jurybox.rubrics.checklist import checklist_calls
 from jurybox.serving.service.config import Limits, ServiceConfig
 from jurybox.serving.service.deployments import JudgeServer
 from jurybox.serving.service.ingress import build_app
@@ -147,13 +148,9 @@ def row(id: str, points: list[dict[str, Any]] = POINTS, **kw: Any) -> dict[str, 
 
 
 def in_process(rubric_name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The verdict records the in-process path writes for ``rows`` (units judged, assembled)."""
-    rubric = load_rubric(rubric_name)
-    jury = Jury(spec())
+    """The verdict records the in-process path (`Jury.score`) gives for ``rows``."""
     items = [Item.model_validate(r) for r in rows]
-    groups = units(rubric, items)
-    verdicts = [jury.score(g.rubric, list(g.items)) for g in groups]
-    made = assemble(rubric, items, groups, verdicts, jury.spec.name, jury.provenance(rubric))
+    made = Jury(spec()).score(load_rubric(rubric_name), items)
     return [v.to_record(input=input_hash(it)) for v, it in zip(made, items)]
 
 
@@ -446,13 +443,6 @@ def test_openrlhf_label_that_is_no_checklist_is_422_naming_it(service, label, fi
 
 # -- the tiny jury's recorded answers: the service's answer equals `jurybox judge`'s file --------
 
-_RECORDED = getattr(judging_helpers, "CHECKLISTS_RECORDING", None)
-needs_recording = pytest.mark.skipif(
-    _RECORDED is None or not _RECORDED.exists(),
-    reason="the tiny jury's checklist answers (tests/data/record.py's checklists, #63) are "
-    "recorded with the in-process judging of checklists",
-)
-
 
 def _recorded_items() -> list[Item]:
     path = Path(__file__).resolve().parents[2] / "data" / "record.py"
@@ -463,7 +453,6 @@ def _recorded_items() -> list[Item]:
     return module.checklist_items()
 
 
-@needs_recording
 @pytest.mark.parametrize("rubric", ["checklist", "checklist-all"])
 def test_service_answer_equals_judge_files_records(tmp_path, rubric):
     from service_helpers import assert_same_verdicts
@@ -471,9 +460,7 @@ def test_service_answer_equals_judge_files_records(tmp_path, rubric):
     from jurybox.judges import load_jury_spec
     from jurybox.serving.runs.local import judge_file
 
-    jury = judging_helpers.write_replay_jury(
-        tmp_path / "replay.yaml", recordings=(judging_helpers.RECORDING, _RECORDED)
-    )
+    jury = write_replay_jury(tmp_path / "replay.yaml", recordings=(RECORDING, CHECKLISTS_RECORDING))
     items = _recorded_items()
     rows = [
         {
