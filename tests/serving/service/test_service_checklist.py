@@ -493,3 +493,17 @@ def test_service_answer_equals_judge_files_records(tmp_path, rubric):
     remote = r.json()["verdicts"]
     assert [v["id"] for v in remote] == [it.id for it in items]
     assert_same_verdicts(remote, local)  # same scores, points, votes, provenance and input
+
+
+@needs_item_score
+def test_openrlhf_canaries_on_a_checklist_fit_max_judge_calls(service):
+    rows = [row("0"), row("1")]
+    body = openrlhf(rows, [json.dumps(POINTS)] * 2)
+    # 8 calls per judge for the samples; a canary of 4 points fits in 12, not in 11
+    for limit, canaries in ((11, 0), (12, 1)):
+        Scripted.asked = 0
+        r = post(
+            service(max_judge_calls=limit), "/v1/openrlhf/checklist?unscored=0&canaries=1", body
+        )
+        assert r.status_code == 200, r.text
+        assert Scripted.asked == 2 * (8 + 4 * canaries)
