@@ -250,12 +250,13 @@ def main() -> None:
     print()
     print(
         "MAE gaps, Likert minus checklist, paired by item: mean [95% interval], z = mean / SE;"
-        " sd: the Gaussian Likert's"
+        " sd: the Gaussian Likert's; slope: the one-judge checklist score's on the expert score"
     )
-    print(f"{'eps':>5} {'N':>3}  {'1 judge each':<30} {'3 judges each':<30} {'sd':>5}")
+    print(f"{'eps':>5} {'N':>3}  {'1 judge each':<34} {'3 judges each':<34} {'sd':>5} {'slope':>6}")
     for cell, _, gaps in results:
-        line = "".join(f"{_ci(g[:3], 4) + f'  z {g[0] / g[3]:.1f}':<31}" for g in gaps)
-        print(f"{cell.eps:>5} {cell.n:>3}  {line}{cell.likert_sd:.3f}")
+        line = "".join(f"{_ci(g[:3], 4) + f'  z {g[0] / g[3]:.1f}':<35}" for g in gaps)
+        slope = np.polyfit(cell.expert, cell.scores["checklist k=1"], 1)[0]
+        print(f"{cell.eps:>5} {cell.n:>3}  {line}{cell.likert_sd:.3f} {slope:6.3f}")
     print(f"\n{time.perf_counter() - began:.1f} s")
 
 
