@@ -1,0 +1,199 @@
+"""Judge calls per item for each checklist mode (#63), counted on the replay backend.
+
+The tiny jury's two judges with ``backend: replay`` (tests/judging_helpers.py's
+``write_replay_jury``: their real tokenizers, recorded answers, no model's time), each backend
+wrapped so that it counts the requests ``generate`` is given. Each mode's rubric judges the same
+items: ``checklist`` (``calls: per_point``: one call per point), ``checklist-all``
+(``calls: all_points``: one structured call per item) and ``checklist-implicit``
+(``score: implicit``: one judgment of the whole checklist). The counts are set beside
+``checklist_calls(rubric, items)`` (judge calls per judge) times the judges.
+
+``--path units`` judges each unit group of ``units(rubric, items)`` with the ordinary path
+instead of the checklist rubric through ``Jury.score`` (the counts must be the same).
+
+    PYTHONPATH=. python perf/checklist_calls.py [--items examples/checklists.jsonl] [--path jury|units]
+
+Counts, not times: exact for these items (a request the renderer refuses, e.g. a prompt too
+long for the judge, is never sent and would show as a shortfall).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+MODES = ("checklist", "checklist-all", "checklist-implicit")
+ITEMS = ROOT / "examples" / "checklists.jsonl"
+
+#: Used when there is no items file: three answers to one question, checklists of 3, 4 and 5
+#: points (a pitfall among them), as tests/data/record.py records them.
+QUESTION = "What causes brown rings on tomato leaves after rain?"
+POINTS = [
+    {"criterion": "Names early blight (Alternaria) as the cause", "points": 8, "tag": "essential"},
+    {"criterion": "Says to remove the infected leaves", "points": 5, "tag": "important"},
+    {"criterion": "Recommends a copper or chlorothalonil fungicide", "points": 4},
+    {"criterion": "Suggests mulching against soil splash", "points": 2, "tag": "optional"},
+    {"criterion": "Blames overwatering alone, with no mention of a fungus", "points": -6},
+]
+BUILT_IN = [
+    {
+        "id": "blight-good",
+        "question": QUESTION,
+        "response": "Early blight, a fungus; remove infected leaves and spray copper.",
+        "checklist": POINTS[:3],
+    },
+    {
+        "id": "blight-partial",
+        "question": QUESTION,
+        "response": "Probably a fungus. Pull off the spotted leaves.",
+        "checklist": POINTS[:4],
+    },
+    {
+        "id": "blight-bad",
+        "question": QUESTION,
+        "response": "You are watering too much; water less.",
+        "checklist": POINTS,
+    },
+]
+
+
+class Counting:
+    """A backend that counts the requests its ``generate`` is given, then passes them on."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.requests = 0
+        self.batches = 0
+
+    def generate(self, requests: list[Any], cancelled: Any = None) -> Any:
+        self.requests += len(requests)
+        self.batches += 1
+        return self.inner.generate(requests, cancelled)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@dataclass(frozen=True)
+class Count:
+    """One mode's count over the items."""
+
+    rubric: str
+    items: int
+    points: int
+    judges: int
+    requests: int  # generate requests, all judges together
+    expected: int  # checklist_calls(rubric, items) x judges
+
+    @property
+    def per_item_per_judge(self) -> float:
+        return self.requests / self.items / self.judges
+
+
+def counting_jury(jury_file: Path) -> tuple[Any, dict[str, Counting]]:
+    """The jury of ``jury_file`` with every judge's backend wrapped in `Counting`."""
+    from jurybox.judges import Jury, load_jury_spec
+    from jurybox.judges.backends.registry import make_backend
+    from jurybox.judges.images import decide_vision
+
+    spec = load_jury_spec(jury_file)
+    counters = {j.name: Counting(make_backend(decide_vision(j))) for j in spec.judges}
+    return Jury(spec, backends=dict(counters)), counters
+
+
+def count(
+    jury: Any, counters: dict[str, Counting], rubric: Any, items: Sequence[Any], path: str
+) -> Count:
+    """Judge ``items`` with ``rubric`` (through ``path``) and count the requests sent."""
+    from jurybox.rubrics.checklist import checklist_calls, units
+
+    before = sum(c.requests for c in counters.values())
+    if path == "jury":
+        jury.score(rubric, items)
+    else:
+        for group in units(rubric, items):
+            jury.score(group.rubric, list(group.items))
+    sent = sum(c.requests for c in counters.values()) - before
+    return Count(
+        rubric=rubric.name,
+        items=len(items),
+        points=sum(len(i.checklist or ()) for i in items),
+        judges=len(counters),
+        requests=sent,
+        expected=checklist_calls(rubric, items) * len(counters),
+    )
+
+
+def read_items(path: Path | None) -> list[Any]:
+    """The items of a JSONL file (fields an `Item` lacks go into its ``extra``); ``BUILT_IN``
+    when ``path`` is None."""
+    from jurybox.rubrics import Item
+
+    fields = set(Item.model_fields)
+    rows = (
+        BUILT_IN
+        if path is None
+        else [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    )
+    return [
+        Item(
+            **{k: v for k, v in row.items() if k in fields},
+            extra={k: v for k, v in row.items() if k not in fields},
+        )
+        for row in rows
+    ]
+
+
+def measure(items_path: Path | None, path: str, modes: Sequence[str] = MODES) -> list[Count]:
+    """Each mode's count over the items of ``items_path`` (None: ``BUILT_IN``) on the replay
+    jury."""
+    from judging_helpers import write_replay_jury
+
+    from jurybox.rubrics import load_rubric
+
+    items = read_items(items_path)
+    with tempfile.TemporaryDirectory() as tmp:
+        jury, counters = counting_jury(write_replay_jury(Path(tmp) / "replay.yaml"))
+        with jury:
+            return [count(jury, counters, load_rubric(m), items, path) for m in modes]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--items",
+        type=Path,
+        default=ITEMS if ITEMS.is_file() else None,
+        help="a JSONL file of items with checklists (default: examples/checklists.jsonl; "
+        "three built-in items where it is missing)",
+    )
+    parser.add_argument("--path", choices=("jury", "units"), default="jury")
+    args = parser.parse_args()
+    counts = measure(args.items, args.path)
+    first = counts[0]
+    print(
+        f"{args.items or 'built-in items'}: {first.items} items, {first.points} points, "
+        f"{first.judges} judges (replay), path {args.path}"
+    )
+    print(
+        "| rubric | generate requests | per item | per item and judge | checklist_calls x judges |"
+    )
+    print("|---|---|---|---|---|")
+    for c in counts:
+        print(
+            f"| {c.rubric} | {c.requests} | {c.requests / c.items:.2f} | "
+            f"{c.per_item_per_judge:.2f} | {c.expected} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
