@@ -763,8 +763,11 @@ def provenance(rubric: Rubric, jury: JurySpec) -> str:
     plain = set() if jury.stages else {"stages", "confidence"}
     payload = {
         # A rubric that compares no pairs hashes as before pairwise rubrics existed.
+        # ... and one that is no checklist rubric as before checklists existed.
         "rubric": rubric.model_dump(
-            mode="json", exclude=None if rubric.pairwise else {"inconsistent"}
+            mode="json",
+            exclude=(set() if rubric.pairwise else {"inconsistent"})
+            | (set() if rubric.checklist else {"checklist"}),
         ),
         "jury": jury.model_dump(
             mode="json",

@@ -7,12 +7,22 @@ verdicts judging produces; YAML loading with errors that name the file and field
 from .formula import Formula
 from .item import PAIR_FIELDS, Item, Order, Winner, input_hash
 from .loading import DefinitionError, list_rubrics, load_rubric
+from .points import ChecklistRule, Point, read_points
 from .prompts import output_schema, render_messages
 from .rubric import Criterion, Level, Rubric, Scale
-from .verdict import CriterionResult, Disagreement, StageDecision, Verdict, VerdictRecord, Vote
+from .verdict import (
+    CriterionResult,
+    Disagreement,
+    PointResult,
+    StageDecision,
+    Verdict,
+    VerdictRecord,
+    Vote,
+)
 
 __all__ = [
     "PAIR_FIELDS",
+    "ChecklistRule",
     "Criterion",
     "CriterionResult",
     "DefinitionError",
@@ -21,6 +31,8 @@ __all__ = [
     "Item",
     "Level",
     "Order",
+    "Point",
+    "PointResult",
     "Rubric",
     "Scale",
     "StageDecision",
@@ -32,5 +44,6 @@ __all__ = [
     "list_rubrics",
     "load_rubric",
     "output_schema",
+    "read_points",
     "render_messages",
 ]

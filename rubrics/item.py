@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+from .points import Point, read_points
 
 if TYPE_CHECKING:
     from .images import Image
@@ -48,6 +50,9 @@ class Item(BaseModel):
         extra: Fields beyond the core ones, by name (e.g. a pair's ``response_a`` and
             ``response_b``).
         image_digests: The digests of the loaded images, in order (empty: not loaded).
+        checklist: The item's own checklist (`Point` s; read by `read_points`, so
+            HealthBench's ``{"criterion", "points", "tags"}`` rows as they are), for a
+            checklist rubric.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -63,7 +68,17 @@ class Item(BaseModel):
         default_factory=list,
         description="The digests of the loaded images, in order (empty: not loaded).",
     )
+    checklist: list[Point] | None = Field(
+        None,
+        description="The item's own checklist: each point's criterion (or text), its points "
+        "(negative for a pitfall), an optional tag (essential, important, optional) and tags.",
+    )
     _loaded: tuple[Image, ...] = PrivateAttr(default=())
+
+    @field_validator("checklist", mode="before")
+    @classmethod
+    def _read_checklist(cls, raw: Any) -> Any:
+        return None if raw is None else read_points(raw, "checklist")
 
     def fields(self) -> dict[str, Any]:
         """Every field by name, as rubric templates see them.
@@ -81,6 +96,8 @@ class Item(BaseModel):
                 for k, ref in enumerate(self.images)
             ],
         )
+        if self.checklist is not None:
+            out["checklist"] = [p.shown() for p in self.checklist]
         return out
 
     def with_images(self, images: Sequence[Image]) -> Item:
@@ -150,7 +167,8 @@ def input_hash(item: Item) -> str:
 
     The id is among the fields. A resumed run notices changed predictions or --map by it, and the
     verdict cache is keyed by it. An item whose images were not loaded (no judge sees them)
-    hashes as before images were loaded anywhere.
+    hashes as before images were loaded anywhere, and one without a checklist as before
+    checklists existed.
 
     Args:
         item: The item judged.
@@ -161,6 +179,9 @@ def input_hash(item: Item) -> str:
     import hashlib
     import json
 
-    data = item.model_dump(mode="json", exclude=None if item.image_digests else {"image_digests"})
+    unset = {"image_digests"} if not item.image_digests else set()
+    if item.checklist is None:
+        unset.add("checklist")
+    data = item.model_dump(mode="json", exclude=unset or None)
     blob = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -13,6 +13,7 @@ from typing import Any
 
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.item import PAIR_FIELDS, Item
+from jurybox.rubrics.points import read_points
 from jurybox.rubrics.rubric import Rubric
 
 CORE_TEXT = ("question", "response", "reference", "context")
@@ -74,6 +75,8 @@ def to_item(
     Every input the rubric needs must hold text: a missing, null, empty or whitespace-only value
     is rejected. An empty ``response`` is what a model may really have produced: with
     ``allow_empty`` it is judged (and counted), otherwise rejected like any other empty field.
+    A checklist rubric's ``checklist`` column (a list of points, or its JSON) is the item's
+    checklist (`read_points`: HealthBench's rows as they are); the error names the point.
     """
     values = dict(record)
     for target, column in mapping.items():
@@ -98,6 +101,21 @@ def to_item(
         images = _images(values.pop("images", None))
     except ValueError as exc:
         raise FieldError("images", str(exc)) from None
+    if rubric.checklist is not None:  # a checklist column: the item's own points
+        raw = values.pop("checklist", None)
+        if raw is not None and not (isinstance(raw, float) and raw != raw):
+            try:
+                fields["checklist"] = read_points(raw, "checklist")
+            except ValueError as exc:
+                at, _, why = str(exc).partition(": ")
+                raise FieldError(at, why) from None
+            for k, point in enumerate(fields["checklist"]):
+                if len(point.text) > max_field_chars:
+                    raise FieldError(
+                        f"checklist[{k}]",
+                        f"{len(point.text):,} characters, more than the limit of "
+                        f"{max_field_chars:,} (raise it with --max-field-chars)",
+                    )
     extra = {k: v for k, v in values.items() if v is not None}
     for name in rubric.inputs:
         value = fields.get(name, extra.get(name))

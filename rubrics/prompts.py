@@ -442,12 +442,34 @@ def _strip(pieces: list[Piece]) -> list[Piece]:
 def placeholders(rubric: RubricLike) -> tuple[dict[str, Any], dict[str, Any]]:
     """The fields and the extra fields of an item with a placeholder for each input.
 
-    The inputs are the rubric's; `check_template` renders the item.
+    The inputs are the rubric's; `check_template` renders the item. A ``checklist`` input is
+    `SAMPLE_CHECKLIST`; a checklist rubric judged point by point also gets its units' fields
+    (``point``, ``point_points``, a number, and ``point_tag``).
     """
     names = set(rubric.inputs) | set(rubric.optional_inputs)
     core = {"question", "response", "reference", "context"}
     names.discard(IMAGE_PLACE)
-    return ({n: f"<{n}>" for n in names & core}, {n: f"<{n}>" for n in names - core - {"images"}})
+    fields: dict[str, Any] = {n: f"<{n}>" for n in names & core}
+    extra: dict[str, Any] = {n: f"<{n}>" for n in names - core - {"images", "checklist"}}
+    if "checklist" in names:  # a checklist rubric: two points, one of them a pitfall
+        fields["checklist"] = SAMPLE_CHECKLIST
+    rule = getattr(rubric, "checklist", None)
+    if rule is not None and getattr(rule, "calls", None) == "per_point" and rule.score == "points":
+        names |= {"point", "point_points", "point_tag"}  # its units' fields (`Rubric.unit_rubric`)
+    if "point" in names:
+        extra["point"] = "<point>"
+    if "point_points" in names:  # a number: templates compare it (a pitfall's is below 0)
+        extra["point_points"] = SAMPLE_CHECKLIST[0]["points"]
+    if "point_tag" in names:
+        extra["point_tag"] = SAMPLE_CHECKLIST[0]["tag"]
+    return fields, extra
+
+
+#: The checklist of `placeholders`' item.
+SAMPLE_CHECKLIST: list[dict[str, Any]] = [
+    {"text": "<point 1>", "points": 5, "tag": "essential"},
+    {"text": "<point 2>", "points": -2, "tag": None},
+]
 
 
 def check_template(rubric: RubricLike, sample: Item) -> None:

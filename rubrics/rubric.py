@@ -11,10 +11,11 @@ from collections import Counter
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from .formula import Formula
 from .item import PAIR_FIELDS, Item, Order
+from .points import ChecklistRule
 from .prompts import check_template, placeholders
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -353,6 +354,9 @@ class Rubric(BaseModel):
         template: The Jinja2 prompt template (rendered in a sandbox).
         criteria: What the rubric scores, at least one, with different names.
         formula: A formula over the criteria (e.g. MIRAGE's weighted sum), if any.
+        checklist: A checklist rubric's rule: each item is judged on its own checklist
+            (`Item.checklist`), how its points are judged and how the item is scored
+            (`ChecklistRule`); None for an ordinary rubric.
     """
 
     model_config = _FROZEN
@@ -368,6 +372,9 @@ class Rubric(BaseModel):
     template: str
     criteria: list[Criterion] = Field(min_length=1)
     formula: Formula | None = None
+    checklist: ChecklistRule | None = None
+    # The rubrics `unit_rubric` made, by n (a frozen model's cache; not a field).
+    _units: dict[int | None, Rubric] = PrivateAttr(default_factory=dict)
 
     @field_validator("inputs", "optional_inputs")
     @classmethod
@@ -387,6 +394,8 @@ class Rubric(BaseModel):
             raise ValueError("'id' is not a judged input")
         if self.mode == "pairwise":
             self._check_pairwise()
+        if self.checklist is not None:
+            self._check_checklist()
         if self.formula is not None:
             unknown = sorted(set(self.formula.names) - set(names))
             if unknown:
@@ -399,6 +408,98 @@ class Rubric(BaseModel):
         fields, extra = placeholders(self)
         check_template(self, Item(id="check", **fields, extra=extra))
         return self
+
+    def _check_checklist(self) -> None:
+        assert self.checklist is not None
+        if "checklist" not in self.inputs:
+            raise ValueError(
+                "a checklist rubric judges each item's checklist: list checklist under inputs"
+            )
+        if self.mode == "pairwise":
+            raise ValueError("a checklist rubric judges one answer: mode pairwise does not apply")
+        if self.checklist.score == "implicit":  # its own criteria, judged on the whole list
+            return
+        met = self.criteria[0]
+        if len(self.criteria) != 1 or met.name != "met":
+            raise ValueError(
+                "a checklist rubric with score: points has one criterion, met (is the point "
+                f"met?), got {self.criterion_names}"
+            )
+        if met.scale.values != [0.0, 1.0]:
+            raise ValueError(
+                'criterion met: its scale is met (1) or not (0), e.g. labels {"yes": 1, '
+                f'"no": 0}}; got {met.scale.short()}'
+            )
+        if self.formula is not None:
+            raise ValueError(
+                "a checklist rubric with score: points scores items by the points met; it "
+                "takes no formula"
+            )
+        if self.mode != "joint":
+            raise ValueError("a checklist rubric with score: points is judged in mode joint")
+
+    def unit_rubric(self, n: int | None = None) -> Rubric:
+        """The ordinary rubric a checklist rubric's units are judged by (`rubrics.checklist`).
+
+        Args:
+            n: With ``calls: all_points``: the points of the items judged together (the unit
+                rubric has criteria ``p1`` .. ``p<n>`` on met's scale). Not given with
+                ``per_point``.
+
+        Returns:
+            ``per_point``: ``<name>.point``, whose one criterion ``met`` is judged on an item
+            holding one point (``point``, ``point_points`` and ``point_tag`` among its fields,
+            no checklist). ``all_points``: ``<name>.all<n>``. ``score: implicit``: the rubric
+            itself (its items are its units).
+
+        Raises:
+            ValueError: The rubric is no checklist rubric, or ``n`` does not fit its calls.
+        """
+        rule = self.checklist
+        if rule is None:
+            raise ValueError(f"rubric {self.name} is not a checklist rubric")
+        if rule.score == "implicit":
+            return self
+        if (n is None) != (rule.calls == "per_point") or (n is not None and n < 1):
+            raise ValueError(
+                f"unit_rubric({n}): calls {rule.calls} takes "
+                + ("no n" if rule.calls == "per_point" else "the number of points, at least 1")
+            )
+        made = self._units.get(n)
+        if made is not None:
+            return made
+        met = self.criteria[0]
+        common: dict[str, Any] = {
+            "description": self.description,
+            "version": self.version,
+            "mode": "joint",
+            "system": self.system,
+            "template": self.template,
+        }
+        if n is None:
+            common.update(
+                name=f"{self.name}.point",
+                inputs=[i for i in self.inputs if i != "checklist"] + ["point"],
+                optional_inputs=[
+                    *(i for i in self.optional_inputs if i not in ("point_points", "point_tag")),
+                    "point_points",
+                    "point_tag",
+                ],
+                criteria=[met],
+            )
+        else:
+            common.update(
+                name=f"{self.name}.all{n}",
+                inputs=list(self.inputs),
+                optional_inputs=list(self.optional_inputs),
+                criteria=[
+                    Criterion(name=f"p{k}", description=f"checklist point {k}", scale=met.scale)
+                    for k in range(1, n + 1)
+                ],
+            )
+        made = Rubric.model_validate(common)
+        self._units[n] = made
+        return made
 
     def _check_pairwise(self) -> None:
         lacking = [n for n in PAIR_FIELDS if n not in self.inputs]

@@ -114,6 +114,31 @@ class StageDecision(BaseModel):
     reason: str = Field(description="Why this stage decided.")
 
 
+class PointResult(BaseModel):
+    """One checklist point's decision: the point, and whether the jury found it met.
+
+    Attributes:
+        text: The point's text.
+        points: Its points (negative: a pitfall, met when the answer commits it).
+        tag: Its tag, where it has one.
+        met: The jury's value: 1 met, 0 not, between them the jury's mean probability of met
+            (``use: expected``); None: unscored (the reason in ``reason``), or not judged on its
+            own (``score: implicit``).
+        reason: Why ``met`` is None.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = Field(description="The point's text.")
+    points: float = Field(description="Its points (negative: a pitfall).")
+    tag: str | None = Field(None, description="Its tag (essential, important, optional).")
+    met: float | None = Field(
+        description="The jury's value: 1 met, 0 not, between them the jury's mean probability "
+        "of met; null: unscored (see reason) or not judged on its own (score: implicit)."
+    )
+    reason: str | None = Field(None, description="Why met is null.")
+
+
 class Verdict(BaseModel):
     """The jury's decision on one item.
 
@@ -139,6 +164,10 @@ class Verdict(BaseModel):
             batch flagged (`jurybox.judges.jurors`); its votes stay in ``votes``.
         flagged: Each juror of the verdict its batch flagged as failing (``"judge: why"``),
             whether or not it was left out.
+        points: A checklist rubric's verdict: each point's decision by key, in checklist
+            order (``criteria`` and ``votes`` hold each point under its key too).
+        dropped: A checklist rubric's verdict: the keys of the points dropout left out (not
+            judged, outside the score's denominator).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -159,6 +188,8 @@ class Verdict(BaseModel):
     inconsistent: list[str] = Field(default_factory=list)
     left_out: list[str] = Field(default_factory=list)
     flagged: list[str] = Field(default_factory=list)
+    points: dict[str, PointResult] | None = None
+    dropped: list[str] = Field(default_factory=list)
 
     @classmethod
     def from_record(cls, record: VerdictRecord) -> Verdict:
@@ -203,6 +234,8 @@ class Verdict(BaseModel):
             inconsistent=record.inconsistent,
             left_out=record.left_out,
             flagged=record.flagged,
+            points=record.points,
+            dropped=record.dropped,
         )
 
     def verdict_record(self, keep_raw: bool = False) -> VerdictRecord:
@@ -242,6 +275,8 @@ class Verdict(BaseModel):
             **pair,
             left_out=self.left_out,
             flagged=self.flagged,
+            points=self.points,
+            dropped=self.dropped,
         )
 
     def to_record(self, keep_raw: bool = False, input: str | None = None) -> dict[str, Any]:
@@ -293,6 +328,10 @@ class Verdict(BaseModel):
             record["left_out"] = list(self.left_out)
         if self.flagged:
             record["flagged"] = list(self.flagged)
+        if self.points is not None:
+            record["points"] = {k: p.model_dump(mode="json") for k, p in self.points.items()}
+        if self.dropped:
+            record["dropped"] = list(self.dropped)
         if input is not None:
             record["input"] = input
         return record
@@ -359,6 +398,8 @@ class VerdictRecord(BaseModel):
             answers.
         left_out: Each juror left out of the verdict, as ``"judge: why"``.
         flagged: Each juror of the verdict its batch flagged as failing, as ``"judge: why"``.
+        points: Checklist rubrics: each point's decision by key, in checklist order.
+        dropped: Checklist rubrics: the keys of the points dropout left out.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -424,6 +465,17 @@ class VerdictRecord(BaseModel):
         "(collapsed, refused or departed), whether or not the jury left it out (absent when "
         "none was flagged).",
     )
+    points: dict[str, PointResult] | None = Field(
+        None,
+        description="Checklist rubrics: each point's decision by key (p1, p2 ...), in checklist "
+        "order; scores, disagreement and votes hold each point under its key too, and scores "
+        "the item's score (absent for other rubrics).",
+    )
+    dropped: list[str] = Field(
+        default_factory=list,
+        description="Checklist rubrics: the keys of the points rubric dropout left out, not "
+        "judged and outside the score's denominator (absent when none was).",
+    )
 
     @classmethod
     def from_record(cls, record: Any, where: str = "record") -> VerdictRecord:
@@ -467,7 +519,9 @@ class VerdictRecord(BaseModel):
             }
             | ({"winner", "p_a", "inconsistent"} - self.model_fields_set)
             | (set() if self.left_out else {"left_out"})
-            | (set() if self.flagged else {"flagged"}),
+            | (set() if self.flagged else {"flagged"})
+            | (set() if self.points is not None else {"points"})
+            | (set() if self.dropped else {"dropped"}),
         )
         for vote in data["votes"]:
             if vote["raw"] is None and vote["score"] is not None:
