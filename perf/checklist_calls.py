@@ -99,15 +99,13 @@ class Count:
         return self.requests / self.items / self.judges
 
 
-def counting_jury(jury_file: Path) -> tuple[Any, dict[str, Counting]]:
-    """The jury of ``jury_file`` with every judge's backend wrapped in `Counting`."""
-    from jurybox.judges import Jury, load_jury_spec
-    from jurybox.judges.backends.registry import make_backend
-    from jurybox.judges.images import decide_vision
+def counting_jury(jury: Any) -> tuple[Any, dict[str, Counting]]:
+    """A jury of ``jury``'s judges whose backends (``jury``'s own, made if need be) are each
+    wrapped in `Counting`. Closing ``jury`` closes them."""
+    from jurybox.judges import Jury
 
-    spec = load_jury_spec(jury_file)
-    counters = {j.name: Counting(make_backend(decide_vision(j))) for j in spec.judges}
-    return Jury(spec, backends=dict(counters)), counters
+    counters = {j.name: Counting(jury.backend(j)) for j in jury.spec.judges}
+    return Jury(jury.spec, backends=dict(counters)), counters
 
 
 def count(
@@ -158,13 +156,16 @@ def measure(items_path: Path | None, path: str, modes: Sequence[str] = MODES) ->
     jury."""
     from judging_helpers import write_replay_jury
 
+    from jurybox.judges import Jury
     from jurybox.rubrics import load_rubric
 
     items = read_items(items_path)
-    with tempfile.TemporaryDirectory() as tmp:
-        jury, counters = counting_jury(write_replay_jury(Path(tmp) / "replay.yaml"))
-        with jury:
-            return [count(jury, counters, load_rubric(m), items, path) for m in modes]
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Jury.load(write_replay_jury(Path(tmp) / "r.yaml")) as base,
+    ):
+        jury, counters = counting_jury(base)
+        return [count(jury, counters, load_rubric(m), items, path) for m in modes]
 
 
 def main() -> None:

@@ -1,5 +1,7 @@
 """perf/checklist_sim.py (#63) at a small seeded size: a checklist score from noisy per-point
-judges against a known expert score, and a single Likert judgment of the same noise.
+judges against a known expert score, and a single Likert judgment of the same noise; and
+perf/checklist_calls.py: the judge calls per item of each checklist mode, counted on the replay
+backend.
 
 The full table (2,000 items per cell, every eps and N) is in perf/RESULTS.md; here one cell,
 with the direction asserted by a margin in standard errors of the paired per-item gap."""
@@ -11,11 +13,19 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("checklist_sim", ROOT / "perf" / "checklist_sim.py")
-assert _spec is not None and _spec.loader is not None
-sim = importlib.util.module_from_spec(_spec)
-sys.modules["checklist_sim"] = sim  # (its dataclasses look their module up)
-_spec.loader.exec_module(sim)
+
+
+def _perf(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "perf" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # (its dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module
+
+
+sim = _perf("checklist_sim")
+calls = _perf("checklist_calls")
 
 #: The paired gap must be positive by this many of its standard errors. Measured at 2,000 items
 #: (perf/RESULTS.md): z 13 (one judge each) and 29 (three each) at eps 0.1, N 10; at the 500
@@ -24,13 +34,26 @@ MARGIN_SE = 3.0
 
 
 def healthbench_rule(weights, mets):
-    """HealthBench's rule written out here (the oracle until the library's is merged)."""
+    """HealthBench's rule written out with numpy, an oracle for the library's."""
     possible = np.where(weights > 0, weights, 0.0).sum(axis=1)
     return [np.clip((weights * met).sum(axis=1) / possible, 0.0, 1.0) for met in mets]
 
 
+def test_sim_scores_are_jurybox_s_points_score():
+    """The simulation scores with jurybox's rule (``points_score``), pitfalls, clipping and
+    ties of two judges (met 0.5) included: the claim is about the library's score."""
+    rng = np.random.default_rng(1)
+    weights, met = sim.draw_items(rng, 300, 10)
+    votes = sim.readings(rng, met, 0.3, 3)
+    mets = [met, sim.majority(votes[:2]), votes[0]]
+    got = sim.library_scores(weights, mets)
+    for a, b in zip(got, healthbench_rule(weights, mets)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    assert (weights < 0).any() and (got[0] == 0).any() and (got[1] % 1 > 0).any()
+
+
 def test_sim_checklist_beats_likert_at_matched_noise():
-    ((cell, rows, gaps),) = sim.run(500, 20, 63, eps=(0.1,), ns=(10,), score=healthbench_rule)
+    ((cell, rows, gaps),) = sim.run(500, 20, 63, eps=(0.1,), ns=(10,))
     assert len(cell.expert) == 500
     for (likert, checklist), (mean, _, _, se) in zip(sim.GAPS, gaps):
         assert mean > MARGIN_SE * se, (likert, checklist, mean, se)
@@ -52,3 +75,22 @@ def test_the_noise_flips_a_point_with_probability_eps():
     assert abs(votes.mean() - 0.2) < 4 * np.sqrt(0.2 * 0.8 / votes.size)
     assert sim.majority(votes[:2]).max() <= 1.0
     assert set(np.unique(sim.majority(votes[:2])).tolist()) == {0.0, 0.5, 1.0}
+
+
+def test_calls_per_item_per_mode_equals_checklist_calls(replay_tiny):
+    """The replay backend's generate requests, per mode, equal ``checklist_calls`` times the
+    judges: per_point one per point, all_points and implicit one per item."""
+    from jurybox.rubrics import load_rubric
+
+    items = calls.read_items(None)
+    points = sum(len(i.checklist) for i in items)
+    assert len({len(i.checklist) for i in items}) > 1  # (all_points: a group per count)
+    jury, counters = calls.counting_jury(replay_tiny)  # (the session's backends, wrapped)
+    for path in ("units",):
+        got = {m: calls.count(jury, counters, load_rubric(m), items, path) for m in calls.MODES}
+        for mode, c in got.items():
+            assert c.requests == c.expected, (path, mode, c)
+        judges = len(counters)
+        assert got["checklist"].requests == judges * points
+        assert got["checklist-all"].requests == judges * len(items)
+        assert got["checklist-implicit"].requests == judges * len(items)
