@@ -92,6 +92,7 @@ class Count:
     points: int
     judges: int
     requests: int  # generate requests, all judges together
+    batches: int  # generate calls (batches of requests), all judges together
     expected: int  # checklist_calls(rubric, items) x judges
 
     @property
@@ -115,6 +116,7 @@ def count(
     from jurybox.rubrics.checklist import checklist_calls, units
 
     before = sum(c.requests for c in counters.values())
+    batches = sum(c.batches for c in counters.values())
     if path == "jury":
         jury.score(rubric, items)
     else:
@@ -127,6 +129,7 @@ def count(
         points=sum(len(i.checklist or ()) for i in items),
         judges=len(counters),
         requests=sent,
+        batches=sum(c.batches for c in counters.values()) - batches,
         expected=checklist_calls(rubric, items) * len(counters),
     )
 
@@ -186,13 +189,14 @@ def main() -> None:
         f"{first.judges} judges (replay), path {args.path}"
     )
     print(
-        "| rubric | generate requests | per item | per item and judge | checklist_calls x judges |"
+        "| rubric | generate requests | per item | per item and judge "
+        "| checklist_calls x judges | generate calls (batches) |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for c in counts:
         print(
             f"| {c.rubric} | {c.requests} | {c.requests / c.items:.2f} | "
-            f"{c.per_item_per_judge:.2f} | {c.expected} |"
+            f"{c.per_item_per_judge:.2f} | {c.expected} | {c.batches} |"
         )
 
 

@@ -94,3 +94,6 @@ def test_calls_per_item_per_mode_equals_checklist_calls(replay_tiny):
         assert got["checklist"].requests == judges * points
         assert got["checklist-all"].requests == judges * len(items)
         assert got["checklist-implicit"].requests == judges * len(items)
+        # one batch per judge and unit group: all_points groups the items by their point count
+        assert got["checklist"].batches == judges
+        assert got["checklist-all"].batches == judges * len({len(i.checklist) for i in items})
