@@ -13,8 +13,9 @@ instead of the checklist rubric through ``Jury.score`` (the counts must be the s
 
     PYTHONPATH=. python perf/checklist_calls.py [--items examples/checklists.jsonl] [--path jury|units]
 
-Counts, not times: exact for these items (a request the renderer refuses, e.g. a prompt too
-long for the judge, is never sent and would show as a shortfall).
+Counts, not times: requests, generate calls (batches) and the prompts' tokens (as the judges'
+tokenizers count them), exact for these items (a request the renderer refuses, e.g. a prompt
+too long for the judge, is never sent and would show as a shortfall).
 """
 
 from __future__ import annotations
@@ -73,11 +74,14 @@ class Counting:
         self.inner = inner
         self.requests = 0
         self.batches = 0
+        self.prompt_tokens = 0
 
     def generate(self, requests: list[Any], cancelled: Any = None) -> Any:
         self.requests += len(requests)
         self.batches += 1
-        return self.inner.generate(requests, cancelled)
+        out = self.inner.generate(requests, cancelled)
+        self.prompt_tokens += sum(g.prompt_tokens for g in out)
+        return out
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -93,6 +97,7 @@ class Count:
     judges: int
     requests: int  # generate requests, all judges together
     batches: int  # generate calls (batches of requests), all judges together
+    prompt_tokens: int  # the prompts' tokens, all judges together
     expected: int  # checklist_calls(rubric, items) x judges
 
     @property
@@ -117,6 +122,7 @@ def count(
 
     before = sum(c.requests for c in counters.values())
     batches = sum(c.batches for c in counters.values())
+    tokens = sum(c.prompt_tokens for c in counters.values())
     if path == "jury":
         jury.score(rubric, items)
     else:
@@ -130,6 +136,7 @@ def count(
         judges=len(counters),
         requests=sent,
         batches=sum(c.batches for c in counters.values()) - batches,
+        prompt_tokens=sum(c.prompt_tokens for c in counters.values()) - tokens,
         expected=checklist_calls(rubric, items) * len(counters),
     )
 
@@ -190,13 +197,14 @@ def main() -> None:
     )
     print(
         "| rubric | generate requests | per item | per item and judge "
-        "| checklist_calls x judges | generate calls (batches) |"
+        "| checklist_calls x judges | generate calls (batches) | prompt tokens per item and judge |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for c in counts:
         print(
             f"| {c.rubric} | {c.requests} | {c.requests / c.items:.2f} | "
-            f"{c.per_item_per_judge:.2f} | {c.expected} | {c.batches} |"
+            f"{c.per_item_per_judge:.2f} | {c.expected} | {c.batches} | "
+            f"{c.prompt_tokens / c.items / c.judges:.0f} |"
         )
 
 
