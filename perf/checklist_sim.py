@@ -13,9 +13,12 @@ points included) over the positive points possible, clipped to [0, 1].
 The judges:
 
 - **checklist, k judges**: each judge reads each point right with probability ``1 - eps`` and
-  flips it with probability ``eps``, independently across points and judges; the point's met is
-  the k judges' majority (k = 2: a tie counts 0.5, the mean of the two votes). The item's score
-  is the same library rule on those met values.
+  flips it with probability ``eps``, independently across points and judges (yes/no votes, no
+  probabilities). A point's met is the votes' mean (jurybox's default aggregation, ``mean``:
+  met 0, 1/3, 2/3 or 1 with three judges; 0, 0.5 or 1 with two) or, with three judges, their
+  majority (``method: majority``; with two, jurybox's majority leaves a tie unscored, and the
+  item with it, so two judges are shown with the mean only). The item's score is the same
+  library rule on those met values.
 - **Likert, same evidence** (the matching this script stands on): the first checklist judge's
   own eps-noisy reading of every point, combined by the same rule with the true weights, but
   reported as one whole number on 1..10 (``round(1 + 9 s)``, read back as ``(L - 1) / 9``).
@@ -23,16 +26,21 @@ The judges:
   10-point scale instead of N yes/no). It is the best case for a holistic judge (it weighs the
   points exactly as the expert does, in its head; jurybox's ``score: implicit`` asks a judge
   for that), so the checklist's edge measured against it is a lower bound at matched noise.
+  **Likert x3**: the mean of the three judges' numbers, each from its own readings.
 - **Likert, Gaussian**: the expert score plus N(0, sd), clipped to [0, 1] and rounded to 1..10
   the same way, where sd is the root mean square error of the one-judge checklist score in the
   same cell (matched on the error's size, not its shape).
 
-What is not modelled: a holistic judgment that is noisier than the per-point ones (RaR's
-premise; arXiv 2507.17746 measures it on HealthBench): the matching takes it away on purpose.
+What is not modelled: a holistic judgment noisier than per-point ones, or a judge weighing the
+points otherwise than the expert (whatever gives RaR, arXiv 2507.17746, its gain over Likert
+judging on HealthBench): the matching takes it away on purpose; nor errors that go together
+across an item's points, nor the judges' probabilities (``use: expected``).
 
 Per (eps, N) cell: Pearson r, Spearman rho and the mean absolute error against the expert score,
-each with a 95% percentile bootstrap interval over items, and the paired difference of the
-mean absolute errors (Likert minus checklist with one judge) with its interval.
+each with a 95% percentile bootstrap interval over items; the paired differences of the mean
+absolute errors (``GAPS``: Likert minus checklist, one judge each; three each, by majority and
+by mean) with their intervals and z; the Gaussian Likert's sd; and the one-judge checklist
+score's slope on the expert score (how far flipped readings shrink it towards the middle).
 
     python perf/checklist_sim.py [--items 2000] [--boot 1000] [--seed 63]
 """
@@ -51,15 +59,20 @@ EPS = (0.05, 0.1, 0.2, 0.3)
 NS = (5, 10, 20)
 PITFALL_SHARE = 0.2
 METHODS = (
-    "checklist k=1",
-    "checklist k=2",
-    "checklist k=3",
+    "checklist, 1 judge",
+    "checklist, 2, mean",
+    "checklist, 3, majority",
+    "checklist, 3, mean",
     "Likert, same evidence",
     "Likert x3, same evid.",
     "Likert, Gaussian",
 )
 #: (Likert, checklist) pairs whose MAE gap is reported per item: one judge each, three each.
-GAPS = (("Likert, same evidence", "checklist k=1"), ("Likert x3, same evid.", "checklist k=3"))
+GAPS = (
+    ("Likert, same evidence", "checklist, 1 judge"),
+    ("Likert x3, same evid.", "checklist, 3, majority"),
+    ("Likert x3, same evid.", "checklist, 3, mean"),
+)
 
 
 #: Scores items: (weights (m, n), met arrays (m, n) each) -> one score array (m,) per met array.
@@ -101,7 +114,7 @@ def readings(rng: np.random.Generator, met: np.ndarray, eps: float, k: int) -> n
 
 
 def majority(votes: np.ndarray) -> np.ndarray:
-    """Per point, the majority of the first axis's votes (a tie: 0.5)."""
+    """Per point, the majority of the first axis's votes (a tie, of two: 0.5, their mean)."""
     share = votes.mean(axis=0)
     return np.where(share > 0.5, 1.0, np.where(share < 0.5, 0.0, 0.5))
 
@@ -132,15 +145,14 @@ def simulate(
     """Draw one cell's items and judge them every way."""
     weights, met = draw_items(rng, items, n)
     votes = readings(rng, met, eps, 3)
-    expert, *judged, second, third = score(
-        weights, [met, *(majority(votes[:k]) for k in (1, 2, 3)), votes[1], votes[2]]
-    )
-    scores = {f"checklist k={k}": s for k, s in zip((1, 2, 3), judged)}
-    scores["Likert, same evidence"] = likert(scores["checklist k=1"])
+    mets = [met, votes[0], majority(votes[:2]), majority(votes), votes.mean(axis=0)]
+    expert, *judged, second, third = score(weights, [*mets, votes[1], votes[2]])
+    scores = dict(zip(METHODS[:4], judged))
+    scores["Likert, same evidence"] = likert(scores["checklist, 1 judge"])
     scores["Likert x3, same evid."] = (
         scores["Likert, same evidence"] + likert(second) + likert(third)
     ) / 3
-    sd = float(np.sqrt(np.mean((scores["checklist k=1"] - expert) ** 2)))
+    sd = float(np.sqrt(np.mean((scores["checklist, 1 judge"] - expert) ** 2)))
     scores["Likert, Gaussian"] = likert(expert + rng.normal(0.0, sd, items))
     return Cell(eps, n, expert, scores, sd)
 
@@ -252,10 +264,12 @@ def main() -> None:
         "MAE gaps, Likert minus checklist, paired by item: mean [95% interval], z = mean / SE;"
         " sd: the Gaussian Likert's; slope: the one-judge checklist score's on the expert score"
     )
-    print(f"{'eps':>5} {'N':>3}  {'1 judge each':<34} {'3 judges each':<34} {'sd':>5} {'slope':>6}")
+    print(
+        f"{'eps':>5} {'N':>3}  {'1 judge each':<34} {'3 each, majority':<34} {'3 each, mean':<34} {'sd':>5} {'slope':>6}"
+    )
     for cell, _, gaps in results:
         line = "".join(f"{_ci(g[:3], 4) + f'  z {g[0] / g[3]:.1f}':<35}" for g in gaps)
-        slope = np.polyfit(cell.expert, cell.scores["checklist k=1"], 1)[0]
+        slope = np.polyfit(cell.expert, cell.scores["checklist, 1 judge"], 1)[0]
         print(f"{cell.eps:>5} {cell.n:>3}  {line}{cell.likert_sd:.3f} {slope:6.3f}")
     print(f"\n{time.perf_counter() - began:.1f} s")
 
