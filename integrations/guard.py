@@ -26,38 +26,55 @@ naming the step, the statistic, its baseline level and the threshold; ``stop_on_
 training (TRL: a callback; verl: `RewardDrift` is raised).
 
 What it costs: the canaries and the sentinel's completions are judge calls on top of the
-reward's. `RewardGuard.describe` says how many per step; it is logged before the first reward.
+reward's. A share of the batch carries its fraction across steps (`jurybox.integrations.
+guard_steps.StepShares`), so over a run it costs that share at any batch size, and a step may
+judge no canary or send no completion to the sentinel. `RewardGuard.describe` says what a step
+costs on average and at most; it is logged before the first reward.
+
+The spec, each step's shares and `StepReport` are in `jurybox.integrations.guard_steps` (and
+importable from here).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import random
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
-from jurybox.rubrics.exploits import DEFAULT_CANARIES
+from jurybox.rubrics.errors import ExecutionError, JuryboxError
 from jurybox.rubrics.reward import RewardSpec
 
 from .core import JuryRewards, precheck_reason
+from .guard_steps import (
+    DEFAULT_CANARY_SHARE,
+    GuardSpec,
+    StepReport,
+    StepShares,
+    asks_for_guard,
+    guard_spec,
+)
 
 if TYPE_CHECKING:
     from jurybox.calibration.stats.monitors import DriftMonitor, DriftState
-    from jurybox.judges.jurors import AgreementHistory, JurorCheck, JurorFlag
+    from jurybox.judges.jurors import AgreementHistory
     from jurybox.rubrics import Item
 
-__all__ = ["GuardSpec", "RewardDrift", "RewardGuard", "StepReport", "precheck_reason"]
+__all__ = [
+    "DEFAULT_CANARY_SHARE",
+    "GuardSpec",
+    "RewardDrift",
+    "RewardGuard",
+    "StepReport",
+    "asks_for_guard",
+    "guard_spec",
+    "precheck_reason",
+    "sentinel_rewards",
+]
 
 logger = logging.getLogger("jurybox.integrations")
-
-#: The canaries' share of a batch when they are switched on without saying how many
-#: (``canaries=True``): at least one per step.
-DEFAULT_CANARY_SHARE = 0.03
 
 Records = list[dict[str, Any]]
 Judge = Callable[[Sequence["Item"], Sequence[str]], Records]
@@ -68,197 +85,6 @@ class RewardDrift(ExecutionError):
 
     Names the step and the statistic that rose.
     """
-
-
-@dataclass(frozen=True)
-class GuardSpec:
-    """What the guard does around each batch of a reward (all off by default).
-
-    Attributes:
-        prechecks: Do not send empty, punctuation-only, echoed and master-key answers to the
-            judges (`jurybox.rubrics.exploits.precheck`).
-        precheck_reward: A pre-checked answer's reward: ``"unscored"`` (the reward's unscored
-            policy, with the pre-check as the reason) or a number (the floor you choose).
-        canaries: Exploit canaries per step: a share of the batch (a float below 1, at least one
-            canary), a count (an int), or 0 for none.
-        canary_kinds: The canaries' kinds, rotating by step (`jurybox.rubrics.exploits.
-            canary_items`).
-        sentinel_share: The share of each step's completions the sentinel scores (at least one),
-            when the guard has a sentinel.
-        alpha: The drift tests' error rate: the chance of any false alarm over the run.
-        baseline_steps: The first steps whose level each drift test compares with.
-        margin: How far above its baseline level a statistic may rise before it is a drift.
-        horizon: The run's steps, where known (a tighter threshold than an open-ended run's).
-        juror_checks: Flag failing jurors per batch (`jurybox.judges.jurors.JurorCheck`), or None.
-        stop_on_alarm: Stop training at an alarm (TRL: at the end of the step; verl: raise
-            `RewardDrift`).
-    """
-
-    prechecks: bool = False
-    precheck_reward: Literal["unscored"] | float = "unscored"
-    canaries: float | int = 0
-    canary_kinds: tuple[str, ...] = DEFAULT_CANARIES
-    sentinel_share: float = 0.05
-    alpha: float = 0.05
-    baseline_steps: int = 10
-    margin: float = 0.02
-    horizon: int | None = None
-    juror_checks: JurorCheck | None = None
-    stop_on_alarm: bool = False
-
-    def __post_init__(self) -> None:
-        if isinstance(self.precheck_reward, str):
-            if self.precheck_reward != "unscored":
-                raise InputError(
-                    f"jurybox: precheck_reward={self.precheck_reward!r}: give 'unscored' (the "
-                    "reward's unscored policy) or a number",
-                    field="precheck_reward",
-                )
-        elif not math.isfinite(float(self.precheck_reward)):
-            raise InputError("jurybox: precheck_reward must be finite", field="precheck_reward")
-        if isinstance(self.canaries, bool) or self.canaries < 0:
-            raise InputError(
-                f"jurybox: canaries={self.canaries!r}: give a share of the batch (a float below "
-                "1), a count (an int) or 0",
-                field="canaries",
-            )
-        if isinstance(self.canaries, float) and self.canaries >= 1:
-            raise InputError(
-                f"jurybox: canaries={self.canaries!r}: a share is below 1; a count is an int",
-                field="canaries",
-            )
-        if not 0 <= self.sentinel_share <= 1:
-            raise InputError(
-                f"jurybox: sentinel_share={self.sentinel_share!r}: a share of the batch, in [0, 1]",
-                field="sentinel_share",
-            )
-
-    def canary_count(self, batch: int) -> int:
-        """The canaries added to a batch of ``batch`` completions."""
-        if not self.canaries or batch < 1:
-            return 0
-        if isinstance(self.canaries, float):
-            return max(1, math.ceil(self.canaries * batch))
-        return int(self.canaries)
-
-    def sentinel_count(self, batch: int) -> int:
-        """The completions of a batch of ``batch`` the sentinel scores."""
-        if self.sentinel_share <= 0 or batch < 1:
-            return 0
-        return min(batch, max(1, math.ceil(self.sentinel_share * batch)))
-
-    def monitor(self) -> DriftMonitor:
-        """A drift test of these parameters."""
-        from jurybox.calibration.stats.monitors import DriftMonitor
-
-        return DriftMonitor(
-            alpha=self.alpha,
-            baseline_steps=self.baseline_steps,
-            margin=self.margin,
-            horizon=self.horizon,
-        )
-
-
-def asks_for_guard(
-    prechecks: Any,
-    canaries: Any,
-    sentinel: Any,
-    juror_checks: Any,
-    stop_on_alarm: Any,
-    precheck_reward: Any,
-) -> bool:
-    """Whether an adapter's keyword arguments switch any part of the guard on."""
-    return bool(
-        prechecks
-        or canaries
-        or sentinel is not None
-        or juror_checks
-        or stop_on_alarm
-        or precheck_reward != "unscored"
-    )
-
-
-def guard_spec(
-    *,
-    prechecks: bool = False,
-    precheck_reward: Literal["unscored"] | float = "unscored",
-    canaries: bool | float | int = False,
-    canary_kinds: Sequence[str] | None = None,
-    sentinel_share: float = 0.05,
-    juror_checks: JurorCheck | bool | None = None,
-    stop_on_alarm: bool = False,
-    drift: dict[str, Any] | None = None,
-) -> GuardSpec:
-    """A `GuardSpec` from an adapter's keyword arguments.
-
-    ``canaries=True`` is `DEFAULT_CANARY_SHARE` of the batch; ``juror_checks=True`` is a default
-    `jurybox.judges.jurors.JurorCheck`; ``drift`` holds the drift tests' ``alpha``,
-    ``baseline_steps``, ``margin`` and ``horizon``.
-    """
-    if canaries is True:
-        canaries = DEFAULT_CANARY_SHARE
-    elif canaries is False:
-        canaries = 0
-    checks: JurorCheck | None
-    if juror_checks is True:
-        from jurybox.judges.jurors import JurorCheck
-
-        checks = JurorCheck()
-    else:
-        checks = juror_checks or None
-    unknown = sorted(set(drift or {}) - {"alpha", "baseline_steps", "margin", "horizon"})
-    if unknown:
-        raise InputError(
-            f"jurybox: drift takes alpha, baseline_steps, margin and horizon; not {unknown[0]!r}",
-            field="drift",
-        )
-    return GuardSpec(
-        prechecks=prechecks,
-        precheck_reward=precheck_reward,
-        canaries=canaries,
-        canary_kinds=tuple(canary_kinds) if canary_kinds is not None else DEFAULT_CANARIES,
-        sentinel_share=sentinel_share,
-        juror_checks=checks,
-        stop_on_alarm=stop_on_alarm,
-        **(drift or {}),
-    )
-
-
-@dataclass
-class StepReport:
-    """What the guard saw in one step (one batch).
-
-    Attributes:
-        step: The step (the guard's count of batches, from 1).
-        batch: The batch's completions.
-        prechecked: The completions not sent, as (sample, reason).
-        canaries: The canaries judged.
-        canary_reward: Their mean reward (unit scale), None where none was scored.
-        sentinel: The completions the sentinel scored.
-        sentinel_gap: The mean of ``(1 + reward - sentinel) / 2`` over those both scored.
-        canary_state: The canary rate's drift test after this step (None: no canaries).
-        sentinel_state: The sentinel gap's drift test after this step (None: no sentinel).
-        alarm: Whether either test has raised an alarm, at this step or before.
-        flags: The jurors flagged in this batch.
-    """
-
-    step: int
-    batch: int
-    prechecked: list[tuple[str, str]] = field(default_factory=list)
-    canaries: int = 0
-    canary_reward: float | None = None
-    sentinel: int = 0
-    sentinel_gap: float | None = None
-    canary_state: DriftState | None = None
-    sentinel_state: DriftState | None = None
-    alarm: bool = False
-    flags: list[JurorFlag] = field(default_factory=list)
-
-    @property
-    def evidence(self) -> float | None:
-        """The larger drift evidence of the two tests (None: neither runs)."""
-        states = [s for s in (self.canary_state, self.sentinel_state) if s is not None]
-        return max(s.evidence for s in states) if states else None
 
 
 class RewardGuard:
@@ -304,11 +130,14 @@ class RewardGuard:
         self._states: dict[str, DriftState] = {}
         self._alarms: dict[str, str] = {}  # statistic -> the alarm's line
         self._announced: set[int] = set()
-        self._rng = random.Random(0)
+        # Each step's canaries and sentinel completions, the shares' fractions carried across
+        # steps; then the completions the sentinel scores, and each step's first canary kind.
+        self._shares = StepShares(spec)
+        self._rng = random.Random(spec.seed)
         # Each step's canary kinds start at a random kind, drawn apart from everything judged: a
         # step's expected canary reward is then the same at every step (the drift test's steady
         # mean under a frozen jury), where kinds rotating by step would make it cycle.
-        self._kinds_rng = random.Random(1)
+        self._kinds_rng = random.Random(spec.seed + 1)
         self._lock = threading.Lock()
         self._update = threading.Lock()
         self._pool = (
@@ -321,39 +150,77 @@ class RewardGuard:
     # -- cost ---------------------------------------------------------------------------------
 
     def calls(self, batch: int) -> tuple[int, int, int]:
-        """The judge calls of a step of ``batch`` completions: the reward's, canaries', sentinel's.
+        """The most judge calls of a step of ``batch`` completions: the reward's, canaries', sentinel's.
 
-        The most: pre-checked completions are not sent, so a step with some costs less.
+        A share rounded up (a step may take one item more than the share of its batch, or one
+        less); pre-checked completions are not sent, so a step with some costs less.
         """
-        judges = len(self.rewards._jury.spec.judges) * self.rewards.rubric.judge_calls
+        judges, per = self._per_item()
         reward = batch * judges
         canaries = self.spec.canary_count(batch) * judges
-        sentinel = 0
-        if self.sentinel is not None:
-            per = len(self.sentinel._jury.spec.judges) * self.sentinel.rubric.judge_calls
-            sentinel = self.spec.sentinel_count(batch) * per
+        sentinel = self.spec.sentinel_count(batch) * per
         return reward, canaries, sentinel
 
-    def describe(self, batch: int) -> str:
-        """The judge calls per step of ``batch`` completions, in a line for the log."""
-        reward, canaries, sentinel = self.calls(batch)
-        parts = [f"{reward} for the reward"]
-        if canaries:
-            parts.append(
-                f"{canaries} for {_n(self.spec.canary_count(batch), 'canary', 'canaries')}"
-            )
-        if sentinel:
-            parts.append(
-                f"{sentinel} for the sentinel's {_n(self.spec.sentinel_count(batch), 'completion')}"
-                f" ({self.sentinel.rubric.name if self.sentinel is not None else ''})"
-            )
-        total = reward + canaries + sentinel
-        extra = (total / reward - 1) * 100 if reward else 0.0
-        checks = "; pre-checked completions are not sent" if self.spec.prechecks else ""
+    def mean_calls(self, batch: int) -> tuple[float, float, float]:
+        """`calls` on average over a run of steps of ``batch`` completions (the shares exact)."""
+        judges, per = self._per_item()
         return (
-            f"jurybox: guard of {self.rewards.reward.name}: a step of {_n(batch, 'completion')} costs "
-            f"at most {total} judge calls ({', '.join(parts)}): {extra:+.1f}% over the reward "
-            f"alone{checks}"
+            float(batch * judges),
+            self.spec.canary_mean(batch) * judges,
+            self.spec.sentinel_mean(batch) * per,
+        )
+
+    def _per_item(self) -> tuple[int, int]:
+        """The judge calls of one item: by the reward's jury, by the sentinel's (0: none)."""
+        judges = len(self.rewards._jury.spec.judges) * self.rewards.rubric.judge_calls
+        per = 0
+        if self.sentinel is not None:
+            per = len(self.sentinel._jury.spec.judges) * self.sentinel.rubric.judge_calls
+        return judges, per
+
+    def describe(self, batch: int) -> str:
+        """The judge calls per step of ``batch`` completions, in a line for the log.
+
+        Where a share does not divide the batch it says the calls on average over the run and
+        the most in one step.
+        """
+        most, mean = self.calls(batch), self.mean_calls(batch)
+        reward, spec = most[0], self.spec
+        exact = all(abs(m - k) < 1e-9 for m, k in zip(mean, most))
+        counts = (
+            (_n(spec.canary_count(batch), "canary", "canaries"), "{} canaries"),
+            (_n(spec.sentinel_count(batch), "completion"), "the sentinel's {} completions"),
+        )
+        parts = [f"{reward} for the reward"]
+        for calls, average, means, (count, many) in zip(
+            most[1:], mean[1:], (spec.canary_mean(batch), spec.sentinel_mean(batch)), counts
+        ):
+            if not calls:
+                continue
+            whose = "the sentinel's " if "sentinel" in many else ""
+            part = (
+                f"{calls} for {whose}{count}"
+                if exact
+                else f"{_g(average)} for {many.format(_g(means))} a step on average, at most "
+                f"{calls} for {count}"
+            )
+            if whose and self.sentinel is not None:
+                part += f" ({self.sentinel.rubric.name})"
+            parts.append(part)
+        head = f"jurybox: guard of {self.rewards.reward.name}: a step of {_n(batch, 'completion')}"
+        checks = "; pre-checked completions are not sent" if spec.prechecks else ""
+        total, average = sum(most), sum(mean)
+        peak = f"{(total / reward - 1) * 100 if reward else 0.0:+.1f}%"
+        if exact:
+            return (
+                f"{head} costs at most {total} judge calls ({', '.join(parts)}): {peak} over the "
+                f"reward alone{checks}"
+            )
+        extra = (average / reward - 1) * 100 if reward else 0.0
+        return (
+            f"{head} costs {_g(average)} judge calls on average over the run and at most "
+            f"{total} in one step ({'; '.join(parts)}; each share's fraction carried to the "
+            f"next step): {extra:+.1f}% over the reward alone on average, {peak} at most{checks}"
         )
 
     def announce(self, batch: int) -> None:
@@ -379,21 +246,25 @@ class RewardGuard:
             One verdict record per item, in order (no canary among them).
         """
         items, samples = list(items), list(samples)
-        with self._lock:
-            self.step += 1
-            step = self.step
         self.announce(len(items))
-        report = StepReport(step=step, batch=len(items))
         reasons = self._prechecks(items)
         sent = [k for k in range(len(items)) if k not in reasons]
-        report.prechecked = [(samples[k], reasons[k]) for k in sorted(reasons)]
-        canaries = self._canaries([items[k] for k in sent], step)
-        report.canaries = len(canaries)
         chosen: list[int] = []
+        with self._lock:  # (one step's draws at a time: the same seed, the same steps)
+            self.step += 1
+            step = self.step
+            due = self._shares.canary_count(len(sent))
+            kinds = len(self.spec.canary_kinds)
+            start = self._kinds_rng.randrange(kinds) if due and kinds else 0
+            if self.sentinel is not None and self._pool is not None:
+                chosen = sorted(self._rng.sample(sent, self._shares.sentinel_count(len(sent))))
+        report = StepReport(step=step, batch=len(items))
+        report.prechecked = [(samples[k], reasons[k]) for k in sorted(reasons)]
+        canaries = self._canaries([items[k] for k in sent], step, due, start)
+        report.canaries = len(canaries)
+        report.sentinel = len(chosen)
         pending: Future[Records] | None = None
-        if self.sentinel is not None and self._pool is not None and sent:
-            m = self.spec.sentinel_count(len(sent))
-            chosen = sorted(self._rng.sample(sent, m))
+        if chosen and self.sentinel is not None and self._pool is not None:
             pending = self._pool.submit(
                 self.sentinel.records,
                 [items[k] for k in chosen],
@@ -424,12 +295,12 @@ class RewardGuard:
             if canaries:
                 values = [v for v in self.unit.values(canary_records) if v is not None]
                 report.canary_reward = sum(values) / len(values) if values else None
-                if values:
+                if values:  # (a step with none, or none scored, leaves the test alone)
                     if self._canary_monitor is None:
                         self._canary_monitor = self.spec.monitor()
                     self._states["canary"] = self._canary_monitor.update(values)
                     self._check("canary", "the canaries' mean reward", step)
-                report.canary_state = self._states.get("canary")
+            report.canary_state = self._states.get("canary")
             sentinel_records: Records | None = None
             if pending is not None:
                 try:
@@ -442,7 +313,6 @@ class RewardGuard:
                         exc,
                     )
             if sentinel_records is not None:
-                report.sentinel = len(chosen)
                 assert self.sentinel_unit is not None and self.sentinel is not None
                 ours = self.unit.values([records[k] for k in chosen])
                 theirs = self.sentinel_unit.values(sentinel_records)
@@ -452,12 +322,12 @@ class RewardGuard:
                 report.sentinel_gap = sum(gaps) / len(gaps) if gaps else None
                 with self.rewards._lock:
                     self.rewards.stats.sentinel_calls += self.calls_of(self.sentinel, len(chosen))
-                if gaps:
+                if gaps:  # (as the canaries': only a step with values updates the test)
                     if self._sentinel_monitor is None:
                         self._sentinel_monitor = self.spec.monitor()
                     self._states["sentinel"] = self._sentinel_monitor.update(gaps)
                     self._check("sentinel", "the sentinel gap (1 + reward - sentinel) / 2", step)
-                report.sentinel_state = self._states.get("sentinel")
+            report.sentinel_state = self._states.get("sentinel")
             report.alarm = self.alarmed
             self.last = report
         return records
@@ -499,14 +369,13 @@ class RewardGuard:
                 out[k] = why
         return out
 
-    def _canaries(self, items: Sequence[Item], step: int) -> list[Item]:
-        k = self.spec.canary_count(len(items))
+    def _canaries(self, items: Sequence[Item], step: int, k: int, start: int) -> list[Item]:
+        """``k`` canaries from ``items``' prompts, their kinds starting at kind ``start``."""
         if not k or not items:
             return []
         from jurybox.rubrics.exploits import canary_items
 
         kinds = self.spec.canary_kinds
-        start = self._kinds_rng.randrange(len(kinds)) if kinds else 0
         shift = (start - step) % len(kinds) if kinds else 0  # canary_items starts at ``step``
         return canary_items(items, self.rewards.rubric, k, step + shift, kinds)
 
@@ -592,6 +461,10 @@ class RewardGuard:
 
 def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+def _g(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def _f(value: float | None) -> str:

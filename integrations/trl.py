@@ -131,13 +131,16 @@ def jury_reward(
         precheck_reward: A pre-checked completion's reward: ``"unscored"`` (the ``unscored``
             policy, the pre-check its reason) or a number.
         canaries: Exploit canaries judged with each batch and never returned as rewards: True
-            (3% of the batch, at least one), a share (a float below 1), a count (an int).
+            (3% of the completions), a share (a float below 1), a count per step (an int). A
+            share's fraction carries across steps: over a run it is that share at any batch
+            size, and a step may have no canary (`jurybox.integrations.guard_steps.StepShares`).
         canary_kinds: The canaries' kinds (`jurybox.rubrics.exploits.DEFAULT_CANARIES`).
         sentinel: A held-out judge or jury outside the reward: a service's URL, a jury (name,
             file or loaded) or a `jurybox.integrations.core.JuryRewards`; it scores a random
             ``sentinel_share`` of each batch's completions.
         sentinel_rubric: The sentinel's rubric (default the reward's, and its score).
-        sentinel_share: The share of each batch the sentinel scores (at least one completion).
+        sentinel_share: The share of the completions the sentinel scores, its fraction carried
+            across steps as the canaries'.
         juror_checks: Flag failing jurors per batch: True or a `jurybox.judges.jurors.JurorCheck`
             (``leave_out=True`` decides the batch again without them).
         stop_on_alarm: Stop training at the end of a step whose drift test raised an alarm (a
@@ -468,16 +471,22 @@ def _guarded(guard: Any, name: str, log_metric: Any, log_extra: Any) -> None:
     if callable(log_metric):
         nan = float("nan")
         log_metric(f"jurybox/{name}/prechecked", float(len(report.prechecked)))
+        # What was judged this step (a share carries across steps: 0 is a step like any
+        # other), and its values only where there were some (a mean over TRL's logging steps).
+        if guard.spec.canaries:
+            log_metric(f"jurybox/{name}/canaries", float(report.canaries))
         if report.canaries:
             log_metric(
                 f"jurybox/{name}/canary_reward",
                 nan if report.canary_reward is None else report.canary_reward,
             )
         if guard.sentinel is not None:
-            log_metric(
-                f"jurybox/{name}/sentinel_gap",
-                nan if report.sentinel_gap is None else report.sentinel_gap,
-            )
+            log_metric(f"jurybox/{name}/sentinel_completions", float(report.sentinel))
+            if report.sentinel:
+                log_metric(
+                    f"jurybox/{name}/sentinel_gap",
+                    nan if report.sentinel_gap is None else report.sentinel_gap,
+                )
         if report.evidence is not None:
             log_metric(f"jurybox/{name}/drift_evidence", float(report.evidence))
         log_metric(f"jurybox/{name}/alarm", float(report.alarm))

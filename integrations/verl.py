@@ -292,10 +292,20 @@ def _result(rewards: JuryRewards, record: Mapping[str, Any], sample: str) -> dic
     if guard is not None and guard.last is not None:
         report = guard.last
         out["jurybox/prechecked"] = float(floored or precheck_reason(record) is not None)
-        if report.canaries:
-            out["jurybox/canary_reward"] = report.canary_reward
+        # Every response the same keys (verl gathers each into a column): the step's count of
+        # canaries and sentinel completions (a share carries across steps, so 0 is a step like
+        # any other) and their values, NaN in a step without any.
+        nan = float("nan")
+        if guard.spec.canaries:
+            out["jurybox/canaries"] = float(report.canaries)
+            out["jurybox/canary_reward"] = (
+                nan if report.canary_reward is None else report.canary_reward
+            )
         if guard.sentinel is not None:
-            out["jurybox/sentinel_gap"] = report.sentinel_gap
+            out["jurybox/sentinel_completions"] = float(report.sentinel)
+            out["jurybox/sentinel_gap"] = (
+                nan if report.sentinel_gap is None else report.sentinel_gap
+            )
         out["jurybox/alarm"] = float(report.alarm)
     return out
 

@@ -35,6 +35,9 @@ from jurybox.serving.service.foreground import serve_jury
                 "openrlhf_unscored",
                 "juror_checks",
                 "leave_out_flagged",
+                "sentinel_url",
+                "sentinel_token_env",
+                "sentinel_share",
                 "no_cache",
             ),
             "drain_timeout",
@@ -186,6 +189,30 @@ def serve(
             help="With --juror-checks: decide each request's verdicts without the jurors flagged in it, naming them in each verdict's `left_out` (such verdicts are never cached).",
         ),
     ] = False,
+    sentinel_url: Annotated[
+        str | None,
+        typer.Option(
+            "--sentinel-url",
+            help="A second jurybox service (http://host:port) that scores a random --sentinel-share of /v1/openrlhf/'s scored samples as a held-out sentinel: each request's extra_logs gain jurybox/sentinel_gap, (1 + reward - sentinel) / 2, and jurybox/sentinel_alarm, raised by an anytime-valid drift test per client, rubric and options. It must serve the route's rubrics by the same names. Its cost: its judge calls on that share of the samples, at most 4 calls in flight per client, rubric and options; never the rewards' latency, and a sentinel that fails is logged and counted, never an error. Set here only: a client's request never names it.",
+            show_default=False,
+        ),
+    ] = None,
+    sentinel_token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--sentinel-token-env",
+            help="Environment variable holding the --sentinel-url service's token.",
+            show_default=False,
+        ),
+    ] = None,
+    sentinel_share: Annotated[
+        float,
+        typer.Option(
+            help="With --sentinel-url: the share of /v1/openrlhf/'s scored samples the sentinel scores, one in every ceil(1/share) counted across requests (0.05: one in 20, about 5% more judge calls with a sentinel jury the size of the reward's).",
+            min=0.0,
+            max=1.0,
+        ),
+    ] = 0.05,
     no_cache: Annotated[
         bool,
         typer.Option(
@@ -225,6 +252,9 @@ def serve(
             openrlhf_unscored=openrlhf_unscored,
             juror_checks=juror_checks,
             leave_out_flagged=leave_out_flagged,
+            sentinel_url=sentinel_url,
+            sentinel_token_env=sentinel_token_env,
+            sentinel_share=sentinel_share,
             limits=Limits(
                 max_items=max_items,
                 max_body_bytes=max_body_bytes,

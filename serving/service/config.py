@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from jurybox.judges import JurySpec, load_jury_spec, provenance
 from jurybox.rubrics import Rubric, list_rubrics, load_rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.serving.service.sentinel import check_sentinel
 
 # The ingress replicas a machine with enough CPUs starts by default (see ServiceConfig).
 AUTO_INGRESS_REPLICAS = 2
@@ -187,6 +188,12 @@ class ServiceConfig(BaseModel):
             (`jurybox.judges.jurors`), counted in /metrics.
         leave_out_flagged: Decide each request's verdicts without the jurors flagged in it
             (naming them in ``left_out``); needs ``juror_checks``.
+        sentinel_url: A second jurybox service (``http(s)://host:port``) that scores a share of
+            the OpenRLHF route's samples as a held-out sentinel
+            (`jurybox.serving.service.sentinel`); None: no sentinel. Set here, never by a client.
+        sentinel_token_env: Environment variable holding the sentinel service's token.
+        sentinel_share: The share of the route's scored samples the sentinel scores (one in
+            every ceil(1/share), counted across requests).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -259,6 +266,20 @@ class ServiceConfig(BaseModel):
         False,
         description="Decide each request's verdicts without the jurors flagged in it, naming "
         "them in left_out (never stored in the verdict cache); needs juror_checks.",
+    )
+
+    sentinel_url: str | None = Field(
+        None,
+        description="A second jurybox service (http(s)://host:port) that scores a share of the "
+        "OpenRLHF route's samples as a held-out sentinel; None: no sentinel.",
+    )
+    sentinel_token_env: str | None = Field(
+        None, description="Environment variable holding the sentinel service's token."
+    )
+    sentinel_share: float = Field(
+        0.05,
+        description="The share of the OpenRLHF route's scored samples the sentinel scores "
+        "(one in every ceil(1/share), counted across requests).",
     )
 
     @field_validator("openrlhf_unscored")
@@ -338,6 +359,20 @@ class ServiceConfig(BaseModel):
                 "(or empty); set it to the token clients must send",
                 field="token_env",
             )
+        check_sentinel(self.sentinel_url, self.sentinel_share)
+        if self.sentinel_token_env is not None and self.sentinel_url is None:
+            raise InputError(
+                "--sentinel-token-env is the token of the service --sentinel-url names: "
+                "give --sentinel-url too",
+                field="sentinel_token_env",
+            )
+        env = self.sentinel_token_env
+        if env is not None and not os.environ.get(env):
+            raise InputError(
+                f"--sentinel-token-env {env}: the environment variable is not set (or empty); "
+                "set it to the sentinel service's token",
+                field="sentinel_token_env",
+            )
         return ResolvedConfig(
             jury=spec.model_dump(mode="json"),
             rubrics={n: r.model_dump(mode="json", by_alias=True) for n, r in rubrics.items()},
@@ -353,6 +388,9 @@ class ServiceConfig(BaseModel):
             ingress_replicas=self.ingress_count(),
             juror_checks=self.juror_checks,
             leave_out_flagged=self.leave_out_flagged,
+            sentinel_url=self.sentinel_url,
+            sentinel_token_env=self.sentinel_token_env,
+            sentinel_share=self.sentinel_share,
         )
 
 
@@ -375,6 +413,9 @@ class ResolvedConfig(BaseModel):
     ingress_replicas: int = 1
     juror_checks: bool = False
     leave_out_flagged: bool = False
+    sentinel_url: str | None = None
+    sentinel_token_env: str | None = None
+    sentinel_share: float = 0.05
 
     def jury_spec(self) -> JurySpec:
         """The jury, validated back into a `JurySpec`."""

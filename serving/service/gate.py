@@ -4,6 +4,8 @@ One per ingress replica, with its `share` of the service's ``max_concurrent`` an
 a request beyond them is told to come back (429 with Retry-After) instead of waiting without
 bound. The requests that wait together are judged together (`jurybox.serving.service.batching`).
 `Clients`: at most so many requests open per client address, refused before anything is read.
+`CLIENT`: the address of the client whose request the running code serves (what keeps one
+client's juror agreement and route guards apart from another's).
 """
 
 from __future__ import annotations
@@ -13,10 +15,17 @@ import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from jurybox.serving.problems import Overloaded
 from jurybox.serving.service.pace import Pace
+
+#: The address of the client whose request runs here (set by the request's checks, before its
+#: route runs; "" outside a request). The service keeps what one client's traffic teaches it (its
+#: jurors' agreement, its route guards) per client, so that no client's requests change another's
+#: rewards. A client is its address as the service sees it: behind a proxy, every client is one.
+CLIENT: ContextVar[str] = ContextVar("jurybox_client", default="")
 
 
 class Gate:

@@ -29,6 +29,7 @@ from jurybox.serving.problems import (
     body,
 )
 from jurybox.serving.service.calls import RETRY_AFTER_UNAVAILABLE_S
+from jurybox.serving.service.gate import CLIENT
 
 if TYPE_CHECKING:
     from jurybox.serving.service.scoring import ScoringService
@@ -46,6 +47,7 @@ async def checked(service: ScoringService, request: Request, call_next: Any) -> 
     the time it may take to arrive.
     """
     client = request.client.host if request.client is not None else ""
+    CLIENT.set(client)  # (the route runs in a copy of this context: `ScoringService` reads it)
     with service.clients.held(client) as admitted:
         if not admitted:
             limit = service.limits.max_client_requests

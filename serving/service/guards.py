@@ -8,8 +8,8 @@ the reason ``pre-check: ...`` (reason code ``prechecked`` in ``extra_logs``), re
 ``jurybox/prechecked``. Never a silent 0: the service's log names each one.
 
 **Canaries** (`route_canaries`): one canary every ``ceil(1 / canaries)``-th sample a replica
-receives for the same rubric and options (OpenRLHF sends one sample per request, so a count per
-request would cost a judge call per sample). A canary is an exploit response
+receives from a client for the same rubric and options (OpenRLHF sends one sample per request,
+so a count per request would cost a judge call per sample). A canary is an exploit response
 (`jurybox.rubrics.exploits.canary_items`: a self-assessment, an instruction to the judge, the
 rubric's output format filled in with top scores, ...) built from the request's own prompt and
 reference, judged in the same `ScoringService.score_items` call as the samples (so it costs its
@@ -19,9 +19,15 @@ canaries' rewards on [0, 1] on this replica; NaN before the first) and ``jurybox
 (1 once the replica's `DriftMonitor` flags a rise of the canaries' rewards above their first
 steps' level, an anytime-valid test; 0 before). The alarm is a WARNING in the service's log.
 
-A guard (`RouteGuard`) is kept per ingress replica, rubric and options, at most `MAX_GUARDS` per
-replica (the least recently used is dropped first: a client that varies its URL cannot grow
-the service's memory).
+**The sentinel** (`jurybox.serving.service.sentinel`): where the operator started the service
+with ``--sentinel-url``, every request of the route has a guard, and a random share of its scored
+samples (``--sentinel-share``) goes to that second service; ``extra_logs`` carries
+``jurybox/sentinel_gap`` and ``jurybox/sentinel_alarm``. Its URL is never a client's.
+
+A guard (`RouteGuard`) is kept per ingress replica, client (its address,
+`jurybox.serving.service.gate.CLIENT`: one client's canaries and sentinel gaps never raise an
+alarm in another's answers), rubric and options, at most `MAX_GUARDS` per replica (the least
+recently used is dropped first: a client that varies its URL cannot grow the service's memory).
 """
 
 from __future__ import annotations
@@ -40,14 +46,16 @@ from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.exploits import DEFAULT_CANARIES, ExploitSuite, canary_items, precheck
 from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.problems import Invalid
+from jurybox.serving.service.gate import CLIENT
+from jurybox.serving.service.sentinel import SentinelWatch
 
 if TYPE_CHECKING:
     from jurybox.serving.service.scoring import ScoringService
 
 logger = logging.getLogger("jurybox.serving")
 
-#: The most guards an ingress replica keeps (one per rubric and options).
-MAX_GUARDS = 64
+#: The most guards an ingress replica keeps (one per client, rubric and options).
+MAX_GUARDS = 256
 
 # The monitor a new guard watches its canaries with (tests may replace it).
 monitor_factory: Any = DriftMonitor
@@ -119,7 +127,8 @@ class RouteGuard:
 
     ``reward``: the route's reward on [0, 1], unscored as None (what a canary earns);
     ``precheck_reward``: a pre-checked sample's reward (None: the route's unscored value);
-    ``canaries``: the share of samples that add a canary (0: none).
+    ``canaries``: the share of samples that add a canary (0: none); ``sentinel``: the held-out
+    sentinel's watch (None: none).
     """
 
     def __init__(
@@ -133,8 +142,10 @@ class RouteGuard:
         suite: ExploitSuite | None = None,
         monitor: DriftMonitor | None = None,
         label: str = "",
+        sentinel: SentinelWatch | None = None,
     ) -> None:
         self.rubric, self.prechecks, self.share, self.suite = rubric, prechecks, canaries, suite
+        self.sentinel = sentinel
         self.precheck_reward = precheck_reward
         self.unit = reward.model_copy(update={"scale": "unit", "unscored": "none"}).bind(rubric)
         self.monitor = monitor if monitor is not None else monitor_factory()
@@ -203,6 +214,8 @@ class RouteGuard:
             mean = self.canary_sum / self.canary_n if self.canary_n else math.nan
             out["jurybox/canary_reward"] = [mean] * n
             out["jurybox/canary_alarm"] = [1.0 if self.alarm else 0.0] * n
+        if self.sentinel is not None:
+            out.update(self.sentinel.logs(n))
         return out
 
 
@@ -247,28 +260,37 @@ _GUARDS: weakref.WeakKeyDictionary[ScoringService, OrderedDict[tuple[Any, ...], 
 def guard_for(
     service: ScoringService, rubric_name: str, reward: RewardSpec, options: Any
 ) -> RouteGuard | None:
-    """This replica's guard for a rubric and the route's options (its ``Options``).
+    """This replica's guard for the request's client, a rubric and the route's options.
 
-    None when neither pre-checks nor canaries are asked for.
+    ``options``: the route's ``Options``. None when neither pre-checks nor canaries are asked
+    for and the service has no sentinel (``service.sentinel``).
     """
     prechecks, precheck_reward, canaries = (
         options.prechecks,
         options.precheck_reward,
         options.canaries,
     )
-    if not prechecks and canaries <= 0:
+    sentinel = service.sentinel
+    if not prechecks and canaries <= 0 and sentinel is None:
         return None
     guards = _GUARDS.setdefault(service, OrderedDict())
-    key = (rubric_name, reward, prechecks, precheck_reward, canaries)
+    key = (CLIENT.get(), rubric_name, reward, prechecks, precheck_reward, canaries)
     guard = guards.get(key)
     if guard is None:
+        rubric = service.named_rubric(rubric_name)
+        watch = (
+            SentinelWatch(sentinel, rubric_name, rubric, reward, monitor_factory(), service.metrics)
+            if sentinel is not None
+            else None
+        )
         guard = guards[key] = RouteGuard(
-            service.named_rubric(rubric_name),
+            rubric,
             reward,
             prechecks=prechecks,
             precheck_reward=precheck_reward,
             canaries=canaries,
             label=rubric_name,
+            sentinel=watch,
         )
         while len(guards) > MAX_GUARDS:
             guards.popitem(last=False)
@@ -312,6 +334,8 @@ async def guarded_records(
         canaries=range(len(sent), len(sent) + len(made)),
     )
     guard.observe(records[len(sent) :])
+    if guard.sentinel is not None:  # (its call runs beside the next requests: never this one's)
+        guard.sentinel.send(sent, records[: len(sent)])
     for k, why in sorted(prechecked.items()):
         logger.warning(
             "OpenRLHF request %s: sample %d not sent to the judges (%s), rewarded %s",

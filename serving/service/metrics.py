@@ -73,6 +73,14 @@ class Metrics:
             ["rubric"],
             registry=self.registry,
         )
+        self.sentinel_items = Counter(
+            "jurybox_sentinel_items",
+            "OpenRLHF samples sent to the held-out sentinel (--sentinel-url), by rubric and "
+            "result: scored, unscored (by the sentinel), failed (its call failed), skipped "
+            "(too many calls in flight)",
+            ["rubric", "result"],
+            registry=self.registry,
+        )
         self.canary_score = Histogram(
             "jurybox_canary_score",
             "The scores canary items got, by rubric",

@@ -43,13 +43,14 @@ from jurybox.serving.service.batching import Batches
 from jurybox.serving.service.calls import JudgeCalls
 from jurybox.serving.service.config import ResolvedConfig
 from jurybox.serving.service.draining import Replica, StateHandle
-from jurybox.serving.service.gate import Clients, Gate, share
+from jurybox.serving.service.gate import CLIENT, Clients, Gate, share
 from jurybox.serving.service.metrics import Metrics, Shared
 from jurybox.serving.service.pace import check_pace
 from jurybox.serving.service.protocol import (
     Health,
 )
 from jurybox.serving.service.score_protocol import ScoreRequest
+from jurybox.serving.service.sentinel import sentinel_of
 from jurybox.serving.service.workers import Workers
 
 logger = logging.getLogger("jurybox.serving")
@@ -63,8 +64,9 @@ Fields = Item | dict[str, Any]
 CACHE_BUSY_S = 2.0
 # How long one answer of /healthz and /metrics (open routes) serves every caller.
 HEALTH_CACHE_S = 1.0
-# Rubric configurations whose jurors' agreement is kept (inline rubrics are each one).
-MAX_AGREEMENT_KEYS = 64
+# Clients and rubric configurations whose jurors' agreement is kept, one history per client and
+# configuration (inline rubrics are each one); the least recently used is forgotten first.
+MAX_AGREEMENT_KEYS = 256
 
 
 class ScoringService:
@@ -104,6 +106,7 @@ class ScoringService:
                 f"the environment variable {self.plan.token_env} holding the "
                 "service's token is not set where the ingress runs"
             )
+        self.sentinel = sentinel_of(self.plan)  # (the OpenRLHF route's; None without one)
         self.provenances = {name: provenance(r, self.jury) for name, r in self.rubrics.items()}
         # None when a judge sees images; else the jury's name: a request's images are refused.
         self.seen_by = None if jury_sees_images(self.jury) else self.jury.name
@@ -248,7 +251,9 @@ class ScoringService:
         if lookup.todo:
             fresh = await self.batches.judged(rubric, prov, requests.subset(lookup.todo), deadline)
             await self._stored(lookup, fresh, canaries)
-        records = await asyncio.to_thread(self._records, rubric, prov, lookup, fresh, checked)
+        records = await asyncio.to_thread(
+            self._records, rubric, prov, lookup, fresh, checked, CLIENT.get()
+        )
         self.metrics.count_votes(records)
         if canaries:
             self._canaries(rubric, records, canaries)
@@ -276,30 +281,42 @@ class ScoringService:
                 self.metrics.canary_score.labels(name).observe(value)
 
     def _records(
-        self, rubric: Rubric, prov: str, lookup: CacheLookup, fresh: list[Verdict], items: list[Any]
+        self,
+        rubric: Rubric,
+        prov: str,
+        lookup: CacheLookup,
+        fresh: list[Verdict],
+        items: list[Any],
+        client: str = "",
     ) -> list[dict[str, Any]]:
         """The verdict records of a request, calibrated where a map applies (in a thread)."""
-        verdicts = self._jurors_checked(rubric, prov, lookup.merged(fresh))  # (never cached)
+        verdicts = self._jurors_checked(rubric, prov, lookup.merged(fresh), client)  # (not cached)
         records = [v.to_record(input=input_hash(item)) for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
         if calibration is not None:
             records = [calibration.apply(r, rubric, it) for r, it in zip(records, items)]
         return records
 
-    def _jurors_checked(self, rubric: Rubric, prov: str, verdicts: list[Verdict]) -> list[Verdict]:
+    def _jurors_checked(
+        self, rubric: Rubric, prov: str, verdicts: list[Verdict], client: str = ""
+    ) -> list[Verdict]:
         """A request's verdicts with its failing jurors flagged, counted and, if asked, left out.
 
-        Agreement is kept per rubric configuration (``prov``) across requests, so one-item
-        requests are judged over a window (`jurybox.judges.jurors`). The verdicts are the
-        cache's and the fresh ones: a juror's leaving out depends on the request, so it is done
-        here, after the cache stored what it stores, and never stored.
+        Agreement is kept per client (its address, `jurybox.serving.service.gate.CLIENT`) and
+        rubric configuration (``prov``) across requests, so one-item requests are judged over a
+        window (`jurybox.judges.jurors`), and one client's requests never flag a juror (nor
+        leave it out) in another's verdicts. At most `MAX_AGREEMENT_KEYS` histories are kept,
+        the least recently used forgotten first. The verdicts are the cache's and the fresh
+        ones: a juror's leaving out depends on the request, so it is done here, after the cache
+        stored what it stores, and never stored.
         """
         check = self.juror_check
         if check is None or not verdicts:
             return verdicts
+        key = f"{client}\n{prov}"
         with self._agreement_lock:
-            history = self.agreement.pop(prov, None) or AgreementHistory(check.history)
-            self.agreement[prov] = history  # the most recent last; the oldest forgotten
+            history = self.agreement.pop(key, None) or AgreementHistory(check.history)
+            self.agreement[key] = history  # the most recent last; the oldest forgotten
             while len(self.agreement) > MAX_AGREEMENT_KEYS:
                 self.agreement.popitem(last=False)
         flags = flag_jurors(rubric, self.jury, verdicts, check, history)
@@ -307,10 +324,10 @@ class ScoringService:
             return verdicts
         self.metrics.count_flags(flags)
         for flag in flags:
-            if (prov, flag.judge, flag.kind) not in self._flagged:
+            if (key, flag.judge, flag.kind) not in self._flagged:
                 if len(self._flagged) >= 16 * MAX_AGREEMENT_KEYS:
                     self._flagged.clear()  # (warned again, rather than kept without bound)
-                self._flagged.add((prov, flag.judge, flag.kind))
+                self._flagged.add((key, flag.judge, flag.kind))
                 logger.warning(
                     "juror %s flagged on rubric %s: %s%s (%s)",
                     flag.judge,

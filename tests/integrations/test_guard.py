@@ -228,16 +228,23 @@ def _counting(counts: dict[str, int]):
     return Counting
 
 
-@pytest.mark.parametrize("batch", [32, 64])
+#: The default shares: canaries=True and sentinel_share's default.
+CANARY_SHARE, SENTINEL_SHARE = 0.03, 0.05
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4, 16, 32, 64])
 def test_the_default_guard_costs_at_most_a_tenth_more_judge_calls(batch):
+    # 128 completions a run at each batch size: the shares carried, the extra items are within
+    # one of each share of 128 (3.84 and 6.4: at most 4 + 7 items, 11 / 128 = 8.6% more).
     from jurybox.judges import Jury
     from jurybox.judges.backends import registry
 
+    steps = 128 // batch
     counts: dict[str, int] = {}
     registry.register("counting-for-tests", _counting(counts))
     jury = Jury(fake_spec("counting-for-tests", "counting-for-tests", name="reward"))
     plain = jury_reward(jury=jury, rubric="mirage-mg", fields={"reference": "answer"})
-    for _ in range(3):
+    for _ in range(steps):
         call(plain, honest(batch), Log())
     without = sum(counts.values())
     counts.clear()
@@ -249,24 +256,97 @@ def test_the_default_guard_costs_at_most_a_tenth_more_judge_calls(batch):
         canaries=True,
         sentinel=sentinel,
     )
-    for _ in range(3):
+    for _ in range(steps):
         call(guarded, honest(batch), Log())
     with_guard = sum(counts.values())
-    assert without == 3 * batch * 2
+    assert without == 128 * 2
     assert with_guard / without <= 1.10
     stats = guarded.rewards.stats  # type: ignore[attr-defined]
     assert stats.judge_calls + stats.canary_calls + stats.sentinel_calls == with_guard
-    assert stats.canary_calls > 0 and stats.sentinel_calls > 0
+    # each a whole item's calls (2 judges), within one item of its share of the completions
+    assert abs(stats.canary_calls / 2 - CANARY_SHARE * 128) < 1
+    assert abs(stats.sentinel_calls / 2 - SENTINEL_SHARE * 128) < 1
     guarded.rewards.close()  # type: ignore[attr-defined]
 
 
-def test_guard_spec_counts_canaries_and_sentinel_completions():
-    spec = GuardSpec(canaries=0.03)
-    assert [spec.canary_count(n) for n in (16, 32, 128)] == [1, 1, 4]
-    assert [spec.sentinel_count(n) for n in (16, 32, 128)] == [1, 2, 7]
-    assert GuardSpec(canaries=2).canary_count(16) == 2
+@pytest.mark.parametrize("batch", [1, 2, 5, 16, 32, 128])
+def test_each_step_takes_its_share_and_carries_the_fraction(batch):
+    spec = GuardSpec(canaries=CANARY_SHARE, sentinel_share=SENTINEL_SHARE)
+    shares = spec.shares()
+    taken = {"canaries": 0, "sentinel": 0}
+    seen = 0
+    for _ in range(4096 // batch):
+        canaries, sentinel = shares.next(batch)
+        seen += batch
+        taken["canaries"] += canaries
+        taken["sentinel"] += sentinel
+        for got, share in ((canaries, CANARY_SHARE), (sentinel, SENTINEL_SHARE)):
+            # a step's share rounded down or up, never a minimum of one
+            assert math.floor(share * batch) <= got <= math.ceil(share * batch)
+        # after every step the totals are within one of the shares of the completions seen
+        assert abs(taken["canaries"] - CANARY_SHARE * seen) < 1
+        assert abs(taken["sentinel"] - SENTINEL_SHARE * seen) < 1
+    # the most in one step is the share rounded up (what the calls line before a run says)
+    assert spec.canary_count(batch) == math.ceil(CANARY_SHARE * batch)
+    assert spec.sentinel_count(batch) == min(batch, math.ceil(SENTINEL_SHARE * batch))
+    assert spec.canary_mean(batch) == pytest.approx(CANARY_SHARE * batch)
+    # a count is that many canaries every step; a share of 1 is every completion
+    every = GuardSpec(canaries=2, sentinel_share=1.0).shares()
+    assert {every.next(batch) for _ in range(5)} == {(2, batch)}
     with pytest.raises(ValueError, match="canaries"):
         GuardSpec(canaries=1.5)
+
+
+def test_the_carry_is_the_same_for_the_same_seed_and_batches():
+    def run(seed: int) -> list[tuple[int, int]]:
+        shares = GuardSpec(canaries=CANARY_SHARE, seed=seed).shares()
+        rng = random.Random(7)  # steps of varying sizes (pre-checks send fewer)
+        return [shares.next(rng.randrange(0, 20)) for _ in range(300)]
+
+    assert run(0) == run(0) and run(3) == run(3)
+    assert run(0) != run(3)  # where each carry starts is drawn from the seed
+
+
+def test_a_step_without_canaries_or_sentinel_completions_logs_0_and_leaves_the_tests(capsys):
+    # Batches of 2 with shares of a quarter: half a canary and half a sentinel completion a
+    # step, so steps with and steps without each.
+    guarded = jury_reward(
+        jury=fake_jury("honest-for-tests"),
+        rubric="mirage-mg",
+        fields={"reference": "answer"},
+        canaries=0.25,
+        sentinel=fake_jury("honest-for-tests"),
+        sentinel_share=0.25,
+    )
+    name = guarded.__name__
+    guard = guarded.rewards.guard  # type: ignore[attr-defined]
+    log = Log()
+    judged: list[tuple[int, int]] = []
+    for _ in range(40):
+        call(guarded, honest(2), log)
+        judged.append((guard.last.canaries, guard.last.sentinel))
+    canaries = log.metrics[f"jurybox/{name}/canaries"]
+    sentinel = log.metrics[f"jurybox/{name}/sentinel_completions"]
+    assert [(int(c), int(s)) for c, s in zip(canaries, sentinel)] == judged
+    assert set(canaries) == {0.0, 1.0} and set(sentinel) == {0.0, 1.0}
+    assert sum(canaries) == pytest.approx(0.25 * 2 * 40, abs=1)
+    # values only on the steps that had some: no 0 and no NaN in the log or the drift tests
+    rates = log.metrics[f"jurybox/{name}/canary_reward"]
+    gaps = log.metrics[f"jurybox/{name}/sentinel_gap"]
+    assert len(rates) == sum(canaries) and len(gaps) == sum(sentinel)
+    assert not any(math.isnan(v) for v in rates + gaps)
+    assert guard.last.canary_state.step == sum(canaries)
+    assert guard.last.sentinel_state.step == sum(sentinel)
+    # The calls line said the average and the most in one step (1 judge, 1 call an item).
+    printed = capsys.readouterr().out
+    assert printed.startswith(
+        "jurybox: guard of mirage-mg.weighted_sum: a step of 2 completions costs 3 judge calls "
+        "on average over the run and at most 4 in one step (2 for the reward; 0.5 for 0.5 "
+        "canaries a step on average, at most 1 for 1 canary; 0.5 for the sentinel's 0.5 "
+        "completions a step on average, at most 1 for 1 completion (mirage-mg); each share's fraction carried to the "
+        "next step): +50.0% over the reward alone on average, +100.0% at most"
+    )
+    guarded.rewards.close()  # type: ignore[attr-defined]
 
 
 def test_verl_raises_reward_drift_naming_the_step_and_the_statistic(monkeypatch, tmp_path):
@@ -299,6 +379,47 @@ def test_verl_raises_reward_drift_naming_the_step_and_the_statistic(monkeypatch,
     message = str(raised.value)
     assert message.startswith("jurybox: training stopped at step ")
     assert "the canaries' mean reward rose" in message
+
+
+def test_verl_one_response_a_step_costs_the_shares_not_three_times(monkeypatch, tmp_path):
+    # compute_score_sync judges one response a step: a canary and a sentinel completion in each
+    # would triple the judge calls; carried, they are the shares of the responses.
+    import yaml
+
+    from jurybox.integrations import verl
+
+    monkeypatch.setenv("JURYBOX_VERDICT_CACHE", "off")
+    monkeypatch.setattr(verl, "_REWARDS", {})
+    path = tmp_path / "honest.yaml"
+    spec = fake_spec("honest-for-tests")
+    path.write_text(yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True)))
+    options = {"rubric": "mirage-mg", "jury": str(path), "canaries": True, "sentinel": str(path)}
+    outs = []
+    for k in range(200):
+        question, reference, answer = PROMPTS[k % len(PROMPTS)]
+        outs.append(
+            verl.compute_score_sync(
+                solution_str=answer,
+                ground_truth=reference,
+                extra_info={"question": question, "index": k},
+                **options,
+            )
+        )
+    (rewards,) = verl._REWARDS.values()
+    stats = rewards.stats
+    assert stats.judge_calls == 200  # one judge, one call a response
+    assert abs(stats.canary_calls - CANARY_SHARE * 200) < 1
+    assert abs(stats.sentinel_calls - SENTINEL_SHARE * 200) < 1
+    # every response the same keys (verl gathers each into a column), 0 a valid count
+    assert len({tuple(sorted(out)) for out in outs}) == 1
+    canaries = [out["jurybox/canaries"] for out in outs]
+    assert set(canaries) == {0.0, 1.0} and sum(canaries) == stats.canary_calls
+    rates = [out["jurybox/canary_reward"] for out in outs]
+    assert all(math.isnan(r) == (c == 0) for r, c in zip(rates, canaries))
+    gaps = [out["jurybox/sentinel_gap"] for out in outs]
+    sent = [out["jurybox/sentinel_completions"] for out in outs]
+    assert all(math.isnan(g) == (m == 0) for g, m in zip(gaps, sent))
+    rewards.guard.close()
 
 
 def test_a_collapsed_juror_is_flagged_in_the_trainer_s_log_and_left_out(caplog):
@@ -373,6 +494,7 @@ def test_a_sentinel_that_fails_is_a_warning_and_the_step_goes_on(monkeypatch, ca
         rubric="mirage-mg",
         fields={"reference": "answer"},
         sentinel=sentinel,
+        sentinel_share=0.25,  # one of the 4 completions every step
     )
     log = Log()
     with caplog.at_level(logging.WARNING, logger="jurybox.integrations"):

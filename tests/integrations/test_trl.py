@@ -476,9 +476,10 @@ def test_grpo_logs_canaries_and_a_sentinel_and_stops_on_an_alarm(
 ):
     """The guard (#62) in a real trainer: the reward from the live service with one canary per
     step judged in the same request (2 completions + 1 canary within its 4 items), the real tiny
-    jury in process as the held-out sentinel (1 completion a step), and stop_on_alarm. The drift
-    tests' own statistics are test_monitors.py's: here the monitors' alarm is forced at step 2
-    (their threshold met there), and the trainer stops at the end of that step (max_steps 3)."""
+    jury in process as the held-out sentinel (sentinel_share 0.5: 1 completion a step), and
+    stop_on_alarm. The drift tests' own statistics are test_monitors.py's: here the monitors'
+    alarm is forced at step 2 (their threshold met there), and the trainer stops at the end of
+    that step (max_steps 3)."""
     import dataclasses
 
     from datasets import Dataset
@@ -512,6 +513,7 @@ def test_grpo_logs_canaries_and_a_sentinel_and_stops_on_an_alarm(
         fields={"reference": "answer"},
         canaries=1,
         sentinel=tiny_jury,
+        sentinel_share=0.5,  # (carried across steps: one of the 2 completions every step)
         stop_on_alarm=True,
     )
     rewards_of = reward.rewards  # type: ignore[attr-defined]
@@ -556,6 +558,8 @@ def test_grpo_logs_canaries_and_a_sentinel_and_stops_on_an_alarm(
         assert 0.0 <= logged[f"jurybox/{name}/canary_reward"] <= 1.0
         assert 0.0 <= logged[f"jurybox/{name}/sentinel_gap"] <= 1.0
         assert logged[f"jurybox/{name}/prechecked"] == 0.0
+        assert logged[f"jurybox/{name}/canaries"] == logged[f"jurybox/{name}/sentinel_completions"]
+        assert logged[f"jurybox/{name}/canaries"] == 1.0
     assert [h[f"jurybox/{name}/alarm"] for h in steps] == [0.0, 1.0]
     # Each step's one request held the 2 completions and 1 canary; the trainer got 2 rewards.
     assert [len(items) for items in sent] == [3, 3]

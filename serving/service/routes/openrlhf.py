@@ -62,7 +62,9 @@ def router(service: ScoringService) -> APIRouter:
         unscored value); ``canaries=0.03`` adds a canary (an exploit response built from the
         sample's prompt) every 34th sample, judged with the samples and never among the
         rewards: ``extra_logs`` gains ``jurybox/prechecked``, ``jurybox/canary_reward`` and
-        ``jurybox/canary_alarm``.
+        ``jurybox/canary_alarm``. Where the service was started with ``--sentinel-url``, a share
+        of the samples is scored by that second service afterwards (never a URL of the
+        request's): ``extra_logs`` gains ``jurybox/sentinel_gap`` and ``jurybox/sentinel_alarm``.
         """
         options = Options(
             score, scale, calibrated, unscored, scores, prechecks, precheck_reward, canaries

@@ -123,3 +123,54 @@ def test_leaving_out_needs_the_checks(fake_judges, tmp_path):  # noqa: F811
 
     with pytest.raises(InputError, match="--juror-checks"):
         _service(tmp_path, leave_out_flagged=True)
+
+
+def test_one_client_s_traffic_never_flags_a_juror_in_another_s_verdicts(fake_judges, tmp_path):  # noqa: F811
+    from jurybox.serving.service.gate import CLIENT
+
+    scoring = _service(tmp_path, juror_checks=True, leave_out_flagged=True)
+    items = _request().items
+    try:
+        CLIENT.set("10.0.0.1")  # client A: one-item requests until the flatterer is left out
+        for k in range(16):
+            (a,) = asyncio.run(scoring.score(ScoreRequest(rubric="mirage-mg", items=[items[k]])))
+        assert a["left_out"][0].startswith("flatterer-2: ")
+        CLIENT.set("10.0.0.2")  # client B's first request: its own history, one item long
+        (b,) = asyncio.run(scoring.score(ScoreRequest(rubric="mirage-mg", items=[items[0]])))
+        CLIENT.set("10.0.0.1")  # and A's history is still A's
+        (again,) = asyncio.run(scoring.score(ScoreRequest(rubric="mirage-mg", items=[items[0]])))
+    finally:
+        CLIENT.set("")
+        scoring.workers.close()
+    assert "left_out" not in b and "flagged" not in b
+    assert b["scores"]["accuracy"] == (2 + 2 + 4) / 3  # the whole jury's verdict
+    assert again["left_out"][0].startswith("flatterer-2: ")
+
+
+def test_the_ingress_keeps_each_client_address_apart(fake_judges, tmp_path):  # noqa: F811
+    import httpx
+
+    from jurybox.serving.service.ingress import build_app
+
+    scoring = _service(tmp_path, juror_checks=True, leave_out_flagged=True)
+    app = build_app(scoring)
+    items = [i.model_dump(exclude_none=True, exclude={"canary"}) for i in _request().items]
+
+    async def posts(address: str, ks: range) -> list[dict[str, Any]]:
+        transport = httpx.ASGITransport(app=app, client=(address, 1234))
+        async with httpx.AsyncClient(transport=transport, base_url="http://jurybox") as http:
+            out = []
+            for k in ks:
+                body = {"rubric": "mirage-mg", "items": [items[k]]}
+                answer = await http.post("/v1/score", json=body)
+                assert answer.status_code == 200, answer.text
+                out.append(answer.json()["verdicts"][0])
+            return out
+
+    try:
+        a = asyncio.run(posts("10.0.0.1", range(16)))
+        b = asyncio.run(posts("10.0.0.2", range(1)))
+    finally:
+        scoring.workers.close()
+    assert "left_out" in a[-1]
+    assert "left_out" not in b[0] and "flagged" not in b[0]
