@@ -35,37 +35,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 MODES = ("checklist", "checklist-all", "checklist-implicit")
 ITEMS = ROOT / "examples" / "checklists.jsonl"
 
-#: Used when there is no items file: three answers to one question, checklists of 3, 4 and 5
-#: points (a pitfall among them), as tests/data/record.py records them.
-QUESTION = "What causes brown rings on tomato leaves after rain?"
-POINTS = [
-    {"criterion": "Names early blight (Alternaria) as the cause", "points": 8, "tag": "essential"},
-    {"criterion": "Says to remove the infected leaves", "points": 5, "tag": "important"},
-    {"criterion": "Recommends a copper or chlorothalonil fungicide", "points": 4},
-    {"criterion": "Suggests mulching against soil splash", "points": 2, "tag": "optional"},
-    {"criterion": "Blames overwatering alone, with no mention of a fungus", "points": -6},
-]
-BUILT_IN = [
-    {
-        "id": "blight-good",
-        "question": QUESTION,
-        "response": "Early blight, a fungus; remove infected leaves and spray copper.",
-        "checklist": POINTS[:3],
-    },
-    {
-        "id": "blight-partial",
-        "question": QUESTION,
-        "response": "Probably a fungus. Pull off the spotted leaves.",
-        "checklist": POINTS[:4],
-    },
-    {
-        "id": "blight-bad",
-        "question": QUESTION,
-        "response": "You are watering too much; water less.",
-        "checklist": POINTS,
-    },
-]
-
 
 class Counting:
     """A backend that counts the requests its ``generate`` is given, then passes them on."""
@@ -141,17 +110,12 @@ def count(
     )
 
 
-def read_items(path: Path | None) -> list[Any]:
-    """The items of a JSONL file (fields an `Item` lacks go into its ``extra``); ``BUILT_IN``
-    when ``path`` is None."""
+def read_items(path: Path) -> list[Any]:
+    """The items of a JSONL file (fields an `Item` lacks go into its ``extra``)."""
     from jurybox.rubrics import Item
 
     fields = set(Item.model_fields)
-    rows = (
-        BUILT_IN
-        if path is None
-        else [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-    )
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
     return [
         Item(
             **{k: v for k, v in row.items() if k in fields},
@@ -161,9 +125,8 @@ def read_items(path: Path | None) -> list[Any]:
     ]
 
 
-def measure(items_path: Path | None, path: str, modes: Sequence[str] = MODES) -> list[Count]:
-    """Each mode's count over the items of ``items_path`` (None: ``BUILT_IN``) on the replay
-    jury."""
+def measure(items_path: Path, path: str, modes: Sequence[str] = MODES) -> list[Count]:
+    """Each mode's count over the items of ``items_path`` on the replay jury."""
     from judging_helpers import write_replay_jury
 
     from jurybox.judges import Jury
@@ -181,18 +144,15 @@ def measure(items_path: Path | None, path: str, modes: Sequence[str] = MODES) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--items",
-        type=Path,
-        default=ITEMS if ITEMS.is_file() else None,
-        help="a JSONL file of items with checklists (default: examples/checklists.jsonl; "
-        "three built-in items where it is missing)",
+        "--items", type=Path, default=ITEMS, help="a JSONL file of items with checklists"
     )
     parser.add_argument("--path", choices=("jury", "units"), default="jury")
     args = parser.parse_args()
     counts = measure(args.items, args.path)
     first = counts[0]
     print(
-        f"{args.items or 'built-in items'}: {first.items} items, {first.points} points, "
+        f"{args.items.relative_to(ROOT) if args.items.is_relative_to(ROOT) else args.items}: "
+        f"{first.items} items, {first.points} points, "
         f"{first.judges} judges (replay), path {args.path}"
     )
     print(

@@ -83,14 +83,15 @@ def test_the_noise_flips_a_point_with_probability_eps():
 
 def test_calls_per_item_per_mode_equals_checklist_calls(replay_tiny):
     """The replay backend's generate requests, per mode, equal ``checklist_calls`` times the
-    judges: per_point one per point, all_points and implicit one per item."""
+    judges: per_point one per point, all_points and implicit one per item; through
+    ``Jury.score`` on the checklist rubric and through its units judged group by group."""
     from jurybox.rubrics import load_rubric
 
-    items = calls.read_items(None)
+    items = calls.read_items(calls.ITEMS)  # examples/checklists.jsonl
     points = sum(len(i.checklist) for i in items)
     assert len({len(i.checklist) for i in items}) > 1  # (all_points: a group per count)
     jury, counters = calls.counting_jury(replay_tiny)  # (the session's backends, wrapped)
-    for path in ("units",):
+    for path in ("units", "jury"):
         got = {m: calls.count(jury, counters, load_rubric(m), items, path) for m in calls.MODES}
         for mode, c in got.items():
             assert c.requests == c.expected, (path, mode, c)
