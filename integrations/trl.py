@@ -369,7 +369,11 @@ class _Group:
                 if state is None:
                     state = getattr(_trainer(kwargs.get("log_extra")), "state", None)
                 step = getattr(state, "global_step", None)
-                records = self.rewards.records(items, samples, step)
+                records = (
+                    self.rewards.records(items, samples, step=step)
+                    if self.rewards.dropout.rate
+                    else self.rewards.records(items, samples)
+                )
                 self.dropped = self.rewards.dropout.last if self.rewards.dropout.rate else None
                 rewards = list(self.by_name.values())
                 floored = self.rewards.floored(records)
