@@ -1,6 +1,7 @@
 """One error family for all of jurybox.
 
-The command line and the HTTP service map errors in one place.
+The command line and the HTTP service map errors in one place each (the exit code here, the
+HTTP answer in ``jurybox.serving.problems``).
 
 * `InputError`: what the user gave is wrong (a definition file, a prediction row, a
   label, an option, a request field). Exit code 2 on the command line, HTTP 4xx in the service.
@@ -47,7 +48,6 @@ class JuryboxError(Picklable, Exception):
     """
 
     exit_code = 1
-    http_status = 500
 
 
 class InputError(JuryboxError, ValueError):
@@ -59,7 +59,6 @@ class InputError(JuryboxError, ValueError):
     """
 
     exit_code = 2
-    http_status = 422
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
@@ -70,7 +69,6 @@ class ExecutionError(JuryboxError, RuntimeError):
     """Running failed although the input was valid."""
 
     exit_code = 1
-    http_status = 503
 
 
 #: How to get the full jurybox where jurybox-client is installed (they hold the same modules).

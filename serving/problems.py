@@ -2,10 +2,14 @@
 
 Every HTTP surface (the scoring service and the labelling page) answers errors through it: every
 error leaves as a JSON body ``{"error": {"type", "message", "field"}}`` with a 4xx for bad
-requests and a 5xx only when the server itself cannot answer. The scoring service raises its
-problems by name (`TooLarge`, `Overloaded`, ...) and `STATUSES` here is its one choice of a
-status for each; so does the labelling page (`tests/serving/service/test_problem_statuses.py`
-checks that no module of ``serving/service`` or ``serving/labelling`` builds one itself).
+requests and a 5xx only when the server itself cannot answer. The service and the page raise the
+problem they meet by name (`TooLarge`, `Overloaded`, ...: `jurybox.serving.errors`, which knows
+nothing of HTTP: a message, a field, seconds to wait) and `STATUSES` here is the one choice of a
+status and a kind for each; `problem_for` turns any exception into its answer (`HTTPProblem`:
+status, kind, message, field, headers), `body` is the answer's JSON.
+`tests/serving/service/test_problem_statuses.py` checks that no module of ``serving/service`` or
+``serving/labelling`` builds an answer itself. The names of ``serving/errors.py`` stay importable
+from here.
 """
 
 from __future__ import annotations
@@ -14,10 +18,47 @@ import re
 from typing import Any
 
 from jurybox.rubrics.errors import ExecutionError, InputError, JuryboxError
+from jurybox.serving.errors import (
+    BadRequest,
+    Invalid,
+    LengthRequired,
+    NotFound,
+    Overloaded,
+    RequestProblem,
+    SlowBody,
+    TimedOut,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+    Unscorable,
+)
+
+__all__ = [  # the problems by name, kept importable from here
+    "STATUSES",
+    "BadRequest",
+    "HTTPProblem",
+    "Invalid",
+    "LengthRequired",
+    "NotFound",
+    "Overloaded",
+    "RequestProblem",
+    "SlowBody",
+    "TimedOut",
+    "TooLarge",
+    "Unauthorized",
+    "Unavailable",
+    "Unscorable",
+    "answer_to",
+    "body",
+    "http_problem",
+    "problem_for",
+    "validation_field",
+    "validation_problem",
+]
 
 
 class HTTPProblem(Exception):
-    """An answer other than 200, raised anywhere in a request's handling.
+    """An answer other than 200 (`problem_for`'s; raised by the HTTP layer itself).
 
     It holds its status, its kind, what is wrong and the field at fault.
 
@@ -45,77 +86,8 @@ class HTTPProblem(Exception):
     def __reduce__(self) -> tuple[Any, ...]:  # raised in a worker process, answered here
         return HTTPProblem, (self.status, self.kind, self.message, self.field, self.headers)
 
-    def moved(self, message: str, field: str | None) -> HTTPProblem:
-        """The same problem (status, kind, headers) told in another message, at another field."""
-        return HTTPProblem(self.status, self.kind, message, field, self.headers)
 
-
-class RequestProblem(HTTPProblem):
-    """What went wrong with a request, named by its class, raised where it happens.
-
-    Its status and kind are chosen here (`STATUSES`), nowhere else.
-
-    Args:
-        message: What is wrong, in words.
-        field: The field at fault, if any.
-        headers: Headers the answer carries (e.g. ``Retry-After``); none by default.
-    """
-
-    def __init__(
-        self, message: str, field: str | None = None, headers: dict[str, str] | None = None
-    ) -> None:
-        status, kind = STATUSES[type(self)]
-        super().__init__(status, kind, message, field, headers)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return type(self), (self.message, self.field, self.headers)
-
-
-class Invalid(RequestProblem):
-    """A request's field (or the request) is not what the service takes."""
-
-
-class Unscorable(RequestProblem):
-    """A sample the jury could not score, where the client asked for an error then."""
-
-
-class BadRequest(RequestProblem):
-    """A request that cannot be read at all (its body, its headers)."""
-
-
-class Unauthorized(RequestProblem):
-    """A request without the service's token."""
-
-
-class NotFound(RequestProblem):
-    """A name the service does not know."""
-
-
-class SlowBody(RequestProblem):
-    """A body that did not arrive in time."""
-
-
-class LengthRequired(RequestProblem):
-    """A body sent without its length."""
-
-
-class TooLarge(RequestProblem):
-    """A request over one of the service's limits."""
-
-
-class Overloaded(RequestProblem):
-    """The service, or a judge, is busy: come back later (with Retry-After)."""
-
-
-class Unavailable(RequestProblem):
-    """The service cannot answer now (a judge down, shutting down): retry later."""
-
-
-class TimedOut(RequestProblem):
-    """A request that took longer than the service's deadline."""
-
-
-#: The one choice of a status and a kind for each problem a request meets.
+#: The one choice of a status and a kind for each problem a request meets (serving/errors.py).
 STATUSES: dict[type[RequestProblem], tuple[int, str]] = {
     Invalid: (422, "invalid_request"),
     Unscorable: (422, "unscored"),
@@ -129,6 +101,24 @@ STATUSES: dict[type[RequestProblem], tuple[int, str]] = {
     Unavailable: (503, "unavailable"),
     TimedOut: (504, "timeout"),
 }
+
+
+def answer_to(problem: RequestProblem) -> HTTPProblem:
+    """The HTTP answer to ``problem``: its class's status and kind (`STATUSES`), and its headers.
+
+    Its wait as ``Retry-After``, `Unauthorized`'s scheme as ``WWW-Authenticate``, and
+    ``Connection: close`` after a `SlowBody` (the rest of the body is never read).
+    """
+    status, kind = next(STATUSES[c] for c in type(problem).__mro__ if c in STATUSES)
+    headers = {}
+    if problem.retry_after is not None:
+        headers["Retry-After"] = str(problem.retry_after)
+    if isinstance(problem, Unauthorized) and problem.scheme is not None:
+        headers["WWW-Authenticate"] = problem.scheme
+    if isinstance(problem, SlowBody):
+        headers["Connection"] = "close"
+    return HTTPProblem(status, kind, problem.message, problem.field, headers)
+
 
 # A Starlette (routing, body) error's kind by its status.
 _HTTP_KINDS = {401: "unauthorized", 404: "not_found", 413: "too_large"}
@@ -151,17 +141,20 @@ def problem_for(exc: BaseException) -> HTTPProblem:
         exc: The exception raised while handling a request.
 
     Returns:
-        ``exc`` itself when it is an HTTPProblem; a 422 for an InputError, a 503 for an
-            ExecutionError, the error's own status for another jurybox error, else a 500.
+        ``exc`` itself when it is an HTTPProblem; its class's answer (`STATUSES`) for a
+            `RequestProblem`; a 422 for an InputError, a 503 for an ExecutionError, a 500 with
+            its message for another jurybox error, else a 500 naming only the error's type.
     """
     if isinstance(exc, HTTPProblem):
         return exc
+    if isinstance(exc, RequestProblem):
+        return answer_to(exc)
     if isinstance(exc, InputError):
         return HTTPProblem(422, "invalid_request", str(exc), exc.field)
     if isinstance(exc, ExecutionError):
         return HTTPProblem(503, "unavailable", str(exc))
     if isinstance(exc, JuryboxError):
-        return HTTPProblem(exc.http_status, "internal", str(exc))
+        return HTTPProblem(500, "internal", str(exc))
     return HTTPProblem(
         500, "internal", f"{type(exc).__name__}: the service failed on this request; see its log"
     )

@@ -9,9 +9,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -31,6 +32,24 @@ USER_SERVICE_MAX_PROMPT_TOKENS = 1024  # longer prompts are unscored votes (judg
 LONG_QUESTION = ("Please consider this long description of the field before answering. " * 60)[
     :4000
 ] + " What is wrong with my tomatoes?"
+
+
+@contextmanager
+def refused() -> Iterator[Any]:
+    """``pytest.raises`` for the problem a request meets; its ``value``: the problem's HTTP answer.
+
+    The service raises its problems by name (`jurybox.serving.errors`); ``value`` is the answer
+    ``serving/problems.py`` maps it to (status, kind, message, field, headers).
+    """
+    import pytest
+
+    from jurybox.serving.errors import RequestProblem
+    from jurybox.serving.problems import problem_for
+
+    got = SimpleNamespace(value=None)
+    with pytest.raises(RequestProblem) as info:
+        yield got
+    got.value = problem_for(info.value)
 
 
 def user_service_limits() -> Any:

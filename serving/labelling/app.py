@@ -23,8 +23,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
+from jurybox.serving.errors import BadRequest, Invalid, RequestProblem, Unauthorized
 from jurybox.serving.labelling.session import LabellingSession
-from jurybox.serving.problems import BadRequest, HTTPProblem, Invalid, Unauthorized, body
+from jurybox.serving.problems import body, problem_for
 
 PAGE = Path(__file__).with_name("page.html")
 
@@ -41,11 +42,12 @@ def build_app(session: LabellingSession, token: str | None = None) -> FastAPI:
     """
     app = FastAPI(title="jurybox label", docs_url=None, redoc_url=None)
 
-    def problem(exc: HTTPProblem) -> JSONResponse:
-        return JSONResponse(body(exc), status_code=exc.status, headers=exc.headers)
+    def problem(exc: RequestProblem) -> JSONResponse:
+        answer = problem_for(exc)
+        return JSONResponse(body(answer), status_code=answer.status, headers=answer.headers)
 
-    @app.exception_handler(HTTPProblem)
-    async def _refused(request: Request, exc: HTTPProblem) -> JSONResponse:
+    @app.exception_handler(RequestProblem)
+    async def _refused(request: Request, exc: RequestProblem) -> JSONResponse:
         return problem(exc)
 
     @app.middleware("http")

@@ -17,7 +17,7 @@ from jurybox.calibration.data.label_store import LabelStore
 from jurybox.calibration.estimates.active import pool_model
 from jurybox.calibration.estimates.selection import Choice, Selector, labelled, progress
 from jurybox.rubrics import Item, Rubric, VerdictRecord
-from jurybox.serving.problems import Invalid, NotFound
+from jurybox.serving.errors import Invalid, NotFound
 
 
 class LabellingSession:

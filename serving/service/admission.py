@@ -28,7 +28,7 @@ from jurybox.rubrics.formula import MAX_FORMULA_CHARS
 from jurybox.rubrics.images import Image, ImageError, ImagePolicy, image_tokens
 from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
-from jurybox.serving.problems import HTTPProblem, Invalid, TooLarge, problem_for
+from jurybox.serving.errors import Invalid, TooLarge
 from jurybox.serving.service.config import Limits
 
 # What one image token counts as against the prompt budgets (max_prompt_chars is "about 50,000
@@ -54,7 +54,7 @@ def shared_ref(image: Image) -> str:
     return f"data:image/x-jurybox-shared;digest={image.digest},"
 
 
-def no_images_seen(jury_name: str, where: str) -> HTTPProblem:
+def no_images_seen(jury_name: str, where: str) -> Invalid:
     """The 422 for images sent to a jury none of whose judges sees images (not decoded)."""
     return Invalid(
         f"{where}: no judge of this jury sees images (jury {jury_name}), so they would be "
@@ -73,10 +73,10 @@ def prepare(
 ) -> Prepared:
     """The rubric, the items and every judge call's prompt of a request, checked.
 
-    An `HTTPProblem` naming the field (or limit) at fault otherwise. ``seen_by``: None when a judge
-    of the jury sees images, else the jury's name, and an item's images are a 422 before any of
-    them is decoded. An `Item` (one a group request's job built) is checked as a client's fields
-    are (`item_fields`).
+    A `RequestProblem` (`Invalid`, `TooLarge`) naming the field (or limit) at fault otherwise.
+    ``seen_by``: None when a judge of the jury sees images, else the jury's name, and an item's
+    images are a 422 before any of them is decoded. An `Item` (one a group request's job built)
+    is checked as a client's fields are (`item_fields`).
     """
     try:
         if isinstance(rubric, dict):
@@ -116,7 +116,7 @@ def prepare(
         check_prompts(requests, limits)
         return rubric, items, requests
     except InputError as exc:  # e.g. items lacking an input the rubric needs
-        raise problem_for(exc) from None
+        raise Invalid(str(exc), exc.field) from None
     except MemoryError:
         raise _out_of_memory() from None
 
@@ -219,7 +219,7 @@ def inline_rubric(ref: dict[str, Any], limits: Limits) -> Rubric:
         raise _out_of_memory() from None
 
 
-def _out_of_memory() -> HTTPProblem:
+def _out_of_memory() -> Invalid:
     return Invalid(
         "the inline rubric's template needs more memory than the service allows a template",
         "rubric.template",

@@ -16,7 +16,7 @@ from jurybox.judges.cascade import Steps
 from jurybox.judges.spec import JurySpec
 from jurybox.rubrics import Rubric, Verdict
 from jurybox.rubrics.errors import last_line
-from jurybox.serving.problems import HTTPProblem, Overloaded, Unavailable
+from jurybox.serving.errors import Overloaded, Unavailable
 from jurybox.serving.service.metrics import Metrics
 from jurybox.serving.service.pace import Pace
 
@@ -82,7 +82,7 @@ class JudgeCalls:
             except BackPressureError as exc:
                 raise Overloaded(
                     f"judge {judge} is busy; retry later",
-                    headers={"Retry-After": str(int(exc.retry_after_s or 5))},
+                    retry_after=int(exc.retry_after_s or 5),
                 ) from None
             except RayActorError as exc:
                 reason = f"its replica died ({type(exc).__name__})"
@@ -92,7 +92,7 @@ class JudgeCalls:
                 break
         raise Unavailable(
             f"judge {judge} could not answer: {reason}; nothing was scored, retry later",
-            headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
+            retry_after=RETRY_AFTER_UNAVAILABLE_S,
         )
 
     async def steps(
@@ -144,12 +144,12 @@ def cancelled_here() -> bool:
     return task is None or task.cancelling() > 0
 
 
-def stopped() -> HTTPProblem:
+def stopped() -> Unavailable:
     """What a client still waiting gets when its batch is stopped under it (the service stops)."""
     return Unavailable(
         "the batch this request was judged in was stopped (the service is shutting "
         "down); nothing was scored, retry later",
-        headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
+        retry_after=RETRY_AFTER_UNAVAILABLE_S,
     )
 
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from jurybox.serving.problems import Unavailable
+from jurybox.serving.errors import Unavailable
 from jurybox.serving.service.calls import short
 from jurybox.serving.service.metrics import Metrics, Shared
 
@@ -170,6 +170,6 @@ class Replica:
             raise Unavailable(
                 "the metrics the ingress replicas share "
                 f"cannot be read right now ({short(exc)}); retry shortly",
-                headers={"Retry-After": "2"},
+                retry_after=2,
             ) from None
         return render(families)

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from jurybox.serving.problems import Overloaded
+from jurybox.serving.errors import Overloaded
 from jurybox.serving.service.pace import Pace
 
 #: The address of the client whose request runs here (set by the request's checks, before its
@@ -63,7 +63,7 @@ class Gate:
             raise Overloaded(
                 f"the service is busy ({self.active} batches "
                 f"judging, {self.waiting} requests waiting); retry later",
-                headers={"Retry-After": str(self.retry_after())},
+                retry_after=self.retry_after(),
             )
         self.waiting += 1
         self._show()

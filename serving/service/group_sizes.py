@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jurybox.judges.groups import COMPARING, Group, GroupJob, listwise_rubric
 from jurybox.rubrics.errors import InputError
-from jurybox.serving.problems import HTTPProblem, Invalid, problem_for
+from jurybox.serving.errors import Invalid
 from jurybox.serving.service.admission import prompt_sizes
 from jurybox.serving.service.groups_protocol import GroupRequest
 
@@ -92,7 +92,7 @@ async def _probe(
     except InputError as exc:
         found = re.fullmatch(r"items\[(\d+)\]\.(\w+)", exc.field or "")
         if found is None:
-            raise problem_for(exc) from None
+            raise Invalid(str(exc), exc.field) from None
         where = f"groups[{members[int(found[1]) // 2]}].{found[2]}"
         raise invalid(where, str(exc)) from None
 
@@ -134,6 +134,6 @@ def _estimated(
     return total, line(short[1], long[1], widest)
 
 
-def invalid(where: str, why: str) -> HTTPProblem:
+def invalid(where: str, why: str) -> Invalid:
     """A 422 naming a group request's field ``where``."""
     return Invalid(f"{where}: {why}", where)

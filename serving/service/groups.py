@@ -45,7 +45,7 @@ from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.images import Image, ImageError
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.problems import HTTPProblem, Invalid, TimedOut, TooLarge, problem_for
+from jurybox.serving.errors import Invalid, RequestProblem, TimedOut, TooLarge
 from jurybox.serving.service.admission import (
     SHARED_IMAGES,
     check_text,
@@ -160,7 +160,7 @@ def _job(
     try:
         return GroupJob(request.design, rubric, jury, groups, pointwise, reward)
     except InputError as exc:
-        raise problem_for(exc) from None
+        raise Invalid(str(exc), exc.field) from None
 
 
 @dataclass
@@ -331,7 +331,7 @@ async def _run(
             return await service.judge(
                 ask.rubric, ask.items, deadline, allow_empty=request.allow_empty, limit_items=False
             )
-        except HTTPProblem as exc:
+        except RequestProblem as exc:
             raise _placed(exc, ask.items, kept, plan.kept) from None
 
     steps = job.run()
@@ -346,8 +346,8 @@ _ANSWERS = ("response", "response_a", "response_b", "answers")
 
 
 def _placed(
-    problem: HTTPProblem, items: list[Item], groups: list[Group], index: list[int]
-) -> HTTPProblem:
+    problem: RequestProblem, items: list[Item], groups: list[Group], index: list[int]
+) -> RequestProblem:
     """``problem`` of a round's item, naming the client's field instead.
 
     The checks before the job make this rare: a client's template that renders otherwise than its

@@ -17,17 +17,16 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from jurybox.serving.problems import (
+from jurybox.serving.errors import (
     BadRequest,
-    HTTPProblem,
     LengthRequired,
     Overloaded,
     SlowBody,
     TooLarge,
     Unauthorized,
     Unavailable,
-    body,
 )
+from jurybox.serving.problems import body, problem_for
 from jurybox.serving.service.calls import RETRY_AFTER_UNAVAILABLE_S
 from jurybox.serving.service.gate import CLIENT
 
@@ -35,8 +34,9 @@ if TYPE_CHECKING:
     from jurybox.serving.service.scoring import ScoringService
 
 
-def problem_response(problem: HTTPProblem) -> JSONResponse:
-    """``problem`` as the JSON answer every error is."""
+def problem_response(error: BaseException) -> JSONResponse:
+    """``error`` as the JSON answer every error is (`jurybox.serving.problems.problem_for`'s)."""
+    problem = problem_for(error)
     return JSONResponse(body(problem), status_code=problem.status, headers=problem.headers)
 
 
@@ -56,7 +56,7 @@ async def checked(service: ScoringService, request: Request, call_next: Any) -> 
                     f"this client has {limit} requests open "
                     f"here already (max_client_requests); wait for them, or "
                     "send more items per request",
-                    headers={"Retry-After": "1"},
+                    retry_after=1,
                 )
             )
         authorization = request.headers.getlist("authorization")
@@ -77,7 +77,7 @@ async def checked(service: ScoringService, request: Request, call_next: Any) -> 
                     "missing or wrong bearer token "
                     "(Authorization: Bearer <token>; a client that can only "
                     "put it in the URL: http://jurybox:<token>@host/...)",
-                    headers={"WWW-Authenticate": "Bearer"},
+                    scheme="Bearer",
                 )
             )
         if service.replica.draining and request.url.path.startswith(
@@ -86,7 +86,7 @@ async def checked(service: ScoringService, request: Request, call_next: Any) -> 
             return problem_response(
                 Unavailable(
                     "the service is shutting down; retry later (or at another replica)",
-                    headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
+                    retry_after=RETRY_AFTER_UNAVAILABLE_S,
                 )
             )
         limit = service.limits.max_body_bytes
@@ -121,7 +121,6 @@ async def checked(service: ScoringService, request: Request, call_next: Any) -> 
                         f"the request body did not arrive "
                         f"within {timeout:g} s (body_timeout_s); send it at "
                         "once",
-                        headers={"Connection": "close"},
                     )
                 )
         return await call_next(request)

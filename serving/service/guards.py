@@ -45,7 +45,7 @@ from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.exploits import DEFAULT_CANARIES, ExploitSuite, canary_items, precheck
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.problems import Invalid
+from jurybox.serving.errors import Invalid
 from jurybox.serving.service.gate import CLIENT
 from jurybox.serving.service.sentinel import SentinelWatch
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jurybox.serving.problems import NotFound
+from jurybox.serving.errors import NotFound
 from jurybox.serving.service.protocol import (
     JudgeInfo,
     JuryInfo,

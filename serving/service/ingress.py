@@ -24,8 +24,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from jurybox.rubrics import Rubric
+from jurybox.serving.errors import RequestProblem
 from jurybox.serving.problems import (
-    HTTPProblem,
     http_problem,
     problem_for,
     validation_problem,
@@ -99,8 +99,8 @@ def build_app(service: ScoringService) -> FastAPI:
     )
     _contract(app, service)
 
-    @app.exception_handler(HTTPProblem)
-    async def _on_problem(request: Request, exc: HTTPProblem) -> JSONResponse:
+    @app.exception_handler(RequestProblem)
+    async def _on_problem(request: Request, exc: RequestProblem) -> JSONResponse:
         return problem_response(exc)
 
     @app.exception_handler(RequestValidationError)

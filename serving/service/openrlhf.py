@@ -24,7 +24,8 @@ from jurybox.judges.parsing import REASON_CODES, reason_code
 from jurybox.rubrics import Rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward, policy_text
-from jurybox.serving.problems import HTTPProblem, Invalid, TooLarge, Unscorable
+from jurybox.serving.errors import Invalid, RequestProblem, TooLarge, Unscorable
+from jurybox.serving.problems import problem_for
 from jurybox.serving.service.guards import check_guard_options, guard_for, guarded_records
 from jurybox.serving.service.openrlhf_protocol import (
     Filter,
@@ -168,7 +169,7 @@ def merged(
 _FIELDS = {"question": "prompts", "response": "query", "reference": "labels", "id": "query"}
 
 
-def renamed(problem: HTTPProblem) -> HTTPProblem:
+def renamed(problem: RequestProblem) -> RequestProblem:
     """``problem`` with an item's field named as OpenRLHF's body names it.
 
     ``items[0].response`` -> ``query[0]``, in its field and its message.
@@ -313,13 +314,14 @@ async def answer_openrlhf(
         )
         check_guard_options(options, reward)
         return await _answer(service, rubric, request, reward, options, request_id or "-")
-    except HTTPProblem as exc:
+    except RequestProblem as exc:
         problem = renamed(exc)
+        answered = problem_for(problem)
         service_logger.warning(
             "OpenRLHF request %s refused (%d %s): %s [field %s]",
             request_id or "-",
-            problem.status,
-            problem.kind,
+            answered.status,
+            answered.kind,
             problem.message[:500],
             problem.field,
         )

@@ -16,7 +16,7 @@ import collections
 import time
 from typing import Any
 
-from jurybox.serving.problems import TooLarge
+from jurybox.serving.errors import TooLarge
 
 #: Slices of one request judged at once (the gate's other slots stay for the others).
 SHARE = 2
@@ -71,7 +71,7 @@ class Pace:
         than a slice, and a slow judge ends it at its deadline (504) as before.
 
         Raises:
-            HTTPProblem: 413 saying the estimate: calls, the measured rate, the deadline.
+            TooLarge: saying the estimate: calls, the measured rate, the deadline.
         """
         if calls <= per_slice:
             return  # a request of one slice holds no more than its share: it runs to its 504

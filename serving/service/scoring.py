@@ -37,7 +37,7 @@ from jurybox.judges.jurors import (
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.problems import Invalid, TimedOut, TooLarge
+from jurybox.serving.errors import Invalid, TimedOut, TooLarge
 from jurybox.serving.service.admission import Prepared, check_inline, inline_rubric, prepare
 from jurybox.serving.service.batching import Batches
 from jurybox.serving.service.calls import JudgeCalls
@@ -77,7 +77,8 @@ class ScoringService:
     `jurybox.serving.service.openrlhf.answer_openrlhf`) and only turns its answer into a
     response. The routes reach the jury through `judge` (``/v1/score`` and OpenRLHF's through
     `score_items`; the group route's pointwise rounds directly), except the group route's
-    listwise rounds, which ask each judge through ``calls.votes``. Errors are `HTTPProblem`, the one error shape.
+    listwise rounds, which ask each judge through ``calls.votes``. Errors are the problems of
+    `jurybox.serving.errors`, by name.
 
     One of ``replicas`` ingress replicas (``rank`` among them, named ``replica``) scores its share
     of ``max_concurrent`` requests at once and queues its share of ``max_queued``; with ``state``

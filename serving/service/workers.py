@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.images import Image
-from jurybox.serving.problems import HTTPProblem, Invalid, Overloaded
+from jurybox.serving.errors import Invalid, Overloaded, RequestProblem
 from jurybox.serving.service.admission import SHARED_IMAGES
 
 # Address space of a worker that validates and renders inline rubrics: Python with pydantic and
@@ -46,7 +46,7 @@ class Workers:
     async def run(self, budget_s: float, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in a worker (``fn`` importable by name); what it raises is raised here.
 
-        `HTTPProblem` 422 past ``budget_s`` seconds or if the worker dies, 429 when every worker is
+        `Invalid` past ``budget_s`` seconds or if the worker dies, `Overloaded` when every worker is
         busy and ``queued`` calls already wait for one.
         """
         if self._slots.locked() and self.waiting >= self.queued:
@@ -54,7 +54,7 @@ class Workers:
                 f"every worker that renders inline rubrics is "
                 f"busy and {self.waiting} requests wait for one; retry later (or "
                 "name a rubric the service knows)",
-                headers={"Retry-After": str(max(1, math.ceil(budget_s)))},
+                retry_after=max(1, math.ceil(budget_s)),
             )
         self.waiting += 1
         try:
@@ -185,7 +185,7 @@ def serve_worker() -> None:
         token = SHARED_IMAGES.set(shared)
         try:
             answer: tuple[bool, Any] = (True, fn(*args))
-        except HTTPProblem as exc:
+        except RequestProblem as exc:
             answer = (False, exc)
         except InputError as exc:  # as a plain InputError: a subclass may not unpickle
             answer = (False, InputError(str(exc), field=exc.field))

@@ -48,7 +48,7 @@ def test_trl_s_and_verl_s_reward_refuse_unscored_skip_plainly():
 
 
 def test_the_openrlhf_route_s_unscored_refusal_suggests_only_what_it_takes():
-    from jurybox.serving.problems import HTTPProblem
+    from jurybox.serving.errors import RequestProblem
     from jurybox.serving.service.openrlhf import answer, reward_options
 
     record = {
@@ -61,7 +61,7 @@ def test_the_openrlhf_route_s_unscored_refusal_suggests_only_what_it_takes():
         "reasons": ["accuracy: below quorum: 0 of 2 judges scored accuracy, 1 needed"],
     }
     reward = reward_options(None, "unit", False, "error").bind(load_rubric("mirage-mg"))
-    with pytest.raises(HTTPProblem) as raised:
+    with pytest.raises(RequestProblem) as raised:
         answer(reward, [], [record], {})
     message = raised.value.message
     assert "'none'" not in message and "unscored=none" not in message

@@ -21,7 +21,7 @@ import jurybox
 #: Modules whose optional library is not installed here are skipped by the walk, and said.
 OPTIONAL = ("inspect_ai",)
 #: Raised only as one of its kinds (each in problems.STATUSES, each walked here), never itself.
-ABSTRACT = ("jurybox.serving.problems.RequestProblem",)
+ABSTRACT = ("jurybox.serving.errors.RequestProblem",)
 
 
 def jurybox_exceptions() -> list[type[BaseException]]:

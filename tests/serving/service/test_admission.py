@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.prompts import _compile
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.errors import RequestProblem, TooLarge
+from jurybox.serving.problems import HTTPProblem, problem_for
 from jurybox.serving.service.admission import check_text, inline_rubric, prepare
 from jurybox.serving.service.config import Limits
 from jurybox.serving.service.gate import Clients
@@ -48,9 +49,10 @@ def inline(
 
 
 def problem(call) -> HTTPProblem:
-    with pytest.raises(HTTPProblem) as info:
+    """The answer to the problem ``call`` raises."""
+    with pytest.raises(RequestProblem) as info:
         call()
-    return info.value
+    return problem_for(info.value)
 
 
 def test_a_known_rubric_and_good_items_become_the_judges_requests():
@@ -173,8 +175,8 @@ def test_a_huge_product_or_power_in_a_template_is_refused_and_never_folded():
 
 
 def test_a_problem_crosses_a_process_boundary_intact():
-    p = HTTPProblem(413, "too_large", "too big", "items", {"Retry-After": "3"})
-    q = pickle.loads(pickle.dumps(p))
+    p = TooLarge("too big", "items", retry_after=3)
+    q = problem_for(pickle.loads(pickle.dumps(p)))
     assert (q.status, q.kind, q.message, q.field, q.headers) == (
         413,
         "too_large",
@@ -196,9 +198,10 @@ def test_workers_bound_a_templates_time_and_memory_and_recover():
         try:
             # Past its budget: 422 naming max_render_s, and its worker killed ...
             began = time.monotonic()
-            with pytest.raises(HTTPProblem) as info:
+            with pytest.raises(RequestProblem) as info:
                 await workers.run(2.0, prepare, SLOW, [ITEM], LIMITS, False)
-            assert info.value.status == 422 and "max_render_s" in info.value.message
+            answer = problem_for(info.value)
+            assert answer.status == 422 and "max_render_s" in answer.message
             assert time.monotonic() - began < 30
             # ... while a concurrent good call, in the other worker, is untouched.
             # A template that wants gigabytes fails alone (its worker's memory is capped).
@@ -209,6 +212,8 @@ def test_workers_bound_a_templates_time_and_memory_and_recover():
             good = workers.run(60, prepare, inline(), [ITEM], LIMITS, False)
             bad = workers.run(60, prepare, huge, [ITEM], LIMITS, False)
             ok, failed = await asyncio.gather(good, bad, return_exceptions=True)
+            assert isinstance(failed, RequestProblem), failed
+            failed = problem_for(failed)
             assert isinstance(failed, HTTPProblem) and failed.status == 422, failed
             assert "MemoryError" in failed.message or "memory" in failed.message, failed.message
             rubric, _, requests = ok

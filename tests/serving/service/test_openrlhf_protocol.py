@@ -9,11 +9,13 @@ import math
 import time
 
 import pytest
+from service_helpers import refused
 
 from jurybox.judges.parsing import REASON_CODES, reason_code
 from jurybox.rubrics import load_rubric
 from jurybox.rubrics.reward import RewardSpec
-from jurybox.serving.problems import HTTPProblem, validation_field
+from jurybox.serving.errors import Invalid
+from jurybox.serving.problems import validation_field
 from jurybox.serving.service.openrlhf import (
     OpenRLHFRequest,
     answer,
@@ -65,10 +67,10 @@ def test_the_response_is_the_query_after_its_prompt_without_trailing_special_tok
     assert [it["response"] for it in got] == ["Early blight.", "A virus", "No template here."]
     assert [it.get("reference") for it in got] == ["Early blight", None, None]
     assert [it["id"] for it in got] == ["0", "1", "2"] and got[0]["question"] == PROMPT
-    with pytest.raises(HTTPProblem) as err:
+    with refused() as err:
         items(OpenRLHFRequest(query=["other text"], prompts=[PROMPT]))
     assert (err.value.status, err.value.field) == (422, "query[0]")
-    with pytest.raises(HTTPProblem) as err:
+    with refused() as err:
         items(OpenRLHFRequest(query=["a", "b"], prompts=["a"]))
     assert err.value.field == "prompts"
 
@@ -111,14 +113,14 @@ def test_parsing_a_query_is_linear_whatever_the_policy_wrote(text):
 
 
 def test_counts_and_lengths_are_checked_before_any_text_is_read():
-    with pytest.raises(HTTPProblem) as err:
+    with refused() as err:
         items(OpenRLHFRequest(query=["a"] * 3), max_items=2)
     assert (err.value.status, err.value.field) == (413, "query")
-    with pytest.raises(HTTPProblem) as err:
+    with refused() as err:
         items(OpenRLHFRequest(query=["a", "b" * 301], prompts=["", ""]), max_chars=150)
     assert (err.value.status, err.value.field) == (422, "query[1]")
     assert "max_field_chars" in err.value.message
-    with pytest.raises(HTTPProblem) as err:
+    with refused() as err:
         items(OpenRLHFRequest(query=["a"], prompts=["a"], labels=["l" * 151]), max_chars=150)
     assert err.value.field == "labels[0]"
 
@@ -129,9 +131,9 @@ def test_an_item_s_field_is_named_as_openrlhf_names_it():
         ("items[0].question", "prompts[0]"),
         ("items[2].reference", "labels[2]"),
     ]:
-        got = renamed(HTTPProblem(422, "invalid_request", f"{field}: empty", field))
+        got = renamed(Invalid(f"{field}: empty", field))
         assert (got.field, got.message) == (ours, f"{ours}: empty")
-    kept = HTTPProblem(422, "invalid_request", "unscored", "unscored")
+    kept = Invalid("unscored", "unscored")
     assert renamed(kept) is kept
 
 
@@ -151,7 +153,7 @@ def test_the_answer_is_what_openrlhf_reads_and_unscored_follows_the_policy():
     # One sample (OpenRLHF's requests): numbers, which it logs as they are.
     one = answer(reward, criteria, records[:1], SPANS)["extra_logs"]
     assert one["jurybox/unscored"] == 0.0 and one["jurybox/accuracy"] == 0.75
-    with pytest.raises(HTTPProblem) as err:
+    with refused() as err:
         answer(reward_options(None, "unit", False, "error").bind(rubric), [], records, SPANS)
     assert (err.value.status, err.value.kind, err.value.field) == (422, "unscored", "unscored")
     assert "1: accuracy: below quorum" in err.value.message
@@ -165,13 +167,13 @@ def test_the_answer_is_what_openrlhf_reads_and_unscored_follows_the_policy():
 
 
 def test_the_unscored_policy_has_no_default():
-    with pytest.raises(HTTPProblem) as err:
+    with refused() as err:
         reward_options(None, "unit", False, None)
     assert (err.value.status, err.value.field) == (422, "unscored")
     assert "?unscored=" in err.value.message and "--openrlhf-unscored" in err.value.message
     assert reward_options(None, "unit", False, None, default="0").unscored == 0.0
     assert reward_options(None, "unit", False, "error", default="0").unscored == "error"
-    with pytest.raises(HTTPProblem) as err:
+    with refused() as err:
         reward_options(None, "unit", False, "zero")
     assert err.value.field == "unscored"
 

@@ -18,7 +18,8 @@ import pytest
 from judging_helpers import ITEMS, write_replay_jury
 from service_helpers import LocalJudge
 
-from jurybox.serving.problems import HTTPProblem
+from jurybox.serving.errors import RequestProblem
+from jurybox.serving.problems import HTTPProblem, problem_for
 from jurybox.serving.service.config import Limits, ServiceConfig
 from jurybox.serving.service.deployments import JudgeServer
 from jurybox.serving.service.score_protocol import ScoreItem, ScoreRequest
@@ -95,8 +96,8 @@ def test_a_request_that_cannot_end_in_time_is_refused_before_any_judge_runs(judg
         before = calls(scoring)
         try:
             await scoring.score(request(500, "big"))
-        except HTTPProblem as exc:
-            refused: Any = exc
+        except RequestProblem as exc:
+            refused: Any = problem_for(exc)
         else:
             refused = None
         after = calls(scoring)
@@ -203,7 +204,7 @@ def test_slow_calls_stop_refusing_others_once_they_are_old(monkeypatch):
     pace = pace_module.Pace()
     for _ in range(pace_module.RECENT):
         pace.measured("j", 128, 80.0)  # 1.6 calls a second
-    with pytest.raises(HTTPProblem, match="measured rate"):
+    with pytest.raises(RequestProblem, match="measured rate"):
         pace.check(2048, 256, now[0] + 600.0, ["j"], 600.0)
     now[0] += pace_module.MAX_AGE_S + 1
     pace.check(2048, 256, now[0] + 600.0, ["j"], 600.0)  # no estimate now: not refused
