@@ -157,17 +157,24 @@ class Dropout:
         self.rate, self.seed = rate, seed
         self._lock = threading.Lock()
         self._count = 0  # batches seen: the step when the client gives none
-        #: Every step's record, in order.
-        self.steps: list[DropoutStep] = []
+        #: The latest step's record (None before the first, or with dropout off); every step's
+        #: is in the reward's ``stats.dropout``.
+        self.last: DropoutStep | None = None
 
-    def apply(self, items: Sequence[Item], step: int | None = None) -> list[Item]:
+    def apply(
+        self, items: Sequence[Item], step: int | None = None
+    ) -> tuple[list[Item], DropoutStep | None]:
         """``items`` with their points for ``step`` (by default this reward's count of batches).
 
         The items are not changed (new ones are made). Logs the step (rate, seed, step, points
-        kept of points) and keeps it in `steps`.
+        kept of points) and keeps it as `last`.
+
+        Returns:
+            The items to judge, and the step's record (None with dropout off: the items as
+            they are).
         """
         if not self.rate:
-            return list(items)
+            return list(items), None
         with self._lock:
             if step is None:
                 step = self._count
@@ -177,7 +184,7 @@ class Dropout:
         kept = sum(len(item.checklist or ()) for item in out)
         record = DropoutStep(self.rate, self.seed, step, kept, of)
         with self._lock:
-            self.steps.append(record)
+            self.last = record
         logger.info(
             "jurybox: rubric dropout at step %d (rate %g, seed %d): %d of %d checklist points "
             "judged",
@@ -187,7 +194,7 @@ class Dropout:
             kept,
             of,
         )
-        return out
+        return out, record
 
     def _subset(self, item: Item, step: int) -> Item:
         """``item`` with the points of its prompt's subset at ``step`` (its id kept)."""
@@ -201,8 +208,3 @@ class Dropout:
         return (
             item if drawn.checklist == item.checklist else drawn.model_copy(update={"id": item.id})
         )
-
-    @property
-    def last(self) -> DropoutStep | None:
-        """The latest step's record (None before the first, or with dropout off)."""
-        return self.steps[-1] if self.steps else None

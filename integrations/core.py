@@ -503,11 +503,10 @@ class JuryRewards:
             return []
         labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(items))]
         if self.dropout.rate:
-            items = self.dropout.apply(items, step)
-            last = self.dropout.last
-            if last is not None:
+            items, record = self.dropout.apply(items, step)
+            if record is not None:
                 with self._lock:
-                    self.stats.dropout.append(last.as_dict())
+                    self.stats.dropout.append(record.as_dict())
         if self.guard is not None:
             return self.guard.around(self._records_plain, items, labels)
         return self._records_plain(items, labels)
