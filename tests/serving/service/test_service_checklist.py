@@ -328,24 +328,10 @@ def test_client_chunks_a_checklist_rubrics_items_by_their_points(scripted):
     assert [len(chunk) for chunk in sent] == [6, 1]
 
 
-def _binds_item_score() -> bool:
-    from jurybox.rubrics.reward import RewardSpec
-
-    return RewardSpec().bind(load_rubric("checklist")).score == "score"
-
-
-#: The rewards of a checklist rubric are its item score: `RewardSpec.bind` reads it where the
-#: trainers' part of #63 (branch cktrain) is merged; until then these tests wait for it.
-needs_item_score = pytest.mark.skipif(
-    not _binds_item_score(), reason="RewardSpec.bind reads a checklist rubric's item score (#63)"
-)
-
-
 def group(completions: list[str], points: Any = POINTS, **kw: Any) -> dict[str, Any]:
     return {"id": "g0", "question": QUESTION, "checklist": points, "completions": completions, **kw}
 
 
-@needs_item_score
 def test_group_route_with_checklist(service):
     scoring = service()
     body = {
@@ -408,7 +394,6 @@ def openrlhf(rows: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
     }
 
 
-@needs_item_score
 def test_openrlhf_label_carries_checklist(service):
     scoring = service()
     rows = [row("0"), row("1", POINTS[:2], response="No idea [bad].", reference="Blight.")]
@@ -495,7 +480,6 @@ def test_service_answer_equals_judge_files_records(tmp_path, rubric):
     assert_same_verdicts(remote, local)  # same scores, points, votes, provenance and input
 
 
-@needs_item_score
 def test_openrlhf_canaries_on_a_checklist_fit_max_judge_calls(service):
     rows = [row("0"), row("1")]
     body = openrlhf(rows, [json.dumps(POINTS)] * 2)
