@@ -117,6 +117,10 @@ def agreement_with_humans(
     aggregated score against the human consensus; every pair of judges, and alpha across all
     judges. A statistic the data cannot define is undefined with the reason.
 
+    Checklist verdicts judged point by point take point labels (``p1``, ``p2`` ... yes/no, an
+    optional ``score``; `jurybox.calibration.data.points`): the report is per point, pooled
+    over items as ``met``, and per item ``score`` (`point_agreement`).
+
     Args:
         human: Human labels: JSONL or CSV with an id column, an optional rater column and one
             column per criterion.
@@ -142,8 +146,29 @@ def agreement_with_humans(
             without a rubric jurybox knows.
     """
     from jurybox.calibration import agreement_report
+    from jurybox.calibration.data.points import point_judged
 
     output, rubric_def, notes = load_inputs(Path(judged), rubric, provenance, pairwise=True)
+    if point_judged(output):
+        if length_control is not None:
+            from jurybox.rubrics.errors import InputError
+
+            raise InputError(
+                "--length-control is not built for checklist verdicts (judged point by point)",
+                field="length_control",
+            )
+        report = point_agreement(
+            Path(human),
+            output,
+            value=value,
+            level=level,
+            n_resamples=resamples,
+            confidence=confidence,
+            seed=seed,
+        )
+        notes += report.joined.summary.warnings() if report.joined else []
+        notes += _point_notes(report)
+        return Agreement(report, output, rubric_def, level, None, notes)
     report = agreement_report(
         human,
         output,
@@ -171,6 +196,87 @@ def agreement_with_humans(
             )
             break
     return Agreement(report, output, rubric_def, level, controls, notes)
+
+
+def point_agreement(
+    human: Path,
+    output: JudgeOutput,
+    *,
+    value: ValueChoice = "score",
+    level: str = "auto",
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> AgreementReport:
+    """Agreement on checklist verdicts: per point (pooled, ``met``) and per item ``score``.
+
+    The point labels file and the pooling are `jurybox.calibration.data.points`'; each part is
+    the ordinary report (`agreement_report`) on the pooled points and on the items, merged.
+    """
+    from jurybox.calibration import agreement_report
+    from jurybox.calibration.data.points import (
+        MET,
+        MET_SCALE,
+        SCORE,
+        SCORE_SCALE,
+        has_scores,
+        item_output,
+        load_point_labels,
+        pooled_output,
+    )
+    from jurybox.calibration.reports.report import AgreementReport as Report
+
+    labels = load_point_labels(human, output)
+    settings: dict[str, Any] = {
+        "value": value,
+        "level": level,
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "seed": seed,
+    }
+    met = agreement_report(labels.met, pooled_output(output), scales={MET: MET_SCALE}, **settings)
+    criteria = dict(met.criteria)
+    join_summary = dict(met.join_summary)
+    join_text = f"points: {met.join_text}"
+    joined = met.joined
+    if has_scores(labels):
+        score = agreement_report(
+            labels.score, item_output(output), scales={SCORE: SCORE_SCALE}, **settings
+        )
+        criteria.update(score.criteria)
+        join_summary["item_scores"] = {
+            **score.join_summary,
+            "from_point_labels": labels.from_points,
+            "from_score_column": labels.from_column,
+        }
+        join_text += f"; item scores: {score.join_text}"
+        if joined is not None and score.joined is not None:
+            joined.criteria.update(score.joined.criteria)
+    sources = {"human_labels": str(human), "judge_output": output.source}
+    return Report(
+        criteria, join_summary, join_text, value, confidence, n_resamples, sources, joined
+    )
+
+
+def _point_notes(report: AgreementReport) -> list[str]:
+    """What to say of an agreement per point: what is pooled, how the intervals resample."""
+    notes = []
+    met = report.criteria.get("met")
+    if met is not None:
+        ids = report.joined.criteria["met"].ids if report.joined else []
+        items = {i.rpartition("::")[0] for i in ids}
+        notes.append(
+            f"met: {met.n_items} labelled points of {len(items)} items pooled (a point is "
+            "its item's, never joined by key across items); the intervals resample points, "
+            "not items (jurybox.calibration.stats has no cluster bootstrap), so where an "
+            "item's points agree alike they are too narrow"
+        )
+    if "score" not in report.criteria:
+        notes.append(
+            "score: no rater labelled every point of an item or gave a score column: no "
+            "agreement on item scores"
+        )
+    return notes
 
 
 def _length_control(
