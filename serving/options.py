@@ -1,9 +1,10 @@
 """Command-line options written once, beside the library parameter or field they set.
 
 A library class's field carries its option as its ``metadata`` (`option`, `argument`; as
-`RunPlan`'s fields do), a library function's parameters as `command_line` attaches them; the
-command is built from them by ``jurybox.serving.cli.console.options_of``. Here, outside the
-rooms of ``serving``, so that ``runs``, ``service`` and ``labelling`` may all use it.
+`RunPlan`'s fields do), a library function's parameters (or a pydantic model's fields, as
+`ServiceConfig`'s) as `command_line` attaches them; the command is built from them by
+``jurybox.serving.cli.console.options_of``. Here, outside the rooms of ``serving``, so that
+``runs``, ``service`` and ``labelling`` may all use it.
 """
 
 from __future__ import annotations
@@ -50,11 +51,20 @@ def argument(**cli: Any) -> dict[str, Any]:
     return {"cli": {"argument": True, **cli}}
 
 
-def command_line(**parameters: dict[str, Any]) -> Callable[[F], F]:
-    """A library function whose parameters are a command's options (``name=option(...)``).
+def nested() -> dict[str, Any]:
+    """A field holding another model's options, for `command_line` (``ServiceConfig.limits``).
 
-    The function is unchanged; its signature gives each option's name, type and default,
-    these its flags and help. A parameter not named here is not on the command line.
+    That model's options are the command's, in this field's place.
+    """
+    return {"cli": {"nested": True}}
+
+
+def command_line(**parameters: dict[str, Any]) -> Callable[[F], F]:
+    """A library function (or model) whose parameters (fields) are a command's options.
+
+    Each as ``name=option(...)``, in the order the command shows them. The function is unchanged; its signature (the model's fields) gives each option's name,
+    type and default, these its flags and help. A parameter not named here is not on the
+    command line.
     """
 
     def mark(function: F) -> F:

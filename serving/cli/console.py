@@ -13,6 +13,7 @@ import json
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -134,9 +135,12 @@ def options_of(
     parameter of the command, in the fields' order; the command receives their values as one
     dict (its first parameter, field name -> value, a negated flag turned back into the
     field's value), ready for ``options(**values)``. ``options`` may also be a library
-    function whose parameters ``jurybox.serving.options.command_line`` marked: the same, in
-    its parameters' order. The command's own parameters (its others: how it prints, what it
-    runs) follow the fields, or come before the field ``place`` names for them.
+    function, or a pydantic model, whose parameters or fields
+    ``jurybox.serving.options.command_line`` marked: the same, in the order it marks them
+    (a ``nested`` field's own options in its place, its values a dict under its name). The
+    command's own parameters (its others: how it prints, what it runs) follow the options;
+    ``place`` moves a parameter, the command's own or an option, before the one it names
+    (an option by its field's name).
 
     Several ``options`` (a command that calls one of several functions, as calibrate does):
     their options in turn, a name the ones before gave taken from them (the functions share
@@ -148,24 +152,21 @@ def options_of(
             p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
             for p in list(inspect.signature(command, eval_str=True).parameters.values())[1:]
         ]
-        before: dict[str, list[inspect.Parameter]] = {}
-        for param in own:
-            before.setdefault((place or {}).get(param.name, ""), []).append(param)
         params: list[inspect.Parameter] = []
-        fields: dict[str, tuple[str, bool]] = {}  # parameter -> (field, negated)
-        for source, field, declared, cli in _fields(options):
+        fields: dict[str, tuple[tuple[str, ...], bool]] = {}  # parameter -> (field path, negated)
+        for source, path, declared, cli in _fields(options):
+            field = path[-1]
             if field in fields or f"no_{field}" in fields:
                 continue
-            params.extend(before.pop(field, []))
             negated = cli.pop("negated", False)
             name = f"no_{field}" if negated else field
             if "type" in cli:
                 kind = cli.pop("type")
+            elif negated:
+                kind = bool
             else:
-                kind = bool if negated else typing.get_type_hints(source)[field]
+                kind = _hint(source, field)
             default = cli.pop("default", False if negated else declared)
-            if default is dataclasses.MISSING or default is inspect.Parameter.empty:
-                default = inspect.Parameter.empty
             params.append(
                 inspect.Parameter(
                     name,
@@ -174,16 +175,20 @@ def options_of(
                     default=default,
                 )
             )
-            fields[name] = (field, negated)
-        for rest in before.values():
-            params.extend(rest)
+            fields[name] = (path, negated)
+        named = {path[-1]: name for name, (path, _) in fields.items()}  # field -> parameter
+        placed = {named.get(k, k): named.get(v, v) for k, v in (place or {}).items()}
+        params = _placed([*params, *own], placed)
 
         @functools.wraps(command)
         def run(**values: Any) -> T:
-            chosen = {
-                field: (not values.pop(name) if negated else values.pop(name))
-                for name, (field, negated) in fields.items()
-            }
+            chosen: dict[str, Any] = {}
+            for name, (path, negated) in fields.items():
+                value = values.pop(name)
+                into = chosen
+                for step in path[:-1]:
+                    into = into.setdefault(step, {})
+                into[path[-1]] = not value if negated else value
             return command(chosen, **values)
 
         run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -214,17 +219,68 @@ def given_to(function: Callable[..., Any], options: Mapping[str, Any]) -> dict[s
     }
 
 
+def _placed(params: list[inspect.Parameter], place: Mapping[str, str]) -> list[inspect.Parameter]:
+    """``params`` in order, each that ``place`` names moved before the parameter it names."""
+    names = {p.name for p in params}
+    before: dict[str, list[inspect.Parameter]] = {}
+    for param in params:
+        if place.get(param.name) in names:
+            before.setdefault(place[param.name], []).append(param)
+    placed: list[inspect.Parameter] = []
+
+    def emit(param: inspect.Parameter) -> None:
+        for earlier in before.get(param.name, []):
+            emit(earlier)
+        placed.append(param)
+
+    for param in params:
+        if place.get(param.name) not in names:
+            emit(param)
+    return placed
+
+
 def _fields(
-    sources: Iterable[type | Callable[..., Any]],
-) -> Iterator[tuple[Any, str, Any, dict[str, Any]]]:
-    """(source, name, default, command-line metadata) of each option of classes or functions."""
+    sources: Iterable[type | Callable[..., Any]], within: tuple[str, ...] = ()
+) -> Iterator[tuple[Any, tuple[str, ...], Any, dict[str, Any]]]:
+    """(source, field path, default, command-line metadata) of each option of some sources.
+
+    A `jurybox.serving.options.nested` field's options come in its place, under its name.
+    """
     for options in sources:
         if dataclasses.is_dataclass(options):
             for f in dataclasses.fields(options):
                 if f.metadata.get("cli"):
-                    yield options, f.name, f.default, dict(f.metadata["cli"])
+                    yield options, (*within, f.name), _given(f.default), dict(f.metadata["cli"])
             continue
         marked = getattr(options, "__command_line__", {})
-        for p in inspect.signature(options).parameters.values():
-            if p.name in marked:
-                yield options, p.name, p.default, dict(marked[p.name])
+        model_fields = getattr(options, "model_fields", None)  # a pydantic model's
+        declared = inspect.signature(options).parameters
+        for name, cli in marked.items():
+            if cli.get("nested"):
+                inner = _hint(options, name)
+                yield from _fields([inner], (*within, name))
+            elif model_fields is not None:
+                default = model_fields[name].get_default(call_default_factory=True)
+                yield options, (*within, name), _given(default), dict(cli)
+            else:
+                yield options, (*within, name), _given(declared[name].default), dict(cli)
+
+
+def _hint(source: Any, name: str) -> Any:
+    """The type ``source`` (a class or function) declares for ``name``.
+
+    Only that annotation is evaluated: others may name types imported only for type checking.
+    """
+    if dataclasses.is_dataclass(source) or isinstance(source, type):
+        return typing.get_type_hints(source)[name]
+    own = SimpleNamespace(__annotations__={name: source.__annotations__[name]})
+    return typing.get_type_hints(own, globalns=source.__globals__)[name]
+
+
+def _given(default: Any) -> Any:
+    """A declared default as a parameter's: none (a required field) as ``Parameter.empty``."""
+    from pydantic_core import PydanticUndefined
+
+    if default is dataclasses.MISSING or default is PydanticUndefined:
+        return inspect.Parameter.empty
+    return default

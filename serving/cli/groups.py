@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.console import dumps, reported
+from jurybox.serving.cli.console import dumps, options_of, reported
+from jurybox.serving.runs.agree_groups import group_agreement_with_humans
 
 
+@options_of(group_agreement_with_humans, place={"json_out": "confidence"})
 def agree_groups(
-    human: Annotated[
-        Path,
-        typer.Argument(
-            help="Human labels of the groups (JSONL, one object a line with the group's id): "
-            '"ranking" (the completions\' positions, best first), "ranks" (each '
-            "completion's rank, 1 the best, equal ranks tied, null unranked), or one "
-            'preference a line: "a", "b" (positions) and "winner" (a, b or tie).',
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ],
-    judged: Annotated[
-        Path,
-        typer.Argument(
-            help="The jury's group results (JSONL, one group a line: what POST /v1/groups answers "
-            "per group, or at least its id and rewards, null when unscored).",
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ],
+    options: dict[str, Any],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    confidence: Annotated[float, typer.Option(help="Interval level.", min=0.5, max=0.999)] = 0.95,
 ) -> None:
     """How well the jury's group rewards rank each group as humans did.
 
@@ -47,10 +26,8 @@ def agree_groups(
     groups: too few to hold). Groups in one file only, and unscored rewards, are left out and
     counted.
     """
-    from jurybox.calibration.reports.group_agreement import agreement_of
-
     with reported():
-        report = agreement_of(human, judged, confidence)
+        report = group_agreement_with_humans(**options)
     if json_out:
         typer.echo(dumps(report.to_dict()))
         return

@@ -5,20 +5,22 @@ The page writes the human labels file that ``jurybox agree`` and ``jurybox calib
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.console import fail, note, options_of, reported, warn
+from jurybox.serving.cli.console import fail, given_to, note, options_of, reported, warn
+from jurybox.serving.labelling.foreground import serve_session
 from jurybox.serving.labelling.start import start_session
 from jurybox.serving.runs.label_plan import plan_labels
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
-
-@options_of(start_session, place={"paths": "labels", "rubric": "goal", "rater": "goal"})
+@options_of(
+    start_session,
+    serve_session,
+    place={"paths": "labels", "rubric": "rater", "rater": "goal"},
+)
 def label(
     options: dict[str, Any],
     paths: Annotated[
@@ -39,28 +41,6 @@ def label(
             show_default=False,
         ),
     ] = None,
-    rater: Annotated[
-        str | None,
-        typer.Option(
-            help="Your name as a rater: every label carries it (the page asks when it is not in its address).",
-            show_default=False,
-        ),
-    ] = None,
-    host: Annotated[
-        str,
-        typer.Option(
-            help="Address to listen on (another than this machine's own needs --token-env)."
-        ),
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8400,
-    token_env: Annotated[
-        str | None,
-        typer.Option(
-            "--token-env",
-            help="Environment variable holding a token the page and API calls must send (Authorization: Bearer).",
-            show_default=False,
-        ),
-    ] = None,
 ) -> None:
     """Label judged items in a web page: keyboard first, blind to the judges by default.
 
@@ -70,9 +50,9 @@ def label(
     /api/labels, POST /api/skip, POST /api/undo, GET /api/progress) serves other tools too.
     """
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
 
-        from jurybox.serving.labelling.app import build_app
+        from jurybox.serving.labelling.app import build_app  # noqa: F401
     except ImportError as exc:
         raise fail(
             f"jurybox label needs the label extra ({exc.name} is not installed): pip "
@@ -103,36 +83,13 @@ def label(
                 judged.items,
                 judged.verdicts,
                 judged.rubric,
-                **options,
+                **given_to(start_session, options),
                 notes=notes,
                 warnings=warnings,
             )
         finally:
             _said(notes, warnings)
-    store = session.store
-    token = None
-    if token_env is not None:
-        token = os.environ.get(token_env)
-        if not token:
-            store.close()
-            raise fail(f"--token-env {token_env}: the environment variable is not set (or empty)")
-    elif host not in _LOOPBACK:
-        store.close()
-        raise fail(
-            f"--host {host} makes the page reachable from other machines: protect it "
-            "with --token-env VAR (a token the page and API calls must send)"
-        )
-    address = f"http://{host}:{port}/" + (f"?rater={rater}" if rater else "")
-    note(
-        f"labelling {len(session.items)} judged items of rubric {session.rubric.name} "
-        f"(goal: {options['goal']}) into {options['labels']}; open {address} (Ctrl-C stops; "
-        "every saved label is "
-        "already on disk)"
-    )
-    try:
-        uvicorn.run(build_app(session, token), host=host, port=port, log_level="warning")
-    finally:
-        store.close()
+        serve_session(session, **given_to(serve_session, options), say=note)
 
 
 def _said(notes: list[str], warnings: list[str]) -> None:

@@ -10,6 +10,7 @@ from jurybox.serving.labelling.start import start_session
 judged = judged_items(Path("preds.jsonl"), Path("out.judged.jsonl"))
 session = start_session(judged.items, judged.verdicts, judged.rubric, Path("labels.jsonl"))
 session.next("ann")          # what the page's GET /api/next answers
+# or serve its page until Ctrl-C: jurybox.serving.labelling.foreground.serve_session(session)
 ```
 """
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from jurybox.judges import JurySpec, load_jury_spec, provenance
 from jurybox.rubrics import Rubric, list_rubrics, load_rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.serving.options import command_line, nested, option
 from jurybox.serving.service.sentinel import check_sentinel
 
 # The ingress replicas a machine with enough CPUs starts by default (see ServiceConfig).
@@ -26,8 +27,52 @@ AUTO_INGRESS_MIN_CPUS = 8
 STATE_ACTOR = "ingress-state"
 
 
+@command_line(
+    max_items=option(help="Most items in one request (413 beyond).", min=1),
+    max_body_bytes=option(help="Largest request body in bytes (413 beyond).", min=1024),
+    max_field_chars=option(help="Longest item field in characters (422 beyond).", min=1),
+    max_concurrent=option(
+        help="Batches judged at once; requests that find no free slot wait, and those of one "
+        "rubric that wait together are judged together (one call per judge).",
+        min=1,
+    ),
+    max_queued=option(help="Requests waiting for a slot; beyond, 429 with Retry-After.", min=0),
+    request_timeout_s=option(
+        "--request-timeout",
+        help="Seconds one request may take, waiting included (504 beyond).",
+        min=1,
+    ),
+    max_judge_calls=option(
+        help="Most judge calls one request may buy: items x calls per item of its rubric "
+        "(413 beyond).",
+        min=1,
+    ),
+    max_prompt_chars=option(
+        help="Longest prompt a request may render for one judge call, in characters (413 "
+        "beyond): a short inline template can render a huge one.",
+        min=1000,
+    ),
+    max_request_prompt_chars=option(
+        help="Most prompt text one request may render in all, in characters (413 beyond).",
+        min=1000,
+    ),
+    body_timeout_s=option(
+        "--body-timeout",
+        help="Seconds a client may take to send a request's body (408 beyond): a body that "
+        "trickles in holds a slot of the ingress.",
+        min=0.1,
+    ),
+    max_client_requests=option(
+        help="Requests one client address may have open at once on an ingress replica (429 "
+        "beyond).",
+        min=1,
+    ),
+)
 class Limits(BaseModel):
-    """What one request may ask for, and how much work the service takes on at once."""
+    """What one request may ask for, and how much work the service takes on at once.
+
+    The fields marked above are ``jurybox serve``'s options.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -159,8 +204,104 @@ class Limits(BaseModel):
     )
 
 
+@command_line(
+    jury=option("--jury", "-j", help="Shipped jury name or a jury YAML file.", show_default=False),
+    rubrics=option(
+        "--rubrics",
+        type=list[Path],
+        help="Rubric YAML file or directory of them, served beside the shipped rubrics "
+        "(repeatable).",
+        show_default=False,
+    ),
+    calibration=option(
+        "--calibration",
+        type=list[Path],
+        help="Calibration map (from `jurybox calibrate`) to apply to the verdicts of the rubric "
+        "it was fitted for (repeatable).",
+        show_default=False,
+    ),
+    conformal=option(
+        "--conformal",
+        type=list[Path],
+        help="Conformal map (from `jurybox calibrate --conformal`): the verdicts of the rubric "
+        "it was fitted for carry each criterion's `interval` (repeatable, one per rubric).",
+        show_default=False,
+    ),
+    route_width=option(
+        "--route-width",
+        help="With --conformal: a verdict whose interval on a criterion is wider than this (in "
+        "the scale's units; 0: anything but a single level) or missing carries `route` (to a "
+        "human, with the reasons).",
+        min=0.0,
+        show_default=False,
+    ),
+    token_env=option(
+        "--token-env",
+        help="Environment variable holding a token: every /v1 call must then send "
+        "`Authorization: Bearer <token>`.",
+        show_default=False,
+    ),
+    cors_origins=option(
+        "--cors-origin",
+        help="Allow this browser origin (CORS is off unless given; repeatable).",
+        show_default=False,
+    ),
+    limits=nested(),
+    ingress_replicas=option(
+        help="Replicas of the ingress: when one dies, the others answer meanwhile and a "
+        "client's retry reaches them (--max-concurrent and --max-queued are shared out among "
+        f"them). Default: {AUTO_INGRESS_REPLICAS} where this machine has at least "
+        f"{AUTO_INGRESS_MIN_CPUS} CPUs, else 1.",
+        min=1,
+        show_default=False,
+    ),
+    openrlhf_unscored=option(
+        "--openrlhf-unscored",
+        help="The reward of an unscored sample on /v1/openrlhf/ when the URL does not give "
+        "?unscored=: a number (flagged in OpenRLHF's extra_logs), or error (a 422, which stops "
+        "OpenRLHF's step). Without it the URL must say.",
+        show_default=False,
+    ),
+    juror_checks=option(
+        "--juror-checks/--no-juror-checks",
+        help="Flag failing jurors in each request's verdicts: a judge collapsed onto one value, "
+        "refusing, or departed from the others (three judges or more); counted in /metrics as "
+        "jurybox_juror_flags_total.",
+    ),
+    leave_out_flagged=option(
+        "--leave-out-flagged",
+        help="With --juror-checks: decide each request's verdicts without the jurors flagged in "
+        "it, naming them in each verdict's `left_out` (such verdicts are never cached).",
+    ),
+    sentinel_url=option(
+        "--sentinel-url",
+        help="A second jurybox service (http://host:port) that scores a random --sentinel-share "
+        "of /v1/openrlhf/'s scored samples as a held-out sentinel: each request's extra_logs "
+        "gain jurybox/sentinel_gap, (1 + reward - sentinel) / 2, and jurybox/sentinel_alarm, "
+        "raised by an anytime-valid drift test per client, rubric and options. It must serve "
+        "the route's rubrics by the same names. Its cost: its judge calls on that share of the "
+        "samples, at most 4 calls in flight per client, rubric and options; never the rewards' "
+        "latency, and a sentinel that fails is logged and counted, never an error. Set here "
+        "only: a client's request never names it.",
+        show_default=False,
+    ),
+    sentinel_token_env=option(
+        "--sentinel-token-env",
+        help="Environment variable holding the --sentinel-url service's token.",
+        show_default=False,
+    ),
+    sentinel_share=option(
+        help="With --sentinel-url: the share of /v1/openrlhf/'s scored samples the sentinel "
+        "scores, one in every ceil(1/share) counted across requests (0.05: one in 20, about 5% "
+        "more judge calls with a sentinel jury the size of the reward's).",
+        min=0.0,
+        max=1.0,
+    ),
+)
 class ServiceConfig(BaseModel):
     """Arguments of `jurybox.serving.service.builder.build_jury_app` (and of ``jurybox serve``).
+
+    The fields marked above (and `Limits`' marked fields) are ``jurybox serve``'s options.
 
     Attributes:
         jury: Shipped jury name or jury YAML file.
@@ -281,6 +422,14 @@ class ServiceConfig(BaseModel):
         description="The share of the OpenRLHF route's scored samples the sentinel scores "
         "(one in every ceil(1/share), counted across requests).",
     )
+
+    @field_validator("rubrics", "calibration", "conformal", mode="before")
+    @classmethod
+    def _paths(cls, value: Any) -> Any:
+        """Paths as the strings they spell (``jurybox serve`` reads them as paths)."""
+        if isinstance(value, list | tuple):
+            return [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
+        return value
 
     @field_validator("openrlhf_unscored")
     @classmethod

@@ -163,3 +163,129 @@ def test_leaderboard_s_options_are_board_of_s_parameters():
         "json_out",
         "html",
     }
+
+
+def test_a_command_made_of_a_model_takes_a_nested_model_s_options_in_its_place():
+    """A pydantic model marked with `command_line` (as ServiceConfig is): a `nested` field's
+    model gives its options where the field stands, and its values come as one dict under the
+    field's name; `place` moves an option of one source among another's."""
+    from pydantic import BaseModel, Field
+
+    from jurybox.serving.cli.console import given_to
+    from jurybox.serving.options import command_line, nested
+
+    @command_line(size=option(help="The size.", min=1), depth=option(help="The depth."))
+    class Inner(BaseModel):
+        depth: int = 2
+        size: int = 3
+        hidden: int = 0
+
+    @command_line(
+        name=option("--name", "-n", help="The name."),
+        inner=nested(),
+        tags=option("--tag", help="A tag (repeatable)."),
+    )
+    class Outer(BaseModel):
+        name: str
+        tags: list[str] = Field(default_factory=list)
+        inner: Inner = Field(default_factory=Inner)
+
+    @command_line(port=option(help="The port."))
+    def run(outer: Outer, *, port: int = 80) -> None:
+        """Run it."""
+
+    got = {}
+
+    @options_of(Outer, run, place={"port": "size"})
+    def command(options) -> None:
+        """Run an outer."""
+        got.update(options)
+        Outer(**given_to(Outer, options))  # the values are the model's own
+
+    cli = typer.Typer()
+    cli.command()(command)
+    cli.command("other")(lambda: None)
+    r = runner.invoke(cli, ["command", "-n", "x", "--size", "5", "--tag", "a", "--tag", "b"])
+    assert r.exit_code == 0, r.output
+    assert got == {"name": "x", "inner": {"size": 5, "depth": 2}, "tags": ["a", "b"], "port": 80}
+    assert runner.invoke(cli, ["command", "-n", "x", "--size", "0"]).exit_code == 2
+    assert runner.invoke(cli, ["command"]).exit_code == 2  # name has no default: required
+    help_text = runner.invoke(cli, ["command", "--help"], terminal_width=200).output
+    order = [help_text.index(flag) for flag in ("--name", "--port", "--size", "--depth", "--tag")]
+    assert order == sorted(order), help_text
+    assert "hidden" not in help_text and "[default: 2]" in help_text
+
+
+def test_serve_s_options_are_its_service_config_s_and_serve_jury_s():
+    """Every option of serve but --no-cache and --print-config is a field of ServiceConfig or
+    of its Limits, or a parameter of serve_jury, and sets it."""
+    import inspect
+
+    import yaml
+
+    from jurybox.serving.cli.serve import serve
+    from jurybox.serving.service.config import Limits, ServiceConfig
+    from jurybox.serving.service.foreground import serve_jury
+
+    marked = {
+        *(set(ServiceConfig.__command_line__) - {"limits"}),
+        *Limits.__command_line__,
+        *serve_jury.__command_line__,
+    }
+    assert set(inspect.signature(serve).parameters) == marked | {"no_cache", "print_config"}
+    args = ["serve", "--jury", "tiny", "--max-items", "7", "--request-timeout", "50"]
+    args += ["--cors-origin", "http://x", "--juror-checks", "--no-cache", "--print-config"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    config = ServiceConfig(**yaml.safe_load(r.output)["applications"][0]["args"])
+    assert config == ServiceConfig(
+        jury="tiny",
+        cors_origins=["http://x"],
+        juror_checks=True,
+        limits=Limits(max_items=7, request_timeout_s=50.0),
+    )
+
+
+def test_agree_groups_s_options_are_group_agreement_with_humans_s_parameters():
+    """Every option of agree-groups but --json is a parameter of group_agreement_with_humans."""
+    import inspect
+
+    from jurybox.serving.cli.groups import agree_groups
+    from jurybox.serving.runs.agree_groups import group_agreement_with_humans as agreement
+
+    assert set(agreement.__command_line__) == set(inspect.signature(agreement).parameters)
+    assert set(inspect.signature(agree_groups).parameters) == set(agreement.__command_line__) | {
+        "json_out"
+    }
+
+
+def test_exploits_options_are_audit_exploits_parameters():
+    """Every option of exploits but --url, --json, --html and --quiet is a parameter of
+    audit_exploits (--url gives its jury too)."""
+    import inspect
+
+    from jurybox.serving.cli.exploits import exploits
+    from jurybox.serving.runs.exploits import audit_exploits
+
+    assert set(audit_exploits.__command_line__) <= set(inspect.signature(audit_exploits).parameters)
+    assert set(inspect.signature(exploits).parameters) == set(audit_exploits.__command_line__) | {
+        "url",
+        "json_out",
+        "html",
+        "quiet",
+    }
+
+
+def test_label_s_options_are_start_session_s_and_serve_session_s():
+    """Every option of label but its files and --rubric (what judged_items reads) is a
+    parameter of start_session or of serve_session."""
+    import inspect
+
+    from jurybox.serving.cli.label import label
+    from jurybox.serving.labelling.foreground import serve_session
+    from jurybox.serving.labelling.start import start_session
+
+    marked = {*start_session.__command_line__, *serve_session.__command_line__}
+    for function in (start_session, serve_session):
+        assert set(function.__command_line__) <= set(inspect.signature(function).parameters)
+    assert set(inspect.signature(label).parameters) == marked | {"paths", "rubric"}

@@ -143,6 +143,8 @@ def test_extra_rubrics_are_served_by_name(tmp_path):
     )
     plan = ServiceConfig(jury="tiny", rubrics=[str(tmp_path)]).resolve()
     assert "mine" in plan.rubrics and "mirage-mg" in plan.rubrics
+    # a path as its string (what `jurybox serve --rubrics` reads)
+    assert ServiceConfig(jury="tiny", rubrics=[tmp_path]).rubrics == [str(tmp_path)]
 
 
 def test_two_ingress_replicas_by_default_where_the_machine_has_the_cpus(monkeypatch):
