@@ -198,3 +198,61 @@ def test_calibrate_fits_met_over_points(bench, tmp_path):
     assert "met" in (tmp_path / "map.yaml").read_text()
     with pytest.raises(Exception, match="calibrated on met"):
         fit_map(bench["human"], bench["judged"], criteria=["p1"])
+
+
+@pytest.mark.models  # judging the examples on the replay jury takes about a minute on CI's CPU
+def test_agree_and_calibrate_on_what_jurybox_judge_wrote(tmp_path):
+    """The examples' checklists judged by `jurybox judge` (the tiny jury's recorded answers:
+    the replay jury with the checklist recording), point labels for them, then `jurybox agree`
+    (on the judges' expected met too) and `jurybox calibrate` as a user runs them."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from judging_helpers import CHECKLISTS_RECORDING, RECORDING, write_replay_jury
+
+    jurybox = str(Path(sys.executable).with_name("jurybox"))
+    examples = Path(__file__).resolve().parents[3] / "examples" / "checklists.jsonl"
+    jury = write_replay_jury(tmp_path / "jury.yaml", recordings=(RECORDING, CHECKLISTS_RECORDING))
+    judged = tmp_path / "judged.jsonl"
+    run = subprocess.run(
+        [jurybox, "judge", str(examples), "--rubric", "checklist", "--jury", str(jury)]
+        + ["--out", str(judged)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=os.environ,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    records = [json.loads(x) for x in judged.read_text().splitlines()]
+    assert records and all(r["points"] for r in records)
+    rng = np.random.default_rng(5)
+    rows = [
+        {"id": r["id"], "rater": rater, **{k: YES[int(rng.random() < 0.7)] for k in r["points"]}}
+        for r in records
+        for rater in ("ana", "ben")
+    ]
+    human = write_jsonl(tmp_path / "human.jsonl", rows)
+    for value in ("score", "expected"):
+        run = subprocess.run(
+            [jurybox, "agree", str(human), str(judged), "--json", "--value", value]
+            + ["--resamples", "50"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        payload = json.loads(run.stdout)
+        assert set(payload["criteria"]) == {MET, SCORE}
+        n_points = sum(len(r["points"]) for r in records)
+        assert payload["criteria"][MET]["n_items"] == n_points
+        assert payload["criteria"][SCORE]["n_items"] == len(records)
+    run = subprocess.run(
+        [jurybox, "calibrate", str(human), str(judged), "-o", str(tmp_path / "map.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (tmp_path / "map.yaml").exists()
