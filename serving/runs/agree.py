@@ -258,6 +258,22 @@ def point_agreement(
     )
 
 
+def refuse_points(output: JudgeOutput, what: str) -> None:
+    """Refuse ``what`` on checklist verdicts judged point by point, which it is not built for.
+
+    Raises:
+        InputError: The verdicts are such.
+    """
+    from jurybox.calibration.data.points import point_judged
+    from jurybox.rubrics.errors import InputError
+
+    if point_judged(output):
+        raise InputError(
+            f"{what} is not built for checklist verdicts judged point by point; "
+            "`jurybox agree` (per point and item score) and `jurybox calibrate` (met) are"
+        )
+
+
 def _point_notes(report: AgreementReport) -> list[str]:
     """What to say of an agreement per point: what is pooled, how the intervals resample."""
     notes = []
@@ -381,6 +397,7 @@ def benchmark_means(
     )
 
     output, _, notes, scales = scaled_inputs(Path(judged), rubric, provenance, list(criteria))
+    refuse_points(output, "--ppi")
     lines = [row for row in label_rows(Path(human)) if row.get("id") is not None]
     pool = {r.id: r.scores for r in output.records}
     strays = sum(str(row["id"]) not in pool for row in lines)

@@ -34,6 +34,7 @@ from jurybox.serving.options import (
     command_line,
     option,
 )
+from jurybox.serving.runs.agree import refuse_points
 from jurybox.serving.runs.inputs import load_inputs
 
 if TYPE_CHECKING:
@@ -344,6 +345,7 @@ def fit_conformal_map(
 
     criteria = list(criteria or [])
     output, rubric_def, notes, scales = scaled_inputs(Path(judged), rubric, provenance, criteria)
+    refuse_points(output, "--conformal")
     if criteria:
         scales = {c: scales[c] for c in criteria}
     groups = label_groups(human, group) if group else None
@@ -674,6 +676,7 @@ def _cascade_inputs(
     from jurybox.rubrics.errors import InputError
 
     output, rubric_def, notes = load_inputs(judged, rubric, None)
+    refuse_points(output, "--cascade")
     if rubric_def is None:
         raise InputError(
             "--cascade needs the rubric the verdicts were judged with (--rubric NAME_OR_FILE)"

@@ -200,6 +200,17 @@ def test_calibrate_fits_met_over_points(bench, tmp_path):
         fit_map(bench["human"], bench["judged"], criteria=["p1"])
 
 
+def test_what_is_not_built_for_points_is_refused_saying_so(bench):
+    from jurybox.serving.runs.agree import benchmark_means
+    from jurybox.serving.runs.calibrate import fit_conformal_map
+
+    for call, what in ((benchmark_means, "--ppi"), (fit_conformal_map, "--conformal")):
+        with pytest.raises(Exception, match=f"{what} is not built for checklist verdicts"):
+            call(bench["human"], bench["judged"])
+    with pytest.raises(Exception, match="--length-control is not built for checklist"):
+        agreement_with_humans(bench["human"], bench["judged"], length_control=bench["judged"])
+
+
 @pytest.mark.models  # judging the examples on the replay jury takes about a minute on CI's CPU
 def test_agree_and_calibrate_on_what_jurybox_judge_wrote(tmp_path):
     """The examples' checklists judged by `jurybox judge` (the tiny jury's recorded answers:
