@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from jurybox.serving.options import (
     CRITERIA,
@@ -211,7 +211,8 @@ def point_agreement(
     """Agreement on checklist verdicts: per point (pooled, ``met``) and per item ``score``.
 
     The point labels file and the pooling are `jurybox.calibration.data.points`'; each part is
-    the ordinary report (`agreement_report`) on the pooled points and on the items, merged.
+    the ordinary report (`agreement_report`) on the pooled points and on the items, merged;
+    ``met``'s intervals resample items, each with all its points (`_by_item`).
     """
     from jurybox.calibration import agreement_report
     from jurybox.calibration.data.points import (
@@ -235,6 +236,9 @@ def point_agreement(
         "seed": seed,
     }
     met = agreement_report(labels.met, pooled_output(output), scales={MET: MET_SCALE}, **settings)
+    if met.joined is not None and MET in met.criteria:
+        boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
+        met.criteria[MET] = _by_item(met.joined.criteria[MET], met.criteria[MET], level, boot)
     criteria = dict(met.criteria)
     join_summary = dict(met.join_summary)
     join_text = f"points: {met.join_text}"
@@ -255,6 +259,79 @@ def point_agreement(
     sources = {"human_labels": str(human), "judge_output": output.source}
     return Report(
         criteria, join_summary, join_text, value, confidence, n_resamples, sources, joined
+    )
+
+
+def _by_item(data: Any, found: Any, level: str, boot: dict[str, Any]) -> Any:
+    """``met``'s statistics again with intervals that resample items, not points.
+
+    The points of an item are judged, and labelled, together, so they are not independent:
+    each bootstrap resample draws items (clusters) with replacement and takes all their
+    labelled points; the values are the report's, only the intervals change.
+    """
+    import dataclasses
+    from itertools import combinations
+
+    import numpy as np
+
+    from jurybox.calibration import bootstrap_ci
+    from jurybox.calibration.reports.report import (
+        JURY,
+        default_level,
+        judge_human_stats,
+        judge_judge_stats,
+    )
+    from jurybox.calibration.stats.alpha import Level as AlphaLevel
+    from jurybox.calibration.stats.alpha import krippendorff_alpha
+
+    kind = cast("AlphaLevel", default_level(data) if level == "auto" else level)
+    items = np.array([i.rpartition("::")[0] for i in data.ids])
+    method = "percentile bootstrap over items (all of an item's points together)"
+
+    def clustered(fn: Any, keep: Any, *arrays: Any) -> Any:
+        _, group = np.unique(items[keep], return_inverse=True)
+        members = [np.flatnonzero(group == g) for g in range(int(group.max(initial=-1)) + 1)]
+        kept = [a[..., keep] for a in arrays]
+
+        def statistic(drawn: Any) -> Any:
+            idx = np.concatenate([members[int(g)] for g in drawn] or [np.array([], dtype=int)])
+            return fn(*(a[..., idx] for a in kept))
+
+        got = bootstrap_ci(statistic, np.arange(len(members)), **boot)
+        if isinstance(got, dict):
+            return {k: v.with_ci(v.ci, ci_method=method) for k, v in got.items()}
+        return got.with_ci(got.ci, ci_method=method)
+
+    def alpha(m: Any) -> Any:
+        return krippendorff_alpha(data.scale.snap(m) if kind == "nominal" else m, kind)
+
+    everything = np.ones(len(data.ids), dtype=bool)
+    human_human = dict(found.human_human)
+    if data.human.shape[0] >= 2:
+        human_human = {f"alpha[{kind}]": clustered(alpha, everything, data.human)}
+    h_mean, h_ref = data.human_mean, data.human_reference
+    labelled = ~np.isnan(h_mean)
+    fn = judge_human_stats(data, kind)
+    systems = {**data.judges, JURY: data.jury}
+    judge_human = {
+        name: clustered(fn, labelled & ~np.isnan(x), x, h_ref, h_mean)
+        for name, x in systems.items()
+    }
+    pair = judge_judge_stats(data, kind)
+    judge_judge = {}
+    for a, b in combinations(sorted(data.judges), 2):
+        xa, xb = data.judges[a], data.judges[b]
+        judge_judge[f"{a} | {b}"] = clustered(pair, ~(np.isnan(xa) | np.isnan(xb)), xa, xb)
+    judges_alpha = found.judges_alpha
+    if len(data.judges) >= 2:
+        stack = np.vstack([data.judges[j] for j in sorted(data.judges)])
+        judges_alpha = clustered(alpha, everything, stack)
+    return dataclasses.replace(
+        found,
+        human_human=human_human,
+        judge_human=judge_human,
+        judge_judge=judge_judge,
+        judges_alpha=judges_alpha,
     )
 
 
@@ -283,9 +360,8 @@ def _point_notes(report: AgreementReport) -> list[str]:
         items = {i.rpartition("::")[0] for i in ids}
         notes.append(
             f"met: {met.n_items} labelled points of {len(items)} items pooled (a point is "
-            "its item's, never joined by key across items); the intervals resample points, "
-            "not items (jurybox.calibration.stats has no cluster bootstrap), so where an "
-            "item's points agree alike they are too narrow"
+            "its item's, never joined by key across items); the intervals resample items, "
+            "each with all its points (its points are not independent)"
         )
     if "score" not in report.criteria:
         notes.append(

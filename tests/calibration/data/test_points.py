@@ -169,7 +169,7 @@ def test_agree_reports_met_and_score_with_intervals(bench):
     assert alice.tolist() == pytest.approx([mine[i] for i in data.ids])
     payload = found.to_dict()
     assert payload["join"]["item_scores"]["from_point_labels"] == 48 - 8
-    assert any("resample points, not items" in n for n in found.notes)
+    assert any("the intervals resample items" in n for n in found.notes)
     json.dumps(payload)  # plain data
 
 
@@ -198,6 +198,36 @@ def test_calibrate_fits_met_over_points(bench, tmp_path):
     assert "met" in (tmp_path / "map.yaml").read_text()
     with pytest.raises(Exception, match="calibrated on met"):
         fit_map(bench["human"], bench["judged"], criteria=["p1"])
+
+
+def test_met_intervals_resample_items_with_all_their_points(tmp_path):
+    """Errors that come by item (a judge wrong on every point of 6 items of 20) are one error
+    per item, not five: the interval over items is wider than one over points would be."""
+    from jurybox.calibration import agreement_report
+
+    items = [checklist_item(f"i{k:02d}", [3, 2, 2, 1, 1]) for k in range(20)]
+    truth = {it.id: [1, 0, 1, 1, 0] if k % 2 else [0, 1, 1, 0, 1] for k, it in enumerate(items)}
+    wrong = {it.id for k, it in enumerate(items) if k % 10 in (1, 4, 7)}
+    votes = {
+        "x": {i: [1 - v for v in t] if i in wrong else t for i, t in truth.items()},
+        "y": truth,
+    }
+    judged = write_jsonl(tmp_path / "j.jsonl", judged_records(items, votes))
+    human = write_jsonl(
+        tmp_path / "h.jsonl",
+        [{"id": i, **{f"p{k + 1}": YES[v] for k, v in enumerate(t)}} for i, t in truth.items()],
+    )
+    found = agreement_with_humans(human, judged, resamples=400)
+    by_item = found.report.criteria[MET].judge_human["x"]["exact"]
+    assert by_item.value == pytest.approx(1 - 30 / 100)
+    assert by_item.details["ci_method"].startswith("percentile bootstrap over items")
+    output = load_judge_output(judged)
+    labels = load_point_labels(human, output)
+    by_point = agreement_report(labels.met, pooled_output(output), n_resamples=400)
+    per_point = by_point.criteria[MET].judge_human["x"]["exact"]
+    assert per_point.value == by_item.value
+    width = by_item.ci[1] - by_item.ci[0]
+    assert width > 1.6 * (per_point.ci[1] - per_point.ci[0])
 
 
 def test_what_is_not_built_for_points_is_refused_saying_so(bench):
