@@ -267,10 +267,15 @@ class LabellingSession:
             score = verdict.scores.get(criterion)
             jury = None if score is None else float(scale.snap(score))
             mine = None if human is None else human.get(criterion)
+            if self.by_point:  # a point's met as the jury has it: a mean of yes and no lies between
+                shown = score
+                disagrees = mine is not None and score is not None and abs(score - mine) >= 0.5
+            else:
+                shown, disagrees = jury, mine is not None and jury is not None and jury != mine
             out[criterion] = {
-                "jury": jury,
+                "jury": shown,
                 "votes": {v.judge: v.score for v in verdict.votes if v.criterion == criterion},
-                "disagrees": mine is not None and jury is not None and jury != mine,
+                "disagrees": disagrees,
             }
         return out
 

@@ -82,6 +82,7 @@ def test_point_by_point_view_labels_each_point(files, browser, tmp_path):
         saved(page, item)
         # The saved table shows the rater's and the jury's met per point.
         last = page.inner_text("#last")
+        page.screenshot(path=str(tmp_path / "points-saved.png"), full_page=True)
         assert all(f"p{k + 1}" in last for k in range(len(answers)))
         line = json.loads(files["labels"].read_text().splitlines()[0])
         assert line["id"] == item and line["rater"] == "ana"
@@ -126,5 +127,10 @@ def test_point_by_point_refuses_what_it_has_no_estimate_for(files):
         # blind by default: no jury's met before the label
         assert all("jury_met" not in c["point"] for c in offered["criteria"])
         assert "checklist" not in offered["fields"]
+        # once saved, the jury's met per point as it has it: c's p2 is x's yes and y's no
+        got = session.save({"id": "c", "rater": "ana", "labels": {"p1": "yes", "p2": "no"}})
+        assert got["judges"]["p2"]["jury"] == 0.5 and got["judges"]["p2"]["disagrees"]
+        assert got["judges"]["p1"] == {"jury": 1.0, "votes": {"x": 1, "y": 1}, "disagrees": False}
+        assert got["saved"]["p1"] == 1 and "p3" not in got["saved"]  # unlabelled: no column
     finally:
         session.store.close()
