@@ -305,6 +305,7 @@ def test_calibration_map_applied_point_by_point_and_the_item_rescored(tmp_path):
     every point is met, x and the humans agree: where they split, the map sides with x."""
     from jurybox.calibration import AppliedCalibration
     from jurybox.rubrics import load_rubric
+    from jurybox.rubrics.reward import RewardSpec
 
     rng = np.random.default_rng(11)
     items = [checklist_item(f"i{k:02d}", [4, 3, 2, -3]) for k in range(30)]
@@ -341,6 +342,9 @@ def test_calibration_map_applied_point_by_point_and_the_item_rescored(tmp_path):
         assert calibrated["score"] == pytest.approx(points_score(points, calibrated)[0])
         assert record["scores"]["score"] == pytest.approx(points_score(points, record["scores"])[0])
         changed += abs(calibrated["score"] - record["scores"]["score"]) > 0.01
+        # a calibrated reward reads the calibrated item score
+        reward = RewardSpec(calibrated=True).bind(rubric).value(out)
+        assert reward == pytest.approx(calibrated["score"])
     assert changed > 10
     gap = applied.apply(records[-1], rubric)["calibrated"]
     assert gap["p2"] is None and gap["score"] is None and gap["p1"] > 0.9
