@@ -307,10 +307,9 @@ class Limits(BaseModel):
     ),
     sentinel_share=option(
         help="With --sentinel-url: the share of /v1/openrlhf/'s scored samples the sentinel "
-        "scores, one in every ceil(1/share) counted across requests (0.05: one in 20, about 5% "
-        "more judge calls with a sentinel jury the size of the reward's).",
-        min=0.0,
-        max=1.0,
+        "scores, more than 0 and at most 1: one in every ceil(1/share) counted across requests, "
+        "so a share that is not 1/n is rounded to 1/ceil(1/share) (0.3 gives 25%; 0.05: one in "
+        "20, about 5% more judge calls with a sentinel jury the size of the reward's).",
     ),
 )
 class ServiceConfig(BaseModel):
