@@ -95,7 +95,7 @@ PACKS: dict[str, Pack] = {
             "MIRAGE multi-turn clarify-or-respond: decision accuracy, goal scores, "
             "spurious and perfect shares, judged",
             "required",
-            ("unscored",),
+            ("unscored", "checklist"),
             "mirage:evaluate_mmmt",
         ),
         Pack(
@@ -111,7 +111,7 @@ PACKS: dict[str, Pack] = {
             "MIR multi-image multiple choice: accuracy overall and per group; a jury judges "
             "the reasoning steps",
             "optional",
-            ("unscored", "groups"),
+            ("unscored", "groups", "checklist"),
             "mir:evaluate",
         ),
         Pack(
@@ -167,7 +167,7 @@ def run_benchmark(
         jury: A loaded `jurybox.judges.Jury`, judged in memory (instead of ``judge``).
         limit: Evaluate only the first ``limit`` items.
         **options: The pack's own options (``subset``, ``unscored``, ``queries``, ``corpus``,
-            ``depth``, ``groups``).
+            ``depth``, ``groups``, ``checklist``).
 
     Returns:
         The report: metrics with CIs, tables, counts and notes.

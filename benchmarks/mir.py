@@ -31,6 +31,12 @@ reads as A and "the answer is (c)" as nothing. jurybox takes the last explicit a
 case-insensitively, or the option's text (`.extraction`); unparseable and unanswered items count as
 wrong and stay in the denominator; the judge fallback (``mcq-extract``) is reported separately. The
 step-by-step judging is ours: the public evaluation scores only the final option.
+
+An added view, ``checklist=True`` with a jury (``jurybox bench mir --jury J --checklist``): the
+five reference steps as a checklist of five points of equal weight, each judged met or not
+(rubric ``checklist``), reported as each step's share met and ``steps_met``, the share of the
+five met (HealthBench's rule with equal weights). Like the 0-4 step scores, it is not MIR's
+metric, which is the accuracy alone.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from typing import Any
 
 from jurybox.rubrics import Item, load_rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.points import read_points
 
 from . import mcq
 from .data import (
@@ -58,11 +65,23 @@ from .data import (
 )
 from .extraction import extract_choice, letter_labels, parse_label
 from .judging import Judge, Judged, item_values, unscored_reasons
-from .report import BenchReport, Metric, Table, UnscoredPolicy, by_group, mean_metric
+from .report import (
+    UNANSWERED,
+    UNSCORED,
+    BenchReport,
+    Metric,
+    Missing,
+    Table,
+    UnscoredPolicy,
+    by_group,
+    mean_metric,
+)
 
 NAME = "mir"
 GROUPS = ("spatial", "sequential", "analytical")
 STEPS = ("summary", "caption", "text2img", "img2img", "conclusion")
+# The reference steps as checklist points (``checklist=True``): one point each, equal weights.
+STEP_POINT = "The reasoning covers this reference step ({step}): {text}"
 SCENARIO_FIELDS = ("sub_scenario", "scenario", "task", "category")
 UNKNOWN = "unknown"
 
@@ -274,12 +293,17 @@ def evaluate(
     limit: int | None = None,
     unscored: UnscoredPolicy = "exclude",
     groups: Mapping[str, str] | None = None,
+    checklist: bool = False,
 ) -> BenchReport:
     """MIR accuracy overall and per group.
 
     With ``judge``, the judge fallback for unparseable answers and the step-by-step reasoning scores
-    (``mir-steps``).
+    (``mir-steps``). With ``checklist`` too, the five reference steps are also judged as a
+    checklist of five equal points, each met or not (rubric ``checklist``): an added view, as the
+    step scores are (MIR's own metric is the accuracy).
     """
+    if checklist and judge is None:
+        raise InputError("the checklist view of MIR's steps is judged: pass a jury", field="jury")
     all_items, notes = read_items(data, groups)
     preds = read_model_answers(predictions, [it.id for it in all_items], data_path=data)
     items = limited(all_items, limit)
@@ -297,6 +321,18 @@ def evaluate(
             data, items, preds, judge, unscored
         )
         notes += step_notes
+        if checklist:
+            point_metrics, point_judges, point_table = _judge_step_points(
+                items, preds, judge, unscored
+            )
+            step_metrics.update(point_metrics)
+            for name, values in point_judges.items():
+                judges.setdefault(name, {}).update(values)
+            notes.append(
+                "steps as a checklist (added, not MIR's metric): each reference step one point, "
+                "met or not (rubric checklist); steps_met is the share of the five met, "
+                "HealthBench's rule with equal weights"
+            )
     metrics.update(mcq.mcq_metrics(outcomes, order, judged, by="group"))
     scenarios = [o.item.extra["scenario"] for o in outcomes]
     if any(scenarios):
@@ -308,6 +344,8 @@ def evaluate(
     if judge is not None:
         metrics.update(step_metrics)
         tables.append(step_table)
+        if checklist:
+            tables.append(point_table)
         notes.append(
             "accuracy_with_fallback: the jury (rubric mcq-extract) read the answers of "
             "unparseable responses; the headline accuracy uses the extraction rules only"
@@ -386,3 +424,64 @@ def _judge_steps(
         Table("MIR reasoning steps (0-4, rubric mir-steps)", columns, rows),
         notes,
     )
+
+
+def _judge_step_points(
+    items: Sequence[mcq.McqItem], preds: Predictions, judge: Judge, unscored: UnscoredPolicy
+) -> tuple[dict[str, Metric], dict[str, dict[str, Metric]], Table]:
+    """The five reference steps judged as checklist points: each step's share met, and all."""
+    answered = [it for it in items if preds.get(it.id) is not None]
+    options = {
+        it.id: "\n".join(f"{lab}. {opt}" for lab, opt in zip(it.labels, it.options))
+        for it in answered
+    }
+    judge_items = [
+        Item(
+            id=it.id,
+            question=f"{it.question}\nOptions:\n{options[it.id]}",
+            response=preds.get(it.id).response,  # type: ignore[union-attr]
+            checklist=read_points(
+                [
+                    {
+                        "criterion": STEP_POINT.format(step=s, text=it.extra["steps"][s]),
+                        "points": 1,
+                        "tag": "essential",
+                    }
+                    for s in STEPS
+                ],
+                it.id,
+            ),
+        )
+        for it in answered
+    ]
+    judged = (
+        judge("mir-checklist", load_rubric("checklist"), judge_items) if judge_items else Judged({})
+    )
+    ids = [it.id for it in items]
+    unanswered = {it.id for it in items} - {it.id for it in answered}
+    keys = {s: f"p{k + 1}" for k, s in enumerate(STEPS)}
+
+    def view(judge_name: str | None) -> dict[str, Metric]:
+        per = {s: item_values(ids, unanswered, judged, keys[s], judge=judge_name) for s in STEPS}
+        share: list[float | Missing] = []
+        for n, i in enumerate(ids):
+            numbers = [v for v in (per[s][n] for s in STEPS) if isinstance(v, float)]
+            if i in unanswered:
+                share.append(UNANSWERED)
+            elif len(numbers) < len(STEPS):
+                share.append(UNSCORED)
+            else:
+                share.append(sum(numbers) / len(numbers))
+        out = {f"met_{s}": mean_metric(per[s], kind="share", unscored=unscored) for s in STEPS}
+        out["steps_met"] = mean_metric(share, kind="share", unscored=unscored)
+        return out
+
+    metrics = view(None)
+    judges = {j: view(j) for j in judged.judges()}
+    rows = [("jury", list(metrics.values()))] + [(j, list(m.values())) for j, m in judges.items()]
+    table = Table(
+        "MIR steps as a checklist (% met; an added view, not MIR's metric)",
+        [*STEPS, "all"],
+        rows,
+    )
+    return metrics, judges, table

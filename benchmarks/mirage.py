@@ -37,6 +37,16 @@ facts). Predictions: ``id``, ``response`` (the model's next utterance) and, opti
   so known_accuracy, missing_coverage and perfect are reported as undefined with that reason rather
   than as numbers from empty goals.
 
+An added view, ``checklist=True`` (``jurybox bench mirage-mmmt --checklist``; the decomp file):
+each answered item is also judged on its goal facts as a checklist (rubric ``checklist``, each
+point met or not): a point per missing fact ("asks the grower for, or otherwise accounts for,
+this missing information", 5 points) and per known fact ("stays consistent with this fact
+already known", 3 points). Reported in a second table, not the paper's: ``missing_points``, the
+share of an item's missing facts the turn asks for (the paper's ``missing_coverage`` is one 0-4
+judgment of the same thing, and stays as the paper computes it; items without missing facts
+are not in it), ``known_points``, the share of its known facts kept, and ``checklist_score``,
+HealthBench's rule over both.
+
 Counting, for every metric: an unanswered item (no prediction or an empty response) counts as 0
 (wrong), except in the spurious share, which it cannot enter (it asserted nothing); an item the jury
 could not score (below quorum, a failed judge call) is left out of that metric's mean, or, with
@@ -57,12 +67,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
 from jurybox.rubrics import Item, load_rubric
 from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.points import read_points
 
 from .data import (
     EXAMPLES,
@@ -350,6 +361,36 @@ def plain_decision(prediction_fields: Mapping[str, Any], response: str) -> str |
     return None
 
 
+# The MMMT goal facts as checklist points (``checklist=True``): each missing fact asked for,
+# each known fact kept; their weights (the missing ones count more: they are the turn's task).
+MISSING_POINT = "Asks the grower for, or otherwise accounts for, this missing information: {}"
+KNOWN_POINT = "Stays consistent with this fact already known (never contradicts or re-asks it): {}"
+MISSING_WEIGHT, KNOWN_WEIGHT = 5, 3
+CHECKLIST_QUESTION = (
+    "The conversation so far between a grower (user) and an agricultural expert:\n{}\n"
+    "What should the expert say next: ask for what is missing, or respond?"
+)
+
+
+def goal_checklist(known: Sequence[str], missing: Sequence[str]) -> list[dict[str, Any]]:
+    """An MMMT item's goal facts as checklist points: the missing ones first, then the known.
+
+    Args:
+        known: The facts already known from the dialogue (``known_goal``).
+        missing: The information still missing (``missing_goal``).
+
+    Returns:
+        One point per fact (``criterion``, ``points``, ``tag``): p1..pM the missing facts
+        (5 points, essential), then the known ones (3 points, important).
+    """
+    return [
+        *({"criterion": MISSING_POINT.format(g), "points": MISSING_WEIGHT, "tag": "essential"}
+          for g in missing),
+        *({"criterion": KNOWN_POINT.format(g), "points": KNOWN_WEIGHT, "tag": "important"}
+          for g in known),
+    ]  # fmt: skip
+
+
 def evaluate_mmmt(
     data: str | Path,
     predictions: str | Path,
@@ -357,8 +398,15 @@ def evaluate_mmmt(
     judge: Judge,
     limit: int | None = None,
     unscored: UnscoredPolicy = "exclude",
+    checklist: bool = False,
 ) -> BenchReport:
-    """MIRAGE-MMMT: decision accuracy, goal scores, spurious and perfect shares."""
+    """MIRAGE-MMMT: decision accuracy, goal scores, spurious and perfect shares.
+
+    With ``checklist`` (the decomp file's goals), each answered item is also judged on its goal
+    facts as a checklist (`goal_checklist`, rubric ``checklist``: each point met or not), an
+    added view beside the paper's metrics: the share of the missing facts the turn asks for,
+    the share of known facts it keeps, and the checklist's score (HealthBench's rule).
+    """
     rows = read_records(data, "MIRAGE MMMT data")
     has_goals = ["known_goal" in r and "missing_goal" in r for _, r in rows]
     if any(has_goals) and not all(has_goals):
@@ -369,6 +417,12 @@ def evaluate_mmmt(
             field="known_goal",
         )
     goals = all(has_goals)
+    if checklist and not goals:
+        raise InputError(
+            f"{data}: the checklist view needs the goal facts (known_goal / missing_goal): use "
+            "the decomp file",
+            field="checklist",
+        )
     items: list[tuple[Item, str]] = []
     for n, r in rows:
         require(data, n, r, ("id", "dialog_context", "decision", "utterance"), "MIRAGE MMMT data")
@@ -459,8 +513,40 @@ def evaluate_mmmt(
         )
         return out
 
+    points = _goal_points([it for it, _ in items], answered) if checklist else None
     metrics = metrics_for(None)
     judges = {j: metrics_for(j) for j in judged.judges()}
+    tables: list[Table] = []
+    if points is not None:
+        point_items, kinds = points
+        judged_points = (
+            judge("mirage-mmmt-checklist", load_rubric("checklist"), point_items)
+            if point_items
+            else Judged({})
+        )
+        view = _checklist_view(ids, unanswered, judged_points, kinds, None, unscored)
+        metrics.update(view)
+        for j in judged_points.judges():
+            if j in judges:
+                judges[j].update(
+                    _checklist_view(ids, unanswered, judged_points, kinds, j, unscored)
+                )
+        names = {
+            "missing_points": "Missing asked (%)",
+            "known_points": "Known kept (%)",
+            "checklist_score": "Checklist score",
+        }
+        view_rows = [("jury", [view[k] for k in names])]
+        view_rows += [
+            (j, [m[k] for k in names]) for j, m in judges.items() if "checklist_score" in m
+        ]
+        tables.append(
+            Table(
+                "Goal facts as checklists (an added view, not the paper's)",
+                list(names.values()),
+                view_rows,
+            )
+        )
     columns = {
         "decision_accuracy": "Decision acc. (%)",
         "known_accuracy": "Known acc.",
@@ -477,6 +563,15 @@ def evaluate_mmmt(
         else "direct file: no gold goals, so known_accuracy, missing_coverage and perfect are "
         "not reported"
     ]
+    if points is not None:
+        notes.append(
+            "checklist view (added, not the paper's metric): each missing fact a point "
+            f"({MISSING_WEIGHT}: asked for) and each known fact a point ({KNOWN_WEIGHT}: kept), "
+            "judged met or not with the checklist rubric; missing_points is the share of the "
+            "missing facts asked for (the paper's missing_coverage is one 0-4 judgment of the "
+            "same), known_points the share of known facts kept, checklist_score HealthBench's "
+            "rule over both; items without missing facts are not in missing_points"
+        )
     n_plain = sum(1 for v in plain.values() if v is not None)
     notes.append(
         f"decisions: {n_plain} read from the predictions, {len(plain) - n_plain} "
@@ -505,7 +600,7 @@ def evaluate_mmmt(
         },
         judges=cast("dict[str, Metrics]", judges),
         lists={"unanswered_ids": sorted(unanswered), "unscored_ids": unscored_ids},
-        tables=[Table("MIRAGE-MMMT", list(columns.values()), rows_)],
+        tables=[Table("MIRAGE-MMMT", list(columns.values()), rows_), *tables],
         notes=notes,
         artifacts={
             "items": [
@@ -518,6 +613,109 @@ def evaluate_mmmt(
             ]
         },
     )
+
+
+def _goal_points(
+    items: Sequence[Item], answered: Sequence[Item]
+) -> tuple[list[Item], dict[str, tuple[list[str], list[str]]]]:
+    """The answered items with their goal facts as checklists, and every item's point keys.
+
+    The keys are (missing points, known points); an item without any goal fact has no
+    checklist and is not judged on one.
+    """
+    kinds: dict[str, tuple[list[str], list[str]]] = {}
+    for it in items:
+        known, missing = it.extra["known_goal"], it.extra["missing_goal"]
+        if known or missing:
+            keys = [f"p{k + 1}" for k in range(len(missing) + len(known))]
+            kinds[it.id] = (keys[: len(missing)], keys[len(missing) :])
+    out: list[Item] = []
+    for it in answered:
+        if it.id not in kinds:
+            continue
+        known, missing = it.extra["known_goal"], it.extra["missing_goal"]
+        out.append(
+            Item(
+                id=it.id,
+                question=CHECKLIST_QUESTION.format(it.context),
+                response=it.response,
+                reference=it.reference,
+                images=it.images,
+                checklist=read_points(goal_checklist(known, missing), it.id),
+            )
+        )
+    return out, kinds
+
+
+def _checklist_view(
+    ids: Sequence[str],
+    unanswered: set[str],
+    judged: Judged,
+    kinds: Mapping[str, tuple[list[str], list[str]]],
+    judge_name: str | None,
+    unscored: UnscoredPolicy,
+) -> dict[str, Metric]:
+    """The checklist view's metrics, for the jury (``judge_name`` None) or one judge."""
+    missing: list[float | Missing] = []
+    known: list[float | Missing] = []
+    score: list[float | Missing] = []
+    for i in ids:
+        if i not in kinds:  # no goal facts: nothing to check
+            missing.append(NOT_APPLICABLE)
+            known.append(NOT_APPLICABLE)
+            score.append(NOT_APPLICABLE)
+            continue
+        want_missing, want_known = kinds[i]
+        if i in unanswered:  # counted as the paper's metrics count it (0), where it applies
+            missing.append(UNANSWERED if want_missing else NOT_APPLICABLE)
+            known.append(UNANSWERED if want_known else NOT_APPLICABLE)
+            score.append(UNANSWERED)
+            continue
+        record = judged.records.get(i)
+        met = _met(record, judge_name)
+        missing.append(_share(met, want_missing))
+        known.append(_share(met, want_known))
+        if judge_name is None:
+            value = None if record is None else record.scores.get("score")
+            score.append(UNSCORED if value is None else float(value))
+        else:
+            score.append(_points_score(met, want_missing, want_known))
+    return {
+        "missing_points": mean_metric(missing, kind="share", unscored=unscored),
+        "known_points": mean_metric(known, kind="share", unscored=unscored),
+        "checklist_score": mean_metric(score, unscored=unscored, digits=4),
+    }
+
+
+def _met(record: Any, judge_name: str | None) -> dict[str, float | None]:
+    """Each point's met value: the jury's (its scores) or one judge's vote."""
+    if record is None:
+        return {}
+    if judge_name is None:
+        return {k: v for k, v in record.scores.items() if k != "score"}
+    return {v.criterion: v.score for v in record.votes if v.judge == judge_name}
+
+
+def _share(met: Mapping[str, float | None], keys: Sequence[str]) -> float | Missing:
+    """The mean met value over ``keys``: NOT_APPLICABLE without keys, UNSCORED if one has none."""
+    if not keys:
+        return NOT_APPLICABLE
+    values = [met.get(k) for k in keys]
+    if any(v is None for v in values):
+        return UNSCORED
+    return sum(float(v) for v in values if v is not None) / len(keys)
+
+
+def _points_score(
+    met: Mapping[str, float | None], missing: Sequence[str], known: Sequence[str]
+) -> float | Missing:
+    """HealthBench's rule on one judge's votes (every point positive here)."""
+    weights = {**dict.fromkeys(missing, MISSING_WEIGHT), **dict.fromkeys(known, KNOWN_WEIGHT)}
+    values = {k: met.get(k) for k in weights}
+    if any(v is None for v in values.values()):
+        return UNSCORED
+    earned = sum(weights[k] * float(v) for k, v in values.items() if v is not None)
+    return min(max(earned / sum(weights.values()), 0.0), 1.0)
 
 
 def _goal_list(path: str | Path, n: int, value: Any, name: str) -> list[str]:

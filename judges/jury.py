@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
+from jurybox.rubrics.checklist import UnitGroup, assemble, units
 from jurybox.rubrics.images import Image, ImagePolicy
 
 from .backends.base import backend_note
@@ -45,6 +46,26 @@ def freeze_loaded_objects() -> None:
     gc.freeze()
     atexit.unregister(gc.unfreeze)  # once, however often a process loads models
     atexit.register(gc.unfreeze)
+
+
+def _per_item(
+    on_judge_done: Callable[[str, int], None] | None, group: UnitGroup
+) -> Callable[[str, int], None] | None:
+    """``on_judge_done`` counting a unit group's items, not its units (whole items, in step)."""
+    if on_judge_done is None or not group.items:
+        return on_judge_done
+    n_items = len({i for i, _ in group.owner})
+    done: dict[str, tuple[int, int]] = {}  # judge -> (units done, items told)
+
+    def told(name: str, n: int) -> None:
+        units_done, items_told = done.get(name, (0, 0))
+        units_done += n
+        now = units_done * n_items // len(group.items)
+        done[name] = (units_done, now)
+        if now > items_told:
+            on_judge_done(name, now - items_told)
+
+    return told
 
 
 def loads_side_by_side(spec: JudgeSpec) -> bool:
@@ -333,6 +354,9 @@ class Jury:
         if self.cache is None:
             return bool(items)
         items = self.with_images(items)
+        if rubric.checklist is not None:  # its units are what the cache holds
+            self.spec.check_rubric(rubric)
+            return any(self.needs_judging(g.rubric, g.items) for g in units(rubric, items))
         found = self.cache.contains(self.provenance(rubric), [input_hash(it) for it in items])
         return len(found) < len(items)  # (a membership test: score reads the verdicts)
 
@@ -406,11 +430,48 @@ class Jury:
         """
         prov = self.provenance(rubric)
         items = self.with_images(items)
+        if rubric.checklist is not None:
+            return self._score_checklist(rubric, prov, items, on_judge_done)
+        return self._score(rubric, prov, items, on_judge_done)
+
+    def _score(
+        self,
+        rubric: Rubric,
+        prov: str,
+        items: Sequence[Item],
+        on_judge_done: Callable[[str, int], None] | None,
+    ) -> list[Verdict]:
         lookup = CacheLookup.of(self.cache, prov, items)
         self.cache_hits += len(lookup.found)
         fresh = self._judge(rubric, prov, [items[k] for k in lookup.todo], on_judge_done)
         lookup.store(fresh)
         return lookup.merged(fresh)
+
+    def _score_checklist(
+        self,
+        rubric: Rubric,
+        prov: str,
+        items: Sequence[Item],
+        on_judge_done: Callable[[str, int], None] | None,
+    ) -> list[Verdict]:
+        """A checklist rubric: its units judged as any rubric's items, then assembled.
+
+        Only the units' verdicts are cached (each under its unit rubric's provenance); the
+        items' verdicts are assembled from them (`jurybox.rubrics.checklist`).
+        """
+        groups = units(rubric, items)
+        verdicts = []
+        for group in groups:
+            self.spec.check_rubric(group.rubric)
+            verdicts.append(
+                self._score(
+                    group.rubric,
+                    prov if group.rubric is rubric else provenance(group.rubric, self.spec),
+                    group.items,
+                    _per_item(on_judge_done, group),
+                )
+            )
+        return assemble(rubric, items, groups, verdicts, self.spec.name, prov)
 
     def _judge(
         self,

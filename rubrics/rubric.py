@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .formula import Formula
 from .item import PAIR_FIELDS, Item, Order
@@ -373,8 +373,6 @@ class Rubric(BaseModel):
     criteria: list[Criterion] = Field(min_length=1)
     formula: Formula | None = None
     checklist: ChecklistRule | None = None
-    # The rubrics `unit_rubric` made, by n (a frozen model's cache; not a field).
-    _units: dict[int | None, Rubric] = PrivateAttr(default_factory=dict)
 
     @field_validator("inputs", "optional_inputs")
     @classmethod
@@ -465,9 +463,9 @@ class Rubric(BaseModel):
                 f"unit_rubric({n}): calls {rule.calls} takes "
                 + ("no n" if rule.calls == "per_point" else "the number of points, at least 1")
             )
-        made = self._units.get(n)
-        if made is not None:
-            return made
+        return _unit_rubric(self.model_dump_json(), n)
+
+    def _make_unit_rubric(self, n: int | None) -> Rubric:
         met = self.criteria[0]
         common: dict[str, Any] = {
             "description": self.description,
@@ -497,9 +495,7 @@ class Rubric(BaseModel):
                     for k in range(1, n + 1)
                 ],
             )
-        made = Rubric.model_validate(common)
-        self._units[n] = made
-        return made
+        return Rubric.model_validate(common)
 
     def _check_pairwise(self) -> None:
         lacking = [n for n in PAIR_FIELDS if n not in self.inputs]
@@ -569,3 +565,12 @@ class Rubric(BaseModel):
         if self.mode != "per_criterion":
             return [list(self.criteria)]
         return [[c] for c in self.criteria]
+
+
+@lru_cache(maxsize=256)
+def _unit_rubric(rubric: str, n: int | None) -> Rubric:
+    """`Rubric.unit_rubric`, made once per rubric (its JSON: rubrics are frozen) and n.
+
+    (A cache in the rubric itself would make two equal rubrics compare unequal.)
+    """
+    return Rubric.model_validate_json(rubric)._make_unit_rubric(n)

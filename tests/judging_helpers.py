@@ -193,6 +193,9 @@ RECORDING = Path(__file__).resolve().parent / "data" / "tiny-recorded.json.gz"
 BENCH_RECORDING = RECORDING.with_name("tiny-bench-recorded.json.gz")  # the packs' prompts
 # The leaderboard's three systems (leaderboard_systems) under mirage-mg.
 LEADERBOARD_RECORDING = RECORDING.with_name("tiny-leaderboard-recorded.json.gz")
+# The shipped checklist rubrics' units on tests/data/record.py's checklist_items (#63): add it to
+# write_replay_jury's recordings where a test judges a checklist rubric.
+CHECKLISTS_RECORDING = RECORDING.with_name("tiny-checklists-recorded.json.gz")
 
 
 def leaderboard_systems() -> dict[str, list[dict[str, Any]]]:

@@ -2,7 +2,7 @@
 
 One module per command group: ``judge`` (judge, --estimate), ``catalog`` (rubrics, juries,
 models, cache), ``calibration`` (agree, calibrate), ``groups`` (agree-groups), ``audit``, ``exploits``,
-``compare``, ``leaderboard``, ``label``, ``serve``, ``bench``, ``check`` (check-reward);
+``compare``, ``leaderboard``, ``label``, ``serve``, ``bench``, ``check`` (check-reward), ``checklists`` (draft, import);
 ``console`` holds what they
 share (printing, errors, option parsing).
 """
@@ -19,6 +19,7 @@ from jurybox.serving.cli import (
     calibration,
     catalog,
     check,
+    checklists,
     compare,
     exploits,
     groups,
@@ -61,6 +62,11 @@ app.add_typer(
 )
 app.add_typer(catalog.cache_app, name="cache", short_help="The verdict cache: show or clear it.")
 app.add_typer(label.labels_app, name="labels")
+app.add_typer(
+    checklists.checklists_app,
+    name="checklists",
+    short_help="Items' own checklists: draft them with a judge, or import HealthBench's.",
+)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -176,7 +176,10 @@ def _print_estimate(est, rubric, target) -> None:
         note(f"{j.name}: prompt tokens counted by {j.tokens_by}")
     for line in est.notes:
         note(line)
+    rule, how = rubric.checklist, ""
+    if rule is not None and rule.score == "points" and rule.calls == "per_point":
+        how = ": one call per point of each item's checklist, the mean rounded up"
     note(
-        f"{est.calls_per_item} call(s) per item and judge (rubric {rubric.name}); nothing was "
-        "judged or written"
+        f"{est.calls_per_item} call(s) per item and judge (rubric {rubric.name}{how}); nothing "
+        "was judged or written"
     )

@@ -118,6 +118,10 @@ def _write_items(path: Path, items: Sequence[Item]) -> None:
                     row[name] = value
             if it.images:
                 row["images"] = it.images
+            if it.checklist is not None:
+                row["checklist"] = [
+                    p.model_dump(by_alias=True, exclude_defaults=True) for p in it.checklist
+                ]
             row.update({k: v for k, v in it.extra.items() if v is not None})
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     tmp.replace(path)
@@ -130,7 +134,7 @@ def make_jury(spec: JurySpec) -> Jury:
     return Jury(spec)
 
 
-_PACK_OPTIONS = ("subset", "unscored", "queries", "corpus", "depth")
+_PACK_OPTIONS = ("subset", "unscored", "queries", "corpus", "depth", "checklist")
 
 
 @dataclass
@@ -151,7 +155,8 @@ class Bench:
         out: The directory of the judged records (a rerun resumes), the table and the
             per-item results; default when a jury judges: PREDICTIONS stem + ``.NAME.bench``.
         limit: Only the first N items (MRMR: queries).
-        subset, unscored, queries, corpus, depth: The pack's own options (None: not given).
+        subset, unscored, queries, corpus, depth, checklist: The pack's own options (None: not
+            given).
         chunk_size: Items judged (and written) per step; default: the jury's.
         notes: What a caller should tell its user.
         warnings: What a caller should warn its user of.
@@ -250,6 +255,17 @@ class Bench:
             help="mrmr grading: grade the run's top N documents per query (and the qrels' own); "
             "default 10.",
             min=1,
+            show_default=False,
+        ),
+    )
+    checklist: bool | None = field(
+        default=None,
+        metadata=option(
+            "--checklist",
+            help="Also judge item-level checklists, an added view beside the paper's "
+            "metrics: mirage-mmmt, each item's goal facts (each missing fact asked for, each "
+            "known fact kept; needs the decomp file); mir (with --jury), the five reference "
+            "steps as five equal points. Each point met or not (rubric checklist).",
             show_default=False,
         ),
     )

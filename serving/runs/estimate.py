@@ -20,6 +20,7 @@ from typing import Any
 from jurybox.judges import JudgeSpec, JurySpec, provenance
 from jurybox.judges.judging import render_requests
 from jurybox.rubrics import Item, Rubric, input_hash
+from jurybox.rubrics.checklist import units
 from jurybox.rubrics.rows import RowError
 from jurybox.serving.runs.predictions import DEFAULT_MAX_FIELD_CHARS, iter_predictions
 
@@ -60,7 +61,8 @@ class Estimate:
     already_done: int
     cached: int
     to_judge: int
-    calls_per_item: int  # judge calls per item and judge (the rubric's calls)
+    calls_per_item: int  # judge calls per item and judge (the rubric's calls; a checklist
+    # rubric's: the mean over the items to judge, rounded up, as its items' points vary)
     judges: list[JudgeEstimate]
     notes: list[str] = field(default_factory=list)
 
@@ -110,19 +112,45 @@ def estimate(
     remaining = 0
     chunk: list[Item] = []
 
+    calls = 0  # per judge
+
     def flush() -> None:
-        nonlocal cached, remaining
+        nonlocal cached, remaining, calls
         if not chunk:
+            return
+        if rubric.checklist is not None:
+            flush_units()
             return
         keys = [input_hash(it) for it in chunk]
         hit = cache.contains(prov, keys) if cache is not None else set()
         todo = [it for it, key in zip(chunk, keys) if key not in hit]
         cached += len(chunk) - len(todo)
         remaining += len(todo)
+        calls += len(todo) * rubric.judge_calls
         if todo:
             requests = render_requests(rubric, todo)
             for counter in counters.values():
                 counter.add(requests)
+        chunk.clear()
+
+    def flush_units() -> None:
+        # A checklist rubric: its units are judged (and cached), each a call per judge;
+        # an item is cached when all of its units are.
+        nonlocal cached, remaining, calls
+        waiting: set[int] = set()
+        for group in units(rubric, chunk):
+            unit_prov = prov if group.rubric is rubric else provenance(group.rubric, jury)
+            keys = [input_hash(it) for it in group.items]
+            hit = cache.contains(unit_prov, keys) if cache is not None else set()
+            todo = [k for k, key in enumerate(keys) if key not in hit]
+            waiting.update(group.owner[k][0] for k in todo)
+            calls += len(todo) * group.rubric.judge_calls
+            if todo:
+                requests = render_requests(group.rubric, [group.items[k] for k in todo])
+                for counter in counters.values():
+                    counter.add(requests)
+        cached += len(chunk) - len(waiting)
+        remaining += len(waiting)
         chunk.clear()
 
     for _, row in iter_predictions(predictions, rubric, mapping, max_field_chars, allow_empty):
@@ -139,7 +167,10 @@ def estimate(
         if len(chunk) >= _CHUNK:
             flush()
     flush()
-    per_item = rubric.judge_calls
+    # judge calls per item and judge: a checklist rubric's vary by item (its points), and are
+    # given as their mean, rounded up
+    per_item = -(-calls // remaining) if rubric.checklist is not None and remaining else 0
+    per_item = per_item or rubric.judge_calls
     stage_of = (
         {n: k for k, s in enumerate(jury.stages, start=1) for n in s.judges} if jury.stages else {}
     )
@@ -150,7 +181,6 @@ def estimate(
     judges = []
     for j in jury.judges:
         counter = counters[j.name]
-        calls = remaining * per_item
         stage = stage_of.get(j.name)
         share = reach.get(stage) if stage is not None else None
         judges.append(

@@ -42,7 +42,7 @@ from jurybox.judges.cache import CacheLookup, VerdictCache
 from jurybox.judges.cascade import StagePlan
 from jurybox.judges.images import materialize_images
 from jurybox.rubrics import Item, Rubric, Vote, input_hash
-from jurybox.rubrics.errors import last_line
+from jurybox.rubrics.errors import InputError, last_line
 from jurybox.rubrics.images import ImageError, ImagePolicy
 from jurybox.serving.runs.predictions import RowError, iter_predictions
 from jurybox.serving.runs.results import ResultsDir
@@ -393,9 +393,17 @@ def judge_with_ray(
         The same report as the local engine, with per-judge throughput in its notes.
 
     Raises:
+        InputError: The rubric is a checklist rubric (judge it with the local engine).
         JudgeFailed: The Ray pipeline failed as a whole (a jurybox error a stage raised is
             raised as itself).
     """
+    if rubric.checklist is not None:
+        raise InputError(
+            f"rubric {rubric.name} judges each item's own checklist, which the Ray engine does "
+            "not judge yet (an item's points would be judged across its stages and gathered "
+            "again before writing); use --engine local",
+            field="engine",
+        )
     import ray
 
     from jurybox.judges.images import jury_sees_images

@@ -105,6 +105,8 @@ def summarize(
     names = list(rubric.criterion_names)
     if rubric.formula is not None:
         names.append(rubric.formula.name)
+    if rubric.checklist is not None and rubric.checklist.score == "points":
+        names = [rubric.checklist.name]  # the item's score (its points vary by item)
     labelled = {c.name for c in rubric.criteria if c.scale.is_labelled}
     judges: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"votes": 0, "unscored": 0, "reasons": Counter()}

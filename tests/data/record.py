@@ -1,9 +1,9 @@
 """Record the tiny jury's real answers for the replay jury of the tests (``replay_jury`` in
 tests/conftest.py): ``python tests/data/record.py`` rewrites tests/data/tiny-recorded.json.gz
 tests/data/tiny-bench-recorded.json.gz and tests/data/tiny-leaderboard-recorded.json.gz
-and tests/data/tiny-exploits-recorded.json.gz (``python tests/data/record.py bench`` only the
-second, ``plumbing`` only the first, ``leaderboard`` only the third, ``exploits`` only the
-fourth).
+and tests/data/tiny-exploits-recorded.json.gz and tests/data/tiny-checklists-recorded.json.gz
+(``python tests/data/record.py bench`` only the second, ``plumbing`` only the first,
+``leaderboard`` only the third, ``exploits`` only the fourth, ``checklists`` only the fifth).
 
 The items are those the plumbing tests judge: the example predictions and the two items of
 tests/judging_helpers.py under the mirage-mg and general rubrics, and the pairs the pairwise
@@ -19,6 +19,9 @@ under mirage-mg, which tests/serving/cli/test_leaderboard_cli.py judges the same
 The exploit recording holds the items of the exploit audit in docs/guides/reward-hacking.md
 (``exploit_items``), plain and hardened: tests/serving/runs/test_exploit_audit.py replays it
 and fails when one of its prompts was not recorded.
+The checklist recording holds the units of the three shipped checklist rubrics on
+``checklist_items`` (CHECKLISTS), each under its unit rubric's name: test_replay_jury.py checks
+that it matches their prompts.
 """
 
 from __future__ import annotations
@@ -47,6 +50,31 @@ EXPLOITS_ONLY = (
     "reference",
 )
 EXPLOITS_LIMIT = 3
+CHECKLISTS_RECORDING = HERE / "tiny-checklists-recorded.json.gz"
+#: Hand-written checklists for examples/mirage_mg.jsonl's items (``checklist_items``): 3, 3, 4
+#: and 5 points, a pitfall among them, so that each all-points schema the tests judge (p1..p3,
+#: p1..p4, p1..p5) and the yes/no one is recorded.
+CHECKLISTS = {
+    "mg-001": [
+        {"criterion": "Identifies the disease as early blight", "points": 5, "tag": "essential"},
+        {"criterion": "Says to remove the infected lower leaves", "points": 3},
+        {"criterion": "Recommends spraying an insecticide", "points": -3},
+    ],
+    "mg-003": [
+        {"criterion": "Identifies slugs or snails as the cause", "points": 5, "tag": "essential"},
+        {"criterion": "Suggests hand-picking them at night", "points": 2},
+        {"criterion": "Suggests beer traps", "points": 2, "tag": "optional"},
+        {"criterion": "Recommends a fence against deer", "points": -2},
+    ],
+    "mg-005": [
+        {"criterion": "Recommends a pre-emergent herbicide", "points": 5, "tag": "essential"},
+        {"criterion": "Times it for early spring, before germination", "points": 4},
+        {"criterion": "Advises mowing high", "points": 2, "tag": "important"},
+        {"criterion": "Advises overseeding thin areas in fall", "points": 1},
+        {"criterion": "Says to treat only in midsummer", "points": -3},
+    ],
+}
+CHECKLISTS["mg-002"] = CHECKLISTS["mg-001"]  # the same question, another answer
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "benchmarks"))
 
@@ -77,6 +105,23 @@ def scored_items() -> list:
         for r in rows
     ]
     return examples + list(ITEMS)
+
+
+def checklist_items() -> list:
+    """The example items that have a checklist in CHECKLISTS, with it (mg-001, 002, 003, 005)."""
+    from jurybox.rubrics import Item
+
+    return [
+        Item(
+            id=r["id"],
+            question=r["question"],
+            response=r["response"],
+            reference=r.get("reference"),
+            checklist=CHECKLISTS[r["id"]],
+        )
+        for r in example_rows()
+        if r["id"] in CHECKLISTS
+    ]
 
 
 def pairs() -> list:
@@ -231,13 +276,43 @@ def record_exploits(jury) -> None:
     save(recordings, jury, EXPLOITS_RECORDING)
 
 
+def record_checklists(jury) -> None:
+    """The checklist rubrics' units (checklist, checklist-all, checklist-implicit) on
+    ``checklist_items``: what each unit rubric's judges are asked, by its own name."""
+    from jurybox.judges.backends.replay import Recording, record
+    from jurybox.rubrics import load_rubric
+    from jurybox.rubrics.checklist import units
+
+    recordings = []
+    items = checklist_items()
+    for name in ("checklist", "checklist-all", "checklist-implicit"):
+        for group in units(load_rubric(name), items):
+            judges = record(
+                jury,
+                group.rubric,
+                list(group.items),
+                lambda line, r=group.rubric.name: print(f"{r}: {line}", file=sys.stderr),
+            )
+            recordings.append(
+                Recording(
+                    rubric=group.rubric.name,
+                    items=[it.model_dump(mode="json") for it in group.items],
+                    judges=judges,
+                )
+            )
+    save(recordings, jury, CHECKLISTS_RECORDING)
+
+
 def main() -> None:
     from jurybox.judges import Jury
 
-    kinds = {"plumbing", "bench", "leaderboard", "exploits"}
+    kinds = {"plumbing", "bench", "leaderboard", "exploits", "checklists"}
     which = set(sys.argv[1:]) or kinds
     if which - kinds:
-        sys.exit("usage: python tests/data/record.py [plumbing] [bench] [leaderboard] [exploits]")
+        sys.exit(
+            "usage: python tests/data/record.py "
+            "[plumbing] [bench] [leaderboard] [exploits] [checklists]"
+        )
     jury = Jury.load("tiny")
     if "plumbing" in which:
         record_plumbing(jury)
@@ -247,6 +322,8 @@ def main() -> None:
         record_leaderboard(jury)
     if "exploits" in which:
         record_exploits(jury)
+    if "checklists" in which:
+        record_checklists(jury)
     jury.close()
 
 

@@ -4,9 +4,10 @@
 (``"\\ud800"``, no Unicode text) is replaced by U+FFFD and the rest judged (it raised a bare
 UnicodeEncodeError in the clients; the OpenRLHF route answered 422) alike in TRL, verl and on
 the OpenRLHF route. Each through the trainer's own code against the session's service: TRL's
-``GRPOTrainer._calculate_rewards``, verl's reward loop worker, OpenRLHF's reward client; verl's
-``remote`` manager (its own Ray worker process) gets the cause of an unscored response, not
-Ray's "Failed to deserialize exception"."""
+``GRPOTrainer._calculate_rewards``, verl's reward loop worker, OpenRLHF's reward client. That
+verl's ``remote`` manager (its own Ray worker process) gets the cause of an unscored response,
+not Ray's "Failed to deserialize exception", is tested in test_verl.py, on the local Ray its
+remote manager's test starts (one Ray start for both)."""
 
 from __future__ import annotations
 
@@ -133,40 +134,6 @@ def test_verl_gives_a_runaway_response_its_unscored_value_or_names_the_cause(
         ],
     )
     assert got["score"] == reward_of([record])[0]
-
-
-def test_verl_s_remote_manager_gets_the_cause_of_an_unscored_response(user_service, token):
-    """The ``remote`` manager runs ``compute_score_sync`` in a Ray worker process of its own:
-    the VerlUnscored raised there reaches the step whole (#59: Ray's "Failed to deserialize
-    exception", the cause only in a worker's warning line)."""
-    import shutil
-    import tempfile
-
-    import ray
-    from test_verl import ROWS, batch, config, score
-    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
-
-    from jurybox.integrations.verl import VerlUnscored
-
-    temp = tempfile.mkdtemp(prefix="verl-ray-", dir="/tmp")  # short: Ray's socket paths
-    ray.init(
-        address="local",
-        num_cpus=1,
-        include_dashboard=False,
-        logging_level="WARNING",
-        _temp_dir=temp,
-    )
-    try:
-        remote = RewardLoopWorker(
-            config(user_service, token, manager="remote", name="compute_score_sync")
-        )
-        with pytest.raises(VerlUnscored) as raised:
-            score(remote, batch(remote.input_tokenizer, ROWS[2:], first_index=7))
-    finally:
-        ray.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
-    assert "verl sample extra_info.index=7: smollm2-135m: prompt is " in str(raised.value)
-    assert raised.value.unscored[0][0] == "verl sample extra_info.index=7"
 
 
 def test_openrlhf_s_client_gets_a_reward_for_a_query_with_a_lone_surrogate(user_service, v1_score):

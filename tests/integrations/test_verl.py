@@ -135,7 +135,8 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(
     """The naive manager, the question under the key ``fields.question`` names (#51: it was
     read from the wrong key, and the service answered ``items[0].question: empty``); then the
     remote manager (its own Ray worker process per reward worker), which refuses a coroutine
-    (#51) and runs ``compute_score_sync``: the same reward."""
+    (#51) and runs ``compute_score_sync``: the same reward, and an unscored response's cause
+    (#59), on one local Ray."""
     import shutil
     import tempfile
 
@@ -144,7 +145,7 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(
     from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
     from jurybox.integrations import verl
-    from jurybox.integrations.verl import jury_rewards
+    from jurybox.integrations.verl import VerlUnscored, jury_rewards
     from jurybox.rubrics import load_rubric
     from jurybox.rubrics.reward import RewardSpec
 
@@ -203,21 +204,31 @@ def test_verl_s_reward_managers_score_a_batch_with_the_jury(
             config(user_service, token, manager="remote", name="compute_score_sync")
         )
         (output,) = score(remote, batch(remote.input_tokenizer, ROWS[:1]))
+        # An unscored response (unscored=error, the default here): the VerlUnscored raised in the
+        # worker process reaches the step whole (#59: Ray's "Failed to deserialize exception",
+        # the cause only in a worker's warning line).
+        with pytest.raises(VerlUnscored) as raised:
+            score(remote, batch(remote.input_tokenizer, ROWS[2:], first_index=7))
     finally:
         ray.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
     assert output["reward_score"] == want[0]
     assert output["reward_extra_info"]["jurybox/weighted_sum"] == want[0]
+    assert "verl sample extra_info.index=7: smollm2-135m: prompt is " in str(raised.value)
+    assert raised.value.unscored[0][0] == "verl sample extra_info.index=7"
 
 
-def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token):
+def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token, monkeypatch):
     """Every error names the sample by its extra_info.index (#51: always "item 0"), and
     ``unscored=none`` is refused before anything is judged (#51: it gave ``{"score": None}``
-    and verl's ``assemble_rm_scores`` failed on it)."""
+    and verl's ``assemble_rm_scores`` failed on it). The unreachable service is tried as often
+    as the client's retries say, without the waits between tries (1 + 2 + 4 + 8 + 16 s: the
+    back-off itself is tested in tests/serving/service/test_client.py)."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     from jurybox.integrations.verl import VerlUnscored
     from jurybox.rubrics.errors import InputError
+    from jurybox.serving.service import client as client_module
     from jurybox.serving.service.client import ServiceError
 
     strict = RewardLoopWorker(config(user_service, token))  # unscored=error, the default
@@ -245,13 +256,18 @@ def test_verl_s_errors_name_jurybox_the_sample_and_the_cause(user_service, token
         r"extra_info\['question'\]",
     ):
         score(strict, batch(strict.input_tokenizer, ROWS[:1], question_key="q", first_index=3))
+    waits: list[int] = []
+    monkeypatch.setattr(
+        client_module, "_retry_after", lambda value, attempt=0: waits.append(attempt) or 0.0
+    )
     unreachable = RewardLoopWorker(config("http://127.0.0.1:9", token))
     with pytest.raises(
         ServiceError,
         match=r"^jurybox could not start the rewards "
-        r"\(http://127\.0\.0\.1:9, token given\): ",
+        r"\(http://127\.0\.0\.1:9, token given\): .*unreachable after 6 tries",
     ):
         score(unreachable, batch(unreachable.input_tokenizer, ROWS[:1]))
+    assert waits == [0, 1, 2, 3, 4]  # a wait before each of the client's five retries
     for options, match in [
         ({"unscored": "none"}, "verl cannot take a missing reward"),
         ({"token": "s3cret"}, "reward_kwargs.token is refused"),

@@ -17,7 +17,13 @@ from judging_helpers import ITEMS, check_scored_vote
 
 from jurybox.judges import Jury, JurySpec
 from jurybox.judges.backends.protocol import Request
-from jurybox.rubrics import load_rubric, output_schema, render_messages
+from jurybox.rubrics import (
+    Verdict,
+    VerdictRecord,
+    load_rubric,
+    output_schema,
+    render_messages,
+)
 
 httpx = pytest.importorskip("httpx", reason="the openai backend needs httpx")
 
@@ -247,15 +253,6 @@ def server(tmp_path_factory):
 @pytest.mark.models
 @requires_vllm
 class TestVllmServe:
-    def test_chat_judge_with_schema_and_logprobs(self, server):
-        rubric = load_rubric("mirage-mg")
-        verdicts = Jury(judge(server, concurrency=4)).score(rubric, ITEMS)
-        for verdict in verdicts:
-            assert verdict.status == "scored"
-            for vote in verdict.votes:
-                check_scored_vote(vote, [0, 1, 2, 3, 4])
-                assert set(json.loads(vote.raw)) == set(rubric.criterion_names)
-
     def test_plain_prompt_through_completions(self, server):
         verdicts = Jury(judge(server, prompt_format="plain")).score(load_rubric("general"), ITEMS)
         for verdict in verdicts:
@@ -288,6 +285,9 @@ class TestVllmServe:
         assert verdicts[1].status == "scored"
 
     def test_jurybox_judge_end_to_end(self, server, tmp_path):
+        """`jurybox judge` with a jury file naming the openai backend: a chat judge answering
+        with the rubric's JSON schema (structured outputs) and its logprobs, every vote scored
+        with its distribution (the raw answers kept, ``--keep-raw``, to check the schema)."""
         jury_file = tmp_path / "http.yaml"
         jury_file.write_text(
             "judges:\n"
@@ -307,12 +307,18 @@ class TestVllmServe:
             str(jury_file),
             "--out",
             str(out),
+            "--keep-raw",
             "--quiet",
         ]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-3000:]
         records = [json.loads(line) for line in out.read_text().splitlines()]
         assert len(records) == 6 and all(r["status"] == "scored" for r in records)
+        criteria = set(load_rubric("mirage-mg").criterion_names)
         for r in records:
+            assert {v["criterion"] for v in r["votes"]} == criteria
             for v in r["votes"]:
                 assert v["score"] in (0, 1, 2, 3, 4) and v["expected"] is not None
+            for vote in Verdict.from_record(VerdictRecord.from_record(r)).votes:
+                check_scored_vote(vote, [0, 1, 2, 3, 4])
+                assert set(json.loads(vote.raw)) == criteria  # one answer, the schema's keys

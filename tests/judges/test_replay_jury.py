@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from judging_helpers import ITEMS, RECORDING, write_replay_jury
+from judging_helpers import CHECKLISTS_RECORDING, ITEMS, RECORDING, write_replay_jury
 
 from jurybox.judges import Jury, load_jury_spec
 from jurybox.judges.backends.protocol import GenerationCancelled, JudgeConfigError
@@ -40,6 +40,32 @@ def test_every_recorded_prompt_is_the_prompt_judging_renders_today(replay_tiny, 
         before = backend.replayed
         backend.generate(list(requests.requests))
         assert backend.replayed - before == len(requests.requests), judge.name
+
+
+def test_recording_matches_checklist_prompts(tmp_path):
+    """The checklist recording (tests/data/record.py checklists) still matches the shipped
+    checklist rubrics' units: each unit renders to exactly the recorded prompt, for every
+    schema (the yes/no one and each all-points one)."""
+    import importlib.util
+
+    from jurybox.rubrics.checklist import units
+
+    spec = importlib.util.spec_from_file_location("record", RECORDING.parent / "record.py")
+    assert spec is not None and spec.loader is not None
+    record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record)
+    jury = Jury.load(write_replay_jury(tmp_path / "ck.yaml", recordings=(CHECKLISTS_RECORDING,)))
+    schemas = set()
+    for name in ("checklist", "checklist-all", "checklist-implicit"):
+        for group in units(load_rubric(name), record.checklist_items()):
+            requests = render_requests(group.rubric, list(group.items))
+            schemas |= {schema_digest(r.schema) for r in requests.requests}
+            for judge in jury.spec.judges:
+                backend = jury.backend(judge)
+                before = backend.replayed
+                backend.generate(list(requests.requests))
+                assert backend.replayed - before == len(requests.requests), (judge.name, name)
+    assert len(schemas) == 5  # met; p1..p3, p1..p4, p1..p5; score
 
 
 def test_the_replay_jury_gives_the_recorded_answers_as_verdicts(replay_tiny, recording):

@@ -184,6 +184,7 @@ def test_unit_rubrics():
     assert unit.name == "checklist.point" and unit.checklist is None
     assert "point" in unit.inputs and "checklist" not in unit.inputs
     assert unit.criterion_names == ["met"] and per.unit_rubric() is unit
+    assert per == load_rubric("checklist")  # made once, and the rubric is as it was
     every = load_rubric("checklist-all")
     four = every.unit_rubric(4)
     assert four.name == "checklist-all.all4"

@@ -258,23 +258,20 @@ def smol_jury(tmp_path):
 @pytest.mark.models
 def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
     """The README's first command on the real tiny jury (the examples' first three items: the
-    models' time is what it costs), stopped after one item and resumed."""
+    models' time is what it costs), then resumed with nothing left to judge and audited. One
+    start of the models: a run stopped by --limit and resumed is the replay jury's below
+    (test_limit_then_resume_judges_the_rest_and_sums_up_every_item; the files are the same
+    whatever the backend), a killed one test_killed_run_resumes_without_losses_or_duplicates."""
     out = tmp_path / "o.jsonl"
     three = tmp_path / "mirage_mg.jsonl"
     three.write_text("".join((EXAMPLES / "mirage_mg.jsonl").read_text().splitlines(True)[:3]))
-    first = run_cli(
-        "judge", three, "--rubric", "mirage-mg", "--jury", "tiny", "--out", out, "--limit", "1"
-    )
-    assert first.returncode == 0, first.stderr
-    assert [r["id"] for r in records(out)] == ["mg-001"]
-    second = run_cli("judge", three, "--rubric", "mirage-mg", "--jury", "tiny", "--out", out)
-    assert second.returncode == 0, second.stderr
-    assert "2 judged now, 1 already in" in second.stderr
+    run = run_cli("judge", three, "--rubric", "mirage-mg", "--jury", "tiny", "--out", out)
+    assert run.returncode == 0, run.stderr
+    assert "3 judged now, 0 already in" in run.stderr
     # A clean exit: the run's last word is its own (triton, loaded by torch, used to print
     # dozens of "nanobind: leaked ..." lines at exit after the models were gc-frozen).
-    for run in (first, second):
-        assert "nanobind" not in run.stderr and "leaked" not in run.stderr, run.stderr[-3000:]
-    assert second.stderr.rstrip().splitlines()[-1].startswith("2 judged now"), second.stderr[-500:]
+    assert "nanobind" not in run.stderr and "leaked" not in run.stderr, run.stderr[-3000:]
+    assert run.stderr.rstrip().splitlines()[-1].startswith("3 judged now"), run.stderr[-500:]
     recs = records(out)
     assert sorted(r["id"] for r in recs) == [f"mg-00{i}" for i in range(1, 4)]
     for r in recs:
@@ -293,8 +290,7 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
         }
         for v in r["votes"]:
             assert (v["score"] is None) != (v["error"] is None)
-    # The summary covers every item, including the one judged by the first run.
-    assert "3 items" in second.stdout and "weighted_sum" in second.stdout
+    assert "3 items" in run.stdout and "weighted_sum" in run.stdout
     manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["provenance"] == recs[0]["provenance"]
     third = run_cli(
@@ -344,6 +340,29 @@ def test_judge_examples_with_the_tiny_jury_then_resume(tmp_path):
     assert tokens != words  # the measure really is tokens
     entry = next(f for f in found["length"] if f["judge"] == manifest["jury"]["judges"][0]["name"])
     assert "slope_per_100_tokens" in entry and entry["length_unit"] == "tokens"
+
+
+def test_limit_then_resume_judges_the_rest_and_sums_up_every_item(tmp_path, replay_jury):
+    """A run stopped by --limit, then resumed: the rest judged, the one already in kept, the
+    summary over every item (the first run's too). The replay jury: the run's files are the
+    subject (the real models' run: test_judge_examples_with_the_tiny_jury_then_resume)."""
+    out = tmp_path / "o.jsonl"
+    three = tmp_path / "mirage_mg.jsonl"
+    three.write_text("".join((EXAMPLES / "mirage_mg.jsonl").read_text().splitlines(True)[:3]))
+    args = ("judge", three, "--rubric", "mirage-mg", "--jury", replay_jury, "--out", out)
+    first = invoke(*args, "--limit", "1")
+    assert first.exit_code == 0, first.output
+    assert [r["id"] for r in records(out)] == ["mg-001"]
+    second = invoke(*args)
+    assert second.exit_code == 0, second.output
+    assert "2 judged now, 1 already in" in second.stderr
+    assert second.stderr.rstrip().splitlines()[-1].startswith("2 judged now"), second.stderr
+    recs = records(out)
+    assert sorted(r["id"] for r in recs) == [f"mg-00{i}" for i in range(1, 4)]
+    # The summary covers every item, including the one judged by the first run.
+    assert "3 items" in second.stdout and "weighted_sum" in second.stdout
+    manifest = json.loads(out.with_name(out.name + ".manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["provenance"] == recs[0]["provenance"]
 
 
 @pytest.mark.models

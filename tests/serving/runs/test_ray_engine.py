@@ -39,43 +39,6 @@ def written(out: Path) -> list[dict]:
     return sorted((r.to_dict() for r in records), key=lambda r: r["id"])
 
 
-def test_the_ray_engine_gives_the_local_engine_s_verdicts(
-    replay_tiny, replay_jury, local_ray, tmp_path
-):
-    """The Ray pipeline (judges loaded in actors, shards, the cache, the manifest, a rerun)
-    gives the local engine's verdicts, on the replay jury. Real models in Ray actors:
-    test_the_ray_engine_runs_vllm_judges_as_actors below (vLLM), and CI's smoke test
-    (`jurybox judge --engine ray --jury tiny`, transformers: .ci/smoke.py)."""
-    from jurybox.serving.runs.local import judge_file
-    from jurybox.serving.runs.ray import judge_with_ray
-
-    rubric = load_rubric("mirage-mg")
-    preds = tmp_path / "two.jsonl"
-    preds.write_text("".join((EXAMPLES / "mirage_mg.jsonl").read_text().splitlines(True)[:2]))
-    local = tmp_path / "local.jsonl"
-    judge_file(preds, rubric, replay_tiny, local)
-    cache = VerdictCache(tmp_path / "verdicts.sqlite")
-    spec = load_jury_spec(replay_jury)
-    report = judge_with_ray(preds, rubric, spec, tmp_path / "ray", format="parquet", cache=cache)
-    assert report.judged == 2 and report.summary.items == 2 and not report.interrupted
-    # The driver stored every fresh verdict in the cache (none came from it).
-    items = read_predictions(preds, rubric).items
-    prov = provenance(rubric, spec)
-    assert cache.contains(prov, [input_hash(it) for it in items]) == {
-        input_hash(it) for it in items
-    }
-    assert report.cached == 0 and "verdict cache: no item judged before" in report.notes[0]
-    assert any("judgments/s" in note for note in report.notes)  # per-judge throughput
-    shards = sorted(p.name for p in (tmp_path / "ray").iterdir() if not p.name.startswith("."))
-    assert shards and all(s.startswith("part-") and s.endswith(".parquet") for s in shards)
-    assert_same_verdicts(written(tmp_path / "ray"), written(local))
-    manifest = json.loads((tmp_path / "ray.manifest.json").read_text())
-    assert manifest["status"] == "complete" and manifest["engine"] == "ray"
-    # Rerun: nothing left to judge.
-    again = judge_with_ray(preds, rubric, spec, tmp_path / "ray", format="parquet")
-    assert (again.judged, again.already_done) == (0, 2)
-
-
 def _no_judge(spec):
     raise AssertionError(f"judge {spec.name} was asked, but every item is in the verdict cache")
 
@@ -117,6 +80,12 @@ def test_the_ray_engine_answers_cached_items_without_asking_a_judge(
 def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(
     replay_tiny, replay_jury, local_ray, tmp_path
 ):
+    """The Ray pipeline (judges loaded in actors, a cascade's stages and gates, shards, the
+    cache, the manifest, a rerun) gives the local engine's verdicts, on the replay jury. One
+    run for what two runs tested (a plain jury's, then a cascade's: the plain jury's run on Ray
+    is the pairs' below and the vLLM judge's). Real models in Ray actors:
+    test_the_ray_engine_runs_vllm_judges_as_actors below (vLLM), and CI's smoke test
+    (`jurybox judge --engine ray --jury tiny`, transformers: .ci/smoke.py)."""
     from judging_helpers import split_threshold, stage_one_confidences, tiny_cascade
 
     from jurybox.judges import Jury
@@ -124,17 +93,35 @@ def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(
     from jurybox.serving.runs.ray import judge_with_ray
 
     rubric = load_rubric("mirage-mg")
+    preds = EXAMPLES / "mirage_mg.jsonl"
     every = tmp_path / "every.jsonl"
     unfitted = tiny_cascade(base=replay_jury)
-    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(unfitted, replay_tiny._backends), every)
+    judge_file(preds, rubric, Jury(unfitted, replay_tiny._backends), every)
     confidences = stage_one_confidences(written(every), rubric, unfitted)
     cascade = tiny_cascade(split_threshold(confidences), base=replay_jury)
     local = tmp_path / "local.jsonl"
-    judge_file(EXAMPLES / "mirage_mg.jsonl", rubric, Jury(cascade, replay_tiny._backends), local)
-    report = judge_with_ray(EXAMPLES / "mirage_mg.jsonl", rubric, cascade, tmp_path / "ray")
+    judge_file(preds, rubric, Jury(cascade, replay_tiny._backends), local)
+    cache = VerdictCache(tmp_path / "verdicts.sqlite")
+    report = judge_with_ray(preds, rubric, cascade, tmp_path / "ray", format="parquet", cache=cache)
+    assert report.judged == 6 and report.summary.items == 6 and not report.interrupted
     stages = report.summary.stages
     assert stages and stages.get(1) and stages.get(2)  # both stages decided items
+    # The driver stored every fresh verdict in the cache (none came from it).
+    items = read_predictions(preds, rubric).items
+    prov = provenance(rubric, cascade)
+    assert cache.contains(prov, [input_hash(it) for it in items]) == {
+        input_hash(it) for it in items
+    }
+    assert report.cached == 0 and "verdict cache: no item judged before" in report.notes[0]
+    assert any("judgments/s" in note for note in report.notes)  # per-judge throughput
+    shards = sorted(p.name for p in (tmp_path / "ray").iterdir() if not p.name.startswith("."))
+    assert shards and all(s.startswith("part-") and s.endswith(".parquet") for s in shards)
     assert_same_verdicts(written(tmp_path / "ray"), written(local))
+    manifest = json.loads((tmp_path / "ray.manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["engine"] == "ray"
+    # Rerun: nothing left to judge.
+    again = judge_with_ray(preds, rubric, cascade, tmp_path / "ray", format="parquet")
+    assert (again.judged, again.already_done) == (0, 6)
 
 
 class _Noting:
