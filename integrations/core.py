@@ -19,13 +19,15 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import WrapperDescriptorType
 from typing import TYPE_CHECKING, Any
 
 from jurybox.rubrics import Item, Rubric, load_rubric
 from jurybox.rubrics.errors import ExecutionError, InputError, InstallError, JuryboxError
 from jurybox.rubrics.reward import Reward, RewardSpec, UnscoredReward, policy_text
+
+from .checklists import COLUMN, Dropout, checklist_from, chunks
 
 if TYPE_CHECKING:  # (jurybox.judges is imported when used: the adapters import light)
     from jurybox.judges.groups import Group, GroupResult, GroupSpec
@@ -159,7 +161,10 @@ class RewardStats:
 
     The judge calls are the items sent times the jury's judges times the rubric's calls per item
     and judge (a cached verdict counts as asked): ``judge_calls`` for the reward's own items,
-    ``canary_calls`` and ``sentinel_calls`` for the guard's (`jurybox.integrations.guard`).
+    ``canary_calls`` and ``sentinel_calls`` for the guard's (`jurybox.integrations.guard`). A
+    checklist rubric's calls count its points (`jurybox.rubrics.checklist.checklist_calls`).
+    ``dropout`` holds each step of rubric dropout (rate, seed, step, points kept of points:
+    `jurybox.integrations.checklists.DropoutStep`), none while it is off.
     """
 
     rows: int = 0
@@ -168,6 +173,7 @@ class RewardStats:
     judge_calls: int = 0
     canary_calls: int = 0
     sentinel_calls: int = 0
+    dropout: list[dict[str, float | int]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, int]:
         """The counts as a dict (``rows``, ``unscored``, ``requests`` and the judge calls)."""
@@ -204,6 +210,8 @@ class JuryRewards:
             vote has a distribution (`jurybox.judges.resolution`; each record then says which scores
             it holds: ``reward_scores``, and why the chosen ones stood: ``reward_note``);
             ``"score"``, the default, from the verdict's scores.
+        checklist_column: With a checklist rubric, the column holding each row's checklist (a
+            list of points or that list as a JSON string; `jurybox.integrations.checklists`).
         **reward_fields: The fields of a `RewardSpec`, instead of ``reward``.
 
     Raises:
@@ -227,6 +235,7 @@ class JuryRewards:
         concurrency: int = 4,
         timeout: float = 900.0,
         use: Use = "score",
+        checklist_column: str = COLUMN,
         **reward_fields: Any,
     ) -> None:
         if (url is None) == (jury is None):
@@ -267,6 +276,9 @@ class JuryRewards:
         self.also: tuple[Rubric, ...] = ()
         self.reward: Reward = self.spec.bind(self.rubric)
         self.stats = RewardStats()
+        self.checklist_column = checklist_column
+        #: Rubric dropout (the reward's ``dropout`` and ``dropout_seed``; off at 0).
+        self.dropout = Dropout(self.spec.dropout, self.spec.dropout_seed)
         self.concurrency = max(1, concurrency)
         self._lock = threading.Lock()
         self.url = url
@@ -397,6 +409,14 @@ class JuryRewards:
         ref_key = self.fields.get("reference", "reference")
         if ref_key in row and row[ref_key] is not None:
             values["reference"] = message_text(row[ref_key])
+        values["checklist"] = checklist_from(
+            self.rubric,
+            row,
+            self.checklist_column,
+            sample or f"row {index}",
+            f"column {self.checklist_column!r}",
+            "name another with checklist_column=",
+        )
         where = {
             name: f"column {key!r} (name another with fields={{{name!r}: COLUMN}})"
             for name, key in (
@@ -454,13 +474,21 @@ class JuryRewards:
     # -- judging --------------------------------------------------------------------------------
 
     def records(
-        self, items: Sequence[Item], samples: Sequence[str] | None = None
+        self,
+        items: Sequence[Item],
+        samples: Sequence[str] | None = None,
+        step: int | None = None,
     ) -> list[dict[str, Any]]:
         """The verdict records of ``items``, in order (several requests at once to a service).
 
+        With rubric dropout on (the reward's ``dropout``), each item is judged on its prompt's
+        subset of points for ``step`` (`jurybox.integrations.checklists.Dropout`), the step
+        logged and kept in ``stats.dropout``.
+
         Args:
-            items: The items to judge.
+            items: The items to judge (not changed).
             samples: One label per item, for errors (default ``row <k>``).
+            step: The training step, for dropout (default: this reward's count of batches).
 
         Returns:
             One verdict record per item, in order.
@@ -474,6 +502,11 @@ class JuryRewards:
         if not items:
             return []
         labels = list(samples) if samples is not None else [f"row {k}" for k in range(len(items))]
+        if self.dropout.rate:
+            items, record = self.dropout.apply(items, step)
+            if record is not None:
+                with self._lock:
+                    self.stats.dropout.append(record.as_dict())
         if self.guard is not None:
             return self.guard.around(self._records_plain, items, labels)
         return self._records_plain(items, labels)
@@ -491,25 +524,31 @@ class JuryRewards:
                 self._unsent(items[k], too_long[k]) if k in too_long else next(judged)
                 for k in range(len(items))
             ]
+        from jurybox.rubrics.checklist import checklist_calls
+
         with self._lock:
-            self.stats.judge_calls += (
-                len(items) * len(self._jury.spec.judges) * self.rubric.judge_calls
+            self.stats.judge_calls += len(self._jury.spec.judges) * checklist_calls(
+                self.rubric, items
             )
         if self._client is None:
             with self._lock:  # an in-process jury judges one batch at a time
                 self.stats.requests += 1
                 return self._resolved(self._judged(list(items), labels))
         per = self._per_request
-        chunks = [
-            (list(items[k : k + per]), labels[k : k + per]) for k in range(0, len(items), per)
-        ]
+        if (
+            self.rubric.checklist is not None
+        ):  # a checklist's points counted: per_point, a call each
+            spans = chunks(self.rubric, items, self._jury.max_items, self._jury.max_judge_calls)
+        else:
+            spans = [(k, k + per) for k in range(0, len(items), per)]
+        batches = [(list(items[a:b]), labels[a:b]) for a, b in spans]
         with self._lock:
-            self.stats.requests += len(chunks)
-        if self._pool is None or len(chunks) == 1:
+            self.stats.requests += len(batches)
+        if self._pool is None or len(batches) == 1:
             return self._resolved(
-                [r for chunk, named in chunks for r in self._judged(chunk, named)]
+                [r for chunk, named in batches for r in self._judged(chunk, named)]
             )
-        parts = list(self._pool.map(lambda c: self._judged(*c), chunks))
+        parts = list(self._pool.map(lambda c: self._judged(*c), batches))
         return self._resolved([r for part in parts for r in part])
 
     def _over_bound(self, items: Sequence[Item]) -> dict[int, str]:
@@ -538,6 +577,8 @@ class JuryRewards:
         names = [c.name for c in self.rubric.criteria]
         if self.rubric.formula is not None:
             names.append(self.rubric.formula.name)
+        if self.rubric.checklist is not None and self.rubric.checklist.expands:
+            names = [self.rubric.checklist.name]  # (an item's score; its points unjudged)
         empty: dict[str, float | None] = dict.fromkeys(names)
         return {
             "id": item.id,

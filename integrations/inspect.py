@@ -18,6 +18,12 @@ metadata holds the verdict (votes, reasons, provenance). The question is the sam
 the response the model's completion, the reference the sample's target (when it has one). A
 criterion the jury could not score is NaN, which Inspect counts as unscored and leaves out of
 the metrics: never a 0.
+
+With a checklist rubric (`jurybox.rubrics.checklist`), each sample's own checklist is its
+``metadata["checklist"]`` (a list of points, or that list as a JSON string); the score holds the
+item's score (HealthBench's, by default ``score``; a rubric with ``score: implicit`` its own
+criteria) and the metadata, beside the verdict, each point's decision (``points``: its text,
+points, tag and the jury's met value) and the points dropout left out (``dropped``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from inspect_ai.solver import TaskState
 from jurybox.rubrics import Rubric
 from jurybox.rubrics.reward import RewardSpec, Scale
 
+from .checklists import checklist_from, score_names
 from .core import JuryRewards, explain
 
 
@@ -47,6 +54,7 @@ def jury_scorer(
     scale: Scale = "unit",
     cache: bool = True,
     fields: Mapping[str, str] | None = None,
+    checklist_key: str = "checklist",
 ) -> Any:
     """An Inspect scorer judging each sample with the jury.
 
@@ -62,6 +70,7 @@ def jury_scorer(
         scale: ``"unit"`` (the default) or ``"raw"``, which keeps the rubric's scales.
         cache: An in-process jury loaded here keeps its verdict cache on unless ``cache=False``.
         fields: Maps item fields to sample metadata keys (e.g. ``{"context": "dialogue"}``).
+        checklist_key: With a checklist rubric, the metadata key of each sample's checklist.
 
     Returns:
         The scorer: each sample's score holds every criterion's value (and the formula's), its
@@ -84,10 +93,9 @@ def jury_scorer(
         reward=RewardSpec(
             calibrated=calibrated, scale=scale, unscored="none", score=_first_score(rubric)
         ),
+        checklist_column=checklist_key,
     )
-    names = [c.name for c in rewards.rubric.criteria]
-    if rewards.rubric.formula is not None:
-        names.append(rewards.rubric.formula.name)
+    names = score_names(rewards.rubric)
     per_key = {n: rewards.spec.model_copy(update={"score": n}).bind(rewards.rubric) for n in names}
     extra = dict(fields or {})
 
@@ -99,6 +107,13 @@ def jury_scorer(
             if key in (state.metadata or {}):
                 values[item_field] = str(state.metadata[key])
         sample = f"Inspect sample {state.sample_id}"
+        values["checklist"] = checklist_from(
+            rewards.rubric,
+            state.metadata or {},
+            checklist_key,
+            sample,
+            f"the sample's metadata[{checklist_key!r}]",
+        )
         item = rewards.make_item(
             str(state.sample_id),
             values,
@@ -112,7 +127,7 @@ def jury_scorer(
             value=value,
             answer=state.output.completion,
             explanation=explain(record),
-            metadata={"verdict": record},
+            metadata=_metadata(record),
         )
 
     return score
@@ -123,7 +138,16 @@ def _first_score(rubric: str | Rubric) -> str:
     from jurybox.rubrics import load_rubric
 
     loaded = load_rubric(rubric) if isinstance(rubric, str) else rubric
-    return loaded.formula.name if loaded.formula is not None else loaded.criteria[0].name
+    return score_names(loaded)[-1]
+
+
+def _metadata(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A score's metadata: the verdict; a checklist's, each point's decision and those dropped."""
+    out: dict[str, Any] = {"verdict": record}
+    if record.get("points") is not None:
+        out["points"] = record["points"]
+        out["dropped"] = list(record.get("dropped") or [])
+    return out
 
 
 def _nan_if_none(value: float | None) -> float:

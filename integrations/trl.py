@@ -44,6 +44,7 @@ from jurybox.rubrics import Rubric, load_rubric
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward
 
+from .checklists import DropoutStep
 from .core import JuryRewards, MissingRewards, RewardStats, explain, message_text, short
 
 if TYPE_CHECKING:  # (jurybox.judges is imported when used: the adapters import light)
@@ -88,6 +89,9 @@ def jury_reward(
     juror_checks: JurorCheck | bool | None = None,
     stop_on_alarm: bool = False,
     drift: Mapping[str, Any] | None = None,
+    checklist_column: str = "checklist",
+    dropout: float = 0.0,
+    dropout_seed: int = 0,
 ) -> RewardFunc | list[RewardFunc]:
     """A TRL reward function: the jury's reward for each completion.
 
@@ -147,6 +151,13 @@ def jury_reward(
             TrainerCallback added to the trainer that calls the function: `alarm_callback`).
         drift: The drift tests' ``alpha``, ``baseline_steps``, ``margin`` and ``horizon``
             (`jurybox.calibration.stats.monitors.DriftMonitor`).
+        checklist_column: With a checklist rubric, the dataset column holding each prompt's
+            checklist (a list of points, or that list as a JSON string).
+        dropout: Rubric dropout (a checklist rubric): the share of each prompt's points left
+            out at each step, a seeded subset drawn per prompt and ``state.global_step``
+            (`jurybox.integrations.checklists`); each step logs ``jurybox/<name>/dropout_kept``
+            (the share of points judged). 0, the default, judges every point.
+        dropout_seed: The seed of the points left out.
 
     Returns:
         The reward function, or with ``per_criterion`` a list of them. A function whose unscored
@@ -162,6 +173,19 @@ def jury_reward(
     """
     loaded = load_rubric(rubric) if isinstance(rubric, str) else rubric
     from .guard import asks_for_guard
+
+    if dropout and group is not None:
+        raise InputError(
+            "jurybox: dropout leaves out checklist points of a pointwise reward; a group "
+            "reward has none of it yet",
+            field="dropout",
+        )
+    if per_criterion and loaded.checklist is not None and loaded.checklist.expands:
+        raise InputError(
+            f"jurybox: rubric {loaded.name} scores each item by its checklist's points, one "
+            "score: per_criterion does not apply",
+            field="per_criterion",
+        )
 
     guarded = asks_for_guard(
         prechecks, canaries, sentinel, juror_checks, stop_on_alarm, precheck_reward
@@ -215,6 +239,7 @@ def jury_reward(
             fields=fields,
             concurrency=concurrency,
             timeout=timeout,
+            checklist_column=checklist_column,
         )
         rewards.also = (scorer,) if scorer is not None else ()
         return _group_function(
@@ -234,11 +259,19 @@ def jury_reward(
         token=token,
         token_env=token_env,
         cache=cache,
-        reward=RewardSpec(score=score, calibrated=calibrated, scale=scale, unscored=unscored),
+        reward=RewardSpec(
+            score=score,
+            calibrated=calibrated,
+            scale=scale,
+            unscored=unscored,
+            dropout=dropout,
+            dropout_seed=dropout_seed,
+        ),
         fields=fields,
         concurrency=concurrency,
         timeout=timeout,
         use=use or "score",
+        checklist_column=checklist_column,
     )
     if guarded:
         from .guard import RewardGuard, guard_spec, sentinel_rewards
@@ -300,6 +333,8 @@ class _Group:
         self._served: set[str] = set()
         self._records: list[dict[str, Any]] = []
         self._missing: list[bool] = []
+        #: The batch's step of rubric dropout (None while it is off).
+        self.dropped: DropoutStep | None = None
 
     def batch(
         self,
@@ -330,7 +365,16 @@ class _Group:
         with self._lock:
             if key != self._key or name in self._served:  # a new batch
                 self._key, self._served = None, set()
-                records = self.rewards.records(items, samples)
+                state = kwargs.get("trainer_state")  # (TRL passes its TrainerState)
+                if state is None:
+                    state = getattr(_trainer(kwargs.get("log_extra")), "state", None)
+                step = getattr(state, "global_step", None)
+                records = (
+                    self.rewards.records(items, samples, step=step)
+                    if self.rewards.dropout.rate
+                    else self.rewards.records(items, samples)
+                )
+                self.dropped = self.rewards.dropout.last if self.rewards.dropout.rate else None
                 rewards = list(self.by_name.values())
                 floored = self.rewards.floored(records)
                 self._missing = [
@@ -451,6 +495,8 @@ def _function(group: _Group, score: str, asynchronous: bool) -> RewardFunc:
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             log_metric(f"jurybox/{name}/unscored", float(unscored))
+            if group.dropped is not None and group.dropped.of:
+                log_metric(f"jurybox/{name}/dropout_kept", group.dropped.kept / group.dropped.of)
             if rewards.resolved.use == "expected" and records:
                 log_metric(
                     f"jurybox/{name}/expected",

@@ -23,7 +23,13 @@ worker one at a time), so ``naive`` is the faster choice for a jury behind a ser
 verl passes no prompt, so the question comes from ``extra_info["question"]`` (or the key
 ``reward_kwargs.fields.question`` names), which verl's data preprocessing scripts write; the
 reference is ``reward_model.ground_truth`` (or ``extra_info[fields.reference]``), the context
-``extra_info["context"]`` (or ``extra_info[fields.context]``).
+``extra_info["context"]`` (or ``extra_info[fields.context]``). With a checklist rubric, each
+prompt's checklist is ``extra_info["checklist"]`` (or the key ``reward_kwargs.checklist_column``
+names), else the ``ground_truth`` itself (a list of points, that list as a JSON string, or a dict
+holding it as ``checklist`` beside its ``reference``); ``reward_kwargs.dropout`` and
+``dropout_seed`` turn rubric dropout on (`jurybox.integrations.checklists`): the step is the count
+of batches judged (verl passes no step), and each result gains ``jurybox/dropout_kept``, the share
+of the step's points judged.
 
 The result is ``{"score": reward, "jurybox/unscored": 0 or 1, "jurybox/<score>": ...,
 "jurybox/verdict": ...}``: verl keeps every key but ``score`` as the response's
@@ -51,6 +57,7 @@ from typing import Any
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, Scale, Unscored
 
+from .checklists import checklist_from, score_names
 from .core import (
     JuryRewards,
     MissingRewards,
@@ -113,6 +120,9 @@ def jury_rewards(
     juror_checks: bool | Mapping[str, Any] | None = None,
     stop_on_alarm: bool = False,
     drift: Mapping[str, Any] | None = None,
+    checklist_column: str = "checklist",
+    dropout: float = 0.0,
+    dropout_seed: int = 0,
 ) -> JuryRewards:
     """The `JuryRewards` of these options, made once per process.
 
@@ -157,6 +167,9 @@ def jury_rewards(
         tuple(sorted(juror_checks.items())) if isinstance(juror_checks, Mapping) else juror_checks,
         stop_on_alarm,
         tuple(sorted((drift or {}).items())),
+        checklist_column,
+        dropout,
+        dropout_seed,
     )
     guarded = asks_for_guard(
         prechecks, canaries, sentinel, juror_checks, stop_on_alarm, precheck_reward
@@ -175,10 +188,11 @@ def jury_rewards(
                 fields=fields,
                 timeout=timeout,
                 concurrency=concurrency,
+                checklist_column=checklist_column,
+                dropout=dropout,
+                dropout_seed=dropout_seed,
             )
-            names = [c.name for c in rewards.rubric.criteria]
-            if rewards.rubric.formula is not None:
-                names.append(rewards.rubric.formula.name)
+            names = score_names(rewards.rubric)
             _SCORES[id(rewards)] = {
                 name: rewards.spec.model_copy(update={"score": name, "unscored": "none"}).bind(
                     rewards.rubric
@@ -259,8 +273,11 @@ def _item(
         )
     else:
         reference, where = ground_truth, "reward_model.ground_truth"
+        if rewards.rubric.checklist is not None and _is_checklist(ground_truth):
+            reference = None  # the ground truth is the checklist (read below)
         if isinstance(reference, Mapping):  # some recipes keep a dict of gold fields
             reference = reference.get("ground_truth", reference.get("reference"))
+    values["checklist"] = _checklist(rewards, sample, ground_truth, info)
     if reference not in (None, ""):
         values["reference"] = message_text(reference)
     return rewards.make_item(
@@ -272,6 +289,37 @@ def _item(
             f"[{question_key!r}] (or the key reward_kwargs.fields.question names)",
             "reference": f"jurybox reads it from {where}",
         },
+    )
+
+
+def _is_checklist(value: Any) -> bool:
+    """Whether verl's ground truth is a checklist: a list, or that list as a JSON string."""
+    if isinstance(value, str):
+        return value.lstrip().startswith("[")
+    return isinstance(value, Sequence)
+
+
+def _checklist(
+    rewards: JuryRewards, sample: str, ground_truth: Any, info: Mapping[str, Any]
+) -> Any:
+    """A checklist rubric's checklist: ``extra_info[checklist_column]``, else the ground truth."""
+    key = rewards.checklist_column
+    if rewards.rubric.checklist is None or key in info:
+        return checklist_from(rewards.rubric, info, key, f"verl {sample}", f"extra_info[{key!r}]")
+    if isinstance(ground_truth, Mapping):
+        return checklist_from(
+            rewards.rubric,
+            ground_truth,
+            "checklist",
+            f"verl {sample}",
+            f"extra_info[{key!r}] or reward_model.ground_truth['checklist']",
+        )
+    return checklist_from(
+        rewards.rubric,
+        {"checklist": ground_truth if _is_checklist(ground_truth) else None},
+        "checklist",
+        f"verl {sample}",
+        f"extra_info[{key!r}] or reward_model.ground_truth (a list of points)",
     )
 
 
@@ -288,6 +336,9 @@ def _result(rewards: JuryRewards, record: Mapping[str, Any], sample: str) -> dic
     for name, reward in _SCORES[id(rewards)].items():
         out[f"jurybox/{name}"] = reward.values([record])[0]
     out["jurybox/verdict"] = explain(record)
+    dropped = rewards.dropout.last
+    if dropped is not None:  # (rubric dropout: the share of the step's points judged)
+        out["jurybox/dropout_kept"] = dropped.kept / dropped.of if dropped.of else float("nan")
     guard = rewards.guard
     if guard is not None and guard.last is not None:
         report = guard.last
@@ -482,6 +533,9 @@ _OPTIONS = (
     "juror_checks",
     "stop_on_alarm",
     "drift",
+    "checklist_column",
+    "dropout",
+    "dropout_seed",
 )
 # What verl itself may add to the call (with a reward-model router), not ours to read.
 _VERL_KWARGS = ("reward_router_address", "reward_model_tokenizer")

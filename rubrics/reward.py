@@ -107,6 +107,8 @@ _TAKES = {
     "low": "a number",
     "high": "a number",
     "score": "the name of a criterion or of the rubric's formula",
+    "dropout": "a share of each item's checklist points left out per step, in [0, 1) (0: off)",
+    "dropout_seed": "an integer (the seed of the points left out)",
 }
 
 
@@ -123,6 +125,10 @@ class RewardSpec(BaseModel):
         high: The number's highest value (default: from the rubric's scales).
         unscored: What an unscored item's reward is: ``"none"`` (None), ``"error"`` (raise
             `UnscoredReward`), or a number.
+        dropout: Rubric dropout, for a checklist rubric: the share of each item's points left
+            out at each training step, a seeded random subset (`jurybox.rubrics.checklist.dropout`;
+            at least one positive point is kept); 0, the default, judges every point.
+        dropout_seed: The seed of the points left out (with the step and the item's id).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -150,6 +156,14 @@ class RewardSpec(BaseModel):
         "error",
         description="What an unscored item's reward is: none (None), error (raise), or a number.",
     )
+    dropout: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Rubric dropout: the share of each item's checklist points left out per "
+        "training step (0: off).",
+    )
+    dropout_seed: int = Field(0, description="The seed of the points dropout leaves out.")
 
     def __init__(self, **fields: Any) -> None:
         """Raises `InputError` naming the field at fault and what it takes, never pydantic's own."""
@@ -190,6 +204,14 @@ class RewardSpec(BaseModel):
                 score named), the formula's range is unknown (not linear in its criteria, and
                 no ``low``/``high`` given), or the range is empty; naming the field.
         """
+        if self.dropout and rubric.checklist is None:
+            raise InputError(
+                f"the reward's dropout leaves out checklist points; rubric {rubric.name} judges "
+                "no checklist (give a checklist rubric, or dropout=0)",
+                field="dropout",
+            )
+        if rubric.checklist is not None and rubric.checklist.expands:
+            return self._bind_points(rubric)
         names = [c.name for c in rubric.criteria]
         formula = rubric.formula.name if rubric.formula is not None else None
         score = self.score
@@ -224,6 +246,22 @@ class RewardSpec(BaseModel):
         if not high > low:
             raise InputError(f"the reward's range [{low}, {high}] is empty", field="high")
         return Reward(spec=self, rubric=rubric.name, score=score, low=float(low), high=float(high))
+
+    def _bind_points(self, rubric: Rubric) -> Reward:
+        """A checklist rubric's reward: its item score (HealthBench's rule, on [0, 1])."""
+        assert rubric.checklist is not None
+        name = rubric.checklist.name
+        if self.score is not None and self.score != name:
+            raise InputError(
+                f"rubric {rubric.name} scores each item by its checklist's points: the reward's "
+                f"score is {name!r} (the item's score), not {self.score!r}",
+                field="score",
+            )
+        low = 0.0 if self.low is None else self.low
+        high = 1.0 if self.high is None else self.high
+        if not high > low:
+            raise InputError(f"the reward's range [{low}, {high}] is empty", field="high")
+        return Reward(spec=self, rubric=rubric.name, score=name, low=float(low), high=float(high))
 
 
 def _range(rubric: Rubric, score: str) -> tuple[float, float] | None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from jurybox.rubrics import Rubric, VerdictRecord
 from jurybox.rubrics.errors import InputError
+from jurybox.rubrics.points import KEY
 
 from ..errors import InputDataError
 from ._rows import EXAMPLES as _EXAMPLES
@@ -302,7 +303,14 @@ def rubric_for(
                 f"off the scale go unnoticed; name the rubric (--rubric NAME_OR_FILE)"
             )
     if rubric_def is not None:
-        unscaled = [c for c in output.criteria if c not in rubric_def.criterion_names]
+        # A checklist rubric's verdicts vote on each item's points (p1, p2 ...): their scale is
+        # the rubric's met.
+        points = rubric_def.checklist is not None
+        unscaled = [
+            c
+            for c in output.criteria
+            if c not in rubric_def.criterion_names and not (points and KEY.match(c))
+        ]
         if unscaled:
             notes.append(
                 f"criteria {unscaled} are not in rubric {rubric_def.name}; their scales "

@@ -55,7 +55,9 @@ def cross_validate(data: CriterionData, params: dict[str, Any]) -> dict[str, Any
             after_judge[j][test] = cal.predict(data.judges[j][test])
 
     target = data.human_reference if data.categorical else human_mean
-    before = data.jury
+    # A labelled criterion's jury score may lie between labels (a mean of yes and no): the
+    # label it is nearest, as the humans' majority is compared.
+    before = data.scale.snap(data.jury) if data.categorical else data.jury
     both = ~(np.isnan(before) | np.isnan(after) | np.isnan(target))
     b, a, h = before[both], after[both], target[both]
     result: dict[str, Any] = {

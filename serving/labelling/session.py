@@ -4,6 +4,11 @@ The session holds the judged items, the rubric, the labels file and the order it
 in; what each route of the page's API (`.app`) answers is one method here. A request it
 refuses is a problem named by its class (`Invalid`, `NotFound`: ``serving/problems.py`` says
 which status each one is) naming the field at fault, and nothing is written for it.
+
+A checklist rubric judged point by point (``checklist: {score: points}``) is labelled point by
+point: an item's criteria are its own points (``p1``, ``p2`` ..., each with its text, points,
+tag and, where the judges are shown, the jury's met), each on the rubric's yes/no scale, and a
+label line holds the ``pK`` columns `jurybox.calibration.data.points` reads.
 """
 
 from __future__ import annotations
@@ -51,7 +56,10 @@ class LabellingSession:
         self.store, self.selector = store, selector
         self.target_width, self.show_judges = target_width, show_judges
         self.sequence = sequence  # the benchmark mean's confidence sequence (progress)
-        self.scales = {c.name: c.scale for c in rubric.criteria}
+        # Point by point: each item's criteria are its checklist's points, on met's scale; the
+        # progress has no per-criterion estimate (a pK is another point on every item).
+        self.by_point = rubric.checklist is not None and rubric.checklist.score == "points"
+        self.scales = {} if self.by_point else {c.name: c.scale for c in rubric.criteria}
         # The jury's predictive distributions: the benchmark mean's variance floor.
         self.model = pool_model(list(self.verdicts.values()), self.scales)
         self._offered: dict[str, Choice] = {}  # per rater: the item last offered, and why
@@ -74,10 +82,14 @@ class LabellingSession:
         out = {
             "id": item.id,
             "fields": {
-                k: v for k, v in item.fields().items() if k != "images" and v not in (None, "", [])
+                k: v
+                for k, v in item.fields().items()
+                if k != "images"
+                and not (self.by_point and k == "checklist")  # its points are the criteria
+                and v not in (None, "", [])
             },
             "images": list(item.images),
-            "criteria": self.criteria(),
+            "criteria": self.criteria(item.id),
             "why": choice.why,
             "progress": now,
             "rubric": self.rubric.name,
@@ -109,19 +121,21 @@ class LabellingSession:
                 f'{{"{self.rubric.criteria[0].name}": ...}}',
                 "labels",
             )
+        scales = self._scales(item)
         values: dict[str, float | None] = {}
         for criterion, value in raw.items():
-            if criterion not in self.scales:
-                raise Invalid(
-                    f"unknown criterion {criterion!r}; the rubric "
-                    f"{self.rubric.name} has {list(self.scales)}",
-                    f"labels.{criterion}",
+            if criterion not in scales:
+                known = (
+                    f"item {item!r} has the points {list(scales)}"
+                    if self.by_point
+                    else f"the rubric {self.rubric.name} has {list(scales)}"
                 )
+                raise Invalid(f"unknown criterion {criterion!r}; {known}", f"labels.{criterion}")
             if value is None:
                 values[criterion] = None
                 continue
             try:
-                values[criterion] = self.scales[criterion].parse(value)
+                values[criterion] = scales[criterion].parse(value)
             except ValueError as exc:
                 raise Invalid(str(exc), f"labels.{criterion}") from None
         if all(v is None for v in values.values()):
@@ -198,8 +212,37 @@ class LabellingSession:
 
     # -- pieces --------------------------------------------------------------------------------
 
-    def criteria(self) -> list[dict[str, Any]]:
-        """Every criterion with its scale's points (value, label, level description)."""
+    def criteria(self, item: str | None = None) -> list[dict[str, Any]]:
+        """Every criterion with its scale's points (value, label, level description).
+
+        Point by point, ``item``'s checklist points: each a criterion named by its key, its
+        text the description, and under ``point`` its points, tag, whether it is a pitfall and
+        (where the judges are shown) the jury's met.
+        """
+        if self.by_point and item is not None:
+            met = self.rubric.criteria[0].scale
+            verdict = self.verdicts[item]
+            out = []
+            for key, point in (verdict.points or {}).items():
+                shown: dict[str, Any] = {
+                    "points": point.points,
+                    "tag": point.tag,
+                    "pitfall": point.points < 0,
+                }
+                if self.show_judges:
+                    shown["jury_met"] = point.met
+                out.append(
+                    {
+                        "name": key,
+                        "description": point.text,
+                        "point": shown,
+                        "points": [
+                            {"value": p.value, "label": p.label, "description": p.description}
+                            for p in met.points
+                        ],
+                    }
+                )
+            return out
         return [
             {
                 "name": c.name,
@@ -220,14 +263,19 @@ class LabellingSession:
         """
         verdict = self.verdicts[item]
         out: dict[str, Any] = {}
-        for criterion, scale in self.scales.items():
+        for criterion, scale in self._scales(item).items():
             score = verdict.scores.get(criterion)
             jury = None if score is None else float(scale.snap(score))
             mine = None if human is None else human.get(criterion)
+            if self.by_point:  # a point's met as the jury has it: a mean of yes and no lies between
+                shown = score
+                disagrees = mine is not None and score is not None and abs(score - mine) >= 0.5
+            else:
+                shown, disagrees = jury, mine is not None and jury is not None and jury != mine
             out[criterion] = {
-                "jury": jury,
+                "jury": shown,
                 "votes": {v.judge: v.score for v in verdict.votes if v.criterion == criterion},
-                "disagrees": mine is not None and jury is not None and jury != mine,
+                "disagrees": disagrees,
             }
         return out
 
@@ -240,6 +288,13 @@ class LabellingSession:
         if not path.is_file():
             raise NotFound(f"image {n} of item {item!r} ({path}) is not a file here", "n")
         return path
+
+    def _scales(self, item: str) -> dict[str, Any]:
+        """The scale of each criterion labelled on ``item`` (point by point: its points')."""
+        if not self.by_point:
+            return self.scales
+        met = self.rubric.criteria[0].scale
+        return dict.fromkeys(self.verdicts[item].points or {}, met)
 
     def _item(self, body: Mapping[str, Any]) -> str:
         item = body.get("id")

@@ -141,6 +141,8 @@ def start_session(
             f"{labels}: its last line was cut short by a crash (never saved) and is removed"
         )
     try:
+        if rubric.checklist is not None and rubric.checklist.score == "points":
+            _point_by_point(goal, target_width, stratify)
         uncertainty = None
         if goal == "benchmark-mean" or stratify:
             from jurybox.calibration.estimates.active import item_uncertainty
@@ -194,6 +196,30 @@ def start_session(
     except Exception:
         store.close()
         raise
+
+
+def _point_by_point(goal: str, target_width: float | None, stratify: bool) -> None:
+    """Refuse what a checklist rubric labelled point by point does not have yet.
+
+    Each item's points are its own (``p1`` of one item is not ``p1`` of another), so there is
+    no per-criterion estimate to stop on, to stratify by or to weight a benchmark mean with.
+    """
+    refused = (
+        "--goal benchmark-mean"
+        if goal == "benchmark-mean"
+        else "--target-width"
+        if target_width is not None
+        else "--stratify"
+        if stratify
+        else None
+    )
+    if refused is not None:
+        raise InputError(
+            f"{refused} is not built for a checklist rubric labelled point by point (each "
+            "item's points are its own: there is no per-criterion estimate); label with goal "
+            "agreement, cascade or review and measure with `jurybox agree`",
+            field=refused.removeprefix("--").split()[0].replace("-", "_"),
+        )
 
 
 def pick_design(

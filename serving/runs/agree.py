@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from jurybox.serving.options import (
     CRITERIA,
@@ -117,6 +117,10 @@ def agreement_with_humans(
     aggregated score against the human consensus; every pair of judges, and alpha across all
     judges. A statistic the data cannot define is undefined with the reason.
 
+    Checklist verdicts judged point by point take point labels (``p1``, ``p2`` ... yes/no, an
+    optional ``score``; `jurybox.calibration.data.points`): the report is per point, pooled
+    over items as ``met``, and per item ``score`` (`point_agreement`).
+
     Args:
         human: Human labels: JSONL or CSV with an id column, an optional rater column and one
             column per criterion.
@@ -142,8 +146,29 @@ def agreement_with_humans(
             without a rubric jurybox knows.
     """
     from jurybox.calibration import agreement_report
+    from jurybox.calibration.data.points import point_judged
 
     output, rubric_def, notes = load_inputs(Path(judged), rubric, provenance, pairwise=True)
+    if point_judged(output):
+        if length_control is not None:
+            from jurybox.rubrics.errors import InputError
+
+            raise InputError(
+                "--length-control is not built for checklist verdicts (judged point by point)",
+                field="length_control",
+            )
+        report = point_agreement(
+            Path(human),
+            output,
+            value=value,
+            level=level,
+            n_resamples=resamples,
+            confidence=confidence,
+            seed=seed,
+        )
+        notes += report.joined.summary.warnings() if report.joined else []
+        notes += _point_notes(report)
+        return Agreement(report, output, rubric_def, level, None, notes)
     report = agreement_report(
         human,
         output,
@@ -171,6 +196,179 @@ def agreement_with_humans(
             )
             break
     return Agreement(report, output, rubric_def, level, controls, notes)
+
+
+def point_agreement(
+    human: Path,
+    output: JudgeOutput,
+    *,
+    value: ValueChoice = "score",
+    level: str = "auto",
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> AgreementReport:
+    """Agreement on checklist verdicts: per point (pooled, ``met``) and per item ``score``.
+
+    The point labels file and the pooling are `jurybox.calibration.data.points`'; each part is
+    the ordinary report (`agreement_report`) on the pooled points and on the items, merged;
+    ``met``'s intervals resample items, each with all its points (`_by_item`).
+    """
+    from jurybox.calibration import agreement_report
+    from jurybox.calibration.data.points import (
+        MET,
+        MET_SCALE,
+        SCORE,
+        SCORE_SCALE,
+        has_scores,
+        item_output,
+        load_point_labels,
+        pooled_output,
+    )
+    from jurybox.calibration.reports.report import AgreementReport as Report
+
+    labels = load_point_labels(human, output)
+    settings: dict[str, Any] = {
+        "value": value,
+        "level": level,
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "seed": seed,
+    }
+    met = agreement_report(labels.met, pooled_output(output), scales={MET: MET_SCALE}, **settings)
+    if met.joined is not None and MET in met.criteria:
+        boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
+        met.criteria[MET] = _by_item(met.joined.criteria[MET], met.criteria[MET], level, boot)
+    criteria = dict(met.criteria)
+    join_summary = dict(met.join_summary)
+    join_text = f"points: {met.join_text}"
+    joined = met.joined
+    if has_scores(labels):
+        score = agreement_report(
+            labels.score, item_output(output), scales={SCORE: SCORE_SCALE}, **settings
+        )
+        criteria.update(score.criteria)
+        join_summary["item_scores"] = {
+            **score.join_summary,
+            "from_point_labels": labels.from_points,
+            "from_score_column": labels.from_column,
+        }
+        join_text += f"; item scores: {score.join_text}"
+        if joined is not None and score.joined is not None:
+            joined.criteria.update(score.joined.criteria)
+    sources = {"human_labels": str(human), "judge_output": output.source}
+    return Report(
+        criteria, join_summary, join_text, value, confidence, n_resamples, sources, joined
+    )
+
+
+def _by_item(data: Any, found: Any, level: str, boot: dict[str, Any]) -> Any:
+    """``met``'s statistics again with intervals that resample items, not points.
+
+    The points of an item are judged, and labelled, together, so they are not independent:
+    each bootstrap resample draws items (clusters) with replacement and takes all their
+    labelled points; the values are the report's, only the intervals change.
+    """
+    import dataclasses
+    from itertools import combinations
+
+    import numpy as np
+
+    from jurybox.calibration import bootstrap_ci
+    from jurybox.calibration.reports.report import (
+        JURY,
+        default_level,
+        judge_human_stats,
+        judge_judge_stats,
+    )
+    from jurybox.calibration.stats.alpha import Level as AlphaLevel
+    from jurybox.calibration.stats.alpha import krippendorff_alpha
+
+    kind = cast("AlphaLevel", default_level(data) if level == "auto" else level)
+    items = np.array([i.rpartition("::")[0] for i in data.ids])
+    method = "percentile bootstrap over items (all of an item's points together)"
+
+    def clustered(fn: Any, keep: Any, *arrays: Any) -> Any:
+        _, group = np.unique(items[keep], return_inverse=True)
+        members = [np.flatnonzero(group == g) for g in range(int(group.max(initial=-1)) + 1)]
+        kept = [a[..., keep] for a in arrays]
+
+        def statistic(drawn: Any) -> Any:
+            idx = np.concatenate([members[int(g)] for g in drawn] or [np.array([], dtype=int)])
+            return fn(*(a[..., idx] for a in kept))
+
+        got = bootstrap_ci(statistic, np.arange(len(members)), **boot)
+        if isinstance(got, dict):
+            return {k: v.with_ci(v.ci, ci_method=method) for k, v in got.items()}
+        return got.with_ci(got.ci, ci_method=method)
+
+    def alpha(m: Any) -> Any:
+        return krippendorff_alpha(data.scale.snap(m) if kind == "nominal" else m, kind)
+
+    everything = np.ones(len(data.ids), dtype=bool)
+    human_human = dict(found.human_human)
+    if data.human.shape[0] >= 2:
+        human_human = {f"alpha[{kind}]": clustered(alpha, everything, data.human)}
+    h_mean, h_ref = data.human_mean, data.human_reference
+    labelled = ~np.isnan(h_mean)
+    fn = judge_human_stats(data, kind)
+    systems = {**data.judges, JURY: data.jury}
+    judge_human = {
+        name: clustered(fn, labelled & ~np.isnan(x), x, h_ref, h_mean)
+        for name, x in systems.items()
+    }
+    pair = judge_judge_stats(data, kind)
+    judge_judge = {}
+    for a, b in combinations(sorted(data.judges), 2):
+        xa, xb = data.judges[a], data.judges[b]
+        judge_judge[f"{a} | {b}"] = clustered(pair, ~(np.isnan(xa) | np.isnan(xb)), xa, xb)
+    judges_alpha = found.judges_alpha
+    if len(data.judges) >= 2:
+        stack = np.vstack([data.judges[j] for j in sorted(data.judges)])
+        judges_alpha = clustered(alpha, everything, stack)
+    return dataclasses.replace(
+        found,
+        human_human=human_human,
+        judge_human=judge_human,
+        judge_judge=judge_judge,
+        judges_alpha=judges_alpha,
+    )
+
+
+def refuse_points(output: JudgeOutput, what: str) -> None:
+    """Refuse ``what`` on checklist verdicts judged point by point, which it is not built for.
+
+    Raises:
+        InputError: The verdicts are such.
+    """
+    from jurybox.calibration.data.points import point_judged
+    from jurybox.rubrics.errors import InputError
+
+    if point_judged(output):
+        raise InputError(
+            f"{what} is not built for checklist verdicts judged point by point; "
+            "`jurybox agree` (per point and item score) and `jurybox calibrate` (met) are"
+        )
+
+
+def _point_notes(report: AgreementReport) -> list[str]:
+    """What to say of an agreement per point: what is pooled, how the intervals resample."""
+    notes = []
+    met = report.criteria.get("met")
+    if met is not None:
+        ids = report.joined.criteria["met"].ids if report.joined else []
+        items = {i.rpartition("::")[0] for i in ids}
+        notes.append(
+            f"met: {met.n_items} labelled points of {len(items)} items pooled (a point is "
+            "its item's, never joined by key across items); the intervals resample items, "
+            "each with all its points (its points are not independent)"
+        )
+    if "score" not in report.criteria:
+        notes.append(
+            "score: no rater labelled every point of an item or gave a score column: no "
+            "agreement on item scores"
+        )
+    return notes
 
 
 def _length_control(
@@ -275,6 +473,7 @@ def benchmark_means(
     )
 
     output, _, notes, scales = scaled_inputs(Path(judged), rubric, provenance, list(criteria))
+    refuse_points(output, "--ppi")
     lines = [row for row in label_rows(Path(human)) if row.get("id") is not None]
     pool = {r.id: r.scores for r in output.records}
     strays = sum(str(row["id"]) not in pool for row in lines)

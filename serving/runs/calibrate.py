@@ -34,6 +34,7 @@ from jurybox.serving.options import (
     command_line,
     option,
 )
+from jurybox.serving.runs.agree import refuse_points
 from jurybox.serving.runs.inputs import load_inputs
 
 if TYPE_CHECKING:
@@ -168,14 +169,18 @@ def fit_map(
         InputError: The labels or verdicts cannot be used.
     """
     from jurybox.calibration import CalibrationMap, join_warnings
+    from jurybox.calibration.data.points import point_judged
 
     human, judged = Path(human), Path(judged)
     verdicts, rubric_def, notes = load_inputs(judged, rubric, provenance, pairwise=True)
     cmap = CalibrationMap(method=method, output=output, value=value, cv_folds=folds, seed=seed)
-    cmap.fit(human, verdicts, scales=rubric_def, criteria=criteria or None)
-    aggregations = _aggregations(
-        human, verdicts, rubric_def, cmap.criteria, value, folds, seed, notes
-    )
+    labels: Any = human
+    scales: Any = rubric_def
+    if point_judged(verdicts):
+        labels, verdicts, scales = _pooled_points(human, verdicts, criteria, notes)
+        criteria = None
+    cmap.fit(labels, verdicts, scales=scales, criteria=criteria or None)
+    aggregations = _aggregations(labels, verdicts, scales, cmap.criteria, value, folds, seed, notes)
     # (CalibrationMap leaves fitted_on_ unannotated, so mypy infers its values from fit()'s)
     fitted_on: dict[str, Any] = cmap.fitted_on_
     fitted_on.update(
@@ -189,8 +194,40 @@ def fit_map(
     return FittedMap(cmap, rubric_def, jury, aggregations, notes)
 
 
+def _pooled_points(
+    human: Path, verdicts: Any, criteria: list[str] | None, notes: list[str]
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Checklist verdicts judged point by point: the labels and verdicts pooled per point.
+
+    The map is fitted on ``met`` over every labelled point of every item
+    (`jurybox.calibration.data.points`); the item score is HealthBench's rule on the points,
+    not a criterion of its own.
+    """
+    from jurybox.calibration.data.points import (
+        MET,
+        MET_SCALE,
+        load_point_labels,
+        pooled_output,
+    )
+    from jurybox.rubrics.errors import InputError
+
+    if criteria and list(criteria) != [MET]:
+        raise InputError(
+            f"checklist verdicts are calibrated on {MET} (every point pooled); "
+            f"--criterion {criteria[0]} is not one",
+            field="criterion",
+        )
+    labels = load_point_labels(human, verdicts)
+    notes += labels.notes
+    notes.append(
+        f"{MET}: fitted over {len(labels.met.ids)} point labels pooled across items "
+        "(a point is its item's, never joined by key across items)"
+    )
+    return labels.met, pooled_output(verdicts), {MET: MET_SCALE}
+
+
 def _aggregations(
-    human: Path,
+    human: Any,
     output: Any,
     rubric_def: Any,
     criteria: list[str],
@@ -308,6 +345,7 @@ def fit_conformal_map(
 
     criteria = list(criteria or [])
     output, rubric_def, notes, scales = scaled_inputs(Path(judged), rubric, provenance, criteria)
+    refuse_points(output, "--conformal")
     if criteria:
         scales = {c: scales[c] for c in criteria}
     groups = label_groups(human, group) if group else None
@@ -638,6 +676,7 @@ def _cascade_inputs(
     from jurybox.rubrics.errors import InputError
 
     output, rubric_def, notes = load_inputs(judged, rubric, None)
+    refuse_points(output, "--cascade")
     if rubric_def is None:
         raise InputError(
             "--cascade needs the rubric the verdicts were judged with (--rubric NAME_OR_FILE)"

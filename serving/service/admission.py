@@ -14,7 +14,7 @@ ingress's memory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -23,19 +23,23 @@ from pydantic import ValidationError
 from jurybox.judges.images import materialize_images
 from jurybox.judges.judging import Requests, render_requests
 from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics.checklist import units
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.formula import MAX_FORMULA_CHARS
 from jurybox.rubrics.images import Image, ImageError, ImagePolicy, image_tokens
 from jurybox.rubrics.item_fields import FieldError, to_item
 from jurybox.rubrics.loading import format_validation_error
 from jurybox.serving.errors import Invalid, TooLarge
+from jurybox.serving.service.checklists import Units, check_points, unit_field
 from jurybox.serving.service.config import Limits
 
 # What one image token counts as against the prompt budgets (max_prompt_chars is "about 50,000
 # tokens" for 200,000 characters).
 CHARS_PER_IMAGE_TOKEN = 4
 
-Prepared = tuple[Rubric, list[Item], Requests]
+
+#: A request's rubric, its items, and its judge calls: a checklist rubric's per unit group.
+Prepared = tuple[Rubric, list[Item], Requests | Units]
 
 #: Images a group request decoded once, by the reference its items carry (`shared_ref`). Set in
 #: that request's own task, so the threads and worker calls it makes see them and no other
@@ -81,7 +85,7 @@ def prepare(
     try:
         if isinstance(rubric, dict):
             rubric = _inline_rubric(rubric, limits)
-        calls = rubric.judge_calls
+        calls = rubric.judge_calls  # (a checklist rubric's: at least this, per item)
         if len(raw_items) * calls > limits.max_judge_calls:
             raise TooLarge(
                 f"{len(raw_items)} items x {calls} judge calls "
@@ -111,7 +115,11 @@ def prepare(
             if seen_by is not None and item.images:
                 raise no_images_seen(seen_by, f"items[{i}].images")
             items.append(item)
+        if rubric.checklist is not None:
+            check_points(rubric, items, limits)
         items = inline_images(items, limits)
+        if rubric.checklist is not None:
+            return rubric, items, _unit_requests(rubric, items, limits)
         requests = render_requests(rubric, items)
         check_prompts(requests, limits)
         return rubric, items, requests
@@ -121,9 +129,21 @@ def prepare(
         raise _out_of_memory() from None
 
 
+def _unit_requests(rubric: Rubric, items: list[Item], limits: Limits) -> Units:
+    """A checklist rubric's unit groups and their judge calls, rendered and checked."""
+    groups = units(rubric, items)
+    requests = [render_requests(group.rubric, list(group.items)) for group in groups]
+    total = 0
+    for group, calls in zip(groups, requests):
+        total = check_prompts(calls, limits, total, unit_field(items, group))
+    return Units(groups, requests)
+
+
 def item_fields(item: Item) -> dict[str, Any]:
     """An item's fields as a client would send them (its images by reference, as they are)."""
     fields = {k: v for k, v in item.fields().items() if v is not None and v != []}
+    if item.checklist is not None:  # every field of each point (fields() shows what prompts show)
+        fields["checklist"] = [p.model_dump(mode="json") for p in item.checklist]
     if item.images:  # the references themselves (fields() shows an inline one by its number)
         fields["images"] = list(item.images)
     return {"id": item.id, **fields}
@@ -147,13 +167,26 @@ def prompt_sizes(
                 made.append(to_item(fields, {}, rubric, limits.max_field_chars, True))
             except FieldError as exc:
                 raise InputError(exc.message, field=f"items[{i}].{exc.field}") from None
-        requests = render_requests(rubric, inline_images(made, limits))
+        made = inline_images(made, limits)
+        if rubric.checklist is not None:  # an item's prompts: its units'
+            out = [(0, 0)] * len(made)
+            for group in units(rubric, made):
+                for u, size in enumerate(_sizes(render_requests(group.rubric, list(group.items)))):
+                    i = group.owner[u][0]
+                    out[i] = (out[i][0] + size[0], max(out[i][1], size[1]))
+            return out
+        return _sizes(render_requests(rubric, made))
     except MemoryError:
         raise _out_of_memory() from None
+
+
+def _sizes(requests: Requests) -> list[tuple[int, int]]:
+    """Per item of ``requests``, its prompts' characters in all and its largest prompt's."""
     n = len(requests.calls)
     sizes = [_size(r) if r is not None else 0 for r in requests.requests]
     return [
-        (sum(sizes[k * n : k * n + n]), max(sizes[k * n : k * n + n])) for k in range(len(made))
+        (sum(sizes[k * n : k * n + n]), max(sizes[k * n : k * n + n]))
+        for k in range(len(requests.item_ids))
     ]
 
 
@@ -352,16 +385,24 @@ def check_inline(ref: dict[str, Any], limits: Limits) -> None:
         )
 
 
-def check_prompts(requests: Requests, limits: Limits) -> None:
+def check_prompts(
+    requests: Requests,
+    limits: Limits,
+    before: int = 0,
+    where: Callable[[int], str] | None = None,
+) -> int:
     """413 naming the item when a rendered prompt, or the request's prompts in all, are too long.
 
     A rendered prompt (one judge call's messages) longer than ``max_prompt_chars``, or the request's
     prompts together longer than ``max_request_prompt_chars``: a short template can render a huge
     prompt, which no judge should be asked to tokenize. An image counts as its estimated tokens
-    (`image_tokens`) x `CHARS_PER_IMAGE_TOKEN` characters.
+    (`image_tokens`) x `CHARS_PER_IMAGE_TOKEN` characters. ``before``: the characters of the
+    request's prompts counted already (a checklist rubric's other unit groups); ``where``: the
+    client's field an item of ``requests`` comes from (default ``items[i]``). Returns the
+    request's prompt characters so far.
     """
     n_calls = len(requests.calls)
-    total = 0
+    total = before
     for k, request in enumerate(requests.requests):
         if request is None:
             continue
@@ -369,11 +410,12 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
         total += size
         if size > limits.max_prompt_chars:
             item = requests.item_ids[k // n_calls]
+            field = where(k // n_calls) if where is not None else f"items[{k // n_calls}]"
             raise TooLarge(
                 f"item {item!r}: its prompt has {size} "
                 f"characters; this service takes at most {limits.max_prompt_chars} "
                 "per judge call (max_prompt_chars)",
-                f"items[{k // n_calls}]",
+                field,
             )
     if total > limits.max_request_prompt_chars:
         raise TooLarge(
@@ -382,3 +424,4 @@ def check_prompts(requests: Requests, limits: Limits) -> None:
             "(max_request_prompt_chars): send fewer items",
             "items",
         )
+    return total

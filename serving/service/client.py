@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from jurybox.judges import JurySpec
 from jurybox.judges.cache import VerdictCache
 from jurybox.judges.images import materialize_images
 from jurybox.rubrics import Item, Rubric, Verdict, VerdictRecord, input_hash
+from jurybox.rubrics.checklist import checklist_calls
 from jurybox.rubrics.errors import ExecutionError, InputError
 from jurybox.rubrics.images import ImagePolicy
 from jurybox.rubrics.item_fields import DEFAULT_MAX_FIELD_CHARS
@@ -363,12 +364,9 @@ class RemoteJury:
             ImageError: An item's image file cannot be read (naming the item).
             ServiceError: The service could not answer.
         """
-        # As many items per request as the service's limit on judge calls allows.
-        per = max(1, min(self.max_items, self.max_judge_calls // rubric.judge_calls))
         ref = self._ref(rubric)
         records: list[dict[str, Any]] = []
-        for start in range(0, len(items), per):
-            chunk = items[start : start + per]
+        for chunk in self._chunks(rubric, items):
             got = self.client.score_records(
                 ref, [self._inline(it) for it in chunk], allow_empty=allow_empty
             )
@@ -379,6 +377,30 @@ class RemoteJury:
             if on_progress is not None:
                 on_progress(len(records))
         return records
+
+    def _chunks(self, rubric: Rubric, items: Sequence[Item]) -> Iterator[Sequence[Item]]:
+        """The items in requests of as many as the service's limits on items and calls allow.
+
+        A checklist rubric's items cost `checklist_calls` each (one call per point with
+        ``calls: per_point``), so its requests are packed in order up to ``max_judge_calls``; an
+        item over it alone goes in a request of its own (the service's 413 names its point).
+        """
+        if rubric.checklist is None:
+            per = max(1, min(self.max_items, self.max_judge_calls // rubric.judge_calls))
+            for start in range(0, len(items), per):
+                yield items[start : start + per]
+            return
+        chunk: list[Item] = []
+        calls = 0
+        for item in items:
+            cost = checklist_calls(rubric, [item])
+            if chunk and (len(chunk) >= self.max_items or calls + cost > self.max_judge_calls):
+                yield chunk
+                chunk, calls = [], 0
+            chunk.append(item)
+            calls += cost
+        if chunk:
+            yield chunk
 
     def _inline(self, item: Item) -> Item | dict[str, Any]:
         """The item as the service takes it: its image files read here and sent inline.
@@ -457,4 +479,6 @@ def _item(item: Item | dict[str, Any]) -> dict[str, Any]:
     if isinstance(item, dict):
         return item
     fields = {k: v for k, v in item.fields().items() if v is not None and v != []}
+    if item.checklist is not None:  # every field of each point (fields() shows what prompts show)
+        fields["checklist"] = [p.model_dump(mode="json") for p in item.checklist]
     return {"id": item.id, **fields}

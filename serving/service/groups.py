@@ -40,6 +40,7 @@ from jurybox.judges.groups import (
     Job,
 )
 from jurybox.judges.images import jury_sees_images, materialize_images
+from jurybox.judges.judging import Requests
 from jurybox.judges.spec import JurySpec
 from jurybox.rubrics import Item, Rubric
 from jurybox.rubrics.errors import InputError
@@ -54,6 +55,7 @@ from jurybox.serving.service.admission import (
     prepare,
     shared_ref,
 )
+from jurybox.serving.service.checklists import group_calls
 from jurybox.serving.service.config import Limits
 from jurybox.serving.service.group_sizes import invalid
 from jurybox.serving.service.group_sizes import sized as sized_groups
@@ -172,6 +174,7 @@ class _Plan:
     calls: int  # judge calls per judge, every group's
     estimate: int  # characters of prompt its rounds render, the kept groups'
     kept: list[int]  # the groups judged (the others: admitted.unscored)
+    checklist: list[int] | None = None  # a checklist rubric's: each group's calls per judge
 
 
 async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
@@ -187,6 +190,11 @@ async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
     calls = sum(c.calls for c in costs)
     sizes = sorted({c.k for c in costs})
     words = "; ".join(next(c.words for c in costs if c.k == k) for k in sizes[:3])
+    each: list[int] = []
+    if rubric.checklist is not None or (pointwise is not None and pointwise.checklist is not None):
+        each = await asyncio.to_thread(group_calls, request, rubric, pointwise, limits)
+        calls = sum(each)
+        words = "each completion judged on its group's checklist"
     if calls > limits.max_judge_calls:  # before any probe is rendered
         raise TooLarge(
             f"the {request.design.design} design of these "
@@ -214,7 +222,8 @@ async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
         groups = [admitted.groups[g] for g in kept]
         job = await asyncio.to_thread(_job, request, rubric, pointwise, service.jury, groups)
     estimate = sum(sized[g][0] for g in kept)
-    return _Plan(admitted, job, calls, estimate, kept)
+    checklist = each if rubric.checklist is not None else None
+    return _Plan(admitted, job, calls, estimate, kept, checklist)
 
 
 async def planned_prompt_chars(service: ScoringService, request: GroupRequest) -> int:
@@ -299,6 +308,8 @@ async def score_groups(
         else next(done)
         for g in range(len(request.groups))
     ]
+    if plan.checklist is not None:  # (the design's count is one call per completion)
+        out = [r.model_copy(update={"calls": c}) for r, c in zip(out, plan.checklist)]
     return await asyncio.to_thread(lambda: [r.model_dump(mode="json") for r in out])
 
 
@@ -401,6 +412,7 @@ async def _each(
     _, _, requests = await asyncio.to_thread(
         lambda: prepare(ask.rubric, ask.items, widened, allow_empty)
     )
+    assert isinstance(requests, Requests)  # (a checklist rubric is refused listwise: _plan)
     prov = service.provenance_for(ask.rubric)
     judges = service.jury.judges
     n = len(ask.items) // ask.judges

@@ -6,7 +6,7 @@ Its serving logic is `jurybox.serving.service.groups`.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -15,11 +15,13 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
 )
 
 from jurybox.judges.groups import GroupResult, GroupSpec
 from jurybox.serving.service.protocol import RUBRIC_HELP, RubricRef
+from jurybox.serving.service.score_protocol import POINT_SCHEMA
 
 #: The largest seed a group request takes (numpy seeds with non-negative integers).
 MAX_SEED = 2**63 - 1
@@ -86,6 +88,13 @@ class GroupIn(BaseModel):
         description="The group's images, shown with every judge call made of it, as a score "
         "item's are: a list, inline only, within the service's image limits (counted once "
         "per request, decoded once); refused (422) when no judge of the jury sees images.",
+    )
+    checklist: list[Annotated[dict[str, Any], WithJsonSchema(POINT_SCHEMA)]] | None = Field(
+        None,
+        description="The prompt's own checklist, for a checklist rubric (design pointwise): "
+        "every completion of the group is judged on it, as a score item's checklist is "
+        "(its points bounded by max_points and max_field_chars, before any judge runs; with "
+        "calls: per_point each point of each completion is a judge call).",
     )
     completions: list[str] = Field(
         min_length=1,

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from jurybox.calibration.stats.monitors import DriftMonitor
 from jurybox.rubrics import Item, Rubric
+from jurybox.rubrics.checklist import checklist_calls
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.exploits import DEFAULT_CANARIES, ExploitSuite, canary_items, precheck
 from jurybox.rubrics.reward import RewardSpec
@@ -109,6 +110,7 @@ def route_canaries(
             question=s.get("question"),
             response=s.get("response"),
             reference=s.get("reference"),
+            checklist=s.get("checklist"),  # (a checklist rubric's: the sample's own)
         )
         for j, s in enumerate(samples)
     ]
@@ -325,6 +327,8 @@ async def guarded_records(
         for c in guard.canaries(samples, room)
         if all(len(t or "") <= limits.max_field_chars for t in (c.response, c.question))
     ]
+    if guard.rubric.checklist is not None:  # a canary costs its checklist's calls
+        made = _within_calls(guard.rubric, sent, made, limits.max_judge_calls)
     if not sent and not made:
         return [], unsent, prechecked
     records = await service.score_items(
@@ -345,3 +349,27 @@ async def guarded_records(
             guard.precheck_reward if guard.precheck_reward is not None else "as unscored",
         )
     return records[: len(sent)], unsent, prechecked
+
+
+def _within_calls(
+    rubric: Rubric, sent: list[dict[str, Any]], made: list[Item], max_calls: int
+) -> list[Item]:
+    """The canaries that fit beside ``sent`` in ``max_calls`` judge calls, for a checklist rubric.
+
+    Each item costs `checklist_calls` (one call per point with ``calls: per_point``); a sample
+    whose checklist is no list of points counts none here (the service refuses it, naming it).
+    """
+    spare = max_calls
+    for sample in sent:
+        try:
+            spare -= checklist_calls(rubric, [Item(id="x", checklist=sample.get("checklist"))])
+        except ValueError:
+            pass
+    kept = []
+    for canary in made:
+        cost = checklist_calls(rubric, [canary])
+        if cost > spare:
+            break
+        kept.append(canary)
+        spare -= cost
+    return kept

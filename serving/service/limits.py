@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jurybox.rubrics.points import ChecklistRule
 from jurybox.serving.options import command_line, option
 
 
@@ -29,6 +30,11 @@ from jurybox.serving.options import command_line, option
     max_judge_calls=option(
         help="Most judge calls one request may buy: items x calls per item of its rubric "
         "(413 beyond).",
+        min=1,
+    ),
+    max_points=option(
+        help="Most checklist points of one item, for a checklist rubric (413 beyond, before any "
+        "judge runs).",
         min=1,
     ),
     max_prompt_chars=option(
@@ -68,7 +74,16 @@ class Limits(BaseModel):
         ge=1,
         description="Most judge calls one request may "
         "buy: items x calls per item (one, or one per criterion for a "
-        "per-criterion rubric); 413 beyond.",
+        "per-criterion rubric, or one per point for a checklist rubric's per_point calls), "
+        "per judge; 413 beyond.",
+    )
+    max_points: int = Field(
+        ChecklistRule.model_fields["max_points"].default,
+        ge=1,
+        description="Most checklist points of one item, for a checklist rubric (413 beyond, "
+        "before any judge runs; a rubric's own checklist: max_points bounds it too). Each point "
+        "is a field: its text within max_field_chars; with calls: per_point each is a judge "
+        "call, counted against max_judge_calls.",
     )
     max_criteria: int = Field(
         32, ge=1, description="Most criteria of an inline rubric (413 beyond)."

@@ -26,6 +26,7 @@ from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import Reward, RewardSpec, Scale, Unscored, UnscoredReward, policy_text
 from jurybox.serving.errors import Invalid, RequestProblem, TooLarge, Unscorable
 from jurybox.serving.problems import problem_for
+from jurybox.serving.service.checklists import label_checklist
 from jurybox.serving.service.guards import check_guard_options, guard_for, guarded_records
 from jurybox.serving.service.openrlhf_protocol import (
     Filter,
@@ -44,13 +45,14 @@ service_logger = logging.getLogger("jurybox.serving")
 
 
 def items_of(
-    request: OpenRLHFRequest, max_items: int, max_field_chars: int
+    request: OpenRLHFRequest, max_items: int, max_field_chars: int, checklist: bool = False
 ) -> list[dict[str, Any]]:
     """The score request's items, from OpenRLHF's samples.
 
     Question = prompt, response = the query after (the end of) the prompt, its trailing special
     tokens dropped, reference = the label (when not empty). The counts and lengths are checked
-    before any text is looked at.
+    before any text is looked at. ``checklist`` (the route's rubric is a checklist rubric): the
+    label carries the item's checklist (`label_checklist`).
     """
     n = len(request.query)
     if n > max_items:
@@ -106,7 +108,9 @@ def items_of(
             "response": strip_trailing_special(response),
         }
         label = request.labels[k] if request.labels is not None else None
-        if label:
+        if label and checklist:
+            item.update(label_checklist(policy_text(label)[0], k))
+        elif label:
             item["reference"] = policy_text(label)[0]
         items.append(item)
     return items
@@ -141,6 +145,8 @@ def merged(
     if not unsent:
         return records
     names = [c.name for c in rubric.criteria]
+    if rubric.checklist is not None and rubric.checklist.score == "points":
+        names = [rubric.checklist.name]  # (the item's score; its points were not judged)
     if rubric.formula is not None:
         names.append(rubric.formula.name)
     judged = iter(records)
@@ -166,7 +172,13 @@ def merged(
 
 
 # An item's field as OpenRLHF named it: a problem with items[k].response is one with query[k].
-_FIELDS = {"question": "prompts", "response": "query", "reference": "labels", "id": "query"}
+_FIELDS = {
+    "question": "prompts",
+    "response": "query",
+    "reference": "labels",
+    "checklist": "labels",
+    "id": "query",
+}
 
 
 def renamed(problem: RequestProblem) -> RequestProblem:
@@ -178,10 +190,13 @@ def renamed(problem: RequestProblem) -> RequestProblem:
     if not field.startswith("items["):
         return problem
     index, _, rest = field[len("items[") :].partition("]")
-    name = _FIELDS.get(rest.lstrip(".").split(".")[0].split("[")[0])
+    head = rest.lstrip(".").split(".")[0].split("[")[0]
+    name = _FIELDS.get(head)
     if name is None or not index.isdigit():
         return problem
     ours = f"{name}[{index}]"
+    if head == "checklist":  # a point of the label's checklist: named as it is
+        ours += rest
     return problem.moved(problem.message.replace(field, ours), ours)
 
 
@@ -352,6 +367,8 @@ async def _answer(
             "calibrated",
         )
     criteria_policy: Unscored = reward.unscored if isinstance(reward.unscored, float) else "none"
+    # (a checklist rubric's points differ per sample: no reward per criterion to log)
+    points = rubric.checklist is not None and rubric.checklist.score == "points"
     try:
         bound = reward.bind(rubric)
         criteria = [
@@ -361,12 +378,14 @@ async def _answer(
                 calibrated=reward.calibrated,
                 unscored=criteria_policy,
             ).bind(rubric)
-            for c in rubric.criteria
+            for c in ([] if points else rubric.criteria)
         ]
     except InputError as exc:
         raise Invalid(str(exc), exc.field) from None
     limits = service.limits
-    raw = await asyncio.to_thread(items_of, request, limits.max_items, limits.max_field_chars)
+    raw = await asyncio.to_thread(
+        items_of, request, limits.max_items, limits.max_field_chars, rubric.checklist is not None
+    )
     if not raw:
         raise Invalid("query is empty; send at least one sample", "query")
     sent, unsent = split_unsent(raw, limits.max_field_chars)
@@ -380,6 +399,9 @@ async def _answer(
         records = await service.score_items(rubric_name, sent, allow_empty=True) if sent else []
     records = merged(records, unsent, rubric, service.jury.name)
     spans = {c.name: c.scale.high - c.scale.low for c in rubric.criteria}
+    if points:  # each point's votes spread on met's scale
+        span = rubric.criteria[0].scale.high - rubric.criteria[0].scale.low
+        spans = {key: span for r in records for key in r.get("points") or {}}
     fixed, extra = guard.answered(len(records), prechecked) if guard else ({}, None)
     given = await asyncio.to_thread(
         answer, bound, criteria, records, spans, options.scores, fixed, extra

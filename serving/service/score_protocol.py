@@ -5,10 +5,23 @@ Its serving logic is `jurybox.serving.service.scoring.ScoringService.score_items
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, WithJsonSchema
 
 from jurybox.rubrics import VerdictRecord
+from jurybox.rubrics.points import Point
 from jurybox.serving.service.protocol import RUBRIC_HELP, RubricRef
+
+#: A checklist point as the wire takes it (`jurybox.rubrics.points.Point`, read by `read_points`:
+#: its errors name the point).
+POINT_SCHEMA: dict[str, Any] = {
+    **Point.model_json_schema(by_alias=True),
+    "title": "ChecklistPoint",
+    "description": "One checklist point: what to check (criterion, or text), what it is worth "
+    "(points: negative for a pitfall, never 0), an optional tag and free tags, and its key "
+    "(p1, p2 ... by position when not given).",
+}
 
 
 class ScoreItem(BaseModel):
@@ -35,6 +48,18 @@ class ScoreItem(BaseModel):
         "data: URLs or base64 (a path or URL is refused: "
         "the service reads no file on a client's word), "
         "within the service's image limits; refused (422) when no judge of the jury sees images.",
+    )
+    checklist: list[Annotated[dict[str, Any], WithJsonSchema(POINT_SCHEMA)]] | None = Field(
+        None,
+        description="The item's own checklist, for a checklist rubric (one whose file says "
+        "checklist:): a list of points, each {criterion (or text), points, tag, tags, key}, "
+        "HealthBench's rubric entries read as they are. points: what the point is worth, "
+        "negative for a pitfall (met: the answer commits it), never 0; tag: essential, "
+        "important or optional; key: p1, p2 ... by position when not given. Bounded before "
+        "any judge runs: at most max_points points per item (413 naming "
+        "items[i].checklist[k]), each point's text within max_field_chars (422 naming it), "
+        "and, with calls: per_point, one judge call per point against max_judge_calls. The "
+        "verdict holds each point's decision (points), its votes and the item's score.",
     )
     canary: bool = Field(
         False,

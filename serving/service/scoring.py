@@ -26,6 +26,7 @@ from typing import Any
 from jurybox.judges import provenance
 from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
 from jurybox.judges.images import jury_sees_images
+from jurybox.judges.judging import Requests
 from jurybox.judges.jurors import (
     AgreementHistory,
     JurorCheck,
@@ -35,10 +36,17 @@ from jurybox.judges.jurors import (
     mark_flagged,
 )
 from jurybox.rubrics import Item, Rubric, Verdict, input_hash
+from jurybox.rubrics.checklist import assemble
 from jurybox.rubrics.errors import InputError
 from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.errors import Invalid, TimedOut, TooLarge
-from jurybox.serving.service.admission import Prepared, check_inline, inline_rubric, prepare
+from jurybox.serving.service.admission import (
+    Prepared,
+    Units,
+    check_inline,
+    inline_rubric,
+    prepare,
+)
 from jurybox.serving.service.batching import Batches
 from jurybox.serving.service.calls import JudgeCalls
 from jurybox.serving.service.config import ResolvedConfig
@@ -242,23 +250,85 @@ class ScoringService:
         """
         rubric, checked, requests = await self._prepare(rubric, items, allow_empty, limit_items)
         prov = self.provenance_for(rubric)
-        # Items judged before with this configuration are answered from the verdict cache;
-        # only the others go to the judges (none at all when every item is cached).
         canaries = frozenset(canaries)
-        lookup = await self._looked_up(prov, checked, canaries)
+        if isinstance(requests, Units):  # a checklist rubric: its units judged, then assembled
+            judged = await self._judged_units(requests, deadline, limit_items, canaries)
+            verdicts = await asyncio.to_thread(
+                assemble, rubric, checked, requests.groups, judged, self.jury.name, prov
+            )
+            records = await asyncio.to_thread(self._records, rubric, prov, verdicts, checked)
+        else:
+            verdicts = await self._judged(
+                rubric, prov, checked, requests, deadline, limit_items, canaries
+            )
+            records = await asyncio.to_thread(self._records, rubric, prov, verdicts, checked)
+        self.metrics.count_votes(records)
+        if canaries:
+            self._canaries(rubric, records, canaries)
+        return records
+
+    async def _judged(
+        self,
+        rubric: Rubric,
+        prov: str,
+        items: list[Item],
+        requests: Requests,
+        deadline: float,
+        limit_items: bool,
+        canaries: frozenset[int],
+    ) -> list[Verdict]:
+        """The verdicts of ``items``: the verdict cache's, the others judged; jurors checked.
+
+        Items judged before with this configuration are answered from the verdict cache; only
+        the others go to the judges (none at all when every item is cached).
+        """
+        lookup = await self._looked_up(prov, items, canaries)
         fresh: list[Verdict] = []
         if lookup.todo and limit_items:  # (a group request's rounds: checked as a whole)
             check_pace(self, len(lookup.todo) * len(requests.calls), deadline)
         if lookup.todo:
             fresh = await self.batches.judged(rubric, prov, requests.subset(lookup.todo), deadline)
             await self._stored(lookup, fresh, canaries)
-        records = await asyncio.to_thread(
-            self._records, rubric, prov, lookup, fresh, checked, CLIENT.get()
-        )
-        self.metrics.count_votes(records)
-        if canaries:
-            self._canaries(rubric, records, canaries)
-        return records
+        # (jurors checked after the cache stored what it stores: never cached)
+        merged = lookup.merged(fresh)
+        return await asyncio.to_thread(self._jurors_checked, rubric, prov, merged, CLIENT.get())
+
+    async def _judged_units(
+        self, units: Units, deadline: float, limit_items: bool, canaries: frozenset[int]
+    ) -> list[list[Verdict]]:
+        """A checklist rubric's unit verdicts, per unit group (`jurybox.rubrics.checklist`).
+
+        Each group is judged as any rubric's items are, all groups at once: looked up in the
+        verdict cache under its own rubric's provenance (an edited checklist re-judges only its
+        new points), the rest judged in the batches, its jurors checked. The pace is checked
+        once, on every group's calls to make; a canary item's units are all judged afresh.
+        """
+        provs = [self.provenance_for(group.rubric) for group in units.groups]
+        marks = [
+            frozenset(u for u, (i, _) in enumerate(group.owner) if i in canaries)
+            for group in units.groups
+        ]
+        lookups = [
+            await self._looked_up(prov, list(group.items), mark)
+            for group, prov, mark in zip(units.groups, provs, marks)
+        ]
+        calls = sum(len(lk.todo) * len(r.calls) for lk, r in zip(lookups, units.requests))
+        if calls and limit_items:
+            check_pace(self, calls, deadline)
+
+        async def one(k: int) -> list[Verdict]:
+            group, prov, lookup = units.groups[k], provs[k], lookups[k]
+            fresh: list[Verdict] = []
+            if lookup.todo:
+                todo = units.requests[k].subset(lookup.todo)
+                fresh = await self.batches.judged(group.rubric, prov, todo, deadline)
+                await self._stored(lookup, fresh, marks[k])
+            merged = lookup.merged(fresh)
+            return await asyncio.to_thread(
+                self._jurors_checked, group.rubric, prov, merged, CLIENT.get()
+            )
+
+        return await _together([one(k) for k in range(len(units.groups))])
 
     def _canaries(self, rubric: Rubric, records: list[dict[str, Any]], at: frozenset[int]) -> None:
         """Canary verdicts say so (``canary: true``) and are counted apart in the metrics.
@@ -282,16 +352,9 @@ class ScoringService:
                 self.metrics.canary_score.labels(name).observe(value)
 
     def _records(
-        self,
-        rubric: Rubric,
-        prov: str,
-        lookup: CacheLookup,
-        fresh: list[Verdict],
-        items: list[Any],
-        client: str = "",
+        self, rubric: Rubric, prov: str, verdicts: list[Verdict], items: list[Any]
     ) -> list[dict[str, Any]]:
         """The verdict records of a request, calibrated where a map applies (in a thread)."""
-        verdicts = self._jurors_checked(rubric, prov, lookup.merged(fresh), client)  # (not cached)
         records = [v.to_record(input=input_hash(item)) for v, item in zip(verdicts, items)]
         calibration = self.calibrations.get(prov)
         if calibration is not None:
@@ -445,3 +508,14 @@ class ScoringService:
         judges = dict(zip((j.name for j in self.jury.judges), states))
         ok = all(s == "ok" for s in judges.values())
         return Health(status="ok" if ok else "unavailable", judges=judges)
+
+
+async def _together(calls: list[Any]) -> list[Any]:
+    """The answers of ``calls`` (coroutines), run at once; when one fails, the others cancelled."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise

@@ -576,3 +576,90 @@ def test_grpo_logs_canaries_and_a_sentinel_and_stops_on_an_alarm(
     assert any(m.startswith("jurybox: step 2: reward drift alarm for ") for m in messages)
     assert "jurybox: training stops at step 2: the reward's drift alarm (stop_on_alarm)" in messages
     rewards_of.close()
+
+
+#: Each prompt's own checklist (#63), HealthBench's shape, as the dataset's JSON string column.
+CHECKLISTS = {
+    SHORT: [
+        {"criterion": "Names early blight or a fungus as the cause", "points": 5},
+        {"criterion": "Advises removing the infected leaves", "points": 3},
+        {"criterion": "Blames the rain alone, with no disease named", "points": -2},
+    ],
+    GARLIC: [
+        {"criterion": "Says to plant in autumn (October)", "points": 5},
+        {"criterion": "Mentions planting before the ground freezes", "points": 2},
+    ],
+}
+
+
+def test_grpo_trains_two_steps_with_a_checklist_column_and_dropout(
+    tiny_jury, tmp_path, monkeypatch, caplog
+):
+    """A checklist rubric (#63) in a real trainer: each prompt's checklist read from the
+    dataset's ``checklist`` column (JSON strings), judged point by point by the real tiny jury in
+    process, with rubric dropout seeded per TRL's ``global_step`` and logged per step. The
+    rewards are the verdicts' HealthBench scores of the points kept."""
+    import json
+
+    from datasets import Dataset
+
+    from jurybox.integrations.trl import jury_reward
+    from jurybox.rubrics import Item, load_rubric
+
+    (probe,) = tiny_jury.score(
+        load_rubric("checklist"),
+        [Item(id="probe", question=SHORT, response="A fungus.", checklist=CHECKLISTS[SHORT][:1])],
+    )
+    if probe.points is None:
+        pytest.skip("the jury does not judge checklist rubrics yet (no points in its verdict)")
+    reward = jury_reward(jury=tiny_jury, rubric="checklist", dropout=0.5, dropout_seed=1)
+    rewards_of = reward.rewards  # type: ignore[attr-defined]
+    returned: list[list] = []
+    records = rewards_of.records
+    monkeypatch.setattr(
+        rewards_of,
+        "records",
+        lambda items, samples=None, step=None: (
+            returned.append((list(items), records(items, samples, step=step))) or returned[-1][1]
+        ),
+    )
+    calls: list[list] = []
+
+    def recorded(prompts, completions, **kwargs):
+        out = reward(prompts=prompts, completions=completions, **kwargs)
+        calls.append(list(out))
+        return out
+
+    recorded.__name__ = reward.__name__
+    dataset = Dataset.from_dict(
+        {
+            "prompt": [conversation(SHORT), conversation(GARLIC)],
+            "checklist": [json.dumps(CHECKLISTS[SHORT]), json.dumps(CHECKLISTS[GARLIC])],
+        }
+    )
+    trainer = grpo(tmp_path, [recorded], dataset)
+    with caplog.at_level(logging.INFO, logger="jurybox.integrations"):
+        trainer.train()
+
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(steps) == 2 and len(calls) == 2 and len(returned) == 2
+    # The dropout's steps are TRL's (global_step 0 and 1 while each batch is generated).
+    logged = rewards_of.stats.dropout
+    assert [s["step"] for s in logged] == [0, 1]
+    name = reward.__name__
+    for history, record, (items, verdicts), rewards in zip(steps, logged, returned, calls):
+        (question,) = {it.question for it in items}  # one prompt a step, its 2 completions
+        points = CHECKLISTS[question]
+        assert record["of"] == 2 * len(points)  # (the items as given: every point)
+        assert all(len(it.checklist) == len(points) for it in items)
+        assert record["kept"] == sum(len(v["points"]) for v in verdicts)
+        assert history[f"jurybox/{name}/dropout_kept"] == record["kept"] / record["of"]
+        assert len({tuple(v["points"]) for v in verdicts}) == 1  # one subset per prompt
+        for verdict, value in zip(verdicts, rewards):
+            assert sorted([*verdict["dropped"], *verdict["points"]]) == sorted(
+                f"p{k + 1}" for k in range(len(points))
+            )
+            assert value == verdict["scores"]["score"]  # (None where a point is unscored)
+            assert value is None or 0.0 <= value <= 1.0
+    lines = [r.getMessage() for r in caplog.records if "rubric dropout at step" in r.getMessage()]
+    assert len(lines) == 2
