@@ -8,8 +8,10 @@ and the standard library only (the client's wheel holds it).
 
 * ``calls: per_point``: a unit per point, ``<id>::<key>``, the item with ``point``,
   ``point_points`` and ``point_tag`` among its extra fields and no checklist, judged on ``met``.
-  Each point is cached on its own: an edited checklist or a dropout subset re-judges only the
-  points that are new.
+  Each point is cached on its own, keyed by its unit item (the item's fields, the unit id, i.e.
+  the point's position, and the point's text, points and tag): editing a point's text re-judges
+  that point only, inserting or removing one renumbers and re-judges the points after it, and a
+  dropout subset re-judges nothing.
 * ``calls: all_points``: the item itself, judged on ``p1`` .. ``p<n>``; items are grouped by n.
 * ``score: implicit``: the item itself, on the rubric's own criteria; its verdict echoes the
   points.

@@ -15,9 +15,9 @@ rubric's output format filled in with top scores, ...) built from the request's 
 reference, judged in the same `ScoringService.score_items` call as the samples (so it costs its
 judge calls and nothing else), never looked up in the verdict cache, and never among the
 answer's ``rewards``. ``extra_logs`` carries ``jurybox/canary_reward`` (the running mean of the
-canaries' rewards on [0, 1] on this replica; NaN before the first) and ``jurybox/canary_alarm``
-(1 once the replica's `DriftMonitor` flags a rise of the canaries' rewards above their first
-steps' level, an anytime-valid test; 0 before). The alarm is a WARNING in the service's log.
+canaries' rewards on [0, 1] of this guard, one per replica and client, rubric and options; NaN
+before the first) and ``jurybox/canary_alarm`` (1 once the guard's `DriftMonitor` flags a rise
+of the canaries' rewards above their first steps' level, an anytime-valid test; 0 before). The alarm is a WARNING in the service's log.
 
 **The sentinel** (`jurybox.serving.service.sentinel`): where the operator started the service
 with ``--sentinel-url``, every request of the route has a guard, and a random share of its scored

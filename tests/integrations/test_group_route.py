@@ -28,11 +28,14 @@ GROUP = {"id": "g0", "question": QUESTION, "reference": REFERENCE, "completions"
 
 
 @pytest.fixture(scope="module")
-def served(replay_jury):
-    """The replay jury's file and its judges, loaded once; services are made per test."""
+def served(replay_jury, replay_tiny):
+    """The replay jury's file and its judges (the session's ``replay_tiny`` backends, their
+    tokenizers loaded once per session, each behind a replica's own ``JudgeServer``); services
+    are made per test."""
     jury = replay_jury
     servers = {
-        j.name: JudgeServer(j.model_dump(mode="json")) for j in load_jury_spec(str(jury)).judges
+        j.name: JudgeServer(j.model_dump(mode="json"), backend_factory=replay_tiny.backend)
+        for j in load_jury_spec(str(jury)).judges
     }
     made: list[ScoringService] = []
 

@@ -230,6 +230,8 @@ def test_a_driver_killed_outside_the_cluster_is_resumed_by_ray_job_submit(cluste
 
     local = Jury.load(jury)
     local.load_backends()
+    for judge in local.spec.judges:  # the same jury and provenance, without the 1 s waits
+        local.backend(judge).delay_s = 0.0
     try:
         judge_file(preds, load_rubric("mirage-mg"), local, tmp_path / "local.jsonl")
     finally:

@@ -237,8 +237,9 @@ def test_serve_takes_the_sentinel_s_options(monkeypatch):
         "ITS_TOKEN",
         0.1,
     )
-    refused = CliRunner().invoke(app, [*base, "--sentinel-share", "0"])
-    assert refused.exit_code == 2 and "--sentinel-share" in refused.output
+    for share in ("0", "-1", "1.5"):  # (the option has no range of its own: check_sentinel's)
+        refused = CliRunner().invoke(app, [*base, f"--sentinel-share={share}"])
+        assert refused.exit_code == 2 and "--sentinel-share" in refused.output, share
 
 
 class _Half:

@@ -49,10 +49,13 @@ def jury_file(user_service_jury):
 
 @pytest.fixture(scope="module")
 def local_jury(jury_file):
-    """The same jury in this process (same provenance): what `jurybox judge` gives."""
+    """The same jury in this process (same provenance and limits): what `jurybox judge` gives,
+    its replay judges answering without USER_SERVICE_DELAY_S's waits (the service's own)."""
     from jurybox.judges import Jury
 
     jury = Jury.load(jury_file)
+    for judge in jury.spec.judges:
+        jury.backend(judge).delay_s = 0.0
     yield jury
     jury.close()
 

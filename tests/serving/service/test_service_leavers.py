@@ -59,9 +59,13 @@ def jury_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def offline(jury_file) -> dict[str, dict]:
-    """Each row's verdict as `jurybox judge` gives it (in this process), by row id."""
-    return judged_offline(jury_file)
+def offline(jury_file, replay_tiny) -> dict[str, dict]:
+    """Each row's verdict as `jurybox judge` gives it (in this process), by row id: this
+    module's jury file (its provenance) judged by the session's replay judges (``replay_tiny``:
+    the same judges and recording, their tokenizers already loaded, without DELAY_S's waits)."""
+    from jurybox.judges import Jury, load_jury_spec
+
+    return judged_offline(Jury(load_jury_spec(jury_file), replay_tiny._backends))
 
 
 def judged_offline(jury: Any, items: list[Any] = ITEMS) -> dict[str, dict]:
