@@ -289,3 +289,19 @@ def test_label_s_options_are_start_session_s_and_serve_session_s():
     for function in (start_session, serve_session):
         assert set(function.__command_line__) <= set(inspect.signature(function).parameters)
     assert set(inspect.signature(label).parameters) == marked | {"paths", "rubric"}
+
+
+def test_checklists_options_are_draft_file_s_and_import_file_s_parameters():
+    """Every option of `checklists draft` but --show-prompt is a parameter of draft_file, and
+    every option of `checklists import` one of import_file."""
+    import inspect
+
+    from jurybox.serving.cli.checklists import draft_cmd, import_cmd
+    from jurybox.serving.runs.checklist_draft import draft_file, import_file
+
+    for function in (draft_file, import_file):
+        assert set(function.__command_line__) == set(inspect.signature(function).parameters)
+    assert set(inspect.signature(draft_cmd).parameters) == set(draft_file.__command_line__) | {
+        "show_prompt"
+    }
+    assert set(inspect.signature(import_cmd).parameters) == set(import_file.__command_line__)
