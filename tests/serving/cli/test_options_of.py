@@ -305,3 +305,13 @@ def test_checklists_options_are_draft_file_s_and_import_file_s_parameters():
         "show_prompt"
     }
     assert set(inspect.signature(import_cmd).parameters) == set(import_file.__command_line__)
+
+
+def test_cache_clear_s_options_are_clear_cache_s_parameters():
+    import inspect
+
+    from jurybox.serving.cli.catalog import cache_clear
+    from jurybox.serving.runs.catalog import clear_cache
+
+    assert set(clear_cache.__command_line__) == set(inspect.signature(clear_cache).parameters)
+    assert set(inspect.signature(cache_clear).parameters) == set(clear_cache.__command_line__)
