@@ -217,6 +217,47 @@ def test_the_ray_engine_judges_checklists_point_by_point_as_the_local_engine_doe
     assert cache.contains(unit_prov, [input_hash(u) for u in read]) == {input_hash(u) for u in read}
 
 
+def test_the_ray_stages_ask_all_points_items_by_their_number_of_points(tmp_path):
+    """``calls: all_points`` (checklist-all): items of 3, 4 and 5 points are asked different
+    calls (p1..p<n>), which a judge's stage asks apart within one batch; the stages run here
+    in-process, one batch through each (no Ray: the pipeline's run is the test above), give the
+    local engine's records."""
+    import importlib.util
+
+    import pandas as pd
+    from judging_helpers import CHECKLISTS_RECORDING, RECORDING, write_replay_jury
+
+    from jurybox.judges import Jury
+    from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.runs.ray import _column, _Decide, _Judge, _read_file, _Render
+
+    spec = importlib.util.spec_from_file_location("record", RECORDING.parent / "record.py")
+    assert spec is not None and spec.loader is not None
+    record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record)
+    items = record.checklist_items()
+    assert len({len(it.checklist) for it in items}) == 3
+    preds = tmp_path / "ck.jsonl"
+    preds.write_text(
+        "".join(it.model_dump_json(by_alias=True, exclude_none=True) + "\n" for it in items)
+    )
+    jury = load_jury_spec(
+        write_replay_jury(tmp_path / "ck.yaml", recordings=(RECORDING, CHECKLISTS_RECORDING))
+    )
+    rubric = load_rubric("checklist-all")
+    judge_file(preds, rubric, Jury(jury), tmp_path / "local.jsonl")
+    data, jury_data = rubric.model_dump(mode="json", by_alias=True), jury.model_dump(mode="json")
+    prov = provenance(rubric, jury)
+    rows = _read_file({"file": str(preds), "label": None}, data, {}, set(), None, set())
+    batch = pd.DataFrame(_Render(data, jury_data, prov)(pd.DataFrame(list(rows))))
+    for judge in jury.judges:
+        stage = _Judge(judge.model_dump(mode="json"), _column(jury, judge), None, rubric.name)
+        batch = pd.DataFrame(stage(batch))
+    out = _Decide(data, jury_data, prov, False, None, False)(batch)
+    ray = sorted((json.loads(r) for r in out["record"]), key=lambda r: r["id"])
+    assert ray == written(tmp_path / "local.jsonl")
+
+
 class _Noting:
     """A scripted judge (the same answer to every prompt) whose prompt encoder fell back to
     whole prompts, as a tokenizer that cannot split the prompts' shared beginning makes it
