@@ -68,13 +68,16 @@ def point_judged(output: JudgeOutput) -> bool:
     ``score: implicit`` verdicts judge the whole checklist once and are compared on their own
     criteria, as any rubric's.
     """
-    return any(
-        r.points is not None and any(v.criterion in r.points for v in r.votes)
-        for r in output.records
-    )
+    return any(record_point_judged(r) for r in output.records)
 
 
-def _points(record: VerdictRecord) -> list[Point]:
+def record_point_judged(record: VerdictRecord) -> bool:
+    """Whether a checklist verdict's points were judged one by one (votes on its point keys)."""
+    return record.points is not None and any(v.criterion in record.points for v in record.votes)
+
+
+def record_points(record: VerdictRecord) -> list[Point]:
+    """A checklist verdict's points (key, text, points, tag) as the rule reads them."""
     return [
         Point(key=k, text=p.text, points=p.points, tag=p.tag)  # type: ignore[arg-type]
         for k, p in (record.points or {}).items()
@@ -133,7 +136,7 @@ def item_output(output: JudgeOutput) -> JudgeOutput:
     for r in output.records:
         if not r.points:
             continue
-        points = _points(r)
+        points = record_points(r)
         name = next((k for k in r.scores if k not in r.points), SCORE)
         judges = list(dict.fromkeys(v.judge for v in r.votes if v.criterion in r.points))
         votes = []
@@ -217,7 +220,7 @@ def point_labels(
     scales: dict[str, Scale] = dict.fromkeys(keys, MET_SCALE)
     wanted = keys + ([SCORE] if SCORE in columns else [])
     wide = _human_labels(rows, scales, wanted, source)
-    points_of = {r.id: _points(r) for r in output.records if r.points}
+    points_of = {r.id: record_points(r) for r in output.records if r.points}
     ids, raters, met = [], [], []
     score_values = np.full(len(wide.ids), np.nan)
     from_points = from_column = 0

@@ -10,6 +10,9 @@ A `CalibrationMap` holds, for every criterion,
 
 It records the provenance hash of the jury + rubric it was fitted for; applying it to verdicts
 of another configuration raises `ProvenanceMismatchError` unless ``force=True``.
+A checklist verdict judged point by point is calibrated point by point: the map's ``met``
+(fitted over pooled points) maps each point's votes, and the item's score is HealthBench's rule on
+the calibrated points.
 Cross-validated before/after agreement (``cv_``) tells whether calibration helps at all.
 """
 
@@ -26,10 +29,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from jurybox.rubrics import Rubric, VerdictRecord
+from jurybox.rubrics.checklist import points_score
 from jurybox.rubrics.errors import InputError
 
 from ..data.joined import join
 from ..data.labels import HumanLabels
+from ..data.points import MET, SCORE, record_point_judged, record_points
 from ..data.verdicts import JudgeOutput, ValueKind
 from ..errors import InputDataError, NotFittedError, ProvenanceMismatchError
 from .calibrators import CALIBRATORS, Output
@@ -209,7 +214,10 @@ class CalibrationMap:
         """A copy of a ``jurybox judge`` record with ``"calibrated": {criterion: value}`` added.
 
         Original scores are kept. A criterion the jury left unscored (below quorum) stays ``None``;
-        so does one where no calibrated judge voted.
+        so does one where no calibrated judge voted. A checklist verdict judged point by point is
+        calibrated point by point with the map's ``met``: ``calibrated`` holds each point's key
+        and the item's score (HealthBench's rule on the calibrated points; ``None`` when a point
+        is unscored).
 
         Args:
             record: The verdict record.
@@ -225,31 +233,65 @@ class CalibrationMap:
         Raises:
             ProvenanceMismatchError: The record is of another configuration and ``force`` is not
                 set.
+            InputDataError: A checklist verdict judged point by point, and the map has no
+                ``met`` (it was fitted for another rubric).
             NotFittedError: The map is neither fitted nor loaded.
         """
         self._check_fitted()
         rec = VerdictRecord.from_record(record)
         if rec.provenance != self.provenance_ and not force:
             raise ProvenanceMismatchError(self.provenance_, rec.provenance)
-        calibrated: dict[str, float | None] = {}
-        for name, cmap in self.criteria_.items():
-            if rec.scores.get(name) is None:
-                calibrated[name] = None
-                continue
-            values: dict[str, np.ndarray] = {}
-            field_name = "score" if cmap.kind == "categorical" else self.value
-            for vote in rec.votes:
-                if vote.criterion == name and vote.scored:
-                    x = getattr(vote, field_name)
-                    if x is not None:
-                        values[vote.judge] = np.array([float(x)])
-            pred = cmap.predict(values, self.output) if values else np.array([np.nan])
-            calibrated[name] = None if np.isnan(pred[0]) else float(pred[0])
+        if record_point_judged(rec):
+            calibrated = self._calibrate_points(rec)
+        else:
+            calibrated = {
+                name: self._jury_value(rec, cmap, name) for name, cmap in self.criteria_.items()
+            }
         if formula is not None:
             calibrated[formula.name] = formula.evaluate(dict(calibrated))
         out = dict(record) if isinstance(record, Mapping) else rec.to_dict()
         out["calibrated"] = calibrated
         return out
+
+    def _jury_value(self, rec: VerdictRecord, cmap: CriterionMap, criterion: str) -> float | None:
+        """The calibrated jury value of the votes on ``criterion``; None where it is unscored."""
+        if rec.scores.get(criterion) is None:
+            return None
+        values: dict[str, np.ndarray] = {}
+        field_name = "score" if cmap.kind == "categorical" else self.value
+        for vote in rec.votes:
+            if vote.criterion == criterion and vote.scored:
+                x = getattr(vote, field_name)
+                if x is not None:
+                    values[vote.judge] = np.array([float(x)])
+        pred = cmap.predict(values, self.output) if values else np.array([np.nan])
+        return None if np.isnan(pred[0]) else float(pred[0])
+
+    def _calibrate_points(self, rec: VerdictRecord) -> dict[str, float | None]:
+        """Each point's calibrated met, and the item's score by HealthBench's rule on them.
+
+        For a checklist verdict judged point by point. The map's ``met`` (fitted over the
+        pooled points, `jurybox.calibration.data.points`) maps each point's votes; an unscored
+        point stays ``None``, and so does the item's score.
+        """
+        if MET not in self.criteria_:
+            raise InputDataError(
+                f"this calibration map calibrates {', '.join(self.criteria_)} (fitted for "
+                f"{self._fitted_for()}); a checklist rubric's points are calibrated on {MET}: "
+                "fit a map on its verdicts and point labels with `jurybox calibrate`"
+            )
+        assert rec.points is not None  # a point-judged record
+        cmap = self.criteria_[MET]
+        calibrated = {key: self._jury_value(rec, cmap, key) for key in rec.points}
+        name = next((k for k in rec.scores if k not in rec.points), SCORE)
+        calibrated[name], _ = points_score(record_points(rec), calibrated)
+        return calibrated
+
+    def _fitted_for(self) -> str:
+        """The rubric (where the map recorded it) and provenance the map was fitted for."""
+        rubric = self.fitted_on_.get("rubric") if isinstance(self.fitted_on_, dict) else None
+        on = f" (on rubric {rubric}'s verdicts)" if rubric else ""
+        return f"provenance {self.provenance_}{on}"
 
     def apply_to_records(
         self,
@@ -433,7 +475,7 @@ class CalibrationMap:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
         if cmap.provenance_ != provenance and not force:
             raise InputError(
-                f"{path} was fitted for provenance {cmap.provenance_}, but this rubric and jury "
+                f"{path} was fitted for {cmap._fitted_for()}, but this rubric and jury "
                 f"give {provenance}; refit it, or pass --force-calibration to apply it anyway"
             )
         return AppliedCalibration(cmap, cmap.identity_, force)

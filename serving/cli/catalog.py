@@ -8,11 +8,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Container
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from jurybox.serving.cli.console import fail, load_jury, note, out, reported
+from jurybox.serving.cli.console import fail, load_jury, note, options_of, out, reported
+from jurybox.serving.runs.catalog import clear_cache, model_states
 
 models_app = typer.Typer(
     help="The judge models: list what juries need, fetch the offline ones.",
@@ -53,25 +54,12 @@ def cache_stats(
 
 
 @cache_app.command("clear")
-def cache_clear(
-    provenance: Annotated[
-        str | None,
-        typer.Option(help="Only the verdicts of this provenance hash.", show_default=False),
-    ] = None,
-    jury: Annotated[
-        str | None,
-        typer.Option(
-            "--jury", "-j", help="Only the verdicts of this jury (its name).", show_default=False
-        ),
-    ] = None,
-) -> None:
+@options_of(clear_cache)
+def cache_clear(options: dict[str, Any]) -> None:
     """Delete cached verdicts (all, or those of one configuration or jury)."""
-    from jurybox.judges.cache import VerdictCache
-
     with reported():
-        cache = VerdictCache()
-        deleted = cache.clear(provenance=provenance, jury=jury)
-    note(f"deleted {deleted:,} cached verdict(s) from {cache.path}")
+        cleared = clear_cache(**options)
+    note(f"deleted {cleared.deleted:,} cached verdict(s) from {cleared.path}")
 
 
 def rubrics_cmd(
@@ -219,17 +207,12 @@ def models_fetch(
 
 
 @models_app.command("list")
-def models_list(
-    jury: Annotated[str, typer.Option(help="Jury whose models to check.")] = "tiny",
-) -> None:
+@options_of(model_states)
+def models_list(options: dict[str, Any]) -> None:
     """Show each judge's model and whether it is available here."""
-    from jurybox.judges import ModelNotAvailable
-    from jurybox.judges.weights import resolve
-
-    for j in load_jury(jury).judges:
-        try:
-            src = resolve(j.model, j.revision)
-            where = src.directory if src.is_local else "hub (downloaded on first use)"
-            out.print(f"{j.name}: {j.model} -> {where}", highlight=False)
-        except ModelNotAvailable as exc:
-            out.print(f"{j.name}: [red]missing[/] {exc}", highlight=False)
+    options["jury"] = load_jury(options["jury"])
+    for state in model_states(**options):
+        if state.missing is None:
+            out.print(f"{state.judge}: {state.model} -> {state.where}", highlight=False)
+        else:
+            out.print(f"{state.judge}: [red]missing[/] {state.missing}", highlight=False)

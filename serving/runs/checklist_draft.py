@@ -35,6 +35,7 @@ from jurybox.rubrics.loading import load_definition
 from jurybox.rubrics.points import Point, read_points
 from jurybox.rubrics.prompts import Order, check_template, render_prompt
 from jurybox.rubrics.rows import FileFormatError, RowError, read_rows_from
+from jurybox.serving.options import argument, command_line, option
 
 TAGS = ("essential", "important", "optional")
 # The most characters of a judge's bad answer kept in its row's ``raw``.
@@ -337,6 +338,44 @@ def _records(source: str | Path, limit: int | None) -> Iterable[dict[str, Any] |
         raise InputError(str(exc)) from None
 
 
+@command_line(
+    source=argument(
+        type=str,
+        metavar="items",
+        help="Items to draft for (.jsonl, .json, .csv, .tsv or .parquet): id, question, "
+        "and a reference answer where there is one; other fields are kept.",
+        show_default=False,
+    ),
+    out=option(
+        "--out",
+        "-o",
+        type=Path | None,
+        default=None,
+        help="The JSONL file written: each item again with its drafted checklist, or an "
+        "error and the judge's raw answer. Default: ITEMS stem + .checklists.jsonl.",
+        show_default=False,
+    ),
+    jury=option(
+        "--jury",
+        "-j",
+        type=str | None,
+        default=None,
+        help="Shipped jury name or a jury YAML file whose judge drafts. Default: tiny on "
+        "CPU, small-gpu with a GPU.",
+        show_default=False,
+    ),
+    judge=option(help="The jury's judge that drafts (default: its first).", show_default=False),
+    prompt=option(
+        type=Path | None,
+        default=None,
+        help="A drafting prompt file (YAML, as the shipped one: see --show-prompt).",
+        show_default=False,
+    ),
+    max_tokens=option(min=16, help="Tokens the judge may write per checklist."),
+    limit=option(min=1, help="Draft only the first N rows.", show_default=False),
+    chunk_size=option(min=1, help="Rows asked of the judge at a time (and written)."),
+    overwrite=option(help="Replace --out when it exists (it may hold your edits)."),
+)
 def draft_file(
     source: str | Path,
     out: str | Path,
@@ -399,6 +438,29 @@ def _count(report: DraftReport, row: Mapping[str, Any]) -> None:
             report.examples.append(f"{row.get('id', '?')}: {row['error']}")
 
 
+@command_line(
+    source=argument(
+        type=str,
+        help="A HealthBench JSONL file (prompt, rubrics, ideal_completions_data, "
+        "prompt_id), read as it is.",
+        show_default=False,
+    ),
+    out=option(
+        "--out",
+        "-o",
+        type=Path | None,
+        default=None,
+        help="The JSONL file written, one item a line. Default: SOURCE stem + .items.jsonl.",
+        show_default=False,
+    ),
+    responses=option(
+        type=Path | None,
+        default=None,
+        help="A row file of the model's answers (id, response) joined to the items by id.",
+        show_default=False,
+    ),
+    overwrite=option(help="Replace --out when it exists."),
+)
 def import_file(
     source: str | Path,
     out: str | Path,

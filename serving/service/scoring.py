@@ -5,7 +5,8 @@ deployment at once (a jury's latency is its slowest judge, not the sum) and deci
 path of ``jurybox judge``, with the service only moving items in and verdicts out. It is composed of
 rooms of one job each: a bounded queue (`jurybox.serving.service.gate`: 429 with Retry-After when
 full), the batches requests are judged in (`jurybox.serving.service.batching`), the calls to the
-judges (`jurybox.serving.service.calls`), Prometheus metrics (`jurybox.serving.service.metrics`)
+judges (`jurybox.serving.service.calls`), the verdict cache and the jurors' checks around them
+(`jurybox.serving.service.verdicts`), Prometheus metrics (`jurybox.serving.service.metrics`)
 and the drain and metrics shared with the other ingress replicas
 (`jurybox.serving.service.draining`); around them a per-request deadline (504) that cancels the
 judges' work too, and health. The HTTP routes are `jurybox.serving.service.ingress`.
@@ -14,31 +15,19 @@ judges' work too, and health. The HTTP routes are `jurybox.serving.service.ingre
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import os
-import threading
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import replace
 from typing import Any
 
 from jurybox.judges import provenance
-from jurybox.judges.cache import CacheBusy, CacheLookup, VerdictCache
+from jurybox.judges.cache import VerdictCache
 from jurybox.judges.images import jury_sees_images
 from jurybox.judges.judging import Requests
-from jurybox.judges.jurors import (
-    AgreementHistory,
-    JurorCheck,
-    decide_without,
-    departed_note,
-    flag_jurors,
-    mark_flagged,
-)
-from jurybox.rubrics import Item, Rubric, Verdict, input_hash
+from jurybox.judges.jurors import JurorCheck, departed_note
+from jurybox.rubrics import Item, Rubric, Verdict
 from jurybox.rubrics.checklist import assemble
-from jurybox.rubrics.errors import InputError
-from jurybox.rubrics.reward import RewardSpec
 from jurybox.serving.errors import Invalid, TimedOut, TooLarge
 from jurybox.serving.service.admission import (
     Prepared,
@@ -59,6 +48,14 @@ from jurybox.serving.service.protocol import (
 )
 from jurybox.serving.service.score_protocol import ScoreRequest
 from jurybox.serving.service.sentinel import sentinel_of
+from jurybox.serving.service.verdicts import MAX_AGREEMENT_KEYS as MAX_AGREEMENT_KEYS
+from jurybox.serving.service.verdicts import (
+    Jurors,
+    count_canaries,
+    looked_up,
+    records_of,
+    stored,
+)
 from jurybox.serving.service.workers import Workers
 
 logger = logging.getLogger("jurybox.serving")
@@ -72,9 +69,6 @@ Fields = Item | dict[str, Any]
 CACHE_BUSY_S = 2.0
 # How long one answer of /healthz and /metrics (open routes) serves every caller.
 HEALTH_CACHE_S = 1.0
-# Clients and rubric configurations whose jurors' agreement is kept, one history per client and
-# configuration (inline rubrics are each one); the least recently used is forgotten first.
-MAX_AGREEMENT_KEYS = 256
 
 
 class ScoringService:
@@ -156,9 +150,8 @@ class ScoringService:
         self.juror_check = (
             JurorCheck(leave_out=self.plan.leave_out_flagged) if self.plan.juror_checks else None
         )
-        self.agreement: collections.OrderedDict[str, AgreementHistory] = collections.OrderedDict()
-        self._agreement_lock = threading.Lock()  # (_records runs in threads)
-        self._flagged: set[tuple[str, str, str]] = set()  # warned of once each
+        # (jurors' agreement kept across requests: `jurybox.serving.service.verdicts`)
+        self.jurors = Jurors(self.juror_check, self.jury, self.metrics)
         if self.juror_check is not None and (note := departed_note(self.jury)):
             logger.info("--juror-checks: %s", note)
 
@@ -246,7 +239,8 @@ class ScoringService:
         configuration are answered from the verdict cache, the others judged in the batches
         (`jurybox.serving.service.batching`); calibrated where a map applies.
         ``limit_items=False``: a group request's round (its bounds and pace are checked for the
-        request as a whole). ``canaries``: the positions of canary items (`_canaries`).
+        request as a whole). ``canaries``: the positions of canary items
+        (`jurybox.serving.service.verdicts.count_canaries`).
         """
         rubric, checked, requests = await self._prepare(rubric, items, allow_empty, limit_items)
         prov = self.provenance_for(rubric)
@@ -256,15 +250,19 @@ class ScoringService:
             verdicts = await asyncio.to_thread(
                 assemble, rubric, checked, requests.groups, judged, self.jury.name, prov
             )
-            records = await asyncio.to_thread(self._records, rubric, prov, verdicts, checked)
+            records = await asyncio.to_thread(
+                records_of, self.calibrations, rubric, prov, verdicts, checked
+            )
         else:
             verdicts = await self._judged(
                 rubric, prov, checked, requests, deadline, limit_items, canaries
             )
-            records = await asyncio.to_thread(self._records, rubric, prov, verdicts, checked)
+            records = await asyncio.to_thread(
+                records_of, self.calibrations, rubric, prov, verdicts, checked
+            )
         self.metrics.count_votes(records)
         if canaries:
-            self._canaries(rubric, records, canaries)
+            count_canaries(self.metrics, self.rubrics, rubric, records, canaries)
         return records
 
     async def _judged(
@@ -282,16 +280,16 @@ class ScoringService:
         Items judged before with this configuration are answered from the verdict cache; only
         the others go to the judges (none at all when every item is cached).
         """
-        lookup = await self._looked_up(prov, items, canaries)
+        lookup = await looked_up(self.cache, self.metrics, prov, items, canaries)
         fresh: list[Verdict] = []
         if lookup.todo and limit_items:  # (a group request's rounds: checked as a whole)
             check_pace(self, len(lookup.todo) * len(requests.calls), deadline)
         if lookup.todo:
             fresh = await self.batches.judged(rubric, prov, requests.subset(lookup.todo), deadline)
-            await self._stored(lookup, fresh, canaries)
+            await stored(lookup, fresh, self.metrics, canaries)
         # (jurors checked after the cache stored what it stores: never cached)
         merged = lookup.merged(fresh)
-        return await asyncio.to_thread(self._jurors_checked, rubric, prov, merged, CLIENT.get())
+        return await asyncio.to_thread(self.jurors.checked, rubric, prov, merged, CLIENT.get())
 
     async def _judged_units(
         self, units: Units, deadline: float, limit_items: bool, canaries: frozenset[int]
@@ -309,7 +307,7 @@ class ScoringService:
             for group in units.groups
         ]
         lookups = [
-            await self._looked_up(prov, list(group.items), mark)
+            await looked_up(self.cache, self.metrics, prov, list(group.items), mark)
             for group, prov, mark in zip(units.groups, provs, marks)
         ]
         calls = sum(len(lk.todo) * len(r.calls) for lk, r in zip(lookups, units.requests))
@@ -322,133 +320,13 @@ class ScoringService:
             if lookup.todo:
                 todo = units.requests[k].subset(lookup.todo)
                 fresh = await self.batches.judged(group.rubric, prov, todo, deadline)
-                await self._stored(lookup, fresh, marks[k])
+                await stored(lookup, fresh, self.metrics, marks[k])
             merged = lookup.merged(fresh)
             return await asyncio.to_thread(
-                self._jurors_checked, group.rubric, prov, merged, CLIENT.get()
+                self.jurors.checked, group.rubric, prov, merged, CLIENT.get()
             )
 
         return await _together([one(k) for k in range(len(units.groups))])
-
-    def _canaries(self, rubric: Rubric, records: list[dict[str, Any]], at: frozenset[int]) -> None:
-        """Canary verdicts say so (``canary: true``) and are counted apart in the metrics.
-
-        Labelled by the rubric's name where the service knows it, else ``inline`` (a client's
-        names must not grow the metrics without bound). The score is the rubric's reward (its
-        formula, or its only criterion) on [0, 1]; a rubric without one, or an unscored canary,
-        is counted but not scored.
-        """
-        name = rubric.name if self.rubrics.get(rubric.name) == rubric else "inline"
-        for k in at:
-            records[k]["canary"] = True
-        self.metrics.canary_items.labels(name).inc(len(at))
-        try:
-            unit = RewardSpec(unscored="none").bind(rubric)
-        except InputError:
-            return
-        for k in at:
-            value = unit.value(records[k])
-            if value is not None:
-                self.metrics.canary_score.labels(name).observe(value)
-
-    def _records(
-        self, rubric: Rubric, prov: str, verdicts: list[Verdict], items: list[Any]
-    ) -> list[dict[str, Any]]:
-        """The verdict records of a request, calibrated where a map applies (in a thread)."""
-        records = [v.to_record(input=input_hash(item)) for v, item in zip(verdicts, items)]
-        calibration = self.calibrations.get(prov)
-        if calibration is not None:
-            records = [calibration.apply(r, rubric, it) for r, it in zip(records, items)]
-        return records
-
-    def _jurors_checked(
-        self, rubric: Rubric, prov: str, verdicts: list[Verdict], client: str = ""
-    ) -> list[Verdict]:
-        """A request's verdicts with its failing jurors flagged, counted and, if asked, left out.
-
-        Agreement is kept per client (its address, `jurybox.serving.service.gate.CLIENT`) and
-        rubric configuration (``prov``) across requests, so one-item requests are judged over a
-        window (`jurybox.judges.jurors`), and one client's requests never flag a juror (nor
-        leave it out) in another's verdicts. At most `MAX_AGREEMENT_KEYS` histories are kept,
-        the least recently used forgotten first. The verdicts are the cache's and the fresh
-        ones: a juror's leaving out depends on the request, so it is done here, after the cache
-        stored what it stores, and never stored.
-        """
-        check = self.juror_check
-        if check is None or not verdicts:
-            return verdicts
-        key = f"{client}\n{prov}"
-        with self._agreement_lock:
-            history = self.agreement.pop(key, None) or AgreementHistory(check.history)
-            self.agreement[key] = history  # the most recent last; the oldest forgotten
-            while len(self.agreement) > MAX_AGREEMENT_KEYS:
-                self.agreement.popitem(last=False)
-        flags = flag_jurors(rubric, self.jury, verdicts, check, history)
-        if not flags:
-            return verdicts
-        self.metrics.count_flags(flags)
-        for flag in flags:
-            if (key, flag.judge, flag.kind) not in self._flagged:
-                if len(self._flagged) >= 16 * MAX_AGREEMENT_KEYS:
-                    self._flagged.clear()  # (warned again, rather than kept without bound)
-                self._flagged.add((key, flag.judge, flag.kind))
-                logger.warning(
-                    "juror %s flagged on rubric %s: %s%s (%s)",
-                    flag.judge,
-                    rubric.name,
-                    flag.kind,
-                    f" on {flag.criterion}" if flag.criterion else "",
-                    flag.detail,
-                )
-        verdicts = mark_flagged(verdicts, flags)
-        if not check.leave_out:
-            return verdicts
-        return decide_without(rubric, self.jury, verdicts, flags)
-
-    async def _looked_up(
-        self, prov: str, items: list[Any], canaries: frozenset[int] = frozenset()
-    ) -> CacheLookup:
-        """The items' cache lookup; every item to judge when the cache is busy.
-
-        Busy: another process holds its lock. A verdict never waits on the cache. A canary is
-        never looked up: it is judged afresh each time, so that a jury that changes shows in it.
-        """
-        if canaries:
-            rest = [k for k in range(len(items)) if k not in canaries]
-            part = await self._looked_up(prov, [items[k] for k in rest])
-            keys = [""] * len(items)
-            for j, key in enumerate(part.keys):
-                keys[rest[j]] = key
-            found = {rest[j]: v for j, v in part.found.items()}
-            todo = sorted(canaries | {rest[j] for j in part.todo})
-            return CacheLookup(part.cache, prov, keys, found, todo)
-        if self.cache is None:
-            return CacheLookup.of(None, prov, items)  # every item to judge
-        try:
-            lookup = await asyncio.to_thread(CacheLookup.of, self.cache, prov, items)
-        except CacheBusy as exc:
-            logger.warning("verdict cache skipped for %d item(s): %s", len(items), exc)
-            self.metrics.cache.labels("skipped").inc(len(items))
-            return CacheLookup.of(None, prov, items)
-        self.metrics.cache.labels("hit").inc(len(lookup.found))
-        self.metrics.cache.labels("miss").inc(len(lookup.todo))
-        return lookup
-
-    async def _stored(
-        self, lookup: CacheLookup, fresh: list[Verdict], canaries: frozenset[int] = frozenset()
-    ) -> None:
-        """Store fresh verdicts in the cache (never a canary's), or skip it when it is busy."""
-        if lookup.cache is None:
-            return
-        if canaries:
-            kept = [(k, v) for k, v in zip(lookup.todo, fresh) if k not in canaries]
-            lookup = replace(lookup, todo=[k for k, _ in kept])
-            fresh = [v for _, v in kept]
-        try:
-            await asyncio.to_thread(lookup.store, fresh)
-        except CacheBusy as exc:
-            logger.warning("verdict cache skipped: %d verdict(s) not stored: %s", len(fresh), exc)
-            self.metrics.cache.labels("skipped").inc(len(fresh))
 
     # -- what the routes answer (see build_app) ----------------------------------------------
 

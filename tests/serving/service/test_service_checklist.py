@@ -491,3 +491,77 @@ def test_openrlhf_canaries_on_a_checklist_fit_max_judge_calls(service):
         )
         assert r.status_code == 200, r.text
         assert Scripted.asked == 2 * (8 + 4 * canaries)
+
+
+def test_calibration_map_applied_by_judge_and_by_the_service(tmp_path):
+    """`jurybox calibrate` on the replay jury's checklist verdicts and point labels, then
+    `jurybox judge --calibration` and the service started with the map: both calibrate each
+    point and rescore the item, and give the same records. The tiny judges call every point
+    met; the humans say half of them are not, so the map moves every point and score down."""
+    from service_helpers import assert_same_verdicts
+    from typer.testing import CliRunner
+
+    from jurybox.judges import load_jury_spec
+    from jurybox.rubrics.checklist import points_score
+    from jurybox.rubrics.points import read_points
+    from jurybox.serving.cli import app
+
+    def jurybox(*args: Any) -> None:
+        result = CliRunner().invoke(app, [str(a) for a in args])
+        assert result.exit_code == 0, result.output
+
+    jury = write_replay_jury(tmp_path / "replay.yaml", recordings=(RECORDING, CHECKLISTS_RECORDING))
+    rows = [
+        {
+            "id": it.id,
+            "question": it.question,
+            "response": it.response,
+            "reference": it.reference,
+            "checklist": [p.model_dump(mode="json") for p in it.checklist or ()],
+        }
+        for it in _recorded_items()
+    ]
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judge = ("judge", preds, "--rubric", "checklist", "--jury", jury, "--out")
+    jurybox(*judge, tmp_path / "raw.jsonl")
+    raw = [json.loads(line) for line in (tmp_path / "raw.jsonl").read_text().splitlines()]
+    assert all(r["scores"][k] == 1.0 for r in raw for k in r["points"])  # the judges' view
+    labels = [
+        {
+            "id": r["id"],
+            "rater": rater,
+            **{k: "no" if n % 2 else "yes" for n, k in enumerate(r["points"])},
+        }
+        for r in raw
+        for rater in ("ana", "ben")
+    ]
+    (tmp_path / "human.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+    cmap = tmp_path / "map.yaml"
+    jurybox("calibrate", tmp_path / "human.jsonl", tmp_path / "raw.jsonl", "-o", cmap)
+    jurybox(*judge, tmp_path / "calibrated.jsonl", "--calibration", cmap)
+    local = [json.loads(line) for line in (tmp_path / "calibrated.jsonl").read_text().splitlines()]
+    for before, after in zip(raw, local):
+        assert after["scores"] == before["scores"] and after["calibration"].startswith("map.yaml:")
+        calibrated = after["calibrated"]
+        assert set(calibrated) == {*after["points"], "score"}
+        points = read_points(
+            [{"criterion": p["text"], "points": p["points"]} for p in after["points"].values()]
+        )
+        assert all(calibrated[k] < 0.9 for k in after["points"])  # the humans' view: lower
+        assert calibrated["score"] == pytest.approx(points_score(points, calibrated)[0])
+        assert calibrated["score"] < before["scores"]["score"] - 0.1
+    judges = {
+        j.name: LocalJudge(JudgeServer(j.model_dump(mode="json")))
+        for j in load_jury_spec(str(jury)).judges
+    }
+    config = ServiceConfig(jury=str(jury), calibration=[str(cmap)]).resolve()
+    scoring = ScoringService(config.model_dump(mode="json"), judges)
+    try:
+        r = post(scoring, "/v1/score", {"rubric": "checklist", "items": rows})
+    finally:
+        scoring.workers.close()
+    assert r.status_code == 200, r.text
+    remote = r.json()["verdicts"]
+    assert all(v["calibrated"] for v in remote)
+    assert_same_verdicts(remote, local)  # the same calibrated values, under the same map
