@@ -11,6 +11,12 @@ For files that outgrow one machine:
       -> decide (verdict records, calibrated when a map is given)
       -> the driver writes them (shards of a directory, or a JSONL file)
 
+A checklist rubric's item stays one row: the render stage expands it into its units (a point
+each, or the item under its unit rubric: `jurybox.rubrics.checklist.units`), the judges ask the
+units' prompts with the batch's other requests, a gate settles unit by unit, and the decide stage
+assembles the item's verdict from its units' (`_Units`), as ``Jury.score`` does; the verdict
+cache holds the units.
+
 The stages stream concurrently, so a jury of three judges on three GPU shares keeps all three
 busy. Prompts, parsing, aggregation and the record are the judging path of the local engine
 (`jurybox.judges.judging`): on the same items with greedy decoding, the same verdicts.
@@ -41,8 +47,9 @@ from jurybox.judges.backends.base import backend_note
 from jurybox.judges.cache import CacheLookup, VerdictCache
 from jurybox.judges.cascade import StagePlan
 from jurybox.judges.images import materialize_images
-from jurybox.rubrics import Item, Rubric, Vote, input_hash
-from jurybox.rubrics.errors import InputError, last_line
+from jurybox.rubrics import Item, Rubric, Verdict, Vote, input_hash
+from jurybox.rubrics.checklist import UnitGroup, assemble, units
+from jurybox.rubrics.errors import last_line
 from jurybox.rubrics.images import ImageError, ImagePolicy
 from jurybox.serving.runs.predictions import RowError, iter_predictions
 from jurybox.serving.runs.results import ResultsDir
@@ -65,6 +72,7 @@ def _read_file(
     allowed: set[str] | None,
     cached: set[str],
     images: ImagePolicy | None = None,
+    known: dict[str, bytes] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """One input file's rows through the one row reader.
 
@@ -72,7 +80,8 @@ def _read_file(
     id counts for the summary) or answered from the verdict cache by the driver (judged, but not
     here). With ``images`` (a judge sees them) an item's images are read here, where its file is
     read, and travel on with it by content (an image that cannot be read or is over the limits
-    makes its row an error row).
+    makes its row an error row). ``known``: a checklist item's units the verdict cache holds
+    while it holds others not (by item id, pickled per unit: `_Units`), judged no more.
     """
     rubric_def = Rubric.model_validate(rubric)
     label = row["label"]
@@ -104,6 +113,7 @@ def _read_file(
                 empty=got.empty_answer,
                 key=input_hash(loaded),
                 images=pickle.dumps(loaded.loaded_images) if loaded.loaded_images else b"",
+                known=(known or {}).get(got.id, b""),
             )
 
 
@@ -119,9 +129,11 @@ def _row(
     empty: bool = False,
     key: str = "",
     images: bytes = b"",
+    known: bytes = b"",
 ) -> dict[str, Any]:
     # ``input``: the row's hash as read (resume checks it); ``key``: the verdict cache's key,
-    # the images' digests in; ``images``: the loaded images, pickled (content, not paths).
+    # the images' digests in; ``images``: the loaded images, pickled (content, not paths);
+    # ``known``: the units' verdicts the cache holds, pickled (None where judged here).
     return {
         "id": id,
         "row": row,
@@ -134,17 +146,70 @@ def _row(
         "empty": empty,
         "key": key or input,
         "images": images,
+        "known": known,
     }
 
 
+class _Units:
+    """What a row's item is judged as: its units, each judged as any rubric's item.
+
+    An ordinary rubric's item is its own one unit. A checklist rubric's item is its unit group
+    (`jurybox.rubrics.checklist.units` of the item alone: a unit per point, or the item under
+    ``<name>.all<n>``, or the item itself), each unit decided (and cached) under its unit
+    rubric's provenance, and the item's verdict assembled from them after the last stage, as
+    ``Jury.score`` does. A row keeps one item; its columns hold a list per unit: the votes
+    (pickled), ``settled`` (the verdicts decided so far, pickled; None where still open),
+    ``confidence`` (earlier stages' confidences, JSON) and ``unit_keys`` (the units' cache keys).
+    """
+
+    def __init__(self, rubric: Rubric, jury: JurySpec, prov: str) -> None:
+        self.rubric, self.jury, self.prov = rubric, jury, prov
+        self._provs: dict[str, str] = {}
+
+    def of(self, item: Item) -> UnitGroup:
+        """The item's units and the rubric they are judged by."""
+        if self.rubric.checklist is None:
+            return UnitGroup(self.rubric, (item,), ((0, ""),))
+        (group,) = units(self.rubric, [item])
+        return group
+
+    def provenance(self, unit_rubric: Rubric) -> str:
+        """The provenance of a unit rubric's verdicts (checked to fit the jury, once)."""
+        if unit_rubric is self.rubric:
+            return self.prov
+        if unit_rubric.name not in self._provs:
+            self.jury.check_rubric(unit_rubric)
+            self._provs[unit_rubric.name] = provenance(unit_rubric, self.jury)
+        return self._provs[unit_rubric.name]
+
+    def of_row(self, batch: dict[str, list[Any]], i: int) -> tuple[Rubric, list[str], str]:
+        """Row ``i``'s unit rubric, its units' ids and their provenance."""
+        if self.rubric.checklist is None:
+            return self.rubric, [batch["id"][i]], self.prov
+        group = self.of(Item.model_validate_json(batch["item"][i]))
+        return group.rubric, [u.id for u in group.items], self.provenance(group.rubric)
+
+    def verdict(self, item: Item | None, group: UnitGroup, got: list[Verdict]) -> Verdict:
+        """The item's verdict from its units' (an ordinary rubric's: its one unit's)."""
+        if self.rubric.checklist is None or item is None:
+            return got[0]
+        (verdict,) = assemble(self.rubric, [item], [group], [got], self.jury.name, self.prov)
+        return verdict
+
+
+def _settled(batch: dict[str, list[Any]], i: int) -> list[Verdict | None]:
+    """Row ``i``'s units' verdicts decided so far (None: open)."""
+    return pickle.loads(batch["settled"][i])
+
+
 def _judged(batch: dict[str, list[Any]]) -> list[int]:
-    """The rows still to judge: items, less those an earlier cascade stage settled."""
-    settled = batch.get("settled") or [b""] * len(batch["item"])
-    return [i for i, (item, done) in enumerate(zip(batch["item"], settled)) if item and not done]
+    """The rows still to judge: items with a unit no earlier cascade stage (or cache) settled."""
+    left = batch.get("open") or [1] * len(batch["item"])
+    return [i for i, (item, n) in enumerate(zip(batch["item"], left)) if item and n]
 
 
 def _column(jury: JurySpec, judge: JudgeSpec) -> str:
-    """The column that carries a judge's votes (pickled, one list per item)."""
+    """The column that carries a judge's votes (pickled, one list per unit of an item)."""
     return f"votes_{[j.name for j in jury.judges].index(judge.name)}"
 
 
@@ -153,9 +218,16 @@ def _members(plan: StagePlan, k: int) -> dict[str, str]:
     return {j.name: _column(plan.jury, j) for j in plan.members(k)}
 
 
-def _votes(batch: dict[str, list[Any]], i: int, columns: dict[str, str]) -> dict[str, list[Vote]]:
-    """Row ``i``'s votes in ``columns`` (judge name -> column), by judge name."""
-    return {name: pickle.loads(batch[column][i]) for name, column in columns.items()}
+def _votes(
+    batch: dict[str, list[Any]], i: int, columns: dict[str, str]
+) -> list[dict[str, list[Vote]]]:
+    """Row ``i``'s votes in ``columns`` (judge name -> column), per unit, by judge name.
+
+    A judge that did not judge the row (every unit settled before its stage) gives none.
+    """
+    got = {name: pickle.loads(batch[c][i]) for name, c in columns.items() if batch[c][i]}
+    n = len(_settled(batch, i))
+    return [{name: per_unit[u] for name, per_unit in got.items()} for u in range(n)]
 
 
 def _lists(batch: Any) -> dict[str, list[Any]]:
@@ -168,8 +240,9 @@ def _lists(batch: Any) -> dict[str, list[Any]]:
 
 
 class _Render:
-    def __init__(self, rubric: dict[str, Any]) -> None:
+    def __init__(self, rubric: dict[str, Any], jury: dict[str, Any], prov: str) -> None:
         self.rubric = Rubric.model_validate(rubric)
+        self.units = _Units(self.rubric, JurySpec.model_validate(jury), prov)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
         from jurybox.judges.judging import render_requests
@@ -177,51 +250,78 @@ class _Render:
 
         batch = _lists(batch)
         rows = _judged(batch)
+        n = len(batch["item"])
         items = [Item.model_validate_json(batch["item"][i]) for i in rows]
         items = [
             it.with_images(pickle.loads(batch["images"][i])) if batch["images"][i] else it
             for i, it in zip(rows, items)
         ]
-        batch["images"] = [b""] * len(batch["item"])  # (they travel on in the requests)
-        blobs = [b""] * len(batch["item"])
-        if items:  # each row carries its own item's requests
-            for i, own in zip(rows, render_requests(self.rubric, items).split()):
+        batch["images"] = [b""] * n  # (they travel on in the requests)
+        blobs, settled, keys, left = [b""] * n, [b""] * n, [""] * n, [0] * n
+        confidence = [""] * n  # earlier stages' confidences per unit (JSON)
+        # Each row carries its own item's requests, one per unit, rendered by unit rubric (an
+        # ordinary rubric's items all at once).
+        groups = [self.units.of(it) for it in items]
+        by_rubric: dict[str, list[int]] = {}
+        for k, group in enumerate(groups):
+            by_rubric.setdefault(group.rubric.name, []).append(k)
+        for ks in by_rubric.values():
+            unit_rubric = groups[ks[0]].rubric
+            self.units.provenance(unit_rubric)  # the jury fits it
+            made = render_requests(unit_rubric, [u for k in ks for u in groups[k].items]).split()
+            for k in ks:
+                i, group = rows[k], groups[k]
+                own, made = made[: len(group.items)], made[len(group.items) :]
+                known = pickle.loads(batch["known"][i]) if batch["known"][i] else None
+                known = known or [None] * len(group.items)
+                todo = [u for u, v in enumerate(known) if v is None]
                 blobs[i] = pickle.dumps(own)
-        batch["requests"] = blobs
-        batch["settled"] = [b""] * len(blobs)  # a cascade stage's final verdict, pickled
-        batch["confidence"] = [""] * len(blobs)  # earlier stages' confidences (JSON)
+                settled[i] = pickle.dumps(known)
+                keys[i] = json.dumps([input_hash(u) for u in group.items])
+                confidence[i] = json.dumps([[] for _ in group.items])
+                left[i] = len(todo)
+        batch["requests"] = blobs  # per unit, pickled
+        batch["settled"] = settled
+        batch["confidence"] = confidence
+        batch["unit_keys"] = keys
+        batch["open"] = left
         return batch
 
 
 class _Settle:
     """The gate after a cascade stage's judges.
 
-    The items the stage settles get their verdict (the later judges skip them); the others go on
+    The units the stage settles get their verdict (the later judges skip them); the others go on
     with the stage's confidence noted.
     """
 
     def __init__(self, rubric: dict[str, Any], jury: dict[str, Any], prov: str, k: int) -> None:
         self.rubric = Rubric.model_validate(rubric)
         self.plan = StagePlan.of(JurySpec.model_validate(jury))
-        self.prov, self.k = prov, k
+        self.units = _Units(self.rubric, self.plan.jury, prov)
+        self.k = k
         self.columns = _members(self.plan, k)
 
     def __call__(self, batch: Any) -> dict[str, Any]:
         batch = _lists(batch)
         for i in _judged(batch):
-            earlier = json.loads(batch["confidence"][i] or "[]")
-            verdict, conf = self.plan.settle(
-                self.rubric,
-                self.prov,
-                self.k,
-                batch["id"][i],
-                _votes(batch, i, self.columns),
-                earlier,
-            )
-            if verdict is None:
-                batch["confidence"][i] = json.dumps([*earlier, conf])
-            else:
-                batch["settled"][i] = pickle.dumps(verdict)
+            unit_rubric, ids, prov = self.units.of_row(batch, i)
+            settled = _settled(batch, i)
+            earlier = json.loads(batch["confidence"][i])
+            votes = _votes(batch, i, self.columns)
+            for u, done in enumerate(settled):
+                if done is not None:
+                    continue
+                verdict, conf = self.plan.settle(
+                    unit_rubric, prov, self.k, ids[u], votes[u], earlier[u]
+                )
+                if verdict is None:
+                    earlier[u].append(conf)
+                else:
+                    settled[u] = verdict
+            batch["settled"][i] = pickle.dumps(settled)
+            batch["confidence"][i] = json.dumps(earlier)
+            batch["open"][i] = sum(v is None for v in settled)
         return batch
 
 
@@ -269,19 +369,32 @@ class _Judge:
         votes_out = [b""] * len(batch["item"])
         began = time.perf_counter()
         notes: list[str] = []
-        if rows:
-            requests = Requests.join([pickle.loads(batch["requests"][i]) for i in rows])
-            notes = image_notes(self.spec, self.rubric_name, requests.requests)
+        # The rows' open units, asked together where they are asked the same calls (a
+        # checklist's all_points items are asked one call per number of points).
+        asked: dict[tuple[Any, ...], list[tuple[int, int, Requests]]] = {}
+        per_row: dict[int, list[list[Vote]]] = {}
+        for i in rows:
+            own: list[Requests] = pickle.loads(batch["requests"][i])
+            per_row[i] = [[] for _ in own]
+            for u, done in enumerate(_settled(batch, i)):
+                if done is None:
+                    calls = tuple(tuple(c.name for c in call) for call in own[u].calls)
+                    asked.setdefault((calls, own[u].orders), []).append((i, u, own[u]))
+        for parts in asked.values():
+            requests = Requests.join([r for _, _, r in parts])
+            notes += image_notes(self.spec, self.rubric_name, requests.requests)
             votes = judge_votes(self.spec, self.backend, requests)
-            for i, per_item in zip(rows, votes):
-                votes_out[i] = pickle.dumps(per_item)
+            for (i, u, _), per_unit in zip(parts, votes):
+                per_row[i][u] = per_unit
+        for i, got in per_row.items():
+            votes_out[i] = pickle.dumps(got)
         batch[self.column] = votes_out
         batch[f"{self.column}_s"] = [(time.perf_counter() - began) / max(len(rows), 1)] * len(
             votes_out
         )
         # What the backend says the run should know (the local engine's Jury.notes()), and
         # what judging said of the items' images: one per line.
-        said = "\n".join(n for n in [backend_note(self._backend), *notes] if n)
+        said = "\n".join(n for n in [backend_note(self._backend), *dict.fromkeys(notes)] if n)
         batch[f"{self.column}_note"] = [said] * len(votes_out)
         # How long this actor took to load its judge, on the batch that loaded it (the driver
         # says so, as the local engine does).
@@ -302,6 +415,7 @@ class _Decide:
     ) -> None:
         self.rubric = Rubric.model_validate(rubric)
         self.plan = StagePlan.of(JurySpec.model_validate(jury))
+        self.units = _Units(self.rubric, self.plan.jury, prov)
         self.prov, self.keep_raw, self.store = prov, keep_raw, store
         self.columns = _members(self.plan, self.plan.last)
         self.calibration = None
@@ -313,38 +427,54 @@ class _Decide:
     def __call__(self, batch: Any) -> dict[str, Any]:
         batch = _lists(batch)
         records = [""] * len(batch["item"])
-        verdicts = [""] * len(batch["item"])  # for the driver's verdict cache
+        fresh = [""] * len(batch["item"])  # for the driver's verdict cache
         last = self.plan.last
-        for i, item in enumerate(batch["item"]):
-            if not item:
+        checklist = self.rubric.checklist is not None
+        for i, blob in enumerate(batch["item"]):
+            if not blob:
                 continue
-            if batch["settled"][i]:
-                verdict = pickle.loads(batch["settled"][i])
+            item = Item.model_validate_json(blob) if checklist or self.calibration else None
+            if item is not None and checklist:
+                group = self.units.of(item)
+                unit_rubric, ids = group.rubric, [u.id for u in group.items]
+                prov = self.units.provenance(unit_rubric)
             else:
-                verdict, _ = self.plan.settle(
-                    self.rubric,
-                    self.prov,
-                    last,
-                    batch["id"][i],
-                    _votes(batch, i, self.columns),
-                    json.loads(batch["confidence"][i] or "[]"),
-                )
-            if verdict is not None:
-                if self.store:
-                    verdicts[i] = verdict.model_dump_json()
-                record = verdict.to_record(self.keep_raw, input=batch["input"][i])
-                if self.calibration is not None:
-                    record = self.calibration.apply(
-                        record, self.rubric, Item.model_validate_json(item)
+                unit_rubric, ids, prov = self.units.of_row(batch, i)
+                group = UnitGroup(unit_rubric, (), ())
+            settled = _settled(batch, i)
+            known = pickle.loads(batch["known"][i]) if batch["known"][i] else [None] * len(ids)
+            earlier = json.loads(batch["confidence"][i])
+            votes = _votes(batch, i, self.columns) if batch["open"][i] else []
+            got: list[Verdict] = []
+            for u, done in enumerate(settled):
+                if done is None:
+                    done, _ = self.plan.settle(
+                        unit_rubric, prov, last, ids[u], votes[u], earlier[u]
                     )
-                records[i] = json.dumps(record, ensure_ascii=False, allow_nan=False)
+                    assert done is not None  # the last stage decides every unit
+                got.append(done)
+            verdict = self.units.verdict(item, group, got)
+            if self.store:
+                keys = json.loads(batch["unit_keys"][i])
+                fresh[i] = json.dumps(
+                    [
+                        [prov, keys[u], v.model_dump_json()]
+                        for u, v in enumerate(got)
+                        if known[u] is None
+                    ]
+                )
+            record = verdict.to_record(self.keep_raw, input=batch["input"][i])
+            if self.calibration is not None:
+                assert item is not None
+                record = self.calibration.apply(record, self.rubric, item)
+            records[i] = json.dumps(record, ensure_ascii=False, allow_nan=False)
         # What the driver needs; the prompts and pickled votes stay behind.
         keep = ["id", "row", "file", "input", "key", "error", "skipped", "cached", "empty"] + [
             f"{_column(self.plan.jury, j)}{end}"
             for j in self.plan.jury.judges
             for end in ("_s", "_note", "_load")
         ]
-        return {**{k: batch[k] for k in keep}, "record": records, "verdict": verdicts}
+        return {**{k: batch[k] for k in keep}, "record": records, "verdict": fresh}
 
 
 def _pool(spec: JudgeSpec) -> dict[str, Any]:
@@ -393,17 +523,11 @@ def judge_with_ray(
         The same report as the local engine, with per-judge throughput in its notes.
 
     Raises:
-        InputError: The rubric is a checklist rubric (judge it with the local engine).
+        InputError: An item of a checklist rubric has no checklist or too many points (the run
+            stops, as the local engine's does).
         JudgeFailed: The Ray pipeline failed as a whole (a jurybox error a stage raised is
             raised as itself).
     """
-    if rubric.checklist is not None:
-        raise InputError(
-            f"rubric {rubric.name} judges each item's own checklist, which the Ray engine does "
-            "not judge yet (an item's points would be judged across its stages and gathered "
-            "again before writing); use --engine local",
-            field="engine",
-        )
     import ray
 
     from jurybox.judges.images import jury_sees_images
@@ -423,11 +547,12 @@ def judge_with_ray(
         with run.writing(state, describe=last_line) as results:
             allowed = _first_ids(predictions, rubric, limit, run.reading) if limit else None
             done = results.done()
-            cached = (
-                set()
-                if cache is None
-                else _answer_from_cache(run, cache, done, allowed, keep_raw, calibration, images)
-            )
+            cached: set[str] = set()
+            known: dict[str, bytes] = {}
+            if cache is not None:
+                cached, known = _answer_from_cache(
+                    run, jury, cache, done, allowed, keep_raw, calibration, images
+                )
             judging = True
             if run.progress is not None:
                 run.progress(0, state.total)  # the bar and its clock start with the run
@@ -450,6 +575,7 @@ def judge_with_ray(
                 backend_factory,
                 store=cache is not None,
                 images=images,
+                known=known,
             ).iter_batches(batch_size=None):
                 records, verdicts = state.take(batch, jury)
                 if run.notify is not None:
@@ -460,8 +586,9 @@ def judge_with_ray(
                     results.append(records)
                     if isinstance(results, ResultsDir):
                         results.flush()  # a shard per batch: progress survives the driver
-                if cache is not None and verdicts:
-                    cache.put_json(prov, jury.name, verdicts)
+                if cache is not None:
+                    for unit_prov, entries in verdicts.items():
+                        cache.put_json(unit_prov, jury.name, entries)
                 if run.progress is not None:
                     run.progress(state.already + state.judged, state.total)
     except BaseException as exc:
@@ -486,29 +613,52 @@ def judge_with_ray(
 
 def _answer_from_cache(
     run: Run,
+    jury: JurySpec,
     cache: VerdictCache,
     done: set[str],
     allowed: set[str] | None,
     keep_raw: bool,
     calibration: AppliedCalibration | None,
     images: ImagePolicy | None = None,
-) -> set[str]:
+) -> tuple[set[str], dict[str, bytes]]:
     """The driver's verdict-cache lookup: the items it answers, written, and their ids.
 
     One pass over the rows (the reader's, so duplicates are the reader's too): the run's items
     whose verdict the cache holds are written here, and their ids returned, for the read stage to
-    mark them answered (they never enter the pipeline).
+    mark them answered (they never enter the pipeline). A checklist rubric's items are looked up
+    by unit, as ``Jury.score`` does (`_Units`): an item whose every unit is held is answered;
+    one with some held comes back by id with them (pickled per unit, None where not held), for
+    the pipeline to judge the others only.
     """
     answered: set[str] = set()
+    known: dict[str, bytes] = {}
     chunk: list[Item] = []  # images loaded (the digests are the cache's key)
     read: list[Item] = []  # as read (their hash is the record's input)
+    the_units = _Units(run.rubric, jury, run.provenance)
+
+    def found_verdicts() -> dict[int, Verdict]:
+        if run.rubric.checklist is None:
+            return CacheLookup.of(cache, run.provenance, chunk).found
+        per_item: list[list[Verdict | None]] = [[] for _ in chunk]
+        for group in units(run.rubric, chunk):  # a lookup per unit rubric
+            lookup = CacheLookup.of(cache, the_units.provenance(group.rubric), group.items)
+            for u, (k, _) in enumerate(group.owner):
+                per_item[k].append(lookup.found.get(u))
+        whole: dict[int, Verdict] = {}
+        for k, got in enumerate(per_item):
+            if all(v is not None for v in got):
+                item = chunk[k]
+                whole[k] = the_units.verdict(item, the_units.of(item), got)  # type: ignore[arg-type]
+            elif any(v is not None for v in got):
+                known[chunk[k].id] = pickle.dumps(got)
+        return whole
 
     def answer() -> None:
-        lookup = CacheLookup.of(cache, run.provenance, chunk)
-        found = sorted(lookup.found)
-        records = [lookup.found[k].to_record(keep_raw, input=input_hash(read[k])) for k in found]
+        found = found_verdicts()
+        ks = sorted(found)
+        records = [found[k].to_record(keep_raw, input=input_hash(read[k])) for k in ks]
         if calibration is not None:
-            records = [calibration.apply(r, run.rubric, chunk[k]) for r, k in zip(records, found)]
+            records = [calibration.apply(r, run.rubric, chunk[k]) for r, k in zip(records, ks)]
         if records:
             run.results.append(records)
             answered.update(r["id"] for r in records)
@@ -534,7 +684,7 @@ def _answer_from_cache(
         answer()
     if answered and isinstance(run.results, ResultsDir):
         run.results.flush()
-    return answered
+    return answered, known
 
 
 def _init_ray(address: str | None, jury: JurySpec) -> None:
@@ -571,6 +721,7 @@ def _pipeline(
     backend_factory: Callable[[Any], Any] | None = None,
     store: bool = False,
     images: ImagePolicy | None = None,
+    known: dict[str, bytes] | None = None,
 ) -> Any:
     import ray
 
@@ -593,6 +744,7 @@ def _pipeline(
             allowed=allowed,
             cached=cached,
             images=images,
+            known=known,
         ),
         num_cpus=0.25,
     )
@@ -606,7 +758,8 @@ def _pipeline(
         "batch_size": step,
         "batch_format": "pandas",
     }
-    ds = ds.map_batches(_Render, fn_constructor_args=(rubric_data,), **light)
+    jury_data = jury.model_dump(mode="json")
+    ds = ds.map_batches(_Render, fn_constructor_args=(rubric_data, jury_data, prov), **light)
     # One stage per judge; a cascaded jury's judges stage by stage, each stage followed by a
     # gate that settles the items it is confident about (the later judges skip them).
     plan = StagePlan.of(jury)
@@ -654,9 +807,14 @@ class _Driver(Tally):
 
     def take(
         self, batch: dict[str, Any], jury: JurySpec
-    ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-        """The records to write and the fresh verdicts (input hash, verdict JSON) of one batch."""
-        records, verdicts = [], []
+    ) -> tuple[list[dict[str, Any]], dict[str, list[tuple[str, str]]]]:
+        """The records to write and the fresh verdicts of one batch.
+
+        The verdicts are by provenance, each as (input hash, verdict JSON): an item's, or a
+        checklist item's units' under their unit rubrics'.
+        """
+        records: list[dict[str, Any]] = []
+        verdicts: dict[str, list[tuple[str, str]]] = {}
         columns = [_column(jury, judge) for judge in jury.judges]
         for i in range(len(batch["id"])):
             if batch["error"][i]:
@@ -684,8 +842,8 @@ class _Driver(Tally):
                 self.cached += 1
                 continue
             records.append(json.loads(batch["record"][i]))
-            if batch["verdict"][i]:
-                verdicts.append((batch["key"][i], batch["verdict"][i]))
+            for prov, key, verdict in json.loads(batch["verdict"][i] or "[]"):
+                verdicts.setdefault(prov, []).append((key, verdict))
             for k, column in enumerate(columns):
                 self.busy[k] = self.busy.get(k, 0.0) + float(batch[f"{column}_s"][i])
                 self.counted[k] = self.counted.get(k, 0) + 1

@@ -1,7 +1,7 @@
 """`jurybox judge` with a checklist rubric (#63): a point-by-point verdict file, resumed; the
-estimate counting a call per point; the Ray engine's refusal. The replay jury answers with the
-tiny jury's recorded real answers (tests/data/record.py's checklists); one test runs the real
-tiny models (``models``)."""
+estimate counting a call per point. The replay jury answers with the tiny jury's recorded real
+answers (tests/data/record.py's checklists); one test runs the real tiny models (``models``).
+The Ray engine's checklists: tests/serving/runs/test_ray_engine.py."""
 
 from __future__ import annotations
 
@@ -128,18 +128,6 @@ def test_estimate_counts_a_call_per_point(predictions, items, checklist_jury):
         *("--rubric", "checklist-all", "--jury", checklist_jury, "--estimate", "--no-cache"),
     )
     assert every.exit_code == 0 and "1 call(s) per item and judge" in every.output
-
-
-def test_ray_engine_refuses_checklist(tmp_path, predictions, checklist_jury):
-    r = invoke(
-        "judge",
-        predictions,
-        *("--rubric", "checklist", "--jury", checklist_jury, "--engine", "ray"),
-        *("--out", tmp_path / "o.jsonl", "--no-cache"),
-    )
-    assert r.exit_code == 2, r.output
-    assert "use --engine local" in r.output
-    assert not (tmp_path / "o.jsonl").exists()
 
 
 @pytest.mark.models

