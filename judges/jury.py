@@ -440,9 +440,13 @@ class Jury:
         prov: str,
         items: Sequence[Item],
         on_judge_done: Callable[[str, int], None] | None,
+        missed: list[int] | None = None,
     ) -> list[Verdict]:
         lookup = CacheLookup.of(self.cache, prov, items)
-        self.cache_hits += len(lookup.found)
+        if missed is None:
+            self.cache_hits += len(lookup.found)
+        else:  # a checklist's units: the caller counts the items found whole
+            missed.extend(lookup.todo)
         fresh = self._judge(rubric, prov, [items[k] for k in lookup.todo], on_judge_done)
         lookup.store(fresh)
         return lookup.merged(fresh)
@@ -461,16 +465,22 @@ class Jury:
         """
         groups = units(rubric, items)
         verdicts = []
+        judged: set[int] = set()  # the items with a unit not found in the cache
         for group in groups:
             self.spec.check_rubric(group.rubric)
+            missed: list[int] = []
             verdicts.append(
                 self._score(
                     group.rubric,
                     prov if group.rubric is rubric else provenance(group.rubric, self.spec),
                     group.items,
                     _per_item(on_judge_done, group),
+                    missed,
                 )
             )
+            judged.update(group.owner[k][0] for k in missed)
+        # ``cache_hits`` counts items, as for any rubric: an item whose every unit was cached.
+        self.cache_hits += len(items) - len(judged)
         return assemble(rubric, items, groups, verdicts, self.spec.name, prov)
 
     def _judge(
