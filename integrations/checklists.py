@@ -8,10 +8,14 @@ that list as a JSON string (HealthBench's ``{"criterion", "points", "tags"}`` re
 
 Rubric dropout (`Dropout`): with the reward's ``dropout`` rate above 0, each step judges a seeded
 random subset of each item's points (`jurybox.rubrics.checklist.dropout`, at least one positive
-point kept), the step TRL's ``state.global_step`` or the adapter's own count of batches. The
-subset is drawn per prompt, not per completion: the completions of one prompt (a GRPO group) at
-one step are judged on the same points, so their rewards stay comparable. Each step is logged
-(rate, seed, step, points kept of points) and kept in `JuryRewards.stats` (``dropout``).
+point kept), the step TRL's ``state.global_step`` or, elsewhere (verl), the adapter's own count
+of the batches this process has judged. The subset is drawn per prompt, not per completion: from
+the seed, the step and a hash of the prompt (its question, context and checklist) standing in for
+the item's id, so the completions of one prompt judged at one step are judged on the same points
+and their rewards stay comparable. With TRL that is a GRPO group; on verl, where the step is a
+count of batches, the completions of one prompt judged in different batches (or by different
+processes) may be judged on different subsets. Each step is logged (rate, seed, step, points kept
+of points) and kept in `JuryRewards.stats` (``dropout``).
 """
 
 from __future__ import annotations

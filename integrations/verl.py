@@ -28,8 +28,9 @@ prompt's checklist is ``extra_info["checklist"]`` (or the key ``reward_kwargs.ch
 names), else the ``ground_truth`` itself (a list of points, that list as a JSON string, or a dict
 holding it as ``checklist`` beside its ``reference``); ``reward_kwargs.dropout`` and
 ``dropout_seed`` turn rubric dropout on (`jurybox.integrations.checklists`): the step is the count
-of batches judged (verl passes no step), and each result gains ``jurybox/dropout_kept``, the share
-of the step's points judged.
+of batches this process has judged (verl passes no step), so the responses of one prompt judged in
+different batches may be judged on different subsets; each result gains ``jurybox/dropout_kept``,
+the share of the step's points judged.
 
 The result is ``{"score": reward, "jurybox/unscored": 0 or 1, "jurybox/<score>": ...,
 "jurybox/verdict": ...}``: verl keeps every key but ``score`` as the response's

@@ -3,8 +3,8 @@
 A checklist rubric (`Rubric.checklist`) does not judge an item directly. `units` expands a batch
 of items into unit groups, each an ordinary rubric (`Rubric.unit_rubric`) with ordinary items,
 which every engine judges as it judges any rubric (render, votes, quorum, cascades, cache,
-replay); `assemble` then makes one verdict per item from its units' verdicts. Pure: pydantic
-and the standard library only (the client's wheel holds it).
+replay); `assemble` then makes one verdict per item from its units' verdicts. No model or
+backend imports: only the client wheel's dependencies (the client's wheel holds it).
 
 * ``calls: per_point``: a unit per point, ``<id>::<key>``, the item with ``point``,
   ``point_points`` and ``point_tag`` among its extra fields and no checklist, judged on ``met``.

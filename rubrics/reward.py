@@ -128,7 +128,9 @@ class RewardSpec(BaseModel):
         dropout: Rubric dropout, for a checklist rubric: the share of each item's points left
             out at each training step, a seeded random subset (`jurybox.rubrics.checklist.dropout`;
             at least one positive point is kept); 0, the default, judges every point.
-        dropout_seed: The seed of the points left out (with the step and the item's id).
+        dropout_seed: The seed of the points left out (with the step and, in the trainers'
+            adapters, a hash of the item's prompt: its question, context and checklist; the step
+            is TRL's ``state.global_step``, elsewhere the adapter's count of batches judged).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -90,7 +90,13 @@ class DraftPrompt(BaseModel):
         if self.min_points > self.max_points:
             raise ValueError(f"min_points {self.min_points} is over max_points {self.max_points}")
         fields = set(self.inputs) | set(self.optional_inputs)
-        unknown = fields - {"question", "reference", "context", "response"}
+        answers = sorted(fields & {"response", "response_a", "response_b"})
+        if answers:
+            raise ValueError(
+                f"inputs: {', '.join(answers)}: a drafting judge never sees the response; "
+                "a checklist is drafted from the question, reference and context only"
+            )
+        unknown = fields - {"question", "reference", "context"}
         if unknown:
             raise ValueError(f"inputs: unknown item fields {sorted(unknown)}")
         sample = Item.model_validate({"id": "sample", **{name: f"<{name}>" for name in fields}})

@@ -111,16 +111,20 @@ def plan_labels(
         The plan per criterion.
 
     Raises:
-        InputError: No rubric jurybox knows, goal review (nothing to plan), or a target width
-            an agreement rate cannot have.
+        InputError: No rubric jurybox knows, goal review (nothing to plan), a target width
+            an agreement rate cannot have, or checklist verdicts judged point by point (not
+            built for them yet).
     """
     from jurybox.calibration.data.label_store import read_latest
     from jurybox.calibration.estimates.selection import plan
     from jurybox.rubrics.errors import InputError
+    from jurybox.serving.runs.agree import refuse_points
     from jurybox.serving.runs.inputs import load_inputs
 
     verdicts, human = Path(verdicts), Path(human)
     output, rubric_def, notes = load_inputs(verdicts, rubric, None)
+    # it would plan on the rubric's criterion (met) while the votes sit under p1..pN
+    refuse_points(output, "`jurybox labels plan`")
     if rubric_def is None:
         raise InputError("the verdicts name no rubric jurybox knows: give --rubric")
     latest = read_latest(human) if human.exists() else {}

@@ -196,13 +196,18 @@ async def _plan(service: ScoringService, request: GroupRequest) -> _Plan:
         calls = sum(each)
         words = "each completion judged on its group's checklist"
     if calls > limits.max_judge_calls:  # before any probe is rendered
+        fewer = (
+            # a checklist rubric takes only pointwise: fewer groups or points, no other design
+            "send fewer groups, or checklists with fewer points"
+            if each
+            else "send fewer groups, or a design with fewer calls (regular or swiss with a "
+            "smaller per_completion, anchor, listwise)"
+        )
         raise TooLarge(
             f"the {request.design.design} design of these "
             f"{len(request.groups)} groups asks {calls} judge calls per judge "
             f"({words}); this service takes at most {limits.max_judge_calls} per "
-            "request (max_judge_calls): send fewer groups, or a design with fewer "
-            "calls (regular or swiss with a smaller per_completion, anchor, "
-            "listwise)",
+            f"request (max_judge_calls): {fewer}",
             "design",
         )
     token = SHARED_IMAGES.set(admitted.shared)

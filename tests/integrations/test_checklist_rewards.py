@@ -270,6 +270,25 @@ def test_dropout_draws_one_subset_per_prompt(checker):
             )
 
 
+def test_dropout_subset_hashes_the_prompt_not_the_id(checker):
+    # the subset is drawn from a hash of question, context and checklist, whatever the ids
+    from jurybox.integrations.checklists import Dropout
+
+    def kept(batch: list[Item], step: int = 2) -> list[list[str]]:
+        return [keys(item) for item in Dropout(0.5, 5).apply(batch, step)[0]]
+
+    one = Item(id="a", question=QUESTION, response=GOOD, checklist=CHECKLIST)
+    ids = [one.model_copy(update={"id": f"row-{k}"}) for k in range(8)]
+    assert len({tuple(k) for k in kept(ids)}) == 1  # other ids, one prompt: one subset
+    contexts = [one.model_copy(update={"context": f"c{k}"}) for k in range(8)]
+    assert len({tuple(k) for k in kept(contexts)}) > 1  # another context, another prompt
+    # with no step given, each batch is the next step (verl's): one prompt in two batches
+    counted = Dropout(0.5, 5)
+    drawn = [keys(counted.apply([one])[0][0]) for _ in range(8)]
+    assert [keys(Dropout(0.5, 5).apply([one], s)[0][0]) for s in range(8)] == drawn
+    assert len({tuple(k) for k in drawn}) > 1
+
+
 def test_dropout_logged_per_step(checker, caplog):
     reward = jury_reward(
         jury=fake_jury("point-checker-for-tests"), rubric="checklist", dropout=0.5, dropout_seed=11

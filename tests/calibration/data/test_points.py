@@ -239,6 +239,13 @@ def test_what_is_not_built_for_points_is_refused_saying_so(bench):
             call(bench["human"], bench["judged"])
     with pytest.raises(Exception, match="--length-control is not built for checklist"):
         agreement_with_humans(bench["human"], bench["judged"], length_control=bench["judged"])
+    # labels plan would plan on the rubric's one criterion (met), the votes on p1..pN
+    from jurybox.serving.runs.label_plan import plan_labels
+
+    with pytest.raises(Exception, match="`jurybox labels plan` is not built for checklist"):
+        plan_labels(bench["human"], bench["judged"], 0.1)
+    with pytest.raises(Exception, match="`jurybox labels plan` is not built for checklist"):
+        plan_labels(bench["human"], bench["judged"], 0.5, goal="benchmark-mean")
 
 
 @pytest.mark.models  # judging the examples on the replay jury takes about a minute on CI's CPU

@@ -251,3 +251,16 @@ def test_draft_with_the_tiny_jury_writes_a_file_that_loads(tmp_path):
             assert "error" not in row
         else:
             assert row["error"] and "raw" in row
+
+
+@pytest.mark.parametrize("field", ["response", "response_a", "response_b"])
+def test_a_drafting_prompt_that_reads_the_response_is_refused(tmp_path, field):
+    mine = tmp_path / "peeks.yaml"
+    mine.write_text(
+        f"inputs: [question]\noptional_inputs: [{field}]\n"
+        f"template: 'Checklist for {{{{ question }}}} given {{{{ {field} }}}}'\n"
+    )
+    bad = run("draft", "unused.jsonl", "--show-prompt", "--prompt", mine)
+    assert bad.exit_code == 2
+    assert "peeks.yaml" in bad.output and field in bad.output
+    assert "never sees the response" in bad.output

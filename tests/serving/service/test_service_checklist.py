@@ -386,6 +386,18 @@ def test_group_route_bounds_checklists_before_any_judge_runs(service, change, st
     assert Scripted.asked == 0
 
 
+def test_group_route_413_for_a_checklist_suggests_no_other_design(service):
+    groups = [group(["Blight; spray.", "Hm."]), group(["Blight."], POINTS[:2], id="g1")]
+    body = {"rubric": "checklist", "design": {"design": "pointwise"}, "groups": groups}
+    r = post(service(max_judge_calls=9), "/v1/groups", body)
+    assert r.status_code == 413, r.text
+    message = error(r)["message"]
+    assert "fewer groups" in message and "fewer points" in message, message
+    # a checklist rubric takes only pointwise: no other design is suggested
+    for design in ("regular", "swiss", "anchor", "listwise"):
+        assert design not in message, message
+
+
 def openrlhf(rows: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
     return {
         "query": [r["question"] + r["response"] for r in rows],
