@@ -537,3 +537,27 @@ def test_inspect_scorer_checklist(wrap):
     ]
     assert points["p4"]["points"] == -4 and score.metadata["dropped"] == []
     assert score.metadata["verdict"]["scores"]["score"] == pytest.approx(expected(RISKY))
+
+
+# -- group rewards ------------------------------------------------------------------------------
+
+
+def test_group_reward_pointwise_judges_each_completions_points(wrap):
+    # GRPO's group reward, design pointwise: each completion judged on its prompt's checklist,
+    # the same reward as the pointwise reward's (jury_reward without group)
+    answers = [GOOD, RISKY, "Drink water.", "Take ibuprofen."]
+    alone = trl_call(jury_reward(jury=wrap, rubric="checklist"), answers)
+    PointChecker.SEEN = []
+    group = jury_reward(jury=wrap, rubric="checklist", group="pointwise", group_size=2)
+    got = trl_call(group, answers)
+    assert got == pytest.approx(alone)
+    assert got == pytest.approx([expected(a) for a in answers])
+    assert len(PointChecker.SEEN) == len(answers) * len(CHECKLIST)  # every point judged
+    # another design, or the checklist rubric as pointwise=, is refused before any judging
+    for kwargs in (
+        {"rubric": "checklist", "group": "listwise"},
+        {"rubric": "pairwise", "group": "round_robin", "pointwise": "checklist"},
+        {"rubric": "mirage-mg", "group": "pointwise", "pointwise": "checklist"},
+    ):
+        with pytest.raises(InputError, match="rubric checklist judges each prompt's own"):
+            jury_reward(jury=wrap, group_size=2, **kwargs)
