@@ -747,7 +747,18 @@ class JuryRewards:
             with self._lock:
                 self.stats.requests += 1
                 return judge_groups(self._jury, job)
-        chunks = self._group_chunks(groups, [c.calls for c in job.costs()])
+        calls = [c.calls for c in job.costs()]
+        if self.rubric.checklist is not None:  # (design pointwise: a call per point, per_point)
+            from jurybox.rubrics.checklist import checklist_calls
+
+            calls = [
+                len(g.completions)
+                * checklist_calls(
+                    self.rubric, [Item(id="probe", checklist=g.fields.get("checklist"))]
+                )
+                for g in groups
+            ]
+        chunks = self._group_chunks(groups, calls)
         with self._lock:
             self.stats.requests += len(chunks)
 

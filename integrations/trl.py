@@ -220,6 +220,20 @@ def jury_reward(
         if use is not None:
             spec = spec.model_copy(update={"use": use})
         scorer = load_rubric(pointwise) if isinstance(pointwise, str) else pointwise
+        listed = loaded if loaded.checklist is not None else scorer
+        if (
+            listed is not None
+            and listed.checklist is not None
+            and (spec.design != "pointwise" or scorer is not None)
+        ):
+            # (as the service's /v1/groups: a checklist rubric only as the pointwise design's)
+            raise InputError(
+                f"jurybox: rubric {listed.name} judges each prompt's own checklist, which a "
+                f"group reward takes only with design pointwise and the checklist rubric as "
+                f"rubric (no pointwise=); the {spec.design} design would not judge its points: "
+                "give group='pointwise', or the pointwise reward jury_reward without group",
+                field="group" if scorer is None else "pointwise",
+            )
         point = RewardSpec(score=score, scale=scale, unscored="none")
         try:
             spec.check(loaded, scorer)

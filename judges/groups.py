@@ -148,12 +148,21 @@ def digest(*parts: Any) -> str:
 _CORE = ("question", "reference", "context", "images")
 
 
-def _item(ident: str, fields: Mapping[str, Any], **more: Any) -> Item:
+def _item(ident: str, fields: Mapping[str, Any], checklist: bool = False, **more: Any) -> Item:
+    """An item of a group's ``fields``.
+
+    With ``checklist`` (a checklist rubric's), their checklist is the item's own, not an extra.
+    """
     core = {k: fields[k] for k in _CORE if fields.get(k) is not None}
-    extra = {k: v for k, v in fields.items() if k not in _CORE and k != "response"}
+    points = fields.get("checklist") if checklist else None
+    extra = {
+        k: v
+        for k, v in fields.items()
+        if k not in _CORE and k != "response" and not (checklist and k == "checklist")
+    }
     response = more.pop("response", None)
     extra.update(more)
-    return Item(id=ident, response=response, extra=extra, **core)
+    return Item(id=ident, response=response, extra=extra, checklist=points, **core)
 
 
 class GroupJob:
@@ -337,7 +346,9 @@ class GroupJob:
                 ids[s.index, c] = ident
                 if ident not in items:
                     s.asked += scorer.judge_calls
-                    items[ident] = _item(ident, s.group.fields, response=text)
+                    items[ident] = _item(
+                        ident, s.group.fields, scorer.checklist is not None, response=text
+                    )
 
         def read(records: Sequence[Mapping[str, Any]]) -> None:
             by_id = {str(r["id"]): r for r in records}

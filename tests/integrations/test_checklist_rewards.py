@@ -537,3 +537,68 @@ def test_inspect_scorer_checklist(wrap):
     ]
     assert points["p4"]["points"] == -4 and score.metadata["dropped"] == []
     assert score.metadata["verdict"]["scores"]["score"] == pytest.approx(expected(RISKY))
+
+
+# -- group rewards ------------------------------------------------------------------------------
+
+
+def test_group_reward_pointwise_judges_each_completions_points(wrap):
+    # GRPO's group reward, design pointwise: each completion judged on its prompt's checklist,
+    # the same reward as the pointwise reward's (jury_reward without group)
+    answers = [GOOD, RISKY, "Drink water.", "Take ibuprofen."]
+    alone = trl_call(jury_reward(jury=wrap, rubric="checklist"), answers)
+    PointChecker.SEEN = []
+    group = jury_reward(jury=wrap, rubric="checklist", group="pointwise", group_size=2)
+    got = trl_call(group, answers)
+    assert got == pytest.approx(alone)
+    assert got == pytest.approx([expected(a) for a in answers])
+    assert len(PointChecker.SEEN) == len(answers) * len(CHECKLIST)  # every point judged
+    # another design, or the checklist rubric as pointwise=, is refused before any judging
+    for kwargs in (
+        {"rubric": "checklist", "group": "listwise"},
+        {"rubric": "pairwise", "group": "round_robin", "pointwise": "checklist"},
+        {"rubric": "mirage-mg", "group": "pointwise", "pointwise": "checklist"},
+    ):
+        with pytest.raises(InputError, match="rubric checklist judges each prompt's own"):
+            jury_reward(jury=wrap, group_size=2, **kwargs)
+
+
+def test_group_reward_to_a_service_chunks_groups_by_points(checker):
+    # a checklist rubric's groups cost a call per point of each completion: whole groups per
+    # request within the service's max_judge_calls, counting points (not one call a completion)
+    from jurybox.judges.groups import CompletionReward, GroupResult
+
+    reward = jury_reward(
+        jury=fake_jury("point-checker-for-tests"),
+        rubric="checklist",
+        group="pointwise",
+        group_size=2,
+        unscored="none",
+    )
+    rewards = reward.rewards
+    remote = FakeRemote(rewards, max_items=100, max_judge_calls=2 * 4)
+    remote._ref = lambda rubric: rubric.name  # type: ignore[attr-defined]
+    sent: list[list[dict]] = []
+
+    def groups(payload: dict) -> list[dict]:
+        sent.append(payload["groups"])
+        return [
+            GroupResult(
+                id=g["id"],
+                design="pointwise",
+                rewards=[None] * len(g["completions"]),
+                completions=[CompletionReward(reward=None, reason="a fake service")]
+                * len(g["completions"]),
+                calls=0,
+                asked=0,
+            ).model_dump(mode="json")
+            for g in payload["groups"]
+        ]
+
+    rewards._jury, rewards._client = remote, SimpleNamespace(groups=groups)
+    sizes = [4, 2, 2, 3]  # points per prompt: 8 | 4+4 | 6 calls a request
+    checklists = [CHECKLIST[:n] for n in sizes for _ in range(2)]
+    prompts = [f"{QUESTION} ({k // 2})" for k in range(8)]
+    reward(prompts=prompts, completions=[GOOD, RISKY] * 4, checklist=checklists)
+    assert [[len(g["checklist"]) for g in chunk] for chunk in sent] == [[4], [2, 2], [3]]
+    assert rewards.stats.requests == 3
