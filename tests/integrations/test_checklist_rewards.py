@@ -97,15 +97,11 @@ def checker(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.fixture
 def wrap(checker):
-    """Skips the test until the in-process jury judges a checklist rubric (its units assembled)."""
+    """The in-process jury on the point checker (it judges checklist rubrics: no skip)."""
     jury = fake_jury("point-checker-for-tests")
     item = Item(id="x", question=QUESTION, response=GOOD, checklist=CHECKLIST[:2])
-    try:
-        (verdict,) = jury.score(load_rubric("checklist"), [item])
-    except Exception as exc:  # (the wrap's absence shows as any error)
-        pytest.skip(f"the jury does not judge checklist rubrics yet ({type(exc).__name__})")
-    if verdict.points is None:
-        pytest.skip("the jury does not judge checklist rubrics yet (no points in its verdict)")
+    (verdict,) = jury.score(load_rubric("checklist"), [item])
+    assert verdict.points is not None
     checker.SEEN = []
     return jury
 

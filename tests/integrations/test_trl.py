@@ -610,8 +610,7 @@ def test_grpo_trains_two_steps_with_a_checklist_column_and_dropout(
         load_rubric("checklist"),
         [Item(id="probe", question=SHORT, response="A fungus.", checklist=CHECKLISTS[SHORT][:1])],
     )
-    if probe.points is None:
-        pytest.skip("the jury does not judge checklist rubrics yet (no points in its verdict)")
+    assert probe.points is not None  # the tiny jury judges checklist rubrics point by point
     reward = jury_reward(jury=tiny_jury, rubric="checklist", dropout=0.5, dropout_seed=1)
     rewards_of = reward.rewards  # type: ignore[attr-defined]
     returned: list[list] = []
